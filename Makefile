@@ -1,0 +1,41 @@
+# Two entry points for a fresh machine: `make show` and `make test` create the
+# virtual environment on first use, so nothing has to be installed by hand.
+PY ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+# The CUDA simulator is slow: simulator tests use tiny odd shapes, and pytest
+# runs them after the fast tests (see tests/conftest.py).
+PYTEST_ARGS ?=
+
+.PHONY: show test test-fast bench sweep gpu-bench clean
+
+$(STAMP): pyproject.toml
+	$(PY) -m venv $(VENV)
+	$(BIN)/python -m pip install -q --upgrade pip
+	$(BIN)/python -m pip install -q -e '.[test]'
+	touch $(STAMP)
+
+show: $(STAMP)
+	$(BIN)/leverctl show
+
+test: $(STAMP)
+	$(BIN)/python -m pytest -q $(PYTEST_ARGS)
+
+test-fast: $(STAMP)
+	$(BIN)/python -m pytest -q -m "not sim and not gpu" $(PYTEST_ARGS)
+
+bench: $(STAMP)
+	$(BIN)/leverctl bench
+
+sweep: $(STAMP)
+	$(BIN)/leverctl sweep --device sim --shapes smoke --out results/sweep-smoke
+
+# On a machine with an NVIDIA GPU: GPU-only tests, then the full bench at model
+# shapes; everything lands under $(GPU_OUT).
+GPU_OUT ?= results/gpu
+gpu-bench: $(STAMP)
+	bash scripts/gpu-bench.sh $(GPU_OUT)
+
+clean:
+	rm -rf $(VENV) build *.egg-info .pytest_cache .hypothesis

@@ -1,0 +1,143 @@
+"""The kernel-path contract.
+
+A *kernel path* is one place in the engine's forward pass where levers choose
+between kernels (the decode GEMV, the GDN verify step...). Each family folder
+declares its paths with :class:`KernelPath`; the bench plans, runs, checks and
+times them through this declaration alone and knows nothing else about them.
+
+Levers reach a path only as resolved values (``field -> value``), handed to
+``select`` and, through the chosen :class:`Variant`, to a kernel factory as
+compile-time constants. Nothing here or under ``kernels/`` reads the process
+environment.
+
+This module imports neither numba nor numpy at import time, so the CLI can
+describe paths cheaply; the families import them.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from types import MappingProxyType
+from typing import Any, Callable, Mapping
+
+
+@dataclass(frozen=True)
+class Shape:
+    """One problem size. ``label`` is a readable id (``"m1-n37-k256"``);
+    ``dims`` the named sizes the family's makers read."""
+
+    label: str
+    dims: Mapping[str, int]
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "dims", MappingProxyType(dict(self.dims)))
+
+    def __getitem__(self, key: str) -> int:
+        return self.dims[key]
+
+    def get(self, key: str, default: Any = None) -> Any:
+        return self.dims.get(key, default)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"label": self.label, **dict(self.dims)}
+
+    def __hash__(self) -> int:  # MappingProxyType is unhashable
+        return hash((self.label, tuple(sorted(self.dims.items()))))
+
+
+@dataclass(frozen=True)
+class Tolerance:
+    """Pass when ``||y - ref||_2 / ||ref||_2 <= rel`` and ``max|y - ref| <= abs``."""
+
+    rel: float
+    abs: float
+
+
+@dataclass(frozen=True)
+class Traffic:
+    """Per call: the fewest bytes the path must move through device memory
+    (each input read once, each output written once, plus any state round
+    trips the variant makes by design) and its floating-point operations."""
+
+    bytes_read: int
+    bytes_written: int
+    flops: int
+
+    @property
+    def bytes(self) -> int:
+        return self.bytes_read + self.bytes_written
+
+
+# launch(bufs): enqueue the variant's kernel launch(es) on the default stream.
+# ``bufs`` maps every input and output name to a device array.
+Launch = Callable[[dict], None]
+
+
+@dataclass(frozen=True)
+class Variant:
+    """One kernel (or fixed sequence of kernels) the levers can choose.
+
+    ``build(shape)`` compiles through a factory cached by its compile-time
+    key, allocates any scratch it needs on the device, and returns a
+    :data:`Launch`. It is called outside any timed region.
+    """
+
+    name: str
+    summary: str
+    build: Callable[[Shape], Launch]
+    tolerance: Tolerance | None = None  # overrides the path's when set
+    # Bytes/FLOPs when they differ from the path's (e.g. a variant that
+    # round-trips state through global memory); None uses the path's traffic.
+    traffic: Callable[[Shape], Traffic] | None = None
+
+
+@dataclass(frozen=True)
+class Choice:
+    """What ``select`` decided: the variant, and a note when the levers asked
+    for something the shape does not allow (recorded with the result)."""
+
+    variant: str
+    note: str = ""
+
+
+@dataclass(frozen=True)
+class KernelPath:
+    name: str  # "w4a16.gemv": family.path
+    family: str
+    summary: str
+    # Lever fields (catalog field names) that choose the variant, in the order
+    # the sweep enumerates them.
+    levers: tuple[str, ...]
+    # Value a lever takes when the engine's catalog does not have it (Atlas
+    # has no `decode_split_silu`, say): the engine's fixed behaviour there.
+    lever_defaults: Mapping[str, Any]
+    variants: Mapping[str, Variant]
+    # (resolved lever values restricted to `levers`, shape) -> Choice
+    select: Callable[[Mapping[str, Any], Shape], Choice]
+    # (preset, recipe's [model] table or None) -> shapes. "smoke": tiny, odd,
+    # simulator-sized; "model": from the recipe, falling back to a default model.
+    shapes: Callable[[str, Mapping[str, Any] | None], list[Shape]]
+    # (shape, numpy Generator) -> host input arrays, in the real layouts.
+    make_inputs: Callable[[Shape, Any], dict]
+    # shape -> {name: (shape tuple, numpy dtype str)} for outputs the bench
+    # allocates and poisons with NaN before every run. An output whose name is
+    # also an input is updated in place (a carried recurrent state) and is
+    # checked after the run.
+    outputs: Callable[[Shape], Mapping[str, tuple[tuple[int, ...], str]]]
+    # (shape, host inputs) -> float64 expected outputs (the family's naive.py)
+    reference: Callable[[Shape, dict], dict]
+    traffic: Callable[[Shape], Traffic]
+    tolerance: Tolerance
+    # Engines that have this path at all ("atlas", "metrale"); empty = every
+    # engine whose catalog has at least one of `levers`.
+    engines: tuple[str, ...] = ()
+    # Memory-bound paths are compared against the measured copy bandwidth,
+    # compute-bound ones against the FP32 rate; the bench takes the larger floor.
+    notes: str = ""
+    extra: Mapping[str, Any] = field(default_factory=dict)
+
+    def variant_tolerance(self, variant: str) -> Tolerance:
+        return self.variants[variant].tolerance or self.tolerance
+
+    def variant_traffic(self, variant: str, shape: Shape) -> Traffic:
+        v = self.variants[variant]
+        return (v.traffic or self.traffic)(shape)

@@ -1,0 +1,3 @@
+from leverctl.cli.app import main
+
+main()

@@ -1,0 +1,202 @@
+"""TOML recipes: what a model's deployment sets.
+
+A recipe names its ``engine``, may ``extends`` a parent (a path relative to
+the recipe), sets lever variables as the exact strings the engine would see
+(``[levers]``), may ``unset`` variables an ancestor set, and carries serve
+settings (``[serve] max_batch_size``), build defaults (``[build]``) and the
+model's shapes for the bench (``[model]``)::
+
+    engine = "atlas"
+    extends = "atlas-defaults.toml"
+    unset = ["ATLAS_GDN_BATCHED_FLA"]
+    [levers]
+    ATLAS_GDN_WY17 = "0"
+    [serve]
+    max_batch_size = 16
+
+Loading flattens the ``extends`` chain (child wins) and remembers which file
+set every value, so provenance can name it. Loading reads files; resolving
+does not.
+"""
+from __future__ import annotations
+
+import difflib
+import re
+import tomllib
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import MappingProxyType
+from typing import Any, Mapping
+
+from ..errors import UserError
+
+TOP_KEYS = ("engine", "extends", "description", "unset", "levers", "serve", "build", "model")
+SERVE_KEYS = ("max_batch_size",)
+
+
+@dataclass(frozen=True)
+class Setting:
+    value: Any
+    file: str
+    line: int | None = None
+
+
+@dataclass(frozen=True)
+class Recipe:
+    path: str
+    engine: str
+    description: str
+    chain: tuple[str, ...]  # root ancestor first, this recipe last
+    vars: Mapping[str, Setting]  # variables set after the chain is flattened
+    unset: Mapping[str, Setting]  # variables a recipe in the chain unset (value None)
+    serve: Mapping[str, Setting]
+    build: Mapping[str, Setting]
+    model: Mapping[str, Any] = field(default_factory=dict)
+
+    def where(self, var: str) -> str:
+        s = self.vars.get(var) or self.unset.get(var)
+        if s is None:
+            return self.path
+        return f"{s.file}:{s.line}" if s.line else s.file
+
+
+def line_of(text: str, key: str) -> int | None:
+    """The first line that assigns ``key`` (bare or quoted), for messages."""
+    pat = re.compile(r'^\s*("?)' + re.escape(key) + r'\1\s*=')
+    for n, line in enumerate(text.splitlines(), 1):
+        if pat.match(line):
+            return n
+    return None
+
+
+def _read(path: Path) -> tuple[dict, str]:
+    where = str(path)
+    if path.is_dir():
+        raise UserError("is a directory, not a recipe file", where)
+    try:
+        data = path.read_bytes()
+    except FileNotFoundError:
+        raise UserError("no such recipe file", where) from None
+    except OSError as e:
+        raise UserError(f"cannot read recipe: {e.strerror}", where) from None
+    if b"\x00" in data:
+        raise UserError("is a binary file, not a TOML recipe", where)
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise UserError(f"is not UTF-8 text (byte {e.start}), not a TOML recipe", where) from None
+    try:
+        return tomllib.loads(text), text
+    except tomllib.TOMLDecodeError as e:
+        # tomllib's message ends "(at line L, column C)"; lift the line into
+        # the location so editors can jump to it.
+        m = re.search(r"\(at line (\d+), column (\d+)\)", str(e))
+        msg = re.sub(r"\s*\(at line \d+, column \d+\)", "", str(e))
+        if m:
+            raise UserError(f"TOML syntax error: {msg} (column {m.group(2)})", f"{where}:{m.group(1)}") from None
+        raise UserError(f"TOML syntax error: {msg}", where) from None
+
+
+def _type_error(text: str, where: str, key: str, want: str, got: Any) -> UserError:
+    line = line_of(text, key)
+    loc = f"{where}:{line}" if line else where
+    return UserError(f"`{key}` must be {want}, not {type(got).__name__} {got!r}", loc)
+
+
+def _merge_model(base: dict, child: Mapping) -> dict:
+    out = dict(base)
+    for k, v in child.items():
+        out[k] = _merge_model(out[k], v) if isinstance(v, Mapping) and isinstance(out.get(k), dict) else v
+    return out
+
+
+def load_recipe(path: str | Path, _seen: tuple[str, ...] = ()) -> Recipe:
+    p = Path(path)
+    key = str(p.resolve())
+    if key in _seen:
+        cycle = " -> ".join([*_seen[_seen.index(key):], key])
+        raise UserError(f"`extends` cycle: {cycle}", str(p))
+    doc, text = _read(p)
+    where = str(p)
+
+    unknown = [k for k in doc if k not in TOP_KEYS]
+    if unknown:
+        k = unknown[0]
+        near = difflib.get_close_matches(k, TOP_KEYS, n=1)
+        hint = f" (did you mean `{near[0]}`?)" if near else ""
+        line = line_of(text, k)
+        raise UserError(f"unknown key `{k}`{hint}; a recipe has {', '.join(TOP_KEYS)}",
+                        f"{where}:{line}" if line else where)
+    for k, want in (("engine", str), ("extends", str), ("description", str)):
+        if k in doc and not isinstance(doc[k], want):
+            raise _type_error(text, where, k, "a string", doc[k])
+    for k in ("levers", "serve", "build", "model"):
+        if k in doc and not isinstance(doc[k], dict):
+            raise _type_error(text, where, k, "a table", doc[k])
+    if "unset" in doc and not (isinstance(doc["unset"], list) and all(isinstance(v, str) for v in doc["unset"])):
+        raise _type_error(text, where, "unset", "a list of variable names", doc["unset"])
+
+    if "extends" in doc:
+        parent_path = (p.parent / doc["extends"])
+        try:
+            parent = load_recipe(parent_path, (*_seen, key))
+        except UserError as e:
+            if e.message == "no such recipe file" and e.where == str(parent_path):
+                line = line_of(text, "extends")
+                raise UserError(f"`extends` names a missing parent {doc['extends']!r} ({parent_path})",
+                                f"{where}:{line}" if line else where) from None
+            raise
+        if "engine" in doc and doc["engine"] != parent.engine:
+            raise UserError(f"engine {doc['engine']!r} differs from its parent's {parent.engine!r}", where)
+        vars_, unset = dict(parent.vars), dict(parent.unset)
+        serve, build = dict(parent.serve), dict(parent.build)
+        model, chain, engine = dict(parent.model), parent.chain, parent.engine
+    else:
+        if "engine" not in doc:
+            raise UserError("recipe lacks `engine` (and extends nothing)", where)
+        vars_, unset, serve, build, model, chain, engine = {}, {}, {}, {}, {}, (), None
+    engine = doc.get("engine", engine)
+
+    for var in doc.get("unset", []):
+        vars_.pop(var, None)
+        unset[var] = Setting(None, where, line_of(text, "unset"))
+    for var, value in doc.get("levers", {}).items():
+        if not isinstance(value, str):
+            # The engine sees strings; a TOML 1 or true would hide what string
+            # was meant ("1"? "true"?), and the rules differ on exactly that.
+            line = line_of(text, var)
+            raise UserError(f"lever {var} must be a string as the engine sees it "
+                            f"(write {var} = \"{_suggest_str(value)}\"), not {type(value).__name__}",
+                            f"{where}:{line}" if line else where)
+        unset.pop(var, None)
+        vars_[var] = Setting(value, where, line_of(text, var))
+    for k, value in doc.get("serve", {}).items():
+        if k not in SERVE_KEYS:
+            raise UserError(f"unknown [serve] key `{k}`; known: {', '.join(SERVE_KEYS)}",
+                            f"{where}:{line_of(text, k)}" if line_of(text, k) else where)
+        if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+            raise _type_error(text, where, k, "a positive integer", value)
+        serve[k] = Setting(value, where, line_of(text, k))
+    for k, value in doc.get("build", {}).items():
+        if not isinstance(value, bool):
+            raise _type_error(text, where, k, "true or false", value)
+        build[k] = Setting(value, where, line_of(text, k))
+    model = _merge_model(model, doc.get("model", {}))
+
+    return Recipe(
+        path=where,
+        engine=engine,
+        description=doc.get("description", ""),
+        chain=(*chain, where),
+        vars=MappingProxyType(vars_),
+        unset=MappingProxyType(unset),
+        serve=MappingProxyType(serve),
+        build=MappingProxyType(build),
+        model=MappingProxyType(model),
+    )
+
+
+def _suggest_str(value: Any) -> str:
+    if isinstance(value, bool):
+        return "1" if value else "0"
+    return str(value)

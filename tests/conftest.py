@@ -1,0 +1,34 @@
+"""Test session set-up.
+
+Every test runs the kernels in Numba's CUDA simulator unless
+LEVERCTL_TEST_DEVICE=gpu, and the simulator must be chosen before anything
+imports numba.cuda, so it is decided here, first.
+"""
+from __future__ import annotations
+
+import os
+
+import pytest
+
+ON_GPU = os.environ.get("LEVERCTL_TEST_DEVICE") == "gpu"
+if not ON_GPU:
+    os.environ["NUMBA_ENABLE_CUDASIM"] = "1"
+
+
+def pytest_collection_modifyitems(config, items):
+    skip_gpu = pytest.mark.skip(reason="needs a CUDA GPU (LEVERCTL_TEST_DEVICE=gpu)")
+    for item in items:
+        if "gpu" in item.keywords and not ON_GPU:
+            item.add_marker(skip_gpu)
+    # Fast tests first, simulator tests last: a broken resolver fails in seconds.
+    items.sort(key=lambda it: 1 if "sim" in it.keywords else 0)
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _simulator_warp_intrinsics():
+    """The simulator lacks shfl/ballot/syncwarp; install the emulation once."""
+    if not ON_GPU:
+        from leverctl_kernels.common import simwarp
+
+        simwarp.install()
+    yield
