@@ -1,0 +1,47 @@
+"""Project-level guards: packaging and the kernels' independence from the environment."""
+from __future__ import annotations
+
+import ast
+import tomllib
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def test_every_package_folder_is_listed_in_pyproject():
+    listed = set(tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]["packages"])
+    found = set()
+    for top, name in (("leverctl", "leverctl"), ("kernels", "leverctl_kernels")):
+        for init in (ROOT / top).rglob("__init__.py"):
+            rel = init.parent.relative_to(ROOT / top)
+            found.add(".".join([name, *rel.parts]) if rel.parts else name)
+    assert found <= listed, f"packages missing from pyproject: {sorted(found - listed)}"
+
+
+def _env_reads(tree: ast.AST) -> list[int]:
+    """Lines that reach the process environment: os.environ, os.environb,
+    os.getenv, os.putenv, or importing them by name."""
+    hits = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Attribute) and node.attr in ("environ", "environb", "getenv", "putenv", "unsetenv"):
+            hits.append(node.lineno)
+        if isinstance(node, ast.ImportFrom) and node.module == "os":
+            if any(a.name in ("environ", "environb", "getenv", "putenv") for a in node.names):
+                hits.append(node.lineno)
+    return hits
+
+
+def test_kernels_never_read_the_environment():
+    offenders = {}
+    for py in (ROOT / "kernels").rglob("*.py"):
+        hits = _env_reads(ast.parse(py.read_text(), str(py)))
+        if hits:
+            offenders[str(py.relative_to(ROOT))] = hits
+    assert not offenders, f"kernels must get levers as resolved values, not from the environment: {offenders}"
+
+
+def test_the_environment_guard_catches_each_way_of_reading_it():
+    for src in ("import os\nx = os.environ['A']", "import os\nos.getenv('A')",
+                "from os import environ", "import os\nos.environb"):
+        assert _env_reads(ast.parse(src)), src
+    assert not _env_reads(ast.parse("import os\nos.path.join('a')"))
