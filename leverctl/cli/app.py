@@ -8,8 +8,12 @@ from __future__ import annotations
 import importlib
 import sys
 
-import click
 import typer
+
+try:  # Typer releases up to 0.2x run on Click
+    from click import UsageError
+except ModuleNotFoundError:  # later ones carry their own copy of it
+    from typer._click.exceptions import UsageError
 
 from ..errors import UserError
 
@@ -44,21 +48,20 @@ _register()
 # FAIL, a regression, a lint error), 2 bad input, 130 interrupted.
 ERRORS: tuple[tuple[type[BaseException], int], ...] = (
     (UserError, 2),
-    (click.UsageError, 2),
-    (click.BadParameter, 2),
+    (UsageError, 2),  # BadParameter is a UsageError
     (BrokenPipeError, 0),
     (KeyboardInterrupt, 130),
-    (click.Abort, 130),
+    (typer.Abort, 130),
 )
 
 
 def _one_line(e: BaseException) -> str:
     if isinstance(e, UserError):
         return e.line()
-    if isinstance(e, click.UsageError):
+    if isinstance(e, UsageError):
         cmd = e.ctx.command_path if e.ctx is not None else "leverctl"
         return f"{cmd}: {e.format_message()}"
-    if isinstance(e, (KeyboardInterrupt, click.Abort)):
+    if isinstance(e, (KeyboardInterrupt, typer.Abort)):
         return "interrupted"
     return str(e)
 
@@ -67,7 +70,7 @@ def main(argv: list[str] | None = None) -> None:
     cmd = typer.main.get_command(app)
     try:
         code = cmd.main(args=argv, prog_name="leverctl", standalone_mode=False)
-    except click.exceptions.Exit as e:
+    except typer.Exit as e:
         code = e.exit_code
     except BaseException as e:  # noqa: BLE001 - mapped below or re-raised
         for exc_type, exit_code in ERRORS:
