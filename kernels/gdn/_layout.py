@@ -1,0 +1,83 @@
+"""How the GDN kernels cut a head's state over blocks and threads.
+
+Every GDN kernel gives one block a *column slice* of one value head's state:
+``BV`` of the ``dv`` value columns, all ``dk`` key rows. Columns of the state
+are independent in the recurrence (``delta``, the write and the output are
+per column; only ``k``, ``q``, ``g``, ``beta`` are shared), so slices never
+talk to each other and a head spreads over ``dv / BV`` blocks::
+
+    state[h]  (dk x dv, row-major, fp32)
+               v0        v0+BV
+          +----+---------+----+
+    row 0 |    | slice s |    |   block (h, s): columns v0 .. v0+BV-1
+      ... |    |  dk x BV|    |
+    dk-1  |    |         |    |
+          +----+---------+----+
+
+Inside a block the recurrent kernels give thread ``tid`` the column
+``j = tid % BV`` and the rows ``p*R .. p*R+R-1`` with ``p = tid // BV``
+(``KSPLIT = NT / BV`` row parts, ``R = dk / KSPLIT`` registers each). ``j``
+is the fast index, so a warp's state load reads consecutive columns of one
+row: 128-byte lines at ``BV = 32``. The price is that a column's ``KSPLIT``
+parts sit in different warps, so the per-column dot products are summed
+through shared memory (one barrier per token) rather than by shuffles.
+
+Model shapes (d = 128): ``BV = 32``, ``KSPLIT = 4``, 128 threads, 32 state
+registers per thread, ``4 * Hv`` blocks per sequence. Smoke shapes (d = 8 or
+12) split the columns in two so the slicing is exercised.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ..common import launch as _launch
+
+
+@dataclass(frozen=True)
+class Tile:
+    dk: int
+    dv: int
+    bv: int  # value columns per block
+    ksplit: int  # row parts per column
+
+    @property
+    def rows(self) -> int:  # state rows (registers) per thread
+        return self.dk // self.ksplit
+
+    @property
+    def threads(self) -> int:
+        return self.bv * self.ksplit
+
+    @property
+    def slices(self) -> int:
+        return self.dv // self.bv
+
+
+def tile_for(dk: int, dv: int) -> Tile:
+    """The block tiling used at these head dims."""
+    if dk <= 0 or dv <= 0:
+        raise ValueError(f"head dims must be positive, got dk={dk} dv={dv}")
+    if dv % 32 == 0 and dv >= 64:
+        bv = 32
+    elif dv % 2 == 0:
+        bv = dv // 2
+    else:
+        bv = dv
+    ksplit = 4 if dk % 4 == 0 else (2 if dk % 2 == 0 else 1)
+    return Tile(dk, dv, bv, ksplit)
+
+
+def check_launch(grid: int, threads: int, shared_bytes: int) -> tuple[int, int]:
+    """Refuse a launch a GPU would refuse (the simulator would accept it).
+    GDN kernels use no warp intrinsics, so whole warps are not required."""
+    _launch.check_block(threads, warps=False)
+    _launch.check_grid(grid)
+    _launch.check_shared(shared_bytes)
+    return grid, threads
+
+
+def group_of(hk: int, hv: int) -> int:
+    """Value heads per q/k head (value head ``h`` reads q/k head ``h // group``)."""
+    if hk <= 0 or hv % hk:
+        raise ValueError(f"{hv} value heads do not split evenly over {hk} q/k heads")
+    return hv // hk
