@@ -1,0 +1,269 @@
+"""Where the bench runs: a real GPU, or Numba's CUDA simulator.
+
+Numba decides between the two once, when ``numba.cuda`` is first imported, by
+reading ``NUMBA_ENABLE_CUDASIM``. So the choice is made here, before anything
+imports it: ``auto`` probes for a GPU through the driver library with ctypes
+(no numba import), and only then is ``numba.cuda`` loaded in the chosen mode.
+The bench is the one place allowed to set that variable; kernels never read
+the environment.
+
+The probe also reads what the report needs about the device (name, compute
+capability, driver, L2 size, multiprocessor count) so a GPU run does not have
+to ask numba for driver attributes.
+"""
+from __future__ import annotations
+
+import ctypes
+import os
+import platform
+import sys
+from dataclasses import dataclass, field
+from importlib import metadata
+from typing import Any, Callable
+
+from ..errors import UserError
+
+CHOICES = ("auto", "gpu", "sim")
+SIM_VAR = "NUMBA_ENABLE_CUDASIM"
+SIM_NAME = "Numba CUDA simulator"
+
+# CUdevice_attribute values (cuda.h).
+_ATTR_SM_COUNT = 16
+_ATTR_L2_CACHE_SIZE = 38
+_ATTR_CC_MAJOR = 75
+_ATTR_CC_MINOR = 76
+
+
+@dataclass(frozen=True)
+class Probe:
+    """What the driver said. ``reason`` says why there is no usable GPU."""
+
+    ok: bool
+    reason: str = ""
+    name: str | None = None
+    compute_capability: str | None = None
+    driver: str | None = None
+    l2_bytes: int | None = None
+    sm_count: int | None = None
+
+
+def _error_name(lib, code: int) -> str:
+    name = ctypes.c_char_p()
+    try:
+        if lib.cuGetErrorName(code, ctypes.byref(name)) == 0 and name.value:
+            return name.value.decode()
+    except (AttributeError, OSError):
+        pass
+    return f"error {code}"
+
+
+def _kernel_module_version() -> str | None:
+    """The NVIDIA kernel module's version (``580.159.04``), if Linux says."""
+    try:
+        with open("/proc/driver/nvidia/version", encoding="utf-8", errors="replace") as f:
+            words = f.readline().split()
+    except OSError:
+        return None
+    for w in words:
+        if w[:1].isdigit() and w.count(".") >= 1:
+            return w
+    return None
+
+
+def probe_gpu(load: Callable[[str], Any] = ctypes.CDLL) -> Probe:
+    """Ask the CUDA driver, through ctypes, whether device 0 is usable.
+
+    ``load`` opens the driver library (a fake in tests)."""
+    try:
+        lib = load("libcuda.so.1")
+    except OSError:
+        return Probe(False, "no NVIDIA driver (libcuda.so.1 not found)")
+    rc = lib.cuInit(0)
+    if rc != 0:
+        return Probe(False, f"cuInit failed: {_error_name(lib, rc)}")
+    count = ctypes.c_int(0)
+    rc = lib.cuDeviceGetCount(ctypes.byref(count))
+    if rc != 0:
+        return Probe(False, f"cuDeviceGetCount failed: {_error_name(lib, rc)}")
+    if count.value < 1:
+        return Probe(False, "no CUDA devices")
+
+    dev = ctypes.c_int(0)
+    if lib.cuDeviceGet(ctypes.byref(dev), 0) != 0:
+        return Probe(False, "cuDeviceGet(0) failed")
+
+    def attr(which: int) -> int | None:
+        v = ctypes.c_int(0)
+        return v.value if lib.cuDeviceGetAttribute(ctypes.byref(v), which, dev) == 0 else None
+
+    buf = ctypes.create_string_buffer(256)
+    name = buf.value.decode(errors="replace") if lib.cuDeviceGetName(buf, 256, dev) == 0 else None
+    major, minor = attr(_ATTR_CC_MAJOR), attr(_ATTR_CC_MINOR)
+    ver = ctypes.c_int(0)
+    cuda_ver = None
+    if lib.cuDriverGetVersion(ctypes.byref(ver)) == 0 and ver.value:
+        cuda_ver = f"CUDA {ver.value // 1000}.{ver.value % 1000 // 10}"
+    module = _kernel_module_version()
+    driver = f"{module} ({cuda_ver})" if module and cuda_ver else (module or cuda_ver)
+    return Probe(
+        True,
+        name=name,
+        compute_capability=f"{major}.{minor}" if major is not None else None,
+        driver=driver,
+        l2_bytes=attr(_ATTR_L2_CACHE_SIZE),
+        sm_count=attr(_ATTR_SM_COUNT),
+    )
+
+
+def versions() -> dict[str, str | None]:
+    """Library versions, from package metadata (imports nothing)."""
+
+    def dist(name: str) -> str | None:
+        try:
+            return metadata.version(name)
+        except metadata.PackageNotFoundError:
+            return None
+
+    from .. import __version__
+
+    return {
+        "leverctl": __version__,
+        "python": platform.python_version(),
+        "numba": dist("numba"),
+        "numba_cuda": dist("numba-cuda"),
+        "numpy": dist("numpy"),
+    }
+
+
+@dataclass
+class Device:
+    """The device of one run. On a GPU it also holds the run's measured
+    ceilings (copy bandwidth, FP32 rate), measured once on first use, and the
+    timing rig (L2 flush buffer, events)."""
+
+    kind: str  # "gpu" | "sim"
+    name: str
+    compute_capability: str | None = None
+    driver: str | None = None
+    why_sim: str | None = None
+    l2_bytes: int | None = None
+    sm_count: int | None = None
+    # Set when a kernel fault has left the CUDA context unusable: later items
+    # fail at once with this note instead of each reporting the same fault.
+    lost: str | None = None
+    _rig: Any = field(default=None, repr=False)
+
+    @property
+    def is_gpu(self) -> bool:
+        return self.kind == "gpu"
+
+    def rig(self):
+        """The GPU timing rig (built on first use)."""
+        if not self.is_gpu:
+            raise RuntimeError("the simulator has no timing rig")
+        if self._rig is None:
+            from .timing import GpuRig
+
+            self._rig = GpuRig(l2_bytes=self.l2_bytes, sm_count=self.sm_count)
+        return self._rig
+
+    @property
+    def copy_gbps(self) -> float | None:
+        return self.rig().copy_gbps() if self.is_gpu else None
+
+    @property
+    def fp32_tflops(self) -> float | None:
+        return self.rig().fp32_tflops() if self.is_gpu else None
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "kind": self.kind,
+            "name": self.name,
+            "compute_capability": self.compute_capability,
+            "driver": self.driver,
+            "copy_gbps": _round(self.copy_gbps),
+            "fp32_tflops": _round(self.fp32_tflops),
+            "why_sim": self.why_sim,
+        }
+
+
+def _round(x: float | None, digits: int = 4) -> float | None:
+    return None if x is None else float(f"{x:.{digits}g}")
+
+
+def _loaded_mode() -> str | None:
+    """"sim" or "gpu" if numba.cuda is already imported in this process."""
+    if "numba.cuda" not in sys.modules:
+        return None
+    try:  # numba-cuda keeps its own copy of the setting
+        from numba.cuda.core import config
+    except ImportError:
+        from numba import config
+    return "sim" if config.ENABLE_CUDASIM else "gpu"
+
+
+def _install_warp_emulation() -> None:
+    """The simulator lacks warp intrinsics; the kernels' emulation adds them."""
+    try:
+        from leverctl_kernels.common import simwarp
+    except ModuleNotFoundError as e:  # the package is older than the emulation
+        if e.name != "leverctl_kernels.common.simwarp":
+            raise
+        return
+    simwarp.install()
+
+
+def choose(choice: str = "auto", *, probe: Callable[[], Probe] = probe_gpu) -> Device:
+    """Decide GPU or simulator and load ``numba.cuda`` accordingly.
+
+    ``gpu`` without a usable GPU is a :class:`UserError` saying why. ``auto``
+    falls back to the simulator and records why in ``Device.why_sim``.
+    """
+    if choice not in CHOICES:
+        raise UserError(f"--device {choice!r}: choose one of {', '.join(CHOICES)}")
+    loaded = _loaded_mode()
+    if choice == "sim":
+        return _simulator(None, loaded)
+    p = probe()
+    if choice == "gpu":
+        if not p.ok:
+            raise UserError(f"--device gpu: {p.reason}")
+        if loaded == "sim":
+            raise UserError("--device gpu: numba.cuda is already loaded in simulator mode in this process "
+                            f"({SIM_VAR}=1)")
+        return _gpu(p)
+    # auto
+    if not p.ok:
+        return _simulator(p.reason, loaded)
+    if loaded == "sim" or (loaded is None and os.environ.get(SIM_VAR, "") not in ("", "0")):
+        return _simulator(f"{SIM_VAR}={os.environ.get(SIM_VAR, '1')} is set", loaded)
+    return _gpu(p)
+
+
+def _simulator(why: str | None, loaded: str | None) -> Device:
+    if loaded == "gpu":
+        raise UserError("cannot switch to the CUDA simulator: numba.cuda is already loaded for the GPU "
+                        "in this process")
+    if loaded is None:
+        os.environ[SIM_VAR] = "1"
+    import numba.cuda  # noqa: F401 - loads the simulator
+
+    _install_warp_emulation()
+    return Device(kind="sim", name=SIM_NAME, why_sim=why)
+
+
+def _gpu(p: Probe) -> Device:
+    if os.environ.get(SIM_VAR, "") not in ("", "0"):
+        os.environ[SIM_VAR] = "0"
+    from numba import cuda
+
+    if not cuda.is_available():  # the probe saw a device numba cannot use
+        raise UserError("numba.cuda cannot use the GPU the driver reports (check the CUDA toolkit: NVVM)")
+    return Device(
+        kind="gpu",
+        name=p.name or "CUDA GPU",
+        compute_capability=p.compute_capability,
+        driver=p.driver,
+        l2_bytes=p.l2_bytes,
+        sm_count=p.sm_count,
+    )

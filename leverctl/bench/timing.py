@@ -1,0 +1,381 @@
+"""Timing on a GPU: the sampling rule, the statistics, the roofline, and the
+rig that produces samples.
+
+What one sample is (``GpuRig.measure``)::
+
+    [delay kernel: spins until the host has queued the whole batch]
+    flush L2 | event | launch(bufs) | event      <- sample 1
+    flush L2 | event | launch(bufs) | event      <- sample 2
+    ...
+
+* Inputs are on the device before the first sample; compilation and warm-up
+  happen before (the correctness check runs the kernel first).
+* The L2 is flushed before each sample by *reading* a buffer twice its size:
+  a read leaves clean lines, so the timed kernel pays no write-backs for the
+  flush. Each sample therefore reads its inputs from device memory, as a
+  decode step that follows other layers would.
+* Numba's launch overhead (tens of microseconds) is larger than a decode
+  GEMV. Events around a launch queued on an idle stream would time the host,
+  not the kernel. So each batch starts with a kernel that spins on the GPU's
+  global timer until the host has finished queueing the batch; then the
+  samples run back to back. The spin is lengthened, and the batch retried,
+  whenever the host took longer than it to queue.
+
+Stopping rule (``sample_until_stable``): after ``min_samples``, stop as soon
+as the *noise* -- the relative standard error of the median, estimated
+robustly from the interquartile range -- is at most ``max_noise`` (0.5 %),
+else at ``max_seconds`` of wall time (``stopped_by`` says which).
+
+The statistics and the roofline are pure functions, so they are tested on
+synthetic samples without a GPU.
+"""
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import asdict, dataclass
+from functools import lru_cache
+from typing import Any, Callable, Sequence
+
+# sigma of a normal sample = IQR / 1.349; standard error of the median
+# = 1.2533 * sigma / sqrt(n) (asymptotic, normal samples).
+_IQR_TO_SIGMA = 1.0 / 1.349
+_MEDIAN_SE = 1.2533
+
+
+@dataclass(frozen=True)
+class StopRule:
+    max_noise: float = 0.005
+    min_samples: int = 10
+    max_seconds: float = 2.0
+    max_samples: int = 20_000
+    batch: int = 25  # samples queued behind one delay kernel
+
+
+@dataclass(frozen=True)
+class Stats:
+    median_us: float
+    p20_us: float
+    p80_us: float
+    samples: int
+    noise: float
+    stopped_by: str  # "noise" | "time" | "samples"
+
+    def to_json(self) -> dict[str, Any]:
+        d = asdict(self)
+        for k in ("median_us", "p20_us", "p80_us"):
+            d[k] = sig(d[k])
+        d["noise"] = sig(d["noise"], 3)
+        return d
+
+
+def sig(x: float | None, digits: int = 4) -> float | None:
+    """``x`` rounded to ``digits`` significant digits (None stays None)."""
+    if x is None or not math.isfinite(x):
+        return None
+    return float(f"{x:.{digits}g}")
+
+
+def percentile(sorted_xs: Sequence[float], q: float) -> float:
+    """Linear interpolation between closest ranks (numpy's default)."""
+    if not sorted_xs:
+        raise ValueError("no samples")
+    pos = (len(sorted_xs) - 1) * q / 100.0
+    lo = math.floor(pos)
+    hi = min(lo + 1, len(sorted_xs) - 1)
+    return sorted_xs[lo] + (sorted_xs[hi] - sorted_xs[lo]) * (pos - lo)
+
+
+def relative_noise(samples: Sequence[float]) -> float:
+    """Relative standard error of the median: how far the reported median
+    is likely to be from the true one, as a fraction of it."""
+    xs = sorted(samples)
+    n = len(xs)
+    if n < 2:
+        return math.inf
+    med = percentile(xs, 50)
+    if med <= 0:
+        return math.inf
+    iqr = percentile(xs, 75) - percentile(xs, 25)
+    return _MEDIAN_SE * iqr * _IQR_TO_SIGMA / math.sqrt(n) / med
+
+
+def summarize(samples: Sequence[float], stopped_by: str) -> Stats:
+    xs = sorted(samples)
+    return Stats(
+        median_us=percentile(xs, 50),
+        p20_us=percentile(xs, 20),
+        p80_us=percentile(xs, 80),
+        samples=len(xs),
+        noise=relative_noise(xs),
+        stopped_by=stopped_by,
+    )
+
+
+def sample_until_stable(
+    measure: Callable[[int], Sequence[float]],
+    rule: StopRule = StopRule(),
+    clock: Callable[[], float] = time.perf_counter,
+) -> Stats:
+    """Call ``measure(n)`` (-> about ``n`` samples in microseconds) until
+    the rule says stop."""
+    samples: list[float] = []
+    start = clock()
+    want = rule.min_samples
+    while True:
+        got = list(measure(want))
+        if not got:
+            raise RuntimeError("the timer returned no samples")
+        samples.extend(got)
+        n = len(samples)
+        if n >= rule.min_samples:
+            if relative_noise(samples) <= rule.max_noise:
+                return summarize(samples, "noise")
+            if n >= rule.max_samples:
+                return summarize(samples, "samples")
+            if clock() - start >= rule.max_seconds:
+                return summarize(samples, "time")
+        want = min(rule.batch, rule.max_samples - n) if n >= rule.min_samples else rule.min_samples - n
+
+
+def roofline(
+    nbytes: int, flops: int, median_us: float, copy_gbps: float, fp32_tflops: float
+) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The record's ``roofline`` and ``achieved`` objects.
+
+    The floor is the larger of moving ``nbytes`` at the measured copy
+    bandwidth and doing ``flops`` at the measured FP32 rate; ``pct_of_floor``
+    is floor / measured (100 % = at the ceiling)."""
+    t_mem = nbytes / (copy_gbps * 1e9) if copy_gbps > 0 else 0.0
+    t_cmp = flops / (fp32_tflops * 1e12) if fp32_tflops > 0 else 0.0
+    floor_us = max(t_mem, t_cmp) * 1e6
+    secs = median_us * 1e-6
+    roof = {
+        "floor_us": sig(floor_us),
+        "bound": "memory" if t_mem >= t_cmp else "compute",
+        "copy_gbps": sig(copy_gbps),
+        "fp32_tflops": sig(fp32_tflops),
+        "pct_of_floor": sig(100.0 * floor_us / median_us) if median_us > 0 else None,
+    }
+    achieved = {
+        "gbps": sig(nbytes / secs / 1e9) if secs > 0 else None,
+        "tflops": sig(flops / secs / 1e12) if secs > 0 else None,
+    }
+    return roof, achieved
+
+
+# ---------------------------------------------------------------------------
+# The GPU side. Nothing below runs in the simulator, and numba is imported
+# only when a rig is built (after the device was chosen).
+
+MiB = 1 << 20
+_FALLBACK_L2 = 64 * MiB  # when the driver did not say
+_THREADS = 256
+
+
+@lru_cache(maxsize=None)
+def _kernels():
+    """The rig's kernels: (delay, fill, flush, fma_burn)."""
+    from llvmlite import ir
+    from numba import cuda, float32, int32, types, uint64
+    from numba.cuda.extending import intrinsic
+
+    @intrinsic
+    def globaltimer(typingctx):
+        # %globaltimer: nanoseconds; side_effect keeps every read in the loop.
+        def codegen(context, builder, sig_, args):
+            asm = ir.InlineAsm(ir.FunctionType(ir.IntType(64), []), "mov.u64 $0, %globaltimer;", "=l",
+                               side_effect=True)
+            return builder.call(asm, [])
+
+        return types.uint64(), codegen
+
+    @cuda.jit
+    def delay(ns, sink):
+        """One thread spins for ``ns`` nanoseconds."""
+        t0 = globaltimer()
+        t = t0
+        while t - t0 < ns:
+            t = globaltimer()
+        if t == uint64(0):  # never; keeps the loop
+            sink[0] = 1
+
+    @cuda.jit
+    def fill(buf):
+        i = cuda.grid(1)
+        step = cuda.gridsize(1)
+        while i < buf.size:
+            buf[i] = i
+            i += step
+
+    @cuda.jit
+    def flush(buf, sink):
+        """Read every word of ``buf`` (> L2): evicts what the L2 held."""
+        i = cuda.grid(1)
+        step = cuda.gridsize(1)
+        acc = int32(0)
+        while i < buf.size:
+            acc ^= buf[i]
+            i += step
+        if acc == int32(0x5EED5EED):  # practically never; keeps the loads
+            sink[0] = acc
+
+    @cuda.jit
+    def fma_burn(out, iters, b):
+        """32 independent-chain FMAs per iteration per thread: 64 FLOPs."""
+        i = cuda.grid(1)
+        x0 = float32(i) * float32(1e-9)
+        x1 = x0 + float32(0.1)
+        x2 = x0 + float32(0.2)
+        x3 = x0 + float32(0.3)
+        x4 = x0 + float32(0.4)
+        x5 = x0 + float32(0.5)
+        x6 = x0 + float32(0.6)
+        x7 = x0 + float32(0.7)
+        c = float32(1e-7)
+        for _ in range(iters):
+            for _r in range(4):
+                x0 = cuda.fma(x0, b, c)
+                x1 = cuda.fma(x1, b, c)
+                x2 = cuda.fma(x2, b, c)
+                x3 = cuda.fma(x3, b, c)
+                x4 = cuda.fma(x4, b, c)
+                x5 = cuda.fma(x5, b, c)
+                x6 = cuda.fma(x6, b, c)
+                x7 = cuda.fma(x7, b, c)
+        s = x0 + x1 + x2 + x3 + x4 + x5 + x6 + x7
+        if s == float32(-1.0):  # never; keeps the chains
+            out[0] = s
+
+    return delay, fill, flush, fma_burn
+
+
+class GpuRig:
+    """Per-run GPU timing state: the L2 flush buffer, an event pool, the
+    delay length, and the measured ceilings (cached for the run)."""
+
+    def __init__(self, l2_bytes: int | None = None, sm_count: int | None = None):
+        import numpy as np
+        from numba import cuda
+
+        self.np = np
+        self.cuda = cuda
+        self.delay, fill, self._flush_kernel, self._fma = _kernels()
+        self.sm_count = sm_count or cuda.get_current_device().MULTIPROCESSOR_COUNT
+        self.l2_bytes = l2_bytes or _FALLBACK_L2
+        words = max(2 * self.l2_bytes, 8 * MiB) // 4
+        self._flush_buf = cuda.device_array(words, dtype=np.int32)
+        self._sink = cuda.device_array(1, dtype=np.int32)
+        self._flush_grid = self.sm_count * 8
+        fill[self._flush_grid, _THREADS](self._flush_buf)
+        self.delay_ns = 1_000_000
+        self._events: list[tuple[Any, Any]] = []
+        self._copy_gbps: float | None = None
+        self._fp32_tflops: float | None = None
+        cuda.synchronize()
+
+    def flush(self) -> None:
+        self._flush_kernel[self._flush_grid, _THREADS](self._flush_buf, self._sink)
+
+    def _pairs(self, n: int):
+        while len(self._events) < n:
+            self._events.append((self.cuda.event(timing=True), self.cuda.event(timing=True)))
+        return self._events[:n]
+
+    def measure(self, launch: Callable[[], None], n: int, *, flush: bool = True) -> list[float]:
+        """``n`` samples (microseconds) of ``launch()``, queued behind one
+        delay kernel so host launch overhead never shows up between events."""
+        pairs = self._pairs(n)
+        for attempt in range(4):
+            t0 = time.perf_counter()
+            self.delay[1, 1](self.np.uint64(self.delay_ns), self._sink)
+            for start, end in pairs:
+                if flush:
+                    self.flush()
+                start.record()
+                launch()
+                end.record()
+            queued_ns = (time.perf_counter() - t0) * 1e9
+            pairs[-1][1].synchronize()
+            if queued_ns <= 0.8 * self.delay_ns:
+                break
+            # The GPU may have caught up with the host: lengthen and redo.
+            self.delay_ns = min(int(1.5 * queued_ns), 200_000_000)
+        return [self.cuda.event_elapsed_time(s, e) * 1e3 for s, e in pairs]
+
+    def time(self, launch: Callable[[], None], rule: StopRule = StopRule()) -> Stats:
+        return sample_until_stable(lambda n: self.measure(launch, n), rule)
+
+    def copy_gbps(self) -> float:
+        """Device-to-device copy bandwidth, bytes read plus written."""
+        if self._copy_gbps is None:
+            cuda, np = self.cuda, self.np
+            free, _total = cuda.current_context().get_memory_info()
+            nbytes = int(min(1024 * MiB, free // 8)) // MiB * MiB
+            src = cuda.device_array(nbytes, dtype=np.uint8)
+            dst = cuda.device_array(nbytes, dtype=np.uint8)
+            dst.copy_to_device(src)  # warm-up
+            stats = sample_until_stable(lambda n: self.measure(lambda: dst.copy_to_device(src), n, flush=False),
+                                        StopRule(max_seconds=1.0))
+            self._copy_gbps = 2 * nbytes / (stats.median_us * 1e-6) / 1e9
+            del src, dst
+        return self._copy_gbps
+
+    def fp32_tflops(self) -> float:
+        """FP32 FMA rate of a kernel with 8 independent chains per thread."""
+        if self._fp32_tflops is None:
+            np = self.np
+            out = self.cuda.device_array(1, dtype=np.float32)
+            blocks, iters = self.sm_count * 16, 2048
+            b = np.float32(0.9999999)
+            flops = blocks * _THREADS * iters * 64
+
+            def burn():
+                self._fma[blocks, _THREADS](out, iters, b)
+
+            burn()  # compile + warm-up
+            stats = sample_until_stable(lambda n: self.measure(burn, n, flush=False),
+                                        StopRule(max_seconds=1.0))
+            self._fp32_tflops = flops / (stats.median_us * 1e-6) / 1e12
+        return self._fp32_tflops
+
+
+# ---------------------------------------------------------------------------
+# Optional library reference: cuBLAS through PyTorch, when it is importable.
+# A path opts in by declaring ``extra["gemm_mnk"] = fn(shape) -> (m, n, k)``:
+# the fp16 product [m, k] @ [k, n] doing the same work (a decode GEMV is
+# (1, n, k)). Never a dependency: without torch the field stays null.
+
+REFERENCE_LIB = "cublas-fp16"
+
+
+def cublas_fp16_us(m: int, n: int, k: int, l2_bytes: int | None, rule: StopRule = StopRule()) -> float | None:
+    """Median microseconds of torch's fp16 matmul at (m, n, k), timed like
+    the paths (L2 flushed, queued behind a spin); None without torch/CUDA."""
+    try:
+        import torch
+    except ImportError:
+        return None
+    if not torch.cuda.is_available():
+        return None
+    a = torch.randn(m, k, device="cuda", dtype=torch.float16)
+    b = torch.randn(k, n, device="cuda", dtype=torch.float16)
+    scratch = torch.empty(max(2 * (l2_bytes or _FALLBACK_L2), 8 * MiB) // 4, dtype=torch.int32, device="cuda")
+    sleep = getattr(torch.cuda, "_sleep", None)
+    for _ in range(3):
+        torch.matmul(a, b)
+    torch.cuda.synchronize()
+
+    def measure(count: int) -> list[float]:
+        pairs = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)) for _ in range(count)]
+        if sleep is not None:
+            sleep(2_000_000)  # cycles: ~1 ms for the host to queue the batch
+        for start, end in pairs:
+            scratch.sum()  # reads past the L2, like GpuRig.flush
+            start.record()
+            torch.matmul(a, b)
+            end.record()
+        torch.cuda.synchronize()
+        return [s.elapsed_time(e) * 1e3 for s, e in pairs]
+
+    return sample_until_stable(measure, rule).median_us

@@ -1,0 +1,99 @@
+"""Choosing the device: the GPU probe's reasons, and auto/gpu/sim."""
+from __future__ import annotations
+
+import pytest
+
+from leverctl.bench import device
+from leverctl.errors import UserError
+
+
+class FakeDriver:
+    """Stands in for libcuda.so.1 behind ctypes: each cu* call returns a
+    CUresult and writes through its byref arguments."""
+
+    def __init__(self, init=0, count=1):
+        self.init, self.count = init, count
+
+    def cuInit(self, flags):
+        return self.init
+
+    def cuGetErrorName(self, code, out):
+        out._obj.value = {100: b"CUDA_ERROR_NO_DEVICE", 999: b"CUDA_ERROR_UNKNOWN"}[code]
+        return 0
+
+    def cuDeviceGetCount(self, out):
+        out._obj.value = self.count
+        return 0
+
+    def cuDeviceGet(self, out, ordinal):
+        out._obj.value = ordinal
+        return 0
+
+    def cuDeviceGetName(self, buf, size, dev):
+        buf.value = b"Fake H200"
+        return 0
+
+    def cuDeviceGetAttribute(self, out, which, dev):
+        out._obj.value = {75: 9, 76: 0, 38: 60 << 20, 16: 132}[which]
+        return 0
+
+    def cuDriverGetVersion(self, out):
+        out._obj.value = 13000
+        return 0
+
+
+def _loader(driver):
+    def load(name):
+        assert name == "libcuda.so.1"
+        if driver is None:
+            raise OSError("libcuda.so.1: cannot open shared object file")
+        return driver
+
+    return load
+
+
+def test_no_driver_library_says_so():
+    p = device.probe_gpu(_loader(None))
+    assert (p.ok, p.reason) == (False, "no NVIDIA driver (libcuda.so.1 not found)")
+
+
+def test_a_failing_cuinit_names_the_error():
+    p = device.probe_gpu(_loader(FakeDriver(init=999)))
+    assert (p.ok, p.reason) == (False, "cuInit failed: CUDA_ERROR_UNKNOWN")
+
+
+def test_a_driver_with_no_devices_says_so():
+    p = device.probe_gpu(_loader(FakeDriver(count=0)))
+    assert (p.ok, p.reason) == (False, "no CUDA devices")
+
+
+def test_a_working_driver_describes_device_zero():
+    p = device.probe_gpu(_loader(FakeDriver()))
+    assert p.ok and p.name == "Fake H200" and p.compute_capability == "9.0"
+    assert p.l2_bytes == 60 << 20 and p.sm_count == 132
+    assert "CUDA 13.0" in p.driver
+
+
+def test_unknown_device_choice_is_bad_input():
+    with pytest.raises(UserError, match="choose one of auto, gpu, sim"):
+        device.choose("tpu")
+
+
+def test_gpu_without_a_gpu_is_bad_input_with_the_reason():
+    with pytest.raises(UserError) as e:
+        device.choose("gpu", probe=lambda: device.Probe(False, "no CUDA devices"))
+    assert e.value.line() == "--device gpu: no CUDA devices"
+
+
+@pytest.mark.skipif(device.probe_gpu().ok, reason="this machine has a GPU")
+def test_auto_without_a_gpu_is_the_simulator_and_keeps_the_reason():
+    d = device.choose("auto", probe=lambda: device.Probe(False, "no NVIDIA driver (libcuda.so.1 not found)"))
+    assert d.kind == "sim" and d.why_sim == "no NVIDIA driver (libcuda.so.1 not found)"
+    assert d.copy_gbps is None and d.fp32_tflops is None
+    j = d.to_json()
+    assert set(j) == {"kind", "name", "compute_capability", "driver", "copy_gbps", "fp32_tflops", "why_sim"}
+
+
+def test_versions_name_the_libraries():
+    assert set(device.versions()) == {"leverctl", "python", "numba", "numba_cuda", "numpy"}
+    assert device.versions()["numpy"]

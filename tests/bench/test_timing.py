@@ -1,0 +1,126 @@
+"""Timing statistics, the stopping rule and the roofline, on synthetic samples."""
+from __future__ import annotations
+
+import math
+import random
+
+import numpy as np
+import pytest
+
+from leverctl.bench.timing import (
+    StopRule,
+    percentile,
+    relative_noise,
+    roofline,
+    sample_until_stable,
+    summarize,
+)
+
+
+@pytest.mark.parametrize("q", [0, 20, 25, 50, 75, 80, 100])
+def test_percentile_matches_numpy_linear_interpolation(q):
+    xs = sorted(random.Random(1).uniform(1, 9) for _ in range(37))
+    assert percentile(xs, q) == pytest.approx(np.percentile(xs, q))
+
+
+def test_identical_samples_have_no_noise():
+    assert relative_noise([5.0] * 12) == 0.0
+
+
+def test_noise_is_the_relative_standard_error_of_the_median_and_shrinks_with_more_samples():
+    rng = random.Random(7)
+    few = [rng.gauss(100, 2) for _ in range(20)]
+    many = few + [rng.gauss(100, 2) for _ in range(1980)]
+    # sigma 2 % of the median: SE of the median ~ 1.2533 * 0.02 / sqrt(n)
+    assert relative_noise(many) == pytest.approx(1.2533 * 0.02 / math.sqrt(2000), rel=0.15)
+    assert relative_noise(many) < relative_noise(few)
+
+
+def test_fewer_than_two_samples_are_infinitely_noisy():
+    assert relative_noise([3.0]) == math.inf
+
+
+def test_summary_reports_median_and_the_20_80_spread():
+    s = summarize([float(x) for x in range(1, 102)], "noise")
+    assert (s.median_us, s.p20_us, s.p80_us, s.samples) == (51.0, 21.0, 81.0, 101)
+    assert s.to_json()["stopped_by"] == "noise"
+
+
+class FakeClock:
+    """Advances by ``step`` seconds per reading."""
+
+    def __init__(self, step: float):
+        self.t, self.step = 0.0, step
+
+    def __call__(self) -> float:
+        self.t += self.step
+        return self.t
+
+
+def test_quiet_samples_stop_on_noise_after_the_minimum_count():
+    calls = []
+
+    def measure(n):
+        calls.append(n)
+        return [10.0 + 0.001 * (i % 3) for i in range(n)]
+
+    s = sample_until_stable(measure, StopRule(min_samples=10), FakeClock(0.0))
+    assert s.stopped_by == "noise"
+    assert s.samples == 10 and calls == [10]
+    assert s.noise <= 0.005
+
+
+def test_noisy_samples_keep_sampling_until_quiet_enough():
+    rng = random.Random(3)
+    s = sample_until_stable(lambda n: [rng.gauss(10, 0.5) for _ in range(n)],
+                            StopRule(min_samples=10, max_seconds=1e9), FakeClock(0.0))
+    # 5 % jitter needs about (1.2533 * 0.05 / 0.005)^2 ~ 160 samples
+    assert s.stopped_by == "noise"
+    assert 60 < s.samples < 400
+    assert s.median_us == pytest.approx(10, rel=0.02)
+
+
+def test_the_time_cap_stops_a_run_that_never_gets_quiet():
+    rng = random.Random(4)
+    s = sample_until_stable(lambda n: [rng.uniform(1, 100) for _ in range(n)],
+                            StopRule(min_samples=10, max_seconds=2.0), FakeClock(0.5))
+    assert s.stopped_by == "time"
+    assert s.samples >= 10
+
+
+def test_the_minimum_sample_count_holds_even_past_the_time_cap():
+    rng = random.Random(5)
+    s = sample_until_stable(lambda n: [rng.uniform(1, 100) for _ in range(min(n, 3))],
+                            StopRule(min_samples=10, max_seconds=0.0), FakeClock(10.0))
+    assert s.samples >= 10
+
+
+def test_the_sample_cap_stops_sampling():
+    rng = random.Random(6)
+    s = sample_until_stable(lambda n: [rng.uniform(1, 100) for _ in range(n)],
+                            StopRule(min_samples=10, max_seconds=1e9, max_samples=60), FakeClock(0.0))
+    assert (s.stopped_by, s.samples) == ("samples", 60)
+
+
+def test_a_timer_that_returns_nothing_is_an_error_not_a_hang():
+    with pytest.raises(RuntimeError):
+        sample_until_stable(lambda n: [], StopRule(), FakeClock(0.0))
+
+
+def test_a_memory_bound_kernel_is_floored_by_the_copy_bandwidth():
+    # 4 GB/s -> 4000 bytes per microsecond; 40 000 bytes = 10 us; few flops.
+    roof, ach = roofline(nbytes=40_000, flops=10, median_us=20.0, copy_gbps=4.0, fp32_tflops=1.0)
+    assert roof["bound"] == "memory"
+    assert roof["floor_us"] == pytest.approx(10.0)
+    assert roof["pct_of_floor"] == pytest.approx(50.0)
+    assert ach["gbps"] == pytest.approx(2.0)
+    assert ach["tflops"] == pytest.approx(10 / 20e-6 / 1e12, rel=1e-3)
+
+
+def test_a_compute_bound_kernel_is_floored_by_the_fp32_rate():
+    # 60 TFLOP/s -> 6e7 flops per microsecond; 6e9 flops = 100 us.
+    roof, ach = roofline(nbytes=1000, flops=6_000_000_000, median_us=125.0, copy_gbps=4000.0, fp32_tflops=60.0)
+    assert roof["bound"] == "compute"
+    assert roof["floor_us"] == pytest.approx(100.0)
+    assert roof["pct_of_floor"] == pytest.approx(80.0)
+    assert ach["tflops"] == pytest.approx(48.0)
