@@ -1,0 +1,184 @@
+"""Correctness: run a variant once on poisoned outputs and compare it with
+the family's float64 reference.
+
+* Every output the bench allocates is filled with a *poison* bit pattern
+  before the run: a NaN with a payload no arithmetic produces (floats), or
+  all ones (integers). An element still holding the pattern afterwards was
+  never written (``unwritten``); any other NaN or Inf is ``nonfinite``.
+  Neither ever passes.
+* An output whose name is also an input is updated in place (a carried
+  recurrent state): it starts from the input's values and is checked after
+  the run like the others.
+* Error figures are taken over the finite, written elements, per output, and
+  the worst output is reported: ``rel = ||y - ref||_2 / ||ref||_2`` (the
+  plain norm ``||y - ref||_2`` when the reference is all zeros) and
+  ``max_abs = max |y - ref|``. Pass when ``rel <= tol.rel`` and
+  ``max_abs <= tol.abs`` and nothing is unwritten or nonfinite.
+* A path may declare ``extra["decode"] = {output: fn(array) -> float64
+  array}`` for an output stored encoded (bf16 as raw uint16 bits, say);
+  other outputs are compared as ``astype(float64)``.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Callable, Mapping
+
+import numpy as np
+
+from leverctl_kernels.common.path import KernelPath, Shape, Tolerance
+
+# Quiet NaNs carrying a payload (0xDEAD-ish); CUDA arithmetic produces the
+# canonical NaN (all-ones mantissa), never these.
+_POISON_BITS = {
+    np.dtype(np.float16): np.uint16(0x7E5B),
+    np.dtype(np.float32): np.uint32(0x7FC0DEAD),
+    np.dtype(np.float64): np.uint64(0x7FF80000DEADBEEF),
+}
+
+
+def poison(shape: tuple[int, ...], dtype: str | np.dtype) -> np.ndarray:
+    """A host array of ``shape`` filled with the poison pattern of ``dtype``."""
+    dt = np.dtype(dtype)
+    out = np.empty(shape, dtype=dt)
+    if dt in _POISON_BITS:
+        bits = _POISON_BITS[dt]
+        out.view(bits.dtype)[...] = bits
+    else:
+        out.view(np.uint8)[...] = 0xFF
+    return out
+
+
+def _unwritten_mask(y: np.ndarray) -> np.ndarray:
+    dt = y.dtype
+    if dt in _POISON_BITS:
+        bits = _POISON_BITS[dt]
+        return y.view(bits.dtype) == bits
+    raw = y.view(np.uint8).reshape(*y.shape, dt.itemsize) if y.ndim else y.view(np.uint8)
+    return np.all(raw == 0xFF, axis=-1)
+
+
+@dataclass(frozen=True)
+class Figures:
+    """The record's ``error`` object, and whether it passes."""
+
+    rel: float
+    max_abs: float
+    tol: Tolerance
+    nonfinite: int
+    unwritten: int
+    rechecked: bool = False
+    worst: str = ""  # the output the figures come from
+
+    @property
+    def passed(self) -> bool:
+        return (
+            self.nonfinite == 0
+            and self.unwritten == 0
+            and self.rel <= self.tol.rel
+            and self.max_abs <= self.tol.abs
+        )
+
+    def why(self) -> str:
+        """One phrase saying why it failed ('' when it passed)."""
+        parts = []
+        if self.unwritten:
+            parts.append(f"{self.unwritten} element(s) never written")
+        if self.nonfinite:
+            parts.append(f"{self.nonfinite} NaN/Inf element(s)")
+        if self.rel > self.tol.rel:
+            parts.append(f"rel error {self.rel:.3g} > {self.tol.rel:g}")
+        if self.max_abs > self.tol.abs:
+            parts.append(f"max abs error {self.max_abs:.3g} > {self.tol.abs:g}")
+        where = f" in {self.worst}" if parts and self.worst else ""
+        return ", ".join(parts) + where
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "rel": _num(self.rel),
+            "max_abs": _num(self.max_abs),
+            "tol_rel": self.tol.rel,
+            "tol_abs": self.tol.abs,
+            "nonfinite": self.nonfinite,
+            "unwritten": self.unwritten,
+            "rechecked": self.rechecked,
+        }
+
+
+def _num(x: float) -> float | None:
+    return float(f"{x:.4g}") if np.isfinite(x) else None
+
+
+def compare(
+    got: Mapping[str, np.ndarray],
+    ref: Mapping[str, np.ndarray],
+    tol: Tolerance,
+    decode: Mapping[str, Callable[[np.ndarray], np.ndarray]] | None = None,
+) -> Figures:
+    """Error figures of the outputs ``got`` against the reference ``ref``."""
+    decode = decode or {}
+    rel = max_abs = 0.0
+    nonfinite = unwritten = 0
+    worst = ""
+    worst_key = (-1.0, -1.0)
+    for name, expected in ref.items():
+        if name not in got:
+            raise KeyError(f"the reference has output {name!r} that the path does not declare")
+        y_raw = np.asarray(got[name])
+        miss = _unwritten_mask(y_raw)
+        y = decode[name](y_raw) if name in decode else y_raw.astype(np.float64)
+        r = np.asarray(expected, dtype=np.float64)
+        if y.shape != r.shape:
+            raise ValueError(f"output {name}: shape {y.shape} but the reference has {r.shape}")
+        bad = ~np.isfinite(y) & ~miss
+        n_miss, n_bad = int(miss.sum()), int(bad.sum())
+        ok = ~(miss | bad)
+        d = np.where(ok, y - r, 0.0)
+        rn = float(np.linalg.norm(np.where(ok, r, 0.0)))
+        dn = float(np.linalg.norm(d))
+        o_rel = dn / rn if rn > 0 else dn
+        o_abs = float(np.max(np.abs(d))) if d.size else 0.0
+        if not np.all(np.isfinite(r)):
+            raise ValueError(f"the reference for {name} is not finite")
+        unwritten += n_miss
+        nonfinite += n_bad
+        key = (n_miss + n_bad, max(o_rel / tol.rel if tol.rel else o_rel, o_abs / tol.abs if tol.abs else o_abs))
+        if key > worst_key:
+            worst_key, worst = key, name
+        rel, max_abs = max(rel, o_rel), max(max_abs, o_abs)
+    return Figures(rel, max_abs, tol, nonfinite, unwritten, worst=worst)
+
+
+def run_once(
+    path: KernelPath,
+    shape: Shape,
+    launch: Callable[[dict], None],
+    inputs: Mapping[str, np.ndarray],
+    cuda: Any,
+) -> tuple[dict, dict[str, np.ndarray]]:
+    """Upload ``inputs``, poison the outputs, launch once, synchronize, and
+    read every output back. Returns (device buffers, host outputs)."""
+    bufs = {name: cuda.to_device(np.ascontiguousarray(a)) for name, a in inputs.items()}
+    outs = path.outputs(shape)
+    for name, (oshape, dtype) in outs.items():
+        if name not in bufs:  # in-place outputs start from their input
+            bufs[name] = cuda.to_device(poison(tuple(oshape), dtype))
+    launch(bufs)
+    cuda.synchronize()
+    return bufs, {name: bufs[name].copy_to_host() for name in outs}
+
+
+def check(
+    path: KernelPath,
+    variant: str,
+    shape: Shape,
+    launch: Callable[[dict], None],
+    inputs: Mapping[str, np.ndarray],
+    cuda: Any,
+) -> tuple[dict, Figures]:
+    """Run ``launch`` once on ``inputs`` and compare with the reference.
+    Returns the device buffers (reused for timing) and the figures."""
+    bufs, got = run_once(path, shape, launch, inputs, cuda)
+    # The reference may update a state in place: give it copies.
+    ref = path.reference(shape, {k: np.array(v, copy=True) for k, v in inputs.items()})
+    decode = dict(path.extra.get("decode", {}))
+    return bufs, compare(got, ref, path.variant_tolerance(variant), decode)

@@ -1,0 +1,16 @@
+"""Fixtures for the bench's tests; the fake kernel paths live in bench_fakes."""
+from __future__ import annotations
+
+import pytest
+
+import bench_fakes
+
+
+@pytest.fixture
+def saxpy():
+    return bench_fakes.saxpy_path()
+
+
+@pytest.fixture
+def device():
+    return bench_fakes.current_device()

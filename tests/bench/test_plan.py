@@ -1,0 +1,117 @@
+"""Planning: which paths an engine has, their lever values, the variant each
+chooses, and the plan's identity."""
+from __future__ import annotations
+
+import pytest
+from bench_fakes import saxpy_path
+
+from leverctl.bench.plan import (
+    applies,
+    build_plan,
+    config_key,
+    items_for,
+    lever_json,
+    path_levers,
+    plan_for,
+)
+from leverctl.levers import Drafter, load_catalog, resolve
+from leverctl_kernels.common.path import Choice, Shape
+
+FIELDS = ("gemv_sw", "gdn_wy17")
+
+
+def test_a_path_naming_engines_applies_only_to_those():
+    p = saxpy_path(engines=("metrale",))
+    assert applies(p, "metrale", ())
+    assert not applies(p, "atlas", FIELDS)
+
+
+def test_a_path_naming_no_engine_applies_where_the_catalog_has_one_of_its_levers():
+    p = saxpy_path(levers=("decode_split_silu", "gemv_sw"), lever_defaults={"decode_split_silu": False})
+    assert applies(p, "atlas", FIELDS)
+    assert not applies(p, "atlas", ("gdn_wy17",))
+
+
+def test_fields_the_catalog_lacks_take_the_paths_lever_defaults():
+    p = saxpy_path(levers=("gemv_sw", "decode_split_silu"), lever_defaults={"decode_split_silu": True})
+    assert path_levers(p, {"gemv_sw": False, "gdn_wy17": True}, FIELDS) == {"gemv_sw": False,
+                                                                            "decode_split_silu": True}
+
+
+def test_a_lever_with_no_value_anywhere_is_a_declaration_error():
+    p = saxpy_path(levers=("gemv_sw", "nowhere"))
+    with pytest.raises(ValueError, match="nowhere"):
+        path_levers(p, {"gemv_sw": True}, FIELDS)
+
+
+def test_the_config_key_follows_the_paths_lever_order_and_spells_every_kind():
+    p = saxpy_path(levers=("gemv_sw", "tri", "drafter", "cap"))
+    levers = {"cap": 8, "drafter": Drafter(True, False), "tri": None, "gemv_sw": True}
+    assert config_key(p, levers) == "gemv_sw=1,tri=unset,drafter=prefill:1;carry:0,cap=8"
+    assert lever_json(Drafter(True, False)) == {"prefill": True, "carry": False}
+
+
+def test_each_item_carries_the_chosen_variant_and_its_note():
+    def select(vals, shape):
+        if shape["n"] > 40:
+            return Choice("plain", note="n > 40 takes the plain kernel")
+        return Choice("good" if vals["gemv_sw"] else "plain")
+
+    p = saxpy_path(select=select)
+    items = items_for(p, {"gemv_sw": True}, [Shape("a", {"n": 37}), Shape("b", {"n": 64})])
+    assert [(i.variant, i.note) for i in items] == [("good", ""), ("plain", "n > 40 takes the plain kernel")]
+    assert items[0].key == ("fake.saxpy", "a", "gemv_sw=1")
+
+
+def test_a_select_that_raises_or_names_an_unknown_variant_becomes_a_failed_item():
+    def boom(vals, shape):
+        raise RuntimeError("no rule for this shape")
+
+    bad = items_for(saxpy_path(select=boom), {"gemv_sw": True}, [Shape("a", {"n": 3})])[0]
+    assert bad.failed and "no rule for this shape" in bad.note
+    unknown = items_for(saxpy_path(select=lambda v, s: Choice("nope")), {"gemv_sw": True}, [Shape("a", {"n": 3})])[0]
+    assert unknown.failed and "nope" in unknown.note
+
+
+def test_a_plan_lists_applicable_paths_at_the_resolved_levers_and_is_stamped():
+    other = saxpy_path(name="fake.other", levers=("not_in_catalog",), lever_defaults={"not_in_catalog": True})
+    plan = build_plan([saxpy_path(), other], engine="atlas", catalog_fields=FIELDS,
+                      values={"gemv_sw": False, "gdn_wy17": True}, catalog_digest="ab" * 32)
+    assert [(i.kernel, i.variant, i.shape.label) for i in plan.items] == [
+        ("fake.saxpy", "plain", "n37"), ("fake.saxpy", "plain", "n64")]
+    assert all(i.plan == plan.hash[:16] and i.catalog == "ab" * 8 for i in plan.items)
+
+
+def test_the_plan_hash_is_stable_and_changes_with_the_levers():
+    def plan(v):
+        return build_plan([saxpy_path()], engine="atlas", catalog_fields=FIELDS, values={"gemv_sw": v})
+
+    assert plan(True).hash == plan(True).hash
+    assert plan(True).hash != plan(False).hash
+    assert len(plan(True).hash) == 64
+
+
+def test_model_shapes_come_from_the_paths_model_preset():
+    plan = build_plan([saxpy_path()], engine="atlas", catalog_fields=FIELDS, values={"gemv_sw": True},
+                      shapes="model", model={"hidden": 4096})
+    assert [i.shape.label for i in plan.items] == ["n4096"]
+
+
+def test_a_path_whose_shapes_raise_becomes_one_failed_item_not_a_crash():
+    p = saxpy_path()
+    broken = type(p)(**{**p.__dict__, "shapes": lambda preset, model: 1 / 0})
+    plan = build_plan([broken], engine="atlas", catalog_fields=FIELDS, values={"gemv_sw": True})
+    assert len(plan.items) == 1 and plan.items[0].failed and "ZeroDivisionError" in plan.items[0].note
+
+
+@pytest.mark.parametrize("engine", ["atlas", "metrale"])
+@pytest.mark.parametrize("preset", ["smoke", "model"])
+def test_every_registered_path_plans_cleanly_against_the_shipped_catalogs(engine, preset):
+    from leverctl_kernels.registry import all_paths
+
+    res = resolve(load_catalog(engine))
+    plan = plan_for(res, all_paths(), shapes=preset)
+    assert [i.note for i in plan.items if i.failed] == []
+    for item in plan.items:
+        assert item.variant in item.path.variants
+        assert item.config
