@@ -1,0 +1,100 @@
+"""``gdn.verify`` variant ``recurrent``: the token-by-token kernel, taken when
+the WY levers are off (or do not cover ``T``).
+
+Launch: one block per (value head, column slice), ``Hv * dv/BV`` blocks of
+``BV * KSPLIT`` threads (``_layout``). The block stages the ``T`` tokens'
+``q``/``k`` (raw, fp32), its ``v`` columns, ``g`` and ``beta`` in shared
+memory with one round of loads, then walks the tokens with the state slice
+in registers::
+
+    thread (j, p): Sr[0..R-1] = state[h, p*R : p*R+R, v0+j]    (read once)
+    for t in 0..T-1:                                           (T compile-time)
+        partials(t) -> red[t % 2]     barrier     finish(t): Sr updated, o[t]
+    state[h, p*R : p*R+R, v0+j] = Sr                           (written once)
+
+One barrier per token (``red``/``nrm`` double-buffered by token parity). The
+state is read and written once per call, like the WY kernels; what differs is
+the dependency chain: ``T`` sequential steps, each waiting on a block-wide
+reduction, instead of the WY form's parallel dot products.
+"""
+from __future__ import annotations
+
+from functools import lru_cache
+
+from numba import cuda, float32
+
+from ._layout import check_launch, group_of, tile_for
+from ._step import make_step
+
+NAME = "recurrent"
+SUMMARY = "token-by-token recurrence, state slice in registers, one barrier per token"
+
+
+def shared_bytes(T: int, DK: int, BV: int, KSPLIT: int) -> int:
+    return 4 * (2 * T * DK + T * BV + 2 * T + 2 * 2 * KSPLIT * BV + 2 * 3 * KSPLIT)
+
+
+@lru_cache(maxsize=None)
+def make_verify_recurrent(T: int, DK: int, DV: int):
+    """Compile the token-by-token verify for ``T`` tokens at ``DK x DV``."""
+    tile = tile_for(DK, DV)
+    BV, KS, NT, NSL, R = tile.bv, tile.ksplit, tile.threads, tile.slices, tile.rows
+    load, store, partials, finish = make_step(DK, BV, KS)
+
+    @cuda.jit
+    def gdn_verify_recurrent(q, k, v, g, beta, state, o):
+        group = v.shape[1] // q.shape[1]
+        bid = cuda.blockIdx.x
+        h = bid // NSL
+        v0 = (bid - h * NSL) * BV
+        hk = h // group
+        tid = cuda.threadIdx.x
+        j = tid % BV
+        p = tid // BV
+
+        qs = cuda.shared.array((T, DK), float32)
+        ks = cuda.shared.array((T, DK), float32)
+        vs = cuda.shared.array((T, BV), float32)
+        gb = cuda.shared.array((2, T), float32)
+        red = cuda.shared.array((2, 2, KS, BV), float32)
+        nrm = cuda.shared.array((2, 3, KS), float32)
+        Sr = cuda.local.array(R, float32)
+
+        for e in range(tid, T * DK, NT):
+            t = e // DK
+            d = e - t * DK
+            qs[t, d] = float32(q[t, hk, d])
+            ks[t, d] = float32(k[t, hk, d])
+        for e in range(tid, T * BV, NT):
+            t = e // BV
+            vs[t, e - t * BV] = float32(v[t, h, v0 + e - t * BV])
+        for t in range(tid, T, NT):
+            gb[0, t] = g[t, h]
+            gb[1, t] = beta[t, h]
+        S2 = state[h]
+        load(Sr, S2, p, v0 + j)
+        cuda.syncthreads()
+
+        for t in range(T):
+            par = t % 2
+            partials(Sr, qs[t], ks[t], p, j, red[par], nrm[par])
+            cuda.syncthreads()
+            oj = finish(Sr, ks[t], p, j, red[par], nrm[par], vs[t, j], gb[0, t], gb[1, t])
+            if p == 0:
+                o[t, h, v0 + j] = oj
+        store(Sr, S2, p, v0 + j)
+
+    return gdn_verify_recurrent
+
+
+def build(shape):
+    T, dk, dv, hk, hv = shape["t"], shape["dk"], shape["dv"], shape["hk"], shape["hv"]
+    group_of(hk, hv)
+    tile = tile_for(dk, dv)
+    grid, nt = check_launch(hv * tile.slices, tile.threads, shared_bytes(T, dk, tile.bv, tile.ksplit))
+    kern = make_verify_recurrent(T, dk, dv)
+
+    def launch(b):
+        kern[grid, nt](b["q"], b["k"], b["v"], b["g"], b["beta"], b["state"], b["o"])
+
+    return launch
