@@ -1,0 +1,167 @@
+"""Render a bench document (docs/records.md) as a table, JSON or Markdown.
+
+Every function here reads the document alone: nothing re-resolves levers or
+re-runs a kernel.
+"""
+from __future__ import annotations
+
+import io
+import json
+from typing import Any, Iterable
+
+FORMATS = ("table", "json", "markdown")
+
+
+def counts(doc: dict[str, Any]) -> tuple[int, int]:
+    """(passed, failed) over the run and its ``--against`` run."""
+    recs = list(all_records(doc))
+    failed = sum(1 for r in recs if r["status"] != "pass")
+    return len(recs) - failed, failed
+
+
+def all_records(doc: dict[str, Any]) -> Iterable[dict]:
+    yield from doc["results"]
+    if doc.get("against"):
+        yield from doc["against"]["results"]
+
+
+def _g(x: float | None, fmt: str = ".3g") -> str:
+    return "–" if x is None else format(x, fmt)
+
+
+def check_text(r: dict) -> str:
+    """``PASS 1.2e-04`` / ``FAIL 3.1e-02`` (the relative error) / ``FAIL``."""
+    word = "PASS" if r["status"] == "pass" else "FAIL"
+    err = r.get("error")
+    if err and err.get("rel") is not None:
+        return f"{word} {err['rel']:.1e}"
+    return word
+
+
+def _timing_cells(r: dict) -> list[str]:
+    t, roof, ach = r.get("timing"), r.get("roofline"), r.get("achieved")
+    if not t:
+        return ["–"] * 4
+    return [
+        _g(t["median_us"], ".4g"),
+        f"{_g(t['p20_us'], '.4g')}–{_g(t['p80_us'], '.4g')}",
+        _g((ach or {}).get("gbps"), ".4g"),
+        _g((roof or {}).get("pct_of_floor"), ".0f"),
+    ]
+
+
+def _columns(doc: dict, results: list[dict]) -> tuple[list[str], bool, bool, bool]:
+    """(column names, timed, has a library reference, has a speedup) for
+    one run's ``results`` (the ``--against`` run shows no speedup)."""
+    timed = doc["device"]["kind"] == "gpu"
+    has_lib = any(r.get("reference_lib") for r in results)
+    has_against = doc.get("against") is not None and results is doc["results"]
+    cols = ["kernel", "variant", "levers", "shape", "check"]
+    if timed:
+        cols += ["median µs", "p20–p80 µs", "GB/s", "% of floor"]
+        if has_lib:
+            cols.append("vs cuBLAS")
+    if has_against:
+        cols.append("speedup")
+    return cols, timed, has_lib, has_against
+
+
+def _rows(doc: dict, results: list[dict]) -> list[list[str]]:
+    _, timed, has_lib, has_against = _columns(doc, results)
+    rows = []
+    for r in results:
+        row = [r["kernel"], r["variant"] or "–", r["config"] or "–", r["shape"]["label"], check_text(r)]
+        if timed:
+            row += _timing_cells(r)
+            if has_lib:
+                lib = r.get("reference_lib")
+                row.append(f"{lib['ratio']:.2f}×" if lib else "–")
+        if has_against:
+            s = r.get("speedup_vs_against")
+            row.append(f"{s:.2f}×" if s is not None else "–")
+        rows.append(row)
+    return rows
+
+
+def _notes(results: list[dict]) -> list[str]:
+    return [f"{r['kernel']} {r['variant'] or '?'} {r['shape']['label']}: {r['note']}"
+            for r in results if r.get("note")]
+
+
+def _sections(doc: dict) -> list[tuple[str, list[dict]]]:
+    if doc.get("against"):
+        return [("this run", doc["results"]), (f"against {doc['against']['name']}", doc["against"]["results"])]
+    return [("", doc["results"])]
+
+
+def _title(doc: dict, label: str, results: list[dict]) -> str:
+    d = doc["device"]
+    where = d["name"] if d["kind"] == "gpu" else f"{d['name']} (correctness only, no timings)"
+    failed = sum(1 for r in results if r["status"] != "pass")
+    run = f" ({label})" if label else ""
+    return f"{doc['engine']}{run} on {where}: {len(results) - failed} pass, {failed} fail"
+
+
+def table(doc: dict, *, width: int | None = None, color: bool = False) -> str:
+    """The Rich table (plain text unless ``color``), notes below it."""
+    from rich.console import Console
+    from rich.table import Table
+
+    buf = io.StringIO()
+    console = Console(file=buf, width=width or 200, force_terminal=color, no_color=not color,
+                      soft_wrap=False, highlight=False)
+    for label, results in _sections(doc):
+        cols, *_ = _columns(doc, results)
+        console.print(_title(doc, label, results), markup=False)
+        t = Table()
+        for c in cols:
+            t.add_column(c, justify="right" if c not in ("kernel", "variant", "levers", "shape", "check") else "left",
+                         no_wrap=True)
+        for row in _rows(doc, results):
+            style = None if not color or row[4].startswith("PASS") else "red"
+            t.add_row(*row, style=style)
+        console.print(t)
+        for line in _notes(results):
+            console.print(line, markup=False)
+    return "\n".join(line.rstrip() for line in buf.getvalue().splitlines()) + "\n"
+
+
+def markdown(doc: dict) -> str:
+    passed, failed = counts(doc)
+    out = [f"# leverctl bench: {doc['engine']}, {passed} pass, {failed} fail", ""]
+    d, v = doc["device"], doc["versions"]
+    out.append(f"Device: {d['name']} ({d['kind']})"
+               + (f", compute capability {d['compute_capability']}" if d.get("compute_capability") else "")
+               + (f", driver {d['driver']}" if d.get("driver") else "")
+               + (f"; copy {d['copy_gbps']:.0f} GB/s, FP32 {d['fp32_tflops']:.1f} TFLOP/s"
+                  if d.get("copy_gbps") and d.get("fp32_tflops") else "") + ".")
+    if d.get("why_sim"):
+        out.append(f"No GPU: {d['why_sim']}.")
+    out.append("Versions: " + ", ".join(f"{k} {val}" for k, val in v.items() if val) + ".")
+    out.append(f"Created {doc['created']}.")
+    for label, results in _sections(doc):
+        cols, *_ = _columns(doc, results)
+        out += ["", f"## {_title(doc, label, results)}", ""]
+        out.append("| " + " | ".join(cols) + " |")
+        out.append("|" + "|".join("---" for _ in cols) + "|")
+        for row in _rows(doc, results):
+            out.append("| " + " | ".join(c.replace("|", "\\|") for c in row) + " |")
+        notes = _notes(results)
+        if notes:
+            out.append("")
+            out += [f"- {n}" for n in notes]
+    return "\n".join(out) + "\n"
+
+
+def to_json(doc: dict) -> str:
+    return json.dumps(doc, indent=2, allow_nan=False) + "\n"
+
+
+def render(doc: dict, fmt: str, *, width: int | None = None, color: bool = False) -> str:
+    if fmt == "json":
+        return to_json(doc)
+    if fmt == "markdown":
+        return markdown(doc)
+    if fmt == "table":
+        return table(doc, width=width, color=color)
+    raise ValueError(f"format {fmt!r}: one of {FORMATS}")
