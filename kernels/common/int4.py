@@ -46,6 +46,11 @@ def n_groups(k: int, group: int = GROUP) -> int:
     return -(-k // group)
 
 
+def packed_bytes(n: int, k: int, group: int = GROUP) -> int:
+    """Bytes of an ``n x k`` matrix in this layout: packed words + fp16 scales."""
+    return n * n_words(k) * 4 + n * n_groups(k, group) * 2
+
+
 def pack_int4(q: np.ndarray) -> np.ndarray:
     """Signed int4 values ``q`` (``[n, k]``, each in -8..7) -> ``uint32[n, k/8]``."""
     q = np.asarray(q)

@@ -1,1 +1,443 @@
-PATHS = ()
+"""W4A16 kernel paths: int4 weights (8 per uint32, fp16 group-128 scales),
+fp16 activations, fp32 accumulation, fp16 outputs.
+
+Paths (``PATHS``):
+
+==================  ==========================================  =============================
+path                levers                                      variants
+==================  ==========================================  =============================
+w4a16.gemv          gemv_sw                                     gemv_sw, gemv_64t
+w4a16.gemv_dual     gemv_sw                                     gemv_dual_sw, gemv_dual_64t
+w4a16.ffn_decode    decode_ffn_via_gemm, decode_split_silu,     gemv_sw+fused, gemv_64t+fused,
+                    gemv_sw                                     gemv_sw+split, gemv_64t+split,
+                                                                gemm_m1
+w4a16.gemm          ffn_small_m                                 small_m, default_tiles
+==================  ==========================================  =============================
+
+Weight layout: ``leverctl_kernels.common.int4``. Every output is fp16 (the
+engines' activation type); the intermediates of the FFN decode (``gate``,
+``up`` and, on the split and GEMM paths, ``silu(gate) * up``) are fp16 too.
+References (``naive``) are float64 from the exactly dequantized weights.
+"""
+from __future__ import annotations
+
+from typing import Any, Mapping
+
+import numpy as np
+
+from ..common.int4 import packed_bytes, random_w4
+from ..common.path import Choice, KernelPath, Shape, Tolerance, Traffic, Variant
+from . import (
+    gemm_tiled,
+    gemv_64t,
+    gemv_dual_64t,
+    gemv_dual_sw,
+    gemv_sw,
+    naive,
+    silu_mul,
+)
+from .ffn_decode import build_ffn_variant, ffn_variant_traffic
+
+# fp16 outputs of fp32 sums: rounding is <= 2^-11 relative per element
+# (~3e-4 in norm); 2e-3 leaves room for the fp16 intermediates of the FFN.
+# The absolute bound covers the half-ulp of fp16 outputs up to |y| = 16.
+TOLERANCE = Tolerance(rel=2e-3, abs=1e-2)
+
+# Qwen3-Next-80B-A3B: the `model` preset when the recipe has no [model] sizes.
+DEFAULT_MODEL: Mapping[str, Any] = {
+    "name": "Qwen3-Next-80B-A3B",
+    "hidden": 2048,
+    "moe": {"expert_intermediate": 512, "shared_intermediate": 512},
+    "bench": {"gemm_rows": [16, 64, 256]},
+}
+DEFAULT_GEMM_ROWS = (16, 64, 256)
+
+# Catalog defaults, used by `select` for a lever the caller left out.
+_CATALOG_DEFAULTS = {
+    "gemv_sw": True,
+    "decode_ffn_via_gemm": False,
+    "decode_split_silu": True,
+    "ffn_small_m": True,
+}
+
+SMALL_M_MAX_ROWS = 64
+SMALL_M_K_MULTIPLE = 32
+
+
+# ── sizes ────────────────────────────────────────────────────────────────────
+
+
+def _ffn_sizes(model: Mapping[str, Any] | None) -> tuple[int, list[tuple[str, int]], list[int]]:
+    """(hidden, [(tag, intermediate)], gemm_rows) from a recipe's [model]
+    table, or Qwen3-Next-80B-A3B's when it has no usable FFN sizes.
+    FFNs of equal intermediate size share one entry (tags joined by '/')."""
+    model = model or {}
+    hidden = model.get("hidden")
+    found: list[tuple[str, int]] = []
+    ffn = model.get("ffn") or {}
+    if ffn.get("intermediate"):
+        found.append(("ffn", int(ffn["intermediate"])))
+    moe = model.get("moe") or {}
+    if moe.get("expert_intermediate"):
+        found.append(("expert", int(moe["expert_intermediate"])))
+    if moe.get("shared_intermediate"):
+        found.append(("shared", int(moe["shared_intermediate"])))
+    if not hidden or not found:
+        return _ffn_sizes(DEFAULT_MODEL) if model is not DEFAULT_MODEL else (0, [], [])
+    merged: dict[int, list[str]] = {}
+    for tag, inter in found:
+        merged.setdefault(inter, []).append(tag)
+    ffns = [("/".join(tags), inter) for inter, tags in merged.items()]
+    rows = (model.get("bench") or {}).get("gemm_rows") or DEFAULT_GEMM_ROWS
+    return int(hidden), ffns, [int(r) for r in rows]
+
+
+def _check_preset(preset: str) -> None:
+    if preset not in ("smoke", "model"):
+        raise ValueError(f"unknown shape preset {preset!r} (smoke, model)")
+
+
+# ── w4a16.gemv ───────────────────────────────────────────────────────────────
+
+
+def _mk(label: str, **dims: int) -> Shape:
+    return Shape(label, dims)
+
+
+def gemv_shapes(preset: str, model: Mapping[str, Any] | None) -> list[Shape]:
+    _check_preset(preset)
+    if preset == "smoke":
+        # 37 rows: not a multiple of the row blocks; k = 264: two full scale
+        # groups and a partial third of 8 inputs.
+        return [_mk("m1-n37-k264", m=1, n=37, k=264)]
+    hidden, ffns, _ = _ffn_sizes(model)
+    out = []
+    for tag, inter in ffns:
+        out.append(_mk(f"{tag}-gate n{inter} k{hidden}", m=1, n=inter, k=hidden))
+        out.append(_mk(f"{tag}-down n{hidden} k{inter}", m=1, n=hidden, k=inter))
+    return out
+
+
+def gemv_inputs(shape: Shape, rng: np.random.Generator) -> dict:
+    qweight, scales = random_w4(rng, shape["n"], shape["k"])
+    x = rng.standard_normal(shape["k"], dtype=np.float32).astype(np.float16)
+    return {"x": x, "qweight": qweight, "scales": scales}
+
+
+def gemv_outputs(shape: Shape):
+    return {"y": ((shape["n"],), "float16")}
+
+
+def gemv_reference(shape: Shape, inputs: dict) -> dict:
+    return {"y": naive.naive_gemv(inputs["qweight"], inputs["scales"], inputs["x"])}
+
+
+def gemv_traffic(shape: Shape) -> Traffic:
+    n, k = shape["n"], shape["k"]
+    return Traffic(bytes_read=packed_bytes(n, k) + 2 * k, bytes_written=2 * n, flops=2 * n * k)
+
+
+def _lever(levers: Mapping[str, Any], name: str, defaults: Mapping[str, Any] | None = None) -> bool:
+    """A lever's resolved value; a lever left out takes the path's
+    ``lever_defaults`` value, else the catalogs' default."""
+    if name in levers:
+        return bool(levers[name])
+    if defaults and name in defaults:
+        return bool(defaults[name])
+    return _CATALOG_DEFAULTS[name]
+
+
+def gemv_select(levers: Mapping[str, Any], shape: Shape) -> Choice:
+    return Choice("gemv_sw" if _lever(levers, "gemv_sw") else "gemv_64t")
+
+
+GEMV = KernelPath(
+    name="w4a16.gemv",
+    family="w4a16",
+    summary="Decode GEMV y = W x (int4 weights, fp16 activations, m = 1)",
+    levers=("gemv_sw",),
+    lever_defaults={},
+    variants={
+        "gemv_sw": Variant(
+            "gemv_sw",
+            "one warp per output row, lanes stride over packed words, shuffle reduction",
+            gemv_sw.build,
+        ),
+        "gemv_64t": Variant(
+            "gemv_64t",
+            "64 threads per 4-row block, shared-memory tree reduction (pre-single-warp kernel)",
+            gemv_64t.build,
+        ),
+    },
+    select=gemv_select,
+    shapes=gemv_shapes,
+    make_inputs=gemv_inputs,
+    outputs=gemv_outputs,
+    reference=gemv_reference,
+    traffic=gemv_traffic,
+    tolerance=TOLERANCE,
+    notes="memory-bound: streams k/2 bytes of packed weights per row",
+)
+
+
+# ── w4a16.gemv_dual ──────────────────────────────────────────────────────────
+
+
+def dual_shapes(preset: str, model: Mapping[str, Any] | None) -> list[Shape]:
+    _check_preset(preset)
+    if preset == "smoke":
+        return [_mk("m1-n37-k264", m=1, n=37, k=264)]
+    hidden, ffns, _ = _ffn_sizes(model)
+    return [_mk(f"{tag}-gate+up n{inter} k{hidden}", m=1, n=inter, k=hidden) for tag, inter in ffns]
+
+
+def dual_inputs(shape: Shape, rng: np.random.Generator) -> dict:
+    qw_gate, s_gate = random_w4(rng, shape["n"], shape["k"])
+    qw_up, s_up = random_w4(rng, shape["n"], shape["k"])
+    x = rng.standard_normal(shape["k"], dtype=np.float32).astype(np.float16)
+    return {"x": x, "qw_gate": qw_gate, "s_gate": s_gate, "qw_up": qw_up, "s_up": s_up}
+
+
+def dual_outputs(shape: Shape):
+    return {"gate": ((shape["n"],), "float16"), "up": ((shape["n"],), "float16")}
+
+
+def dual_reference(shape: Shape, inputs: dict) -> dict:
+    gate, up = naive.naive_gemv_dual(
+        inputs["qw_gate"], inputs["s_gate"], inputs["qw_up"], inputs["s_up"], inputs["x"]
+    )
+    return {"gate": gate, "up": up}
+
+
+def dual_traffic(shape: Shape) -> Traffic:
+    n, k = shape["n"], shape["k"]
+    return Traffic(bytes_read=2 * packed_bytes(n, k) + 2 * k, bytes_written=4 * n, flops=4 * n * k)
+
+
+def dual_select(levers: Mapping[str, Any], shape: Shape) -> Choice:
+    return Choice("gemv_dual_sw" if _lever(levers, "gemv_sw") else "gemv_dual_64t")
+
+
+GEMV_DUAL = KernelPath(
+    name="w4a16.gemv_dual",
+    family="w4a16",
+    summary="Decode dual GEMV: gate = W_gate x and up = W_up x in one pass",
+    levers=("gemv_sw",),
+    lever_defaults={},
+    variants={
+        "gemv_dual_sw": Variant(
+            "gemv_dual_sw",
+            "one warp per output row computing gate and up, two shuffle reductions",
+            gemv_dual_sw.build,
+        ),
+        "gemv_dual_64t": Variant(
+            "gemv_dual_64t",
+            "64 threads per 4-row block computing gate and up, shared-memory reduction",
+            gemv_dual_64t.build,
+        ),
+    },
+    select=dual_select,
+    shapes=dual_shapes,
+    make_inputs=dual_inputs,
+    outputs=dual_outputs,
+    reference=dual_reference,
+    traffic=dual_traffic,
+    tolerance=TOLERANCE,
+    notes="memory-bound: streams both packed weight matrices once",
+)
+
+
+# ── w4a16.ffn_decode ─────────────────────────────────────────────────────────
+
+
+def ffn_shapes(preset: str, model: Mapping[str, Any] | None) -> list[Shape]:
+    _check_preset(preset)
+    if preset == "smoke":
+        # hidden 136: gate/up have a partial second scale group (8 inputs);
+        # inter 40: the down projection's single group is partial.
+        return [_mk("h136-i40", m=1, hidden=136, inter=40)]
+    hidden, ffns, _ = _ffn_sizes(model)
+    return [_mk(f"{tag}-ffn h{hidden} i{inter}", m=1, hidden=hidden, inter=inter) for tag, inter in ffns]
+
+
+def ffn_inputs(shape: Shape, rng: np.random.Generator) -> dict:
+    h, i = shape["hidden"], shape["inter"]
+    qw_gate, s_gate = random_w4(rng, i, h)
+    qw_up, s_up = random_w4(rng, i, h)
+    qw_down, s_down = random_w4(rng, h, i)
+    x = rng.standard_normal(h, dtype=np.float32).astype(np.float16)
+    return {
+        "x": x,
+        "qw_gate": qw_gate,
+        "s_gate": s_gate,
+        "qw_up": qw_up,
+        "s_up": s_up,
+        "qw_down": qw_down,
+        "s_down": s_down,
+    }
+
+
+def ffn_outputs(shape: Shape):
+    return {"y": ((shape["hidden"],), "float16")}
+
+
+def ffn_reference(shape: Shape, inputs: dict) -> dict:
+    return {
+        "y": naive.naive_ffn_decode(
+            inputs["x"],
+            inputs["qw_gate"],
+            inputs["s_gate"],
+            inputs["qw_up"],
+            inputs["s_up"],
+            inputs["qw_down"],
+            inputs["s_down"],
+        )
+    }
+
+
+def ffn_traffic(shape: Shape) -> Traffic:
+    """The least any variant must move: the three weight matrices, ``x`` in,
+    ``y`` out (no intermediate round trips)."""
+    h, i = shape["hidden"], shape["inter"]
+    return Traffic(
+        bytes_read=2 * packed_bytes(i, h) + packed_bytes(h, i) + 2 * h,
+        bytes_written=2 * h,
+        flops=6 * h * i + silu_mul.FLOPS_PER_ELEMENT * i,
+    )
+
+
+FFN_LEVER_DEFAULTS = {"decode_split_silu": False}  # Atlas: always the fused kernel
+
+
+def ffn_select(levers: Mapping[str, Any], shape: Shape) -> Choice:
+    if _lever(levers, "decode_ffn_via_gemm"):
+        return Choice("gemm_m1")
+    gemv = "gemv_sw" if _lever(levers, "gemv_sw") else "gemv_64t"
+    split = _lever(levers, "decode_split_silu", FFN_LEVER_DEFAULTS)
+    return Choice(f"{gemv}+{'split' if split else 'fused'}")
+
+
+_FFN_SUMMARIES = {
+    "gemv_sw+fused": "dual GEMV (warp per row), then fused SiLU-multiply + down GEMV",
+    "gemv_64t+fused": "dual GEMV (64 threads per 4 rows), then fused SiLU-multiply + down GEMV",
+    "gemv_sw+split": "dual GEMV, SiLU-multiply, down GEMV (all warp per row)",
+    "gemv_64t+split": "dual GEMV, SiLU-multiply, down GEMV (64 threads per 4 rows)",
+    "gemm_m1": "gate, up, down through the tiled GEMM at M = 1, SiLU-multiply between",
+}
+
+
+def _ffn_variant(name: str) -> Variant:
+    return Variant(
+        name,
+        _FFN_SUMMARIES[name],
+        lambda shape, _n=name: build_ffn_variant(_n, shape),
+        traffic=lambda shape, _n=name: ffn_variant_traffic(_n, shape),
+    )
+
+
+FFN_DECODE = KernelPath(
+    name="w4a16.ffn_decode",
+    family="w4a16",
+    summary="Dense SiLU FFN for one token: y = W_down (silu(W_gate x) * (W_up x))",
+    levers=("decode_ffn_via_gemm", "decode_split_silu", "gemv_sw"),
+    lever_defaults=FFN_LEVER_DEFAULTS,
+    variants={name: _ffn_variant(name) for name in _FFN_SUMMARIES},
+    select=ffn_select,
+    shapes=ffn_shapes,
+    make_inputs=ffn_inputs,
+    outputs=ffn_outputs,
+    reference=ffn_reference,
+    traffic=ffn_traffic,
+    tolerance=TOLERANCE,
+    notes=(
+        "memory-bound: the three weight matrices dominate; decode_ffn_via_gemm "
+        "takes precedence over decode_split_silu and gemv_sw"
+    ),
+)
+
+
+# ── w4a16.gemm ───────────────────────────────────────────────────────────────
+
+
+def gemm_shapes(preset: str, model: Mapping[str, Any] | None) -> list[Shape]:
+    _check_preset(preset)
+    if preset == "smoke":
+        # k = 160: a full scale group and a partial one of 32; a multiple of
+        # 32 (the small-M tiles run) but not of the default TILE_K = 64.
+        # m = 67 is past the small-M limit of 64 and not a tile multiple.
+        return [_mk("m5-n37-k160", m=5, n=37, k=160), _mk("m67-n37-k160", m=67, n=37, k=160)]
+    hidden, ffns, rows = _ffn_sizes(model)
+    out = []
+    for m in rows:
+        for tag, inter in ffns:
+            out.append(_mk(f"{tag}-gate m{m} n{inter} k{hidden}", m=m, n=inter, k=hidden))
+            out.append(_mk(f"{tag}-down m{m} n{hidden} k{inter}", m=m, n=hidden, k=inter))
+    return out
+
+
+def gemm_inputs(shape: Shape, rng: np.random.Generator) -> dict:
+    qweight, scales = random_w4(rng, shape["n"], shape["k"])
+    a = rng.standard_normal((shape["m"], shape["k"]), dtype=np.float32).astype(np.float16)
+    return {"a": a, "qweight": qweight, "scales": scales}
+
+
+def gemm_outputs(shape: Shape):
+    return {"c": ((shape["m"], shape["n"]), "float16")}
+
+
+def gemm_reference(shape: Shape, inputs: dict) -> dict:
+    return {"c": naive.naive_gemm(inputs["a"], inputs["qweight"], inputs["scales"])}
+
+
+def gemm_traffic(shape: Shape) -> Traffic:
+    m, n, k = shape["m"], shape["n"], shape["k"]
+    return Traffic(
+        bytes_read=packed_bytes(n, k) + 2 * m * k, bytes_written=2 * m * n, flops=2 * m * n * k
+    )
+
+
+def gemm_select(levers: Mapping[str, Any], shape: Shape) -> Choice:
+    if not _lever(levers, "ffn_small_m"):
+        return Choice("default_tiles")
+    m, k = shape["m"], shape["k"]
+    why = []
+    if m > SMALL_M_MAX_ROWS:
+        why.append(f"m={m} > {SMALL_M_MAX_ROWS}")
+    if k % SMALL_M_K_MULTIPLE:
+        why.append(f"k={k} is not a multiple of {SMALL_M_K_MULTIPLE}")
+    if why:
+        return Choice(
+            "default_tiles", "ffn_small_m is on but " + " and ".join(why) + ": default tiles"
+        )
+    return Choice("small_m")
+
+
+GEMM = KernelPath(
+    name="w4a16.gemm",
+    family="w4a16",
+    summary="Tiled W4A16 GEMM c = a W^T (FFN projections of a batch)",
+    levers=("ffn_small_m",),
+    lever_defaults={},
+    variants={
+        "small_m": Variant(
+            "small_m",
+            "16x32x32 tiles, 128 threads, for m <= 64 with k % 32 == 0",
+            gemm_tiled.build_small_m,
+        ),
+        "default_tiles": Variant(
+            "default_tiles",
+            "64x64x64 tiles, 256 threads, 4x4 register micro-tiles, any m, n, k",
+            gemm_tiled.build_default,
+        ),
+    },
+    select=gemm_select,
+    shapes=gemm_shapes,
+    make_inputs=gemm_inputs,
+    outputs=gemm_outputs,
+    reference=gemm_reference,
+    traffic=gemm_traffic,
+    tolerance=TOLERANCE,
+    notes="memory-bound at small m (weight stream), FP32-compute-bound at large m",
+)
+
+PATHS = (GEMV, GEMV_DUAL, FFN_DECODE, GEMM)

@@ -1,0 +1,95 @@
+"""Device helpers shared by the W4A16 GEMV kernels.
+
+Activation staging
+------------------
+The GEMVs stage the activations of one K-chunk (``KCHUNK`` inputs, a
+multiple of 256) in shared memory as fp32, *transposed by nibble position*:
+input ``e = 8*w + j`` of the chunk (packed word ``w``, nibble ``j``) lives at
+``xs[j * stride + w]`` with ``stride = KCHUNK // 8 + 1``::
+
+    chunk inputs  e:   0  1 .. 7 | 8  9 .. 15 | 16 ..
+    word w, nibble j: (0,0)..(0,7)|(1,0)..(1,7)| ...
+
+    xs row j=0:  x[0]  x[8]  x[16] ... x[8w]   ... | pad
+    xs row j=1:  x[1]  x[9]  x[17] ... x[8w+1] ... | pad
+    ...
+    xs row j=7:  x[7]  x[15] x[23] ... x[8w+7] ... | pad
+
+Lanes that own consecutive packed words then read consecutive fp32 words of
+shared memory for every nibble: no bank conflicts (the natural layout,
+``xs[8w + j]``, would be an 8-way conflict). The one padding column staggers
+the rows so that the staging stores, done once per chunk, conflict at most
+4-way.
+"""
+from __future__ import annotations
+
+import math
+
+from numba import cuda, float32, int32, uint32
+
+FULL_MASK = 0xFFFFFFFF
+
+
+@cuda.jit(device=True)
+def stage_x(xs, x, c0, k, tid, nthreads, kchunk, stride):
+    """``xs`` <- fp32 of ``x[c0 : min(c0 + kchunk, k)]`` in the transposed
+    layout (slots past ``k`` are left alone: no packed word reads them).
+    Global reads are coalesced (consecutive threads read consecutive fp16
+    inputs)."""
+    for e in range(tid, min(kchunk, k - c0), nthreads):
+        xs[(e & 7) * stride + (e >> 3)] = float32(x[c0 + e])
+
+
+@cuda.jit(device=True)
+def silu_f32(g):
+    return g / (float32(1.0) + math.exp(-g))
+
+
+@cuda.jit(device=True)
+def stage_silu_mul(xs, gate, up, c0, k, tid, nthreads, kchunk, stride):
+    """Like :func:`stage_x`, staging ``silu(gate) * up`` computed in fp32."""
+    for e in range(tid, min(kchunk, k - c0), nthreads):
+        xs[(e & 7) * stride + (e >> 3)] = silu_f32(float32(gate[c0 + e])) * float32(up[c0 + e])
+
+
+@cuda.jit(device=True)
+def nibble(word, j):
+    """Signed int4 value ``j`` (0..7) of a packed word, as fp32 (exact)."""
+    return float32(int32((word >> uint32(4 * j)) & uint32(0xF)) - int32(8))
+
+
+@cuda.jit(device=True)
+def dot_word(word, xs, col, stride):
+    """``sum_j q_j * x_j`` over the 8 int4 values of ``word`` against the
+    staged activations of packed column ``col``, in fp32."""
+    acc = float32(0.0)
+    for j in range(8):
+        acc += nibble(word, j) * xs[j * stride + col]
+    return acc
+
+
+@cuda.jit(device=True)
+def load_x8(xv, xs, col, stride):
+    """Copy the 8 staged activations of packed column ``col`` to ``xv``
+    (registers), for kernels that reuse them across several rows."""
+    for j in range(8):
+        xv[j] = xs[j * stride + col]
+
+
+@cuda.jit(device=True)
+def dot_word_regs(word, xv):
+    acc = float32(0.0)
+    for j in range(8):
+        acc += nibble(word, j) * xv[j]
+    return acc
+
+
+@cuda.jit(device=True)
+def warp_sum(v):
+    """Shuffle-down tree sum over the 32 lanes; lane 0 ends with the total."""
+    v += cuda.shfl_down_sync(FULL_MASK, v, 16)
+    v += cuda.shfl_down_sync(FULL_MASK, v, 8)
+    v += cuda.shfl_down_sync(FULL_MASK, v, 4)
+    v += cuda.shfl_down_sync(FULL_MASK, v, 2)
+    v += cuda.shfl_down_sync(FULL_MASK, v, 1)
+    return v
