@@ -37,13 +37,14 @@ def lever_json(value: Any) -> Any:
     return str(value)
 
 
-def _config_value(v: Any) -> str:
+def config_value(v: Any) -> str:
+    """One lever's JSON value as the config key spells it."""
     if isinstance(v, bool):
         return "1" if v else "0"
     if v is None:
         return "unset"
     if isinstance(v, dict):
-        return ";".join(f"{k}:{_config_value(x)}" for k, x in v.items())
+        return ";".join(f"{k}:{config_value(x)}" for k, x in v.items())
     return str(v)
 
 
@@ -51,7 +52,7 @@ def config_key(path: KernelPath, levers: Mapping[str, Any]) -> str:
     """``field=value,...`` in the path's lever order: the stable key that
     matches records across runs (``gemv_sw=1``; a tri-state unset is
     ``unset``; the drafter ``drafter=prefill:1;carry:0``)."""
-    return ",".join(f"{f}={_config_value(lever_json(levers[f]))}" for f in path.levers if f in levers)
+    return ",".join(f"{f}={config_value(lever_json(levers[f]))}" for f in path.levers if f in levers)
 
 
 def applies(path: KernelPath, engine: str, catalog_fields: Iterable[str]) -> bool:

@@ -1,0 +1,173 @@
+"""``leverctl kernels``: every kernel path, its variants, the levers that
+choose between them, and the variant the current resolution selects.
+
+Nothing runs: the declarations are imported (in simulator mode, so listing
+never initialises a GPU) and each path's ``select`` is asked.
+"""
+from __future__ import annotations
+
+import itertools
+import json
+import sys
+from typing import Annotated, Any
+
+import typer
+
+from ..errors import UserError
+from . import common
+
+FORMATS = ("table", "json")
+MAX_ENUMERATED_LEVERS = 6  # 2**6 lever combinations per path at most
+
+
+def _domain(value: Any) -> tuple[Any, ...]:
+    """The values a lever is tried at to find which variant each one picks:
+    both for an on/off lever, plus unset for a tri-state currently unset;
+    other kinds stay at their resolved value."""
+    if isinstance(value, bool):
+        return (False, True)
+    if value is None:
+        return (None, False, True)
+    return (value,)
+
+
+def _chosen_by(path, levers: dict[str, Any], shape, catalog_fields) -> dict[str, list[str]]:
+    """variant -> the lever settings that select it at ``shape``, as config
+    keys with the levers that make no difference there left out
+    (``decode_ffn_via_gemm=1`` rather than its four combinations). Only the
+    engine's own levers vary; the path's fixed defaults stay fixed, so a
+    variant no setting reaches in this engine has an empty list."""
+    from ..bench.plan import config_key
+
+    tried = [f for f in levers if f in catalog_fields][:MAX_ENUMERATED_LEVERS]
+    domains = {f: _domain(levers[f]) for f in tried}
+    picks: dict[str, list[dict[str, Any]]] = {}
+    for combo in itertools.product(*domains.values()):
+        vals = {**levers, **dict(zip(tried, combo))}
+        try:
+            v = path.select(vals, shape).variant
+        except Exception:  # noqa: BLE001 - a select that raises chooses nothing
+            continue
+        picks.setdefault(v, []).append(dict(zip(tried, combo)))
+    return {v: [config_key(path, c) or "always" for c in _drop_free_levers(combos, domains)]
+            for v, combos in picks.items()}
+
+
+def _drop_free_levers(combos: list[dict[str, Any]], domains: dict[str, tuple]) -> list[dict[str, Any]]:
+    """Remove each lever whose every value appears with the same settings of
+    the others (the choice does not depend on it), one lever at a time."""
+    cur = combos
+    for f, dom in domains.items():
+        rest = [tuple((g, x) for g, x in c.items() if g != f) for c in cur]
+        seen: dict[tuple, set] = {}
+        for r, c in zip(rest, cur):
+            seen.setdefault(r, set()).add(c[f])
+        if all(len(vals) == len(dom) for vals in seen.values()):
+            cur = [dict(r) for r in dict.fromkeys(rest)]
+    return cur
+
+
+def describe(res, paths, model=None) -> dict[str, Any]:
+    """The ``kernels --format json`` object."""
+    from ..bench.plan import applies, lever_json, path_levers
+
+    fields = res.catalog.fields
+    values = res.values()
+    rows = []
+    for p in paths:
+        applies_here = applies(p, res.engine, fields)
+        entry: dict[str, Any] = {
+            "name": p.name,
+            "family": p.family,
+            "summary": p.summary,
+            "applies": applies_here,
+            "levers": {},
+            "selected": [],
+            "variants": [],
+        }
+        try:
+            levers = path_levers(p, values, fields)
+            shapes = list(p.shapes("model", model))
+        except Exception as e:  # noqa: BLE001 - a broken declaration is shown, not fatal
+            entry["error"] = f"{type(e).__name__}: {e}"
+            levers, shapes = {}, []
+        entry["levers"] = {f: {"value": lever_json(v), "from": "catalog" if f in fields else "path default"}
+                           for f, v in levers.items()}
+        for s in shapes if applies_here else []:
+            try:
+                c = p.select(levers, s)
+                entry["selected"].append({"shape": s.label, "variant": c.variant, "note": c.note})
+            except Exception as e:  # noqa: BLE001
+                entry["selected"].append({"shape": s.label, "variant": None, "note": f"select() raised: {e}"})
+        chosen = _chosen_by(p, levers, shapes[0], fields) if shapes and applies_here else {}
+        for name, v in p.variants.items():
+            entry["variants"].append({"name": name, "summary": v.summary, "chosen_by": chosen.get(name, [])})
+        rows.append(entry)
+    return {"schema": "leverctl.kernels/1", "engine": res.engine, "recipe": res.recipe, "paths": rows}
+
+
+def _selected_text(entry: dict) -> str:
+    if not entry["applies"]:
+        return "(not in this engine)"
+    picks: dict[str, int] = {}
+    for s in entry["selected"]:
+        picks[s["variant"] or "?"] = picks.get(s["variant"] or "?", 0) + 1
+    if len(picks) == 1:
+        return next(iter(picks))
+    total = len(entry["selected"])
+    return ", ".join(f"{v} ({n} of {total} shapes)" for v, n in picks.items())
+
+
+def table(doc: dict) -> Any:
+    from rich.table import Table
+
+    from ..bench.plan import config_value
+
+    t = Table(title=f"{doc['engine']} kernel paths" + (f" ({doc['recipe']})" if doc["recipe"] else ""),
+              title_justify="left")
+    for col in ("path", "levers now", "variant", "chosen by", "selected", "summary"):
+        t.add_column(col, overflow="fold")
+    for e in doc["paths"]:
+        now = ", ".join(f"{f}={config_value(x['value'])}" + ("" if x["from"] == "catalog" else " (fixed)")
+                        for f, x in e["levers"].items())
+        selected = _selected_text(e)
+        for i, v in enumerate(e["variants"]):
+            mark = "▶ " if e["applies"] and any(s["variant"] == v["name"] for s in e["selected"]) else "  "
+            t.add_row(e["name"] if i == 0 else "", now if i == 0 else "", mark + v["name"],
+                      " | ".join(c.replace(",", ", ") for c in v["chosen_by"]) or "–", selected if i == 0 else "", v["summary"])
+        if "error" in e:
+            t.add_row(e["name"], "", "", "", "", f"error: {e['error']}")
+    return t
+
+
+def register(app: typer.Typer) -> None:
+    @app.command("kernels")
+    def kernels(
+        engine: common.EngineOpt = None,
+        catalog: common.CatalogOpt = None,
+        recipe: common.RecipeOpt = None,
+        set_: common.SetOpt = None,
+        unset: common.UnsetOpt = None,
+        env_file: common.EnvFileOpt = None,
+        max_batch_size: common.MaxBatchOpt = None,
+        no_env: common.NoEnvOpt = False,
+        fmt: Annotated[str, typer.Option("--format", "-f", help="table or json.")] = "table",
+    ) -> None:
+        """List every kernel path, its variants and the levers that choose them,
+        marking the variant the current resolution selects."""
+        if fmt not in FORMATS:
+            raise UserError(f"--format {fmt!r}: choose table or json")
+        setup = common.setup(engine, catalog, recipe, set_, unset, env_file, max_batch_size, no_env)
+        res = setup.resolve()
+        _cat, rec = setup.load()
+
+        from ..bench import device
+
+        device.choose("sim")  # declarations only: no GPU initialisation for a listing
+        from .bench import registered_paths
+
+        doc = describe(res, registered_paths(), rec.model if rec and rec.model else None)
+        if fmt == "json":
+            sys.stdout.write(json.dumps(doc, indent=2) + "\n")
+        else:
+            common.out.print(table(doc))

@@ -1,0 +1,169 @@
+"""``leverctl bench`` and ``leverctl kernels`` end to end, through the real
+entry point (its error table included), on fake kernel paths."""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+from bench_fakes import saxpy_path, state_path
+
+from leverctl.bench.device import probe_gpu
+from leverctl.cli import bench as bench_cli
+
+HAS_GPU = probe_gpu().ok
+no_gpu_here = pytest.mark.skipif(HAS_GPU, reason="this machine has a GPU")
+
+
+def run_cli(capsys, *args) -> tuple[int, str, str]:
+    from leverctl.cli.app import main
+
+    with pytest.raises(SystemExit) as e:
+        main(list(args))
+    cap = capsys.readouterr()
+    return e.value.code, cap.out, cap.err
+
+
+@pytest.fixture
+def fake_paths(monkeypatch):
+    """The registry seen by the commands: a correct saxpy chosen by
+    gemv_sw, and an in-place state path (Atlas only)."""
+    paths = [saxpy_path(), state_path()]
+    monkeypatch.setattr(bench_cli, "registered_paths", lambda: paths)
+    return paths
+
+
+@pytest.fixture
+def broken_paths(monkeypatch):
+    paths = [saxpy_path(name="fake.broken", levers=("fake_variant",), lever_defaults={"fake_variant": "wrong"},
+                        engines=("atlas",))]
+    monkeypatch.setattr(bench_cli, "registered_paths", lambda: paths)
+    return paths
+
+
+# -- bad input: exit 2, one line on stderr, before any kernel runs -----------
+
+
+@no_gpu_here
+def test_device_gpu_without_a_gpu_exits_2_with_one_line_saying_why():
+    # A fresh process: the choice must happen before numba.cuda is loaded.
+    env = {k: v for k, v in os.environ.items() if k != "NUMBA_ENABLE_CUDASIM"}
+    p = subprocess.run([sys.executable, "-m", "leverctl", "bench", "--device", "gpu", "--no-env"],
+                       capture_output=True, text=True, env=env, timeout=120)
+    assert p.returncode == 2
+    assert p.stdout == ""
+    assert p.stderr.splitlines() == [f"leverctl: --device gpu: {probe_gpu().reason}"]
+
+
+def test_an_unknown_kernel_exits_2_with_a_suggestion(capsys, fake_paths):
+    code, out, err = run_cli(capsys, "bench", "--no-env", "--device", "sim", "--kernel", "fake.saxpi")
+    assert code == 2 and out == ""
+    assert "--kernel fake.saxpi: no such kernel path (did you mean fake.saxpy?)" in err
+    assert len(err.strip().splitlines()) == 1
+
+
+def test_model_shapes_in_the_simulator_are_refused_without_force(capsys, fake_paths):
+    code, _, err = run_cli(capsys, "bench", "--no-env", "--device", "sim", "--shapes", "model")
+    assert code == 2 and "would take hours" in err and "--force" in err
+
+
+@pytest.mark.parametrize("args, msg", [
+    (("--format", "yaml"), "--format 'yaml'"),
+    (("--shapes", "huge"), "--shapes 'huge'"),
+    (("--device", "tpu"), "--device 'tpu'"),
+    (("--set", "ATLAS_NO_GEMV_SWW=1"), "unknown"),
+])
+def test_bad_options_exit_2(capsys, fake_paths, args, msg):
+    code, out, err = run_cli(capsys, "bench", "--no-env", *args)
+    assert code == 2 and out == "" and msg in err
+
+
+# -- runs in the simulator ---------------------------------------------------
+
+
+@pytest.mark.sim
+@no_gpu_here
+def test_auto_without_a_gpu_says_once_that_it_only_checks_correctness(capsys, fake_paths):
+    code, out, err = run_cli(capsys, "bench", "--no-env", "--kernel", "fake.saxpy")
+    assert code == 0
+    assert err.count("without timings") == 1 and probe_gpu().reason in err
+    assert "fake.saxpy" in out and "PASS" in out
+
+
+@pytest.mark.sim
+def test_json_is_the_documented_document(capsys, fake_paths):
+    code, out, err = run_cli(capsys, "bench", "--no-env", "--device", "sim", "--format", "json",
+                             "--set", "ATLAS_NO_GEMV_SW=1")
+    assert code == 0, err
+    doc = json.loads(out)
+    assert doc["schema"] == "leverctl.bench/1" and doc["engine"] == "atlas"
+    assert doc["device"]["kind"] == "sim" and doc["against"] is None
+    assert doc["levers"]["levers"]["gemv_sw"]["value"] is False
+    by_kernel = {(r["kernel"], r["shape"]["label"]): r for r in doc["results"]}
+    assert set(by_kernel) == {("fake.saxpy", "n37"), ("fake.saxpy", "n64"), ("fake.state", "n37"),
+                              ("fake.state", "n64")}
+    saxpy = by_kernel[("fake.saxpy", "n37")]
+    assert (saxpy["variant"], saxpy["config"], saxpy["status"]) == ("plain", "gemv_sw=0", "pass")
+    assert all(r["timing"] is None for r in doc["results"])
+
+
+@pytest.mark.sim
+def test_markdown_and_a_file_written_atomically(capsys, fake_paths, tmp_path):
+    out_file = tmp_path / "sub" / "bench.md"
+    code, out, err = run_cli(capsys, "bench", "--no-env", "--device", "sim", "--format", "markdown",
+                             "--kernel", "fake", "--out", str(out_file))
+    assert code == 0 and out == ""
+    text = out_file.read_text()
+    assert text.startswith("# leverctl bench: atlas") and "| fake.state | good |" in text
+    assert sorted(p.name for p in out_file.parent.iterdir()) == ["bench.md"]  # no temp file left
+
+
+@pytest.mark.sim
+def test_a_failing_kernel_makes_the_exit_code_1(capsys, broken_paths):
+    code, out, err = run_cli(capsys, "bench", "--no-env", "--device", "sim")
+    assert code == 1
+    assert "FAIL" in out and "rel error" in out
+
+
+@pytest.mark.sim
+def test_against_defaults_runs_both_lever_sets_with_a_null_speedup_in_the_simulator(capsys, fake_paths):
+    code, out, err = run_cli(capsys, "bench", "--no-env", "--device", "sim", "--kernel", "fake.saxpy",
+                             "--set", "ATLAS_NO_GEMV_SW=1", "--against", "defaults", "--format", "json")
+    assert code == 0, err
+    doc = json.loads(out)
+    assert doc["against"]["name"] == "defaults"
+    assert [r["variant"] for r in doc["results"]] == ["plain", "plain"]
+    assert [r["variant"] for r in doc["against"]["results"]] == ["good", "good"]
+    assert [r["speedup_vs_against"] for r in doc["results"]] == [None, None]
+
+
+@pytest.mark.sim
+def test_a_metrale_run_skips_atlas_only_paths(capsys, fake_paths):
+    code, out, err = run_cli(capsys, "bench", "--no-env", "--device", "sim", "--engine", "metrale",
+                             "--format", "json")
+    assert code == 0, err
+    assert {r["kernel"] for r in json.loads(out)["results"]} == {"fake.saxpy"}
+
+
+# -- leverctl kernels -----------------------------------------------------------
+
+
+def test_kernels_lists_variants_the_levers_that_choose_them_and_the_selection(capsys, fake_paths):
+    code, out, err = run_cli(capsys, "kernels", "--no-env", "--set", "ATLAS_NO_GEMV_SW=1", "--format", "json")
+    assert code == 0, err
+    doc = json.loads(out)
+    saxpy = next(p for p in doc["paths"] if p["name"] == "fake.saxpy")
+    assert saxpy["applies"] and saxpy["levers"] == {"gemv_sw": {"value": False, "from": "catalog"}}
+    assert {s["variant"] for s in saxpy["selected"]} == {"plain"}
+    chosen = {v["name"]: v["chosen_by"] for v in saxpy["variants"]}
+    assert chosen["good"] == ["gemv_sw=1"] and chosen["plain"] == ["gemv_sw=0"] and chosen["nan"] == []
+    state = next(p for p in doc["paths"] if p["name"] == "fake.state")
+    assert state["levers"] == {"fake_update": {"value": True, "from": "path default"}}
+
+
+def test_kernels_table_marks_the_selected_variant(capsys, fake_paths):
+    code, out, err = run_cli(capsys, "kernels", "--no-env", "--engine", "metrale")
+    assert code == 0, err
+    assert "▶ good" in out and "(not in this engine)" in out
