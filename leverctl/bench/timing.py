@@ -171,6 +171,8 @@ def roofline(
 MiB = 1 << 20
 _FALLBACK_L2 = 64 * MiB  # when the driver did not say
 _THREADS = 256
+MIN_DELAY_NS = 100_000
+MAX_DELAY_NS = 200_000_000
 
 
 @lru_cache(maxsize=None)
@@ -254,13 +256,19 @@ class GpuRig:
     """Per-run GPU timing state: the L2 flush buffer, an event pool, the
     delay length, and the measured ceilings (cached for the run)."""
 
-    def __init__(self, l2_bytes: int | None = None, sm_count: int | None = None):
+    def __init__(self, l2_bytes: int | None = None, sm_count: int | None = None, *, cuda=None, kernels=None,
+                 clock: Callable[[], float] = time.perf_counter):
+        """``cuda``, ``kernels`` and the host ``clock`` default to numba's, the
+        rig's own and perf_counter (tests pass stand-ins to exercise the
+        control flow without a GPU)."""
         import numpy as np
-        from numba import cuda
 
+        if cuda is None:
+            from numba import cuda
         self.np = np
         self.cuda = cuda
-        self.delay, fill, self._flush_kernel, self._fma = _kernels()
+        self.clock = clock
+        self.delay, fill, self._flush_kernel, self._fma = kernels or _kernels()
         self.sm_count = sm_count or cuda.get_current_device().MULTIPROCESSOR_COUNT
         self.l2_bytes = l2_bytes or _FALLBACK_L2
         words = max(2 * self.l2_bytes, 8 * MiB) // 4
@@ -272,6 +280,9 @@ class GpuRig:
         self._events: list[tuple[Any, Any]] = []
         self._copy_gbps: float | None = None
         self._fp32_tflops: float | None = None
+        # Compile the rig's kernels now, outside every measurement.
+        self.delay[1, 1](np.uint64(1000), self._sink)
+        self.flush()
         cuda.synchronize()
 
     def flush(self) -> None:
@@ -282,25 +293,31 @@ class GpuRig:
             self._events.append((self.cuda.event(timing=True), self.cuda.event(timing=True)))
         return self._events[:n]
 
-    def measure(self, launch: Callable[[], None], n: int, *, flush: bool = True) -> list[float]:
+    def measure(self, launch: Callable[[], None], n: int, *, flush: bool = True, gate: bool = True) -> list[float]:
         """``n`` samples (microseconds) of ``launch()``, queued behind one
-        delay kernel so host launch overhead never shows up between events."""
+        delay kernel (``gate``) so host launch overhead never shows up
+        between the events. Work of a millisecond or more needs no gate."""
         pairs = self._pairs(n)
-        for attempt in range(4):
-            t0 = time.perf_counter()
-            self.delay[1, 1](self.np.uint64(self.delay_ns), self._sink)
+        for _attempt in range(4):
+            t0 = self.clock()
+            if gate:
+                self.delay[1, 1](self.np.uint64(self.delay_ns), self._sink)
             for start, end in pairs:
                 if flush:
                     self.flush()
                 start.record()
                 launch()
                 end.record()
-            queued_ns = (time.perf_counter() - t0) * 1e9
+            queued_ns = (self.clock() - t0) * 1e9
             pairs[-1][1].synchronize()
-            if queued_ns <= 0.8 * self.delay_ns:
+            if not gate:
                 break
-            # The GPU may have caught up with the host: lengthen and redo.
-            self.delay_ns = min(int(1.5 * queued_ns), 200_000_000)
+            ok = queued_ns <= 0.8 * self.delay_ns
+            # Twice the last queueing time: long enough with margin, and no
+            # longer (the spin is dead time). Too short: redo the batch.
+            self.delay_ns = int(min(max(2 * queued_ns, MIN_DELAY_NS), MAX_DELAY_NS))
+            if ok:
+                break
         return [self.cuda.event_elapsed_time(s, e) * 1e3 for s, e in pairs]
 
     def time(self, launch: Callable[[], None], rule: StopRule = StopRule()) -> Stats:
@@ -315,7 +332,7 @@ class GpuRig:
             src = cuda.device_array(nbytes, dtype=np.uint8)
             dst = cuda.device_array(nbytes, dtype=np.uint8)
             dst.copy_to_device(src)  # warm-up
-            stats = sample_until_stable(lambda n: self.measure(lambda: dst.copy_to_device(src), n, flush=False),
+            stats = sample_until_stable(lambda n: self.measure(lambda: dst.copy_to_device(src), n, flush=False, gate=False),
                                         StopRule(max_seconds=1.0))
             self._copy_gbps = 2 * nbytes / (stats.median_us * 1e-6) / 1e9
             del src, dst
@@ -334,7 +351,7 @@ class GpuRig:
                 self._fma[blocks, _THREADS](out, iters, b)
 
             burn()  # compile + warm-up
-            stats = sample_until_stable(lambda n: self.measure(burn, n, flush=False),
+            stats = sample_until_stable(lambda n: self.measure(burn, n, flush=False, gate=False),
                                         StopRule(max_seconds=1.0))
             self._fp32_tflops = flops / (stats.median_us * 1e-6) / 1e12
         return self._fp32_tflops

@@ -1,0 +1,140 @@
+"""The GPU rig's control flow against a model of a GPU stream: the host pays
+an overhead per launch, the GPU runs queued work in order, events read the
+GPU's clock. Shows why each batch is gated behind a delay kernel, and that
+the ceilings come out of the bytes and FLOPs the rig counts. (The real thing
+is checked by test_gpu_timing.py on a GPU.)"""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from leverctl.bench import timing
+
+HOST_LAUNCH_S = 30e-6  # what a numba launch costs the host
+HOST_EVENT_S = 2e-6
+
+
+class Stream:
+    """In-order GPU work against a host clock (seconds)."""
+
+    def __init__(self):
+        self.host = 0.0
+        self.gpu = 0.0
+
+    def run(self, seconds: float) -> float:
+        start = max(self.gpu, self.host)  # the GPU cannot start what is not queued yet
+        self.gpu = start + seconds
+        return self.gpu
+
+    def perf_counter(self) -> float:
+        return self.host
+
+
+class Kernel:
+    def __init__(self, stream: Stream, seconds):
+        self.stream, self.seconds = stream, seconds
+
+    def __getitem__(self, config):
+        def launch(*args):
+            self.stream.host += HOST_LAUNCH_S
+            self.stream.run(self.seconds(*args))
+
+        return launch
+
+
+class Event:
+    def __init__(self, stream: Stream):
+        self.stream, self.t = stream, None
+
+    def record(self):
+        self.stream.host += HOST_EVENT_S
+        self.t = self.stream.run(0.0)
+
+    def synchronize(self):
+        self.stream.host = max(self.stream.host, self.t)
+
+
+class FakeCuda:
+    def __init__(self, stream: Stream):
+        self.stream = stream
+
+    def device_array(self, n, dtype):
+        return np.zeros(n, dtype=dtype)
+
+    def event(self, timing=True):
+        return Event(self.stream)
+
+    @staticmethod
+    def event_elapsed_time(start, end):
+        return (end.t - start.t) * 1e3
+
+    def synchronize(self):
+        self.stream.host = max(self.stream.host, self.stream.gpu)
+
+    def current_context(self):
+        class Ctx:
+            @staticmethod
+            def get_memory_info():
+                return (80 << 30, 80 << 30)
+
+        return Ctx()
+
+
+@pytest.fixture
+def rig():
+    stream = Stream()
+    kernels = (
+        Kernel(stream, lambda ns, sink: int(ns) * 1e-9),  # delay
+        Kernel(stream, lambda buf: 0.0),  # fill
+        Kernel(stream, lambda buf, sink: buf.nbytes / 4e12),  # flush: a read at 4 TB/s
+        Kernel(stream, lambda out, iters, b: 132 * 16 * 256 * iters * 64 / 60e12),  # 60 TFLOP/s
+    )
+    r = timing.GpuRig(l2_bytes=4 << 20, sm_count=132, cuda=FakeCuda(stream), kernels=kernels,
+                      clock=stream.perf_counter)
+    r.stream = stream
+    return r
+
+
+def test_without_the_gate_a_short_kernel_is_timed_as_the_hosts_launch_overhead(rig):
+    k = Kernel(rig.stream, lambda: 3e-6)[1, 1]
+    times = rig.measure(k, 10, flush=False, gate=False)
+    assert min(times) > 25  # microseconds: the host, not the 3 us kernel
+
+
+def test_gated_batches_time_the_kernel_itself_and_the_gate_adapts(rig):
+    k = Kernel(rig.stream, lambda: 3e-6)[1, 1]
+    rig.delay_ns = timing.MIN_DELAY_NS  # too short for a batch of 25: retried longer
+    times = rig.measure(k, 25)
+    assert times == pytest.approx([3.0] * 25)
+    # 25 x (flush + 2 events + launch) queued: about 25 x 64 us of host time
+    assert 2 * 25 * 60e3 < rig.delay_ns < 2 * 25 * 70e3
+
+
+def test_the_flush_runs_outside_the_events(rig):
+    k = Kernel(rig.stream, lambda: 5e-6)[1, 1]
+    assert rig.measure(k, 10) == pytest.approx([5.0] * 10)
+
+
+def test_sampling_a_steady_kernel_stops_on_noise(rig):
+    k = Kernel(rig.stream, lambda: 7e-6)[1, 1]
+    stats = rig.time(k)
+    assert (stats.stopped_by, stats.median_us, stats.samples) == ("noise", pytest.approx(7.0), 10)
+
+
+def test_the_ceilings_come_from_bytes_read_plus_written_and_64_flops_per_iteration(rig, monkeypatch):
+    stream = rig.stream
+
+    class DevBuf:
+        def __init__(self, n, dtype=None):
+            self.nbytes = n
+
+        def copy_to_device(self, src):
+            stream.host += HOST_LAUNCH_S
+            stream.run(2 * src.nbytes / 4.2e12)  # read + write at 4.2 TB/s
+
+    monkeypatch.setattr(rig.cuda, "device_array", DevBuf, raising=False)
+    assert rig.copy_gbps() == pytest.approx(4200, rel=1e-6)
+    assert rig.fp32_tflops() == pytest.approx(60, rel=1e-6)
+    # measured once per run
+    monkeypatch.setattr(rig.cuda, "device_array", None, raising=False)
+    assert rig.copy_gbps() == pytest.approx(4200, rel=1e-6)
