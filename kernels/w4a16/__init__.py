@@ -253,9 +253,10 @@ GEMV_DUAL = KernelPath(
 def ffn_shapes(preset: str, model: Mapping[str, Any] | None) -> list[Shape]:
     _check_preset(preset)
     if preset == "smoke":
-        # hidden 136: gate/up have a partial second scale group (8 inputs);
-        # inter 40: the down projection's single group is partial.
-        return [_mk("h136-i40", m=1, hidden=136, inter=40)]
+        # Each projection's only scale group is partial (72 and 40 inputs);
+        # the GEMV and GEMM paths cover several groups. Kept small: the
+        # down GEMV has a warp per hidden row.
+        return [_mk("h72-i40", m=1, hidden=72, inter=40)]
     hidden, ffns, _ = _ffn_sizes(model)
     return [_mk(f"{tag}-ffn h{hidden} i{inter}", m=1, hidden=hidden, inter=inter) for tag, inter in ffns]
 

@@ -45,7 +45,7 @@ from functools import lru_cache
 
 from numba import cuda, float32
 
-from . import _launch
+from ..common import launch as L
 from ._device import nibble
 
 
@@ -76,7 +76,8 @@ def _check(cfg: GemmConfig) -> None:
         raise ValueError(f"TILE_K={cfg.TILE_K}: a multiple of 8 (whole packed words)")
     if cfg.TILE_M % cfg.THREADS_M or cfg.TILE_N % cfg.THREADS_N:
         raise ValueError(f"{cfg}: tiles must split evenly over the threads")
-    _launch.check((1, 1), (cfg.THREADS_N, cfg.THREADS_M), cfg.shared_bytes)
+    L.check_block((cfg.THREADS_N, cfg.THREADS_M), warps=True)
+    L.check_shared(cfg.shared_bytes)
 
 
 @lru_cache(maxsize=None)
@@ -93,6 +94,10 @@ def make_gemm(TILE_M: int, TILE_N: int, TILE_K: int, THREADS_M: int, THREADS_N: 
     W_ITERS = (W_WORDS + NT - 1) // NT
     AS = TILE_M + 1  # padded row strides of the shared tiles
     WS = TILE_N + 1
+    # Array sizes must be compile-time constants, not expressions in the kernel.
+    AS_SIZE = TILE_K * AS
+    WS_SIZE = TILE_K * WS
+    ACC = RM * RN
 
     @cuda.jit
     def gemm_tiled(c, a, qweight, scales):
@@ -100,9 +105,9 @@ def make_gemm(TILE_M: int, TILE_N: int, TILE_K: int, THREADS_M: int, THREADS_N: 
         k = a.shape[1]
         n = qweight.shape[0]
         kw = qweight.shape[1]
-        As = cuda.shared.array(TILE_K * AS, dtype=float32)
-        Ws = cuda.shared.array(TILE_K * WS, dtype=float32)
-        acc = cuda.local.array(RM * RN, dtype=float32)
+        As = cuda.shared.array(AS_SIZE, dtype=float32)
+        Ws = cuda.shared.array(WS_SIZE, dtype=float32)
+        acc = cuda.local.array(ACC, dtype=float32)
         ar = cuda.local.array(RM, dtype=float32)
         br = cuda.local.array(RN, dtype=float32)
         tx = cuda.threadIdx.x
@@ -110,7 +115,7 @@ def make_gemm(TILE_M: int, TILE_N: int, TILE_K: int, THREADS_M: int, THREADS_N: 
         tid = ty * THREADS_N + tx
         m0 = cuda.blockIdx.y * TILE_M
         n0 = cuda.blockIdx.x * TILE_N
-        for i in range(RM * RN):
+        for i in range(ACC):
             acc[i] = float32(0.0)
 
         for k0 in range(0, k, TILE_K):
@@ -180,9 +185,10 @@ def supports(cfg: GemmConfig, m: int, n: int, k: int) -> str:
 
 
 def launch_config(cfg: GemmConfig, m: int, n: int):
-    grid = (_launch.ceil_div(n, cfg.TILE_N), _launch.ceil_div(m, cfg.TILE_M))
+    grid = L.check_grid((L.blocks_for(n, cfg.TILE_N), L.blocks_for(m, cfg.TILE_M)))
     block = (cfg.THREADS_N, cfg.THREADS_M)
-    _launch.check(grid, block, cfg.shared_bytes)
+    L.check_block(block, warps=True)
+    L.check_shared(cfg.shared_bytes)
     return grid, block
 
 

@@ -21,7 +21,7 @@ from functools import lru_cache
 
 from numba import cuda, float32
 
-from . import _launch
+from ..common import launch as L
 from ._device import dot_word_regs, load_x8, stage_x
 from .gemv_64t import DEFAULT_KCHUNK, DEFAULT_ROWS, NT
 
@@ -85,9 +85,9 @@ def make_gemv_dual_64t(ROWS: int = DEFAULT_ROWS, KCHUNK: int = DEFAULT_KCHUNK):
 
 
 def launch_config(n: int, ROWS: int = DEFAULT_ROWS, KCHUNK: int = DEFAULT_KCHUNK):
-    grid = (_launch.ceil_div(n, ROWS),)
-    block = (NT,)
-    _launch.check(grid, block, shared_bytes=4 * (8 * (KCHUNK // 8 + 1) + 2 * ROWS * NT))
+    grid = L.check_grid(L.blocks_for(n, ROWS))
+    block = (L.check_block(NT, warps=True),)
+    L.check_shared(4 * (8 * (KCHUNK // 8 + 1) + 2 * ROWS * NT))
     return grid, block
 
 

@@ -32,16 +32,18 @@ from functools import lru_cache
 
 from numba import cuda, float32
 
-from . import _launch
+from ..common import launch as L
 from ._device import dot_word, stage_x, warp_sum
 
 DEFAULT_WARPS = 4
 DEFAULT_KCHUNK = 2048
+# Grid cap for the row-group stride: 132 SMs (H200) x 16 resident 128-thread
+# blocks; more blocks would only queue.
+MAX_RESIDENT_BLOCKS = 132 * 16
 
 
 def _check_config(WARPS: int, KCHUNK: int) -> None:
-    if WARPS < 1 or WARPS * 32 > _launch.MAX_THREADS_PER_BLOCK:
-        raise ValueError(f"WARPS={WARPS}: 1..32 warps per block")
+    L.check_block(WARPS * L.WARP_SIZE, warps=True)
     if KCHUNK < 256 or KCHUNK % 256:
         raise ValueError(f"KCHUNK={KCHUNK}: a positive multiple of 256 inputs")
 
@@ -95,9 +97,9 @@ def make_gemv_sw(WARPS: int = DEFAULT_WARPS, KCHUNK: int = DEFAULT_KCHUNK):
 
 
 def launch_config(n: int, WARPS: int = DEFAULT_WARPS, KCHUNK: int = DEFAULT_KCHUNK):
-    grid = (min(_launch.ceil_div(n, WARPS), _launch.MAX_RESIDENT_BLOCKS),)
-    block = (WARPS * 32,)
-    _launch.check(grid, block, shared_bytes=4 * 8 * (KCHUNK // 8 + 1))
+    grid = L.check_grid(min(L.blocks_for(n, WARPS), MAX_RESIDENT_BLOCKS))
+    block = (L.check_block(WARPS * L.WARP_SIZE, warps=True),)
+    L.check_shared(4 * 8 * (KCHUNK // 8 + 1))
     return grid, block
 
 

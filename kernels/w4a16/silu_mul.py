@@ -15,7 +15,8 @@ from functools import lru_cache
 
 from numba import cuda, float32
 
-from . import _launch
+from ..common import launch as L
+from .gemv_sw import MAX_RESIDENT_BLOCKS
 from ._device import silu_f32
 
 THREADS = 256
@@ -38,10 +39,8 @@ def make_silu_mul():
 
 
 def launch_config(n: int):
-    grid = (min(_launch.ceil_div(n, THREADS), _launch.MAX_RESIDENT_BLOCKS),)
-    block = (THREADS,)
-    _launch.check(grid, block)
-    return grid, block
+    blocks, threads = L.grid_1d(n, THREADS, max_blocks=MAX_RESIDENT_BLOCKS)
+    return (blocks,), (threads,)
 
 
 def make_launch(n: int):

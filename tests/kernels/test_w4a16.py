@@ -106,7 +106,7 @@ def test_kernels_never_read_the_environment():
 # ── select: every lever combination (fast) ───────────────────────────────────
 
 SMOKE_GEMV = Shape("m1-n37-k264", {"m": 1, "n": 37, "k": 264})
-SMOKE_FFN = Shape("h136-i40", {"m": 1, "hidden": 136, "inter": 40})
+SMOKE_FFN = Shape("h72-i40", {"m": 1, "hidden": 72, "inter": 40})
 
 
 @pytest.mark.parametrize("sw", [True, False], ids=["sw-on", "sw-off"])
@@ -266,8 +266,8 @@ def test_make_inputs_layout_seeded_and_fresh():
         w = int4.dequantize_w4(a[[k for k in a if k.startswith("q")][0]], a[[k for k in a if k.startswith("s")][0]])
         assert 0.01 < w.std() < 0.03
     ffn = fam.FFN_DECODE.make_inputs(SMOKE_FFN, np.random.default_rng(0))
-    assert ffn["qw_gate"].shape == (40, 17) and ffn["qw_down"].shape == (136, 5)
-    assert ffn["s_down"].shape == (136, 1) and ffn["x"].shape == (136,)
+    assert ffn["qw_gate"].shape == (40, 9) and ffn["qw_down"].shape == (72, 5)
+    assert ffn["s_down"].shape == (72, 1) and ffn["x"].shape == (72,)
 
 
 def test_outputs_and_traffic():
