@@ -69,7 +69,7 @@ class Setup:
             if recipe is not None and self.engine and self.engine.lower() != recipe.engine:
                 raise UserError(f"--engine {self.engine} disagrees with the recipe's engine {recipe.engine!r}",
                                 recipe.path)
-            catalog = load_catalog(engine)
+            catalog = recipe_catalog(recipe) if recipe is not None and not self.engine else load_catalog(engine)
         return catalog, recipe
 
     def environment(self):
@@ -90,6 +90,25 @@ class Setup:
             check_known(catalog, recipe, sets, self.unsets)
         return resolve(catalog, recipe=recipe, env=self.environment(), sets=sets,
                        unsets=list(self.unsets), max_batch_size=self.max_batch_size)
+
+
+def recipe_catalog(recipe):
+    """The shipped catalog a recipe names; an unknown engine is reported at
+    the `engine` line of the file in its chain that declares it."""
+    from ..levers import load_catalog
+    from ..levers.recipes import line_of
+
+    try:
+        return load_catalog(recipe.engine)
+    except UserError as e:
+        for path in reversed(recipe.chain):
+            try:
+                line = line_of(Path(path).read_text("utf-8"), "engine")
+            except OSError:
+                line = None
+            if line:
+                raise UserError(e.message, f"{path}:{line}") from None
+        raise UserError(e.message, recipe.path) from None
 
 
 def suggest(name: str, choices) -> str:
