@@ -1,0 +1,150 @@
+"""Words for resolved levers, shared by show, diff, lint and explain.
+
+Everything here returns plain text that is safe to print whatever the input:
+a raw value may be bytes that are not UTF-8, or a ``str`` holding lone
+surrogates (how Python hands over undecodable argv and environ bytes), and
+neither may crash an output format or smuggle control characters or Rich
+markup into a terminal.
+"""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any, Iterable, Mapping
+
+from .catalog import SHIPPED, Catalog
+from .resolve import Provenance, Raw, Resolution, show_raw, utf8
+
+
+def safe(text: str) -> str:
+    """``text`` with anything that cannot be encoded as UTF-8 escaped."""
+    try:
+        text.encode("utf-8")
+        return text
+    except UnicodeEncodeError:
+        return text.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+
+
+def raw_display(raw: Raw | None) -> str:
+    """A raw value exactly as the engine would see it: quoted, with control
+    characters escaped, so ``" 1"`` and ``"1"`` look different."""
+    if raw is None:
+        return "unset"
+    text = utf8(raw)
+    if text is None:
+        return f"<not UTF-8: {show_raw(raw)}>"
+    return json.dumps(text, ensure_ascii=False)
+
+
+def value_text(value: Any) -> str:
+    """A resolved value in a table cell: on/off, unset, a count, a drafter policy."""
+    if isinstance(value, bool):
+        return "on" if value else "off"
+    if value is None:
+        return "unset"
+    return str(value)
+
+
+def source_text(p: Provenance, env_label: str = "env") -> str:
+    """Where a value came from, in a few words."""
+    if p.source == "env":
+        return env_label
+    if p.source == "set":
+        return "--set"
+    if p.source == "flag":
+        return "--max-batch-size"
+    return safe(p.describe())
+
+
+def raw_text(p: Provenance, vars: tuple[str, ...] = ()) -> str:
+    """The variable and its raw string, or what decided instead."""
+    if p.source == "flag":
+        return f"--max-batch-size {p.raw}"
+    if p.source == "serve":
+        return f"[serve] max_batch_size = {p.raw}"
+    if p.source == "build":
+        return "[build] default"
+    if p.var is None:
+        return ", ".join(vars) + " unset" if vars else "-"
+    return f"{p.var}={raw_display(p.raw)}" if p.raw is not None else f"{p.var} unset"
+
+
+def suggestion(name: str, choices: Iterable[str], cutoff: float = 0.7) -> str | None:
+    """The nearest known name to a near miss, or None. Case is forgiven, and a
+    leading segment both share (``ATLAS_``) is set aside before comparing, so
+    every variable does not look alike merely for carrying the prefix."""
+    from difflib import SequenceMatcher
+
+    best, best_score = None, cutoff
+    up = name.upper()
+    for choice in choices:
+        c = choice.upper()
+        if c == up:
+            return choice
+        a, b = up, c
+        if "_" in a and "_" in b and a.split("_", 1)[0] == b.split("_", 1)[0]:
+            a, b = a.split("_", 1)[1], b.split("_", 1)[1]
+        score = SequenceMatcher(None, a, b).ratio()
+        if score > best_score:
+            best, best_score = choice, score
+    return best
+
+
+def infer_engine(env: Mapping[str, Raw]) -> str | None:
+    """The shipped engine whose prefixed variables this environment sets, when
+    exactly one engine's are (a pasted bug report names its own engine). Reads
+    only each catalog's ``prefix`` line, so the common case costs nothing."""
+    import re
+    from importlib import resources
+
+    if not env:
+        return None
+    hits = []
+    for name in SHIPPED:
+        text = resources.files("leverctl.catalogs").joinpath(f"{name}.toml").read_text("utf-8")
+        m = re.search(r'^prefix\s*=\s*"([^"]+)"', text, re.M)
+        if m and any(k.startswith(m.group(1)) for k in env):
+            hits.append(name)
+    return hits[0] if len(hits) == 1 else None
+
+
+def env_line_finder(path: Path | None):
+    """A function var -> "FILE:LINE" for an env file (the last assignment
+    wins, as in the parser), or None when resolving the process environment."""
+    if path is None:
+        return None
+    try:
+        data = Path(path).read_bytes()
+    except OSError:
+        return lambda var: str(path)
+    lines: dict[str, int] = {}
+    for n, line in enumerate(data.split(b"\n"), 1):
+        s = line.strip()
+        for prefix in (b"export ", b"declare -x "):
+            if s.startswith(prefix):
+                s = s[len(prefix):]
+        if b"=" in s:
+            key = s.split(b"=", 1)[0].decode("utf-8", "replace")
+            lines[key] = n
+    return lambda var: f"{path}:{lines[var]}" if var in lines else str(path)
+
+
+def where_of(res: Resolution, var: str, env_where=None) -> str:
+    """Where a variable of the resolution was set: recipe file and line, the
+    environment (or env file and line), or the command line."""
+    s = res.variables.get(var)
+    if s is None:
+        return "default"
+    if s.source == "recipe":
+        return s.file or (res.recipe or "recipe")
+    if s.source == "env":
+        return env_where(var) if env_where else "environment"
+    if s.source == "set":
+        return "--set"
+    if s.source == "unset":
+        return "--unset"
+    return s.source
+
+
+def catalog_label(cat: Catalog) -> str:
+    return f"{cat.title} ({cat.engine})"
