@@ -1,0 +1,227 @@
+"""`leverctl show`: the resolved levers, where each value came from, and why.
+
+Also home of the few helpers the other lever commands share (resolving the
+shared options with engine inference, the stderr warnings about the
+environment), so every command resolves and warns alike.
+"""
+from __future__ import annotations
+
+import enum
+import json
+import sys
+from typing import Annotated, Any
+
+import typer
+
+from ..errors import UserError
+from . import common
+from .common import (CatalogOpt, EngineOpt, EnvFileOpt, MaxBatchOpt, NoEnvOpt, RecipeOpt, SetOpt,
+                     UnsetOpt)
+
+
+class Format(str, enum.Enum):
+    table = "table"
+    json = "json"
+    toml = "toml"
+    env = "env"
+
+
+def warn(msg: str) -> None:
+    """One diagnostic line on stderr (never Rich markup: values are user data)."""
+    from ..levers.present import safe
+
+    print(f"leverctl: warning: {safe(msg)}", file=sys.stderr)
+
+
+def write(text: str) -> None:
+    """Data to stdout, surviving a terminal that cannot encode it."""
+    try:
+        sys.stdout.write(text)
+    except UnicodeEncodeError:
+        sys.stdout.flush()
+        sys.stdout.buffer.write(text.encode("utf-8", "backslashreplace"))
+    sys.stdout.flush()
+
+
+class Resolved:
+    """A resolution with what the commands need around it."""
+
+    def __init__(self, res, recipe, env_where, env_label: str, inferred: str | None):
+        self.res = res
+        self.recipe = recipe
+        self.env_where = env_where
+        self.env_label = env_label
+        self.inferred = inferred
+
+
+def resolve_setup(st: common.Setup, *, strict: bool = True, quiet: bool = False) -> Resolved:
+    """Resolve the shared options. When neither engine, catalog nor recipe is
+    given, the engine is the one whose variables the environment sets (so a
+    pasted Metrale bug report shows Metrale), else Atlas."""
+    from ..levers import parse_assignment, resolve
+    from ..levers.present import env_line_finder, infer_engine
+
+    env = st.environment()
+    inferred = None
+    if st.engine is None and st.catalog is None and st.recipe is None:
+        inferred = infer_engine(env)
+        st.engine = inferred
+    catalog, recipe = st.load()
+    sets = [parse_assignment(s) for s in st.sets]
+    if strict:
+        common.check_known(catalog, recipe, sets, st.unsets)
+    res = resolve(catalog, recipe=recipe, env=env, sets=sets, unsets=list(st.unsets),
+                  max_batch_size=st.max_batch_size)
+    env_where = env_line_finder(st.env_file)
+    label = "env-file" if st.env_file is not None else ("no-env" if st.no_env else "env")
+    out = Resolved(res, recipe, env_where, label, inferred)
+    if not quiet:
+        warn_inputs(out)
+    return out
+
+
+def warn_inputs(r: Resolved) -> None:
+    """Unknown prefixed variables and values that are not UTF-8: one stderr
+    line each, saying what and where. Neither stops the command: the engine
+    itself ignores the first and reads the second as Rust's std::env does."""
+    from ..levers.present import raw_display, suggestion, where_of
+    from ..levers.resolve import utf8
+
+    res = r.res
+    cat = res.catalog
+    if r.inferred and r.inferred != "atlas":
+        print(f"leverctl: engine {r.inferred} (its variables are the ones set; pass --engine to choose)",
+              file=sys.stderr)
+    for s in res.ignored:
+        near = suggestion(s.var, cat.variables())
+        hint = f" (did you mean {near}?)" if near else ""
+        warn(f"{where_of(res, s.var, r.env_where)}: {s.var} is not a {cat.title} lever variable{hint}; ignored")
+    by_var = cat.by_var()
+    for var, s in res.variables.items():
+        if s.raw is not None and utf8(s.raw) is None and var in by_var:
+            warn(f"{where_of(res, var, r.env_where)}: {var}={raw_display(s.raw)} is not valid UTF-8: "
+                 f"value rules read it as unset, presence rules as set")
+
+
+def show_json(r: Resolved, only_changed: bool = False) -> dict[str, Any]:
+    from ..levers.present import raw_display
+
+    doc = r.res.to_json()
+    if only_changed:
+        doc["levers"] = {f: e for f, e in doc["levers"].items() if e["changed"]}
+    doc["only_changed"] = only_changed
+    doc["environment"] = r.env_label
+    doc["ignored"] = [{"var": s.var, "raw": raw_display(s.raw), "source": s.source} for s in r.res.ignored]
+    return doc
+
+
+def render_table(r: Resolved, only_changed: bool = False) -> None:
+    from rich.table import Table
+    from rich.text import Text
+
+    from ..levers.kinds import KINDS
+    from ..levers.present import raw_text, source_text, value_text
+
+    res = r.res
+    cat = res.catalog
+    title = f"{cat.title} levers" + (f" — recipe {res.recipe}" if res.recipe else "")
+    common.out.print(Text(title, style="bold"))
+    table = Table(show_lines=False)
+    for col in ("field", "value", "source", "raw string", "rule"):
+        table.add_column(col, overflow="fold")
+    shown = 0
+    for gid, gtitle in cat.groups.items():
+        rows = [x for x in res.levers.values() if x.lever.group == gid and (x.changed or not only_changed)]
+        if not rows:
+            continue
+        if shown:
+            table.add_section()
+        table.add_row(Text(str(gtitle), style="bold cyan"), "", "", "", "")
+        for x in rows:
+            val = value_text(x.value) + (" *" if x.changed else "")
+            style = "bold yellow" if x.changed else ""
+            table.add_row(
+                Text("  " + x.field),
+                Text(val, style=style),
+                Text(source_text(x.provenance, r.env_label)),
+                Text(raw_text(x.provenance, x.lever.vars)),
+                Text(KINDS[x.lever.kind].title, style="dim"),
+            )
+            shown += 1
+    if not shown:
+        common.out.print(Text(f"Every {cat.title} lever is at its default."))
+        return
+    common.out.print(table)
+    common.out.print(Text("* differs from the default", style="dim"))
+
+
+def render_toml(r: Resolved) -> None:
+    from ..levers.freeze import dumps, freeze
+
+    frozen = freeze(r.res, r.recipe)
+    for n in frozen.notes:
+        warn(n)
+    write(dumps(frozen, header=_freeze_header(r)))
+
+
+def _freeze_header(r: Resolved) -> str:
+    res = r.res
+    parts = [f"{res.catalog.title} levers as resolved by leverctl"]
+    if res.recipe:
+        parts.append(f"from recipe {res.recipe}")
+    parts.append({"env": "with the environment", "env-file": "with the env file"}.get(
+        r.env_label, "without the environment"))
+    return " ".join(parts) + ".\nLoaded alone, this recipe resolves to the same values."
+
+
+def render_env(r: Resolved) -> None:
+    from ..levers.freeze import shell_lines
+
+    res = r.res
+    sets = {v: s.raw for v, s in res.variables.items()}
+    comments = [f"{res.catalog.title} levers as resolved by leverctl; eval in a POSIX shell"]
+    for x in res.levers.values():
+        if x.lever.kind == "config" and x.provenance.source != "default":
+            comments.append(f"{x.field} = {x.value} is a serve setting: pass --max-batch-size {x.value}")
+    lines, notes = shell_lines(res.catalog, sets, comments=comments)
+    for n in notes:
+        warn(n)
+    write("\n".join(lines) + "\n")
+
+
+def register(app: typer.Typer) -> None:
+    @app.command("show")
+    def show(
+        engine: EngineOpt = None,
+        catalog: CatalogOpt = None,
+        recipe: RecipeOpt = None,
+        set_: SetOpt = None,
+        unset: UnsetOpt = None,
+        env_file: EnvFileOpt = None,
+        max_batch_size: MaxBatchOpt = None,
+        no_env: NoEnvOpt = False,
+        only_changed: Annotated[bool, typer.Option(
+            "--only-changed", help="Only the levers whose value differs from the default.")] = False,
+        fmt: Annotated[Format, typer.Option(
+            "--format", "-f", help="table (grouped by subsystem), json (a stable contract), "
+            "toml (a recipe that reproduces this), env (shell export/unset lines).")] = Format.table,
+    ) -> None:
+        """The resolved levers, grouped by subsystem: value, source, raw string and rule.
+
+        Values that differ from the engine's default are highlighted (and marked *).
+        --env-file resolves as though that file's KEY=VALUE lines were the whole
+        environment, as pasted from a bug report.
+        """
+        st = common.setup(engine, catalog, recipe, set_, unset, env_file, max_batch_size, no_env)
+        r = resolve_setup(st)
+        if fmt is Format.json:
+            write(json.dumps(show_json(r, only_changed), indent=2) + "\n")
+        elif fmt is Format.toml:
+            render_toml(r)
+        elif fmt is Format.env:
+            render_env(r)
+        else:
+            render_table(r, only_changed)
+
+
+__all__ = ["register", "resolve_setup", "warn", "write", "UserError"]
