@@ -177,6 +177,7 @@ GEMV = KernelPath(
     traffic=gemv_traffic,
     tolerance=TOLERANCE,
     notes="memory-bound: streams k/2 bytes of packed weights per row",
+    extra={"gemm_mnk": lambda s: (1, s["n"], s["k"])},
 )
 
 
@@ -244,6 +245,7 @@ GEMV_DUAL = KernelPath(
     traffic=dual_traffic,
     tolerance=TOLERANCE,
     notes="memory-bound: streams both packed weight matrices once",
+    extra={"gemm_mnk": lambda s: (1, 2 * s["n"], s["k"])},
 )
 
 
@@ -439,6 +441,7 @@ GEMM = KernelPath(
     traffic=gemm_traffic,
     tolerance=TOLERANCE,
     notes="memory-bound at small m (weight stream), FP32-compute-bound at large m",
+    extra={"gemm_mnk": lambda s: (s["m"], s["n"], s["k"])},
 )
 
 PATHS = (GEMV, GEMV_DUAL, FFN_DECODE, GEMM)

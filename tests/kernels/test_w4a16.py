@@ -284,6 +284,10 @@ def test_outputs_and_traffic():
     for name in fam.FFN_DECODE.variants:
         vt = fam.FFN_DECODE.variant_traffic(name, SMOKE_FFN)
         assert vt.bytes > base.bytes and vt.flops == base.flops
+    # The library comparison does the same work as one fp16 product.
+    assert fam.GEMV.extra["gemm_mnk"](SMOKE_GEMV) == (1, 37, 264)
+    assert fam.GEMV_DUAL.extra["gemm_mnk"](SMOKE_GEMV) == (1, 74, 264)
+    assert fam.GEMM.extra["gemm_mnk"](g) == (5, 37, 160)
     fused = fam.FFN_DECODE.variant_traffic("gemv_sw+fused", SMOKE_FFN)
     split = fam.FFN_DECODE.variant_traffic("gemv_sw+split", SMOKE_FFN)
     assert split.bytes - fused.bytes == 2 * 2 * 40  # h written and read back
