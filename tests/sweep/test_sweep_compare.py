@@ -1,0 +1,177 @@
+"""compare: verdicts at the edges of the noise, status changes, devices and
+the exit codes CI gates on."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from leverctl.bench.compare import compare, verdict
+from leverctl.bench.results import ResultSet
+from leverctl.errors import UserError
+
+
+def rec(us=None, *, spread=0.02, status="pass", kernel="w4a16.gemv", variant="gemv_sw", config="gemv_sw=1",
+        shape="m1-n37-k264", device="NVIDIA H200", noise_only=False):
+    timing = None
+    if us is not None:
+        half = us * spread / 2
+        timing = {"median_us": us, "samples": 100, "noise": spread, "stopped_by": "noise"}
+        if not noise_only:
+            timing.update(p20_us=us - half, p80_us=us + half)
+    return {"kernel": kernel, "variant": variant, "levers": {"gemv_sw": True}, "config": config,
+            "shape": {"label": shape}, "status": status, "note": "", "timing": timing, "device": device}
+
+
+def run(*records, kind="gpu", name="NVIDIA H200", source="base.json"):
+    return ResultSet(source, list(records), None, {"kind": kind, "name": name})
+
+
+def one(base, new, threshold=5.0):
+    c = compare(run(base), run(new, source="new.json"), threshold=threshold)
+    (e,) = c.entries
+    return e.verdict, c.exit_code
+
+
+# ── the rule, at its edges ───────────────────────────────────────────────────
+
+
+@pytest.mark.parametrize("base, new, b_spread, n_spread, want", [
+    (100.0, 104.99, 0.02, 0.02, "SAME"),    # below the threshold
+    (100.0, 105.0, 0.02, 0.02, "SAME"),     # exactly at the threshold: not beyond it
+    (100.0, 105.5, 0.02, 0.02, "SLOWER"),   # beyond threshold and noise
+    (100.0, 94.0, 0.02, 0.02, "FASTER"),
+    (100.0, 108.0, 0.08, 0.02, "SAME"),     # exactly at the noise: inside it
+    (100.0, 108.0, 0.02, 0.08, "SAME"),     # either side's noise counts
+    (100.0, 108.5, 0.08, 0.02, "SLOWER"),   # beyond the noise (8 % <= 2 x threshold)
+    (100.0, 110.0, 0.10, 0.10, "SAME"),     # at 2 x threshold the noise still hides it
+    (100.0, 115.0, 0.12, 0.02, "NOISY"),    # spread above 2 x threshold: cannot tell
+    (100.0, 80.0, 0.12, 0.12, "NOISY"),
+    (100.0, 100.0, 0.50, 0.50, "SAME"),
+])
+def test_the_noise_rule(base, new, b_spread, n_spread, want):
+    got, _change = verdict(base, new, b_spread, n_spread, 5.0)
+    assert got == want
+
+
+def test_a_difference_inside_the_noise_is_same_not_a_regression():
+    assert one(rec(100.0, spread=0.09), rec(108.9, spread=0.09)) == ("SAME", 0)
+
+
+def test_a_difference_beyond_threshold_and_noise_is_a_regression_exit_1():
+    assert one(rec(100.0), rec(106.0)) == ("SLOWER", 1)
+
+
+def test_noisy_and_faster_do_not_gate():
+    assert one(rec(100.0, spread=0.2), rec(150.0, spread=0.2)) == ("NOISY", 0)
+    assert one(rec(100.0), rec(50.0)) == ("FASTER", 0)
+
+
+def test_the_recorded_noise_stands_in_when_percentiles_are_absent():
+    assert one(rec(100.0, spread=0.09, noise_only=True), rec(108.0, spread=0.01, noise_only=True))[0] == "SAME"
+
+
+def test_the_threshold_option_moves_the_edge():
+    assert one(rec(100.0), rec(106.0), threshold=10.0) == ("SAME", 0)
+    assert one(rec(100.0), rec(103.0), threshold=1.0) == ("SLOWER", 1)
+    with pytest.raises(UserError, match="--threshold"):
+        compare(run(rec(1.0)), run(rec(1.0)), threshold=-1)
+
+
+# ── statuses first, one-sided entries, simulator runs ────────────────────────
+
+
+def test_status_changes_come_first_and_a_new_failure_gates():
+    base = run(rec(100.0), rec(100.0, config="gemv_sw=0", variant="gemv_64t"),
+               rec(None, status="fail", config="x=1"), rec(None, status="fail", config="x=0"))
+    new = run(rec(130.0), rec(None, status="fail", config="gemv_sw=0", variant="gemv_64t"),
+              rec(100.0, config="x=1"), rec(None, status="fail", config="x=0"), source="new.json")
+    c = compare(base, new)
+    assert [e.verdict for e in c.entries] == ["NEW FAIL", "SLOWER", "STILL FAILS", "FIXED"]
+    assert c.exit_code == 1
+
+
+def test_a_fix_alone_does_not_gate_and_entries_on_one_side_are_listed():
+    base = run(rec(None, status="fail"), rec(5.0, config="gone=1"))
+    new = run(rec(100.0), rec(5.0, config="new=1"), rec(None, status="fail", config="newfail=1"), source="n")
+    c = compare(base, new)
+    assert [e.verdict for e in c.entries] == ["FIXED"]
+    assert [o.config for o in c.only_base] == ["gone=1"]
+    assert sorted(o.config for o in c.only_new) == ["new=1", "newfail=1"]
+    assert c.exit_code == 1  # a configuration that is new and failing is a new failure
+    c2 = compare(base, run(rec(100.0), rec(5.0, config="new=1"), source="n"))
+    assert c2.exit_code == 0
+
+
+def test_simulator_runs_compare_statuses_only_and_say_so():
+    sim = dict(kind="sim", name="Numba CUDA simulator")
+    c = compare(run(rec(None), rec(None, config="b=1"), **sim),
+                run(rec(None), rec(None, config="b=1", status="fail"), **sim))
+    assert not c.timed and any("statuses compared only" in n for n in c.notes)
+    assert [e.verdict for e in c.entries] == ["NEW FAIL", "PASS"] and c.exit_code == 1
+
+
+def test_different_devices_are_refused_unless_allowed_and_the_reason_given():
+    h100 = run(rec(100.0, device="NVIDIA H100"), name="NVIDIA H100")
+    with pytest.raises(UserError, match="BASE ran on NVIDIA H100, NEW on NVIDIA H200.*--allow-different-device"):
+        compare(h100, run(rec(100.0)))
+    c = compare(h100, run(rec(100.0)), allow_different_device=True)
+    assert c.notes and "H100" in c.notes[0]
+    with pytest.raises(UserError, match="simulator run has no timings"):
+        compare(run(rec(None), kind="sim", name="Numba CUDA simulator"), run(rec(100.0)))
+
+
+# ── the command ──────────────────────────────────────────────────────────────
+
+
+def bench_doc(*records, name="NVIDIA H200", kind="gpu"):
+    return {"schema": "leverctl.bench/1", "engine": "atlas", "device": {"kind": kind, "name": name},
+            "results": list(records)}
+
+
+def cli(args, capsys):
+    from leverctl.cli.app import main
+
+    with pytest.raises(SystemExit) as e:
+        main(args)
+    out, err = capsys.readouterr()
+    return e.value.code, out, err
+
+
+def write(tmp_path: Path, name: str, doc) -> str:
+    p = tmp_path / name
+    p.write_text(json.dumps(doc))
+    return str(p)
+
+
+def test_compare_exit_codes_0_1_2(tmp_path, capsys):
+    base = write(tmp_path, "base.json", bench_doc(rec(100.0)))
+    same = write(tmp_path, "same.json", bench_doc(rec(101.0)))
+    slow = write(tmp_path, "slow.json", bench_doc(rec(120.0)))
+    code, out, _ = cli(["compare", base, same], capsys)
+    assert code == 0 and "SAME" in out and "no regression" in out
+    code, out, _ = cli(["compare", base, slow], capsys)
+    assert code == 1 and "SLOWER" in out and "REGRESSED" in out
+    bad = tmp_path / "bad.json"
+    bad.write_text('{"schema": "leverctl.bench/1", "results": [')
+    code, out, err = cli(["compare", base, str(bad)], capsys)
+    assert code == 2 and out == "" and len(err.strip().splitlines()) == 1 and "truncated" in err
+    other = write(tmp_path, "other.json", bench_doc(rec(100.0, device="NVIDIA H100"), name="NVIDIA H100"))
+    code, _, err = cli(["compare", base, other], capsys)
+    assert code == 2 and "--allow-different-device" in err
+    code, _, _ = cli(["compare", base, other, "--allow-different-device"], capsys)
+    assert code == 0
+
+
+def test_compare_json_and_markdown_say_the_same(tmp_path, capsys):
+    base = write(tmp_path, "base.json", bench_doc(rec(100.0), rec(50.0, config="gemv_sw=0")))
+    new = write(tmp_path, "new.json", bench_doc(rec(120.0), rec(None, status="fail", config="gemv_sw=0")))
+    code, out, _ = cli(["compare", base, new, "--format", "json", "--threshold", "3"], capsys)
+    doc = json.loads(out)
+    assert code == 1 and doc["regressed"] and doc["threshold_pct"] == 3.0
+    assert [e["verdict"] for e in doc["entries"]] == ["NEW FAIL", "SLOWER"]
+    assert doc["entries"][1]["change_pct"] == 20.0
+    code, out, _ = cli(["compare", base, new, "--format", "markdown"], capsys)
+    assert code == 1 and out.startswith("### ❌ leverctl compare: REGRESSED")
+    assert "| **NEW FAIL** |" in out and "| **SLOWER** |" in out and "+20.0 %" in out
