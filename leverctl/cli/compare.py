@@ -1,0 +1,163 @@
+"""``leverctl compare BASE NEW``: did anything get slower or start failing?
+
+Each side is a bench JSON document or sweep results (a directory or its
+results.jsonl). Records match on (kernel, shape, lever set); the verdicts and
+the noise rule are in :mod:`leverctl.bench.compare`.
+
+Exit codes, so CI can gate on it: 0 nothing regressed, 1 a regression or a
+new failure, 2 bad input (including runs from different devices without
+``--allow-different-device``).
+"""
+from __future__ import annotations
+
+import io
+import json
+import sys
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from ..errors import UserError
+from . import common
+
+FORMATS = ("table", "json", "markdown")
+STYLE = {"NEW FAIL": "bold red", "SLOWER": "red", "STILL FAILS": "red", "FIXED": "green", "FASTER": "green",
+         "NOISY": "yellow", "SAME": "", "PASS": ""}
+
+
+def _pct(x: float | None) -> str:
+    return "–" if x is None else f"{100 * x:+.1f} %"
+
+
+def _spread(x: float | None) -> str:
+    return "–" if x is None else f"±{100 * x:.1f} %"
+
+
+def _us(x: float | None) -> str:
+    return "–" if x is None else f"{x:.4g}"
+
+
+def _rows(c) -> tuple[list[str], list[list[str]]]:
+    if c.timed:
+        cols = ["verdict", "kernel", "variant", "shape", "levers", "base µs", "new µs", "change", "noise", "note"]
+    else:
+        cols = ["verdict", "kernel", "variant", "shape", "levers", "base", "new", "note"]
+    rows = []
+    for e in c.entries:
+        variant = e.variant if e.variant == e.base_variant else f"{e.base_variant} → {e.variant}"
+        if c.timed:
+            noise = max(e.base_spread or 0.0, e.new_spread or 0.0) if e.base_spread is not None else None
+            rows.append([e.verdict, e.kernel, variant, e.shape, e.config, _us(e.base_us), _us(e.new_us),
+                         _pct(e.change), _spread(noise), e.note])
+        else:
+            rows.append([e.verdict, e.kernel, variant, e.shape, e.config, e.base_status, e.new_status, e.note])
+    return cols, rows
+
+
+def _one_sided(c) -> list[tuple[str, list[list[str]]]]:
+    out = []
+    for label, items in (("Only in BASE", c.only_base), ("Only in NEW", c.only_new)):
+        if items:
+            out.append((label, [[o.kernel, o.variant, o.shape, o.config, o.status] for o in items]))
+    return out
+
+
+def table(c, *, width: int | None = None, color: bool = False) -> str:
+    from rich.console import Console
+    from rich.table import Table
+
+    from ..bench.compare import summary_line
+
+    buf = io.StringIO()
+    con = Console(file=buf, width=width or 200, force_terminal=color, no_color=not color, soft_wrap=False,
+                  highlight=False)
+    con.print(f"BASE {c.base} ({c.base_device or 'device unknown'})  vs  NEW {c.new} "
+              f"({c.new_device or 'device unknown'})", markup=False)
+    for n in c.notes:
+        con.print(f"note: {n}", markup=False)
+    cols, rows = _rows(c)
+    if rows:
+        t = Table()
+        for col in cols:
+            t.add_column(col, no_wrap=col != "note",
+                         justify="right" if col in ("base µs", "new µs", "change", "noise") else "left")
+        for row in rows:
+            t.add_row(*row, style=(STYLE.get(row[0]) or None) if color else None)
+        con.print(t)
+    for label, items in _one_sided(c):
+        con.print(f"{label}:", markup=False)
+        t = Table()
+        for col in ("kernel", "variant", "shape", "levers", "status"):
+            t.add_column(col, no_wrap=True)
+        for row in items:
+            t.add_row(*row)
+        con.print(t)
+    con.print(summary_line(c), markup=False)
+    return "\n".join(line.rstrip() for line in buf.getvalue().splitlines()) + "\n"
+
+
+def markdown(c) -> str:
+    from ..bench.compare import summary_line
+
+    head = "❌" if c.gated else "✅"
+    out = [f"### {head} leverctl compare: {summary_line(c)}", "",
+           f"BASE `{c.base}` ({c.base_device or 'device unknown'}) vs NEW `{c.new}` "
+           f"({c.new_device or 'device unknown'}).", ""]
+    for n in c.notes:
+        out.append(f"> {n}")
+    if c.notes:
+        out.append("")
+    cols, rows = _rows(c)
+    if rows:
+        out.append("| " + " | ".join(cols) + " |")
+        out.append("|" + "|".join("---" for _ in cols) + "|")
+        for row in rows:
+            cells = [f"**{row[0]}**" if row[0] in ("NEW FAIL", "SLOWER") else row[0], *row[1:]]
+            out.append("| " + " | ".join(str(x).replace("|", "\\|") for x in cells) + " |")
+        out.append("")
+    for label, items in _one_sided(c):
+        out.append(f"**{label}:** " + "; ".join(f"{k} {v} {s} `{cfg}` ({st})" for k, v, s, cfg, st in items))
+        out.append("")
+    return "\n".join(out).rstrip("\n") + "\n"
+
+
+def render(c, fmt: str, *, width: int | None = None, color: bool = False) -> str:
+    if fmt == "json":
+        return json.dumps(c.to_json(), indent=2, allow_nan=False) + "\n"
+    if fmt == "markdown":
+        return markdown(c)
+    return table(c, width=width, color=color)
+
+
+def register(app: typer.Typer) -> None:
+    @app.command("compare")
+    def compare(
+        base: Annotated[Path, typer.Argument(metavar="BASE", help="Bench JSON or sweep results: the reference run.")],
+        new: Annotated[Path, typer.Argument(metavar="NEW", help="Bench JSON or sweep results: the run under test.")],
+        threshold: Annotated[float, typer.Option(
+            "--threshold", "-t", metavar="PCT",
+            help="Smallest change, in percent, that counts (beyond the measured noise too).")] = 5.0,
+        fmt: Annotated[str, typer.Option("--format", "-f", help="table, json or markdown.")] = "table",
+        allow_different_device: Annotated[bool, typer.Option(
+            "--allow-different-device", help="Compare runs from different devices anyway.")] = False,
+    ) -> None:
+        """Per kernel, variant, shape and lever set: FASTER, SLOWER, SAME or
+        NOISY against both runs' noise. Exit 1 on a regression or a new failure."""
+        from ..bench.compare import compare as do_compare
+        from ..bench.results import load_results
+
+        if fmt not in FORMATS:
+            raise UserError(f"--format {fmt!r}: choose one of {', '.join(FORMATS)}")
+        b = load_results(base)
+        n = load_results(new)
+        c = do_compare(b, n, threshold=threshold, allow_different_device=allow_different_device)
+        for rs in (b, n):
+            if rs.tail_bytes:
+                common.err.print(f"leverctl compare: {rs.source}: ignored a partial last line left by an "
+                                 "interrupted sweep", markup=False, highlight=False)
+        color = fmt == "table" and sys.stdout.isatty()
+        sys.stdout.write(render(c, fmt, width=common.out.width if color else None, color=color))
+        sys.stdout.flush()
+        if c.exit_code:
+            raise typer.Exit(c.exit_code)
