@@ -1,0 +1,444 @@
+"""Rankings, lever effects and the winning recipe: functions of records.
+
+For every kernel path and shape:
+
+* the passing, timed configurations fastest first, each with its speedup over
+  the recipe's own configuration (``recipe_us / us``);
+* the failing configurations apart, never ranked;
+* per lever, its *effect*: the median, over every setting of the path's other
+  levers, of the speedup that one value gives over a reference value (for an
+  on/off lever: on versus off). A pair counts only when both runs passed.
+
+The winning levers (``sweep --suggest``) are chosen jointly where paths share
+a lever: levers that steer a common path form a group, and each group takes
+the assignment that minimises the summed log time of all its paths and shapes
+(every one of them passing), ties going to the recipe's own values.
+"""
+from __future__ import annotations
+
+import itertools
+import json
+import math
+import statistics
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Mapping, Sequence
+
+from .results import median_us, timed
+
+MAX_JOINT = 20_000  # joint assignments tried per lever group before going greedy
+
+
+def canon(value: Any) -> str:
+    """A hashable, stable form of a lever value as records hold it."""
+    return json.dumps(value, sort_keys=True)
+
+
+def value_text(value: Any) -> str:
+    if isinstance(value, bool):
+        return "on" if value else "off"
+    if value is None:
+        return "unset"
+    if isinstance(value, dict) and set(value) == {"prefill", "carry"}:
+        if value["prefill"] and value["carry"]:
+            return "both"
+        return "prefill-only" if value["prefill"] else "off"
+    return str(value)
+
+
+def _group(records: Sequence[Mapping[str, Any]]) -> dict[tuple[str, str], list[Mapping[str, Any]]]:
+    groups: dict[tuple[str, str], list] = {}
+    for r in records:
+        groups.setdefault((r["kernel"], r["shape"]["label"]), []).append(r)
+    return groups
+
+
+def kernel_info(plan: Mapping[str, Any] | None) -> dict[str, Mapping[str, Any]]:
+    """Per kernel, what the plan says: swept ``levers``, ``recipe_config``,
+    ``recipe_levers``."""
+    if not plan:
+        return {}
+    return {k["kernel"]: k for k in plan.get("kernels", [])}
+
+
+# ── ranking ─────────────────────────────────────────────────────────────────
+
+
+@dataclass(frozen=True)
+class Row:
+    record: Mapping[str, Any]
+    us: float | None
+    speedup: float | None  # over the recipe's configuration
+
+
+@dataclass(frozen=True)
+class Ranking:
+    kernel: str
+    shape: str
+    recipe_config: str | None
+    recipe_us: float | None
+    recipe_status: str | None
+    ranked: list[Row]  # passing, fastest first (timed) or in plan order (untimed)
+    failing: list[Mapping[str, Any]]
+    timed: bool
+
+    @property
+    def best(self) -> Row | None:
+        return self.ranked[0] if self.ranked else None
+
+    def to_json(self) -> dict[str, Any]:
+        def row(r: Row) -> dict[str, Any]:
+            return {"config": r.record["config"], "variant": r.record["variant"], "levers": r.record["levers"],
+                    "median_us": r.us, "speedup": _r(r.speedup)}
+
+        best = self.best
+        return {
+            "kernel": self.kernel, "shape": self.shape, "timed": self.timed,
+            "recipe": {"config": self.recipe_config, "median_us": self.recipe_us, "status": self.recipe_status},
+            "best": row(best) if best and self.timed else None,
+            "ranked": [row(r) for r in self.ranked],
+            "failing": [{"config": f["config"], "variant": f["variant"], "levers": f["levers"],
+                         "note": f.get("note", ""), "error": f.get("error")} for f in self.failing],
+        }
+
+
+def _r(x: float | None, digits: int = 4) -> float | None:
+    return None if x is None else float(f"{x:.{digits}g}")
+
+
+def rank(records: Sequence[Mapping[str, Any]], plan: Mapping[str, Any] | None = None) -> list[Ranking]:
+    info = kernel_info(plan)
+    out = []
+    for (kernel, shape), recs in _group(records).items():
+        recipe_cfg = (info.get(kernel) or {}).get("recipe_config")
+        recipe = next((r for r in recs if r["config"] == recipe_cfg), None)
+        recipe_us = median_us(recipe) if recipe is not None and recipe["status"] == "pass" else None
+        passing = [r for r in recs if r["status"] == "pass"]
+        failing = [r for r in recs if r["status"] != "pass"]
+        is_timed = bool(passing) and all(timed(r) for r in passing)
+        if is_timed:
+            passing.sort(key=lambda r: median_us(r))
+        rows = [Row(r, median_us(r), (recipe_us / median_us(r)) if recipe_us and timed(r) else None)
+                for r in passing]
+        out.append(Ranking(kernel, shape, recipe_cfg, recipe_us, recipe["status"] if recipe else None,
+                           rows, failing, is_timed))
+    return out
+
+
+# ── lever effects ───────────────────────────────────────────────────────────
+
+
+@dataclass(frozen=True)
+class Effect:
+    kernel: str
+    shape: str
+    lever: str
+    value: Any  # the value whose effect this is
+    reference: Any  # ... against this one
+    speedup: float  # median of t(reference) / t(value) over matched pairs
+    pairs: int
+
+    @property
+    def label(self) -> str:
+        if isinstance(self.value, bool) and self.reference is False:
+            return f"{self.lever} on"
+        return f"{self.lever}={value_text(self.value)} vs {value_text(self.reference)}"
+
+    def to_json(self) -> dict[str, Any]:
+        return {"kernel": self.kernel, "shape": self.shape, "lever": self.lever, "value": self.value,
+                "reference": self.reference, "speedup": _r(self.speedup), "pairs": self.pairs}
+
+
+def _reference(values: list[Any], recipe_value: Any, has_recipe: bool) -> Any:
+    if all(isinstance(v, bool) or v is None for v in values) and False in values:
+        return False  # on/off (and a tri-state's unset) against off
+    if has_recipe and canon(recipe_value) in {canon(v) for v in values}:
+        return recipe_value
+    return values[0]
+
+
+def lever_effects(records: Sequence[Mapping[str, Any]], plan: Mapping[str, Any] | None = None) -> list[Effect]:
+    info = kernel_info(plan)
+    out: list[Effect] = []
+    for (kernel, shape), recs in _group(records).items():
+        good = [r for r in recs if r["status"] == "pass" and timed(r)]
+        if not good:
+            continue
+        k = info.get(kernel) or {}
+        levers = list(k.get("levers") or _varying(good))
+        recipe_levers = k.get("recipe_levers") or {}
+        for lever in levers:
+            values: list[Any] = []
+            for r in good:
+                if lever in r["levers"] and canon(r["levers"][lever]) not in {canon(v) for v in values}:
+                    values.append(r["levers"][lever])
+            if len(values) < 2:
+                continue
+            ref = _reference(values, recipe_levers.get(lever), lever in recipe_levers)
+            # Records that agree on every other lever form one "setting".
+            settings: dict[str, dict[str, float]] = {}
+            for r in good:
+                if lever not in r["levers"]:
+                    continue
+                rest = canon({f: v for f, v in r["levers"].items() if f != lever})
+                settings.setdefault(rest, {})[canon(r["levers"][lever])] = median_us(r)
+            for v in values:
+                if canon(v) == canon(ref):
+                    continue
+                ratios = [s[canon(ref)] / s[canon(v)] for s in settings.values()
+                          if canon(ref) in s and canon(v) in s]
+                if ratios:
+                    out.append(Effect(kernel, shape, lever, v, ref, statistics.median(ratios), len(ratios)))
+    return out
+
+
+def _varying(recs: Sequence[Mapping[str, Any]]) -> list[str]:
+    fields: list[str] = []
+    for r in recs:
+        for f in r["levers"]:
+            if f not in fields:
+                fields.append(f)
+    return [f for f in fields if len({canon(r["levers"].get(f)) for r in recs}) > 1]
+
+
+# ── the winning levers ──────────────────────────────────────────────────────
+
+
+@dataclass
+class Winners:
+    values: dict[str, Any]  # field -> winning value (JSON form), every swept lever
+    recipe: dict[str, Any]  # field -> the recipe's value (JSON form)
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def changed(self) -> dict[str, Any]:
+        return {f: v for f, v in self.values.items() if canon(v) != canon(self.recipe.get(f))}
+
+
+def winners(records: Sequence[Mapping[str, Any]], plan: Mapping[str, Any]) -> Winners:
+    """The lever values that make the swept paths fastest together, every run
+    of them passing. Needs the plan (which levers were swept, and the recipe's
+    values) and timed records."""
+    kernels = [k for k in plan.get("kernels", []) if k.get("levers")]
+    # index: (kernel, shape, canon(levers restricted to swept)) -> record
+    index: dict[tuple[str, str, str], Mapping[str, Any]] = {}
+    shapes: dict[str, list[str]] = {}
+    for r in records:
+        k = next((k for k in kernels if k["kernel"] == r["kernel"]), None)
+        if k is None:
+            continue
+        key = canon({f: r["levers"].get(f) for f in k["levers"]})
+        index[(r["kernel"], r["shape"]["label"], key)] = r
+        if r["shape"]["label"] not in shapes.setdefault(r["kernel"], []):
+            shapes[r["kernel"]].append(r["shape"]["label"])
+    recipe: dict[str, Any] = {}
+    values: dict[str, list[Any]] = {}
+    for k in kernels:
+        for f in k["levers"]:
+            recipe.setdefault(f, (k.get("recipe_levers") or {}).get(f))
+            vals = values.setdefault(f, [])
+            for it in plan.get("items", []):
+                if it["kernel"] == k["kernel"] and f in it.get("levers", {}):
+                    if canon(it["levers"][f]) not in {canon(v) for v in vals}:
+                        vals.append(it["levers"][f])
+    out = Winners(dict(recipe), dict(recipe))
+    for group_fields, group_kernels in _lever_groups(kernels):
+        _choose(group_fields, group_kernels, values, recipe, index, shapes, out)
+    return out
+
+
+def _lever_groups(kernels: Sequence[Mapping[str, Any]]) -> list[tuple[list[str], list[Mapping[str, Any]]]]:
+    """Connected groups of levers: two levers are joined when one path has both."""
+    parent: dict[str, str] = {}
+
+    def find(x: str) -> str:
+        while parent.setdefault(x, x) != x:
+            x = parent[x]
+        return x
+
+    for k in kernels:
+        fs = list(k["levers"])
+        for f in fs:
+            find(f)
+        for a, b in zip(fs, fs[1:]):
+            parent[find(a)] = find(b)
+    groups: dict[str, tuple[list[str], list]] = {}
+    for k in kernels:
+        root = find(k["levers"][0])
+        fields, ks = groups.setdefault(root, ([], []))
+        for f in k["levers"]:
+            if f not in fields:
+                fields.append(f)
+        ks.append(k)
+    return list(groups.values())
+
+
+def _choose(fields, kernels, values, recipe, index, shapes, out: Winners) -> None:
+    def score(assign: Mapping[str, Any]) -> float | None:
+        total = 0.0
+        for k in kernels:
+            key = canon({f: assign[f] for f in k["levers"]})
+            for s in shapes.get(k["kernel"], []):
+                r = index.get((k["kernel"], s, key))
+                if r is None or r["status"] != "pass" or not timed(r):
+                    return None
+                total += math.log(median_us(r))
+        return total
+
+    def changes(assign: Mapping[str, Any]) -> int:
+        return sum(canon(assign[f]) != canon(recipe.get(f)) for f in fields)
+
+    n = math.prod(len(values[f]) for f in fields)
+    best: tuple[float, int] | None = None
+    best_assign: dict[str, Any] | None = None
+    if n <= MAX_JOINT:
+        candidates = (dict(zip(fields, combo)) for combo in itertools.product(*(values[f] for f in fields)))
+        for assign in candidates:
+            s = score(assign)
+            if s is None:
+                continue
+            key = (round(s, 12), changes(assign))
+            if best is None or key < best:
+                best, best_assign = key, assign
+    else:  # coordinate descent from the recipe's values
+        assign = {f: recipe.get(f) for f in fields}
+        cur = score(assign)
+        improved = cur is not None
+        while improved:
+            improved = False
+            for f in fields:
+                for v in values[f]:
+                    trial = {**assign, f: v}
+                    s = score(trial)
+                    if s is not None and s < cur - 1e-12:
+                        assign, cur, improved = trial, s, True
+        best_assign = assign if cur is not None else None
+        out.notes.append(f"levers {', '.join(fields)}: {n} joint settings, chosen one lever at a time")
+    if best_assign is None:
+        out.notes.append(f"levers {', '.join(fields)}: no setting passed on every path and shape "
+                         "with timings; kept the recipe's values")
+        return
+    out.values.update(best_assign)
+
+
+# ── writing the winners as a recipe ─────────────────────────────────────────
+
+
+def from_json(kind: str, value: Any) -> Any:
+    if kind == "drafter" and isinstance(value, dict):
+        from ..levers.kinds import Drafter
+
+        return Drafter(bool(value["prefill"]), bool(value["carry"]))
+    return value
+
+
+def variable_settings(lever, value: Any, build_default: bool = True) -> tuple[dict[str, str], list[str],
+                                                                                dict[str, Any], dict[str, Any]]:
+    """What a recipe writes to make ``lever`` take ``value`` under its rule:
+    (variables to set, variables to unset, [build] entries, [serve] entries).
+    A variable dropped gives the rule's default."""
+    from ..levers.kinds import Drafter
+
+    k, vars_ = lever.kind, lever.vars
+    sets: dict[str, str] = {}
+    unsets: list[str] = []
+    build: dict[str, Any] = {}
+    serve: dict[str, Any] = {}
+
+    def on_off(on_string: str | None, off_string: str | None, on: bool) -> None:
+        s = on_string if on else off_string
+        if s is None:
+            unsets.append(vars_[0])
+        else:
+            sets[vars_[0]] = s
+
+    if k in ("opt_in", "truthy_ci", "truthy_cs", "presence"):
+        on_off("1", None, bool(value))
+    elif k == "opt_out":
+        on_off(None, "0", bool(value))
+    elif k in ("kill_switch", "presence_kill"):
+        on_off(None, "1", bool(value))
+    elif k == "tristate":
+        if value is None:
+            unsets.append(vars_[0])
+        else:
+            sets[vars_[0]] = "1" if value else "0"
+    elif k in ("count_opt", "count_clamped"):
+        if value in (None, 0):
+            unsets.append(vars_[0])
+        else:
+            sets[vars_[0]] = str(int(value))
+    elif k == "drafter":
+        d = value if isinstance(value, Drafter) else from_json("drafter", value)
+        off_var, prefill_var = vars_
+        if not d.prefill:
+            sets[off_var] = "1"
+            unsets.append(prefill_var)
+        elif not d.carry:
+            unsets.append(off_var)
+            sets[prefill_var] = "1"
+        else:
+            unsets.extend([off_var, prefill_var])
+    elif k == "build_default":
+        if value:
+            unsets.append(vars_[0])
+            if not build_default:
+                build[lever.field] = True
+        else:
+            sets[vars_[0]] = "1"
+    elif k == "opt_in_vetoed":
+        on_var, veto_var = vars_
+        if value:
+            sets[on_var] = "1"
+            unsets.append(veto_var)
+        else:
+            unsets.append(on_var)
+    elif k == "config":
+        if lever.field == "max_decode_seqs":
+            serve["max_batch_size"] = int(value)
+        else:  # pragma: no cover - the only config lever the catalogs have
+            raise ValueError(f"no recipe setting reproduces config lever {lever.field}")
+    else:  # pragma: no cover - KINDS is closed
+        raise ValueError(f"unknown lever kind {k!r}")
+    return sets, unsets, build, serve
+
+
+def suggested_recipe(catalog, parent_path: str | None, out_path: Path, wanted: Mapping[str, Any],
+                     description: str) -> dict[str, Any]:
+    """The recipe document that extends ``parent_path`` (or stands alone) and
+    resolves, with nothing else set, to ``wanted`` (field -> JSON value)."""
+    import os
+
+    from ..levers import load_recipe, resolve
+
+    parent = load_recipe(parent_path) if parent_path else None
+    base = resolve(catalog, recipe=parent, env={})
+    build_defaults = {k: s.value for k, s in parent.build.items()} if parent else {}
+    doc: dict[str, Any] = {"engine": catalog.engine}
+    if parent_path:
+        rel = os.path.relpath(Path(parent_path).resolve(), Path(out_path).resolve().parent)
+        doc["extends"] = Path(rel).as_posix()
+    doc["description"] = description
+    sets: dict[str, str] = {}
+    unsets: list[str] = []
+    build: dict[str, Any] = {}
+    serve: dict[str, Any] = {}
+    for f, v in wanted.items():
+        lever = catalog.lever(f)
+        value = from_json(lever.kind, v)
+        if base.values()[f] == value:
+            continue
+        s, u, b, sv = variable_settings(lever, value, bool(build_defaults.get(f, lever.default)))
+        sets.update(s)
+        unsets.extend(x for x in u if x not in unsets and parent is not None and x in parent.vars)
+        build.update(b)
+        serve.update(sv)
+    if unsets:
+        doc["unset"] = unsets
+    if sets:
+        doc["levers"] = dict(sets)
+    if serve:
+        doc["serve"] = serve
+    if build:
+        doc["build"] = build
+    return doc
