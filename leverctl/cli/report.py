@@ -1,0 +1,291 @@
+"""``leverctl report``: what a set of records says, and the sweep's files.
+
+* ``report show RESULTS``: per kernel path and shape, the fastest correct
+  configuration and its speedup over the recipe's own, the failing ones
+  apart, and each lever's effect (as bars in the terminal);
+* ``report merge DIR... --out DIR``: join shards or resumed pieces of one
+  sweep, refusing results of different plans, catalogs or devices;
+* ``report plot RESULTS --out FILE.svg``: the lever effects as a chart.
+
+RESULTS is a bench JSON document, a sweep directory or its results.jsonl.
+Every view is a function of the records (and the sweep's plan.json).
+"""
+from __future__ import annotations
+
+import io
+import json
+import sys
+from pathlib import Path
+from typing import Annotated, Any, Optional
+
+import typer
+
+from ..errors import UserError
+from . import common
+
+FORMATS = ("table", "json", "markdown")
+
+report_app = typer.Typer(
+    name="report",
+    help="Rankings, lever effects and charts from bench or sweep results; merge sweep shards.",
+    no_args_is_help=True,
+)
+
+
+def check_format(fmt: str) -> None:
+    if fmt not in FORMATS:
+        raise UserError(f"--format {fmt!r}: choose one of {', '.join(FORMATS)}")
+
+
+# ── rendering a result set ──────────────────────────────────────────────────
+
+
+def _us(x: float | None) -> str:
+    return "–" if x is None else f"{x:.4g}"
+
+
+def _x(x: float | None) -> str:
+    return "–" if x is None else f"{x:.3f}×"
+
+
+def _header(rs, planned: int | None) -> str:
+    plan = rs.plan or {}
+    engine = plan.get("engine") or ", ".join(sorted({r.get("kernel", "").split(".")[0] for r in rs.records}))
+    kind = rs.device_kind
+    where = rs.device_name or kind or "unknown device"
+    if kind == "sim":
+        where += " (correctness only, no timings)"
+    failed = sum(1 for r in rs.records if r["status"] != "pass")
+    of = f" of {planned} planned" if planned is not None else ""
+    tail = f" [plan {plan['hash']}]" if plan.get("hash") else ""
+    return (f"{engine if plan else 'results'} on {where}: {len(rs.records) - failed} pass, {failed} fail"
+            f"{of}{tail}")
+
+
+def _planned(rs) -> int | None:
+    if not rs.plan:
+        return None
+    shard = rs.plan.get("shard")
+    items = rs.plan.get("items", [])
+    if shard:
+        return len([1 for k, _ in enumerate(items) if k % shard["count"] == shard["index"] - 1])
+    return len(items)
+
+
+def results_json(rs, rankings, effects) -> dict[str, Any]:
+    failed = sum(1 for r in rs.records if r["status"] != "pass")
+    return {
+        "schema": "leverctl.sweep-report/1",
+        "source": rs.source,
+        "plan": (rs.plan or {}).get("hash"),
+        "engine": (rs.plan or {}).get("engine"),
+        "device": {"kind": rs.device_kind, "name": rs.device_name},
+        "counts": {"records": len(rs.records), "pass": len(rs.records) - failed, "fail": failed,
+                   "planned": _planned(rs)},
+        "timed": any(r.timed for r in rankings),
+        "rankings": [r.to_json() for r in rankings],
+        "effects": [e.to_json() for e in effects],
+        "not_benchmarked": (rs.plan or {}).get("not_benchmarked", []),
+    }
+
+
+def _rank_rows(rankings) -> tuple[list[str], list[list[str]]]:
+    timed = any(r.timed for r in rankings)
+    if timed:
+        cols = ["kernel", "shape", "fastest correct", "variant", "µs", "vs recipe", "recipe's", "recipe µs",
+                "pass", "fail"]
+    else:
+        cols = ["kernel", "shape", "configurations", "pass", "fail", "variants checked"]
+    rows = []
+    for r in rankings:
+        n = len(r.ranked) + len(r.failing)
+        if timed:
+            b = r.best
+            rows.append([r.kernel, r.shape, b.record["config"] if b else "(none passed)",
+                         b.record["variant"] if b else "–", _us(b.us if b else None),
+                         _x(b.speedup if b else None), r.recipe_config or "–", _us(r.recipe_us),
+                         str(len(r.ranked)), str(len(r.failing))])
+        else:
+            variants = sorted({x.record["variant"] for x in r.ranked})
+            rows.append([r.kernel, r.shape, str(n), str(len(r.ranked)), str(len(r.failing)),
+                         ", ".join(variants) or "–"])
+    return cols, rows
+
+
+def _fail_rows(rankings) -> list[list[str]]:
+    rows = []
+    for r in rankings:
+        for f in r.failing:
+            err = f.get("error") or {}
+            figure = f"rel {err['rel']:.2e}" if isinstance(err, dict) and err.get("rel") is not None else ""
+            rows.append([r.kernel, r.shape, f["config"], f["variant"] or "–", figure, f.get("note", "")])
+    return rows
+
+
+def results_table(rs, rankings, effects, *, width: int | None = None, color: bool = False) -> str:
+    from rich.console import Console
+    from rich.table import Table
+
+    from ..bench.plot import terminal_bars
+
+    buf = io.StringIO()
+    c = Console(file=buf, width=width or 200, force_terminal=color, no_color=not color, soft_wrap=False,
+                highlight=False)
+    c.print(_header(rs, _planned(rs)), markup=False)
+    cols, rows = _rank_rows(rankings)
+    t = Table(title=None)
+    for col in cols:
+        t.add_column(col, no_wrap=True, justify="left" if col in ("kernel", "shape", "variant", "variants checked",
+                                                                   "fastest correct", "recipe's") else "right")
+    for row in rows:
+        t.add_row(*row)
+    if rows:
+        c.print(t)
+    fails = _fail_rows(rankings)
+    if fails:
+        c.print("Failing configurations (never ranked):", markup=False)
+        ft = Table()
+        for col in ("kernel", "shape", "config", "variant", "error", "note"):
+            ft.add_column(col, no_wrap=col != "note")
+        for row in fails:
+            ft.add_row(*row, style="red" if color else None)
+        c.print(ft)
+    if effects:
+        c.print("Lever effects (median speedup of the value over its reference, across the other levers):",
+                markup=False)
+        c.print(terminal_bars(effects))
+    elif rankings and not any(r.timed for r in rankings):
+        c.print("No timings (simulator): every configuration was checked for correctness only.", markup=False)
+    for why, fields in _skipped(rs).items():
+        c.print(f"Not benchmarked, {why} ({len(fields)}): {', '.join(fields)}", markup=False)
+    return "\n".join(line.rstrip() for line in buf.getvalue().splitlines()) + "\n"
+
+
+def _skipped(rs) -> dict[str, list[str]]:
+    out: dict[str, list[str]] = {}
+    for s in (rs.plan or {}).get("not_benchmarked") or []:
+        out.setdefault(s["why"], []).append(s["lever"])
+    return out
+
+
+def _md_table(cols: list[str], rows: list[list[str]]) -> list[str]:
+    out = ["| " + " | ".join(cols) + " |", "|" + "|".join("---" for _ in cols) + "|"]
+    for row in rows:
+        out.append("| " + " | ".join(str(x).replace("|", "\\|") for x in row) + " |")
+    return out
+
+
+def results_markdown(rs, rankings, effects) -> str:
+    out = [f"### leverctl: {_header(rs, _planned(rs))}", ""]
+    cols, rows = _rank_rows(rankings)
+    if rows:
+        out += _md_table(cols, rows) + [""]
+    fails = _fail_rows(rankings)
+    if fails:
+        out += ["**Failing configurations** (never ranked):", ""]
+        out += _md_table(["kernel", "shape", "config", "variant", "error", "note"], fails) + [""]
+    if effects:
+        out += ["**Lever effects** (median speedup of the value over its reference, across the other levers):", ""]
+        out += _md_table(["kernel", "shape", "lever", "speedup", "settings"],
+                         [[e.kernel, e.shape, e.label, _x(e.speedup), str(e.pairs)] for e in effects]) + [""]
+    for why, fields in _skipped(rs).items():
+        out.append(f"- Not benchmarked, {why} ({len(fields)}): " + ", ".join(f"`{f}`" for f in fields))
+    return "\n".join(out).rstrip("\n") + "\n"
+
+
+def render_results(rs, fmt: str, *, width: int | None = None, color: bool = False) -> str:
+    from ..bench.rank import lever_effects, rank
+
+    rankings = rank(rs.records, rs.plan)
+    effects = lever_effects(rs.records, rs.plan)
+    if fmt == "json":
+        return json.dumps(results_json(rs, rankings, effects), indent=2, allow_nan=False) + "\n"
+    if fmt == "markdown":
+        return results_markdown(rs, rankings, effects)
+    return results_table(rs, rankings, effects, width=width, color=color)
+
+
+def emit(text: str) -> None:
+    sys.stdout.write(text)
+    sys.stdout.flush()
+
+
+def tty_table(fmt: str) -> tuple[int | None, bool]:
+    color = fmt == "table" and sys.stdout.isatty()
+    return (common.out.width if color else None), color
+
+
+# ── commands ────────────────────────────────────────────────────────────────
+
+ResultsArg = Annotated[Path, typer.Argument(
+    metavar="RESULTS", help="A bench JSON document, a sweep directory, or its results.jsonl.")]
+FormatOpt = Annotated[str, typer.Option("--format", "-f", help="table, json or markdown.")]
+
+
+@report_app.command("show")
+def show(results: ResultsArg, fmt: FormatOpt = "table") -> None:
+    """Per kernel path and shape: the fastest correct configuration, its
+    speedup over the recipe's own, the failing ones, and each lever's effect."""
+    from ..bench.results import load_results
+
+    check_format(fmt)
+    rs = load_results(results)
+    if rs.tail_bytes:
+        common.err.print(f"leverctl report: {rs.source}: ignored a partial last line ({rs.tail_bytes} bytes) "
+                         "left by an interrupted sweep", markup=False, highlight=False)
+    width, color = tty_table(fmt)
+    emit(render_results(rs, fmt, width=width, color=color))
+
+
+@report_app.command("merge")
+def merge(
+    parts: Annotated[list[Path], typer.Argument(metavar="DIR...", help="Sweep directories of one plan.")],
+    out: Annotated[Path, typer.Option("--out", "-o", help="The merged sweep directory (must not hold results).")],
+    fmt: FormatOpt = "table",
+) -> None:
+    """Join the shards (or resumed pieces) of one sweep into one result set."""
+    from ..bench.results import load_results, merge as merge_sets, write_result_dir
+
+    check_format(fmt)
+    sets = [load_results(p) for p in parts]
+    merged = merge_sets(sets)
+    write_result_dir(out, merged.plan, merged.records)
+    line = (f"merged {len(sets)} part(s): {len(merged.records)} of {len(merged.plan.get('items', []))} planned "
+            f"records into {out}")
+    if merged.missing:
+        line += f"; {len(merged.missing)} missing (run the absent shards, or --resume them)"
+    if merged.duplicates:
+        line += f"; {merged.duplicates} record(s) present in more than one part (the last part's kept)"
+    common.err.print(f"leverctl report: {line}", markup=False, highlight=False)
+    rs = load_results(out)
+    width, color = tty_table(fmt)
+    emit(render_results(rs, fmt, width=width, color=color))
+    if any(r["status"] != "pass" for r in rs.records):
+        raise typer.Exit(1)
+
+
+@report_app.command("plot")
+def plot(
+    results: ResultsArg,
+    out: Annotated[Path, typer.Option("--out", "-o", help="The chart file (.svg).")],
+    title: Annotated[Optional[str], typer.Option("--title", help="The chart's title.")] = None,
+) -> None:
+    """Write the per-lever speedups as a horizontal bar chart (SVG)."""
+    from ..bench.plot import write_chart
+    from ..bench.rank import lever_effects
+    from ..bench.results import load_results
+
+    if out.suffix.lower() != ".svg":
+        write_chart([], out, "")  # raises the one-line explanation
+    rs = load_results(results)
+    effects = lever_effects(rs.records, rs.plan)
+    plan = rs.plan or {}
+    name = title or (f"leverctl: lever effects, {plan.get('engine', '')} {plan.get('shapes', '')} sweep on "
+                     f"{rs.device_name or 'unknown device'}").replace("  ", " ")
+    write_chart(effects, out, name)
+    common.err.print(f"leverctl report: wrote {out} ({len(effects)} lever effect(s))", markup=False,
+                     highlight=False)
+
+
+def register(app: typer.Typer) -> None:
+    app.add_typer(report_app, name="report")
