@@ -1,0 +1,31 @@
+"""The bench: plan, run, check and time kernel paths; records per docs/records.md.
+
+    device.py  GPU or Numba's CUDA simulator, decided before numba.cuda loads
+    plan.py    paths an engine has x the variant its levers choose x shapes
+    run.py     one item -> one record (run_item); the bench document
+    check.py   poisoned outputs against the float64 reference
+    timing.py  stopping rule, statistics, roofline, the GPU rig
+    report.py  table / JSON / Markdown from a document alone
+
+Rules the records rely on:
+
+* Inputs are drawn per (seed, kernel, shape), so every variant and lever set
+  of a kernel is checked on the same data; the GPU recheck after timing draws
+  a fresh set.
+* In the simulator there are no timings (``timing``, ``roofline``,
+  ``achieved``, ``reference_lib`` and ``speedup_vs_against`` are null) and
+  model shapes are refused unless forced: at about a millisecond per
+  simulated thread they take hours.
+* ``noise`` is the relative standard error of the median; sampling stops
+  once it is <= 0.5 %, else at the time cap (``stopped_by``).
+* The roofline floor is max(bytes / copy bandwidth, FLOPs / FP32 rate), both
+  measured once per run on the device.
+
+Hooks a kernel path may declare in ``KernelPath.extra``:
+
+* ``"gemm_mnk"``: ``fn(shape) -> (m, n, k)``, the fp16 matrix product doing
+  the same work; on a GPU with torch importable the record gains
+  ``reference_lib`` (cuBLAS time and our time over it). Never a dependency.
+* ``"decode"``: ``{output: fn(array) -> float64 array}`` for outputs stored
+  encoded (bf16 as raw uint16 bits, say); the others compare as float64.
+"""
