@@ -258,7 +258,7 @@ def _gpu(p: Probe) -> Device:
     from numba import cuda
 
     if not cuda.is_available():  # the probe saw a device numba cannot use
-        raise UserError("numba.cuda cannot use the GPU the driver reports (check the CUDA toolkit: NVVM)")
+        raise UserError(f"--device gpu: numba.cuda cannot use the {p.name or 'GPU'} the driver reports")
     return Device(
         kind="gpu",
         name=p.name or "CUDA GPU",

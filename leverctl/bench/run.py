@@ -141,13 +141,12 @@ def run_items(
     with _progress(len(items), enabled=progress) as advance:
         for item in items:
             advance(f"{item.kernel} {item.variant or '?'} {item.shape.label}")
-            key = (item.run_key, item.failed)
-            if key in cache and not item.failed:
-                rec = {**cache[key], "plan": item.plan, "catalog": item.catalog, "levers":
-                       {f: lever_json(v) for f, v in item.levers.items()}}
+            if not item.failed and item.run_key in cache:
+                rec = {**cache[item.run_key], "plan": item.plan, "catalog": item.catalog}
             else:
                 rec = run_item(item, device, seed, stop=stop)
-                cache[key] = rec
+                if not item.failed:
+                    cache[item.run_key] = rec
             records.append(rec)
             if on_record is not None:
                 on_record(rec)

@@ -55,6 +55,7 @@ def write_atomically(path: Path, text: str) -> None:
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as f:
             f.write(text)
+        os.chmod(tmp, 0o644)  # mkstemp's 0600 would make the report private
         os.replace(tmp, path)
     except BaseException:
         try:
@@ -143,8 +144,8 @@ def register(app: typer.Typer) -> None:
 
         plan = plan_for(res, paths, shapes=preset, model=model or None)
         if not dev.is_gpu:  # said once, after the input was found good
-            why = f"no GPU ({dev.why_sim}): " if dev.why_sim else ""
-            common.err.print(f"leverctl bench: {why}correctness checks in the CUDA simulator at {preset} "
+            why = f"no GPU: {dev.why_sim}. " if dev.why_sim else ""
+            common.err.print(f"leverctl bench: {why}Correctness checks in the CUDA simulator at {preset} "
                              "shapes, without timings.", markup=False, highlight=False)
         if not plan.items:
             common.err.print(f"leverctl bench: no kernel path applies to {res.engine}.", markup=False)
