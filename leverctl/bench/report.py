@@ -55,7 +55,8 @@ def _columns(doc: dict, results: list[dict]) -> tuple[list[str], bool, bool, boo
     one run's ``results`` (the ``--against`` run shows no speedup)."""
     timed = doc["device"]["kind"] == "gpu"
     has_lib = any(r.get("reference_lib") for r in results)
-    has_against = doc.get("against") is not None and results is doc["results"]
+    # a speedup needs timings: none in the simulator
+    has_against = timed and doc.get("against") is not None and results is doc["results"]
     cols = ["kernel", "variant", "levers", "shape", "check"]
     if timed:
         cols += ["median µs", "p20–p80 µs", "GB/s", "% of floor"]
