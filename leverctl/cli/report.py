@@ -89,11 +89,25 @@ def results_json(rs, rankings, effects) -> dict[str, Any]:
     }
 
 
-def _rank_rows(rankings) -> tuple[list[str], list[list[str]]]:
+def _versus_recipe(record, recipe_levers) -> str:
+    """A configuration as its differences from the recipe's own (the full
+    key when the recipe's values are unknown)."""
+    from ..bench.rank import canon, value_text
+
+    if not recipe_levers:
+        return record["config"]
+    diff = [f"{f}={value_text(v)}" for f, v in record["levers"].items()
+            if f in recipe_levers and canon(v) != canon(recipe_levers[f])]
+    return ", ".join(diff) if diff else "the recipe's own"
+
+
+def _rank_rows(rankings, plan=None) -> tuple[list[str], list[list[str]]]:
+    from ..bench.rank import kernel_info
+
+    info = kernel_info(plan)
     timed = any(r.timed for r in rankings)
     if timed:
-        cols = ["kernel", "shape", "fastest correct", "variant", "µs", "vs recipe", "recipe's", "recipe µs",
-                "pass", "fail"]
+        cols = ["kernel", "shape", "fastest correct", "variant", "µs", "recipe µs", "speedup", "pass", "fail"]
     else:
         cols = ["kernel", "shape", "configurations", "pass", "fail", "variants checked"]
     rows = []
@@ -101,10 +115,10 @@ def _rank_rows(rankings) -> tuple[list[str], list[list[str]]]:
         n = len(r.ranked) + len(r.failing)
         if timed:
             b = r.best
-            rows.append([r.kernel, r.shape, b.record["config"] if b else "(none passed)",
-                         b.record["variant"] if b else "–", _us(b.us if b else None),
-                         _x(b.speedup if b else None), r.recipe_config or "–", _us(r.recipe_us),
-                         str(len(r.ranked)), str(len(r.failing))])
+            recipe_levers = (info.get(r.kernel) or {}).get("recipe_levers")
+            rows.append([r.kernel, r.shape, _versus_recipe(b.record, recipe_levers) if b else "(none passed)",
+                         b.record["variant"] if b else "–", _us(b.us if b else None), _us(r.recipe_us),
+                         _x(b.speedup if b else None), str(len(r.ranked)), str(len(r.failing))])
         else:
             variants = sorted({x.record["variant"] for x in r.ranked})
             rows.append([r.kernel, r.shape, str(n), str(len(r.ranked)), str(len(r.failing)),
@@ -132,11 +146,12 @@ def results_table(rs, rankings, effects, *, width: int | None = None, color: boo
     c = Console(file=buf, width=width or 200, force_terminal=color, no_color=not color, soft_wrap=False,
                 highlight=False)
     c.print(_header(rs, _planned(rs)), markup=False)
-    cols, rows = _rank_rows(rankings)
+    cols, rows = _rank_rows(rankings, rs.plan)
     t = Table(title=None)
     for col in cols:
-        t.add_column(col, no_wrap=True, justify="left" if col in ("kernel", "shape", "variant", "variants checked",
-                                                                   "fastest correct", "recipe's") else "right")
+        t.add_column(col, no_wrap=col != "fastest correct",
+                     justify="left" if col in ("kernel", "shape", "variant", "variants checked",
+                                               "fastest correct") else "right")
     for row in rows:
         t.add_row(*row)
     if rows:
@@ -177,7 +192,7 @@ def _md_table(cols: list[str], rows: list[list[str]]) -> list[str]:
 
 def results_markdown(rs, rankings, effects) -> str:
     out = [f"### leverctl: {_header(rs, _planned(rs))}", ""]
-    cols, rows = _rank_rows(rankings)
+    cols, rows = _rank_rows(rankings, rs.plan)
     if rows:
         out += _md_table(cols, rows) + [""]
     fails = _fail_rows(rankings)
