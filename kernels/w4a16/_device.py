@@ -30,6 +30,10 @@ from numba import cuda, float32, uint32
 
 FULL_MASK = 0xFFFFFFFF
 
+# Shared-memory indices are cast to uint32 before use: Numba adds a
+# negative-index wraparound (64-bit compare and select) to every signed
+# index, which in the per-nibble loops costs more than the arithmetic.
+
 
 @cuda.jit(device=True)
 def stage_x(xs, x, c0, k, tid, nthreads, kchunk, stride):
@@ -38,7 +42,7 @@ def stage_x(xs, x, c0, k, tid, nthreads, kchunk, stride):
     Global reads are coalesced (consecutive threads read consecutive fp16
     inputs)."""
     for e in range(tid, min(kchunk, k - c0), nthreads):
-        xs[(e & 7) * stride + (e >> 3)] = float32(x[c0 + e])
+        xs[uint32((e & 7) * stride + (e >> 3))] = float32(x[c0 + e])
 
 
 @cuda.jit(device=True)
@@ -50,7 +54,7 @@ def silu_f32(g):
 def stage_silu_mul(xs, gate, up, c0, k, tid, nthreads, kchunk, stride):
     """Like :func:`stage_x`, staging ``silu(gate) * up`` computed in fp32."""
     for e in range(tid, min(kchunk, k - c0), nthreads):
-        xs[(e & 7) * stride + (e >> 3)] = silu_f32(float32(gate[c0 + e])) * float32(up[c0 + e])
+        xs[uint32((e & 7) * stride + (e >> 3))] = silu_f32(float32(gate[c0 + e])) * float32(up[c0 + e])
 
 
 # float32 bit pattern of 2**23: OR-ing a nibble q into its mantissa gives the
@@ -81,7 +85,7 @@ def dot_word(word, xs, col, stride):
     staged activations of packed column ``col``, in fp32."""
     acc = float32(0.0)
     for j in range(8):
-        acc += nibble(word, j) * xs[j * stride + col]
+        acc += nibble(word, j) * xs[uint32(j * stride + col)]
     return acc
 
 
@@ -90,7 +94,7 @@ def load_x8(xv, xs, col, stride):
     """Copy the 8 staged activations of packed column ``col`` to ``xv``
     (registers), for kernels that reuse them across several rows."""
     for j in range(8):
-        xv[j] = xs[j * stride + col]
+        xv[j] = xs[uint32(j * stride + col)]
 
 
 @cuda.jit(device=True)

@@ -43,7 +43,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from functools import lru_cache
 
-from numba import cuda, float32
+from numba import cuda, float32, uint32
 
 from ..common import launch as L
 from ._device import nibble
@@ -130,7 +130,7 @@ def make_gemm(TILE_M: int, TILE_N: int, TILE_K: int, THREADS_M: int, THREADS_N: 
                     v = float32(0.0)
                     if gm < m and (not K_EDGE or gk < k):
                         v = float32(a[gm, gk])
-                    As[kk * AS + mm] = v
+                    As[uint32(kk * AS + mm)] = v
             # W tile -> Ws[kk][nn], dequantized; consecutive threads along words.
             kw0 = k0 >> 3
             for it in range(W_ITERS):
@@ -145,16 +145,19 @@ def make_gemm(TILE_M: int, TILE_N: int, TILE_K: int, THREADS_M: int, THREADS_N: 
                         word = qweight[gn, gw]
                         s = float32(scales[gn, gw >> 4])
                         for j in range(8):
-                            Ws[base + j * WS] = s * nibble(word, j)
+                            Ws[uint32(base + j * WS)] = s * nibble(word, j)
                     else:
                         for j in range(8):
-                            Ws[base + j * WS] = float32(0.0)
+                            Ws[uint32(base + j * WS)] = float32(0.0)
             cuda.syncthreads()
             for kk in range(TILE_K):
+                # unsigned indices: no wraparound code in the inner loop
+                a0 = uint32(kk * AS + ty)
+                b0 = uint32(kk * WS + tx)
                 for i in range(RM):
-                    ar[i] = As[kk * AS + ty + i * THREADS_M]
+                    ar[i] = As[a0 + uint32(i * THREADS_M)]
                 for j in range(RN):
-                    br[j] = Ws[kk * WS + tx + j * THREADS_N]
+                    br[j] = Ws[b0 + uint32(j * THREADS_N)]
                 for i in range(RM):
                     for j in range(RN):
                         acc[i * RN + j] += ar[i] * br[j]
