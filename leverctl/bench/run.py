@@ -14,7 +14,7 @@ from typing import Any, Callable, Iterable, Sequence
 
 from .device import Device, versions
 from .plan import Plan, PlanItem, lever_json, one_line
-from .timing import REFERENCE_LIB, StopRule, cublas_fp16_us, roofline, sig
+from .timing import REFERENCE_LIB, StopRule, roofline, sig
 
 SCHEMA = "leverctl.bench/1"
 WARMUP_LAUNCHES = 3
@@ -106,7 +106,11 @@ def _run(item: PlanItem, device: Device, seed: int, stop: StopRule, rec: dict) -
     rec["roofline"], rec["achieved"] = roof, achieved
     mnk = path.extra.get("gemm_mnk")
     if mnk is not None:
-        lib_us = cublas_fp16_us(*mnk(shape), device.l2_bytes, stop)
+        try:  # optional: its failure must not fail the kernel
+            lib_us = device.rig().library_us(tuple(mnk(shape)), stop)
+        except Exception as e:  # noqa: BLE001
+            lib_us = None
+            _add_note(rec, f"cuBLAS reference not timed: {type(e).__name__}: {one_line(e, 120)}")
         if lib_us:
             rec["reference_lib"] = {"name": REFERENCE_LIB, "median_us": sig(lib_us),
                                     "ratio": sig(stats.median_us / lib_us)}

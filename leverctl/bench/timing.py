@@ -280,6 +280,7 @@ class GpuRig:
         self._events: list[tuple[Any, Any]] = []
         self._copy_gbps: float | None = None
         self._fp32_tflops: float | None = None
+        self._library: dict[tuple[int, int, int], float | None] = {}
         # Compile the rig's kernels now, outside every measurement.
         self.delay[1, 1](np.uint64(1000), self._sink)
         self.flush()
@@ -322,6 +323,12 @@ class GpuRig:
 
     def time(self, launch: Callable[[], None], rule: StopRule = StopRule()) -> Stats:
         return sample_until_stable(lambda n: self.measure(launch, n), rule)
+
+    def library_us(self, mnk: tuple[int, int, int], rule: StopRule = StopRule()) -> float | None:
+        """:func:`cublas_fp16_us` at ``mnk``, once per shape per run."""
+        if mnk not in self._library:
+            self._library[mnk] = cublas_fp16_us(*mnk, self.l2_bytes, rule)
+        return self._library[mnk]
 
     def copy_gbps(self) -> float:
         """Device-to-device copy bandwidth, bytes read plus written."""

@@ -138,3 +138,21 @@ def test_the_ceilings_come_from_bytes_read_plus_written_and_64_flops_per_iterati
     # measured once per run
     monkeypatch.setattr(rig.cuda, "device_array", None, raising=False)
     assert rig.copy_gbps() == pytest.approx(4200, rel=1e-6)
+
+
+def test_the_library_reference_is_timed_once_per_shape(rig, monkeypatch):
+    calls = []
+    monkeypatch.setattr(timing, "cublas_fp16_us", lambda m, n, k, l2, rule: calls.append((m, n, k)) or 3.0)
+    assert rig.library_us((1, 4096, 2048)) == rig.library_us((1, 4096, 2048)) == 3.0
+    assert rig.library_us((16, 4096, 2048)) == 3.0
+    assert calls == [(1, 4096, 2048), (16, 4096, 2048)]
+
+
+def test_without_torch_there_is_no_library_reference():
+    pytest.importorskip("numba")
+    try:
+        import torch  # noqa: F401
+    except ImportError:
+        assert timing.cublas_fp16_us(1, 64, 64, None) is None
+    else:
+        pytest.skip("torch is installed here")
