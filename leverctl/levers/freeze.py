@@ -67,7 +67,7 @@ def freeze(res: Resolution, recipe: Recipe | None = None, description: str | Non
     cat = res.catalog
     levers, notes = lever_strings(cat, res.variables)
     for s in res.ignored:
-        notes.append(f"{s.var} is not a {cat.title} lever; left out")
+        notes.append(f"{s.var} is not a lever variable of {cat.title}; left out")
     doc: dict[str, Any] = {"engine": cat.engine}
     doc["description"] = description or (
         f"frozen from {res.recipe}" if res.recipe else f"frozen {cat.title} lever settings")

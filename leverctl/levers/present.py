@@ -70,9 +70,9 @@ def raw_text(p: Provenance, vars: tuple[str, ...] = ()) -> str:
 
 
 def suggestion(name: str, choices: Iterable[str], cutoff: float = 0.7) -> str | None:
-    """The nearest known name to a near miss, or None. Case is forgiven, and a
-    leading segment both share (``ATLAS_``) is set aside before comparing, so
-    every variable does not look alike merely for carrying the prefix."""
+    """The nearest known name to a near miss, or None. Case is forgiven, and
+    the leading segments both share (``ATLAS_``, ``METRALE_NO_``) are set aside
+    before comparing, so names do not look alike merely for a common prefix."""
     from difflib import SequenceMatcher
 
     best, best_score = None, cutoff
@@ -81,10 +81,10 @@ def suggestion(name: str, choices: Iterable[str], cutoff: float = 0.7) -> str | 
         c = choice.upper()
         if c == up:
             return choice
-        a, b = up, c
-        if "_" in a and "_" in b and a.split("_", 1)[0] == b.split("_", 1)[0]:
-            a, b = a.split("_", 1)[1], b.split("_", 1)[1]
-        score = SequenceMatcher(None, a, b).ratio()
+        sa, sb = up.split("_"), c.split("_")
+        while len(sa) > 1 and len(sb) > 1 and sa[0] == sb[0]:
+            sa, sb = sa[1:], sb[1:]
+        score = SequenceMatcher(None, "_".join(sa), "_".join(sb)).ratio()
         if score > best_score:
             best, best_score = choice, score
     return best
