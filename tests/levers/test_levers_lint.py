@@ -1,0 +1,132 @@
+"""Lint findings: what is flagged, at which severity, and what is left alone."""
+from __future__ import annotations
+
+import pytest
+
+from leverctl.levers import load_catalog, resolve
+from leverctl.levers.lint import exit_code, lint
+
+
+@pytest.fixture(scope="module")
+def cats():
+    return {e: load_catalog(e) for e in ("atlas", "metrale")}
+
+
+def findings(cats, engine, **env):
+    return lint(resolve(cats[engine], env=env))
+
+
+def codes(fs):
+    return {(f.severity, f.code, f.var or f.field) for f in fs}
+
+
+def test_a_clean_environment_has_no_findings_and_passes_even_strict(cats):
+    for engine in cats:
+        fs = findings(cats, engine)
+        assert fs == []
+        assert exit_code(fs, strict=True) == 0
+
+
+def test_setting_levers_to_what_they_mean_is_not_a_finding(cats):
+    fs = findings(cats, "atlas", ATLAS_GDN_WY17="0", ATLAS_NO_GEMV_SW="1", ATLAS_GDN_BATCHED_FLA="1",
+                  ATLAS_HOLO_MOE_DOWN_FP4="TRUE", ATLAS_BF16_TC_PROJ="1", ATLAS_FFN_SMALLM="1")
+    assert fs == []
+
+
+def test_an_unknown_prefixed_variable_is_an_error_with_a_did_you_mean(cats):
+    (f,) = findings(cats, "atlas", ATLAS_GDN_WY71="0")
+    assert (f.severity, f.code) == ("error", "unknown-variable")
+    assert "did you mean ATLAS_GDN_WY17?" in f.message
+
+
+def test_an_unknown_prefixed_variable_with_no_near_match_is_a_warning(cats):
+    (f,) = findings(cats, "metrale", METRALE_LORA_PEER="1")
+    assert (f.severity, f.code) == ("warning", "unknown-variable")
+
+
+@pytest.mark.parametrize("engine,var,value,code", [
+    ("atlas", "ATLAS_K4_DIAG", "true", "ignored"),
+    ("atlas", "ATLAS_GDN_WY17", "false", "ignored"),
+    ("atlas", "ATLAS_NO_GEMV_SW", "true", "ignored"),
+    ("atlas", "ATLAS_BF16_TC_PROJ", "0", "presence"),
+    ("atlas", "ATLAS_BF16_TC_PROJ", "false", "presence"),
+    ("atlas", "ATLAS_KV_POISON", " 1", "whitespace"),
+    ("atlas", "ATLAS_GDN_WY17", "0 ", "whitespace"),
+    ("atlas", "ATLAS_MTP_SHADOW_TOPK", "4.0", "ignored"),
+    ("metrale", "METRALE_NO_SSD", "0", "presence"),
+    ("metrale", "METRALE_CONC_HSD", "True", "ignored"),
+    ("metrale", "METRALE_MOE_PREFILL_EXACT_TILES", "true", "ignored"),
+    ("metrale", "METRALE_NO_MTP_DRAFTER_CONTEXT", "true", "ignored"),
+    ("metrale", "METRALE_GDN_WY17", b"0\xff", "not-utf8"),
+])
+def test_values_the_engine_ignores_or_reads_against_their_intent_are_errors(cats, engine, var, value, code):
+    fs = [f for f in findings(cats, engine, **{var: value}) if f.var == var]
+    assert [(f.severity, f.code) for f in fs][:1] == [("error", code)], [f.message for f in fs]
+    assert exit_code(fs) == 1
+
+
+def test_a_non_utf8_value_on_a_presence_lever_is_only_a_warning(cats):
+    fs = findings(cats, "metrale", METRALE_FFN_MMQ=b"\xff")
+    assert ("warning", "not-utf8", "METRALE_FFN_MMQ") in codes(fs)
+    assert exit_code(fs) == 0 and exit_code(fs, strict=True) == 1
+
+
+def test_a_clamped_count_is_a_warning_and_a_zero_load_factor_is_info(cats):
+    assert ("warning", "clamped", "ATLAS_MTP_SHADOW_TOPK") in codes(findings(cats, "atlas", ATLAS_MTP_SHADOW_TOPK="20"))
+    fs = findings(cats, "metrale", METRALE_MOE_PREFILL_MAX_LOAD_FACTOR="0")
+    assert ("info", "zero-is-unset", "METRALE_MOE_PREFILL_MAX_LOAD_FACTOR") in codes(fs)
+
+
+@pytest.mark.parametrize("env,field", [
+    ({"METRALE_HOLO_MOE_GROUPED_DOWN": "1"}, "moe_grouped_down"),
+    ({"METRALE_INT8_FAITH5": "1"}, "int8_faith5"),
+    ({"METRALE_FFN_MMQ_DOWN_Q4K": "1"}, "ffn_mmq_down_q4k"),
+])
+def test_a_lever_set_without_the_lever_it_depends_on_is_a_warning(cats, env, field):
+    fs = [f for f in findings(cats, "metrale", **env) if f.code == "missing-dependency"]
+    assert [(f.severity, f.field) for f in fs] == [("warning", field)]
+
+
+def test_dependencies_that_are_met_are_not_findings(cats):
+    fs = findings(cats, "metrale", METRALE_HOLO_MOE_GROUPED_DOWN="1", METRALE_HOLO_MOE_GROUPED_CUTLASS="1",
+                  METRALE_INT8_FAITH5="1", METRALE_INT8_PREFILL="1", METRALE_FFN_MMQ_DOWN_Q4K="1",
+                  METRALE_FFN_MMQ="1")
+    assert not [f for f in fs if f.code == "missing-dependency"]
+
+
+def test_turning_off_the_nvfp4_gate_up_arm_notes_that_the_down_arm_has_no_effect(cats):
+    fs = findings(cats, "metrale", METRALE_NO_FFN_NVFP4_MMQ="1")
+    assert [(f.severity, f.field) for f in fs if f.code == "missing-dependency"] == [("info", "ffn_nvfp4_mmq_down")]
+    assert exit_code(fs, strict=True) == 0
+
+
+def test_the_fp8_grouped_decode_veto_overriding_the_opt_in_is_an_error(cats):
+    fs = findings(cats, "metrale", METRALE_FP8_MOE_GROUPED_DECODE="1", METRALE_NO_FP8_MOE_GROUPED_DECODE="1")
+    assert ("error", "overridden", "METRALE_NO_FP8_MOE_GROUPED_DECODE") in codes(fs)
+
+
+def test_diagnostic_levers_left_on_are_warnings(cats):
+    fs = findings(cats, "atlas", ATLAS_KV_POISON="1", ATLAS_MTP_SHADOW_TOPK="3")
+    assert {f.field for f in fs if f.code == "diagnostic-on"} == {"kv_poison", "shadow_topk"}
+    assert all(f.severity == "warning" for f in fs)
+
+
+def test_the_prefill_only_drafter_is_a_warning_that_names_its_cost(cats):
+    (f,) = findings(cats, "atlas", ATLAS_DRAFTER_PREFILL_ONLY="1")
+    assert (f.severity, f.code) == ("warning", "drafter-prefill-only")
+    assert "927 ms" in f.message
+
+
+def test_findings_name_the_recipe_file_and_line(cats, tmp_path):
+    from leverctl.levers import load_recipe
+
+    p = tmp_path / "r.toml"
+    p.write_text('engine = "atlas"\n[levers]\nATLAS_K4_DIAG = "true"\n')
+    fs = lint(resolve(cats["atlas"], recipe=load_recipe(p)))
+    assert fs[0].where == f"{p}:3"
+
+
+def test_errors_sort_before_warnings_before_info(cats):
+    fs = findings(cats, "metrale", METRALE_NO_FFN_NVFP4_MMQ="1", METRALE_K2_DIAG="1", METRALE_GDN_WY17="no")
+    order = [f.severity for f in fs]
+    assert order == sorted(order, key=["error", "warning", "info"].index)
