@@ -33,7 +33,7 @@ Configurations:
   Little wasted work at m = 1..16 and twice the blocks along N of the
   default tiles, which matters when ``n / TILE_N`` is near the SM count.
 * ``DEFAULT`` : 64 x 64 x 64 tiles, 256 threads (16 x 16), 4 x 4
-  micro-tiles, all edges checked. 33 KiB of static shared memory.
+  micro-tiles, all edges checked. 32.5 KiB of static shared memory.
 
 This is an FP32-FMA GEMM (Numba exposes no tensor-core MMA); at large m it
 is bound by the FP32 rate, at small m by the weight stream.
