@@ -391,6 +391,38 @@ def test_gemv_sw_grid_stride(kchunk):
 
 
 @pytest.mark.sim
+def test_dual_and_fused_two_chunks_one_block():
+    """The dual GEMV and the fused SiLU+down kernel over two K-chunks (the
+    second of 8 inputs), one block striding over two row groups."""
+    from numba import cuda
+
+    from leverctl_kernels.w4a16 import ffn_fused_silu_down, gemv_dual_sw, naive
+
+    n, k = 5, 264
+    rng = np.random.default_rng(9)
+    qg, sg = int4.random_w4(rng, n, k)
+    qu, su = int4.random_w4(rng, n, k)
+    qd, sd = int4.random_w4(rng, n, k)
+    x = rng.standard_normal(k).astype(np.float16)
+    g = (rng.standard_normal(k) * 2).astype(np.float16)
+    u = rng.standard_normal(k).astype(np.float16)
+    tol = _path("w4a16.gemv_dual").tolerance
+
+    gate = cuda.to_device(np.full(n, np.nan, dtype=np.float16))
+    up = cuda.to_device(np.full(n, np.nan, dtype=np.float16))
+    gemv_dual_sw.make_gemv_dual_sw(4, 256)[1, 128](gate, up, qg, sg, qu, su, x)
+    ref_g, ref_u = naive.naive_gemv_dual(qg, sg, qu, su, x)
+    for got, ref in ((gate, ref_g), (up, ref_u)):
+        ok, why = _check_test_local(got.copy_to_host(), ref, tol)
+        assert ok, why
+
+    y = cuda.to_device(np.full(n, np.nan, dtype=np.float16))
+    ffn_fused_silu_down.make_ffn_fused_silu_down(4, 256)[1, 128](y, qd, sd, g, u)
+    ok, why = _check_test_local(y.copy_to_host(), naive.naive_gemv(qd, sd, naive.naive_silu_mul(g, u)), tol)
+    assert ok, why
+
+
+@pytest.mark.sim
 def test_gemv_64t_two_chunks():
     from leverctl_kernels.w4a16 import gemv_64t
 
