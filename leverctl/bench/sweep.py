@@ -13,9 +13,9 @@ A sweep directory holds ``plan.json`` (written once, atomically) and
 ``results.jsonl`` (one record per configuration, flushed and fsynced as each
 finishes). A killed sweep loses only the configuration in flight; ``resume``
 reads what is there, refuses a different plan, cuts a partial last line, and
-runs only what is missing. ``--shard I/N`` runs every N-th item from the I-th:
-a deterministic slice, so N jobs of a CI matrix or a cluster's job array
-cover the plan exactly once, and ``report merge`` joins their directories.
+runs only what is missing. ``--shard I/N`` runs the I-th of N deterministic
+slices, so N jobs of a CI matrix or a cluster's job array cover the plan
+exactly once, and ``report merge`` joins their directories.
 
 In the simulator nothing is timed, and a configuration's check depends only
 on (path, variant, shape): the variant's build sees only the shape, and the
@@ -173,7 +173,8 @@ class Sweep:
             "recipe": self.recipe,
             "shapes": self.preset,
             "device": {"kind": device.get("kind"), "name": device.get("name")},
-            "shard": None if shard is None else {"index": shard[0], "count": shard[1]},
+            "shard": None if shard is None else {"index": shard[0], "count": shard[1],
+                                                 "items": len(shard_items(self.items, shard))},
             "kernels": [k.to_json() for k in self.kernels],
             "not_benchmarked": self.not_benchmarked_json(),
             "total": self.total,
@@ -272,12 +273,26 @@ def parse_shard(text: str) -> tuple[int, int]:
 
 
 def shard_items(items: Sequence[PlanItem], shard: tuple[int, int] | None) -> list[PlanItem]:
-    """Every N-th item from the I-th: shards interleave, so each gets a share
-    of every kernel path, and together they hold each item exactly once."""
+    """The I-th of N deterministic slices of the plan: together the shards
+    hold each item exactly once. Items are dealt out by *run group* (same
+    path, variant and shape), every N-th group from the I-th: a group stays in
+    one shard, so the simulator checks each variant and shape once over all
+    shards, and each shard gets a share of every kernel path."""
     if shard is None:
         return list(items)
     i, n = shard
-    return [it for k, it in enumerate(items) if k % n == i - 1]
+    groups: dict[tuple[str, ...], int] = {}
+    out = []
+    for it in items:
+        g = groups.setdefault(run_group(it), len(groups))
+        if g % n == i - 1:
+            out.append(it)
+    return out
+
+
+def run_group(it: PlanItem) -> tuple[str, ...]:
+    """Items whose checks are one and the same in the simulator."""
+    return it.key if it.failed else (it.kernel, it.variant, it.shape.label)
 
 
 # ── the results directory ───────────────────────────────────────────────────
@@ -391,7 +406,7 @@ def run(items: Sequence[PlanItem], opened: Opened, runner: Callable[[PlanItem], 
             for it in todo:
                 if progress:
                     progress(done, failures, f"{it.kernel} {it.variant or '?'} {it.shape.label}")
-                share_key = (it.kernel, it.variant, it.shape.label)
+                share_key = run_group(it)
                 if share_runs and not it.failed and share_key in shared:
                     rec = _reuse(shared[share_key], it)
                 else:
@@ -430,4 +445,4 @@ def default_out(sweep: Sweep, shard: tuple[int, int] | None) -> Path:
 
 def distinct_runs(items: Iterable[PlanItem]) -> int:
     """How many simulated runs a shared-run sweep makes for ``items``."""
-    return len({(it.kernel, it.variant, it.shape.label) if not it.failed else it.key for it in items})
+    return len({run_group(it) for it in items})

@@ -66,10 +66,7 @@ def _planned(rs) -> int | None:
     if not rs.plan:
         return None
     shard = rs.plan.get("shard")
-    items = rs.plan.get("items", [])
-    if shard:
-        return len([1 for k, _ in enumerate(items) if k % shard["count"] == shard["index"] - 1])
-    return len(items)
+    return shard["items"] if shard else len(rs.plan.get("items", []))
 
 
 def results_json(rs, rankings, effects) -> dict[str, Any]:

@@ -133,7 +133,8 @@ def test_the_plan_hash_is_deterministic_and_covers_what_identifies_a_plan():
 def test_the_plan_json_lists_every_item_and_the_recipes_configuration():
     p = plan(ATLAS)
     doc = p.plan_json({"kind": "sim", "name": "x"}, (1, 2))
-    assert doc["hash"] == p.hash and doc["shard"] == {"index": 1, "count": 2}
+    assert doc["hash"] == p.hash and doc["shard"] == {"index": 1, "count": 2,
+                                                      "items": len(sw.shard_items(p.items, (1, 2)))}
     assert len(doc["items"]) == p.total
     assert json.loads(json.dumps(doc)) == doc
     assert {k["kernel"]: k["recipe_config"] for k in doc["kernels"]}["fake.gemv"] == "gemv_sw=1"
@@ -156,4 +157,7 @@ def test_shards_partition_the_plan_exactly_and_deterministically():
         keys = [it.key for part in parts for it in part]
         assert sorted(keys) == sorted(it.key for it in items) and len(set(keys)) == len(keys)
         assert parts == [sw.shard_items(items, (i, n)) for i in range(1, n + 1)]
+        # A run group (path, variant, shape) never straddles two shards.
+        owner = {sw.run_group(it): k for k, part in enumerate(parts) for it in part}
+        assert all(owner[sw.run_group(it)] == k for k, part in enumerate(parts) for it in part)
     assert sw.parse_shard("2/4") == (2, 4) and sw.parse_shard("1/1") == (1, 1)
