@@ -83,7 +83,7 @@ def _ffn_sizes(model: Mapping[str, Any] | None) -> tuple[int, list[tuple[str, in
     if moe.get("shared_intermediate"):
         found.append(("shared", int(moe["shared_intermediate"])))
     if not hidden or not found:
-        return _ffn_sizes(DEFAULT_MODEL) if model is not DEFAULT_MODEL else (0, [], [])
+        return _ffn_sizes(DEFAULT_MODEL)  # which has both
     merged: dict[int, list[str]] = {}
     for tag, inter in found:
         merged.setdefault(inter, []).append(tag)
