@@ -364,6 +364,12 @@ def _shard_text(shard: Mapping[str, int] | None) -> str:
 # ── running ─────────────────────────────────────────────────────────────────
 
 
+class StopSweep(Exception):
+    """Raised by a runner when no later item can run (a GPU context lost to
+    a kernel fault): the sweep stops there, keeping what it wrote, and a
+    ``--resume`` in a fresh process runs the rest."""
+
+
 @dataclass
 class Outcome:
     records: list[dict]  # every record of the shard that is on disk, in plan order where known
@@ -373,6 +379,7 @@ class Outcome:
     missing: int  # items of the shard with no record
     interrupted: bool = False
     elapsed_s: float = 0.0
+    stopped: str = ""  # why a runner stopped the sweep (StopSweep), if it did
 
     @property
     def failed(self) -> int:
@@ -391,7 +398,8 @@ def run(items: Sequence[PlanItem], opened: Opened, runner: Callable[[PlanItem], 
     """Run the ``items`` that ``opened`` lacks, appending each record as it
     finishes. ``runner(item) -> record``. A KeyboardInterrupt stops the sweep
     after the record in flight is abandoned; everything finished is on disk
-    and the Outcome says ``interrupted``."""
+    and the Outcome says ``interrupted``. A runner raising :class:`StopSweep`
+    stops it the same way, with its reason in ``stopped``."""
     start = time.monotonic()
     have = {res.identity(r): r for r in opened.done}
     todo = [it for it in items if it.key not in have]
@@ -401,6 +409,7 @@ def run(items: Sequence[PlanItem], opened: Opened, runner: Callable[[PlanItem], 
     shared: dict[tuple[str, str, str], dict] = {}
     runs = 0
     interrupted = False
+    stopped = ""
     with res.Appender(opened.directory / res.RESULTS_FILE) as out:
         try:
             for it in todo:
@@ -423,12 +432,14 @@ def run(items: Sequence[PlanItem], opened: Opened, runner: Callable[[PlanItem], 
                 failures += rec["status"] != "pass"
         except KeyboardInterrupt:
             interrupted = True
+        except StopSweep as e:
+            stopped = str(e)
     if progress:
-        progress(done, failures, "interrupted" if interrupted else "done")
+        progress(done, failures, "interrupted" if interrupted else "stopped" if stopped else "done")
     ordered = [have.get(it.key) or new.get(it.key) for it in items]
     records = [r for r in ordered if r is not None]
     return Outcome(records, len(opened.done), len(new), runs, len(items) - len(records), interrupted,
-                   time.monotonic() - start)
+                   time.monotonic() - start, stopped)
 
 
 def _reuse(rec: Mapping[str, Any], it: PlanItem) -> dict:

@@ -10,7 +10,6 @@ Exit codes: 0 every configuration passed, 1 any FAIL, 2 bad input (a bad
 """
 from __future__ import annotations
 
-import shlex
 import sys
 import time
 from pathlib import Path
@@ -300,17 +299,31 @@ def register(app: typer.Typer) -> None:
         from ..bench.timing import StopRule
 
         stop = StopRule(max_seconds=time_cap)
+
+        def runner(item):
+            # A kernel fault that loses the CUDA context fails every later
+            # item without running it; stop instead of writing those records,
+            # so that --resume (a fresh process, a fresh context) runs them.
+            if dev.lost:
+                raise sw.StopSweep(dev.lost)
+            return run_item(item, dev, seed, stop=stop)
+
         bar = _Bar(len(mine), len(mine) - todo)
         try:
-            outcome = sw.run(mine, opened, lambda it: run_item(it, dev, seed, stop=stop),
-                             share_runs=not dev.is_gpu, progress=bar)
+            outcome = sw.run(mine, opened, runner, share_runs=not dev.is_gpu, progress=bar)
         finally:
             bar.close()
         if outcome.interrupted:
-            again = "--resume" + ("" if out is not None else f" --out {shlex.quote(str(out_dir))}")
             common.err.print(f"leverctl sweep: interrupted with {len(outcome.records)} of {len(mine)} records on "
-                             f"disk in {out_dir}; the same command with {again} runs the rest", markup=False, highlight=False)
+                             f"disk in {out_dir}; the same command with --resume runs the rest",
+                             markup=False, highlight=False)
             raise KeyboardInterrupt
+        if outcome.stopped:
+            # A finding, not bad input: the failing record is on disk.
+            common.err.print(f"leverctl sweep: stopped with {len(outcome.records)} of {len(mine)} records on disk "
+                             f"in {out_dir}: {outcome.stopped}; the same command with --resume runs the rest in "
+                             "a fresh process", markup=False, highlight=False)
+            raise typer.Exit(1)
 
         from ..bench.results import load_results
         from .report import render_results

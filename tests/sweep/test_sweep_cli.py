@@ -215,3 +215,58 @@ def test_suggest_is_refused_up_front_in_the_simulator_and_never_overwrites(fake,
     (tmp_path / "s.toml").write_text("# mine\n")
     code, _, err = cli(["sweep", "--no-env", "--out", tmp_path / "o", "--suggest", tmp_path / "s.toml"], capsys)
     assert code == 2 and "exists" in err and (tmp_path / "s.toml").read_text() == "# mine\n"
+
+
+# ── interruptions ────────────────────────────────────────────────────────────
+
+
+def test_ctrl_c_exits_130_keeps_what_finished_and_says_how_to_resume(monkeypatch, capsys, tmp_path):
+    import leverctl.bench.run as runmod
+
+    calls = fk.install(monkeypatch)
+    real = runmod.run_item
+
+    def interrupted_after_three(item, device, rng_seed=0, *, stop=None):
+        if calls["runs"] == 3:
+            raise KeyboardInterrupt
+        return real(item, device, rng_seed, stop=stop)
+
+    monkeypatch.setattr(runmod, "run_item", interrupted_after_three)
+    out = tmp_path / "o"
+    code, stdout, err = cli(["sweep", "--no-env", "--device", "sim", "--out", out], capsys)
+    assert code == 130 and stdout == ""
+    assert "records on disk" in err and "the same command with --resume runs the rest" in err
+    kept = len(rs.read_jsonl(out / rs.RESULTS_FILE).records)
+    assert kept >= 3
+    monkeypatch.setattr(runmod, "run_item", real)
+    code, stdout, err = cli(["sweep", "--no-env", "--device", "sim", "--out", out, "--resume"], capsys)
+    assert code == 1 and f"{kept} on disk" in err  # resumed; the fake gemm fails
+    assert len(rs.read_jsonl(out / rs.RESULTS_FILE).records) == 20
+
+
+def test_a_lost_gpu_context_stops_the_sweep_instead_of_failing_every_later_item(monkeypatch, capsys, tmp_path):
+    import leverctl.bench.run as runmod
+
+    calls = fk.install(monkeypatch, gpu=True)
+    real = runmod.run_item
+
+    def faulting(item, device, rng_seed=0, *, stop=None):
+        rec = real(item, device, rng_seed, stop=stop)
+        if calls["runs"] == 2:
+            device.lost = "the CUDA context was lost in fake.gemv t64 (CudaAPIError)"
+            rec["status"] = "fail"
+        return rec
+
+    monkeypatch.setattr(runmod, "run_item", faulting)
+    code, _, err = cli(["sweep", "--no-env", "--shapes", "smoke", "--out", tmp_path / "o"], capsys)
+    assert code == 1 and "stopped with 2 of 20 records on disk" in err and "CUDA context was lost" in err
+    assert len(rs.read_jsonl(tmp_path / "o" / rs.RESULTS_FILE).records) == 2
+
+
+def test_report_show_reads_a_bench_document(capsys, tmp_path):
+    doc = {"schema": "leverctl.bench/1", "engine": "atlas", "device": {"kind": "sim", "name": "sim"},
+           "results": [{"kernel": "w4a16.gemv", "variant": "gemv_sw", "levers": {"gemv_sw": True},
+                        "config": "gemv_sw=1", "shape": {"label": "m1"}, "status": "pass", "timing": None}]}
+    (tmp_path / "b.json").write_text(json.dumps(doc))
+    code, out, _ = cli(["report", "show", tmp_path / "b.json"], capsys)
+    assert code == 0 and "1 pass, 0 fail" in out and "w4a16.gemv" in out
