@@ -88,7 +88,8 @@ class _Bar:
 
             self.bar = Progress(TextColumn("{task.description}", style="bold"), BarColumn(),
                                 MofNCompleteColumn(), TextColumn("{task.fields[failures]} failed"),
-                                TimeElapsedColumn(), TextColumn("left"), TimeRemainingColumn(),
+                                TimeElapsedColumn(), TextColumn("elapsed,"), TimeRemainingColumn(),
+                                TextColumn("left"),
                                 console=common.err, transient=True)
             self.bar.start()
             self.task = self.bar.add_task("sweep", total=total, completed=done, failures=0)
