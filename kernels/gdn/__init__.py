@@ -1,1 +1,132 @@
-PATHS = ()
+"""Gated DeltaNet (GDN) kernel paths: chunked prefill, speculative verify,
+multi-sequence decode, and Metrale's conv-fused decode.
+
+==================  =========================  ===================  ==========================
+path                levers (default)           variants             chosen when
+==================  =========================  ===================  ==========================
+gdn.prefill         gdn_regresident (on)       regresident          lever on
+                                               global_state         lever off
+gdn.verify          gdn_wy17 (on),             wy17                 T == 17 and gdn_wy17
+                    gdn_wyn (on)               wyn                  else gdn_wyn
+                                               recurrent            otherwise
+gdn.decode          gdn_batched_fla (off)      batched              lever on
+                                               per_sequence         lever off
+gdn.fused_conv      gdn_fused_conv (off)       fused                lever on, Hv == 2 Hk,
+(Metrale only)                                                      dk == dv == fused_head_dim
+                                               separate             otherwise (note says why)
+==================  =========================  ===================  ==========================
+
+The recurrence, layouts and references are in ``naive``; shapes, inputs and
+traffic in ``spec``; the block/thread tiling every kernel shares in
+``_layout``. Verify and decode are memory-bound on the state (64 KiB per
+value head at d = 128, read and written once per call); prefill is
+compute-bound at model shapes.
+"""
+from __future__ import annotations
+
+from ..common.path import KernelPath, Tolerance, Variant
+from . import (conv_fused, conv_separate, decode_batched, decode_per_sequence, prefill_global_state,
+               prefill_regresident, spec, verify_recurrent, verify_wy17, verify_wyn)
+
+# fp32 kernels against a float64 reference on the same fp16 inputs. Prefill
+# accumulates over thousands of tokens and chunk-sized solves: more room.
+TOKEN_TOL = Tolerance(rel=5e-4, abs=5e-3)
+PREFILL_TOL = Tolerance(rel=1e-3, abs=1e-2)
+
+_STATE_NOTE = ("Qwen3-Next (Hv = 32, dk = dv = 128): 2 MiB of fp32 state per sequence and layer; "
+               "one verify call reads and writes it once (4 MiB), T single-token steps would move "
+               "T times that (17 tokens: 68 MiB).")
+
+PREFILL = KernelPath(
+    name="gdn.prefill",
+    family="gdn",
+    summary="chunked GDN prefill (WY form), carried state in and out",
+    levers=("gdn_regresident",),
+    lever_defaults={"gdn_regresident": True},
+    variants={
+        "regresident": Variant(prefill_regresident.NAME, prefill_regresident.SUMMARY,
+                               prefill_regresident.build),
+        "global_state": Variant(prefill_global_state.NAME, prefill_global_state.SUMMARY,
+                                prefill_global_state.build, traffic=spec.prefill_global_traffic),
+    },
+    select=spec.select_prefill,
+    shapes=spec.prefill_shapes,
+    make_inputs=spec.token_inputs,
+    outputs=spec.token_outputs,
+    reference=spec.token_reference,
+    traffic=spec.prefill_traffic,
+    tolerance=PREFILL_TOL,
+    notes="Compute-bound at model shapes (fp32 CUDA cores). global_state adds one state "
+          "read+write per extra chunk.",
+)
+
+VERIFY = KernelPath(
+    name="gdn.verify",
+    family="gdn",
+    summary="speculative verify: T tokens against one carried state",
+    levers=("gdn_wy17", "gdn_wyn"),
+    lever_defaults={"gdn_wy17": True, "gdn_wyn": True},
+    variants={
+        "wy17": Variant(verify_wy17.NAME, verify_wy17.SUMMARY, verify_wy17.build,
+                        traffic=spec.verify_wy17_traffic),
+        "wyn": Variant(verify_wyn.NAME, verify_wyn.SUMMARY, verify_wyn.build),
+        "recurrent": Variant(verify_recurrent.NAME, verify_recurrent.SUMMARY, verify_recurrent.build,
+                             traffic=spec.verify_recurrent_traffic),
+    },
+    select=spec.select_verify,
+    shapes=spec.verify_shapes,
+    make_inputs=spec.token_inputs,
+    outputs=spec.token_outputs,
+    reference=spec.token_reference,
+    traffic=spec.verify_traffic,
+    tolerance=TOKEN_TOL,
+    notes="Memory-bound on the state. " + _STATE_NOTE,
+    extra={"state_traffic": spec.verify_state_traffic},
+)
+
+DECODE = KernelPath(
+    name="gdn.decode",
+    family="gdn",
+    summary="multi-sequence single-token decode over a state pool indexed by slot",
+    levers=("gdn_batched_fla",),
+    lever_defaults={"gdn_batched_fla": False},
+    variants={
+        "batched": Variant(decode_batched.NAME, decode_batched.SUMMARY, decode_batched.build),
+        "per_sequence": Variant(decode_per_sequence.NAME, decode_per_sequence.SUMMARY,
+                                decode_per_sequence.build),
+    },
+    select=spec.select_decode,
+    shapes=spec.decode_shapes,
+    make_inputs=spec.decode_inputs,
+    outputs=spec.decode_outputs,
+    reference=spec.decode_reference,
+    traffic=spec.decode_traffic,
+    tolerance=TOKEN_TOL,
+    notes="Memory-bound: each sequence's state (64 KiB per head at d = 128) read and written once.",
+)
+
+FUSED_CONV = KernelPath(
+    name="gdn.fused_conv",
+    family="gdn",
+    summary="decode conv1d+SiLU, GDN step and gated RMSNorm: fused vs separate kernels",
+    levers=("gdn_fused_conv",),
+    lever_defaults={"gdn_fused_conv": False},
+    variants={
+        "fused": Variant(conv_fused.NAME, conv_fused.SUMMARY, conv_fused.build),
+        "separate": Variant(conv_separate.NAME, conv_separate.SUMMARY, conv_separate.build,
+                            traffic=spec.fused_conv_separate_traffic),
+    },
+    select=spec.select_fused_conv,
+    shapes=spec.fused_conv_shapes,
+    make_inputs=spec.fused_conv_inputs,
+    outputs=spec.fused_conv_outputs,
+    reference=spec.fused_conv_reference,
+    traffic=spec.fused_conv_traffic,
+    tolerance=TOKEN_TOL,
+    engines=("metrale",),
+    notes="Memory-bound on the state. The fused kernel needs Hv == 2*Hk and dk == dv == "
+          "fused_head_dim (128 at model shapes; smoke shapes lower it to their own head dim).",
+    extra={"fused_head_dim": conv_fused.DEFAULT_FUSED_HEAD_DIM},
+)
+
+PATHS = (PREFILL, VERIFY, DECODE, FUSED_CONV)

@@ -39,11 +39,12 @@ def make_verify_recurrent(T: int, DK: int, DV: int):
     """Compile the token-by-token verify for ``T`` tokens at ``DK x DV``."""
     tile = tile_for(DK, DV)
     BV, KS, NT, NSL, R = tile.bv, tile.ksplit, tile.threads, tile.slices, tile.rows
-    load, store, partials, finish = make_step(DK, BV, KS)
+    offset, load, store, partials, finish = make_step(DK, DV, BV, KS)
 
     @cuda.jit
     def gdn_verify_recurrent(q, k, v, g, beta, state, o):
-        group = v.shape[1] // q.shape[1]
+        hv = v.shape[1]
+        group = hv // q.shape[1]
         bid = cuda.blockIdx.x
         h = bid // NSL
         v0 = (bid - h * NSL) * BV
@@ -71,8 +72,8 @@ def make_verify_recurrent(T: int, DK: int, DV: int):
         for t in range(tid, T, NT):
             gb[0, t] = g[t, h]
             gb[1, t] = beta[t, h]
-        S2 = state[h]
-        load(Sr, S2, p, v0 + j)
+        o0 = offset(0, h, hv, p, v0 + j)  # state viewed flat: [Hv * dk * dv]
+        load(Sr, state, o0)
         cuda.syncthreads()
 
         for t in range(T):
@@ -82,7 +83,7 @@ def make_verify_recurrent(T: int, DK: int, DV: int):
             oj = finish(Sr, ks[t], p, j, red[par], nrm[par], vs[t, j], gb[0, t], gb[1, t])
             if p == 0:
                 o[t, h, v0 + j] = oj
-        store(Sr, S2, p, v0 + j)
+        store(Sr, state, o0)
 
     return gdn_verify_recurrent
 
@@ -95,6 +96,7 @@ def build(shape):
     kern = make_verify_recurrent(T, dk, dv)
 
     def launch(b):
-        kern[grid, nt](b["q"], b["k"], b["v"], b["g"], b["beta"], b["state"], b["o"])
+        st = b["state"]
+        kern[grid, nt](b["q"], b["k"], b["v"], b["g"], b["beta"], st.reshape(st.size), b["o"])
 
     return launch

@@ -38,7 +38,7 @@ def make_verify_wy17(DK: int, DV: int):
     tile = tile_for(DK, DV)
     BV, KS, NT, NSL, R = tile.bv, tile.ksplit, tile.threads, tile.slices, tile.rows
     chunk = make_chunk(WY, DK, BV, NT, True)
-    load, store, partials, finish = make_step(DK, BV, KS)
+    _, _, _, partials, finish = make_step(DK, DV, BV, KS)
     LAST = TOKENS - 1
 
     @cuda.jit
@@ -69,11 +69,13 @@ def make_verify_wy17(DK: int, DV: int):
             Ssh[d, e - d * BV] = S2[d, v0 + e - d * BV]
         chunk(q, k, v, g, beta, S2, Ssh, o, M, D, Gs, Bs, Rk, Rq, Ek, h, hk, v0, 0, WY, tid)
         # chunk() ended on a barrier: Ssh holds the state after token 15.
-        load(Sr, Ssh, p, j)
+        for r in range(R):
+            Sr[r] = Ssh[p * R + r, j]
         partials(Sr, q[LAST, hk], k[LAST, hk], p, j, red, nrm)
         cuda.syncthreads()
         oj = finish(Sr, k[LAST, hk], p, j, red, nrm, v[LAST, h, v0 + j], g[LAST, h], beta[LAST, h])
-        store(Sr, S2, p, v0 + j)
+        for r in range(R):
+            S2[p * R + r, v0 + j] = Sr[r]
         if p == 0:
             o[LAST, h, v0 + j] = oj
 
