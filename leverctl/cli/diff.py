@@ -19,7 +19,7 @@ import typer
 from ..errors import UserError
 from . import common
 from .common import CatalogOpt, EngineOpt
-from .show import warn, write
+from .show import robust_output, warn, write
 
 SIDE_HELP = ("a recipe file (or recipes/ name), env, env:FILE, defaults, "
              "or a JSON written by show --format json or bench")
@@ -145,7 +145,7 @@ def _values(side: Side, catalog, max_batch_size: int | None) -> dict[str, tuple[
             from ..levers.present import suggestion
 
             near = suggestion(f, catalog.fields)
-            warn(f"{where}: field {f} is not a {catalog.title} lever"
+            warn(f"{where}: field {f} is not a known {catalog.title} lever"
                  f"{f' (did you mean {near}?)' if near else ''}; ignored")
         for f, lv in catalog.levers.items():
             entry = levers.get(f)
@@ -164,7 +164,7 @@ def _values(side: Side, catalog, max_batch_size: int | None) -> dict[str, tuple[
     res = resolve(catalog, recipe=side.recipe, env=side.env or {}, max_batch_size=max_batch_size)
     label = {"env": "env", "env-file": f"env-file {side.path}"}.get(side.kind, side.kind)
     for s in res.ignored:
-        warn(f"{side.spec}: {s.var} is not a {catalog.title} lever variable; ignored")
+        warn(f"{side.spec}: {s.var} is not a known {catalog.title} lever variable; ignored")
     out = {}
     for f, r in res.levers.items():
         p = r.provenance
@@ -215,6 +215,7 @@ def register(app: typer.Typer) -> None:
         from ..levers import load_catalog
         from ..levers.present import infer_engine
 
+        robust_output()
         sides = [_read_side(a), _read_side(b)]
         engines = {s.engine for s in sides if s.engine}
         if catalog is not None:

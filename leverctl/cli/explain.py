@@ -16,7 +16,7 @@ import typer
 from ..errors import UserError
 from . import common
 from .common import CatalogOpt, EngineOpt
-from .show import write
+from .show import robust_output, write
 
 
 class Format(str, enum.Enum):
@@ -118,6 +118,7 @@ def register(app: typer.Typer) -> None:
         from ..levers.explain import explain as build, find
         from ..levers.sources import read_process_env
 
+        robust_output()
         asked_value = None
         key = name
         if "=" in name:

@@ -10,7 +10,7 @@ import typer
 from . import common
 from .common import (CatalogOpt, EngineOpt, EnvFileOpt, MaxBatchOpt, NoEnvOpt, RecipeOpt, SetOpt,
                      UnsetOpt)
-from .show import resolve_setup, write
+from .show import resolve_setup, robust_output, write
 
 EXIT_CODES = """Exit codes (for CI):
 0 no finding at or above the failing severity (error; with --strict, warning);
@@ -56,6 +56,7 @@ def register(app: typer.Typer) -> None:
 
         from ..levers.lint import counts, exit_code, lint as run
 
+        robust_output()
         st = common.setup(engine, catalog, recipe, set_, unset, env_file, max_batch_size, no_env)
         r = resolve_setup(st, strict=False, quiet=True)
         findings = run(r.res, r.env_where)

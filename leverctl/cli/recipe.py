@@ -14,7 +14,7 @@ from ..errors import UserError
 from . import common
 from .common import (CatalogOpt, EngineOpt, EnvFileOpt, MaxBatchOpt, NoEnvOpt, RecipeOpt, SetOpt,
                      UnsetOpt)
-from .show import _freeze_header, resolve_setup, warn, write
+from .show import _freeze_header, resolve_setup, robust_output, warn, write
 
 recipe_app = typer.Typer(
     name="recipe",
@@ -89,6 +89,7 @@ def freeze(
     """
     from ..levers.freeze import dumps, freeze as build
 
+    robust_output()
     st = common.setup(engine, catalog, recipe, set_, unset, env_file, max_batch_size, no_env)
     r = resolve_setup(st)
     frozen = build(r.res, r.recipe)
@@ -120,6 +121,7 @@ def env(
     from ..levers import load_catalog, load_recipe
     from ..levers.freeze import shell_lines
 
+    robust_output()
     rec = load_recipe(common.find_recipe(recipe))
     cat = load_catalog(path=catalog) if catalog is not None else common.recipe_catalog(rec)
     if catalog is not None and rec.engine != cat.engine:

@@ -33,6 +33,16 @@ def warn(msg: str) -> None:
     print(f"leverctl: warning: {safe(msg)}", file=sys.stderr)
 
 
+def robust_output() -> None:
+    """Never die on a character the terminal's encoding lacks (an ASCII
+    locale, a non-UTF-8 value): escape it instead. Called by every lever command."""
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.reconfigure(errors="backslashreplace")
+        except (AttributeError, ValueError, OSError):
+            pass
+
+
 def write(text: str) -> None:
     """Data to stdout, surviving a terminal that cannot encode it."""
     try:
@@ -95,7 +105,7 @@ def warn_inputs(r: Resolved) -> None:
     for s in res.ignored:
         near = suggestion(s.var, cat.variables())
         hint = f" (did you mean {near}?)" if near else ""
-        warn(f"{where_of(res, s.var, r.env_where)}: {s.var} is not a {cat.title} lever variable{hint}; ignored")
+        warn(f"{where_of(res, s.var, r.env_where)}: {s.var} is not a known {cat.title} lever variable{hint}; ignored")
     by_var = cat.by_var()
     for var, s in res.variables.items():
         if s.raw is not None and utf8(s.raw) is None and var in by_var:
@@ -212,6 +222,7 @@ def register(app: typer.Typer) -> None:
         --env-file resolves as though that file's KEY=VALUE lines were the whole
         environment, as pasted from a bug report.
         """
+        robust_output()
         st = common.setup(engine, catalog, recipe, set_, unset, env_file, max_batch_size, no_env)
         r = resolve_setup(st)
         if fmt is Format.json:
@@ -224,4 +235,4 @@ def register(app: typer.Typer) -> None:
             render_table(r, only_changed)
 
 
-__all__ = ["register", "resolve_setup", "warn", "write", "UserError"]
+__all__ = ["register", "resolve_setup", "robust_output", "warn", "write", "UserError"]

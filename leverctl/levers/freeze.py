@@ -18,6 +18,7 @@ from typing import Any, Mapping
 from .catalog import Catalog
 from .intent import reads_presence
 from .recipes import Recipe
+from .present import printable
 from .resolve import Raw, Resolution, show_raw, utf8
 
 SHELL_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
@@ -54,10 +55,10 @@ def lever_strings(catalog: Catalog, variables: Mapping[str, Any]) -> tuple[dict[
                 out[var] = text
             elif reads_presence(lv, var):
                 out[var] = ""
-                notes.append(f"{var}={show_raw(raw)} is not valid UTF-8; written as \"\" "
+                notes.append(f"{var}={printable(show_raw(raw) or '')} is not valid UTF-8; written as \"\" "
                              f"(read by presence, so it stays set)")
             else:
-                notes.append(f"{var}={show_raw(raw)} is not valid UTF-8; left unset "
+                notes.append(f"{var}={printable(show_raw(raw) or '')} is not valid UTF-8; left unset "
                              f"(the engine reads it as unset)")
     return out, notes
 

@@ -85,14 +85,16 @@ def state(value: Any) -> str:
 def assignment(var: str, raw: Raw | None) -> str:
     """``VAR=value`` as a person would type it, quoted when the value has
     whitespace or is empty, so the trap is visible."""
+    from .present import printable
+
     if raw is None:
         return f"{var} unset"
     text = utf8(raw)
     if text is None:
-        return f"{var}={show_raw(raw)} (not UTF-8)"
+        return f"{var}={printable(show_raw(raw) or '')} (not UTF-8)"
     if text == "" or text != text.strip() or any(c.isspace() for c in text):
-        return f'{var}="{text}"'
-    return f"{var}={text}"
+        return f'{var}="{printable(text)}"'
+    return f"{var}={printable(text)}"
 
 
 def _lenient_count(text: str) -> int | None:

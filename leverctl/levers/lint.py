@@ -17,7 +17,7 @@ from dataclasses import asdict, dataclass
 from typing import Any, Callable
 
 from .intent import is_drafter_prefill_only, judge, state
-from .present import safe, suggestion, where_of
+from .present import printable, safe, suggestion, where_of
 from .resolve import Resolution, show_raw
 
 SEVERITIES = ("error", "warning", "info")
@@ -60,7 +60,7 @@ def lint(res: Resolution, env_where: Callable[[str], str] | None = None) -> list
         near = suggestion(s.var, known)
         if near:
             add("error", "unknown-variable",
-                f"{s.var} is not a {cat.title} lever variable (did you mean {near}?); the engine ignores it",
+                f"{s.var} is not a known {cat.title} lever variable (did you mean {near}?); the engine ignores it",
                 s.var)
         else:
             add("warning", "unknown-variable",
@@ -151,7 +151,7 @@ def _how(res: Resolution, field: str) -> str:
     r = res.levers[field]
     p = r.provenance
     if p.var and p.raw is not None:
-        return f"{p.var}={show_raw(p.raw)}"
+        return f"{p.var}={printable(show_raw(p.raw) or '')}"
     if p.var:
         return f"{p.var} unset"
     return p.source

@@ -17,12 +17,19 @@ from .resolve import Provenance, Raw, Resolution, show_raw, utf8
 
 
 def safe(text: str) -> str:
-    """``text`` with anything that cannot be encoded as UTF-8 escaped."""
+    """``text`` with anything that cannot be encoded as UTF-8, and every
+    control character, escaped: fit for one line of a terminal or a log."""
     try:
         text.encode("utf-8")
-        return text
     except UnicodeEncodeError:
-        return text.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+        text = text.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+    return printable(text)
+
+
+def printable(text: str) -> str:
+    """``text`` with control characters (C0, DEL, C1) escaped, so a value
+    cannot move a terminal's cursor or change its colours."""
+    return "".join(f"\\x{ord(c):02x}" if ord(c) < 0x20 or 0x7F <= ord(c) <= 0x9F else c for c in text)
 
 
 def raw_display(raw: Raw | None) -> str:
@@ -32,8 +39,8 @@ def raw_display(raw: Raw | None) -> str:
         return "unset"
     text = utf8(raw)
     if text is None:
-        return f"<not UTF-8: {show_raw(raw)}>"
-    return json.dumps(text, ensure_ascii=False)
+        return f"<not UTF-8: {printable(show_raw(raw) or '')}>"
+    return printable(json.dumps(text, ensure_ascii=False))
 
 
 def value_text(value: Any) -> str:
