@@ -1,0 +1,82 @@
+"""`leverctl explain NAME`."""
+from __future__ import annotations
+
+import json
+import os
+
+from cli_helpers import assert_one_line_error
+
+
+def test_explaining_an_opt_out_spells_out_that_false_keeps_it_on(cli):
+    r = cli("explain", "ATLAS_GDN_WY17")
+    assert r.code == 0, r.err
+    out = r.out
+    assert "gdn_wy17" in out and "(Atlas, SSM / GDN recurrence)" in out
+    assert "Rule: opt-out: on unless the exact string 0" in out
+    assert "Default: on" in out
+    assert "Steers: gdn.verify" in out
+    assert "ATLAS_GDN_WY17=false is ignored and keeps it on" in out
+    assert "What each kind of value does" in out
+
+
+def test_explaining_a_presence_lever_spells_out_that_zero_turns_it_on(cli):
+    r = cli("explain", "bf16_tc_proj")
+    assert "ATLAS_BF16_TC_PROJ=0 turns it on" in r.out
+
+
+def test_explaining_the_k4_diagnostic_spells_out_that_true_is_ignored(cli):
+    r = cli("explain", "k4_diag", "--engine", "atlas")
+    assert "ATLAS_K4_DIAG=true is ignored and keeps it off" in r.out
+    assert "Diagnostic: yes" in r.out
+
+
+def test_a_name_with_a_value_reports_what_that_exact_spelling_does(cli):
+    r = cli("explain", "ATLAS_K4_DIAG=true")
+    assert "ATLAS_K4_DIAG=true: off" in r.out
+    assert "trap: ATLAS_K4_DIAG=true is ignored" in r.out
+
+
+def test_a_metrale_variable_finds_the_metrale_lever_and_its_dependencies(cli):
+    r = cli("explain", "METRALE_HOLO_MOE_GROUPED_DOWN")
+    assert "(Metrale, MoE)" in r.out
+    assert "Needs: moe_grouped_cutlass on" in r.out
+
+
+def test_a_field_both_engines_have_defaults_to_atlas_and_says_metrale_has_one_too(cli):
+    r = cli("explain", "gdn_wy17")
+    assert "(Atlas," in r.out and "Also a lever of metrale" in r.out
+    assert "(Metrale," in cli("explain", "gdn_wy17", "-e", "metrale").out
+
+
+def test_the_current_environment_setting_is_shown(cli, monkeypatch):
+    monkeypatch.setenv("ATLAS_GDN_WY17", "false")
+    assert "In this environment: ATLAS_GDN_WY17=false -> on" in cli("explain", "gdn_wy17").out
+
+
+def test_a_current_value_that_is_not_utf8_is_shown_without_crashing(cli, monkeypatch):
+    monkeypatch.setitem(os.environb, b"ATLAS_BF16_TC_PROJ", b"\xff")
+    r = cli("explain", "ATLAS_BF16_TC_PROJ")
+    assert r.code == 0
+    assert "(not UTF-8) -> on" in r.out
+
+
+def test_json_output_carries_rule_values_traps_default_and_steers(cli):
+    doc = json.loads(cli("explain", "gemv_sw", "-f", "json").out)
+    assert doc["field"] == "gemv_sw" and doc["kind"] == "kill_switch" and doc["default"] == "on"
+    assert doc["steers"] == ["w4a16.gemv", "w4a16.gemv_dual", "w4a16.ffn_decode"]
+    assert any("ATLAS_NO_GEMV_SW=true" in t for t in doc["traps"])
+
+
+def test_the_config_lever_explains_itself_and_refuses_a_value(cli):
+    r = cli("explain", "max_decode_seqs")
+    assert r.code == 0 and "never from the environment" in r.out
+    assert_one_line_error(cli("explain", "max_decode_seqs=4"), "reads no variable")
+
+
+def test_a_near_miss_is_bad_input_with_a_suggestion(cli):
+    assert_one_line_error(cli("explain", "ATLAS_GDN_WY71"), "did you mean ATLAS_GDN_WY17?")
+    assert_one_line_error(cli("explain", "gdn_wy71", "-e", "metrale"), "no Metrale lever", "gdn_wy17")
+
+
+def test_an_unknown_engine_is_bad_input(cli):
+    assert_one_line_error(cli("explain", "gdn_wy17", "-e", "atlsa"), "unknown engine", "did you mean atlas?")
