@@ -1,0 +1,85 @@
+"""leverctl as a real process: bytes in the environment, exit codes, and that the
+lever commands never import numba or numpy."""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+from cli_helpers import RECIPES
+
+
+def _env(**extra: bytes) -> dict[bytes, bytes]:
+    env = {k: v for k, v in os.environb.items() if not k.startswith((b"ATLAS_", b"METRALE_", b"TQ_PLUS_"))}
+    env.pop(b"NUMBA_ENABLE_CUDASIM", None)
+    env.update({k.encode(): v for k, v in extra.items()})
+    return env
+
+
+def test_a_real_non_utf8_environment_value_is_unset_to_value_rules_and_set_to_presence_rules(leverctl_exe):
+    env = _env(METRALE_GDN_WY17=b"0\xff", METRALE_FFN_MMQ=b"\xfe\xff", METRALE_NO_SSD=b"\x80")
+    p = subprocess.run([leverctl_exe, "show", "-f", "json"], env=env, capture_output=True, timeout=60)
+    assert p.returncode == 0, p.stderr
+    lv = json.loads(p.stdout)["levers"]
+    assert json.loads(p.stdout)["engine"] == "metrale"
+    assert lv["gdn_wy17"]["value"] is True
+    assert lv["ffn_mmq"]["value"] is True
+    assert lv["ssd"]["value"] is False
+    assert lv["gdn_wy17"]["raw"] == "0\\xff" and lv["gdn_wy17"]["raw_valid_utf8"] is False
+    assert p.stderr.count(b"not valid UTF-8") == 3
+    assert b"Traceback" not in p.stderr
+
+
+@pytest.mark.parametrize("argv", [["show"], ["show", "-f", "toml"], ["show", "-f", "env"], ["lint"],
+                                  ["recipe", "freeze"], ["diff", "env", "defaults"],
+                                  ["explain", "ATLAS_BF16_TC_PROJ"]])
+def test_every_command_survives_a_real_non_utf8_value_in_an_ascii_locale(leverctl_exe, argv):
+    env = _env(ATLAS_BF16_TC_PROJ=b"\xff", ATLAS_GDN_WY17=b"\xc3(", LC_ALL=b"C", LANG=b"C",
+               PYTHONIOENCODING=b"ascii")
+    p = subprocess.run([leverctl_exe, *argv], env=env, capture_output=True, timeout=60)
+    assert p.returncode in (0, 1), p.stderr
+    assert b"Traceback" not in p.stderr
+
+
+def test_exit_codes_as_a_shell_sees_them(leverctl_exe):
+    env = _env()
+    run = lambda *a: subprocess.run([leverctl_exe, *map(str, a)], env=env, capture_output=True, timeout=60)
+    assert run("diff", RECIPES / "atlas-defaults.toml", RECIPES / "atlas-defaults.toml").returncode == 0
+    assert run("diff", RECIPES / "atlas-defaults.toml", RECIPES / "qwen3-next-80b-a3b.toml").returncode == 1
+    assert run("lint", "--set", "ATLAS_K4_DIAG=true").returncode == 1
+    bad = run("show", "--set", "ATLAS_K4_DIAG")
+    assert bad.returncode == 2
+    assert bad.stderr.decode().strip().count("\n") == 0 and b"Traceback" not in bad.stderr
+
+
+def test_a_closed_pipe_is_not_an_error(leverctl_exe):
+    p = subprocess.run(f'"{leverctl_exe}" show -e metrale | head -n 1', shell=True, env=_env(),
+                       capture_output=True, timeout=60)
+    assert b"Traceback" not in p.stderr and b"BrokenPipe" not in p.stderr
+
+
+CHECK_IMPORTS = """
+import sys
+from leverctl.cli.app import main
+try:
+    main(sys.argv[1:])
+except SystemExit:
+    pass
+heavy = sorted(m for m in sys.modules if m.split('.')[0] in ('numba', 'numpy', 'llvmlite', 'numba_cuda'))
+sys.stderr.write('HEAVY=' + ','.join(heavy) + '\\n')
+"""
+
+
+@pytest.mark.parametrize("argv", [
+    ["show", "--no-env"], ["show", "-f", "json", "-r", str(RECIPES / "qwen3-8b.toml")],
+    ["diff", str(RECIPES / "atlas-defaults.toml"), str(RECIPES / "qwen3-next-80b-a3b.toml")],
+    ["explain", "ATLAS_GDN_WY17"], ["lint", "--strict"], ["env", str(RECIPES / "qwen3-8b.toml")],
+    ["recipe", "freeze", "--no-env"],
+])
+def test_the_lever_commands_never_import_numba_or_numpy(argv):
+    p = subprocess.run([sys.executable, "-c", CHECK_IMPORTS, *argv], env=_env(), capture_output=True,
+                       text=True, timeout=60)
+    heavy = [line for line in p.stderr.splitlines() if line.startswith("HEAVY=")]
+    assert heavy == ["HEAVY="], p.stderr[-2000:]
