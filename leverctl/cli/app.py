@@ -60,7 +60,8 @@ def _one_line(e: BaseException) -> str:
         return e.line()
     if isinstance(e, UsageError):
         cmd = e.ctx.command_path if e.ctx is not None else "leverctl"
-        return f"{cmd}: {e.format_message()}"
+        msg = e.format_message()
+        return f"{cmd}: {msg}" if msg else ""  # no arguments: the help was the message
     if isinstance(e, (KeyboardInterrupt, typer.Abort)):
         return "interrupted"
     return str(e)
@@ -78,7 +79,9 @@ def main(argv: list[str] | None = None) -> None:
                 if exc_type is BrokenPipeError:
                     sys.stderr.close()
                     sys.exit(0)
-                print(f"leverctl: {_one_line(e)}", file=sys.stderr)
+                line = _one_line(e)
+                if line:
+                    print(f"leverctl: {line}", file=sys.stderr)
                 sys.exit(exit_code)
         raise
     sys.exit(code if isinstance(code, int) else 0)
