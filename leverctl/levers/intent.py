@@ -139,11 +139,11 @@ def judge(lever: Lever, var: str, raw: Raw | None) -> Surprise | None:
     if text is None:
         if reads_presence(lever, var):
             return Surprise("warning", "not-utf8",
-                            f"{shown}: not valid UTF-8; this variable counts by presence, "
+                            f"{shown}: this variable counts by presence, "
                             f"so it is set and {field} is {state(got)}", got)
         return Surprise("error", "not-utf8",
-                        f"{shown}: not valid UTF-8, so the engine reads it as unset "
-                        f"and {field} stays {state(got)}", got)
+                        f"{shown}: the engine reads a value that is not valid UTF-8 as unset, "
+                        f"so {field} stays {state(got)}", got)
 
     if lever.kind in COUNT_KINDS:
         return _judge_count(lever, var, text, got, shown)

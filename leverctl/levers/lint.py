@@ -52,7 +52,7 @@ def lint(res: Resolution, env_where: Callable[[str], str] | None = None) -> list
     def add(sev: str, code: str, msg: str, var: str | None = None, field: str | None = None,
             where: str | None = None) -> None:
         w = where or (where_of(res, var, env_where) if var else (res.recipe or "levers"))
-        found.append(Finding(sev, code, safe(msg), safe(w), var, field))
+        found.append(Finding(sev, code, safe(msg), safe(w), safe(var) if var else None, field))
 
     # Unknown variables: a prefixed variable no lever reads (or any unknown
     # variable a recipe sets). A near match is almost certainly a typo.
