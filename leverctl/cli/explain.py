@@ -130,7 +130,7 @@ def register(app: typer.Typer) -> None:
         asked = None
         if asked_value is not None:
             if not lv.vars:
-                raise UserError(f"{lv.field} reads no variable ({lv.summary.lower()}); "
+                raise UserError(f"{lv.field} reads no variable ({lv.summary[:1].lower() + lv.summary[1:]}); "
                                 "it cannot be given a value")
             var = key if key in lv.vars else next(
                 (v for v in lv.vars if v.upper() in (key.upper(), (cat.prefix + key).upper())), lv.vars[0])

@@ -133,7 +133,7 @@ def lint(res: Resolution, env_where: Callable[[str], str] | None = None) -> list
         if lv.diagnostic and r.value != lv.default and _on(r.value):
             note = f" {lv.notes}" if lv.notes else ""
             add("warning", "diagnostic-on",
-                f"diagnostic lever {lv.field} is {state(r.value)} ({lv.summary.lower()}).{note}",
+                f"diagnostic lever {lv.field} is {state(r.value)} ({lv.summary[:1].lower() + lv.summary[1:]}).{note}",
                 r.provenance.var, lv.field)
         if lv.kind == "drafter" and is_drafter_prefill_only(r.value):
             add("warning", "drafter-prefill-only",
