@@ -240,5 +240,6 @@ def summary_line(c: Comparison) -> str:
         extra.append(f"{len(c.only_new)} only in NEW")
     tail = f"; {', '.join(extra)}" if extra else ""
     gate = "REGRESSED" if c.gated else "no regression"
-    return f"{gate}: {counts}{tail} (threshold {c.threshold:g} %)"
+    basis = f"threshold {c.threshold:g} %" if c.timed else "statuses only: no timings"
+    return f"{gate}: {counts}{tail} ({basis})"
 
