@@ -53,7 +53,7 @@ def test_the_oracle_and_the_catalog_describe_the_same_fields_and_variables(engin
 
 
 @pytest.mark.parametrize("engine", sorted(ENGINES))
-@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(data=st.data())
 def test_random_environments_resolve_as_the_engines_rules_say(engine, data):
     env = data.draw(environments(engine))
@@ -61,7 +61,7 @@ def test_random_environments_resolve_as_the_engines_rules_say(engine, data):
 
 
 @pytest.mark.parametrize("engine", sorted(ENGINES))
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=100, deadline=None)
 @given(data=st.data())
 def test_set_beats_the_environment_which_beats_the_recipe_and_unset_removes(engine, data, tmp_path_factory):
     from leverctl.levers.recipes import load_recipe
