@@ -80,7 +80,7 @@ VERIFY = KernelPath(
     reference=spec.token_reference,
     traffic=spec.verify_traffic,
     tolerance=TOKEN_TOL,
-    notes="Memory-bound on the state. " + _STATE_NOTE,
+    notes="Bandwidth-bound on the state (the fp32 arithmetic catches up around T = 17). " + _STATE_NOTE,
     extra={"state_traffic": spec.verify_state_traffic},
 )
 
