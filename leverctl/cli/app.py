@@ -68,6 +68,9 @@ def _one_line(e: BaseException) -> str:
 
 
 def main(argv: list[str] | None = None) -> None:
+    from . import common
+
+    common.BAD_INPUT.clear()
     cmd = typer.main.get_command(app)
     try:
         code = cmd.main(args=argv, prog_name="leverctl", standalone_mode=False)
@@ -84,4 +87,7 @@ def main(argv: list[str] | None = None) -> None:
                     print(f"leverctl: {line}", file=sys.stderr)
                 sys.exit(exit_code)
         raise
-    sys.exit(code if isinstance(code, int) else 0)
+    code = code if isinstance(code, int) else 0
+    if common.BAD_INPUT and code in (0, 1):
+        code = 2  # the command finished, but its input was bad (already said on stderr)
+    sys.exit(code)

@@ -79,17 +79,9 @@ class Setup:
             return read_env_file(self.env_file)
         return {} if self.no_env else read_process_env()
 
-    def resolve(self, *, strict: bool = True):
-        """The resolution these options describe. ``strict`` refuses unknown
-        variables in the recipe and in --set (lint reports them instead)."""
-        from ..levers import parse_assignment, resolve
-
-        catalog, recipe = self.load()
-        sets = [parse_assignment(s) for s in self.sets]
-        if strict:
-            check_known(catalog, recipe, sets, self.unsets)
-        return resolve(catalog, recipe=recipe, env=self.environment(), sets=sets,
-                       unsets=list(self.unsets), max_batch_size=self.max_batch_size)
+    def resolve(self, *, strict: bool = True, quiet: bool = False):
+        """The resolution these options describe (see :func:`resolve_setup`)."""
+        return resolve_setup(self, strict=strict, quiet=quiet).res
 
 
 def recipe_catalog(recipe):
@@ -137,3 +129,118 @@ def setup(engine=None, catalog=None, recipe=None, sets=None, unsets=None, env_fi
           max_batch_size=None, no_env=False) -> Setup:
     return Setup(engine, catalog, recipe, list(sets or []), list(unsets or []), env_file,
                  max_batch_size, no_env)
+
+
+# ── resolving the shared options, as every command does ─────────────────────
+
+# Bad input noticed while a command could still do its work (a lever value
+# that is not UTF-8): the command finishes, so its output shows how the engine
+# reads the value, and then exits 2. Cleared by app.main for every run.
+BAD_INPUT: list[str] = []
+
+
+def bad_input(msg: str) -> None:
+    """One stderr line now; exit code 2 once the command has finished."""
+    from ..levers.present import safe
+
+    BAD_INPUT.append(msg)
+    print(f"leverctl: {safe(msg)}", file=sys.stderr)
+
+
+def warn(msg: str) -> None:
+    """One diagnostic line on stderr (never Rich markup: values are user data)."""
+    from ..levers.present import safe
+
+    print(f"leverctl: warning: {safe(msg)}", file=sys.stderr)
+
+
+def robust_output() -> None:
+    """Never die on a character the terminal's encoding lacks (an ASCII
+    locale, a non-UTF-8 value): escape it instead. Called by every lever command."""
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.reconfigure(errors="backslashreplace")
+        except (AttributeError, ValueError, OSError):
+            pass
+
+
+def write(text: str) -> None:
+    """Data to stdout, surviving a terminal that cannot encode it."""
+    try:
+        sys.stdout.write(text)
+    except UnicodeEncodeError:
+        sys.stdout.flush()
+        sys.stdout.buffer.write(text.encode("utf-8", "backslashreplace"))
+    sys.stdout.flush()
+
+
+class Resolved:
+    """A resolution with what the commands need around it."""
+
+    def __init__(self, res, recipe, env_where, env_label: str, inferred: str | None):
+        self.res = res
+        self.recipe = recipe
+        self.env_where = env_where
+        self.env_label = env_label
+        self.inferred = inferred
+
+
+def resolve_setup(st: Setup, *, strict: bool = True, quiet: bool = False) -> Resolved:
+    """Resolve the shared options. When neither engine, catalog nor recipe is
+    given, the engine is the one whose variables the environment sets (so a
+    pasted Metrale bug report shows Metrale), else Atlas."""
+    from ..levers import parse_assignment, resolve
+    from ..levers.present import env_line_finder, infer_engine
+
+    env = st.environment()
+    inferred = None
+    if st.engine is None and st.catalog is None and st.recipe is None:
+        inferred = infer_engine(env)
+        st.engine = inferred
+    catalog, recipe = st.load()
+    sets = [parse_assignment(s) for s in st.sets]
+    if strict:
+        check_known(catalog, recipe, sets, st.unsets)
+    res = resolve(catalog, recipe=recipe, env=env, sets=sets, unsets=list(st.unsets),
+                  max_batch_size=st.max_batch_size)
+    env_where = env_line_finder(st.env_file)
+    label = "env-file" if st.env_file is not None else ("no-env" if st.no_env else "env")
+    out = Resolved(res, recipe, env_where, label, inferred)
+    if not quiet:
+        warn_inputs(out)
+    return out
+
+
+def warn_inputs(r: Resolved) -> None:
+    """Unknown prefixed variables and values that are not UTF-8: one stderr
+    line each, saying what and where. Neither stops the command: the engine
+    itself ignores the first and reads the second as Rust's std::env does, and
+    the output shows exactly that. A value that is not UTF-8 is still bad
+    input, so the command then exits 2 (see :func:`bad_input`)."""
+    from ..levers.present import suggestion, where_of
+
+    res = r.res
+    cat = res.catalog
+    if r.inferred and r.inferred != "atlas":
+        print(f"leverctl: engine {r.inferred} (its variables are the ones set; pass --engine to choose)",
+              file=sys.stderr)
+    for s in res.ignored:
+        near = suggestion(s.var, cat.variables())
+        hint = f" (did you mean {near}?)" if near else ""
+        warn(f"{where_of(res, s.var, r.env_where)}: {s.var} is not a known {cat.title} lever variable{hint}; ignored")
+    flag_not_utf8(res, r.env_where)
+
+
+def flag_not_utf8(res, env_where=None) -> None:
+    """Every lever variable whose value is not UTF-8 is bad input: one line
+    each now, exit 2 when the command has finished (see :func:`bad_input`)."""
+    from ..levers.present import raw_display, where_of
+    from ..levers.resolve import utf8
+
+    by_var = res.catalog.by_var()
+    for var, s in res.variables.items():
+        if s.raw is not None and utf8(s.raw) is None and var in by_var:
+            bad_input(f"{where_of(res, var, env_where)}: {var}={raw_display(s.raw)} is not valid UTF-8: "
+                      f"value rules read it as unset, presence rules as set")
+
+

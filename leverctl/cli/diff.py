@@ -165,6 +165,7 @@ def _values(side: Side, catalog, max_batch_size: int | None) -> dict[str, tuple[
     label = {"env": "env", "env-file": f"env-file {side.path}"}.get(side.kind, side.kind)
     for s in res.ignored:
         warn(f"{side.spec}: {s.var} is not a known {catalog.title} lever variable; ignored")
+    common.flag_not_utf8(res)
     out = {}
     for f, r in res.levers.items():
         p = r.provenance

@@ -59,6 +59,7 @@ def register(app: typer.Typer) -> None:
         robust_output()
         st = common.setup(engine, catalog, recipe, set_, unset, env_file, max_batch_size, no_env)
         r = resolve_setup(st, strict=False, quiet=True)
+        common.flag_not_utf8(r.res, r.env_where)  # a finding below too; bad input all the same
         findings = run(r.res, r.env_where)
         code = exit_code(findings, strict)
         n = counts(findings)

@@ -15,7 +15,8 @@ import typer
 
 from ..errors import UserError
 from . import common
-from .common import (CatalogOpt, EngineOpt, EnvFileOpt, MaxBatchOpt, NoEnvOpt, RecipeOpt, SetOpt,
+from .common import (Resolved, resolve_setup, robust_output, warn, write,  # noqa: F401 (re-exported)
+                     CatalogOpt, EngineOpt, EnvFileOpt, MaxBatchOpt, NoEnvOpt, RecipeOpt, SetOpt,
                      UnsetOpt)
 
 
@@ -24,93 +25,6 @@ class Format(str, enum.Enum):
     json = "json"
     toml = "toml"
     env = "env"
-
-
-def warn(msg: str) -> None:
-    """One diagnostic line on stderr (never Rich markup: values are user data)."""
-    from ..levers.present import safe
-
-    print(f"leverctl: warning: {safe(msg)}", file=sys.stderr)
-
-
-def robust_output() -> None:
-    """Never die on a character the terminal's encoding lacks (an ASCII
-    locale, a non-UTF-8 value): escape it instead. Called by every lever command."""
-    for stream in (sys.stdout, sys.stderr):
-        try:
-            stream.reconfigure(errors="backslashreplace")
-        except (AttributeError, ValueError, OSError):
-            pass
-
-
-def write(text: str) -> None:
-    """Data to stdout, surviving a terminal that cannot encode it."""
-    try:
-        sys.stdout.write(text)
-    except UnicodeEncodeError:
-        sys.stdout.flush()
-        sys.stdout.buffer.write(text.encode("utf-8", "backslashreplace"))
-    sys.stdout.flush()
-
-
-class Resolved:
-    """A resolution with what the commands need around it."""
-
-    def __init__(self, res, recipe, env_where, env_label: str, inferred: str | None):
-        self.res = res
-        self.recipe = recipe
-        self.env_where = env_where
-        self.env_label = env_label
-        self.inferred = inferred
-
-
-def resolve_setup(st: common.Setup, *, strict: bool = True, quiet: bool = False) -> Resolved:
-    """Resolve the shared options. When neither engine, catalog nor recipe is
-    given, the engine is the one whose variables the environment sets (so a
-    pasted Metrale bug report shows Metrale), else Atlas."""
-    from ..levers import parse_assignment, resolve
-    from ..levers.present import env_line_finder, infer_engine
-
-    env = st.environment()
-    inferred = None
-    if st.engine is None and st.catalog is None and st.recipe is None:
-        inferred = infer_engine(env)
-        st.engine = inferred
-    catalog, recipe = st.load()
-    sets = [parse_assignment(s) for s in st.sets]
-    if strict:
-        common.check_known(catalog, recipe, sets, st.unsets)
-    res = resolve(catalog, recipe=recipe, env=env, sets=sets, unsets=list(st.unsets),
-                  max_batch_size=st.max_batch_size)
-    env_where = env_line_finder(st.env_file)
-    label = "env-file" if st.env_file is not None else ("no-env" if st.no_env else "env")
-    out = Resolved(res, recipe, env_where, label, inferred)
-    if not quiet:
-        warn_inputs(out)
-    return out
-
-
-def warn_inputs(r: Resolved) -> None:
-    """Unknown prefixed variables and values that are not UTF-8: one stderr
-    line each, saying what and where. Neither stops the command: the engine
-    itself ignores the first and reads the second as Rust's std::env does."""
-    from ..levers.present import raw_display, suggestion, where_of
-    from ..levers.resolve import utf8
-
-    res = r.res
-    cat = res.catalog
-    if r.inferred and r.inferred != "atlas":
-        print(f"leverctl: engine {r.inferred} (its variables are the ones set; pass --engine to choose)",
-              file=sys.stderr)
-    for s in res.ignored:
-        near = suggestion(s.var, cat.variables())
-        hint = f" (did you mean {near}?)" if near else ""
-        warn(f"{where_of(res, s.var, r.env_where)}: {s.var} is not a known {cat.title} lever variable{hint}; ignored")
-    by_var = cat.by_var()
-    for var, s in res.variables.items():
-        if s.raw is not None and utf8(s.raw) is None and var in by_var:
-            warn(f"{where_of(res, var, r.env_where)}: {var}={raw_display(s.raw)} is not valid UTF-8: "
-                 f"value rules read it as unset, presence rules as set")
 
 
 def show_json(r: Resolved, only_changed: bool = False) -> dict[str, Any]:
