@@ -23,8 +23,9 @@ needs exactly 128, no spills)::
       2. for each value head hh = 0, 1 (h = 2hk+hh), thread (p, j):
            load rows p*R.. of column j, partials -> red[hh]        barrier
            finish: delta_j, rows updated and stored, o_j -> orow[hh, j]
-                                                                  barrier
+         (red/nrm are per head: no barrier between the heads)     barrier
       3. threads p = 0, 1: out[h = 2hk+p] = o_j / rms(orow[p]) * w_j * silu(z_j)
+         (Qwen3-Next's order: RMS-normalise, scale, then gate)
 
 The two heads go one after the other: both at once would need 64 state
 registers per thread (ptxas spills at 128) or 1024 threads of 64.
