@@ -14,6 +14,7 @@ from typing import Sequence
 from xml.sax.saxutils import escape
 
 from ..errors import UserError
+from ..levers.files import write_atomically
 from .rank import Effect
 
 FORMATS = (".svg",)
@@ -64,11 +65,7 @@ def write_chart(effects: Sequence[Effect], path: Path, title: str) -> None:
     if not effects:
         raise UserError("no lever effects to plot: the results need passing, timed runs that differ in "
                         "one lever (a simulator sweep checks correctness only)")
-    if p.parent and not p.parent.exists():
-        raise UserError("the chart's folder does not exist", str(p.parent))
-    from .results import write_atomic
-
-    write_atomic(p, svg(effects, title))
+    write_atomically(p, svg(effects, title))
 
 
 def svg(effects: Sequence[Effect], title: str) -> str:

@@ -22,12 +22,12 @@ from __future__ import annotations
 
 import json
 import os
-import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Mapping, Sequence
 
 from ..errors import UserError
+from ..levers.files import write_atomically
 
 PLAN_FILE = "plan.json"
 RESULTS_FILE = "results.jsonl"
@@ -98,28 +98,8 @@ def spread(rec: Mapping[str, Any]) -> float:
 # ── writing ─────────────────────────────────────────────────────────────────
 
 
-def write_atomic(path: Path, text: str) -> None:
-    """Write ``text`` to ``path`` so that a reader sees the old file or the new
-    one, never half of one: a temporary file beside it, fsynced, then renamed."""
-    path = Path(path)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.{uuid.uuid4().hex[:8]}.tmp")
-    try:
-        # Opened like any new file (the umask applies), unlike mkstemp's 0600.
-        with open(tmp, "x", encoding="utf-8") as f:
-            f.write(text)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except FileNotFoundError:
-            pass
-        raise
-
-
 def write_json_atomic(path: Path, obj: Any) -> None:
-    write_atomic(path, json.dumps(obj, indent=2, sort_keys=False) + "\n")
+    write_atomically(path, json.dumps(obj, indent=2, sort_keys=False) + "\n")
 
 
 def record_line(rec: Mapping[str, Any]) -> bytes:
@@ -376,5 +356,5 @@ def write_result_dir(directory: Path, plan: Mapping[str, Any], records: Iterable
         if (d / name).exists():
             raise UserError(f"already holds {name}; choose an empty --out directory", str(d))
     d.mkdir(parents=True, exist_ok=True)
-    write_atomic(d / RESULTS_FILE, "".join(record_line(r).decode("utf-8") for r in records))
+    write_atomically(d / RESULTS_FILE, b"".join(record_line(r) for r in records))
     write_json_atomic(d / PLAN_FILE, dict(plan))

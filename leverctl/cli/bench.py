@@ -7,15 +7,14 @@ without ``--force``: model shapes take hours there).
 """
 from __future__ import annotations
 
-import os
 import sys
-import tempfile
 from pathlib import Path
 from typing import Annotated, Optional
 
 import typer
 
 from ..errors import UserError
+from ..levers.files import write_atomically
 from . import common
 
 FORMATS = ("table", "json", "markdown")
@@ -45,24 +44,6 @@ def select_paths(paths, names: list[str] | None):
             raise UserError(f"--kernel {name}: no such kernel path{near}; known: {listing}")
         chosen.update(hits)
     return [p for p in paths if p.name in chosen]
-
-
-def write_atomically(path: Path, text: str) -> None:
-    """Write ``text`` to ``path`` through a temporary file in the same folder
-    and ``os.replace``: a reader never sees half a file."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(text)
-        os.chmod(tmp, 0o644)  # mkstemp's 0600 would make the report private
-        os.replace(tmp, path)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise
 
 
 def _against(spec: str, setup: common.Setup, catalog):
@@ -161,7 +142,7 @@ def register(app: typer.Typer) -> None:
         doc = document(engine=res.engine, device=dev, levers=res.to_json(), results=records, against=against_doc)
 
         if out is not None:
-            write_atomically(out, render(doc, fmt))
+            write_atomically(out, render(doc, fmt), make_folder=True)
             common.err.print(f"leverctl bench: wrote {out}", markup=False, highlight=False)
         else:
             color = fmt == "table" and sys.stdout.isatty()

@@ -11,6 +11,7 @@ from typing import Annotated, Optional
 import typer
 
 from ..errors import UserError
+from ..levers.files import write_atomically
 from . import common
 from .common import (CatalogOpt, EngineOpt, EnvFileOpt, MaxBatchOpt, NoEnvOpt, RecipeOpt, SetOpt,
                      UnsetOpt)
@@ -38,32 +39,6 @@ def _verify(text: str, res) -> None:
     if again.values() != res.values():
         bad = [f for f in res.levers if again[f].value != res[f].value]
         raise RuntimeError(f"frozen recipe does not reproduce {', '.join(bad)}")
-
-
-def write_atomically(path: Path, text: str) -> None:
-    """Write via a temporary file in the same folder and os.replace, so a
-    reader never sees half a recipe and a failure leaves the old one intact."""
-    folder = path.parent if str(path.parent) else Path(".")
-    if path.is_dir():
-        raise UserError("is a directory; --out needs a file path", str(path))
-    if not folder.is_dir():
-        raise UserError("no such folder for --out", str(folder))
-    try:
-        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=folder)
-    except OSError as e:
-        raise UserError(f"cannot write here: {e.strerror}", str(folder)) from None
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(text)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
-    except OSError as e:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise UserError(f"cannot write: {e.strerror}", str(path)) from None
 
 
 @recipe_app.command("freeze")

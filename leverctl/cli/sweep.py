@@ -18,6 +18,7 @@ from typing import Annotated, Optional
 import typer
 
 from ..errors import UserError
+from ..levers.files import write_atomically
 from . import common
 
 FORMATS = ("table", "json", "markdown")
@@ -129,9 +130,6 @@ def _suggest_checks(path: Path, shard, dev_is_gpu: bool, dry_run: bool) -> None:
 def write_suggestion(path: Path, sweep, records, plan_doc, recipe_path: str | None, device_name: str) -> str:
     """Write the winning levers as a recipe extending the swept one, verify
     that it resolves to them, and return a one-line summary."""
-    import os
-    import tempfile
-
     import tomli_w
 
     from ..bench.rank import canon, suggested_recipe, winners
@@ -143,21 +141,14 @@ def write_suggestion(path: Path, sweep, records, plan_doc, recipe_path: str | No
             f"{recipe_path or sweep.engine + ' defaults'} on {device_name}")
     doc = suggested_recipe(sweep.catalog, recipe_path, path, w.values, desc)
     text = "# Written by `leverctl sweep --suggest`: the fastest correct lever values found.\n" + tomli_w.dumps(doc)
-    fd, tmp = tempfile.mkstemp(dir=path.resolve().parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(text)
+
+    def reproduces_the_winners(tmp: Path) -> None:
         got = resolve(sweep.catalog, recipe=load_recipe(tmp), env={}).values()
         wrong = [f for f, v in w.values.items() if canon(value_json(got[f])) != canon(v)]
         if wrong:  # a bug in the rules table, never the user's input
             raise RuntimeError(f"the suggested recipe does not reproduce {', '.join(wrong)}")
-        os.replace(tmp, path)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise
+
+    write_atomically(path, text, check=reproduces_the_winners)
     changed = ", ".join(f"{f}" for f in w.changed) or "none (the recipe's values won)"
     notes = f" ({'; '.join(w.notes)})" if w.notes else ""
     return f"wrote {path}: levers changed from the recipe: {changed}{notes}"
