@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any, Iterable, Mapping, Sequence
 
 from ..errors import UserError
-from ..levers.files import write_atomically
+from ..levers.files import read_input_file, write_atomically
 
 PLAN_FILE = "plan.json"
 RESULTS_FILE = "results.jsonl"
@@ -147,14 +147,7 @@ def read_jsonl(path: Path) -> Jsonl:
     writer was killed mid-line) is ignored; any other line that is not a
     record is refused."""
     path = Path(path)
-    try:
-        data = path.read_bytes()
-    except FileNotFoundError:
-        raise UserError("no such results file", str(path)) from None
-    except IsADirectoryError:
-        raise UserError("is a directory, not a results file", str(path)) from None
-    except OSError as e:
-        raise UserError(f"cannot read results: {e.strerror}", str(path)) from None
+    data = read_input_file(path, "results file", binary=True)
     end = data.rfind(b"\n") + 1  # everything up to the last newline is complete
     records: list[dict] = []
     for n, line in enumerate(data[:end].split(b"\n")[:-1], 1):
@@ -232,10 +225,7 @@ def load_results(path: str | Path) -> ResultSet:
         return _from_plan(str(p), plan, read_jsonl(res))
     if not p.exists():
         raise UserError("no such results file or directory", str(p))
-    try:
-        data = p.read_bytes()
-    except OSError as e:
-        raise UserError(f"cannot read results: {e.strerror}", str(p)) from None
+    data = read_input_file(p, "results file", binary=True)
     if p.suffix == ".jsonl" or _first_line_is_record(data):
         plan = read_plan(p.parent) if p.name == RESULTS_FILE else None
         return _from_plan(str(p), plan, read_jsonl(p))

@@ -17,6 +17,7 @@ from typing import Annotated, Any, Optional
 import typer
 
 from ..errors import UserError
+from ..levers.files import read_input_file
 from . import common
 from .common import CatalogOpt, EngineOpt
 from .show import robust_output, warn, write
@@ -57,16 +58,9 @@ def _read_side(spec: str) -> Side:
         path = spec[4:]
         return Side(spec, "env-file", env=read_env_file(path), path=path)
     p = common.find_recipe(Path(spec))
-    if p.is_dir():
-        raise UserError("is a directory, not a recipe or JSON file", str(p))
-    try:
-        data = p.read_bytes()
-    except FileNotFoundError:
-        raise UserError(f"no such file (a side is {SIDE_HELP})", str(p)) from None
-    except OSError as e:
-        raise UserError(f"cannot read: {e.strerror}", str(p)) from None
-    if b"\x00" in data:
-        raise UserError("is a binary file, not a recipe or JSON", str(p))
+    if not p.exists():
+        raise UserError(f"no such file (a side is {SIDE_HELP})", str(p))
+    data = read_input_file(p, "recipe or JSON file")
     if data.lstrip()[:1] == b"{":
         doc = _parse_json(data, str(p))
         return Side(spec, "json", engine=doc.get("engine"), doc=doc, path=str(p))

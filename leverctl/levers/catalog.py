@@ -16,6 +16,7 @@ from types import MappingProxyType
 from typing import Any, Mapping
 
 from ..errors import UserError
+from .files import read_input_file
 from .kinds import DRAFTER_BOTH, KINDS, Drafter, Observed, evaluate
 
 SHIPPED = ("atlas", "metrale")
@@ -157,16 +158,7 @@ def parse_catalog(data: bytes, source: str) -> Catalog:
 def load_catalog(engine: str | None = "atlas", path: str | Path | None = None) -> Catalog:
     """A shipped catalog by engine name, or a catalog file."""
     if path is not None:
-        p = Path(path)
-        if p.is_dir():
-            raise _fail("is a directory, not a catalog file", str(p))
-        try:
-            data = p.read_bytes()
-        except FileNotFoundError:
-            raise _fail("no such catalog file", str(p)) from None
-        except OSError as e:
-            raise _fail(f"cannot read catalog: {e.strerror}", str(p)) from None
-        return parse_catalog(data, str(p))
+        return parse_catalog(read_input_file(path, "catalog file"), str(path))
     name = (engine or "atlas").lower()
     if name not in SHIPPED:
         import difflib

@@ -19,10 +19,12 @@ def _a(what: str) -> str:
     return f"{'an' if what[:1] in 'aeiou' else 'a'} {what}"
 
 
-def read_input_file(path: str | Path, what: str) -> bytes:
+def read_input_file(path: str | Path, what: str, *, binary: bool = False) -> bytes:
     """The bytes of ``path``, or a UserError at it: absent, a directory,
     unreadable, or binary (a NUL byte: no text format we read has one).
-    ``what`` names the file in the message ("recipe file", "env file")."""
+    ``what`` names the file in the message ("recipe file", "env file").
+    ``binary=True`` lets NUL bytes through, for a reader that says itself
+    what is wrong with the content (a results file a crash left NUL-padded)."""
     p = Path(path)
     if p.is_dir():
         raise UserError(f"is a directory, not {_a(what)}", str(p))
@@ -32,7 +34,7 @@ def read_input_file(path: str | Path, what: str) -> bytes:
         raise UserError(f"no such {what}", str(p)) from None
     except OSError as e:
         raise UserError(f"cannot read {what}: {e.strerror or e}", str(p)) from None
-    if b"\x00" in data:
+    if not binary and b"\x00" in data:
         raise UserError(f"is a binary file, not {_a(what)}", str(p))
     return data
 

@@ -29,6 +29,7 @@ from types import MappingProxyType
 from typing import Any, Mapping
 
 from ..errors import UserError
+from .files import read_input_file
 
 TOP_KEYS = ("engine", "extends", "description", "unset", "levers", "serve", "build", "model")
 SERVE_KEYS = ("max_batch_size",)
@@ -71,16 +72,7 @@ def line_of(text: str, key: str) -> int | None:
 
 def _read(path: Path) -> tuple[dict, str]:
     where = str(path)
-    if path.is_dir():
-        raise UserError("is a directory, not a recipe file", where)
-    try:
-        data = path.read_bytes()
-    except FileNotFoundError:
-        raise UserError("no such recipe file", where) from None
-    except OSError as e:
-        raise UserError(f"cannot read recipe: {e.strerror}", where) from None
-    if b"\x00" in data:
-        raise UserError("is a binary file, not a TOML recipe", where)
+    data = read_input_file(path, "recipe file")
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as e:

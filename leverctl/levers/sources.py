@@ -9,6 +9,7 @@ import os
 from pathlib import Path
 
 from ..errors import UserError
+from .files import read_input_file
 from .resolve import Raw
 
 
@@ -65,15 +66,4 @@ def parse_env_text(data: bytes, where: str) -> dict[str, Raw]:
 
 
 def read_env_file(path: str | Path) -> dict[str, Raw]:
-    p = Path(path)
-    if p.is_dir():
-        raise UserError("is a directory, not an env file", str(p))
-    try:
-        data = p.read_bytes()
-    except FileNotFoundError:
-        raise UserError("no such env file", str(p)) from None
-    except OSError as e:
-        raise UserError(f"cannot read env file: {e.strerror}", str(p)) from None
-    if b"\x00" in data:
-        raise UserError("is a binary file, not KEY=VALUE lines", str(p))
-    return parse_env_text(data, str(p))
+    return parse_env_text(read_input_file(path, "env file"), str(path))
