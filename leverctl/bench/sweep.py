@@ -208,9 +208,9 @@ def build_sweep(resolution, paths: Sequence[Any], *, preset: str = "smoke",
         wanted = list(dict.fromkeys(only_levers))
         for f in wanted:
             if f not in fields:
-                from ..cli.common import suggest
+                from ..levers.suggest import did_you_mean
 
-                raise UserError(f"--levers {f}: {catalog.title} has no such lever field{suggest(f, fields)}")
+                raise UserError(f"--levers {f}: {catalog.title} has no such lever field{did_you_mean(f, fields)}")
             if not any(f in p.levers for p in applicable):
                 raise UserError(f"--levers {f}: steers none of the kernel paths being swept "
                                 f"({', '.join(p.name for p in applicable) or 'none'})")

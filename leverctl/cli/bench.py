@@ -39,7 +39,9 @@ def select_paths(paths, names: list[str] | None):
     for name in names:
         hits = [p.name for p in paths if name in (p.name, p.family)]
         if not hits:
-            near = common.suggest(name, known + families)
+            from ..levers.suggest import did_you_mean
+
+            near = did_you_mean(name, known + families)
             listing = ", ".join(known) if known else "none are registered yet"
             raise UserError(f"--kernel {name}: no such kernel path{near}; known: {listing}")
         chosen.update(hits)

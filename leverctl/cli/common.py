@@ -11,6 +11,7 @@ import typer
 from rich.console import Console
 
 from ..errors import UserError
+from ..levers.suggest import did_you_mean
 
 # Data on stdout; diagnostics (warnings, progress) on stderr. Width is pinned
 # when not a terminal so piped tables do not wrap at 80 columns.
@@ -103,26 +104,19 @@ def recipe_catalog(recipe):
         raise UserError(e.message, recipe.path) from None
 
 
-def suggest(name: str, choices) -> str:
-    import difflib
-
-    near = difflib.get_close_matches(name, list(choices), n=1, cutoff=0.6)
-    return f" (did you mean {near[0]}?)" if near else ""
-
-
 def check_known(catalog, recipe, sets, unsets) -> None:
     known = catalog.variables()
     if recipe is not None:
         for var in recipe.vars:
             if var not in known:
-                raise UserError(f"unknown {catalog.title} lever variable {var}{suggest(var, known)}",
+                raise UserError(f"unknown {catalog.title} lever variable {var}{did_you_mean(var, known)}",
                                 recipe.where(var))
     for var, _ in sets:
         if var not in known:
-            raise UserError(f"--set {var}: unknown {catalog.title} lever variable{suggest(var, known)}")
+            raise UserError(f"--set {var}: unknown {catalog.title} lever variable{did_you_mean(var, known)}")
     for var in unsets:
         if var not in known:
-            raise UserError(f"--unset {var}: unknown {catalog.title} lever variable{suggest(var, known)}")
+            raise UserError(f"--unset {var}: unknown {catalog.title} lever variable{did_you_mean(var, known)}")
 
 
 def setup(engine=None, catalog=None, recipe=None, sets=None, unsets=None, env_file=None,
@@ -217,7 +211,7 @@ def warn_inputs(r: Resolved) -> None:
     itself ignores the first and reads the second as Rust's std::env does, and
     the output shows exactly that. A value that is not UTF-8 is still bad
     input, so the command then exits 2 (see :func:`bad_input`)."""
-    from ..levers.present import suggestion, where_of
+    from ..levers.present import where_of
 
     res = r.res
     cat = res.catalog
@@ -225,8 +219,7 @@ def warn_inputs(r: Resolved) -> None:
         print(f"leverctl: engine {r.inferred} (its variables are the ones set; pass --engine to choose)",
               file=sys.stderr)
     for s in res.ignored:
-        near = suggestion(s.var, cat.variables())
-        hint = f" (did you mean {near}?)" if near else ""
+        hint = did_you_mean(s.var, cat.variables())
         warn(f"{where_of(res, s.var, r.env_where)}: {s.var} is not a known {cat.title} lever variable{hint}; ignored")
     flag_not_utf8(res, r.env_where)
 

@@ -136,11 +136,10 @@ def _values(side: Side, catalog, max_batch_size: int | None) -> dict[str, tuple[
         levers = doc["levers"]
         unknown = [f for f in levers if f not in catalog.levers]
         for f in unknown:
-            from ..levers.present import suggestion
+            from ..levers.suggest import did_you_mean
 
-            near = suggestion(f, catalog.fields)
-            warn(f"{where}: field {f} is not a known {catalog.title} lever"
-                 f"{f' (did you mean {near}?)' if near else ''}; ignored")
+            warn(f"{where}: field {f} is not a known {catalog.title} lever{did_you_mean(f, catalog.fields)}; "
+                 "ignored")
         for f, lv in catalog.levers.items():
             entry = levers.get(f)
             if entry is None:

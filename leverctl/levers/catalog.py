@@ -17,6 +17,7 @@ from typing import Any, Mapping
 
 from ..errors import UserError
 from .files import read_input_file
+from .suggest import did_you_mean
 from .kinds import DRAFTER_BOTH, KINDS, Drafter, Observed, evaluate
 
 SHIPPED = ("atlas", "metrale")
@@ -161,10 +162,7 @@ def load_catalog(engine: str | None = "atlas", path: str | Path | None = None) -
         return parse_catalog(read_input_file(path, "catalog file"), str(path))
     name = (engine or "atlas").lower()
     if name not in SHIPPED:
-        import difflib
-
-        near = difflib.get_close_matches(name, SHIPPED, n=1)
-        hint = f" (did you mean {near[0]}?)" if near else ""
-        raise UserError(f"unknown engine {engine!r}{hint}; shipped engines: {', '.join(SHIPPED)}")
+        raise UserError(f"unknown engine {engine!r}{did_you_mean(name, SHIPPED)}; "
+                        f"shipped engines: {', '.join(SHIPPED)}")
     ref = resources.files("leverctl.catalogs").joinpath(f"{name}.toml")
     return parse_catalog(ref.read_bytes(), f"<shipped {name} catalog>")

@@ -14,7 +14,7 @@ from .catalog import Catalog, Lever
 from .intent import Surprise, assignment, examples, judge, single, state, traps
 from .kinds import KINDS
 from .resolve import Raw
-from .present import suggestion
+from .suggest import did_you_mean
 
 
 @dataclass(frozen=True)
@@ -62,10 +62,8 @@ def find(catalogs: Sequence[Catalog], name: str) -> tuple[Catalog, Lever]:
         if lv is not None:
             return cat, lv
     names = [n for cat in catalogs for n in (*cat.fields, *cat.variables())]
-    near = suggestion(name, names)
-    hint = f" (did you mean {near}?)" if near else ""
     where = " or ".join(c.title for c in catalogs)
-    raise UserError(f"no {where} lever or variable named {name!r}{hint}")
+    raise UserError(f"no {where} lever or variable named {name!r}{did_you_mean(name, names)}")
 
 
 def _match(cat: Catalog, name: str) -> Lever | None:

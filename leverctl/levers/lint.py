@@ -17,7 +17,8 @@ from dataclasses import asdict, dataclass
 from typing import Any, Callable
 
 from .intent import is_drafter_prefill_only, judge, state
-from .present import printable, safe, suggestion, where_of
+from .present import printable, safe, where_of
+from .suggest import suggestion
 from .resolve import Resolution, show_raw
 
 SEVERITIES = ("error", "warning", "info")

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any, Iterable, Mapping
+from typing import Any, Mapping
 
 from .catalog import SHIPPED, Catalog
 from .resolve import Provenance, Raw, Resolution, show_raw, utf8
@@ -74,27 +74,6 @@ def raw_text(p: Provenance, vars: tuple[str, ...] = ()) -> str:
     if p.var is None:
         return ", ".join(vars) + " unset" if vars else "-"
     return f"{p.var}={raw_display(p.raw)}" if p.raw is not None else f"{p.var} unset"
-
-
-def suggestion(name: str, choices: Iterable[str], cutoff: float = 0.7) -> str | None:
-    """The nearest known name to a near miss, or None. Case is forgiven, and
-    the leading segments both share (``ATLAS_``, ``METRALE_NO_``) are set aside
-    before comparing, so names do not look alike merely for a common prefix."""
-    from difflib import SequenceMatcher
-
-    best, best_score = None, cutoff
-    up = name.upper()
-    for choice in choices:
-        c = choice.upper()
-        if c == up:
-            return choice
-        sa, sb = up.split("_"), c.split("_")
-        while len(sa) > 1 and len(sb) > 1 and sa[0] == sb[0]:
-            sa, sb = sa[1:], sb[1:]
-        score = SequenceMatcher(None, "_".join(sa), "_".join(sb)).ratio()
-        if score > best_score:
-            best, best_score = choice, score
-    return best
 
 
 def infer_engine(env: Mapping[str, Raw]) -> str | None:

@@ -20,7 +20,6 @@ does not.
 """
 from __future__ import annotations
 
-import difflib
 import re
 import tomllib
 from dataclasses import dataclass, field
@@ -30,6 +29,7 @@ from typing import Any, Mapping
 
 from ..errors import UserError
 from .files import read_input_file
+from .suggest import did_you_mean
 
 TOP_KEYS = ("engine", "extends", "description", "unset", "levers", "serve", "build", "model")
 SERVE_KEYS = ("max_batch_size",)
@@ -114,8 +114,7 @@ def load_recipe(path: str | Path, _seen: tuple[str, ...] = ()) -> Recipe:
     unknown = [k for k in doc if k not in TOP_KEYS]
     if unknown:
         k = unknown[0]
-        near = difflib.get_close_matches(k, TOP_KEYS, n=1)
-        hint = f" (did you mean `{near[0]}`?)" if near else ""
+        hint = did_you_mean(k, TOP_KEYS, quote="`")
         line = line_of(text, k)
         raise UserError(f"unknown key `{k}`{hint}; a recipe has {', '.join(TOP_KEYS)}",
                         f"{where}:{line}" if line else where)
