@@ -1,0 +1,250 @@
+"""Compile a kernel family for sm_90 (H200) without a GPU, and check what
+ptxas says about each kernel.
+
+The test session runs kernels in the CUDA simulator, which executes their
+Python and accepts what the CUDA target rejects: a shared-array size
+computed inside the kernel, a kernel that types into fp64 arithmetic, one
+that spills or asks for more registers than its block size allows. Each
+``test_<family>_ptx.py`` therefore lists its kernels as *jobs* in a
+``jobs()`` function::
+
+    def jobs():  # runs in the compile process, on the CUDA target
+        from numba import types
+        ...
+        return [(name, dispatcher, signature, threads_per_block), ...]
+
+and :func:`compile_family` runs this file as a child process with the
+simulator off, which
+
+1. answers the two numba-cuda look-ups that need NVRTC or a GPU (the path of
+   libnvrtc, unused when compiling to PTX; the current device, asked for its
+   compute capability) for sm_90, where they fail;
+2. compiles a probe kernel, so that a machine without libNVVM (or without
+   libdevice) is told apart from a kernel that does not compile;
+3. compiles every job to PTX for compute capability 9.0 with the kernel's
+   own launch bounds, on several forked worker processes, and assembles each
+   PTX with ``ptxas -arch=sm_90 -v``.
+
+:func:`check_ptx` and :func:`check_ptxas` then assert on the records. The
+tests skip, saying why, only where libNVVM or ptxas is missing.
+CUDA_HOME defaults to /usr/local/cuda when that exists.
+"""
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+SKIP = 77  # the child's exit status when there is no libNVVM
+SM90_REGISTERS = 65536  # 32-bit registers per SM (and per block)
+REG_UNIT = 256  # registers are allocated per warp in units of 256
+STATIC_SMEM = 48 * 1024  # the most shared memory a kernel may declare statically
+MAX_WORKERS = 8
+
+
+# ── the parent (the test session) ────────────────────────────────────────────
+
+
+def cuda_home() -> str | None:
+    for cand in (os.environ.get("CUDA_HOME"), os.environ.get("CUDA_PATH"), "/usr/local/cuda"):
+        if cand and Path(cand).is_dir():
+            return cand
+    return None
+
+
+def compile_family(jobs_file: str, out_dir: Path) -> dict:
+    """Compile the jobs that ``jobs_file`` lists, in a child process on the
+    CUDA target; PTX files land in ``out_dir``. Returns ``{"ptxas": path or
+    None, "kernels": {name: record}}``; skips the calling test where there
+    is no libNVVM."""
+    env = {k: v for k, v in os.environ.items() if k != "NUMBA_ENABLE_CUDASIM"}
+    home = cuda_home()
+    if home:
+        env["CUDA_HOME"] = home
+    # No device to ask: name the target, which also spares numba-cuda the
+    # NVRTC query for the architectures the toolkit supports.
+    env["NUMBA_FORCE_CUDA_CC"] = "9.0"
+    proc = subprocess.run(
+        [sys.executable, __file__, str(jobs_file), str(out_dir)],
+        capture_output=True, text=True, env=env, cwd=ROOT, timeout=600,
+    )
+    last = proc.stdout.strip().splitlines()[-1] if proc.stdout.strip() else ""
+    if proc.returncode == SKIP:
+        pytest.skip(json.loads(last)["skip"] if last else "no libNVVM/libdevice to compile for sm_90")
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    res = json.loads(last)
+    missing = set(res["listed"]) - set(res["kernels"])
+    assert not missing, f"jobs without a result: {sorted(missing)}"
+    return res
+
+
+def check_ptx(compiled: dict, *, fp64: bool = False) -> None:
+    """PTX-level checks: with ``fp64=False`` no kernel has fp64 arithmetic
+    (an fp64 literal or ``math`` call typed as float64 would put it there)."""
+    assert compiled["kernels"], "no jobs listed"
+    for name, rec in compiled["kernels"].items():
+        if not fp64:
+            assert rec["f64"] == 0, f"{name}: {rec['f64']} fp64 instructions in {rec['ptx']}"
+        lb = rec["launch_bounds"]
+        if lb:
+            assert rec["threads"] <= lb[0], f"{name}: {rec['threads']} threads over its launch bounds {lb}"
+
+
+def check_ptxas(compiled: dict) -> None:
+    """ptxas for sm_90 accepts every kernel, with no stack frame, spills or
+    local memory, registers for the whole block within the SM's register
+    file, and static shared memory within 48 KiB."""
+    if not compiled["ptxas"]:
+        pytest.skip("ptxas not found (PATH or $CUDA_HOME/bin)")
+    for name, rec in compiled["kernels"].items():
+        log = rec["log"]
+        assert rec["rc"] == 0, f"{name}: ptxas failed: {log[-2000:]}"
+        assert rec["regs"] is not None, f"{name}: no register count in: {log}"
+        assert rec["stack"] == 0, f"{name}: {rec['stack']} bytes of stack frame: {log}"
+        assert rec["spill"] == 0, f"{name}: {rec['spill']} bytes of spills: {log}"
+        assert rec["lmem"] == 0, f"{name}: {rec['lmem']} bytes of local memory: {log}"
+        per_warp = -(-rec["regs"] * 32 // REG_UNIT) * REG_UNIT
+        warps = -(-rec["threads"] // 32)
+        assert per_warp * warps <= SM90_REGISTERS, (
+            f"{name}: {rec['regs']} registers x {rec['threads']} threads exceed the "
+            f"{SM90_REGISTERS} registers of an SM"
+        )
+        assert rec["smem"] <= STATIC_SMEM, f"{name}: {rec['smem']} bytes of static shared memory"
+
+
+# ── the child (CUDA target, simulator off) ───────────────────────────────────
+
+
+def _answer_lookups_for_sm90() -> None:
+    """Where the toolkit has libNVVM but not NVRTC, or there is no driver,
+    answer the two look-ups that compiling to PTX makes but does not need."""
+    import types as _t
+
+    import numba.cuda.cuda_paths as cp
+
+    try:
+        cp._get_nvrtc_path()
+    except Exception:
+        cp._get_nvrtc_path = lambda: ("unavailable", None)
+    import numba.cuda.dispatcher as disp
+
+    # Kernels and device functions ask the current device for its compute
+    # capability; the target here is sm_90 whatever the machine has.
+    disp.get_current_device = lambda: _t.SimpleNamespace(compute_capability=(9, 0))
+
+
+def _probe() -> None:
+    """Compile a kernel that needs libdevice; exit SKIP when the toolkit's
+    compiler libraries are missing."""
+    import math
+
+    from numba import cuda
+
+    def probe(a):
+        a[0] = math.exp(a[1])
+
+    try:
+        cuda.compile_ptx(probe, "void(float32[::1])", cc=(9, 0))
+    except Exception as e:
+        msg = f"{type(e).__name__}: {e}"
+        low = msg.lower()
+        if any(w in low for w in ("nvvm", "libdevice", "nvrtc", "cuda_home", "dynamiclib")):
+            why = "no libNVVM/libdevice to compile for sm_90 (set CUDA_HOME to a CUDA toolkit): "
+            print(json.dumps({"skip": why + msg.splitlines()[0][:300]}))
+            sys.exit(SKIP)
+        raise
+
+
+def _ptxas() -> str | None:
+    home = cuda_home()
+    found = shutil.which("ptxas")
+    if not found and home and Path(home, "bin", "ptxas").exists():
+        found = str(Path(home, "bin", "ptxas"))
+    return found
+
+
+def _num(pattern: str, log: str) -> int:
+    return sum(int(x) for x in re.findall(pattern, log))
+
+
+# Set in the child before the workers fork: they inherit the jobs.
+_JOBS: list = []
+_OUT = ""
+_PTXAS: str | None = None
+
+
+def _compile_one(i: int) -> tuple[str, dict]:
+    from numba import cuda
+
+    name, kern, sig, threads = _JOBS[i]
+    lb = kern.targetoptions.get("launch_bounds")
+    ptx, _ = cuda.compile_ptx(kern.py_func, sig, cc=(9, 0), launch_bounds=lb)
+    path = Path(_OUT, f"{name}.ptx")
+    path.write_text(ptx)
+    rec = {
+        "threads": threads,
+        "launch_bounds": list(lb) if lb else None,
+        "f64": len(re.findall(r"\.f64\b", ptx)),
+        "ptx": str(path),
+    }
+    if _PTXAS:
+        r = subprocess.run([_PTXAS, "-arch=sm_90", "-v", "-o", os.devnull, str(path)],
+                           capture_output=True, text=True)
+        log = r.stderr
+        m = re.search(r"Used (\d+) registers", log)
+        rec.update(
+            rc=r.returncode,
+            log=log,
+            regs=int(m.group(1)) if m else None,
+            stack=_num(r"(\d+) bytes stack frame", log),
+            spill=_num(r"(\d+) bytes spill (?:stores|loads)", log),
+            lmem=_num(r"(\d+) bytes lmem", log),
+            smem=_num(r"(\d+) bytes smem", log),
+        )
+    return name, rec
+
+
+def _load_jobs(jobs_file: str) -> list:
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("_ptx_jobs", jobs_file)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    jobs = list(mod.jobs())
+    names = [j[0] for j in jobs]
+    assert len(set(names)) == len(names), f"duplicate job names in {jobs_file}"
+    return jobs
+
+
+def main(jobs_file: str, out_dir: str) -> None:
+    global _JOBS, _OUT, _PTXAS
+    import multiprocessing as mp
+
+    _answer_lookups_for_sm90()
+    _probe()  # also brings NVVM and libdevice up once, before the fork
+    _JOBS, _OUT, _PTXAS = _load_jobs(jobs_file), out_dir, _ptxas()
+    idx = range(len(_JOBS))
+    try:
+        ncpu = len(os.sched_getaffinity(0))
+    except AttributeError:
+        ncpu = os.cpu_count() or 1
+    workers = max(1, min(len(_JOBS), ncpu, MAX_WORKERS))
+    if workers > 1 and "fork" in mp.get_all_start_methods():
+        # Compiling is single-threaded and holds the GIL: processes, forked
+        # so that they inherit the jobs and the warmed-up compiler.
+        with mp.get_context("fork").Pool(workers) as pool:
+            done = dict(pool.imap_unordered(_compile_one, idx, chunksize=1))
+    else:
+        done = dict(map(_compile_one, idx))
+    print(json.dumps({"ptxas": _PTXAS, "listed": [j[0] for j in _JOBS], "kernels": done}))
+
+
+if __name__ == "__main__":
+    main(sys.argv[1], sys.argv[2])
