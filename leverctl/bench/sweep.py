@@ -186,10 +186,11 @@ class Sweep:
 
 def build_sweep(resolution, paths: Sequence[Any], *, preset: str = "smoke",
                 model: Mapping[str, Any] | None = None, only_levers: Sequence[str] | None = None,
-                kernels_named: bool = False, known_paths: Sequence[Any] | None = None) -> Sweep:
-    """The sweep plan for the paths (already filtered by ``--kernel``) that
-    apply to the resolution's engine. ``only_levers`` restricts what is swept
-    (``--levers``); the others stay at the resolution's values.
+                known_paths: Sequence[Any] | None = None) -> Sweep:
+    """The sweep plan for the paths (already filtered by ``--kernel``, see
+    :func:`leverctl.cli.common.select_paths`) that apply to the resolution's
+    engine. ``only_levers`` restricts what is swept (``--levers``); the others
+    stay at the resolution's values.
     ``known_paths`` (default: ``paths``) are every registered path, so that a
     lever of a path left out by ``--kernel`` is not called pathless."""
     from leverctl_kernels.common.path import Shape
@@ -199,11 +200,6 @@ def build_sweep(resolution, paths: Sequence[Any], *, preset: str = "smoke",
     values = resolution.values()
     engine = resolution.engine
     applicable = [p for p in paths if applies(p, engine, fields)]
-    if kernels_named:
-        for p in paths:
-            if p not in applicable:
-                raise UserError(f"--kernel {p.name}: {engine} has no such path "
-                                f"(none of its levers {', '.join(p.levers)} is in the catalog)")
     if only_levers is not None:
         wanted = list(dict.fromkeys(only_levers))
         for f in wanted:

@@ -2,10 +2,12 @@
 resolution. Diagnostics go to stderr, data to stdout."""
 from __future__ import annotations
 
+import functools
+import inspect
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import Annotated, Any, Optional
 
 import typer
 from rich.console import Console
@@ -34,6 +36,100 @@ MaxBatchOpt = Annotated[Optional[int], typer.Option(
     "--max-batch-size", help="The serve max batch size (max_decode_seqs); overrides the recipe.")]
 NoEnvOpt = Annotated[bool, typer.Option(
     "--no-env", help="Ignore the process environment (resolve the recipe and --set alone).")]
+
+# The options above, as every lever command takes them, in --help order:
+# parameter name -> (declaration, default). See with_setup.
+LEVER_OPTIONS: dict[str, tuple[Any, Any]] = {
+    "engine": (EngineOpt, None), "catalog": (CatalogOpt, None), "recipe": (RecipeOpt, None),
+    "set_": (SetOpt, None), "unset": (UnsetOpt, None), "env_file": (EnvFileOpt, None),
+    "max_batch_size": (MaxBatchOpt, None), "no_env": (NoEnvOpt, False),
+}
+
+# ── options of the commands that run kernel paths (bench, sweep) ────────────
+
+KernelOpt = Annotated[Optional[list[str]], typer.Option(
+    "--kernel", "-k", help="Only this kernel path (w4a16.gemv) or family (w4a16). Repeatable.")]
+ShapesOpt = Annotated[Optional[str], typer.Option(
+    "--shapes", help="smoke (tiny, odd) or model (the recipe's sizes). "
+                     "Default: model on a GPU, smoke in the simulator.")]
+DeviceOpt = Annotated[str, typer.Option(
+    "--device", help="auto (a GPU if there is one, else the simulator), gpu, or sim.")]
+SeedOpt = Annotated[int, typer.Option("--seed", help="Seed of the random inputs.")]
+ForceOpt = Annotated[bool, typer.Option(
+    "--force", help="Run model shapes in the simulator anyway (hours, not minutes).")]
+TimeCapOpt = Annotated[float, typer.Option(
+    "--time-cap", metavar="SECONDS",
+    help="GPU: stop sampling a configuration after this long if the noise is still above 0.5%.")]
+
+# Every report of records (bench, sweep, compare, report) comes in these.
+FORMATS = ("table", "json", "markdown")
+FormatOpt = Annotated[str, typer.Option("--format", "-f", help="table, json or markdown.")]
+SHAPES = ("smoke", "model")
+
+
+def check_format(fmt: str, formats: tuple[str, ...] = FORMATS) -> None:
+    if fmt not in formats:
+        raise UserError(f"--format {fmt!r}: choose one of {', '.join(formats)}")
+
+
+def check_run_options(fmt: str, shapes: str | None, time_cap: float) -> None:
+    """Refuse bad --format, --shapes and --time-cap before anything runs."""
+    check_format(fmt)
+    if shapes is not None and shapes not in SHAPES:
+        raise UserError(f"--shapes {shapes!r}: choose smoke or model")
+    if time_cap <= 0:
+        raise UserError(f"--time-cap must be positive, not {time_cap}")
+
+
+def shape_preset(shapes: str | None, on_gpu: bool, *, model_in_sim: bool) -> str:
+    """The --shapes preset to run: as given, else model on a GPU and smoke in
+    the simulator, where model shapes are refused unless ``model_in_sim``."""
+    preset = shapes or ("model" if on_gpu else "smoke")
+    if not on_gpu and preset == "model" and not model_in_sim:
+        raise UserError("--shapes model in the CUDA simulator would take hours (about a millisecond per "
+                        "simulated thread); use --shapes smoke, a GPU, or --force")
+    return preset
+
+
+def registered_paths():
+    """Every declared kernel path (imports numba: call after choosing the device)."""
+    from leverctl_kernels.registry import all_paths
+
+    return all_paths()
+
+
+def select_paths(paths, names: list[str] | None, res=None):
+    """The paths named by ``--kernel`` (a path such as ``w4a16.gemv`` or a
+    whole family such as ``w4a16``), in registry order; all when none named.
+    With a resolution ``res``, a named path its engine lacks is refused too."""
+    if not names:
+        return list(paths)
+    known = [p.name for p in paths]
+    families = sorted({p.family for p in paths})
+    chosen = set()
+    for name in names:
+        hits = [p.name for p in paths if name in (p.name, p.family)]
+        if not hits:
+            listing = ", ".join(known) if known else "none are registered yet"
+            raise UserError(f"--kernel {name}: no such kernel path{did_you_mean(name, known + families)}; "
+                            f"known: {listing}")
+        chosen.update(hits)
+    selected = [p for p in paths if p.name in chosen]
+    if res is not None:
+        from ..bench.plan import applies
+
+        for p in selected:
+            if not applies(p, res.engine, res.catalog.fields):
+                raise UserError(f"--kernel {p.name}: {res.engine} has no such path "
+                                f"(none of its levers {', '.join(p.levers)} is in the catalog)")
+    return selected
+
+
+def tty_table(fmt: str) -> tuple[int | None, bool]:
+    """(width, color) for rendering ``fmt``: a table on a terminal gets its
+    width and colour; anything else, plain text at the default width."""
+    color = fmt == "table" and sys.stdout.isatty()
+    return (out.width if color else None), color
 
 
 def find_recipe(path: Path) -> Path:
@@ -123,6 +219,25 @@ def setup(engine=None, catalog=None, recipe=None, sets=None, unsets=None, env_fi
           max_batch_size=None, no_env=False) -> Setup:
     return Setup(engine, catalog, recipe, list(sets or []), list(unsets or []), env_file,
                  max_batch_size, no_env)
+
+
+def with_setup(command):
+    """Give ``command`` the shared lever options (LEVER_OPTIONS), declared
+    once here rather than in each command: they come first in its --help, and
+    it receives them as one ``setup: Setup`` argument instead of eight."""
+    keyword = inspect.Parameter.KEYWORD_ONLY
+    shared = [inspect.Parameter(name, keyword, annotation=decl, default=default)
+              for name, (decl, default) in LEVER_OPTIONS.items()]
+    own = [p.replace(kind=keyword) for name, p in inspect.signature(command, eval_str=True).parameters.items()
+           if name != "setup"]
+
+    @functools.wraps(command)
+    def run(**params):
+        st = setup(*(params.pop(name) for name in LEVER_OPTIONS))
+        return command(setup=st, **params)
+
+    run.__signature__ = inspect.Signature([*shared, *own])  # what Typer reads
+    return run
 
 
 # ── resolving the shared options, as every command does ─────────────────────

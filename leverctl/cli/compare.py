@@ -12,16 +12,13 @@ from __future__ import annotations
 
 import io
 import json
-import sys
 from pathlib import Path
 from typing import Annotated
 
 import typer
 
-from ..errors import UserError
 from . import common
 
-FORMATS = ("table", "json", "markdown")
 STYLE = {"NEW FAIL": "bold red", "SLOWER": "red", "STILL FAILS": "red", "FIXED": "green", "FASTER": "green",
          "NOISY": "yellow", "SAME": "", "PASS": ""}
 
@@ -138,7 +135,7 @@ def register(app: typer.Typer) -> None:
         threshold: Annotated[float, typer.Option(
             "--threshold", "-t", metavar="PCT",
             help="Smallest change, in percent, that counts (beyond the measured noise too).")] = 5.0,
-        fmt: Annotated[str, typer.Option("--format", "-f", help="table, json or markdown.")] = "table",
+        fmt: common.FormatOpt = "table",
         allow_different_device: Annotated[bool, typer.Option(
             "--allow-different-device", help="Compare runs from different devices anyway.")] = False,
     ) -> None:
@@ -147,8 +144,7 @@ def register(app: typer.Typer) -> None:
         from ..bench.compare import compare as do_compare
         from ..bench.results import load_results
 
-        if fmt not in FORMATS:
-            raise UserError(f"--format {fmt!r}: choose one of {', '.join(FORMATS)}")
+        common.check_format(fmt)
         b = load_results(base)
         n = load_results(new)
         c = do_compare(b, n, threshold=threshold, allow_different_device=allow_different_device)
@@ -156,8 +152,7 @@ def register(app: typer.Typer) -> None:
             if rs.tail_bytes:
                 common.err.print(f"leverctl compare: {rs.source}: ignored a partial last line left by an "
                                  "interrupted sweep", markup=False, highlight=False)
-        color = fmt == "table" and sys.stdout.isatty()
-        sys.stdout.write(render(c, fmt, width=common.out.width if color else None, color=color))
-        sys.stdout.flush()
+        width, color = common.tty_table(fmt)
+        common.write(render(c, fmt, width=width, color=color))
         if c.exit_code:
             raise typer.Exit(c.exit_code)

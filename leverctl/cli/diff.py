@@ -19,8 +19,7 @@ import typer
 from ..errors import UserError
 from ..levers.files import read_input_file
 from . import common
-from .common import CatalogOpt, EngineOpt
-from .show import robust_output, warn, write
+from .common import CatalogOpt, EngineOpt, robust_output, warn, write
 
 SIDE_HELP = ("a recipe file (or recipes/ name), env, env:FILE, defaults, "
              "or a JSON written by show --format json or bench")

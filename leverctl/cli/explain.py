@@ -15,8 +15,7 @@ import typer
 
 from ..errors import UserError
 from . import common
-from .common import CatalogOpt, EngineOpt
-from .show import robust_output, write
+from .common import CatalogOpt, EngineOpt, robust_output, write
 
 
 class Format(str, enum.Enum):

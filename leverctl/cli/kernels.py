@@ -8,12 +8,10 @@ from __future__ import annotations
 
 import itertools
 import json
-import sys
 from typing import Annotated, Any
 
 import typer
 
-from ..errors import UserError
 from . import common
 
 FORMATS = ("table", "json")
@@ -142,32 +140,22 @@ def table(doc: dict) -> Any:
 
 def register(app: typer.Typer) -> None:
     @app.command("kernels")
+    @common.with_setup
     def kernels(
-        engine: common.EngineOpt = None,
-        catalog: common.CatalogOpt = None,
-        recipe: common.RecipeOpt = None,
-        set_: common.SetOpt = None,
-        unset: common.UnsetOpt = None,
-        env_file: common.EnvFileOpt = None,
-        max_batch_size: common.MaxBatchOpt = None,
-        no_env: common.NoEnvOpt = False,
+        setup: common.Setup,
         fmt: Annotated[str, typer.Option("--format", "-f", help="table or json.")] = "table",
     ) -> None:
         """List every kernel path, its variants and the levers that choose them,
         marking the variant the current resolution selects."""
-        if fmt not in FORMATS:
-            raise UserError(f"--format {fmt!r}: choose table or json")
-        setup = common.setup(engine, catalog, recipe, set_, unset, env_file, max_batch_size, no_env)
+        common.check_format(fmt, FORMATS)
         res = setup.resolve()
         _cat, rec = setup.load()
 
         from ..bench import device
 
         device.choose("sim")  # declarations only: no GPU initialisation for a listing
-        from .bench import registered_paths
-
-        doc = describe(res, registered_paths(), rec.model if rec and rec.model else None)
+        doc = describe(res, common.registered_paths(), rec.model if rec and rec.model else None)
         if fmt == "json":
-            sys.stdout.write(json.dumps(doc, indent=2) + "\n")
+            common.write(json.dumps(doc, indent=2) + "\n")
         else:
             common.out.print(table(doc))

@@ -8,9 +8,7 @@ from typing import Annotated
 import typer
 
 from . import common
-from .common import (CatalogOpt, EngineOpt, EnvFileOpt, MaxBatchOpt, NoEnvOpt, RecipeOpt, SetOpt,
-                     UnsetOpt)
-from .show import resolve_setup, robust_output, write
+from .common import resolve_setup, robust_output, write
 
 EXIT_CODES = """Exit codes (for CI):
 0 no finding at or above the failing severity (error; with --strict, warning);
@@ -28,15 +26,9 @@ STYLE = {"error": "bold red", "warning": "yellow", "info": "cyan"}
 
 def register(app: typer.Typer) -> None:
     @app.command("lint", epilog=EXIT_CODES.replace("\n", "\n\n"))
+    @common.with_setup
     def lint(
-        engine: EngineOpt = None,
-        catalog: CatalogOpt = None,
-        recipe: RecipeOpt = None,
-        set_: SetOpt = None,
-        unset: UnsetOpt = None,
-        env_file: EnvFileOpt = None,
-        max_batch_size: MaxBatchOpt = None,
-        no_env: NoEnvOpt = False,
+        setup: common.Setup,
         strict: Annotated[bool, typer.Option(
             "--strict", help="Fail (exit 1) on warnings as well as errors.")] = False,
         fmt: Annotated[Format, typer.Option("--format", "-f", help="text or json.")] = Format.text,
@@ -57,8 +49,7 @@ def register(app: typer.Typer) -> None:
         from ..levers.lint import counts, exit_code, lint as run
 
         robust_output()
-        st = common.setup(engine, catalog, recipe, set_, unset, env_file, max_batch_size, no_env)
-        r = resolve_setup(st, strict=False, quiet=True)
+        r = resolve_setup(setup, strict=False, quiet=True)
         common.flag_not_utf8(r.res, r.env_where)  # a finding below too; bad input all the same
         findings = run(r.res, r.env_where)
         code = exit_code(findings, strict)

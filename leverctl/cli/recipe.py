@@ -13,9 +13,8 @@ import typer
 from ..errors import UserError
 from ..levers.files import write_atomically
 from . import common
-from .common import (CatalogOpt, EngineOpt, EnvFileOpt, MaxBatchOpt, NoEnvOpt, RecipeOpt, SetOpt,
-                     UnsetOpt)
-from .show import _freeze_header, resolve_setup, robust_output, warn, write
+from .common import CatalogOpt, resolve_setup, robust_output, warn, write
+from .show import _freeze_header
 
 recipe_app = typer.Typer(
     name="recipe",
@@ -42,15 +41,9 @@ def _verify(text: str, res) -> None:
 
 
 @recipe_app.command("freeze")
+@common.with_setup
 def freeze(
-    engine: EngineOpt = None,
-    catalog: CatalogOpt = None,
-    recipe: RecipeOpt = None,
-    set_: SetOpt = None,
-    unset: UnsetOpt = None,
-    env_file: EnvFileOpt = None,
-    max_batch_size: MaxBatchOpt = None,
-    no_env: NoEnvOpt = False,
+    setup: common.Setup,
     out: Annotated[Optional[Path], typer.Option(
         "--out", "-o", help="Write the recipe here (atomically) instead of to stdout.")] = None,
 ) -> None:
@@ -65,8 +58,7 @@ def freeze(
     from ..levers.freeze import dumps, freeze as build
 
     robust_output()
-    st = common.setup(engine, catalog, recipe, set_, unset, env_file, max_batch_size, no_env)
-    r = resolve_setup(st)
+    r = resolve_setup(setup)
     frozen = build(r.res, r.recipe)
     for n in frozen.notes:
         warn(n)

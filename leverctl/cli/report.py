@@ -14,27 +14,18 @@ from __future__ import annotations
 
 import io
 import json
-import sys
 from pathlib import Path
 from typing import Annotated, Any, Optional
 
 import typer
 
-from ..errors import UserError
 from . import common
-
-FORMATS = ("table", "json", "markdown")
 
 report_app = typer.Typer(
     name="report",
     help="Rankings, lever effects and charts from bench or sweep results; merge sweep shards.",
     no_args_is_help=True,
 )
-
-
-def check_format(fmt: str) -> None:
-    if fmt not in FORMATS:
-        raise UserError(f"--format {fmt!r}: choose one of {', '.join(FORMATS)}")
 
 
 # ── rendering a result set ──────────────────────────────────────────────────
@@ -217,48 +208,37 @@ def render_results(rs, fmt: str, *, width: int | None = None, color: bool = Fals
     return results_table(rs, rankings, effects, width=width, color=color)
 
 
-def emit(text: str) -> None:
-    sys.stdout.write(text)
-    sys.stdout.flush()
-
-
-def tty_table(fmt: str) -> tuple[int | None, bool]:
-    color = fmt == "table" and sys.stdout.isatty()
-    return (common.out.width if color else None), color
-
-
 # ── commands ────────────────────────────────────────────────────────────────
 
 ResultsArg = Annotated[Path, typer.Argument(
     metavar="RESULTS", help="A bench JSON document, a sweep directory, or its results.jsonl.")]
-FormatOpt = Annotated[str, typer.Option("--format", "-f", help="table, json or markdown.")]
 
 
 @report_app.command("show")
-def show(results: ResultsArg, fmt: FormatOpt = "table") -> None:
+def show(results: ResultsArg, fmt: common.FormatOpt = "table") -> None:
     """Per kernel path and shape: the fastest correct configuration, its
     speedup over the recipe's own, the failing ones, and each lever's effect."""
     from ..bench.results import load_results
 
-    check_format(fmt)
+    common.check_format(fmt)
     rs = load_results(results)
     if rs.tail_bytes:
         common.err.print(f"leverctl report: {rs.source}: ignored a partial last line ({rs.tail_bytes} bytes) "
                          "left by an interrupted sweep", markup=False, highlight=False)
-    width, color = tty_table(fmt)
-    emit(render_results(rs, fmt, width=width, color=color))
+    width, color = common.tty_table(fmt)
+    common.write(render_results(rs, fmt, width=width, color=color))
 
 
 @report_app.command("merge")
 def merge(
     parts: Annotated[list[Path], typer.Argument(metavar="DIR...", help="Sweep directories of one plan.")],
     out: Annotated[Path, typer.Option("--out", "-o", help="The merged sweep directory (must not hold results).")],
-    fmt: FormatOpt = "table",
+    fmt: common.FormatOpt = "table",
 ) -> None:
     """Join the shards (or resumed pieces) of one sweep into one result set."""
     from ..bench.results import load_results, merge as merge_sets, write_result_dir
 
-    check_format(fmt)
+    common.check_format(fmt)
     sets = [load_results(p) for p in parts]
     merged = merge_sets(sets)
     write_result_dir(out, merged.plan, merged.records)
@@ -270,8 +250,8 @@ def merge(
         line += f"; {merged.duplicates} record(s) present in more than one part (the last part's kept)"
     common.err.print(f"leverctl report: {line}", markup=False, highlight=False)
     rs = load_results(out)
-    width, color = tty_table(fmt)
-    emit(render_results(rs, fmt, width=width, color=color))
+    width, color = common.tty_table(fmt)
+    common.write(render_results(rs, fmt, width=width, color=color))
     if any(r["status"] != "pass" for r in rs.records):
         raise typer.Exit(1)
 

@@ -1,23 +1,14 @@
-"""`leverctl show`: the resolved levers, where each value came from, and why.
-
-Also home of the few helpers the other lever commands share (resolving the
-shared options with engine inference, the stderr warnings about the
-environment), so every command resolves and warns alike.
-"""
+"""`leverctl show`: the resolved levers, where each value came from, and why."""
 from __future__ import annotations
 
 import enum
 import json
-import sys
 from typing import Annotated, Any
 
 import typer
 
-from ..errors import UserError
 from . import common
-from .common import (Resolved, resolve_setup, robust_output, warn, write,  # noqa: F401 (re-exported)
-                     CatalogOpt, EngineOpt, EnvFileOpt, MaxBatchOpt, NoEnvOpt, RecipeOpt, SetOpt,
-                     UnsetOpt)
+from .common import Resolved, resolve_setup, robust_output, warn, write
 
 
 class Format(str, enum.Enum):
@@ -115,15 +106,9 @@ def render_env(r: Resolved) -> None:
 
 def register(app: typer.Typer) -> None:
     @app.command("show")
+    @common.with_setup
     def show(
-        engine: EngineOpt = None,
-        catalog: CatalogOpt = None,
-        recipe: RecipeOpt = None,
-        set_: SetOpt = None,
-        unset: UnsetOpt = None,
-        env_file: EnvFileOpt = None,
-        max_batch_size: MaxBatchOpt = None,
-        no_env: NoEnvOpt = False,
+        setup: common.Setup,
         only_changed: Annotated[bool, typer.Option(
             "--only-changed", help="Only the levers whose value differs from the default.")] = False,
         fmt: Annotated[Format, typer.Option(
@@ -137,8 +122,7 @@ def register(app: typer.Typer) -> None:
         environment, as pasted from a bug report.
         """
         robust_output()
-        st = common.setup(engine, catalog, recipe, set_, unset, env_file, max_batch_size, no_env)
-        r = resolve_setup(st)
+        r = resolve_setup(setup)
         if fmt is Format.json:
             write(json.dumps(show_json(r, only_changed), indent=2) + "\n")
         elif fmt is Format.toml:
@@ -147,6 +131,3 @@ def register(app: typer.Typer) -> None:
             render_env(r)
         else:
             render_table(r, only_changed)
-
-
-__all__ = ["register", "resolve_setup", "robust_output", "warn", "write", "UserError"]

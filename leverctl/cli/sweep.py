@@ -10,7 +10,6 @@ Exit codes: 0 every configuration passed, 1 any FAIL, 2 bad input (a bad
 """
 from __future__ import annotations
 
-import sys
 import time
 from pathlib import Path
 from typing import Annotated, Optional
@@ -20,10 +19,6 @@ import typer
 from ..errors import UserError
 from ..levers.files import write_atomically
 from . import common
-
-FORMATS = ("table", "json", "markdown")
-SHAPES = ("smoke", "model")
-
 
 def _kernels_table(sweep, shard_count: int | None, width: int | None, color: bool) -> str:
     import io
@@ -156,25 +151,15 @@ def write_suggestion(path: Path, sweep, records, plan_doc, recipe_path: str | No
 
 def register(app: typer.Typer) -> None:
     @app.command("sweep")
+    @common.with_setup
     def sweep(
-        engine: common.EngineOpt = None,
-        catalog: common.CatalogOpt = None,
-        recipe: common.RecipeOpt = None,
-        set_: common.SetOpt = None,
-        unset: common.UnsetOpt = None,
-        env_file: common.EnvFileOpt = None,
-        max_batch_size: common.MaxBatchOpt = None,
-        no_env: common.NoEnvOpt = False,
-        kernel: Annotated[Optional[list[str]], typer.Option(
-            "--kernel", "-k", help="Only this kernel path (w4a16.gemv) or family (w4a16). Repeatable.")] = None,
+        setup: common.Setup,
+        kernel: common.KernelOpt = None,
         levers: Annotated[Optional[str], typer.Option(
             "--levers", metavar="FIELD,...", help="Sweep only these lever fields; the rest stay at the recipe's.")]
         = None,
-        shapes: Annotated[Optional[str], typer.Option(
-            "--shapes", help="smoke (tiny, odd) or model (the recipe's sizes). "
-                             "Default: model on a GPU, smoke in the simulator.")] = None,
-        device: Annotated[str, typer.Option(
-            "--device", help="auto (a GPU if there is one, else the simulator), gpu, or sim.")] = "auto",
+        shapes: common.ShapesOpt = None,
+        device: common.DeviceOpt = "auto",
         dry_run: Annotated[bool, typer.Option(
             "--dry-run", help="Print the plan (levers and configurations per kernel, totals) and run nothing.")]
         = False,
@@ -188,28 +173,20 @@ def register(app: typer.Typer) -> None:
             "--out", "-o", metavar="DIR",
             help="The sweep directory (plan.json, results.jsonl). Default: results/sweep-ENGINE-SHAPES-PLAN.")]
         = None,
-        fmt: Annotated[str, typer.Option("--format", "-f", help="table, json or markdown.")] = "table",
+        fmt: common.FormatOpt = "table",
         suggest: Annotated[Optional[Path], typer.Option(
             "--suggest", metavar="FILE", help="GPU: write a recipe extending the swept one with the winning levers.")]
         = None,
-        seed: Annotated[int, typer.Option("--seed", help="Seed of the random inputs.")] = 0,
-        force: Annotated[bool, typer.Option(
-            "--force", help="Run model shapes in the simulator anyway (hours, not minutes).")] = False,
-        time_cap: Annotated[float, typer.Option(
-            "--time-cap", metavar="SECONDS",
-            help="GPU: stop sampling a configuration after this long if the noise is still above 0.5%.")] = 2.0,
+        seed: common.SeedOpt = 0,
+        force: common.ForceOpt = False,
+        time_cap: common.TimeCapOpt = 2.0,
     ) -> None:
         """Run every combination of the levers that steer each kernel path
         (every other lever at the recipe's value), appending each record to
         --out as it finishes; resumable and shardable."""
         from ..bench import sweep as sw
 
-        if fmt not in FORMATS:
-            raise UserError(f"--format {fmt!r}: choose one of {', '.join(FORMATS)}")
-        if shapes is not None and shapes not in SHAPES:
-            raise UserError(f"--shapes {shapes!r}: choose smoke or model")
-        if time_cap <= 0:
-            raise UserError(f"--time-cap must be positive, not {time_cap}")
+        common.check_run_options(fmt, shapes, time_cap)
         shard_spec = sw.parse_shard(shard) if shard is not None else None
         only = None
         if levers is not None:
@@ -218,7 +195,6 @@ def register(app: typer.Typer) -> None:
                 raise UserError("--levers: name at least one lever field (FIELD,FIELD,...)")
         if resume and dry_run:
             raise UserError("--resume and --dry-run: choose one")
-        setup = common.setup(engine, catalog, recipe, set_, unset, env_file, max_batch_size, no_env)
         res = setup.resolve()
         _cat, the_recipe = setup.load()
 
@@ -240,33 +216,27 @@ def register(app: typer.Typer) -> None:
             on_gpu = dev.is_gpu
         if suggest is not None:
             _suggest_checks(suggest, shard_spec, on_gpu, dry_run)
-        preset = shapes or ("model" if on_gpu else "smoke")
-        if not dev.is_gpu and preset == "model" and not force and not dry_run:
-            raise UserError("--shapes model in the CUDA simulator would take hours (about a millisecond per "
-                            "simulated thread); use --shapes smoke, a GPU, or --force")
+        preset = common.shape_preset(shapes, on_gpu, model_in_sim=force or dry_run)
 
-        from .bench import registered_paths, select_paths
-
-        known = registered_paths()
-        paths = select_paths(known, kernel)
+        known = common.registered_paths()
+        paths = common.select_paths(known, kernel, res)
         model = (the_recipe.model if the_recipe else None) or None
-        plan = sw.build_sweep(res, paths, preset=preset, model=model, only_levers=only,
-                              kernels_named=bool(kernel), known_paths=known)
+        plan = sw.build_sweep(res, paths, preset=preset, model=model, only_levers=only, known_paths=known)
         mine = sw.shard_items(plan.items, shard_spec)
 
         if dry_run:
-            width, color = (common.out.width, True) if (fmt == "table" and sys.stdout.isatty()) else (None, False)
+            width, color = common.tty_table(fmt)
             if fmt == "json":
                 import json
 
                 doc = plan.summary_json()
                 if shard_spec:
                     doc["shard"] = {"index": shard_spec[0], "count": shard_spec[1], "runs": len(mine)}
-                sys.stdout.write(json.dumps(doc, indent=2) + "\n")
+                common.write(json.dumps(doc, indent=2) + "\n")
             elif fmt == "markdown":
-                sys.stdout.write(_kernels_markdown(plan, len(mine) if shard_spec else None))
+                common.write(_kernels_markdown(plan, len(mine) if shard_spec else None))
             else:
-                sys.stdout.write(_kernels_table(plan, len(mine) if shard_spec else None, width, color))
+                common.write(_kernels_table(plan, len(mine) if shard_spec else None, width, color))
             return
 
         if not plan.items:
@@ -321,9 +291,8 @@ def register(app: typer.Typer) -> None:
         from .report import render_results
 
         rs = load_results(out_dir)
-        width, color = (common.out.width, True) if (fmt == "table" and sys.stdout.isatty()) else (None, False)
-        sys.stdout.write(render_results(rs, fmt, width=width, color=color))
-        sys.stdout.flush()
+        width, color = common.tty_table(fmt)
+        common.write(render_results(rs, fmt, width=width, color=color))
         shared = f" ({outcome.runs} simulated runs: configurations choosing the same variant share one)" \
             if not dev.is_gpu and outcome.runs < outcome.ran else ""
         common.err.print(f"leverctl sweep: {outcome.passed} pass, {outcome.failed} fail of {len(mine)}; "

@@ -11,7 +11,7 @@ import pytest
 from bench_fakes import saxpy_path, state_path
 
 from leverctl.bench.device import probe_gpu
-from leverctl.cli import bench as bench_cli
+from leverctl.cli import common as cli_common
 
 HAS_GPU = probe_gpu().ok
 no_gpu_here = pytest.mark.skipif(HAS_GPU, reason="this machine has a GPU")
@@ -31,7 +31,7 @@ def fake_paths(monkeypatch):
     """The registry seen by the commands: a correct saxpy chosen by
     gemv_sw, and an in-place state path (Atlas only)."""
     paths = [saxpy_path(), state_path()]
-    monkeypatch.setattr(bench_cli, "registered_paths", lambda: paths)
+    monkeypatch.setattr(cli_common, "registered_paths", lambda: paths)
     return paths
 
 
@@ -39,7 +39,7 @@ def fake_paths(monkeypatch):
 def broken_paths(monkeypatch):
     paths = [saxpy_path(name="fake.broken", levers=("fake_variant",), lever_defaults={"fake_variant": "wrong"},
                         engines=("atlas",))]
-    monkeypatch.setattr(bench_cli, "registered_paths", lambda: paths)
+    monkeypatch.setattr(cli_common, "registered_paths", lambda: paths)
     return paths
 
 

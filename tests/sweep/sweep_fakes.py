@@ -123,7 +123,7 @@ def install(monkeypatch=None, *, gpu: bool = False, delay: float = 0.0, log: str
     whose "runs" counts the runner's calls."""
     import leverctl.bench.device as devmod
     import leverctl.bench.run as runmod
-    import leverctl.cli.bench as clibench
+    import leverctl.cli.common as clicommon
 
     calls = {"runs": 0}
 
@@ -139,7 +139,7 @@ def install(monkeypatch=None, *, gpu: bool = False, delay: float = 0.0, log: str
     def choose(choice="auto", **_kw):
         return fake_device("gpu" if gpu else "sim")
 
-    setters = [(clibench, "registered_paths", all_paths), (runmod, "run_item", run_item),
+    setters = [(clicommon, "registered_paths", all_paths), (runmod, "run_item", run_item),
                (devmod, "choose", choose), (devmod, "probe_gpu", lambda *a, **k: devmod.Probe(gpu, "fake"))]
     for mod, name, value in setters:
         if monkeypatch is not None:

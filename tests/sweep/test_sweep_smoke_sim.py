@@ -87,7 +87,7 @@ def test_the_smoke_sweep_runs_every_combination_all_pass_and_a_killed_shard_resu
     checked = {(r["kernel"], r["variant"], r["shape"]["label"]) for r in records if r["status"] == "pass"}
 
     from leverctl.bench import sweep as sw
-    from leverctl.cli.bench import registered_paths
+    from leverctl.cli.common import registered_paths
     from leverctl.levers import load_catalog, resolve
 
     paths = registered_paths()
