@@ -24,6 +24,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
+from ..levers import present
+from ..levers.kinds import Drafter
 from .results import median_us, timed
 
 MAX_JOINT = 20_000  # joint assignments tried per lever group before going greedy
@@ -35,15 +37,11 @@ def canon(value: Any) -> str:
 
 
 def value_text(value: Any) -> str:
-    if isinstance(value, bool):
-        return "on" if value else "off"
-    if value is None:
-        return "unset"
+    """A lever value as records hold it (JSON, so a drafter policy is an
+    object) in the words show uses."""
     if isinstance(value, dict) and set(value) == {"prefill", "carry"}:
-        if value["prefill"] and value["carry"]:
-            return "both"
-        return "prefill-only" if value["prefill"] else "off"
-    return str(value)
+        value = Drafter(value["prefill"], value["carry"])
+    return present.value_text(value)
 
 
 def _group(records: Sequence[Mapping[str, Any]]) -> dict[tuple[str, str], list[Mapping[str, Any]]]:

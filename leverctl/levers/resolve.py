@@ -99,14 +99,6 @@ def value_json(value: Any) -> Any:
     return value.to_json() if isinstance(value, Drafter) else value
 
 
-def value_text(value: Any) -> str:
-    if isinstance(value, bool):
-        return "on" if value else "off"
-    if value is None:
-        return "unset"
-    return str(value)
-
-
 @dataclass(frozen=True)
 class Resolution:
     catalog: Catalog
