@@ -28,8 +28,13 @@ test-fast: $(STAMP)
 bench: $(STAMP)
 	$(BIN)/leverctl bench
 
+# Resumable: a second `make sweep` runs only what the first left undone. The
+# sweep refuses --resume where there is nothing to resume (no plan.json), so
+# the first run starts it without.
+SWEEP_OUT ?= results/sweep-smoke
 sweep: $(STAMP)
-	$(BIN)/leverctl sweep --device sim --shapes smoke --out results/sweep-smoke
+	$(BIN)/leverctl sweep --device sim --shapes smoke --out $(SWEEP_OUT) \
+	  $(if $(wildcard $(SWEEP_OUT)/plan.json),--resume)
 
 # On a machine with an NVIDIA GPU: GPU-only tests, then the full bench at model
 # shapes; everything lands under $(GPU_OUT).
