@@ -16,6 +16,7 @@ except ModuleNotFoundError:  # later ones carry their own copy of it
     from typer._click.exceptions import UsageError
 
 from ..errors import UserError
+from . import common
 
 app = typer.Typer(
     name="leverctl",
@@ -46,12 +47,14 @@ _register()
 
 # Exit codes: 0 success (or "equal" for diff), 1 a finding (a difference, a
 # FAIL, a regression, a lint error), 2 bad input, 130 interrupted.
+INTERRUPTED = 130
 ERRORS: tuple[tuple[type[BaseException], int], ...] = (
     (UserError, 2),
     (UsageError, 2),  # BadParameter is a UsageError
     (BrokenPipeError, 0),
-    (KeyboardInterrupt, 130),
-    (typer.Abort, 130),
+    (common.Interrupted, INTERRUPTED),
+    (KeyboardInterrupt, INTERRUPTED),
+    (typer.Abort, INTERRUPTED),  # Click's name for Ctrl-C (Typer releases on Click)
 )
 
 
@@ -62,14 +65,27 @@ def _one_line(e: BaseException) -> str:
         cmd = e.ctx.command_path if e.ctx is not None else "leverctl"
         msg = e.format_message()
         return f"{cmd}: {msg}" if msg else ""  # no arguments: the help was the message
+    if isinstance(e, common.Interrupted):
+        return ""  # the command has said what it left behind
     if isinstance(e, (KeyboardInterrupt, typer.Abort)):
         return "interrupted"
     return str(e)
 
 
-def main(argv: list[str] | None = None) -> None:
-    from . import common
+def _exit_for(e: BaseException) -> None:
+    """Exit as ERRORS says, with the one line; return if ``e`` is not listed."""
+    for exc_type, exit_code in ERRORS:
+        if isinstance(e, exc_type):
+            if exc_type is BrokenPipeError:
+                sys.stderr.close()
+                sys.exit(0)
+            line = _one_line(e)
+            if line:
+                print(f"leverctl: {line}", file=sys.stderr)
+            sys.exit(exit_code)
 
+
+def main(argv: list[str] | None = None) -> None:
     common.BAD_INPUT.clear()
     cmd = typer.main.get_command(app)
     try:
@@ -77,17 +93,14 @@ def main(argv: list[str] | None = None) -> None:
     except typer.Exit as e:
         code = e.exit_code
     except BaseException as e:  # noqa: BLE001 - mapped below or re-raised
-        for exc_type, exit_code in ERRORS:
-            if isinstance(e, exc_type):
-                if exc_type is BrokenPipeError:
-                    sys.stderr.close()
-                    sys.exit(0)
-                line = _one_line(e)
-                if line:
-                    print(f"leverctl: {line}", file=sys.stderr)
-                sys.exit(exit_code)
+        _exit_for(e)
         raise
     code = code if isinstance(code, int) else 0
+    if code == INTERRUPTED:
+        # Typer 0.29 catches Ctrl-C itself and returns a bare 130; say it
+        # like any other interruption. (No command exits 130 on purpose: the
+        # sweep raises common.Interrupted.)
+        _exit_for(KeyboardInterrupt())
     if common.BAD_INPUT and code in (0, 1):
         code = 2  # the command finished, but its input was bad (already said on stderr)
     sys.exit(code)

@@ -240,6 +240,11 @@ def with_setup(command):
     return run
 
 
+class Interrupted(Exception):
+    """Ctrl-C, after the command has said on stderr what it leaves behind
+    (the sweep: what is on disk, and how to resume): exit 130, no second line."""
+
+
 # ── resolving the shared options, as every command does ─────────────────────
 
 # Bad input noticed while a command could still do its work (a lever value

@@ -279,7 +279,7 @@ def register(app: typer.Typer) -> None:
             common.err.print(f"leverctl sweep: interrupted with {len(outcome.records)} of {len(mine)} records on "
                              f"disk in {out_dir}; the same command with --resume runs the rest",
                              markup=False, highlight=False)
-            raise KeyboardInterrupt
+            raise common.Interrupted
         if outcome.stopped:
             # A finding, not bad input: the failing record is on disk.
             common.err.print(f"leverctl sweep: stopped with {len(outcome.records)} of {len(mine)} records on disk "

@@ -2,10 +2,13 @@
 lever commands never import numba or numpy."""
 from __future__ import annotations
 
+import errno
 import json
 import os
+import signal
 import subprocess
 import sys
+import time
 
 import pytest
 from cli_helpers import RECIPES
@@ -52,6 +55,39 @@ def test_exit_codes_as_a_shell_sees_them(leverctl_exe):
     bad = run("show", "--set", "ATLAS_K4_DIAG")
     assert bad.returncode == 2
     assert bad.stderr.decode().strip().count("\n") == 0 and b"Traceback" not in bad.stderr
+
+
+def _default_sigint() -> None:
+    """In the child: Ctrl-C as a terminal delivers it, even where the test
+    runner was started with SIGINT ignored (a background job)."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
+def test_ctrl_c_in_a_command_is_one_line_and_exit_130(leverctl_exe, tmp_path):
+    # A FIFO as the env file holds the command inside its work: it blocks
+    # reading until a writer comes, and our writer never writes.
+    fifo = tmp_path / "env"
+    os.mkfifo(fifo)
+    p = subprocess.Popen([leverctl_exe, "show", "--env-file", str(fifo)], env=_env(), stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE, preexec_fn=_default_sigint)
+    deadline = time.monotonic() + 60
+    writer = None
+    try:
+        while writer is None:  # opens once the command has the FIFO open for reading
+            try:
+                writer = os.open(fifo, os.O_WRONLY | os.O_NONBLOCK)
+            except OSError as e:
+                assert e.errno == errno.ENXIO and p.poll() is None and time.monotonic() < deadline, p.poll()
+                time.sleep(0.01)
+        p.send_signal(signal.SIGINT)
+        out, err = p.communicate(timeout=60)
+    finally:
+        if writer is not None:
+            os.close(writer)
+        if p.poll() is None:
+            p.kill()
+    assert p.returncode == 130, err
+    assert out == b"" and err.decode().splitlines() == ["leverctl: interrupted"]
 
 
 def test_a_closed_pipe_is_not_an_error(leverctl_exe):

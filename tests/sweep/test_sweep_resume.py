@@ -225,3 +225,24 @@ def test_a_killed_sweep_keeps_its_file_intact_and_resume_runs_each_missing_one_o
     report = json.loads(stdout)
     assert report["counts"]["records"] == plan["total"] and report["counts"]["fail"] > 0
     assert f"{len(kept.records)} were on disk" in stderr.decode()
+
+
+def test_ctrl_c_stops_a_real_sweep_with_one_line_saying_how_to_resume(tmp_path):
+    out = tmp_path / "sweep"
+    args = ["sweep", "-e", "metrale", "--no-env", "--device", "gpu", "--out", str(out)]
+    p = _cli(*args, env_extra={"FAKE_DELAY": "0.05", "FAKE_GPU": "1"},
+             preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))  # as a terminal's Ctrl-C
+    results = out / rs.RESULTS_FILE
+    deadline = time.monotonic() + 60
+    while _lines(results) < 3 and time.monotonic() < deadline and p.poll() is None:
+        time.sleep(0.01)
+    p.send_signal(signal.SIGINT)
+    stdout, stderr = p.communicate(timeout=60)
+    err = stderr.decode().splitlines()
+    assert p.returncode == 130, stderr.decode()
+    assert stdout == b""
+    said = [line for line in err if "interrupted" in line]
+    assert len(said) == 1 and said[0].startswith("leverctl sweep: interrupted with "), err
+    assert said[0].endswith("the same command with --resume runs the rest")
+    kept = rs.read_jsonl(results)
+    assert kept.records and f"{len(kept.records)} of " in said[0]
