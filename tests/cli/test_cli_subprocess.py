@@ -9,6 +9,7 @@ import signal
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import pytest
 from cli_helpers import RECIPES
@@ -63,6 +64,21 @@ def _default_sigint() -> None:
     signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
+def _in_read(pid: int, deadline: float) -> None:
+    """Wait until process ``pid`` sleeps in read() on a pipe. A SIGINT that
+    lands between its open() returning and its read() starting is lost until
+    the read returns (Python handles signals between bytecodes, and that read
+    never returns): Ctrl-C must come while it reads. Linux says where a
+    process sleeps in /proc/PID/wchan; elsewhere, a moment's pause does."""
+    wchan = Path(f"/proc/{pid}/wchan")
+    if not wchan.exists():
+        time.sleep(0.5)
+        return
+    while "pipe" not in wchan.read_text():  # pipe_read, anon_pipe_read, pipe_wait
+        assert time.monotonic() < deadline, wchan.read_text()
+        time.sleep(0.01)
+
+
 def test_ctrl_c_in_a_command_is_one_line_and_exit_130(leverctl_exe, tmp_path):
     # A FIFO as the env file holds the command inside its work: it blocks
     # reading until a writer comes, and our writer never writes.
@@ -73,12 +89,13 @@ def test_ctrl_c_in_a_command_is_one_line_and_exit_130(leverctl_exe, tmp_path):
     deadline = time.monotonic() + 60
     writer = None
     try:
-        while writer is None:  # opens once the command has the FIFO open for reading
+        while writer is None:  # opens once the command opens the FIFO for reading
             try:
                 writer = os.open(fifo, os.O_WRONLY | os.O_NONBLOCK)
             except OSError as e:
                 assert e.errno == errno.ENXIO and p.poll() is None and time.monotonic() < deadline, p.poll()
                 time.sleep(0.01)
+        _in_read(p.pid, deadline)
         p.send_signal(signal.SIGINT)
         out, err = p.communicate(timeout=60)
     finally:
