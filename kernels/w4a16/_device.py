@@ -1,4 +1,5 @@
-"""Device helpers shared by the W4A16 GEMV kernels.
+"""Helpers shared by the W4A16 GEMV kernels: device functions, the staging
+layout, and the host side of a launch.
 
 Activation staging
 ------------------
@@ -29,6 +30,46 @@ import numpy as np
 from numba import cuda, float32, uint32
 
 FULL_MASK = 0xFFFFFFFF
+
+
+def chunk_layout(KCHUNK: int) -> tuple[int, int, int]:
+    """``(KWC, STRIDE, XS)`` for K-chunks of ``KCHUNK`` inputs: packed words
+    per chunk, the padded row stride, and the staged fp32 values
+    (``8 * STRIDE``, the shared array's size)."""
+    if KCHUNK < 256 or KCHUNK % 256:
+        raise ValueError(f"KCHUNK={KCHUNK}: a positive multiple of 256 inputs")
+    KWC = KCHUNK // 8
+    STRIDE = KWC + 1
+    return KWC, STRIDE, 8 * STRIDE
+
+
+def launcher(make, launch_config, n: int, k: int, *cfg):
+    """``launch(*args)`` running ``make(*cfg)`` for an ``n x k`` weight at
+    ``launch_config(n, *cfg)``."""
+    if k % 8:
+        raise ValueError(f"k={k}: the W4A16 layout needs k a multiple of 8")
+    kern = make(*cfg)
+    grid, block = launch_config(n, *cfg)
+
+    def launch(*args):
+        kern[grid, block](*args)
+
+    return launch
+
+
+def path_build(make_launch, names):
+    """A path variant's ``build(shape, **cfg)``: ``make_launch(n, k, **cfg)``
+    run on the buffers ``names`` (in the kernel's argument order)."""
+
+    def build(shape, **cfg):
+        run = make_launch(shape["n"], shape["k"], **cfg)
+
+        def launch(bufs):
+            run(*[bufs[name] for name in names])
+
+        return launch
+
+    return build
 
 # Shared-memory indices are cast to uint32 before use: Numba adds a
 # negative-index wraparound (64-bit compare and select) to every signed

@@ -13,101 +13,35 @@ column are loaded to registers once and used for ``2 * ROWS`` packed words
 
 The ``2 * ROWS`` partial sums per thread are reduced across the block by a
 shared-memory tree (``2 x ROWS x 64`` fp32); threads ``0..ROWS-1`` write
-``gate`` and ``up`` (fp16).
+``gate`` and ``up`` (fp16). Body: ``_row_block`` with ``DUAL``.
 """
 from __future__ import annotations
 
-from functools import lru_cache
+from functools import lru_cache, partial
 
-from numba import cuda, float32
+from numba import cuda
 
-from ..common import launch as L
-from ._device import dot_word_regs, load_x8, stage_x
-from .gemv_64t import DEFAULT_KCHUNK, DEFAULT_ROWS, NT
+from ._device import launcher, path_build
+from ._row_block import DEFAULT_KCHUNK, DEFAULT_ROWS, make_row_block
+from ._row_block import launch_config as _launch_config
+
+launch_config = partial(_launch_config, DUAL=True)
 
 
 @lru_cache(maxsize=None)
 def make_gemv_dual_64t(ROWS: int = DEFAULT_ROWS, KCHUNK: int = DEFAULT_KCHUNK):
-    if ROWS < 1 or ROWS > 16:
-        raise ValueError(f"ROWS={ROWS}: 1..16 rows per block")
-    if KCHUNK < 256 or KCHUNK % 256:
-        raise ValueError(f"KCHUNK={KCHUNK}: a positive multiple of 256 inputs")
-    KWC = KCHUNK // 8
-    STRIDE = KWC + 1
-    XS = 8 * STRIDE
-    R2 = 2 * ROWS
-    RED = R2 * NT
+    row_block = make_row_block(ROWS, KCHUNK, True)
 
     @cuda.jit
     def gemv_dual_64t(gate, up, qw_gate, s_gate, qw_up, s_up, x):
-        n = qw_gate.shape[0]
-        kw = qw_gate.shape[1]
-        k = x.shape[0]
-        xs = cuda.shared.array(XS, dtype=float32)
-        red = cuda.shared.array(RED, dtype=float32)
-        acc = cuda.local.array(R2, dtype=float32)  # [gate rows | up rows]
-        xv = cuda.local.array(8, dtype=float32)
-        tid = cuda.threadIdx.x
-        row0 = cuda.blockIdx.x * ROWS
-        for r in range(R2):
-            acc[r] = float32(0.0)
-        nchunks = (k + KCHUNK - 1) // KCHUNK
-        for c in range(nchunks):
-            c0 = c * KCHUNK
-            cuda.syncthreads()
-            stage_x(xs, x, c0, k, tid, NT, KCHUNK, STRIDE)
-            cuda.syncthreads()
-            w0 = c * KWC
-            w1 = min(kw, w0 + KWC)
-            for gw in range(w0 + tid, w1, NT):
-                load_x8(xv, xs, gw - w0, STRIDE)
-                g = gw >> 4
-                for r in range(ROWS):
-                    row = row0 + r
-                    if row < n:
-                        acc[r] += float32(s_gate[row, g]) * dot_word_regs(qw_gate[row, gw], xv)
-                        acc[ROWS + r] += float32(s_up[row, g]) * dot_word_regs(qw_up[row, gw], xv)
-        for r in range(R2):
-            red[r * NT + tid] = acc[r]
-        cuda.syncthreads()
-        s = NT // 2
-        while s > 0:
-            if tid < s:
-                for r in range(R2):
-                    red[r * NT + tid] += red[r * NT + tid + s]
-            cuda.syncthreads()
-            s >>= 1
-        if tid < ROWS and row0 + tid < n:
-            gate[row0 + tid] = red[tid * NT]
-            up[row0 + tid] = red[(ROWS + tid) * NT]
+        row_block((gate, up), (qw_gate, s_gate, qw_up, s_up), x)
 
     return gemv_dual_64t
 
 
-def launch_config(n: int, ROWS: int = DEFAULT_ROWS, KCHUNK: int = DEFAULT_KCHUNK):
-    grid = L.check_grid(L.blocks_for(n, ROWS))
-    block = (L.check_block(NT, warps=True),)
-    L.check_shared(4 * (8 * (KCHUNK // 8 + 1) + 2 * ROWS * NT))
-    return grid, block
-
-
 def make_launch(n: int, k: int, *, ROWS: int = DEFAULT_ROWS, KCHUNK: int = DEFAULT_KCHUNK):
     """``launch(gate, up, qw_gate, s_gate, qw_up, s_up, x)`` for ``n x k`` weights."""
-    if k % 8:
-        raise ValueError(f"k={k}: the W4A16 layout needs k a multiple of 8")
-    kern = make_gemv_dual_64t(ROWS, KCHUNK)
-    grid, block = launch_config(n, ROWS, KCHUNK)
-
-    def launch(gate, up, qw_gate, s_gate, qw_up, s_up, x):
-        kern[grid, block](gate, up, qw_gate, s_gate, qw_up, s_up, x)
-
-    return launch
+    return launcher(make_gemv_dual_64t, launch_config, n, k, ROWS, KCHUNK)
 
 
-def build(shape, *, ROWS: int = DEFAULT_ROWS, KCHUNK: int = DEFAULT_KCHUNK):
-    run = make_launch(shape["n"], shape["k"], ROWS=ROWS, KCHUNK=KCHUNK)
-
-    def launch(bufs):
-        run(bufs["gate"], bufs["up"], bufs["qw_gate"], bufs["s_gate"], bufs["qw_up"], bufs["s_up"], bufs["x"])
-
-    return launch
+build = path_build(make_launch, ("gate", "up", "qw_gate", "s_gate", "qw_up", "s_up", "x"))

@@ -25,102 +25,36 @@ reduction per row; lane 0 writes ``y[row]``.
 The kernel is memory-bound: per row it reads ``k/2`` bytes of weights with
 coalesced 32-bit loads and ``2*k/128`` bytes of scales (two distinct scales
 per warp step, served from L1); ``x`` comes from L2 once per block.
+
+The body is ``_warp_rows``'s, shared with the dual GEMV and the fused
+SiLU-multiply + down GEMV.
 """
 from __future__ import annotations
 
 from functools import lru_cache
 
-from numba import cuda, float32
+from numba import cuda
 
-from ..common import launch as L
-from ._device import dot_word, stage_x, warp_sum
-
-DEFAULT_WARPS = 4
-DEFAULT_KCHUNK = 2048
-# Grid cap for the row-group stride: 132 SMs (H200) x 16 resident 128-thread
-# blocks; more blocks would only queue.
-MAX_RESIDENT_BLOCKS = 132 * 16
-
-
-def _check_config(WARPS: int, KCHUNK: int) -> None:
-    L.check_block(WARPS * L.WARP_SIZE, warps=True)
-    if KCHUNK < 256 or KCHUNK % 256:
-        raise ValueError(f"KCHUNK={KCHUNK}: a positive multiple of 256 inputs")
+from ._device import launcher, path_build
+from ._warp_rows import DEFAULT_KCHUNK, DEFAULT_WARPS, launch_config, make_warp_rows
 
 
 @lru_cache(maxsize=None)
 def make_gemv_sw(WARPS: int = DEFAULT_WARPS, KCHUNK: int = DEFAULT_KCHUNK):
     """Compile the one-warp-per-row GEMV for a block of ``WARPS`` warps and a
     shared-memory chunk of ``KCHUNK`` activations."""
-    _check_config(WARPS, KCHUNK)
-    NT = WARPS * 32
-    KWC = KCHUNK // 8  # packed words per chunk
-    STRIDE = KWC + 1
-    XS = 8 * STRIDE
+    rows = make_warp_rows(WARPS, KCHUNK, False, False)
 
     @cuda.jit
     def gemv_sw(y, qweight, scales, x):
-        n = qweight.shape[0]
-        kw = qweight.shape[1]
-        k = x.shape[0]
-        xs = cuda.shared.array(XS, dtype=float32)
-        tid = cuda.threadIdx.x
-        lane = tid & 31
-        warp = tid >> 5
-        nchunks = (k + KCHUNK - 1) // KCHUNK
-        staged = False
-        rb = cuda.blockIdx.x * WARPS
-        while rb < n:  # block-uniform: every thread reaches the barriers
-            row = rb + warp
-            acc = float32(0.0)
-            for c in range(nchunks):
-                c0 = c * KCHUNK
-                if nchunks > 1 or not staged:
-                    cuda.syncthreads()  # previous chunk fully consumed
-                    stage_x(xs, x, c0, k, tid, NT, KCHUNK, STRIDE)
-                    cuda.syncthreads()
-                    staged = True
-                if row < n:
-                    w0 = c * KWC
-                    w1 = min(kw, w0 + KWC)
-                    for gw in range(w0 + lane, w1, 32):
-                        acc += float32(scales[row, gw >> 4]) * dot_word(
-                            qweight[row, gw], xs, gw - w0, STRIDE
-                        )
-            if row < n:  # warp-uniform
-                acc = warp_sum(acc)
-                if lane == 0:
-                    y[row] = acc
-            rb += cuda.gridDim.x * WARPS
+        rows((y,), (qweight, scales), (x,))
 
     return gemv_sw
 
 
-def launch_config(n: int, WARPS: int = DEFAULT_WARPS, KCHUNK: int = DEFAULT_KCHUNK):
-    grid = L.check_grid(min(L.blocks_for(n, WARPS), MAX_RESIDENT_BLOCKS))
-    block = (L.check_block(WARPS * L.WARP_SIZE, warps=True),)
-    L.check_shared(4 * 8 * (KCHUNK // 8 + 1))
-    return grid, block
-
-
 def make_launch(n: int, k: int, *, WARPS: int = DEFAULT_WARPS, KCHUNK: int = DEFAULT_KCHUNK):
     """``launch(y, qweight, scales, x)`` for an ``n x k`` weight."""
-    if k % 8:
-        raise ValueError(f"k={k}: the W4A16 layout needs k a multiple of 8")
-    kern = make_gemv_sw(WARPS, KCHUNK)
-    grid, block = launch_config(n, WARPS, KCHUNK)
-
-    def launch(y, qweight, scales, x):
-        kern[grid, block](y, qweight, scales, x)
-
-    return launch
+    return launcher(make_gemv_sw, launch_config, n, k, WARPS, KCHUNK)
 
 
-def build(shape, *, WARPS: int = DEFAULT_WARPS, KCHUNK: int = DEFAULT_KCHUNK):
-    run = make_launch(shape["n"], shape["k"], WARPS=WARPS, KCHUNK=KCHUNK)
-
-    def launch(bufs):
-        run(bufs["y"], bufs["qweight"], bufs["scales"], bufs["x"])
-
-    return launch
-
+build = path_build(make_launch, ("y", "qweight", "scales", "x"))

@@ -16,7 +16,7 @@ from functools import lru_cache
 from numba import cuda, float32
 
 from ..common import launch as L
-from .gemv_sw import MAX_RESIDENT_BLOCKS
+from ._warp_rows import MAX_RESIDENT_BLOCKS
 from ._device import silu_f32
 
 THREADS = 256
