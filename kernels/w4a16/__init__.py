@@ -97,44 +97,22 @@ def _check_preset(preset: str) -> None:
         raise ValueError(f"unknown shape preset {preset!r} (smoke, model)")
 
 
-# ── w4a16.gemv ───────────────────────────────────────────────────────────────
-
-
 def _mk(label: str, **dims: int) -> Shape:
     return Shape(label, dims)
 
 
-def gemv_shapes(preset: str, model: Mapping[str, Any] | None) -> list[Shape]:
-    _check_preset(preset)
-    if preset == "smoke":
-        # 37 rows: not a multiple of the row blocks; k = 264: two full scale
-        # groups and a partial third of 8 inputs.
-        return [_mk("m1-n37-k264", m=1, n=37, k=264)]
-    hidden, ffns, _ = _ffn_sizes(model)
-    out = []
-    for tag, inter in ffns:
-        out.append(_mk(f"{tag}-gate n{inter} k{hidden}", m=1, n=inter, k=hidden))
-        out.append(_mk(f"{tag}-down n{hidden} k{inter}", m=1, n=hidden, k=inter))
-    return out
+def _fp16_normal(rng: np.random.Generator, shape) -> np.ndarray:
+    return rng.standard_normal(shape, dtype=np.float32).astype(np.float16)
 
 
-def gemv_inputs(shape: Shape, rng: np.random.Generator) -> dict:
-    qweight, scales = random_w4(rng, shape["n"], shape["k"])
-    x = rng.standard_normal(shape["k"], dtype=np.float32).astype(np.float16)
-    return {"x": x, "qweight": qweight, "scales": scales}
+def _w4(rng: np.random.Generator, n: int, k: int, qname: str, sname: str) -> dict:
+    """One packed ``n x k`` weight as ``{qname: qweight, sname: scales}``."""
+    qweight, scales = random_w4(rng, n, k)
+    return {qname: qweight, sname: scales}
 
 
-def gemv_outputs(shape: Shape):
-    return {"y": ((shape["n"],), "float16")}
-
-
-def gemv_reference(shape: Shape, inputs: dict) -> dict:
-    return {"y": naive.naive_gemv(inputs["qweight"], inputs["scales"], inputs["x"])}
-
-
-def gemv_traffic(shape: Shape) -> Traffic:
-    n, k = shape["n"], shape["k"]
-    return Traffic(bytes_read=packed_bytes(n, k) + 2 * k, bytes_written=2 * n, flops=2 * n * k)
+def _args(inputs: dict, *names: str) -> list:
+    return [inputs[n] for n in names]
 
 
 def _lever(levers: Mapping[str, Any], name: str, defaults: Mapping[str, Any] | None = None) -> bool:
@@ -147,109 +125,122 @@ def _lever(levers: Mapping[str, Any], name: str, defaults: Mapping[str, Any] | N
     return _CATALOG_DEFAULTS[name]
 
 
-def gemv_select(levers: Mapping[str, Any], shape: Shape) -> Choice:
-    return Choice("gemv_sw" if _lever(levers, "gemv_sw") else "gemv_64t")
+def _path(name: str, summary: str, levers: tuple[str, ...], variants: list[Variant], **fields) -> KernelPath:
+    """The path ``w4a16.<name>``, with the family's tolerance; ``variants``
+    in the order the bench lists them."""
+    fields.setdefault("lever_defaults", {})
+    return KernelPath(name=f"w4a16.{name}", family="w4a16", summary=summary, levers=levers,
+                      variants={v.name: v for v in variants}, tolerance=TOLERANCE, **fields)
 
 
-GEMV = KernelPath(
-    name="w4a16.gemv",
-    family="w4a16",
-    summary="Decode GEMV y = W x (int4 weights, fp16 activations, m = 1)",
-    levers=("gemv_sw",),
-    lever_defaults={},
-    variants={
-        "gemv_sw": Variant(
-            "gemv_sw",
-            "one warp per output row, lanes stride over packed words, shuffle reduction",
-            gemv_sw.build,
-        ),
-        "gemv_64t": Variant(
-            "gemv_64t",
-            "64 threads per 4-row block, shared-memory tree reduction (pre-single-warp kernel)",
-            gemv_64t.build,
-        ),
-    },
-    select=gemv_select,
+# ── w4a16.gemv and w4a16.gemv_dual (decode, m = 1) ──────────────────────────
+
+# 37 rows: not a multiple of the row blocks; k = 264: two full scale groups
+# and a partial third of 8 inputs.
+_SMOKE_GEMV = dict(m=1, n=37, k=264)
+
+
+def _gemv_traffic(mats: int):
+    """Traffic of ``mats`` GEMVs of one ``n x k`` shape against one ``x``."""
+
+    def traffic(shape: Shape) -> Traffic:
+        n, k = shape["n"], shape["k"]
+        return Traffic(bytes_read=mats * packed_bytes(n, k) + 2 * k, bytes_written=2 * mats * n,
+                       flops=2 * mats * n * k)
+
+    return traffic
+
+
+def _gemv_select(sw: str, t64: str):
+    """``select`` on the ``gemv_sw`` lever: ``sw`` when on, ``t64`` when off."""
+    return lambda levers, shape: Choice(sw if _lever(levers, "gemv_sw") else t64)
+
+
+def gemv_shapes(preset: str, model: Mapping[str, Any] | None) -> list[Shape]:
+    _check_preset(preset)
+    if preset == "smoke":
+        return [_mk("m1-n37-k264", **_SMOKE_GEMV)]
+    hidden, ffns, _ = _ffn_sizes(model)
+    out = []
+    for tag, inter in ffns:
+        out.append(_mk(f"{tag}-gate n{inter} k{hidden}", m=1, n=inter, k=hidden))
+        out.append(_mk(f"{tag}-down n{hidden} k{inter}", m=1, n=hidden, k=inter))
+    return out
+
+
+def gemv_inputs(shape: Shape, rng: np.random.Generator) -> dict:
+    w = _w4(rng, shape["n"], shape["k"], "qweight", "scales")
+    return {"x": _fp16_normal(rng, shape["k"]), **w}
+
+
+def gemv_reference(shape: Shape, inputs: dict) -> dict:
+    return {"y": naive.naive_gemv(*_args(inputs, "qweight", "scales", "x"))}
+
+
+GEMV = _path(
+    "gemv",
+    "Decode GEMV y = W x (int4 weights, fp16 activations, m = 1)",
+    ("gemv_sw",),
+    [
+        Variant("gemv_sw", "one warp per output row, lanes stride over packed words, shuffle reduction",
+                gemv_sw.build),
+        Variant("gemv_64t", "64 threads per 4-row block, shared-memory tree reduction (pre-single-warp kernel)",
+                gemv_64t.build),
+    ],
+    select=_gemv_select("gemv_sw", "gemv_64t"),
     shapes=gemv_shapes,
     make_inputs=gemv_inputs,
-    outputs=gemv_outputs,
+    outputs=lambda shape: {"y": ((shape["n"],), "float16")},
     reference=gemv_reference,
-    traffic=gemv_traffic,
-    tolerance=TOLERANCE,
+    traffic=_gemv_traffic(1),
     notes="memory-bound: streams k/2 bytes of packed weights per row",
     extra={"gemm_mnk": lambda s: (1, s["n"], s["k"])},
 )
 
 
-# ── w4a16.gemv_dual ──────────────────────────────────────────────────────────
-
-
 def dual_shapes(preset: str, model: Mapping[str, Any] | None) -> list[Shape]:
     _check_preset(preset)
     if preset == "smoke":
-        return [_mk("m1-n37-k264", m=1, n=37, k=264)]
+        return [_mk("m1-n37-k264", **_SMOKE_GEMV)]
     hidden, ffns, _ = _ffn_sizes(model)
     return [_mk(f"{tag}-gate+up n{inter} k{hidden}", m=1, n=inter, k=hidden) for tag, inter in ffns]
 
 
 def dual_inputs(shape: Shape, rng: np.random.Generator) -> dict:
-    qw_gate, s_gate = random_w4(rng, shape["n"], shape["k"])
-    qw_up, s_up = random_w4(rng, shape["n"], shape["k"])
-    x = rng.standard_normal(shape["k"], dtype=np.float32).astype(np.float16)
-    return {"x": x, "qw_gate": qw_gate, "s_gate": s_gate, "qw_up": qw_up, "s_up": s_up}
-
-
-def dual_outputs(shape: Shape):
-    return {"gate": ((shape["n"],), "float16"), "up": ((shape["n"],), "float16")}
+    n, k = shape["n"], shape["k"]
+    w = {**_w4(rng, n, k, "qw_gate", "s_gate"), **_w4(rng, n, k, "qw_up", "s_up")}
+    return {"x": _fp16_normal(rng, k), **w}
 
 
 def dual_reference(shape: Shape, inputs: dict) -> dict:
-    gate, up = naive.naive_gemv_dual(
-        inputs["qw_gate"], inputs["s_gate"], inputs["qw_up"], inputs["s_up"], inputs["x"]
-    )
+    gate, up = naive.naive_gemv_dual(*_args(inputs, "qw_gate", "s_gate", "qw_up", "s_up", "x"))
     return {"gate": gate, "up": up}
 
 
-def dual_traffic(shape: Shape) -> Traffic:
-    n, k = shape["n"], shape["k"]
-    return Traffic(bytes_read=2 * packed_bytes(n, k) + 2 * k, bytes_written=4 * n, flops=4 * n * k)
-
-
-def dual_select(levers: Mapping[str, Any], shape: Shape) -> Choice:
-    return Choice("gemv_dual_sw" if _lever(levers, "gemv_sw") else "gemv_dual_64t")
-
-
-GEMV_DUAL = KernelPath(
-    name="w4a16.gemv_dual",
-    family="w4a16",
-    summary="Decode dual GEMV: gate = W_gate x and up = W_up x in one pass",
-    levers=("gemv_sw",),
-    lever_defaults={},
-    variants={
-        "gemv_dual_sw": Variant(
-            "gemv_dual_sw",
-            "one warp per output row computing gate and up, two shuffle reductions",
-            gemv_dual_sw.build,
-        ),
-        "gemv_dual_64t": Variant(
-            "gemv_dual_64t",
-            "64 threads per 4-row block computing gate and up, shared-memory reduction",
-            gemv_dual_64t.build,
-        ),
-    },
-    select=dual_select,
+GEMV_DUAL = _path(
+    "gemv_dual",
+    "Decode dual GEMV: gate = W_gate x and up = W_up x in one pass",
+    ("gemv_sw",),
+    [
+        Variant("gemv_dual_sw", "one warp per output row computing gate and up, two shuffle reductions",
+                gemv_dual_sw.build),
+        Variant("gemv_dual_64t", "64 threads per 4-row block computing gate and up, shared-memory reduction",
+                gemv_dual_64t.build),
+    ],
+    select=_gemv_select("gemv_dual_sw", "gemv_dual_64t"),
     shapes=dual_shapes,
     make_inputs=dual_inputs,
-    outputs=dual_outputs,
+    outputs=lambda shape: {"gate": ((shape["n"],), "float16"), "up": ((shape["n"],), "float16")},
     reference=dual_reference,
-    traffic=dual_traffic,
-    tolerance=TOLERANCE,
+    traffic=_gemv_traffic(2),
     notes="memory-bound: streams both packed weight matrices once",
     extra={"gemm_mnk": lambda s: (1, 2 * s["n"], s["k"])},
 )
 
 
 # ── w4a16.ffn_decode ─────────────────────────────────────────────────────────
+
+_FFN_ARGS = ("x", "qw_gate", "s_gate", "qw_up", "s_up", "qw_down", "s_down")
 
 
 def ffn_shapes(preset: str, model: Mapping[str, Any] | None) -> list[Shape]:
@@ -265,37 +256,12 @@ def ffn_shapes(preset: str, model: Mapping[str, Any] | None) -> list[Shape]:
 
 def ffn_inputs(shape: Shape, rng: np.random.Generator) -> dict:
     h, i = shape["hidden"], shape["inter"]
-    qw_gate, s_gate = random_w4(rng, i, h)
-    qw_up, s_up = random_w4(rng, i, h)
-    qw_down, s_down = random_w4(rng, h, i)
-    x = rng.standard_normal(h, dtype=np.float32).astype(np.float16)
-    return {
-        "x": x,
-        "qw_gate": qw_gate,
-        "s_gate": s_gate,
-        "qw_up": qw_up,
-        "s_up": s_up,
-        "qw_down": qw_down,
-        "s_down": s_down,
+    w = {
+        **_w4(rng, i, h, "qw_gate", "s_gate"),
+        **_w4(rng, i, h, "qw_up", "s_up"),
+        **_w4(rng, h, i, "qw_down", "s_down"),
     }
-
-
-def ffn_outputs(shape: Shape):
-    return {"y": ((shape["hidden"],), "float16")}
-
-
-def ffn_reference(shape: Shape, inputs: dict) -> dict:
-    return {
-        "y": naive.naive_ffn_decode(
-            inputs["x"],
-            inputs["qw_gate"],
-            inputs["s_gate"],
-            inputs["qw_up"],
-            inputs["s_up"],
-            inputs["qw_down"],
-            inputs["s_down"],
-        )
-    }
+    return {"x": _fp16_normal(rng, h), **w}
 
 
 def ffn_traffic(shape: Shape) -> Traffic:
@@ -338,20 +304,18 @@ def _ffn_variant(name: str) -> Variant:
     )
 
 
-FFN_DECODE = KernelPath(
-    name="w4a16.ffn_decode",
-    family="w4a16",
-    summary="Dense SiLU FFN for one token: y = W_down (silu(W_gate x) * (W_up x))",
-    levers=("decode_ffn_via_gemm", "decode_split_silu", "gemv_sw"),
+FFN_DECODE = _path(
+    "ffn_decode",
+    "Dense SiLU FFN for one token: y = W_down (silu(W_gate x) * (W_up x))",
+    ("decode_ffn_via_gemm", "decode_split_silu", "gemv_sw"),
+    [_ffn_variant(name) for name in _FFN_SUMMARIES],
     lever_defaults=FFN_LEVER_DEFAULTS,
-    variants={name: _ffn_variant(name) for name in _FFN_SUMMARIES},
     select=ffn_select,
     shapes=ffn_shapes,
     make_inputs=ffn_inputs,
-    outputs=ffn_outputs,
-    reference=ffn_reference,
+    outputs=lambda shape: {"y": ((shape["hidden"],), "float16")},
+    reference=lambda shape, inputs: {"y": naive.naive_ffn_decode(*_args(inputs, *_FFN_ARGS))},
     traffic=ffn_traffic,
-    tolerance=TOLERANCE,
     notes=(
         "memory-bound: the three weight matrices dominate; decode_ffn_via_gemm "
         "takes precedence over decode_split_silu and gemv_sw"
@@ -379,17 +343,8 @@ def gemm_shapes(preset: str, model: Mapping[str, Any] | None) -> list[Shape]:
 
 
 def gemm_inputs(shape: Shape, rng: np.random.Generator) -> dict:
-    qweight, scales = random_w4(rng, shape["n"], shape["k"])
-    a = rng.standard_normal((shape["m"], shape["k"]), dtype=np.float32).astype(np.float16)
-    return {"a": a, "qweight": qweight, "scales": scales}
-
-
-def gemm_outputs(shape: Shape):
-    return {"c": ((shape["m"], shape["n"]), "float16")}
-
-
-def gemm_reference(shape: Shape, inputs: dict) -> dict:
-    return {"c": naive.naive_gemm(inputs["a"], inputs["qweight"], inputs["scales"])}
+    w = _w4(rng, shape["n"], shape["k"], "qweight", "scales")
+    return {"a": _fp16_normal(rng, (shape["m"], shape["k"])), **w}
 
 
 def gemm_traffic(shape: Shape) -> Traffic:
@@ -415,31 +370,21 @@ def gemm_select(levers: Mapping[str, Any], shape: Shape) -> Choice:
     return Choice("small_m")
 
 
-GEMM = KernelPath(
-    name="w4a16.gemm",
-    family="w4a16",
-    summary="Tiled W4A16 GEMM c = a W^T (FFN projections of a batch)",
-    levers=("ffn_small_m",),
-    lever_defaults={},
-    variants={
-        "small_m": Variant(
-            "small_m",
-            "16x32x32 tiles, 128 threads, for m <= 64 with k % 32 == 0",
-            gemm_tiled.build_small_m,
-        ),
-        "default_tiles": Variant(
-            "default_tiles",
-            "64x64x64 tiles, 256 threads, 4x4 register micro-tiles, any m, n, k",
-            gemm_tiled.build_default,
-        ),
-    },
+GEMM = _path(
+    "gemm",
+    "Tiled W4A16 GEMM c = a W^T (FFN projections of a batch)",
+    ("ffn_small_m",),
+    [
+        Variant("small_m", "16x32x32 tiles, 128 threads, for m <= 64 with k % 32 == 0", gemm_tiled.build_small_m),
+        Variant("default_tiles", "64x64x64 tiles, 256 threads, 4x4 register micro-tiles, any m, n, k",
+                gemm_tiled.build_default),
+    ],
     select=gemm_select,
     shapes=gemm_shapes,
     make_inputs=gemm_inputs,
-    outputs=gemm_outputs,
-    reference=gemm_reference,
+    outputs=lambda shape: {"c": ((shape["m"], shape["n"]), "float16")},
+    reference=lambda shape, inputs: {"c": naive.naive_gemm(*_args(inputs, "a", "qweight", "scales"))},
     traffic=gemm_traffic,
-    tolerance=TOLERANCE,
     notes="memory-bound at small m (weight stream), FP32-compute-bound at large m",
     extra={"gemm_mnk": lambda s: (s["m"], s["n"], s["k"])},
 )
