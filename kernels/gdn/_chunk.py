@@ -80,12 +80,56 @@ def chunk_flops(L: int, DK: int, DV: int) -> int:
 
 
 @lru_cache(maxsize=None)
+def make_scratch(C: int, BV: int):
+    """Device function ``scratch() -> (M, D, Gs, Bs, Rk, Rq, Ek)``: the
+    chunk's shared arrays (layout above), for a kernel to declare once and
+    hand to every ``chunk`` call."""
+
+    @cuda.jit(device=True, inline="always")
+    def scratch():
+        return (
+            cuda.shared.array((C, C), float32),
+            cuda.shared.array((C, BV), float32),
+            cuda.shared.array(C, float32),
+            cuda.shared.array(C, float32),
+            cuda.shared.array(C, float32),
+            cuda.shared.array(C, float32),
+            cuda.shared.array(C, float32),
+        )
+
+    return scratch
+
+
+@lru_cache(maxsize=None)
+def make_slice_io(DK: int, BV: int, NT: int):
+    """Device functions ``load_slice(Ssh, S2, v0, tid)`` and
+    ``store_slice(S2, Ssh, v0, tid)``: the block's ``DK x BV`` state slice
+    (columns ``v0 ..`` of the head's ``S2``) into shared memory and back,
+    ``NT`` threads along the flat index (coalesced along columns)."""
+
+    @cuda.jit(device=True, inline="always")
+    def load_slice(Ssh, S2, v0, tid):
+        for e in range(tid, DK * BV, NT):
+            d = e // BV
+            Ssh[d, e - d * BV] = S2[d, v0 + e - d * BV]
+
+    @cuda.jit(device=True, inline="always")
+    def store_slice(S2, Ssh, v0, tid):
+        for e in range(tid, DK * BV, NT):
+            d = e // BV
+            S2[d, v0 + e - d * BV] = Ssh[d, e - d * BV]
+
+    return load_slice, store_slice
+
+
+@lru_cache(maxsize=None)
 def make_chunk(C: int, DK: int, BV: int, NT: int, RESIDENT: bool):
-    """The device function ``chunk(...)`` for chunks of at most ``C`` tokens
-    on a ``DK x BV`` slice with ``NT`` threads. ``RESIDENT``: the state slice
-    lives in the shared ``Ssh`` (the caller loads and stores it once);
-    otherwise it is read from and written back to the global ``S2`` view
-    within every chunk."""
+    """The device function ``chunk(q, k, v, g, beta, S2, Ssh, o, scr, h, hk,
+    v0, c0, L, tid)`` for chunks of at most ``C`` tokens on a ``DK x BV``
+    slice with ``NT`` threads; ``scr`` is :func:`make_scratch`'s tuple.
+    ``RESIDENT``: the state slice lives in the shared ``Ssh`` (the caller
+    loads and stores it once, :func:`make_slice_io`); otherwise it is read
+    from and written back to the global ``S2`` view within every chunk."""
     EPT = -(-C * BV // NT)  # delta entries per thread (registers)
     UDK = np.uint64(DK)
     ONE = np.uint64(1)
@@ -105,8 +149,19 @@ def make_chunk(C: int, DK: int, BV: int, NT: int, RESIDENT: bool):
         else:
             S2[d, v0 + jj] = x
 
+    @cuda.jit(device=True, inline="always")
+    def dot(a, b):
+        """``a . b`` over the ``DK`` entries of two fp16 rows, in fp32."""
+        acc = float32(0.0)
+        d = uint64(0)
+        while d < UDK:
+            acc += float32(a[d]) * float32(b[d])
+            d += ONE
+        return acc
+
     @cuda.jit(device=True)
-    def chunk(q, k, v, g, beta, S2, Ssh, o, M, D, Gs, Bs, Rk, Rq, Ek, h, hk, v0, c0, L, tid):
+    def chunk(q, k, v, g, beta, S2, Ssh, o, scr, h, hk, v0, c0, L, tid):
+        M, D, Gs, Bs, Rk, Rq, Ek = scr
         # 0. per-token scalars: norms, beta, the cumulative decay. Each
         #    thread sums its own prefix (L <= C adds): no scan, no barrier.
         for i in range(tid, L, NT):
@@ -140,14 +195,8 @@ def make_chunk(C: int, DK: int, BV: int, NT: int, RESIDENT: bool):
             i = e // L
             l = e - i * L
             if l < i:
-                ki = k[c0 + i, hk]
-                kl = k[c0 + l, hk]
-                dot = float32(0.0)
-                d = uint64(0)
-                while d < UDK:
-                    dot += float32(ki[d]) * float32(kl[d])
-                    d += ONE
-                M[i, l] = Bs[i] * Rk[i] * Rk[l] * math.exp(Gs[i] - Gs[l]) * dot
+                kk = dot(k[c0 + i, hk], k[c0 + l, hk])
+                M[i, l] = Bs[i] * Rk[i] * Rk[l] * math.exp(Gs[i] - Gs[l]) * kk
         for e in range(tid, L * BV, NT):
             i = e // BV
             jj = e - i * BV
@@ -203,14 +252,8 @@ def make_chunk(C: int, DK: int, BV: int, NT: int, RESIDENT: bool):
             i = e // L
             l = e - i * L
             if l <= i:
-                qi = q[c0 + i, hk]
-                kl = k[c0 + l, hk]
-                dot = float32(0.0)
-                d = uint64(0)
-                while d < UDK:
-                    dot += float32(qi[d]) * float32(kl[d])
-                    d += ONE
-                M[i, l] = Rq[i] * Rk[l] * math.exp(Gs[i] - Gs[l]) * dot
+                qk = dot(q[c0 + i, hk], k[c0 + l, hk])
+                M[i, l] = Rq[i] * Rk[l] * math.exp(Gs[i] - Gs[l]) * qk
         cuda.syncthreads()
 
         # 4. o = exp(G) Q_hat S + P delta.

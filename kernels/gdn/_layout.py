@@ -29,8 +29,13 @@ registers per thread, ``4 * Hv`` blocks per sequence. Smoke shapes (d = 8 or
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import lru_cache
+from typing import Callable
 
 from ..common import launch as _launch
+
+# The token kernels' buffers, in their argument order (prefill and verify).
+TOKEN_ARGS = ("q", "k", "v", "g", "beta", "state", "o")
 
 
 @dataclass(frozen=True)
@@ -81,6 +86,46 @@ def group_of(hk: int, hv: int) -> int:
     if hk <= 0 or hv % hk:
         raise ValueError(f"{hv} value heads do not split evenly over {hk} q/k heads")
     return hv // hk
+
+
+def slice_launch(shape, shared_bytes: Callable[[Tile], int], sequences: int = 1) -> tuple[int, int]:
+    """``(grid, threads)`` of a launch with one block per (sequence, value
+    head, column slice) at ``shape``'s heads: ``sequences * Hv * dv/BV``
+    blocks of ``BV * KSPLIT`` threads, ``shared_bytes(tile)`` of static
+    shared memory each. Refuses a grouping that does not divide."""
+    group_of(shape["hk"], shape["hv"])
+    tile = tile_for(shape["dk"], shape["dv"])
+    return check_launch(sequences * shape["hv"] * tile.slices, tile.threads, shared_bytes(tile))
+
+
+def bind(kern, grid: int, threads: int, names: tuple[str, ...], flat: tuple[str, ...] = ()):
+    """``launch(bufs)``: ``kern`` on the buffers ``names`` (its argument
+    order), those in ``flat`` viewed as 1-D (the state, for kernels that
+    address it through ``_step``'s flat offsets)."""
+    views = [(name, name in flat) for name in names]
+
+    def launch(b):
+        kern[grid, threads](*[b[n].reshape(b[n].size) if f else b[n] for n, f in views])
+
+    return launch
+
+
+@lru_cache(maxsize=None)
+def make_head_slice(NSL: int, BV: int):
+    """Device function ``head_slice(b, group) -> (h, v0, hk)``: block ``b`` of
+    a head-major grid (``NSL`` column slices per value head) owns columns
+    ``v0 .. v0+BV-1`` of value head ``h`` and reads q/k head ``hk``
+    (``group`` value heads per q/k head). Inlined into the caller before
+    Numba optimises it, so the index arithmetic compiles as if written there."""
+    from numba import cuda
+
+    @cuda.jit(device=True, inline="always")
+    def head_slice(b, group):
+        h = b // NSL
+        v0 = (b - h * NSL) * BV
+        return h, v0, h // group
+
+    return head_slice
 
 
 def jit_bounded(threads: int):

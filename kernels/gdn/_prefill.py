@@ -23,8 +23,8 @@ from functools import lru_cache
 
 from numba import cuda, float32
 
-from ._chunk import make_chunk, shared_bytes
-from ._layout import check_launch, group_of, tile_for
+from ._chunk import make_chunk, make_scratch, make_slice_io, shared_bytes
+from ._layout import TOKEN_ARGS, bind, make_head_slice, slice_launch, tile_for
 
 
 @lru_cache(maxsize=None)
@@ -34,52 +34,34 @@ def make_prefill(C: int, DK: int, DV: int, RESIDENT: bool):
     tile = tile_for(DK, DV)
     BV, NT, NSL = tile.bv, tile.threads, tile.slices
     chunk = make_chunk(C, DK, BV, NT, RESIDENT)
+    scratch = make_scratch(C, BV)
+    load_slice, store_slice = make_slice_io(DK, BV, NT)
+    head_slice = make_head_slice(NSL, BV)
     SSH = (DK, BV) if RESIDENT else (1, 1)
 
     @cuda.jit
     def gdn_prefill(q, k, v, g, beta, state, o):
         T = v.shape[0]
         group = v.shape[1] // q.shape[1]
-        bid = cuda.blockIdx.x
-        h = bid // NSL
-        v0 = (bid - h * NSL) * BV
-        hk = h // group
+        h, v0, hk = head_slice(cuda.blockIdx.x, group)
         tid = cuda.threadIdx.x
-
-        M = cuda.shared.array((C, C), float32)
-        D = cuda.shared.array((C, BV), float32)
-        Gs = cuda.shared.array(C, float32)
-        Bs = cuda.shared.array(C, float32)
-        Rk = cuda.shared.array(C, float32)
-        Rq = cuda.shared.array(C, float32)
-        Ek = cuda.shared.array(C, float32)
+        scr = scratch()
         Ssh = cuda.shared.array(SSH, float32)
         S2 = state[h]
 
         if RESIDENT:  # one read of the slice; the first chunk's barrier orders it
-            for e in range(tid, DK * BV, NT):
-                d = e // BV
-                Ssh[d, e - d * BV] = S2[d, v0 + e - d * BV]
+            load_slice(Ssh, S2, v0, tid)
         for c0 in range(0, T, C):
             L = min(C, T - c0)
-            chunk(q, k, v, g, beta, S2, Ssh, o, M, D, Gs, Bs, Rk, Rq, Ek, h, hk, v0, c0, L, tid)
+            chunk(q, k, v, g, beta, S2, Ssh, o, scr, h, hk, v0, c0, L, tid)
         if RESIDENT:  # one write (same element mapping as the chunk's last phase)
-            for e in range(tid, DK * BV, NT):
-                d = e // BV
-                S2[d, v0 + e - d * BV] = Ssh[d, e - d * BV]
+            store_slice(S2, Ssh, v0, tid)
 
     return gdn_prefill
 
 
 def build_prefill(shape, resident: bool):
     """``launch(bufs)`` for ``q, k, v, g, beta, state`` (in place) -> ``o``."""
-    dk, dv, hk, hv, C = shape["dk"], shape["dv"], shape["hk"], shape["hv"], shape["chunk"]
-    group_of(hk, hv)
-    tile = tile_for(dk, dv)
-    grid, nt = check_launch(hv * tile.slices, tile.threads, shared_bytes(C, dk, tile.bv, resident))
-    kern = make_prefill(C, dk, dv, resident)
-
-    def launch(b):
-        kern[grid, nt](b["q"], b["k"], b["v"], b["g"], b["beta"], b["state"], b["o"])
-
-    return launch
+    C = shape["chunk"]
+    grid, nt = slice_launch(shape, lambda t: shared_bytes(C, t.dk, t.bv, resident))
+    return bind(make_prefill(C, shape["dk"], shape["dv"], resident), grid, nt, TOKEN_ARGS)

@@ -29,11 +29,12 @@ from functools import lru_cache
 
 from numba import cuda, float32
 
-from ._layout import check_launch, group_of, tile_for
+from ._layout import bind, make_head_slice, slice_launch, tile_for
 from ._step import make_step
 
 NAME = "batched"
 SUMMARY = "all sequences in one launch, block per (sequence, head, column slice), state in registers"
+DECODE_ARGS = ("q", "k", "v", "g", "beta", "slots", "state", "o")
 
 
 def shared_bytes(BV: int, KS: int) -> int:
@@ -41,22 +42,20 @@ def shared_bytes(BV: int, KS: int) -> int:
 
 
 @lru_cache(maxsize=None)
-def make_decode_batched(DK: int, DV: int):
-    """Compile the batched single-token decode at ``DK x DV``."""
+def make_decode_block(DK: int, DV: int):
+    """Device function ``decode_block(n, b, group, q, k, v, g, beta, slots,
+    state, o)``: block ``b`` of sequence ``n``'s ``Hv * dv/BV`` blocks steps
+    its column slice of ``state[slots[n]]`` (flat) by one token. The body of
+    this kernel and of ``per_sequence``'s."""
     tile = tile_for(DK, DV)
     BV, KS, NSL, R = tile.bv, tile.ksplit, tile.slices, tile.rows
     offset, load, store, partials, finish = make_step(DK, DV, BV, KS)
+    head_slice = make_head_slice(NSL, BV)
 
-    @cuda.jit
-    def gdn_decode_batched(q, k, v, g, beta, slots, state, o):
+    @cuda.jit(device=True, inline="always")
+    def decode_block(n, b, group, q, k, v, g, beta, slots, state, o):
         hv = v.shape[1]
-        group = hv // q.shape[1]
-        bid = cuda.blockIdx.x
-        n = bid // (hv * NSL)
-        rest = bid - n * (hv * NSL)
-        h = rest // NSL
-        v0 = (rest - h * NSL) * BV
-        hk = h // group
+        h, v0, hk = head_slice(b, group)
         tid = cuda.threadIdx.x
         j = tid % BV
         p = tid // BV
@@ -73,18 +72,27 @@ def make_decode_batched(DK: int, DV: int):
         if p == 0:
             o[n, h, v0 + j] = oj
 
+    return decode_block
+
+
+@lru_cache(maxsize=None)
+def make_decode_batched(DK: int, DV: int):
+    """Compile the batched single-token decode at ``DK x DV``."""
+    NSL = tile_for(DK, DV).slices
+    decode_block = make_decode_block(DK, DV)
+
+    @cuda.jit
+    def gdn_decode_batched(q, k, v, g, beta, slots, state, o):
+        hv = v.shape[1]
+        group = hv // q.shape[1]
+        bid = cuda.blockIdx.x
+        n = bid // (hv * NSL)
+        decode_block(n, bid - n * (hv * NSL), group, q, k, v, g, beta, slots, state, o)
+
     return gdn_decode_batched
 
 
 def build(shape):
-    n, dk, dv, hk, hv = shape["n"], shape["dk"], shape["dv"], shape["hk"], shape["hv"]
-    group_of(hk, hv)
-    tile = tile_for(dk, dv)
-    grid, nt = check_launch(n * hv * tile.slices, tile.threads, shared_bytes(tile.bv, tile.ksplit))
-    kern = make_decode_batched(dk, dv)
-
-    def launch(b):
-        st = b["state"]
-        kern[grid, nt](b["q"], b["k"], b["v"], b["g"], b["beta"], b["slots"], st.reshape(st.size), b["o"])
-
-    return launch
+    grid, nt = slice_launch(shape, lambda t: shared_bytes(t.bv, t.ksplit), sequences=shape["n"])
+    kern = make_decode_batched(shape["dk"], shape["dv"])
+    return bind(kern, grid, nt, DECODE_ARGS, flat=("state",))

@@ -15,11 +15,10 @@ from __future__ import annotations
 
 from functools import lru_cache
 
-from numba import cuda, float32
+from numba import cuda
 
-from ._layout import check_launch, group_of, tile_for
-from ._step import make_step
-from .decode_batched import shared_bytes
+from ._layout import slice_launch
+from .decode_batched import make_decode_block, shared_bytes
 
 NAME = "per_sequence"
 SUMMARY = "one launch per sequence, block per (head, column slice), state in registers"
@@ -28,48 +27,23 @@ SUMMARY = "one launch per sequence, block per (head, column slice), state in reg
 @lru_cache(maxsize=None)
 def make_decode_per_sequence(DK: int, DV: int):
     """Compile the one-sequence decode step at ``DK x DV``."""
-    tile = tile_for(DK, DV)
-    BV, KS, NSL, R = tile.bv, tile.ksplit, tile.slices, tile.rows
-    offset, load, store, partials, finish = make_step(DK, DV, BV, KS)
+    decode_block = make_decode_block(DK, DV)
 
     @cuda.jit
     def gdn_decode_one(n, q, k, v, g, beta, slots, state, o):
-        hv = v.shape[1]
-        group = hv // q.shape[1]
-        bid = cuda.blockIdx.x
-        h = bid // NSL
-        v0 = (bid - h * NSL) * BV
-        hk = h // group
-        tid = cuda.threadIdx.x
-        j = tid % BV
-        p = tid // BV
-
-        red = cuda.shared.array((2, KS, BV), float32)
-        nrm = cuda.shared.array((3, KS), float32)
-        Sr = cuda.local.array(R, float32)
-        o0 = offset(slots[n], h, hv, p, v0 + j)
-        load(Sr, state, o0)
-        partials(Sr, q[n, hk], k[n, hk], p, j, red, nrm)
-        cuda.syncthreads()
-        oj = finish(Sr, k[n, hk], p, j, red, nrm, v[n, h, v0 + j], g[n, h], beta[n, h])
-        store(Sr, state, o0)
-        if p == 0:
-            o[n, h, v0 + j] = oj
+        decode_block(n, cuda.blockIdx.x, v.shape[1] // q.shape[1], q, k, v, g, beta, slots, state, o)
 
     return gdn_decode_one
 
 
 def build(shape):
-    N, dk, dv, hk, hv = shape["n"], shape["dk"], shape["dv"], shape["hk"], shape["hv"]
-    group_of(hk, hv)
-    tile = tile_for(dk, dv)
-    grid, nt = check_launch(hv * tile.slices, tile.threads, shared_bytes(tile.bv, tile.ksplit))
-    kern = make_decode_per_sequence(dk, dv)
+    grid, nt = slice_launch(shape, lambda t: shared_bytes(t.bv, t.ksplit))
+    kern = make_decode_per_sequence(shape["dk"], shape["dv"])
 
     def launch(b):
         st = b["state"]
         args = (b["q"], b["k"], b["v"], b["g"], b["beta"], b["slots"], st.reshape(st.size), b["o"])
-        for n in range(N):
+        for n in range(shape["n"]):
             kern[grid, nt](n, *args)
 
     return launch

@@ -17,12 +17,8 @@ state is read and written once per call, like the WY kernels; what differs is
 the dependency chain: ``T`` sequential steps, each waiting on a block-wide
 reduction, instead of the WY form's parallel dot products.
 
-Bandwidth-bound on the state: one call reads and writes each value head's
-``dk x dv`` fp32 state once (2 MiB per sequence and layer at Qwen3-Next
-shapes, read + written = 4 MiB, ~0.9 us at 4.8 TB/s) against ``T`` single
-decode steps moving ``2 T`` times the state (17 tokens: 68 MiB). The
-arithmetic, ~7 flops per state element per token, only catches up at
-``T ~ 17`` (~60 MFLOP, ~1 us of fp32 on an H200).
+Bandwidth-bound on the state, like every ``gdn.verify`` variant (the
+figures are in the package docstring).
 """
 from __future__ import annotations
 
@@ -30,7 +26,7 @@ from functools import lru_cache
 
 from numba import cuda, float32
 
-from ._layout import check_launch, group_of, tile_for
+from ._layout import TOKEN_ARGS, bind, make_head_slice, slice_launch, tile_for
 from ._step import make_step
 
 NAME = "recurrent"
@@ -47,15 +43,12 @@ def make_verify_recurrent(T: int, DK: int, DV: int):
     tile = tile_for(DK, DV)
     BV, KS, NT, NSL, R = tile.bv, tile.ksplit, tile.threads, tile.slices, tile.rows
     offset, load, store, partials, finish = make_step(DK, DV, BV, KS)
+    head_slice = make_head_slice(NSL, BV)
 
     @cuda.jit
     def gdn_verify_recurrent(q, k, v, g, beta, state, o):
         hv = v.shape[1]
-        group = hv // q.shape[1]
-        bid = cuda.blockIdx.x
-        h = bid // NSL
-        v0 = (bid - h * NSL) * BV
-        hk = h // group
+        h, v0, hk = head_slice(cuda.blockIdx.x, hv // q.shape[1])
         tid = cuda.threadIdx.x
         j = tid % BV
         p = tid // BV
@@ -96,14 +89,7 @@ def make_verify_recurrent(T: int, DK: int, DV: int):
 
 
 def build(shape):
-    T, dk, dv, hk, hv = shape["t"], shape["dk"], shape["dv"], shape["hk"], shape["hv"]
-    group_of(hk, hv)
-    tile = tile_for(dk, dv)
-    grid, nt = check_launch(hv * tile.slices, tile.threads, shared_bytes(T, dk, tile.bv, tile.ksplit))
-    kern = make_verify_recurrent(T, dk, dv)
-
-    def launch(b):
-        st = b["state"]
-        kern[grid, nt](b["q"], b["k"], b["v"], b["g"], b["beta"], st.reshape(st.size), b["o"])
-
-    return launch
+    T = shape["t"]
+    grid, nt = slice_launch(shape, lambda t: shared_bytes(T, t.dk, t.bv, t.ksplit))
+    kern = make_verify_recurrent(T, shape["dk"], shape["dv"])
+    return bind(kern, grid, nt, TOKEN_ARGS, flat=("state",))
