@@ -44,18 +44,24 @@ _STATE_NOTE = ("Qwen3-Next (Hv = 32, dk = dv = 128): 2 MiB of fp32 state per seq
                "one verify call reads and writes it once (4 MiB), T single-token steps would move "
                "T times that (17 tokens: 68 MiB).")
 
-PREFILL = KernelPath(
-    name="gdn.prefill",
-    family="gdn",
-    summary="chunked GDN prefill (WY form), carried state in and out",
-    levers=("gdn_regresident",),
-    lever_defaults={"gdn_regresident": True},
-    variants={
-        "regresident": Variant(prefill_regresident.NAME, prefill_regresident.SUMMARY,
-                               prefill_regresident.build),
-        "global_state": Variant(prefill_global_state.NAME, prefill_global_state.SUMMARY,
-                                prefill_global_state.build, traffic=spec.prefill_global_traffic),
-    },
+def _variant(mod, traffic=None) -> Variant:
+    """The variant a variant module declares (``NAME``, ``SUMMARY``,
+    ``build``), with its own traffic where it moves more than the path's."""
+    return Variant(mod.NAME, mod.SUMMARY, mod.build, traffic=traffic)
+
+
+def _path(name: str, summary: str, levers: dict, variants: list[Variant], **fields) -> KernelPath:
+    """The path ``gdn.<name>``; ``levers`` maps each lever to its default,
+    ``variants`` in the order the bench lists them."""
+    return KernelPath(name=f"gdn.{name}", family="gdn", summary=summary, levers=tuple(levers),
+                      lever_defaults=levers, variants={v.name: v for v in variants}, **fields)
+
+
+PREFILL = _path(
+    "prefill",
+    "chunked GDN prefill (WY form), carried state in and out",
+    {"gdn_regresident": True},
+    [_variant(prefill_regresident), _variant(prefill_global_state, spec.prefill_global_traffic)],
     select=spec.select_prefill,
     shapes=spec.prefill_shapes,
     make_inputs=spec.token_inputs,
@@ -67,19 +73,12 @@ PREFILL = KernelPath(
           "read+write per extra chunk.",
 )
 
-VERIFY = KernelPath(
-    name="gdn.verify",
-    family="gdn",
-    summary="speculative verify: T tokens against one carried state",
-    levers=("gdn_wy17", "gdn_wyn"),
-    lever_defaults={"gdn_wy17": True, "gdn_wyn": True},
-    variants={
-        "wy17": Variant(verify_wy17.NAME, verify_wy17.SUMMARY, verify_wy17.build,
-                        traffic=spec.verify_wy17_traffic),
-        "wyn": Variant(verify_wyn.NAME, verify_wyn.SUMMARY, verify_wyn.build),
-        "recurrent": Variant(verify_recurrent.NAME, verify_recurrent.SUMMARY, verify_recurrent.build,
-                             traffic=spec.verify_recurrent_traffic),
-    },
+VERIFY = _path(
+    "verify",
+    "speculative verify: T tokens against one carried state",
+    {"gdn_wy17": True, "gdn_wyn": True},
+    [_variant(verify_wy17, spec.verify_wy17_traffic), _variant(verify_wyn),
+     _variant(verify_recurrent, spec.verify_recurrent_traffic)],
     select=spec.select_verify,
     shapes=spec.verify_shapes,
     make_inputs=spec.token_inputs,
@@ -91,17 +90,11 @@ VERIFY = KernelPath(
     extra={"state_traffic": spec.verify_state_traffic},
 )
 
-DECODE = KernelPath(
-    name="gdn.decode",
-    family="gdn",
-    summary="multi-sequence single-token decode over a state pool indexed by slot",
-    levers=("gdn_batched_fla",),
-    lever_defaults={"gdn_batched_fla": False},
-    variants={
-        "batched": Variant(decode_batched.NAME, decode_batched.SUMMARY, decode_batched.build),
-        "per_sequence": Variant(decode_per_sequence.NAME, decode_per_sequence.SUMMARY,
-                                decode_per_sequence.build),
-    },
+DECODE = _path(
+    "decode",
+    "multi-sequence single-token decode over a state pool indexed by slot",
+    {"gdn_batched_fla": False},
+    [_variant(decode_batched), _variant(decode_per_sequence)],
     select=spec.select_decode,
     shapes=spec.decode_shapes,
     make_inputs=spec.decode_inputs,
@@ -112,17 +105,11 @@ DECODE = KernelPath(
     notes="Memory-bound: each sequence's state (64 KiB per head at d = 128) read and written once.",
 )
 
-FUSED_CONV = KernelPath(
-    name="gdn.fused_conv",
-    family="gdn",
-    summary="decode conv1d+SiLU, GDN step and gated RMSNorm: fused vs separate kernels",
-    levers=("gdn_fused_conv",),
-    lever_defaults={"gdn_fused_conv": False},
-    variants={
-        "fused": Variant(conv_fused.NAME, conv_fused.SUMMARY, conv_fused.build),
-        "separate": Variant(conv_separate.NAME, conv_separate.SUMMARY, conv_separate.build,
-                            traffic=spec.fused_conv_separate_traffic),
-    },
+FUSED_CONV = _path(
+    "fused_conv",
+    "decode conv1d+SiLU, GDN step and gated RMSNorm: fused vs separate kernels",
+    {"gdn_fused_conv": False},
+    [_variant(conv_fused), _variant(conv_separate, spec.fused_conv_separate_traffic)],
     select=spec.select_fused_conv,
     shapes=spec.fused_conv_shapes,
     make_inputs=spec.fused_conv_inputs,

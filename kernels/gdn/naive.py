@@ -50,15 +50,20 @@ def _heads(q, k, hv: int):
     return q[..., idx, :] / np.sqrt(dk), k[..., idx, :]
 
 
+def _float64_inputs(q, k, v, g, beta, state):
+    """``(qh, kh, v, g, beta, S)`` in float64: q/k normalised (q scaled) and
+    expanded to the value heads, ``S`` a copy of ``state``."""
+    v = np.asarray(v, np.float64)
+    qh, kh = _heads(q, k, v.shape[1])
+    return (qh, kh, v, np.asarray(g, np.float64), np.asarray(beta, np.float64),
+            np.array(state, np.float64, copy=True))
+
+
 def naive_recurrent(q, k, v, g, beta, state):
     """Token by token in float64. Returns ``(o [T, Hv, dv], final state
     [Hv, dk, dv])``; ``state`` itself is not modified."""
-    v = np.asarray(v, np.float64)
-    g = np.asarray(g, np.float64)
-    beta = np.asarray(beta, np.float64)
-    S = np.array(state, np.float64, copy=True)
+    qh, kh, v, g, beta, S = _float64_inputs(q, k, v, g, beta, state)
     T, hv, dv = v.shape
-    qh, kh = _heads(q, k, hv)
     o = np.zeros((T, hv, dv))
     for t in range(T):
         S *= np.exp(g[t])[:, None, None]
@@ -92,12 +97,8 @@ def naive_chunked(q, k, v, g, beta, state, chunk: int):
         o     = diag(exp(G)) Q S + (Q K^T * exp(G_i - G_j), lower incl.) delta
         S'    = exp(G_L) S + K^T diag(exp(G_L - G_j)) delta
     """
-    v = np.asarray(v, np.float64)
-    g = np.asarray(g, np.float64)
-    beta = np.asarray(beta, np.float64)
-    S = np.array(state, np.float64, copy=True)
+    qh, kh, v, g, beta, S = _float64_inputs(q, k, v, g, beta, state)
     T_, hv, dv = v.shape
-    qh, kh = _heads(q, k, hv)
     o = np.zeros((T_, hv, dv))
     for c0 in range(0, T_, chunk):
         sl = slice(c0, min(T_, c0 + chunk))
