@@ -159,6 +159,16 @@ def make_chunk(C: int, DK: int, BV: int, NT: int, RESIDENT: bool):
             d += ONE
         return acc
 
+    @cuda.jit(device=True, inline="always")
+    def dot_s(a, S2, Ssh, jj, v0):
+        """``a . S[:, jj]``: an fp16 row against a column of the state slice."""
+        acc = float32(0.0)
+        d = uint64(0)
+        while d < UDK:
+            acc += float32(a[d]) * sget(S2, Ssh, d, jj, v0)
+            d += ONE
+        return acc
+
     @cuda.jit(device=True)
     def chunk(q, k, v, g, beta, S2, Ssh, o, scr, h, hk, v0, c0, L, tid):
         M, D, Gs, Bs, Rk, Rq, Ek = scr
@@ -200,13 +210,7 @@ def make_chunk(C: int, DK: int, BV: int, NT: int, RESIDENT: bool):
         for e in range(tid, L * BV, NT):
             i = e // BV
             jj = e - i * BV
-            ki = k[c0 + i, hk]
-            ujj = uint64(jj)
-            y = float32(0.0)
-            d = uint64(0)
-            while d < UDK:
-                y += float32(ki[d]) * sget(S2, Ssh, d, ujj, uv0)
-                d += ONE
+            y = dot_s(k[c0 + i, hk], S2, Ssh, uint64(jj), uv0)
             D[i, jj] = Bs[i] * (float32(v[c0 + i, h, v0 + jj]) - math.exp(Gs[i]) * Rk[i] * y)
         cuda.syncthreads()
 
@@ -260,14 +264,9 @@ def make_chunk(C: int, DK: int, BV: int, NT: int, RESIDENT: bool):
         for e in range(tid, L * BV, NT):
             i = e // BV
             jj = e - i * BV
-            qi = q[c0 + i, hk]
             ui = uint64(i)
             ujj = uint64(jj)
-            acc = float32(0.0)
-            d = uint64(0)
-            while d < UDK:
-                acc += float32(qi[d]) * sget(S2, Ssh, d, ujj, uv0)
-                d += ONE
+            acc = dot_s(q[c0 + i, hk], S2, Ssh, ujj, uv0)
             acc *= Rq[i] * math.exp(Gs[i])
             l = uint64(0)
             while l <= ui:
