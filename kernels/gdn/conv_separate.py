@@ -22,7 +22,7 @@ from functools import lru_cache
 from numba import cuda, float32
 
 from ._conv import make_conv_step, make_gated_rmsnorm
-from ._layout import check_launch, group_of, tile_for
+from ._layout import check_launch, group_of, slice_launch
 from .decode_batched import make_decode_batched
 from .decode_batched import shared_bytes as decode_shared_bytes
 
@@ -82,10 +82,8 @@ def build(shape):
     N, dk, dv, hk, hv, W = (shape[x] for x in ("n", "dk", "dv", "hk", "hv", "conv_width"))
     group_of(hk, hv)
     C = 2 * hk * dk + hv * dv
-    tile = tile_for(dk, dv)
     conv_grid, conv_nt = check_launch(-(-N * C // CONV_THREADS), CONV_THREADS, 0)
-    gdn_grid, gdn_nt = check_launch(N * hv * tile.slices, tile.threads,
-                                    decode_shared_bytes(tile.bv, tile.ksplit))
+    gdn_grid, gdn_nt = slice_launch(shape, lambda t: decode_shared_bytes(t.bv, t.ksplit), sequences=N)
     norm_grid, norm_nt = check_launch(N * hv, dv, 4 * dv)
     conv = make_conv_kernel(W, dk, dv)
     gdn = make_decode_batched(dk, dv)
