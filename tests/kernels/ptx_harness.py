@@ -65,12 +65,6 @@ def compile_family(jobs_file: str, out_dir: Path) -> dict:
     None, "kernels": {name: record}}``; skips the calling test where there
     is no libNVVM."""
     env = {k: v for k, v in os.environ.items() if k != "NUMBA_ENABLE_CUDASIM"}
-    home = cuda_home()
-    if home:
-        env["CUDA_HOME"] = home
-    # No device to ask: name the target, which also spares numba-cuda the
-    # NVRTC query for the architectures the toolkit supports.
-    env["NUMBA_FORCE_CUDA_CC"] = "9.0"
     proc = subprocess.run(
         [sys.executable, __file__, str(jobs_file), str(out_dir)],
         capture_output=True, text=True, env=env, cwd=ROOT, timeout=600,
@@ -243,8 +237,65 @@ def main(jobs_file: str, out_dir: str) -> None:
             done = dict(pool.imap_unordered(_compile_one, idx, chunksize=1))
     else:
         done = dict(map(_compile_one, idx))
-    print(json.dumps({"ptxas": _PTXAS, "listed": [j[0] for j in _JOBS], "kernels": done}))
+    result = json.dumps({"ptxas": _PTXAS, "listed": [j[0] for j in _JOBS], "kernels": done})
+    Path(out_dir, "records.json").write_text(result)
+    print(result)
+
+
+# ── comparing two compiles ───────────────────────────────────────────────────
+
+
+def normalized_ptx(text: str) -> list[str]:
+    """PTX lines without what changes from one compile to the next while
+    the code does not: comments, Numba's environment globals, mangled
+    symbol names, and the numbering of shared arrays (kept in order)."""
+    out: list[str] = []
+    smem: dict[str, int] = {}
+    for line in text.splitlines():
+        line = line.strip()
+        if not line or line.startswith("//") or "NumbaEnv" in line:
+            continue
+        line = re.sub(r"_cudapy_smem_\d+", lambda m: f"SMEM{smem.setdefault(m.group(0), len(smem))}", line)
+        out.append(re.sub(r"_Z\w+", "SYM", line))
+    return out
+
+
+def diff_dirs(before: str, after: str) -> bool:
+    """Print, per kernel, whether its PTX changed between two output folders
+    of ``main`` (and the ptxas figures); True when none did."""
+    same = True
+    recs = [json.loads(Path(d, "records.json").read_text())["kernels"] for d in (before, after)]
+    for name in sorted(set(recs[0]) | set(recs[1])):
+        if name not in recs[0] or name not in recs[1]:
+            print(f"{name}: only in one of them")
+            same = False
+            continue
+        a, b = (normalized_ptx(Path(r[name]["ptx"]).read_text()) for r in recs)
+        figures = " ".join(f"{k}={recs[0][name].get(k)}->{recs[1][name].get(k)}"
+                           for k in ("regs", "spill", "stack", "smem", "f64"))
+        print(f"{name}: {'same PTX' if a == b else 'PTX CHANGED'}  {figures}")
+        same &= a == b
+    return same
+
+
+USAGE = """usage: python tests/kernels/ptx_harness.py JOBS_FILE OUT_DIR
+       python tests/kernels/ptx_harness.py --diff BEFORE_DIR AFTER_DIR
+
+The first form compiles the jobs of a test_<family>_ptx.py for sm_90 into
+OUT_DIR (<name>.ptx, records.json). The second says which kernels' PTX a
+change altered: compile before and after it, then compare the folders."""
 
 
 if __name__ == "__main__":
+    if len(sys.argv) == 4 and sys.argv[1] == "--diff":
+        sys.exit(0 if diff_dirs(sys.argv[2], sys.argv[3]) else 1)
+    if len(sys.argv) != 3:
+        sys.exit(USAGE)
+    # Before numba is imported: the CUDA target, not the simulator, and sm_90
+    # named (there may be no device to ask; it also spares numba-cuda the
+    # NVRTC query for the architectures the toolkit supports).
+    os.environ.pop("NUMBA_ENABLE_CUDASIM", None)
+    os.environ["NUMBA_FORCE_CUDA_CC"] = "9.0"
+    if cuda_home():
+        os.environ["CUDA_HOME"] = cuda_home()
     main(sys.argv[1], sys.argv[2])
