@@ -1,5 +1,5 @@
-"""Compile a kernel family for sm_90 (H200) without a GPU, and check what
-ptxas says about each kernel.
+"""Compile the kernel families for sm_90 (H200) without a GPU, and check
+what ptxas says about each kernel.
 
 The test session runs kernels in the CUDA simulator, which executes their
 Python and accepts what the CUDA target rejects: a shared-array size
@@ -13,8 +13,11 @@ that spills or asks for more registers than its block size allows. Each
         ...
         return [(name, dispatcher, signature, threads_per_block), ...]
 
-and :func:`compile_family` runs this file as a child process with the
-simulator off, which
+and its ``compiled`` fixture calls :func:`compile_for_sm90`. The first such
+call in a session runs this file as one child process, with the simulator
+off, for every ``*_ptx.py`` module the session collected (one pool of
+workers for all their kernels: two families take about as long as their
+kernels' compile time split over the cores). The child
 
 1. answers the two numba-cuda look-ups that need NVRTC or a GPU (the path of
    libnvrtc, unused when compiling to PTX; the current device, asked for its
@@ -22,8 +25,9 @@ simulator off, which
 2. compiles a probe kernel, so that a machine without libNVVM (or without
    libdevice) is told apart from a kernel that does not compile;
 3. compiles every job to PTX for compute capability 9.0 with the kernel's
-   own launch bounds, on several forked worker processes, and assembles each
-   PTX with ``ptxas -arch=sm_90 -v``.
+   own launch bounds, on forked worker processes, slowest listed first, and
+   assembles each PTX with ``ptxas -arch=sm_90 -v``. A kernel that does not
+   compile is recorded as such; the others still are.
 
 :func:`check_ptx` and :func:`check_ptxas` then assert on the records. The
 tests skip, saying why, only where libNVVM or ptxas is missing.
@@ -59,30 +63,52 @@ def cuda_home() -> str | None:
     return None
 
 
-def compile_family(jobs_file: str, out_dir: Path) -> dict:
-    """Compile the jobs that ``jobs_file`` lists, in a child process on the
-    CUDA target; PTX files land in ``out_dir``. Returns ``{"ptxas": path or
-    None, "kernels": {name: record}}``; skips the calling test where there
-    is no libNVVM."""
-    env = {k: v for k, v in os.environ.items() if k != "NUMBA_ENABLE_CUDASIM"}
-    proc = subprocess.run(
-        [sys.executable, __file__, str(jobs_file), str(out_dir)],
-        capture_output=True, text=True, env=env, cwd=ROOT, timeout=600,
-    )
-    last = proc.stdout.strip().splitlines()[-1] if proc.stdout.strip() else ""
-    if proc.returncode == SKIP:
-        pytest.skip(json.loads(last)["skip"] if last else "no libNVVM/libdevice to compile for sm_90")
-    assert proc.returncode == 0, proc.stderr[-4000:]
-    res = json.loads(last)
+_SESSION: dict[str, dict] = {}  # jobs file -> its records, once per session
+
+
+def compile_for_sm90(request) -> dict:
+    """The calling module's records: ``{"ptxas": path or None, "listed":
+    [names], "kernels": {name: record}}``. The first call compiles every
+    collected ``*_ptx.py`` module's jobs at once; skips the calling test
+    where there is no libNVVM."""
+    mine = str(request.module.__file__)
+    if mine not in _SESSION:
+        mods = {getattr(it, "module", None) for it in request.session.items}
+        files = {str(m.__file__) for m in mods if m is not None and str(m.__file__).endswith("_ptx.py")}
+        out = request.getfixturevalue("tmp_path_factory").mktemp("sm90")
+        _SESSION.update(_compile(sorted(files | {mine}), out))
+    res = _SESSION[mine]
+    if "skip" in res:
+        pytest.skip(res["skip"])
+    if "fail" in res:
+        pytest.fail(res["fail"], pytrace=False)
     missing = set(res["listed"]) - set(res["kernels"])
     assert not missing, f"jobs without a result: {sorted(missing)}"
     return res
+
+
+def _compile(jobs_files: list[str], out_dir: Path) -> dict[str, dict]:
+    env = {k: v for k, v in os.environ.items() if k != "NUMBA_ENABLE_CUDASIM"}
+    proc = subprocess.run(
+        [sys.executable, __file__, str(out_dir), *jobs_files],
+        capture_output=True, text=True, env=env, cwd=ROOT, timeout=900,
+    )
+    last = proc.stdout.strip().splitlines()[-1] if proc.stdout.strip() else ""
+    if proc.returncode == SKIP:
+        why = json.loads(last)["skip"] if last else "no libNVVM/libdevice to compile for sm_90"
+        return {f: {"skip": why} for f in jobs_files}
+    if proc.returncode != 0:  # every module's test fails, without compiling again
+        return {f: {"fail": "the sm_90 compile process failed:\n" + proc.stderr[-4000:]} for f in jobs_files}
+    return json.loads(last)
 
 
 def check_ptx(compiled: dict, *, fp64: bool = False) -> None:
     """PTX-level checks: with ``fp64=False`` no kernel has fp64 arithmetic
     (an fp64 literal or ``math`` call typed as float64 would put it there)."""
     assert compiled["kernels"], "no jobs listed"
+    broken = {name: rec["error"] for name, rec in compiled["kernels"].items() if "error" in rec}
+    assert not broken, "kernels that do not compile for sm_90:\n" + "\n\n".join(
+        f"{name}: {err}" for name, err in broken.items())
     for name, rec in compiled["kernels"].items():
         if not fp64:
             assert rec["f64"] == 0, f"{name}: {rec['f64']} fp64 instructions in {rec['ptx']}"
@@ -98,6 +124,8 @@ def check_ptxas(compiled: dict) -> None:
     if not compiled["ptxas"]:
         pytest.skip("ptxas not found (PATH or $CUDA_HOME/bin)")
     for name, rec in compiled["kernels"].items():
+        if "error" in rec:
+            pytest.fail(f"{name} does not compile for sm_90 (see the compile test)")
         log = rec["log"]
         assert rec["rc"] == 0, f"{name}: ptxas failed: {log[-2000:]}"
         assert rec["regs"] is not None, f"{name}: no register count in: {log}"
@@ -169,18 +197,22 @@ def _num(pattern: str, log: str) -> int:
 
 
 # Set in the child before the workers fork: they inherit the jobs.
-_JOBS: list = []
-_OUT = ""
+_JOBS: list = []  # (family folder, name, dispatcher, signature, threads)
 _PTXAS: str | None = None
 
 
-def _compile_one(i: int) -> tuple[str, dict]:
+def _compile_one(i: int) -> tuple[int, dict]:
+    import traceback
+
     from numba import cuda
 
-    name, kern, sig, threads = _JOBS[i]
+    folder, name, kern, sig, threads = _JOBS[i]
     lb = kern.targetoptions.get("launch_bounds")
-    ptx, _ = cuda.compile_ptx(kern.py_func, sig, cc=(9, 0), launch_bounds=lb)
-    path = Path(_OUT, f"{name}.ptx")
+    try:
+        ptx, _ = cuda.compile_ptx(kern.py_func, sig, cc=(9, 0), launch_bounds=lb)
+    except Exception as e:
+        return i, {"error": f"{type(e).__name__}: {e}\n{traceback.format_exc()[-3000:]}"}
+    path = Path(folder, f"{name}.ptx")
     path.write_text(ptx)
     rec = {
         "threads": threads,
@@ -202,13 +234,13 @@ def _compile_one(i: int) -> tuple[str, dict]:
             lmem=_num(r"(\d+) bytes lmem", log),
             smem=_num(r"(\d+) bytes smem", log),
         )
-    return name, rec
+    return i, rec
 
 
 def _load_jobs(jobs_file: str) -> list:
     import importlib.util
 
-    spec = importlib.util.spec_from_file_location("_ptx_jobs", jobs_file)
+    spec = importlib.util.spec_from_file_location(f"_ptx_jobs_{Path(jobs_file).stem}", jobs_file)
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
     jobs = list(mod.jobs())
@@ -217,29 +249,50 @@ def _load_jobs(jobs_file: str) -> list:
     return jobs
 
 
-def main(jobs_file: str, out_dir: str) -> None:
-    global _JOBS, _OUT, _PTXAS
+def main(out_dir: str, jobs_files: list[str]) -> None:
+    """Compile the jobs of every file in ``jobs_files`` into
+    ``out_dir/<file stem>/`` (``<name>.ptx`` and ``records.json``); print
+    ``{jobs file: records}``."""
+    global _JOBS, _PTXAS
     import multiprocessing as mp
 
     _answer_lookups_for_sm90()
     _probe()  # also brings NVVM and libdevice up once, before the fork
-    _JOBS, _OUT, _PTXAS = _load_jobs(jobs_file), out_dir, _ptxas()
-    idx = range(len(_JOBS))
+    _PTXAS = _ptxas()
+    folders = {f: Path(out_dir, Path(f).stem) for f in jobs_files}
+    listed, failed = {}, {}
+    for f in jobs_files:
+        folders[f].mkdir(parents=True, exist_ok=True)
+        try:
+            jobs = _load_jobs(f)
+        except Exception:  # that module's tests fail; the others still compile
+            import traceback
+
+            failed[f] = f"listing the jobs of {f} failed:\n{traceback.format_exc()[-3000:]}"
+            jobs = []
+        listed[f] = [j[0] for j in jobs]
+        _JOBS += [(str(folders[f]), *j) for j in jobs]
+    owner = [f for f in jobs_files for _ in listed[f]]
     try:
         ncpu = len(os.sched_getaffinity(0))
     except AttributeError:
         ncpu = os.cpu_count() or 1
     workers = max(1, min(len(_JOBS), ncpu, MAX_WORKERS))
+    # Slowest first (each file lists its slowest first): the workers finish together.
+    order = sorted(range(len(_JOBS)), key=lambda i: listed[owner[i]].index(_JOBS[i][1]))
     if workers > 1 and "fork" in mp.get_all_start_methods():
         # Compiling is single-threaded and holds the GIL: processes, forked
         # so that they inherit the jobs and the warmed-up compiler.
         with mp.get_context("fork").Pool(workers) as pool:
-            done = dict(pool.imap_unordered(_compile_one, idx, chunksize=1))
+            done = dict(pool.imap_unordered(_compile_one, order, chunksize=1))
     else:
-        done = dict(map(_compile_one, idx))
-    result = json.dumps({"ptxas": _PTXAS, "listed": [j[0] for j in _JOBS], "kernels": done})
-    Path(out_dir, "records.json").write_text(result)
-    print(result)
+        done = dict(map(_compile_one, order))
+    result = {f: {"fail": why} for f, why in failed.items()}
+    for f in set(jobs_files) - set(failed):
+        recs = {_JOBS[i][1]: done[i] for i in range(len(_JOBS)) if owner[i] == f}
+        result[f] = {"ptxas": _PTXAS, "listed": listed[f], "kernels": recs}
+        Path(folders[f], "records.json").write_text(json.dumps(result[f]))
+    print(json.dumps(result))
 
 
 # ── comparing two compiles ───────────────────────────────────────────────────
@@ -264,32 +317,48 @@ def diff_dirs(before: str, after: str) -> bool:
     """Print, per kernel, whether its PTX changed between two output folders
     of ``main`` (and the ptxas figures); True when none did."""
     same = True
+    fams = sorted({p.parent.name for d in (before, after) for p in Path(d).glob("*/records.json")})
+    for fam in fams:
+        same &= _diff_family(Path(before, fam), Path(after, fam))
+    return same
+
+
+def _diff_family(before: Path, after: Path) -> bool:
+    if not (before / "records.json").exists() or not (after / "records.json").exists():
+        print(f"{before.name}: compiled on one side only")
+        return False
+    same = True
     recs = [json.loads(Path(d, "records.json").read_text())["kernels"] for d in (before, after)]
     for name in sorted(set(recs[0]) | set(recs[1])):
         if name not in recs[0] or name not in recs[1]:
             print(f"{name}: only in one of them")
             same = False
             continue
-        a, b = (normalized_ptx(Path(r[name]["ptx"]).read_text()) for r in recs)
+        if "error" in recs[0][name] or "error" in recs[1][name]:
+            print(f"{before.name}/{name}: does not compile on one side")
+            same = False
+            continue
+        a, b = (normalized_ptx(Path(d, f"{name}.ptx").read_text()) for d in (before, after))
         figures = " ".join(f"{k}={recs[0][name].get(k)}->{recs[1][name].get(k)}"
                            for k in ("regs", "spill", "stack", "smem", "f64"))
-        print(f"{name}: {'same PTX' if a == b else 'PTX CHANGED'}  {figures}")
+        print(f"{before.name}/{name}: {'same PTX' if a == b else 'PTX CHANGED'}  {figures}")
         same &= a == b
     return same
 
 
-USAGE = """usage: python tests/kernels/ptx_harness.py JOBS_FILE OUT_DIR
+USAGE = """usage: python tests/kernels/ptx_harness.py OUT_DIR JOBS_FILE...
        python tests/kernels/ptx_harness.py --diff BEFORE_DIR AFTER_DIR
 
-The first form compiles the jobs of a test_<family>_ptx.py for sm_90 into
-OUT_DIR (<name>.ptx, records.json). The second says which kernels' PTX a
-change altered: compile before and after it, then compare the folders."""
+The first form compiles the jobs of test_<family>_ptx.py files for sm_90
+into OUT_DIR/<file stem>/ (<name>.ptx, records.json). The second says which
+kernels' PTX a change altered: compile before and after it, then compare
+the two OUT_DIRs."""
 
 
 if __name__ == "__main__":
     if len(sys.argv) == 4 and sys.argv[1] == "--diff":
         sys.exit(0 if diff_dirs(sys.argv[2], sys.argv[3]) else 1)
-    if len(sys.argv) != 3:
+    if len(sys.argv) < 3 or sys.argv[1].startswith("-"):
         sys.exit(USAGE)
     # Before numba is imported: the CUDA target, not the simulator, and sm_90
     # named (there may be no device to ask; it also spares numba-cuda the
@@ -298,4 +367,4 @@ if __name__ == "__main__":
     os.environ["NUMBA_FORCE_CUDA_CC"] = "9.0"
     if cuda_home():
         os.environ["CUDA_HOME"] = cuda_home()
-    main(sys.argv[1], sys.argv[2])
+    main(sys.argv[1], sys.argv[2:])

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pytest
 
-from ptx_harness import check_ptx, check_ptxas, compile_family
+from ptx_harness import check_ptx, check_ptxas, compile_for_sm90
 
 
 def jobs():
@@ -36,8 +36,8 @@ def jobs():
 
 
 @pytest.fixture(scope="module")
-def compiled(tmp_path_factory):
-    return compile_family(__file__, tmp_path_factory.mktemp("w4a16_ptx"))
+def compiled(request):
+    return compile_for_sm90(request)
 
 
 def test_every_w4a16_kernel_compiles_for_sm90_in_fp32(compiled):
