@@ -13,8 +13,8 @@ that spills or asks for more registers than its block size allows. Each
         ...
         return [(name, dispatcher, signature, threads_per_block), ...]
 
-and its ``compiled`` fixture calls :func:`compile_for_sm90`. The first such
-call in a session runs this file as one child process, with the simulator
+and imports the ``compiled`` fixture from here, which calls
+:func:`compile_for_sm90`. The first such call in a session runs this file as one child process, with the simulator
 off, for every ``*_ptx.py`` module the session collected (one pool of
 workers for all their kernels: two families take about as long as their
 kernels' compile time split over the cores). The child
@@ -85,6 +85,13 @@ def compile_for_sm90(request) -> dict:
     missing = set(res["listed"]) - set(res["kernels"])
     assert not missing, f"jobs without a result: {sorted(missing)}"
     return res
+
+
+@pytest.fixture(scope="module")
+def compiled(request) -> dict:
+    """The using module's kernels compiled for sm_90: a test module imports
+    this fixture next to its ``jobs()``."""
+    return compile_for_sm90(request)
 
 
 def _compile(jobs_files: list[str], out_dir: Path) -> dict[str, dict]:

@@ -6,9 +6,7 @@ for the ptxas checks, ptxas) is missing.
 """
 from __future__ import annotations
 
-import pytest
-
-from ptx_harness import check_ptx, check_ptxas, compile_for_sm90
+from ptx_harness import check_ptx, check_ptxas, compiled  # noqa: F401 (compiled: the fixture)
 
 
 def jobs():
@@ -33,11 +31,6 @@ def jobs():
         ("gemv_dual_sw", gemv_dual_sw.make_gemv_dual_sw(), (V, V, W, M, W, M, V), sw_threads),
         ("silu_mul", silu_mul.make_silu_mul(), (V, V, V), silu_mul.THREADS),
     ]
-
-
-@pytest.fixture(scope="module")
-def compiled(request):
-    return compile_for_sm90(request)
 
 
 def test_every_w4a16_kernel_compiles_for_sm90_in_fp32(compiled):
