@@ -10,11 +10,17 @@ gdn.verify          gdn_wy17 (on),             wy17                 T == 17 and 
                     gdn_wyn (on)               wyn                  else gdn_wyn
                                                recurrent            otherwise
 gdn.decode          gdn_batched_fla (off)      batched              lever on
-                                               per_sequence         lever off
+(Atlas only)                                   per_sequence         lever off
 gdn.fused_conv      gdn_fused_conv (off)       fused                lever on, Hv == 2 Hk,
 (Metrale only)                                                      dk == dv == fused_head_dim
                                                separate             otherwise (note says why)
 ==================  =========================  ===================  ==========================
+
+The "chosen when" column is ``leverctl_kernels.selection``'s decision tables,
+which each path's ``select`` runs and ``leverctl explain`` words. Atlas's
+``gdn_batched_fla`` steers multi-sequence decode; Metrale's field of the
+same name steers multi-stream GDN *prefill* through its batched FLA kernels,
+a path with no kernel here yet, so ``gdn.decode`` is Atlas's alone.
 
 The recurrence, layouts and references are in ``naive``; shapes, inputs and
 traffic in ``spec``; the block/thread tiling every kernel shares in
@@ -32,6 +38,7 @@ arithmetic, ~7 flops per state element per token, only catches up at
 from __future__ import annotations
 
 from ..common.path import KernelPath, Tolerance, Variant
+from ..selection import GDN_DECODE, GDN_FUSED_CONV, GDN_PREFILL, GDN_VERIFY, Table
 from . import (conv_fused, conv_separate, decode_batched, decode_per_sequence, prefill_global_state,
                prefill_regresident, spec, verify_recurrent, verify_wy17, verify_wyn)
 
@@ -50,19 +57,19 @@ def _variant(mod, traffic=None) -> Variant:
     return Variant(mod.NAME, mod.SUMMARY, mod.build, traffic=traffic)
 
 
-def _path(name: str, summary: str, levers: dict, variants: list[Variant], **fields) -> KernelPath:
-    """The path ``gdn.<name>``; ``levers`` maps each lever to its default,
-    ``variants`` in the order the bench lists them."""
-    return KernelPath(name=f"gdn.{name}", family="gdn", summary=summary, levers=tuple(levers),
-                      lever_defaults=levers, variants={v.name: v for v in variants}, **fields)
+def _path(table: Table, variants: list[Variant], **fields) -> KernelPath:
+    """The path ``table`` decides, its variants in the order the bench lists
+    them; a lever a catalog lacks takes the table's default."""
+    if tuple(v.name for v in variants) != table.variants:
+        raise ValueError(f"{table.path}: variants {[v.name for v in variants]} are not the table's {table.variants}")
+    return KernelPath(name=table.path, family="gdn", summary=table.summary, levers=table.levers,
+                      lever_defaults=table.assumed, variants={v.name: v for v in variants},
+                      select=table.select, engines=table.engines, **fields)
 
 
 PREFILL = _path(
-    "prefill",
-    "chunked GDN prefill (WY form), carried state in and out",
-    {"gdn_regresident": True},
+    GDN_PREFILL,
     [_variant(prefill_regresident), _variant(prefill_global_state, spec.prefill_global_traffic)],
-    select=spec.select_prefill,
     shapes=spec.prefill_shapes,
     make_inputs=spec.token_inputs,
     outputs=spec.token_outputs,
@@ -74,12 +81,9 @@ PREFILL = _path(
 )
 
 VERIFY = _path(
-    "verify",
-    "speculative verify: T tokens against one carried state",
-    {"gdn_wy17": True, "gdn_wyn": True},
+    GDN_VERIFY,
     [_variant(verify_wy17, spec.verify_wy17_traffic), _variant(verify_wyn),
      _variant(verify_recurrent, spec.verify_recurrent_traffic)],
-    select=spec.select_verify,
     shapes=spec.verify_shapes,
     make_inputs=spec.token_inputs,
     outputs=spec.token_outputs,
@@ -91,33 +95,27 @@ VERIFY = _path(
 )
 
 DECODE = _path(
-    "decode",
-    "multi-sequence single-token decode over a state pool indexed by slot",
-    {"gdn_batched_fla": False},
+    GDN_DECODE,
     [_variant(decode_batched), _variant(decode_per_sequence)],
-    select=spec.select_decode,
     shapes=spec.decode_shapes,
     make_inputs=spec.decode_inputs,
     outputs=spec.decode_outputs,
     reference=spec.decode_reference,
     traffic=spec.decode_traffic,
     tolerance=TOKEN_TOL,
-    notes="Memory-bound: each sequence's state (64 KiB per head at d = 128) read and written once.",
+    notes="Memory-bound: each sequence's state (64 KiB per head at d = 128) read and written once. "
+          "Atlas only: Metrale's gdn_batched_fla steers multi-stream prefill, not this decode.",
 )
 
 FUSED_CONV = _path(
-    "fused_conv",
-    "decode conv1d+SiLU, GDN step and gated RMSNorm: fused vs separate kernels",
-    {"gdn_fused_conv": False},
+    GDN_FUSED_CONV,
     [_variant(conv_fused), _variant(conv_separate, spec.fused_conv_separate_traffic)],
-    select=spec.select_fused_conv,
     shapes=spec.fused_conv_shapes,
     make_inputs=spec.fused_conv_inputs,
     outputs=spec.fused_conv_outputs,
     reference=spec.fused_conv_reference,
     traffic=spec.fused_conv_traffic,
     tolerance=TOKEN_TOL,
-    engines=("metrale",),
     notes="Memory-bound on the state. The fused kernel needs Hv == 2*Hk and dk == dv == "
           "fused_head_dim (128 at model shapes; smoke shapes lower it to their own head dim).",
     extra={"fused_head_dim": conv_fused.DEFAULT_FUSED_HEAD_DIM},
