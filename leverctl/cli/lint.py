@@ -51,7 +51,7 @@ def register(app: typer.Typer) -> None:
         robust_output()
         r = resolve_setup(setup, strict=False, quiet=True)
         common.flag_not_utf8(r.res, r.env_where)  # a finding below too; bad input all the same
-        findings = run(r.res, r.env_where)
+        findings = run(r.res, r.env_where, getattr(r, "env", None))
         code = exit_code(findings, strict)
         n = counts(findings)
         if fmt is Format.json:
