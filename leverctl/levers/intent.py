@@ -270,8 +270,8 @@ TRAP_CANDIDATES: dict[str, tuple[str, ...]] = {
     "presence_kill": ("0", "false", ""),
     "build_default": ("0", "false"),
     "tristate": ("true", "false", "yes"),
-    "count_opt": (" 4", "4.0", "-1"),
-    "count_clamped": (" 4", "4.0", "abc"),
+    "count_opt": (" 4", "4.0", "-1", str(USIZE_MAX + 1)),
+    "count_clamped": (" 4", "4.0", "abc", str(USIZE_MAX + 1)),
     "drafter": ("true", "yes"),
     "opt_in_vetoed": ("true", "0"),
 }

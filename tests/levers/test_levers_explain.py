@@ -108,3 +108,11 @@ def test_a_miss_names_the_name_as_where_it_went_wrong(cats):
     with pytest.raises(UserError) as e:
         find(cats, "ATLAS_GDN_WY71")
     assert e.value.where == "ATLAS_GDN_WY71"
+
+
+def test_explaining_a_clamped_count_names_the_overflow_trap_that_is_not_clamped(cats):
+    m = cats[1]
+    x = explain(m, m.lever("shadow_topk"))
+    assert any("METRALE_MTP_SHADOW_TOPK=18446744073709551616 is too large" in t and "not clamped to 8" in t
+               for t in x.traps), x.traps
+    assert ("METRALE_MTP_SHADOW_TOPK=18446744073709551616", "0") in x.examples
