@@ -291,9 +291,8 @@ def write(text: str) -> None:
 class Resolved:
     """A resolution with what the commands need around it."""
 
-    def __init__(self, res, recipe, env_where, env_label: str, inferred: str | None, env=None):
+    def __init__(self, res, recipe, env_where, env_label: str, inferred: str | None):
         self.res = res
-        self.env = env  # the environment resolved from (process or env file)
         self.recipe = recipe
         self.env_where = env_where
         self.env_label = env_label
@@ -320,7 +319,7 @@ def resolve_setup(st: Setup, *, strict: bool = True, quiet: bool = False) -> Res
                   max_batch_size=st.max_batch_size)
     env_where = env_line_finder(st.env_file)
     label = "env-file" if st.env_file is not None else ("no-env" if st.no_env else "env")
-    out = Resolved(res, recipe, env_where, label, inferred, env)
+    out = Resolved(res, recipe, env_where, label, inferred)
     if not quiet:
         warn_inputs(out)
     return out

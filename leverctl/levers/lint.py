@@ -24,8 +24,6 @@ from .resolve import Raw, Resolution, show_raw
 
 SEVERITIES = ("error", "warning", "info")
 
-# Both lever files keep max_decode_seqs as a Rust u32.
-U32_MAX = 2**32 - 1
 # Every shipped engine's prefix, to recognise another engine's variable.
 ENGINE_PREFIXES = ("ATLAS_", "METRALE_")
 
@@ -143,19 +141,6 @@ def lint(res: Resolution, env_where: Callable[[str], str] | None = None,
             add(sur.severity, sur.code, sur.message, var, lv.field)
 
     values = res.values()
-
-    # A configured count the engine's own field cannot hold.
-    if "max_decode_seqs" in res.levers:
-        r = res.levers["max_decode_seqs"]
-        if isinstance(r.value, int) and r.value > U32_MAX:
-            p = r.provenance
-            how = {"flag": f"--max-batch-size {p.raw}", "serve": f"[serve] max_batch_size = {p.raw}"}.get(
-                p.source, str(r.value))
-            add("error", "overflow",
-                f"{how} does not fit max_decode_seqs, which both lever files declare a u32 (at most "
-                f"{U32_MAX}) and write from this setting: the engine cannot hold this batch size, so "
-                f"nothing pins its split-K count to it; use at most {U32_MAX}",
-                None, "max_decode_seqs", where=p.file or ("--max-batch-size" if p.source == "flag" else None))
 
     # Levers that need another lever on to have any effect.
     for lv in cat.levers.values():

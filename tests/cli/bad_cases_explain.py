@@ -17,5 +17,5 @@ CASES = [
     Case("explain-bad-format", ("explain", "gdn_wy17", "-f", "yaml"), ("'yaml'",)),
     Case("kernels-bad-format", ("kernels", "--format", "yaml"), ("--format 'yaml'", "table, json")),
     Case("lint-bad-format", ("lint", "--no-env", "--format", "yaml"), ("'yaml'",)),
-    Case("lint-batch-size-zero", ("lint", "--no-env", "--max-batch-size", "0"), ("--max-batch-size", "at least 1")),
+    Case("lint-batch-size-zero", ("lint", "--no-env", "--max-batch-size", "0"), ("--max-batch-size", "not 0")),
 ]

@@ -102,11 +102,3 @@ def test_an_overflowing_count_says_what_the_engine_reads(cli):
     r = cli("lint", "-e", "metrale", "--no-env", "--set", "METRALE_MTP_SHADOW_TOPK=99999999999999999999999")
     assert r.code == 1
     assert "shadow_topk is 0 (off), not clamped to 8" in r.out and "[overflow]" in r.out
-
-
-def test_a_serve_batch_size_beyond_u32_is_an_error_at_its_recipe_line(cli, tmp_path):
-    p = tmp_path / "r.toml"
-    p.write_text('engine = "atlas"\n[serve]\nmax_batch_size = 4294967296\n')
-    r = cli("lint", "--no-env", "-r", p)
-    assert r.code == 1
-    assert f"{p}:3: error: [serve] max_batch_size = 4294967296 does not fit max_decode_seqs" in r.out

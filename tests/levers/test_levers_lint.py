@@ -197,12 +197,3 @@ def test_the_largest_usize_still_parses_and_is_only_clamped(cats):
     fs = findings(cats, "atlas", ATLAS_MTP_SHADOW_TOPK="18446744073709551615")
     assert ("warning", "clamped") in {(f.severity, f.code) for f in fs}
     assert not any(f.code == "overflow" for f in fs)
-
-
-def test_a_batch_size_too_large_for_the_engines_u32_is_an_error_and_the_largest_u32_is_not(cats):
-    fs = lint(resolve(cats["atlas"], max_batch_size=2**32))
-    (f,) = [f for f in fs if f.field == "max_decode_seqs"]
-    assert (f.severity, f.code, f.where) == ("error", "overflow", "--max-batch-size")
-    assert "--max-batch-size 4294967296 does not fit max_decode_seqs" in f.message
-    assert "at most 4294967295" in f.message
-    assert lint(resolve(cats["atlas"], max_batch_size=2**32 - 1)) == []
