@@ -38,7 +38,7 @@ arithmetic, ~7 flops per state element per token, only catches up at
 from __future__ import annotations
 
 from ..common.path import KernelPath, Tolerance, Variant
-from ..selection import GDN_DECODE, GDN_FUSED_CONV, GDN_PREFILL, GDN_VERIFY, Table
+from ..selection import TABLES
 from . import (conv_fused, conv_separate, decode_batched, decode_per_sequence, prefill_global_state,
                prefill_regresident, spec, verify_recurrent, verify_wy17, verify_wyn)
 
@@ -57,19 +57,27 @@ def _variant(mod, traffic=None) -> Variant:
     return Variant(mod.NAME, mod.SUMMARY, mod.build, traffic=traffic)
 
 
-def _path(table: Table, variants: list[Variant], **fields) -> KernelPath:
-    """The path ``table`` decides, its variants in the order the bench lists
-    them; a lever a catalog lacks takes the table's default."""
-    if tuple(v.name for v in variants) != table.variants:
-        raise ValueError(f"{table.path}: variants {[v.name for v in variants]} are not the table's {table.variants}")
-    return KernelPath(name=table.path, family="gdn", summary=table.summary, levers=table.levers,
-                      lever_defaults=table.assumed, variants={v.name: v for v in variants},
-                      select=table.select, engines=table.engines, **fields)
+def _path(name: str, summary: str, levers: dict, variants: list[Variant], **fields) -> KernelPath:
+    """The path ``gdn.<name>``; ``levers`` maps each lever to its default,
+    ``variants`` in the order the bench lists them. Which variant is taken
+    is the path's table in ``leverctl_kernels.selection``: the declaration
+    must say what the table says, and ``select`` is the table's."""
+    table = TABLES[f"gdn.{name}"]
+    said = (summary, tuple(levers), dict(levers), tuple(v.name for v in variants), fields.get("select"))
+    wants = (table.summary, table.levers, dict(table.assumed), table.variants, table.select)
+    if said != wants:
+        raise ValueError(f"gdn.{name}: the declaration and its selection table disagree: {said} != {wants}")
+    return KernelPath(name=f"gdn.{name}", family="gdn", summary=summary, levers=tuple(levers),
+                      lever_defaults=levers, variants={v.name: v for v in variants},
+                      engines=table.engines, **fields)
 
 
 PREFILL = _path(
-    GDN_PREFILL,
+    "prefill",
+    "chunked GDN prefill (WY form), carried state in and out",
+    {"gdn_regresident": True},
     [_variant(prefill_regresident), _variant(prefill_global_state, spec.prefill_global_traffic)],
+    select=spec.select_prefill,
     shapes=spec.prefill_shapes,
     make_inputs=spec.token_inputs,
     outputs=spec.token_outputs,
@@ -81,9 +89,12 @@ PREFILL = _path(
 )
 
 VERIFY = _path(
-    GDN_VERIFY,
+    "verify",
+    "speculative verify: T tokens against one carried state",
+    {"gdn_wy17": True, "gdn_wyn": True},
     [_variant(verify_wy17, spec.verify_wy17_traffic), _variant(verify_wyn),
      _variant(verify_recurrent, spec.verify_recurrent_traffic)],
+    select=spec.select_verify,
     shapes=spec.verify_shapes,
     make_inputs=spec.token_inputs,
     outputs=spec.token_outputs,
@@ -95,8 +106,11 @@ VERIFY = _path(
 )
 
 DECODE = _path(
-    GDN_DECODE,
+    "decode",
+    "multi-sequence single-token decode over a state pool indexed by slot",
+    {"gdn_batched_fla": False},
     [_variant(decode_batched), _variant(decode_per_sequence)],
+    select=spec.select_decode,
     shapes=spec.decode_shapes,
     make_inputs=spec.decode_inputs,
     outputs=spec.decode_outputs,
@@ -108,8 +122,11 @@ DECODE = _path(
 )
 
 FUSED_CONV = _path(
-    GDN_FUSED_CONV,
+    "fused_conv",
+    "decode conv1d+SiLU, GDN step and gated RMSNorm: fused vs separate kernels",
+    {"gdn_fused_conv": False},
     [_variant(conv_fused), _variant(conv_separate, spec.fused_conv_separate_traffic)],
+    select=spec.select_fused_conv,
     shapes=spec.fused_conv_shapes,
     make_inputs=spec.fused_conv_inputs,
     outputs=spec.fused_conv_outputs,

@@ -148,3 +148,14 @@ def test_a_metrale_bench_plan_does_not_claim_to_measure_batched_fla_on_the_decod
 def test_a_case_list_reads_as_one_line():
     assert words((Case(("T = 17",), "wy17"), Case((), "wyn"))) == "T = 17: wy17; otherwise: wyn"
     assert words((Case(("T = 17",), "wyn", "why"), Case((), "wyn"))) == "wyn [T = 17: why]"
+
+
+def test_a_declaration_that_disagrees_with_its_table_is_refused_at_import():
+    import leverctl_kernels.gdn as gdn
+    import leverctl_kernels.w4a16 as w4a16
+
+    v = gdn.VERIFY
+    with pytest.raises(ValueError, match="disagree"):
+        gdn._path("verify", v.summary, {"gdn_wy17": True}, list(v.variants.values()), select=v.select)
+    with pytest.raises(ValueError, match="not the table's"):
+        w4a16._path(TABLES["w4a16.gemv"], list(w4a16.GEMV.variants.values())[::-1])
