@@ -292,3 +292,15 @@ TABLES: Mapping[str, Table] = MappingProxyType({t.path: t for t in (
     GDN_PREFILL, GDN_VERIFY, GDN_DECODE, GDN_FUSED_CONV,
 )})
 
+
+def check_declaration(path) -> None:
+    """Raise unless the kernel path ``path`` declares what its table says:
+    summary, levers, variants (in order), engines, and the table's own
+    ``select``. A family calls it for each path it declares."""
+    table = TABLES.get(path.name)
+    if table is None:
+        raise ValueError(f"{path.name}: no decision table in leverctl_kernels.selection")
+    said = (path.summary, tuple(path.levers), tuple(path.variants), tuple(path.engines), path.select)
+    wants = (table.summary, table.levers, table.variants, table.engines, table.select)
+    if said != wants:
+        raise ValueError(f"{path.name}: the declaration and its selection table disagree: {said} != {wants}")

@@ -38,7 +38,7 @@ arithmetic, ~7 flops per state element per token, only catches up at
 from __future__ import annotations
 
 from ..common.path import KernelPath, Tolerance, Variant
-from ..selection import TABLES
+from ..selection import check_declaration
 from . import (conv_fused, conv_separate, decode_batched, decode_per_sequence, prefill_global_state,
                prefill_regresident, spec, verify_recurrent, verify_wy17, verify_wyn)
 
@@ -59,17 +59,9 @@ def _variant(mod, traffic=None) -> Variant:
 
 def _path(name: str, summary: str, levers: dict, variants: list[Variant], **fields) -> KernelPath:
     """The path ``gdn.<name>``; ``levers`` maps each lever to its default,
-    ``variants`` in the order the bench lists them. Which variant is taken
-    is the path's table in ``leverctl_kernels.selection``: the declaration
-    must say what the table says, and ``select`` is the table's."""
-    table = TABLES[f"gdn.{name}"]
-    said = (summary, tuple(levers), dict(levers), tuple(v.name for v in variants), fields.get("select"))
-    wants = (table.summary, table.levers, dict(table.assumed), table.variants, table.select)
-    if said != wants:
-        raise ValueError(f"gdn.{name}: the declaration and its selection table disagree: {said} != {wants}")
+    ``variants`` in the order the bench lists them."""
     return KernelPath(name=f"gdn.{name}", family="gdn", summary=summary, levers=tuple(levers),
-                      lever_defaults=levers, variants={v.name: v for v in variants},
-                      engines=table.engines, **fields)
+                      lever_defaults=levers, variants={v.name: v for v in variants}, **fields)
 
 
 PREFILL = _path(
@@ -117,6 +109,7 @@ DECODE = _path(
     reference=spec.decode_reference,
     traffic=spec.decode_traffic,
     tolerance=TOKEN_TOL,
+    engines=("atlas",),
     notes="Memory-bound: each sequence's state (64 KiB per head at d = 128) read and written once. "
           "Atlas only: Metrale's gdn_batched_fla steers multi-stream prefill, not this decode.",
 )
@@ -133,9 +126,14 @@ FUSED_CONV = _path(
     reference=spec.fused_conv_reference,
     traffic=spec.fused_conv_traffic,
     tolerance=TOKEN_TOL,
+    engines=("metrale",),
     notes="Memory-bound on the state. The fused kernel needs Hv == 2*Hk and dk == dv == "
           "fused_head_dim (128 at model shapes; smoke shapes lower it to their own head dim).",
     extra={"fused_head_dim": conv_fused.DEFAULT_FUSED_HEAD_DIM},
 )
 
 PATHS = (PREFILL, VERIFY, DECODE, FUSED_CONV)
+
+# Each declaration says what its decision table says (select is the table's).
+for _declared in PATHS:
+    check_declaration(_declared)

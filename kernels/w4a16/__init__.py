@@ -27,7 +27,7 @@ import numpy as np
 
 from ..common.int4 import packed_bytes, random_w4
 from ..common.path import KernelPath, Shape, Tolerance, Traffic, Variant
-from ..selection import W4A16_FFN_DECODE, W4A16_GEMM, W4A16_GEMV, W4A16_GEMV_DUAL, Table
+from ..selection import W4A16_FFN_DECODE, W4A16_GEMM, W4A16_GEMV, W4A16_GEMV_DUAL, Table, check_declaration
 from . import (
     gemm_tiled,
     gemv_64t,
@@ -337,3 +337,6 @@ GEMM = _path(
 )
 
 PATHS = (GEMV, GEMV_DUAL, FFN_DECODE, GEMM)
+
+for _declared in PATHS:
+    check_declaration(_declared)

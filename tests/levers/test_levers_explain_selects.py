@@ -150,12 +150,15 @@ def test_a_case_list_reads_as_one_line():
     assert words((Case(("T = 17",), "wyn", "why"), Case((), "wyn"))) == "wyn [T = 17: why]"
 
 
-def test_a_declaration_that_disagrees_with_its_table_is_refused_at_import():
-    import leverctl_kernels.gdn as gdn
-    import leverctl_kernels.w4a16 as w4a16
+def test_a_declaration_that_disagrees_with_its_table_is_refused_at_import(paths):
+    from leverctl_kernels.selection import check_declaration
 
-    v = gdn.VERIFY
-    with pytest.raises(ValueError, match="disagree"):
-        gdn._path("verify", v.summary, {"gdn_wy17": True}, list(v.variants.values()), select=v.select)
-    with pytest.raises(ValueError, match="not the table's"):
-        w4a16._path(TABLES["w4a16.gemv"], list(w4a16.GEMV.variants.values())[::-1])
+    verify = paths["gdn.verify"]
+    check_declaration(verify)
+    for change in ({"summary": "something else"}, {"levers": ("gdn_wy17",)}, {"engines": ("metrale",)},
+                   {"variants": dict(reversed(verify.variants.items()))},
+                   {"select": lambda levers, shape: Choice("wyn")}):
+        with pytest.raises(ValueError, match="disagree"):
+            check_declaration(dataclasses.replace(verify, **change))
+    with pytest.raises(ValueError, match="no decision table"):
+        check_declaration(dataclasses.replace(verify, name="gdn.other"))
