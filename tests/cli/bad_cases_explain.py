@@ -18,4 +18,6 @@ CASES = [
     Case("kernels-bad-format", ("kernels", "--format", "yaml"), ("--format 'yaml'", "table, json")),
     Case("lint-bad-format", ("lint", "--no-env", "--format", "yaml"), ("'yaml'",)),
     Case("lint-batch-size-zero", ("lint", "--no-env", "--max-batch-size", "0"), ("--max-batch-size", "not 0")),
+    Case("bench-metrale-gdn-decode", ("bench", "-e", "metrale", "--no-env", "--kernel", "gdn.decode"),
+         ("--kernel gdn.decode: metrale has no such path", "a path of atlas only")),
 ]
