@@ -10,11 +10,17 @@ gdn.verify          gdn_wy17 (on),             wy17                 T == 17 and 
                     gdn_wyn (on)               wyn                  else gdn_wyn
                                                recurrent            otherwise
 gdn.decode          gdn_batched_fla (off)      batched              lever on
-                                               per_sequence         lever off
+(Atlas only)                                   per_sequence         lever off
 gdn.fused_conv      gdn_fused_conv (off)       fused                lever on, Hv == 2 Hk,
 (Metrale only)                                                      dk == dv == fused_head_dim
                                                separate             otherwise (note says why)
 ==================  =========================  ===================  ==========================
+
+The "chosen when" column is ``leverctl_kernels.selection``'s decision tables,
+which each path's ``select`` runs and ``leverctl explain`` words. Atlas's
+``gdn_batched_fla`` steers multi-sequence decode; Metrale's field of the
+same name steers multi-stream GDN *prefill* through its batched FLA kernels,
+a path with no kernel here yet, so ``gdn.decode`` is Atlas's alone.
 
 The recurrence, layouts and references are in ``naive``; shapes, inputs and
 traffic in ``spec``; the block/thread tiling every kernel shares in
@@ -32,6 +38,7 @@ arithmetic, ~7 flops per state element per token, only catches up at
 from __future__ import annotations
 
 from ..common.path import KernelPath, Tolerance, Variant
+from ..selection import check_declaration
 from . import (conv_fused, conv_separate, decode_batched, decode_per_sequence, prefill_global_state,
                prefill_regresident, spec, verify_recurrent, verify_wy17, verify_wyn)
 
@@ -102,7 +109,9 @@ DECODE = _path(
     reference=spec.decode_reference,
     traffic=spec.decode_traffic,
     tolerance=TOKEN_TOL,
-    notes="Memory-bound: each sequence's state (64 KiB per head at d = 128) read and written once.",
+    engines=("atlas",),
+    notes="Memory-bound: each sequence's state (64 KiB per head at d = 128) read and written once. "
+          "Atlas only: Metrale's gdn_batched_fla steers multi-stream prefill, not this decode.",
 )
 
 FUSED_CONV = _path(
@@ -124,3 +133,7 @@ FUSED_CONV = _path(
 )
 
 PATHS = (PREFILL, VERIFY, DECODE, FUSED_CONV)
+
+# Each declaration says what its decision table says (select is the table's).
+for _declared in PATHS:
+    check_declaration(_declared)

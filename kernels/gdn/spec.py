@@ -29,7 +29,8 @@ from typing import Any, Mapping
 
 import numpy as np
 
-from ..common.path import Choice, Shape, Traffic
+from .. import selection
+from ..common.path import Shape, Traffic
 from . import naive
 from ._chunk import chunk_flops
 from .conv_fused import DEFAULT_FUSED_HEAD_DIM, eligible
@@ -312,43 +313,9 @@ def fused_conv_separate_traffic(shape: Shape) -> Traffic:
 
 # ------------------------------------------------------------------ select
 
-def _on(levers: Mapping[str, Any], name: str, default: bool) -> bool:
-    """A boolean lever; ``None`` (tri-state unset) or absent is the default."""
-    v = levers.get(name, default)
-    return default if v is None else bool(v)
-
-
-def select_prefill(levers: Mapping[str, Any], shape: Shape) -> Choice:
-    if _on(levers, "gdn_regresident", True):
-        return Choice("regresident")
-    return Choice("global_state", "gdn_regresident off: the state round-trips through global memory every chunk")
-
-
-def select_verify(levers: Mapping[str, Any], shape: Shape) -> Choice:
-    t = shape["t"]
-    wy17, wyn = _on(levers, "gdn_wy17", True), _on(levers, "gdn_wyn", True)
-    if t == 17:
-        if wy17:
-            return Choice("wy17")
-        if wyn:
-            return Choice("wyn", "gdn_wy17 off: 17 tokens take the general WY-N kernel")
-        return Choice("recurrent", "gdn_wy17 and gdn_wyn off: token-by-token recurrence")
-    if wyn:
-        return Choice("wyn")
-    return Choice("recurrent", f"gdn_wyn off: {t} tokens take the token-by-token recurrence")
-
-
-def select_decode(levers: Mapping[str, Any], shape: Shape) -> Choice:
-    if _on(levers, "gdn_batched_fla", False):
-        return Choice("batched")
-    note = "gdn_batched_fla off: one launch per sequence" if shape["n"] > 1 else ""
-    return Choice("per_sequence", note)
-
-
-def select_fused_conv(levers: Mapping[str, Any], shape: Shape) -> Choice:
-    if not _on(levers, "gdn_fused_conv", False):
-        return Choice("separate")
-    ok, why = eligible(shape)
-    if ok:
-        return Choice("fused")
-    return Choice("separate", f"gdn_fused_conv on but not taken: {why}")
+# The decision tables live in ``leverctl_kernels.selection`` (plain data the
+# lever commands read too); these are the tables' own ``select``.
+select_prefill = selection.GDN_PREFILL.select
+select_verify = selection.GDN_VERIFY.select
+select_decode = selection.GDN_DECODE.select
+select_fused_conv = selection.GDN_FUSED_CONV.select

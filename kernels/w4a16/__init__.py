@@ -26,7 +26,8 @@ from typing import Any, Mapping
 import numpy as np
 
 from ..common.int4 import packed_bytes, random_w4
-from ..common.path import Choice, KernelPath, Shape, Tolerance, Traffic, Variant
+from ..common.path import KernelPath, Shape, Tolerance, Traffic, Variant
+from ..selection import W4A16_FFN_DECODE, W4A16_GEMM, W4A16_GEMV, W4A16_GEMV_DUAL, Table, check_declaration
 from . import (
     gemm_tiled,
     gemv_64t,
@@ -52,16 +53,8 @@ DEFAULT_MODEL: Mapping[str, Any] = {
 }
 DEFAULT_GEMM_ROWS = (16, 64, 256)
 
-# Catalog defaults, used by `select` for a lever the caller left out.
-_CATALOG_DEFAULTS = {
-    "gemv_sw": True,
-    "decode_ffn_via_gemm": False,
-    "decode_split_silu": True,
-    "ffn_small_m": True,
-}
-
-SMALL_M_MAX_ROWS = 64
-SMALL_M_K_MULTIPLE = 32
+# Which variant each path takes is ``leverctl_kernels.selection``'s decision
+# table for it (``select`` runs it; ``leverctl explain`` words it).
 
 
 # ── sizes ────────────────────────────────────────────────────────────────────
@@ -115,22 +108,14 @@ def _args(inputs: dict, *names: str) -> list:
     return [inputs[n] for n in names]
 
 
-def _lever(levers: Mapping[str, Any], name: str, defaults: Mapping[str, Any] | None = None) -> bool:
-    """A lever's resolved value; a lever left out takes the path's
-    ``lever_defaults`` value, else the catalogs' default."""
-    if name in levers:
-        return bool(levers[name])
-    if defaults and name in defaults:
-        return bool(defaults[name])
-    return _CATALOG_DEFAULTS[name]
-
-
-def _path(name: str, summary: str, levers: tuple[str, ...], variants: list[Variant], **fields) -> KernelPath:
-    """The path ``w4a16.<name>``, with the family's tolerance; ``variants``
+def _path(table: Table, variants: list[Variant], **fields) -> KernelPath:
+    """The path ``table`` decides, with the family's tolerance; ``variants``
     in the order the bench lists them."""
-    fields.setdefault("lever_defaults", {})
-    return KernelPath(name=f"w4a16.{name}", family="w4a16", summary=summary, levers=levers,
-                      variants={v.name: v for v in variants}, tolerance=TOLERANCE, **fields)
+    if tuple(v.name for v in variants) != table.variants:
+        raise ValueError(f"{table.path}: variants {[v.name for v in variants]} are not the table's {table.variants}")
+    return KernelPath(name=table.path, family="w4a16", summary=table.summary, levers=table.levers,
+                      lever_defaults=table.fixed, variants={v.name: v for v in variants},
+                      select=table.select, engines=table.engines, tolerance=TOLERANCE, **fields)
 
 
 # ── w4a16.gemv and w4a16.gemv_dual (decode, m = 1) ──────────────────────────
@@ -149,11 +134,6 @@ def _gemv_traffic(mats: int):
                        flops=2 * mats * n * k)
 
     return traffic
-
-
-def _gemv_select(sw: str, t64: str):
-    """``select`` on the ``gemv_sw`` lever: ``sw`` when on, ``t64`` when off."""
-    return lambda levers, shape: Choice(sw if _lever(levers, "gemv_sw") else t64)
 
 
 def gemv_shapes(preset: str, model: Mapping[str, Any] | None) -> list[Shape]:
@@ -178,16 +158,13 @@ def gemv_reference(shape: Shape, inputs: dict) -> dict:
 
 
 GEMV = _path(
-    "gemv",
-    "Decode GEMV y = W x (int4 weights, fp16 activations, m = 1)",
-    ("gemv_sw",),
+    W4A16_GEMV,
     [
         Variant("gemv_sw", "one warp per output row, lanes stride over packed words, shuffle reduction",
                 gemv_sw.build),
         Variant("gemv_64t", "64 threads per 4-row block, shared-memory tree reduction (pre-single-warp kernel)",
                 gemv_64t.build),
     ],
-    select=_gemv_select("gemv_sw", "gemv_64t"),
     shapes=gemv_shapes,
     make_inputs=gemv_inputs,
     outputs=lambda shape: {"y": ((shape["n"],), "float16")},
@@ -218,16 +195,13 @@ def dual_reference(shape: Shape, inputs: dict) -> dict:
 
 
 GEMV_DUAL = _path(
-    "gemv_dual",
-    "Decode dual GEMV: gate = W_gate x and up = W_up x in one pass",
-    ("gemv_sw",),
+    W4A16_GEMV_DUAL,
     [
         Variant("gemv_dual_sw", "one warp per output row computing gate and up, two shuffle reductions",
                 gemv_dual_sw.build),
         Variant("gemv_dual_64t", "64 threads per 4-row block computing gate and up, shared-memory reduction",
                 gemv_dual_64t.build),
     ],
-    select=_gemv_select("gemv_dual_sw", "gemv_dual_64t"),
     shapes=dual_shapes,
     make_inputs=dual_inputs,
     outputs=lambda shape: {"gate": ((shape["n"],), "float16"), "up": ((shape["n"],), "float16")},
@@ -275,15 +249,8 @@ def ffn_traffic(shape: Shape) -> Traffic:
     )
 
 
-FFN_LEVER_DEFAULTS = {"decode_split_silu": False}  # Atlas: always the fused kernel
-
-
-def ffn_select(levers: Mapping[str, Any], shape: Shape) -> Choice:
-    if _lever(levers, "decode_ffn_via_gemm"):
-        return Choice("gemm_m1")
-    gemv = "gemv_sw" if _lever(levers, "gemv_sw") else "gemv_64t"
-    split = _lever(levers, "decode_split_silu", FFN_LEVER_DEFAULTS)
-    return Choice(f"{gemv}+{'split' if split else 'fused'}")
+FFN_LEVER_DEFAULTS = W4A16_FFN_DECODE.fixed  # Atlas: always the fused kernel
+ffn_select = W4A16_FFN_DECODE.select
 
 
 _FFN_SUMMARIES = {
@@ -305,12 +272,8 @@ def _ffn_variant(name: str) -> Variant:
 
 
 FFN_DECODE = _path(
-    "ffn_decode",
-    "Dense SiLU FFN for one token: y = W_down (silu(W_gate x) * (W_up x))",
-    ("decode_ffn_via_gemm", "decode_split_silu", "gemv_sw"),
+    W4A16_FFN_DECODE,
     [_ffn_variant(name) for name in _FFN_SUMMARIES],
-    lever_defaults=FFN_LEVER_DEFAULTS,
-    select=ffn_select,
     shapes=ffn_shapes,
     make_inputs=ffn_inputs,
     outputs=lambda shape: {"y": ((shape["hidden"],), "float16")},
@@ -354,32 +317,16 @@ def gemm_traffic(shape: Shape) -> Traffic:
     )
 
 
-def gemm_select(levers: Mapping[str, Any], shape: Shape) -> Choice:
-    if not _lever(levers, "ffn_small_m"):
-        return Choice("default_tiles")
-    m, k = shape["m"], shape["k"]
-    why = []
-    if m > SMALL_M_MAX_ROWS:
-        why.append(f"m={m} > {SMALL_M_MAX_ROWS}")
-    if k % SMALL_M_K_MULTIPLE:
-        why.append(f"k={k} is not a multiple of {SMALL_M_K_MULTIPLE}")
-    if why:
-        return Choice(
-            "default_tiles", "ffn_small_m is on but " + " and ".join(why) + ": default tiles"
-        )
-    return Choice("small_m")
+gemm_select = W4A16_GEMM.select
 
 
 GEMM = _path(
-    "gemm",
-    "Tiled W4A16 GEMM c = a W^T (FFN projections of a batch)",
-    ("ffn_small_m",),
+    W4A16_GEMM,
     [
         Variant("small_m", "16x32x32 tiles, 128 threads, for m <= 64 with k % 32 == 0", gemm_tiled.build_small_m),
         Variant("default_tiles", "64x64x64 tiles, 256 threads, 4x4 register micro-tiles, any m, n, k",
                 gemm_tiled.build_default),
     ],
-    select=gemm_select,
     shapes=gemm_shapes,
     make_inputs=gemm_inputs,
     outputs=lambda shape: {"c": ((shape["m"], shape["n"]), "float16")},
@@ -390,3 +337,6 @@ GEMM = _path(
 )
 
 PATHS = (GEMV, GEMV_DUAL, FFN_DECODE, GEMM)
+
+for _declared in PATHS:
+    check_declaration(_declared)

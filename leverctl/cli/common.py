@@ -120,8 +120,9 @@ def select_paths(paths, names: list[str] | None, res=None):
 
         for p in selected:
             if not applies(p, res.engine, res.catalog.fields):
-                raise UserError(f"--kernel {p.name}: {res.engine} has no such path "
-                                f"(none of its levers {', '.join(p.levers)} is in the catalog)")
+                why = (f"it is a path of {' and '.join(p.engines)} only" if p.engines else
+                       f"none of its levers {', '.join(p.levers)} is in the catalog")
+                raise UserError(f"--kernel {p.name}: {res.engine} has no such path ({why})")
     return selected
 
 

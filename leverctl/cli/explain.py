@@ -1,9 +1,13 @@
 """`leverctl explain NAME`: one lever in plain words.
 
 NAME is a field (`gdn_wy17`) or a variable (`ATLAS_GDN_WY17`, case and the
-engine prefix forgiven), optionally with a value (`ATLAS_GDN_WY17=false`) to
-hear what that exact spelling does. A near miss is an error that suggests the
-nearest name.
+engine prefix forgiven, and the output says what the name matched: the
+engine itself reads only the exact variable), optionally with a value
+(`ATLAS_GDN_WY17=false`) to hear what that exact spelling does. A near miss
+is an error that suggests the nearest name.
+
+What each value selects on the kernel paths the lever steers is worded from
+the decision table the path's ``select()`` runs (``leverctl_kernels.selection``).
 """
 from __future__ import annotations
 
@@ -56,11 +60,13 @@ def render(x) -> None:
         t.append(value, style=style)
         out.print(t)
 
+    if x.matched is not None:
+        line("Matched", x.matched.text)
     if x.vars:
         line("Variable" + ("s" if len(x.vars) > 1 else ""), ", ".join(x.vars))
     line("Rule", x.rule)
     line("Default", x.default)
-    line("Steers", ", ".join(x.steers) if x.steers else "no kernel path leverctl benchmarks")
+    line("Steers", ", ".join(_steered(s) for s in x.selects) if x.selects else "no kernel path")
     if x.requires:
         line("Needs", ", ".join(x.requires) + " on, or it has no effect")
     if x.needed_by:
@@ -91,6 +97,7 @@ def render(x) -> None:
         out.print(Text("Traps", style="bold"))
         for t in x.traps:
             out.print(Text(f"  - {t}"))
+    _render_selects(x, out)
     if x.notes:
         out.print()
         out.print(Text("Notes", style="bold"))
@@ -98,6 +105,42 @@ def render(x) -> None:
     if x.also_in:
         out.print()
         out.print(Text(f"Also a lever of {', '.join(x.also_in)}: add --engine to see that one."))
+
+
+def _steered(s) -> str:
+    from ..levers.explain import NO_KERNEL
+
+    if not s.kernel:
+        return f"{s.path} ({NO_KERNEL})"
+    if not s.applies:
+        return f"{s.path} (not in this engine)"
+    return s.path
+
+
+def _render_selects(x, out) -> None:
+    """Per steered path with kernels: what each value of the lever selects."""
+    from rich.text import Text
+
+    from ..levers.intent import state
+
+    shown = [s for s in x.selects if s.selected]
+    if not shown:
+        return
+    out.print()
+    out.print(Text("What each value selects (from the table select() runs)", style="bold"))
+    for s in shown:
+        head = Text(f"  {s.path}")
+        if s.defaults:
+            head.append("  (other levers at their defaults: "
+                        + ", ".join(f"{f} {state(v)}" for f, v in s.defaults) + ")")
+        out.print(head)
+        for sel in s.selected:
+            label = f"{x.field} {state(sel.value)}"
+            if sel.with_ is None and sel.value == s.selected[0].value:
+                label += " (default)"
+            if sel.with_ is not None:
+                label += f", {sel.with_[0]} {state(sel.with_[1])}"
+            out.print(Text(f"    {label}: {sel.text}"))
 
 
 def register(app: typer.Typer) -> None:
@@ -114,7 +157,7 @@ def register(app: typer.Typer) -> None:
         Examples: explain ATLAS_BF16_TC_PROJ; explain gdn_wy17 --engine metrale;
         explain ATLAS_GDN_WY17=false (what that exact spelling does).
         """
-        from ..levers.explain import explain as build, find
+        from ..levers.explain import explain as build, lookup
         from ..levers.sources import read_process_env
 
         robust_output()
@@ -125,18 +168,16 @@ def register(app: typer.Typer) -> None:
         if not key.strip():
             raise UserError(f"explain needs a lever field or variable name, not {name!r}")
         cats = _catalogs(engine, catalog, key)
-        cat, lv = find(cats, key)
+        cat, lv, matched = lookup(cats, key)
         asked = None
         if asked_value is not None:
             if not lv.vars:
                 raise UserError(f"{lv.field} reads no variable ({lv.summary[:1].lower() + lv.summary[1:]}); "
-                                "it cannot be given a value")
-            var = key if key in lv.vars else next(
-                (v for v in lv.vars if v.upper() in (key.upper(), (cat.prefix + key).upper())), lv.vars[0])
-            asked = (var, asked_value)
+                                "it cannot be given a value", name)
+            asked = (matched.var or lv.vars[0], asked_value)
         env = read_process_env()
         current = {v: env[v] for v in lv.vars if v in env}
-        x = build(cat, lv, asked=asked, current=current, others=cats)
+        x = build(cat, lv, asked=asked, current=current, others=cats, matched=matched)
         if fmt is Format.json:
             write(json.dumps(x.to_json(), indent=2) + "\n")
         else:

@@ -1,5 +1,7 @@
 """``leverctl kernels``: every kernel path, its variants, the levers that
-choose between them, and the variant the current resolution selects.
+choose between them, and the variant the current resolution selects; then
+the paths the engine's levers steer that have no kernel here, which bench
+and sweep therefore do not measure.
 
 Nothing runs: the declarations are imported (in simulator mode, so listing
 never initialises a GPU) and each path's ``select`` is asked.
@@ -101,7 +103,20 @@ def describe(res, paths, model=None) -> dict[str, Any]:
         for name, v in p.variants.items():
             entry["variants"].append({"name": name, "summary": v.summary, "chosen_by": chosen.get(name, [])})
         rows.append(entry)
-    return {"schema": "leverctl.kernels/1", "engine": res.engine, "recipe": res.recipe, "paths": rows}
+    return {"schema": "leverctl.kernels/1", "engine": res.engine, "recipe": res.recipe, "paths": rows,
+            "unmeasured": unmeasured(res.catalog, paths)}
+
+
+def unmeasured(catalog, paths) -> list[dict[str, Any]]:
+    """The paths this engine's levers steer that no kernel path declares:
+    ``[{"path": name, "levers": [field, ...]}]`` in catalog order."""
+    declared = {p.name for p in paths}
+    out: dict[str, list[str]] = {}
+    for lv in catalog.levers.values():
+        for name in lv.steers:
+            if name not in declared:
+                out.setdefault(name, []).append(lv.field)
+    return [{"path": name, "levers": fields} for name, fields in out.items()]
 
 
 def _selected_text(entry: dict) -> str:
@@ -138,6 +153,19 @@ def table(doc: dict) -> Any:
     return t
 
 
+def unmeasured_table(doc: dict) -> Any:
+    from rich.table import Table
+
+    from ..levers.explain import NO_KERNEL
+
+    t = Table(title=f"{doc['engine']}: paths its levers steer with {NO_KERNEL}", title_justify="left")
+    t.add_column("path", overflow="fold")
+    t.add_column("levers", overflow="fold")
+    for e in doc["unmeasured"]:
+        t.add_row(e["path"], ", ".join(e["levers"]))
+    return t
+
+
 def register(app: typer.Typer) -> None:
     @app.command("kernels")
     @common.with_setup
@@ -159,3 +187,5 @@ def register(app: typer.Typer) -> None:
             common.write(json.dumps(doc, indent=2) + "\n")
         else:
             common.out.print(table(doc))
+            if doc["unmeasured"]:
+                common.out.print(unmeasured_table(doc))

@@ -24,6 +24,23 @@ class Format(str, enum.Enum):
 STYLE = {"error": "bold red", "warning": "yellow", "info": "cyan"}
 
 
+def _keep_environment(setup: common.Setup) -> dict:
+    """The environment ``setup`` resolves against, as it is read (once: an
+    env file may be standard input). The resolution keeps only the engine's
+    variables; lint also looks at the rest for lever names that lack the
+    prefix or differ in case."""
+    kept: dict = {}
+    read = setup.environment
+
+    def environment():
+        env = read()
+        kept.update(env)
+        return env
+
+    setup.environment = environment
+    return kept
+
+
 def register(app: typer.Typer) -> None:
     @app.command("lint", epilog=EXIT_CODES.replace("\n", "\n\n"))
     @common.with_setup
@@ -49,9 +66,10 @@ def register(app: typer.Typer) -> None:
         from ..levers.lint import counts, exit_code, lint as run
 
         robust_output()
+        env = _keep_environment(setup)
         r = resolve_setup(setup, strict=False, quiet=True)
         common.flag_not_utf8(r.res, r.env_where)  # a finding below too; bad input all the same
-        findings = run(r.res, r.env_where)
+        findings = run(r.res, r.env_where, env)
         code = exit_code(findings, strict)
         n = counts(findings)
         if fmt is Format.json:

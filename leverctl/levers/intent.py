@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .catalog import Lever
-from .kinds import DRAFTER_OFF, DRAFTER_PREFILL_ONLY, Drafter, Observed, evaluate
+from .kinds import DRAFTER_OFF, DRAFTER_PREFILL_ONLY, USIZE_MAX, Drafter, Observed, evaluate
 from .resolve import Raw, show_raw, utf8
 
 ON_WORDS = frozenset({"1", "true", "yes", "on", "y", "t", "enable", "enabled"})
@@ -98,11 +98,14 @@ def assignment(var: str, raw: Raw | None) -> str:
 
 
 def _lenient_count(text: str) -> int | None:
-    """The count a person most likely meant (" 4", "4.0", "1_000"), or None."""
+    """The count a person most likely meant (" 4", "4.0", "1_000"), or None.
+    Whole numbers stay exact however large (no trip through a float)."""
     t = text.strip().replace("_", "")
+    if t.lstrip("+").isascii() and t.lstrip("+").isdigit():
+        return int(t)
     try:
         n = float(t)
-    except ValueError:
+    except (ValueError, OverflowError):
         return None
     if n != n or n in (float("inf"), float("-inf")) or n < 0 or n != int(n):
         return None
@@ -230,6 +233,19 @@ def _judge_count(lever: Lever, var: str, text: str, got: Any, shown: str) -> Sur
     else:
         cap = lever.cap
         expect = meant if cap is None else min(meant, cap)
+    digits = text[1:] if text.startswith("+") else text
+    if got != expect and meant > USIZE_MAX and digits.isascii() and digits.isdigit():
+        # The kind's own parse (Rust's usize::from_str) failed on a number too
+        # large for 64 bits; the rule then reads it as if unparseable.
+        if lever.kind == "count_clamped":
+            cap_text = (f", not clamped to {lever.cap}: write {lever.cap} for the most"
+                        if lever.cap is not None else "")
+            effect = f"{lever.field} is {state(got)} (off){cap_text}"
+        else:
+            effect = f"{lever.field} is {state(got)}, as if it were not set"
+        return Surprise("error", "overflow",
+                        f"{shown} is too large for the engine's count (usize, at most {USIZE_MAX}), "
+                        f"so its parse fails and {effect}", got)
     if got != expect:
         why = "whitespace is not trimmed" if text != text.strip() else "only plain decimal digits parse"
         return Surprise("error", "whitespace" if text != text.strip() else "ignored",
@@ -254,8 +270,8 @@ TRAP_CANDIDATES: dict[str, tuple[str, ...]] = {
     "presence_kill": ("0", "false", ""),
     "build_default": ("0", "false"),
     "tristate": ("true", "false", "yes"),
-    "count_opt": (" 4", "4.0", "-1"),
-    "count_clamped": (" 4", "4.0", "abc"),
+    "count_opt": (" 4", "4.0", "-1", str(USIZE_MAX + 1)),
+    "count_clamped": (" 4", "4.0", "abc", str(USIZE_MAX + 1)),
     "drafter": ("true", "yes"),
     "opt_in_vetoed": ("true", "0"),
 }

@@ -14,14 +14,18 @@ and reads nothing itself. Each finding has a severity:
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass
-from typing import Any, Callable
+from typing import Any, Callable, Mapping
 
+from .catalog import Catalog
 from .intent import is_drafter_prefill_only, judge, state
 from .present import printable, safe, where_of
 from .suggest import suggestion
-from .resolve import Resolution, show_raw
+from .resolve import Raw, Resolution, show_raw
 
 SEVERITIES = ("error", "warning", "info")
+
+# Every shipped engine's prefix, to recognise another engine's variable.
+ENGINE_PREFIXES = ("ATLAS_", "METRALE_")
 
 
 @dataclass(frozen=True)
@@ -44,7 +48,41 @@ def _on(value: Any) -> bool:
     return bool(value) if not isinstance(value, (int, float)) or isinstance(value, bool) else value > 0
 
 
-def lint(res: Resolution, env_where: Callable[[str], str] | None = None) -> list[Finding]:
+def misnamed(var: str, cat: Catalog) -> tuple[str, str, str] | None:
+    """(code, the variable meant, why the engine ignores ``var``) when
+    ``var`` is one of ``cat``'s lever variables but for its engine prefix,
+    its case, or another engine's prefix; None otherwise."""
+    known = cat.variables()
+    if var in known:
+        return None
+    title, prefix = cat.title, cat.prefix
+    up = var.upper()
+    for k in known:
+        if k == prefix + var:
+            return ("unprefixed", k, f"{var} lacks the engine prefix {prefix}: {title} reads only {k}, "
+                                     f"so it ignores {var}")
+    for k in known:
+        if k.upper() == up:
+            return ("case", k, f"{var} differs from {k} only in case: variable names are case-sensitive, "
+                               f"so {title} ignores {var}")
+        if k.upper() == prefix.upper() + up:
+            return ("unprefixed", k, f"{var} lacks the engine prefix {prefix} (and differs in case): "
+                                     f"{title} reads only {k}, so it ignores {var}")
+    for other in ENGINE_PREFIXES:
+        if other != prefix and up.startswith(other):
+            for k in known:
+                if k.upper() == prefix.upper() + up[len(other):]:
+                    return ("other-engine", k, f"{var} carries another engine's prefix {other}: "
+                                               f"{title} reads {k}, so it ignores {var}")
+    return None
+
+
+def lint(res: Resolution, env_where: Callable[[str], str] | None = None,
+         env: Mapping[str, Raw] | None = None) -> list[Finding]:
+    """The findings for ``res``. ``env`` is the environment it was resolved
+    from (the process's, or an env file's when ``env_where`` is given): its
+    variables the resolution left out as not the engine's are searched for
+    lever names missing the prefix or miscased."""
     cat = res.catalog
     by_var = cat.by_var()
     known = cat.variables()
@@ -56,17 +94,42 @@ def lint(res: Resolution, env_where: Callable[[str], str] | None = None) -> list
         found.append(Finding(sev, code, safe(msg), safe(w), safe(var) if var else None, field))
 
     # Unknown variables: a prefixed variable no lever reads (or any unknown
-    # variable a recipe sets). A near match is almost certainly a typo.
+    # variable a recipe sets). A lever name missing its prefix, miscased, or
+    # with another engine's prefix is said to be that; a near match is
+    # almost certainly a typo.
     for s in res.ignored:
+        wrong = misnamed(s.var, cat)
         near = suggestion(s.var, known)
-        if near:
+        if wrong is not None:
+            code, meant, why = wrong
+            add("error", "unknown-variable", f"{why} (did you mean {meant}?)", s.var, by_var[meant].field)
+        elif near:
             add("error", "unknown-variable",
                 f"{s.var} is not a known {cat.title} lever variable (did you mean {near}?); the engine ignores it",
                 s.var)
-        else:
+        elif s.var.startswith(cat.prefix):
             add("warning", "unknown-variable",
                 f"{s.var} carries the {cat.prefix} prefix but is not a lever leverctl knows; "
                 f"no {cat.title} lever reads it", s.var)
+        else:
+            add("warning", "unknown-variable",
+                f"{s.var} is not a lever variable of {cat.title}; the engine ignores it", s.var)
+
+    # The environment's variables the resolution set aside as not the
+    # engine's: a lever name there without its prefix, or miscased, is a
+    # setting the engine never sees. An env file is meant for the engine
+    # (error); the process environment holds much else (warning), and another
+    # engine's variables there are that engine's business.
+    from_file = env_where is not None
+    for var in sorted(env or {}):
+        if var in res.variables:
+            continue
+        wrong = misnamed(var, cat)
+        if wrong is None or (wrong[0] == "other-engine" and not from_file):
+            continue
+        code, meant, why = wrong
+        add("error" if from_file else "warning", "unknown-variable", f"{why} (did you mean {meant}?)",
+            var, by_var[meant].field, where=env_where(var) if from_file else "environment")
 
     # Values the engine ignores or reads against their likely meaning.
     for var, s in res.variables.items():

@@ -80,3 +80,55 @@ def test_a_near_miss_is_bad_input_with_a_suggestion(cli):
 
 def test_an_unknown_engine_is_bad_input(cli):
     assert_one_line_error(cli("explain", "gdn_wy17", "-e", "atlsa"), "unknown engine", "did you mean atlas?")
+
+
+def test_explain_says_what_a_field_name_matched(cli):
+    assert "Matched: field gdn_wy17 of Atlas (variable ATLAS_GDN_WY17)" in cli("explain", "gdn_wy17").out
+
+
+def test_explain_says_a_lower_case_variable_matched_case_insensitively_and_is_not_what_the_engine_reads(cli):
+    r = cli("explain", "atlas_gdn_wy17")
+    assert r.code == 0
+    assert ("Matched: variable ATLAS_GDN_WY17, field gdn_wy17 of Atlas, case-insensitively: the engine "
+            "reads only ATLAS_GDN_WY17; atlas_gdn_wy17 is a different variable it ignores") in r.out
+
+
+def test_explain_says_an_unprefixed_variable_matched_by_adding_the_prefix(cli):
+    r = cli("explain", "NO_GEMV_SW")
+    assert "Matched: variable ATLAS_NO_GEMV_SW, field gemv_sw of Atlas, adding the engine prefix ATLAS_" in r.out
+
+
+def test_an_asked_value_on_a_lower_case_name_is_judged_on_the_variable_it_matched(cli):
+    r = cli("explain", "atlas_k4_diag=true")
+    assert "ATLAS_K4_DIAG=true: off" in r.out
+
+
+def test_explain_names_the_variant_a_17_token_verify_falls_back_to(cli):
+    out = cli("explain", "ATLAS_GDN_WY17").out
+    assert "gdn_wy17 on (default): T = 17: wy17; otherwise: wyn" in out
+    assert "gdn_wy17 off: wyn [T = 17: gdn_wy17 off: 17 tokens take the general WY-N kernel]" in out
+    assert "gdn_wy17 off, gdn_wyn off: recurrent" in out
+    assert "falls back to the token-by-token recurrence" not in out
+
+
+def test_metrales_batched_fla_is_explained_as_a_prefill_path_with_no_kernel(cli):
+    r = cli("explain", "METRALE_GDN_BATCHED_FLA")
+    assert "Steers: gdn.prefill_multi_stream (no kernel in leverctl yet: bench and sweep do not measure it)" in r.out
+    assert "gdn.decode" not in r.out
+    doc = json.loads(cli("explain", "ATLAS_GDN_BATCHED_FLA", "-f", "json").out)
+    (st,) = doc["selects"]
+    assert st["path"] == "gdn.decode" and st["kernel"] and st["applies"]
+    assert [s["text"] for s in st["selected"]] == ["per_sequence [N > 1: gdn_batched_fla off: one launch per sequence]",
+                                                    "batched"]
+    assert doc["matched"]["how"] == "variable"
+
+
+def test_kernels_lists_the_steered_paths_that_have_no_kernel(cli):
+    doc = json.loads(cli("kernels", "-e", "metrale", "--no-env", "-f", "json").out)
+    assert {"path": "gdn.prefill_multi_stream", "levers": ["gdn_batched_fla"]} in doc["unmeasured"]
+    decode = next(p for p in doc["paths"] if p["name"] == "gdn.decode")
+    assert decode["applies"] is False and decode["selected"] == []
+    r = cli("kernels", "-e", "metrale", "--no-env")
+    assert "gdn.prefill_multi_stream" in r.out and "no kernel in leverctl yet" in r.out
+    atlas = json.loads(cli("kernels", "-e", "atlas", "--no-env", "-f", "json").out)
+    assert not any(u["path"].startswith("gdn.") for u in atlas["unmeasured"])

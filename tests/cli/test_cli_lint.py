@@ -87,3 +87,18 @@ def test_the_help_documents_the_exit_codes(cli):
 def test_bad_input_to_lint_is_exit_two(cli, tmp_path):
     assert_one_line_error(cli("lint", "--set", "ATLAS_K4_DIAG"), "VAR=VALUE")
     assert_one_line_error(cli("lint", "--env-file", tmp_path / "missing.env"), "no such env file")
+
+
+def test_an_env_file_with_an_unprefixed_lever_name_is_an_error_at_its_line(cli, tmp_path):
+    p = tmp_path / "a.env"
+    p.write_text("PATH=/bin\nGDN_WY17=0\n")
+    r = cli("lint", "--env-file", p)
+    assert r.code == 1, r.out
+    assert (f"{p}:2: error: GDN_WY17 lacks the engine prefix ATLAS_: Atlas reads only ATLAS_GDN_WY17, "
+            "so it ignores GDN_WY17 (did you mean ATLAS_GDN_WY17?)") in r.out
+
+
+def test_an_overflowing_count_says_what_the_engine_reads(cli):
+    r = cli("lint", "-e", "metrale", "--no-env", "--set", "METRALE_MTP_SHADOW_TOPK=99999999999999999999999")
+    assert r.code == 1
+    assert "shadow_topk is 0 (off), not clamped to 8" in r.out and "[overflow]" in r.out

@@ -84,3 +84,35 @@ def test_every_lever_of_both_engines_can_be_explained_and_judged_without_error(c
             for var in lv.vars:
                 for raw in ("1", "0", "", " x", b"\xff", "\udcff"):
                     judge(lv, var, raw)
+
+
+@pytest.mark.parametrize("name,how,var", [
+    ("gdn_wy17", "field", None),
+    ("ATLAS_GDN_WY17", "variable", "ATLAS_GDN_WY17"),
+    ("GDN_WY17", "unprefixed", "ATLAS_GDN_WY17"),
+    ("Gdn_Wy17", "field-case", None),
+    ("atlas_gdn_wy17", "variable-case", "ATLAS_GDN_WY17"),
+    ("gdn_WY17", "field-case", None),
+])
+def test_every_match_says_how_the_name_matched(cats, name, how, var):
+    from leverctl.levers.explain import lookup
+
+    cat, lv, m = lookup(cats, name)
+    assert (lv.field, m.how, m.var) == ("gdn_wy17", how, var)
+    assert "gdn_wy17" in m.text and "ATLAS_GDN_WY17" in m.text
+    assert ("case-insensitively" in m.text) == how.endswith("-case")
+    assert ("engine prefix ATLAS_" in m.text) == (how == "unprefixed")
+
+
+def test_a_miss_names_the_name_as_where_it_went_wrong(cats):
+    with pytest.raises(UserError) as e:
+        find(cats, "ATLAS_GDN_WY71")
+    assert e.value.where == "ATLAS_GDN_WY71"
+
+
+def test_explaining_a_clamped_count_names_the_overflow_trap_that_is_not_clamped(cats):
+    m = cats[1]
+    x = explain(m, m.lever("shadow_topk"))
+    assert any("METRALE_MTP_SHADOW_TOPK=18446744073709551616 is too large" in t and "not clamped to 8" in t
+               for t in x.traps), x.traps
+    assert ("METRALE_MTP_SHADOW_TOPK=18446744073709551616", "0") in x.examples

@@ -130,3 +130,70 @@ def test_errors_sort_before_warnings_before_info(cats):
     fs = findings(cats, "metrale", METRALE_NO_FFN_NVFP4_MMQ="1", METRALE_K2_DIAG="1", METRALE_GDN_WY17="no")
     order = [f.severity for f in fs]
     assert order == sorted(order, key=["error", "warning", "info"].index)
+
+
+# ── names the engine never reads: missing prefix, wrong case, other engine ───
+
+def _recipe(tmp_path, text: str):
+    from leverctl.levers import load_recipe
+
+    p = tmp_path / "r.toml"
+    p.write_text(text)
+    return load_recipe(p)
+
+
+def test_an_unprefixed_lever_name_in_a_recipe_says_it_lacks_the_prefix_and_suggests_the_prefixed_name(cats, tmp_path):
+    rec = _recipe(tmp_path, 'engine = "metrale"\n[levers]\nGDN_WY17 = "0"\n')
+    (f,) = lint(resolve(cats["metrale"], recipe=rec))
+    assert (f.severity, f.code, f.var, f.field) == ("error", "unknown-variable", "GDN_WY17", "gdn_wy17")
+    assert "GDN_WY17 lacks the engine prefix METRALE_" in f.message
+    assert "did you mean METRALE_GDN_WY17?" in f.message
+    assert "carries" not in f.message
+
+
+def test_an_unknown_unprefixed_name_in_a_recipe_is_not_said_to_carry_the_prefix(cats, tmp_path):
+    rec = _recipe(tmp_path, 'engine = "atlas"\n[levers]\nCOMPLETELY_OTHER = "1"\n')
+    (f,) = lint(resolve(cats["atlas"], recipe=rec))
+    assert f.severity == "warning" and "is not a lever variable of Atlas" in f.message
+    assert "carries the ATLAS_ prefix" not in f.message and "ignores it" in f.message
+
+
+def test_lever_names_an_env_file_sets_without_prefix_or_in_the_wrong_case_are_errors(cats):
+    env = {"GDN_WY17": "0", "atlas_kv_poison": "1", "METRALE_GDN_WYN": "0", "PATH": "/bin"}
+    fs = lint(resolve(cats["atlas"], env=env), lambda var: f"a.env:{sorted(env).index(var) + 1}", env)
+    by_var = {f.var: f for f in fs}
+    assert set(by_var) == {"GDN_WY17", "atlas_kv_poison", "METRALE_GDN_WYN"}
+    assert all(f.severity == "error" and f.where.startswith("a.env:") for f in fs)
+    assert "lacks the engine prefix ATLAS_" in by_var["GDN_WY17"].message
+    assert "only in case" in by_var["atlas_kv_poison"].message
+    assert "did you mean ATLAS_KV_POISON?" in by_var["atlas_kv_poison"].message
+    assert "another engine's prefix METRALE_" in by_var["METRALE_GDN_WYN"].message
+
+
+def test_in_the_process_environment_an_unprefixed_lever_name_is_a_warning_and_other_engines_are_left_alone(cats):
+    env = {"GDN_WY17": "0", "METRALE_GDN_WYN": "0", "HOME": "/root"}
+    (f,) = lint(resolve(cats["atlas"], env=env), None, env)
+    assert (f.severity, f.var, f.where) == ("warning", "GDN_WY17", "environment")
+    assert "did you mean ATLAS_GDN_WY17?" in f.message
+
+
+# ── counts too large for the engine ─────────────────────────────────────────
+
+def test_a_clamped_count_too_large_for_usize_says_the_engine_reads_it_as_off_not_clamped(cats):
+    (f,) = findings(cats, "metrale", METRALE_MTP_SHADOW_TOPK="99999999999999999999999")
+    assert (f.severity, f.code) == ("error", "overflow")
+    assert "too large for the engine's count (usize, at most 18446744073709551615)" in f.message
+    assert "shadow_topk is 0 (off), not clamped to 8" in f.message
+    assert "99999999999999991611392" not in f.message  # no trip through a float
+
+
+def test_an_optional_count_too_large_for_usize_says_the_engine_reads_it_as_unset(cats):
+    (f,) = findings(cats, "metrale", METRALE_MOE_PREFILL_MAX_LOAD_FACTOR="18446744073709551616")
+    assert (f.severity, f.code) == ("error", "overflow")
+    assert "moe_prefill_max_load_factor is unset, as if it were not set" in f.message
+
+
+def test_the_largest_usize_still_parses_and_is_only_clamped(cats):
+    fs = findings(cats, "atlas", ATLAS_MTP_SHADOW_TOPK="18446744073709551615")
+    assert ("warning", "clamped") in {(f.severity, f.code) for f in fs}
+    assert not any(f.code == "overflow" for f in fs)

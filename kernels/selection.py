@@ -1,0 +1,306 @@
+"""Which variant each kernel path takes: the decision tables ``select()`` runs.
+
+One table per declared kernel path. The family declarations build their
+``select`` from these tables (``KernelPath.select = TABLE.select``), and
+``leverctl explain`` words what each lever value selects from the same rows,
+so what the tool says a lever does is what the kernels do: there is no
+second, hand-written description to drift.
+
+A table is a decision list: the first :class:`Rule` whose lever values all
+match and whose shape conditions all hold gives the variant. A rule's note
+says why the levers did not get what they asked for at that shape (recorded
+with the result); ``{unmet}`` in a note stands for the reasons the earlier
+rules' shape conditions gave.
+
+This module is plain data and imports neither numba nor numpy, so the
+lever commands (``explain``) can read it cheaply.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from types import MappingProxyType
+from typing import Any, Callable, Mapping
+
+from .common.path import Choice
+
+Dims = Mapping[str, Any]  # a Shape, or any mapping of its named sizes
+
+
+@dataclass(frozen=True)
+class Cond:
+    """A condition on the shape. ``text`` says when it holds and
+    ``negation`` when it does not, in symbols (``T = 17``, ``T != 17``);
+    ``why`` says why it failed at one shape, with the shape's numbers."""
+
+    text: str
+    negation: str
+    test: Callable[[Dims], bool]
+    why: Callable[[Dims], str]
+
+
+@dataclass(frozen=True)
+class Rule:
+    """``variant`` when every lever in ``levers`` has the given value and
+    every condition in ``shape`` holds. ``note`` may name shape sizes
+    (``{t}``) and ``{unmet}``."""
+
+    variant: str
+    levers: Mapping[str, bool] = field(default_factory=dict)
+    shape: tuple[Cond, ...] = ()
+    note: str = ""
+
+
+class _Symbols(dict):
+    """Fills a note's placeholders with symbols when no shape is at hand."""
+
+    def __init__(self, symbols: Mapping[str, str], unmet: str):
+        super().__init__(symbols, unmet=unmet)
+
+    def __missing__(self, key: str) -> str:
+        return key
+
+
+@dataclass(frozen=True)
+class Table:
+    path: str  # "gdn.verify"
+    summary: str  # the path in one line
+    levers: tuple[str, ...]  # the lever fields that choose, in sweep order
+    # The value a lever takes when the caller's mapping leaves it out (or
+    # holds None, a tri-state left to the call site): the catalogs' default,
+    # or `fixed` where the path pins it.
+    assumed: Mapping[str, bool]
+    variants: tuple[str, ...]  # in the order the bench lists them
+    rules: tuple[Rule, ...]
+    # The value a lever takes in an engine whose catalog lacks it (Atlas has
+    # no decode_split_silu: its FFN decode is always the fused kernel).
+    fixed: Mapping[str, Any] = field(default_factory=dict)
+    engines: tuple[str, ...] = ()  # empty: every engine whose catalog has one of `levers`
+    symbols: Mapping[str, str] = field(default_factory=dict)  # shape key -> symbol in words ("t" -> "T")
+
+    def __post_init__(self) -> None:
+        for name in ("assumed", "fixed", "symbols"):
+            object.__setattr__(self, name, MappingProxyType(dict(getattr(self, name))))
+        if self.rules and (self.rules[-1].levers or self.rules[-1].shape):
+            raise ValueError(f"{self.path}: the last rule must match anything")
+        for r in self.rules:
+            if r.variant not in self.variants:
+                raise ValueError(f"{self.path}: rule names unknown variant {r.variant!r}")
+            for f in r.levers:
+                if f not in self.levers:
+                    raise ValueError(f"{self.path}: rule names lever {f!r}, not one of {self.levers}")
+
+    def value(self, levers: Mapping[str, Any], name: str) -> bool:
+        v = levers.get(name)
+        return bool(self.assumed[name]) if v is None else bool(v)
+
+    def select(self, levers: Mapping[str, Any], shape: Dims) -> Choice:
+        """The variant these lever values take at ``shape``."""
+        unmet: list[str] = []
+        for rule in self.rules:
+            if any(self.value(levers, f) != want for f, want in rule.levers.items()):
+                continue
+            failed = [c for c in rule.shape if not c.test(shape)]
+            if failed:
+                unmet.extend(c.why(shape) for c in failed)
+                continue
+            dims = dict(getattr(shape, "dims", shape))
+            return Choice(rule.variant, rule.note.format(**dims, unmet=" and ".join(unmet)))
+        raise AssertionError(f"{self.path}: no rule matched")  # __post_init__ forbids it
+
+    def cases(self, levers: Mapping[str, Any]) -> tuple[Case, ...]:
+        """What these lever values select, shape by shape, in words: the
+        rules they reach, in order; the last one holds at every other shape."""
+        out: list[Case] = []
+        skipped: list[str] = []
+        for rule in self.rules:
+            if any(self.value(levers, f) != want for f, want in rule.levers.items()):
+                continue
+            note = rule.note.format_map(_Symbols(self.symbols, " or ".join(skipped))) if rule.note else ""
+            out.append(Case(tuple(c.text for c in rule.shape), rule.variant, note))
+            if not rule.shape:
+                break
+            skipped.extend(c.negation for c in rule.shape)
+        return tuple(out)
+
+    def cond(self, text: str) -> Cond:
+        for rule in self.rules:
+            for c in rule.shape:
+                if c.text == text:
+                    return c
+        raise KeyError(text)
+
+
+@dataclass(frozen=True)
+class Case:
+    """One row of what a setting selects: ``variant`` where every condition
+    in ``when`` holds (and no earlier case's did); ``when`` empty: every
+    other shape."""
+
+    when: tuple[str, ...]
+    variant: str
+    note: str = ""
+
+    def holds(self, table: Table, shape: Dims) -> bool:
+        return all(table.cond(t).test(shape) for t in self.when)
+
+
+def _cond(text: str, negation: str, test: Callable[[Dims], bool], why: Callable[[Dims], str]) -> Cond:
+    return Cond(text, negation, test, why)
+
+
+# ── w4a16 ───────────────────────────────────────────────────────────────────
+
+SMALL_M_MAX_ROWS = 64
+SMALL_M_K_MULTIPLE = 32
+
+W4A16_GEMV = Table(
+    path="w4a16.gemv",
+    summary="Decode GEMV y = W x (int4 weights, fp16 activations, m = 1)",
+    levers=("gemv_sw",),
+    assumed={"gemv_sw": True},
+    variants=("gemv_sw", "gemv_64t"),
+    rules=(Rule("gemv_sw", {"gemv_sw": True}), Rule("gemv_64t")),
+)
+
+W4A16_GEMV_DUAL = Table(
+    path="w4a16.gemv_dual",
+    summary="Decode dual GEMV: gate = W_gate x and up = W_up x in one pass",
+    levers=("gemv_sw",),
+    assumed={"gemv_sw": True},
+    variants=("gemv_dual_sw", "gemv_dual_64t"),
+    rules=(Rule("gemv_dual_sw", {"gemv_sw": True}), Rule("gemv_dual_64t")),
+)
+
+W4A16_FFN_DECODE = Table(
+    path="w4a16.ffn_decode",
+    summary="Dense SiLU FFN for one token: y = W_down (silu(W_gate x) * (W_up x))",
+    levers=("decode_ffn_via_gemm", "decode_split_silu", "gemv_sw"),
+    assumed={"decode_ffn_via_gemm": False, "decode_split_silu": False, "gemv_sw": True},
+    fixed={"decode_split_silu": False},  # Atlas: always the fused kernel
+    variants=("gemv_sw+fused", "gemv_64t+fused", "gemv_sw+split", "gemv_64t+split", "gemm_m1"),
+    rules=(
+        Rule("gemm_m1", {"decode_ffn_via_gemm": True}),
+        Rule("gemv_sw+split", {"decode_split_silu": True, "gemv_sw": True}),
+        Rule("gemv_64t+split", {"decode_split_silu": True}),
+        Rule("gemv_sw+fused", {"gemv_sw": True}),
+        Rule("gemv_64t+fused"),
+    ),
+)
+
+_SMALL_M_ROWS = _cond(f"m <= {SMALL_M_MAX_ROWS}", f"m > {SMALL_M_MAX_ROWS}",
+                      lambda d: d["m"] <= SMALL_M_MAX_ROWS, lambda d: f"m={d['m']} > {SMALL_M_MAX_ROWS}")
+_SMALL_M_K = _cond(f"k % {SMALL_M_K_MULTIPLE} = 0", f"k % {SMALL_M_K_MULTIPLE} != 0",
+                   lambda d: d["k"] % SMALL_M_K_MULTIPLE == 0,
+                   lambda d: f"k={d['k']} is not a multiple of {SMALL_M_K_MULTIPLE}")
+
+W4A16_GEMM = Table(
+    path="w4a16.gemm",
+    summary="Tiled W4A16 GEMM c = a W^T (FFN projections of a batch)",
+    levers=("ffn_small_m",),
+    assumed={"ffn_small_m": True},
+    variants=("small_m", "default_tiles"),
+    rules=(
+        Rule("default_tiles", {"ffn_small_m": False}),
+        Rule("small_m", {}, (_SMALL_M_ROWS, _SMALL_M_K)),
+        Rule("default_tiles", note="ffn_small_m is on but {unmet}: default tiles"),
+    ),
+)
+
+# ── gdn ─────────────────────────────────────────────────────────────────────
+
+FUSED_HEAD_DIM = 128  # the head dim the engine's fused conv kernel is built for
+
+GDN_PREFILL = Table(
+    path="gdn.prefill",
+    summary="chunked GDN prefill (WY form), carried state in and out",
+    levers=("gdn_regresident",),
+    assumed={"gdn_regresident": True},
+    variants=("regresident", "global_state"),
+    rules=(
+        Rule("regresident", {"gdn_regresident": True}),
+        Rule("global_state", note="gdn_regresident off: the state round-trips through global memory every chunk"),
+    ),
+)
+
+_T17 = _cond("T = 17", "T != 17", lambda d: d["t"] == 17, lambda d: f"T={d['t']}, not 17")
+
+GDN_VERIFY = Table(
+    path="gdn.verify",
+    summary="speculative verify: T tokens against one carried state",
+    levers=("gdn_wy17", "gdn_wyn"),
+    assumed={"gdn_wy17": True, "gdn_wyn": True},
+    variants=("wy17", "wyn", "recurrent"),
+    symbols={"t": "T"},
+    rules=(
+        Rule("wy17", {"gdn_wy17": True}, (_T17,)),
+        Rule("wyn", {"gdn_wy17": False, "gdn_wyn": True}, (_T17,),
+             note="gdn_wy17 off: 17 tokens take the general WY-N kernel"),
+        Rule("wyn", {"gdn_wyn": True}),
+        Rule("recurrent", {"gdn_wy17": False}, (_T17,),
+             note="gdn_wy17 and gdn_wyn off: token-by-token recurrence"),
+        Rule("recurrent", note="gdn_wyn off: {t} tokens take the token-by-token recurrence"),
+    ),
+)
+
+_BATCH = _cond("N > 1", "N = 1", lambda d: d["n"] > 1, lambda d: f"N={d['n']}")
+
+GDN_DECODE = Table(
+    path="gdn.decode",
+    summary="multi-sequence single-token decode over a state pool indexed by slot",
+    levers=("gdn_batched_fla",),
+    assumed={"gdn_batched_fla": False},
+    variants=("batched", "per_sequence"),
+    # Atlas's gdn_batched_fla steers multi-sequence decode; Metrale's field of
+    # the same name steers multi-stream *prefill* (its lever file), a path
+    # with no kernel here, so this path is Atlas's alone.
+    engines=("atlas",),
+    symbols={"n": "N"},
+    rules=(
+        Rule("batched", {"gdn_batched_fla": True}),
+        Rule("per_sequence", {}, (_BATCH,), note="gdn_batched_fla off: one launch per sequence"),
+        Rule("per_sequence"),
+    ),
+)
+
+
+def _fused_dim(d: Dims) -> int:
+    return d.get("fused_head_dim", FUSED_HEAD_DIM)
+
+
+_HV_2HK = _cond("Hv = 2 Hk", "Hv != 2 Hk", lambda d: d["hv"] == 2 * d["hk"],
+                lambda d: f"fused conv kernel needs Hv == 2*Hk (got Hv={d['hv']}, Hk={d['hk']})")
+_D128 = _cond(f"dk = dv = {FUSED_HEAD_DIM}", f"dk or dv != {FUSED_HEAD_DIM}",
+              lambda d: d["dk"] == d["dv"] == _fused_dim(d),
+              lambda d: f"fused conv kernel needs dk == dv == {_fused_dim(d)} (got dk={d['dk']}, dv={d['dv']})")
+
+GDN_FUSED_CONV = Table(
+    path="gdn.fused_conv",
+    summary="decode conv1d+SiLU, GDN step and gated RMSNorm: fused vs separate kernels",
+    levers=("gdn_fused_conv",),
+    assumed={"gdn_fused_conv": False},
+    variants=("fused", "separate"),
+    engines=("metrale",),
+    rules=(
+        Rule("separate", {"gdn_fused_conv": False}),
+        Rule("fused", {}, (_HV_2HK, _D128)),
+        Rule("separate", note="gdn_fused_conv on but not taken: {unmet}"),
+    ),
+)
+
+TABLES: Mapping[str, Table] = MappingProxyType({t.path: t for t in (
+    W4A16_GEMV, W4A16_GEMV_DUAL, W4A16_FFN_DECODE, W4A16_GEMM,
+    GDN_PREFILL, GDN_VERIFY, GDN_DECODE, GDN_FUSED_CONV,
+)})
+
+
+def check_declaration(path) -> None:
+    """Raise unless the kernel path ``path`` declares what its table says:
+    summary, levers, variants (in order), engines, and the table's own
+    ``select``. A family calls it for each path it declares."""
+    table = TABLES.get(path.name)
+    if table is None:
+        raise ValueError(f"{path.name}: no decision table in leverctl_kernels.selection")
+    said = (path.summary, tuple(path.levers), tuple(path.variants), tuple(path.engines), path.select)
+    wants = (table.summary, table.levers, table.variants, table.engines, table.select)
+    if said != wants:
+        raise ValueError(f"{path.name}: the declaration and its selection table disagree: {said} != {wants}")

@@ -1,0 +1,164 @@
+"""What explain says a lever value selects is what the kernels' select() returns.
+
+Explain words each steered path's decision table
+(``leverctl_kernels.selection``); every declared kernel path runs its table
+as ``select``. These tests hold the two together for every lever of both
+engines, each of its values, at every smoke and model shape of every path
+it steers, and keep the catalogs' ``steers`` and the paths' levers in step.
+"""
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+
+from leverctl.bench.plan import applies, build_plan, path_levers
+from leverctl.levers import load_catalog
+from leverctl.levers.explain import explain, words
+from leverctl_kernels.common.path import Choice
+from leverctl_kernels.registry import all_paths
+from leverctl_kernels.selection import TABLES, Case
+
+ENGINES = ("atlas", "metrale")
+
+
+@pytest.fixture(scope="module")
+def paths():
+    return {p.name: p for p in all_paths()}
+
+
+def disagreements(cat, paths) -> tuple[list[str], int]:
+    """Every (lever, value, path, shape) where explain's case differs from
+    select(), and how many were compared."""
+    bad, compared = [], 0
+    defaults = {f: lv.default for f, lv in cat.levers.items()}
+    for lv in cat.levers.values():
+        for st in explain(cat, lv).selects:
+            path = paths.get(st.path)
+            if path is None:
+                if st.kernel:
+                    bad.append(f"{lv.field}: explain claims a kernel for {st.path}")
+                continue
+            if not applies(path, cat.engine, cat.fields):
+                if st.applies:
+                    bad.append(f"{lv.field}: explain claims {st.path} applies to {cat.engine}")
+                continue
+            table = TABLES[st.path]
+            for sel in st.selected:
+                values = {**defaults, lv.field: sel.value, **dict([sel.with_] if sel.with_ else [])}
+                levers = path_levers(path, values, cat.fields)
+                for preset in ("smoke", "model"):
+                    for shape in path.shapes(preset, None):
+                        said = next(c for c in sel.cases if c.holds(table, shape))
+                        got = path.select(levers, shape).variant
+                        compared += 1
+                        if said.variant != got:
+                            bad.append(f"{lv.field}={sel.value} {st.path} at {shape.label}: "
+                                       f"explain says {said.variant}, select() returns {got}")
+    return bad, compared
+
+
+@pytest.mark.parametrize("engine", ENGINES)
+def test_for_every_lever_and_value_explain_names_the_variant_select_returns_at_every_shape(engine, paths):
+    bad, compared = disagreements(load_catalog(engine), paths)
+    assert not bad, bad
+    assert compared > 50
+
+
+def test_the_agreement_check_fails_when_a_path_selects_otherwise(paths):
+    verify = paths["gdn.verify"]
+    always_recurrent = dataclasses.replace(verify, select=lambda levers, shape: Choice("recurrent"))
+    bad, _ = disagreements(load_catalog("atlas"), {**paths, "gdn.verify": always_recurrent})
+    assert any("gdn_wy17=True gdn.verify" in b and "select() returns recurrent" in b for b in bad), bad
+
+
+@pytest.mark.parametrize("engine", ENGINES)
+def test_every_lever_of_a_path_explains_both_its_values_there(engine, paths):
+    cat = load_catalog(engine)
+    for path in paths.values():
+        if not applies(path, engine, cat.fields):
+            continue
+        for f in path.levers:
+            if f not in cat.fields:
+                continue
+            st = {s.path: s for s in explain(cat, cat.lever(f)).selects}.get(path.name)
+            assert st is not None and st.applies, (f, path.name)
+            assert {s.value for s in st.selected if s.with_ is None} == {True, False}, (f, path.name)
+
+
+@pytest.mark.parametrize("engine", ENGINES)
+def test_a_catalog_steers_a_declared_path_exactly_when_the_path_is_chosen_by_that_lever(engine, paths):
+    cat = load_catalog(engine)
+    for lv in cat.levers.values():
+        for name in lv.steers:
+            if name in paths:
+                assert applies(paths[name], engine, cat.fields), (lv.field, name)
+                assert lv.field in paths[name].levers, (lv.field, name)
+    for path in paths.values():
+        if applies(path, engine, cat.fields):
+            for f in path.levers:
+                if f in cat.fields:
+                    assert path.name in cat.lever(f).steers, (f, path.name)
+
+
+def test_every_declared_path_runs_its_table_and_every_table_is_declared(paths):
+    assert set(paths) == set(TABLES)
+    for name, path in paths.items():
+        t = TABLES[name]
+        assert path.select == t.select and path.levers == t.levers and path.engines == t.engines
+        assert tuple(path.variants) == t.variants and path.summary == t.summary
+
+
+def test_the_fused_conv_table_uses_the_head_dim_the_fused_kernel_is_built_for():
+    from leverctl_kernels.gdn import conv_fused
+    from leverctl_kernels.selection import FUSED_HEAD_DIM
+
+    assert FUSED_HEAD_DIM == conv_fused.DEFAULT_FUSED_HEAD_DIM
+
+
+def test_explain_says_which_variant_a_17_token_verify_falls_back_to():
+    cat = load_catalog("atlas")
+    st = explain(cat, cat.lever("gdn_wy17")).selects[0]
+    off = next(s for s in st.selected if s.value is False and s.with_ is None)
+    assert st.path == "gdn.verify" and off.text.startswith("wyn")
+    both_off = next(s for s in st.selected if s.value is False and s.with_ == ("gdn_wyn", False))
+    assert both_off.text.startswith("recurrent")
+
+
+def test_metrales_batched_fla_steers_multi_stream_prefill_which_has_no_kernel_yet(paths):
+    m, a = load_catalog("metrale"), load_catalog("atlas")
+    (st,) = explain(m, m.lever("gdn_batched_fla")).selects
+    assert (st.path, st.kernel, st.applies, st.selected) == ("gdn.prefill_multi_stream", False, False, ())
+    assert "prefill" in m.lever("gdn_batched_fla").summary
+    (st,) = explain(a, a.lever("gdn_batched_fla")).selects
+    assert (st.path, st.applies) == ("gdn.decode", True)
+    assert not applies(paths["gdn.decode"], "metrale", m.fields)
+
+
+def test_a_metrale_bench_plan_does_not_claim_to_measure_batched_fla_on_the_decode_path(paths):
+    m = load_catalog("metrale")
+    values = {f: lv.default for f, lv in m.levers.items()}
+    for on in (False, True):
+        plan = build_plan(list(paths.values()), engine="metrale", catalog_fields=m.fields,
+                          values={**values, "gdn_batched_fla": on})
+        assert not any("gdn_batched_fla" in i.levers for i in plan.items)
+        assert not any(i.kernel == "gdn.decode" for i in plan.items)
+
+
+def test_a_case_list_reads_as_one_line():
+    assert words((Case(("T = 17",), "wy17"), Case((), "wyn"))) == "T = 17: wy17; otherwise: wyn"
+    assert words((Case(("T = 17",), "wyn", "why"), Case((), "wyn"))) == "wyn [T = 17: why]"
+
+
+def test_a_declaration_that_disagrees_with_its_table_is_refused_at_import(paths):
+    from leverctl_kernels.selection import check_declaration
+
+    verify = paths["gdn.verify"]
+    check_declaration(verify)
+    for change in ({"summary": "something else"}, {"levers": ("gdn_wy17",)}, {"engines": ("metrale",)},
+                   {"variants": dict(reversed(verify.variants.items()))},
+                   {"select": lambda levers, shape: Choice("wyn")}):
+        with pytest.raises(ValueError, match="disagree"):
+            check_declaration(dataclasses.replace(verify, **change))
+    with pytest.raises(ValueError, match="no decision table"):
+        check_declaration(dataclasses.replace(verify, name="gdn.other"))
