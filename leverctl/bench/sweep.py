@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import itertools
 import math
+import os
 import re
 import time
 from dataclasses import dataclass, field, replace
@@ -301,6 +302,7 @@ class Opened:
     directory: Path
     done: list[dict]  # records already there, for this plan and shard
     cut_bytes: int = 0  # a partial last line that was cut off
+    duplicates: tuple[int, ...] = ()  # lines of results.jsonl repeating an earlier record (counted once)
 
 
 def open_results(directory: Path, plan_doc: Mapping[str, Any], *, resume: bool) -> Opened:
@@ -314,7 +316,10 @@ def open_results(directory: Path, plan_doc: Mapping[str, Any], *, resume: bool) 
         if plan_path.exists() or (results_path.exists() and results_path.stat().st_size):
             raise UserError("already holds a sweep; pass --resume to run what it is missing, "
                             "or choose another --out", str(d))
-        d.mkdir(parents=True, exist_ok=True)
+        try:
+            d.mkdir(parents=True, exist_ok=True)
+        except OSError as e:
+            raise UserError(f"cannot create the directory: {e.strerror or e}", str(d)) from None
         res.write_json_atomic(plan_path, dict(plan_doc))
         results_path.touch()
         return Opened(d, [])
@@ -340,7 +345,7 @@ def open_results(directory: Path, plan_doc: Mapping[str, Any], *, resume: bool) 
     on, nn = (old.get("device") or {}).get("name"), (plan_doc.get("device") or {}).get("name")
     if ok == "gpu" and on != nn:
         raise UserError(f"--resume: the directory's runs are on {on}, this machine has {nn}", str(d))
-    jl = res.read_jsonl(results_path) if results_path.exists() else res.Jsonl([], 0, 0)
+    jl = res.read_jsonl(results_path, ok) if results_path.exists() else res.Jsonl([], 0, 0)
     planned = {(it["kernel"], it["shape"], it["config"]) for it in plan_doc["items"]}
     for n, rec in enumerate(jl.records, 1):
         if rec.get("plan") not in (None, old["hash"]) or res.identity(rec) not in planned:
@@ -350,7 +355,81 @@ def open_results(directory: Path, plan_doc: Mapping[str, Any], *, resume: bool) 
         res.cut_partial_tail(results_path, jl.good_bytes)
     elif not results_path.exists():
         results_path.touch()
-    return Opened(d, jl.records, jl.tail_bytes)
+    return Opened(d, jl.records, jl.tail_bytes, jl.duplicates)
+
+
+# ── one writer per directory ────────────────────────────────────────────────
+
+LOCK_FILE = ".sweep.lock"
+
+
+class DirectoryLock:
+    """Keeps a second sweep out of a directory one is writing: an exclusive
+    ``flock`` on ``DIR/.sweep.lock``, whose text is the holder's pid. The
+    kernel drops the lock when its holder exits, however it ends, so a
+    crashed sweep never leaves a stale lock: the file may stay, the lock
+    does not. A second sweep is refused at once, naming the first's pid."""
+
+    def __init__(self, directory: Path | None):
+        self.directory = None if directory is None else Path(directory)  # None: named later
+        self._fd: int | None = None
+
+    @property
+    def held(self) -> bool:
+        return self._fd is not None
+
+    def acquire(self, *, create: bool) -> None:
+        """Take the lock (again: a no-op). Without ``create`` a directory
+        that does not exist yet is left alone (nobody can be writing it) and
+        the lock is taken later; with it, the directory is made."""
+        import fcntl
+
+        if self._fd is not None or self.directory is None:
+            return
+        d = self.directory
+        if not d.is_dir():
+            if not create:
+                return
+            try:
+                d.mkdir(parents=True, exist_ok=True)
+            except OSError as e:
+                raise UserError(f"cannot create the directory: {e.strerror or e}", str(d)) from None
+        path = d / LOCK_FILE
+        try:
+            fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+        except OSError as e:
+            raise UserError(f"cannot create the lock file {LOCK_FILE}: {e.strerror or e}", str(d)) from None
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            holder = _lock_holder(fd)
+            os.close(fd)
+            raise UserError(f"another sweep ({holder}) is writing this directory; wait for it to end, "
+                            "or choose another --out", str(d)) from None
+        os.ftruncate(fd, 0)
+        os.write(fd, f"{os.getpid()}\n".encode())
+        self._fd = fd
+
+    def release(self) -> None:
+        if self._fd is not None:
+            os.close(self._fd)  # closing drops the flock
+            self._fd = None
+
+    def __enter__(self) -> "DirectoryLock":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.release()
+
+
+def _lock_holder(fd: int) -> str:
+    # The holder writes its pid right after taking the lock; give it a moment.
+    for _ in range(10):
+        text = os.pread(fd, 32, 0).decode("ascii", "replace").strip()
+        if text.isdigit():
+            return f"pid {text}"
+        time.sleep(0.02)
+    return "pid unknown"
 
 
 def _shard_text(shard: Mapping[str, int] | None) -> str:
