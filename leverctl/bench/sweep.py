@@ -305,9 +305,12 @@ class Opened:
     duplicates: tuple[int, ...] = ()  # lines of results.jsonl repeating an earlier record (counted once)
 
 
-def open_results(directory: Path, plan_doc: Mapping[str, Any], *, resume: bool) -> Opened:
-    """Prepare ``directory`` for a sweep of ``plan_doc``. Every check happens
-    before anything is written: a refusal leaves the directory as it was."""
+def check_out_dir(directory: Path, *, resume: bool) -> dict | None:
+    """What can be said of a sweep directory before the plan is known, so
+    that the command refuses it before any work: it is not a directory; it
+    holds a sweep and this is no --resume; or, with --resume, it holds no
+    plan, an incomplete one, or records that cannot be read. Returns the
+    directory's plan (None without --resume)."""
     d = Path(directory)
     plan_path, results_path = d / res.PLAN_FILE, d / res.RESULTS_FILE
     if d.exists() and not d.is_dir():
@@ -316,6 +319,23 @@ def open_results(directory: Path, plan_doc: Mapping[str, Any], *, resume: bool) 
         if plan_path.exists() or (results_path.exists() and results_path.stat().st_size):
             raise UserError("already holds a sweep; pass --resume to run what it is missing, "
                             "or choose another --out", str(d))
+        return None
+    old = res.read_plan(d) if d.is_dir() else None
+    if old is None:
+        raise UserError(f"--resume: nothing to resume here (no {res.PLAN_FILE}); run without --resume "
+                        "to start this sweep", str(d))
+    if results_path.exists():
+        res.read_jsonl(results_path, (old.get("device") or {}).get("kind"))
+    return old
+
+
+def open_results(directory: Path, plan_doc: Mapping[str, Any], *, resume: bool) -> Opened:
+    """Prepare ``directory`` for a sweep of ``plan_doc``. Every check happens
+    before anything is written: a refusal leaves the directory as it was."""
+    d = Path(directory)
+    plan_path, results_path = d / res.PLAN_FILE, d / res.RESULTS_FILE
+    old = check_out_dir(d, resume=resume)
+    if not resume:
         try:
             d.mkdir(parents=True, exist_ok=True)
         except OSError as e:
@@ -323,10 +343,7 @@ def open_results(directory: Path, plan_doc: Mapping[str, Any], *, resume: bool) 
         res.write_json_atomic(plan_path, dict(plan_doc))
         results_path.touch()
         return Opened(d, [])
-    old = res.read_plan(d) if d.is_dir() else None
-    if old is None:
-        raise UserError(f"--resume: nothing to resume here (no {res.PLAN_FILE}); run without --resume "
-                        "to start this sweep", str(d))
+    assert old is not None
     if old["catalog"]["digest"] != plan_doc["catalog"]["digest"]:
         raise UserError("--resume: the lever catalog has changed since this sweep started "
                         f"({old['catalog']['digest'][:12]} then, {plan_doc['catalog']['digest'][:12]} now); "
@@ -378,27 +395,38 @@ class DirectoryLock:
     def held(self) -> bool:
         return self._fd is not None
 
-    def acquire(self, *, create: bool) -> None:
-        """Take the lock (again: a no-op). Without ``create`` a directory
-        that does not exist yet is left alone (nobody can be writing it) and
-        the lock is taken later; with it, the directory is made."""
-        import fcntl
+    def probe(self) -> None:
+        """Take the lock if the lock file is there already, creating nothing:
+        a sweep writing the directory is refused before anything else is
+        said of it, and a directory that is refused for another reason is
+        left as it was."""
+        if self._fd is None and self.directory is not None and (self.directory / LOCK_FILE).is_file():
+            self._take(os.O_RDWR)
 
+    def acquire(self, *, make_dir: bool) -> None:
+        """Take the lock (again: a no-op), creating the lock file, and with
+        ``make_dir`` the directory; without it, a directory that does not
+        exist is left alone (there is nothing to lock)."""
         if self._fd is not None or self.directory is None:
             return
         d = self.directory
         if not d.is_dir():
-            if not create:
+            if not make_dir:
                 return
             try:
                 d.mkdir(parents=True, exist_ok=True)
             except OSError as e:
                 raise UserError(f"cannot create the directory: {e.strerror or e}", str(d)) from None
-        path = d / LOCK_FILE
+        self._take(os.O_RDWR | os.O_CREAT)
+
+    def _take(self, flags: int) -> None:
+        import fcntl
+
+        d = self.directory
         try:
-            fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+            fd = os.open(d / LOCK_FILE, flags | os.O_CLOEXEC, 0o644)
         except OSError as e:
-            raise UserError(f"cannot create the lock file {LOCK_FILE}: {e.strerror or e}", str(d)) from None
+            raise UserError(f"cannot open the lock file {LOCK_FILE}: {e.strerror or e}", str(d)) from None
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except OSError:

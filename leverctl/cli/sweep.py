@@ -198,17 +198,13 @@ def register(app: typer.Typer) -> None:
         if resume and dry_run:
             raise UserError("--resume and --dry-run: choose one")
         lock = None if dry_run else sw.DirectoryLock(out)
-        if lock is not None and out is not None:
-            # Before any planning: a directory another sweep is writing, or a
-            # plan.json that cannot be resumed, is refused at once.
-            if resume and out.is_dir():
-                from ..bench import results as rs
-
-                old = rs.read_plan(out)
-                if old is not None and (out / rs.RESULTS_FILE).is_file():
-                    rs.read_jsonl(out / rs.RESULTS_FILE, (old.get("device") or {}).get("kind"))
-            lock.acquire(create=False)
         try:
+            if lock is not None and out is not None:
+                # Before any planning: a directory another sweep is writing, one
+                # that holds a sweep (without --resume), or one with nothing to
+                # resume or a plan or records that cannot be read, is refused at once.
+                lock.probe()
+                sw.check_out_dir(out, resume=resume)
             _sweep(setup, kernel, only, shapes, device, dry_run, shard_spec, resume, out, fmt, suggest, seed,
                    force, time_cap, lock)
         finally:
@@ -272,7 +268,7 @@ def _sweep(setup, kernel, only, shapes, device, dry_run, shard_spec, resume, out
     out_dir = out if out is not None else sw.default_out(plan, shard_spec)
     plan_doc = plan.plan_json({"kind": dev.kind, "name": dev.name}, shard_spec)
     lock.directory = Path(out_dir)
-    lock.acquire(create=not resume)
+    lock.acquire(make_dir=not resume)
     opened = sw.open_results(out_dir, plan_doc, resume=resume)
     if opened.cut_bytes:
         common.err.print(f"leverctl sweep: cut a partial last line ({opened.cut_bytes} bytes) left by the "

@@ -67,15 +67,23 @@ def test_a_second_sweep_into_a_directory_being_written_exits_2_naming_the_first_
 
 def test_the_lock_is_exclusive_until_released_and_then_free(tmp_path):
     a = sw.DirectoryLock(tmp_path / "d")
-    a.acquire(create=False)
+    a.acquire(make_dir=False)
+    a.probe()
     assert not a.held and not (tmp_path / "d").exists()  # nothing made for a directory that is not there
-    a.acquire(create=True)
+    a.acquire(make_dir=True)
     assert a.held and (tmp_path / "d" / sw.LOCK_FILE).read_text() == f"{os.getpid()}\n"
     b = sw.DirectoryLock(tmp_path / "d")
-    with pytest.raises(UserError, match=rf"another sweep \(pid {os.getpid()}\) is writing this directory"):
-        b.acquire(create=True)
+    for take in (b.probe, lambda: b.acquire(make_dir=False)):
+        with pytest.raises(UserError, match=rf"another sweep \(pid {os.getpid()}\) is writing this directory"):
+            take()
     a.release()
     with b:
-        b.acquire(create=True)
+        b.probe()
         assert b.held
     assert not b.held
+
+
+def test_probing_a_directory_without_a_lock_file_creates_nothing(tmp_path):
+    lock = sw.DirectoryLock(tmp_path)
+    lock.probe()
+    assert not lock.held and list(tmp_path.iterdir()) == []
