@@ -289,5 +289,6 @@ def summary_line(c: Comparison) -> str:
     else:
         gate = "FAILED"
     why = f" [fails on: {', '.join(reasons)}]" if reasons else ""
-    basis = f"threshold {c.threshold:g} %" if c.timed else "statuses only: no timings"
-    return f"{gate}: {matched}; {only_base}; {only_new} ({basis}){why}"
+    basis = (f" (threshold {c.threshold:g} %)" if c.timed else
+             " (statuses only: no timings)" if c.entries else "")
+    return f"{gate}: {matched}; {only_base}; {only_new}{basis}{why}"

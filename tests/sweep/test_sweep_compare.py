@@ -248,6 +248,9 @@ def test_the_summary_says_what_was_matched_and_what_was_not():
     assert line.endswith("[fails on: 1 SLOWER, 1 missing from NEW]")
     line = summary_line(compare(run(rec(100.0), rec(9.0, config="gone=1")), run(rec(100.0), source="n")))
     assert line.startswith("FAILED: 1 matched (1 SAME); 1 only in BASE (missing from NEW)")
+    none = summary_line(compare(run(rec(1.0, kernel="a")), run(rec(1.0, kernel="b"), source="n"), allow_missing=True))
+    assert none == ("FAILED: 0 matched; 1 only in BASE (missing from NEW, allowed by --allow-missing); "
+                    "1 only in NEW [fails on: nothing in common]")
     ok = summary_line(compare(run(rec(100.0)), run(rec(100.0), source="n")))
     assert ok.startswith("no regression: 1 matched (1 SAME); 0 only in BASE; 0 only in NEW") and "fails on" not in ok
 
