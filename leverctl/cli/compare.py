@@ -21,8 +21,8 @@ import typer
 
 from . import common
 
-STYLE = {"NEW FAIL": "bold red", "SLOWER": "red", "UNTIMED": "bold red", "STILL FAILS": "red", "FIXED": "green", "FASTER": "green",
-         "NOISY": "yellow", "SAME": "", "PASS": ""}
+STYLE = {"NEW FAIL": "bold red", "SLOWER": "red", "UNTIMED": "bold red", "STILL FAILS": "red", "FIXED": "green",
+         "FASTER": "green", "NOISY": "yellow", "SAME": "", "PASS": ""}
 
 
 def _pct(x: float | None) -> str:
