@@ -227,7 +227,7 @@ def show(
     results: ResultsArg,
     fmt: common.FormatOpt = "table",
     out: Annotated[Optional[Path], typer.Option(
-        "--out", "-o", help="Write the report to this file (atomically) instead of stdout.",
+        "--out", "-o", metavar="FILE", help="Write the report to this file (atomically) instead of stdout.",
         parser=lambda s: check_output_path(s, "--out"))] = None,
 ) -> None:
     """Per kernel path and shape: the fastest correct configuration, its
@@ -248,7 +248,8 @@ def show(
 @report_app.command("merge")
 def merge(
     parts: Annotated[list[Path], typer.Argument(metavar="DIR...", help="Sweep directories of one plan.")],
-    out: Annotated[Path, typer.Option("--out", "-o", help="The merged sweep directory (must not hold results).",
+    out: Annotated[Path, typer.Option("--out", "-o", metavar="DIR",
+                                      help="The merged sweep directory (must not hold results).",
                                       parser=lambda s: check_output_path(s, "--out", directory=True))],
     fmt: common.FormatOpt = "table",
 ) -> None:
@@ -279,7 +280,7 @@ def merge(
 @report_app.command("plot")
 def plot(
     results: ResultsArg,
-    out: Annotated[Path, typer.Option("--out", "-o", help="The chart file (.svg).",
+    out: Annotated[Path, typer.Option("--out", "-o", metavar="FILE.svg", help="The chart file (.svg).",
                                       parser=lambda s: check_output_path(s, "--out"))],
     title: Annotated[Optional[str], typer.Option("--title", help="The chart's title.")] = None,
 ) -> None:
