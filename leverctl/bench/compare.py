@@ -1,4 +1,5 @@
-"""Compare two runs, record by record, against their measured noise.
+"""Compare two runs, record by record, against their measured noise: a gate
+that CI can fail on.
 
 Records match on their identity ``(kernel, shape label, config)``. For a pair
 that passed on both sides and carries timings:
@@ -8,18 +9,25 @@ that passed on both sides and carries timings:
 * the *change* is ``new_median / base_median - 1`` (positive: slower);
 * **SAME** when ``|change|`` is within the larger spread (the difference is
   inside the noise) or within the threshold (too small to care about);
-* else **NOISY** when either spread exceeds twice the threshold: the runs
-  cannot tell, rerun them on a quieter machine;
+* else **NOISY** when either spread exceeds twice the threshold and the
+  change is within twice that spread: the runs cannot tell, rerun them on a
+  quieter machine (a change beyond twice even a large spread is real: a
+  kernel three times slower fails however noisy the runs);
 * else **FASTER** or **SLOWER**. A SLOWER pair is a regression: it is beyond
   both the threshold and the noise.
 
 Status changes come first: pass -> fail is **NEW FAIL** (gates like a
-regression), fail -> pass **FIXED**, fail -> fail **STILL FAILS**. Simulator
-records carry no timings; then only statuses are compared (**PASS**), and the
-result says so. Entries on one side only are listed, not gated (a renamed
-shape is not a slowdown).
+regression), fail -> pass **FIXED**, fail -> fail **STILL FAILS**. Two
+simulator records carry no timings; then only statuses are compared
+(**PASS**), and the result says so. A passing pair whose timing is unusable
+on either side (a GPU record without one, NaN, infinite, negative, or a
+simulator record against a GPU one) is **UNTIMED**, a failure: the gate
+never turns a pair it cannot time into a silent pass.
 
-The gate: exit 1 when anything regressed or newly failed, else 0.
+The gate: exit 1 when anything regressed, newly failed or is UNTIMED; when a
+BASE record has no counterpart in NEW (a kernel or configuration vanished;
+``allow_missing`` opts out); when a configuration only NEW has fails; or when
+the runs have nothing in common. Else 0. Entries only NEW has are listed.
 """
 from __future__ import annotations
 
@@ -27,15 +35,15 @@ from dataclasses import dataclass, field
 from typing import Any, Mapping, Sequence
 
 from ..errors import UserError
-from .results import ResultSet, identity, median_us, spread, timed
+from .results import ResultSet, identity, median_us, ran_on_gpu, spread, timed, timing_problem
 
 DEFAULT_THRESHOLD = 5.0  # percent
 NOISY_FACTOR = 2.0  # a spread beyond this many thresholds makes a pair NOISY
 _EPS = 1e-9  # edges are inclusive: a change exactly at the noise is SAME
 
 # Display and sort order: what a reviewer must see first.
-VERDICTS = ("NEW FAIL", "SLOWER", "STILL FAILS", "FIXED", "NOISY", "FASTER", "SAME", "PASS")
-GATING = ("NEW FAIL", "SLOWER")
+VERDICTS = ("NEW FAIL", "SLOWER", "UNTIMED", "STILL FAILS", "FIXED", "NOISY", "FASTER", "SAME", "PASS")
+GATING = ("NEW FAIL", "SLOWER", "UNTIMED")
 
 
 @dataclass(frozen=True)
@@ -92,11 +100,12 @@ class Comparison:
     base_device: str | None
     new_device: str | None
     threshold: float  # percent
-    timed: bool  # False: at least one side has no timings, statuses only
-    entries: list[Entry]
-    only_base: list[OneSided]
+    timed: bool  # False: no matched pair carries timings on both sides, statuses only
+    entries: list[Entry]  # the matched pairs
+    only_base: list[OneSided]  # BASE records NEW lacks
     only_new: list[OneSided]
     notes: list[str] = field(default_factory=list)
+    allow_missing: bool = False  # BASE records missing from NEW do not gate
 
     @property
     def regressions(self) -> list[Entry]:
@@ -106,9 +115,24 @@ class Comparison:
     def new_failures_only_new(self) -> list[OneSided]:
         return [o for o in self.only_new if o.status == "fail"]
 
+    def gate_reasons(self) -> list[str]:
+        """Why the comparison fails, one phrase each; empty when it passes."""
+        out = []
+        c = self.counts()
+        for v in GATING:
+            if c.get(v):
+                out.append(f"{c[v]} {v}")
+        if self.new_failures_only_new:
+            out.append(f"{len(self.new_failures_only_new)} failing only in NEW")
+        if self.only_base and not self.allow_missing:
+            out.append(f"{len(self.only_base)} missing from NEW")
+        if not self.entries:
+            out.append("nothing in common")
+        return out
+
     @property
     def gated(self) -> bool:
-        return bool(self.regressions or self.new_failures_only_new)
+        return bool(self.gate_reasons())
 
     @property
     def exit_code(self) -> int:
@@ -127,9 +151,12 @@ class Comparison:
             "new": {"source": self.new, "device": self.new_device},
             "threshold_pct": self.threshold,
             "timed": self.timed,
+            "allow_missing": self.allow_missing,
             "notes": list(self.notes),
+            "matched": len(self.entries),
             "counts": self.counts(),
             "regressed": self.gated,
+            "gate": self.gate_reasons(),
             "entries": [e.to_json() for e in self.entries],
             "only_base": [o.to_json() for o in self.only_base],
             "only_new": [o.to_json() for o in self.only_new],
@@ -145,7 +172,7 @@ def verdict(base_us: float, new_us: float, base_spread: float, new_spread: float
     mag = abs(change)
     if mag <= noise + _EPS or mag <= thr + _EPS:
         return "SAME", change
-    if noise > NOISY_FACTOR * thr + _EPS:
+    if noise > NOISY_FACTOR * thr + _EPS and mag <= NOISY_FACTOR * noise + _EPS:
         return "NOISY", change
     return ("SLOWER" if change > 0 else "FASTER"), change
 
@@ -168,7 +195,7 @@ def check_devices(base: ResultSet, new: ResultSet, allow_different: bool) -> str
 
 
 def compare(base: ResultSet, new: ResultSet, *, threshold: float = DEFAULT_THRESHOLD,
-            allow_different_device: bool = False) -> Comparison:
+            allow_different_device: bool = False, allow_missing: bool = False) -> Comparison:
     if not threshold >= 0:
         raise UserError(f"--threshold must be a percentage of at least 0, not {threshold}")
     notes: list[str] = []
@@ -178,16 +205,16 @@ def compare(base: ResultSet, new: ResultSet, *, threshold: float = DEFAULT_THRES
     b = _index(base)
     n = _index(new)
     both = [k for k in b if k in n]
-    passing = [k for k in both if b[k]["status"] == "pass" and n[k]["status"] == "pass"]
-    is_timed = bool(passing) and all(timed(b[k]) and timed(n[k]) for k in passing)
-    if passing and not is_timed:
-        notes.append("no timings on one side or both (simulator runs): statuses compared only")
-    entries = [_entry(b[k], n[k], threshold, is_timed) for k in both]
+    kinds = (base.device_kind, new.device_kind)
+    entries = [_entry(b[k], n[k], threshold, kinds) for k in both]
     entries.sort(key=lambda e: (VERDICTS.index(e.verdict), e.kernel, e.shape, e.config))
+    is_timed = any(e.base_us is not None and e.new_us is not None for e in entries)
+    if any(e.verdict == "PASS" for e in entries):
+        notes.append("no timings on either side (simulator runs): statuses compared only")
     only_base = [_one(b[k]) for k in b if k not in n]
     only_new = [_one(n[k]) for k in n if k not in b]
     return Comparison(base.source, new.source, base.device_name, new.device_name, threshold,
-                      is_timed, entries, only_base, only_new, notes)
+                      is_timed, entries, only_base, only_new, notes, allow_missing)
 
 
 def _index(rs: ResultSet) -> dict:
@@ -201,7 +228,8 @@ def _one(rec: Mapping[str, Any]) -> OneSided:
     return OneSided(rec["kernel"], rec["variant"], rec["shape"]["label"], rec["config"], rec["status"])
 
 
-def _entry(b: Mapping[str, Any], n: Mapping[str, Any], threshold: float, is_timed: bool) -> Entry:
+def _entry(b: Mapping[str, Any], n: Mapping[str, Any], threshold: float,
+           kinds: tuple[str | None, str | None]) -> Entry:
     common = dict(kernel=n["kernel"], variant=n["variant"], base_variant=b["variant"],
                   shape=n["shape"]["label"], config=n["config"],
                   base_status=b["status"], new_status=n["status"])
@@ -212,8 +240,12 @@ def _entry(b: Mapping[str, Any], n: Mapping[str, Any], threshold: float, is_time
         return Entry(verdict="FIXED", **common)
     if bs == "fail" and ns == "fail":
         return Entry(verdict="STILL FAILS", note=n.get("note", "") or _err(n), **common)
-    if not (is_timed and timed(b) and timed(n)):
-        return Entry(verdict="PASS", **common)
+    if not ran_on_gpu(b, kinds[0]) and not ran_on_gpu(n, kinds[1]):
+        return Entry(verdict="PASS", **common)  # two simulator records: nothing to time
+    problems = [f"{side}: {why}" for side, rec, kind in (("BASE", b, kinds[0]), ("NEW", n, kinds[1]))
+                if (why := _untimed(rec, kind))]
+    if problems:
+        return Entry(verdict="UNTIMED", note="; ".join(problems), **common)
     bu, nu = median_us(b), median_us(n)
     bsp, nsp = spread(b), spread(n)
     v, change = verdict(bu, nu, bsp, nsp, threshold)
@@ -224,6 +256,14 @@ def _entry(b: Mapping[str, Any], n: Mapping[str, Any], threshold: float, is_time
                  note=note, **common)
 
 
+def _untimed(rec: Mapping[str, Any], kind: str | None) -> str | None:
+    """Why a passing record has no usable timing, or None."""
+    why = timing_problem(rec, kind)
+    if why or timed(rec):
+        return why
+    return "no timing (a simulator record)" if not ran_on_gpu(rec, kind) else "no timing"
+
+
 def _err(rec: Mapping[str, Any]) -> str:
     e = rec.get("error")
     if isinstance(e, dict) and e.get("rel") is not None:
@@ -232,14 +272,23 @@ def _err(rec: Mapping[str, Any]) -> str:
 
 
 def summary_line(c: Comparison) -> str:
-    counts = ", ".join(f"{v} {k}" for k, v in c.counts().items()) or "nothing in common"
-    extra = []
+    """One line: the gate's answer, what was matched and what was not."""
+    counts = ", ".join(f"{v} {k}" for k, v in c.counts().items())
+    matched = f"{len(c.entries)} matched" + (f" ({counts})" if counts else "")
+    only_base = f"{len(c.only_base)} only in BASE"
     if c.only_base:
-        extra.append(f"{len(c.only_base)} only in BASE")
-    if c.only_new:
-        extra.append(f"{len(c.only_new)} only in NEW")
-    tail = f"; {', '.join(extra)}" if extra else ""
-    gate = "REGRESSED" if c.gated else "no regression"
-    basis = f"threshold {c.threshold:g} %" if c.timed else "statuses only: no timings"
-    return f"{gate}: {counts}{tail} ({basis})"
-
+        only_base += " (missing from NEW" + (", allowed by --allow-missing)" if c.allow_missing else ")")
+    only_new = f"{len(c.only_new)} only in NEW"
+    if c.new_failures_only_new:
+        only_new += f" ({len(c.new_failures_only_new)} failing)"
+    reasons = c.gate_reasons()
+    if not reasons:
+        gate = "no regression"
+    elif any(r.endswith((" SLOWER", " NEW FAIL")) for r in reasons):
+        gate = "REGRESSED"
+    else:
+        gate = "FAILED"
+    why = f" [fails on: {', '.join(reasons)}]" if reasons else ""
+    basis = (f" (threshold {c.threshold:g} %)" if c.timed else
+             " (statuses only: no timings)" if c.entries else "")
+    return f"{gate}: {matched}; {only_base}; {only_new}{basis}{why}"

@@ -20,8 +20,11 @@ levers or re-runs kernels.
 """
 from __future__ import annotations
 
+import bisect
 import json
+import math
 import os
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Mapping, Sequence
@@ -46,8 +49,10 @@ def identity(rec: Mapping[str, Any]) -> Identity:
     return (rec["kernel"], rec["shape"]["label"], rec["config"])
 
 
-def check_record(rec: Any, where: str) -> dict:
-    """``rec`` if it has what every report needs, else a UserError at ``where``."""
+def check_record(rec: Any, where: str, kind: str | None = None) -> dict:
+    """``rec`` if it has what every report needs, else a UserError at ``where``.
+    ``kind`` is the run's device kind ("gpu", "sim", or None: unknown), which
+    decides whether the record must carry a timing (:func:`timing_problem`)."""
     if not isinstance(rec, dict):
         raise UserError(f"not a leverctl record (a JSON {type(rec).__name__}, not an object)", where)
     missing = [k for k in ("kernel", "variant", "levers", "config", "shape", "status") if k not in rec]
@@ -62,10 +67,65 @@ def check_record(rec: Any, where: str) -> dict:
     for k in ("kernel", "variant", "config"):
         if not isinstance(rec[k], str):
             raise UserError(f"not a leverctl record (`{k}` is not a string)", where)
-    timing = rec.get("timing")
-    if timing is not None and not (isinstance(timing, dict) and _num(timing.get("median_us"))):
-        raise UserError("record `timing` has no median_us", where)
+    problem = timing_problem(rec, kind)
+    if problem:
+        raise UserError(f"unusable record: {problem}", where)
     return rec
+
+
+# The simulator's device name, as records carry it (bench.device.SIM_NAME;
+# not imported from there, so that reading results never loads the device code).
+SIM_NAME = "Numba CUDA simulator"
+TIMING_FIGURES = ("median_us", "p20_us", "p80_us", "noise")
+
+
+def ran_on_gpu(rec: Mapping[str, Any], kind: str | None) -> bool:
+    """Whether ``rec`` ran on a GPU: the simulator's name in its ``device``
+    says no; else the run's device kind says (a bench document's or sweep
+    plan's ``device.kind``); else (a results.jsonl read without its plan)
+    the record itself: one with a timing ran on a GPU, one without is taken
+    for a simulator record."""
+    if rec.get("device") == SIM_NAME:
+        return False
+    if kind in ("gpu", "sim"):
+        return kind == "gpu"
+    return rec.get("timing") is not None
+
+
+def timing_problem(rec: Mapping[str, Any], kind: str | None) -> str | None:
+    """Why ``rec``'s timing cannot be used, or None. The rule (docs/records.md):
+    a record that passed on a GPU must carry a timing; a simulator record
+    carries none; and a timing, wherever present, has a positive finite
+    ``median_us`` and finite, non-negative ``p20_us``, ``p80_us`` and ``noise``
+    where it has them. A record that failed may lack a timing on any device."""
+    t = rec.get("timing")
+    on_gpu = ran_on_gpu(rec, kind)
+    if t is None:
+        if on_gpu and rec.get("status") == "pass":
+            return (f"it passed on a GPU ({rec.get('device') or 'device unnamed'}) but has no timing; "
+                    "a GPU run times every passing record")
+        return None
+    if not on_gpu and (kind == "sim" or rec.get("device") == SIM_NAME):
+        return "a simulator record with a timing (the simulator times nothing)"
+    if not isinstance(t, dict):
+        return f"`timing` is a JSON {type(t).__name__}, not an object"
+    for k in TIMING_FIGURES:
+        v = t.get(k)
+        if v is None:
+            if k == "median_us":
+                return "timing has no median_us"
+            continue
+        if not _num(v):
+            return f"timing {k} is not a number ({v!r})"
+        if math.isnan(v):
+            return f"timing {k} is NaN"
+        if math.isinf(v):
+            return f"timing {k} is infinite"
+        if v < 0:
+            return f"timing {k} is negative ({v:g})"
+    if t["median_us"] == 0:
+        return "timing median_us is 0"
+    return None
 
 
 def _num(x: Any) -> bool:
@@ -73,8 +133,10 @@ def _num(x: Any) -> bool:
 
 
 def timed(rec: Mapping[str, Any]) -> bool:
+    """Whether ``rec`` carries a usable median (see :func:`timing_problem`)."""
     t = rec.get("timing")
-    return isinstance(t, dict) and _num(t.get("median_us")) and t["median_us"] > 0
+    return (isinstance(t, dict) and _num(t.get("median_us")) and math.isfinite(t["median_us"])
+            and t["median_us"] > 0)
 
 
 def median_us(rec: Mapping[str, Any]) -> float | None:
@@ -137,19 +199,25 @@ class Appender:
 
 @dataclass(frozen=True)
 class Jsonl:
-    records: list[dict]
+    records: list[dict]  # one per identity: a repeated record is counted once, the last kept
     good_bytes: int  # length of the intact prefix (every complete line)
     tail_bytes: int  # bytes of a partial last line, ignored (0: none)
+    duplicates: tuple[int, ...] = ()  # line numbers of records that repeat an earlier one's identity
 
 
-def read_jsonl(path: Path) -> Jsonl:
+def read_jsonl(path: Path, kind: str | None = None) -> Jsonl:
     """The records of a results file. A partial last line (no newline: the
     writer was killed mid-line) is ignored; any other line that is not a
-    record is refused."""
+    record, or whose timing is unusable (``kind``: the run's device kind, see
+    :func:`timing_problem`), is refused with its line number. A record
+    repeating an earlier one's identity is counted once (the later kept, in
+    the earlier's place) and its line listed in ``duplicates``."""
     path = Path(path)
     data = read_input_file(path, "results file", binary=True)
     end = data.rfind(b"\n") + 1  # everything up to the last newline is complete
     records: list[dict] = []
+    seen: dict[Identity, int] = {}
+    duplicates: list[int] = []
     for n, line in enumerate(data[:end].split(b"\n")[:-1], 1):
         if not line.strip():
             continue
@@ -160,8 +228,15 @@ def read_jsonl(path: Path) -> Jsonl:
             raise UserError("not a leverctl results file (not UTF-8 text)", where) from None
         except json.JSONDecodeError as e:
             raise UserError(f"not a leverctl results file (line is not JSON: {e.msg})", where) from None
-        records.append(check_record(rec, where))
-    return Jsonl(records, end, len(data) - end)
+        rec = check_record(rec, where, kind)
+        key = identity(rec)
+        if key in seen:
+            records[seen[key]] = rec
+            duplicates.append(n)
+        else:
+            seen[key] = len(records)
+            records.append(rec)
+    return Jsonl(records, end, len(data) - end, tuple(duplicates))
 
 
 def cut_partial_tail(path: Path, good_bytes: int) -> None:
@@ -173,15 +248,56 @@ def cut_partial_tail(path: Path, good_bytes: int) -> None:
 
 
 def read_plan(directory: Path) -> dict | None:
+    """The sweep plan in ``directory``, None if it has none; a UserError if
+    ``plan.json`` is not a complete plan (see :func:`check_plan`)."""
     path = Path(directory) / PLAN_FILE
-    if not path.exists():
+    if not path.exists() and not path.is_symlink():
         return None
+    data = read_input_file(path, "sweep plan")
     try:
-        doc = json.loads(path.read_text(encoding="utf-8"))
+        doc = json.loads(data.decode("utf-8"))
     except (UnicodeDecodeError, json.JSONDecodeError):
         raise UserError("not a leverctl sweep plan (not JSON)", str(path)) from None
+    return check_plan(doc, str(path))
+
+
+def check_plan(doc: Any, where: str) -> dict:
+    """``doc`` if it holds what resume, merge, compare and the reports read
+    from a plan, else a UserError at ``where`` naming what it lacks."""
     if not isinstance(doc, dict) or doc.get("schema") != PLAN_SCHEMA or not isinstance(doc.get("hash"), str):
-        raise UserError(f"not a leverctl sweep plan (schema is not {PLAN_SCHEMA})", str(path))
+        raise UserError(f"not a leverctl sweep plan (schema is not {PLAN_SCHEMA})", where)
+
+    def lacks(what: str) -> UserError:
+        return UserError(f"not a complete leverctl sweep plan: {what}", where)
+
+    catalog = doc.get("catalog")
+    if not isinstance(catalog, dict) or not isinstance(catalog.get("digest"), str) or not catalog["digest"]:
+        raise lacks("no `catalog.digest` (the lever catalog it was swept with)")
+    items = doc.get("items")
+    if not isinstance(items, list):
+        raise lacks("no `items` list")
+    for i, it in enumerate(items):
+        if not (isinstance(it, dict) and all(isinstance(it.get(k), str) for k in ("kernel", "shape", "config"))
+                and isinstance(it.get("levers", {}), dict)):
+            raise lacks(f"items[{i}] is not an object with string kernel, shape and config")
+    device = doc.get("device")
+    if device is not None and not (isinstance(device, dict) and device.get("kind") in ("gpu", "sim", None)):
+        raise lacks("`device` is not an object whose kind is gpu or sim")
+    shard = doc.get("shard")
+    if shard is not None and not (isinstance(shard, dict) and all(
+            isinstance(shard.get(k), int) and not isinstance(shard.get(k), bool)
+            for k in ("index", "count", "items"))):
+        raise lacks("`shard` is neither null nor an object with integer index, count and items")
+    kernels = doc.get("kernels", [])
+    if not (isinstance(kernels, list) and all(
+            isinstance(k, dict) and isinstance(k.get("kernel"), str)
+            and isinstance(k.get("levers", []), list) and isinstance(k.get("recipe_levers") or {}, dict)
+            for k in kernels)):
+        raise lacks("`kernels` is not a list of objects naming their kernel, levers and recipe_levers")
+    skipped = doc.get("not_benchmarked", [])
+    if not (isinstance(skipped, list) and all(isinstance(x, dict) and isinstance(x.get("lever"), str)
+                                              and isinstance(x.get("why"), str) for x in skipped)):
+        raise lacks("`not_benchmarked` is not a list of objects with lever and why")
     return doc
 
 
@@ -195,6 +311,17 @@ class ResultSet:
     device: dict = field(default_factory=dict)  # {"kind": "gpu"|"sim"|None, "name": str|None}
     catalog: str | None = None
     tail_bytes: int = 0  # a partial last line that was ignored
+    duplicates: list[str] = field(default_factory=list)  # where records repeated an earlier one (counted once)
+
+    def notes(self) -> list[str]:
+        """What reading tolerated, each a line for stderr naming the source."""
+        out = []
+        if self.tail_bytes:
+            out.append(f"{self.source}: ignored a partial last line ({self.tail_bytes} bytes) left by an "
+                       "interrupted sweep")
+        if self.duplicates:
+            out.append(repeated_note(self.source, self.duplicates))
+        return out
 
     @property
     def device_kind(self) -> str | None:
@@ -212,6 +339,13 @@ class ResultSet:
         return names.pop() if len(names) == 1 else None
 
 
+def repeated_note(source: str, places: Sequence[str]) -> str:
+    """The warning for records that repeat an earlier one's identity."""
+    shown = ", ".join(places[:5]) + (", ..." if len(places) > 5 else "")
+    return (f"{source}: {len(places)} record(s) repeat an earlier one's kernel, shape and levers ({shown}); "
+            "each counted once, the later kept")
+
+
 def load_results(path: str | Path) -> ResultSet:
     """A bench JSON document, a sweep directory, or a sweep's results.jsonl."""
     p = Path(path)
@@ -222,14 +356,18 @@ def load_results(path: str | Path) -> ResultSet:
             if plan is None:
                 raise UserError(f"not a sweep directory (no {PLAN_FILE}, no {RESULTS_FILE})", str(p))
             return _from_plan(str(p), plan, Jsonl([], 0, 0))
-        return _from_plan(str(p), plan, read_jsonl(res))
+        return _from_plan(str(p), plan, read_jsonl(res, _plan_kind(plan)))
     if not p.exists():
         raise UserError("no such results file or directory", str(p))
     data = read_input_file(p, "results file", binary=True)
     if p.suffix == ".jsonl" or _first_line_is_record(data):
         plan = read_plan(p.parent) if p.name == RESULTS_FILE else None
-        return _from_plan(str(p), plan, read_jsonl(p))
+        return _from_plan(str(p), plan, read_jsonl(p, _plan_kind(plan)))
     return _from_bench(p, data)
+
+
+def _plan_kind(plan: Mapping[str, Any] | None) -> str | None:
+    return ((plan or {}).get("device") or {}).get("kind")
 
 
 def _first_line_is_record(data: bytes) -> bool:
@@ -248,7 +386,8 @@ def _from_plan(source: str, plan: dict | None, jl: Jsonl) -> ResultSet:
             if rec.get("plan") not in (None, plan["hash"]):
                 raise UserError(f"record {n} belongs to plan {rec.get('plan')}, not this directory's "
                                 f"{plan['hash']}", source)
-    return ResultSet(source, jl.records, plan, device, catalog, jl.tail_bytes)
+    return ResultSet(source, jl.records, plan, device, catalog, jl.tail_bytes,
+                     [f"line {n}" for n in jl.duplicates])
 
 
 def _from_bench(p: Path, data: bytes) -> ResultSet:
@@ -266,12 +405,74 @@ def _from_bench(p: Path, data: bytes) -> ResultSet:
     results = doc.get("results")
     if not isinstance(results, list):
         raise UserError("bench document has no `results` list", where)
-    records = [check_record(r, f"{where}: results[{i}]") for i, r in enumerate(results)]
     device = doc.get("device") if isinstance(doc.get("device"), dict) else {}
+    kind = device.get("kind") if device.get("kind") in ("gpu", "sim") else None
+    lines = _result_lines(data.decode("utf-8"))
+    records: list[dict] = []
+    seen: dict[Identity, int] = {}
+    duplicates: list[str] = []
+    for i, r in enumerate(results):
+        at = f"{where}:{lines[i]}" if lines and i < len(lines) else where
+        rec = check_record(r, f"{at}: results[{i}]", kind)
+        key = identity(rec)
+        if key in seen:
+            records[seen[key]] = rec
+            duplicates.append(f"results[{i}]")
+        else:
+            seen[key] = len(records)
+            records.append(rec)
     levers = doc.get("levers") if isinstance(doc.get("levers"), dict) else {}
     catalog = (levers.get("catalog") or {}).get("digest") if isinstance(levers.get("catalog"), dict) else None
     return ResultSet(where, records, None, {"kind": device.get("kind"), "name": device.get("name")},
-                     catalog, 0)
+                     catalog, 0, duplicates)
+
+
+_WS = re.compile(r"[ \t\n\r]*")
+
+
+def _result_lines(text: str) -> list[int] | None:
+    """The line on which each element of a bench document's top-level
+    ``results`` list starts (so that a bad record is named by its line), or
+    None where the text is not laid out as expected. The text has parsed
+    already; this walks it again with the decoder's ``raw_decode``, which
+    says where each value ends."""
+    dec = json.JSONDecoder()
+    newlines = [m.start() for m in re.finditer("\n", text)]
+
+    def line(i: int) -> int:
+        return bisect.bisect_left(newlines, i) + 1
+
+    def skip(i: int) -> int:
+        return _WS.match(text, i).end()
+
+    found = None
+    try:
+        i = skip(0)
+        if text[i] != "{":
+            return None
+        i = skip(i + 1)
+        while text[i] != "}":
+            key, i = dec.raw_decode(text, i)
+            i = skip(i)
+            i = skip(i + 1)  # the colon
+            if key == "results" and text[i] == "[":
+                found = []  # the last "results" key wins, as in json.loads
+                i = skip(i + 1)
+                while text[i] != "]":
+                    found.append(line(i))
+                    _, i = dec.raw_decode(text, i)
+                    i = skip(i)
+                    if text[i] == ",":
+                        i = skip(i + 1)
+                i += 1
+            else:
+                _, i = dec.raw_decode(text, i)
+            i = skip(i)
+            if text[i] == ",":
+                i = skip(i + 1)
+    except (ValueError, IndexError):
+        return None
+    return found
 
 
 # ── merging ─────────────────────────────────────────────────────────────────
@@ -340,11 +541,21 @@ def write_result_dir(directory: Path, plan: Mapping[str, Any], records: Iterable
     """A complete sweep directory (merge's output): refuses a directory that
     already holds results, writes results.jsonl and then plan.json atomically."""
     d = Path(directory)
+    check_free_result_dir(d)
+    try:
+        d.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise UserError(f"cannot create the directory: {e.strerror or e}", str(d)) from None
+    write_atomically(d / RESULTS_FILE, b"".join(record_line(r) for r in records))
+    write_json_atomic(d / PLAN_FILE, dict(plan))
+
+
+def check_free_result_dir(directory: Path) -> None:
+    """A UserError unless ``directory`` can take a new result set: absent, or
+    a directory holding neither a plan nor results."""
+    d = Path(directory)
     if d.exists() and not d.is_dir():
         raise UserError("exists and is not a directory", str(d))
     for name in (PLAN_FILE, RESULTS_FILE):
         if (d / name).exists():
             raise UserError(f"already holds {name}; choose an empty --out directory", str(d))
-    d.mkdir(parents=True, exist_ok=True)
-    write_atomically(d / RESULTS_FILE, b"".join(record_line(r) for r in records))
-    write_json_atomic(d / PLAN_FILE, dict(plan))

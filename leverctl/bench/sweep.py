@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import itertools
 import math
+import os
 import re
 import time
 from dataclasses import dataclass, field, replace
@@ -301,11 +302,15 @@ class Opened:
     directory: Path
     done: list[dict]  # records already there, for this plan and shard
     cut_bytes: int = 0  # a partial last line that was cut off
+    duplicates: tuple[int, ...] = ()  # lines of results.jsonl repeating an earlier record (counted once)
 
 
-def open_results(directory: Path, plan_doc: Mapping[str, Any], *, resume: bool) -> Opened:
-    """Prepare ``directory`` for a sweep of ``plan_doc``. Every check happens
-    before anything is written: a refusal leaves the directory as it was."""
+def check_out_dir(directory: Path, *, resume: bool) -> dict | None:
+    """What can be said of a sweep directory before the plan is known, so
+    that the command refuses it before any work: it is not a directory; it
+    holds a sweep and this is no --resume; or, with --resume, it holds no
+    plan, an incomplete one, or records that cannot be read. Returns the
+    directory's plan (None without --resume)."""
     d = Path(directory)
     plan_path, results_path = d / res.PLAN_FILE, d / res.RESULTS_FILE
     if d.exists() and not d.is_dir():
@@ -314,14 +319,31 @@ def open_results(directory: Path, plan_doc: Mapping[str, Any], *, resume: bool) 
         if plan_path.exists() or (results_path.exists() and results_path.stat().st_size):
             raise UserError("already holds a sweep; pass --resume to run what it is missing, "
                             "or choose another --out", str(d))
-        d.mkdir(parents=True, exist_ok=True)
-        res.write_json_atomic(plan_path, dict(plan_doc))
-        results_path.touch()
-        return Opened(d, [])
+        return None
     old = res.read_plan(d) if d.is_dir() else None
     if old is None:
         raise UserError(f"--resume: nothing to resume here (no {res.PLAN_FILE}); run without --resume "
                         "to start this sweep", str(d))
+    if results_path.exists():
+        res.read_jsonl(results_path, (old.get("device") or {}).get("kind"))
+    return old
+
+
+def open_results(directory: Path, plan_doc: Mapping[str, Any], *, resume: bool) -> Opened:
+    """Prepare ``directory`` for a sweep of ``plan_doc``. Every check happens
+    before anything is written: a refusal leaves the directory as it was."""
+    d = Path(directory)
+    plan_path, results_path = d / res.PLAN_FILE, d / res.RESULTS_FILE
+    old = check_out_dir(d, resume=resume)
+    if not resume:
+        try:
+            d.mkdir(parents=True, exist_ok=True)
+        except OSError as e:
+            raise UserError(f"cannot create the directory: {e.strerror or e}", str(d)) from None
+        res.write_json_atomic(plan_path, dict(plan_doc))
+        results_path.touch()
+        return Opened(d, [])
+    assert old is not None
     if old["catalog"]["digest"] != plan_doc["catalog"]["digest"]:
         raise UserError("--resume: the lever catalog has changed since this sweep started "
                         f"({old['catalog']['digest'][:12]} then, {plan_doc['catalog']['digest'][:12]} now); "
@@ -340,7 +362,7 @@ def open_results(directory: Path, plan_doc: Mapping[str, Any], *, resume: bool) 
     on, nn = (old.get("device") or {}).get("name"), (plan_doc.get("device") or {}).get("name")
     if ok == "gpu" and on != nn:
         raise UserError(f"--resume: the directory's runs are on {on}, this machine has {nn}", str(d))
-    jl = res.read_jsonl(results_path) if results_path.exists() else res.Jsonl([], 0, 0)
+    jl = res.read_jsonl(results_path, ok) if results_path.exists() else res.Jsonl([], 0, 0)
     planned = {(it["kernel"], it["shape"], it["config"]) for it in plan_doc["items"]}
     for n, rec in enumerate(jl.records, 1):
         if rec.get("plan") not in (None, old["hash"]) or res.identity(rec) not in planned:
@@ -350,7 +372,92 @@ def open_results(directory: Path, plan_doc: Mapping[str, Any], *, resume: bool) 
         res.cut_partial_tail(results_path, jl.good_bytes)
     elif not results_path.exists():
         results_path.touch()
-    return Opened(d, jl.records, jl.tail_bytes)
+    return Opened(d, jl.records, jl.tail_bytes, jl.duplicates)
+
+
+# ── one writer per directory ────────────────────────────────────────────────
+
+LOCK_FILE = ".sweep.lock"
+
+
+class DirectoryLock:
+    """Keeps a second sweep out of a directory one is writing: an exclusive
+    ``flock`` on ``DIR/.sweep.lock``, whose text is the holder's pid. The
+    kernel drops the lock when its holder exits, however it ends, so a
+    crashed sweep never leaves a stale lock: the file may stay, the lock
+    does not. A second sweep is refused at once, naming the first's pid."""
+
+    def __init__(self, directory: Path | None):
+        self.directory = None if directory is None else Path(directory)  # None: named later
+        self._fd: int | None = None
+
+    @property
+    def held(self) -> bool:
+        return self._fd is not None
+
+    def probe(self) -> None:
+        """Take the lock if the lock file is there already, creating nothing:
+        a sweep writing the directory is refused before anything else is
+        said of it, and a directory that is refused for another reason is
+        left as it was."""
+        if self._fd is None and self.directory is not None and (self.directory / LOCK_FILE).is_file():
+            self._take(os.O_RDWR)
+
+    def acquire(self, *, make_dir: bool) -> None:
+        """Take the lock (again: a no-op), creating the lock file, and with
+        ``make_dir`` the directory; without it, a directory that does not
+        exist is left alone (there is nothing to lock)."""
+        if self._fd is not None or self.directory is None:
+            return
+        d = self.directory
+        if not d.is_dir():
+            if not make_dir:
+                return
+            try:
+                d.mkdir(parents=True, exist_ok=True)
+            except OSError as e:
+                raise UserError(f"cannot create the directory: {e.strerror or e}", str(d)) from None
+        self._take(os.O_RDWR | os.O_CREAT)
+
+    def _take(self, flags: int) -> None:
+        import fcntl
+
+        d = self.directory
+        try:
+            fd = os.open(d / LOCK_FILE, flags | os.O_CLOEXEC, 0o644)
+        except OSError as e:
+            raise UserError(f"cannot open the lock file {LOCK_FILE}: {e.strerror or e}", str(d)) from None
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            holder = _lock_holder(fd)
+            os.close(fd)
+            raise UserError(f"another sweep ({holder}) is writing this directory; wait for it to end, "
+                            "or choose another --out", str(d)) from None
+        os.ftruncate(fd, 0)
+        os.write(fd, f"{os.getpid()}\n".encode())
+        self._fd = fd
+
+    def release(self) -> None:
+        if self._fd is not None:
+            os.close(self._fd)  # closing drops the flock
+            self._fd = None
+
+    def __enter__(self) -> "DirectoryLock":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.release()
+
+
+def _lock_holder(fd: int) -> str:
+    # The holder writes its pid right after taking the lock; give it a moment.
+    for _ in range(10):
+        text = os.pread(fd, 32, 0).decode("ascii", "replace").strip()
+        if text.isdigit():
+            return f"pid {text}"
+        time.sleep(0.02)
+    return "pid unknown"
 
 
 def _shard_text(shard: Mapping[str, int] | None) -> str:

@@ -12,7 +12,7 @@ from typing import Annotated, Optional
 
 import typer
 
-from ..levers.files import write_atomically
+from ..levers.files import check_output_path, write_atomically
 from . import common
 
 
@@ -40,7 +40,8 @@ def register(app: typer.Typer) -> None:
             help="Also run the engine's defaults (or a recipe alone) and report each kernel's speedup.")] = None,
         fmt: common.FormatOpt = "table",
         out: Annotated[Optional[Path], typer.Option(
-            "--out", "-o", help="Write the report to this file (atomically) instead of stdout.")] = None,
+            "--out", "-o", metavar="FILE", help="Write the report to this file (atomically) instead of stdout.",
+            parser=lambda s: check_output_path(s, "--out", make_folder=True))] = None,
         seed: common.SeedOpt = 0,
         force: common.ForceOpt = False,
         time_cap: common.TimeCapOpt = 2.0,

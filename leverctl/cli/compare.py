@@ -4,8 +4,10 @@ Each side is a bench JSON document or sweep results (a directory or its
 results.jsonl). Records match on (kernel, shape, lever set); the verdicts and
 the noise rule are in :mod:`leverctl.bench.compare`.
 
-Exit codes, so CI can gate on it: 0 nothing regressed, 1 a regression or a
-new failure, 2 bad input (including runs from different devices without
+Exit codes, so CI can gate on it: 0 nothing regressed, 1 a regression, a
+new failure, an untimed pair, a BASE record missing from NEW (unless
+``--allow-missing``) or nothing in common; 2 bad input (including an
+unusable record, named by its line, and runs from different devices without
 ``--allow-different-device``).
 """
 from __future__ import annotations
@@ -19,8 +21,8 @@ import typer
 
 from . import common
 
-STYLE = {"NEW FAIL": "bold red", "SLOWER": "red", "STILL FAILS": "red", "FIXED": "green", "FASTER": "green",
-         "NOISY": "yellow", "SAME": "", "PASS": ""}
+STYLE = {"NEW FAIL": "bold red", "SLOWER": "red", "UNTIMED": "bold red", "STILL FAILS": "red", "FIXED": "green",
+         "FASTER": "green", "NOISY": "yellow", "SAME": "", "PASS": ""}
 
 
 def _pct(x: float | None) -> str:
@@ -54,7 +56,8 @@ def _rows(c) -> tuple[list[str], list[list[str]]]:
 
 def _one_sided(c) -> list[tuple[str, list[list[str]]]]:
     out = []
-    for label, items in (("Only in BASE", c.only_base), ("Only in NEW", c.only_new)):
+    missing = "Only in BASE (missing from NEW" + (", allowed)" if c.allow_missing else ")")
+    for label, items in ((missing, c.only_base), ("Only in NEW", c.only_new)):
         if items:
             out.append((label, [[o.kernel, o.variant, o.shape, o.config, o.status] for o in items]))
     return out
@@ -95,7 +98,7 @@ def table(c, *, width: int | None = None, color: bool = False) -> str:
 
 
 def markdown(c) -> str:
-    from ..bench.compare import summary_line
+    from ..bench.compare import GATING, summary_line
 
     head = "❌" if c.gated else "✅"
     out = [f"### {head} leverctl compare: {summary_line(c)}", "",
@@ -110,7 +113,7 @@ def markdown(c) -> str:
         out.append("| " + " | ".join(cols) + " |")
         out.append("|" + "|".join("---" for _ in cols) + "|")
         for row in rows:
-            cells = [f"**{row[0]}**" if row[0] in ("NEW FAIL", "SLOWER") else row[0], *row[1:]]
+            cells = [f"**{row[0]}**" if row[0] in GATING else row[0], *row[1:]]
             out.append("| " + " | ".join(str(x).replace("|", "\\|") for x in cells) + " |")
         out.append("")
     for label, items in _one_sided(c):
@@ -138,20 +141,23 @@ def register(app: typer.Typer) -> None:
         fmt: common.FormatOpt = "table",
         allow_different_device: Annotated[bool, typer.Option(
             "--allow-different-device", help="Compare runs from different devices anyway.")] = False,
+        allow_missing: Annotated[bool, typer.Option(
+            "--allow-missing", help="Do not fail when a BASE record has no counterpart in NEW.")] = False,
     ) -> None:
         """Per kernel, variant, shape and lever set: FASTER, SLOWER, SAME or
-        NOISY against both runs' noise. Exit 1 on a regression or a new failure."""
+        NOISY against both runs' noise. Exit 1 on a regression, a new failure,
+        an untimed pair, a BASE record missing from NEW, or nothing in common."""
         from ..bench.compare import compare as do_compare
         from ..bench.results import load_results
 
         common.check_format(fmt)
         b = load_results(base)
         n = load_results(new)
-        c = do_compare(b, n, threshold=threshold, allow_different_device=allow_different_device)
+        c = do_compare(b, n, threshold=threshold, allow_different_device=allow_different_device,
+                       allow_missing=allow_missing)
         for rs in (b, n):
-            if rs.tail_bytes:
-                common.err.print(f"leverctl compare: {rs.source}: ignored a partial last line left by an "
-                                 "interrupted sweep", markup=False, highlight=False)
+            for note in rs.notes():
+                common.warn(note)
         width, color = common.tty_table(fmt)
         common.write(render(c, fmt, width=width, color=color))
         if c.exit_code:

@@ -11,7 +11,7 @@ from typing import Annotated, Optional
 import typer
 
 from ..errors import UserError
-from ..levers.files import write_atomically
+from ..levers.files import check_output_path, write_atomically
 from . import common
 from .common import CatalogOpt, resolve_setup, robust_output, warn, write
 from .show import _freeze_header
@@ -45,7 +45,8 @@ def _verify(text: str, res) -> None:
 def freeze(
     setup: common.Setup,
     out: Annotated[Optional[Path], typer.Option(
-        "--out", "-o", help="Write the recipe here (atomically) instead of to stdout.")] = None,
+        "--out", "-o", metavar="FILE", help="Write the recipe here (atomically) instead of to stdout.",
+        parser=lambda s: check_output_path(s, "--out"))] = None,
 ) -> None:
     """Write the current resolution as a recipe that reproduces it exactly.
 

@@ -19,6 +19,7 @@ from typing import Annotated, Any, Optional
 
 import typer
 
+from ..levers.files import check_output_path, write_atomically
 from . import common
 
 report_app = typer.Typer(
@@ -214,17 +215,32 @@ ResultsArg = Annotated[Path, typer.Argument(
     metavar="RESULTS", help="A bench JSON document, a sweep directory, or its results.jsonl.")]
 
 
+def say_notes(rs) -> None:
+    """What reading ``rs`` tolerated (a partial last line, repeated records),
+    one warning line each on stderr."""
+    for note in rs.notes():
+        common.warn(note)
+
+
 @report_app.command("show")
-def show(results: ResultsArg, fmt: common.FormatOpt = "table") -> None:
+def show(
+    results: ResultsArg,
+    fmt: common.FormatOpt = "table",
+    out: Annotated[Optional[Path], typer.Option(
+        "--out", "-o", metavar="FILE", help="Write the report to this file (atomically) instead of stdout.",
+        parser=lambda s: check_output_path(s, "--out"))] = None,
+) -> None:
     """Per kernel path and shape: the fastest correct configuration, its
     speedup over the recipe's own, the failing ones, and each lever's effect."""
     from ..bench.results import load_results
 
     common.check_format(fmt)
     rs = load_results(results)
-    if rs.tail_bytes:
-        common.err.print(f"leverctl report: {rs.source}: ignored a partial last line ({rs.tail_bytes} bytes) "
-                         "left by an interrupted sweep", markup=False, highlight=False)
+    say_notes(rs)
+    if out is not None:
+        write_atomically(out, render_results(rs, fmt))
+        common.err.print(f"leverctl report: wrote {out}", markup=False, highlight=False)
+        return
     width, color = common.tty_table(fmt)
     common.write(render_results(rs, fmt, width=width, color=color))
 
@@ -232,14 +248,19 @@ def show(results: ResultsArg, fmt: common.FormatOpt = "table") -> None:
 @report_app.command("merge")
 def merge(
     parts: Annotated[list[Path], typer.Argument(metavar="DIR...", help="Sweep directories of one plan.")],
-    out: Annotated[Path, typer.Option("--out", "-o", help="The merged sweep directory (must not hold results).")],
+    out: Annotated[Path, typer.Option("--out", "-o", metavar="DIR",
+                                      help="The merged sweep directory (must not hold results).",
+                                      parser=lambda s: check_output_path(s, "--out", directory=True))],
     fmt: common.FormatOpt = "table",
 ) -> None:
     """Join the shards (or resumed pieces) of one sweep into one result set."""
-    from ..bench.results import load_results, merge as merge_sets, write_result_dir
+    from ..bench.results import check_free_result_dir, load_results, merge as merge_sets, write_result_dir
 
     common.check_format(fmt)
+    check_free_result_dir(out)
     sets = [load_results(p) for p in parts]
+    for rs in sets:
+        say_notes(rs)
     merged = merge_sets(sets)
     write_result_dir(out, merged.plan, merged.records)
     line = (f"merged {len(sets)} part(s): {len(merged.records)} of {len(merged.plan.get('items', []))} planned "
@@ -259,7 +280,8 @@ def merge(
 @report_app.command("plot")
 def plot(
     results: ResultsArg,
-    out: Annotated[Path, typer.Option("--out", "-o", help="The chart file (.svg).")],
+    out: Annotated[Path, typer.Option("--out", "-o", metavar="FILE.svg", help="The chart file (.svg).",
+                                      parser=lambda s: check_output_path(s, "--out"))],
     title: Annotated[Optional[str], typer.Option("--title", help="The chart's title.")] = None,
 ) -> None:
     """Write the per-lever speedups as a horizontal bar chart (SVG)."""
@@ -270,6 +292,7 @@ def plot(
     if out.suffix.lower() != ".svg":
         write_chart([], out, "")  # raises the one-line explanation
     rs = load_results(results)
+    say_notes(rs)
     effects = lever_effects(rs.records, rs.plan)
     plan = rs.plan or {}
     name = title or (f"leverctl: lever effects, {plan.get('engine', '')} {plan.get('shapes', '')} sweep on "

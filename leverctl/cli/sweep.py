@@ -17,7 +17,7 @@ from typing import Annotated, Optional
 import typer
 
 from ..errors import UserError
-from ..levers.files import write_atomically
+from ..levers.files import check_output_path, write_atomically
 from . import common
 
 def _kernels_table(sweep, shard_count: int | None, width: int | None, color: bool) -> str:
@@ -171,11 +171,13 @@ def register(app: typer.Typer) -> None:
         = False,
         out: Annotated[Optional[Path], typer.Option(
             "--out", "-o", metavar="DIR",
-            help="The sweep directory (plan.json, results.jsonl). Default: results/sweep-ENGINE-SHAPES-PLAN.")]
+            help="The sweep directory (plan.json, results.jsonl). Default: results/sweep-ENGINE-SHAPES-PLAN.",
+            parser=lambda s: check_output_path(s, "--out", directory=True))]
         = None,
         fmt: common.FormatOpt = "table",
         suggest: Annotated[Optional[Path], typer.Option(
-            "--suggest", metavar="FILE", help="GPU: write a recipe extending the swept one with the winning levers.")]
+            "--suggest", metavar="FILE", help="GPU: write a recipe extending the swept one with the winning levers.",
+            parser=lambda s: check_output_path(s, "--suggest"))]
         = None,
         seed: common.SeedOpt = 0,
         force: common.ForceOpt = False,
@@ -195,112 +197,139 @@ def register(app: typer.Typer) -> None:
                 raise UserError("--levers: name at least one lever field (FIELD,FIELD,...)")
         if resume and dry_run:
             raise UserError("--resume and --dry-run: choose one")
-        res = setup.resolve()
-        _cat, the_recipe = setup.load()
-
-        from ..bench import device as devmod
-
-        if dry_run:
-            # Plan only: the kernel declarations load in simulator mode, so a
-            # dry run never initialises a GPU; the driver probe alone decides
-            # what a real run here would default to.
-            if device not in devmod.CHOICES:
-                raise UserError(f"--device {device!r}: choose one of {', '.join(devmod.CHOICES)}")
-            probe = devmod.probe_gpu() if device != "sim" else None
-            if device == "gpu" and not probe.ok:
-                raise UserError(f"--device gpu: {probe.reason}")
-            on_gpu = bool(probe and probe.ok)
-            dev = devmod.choose("sim")
-        else:
-            dev = devmod.choose(device)
-            on_gpu = dev.is_gpu
-        if suggest is not None:
-            _suggest_checks(suggest, shard_spec, on_gpu, dry_run)
-        preset = common.shape_preset(shapes, on_gpu, model_in_sim=force or dry_run)
-
-        known = common.registered_paths()
-        paths = common.select_paths(known, kernel, res)
-        model = (the_recipe.model if the_recipe else None) or None
-        plan = sw.build_sweep(res, paths, preset=preset, model=model, only_levers=only, known_paths=known)
-        mine = sw.shard_items(plan.items, shard_spec)
-
-        if dry_run:
-            width, color = common.tty_table(fmt)
-            if fmt == "json":
-                import json
-
-                doc = plan.summary_json()
-                if shard_spec:
-                    doc["shard"] = {"index": shard_spec[0], "count": shard_spec[1], "runs": len(mine)}
-                common.write(json.dumps(doc, indent=2) + "\n")
-            elif fmt == "markdown":
-                common.write(_kernels_markdown(plan, len(mine) if shard_spec else None))
-            else:
-                common.write(_kernels_table(plan, len(mine) if shard_spec else None, width, color))
-            return
-
-        if not plan.items:
-            raise UserError(f"nothing to sweep: no kernel path applies to {res.engine}"
-                            + (" with these --kernel/--levers" if kernel or only else ""))
-        out_dir = out if out is not None else sw.default_out(plan, shard_spec)
-        plan_doc = plan.plan_json({"kind": dev.kind, "name": dev.name}, shard_spec)
-        opened = sw.open_results(out_dir, plan_doc, resume=resume)
-        if opened.cut_bytes:
-            common.err.print(f"leverctl sweep: cut a partial last line ({opened.cut_bytes} bytes) left by the "
-                             "interrupted run; that configuration runs again", markup=False, highlight=False)
-        have = {(r["kernel"], r["shape"]["label"], r["config"]) for r in opened.done}
-        todo = sum(1 for it in mine if it.key not in have)
-        where = "" if dev.is_gpu else (f" in the CUDA simulator ({dev.why_sim}; correctness only)" if dev.why_sim
-                                       else " in the CUDA simulator (correctness only)")
-        shard_txt = f", shard {shard_spec[0]}/{shard_spec[1]}" if shard_spec else ""
-        common.err.print(f"leverctl sweep: {res.engine}, {plan.total} runs at {preset} shapes{shard_txt}{where}: "
-                         f"{len(mine) - todo} on disk, {todo} to run -> {out_dir}", markup=False,
-                         highlight=False)
-
-        from ..bench.run import run_item
-        from ..bench.timing import StopRule
-
-        stop = StopRule(max_seconds=time_cap)
-
-        def runner(item):
-            # A kernel fault that loses the CUDA context fails every later
-            # item without running it; stop instead of writing those records,
-            # so that --resume (a fresh process, a fresh context) runs them.
-            if dev.lost:
-                raise sw.StopSweep(dev.lost)
-            return run_item(item, dev, seed, stop=stop)
-
-        bar = _Bar(len(mine), len(mine) - todo)
+        lock = None if dry_run else sw.DirectoryLock(out)
         try:
-            outcome = sw.run(mine, opened, runner, share_runs=not dev.is_gpu, progress=bar)
+            if lock is not None and out is not None:
+                # Before any planning: a directory another sweep is writing, one
+                # that holds a sweep (without --resume), or one with nothing to
+                # resume or a plan or records that cannot be read, is refused at once.
+                lock.probe()
+                sw.check_out_dir(out, resume=resume)
+            _sweep(setup, kernel, only, shapes, device, dry_run, shard_spec, resume, out, fmt, suggest, seed,
+                   force, time_cap, lock)
         finally:
-            bar.close()
-        if outcome.interrupted:
-            common.err.print(f"leverctl sweep: interrupted with {len(outcome.records)} of {len(mine)} records on "
-                             f"disk in {out_dir}; the same command with --resume runs the rest",
-                             markup=False, highlight=False)
-            raise common.Interrupted
-        if outcome.stopped:
-            # A finding, not bad input: the failing record is on disk.
-            common.err.print(f"leverctl sweep: stopped with {len(outcome.records)} of {len(mine)} records on disk "
-                             f"in {out_dir}: {outcome.stopped}; the same command with --resume runs the rest in "
-                             "a fresh process", markup=False, highlight=False)
-            raise typer.Exit(1)
+            if lock is not None:
+                lock.release()
 
-        from ..bench.results import load_results
-        from .report import render_results
 
-        rs = load_results(out_dir)
+def _sweep(setup, kernel, only, shapes, device, dry_run, shard_spec, resume, out, fmt, suggest, seed, force,
+           time_cap, lock) -> None:
+    """The sweep itself, once the options are read (and ``lock``, the
+    directory's, is taken where --out was given)."""
+    from ..bench import sweep as sw
+
+    res = setup.resolve()
+    _cat, the_recipe = setup.load()
+
+    from ..bench import device as devmod
+
+    if dry_run:
+        # Plan only: the kernel declarations load in simulator mode, so a
+        # dry run never initialises a GPU; the driver probe alone decides
+        # what a real run here would default to.
+        if device not in devmod.CHOICES:
+            raise UserError(f"--device {device!r}: choose one of {', '.join(devmod.CHOICES)}")
+        probe = devmod.probe_gpu() if device != "sim" else None
+        if device == "gpu" and not probe.ok:
+            raise UserError(f"--device gpu: {probe.reason}")
+        on_gpu = bool(probe and probe.ok)
+        dev = devmod.choose("sim")
+    else:
+        dev = devmod.choose(device)
+        on_gpu = dev.is_gpu
+    if suggest is not None:
+        _suggest_checks(suggest, shard_spec, on_gpu, dry_run)
+    preset = common.shape_preset(shapes, on_gpu, model_in_sim=force or dry_run)
+
+    known = common.registered_paths()
+    paths = common.select_paths(known, kernel, res)
+    model = (the_recipe.model if the_recipe else None) or None
+    plan = sw.build_sweep(res, paths, preset=preset, model=model, only_levers=only, known_paths=known)
+    mine = sw.shard_items(plan.items, shard_spec)
+
+    if dry_run:
         width, color = common.tty_table(fmt)
-        common.write(render_results(rs, fmt, width=width, color=color))
-        shared = f" ({outcome.runs} simulated runs: configurations choosing the same variant share one)" \
-            if not dev.is_gpu and outcome.runs < outcome.ran else ""
-        common.err.print(f"leverctl sweep: {outcome.passed} pass, {outcome.failed} fail of {len(mine)}; "
-                         f"{outcome.before} were on disk, {outcome.ran} ran now{shared}, "
-                         f"in {outcome.elapsed_s:.0f} s -> {out_dir}", markup=False, highlight=False)
-        if suggest is not None:
-            line = write_suggestion(suggest, plan, rs.records, plan_doc,
-                                    str(common.find_recipe(setup.recipe)) if setup.recipe else None, dev.name)
-            common.err.print(f"leverctl sweep: {line}", markup=False, highlight=False)
-        if outcome.failed:
-            raise typer.Exit(1)
+        if fmt == "json":
+            import json
+
+            doc = plan.summary_json()
+            if shard_spec:
+                doc["shard"] = {"index": shard_spec[0], "count": shard_spec[1], "runs": len(mine)}
+            common.write(json.dumps(doc, indent=2) + "\n")
+        elif fmt == "markdown":
+            common.write(_kernels_markdown(plan, len(mine) if shard_spec else None))
+        else:
+            common.write(_kernels_table(plan, len(mine) if shard_spec else None, width, color))
+        return
+
+    if not plan.items:
+        raise UserError(f"nothing to sweep: no kernel path applies to {res.engine}"
+                        + (" with these --kernel/--levers" if kernel or only else ""))
+    out_dir = out if out is not None else sw.default_out(plan, shard_spec)
+    plan_doc = plan.plan_json({"kind": dev.kind, "name": dev.name}, shard_spec)
+    lock.directory = Path(out_dir)
+    lock.acquire(make_dir=not resume)
+    opened = sw.open_results(out_dir, plan_doc, resume=resume)
+    if opened.cut_bytes:
+        common.err.print(f"leverctl sweep: cut a partial last line ({opened.cut_bytes} bytes) left by the "
+                         "interrupted run; that configuration runs again", markup=False, highlight=False)
+    if opened.duplicates:
+        from ..bench.results import RESULTS_FILE, repeated_note
+
+        common.warn(repeated_note(str(Path(out_dir) / RESULTS_FILE), [f"line {n}" for n in opened.duplicates]))
+    have = {(r["kernel"], r["shape"]["label"], r["config"]) for r in opened.done}
+    todo = sum(1 for it in mine if it.key not in have)
+    where = "" if dev.is_gpu else (f" in the CUDA simulator ({dev.why_sim}; correctness only)" if dev.why_sim
+                                   else " in the CUDA simulator (correctness only)")
+    shard_txt = f", shard {shard_spec[0]}/{shard_spec[1]}" if shard_spec else ""
+    common.err.print(f"leverctl sweep: {res.engine}, {plan.total} runs at {preset} shapes{shard_txt}{where}: "
+                     f"{len(mine) - todo} on disk, {todo} to run -> {out_dir}", markup=False,
+                     highlight=False)
+
+    from ..bench.run import run_item
+    from ..bench.timing import StopRule
+
+    stop = StopRule(max_seconds=time_cap)
+
+    def runner(item):
+        # A kernel fault that loses the CUDA context fails every later
+        # item without running it; stop instead of writing those records,
+        # so that --resume (a fresh process, a fresh context) runs them.
+        if dev.lost:
+            raise sw.StopSweep(dev.lost)
+        return run_item(item, dev, seed, stop=stop)
+
+    bar = _Bar(len(mine), len(mine) - todo)
+    try:
+        outcome = sw.run(mine, opened, runner, share_runs=not dev.is_gpu, progress=bar)
+    finally:
+        bar.close()
+    if outcome.interrupted:
+        common.err.print(f"leverctl sweep: interrupted with {len(outcome.records)} of {len(mine)} records on "
+                         f"disk in {out_dir}; the same command with --resume runs the rest",
+                         markup=False, highlight=False)
+        raise common.Interrupted
+    if outcome.stopped:
+        # A finding, not bad input: the failing record is on disk.
+        common.err.print(f"leverctl sweep: stopped with {len(outcome.records)} of {len(mine)} records on disk "
+                         f"in {out_dir}: {outcome.stopped}; the same command with --resume runs the rest in "
+                         "a fresh process", markup=False, highlight=False)
+        raise typer.Exit(1)
+
+    from ..bench.results import load_results
+    from .report import render_results
+
+    rs = load_results(out_dir)
+    width, color = common.tty_table(fmt)
+    common.write(render_results(rs, fmt, width=width, color=color))
+    shared = f" ({outcome.runs} simulated runs: configurations choosing the same variant share one)" \
+        if not dev.is_gpu and outcome.runs < outcome.ran else ""
+    common.err.print(f"leverctl sweep: {outcome.passed} pass, {outcome.failed} fail of {len(mine)}; "
+                     f"{outcome.before} were on disk, {outcome.ran} ran now{shared}, "
+                     f"in {outcome.elapsed_s:.0f} s -> {out_dir}", markup=False, highlight=False)
+    if suggest is not None:
+        line = write_suggestion(suggest, plan, rs.records, plan_doc,
+                                str(common.find_recipe(setup.recipe)) if setup.recipe else None, dev.name)
+        common.err.print(f"leverctl sweep: {line}", markup=False, highlight=False)
+    if outcome.failed:
+        raise typer.Exit(1)

@@ -81,3 +81,48 @@ def write_atomically(path: str | Path, data: str | bytes, *, make_folder: bool =
         if isinstance(e, OSError):
             raise UserError(f"cannot write: {e.strerror or e}", str(path)) from None
         raise
+
+
+def check_output_path(path: str | Path, option: str, *, directory: bool = False,
+                      make_folder: bool = False) -> Path:
+    """``path`` as a Path if a command can write there, else a UserError, so
+    that a command refuses a bad output path before any work, not after a
+    long run. Made to be a Typer option's ``parser`` (it sees the raw text,
+    so ``--out ""`` is caught before it becomes the current directory)::
+
+        parser=lambda s: check_output_path(s, "--out")
+
+    A file (``directory=False``) must not be a directory, and its folder must
+    exist (or, with ``make_folder``, be creatable) and be writable: the file
+    is written as a temporary file beside it and renamed. A directory must be
+    a writable directory or be creatable. Nothing is created here. ``option``
+    names the option in the message for an empty name."""
+    text = os.fspath(path)
+    noun = "directory" if directory else "file"
+    if not text:
+        raise UserError(f"an empty name is no {noun} to write; name one", option)
+    p = Path(text)
+    if directory:
+        if p.exists() and not p.is_dir():
+            raise UserError("exists and is not a directory", text)
+        target = p  # the directory itself, or where it will be made
+    else:
+        if p.is_dir():
+            raise UserError("is a directory, not a file to write", text)
+        target = p.parent
+    # The nearest part of the path that exists decides: it must be a writable
+    # directory (a file in the way, or no permission, and nothing can be made).
+    existing = target
+    while not existing.exists() and existing != existing.parent:
+        existing = existing.parent
+    if not existing.is_dir():
+        raise UserError(f"cannot write there: {existing} is a file, not a folder", text)
+    if existing != target and not directory and not make_folder:
+        raise UserError("no such folder", str(target))
+    if not os.access(existing, os.W_OK | os.X_OK):
+        if existing == target:
+            what = "write in this directory" if directory else f"write in its folder {existing}"
+        else:
+            what = f"create {'it' if directory else 'its folder'} in {existing}"
+        raise UserError(f"no permission to {what}", text)
+    return p

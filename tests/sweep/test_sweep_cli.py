@@ -270,3 +270,33 @@ def test_report_show_reads_a_bench_document(capsys, tmp_path):
     (tmp_path / "b.json").write_text(json.dumps(doc))
     code, out, _ = cli(["report", "show", tmp_path / "b.json"], capsys)
     assert code == 0 and "1 pass, 0 fail" in out and "w4a16.gemv" in out
+
+
+# ── repeated records, report show -o ─────────────────────────────────────────
+
+
+def test_repeated_records_are_counted_once_with_a_warning_by_report_merge_and_resume(fake_gpu, capsys, tmp_path):
+    out = tmp_path / "o"
+    cli(["sweep", "--no-env", "--shapes", "smoke", "--kernel", "fake.gemv", "--out", out], capsys)
+    results = out / rs.RESULTS_FILE
+    lines = results.read_bytes().splitlines(keepends=True)
+    results.write_bytes(b"".join(lines + lines[:2]))
+    n = len(lines)
+    warning = (f"leverctl: warning: {out}: 2 record(s) repeat an earlier one's kernel, shape and levers "
+               f"(line {n + 1}, line {n + 2}); each counted once, the later kept")
+    code, js, err = cli(["report", "show", out, "-f", "json"], capsys)
+    assert code == 0 and json.loads(js)["counts"]["records"] == n and warning in err.splitlines()
+    code, _, err = cli(["report", "merge", out, "--out", tmp_path / "m"], capsys)
+    assert code == 0 and warning in err.splitlines()
+    assert len(rs.read_jsonl(tmp_path / "m" / rs.RESULTS_FILE).records) == n
+    assert (tmp_path / "m" / rs.RESULTS_FILE).read_bytes().count(b"\n") == n  # merged: each once
+    code, _, err = cli(["sweep", "--no-env", "--shapes", "smoke", "--kernel", "fake.gemv", "--out", out,
+                        "--resume"], capsys)
+    assert code == 0 and f"{n} on disk, 0 to run" in err and "record(s) repeat an earlier one's" in err
+
+
+def test_report_show_writes_its_report_to_a_file_with_out(fake_gpu, capsys, tmp_path):
+    cli(["sweep", "--no-env", "--shapes", "smoke", "--kernel", "fake.gemv", "--out", tmp_path / "o"], capsys)
+    code, stdout, err = cli(["report", "show", tmp_path / "o", "-f", "json", "-o", tmp_path / "r.json"], capsys)
+    assert code == 0 and stdout == "" and f"wrote {tmp_path / 'r.json'}" in err
+    assert json.loads((tmp_path / "r.json").read_text())["counts"]["records"] == 4

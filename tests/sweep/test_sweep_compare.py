@@ -64,8 +64,22 @@ def test_a_difference_beyond_threshold_and_noise_is_a_regression_exit_1():
 
 
 def test_noisy_and_faster_do_not_gate():
-    assert one(rec(100.0, spread=0.2), rec(150.0, spread=0.2)) == ("NOISY", 0)
+    assert one(rec(100.0, spread=0.2), rec(130.0, spread=0.2)) == ("NOISY", 0)
     assert one(rec(100.0), rec(50.0)) == ("FASTER", 0)
+
+
+def test_a_change_beyond_twice_even_a_large_noise_is_slower_not_noisy():
+    assert one(rec(100.0, spread=0.2), rec(141.0, spread=0.2)) == ("SLOWER", 1)
+
+
+@pytest.mark.parametrize("spread", [0.01, 0.3, 0.9])
+def test_one_kernel_three_times_slower_fails_the_gate_however_noisy(spread):
+    base = run(rec(100.0, spread=spread), rec(40.0, config="gemv_sw=0", variant="gemv_64t", spread=spread))
+    new = run(rec(300.0, spread=spread), rec(40.0, config="gemv_sw=0", variant="gemv_64t", spread=spread),
+              source="new.json")
+    c = compare(base, new)
+    assert [(e.config, e.verdict) for e in c.entries] == [("gemv_sw=1", "SLOWER"), ("gemv_sw=0", "SAME")]
+    assert c.exit_code == 1
 
 
 def test_the_recorded_noise_stands_in_when_percentiles_are_absent():
@@ -100,7 +114,7 @@ def test_a_fix_alone_does_not_gate_and_entries_on_one_side_are_listed():
     assert [o.config for o in c.only_base] == ["gone=1"]
     assert sorted(o.config for o in c.only_new) == ["new=1", "newfail=1"]
     assert c.exit_code == 1  # a configuration that is new and failing is a new failure
-    c2 = compare(base, run(rec(100.0), rec(5.0, config="new=1"), source="n"))
+    c2 = compare(base, run(rec(100.0), rec(5.0, config="new=1"), source="n"), allow_missing=True)
     assert c2.exit_code == 0
 
 
@@ -175,3 +189,88 @@ def test_compare_json_and_markdown_say_the_same(tmp_path, capsys):
     code, out, _ = cli(["compare", base, new, "--format", "markdown"], capsys)
     assert code == 1 and out.startswith("### ❌ leverctl compare: REGRESSED")
     assert "| **NEW FAIL** |" in out and "| **SLOWER** |" in out and "+20.0 %" in out
+
+
+# ── the gate: what vanished, what cannot be timed, nothing in common ────────
+
+
+def test_a_base_record_missing_from_new_fails_the_gate_unless_allowed():
+    base = run(rec(100.0), rec(50.0, config="gemv_sw=0", variant="gemv_64t"))
+    new = run(rec(100.0), source="new.json")
+    c = compare(base, new)
+    assert [o.config for o in c.only_base] == ["gemv_sw=0"] and c.exit_code == 1
+    assert c.gate_reasons() == ["1 missing from NEW"]
+    assert compare(base, new, allow_missing=True).exit_code == 0
+
+
+def test_runs_with_nothing_in_common_fail_even_with_allow_missing():
+    base = run(rec(100.0, kernel="gdn.decode"))
+    new = run(rec(100.0, kernel="w4a16.gemv"), source="new.json")
+    c = compare(base, new, allow_missing=True)
+    assert c.entries == [] and c.exit_code == 1 and "nothing in common" in c.gate_reasons()
+    assert compare(run(), run(source="new.json")).exit_code == 1  # two empty runs compare nothing
+
+
+@pytest.mark.parametrize("side", ["base", "new"])
+@pytest.mark.parametrize("timing, why", [
+    (None, "no timing"),
+    ({"median_us": float("nan")}, "median_us is NaN"),
+    ({"median_us": float("inf")}, "median_us is infinite"),
+    ({"median_us": -4.0}, "median_us is negative"),
+    ({"median_us": 4.0, "p80_us": float("nan")}, "p80_us is NaN"),
+])
+def test_a_pair_whose_timing_is_unusable_on_either_side_is_a_failure_not_a_status_only_pass(side, timing, why):
+    bad = rec(100.0)
+    bad["timing"] = timing
+    good = rec(100.0)
+    base, new = (bad, good) if side == "base" else (good, bad)
+    c = compare(run(base, rec(7.0, config="b=1")), run(new, rec(7.0, config="b=1"), source="new.json"))
+    verdicts = {e.config: e for e in c.entries}
+    assert verdicts["gemv_sw=1"].verdict == "UNTIMED" and why in verdicts["gemv_sw=1"].note
+    assert side.upper() in verdicts["gemv_sw=1"].note
+    assert verdicts["b=1"].verdict == "SAME" and c.timed and c.exit_code == 1
+
+
+def test_a_simulator_run_against_a_gpu_run_is_untimed_even_when_different_devices_are_allowed():
+    sim = run(rec(None, device="Numba CUDA simulator"), kind="sim", name="Numba CUDA simulator")
+    c = compare(sim, run(rec(100.0), source="new.json"), allow_different_device=True)
+    (e,) = c.entries
+    assert e.verdict == "UNTIMED" and "BASE: no timing (a simulator record)" in e.note and c.exit_code == 1
+
+
+def test_the_summary_says_what_was_matched_and_what_was_not():
+    from leverctl.bench.compare import summary_line
+
+    base = run(rec(100.0), rec(9.0, config="gone=1"))
+    new = run(rec(300.0), rec(9.0, config="new=1"), source="new.json")
+    line = summary_line(compare(base, new))
+    assert line.startswith("REGRESSED: 1 matched (1 SLOWER); 1 only in BASE (missing from NEW); 1 only in NEW")
+    assert line.endswith("[fails on: 1 SLOWER, 1 missing from NEW]")
+    line = summary_line(compare(run(rec(100.0), rec(9.0, config="gone=1")), run(rec(100.0), source="n")))
+    assert line.startswith("FAILED: 1 matched (1 SAME); 1 only in BASE (missing from NEW)")
+    none = summary_line(compare(run(rec(1.0, kernel="a")), run(rec(1.0, kernel="b"), source="n"), allow_missing=True))
+    assert none == ("FAILED: 0 matched; 1 only in BASE (missing from NEW, allowed by --allow-missing); "
+                    "1 only in NEW [fails on: nothing in common]")
+    ok = summary_line(compare(run(rec(100.0)), run(rec(100.0), source="n")))
+    assert ok.startswith("no regression: 1 matched (1 SAME); 0 only in BASE; 0 only in NEW") and "fails on" not in ok
+
+
+def test_compare_cli_lists_the_missing_and_fails_until_allow_missing(tmp_path, capsys):
+    base = write(tmp_path, "base.json", bench_doc(rec(100.0), rec(50.0, config="gemv_sw=0", variant="gemv_64t")))
+    new = write(tmp_path, "new.json", bench_doc(rec(100.0)))
+    code, out, _ = cli(["compare", base, new], capsys)
+    assert code == 1 and "Only in BASE (missing from NEW):" in out and "gemv_sw=0" in out
+    code, out, _ = cli(["compare", base, new, "--allow-missing"], capsys)
+    assert code == 0 and "allowed by --allow-missing" in out
+    code, out, _ = cli(["compare", base, new, "--format", "json"], capsys)
+    doc = json.loads(out)
+    assert code == 1 and doc["matched"] == 1 and doc["gate"] == ["1 missing from NEW"]
+    assert [o["config"] for o in doc["only_base"]] == ["gemv_sw=0"]
+
+
+def test_compare_cli_counts_a_repeated_record_once_and_warns(tmp_path, capsys):
+    base = write(tmp_path, "base.json", bench_doc(rec(100.0), rec(100.0)))
+    new = write(tmp_path, "new.json", bench_doc(rec(100.0)))
+    code, out, err = cli(["compare", base, new, "--format", "json"], capsys)
+    assert code == 0 and json.loads(out)["matched"] == 1
+    assert "base.json: 1 record(s) repeat an earlier one's kernel, shape and levers (results[1])" in err

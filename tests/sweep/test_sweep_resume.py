@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -170,6 +171,111 @@ def test_the_simulator_shares_one_run_between_configurations_choosing_the_same_v
         r = by_key[it.key]
         assert (r["config"], r["variant"]) == (it.config, it.variant)
         assert r["levers"] == {f: v for f, v in r["levers"].items()}
+
+
+# ── repeated records, what a record's timing must be, plans ────────────────
+
+
+def test_a_repeated_record_is_counted_once_and_its_line_named(tmp_path):
+    plan = metrale_plan()
+    doc, opened = start(tmp_path, plan)
+    sw.run(plan.items[:3], opened, runner([]))
+    path = tmp_path / "out" / rs.RESULTS_FILE
+    lines = path.read_bytes().splitlines(keepends=True)
+    path.write_bytes(b"".join(lines + [lines[0], lines[2]]))  # lines 4 and 5 repeat 1 and 3
+    got = rs.read_jsonl(path)
+    assert [rs.identity(r) for r in got.records] == [it.key for it in plan.items[:3]]
+    assert got.duplicates == (4, 5)
+    loaded = rs.load_results(tmp_path / "out")
+    assert len(loaded.records) == 3
+    assert loaded.notes() == [f"{tmp_path / 'out'}: 2 record(s) repeat an earlier one's kernel, shape and levers "
+                              "(line 4, line 5); each counted once, the later kept"]
+    _, again = start(tmp_path, plan, resume=True)
+    assert len(again.done) == 3 and again.duplicates == (4, 5)
+    calls: list = []
+    sw.run(plan.items, again, runner(calls))
+    assert len(calls) == plan.total - 3  # none of the repeated ones ran again
+
+
+def test_the_later_of_two_records_of_one_identity_is_kept_in_the_earlier_place(tmp_path):
+    plan = metrale_plan()
+    first, second = (fk.fake_record(it) for it in plan.items[:2])
+    again = {**first, "note": "run again"}
+    path = tmp_path / rs.RESULTS_FILE
+    path.write_bytes(b"".join(rs.record_line(r) for r in (first, second, again)))
+    assert [r.get("note") for r in rs.read_jsonl(path).records] == ["run again", second["note"]]
+
+
+def _gpu(us=5.0, status="pass", device="Fake GPU"):
+    return {"kernel": "k", "variant": "v", "levers": {}, "config": "c", "shape": {"label": "s"},
+            "status": status, "device": device,
+            "timing": None if us is None else {"median_us": us, "p20_us": us * 0.9, "p80_us": us * 1.1}}
+
+
+@pytest.mark.parametrize("record, kind", [
+    (_gpu(), "gpu"),
+    (_gpu(None, status="fail"), "gpu"),  # a failing record may lack a timing
+    (_gpu(None, device="Numba CUDA simulator"), None),
+    (_gpu(None, device="fake simulator"), "sim"),
+    (_gpu(None), None),  # a results.jsonl without its plan: untimed is taken for the simulator
+])
+def test_records_whose_timing_is_usable_or_rightly_absent_are_read(record, kind):
+    assert rs.check_record(record, "here", kind) is record
+
+
+@pytest.mark.parametrize("record, kind, why", [
+    (_gpu(None), "gpu", "passed on a GPU (Fake GPU) but has no timing"),
+    (_gpu(float("nan")), "gpu", "median_us is NaN"),
+    (_gpu(float("nan"), status="fail"), "gpu", "median_us is NaN"),  # wherever a timing is, it is sound
+    (_gpu(float("-inf")), None, "median_us is infinite"),
+    (_gpu(-2.0), "gpu", "median_us is negative (-2)"),
+    (_gpu(0.0), "gpu", "median_us is 0"),
+    ({**_gpu(), "timing": {"p20_us": 1.0}}, "gpu", "timing has no median_us"),
+    ({**_gpu(), "timing": [5.0]}, "gpu", "`timing` is a JSON list"),
+    ({**_gpu(), "timing": {"median_us": 5.0, "noise": -0.1}}, "gpu", "noise is negative"),
+    (_gpu(5.0, device="Numba CUDA simulator"), "gpu", "a simulator record with a timing"),
+    (_gpu(5.0), "sim", "a simulator record with a timing"),
+])
+def test_records_with_unusable_timings_are_refused_where_they_are(record, kind, why):
+    with pytest.raises(UserError, match="unusable record: .*" + re.escape(why)) as e:
+        rs.check_record(record, "f.jsonl:7", kind)
+    assert e.value.where == "f.jsonl:7"
+
+
+def test_the_simulators_name_is_the_devices():
+    from leverctl.bench.device import SIM_NAME
+
+    assert rs.SIM_NAME == SIM_NAME
+
+
+@pytest.mark.parametrize("change, why", [
+    ({"catalog": None}, "no `catalog.digest`"),
+    ({"catalog": {"digest": ""}}, "no `catalog.digest`"),
+    ({"items": {"a": 1}}, "no `items` list"),
+    ({"items": [{"kernel": "k"}]}, "items[0] is not an object"),
+    ({"device": "gpu"}, "`device`"),
+    ({"shard": {"index": 1, "count": 2}}, "`shard`"),
+    ({"kernels": [{"levers": []}]}, "`kernels`"),
+    ({"not_benchmarked": [{"lever": "x"}]}, "`not_benchmarked`"),
+])
+def test_a_plan_lacking_what_resume_and_merge_read_is_refused(tmp_path, change, why):
+    doc = metrale_plan().plan_json({"kind": "sim", "name": "fake simulator"}, None)
+    assert rs.check_plan(dict(doc), "p") == doc
+    for k, v in change.items():
+        if v is None:
+            doc.pop(k)
+        else:
+            doc[k] = v
+    (tmp_path / rs.PLAN_FILE).write_text(json.dumps(doc))
+    with pytest.raises(UserError, match="not a complete leverctl sweep plan") as e:
+        rs.read_plan(tmp_path)
+    assert why in e.value.message and e.value.where == str(tmp_path / rs.PLAN_FILE)
+
+
+def test_a_plan_that_is_a_directory_is_refused_as_input(tmp_path):
+    (tmp_path / rs.PLAN_FILE).mkdir()
+    with pytest.raises(UserError, match="is a directory, not a sweep plan"):
+        rs.read_plan(tmp_path)
 
 
 # ── the kill test: a real process, SIGKILL ──────────────────────────────────
