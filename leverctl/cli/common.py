@@ -154,26 +154,36 @@ class Setup:
     max_batch_size: int | None = None
     no_env: bool = False
 
+    env_lines: dict[str, int] = field(default_factory=dict)  # env-file variable -> line
+
     def load(self):
         """(catalog, recipe or None)."""
         from ..levers import load_catalog, load_recipe
 
+        check_catalog_options(self.engine, self.catalog)
         recipe = load_recipe(find_recipe(self.recipe)) if self.recipe else None
         if self.catalog is not None:
             catalog = load_catalog(path=self.catalog)
         else:
             engine = self.engine or (recipe.engine if recipe else "atlas")
-            if recipe is not None and self.engine and self.engine.lower() != recipe.engine:
+            if recipe is not None and self.engine and self.engine != recipe.engine:
+                load_catalog(self.engine)  # an unknown or miscased --engine is reported as such first
                 raise UserError(f"--engine {self.engine} disagrees with the recipe's engine {recipe.engine!r}",
                                 recipe.path)
             catalog = recipe_catalog(recipe) if recipe is not None and not self.engine else load_catalog(engine)
         return catalog, recipe
 
     def environment(self):
+        """The environment to resolve against: the env file (``-``: standard
+        input), nothing (--no-env), or this process's."""
         from ..levers import read_env_file, read_process_env
 
         if self.env_file is not None:
-            return read_env_file(self.env_file)
+            if self.no_env:
+                raise UserError("--env-file already replaces the environment; --no-env with it says "
+                                "nothing more (give one)")
+            self.env_lines = {}
+            return read_env_file(self.env_file, self.env_lines)
         return {} if self.no_env else read_process_env()
 
     def resolve(self, *, strict: bool = True, quiet: bool = False):
@@ -200,7 +210,16 @@ def recipe_catalog(recipe):
         raise UserError(e.message, recipe.path) from None
 
 
+def check_catalog_options(engine: str | None, catalog: Path | None) -> None:
+    """--engine and --catalog both choose the catalog; giving both is a conflict."""
+    if engine is not None and catalog is not None:
+        raise UserError(f"--engine {engine} and --catalog {catalog} both choose the lever catalog; give one "
+                        "(a catalog file names its own engine)")
+
+
 def check_known(catalog, recipe, sets, unsets) -> None:
+    """Every variable the recipe, --set and --unset name is one of the
+    catalog's, and :func:`check_structure` holds."""
     known = catalog.variables()
     if recipe is not None:
         for var in recipe.vars:
@@ -213,6 +232,35 @@ def check_known(catalog, recipe, sets, unsets) -> None:
     for var in unsets:
         if var not in known:
             raise UserError(f"--unset {var}: unknown {catalog.title} lever variable{did_you_mean(var, known)}")
+    check_structure(catalog, recipe, sets, unsets)
+
+
+def check_structure(catalog, recipe, sets, unsets) -> None:
+    """What is bad input even to lint, which reports a variable a recipe sets
+    by mistake as a finding: a recipe that unsets a variable no lever reads
+    (there is nothing to unset), a [build] key that is not one of the
+    catalog's build-default fields, and a variable both in --set and --unset."""
+    if recipe is not None:
+        known = catalog.variables()
+        for var in recipe.unset:
+            if var not in known:
+                raise UserError(f"`unset` names {var}, which is not a {catalog.title} lever variable"
+                                f"{did_you_mean(var, known)}", recipe.where(var))
+        builds = [f for f, lv in catalog.levers.items() if lv.kind == "build_default"]
+        for key, s in recipe.build.items():
+            if key not in builds:
+                what = ("a lever read from a variable, not a build default" if key in catalog.levers
+                        else f"not a {catalog.title} lever field")
+                raise UserError(f"[build] {key} is {what}{did_you_mean(key, builds)}; the build defaults are "
+                                f"{', '.join(builds) or 'none'}", f"{s.file}:{s.line}" if s.line else s.file)
+    check_set_unset(sets, unsets)
+
+
+def check_set_unset(sets, unsets) -> None:
+    """One variable in both --set and --unset is a conflict, whatever the order."""
+    both = [var for var, _ in sets if var in set(unsets)]
+    if both:
+        raise UserError(f"--set {both[0]}=... and --unset {both[0]} contradict each other; give one")
 
 
 def setup(engine=None, catalog=None, recipe=None, sets=None, unsets=None, env_file=None,
@@ -315,9 +363,11 @@ def resolve_setup(st: Setup, *, strict: bool = True, quiet: bool = False) -> Res
     sets = [parse_assignment(s) for s in st.sets]
     if strict:
         check_known(catalog, recipe, sets, st.unsets)
+    else:
+        check_structure(catalog, recipe, sets, st.unsets)
     res = resolve(catalog, recipe=recipe, env=env, sets=sets, unsets=list(st.unsets),
                   max_batch_size=st.max_batch_size)
-    env_where = env_line_finder(st.env_file)
+    env_where = env_line_finder(st.env_file, st.env_lines)
     label = "env-file" if st.env_file is not None else ("no-env" if st.no_env else "env")
     out = Resolved(res, recipe, env_where, label, inferred)
     if not quiet:

@@ -31,6 +31,12 @@ from ..errors import UserError
 from .files import read_input_file
 from .suggest import did_you_mean
 
+# The engine's max_decode_seqs is a u32 set from max_batch_size, at least 1.
+U32_MAX = 2**32 - 1
+# TOML integers are signed 64-bit; tomllib reads bigger ones anyway, and a
+# recipe written back (freeze) must stay a file every TOML reader accepts.
+I64 = (-(2**63), 2**63 - 1)
+
 TOP_KEYS = ("engine", "extends", "description", "unset", "levers", "serve", "build", "model")
 SERVE_KEYS = ("max_batch_size",)
 
@@ -165,13 +171,14 @@ def load_recipe(path: str | Path, _seen: tuple[str, ...] = ()) -> Recipe:
         if k not in SERVE_KEYS:
             raise UserError(f"unknown [serve] key `{k}`; known: {', '.join(SERVE_KEYS)}",
                             f"{where}:{line_of(text, k)}" if line_of(text, k) else where)
-        if not isinstance(value, int) or isinstance(value, bool) or value < 1:
-            raise _type_error(text, where, k, "a positive integer", value)
+        if not isinstance(value, int) or isinstance(value, bool) or not 1 <= value <= U32_MAX:
+            raise _type_error(text, where, k, f"a positive integer up to {U32_MAX} (the engine's u32)", value)
         serve[k] = Setting(value, where, line_of(text, k))
     for k, value in doc.get("build", {}).items():
         if not isinstance(value, bool):
             raise _type_error(text, where, k, "true or false", value)
         build[k] = Setting(value, where, line_of(text, k))
+    _check_integers(doc.get("model", {}), text, where, "model")
     model = _merge_model(model, doc.get("model", {}))
 
     return Recipe(
@@ -185,6 +192,21 @@ def load_recipe(path: str | Path, _seen: tuple[str, ...] = ()) -> Recipe:
         build=MappingProxyType(build),
         model=MappingProxyType(model),
     )
+
+
+def _check_integers(value: Any, text: str, where: str, path: str) -> None:
+    """Every integer in ``value`` fits TOML's signed 64 bits."""
+    if isinstance(value, Mapping):
+        for k, v in value.items():
+            _check_integers(v, text, where, f"{path}.{k}")
+    elif isinstance(value, list):
+        for v in value:
+            _check_integers(v, text, where, path)
+    elif isinstance(value, int) and not isinstance(value, bool) and not I64[0] <= value <= I64[1]:
+        key = path.rsplit(".", 1)[-1]
+        line = line_of(text, key)
+        raise UserError(f"[{path.rsplit('.', 1)[0]}] {key} = {value} is outside TOML's integers "
+                        f"(signed 64-bit)", f"{where}:{line}" if line else where)
 
 
 def _suggest_str(value: Any) -> str:
