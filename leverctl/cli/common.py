@@ -347,10 +347,12 @@ class Resolved:
         self.inferred = inferred
 
 
-def resolve_setup(st: Setup, *, strict: bool = True, quiet: bool = False) -> Resolved:
+def resolve_setup(st: Setup, *, strict: bool = True, quiet: bool = False, exact_bytes: bool = False) -> Resolved:
     """Resolve the shared options. When neither engine, catalog nor recipe is
     given, the engine is the one whose variables the environment sets (so a
-    pasted Metrale bug report shows Metrale), else Atlas."""
+    pasted Metrale bug report shows Metrale), else Atlas. ``exact_bytes``: the
+    output carries a value that is not UTF-8 exactly (shell lines), so such a
+    value is a warning rather than bad input."""
     from ..levers import parse_assignment, resolve
     from ..levers.present import env_line_finder, infer_engine
 
@@ -371,11 +373,11 @@ def resolve_setup(st: Setup, *, strict: bool = True, quiet: bool = False) -> Res
     label = "env-file" if st.env_file is not None else ("no-env" if st.no_env else "env")
     out = Resolved(res, recipe, env_where, label, inferred)
     if not quiet:
-        warn_inputs(out)
+        warn_inputs(out, exact_bytes=exact_bytes)
     return out
 
 
-def warn_inputs(r: Resolved) -> None:
+def warn_inputs(r: Resolved, *, exact_bytes: bool = False) -> None:
     """Unknown prefixed variables and values that are not UTF-8: one stderr
     line each, saying what and where. Neither stops the command: the engine
     itself ignores the first and reads the second as Rust's std::env does, and
@@ -391,19 +393,21 @@ def warn_inputs(r: Resolved) -> None:
     for s in res.ignored:
         hint = did_you_mean(s.var, cat.variables())
         warn(f"{where_of(res, s.var, r.env_where)}: {s.var} is not a known {cat.title} lever variable{hint}; ignored")
-    flag_not_utf8(res, r.env_where)
+    flag_not_utf8(res, r.env_where, exact_bytes=exact_bytes)
 
 
-def flag_not_utf8(res, env_where=None) -> None:
+def flag_not_utf8(res, env_where=None, *, exact_bytes: bool = False) -> None:
     """Every lever variable whose value is not UTF-8 is bad input: one line
-    each now, exit 2 when the command has finished (see :func:`bad_input`)."""
+    each now, exit 2 when the command has finished (see :func:`bad_input`).
+    With ``exact_bytes`` (an output that reproduces the bytes) it is a warning."""
     from ..levers.present import raw_display, where_of
     from ..levers.resolve import utf8
 
     by_var = res.catalog.by_var()
     for var, s in res.variables.items():
         if s.raw is not None and utf8(s.raw) is None and var in by_var:
-            bad_input(f"{where_of(res, var, env_where)}: {var}={raw_display(s.raw)} is not valid UTF-8: "
-                      f"value rules read it as unset, presence rules as set")
+            (warn if exact_bytes else bad_input)(
+                f"{where_of(res, var, env_where)}: {var}={raw_display(s.raw)} is not valid UTF-8: "
+                f"value rules read it as unset, presence rules as set")
 
 

@@ -16,7 +16,7 @@ from types import MappingProxyType
 from typing import Any, Mapping
 
 from ..errors import UserError
-from .files import read_input_file
+from .files import path_label, read_input_file
 from .suggest import did_you_mean
 from .kinds import DRAFTER_BOTH, KINDS, USIZE_MAX, Drafter, Observed, evaluate
 
@@ -241,7 +241,7 @@ def parse_catalog(data: bytes, source: str) -> Catalog:
 def load_catalog(engine: str | None = "atlas", path: str | Path | None = None) -> Catalog:
     """A shipped catalog by engine name, or a catalog file."""
     if path is not None:
-        return parse_catalog(read_input_file(path, "catalog file"), str(path))
+        return parse_catalog(read_input_file(path, "catalog file"), path_label(path))
     name = engine or "atlas"
     if name not in SHIPPED:
         if name.lower() in SHIPPED:

@@ -22,6 +22,16 @@ def _a(what: str) -> str:
     return f"{'an' if what[:1] in 'aeiou' else 'a'} {what}"
 
 
+def path_label(path: str | Path) -> str:
+    """A path as printable text, for messages, provenance and the files
+    leverctl writes: bytes of the name that are not UTF-8 (Python hands them
+    over as lone surrogates, which no UTF-8 output can hold) as ``\\xff``, and
+    control characters escaped, so the label is one line of valid UTF-8. Open
+    files by the path itself, never by its label."""
+    text = os.fsencode(path).decode("utf-8", "backslashreplace")
+    return "".join(f"\\x{ord(c):02x}" if ord(c) < 0x20 or 0x7F <= ord(c) <= 0x9F else c for c in text)
+
+
 MiB = 1 << 20
 # The largest input of each kind leverctl reads; anything bigger is not what
 # the user meant to pass (a log, a dataset, /dev/zero behind a symlink) and is
@@ -63,7 +73,7 @@ def read_input_file(path: str | Path, what: str, *, binary: bool = False, limit:
         except OSError as e:
             raise UserError(f"cannot read {what}: {e.strerror or e}", where) from None
     else:
-        where = str(path)
+        where = path_label(path)
         try:
             fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
         except FileNotFoundError:

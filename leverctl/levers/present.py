@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from .catalog import SHIPPED, Catalog
+from .files import path_label
 from .resolve import Provenance, Raw, Resolution, show_raw, utf8
 
 
@@ -100,7 +101,7 @@ def env_line_finder(path: Path | str | None, lines: Mapping[str, int] | None = N
     when resolving the process environment."""
     if path is None:
         return None
-    name = "stdin" if str(path) == "-" else str(path)
+    name = "stdin" if str(path) == "-" else path_label(path)
     lines = lines or {}
     return lambda var: f"{name}:{lines[var]}" if var in lines else name
 

@@ -28,7 +28,7 @@ from types import MappingProxyType
 from typing import Any, Mapping
 
 from ..errors import UserError
-from .files import read_input_file
+from .files import path_label, read_input_file
 from .suggest import did_you_mean
 
 # The engine's max_decode_seqs is a u32 set from max_batch_size, at least 1.
@@ -77,7 +77,7 @@ def line_of(text: str, key: str) -> int | None:
 
 
 def _read(path: Path) -> tuple[dict, str]:
-    where = str(path)
+    where = path_label(path)
     data = read_input_file(path, "recipe file")
     try:
         text = data.decode("utf-8")
@@ -113,9 +113,9 @@ def load_recipe(path: str | Path, _seen: tuple[str, ...] = ()) -> Recipe:
     key = str(p.resolve())
     if key in _seen:
         cycle = " -> ".join([*_seen[_seen.index(key):], key])
-        raise UserError(f"`extends` cycle: {cycle}", str(p))
+        raise UserError(f"`extends` cycle: {path_label(cycle)}", path_label(p))
     doc, text = _read(p)
-    where = str(p)
+    where = path_label(p)  # the recipe's name in messages and provenance; `chain` keeps the paths
 
     unknown = [k for k in doc if k not in TOP_KEYS]
     if unknown:
@@ -138,7 +138,7 @@ def load_recipe(path: str | Path, _seen: tuple[str, ...] = ()) -> Recipe:
         try:
             parent = load_recipe(parent_path, (*_seen, key))
         except UserError as e:
-            if e.message == "no such recipe file" and e.where == str(parent_path):
+            if e.message == "no such recipe file" and e.where == path_label(parent_path):
                 line = line_of(text, "extends")
                 raise UserError(f"`extends` names a missing parent {doc['extends']!r} ({parent_path})",
                                 f"{where}:{line}" if line else where) from None
@@ -185,7 +185,7 @@ def load_recipe(path: str | Path, _seen: tuple[str, ...] = ()) -> Recipe:
         path=where,
         engine=engine,
         description=doc.get("description", ""),
-        chain=(*chain, where),
+        chain=(*chain, str(p)),
         vars=MappingProxyType(vars_),
         unset=MappingProxyType(unset),
         serve=MappingProxyType(serve),

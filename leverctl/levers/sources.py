@@ -10,7 +10,7 @@ import re
 from pathlib import Path
 
 from ..errors import UserError
-from .files import STDIN, read_input_file
+from .files import STDIN, path_label, read_input_file
 from .resolve import Raw
 
 NAME = re.compile(rb"[A-Za-z_][A-Za-z0-9_]*\Z")
@@ -278,5 +278,5 @@ def _show(row: str) -> str:
 def read_env_file(path: str | Path, lines: dict[str, int] | None = None) -> dict[str, Raw]:
     """An env file's variables (see :func:`parse_env_text`); ``-`` is
     standard input."""
-    where = "stdin" if str(path) == STDIN else str(path)
+    where = "stdin" if str(path) == STDIN else path_label(path)
     return parse_env_text(read_input_file(path, "env file", stdin=True), where, lines)
