@@ -110,11 +110,11 @@ def _merge_model(base: dict, child: Mapping) -> dict:
 
 def load_recipe(path: str | Path, _seen: tuple[str, ...] = ()) -> Recipe:
     p = Path(path)
+    doc, text = _read(p)  # first: it refuses a symlink loop, which resolve() would raise on
     key = str(p.resolve())
     if key in _seen:
         cycle = " -> ".join([*_seen[_seen.index(key):], key])
         raise UserError(f"`extends` cycle: {path_label(cycle)}", path_label(p))
-    doc, text = _read(p)
     where = path_label(p)  # the recipe's name in messages and provenance; `chain` keeps the paths
 
     unknown = [k for k in doc if k not in TOP_KEYS]
