@@ -164,6 +164,9 @@ class Setup:
         recipe = load_recipe(find_recipe(self.recipe)) if self.recipe else None
         if self.catalog is not None:
             catalog = load_catalog(path=self.catalog)
+            if recipe is not None and recipe.engine != catalog.engine:
+                raise UserError(f"recipe is for engine {recipe.engine!r}, but the catalog is {catalog.engine!r}",
+                                recipe.path)
         else:
             engine = self.engine or (recipe.engine if recipe else "atlas")
             if recipe is not None and self.engine and self.engine != recipe.engine:
@@ -250,7 +253,7 @@ def check_structure(catalog, recipe, sets, unsets) -> None:
         for key, s in recipe.build.items():
             if key not in builds:
                 what = ("a lever read from a variable, not a build default" if key in catalog.levers
-                        else f"not a {catalog.title} lever field")
+                        else f"not a lever field of {catalog.title}")
                 raise UserError(f"[build] {key} is {what}{did_you_mean(key, builds)}; the build defaults are "
                                 f"{', '.join(builds) or 'none'}", f"{s.file}:{s.line}" if s.line else s.file)
     check_set_unset(sets, unsets)

@@ -175,7 +175,7 @@ for cmd, argv in RECIPE_COMMANDS.items():
     ]
 RECIPE_CASES += [
     Case("build-key-unknown-metrale-show", ("show", "--recipe", "{tmp}/r.toml"),
-         ("{tmp}/r.toml:3", "[build] moe_tile_sync is not a Metrale lever field"), files=_recipe(BUILD_UNKNOWN)),
+         ("{tmp}/r.toml:3", "[build] moe_tile_sync is not a lever field of Metrale"), files=_recipe(BUILD_UNKNOWN)),
     Case("recipe-name-not-utf8-absent-show", ("show", "--recipe", "{tmp}/\udcff.toml"),
          ("{tmp}/\\xff.toml", "no such recipe file")),
     Case("recipe-name-not-utf8-malformed-freeze", ("recipe", "freeze", "--recipe", "{tmp}/\udcff.toml"),
