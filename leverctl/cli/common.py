@@ -31,9 +31,10 @@ SetOpt = Annotated[Optional[list[str]], typer.Option(
 UnsetOpt = Annotated[Optional[list[str]], typer.Option(
     "--unset", "-u", metavar="VAR", help="Unset a variable wherever it was set. Repeatable.")]
 EnvFileOpt = Annotated[Optional[Path], typer.Option(
-    "--env-file", help="Resolve as though this file's KEY=VALUE lines were the whole environment.")]
+    "--env-file", help="Resolve as though this file were the whole environment: env, export -p or "
+                       "declare -x output, or KEY=VALUE lines; - reads standard input.")]
 MaxBatchOpt = Annotated[Optional[int], typer.Option(
-    "--max-batch-size", help="The serve max batch size (max_decode_seqs); overrides the recipe.")]
+    "--max-batch-size", help="The serve max batch size (max_decode_seqs, a u32 from 1); overrides the recipe.")]
 NoEnvOpt = Annotated[bool, typer.Option(
     "--no-env", help="Ignore the process environment (resolve the recipe and --set alone).")]
 

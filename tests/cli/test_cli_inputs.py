@@ -177,3 +177,20 @@ def test_resolving_reads_no_input_twice_so_stdin_can_be_the_env_file(cli, monkey
     start = time.monotonic()
     r = cli("show", "--env-file", "-")
     assert r.code == 0 and len(calls) == 1 and time.monotonic() - start < 30
+
+
+# ── file names that are not UTF-8 ───────────────────────────────────────────
+
+
+def test_a_recipe_name_that_is_not_utf8_is_labelled_with_escapes_in_json_and_frozen_recipes(cli, tmp_path):
+    name = tmp_path / "\udcff.toml"  # the file name holds the byte 0xff
+    name.write_bytes((RECIPES / "atlas-defaults.toml").read_bytes())
+    r = cli("show", "--no-env", "-r", name, "-f", "json")
+    assert r.code == 0, r.err
+    json.loads(r.out.encode("utf-8"))  # strict UTF-8: no lone surrogate escaped into it
+    assert json.loads(r.out)["recipe"] == str(tmp_path) + "/\\xff.toml"
+    out = tmp_path / "\udcfe-frozen.toml"
+    r = cli("recipe", "freeze", "--no-env", "-r", name, "-o", out)
+    assert r.code == 0, r.err
+    assert r.err.strip() == f"leverctl: wrote {tmp_path}/\\xfe-frozen.toml"
+    assert tomllib.loads(out.read_text("utf-8"))["description"] == f"frozen from {tmp_path}/\\xff.toml"
