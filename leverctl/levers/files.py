@@ -88,7 +88,10 @@ def read_input_file(path: str | Path, what: str, *, binary: bool = False, limit:
             mode = os.fstat(fd).st_mode
             for test, words in _NOT_REGULAR:
                 if test(mode):
-                    raise UserError(f"is {words}, not {_a(what)}", where)
+                    # <(cmd) is a pipe too; standard input reads one without the risk of a FIFO no one writes.
+                    hint = "; to read a pipe, give - and redirect it to standard input" \
+                        if stdin and stat.S_ISFIFO(mode) else ""
+                    raise UserError(f"is {words}, not {_a(what)}{hint}", where)
             if not stat.S_ISREG(mode):
                 raise UserError(f"is not a regular file, not {_a(what)}", where)
             os.set_blocking(fd, True)
