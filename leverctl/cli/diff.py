@@ -224,6 +224,10 @@ def register(app: typer.Typer) -> None:
         engines = {s.engine for s in sides if s.engine}
         if catalog is not None:
             cat = load_catalog(path=catalog)
+            other = next((s for s in sides if s.engine and s.engine != cat.engine), None)
+            if other is not None:
+                raise UserError(f"is for engine {other.engine!r}, but the catalog is {cat.engine!r}",
+                                other.path or other.spec)
         else:
             if len(engines) > 1:
                 raise UserError(f"the sides are for different engines ({' vs '.join(s.engine or '?' for s in sides)}); "
