@@ -104,12 +104,14 @@ def _check_default(field: str, kind: str, default: Any, at: str) -> Any:
         if isinstance(default, dict) and set(default) == {"prefill", "carry"} and \
                 all(isinstance(v, bool) for v in default.values()):
             return Drafter(**default)
-        raise _fail(f'[levers.{field}] default must be {{prefill = true|false, carry = true|false}}, not {default!r}', at)
+        raise _fail(f"[levers.{field}] default must be {{prefill = true|false, carry = true|false}}, "
+                    f"not {default!r}", at)
     if kind in ("tristate", "count_opt") and default == "unset":
         return None
     if kind == "config" or kind.startswith("count"):
         if not (_is_int(default) and 0 <= default <= USIZE_MAX) and not (kind == "count_opt" and default is None):
-            raise _fail(f"[levers.{field}] default of a {kind} lever must be a count (an integer from 0), not {default!r}", at)
+            raise _fail(f"[levers.{field}] default of a {kind} lever must be a count (an integer from 0), "
+                        f"not {default!r}", at)
         return default
     if kind == "tristate" and default is None:
         return None

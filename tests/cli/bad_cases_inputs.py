@@ -53,7 +53,9 @@ def _special_rows(what: str, name: str, head: bytes, commands: dict) -> list[Cas
     for kind, maker, fragment in SPECIAL:
         path = _path(name, maker)
         for cmd, argv in commands.items():
-            rows.append(Case(f"{what}-{kind}-{cmd}", argv(path), (path, fragment, what.replace("-", " ")),
+            # diff reads a side first as "a recipe or JSON file"
+            said = "recipe or JSON file" if (what, cmd) == ("recipe-file", "diff") else what.replace("-", " ")
+            rows.append(Case(f"{what}-{kind}-{cmd}", argv(path), (path, fragment, said),
                              files=maker(name) if maker else None))
     for cmd, argv in commands.items():
         path = "{tmp}/" + name
@@ -84,13 +86,9 @@ ENV_FILE_COMMANDS = {
     "diff": lambda p: ("diff", "env:" + p, "defaults"),
 }
 
-# The diff side is read as "recipe or JSON file" first: its rows name that.
-_ROWS = (_special_rows("recipe-file", "r.toml", RECIPE_HEAD, RECIPE_COMMANDS)
-         + _special_rows("catalog-file", "c.toml", ATLAS_CATALOG.read_bytes(), CATALOG_COMMANDS)
-         + _special_rows("env-file", "e.env", ENV_HEAD, ENV_FILE_COMMANDS))
-SPECIAL_CASES = [Case(c.id, c.argv, tuple(f.replace("recipe file", "file") if c.id.endswith("-diff")
-                                          and c.id.startswith("recipe-file") else f for f in c.fragments),
-                      files=c.files) for c in _ROWS]
+SPECIAL_CASES = (_special_rows("recipe-file", "r.toml", RECIPE_HEAD, RECIPE_COMMANDS)
+                 + _special_rows("catalog-file", "c.toml", ATLAS_CATALOG.read_bytes(), CATALOG_COMMANDS)
+                 + _special_rows("env-file", "e.env", ENV_HEAD, ENV_FILE_COMMANDS))
 
 
 # ── malformed catalogs ──────────────────────────────────────────────────────
