@@ -172,6 +172,7 @@ def shell_words(text: str) -> list[bytes]:
 
 # ── env files ───────────────────────────────────────────────────────────────
 
+_FUNCTION = re.compile(r"\s*BASH_FUNC_[^=\s]+=\(\)")
 EXPECTED = "expected KEY=VALUE, export KEY=VALUE or declare -x KEY=VALUE"
 
 
@@ -198,6 +199,13 @@ def parse_env_text(data: bytes, where: str, lines: dict[str, int] | None = None)
         n, row = i + 1, rows[i]
         i += 1
         if not row.strip() or row.lstrip().startswith("#"):
+            continue
+        if _FUNCTION.match(row):
+            # `env` lists a shell function bash exports (Lmod's `module` on
+            # most clusters) as BASH_FUNC_NAME%%=() { ... }, over lines up
+            # to a lone "}". It is no variable an engine reads: skip it.
+            while i < len(rows) and rows[i - 1].rstrip() != "}":
+                i += 1
             continue
         first = row.split(None, 1)[0]
         builtin = first in ("export", "declare", "typeset", "unset")

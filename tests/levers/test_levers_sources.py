@@ -60,6 +60,12 @@ def test_env_output_that_is_not_shell_is_read_as_env_printed_it():
                                          "ATLAS_GDN_WY17": " 0", "X": "it's"}
 
 
+def test_env_output_with_an_exported_shell_function_skips_the_function_and_reads_the_rest():
+    text = b"A=1\nBASH_FUNC_module%%=() {  eval $(lmod bash \"$@\");\n echo }\n}\nATLAS_GDN_WY17=0\nB=2\n"
+    assert parse_env_text(text, "f") == {"A": "1", "ATLAS_GDN_WY17": "0", "B": "2"}
+    assert parse_env_text(b"BASH_FUNC_f%%=() {  :\n}\n", "f") == {}
+
+
 def test_a_crlf_file_reads_like_an_lf_file():
     assert parse_env_text(b"ATLAS_A=1\r\nexport ATLAS_B='2'\r\n", "f") == {"ATLAS_A": "1", "ATLAS_B": "2"}
 
