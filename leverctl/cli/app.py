@@ -5,8 +5,11 @@ ERRORS); a traceback is a bug.
 """
 from __future__ import annotations
 
+import errno
 import importlib
+import os
 import sys
+from typing import NoReturn
 
 import typer
 
@@ -72,16 +75,43 @@ def _one_line(e: BaseException) -> str:
     return str(e)
 
 
+def _stdout_gone() -> NoReturn:
+    """Whoever read stdout has gone (`leverctl show | head -1`). That is no
+    error: end quietly with 0, so `set -o pipefail` reports the reader's
+    status rather than a failure. Output still buffered would fail again as
+    the interpreter exits (and turn the exit status into 120), so stdout
+    points at /dev/null from here on."""
+    try:
+        fd = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(fd, 1)
+        os.close(fd)
+    except OSError:
+        pass
+    sys.exit(0)
+
+
+def _epipe(e: BaseException | None) -> bool:
+    """A write to a closed pipe, or Typer's exit for one: it catches EPIPE
+    itself and exits 1, which would read as a finding."""
+    if isinstance(e, SystemExit):
+        e = e.__context__
+    return isinstance(e, OSError) and e.errno == errno.EPIPE
+
+
 def _exit_for(e: BaseException) -> None:
     """Exit as ERRORS says, with the one line; return if ``e`` is not listed."""
+    if _epipe(e):
+        _stdout_gone()
     for exc_type, exit_code in ERRORS:
         if isinstance(e, exc_type):
-            if exc_type is BrokenPipeError:
-                sys.stderr.close()
-                sys.exit(0)
             line = _one_line(e)
             if line:
-                print(f"leverctl: {line}", file=sys.stderr)
+                from ..levers.present import safe  # a path or value may hold bytes that are not UTF-8
+
+                try:
+                    print(f"leverctl: {safe(line)}", file=sys.stderr)
+                except BrokenPipeError:
+                    _stdout_gone()
             sys.exit(exit_code)
 
 

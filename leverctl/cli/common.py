@@ -31,9 +31,10 @@ SetOpt = Annotated[Optional[list[str]], typer.Option(
 UnsetOpt = Annotated[Optional[list[str]], typer.Option(
     "--unset", "-u", metavar="VAR", help="Unset a variable wherever it was set. Repeatable.")]
 EnvFileOpt = Annotated[Optional[Path], typer.Option(
-    "--env-file", help="Resolve as though this file's KEY=VALUE lines were the whole environment.")]
+    "--env-file", help="Resolve as though this file were the whole environment: env, export -p or "
+                       "declare -x output, or KEY=VALUE lines; - reads standard input.")]
 MaxBatchOpt = Annotated[Optional[int], typer.Option(
-    "--max-batch-size", help="The serve max batch size (max_decode_seqs); overrides the recipe.")]
+    "--max-batch-size", help="The serve max batch size (max_decode_seqs, a u32 from 1); overrides the recipe.")]
 NoEnvOpt = Annotated[bool, typer.Option(
     "--no-env", help="Ignore the process environment (resolve the recipe and --set alone).")]
 
@@ -155,26 +156,39 @@ class Setup:
     max_batch_size: int | None = None
     no_env: bool = False
 
+    env_lines: dict[str, int] = field(default_factory=dict)  # env-file variable -> line
+
     def load(self):
         """(catalog, recipe or None)."""
         from ..levers import load_catalog, load_recipe
 
+        check_catalog_options(self.engine, self.catalog)
         recipe = load_recipe(find_recipe(self.recipe)) if self.recipe else None
         if self.catalog is not None:
             catalog = load_catalog(path=self.catalog)
+            if recipe is not None and recipe.engine != catalog.engine:
+                raise UserError(f"recipe is for engine {recipe.engine!r}, but the catalog is {catalog.engine!r}",
+                                recipe.path)
         else:
             engine = self.engine or (recipe.engine if recipe else "atlas")
-            if recipe is not None and self.engine and self.engine.lower() != recipe.engine:
+            if recipe is not None and self.engine and self.engine != recipe.engine:
+                load_catalog(self.engine)  # an unknown or miscased --engine is reported as such first
                 raise UserError(f"--engine {self.engine} disagrees with the recipe's engine {recipe.engine!r}",
                                 recipe.path)
             catalog = recipe_catalog(recipe) if recipe is not None and not self.engine else load_catalog(engine)
         return catalog, recipe
 
     def environment(self):
+        """The environment to resolve against: the env file (``-``: standard
+        input), nothing (--no-env), or this process's."""
         from ..levers import read_env_file, read_process_env
 
         if self.env_file is not None:
-            return read_env_file(self.env_file)
+            if self.no_env:
+                raise UserError("--env-file already replaces the environment; --no-env with it says "
+                                "nothing more (give one)")
+            self.env_lines = {}
+            return read_env_file(self.env_file, self.env_lines)
         return {} if self.no_env else read_process_env()
 
     def resolve(self, *, strict: bool = True, quiet: bool = False):
@@ -201,7 +215,16 @@ def recipe_catalog(recipe):
         raise UserError(e.message, recipe.path) from None
 
 
+def check_catalog_options(engine: str | None, catalog: Path | None) -> None:
+    """--engine and --catalog both choose the catalog; giving both is a conflict."""
+    if engine is not None and catalog is not None:
+        raise UserError(f"--engine {engine} and --catalog {catalog} both choose the lever catalog; give one "
+                        "(a catalog file names its own engine)")
+
+
 def check_known(catalog, recipe, sets, unsets) -> None:
+    """Every variable the recipe, --set and --unset name is one of the
+    catalog's, and :func:`check_structure` holds."""
     known = catalog.variables()
     if recipe is not None:
         for var in recipe.vars:
@@ -214,6 +237,35 @@ def check_known(catalog, recipe, sets, unsets) -> None:
     for var in unsets:
         if var not in known:
             raise UserError(f"--unset {var}: unknown {catalog.title} lever variable{did_you_mean(var, known)}")
+    check_structure(catalog, recipe, sets, unsets)
+
+
+def check_structure(catalog, recipe, sets, unsets) -> None:
+    """What is bad input even to lint, which reports a variable a recipe sets
+    by mistake as a finding: a recipe that unsets a variable no lever reads
+    (there is nothing to unset), a [build] key that is not one of the
+    catalog's build-default fields, and a variable both in --set and --unset."""
+    if recipe is not None:
+        known = catalog.variables()
+        for var in recipe.unset:
+            if var not in known:
+                raise UserError(f"`unset` names {var}, which is not a {catalog.title} lever variable"
+                                f"{did_you_mean(var, known)}", recipe.where(var))
+        builds = [f for f, lv in catalog.levers.items() if lv.kind == "build_default"]
+        for key, s in recipe.build.items():
+            if key not in builds:
+                what = ("a lever read from a variable, not a build default" if key in catalog.levers
+                        else f"not a lever field of {catalog.title}")
+                raise UserError(f"[build] {key} is {what}{did_you_mean(key, builds)}; the build defaults are "
+                                f"{', '.join(builds) or 'none'}", f"{s.file}:{s.line}" if s.line else s.file)
+    check_set_unset(sets, unsets)
+
+
+def check_set_unset(sets, unsets) -> None:
+    """One variable in both --set and --unset is a conflict, whatever the order."""
+    both = [var for var, _ in sets if var in set(unsets)]
+    if both:
+        raise UserError(f"--set {both[0]}=... and --unset {both[0]} contradict each other; give one")
 
 
 def setup(engine=None, catalog=None, recipe=None, sets=None, unsets=None, env_file=None,
@@ -300,10 +352,12 @@ class Resolved:
         self.inferred = inferred
 
 
-def resolve_setup(st: Setup, *, strict: bool = True, quiet: bool = False) -> Resolved:
+def resolve_setup(st: Setup, *, strict: bool = True, quiet: bool = False, exact_bytes: bool = False) -> Resolved:
     """Resolve the shared options. When neither engine, catalog nor recipe is
     given, the engine is the one whose variables the environment sets (so a
-    pasted Metrale bug report shows Metrale), else Atlas."""
+    pasted Metrale bug report shows Metrale), else Atlas. ``exact_bytes``: the
+    output carries a value that is not UTF-8 exactly (shell lines), so such a
+    value is a warning rather than bad input."""
     from ..levers import parse_assignment, resolve
     from ..levers.present import env_line_finder, infer_engine
 
@@ -316,17 +370,19 @@ def resolve_setup(st: Setup, *, strict: bool = True, quiet: bool = False) -> Res
     sets = [parse_assignment(s) for s in st.sets]
     if strict:
         check_known(catalog, recipe, sets, st.unsets)
+    else:
+        check_structure(catalog, recipe, sets, st.unsets)
     res = resolve(catalog, recipe=recipe, env=env, sets=sets, unsets=list(st.unsets),
                   max_batch_size=st.max_batch_size)
-    env_where = env_line_finder(st.env_file)
+    env_where = env_line_finder(st.env_file, st.env_lines)
     label = "env-file" if st.env_file is not None else ("no-env" if st.no_env else "env")
     out = Resolved(res, recipe, env_where, label, inferred)
     if not quiet:
-        warn_inputs(out)
+        warn_inputs(out, exact_bytes=exact_bytes)
     return out
 
 
-def warn_inputs(r: Resolved) -> None:
+def warn_inputs(r: Resolved, *, exact_bytes: bool = False) -> None:
     """Unknown prefixed variables and values that are not UTF-8: one stderr
     line each, saying what and where. Neither stops the command: the engine
     itself ignores the first and reads the second as Rust's std::env does, and
@@ -342,19 +398,21 @@ def warn_inputs(r: Resolved) -> None:
     for s in res.ignored:
         hint = did_you_mean(s.var, cat.variables())
         warn(f"{where_of(res, s.var, r.env_where)}: {s.var} is not a known {cat.title} lever variable{hint}; ignored")
-    flag_not_utf8(res, r.env_where)
+    flag_not_utf8(res, r.env_where, exact_bytes=exact_bytes)
 
 
-def flag_not_utf8(res, env_where=None) -> None:
+def flag_not_utf8(res, env_where=None, *, exact_bytes: bool = False) -> None:
     """Every lever variable whose value is not UTF-8 is bad input: one line
-    each now, exit 2 when the command has finished (see :func:`bad_input`)."""
+    each now, exit 2 when the command has finished (see :func:`bad_input`).
+    With ``exact_bytes`` (an output that reproduces the bytes) it is a warning."""
     from ..levers.present import raw_display, where_of
     from ..levers.resolve import utf8
 
     by_var = res.catalog.by_var()
     for var, s in res.variables.items():
         if s.raw is not None and utf8(s.raw) is None and var in by_var:
-            bad_input(f"{where_of(res, var, env_where)}: {var}={raw_display(s.raw)} is not valid UTF-8: "
-                      f"value rules read it as unset, presence rules as set")
+            (warn if exact_bytes else bad_input)(
+                f"{where_of(res, var, env_where)}: {var}={raw_display(s.raw)} is not valid UTF-8: "
+                f"value rules read it as unset, presence rules as set")
 
 

@@ -25,6 +25,11 @@ SIDE_HELP = ("a recipe file (or recipes/ name), env, env:FILE, defaults, "
              "or a JSON written by show --format json or bench")
 
 
+# A side is a recipe (itself capped at 1 MiB when loaded) or a show/bench
+# JSON document, which carries the bench's records: generous, but a cap.
+SIDE_CAP = 64 << 20
+
+
 class Format(str, enum.Enum):
     table = "table"
     json = "json"
@@ -57,9 +62,9 @@ def _read_side(spec: str) -> Side:
         path = spec[4:]
         return Side(spec, "env-file", env=read_env_file(path), path=path)
     p = common.find_recipe(Path(spec))
-    if not p.exists():
+    if not p.exists() and not p.is_symlink():  # a dangling link or a loop: read_input_file says which
         raise UserError(f"no such file (a side is {SIDE_HELP})", str(p))
-    data = read_input_file(p, "recipe or JSON file")
+    data = read_input_file(p, "recipe or JSON file", limit=SIDE_CAP)
     if data.lstrip()[:1] == b"{":
         doc = _parse_json(data, str(p))
         return Side(spec, "json", engine=doc.get("engine"), doc=doc, path=str(p))
@@ -88,7 +93,8 @@ def _parse_json(data: bytes, where: str) -> dict:
 
 def _check_value(lever, value: Any, where: str) -> Any:
     """A JSON value as the resolved value it stands for, or a UserError."""
-    from ..levers.kinds import Drafter
+    from ..levers.kinds import USIZE_MAX, Drafter
+    from ..levers.recipes import U32_MAX
 
     kind = lever.kind
     f = lever.field
@@ -102,11 +108,13 @@ def _check_value(lever, value: Any, where: str) -> Any:
             return value
         raise UserError(f"levers.{f}.value must be true, false or null, not {value!r}", where)
     if kind in ("count_opt", "count_clamped", "config"):
-        ok = isinstance(value, int) and not isinstance(value, bool) and value >= 0
+        # The engine's types: max_decode_seqs a u32 of at least 1, the counts usize.
+        low, high = (1, U32_MAX) if kind == "config" else (0, USIZE_MAX)
+        ok = isinstance(value, int) and not isinstance(value, bool) and low <= value <= high
         if ok or (kind == "count_opt" and value is None):
             return value
-        raise UserError(f"levers.{f}.value must be a count{' or null' if kind == 'count_opt' else ''}, "
-                        f"not {value!r}", where)
+        raise UserError(f"levers.{f}.value must be a count from {low} to {high}"
+                        f"{' or null' if kind == 'count_opt' else ''}, not {value!r}", where)
     if isinstance(value, bool):
         return value
     raise UserError(f"levers.{f}.value must be true or false, not {value!r}", where)
@@ -209,10 +217,17 @@ def register(app: typer.Typer) -> None:
         from ..levers.present import infer_engine
 
         robust_output()
+        common.check_catalog_options(engine, catalog)
+        if a == b == "env:-":
+            raise UserError("env:- reads standard input, which only one side can do")
         sides = [_read_side(a), _read_side(b)]
         engines = {s.engine for s in sides if s.engine}
         if catalog is not None:
             cat = load_catalog(path=catalog)
+            other = next((s for s in sides if s.engine and s.engine != cat.engine), None)
+            if other is not None:
+                raise UserError(f"is for engine {other.engine!r}, but the catalog is {cat.engine!r}",
+                                other.path or other.spec)
         else:
             if len(engines) > 1:
                 raise UserError(f"the sides are for different engines ({' vs '.join(s.engine or '?' for s in sides)}); "
@@ -233,7 +248,7 @@ def register(app: typer.Typer) -> None:
                 except UserError as e:
                     src = next((s.path for s in sides if s.kind == "json" and s.engine == name), None)
                     raise UserError(e.message, e.where or src) from None
-            if engine and engines and engine.lower() not in engines:
+            if engine and engines and engine not in engines:
                 raise UserError(f"--engine {engine} disagrees with the sides' engine {engines.pop()!r}")
         va, vb = (_values(s, cat, max_batch_size) for s in sides)
         rows = [f for f in cat.fields if va[f][0] != vb[f][0]]

@@ -31,6 +31,7 @@ def _catalogs(engine, catalog, name: str):
     from ..levers import load_catalog
     from ..levers.catalog import SHIPPED
 
+    common.check_catalog_options(engine, catalog)
     if catalog is not None:
         return [load_catalog(path=catalog)]
     if engine is not None:

@@ -11,7 +11,7 @@ from typing import Annotated, Optional
 import typer
 
 from ..errors import UserError
-from ..levers.files import check_output_path, write_atomically
+from ..levers.files import check_output_path, path_label, write_atomically
 from . import common
 from .common import CatalogOpt, resolve_setup, robust_output, warn, write
 from .show import _freeze_header
@@ -69,7 +69,7 @@ def freeze(
         write(text)
     else:
         write_atomically(out, text)
-        print(f"leverctl: wrote {out}", file=sys.stderr)
+        print(f"leverctl: wrote {path_label(out)}", file=sys.stderr)
 
 
 def env(

@@ -122,7 +122,9 @@ def register(app: typer.Typer) -> None:
         environment, as pasted from a bug report.
         """
         robust_output()
-        r = resolve_setup(setup)
+        # Shell lines can carry a value that is not UTF-8 byte for byte ($'\xff'); table, JSON and
+        # TOML cannot, so there such a value is bad input after the output shows how the engine reads it.
+        r = resolve_setup(setup, exact_bytes=fmt is Format.env)
         if fmt is Format.json:
             write(json.dumps(show_json(r, only_changed), indent=2) + "\n")
         elif fmt is Format.toml:

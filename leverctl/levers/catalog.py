@@ -16,9 +16,9 @@ from types import MappingProxyType
 from typing import Any, Mapping
 
 from ..errors import UserError
-from .files import read_input_file
+from .files import path_label, read_input_file
 from .suggest import did_you_mean
-from .kinds import DRAFTER_BOTH, KINDS, Drafter, Observed, evaluate
+from .kinds import DRAFTER_BOTH, KINDS, USIZE_MAX, Drafter, Observed, evaluate
 
 SHIPPED = ("atlas", "metrale")
 
@@ -72,33 +72,100 @@ def _fail(msg: str, where: str) -> UserError:
     return UserError(msg, where)
 
 
-def _lever(field: str, raw: Mapping[str, Any], groups: Mapping[str, str], where: str) -> Lever:
-    at = f"{where}: [levers.{field}]"
-    known = {"vars", "var", "kind", "default", "group", "summary", "steers", "diagnostic",
-             "requires", "notes", "cap"}
-    extra = set(raw) - known
+def _header_line(text: str, field: str) -> int | None:
+    """The line of ``[levers.FIELD]`` (bare or quoted), for messages."""
+    import re
+
+    pat = re.compile(r'^\s*\[\s*levers\s*\.\s*("?)' + re.escape(field) + r'\1\s*\]')
+    for n, line in enumerate(text.splitlines(), 1):
+        if pat.match(line):
+            return n
+    return None
+
+
+LEVER_KEYS = ("vars", "var", "kind", "default", "group", "summary", "steers", "diagnostic", "requires",
+              "notes", "cap")
+
+
+def _is_int(v: Any) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool)
+
+
+def _is_names(v: Any) -> bool:
+    return isinstance(v, list) and all(isinstance(x, str) and x for x in v)
+
+
+def _check_default(field: str, kind: str, default: Any, at: str) -> Any:
+    """The entry's default as the value its kind yields, or a UserError: a
+    catalog whose default has the wrong type would crash or mislead later."""
+    if kind == "drafter":
+        if default is None:
+            return DRAFTER_BOTH
+        if isinstance(default, dict) and set(default) == {"prefill", "carry"} and \
+                all(isinstance(v, bool) for v in default.values()):
+            return Drafter(**default)
+        raise _fail(f"[levers.{field}] default must be {{prefill = true|false, carry = true|false}}, "
+                    f"not {default!r}", at)
+    if kind in ("tristate", "count_opt") and default == "unset":
+        return None
+    if kind == "config" or kind.startswith("count"):
+        if not (_is_int(default) and 0 <= default <= USIZE_MAX) and not (kind == "count_opt" and default is None):
+            raise _fail(f"[levers.{field}] default of a {kind} lever must be a count (an integer from 0), "
+                        f"not {default!r}", at)
+        return default
+    if kind == "tristate" and default is None:
+        return None
+    if not isinstance(default, bool):
+        raise _fail(f"[levers.{field}] default of a {kind} lever must be true or false, not {default!r}", at)
+    return default
+
+
+def _lever(field: str, raw: Any, groups: Mapping[str, str], where: str, text: str) -> Lever:
+    line = _header_line(text, field)
+    at = f"{where}:{line}" if line else where
+    if not isinstance(raw, dict):
+        raise _fail(f"levers.{field} must be a table ([levers.{field}]), not {type(raw).__name__}", at)
+    extra = sorted(set(raw) - set(LEVER_KEYS))
     if extra:
-        raise _fail(f"unknown key(s) {sorted(extra)} in [levers.{field}]", where)
+        raise _fail(f"[levers.{field}] has unknown key `{extra[0]}`{did_you_mean(extra[0], LEVER_KEYS, '`')}; "
+                    f"known: {', '.join(LEVER_KEYS)}", at)
     kind = raw.get("kind")
-    if kind not in KINDS:
-        raise _fail(f"[levers.{field}] kind {kind!r} is not one of {sorted(KINDS)}", where)
+    if kind is None:
+        raise _fail(f"[levers.{field}] lacks `kind` (its parsing rule: one of {', '.join(KINDS)})", at)
+    if not isinstance(kind, str) or kind not in KINDS:
+        hint = did_you_mean(kind, KINDS) if isinstance(kind, str) else ""
+        raise _fail(f"[levers.{field}] kind {kind!r} is not a parsing rule leverctl knows{hint}; "
+                    f"known: {', '.join(KINDS)}", at)
+    if "var" in raw and "vars" in raw:
+        raise _fail(f"[levers.{field}] has both `var` and `vars`; give one", at)
     vars_ = raw.get("vars", [raw["var"]] if "var" in raw else [])
-    if not isinstance(vars_, list) or not all(isinstance(v, str) and v for v in vars_):
-        raise _fail(f"[levers.{field}] vars must be a list of variable names", where)
+    if not _is_names(vars_):
+        raise _fail(f"[levers.{field}] vars must be a list of variable names, not {vars_!r}", at)
     if len(vars_) != KINDS[kind].nvars:
         raise _fail(f"[levers.{field}] kind {kind} reads {KINDS[kind].nvars} variable(s), "
-                    f"{len(vars_)} given", where)
-    group = raw.get("group", "")
-    if group not in groups:
-        raise _fail(f"[levers.{field}] group {group!r} is not declared in [groups]", where)
-    default = raw.get("default")
-    if kind == "drafter":
-        default = DRAFTER_BOTH if default is None else Drafter(**default)
-    elif kind in ("tristate", "count_opt") and default == "unset":
-        default = None
-    for key in ("summary",):
-        if not isinstance(raw.get(key), str) or not raw[key]:
-            raise _fail(f"[levers.{field}] needs a {key}", at)
+                    f"{len(vars_)} given", at)
+    group = raw.get("group")
+    if group is None:
+        raise _fail(f"[levers.{field}] lacks `group` (one of {', '.join(groups)})", at)
+    if not isinstance(group, str) or group not in groups:
+        raise _fail(f"[levers.{field}] group {group!r} is not declared in [groups]"
+                    f"{did_you_mean(group, groups) if isinstance(group, str) else ''}", at)
+    if "default" not in raw and kind not in ("drafter", "count_opt", "tristate"):
+        raise _fail(f"[levers.{field}] lacks `default` (the value with nothing set)", at)
+    default = _check_default(field, kind, raw.get("default"), at)
+    if not isinstance(raw.get("summary"), str) or not raw["summary"]:
+        raise _fail(f"[levers.{field}] needs a `summary` (a non-empty string)", at)
+    for key in ("steers", "requires"):
+        if key in raw and not _is_names(raw[key]):
+            raise _fail(f"[levers.{field}] {key} must be a list of names, not {raw[key]!r}", at)
+    if "notes" in raw and not isinstance(raw["notes"], str):
+        raise _fail(f"[levers.{field}] notes must be a string, not {raw['notes']!r}", at)
+    if "diagnostic" in raw and not isinstance(raw["diagnostic"], bool):
+        raise _fail(f"[levers.{field}] diagnostic must be true or false, not {raw['diagnostic']!r}", at)
+    cap = raw.get("cap")
+    if cap is not None and (kind != "count_clamped" or not _is_int(cap) or not 0 <= cap <= USIZE_MAX):
+        raise _fail(f"[levers.{field}] cap must be a count (an integer from 0) on a count_clamped lever, "
+                    f"not {cap!r} on a {kind} lever", at)
     return Lever(
         field=field,
         vars=tuple(vars_),
@@ -110,13 +177,17 @@ def _lever(field: str, raw: Mapping[str, Any], groups: Mapping[str, str], where:
         diagnostic=bool(raw.get("diagnostic", False)),
         requires=tuple(raw.get("requires", ())),
         notes=raw.get("notes", ""),
-        cap=raw.get("cap"),
+        cap=cap,
     )
+
+
+TOP_KEYS = ("engine", "title", "prefix", "groups", "levers")
 
 
 def parse_catalog(data: bytes, source: str) -> Catalog:
     try:
-        doc = tomllib.loads(data.decode("utf-8"))
+        text = data.decode("utf-8")
+        doc = tomllib.loads(text)
     except UnicodeDecodeError:
         raise _fail("not a text file (invalid UTF-8)", source) from None
     except tomllib.TOMLDecodeError as e:
@@ -124,10 +195,23 @@ def parse_catalog(data: bytes, source: str) -> Catalog:
     for key in ("engine", "prefix", "groups", "levers"):
         if key not in doc:
             raise _fail(f"catalog lacks `{key}`", source)
+    extra = sorted(set(doc) - set(TOP_KEYS))
+    if extra:
+        raise _fail(f"unknown key `{extra[0]}`{did_you_mean(extra[0], TOP_KEYS, '`')}; a catalog has "
+                    f"{', '.join(TOP_KEYS)}", source)
+    for key in ("engine", "title", "prefix"):
+        if key in doc and (not isinstance(doc[key], str) or not doc[key]):
+            raise _fail(f"`{key}` must be a non-empty string, not {doc[key]!r}", source)
+    if doc["engine"] != doc["engine"].lower() or not doc["engine"].isidentifier():
+        raise _fail(f"engine {doc['engine']!r} must be a lower-case name (it is what --engine and a "
+                    "recipe's `engine` say)", source)
     groups = doc["groups"]
     if not isinstance(groups, dict) or not isinstance(doc["levers"], dict):
         raise _fail("`groups` and `levers` must be tables", source)
-    levers = {f: _lever(f, raw, groups, source) for f, raw in doc["levers"].items()}
+    for gid, gtitle in groups.items():
+        if not isinstance(gtitle, str):
+            raise _fail(f"[groups] {gid} must be a title (a string), not {gtitle!r}", source)
+    levers = {f: _lever(f, raw, groups, source, text) for f, raw in doc["levers"].items()}
     seen: dict[str, str] = {}
     for lv in levers.values():
         for var in lv.vars:
@@ -159,9 +243,12 @@ def parse_catalog(data: bytes, source: str) -> Catalog:
 def load_catalog(engine: str | None = "atlas", path: str | Path | None = None) -> Catalog:
     """A shipped catalog by engine name, or a catalog file."""
     if path is not None:
-        return parse_catalog(read_input_file(path, "catalog file"), str(path))
-    name = (engine or "atlas").lower()
+        return parse_catalog(read_input_file(path, "catalog file"), path_label(path))
+    name = engine or "atlas"
     if name not in SHIPPED:
+        if name.lower() in SHIPPED:
+            raise UserError(f"unknown engine {engine!r}: engine names are lower case "
+                            f"(did you mean {name.lower()}?)")
         raise UserError(f"unknown engine {engine!r}{did_you_mean(name, SHIPPED)}; "
                         f"shipped engines: {', '.join(SHIPPED)}")
     ref = resources.files("leverctl.catalogs").joinpath(f"{name}.toml")

@@ -7,10 +7,13 @@ and report alike.
 """
 from __future__ import annotations
 
+import errno
 import os
+import stat
+import sys
 import uuid
 from pathlib import Path
-from typing import Callable
+from typing import BinaryIO, Callable
 
 from ..errors import UserError
 
@@ -19,24 +22,98 @@ def _a(what: str) -> str:
     return f"{'an' if what[:1] in 'aeiou' else 'a'} {what}"
 
 
-def read_input_file(path: str | Path, what: str, *, binary: bool = False) -> bytes:
-    """The bytes of ``path``, or a UserError at it: absent, a directory,
-    unreadable, or binary (a NUL byte: no text format we read has one).
-    ``what`` names the file in the message ("recipe file", "env file").
-    ``binary=True`` lets NUL bytes through, for a reader that says itself
-    what is wrong with the content (a results file a crash left NUL-padded)."""
-    p = Path(path)
-    if p.is_dir():
-        raise UserError(f"is a directory, not {_a(what)}", str(p))
-    try:
-        data = p.read_bytes()
-    except FileNotFoundError:
-        raise UserError(f"no such {what}", str(p)) from None
-    except OSError as e:
-        raise UserError(f"cannot read {what}: {e.strerror or e}", str(p)) from None
+def path_label(path: str | Path) -> str:
+    """A path as printable text, for messages, provenance and the files
+    leverctl writes: bytes of the name that are not UTF-8 (Python hands them
+    over as lone surrogates, which no UTF-8 output can hold) as ``\\xff``, and
+    control characters escaped, so the label is one line of valid UTF-8. Open
+    files by the path itself, never by its label."""
+    text = os.fsencode(path).decode("utf-8", "backslashreplace")
+    return "".join(f"\\x{ord(c):02x}" if ord(c) < 0x20 or 0x7F <= ord(c) <= 0x9F else c for c in text)
+
+
+MiB = 1 << 20
+# The largest input of each kind leverctl reads; anything bigger is not what
+# the user meant to pass (a log, a dataset, /dev/zero behind a symlink) and is
+# refused before it is read into memory. Shipped catalogs are ~22 KiB and
+# recipes ~1 KiB, so the caps are far above any real one.
+CAPS = {"recipe file": MiB, "catalog file": MiB, "env file": MiB}
+
+# What a path that is not a regular file is, in words (by S_IFMT).
+_NOT_REGULAR = ((stat.S_ISDIR, "a directory"), (stat.S_ISFIFO, "a FIFO (named pipe)"),
+                (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"),
+                (stat.S_ISSOCK, "a socket"))
+
+STDIN = "-"
+
+
+def _size(n: int) -> str:
+    return f"{n // MiB} MiB" if n % MiB == 0 else f"{n} bytes"
+
+
+def read_input_file(path: str | Path, what: str, *, binary: bool = False, limit: int | None = None,
+                    stdin: bool = False) -> bytes:
+    """The bytes of ``path``, or a UserError at it: absent, unreadable, not a
+    regular file (a directory, a FIFO, a device such as /dev/zero, a socket),
+    a symlink loop, larger than ``limit`` (default: ``CAPS[what]``, else no
+    cap), or binary (a NUL byte: no text format we read has one).
+
+    Never blocks: the file is opened non-blocking, so a FIFO with no writer
+    is refused at once rather than waited on, and only ``limit`` + 1 bytes are
+    ever read. ``stdin=True`` lets ``-`` mean standard input (read to its end,
+    under the same cap). ``what`` names the file in the message ("recipe
+    file", "env file"). ``binary=True`` lets NUL bytes through, for a reader
+    that says itself what is wrong with the content (a results file a crash
+    left NUL-padded)."""
+    limit = CAPS.get(what) if limit is None else limit
+    if stdin and str(path) == STDIN:
+        where = "stdin"
+        try:
+            data = _read_capped(sys.stdin.buffer, limit)
+        except OSError as e:
+            raise UserError(f"cannot read {what}: {e.strerror or e}", where) from None
+    else:
+        where = path_label(path)
+        try:
+            fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+        except FileNotFoundError:
+            raise UserError(f"no such {what}", where) from None
+        except OSError as e:
+            if e.errno == errno.ELOOP:
+                raise UserError(f"is a symlink loop, not {_a(what)}", where) from None
+            if e.errno == errno.ENXIO:  # a socket, or a FIFO O_NONBLOCK cannot open
+                raise UserError(f"is a socket or a FIFO, not {_a(what)}", where) from None
+            raise UserError(f"cannot read {what}: {e.strerror or e}", where) from None
+        try:
+            mode = os.fstat(fd).st_mode
+            for test, words in _NOT_REGULAR:
+                if test(mode):
+                    # <(cmd) is a pipe too; standard input reads one without the risk of a FIFO no one writes.
+                    hint = "; to read a pipe, give - and redirect it to standard input" \
+                        if stdin and stat.S_ISFIFO(mode) else ""
+                    raise UserError(f"is {words}, not {_a(what)}{hint}", where)
+            if not stat.S_ISREG(mode):
+                raise UserError(f"is not a regular file, not {_a(what)}", where)
+            os.set_blocking(fd, True)
+            with os.fdopen(fd, "rb", closefd=False) as f:
+                data = _read_capped(f, limit)
+        except OSError as e:
+            raise UserError(f"cannot read {what}: {e.strerror or e}", where) from None
+        finally:
+            os.close(fd)
+    if data is None:
+        raise UserError(f"is larger than {_size(limit)}, the most leverctl reads as {_a(what)}", where)
     if not binary and b"\x00" in data:
-        raise UserError(f"is a binary file, not {_a(what)}", str(p))
+        raise UserError(f"is a binary file, not {_a(what)}", where)
     return data
+
+
+def _read_capped(f: BinaryIO, limit: int | None) -> bytes | None:
+    """All of ``f``, or None when it holds more than ``limit`` bytes."""
+    if limit is None:
+        return f.read()
+    data = f.read(limit + 1)
+    return None if len(data) > limit else data
 
 
 def write_atomically(path: str | Path, data: str | bytes, *, make_folder: bool = False,

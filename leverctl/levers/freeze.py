@@ -39,10 +39,13 @@ def _plain(obj: Any) -> Any:
     return obj
 
 
-def lever_strings(catalog: Catalog, variables: Mapping[str, Any]) -> tuple[dict[str, str], list[str]]:
+def lever_strings(catalog: Catalog, variables: Mapping[str, Any], *,
+                  keep_bytes: bool = False) -> tuple[dict[str, str | bytes], list[str]]:
     """The catalog variables that are set, as strings that reproduce what the
-    engine sees (catalog order), and a note per value that had to change."""
-    out: dict[str, str] = {}
+    engine sees (catalog order), and a note per value that had to change.
+    ``keep_bytes``: a value that is not UTF-8 stays its exact bytes instead
+    (for an output that can carry them)."""
+    out: dict[str, str | bytes] = {}
     notes: list[str] = []
     for lv in catalog.levers.values():
         for var in lv.vars:
@@ -53,6 +56,8 @@ def lever_strings(catalog: Catalog, variables: Mapping[str, Any]) -> tuple[dict[
             text = utf8(raw)
             if text is not None:
                 out[var] = text
+            elif keep_bytes:
+                out[var] = raw if isinstance(raw, bytes) else raw.encode("utf-8", "surrogateescape")
             elif reads_presence(lv, var):
                 out[var] = ""
                 notes.append(f"{var}={printable(show_raw(raw) or '')} is not valid UTF-8; written as \"\" "
@@ -92,23 +97,38 @@ def dumps(frozen: Frozen, header: str = "") -> str:
     return head + tomli_w.dumps(frozen.doc)
 
 
+def ansi_c_quote(data: bytes) -> str:
+    """``data`` as bash's $'...' quoting, which reproduces any bytes: printable
+    ASCII as itself (``\\`` and ``\'`` escaped), every other byte as \\xHH (always
+    two digits, so a following hex digit cannot join the escape)."""
+    body = "".join("\\\\" if b == 0x5C else "\\'" if b == 0x27 else chr(b) if 0x20 <= b < 0x7F
+                   else f"\\x{b:02x}" for b in data)
+    return f"$'{body}'"
+
+
 def shell_lines(catalog: Catalog, sets: Mapping[str, Raw | None], *, unset_others: bool = True,
                 comments: list[str] | None = None) -> tuple[list[str], list[str]]:
-    """POSIX shell lines that make an environment hold exactly ``sets``
-    (var -> raw, None to unset) for this catalog's variables: ``export`` for
-    each set variable, ``unset`` for the rest. Returns (lines, notes)."""
-    values, notes = lever_strings(catalog, sets)
+    """Shell lines that make an environment hold exactly ``sets`` (var -> raw,
+    None to unset) for this catalog's variables: ``export`` for each set
+    variable, ``unset`` for the rest. Returns (lines, notes).
+
+    Values are POSIX single-quoted; one that is not UTF-8 keeps its exact
+    bytes in bash's $'\\xHH' quoting (bash, zsh, ksh93, POSIX 2024 shells),
+    which is what the engine would see."""
+    values, notes = lever_strings(catalog, sets, keep_bytes=True)
     lines = [f"# {c}" for c in (comments or [])]
+    if any(isinstance(v, bytes) for v in values.values()):
+        lines.append("# values in $'...' hold bytes that are not UTF-8, exactly: eval them in bash, zsh or ksh")
     for var, text in values.items():
         if not SHELL_NAME.match(var):
             from ..errors import UserError
 
             raise UserError(f"{var!r} is not a name a POSIX shell can export")
-        if "\x00" in text:
+        if "\x00" in text if isinstance(text, str) else b"\x00" in text:
             from ..errors import UserError
 
             raise UserError(f"{var}: a value with a NUL character cannot be put in an environment")
-        lines.append(f"export {var}={shlex.quote(text)}")
+        lines.append(f"export {var}={shlex.quote(text) if isinstance(text, str) else ansi_c_quote(text)}")
     explicit = [v for v, raw in sets.items() if raw is None]
     others = [v for v in catalog.variables() if v not in values] if unset_others else []
     for var in dict.fromkeys([*explicit, *others]):

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from .catalog import SHIPPED, Catalog
+from .files import path_label
 from .resolve import Provenance, Raw, Resolution, show_raw, utf8
 
 
@@ -94,25 +95,15 @@ def infer_engine(env: Mapping[str, Raw]) -> str | None:
     return hits[0] if len(hits) == 1 else None
 
 
-def env_line_finder(path: Path | None):
-    """A function var -> "FILE:LINE" for an env file (the last assignment
-    wins, as in the parser), or None when resolving the process environment."""
+def env_line_finder(path: Path | str | None, lines: Mapping[str, int] | None = None):
+    """A function var -> "FILE:LINE" for an env file, from the line numbers
+    its parser recorded (the last assignment wins, as in the parser), or None
+    when resolving the process environment."""
     if path is None:
         return None
-    try:
-        data = Path(path).read_bytes()
-    except OSError:
-        return lambda var: str(path)
-    lines: dict[str, int] = {}
-    for n, line in enumerate(data.split(b"\n"), 1):
-        s = line.strip()
-        for prefix in (b"export ", b"declare -x "):
-            if s.startswith(prefix):
-                s = s[len(prefix):]
-        if b"=" in s:
-            key = s.split(b"=", 1)[0].decode("utf-8", "replace")
-            lines[key] = n
-    return lambda var: f"{path}:{lines[var]}" if var in lines else str(path)
+    name = "stdin" if str(path) == "-" else path_label(path)
+    lines = lines or {}
+    return lambda var: f"{name}:{lines[var]}" if var in lines else name
 
 
 def where_of(res: Resolution, var: str, env_where=None) -> str:

@@ -28,8 +28,14 @@ from types import MappingProxyType
 from typing import Any, Mapping
 
 from ..errors import UserError
-from .files import read_input_file
+from .files import path_label, read_input_file
 from .suggest import did_you_mean
+
+# The engine's max_decode_seqs is a u32 set from max_batch_size, at least 1.
+U32_MAX = 2**32 - 1
+# TOML integers are signed 64-bit; tomllib reads bigger ones anyway, and a
+# recipe written back (freeze) must stay a file every TOML reader accepts.
+I64 = (-(2**63), 2**63 - 1)
 
 TOP_KEYS = ("engine", "extends", "description", "unset", "levers", "serve", "build", "model")
 SERVE_KEYS = ("max_batch_size",)
@@ -71,7 +77,7 @@ def line_of(text: str, key: str) -> int | None:
 
 
 def _read(path: Path) -> tuple[dict, str]:
-    where = str(path)
+    where = path_label(path)
     data = read_input_file(path, "recipe file")
     try:
         text = data.decode("utf-8")
@@ -104,12 +110,12 @@ def _merge_model(base: dict, child: Mapping) -> dict:
 
 def load_recipe(path: str | Path, _seen: tuple[str, ...] = ()) -> Recipe:
     p = Path(path)
+    doc, text = _read(p)  # first: it refuses a symlink loop, which resolve() would raise on
     key = str(p.resolve())
     if key in _seen:
         cycle = " -> ".join([*_seen[_seen.index(key):], key])
-        raise UserError(f"`extends` cycle: {cycle}", str(p))
-    doc, text = _read(p)
-    where = str(p)
+        raise UserError(f"`extends` cycle: {path_label(cycle)}", path_label(p))
+    where = path_label(p)  # the recipe's name in messages and provenance; `chain` keeps the paths
 
     unknown = [k for k in doc if k not in TOP_KEYS]
     if unknown:
@@ -132,7 +138,7 @@ def load_recipe(path: str | Path, _seen: tuple[str, ...] = ()) -> Recipe:
         try:
             parent = load_recipe(parent_path, (*_seen, key))
         except UserError as e:
-            if e.message == "no such recipe file" and e.where == str(parent_path):
+            if e.message == "no such recipe file" and e.where == path_label(parent_path):
                 line = line_of(text, "extends")
                 raise UserError(f"`extends` names a missing parent {doc['extends']!r} ({parent_path})",
                                 f"{where}:{line}" if line else where) from None
@@ -165,26 +171,42 @@ def load_recipe(path: str | Path, _seen: tuple[str, ...] = ()) -> Recipe:
         if k not in SERVE_KEYS:
             raise UserError(f"unknown [serve] key `{k}`; known: {', '.join(SERVE_KEYS)}",
                             f"{where}:{line_of(text, k)}" if line_of(text, k) else where)
-        if not isinstance(value, int) or isinstance(value, bool) or value < 1:
-            raise _type_error(text, where, k, "a positive integer", value)
+        if not isinstance(value, int) or isinstance(value, bool) or not 1 <= value <= U32_MAX:
+            raise _type_error(text, where, k, f"a positive integer up to {U32_MAX} (the engine's u32)", value)
         serve[k] = Setting(value, where, line_of(text, k))
     for k, value in doc.get("build", {}).items():
         if not isinstance(value, bool):
             raise _type_error(text, where, k, "true or false", value)
         build[k] = Setting(value, where, line_of(text, k))
+    _check_integers(doc.get("model", {}), text, where, "model")
     model = _merge_model(model, doc.get("model", {}))
 
     return Recipe(
         path=where,
         engine=engine,
         description=doc.get("description", ""),
-        chain=(*chain, where),
+        chain=(*chain, str(p)),
         vars=MappingProxyType(vars_),
         unset=MappingProxyType(unset),
         serve=MappingProxyType(serve),
         build=MappingProxyType(build),
         model=MappingProxyType(model),
     )
+
+
+def _check_integers(value: Any, text: str, where: str, path: str) -> None:
+    """Every integer in ``value`` fits TOML's signed 64 bits."""
+    if isinstance(value, Mapping):
+        for k, v in value.items():
+            _check_integers(v, text, where, f"{path}.{k}")
+    elif isinstance(value, list):
+        for v in value:
+            _check_integers(v, text, where, path)
+    elif isinstance(value, int) and not isinstance(value, bool) and not I64[0] <= value <= I64[1]:
+        key = path.rsplit(".", 1)[-1]
+        line = line_of(text, key)
+        raise UserError(f"[{path.rsplit('.', 1)[0]}] {key} = {value} is outside TOML's integers "
+                        f"(signed 64-bit)", f"{where}:{line}" if line else where)
 
 
 def _suggest_str(value: Any) -> str:

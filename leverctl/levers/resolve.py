@@ -19,7 +19,7 @@ from typing import Any, Mapping, Sequence
 from ..errors import UserError
 from .catalog import Catalog, Lever
 from .kinds import Drafter, Observed, evaluate
-from .recipes import Recipe
+from .recipes import U32_MAX, Recipe
 
 Raw = str | bytes  # bytes: a value that is not valid UTF-8
 
@@ -199,8 +199,9 @@ def resolve(
     if recipe is not None and recipe.engine != catalog.engine:
         raise UserError(f"recipe is for engine {recipe.engine!r}, but the catalog is {catalog.engine!r}",
                         recipe.path)
-    if max_batch_size is not None and max_batch_size < 1:
-        raise UserError(f"--max-batch-size must be at least 1, not {max_batch_size}")
+    if max_batch_size is not None and not 1 <= max_batch_size <= U32_MAX:
+        # The engine's max_decode_seqs is a u32, at least 1.
+        raise UserError(f"--max-batch-size must be from 1 to {U32_MAX} (the engine's u32), not {max_batch_size}")
     variables = effective_variables(catalog, recipe, env, sets, unsets)
 
     def raw(var: str) -> Raw | None:

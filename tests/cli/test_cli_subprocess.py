@@ -2,7 +2,6 @@
 lever commands never import numba or numpy."""
 from __future__ import annotations
 
-import errno
 import json
 import os
 import signal
@@ -43,7 +42,7 @@ def test_every_command_survives_a_real_non_utf8_value_in_an_ascii_locale(leverct
     env = _env(ATLAS_BF16_TC_PROJ=b"\xff", ATLAS_GDN_WY17=b"\xc3(", LC_ALL=b"C", LANG=b"C",
                PYTHONIOENCODING=b"ascii")
     p = subprocess.run([leverctl_exe, *argv], env=env, capture_output=True, timeout=60)
-    assert p.returncode == (0 if argv[0] == "explain" else 2), p.stderr
+    assert p.returncode == (0 if argv[0] == "explain" or argv[-1] == "env" else 2), p.stderr
     assert b"Traceback" not in p.stderr
 
 
@@ -79,38 +78,67 @@ def _in_read(pid: int, deadline: float) -> None:
         time.sleep(0.01)
 
 
-def test_ctrl_c_in_a_command_is_one_line_and_exit_130(leverctl_exe, tmp_path):
-    # A FIFO as the env file holds the command inside its work: it blocks
-    # reading until a writer comes, and our writer never writes.
-    fifo = tmp_path / "env"
-    os.mkfifo(fifo)
-    p = subprocess.Popen([leverctl_exe, "show", "--env-file", str(fifo)], env=_env(), stdout=subprocess.PIPE,
-                         stderr=subprocess.PIPE, preexec_fn=_default_sigint)
-    deadline = time.monotonic() + 60
-    writer = None
+def test_ctrl_c_in_a_command_is_one_line_and_exit_130(leverctl_exe):
+    # `--env-file -` holds the command inside its work: it reads standard
+    # input to its end, and nothing ever writes to that pipe or closes it.
+    p = subprocess.Popen([leverctl_exe, "show", "--env-file", "-"], env=_env(), stdin=subprocess.PIPE,
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, preexec_fn=_default_sigint)
     try:
-        while writer is None:  # opens once the command opens the FIFO for reading
-            try:
-                writer = os.open(fifo, os.O_WRONLY | os.O_NONBLOCK)
-            except OSError as e:
-                assert e.errno == errno.ENXIO and p.poll() is None and time.monotonic() < deadline, p.poll()
-                time.sleep(0.01)
-        _in_read(p.pid, deadline)
+        _in_read(p.pid, time.monotonic() + 60)
         p.send_signal(signal.SIGINT)
         out, err = p.communicate(timeout=60)
     finally:
-        if writer is not None:
-            os.close(writer)
         if p.poll() is None:
             p.kill()
     assert p.returncode == 130, err
     assert out == b"" and err.decode().splitlines() == ["leverctl: interrupted"]
 
 
-def test_a_closed_pipe_is_not_an_error(leverctl_exe):
-    p = subprocess.run(f'"{leverctl_exe}" show -e metrale | head -n 1', shell=True, env=_env(),
+def test_a_fifo_given_as_an_env_file_is_refused_at_once_not_waited_on(leverctl_exe, tmp_path):
+    os.mkfifo(tmp_path / "env")
+    start = time.monotonic()
+    p = subprocess.run([leverctl_exe, "show", "--env-file", str(tmp_path / "env")], env=_env(),
                        capture_output=True, timeout=60)
+    assert p.returncode == 2 and b"is a FIFO" in p.stderr, p.stderr
+    assert time.monotonic() - start < 10
+
+
+@pytest.mark.parametrize("argv", [["show", "-e", "metrale"], ["show", "-f", "json"], ["show", "-f", "env"],
+                                  ["lint", "--set", "ATLAS_K4_DIAG=true"], ["explain", "gdn_wy17"],
+                                  ["diff", "defaults", str(RECIPES / "qwen3-next-80b-a3b.toml")]])
+def test_output_to_a_pipe_its_reader_has_closed_ends_quietly_with_exit_0(leverctl_exe, argv):
+    # The reader is gone before the first write, so every write fails with
+    # EPIPE: the case `leverctl show | head -1` meets once head has exited.
+    r, w = os.pipe()
+    os.close(r)
+    try:
+        p = subprocess.run([leverctl_exe, *argv], env=_env(), stdout=w, stderr=subprocess.PIPE, timeout=60)
+    finally:
+        os.close(w)
+    assert p.returncode == 0, p.stderr
+    assert p.stderr == b""
+
+
+def test_a_closed_pipe_under_pipefail_is_not_an_error(leverctl_exe):
+    # head reads a few bytes and exits; whether leverctl had written all it
+    # had by then or not, pipefail must not see a failure from it.
+    script = f'set -o pipefail; "{leverctl_exe}" show -e metrale | head -c 1 >/dev/null; echo "${{PIPESTATUS[0]}}"'
+    p = subprocess.run(["bash", "-c", script], env=_env(), capture_output=True, timeout=60)
+    assert p.stdout.strip() in (b"0", b"141"), p
     assert b"Traceback" not in p.stderr and b"BrokenPipe" not in p.stderr
+
+
+def test_eval_of_show_env_reproduces_a_value_that_is_not_utf8_byte_for_byte(leverctl_exe):
+    value = b"\xff\x80 a'b\\ $x `y` \"z\"\n\t\xc3("
+    p = subprocess.run([leverctl_exe, "show", "-f", "env"], env=_env(ATLAS_BF16_TC_PROJ=value),
+                       capture_output=True, timeout=60)
+    assert p.returncode == 0, p.stderr
+    assert b"not valid UTF-8" in p.stderr  # said once, as a warning
+    # A fresh bash without the variable evals the lines and prints what it got.
+    got = subprocess.run(["bash", "-c", 'eval "$1" && printf %s "$ATLAS_BF16_TC_PROJ"', "bash", p.stdout],
+                         env=_env(), capture_output=True, timeout=60)
+    assert got.returncode == 0, got.stderr
+    assert got.stdout == value
 
 
 CHECK_IMPORTS = """
