@@ -30,6 +30,7 @@ def _mapper(fn):
 def jobs():
     """(name, dispatcher, signature, threads per block); runs in the compile
     process."""
+    import numpy as np
     from numba import cuda, types
 
     from leverctl_kernels.common import bits as B
@@ -58,8 +59,6 @@ def jobs():
     @cuda.jit(device=True, inline=True)
     def scale_with_a_python_float(x):
         return np.float32(x * 0.1)  # a Python float is a float64 to Numba
-
-    import numpy as np
 
     out.append((PROBE, _mapper(scale_with_a_python_float), (f32[::1], f32[::1]), THREADS))
     return out
