@@ -280,9 +280,9 @@ def _signbit_code(x: np.ndarray, bit: int) -> np.ndarray:
 
 def f32_to_e4m3_np(x) -> np.ndarray:
     x = np.asarray(x, dtype=np.float32)
-    a = np.abs(x).astype(np.float64)
-    m, e = np.frexp(a)
-    with np.errstate(invalid="ignore"):
+    with np.errstate(invalid="ignore"):  # NaN inputs (handled below)
+        a = np.abs(x).astype(np.float64)
+        m, e = np.frexp(a)
         sub = np.rint(a * 512.0)
         norm = ((e.astype(np.int64) + 6) << 3) + np.rint(m * 16.0) - 8
         code = np.where(a < 2.0**-6, sub, norm)
@@ -293,9 +293,9 @@ def f32_to_e4m3_np(x) -> np.ndarray:
 
 def f32_to_e2m1_np(x) -> np.ndarray:
     x = np.asarray(x, dtype=np.float32)
-    a = np.abs(x).astype(np.float64)
-    m, e = np.frexp(a)
-    with np.errstate(invalid="ignore"):
+    with np.errstate(invalid="ignore"):  # NaN inputs (handled below)
+        a = np.abs(x).astype(np.float64)
+        m, e = np.frexp(a)
         code = np.where(a < 1.0, np.rint(a * 2.0), (e.astype(np.int64) << 1) + np.rint(m * 4.0) - 2)
         code = np.where(a >= E2M1_MAX, 7, code)
     code = np.where(np.isnan(a), 0, code).astype(np.int64) | _signbit_code(x, 8)
