@@ -75,7 +75,8 @@ def test_a_declared_decoder_reads_encoded_outputs():
 
 def test_the_error_object_has_the_record_fields():
     fig = chk.compare({"y": np.ones(3, np.float32)}, {"y": np.ones(3)}, TOL)
-    assert set(fig.to_json()) == {"rel", "max_abs", "tol_rel", "tol_abs", "nonfinite", "unwritten", "rechecked"}
+    assert set(fig.to_json()) == {"rel", "max_abs", "tol_rel", "tol_abs", "tol_abs_of_max", "nonfinite", "unwritten",
+                                  "rechecked"}
 
 
 # -- real kernels (simulator, or the GPU under LEVERCTL_TEST_DEVICE=gpu) -----
