@@ -1,12 +1,16 @@
 """The correctness check: poisoned outputs, float64 reference, tolerances."""
 from __future__ import annotations
 
+from dataclasses import replace
+from functools import lru_cache
+
 import numpy as np
 import pytest
 from bench_fakes import BROKEN_MODES, SHAPES, saxpy_path, state_path
+from numba import cuda, float32
 
 from leverctl.bench import check as chk
-from leverctl_kernels.common.path import Tolerance
+from leverctl_kernels.common.path import Tolerance, Variant
 
 TOL = Tolerance(rel=1e-3, abs=1e-2)
 
@@ -114,3 +118,72 @@ def test_an_in_place_state_is_checked_after_the_run():
     assert _check(path, "good").passed
     stale = _check(path, "stale")
     assert not stale.passed and stale.worst == "state"
+
+
+# -- device scratch is poisoned like the outputs --------------------------------
+
+
+@lru_cache(maxsize=None)
+def make_two_stage(skip_last: bool):
+    """``tmp = 2x`` then ``y = tmp + b``: saxpy through device scratch. With
+    ``skip_last`` the first kernel forgets the last element of ``tmp``."""
+
+    @cuda.jit
+    def double(tmp, x):
+        i = cuda.grid(1)
+        if i < x.size and not (skip_last and i == x.size - 1):
+            tmp[i] = float32(2.0) * x[i]
+
+    @cuda.jit
+    def add(y, tmp, b):
+        i = cuda.grid(1)
+        if i < y.size:
+            y[i] = tmp[i] + b[i]
+
+    return double, add
+
+
+def two_stage_build(skip_last: bool):
+    def build(shape):
+        double, add = make_two_stage(skip_last)
+        n = shape["n"]
+        tmp = cuda.device_array(n, np.float32)
+        grid = (n + 31) // 32
+
+        def launch(bufs):
+            double[grid, 32](tmp, bufs["x"])
+            add[grid, 32](bufs["y"], tmp, bufs["b"])
+
+        launch.workspace = {"tmp": tmp}
+        return launch
+
+    return build
+
+
+def stale_scratch_check(skip_last: bool, declared: bool = True):
+    """Check a two-stage variant whose scratch still holds the right values
+    from an earlier call on the same inputs (as after the timing loop);
+    ``declared=False`` hides the scratch from the check."""
+    shape = SHAPES[0]
+    path = replace(saxpy_path(), variants={"v": Variant("v", "two stage", two_stage_build(skip_last))})
+    inputs = path.make_inputs(shape, np.random.default_rng(0))
+    launch = path.variants["v"].build(shape)
+    launch.workspace["tmp"].copy_to_device(2 * inputs["x"])
+    if not declared:
+        del launch.workspace
+    return chk.check(path, "v", shape, launch, inputs, cuda)[1]
+
+
+@pytest.mark.sim
+def test_a_kernel_that_reads_scratch_nobody_wrote_this_call_fails():
+    fig = stale_scratch_check(skip_last=True)
+    # The poison flows into y[n-1]: NaN on a GPU; the simulator's NumPy
+    # arithmetic keeps the payload, so there it reads as never written.
+    assert not fig.passed and fig.nonfinite + fig.unwritten == 1 and fig.worst == "y"
+    assert stale_scratch_check(skip_last=False).passed
+
+
+@pytest.mark.sim
+def test_undeclared_scratch_lets_last_calls_leftovers_hide_the_same_bug():
+    # What poisoning the workspace buys: unpoisoned, the broken kernel passes.
+    assert stale_scratch_check(skip_last=True, declared=False).passed
