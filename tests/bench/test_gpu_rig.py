@@ -5,6 +5,8 @@ the ceilings come out of the bytes and FLOPs the rig counts. (The real thing
 is checked by test_gpu_timing.py on a GPU.)"""
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 import pytest
 
@@ -233,3 +235,63 @@ def test_without_torch_there_is_no_library_reference():
         assert timing.cublas_fp16_us(1, 64, 64, None) is None
     else:
         pytest.skip("torch is installed here")
+
+
+# -- what a GPU record takes from the rig (the kernel itself runs in the simulator)
+
+
+class StubRig:
+    """Answers the bench's questions to a rig with fixed figures, and
+    remembers how ``time`` was asked."""
+
+    def __init__(self):
+        self.asked: dict = {}
+
+    def time(self, launch, rule, *, launches=1, with_host=False):
+        self.asked = {"launches": launches, "with_host": with_host}
+        stats = timing.summarize([4.0] * 50, "noise", batches=2)
+        return replace(stats, launches=launches, with_host_us=250.0 if with_host else None)
+
+    def launch_us(self):
+        return 2.0
+
+    def copy_gbps(self):
+        return 4000.0
+
+    def fp32_tflops(self):
+        return 60.0
+
+
+def _gpu_record(launches: int):
+    from bench_fakes import SHAPES, saxpy_path
+
+    from leverctl.bench.device import Device
+    from leverctl.bench.plan import items_for
+    from leverctl.bench.run import run_item
+
+    path = saxpy_path()
+    multi = replace(path.variants["good"], launches=launches)
+    path = replace(path, variants={**path.variants, "good": multi})
+    item = items_for(path, {"gemv_sw": "good"}, [SHAPES[0]], catalog="c" * 16)[0]
+    rig = StubRig()
+    rec = run_item(item, Device("gpu", "stub", _rig=rig), 0)
+    return rec, rig
+
+
+@pytest.mark.sim
+def test_a_record_of_a_path_whose_variants_differ_in_launches_has_the_host_inclusive_time():
+    rec, rig = _gpu_record(launches=3)  # 'good' now makes 3 launches, the others 1
+    assert rec["status"] == "pass", rec["note"]
+    assert rig.asked == {"launches": 3, "with_host": True}
+    t, roof = rec["timing"], rec["roofline"]
+    assert (t["launches"], t["with_host_us"], t["host_launch"]) == (3, 250.0, "excluded")
+    assert (roof["launches"], roof["launch_us"]) == (3, 2.0)
+    # 444 bytes at 4000 GB/s is 0.1 ns: the floor is the three launches
+    assert roof["floor_us"] == pytest.approx(6.0, rel=1e-3) and roof["bound"] == "launch"
+
+
+@pytest.mark.sim
+def test_a_record_of_a_single_launch_path_is_not_timed_with_the_host():
+    rec, rig = _gpu_record(launches=1)
+    assert rig.asked == {"launches": 1, "with_host": False}
+    assert rec["timing"]["with_host_us"] is None and rec["roofline"]["floor_us"] == pytest.approx(2.0, rel=1e-3)
