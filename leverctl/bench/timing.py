@@ -337,10 +337,16 @@ class GpuRig:
         self._warm_out = cuda.device_array(1, dtype=np.float32)
         self._idle_since: float | None = None  # host clock; None: never warmed
         self.warmed_s = 0.0  # total warm-up time (seconds), for the tests and the curious
-        # Compile the rig's kernels now, outside every measurement.
+        # Compile the rig's kernels now, outside every measurement (and
+        # outside the warm-up's clock: a compile is no warm-up).
         self.delay[1, 1](np.uint64(1000), self._sink)
         self.flush()
-        cuda.synchronize()
+        self._burn(1)
+
+    def _burn(self, iters: int) -> None:
+        """Every SM busy with FMAs for ``iters`` iterations, synchronized."""
+        self._fma[self.sm_count * 16, _THREADS](self._warm_out, iters, self.np.float32(0.9999999))
+        self.cuda.synchronize()
 
     def warm(self, seconds: float | None = None) -> float:
         """Keep every SM busy with FMAs for ``seconds`` (by the host clock,
@@ -355,11 +361,9 @@ class GpuRig:
                 seconds = REWARM_S
             else:
                 return 0.0
-        b = self.np.float32(0.9999999)
         t0 = now
         while True:
-            self._fma[self.sm_count * 16, _THREADS](self._warm_out, WARM_ITERS, b)
-            self.cuda.synchronize()
+            self._burn(WARM_ITERS)
             if self.clock() - t0 >= seconds:
                 break
         spent = self.clock() - t0
