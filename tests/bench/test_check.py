@@ -67,6 +67,29 @@ def test_an_all_zero_reference_uses_the_plain_norm():
     assert fig.rel == pytest.approx(2e-4, rel=1e-3)
 
 
+@pytest.mark.parametrize("scale", [1e-3, 1.0, 1e3])
+def test_the_absolute_bound_follows_each_outputs_scale(scale):
+    tol = Tolerance(rel=1.0, abs_of_max=1e-3)
+    ref = {"y": scale * np.linspace(-1, 1, 101)}
+    close = {"y": ref["y"] * (1 + 5e-4)}  # every element within 5e-4 of the largest
+    assert chk.compare(close, ref, tol).passed
+    off = {"y": ref["y"].copy()}
+    off["y"][50] += 2e-3 * scale  # one element: a fifth of a percent of the largest
+    fig = chk.compare(off, ref, tol)
+    assert not fig.passed and fig.tol_abs == pytest.approx(1e-3 * scale)
+    assert "max abs error" in fig.why()
+
+
+def test_a_small_output_is_held_to_its_own_scale_not_a_larger_ones():
+    tol = Tolerance(rel=1.0, abs_of_max=1e-3)
+    ref = {"big": np.full(4, 1000.0), "small": np.full(4, 1e-3)}
+    got = {"big": ref["big"].copy(), "small": ref["small"] + 1e-4}  # 10 % off, far under big's bound
+    fig = chk.compare(got, ref, tol)
+    assert not fig.passed and fig.worst == "small"
+    assert (fig.max_abs, fig.tol_abs) == (pytest.approx(1e-4), pytest.approx(1e-6))
+    assert fig.to_json()["tol_abs_of_max"] == 1e-3
+
+
 def test_a_declared_decoder_reads_encoded_outputs():
     bf16_bits = np.array([0x3F80, 0x4000], dtype=np.uint16)  # 1.0, 2.0 as bf16
 
