@@ -1,7 +1,7 @@
-"""The format helpers of ``common/bits.py`` compile for sm_90 without a
+"""The format device functions of ``common/bits.py`` compile for sm_90 without a
 single FP64 instruction (``ptx_harness``): each device function is compiled
 inside a one-line kernel, as a kernel would inline it. A float64 literal or a
-``math`` call typed as float64 inside a helper puts FP64 arithmetic into every
+``math`` call typed as float64 inside one of them puts FP64 arithmetic into every
 kernel that decodes a weight, at 1/64 of the FP32 rate on an H200.
 """
 from __future__ import annotations
@@ -64,20 +64,20 @@ def jobs():
     return out
 
 
-def _helpers(compiled: dict) -> dict:
+def _formats(compiled: dict) -> dict:
     return {**compiled, "kernels": {n: r for n, r in compiled["kernels"].items() if n != PROBE}}
 
 
-def test_every_format_helper_compiles_for_sm90_without_fp64(compiled):
-    assert len(_helpers(compiled)["kernels"]) == 9
-    check_ptx(_helpers(compiled), fp64=False)
+def test_every_format_function_compiles_for_sm90_without_fp64(compiled):
+    assert len(_formats(compiled)["kernels"]) == 9
+    check_ptx(_formats(compiled), fp64=False)
 
 
-def test_a_helper_that_multiplies_by_a_python_float_is_counted_as_fp64(compiled):
+def test_a_device_function_that_multiplies_by_a_python_float_is_counted_as_fp64(compiled):
     assert compiled["kernels"][PROBE]["f64"] > 0
     with pytest.raises(AssertionError, match="fp64 instructions"):
         check_ptx(compiled, fp64=False)
 
 
-def test_format_helpers_need_no_stack_or_spills(compiled):
-    check_ptxas(_helpers(compiled))
+def test_format_functions_need_no_stack_or_spills(compiled):
+    check_ptxas(_formats(compiled))
