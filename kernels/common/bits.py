@@ -28,6 +28,11 @@ zero of the input's sign.
 * ``f32_to_e2m1``: saturating at +-6 (0x7/0xf); NaN -> 0x7 (the format has
   no NaN: a loud value).
 
+``tests/kernels/test_bits_ml_dtypes.py`` checks all of this against
+``ml_dtypes``; it differs only where said above: FP8 overflow saturates
+(``ml_dtypes`` gives NaN), NaN -> 0x7f whatever its sign for E4M3 and 0x7
+for E2M1 (``ml_dtypes``: a signed NaN, a zero), and bf16 NaN payloads.
+
 NVFP4 (linear layout, blocks never straddle rows; row length a multiple of
 16): element ``i`` of a row is nibble ``i % 2`` (low nibble first) of byte
 ``packed[i // 2]``; the 16 elements ``16b .. 16b+15`` share the e4m3 scale
@@ -56,21 +61,41 @@ E4M3_MAX = 448.0
 E2M1_MAX = 6.0
 E4M3_NAN = 0x7F
 NVFP4_BLOCK = 16
-# Powers of two as module constants (compile-time constants in kernels).
-_TWO_M149 = 2.0**-149  # smallest float32 subnormal
-_TWO_M126 = 2.0**-126  # smallest float32 normal
-_TWO_P75 = 2.0**75
-_TWO_P74 = 2.0**74
+# Every constant a device function compares or multiplies with is a float32:
+# a Python float is a float64 to Numba, and one float64 operand makes the
+# whole expression FP64 (1/64 of the FP32 rate on an H200; the sm_90 compile
+# test counts .f64 instructions). All are powers of two or small integers,
+# exact in float32.
+_F0 = np.float32(0.0)
+_F_HALF = np.float32(0.5)
+_F1 = np.float32(1.0)
+_F2 = np.float32(2.0)
+_F4 = np.float32(4.0)
+_F6 = np.float32(E2M1_MAX)
+_F16 = np.float32(16.0)
+_F448 = np.float32(E4M3_MAX)
+_F512 = np.float32(512.0)  # 2**9: e4m3 subnormal steps
+_TWO_M6 = np.float32(2.0**-6)  # smallest e4m3 normal
+_TWO_M9 = np.float32(2.0**-9)  # e4m3 subnormal step
+_TWO_M10 = np.float32(2.0**-10)
+_TWO_M149 = np.float32(2.0**-149)  # smallest float32 subnormal
+_TWO_M126 = np.float32(2.0**-126)  # smallest float32 normal
+_TWO_P24 = np.float32(2.0**24)
+_TWO_P75 = np.float32(2.0**75)
+_TWO_P74 = np.float32(2.0**74)
+_F_INF = np.float32(math.inf)
+_F_NAN = np.float32(math.nan)
 
 # --- device functions --------------------------------------------------------
 
 
 @cuda.jit(device=True, inline=True)
 def _rne(v):
-    """Round a non-negative float to the nearest integer, ties to even."""
-    f = int(math.floor(v))  # floor is a float on the CUDA target
-    r = v - f
-    if r > 0.5 or (r == 0.5 and (f & 1) == 1):
+    """Round a non-negative float32 to the nearest integer, ties to even."""
+    fl = np.float32(math.floor(v))  # float32 throughout: no FP64 on the way
+    r = v - fl
+    f = int(fl)
+    if r > _F_HALF or (r == _F_HALF and (f & 1) == 1):
         f += 1
     return f
 
@@ -78,7 +103,7 @@ def _rne(v):
 @cuda.jit(device=True, inline=True)
 def _negative(x):
     # True for -0.0 too, and for NaNs with the sign bit set.
-    return math.copysign(1.0, x) < 0.0
+    return math.copysign(_F1, x) < _F0
 
 
 @cuda.jit(device=True, inline=True)
@@ -88,9 +113,9 @@ def bits_to_f32(u):
     e = (w >> 23) & 0xFF
     m = w & 0x7FFFFF
     if e == 0xFF:
-        v = np.float32(math.inf) if m == 0 else np.float32(math.nan)
+        v = _F_INF if m == 0 else _F_NAN
     elif e == 0:
-        v = np.float32(m) * np.float32(_TWO_M149)  # exact, no ldexp on subnormals
+        v = np.float32(m) * _TWO_M149  # exact, no ldexp on subnormals
     else:
         v = np.float32(math.ldexp(np.float32(m | 0x800000), e - 150))
     if (w >> 31) & 1:
@@ -108,12 +133,12 @@ def f32_to_bits(x):
     a = abs(xf)
     if math.isinf(a):
         return np.uint32(s | 0x7F800000)
-    if a == 0.0:
+    if a == _F0:
         return np.uint32(s)
     if a < _TWO_M126:  # subnormal: a * 2**149 is an exact integer < 2**23
-        return np.uint32(s | int(a * np.float32(_TWO_P75) * np.float32(_TWO_P74)))
+        return np.uint32(s | int(a * _TWO_P75 * _TWO_P74))
     m, e = math.frexp(a)  # a = m * 2**e, 0.5 <= m < 1
-    return np.uint32(s | ((e + 126) << 23) | (int(m * 16777216.0) - 0x800000))
+    return np.uint32(s | ((e + 126) << 23) | (int(m * _TWO_P24) - 0x800000))
 
 
 @cuda.jit(device=True, inline=True)
@@ -125,7 +150,7 @@ def bf16_to_f32(b):
 @cuda.jit(device=True, inline=True)
 def f32_to_bf16(x):
     """bf16 bits (uint16) of float32 ``x``, round to nearest even."""
-    u = int(f32_to_bits(x))
+    u = np.int64(f32_to_bits(x))
     if (u & 0x7FFFFFFF) > 0x7F800000:  # NaN: keep sign, make it quiet
         return np.uint16((u >> 16) | 0x40)
     u += 0x7FFF + ((u >> 16) & 1)  # carries into the exponent when needed
@@ -135,17 +160,17 @@ def f32_to_bf16(x):
 @cuda.jit(device=True, inline=True)
 def e4m3_to_f32(c):
     """float32 value of an FP8 E4M3 (fn) code ``c`` (uint8)."""
-    ci = int(c)
+    ci = np.int32(c)
     mag = ci & 0x7F
     e = mag >> 3
     m = mag & 7
     if mag == 0x7F:
-        v = np.float32(math.nan)
+        v = _F_NAN
     elif e == 0:
-        v = np.float32(m) * np.float32(0.001953125)  # m * 2**-9
+        v = np.float32(m) * _TWO_M9
     else:
         # (8 + m) * 2**(e - 10); (8 + m) << e < 2**24 is exact in float32
-        v = np.float32((8 + m) << e) * np.float32(0.0009765625)
+        v = np.float32((8 + m) << e) * _TWO_M10
     if ci & 0x80:
         v = -v
     return v
@@ -159,22 +184,22 @@ def f32_to_e4m3(x):
         return np.uint8(0x7F)
     s = 0x80 if _negative(xf) else 0
     a = abs(xf)
-    if a >= 448.0:
+    if a >= _F448:
         return np.uint8(s | 0x7E)
-    if a < 0.015625:  # below 2**-6: subnormal step 2**-9 (8 -> 0x08, min normal)
-        return np.uint8(s | _rne(a * 512.0))
+    if a < _TWO_M6:  # subnormal step 2**-9 (8 -> 0x08, min normal)
+        return np.uint8(s | _rne(a * _F512))
     m, e = math.frexp(a)  # exponent e - 1 in [-6, 8]
-    q = _rne(m * 16.0)  # 8..16; 16 carries into the exponent field
+    q = _rne(m * _F16)  # 8..16; 16 carries into the exponent field
     return np.uint8(s | (((e + 6) << 3) + q - 8))
 
 
 @cuda.jit(device=True, inline=True)
 def e2m1_to_f32(n):
     """float32 value of an FP4 E2M1 nibble ``n`` (low 4 bits used)."""
-    ni = int(n)
+    ni = np.int32(n)
     mag = ni & 7
     if mag < 2:
-        v = np.float32(mag) * np.float32(0.5)
+        v = np.float32(mag) * _F_HALF
     else:
         # (2 + m) * 2**(e - 2) for exponent field e in 1..3
         v = np.float32((2 + (mag & 1)) << (mag >> 1)) * np.float32(0.25)
@@ -191,12 +216,12 @@ def f32_to_e2m1(x):
         return np.uint8(0x7)
     s = 8 if _negative(xf) else 0
     a = abs(xf)
-    if a >= 6.0:
+    if a >= _F6:
         return np.uint8(s | 7)
-    if a < 1.0:  # step 0.5 (2 -> code 2, 1.0)
-        return np.uint8(s | _rne(a * 2.0))
+    if a < _F1:  # step 0.5 (2 -> code 2, 1.0)
+        return np.uint8(s | _rne(a * _F2))
     m, e = math.frexp(a)  # exponent e - 1 in 0..2
-    q = _rne(m * 4.0)  # 2..4
+    q = _rne(m * _F4)  # 2..4
     return np.uint8(s | ((e << 1) + q - 2))
 
 
@@ -204,7 +229,7 @@ def f32_to_e2m1(x):
 def nvfp4_at(packed, scales, tensor_scale, i):
     """Element ``i`` of an NVFP4 row: ``packed`` uint8 (two nibbles a byte,
     low first), ``scales`` uint8 e4m3 codes (one per 16 elements)."""
-    b = int(packed[i >> 1])
+    b = np.int32(packed[i >> 1])  # signed: uint64 and int64 would unify to float64
     n = (b >> 4) if (i & 1) else (b & 0xF)
     return (e2m1_to_f32(n) * e4m3_to_f32(scales[i >> 4])) * np.float32(tensor_scale)
 
@@ -260,9 +285,9 @@ def _signbit_code(x: np.ndarray, bit: int) -> np.ndarray:
 
 def f32_to_e4m3_np(x) -> np.ndarray:
     x = np.asarray(x, dtype=np.float32)
-    a = np.abs(x).astype(np.float64)
-    m, e = np.frexp(a)
-    with np.errstate(invalid="ignore"):
+    with np.errstate(invalid="ignore"):  # NaN inputs (handled below)
+        a = np.abs(x).astype(np.float64)
+        m, e = np.frexp(a)
         sub = np.rint(a * 512.0)
         norm = ((e.astype(np.int64) + 6) << 3) + np.rint(m * 16.0) - 8
         code = np.where(a < 2.0**-6, sub, norm)
@@ -273,9 +298,9 @@ def f32_to_e4m3_np(x) -> np.ndarray:
 
 def f32_to_e2m1_np(x) -> np.ndarray:
     x = np.asarray(x, dtype=np.float32)
-    a = np.abs(x).astype(np.float64)
-    m, e = np.frexp(a)
-    with np.errstate(invalid="ignore"):
+    with np.errstate(invalid="ignore"):  # NaN inputs (handled below)
+        a = np.abs(x).astype(np.float64)
+        m, e = np.frexp(a)
         code = np.where(a < 1.0, np.rint(a * 2.0), (e.astype(np.int64) << 1) + np.rint(m * 4.0) - 2)
         code = np.where(a >= E2M1_MAX, 7, code)
     code = np.where(np.isnan(a), 0, code).astype(np.int64) | _signbit_code(x, 8)

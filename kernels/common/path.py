@@ -46,10 +46,34 @@ class Shape:
 
 @dataclass(frozen=True)
 class Tolerance:
-    """Pass when ``||y - ref||_2 / ||ref||_2 <= rel`` and ``max|y - ref| <= abs``."""
+    """Pass when ``||y - ref||_2 / ||ref||_2 <= rel`` and, per output,
+    ``max|y - ref| <= abs + abs_of_max * max|ref|``.
+
+    The relative bound is a norm: at model shapes one wrong element, row or
+    token among millions barely moves it. The absolute bound is what catches
+    those, and it only can if it follows the output's scale at each shape
+    (GDN's outputs are ~0.05 at model shapes; a fixed 5e-3 is 10 % of that).
+    So a path declares ``abs_of_max``: the largest error any one element may
+    have, as a fraction of the output's largest reference magnitude. ``abs``
+    is a fixed floor (0 for the families; an all-zero output then has to be
+    exact)."""
 
     rel: float
-    abs: float
+    abs: float = 0.0
+    abs_of_max: float = 0.0
+
+    def abs_bound(self, ref: Any) -> float:
+        """The absolute bound for one output whose reference is ``ref`` (an
+        array or its largest magnitude)."""
+        scale = ref if isinstance(ref, (int, float)) else _max_magnitude(ref)
+        return self.abs + self.abs_of_max * scale
+
+
+def _max_magnitude(a: Any) -> float:
+    import numpy as np  # not at import time: the CLI describes paths without numpy
+
+    a = np.asarray(a, dtype=np.float64)
+    return float(np.max(np.abs(a))) if a.size else 0.0
 
 
 @dataclass(frozen=True)
@@ -69,7 +93,18 @@ class Traffic:
 
 # launch(bufs): enqueue the variant's kernel launch(es) on the default stream.
 # ``bufs`` maps every input and output name to a device array.
+#
+# A variant that allocates device scratch in ``build`` (intermediates between
+# its kernels) attaches it to the launch it returns, ``launch.workspace =
+# {name: device array}``: the bench poisons it before every correctness run,
+# like the outputs, so a kernel that reads scratch nobody wrote this call
+# (last call's leftovers, say) fails instead of passing on stale values.
 Launch = Callable[[dict], None]
+
+
+def workspace_of(launch: Launch) -> Mapping[str, Any]:
+    """The device scratch ``launch`` declared (empty when none)."""
+    return getattr(launch, "workspace", None) or {}
 
 
 @dataclass(frozen=True)
@@ -88,6 +123,11 @@ class Variant:
     # Bytes/FLOPs when they differ from the path's (e.g. a variant that
     # round-trips state through global memory); None uses the path's traffic.
     traffic: Callable[[Shape], Traffic] | None = None
+    # Kernel launches one call makes: a number, or shape -> number (one per
+    # sequence, say). The roofline floor pays a launch latency for each, and
+    # where the variants of a path differ in it the bench also times the call
+    # with the host's launch cost included.
+    launches: int | Callable[[Shape], int] = 1
 
 
 @dataclass(frozen=True)
@@ -141,3 +181,12 @@ class KernelPath:
     def variant_traffic(self, variant: str, shape: Shape) -> Traffic:
         v = self.variants[variant]
         return (v.traffic or self.traffic)(shape)
+
+    def variant_launches(self, variant: str, shape: Shape) -> int:
+        n = self.variants[variant].launches
+        return int(n(shape) if callable(n) else n)
+
+    def launches_vary(self, shape: Shape) -> bool:
+        """Whether the levers choose between different numbers of launches
+        at ``shape`` (then the host's launch cost is part of the choice)."""
+        return len({self.variant_launches(v, shape) for v in self.variants}) > 1

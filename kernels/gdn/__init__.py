@@ -44,17 +44,29 @@ from . import (conv_fused, conv_separate, decode_batched, decode_per_sequence, p
 
 # fp32 kernels against a float64 reference on the same fp16 inputs. Prefill
 # accumulates over thousands of tokens and chunk-sized solves: more room.
-TOKEN_TOL = Tolerance(rel=5e-4, abs=5e-3)
-PREFILL_TOL = Tolerance(rel=1e-3, abs=1e-2)
+# The absolute bounds follow each output's scale (``o`` is ~0.05-0.1 at
+# model shapes, the state ~1): no element may be off by more than 1e-4
+# (prefill 2e-4) of its output's largest magnitude. Correct fp32 arithmetic
+# stays near 1e-6 of it (the simulator's kernels at smoke shapes, a float32
+# recurrence at model shapes); one token skipped or one head's decay wrong
+# is orders of magnitude over it, though the norm-wise bound, diluted over
+# every head and token, misses the first.
+TOKEN_TOL = Tolerance(rel=5e-4, abs_of_max=1e-4)
+PREFILL_TOL = Tolerance(rel=1e-3, abs_of_max=2e-4)
 
 _STATE_NOTE = ("Qwen3-Next (Hv = 32, dk = dv = 128): 2 MiB of fp32 state per sequence and layer; "
                "one verify call reads and writes it once (4 MiB), T single-token steps would move "
                "T times that (17 tokens: 68 MiB).")
 
-def _variant(mod, traffic=None) -> Variant:
+def _variant(mod, traffic=None, launches=1) -> Variant:
     """The variant a variant module declares (``NAME``, ``SUMMARY``,
-    ``build``), with its own traffic where it moves more than the path's."""
-    return Variant(mod.NAME, mod.SUMMARY, mod.build, traffic=traffic)
+    ``build``), with its own traffic where it moves more than the path's and
+    its kernel launches per call where there are several."""
+    return Variant(mod.NAME, mod.SUMMARY, mod.build, traffic=traffic, launches=launches)
+
+
+def _per_sequence_launches(shape) -> int:
+    return shape["n"]  # one launch per sequence
 
 
 def _path(name: str, summary: str, levers: dict, variants: list[Variant], **fields) -> KernelPath:
@@ -101,7 +113,7 @@ DECODE = _path(
     "decode",
     "multi-sequence single-token decode over a state pool indexed by slot",
     {"gdn_batched_fla": False},
-    [_variant(decode_batched), _variant(decode_per_sequence)],
+    [_variant(decode_batched), _variant(decode_per_sequence, launches=_per_sequence_launches)],
     select=spec.select_decode,
     shapes=spec.decode_shapes,
     make_inputs=spec.decode_inputs,
@@ -118,7 +130,7 @@ FUSED_CONV = _path(
     "fused_conv",
     "decode conv1d+SiLU, GDN step and gated RMSNorm: fused vs separate kernels",
     {"gdn_fused_conv": False},
-    [_variant(conv_fused), _variant(conv_separate, spec.fused_conv_separate_traffic)],
+    [_variant(conv_fused), _variant(conv_separate, spec.fused_conv_separate_traffic, launches=3)],
     select=spec.select_fused_conv,
     shapes=spec.fused_conv_shapes,
     make_inputs=spec.fused_conv_inputs,

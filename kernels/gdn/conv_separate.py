@@ -100,4 +100,5 @@ def build(shape):
         gdn[gdn_grid, gdn_nt](qa, ka, va, b["g"], b["beta"], b["slots"], st.reshape(st.size), oa)
         norm[norm_grid, norm_nt](oa, b["z"], b["norm_weight"], b["out"])
 
+    launch.workspace = {"q_a": qa, "k_a": ka, "v_a": va, "o_a": oa}  # poisoned by the bench before a check
     return launch

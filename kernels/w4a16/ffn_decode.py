@@ -3,7 +3,8 @@
 ``y = W_down (silu(W_gate x) * (W_up x))`` for one token, ``x`` and ``y``
 fp16 ``[hidden]``, ``W_gate``/``W_up`` ``[inter, hidden]`` and ``W_down``
 ``[hidden, inter]`` packed int4. Scratch vectors (fp16, ``[inter]``) are
-allocated once per ``build``::
+allocated once per ``build`` and declared as the launch's ``workspace`` (the
+bench poisons them before each correctness run)::
 
     gemv_{sw,64t}+fused   dual GEMV -> gate, up
                           fused SiLU-multiply + down GEMV (warp per row) -> y
@@ -69,6 +70,7 @@ def build_ffn_variant(name: str, shape):
             act(h, gate, up)
             gemm_down(bufs["y"].reshape(1, hidden), h2, bufs["qw_down"], bufs["s_down"])
 
+        launch.workspace = {"gate": gate, "up": up, "h": h}  # the bench poisons it before a check
         return launch
 
     gemv_kind, mode = name.split("+")
@@ -82,6 +84,7 @@ def build_ffn_variant(name: str, shape):
             dual(gate, up, bufs["qw_gate"], bufs["s_gate"], bufs["qw_up"], bufs["s_up"], bufs["x"])
             down(bufs["y"], bufs["qw_down"], bufs["s_down"], gate, up)
 
+        launch.workspace = {"gate": gate, "up": up}
         return launch
 
     h = cuda.device_array(inter, dtype=np.float16)
@@ -93,6 +96,7 @@ def build_ffn_variant(name: str, shape):
         act(h, gate, up)
         down(bufs["y"], bufs["qw_down"], bufs["s_down"], h)
 
+    launch.workspace = {"gate": gate, "up": up, "h": h}
     return launch
 
 

@@ -17,9 +17,11 @@ Rules the records rely on:
   model shapes are refused unless forced: at about a millisecond per
   simulated thread they take hours.
 * ``noise`` is the relative standard error of the median; sampling stops
-  once it is <= 0.5 %, else at the time cap (``stopped_by``).
-* The roofline floor is max(bytes / copy bandwidth, FLOPs / FP32 rate), both
-  measured once per run on the device.
+  once it is <= 0.5 % after at least two batches, else at the time cap
+  (``stopped_by``). Times exclude the host's launch cost; where the levers
+  change the number of launches, ``with_host_us`` includes it.
+* The roofline floor is launches x launch latency + max(bytes / copy
+  bandwidth, FLOPs / FP32 rate), all measured once per run on the device.
 
 Hooks a kernel path may declare in ``KernelPath.extra``:
 

@@ -100,9 +100,11 @@ def _run(item: PlanItem, device: Device, seed: int, stop: StopRule, rec: dict) -
     for _ in range(WARMUP_LAUNCHES):
         launch(bufs)
     cuda.synchronize()
-    stats = device.rig().time(lambda: launch(bufs), stop)
+    launches = path.variant_launches(item.variant, shape)
+    stats = device.rig().time(lambda: launch(bufs), stop, launches=launches, with_host=path.launches_vary(shape))
     rec["timing"] = stats.to_json()
-    roof, achieved = roofline(traffic.bytes, traffic.flops, stats.median_us, device.copy_gbps, device.fp32_tflops)
+    roof, achieved = roofline(traffic.bytes, traffic.flops, stats.median_us, device.copy_gbps, device.fp32_tflops,
+                              launch_us=device.rig().launch_us(), launches=launches)
     rec["roofline"], rec["achieved"] = roof, achieved
     mnk = path.extra.get("gemm_mnk")
     if mnk is not None:

@@ -21,10 +21,33 @@ What one sample is (``GpuRig.measure``)::
   samples run back to back. The spin is lengthened, and the batch retried,
   whenever the host took longer than it to queue.
 
-Stopping rule (``sample_until_stable``): after ``min_samples``, stop as soon
-as the *noise* -- the relative standard error of the median, estimated
-robustly from the interquartile range -- is at most ``max_noise`` (0.5 %),
-else at ``max_seconds`` of wall time (``stopped_by`` says which).
+* The GPU's clocks idle low between kernels and take tens of milliseconds
+  to ramp up. Before the first measurement, and again after the GPU sat idle
+  (compiling, checking on the host), the rig keeps every SM busy with FMAs
+  for a while (``warm``), so the first samples do not run at idle clocks.
+
+Stopping rule (``sample_until_stable``): samples come in batches of
+``batch`` (one ``measure`` call each). After ``min_samples`` *and* at least
+``min_batches`` (2) batches, stop as soon as the *noise* -- the relative
+standard error of the median, estimated robustly from the interquartile
+range -- is at most ``max_noise`` (0.5 %), else at ``max_seconds`` of wall
+time (``stopped_by`` says which). A single batch never decides: its samples
+ran back to back at one clock and one cache state, so their spread says
+little about the next batch's.
+
+Host launch cost. The gated samples exclude it by construction
+(``host_launch: "excluded"`` in the record). Where a path's levers change
+the number of launches per call (one batched launch against one per
+sequence, two kernels against four), that cost is part of what the lever
+decides, so the record also carries ``with_host_us``: the median time of a
+call issued onto an idle stream, the host's launch overhead included
+(``measure_with_host``).
+
+Roofline (``roofline``): the floor is ``launches * launch_us`` -- the
+GPU-side cost of a launch, measured as the gated time of an empty kernel --
+plus the larger of moving the bytes at the copy bandwidth and doing the
+FLOPs at the FP32 rate. Without the launch term a microsecond decode kernel
+would be reported at a few percent of a floor no kernel reaches.
 
 The statistics and the roofline are pure functions, so they are tested on
 synthetic samples without a GPU.
@@ -33,7 +56,7 @@ from __future__ import annotations
 
 import math
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from functools import lru_cache
 from typing import Any, Callable, Sequence
 
@@ -50,6 +73,7 @@ class StopRule:
     max_seconds: float = 2.0
     max_samples: int = 20_000
     batch: int = 25  # samples queued behind one delay kernel
+    min_batches: int = 2  # the noise rule never stops inside the first batch
 
 
 @dataclass(frozen=True)
@@ -60,12 +84,18 @@ class Stats:
     samples: int
     noise: float
     stopped_by: str  # "noise" | "time" | "samples"
+    batches: int = 1
+    launches: int = 1  # kernel launches per call of the timed function
+    # Median per call issued onto an idle stream, host launch cost included;
+    # measured only where a path's levers change the number of launches.
+    with_host_us: float | None = None
 
     def to_json(self) -> dict[str, Any]:
         d = asdict(self)
-        for k in ("median_us", "p20_us", "p80_us"):
+        for k in ("median_us", "p20_us", "p80_us", "with_host_us"):
             d[k] = sig(d[k])
         d["noise"] = sig(d["noise"], 3)
+        d["host_launch"] = "excluded"  # from median_us/p20_us/p80_us: the samples are gated
         return d
 
 
@@ -100,7 +130,7 @@ def relative_noise(samples: Sequence[float]) -> float:
     return _MEDIAN_SE * iqr * _IQR_TO_SIGMA / math.sqrt(n) / med
 
 
-def summarize(samples: Sequence[float], stopped_by: str) -> Stats:
+def summarize(samples: Sequence[float], stopped_by: str, batches: int = 1) -> Stats:
     xs = sorted(samples)
     return Stats(
         median_us=percentile(xs, 50),
@@ -109,6 +139,7 @@ def summarize(samples: Sequence[float], stopped_by: str) -> Stats:
         samples=len(xs),
         noise=relative_noise(xs),
         stopped_by=stopped_by,
+        batches=batches,
     )
 
 
@@ -117,44 +148,58 @@ def sample_until_stable(
     rule: StopRule = StopRule(),
     clock: Callable[[], float] = time.perf_counter,
 ) -> Stats:
-    """Call ``measure(n)`` (-> about ``n`` samples in microseconds) until
-    the rule says stop."""
+    """Call ``measure(n)`` (-> about ``n`` samples in microseconds, one
+    batch) until the rule says stop. The noise rule waits for
+    ``min_batches`` batches; the time and sample caps only for
+    ``min_samples``."""
     samples: list[float] = []
+    batches = 0
     start = clock()
-    want = rule.min_samples
     while True:
+        n = len(samples)
+        want = max(min(rule.batch, rule.max_samples - n), rule.min_samples - n, 1)
         got = list(measure(want))
         if not got:
             raise RuntimeError("the timer returned no samples")
         samples.extend(got)
+        batches += 1
         n = len(samples)
         if n >= rule.min_samples:
-            if relative_noise(samples) <= rule.max_noise:
-                return summarize(samples, "noise")
+            if batches >= rule.min_batches and relative_noise(samples) <= rule.max_noise:
+                return summarize(samples, "noise", batches)
             if n >= rule.max_samples:
-                return summarize(samples, "samples")
+                return summarize(samples, "samples", batches)
             if clock() - start >= rule.max_seconds:
-                return summarize(samples, "time")
-        want = min(rule.batch, rule.max_samples - n) if n >= rule.min_samples else rule.min_samples - n
+                return summarize(samples, "time", batches)
 
 
 def roofline(
-    nbytes: int, flops: int, median_us: float, copy_gbps: float, fp32_tflops: float
+    nbytes: int, flops: int, median_us: float, copy_gbps: float, fp32_tflops: float,
+    *, launch_us: float = 0.0, launches: int = 1,
 ) -> tuple[dict[str, Any], dict[str, Any]]:
     """The record's ``roofline`` and ``achieved`` objects.
 
-    The floor is the larger of moving ``nbytes`` at the measured copy
-    bandwidth and doing ``flops`` at the measured FP32 rate; ``pct_of_floor``
-    is floor / measured (100 % = at the ceiling)."""
+    The floor is ``launches * launch_us`` (the GPU-side cost of each kernel
+    launch, measured as an empty kernel's gated time) plus the larger of
+    moving ``nbytes`` at the measured copy bandwidth and doing ``flops`` at
+    the measured FP32 rate; ``pct_of_floor`` is floor / measured (100 % = at
+    the ceiling). ``bound`` names the largest term: ``"launch"`` when the
+    launches alone outweigh the work."""
     t_mem = nbytes / (copy_gbps * 1e9) if copy_gbps > 0 else 0.0
     t_cmp = flops / (fp32_tflops * 1e12) if fp32_tflops > 0 else 0.0
-    floor_us = max(t_mem, t_cmp) * 1e6
+    t_launch = launches * max(launch_us, 0.0) * 1e-6
+    floor_us = (t_launch + max(t_mem, t_cmp)) * 1e6
     secs = median_us * 1e-6
+    bound = "memory" if t_mem >= t_cmp else "compute"
+    if t_launch > max(t_mem, t_cmp):
+        bound = "launch"
     roof = {
         "floor_us": sig(floor_us),
-        "bound": "memory" if t_mem >= t_cmp else "compute",
+        "bound": bound,
         "copy_gbps": sig(copy_gbps),
         "fp32_tflops": sig(fp32_tflops),
+        "launch_us": sig(launch_us),
+        "launches": int(launches),
         "pct_of_floor": sig(100.0 * floor_us / median_us) if median_us > 0 else None,
     }
     achieved = {
@@ -173,6 +218,13 @@ _FALLBACK_L2 = 64 * MiB  # when the driver did not say
 _THREADS = 256
 MIN_DELAY_NS = 100_000
 MAX_DELAY_NS = 200_000_000
+# Clock warm-up: every SM busy with FMAs for WARM_S before the first
+# measurement, and for REWARM_S when the GPU sat idle for IDLE_S or more
+# (GPU boost clocks ramp within tens of milliseconds and drop when idle).
+WARM_S = 0.2
+REWARM_S = 0.1
+IDLE_S = 0.5
+WARM_ITERS = 256  # one warm-up kernel: ~2 ms on an H200
 
 
 @lru_cache(maxsize=None)
@@ -281,10 +333,43 @@ class GpuRig:
         self._copy_gbps: float | None = None
         self._fp32_tflops: float | None = None
         self._library: dict[tuple[int, int, int], float | None] = {}
-        # Compile the rig's kernels now, outside every measurement.
+        self._launch_us: float | None = None
+        self._warm_out = cuda.device_array(1, dtype=np.float32)
+        self._idle_since: float | None = None  # host clock; None: never warmed
+        self.warmed_s = 0.0  # total warm-up time (seconds), for the tests and the curious
+        # Compile the rig's kernels now, outside every measurement (and
+        # outside the warm-up's clock: a compile is no warm-up).
         self.delay[1, 1](np.uint64(1000), self._sink)
         self.flush()
-        cuda.synchronize()
+        self._burn(1)
+
+    def _burn(self, iters: int) -> None:
+        """Every SM busy with FMAs for ``iters`` iterations, synchronized."""
+        self._fma[self.sm_count * 16, _THREADS](self._warm_out, iters, self.np.float32(0.9999999))
+        self.cuda.synchronize()
+
+    def warm(self, seconds: float | None = None) -> float:
+        """Keep every SM busy with FMAs for ``seconds`` (by the host clock,
+        synchronizing after each kernel). By default: ``WARM_S`` the first
+        time, ``REWARM_S`` after ``IDLE_S`` idle, else nothing. Returns the
+        seconds spent."""
+        now = self.clock()
+        if seconds is None:
+            if self._idle_since is None:
+                seconds = WARM_S
+            elif now - self._idle_since >= IDLE_S:
+                seconds = REWARM_S
+            else:
+                return 0.0
+        t0 = now
+        while True:
+            self._burn(WARM_ITERS)
+            if self.clock() - t0 >= seconds:
+                break
+        spent = self.clock() - t0
+        self.warmed_s += spent
+        self._idle_since = self.clock()
+        return spent
 
     def flush(self) -> None:
         self._flush_kernel[self._flush_grid, _THREADS](self._flush_buf, self._sink)
@@ -319,10 +404,52 @@ class GpuRig:
             self.delay_ns = int(min(max(2 * queued_ns, MIN_DELAY_NS), MAX_DELAY_NS))
             if ok:
                 break
+        self._idle_since = self.clock()
         return [self.cuda.event_elapsed_time(s, e) * 1e3 for s, e in pairs]
 
-    def time(self, launch: Callable[[], None], rule: StopRule = StopRule()) -> Stats:
-        return sample_until_stable(lambda n: self.measure(launch, n), rule)
+    def measure_with_host(self, launch: Callable[[], None], n: int) -> list[float]:
+        """``n`` samples (microseconds) of ``launch()`` issued onto an idle
+        stream: the L2 flushed and the GPU drained first, so the events
+        enclose the host's launch overhead of every kernel of the call."""
+        pairs = self._pairs(n)
+        for start, end in pairs:
+            self.flush()
+            self.cuda.synchronize()
+            start.record()
+            launch()
+            end.record()
+            end.synchronize()
+        self._idle_since = self.clock()
+        return [self.cuda.event_elapsed_time(s, e) * 1e3 for s, e in pairs]
+
+    def time(self, launch: Callable[[], None], rule: StopRule = StopRule(), *, launches: int = 1,
+             with_host: bool = False) -> Stats:
+        """Gated samples of ``launch()`` (``launches`` kernels per call)
+        until ``rule`` stops; with ``with_host``, also the median of calls
+        on an idle stream, host launch cost included (same rule, half the
+        time cap)."""
+        self.warm()
+        stats = sample_until_stable(lambda n: self.measure(launch, n), rule)
+        with_host_us = None
+        if with_host:
+            host_rule = StopRule(max_noise=rule.max_noise, min_samples=rule.min_samples,
+                                 max_seconds=rule.max_seconds / 2, max_samples=rule.max_samples,
+                                 batch=rule.batch, min_batches=rule.min_batches)
+            with_host_us = sample_until_stable(lambda n: self.measure_with_host(launch, n), host_rule).median_us
+        return replace(stats, launches=int(launches), with_host_us=with_host_us)
+
+    def launch_us(self) -> float:
+        """The GPU-side cost of one kernel launch: the gated median of an
+        (almost) empty kernel, the delay kernel asked to spin for 0 ns.
+        Measured once per run; the roofline's launch term."""
+        if self._launch_us is None:
+            self.warm()
+            sink, zero = self._sink, self.np.uint64(0)
+            stats = sample_until_stable(
+                lambda n: self.measure(lambda: self.delay[1, 1](zero, sink), n, flush=False),
+                StopRule(max_seconds=0.5))
+            self._launch_us = stats.median_us
+        return self._launch_us
 
     def library_us(self, mnk: tuple[int, int, int], rule: StopRule = StopRule()) -> float | None:
         """:func:`cublas_fp16_us` at ``mnk``, once per shape per run."""
@@ -339,6 +466,7 @@ class GpuRig:
             src = cuda.device_array(nbytes, dtype=np.uint8)
             dst = cuda.device_array(nbytes, dtype=np.uint8)
             dst.copy_to_device(src)  # warm-up
+            self.warm()
             stats = sample_until_stable(lambda n: self.measure(lambda: dst.copy_to_device(src), n, flush=False, gate=False),
                                         StopRule(max_seconds=1.0))
             self._copy_gbps = 2 * nbytes / (stats.median_us * 1e-6) / 1e9
@@ -358,6 +486,7 @@ class GpuRig:
                 self._fma[blocks, _THREADS](out, iters, b)
 
             burn()  # compile + warm-up
+            self.warm()
             stats = sample_until_stable(lambda n: self.measure(burn, n, flush=False, gate=False),
                                         StopRule(max_seconds=1.0))
             self._fp32_tflops = flops / (stats.median_us * 1e-6) / 1e12

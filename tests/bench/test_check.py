@@ -1,12 +1,16 @@
 """The correctness check: poisoned outputs, float64 reference, tolerances."""
 from __future__ import annotations
 
+from dataclasses import replace
+from functools import lru_cache
+
 import numpy as np
 import pytest
 from bench_fakes import BROKEN_MODES, SHAPES, saxpy_path, state_path
+from numba import cuda, float32
 
 from leverctl.bench import check as chk
-from leverctl_kernels.common.path import Tolerance
+from leverctl_kernels.common.path import Tolerance, Variant
 
 TOL = Tolerance(rel=1e-3, abs=1e-2)
 
@@ -63,6 +67,29 @@ def test_an_all_zero_reference_uses_the_plain_norm():
     assert fig.rel == pytest.approx(2e-4, rel=1e-3)
 
 
+@pytest.mark.parametrize("scale", [1e-3, 1.0, 1e3])
+def test_the_absolute_bound_follows_each_outputs_scale(scale):
+    tol = Tolerance(rel=1.0, abs_of_max=1e-3)
+    ref = {"y": scale * np.linspace(-1, 1, 101)}
+    close = {"y": ref["y"] * (1 + 5e-4)}  # every element within 5e-4 of the largest
+    assert chk.compare(close, ref, tol).passed
+    off = {"y": ref["y"].copy()}
+    off["y"][50] += 2e-3 * scale  # one element: a fifth of a percent of the largest
+    fig = chk.compare(off, ref, tol)
+    assert not fig.passed and fig.tol_abs == pytest.approx(1e-3 * scale)
+    assert "max abs error" in fig.why()
+
+
+def test_a_small_output_is_held_to_its_own_scale_not_a_larger_ones():
+    tol = Tolerance(rel=1.0, abs_of_max=1e-3)
+    ref = {"big": np.full(4, 1000.0), "small": np.full(4, 1e-3)}
+    got = {"big": ref["big"].copy(), "small": ref["small"] + 1e-4}  # 10 % off, far under big's bound
+    fig = chk.compare(got, ref, tol)
+    assert not fig.passed and fig.worst == "small"
+    assert (fig.max_abs, fig.tol_abs) == (pytest.approx(1e-4), pytest.approx(1e-6))
+    assert fig.to_json()["tol_abs_of_max"] == 1e-3
+
+
 def test_a_declared_decoder_reads_encoded_outputs():
     bf16_bits = np.array([0x3F80, 0x4000], dtype=np.uint16)  # 1.0, 2.0 as bf16
 
@@ -75,7 +102,8 @@ def test_a_declared_decoder_reads_encoded_outputs():
 
 def test_the_error_object_has_the_record_fields():
     fig = chk.compare({"y": np.ones(3, np.float32)}, {"y": np.ones(3)}, TOL)
-    assert set(fig.to_json()) == {"rel", "max_abs", "tol_rel", "tol_abs", "nonfinite", "unwritten", "rechecked"}
+    assert set(fig.to_json()) == {"rel", "max_abs", "tol_rel", "tol_abs", "tol_abs_of_max", "nonfinite", "unwritten",
+                                  "rechecked"}
 
 
 # -- real kernels (simulator, or the GPU under LEVERCTL_TEST_DEVICE=gpu) -----
@@ -113,3 +141,72 @@ def test_an_in_place_state_is_checked_after_the_run():
     assert _check(path, "good").passed
     stale = _check(path, "stale")
     assert not stale.passed and stale.worst == "state"
+
+
+# -- device scratch is poisoned like the outputs --------------------------------
+
+
+@lru_cache(maxsize=None)
+def make_two_stage(skip_last: bool):
+    """``tmp = 2x`` then ``y = tmp + b``: saxpy through device scratch. With
+    ``skip_last`` the first kernel forgets the last element of ``tmp``."""
+
+    @cuda.jit
+    def double(tmp, x):
+        i = cuda.grid(1)
+        if i < x.size and not (skip_last and i == x.size - 1):
+            tmp[i] = float32(2.0) * x[i]
+
+    @cuda.jit
+    def add(y, tmp, b):
+        i = cuda.grid(1)
+        if i < y.size:
+            y[i] = tmp[i] + b[i]
+
+    return double, add
+
+
+def two_stage_build(skip_last: bool):
+    def build(shape):
+        double, add = make_two_stage(skip_last)
+        n = shape["n"]
+        tmp = cuda.device_array(n, np.float32)
+        grid = (n + 31) // 32
+
+        def launch(bufs):
+            double[grid, 32](tmp, bufs["x"])
+            add[grid, 32](bufs["y"], tmp, bufs["b"])
+
+        launch.workspace = {"tmp": tmp}
+        return launch
+
+    return build
+
+
+def stale_scratch_check(skip_last: bool, declared: bool = True):
+    """Check a two-stage variant whose scratch still holds the right values
+    from an earlier call on the same inputs (as after the timing loop);
+    ``declared=False`` hides the scratch from the check."""
+    shape = SHAPES[0]
+    path = replace(saxpy_path(), variants={"v": Variant("v", "two stage", two_stage_build(skip_last))})
+    inputs = path.make_inputs(shape, np.random.default_rng(0))
+    launch = path.variants["v"].build(shape)
+    launch.workspace["tmp"].copy_to_device(2 * inputs["x"])
+    if not declared:
+        del launch.workspace
+    return chk.check(path, "v", shape, launch, inputs, cuda)[1]
+
+
+@pytest.mark.sim
+def test_a_kernel_that_reads_scratch_nobody_wrote_this_call_fails():
+    fig = stale_scratch_check(skip_last=True)
+    # The poison flows into y[n-1]: NaN on a GPU; the simulator's NumPy
+    # arithmetic keeps the payload, so there it reads as never written.
+    assert not fig.passed and fig.nonfinite + fig.unwritten == 1 and fig.worst == "y"
+    assert stale_scratch_check(skip_last=False).passed
+
+
+@pytest.mark.sim
+def test_undeclared_scratch_lets_last_calls_leftovers_hide_the_same_bug():
+    # What poisoning the workspace buys: unpoisoned, the broken kernel passes.
+    assert stale_scratch_check(skip_last=True, declared=False).passed

@@ -5,6 +5,8 @@ the ceilings come out of the bytes and FLOPs the rig counts. (The real thing
 is checked by test_gpu_timing.py on a GPU.)"""
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 import pytest
 
@@ -15,15 +17,36 @@ HOST_EVENT_S = 2e-6
 
 
 class Stream:
-    """In-order GPU work against a host clock (seconds)."""
+    """In-order GPU work against a host clock (seconds).
 
-    def __init__(self):
+    ``launch_s``: what each kernel costs the GPU besides its work. With
+    ``ramp``, clocks model a real GPU's: kernels run at half speed until the
+    GPU has been busy for ``RAMP_S``, and drop back after ``IDLE_DROP_S``
+    without work."""
+
+    RAMP_S = 0.1
+    IDLE_DROP_S = 0.3
+
+    def __init__(self, ramp: bool = False, launch_s: float = 0.0):
         self.host = 0.0
         self.gpu = 0.0
+        self.ramp, self.launch_s = ramp, launch_s
+        self.busy = 0.0  # continuous busy time, for the clock ramp
+        self.log: list[tuple[str, float]] = []  # (kernel, GPU end time)
 
-    def run(self, seconds: float) -> float:
+    def run(self, seconds: float, name: str = "", kernel: bool = False) -> float:
         start = max(self.gpu, self.host)  # the GPU cannot start what is not queued yet
+        if self.ramp:
+            if start - self.gpu >= self.IDLE_DROP_S:
+                self.busy = 0.0
+            if self.busy < self.RAMP_S:
+                seconds *= 2.0
+        if kernel:
+            seconds += self.launch_s
+        self.busy += seconds
         self.gpu = start + seconds
+        if name:
+            self.log.append((name, self.gpu))
         return self.gpu
 
     def perf_counter(self) -> float:
@@ -31,13 +54,13 @@ class Stream:
 
 
 class Kernel:
-    def __init__(self, stream: Stream, seconds):
-        self.stream, self.seconds = stream, seconds
+    def __init__(self, stream: Stream, seconds, name: str = "kernel"):
+        self.stream, self.seconds, self.name = stream, seconds, name
 
     def __getitem__(self, config):
         def launch(*args):
             self.stream.host += HOST_LAUNCH_S
-            self.stream.run(self.seconds(*args))
+            self.stream.run(self.seconds(*args), self.name, kernel=True)
 
         return launch
 
@@ -80,19 +103,22 @@ class FakeCuda:
         return Ctx()
 
 
-@pytest.fixture
-def rig():
-    stream = Stream()
+def make_rig(stream: Stream) -> timing.GpuRig:
     kernels = (
-        Kernel(stream, lambda ns, sink: int(ns) * 1e-9),  # delay
-        Kernel(stream, lambda buf: 0.0),  # fill
-        Kernel(stream, lambda buf, sink: buf.nbytes / 4e12),  # flush: a read at 4 TB/s
-        Kernel(stream, lambda out, iters, b: 132 * 16 * 256 * iters * 64 / 60e12),  # 60 TFLOP/s
+        Kernel(stream, lambda ns, sink: int(ns) * 1e-9, "delay"),
+        Kernel(stream, lambda buf: 0.0, "fill"),
+        Kernel(stream, lambda buf, sink: buf.nbytes / 4e12, "flush"),  # a read at 4 TB/s
+        Kernel(stream, lambda out, iters, b: 132 * 16 * 256 * iters * 64 / 60e12, "fma"),  # 60 TFLOP/s
     )
     r = timing.GpuRig(l2_bytes=4 << 20, sm_count=132, cuda=FakeCuda(stream), kernels=kernels,
                       clock=stream.perf_counter)
     r.stream = stream
     return r
+
+
+@pytest.fixture
+def rig():
+    return make_rig(Stream())
 
 
 def test_without_the_gate_a_short_kernel_is_timed_as_the_hosts_launch_overhead(rig):
@@ -115,10 +141,64 @@ def test_the_flush_runs_outside_the_events(rig):
     assert rig.measure(k, 10) == pytest.approx([5.0] * 10)
 
 
-def test_sampling_a_steady_kernel_stops_on_noise(rig):
+def test_sampling_a_steady_kernel_stops_on_noise_after_two_batches(rig):
     k = Kernel(rig.stream, lambda: 7e-6)[1, 1]
     stats = rig.time(k)
-    assert (stats.stopped_by, stats.median_us, stats.samples) == ("noise", pytest.approx(7.0), 10)
+    assert (stats.stopped_by, stats.median_us, stats.samples, stats.batches) == (
+        "noise", pytest.approx(7.0), 50, 2)
+
+
+def test_the_clocks_are_warmed_before_the_first_measured_kernel():
+    rig = make_rig(Stream(ramp=True))
+    k = Kernel(rig.stream, lambda: 7e-6, "timed")[1, 1]
+    stats = rig.time(k)
+    first = next(i for i, (name, _) in enumerate(rig.stream.log) if name == "timed")
+    warm = [end for name, end in rig.stream.log[:first] if name == "fma"]
+    assert warm and warm[-1] - rig.stream.log[0][1] >= timing.WARM_S
+    assert stats.median_us == pytest.approx(7.0) and stats.p80_us == pytest.approx(7.0)
+
+
+def test_without_the_warm_up_the_first_samples_run_at_idle_clocks(monkeypatch):
+    rig = make_rig(Stream(ramp=True))
+    monkeypatch.setattr(rig, "warm", lambda seconds=None: 0.0)
+    k = Kernel(rig.stream, lambda: 7e-6, "timed")[1, 1]
+    assert max(rig.measure(k, 25)) == pytest.approx(14.0)  # what the warm-up prevents
+
+
+def test_a_rig_warms_again_after_sitting_idle_and_not_while_busy():
+    rig = make_rig(Stream(ramp=True))
+    k = Kernel(rig.stream, lambda: 7e-6, "timed")[1, 1]
+    rig.time(k)
+    first = rig.warmed_s
+    assert first >= timing.WARM_S
+    rig.time(k)
+    assert rig.warmed_s == first  # just measured: still warm
+    rig.stream.host += 2 * timing.IDLE_S  # compiling, checking on the host ...
+    stats = rig.time(k)
+    assert rig.warmed_s >= first + timing.REWARM_S
+    assert stats.median_us == pytest.approx(7.0) and max(rig.measure(k, 25)) == pytest.approx(7.0)
+
+
+def test_a_call_of_several_launches_is_also_timed_with_the_hosts_launch_cost(rig):
+    one = Kernel(rig.stream, lambda: 3e-6)[1, 1]
+
+    def per_sequence():  # eight launches, one per sequence
+        for _ in range(8):
+            one()
+
+    stats = rig.time(per_sequence, launches=8, with_host=True)
+    assert stats.median_us == pytest.approx(24.0)  # the GPU's time: host cost excluded
+    assert stats.with_host_us >= 8 * HOST_LAUNCH_S * 1e6  # the host's eight launches included
+    d = stats.to_json()
+    assert (d["host_launch"], d["launches"]) == ("excluded", 8)
+    assert rig.time(per_sequence).with_host_us is None  # only when asked
+
+
+def test_the_launch_latency_is_the_gated_time_of_an_empty_kernel():
+    rig = make_rig(Stream(launch_s=2.5e-6))
+    assert rig.launch_us() == pytest.approx(2.5)
+    rig.stream.launch_s = 9e-6
+    assert rig.launch_us() == pytest.approx(2.5)  # measured once per run
 
 
 def test_the_ceilings_come_from_bytes_read_plus_written_and_64_flops_per_iteration(rig, monkeypatch):
@@ -155,3 +235,63 @@ def test_without_torch_there_is_no_library_reference():
         assert timing.cublas_fp16_us(1, 64, 64, None) is None
     else:
         pytest.skip("torch is installed here")
+
+
+# -- what a GPU record takes from the rig (the kernel itself runs in the simulator)
+
+
+class StubRig:
+    """Answers the bench's questions to a rig with fixed figures, and
+    remembers how ``time`` was asked."""
+
+    def __init__(self):
+        self.asked: dict = {}
+
+    def time(self, launch, rule, *, launches=1, with_host=False):
+        self.asked = {"launches": launches, "with_host": with_host}
+        stats = timing.summarize([4.0] * 50, "noise", batches=2)
+        return replace(stats, launches=launches, with_host_us=250.0 if with_host else None)
+
+    def launch_us(self):
+        return 2.0
+
+    def copy_gbps(self):
+        return 4000.0
+
+    def fp32_tflops(self):
+        return 60.0
+
+
+def _gpu_record(launches: int):
+    from bench_fakes import SHAPES, saxpy_path
+
+    from leverctl.bench.device import Device
+    from leverctl.bench.plan import items_for
+    from leverctl.bench.run import run_item
+
+    path = saxpy_path()
+    multi = replace(path.variants["good"], launches=launches)
+    path = replace(path, variants={**path.variants, "good": multi})
+    item = items_for(path, {"gemv_sw": "good"}, [SHAPES[0]], catalog="c" * 16)[0]
+    rig = StubRig()
+    rec = run_item(item, Device("gpu", "stub", _rig=rig), 0)
+    return rec, rig
+
+
+@pytest.mark.sim
+def test_a_record_of_a_path_whose_variants_differ_in_launches_has_the_host_inclusive_time():
+    rec, rig = _gpu_record(launches=3)  # 'good' now makes 3 launches, the others 1
+    assert rec["status"] == "pass", rec["note"]
+    assert rig.asked == {"launches": 3, "with_host": True}
+    t, roof = rec["timing"], rec["roofline"]
+    assert (t["launches"], t["with_host_us"], t["host_launch"]) == (3, 250.0, "excluded")
+    assert (roof["launches"], roof["launch_us"]) == (3, 2.0)
+    # 444 bytes at 4000 GB/s is 0.1 ns: the floor is the three launches
+    assert roof["floor_us"] == pytest.approx(6.0, rel=1e-3) and roof["bound"] == "launch"
+
+
+@pytest.mark.sim
+def test_a_record_of_a_single_launch_path_is_not_timed_with_the_host():
+    rec, rig = _gpu_record(launches=1)
+    assert rig.asked == {"launches": 1, "with_host": False}
+    assert rec["timing"]["with_host_us"] is None and rec["roofline"]["floor_us"] == pytest.approx(2.0, rel=1e-3)

@@ -2,7 +2,9 @@
 
 These check the rig against things whose answer is known: a kernel that
 spins for a set time, an empty kernel (whose time must not include numba's
-launch overhead), the measured ceilings, and one full record.
+launch overhead), the measured ceilings and launch latency, the clock
+warm-up, a call of several launches timed with and without the host's
+launch cost, and one full record.
 """
 from __future__ import annotations
 
@@ -56,6 +58,49 @@ def test_an_empty_kernel_is_timed_without_the_hosts_launch_overhead(gpu):
     assert stats.median_us < 10, stats
 
 
+def test_the_launch_latency_is_a_few_microseconds_and_feeds_the_floor(gpu):
+    lat = gpu.rig().launch_us()
+    assert 0.3 < lat < 15, lat
+    assert gpu.rig().launch_us() == lat  # once per run
+
+
+def test_the_rig_warms_the_clocks_before_its_first_sample(gpu):
+    import numpy as np
+    from numba import cuda
+
+    from leverctl.bench import timing
+
+    rig = gpu.rig()
+    rig._idle_since = None  # as a fresh rig
+    before = rig.warmed_s
+    delay = _kernels()[0]
+    sink = cuda.device_array(1, dtype=np.int32)
+    rig.time(lambda: delay[1, 1](np.uint64(5_000), sink), StopRule(max_seconds=0.3))
+    assert rig.warmed_s - before >= timing.WARM_S
+
+
+def test_several_launches_cost_the_host_more_than_the_gpu(gpu):
+    import numpy as np
+    from numba import cuda
+
+    @cuda.jit
+    def empty(a):
+        pass
+
+    a = cuda.device_array(1, dtype=np.float32)
+    empty[1, 32](a)
+    cuda.synchronize()
+
+    def eight():
+        for _ in range(8):
+            empty[1, 32](a)
+
+    stats = gpu.rig().time(eight, StopRule(max_seconds=0.5), launches=8, with_host=True)
+    # numba's launch costs the host microseconds each; queued, the GPU does not wait for it
+    assert stats.with_host_us > stats.median_us, stats
+    assert stats.to_json()["host_launch"] == "excluded"
+
+
 def test_the_measured_ceilings_are_plausible(gpu):
     assert 100 < gpu.copy_gbps < 20_000
     assert 1 < gpu.fp32_tflops < 500
@@ -86,5 +131,6 @@ def test_a_gpu_record_has_timing_roofline_and_a_recheck(gpu):
     t, roof = rec["timing"], rec["roofline"]
     assert t["samples"] >= 10 and t["median_us"] > 0
     assert roof["bound"] == "memory" and 0 < roof["pct_of_floor"] <= 150
+    assert roof["launches"] == 1 and 0 < roof["launch_us"] < 15
     # 48 MiB moved: well above launch overhead, near the copy bandwidth
     assert rec["achieved"]["gbps"] > 0.2 * gpu.copy_gbps

@@ -57,7 +57,7 @@ class FakeClock:
         return self.t
 
 
-def test_quiet_samples_stop_on_noise_after_the_minimum_count():
+def test_quiet_samples_stop_on_noise_after_two_batches_never_inside_the_first():
     calls = []
 
     def measure(n):
@@ -66,8 +66,33 @@ def test_quiet_samples_stop_on_noise_after_the_minimum_count():
 
     s = sample_until_stable(measure, StopRule(min_samples=10), FakeClock(0.0))
     assert s.stopped_by == "noise"
-    assert s.samples == 10 and calls == [10]
+    assert (s.samples, s.batches, calls) == (50, 2, [25, 25])
     assert s.noise <= 0.005
+
+
+def first_batch_slow():
+    """A timer whose first batch is quiet and wrong (idle clocks: 12 us),
+    the rest 10 us."""
+    calls = []
+
+    def measure(n):
+        calls.append(n)
+        if len(calls) == 1:
+            return [12.0 + 0.001 * (i % 3) for i in range(n)]
+        return [10.0 + 0.001 * (i % 5) for i in range(n)]
+
+    return measure
+
+
+def test_a_quiet_but_slow_first_batch_cannot_end_the_sampling():
+    rule = StopRule(min_samples=10, max_seconds=1e9)
+    s = sample_until_stable(first_batch_slow(), rule, FakeClock(0.0))
+    assert s.stopped_by == "noise" and s.batches > 2
+    assert s.median_us == pytest.approx(10.0, rel=1e-3)
+    # The rule it replaces (one batch may decide) reports the first batch's 12 us.
+    old = sample_until_stable(first_batch_slow(), StopRule(min_samples=10, min_batches=1),
+                              FakeClock(0.0))
+    assert (old.batches, old.median_us) == (1, pytest.approx(12.0, rel=1e-3))
 
 
 def test_noisy_samples_keep_sampling_until_quiet_enough():
@@ -115,6 +140,31 @@ def test_a_memory_bound_kernel_is_floored_by_the_copy_bandwidth():
     assert roof["pct_of_floor"] == pytest.approx(50.0)
     assert ach["gbps"] == pytest.approx(2.0)
     assert ach["tflops"] == pytest.approx(10 / 20e-6 / 1e12, rel=1e-3)
+
+
+def test_the_floor_of_a_microsecond_decode_kernel_includes_the_launch_latency():
+    # 4 MB at 4000 GB/s is 1 us of traffic; a launch costs the GPU 2.5 us.
+    roof, _ = roofline(nbytes=4_000_000, flops=10, median_us=4.0, copy_gbps=4000.0, fp32_tflops=60.0,
+                       launch_us=2.5)
+    assert roof["floor_us"] == pytest.approx(3.5)
+    assert roof["pct_of_floor"] == pytest.approx(87.5)  # not the 25 % of the traffic alone
+    assert (roof["bound"], roof["launch_us"], roof["launches"]) == ("launch", 2.5, 1)
+    without, _ = roofline(nbytes=4_000_000, flops=10, median_us=4.0, copy_gbps=4000.0, fp32_tflops=60.0)
+    assert without["pct_of_floor"] == pytest.approx(25.0) and without["bound"] == "memory"
+
+
+def test_each_launch_of_a_multi_launch_call_adds_to_the_floor():
+    # one launch per sequence, 8 sequences: 8 launch latencies
+    roof, _ = roofline(nbytes=40_000_000, flops=0, median_us=40.0, copy_gbps=4000.0, fp32_tflops=60.0,
+                       launch_us=2.0, launches=8)
+    assert roof["floor_us"] == pytest.approx(10.0 + 16.0)
+    assert roof["bound"] == "launch" and roof["launches"] == 8
+
+
+def test_the_timing_object_says_the_host_launch_cost_is_excluded():
+    d = summarize([4.0, 5.0, 6.0], "noise").to_json()
+    assert d["host_launch"] == "excluded"
+    assert (d["launches"], d["with_host_us"], d["batches"]) == (1, None, 1)
 
 
 def test_a_compute_bound_kernel_is_floored_by_the_fp32_rate():

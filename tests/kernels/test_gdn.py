@@ -39,7 +39,7 @@ def compare(got: np.ndarray, ref: np.ndarray, tol: Tolerance) -> tuple[bool, flo
     norm = np.linalg.norm(ref)
     rel = float(np.linalg.norm(diff) / norm) if norm else float(np.linalg.norm(diff))
     mx = float(np.max(np.abs(diff))) if diff.size else 0.0
-    return rel <= tol.rel and mx <= tol.abs, rel, mx
+    return rel <= tol.rel and mx <= tol.abs_bound(ref), rel, mx
 
 
 def launch_variant(path, shape: Shape, inputs: dict, variant: str | None = None, launch=None) -> dict:

@@ -38,7 +38,7 @@ def _path(name):
 
 def _check_test_local(got, ref, tol: Tolerance) -> tuple[bool, str]:
     """Test-local check: ``||got - ref|| / ||ref|| <= tol.rel`` and
-    ``max|got - ref| <= tol.abs``, and every element finite."""
+    ``max|got - ref| <= tol.abs_bound(ref)``, and every element finite."""
     g = np.asarray(got, dtype=np.float64)
     r = np.asarray(ref, dtype=np.float64)
     if g.shape != r.shape:
@@ -50,8 +50,9 @@ def _check_test_local(got, ref, tol: Tolerance) -> tuple[bool, str]:
     diff = g - r
     rel = float(np.linalg.norm(diff) / max(np.linalg.norm(r), 1e-30))
     mx = float(np.abs(diff).max()) if diff.size else 0.0
-    ok = rel <= tol.rel and mx <= tol.abs
-    return ok, f"rel={rel:.3g} (<= {tol.rel:g}) max_abs={mx:.3g} (<= {tol.abs:g})"
+    bound = tol.abs_bound(r)
+    ok = rel <= tol.rel and mx <= bound
+    return ok, f"rel={rel:.3g} (<= {tol.rel:g}) max_abs={mx:.3g} (<= {bound:.3g})"
 
 
 def test_comparator_test_local():
