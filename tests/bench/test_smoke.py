@@ -116,3 +116,33 @@ def test_ptx_a_driver_supports_needs_no_advice():
     assert sm.pin_advice("12.9", "8.8") == ""
     assert sm.pin_advice("13.0", "8.8") == ""
     assert "needs CUDA 13.0" in sm.pin_advice("12.8", "9.0")
+
+
+def _toolkit_missing() -> str:
+    import subprocess
+    import sys
+
+    p = subprocess.run([sys.executable, "-c", "from cuda.pathfinder import load_nvidia_dynamic_lib as l; "
+                        "l('nvvm'); l('nvrtc')"], capture_output=True, text=True, timeout=60)
+    return "" if p.returncode == 0 else "no libNVVM/NVRTC here (the GPU wheels bring them)"
+
+
+def test_the_smoke_kernel_compiles_with_the_real_toolkit_to_ptx_whose_header_it_reads():
+    """Without a GPU: numba.cuda (not the simulator) compiles the smoke
+    kernel for sm_90 through libNVVM, in a process of its own."""
+    import subprocess
+    import sys
+
+    why = _toolkit_missing()
+    if why:
+        pytest.skip(why)
+    code = ("from numba import cuda\nfrom leverctl.bench import smoke\n"
+            "ptx, _ = cuda.compile_ptx(smoke._one, 'void(int32[:])', cc=(9, 0))\n"
+            "print(smoke.ptx_isa(ptx), smoke.ptx_target(ptx), smoke.ptx_isa(ptx) in smoke.PTX_CUDA)\n")
+    import os
+
+    env = {k: v for k, v in os.environ.items() if k != "NUMBA_ENABLE_CUDASIM"}
+    p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=120)
+    assert p.returncode == 0, p.stderr[-2000:]
+    isa, target, known = p.stdout.split()
+    assert target.startswith("sm_90") and known == "True", p.stdout
