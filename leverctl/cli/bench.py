@@ -75,7 +75,7 @@ def register(app: typer.Typer) -> None:
                              "shapes, without timings.", markup=False, highlight=False)
         for name, why in plan.not_in_model:
             common.err.print(f"leverctl bench: {name} not planned: {why}", markup=False, highlight=False)
-        if not plan.items:
+        if not plan.items and not plan.not_in_model:
             common.err.print(f"leverctl bench: no kernel path applies to {res.engine}.", markup=False)
 
         # Records are kept as they finish, so Ctrl-C (or SIGTERM) leaves the
