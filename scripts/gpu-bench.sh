@@ -54,9 +54,15 @@ if ! "$py" -c 'import sys; sys.exit(sys.version_info < (3, 11))'; then
   exit 2
 fi
 
-# -- 1. the environment, offline ---------------------------------------------------
 have_wheels=0
 ls .whl/*.whl >/dev/null 2>&1 && have_wheels=1
+want_py=$(sed -n 's/^# python: *//p' $wheels)
+if [ $have_wheels = 1 ] && [ "$("$py" -c 'import sys; print("%d.%d" % sys.version_info[:2])')" != "$want_py" ]; then
+  say "preflight: $("$py" -V 2>&1) at $(command -v "$py"): the wheels in .whl/ are for Python $want_py (set PYTHON=python$want_py)"
+  exit 2
+fi
+
+# -- 1. the environment, offline ---------------------------------------------------
 if [ ! -x "$venv/bin/python" ]; then
   # With wheels: a venv of its own, so nothing the machine has installed
   # (another numba, CUDA 13 bindings) can stand in for the pinned set.
