@@ -109,7 +109,7 @@ fi
 tail -n 1 "$summary"
 command -v nvidia-smi >/dev/null && nvidia-smi >"$out/nvidia-smi.txt" 2>&1
 { "$vpy" -m pip list 2>/dev/null || "$vpy" "${pipwhl:-}/pip" list 2>/dev/null; } \
-  | grep -iE '^(numba|numba-cuda|numpy|llvmlite|cuda-bindings|cuda-core|nvidia-[a-z-]+|torch) ' >"$out/versions.txt"
+  | grep -iE '^(numba|numba-cuda|numpy|llvmlite|cuda-bindings|cuda-core|nvidia-[a-z0-9-]+|cuda-toolkit|torch) ' >"$out/versions.txt"
 
 # -- 3. the bench: every recipe, one process ---------------------------------------------
 rm -f "$out/records.jsonl" "$out"/bench-*.json "$out"/bench-*.md "$out/left.txt"

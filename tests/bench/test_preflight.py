@@ -129,3 +129,27 @@ def test_every_pip_install_of_the_gpu_script_is_offline():
 def test_the_gpu_venv_and_the_wheels_are_ignored_by_git():
     ignored = (ROOT / ".gitignore").read_text().split()
     assert ".venv-gpu/" in ignored and "/.whl/" in ignored
+
+
+def _script(tmp_path, python: str) -> subprocess.CompletedProcess:
+    return subprocess.run(["bash", str(ROOT / "scripts" / "gpu-bench.sh"), str(tmp_path / "out")],
+                          env={"PATH": "/usr/bin:/bin", "PYTHON": python, "GPU_VENV": str(tmp_path / "venv")},
+                          capture_output=True, text=True, timeout=60)
+
+
+def test_the_gpu_script_stops_at_once_without_its_python(tmp_path):
+    p = _script(tmp_path, str(tmp_path / "python3.12"))
+    assert p.returncode == 2
+    assert p.stdout.splitlines() == [f"preflight: no {tmp_path}/python3.12 on PATH (set PYTHON=python3.12)"]
+    assert not (tmp_path / "venv").exists()
+
+
+def test_the_gpu_script_stops_at_once_with_a_python_too_old(tmp_path):
+    fake = tmp_path / "python3"
+    fake.write_text("#!/bin/sh\n[ \"$1\" = -V ] && echo 'Python 3.10.12'\nexit 1\n")
+    fake.chmod(0o755)
+    p = _script(tmp_path, str(fake))
+    assert p.returncode == 2
+    assert p.stdout.startswith(f"preflight: Python 3.10.12 at {fake}: leverctl needs Python 3.11 or later")
+    assert (tmp_path / "out" / "summary.txt").read_text() == p.stdout
+    assert not (tmp_path / "venv").exists()
