@@ -22,6 +22,7 @@
 # records.jsonl, bench-RECIPE.json/.md, ALL.md, campaign.log, pytest-gpu.log,
 # pip.log, nvidia-smi.txt, versions.txt.
 #
+# GPU_SYSTEM_PACKAGES=1: let the python's own packages into .venv-gpu too.
 # GPU_BENCH_BUDGET seconds in all (default 420), GPU_TEST_BUDGET of them for
 # the tests (default 120). GPU_BENCH_DEVICE=sim and GPU_BENCH_KERNELS="w4a16.gemv ..."
 # try the whole script without a GPU, at smoke shapes in the simulator.
@@ -67,11 +68,13 @@ if [ ! -x "$venv/bin/python" ]; then
   # With wheels: a venv of its own, so nothing the machine has installed
   # (another numba, CUDA 13 bindings) can stand in for the pinned set.
   # Without: the python's own packages.
-  opts=(); [ $have_wheels = 0 ] && opts=(--system-site-packages)
+  # GPU_SYSTEM_PACKAGES=1 lets the machine's packages in anyway (torch, for
+  # the optional cuBLAS reference); the pinned wheels still come first.
+  opts=(); [ $have_wheels = 0 ] || [ "${GPU_SYSTEM_PACKAGES:-0}" = 1 ] && opts=(--system-site-packages)
   "$py" -m venv "${opts[@]}" "$venv" >>"$out/pip.log" 2>&1 \
     || "$py" -m venv "${opts[@]}" --without-pip "$venv" >>"$out/pip.log" 2>&1 \
     || { say "preflight: $py -m venv failed (see pip.log)"; exit 2; }
-  if [ $have_wheels = 0 ]; then
+  if [ ${#opts[@]} -gt 0 ]; then
     # When python3 is itself a virtual environment, --system-site-packages
     # reaches only its base interpreter: point the new one at its packages too.
     site=$("$venv/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
