@@ -126,6 +126,8 @@ campaign() {  # campaign BUDGET [RECIPE...]
   return "${PIPESTATUS[0]}"
 }
 bench_budget=$((budget - test_budget - SECONDS))
+# A slow install must not leave the bench nothing: it gets a minute at least.
+[ $bench_budget -lt 60 ] && bench_budget=60
 say "== bench: every recipe in one process, ${bench_budget}s"
 campaign "$bench_budget"
 rc=$?
