@@ -29,9 +29,9 @@
 set -uo pipefail
 
 out=${1:?usage: scripts/gpu-bench.sh OUTDIR}
-cd "$(dirname "$0")/.."
 mkdir -p "$out" || exit 2
-out=$(cd "$out" && pwd)
+out=$(cd "$out" && pwd)  # OUTDIR as the caller meant it, before moving to the checkout
+cd "$(dirname "$0")/.."
 budget=${GPU_BENCH_BUDGET:-420}
 test_budget=${GPU_TEST_BUDGET:-120}
 device=${GPU_BENCH_DEVICE:-gpu}
