@@ -9,8 +9,9 @@
 # wheels this checkout brings in .whl/ (`make wheels`, run where there is a
 # network, puts every wheel scripts/gpu-wheels.txt lists there). Nothing here
 # reaches a package index: pip runs with --no-index (PIP_NO_INDEX too), from
-# its own wheel if the machine's python has no pip. Without .whl/, the
-# environment sees the packages the python already has.
+# its own wheel if the machine's python has no pip. With the whole set the
+# environment is those wheels alone; with only some (the pieces a machine
+# lacks), or none, it is the python's own packages plus them.
 #
 # Order: the interpreter; the environment (.venv-gpu, offline); one line per
 # missing piece (Python version, every import, the CUDA libraries); then
@@ -55,22 +56,27 @@ if ! "$py" -c 'import sys; sys.exit(sys.version_info < (3, 11))'; then
   exit 2
 fi
 
-have_wheels=0
-ls .whl/*.whl >/dev/null 2>&1 && have_wheels=1
+# .whl/ may hold the whole listed set, or only the pieces a machine lacks.
+have_wheels=0 complete=0
+if ls .whl/*.whl >/dev/null 2>&1; then
+  have_wheels=1
+  PYTHONPATH=. "$py" -m leverctl.bench.preflight --wheels $wheels --wheel-dir .whl >"$out/wheels-missing.txt" 2>&1 \
+    && complete=1
+fi
 want_py=$(sed -n 's/^# python: *//p' $wheels)
-if [ $have_wheels = 1 ] && [ "$("$py" -c 'import sys; print("%d.%d" % sys.version_info[:2])')" != "$want_py" ]; then
+if [ $complete = 1 ] && [ "$("$py" -c 'import sys; print("%d.%d" % sys.version_info[:2])')" != "$want_py" ]; then
   say "preflight: $("$py" -V 2>&1) at $(command -v "$py"): the wheels in .whl/ are for Python $want_py (set PYTHON=python$want_py)"
   exit 2
 fi
 
 # -- 1. the environment, offline ---------------------------------------------------
 if [ ! -x "$venv/bin/python" ]; then
-  # With wheels: a venv of its own, so nothing the machine has installed
-  # (another numba, CUDA 13 bindings) can stand in for the pinned set.
-  # Without: the python's own packages.
+  # The whole set: a venv of its own, so nothing the machine has installed
+  # (another numba, CUDA 13 bindings) can stand in for the pinned wheels.
+  # Otherwise the python's own packages, with whatever wheels .whl/ adds.
   # GPU_SYSTEM_PACKAGES=1 lets the machine's packages in anyway (torch, for
-  # the optional cuBLAS reference); the pinned wheels still come first.
-  opts=(); [ $have_wheels = 0 ] || [ "${GPU_SYSTEM_PACKAGES:-0}" = 1 ] && opts=(--system-site-packages)
+  # the optional cuBLAS reference); the wheels installed still come first.
+  opts=(); [ $complete = 0 ] || [ "${GPU_SYSTEM_PACKAGES:-0}" = 1 ] && opts=(--system-site-packages)
   "$py" -m venv "${opts[@]}" "$venv" >>"$out/pip.log" 2>&1 \
     || "$py" -m venv "${opts[@]}" --without-pip "$venv" >>"$out/pip.log" 2>&1 \
     || { say "preflight: $py -m venv failed (see pip.log)"; exit 2; }
@@ -88,8 +94,15 @@ if [ $have_wheels = 1 ]; then
   # pip from its own wheel when the venv has none (a python without ensurepip).
   pipwhl=$(ls .whl/pip-*.whl 2>/dev/null | head -n 1)
   if "$vpy" -m pip --version >/dev/null 2>&1; then pip=("$vpy" -m pip); else pip=("$vpy" "$pipwhl/pip"); fi
-  if "${pip[@]}" install -q --no-index --no-cache-dir --find-links .whl -r $wheels >>"$out/pip.log" 2>&1; then
-    say "environment: $(grep -Evc '^\s*(#|$)' $wheels) wheels from .whl/, offline"
+  if [ $complete = 1 ]; then
+    # Requirements resolved from .whl/ alone: a list that misses one fails here.
+    if "${pip[@]}" install -q --no-index --no-cache-dir --find-links .whl -r $wheels >>"$out/pip.log" 2>&1; then
+      say "environment: $(grep -Evc '^\s*(#|$)' $wheels) wheels from .whl/, offline"
+    else
+      say "environment: installing .whl/ offline failed: $(grep -E 'ERROR' "$out/pip.log" | tail -n 1)"
+    fi
+  elif "${pip[@]}" install -q --no-index --no-cache-dir --no-deps .whl/*.whl >>"$out/pip.log" 2>&1; then
+    say "environment: $(ls .whl/*.whl | wc -l) wheels from .whl/ over what $py has installed, offline"
   else
     say "environment: installing .whl/ offline failed: $(grep -E 'ERROR' "$out/pip.log" | tail -n 1)"
   fi

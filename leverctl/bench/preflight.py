@@ -93,6 +93,16 @@ def wheel_pins(path: Path) -> tuple[tuple[int, int] | None, dict[str, str]]:
     return python, pins
 
 
+def wheels_missing(wheels: Path, folder: Path) -> list[str]:
+    """The ``name==version`` lines of the wheel list that ``folder`` holds
+    no wheel file for (empty: the set is all there)."""
+    have = set()
+    for whl in Path(folder).glob("*.whl"):
+        name, version = whl.name.split("-")[:2]
+        have.add((_norm(name), version))
+    return [f"{name}=={version}" for name, version in wheel_pins(wheels)[1].items() if (name, version) not in have]
+
+
 def _norm(name: str) -> str:
     return re.sub(r"[-_.]+", "-", name).lower()
 
@@ -129,7 +139,13 @@ def problems(needs: Sequence[Need] | None = None, *, version: tuple[int, ...] | 
 def main(argv: Sequence[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m leverctl.bench.preflight", description=__doc__.split("\n\n")[0])
     ap.add_argument("--wheels", type=Path, default=None, help="the wheel list (scripts/gpu-wheels.txt)")
+    ap.add_argument("--wheel-dir", type=Path, default=None,
+                    help="only say which listed wheels this folder lacks, one per line (exit 1 if any)")
     args = ap.parse_args(argv)
+    if args.wheel_dir is not None:
+        lacking = wheels_missing(args.wheels, args.wheel_dir)
+        print("".join(f"{w}\n" for w in lacking), end="")
+        return 1 if lacking else 0
     found = problems(wheels=args.wheels)
     for line in found:
         print(f"leverctl: preflight: {line}", file=sys.stderr)

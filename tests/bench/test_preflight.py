@@ -153,3 +153,13 @@ def test_the_gpu_script_stops_at_once_with_a_python_too_old(tmp_path):
     assert p.stdout.startswith(f"preflight: Python 3.10.12 at {fake}: leverctl needs Python 3.11 or later")
     assert (tmp_path / "out" / "summary.txt").read_text() == p.stdout
     assert not (tmp_path / "venv").exists()
+
+
+def test_the_wheel_folder_check_names_each_listed_wheel_it_lacks(tmp_path):
+    pins = _pins()
+    (tmp_path / f"numba-{pins['numba']}-cp312-cp312-manylinux_2_28_x86_64.whl").write_bytes(b"")
+    (tmp_path / "typer-0.1.0-py3-none-any.whl").write_bytes(b"")  # another version does not count
+    lacking = pf.wheels_missing(WHEELS, tmp_path)
+    assert f"numba=={pins['numba']}" not in lacking and f"typer=={pins['typer']}" in lacking
+    assert len(lacking) == len(pins) - 1
+    assert pf.main(["--wheels", str(WHEELS), "--wheel-dir", str(tmp_path)]) == 1
