@@ -8,7 +8,7 @@ STAMP := $(VENV)/.installed
 # runs them after the fast tests (see tests/conftest.py).
 PYTEST_ARGS ?=
 
-.PHONY: show test test-fast bench sweep gpu-bench clean
+.PHONY: show test test-fast bench sweep gpu-bench wheels clean
 
 $(STAMP): pyproject.toml
 	$(PY) -m venv $(VENV)
@@ -36,11 +36,19 @@ sweep: $(STAMP)
 	$(BIN)/leverctl sweep --device sim --shapes smoke --out $(SWEEP_OUT) \
 	  $(if $(wildcard $(SWEEP_OUT)/plan.json),--resume)
 
-# On a machine with an NVIDIA GPU: GPU-only tests, then the full bench at model
-# shapes; everything lands under $(GPU_OUT).
+# On a machine with an NVIDIA GPU: the bench at model shapes for every recipe,
+# then the GPU-only tests; everything lands under $(GPU_OUT). It needs no
+# network and not the .venv above (whose stamp runs pip against an index):
+# the script makes .venv-gpu from this python3 and the wheels in .whl/.
 GPU_OUT ?= results/gpu
-gpu-bench: $(STAMP)
+gpu-bench:
 	bash scripts/gpu-bench.sh $(GPU_OUT)
 
+# On a machine with a network, before copying the checkout to a GPU machine
+# that has none: every wheel scripts/gpu-wheels.txt lists, for CPython 3.12
+# on x86-64 Linux, into .whl/ (git-ignored), checked complete.
+wheels:
+	PYTHON=$(PY) bash scripts/fetch-wheels.sh .whl
+
 clean:
-	rm -rf $(VENV) build *.egg-info .pytest_cache .hypothesis
+	rm -rf $(VENV) .venv-gpu build *.egg-info .pytest_cache .hypothesis

@@ -1,110 +1,180 @@
 #!/usr/bin/env bash
-# On a machine with an NVIDIA GPU: the GPU-only tests, then the bench at model
-# shapes for every recipe in recipes/ (each engine's defaults recipe included),
-# each against its engine's defaults, as JSON and Markdown, into OUTDIR.
+# On a machine with an NVIDIA GPU: the bench at model shapes for every recipe
+# in recipes/ (each against its engine's defaults), in one process, then the
+# GPU-only tests, everything into OUTDIR.
 #
 #   scripts/gpu-bench.sh OUTDIR
 #
-# Meant for a fresh machine that may have no network: the virtual environment
-# sees the packages of the python3 that creates it (numba, numba-cuda, numpy,
-# typer, rich, pytest; torch if there, for the optional cuBLAS ratio), wheels
-# in .whl/ are installed when that folder exists, and the project itself is
-# linked from this checkout (nothing to build or download).
-# The whole run is budgeted (GPU_BENCH_BUDGET seconds, default 420) so it
-# fits in about eight minutes; a run that would not fit is skipped and said so.
+# Made for a bare machine with no network: only its python3 (3.12) and the
+# wheels this checkout brings in .whl/ (`make wheels`, run where there is a
+# network, puts every wheel scripts/gpu-wheels.txt lists there). Nothing here
+# reaches a package index: pip runs with --no-index (PIP_NO_INDEX too), from
+# its own wheel if the machine's python has no pip. With the whole set the
+# environment is those wheels alone; with only some (the pieces a machine
+# lacks), or none, it is the python's own packages plus them.
+#
+# Order: the interpreter; the environment (.venv-gpu, offline); one line per
+# missing piece (Python version, every import, the CUDA libraries); then
+# leverctl.bench.campaign, whose first kernel is one thread (a toolkit the
+# driver cannot load stops it there, saying what to pin) and which appends
+# every record to OUTDIR/records.jsonl as it finishes; then pytest -m gpu.
+#
+# OUTDIR: summary.txt (what happened, one line per step), device.json,
+# records.jsonl, bench-RECIPE.json/.md, ALL.md, campaign.log, pytest-gpu.log,
+# pip.log, nvidia-smi.txt, versions.txt.
+#
+# GPU_SYSTEM_PACKAGES=1: let the python's own packages into .venv-gpu too.
+# GPU_BENCH_BUDGET seconds in all (default 420), GPU_TEST_BUDGET of them for
+# the tests (default 120). GPU_BENCH_DEVICE=sim and GPU_BENCH_KERNELS="w4a16.gemv ..."
+# try the whole script without a GPU, at smoke shapes in the simulator.
 set -uo pipefail
 
 out=${1:?usage: scripts/gpu-bench.sh OUTDIR}
+mkdir -p "$out" || exit 2
+out=$(cd "$out" && pwd)  # OUTDIR as the caller meant it, before moving to the checkout
 cd "$(dirname "$0")/.."
-mkdir -p "$out"
-out=$(cd "$out" && pwd)
 budget=${GPU_BENCH_BUDGET:-420}
-deadline=$((SECONDS + budget))
+test_budget=${GPU_TEST_BUDGET:-120}
+device=${GPU_BENCH_DEVICE:-gpu}
 py=${PYTHON:-python3}
 venv=${GPU_VENV:-.venv-gpu}
+wheels=scripts/gpu-wheels.txt
 summary="$out/summary.txt"
 : >"$summary"
 status=0
+export PIP_NO_INDEX=1 PIP_DISABLE_PIP_VERSION_CHECK=1 PIP_NO_INPUT=1 PYTHONUNBUFFERED=1
+unset NUMBA_ENABLE_CUDASIM
 
 say() { echo "$*" | tee -a "$summary"; }
 
-# -- environment ---------------------------------------------------------------
+# -- 0. the interpreter ----------------------------------------------------------
+if ! command -v "$py" >/dev/null; then
+  say "preflight: no $py on PATH (set PYTHON=python3.12)"; exit 2
+fi
+if ! "$py" -c 'import sys; sys.exit(sys.version_info < (3, 11))'; then
+  say "preflight: $("$py" -V 2>&1) at $(command -v "$py"): leverctl needs Python 3.11 or later, and the wheels in .whl/ are for $(sed -n 's/^# python: *//p' $wheels)"
+  exit 2
+fi
+
+# .whl/ may hold the whole listed set, or only the pieces a machine lacks.
+have_wheels=0 complete=0
+if ls .whl/*.whl >/dev/null 2>&1; then
+  have_wheels=1
+  PYTHONPATH=. "$py" -m leverctl.bench.preflight --wheels $wheels --wheel-dir .whl >"$out/wheels-missing.txt" 2>&1 \
+    && complete=1
+fi
+want_py=$(sed -n 's/^# python: *//p' $wheels)
+if [ $complete = 1 ] && [ "$("$py" -c 'import sys; print("%d.%d" % sys.version_info[:2])')" != "$want_py" ]; then
+  say "preflight: $("$py" -V 2>&1) at $(command -v "$py"): the wheels in .whl/ are for Python $want_py (set PYTHON=python$want_py)"
+  exit 2
+fi
+
+# -- 1. the environment, offline ---------------------------------------------------
 if [ ! -x "$venv/bin/python" ]; then
-  "$py" -m venv --system-site-packages "$venv" || exit 2
-  # When python3 is itself a virtual environment, --system-site-packages
-  # reaches only its base interpreter: point the new one at its packages too.
-  site=$("$venv/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
-  "$py" -c 'import site; print("\n".join(site.getsitepackages()))' >"$site/_host_packages.pth"
+  # The whole set: a venv of its own, so nothing the machine has installed
+  # (another numba, CUDA 13 bindings) can stand in for the pinned wheels.
+  # Otherwise the python's own packages, with whatever wheels .whl/ adds.
+  # GPU_SYSTEM_PACKAGES=1 lets the machine's packages in anyway (torch, for
+  # the optional cuBLAS reference); the wheels installed still come first.
+  opts=(); [ $complete = 0 ] || [ "${GPU_SYSTEM_PACKAGES:-0}" = 1 ] && opts=(--system-site-packages)
+  "$py" -m venv "${opts[@]}" "$venv" >>"$out/pip.log" 2>&1 \
+    || "$py" -m venv "${opts[@]}" --without-pip "$venv" >>"$out/pip.log" 2>&1 \
+    || { say "preflight: $py -m venv failed (see pip.log)"; exit 2; }
+  if [ ${#opts[@]} -gt 0 ]; then
+    # When python3 is itself a virtual environment, --system-site-packages
+    # reaches only its base interpreter: point the new one at its packages too.
+    site=$("$venv/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
+    "$py" -c 'import site; print("\n".join(site.getsitepackages()))' >"$site/_host_packages.pth"
+  fi
 fi
 venv=$(cd "$venv" && pwd)
-site=$("$venv/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
-# Wheels brought along for packages the machine lacks (it may be offline).
-if [ -d .whl ] && ls .whl/*.whl >/dev/null 2>&1; then
-  "$venv/bin/python" -m pip install -q --no-index --no-deps --disable-pip-version-check .whl/*.whl \
-    >"$out/pip.log" 2>&1 || say "pip: installing .whl/ failed (see pip.log)"
+vpy="$venv/bin/python"
+site=$("$vpy" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
+if [ $have_wheels = 1 ]; then
+  # pip from its own wheel when the venv has none (a python without ensurepip).
+  pipwhl=$(ls .whl/pip-*.whl 2>/dev/null | head -n 1)
+  if "$vpy" -m pip --version >/dev/null 2>&1; then pip=("$vpy" -m pip); else pip=("$vpy" "$pipwhl/pip"); fi
+  if [ $complete = 1 ]; then
+    # Requirements resolved from .whl/ alone: a list that misses one fails here.
+    if "${pip[@]}" install -q --no-index --no-cache-dir --find-links .whl -r $wheels >>"$out/pip.log" 2>&1; then
+      say "environment: $(grep -Evc '^\s*(#|$)' $wheels) wheels from .whl/, offline"
+    else
+      say "environment: installing .whl/ offline failed: $(grep -E 'ERROR' "$out/pip.log" | tail -n 1)"
+    fi
+  elif "${pip[@]}" install -q --no-index --no-cache-dir --no-deps .whl/*.whl >>"$out/pip.log" 2>&1; then
+    say "environment: $(ls .whl/*.whl | wc -l) wheels from .whl/ over what $py has installed, offline"
+  else
+    say "environment: installing .whl/ offline failed: $(grep -E 'ERROR' "$out/pip.log" | tail -n 1)"
+  fi
+else
+  say "environment: no .whl/ here; using what $py has installed (make wheels brings the rest)"
 fi
-# The project, installed from this checkout the way pyproject maps it
-# (leverctl/ and kernels/ as leverctl_kernels): links on a .pth path, so
-# nothing is built and nothing is downloaded.
+# The project, from this checkout the way pyproject maps it (leverctl/, and
+# kernels/ as leverctl_kernels), through links on a .pth path: nothing to
+# build, nothing to download.
 mkdir -p "$venv/src"
 ln -sfn "$PWD/leverctl" "$venv/src/leverctl"
 ln -sfn "$PWD/kernels" "$venv/src/leverctl_kernels"
 echo "$venv/src" >"$site/_leverctl_checkout.pth"
-"$venv/bin/python" -c 'import numba.cuda, numpy, typer, rich, pytest, leverctl, leverctl_kernels.registry' \
-  2>>"$out/pip.log" || { say "missing packages (see pip.log)"; exit 2; }
-lev=("$venv/bin/python" -m leverctl)
-export PYTHONUNBUFFERED=1
+
+# -- 2. one line per missing piece ---------------------------------------------------
+if ! "$vpy" -m leverctl.bench.preflight --wheels $wheels >>"$summary" 2>&1; then
+  grep '^leverctl: preflight' "$summary"
+  exit 2
+fi
+tail -n 1 "$summary"
 command -v nvidia-smi >/dev/null && nvidia-smi >"$out/nvidia-smi.txt" 2>&1
-"$venv/bin/python" -m pip list 2>/dev/null | grep -iE '^(numba|numba-cuda|numpy|torch|cuda-bindings) ' >"$out/versions.txt"
+{ "$vpy" -m pip list 2>/dev/null || "$vpy" "${pipwhl:-}/pip" list 2>/dev/null; } \
+  | grep -iE '^(numba|numba-cuda|numpy|llvmlite|cuda-bindings|cuda-core|nvidia-[a-z0-9-]+|cuda-toolkit|torch) ' >"$out/versions.txt"
 
-left() { echo $((deadline - SECONDS)); }
-
-# -- 1. GPU tests ----------------------------------------------------------------
-say "== pytest -m gpu"
-LEVERCTL_TEST_DEVICE=gpu timeout 150 "$venv/bin/python" -m pytest -q -m gpu -p no:cacheprovider \
-  >"$out/pytest-gpu.log" 2>&1
+# -- 3. the bench: every recipe, one process ---------------------------------------------
+rm -f "$out/records.jsonl" "$out"/bench-*.json "$out"/bench-*.md "$out/left.txt"
+kernels=(); for k in ${GPU_BENCH_KERNELS:-}; do kernels+=(--kernel "$k"); done
+campaign() {  # campaign BUDGET [RECIPE...]
+  local b=$1; shift
+  # The campaign keeps to its budget; timeout is the last resort (SIGTERM:
+  # the finished records are on disk, the recipe in flight is written).
+  timeout -k 20 $((b + 90)) "$vpy" -m leverctl.bench.campaign "$out" "$@" --device "$device" --budget "$b" \
+    --left "$out/left.txt" "${kernels[@]}" 2>&1 | tee -a "$out/campaign.log" | grep --line-buffered -E '^leverctl'
+  return "${PIPESTATUS[0]}"
+}
+bench_budget=$((budget - test_budget - SECONDS))
+# A slow install must not leave the bench nothing: it gets a minute at least.
+[ $bench_budget -lt 60 ] && bench_budget=60
+say "== bench: every recipe in one process, ${bench_budget}s"
+campaign "$bench_budget"
 rc=$?
-say "pytest -m gpu: exit $rc ($(tail -n 1 "$out/pytest-gpu.log"))"
+# A lost CUDA context ends that process; a fresh one continues with the rest.
+if [ -s "$out/left.txt" ] && [ $((budget - test_budget - SECONDS)) -ge 60 ]; then
+  mapfile -t rest <"$out/left.txt"
+  rm -f "$out/left.txt"
+  say "bench: the CUDA context was lost; a fresh process runs ${rest[*]}"
+  campaign $((budget - test_budget - SECONDS)) "${rest[@]}"
+  rc2=$?; [ $rc2 -gt $rc ] && rc=$rc2
+fi
+case $rc in
+  0) what="all pass" ;;
+  1) what="some FAIL or stopped early" ;;
+  2) what="could not start (see the line above)" ;;
+  124|137) what="killed at the time limit" ;;
+  130) what="interrupted" ;;
+  *) what="error (see campaign.log)" ;;
+esac
+grep -E '^leverctl campaign: [^ ]+: [0-9]+ pass' "$out/campaign.log" >>"$summary"
+say "bench: exit $rc, $what; $(wc -l <"$out/records.jsonl" 2>/dev/null || echo 0) records in records.jsonl"
 [ $rc -ne 0 ] && status=1
-
-# -- 2. the bench at model shapes, per recipe ------------------------------------
-# Most interesting first: a recipe that sets levers, then the plain defaults.
-recipes=$(ls recipes/*.toml | grep -v -- '-defaults\.toml$'; ls recipes/*-defaults.toml)
-n=$(echo "$recipes" | wc -l)
-i=0
-for recipe in $recipes; do
-  i=$((i + 1))
-  name=$(basename "$recipe" .toml)
-  remaining=$(left)
-  runs_left=$((n - i + 1))
-  slot=$((remaining / runs_left))
-  if [ "$slot" -lt 30 ]; then
-    say "bench $name: skipped, ${remaining}s of the budget left"
-    status=1
-    continue
-  fi
-  [ "$slot" -gt 150 ] && slot=150
-  # --time-cap: per-configuration sampling cap, so every recipe fits.
-  timeout "$slot" "${lev[@]}" bench --no-env --recipe "$recipe" --device gpu --shapes model \
-    --against defaults --time-cap 0.5 --format json --out "$out/bench-$name.json" 2>"$out/bench-$name.log"
-  rc=$?
-  case $rc in
-    0) what="all pass" ;;
-    1) what="some FAIL"; status=1 ;;
-    124) what="timed out after ${slot}s"; status=1 ;;
-    *) what="error (see bench-$name.log)"; status=1 ;;
-  esac
-  say "bench $name: exit $rc, $what"
-  if [ -s "$out/bench-$name.json" ]; then
-    "$venv/bin/python" - "$out/bench-$name.json" >"$out/bench-$name.md" <<'PY'
-import json, sys
-from leverctl.bench.report import render
-print(render(json.load(open(sys.argv[1])), "markdown"), end="")
-PY
-  fi
-done
-
-# One file with every report, for a quick read.
 cat "$out"/bench-*.md >"$out/ALL.md" 2>/dev/null
+
+# -- 4. the GPU-only tests -------------------------------------------------------------------
+if [ "$device" = gpu ] && [ $rc -ne 2 ]; then
+  t=$((budget - SECONDS)); [ $t -lt 60 ] && t=60
+  say "== pytest -m gpu, ${t}s"
+  LEVERCTL_TEST_DEVICE=gpu timeout -k 10 "$t" "$vpy" -m pytest -q -m gpu -p no:cacheprovider \
+    >"$out/pytest-gpu.log" 2>&1
+  prc=$?
+  say "pytest -m gpu: exit $prc ($(tail -n 1 "$out/pytest-gpu.log"))"
+  [ $prc -ne 0 ] && status=1
+fi
+
 say "done in ${SECONDS}s; exit $status"
 exit $status

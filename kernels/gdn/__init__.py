@@ -71,7 +71,9 @@ def _per_sequence_launches(shape) -> int:
 
 def _path(name: str, summary: str, levers: dict, variants: list[Variant], **fields) -> KernelPath:
     """The path ``gdn.<name>``; ``levers`` maps each lever to its default,
-    ``variants`` in the order the bench lists them."""
+    ``variants`` in the order the bench lists them. A model without a
+    ``[model.gdn]`` table (a dense one) has none of these paths."""
+    fields["extra"] = {"model_sections": ("gdn",), **fields.get("extra", {})}
     return KernelPath(name=f"gdn.{name}", family="gdn", summary=summary, levers=tuple(levers),
                       lever_defaults=levers, variants={v.name: v for v in variants}, **fields)
 

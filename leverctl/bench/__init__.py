@@ -1,8 +1,12 @@
 """The bench: plan, run, check and time kernel paths; records per docs/records.md.
 
     device.py  GPU or Numba's CUDA simulator, decided before numba.cuda loads
-    plan.py    paths an engine has x the variant its levers choose x shapes
-    run.py     one item -> one record (run_item); the bench document
+    plan.py    paths an engine (and the recipe's model) has x the variant its levers choose x shapes
+    run.py     one item -> one record (run_item); records streamed as they finish; the bench document
+    smoke.py   the one-thread first kernel of a GPU run, and the CUDA versions it finds
+    faults.py  which CUDA errors lose the context (the run stops) and which fail one record
+    campaign.py  the GPU run: every recipe in one process, records appended to JSONL
+    preflight.py the Python version and every import, checked before a GPU run
     check.py   poisoned outputs against the float64 reference
     timing.py  stopping rule, statistics, roofline, the GPU rig
     report.py  table / JSON / Markdown from a document alone
@@ -28,6 +32,9 @@ Hooks a kernel path may declare in ``KernelPath.extra``:
 * ``"gemm_mnk"``: ``fn(shape) -> (m, n, k)``, the fp16 matrix product doing
   the same work; on a GPU with torch importable the record gains
   ``reference_lib`` (cuBLAS time and our time over it). Never a dependency.
+* ``"model_sections"``: the ``[model.*]`` tables a recipe's model needs at
+  least one of to have the path (``("gdn",)``); a recipe whose ``[model]``
+  has none of them does not plan it (a dense model has no GDN layer).
 * ``"decode"``: ``{output: fn(array) -> float64 array}`` for outputs stored
   encoded (bf16 as raw uint16 bits, say); the others compare as float64.
 """

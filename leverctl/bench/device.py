@@ -45,6 +45,7 @@ class Probe:
     driver: str | None = None
     l2_bytes: int | None = None
     sm_count: int | None = None
+    cuda_driver: str | None = None  # the newest CUDA the driver supports ("12.4")
 
 
 def _error_name(lib, code: int) -> str:
@@ -100,9 +101,10 @@ def probe_gpu(load: Callable[[str], Any] = ctypes.CDLL) -> Probe:
     name = buf.value.decode(errors="replace") if lib.cuDeviceGetName(buf, 256, dev) == 0 else None
     major, minor = attr(_ATTR_CC_MAJOR), attr(_ATTR_CC_MINOR)
     ver = ctypes.c_int(0)
-    cuda_ver = None
+    cuda_num = None
     if lib.cuDriverGetVersion(ctypes.byref(ver)) == 0 and ver.value:
-        cuda_ver = f"CUDA {ver.value // 1000}.{ver.value % 1000 // 10}"
+        cuda_num = f"{ver.value // 1000}.{ver.value % 1000 // 10}"
+    cuda_ver = f"CUDA {cuda_num}" if cuda_num else None
     module = _kernel_module_version()
     driver = f"{module} ({cuda_ver})" if module and cuda_ver else (module or cuda_ver)
     return Probe(
@@ -112,11 +114,17 @@ def probe_gpu(load: Callable[[str], Any] = ctypes.CDLL) -> Probe:
         driver=driver,
         l2_bytes=attr(_ATTR_L2_CACHE_SIZE),
         sm_count=attr(_ATTR_SM_COUNT),
+        cuda_driver=cuda_num,
     )
 
 
-def versions() -> dict[str, str | None]:
-    """Library versions, from package metadata (imports nothing)."""
+# The CUDA versions a GPU run records (docs/records.md), null in the simulator.
+CUDA_VERSION_KEYS = ("cuda_driver", "cuda_runtime", "nvvm", "ptx_isa", "ptx_target")
+
+
+def versions(device: "Device | None" = None) -> dict[str, str | None]:
+    """Library versions, from package metadata (imports nothing), and the
+    CUDA versions ``device`` found when its first kernel ran (``smoke``)."""
 
     def dist(name: str) -> str | None:
         try:
@@ -132,14 +140,19 @@ def versions() -> dict[str, str | None]:
         "numba": dist("numba"),
         "numba_cuda": dist("numba-cuda"),
         "numpy": dist("numpy"),
+        **{k: (device.cuda if device is not None else {}).get(k) for k in CUDA_VERSION_KEYS},
     }
 
 
 @dataclass
 class Device:
     """The device of one run. On a GPU it also holds the run's measured
-    ceilings (copy bandwidth, FP32 rate), measured once on first use, and the
-    timing rig (L2 flush buffer, events)."""
+    ceilings (copy bandwidth, FP32 rate), measured once on first use, the
+    timing rig (L2 flush buffer, events), and the CUDA versions its first
+    kernel found (``cuda``, see :mod:`.smoke`).
+
+    Describing the device (``to_json``) only reads what was gathered: after
+    a kernel has lost the CUDA context, nothing may touch it again."""
 
     kind: str  # "gpu" | "sim"
     name: str
@@ -151,7 +164,10 @@ class Device:
     # Set when a kernel fault has left the CUDA context unusable: later items
     # fail at once with this note instead of each reporting the same fault.
     lost: str | None = None
+    cuda_driver: str | None = None
+    cuda: dict[str, Any] = field(default_factory=dict)
     _rig: Any = field(default=None, repr=False)
+    _ceilings: dict[str, float] = field(default_factory=dict, repr=False)
 
     @property
     def is_gpu(self) -> bool:
@@ -167,13 +183,21 @@ class Device:
             self._rig = GpuRig(l2_bytes=self.l2_bytes, sm_count=self.sm_count)
         return self._rig
 
+    def _ceiling(self, name: str) -> float | None:
+        if not self.is_gpu:
+            return None
+        if name not in self._ceilings:
+            self._ceilings[name] = getattr(self.rig(), name)()
+        return self._ceilings[name]
+
     @property
     def copy_gbps(self) -> float | None:
-        return self.rig().copy_gbps() if self.is_gpu else None
+        """Measured on first use (a GPU run measures it before any kernel)."""
+        return self._ceiling("copy_gbps")
 
     @property
     def fp32_tflops(self) -> float | None:
-        return self.rig().fp32_tflops() if self.is_gpu else None
+        return self._ceiling("fp32_tflops")
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -181,8 +205,8 @@ class Device:
             "name": self.name,
             "compute_capability": self.compute_capability,
             "driver": self.driver,
-            "copy_gbps": _round(self.copy_gbps),
-            "fp32_tflops": _round(self.fp32_tflops),
+            "copy_gbps": _round(self._ceilings.get("copy_gbps")),
+            "fp32_tflops": _round(self._ceilings.get("fp32_tflops")),
             "why_sim": self.why_sim,
         }
 
@@ -259,11 +283,16 @@ def _gpu(p: Probe) -> Device:
 
     if not cuda.is_available():  # the probe saw a device numba cannot use
         raise UserError(f"--device gpu: numba.cuda cannot use the {p.name or 'GPU'} the driver reports")
-    return Device(
+    dev = Device(
         kind="gpu",
         name=p.name or "CUDA GPU",
         compute_capability=p.compute_capability,
         driver=p.driver,
         l2_bytes=p.l2_bytes,
         sm_count=p.sm_count,
+        cuda_driver=p.cuda_driver,
     )
+    from .smoke import smoke
+
+    smoke(dev)  # one thread, before anything else: a toolkit the driver cannot load says so here
+    return dev

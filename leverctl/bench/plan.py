@@ -64,6 +64,25 @@ def applies(path: KernelPath, engine: str, catalog_fields: Iterable[str]) -> boo
     return any(f in fields for f in path.levers)
 
 
+def model_lacks(path: KernelPath, model: Mapping[str, Any] | None) -> str:
+    """Why the recipe's model does not have this path ('' when it does).
+
+    A path may declare ``extra["model_sections"]``: the ``[model.*]`` tables
+    of which a model needs at least one to run it (``("gdn",)`` for the GDN
+    paths). A recipe that describes its model (a ``[model]`` table with
+    sizes) but none of those sections has no such layer: a dense model has
+    no GDN. Without a ``[model]`` table every path is planned, at its default
+    model's shapes."""
+    sections = tuple(path.extra.get("model_sections", ()))
+    if not sections or not model:
+        return ""
+    if any(model.get(s) for s in sections):
+        return ""
+    tables = " or ".join(f"[model.{s}]" for s in sections)
+    name = model.get("name")
+    return f"the model{f' {name}' if name else ''} has no {tables}"
+
+
 def path_levers(path: KernelPath, values: Mapping[str, Any], catalog_fields: Iterable[str]) -> dict[str, Any]:
     """The values of the path's levers: the resolved value where the catalog
     has the field, else the path's ``lever_defaults``."""
@@ -109,9 +128,10 @@ class PlanItem:
         return (self.kernel, self.shape.label, self.config)
 
     @property
-    def run_key(self) -> tuple[str, str, str, str]:
-        """What the measurement depends on: items equal here give one record."""
-        return (self.kernel, self.variant, self.shape.label, self.config)
+    def run_key(self) -> tuple:
+        """What the measurement depends on: items equal here give one record
+        (the shape's sizes, not only its label: recipes may share a label)."""
+        return (self.kernel, self.variant, self.shape.label, tuple(sorted(self.shape.dims.items())), self.config)
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -161,6 +181,8 @@ class Plan:
     shapes: str  # the preset
     catalog: str  # full catalog digest
     items: tuple[PlanItem, ...] = field(default_factory=tuple)
+    # Paths the engine has but the recipe's model does not: (path, why).
+    not_in_model: tuple[tuple[str, str], ...] = field(default_factory=tuple, compare=False)
 
     @property
     def hash(self) -> str:
@@ -209,8 +231,13 @@ def build_plan(
     if shapes not in PRESETS:
         raise ValueError(f"shape preset {shapes!r}: one of {PRESETS}")
     items: list[PlanItem] = []
+    skipped: list[tuple[str, str]] = []
     for path in paths:
         if not applies(path, engine, catalog_fields):
+            continue
+        why = model_lacks(path, model)
+        if why:
+            skipped.append((path.name, why))
             continue
         try:
             levers = path_levers(path, values, catalog_fields)
@@ -220,7 +247,7 @@ def build_plan(
             items.append(PlanItem(path, "", {}, bad, f"{type(e).__name__}: {one_line(e)}", True))
             continue
         items.extend(items_for(path, levers, path_shapes))
-    return Plan(engine, shapes, catalog_digest, tuple(items)).stamped()
+    return Plan(engine, shapes, catalog_digest, tuple(items), tuple(skipped)).stamped()
 
 
 def plan_for(resolution, paths: Sequence[KernelPath], *, shapes: str = "smoke",

@@ -140,6 +140,8 @@ def markdown(doc: dict) -> str:
         out.append(f"No GPU: {d['why_sim']}.")
     out.append("Versions: " + ", ".join(f"{k} {val}" for k, val in v.items() if val) + ".")
     out.append(f"Created {doc['created']}.")
+    if doc.get("stopped"):
+        out.append(f"Stopped before the plan ended: {doc['stopped']}.")
     for label, results in _sections(doc):
         cols, *_ = _columns(doc, results)
         out += ["", f"## {_title(doc, label, results)}", ""]

@@ -1,18 +1,33 @@
 """Run plan items and build records (docs/records.md).
 
-``run_item`` is the whole life of one item: fresh seeded inputs, build,
-check against the reference on poisoned outputs, and on a GPU warm-up,
-timing, roofline, an optional library reference, and a recheck on fresh
-inputs. Anything an item raises becomes a ``fail`` record with the error in
+``run_item`` is the whole life of one item: seeded inputs, build, check
+against the reference on poisoned outputs, and on a GPU warm-up, timing,
+roofline, an optional library reference, and a recheck on fresh inputs.
+Anything an item raises becomes a ``fail`` record with the error in
 ``note``; the bench never prints a traceback for a kernel.
+
+``run_items`` runs a list of items and hands each record to ``on_record``
+the moment it is finished (the GPU run appends it to a JSONL file there),
+so an interruption at any point loses only the item in flight. It stops
+early, keeping what it has, when the CUDA context is lost (:mod:`.faults`)
+or a deadline passes. Host work is shared: inputs and float64 references
+are made once per (kernel, shape, draw) and kept in a :class:`HostCache`
+while they fit, since every variant and lever set of a kernel is checked on
+the same draw.
 """
 from __future__ import annotations
 
+import signal
+import time
 import zlib
+from collections import OrderedDict
+from contextlib import contextmanager
+from dataclasses import replace
 from datetime import datetime, timezone
 from typing import Any, Callable, Iterable, Sequence
 
 from .device import Device, versions
+from .faults import context_lost
 from .plan import Plan, PlanItem, lever_json, one_line
 from .timing import REFERENCE_LIB, StopRule, roofline, sig
 
@@ -52,8 +67,45 @@ def _add_note(rec: dict, text: str) -> None:
     rec["note"] = f"{rec['note']}; {text}" if rec["note"] else text
 
 
-def run_item(item: PlanItem, device: Device, rng_seed: int = 0, *, stop: StopRule | None = None) -> dict[str, Any]:
-    """One record for one plan item. Never raises for a kernel's fault."""
+class HostCache:
+    """Inputs and float64 references by (what, kernel, shape, draw), made
+    once and kept, least recently used first out, while their arrays fit in
+    ``max_bytes``. Nothing may change a cached array: the check uploads
+    copies and hands the reference copies."""
+
+    def __init__(self, max_bytes: int = 8 << 30):
+        self.max_bytes = max_bytes
+        self._items: OrderedDict[tuple, tuple[Any, int]] = OrderedDict()
+        self._bytes = 0
+        self.hits = self.misses = 0
+
+    def get(self, key: tuple, make: Callable[[], Any]) -> Any:
+        if key in self._items:
+            self._items.move_to_end(key)
+            self.hits += 1
+            return self._items[key][0]
+        self.misses += 1
+        value = make()
+        size = _nbytes(value)
+        if size <= self.max_bytes:
+            self._items[key] = (value, size)
+            self._bytes += size
+            while self._bytes > self.max_bytes:
+                _, (_, dropped) = self._items.popitem(last=False)
+                self._bytes -= dropped
+        return value
+
+
+def _nbytes(value: Any) -> int:
+    if isinstance(value, dict):
+        return sum(_nbytes(v) for v in value.values())
+    return int(getattr(value, "nbytes", 0))
+
+
+def run_item(item: PlanItem, device: Device, rng_seed: int = 0, *, stop: StopRule | None = None,
+             host: HostCache | None = None) -> dict[str, Any]:
+    """One record for one plan item. Never raises for a kernel's fault; a
+    fault that loses the CUDA context also sets ``device.lost``."""
     rec = empty_record(item, device)
     if item.failed:
         return rec
@@ -61,23 +113,29 @@ def run_item(item: PlanItem, device: Device, rng_seed: int = 0, *, stop: StopRul
         _add_note(rec, f"not run: {device.lost}")
         return rec
     try:
-        _run(item, device, rng_seed, stop or StopRule(), rec)
+        _run(item, device, rng_seed, stop or StopRule(), rec, host if host is not None else HostCache(0))
     except Exception as e:  # noqa: BLE001 - every fault becomes a FAIL record
         rec["status"] = "fail"
         _add_note(rec, f"{type(e).__name__}: {one_line(e)}")
-        if device.is_gpu and _is_context_fault(e):
-            device.lost = f"the CUDA context was lost in {item.kernel} {item.variant} ({type(e).__name__})"
+        if context_lost(e):
+            device.lost = f"the CUDA context was lost in {item.kernel} {item.variant} ({one_line(e, 120)})"
     return rec
 
 
-def _is_context_fault(e: BaseException) -> bool:
-    # A launch fault (illegal address, ...) poisons the context for the rest
-    # of the process; numba raises these as CudaAPIError/CudaDriverError.
-    return type(e).__name__ in ("CudaAPIError", "CudaDriverError", "CudaSupportError")
-
-
-def _run(item: PlanItem, device: Device, seed: int, stop: StopRule, rec: dict) -> None:
+def _drawn(path, shape, seed: list[int], host: HostCache):
+    """(inputs, the path with its reference served from ``host``) for one draw."""
     import numpy as np
+
+    key = (path.name, tuple(sorted(shape.dims.items())), tuple(seed))
+    inputs = host.get(("inputs", *key), lambda: path.make_inputs(shape, np.random.default_rng(seed)))
+
+    def reference(s, given):
+        return host.get(("reference", *key), lambda: path.reference(s, given))
+
+    return inputs, replace(path, reference=reference)
+
+
+def _run(item: PlanItem, device: Device, seed: int, stop: StopRule, rec: dict, host: HostCache) -> None:
     from numba import cuda
 
     from . import check as chk
@@ -86,9 +144,9 @@ def _run(item: PlanItem, device: Device, seed: int, stop: StopRule, rec: dict) -
     traffic = path.variant_traffic(item.variant, shape)
     rec["traffic"] = {"bytes": int(traffic.bytes), "flops": int(traffic.flops)}
 
-    inputs = path.make_inputs(shape, np.random.default_rng(item_seed(seed, item)))
+    inputs, cpath = _drawn(path, shape, item_seed(seed, item), host)
     launch = path.variants[item.variant].build(shape)
-    bufs, fig = chk.check(path, item.variant, shape, launch, inputs, cuda)
+    bufs, fig = chk.check(cpath, item.variant, shape, launch, inputs, cuda)
     rec["error"] = fig.to_json()
     if not fig.passed:
         _add_note(rec, fig.why())
@@ -119,8 +177,8 @@ def _run(item: PlanItem, device: Device, seed: int, stop: StopRule, rec: dict) -
     del bufs
 
     # Timing reused one set of buffers many times; check again on a fresh draw.
-    fresh = path.make_inputs(shape, np.random.default_rng(item_seed(seed, item, trial=1)))
-    _, fig2 = chk.check(path, item.variant, shape, launch, fresh, cuda)
+    fresh, cpath = _drawn(path, shape, item_seed(seed, item, trial=1), host)
+    _, fig2 = chk.check(cpath, item.variant, shape, launch, fresh, cuda)
     worse = fig2 if not fig2.passed else fig
     rec["error"] = {**worse.to_json(), "rechecked": True}
     if not fig2.passed:
@@ -138,62 +196,115 @@ def run_items(
     progress: bool = True,
     on_record: Callable[[dict], None] | None = None,
     cache: dict | None = None,
+    host: HostCache | None = None,
+    deadline: float | None = None,
+    console: Any = None,
 ) -> list[dict[str, Any]]:
-    """Records for ``items`` in order, with a progress bar on stderr when it
-    is a terminal. Items equal in ``run_key`` are run once (``cache`` may be
-    shared between calls, e.g. a run and its ``--against`` run)."""
+    """Records for ``items`` in order, each handed to ``on_record`` as soon
+    as it is finished, with a progress bar on stderr when it is a terminal.
+    Items equal in ``run_key`` are run once (``cache`` may be shared between
+    calls, e.g. a run and its ``--against`` run, or every recipe of a GPU
+    run). Stops early, keeping what it has, once the CUDA context is lost
+    (``device.lost``) or ``time.monotonic()`` passes ``deadline``: see
+    :func:`why_stopped`."""
     cache = {} if cache is None else cache
-    records = []
-    with _progress(len(items), enabled=progress) as advance:
+    host = HostCache() if host is None else host
+    records: list[dict[str, Any]] = []
+    with Progress(len(items), enabled=progress, console=console) as bar:
         for item in items:
-            advance(f"{item.kernel} {item.variant or '?'} {item.shape.label}")
+            if device.lost or (deadline is not None and time.monotonic() >= deadline):
+                break
+            bar.start(item)
             if not item.failed and item.run_key in cache:
                 rec = {**cache[item.run_key], "plan": item.plan, "catalog": item.catalog}
             else:
-                rec = run_item(item, device, seed, stop=stop)
-                if not item.failed:
+                rec = run_item(item, device, seed, stop=stop, host=host)
+                if not item.failed and not device.lost:
                     cache[item.run_key] = rec
             records.append(rec)
             if on_record is not None:
                 on_record(rec)
+            bar.done()
     return records
+
+
+def why_stopped(planned: int, done: int, device: Device, budget_s: float | None = None) -> str | None:
+    """The document's ``stopped``: None when every planned item has a record."""
+    if done >= planned:
+        return None
+    left = f"{planned - done} of {planned} planned items not run"
+    if device.lost:
+        return f"{device.lost}; {left}"
+    if budget_s is not None:
+        return f"its time budget of {budget_s:g} s was spent; {left}"
+    return left
 
 
 def run_plan(plan: Plan, device: Device, seed: int = 0, **kw) -> list[dict[str, Any]]:
     return run_items(plan.items, device, seed, **kw)
 
 
-class _progress:
-    """A transient Rich progress bar on stderr (nothing when not a TTY)."""
+class Progress:
+    """A transient Rich progress bar on stderr, when it is a terminal (nothing
+    otherwise): the item running (kernel, configuration, shape), how many are
+    done, and the time elapsed."""
 
-    def __init__(self, total: int, enabled: bool = True):
-        self.total, self.enabled, self.bar, self.task = total, enabled, None, None
+    def __init__(self, total: int, enabled: bool = True, console: Any = None):
+        self.total, self.enabled, self.console = total, enabled, console
+        self.bar = self.task = None
 
-    def __enter__(self):
+    def __enter__(self) -> "Progress":
         from rich.console import Console
 
-        console = Console(stderr=True)
+        console = self.console or Console(stderr=True)
         if self.enabled and console.is_terminal and self.total:
-            from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+            from rich.progress import BarColumn, MofNCompleteColumn, Progress as Bar, TextColumn, TimeElapsedColumn
 
-            self.bar = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
-                                TimeElapsedColumn(), console=console, transient=True)
+            self.bar = Bar(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
+                           TimeElapsedColumn(), console=console, transient=True)
             self.bar.start()
             self.task = self.bar.add_task("bench", total=self.total)
-        first = [True]
+        return self
 
-        def advance(desc: str) -> None:
-            if self.bar is None:
-                return
-            self.bar.update(self.task, advance=0 if first[0] else 1, description=desc)
-            first[0] = False
+    def start(self, item: PlanItem) -> None:
+        if self.bar is not None:
+            what = f"{item.kernel} [{item.config or item.variant or '?'}] {item.shape.label}"
+            from rich.markup import escape
 
-        return advance
+            self.bar.update(self.task, description=escape(what))
+            self.bar.refresh()
+
+    def done(self) -> None:
+        if self.bar is not None:
+            self.bar.update(self.task, advance=1)
 
     def __exit__(self, *exc):
         if self.bar is not None:
             self.bar.stop()
         return False
+
+
+class Terminated(BaseException):
+    """SIGTERM, turned into an exception so that the code that was running
+    unwinds like on Ctrl-C and keeps what it has finished."""
+
+
+@contextmanager
+def terminate_as_interrupt():
+    """While inside, SIGTERM raises :class:`Terminated` in the main thread
+    (the default would end the process without a word)."""
+    def on_term(signum, frame):
+        raise Terminated()
+
+    try:
+        previous = signal.signal(signal.SIGTERM, on_term)
+    except ValueError:  # not the main thread: leave signals alone
+        yield
+        return
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
 
 
 def speedups(main: Iterable[dict], against: Iterable[dict]) -> None:
@@ -216,17 +327,21 @@ def document(
     results: list[dict],
     against: dict[str, Any] | None = None,
     created: datetime | None = None,
+    stopped: str | None = None,
 ) -> dict[str, Any]:
     """The versioned bench document (docs/records.md). ``against``, when
-    given, is ``{"name": ..., "levers": ..., "results": [...]}``."""
+    given, is ``{"name": ..., "levers": ..., "results": [...]}``;
+    ``stopped`` says why the run ended before its plan did (None: it did
+    not). Describing the device reads only what was gathered."""
     created = created or datetime.now(timezone.utc)
     return {
         "schema": SCHEMA,
         "created": created.strftime("%Y-%m-%dT%H:%M:%SZ"),
         "engine": engine,
         "device": device.to_json(),
-        "versions": versions(),
+        "versions": versions(device),
         "levers": levers,
         "against": against,
+        "stopped": stopped,
         "results": results,
     }

@@ -1,7 +1,9 @@
 """``leverctl bench``: run, check and (on a GPU) time the kernel path each
 lever chooses.
 
-Exit codes: 0 every record passed, 1 any FAIL, 2 bad input (including
+Exit codes: 0 every record passed, 1 any FAIL (or a run the CUDA context
+was lost in, which stops it), 130 interrupted (Ctrl-C or SIGTERM: the records
+finished so far are written to ``--out`` first), 2 bad input (including
 ``--device gpu`` with no usable GPU, and ``--shapes model`` in the simulator
 without ``--force``: model shapes take hours there).
 """
@@ -60,7 +62,7 @@ def register(app: typer.Typer) -> None:
 
         from ..bench.plan import plan_for
         from ..bench.report import counts, render
-        from ..bench.run import document, run_plan, speedups
+        from ..bench.run import Terminated, document, run_plan, speedups, terminate_as_interrupt, why_stopped
         from ..bench.timing import StopRule
 
         paths = common.select_paths(common.registered_paths(), kernel, res)
@@ -72,18 +74,45 @@ def register(app: typer.Typer) -> None:
             why = f"no GPU: {dev.why_sim}. " if dev.why_sim else ""
             common.err.print(f"leverctl bench: {why}Correctness checks in the CUDA simulator at {preset} "
                              "shapes, without timings.", markup=False, highlight=False)
-        if not plan.items:
+        for name, why in plan.not_in_model:
+            common.err.print(f"leverctl bench: {name} not planned: {why}", markup=False, highlight=False)
+        if not plan.items and not plan.not_in_model:
             common.err.print(f"leverctl bench: no kernel path applies to {res.engine}.", markup=False)
-        cache: dict = {}
-        records = run_plan(plan, dev, seed, stop=stop, cache=cache)
+
+        # Records are kept as they finish, so Ctrl-C (or SIGTERM) leaves the
+        # finished ones in --out; see _finish.
+        records: list = []
+        arecords: list = []
         against_doc = None
-        if other is not None:
-            name, _r, ares = other
-            aplan = plan_for(ares, paths, shapes=preset, model=model or None)
-            arecords = run_plan(aplan, dev, seed, stop=stop, cache=cache)
-            speedups(records, arecords)
-            against_doc = {"name": name, "levers": ares.to_json(), "results": arecords}
-        doc = document(engine=res.engine, device=dev, levers=res.to_json(), results=records, against=against_doc)
+        cache: dict = {}
+        stopped = None
+        try:
+            with terminate_as_interrupt():
+                run_plan(plan, dev, seed, stop=stop, cache=cache, on_record=records.append)
+                stopped = why_stopped(len(plan.items), len(records), dev)
+                if other is not None and stopped is None:
+                    name, _r, ares = other
+                    aplan = plan_for(ares, paths, shapes=preset, model=model or None)
+                    against_doc = {"name": name, "levers": ares.to_json(), "results": arecords}
+                    run_plan(aplan, dev, seed, stop=stop, cache=cache, on_record=arecords.append)
+                    speedups(records, arecords)
+                    stopped = why_stopped(len(aplan.items), len(arecords), dev)
+        except (KeyboardInterrupt, Terminated) as e:
+            what = "interrupted" if isinstance(e, KeyboardInterrupt) else "terminated (SIGTERM)"
+            stopped = f"{what} after {len(records) + len(arecords)} records"
+            doc = document(engine=res.engine, device=dev, levers=res.to_json(), results=records,
+                           against=against_doc, stopped=stopped)
+            if out is not None:
+                write_atomically(out, render(doc, fmt), make_folder=True)
+                common.err.print(f"leverctl: {what}; the {len(records) + len(arecords)} records finished so far "
+                                 f"are in {out}", markup=False, highlight=False)
+            else:
+                common.err.print(f"leverctl: {what}", markup=False, highlight=False)
+            raise common.Interrupted() from None
+        if dev.lost:
+            common.err.print(f"leverctl bench: stopped: {stopped}", markup=False, highlight=False)
+        doc = document(engine=res.engine, device=dev, levers=res.to_json(), results=records, against=against_doc,
+                       stopped=stopped)
 
         if out is not None:
             write_atomically(out, render(doc, fmt), make_folder=True)
@@ -92,5 +121,5 @@ def register(app: typer.Typer) -> None:
             width, color = common.tty_table(fmt)
             common.write(render(doc, fmt, width=width, color=color))
         _passed, failed = counts(doc)
-        if failed:
+        if failed or stopped:
             raise typer.Exit(1)

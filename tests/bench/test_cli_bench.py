@@ -167,3 +167,79 @@ def test_kernels_table_marks_the_selected_variant(capsys, fake_paths):
     code, out, err = run_cli(capsys, "kernels", "--no-env", "--engine", "metrale")
     assert code == 0, err
     assert "▶ good" in out and "(not in this engine)" in out
+
+
+# -- interruptions and lost contexts keep what is finished -------------------
+
+
+def _stop_at_third_launch(monkeypatch, exc):
+    """The real run_item, until the third call raises ``exc``."""
+    import leverctl.bench.run as run_mod
+
+    real = run_mod.run_item
+    calls = []
+
+    def run_item(*a, **k):
+        calls.append(a[0].key)
+        if len(calls) == 3:
+            raise exc
+        return real(*a, **k)
+
+    monkeypatch.setattr(run_mod, "run_item", run_item)
+
+
+@pytest.mark.sim
+def test_ctrl_c_keeps_the_records_finished_so_far_in_the_output_file(capsys, fake_paths, monkeypatch, tmp_path):
+    _stop_at_third_launch(monkeypatch, KeyboardInterrupt())
+    out_file = tmp_path / "bench.json"
+    code, out, err = run_cli(capsys, "bench", "--no-env", "--device", "sim", "--format", "json", "-o", str(out_file))
+    assert code == 130 and out == ""
+    assert err.strip().splitlines()[-1] == f"leverctl: interrupted; the 2 records finished so far are in {out_file}"
+    doc = json.loads(out_file.read_text())
+    assert [r["status"] for r in doc["results"]] == ["pass", "pass"]
+    assert doc["stopped"] == "interrupted after 2 records"
+
+
+@pytest.mark.sim
+def test_sigterm_keeps_the_records_finished_so_far_too(capsys, fake_paths, monkeypatch, tmp_path):
+    from leverctl.bench.run import Terminated
+
+    _stop_at_third_launch(monkeypatch, Terminated())
+    out_file = tmp_path / "bench.md"
+    code, _, err = run_cli(capsys, "bench", "--no-env", "--device", "sim", "--format", "markdown",
+                           "-o", str(out_file))
+    assert code == 130 and "terminated (SIGTERM); the 2 records finished so far" in err
+    assert "Stopped before the plan ended: terminated (SIGTERM) after 2 records." in out_file.read_text()
+
+
+@pytest.mark.sim
+def test_a_lost_context_stops_the_bench_with_exit_1_and_says_why(capsys, fake_paths, monkeypatch):
+    import leverctl.bench.run as run_mod
+
+    real = run_mod.run_item
+
+    def faulting(item, device, *a, **k):
+        rec = real(item, device, *a, **k)
+        device.lost = f"the CUDA context was lost in {item.kernel} {item.variant} (CUDA_ERROR_ILLEGAL_ADDRESS)"
+        return {**rec, "status": "fail"}
+
+    monkeypatch.setattr(run_mod, "run_item", faulting)
+    code, out, err = run_cli(capsys, "bench", "--no-env", "--device", "sim", "--format", "json")
+    assert code == 1
+    doc = json.loads(out)
+    assert len(doc["results"]) == 1
+    assert doc["stopped"].endswith("3 of 4 planned items not run") and "ILLEGAL_ADDRESS" in doc["stopped"]
+    assert "leverctl bench: stopped: the CUDA context was lost" in err
+
+
+@pytest.mark.sim
+def test_a_dense_recipe_plans_no_gdn_path_and_says_so(capsys, monkeypatch):
+    from dataclasses import replace
+
+    paths = [saxpy_path(), replace(saxpy_path(name="fake.gdn"), extra={"model_sections": ("gdn",)})]
+    monkeypatch.setattr(cli_common, "registered_paths", lambda: paths)
+    code, out, err = run_cli(capsys, "bench", "--no-env", "--device", "sim", "--recipe", "qwen3-8b",
+                             "--format", "json")
+    assert code == 0, err
+    assert {r["kernel"] for r in json.loads(out)["results"]} == {"fake.saxpy"}
+    assert "leverctl bench: fake.gdn not planned: the model Qwen3-8B has no [model.gdn]" in err

@@ -72,6 +72,7 @@ def test_a_working_driver_describes_device_zero():
     assert p.ok and p.name == "Fake H200" and p.compute_capability == "9.0"
     assert p.l2_bytes == 60 << 20 and p.sm_count == 132
     assert "CUDA 13.0" in p.driver
+    assert p.cuda_driver == "13.0"
 
 
 def test_unknown_device_choice_is_bad_input():
@@ -94,6 +95,26 @@ def test_auto_without_a_gpu_is_the_simulator_and_keeps_the_reason():
     assert set(j) == {"kind", "name", "compute_capability", "driver", "copy_gbps", "fp32_tflops", "why_sim"}
 
 
-def test_versions_name_the_libraries():
-    assert set(device.versions()) == {"leverctl", "python", "numba", "numba_cuda", "numpy"}
+def test_versions_name_the_libraries_and_the_cuda_versions_the_first_kernel_found():
+    assert set(device.versions()) == {"leverctl", "python", "numba", "numba_cuda", "numpy", "cuda_driver",
+                                      "cuda_runtime", "nvvm", "ptx_isa", "ptx_target"}
     assert device.versions()["numpy"]
+    assert device.versions()["cuda_driver"] is None
+    gpu = device.Device("gpu", "Fake H200", cuda={"cuda_driver": "12.4", "cuda_runtime": "12.9", "nvvm": "2.0",
+                                                  "ptx_isa": "8.8", "ptx_target": "sm_90a"})
+    v = device.versions(gpu)
+    assert (v["cuda_driver"], v["cuda_runtime"], v["nvvm"], v["ptx_isa"], v["ptx_target"]) == \
+        ("12.4", "12.9", "2.0", "8.8", "sm_90a")
+
+
+def test_describing_a_gpu_reads_only_what_was_gathered_and_never_measures():
+    class Untouchable:
+        def copy_gbps(self):
+            raise AssertionError("the context was touched to describe the device")
+
+        fp32_tflops = copy_gbps
+
+    gpu = device.Device("gpu", "Fake H200", _rig=Untouchable())
+    assert gpu.to_json()["copy_gbps"] is None
+    gpu._ceilings.update(copy_gbps=4321.0, fp32_tflops=60.0)
+    assert (gpu.to_json()["copy_gbps"], gpu.to_json()["fp32_tflops"]) == (4321.0, 60.0)

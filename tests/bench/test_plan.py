@@ -115,3 +115,42 @@ def test_every_registered_path_plans_cleanly_against_the_shipped_catalogs(engine
     for item in plan.items:
         assert item.variant in item.path.variants
         assert item.config
+
+
+# -- paths the recipe's model does not have ------------------------------------
+
+
+def _gdn_like():
+    from dataclasses import replace
+
+    return replace(saxpy_path(name="fake.gdn"), extra={"model_sections": ("gdn",)})
+
+
+def test_a_model_without_the_section_a_path_needs_does_not_plan_it_and_says_why():
+    dense = {"name": "Qwen3-8B", "hidden": 4096, "ffn": {"intermediate": 12288}}
+    plan = build_plan([saxpy_path(), _gdn_like()], engine="atlas", catalog_fields=FIELDS,
+                      values={"gemv_sw": True}, model=dense)
+    assert {i.kernel for i in plan.items} == {"fake.saxpy"}
+    assert plan.not_in_model == (("fake.gdn", "the model Qwen3-8B has no [model.gdn]"),)
+
+
+def test_a_model_with_the_section_or_no_model_at_all_plans_the_path():
+    hybrid = {"hidden": 2048, "gdn": {"layers": 36}}
+    for model in (hybrid, None):
+        plan = build_plan([_gdn_like()], engine="atlas", catalog_fields=FIELDS, values={"gemv_sw": True},
+                          model=model)
+        assert {i.kernel for i in plan.items} == {"fake.gdn"} and plan.not_in_model == ()
+
+
+def test_the_shipped_gdn_paths_need_a_gdn_section_and_dense_recipes_have_none():
+    from pathlib import Path
+
+    from leverctl.levers import load_recipe
+    from leverctl_kernels import gdn
+
+    recipes = Path(__file__).resolve().parents[2] / "recipes"
+
+    assert all(p.extra["model_sections"] == ("gdn",) for p in gdn.PATHS)
+    for name, has_gdn in (("qwen3-8b", False), ("llama-3.1-8b-atlas", False), ("qwen3-next-80b-a3b", True)):
+        model = load_recipe(recipes / f"{name}.toml").model
+        assert bool(model.get("gdn")) is has_gdn, name

@@ -1,0 +1,112 @@
+"""The GPU run (leverctl.bench.campaign), exercised in the simulator: every
+recipe in one process, records streamed to JSONL, a SIGTERM midway, a lost
+context, and bad input."""
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from leverctl.bench import campaign
+
+ROOT = Path(__file__).resolve().parents[2]
+RECIPES = ROOT / "recipes"
+
+
+def _env() -> dict:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("ATLAS_", "METRALE_"))}
+    env["NUMBA_ENABLE_CUDASIM"] = "1"
+    env["PYTHONUNBUFFERED"] = "1"
+    return env
+
+
+def _lines(path: Path) -> list[dict]:
+    return [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
+
+
+def test_recipes_that_set_levers_run_first_and_each_engines_defaults_last():
+    names = [p.name for p in campaign.default_recipes()]
+    assert names[-2:] == ["atlas-defaults.toml", "metrale-defaults.toml"]
+    assert set(names) == {p.name for p in RECIPES.glob("*.toml")}
+
+
+@pytest.mark.sim
+def test_a_sigterm_midway_leaves_every_finished_record_on_disk(tmp_path):
+    out = tmp_path / "gpu"
+    recipes = [str(RECIPES / f"{n}.toml") for n in ("qwen3-next-80b-a3b", "qwen3-8b", "llama-3.1-8b-atlas",
+                                                     "qwen3-next-80b-a3b-metrale", "atlas-defaults")]
+    p = subprocess.Popen([sys.executable, "-m", "leverctl.bench.campaign", str(out), *recipes, "--device", "sim",
+                          "--kernel", "w4a16.gemv", "--kernel", "gdn.decode", "--budget", "600"],
+                         env=_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    records = out / "records.jsonl"
+    deadline = time.monotonic() + 120
+    while len(_lines(records)) < 3 and p.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert p.poll() is None, "the run ended before it could be stopped midway"
+    p.send_signal(signal.SIGTERM)
+    _, err = p.communicate(timeout=60)
+    assert p.returncode == 130, err
+    assert err.strip().splitlines()[-1] == "leverctl: terminated (SIGTERM)"
+    kept = _lines(records)  # every line is whole JSON: each was written at once and fsynced
+    assert len(kept) >= 3
+    assert all(r["recipe"] and r["run"] in ("main", "against") and r["status"] == "pass" for r in kept)
+    assert json.loads((out / "device.json").read_text())["device"]["kind"] == "sim"
+    # Each recipe that was started has its document, and together they hold
+    # exactly the streamed records; the one in flight says it was stopped.
+    in_docs = set()
+    stopped = []
+    for doc_path in out.glob("bench-*.json"):
+        doc = json.loads(doc_path.read_text())
+        name = doc_path.stem.removeprefix("bench-")
+        for run, recs in (("main", doc["results"]), ("against", (doc["against"] or {}).get("results", []))):
+            in_docs |= {(name, run, r["kernel"], r["shape"]["label"], r["config"]) for r in recs}
+        if doc["stopped"]:
+            stopped.append(doc["stopped"])
+    assert in_docs == {(r["recipe"], r["run"], r["kernel"], r["shape"]["label"], r["config"]) for r in kept}
+    assert len(stopped) == 1 and stopped[0].startswith("terminated (SIGTERM) after")
+
+
+@pytest.mark.sim
+def test_a_lost_context_stops_the_run_writes_what_it_has_and_lists_the_recipes_left(tmp_path, monkeypatch, capsys):
+    import leverctl.bench.run as run_mod
+
+    def faulting(item, device, *a, **k):
+        device.lost = f"the CUDA context was lost in {item.kernel} {item.variant} (CUDA_ERROR_ILLEGAL_ADDRESS)"
+        return run_mod.empty_record(item, device)
+
+    monkeypatch.setattr(run_mod, "run_item", faulting)
+    out, left = tmp_path / "gpu", tmp_path / "left.txt"
+    first, *rest = [RECIPES / f"{n}.toml" for n in ("qwen3-8b", "atlas-defaults", "metrale-defaults")]
+    code = campaign.main([str(out), str(first), *map(str, rest), "--device", "sim", "--kernel", "w4a16.gemv",
+                          "--left", str(left)])
+    assert code == 1
+    assert len(_lines(out / "records.jsonl")) == 1
+    doc = json.loads((out / "bench-qwen3-8b.json").read_text())
+    assert "ILLEGAL_ADDRESS" in doc["stopped"] and len(doc["results"]) == 1
+    assert left.read_text().splitlines() == [str(p) for p in rest]
+    assert not (out / "bench-atlas-defaults.json").exists()
+    assert "the CUDA context was lost; not run: atlas-defaults, metrale-defaults" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("args, fragment", [
+    (["--budget", "0"], "--budget must be positive, not 0"),
+    (["--time-cap", "-1"], "--time-cap must be positive"),
+    (["--against", "llama"], "--against 'llama': choose defaults or none"),
+    (["{tmp}/absent.toml"], "{tmp}/absent.toml: no such recipe file"),
+    (["--budget", "soon"], "argument --budget: invalid float value: 'soon'"),
+])
+def test_bad_input_is_one_line_and_exit_2_before_any_kernel(tmp_path, args, fragment):
+    out = tmp_path / "gpu"
+    args = [a.replace("{tmp}", str(tmp_path)) for a in args]
+    p = subprocess.run([sys.executable, "-m", "leverctl.bench.campaign", str(out), *args, "--device", "sim"],
+                       env=_env(), capture_output=True, text=True, timeout=60)
+    lines = p.stderr.strip().splitlines()
+    assert p.returncode == 2 and p.stdout == "" and len(lines) == 1, p.stderr
+    assert lines[0].startswith("leverctl: ") and fragment.replace("{tmp}", str(tmp_path)) in lines[0]
+    assert not out.exists()
