@@ -102,29 +102,37 @@ def registered_paths():
 def select_paths(paths, names: list[str] | None, res=None):
     """The paths named by ``--kernel`` (a path such as ``w4a16.gemv`` or a
     whole family such as ``w4a16``), in registry order; all when none named.
-    With a resolution ``res``, a named path its engine lacks is refused too."""
+    With a resolution ``res``, a family stands for those of its paths the
+    engine has, and a path (or a whole family) the engine lacks is refused."""
     if not names:
         return list(paths)
     known = [p.name for p in paths]
     families = sorted({p.family for p in paths})
+    if res is not None:
+        from ..bench.plan import applies
+
+        has = lambda p: applies(p, res.engine, res.catalog.fields)  # noqa: E731
+    else:
+        has = lambda p: True  # noqa: E731
     chosen = set()
     for name in names:
-        hits = [p.name for p in paths if name in (p.name, p.family)]
+        hits = [p for p in paths if name in (p.name, p.family)]
         if not hits:
             listing = ", ".join(known) if known else "none are registered yet"
             raise UserError(f"--kernel {name}: no such kernel path{did_you_mean(name, known + families)}; "
                             f"known: {listing}")
-        chosen.update(hits)
-    selected = [p for p in paths if p.name in chosen]
-    if res is not None:
-        from ..bench.plan import applies
-
-        for p in selected:
-            if not applies(p, res.engine, res.catalog.fields):
-                why = (f"it is a path of {' and '.join(p.engines)} only" if p.engines else
-                       f"none of its levers {', '.join(p.levers)} is in the catalog")
-                raise UserError(f"--kernel {p.name}: {res.engine} has no such path ({why})")
-    return selected
+        kept = [p for p in hits if has(p)]
+        if not kept:
+            p = hits[0]
+            if len(hits) > 1:
+                why = f"none of the {name} family's paths is one of its"
+            elif p.engines:
+                why = f"it is a path of {' and '.join(p.engines)} only"
+            else:
+                why = f"none of its levers {', '.join(p.levers)} is in the catalog"
+            raise UserError(f"--kernel {name}: {res.engine} has no such path ({why})")
+        chosen.update(p.name for p in kept)
+    return [p for p in paths if p.name in chosen]
 
 
 def tty_table(fmt: str) -> tuple[int | None, bool]:

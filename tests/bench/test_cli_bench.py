@@ -12,6 +12,7 @@ from bench_fakes import saxpy_path, state_path
 
 from leverctl.bench.device import probe_gpu
 from leverctl.cli import common as cli_common
+from leverctl.errors import UserError
 
 HAS_GPU = probe_gpu().ok
 no_gpu_here = pytest.mark.skipif(HAS_GPU, reason="this machine has a GPU")
@@ -243,3 +244,14 @@ def test_a_dense_recipe_plans_no_gdn_path_and_says_so(capsys, monkeypatch):
     assert code == 0, err
     assert {r["kernel"] for r in json.loads(out)["results"]} == {"fake.saxpy"}
     assert "leverctl bench: fake.gdn not planned: the model Qwen3-8B has no [model.gdn]" in err
+
+
+@pytest.mark.parametrize("engine, absent", [("atlas", "gdn.fused_conv"), ("metrale", "gdn.decode")])
+def test_a_family_named_with_kernel_stands_for_the_paths_its_engine_has(engine, absent):
+    from leverctl.cli.common import registered_paths, select_paths, setup
+
+    res = setup(engine=engine, no_env=True).resolve(quiet=True)
+    chosen = [p.name for p in select_paths(registered_paths(), ["gdn"], res)]
+    assert "gdn.prefill" in chosen and absent not in chosen
+    with pytest.raises(UserError, match=f"--kernel {absent}: {engine} has no such path"):
+        select_paths(registered_paths(), [absent], res)
