@@ -5,7 +5,8 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 # The CUDA simulator is slow: simulator tests use tiny odd shapes, and pytest
-# runs them after the fast tests (see tests/conftest.py).
+# runs them after the fast tests (see tests/conftest.py); the slowest 15 are
+# listed at the end so a test that grows is seen before the suite outgrows CI.
 PYTEST_ARGS ?=
 
 .PHONY: show test test-fast bench sweep gpu-bench wheels clean
@@ -20,7 +21,7 @@ show: $(STAMP)
 	$(BIN)/leverctl show
 
 test: $(STAMP)
-	$(BIN)/python -m pytest -q $(PYTEST_ARGS)
+	$(BIN)/python -m pytest -q --durations=15 $(PYTEST_ARGS)
 
 test-fast: $(STAMP)
 	$(BIN)/python -m pytest -q -m "not sim and not gpu" $(PYTEST_ARGS)
