@@ -16,9 +16,10 @@ from ..errors import UserError
 from ..levers.suggest import did_you_mean
 
 # Data on stdout; diagnostics (warnings, progress) on stderr. Width is pinned
-# when not a terminal so piped tables do not wrap at 80 columns.
-out = Console(soft_wrap=False, width=None if sys.stdout.isatty() else 200)
-err = Console(stderr=True, soft_wrap=True)
+# when not a terminal so piped tables do not wrap at 80 columns. No emoji
+# codes: a value such as ``:fire:`` is user data, printed as it is.
+out = Console(soft_wrap=False, width=None if sys.stdout.isatty() else 200, emoji=False)
+err = Console(stderr=True, soft_wrap=True, emoji=False)
 
 EngineOpt = Annotated[Optional[str], typer.Option(
     "--engine", "-e", help="Shipped engine catalog: atlas (default) or metrale; a recipe names its own.")]

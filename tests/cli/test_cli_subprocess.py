@@ -136,3 +136,38 @@ def test_the_lever_commands_never_import_numba_or_numpy(argv):
                        text=True, timeout=60)
     heavy = [line for line in p.stderr.splitlines() if line.startswith("HEAVY=")]
     assert heavy == ["HEAVY="], p.stderr[-2000:]
+
+
+CHECK_MODULES = """
+import sys
+from leverctl.cli.app import main
+try:
+    main(sys.argv[1:])
+except SystemExit:
+    pass
+cli = sorted(m.rsplit('.', 1)[1] for m in sys.modules if m.startswith('leverctl.cli.'))
+costly = sorted(m for m in sys.modules if m.split('.')[0] in ('pydantic', 'pydantic_core'))
+sys.stderr.write('CLI=' + ','.join(cli) + '\\n' + 'COSTLY=' + ','.join(costly) + '\\n')
+"""
+
+
+@pytest.mark.parametrize("argv, own", [
+    (["show", "--no-env"], {"show"}), (["diff", "defaults", "defaults"], {"diff"}),
+    (["explain", "ATLAS_GDN_WY17"], {"explain"}), (["lint", "--no-env"], {"lint"}),
+])
+def test_a_lever_command_starts_without_pydantic_or_any_other_commands_module(argv, own):
+    """Start-up (see README): the command line builds only the command it runs,
+    and the CLI stack must not build parameter adapters with pydantic (Typer
+    0.29 does, which alone makes a start-up five times ``python -c pass``)."""
+    p = subprocess.run([sys.executable, "-c", CHECK_MODULES, *argv], env=_env(), capture_output=True,
+                       text=True, timeout=60)
+    lines = dict(line.split("=", 1) for line in p.stderr.splitlines() if line.startswith(("CLI=", "COSTLY=")))
+    assert lines.get("COSTLY") == "", p.stderr[-2000:]
+    assert set(lines["CLI"].split(",")) == {"app", "common", *own}, p.stderr[-2000:]
+
+
+def test_the_start_up_check_fails_when_a_command_drags_in_every_other_command():
+    p = subprocess.run([sys.executable, "-c", CHECK_MODULES, "--help"], env=_env(), capture_output=True,
+                       text=True, timeout=60)
+    cli = next(line for line in p.stderr.splitlines() if line.startswith("CLI="))
+    assert {"bench", "sweep", "report"} <= set(cli[4:].split(","))  # --help lists them all
