@@ -62,10 +62,19 @@ TimeCapOpt = Annotated[float, typer.Option(
     "--time-cap", metavar="SECONDS",
     help="GPU: stop sampling a configuration after this long if the noise is still above 0.5%.")]
 
-# Every report of records (bench, sweep, compare, report) comes in these.
+# Every report of records (bench, sweep, compare, report) comes in these;
+# bench and report show also write the records as CSV rows.
 FORMATS = ("table", "json", "markdown")
-FormatOpt = Annotated[str, typer.Option("--format", "-f", help="table, json or markdown.")]
+RECORD_FORMATS = (*FORMATS, "csv")
+FormatOpt = Annotated[Optional[str], typer.Option(
+    "--format", "-f", metavar="FORMAT", help="table, json or markdown.")]
+RecordFormatOpt = Annotated[Optional[str], typer.Option(
+    "--format", "-f", metavar="FORMAT",
+    help="table, json, markdown or csv (one row per record).")]
 SHAPES = ("smoke", "model")
+
+# The format an output file's suffix asks for, when --format does not say.
+SUFFIX_FORMATS = {".txt": "table", ".json": "json", ".md": "markdown", ".markdown": "markdown", ".csv": "csv"}
 
 
 def check_format(fmt: str, formats: tuple[str, ...] = FORMATS) -> None:
@@ -73,9 +82,31 @@ def check_format(fmt: str, formats: tuple[str, ...] = FORMATS) -> None:
         raise UserError(f"--format {fmt!r}: choose one of {', '.join(formats)}")
 
 
-def check_run_options(fmt: str, shapes: str | None, time_cap: float) -> None:
+def output_format(fmt: str | None, out: Path | None, formats: tuple[str, ...] = FORMATS,
+                  default: str = "table") -> str:
+    """The format to write: ``--format`` when given (checked against
+    ``formats``); else the one ``--out``'s suffix names (``results.json``
+    writes JSON, ``report.md`` Markdown, ``results.csv`` CSV, ``.txt`` the
+    table); else ``default``. An --out whose suffix names no format of this
+    command is bad input: guessing would write one format under another's name."""
+    if fmt is not None:
+        check_format(fmt, formats)
+        return fmt
+    if out is None:
+        return default
+    named = SUFFIX_FORMATS.get(out.suffix.lower())
+    if named not in formats:
+        known = ", ".join(f"{suf} ({f})" for suf, f in SUFFIX_FORMATS.items() if f in formats)
+        what = f"a {out.suffix} file" if out.suffix else "a name without a suffix"
+        raise UserError(f"--out {out}: no format is known for {what}; name the file {known}, "
+                        f"or choose one with --format")
+    return named
+
+
+def check_run_options(fmt: str, shapes: str | None, time_cap: float,
+                      formats: tuple[str, ...] = FORMATS) -> None:
     """Refuse bad --format, --shapes and --time-cap before anything runs."""
-    check_format(fmt)
+    check_format(fmt, formats)
     if shapes is not None and shapes not in SHAPES:
         raise UserError(f"--shapes {shapes!r}: choose smoke or model")
     if time_cap <= 0:

@@ -199,6 +199,11 @@ def results_markdown(rs, rankings, effects) -> str:
 def render_results(rs, fmt: str, *, width: int | None = None, color: bool = False) -> str:
     from ..bench.rank import lever_effects, rank
 
+    if fmt == "csv":  # the records themselves, one row each (docs/records.md)
+        from ..bench.report import records_csv
+
+        return records_csv(rs.records)
+
     rankings = rank(rs.records, rs.plan)
     effects = lever_effects(rs.records, rs.plan)
     if fmt == "json":
@@ -215,12 +220,12 @@ ResultsArg = Annotated[Path, typer.Argument(
 
 
 @report_app.command("show")
-def show(results: ResultsArg, fmt: common.FormatOpt = "table") -> None:
+def show(results: ResultsArg, fmt: common.RecordFormatOpt = "table") -> None:
     """Per kernel path and shape: the fastest correct configuration, its
     speedup over the recipe's own, the failing ones, and each lever's effect."""
     from ..bench.results import load_results
 
-    common.check_format(fmt)
+    common.check_format(fmt, common.RECORD_FORMATS)
     rs = load_results(results)
     if rs.tail_bytes:
         common.err.print(f"leverctl report: {rs.source}: ignored a partial last line ({rs.tail_bytes} bytes) "
