@@ -22,19 +22,20 @@ out = Console(soft_wrap=False, width=None if sys.stdout.isatty() else 200, emoji
 err = Console(stderr=True, soft_wrap=True, emoji=False)
 
 EngineOpt = Annotated[Optional[str], typer.Option(
-    "--engine", "-e", help="Shipped engine catalog: atlas (default) or metrale; a recipe names its own.")]
+    "--engine", "-e", metavar="ENGINE",
+    help="Shipped engine catalog: atlas (default) or metrale; a recipe names its own.")]
 CatalogOpt = Annotated[Optional[Path], typer.Option(
-    "--catalog", help="A catalog TOML file describing another engine's levers.")]
+    "--catalog", metavar="FILE", help="A catalog TOML file describing another engine's levers.")]
 RecipeOpt = Annotated[Optional[Path], typer.Option(
-    "--recipe", "-r", help="A recipe TOML file (or the name of one in recipes/).")]
+    "--recipe", "-r", metavar="RECIPE", help="A recipe TOML file (or the name of one in recipes/).")]
 SetOpt = Annotated[Optional[list[str]], typer.Option(
     "--set", "-s", metavar="VAR=VALUE", help="Set a variable, above the recipe and the environment. Repeatable.")]
 UnsetOpt = Annotated[Optional[list[str]], typer.Option(
     "--unset", "-u", metavar="VAR", help="Unset a variable wherever it was set. Repeatable.")]
 EnvFileOpt = Annotated[Optional[Path], typer.Option(
-    "--env-file", help="Resolve as though this file's KEY=VALUE lines were the whole environment.")]
+    "--env-file", metavar="FILE", help="Resolve as though this file's KEY=VALUE lines were the whole environment.")]
 MaxBatchOpt = Annotated[Optional[int], typer.Option(
-    "--max-batch-size", help="The serve max batch size (max_decode_seqs); overrides the recipe.")]
+    "--max-batch-size", metavar="N", help="The serve max batch size (max_decode_seqs); overrides the recipe.")]
 NoEnvOpt = Annotated[bool, typer.Option(
     "--no-env", help="Ignore the process environment (resolve the recipe and --set alone).")]
 
@@ -49,13 +50,13 @@ LEVER_OPTIONS: dict[str, tuple[Any, Any]] = {
 # ── options of the commands that run kernel paths (bench, sweep) ────────────
 
 KernelOpt = Annotated[Optional[list[str]], typer.Option(
-    "--kernel", "-k", help="Only this kernel path (w4a16.gemv) or family (w4a16). Repeatable.")]
+    "--kernel", "-k", metavar="NAME", help="Only this kernel path (w4a16.gemv) or family (w4a16). Repeatable.")]
 ShapesOpt = Annotated[Optional[str], typer.Option(
-    "--shapes", help="smoke (tiny, odd) or model (the recipe's sizes). "
+    "--shapes", metavar="smoke|model", help="smoke (tiny, odd) or model (the recipe's sizes). "
                      "Default: model on a GPU, smoke in the simulator.")]
 DeviceOpt = Annotated[str, typer.Option(
-    "--device", help="auto (a GPU if there is one, else the simulator), gpu, or sim.")]
-SeedOpt = Annotated[int, typer.Option("--seed", help="Seed of the random inputs.")]
+    "--device", metavar="auto|gpu|sim", help="auto (a GPU if there is one, else the simulator), gpu, or sim.")]
+SeedOpt = Annotated[int, typer.Option("--seed", metavar="N", help="Seed of the random inputs.")]
 ForceOpt = Annotated[bool, typer.Option(
     "--force", help="Run model shapes in the simulator anyway (hours, not minutes).")]
 TimeCapOpt = Annotated[float, typer.Option(

@@ -198,8 +198,8 @@ def register(app: typer.Typer) -> None:
         engine: EngineOpt = None,
         catalog: CatalogOpt = None,
         max_batch_size: Annotated[Optional[int], typer.Option(
-            "--max-batch-size", help="Serve max batch size for sides that are not JSON.")] = None,
-        fmt: Annotated[Format, typer.Option("--format", "-f", help="table or json.")] = Format.table,
+            "--max-batch-size", metavar="N", help="Serve max batch size for sides that are not JSON.")] = None,
+        fmt: Annotated[Format, typer.Option("--format", "-f", metavar="FORMAT", help="table or json.")] = Format.table,
     ) -> None:
         """The levers whose values differ between A and B, with both provenances and the kernel paths they steer.
 

@@ -143,7 +143,7 @@ def register(app: typer.Typer) -> None:
     @common.with_setup
     def kernels(
         setup: common.Setup,
-        fmt: Annotated[str, typer.Option("--format", "-f", help="table or json.")] = "table",
+        fmt: Annotated[str, typer.Option("--format", "-f", metavar="FORMAT", help="table or json.")] = "table",
     ) -> None:
         """List every kernel path, its variants and the levers that choose them,
         marking the variant the current resolution selects."""

@@ -45,7 +45,7 @@ def _verify(text: str, res) -> None:
 def freeze(
     setup: common.Setup,
     out: Annotated[Optional[Path], typer.Option(
-        "--out", "-o", help="Write the recipe here (atomically) instead of to stdout.")] = None,
+        "--out", "-o", metavar="FILE", help="Write the recipe here (atomically) instead of to stdout.")] = None,
 ) -> None:
     """Write the current resolution as a recipe that reproduces it exactly.
 

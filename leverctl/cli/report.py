@@ -237,7 +237,8 @@ def show(results: ResultsArg, fmt: common.RecordFormatOpt = "table") -> None:
 @report_app.command("merge")
 def merge(
     parts: Annotated[list[Path], typer.Argument(metavar="DIR...", help="Sweep directories of one plan.")],
-    out: Annotated[Path, typer.Option("--out", "-o", help="The merged sweep directory (must not hold results).")],
+    out: Annotated[Path, typer.Option(
+        "--out", "-o", metavar="DIR", help="The merged sweep directory (must not hold results).")],
     fmt: common.FormatOpt = "table",
 ) -> None:
     """Join the shards (or resumed pieces) of one sweep into one result set."""
@@ -264,8 +265,8 @@ def merge(
 @report_app.command("plot")
 def plot(
     results: ResultsArg,
-    out: Annotated[Path, typer.Option("--out", "-o", help="The chart file (.svg).")],
-    title: Annotated[Optional[str], typer.Option("--title", help="The chart's title.")] = None,
+    out: Annotated[Path, typer.Option("--out", "-o", metavar="FILE", help="The chart file (.svg).")],
+    title: Annotated[Optional[str], typer.Option("--title", metavar="TEXT", help="The chart's title.")] = None,
 ) -> None:
     """Write the per-lever speedups as a horizontal bar chart (SVG)."""
     from ..bench.plot import write_chart

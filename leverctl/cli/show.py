@@ -112,7 +112,7 @@ def register(app: typer.Typer) -> None:
         only_changed: Annotated[bool, typer.Option(
             "--only-changed", help="Only the levers whose value differs from the default.")] = False,
         fmt: Annotated[Format, typer.Option(
-            "--format", "-f", help="table (grouped by subsystem), json (a stable contract), "
+            "--format", "-f", metavar="FORMAT", help="table (grouped by subsystem), json (a stable contract), "
             "toml (a recipe that reproduces this), env (shell export/unset lines).")] = Format.table,
     ) -> None:
         """The resolved levers, grouped by subsystem: value, source, raw string and rule.

@@ -56,3 +56,45 @@ def test_a_misspelt_command_builds_the_whole_application_to_suggest_the_right_on
     assert appmod.invoked(["shwo"]) is None
     r = cli("shwo")
     assert r.code == 2 and "show" in r.err
+
+
+def _options():
+    """(command line, option) for every option of every command."""
+    import typer
+
+    def walk(cmd, path):
+        for p in cmd.params:
+            yield path, p
+        for name, sub in getattr(cmd, "commands", {}).items():
+            yield from walk(sub, [*path, name])
+
+    return [(" ".join(path), p) for path, p in walk(typer.main.get_command(appmod.build()), [])
+            if p.param_type_name == "option"]
+
+
+# A metavar reads as a word (FILE, N, FORMAT, VAR=VALUE) or as the choices
+# (auto|gpu|sim), never as a type name such as <str>, <path> or <bool>.
+METAVAR = r"[A-Z][A-Z0-9_=,./]*(\.\.\.)?|[a-z]+(\|[a-zA-Z]+)+"
+
+
+@pytest.mark.parametrize("where, option", _options(), ids=lambda x: x if isinstance(x, str) else x.opts[0])
+def test_every_option_is_a_flag_or_names_its_value_in_words(where, option):
+    import re
+
+    if option.is_flag or option.count:
+        assert option.metavar is None, f"{where} {option.opts[0]}: a flag with a metavar"
+        return
+    assert option.metavar and re.fullmatch(METAVAR, option.metavar), (
+        f"{where} {option.opts[0]}: metavar {option.metavar!r}; declare metavar= in words")
+
+
+def test_the_metavar_check_fails_an_option_left_to_its_type_name():
+    import re
+
+    assert not re.fullmatch(METAVAR, "<str>") and not re.fullmatch(METAVAR, "<bool>")
+    assert all(re.fullmatch(METAVAR, m) for m in ("FILE", "VAR=VALUE", "FIELD,...", "auto|gpu|sim", "defaults|RECIPE"))
+
+
+def test_no_env_is_a_flag_in_the_help(cli):
+    line = next(x for x in cli("show", "--help").out.splitlines() if "--no-env" in x)
+    assert "<" not in line and "BOOL" not in line.upper().replace("BOOLEAN", "BOOL").split("--NO-ENV")[0]
