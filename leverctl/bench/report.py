@@ -110,20 +110,22 @@ def table(doc: dict, *, width: int | None = None, color: bool = False) -> str:
     from rich.console import Console
     from rich.table import Table
 
+    from ..tables import Wrapped, fit
+
     buf = io.StringIO()
     console = Console(file=buf, width=width or 200, force_terminal=color, no_color=not color,
-                      soft_wrap=False, highlight=False)
+                      soft_wrap=False, highlight=False, emoji=False)
     for label, results in _sections(doc):
         cols, *_ = _columns(doc, results)
         console.print(_title(doc, label, results), markup=False)
         t = Table()
         for c in cols:
-            t.add_column(c, justify="right" if c not in ("kernel", "variant", "levers", "shape", "check") else "left",
-                         no_wrap=True)
+            t.add_column(Wrapped(c), justify="right" if c not in ("kernel", "variant", "levers", "shape", "check")
+                         else "left", overflow="fold")
         for row in _rows(doc, results):
             style = None if not color or row[4].startswith("PASS") else "red"
-            t.add_row(*row, style=style)
-        console.print(t)
+            t.add_row(*map(Wrapped, row), style=style)
+        console.print(fit(t, console.width))
         for line in _notes(results):
             console.print(line, markup=False)
     return "\n".join(line.rstrip() for line in buf.getvalue().splitlines()) + "\n"

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import functools
 import inspect
+import os
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -15,10 +16,20 @@ from rich.console import Console
 from ..errors import UserError
 from ..levers.suggest import did_you_mean
 
-# Data on stdout; diagnostics (warnings, progress) on stderr. Width is pinned
-# when not a terminal so piped tables do not wrap at 80 columns. No emoji
-# codes: a value such as ``:fire:`` is user data, printed as it is.
-out = Console(soft_wrap=False, width=None if sys.stdout.isatty() else 200, emoji=False)
+# Data on stdout; diagnostics (warnings, progress) on stderr. Tables take the
+# terminal's width, or COLUMNS when it is set (piped too: `COLUMNS=80 leverctl
+# show | less`); piped without COLUMNS they are 200 wide, so nothing wraps. No
+# emoji codes: a value such as ``:fire:`` is user data, printed as it is.
+PIPED_WIDTH = 200
+
+
+def _columns() -> int | None:
+    """COLUMNS when it holds a usable width, else None."""
+    value = os.environ.get("COLUMNS", "")
+    return int(value) if value.isdigit() and int(value) > 0 else None
+
+
+out = Console(soft_wrap=False, width=_columns() or (None if sys.stdout.isatty() else PIPED_WIDTH), emoji=False)
 err = Console(stderr=True, soft_wrap=True, emoji=False)
 
 EngineOpt = Annotated[Optional[str], typer.Option(
@@ -159,10 +170,12 @@ def select_paths(paths, names: list[str] | None, res=None):
 
 
 def tty_table(fmt: str) -> tuple[int | None, bool]:
-    """(width, color) for rendering ``fmt``: a table on a terminal gets its
-    width and colour; anything else, plain text at the default width."""
+    """(width, color) for rendering ``fmt``: a table gets the width of
+    ``out`` (the terminal's, or COLUMNS) and, on a terminal, colour; piped
+    without COLUMNS, plain text at the renderer's default width."""
     color = fmt == "table" and sys.stdout.isatty()
-    return (out.width if color else None), color
+    sized = fmt == "table" and (color or _columns() is not None)
+    return (out.width if sized else None), color
 
 
 def find_recipe(path: Path) -> Path:

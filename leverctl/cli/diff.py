@@ -258,6 +258,8 @@ def register(app: typer.Typer) -> None:
             from rich.table import Table
             from rich.text import Text
 
+            from ..tables import fit
+
             table = Table()
             for col in ("field", f"A: {a}", "A provenance", f"B: {b}", "B provenance", "steers"):
                 table.add_column(Text(col), overflow="fold")
@@ -266,5 +268,5 @@ def register(app: typer.Typer) -> None:
                               Text(_cell(vb[f][0]), style="bold"), Text(vb[f][1]),
                               Text(", ".join(cat.lever(f).steers) or "-"))
             common.out.print(Text(f"{len(rows)} {cat.title} lever(s) differ", style="bold"))
-            common.out.print(table)
+            common.out.print(fit(table, common.out.width))
         raise typer.Exit(1 if rows else 0)

@@ -158,4 +158,6 @@ def register(app: typer.Typer) -> None:
         if fmt == "json":
             common.write(json.dumps(doc, indent=2) + "\n")
         else:
-            common.out.print(table(doc))
+            from ..tables import fit
+
+            common.out.print(fit(table(doc), common.out.width))

@@ -129,6 +129,7 @@ def results_table(rs, rankings, effects, *, width: int | None = None, color: boo
     from rich.table import Table
 
     from ..bench.plot import terminal_bars
+    from ..tables import fit
 
     buf = io.StringIO()
     c = Console(file=buf, width=width or 200, force_terminal=color, no_color=not color, soft_wrap=False,
@@ -143,7 +144,7 @@ def results_table(rs, rankings, effects, *, width: int | None = None, color: boo
     for row in rows:
         t.add_row(*row)
     if rows:
-        c.print(t)
+        c.print(fit(t, c.width))
     fails = _fail_rows(rankings)
     if fails:
         c.print("Failing configurations (never ranked):", markup=False)
@@ -152,7 +153,7 @@ def results_table(rs, rankings, effects, *, width: int | None = None, color: boo
             ft.add_column(col, no_wrap=col != "note")
         for row in fails:
             ft.add_row(*row, style="red" if color else None)
-        c.print(ft)
+        c.print(fit(ft, c.width))
     if effects:
         c.print("Lever effects (median speedup of the value over its reference, across the other levers):",
                 markup=False)
