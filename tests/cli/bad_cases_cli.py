@@ -15,3 +15,9 @@ CASES = [
          ("--format 'csv'", "table, json, markdown")),
     Case("version-takes-no-value", ("--version=1",), ("--version",)),
 ]
+CASES += [
+    Case("kernels-has-no-csv", ("kernels", "--no-env", "-f", "csv"), ("--format 'csv'", "table, json")),
+    Case("bench-format-the-bench-lacks", ("bench", "--no-env", "-o", "{tmp}/r.csv", "-f", "toml"),
+         ("--format 'toml'",), untouched=("{tmp}/r.csv",)),
+    Case("dash-h-is-not-a-value", ("show", "-f", "-h"), ("-f",)),
+]

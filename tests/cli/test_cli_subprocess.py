@@ -171,3 +171,18 @@ def test_the_start_up_check_fails_when_a_command_drags_in_every_other_command():
                        text=True, timeout=60)
     cli = next(line for line in p.stderr.splitlines() if line.startswith("CLI="))
     assert {"bench", "sweep", "report"} <= set(cli[4:].split(","))  # --help lists them all
+
+
+def test_shell_completion_completes_commands_and_options(leverctl_exe):
+    def complete(words: str, cword: int) -> list[str]:
+        env = {**{k.decode(): v.decode() for k, v in _env().items()}, "_LEVERCTL_COMPLETE": "complete_bash",
+               "COMP_WORDS": words, "COMP_CWORD": str(cword)}
+        p = subprocess.run([leverctl_exe], env=env, capture_output=True, text=True, timeout=60)
+        assert p.returncode == 0 and "Traceback" not in p.stderr, p.stderr
+        return p.stdout.split()
+
+    assert "show" in complete("leverctl sh", 1)
+    assert complete("leverctl show --only-ch", 2) == ["--only-changed"]
+    script = subprocess.run([leverctl_exe, "--show-completion", "bash"], env=_env(), capture_output=True,
+                            text=True, timeout=60)
+    assert script.returncode == 0 and "_LEVERCTL_COMPLETE" in script.stdout
