@@ -74,7 +74,7 @@ def _options():
 
 # A metavar reads as a word (FILE, N, FORMAT, VAR=VALUE) or as the choices
 # (auto|gpu|sim), never as a type name such as <str>, <path> or <bool>.
-METAVAR = r"[A-Z][A-Z0-9_=,./]*(\.\.\.)?|[a-z]+(\|[a-zA-Z]+)+"
+METAVAR = r"[A-Z][A-Z0-9_=,./]*(\.[a-z]+)?(\.\.\.)?|[a-z]+(\|[a-zA-Z]+)+"
 
 
 @pytest.mark.parametrize("where, option", _options(), ids=lambda x: x if isinstance(x, str) else x.opts[0])
@@ -92,7 +92,8 @@ def test_the_metavar_check_fails_an_option_left_to_its_type_name():
     import re
 
     assert not re.fullmatch(METAVAR, "<str>") and not re.fullmatch(METAVAR, "<bool>")
-    assert all(re.fullmatch(METAVAR, m) for m in ("FILE", "VAR=VALUE", "FIELD,...", "auto|gpu|sim", "defaults|RECIPE"))
+    words = ("FILE", "FILE.svg", "VAR=VALUE", "FIELD,...", "I/N", "auto|gpu|sim", "defaults|RECIPE")
+    assert all(re.fullmatch(METAVAR, m) for m in words)
 
 
 def test_no_env_is_a_flag_in_the_help(cli):
