@@ -99,18 +99,19 @@ def output_format(fmt: str | None, out: Path | None, formats: tuple[str, ...] = 
     """The format to write: ``--format`` when given (checked against
     ``formats``); else the one ``--out``'s suffix names (``results.json``
     writes JSON, ``report.md`` Markdown, ``results.csv`` CSV, ``.txt`` the
-    table); else ``default``. An --out whose suffix names no format of this
-    command is bad input: guessing would write one format under another's name."""
+    table); else ``default``, as on stdout, for no --out or an --out without
+    a suffix. An --out whose suffix names no format of this command
+    (``results.xlsx``) is bad input: guessing would write one format under
+    another's name."""
     if fmt is not None:
         check_format(fmt, formats)
         return fmt
-    if out is None:
+    if out is None or not out.suffix:
         return default
     named = SUFFIX_FORMATS.get(out.suffix.lower())
     if named not in formats:
         known = ", ".join(f"{suf} ({f})" for suf, f in SUFFIX_FORMATS.items() if f in formats)
-        what = f"a {out.suffix} file" if out.suffix else "a name without a suffix"
-        raise UserError(f"--out {out}: no format is known for {what}; name the file {known}, "
+        raise UserError(f"--out {out}: no format is known for a {out.suffix} file; name the file {known}, "
                         f"or choose one with --format")
     return named
 

@@ -22,12 +22,13 @@ def test_the_out_files_suffix_chooses_the_format(name, fmt):
     assert common.output_format(None, Path(name), common.RECORD_FORMATS) == fmt
 
 
-def test_format_wins_over_the_suffix_and_no_out_means_the_default():
+def test_format_wins_over_the_suffix_and_no_out_or_no_suffix_means_the_default():
     assert common.output_format("json", Path("results.csv"), common.RECORD_FORMATS) == "json"
     assert common.output_format(None, None, common.RECORD_FORMATS) == "table"
+    assert common.output_format(None, Path("results/bench"), common.RECORD_FORMATS) == "table"
 
 
-@pytest.mark.parametrize("name", ["results.xlsx", "results", "results.csv.bak"])
+@pytest.mark.parametrize("name", ["results.xlsx", "results.csv.bak", "notes.TOML"])
 def test_a_suffix_that_names_no_format_is_bad_input(name):
     with pytest.raises(UserError, match="no format is known"):
         common.output_format(None, Path(name), common.RECORD_FORMATS)
