@@ -43,7 +43,10 @@ def _root(
     version: Annotated[bool, typer.Option(
         "--version", is_eager=True, callback=_print_version, help="Print leverctl's version and exit.")] = False,
 ) -> None:
-    """Which kernel path is the engine taking, and is the other one faster and still correct?"""
+    # The application's own options. A callback also keeps the application a
+    # group when build() gives it a single command (Typer would otherwise
+    # make that command the whole program, without its name).
+    pass
 
 
 def build(only: str | None = None) -> typer.Typer:
