@@ -1,15 +1,17 @@
-"""Render a bench document (docs/records.md) as a table, JSON or Markdown.
+"""Render a bench document (docs/records.md) as a table, JSON, Markdown or
+CSV (one row per record).
 
 Every function here reads the document alone: nothing re-resolves levers or
 re-runs a kernel.
 """
 from __future__ import annotations
 
+import csv
 import io
 import json
 from typing import Any, Iterable
 
-FORMATS = ("table", "json", "markdown")
+FORMATS = ("table", "json", "markdown", "csv")
 
 
 def counts(doc: dict[str, Any]) -> tuple[int, int]:
@@ -108,20 +110,22 @@ def table(doc: dict, *, width: int | None = None, color: bool = False) -> str:
     from rich.console import Console
     from rich.table import Table
 
+    from ..tables import Wrapped, fit
+
     buf = io.StringIO()
     console = Console(file=buf, width=width or 200, force_terminal=color, no_color=not color,
-                      soft_wrap=False, highlight=False)
+                      soft_wrap=False, highlight=False, emoji=False)
     for label, results in _sections(doc):
         cols, *_ = _columns(doc, results)
         console.print(_title(doc, label, results), markup=False)
         t = Table()
         for c in cols:
-            t.add_column(c, justify="right" if c not in ("kernel", "variant", "levers", "shape", "check") else "left",
-                         no_wrap=True)
+            t.add_column(Wrapped(c), justify="right" if c not in ("kernel", "variant", "levers", "shape", "check")
+                         else "left", overflow="fold")
         for row in _rows(doc, results):
             style = None if not color or row[4].startswith("PASS") else "red"
-            t.add_row(*row, style=style)
-        console.print(t)
+            t.add_row(*map(Wrapped, row), style=style)
+        console.print(fit(t, console.width))
         for line in _notes(results):
             console.print(line, markup=False)
     return "\n".join(line.rstrip() for line in buf.getvalue().splitlines()) + "\n"
@@ -156,6 +160,48 @@ def markdown(doc: dict) -> str:
     return "\n".join(out) + "\n"
 
 
+# One CSV row per record (docs/records.md, "CSV"): plain numbers, no units,
+# empty where a record has no such figure (no timings in the simulator).
+CSV_COLUMNS: dict[str, tuple[str, ...]] = {
+    "kernel": ("kernel",), "variant": ("variant",), "config": ("config",), "shape": ("shape", "label"),
+    "status": ("status",), "rel_error": ("error", "rel"), "max_abs_error": ("error", "max_abs"),
+    "tol_rel": ("error", "tol_rel"), "tol_abs": ("error", "tol_abs"),
+    "median_us": ("timing", "median_us"), "p20_us": ("timing", "p20_us"), "p80_us": ("timing", "p80_us"),
+    "noise": ("timing", "noise"), "samples": ("timing", "samples"), "gbps": ("achieved", "gbps"),
+    "tflops": ("achieved", "tflops"), "pct_of_floor": ("roofline", "pct_of_floor"),
+    "speedup_vs_against": ("speedup_vs_against",), "device": ("device",), "note": ("note",),
+}
+
+
+def _dig(record: dict, keys: tuple[str, ...]) -> Any:
+    x: Any = record
+    for k in keys:
+        x = x.get(k) if isinstance(x, dict) else None
+    return x
+
+
+def records_csv(records: Iterable[dict], run: Iterable[str] | None = None) -> str:
+    """The records as CSV, one row each; ``run`` names the run each record
+    belongs to (a first column ``run``) when there is more than one."""
+    buf = io.StringIO()
+    w = csv.writer(buf, lineterminator="\n")
+    runs = list(run) if run is not None else None
+    w.writerow((["run"] if runs is not None else []) + list(CSV_COLUMNS))
+    for i, r in enumerate(records):
+        cells = ["" if (v := _dig(r, keys)) is None else v for keys in CSV_COLUMNS.values()]
+        w.writerow(([runs[i]] if runs is not None else []) + cells)
+    return buf.getvalue()
+
+
+def to_csv(doc: dict) -> str:
+    """A bench document's records; with ``--against``, both runs, told apart
+    by the ``run`` column (``this run`` or ``against NAME``)."""
+    if not doc.get("against"):
+        return records_csv(doc["results"])
+    rows = [(label or "this run", r) for label, results in _sections(doc) for r in results]
+    return records_csv([r for _, r in rows], [label for label, _ in rows])
+
+
 def to_json(doc: dict) -> str:
     return json.dumps(doc, indent=2, allow_nan=False) + "\n"
 
@@ -165,6 +211,8 @@ def render(doc: dict, fmt: str, *, width: int | None = None, color: bool = False
         return to_json(doc)
     if fmt == "markdown":
         return markdown(doc)
+    if fmt == "csv":
+        return to_csv(doc)
     if fmt == "table":
         return table(doc, width=width, color=color)
     raise ValueError(f"format {fmt!r}: one of {FORMATS}")

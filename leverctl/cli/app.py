@@ -9,7 +9,7 @@ import errno
 import importlib
 import os
 import sys
-from typing import NoReturn
+from typing import Annotated, NoReturn
 
 import typer
 
@@ -21,32 +21,70 @@ except ModuleNotFoundError:  # later ones carry their own copy of it
 from ..errors import UserError
 from . import common
 
-app = typer.Typer(
-    name="leverctl",
-    help="Which kernel path is the engine taking, and is the other one faster and still correct?",
-    no_args_is_help=True,
-    add_completion=False,
-    pretty_exceptions_enable=False,
-    rich_markup_mode="rich",
-)
+HELP = "Which kernel path is the engine taking, and is the other one faster and still correct?"
 
-# Command modules; each exposes register(app). Heavy imports (numba, numpy)
-# happen inside the commands that need them, never at registration.
-COMMANDS = ("show", "diff", "explain", "lint", "recipe", "kernels", "bench", "sweep", "compare", "report")
+# Command name -> the module (in this package) that declares it; each module
+# exposes register(app). Heavy imports (numba, numpy) happen inside the
+# commands that need them, never at registration.
+COMMANDS: dict[str, str] = {
+    "show": "show", "diff": "diff", "explain": "explain", "lint": "lint", "recipe": "recipe", "env": "recipe",
+    "kernels": "kernels", "bench": "bench", "sweep": "sweep", "compare": "compare", "report": "report",
+}
 
 
-def _register() -> None:
-    for name in COMMANDS:
-        try:
-            mod = importlib.import_module(f"{__package__}.{name}")
-        except ModuleNotFoundError as e:
-            if e.name == f"{__package__}.{name}":
-                continue  # not built yet
-            raise
-        mod.register(app)
+def _print_version(value: bool) -> None:
+    if value:
+        from .. import __version__
+
+        print(f"leverctl {__version__}")
+        raise typer.Exit()
 
 
-_register()
+def _root(
+    version: Annotated[bool, typer.Option(
+        "--version", is_eager=True, callback=_print_version, help="Print leverctl's version and exit.")] = False,
+) -> None:
+    # The application's own options. A callback also keeps the application a
+    # group when build() gives it a single command (Typer would otherwise
+    # make that command the whole program, without its name).
+    pass
+
+
+def build(only: str | None = None) -> typer.Typer:
+    """The application with every command, or with only the command ``only``
+    (the one being run): a start-up builds and imports nothing it will not use,
+    so ``leverctl show`` answers in a few times ``python -c pass``."""
+    app = typer.Typer(
+        name="leverctl",
+        help=HELP,
+        no_args_is_help=True,
+        add_completion=True,
+        pretty_exceptions_enable=False,
+        rich_markup_mode="rich",
+        context_settings={"help_option_names": ["-h", "--help"]},
+    )
+    app.callback()(_root)
+    modules = [COMMANDS[only]] if only in COMMANDS else list(dict.fromkeys(COMMANDS.values()))
+    for name in modules:
+        importlib.import_module(f"{__package__}.{name}").register(app)
+    return app
+
+
+def invoked(argv: list[str]) -> str | None:
+    """The command ``argv`` runs, or None when it runs none of them (no
+    arguments, --help, --version, a misspelt command, shell completion): then
+    the whole application is built, to list or suggest every command."""
+    if os.environ.get("_LEVERCTL_COMPLETE"):
+        return None
+    first = argv[0] if argv else None
+    return first if first in COMMANDS else None
+
+
+def __getattr__(name: str):
+    if name == "app":  # the whole application, for whoever imports it
+        return build()
+    raise AttributeError(name)
+
 
 # Exit codes: 0 success (or "equal" for diff), 1 a finding (a difference, a
 # FAIL, a regression, a lint error), 2 bad input, 130 interrupted.
@@ -117,9 +155,10 @@ def _exit_for(e: BaseException) -> None:
 
 def main(argv: list[str] | None = None) -> None:
     common.BAD_INPUT.clear()
-    cmd = typer.main.get_command(app)
+    args = sys.argv[1:] if argv is None else list(argv)
+    cmd = typer.main.get_command(build(invoked(args)))
     try:
-        code = cmd.main(args=argv, prog_name="leverctl", standalone_mode=False)
+        code = cmd.main(args=args, prog_name="leverctl", standalone_mode=False)
     except typer.Exit as e:
         code = e.exit_code
     except BaseException as e:  # noqa: BLE001 - mapped below or re-raised

@@ -40,9 +40,11 @@ def register(app: typer.Typer) -> None:
         against: Annotated[Optional[str], typer.Option(
             "--against", metavar="defaults|RECIPE",
             help="Also run the engine's defaults (or a recipe alone) and report each kernel's speedup.")] = None,
-        fmt: common.FormatOpt = "table",
+        fmt: common.RecordFormatOpt = None,
         out: Annotated[Optional[Path], typer.Option(
-            "--out", "-o", metavar="FILE", help="Write the report to this file (atomically) instead of stdout.",
+            "--out", "-o", metavar="FILE",
+            help="Write the report to this file (atomically) instead of stdout, in the format its suffix "
+                 "names (.txt .json .md .csv) unless --format says.",
             parser=lambda s: check_output_path(s, "--out", make_folder=True))] = None,
         seed: common.SeedOpt = 0,
         force: common.ForceOpt = False,
@@ -50,7 +52,8 @@ def register(app: typer.Typer) -> None:
     ) -> None:
         """Check every kernel path the levers choose against its float64
         reference; on a GPU also time it against the measured roofline."""
-        common.check_run_options(fmt, shapes, time_cap)
+        fmt = common.output_format(fmt, out, common.RECORD_FORMATS)
+        common.check_run_options(fmt, shapes, time_cap, common.RECORD_FORMATS)
         res = setup.resolve()
         _cat, main_recipe = setup.load()
         other = _against(against, setup, res.catalog) if against else None

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import functools
 import inspect
+import os
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -15,26 +16,39 @@ from rich.console import Console
 from ..errors import UserError
 from ..levers.suggest import did_you_mean
 
-# Data on stdout; diagnostics (warnings, progress) on stderr. Width is pinned
-# when not a terminal so piped tables do not wrap at 80 columns.
-out = Console(soft_wrap=False, width=None if sys.stdout.isatty() else 200)
-err = Console(stderr=True, soft_wrap=True)
+# Data on stdout; diagnostics (warnings, progress) on stderr. Tables take the
+# terminal's width, or COLUMNS when it is set (piped too: `COLUMNS=80 leverctl
+# show | less`); piped without COLUMNS they are 200 wide, so nothing wraps. No
+# emoji codes: a value such as ``:fire:`` is user data, printed as it is.
+PIPED_WIDTH = 200
+
+
+def _columns() -> int | None:
+    """COLUMNS when it holds a usable width, else None."""
+    value = os.environ.get("COLUMNS", "")
+    return int(value) if value.isdigit() and int(value) > 0 else None
+
+
+out = Console(soft_wrap=False, width=_columns() or (None if sys.stdout.isatty() else PIPED_WIDTH), emoji=False)
+err = Console(stderr=True, soft_wrap=True, emoji=False)
 
 EngineOpt = Annotated[Optional[str], typer.Option(
-    "--engine", "-e", help="Shipped engine catalog: atlas (default) or metrale; a recipe names its own.")]
+    "--engine", "-e", metavar="ENGINE",
+    help="Shipped engine catalog: atlas (default) or metrale; a recipe names its own.")]
 CatalogOpt = Annotated[Optional[Path], typer.Option(
-    "--catalog", help="A catalog TOML file describing another engine's levers.")]
+    "--catalog", metavar="FILE", help="A catalog TOML file describing another engine's levers.")]
 RecipeOpt = Annotated[Optional[Path], typer.Option(
-    "--recipe", "-r", help="A recipe TOML file (or the name of one in recipes/).")]
+    "--recipe", "-r", metavar="RECIPE", help="A recipe TOML file (or the name of one in recipes/).")]
 SetOpt = Annotated[Optional[list[str]], typer.Option(
     "--set", "-s", metavar="VAR=VALUE", help="Set a variable, above the recipe and the environment. Repeatable.")]
 UnsetOpt = Annotated[Optional[list[str]], typer.Option(
     "--unset", "-u", metavar="VAR", help="Unset a variable wherever it was set. Repeatable.")]
 EnvFileOpt = Annotated[Optional[Path], typer.Option(
-    "--env-file", help="Resolve as though this file were the whole environment: env, export -p or "
-                       "declare -x output, or KEY=VALUE lines; - reads standard input.")]
+    "--env-file", metavar="FILE", help="Resolve as though this file were the whole environment: env, export -p or "
+                                       "declare -x output, or KEY=VALUE lines; - reads standard input.")]
 MaxBatchOpt = Annotated[Optional[int], typer.Option(
-    "--max-batch-size", help="The serve max batch size (max_decode_seqs, a u32 from 1); overrides the recipe.")]
+    "--max-batch-size", metavar="N",
+    help="The serve max batch size (max_decode_seqs, a u32 from 1); overrides the recipe.")]
 NoEnvOpt = Annotated[bool, typer.Option(
     "--no-env", help="Ignore the process environment (resolve the recipe and --set alone).")]
 
@@ -49,23 +63,32 @@ LEVER_OPTIONS: dict[str, tuple[Any, Any]] = {
 # ── options of the commands that run kernel paths (bench, sweep) ────────────
 
 KernelOpt = Annotated[Optional[list[str]], typer.Option(
-    "--kernel", "-k", help="Only this kernel path (w4a16.gemv) or family (w4a16). Repeatable.")]
+    "--kernel", "-k", metavar="NAME", help="Only this kernel path (w4a16.gemv) or family (w4a16). Repeatable.")]
 ShapesOpt = Annotated[Optional[str], typer.Option(
-    "--shapes", help="smoke (tiny, odd) or model (the recipe's sizes). "
+    "--shapes", metavar="smoke|model", help="smoke (tiny, odd) or model (the recipe's sizes). "
                      "Default: model on a GPU, smoke in the simulator.")]
 DeviceOpt = Annotated[str, typer.Option(
-    "--device", help="auto (a GPU if there is one, else the simulator), gpu, or sim.")]
-SeedOpt = Annotated[int, typer.Option("--seed", help="Seed of the random inputs.")]
+    "--device", metavar="auto|gpu|sim", help="auto (a GPU if there is one, else the simulator), gpu, or sim.")]
+SeedOpt = Annotated[int, typer.Option("--seed", metavar="N", help="Seed of the random inputs.")]
 ForceOpt = Annotated[bool, typer.Option(
     "--force", help="Run model shapes in the simulator anyway (hours, not minutes).")]
 TimeCapOpt = Annotated[float, typer.Option(
     "--time-cap", metavar="SECONDS",
     help="GPU: stop sampling a configuration after this long if the noise is still above 0.5%.")]
 
-# Every report of records (bench, sweep, compare, report) comes in these.
+# Every report of records (bench, sweep, compare, report) comes in these;
+# bench and report show also write the records as CSV rows.
 FORMATS = ("table", "json", "markdown")
-FormatOpt = Annotated[str, typer.Option("--format", "-f", help="table, json or markdown.")]
+RECORD_FORMATS = (*FORMATS, "csv")
+FormatOpt = Annotated[Optional[str], typer.Option(
+    "--format", "-f", metavar="FORMAT", help="table, json or markdown.")]
+RecordFormatOpt = Annotated[Optional[str], typer.Option(
+    "--format", "-f", metavar="FORMAT",
+    help="table, json, markdown or csv (one row per record).")]
 SHAPES = ("smoke", "model")
+
+# The format an output file's suffix asks for, when --format does not say.
+SUFFIX_FORMATS = {".txt": "table", ".json": "json", ".md": "markdown", ".markdown": "markdown", ".csv": "csv"}
 
 
 def check_format(fmt: str, formats: tuple[str, ...] = FORMATS) -> None:
@@ -73,9 +96,32 @@ def check_format(fmt: str, formats: tuple[str, ...] = FORMATS) -> None:
         raise UserError(f"--format {fmt!r}: choose one of {', '.join(formats)}")
 
 
-def check_run_options(fmt: str, shapes: str | None, time_cap: float) -> None:
+def output_format(fmt: str | None, out: Path | None, formats: tuple[str, ...] = FORMATS,
+                  default: str = "table") -> str:
+    """The format to write: ``--format`` when given (checked against
+    ``formats``); else the one ``--out``'s suffix names (``results.json``
+    writes JSON, ``report.md`` Markdown, ``results.csv`` CSV, ``.txt`` the
+    table); else ``default``, as on stdout, for no --out or an --out without
+    a suffix. An --out whose suffix names no format of this command
+    (``results.xlsx``) is bad input: guessing would write one format under
+    another's name."""
+    if fmt is not None:
+        check_format(fmt, formats)
+        return fmt
+    if out is None or not out.suffix:
+        return default
+    named = SUFFIX_FORMATS.get(out.suffix.lower())
+    if named not in formats:
+        known = ", ".join(f"{suf} ({f})" for suf, f in SUFFIX_FORMATS.items() if f in formats)
+        raise UserError(f"--out {out}: no format is known for a {out.suffix} file; name the file {known}, "
+                        f"or choose one with --format")
+    return named
+
+
+def check_run_options(fmt: str, shapes: str | None, time_cap: float,
+                      formats: tuple[str, ...] = FORMATS) -> None:
     """Refuse bad --format, --shapes and --time-cap before anything runs."""
-    check_format(fmt)
+    check_format(fmt, formats)
     if shapes is not None and shapes not in SHAPES:
         raise UserError(f"--shapes {shapes!r}: choose smoke or model")
     if time_cap <= 0:
@@ -136,10 +182,12 @@ def select_paths(paths, names: list[str] | None, res=None):
 
 
 def tty_table(fmt: str) -> tuple[int | None, bool]:
-    """(width, color) for rendering ``fmt``: a table on a terminal gets its
-    width and colour; anything else, plain text at the default width."""
+    """(width, color) for rendering ``fmt``: a table gets the width of
+    ``out`` (the terminal's, or COLUMNS) and, on a terminal, colour; piped
+    without COLUMNS, plain text at the renderer's default width."""
     color = fmt == "table" and sys.stdout.isatty()
-    return (out.width if color else None), color
+    sized = fmt == "table" and (color or _columns() is not None)
+    return (out.width if sized else None), color
 
 
 def find_recipe(path: Path) -> Path:

@@ -68,6 +68,7 @@ def table(c, *, width: int | None = None, color: bool = False) -> str:
     from rich.table import Table
 
     from ..bench.compare import summary_line
+    from ..tables import fit
 
     buf = io.StringIO()
     con = Console(file=buf, width=width or 200, force_terminal=color, no_color=not color, soft_wrap=False,
@@ -84,7 +85,7 @@ def table(c, *, width: int | None = None, color: bool = False) -> str:
                          justify="right" if col in ("base µs", "new µs", "change", "noise") else "left")
         for row in rows:
             t.add_row(*row, style=(STYLE.get(row[0]) or None) if color else None)
-        con.print(t)
+        con.print(fit(t, con.width))
     for label, items in _one_sided(c):
         con.print(f"{label}:", markup=False)
         t = Table()
@@ -92,7 +93,7 @@ def table(c, *, width: int | None = None, color: bool = False) -> str:
             t.add_column(col, no_wrap=True)
         for row in items:
             t.add_row(*row)
-        con.print(t)
+        con.print(fit(t, con.width))
     con.print(summary_line(c), markup=False)
     return "\n".join(line.rstrip() for line in buf.getvalue().splitlines()) + "\n"
 

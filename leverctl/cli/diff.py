@@ -206,8 +206,8 @@ def register(app: typer.Typer) -> None:
         engine: EngineOpt = None,
         catalog: CatalogOpt = None,
         max_batch_size: Annotated[Optional[int], typer.Option(
-            "--max-batch-size", help="Serve max batch size for sides that are not JSON.")] = None,
-        fmt: Annotated[Format, typer.Option("--format", "-f", help="table or json.")] = Format.table,
+            "--max-batch-size", metavar="N", help="Serve max batch size for sides that are not JSON.")] = None,
+        fmt: Annotated[Format, typer.Option("--format", "-f", metavar="FORMAT", help="table or json.")] = Format.table,
     ) -> None:
         """The levers whose values differ between A and B, with both provenances and the kernel paths they steer.
 
@@ -273,6 +273,8 @@ def register(app: typer.Typer) -> None:
             from rich.table import Table
             from rich.text import Text
 
+            from ..tables import fit
+
             table = Table()
             for col in ("field", f"A: {a}", "A provenance", f"B: {b}", "B provenance", "steers"):
                 table.add_column(Text(col), overflow="fold")
@@ -281,5 +283,5 @@ def register(app: typer.Typer) -> None:
                               Text(_cell(vb[f][0]), style="bold"), Text(vb[f][1]),
                               Text(", ".join(cat.lever(f).steers) or "-"))
             common.out.print(Text(f"{len(rows)} {cat.title} lever(s) differ", style="bold"))
-            common.out.print(table)
+            common.out.print(fit(table, common.out.width))
         raise typer.Exit(1 if rows else 0)

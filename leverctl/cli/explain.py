@@ -151,7 +151,7 @@ def register(app: typer.Typer) -> None:
             metavar="NAME", help="A lever field or variable, optionally with =VALUE.")],
         engine: EngineOpt = None,
         catalog: CatalogOpt = None,
-        fmt: Annotated[Format, typer.Option("--format", "-f", help="text or json.")] = Format.text,
+        fmt: Annotated[Format, typer.Option("--format", "-f", metavar="FORMAT", help="text or json.")] = Format.text,
     ) -> None:
         """One lever: its rule in plain words, what each value does, the traps, the default, what it steers.
 

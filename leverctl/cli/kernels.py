@@ -171,7 +171,7 @@ def register(app: typer.Typer) -> None:
     @common.with_setup
     def kernels(
         setup: common.Setup,
-        fmt: Annotated[str, typer.Option("--format", "-f", help="table or json.")] = "table",
+        fmt: Annotated[str, typer.Option("--format", "-f", metavar="FORMAT", help="table or json.")] = "table",
     ) -> None:
         """List every kernel path, its variants and the levers that choose them,
         marking the variant the current resolution selects."""
@@ -186,6 +186,8 @@ def register(app: typer.Typer) -> None:
         if fmt == "json":
             common.write(json.dumps(doc, indent=2) + "\n")
         else:
-            common.out.print(table(doc))
+            from ..tables import fit
+
+            common.out.print(fit(table(doc), common.out.width))
             if doc["unmeasured"]:
-                common.out.print(unmeasured_table(doc))
+                common.out.print(fit(unmeasured_table(doc), common.out.width))

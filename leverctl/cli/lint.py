@@ -48,7 +48,7 @@ def register(app: typer.Typer) -> None:
         setup: common.Setup,
         strict: Annotated[bool, typer.Option(
             "--strict", help="Fail (exit 1) on warnings as well as errors.")] = False,
-        fmt: Annotated[Format, typer.Option("--format", "-f", help="text or json.")] = Format.text,
+        fmt: Annotated[Format, typer.Option("--format", "-f", metavar="FORMAT", help="text or json.")] = Format.text,
     ) -> None:
         """Settings that do not do what they look like: typos, ignored or inverted values, missing dependencies.
 

@@ -130,6 +130,7 @@ def results_table(rs, rankings, effects, *, width: int | None = None, color: boo
     from rich.table import Table
 
     from ..bench.plot import terminal_bars
+    from ..tables import fit
 
     buf = io.StringIO()
     c = Console(file=buf, width=width or 200, force_terminal=color, no_color=not color, soft_wrap=False,
@@ -144,7 +145,7 @@ def results_table(rs, rankings, effects, *, width: int | None = None, color: boo
     for row in rows:
         t.add_row(*row)
     if rows:
-        c.print(t)
+        c.print(fit(t, c.width))
     fails = _fail_rows(rankings)
     if fails:
         c.print("Failing configurations (never ranked):", markup=False)
@@ -153,7 +154,7 @@ def results_table(rs, rankings, effects, *, width: int | None = None, color: boo
             ft.add_column(col, no_wrap=col != "note")
         for row in fails:
             ft.add_row(*row, style="red" if color else None)
-        c.print(ft)
+        c.print(fit(ft, c.width))
     if effects:
         c.print("Lever effects (median speedup of the value over its reference, across the other levers):",
                 markup=False)
@@ -200,6 +201,11 @@ def results_markdown(rs, rankings, effects) -> str:
 def render_results(rs, fmt: str, *, width: int | None = None, color: bool = False) -> str:
     from ..bench.rank import lever_effects, rank
 
+    if fmt == "csv":  # the records themselves, one row each (docs/records.md)
+        from ..bench.report import records_csv
+
+        return records_csv(rs.records)
+
     rankings = rank(rs.records, rs.plan)
     effects = lever_effects(rs.records, rs.plan)
     if fmt == "json":
@@ -225,16 +231,18 @@ def say_notes(rs) -> None:
 @report_app.command("show")
 def show(
     results: ResultsArg,
-    fmt: common.FormatOpt = "table",
+    fmt: common.RecordFormatOpt = None,
     out: Annotated[Optional[Path], typer.Option(
-        "--out", "-o", metavar="FILE", help="Write the report to this file (atomically) instead of stdout.",
+        "--out", "-o", metavar="FILE",
+        help="Write the report to this file (atomically) instead of stdout, in the format its suffix "
+             "names (.txt .json .md .csv) unless --format says.",
         parser=lambda s: check_output_path(s, "--out"))] = None,
 ) -> None:
     """Per kernel path and shape: the fastest correct configuration, its
     speedup over the recipe's own, the failing ones, and each lever's effect."""
     from ..bench.results import load_results
 
-    common.check_format(fmt)
+    fmt = common.output_format(fmt, out, common.RECORD_FORMATS)
     rs = load_results(results)
     say_notes(rs)
     if out is not None:
@@ -282,7 +290,7 @@ def plot(
     results: ResultsArg,
     out: Annotated[Path, typer.Option("--out", "-o", metavar="FILE.svg", help="The chart file (.svg).",
                                       parser=lambda s: check_output_path(s, "--out"))],
-    title: Annotated[Optional[str], typer.Option("--title", help="The chart's title.")] = None,
+    title: Annotated[Optional[str], typer.Option("--title", metavar="TEXT", help="The chart's title.")] = None,
 ) -> None:
     """Write the per-lever speedups as a horizontal bar chart (SVG)."""
     from ..bench.plot import write_chart

@@ -31,19 +31,17 @@ def show_json(r: Resolved, only_changed: bool = False) -> dict[str, Any]:
 
 
 def render_table(r: Resolved, only_changed: bool = False) -> None:
-    from rich.table import Table
     from rich.text import Text
 
     from ..levers.kinds import KINDS
     from ..levers.present import raw_text, source_text, value_text
+    from ..tables import Wrapped, fit, new_table
 
     res = r.res
     cat = res.catalog
     title = f"{cat.title} levers" + (f" — recipe {res.recipe}" if res.recipe else "")
     common.out.print(Text(title, style="bold"))
-    table = Table(show_lines=False)
-    for col in ("field", "value", "source", "raw string", "rule"):
-        table.add_column(col, overflow="fold")
+    table = new_table("field", "value", "source", "raw string", "rule", show_lines=False)
     shown = 0
     for gid, gtitle in cat.groups.items():
         rows = [x for x in res.levers.values() if x.lever.group == gid and (x.changed or not only_changed)]
@@ -51,22 +49,22 @@ def render_table(r: Resolved, only_changed: bool = False) -> None:
             continue
         if shown:
             table.add_section()
-        table.add_row(Text(str(gtitle), style="bold cyan"), "", "", "", "")
+        table.add_row(Wrapped(gtitle, style="bold cyan"), "", "", "", "")
         for x in rows:
             val = value_text(x.value) + (" *" if x.changed else "")
             style = "bold yellow" if x.changed else ""
             table.add_row(
-                Text("  " + x.field),
-                Text(val, style=style),
-                Text(source_text(x.provenance, r.env_label)),
-                Text(raw_text(x.provenance, x.lever.vars)),
-                Text(KINDS[x.lever.kind].title, style="dim"),
+                Wrapped("  " + x.field),
+                Wrapped(val, style=style),
+                Wrapped(source_text(x.provenance, r.env_label)),
+                Wrapped(raw_text(x.provenance, x.lever.vars)),
+                Wrapped(KINDS[x.lever.kind].title, style="dim"),
             )
             shown += 1
     if not shown:
         common.out.print(Text(f"Every {cat.title} lever is at its default."))
         return
-    common.out.print(table)
+    common.out.print(fit(table, common.out.width))
     common.out.print(Text("* differs from the default", style="dim"))
 
 
@@ -112,7 +110,7 @@ def register(app: typer.Typer) -> None:
         only_changed: Annotated[bool, typer.Option(
             "--only-changed", help="Only the levers whose value differs from the default.")] = False,
         fmt: Annotated[Format, typer.Option(
-            "--format", "-f", help="table (grouped by subsystem), json (a stable contract), "
+            "--format", "-f", metavar="FORMAT", help="table (grouped by subsystem), json (a stable contract), "
             "toml (a recipe that reproduces this), env (shell export/unset lines).")] = Format.table,
     ) -> None:
         """The resolved levers, grouped by subsystem: value, source, raw string and rule.

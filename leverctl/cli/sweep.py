@@ -28,6 +28,7 @@ def _kernels_table(sweep, shard_count: int | None, width: int | None, color: boo
 
     from ..bench.plan import lever_json
     from ..bench.rank import value_text
+    from ..tables import fit
 
     buf = io.StringIO()
     c = Console(file=buf, width=width or 200, force_terminal=color, no_color=not color, soft_wrap=False,
@@ -42,7 +43,7 @@ def _kernels_table(sweep, shard_count: int | None, width: int | None, color: boo
         levers = "; ".join(f"{f} ({', '.join(value_text(lever_json(v)) for v in k.values[f])})" for f in k.levers)
         t.add_row(k.name, levers or (f"BROKEN: {k.broken}" if k.broken else "–"), str(k.configurations),
                   str(len(k.shapes)), str(k.runs), k.recipe_config or "–")
-    c.print(t)
+    c.print(fit(t, c.width))
     line = f"total: {sweep.total} runs; a naive product over all {len(sweep.catalog.levers)} levers: " \
            f"{sweep.naive_total:,} runs"
     if shard_count is not None:

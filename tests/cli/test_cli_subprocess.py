@@ -164,3 +164,53 @@ def test_the_lever_commands_never_import_numba_or_numpy(argv):
                        text=True, timeout=60)
     heavy = [line for line in p.stderr.splitlines() if line.startswith("HEAVY=")]
     assert heavy == ["HEAVY="], p.stderr[-2000:]
+
+
+CHECK_MODULES = """
+import sys
+from leverctl.cli.app import main
+try:
+    main(sys.argv[1:])
+except SystemExit:
+    pass
+cli = sorted(m.rsplit('.', 1)[1] for m in sys.modules if m.startswith('leverctl.cli.'))
+costly = sorted(m for m in sys.modules if m.split('.')[0] in ('pydantic', 'pydantic_core'))
+sys.stderr.write('CLI=' + ','.join(cli) + '\\n' + 'COSTLY=' + ','.join(costly) + '\\n')
+"""
+
+
+@pytest.mark.parametrize("argv, own", [
+    (["show", "--no-env"], {"show"}), (["diff", "defaults", "defaults"], {"diff"}),
+    (["explain", "ATLAS_GDN_WY17"], {"explain"}), (["lint", "--no-env"], {"lint"}),
+])
+def test_a_lever_command_starts_without_pydantic_or_any_other_commands_module(argv, own):
+    """Start-up (see README): the command line builds only the command it runs,
+    and the CLI stack must not build parameter adapters with pydantic (Typer
+    0.29 does, which alone makes a start-up five times ``python -c pass``)."""
+    p = subprocess.run([sys.executable, "-c", CHECK_MODULES, *argv], env=_env(), capture_output=True,
+                       text=True, timeout=60)
+    lines = dict(line.split("=", 1) for line in p.stderr.splitlines() if line.startswith(("CLI=", "COSTLY=")))
+    assert lines.get("COSTLY") == "", p.stderr[-2000:]
+    assert set(lines["CLI"].split(",")) == {"app", "common", *own}, p.stderr[-2000:]
+
+
+def test_the_start_up_check_fails_when_a_command_drags_in_every_other_command():
+    p = subprocess.run([sys.executable, "-c", CHECK_MODULES, "--help"], env=_env(), capture_output=True,
+                       text=True, timeout=60)
+    cli = next(line for line in p.stderr.splitlines() if line.startswith("CLI="))
+    assert {"bench", "sweep", "report"} <= set(cli[4:].split(","))  # --help lists them all
+
+
+def test_shell_completion_completes_commands_and_options(leverctl_exe):
+    def complete(words: str, cword: int) -> list[str]:
+        env = {**{k.decode(): v.decode() for k, v in _env().items()}, "_LEVERCTL_COMPLETE": "complete_bash",
+               "COMP_WORDS": words, "COMP_CWORD": str(cword)}
+        p = subprocess.run([leverctl_exe], env=env, capture_output=True, text=True, timeout=60)
+        assert p.returncode == 0 and "Traceback" not in p.stderr, p.stderr
+        return p.stdout.split()
+
+    assert "show" in complete("leverctl sh", 1)
+    assert complete("leverctl show --only-ch", 2) == ["--only-changed"]
+    script = subprocess.run([leverctl_exe, "--show-completion", "bash"], env=_env(), capture_output=True,
+                            text=True, timeout=60)
+    assert script.returncode == 0 and "_LEVERCTL_COMPLETE" in script.stdout
