@@ -85,13 +85,16 @@ def test_the_wheel_list_pins_one_version_of_each_wheel_for_python_3_12():
     assert pf.wheel_pins(WHEELS)[0] == (3, 12)
 
 
-def test_every_dependency_of_the_project_and_its_tests_is_in_the_wheel_list():
+def test_every_dependency_of_the_project_and_its_tests_is_in_the_wheel_list_at_a_version_it_allows():
+    from packaging.requirements import Requirement
+
     project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
     wanted = project["dependencies"] + project["optional-dependencies"]["test"]
     pins = _pins()
-    for req in wanted:
-        name = _norm(re.split(r"[<>=!~\[; ]", req)[0])
+    for req in map(Requirement, wanted):
+        name = _norm(req.name)
         assert name in pins, f"{req} is not in {WHEELS.name}"
+        assert req.specifier.contains(pins[name], prereleases=True), f"{WHEELS.name} pins {name}=={pins[name]}: {req}"
 
 
 def test_every_piece_the_preflight_checks_comes_from_a_listed_wheel_or_the_checkout():
