@@ -1,3 +1,3 @@
-from leverctl.cli.app import main
+from leverctl.cli.entry import main
 
 main()

@@ -72,6 +72,7 @@ NEEDS: tuple[Need, ...] = (
     Need("NVRTC", "nvidia-cuda-nvrtc-cu12", _cuda_lib("nvrtc")),
     Need("pytest", "pytest", _import("pytest")),
     Need("hypothesis", "hypothesis", _import("hypothesis")),
+    Need("ml_dtypes", "ml-dtypes", _import("ml_dtypes")),
     Need("leverctl", "this checkout", _import("leverctl.cli.app")),
     Need("leverctl_kernels", "this checkout (kernels/)", _import("leverctl_kernels.registry")),
 )

@@ -214,3 +214,14 @@ def test_shell_completion_completes_commands_and_options(leverctl_exe):
     script = subprocess.run([leverctl_exe, "--show-completion", "bash"], env=_env(), capture_output=True,
                             text=True, timeout=60)
     assert script.returncode == 0 and "_LEVERCTL_COMPLETE" in script.stdout
+
+
+def test_ctrl_c_while_the_cli_stack_is_still_importing_is_one_line_and_exit_130(leverctl_exe, tmp_path):
+    """Start-up is mostly importing Typer and Rich; an interrupt there is
+    stood in for by a typer module that raises it on import."""
+    (tmp_path / "typer.py").write_text("raise KeyboardInterrupt\n")
+    env = _env(PYTHONPATH=str(tmp_path).encode())
+    for argv in ([leverctl_exe, "show"], [sys.executable, "-m", "leverctl", "show"]):
+        p = subprocess.run(argv, env=env, capture_output=True, timeout=60)
+        assert p.returncode == 130, p.stderr
+        assert p.stdout == b"" and p.stderr.decode().splitlines() == ["leverctl: interrupted"]
