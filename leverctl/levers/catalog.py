@@ -7,9 +7,9 @@ by writing a catalog file (``--catalog FILE``), not Python.
 """
 from __future__ import annotations
 
-import hashlib
 import tomllib
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from functools import cached_property
 from importlib import resources
 from pathlib import Path
 from types import MappingProxyType
@@ -52,7 +52,15 @@ class Catalog:
     groups: Mapping[str, str]  # group id -> title, in display order
     levers: Mapping[str, Lever]  # field -> lever, in catalog order
     source: str  # where it was loaded from
-    digest: str  # sha256 of the file's bytes
+    data: bytes = field(repr=False, compare=False)  # the file's bytes
+
+    @cached_property
+    def digest(self) -> str:
+        """sha256 of the file's bytes: what sweep plans and merges compare.
+        Worked out when first asked for, since show and lint never ask."""
+        import hashlib
+
+        return hashlib.sha256(self.data).hexdigest()
 
     @property
     def fields(self) -> tuple[str, ...]:
@@ -72,15 +80,18 @@ def _fail(msg: str, where: str) -> UserError:
     return UserError(msg, where)
 
 
-def _header_line(text: str, field: str) -> int | None:
-    """The line of ``[levers.FIELD]`` (bare or quoted), for messages."""
+def _header_lines(text: str) -> dict[str, int]:
+    """The line of each ``[levers.FIELD]`` header (bare or quoted), for
+    messages: one pass over the file, since every entry is checked on load."""
     import re
 
-    pat = re.compile(r'^\s*\[\s*levers\s*\.\s*("?)' + re.escape(field) + r'\1\s*\]')
+    pat = re.compile(r'^\s*\[\s*levers\s*\.\s*("?)([^"\]\s]+)\1\s*\]')
+    lines: dict[str, int] = {}
     for n, line in enumerate(text.splitlines(), 1):
-        if pat.match(line):
-            return n
-    return None
+        m = pat.match(line)
+        if m:
+            lines.setdefault(m.group(2), n)
+    return lines
 
 
 LEVER_KEYS = ("vars", "var", "kind", "default", "group", "summary", "steers", "diagnostic", "requires",
@@ -120,8 +131,8 @@ def _check_default(field: str, kind: str, default: Any, at: str) -> Any:
     return default
 
 
-def _lever(field: str, raw: Any, groups: Mapping[str, str], where: str, text: str) -> Lever:
-    line = _header_line(text, field)
+def _lever(field: str, raw: Any, groups: Mapping[str, str], where: str, headers: Mapping[str, int]) -> Lever:
+    line = headers.get(field)
     at = f"{where}:{line}" if line else where
     if not isinstance(raw, dict):
         raise _fail(f"levers.{field} must be a table ([levers.{field}]), not {type(raw).__name__}", at)
@@ -211,7 +222,8 @@ def parse_catalog(data: bytes, source: str) -> Catalog:
     for gid, gtitle in groups.items():
         if not isinstance(gtitle, str):
             raise _fail(f"[groups] {gid} must be a title (a string), not {gtitle!r}", source)
-    levers = {f: _lever(f, raw, groups, source, text) for f, raw in doc["levers"].items()}
+    headers = _header_lines(text)
+    levers = {f: _lever(f, raw, groups, source, headers) for f, raw in doc["levers"].items()}
     seen: dict[str, str] = {}
     for lv in levers.values():
         for var in lv.vars:
@@ -236,7 +248,7 @@ def parse_catalog(data: bytes, source: str) -> Catalog:
         groups=MappingProxyType(dict(groups)),
         levers=MappingProxyType(levers),
         source=source,
-        digest=hashlib.sha256(data).hexdigest(),
+        data=data,
     )
 
 
