@@ -41,7 +41,8 @@ def test_events_time_a_kernel_that_spins_for_50_microseconds(gpu):
     assert 48 <= med <= 65, times
 
 
-def test_an_empty_kernel_is_timed_without_the_hosts_launch_overhead(gpu):
+def _empty_launch():
+    """One block of an empty kernel, compiled and run once already."""
     import numpy as np
     from numba import cuda
 
@@ -52,7 +53,11 @@ def test_an_empty_kernel_is_timed_without_the_hosts_launch_overhead(gpu):
     a = cuda.device_array(1, dtype=np.float32)
     empty[1, 32](a)
     cuda.synchronize()
-    stats = gpu.rig().time(lambda: empty[1, 32](a), StopRule(max_seconds=1.0))
+    return lambda: empty[1, 32](a)
+
+
+def test_an_empty_kernel_is_timed_without_the_hosts_launch_overhead(gpu):
+    stats = gpu.rig().time(_empty_launch(), StopRule(max_seconds=1.0))
     # A launch costs the host tens of microseconds in numba; on the GPU an
     # empty kernel is a few. Queued behind the delay kernel we see the latter.
     assert stats.median_us < 10, stats
@@ -80,20 +85,11 @@ def test_the_rig_warms_the_clocks_before_its_first_sample(gpu):
 
 
 def test_several_launches_cost_the_host_more_than_the_gpu(gpu):
-    import numpy as np
-    from numba import cuda
-
-    @cuda.jit
-    def empty(a):
-        pass
-
-    a = cuda.device_array(1, dtype=np.float32)
-    empty[1, 32](a)
-    cuda.synchronize()
+    launch = _empty_launch()
 
     def eight():
         for _ in range(8):
-            empty[1, 32](a)
+            launch()
 
     stats = gpu.rig().time(eight, StopRule(max_seconds=0.5), launches=8, with_host=True)
     # numba's launch costs the host microseconds each; queued, the GPU does not wait for it
