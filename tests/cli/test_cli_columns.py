@@ -121,3 +121,38 @@ def test_fit_keeps_every_piece_whole_when_the_columns_allow_it():
     for piece in ("gdn_", "regresident", "ATLAS_", "REGRESIDENT", "unless"):
         assert piece in text
     assert isinstance(t.columns[0]._cells[0], Wrapped)
+
+
+def _drawn(table, width: int) -> list[tuple[str, object]]:
+    """Every character Rich draws for ``table``, with its style (no style
+    and the null style being the same)."""
+    from rich.console import Console
+    from rich.style import Style
+
+    con = Console(width=width, force_terminal=True, file=open(os.devnull, "w"))
+    return [(ch, seg.style or Style.null()) for seg in con.render(table) for ch in seg.text]
+
+
+def _sample(**kw):
+    from rich.table import Table
+
+    t = Table(**kw)
+    t.add_column("field")
+    t.add_column("median (µs)", justify="right")
+    t.add_column("note", justify="center")
+    t.add_row(Wrapped("ATLAS_NO_GDN_REGRESIDENT", style="bold"), "12.5", "w4a16.gemv_dual n37")
+    t.add_row("x", "3", Wrapped("a_piece_far_wider_than_any_column_can_hold_so_it_folds", style="dim"))
+    t.add_row("  indented_lever_name", "1e-4", "")
+    return t
+
+
+@pytest.mark.parametrize("kw", [{}, {"pad_edge": False}, {"box": None}, {"padding": (0, 2)}],
+                         ids=["frame", "no-pad-edge", "no-box", "wide-padding"])
+@pytest.mark.parametrize("width", [24, 40, 60, 200])
+def test_cells_that_draw_their_own_padding_look_exactly_as_rich_pads_them(kw, width):
+    """fit() moves the cell padding from Rich's per-cell Padding into the
+    cells (half the cost of drawing show's table); what is drawn must not
+    change, characters and styles alike."""
+    from leverctl.tables import _fit
+
+    assert _drawn(fit(_sample(**kw), width), width) == _drawn(_fit(_sample(**kw), width), width)
