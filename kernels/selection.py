@@ -21,7 +21,17 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any, Callable, Mapping
 
-from .common.path import Choice
+
+@dataclass(frozen=True)
+class Choice:
+    """What ``select`` decided: the variant, and a note when the levers asked
+    for something the shape does not allow (recorded with the result).
+    Declared here, not with the kernel-path contract, so that ``explain``
+    reads the tables without loading that contract."""
+
+    variant: str
+    note: str = ""
+
 
 Dims = Mapping[str, Any]  # a Shape, or any mapping of its named sizes
 

@@ -19,6 +19,8 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any, Callable, Mapping
 
+from ..selection import Choice  # what select() returns; declared beside the decision tables
+
 
 @dataclass(frozen=True)
 class Shape:
@@ -128,15 +130,6 @@ class Variant:
     # where the variants of a path differ in it the bench also times the call
     # with the host's launch cost included.
     launches: int | Callable[[Shape], int] = 1
-
-
-@dataclass(frozen=True)
-class Choice:
-    """What ``select`` decided: the variant, and a note when the levers asked
-    for something the shape does not allow (recorded with the result)."""
-
-    variant: str
-    note: str = ""
 
 
 @dataclass(frozen=True)
