@@ -7,7 +7,7 @@ function                 on the GPU (sm_90)                         returns
 ``f32_to_bf16(x)``       ``cvt.rn.bf16.f32``                        uint16
 ``f32x2_to_bf16x2(lo,    ``cvt.rn.bf16x2.f32 d, hi, lo``            uint32
 hi)``
-``bf16_to_f32(b)``       ``cvt.f32.bf16``                           float32
+``bf16_to_f32(b)``       ``shl.b32`` by 16 (see below)              float32
 ``f32x2_to_e4m3x2(lo,    ``cvt.rn.satfinite.e4m3x2.f32 d, hi, lo``  uint16
 hi)``
 ``e4m3x2_to_f32x2(c)``   ``cvt.rn.f16x2.e4m3x2`` then two           (float32,
@@ -26,14 +26,19 @@ Results, code for code (the twins reproduce these):
   (kernels are compiled without ``fastmath``, so no ``.ftz``); a NaN gives
   the canonical NaN ``0x7fff`` whatever its sign and payload. Here the twin
   departs from ``bits.f32_to_bf16`` (which keeps the sign and the payload's
-  top bits): the instruction does not, and CUDA's own software fallback for
-  ``__float2bfloat16`` returns ``0x7fff`` to agree with it.
-* ``bf16_to_f32``: exact (the bits shifted up 16), NaN payloads included.
+  top bits) to follow the instruction, whose NaN result is canonical; CUDA's
+  own software fallback for ``__float2bfloat16`` returns ``0x7fff`` to agree
+  with it. (Not yet checked on a GPU: ``LEVERCTL_TEST_DEVICE=gpu`` tests of
+  the intrinsics against these references are still to be written.)
+* ``bf16_to_f32``: exact, the bits shifted up 16, NaN payloads included.
+  ``cvt.f32.bf16`` (sm_90) is exact too, but the ISA does not say what it
+  does with a NaN's payload; the shift leaves nothing to guess.
 * ``f32x2_to_e4m3x2``: round to nearest even; ``satfinite`` clamps finite
   overflow and inf to +-448 (``0x7e``/``0xfe``) and turns NaN into ``0x7f``
   whatever its sign. ``bits.f32_to_e4m3`` does exactly this already.
 * ``e4m3x2_to_f32x2``: exact (every E4M3 value is an f16, every f16 an f32);
-  ``0x7f``/``0xff`` give a NaN.
+  ``0x7f``/``0xff`` give a NaN, whose sign and payload are not part of the
+  contract (the twin gives bits.py's, the tests compare a NaN as a NaN).
 
 Dispatch: the module reads ``numba.config.ENABLE_CUDASIM`` once, at import,
 and binds each name either to an ``@intrinsic`` whose lowering is the
@@ -49,9 +54,12 @@ twins with ``bits.py``'s host codecs and ``ml_dtypes``
 (``tests/kernels/test_cvt.py``) and check that the intrinsics compile to the
 named instructions and assemble for sm_90 (``tests/kernels/test_cvt_ptx.py``).
 
-The e4m3x2 forms and ``cvt.f32.bf16`` need PTX ISA 7.8 and sm_89/sm_90; the
-PTX version is the one libNVVM emits for the target (8.x for CUDA 12/13 at
-sm_90), which covers them.
+The e4m3x2 forms need PTX ISA 7.8 and sm_89+; the PTX ``.version`` is the
+one libNVVM emits (9.0 from CUDA 13's at sm_90), which covers them, and
+``test_cvt_ptx`` checks it. ``.target sm_90`` itself needs ``.version`` 7.8,
+so no PTX for sm_90 can be too old for them: with ``.version 7.7`` ptxas 13.0
+prints both "Feature 'cvt with .e4m3x2/.e5m2x2' requires PTX ISA .version 7.8
+or later" and "PTX .version 7.7 does not support .target sm_90".
 """
 from __future__ import annotations
 
@@ -94,7 +102,7 @@ if SIMULATED:
 
     @cuda.jit(device=True, inline=True)
     def bf16_to_f32(b):
-        """float32 of bf16 bits ``b`` (``cvt.f32.bf16``)."""
+        """float32 of bf16 bits ``b``: the bits shifted up 16."""
         return np.uint32(int(b) << 16).view(np.float32)  # keeps NaN payloads
 
     @cuda.jit(device=True, inline=True)
@@ -149,13 +157,14 @@ else:
         return types.uint32(lo, hi), codegen
 
     @intrinsic
-    def _cvt_f32_bf16(typingctx, b):
+    def _bf16_to_f32_shift(typingctx, b):
         if not isinstance(b, types.Integer):
             return None
 
         def codegen(context, builder, sig, args):
-            v = context.cast(builder, args[0], b, types.uint16)
-            return _asm(builder, _F32, [v], "cvt.f32.bf16 $0, $1;", "=f,h")
+            # A shift, not cvt.f32.bf16: see the module docstring.
+            v = builder.zext(context.cast(builder, args[0], b, types.uint16), _I32)
+            return builder.bitcast(builder.shl(v, ir.Constant(_I32, 16)), _F32)
 
         return types.float32(b), codegen
 
@@ -192,6 +201,6 @@ else:
 
     f32_to_bf16 = _cvt_rn_bf16_f32
     f32x2_to_bf16x2 = _cvt_rn_bf16x2_f32
-    bf16_to_f32 = _cvt_f32_bf16
+    bf16_to_f32 = _bf16_to_f32_shift
     f32x2_to_e4m3x2 = _cvt_rn_satfinite_e4m3x2_f32
     e4m3x2_to_f32x2 = _cvt_e4m3x2_f32x2

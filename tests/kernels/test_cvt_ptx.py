@@ -17,7 +17,7 @@ THREADS = 128
 EXPECTED = {
     "f32_to_bf16": ["cvt.rn.bf16.f32"],
     "f32x2_to_bf16x2": ["cvt.rn.bf16x2.f32"],
-    "bf16_to_f32": ["cvt.f32.bf16"],
+    "bf16_to_f32": ["shl.b32"],  # a shift, by design
     "f32x2_to_e4m3x2": ["cvt.rn.satfinite.e4m3x2.f32"],
     "e4m3x2_to_f32x2": ["cvt.rn.f16x2.e4m3x2", "cvt.f32.f16"],
 }
@@ -88,6 +88,12 @@ def test_each_conversion_is_the_native_instruction(compiled, name):
     ptx = _ptx(compiled, name)
     for ins in EXPECTED[name]:
         assert re.search(rf"^\s*{re.escape(ins)}\s", ptx, re.M), f"{name}: no {ins} in\n{ptx}"
+
+
+def test_bf16_decoding_is_one_shift_and_no_conversion(compiled):
+    ptx = _ptx(compiled, "bf16_to_f32")
+    assert re.search(r"shl\.b32\s+%r\d+,\s*%r\d+,\s*16;", ptx), ptx
+    assert not re.search(r"^\s*cvt\.(rn\.)?f32\.", ptx, re.M), ptx
 
 
 @pytest.mark.parametrize("name, ins", [("f32x2_to_bf16x2", "cvt.rn.bf16x2.f32"),
