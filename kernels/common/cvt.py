@@ -28,8 +28,8 @@ Results, code for code (the twins reproduce these):
   departs from ``bits.f32_to_bf16`` (which keeps the sign and the payload's
   top bits) to follow the instruction, whose NaN result is canonical; CUDA's
   own software fallback for ``__float2bfloat16`` returns ``0x7fff`` to agree
-  with it. (Not yet checked on a GPU: ``LEVERCTL_TEST_DEVICE=gpu`` tests of
-  the intrinsics against these references are still to be written.)
+  with it. (``tests/kernels/test_cvt.py`` checks this on a GPU under
+  ``LEVERCTL_TEST_DEVICE=gpu``; it has not been run there yet.)
 * ``bf16_to_f32``: exact, the bits shifted up 16, NaN payloads included.
   ``cvt.f32.bf16`` (sm_90) is exact too, but the ISA does not say what it
   does with a NaN's payload; the shift leaves nothing to guess.

@@ -4,7 +4,9 @@ codecs with the instructions' NaN rules) and ``ml_dtypes``.
 
 The host references are checked exhaustively (every bf16 and E4M3 code, a
 large float32 sample); the twins run in small kernels: a few thousand
-elements a launch, with every edge, tie and special value in the sample. The
+elements a launch, with every edge, tie and special value in the sample. Under
+``LEVERCTL_TEST_DEVICE=gpu`` the same kernels run the intrinsics on the GPU,
+which checks the instructions against the same references. The
 last tests show the comparison rejects a twin with the pair order swapped
 and one that truncates instead of rounding to nearest even.
 """
@@ -12,7 +14,8 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from numba import cuda
+from numba import config, cuda
+from numba.core.extending import _Intrinsic
 from test_bits import bit_mismatches
 from test_bits_ml_dtypes import (
     BF16,
@@ -185,8 +188,12 @@ def launch(kernel, x, n_out: int, dtype) -> np.ndarray:
     return out.copy_to_host()
 
 
-def test_the_simulator_binds_the_twins():
-    assert C.SIMULATED
+def test_cvt_binds_the_intrinsics_exactly_when_the_simulator_is_off():
+    # With LEVERCTL_TEST_DEVICE=gpu the same kernels below run the intrinsics
+    # on the GPU, against the same references.
+    assert C.SIMULATED == bool(config.ENABLE_CUDASIM)
+    for name in ("f32_to_bf16", "f32x2_to_bf16x2", "bf16_to_f32", "f32x2_to_e4m3x2", "e4m3x2_to_f32x2"):
+        assert isinstance(getattr(C, name), _Intrinsic) != C.SIMULATED, name
 
 
 @sim
