@@ -15,6 +15,8 @@ THREADS = 128
 
 # kernel name -> instructions its PTX must contain
 EXPECTED = {
+    "round_trips": ["cvt.rn.satfinite.e4m3x2.f32", "cvt.rn.f16x2.e4m3x2", "cvt.rn.bf16x2.f32",
+                    "cvt.rn.bf16.f32"],
     "f32_to_bf16": ["cvt.rn.bf16.f32"],
     "f32x2_to_bf16x2": ["cvt.rn.bf16x2.f32"],
     "bf16_to_f32": ["shl.b32"],  # a shift, by design
@@ -65,7 +67,22 @@ def jobs():
             out[2 * i] = lo
             out[2 * i + 1] = hi
 
+    @cuda.jit
+    def round_trips(x, out):
+        # every function twice in one kernel: the inline PTX's own registers
+        # are scoped, so two copies do not collide
+        i = cuda.grid(1)
+        if i < x.size // 4:
+            a, b, c, d = x[4 * i], x[4 * i + 1], x[4 * i + 2], x[4 * i + 3]
+            w1, w2 = C.f32x2_to_e4m3x2(a, b), C.f32x2_to_e4m3x2(c, d)
+            a1, b1 = C.e4m3x2_to_f32x2(w1)
+            c1, d1 = C.e4m3x2_to_f32x2(w2)
+            p = C.f32x2_to_bf16x2(a1, b1) ^ C.f32x2_to_bf16x2(c1, d1)
+            out[i] = (C.bf16_to_f32(C.f32_to_bf16(a1 + c1)) + C.bf16_to_f32(C.f32_to_bf16(b1 + d1))
+                      + types.float32(p & 1))
+
     return [
+        ("round_trips", round_trips, (f32[::1], f32[::1]), THREADS),
         ("f32_to_bf16", f32_to_bf16, (f32[::1], u16[::1]), THREADS),
         ("f32x2_to_bf16x2", f32x2_to_bf16x2, (f32[::1], u32[::1]), THREADS),
         ("bf16_to_f32", bf16_to_f32, (u16[::1], f32[::1]), THREADS),
