@@ -1,0 +1,206 @@
+"""Native number conversions: one name, the PTX ``cvt`` instruction on the
+GPU and an exact twin in the simulator.
+
+=======================  =========================================  ==========
+function                 on the GPU (sm_90)                         returns
+=======================  =========================================  ==========
+``f32_to_bf16(x)``       ``cvt.rn.bf16.f32``                        uint16
+``f32x2_to_bf16x2(lo,    ``cvt.rn.bf16x2.f32 d, hi, lo``            uint32
+hi)``
+``bf16_to_f32(b)``       ``shl.b32`` by 16 (see below)              float32
+``f32x2_to_e4m3x2(lo,    ``cvt.rn.satfinite.e4m3x2.f32 d, hi, lo``  uint16
+hi)``
+``e4m3x2_to_f32x2(c)``   ``cvt.rn.f16x2.e4m3x2`` then two           (float32,
+                         ``cvt.f32.f16``                            float32)
+=======================  =========================================  ==========
+
+Pairs are in memory order: ``lo`` is the element at the lower address, the
+low half (bits 0-15 of a bf16x2, bits 0-7 of an e4m3x2), as a kernel storing
+the packed word into a ``uint16``/``uint8`` view of the tensor expects. The
+ISA puts the *first* source operand in the *upper* half, so the instructions
+are emitted with ``hi`` first; ``e4m3x2_to_f32x2`` returns ``(lo, hi)``.
+
+Results, code for code (the twins reproduce these):
+
+* ``f32_to_bf16``: round to nearest even, overflow to inf, subnormals kept
+  (kernels are compiled without ``fastmath``, so no ``.ftz``); a NaN gives
+  the canonical NaN ``0x7fff`` whatever its sign and payload. Here the twin
+  departs from ``bits.f32_to_bf16`` (which keeps the sign and the payload's
+  top bits) to follow the instruction, whose NaN result is canonical; CUDA's
+  own software fallback for ``__float2bfloat16`` returns ``0x7fff`` to agree
+  with it. (``tests/kernels/test_cvt.py`` checks this on a GPU under
+  ``LEVERCTL_TEST_DEVICE=gpu``; it has not been run there yet.)
+* ``bf16_to_f32``: exact, the bits shifted up 16, NaN payloads included.
+  ``cvt.f32.bf16`` (sm_90) is exact too, but the ISA does not say what it
+  does with a NaN's payload; the shift leaves nothing to guess.
+* ``f32x2_to_e4m3x2``: round to nearest even; ``satfinite`` clamps finite
+  overflow and inf to +-448 (``0x7e``/``0xfe``) and turns NaN into ``0x7f``
+  whatever its sign. ``bits.f32_to_e4m3`` does exactly this already.
+* ``e4m3x2_to_f32x2``: exact (every E4M3 value is an f16, every f16 an f32);
+  ``0x7f``/``0xff`` give a NaN, whose sign and payload are not part of the
+  contract (the twin gives bits.py's, the tests compare a NaN as a NaN).
+
+Dispatch: the module reads ``numba.config.ENABLE_CUDASIM`` once, at import,
+and binds each name either to an ``@intrinsic`` whose lowering is the
+instruction as inline PTX (``llvmlite.ir.InlineAsm``) or to a simulator
+device function built on ``bits.py``. The simulator cannot lower an
+intrinsic at all, and the CUDA target cannot run Python, so the choice is
+per process and fixed before any kernel is compiled; a kernel calls
+``cvt.f32_to_bf16`` and gets the right one in both places, with no branch
+left in the compiled code. ``tests/conftest.py`` sets the simulator before
+anything imports numba.cuda, and the sm_90 compile harness starts its own
+process with it off, so each sees the binding it needs. Tests compare the
+twins with ``bits.py``'s host codecs and ``ml_dtypes``
+(``tests/kernels/test_cvt.py``) and check that the intrinsics compile to the
+named instructions and assemble for sm_90 (``tests/kernels/test_cvt_ptx.py``).
+
+The e4m3x2 forms need PTX ISA 7.8 and sm_89+; the PTX ``.version`` is the
+one libNVVM emits (9.0 from CUDA 13's at sm_90), which covers them, and
+``test_cvt_ptx`` checks it. ``.target sm_90`` itself needs ``.version`` 7.8,
+so no PTX for sm_90 can be too old for them: with ``.version 7.7`` ptxas 13.0
+prints both "Feature 'cvt with .e4m3x2/.e5m2x2' requires PTX ISA .version 7.8
+or later" and "PTX .version 7.7 does not support .target sm_90".
+"""
+from __future__ import annotations
+
+import numpy as np
+from numba import config, cuda
+
+from . import bits as B
+
+BF16_NAN = 0x7FFF  # canonical bf16 NaN: what cvt.rn.bf16.f32 gives for any NaN
+
+SIMULATED = bool(config.ENABLE_CUDASIM)
+
+__all__ = [
+    "BF16_NAN",
+    "SIMULATED",
+    "bf16_to_f32",
+    "e4m3x2_to_f32x2",
+    "f32_to_bf16",
+    "f32x2_to_bf16x2",
+    "f32x2_to_e4m3x2",
+]
+
+
+if SIMULATED:
+    # --- twins: Python run by the simulator, bits.py's codecs ------------------
+
+    @cuda.jit(device=True, inline=True)
+    def f32_to_bf16(x):
+        """bf16 bits (uint16) of float32 ``x``: RNE, overflow to inf, NaN
+        to 0x7fff (``cvt.rn.bf16.f32``)."""
+        xf = np.float32(x)
+        if xf != xf:
+            return np.uint16(BF16_NAN)
+        return B.f32_to_bf16(xf)
+
+    @cuda.jit(device=True, inline=True)
+    def f32x2_to_bf16x2(lo, hi):
+        """``lo`` in bits 0-15, ``hi`` in bits 16-31 (``cvt.rn.bf16x2.f32``)."""
+        return np.uint32(int(f32_to_bf16(lo)) | (int(f32_to_bf16(hi)) << 16))
+
+    @cuda.jit(device=True, inline=True)
+    def bf16_to_f32(b):
+        """float32 of bf16 bits ``b``: the bits shifted up 16."""
+        return np.uint32(int(b) << 16).view(np.float32)  # keeps NaN payloads
+
+    @cuda.jit(device=True, inline=True)
+    def f32x2_to_e4m3x2(lo, hi):
+        """``lo`` in bits 0-7, ``hi`` in bits 8-15, saturating
+        (``cvt.rn.satfinite.e4m3x2.f32``)."""
+        return np.uint16(int(B.f32_to_e4m3(lo)) | (int(B.f32_to_e4m3(hi)) << 8))
+
+    @cuda.jit(device=True, inline=True)
+    def e4m3x2_to_f32x2(c):
+        """``(value of bits 0-7, value of bits 8-15)`` of an e4m3x2 word
+        (``cvt.rn.f16x2.e4m3x2`` and ``cvt.f32.f16``)."""
+        ci = int(c)
+        return B.e4m3_to_f32(ci & 0xFF), B.e4m3_to_f32((ci >> 8) & 0xFF)
+
+else:
+    # --- intrinsics: the instruction as inline PTX ------------------------------
+    from llvmlite import ir
+    from numba import types
+    from numba.core.extending import intrinsic
+
+    _I16, _I32, _F32 = ir.IntType(16), ir.IntType(32), ir.FloatType()
+
+    def _asm(builder, ret, args, text, constraints):
+        fnty = ir.FunctionType(ret, [a.type for a in args])
+        return builder.asm(fnty, text, constraints, args, side_effect=False)
+
+    def _f32(context, builder, ty, v):
+        return context.cast(builder, v, ty, types.float32)
+
+    @intrinsic
+    def _cvt_rn_bf16_f32(typingctx, x):
+        if not isinstance(x, (types.Float, types.Integer)):
+            return None
+
+        def codegen(context, builder, sig, args):
+            return _asm(builder, _I16, [_f32(context, builder, x, args[0])],
+                        "cvt.rn.bf16.f32 $0, $1;", "=h,f")
+
+        return types.uint16(x), codegen
+
+    @intrinsic
+    def _cvt_rn_bf16x2_f32(typingctx, lo, hi):
+        if not all(isinstance(t, (types.Float, types.Integer)) for t in (lo, hi)):
+            return None
+
+        def codegen(context, builder, sig, args):
+            a = [_f32(context, builder, t, v) for t, v in zip((lo, hi), args)]
+            # first source -> upper half: hi goes first
+            return _asm(builder, _I32, [a[1], a[0]], "cvt.rn.bf16x2.f32 $0, $1, $2;", "=r,f,f")
+
+        return types.uint32(lo, hi), codegen
+
+    @intrinsic
+    def _bf16_to_f32_shift(typingctx, b):
+        if not isinstance(b, types.Integer):
+            return None
+
+        def codegen(context, builder, sig, args):
+            # A shift, not cvt.f32.bf16: see the module docstring.
+            v = builder.zext(context.cast(builder, args[0], b, types.uint16), _I32)
+            return builder.bitcast(builder.shl(v, ir.Constant(_I32, 16)), _F32)
+
+        return types.float32(b), codegen
+
+    @intrinsic
+    def _cvt_rn_satfinite_e4m3x2_f32(typingctx, lo, hi):
+        if not all(isinstance(t, (types.Float, types.Integer)) for t in (lo, hi)):
+            return None
+
+        def codegen(context, builder, sig, args):
+            a = [_f32(context, builder, t, v) for t, v in zip((lo, hi), args)]
+            return _asm(builder, _I16, [a[1], a[0]],
+                        "cvt.rn.satfinite.e4m3x2.f32 $0, $1, $2;", "=h,f,f")
+
+        return types.uint16(lo, hi), codegen
+
+    @intrinsic
+    def _cvt_e4m3x2_f32x2(typingctx, c):
+        if not isinstance(c, types.Integer):
+            return None
+        ret = types.UniTuple(types.float32, 2)
+
+        def codegen(context, builder, sig, args):
+            v = context.cast(builder, args[0], c, types.uint16)
+            text = ("{ .reg .b32 h2; .reg .b16 l16, h16;\n"
+                    "cvt.rn.f16x2.e4m3x2 h2, $2;\n"
+                    "mov.b32 {l16, h16}, h2;\n"
+                    "cvt.f32.f16 $0, l16;\n"
+                    "cvt.f32.f16 $1, h16; }")
+            pair = _asm(builder, ir.LiteralStructType([_F32, _F32]), [v], text, "=f,=f,h")
+            lo_v, hi_v = builder.extract_value(pair, 0), builder.extract_value(pair, 1)
+            return context.make_tuple(builder, ret, [lo_v, hi_v])
+
+        return ret(c), codegen
+
+    f32_to_bf16 = _cvt_rn_bf16_f32
+    f32x2_to_bf16x2 = _cvt_rn_bf16x2_f32
+    bf16_to_f32 = _bf16_to_f32_shift
+    f32x2_to_e4m3x2 = _cvt_rn_satfinite_e4m3x2_f32
+    e4m3x2_to_f32x2 = _cvt_e4m3x2_f32x2
