@@ -1,0 +1,332 @@
+"""Warp-level tensor-core MMA: ``mma.sync.aligned.m16n8k16.row.col`` with
+bf16 or fp16 inputs and f32 accumulators, callable from ``@cuda.jit``
+kernels, with an exact twin for the CUDA simulator.
+
+One warp computes ``D = A @ B + C`` for A 16x16 (row-major), B 16x8
+(column-major) and C/D 16x8. Every lane holds a fragment of each:
+
+* A: four .b32 registers ``a0..a3``, each two 16-bit elements (lower
+  column in the low half);
+* B: two .b32 registers ``b0, b1``, each two 16-bit elements (lower k in
+  the low half);
+* C and D: four float32 ``c0..c3``.
+
+Kernels see the data as bit patterns (bf16/fp16 in uint16 arrays, as in
+``bits.py``) and never spell lane arithmetic: they call the loaders and the
+store below, which read the layout from this module, and the MMA::
+
+    a = load_a_bf16(A, r0, k0)            # A[r0:r0+16, k0:k0+16]
+    b = load_b_bf16(Bt, n0, k0)           # B[k0:k0+16, n0:n0+8], B stored as Bt[n, k]
+    d = mma_bf16_16816(a[0], a[1], a[2], a[3], b[0], b[1], c0, c1, c2, c3)
+    store_c(D, r0, n0, d[0], d[1], d[2], d[3])
+
+All 32 lanes of the warp must make the call together, with the same
+operands' shapes (``mma.sync.aligned``).
+
+Fragment layout (PTX ISA, "Matrix Fragments for mma.m16n8k16 with floating
+point type"); ``g = lane >> 2`` (groupID), ``t = lane % 4``
+(threadID_in_group). Element ``i`` of a lane's fragment is register
+``i >> 1``, half ``i & 1`` (0 = low 16 bits)::
+
+    A 16x16                      k: 0 1 | 2 3 | .. | 8 9 | .. 15
+                       row  g:      T0    T1         T0
+      a0,a1 = (g,   2t..2t+1)    a2,a3 = (g+8, 2t..2t+1)
+      a4,a5 = (g,   2t+8..2t+9)  a6,a7 = (g+8, 2t+8..2t+9)
+      rows 0..7:  lanes 4g..4g+3 hold a0,a1 (k 0..7)   and a4,a5 (k 8..15)
+      rows 8..15: the same lanes hold a2,a3 (k 0..7)   and a6,a7 (k 8..15)
+
+    B 16x8 (k x n)               n = g
+      b0,b1 = (k 2t..2t+1,   n g)   b2,b3 = (k 2t+8..2t+9, n g)
+
+    C/D 16x8                     n: 0 1 | 2 3 | 4 5 | 6 7
+                       row g:       T0    T1    T2    T3
+      c0,c1 = (g,   2t..2t+1)    c2,c3 = (g+8, 2t..2t+1)
+
+:data:`A_ELEMS`, :data:`B_ELEMS` and :data:`C_ELEMS` hold this as data: per
+element ``i``, its row and its column, each as ``(g or t, multiplier,
+constant)``. :func:`a_elem`, :func:`b_elem` and :func:`c_elem` (device
+functions) turn ``(lane, i)`` into ``(row, col)`` from that data, and are the
+only place a lane becomes a coordinate; ``A_TABLE`` etc. are the same data
+expanded per lane for the simulator twin and the tests.
+
+The simulator twin (``NUMBA_ENABLE_CUDASIM=1``): each lane deposits its
+registers in the warp's exchange of ``simwarp`` (one barrier per call, full
+mask), and every lane assembles A, B and C from the 32 deposits through the
+same layout, decodes the 16-bit inputs exactly (``bits.bf16_to_f32_np``, or
+NumPy's float16), forms the products exactly in float64 (a product of two
+bf16 or fp16 values fits in 22 bits of significand), sums the 16 products and
+C in float64 and rounds the sum to float32 once. The hardware's order of
+accumulation inside one MMA is not specified by the ISA (and its internal
+precision is not documented either), so results on a GPU may differ from the
+twin in the last bits of the float32 result; tests compare with a relative
+tolerance of about 1e-6 of the result's scale.
+
+On the CUDA target the MMA is a Numba ``@intrinsic`` that emits the PTX
+instruction through llvmlite's ``InlineAsm``; ptxas for sm_90 turns it into
+``HMMA.16816.F32.BF16`` (or ``.F32`` for fp16).
+"""
+from __future__ import annotations
+
+import numpy as np
+from numba import config, cuda
+
+from . import bits, simwarp
+
+M, N, K = 16, 8, 16  # the instruction's shape
+WARP = 32
+
+# ── the fragment layout, written once ─────────────────────────────────────────
+#
+# Per element i of a lane's fragment: (row term, col term), each term
+# (which lane coordinate: "g" or "t", its multiplier, the constant added).
+# Read with g = lane >> 2, t = lane & 3 as  coord = mult * g_or_t + const.
+A_ELEMS = (  # A[row, k]: registers a0..a3, two elements each (low half first)
+    (("g", 1, 0), ("t", 2, 0)), (("g", 1, 0), ("t", 2, 1)),   # a0: row g,   k 2t, 2t+1
+    (("g", 1, 8), ("t", 2, 0)), (("g", 1, 8), ("t", 2, 1)),   # a1: row g+8
+    (("g", 1, 0), ("t", 2, 8)), (("g", 1, 0), ("t", 2, 9)),   # a2: row g,   k 2t+8, 2t+9
+    (("g", 1, 8), ("t", 2, 8)), (("g", 1, 8), ("t", 2, 9)),   # a3: row g+8
+)
+B_ELEMS = (  # B[k, n]: registers b0, b1
+    (("t", 2, 0), ("g", 1, 0)), (("t", 2, 1), ("g", 1, 0)),   # b0: k 2t, 2t+1,   n g
+    (("t", 2, 8), ("g", 1, 0)), (("t", 2, 9), ("g", 1, 0)),   # b1: k 2t+8, 2t+9
+)
+C_ELEMS = (  # C[row, n] / D: c0..c3, one float32 each
+    (("g", 1, 0), ("t", 2, 0)), (("g", 1, 0), ("t", 2, 1)),   # c0, c1: row g
+    (("g", 1, 8), ("t", 2, 0)), (("g", 1, 8), ("t", 2, 1)),   # c2, c3: row g+8
+)
+
+
+def _coord(term, lane):
+    which, mult, const = term
+    return mult * ((lane >> 2) if which == "g" else (lane & 3)) + const
+
+
+def layout_table(elems) -> np.ndarray:
+    """``table[lane, i] = (row, col)`` of element ``i`` held by ``lane``."""
+    out = np.empty((WARP, len(elems), 2), dtype=np.int64)
+    for lane in range(WARP):
+        for i, (r, c) in enumerate(elems):
+            out[lane, i] = (_coord(r, lane), _coord(c, lane))
+    return out
+
+
+A_TABLE = layout_table(A_ELEMS)  # (32, 8, 2)
+B_TABLE = layout_table(B_ELEMS)  # (32, 4, 2)
+C_TABLE = layout_table(C_ELEMS)  # (32, 4, 2)
+
+
+def _elem_fn(elems):
+    """A device function ``(lane, i) -> (row, col)`` reading ``elems``. The
+    table is unrolled into constants at definition time: in a kernel ``i`` is
+    a literal and the whole thing folds to two shifts and an add."""
+    rg = tuple(m if w == "g" else 0 for (w, m, _), _c in elems)
+    rt = tuple(m if w == "t" else 0 for (w, m, _), _c in elems)
+    rc = tuple(c for (_w, _m, c), _c in elems)
+    cg = tuple(m if w == "g" else 0 for _r, (w, m, _) in elems)
+    ct = tuple(m if w == "t" else 0 for _r, (w, m, _) in elems)
+    cc = tuple(c for _r, (_w, _m, c) in elems)
+
+    def elem(lane, i):
+        g = lane >> 2
+        t = lane & 3
+        return rg[i] * g + rt[i] * t + rc[i], cg[i] * g + ct[i] * t + cc[i]
+
+    return cuda.jit(device=True, inline=True)(elem)
+
+
+a_elem = _elem_fn(A_ELEMS)
+b_elem = _elem_fn(B_ELEMS)
+c_elem = _elem_fn(C_ELEMS)
+
+
+# ── loaders and store: the only users of a lane id ───────────────────────────
+
+_U16 = np.uint32(16)
+
+
+def make_a_loader(elem):
+    """A loader of A fragments through the element map ``elem``
+    (:data:`a_elem`; tests pass a wrong one to prove the check sees it)."""
+
+    @cuda.jit(device=True, inline=True)
+    def pair(X, r0, c0, lane, i):
+        r, c = elem(lane, i)
+        lo = np.uint32(X[r0 + r, c0 + c])
+        r, c = elem(lane, i + 1)
+        return lo | (np.uint32(X[r0 + r, c0 + c]) << _U16)
+
+    @cuda.jit(device=True, inline=True)
+    def load(X, r0, c0):
+        lane = cuda.laneid
+        return (pair(X, r0, c0, lane, 0), pair(X, r0, c0, lane, 2),
+                pair(X, r0, c0, lane, 4), pair(X, r0, c0, lane, 6))
+
+    return load
+
+
+def make_b_loader(elem):
+    """A loader of B fragments through the element map ``elem``. B is stored
+    transposed, ``Bt[n, k]`` (the ``.col`` operand: k contiguous per column),
+    as a weight matrix ``W[out, in]`` is."""
+
+    @cuda.jit(device=True, inline=True)
+    def pair(Bt, n0, k0, lane, i):
+        k, n = elem(lane, i)
+        lo = np.uint32(Bt[n0 + n, k0 + k])
+        k, n = elem(lane, i + 1)
+        return lo | (np.uint32(Bt[n0 + n, k0 + k]) << _U16)
+
+    @cuda.jit(device=True, inline=True)
+    def load(Bt, n0, k0):
+        lane = cuda.laneid
+        return pair(Bt, n0, k0, lane, 0), pair(Bt, n0, k0, lane, 2)
+
+    return load
+
+
+load_a_bf16 = make_a_loader(a_elem)
+"""``(a0, a1, a2, a3)`` uint32 of ``A[r0:r0+16, k0:k0+16]`` (16-bit patterns,
+any 2-D uint16 array); the same loader serves fp16."""
+load_b_bf16 = make_b_loader(b_elem)
+"""``(b0, b1)`` uint32 of ``B[k0:k0+16, n0:n0+8]`` from ``Bt[n, k]``."""
+load_a_f16 = load_a_bf16
+load_b_f16 = load_b_bf16
+
+
+@cuda.jit(device=True, inline=True)
+def load_c(C, r0, n0):
+    """``(c0, c1, c2, c3)`` float32 of ``C[r0:r0+16, n0:n0+8]``."""
+    lane = cuda.laneid
+    r, c = c_elem(lane, 0)
+    x0 = np.float32(C[r0 + r, n0 + c])
+    r, c = c_elem(lane, 1)
+    x1 = np.float32(C[r0 + r, n0 + c])
+    r, c = c_elem(lane, 2)
+    x2 = np.float32(C[r0 + r, n0 + c])
+    r, c = c_elem(lane, 3)
+    x3 = np.float32(C[r0 + r, n0 + c])
+    return x0, x1, x2, x3
+
+
+@cuda.jit(device=True, inline=True)
+def store_c(D, r0, n0, d0, d1, d2, d3):
+    """Write the D fragment ``(d0..d3)`` to ``D[r0:r0+16, n0:n0+8]``."""
+    lane = cuda.laneid
+    r, c = c_elem(lane, 0)
+    D[r0 + r, n0 + c] = d0
+    r, c = c_elem(lane, 1)
+    D[r0 + r, n0 + c] = d1
+    r, c = c_elem(lane, 2)
+    D[r0 + r, n0 + c] = d2
+    r, c = c_elem(lane, 3)
+    D[r0 + r, n0 + c] = d3
+
+
+# ── the simulator twin ───────────────────────────────────────────────────────
+
+
+def _halves(regs: np.ndarray) -> np.ndarray:
+    """(32, R) uint32 registers -> (32, 2R) uint16 elements, low half first."""
+    regs = regs.astype(np.uint32)
+    out = np.empty((regs.shape[0], 2 * regs.shape[1]), dtype=np.uint16)
+    out[:, 0::2] = regs & 0xFFFF
+    out[:, 1::2] = regs >> 16
+    return out
+
+
+def _scatter(table: np.ndarray, values: np.ndarray, shape) -> np.ndarray:
+    out = np.zeros(shape, dtype=np.float64)
+    out[table[..., 0], table[..., 1]] = values
+    return out
+
+
+def _decode_bf16(h: np.ndarray) -> np.ndarray:
+    return bits.bf16_to_f32_np(h).astype(np.float64)
+
+
+def _decode_f16(h: np.ndarray) -> np.ndarray:
+    return h.view(np.float16).astype(np.float64)
+
+
+def mma_16816_reference(a_regs, b_regs, c_regs, decode) -> np.ndarray:
+    """The warp's D registers, (32, 4) float32, from every lane's A (32, 4)
+    and B (32, 2) uint32 registers and C (32, 4) float32: products exact in
+    float64, summed in float64, rounded to float32 once."""
+    A = _scatter(A_TABLE, decode(_halves(np.asarray(a_regs))), (M, K))
+    B = _scatter(B_TABLE, decode(_halves(np.asarray(b_regs))), (K, N))
+    C = _scatter(C_TABLE, np.asarray(c_regs, dtype=np.float32).astype(np.float64), (M, N))
+    D = (A @ B + C).astype(np.float32)
+    return D[C_TABLE[..., 0], C_TABLE[..., 1]]
+
+
+def _twin(kind, decode):
+    def mma(a0, a1, a2, a3, b0, b1, c0, c1, c2, c3):
+        regs = ((int(a0), int(a1), int(a2), int(a3)), (int(b0), int(b1)),
+                (float(c0), float(c1), float(c2), float(c3)))
+        buf, members, lane = simwarp._exchange(kind, simwarp.FULL_MASK, regs)
+        if members != simwarp.FULL_MASK:
+            raise simwarp.WarpSyncError(
+                f"{kind}: mma.sync needs all 32 lanes of the warp; the block has lanes {members:#x}")
+        # Every lane computes the whole tile from the same deposits (the
+        # buffer stays put until this lane's next call): no second barrier.
+        a = np.array([buf[i][1][0] for i in range(WARP)], dtype=np.uint32)
+        b = np.array([buf[i][1][1] for i in range(WARP)], dtype=np.uint32)
+        c = np.array([buf[i][1][2] for i in range(WARP)], dtype=np.float32)
+        d = mma_16816_reference(a, b, c, decode)[lane]
+        return d[0], d[1], d[2], d[3]
+
+    mma.__name__ = kind
+    return mma
+
+
+# ── the CUDA target ──────────────────────────────────────────────────────────
+
+
+def _hw(ptx_types: str):
+    from llvmlite import ir
+    from numba.cuda import types
+    from numba.cuda.extending import intrinsic
+
+    asm_text = (
+        f"mma.sync.aligned.m16n8k16.row.col.{ptx_types} "
+        "{$0, $1, $2, $3}, {$4, $5, $6, $7}, {$8, $9}, {$10, $11, $12, $13};"
+    )
+    constraints = ",".join(["=f"] * 4 + ["r"] * 6 + ["f"] * 4)
+
+    def mma(typingctx, a0, a1, a2, a3, b0, b1, c0, c1, c2, c3):
+        regs, acc = (a0, a1, a2, a3, b0, b1), (c0, c1, c2, c3)
+        if not all(isinstance(x, types.Integer) for x in regs):
+            return None
+        if not all(isinstance(x, (types.Float, types.Integer)) for x in acc):
+            return None
+        u32, f32 = types.uint32, types.float32
+        # Arguments are cast to these types before codegen sees them.
+        sig = types.UniTuple(f32, 4)(u32, u32, u32, u32, u32, u32, f32, f32, f32, f32)
+
+        def codegen(context, builder, signature, args):
+            i32, f = ir.IntType(32), ir.FloatType()
+            fnty = ir.FunctionType(ir.LiteralStructType([f] * 4), [i32] * 6 + [f] * 4)
+            res = builder.call(ir.InlineAsm(fnty, asm_text, constraints, side_effect=False), args)
+            outs = [builder.extract_value(res, i) for i in range(4)]
+            return context.make_tuple(builder, signature.return_type, outs)
+
+        return sig, codegen
+
+    mma.__name__ = "mma_" + ptx_types.replace(".", "_")
+    return intrinsic(mma)
+
+
+if config.ENABLE_CUDASIM:
+    # The simulator's exit hook lets a lane that waits report a lane that
+    # returned without reaching the MMA, instead of hanging.
+    simwarp.install()
+    mma_bf16_16816 = _twin("mma_bf16_16816", _decode_bf16)
+    mma_f16_16816 = _twin("mma_f16_16816", _decode_f16)
+else:
+    mma_bf16_16816 = _hw("f32.bf16.bf16.f32")
+    mma_f16_16816 = _hw("f32.f16.f16.f32")
+
+mma_bf16_16816.__doc__ = """``mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32``:
+``(a0..a3, b0, b1: uint32 bf16 pairs, c0..c3: float32) -> (d0..d3) float32``."""
+mma_f16_16816.__doc__ = """``mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32``:
+as :func:`mma_bf16_16816` with fp16 pairs."""

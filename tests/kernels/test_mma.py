@@ -1,0 +1,123 @@
+"""The warp MMA primitive (``common/mma.py``): its fragment layout against the
+PTX ISA's formulas, and kernels that load fragments with its loaders, run
+the MMA and store D, against a float64 matmul of the same 16-bit inputs (in
+the simulator, and on a GPU with LEVERCTL_TEST_DEVICE=gpu)."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from numba import cuda
+
+from leverctl_kernels.common import bits, mma
+
+RTOL = 1e-6  # of the float32 result's scale: the MMA's summation order is unspecified
+
+
+# ── the layout, as data, against the ISA's formulas ──────────────────────────
+
+
+def test_the_a_layout_is_the_isa_formula_and_covers_the_tile_once():
+    for lane in range(32):
+        g, t = lane >> 2, lane % 4
+        for i in range(8):
+            row = g if (i < 2 or 4 <= i < 6) else g + 8
+            col = t * 2 + (i & 1) + (8 if i >= 4 else 0)
+            assert tuple(mma.A_TABLE[lane, i]) == (row, col)
+    cells = {tuple(x) for x in mma.A_TABLE.reshape(-1, 2)}
+    assert len(cells) == 16 * 16
+
+
+def test_the_b_and_c_layouts_are_the_isa_formulas_and_cover_their_tiles_once():
+    for lane in range(32):
+        g, t = lane >> 2, lane % 4
+        for i in range(4):
+            assert tuple(mma.B_TABLE[lane, i]) == (t * 2 + (i & 1) + (8 if i >= 2 else 0), g)
+            assert tuple(mma.C_TABLE[lane, i]) == (g if i < 2 else g + 8, t * 2 + (i & 1))
+    assert len({tuple(x) for x in mma.B_TABLE.reshape(-1, 2)}) == 16 * 8
+    assert len({tuple(x) for x in mma.C_TABLE.reshape(-1, 2)}) == 16 * 8
+
+
+# ── kernels ──────────────────────────────────────────────────────────────────
+
+
+def _inputs(m, n, k, seed, fmt="bf16"):
+    rng = np.random.default_rng(seed)
+    a, b, c = rng.standard_normal((m, k)), rng.standard_normal((n, k)), rng.standard_normal((m, n))
+    if fmt == "bf16":
+        A, Bt = bits.f32_to_bf16_np(a.astype(np.float32)), bits.f32_to_bf16_np(b.astype(np.float32))
+        dec = lambda h: bits.bf16_to_f32_np(h).astype(np.float64)  # noqa: E731
+    else:
+        A, Bt = a.astype(np.float16).view(np.uint16), b.astype(np.float16).view(np.uint16)
+        dec = lambda h: h.view(np.float16).astype(np.float64)  # noqa: E731
+    C = c.astype(np.float32)
+    ref = dec(A) @ dec(Bt).T + C.astype(np.float64)
+    return A, Bt, C, ref
+
+
+def _close(got, ref):
+    scale = max(1.0, float(np.abs(ref).max()))
+    err = float(np.abs(got.astype(np.float64) - ref).max())
+    assert err <= RTOL * scale, f"max abs error {err:.3g} over {RTOL:g} x scale {scale:.3g}"
+
+
+def _tiled(load_a, load_b, op):
+    """One warp per 16x8 tile of D, looping over k in steps of 16."""
+
+    @cuda.jit
+    def k(A, Bt, C, D):
+        r0 = cuda.blockIdx.x * 16
+        n0 = cuda.blockIdx.y * 8
+        c = mma.load_c(C, r0, n0)
+        d0, d1, d2, d3 = c[0], c[1], c[2], c[3]
+        for k0 in range(0, A.shape[1], 16):
+            a = load_a(A, r0, k0)
+            b = load_b(Bt, n0, k0)
+            d0, d1, d2, d3 = op(a[0], a[1], a[2], a[3], b[0], b[1], d0, d1, d2, d3)
+        mma.store_c(D, r0, n0, d0, d1, d2, d3)
+
+    return k
+
+
+def _run(kernel, A, Bt, C):
+    m, n = C.shape
+    D = np.full_like(C, np.nan)
+    dD = cuda.to_device(D)
+    kernel[(m // 16, n // 8), 32](cuda.to_device(A), cuda.to_device(Bt), cuda.to_device(C), dD)
+    return dD.copy_to_host()
+
+
+BF16 = _tiled(mma.load_a_bf16, mma.load_b_bf16, mma.mma_bf16_16816)
+F16 = _tiled(mma.load_a_f16, mma.load_b_f16, mma.mma_f16_16816)
+
+
+@pytest.mark.sim
+def test_one_bf16_tile_is_a_float64_matmul_of_the_bf16_inputs():
+    A, Bt, C, ref = _inputs(16, 8, 16, seed=1)
+    _close(_run(BF16, A, Bt, C), ref)
+
+
+@pytest.mark.sim
+def test_a_32x16x32_bf16_product_is_four_tiles_and_two_k_steps():
+    A, Bt, C, ref = _inputs(32, 16, 32, seed=2)
+    _close(_run(BF16, A, Bt, C), ref)
+
+
+@pytest.mark.sim
+def test_one_fp16_tile_is_a_float64_matmul_of_the_fp16_inputs():
+    A, Bt, C, ref = _inputs(16, 8, 16, seed=3, fmt="f16")
+    _close(_run(F16, A, Bt, C), ref)
+
+
+def _rows_swapped(lane, i):
+    # The A map with rows g and g+8 exchanged: a plausible slip.
+    r, c = mma.a_elem(lane, i)
+    return (r + 8) % 16, c
+
+
+@pytest.mark.sim
+def test_an_a_loader_with_rows_g_and_g_plus_8_swapped_fails_the_check():
+    wrong = _tiled(mma.make_a_loader(cuda.jit(device=True, inline=True)(_rows_swapped)),
+                   mma.load_b_bf16, mma.mma_bf16_16816)
+    A, Bt, C, ref = _inputs(16, 8, 16, seed=4)
+    with pytest.raises(AssertionError, match="max abs error"):
+        _close(_run(wrong, A, Bt, C), ref)
