@@ -1,6 +1,7 @@
 """Warp-level tensor-core MMA: ``mma.sync.aligned.m16n8k16.row.col`` with
-bf16 or fp16 inputs and f32 accumulators, callable from ``@cuda.jit``
-kernels, with an exact twin for the CUDA simulator.
+bf16 or fp16 inputs and f32 accumulators, and ``m16n8k32`` with s8 inputs
+and s32 accumulators, callable from ``@cuda.jit`` kernels, with an exact
+twin for the CUDA simulator.
 
 One warp computes ``D = A @ B + C`` for A 16x16 (row-major), B 16x8
 (column-major) and C/D 16x8. Every lane holds a fragment of each:
@@ -42,6 +43,13 @@ point type"); ``g = lane >> 2`` (groupID), ``t = lane % 4``
                        row g:       T0    T1    T2    T3
       c0,c1 = (g,   2t..2t+1)    c2,c3 = (g+8, 2t..2t+1)
 
+s8, m16n8k32 (PTX ISA, "... mma.m16n8k32" integer types): four bytes per
+.b32 register, lowest k in the low byte; C/D as above, s32::
+
+    A 16x32:  a0 = (g, 4t..4t+3)      a1 = (g+8, 4t..4t+3)
+              a2 = (g, 4t+16..4t+19)  a3 = (g+8, 4t+16..4t+19)
+    B 32x8:   b0 = (k 4t..4t+3, n g)  b1 = (k 4t+16..4t+19, n g)
+
 :data:`A_ELEMS`, :data:`B_ELEMS` and :data:`C_ELEMS` hold this as data: per
 element ``i``, its row and its column, each as ``(g or t, multiplier,
 constant)``. :func:`a_elem`, :func:`b_elem` and :func:`c_elem` (device
@@ -52,18 +60,20 @@ expanded per lane for the simulator twin and the tests.
 The simulator twin (``NUMBA_ENABLE_CUDASIM=1``): each lane deposits its
 registers in the warp's exchange of ``simwarp`` (one barrier per call, full
 mask), and every lane assembles A, B and C from the 32 deposits through the
-same layout, decodes the 16-bit inputs exactly (``bits.bf16_to_f32_np``, or
+same layout, decodes the 16-bit (or 8-bit) inputs exactly (``bits.bf16_to_f32_np``, or
 NumPy's float16), forms the products exactly in float64 (a product of two
 bf16 or fp16 values fits in 22 bits of significand), sums the 16 products and
 C in float64 and rounds the sum to float32 once. The hardware's order of
 accumulation inside one MMA is not specified by the ISA (and its internal
 precision is not documented either), so results on a GPU may differ from the
 twin in the last bits of the float32 result; tests compare with a relative
-tolerance of about 1e-6 of the result's scale.
+tolerance of about 1e-6 of the result's scale. The s8 twin is exact
+(int64 sums, wrapped to s32 as the instruction without ``.satfinite`` does).
 
 On the CUDA target the MMA is a Numba ``@intrinsic`` that emits the PTX
 instruction through llvmlite's ``InlineAsm``; ptxas for sm_90 turns it into
-``HMMA.16816.F32.BF16`` (or ``.F32`` for fp16).
+``HMMA.16816.F32.BF16`` (``HMMA.16816.F32`` for fp16, ``IMMA.16832.S8.S8``
+for s8; ``tests/kernels/test_mma_ptx.py`` reads the SASS).
 """
 from __future__ import annotations
 
@@ -95,6 +105,16 @@ C_ELEMS = (  # C[row, n] / D: c0..c3, one float32 each
     (("g", 1, 8), ("t", 2, 0)), (("g", 1, 8), ("t", 2, 1)),   # c2, c3: row g+8
 )
 
+# m16n8k32 with s8 inputs (A 16x32, B 32x8, C/D as above, s32): each .b32
+# register holds four bytes, lowest k in the low byte.
+K_S8 = 32
+A_ELEMS_S8 = tuple(
+    (("g", 1, 8 * ((i >> 2) & 1)), ("t", 4, (i & 3) + 16 * (i >> 3))) for i in range(16)
+)  # a0: row g, k 4t..4t+3; a1: row g+8; a2: row g, k 4t+16..; a3: row g+8, k 4t+16..
+B_ELEMS_S8 = tuple(
+    (("t", 4, (i & 3) + 16 * (i >> 2)), ("g", 1, 0)) for i in range(8)
+)  # b0: k 4t..4t+3, n g; b1: k 4t+16..4t+19
+
 
 def _coord(term, lane):
     which, mult, const = term
@@ -113,6 +133,8 @@ def layout_table(elems) -> np.ndarray:
 A_TABLE = layout_table(A_ELEMS)  # (32, 8, 2)
 B_TABLE = layout_table(B_ELEMS)  # (32, 4, 2)
 C_TABLE = layout_table(C_ELEMS)  # (32, 4, 2)
+A_TABLE_S8 = layout_table(A_ELEMS_S8)  # (32, 16, 2)
+B_TABLE_S8 = layout_table(B_ELEMS_S8)  # (32, 8, 2)
 
 
 def _elem_fn(elems):
@@ -137,6 +159,8 @@ def _elem_fn(elems):
 a_elem = _elem_fn(A_ELEMS)
 b_elem = _elem_fn(B_ELEMS)
 c_elem = _elem_fn(C_ELEMS)
+a_elem_s8 = _elem_fn(A_ELEMS_S8)
+b_elem_s8 = _elem_fn(B_ELEMS_S8)
 
 
 # ── loaders and store: the only users of a lane id ───────────────────────────
@@ -193,6 +217,78 @@ load_a_f16 = load_a_bf16
 load_b_f16 = load_b_bf16
 
 
+_U8 = np.uint32(8)
+_U24 = np.uint32(24)
+
+
+def make_a_loader_s8(elem):
+    """A loader of s8 A fragments (m16n8k32) through the element map
+    ``elem`` (:data:`a_elem_s8`), from bytes (a uint8 view of int8 data)."""
+
+    @cuda.jit(device=True, inline=True)
+    def quad(X, r0, c0, lane, i):
+        r, c = elem(lane, i)
+        x = np.uint32(X[r0 + r, c0 + c])
+        r, c = elem(lane, i + 1)
+        x |= np.uint32(X[r0 + r, c0 + c]) << _U8
+        r, c = elem(lane, i + 2)
+        x |= np.uint32(X[r0 + r, c0 + c]) << _U16
+        r, c = elem(lane, i + 3)
+        return x | (np.uint32(X[r0 + r, c0 + c]) << _U24)
+
+    @cuda.jit(device=True, inline=True)
+    def load(X, r0, c0):
+        lane = cuda.laneid
+        return (quad(X, r0, c0, lane, 0), quad(X, r0, c0, lane, 4),
+                quad(X, r0, c0, lane, 8), quad(X, r0, c0, lane, 12))
+
+    return load
+
+
+def make_b_loader_s8(elem):
+    """A loader of s8 B fragments from ``Bt[n, k]`` bytes."""
+
+    @cuda.jit(device=True, inline=True)
+    def quad(Bt, n0, k0, lane, i):
+        k, n = elem(lane, i)
+        x = np.uint32(Bt[n0 + n, k0 + k])
+        k, n = elem(lane, i + 1)
+        x |= np.uint32(Bt[n0 + n, k0 + k]) << _U8
+        k, n = elem(lane, i + 2)
+        x |= np.uint32(Bt[n0 + n, k0 + k]) << _U16
+        k, n = elem(lane, i + 3)
+        return x | (np.uint32(Bt[n0 + n, k0 + k]) << _U24)
+
+    @cuda.jit(device=True, inline=True)
+    def load(Bt, n0, k0):
+        lane = cuda.laneid
+        return quad(Bt, n0, k0, lane, 0), quad(Bt, n0, k0, lane, 4)
+
+    return load
+
+
+load_a_s8 = make_a_loader_s8(a_elem_s8)
+"""``(a0, a1, a2, a3)`` uint32 of ``A[r0:r0+16, k0:k0+32]`` (a 2-D uint8 view
+of int8 data)."""
+load_b_s8 = make_b_loader_s8(b_elem_s8)
+"""``(b0, b1)`` uint32 of ``B[k0:k0+32, n0:n0+8]`` from ``Bt[n, k]`` bytes."""
+
+
+@cuda.jit(device=True, inline=True)
+def load_c_s32(C, r0, n0):
+    """``(c0, c1, c2, c3)`` int32 of ``C[r0:r0+16, n0:n0+8]``."""
+    lane = cuda.laneid
+    r, c = c_elem(lane, 0)
+    x0 = np.int32(C[r0 + r, n0 + c])
+    r, c = c_elem(lane, 1)
+    x1 = np.int32(C[r0 + r, n0 + c])
+    r, c = c_elem(lane, 2)
+    x2 = np.int32(C[r0 + r, n0 + c])
+    r, c = c_elem(lane, 3)
+    x3 = np.int32(C[r0 + r, n0 + c])
+    return x0, x1, x2, x3
+
+
 @cuda.jit(device=True, inline=True)
 def load_c(C, r0, n0):
     """``(c0, c1, c2, c3)`` float32 of ``C[r0:r0+16, n0:n0+8]``."""
@@ -225,17 +321,19 @@ def store_c(D, r0, n0, d0, d1, d2, d3):
 # ── the simulator twin ───────────────────────────────────────────────────────
 
 
-def _halves(regs: np.ndarray) -> np.ndarray:
-    """(32, R) uint32 registers -> (32, 2R) uint16 elements, low half first."""
+def _split(regs: np.ndarray, width: int) -> np.ndarray:
+    """(32, R) uint32 registers -> (32, R * 32 // width) elements of ``width``
+    bits (uint16 or uint8), lowest bits first."""
     regs = regs.astype(np.uint32)
-    out = np.empty((regs.shape[0], 2 * regs.shape[1]), dtype=np.uint16)
-    out[:, 0::2] = regs & 0xFFFF
-    out[:, 1::2] = regs >> 16
+    per = 32 // width
+    out = np.empty((regs.shape[0], per * regs.shape[1]), dtype=np.uint16 if width == 16 else np.uint8)
+    for j in range(per):
+        out[:, j::per] = (regs >> np.uint32(j * width)) & np.uint32((1 << width) - 1)
     return out
 
 
 def _scatter(table: np.ndarray, values: np.ndarray, shape) -> np.ndarray:
-    out = np.zeros(shape, dtype=np.float64)
+    out = np.zeros(shape, dtype=values.dtype)
     out[table[..., 0], table[..., 1]] = values
     return out
 
@@ -248,21 +346,47 @@ def _decode_f16(h: np.ndarray) -> np.ndarray:
     return h.view(np.float16).astype(np.float64)
 
 
+def _decode_s8(h: np.ndarray) -> np.ndarray:
+    return h.view(np.int8).astype(np.int64)
+
+
+class _Atom:
+    """One MMA instruction as the twin sees it: its k, its A/B layouts, the
+    width of an input element, how to decode one, and the accumulator type."""
+
+    def __init__(self, k, a_table, b_table, width, decode, acc):
+        self.k, self.a_table, self.b_table = k, a_table, b_table
+        self.width, self.decode, self.acc = width, decode, acc
+
+    def reference(self, a_regs, b_regs, c_regs) -> np.ndarray:
+        """The warp's D registers, (32, 4), from every lane's A (32, 4) and B
+        (32, 2) uint32 registers and C (32, 4)."""
+        A = _scatter(self.a_table, self.decode(_split(np.asarray(a_regs), self.width)), (M, self.k))
+        B = _scatter(self.b_table, self.decode(_split(np.asarray(b_regs), self.width)), (self.k, N))
+        C = _scatter(C_TABLE, np.asarray(c_regs, dtype=self.acc).astype(A.dtype), (M, N))
+        if self.acc == np.int32:
+            # Exact in int64; without .satfinite the s32 result wraps.
+            D = (A @ B + C).astype(np.uint64).astype(np.uint32).view(np.int32)
+        else:
+            # Products exact in float64; one rounding of the float64 sum.
+            D = (A @ B + C).astype(np.float32)
+        return D[C_TABLE[..., 0], C_TABLE[..., 1]]
+
+
+BF16_16816 = _Atom(K, A_TABLE, B_TABLE, 16, _decode_bf16, np.float32)
+F16_16816 = _Atom(K, A_TABLE, B_TABLE, 16, _decode_f16, np.float32)
+S8_16832 = _Atom(K_S8, A_TABLE_S8, B_TABLE_S8, 8, _decode_s8, np.int32)
+
+
 def mma_16816_reference(a_regs, b_regs, c_regs, decode) -> np.ndarray:
-    """The warp's D registers, (32, 4) float32, from every lane's A (32, 4)
-    and B (32, 2) uint32 registers and C (32, 4) float32: products exact in
-    float64, summed in float64, rounded to float32 once."""
-    A = _scatter(A_TABLE, decode(_halves(np.asarray(a_regs))), (M, K))
-    B = _scatter(B_TABLE, decode(_halves(np.asarray(b_regs))), (K, N))
-    C = _scatter(C_TABLE, np.asarray(c_regs, dtype=np.float32).astype(np.float64), (M, N))
-    D = (A @ B + C).astype(np.float32)
-    return D[C_TABLE[..., 0], C_TABLE[..., 1]]
+    """The bf16/fp16 twin's arithmetic for the warp's registers (see
+    :class:`_Atom`); ``decode`` maps 16-bit patterns to float64."""
+    return _Atom(K, A_TABLE, B_TABLE, 16, decode, np.float32).reference(a_regs, b_regs, c_regs)
 
 
-def _twin(kind, decode):
+def _twin(kind, atom):
     def mma(a0, a1, a2, a3, b0, b1, c0, c1, c2, c3):
-        regs = ((int(a0), int(a1), int(a2), int(a3)), (int(b0), int(b1)),
-                (float(c0), float(c1), float(c2), float(c3)))
+        regs = ((int(a0), int(a1), int(a2), int(a3)), (int(b0), int(b1)), (c0, c1, c2, c3))
         buf, members, lane = simwarp._exchange(kind, simwarp.FULL_MASK, regs)
         if members != simwarp.FULL_MASK:
             raise simwarp.WarpSyncError(
@@ -271,8 +395,8 @@ def _twin(kind, decode):
         # buffer stays put until this lane's next call): no second barrier.
         a = np.array([buf[i][1][0] for i in range(WARP)], dtype=np.uint32)
         b = np.array([buf[i][1][1] for i in range(WARP)], dtype=np.uint32)
-        c = np.array([buf[i][1][2] for i in range(WARP)], dtype=np.float32)
-        d = mma_16816_reference(a, b, c, decode)[lane]
+        c = np.array([buf[i][1][2] for i in range(WARP)], dtype=atom.acc)
+        d = atom.reference(a, b, c)[lane]
         return d[0], d[1], d[2], d[3]
 
     mma.__name__ = kind
@@ -282,16 +406,16 @@ def _twin(kind, decode):
 # ── the CUDA target ──────────────────────────────────────────────────────────
 
 
-def _hw(ptx_types: str):
+def _hw(instr: str, integer_acc: bool):
+    """An @intrinsic emitting ``instr`` (A: 4 x .b32, B: 2 x .b32, C/D: 4 x
+    f32 or s32) through inline PTX."""
     from llvmlite import ir
     from numba.cuda import types
     from numba.cuda.extending import intrinsic
 
-    asm_text = (
-        f"mma.sync.aligned.m16n8k16.row.col.{ptx_types} "
-        "{$0, $1, $2, $3}, {$4, $5, $6, $7}, {$8, $9}, {$10, $11, $12, $13};"
-    )
-    constraints = ",".join(["=f"] * 4 + ["r"] * 6 + ["f"] * 4)
+    asm_text = instr + " {$0, $1, $2, $3}, {$4, $5, $6, $7}, {$8, $9}, {$10, $11, $12, $13};"
+    acc_c = "r" if integer_acc else "f"
+    constraints = ",".join(["=" + acc_c] * 4 + ["r"] * 6 + [acc_c] * 4)
 
     def mma(typingctx, a0, a1, a2, a3, b0, b1, c0, c1, c2, c3):
         regs, acc = (a0, a1, a2, a3, b0, b1), (c0, c1, c2, c3)
@@ -299,34 +423,45 @@ def _hw(ptx_types: str):
             return None
         if not all(isinstance(x, (types.Float, types.Integer)) for x in acc):
             return None
-        u32, f32 = types.uint32, types.float32
+        u32 = types.uint32
+        at = types.int32 if integer_acc else types.float32
         # Arguments are cast to these types before codegen sees them.
-        sig = types.UniTuple(f32, 4)(u32, u32, u32, u32, u32, u32, f32, f32, f32, f32)
+        sig = types.UniTuple(at, 4)(u32, u32, u32, u32, u32, u32, at, at, at, at)
 
         def codegen(context, builder, signature, args):
-            i32, f = ir.IntType(32), ir.FloatType()
-            fnty = ir.FunctionType(ir.LiteralStructType([f] * 4), [i32] * 6 + [f] * 4)
+            i32 = ir.IntType(32)
+            a = i32 if integer_acc else ir.FloatType()
+            fnty = ir.FunctionType(ir.LiteralStructType([a] * 4), [i32] * 6 + [a] * 4)
             res = builder.call(ir.InlineAsm(fnty, asm_text, constraints, side_effect=False), args)
             outs = [builder.extract_value(res, i) for i in range(4)]
             return context.make_tuple(builder, signature.return_type, outs)
 
         return sig, codegen
 
-    mma.__name__ = "mma_" + ptx_types.replace(".", "_")
+    mma.__name__ = "mma_" + instr.split(".")[-4] + "_" + instr.split(".")[3]
     return intrinsic(mma)
 
+
+_BF16 = "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32"
+_F16 = "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32"
+_S8 = "mma.sync.aligned.m16n8k32.row.col.s32.s8.s8.s32"
 
 if config.ENABLE_CUDASIM:
     # The simulator's exit hook lets a lane that waits report a lane that
     # returned without reaching the MMA, instead of hanging.
     simwarp.install()
-    mma_bf16_16816 = _twin("mma_bf16_16816", _decode_bf16)
-    mma_f16_16816 = _twin("mma_f16_16816", _decode_f16)
+    mma_bf16_16816 = _twin("mma_bf16_16816", BF16_16816)
+    mma_f16_16816 = _twin("mma_f16_16816", F16_16816)
+    mma_s8_16832 = _twin("mma_s8_16832", S8_16832)
 else:
-    mma_bf16_16816 = _hw("f32.bf16.bf16.f32")
-    mma_f16_16816 = _hw("f32.f16.f16.f32")
+    mma_bf16_16816 = _hw(_BF16, integer_acc=False)
+    mma_f16_16816 = _hw(_F16, integer_acc=False)
+    mma_s8_16832 = _hw(_S8, integer_acc=True)
 
-mma_bf16_16816.__doc__ = """``mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32``:
+mma_bf16_16816.__doc__ = f"""``{_BF16}``:
 ``(a0..a3, b0, b1: uint32 bf16 pairs, c0..c3: float32) -> (d0..d3) float32``."""
-mma_f16_16816.__doc__ = """``mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32``:
+mma_f16_16816.__doc__ = f"""``{_F16}``:
 as :func:`mma_bf16_16816` with fp16 pairs."""
+mma_s8_16832.__doc__ = f"""``{_S8}``:
+``(a0..a3, b0, b1: uint32 s8 quads, c0..c3: int32) -> (d0..d3) int32``
+(wraps on overflow)."""

@@ -121,3 +121,47 @@ def test_an_a_loader_with_rows_g_and_g_plus_8_swapped_fails_the_check():
     A, Bt, C, ref = _inputs(16, 8, 16, seed=4)
     with pytest.raises(AssertionError, match="max abs error"):
         _close(_run(wrong, A, Bt, C), ref)
+
+
+# ── s8: m16n8k32 with s32 accumulators ───────────────────────────────────────
+
+
+def test_the_s8_a_and_b_layouts_are_the_isa_formulas_and_cover_their_tiles_once():
+    for lane in range(32):
+        g, t = lane >> 2, lane % 4
+        for i in range(16):
+            row = g if (i < 4 or 8 <= i < 12) else g + 8
+            col = t * 4 + (i & 3) + (16 if i >= 8 else 0)
+            assert tuple(mma.A_TABLE_S8[lane, i]) == (row, col)
+        for i in range(8):
+            assert tuple(mma.B_TABLE_S8[lane, i]) == (t * 4 + (i & 3) + (16 if i >= 4 else 0), g)
+    assert len({tuple(x) for x in mma.A_TABLE_S8.reshape(-1, 2)}) == 16 * 32
+    assert len({tuple(x) for x in mma.B_TABLE_S8.reshape(-1, 2)}) == 32 * 8
+
+
+@cuda.jit
+def _s8_tiled(A, Bt, C, D):
+    r0 = cuda.blockIdx.x * 16
+    n0 = cuda.blockIdx.y * 8
+    c = mma.load_c_s32(C, r0, n0)
+    d0, d1, d2, d3 = c[0], c[1], c[2], c[3]
+    for k0 in range(0, A.shape[1], 32):
+        a = mma.load_a_s8(A, r0, k0)
+        b = mma.load_b_s8(Bt, n0, k0)
+        d0, d1, d2, d3 = mma.mma_s8_16832(a[0], a[1], a[2], a[3], b[0], b[1], d0, d1, d2, d3)
+    mma.store_c(D, r0, n0, d0, d1, d2, d3)
+
+
+@pytest.mark.sim
+@pytest.mark.parametrize("m,n,k", [(16, 8, 32), (32, 8, 64)], ids=["one_tile", "two_tiles_two_k_steps"])
+def test_s8_tiles_are_the_exact_integer_matmul(m, n, k):
+    rng = np.random.default_rng(m + k)
+    A = rng.integers(-128, 128, (m, k)).astype(np.int8)
+    Bt = rng.integers(-128, 128, (n, k)).astype(np.int8)
+    C = rng.integers(-(2**20), 2**20, (m, n)).astype(np.int32)
+    D = np.zeros_like(C)
+    dD = cuda.to_device(D)
+    _s8_tiled[(m // 16, n // 8), 32](cuda.to_device(A.view(np.uint8)), cuda.to_device(Bt.view(np.uint8)),
+                                     cuda.to_device(C), dD)
+    ref = A.astype(np.int64) @ Bt.astype(np.int64).T + C
+    np.testing.assert_array_equal(dD.copy_to_host(), ref.astype(np.int32))

@@ -1,10 +1,11 @@
 """The warp MMA primitive compiles for sm_90 (H200), without a GPU
 (``ptx_harness``): a kernel that loads fragments, loops the bf16 (or fp16)
-MMA over k and stores D has the ``mma.sync`` instruction in its PTX, and
+MMA over k and stores D (bf16, fp16, s8) has the ``mma.sync`` instruction in its PTX, and
 ptxas accepts it with no spills or local memory. Where ``nvdisasm`` is
 found (PATH, $CUDA_HOME/bin, or the ``nvidia-cuda-nvdisasm`` wheel of the
 ``test`` extra), the cubin's SASS is checked for the tensor-core
-instruction itself, ``HMMA.16816.F32.BF16``.
+instruction itself: ``HMMA.16816.F32.BF16``, ``HMMA.16816.F32`` (fp16), and
+``IMMA.16832.S8.S8`` (s8).
 """
 from __future__ import annotations
 
@@ -25,18 +26,19 @@ def _kernel(fmt: str):
 
     from leverctl_kernels.common import mma
 
-    load_a, load_b, op = {
-        "bf16": (mma.load_a_bf16, mma.load_b_bf16, mma.mma_bf16_16816),
-        "f16": (mma.load_a_f16, mma.load_b_f16, mma.mma_f16_16816),
+    load_a, load_b, load_c, op, step = {
+        "bf16": (mma.load_a_bf16, mma.load_b_bf16, mma.load_c, mma.mma_bf16_16816, mma.K),
+        "f16": (mma.load_a_f16, mma.load_b_f16, mma.load_c, mma.mma_f16_16816, mma.K),
+        "s8": (mma.load_a_s8, mma.load_b_s8, mma.load_c_s32, mma.mma_s8_16832, mma.K_S8),
     }[fmt]
 
     @cuda.jit(launch_bounds=(THREADS,))
     def k(A, Bt, C, D):
         r0 = cuda.blockIdx.x * 16
         n0 = cuda.blockIdx.y * 8
-        c = mma.load_c(C, r0, n0)
+        c = load_c(C, r0, n0)
         d0, d1, d2, d3 = c[0], c[1], c[2], c[3]
-        for k0 in range(0, A.shape[1], 16):
+        for k0 in range(0, A.shape[1], step):
             a = load_a(A, r0, k0)
             b = load_b(Bt, n0, k0)
             d0, d1, d2, d3 = op(a[0], a[1], a[2], a[3], b[0], b[1], d0, d1, d2, d3)
@@ -51,14 +53,18 @@ def jobs():
     from numba import types
 
     H, F = types.uint16[:, ::1], types.float32[:, ::1]
-    return [(f"mma_{fmt}_tiled", _kernel(fmt), (H, H, F, F), THREADS) for fmt in ("bf16", "f16")]
+    B, I = types.uint8[:, ::1], types.int32[:, ::1]
+    out = [(f"mma_{fmt}_tiled", _kernel(fmt), (H, H, F, F), THREADS) for fmt in ("bf16", "f16")]
+    return out + [("mma_s8_tiled", _kernel("s8"), (B, B, I, I), THREADS)]
 
 
 PTX_INSTR = {
     "mma_bf16_tiled": "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32",
     "mma_f16_tiled": "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32",
+    "mma_s8_tiled": "mma.sync.aligned.m16n8k32.row.col.s32.s8.s8.s32",
 }
-SASS_INSTR = {"mma_bf16_tiled": "HMMA.16816.F32.BF16", "mma_f16_tiled": "HMMA.16816.F32"}
+SASS_INSTR = {"mma_bf16_tiled": "HMMA.16816.F32.BF16", "mma_f16_tiled": "HMMA.16816.F32",
+              "mma_s8_tiled": "IMMA.16832.S8.S8"}
 
 
 def test_mma_kernels_compile_for_sm90_in_fp32(compiled):
@@ -99,6 +105,6 @@ def test_ptxas_makes_tensor_core_sass_of_the_mma(compiled, tmp_path):
         subprocess.run([compiled["ptxas"], "-arch=sm_90", "-o", str(cubin),
                         compiled["kernels"][name]["ptx"]], check=True, capture_output=True)
         sass = subprocess.run([nvdisasm, str(cubin)], check=True, capture_output=True, text=True).stdout
-        hmma = re.findall(r"\bHMMA\.[\w.]+", sass)
+        hmma = re.findall(r"\b[HI]MMA\.[\w.]+", sass)
         assert any(h == instr or h.startswith(instr + ".") for h in hmma) and (
             name != "mma_f16_tiled" or not any("BF16" in h for h in hmma)), f"{name}: {hmma} in its SASS"
