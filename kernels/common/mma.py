@@ -138,9 +138,9 @@ B_TABLE_S8 = layout_table(B_ELEMS_S8)  # (32, 8, 2)
 
 
 def _elem_fn(elems):
-    """A device function ``(lane, i) -> (row, col)`` reading ``elems``. The
-    table is unrolled into constants at definition time: in a kernel ``i`` is
-    a literal and the whole thing folds to two shifts and an add."""
+    """A device function ``(lane, i) -> (row, col)`` reading ``elems``, split
+    into per-element constant tuples: in a kernel ``i`` is a constant and the
+    whole thing folds to shifts and adds."""
     rg = tuple(m if w == "g" else 0 for (w, m, _), _c in elems)
     rt = tuple(m if w == "t" else 0 for (w, m, _), _c in elems)
     rc = tuple(c for (_w, _m, c), _c in elems)
@@ -153,7 +153,7 @@ def _elem_fn(elems):
         t = lane & 3
         return rg[i] * g + rt[i] * t + rc[i], cg[i] * g + ct[i] * t + cc[i]
 
-    return cuda.jit(device=True, inline=True)(elem)
+    return cuda.jit(device=True, inline="always")(elem)
 
 
 a_elem = _elem_fn(A_ELEMS)
@@ -172,14 +172,14 @@ def make_a_loader(elem):
     """A loader of A fragments through the element map ``elem``
     (:data:`a_elem`; tests pass a wrong one to prove the check sees it)."""
 
-    @cuda.jit(device=True, inline=True)
+    @cuda.jit(device=True, inline="always")
     def pair(X, r0, c0, lane, i):
         r, c = elem(lane, i)
         lo = np.uint32(X[r0 + r, c0 + c])
         r, c = elem(lane, i + 1)
         return lo | (np.uint32(X[r0 + r, c0 + c]) << _U16)
 
-    @cuda.jit(device=True, inline=True)
+    @cuda.jit(device=True, inline="always")
     def load(X, r0, c0):
         lane = cuda.laneid
         return (pair(X, r0, c0, lane, 0), pair(X, r0, c0, lane, 2),
@@ -193,14 +193,14 @@ def make_b_loader(elem):
     transposed, ``Bt[n, k]`` (the ``.col`` operand: k contiguous per column),
     as a weight matrix ``W[out, in]`` is."""
 
-    @cuda.jit(device=True, inline=True)
+    @cuda.jit(device=True, inline="always")
     def pair(Bt, n0, k0, lane, i):
         k, n = elem(lane, i)
         lo = np.uint32(Bt[n0 + n, k0 + k])
         k, n = elem(lane, i + 1)
         return lo | (np.uint32(Bt[n0 + n, k0 + k]) << _U16)
 
-    @cuda.jit(device=True, inline=True)
+    @cuda.jit(device=True, inline="always")
     def load(Bt, n0, k0):
         lane = cuda.laneid
         return pair(Bt, n0, k0, lane, 0), pair(Bt, n0, k0, lane, 2)
@@ -225,7 +225,7 @@ def make_a_loader_s8(elem):
     """A loader of s8 A fragments (m16n8k32) through the element map
     ``elem`` (:data:`a_elem_s8`), from bytes (a uint8 view of int8 data)."""
 
-    @cuda.jit(device=True, inline=True)
+    @cuda.jit(device=True, inline="always")
     def quad(X, r0, c0, lane, i):
         r, c = elem(lane, i)
         x = np.uint32(X[r0 + r, c0 + c])
@@ -236,7 +236,7 @@ def make_a_loader_s8(elem):
         r, c = elem(lane, i + 3)
         return x | (np.uint32(X[r0 + r, c0 + c]) << _U24)
 
-    @cuda.jit(device=True, inline=True)
+    @cuda.jit(device=True, inline="always")
     def load(X, r0, c0):
         lane = cuda.laneid
         return (quad(X, r0, c0, lane, 0), quad(X, r0, c0, lane, 4),
@@ -248,7 +248,7 @@ def make_a_loader_s8(elem):
 def make_b_loader_s8(elem):
     """A loader of s8 B fragments from ``Bt[n, k]`` bytes."""
 
-    @cuda.jit(device=True, inline=True)
+    @cuda.jit(device=True, inline="always")
     def quad(Bt, n0, k0, lane, i):
         k, n = elem(lane, i)
         x = np.uint32(Bt[n0 + n, k0 + k])
@@ -259,7 +259,7 @@ def make_b_loader_s8(elem):
         k, n = elem(lane, i + 3)
         return x | (np.uint32(Bt[n0 + n, k0 + k]) << _U24)
 
-    @cuda.jit(device=True, inline=True)
+    @cuda.jit(device=True, inline="always")
     def load(Bt, n0, k0):
         lane = cuda.laneid
         return quad(Bt, n0, k0, lane, 0), quad(Bt, n0, k0, lane, 4)
@@ -274,7 +274,7 @@ load_b_s8 = make_b_loader_s8(b_elem_s8)
 """``(b0, b1)`` uint32 of ``B[k0:k0+32, n0:n0+8]`` from ``Bt[n, k]`` bytes."""
 
 
-@cuda.jit(device=True, inline=True)
+@cuda.jit(device=True, inline="always")
 def load_c_s32(C, r0, n0):
     """``(c0, c1, c2, c3)`` int32 of ``C[r0:r0+16, n0:n0+8]``."""
     lane = cuda.laneid
@@ -289,7 +289,7 @@ def load_c_s32(C, r0, n0):
     return x0, x1, x2, x3
 
 
-@cuda.jit(device=True, inline=True)
+@cuda.jit(device=True, inline="always")
 def load_c(C, r0, n0):
     """``(c0, c1, c2, c3)`` float32 of ``C[r0:r0+16, n0:n0+8]``."""
     lane = cuda.laneid
@@ -304,7 +304,7 @@ def load_c(C, r0, n0):
     return x0, x1, x2, x3
 
 
-@cuda.jit(device=True, inline=True)
+@cuda.jit(device=True, inline="always")
 def store_c(D, r0, n0, d0, d1, d2, d3):
     """Write the D fragment ``(d0..d3)`` to ``D[r0:r0+16, n0:n0+8]``."""
     lane = cuda.laneid
@@ -376,12 +376,6 @@ class _Atom:
 BF16_16816 = _Atom(K, A_TABLE, B_TABLE, 16, _decode_bf16, np.float32)
 F16_16816 = _Atom(K, A_TABLE, B_TABLE, 16, _decode_f16, np.float32)
 S8_16832 = _Atom(K_S8, A_TABLE_S8, B_TABLE_S8, 8, _decode_s8, np.int32)
-
-
-def mma_16816_reference(a_regs, b_regs, c_regs, decode) -> np.ndarray:
-    """The bf16/fp16 twin's arithmetic for the warp's registers (see
-    :class:`_Atom`); ``decode`` maps 16-bit patterns to float64."""
-    return _Atom(K, A_TABLE, B_TABLE, 16, decode, np.float32).reference(a_regs, b_regs, c_regs)
 
 
 def _twin(kind, atom):

@@ -116,7 +116,7 @@ def _rows_swapped(lane, i):
 
 @pytest.mark.sim
 def test_an_a_loader_with_rows_g_and_g_plus_8_swapped_fails_the_check():
-    wrong = _tiled(mma.make_a_loader(cuda.jit(device=True, inline=True)(_rows_swapped)),
+    wrong = _tiled(mma.make_a_loader(cuda.jit(device=True, inline="always")(_rows_swapped)),
                    mma.load_b_bf16, mma.mma_bf16_16816)
     A, Bt, C, ref = _inputs(16, 8, 16, seed=4)
     with pytest.raises(AssertionError, match="max abs error"):
