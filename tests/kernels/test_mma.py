@@ -6,10 +6,11 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from numba import cuda
+from numba import config, cuda
 
 from leverctl_kernels.common import bits, mma
 
+SIM = bool(config.ENABLE_CUDASIM)
 RTOL = 1e-6  # of the float32 result's scale: the MMA's summation order is unspecified
 
 
@@ -165,3 +166,12 @@ def test_s8_tiles_are_the_exact_integer_matmul(m, n, k):
                                      cuda.to_device(C), dD)
     ref = A.astype(np.int64) @ Bt.astype(np.int64).T + C
     np.testing.assert_array_equal(dD.copy_to_host(), ref.astype(np.int32))
+
+
+@pytest.mark.sim
+@pytest.mark.skipif(not SIM, reason="simulator behaviour")
+def test_an_mma_in_a_block_of_fewer_than_32_threads_is_refused_in_the_simulator():
+    A, Bt, C, _ = _inputs(16, 8, 16, seed=5)
+    with pytest.raises(Exception, match="needs all 32 lanes"):
+        BF16[(1, 1), 16](cuda.to_device(A), cuda.to_device(Bt), cuda.to_device(C),
+                         cuda.to_device(np.zeros_like(C)))
