@@ -26,22 +26,25 @@ operands' shapes (``mma.sync.aligned``).
 
 Fragment layout (PTX ISA, "Matrix Fragments for mma.m16n8k16 with floating
 point type"); ``g = lane >> 2`` (groupID), ``t = lane % 4``
-(threadID_in_group). Element ``i`` of a lane's fragment is register
-``i >> 1``, half ``i & 1`` (0 = low 16 bits)::
+(threadID_in_group). Below, ``a0..a3`` etc. are the *registers* (the
+arguments); the ISA's element ``i`` is register ``i >> 1``, half ``i & 1``
+(0 = low 16 bits). Each register as (row, columns) of its two elements::
 
-    A 16x16                      k: 0 1 | 2 3 | .. | 8 9 | .. 15
-                       row  g:      T0    T1         T0
-      a0,a1 = (g,   2t..2t+1)    a2,a3 = (g+8, 2t..2t+1)
-      a4,a5 = (g,   2t+8..2t+9)  a6,a7 = (g+8, 2t+8..2t+9)
-      rows 0..7:  lanes 4g..4g+3 hold a0,a1 (k 0..7)   and a4,a5 (k 8..15)
-      rows 8..15: the same lanes hold a2,a3 (k 0..7)   and a6,a7 (k 8..15)
+    A 16x16 (row x k)       k 0..7          k 8..15
+      rows g   (0..7)       a0 = (g, 2t..2t+1)     a2 = (g, 2t+8..2t+9)
+      rows g+8 (8..15)      a1 = (g+8, 2t..2t+1)   a3 = (g+8, 2t+8..2t+9)
 
-    B 16x8 (k x n)               n = g
-      b0,b1 = (k 2t..2t+1,   n g)   b2,b3 = (k 2t+8..2t+9, n g)
+      row 0:  k  0 1 | 2 3 | 4 5 | 6 7 | 8 9 | .. | 14 15
+              lane 0 | 1   | 2   | 3   | 0   | .. | 3        (a0 | a2)
+      row 1:  lanes 4..7 likewise, ..., row 7: lanes 28..31; rows 8..15: a1, a3
 
-    C/D 16x8                     n: 0 1 | 2 3 | 4 5 | 6 7
-                       row g:       T0    T1    T2    T3
-      c0,c1 = (g,   2t..2t+1)    c2,c3 = (g+8, 2t..2t+1)
+    B 16x8 (k x n)          b0 = (k 2t..2t+1, n g)   b1 = (k 2t+8..2t+9, n g)
+
+    C/D 16x8 (row x n), one float32 each
+                            c0, c1 = (g, 2t), (g, 2t+1)
+                            c2, c3 = (g+8, 2t), (g+8, 2t+1)
+      row 0:  n  0 1 | 2 3 | 4 5 | 6 7
+              lane 0 | 1   | 2   | 3
 
 s8, m16n8k32 (PTX ISA, "... mma.m16n8k32" integer types): four bytes per
 .b32 register, lowest k in the low byte; C/D as above, s32::
@@ -90,7 +93,7 @@ WARP = 32
 # Per element i of a lane's fragment: (row term, col term), each term
 # (which lane coordinate: "g" or "t", its multiplier, the constant added).
 # Read with g = lane >> 2, t = lane & 3 as  coord = mult * g_or_t + const.
-A_ELEMS = (  # A[row, k]: registers a0..a3, two elements each (low half first)
+A_ELEMS = (  # A[row, k]: ISA elements 0..7, two per register a0..a3 (low half first)
     (("g", 1, 0), ("t", 2, 0)), (("g", 1, 0), ("t", 2, 1)),   # a0: row g,   k 2t, 2t+1
     (("g", 1, 8), ("t", 2, 0)), (("g", 1, 8), ("t", 2, 1)),   # a1: row g+8
     (("g", 1, 0), ("t", 2, 8)), (("g", 1, 0), ("t", 2, 9)),   # a2: row g,   k 2t+8, 2t+9
@@ -100,7 +103,7 @@ B_ELEMS = (  # B[k, n]: registers b0, b1
     (("t", 2, 0), ("g", 1, 0)), (("t", 2, 1), ("g", 1, 0)),   # b0: k 2t, 2t+1,   n g
     (("t", 2, 8), ("g", 1, 0)), (("t", 2, 9), ("g", 1, 0)),   # b1: k 2t+8, 2t+9
 )
-C_ELEMS = (  # C[row, n] / D: c0..c3, one float32 each
+C_ELEMS = (  # C[row, n] / D: c0..c3, one per register
     (("g", 1, 0), ("t", 2, 0)), (("g", 1, 0), ("t", 2, 1)),   # c0, c1: row g
     (("g", 1, 8), ("t", 2, 0)), (("g", 1, 8), ("t", 2, 1)),   # c2, c3: row g+8
 )
@@ -108,7 +111,7 @@ C_ELEMS = (  # C[row, n] / D: c0..c3, one float32 each
 # m16n8k32 with s8 inputs (A 16x32, B 32x8, C/D as above, s32): each .b32
 # register holds four bytes, lowest k in the low byte.
 K_S8 = 32
-A_ELEMS_S8 = tuple(
+A_ELEMS_S8 = tuple(  # ISA elements 0..15, four per register a0..a3
     (("g", 1, 8 * ((i >> 2) & 1)), ("t", 4, (i & 3) + 16 * (i >> 3))) for i in range(16)
 )  # a0: row g, k 4t..4t+3; a1: row g+8; a2: row g, k 4t+16..; a3: row g+8, k 4t+16..
 B_ELEMS_S8 = tuple(
