@@ -139,6 +139,18 @@ C_TABLE = layout_table(C_ELEMS)  # (32, 4, 2)
 A_TABLE_S8 = layout_table(A_ELEMS_S8)  # (32, 16, 2)
 B_TABLE_S8 = layout_table(B_ELEMS_S8)  # (32, 8, 2)
 
+# ldmatrix.x4 of a 16x16 A tile: lane L gives the address of one 8-element
+# (16-byte) row: row L % 8 of 8x8 matrix L // 8, the matrices ordered as the
+# A registers are (a0: rows 0..7 k 0..7, a1: rows 8..15 k 0..7, a2: rows
+# 0..7 k 8..15, a3: rows 8..15 k 8..15). Register j of lane L then holds row
+# L >> 2, columns 2 (L % 4) .. +1 of matrix j: exactly a_j of the MMA.
+def _ldsm_a_row(lane):
+    return (lane & 7) + 8 * ((lane >> 3) & 1), 8 * ((lane >> 4) & 1)
+
+
+LDSM_A_TABLE = np.array([_ldsm_a_row(L) for L in range(WARP)])  # (32, 2): (row, col)
+ldsm_a_row = cuda.jit(device=True, inline="always")(_ldsm_a_row)
+
 
 def _elem_fn(elems):
     """A device function ``(lane, i) -> (row, col)`` reading ``elems``, split
@@ -218,6 +230,15 @@ load_b_bf16 = make_b_loader(b_elem)
 """``(b0, b1)`` uint32 of ``B[k0:k0+16, n0:n0+8]`` from ``Bt[n, k]``."""
 load_a_f16 = load_a_bf16
 load_b_f16 = load_b_bf16
+
+
+@cuda.jit(device=True, inline="always")
+def load_a_ldsm(S, r0, k0):
+    """As :func:`load_a_bf16`, from a shared-memory tile ``S`` (uint16,
+    rows of at least 16-byte aligned 8-element runs) with one
+    ``ldmatrix.x4``: the same four registers in one instruction."""
+    r, c = ldsm_a_row(cuda.laneid)
+    return ldmatrix_x4(S, r0 + r, k0 + c)
 
 
 _U8 = np.uint32(8)
@@ -400,6 +421,19 @@ def _twin(kind, atom):
     return mma
 
 
+def _ldmatrix_x4_twin(S, row, col):
+    buf, members, lane = simwarp._exchange("ldmatrix_x4", simwarp.FULL_MASK, (S, int(row), int(col)))
+    if members != simwarp.FULL_MASK:
+        raise simwarp.WarpSyncError("ldmatrix_x4: needs all 32 lanes of the warp")
+    g, t = lane >> 2, lane & 3
+    out = []
+    for j in range(4):  # register j: row g of matrix j, from lane 8j + g's address
+        src, r, c = buf[8 * j + g][1]
+        lo, hi = int(src[r, c + 2 * t]), int(src[r, c + 2 * t + 1])
+        out.append(np.uint32(lo | (hi << 16)))
+    return out[0], out[1], out[2], out[3]
+
+
 # ── the CUDA target ──────────────────────────────────────────────────────────
 
 
@@ -439,6 +473,39 @@ def _hw(instr: str, integer_acc: bool):
     return intrinsic(mma)
 
 
+def _ldmatrix_x4_hw():
+    from llvmlite import ir
+    from numba.cuda import cgutils, types
+    from numba.cuda.extending import intrinsic
+
+    # Numba's shared arrays hold generic pointers; ldmatrix wants a shared one.
+    asm_text = ("{ .reg .u64 p; cvta.to.shared.u64 p, $4; "
+                "ldmatrix.sync.aligned.m8n8.x4.shared.b16 {$0, $1, $2, $3}, [p]; }")
+
+    def ldmatrix_x4(typingctx, S, row, col):
+        if not (isinstance(S, types.Array) and S.ndim == 2 and S.dtype.bitwidth == 16):
+            return None
+        if not (isinstance(row, types.Integer) and isinstance(col, types.Integer)):
+            return None
+        u32 = types.uint32
+        sig = types.UniTuple(u32, 4)(S, types.intp, types.intp)
+
+        def codegen(context, builder, signature, args):
+            aryty = signature.args[0]
+            ary = context.make_array(aryty)(context, builder, args[0])
+            ptr = cgutils.get_item_pointer(context, builder, aryty, ary, [args[1], args[2]])
+            i32 = ir.IntType(32)
+            fnty = ir.FunctionType(ir.LiteralStructType([i32] * 4), [ir.IntType(64)])
+            asm = ir.InlineAsm(fnty, asm_text, "=r,=r,=r,=r,l,~{memory}", side_effect=True)
+            res = builder.call(asm, [builder.ptrtoint(ptr, ir.IntType(64))])
+            outs = [builder.extract_value(res, i) for i in range(4)]
+            return context.make_tuple(builder, signature.return_type, outs)
+
+        return sig, codegen
+
+    return intrinsic(ldmatrix_x4)
+
+
 _BF16 = "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32"
 _F16 = "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32"
 _S8 = "mma.sync.aligned.m16n8k32.row.col.s32.s8.s8.s32"
@@ -450,7 +517,9 @@ if config.ENABLE_CUDASIM:
     mma_bf16_16816 = _twin("mma_bf16_16816", BF16_16816)
     mma_f16_16816 = _twin("mma_f16_16816", F16_16816)
     mma_s8_16832 = _twin("mma_s8_16832", S8_16832)
+    ldmatrix_x4 = _ldmatrix_x4_twin
 else:
+    ldmatrix_x4 = _ldmatrix_x4_hw()
     mma_bf16_16816 = _hw(_BF16, integer_acc=False)
     mma_f16_16816 = _hw(_F16, integer_acc=False)
     mma_s8_16832 = _hw(_S8, integer_acc=True)
@@ -462,3 +531,8 @@ as :func:`mma_bf16_16816` with fp16 pairs."""
 mma_s8_16832.__doc__ = f"""``{_S8}``:
 ``(a0..a3, b0, b1: uint32 s8 quads, c0..c3: int32) -> (d0..d3) int32``
 (wraps on overflow)."""
+ldmatrix_x4.__doc__ = """``ldmatrix.sync.aligned.m8n8.x4.shared.b16``: ``(S, row, col) -> (r0..r3)``
+uint32; each lane passes the address ``S[row, col]`` of one 8-element row
+(lanes 8j..8j+7: rows 0..7 of matrix j) and gets row ``lane >> 2``, columns
+``2 (lane % 4)`` and ``+1`` of matrix j in register j. Kernels use it through
+:func:`load_a_ldsm`."""

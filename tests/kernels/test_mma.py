@@ -175,3 +175,41 @@ def test_an_mma_in_a_block_of_fewer_than_32_threads_is_refused_in_the_simulator(
     with pytest.raises(Exception, match="needs all 32 lanes"):
         BF16[(1, 1), 16](cuda.to_device(A), cuda.to_device(Bt), cuda.to_device(C),
                          cuda.to_device(np.zeros_like(C)))
+
+
+# ── ldmatrix: A fragments from shared memory in one instruction ──────────────
+
+
+def test_ldmatrix_rows_cover_the_a_tile_and_match_the_a_registers():
+    # Lanes 8j..8j+7 address rows 0..7 of matrix j; row g of matrix j, columns
+    # 2t, 2t+1 must be what the MMA's register a_j holds for lane 4g + t.
+    for lane in range(32):
+        g, t = lane >> 2, lane & 3
+        for j in range(4):
+            r, c = mma.LDSM_A_TABLE[8 * j + g]
+            assert (r, c + 2 * t) == tuple(mma.A_TABLE[lane, 2 * j])
+            assert (r, c + 2 * t + 1) == tuple(mma.A_TABLE[lane, 2 * j + 1])
+
+
+@cuda.jit
+def _ldsm_vs_loader(A, regs):
+    S = cuda.shared.array((16, 16), np.uint16)
+    lane = cuda.threadIdx.x
+    for i in range(lane, 256, 32):
+        S[i // 16, i % 16] = A[i // 16, i % 16]
+    cuda.syncthreads()
+    x = mma.load_a_ldsm(S, 0, 0)
+    y = mma.load_a_bf16(A, 0, 0)
+    for j in range(4):
+        regs[0, lane, j] = x[j]
+        regs[1, lane, j] = y[j]
+
+
+@pytest.mark.sim
+def test_ldmatrix_from_shared_memory_gives_the_loaders_a_registers():
+    A, _, _, _ = _inputs(16, 8, 16, seed=6)
+    regs = cuda.to_device(np.zeros((2, 32, 4), np.uint32))
+    _ldsm_vs_loader[1, 32](cuda.to_device(A), regs)
+    got = regs.copy_to_host()
+    np.testing.assert_array_equal(got[0], got[1])
+    assert got[1].any()

@@ -47,6 +47,28 @@ def _kernel(fmt: str):
     return k
 
 
+def _ldsm_kernel():
+    import numpy as np
+    from numba import cuda
+
+    from leverctl_kernels.common import mma
+
+    @cuda.jit(launch_bounds=(THREADS,))
+    def k(A, Bt, C, D):
+        S = cuda.shared.array((16, 16), np.uint16)
+        tid = cuda.threadIdx.x
+        for i in range(tid, 256, THREADS):
+            S[i // 16, i % 16] = A[i // 16, i % 16]
+        cuda.syncthreads()
+        a = mma.load_a_ldsm(S, 0, 0)
+        b = mma.load_b_bf16(Bt, 0, 0)
+        c = mma.load_c(C, 0, 0)
+        d = mma.mma_bf16_16816(a[0], a[1], a[2], a[3], b[0], b[1], c[0], c[1], c[2], c[3])
+        mma.store_c(D, 0, 0, d[0], d[1], d[2], d[3])
+
+    return k
+
+
 def jobs():
     """(name, dispatcher, signature, threads per block); runs in the compile
     process."""
@@ -55,16 +77,18 @@ def jobs():
     H, F = types.uint16[:, ::1], types.float32[:, ::1]
     B, I = types.uint8[:, ::1], types.int32[:, ::1]
     out = [(f"mma_{fmt}_tiled", _kernel(fmt), (H, H, F, F), THREADS) for fmt in ("bf16", "f16")]
-    return out + [("mma_s8_tiled", _kernel("s8"), (B, B, I, I), THREADS)]
+    return out + [("mma_s8_tiled", _kernel("s8"), (B, B, I, I), THREADS),
+                  ("mma_bf16_ldsm", _ldsm_kernel(), (H, H, F, F), THREADS)]
 
 
 PTX_INSTR = {
     "mma_bf16_tiled": "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32",
     "mma_f16_tiled": "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32",
     "mma_s8_tiled": "mma.sync.aligned.m16n8k32.row.col.s32.s8.s8.s32",
+    "mma_bf16_ldsm": "ldmatrix.sync.aligned.m8n8.x4.shared.b16",
 }
 SASS_INSTR = {"mma_bf16_tiled": "HMMA.16816.F32.BF16", "mma_f16_tiled": "HMMA.16816.F32",
-              "mma_s8_tiled": "IMMA.16832.S8.S8"}
+              "mma_s8_tiled": "IMMA.16832.S8.S8", "mma_bf16_ldsm": "HMMA.16816.F32.BF16"}
 
 
 def test_mma_kernels_compile_for_sm90_in_fp32(compiled):
@@ -106,5 +130,7 @@ def test_ptxas_makes_tensor_core_sass_of_the_mma(compiled, tmp_path):
                         compiled["kernels"][name]["ptx"]], check=True, capture_output=True)
         sass = subprocess.run([nvdisasm, str(cubin)], check=True, capture_output=True, text=True).stdout
         hmma = re.findall(r"\b[HI]MMA\.[\w.]+", sass)
+        if name == "mma_bf16_ldsm":
+            assert re.search(r"\bLDSM\.16\.M88\.4\b", sass), f"{name}: no LDSM.16.M88.4 in its SASS"
         assert any(h == instr or h.startswith(instr + ".") for h in hmma) and (
             name != "mma_f16_tiled" or not any("BF16" in h for h in hmma)), f"{name}: {hmma} in its SASS"
