@@ -1,0 +1,538 @@
+"""Warp-level tensor-core MMA: ``mma.sync.aligned.m16n8k16.row.col`` with
+bf16 or fp16 inputs and f32 accumulators, and ``m16n8k32`` with s8 inputs
+and s32 accumulators, callable from ``@cuda.jit`` kernels, with an exact
+twin for the CUDA simulator.
+
+One warp computes ``D = A @ B + C`` for A 16x16 (row-major), B 16x8
+(column-major) and C/D 16x8. Every lane holds a fragment of each:
+
+* A: four .b32 registers ``a0..a3``, each two 16-bit elements (lower
+  column in the low half);
+* B: two .b32 registers ``b0, b1``, each two 16-bit elements (lower k in
+  the low half);
+* C and D: four float32 ``c0..c3``.
+
+Kernels see the data as bit patterns (bf16/fp16 in uint16 arrays, as in
+``bits.py``) and never spell lane arithmetic: they call the loaders and the
+store below, which read the layout from this module, and the MMA::
+
+    a = load_a_bf16(A, r0, k0)            # A[r0:r0+16, k0:k0+16]
+    b = load_b_bf16(Bt, n0, k0)           # B[k0:k0+16, n0:n0+8], B stored as Bt[n, k]
+    d = mma_bf16_16816(a[0], a[1], a[2], a[3], b[0], b[1], c0, c1, c2, c3)
+    store_c(D, r0, n0, d[0], d[1], d[2], d[3])
+
+All 32 lanes of the warp must make the call together, with the same
+operands' shapes (``mma.sync.aligned``).
+
+Fragment layout (PTX ISA, "Matrix Fragments for mma.m16n8k16 with floating
+point type"); ``g = lane >> 2`` (groupID), ``t = lane % 4``
+(threadID_in_group). Below, ``a0..a3`` etc. are the *registers* (the
+arguments); the ISA's element ``i`` is register ``i >> 1``, half ``i & 1``
+(0 = low 16 bits). Each register as (row, columns) of its two elements::
+
+    A 16x16 (row x k)       k 0..7          k 8..15
+      rows g   (0..7)       a0 = (g, 2t..2t+1)     a2 = (g, 2t+8..2t+9)
+      rows g+8 (8..15)      a1 = (g+8, 2t..2t+1)   a3 = (g+8, 2t+8..2t+9)
+
+      row 0:  k  0 1 | 2 3 | 4 5 | 6 7 | 8 9 | .. | 14 15
+              lane 0 | 1   | 2   | 3   | 0   | .. | 3        (a0 | a2)
+      row 1:  lanes 4..7 likewise, ..., row 7: lanes 28..31; rows 8..15: a1, a3
+
+    B 16x8 (k x n)          b0 = (k 2t..2t+1, n g)   b1 = (k 2t+8..2t+9, n g)
+
+    C/D 16x8 (row x n), one float32 each
+                            c0, c1 = (g, 2t), (g, 2t+1)
+                            c2, c3 = (g+8, 2t), (g+8, 2t+1)
+      row 0:  n  0 1 | 2 3 | 4 5 | 6 7
+              lane 0 | 1   | 2   | 3
+
+s8, m16n8k32 (PTX ISA, "... mma.m16n8k32" integer types): four bytes per
+.b32 register, lowest k in the low byte; C/D as above, s32::
+
+    A 16x32:  a0 = (g, 4t..4t+3)      a1 = (g+8, 4t..4t+3)
+              a2 = (g, 4t+16..4t+19)  a3 = (g+8, 4t+16..4t+19)
+    B 32x8:   b0 = (k 4t..4t+3, n g)  b1 = (k 4t+16..4t+19, n g)
+
+:data:`A_ELEMS`, :data:`B_ELEMS` and :data:`C_ELEMS` hold this as data: per
+element ``i``, its row and its column, each as ``(g or t, multiplier,
+constant)``. :func:`a_elem`, :func:`b_elem` and :func:`c_elem` (device
+functions) turn ``(lane, i)`` into ``(row, col)`` from that data, and are the
+only place a lane becomes a coordinate; ``A_TABLE`` etc. are the same data
+expanded per lane for the simulator twin and the tests.
+
+The simulator twin (``NUMBA_ENABLE_CUDASIM=1``): each lane deposits its
+registers in the warp's exchange of ``simwarp`` (one barrier per call, full
+mask), and every lane assembles A, B and C from the 32 deposits through the
+same layout, decodes the 16-bit (or 8-bit) inputs exactly (``bits.bf16_to_f32_np``, or
+NumPy's float16), forms the products exactly in float64 (a product of two
+bf16 or fp16 values fits in 22 bits of significand), sums the 16 products and
+C in float64 and rounds the sum to float32 once. The hardware's order of
+accumulation inside one MMA is not specified by the ISA (and its internal
+precision is not documented either), so results on a GPU may differ from the
+twin in the last bits of the float32 result; tests compare with a relative
+tolerance of about 1e-6 of the result's scale. The s8 twin is exact
+(int64 sums, wrapped to s32 as the instruction without ``.satfinite`` does).
+
+On the CUDA target the MMA is a Numba ``@intrinsic`` that emits the PTX
+instruction through llvmlite's ``InlineAsm``; ptxas for sm_90 turns it into
+``HMMA.16816.F32.BF16`` (``HMMA.16816.F32`` for fp16, ``IMMA.16832.S8.S8``
+for s8; ``tests/kernels/test_mma_ptx.py`` reads the SASS).
+"""
+from __future__ import annotations
+
+import numpy as np
+from numba import config, cuda
+
+from . import bits, simwarp
+
+M, N, K = 16, 8, 16  # the instruction's shape
+WARP = 32
+
+# ── the fragment layout, written once ─────────────────────────────────────────
+#
+# Per element i of a lane's fragment: (row term, col term), each term
+# (which lane coordinate: "g" or "t", its multiplier, the constant added).
+# Read with g = lane >> 2, t = lane & 3 as  coord = mult * g_or_t + const.
+A_ELEMS = (  # A[row, k]: ISA elements 0..7, two per register a0..a3 (low half first)
+    (("g", 1, 0), ("t", 2, 0)), (("g", 1, 0), ("t", 2, 1)),   # a0: row g,   k 2t, 2t+1
+    (("g", 1, 8), ("t", 2, 0)), (("g", 1, 8), ("t", 2, 1)),   # a1: row g+8
+    (("g", 1, 0), ("t", 2, 8)), (("g", 1, 0), ("t", 2, 9)),   # a2: row g,   k 2t+8, 2t+9
+    (("g", 1, 8), ("t", 2, 8)), (("g", 1, 8), ("t", 2, 9)),   # a3: row g+8
+)
+B_ELEMS = (  # B[k, n]: registers b0, b1
+    (("t", 2, 0), ("g", 1, 0)), (("t", 2, 1), ("g", 1, 0)),   # b0: k 2t, 2t+1,   n g
+    (("t", 2, 8), ("g", 1, 0)), (("t", 2, 9), ("g", 1, 0)),   # b1: k 2t+8, 2t+9
+)
+C_ELEMS = (  # C[row, n] / D: c0..c3, one per register
+    (("g", 1, 0), ("t", 2, 0)), (("g", 1, 0), ("t", 2, 1)),   # c0, c1: row g
+    (("g", 1, 8), ("t", 2, 0)), (("g", 1, 8), ("t", 2, 1)),   # c2, c3: row g+8
+)
+
+# m16n8k32 with s8 inputs (A 16x32, B 32x8, C/D as above, s32): each .b32
+# register holds four bytes, lowest k in the low byte.
+K_S8 = 32
+A_ELEMS_S8 = tuple(  # ISA elements 0..15, four per register a0..a3
+    (("g", 1, 8 * ((i >> 2) & 1)), ("t", 4, (i & 3) + 16 * (i >> 3))) for i in range(16)
+)  # a0: row g, k 4t..4t+3; a1: row g+8; a2: row g, k 4t+16..; a3: row g+8, k 4t+16..
+B_ELEMS_S8 = tuple(
+    (("t", 4, (i & 3) + 16 * (i >> 2)), ("g", 1, 0)) for i in range(8)
+)  # b0: k 4t..4t+3, n g; b1: k 4t+16..4t+19
+
+
+def _coord(term, lane):
+    which, mult, const = term
+    return mult * ((lane >> 2) if which == "g" else (lane & 3)) + const
+
+
+def layout_table(elems) -> np.ndarray:
+    """``table[lane, i] = (row, col)`` of element ``i`` held by ``lane``."""
+    out = np.empty((WARP, len(elems), 2), dtype=np.int64)
+    for lane in range(WARP):
+        for i, (r, c) in enumerate(elems):
+            out[lane, i] = (_coord(r, lane), _coord(c, lane))
+    return out
+
+
+A_TABLE = layout_table(A_ELEMS)  # (32, 8, 2)
+B_TABLE = layout_table(B_ELEMS)  # (32, 4, 2)
+C_TABLE = layout_table(C_ELEMS)  # (32, 4, 2)
+A_TABLE_S8 = layout_table(A_ELEMS_S8)  # (32, 16, 2)
+B_TABLE_S8 = layout_table(B_ELEMS_S8)  # (32, 8, 2)
+
+# ldmatrix.x4 of a 16x16 A tile: lane L gives the address of one 8-element
+# (16-byte) row: row L % 8 of 8x8 matrix L // 8, the matrices ordered as the
+# A registers are (a0: rows 0..7 k 0..7, a1: rows 8..15 k 0..7, a2: rows
+# 0..7 k 8..15, a3: rows 8..15 k 8..15). Register j of lane L then holds row
+# L >> 2, columns 2 (L % 4) .. +1 of matrix j: exactly a_j of the MMA.
+def _ldsm_a_row(lane):
+    return (lane & 7) + 8 * ((lane >> 3) & 1), 8 * ((lane >> 4) & 1)
+
+
+LDSM_A_TABLE = np.array([_ldsm_a_row(L) for L in range(WARP)])  # (32, 2): (row, col)
+ldsm_a_row = cuda.jit(device=True, inline="always")(_ldsm_a_row)
+
+
+def _elem_fn(elems):
+    """A device function ``(lane, i) -> (row, col)`` reading ``elems``, split
+    into per-element constant tuples: in a kernel ``i`` is a constant and the
+    whole thing folds to shifts and adds."""
+    rg = tuple(m if w == "g" else 0 for (w, m, _), _c in elems)
+    rt = tuple(m if w == "t" else 0 for (w, m, _), _c in elems)
+    rc = tuple(c for (_w, _m, c), _c in elems)
+    cg = tuple(m if w == "g" else 0 for _r, (w, m, _) in elems)
+    ct = tuple(m if w == "t" else 0 for _r, (w, m, _) in elems)
+    cc = tuple(c for _r, (_w, _m, c) in elems)
+
+    def elem(lane, i):
+        g = lane >> 2
+        t = lane & 3
+        return rg[i] * g + rt[i] * t + rc[i], cg[i] * g + ct[i] * t + cc[i]
+
+    return cuda.jit(device=True, inline="always")(elem)
+
+
+a_elem = _elem_fn(A_ELEMS)
+b_elem = _elem_fn(B_ELEMS)
+c_elem = _elem_fn(C_ELEMS)
+a_elem_s8 = _elem_fn(A_ELEMS_S8)
+b_elem_s8 = _elem_fn(B_ELEMS_S8)
+
+
+# ── loaders and store: the only users of a lane id ───────────────────────────
+
+_U16 = np.uint32(16)
+
+
+def make_a_loader(elem):
+    """A loader of A fragments through the element map ``elem``
+    (:data:`a_elem`; tests pass a wrong one to prove the check sees it)."""
+
+    @cuda.jit(device=True, inline="always")
+    def pair(X, r0, c0, lane, i):
+        r, c = elem(lane, i)
+        lo = np.uint32(X[r0 + r, c0 + c])
+        r, c = elem(lane, i + 1)
+        return lo | (np.uint32(X[r0 + r, c0 + c]) << _U16)
+
+    @cuda.jit(device=True, inline="always")
+    def load(X, r0, c0):
+        lane = cuda.laneid
+        return (pair(X, r0, c0, lane, 0), pair(X, r0, c0, lane, 2),
+                pair(X, r0, c0, lane, 4), pair(X, r0, c0, lane, 6))
+
+    return load
+
+
+def make_b_loader(elem):
+    """A loader of B fragments through the element map ``elem``. B is stored
+    transposed, ``Bt[n, k]`` (the ``.col`` operand: k contiguous per column),
+    as a weight matrix ``W[out, in]`` is."""
+
+    @cuda.jit(device=True, inline="always")
+    def pair(Bt, n0, k0, lane, i):
+        k, n = elem(lane, i)
+        lo = np.uint32(Bt[n0 + n, k0 + k])
+        k, n = elem(lane, i + 1)
+        return lo | (np.uint32(Bt[n0 + n, k0 + k]) << _U16)
+
+    @cuda.jit(device=True, inline="always")
+    def load(Bt, n0, k0):
+        lane = cuda.laneid
+        return pair(Bt, n0, k0, lane, 0), pair(Bt, n0, k0, lane, 2)
+
+    return load
+
+
+load_a_bf16 = make_a_loader(a_elem)
+"""``(a0, a1, a2, a3)`` uint32 of ``A[r0:r0+16, k0:k0+16]`` (16-bit patterns,
+any 2-D uint16 array); the same loader serves fp16."""
+load_b_bf16 = make_b_loader(b_elem)
+"""``(b0, b1)`` uint32 of ``B[k0:k0+16, n0:n0+8]`` from ``Bt[n, k]``."""
+load_a_f16 = load_a_bf16
+load_b_f16 = load_b_bf16
+
+
+@cuda.jit(device=True, inline="always")
+def load_a_ldsm(S, r0, k0):
+    """As :func:`load_a_bf16`, from a shared-memory tile ``S`` (uint16,
+    rows of at least 16-byte aligned 8-element runs) with one
+    ``ldmatrix.x4``: the same four registers in one instruction."""
+    r, c = ldsm_a_row(cuda.laneid)
+    return ldmatrix_x4(S, r0 + r, k0 + c)
+
+
+_U8 = np.uint32(8)
+_U24 = np.uint32(24)
+
+
+def make_a_loader_s8(elem):
+    """A loader of s8 A fragments (m16n8k32) through the element map
+    ``elem`` (:data:`a_elem_s8`), from bytes (a uint8 view of int8 data)."""
+
+    @cuda.jit(device=True, inline="always")
+    def quad(X, r0, c0, lane, i):
+        r, c = elem(lane, i)
+        x = np.uint32(X[r0 + r, c0 + c])
+        r, c = elem(lane, i + 1)
+        x |= np.uint32(X[r0 + r, c0 + c]) << _U8
+        r, c = elem(lane, i + 2)
+        x |= np.uint32(X[r0 + r, c0 + c]) << _U16
+        r, c = elem(lane, i + 3)
+        return x | (np.uint32(X[r0 + r, c0 + c]) << _U24)
+
+    @cuda.jit(device=True, inline="always")
+    def load(X, r0, c0):
+        lane = cuda.laneid
+        return (quad(X, r0, c0, lane, 0), quad(X, r0, c0, lane, 4),
+                quad(X, r0, c0, lane, 8), quad(X, r0, c0, lane, 12))
+
+    return load
+
+
+def make_b_loader_s8(elem):
+    """A loader of s8 B fragments from ``Bt[n, k]`` bytes."""
+
+    @cuda.jit(device=True, inline="always")
+    def quad(Bt, n0, k0, lane, i):
+        k, n = elem(lane, i)
+        x = np.uint32(Bt[n0 + n, k0 + k])
+        k, n = elem(lane, i + 1)
+        x |= np.uint32(Bt[n0 + n, k0 + k]) << _U8
+        k, n = elem(lane, i + 2)
+        x |= np.uint32(Bt[n0 + n, k0 + k]) << _U16
+        k, n = elem(lane, i + 3)
+        return x | (np.uint32(Bt[n0 + n, k0 + k]) << _U24)
+
+    @cuda.jit(device=True, inline="always")
+    def load(Bt, n0, k0):
+        lane = cuda.laneid
+        return quad(Bt, n0, k0, lane, 0), quad(Bt, n0, k0, lane, 4)
+
+    return load
+
+
+load_a_s8 = make_a_loader_s8(a_elem_s8)
+"""``(a0, a1, a2, a3)`` uint32 of ``A[r0:r0+16, k0:k0+32]`` (a 2-D uint8 view
+of int8 data)."""
+load_b_s8 = make_b_loader_s8(b_elem_s8)
+"""``(b0, b1)`` uint32 of ``B[k0:k0+32, n0:n0+8]`` from ``Bt[n, k]`` bytes."""
+
+
+@cuda.jit(device=True, inline="always")
+def load_c_s32(C, r0, n0):
+    """``(c0, c1, c2, c3)`` int32 of ``C[r0:r0+16, n0:n0+8]``."""
+    lane = cuda.laneid
+    r, c = c_elem(lane, 0)
+    x0 = np.int32(C[r0 + r, n0 + c])
+    r, c = c_elem(lane, 1)
+    x1 = np.int32(C[r0 + r, n0 + c])
+    r, c = c_elem(lane, 2)
+    x2 = np.int32(C[r0 + r, n0 + c])
+    r, c = c_elem(lane, 3)
+    x3 = np.int32(C[r0 + r, n0 + c])
+    return x0, x1, x2, x3
+
+
+@cuda.jit(device=True, inline="always")
+def load_c(C, r0, n0):
+    """``(c0, c1, c2, c3)`` float32 of ``C[r0:r0+16, n0:n0+8]``."""
+    lane = cuda.laneid
+    r, c = c_elem(lane, 0)
+    x0 = np.float32(C[r0 + r, n0 + c])
+    r, c = c_elem(lane, 1)
+    x1 = np.float32(C[r0 + r, n0 + c])
+    r, c = c_elem(lane, 2)
+    x2 = np.float32(C[r0 + r, n0 + c])
+    r, c = c_elem(lane, 3)
+    x3 = np.float32(C[r0 + r, n0 + c])
+    return x0, x1, x2, x3
+
+
+@cuda.jit(device=True, inline="always")
+def store_c(D, r0, n0, d0, d1, d2, d3):
+    """Write the D fragment ``(d0..d3)`` to ``D[r0:r0+16, n0:n0+8]``."""
+    lane = cuda.laneid
+    r, c = c_elem(lane, 0)
+    D[r0 + r, n0 + c] = d0
+    r, c = c_elem(lane, 1)
+    D[r0 + r, n0 + c] = d1
+    r, c = c_elem(lane, 2)
+    D[r0 + r, n0 + c] = d2
+    r, c = c_elem(lane, 3)
+    D[r0 + r, n0 + c] = d3
+
+
+# ── the simulator twin ───────────────────────────────────────────────────────
+
+
+def _split(regs: np.ndarray, width: int) -> np.ndarray:
+    """(32, R) uint32 registers -> (32, R * 32 // width) elements of ``width``
+    bits (uint16 or uint8), lowest bits first."""
+    regs = regs.astype(np.uint32)
+    per = 32 // width
+    out = np.empty((regs.shape[0], per * regs.shape[1]), dtype=np.uint16 if width == 16 else np.uint8)
+    for j in range(per):
+        out[:, j::per] = (regs >> np.uint32(j * width)) & np.uint32((1 << width) - 1)
+    return out
+
+
+def _scatter(table: np.ndarray, values: np.ndarray, shape) -> np.ndarray:
+    out = np.zeros(shape, dtype=values.dtype)
+    out[table[..., 0], table[..., 1]] = values
+    return out
+
+
+def _decode_bf16(h: np.ndarray) -> np.ndarray:
+    return bits.bf16_to_f32_np(h).astype(np.float64)
+
+
+def _decode_f16(h: np.ndarray) -> np.ndarray:
+    return h.view(np.float16).astype(np.float64)
+
+
+def _decode_s8(h: np.ndarray) -> np.ndarray:
+    return h.view(np.int8).astype(np.int64)
+
+
+class _Atom:
+    """One MMA instruction as the twin sees it: its k, its A/B layouts, the
+    width of an input element, how to decode one, and the accumulator type."""
+
+    def __init__(self, k, a_table, b_table, width, decode, acc):
+        self.k, self.a_table, self.b_table = k, a_table, b_table
+        self.width, self.decode, self.acc = width, decode, acc
+
+    def reference(self, a_regs, b_regs, c_regs) -> np.ndarray:
+        """The warp's D registers, (32, 4), from every lane's A (32, 4) and B
+        (32, 2) uint32 registers and C (32, 4)."""
+        A = _scatter(self.a_table, self.decode(_split(np.asarray(a_regs), self.width)), (M, self.k))
+        B = _scatter(self.b_table, self.decode(_split(np.asarray(b_regs), self.width)), (self.k, N))
+        C = _scatter(C_TABLE, np.asarray(c_regs, dtype=self.acc).astype(A.dtype), (M, N))
+        if self.acc == np.int32:
+            # Exact in int64; without .satfinite the s32 result wraps.
+            D = (A @ B + C).astype(np.uint64).astype(np.uint32).view(np.int32)
+        else:
+            # Products exact in float64; one rounding of the float64 sum.
+            D = (A @ B + C).astype(np.float32)
+        return D[C_TABLE[..., 0], C_TABLE[..., 1]]
+
+
+BF16_16816 = _Atom(K, A_TABLE, B_TABLE, 16, _decode_bf16, np.float32)
+F16_16816 = _Atom(K, A_TABLE, B_TABLE, 16, _decode_f16, np.float32)
+S8_16832 = _Atom(K_S8, A_TABLE_S8, B_TABLE_S8, 8, _decode_s8, np.int32)
+
+
+def _twin(kind, atom):
+    def mma(a0, a1, a2, a3, b0, b1, c0, c1, c2, c3):
+        regs = ((int(a0), int(a1), int(a2), int(a3)), (int(b0), int(b1)), (c0, c1, c2, c3))
+        buf, members, lane = simwarp._exchange(kind, simwarp.FULL_MASK, regs)
+        if members != simwarp.FULL_MASK:
+            raise simwarp.WarpSyncError(
+                f"{kind}: mma.sync needs all 32 lanes of the warp; the block has lanes {members:#x}")
+        # Every lane computes the whole tile from the same deposits (the
+        # buffer stays put until this lane's next call): no second barrier.
+        a = np.array([buf[i][1][0] for i in range(WARP)], dtype=np.uint32)
+        b = np.array([buf[i][1][1] for i in range(WARP)], dtype=np.uint32)
+        c = np.array([buf[i][1][2] for i in range(WARP)], dtype=atom.acc)
+        d = atom.reference(a, b, c)[lane]
+        return d[0], d[1], d[2], d[3]
+
+    mma.__name__ = kind
+    return mma
+
+
+def _ldmatrix_x4_twin(S, row, col):
+    buf, members, lane = simwarp._exchange("ldmatrix_x4", simwarp.FULL_MASK, (S, int(row), int(col)))
+    if members != simwarp.FULL_MASK:
+        raise simwarp.WarpSyncError("ldmatrix_x4: needs all 32 lanes of the warp")
+    g, t = lane >> 2, lane & 3
+    out = []
+    for j in range(4):  # register j: row g of matrix j, from lane 8j + g's address
+        src, r, c = buf[8 * j + g][1]
+        lo, hi = int(src[r, c + 2 * t]), int(src[r, c + 2 * t + 1])
+        out.append(np.uint32(lo | (hi << 16)))
+    return out[0], out[1], out[2], out[3]
+
+
+# ── the CUDA target ──────────────────────────────────────────────────────────
+
+
+def _hw(instr: str, integer_acc: bool):
+    """An @intrinsic emitting ``instr`` (A: 4 x .b32, B: 2 x .b32, C/D: 4 x
+    f32 or s32) through inline PTX."""
+    from llvmlite import ir
+    from numba.cuda import types
+    from numba.cuda.extending import intrinsic
+
+    asm_text = instr + " {$0, $1, $2, $3}, {$4, $5, $6, $7}, {$8, $9}, {$10, $11, $12, $13};"
+    acc_c = "r" if integer_acc else "f"
+    constraints = ",".join(["=" + acc_c] * 4 + ["r"] * 6 + [acc_c] * 4)
+
+    def mma(typingctx, a0, a1, a2, a3, b0, b1, c0, c1, c2, c3):
+        regs, acc = (a0, a1, a2, a3, b0, b1), (c0, c1, c2, c3)
+        if not all(isinstance(x, types.Integer) for x in regs):
+            return None
+        if not all(isinstance(x, (types.Float, types.Integer)) for x in acc):
+            return None
+        u32 = types.uint32
+        at = types.int32 if integer_acc else types.float32
+        # Arguments are cast to these types before codegen sees them.
+        sig = types.UniTuple(at, 4)(u32, u32, u32, u32, u32, u32, at, at, at, at)
+
+        def codegen(context, builder, signature, args):
+            i32 = ir.IntType(32)
+            a = i32 if integer_acc else ir.FloatType()
+            fnty = ir.FunctionType(ir.LiteralStructType([a] * 4), [i32] * 6 + [a] * 4)
+            res = builder.call(ir.InlineAsm(fnty, asm_text, constraints, side_effect=False), args)
+            outs = [builder.extract_value(res, i) for i in range(4)]
+            return context.make_tuple(builder, signature.return_type, outs)
+
+        return sig, codegen
+
+    mma.__name__ = "mma_" + instr.split(".")[-4] + "_" + instr.split(".")[3]
+    return intrinsic(mma)
+
+
+def _ldmatrix_x4_hw():
+    from llvmlite import ir
+    from numba.cuda import cgutils, types
+    from numba.cuda.extending import intrinsic
+
+    # Numba's shared arrays hold generic pointers; ldmatrix wants a shared one.
+    asm_text = ("{ .reg .u64 p; cvta.to.shared.u64 p, $4; "
+                "ldmatrix.sync.aligned.m8n8.x4.shared.b16 {$0, $1, $2, $3}, [p]; }")
+
+    def ldmatrix_x4(typingctx, S, row, col):
+        if not (isinstance(S, types.Array) and S.ndim == 2 and S.dtype.bitwidth == 16):
+            return None
+        if not (isinstance(row, types.Integer) and isinstance(col, types.Integer)):
+            return None
+        u32 = types.uint32
+        sig = types.UniTuple(u32, 4)(S, types.intp, types.intp)
+
+        def codegen(context, builder, signature, args):
+            aryty = signature.args[0]
+            ary = context.make_array(aryty)(context, builder, args[0])
+            ptr = cgutils.get_item_pointer(context, builder, aryty, ary, [args[1], args[2]])
+            i32 = ir.IntType(32)
+            fnty = ir.FunctionType(ir.LiteralStructType([i32] * 4), [ir.IntType(64)])
+            asm = ir.InlineAsm(fnty, asm_text, "=r,=r,=r,=r,l,~{memory}", side_effect=True)
+            res = builder.call(asm, [builder.ptrtoint(ptr, ir.IntType(64))])
+            outs = [builder.extract_value(res, i) for i in range(4)]
+            return context.make_tuple(builder, signature.return_type, outs)
+
+        return sig, codegen
+
+    return intrinsic(ldmatrix_x4)
+
+
+_BF16 = "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32"
+_F16 = "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32"
+_S8 = "mma.sync.aligned.m16n8k32.row.col.s32.s8.s8.s32"
+
+if config.ENABLE_CUDASIM:
+    # The simulator's exit hook lets a lane that waits report a lane that
+    # returned without reaching the MMA, instead of hanging.
+    simwarp.install()
+    mma_bf16_16816 = _twin("mma_bf16_16816", BF16_16816)
+    mma_f16_16816 = _twin("mma_f16_16816", F16_16816)
+    mma_s8_16832 = _twin("mma_s8_16832", S8_16832)
+    ldmatrix_x4 = _ldmatrix_x4_twin
+else:
+    ldmatrix_x4 = _ldmatrix_x4_hw()
+    mma_bf16_16816 = _hw(_BF16, integer_acc=False)
+    mma_f16_16816 = _hw(_F16, integer_acc=False)
+    mma_s8_16832 = _hw(_S8, integer_acc=True)
+
+mma_bf16_16816.__doc__ = f"""``{_BF16}``:
+``(a0..a3, b0, b1: uint32 bf16 pairs, c0..c3: float32) -> (d0..d3) float32``."""
+mma_f16_16816.__doc__ = f"""``{_F16}``:
+as :func:`mma_bf16_16816` with fp16 pairs."""
+mma_s8_16832.__doc__ = f"""``{_S8}``:
+``(a0..a3, b0, b1: uint32 s8 quads, c0..c3: int32) -> (d0..d3) int32``
+(wraps on overflow)."""
+ldmatrix_x4.__doc__ = """``ldmatrix.sync.aligned.m8n8.x4.shared.b16``: ``(S, row, col) -> (r0..r3)``
+uint32; each lane passes the address ``S[row, col]`` of one 8-element row
+(lanes 8j..8j+7: rows 0..7 of matrix j) and gets row ``lane >> 2``, columns
+``2 (lane % 4)`` and ``+1`` of matrix j in register j. Kernels use it through
+:func:`load_a_ldsm`."""
