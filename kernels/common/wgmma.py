@@ -76,11 +76,14 @@ sm_90: numba-cuda compiles the module to PTX (inline asm is not checked
 there), and the PTX is assembled with ``ptxas -arch=sm_90a``, which turns
 the bf16 form into ``HGMMA.64x8x16.F32.BF16`` and the E4M3 form into
 ``QGMMA.64x8x32.F32.E4M3.E4M3`` (``tests/kernels/test_wgmma_ptx.py``).
-There is no simulator twin yet: under ``NUMBA_ENABLE_CUDASIM`` the
-instructions raise ``NotImplementedError``; the host-side helpers
-(:func:`make_desc_np`, :func:`core_offset`) work everywhere.
+Under ``NUMBA_ENABLE_CUDASIM`` a twin stands in (see "the simulator twin"
+below): it reads A and B from the simulated shared arrays through the same
+descriptors; shared arrays take ``alignment=SMEM_ALIGN`` (128 on the CUDA
+target, None in the simulator, which refuses alignments).
 """
 from __future__ import annotations
+
+import threading
 
 import numpy as np
 from numba import config, cuda
@@ -255,23 +258,123 @@ _BF16 = "m64n8k16.f32.bf16.bf16"
 _E4M3 = "m64n8k32.f32.e4m3.e4m3"
 
 
-def _no_twin(name):
-    def fn(*args):
-        raise NotImplementedError(f"{name}: no simulator twin for wgmma yet (sm_90a hardware only)")
+# ── the simulator twin ───────────────────────────────────────────────────────
+#
+# Shared arrays in the simulator are NumPy arrays with host addresses: the
+# twin's smem_addr hands each one a 128-byte-aligned address in a 256 KiB
+# window (what 14 bits of address >> 4 reach) and remembers it, so that an
+# MMA can find the bytes a descriptor points at. The MMA reads A and B
+# through the descriptor (start, LBO, SBO, no swizzle, K-major), decodes the
+# inputs exactly into float64, and each thread computes its own four
+# accumulators: D[r, c] depends on C[r, c] only, so no thread needs another's
+# registers. Sums in float64, one rounding to float32; the hardware's order
+# and internal precision are not specified, so a GPU may differ in the last
+# bits. Not modelled: the 128 threads' alignment (each thread computes on
+# its own), the async proxy (the fences are no-ops), transposed operands
+# (tnsp 1 raises), the swizzled modes (raise).
 
-    fn.__name__ = name
-    return fn
+_WINDOW = 1 << 18
+_smem_lock = threading.Lock()
+_smem: dict = {}  # host data pointer -> (address, array); arrays kept alive, so pointers stay unique
+_smem_next = [0]
+
+
+def _twin_smem_addr(arr):
+    key = arr.__array_interface__["data"][0]
+    with _smem_lock:
+        hit = _smem.get(key)
+        if hit is not None and hit[1] is arr:
+            return np.uint32(hit[0])
+        addr = _smem_next[0]
+        if addr + arr.nbytes > _WINDOW:  # a new window: older blocks' arrays are done with
+            _smem.clear()
+            addr = 0
+        _smem[key] = (addr, arr)
+        _smem_next[0] = (addr + arr.nbytes + 127) & ~127
+        return np.uint32(addr)
+
+
+def _tile_bytes(desc: int, rows: int, kbytes: int) -> np.ndarray:
+    """(rows, kbytes) uint8 of the K-major operand ``desc`` points at."""
+    start = (desc & 0x3FFF) << 4
+    lbo = ((desc >> 16) & 0x3FFF) << 4
+    sbo = ((desc >> 32) & 0x3FFF) << 4
+    if desc >> 62:
+        raise NotImplementedError("wgmma twin: only the no-swizzle layout (mode 0)")
+    r = np.arange(rows)[:, None]
+    kb = np.arange(kbytes)[None, :]
+    off = start + (r >> 3) * sbo + (kb >> 4) * lbo + (r & 7) * CORE_BYTES + (kb & 15)
+    out = np.empty((rows, kbytes), dtype=np.uint8)
+    with _smem_lock:
+        regions = list(_smem.values())
+    for addr, arr in regions:
+        raw = np.asarray(arr).reshape(-1).view(np.uint8)
+        inside = (off >= addr) & (off < addr + raw.size)
+        out[inside] = raw[off[inside] - addr]
+        if inside.all():
+            return out
+    lo, hi = int(off.min()), int(off.max())
+    covered = [(a, a + x.nbytes) for a, x in regions]
+    raise IndexError(f"wgmma twin: descriptor bytes {lo}..{hi} not in one shared array {covered}")
+
+
+def _e4m3_table() -> np.ndarray:
+    c = np.arange(256)
+    e, m = (c >> 3) & 15, c & 7
+    mag = np.where(e == 0, m * 2.0 ** -9, (8 + m) * 2.0 ** (e - 10))
+    mag = np.where((c & 0x7F) == 0x7F, np.nan, mag)
+    return np.where(c & 0x80, -mag, mag)
+
+
+_E4M3_F64 = _e4m3_table()
+
+
+def _decode_bf16(b: np.ndarray) -> np.ndarray:
+    h = b.view(np.uint16).astype(np.uint32) << np.uint32(16)
+    return h.view(np.float32).astype(np.float64)
+
+
+def _decode_e4m3(b: np.ndarray) -> np.ndarray:
+    return _E4M3_F64[b]
+
+
+def _twin_mma(name, k, esize, decode):
+    def mma(da, db, d0, d1, d2, d3, scale_d, scale_a, scale_b, tnsp_a=0, tnsp_b=0):
+        if tnsp_a or tnsp_b:
+            raise NotImplementedError(f"{name} twin: transposed operands")
+        A = decode(_tile_bytes(int(da), M, k * esize)) * float(scale_a)
+        Bt = decode(_tile_bytes(int(db), N, k * esize)) * float(scale_b)
+        t = threading.current_thread()
+        x, y, z = t.threadIdx
+        bx, by, _bz = t._manager._block_dim
+        tid = (x + bx * (y + by * z)) & (WARPGROUP - 1)
+        r = 16 * (tid >> 5) + ((tid & 31) >> 2)
+        c = 2 * (tid & 3)
+        keep = 1.0 if scale_d else 0.0
+        out = []
+        for (rr, cc), acc in zip(((r, c), (r, c + 1), (r + 8, c), (r + 8, c + 1)), (d0, d1, d2, d3)):
+            out.append(np.float32(float(A[rr] @ Bt[cc]) + keep * float(acc)))
+        return out[0], out[1], out[2], out[3]
+
+    mma.__name__ = name
+    return mma
+
+
+def _nothing(*_args):
+    return None
 
 
 if config.ENABLE_CUDASIM:
-    wgmma_fence = _no_twin("wgmma_fence")
-    wgmma_commit_group = _no_twin("wgmma_commit_group")
-    wgmma_wait_group = _no_twin("wgmma_wait_group")
-    fence_proxy_async = _no_twin("fence_proxy_async")
-    smem_addr = _no_twin("smem_addr")
-    wgmma_m64n8k16_bf16 = _no_twin("wgmma_m64n8k16_bf16")
-    wgmma_m64n8k32_e4m3 = _no_twin("wgmma_m64n8k32_e4m3")
+    SMEM_ALIGN = None  # the simulator refuses an alignment; the twin aligns its own addresses
+    wgmma_fence = _nothing
+    wgmma_commit_group = _nothing
+    wgmma_wait_group = _nothing
+    fence_proxy_async = _nothing
+    smem_addr = _twin_smem_addr
+    wgmma_m64n8k16_bf16 = _twin_mma("wgmma_m64n8k16_bf16", K_BF16, 2, _decode_bf16)
+    wgmma_m64n8k32_e4m3 = _twin_mma("wgmma_m64n8k32_e4m3", K_E4M3, 1, _decode_e4m3)
 else:
+    SMEM_ALIGN = 128  # a descriptor's addresses are 16-byte aligned; 128 keeps core matrices whole
     wgmma_fence = _void_asm("wgmma.fence.sync.aligned;", "wgmma_fence")
     wgmma_commit_group = _void_asm("wgmma.commit_group.sync.aligned;", "wgmma_commit_group")
     wgmma_wait_group = _wait_group()

@@ -19,6 +19,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
+from numba import cuda  # a global: the simulator swaps it in the kernel's globals
 from ptx_harness import assemble, check_ptx, check_ptxas, compiled, nvdisasm  # noqa: F401 (compiled: the fixture)
 
 THREADS = 128  # one warpgroup
@@ -26,9 +27,9 @@ THREADS = 128  # one warpgroup
 
 def _kernel(fmt: str):
     import numpy as np
-    from numba import cuda
 
     from leverctl_kernels.common import wgmma as wg
+    from leverctl_kernels.gdn._layout import jit_bounded
 
     if fmt == "bf16":
         k_elems, esize, dtype = wg.K_BF16, 2, np.uint16
@@ -36,6 +37,7 @@ def _kernel(fmt: str):
         k_elems, esize, dtype = wg.K_E4M3, 1, np.uint8
     a_len, b_len = wg.M * k_elems, wg.N * k_elems
     lbo, sbo, swz = wg.LBO, wg.SBO, wg.SWIZZLE_NONE
+    align = wg.SMEM_ALIGN  # a closure constant (an attribute is not one to the typer)
 
     @cuda.jit(device=True, inline="always")
     def fill(S, X, rows):
@@ -54,10 +56,10 @@ def _kernel(fmt: str):
         def mma(da, db, d0, d1, d2, d3):
             return wg.wgmma_m64n8k32_e4m3(da, db, d0, d1, d2, d3, 1, 1, 1)
 
-    @cuda.jit(launch_bounds=(THREADS,))
+    @jit_bounded(THREADS)  # plain cuda.jit in the simulator
     def k(A, Bt, C, D):
-        As = cuda.shared.array(a_len, dtype, alignment=128)
-        Bs = cuda.shared.array(b_len, dtype, alignment=128)
+        As = cuda.shared.array(a_len, dtype, alignment=align)
+        Bs = cuda.shared.array(b_len, dtype, alignment=align)
         fill(As, A, wg.M)
         fill(Bs, Bt, wg.N)
         wg.fence_proxy_async()
