@@ -88,6 +88,8 @@ import threading
 import numpy as np
 from numba import config, cuda
 
+from . import bits
+
 M, N = 64, 8  # the instruction's shape (both forms)
 K_BF16, K_E4M3 = 16, 32
 WARPGROUP = 128
@@ -318,24 +320,17 @@ def _tile_bytes(desc: int, rows: int, kbytes: int) -> np.ndarray:
     raise IndexError(f"wgmma twin: descriptor bytes {lo}..{hi} not in one shared array {covered}")
 
 
-def _e4m3_table() -> np.ndarray:
-    c = np.arange(256)
-    e, m = (c >> 3) & 15, c & 7
-    mag = np.where(e == 0, m * 2.0 ** -9, (8 + m) * 2.0 ** (e - 10))
-    mag = np.where((c & 0x7F) == 0x7F, np.nan, mag)
-    return np.where(c & 0x80, -mag, mag)
-
-
-_E4M3_F64 = _e4m3_table()
+_E4M3_F64: list = []  # the 256 codes' values, from bits.e4m3_to_f32 (callable in the simulator)
 
 
 def _decode_bf16(b: np.ndarray) -> np.ndarray:
-    h = b.view(np.uint16).astype(np.uint32) << np.uint32(16)
-    return h.view(np.float32).astype(np.float64)
+    return bits.bf16_to_f32_np(b.view(np.uint16)).astype(np.float64)
 
 
 def _decode_e4m3(b: np.ndarray) -> np.ndarray:
-    return _E4M3_F64[b]
+    if not _E4M3_F64:
+        _E4M3_F64.append(np.array([float(bits.e4m3_to_f32(np.uint8(c))) for c in range(256)]))
+    return _E4M3_F64[0][b]
 
 
 def _twin_mma(name, k, esize, decode):
