@@ -228,20 +228,40 @@ def _compile_one(i: int) -> tuple[int, dict]:
         "ptx": str(path),
     }
     if _PTXAS:
-        r = subprocess.run([_PTXAS, "-arch=sm_90", "-v", "-o", os.devnull, str(path)],
-                           capture_output=True, text=True)
-        log = r.stderr
-        m = re.search(r"Used (\d+) registers", log)
-        rec.update(
-            rc=r.returncode,
-            log=log,
-            regs=int(m.group(1)) if m else None,
-            stack=_num(r"(\d+) bytes stack frame", log),
-            spill=_num(r"(\d+) bytes spill (?:stores|loads)", log),
-            lmem=_num(r"(\d+) bytes lmem", log),
-            smem=_num(r"(\d+) bytes smem", log),
-        )
+        rec.update(assemble(_PTXAS, path))
     return i, rec
+
+
+def assemble(ptxas: str, ptx_path, arch: str = "sm_90", cubin=os.devnull) -> dict:
+    """``ptxas -arch=<arch> -v`` on one PTX file: its exit status, log and
+    the figures :func:`check_ptxas` reads (``cubin``: where to write it)."""
+    r = subprocess.run([ptxas, f"-arch={arch}", "-v", "-o", str(cubin), str(ptx_path)],
+                       capture_output=True, text=True)
+    log = r.stderr
+    m = re.search(r"Used (\d+) registers", log)
+    return dict(
+        rc=r.returncode,
+        log=log,
+        regs=int(m.group(1)) if m else None,
+        stack=_num(r"(\d+) bytes stack frame", log),
+        spill=_num(r"(\d+) bytes spill (?:stores|loads)", log),
+        lmem=_num(r"(\d+) bytes lmem", log),
+        smem=_num(r"(\d+) bytes smem", log),
+    )
+
+
+def nvdisasm() -> str | None:
+    """The nvdisasm to read SASS with: PATH, $CUDA_HOME/bin, or the
+    ``nvidia-cuda-nvdisasm`` wheel (under nvidia/*/bin in site-packages)."""
+    found = shutil.which("nvdisasm")
+    if not found and cuda_home() and Path(cuda_home(), "bin", "nvdisasm").exists():
+        found = str(Path(cuda_home(), "bin", "nvdisasm"))
+    if not found:
+        for site in map(Path, sys.path):
+            hits = sorted(site.glob("nvidia/*/bin/nvdisasm")) if site.is_dir() else []
+            if hits:
+                return str(hits[0])
+    return found
 
 
 def _load_jobs(jobs_file: str) -> list:

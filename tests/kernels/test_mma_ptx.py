@@ -10,13 +10,11 @@ instruction itself: ``HMMA.16816.F32.BF16``, ``HMMA.16816.F32`` (fp16), and
 from __future__ import annotations
 
 import re
-import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
-from ptx_harness import check_ptx, check_ptxas, compiled, cuda_home  # noqa: F401 (compiled: the fixture)
+from ptx_harness import check_ptx, check_ptxas, compiled, nvdisasm  # noqa: F401 (compiled: the fixture)
 
 THREADS = 32
 
@@ -106,29 +104,17 @@ def test_ptxas_accepts_the_mma_kernels_without_spills(compiled):
     check_ptxas(compiled)
 
 
-def _nvdisasm() -> str | None:
-    found = shutil.which("nvdisasm")
-    if not found and cuda_home() and Path(cuda_home(), "bin", "nvdisasm").exists():
-        found = str(Path(cuda_home(), "bin", "nvdisasm"))
-    if not found:  # the PyPI wheel puts it under nvidia/cu*/bin in site-packages
-        for site in map(Path, sys.path):
-            hits = sorted(site.glob("nvidia/*/bin/nvdisasm")) if site.is_dir() else []
-            if hits:
-                return str(hits[0])
-    return found
-
-
 def test_ptxas_makes_tensor_core_sass_of_the_mma(compiled, tmp_path):
     if not compiled["ptxas"]:
         pytest.skip("ptxas not found (PATH or $CUDA_HOME/bin)")
-    nvdisasm = _nvdisasm()
-    if not nvdisasm:
+    disasm = nvdisasm()
+    if not disasm:
         pytest.skip("nvdisasm not found (PATH, $CUDA_HOME/bin or the nvidia-cuda-nvdisasm wheel)")
     for name, instr in SASS_INSTR.items():
         cubin = tmp_path / f"{name}.cubin"
         subprocess.run([compiled["ptxas"], "-arch=sm_90", "-o", str(cubin),
                         compiled["kernels"][name]["ptx"]], check=True, capture_output=True)
-        sass = subprocess.run([nvdisasm, str(cubin)], check=True, capture_output=True, text=True).stdout
+        sass = subprocess.run([disasm, str(cubin)], check=True, capture_output=True, text=True).stdout
         hmma = re.findall(r"\b[HI]MMA\.[\w.]+", sass)
         if name == "mma_bf16_ldsm":
             assert re.search(r"\bLDSM\.16\.M88\.4\b", sass), f"{name}: no LDSM.16.M88.4 in its SASS"

@@ -1,0 +1,392 @@
+"""Hopper warpgroup MMA (``wgmma.mma_async``, sm_90a) callable from
+``@cuda.jit`` kernels: the instruction, its fences, and the shared-memory
+matrix descriptors its operands are read through.
+
+One *warpgroup* (four consecutive warps, 128 threads, the first warp's
+index a multiple of 4) computes ``D = A @ B + scale_d * D`` for
+
+* ``m64n8k16``, bf16 inputs, f32 accumulators: A 64x16, B 16x8, D 64x8;
+* ``m64n8k32``, E4M3 (FP8) inputs, f32 accumulators: A 64x32, B 32x8.
+
+A and B both come from shared memory through 64-bit matrix descriptors;
+D lives in registers, four float32 per thread (64 * 8 / 128). The sequence
+in a kernel, every thread of the warpgroup taking part::
+
+    # shared tiles written by ordinary stores, then made visible to the
+    # async proxy the tensor cores read through:
+    fence_proxy_async()
+    cuda.syncthreads()
+    da = make_desc(smem_addr(As), LBO, SBO, SWIZZLE_NONE)
+    db = make_desc(smem_addr(Bs), LBO, SBO, SWIZZLE_NONE)
+    wgmma_fence()                 # wgmma.fence.sync.aligned
+    d = wgmma_m64n8k16_bf16(da, db, d0, d1, d2, d3, 1, 1, 1, 0, 0)
+    wgmma_commit_group()          # wgmma.commit_group.sync.aligned
+    wgmma_wait_group(0)           # wgmma.wait_group.sync.aligned 0
+    # d[0..3] may be read now, not before
+
+Operands of ``wgmma_m64n8k16_bf16(da, db, d0..d3, scale_d, scale_a,
+scale_b, tnsp_a, tnsp_b)``: ``scale_d`` is a run-time integer (0: D = A@B,
+C ignored; else D = A@B + D), turned into the predicate operand with
+``setp.ne.b32``; ``scale_a``/``scale_b`` (``imm-scale-a/b``, 1 or -1) and
+``tnsp_a``/``tnsp_b`` (``imm-trans-a/b``, 0: K-major, 1: transposed) are
+immediates in the instruction, so they must be integer constants in the
+kernel. The E4M3 form takes no transpose operands (the ISA allows only
+K-major for 8-bit types): ``wgmma_m64n8k32_e4m3(da, db, d0..d3, scale_d,
+scale_a, scale_b)``.
+
+Accumulator layout (PTX ISA, "Register Fragments ... wgmma .m64nNk16"),
+per thread ``tid`` of the warpgroup, ``w = tid // 32`` (warp in the
+group), ``g = (tid % 32) >> 2``, ``t = tid % 4``::
+
+    d0, d1 = D[16w + g,     2t], D[16w + g,     2t + 1]
+    d2, d3 = D[16w + g + 8, 2t], D[16w + g + 8, 2t + 1]
+
+that is, each warp holds a 16x8 slice of D laid out as ``mma.sync``'s
+m16n8 C fragment (``mma.C_ELEMS``); :func:`store_d` writes it.
+
+Matrix descriptor (64 bits; PTX ISA "Matrix Descriptor Format" for
+wgmma)::
+
+    bits  0-13  start address of the matrix in shared memory, >> 4
+    bits 16-29  leading-dimension byte offset (LBO), >> 4
+    bits 32-45  stride-dimension byte offset (SBO), >> 4
+    bits 49-51  base offset (0 here: only the swizzled modes use it)
+    bits 62-63  swizzle mode: 0 none ("interleave"), 1 128-byte,
+                2 64-byte, 3 32-byte
+
+Everything here uses mode 0, no swizzle, the simplest layout the ISA
+allows. Both operands are K-major (A row-major 64 x K, B stored as
+``Bt[n, k]``), and in mode 0 the matrix is tiled into *core matrices* of
+8 rows x 16 bytes (8 bf16 or 16 e4m3 along K), each stored as 128
+contiguous bytes, row after row. Core matrix ``(i, j)`` (rows 8i..8i+7,
+K bytes 16j..16j+15) starts at ``i * SBO + j * LBO`` bytes from the start
+address: LBO steps along K (the leading dimension), SBO along M or N. The
+tiles used here put the K neighbours next to each other: LBO = 128 bytes,
+SBO = 2 * 128 = 256 bytes (two core matrices span K = 16 bf16 or 32
+e4m3). :func:`core_offset` gives an element's byte offset in that layout;
+a kernel fills the tile through it. All addresses must be 16-byte aligned.
+
+:func:`smem_addr` turns a shared array into its 32-bit shared-window
+address with ``cvta.to.shared.u64`` (inline PTX); :func:`make_desc` packs
+the descriptor (a device function, ordinary integer arithmetic).
+
+On the CUDA target each instruction is a Numba ``@intrinsic`` emitting the
+PTX through llvmlite's ``InlineAsm``. ``wgmma`` exists only on sm_90a, not
+sm_90: numba-cuda compiles the module to PTX (inline asm is not checked
+there), and the PTX is assembled with ``ptxas -arch=sm_90a``, which turns
+the bf16 form into ``HGMMA.64x8x16.F32.BF16`` and the E4M3 form into
+``QGMMA.64x8x32.F32.E4M3.E4M3`` (``tests/kernels/test_wgmma_ptx.py``).
+Under ``NUMBA_ENABLE_CUDASIM`` a twin stands in (see "the simulator twin"
+below): it reads A and B from the simulated shared arrays through the same
+descriptors; shared arrays take ``alignment=SMEM_ALIGN`` (128 on the CUDA
+target, None in the simulator, which refuses alignments).
+"""
+from __future__ import annotations
+
+import threading
+
+import numpy as np
+from numba import config, cuda
+
+from . import bits
+
+M, N = 64, 8  # the instruction's shape (both forms)
+K_BF16, K_E4M3 = 16, 32
+WARPGROUP = 128
+
+SWIZZLE_NONE, SWIZZLE_128B, SWIZZLE_64B, SWIZZLE_32B = 0, 1, 2, 3
+CORE_ROWS, CORE_BYTES = 8, 16  # a core matrix: 8 rows of 16 bytes, 128 contiguous bytes
+LBO = 128  # bytes between core matrices adjacent along K (no swizzle, K-major)
+SBO = 256  # bytes between core matrices adjacent along M/N (two along K per 8 rows)
+
+
+def make_desc_np(addr: int, lbo: int, sbo: int, swizzle: int = SWIZZLE_NONE) -> int:
+    """The descriptor as a Python int (host side, for tests)."""
+    return (((addr >> 4) & 0x3FFF) | (((lbo >> 4) & 0x3FFF) << 16)
+            | (((sbo >> 4) & 0x3FFF) << 32) | ((swizzle & 3) << 62))
+
+
+_M14 = np.uint64(0x3FFF)
+
+
+@cuda.jit(device=True, inline="always")
+def make_desc(addr, lbo, sbo, swizzle):
+    """``uint64`` matrix descriptor from a shared-window address and the two
+    byte offsets (all multiples of 16) and the swizzle mode; the layout is in
+    the module docstring."""
+    a = (np.uint64(addr) >> np.uint64(4)) & _M14
+    l_ = (np.uint64(lbo) >> np.uint64(4)) & _M14
+    s = (np.uint64(sbo) >> np.uint64(4)) & _M14
+    return a | (l_ << np.uint64(16)) | (s << np.uint64(32)) | ((np.uint64(swizzle) & np.uint64(3)) << np.uint64(62))
+
+
+@cuda.jit(device=True, inline="always")
+def core_offset(row, kbyte, lbo, sbo):
+    """Byte offset of (``row``, byte ``kbyte`` along K) in a K-major tile
+    without swizzle: core matrix (row // 8, kbyte // 16) at ``SBO * i + LBO *
+    j``, then 16 bytes per row inside it."""
+    return (row >> 3) * sbo + (kbyte >> 4) * lbo + (row & 7) * CORE_BYTES + (kbyte & 15)
+
+
+@cuda.jit(device=True, inline="always")
+def store_d(D, r0, n0, d0, d1, d2, d3):
+    """Write a warpgroup's accumulators to ``D[r0:r0+64, n0:n0+8]``."""
+    tid = cuda.threadIdx.x & 127
+    r = r0 + 16 * (tid >> 5) + ((tid & 31) >> 2)
+    c = n0 + 2 * (tid & 3)
+    D[r, c] = d0
+    D[r, c + 1] = d1
+    D[r + 8, c] = d2
+    D[r + 8, c + 1] = d3
+
+
+# ── the CUDA target ──────────────────────────────────────────────────────────
+
+
+def _void_asm(text: str, name: str):
+    """An @intrinsic without operands emitting ``text`` (a side effect and a
+    memory clobber, so nothing moves across it)."""
+    from llvmlite import ir
+    from numba.cuda import types
+    from numba.cuda.extending import intrinsic
+
+    def fn(typingctx):
+        def codegen(context, builder, signature, args):
+            fnty = ir.FunctionType(ir.VoidType(), [])
+            builder.call(ir.InlineAsm(fnty, text, "~{memory}", side_effect=True), [])
+            return context.get_dummy_value()
+
+        return types.void(), codegen
+
+    fn.__name__ = name
+    return intrinsic(fn)
+
+
+def _wait_group():
+    from llvmlite import ir
+    from numba.cuda import types
+    from numba.cuda.extending import intrinsic
+
+    def wgmma_wait_group(typingctx, n):
+        if not isinstance(n, types.IntegerLiteral):
+            return None
+        text = f"wgmma.wait_group.sync.aligned {int(n.literal_value)};"
+
+        def codegen(context, builder, signature, args):
+            fnty = ir.FunctionType(ir.VoidType(), [])
+            builder.call(ir.InlineAsm(fnty, text, "~{memory}", side_effect=True), [])
+            return context.get_dummy_value()
+
+        return types.void(n), codegen
+
+    return intrinsic(wgmma_wait_group)
+
+
+def _smem_addr():
+    from llvmlite import ir
+    from numba.cuda import types
+    from numba.cuda.extending import intrinsic
+
+    def smem_addr(typingctx, arr):
+        if not isinstance(arr, types.Array):
+            return None
+
+        def codegen(context, builder, signature, args):
+            data = context.make_array(signature.args[0])(context, builder, args[0]).data
+            i64 = ir.IntType(64)
+            gen = builder.ptrtoint(data, i64)
+            fnty = ir.FunctionType(i64, [i64])
+            sh = builder.call(ir.InlineAsm(fnty, "cvta.to.shared.u64 $0, $1;", "=l,l"), [gen])
+            return builder.trunc(sh, ir.IntType(32))
+
+        return types.uint32(arr), codegen
+
+    return intrinsic(smem_addr)
+
+
+def _mma(shape_types: str, transposable: bool):
+    """An @intrinsic for ``wgmma.mma_async.sync.aligned.<shape_types>`` with
+    four f32 accumulators (tied in and out), two descriptors, a run-time
+    scale-d and the immediates as integer literals."""
+    from llvmlite import ir
+    from numba.cuda import types
+    from numba.cuda.extending import intrinsic
+
+    instr = "wgmma.mma_async.sync.aligned." + shape_types
+
+    def typer(da, db, d0, d1, d2, d3, scale_d, scale_a, scale_b, tnsp):
+        if not (isinstance(da, types.Integer) and isinstance(db, types.Integer)):
+            return None
+        if not all(isinstance(x, (types.Float, types.Integer)) for x in (d0, d1, d2, d3)):
+            return None
+        if not isinstance(scale_d, types.Integer):
+            return None
+        imms = (scale_a, scale_b, *tnsp)
+        if not all(isinstance(x, types.IntegerLiteral) for x in imms):
+            return None
+        sa, sb, *tr = (int(x.literal_value) for x in imms)
+        if sa not in (1, -1) or sb not in (1, -1) or any(x not in (0, 1) for x in tr):
+            return None
+        tail = ", ".join(str(x) for x in (sa, sb, *tr))
+        text = ("{\n.reg .pred p;\nsetp.ne.b32 p, $6, 0;\n"
+                f"{instr} {{$0, $1, $2, $3}}, $4, $5, p, {tail};\n}}")
+        f32, u64 = types.float32, types.uint64
+        sig = types.UniTuple(f32, 4)(u64, u64, f32, f32, f32, f32, types.int32, *imms)
+
+        def codegen(context, builder, signature, args):
+            i64, i32, f = ir.IntType(64), ir.IntType(32), ir.FloatType()
+            fnty = ir.FunctionType(ir.LiteralStructType([f] * 4), [i64, i64, i32, f, f, f, f])
+            cons = "=f,=f,=f,=f,l,l,r,0,1,2,3,~{memory}"
+            da_, db_, c0, c1, c2, c3, sd = args[:7]
+            res = builder.call(ir.InlineAsm(fnty, text, cons, side_effect=True),
+                               [da_, db_, sd, c0, c1, c2, c3])
+            outs = [builder.extract_value(res, i) for i in range(4)]
+            return context.make_tuple(builder, signature.return_type, outs)
+
+        return sig, codegen
+
+    if transposable:
+        def wgmma(typingctx, da, db, d0, d1, d2, d3, scale_d, scale_a, scale_b, tnsp_a, tnsp_b):
+            return typer(da, db, d0, d1, d2, d3, scale_d, scale_a, scale_b, (tnsp_a, tnsp_b))
+    else:
+        def wgmma(typingctx, da, db, d0, d1, d2, d3, scale_d, scale_a, scale_b):
+            return typer(da, db, d0, d1, d2, d3, scale_d, scale_a, scale_b, ())
+
+    wgmma.__name__ = "wgmma_" + shape_types.split(".")[0] + "_" + shape_types.split(".")[-1]
+    return intrinsic(wgmma)
+
+
+_BF16 = "m64n8k16.f32.bf16.bf16"
+_E4M3 = "m64n8k32.f32.e4m3.e4m3"
+
+
+# ── the simulator twin ───────────────────────────────────────────────────────
+#
+# Shared arrays in the simulator are NumPy arrays with host addresses: the
+# twin's smem_addr hands each one a 128-byte-aligned address in a 256 KiB
+# window (what 14 bits of address >> 4 reach) and remembers it, so that an
+# MMA can find the bytes a descriptor points at. The MMA reads A and B
+# through the descriptor (start, LBO, SBO, no swizzle, K-major), decodes the
+# inputs exactly into float64, and each thread computes its own four
+# accumulators: D[r, c] depends on C[r, c] only, so no thread needs another's
+# registers. Sums in float64, one rounding to float32; the hardware's order
+# and internal precision are not specified, so a GPU may differ in the last
+# bits. Not modelled: the 128 threads' alignment (each thread computes on
+# its own), the async proxy (the fences are no-ops), transposed operands
+# (tnsp 1 raises), the swizzled modes (raise).
+
+_WINDOW = 1 << 18
+_smem_lock = threading.Lock()
+_smem: dict = {}  # host data pointer -> (address, array); arrays kept alive, so pointers stay unique
+_smem_next = [0]
+
+
+def _twin_smem_addr(arr):
+    key = arr.__array_interface__["data"][0]
+    with _smem_lock:
+        hit = _smem.get(key)
+        if hit is not None and hit[1] is arr:
+            return np.uint32(hit[0])
+        addr = _smem_next[0]
+        if addr + arr.nbytes > _WINDOW:  # a new window: older blocks' arrays are done with
+            _smem.clear()
+            addr = 0
+        _smem[key] = (addr, arr)
+        _smem_next[0] = (addr + arr.nbytes + 127) & ~127
+        return np.uint32(addr)
+
+
+def _tile_bytes(desc: int, rows: int, kbytes: int) -> np.ndarray:
+    """(rows, kbytes) uint8 of the K-major operand ``desc`` points at."""
+    start = (desc & 0x3FFF) << 4
+    lbo = ((desc >> 16) & 0x3FFF) << 4
+    sbo = ((desc >> 32) & 0x3FFF) << 4
+    if desc >> 62:
+        raise NotImplementedError("wgmma twin: only the no-swizzle layout (mode 0)")
+    r = np.arange(rows)[:, None]
+    kb = np.arange(kbytes)[None, :]
+    off = start + (r >> 3) * sbo + (kb >> 4) * lbo + (r & 7) * CORE_BYTES + (kb & 15)
+    out = np.empty((rows, kbytes), dtype=np.uint8)
+    with _smem_lock:
+        regions = list(_smem.values())
+    for addr, arr in regions:
+        raw = np.asarray(arr).reshape(-1).view(np.uint8)
+        inside = (off >= addr) & (off < addr + raw.size)
+        out[inside] = raw[off[inside] - addr]
+        if inside.all():
+            return out
+    lo, hi = int(off.min()), int(off.max())
+    covered = [(a, a + x.nbytes) for a, x in regions]
+    raise IndexError(f"wgmma twin: descriptor bytes {lo}..{hi} not in one shared array {covered}")
+
+
+_E4M3_F64: list = []  # the 256 codes' values, from bits.e4m3_to_f32 (callable in the simulator)
+
+
+def _decode_bf16(b: np.ndarray) -> np.ndarray:
+    return bits.bf16_to_f32_np(b.view(np.uint16)).astype(np.float64)
+
+
+def _decode_e4m3(b: np.ndarray) -> np.ndarray:
+    if not _E4M3_F64:
+        _E4M3_F64.append(np.array([float(bits.e4m3_to_f32(np.uint8(c))) for c in range(256)]))
+    return _E4M3_F64[0][b]
+
+
+def _twin_mma(name, k, esize, decode):
+    def mma(da, db, d0, d1, d2, d3, scale_d, scale_a, scale_b, tnsp_a=0, tnsp_b=0):
+        if tnsp_a or tnsp_b:
+            raise NotImplementedError(f"{name} twin: transposed operands")
+        A = decode(_tile_bytes(int(da), M, k * esize)) * float(scale_a)
+        Bt = decode(_tile_bytes(int(db), N, k * esize)) * float(scale_b)
+        t = threading.current_thread()
+        x, y, z = t.threadIdx
+        bx, by, _bz = t._manager._block_dim
+        tid = (x + bx * (y + by * z)) & (WARPGROUP - 1)
+        r = 16 * (tid >> 5) + ((tid & 31) >> 2)
+        c = 2 * (tid & 3)
+        keep = 1.0 if scale_d else 0.0
+        out = []
+        for (rr, cc), acc in zip(((r, c), (r, c + 1), (r + 8, c), (r + 8, c + 1)), (d0, d1, d2, d3)):
+            out.append(np.float32(float(A[rr] @ Bt[cc]) + keep * float(acc)))
+        return out[0], out[1], out[2], out[3]
+
+    mma.__name__ = name
+    return mma
+
+
+def _nothing(*_args):
+    return None
+
+
+if config.ENABLE_CUDASIM:
+    SMEM_ALIGN = None  # the simulator refuses an alignment; the twin aligns its own addresses
+    wgmma_fence = _nothing
+    wgmma_commit_group = _nothing
+    wgmma_wait_group = _nothing
+    fence_proxy_async = _nothing
+    smem_addr = _twin_smem_addr
+    wgmma_m64n8k16_bf16 = _twin_mma("wgmma_m64n8k16_bf16", K_BF16, 2, _decode_bf16)
+    wgmma_m64n8k32_e4m3 = _twin_mma("wgmma_m64n8k32_e4m3", K_E4M3, 1, _decode_e4m3)
+else:
+    SMEM_ALIGN = 128  # a descriptor's addresses are 16-byte aligned; 128 keeps core matrices whole
+    wgmma_fence = _void_asm("wgmma.fence.sync.aligned;", "wgmma_fence")
+    wgmma_commit_group = _void_asm("wgmma.commit_group.sync.aligned;", "wgmma_commit_group")
+    wgmma_wait_group = _wait_group()
+    fence_proxy_async = _void_asm("fence.proxy.async.shared::cta;", "fence_proxy_async")
+    smem_addr = _smem_addr()
+    wgmma_m64n8k16_bf16 = _mma(_BF16, transposable=True)
+    wgmma_m64n8k32_e4m3 = _mma(_E4M3, transposable=False)
+
+wgmma_fence.__doc__ = "``wgmma.fence.sync.aligned``: before the first wgmma that touches registers written since."
+wgmma_commit_group.__doc__ = "``wgmma.commit_group.sync.aligned``: close the group of wgmma issued so far."
+wgmma_wait_group.__doc__ = "``wgmma.wait_group.sync.aligned N`` (N a constant): at most N groups still pending."
+fence_proxy_async.__doc__ = ("``fence.proxy.async.shared::cta``: shared-memory stores made visible to the "
+                             "async proxy wgmma reads through (then a barrier).")
+smem_addr.__doc__ = "The 32-bit shared-window address of a shared array (``cvta.to.shared.u64``)."
+wgmma_m64n8k16_bf16.__doc__ = f"""``wgmma.mma_async.sync.aligned.{_BF16}``:
+``(da, db: uint64, d0..d3: float32, scale_d: int, scale_a, scale_b: 1|-1,
+tnsp_a, tnsp_b: 0|1 constants) -> (d0..d3) float32``."""
+wgmma_m64n8k32_e4m3.__doc__ = f"""``wgmma.mma_async.sync.aligned.{_E4M3}``:
+``(da, db: uint64, d0..d3: float32, scale_d: int, scale_a, scale_b: 1|-1
+constants) -> (d0..d3) float32``."""

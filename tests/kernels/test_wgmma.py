@@ -1,0 +1,79 @@
+"""The warpgroup MMA (``kernels/common/wgmma.py``): the descriptor's bit
+layout, and, in the simulator, the compile-proof kernel of
+``test_wgmma_ptx.py`` (one warpgroup fills shared tiles, builds the
+descriptors and issues the MMA) against a float64 matmul of its inputs.
+
+What the simulator proves is that the kernel, the descriptor builder and
+the twin agree on the no-swizzle K-major layout written in the module
+docstring; that this is the layout the tensor cores read needs an sm_90a GPU.
+"""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from numba import cuda
+from test_mma import _close, _inputs
+from test_wgmma_ptx import THREADS, _kernel
+
+from leverctl_kernels.common import bits
+from leverctl_kernels.common import wgmma as wg
+
+
+def test_the_descriptor_packs_start_lbo_sbo_and_swizzle_in_their_fields():
+    d = wg.make_desc_np(0x1230, 128, 256, wg.SWIZZLE_NONE)
+    assert d & 0x3FFF == 0x123
+    assert (d >> 16) & 0x3FFF == 128 >> 4
+    assert (d >> 32) & 0x3FFF == 256 >> 4
+    assert d >> 62 == 0
+    assert wg.make_desc_np(0, 16, 16, wg.SWIZZLE_128B) >> 62 == 1
+    # no bits outside the four fields
+    full = wg.make_desc_np(0x3FFF0, 0x3FFF0, 0x3FFF0, 3)
+    assert full == 0x3FFF | (0x3FFF << 16) | (0x3FFF << 32) | (3 << 62)
+
+
+@cuda.jit
+def _desc_kernel(addrs, out, offs):
+    i = cuda.grid(1)
+    if i < addrs.size:
+        out[i] = wg.make_desc(addrs[i], wg.LBO, wg.SBO, wg.SWIZZLE_NONE)
+        offs[i] = wg.core_offset(i % 64, (i * 7) % 32, wg.LBO, wg.SBO)
+
+
+@pytest.mark.sim
+def test_the_device_descriptor_is_the_host_one_and_core_offsets_tile_once():
+    addrs = (np.arange(64, dtype=np.uint32) * 144) & ~np.uint32(15)
+    out = np.zeros(64, np.uint64)
+    offs = np.zeros(64, np.int64)
+    _desc_kernel[1, 64](addrs, out, offs)
+    assert [int(x) for x in out] == [wg.make_desc_np(int(a), wg.LBO, wg.SBO) for a in addrs]
+    # a 64 x 32-byte tile: every (row, byte) has its own offset, all within 2 KiB
+    every = {(r >> 3) * wg.SBO + (kb >> 4) * wg.LBO + (r & 7) * 16 + (kb & 15)
+             for r in range(64) for kb in range(32)}
+    assert every == set(range(64 * 32))
+    assert [int(o) for o in offs] == [(i % 64 >> 3) * 256 + ((i * 7) % 32 >> 4) * 128
+                                      + (i % 64 & 7) * 16 + ((i * 7) % 32 & 15) for i in range(64)]
+
+
+def _run(kernel, A, Bt, C):
+    D = np.full_like(C, np.nan)
+    dD = cuda.to_device(D)
+    kernel[1, THREADS](cuda.to_device(A), cuda.to_device(Bt), cuda.to_device(C), dD)
+    return dD.copy_to_host()
+
+
+@pytest.mark.sim
+def test_one_bf16_warpgroup_mma_is_a_float64_matmul_of_the_bf16_inputs():
+    A, Bt, C, ref = _inputs(wg.M, wg.N, wg.K_BF16, seed=11)
+    _close(_run(_kernel("bf16"), A, Bt, C), ref)
+
+
+@pytest.mark.sim
+def test_one_e4m3_warpgroup_mma_is_a_float64_matmul_of_the_e4m3_inputs():
+    rng = np.random.default_rng(12)
+    codes = np.array([c for c in range(256) if c & 0x7F != 0x7F], np.uint8)  # no NaN
+    A = rng.choice(codes, (wg.M, wg.K_E4M3)).astype(np.uint8)
+    Bt = rng.choice(codes, (wg.N, wg.K_E4M3)).astype(np.uint8)
+    C = rng.standard_normal((wg.M, wg.N)).astype(np.float32)
+    dec = np.vectorize(lambda c: float(bits.e4m3_to_f32(np.uint8(c))))
+    ref = dec(A) @ dec(Bt).T + C.astype(np.float64)
+    _close(_run(_kernel("e4m3"), A, Bt, C), ref)

@@ -1,0 +1,152 @@
+"""The warpgroup MMA primitive (``kernels/common/wgmma.py``) compiles for
+sm_90a without a GPU: a 128-thread kernel that fills shared tiles in the
+no-swizzle K-major layout, builds the two matrix descriptors, fences,
+issues ``wgmma.mma_async`` (bf16 m64n8k16, or E4M3 m64n8k32), commits,
+waits and stores the accumulators.
+
+``wgmma`` is an sm_90a instruction. The kernels are compiled to PTX with
+the ``ptx_harness`` like every family (numba-cuda, compute capability 9.0:
+libNVVM passes inline PTX through unchecked); this module then rewrites the
+PTX's ``.target sm_90`` to ``.target sm_90a`` and assembles it with
+``ptxas -arch=sm_90a``. (The harness's own sm_90 assembly of these kernels
+fails, as it must, and is not checked.) Where ``nvdisasm`` is found the
+cubin's SASS is checked for ``HGMMA`` (bf16) and ``QGMMA`` (E4M3).
+"""
+from __future__ import annotations
+
+import re
+import subprocess
+from pathlib import Path
+
+import pytest
+from numba import cuda  # a global: the simulator swaps it in the kernel's globals
+from ptx_harness import assemble, check_ptx, check_ptxas, compiled, nvdisasm  # noqa: F401 (compiled: the fixture)
+
+THREADS = 128  # one warpgroup
+
+
+def _kernel(fmt: str):
+    import numpy as np
+
+    from leverctl_kernels.common import wgmma as wg
+    from leverctl_kernels.gdn._layout import jit_bounded
+
+    if fmt == "bf16":
+        k_elems, esize, dtype = wg.K_BF16, 2, np.uint16
+    else:
+        k_elems, esize, dtype = wg.K_E4M3, 1, np.uint8
+    a_len, b_len = wg.M * k_elems, wg.N * k_elems
+    lbo, sbo, swz = wg.LBO, wg.SBO, wg.SWIZZLE_NONE
+    align = wg.SMEM_ALIGN  # a closure constant (an attribute is not one to the typer)
+
+    @cuda.jit(device=True, inline="always")
+    def fill(S, X, rows):
+        # X[row, k] (global, row-major, K contiguous) into the core-matrix tile S.
+        for i in range(cuda.threadIdx.x, rows * k_elems, THREADS):
+            r = i // k_elems
+            k = i - r * k_elems
+            S[wg.core_offset(r, k * esize, lbo, sbo) // esize] = X[r, k]
+
+    if fmt == "bf16":
+        @cuda.jit(device=True, inline="always")
+        def mma(da, db, d0, d1, d2, d3):
+            return wg.wgmma_m64n8k16_bf16(da, db, d0, d1, d2, d3, 1, 1, 1, 0, 0)
+    else:
+        @cuda.jit(device=True, inline="always")
+        def mma(da, db, d0, d1, d2, d3):
+            return wg.wgmma_m64n8k32_e4m3(da, db, d0, d1, d2, d3, 1, 1, 1)
+
+    @jit_bounded(THREADS)  # plain cuda.jit in the simulator
+    def k(A, Bt, C, D):
+        As = cuda.shared.array(a_len, dtype, alignment=align)
+        Bs = cuda.shared.array(b_len, dtype, alignment=align)
+        fill(As, A, wg.M)
+        fill(Bs, Bt, wg.N)
+        wg.fence_proxy_async()
+        cuda.syncthreads()
+        da = wg.make_desc(wg.smem_addr(As), lbo, sbo, swz)
+        db = wg.make_desc(wg.smem_addr(Bs), lbo, sbo, swz)
+        tid = cuda.threadIdx.x
+        r = 16 * (tid >> 5) + ((tid & 31) >> 2)
+        c = 2 * (tid & 3)
+        c0, c1, c2, c3 = C[r, c], C[r, c + 1], C[r + 8, c], C[r + 8, c + 1]
+        wg.wgmma_fence()  # after the accumulators' registers are written
+        d = mma(da, db, c0, c1, c2, c3)
+        wg.wgmma_commit_group()
+        wg.wgmma_wait_group(0)
+        wg.store_d(D, 0, 0, d[0], d[1], d[2], d[3])
+
+    return k
+
+
+def jobs():
+    """(name, dispatcher, signature, threads per block); runs in the compile
+    process."""
+    from numba import types
+
+    H, B, F = types.uint16[:, ::1], types.uint8[:, ::1], types.float32[:, ::1]
+    return [("wgmma_bf16_m64n8k16", _kernel("bf16"), (H, H, F, F), THREADS),
+            ("wgmma_e4m3_m64n8k32", _kernel("e4m3"), (B, B, F, F), THREADS)]
+
+
+PTX_INSTR = {
+    "wgmma_bf16_m64n8k16": "wgmma.mma_async.sync.aligned.m64n8k16.f32.bf16.bf16",
+    "wgmma_e4m3_m64n8k32": "wgmma.mma_async.sync.aligned.m64n8k32.f32.e4m3.e4m3",
+}
+SASS_INSTR = {"wgmma_bf16_m64n8k16": "HGMMA.64x8x16.F32.BF16", "wgmma_e4m3_m64n8k32": "QGMMA.64x8x32.F32.E4M3.E4M3"}
+FENCES = ("wgmma.fence.sync.aligned;", "wgmma.commit_group.sync.aligned;",
+          "wgmma.wait_group.sync.aligned 0;", "fence.proxy.async.shared::cta;", "cvta.to.shared.u64")
+
+
+@pytest.fixture(scope="module")
+def sm90a(compiled, tmp_path_factory) -> dict:
+    """Each kernel's PTX retargeted to sm_90a and assembled: ``{"ptxas",
+    "kernels": {name: record + "cubin"}}`` in the harness's record format."""
+    check_ptx(compiled, fp64=False)
+    if not compiled["ptxas"]:
+        pytest.skip("ptxas not found (PATH or $CUDA_HOME/bin)")
+    out = tmp_path_factory.mktemp("sm90a")
+    recs = {}
+    for name, rec in compiled["kernels"].items():
+        ptx = Path(rec["ptx"]).read_text()
+        assert re.search(r"^\.target sm_90$", ptx, re.M), f"{name}: no .target sm_90 line"
+        path = out / f"{name}.ptx"
+        path.write_text(re.sub(r"^\.target sm_90$", ".target sm_90a", ptx, flags=re.M))
+        cubin = out / f"{name}.cubin"
+        recs[name] = {**rec, **assemble(compiled["ptxas"], path, "sm_90a", cubin),
+                      "ptx": str(path), "cubin": str(cubin)}
+    return {"ptxas": compiled["ptxas"], "kernels": recs}
+
+
+def test_wgmma_kernels_compile_to_ptx_in_fp32(compiled):
+    assert set(compiled["kernels"]) == set(PTX_INSTR)
+    check_ptx(compiled, fp64=False)
+
+
+def test_the_ptx_has_the_wgmma_instructions(compiled):
+    for name, instr in PTX_INSTR.items():
+        ptx = Path(compiled["kernels"][name]["ptx"]).read_text()
+        assert instr in ptx, f"{name}: no {instr} in {compiled['kernels'][name]['ptx']}"
+        for f in FENCES:
+            assert f in ptx, f"{name}: no {f} in its PTX"
+
+
+def test_ptxas_for_sm90a_accepts_the_wgmma_kernels_without_spills(sm90a):
+    check_ptxas(sm90a)
+    for name, rec in sm90a["kernels"].items():
+        # ptxas says so when it must add a warpgroup.arrive (accumulator
+        # registers written after the fence) or serialize the wgmma.
+        # Both are "(C75xx)" advisories; the kernel's name has "wgmma" in it.
+        odd = re.findall(r"\(C75\d\d\)[^\n]{0,120}", rec["log"])
+        assert not odd, f"{name}: {odd}"
+
+
+def test_ptxas_for_sm90a_makes_gmma_sass(sm90a):
+    disasm = nvdisasm()
+    if not disasm:
+        pytest.skip("nvdisasm not found (PATH, $CUDA_HOME/bin or the nvidia-cuda-nvdisasm wheel)")
+    for name, instr in SASS_INSTR.items():
+        sass = subprocess.run([disasm, sm90a["kernels"][name]["cubin"]], check=True,
+                              capture_output=True, text=True).stdout
+        gmma = re.findall(r"\b[HQ]GMMA\.[\w.]+", sass)
+        assert any(g == instr or g.startswith(instr + ".") for g in gmma), f"{name}: {gmma} in its SASS"
