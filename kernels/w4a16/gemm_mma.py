@@ -8,9 +8,10 @@ inputs and f32 accumulators).
 Requires ``k % 16 == 0`` (one MMA step; enforced at launch by
 :func:`supports`); m and n are free.
 
-Tiling: one warp (one block of 32 threads) per 16 x 8 tile of ``c``,
-``blockIdx.x`` along N, ``blockIdx.y`` along M; the warp walks K in steps of
-16, one MMA per step::
+Tiling: one warp (one block of 32 threads) per 16 x 8 tile of ``c``
+(``n_mmas=2``: 16 x 16, two MMAs per step sharing the A fragment, the
+second on columns n0+8..n0+15), ``blockIdx.x`` along N, ``blockIdx.y``
+along M; the warp walks K in steps of 16, one MMA per step and 8 columns::
 
                  k0 .. k0+15                      n0 .. n0+7
     a   r0  [ A 16x16 fp16 ]  --(A fragment: 4 x .b32 per lane)--+
@@ -154,10 +155,17 @@ def _store_c(c, m, n, r0, n0, lane, i, v):
         c[r0 + r, n0 + col] = v
 
 
-def make_gemm_mma(b_pair=_b_pair, k_step=TILE_K):
+def make_gemm_mma(b_pair=_b_pair, k_step=TILE_K, n_mmas=1):
     """Compile the kernel ``(c, a_bits, qweight, scales)``; ``a_bits`` is
-    ``a`` viewed as uint16. ``b_pair`` and ``k_step`` exist for the tests'
-    broken variants; the real kernel is :func:`kernel`."""
+    ``a`` viewed as uint16. ``n_mmas`` (1 or 2): MMAs per K step, i.e. a
+    16 x 8 or a 16 x 16 tile per warp; two share one A fragment (half the
+    activation loads per MMA, four more accumulators). ``b_pair`` and
+    ``k_step`` exist for the tests' broken variants; the real kernels are
+    :func:`kernel`'s."""
+    if n_mmas not in (1, 2):
+        raise ValueError(f"n_mmas={n_mmas}: 1 (16 x 8 tiles) or 2 (16 x 16)")
+    TN = TILE_N * n_mmas
+    TWO = n_mmas == 2
 
     @cuda.jit
     def gemm_mma(c, a, qweight, scales):
@@ -165,12 +173,17 @@ def make_gemm_mma(b_pair=_b_pair, k_step=TILE_K):
         k = a.shape[1]
         n = qweight.shape[0]
         r0 = cuda.blockIdx.y * TILE_M
-        n0 = cuda.blockIdx.x * TILE_N
+        n0 = cuda.blockIdx.x * TN
+        n1 = n0 + TILE_N
         lane = cuda.laneid
         d0 = float32(0.0)
         d1 = float32(0.0)
         d2 = float32(0.0)
         d3 = float32(0.0)
+        e0 = float32(0.0)
+        e1 = float32(0.0)
+        e2 = float32(0.0)
+        e3 = float32(0.0)
         for k0 in range(0, k, k_step):
             a0 = _a_pair(a, m, r0, k0, lane, 0)
             a1 = _a_pair(a, m, r0, k0, lane, 2)
@@ -179,17 +192,28 @@ def make_gemm_mma(b_pair=_b_pair, k_step=TILE_K):
             b0 = b_pair(qweight, scales, n, n0, k0, lane, 0)
             b1 = b_pair(qweight, scales, n, n0, k0, lane, 2)
             d0, d1, d2, d3 = mma.mma_f16_16816(a0, a1, a2, a3, b0, b1, d0, d1, d2, d3)
+            if TWO:  # a compile-time constant: the branch folds away
+                b0 = b_pair(qweight, scales, n, n1, k0, lane, 0)
+                b1 = b_pair(qweight, scales, n, n1, k0, lane, 2)
+                e0, e1, e2, e3 = mma.mma_f16_16816(a0, a1, a2, a3, b0, b1, e0, e1, e2, e3)
         _store_c(c, m, n, r0, n0, lane, 0, d0)
         _store_c(c, m, n, r0, n0, lane, 1, d1)
         _store_c(c, m, n, r0, n0, lane, 2, d2)
         _store_c(c, m, n, r0, n0, lane, 3, d3)
+        if TWO:
+            _store_c(c, m, n, r0, n1, lane, 0, e0)
+            _store_c(c, m, n, r0, n1, lane, 1, e1)
+            _store_c(c, m, n, r0, n1, lane, 2, e2)
+            _store_c(c, m, n, r0, n1, lane, 3, e3)
 
+    gemm_mma.tile_n = TN  # read by make_launch for the grid
     return gemm_mma
 
 
 @lru_cache(maxsize=None)
-def kernel():
-    return make_gemm_mma()
+def kernel(n_mmas: int = 1):
+    """The kernel for 16 x (8 * ``n_mmas``) tiles."""
+    return make_gemm_mma(n_mmas=n_mmas)
 
 
 def supports(m: int, n: int, k: int) -> str:
@@ -199,20 +223,21 @@ def supports(m: int, n: int, k: int) -> str:
     return ""
 
 
-def launch_config(m: int, n: int):
-    grid = L.check_grid((L.blocks_for(n, TILE_N), L.blocks_for(m, TILE_M)))
+def launch_config(m: int, n: int, tile_n: int = TILE_N):
+    grid = L.check_grid((L.blocks_for(n, tile_n), L.blocks_for(m, TILE_M)))
     L.check_block(THREADS, warps=True)
     return grid, THREADS
 
 
-def make_launch(m: int, n: int, k: int, kern=None):
+def make_launch(m: int, n: int, k: int, n_mmas: int = 1, kern=None):
     """``launch(c, a, qweight, scales)`` for ``c[m, n] = a[m, k] W[n, k]^T``
-    (``a`` fp16; passed to the kernel as its uint16 bits)."""
+    (``a`` fp16; passed to the kernel as its uint16 bits) with 16 x (8 *
+    ``n_mmas``) tiles, or with ``kern`` (from :func:`make_gemm_mma`)."""
     why = supports(m, n, k)
     if why:
         raise ValueError(f"gemm_mma: {why}")
-    kern = kern or kernel()
-    grid, block = launch_config(m, n)
+    kern = kern or kernel(n_mmas)
+    grid, block = launch_config(m, n, kern.tile_n)
 
     def launch(c, a, qweight, scales):
         kern[grid, block](c, a.view(np.uint16), qweight, scales)
@@ -220,6 +245,6 @@ def make_launch(m: int, n: int, k: int, kern=None):
     return launch
 
 
-def build(shape):
-    run = make_launch(shape["m"], shape["n"], shape["k"])
+def build(shape, n_mmas: int = 1):
+    run = make_launch(shape["m"], shape["n"], shape["k"], n_mmas)
     return lambda bufs: run(bufs["c"], bufs["a"], bufs["qweight"], bufs["scales"])

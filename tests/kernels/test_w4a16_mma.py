@@ -19,7 +19,7 @@ def _case(m, n, k, seed):
     return a, qweight, scales
 
 
-def _run(m, n, k, seed=0, kern=None, k_launch=None):
+def _run(m, n, k, seed=0, kern=None, n_mmas=1):
     from numba import cuda
 
     from leverctl_kernels.w4a16 import gemm_mma, naive
@@ -27,7 +27,7 @@ def _run(m, n, k, seed=0, kern=None, k_launch=None):
     a, qweight, scales = _case(m, n, k, seed)
     ref = naive.naive_gemm(a, qweight, scales)
     c = cuda.to_device(np.full((m, n), np.nan, dtype=np.float16))  # unwritten -> fails
-    gemm_mma.make_launch(m, n, k, kern=kern)(c, cuda.to_device(a), cuda.to_device(qweight),
+    gemm_mma.make_launch(m, n, k, n_mmas, kern=kern)(c, cuda.to_device(a), cuda.to_device(qweight),
                                               cuda.to_device(scales))
     return c.copy_to_host(), ref
 
@@ -39,9 +39,10 @@ def _tolerance():
 
 
 @pytest.mark.sim
+@pytest.mark.parametrize("n_mmas", [1, 2], ids=["16x8", "16x16"])
 @pytest.mark.parametrize("m,n,k", [(5, 11, 128), (17, 24, 256)], ids=["m5-n11-k128", "m17-n24-k256"])
-def test_gemm_mma_matches_the_float64_reference(m, n, k):
-    got, ref = _run(m, n, k, seed=m)
+def test_gemm_mma_matches_the_float64_reference(m, n, k, n_mmas):
+    got, ref = _run(m, n, k, seed=m, n_mmas=n_mmas)
     ok, why = _check_test_local(got, ref, _tolerance())
     assert ok, why
 
@@ -52,6 +53,8 @@ def test_gemm_mma_refuses_k_not_multiple_of_16():
     with pytest.raises(ValueError, match="multiple of 16"):
         gemm_mma.make_launch(5, 11, 136)
     assert gemm_mma.supports(5, 11, 256) == ""
+    with pytest.raises(ValueError, match="n_mmas=3"):
+        gemm_mma.make_gemm_mma(n_mmas=3)
 
 
 def _wrong_group():
@@ -69,8 +72,24 @@ def _dropped_k_step():
     return gemm_mma.make_gemm_mma(k_step=32)
 
 
+def _second_mma_on_the_first_columns():
+    # 16 x 16 tiles whose second MMA reads the first 8 columns' weights.
+    from leverctl_kernels.w4a16 import gemm_mma
+
+    real = gemm_mma._b_pair
+
+    from numba import cuda
+
+    @cuda.jit(device=True, inline="always")
+    def b_pair(qweight, scales, n, n0, k0, lane, i):
+        return real(qweight, scales, n, n0 - n0 % 16, k0, lane, i)
+
+    return gemm_mma.make_gemm_mma(b_pair=b_pair, n_mmas=2)
+
+
 @pytest.mark.sim
-@pytest.mark.parametrize("make", [_wrong_group, _dropped_k_step], ids=["wrong-scale-group", "dropped-k-step"])
+@pytest.mark.parametrize("make", [_wrong_group, _dropped_k_step, _second_mma_on_the_first_columns],
+                         ids=["wrong-scale-group", "dropped-k-step", "16x16-second-mma-wrong-columns"])
 def test_a_broken_gemm_mma_fails_the_check(make):
     got, ref = _run(5, 11, 256, seed=3, kern=make())
     ok, why = _check_test_local(got, ref, _tolerance())

@@ -25,18 +25,20 @@ def jobs():
     from leverctl_kernels.w4a16 import gemm_mma
 
     f16, u16, u32 = types.float16, types.uint16, types.uint32
-    return [("gemm_mma", gemm_mma.kernel(), (f16[:, ::1], u16[:, ::1], u32[:, ::1], f16[:, ::1]),
-             gemm_mma.THREADS)]
+    sig = (f16[:, ::1], u16[:, ::1], u32[:, ::1], f16[:, ::1])
+    return [("gemm_mma_16x16", gemm_mma.kernel(2), sig, gemm_mma.THREADS),
+            ("gemm_mma", gemm_mma.kernel(1), sig, gemm_mma.THREADS)]
 
 
 def test_gemm_mma_compiles_for_sm90_in_fp32(compiled):
-    assert set(compiled["kernels"]) == {"gemm_mma"}
+    assert set(compiled["kernels"]) == {"gemm_mma", "gemm_mma_16x16"}
     check_ptx(compiled, fp64=False)
 
 
 def test_gemm_mma_ptx_has_the_fp16_mma_sync(compiled):
-    rec = compiled["kernels"]["gemm_mma"]
-    assert PTX_INSTR in Path(rec["ptx"]).read_text(), f"no {PTX_INSTR} in {rec['ptx']}"
+    for name, rec in compiled["kernels"].items():
+        count = Path(rec["ptx"]).read_text().count(PTX_INSTR)
+        assert count >= (2 if name.endswith("16x16") else 1), f"{name}: {count} x {PTX_INSTR} in {rec['ptx']}"
 
 
 def test_ptxas_accepts_gemm_mma_without_spills(compiled):
@@ -49,10 +51,11 @@ def test_gemm_mma_sass_has_the_fp16_hmma(compiled, tmp_path):
     disasm = nvdisasm()
     if not disasm:
         pytest.skip("nvdisasm not found (PATH, $CUDA_HOME/bin or the nvidia-cuda-nvdisasm wheel)")
-    cubin = tmp_path / "gemm_mma.cubin"
-    subprocess.run([compiled["ptxas"], "-arch=sm_90", "-o", str(cubin), compiled["kernels"]["gemm_mma"]["ptx"]],
-                   check=True, capture_output=True)
-    sass = subprocess.run([disasm, str(cubin)], check=True, capture_output=True, text=True).stdout
-    hmma = re.findall(r"\bHMMA\.[\w.]+", sass)
-    assert hmma and all(h == SASS_INSTR or h.startswith(SASS_INSTR + ".") for h in hmma), hmma
-    assert not any("BF16" in h for h in hmma), hmma
+    for name, rec in compiled["kernels"].items():
+        cubin = tmp_path / f"{name}.cubin"
+        subprocess.run([compiled["ptxas"], "-arch=sm_90", "-o", str(cubin), rec["ptx"]],
+                       check=True, capture_output=True)
+        sass = subprocess.run([disasm, str(cubin)], check=True, capture_output=True, text=True).stdout
+        hmma = re.findall(r"\bHMMA\.[\w.]+", sass)
+        assert hmma and all(h == SASS_INSTR or h.startswith(SASS_INSTR + ".") for h in hmma), (name, hmma)
+        assert not any("BF16" in h for h in hmma), (name, hmma)
