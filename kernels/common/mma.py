@@ -298,34 +298,30 @@ load_b_s8 = make_b_loader_s8(b_elem_s8)
 """``(b0, b1)`` uint32 of ``B[k0:k0+32, n0:n0+8]`` from ``Bt[n, k]`` bytes."""
 
 
-@cuda.jit(device=True, inline="always")
-def load_c_s32(C, r0, n0):
-    """``(c0, c1, c2, c3)`` int32 of ``C[r0:r0+16, n0:n0+8]``."""
-    lane = cuda.laneid
-    r, c = c_elem(lane, 0)
-    x0 = np.int32(C[r0 + r, n0 + c])
-    r, c = c_elem(lane, 1)
-    x1 = np.int32(C[r0 + r, n0 + c])
-    r, c = c_elem(lane, 2)
-    x2 = np.int32(C[r0 + r, n0 + c])
-    r, c = c_elem(lane, 3)
-    x3 = np.int32(C[r0 + r, n0 + c])
-    return x0, x1, x2, x3
+def _make_c_loader(cast):
+    """A loader of the C fragment ``(c0, c1, c2, c3)`` of ``C[r0:r0+16, n0:n0+8]``
+    as ``cast`` (float32 for the f32 accumulators, int32 for s32)."""
+
+    @cuda.jit(device=True, inline="always")
+    def load(C, r0, n0):
+        lane = cuda.laneid
+        r, c = c_elem(lane, 0)
+        x0 = cast(C[r0 + r, n0 + c])
+        r, c = c_elem(lane, 1)
+        x1 = cast(C[r0 + r, n0 + c])
+        r, c = c_elem(lane, 2)
+        x2 = cast(C[r0 + r, n0 + c])
+        r, c = c_elem(lane, 3)
+        x3 = cast(C[r0 + r, n0 + c])
+        return x0, x1, x2, x3
+
+    return load
 
 
-@cuda.jit(device=True, inline="always")
-def load_c(C, r0, n0):
-    """``(c0, c1, c2, c3)`` float32 of ``C[r0:r0+16, n0:n0+8]``."""
-    lane = cuda.laneid
-    r, c = c_elem(lane, 0)
-    x0 = np.float32(C[r0 + r, n0 + c])
-    r, c = c_elem(lane, 1)
-    x1 = np.float32(C[r0 + r, n0 + c])
-    r, c = c_elem(lane, 2)
-    x2 = np.float32(C[r0 + r, n0 + c])
-    r, c = c_elem(lane, 3)
-    x3 = np.float32(C[r0 + r, n0 + c])
-    return x0, x1, x2, x3
+load_c_s32 = _make_c_loader(np.int32)
+"""``(c0, c1, c2, c3)`` int32 of ``C[r0:r0+16, n0:n0+8]``."""
+load_c = _make_c_loader(np.float32)
+"""``(c0, c1, c2, c3)`` float32 of ``C[r0:r0+16, n0:n0+8]``."""
 
 
 @cuda.jit(device=True, inline="always")
