@@ -130,6 +130,11 @@ class Variant:
     # where the variants of a path differ in it the bench also times the call
     # with the host's launch cost included.
     launches: int | Callable[[Shape], int] = 1
+    # The tensor-core instruction the variant runs on: "mma.sync" (warp MMA),
+    # "wgmma" (Hopper's warpgroup MMA), or None for FP32 CUDA cores. Every
+    # record says it, so a timing is never taken for the engine's
+    # tensor-core kernel when it is not one.
+    tensor_cores: str | None = None
 
 
 @dataclass(frozen=True)

@@ -57,10 +57,17 @@ def empty_record(item: PlanItem, device: Device) -> dict[str, Any]:
         "roofline": None,
         "achieved": None,
         "reference_lib": None,
+        "tensor_cores": _tensor_cores(item),
         "device": device.name,
         "plan": item.plan,
         "catalog": item.catalog,
     }
+
+
+def _tensor_cores(item: PlanItem) -> str | None:
+    """The tensor-core instruction of the item's variant (see ``Variant``)."""
+    variant = item.path.variants.get(item.variant) if item.variant else None
+    return getattr(variant, "tensor_cores", None)
 
 
 def _add_note(rec: dict, text: str) -> None:

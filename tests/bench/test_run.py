@@ -239,3 +239,14 @@ def test_no_progress_bar_when_stderr_is_not_a_terminal():
         bar.start(_item("good"))
         bar.done()
     assert bar.bar is None and buf.getvalue() == ""
+
+
+def test_every_record_says_which_tensor_core_instruction_its_variant_ran_on(device):
+    import dataclasses
+
+    path = saxpy_path()
+    mma = dataclasses.replace(path, variants={**path.variants,
+                                              "good": dataclasses.replace(path.variants["good"],
+                                                                          tensor_cores="mma.sync")})
+    assert run_item(_item("plain", mma), device, rng_seed=1)["tensor_cores"] is None
+    assert run_item(_item("good", mma), device, rng_seed=1)["tensor_cores"] == "mma.sync"
