@@ -16,6 +16,7 @@ import numpy as np
 import pytest
 from numba import config, cuda
 from numba.core.extending import _Intrinsic
+from cvt_kernels import conversion_kernels
 from test_bits import bit_mismatches
 from test_bits_ml_dtypes import (
     BF16,
@@ -144,41 +145,9 @@ def test_every_bf16_and_e4m3_code_decodes_as_ml_dtypes_does():
 # --- the twins, in small kernels --------------------------------------------------------
 
 
-@cuda.jit
-def _k_bf16(x, out):
-    i = cuda.grid(1)
-    if i < out.size:
-        out[i] = C.f32_to_bf16(x[i])
-
-
-@cuda.jit
-def _k_bf16x2(x, out):
-    i = cuda.grid(1)
-    if i < out.size:
-        out[i] = C.f32x2_to_bf16x2(x[2 * i], x[2 * i + 1])
-
-
-@cuda.jit
-def _k_bf16_decode(b, out):
-    i = cuda.grid(1)
-    if i < out.size:
-        out[i] = C.bf16_to_f32(b[i])
-
-
-@cuda.jit
-def _k_e4m3x2(x, out):
-    i = cuda.grid(1)
-    if i < out.size:
-        out[i] = C.f32x2_to_e4m3x2(x[2 * i], x[2 * i + 1])
-
-
-@cuda.jit
-def _k_e4m3x2_decode(c, out):
-    i = cuda.grid(1)
-    if i < c.size:
-        lo, hi = C.e4m3x2_to_f32x2(c[i])
-        out[2 * i] = lo
-        out[2 * i + 1] = hi
+_K = conversion_kernels()
+_k_bf16, _k_bf16x2, _k_bf16_decode = _K["f32_to_bf16"], _K["f32x2_to_bf16x2"], _K["bf16_to_f32"]
+_k_e4m3x2, _k_e4m3x2_decode = _K["f32x2_to_e4m3x2"], _K["e4m3x2_to_f32x2"]
 
 
 def launch(kernel, x, n_out: int, dtype) -> np.ndarray:

@@ -35,37 +35,9 @@ def jobs():
     assert not C.SIMULATED
     f32, u16, u32 = types.float32, types.uint16, types.uint32
 
-    @cuda.jit
-    def f32_to_bf16(x, out):
-        i = cuda.grid(1)
-        if i < out.size:
-            out[i] = C.f32_to_bf16(x[i])
+    from cvt_kernels import conversion_kernels
 
-    @cuda.jit
-    def f32x2_to_bf16x2(x, out):
-        i = cuda.grid(1)
-        if i < out.size:
-            out[i] = C.f32x2_to_bf16x2(x[2 * i], x[2 * i + 1])
-
-    @cuda.jit
-    def bf16_to_f32(b, out):
-        i = cuda.grid(1)
-        if i < out.size:
-            out[i] = C.bf16_to_f32(b[i])
-
-    @cuda.jit
-    def f32x2_to_e4m3x2(x, out):
-        i = cuda.grid(1)
-        if i < out.size:
-            out[i] = C.f32x2_to_e4m3x2(x[2 * i], x[2 * i + 1])
-
-    @cuda.jit
-    def e4m3x2_to_f32x2(c, out):
-        i = cuda.grid(1)
-        if i < c.size:
-            lo, hi = C.e4m3x2_to_f32x2(c[i])
-            out[2 * i] = lo
-            out[2 * i + 1] = hi
+    k = conversion_kernels()
 
     @cuda.jit
     def round_trips(x, out):
@@ -83,11 +55,11 @@ def jobs():
 
     return [
         ("round_trips", round_trips, (f32[::1], f32[::1]), THREADS),
-        ("f32_to_bf16", f32_to_bf16, (f32[::1], u16[::1]), THREADS),
-        ("f32x2_to_bf16x2", f32x2_to_bf16x2, (f32[::1], u32[::1]), THREADS),
-        ("bf16_to_f32", bf16_to_f32, (u16[::1], f32[::1]), THREADS),
-        ("f32x2_to_e4m3x2", f32x2_to_e4m3x2, (f32[::1], u16[::1]), THREADS),
-        ("e4m3x2_to_f32x2", e4m3x2_to_f32x2, (u16[::1], f32[::1]), THREADS),
+        ("f32_to_bf16", k["f32_to_bf16"], (f32[::1], u16[::1]), THREADS),
+        ("f32x2_to_bf16x2", k["f32x2_to_bf16x2"], (f32[::1], u32[::1]), THREADS),
+        ("bf16_to_f32", k["bf16_to_f32"], (u16[::1], f32[::1]), THREADS),
+        ("f32x2_to_e4m3x2", k["f32x2_to_e4m3x2"], (f32[::1], u16[::1]), THREADS),
+        ("e4m3x2_to_f32x2", k["e4m3x2_to_f32x2"], (u16[::1], f32[::1]), THREADS),
     ]
 
 

@@ -1,0 +1,49 @@
+"""One small kernel per conversion of ``leverctl_kernels.common.cvt``, made
+for whichever binding the process has: the simulator twins in
+``test_cvt.py``, the native instructions in ``test_cvt_ptx.py``'s compile
+process. Imported lazily by both, since the binding is fixed when ``cvt`` is
+first imported (import this module only after that choice)."""
+from __future__ import annotations
+
+# At module level: the simulator gives a kernel its own `cuda` through the
+# kernel's module globals, which a name local to the factory would escape.
+from numba import cuda
+
+from leverctl_kernels.common import cvt as C
+
+
+def conversion_kernels() -> dict:
+    @cuda.jit
+    def f32_to_bf16(x, out):
+        i = cuda.grid(1)
+        if i < out.size:
+            out[i] = C.f32_to_bf16(x[i])
+
+    @cuda.jit
+    def f32x2_to_bf16x2(x, out):
+        i = cuda.grid(1)
+        if i < out.size:
+            out[i] = C.f32x2_to_bf16x2(x[2 * i], x[2 * i + 1])
+
+    @cuda.jit
+    def bf16_to_f32(b, out):
+        i = cuda.grid(1)
+        if i < out.size:
+            out[i] = C.bf16_to_f32(b[i])
+
+    @cuda.jit
+    def f32x2_to_e4m3x2(x, out):
+        i = cuda.grid(1)
+        if i < out.size:
+            out[i] = C.f32x2_to_e4m3x2(x[2 * i], x[2 * i + 1])
+
+    @cuda.jit
+    def e4m3x2_to_f32x2(c, out):
+        i = cuda.grid(1)
+        if i < c.size:
+            lo, hi = C.e4m3x2_to_f32x2(c[i])
+            out[2 * i] = lo
+            out[2 * i + 1] = hi
+
+    return {"f32_to_bf16": f32_to_bf16, "f32x2_to_bf16x2": f32x2_to_bf16x2, "bf16_to_f32": bf16_to_f32,
+            "f32x2_to_e4m3x2": f32x2_to_e4m3x2, "e4m3x2_to_f32x2": e4m3x2_to_f32x2}
