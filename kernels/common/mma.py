@@ -245,20 +245,31 @@ _U8 = np.uint32(8)
 _U24 = np.uint32(24)
 
 
+def _make_quad_s8(elem, FROM_BT: bool):
+    """Four bytes of a fragment packed into one uint32, byte ``j`` from the
+    ``i + j``-th element ``elem`` maps the lane to: ``(row, col)`` read as
+    ``X[r0 + row, c0 + col]``, or with ``FROM_BT`` ``(k, n)`` read from
+    ``Bt[n0 + n, k0 + k]`` (the first two arguments are then ``n0, k0``)."""
+
+    @cuda.jit(device=True, inline="always")
+    def byte(X, a0, b0, lane, i):
+        u, v = elem(lane, i)
+        if FROM_BT:
+            return np.uint32(X[a0 + v, b0 + u])
+        return np.uint32(X[a0 + u, b0 + v])
+
+    @cuda.jit(device=True, inline="always")
+    def quad(X, a0, b0, lane, i):
+        return (byte(X, a0, b0, lane, i) | (byte(X, a0, b0, lane, i + 1) << _U8)
+                | (byte(X, a0, b0, lane, i + 2) << _U16) | (byte(X, a0, b0, lane, i + 3) << _U24))
+
+    return quad
+
+
 def make_a_loader_s8(elem):
     """A loader of s8 A fragments (m16n8k32) through the element map
     ``elem`` (:data:`a_elem_s8`), from bytes (a uint8 view of int8 data)."""
-
-    @cuda.jit(device=True, inline="always")
-    def quad(X, r0, c0, lane, i):
-        r, c = elem(lane, i)
-        x = np.uint32(X[r0 + r, c0 + c])
-        r, c = elem(lane, i + 1)
-        x |= np.uint32(X[r0 + r, c0 + c]) << _U8
-        r, c = elem(lane, i + 2)
-        x |= np.uint32(X[r0 + r, c0 + c]) << _U16
-        r, c = elem(lane, i + 3)
-        return x | (np.uint32(X[r0 + r, c0 + c]) << _U24)
+    quad = _make_quad_s8(elem, False)
 
     @cuda.jit(device=True, inline="always")
     def load(X, r0, c0):
@@ -271,17 +282,7 @@ def make_a_loader_s8(elem):
 
 def make_b_loader_s8(elem):
     """A loader of s8 B fragments from ``Bt[n, k]`` bytes."""
-
-    @cuda.jit(device=True, inline="always")
-    def quad(Bt, n0, k0, lane, i):
-        k, n = elem(lane, i)
-        x = np.uint32(Bt[n0 + n, k0 + k])
-        k, n = elem(lane, i + 1)
-        x |= np.uint32(Bt[n0 + n, k0 + k]) << _U8
-        k, n = elem(lane, i + 2)
-        x |= np.uint32(Bt[n0 + n, k0 + k]) << _U16
-        k, n = elem(lane, i + 3)
-        return x | (np.uint32(Bt[n0 + n, k0 + k]) << _U24)
+    quad = _make_quad_s8(elem, True)
 
     @cuda.jit(device=True, inline="always")
     def load(Bt, n0, k0):
