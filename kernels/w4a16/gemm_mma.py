@@ -414,11 +414,24 @@ def _store_acc(c, m, n, r0, n0, lane, acc, base):
     _store_c(c, m, n, r0, n0, lane, 3, acc[base + 3])
 
 
+def _jit_bounded(threads: int, min_blocks: int):
+    """``cuda.jit`` with launch bounds ``(threads, min_blocks)``: ptxas keeps
+    the registers to what ``min_blocks`` blocks per SM allow. The
+    simulator's ``jit`` has no such option and gets a plain ``cuda.jit``."""
+    try:
+        return cuda.jit(launch_bounds=(threads, min_blocks))
+    except TypeError:
+        return cuda.jit
+
+
 # small_m
 
 KWARPS = 4  # warps of a small_m block, splitting K
 SMALL_M_WN = 2  # 8-column MMA tiles per small_m block (16 columns)
 SMALL_M_WM = (1, 2, 4)  # 16-row MMA tiles per block: the least of these covering m (4 past 64)
+# Four blocks of 128 threads per SM (16 warps to hide the weight loads'
+# latency): at most 128 registers a thread. WM = 4 asks ptxas for 132 unbounded.
+SMALL_M_MIN_BLOCKS = 4
 
 
 def small_m_wm(m: int) -> int:
@@ -440,9 +453,10 @@ def make_gemm_small_m(WM: int, WN: int = SMALL_M_WN, a_load=a_reg, b_load=b_frag
     ACC = 4 * WM * WN
     TM, TN = TILE_M * WM, TILE_N * WN
     KSTRIDE = TILE_K * k_warps
-    RED = (KWARPS - 1, ACC, mma.WARP)  # shared-array shapes: constants, not expressions in the kernel
+    RED = (KWARPS - 1, ACC, mma.WARP)  # array shapes: constants, not expressions in the kernel
+    BF = 2 * WN
 
-    @cuda.jit
+    @_jit_bounded(KWARPS * mma.WARP, SMALL_M_MIN_BLOCKS)
     def gemm_small_m(c, a32, qw64, scales):
         m = a32.shape[0]
         k = a32.shape[1] * 2
@@ -454,7 +468,7 @@ def make_gemm_small_m(WM: int, WN: int = SMALL_M_WN, a_load=a_reg, b_load=b_frag
         acc = cuda.local.array(ACC, dtype=float32)
         for q in range(ACC):
             acc[q] = float32(0.0)
-        bf = cuda.local.array(2 * WN, dtype=uint32)
+        bf = cuda.local.array(BF, dtype=uint32)
         for k0 in range(warp * TILE_K, k, KSTRIDE):
             for j in range(WN):
                 b0, b1 = b_load(qw64, scales, n, n0 + TILE_N * j, k0, lane)
@@ -499,21 +513,23 @@ AS_PAD = 8  # halves of padding per As row (module notes: ldmatrix banks)
 
 @lru_cache(maxsize=None)
 def make_gemm_tiles(WARPS_M: int = TILES_WARPS_M, WARPS_N: int = TILES_WARPS_N, WM: int = TILES_WM,
-                    WN: int = TILES_WN, KT: int = TILES_K, b_load=b_frag, k_step=TILE_K, ldsm_row_shift=0):
+                    WN: int = TILES_WN, KT: int = TILES_K, b_load=b_frag, k_step=TILE_K, a_order=(0, 1, 2, 3)):
     """Compile the ``default_tiles`` kernel ``(c, a32, qw64, scales)``:
     ``16*WM*WARPS_M x 8*WN*WARPS_N`` block tiles, A staged in shared memory
     ``KT`` k at a time and loaded with ``ldmatrix`` (module notes).
-    ``b_load``, ``k_step`` (a wrong one drops K steps) and
-    ``ldsm_row_shift`` (rows off by that many: a wrong A fragment) exist
-    for the tests' broken variants."""
+    ``b_load``, ``k_step`` (a wrong one drops K steps) and ``a_order``
+    (which ldmatrix register becomes a0..a3: another order is a wrong A
+    fragment) exist for the tests' broken variants."""
     if KT % TILE_K or KT % 2:
         raise ValueError(f"KT={KT}: a multiple of {TILE_K}")
     THREADS_T = WARPS_M * WARPS_N * mma.WARP
     BM, BN = TILE_M * WM * WARPS_M, TILE_N * WN * WARPS_N
     ACC = 4 * WM * WN
     KSTEPS = KT // TILE_K
+    O0, O1, O2, O3 = a_order
     AS_COLS = KT + AS_PAD
     AS_SHAPE = (BM, AS_COLS)
+    AF = 4 * WM  # array sizes: constants, not expressions in the kernel
     WPR = KT // 2  # 32-bit words of a per A-tile row
     STAGE = BM * WPR
     STAGE_ITERS = -(-STAGE // THREADS_T)
@@ -542,7 +558,7 @@ def make_gemm_tiles(WARPS_M: int = TILES_WARPS_M, WARPS_N: int = TILES_WARPS_N, 
         acc = cuda.local.array(ACC, dtype=float32)
         for q in range(ACC):
             acc[q] = float32(0.0)
-        af = cuda.local.array(4 * WM, dtype=uint32)
+        af = cuda.local.array(AF, dtype=uint32)
         for kt in range(0, k, KT):
             # Stage a[bm0 : bm0 + BM, kt : kt + KT] (zeros past m; words
             # past k are left alone: no K step reads them).
@@ -562,11 +578,11 @@ def make_gemm_tiles(WARPS_M: int = TILES_WARPS_M, WARPS_N: int = TILES_WARPS_N, 
                 k0 = kt + s
                 if k0 < k:  # uniform over the block
                     for i in range(WM):
-                        a0, a1, a2, a3 = mma.load_a_ldsm(As, wr + TILE_M * i + ldsm_row_shift, s)
-                        af[4 * i] = a0
-                        af[4 * i + 1] = a1
-                        af[4 * i + 2] = a2
-                        af[4 * i + 3] = a3
+                        x = mma.load_a_ldsm(As, wr + TILE_M * i, s)
+                        af[4 * i] = x[O0]
+                        af[4 * i + 1] = x[O1]
+                        af[4 * i + 2] = x[O2]
+                        af[4 * i + 3] = x[O3]
                     for j in range(WN):
                         b0, b1 = b_load(qw64, scales, n, n0 + TILE_N * j, k0, lane)
                         for i in range(WM):
