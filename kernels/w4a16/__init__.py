@@ -344,7 +344,7 @@ GEMM = _path(
         Variant("small_m", "tensor cores (mma.sync or wgmma, fp16 x dequantised int4, f32 accumulators): "
                 "16-64 x 16 tiles, 4 warps splitting K, for m <= 64", gemm_tc.build_small_m,
                 tensor_cores=_TC_FORM),
-        Variant("default_tiles", "tensor cores: 64 x 64 block tiles, 2 x 2 warps of 32 x 32, A staged in "
+        Variant("default_tiles", "tensor cores: 64 x 64 block tiles, 4 warps of 64 x 16, A staged in "
                 "shared memory (ldmatrix on mma.sync), any m", gemm_tc.build_default, tensor_cores=_TC_FORM),
         Variant("fma_tiles", "FP32 FMA on CUDA cores: 64x64x64 tiles, 256 threads, 4x4 register micro-tiles, "
                 "any k % 8 == 0 (where the tensor-core GEMMs cannot step K by 16)", gemm_tiled.build_default),

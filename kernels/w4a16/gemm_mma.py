@@ -21,7 +21,7 @@ Three kernels, one set of device helpers:
   of ``KWARPS = 4`` warps on one ``16*WM x 8*WN`` tile (WM = 1, 2 or 4 from
   m; WN = 2), the warps splitting K and summing through shared memory.
 * :func:`make_gemm_tiles`, the ``default_tiles`` variant's (any m): 64 x 64
-  block tiles of 2 x 2 warps, each warp 32 x 32; the A tile staged in
+  block tiles of 4 warps side by side, each 64 x 16; the A tile staged in
   shared memory and read with ``ldmatrix``.
 
 The first kernel's tiling (one block of 32 threads per 16 x 8 tile of
@@ -86,17 +86,23 @@ have it).
             16-byte rows one ldmatrix phase reads fall in eight different
             bank quads (stride 128 would put all eight on the same banks),
             and every row start stays 16-byte aligned as ldmatrix needs.
-    warps   2 x 2; warp (wm, wn) owns rows 32 wm .. +31, columns 32 wn .. +31
+    warps   1 x 4; warp w owns all 64 rows and columns 16 w .. 16 w + 15
     per K tile  stage As (consecutive threads read consecutive 32-bit words
-            of a row), barrier; 4 K steps, each: 2 x ldmatrix.x4 (A rows
-            +0, +16), 4 B fragments dequantised (columns +0, +8, +16, +24),
-            8 MMAs (each A used 4 times, each B twice); barrier
+            of a row), barrier; 4 K steps, each: 4 x ldmatrix.x4 (A rows
+            +0, +16, +32, +48), 2 B fragments dequantised (columns +0,
+            +8), 8 MMAs (each A used twice, each B four times); barrier
     end     32 f32 accumulators per lane, rounded to fp16 once at the store
 
-  One 64 x 64 block (128 threads, 9 KiB of shared memory) rather than 128 x
-  64: at m = 256 and n = 2048 that is 128 blocks instead of 64 on 132 SMs.
-  No software pipelining (the next tile's loads are not overlapped with
-  this tile's MMAs) and no B in shared memory: both are left for later.
+  Why 1 x 4 warps of 64 x 16 rather than 2 x 2 of 32 x 32 (the same
+  accumulators): dequantising the weights, not the MMA, is the inner
+  loop's cost (per weight: nibble shifts and masks, an FADD, an FMUL and
+  half a pack), and with every warp on its own columns each weight is
+  dequantised once per block instead of twice; the A tile, read by all four
+  warps, is what shared memory is for. One 64 x 64 block (128 threads,
+  9 KiB of shared memory) rather than 128 x 64: at m = 256 and n = 2048
+  that is 128 blocks instead of 64 on 132 SMs. No software pipelining (the
+  next tile's loads are not overlapped with this tile's MMAs) and no B in
+  shared memory: both are left for later.
 
 Hardware constraints behind each choice:
 
@@ -505,8 +511,8 @@ def make_gemm_small_m(WM: int, WN: int = SMALL_M_WN, a_load=a_reg, b_load=b_frag
 
 # default_tiles
 
-TILES_WARPS_M, TILES_WARPS_N = 2, 2  # warps of a default_tiles block
-TILES_WM, TILES_WN = 2, 4  # MMA tiles per warp: 32 x 32
+TILES_WARPS_M, TILES_WARPS_N = 1, 4  # warps of a default_tiles block: side by side along N
+TILES_WM, TILES_WN = 4, 2  # MMA tiles per warp: 64 x 16 (every weight dequantised once per block)
 TILES_K = 64  # K per staged A tile
 AS_PAD = 8  # halves of padding per As row (module notes: ldmatrix banks)
 

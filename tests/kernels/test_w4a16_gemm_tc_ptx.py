@@ -21,7 +21,7 @@ PTX_LDSM = "ldmatrix.sync.aligned.m8n8.x4.shared.b16"
 SASS_MMA = "HMMA.16816.F32"
 
 # name -> (MMAs per K step of one warp, ldmatrix per K step)
-EXPECT = {"gemm_tc_tiles": (8, 2), "gemm_tc_small_m_wm4": (8, 0), "gemm_tc_small_m_wm2": (4, 0),
+EXPECT = {"gemm_tc_tiles": (8, 4), "gemm_tc_small_m_wm4": (8, 0), "gemm_tc_small_m_wm2": (4, 0),
           "gemm_tc_small_m_wm1": (2, 0)}
 # The most registers a thread may use: none of these blocks may be kept
 # from two per SM by its registers (128 threads x 2 x 128 <= 65536 / 2).
