@@ -205,6 +205,28 @@ def _smem_addr():
     return intrinsic(smem_addr)
 
 
+def _st_shared_v4():
+    from llvmlite import ir
+    from numba.cuda import types
+    from numba.cuda.extending import intrinsic
+
+    def st_shared_v4(typingctx, addr, a, b, c, d):
+        if not all(isinstance(x, types.Integer) for x in (addr, a, b, c, d)):
+            return None
+
+        def codegen(context, builder, signature, args):
+            i32 = ir.IntType(32)
+            vals = [context.cast(builder, v, t, types.uint32) for v, t in zip(args, signature.args)]
+            fnty = ir.FunctionType(ir.VoidType(), [i32] * 5)
+            builder.call(ir.InlineAsm(fnty, "st.shared.v4.b32 [$0], {$1, $2, $3, $4};", "r,r,r,r,r,~{memory}",
+                                      side_effect=True), vals)
+            return context.get_dummy_value()
+
+        return types.void(addr, a, b, c, d), codegen
+
+    return intrinsic(st_shared_v4)
+
+
 def _mma(shape_types: str, transposable: bool):
     """An @intrinsic for ``wgmma.mma_async.sync.aligned.<shape_types>`` with
     four f32 accumulators (tied in and out), two descriptors, a run-time
@@ -438,6 +460,18 @@ def _twin_smem_addr(arr):
         return np.uint32(addr)
 
 
+def _twin_st_shared_v4(addr, a, b, c, d):
+    addr = int(addr)
+    with _smem_lock:
+        regions = list(_smem.values())
+    for base, arr in regions:
+        raw = np.asarray(arr).reshape(-1).view(np.uint8)
+        if base <= addr and addr + 16 <= base + raw.size:
+            raw[addr - base: addr - base + 16] = np.array([a, b, c, d], dtype=np.uint32).view(np.uint8)
+            return
+    raise IndexError(f"st.shared.v4 twin: bytes {addr}..{addr + 15} not in one shared array")
+
+
 def _tile_bytes(desc: int, rows: int, kbytes: int) -> np.ndarray:
     """(rows, kbytes) uint8 of the K-major operand ``desc`` points at."""
     start = (desc & 0x3FFF) << 4
@@ -528,6 +562,7 @@ if config.ENABLE_CUDASIM:
     wgmma_wait_group = _nothing
     fence_proxy_async = _nothing
     smem_addr = _twin_smem_addr
+    st_shared_v4 = _twin_st_shared_v4
     wgmma_m64n8k16_bf16 = _twin_mma("wgmma_m64n8k16_bf16", "bf16")
     wgmma_m64n8k32_e4m3 = _twin_mma("wgmma_m64n8k32_e4m3", "e4m3")
 else:
@@ -537,6 +572,7 @@ else:
     wgmma_wait_group = _wait_group()
     fence_proxy_async = _void_asm("fence.proxy.async.shared::cta;", "fence_proxy_async")
     smem_addr = _smem_addr()
+    st_shared_v4 = _st_shared_v4()
     wgmma_m64n8k16_bf16 = _mma(_BF16, transposable=True)
     wgmma_m64n8k32_e4m3 = _mma(_E4M3, transposable=False)
 
@@ -545,6 +581,8 @@ wgmma_commit_group.__doc__ = "``wgmma.commit_group.sync.aligned``: close the gro
 wgmma_wait_group.__doc__ = "``wgmma.wait_group.sync.aligned N`` (N a constant): at most N groups still pending."
 fence_proxy_async.__doc__ = ("``fence.proxy.async.shared::cta``: shared-memory stores made visible to the "
                              "async proxy wgmma reads through (then a barrier).")
+st_shared_v4.__doc__ = ("``st.shared.v4.b32``: four 32-bit words to the 16-byte-aligned shared-window "
+                        "address ``addr`` (from :func:`smem_addr`) in one store.")
 smem_addr.__doc__ = "The 32-bit shared-window address of a shared array (``cvta.to.shared.u64``)."
 wgmma_m64n8k16_bf16.__doc__ = f"""``wgmma.mma_async.sync.aligned.{_BF16}``:
 ``(da, db: uint64, d0..d3: float32, scale_d: int, scale_a, scale_b: 1|-1,

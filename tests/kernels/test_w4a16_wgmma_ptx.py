@@ -36,6 +36,7 @@ def test_gemm_wgmma_compiles_to_ptx_in_fp32_with_its_instructions(compiled):
         ptx = Path(compiled["kernels"][name]["ptx"]).read_text()
         assert f"wgmma.mma_async.sync.aligned.m64n{bn}k16.f32.f16.f16" in ptx, name
         assert "cvt.rn.f16x2.f32" in ptx, name
+        assert "st.shared.v4.b32" in ptx, name  # 16-byte staging stores
 
 
 def test_ptxas_for_sm90a_accepts_gemm_wgmma_without_spills_or_serialisation(sm90a):
@@ -57,3 +58,4 @@ def test_gemm_wgmma_sass_is_hgmma_f16(sm90a):
         assert gmma and all(g == want or g.startswith(want + ".") for g in gmma), (name, gmma)
         assert not any("BF16" in g for g in gmma), (name, gmma)
         assert not re.search(r"\bHMMA\.", sass), f"{name}: warp MMA in a warpgroup kernel"
+        assert re.search(r"\bSTS\.128\b", sass), f"{name}: no 16-byte shared stores"
