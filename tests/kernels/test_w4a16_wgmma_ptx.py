@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 from ptx_harness import check_ptx, check_ptxas, compiled, nvdisasm  # noqa: F401 (compiled: the fixture)
+from tc_claims import claim_problems
 from test_wgmma_ptx import sm90a  # noqa: F401 (the fixture: this module's kernels, for sm_90a)
 
 TILES = {"gemm_wgmma_bn64": 64, "gemm_wgmma_bn128": 128}
@@ -57,5 +58,6 @@ def test_gemm_wgmma_sass_is_hgmma_f16(sm90a):
         want = f"HGMMA.64x{bn}x16.F32"
         assert gmma and all(g == want or g.startswith(want + ".") for g in gmma), (name, gmma)
         assert not any("BF16" in g for g in gmma), (name, gmma)
+        assert claim_problems(sass, "wgmma", "f16") == [], name  # what the variant's records say
         assert not re.search(r"\bHMMA\.", sass), f"{name}: warp MMA in a warpgroup kernel"
         assert re.search(r"\bSTS\.128\b", sass), f"{name}: no 16-byte shared stores"
