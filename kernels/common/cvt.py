@@ -80,6 +80,7 @@ __all__ = [
     "f32_to_bf16",
     "f32x2_to_bf16x2",
     "f32x2_to_e4m3x2",
+    "f32x2_to_f16x2",
 ]
 
 
@@ -104,6 +105,15 @@ if SIMULATED:
     def bf16_to_f32(b):
         """float32 of bf16 bits ``b``: the bits shifted up 16."""
         return np.uint32(int(b) << 16).view(np.float32)  # keeps NaN payloads
+
+    @cuda.jit(device=True, inline=True)
+    def f32x2_to_f16x2(lo, hi):
+        """fp16 bits of ``lo`` in bits 0-15, of ``hi`` in bits 16-31: RNE,
+        overflow to inf, NaN kept (``cvt.rn.f16x2.f32``; NumPy's float16
+        conversion rounds the same way)."""
+        with np.errstate(over="ignore"):  # overflow to inf is the conversion's rule, not an accident
+            h = np.array([lo, hi], dtype=np.float32).astype(np.float16).view(np.uint16)
+        return np.uint32(int(h[0]) | (int(h[1]) << 16))
 
     @cuda.jit(device=True, inline=True)
     def f32x2_to_e4m3x2(lo, hi):
@@ -157,6 +167,17 @@ else:
         return types.uint32(lo, hi), codegen
 
     @intrinsic
+    def _cvt_rn_f16x2_f32(typingctx, lo, hi):
+        if not all(isinstance(t, (types.Float, types.Integer)) for t in (lo, hi)):
+            return None
+
+        def codegen(context, builder, sig, args):
+            a = [_f32(context, builder, t, v) for t, v in zip((lo, hi), args)]
+            return _asm(builder, _I32, [a[1], a[0]], "cvt.rn.f16x2.f32 $0, $1, $2;", "=r,f,f")
+
+        return types.uint32(lo, hi), codegen
+
+    @intrinsic
     def _bf16_to_f32_shift(typingctx, b):
         if not isinstance(b, types.Integer):
             return None
@@ -203,4 +224,5 @@ else:
     f32x2_to_bf16x2 = _cvt_rn_bf16x2_f32
     bf16_to_f32 = _bf16_to_f32_shift
     f32x2_to_e4m3x2 = _cvt_rn_satfinite_e4m3x2_f32
+    f32x2_to_f16x2 = _cvt_rn_f16x2_f32
     e4m3x2_to_f32x2 = _cvt_e4m3x2_f32x2

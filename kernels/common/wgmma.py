@@ -84,6 +84,7 @@ target, None in the simulator, which refuses alignments).
 from __future__ import annotations
 
 import threading
+from functools import lru_cache
 
 import numpy as np
 from numba import config, cuda
@@ -204,6 +205,28 @@ def _smem_addr():
     return intrinsic(smem_addr)
 
 
+def _st_shared_v4():
+    from llvmlite import ir
+    from numba.cuda import types
+    from numba.cuda.extending import intrinsic
+
+    def st_shared_v4(typingctx, addr, a, b, c, d):
+        if not all(isinstance(x, types.Integer) for x in (addr, a, b, c, d)):
+            return None
+
+        def codegen(context, builder, signature, args):
+            i32 = ir.IntType(32)
+            vals = [context.cast(builder, v, t, types.uint32) for v, t in zip(args, signature.args)]
+            fnty = ir.FunctionType(ir.VoidType(), [i32] * 5)
+            builder.call(ir.InlineAsm(fnty, "st.shared.v4.b32 [$0], {$1, $2, $3, $4};", "r,r,r,r,r,~{memory}",
+                                      side_effect=True), vals)
+            return context.get_dummy_value()
+
+        return types.void(addr, a, b, c, d), codegen
+
+    return intrinsic(st_shared_v4)
+
+
 def _mma(shape_types: str, transposable: bool):
     """An @intrinsic for ``wgmma.mma_async.sync.aligned.<shape_types>`` with
     four f32 accumulators (tied in and out), two descriptors, a run-time
@@ -259,6 +282,147 @@ def _mma(shape_types: str, transposable: bool):
 _BF16 = "m64n8k16.f32.bf16.bf16"
 _E4M3 = "m64n8k32.f32.e4m3.e4m3"
 
+# ── any N: one instruction shape per (input type, N) ─────────────────────────
+#
+# The instruction exists for N = 8, 16, ..., 256; a thread holds N / 2
+# accumulators, as a tuple (``UniTuple(float32, N // 2)``): element ``4j +
+# e`` of it is, with ``w``, ``g``, ``t`` as for N = 8,
+#
+#     e = 0, 1:  D[16w + g,     8j + 2t + e]
+#     e = 2, 3:  D[16w + g + 8, 8j + 2t + e - 2]
+#
+# i.e. the N = 8 layout repeated for each 8-column slice ``j``. A tuple, not a
+# local array: its elements are registers by construction (inline asm takes
+# and gives SSA values), where a local array would stay in local memory
+# unless every access were unrolled to a constant index.
+
+# input type -> (K of one instruction, bytes per element, PTX type suffix, transposable)
+FORMS = {
+    "bf16": (16, 2, "f32.bf16.bf16", True),
+    "f16": (16, 2, "f32.f16.f16", True),
+    "e4m3": (32, 1, "f32.e4m3.e4m3", False),
+}
+
+
+def check_shape(dtype: str, n: int) -> None:
+    if dtype not in FORMS:
+        raise ValueError(f"wgmma input type {dtype!r}: one of {', '.join(FORMS)}")
+    if not (8 <= n <= 256 and n % 8 == 0):
+        raise ValueError(f"wgmma N={n}: a multiple of 8 from 8 to 256")
+
+
+def k_of(dtype: str) -> int:
+    """K of one instruction for ``dtype`` (16 for bf16/f16, 32 for E4M3)."""
+    return FORMS[dtype][0]
+
+
+def _mma_n(dtype: str, n: int):
+    """The @intrinsic for ``wgmma.mma_async ... m64n<n>k<K>`` taking and
+    returning the accumulator tuple."""
+    from llvmlite import ir
+    from numba.cuda import types
+    from numba.cuda.extending import intrinsic
+
+    k, _esize, suffix, transposable = FORMS[dtype]
+    h = n // 2
+    instr = f"wgmma.mma_async.sync.aligned.m64n{n}k{k}.{suffix}"
+    acc_t = types.UniTuple(types.float32, h)
+
+    def typer(da, db, acc, scale_d, imms):
+        if not (isinstance(da, types.Integer) and isinstance(db, types.Integer)):
+            return None
+        if not (isinstance(acc, types.UniTuple) and acc.count == h and acc.dtype == types.float32):
+            return None
+        if not isinstance(scale_d, types.Integer):
+            return None
+        if not all(isinstance(x, types.IntegerLiteral) for x in imms):
+            return None
+        sa, sb, *tr = (int(x.literal_value) for x in imms)
+        if sa not in (1, -1) or sb not in (1, -1) or any(x not in (0, 1) for x in tr):
+            return None
+        regs = ", ".join(f"${i}" for i in range(h))
+        tail = ", ".join(str(x) for x in (sa, sb, *tr))
+        text = (f"{{\n.reg .pred p;\nsetp.ne.b32 p, ${h + 2}, 0;\n"
+                f"{instr} {{{regs}}}, ${h}, ${h + 1}, p, {tail};\n}}")
+        sig = acc_t(types.uint64, types.uint64, acc_t, types.int32, *imms)
+
+        def codegen(context, builder, signature, args):
+            i64, i32, f = ir.IntType(64), ir.IntType(32), ir.FloatType()
+            fnty = ir.FunctionType(ir.LiteralStructType([f] * h), [i64, i64, i32] + [f] * h)
+            cons = ",".join(["=f"] * h + ["l", "l", "r"] + [str(i) for i in range(h)] + ["~{memory}"])
+            da_, db_, tup, sd = args[:4]
+            ins = [builder.extract_value(tup, i) for i in range(h)]
+            res = builder.call(ir.InlineAsm(fnty, text, cons, side_effect=True), [da_, db_, sd, *ins])
+            outs = [builder.extract_value(res, i) for i in range(h)]
+            return context.make_tuple(builder, signature.return_type, outs)
+
+        return sig, codegen
+
+    if transposable:
+        def wgmma(typingctx, da, db, acc, scale_d, scale_a, scale_b, tnsp_a, tnsp_b):
+            return typer(da, db, acc, scale_d, (scale_a, scale_b, tnsp_a, tnsp_b))
+    else:
+        def wgmma(typingctx, da, db, acc, scale_d, scale_a, scale_b):
+            return typer(da, db, acc, scale_d, (scale_a, scale_b))
+
+    wgmma.__name__ = f"wgmma_m64n{n}k{k}_{dtype}"
+    return intrinsic(wgmma)
+
+
+def _zeros_n(n: int):
+    from llvmlite import ir
+    from numba.cuda import types
+    from numba.cuda.extending import intrinsic
+
+    h = n // 2
+
+    def acc_zeros(typingctx):
+        sig = types.UniTuple(types.float32, h)()
+
+        def codegen(context, builder, signature, args):
+            zero = ir.Constant(ir.FloatType(), 0.0)
+            return context.make_tuple(builder, signature.return_type, [zero] * h)
+
+        return sig, codegen
+
+    acc_zeros.__name__ = f"acc_zeros_{n}"
+    return intrinsic(acc_zeros)
+
+
+def _store_source(n: int) -> str:
+    """Python source of ``store(D, m, ncols, r0, n0, acc)``, unrolled over
+    the ``n // 2`` accumulators so that every tuple index is a constant."""
+    lines = [
+        "def store(D, m, ncols, r0, n0, acc):",
+        "    tid = cuda.threadIdx.x & 127",
+        "    r = r0 + 16 * (tid >> 5) + ((tid & 31) >> 2)",
+        "    c = n0 + 2 * (tid & 3)",
+        "    lo = r < m",
+        "    hi = r + 8 < m",
+    ]
+    for j in range(n // 8):
+        for e in (0, 1):
+            lines += [
+                f"    if c + {8 * j + e} < ncols:",
+                f"        if lo:",
+                f"            D[r, c + {8 * j + e}] = acc[{4 * j + e}]",
+                f"        if hi:",
+                f"            D[r + 8, c + {8 * j + e}] = acc[{4 * j + 2 + e}]",
+            ]
+    return "\n".join(lines) + "\n"
+
+
+@lru_cache(maxsize=None)
+def make_store(n: int):
+    """Device function ``store(D, m, ncols, r0, n0, acc)``: a warpgroup's
+    ``n // 2`` accumulators per thread to ``D[r0:r0+64, n0:n0+n]``, the
+    elements at or past row ``m`` or column ``ncols`` left out; each value
+    is converted to ``D``'s type on the store."""
+    check_shape("bf16", n)
+    ns: dict = {"cuda": cuda}
+    exec(compile(_store_source(n), f"<wgmma store n={n}>", "exec"), ns)  # noqa: S102 - generated, fixed text
+    return cuda.jit(device=True, inline="always")(ns["store"])
+
 
 # ── the simulator twin ───────────────────────────────────────────────────────
 #
@@ -294,6 +458,18 @@ def _twin_smem_addr(arr):
         _smem[key] = (addr, arr)
         _smem_next[0] = (addr + arr.nbytes + 127) & ~127
         return np.uint32(addr)
+
+
+def _twin_st_shared_v4(addr, a, b, c, d):
+    addr = int(addr)
+    with _smem_lock:
+        regions = list(_smem.values())
+    for base, arr in regions:
+        raw = np.asarray(arr).reshape(-1).view(np.uint8)
+        if base <= addr and addr + 16 <= base + raw.size:
+            raw[addr - base: addr - base + 16] = np.array([a, b, c, d], dtype=np.uint32).view(np.uint8)
+            return
+    raise IndexError(f"st.shared.v4 twin: bytes {addr}..{addr + 15} not in one shared array")
 
 
 def _tile_bytes(desc: int, rows: int, kbytes: int) -> np.ndarray:
@@ -333,26 +509,46 @@ def _decode_e4m3(b: np.ndarray) -> np.ndarray:
     return _E4M3_F64[0][b]
 
 
-def _twin_mma(name, k, esize, decode):
+def _twin_mma(name, dtype):
+    """The N = 8 form with four scalar accumulators, through :func:`_twin_op`."""
+    general = _twin_op(dtype, N)
+
     def mma(da, db, d0, d1, d2, d3, scale_d, scale_a, scale_b, tnsp_a=0, tnsp_b=0):
+        return general(da, db, (d0, d1, d2, d3), scale_d, scale_a, scale_b, tnsp_a, tnsp_b)
+
+    mma.__name__ = name
+    return mma
+
+
+def _twin_op(dtype: str, n: int):
+    k, esize, _suffix, _tr = FORMS[dtype]
+    decode = _decode_e4m3 if dtype == "e4m3" else (_decode_f16 if dtype == "f16" else _decode_bf16)
+    js = np.arange(n // 8)
+
+    def mma(da, db, acc, scale_d, scale_a, scale_b, tnsp_a=0, tnsp_b=0):
         if tnsp_a or tnsp_b:
-            raise NotImplementedError(f"{name} twin: transposed operands")
+            raise NotImplementedError(f"wgmma {dtype} twin: transposed operands")
         A = decode(_tile_bytes(int(da), M, k * esize)) * float(scale_a)
-        Bt = decode(_tile_bytes(int(db), N, k * esize)) * float(scale_b)
+        Bt = decode(_tile_bytes(int(db), n, k * esize)) * float(scale_b)
         t = threading.current_thread()
         x, y, z = t.threadIdx
         bx, by, _bz = t._manager._block_dim
         tid = (x + bx * (y + by * z)) & (WARPGROUP - 1)
         r = 16 * (tid >> 5) + ((tid & 31) >> 2)
-        c = 2 * (tid & 3)
-        keep = 1.0 if scale_d else 0.0
-        out = []
-        for (rr, cc), acc in zip(((r, c), (r, c + 1), (r + 8, c), (r + 8, c + 1)), (d0, d1, d2, d3)):
-            out.append(np.float32(float(A[rr] @ Bt[cc]) + keep * float(acc)))
-        return out[0], out[1], out[2], out[3]
+        cols = (8 * js[:, None] + 2 * (tid & 3) + np.arange(2)[None, :]).reshape(-1)  # j-major, e minor
+        prod = A[[r, r + 8]] @ Bt[cols].T  # (2, n // 4): rows r, r + 8
+        # tuple order: for each j, (r, e=0), (r, e=1), (r+8, e=0), (r+8, e=1)
+        val = prod.reshape(2, n // 8, 2).transpose(1, 0, 2).reshape(-1)
+        if scale_d:
+            val = val + np.asarray(acc, dtype=np.float64)
+        return tuple(np.float32(v) for v in val)
 
-    mma.__name__ = name
+    mma.__name__ = f"wgmma_m64n{n}k{k}_{dtype}"
     return mma
+
+
+def _decode_f16(b: np.ndarray) -> np.ndarray:
+    return b.view(np.float16).astype(np.float64)
 
 
 def _nothing(*_args):
@@ -366,8 +562,9 @@ if config.ENABLE_CUDASIM:
     wgmma_wait_group = _nothing
     fence_proxy_async = _nothing
     smem_addr = _twin_smem_addr
-    wgmma_m64n8k16_bf16 = _twin_mma("wgmma_m64n8k16_bf16", K_BF16, 2, _decode_bf16)
-    wgmma_m64n8k32_e4m3 = _twin_mma("wgmma_m64n8k32_e4m3", K_E4M3, 1, _decode_e4m3)
+    st_shared_v4 = _twin_st_shared_v4
+    wgmma_m64n8k16_bf16 = _twin_mma("wgmma_m64n8k16_bf16", "bf16")
+    wgmma_m64n8k32_e4m3 = _twin_mma("wgmma_m64n8k32_e4m3", "e4m3")
 else:
     SMEM_ALIGN = 128  # a descriptor's addresses are 16-byte aligned; 128 keeps core matrices whole
     wgmma_fence = _void_asm("wgmma.fence.sync.aligned;", "wgmma_fence")
@@ -375,6 +572,7 @@ else:
     wgmma_wait_group = _wait_group()
     fence_proxy_async = _void_asm("fence.proxy.async.shared::cta;", "fence_proxy_async")
     smem_addr = _smem_addr()
+    st_shared_v4 = _st_shared_v4()
     wgmma_m64n8k16_bf16 = _mma(_BF16, transposable=True)
     wgmma_m64n8k32_e4m3 = _mma(_E4M3, transposable=False)
 
@@ -383,6 +581,8 @@ wgmma_commit_group.__doc__ = "``wgmma.commit_group.sync.aligned``: close the gro
 wgmma_wait_group.__doc__ = "``wgmma.wait_group.sync.aligned N`` (N a constant): at most N groups still pending."
 fence_proxy_async.__doc__ = ("``fence.proxy.async.shared::cta``: shared-memory stores made visible to the "
                              "async proxy wgmma reads through (then a barrier).")
+st_shared_v4.__doc__ = ("``st.shared.v4.b32``: four 32-bit words to the 16-byte-aligned shared-window "
+                        "address ``addr`` (from :func:`smem_addr`) in one store.")
 smem_addr.__doc__ = "The 32-bit shared-window address of a shared array (``cvta.to.shared.u64``)."
 wgmma_m64n8k16_bf16.__doc__ = f"""``wgmma.mma_async.sync.aligned.{_BF16}``:
 ``(da, db: uint64, d0..d3: float32, scale_d: int, scale_a, scale_b: 1|-1,
@@ -390,3 +590,27 @@ tnsp_a, tnsp_b: 0|1 constants) -> (d0..d3) float32``."""
 wgmma_m64n8k32_e4m3.__doc__ = f"""``wgmma.mma_async.sync.aligned.{_E4M3}``:
 ``(da, db: uint64, d0..d3: float32, scale_d: int, scale_a, scale_b: 1|-1
 constants) -> (d0..d3) float32``."""
+
+
+@lru_cache(maxsize=None)
+def op(dtype: str, n: int):
+    """``wgmma.mma_async`` m64n``n``k16 (bf16, f16) or m64n``n``k32 (e4m3)
+    with f32 accumulators: ``acc = op(dtype, n)(da, db, acc, scale_d,
+    scale_a, scale_b[, tnsp_a, tnsp_b])``, ``acc`` a tuple of ``n // 2``
+    float32 (layout above :data:`FORMS`); the immediates are integer
+    constants, as for the N = 8 forms. Call it from a kernel as a global
+    (``MMA = wgmma.op("bf16", 128)`` at module or factory level)."""
+    check_shape(dtype, n)
+    return _twin_op(dtype, n) if config.ENABLE_CUDASIM else _mma_n(dtype, n)
+
+
+@lru_cache(maxsize=None)
+def zeros(n: int):
+    """``acc = zeros(n)()``: ``n // 2`` float32 zeros, the accumulator tuple."""
+    check_shape("bf16", n)
+    if config.ENABLE_CUDASIM:
+        def acc_zeros():
+            return tuple(np.float32(0.0) for _ in range(n // 2))
+
+        return acc_zeros
+    return _zeros_n(n)

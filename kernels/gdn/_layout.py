@@ -128,14 +128,4 @@ def make_head_slice(NSL: int, BV: int):
     return head_slice
 
 
-def jit_bounded(threads: int):
-    """``cuda.jit`` with launch bounds: ptxas then keeps registers within what
-    ``threads`` threads per block can have (a 512-thread block gets at most
-    128 per thread, not the 255 it would take and fail to launch with). The
-    simulator's ``jit`` has no such option and gets a plain ``cuda.jit``."""
-    from numba import cuda
-
-    try:
-        return cuda.jit(launch_bounds=(threads, 1))
-    except TypeError:
-        return cuda.jit
+jit_bounded = _launch.jit_bounded  # shared with the other families

@@ -26,6 +26,12 @@ def conversion_kernels() -> dict:
             out[i] = C.f32x2_to_bf16x2(x[2 * i], x[2 * i + 1])
 
     @cuda.jit
+    def f32x2_to_f16x2(x, out):
+        i = cuda.grid(1)
+        if i < out.size:
+            out[i] = C.f32x2_to_f16x2(x[2 * i], x[2 * i + 1])
+
+    @cuda.jit
     def bf16_to_f32(b, out):
         i = cuda.grid(1)
         if i < out.size:
@@ -45,5 +51,6 @@ def conversion_kernels() -> dict:
             out[2 * i] = lo
             out[2 * i + 1] = hi
 
-    return {"f32_to_bf16": f32_to_bf16, "f32x2_to_bf16x2": f32x2_to_bf16x2, "bf16_to_f32": bf16_to_f32,
+    return {"f32_to_bf16": f32_to_bf16, "f32x2_to_bf16x2": f32x2_to_bf16x2,
+            "f32x2_to_f16x2": f32x2_to_f16x2, "bf16_to_f32": bf16_to_f32,
             "f32x2_to_e4m3x2": f32x2_to_e4m3x2, "e4m3x2_to_f32x2": e4m3x2_to_f32x2}

@@ -161,7 +161,8 @@ def test_cvt_binds_the_intrinsics_exactly_when_the_simulator_is_off():
     # With LEVERCTL_TEST_DEVICE=gpu the same kernels below run the intrinsics
     # on the GPU, against the same references.
     assert C.SIMULATED == bool(config.ENABLE_CUDASIM)
-    for name in ("f32_to_bf16", "f32x2_to_bf16x2", "bf16_to_f32", "f32x2_to_e4m3x2", "e4m3x2_to_f32x2"):
+    for name in ("f32_to_bf16", "f32x2_to_bf16x2", "f32x2_to_f16x2", "bf16_to_f32", "f32x2_to_e4m3x2",
+                 "e4m3x2_to_f32x2"):
         assert isinstance(getattr(C, name), _Intrinsic) != C.SIMULATED, name
 
 
@@ -175,6 +176,23 @@ def test_twin_bf16_encoders_match_the_reference_and_ml_dtypes():
     assert code_mismatches(got[ok], ml_codes(x[ok], BF16)).size == 0
     pairs = launch(_k_bf16x2, x, x.size // 2, np.uint32)
     assert code_mismatches(pairs, ref_bf16x2(x[0::2], x[1::2])).size == 0
+
+
+@sim
+def test_twin_f16_pair_encoder_is_numpys_float16_halves_in_isa_order():
+    """fp16 has an independent reference in NumPy itself: RNE, overflow to
+    inf, subnormals, NaN. ``lo`` lands in the low half."""
+    rng = np.random.default_rng(31)
+    x = np.concatenate([rng.standard_normal(512) * 10.0 ** rng.integers(-9, 6, 512),
+                        [65504.0, 65520.0, -65520.0, 6e-8, -3e-8, np.inf, np.nan, 0.0, -0.0, 2.0 ** -25,
+                         2.0 ** -24 * 1.5, 1.0 + 2.0 ** -11]]).astype(np.float32)
+    x = x[: x.size // 2 * 2]
+    got = launch(_K["f32x2_to_f16x2"], x, x.size // 2, np.uint32)
+    with np.errstate(over="ignore"):
+        want = x.astype(np.float16).view(np.uint16).astype(np.uint32)
+    assert code_mismatches(got, want[0::2] | (want[1::2] << 16)).size == 0
+    swapped = want[1::2] | (want[0::2] << 16)
+    assert code_mismatches(got, swapped).size > 0  # the check sees halves in the wrong order
 
 
 @sim

@@ -19,6 +19,7 @@ EXPECTED = {
                     "cvt.rn.bf16.f32"],
     "f32_to_bf16": ["cvt.rn.bf16.f32"],
     "f32x2_to_bf16x2": ["cvt.rn.bf16x2.f32"],
+    "f32x2_to_f16x2": ["cvt.rn.f16x2.f32"],
     "bf16_to_f32": ["shl.b32"],  # a shift, by design
     "f32x2_to_e4m3x2": ["cvt.rn.satfinite.e4m3x2.f32"],
     "e4m3x2_to_f32x2": ["cvt.rn.f16x2.e4m3x2", "cvt.f32.f16"],
@@ -57,6 +58,7 @@ def jobs():
         ("round_trips", round_trips, (f32[::1], f32[::1]), THREADS),
         ("f32_to_bf16", k["f32_to_bf16"], (f32[::1], u16[::1]), THREADS),
         ("f32x2_to_bf16x2", k["f32x2_to_bf16x2"], (f32[::1], u32[::1]), THREADS),
+        ("f32x2_to_f16x2", k["f32x2_to_f16x2"], (f32[::1], u32[::1]), THREADS),
         ("bf16_to_f32", k["bf16_to_f32"], (u16[::1], f32[::1]), THREADS),
         ("f32x2_to_e4m3x2", k["f32x2_to_e4m3x2"], (f32[::1], u16[::1]), THREADS),
         ("e4m3x2_to_f32x2", k["e4m3x2_to_f32x2"], (u16[::1], f32[::1]), THREADS),
@@ -85,7 +87,7 @@ def test_bf16_decoding_is_one_shift_and_no_conversion(compiled):
     assert not re.search(r"^\s*cvt\.(rn\.)?f32\.", ptx, re.M), ptx
 
 
-@pytest.mark.parametrize("name, ins", [("f32x2_to_bf16x2", "cvt.rn.bf16x2.f32"),
+@pytest.mark.parametrize("name, ins", [("f32x2_to_bf16x2", "cvt.rn.bf16x2.f32"), ("f32x2_to_f16x2", "cvt.rn.f16x2.f32"),
                                        ("f32x2_to_e4m3x2", "cvt.rn.satfinite.e4m3x2.f32")])
 def test_pairs_put_the_higher_element_first_as_the_isa_wants(compiled, name, ins):
     # The ISA puts the first source in the upper half, so x[2i+1] (loaded

@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 from numba import cuda
 from test_mma import _close, _inputs
-from test_wgmma_ptx import THREADS, _kernel
+from test_wgmma_ptx import GENERAL, THREADS, _kernel, _kernel_n
 
 from leverctl_kernels.common import bits
 from leverctl_kernels.common import wgmma as wg
@@ -77,3 +77,69 @@ def test_one_e4m3_warpgroup_mma_is_a_float64_matmul_of_the_e4m3_inputs():
     dec = np.vectorize(lambda c: float(bits.e4m3_to_f32(np.uint8(c))))
     ref = dec(A) @ dec(Bt).T + C.astype(np.float64)
     _close(_run(_kernel("e4m3"), A, Bt, C), ref)
+
+
+def _e4m3_inputs(rows, k, rng):
+    codes = np.array([c for c in range(256) if c & 0x7F != 0x7F], np.uint8)  # every finite code
+    return rng.choice(codes, (rows, k)).astype(np.uint8)
+
+
+def _decode(fmt, X):
+    if fmt == "e4m3":
+        return np.vectorize(lambda c: float(bits.e4m3_to_f32(np.uint8(c))))(X)
+    if fmt == "f16":
+        return X.view(np.float16).astype(np.float64)
+    return bits.bf16_to_f32_np(X).astype(np.float64)
+
+
+def _general_inputs(fmt, n, ks, seed):
+    rng = np.random.default_rng(seed)
+    kt = wg.k_of(fmt) * ks
+    if fmt == "e4m3":
+        return _e4m3_inputs(wg.M, kt, rng), _e4m3_inputs(n, kt, rng)
+    A, Bt, _C, _ref = _inputs(wg.M, n, kt, seed, fmt="bf16" if fmt == "bf16" else "f16")
+    return A, Bt
+
+
+def _run_general(kernel, A, Bt, n):
+    dD = cuda.to_device(np.full((wg.M, n), np.nan, np.float32))
+    kernel[1, THREADS](cuda.to_device(A), cuda.to_device(Bt), dD)
+    return dD.copy_to_host()
+
+
+@pytest.mark.sim
+@pytest.mark.parametrize("fmt, n, ks", GENERAL)
+def test_the_wide_forms_over_a_k_loop_are_a_float64_matmul(fmt, n, ks):
+    """m64nNk16/k32 for N up to 256, several instructions along K through
+    descriptors whose start address steps by two core matrices, the first
+    with scale-d 0 (whatever the accumulators held is dropped)."""
+    A, Bt = _general_inputs(fmt, n, ks, seed=20 + n)
+    _close(_run_general(_kernel_n(fmt, n, ks), A, Bt, n), _decode(fmt, A) @ _decode(fmt, Bt).T)
+
+
+@pytest.mark.sim
+def test_a_wrong_stride_or_a_dropped_k_step_fails_the_check():
+    """The check sees a descriptor whose SBO is off by a core matrix (rows
+    read from the wrong place) and a K loop one instruction short."""
+    A, Bt = _general_inputs("bf16", 16, 2, seed=5)
+    ref = _decode("bf16", A) @ _decode("bf16", Bt).T
+    short = _run_general(_kernel_n("bf16", 16, 1), A, Bt, 16)  # K loop of 1 over a K of 2 steps
+    with pytest.raises(AssertionError, match="max abs error"):
+        _close(short, ref)
+    wrong_sbo = _kernel_n("bf16", 16, 2, sbo_delta=wg.LBO)
+    with pytest.raises((AssertionError, IndexError)):
+        _close(_run_general(wrong_sbo, A, Bt, 16), ref)
+
+
+def test_the_store_is_unrolled_to_constant_indices_and_checks_both_edges():
+    src = wg._store_source(16)
+    assert "acc[7]" in src and "acc[8]" not in src
+    assert src.count("< ncols") == 4 and "if hi:" in src
+
+
+def test_shapes_outside_the_instruction_are_refused():
+    for bad in (0, 4, 12, 264):
+        with pytest.raises(ValueError, match="multiple of 8 from 8 to 256"):
+            wg.op("bf16", bad)
+    with pytest.raises(ValueError, match="one of bf16, f16, e4m3"):
+        wg.op("e5m2", 8)

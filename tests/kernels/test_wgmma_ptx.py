@@ -79,21 +79,95 @@ def _kernel(fmt: str):
     return k
 
 
+def _kernel_n(fmt: str, n: int, ksteps: int, sbo_delta: int = 0):
+    """One warpgroup: ``D = A @ Bt^T`` over ``ksteps`` instructions of the
+    general form (``wg.op(fmt, n)``), A (64 x K) and Bt (n x K) staged in
+    one no-swizzle tile each, K = ``ksteps`` instructions' K; the descriptor
+    start steps along K by two core matrices per instruction (LBO = 128,
+    SBO = the K extent's core matrices times 128). The first instruction
+    runs with scale-d 0 (D = A@B, the zero accumulators ignored), the
+    rest accumulate; the store is :func:`wg.make_store`."""
+    import numpy as np
+
+    from leverctl_kernels.common import wgmma as wg
+    from leverctl_kernels.gdn._layout import jit_bounded
+
+    k_elems, esize = wg.k_of(fmt), (1 if fmt == "e4m3" else 2)
+    dtype = np.uint8 if fmt == "e4m3" else np.uint16
+    kt = k_elems * ksteps
+    lbo = wg.LBO
+    sbo = (kt * esize // wg.CORE_BYTES) * wg.LBO
+    rsbo = sbo + sbo_delta  # what the descriptors say (tests break it on purpose)
+    step = 2 * wg.LBO  # one instruction's K: 32 bytes, two core matrices
+    a_len, b_len = wg.M * kt, n * kt
+    align = wg.SMEM_ALIGN
+    mma, zeros, store = wg.op(fmt, n), wg.zeros(n), wg.make_store(n)
+    swz = wg.SWIZZLE_NONE
+    tr = fmt != "e4m3"
+
+    @cuda.jit(device=True, inline="always")
+    def fill(S, X, rows):
+        for i in range(cuda.threadIdx.x, rows * kt, THREADS):
+            r = i // kt
+            k = i - r * kt
+            S[wg.core_offset(r, k * esize, lbo, sbo) // esize] = X[r, k]
+
+    @cuda.jit(device=True, inline="always")
+    def issue(da, db, acc, sd):
+        if tr:  # a compile-time constant
+            return mma(da, db, acc, sd, 1, 1, 0, 0)
+        return mma(da, db, acc, sd, 1, 1)
+
+    @jit_bounded(THREADS)
+    def k(A, Bt, D):
+        As = cuda.shared.array(a_len, dtype, alignment=align)
+        Bs = cuda.shared.array(b_len, dtype, alignment=align)
+        fill(As, A, wg.M)
+        fill(Bs, Bt, n)
+        wg.fence_proxy_async()
+        cuda.syncthreads()
+        a0 = wg.smem_addr(As)
+        b0 = wg.smem_addr(Bs)
+        acc = zeros()
+        wg.wgmma_fence()
+        for s in range(ksteps):
+            da = wg.make_desc(a0 + s * step, lbo, rsbo, swz)
+            db = wg.make_desc(b0 + s * step, lbo, rsbo, swz)
+            acc = issue(da, db, acc, 1 if s else 0)
+        wg.wgmma_commit_group()
+        wg.wgmma_wait_group(0)
+        store(D, D.shape[0], D.shape[1], 0, 0, acc)
+
+    return k
+
+
+GENERAL = (("bf16", 64, 3), ("f16", 128, 2), ("e4m3", 256, 2))
+
+
 def jobs():
     """(name, dispatcher, signature, threads per block); runs in the compile
     process."""
     from numba import types
 
     H, B, F = types.uint16[:, ::1], types.uint8[:, ::1], types.float32[:, ::1]
+    general = [(f"wgmma_{fmt}_m64n{n}_x{ks}", _kernel_n(fmt, n, ks), ((B if fmt == "e4m3" else H),) * 2 + (F,),
+                THREADS) for fmt, n, ks in GENERAL]
     return [("wgmma_bf16_m64n8k16", _kernel("bf16"), (H, H, F, F), THREADS),
-            ("wgmma_e4m3_m64n8k32", _kernel("e4m3"), (B, B, F, F), THREADS)]
+            ("wgmma_e4m3_m64n8k32", _kernel("e4m3"), (B, B, F, F), THREADS), *general]
 
 
 PTX_INSTR = {
     "wgmma_bf16_m64n8k16": "wgmma.mma_async.sync.aligned.m64n8k16.f32.bf16.bf16",
     "wgmma_e4m3_m64n8k32": "wgmma.mma_async.sync.aligned.m64n8k32.f32.e4m3.e4m3",
 }
-SASS_INSTR = {"wgmma_bf16_m64n8k16": "HGMMA.64x8x16.F32.BF16", "wgmma_e4m3_m64n8k32": "QGMMA.64x8x32.F32.E4M3.E4M3"}
+PTX_INSTR.update({
+    "wgmma_bf16_m64n64_x3": "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16",
+    "wgmma_f16_m64n128_x2": "wgmma.mma_async.sync.aligned.m64n128k16.f32.f16.f16",
+    "wgmma_e4m3_m64n256_x2": "wgmma.mma_async.sync.aligned.m64n256k32.f32.e4m3.e4m3",
+})
+SASS_INSTR = {"wgmma_bf16_m64n8k16": "HGMMA.64x8x16.F32.BF16", "wgmma_e4m3_m64n8k32": "QGMMA.64x8x32.F32.E4M3.E4M3",
+              "wgmma_bf16_m64n64_x3": "HGMMA.64x64x16.F32.BF16", "wgmma_f16_m64n128_x2": "HGMMA.64x128x16.F32",
+              "wgmma_e4m3_m64n256_x2": "QGMMA.64x256x32.F32.E4M3.E4M3"}
 FENCES = ("wgmma.fence.sync.aligned;", "wgmma.commit_group.sync.aligned;",
           "wgmma.wait_group.sync.aligned 0;", "fence.proxy.async.shared::cta;", "cvta.to.shared.u64")
 

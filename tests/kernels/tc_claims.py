@@ -1,0 +1,84 @@
+"""What a tensor-core claim means in machine code: a record's
+``tensor_cores`` ("wgmma" | "mma.sync") and ``tc_dtype`` (the inputs the
+tensor cores take) name the SASS opcode the variant's kernels must hold.
+:func:`claim_problems` reads a kernel's SASS against its claim; the family
+SASS tests and ``test_tc_claims.py`` call it.
+
+    claim                          SASS it must hold (and must not)
+    wgmma     f16                  HGMMA.<MxNxK>.F32          (not .BF16)
+    wgmma     bf16                 HGMMA.<MxNxK>.F32.BF16
+    wgmma     e4m3                 QGMMA.<MxNxK>.F32.E4M3.E4M3
+    mma.sync  f16                  HMMA.16816.F32             (not .BF16)
+    mma.sync  bf16                 HMMA.16816.F32.BF16
+    mma.sync  s8                   IMMA.16832.S8.S8
+    mma.sync  e4m3-via-f16         HMMA.16816.F32: sm_90 runs mma.sync's E4M3
+                                   form on the FP16 datapath, and a record
+                                   says so by this name
+
+A kernel that claims FP8 (``e4m3``) and whose SASS shows only HMMA fails:
+the FP8 tensor cores are reached through wgmma alone, and a timing of FP8
+through FP16 must say so. A warpgroup claim with warp MMA in the SASS (or the
+other way round) fails too.
+"""
+from __future__ import annotations
+
+import re
+
+_GMMA = re.compile(r"\b([HQ]GMMA)\.(\d+x\d+x\d+)\.([\w.]+)")
+_WARP = re.compile(r"\b([HI]MMA)\.(\d+)\.([\w.]+)")
+
+FORMS = ("wgmma", "mma.sync")
+DTYPES = ("f16", "bf16", "e4m3", "s8", "e4m3-via-f16")
+
+
+def opcodes(sass: str) -> list[str]:
+    """Every tensor-core opcode in ``sass``, in order."""
+    return [m.group(0) for m in re.finditer(r"\b(?:[HQ]GMMA|[HI]MMA)\.[\w.]+", sass)]
+
+
+def _want(form: str, dtype: str):
+    """(predicate on one opcode, description) for a claim."""
+    if form == "wgmma":
+        table = {
+            "f16": (lambda op: op.startswith("HGMMA.") and ".F32" in op and "BF16" not in op, "HGMMA .F32 (fp16)"),
+            "bf16": (lambda op: op.startswith("HGMMA.") and op.split(".")[2:4] == ["F32", "BF16"], "HGMMA .F32.BF16"),
+            "e4m3": (lambda op: op.startswith("QGMMA.") and ".E4M3.E4M3" in op, "QGMMA .E4M3.E4M3"),
+        }
+    else:
+        table = {
+            "f16": (lambda op: op.startswith("HMMA.16816.F32") and "BF16" not in op, "HMMA.16816.F32 (fp16)"),
+            "bf16": (lambda op: op.startswith("HMMA.16816.F32.BF16"), "HMMA.16816.F32.BF16"),
+            "s8": (lambda op: op.startswith("IMMA.16832.S8.S8"), "IMMA.16832.S8.S8"),
+            "e4m3-via-f16": (lambda op: op.startswith("HMMA.16816.F32") and "BF16" not in op,
+                             "HMMA.16816.F32 (E4M3 through FP16)"),
+        }
+    return table.get(dtype)
+
+
+def claim_problems(sass: str, tensor_cores: str | None, tc_dtype: str | None) -> list[str]:
+    """Why ``sass`` does not hold what the claim says (empty: it does)."""
+    ops = opcodes(sass)
+    if tensor_cores is None:
+        return [f"claims no tensor cores but the SASS has {sorted(set(ops))}"] if ops else []
+    if tensor_cores not in FORMS or tc_dtype not in DTYPES:
+        return [f"unknown claim {tensor_cores!r} / {tc_dtype!r}"]
+    want = _want(tensor_cores, tc_dtype)
+    if want is None:
+        if tc_dtype == "e4m3" and tensor_cores == "mma.sync":
+            return ["claims FP8 (e4m3) on mma.sync: sm_90 runs that through FP16 (HMMA); "
+                    "the claim must say e4m3-via-f16"]
+        return [f"{tensor_cores} has no {tc_dtype} form"]
+    ok, what = want
+    problems = []
+    if not ops:
+        problems.append(f"claims {tensor_cores} {tc_dtype} ({what}) but the SASS has no tensor-core opcode")
+    elif not any(ok(op) for op in ops):
+        if tc_dtype == "e4m3" and all(op.startswith("HMMA.") for op in ops):
+            problems.append(f"claims FP8 tensor cores ({what}) but the SASS shows only HMMA "
+                            f"{sorted(set(ops))}: FP8 through FP16, which the claim must say (e4m3-via-f16)")
+        else:
+            problems.append(f"claims {tensor_cores} {tc_dtype} ({what}); the SASS has {sorted(set(ops))}")
+    other = [op for op in ops if (op[1:4] == "MMA") != (tensor_cores == "mma.sync")]
+    if other:
+        problems.append(f"claims {tensor_cores} but the SASS also has {sorted(set(other))}")
+    return problems
