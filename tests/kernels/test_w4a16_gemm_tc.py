@@ -99,21 +99,30 @@ def test_small_m_on_mma_sync_matches_the_float64_reference(m, n, k, wm):
 
 
 @pytest.mark.sim
-def test_default_tiles_on_mma_sync_matches_the_float64_reference():
-    """The real 64 x 64 tile, one block: rows 37..63 of the staged A tile
-    are zeros, columns 45..63 zero weights; K tiles 64, 64 and 32."""
-    from leverctl_kernels.w4a16 import gemm_tc
-
-    got, ref = _run(37, 45, 160, lambda s: gemm_tc.build_default(s, form="mma.sync"), seed=37)
+def test_default_tiles_kernel_over_several_blocks_matches_the_reference():
+    """2 x 2 blocks of the reduced tile (m = 37, n = 21: both edges inside
+    the second block), K tiles 64, 64, 32."""
+    got, ref = _run(37, 21, 160, _kernel_launch(_small_tiles()), seed=5)
     ok, why = _check_test_local(got, ref, _tolerance())
     assert ok, why
 
 
 @pytest.mark.sim
-def test_default_tiles_kernel_over_several_blocks_matches_the_reference():
-    """2 x 2 blocks of the reduced tile (m = 37, n = 21: both edges inside
-    the second block), K tiles 64, 64, 32."""
-    got, ref = _run(37, 21, 160, _kernel_launch(_small_tiles()), seed=5)
+@pytest.mark.parametrize("form", ["mma.sync", "wgmma"])
+@pytest.mark.parametrize("kind", ["small_m", "default"])
+def test_both_forms_through_the_dispatcher_match_the_reference(kind, form):
+    """What the variants build, on either form, at one block of every real
+    tile: m = 37 and n = 45 leave rows and columns of it empty (on mma.sync
+    default_tiles: warp 2 half out of range, warp 3 wholly), k = 160 runs
+    K tiles of 64, 64 and 32."""
+    from leverctl_kernels.w4a16 import gemm_tc
+
+    def launch_of(shape):
+        launch = gemm_tc.build(kind, shape, form=form)
+        assert (launch.tensor_cores, launch.tc_dtype) == (form, "f16")
+        return launch
+
+    got, ref = _run(37, 45, 160, launch_of, seed=37)
     ok, why = _check_test_local(got, ref, _tolerance())
     assert ok, why
 

@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 from ptx_harness import check_ptx, check_ptxas, compiled, nvdisasm  # noqa: F401 (compiled: the fixture)
+from tc_claims import claim_problems
 
 PTX_MMA = "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32"
 PTX_LDSM = "ldmatrix.sync.aligned.m8n8.x4.shared.b16"
@@ -93,3 +94,4 @@ def test_their_sass_has_the_fp16_hmma_and_ldsm(compiled, tmp_path):
         else:
             assert not ld, (name, ld)
         assert not re.search(r"\b(LDL|STL)\b", sass), f"{name}: local memory in the SASS"
+        assert claim_problems(sass, "mma.sync", "f16") == [], name  # what the variant's launches say
