@@ -341,11 +341,12 @@ _TC_FORM = gemm_tc.declared_form()
 GEMM = _path(
     W4A16_GEMM,
     [
-        Variant("small_m", "tensor cores (mma.sync or wgmma, fp16 x dequantised int4, f32 accumulators): "
-                "16-64 x 16 tiles, 4 warps splitting K, for m <= 64", gemm_tc.build_small_m,
+        Variant("small_m", "tensor cores, m <= 64: wgmma 64 x 64 warpgroup tiles (Hopper) or mma.sync 16-64 x 16 "
+                "tiles of 4 warps splitting K; int4 dequantised to fp16, f32 accumulators", gemm_tc.build_small_m,
                 tensor_cores=_TC_FORM),
-        Variant("default_tiles", "tensor cores: 64 x 64 block tiles, 4 warps of 64 x 16, A staged in "
-                "shared memory (ldmatrix on mma.sync), any m", gemm_tc.build_default, tensor_cores=_TC_FORM),
+        Variant("default_tiles", "tensor cores, any m: wgmma 64 x 128 warpgroup tiles, two K stages in flight "
+                "(Hopper) or mma.sync 64 x 64 tiles of 4 warps, A staged for ldmatrix", gemm_tc.build_default,
+                tensor_cores=_TC_FORM),
         Variant("fma_tiles", "FP32 FMA on CUDA cores: 64x64x64 tiles, 256 threads, 4x4 register micro-tiles, "
                 "any k % 8 == 0 (where the tensor-core GEMMs cannot step K by 16)", gemm_tiled.build_default),
     ],
