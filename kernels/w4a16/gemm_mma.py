@@ -100,9 +100,12 @@ have it).
   dequantised once per block instead of twice; the A tile, read by all four
   warps, is what shared memory is for. One 64 x 64 block (128 threads,
   9 KiB of shared memory) rather than 128 x 64: at m = 256 and n = 2048
-  that is 128 blocks instead of 64 on 132 SMs. No software pipelining (the
-  next tile's loads are not overlapped with this tile's MMAs) and no B in
-  shared memory: both are left for later.
+  that is 128 blocks instead of 64 on 132 SMs. No software pipelining:
+  reading the next A tile into registers during this tile's MMAs (16
+  words a thread) took ptxas from 83 registers to 181 (two blocks an SM
+  instead of five) and spilled under a 128-register bound, so the kernel
+  leaves latency hiding to the other resident blocks until a GPU run can
+  weigh the two. No B in shared memory either: left for later.
 
 Hardware constraints behind each choice:
 
