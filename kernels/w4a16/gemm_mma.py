@@ -76,7 +76,11 @@ have it).
   shapes have n = 512 to 2048. A 16-column block makes n/16 = 32 to 128
   blocks (the H200 has 132 SMs); 64-column blocks would leave most SMs
   idle. WM grows with m (1, 2, 4 for m <= 16, 32, 64) so that every weight
-  fragment is dequantised once per block and reused by WM MMAs.
+  fragment is dequantised once per block and reused by WM MMAs. The price
+  is A's: each block reads its 16*WM rows of A, so A crosses L2 n/16 times
+  (m = 64, k = 2048, n = 2048: 32 MB from L2 against 2 MB of weights from
+  DRAM). Wider blocks at larger m trade that against grid fill; which wins
+  is for a GPU run to say.
 
 ``default_tiles`` (``make_gemm_tiles()``), 128 threads, grid
 ``(ceil(n / 64), ceil(m / 64))``, K tiles of 64::
