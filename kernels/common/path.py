@@ -111,7 +111,7 @@ def workspace_of(launch: Launch) -> Mapping[str, Any]:
 
 # The tensor-core instructions and input types a variant may declare.
 TC_INSTRUCTIONS = ("mma.sync", "wgmma")
-TC_DTYPES = ("f16", "bf16", "e4m3", "e5m2", "s8")
+TC_DTYPES = ("f16", "bf16", "e4m3", "s8", "e4m3-via-f16")
 
 
 def tensor_cores_of(launch: Launch, variant: "Variant") -> tuple[str | None, str | None]:
@@ -148,9 +148,9 @@ class Variant:
     # record says it, so a timing is never taken for the engine's
     # tensor-core kernel when it is not one.
     tensor_cores: str | None = None
-    # The tensor cores' input type, as PTX spells it ("f16", "bf16", "e4m3",
-    # "e5m2", "s8"): it picks the peak the roofline's compute floor is drawn
-    # at. A variant that decides either at build time (by device) sets it on
+    # The tensor cores' input type: "f16", "bf16", "e4m3", "s8", or
+    # "e4m3-via-f16" (mma.sync's E4M3 form, which sm_90 runs on the FP16
+    # datapath). It picks the peak the roofline's compute floor is drawn at. A variant that decides either at build time (by device) sets it on
     # the launch it returns instead (``launch.tensor_cores``,
     # ``launch.tc_dtype``); the record takes the launch's over these.
     tc_dtype: str | None = None

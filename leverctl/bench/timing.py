@@ -48,8 +48,9 @@ GPU-side cost of a launch, measured as the gated time of an empty kernel --
 plus the larger of moving the bytes at the copy bandwidth and doing the
 FLOPs at the rate of the instruction the variant ran on (``compute_rate``):
 the FP32 FMA rate on CUDA cores, the dense BF16 tensor-core peak for f16 and
-bf16 inputs, the FP8 peak for e4m3/e5m2 (and for s8, which has no peak of
-its own here: Hopper's dense INT8 and FP8 rates are equal). Without the
+bf16 inputs (and E4M3 through mma.sync, which runs on the FP16 datapath),
+the FP8 peak for e4m3 (and for s8, which has no peak of its own here:
+Hopper's dense INT8 and FP8 rates are equal). Without the
 launch term a microsecond decode kernel would be reported at a few percent
 of a floor no kernel reaches; against the FP32 rate a tensor-core GEMM would
 be reported far above 100 %.
@@ -188,9 +189,11 @@ def sample_until_stable(
 # The device figure a record's compute floor is drawn at, by the input type
 # of the tensor cores its variant ran on. s8 takes the FP8 figure: no INT8
 # peak is measured, and on Hopper the dense INT8 and FP8 rates are equal.
+# E4M3 through mma.sync runs on the FP16 datapath ("e4m3-via-f16"): the
+# BF16/FP16 figure.
 FP32_RATE = "fp32_tflops"
-RATE_BY_TC_DTYPE = {"f16": "bf16_tflops", "bf16": "bf16_tflops", "e4m3": "fp8_tflops", "e5m2": "fp8_tflops",
-                    "s8": "fp8_tflops"}
+RATE_BY_TC_DTYPE = {"f16": "bf16_tflops", "bf16": "bf16_tflops", "e4m3-via-f16": "bf16_tflops",
+                    "e4m3": "fp8_tflops", "s8": "fp8_tflops"}
 
 
 def compute_rate(tensor_cores: str | None, tc_dtype: str | None) -> tuple[str | None, str | None]:

@@ -186,9 +186,9 @@ def test_a_compute_bound_kernel_is_floored_by_the_fp32_rate():
     ("mma.sync", "f16", "bf16_tflops"),
     ("wgmma", "bf16", "bf16_tflops"),
     ("wgmma", "e4m3", "fp8_tflops"),
-    ("mma.sync", "e5m2", "fp8_tflops"),
+    ("mma.sync", "e4m3-via-f16", "bf16_tflops"),  # mma.sync's E4M3 runs on the FP16 datapath
     ("mma.sync", "s8", "fp8_tflops"),  # no INT8 peak of its own: the FP8 figure
-], ids=["cuda-cores", "mma-f16", "wgmma-bf16", "wgmma-e4m3", "mma-e5m2", "mma-s8"])
+], ids=["cuda-cores", "mma-f16", "wgmma-bf16", "wgmma-e4m3", "mma-e4m3-via-f16", "mma-s8"])
 def test_the_compute_floor_uses_the_rate_of_the_instruction_the_variant_ran_on(tensor_cores, tc_dtype, rate):
     assert compute_rate(tensor_cores, tc_dtype) == (rate, None)
 
