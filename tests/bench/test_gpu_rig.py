@@ -103,7 +103,7 @@ class FakeCuda:
         return Ctx()
 
 
-def make_rig(stream: Stream) -> timing.GpuRig:
+def make_rig(stream: Stream, burner=None) -> timing.GpuRig:
     kernels = (
         Kernel(stream, lambda ns, sink: int(ns) * 1e-9, "delay"),
         Kernel(stream, lambda buf: 0.0, "fill"),
@@ -111,7 +111,7 @@ def make_rig(stream: Stream) -> timing.GpuRig:
         Kernel(stream, lambda out, iters, b: 132 * 16 * 256 * iters * 64 / 60e12, "fma"),  # 60 TFLOP/s
     )
     r = timing.GpuRig(l2_bytes=4 << 20, sm_count=132, cuda=FakeCuda(stream), kernels=kernels,
-                      clock=stream.perf_counter)
+                      clock=stream.perf_counter, burner=burner)
     r.stream = stream
     return r
 
@@ -244,29 +244,26 @@ def fake_burner(stream: Stream, made: list):
 def test_a_tensor_core_peak_is_the_burners_flops_over_its_stable_time_measured_once():
     stream = Stream()
     made: list = []
-    rig = make_rig(stream)
-    rig._burner = fake_burner(stream, made)
+    rig = make_rig(stream, fake_burner(stream, made))
     assert rig.bf16_tflops() == pytest.approx(700, rel=0.02)
     burns = [end for name, end in stream.log if name == "burn"]
-    assert rig.bf16_tflops() == pytest.approx(700, rel=0.02)  # once per run
-    assert made == [("bf16", 132)] and len([n for n, _ in stream.log if n == "burn"]) == len(burns)
+    assert rig.bf16_tflops() == pytest.approx(700, rel=0.02)
+    assert made == [("bf16", 132)]  # the burner asked once, with the device's SM count
+    assert len([name for name, _ in stream.log if name == "burn"]) == len(burns)  # nothing launched again
     # The launch was grown until it takes PEAK_LAUNCH_US: the host's launch cost is lost in it.
-    last = [e for n, e in stream.log if n == "burn"]
-    assert last[-1] - last[-2] >= timing.PEAK_LAUNCH_US * 1e-6 * 0.99
+    assert burns[-1] - burns[-2] >= timing.PEAK_LAUNCH_US * 1e-6 * 0.99
 
 
 def test_launched_at_the_burners_first_size_the_peak_would_read_as_the_hosts_launch_rate(monkeypatch):
     stream = Stream()
-    rig = make_rig(stream)
-    rig._burner = fake_burner(stream, [])
+    rig = make_rig(stream, fake_burner(stream, []))
     monkeypatch.setattr(timing, "PEAK_LAUNCH_US", 0.0)  # no growing: 16 iterations per launch
     assert rig.bf16_tflops() < 0.2 * 700  # what growing the launch prevents
 
 
 def test_a_tensor_core_form_the_device_lacks_is_none_with_the_reason():
     stream = Stream()
-    rig = make_rig(stream)
-    rig._burner = fake_burner(stream, [])
+    rig = make_rig(stream, fake_burner(stream, []))
     assert rig.fp8_tflops() is None
     assert "FP8" in rig.why_none["fp8_tflops"] and "sm_90a" in rig.why_none["fp8_tflops"]
 
