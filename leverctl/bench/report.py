@@ -72,7 +72,8 @@ def floor_text(r: dict) -> str:
     pct = _g(roof.get("pct_of_floor"), ".0f")
     if roof.get("bound") != "compute":
         return pct
-    rate = roof.get("compute_rate") or "?"
+    # Records written before the floor named its rate were all drawn at FP32.
+    rate = roof.get("compute_rate") or ("fp32_tflops" if "fp32_tflops" in roof else "?")
     word = _RATE_WORDS.get(rate, rate)
     return f"{pct} {word}" + (" s8" if r.get("tc_dtype") == "s8" else "")
 

@@ -115,6 +115,8 @@ def test_the_floor_cell_names_the_rate_a_compute_floor_was_drawn_at():
         "78", "78", "78 FP32"]
     assert floor_text(rec("compute", "bf16_tflops", "f16")) == "78 BF16"
     assert floor_text(rec("compute", "fp8_tflops", "s8")) == "78 FP8 s8"  # s8 at the FP8 rate, said so
+    older = {"roofline": {"bound": "compute", "fp32_tflops": 60.0, "pct_of_floor": 50.0}}  # before compute_rate
+    assert floor_text(older) == "50 FP32"
     doc = _doc()
     doc["results"][0]["roofline"].update(bound="compute", compute_rate="bf16_tflops", pct_of_floor=64.0)
     assert "| 64 BF16 |" in render(doc, "markdown")
