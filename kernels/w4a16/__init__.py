@@ -53,9 +53,9 @@ DEFAULT_MODEL: Mapping[str, Any] = {
     "name": "Qwen3-Next-80B-A3B",
     "hidden": 2048,
     "moe": {"expert_intermediate": 512, "shared_intermediate": 512},
-    "bench": {"gemm_rows": [16, 64, 256]},
+    "bench": {"gemm_rows": [16, 64, 256, 1024, 4096]},
 }
-DEFAULT_GEMM_ROWS = (16, 64, 256)
+DEFAULT_GEMM_ROWS = (16, 64, 256, 1024, 4096)
 
 # Which variant each path takes is ``leverctl_kernels.selection``'s decision
 # table for it (``select`` runs it; ``leverctl explain`` words it).
