@@ -19,7 +19,9 @@
 # driver cannot load stops it there, saying what to pin) and which appends
 # every record to OUTDIR/records.jsonl as it finishes; then pytest -m gpu.
 #
-# OUTDIR: summary.txt (what happened, one line per step), device.json,
+# OUTDIR: summary.txt (what happened, one line per step, and the device
+# figures: copy bandwidth, FP32 rate, BF16/FP8 tensor-core peaks and
+# cuBLAS's BF16 GEMM rate, measured once before any kernel), device.json,
 # records.jsonl, bench-RECIPE.json/.md, ALL.md, campaign.log, pytest-gpu.log,
 # pip.log, nvidia-smi.txt, versions.txt.
 #
@@ -160,6 +162,9 @@ case $rc in
   130) what="interrupted" ;;
   *) what="error (see campaign.log)" ;;
 esac
+# The device figures (copy, FP32, the BF16 and FP8 tensor-core peaks, cuBLAS),
+# measured once by the first campaign process, then each recipe's counts.
+grep -m 1 -E '^leverctl campaign: device figures' "$out/campaign.log" >>"$summary"
 grep -E '^leverctl campaign: [^ ]+: [0-9]+ pass' "$out/campaign.log" >>"$summary"
 say "bench: exit $rc, $what; $(wc -l <"$out/records.jsonl" 2>/dev/null || echo 0) records in records.jsonl"
 [ $rc -ne 0 ] && status=1

@@ -60,10 +60,11 @@ def pack_int4(q: np.ndarray) -> np.ndarray:
     n_words(k)
     if q.size and (q.min() < QMIN or q.max() > QMAX):
         raise ValueError("int4 values must lie in [-8, 7]")
-    nib = (q.astype(np.int64) + 8).astype(np.uint32).reshape(n, k // PACK, PACK)
-    shifts = (4 * np.arange(PACK, dtype=np.uint32))[None, None, :]
-    # Nibbles occupy disjoint bits, so the sum is the bitwise or.
-    return np.bitwise_or.reduce(nib << shifts, axis=2).astype(np.uint32)
+    nib = (q.astype(np.int16) + 8).astype(np.uint8)
+    # Nibble i of a word sits at bits 4i: byte j of the little-endian word
+    # holds nibbles 2j (low) and 2j + 1 (high).
+    pairs = nib[:, 0::2] | (nib[:, 1::2] << np.uint8(4))
+    return np.ascontiguousarray(pairs).view("<u4").astype(np.uint32, copy=False)
 
 
 def unpack_int4(qweight: np.ndarray) -> np.ndarray:
@@ -92,14 +93,16 @@ def quantize_w4(w: np.ndarray, group: int = GROUP) -> tuple[np.ndarray, np.ndarr
     n_words(k)
     g = n_groups(k, group)
     pad = g * group - k
-    wp = np.pad(w, ((0, 0), (0, pad))).reshape(n, g, group)
-    amax = np.abs(wp).max(axis=2)
+    wp = (np.pad(w, ((0, 0), (0, pad))) if pad else w).reshape(n, g, group)
+    amax = np.maximum(wp.max(axis=2), -wp.min(axis=2))
     scales = (amax / QMAX).astype(np.float16)
     s32 = scales.astype(np.float32)
-    safe = np.where(s32 > 0, s32, np.float32(1.0))
-    q = np.rint(wp / safe[:, :, None])
-    q = np.where(s32[:, :, None] > 0, q, 0.0)
-    q = np.clip(q, QMIN, QMAX).astype(np.int8).reshape(n, g * group)[:, :k]
+    # 1 / scale would round; the division is the reference's. A zero scale
+    # divides by 1 and its group, all zeros, rounds to 0.
+    q = wp / np.where(s32 > 0, s32, np.float32(1.0))[:, :, None]
+    np.rint(q, out=q)
+    np.clip(q, QMIN, QMAX, out=q)
+    q = q.astype(np.int8).reshape(n, g * group)[:, :k]
     return pack_int4(q), scales
 
 

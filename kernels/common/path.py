@@ -109,6 +109,19 @@ def workspace_of(launch: Launch) -> Mapping[str, Any]:
     return getattr(launch, "workspace", None) or {}
 
 
+# The tensor-core instructions and input types a variant may declare.
+TC_INSTRUCTIONS = ("mma.sync", "wgmma")
+TC_DTYPES = ("f16", "bf16", "e4m3", "s8", "e4m3-via-f16")
+
+
+def tensor_cores_of(launch: Launch, variant: "Variant") -> tuple[str | None, str | None]:
+    """(instruction, input type) a built launch runs on: the launch's own
+    attributes where it carries them (chosen at build time by device), else
+    the variant's declaration."""
+    return (getattr(launch, "tensor_cores", variant.tensor_cores),
+            getattr(launch, "tc_dtype", variant.tc_dtype))
+
+
 @dataclass(frozen=True)
 class Variant:
     """One kernel (or fixed sequence of kernels) the levers can choose.
@@ -135,6 +148,18 @@ class Variant:
     # record says it, so a timing is never taken for the engine's
     # tensor-core kernel when it is not one.
     tensor_cores: str | None = None
+    # The tensor cores' input type: "f16", "bf16", "e4m3", "s8", or
+    # "e4m3-via-f16" (mma.sync's E4M3 form, which sm_90 runs on the FP16
+    # datapath). It picks the peak the roofline's compute floor is drawn at. A variant that decides either at build time (by device) sets it on
+    # the launch it returns instead (``launch.tensor_cores``,
+    # ``launch.tc_dtype``); the record takes the launch's over these.
+    tc_dtype: str | None = None
+
+    def __post_init__(self) -> None:
+        if self.tensor_cores not in (None, *TC_INSTRUCTIONS):
+            raise ValueError(f"variant {self.name}: tensor_cores {self.tensor_cores!r}: one of {TC_INSTRUCTIONS}")
+        if self.tc_dtype not in (None, *TC_DTYPES):
+            raise ValueError(f"variant {self.name}: tc_dtype {self.tc_dtype!r}: one of {TC_DTYPES}")
 
 
 @dataclass(frozen=True)
@@ -169,7 +194,9 @@ class KernelPath:
     # engine whose catalog has at least one of `levers`.
     engines: tuple[str, ...] = ()
     # Memory-bound paths are compared against the measured copy bandwidth,
-    # compute-bound ones against the FP32 rate; the bench takes the larger floor.
+    # compute-bound ones against the rate of the instruction their variant
+    # runs on (FP32, or the BF16/FP8 tensor-core peak); the bench takes the
+    # larger floor.
     notes: str = ""
     extra: Mapping[str, Any] = field(default_factory=dict)
 

@@ -55,9 +55,9 @@ DEFAULT_MODEL: Mapping[str, Any] = {
     "name": "Qwen3-Next-80B-A3B",
     "hidden": 2048,
     "moe": {"expert_intermediate": 512, "shared_intermediate": 512},
-    "bench": {"gemm_rows": [16, 64, 256]},
+    "bench": {"gemm_rows": [16, 64, 256, 1024, 4096]},
 }
-DEFAULT_GEMM_ROWS = (16, 64, 256)
+DEFAULT_GEMM_ROWS = (16, 64, 256, 1024, 4096)
 
 # Which variant each path takes is ``leverctl_kernels.selection``'s decision
 # table for it (``select`` runs it; ``leverctl explain`` words it).
@@ -337,16 +337,17 @@ gemm_select = W4A16_GEMM.select
 # neither a GPU nor the simulator): what `leverctl kernels` says; each
 # launch carries the form it actually runs on, which the record takes.
 _TC_FORM = gemm_tc.declared_form()
+_TC_DTYPE = gemm_tc.TC_DTYPE if _TC_FORM else None
 
 GEMM = _path(
     W4A16_GEMM,
     [
         Variant("small_m", "tensor cores, m <= 64: wgmma 64 x 64 warpgroup tiles (Hopper) or mma.sync 16-64 x 16 "
                 "tiles of 4 warps splitting K; int4 dequantised to fp16, f32 accumulators", gemm_tc.build_small_m,
-                tensor_cores=_TC_FORM),
+                tensor_cores=_TC_FORM, tc_dtype=_TC_DTYPE),
         Variant("default_tiles", "tensor cores, any m: wgmma 64 x 128 warpgroup tiles, two K stages in flight "
                 "(Hopper) or mma.sync 64 x 64 tiles of 4 warps, A staged for ldmatrix", gemm_tc.build_default,
-                tensor_cores=_TC_FORM),
+                tensor_cores=_TC_FORM, tc_dtype=_TC_DTYPE),
         Variant("fma_tiles", "FP32 FMA on CUDA cores: 64x64x64 tiles, 256 threads, 4x4 register micro-tiles, "
                 "any k % 8 == 0 (where the tensor-core GEMMs cannot step K by 16)", gemm_tiled.build_default),
     ],

@@ -25,7 +25,9 @@ Rules the records rely on:
   (``stopped_by``). Times exclude the host's launch cost; where the levers
   change the number of launches, ``with_host_us`` includes it.
 * The roofline floor is launches x launch latency + max(bytes / copy
-  bandwidth, FLOPs / FP32 rate), all measured once per run on the device.
+  bandwidth, FLOPs / the rate of the instruction the variant ran on: FP32,
+  or the BF16 or FP8 tensor-core peak), all measured once per run on the
+  device; cuBLAS's BF16 GEMM rate sits beside the peaks as a reference.
 
 Hooks a kernel path may declare in ``KernelPath.extra``:
 

@@ -5,10 +5,13 @@ a JSONL file the moment it is finished. ``scripts/gpu-bench.sh`` runs it.
 
 Into OUTDIR:
 
-* ``device.json``: the device, its measured ceilings and the CUDA versions
-  (``{"device": ..., "versions": ...}``, the bench document's two objects),
-  written once the first, one-thread kernel has run and before any other.
-  It is never rewritten from a context a kernel has lost.
+* ``device.json``: the device, its measured figures (copy bandwidth, FP32
+  rate, BF16 and FP8 tensor-core peaks, cuBLAS's BF16 GEMM rate; measured
+  once for every recipe) and the CUDA versions (``{"device": ...,
+  "versions": ...}``, the bench document's two objects, and ``note`` when a
+  figure was not measured), written once the first, one-thread kernel has
+  run and before any other. It is never rewritten from a context a kernel
+  has lost. The figures are also said in one line on stderr.
 * ``records.jsonl``: every record (docs/records.md) plus ``recipe`` and
   ``run`` (``main``, or ``against`` for the engine-defaults run it is
   compared with), appended, flushed and fsynced as it finishes. A SIGTERM or
@@ -147,6 +150,8 @@ def run(args) -> int:
     write_atomically(args.out / DEVICE_FILE, json.dumps(gathered, indent=2) + "\n")
     _say(f"{dev.name}: {', '.join(f'{k} {v}' for k, v in gathered['versions'].items() if v and k.startswith(('cuda', 'nvvm', 'ptx')))}"
          if dev.is_gpu else f"{dev.name} at {preset} shapes (correctness only)")
+    if dev.is_gpu:
+        _say(figures_line(gathered))
 
     paths = common.select_paths(common.registered_paths(), args.kernel)
     from .run import HostCache
@@ -180,20 +185,33 @@ def run(args) -> int:
 
 
 def _gather_device(dev) -> dict[str, Any]:
-    """The device and versions, with the ceilings measured now, before any
-    kernel can lose the context."""
+    """The device and versions, with every device figure measured now, once
+    for the whole run and before any kernel can lose the context. ``note``
+    says what was not measured and why (a tensor-core form the device lacks,
+    no torch for the cuBLAS reference, a failure)."""
     from .device import versions
     from .faults import context_lost
 
-    note = None
+    notes = []
     if dev.is_gpu:
         try:
-            dev.copy_gbps, dev.fp32_tflops  # noqa: B018 - measured once, cached on the device
+            dev.measure_figures()  # cached on the device: the records reuse them
         except Exception as e:  # noqa: BLE001 - said in the file; the records say the rest
-            note = f"measuring the ceilings failed: {type(e).__name__}: {' '.join(str(e).split())[:200]}"
+            notes.append(f"measuring the ceilings failed: {type(e).__name__}: {' '.join(str(e).split())[:200]}")
             if context_lost(e):
                 dev.lost = f"the CUDA context was lost measuring the ceilings ({type(e).__name__})"
+        notes += [f"{name} not measured: {why}" for name, why in dev.ceiling_notes.items()]
+    note = "; ".join(notes)
     return {"device": dev.to_json(), "versions": versions(dev), **({"note": note} if note else {})}
+
+
+def figures_line(gathered: dict[str, Any]) -> str:
+    """The device figures in one line, as the campaign says them (and
+    scripts/gpu-bench.sh copies them into summary.txt)."""
+    from .report import describe_figures
+
+    said = describe_figures(gathered["device"]) or "none measured"
+    return f"device figures: {said}" + (f" ({gathered['note']})" if gathered.get("note") else "")
 
 
 class _State:

@@ -144,12 +144,24 @@ def versions(device: "Device | None" = None) -> dict[str, str | None]:
     }
 
 
+# The device figures a GPU run measures once (``GpuRig`` methods of these
+# names). The first two are ceilings every record's roofline needs: failing
+# to measure them fails the record. The tensor-core peaks may be null (no
+# such form on the device) and a failure to measure one only leaves it null,
+# with the reason in ``Device.ceiling_notes``; the cuBLAS rate is a library
+# reference, never a ceiling.
+CEILINGS = ("copy_gbps", "fp32_tflops")
+OPTIONAL_FIGURES = ("bf16_tflops", "fp8_tflops", "cublas_bf16_tflops")
+FIGURES = CEILINGS + OPTIONAL_FIGURES
+
+
 @dataclass
 class Device:
     """The device of one run. On a GPU it also holds the run's measured
-    ceilings (copy bandwidth, FP32 rate), measured once on first use, the
-    timing rig (L2 flush buffer, events), and the CUDA versions its first
-    kernel found (``cuda``, see :mod:`.smoke`).
+    figures (copy bandwidth, FP32 rate, tensor-core peaks, cuBLAS's rate),
+    each measured once on first use, the timing rig (L2 flush buffer,
+    events), and the CUDA versions its first kernel found (``cuda``, see
+    :mod:`.smoke`).
 
     Describing the device (``to_json``) only reads what was gathered: after
     a kernel has lost the CUDA context, nothing may touch it again."""
@@ -167,7 +179,9 @@ class Device:
     cuda_driver: str | None = None
     cuda: dict[str, Any] = field(default_factory=dict)
     _rig: Any = field(default=None, repr=False)
-    _ceilings: dict[str, float] = field(default_factory=dict, repr=False)
+    _ceilings: dict[str, float | None] = field(default_factory=dict, repr=False)
+    # Why an optional figure is null, by name (no such form, no torch, an error).
+    ceiling_notes: dict[str, str] = field(default_factory=dict, repr=False)
 
     @property
     def is_gpu(self) -> bool:
@@ -187,8 +201,45 @@ class Device:
         if not self.is_gpu:
             return None
         if name not in self._ceilings:
-            self._ceilings[name] = getattr(self.rig(), name)()
+            if name in CEILINGS:
+                self._ceilings[name] = getattr(self.rig(), name)()
+            else:
+                self._ceilings[name] = self._optional(name)
         return self._ceilings[name]
+
+    def _optional(self, name: str) -> float | None:
+        """An optional figure, or None with the reason in ``ceiling_notes``:
+        its failure must not fail a record (a lost context still stops the
+        run, through ``lost``)."""
+        from .faults import context_lost
+
+        try:
+            rig = self.rig()
+            value = getattr(rig, name)()
+        except Exception as e:  # noqa: BLE001 - said in ceiling_notes and the device file
+            self.ceiling_notes[name] = f"{type(e).__name__}: {' '.join(str(e).split())[:200]}"
+            if context_lost(e):
+                self.lost = f"the CUDA context was lost measuring {name} ({type(e).__name__})"
+            return None
+        if value is None:
+            self.ceiling_notes[name] = (getattr(rig, "why_none", None) or {}).get(name, "not measured")
+        return value
+
+    def figure(self, name: str) -> float | None:
+        """The measured figure ``name`` (one of ``FIGURES``), measured on
+        first use; None in the simulator."""
+        if name not in FIGURES:
+            raise KeyError(f"no device figure {name!r}: one of {', '.join(FIGURES)}")
+        return self._ceiling(name)
+
+    def measure_figures(self) -> dict[str, float | None]:
+        """Every figure, measured now where not yet (once per run); stops at
+        a lost context. Nothing in the simulator."""
+        for name in FIGURES:
+            if self.lost:
+                break
+            self._ceiling(name)
+        return {name: self._ceilings.get(name) for name in FIGURES}
 
     @property
     def copy_gbps(self) -> float | None:
@@ -199,14 +250,28 @@ class Device:
     def fp32_tflops(self) -> float | None:
         return self._ceiling("fp32_tflops")
 
+    @property
+    def bf16_tflops(self) -> float | None:
+        """The dense BF16 (and FP16) tensor-core peak; None where the device
+        has no such form or it could not be measured (``ceiling_notes``)."""
+        return self._ceiling("bf16_tflops")
+
+    @property
+    def fp8_tflops(self) -> float | None:
+        return self._ceiling("fp8_tflops")
+
+    @property
+    def cublas_bf16_tflops(self) -> float | None:
+        """A library reference beside the peaks, never a ceiling."""
+        return self._ceiling("cublas_bf16_tflops")
+
     def to_json(self) -> dict[str, Any]:
         return {
             "kind": self.kind,
             "name": self.name,
             "compute_capability": self.compute_capability,
             "driver": self.driver,
-            "copy_gbps": _round(self._ceilings.get("copy_gbps")),
-            "fp32_tflops": _round(self._ceilings.get("fp32_tflops")),
+            **{name: _round(self._ceilings.get(name)) for name in FIGURES},
             "why_sim": self.why_sim,
         }
 

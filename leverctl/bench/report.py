@@ -27,6 +27,26 @@ def all_records(doc: dict[str, Any]) -> Iterable[dict]:
         yield from doc["against"]["results"]
 
 
+# The device figures a GPU run measures (device.FIGURES, in its order), as
+# the reports word them. Not imported from there: rendering a document never
+# loads the device code.
+FIGURE_WORDS = {"copy_gbps": ("copy", "GB/s"), "fp32_tflops": ("FP32", "TFLOP/s"),
+                "bf16_tflops": ("BF16 tensor cores", "TFLOP/s"), "fp8_tflops": ("FP8 tensor cores", "TFLOP/s"),
+                "cublas_bf16_tflops": ("cuBLAS BF16 GEMM", "TFLOP/s")}
+
+
+def describe_figures(device: dict[str, Any]) -> str:
+    """The measured figures of a described device (a document's ``device``),
+    in words: ``copy 4100 GB/s, FP32 60.1 TFLOP/s, ...``; empty when none
+    was measured (the simulator)."""
+    parts = []
+    for name, (what, unit) in FIGURE_WORDS.items():
+        x = device.get(name)
+        if x is not None:
+            parts.append(f"{what} {x:.0f} {unit}" if x >= 100 else f"{what} {x:.1f} {unit}")
+    return ", ".join(parts)
+
+
 def _g(x: float | None, fmt: str = ".3g") -> str:
     return "–" if x is None else format(x, fmt)
 
@@ -40,15 +60,33 @@ def check_text(r: dict) -> str:
     return word
 
 
+# The compute rate a floor was drawn at, as the table names it.
+_RATE_WORDS = {"fp32_tflops": "FP32", "bf16_tflops": "BF16", "fp8_tflops": "FP8"}
+
+
+def floor_text(r: dict) -> str:
+    """The record's ``pct_of_floor``, and when its floor is the compute term
+    the rate it was drawn at: ``71`` (memory- or launch-bound), ``78 BF16``,
+    ``64 FP32``; an s8 record's is the FP8 rate, said so (``80 FP8 s8``)."""
+    roof = r.get("roofline") or {}
+    pct = _g(roof.get("pct_of_floor"), ".0f")
+    if roof.get("bound") != "compute":
+        return pct
+    # Records written before the floor named its rate were all drawn at FP32.
+    rate = roof.get("compute_rate") or ("fp32_tflops" if "fp32_tflops" in roof else "?")
+    word = _RATE_WORDS.get(rate, rate)
+    return f"{pct} {word}" + (" s8" if r.get("tc_dtype") == "s8" else "")
+
+
 def _timing_cells(r: dict) -> list[str]:
-    t, roof, ach = r.get("timing"), r.get("roofline"), r.get("achieved")
+    t, ach = r.get("timing"), r.get("achieved")
     if not t:
         return ["–"] * 4
     return [
         _g(t["median_us"], ".4g"),
         f"{_g(t['p20_us'], '.4g')}–{_g(t['p80_us'], '.4g')}",
         _g((ach or {}).get("gbps"), ".4g"),
-        _g((roof or {}).get("pct_of_floor"), ".0f"),
+        floor_text(r),
     ]
 
 
@@ -118,6 +156,9 @@ def table(doc: dict, *, width: int | None = None, color: bool = False) -> str:
     for label, results in _sections(doc):
         cols, *_ = _columns(doc, results)
         console.print(_title(doc, label, results), markup=False)
+        figures = describe_figures(doc["device"])
+        if figures and not label.startswith("against"):
+            console.print(f"Device: {figures}", markup=False)
         t = Table()
         for c in cols:
             t.add_column(Wrapped(c), justify="right" if c not in ("kernel", "variant", "levers", "shape", "check")
@@ -138,8 +179,7 @@ def markdown(doc: dict) -> str:
     out.append(f"Device: {d['name']} ({d['kind']})"
                + (f", compute capability {d['compute_capability']}" if d.get("compute_capability") else "")
                + (f", driver {d['driver']}" if d.get("driver") else "")
-               + (f"; copy {d['copy_gbps']:.0f} GB/s, FP32 {d['fp32_tflops']:.1f} TFLOP/s"
-                  if d.get("copy_gbps") and d.get("fp32_tflops") else "") + ".")
+               + (f"; {figures}" if (figures := describe_figures(d)) else "") + ".")
     if d.get("why_sim"):
         out.append(f"No GPU: {d['why_sim']}.")
     out.append("Versions: " + ", ".join(f"{k} {val}" for k, val in v.items() if val) + ".")
@@ -169,6 +209,8 @@ CSV_COLUMNS: dict[str, tuple[str, ...]] = {
     "median_us": ("timing", "median_us"), "p20_us": ("timing", "p20_us"), "p80_us": ("timing", "p80_us"),
     "noise": ("timing", "noise"), "samples": ("timing", "samples"), "gbps": ("achieved", "gbps"),
     "tflops": ("achieved", "tflops"), "pct_of_floor": ("roofline", "pct_of_floor"),
+    "bound": ("roofline", "bound"), "compute_rate": ("roofline", "compute_rate"),
+    "tensor_cores": ("tensor_cores",), "tc_dtype": ("tc_dtype",),
     "speedup_vs_against": ("speedup_vs_against",), "device": ("device",), "note": ("note",),
 }
 

@@ -29,7 +29,7 @@ from typing import Any, Callable, Iterable, Sequence
 from .device import Device, versions
 from .faults import context_lost
 from .plan import Plan, PlanItem, lever_json, one_line
-from .timing import REFERENCE_LIB, StopRule, roofline, sig
+from .timing import REFERENCE_LIB, StopRule, compute_rate, roofline, sig
 
 SCHEMA = "leverctl.bench/1"
 WARMUP_LAUNCHES = 3
@@ -57,17 +57,23 @@ def empty_record(item: PlanItem, device: Device) -> dict[str, Any]:
         "roofline": None,
         "achieved": None,
         "reference_lib": None,
-        "tensor_cores": _tensor_cores(item),
+        **_tensor_cores(item),
         "device": device.name,
         "plan": item.plan,
         "catalog": item.catalog,
     }
 
 
-def _tensor_cores(item: PlanItem) -> str | None:
-    """The tensor-core instruction of the item's variant (see ``Variant``)."""
+def _tensor_cores(item: PlanItem, launch: Any = None) -> dict[str, str | None]:
+    """``tensor_cores`` and ``tc_dtype``: the tensor-core instruction and
+    input type the item's variant runs on (see ``Variant``), as the built
+    ``launch`` says where it carries them (a variant that chooses wgmma or
+    mma.sync by device at build time), else as the variant declares."""
     variant = item.path.variants.get(item.variant) if item.variant else None
-    return getattr(variant, "tensor_cores", None)
+    instr, dtype = getattr(variant, "tensor_cores", None), getattr(variant, "tc_dtype", None)
+    if launch is not None:
+        instr, dtype = getattr(launch, "tensor_cores", instr), getattr(launch, "tc_dtype", dtype)
+    return {"tensor_cores": instr, "tc_dtype": dtype}
 
 
 def _add_note(rec: dict, text: str) -> None:
@@ -153,6 +159,7 @@ def _run(item: PlanItem, device: Device, seed: int, stop: StopRule, rec: dict, h
 
     inputs, cpath = _drawn(path, shape, item_seed(seed, item), host)
     launch = path.variants[item.variant].build(shape)
+    rec.update(_tensor_cores(item, launch))
     bufs, fig = chk.check(cpath, item.variant, shape, launch, inputs, cuda)
     rec["error"] = fig.to_json()
     if not fig.passed:
@@ -166,10 +173,20 @@ def _run(item: PlanItem, device: Device, seed: int, stop: StopRule, rec: dict, h
         launch(bufs)
     cuda.synchronize()
     launches = path.variant_launches(item.variant, shape)
+    device.measure_figures()  # once per run, before the first timing
+    if device.lost:
+        raise RuntimeError(device.lost)
     stats = device.rig().time(lambda: launch(bufs), stop, launches=launches, with_host=path.launches_vary(shape))
     rec["timing"] = stats.to_json()
-    roof, achieved = roofline(traffic.bytes, traffic.flops, stats.median_us, device.copy_gbps, device.fp32_tflops,
-                              launch_us=device.rig().launch_us(), launches=launches)
+    rate, why = compute_rate(rec["tensor_cores"], rec["tc_dtype"])
+    tflops = device.figure(rate) if rate else None
+    if rate and tflops is None:
+        why = f"no {rate} on this device ({device.ceiling_notes.get(rate, 'not measured')}): " \
+              "the floor has no compute term"
+    if why:
+        _add_note(rec, why)
+    roof, achieved = roofline(traffic.bytes, traffic.flops, stats.median_us, device.copy_gbps, tflops,
+                              compute_rate=rate, launch_us=device.rig().launch_us(), launches=launches)
     rec["roofline"], rec["achieved"] = roof, achieved
     mnk = path.extra.get("gemm_mnk")
     if mnk is not None:

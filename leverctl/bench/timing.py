@@ -46,8 +46,21 @@ call issued onto an idle stream, the host's launch overhead included
 Roofline (``roofline``): the floor is ``launches * launch_us`` -- the
 GPU-side cost of a launch, measured as the gated time of an empty kernel --
 plus the larger of moving the bytes at the copy bandwidth and doing the
-FLOPs at the FP32 rate. Without the launch term a microsecond decode kernel
-would be reported at a few percent of a floor no kernel reaches.
+FLOPs at the rate of the instruction the variant ran on (``compute_rate``):
+the FP32 FMA rate on CUDA cores, the dense BF16 tensor-core peak for f16 and
+bf16 inputs (and E4M3 through mma.sync, which runs on the FP16 datapath),
+the FP8 peak for e4m3 (and for s8, which has no peak of its own here:
+Hopper's dense INT8 and FP8 rates are equal). Without the
+launch term a microsecond decode kernel would be reported at a few percent
+of a floor no kernel reaches; against the FP32 rate a tensor-core GEMM would
+be reported far above 100 %.
+
+Ceilings (``GpuRig``), each measured once per run: copy bandwidth, the FP32
+rate (``fma_burn``), the BF16 and FP8 tensor-core peaks (the short
+tensor-core-bound kernels of ``leverctl_kernels.common.peak``, imported on
+first use; null where the device has no such form), and, as a library
+reference only, cuBLAS's dense BF16 GEMM rate through torch at one large
+square shape (null without torch).
 
 The statistics and the roofline are pure functions, so they are tested on
 synthetic samples without a GPU.
@@ -173,20 +186,46 @@ def sample_until_stable(
                 return summarize(samples, "time", batches)
 
 
+# The device figure a record's compute floor is drawn at, by the input type
+# of the tensor cores its variant ran on. s8 takes the FP8 figure: no INT8
+# peak is measured, and on Hopper the dense INT8 and FP8 rates are equal.
+# E4M3 through mma.sync runs on the FP16 datapath ("e4m3-via-f16"): the
+# BF16/FP16 figure.
+FP32_RATE = "fp32_tflops"
+RATE_BY_TC_DTYPE = {"f16": "bf16_tflops", "bf16": "bf16_tflops", "e4m3-via-f16": "bf16_tflops",
+                    "e4m3": "fp8_tflops", "s8": "fp8_tflops"}
+
+
+def compute_rate(tensor_cores: str | None, tc_dtype: str | None) -> tuple[str | None, str | None]:
+    """(the device figure the compute floor uses, why there is none).
+
+    FP32 CUDA cores (``tensor_cores`` None) -> ``fp32_tflops``; tensor cores
+    by their input type (``RATE_BY_TC_DTYPE``). A tensor-core variant that
+    does not say its input type gets no compute floor rather than a guess."""
+    if tensor_cores is None:
+        return FP32_RATE, None
+    if tc_dtype in RATE_BY_TC_DTYPE:
+        return RATE_BY_TC_DTYPE[tc_dtype], None
+    if tc_dtype is None:
+        return None, f"runs on {tensor_cores} without a declared tc_dtype: the floor has no compute term"
+    return None, f"no measured peak for {tensor_cores} on {tc_dtype}: the floor has no compute term"
+
+
 def roofline(
-    nbytes: int, flops: int, median_us: float, copy_gbps: float, fp32_tflops: float,
-    *, launch_us: float = 0.0, launches: int = 1,
+    nbytes: int, flops: int, median_us: float, copy_gbps: float, compute_tflops: float | None,
+    *, compute_rate: str | None = FP32_RATE, launch_us: float = 0.0, launches: int = 1,
 ) -> tuple[dict[str, Any], dict[str, Any]]:
     """The record's ``roofline`` and ``achieved`` objects.
 
     The floor is ``launches * launch_us`` (the GPU-side cost of each kernel
     launch, measured as an empty kernel's gated time) plus the larger of
     moving ``nbytes`` at the measured copy bandwidth and doing ``flops`` at
-    the measured FP32 rate; ``pct_of_floor`` is floor / measured (100 % = at
-    the ceiling). ``bound`` names the largest term: ``"launch"`` when the
-    launches alone outweigh the work."""
+    ``compute_tflops``, the measured rate named ``compute_rate`` (see
+    :func:`compute_rate`; None: no compute term). ``pct_of_floor`` is
+    floor / measured (100 % = at the ceiling). ``bound`` names the largest
+    term: ``"launch"`` when the launches alone outweigh the work."""
     t_mem = nbytes / (copy_gbps * 1e9) if copy_gbps > 0 else 0.0
-    t_cmp = flops / (fp32_tflops * 1e12) if fp32_tflops > 0 else 0.0
+    t_cmp = flops / (compute_tflops * 1e12) if compute_tflops and compute_tflops > 0 else 0.0
     t_launch = launches * max(launch_us, 0.0) * 1e-6
     floor_us = (t_launch + max(t_mem, t_cmp)) * 1e6
     secs = median_us * 1e-6
@@ -197,7 +236,8 @@ def roofline(
         "floor_us": sig(floor_us),
         "bound": bound,
         "copy_gbps": sig(copy_gbps),
-        "fp32_tflops": sig(fp32_tflops),
+        "compute_rate": compute_rate,
+        "compute_tflops": sig(compute_tflops),
         "launch_us": sig(launch_us),
         "launches": int(launches),
         "pct_of_floor": sig(100.0 * floor_us / median_us) if median_us > 0 else None,
@@ -225,6 +265,16 @@ WARM_S = 0.2
 REWARM_S = 0.1
 IDLE_S = 0.5
 WARM_ITERS = 256  # one warm-up kernel: ~2 ms on an H200
+# Tensor-core peaks: the burner's iteration count doubles (at least) from
+# PEAK_START_ITERS until one launch takes PEAK_LAUNCH_US, long enough that
+# back-to-back launches keep the stream busy and need no gate.
+PEAK_START_ITERS = 16
+PEAK_MAX_ITERS = 1 << 24
+PEAK_LAUNCH_US = 2000.0
+# The measured figure each burner kind gives (leverctl_kernels.common.peak).
+PEAK_KINDS = {"bf16_tflops": "bf16", "fp8_tflops": "e4m3"}
+_NO_FORM = {"bf16": "the device has no BF16 tensor-core form the burner builds",
+            "e4m3": "the device has no FP8 tensor-core form the burner builds (FP8 needs sm_90a's wgmma)"}
 
 
 @lru_cache(maxsize=None)
@@ -309,10 +359,12 @@ class GpuRig:
     delay length, and the measured ceilings (cached for the run)."""
 
     def __init__(self, l2_bytes: int | None = None, sm_count: int | None = None, *, cuda=None, kernels=None,
-                 clock: Callable[[], float] = time.perf_counter):
-        """``cuda``, ``kernels`` and the host ``clock`` default to numba's, the
-        rig's own and perf_counter (tests pass stand-ins to exercise the
-        control flow without a GPU)."""
+                 clock: Callable[[], float] = time.perf_counter, burner: Callable | None = None):
+        """``cuda``, ``kernels``, the host ``clock`` and the tensor-core
+        ``burner`` (``(kind, sm_count) -> (burn, flops) | None``) default to
+        numba's, the rig's own, perf_counter and
+        ``leverctl_kernels.common.peak.burner`` (tests pass stand-ins to
+        exercise the control flow without a GPU)."""
         import numpy as np
 
         if cuda is None:
@@ -332,6 +384,10 @@ class GpuRig:
         self._events: list[tuple[Any, Any]] = []
         self._copy_gbps: float | None = None
         self._fp32_tflops: float | None = None
+        self._burner = burner
+        self._peaks: dict[str, float | None] = {}  # by figure name, None included
+        # Why a figure is None (no such tensor-core form, no torch...), by name.
+        self.why_none: dict[str, str] = {}
         self._library: dict[tuple[int, int, int], float | None] = {}
         self._launch_us: float | None = None
         self._warm_out = cuda.device_array(1, dtype=np.float32)
@@ -492,6 +548,66 @@ class GpuRig:
             self._fp32_tflops = flops / (stats.median_us * 1e-6) / 1e12
         return self._fp32_tflops
 
+    def bf16_tflops(self) -> float | None:
+        """The dense BF16 tensor-core peak (FP16's is the same), or None
+        where the device has no form the burner builds."""
+        return self._peak("bf16_tflops")
+
+    def fp8_tflops(self) -> float | None:
+        """The dense FP8 (e4m3) tensor-core peak, or None where the device
+        has no form the burner builds (FP8 needs sm_90a's wgmma)."""
+        return self._peak("fp8_tflops")
+
+    def cublas_bf16_tflops(self) -> float | None:
+        """cuBLAS's dense BF16 GEMM rate (:func:`cublas_bf16_rate`), a
+        library reference beside the peaks; None without torch."""
+        if "cublas_bf16_tflops" not in self._peaks:
+            rate = cublas_bf16_rate()  # warms the clocks with its own GEMMs
+            if rate is None:
+                self.why_none["cublas_bf16_tflops"] = "torch with CUDA is not importable"
+            self._idle_since = self.clock()
+            self._peaks["cublas_bf16_tflops"] = rate
+        return self._peaks["cublas_bf16_tflops"]
+
+    def _burner_for(self, kind: str):
+        """((burn, flops) or None, why there is none)."""
+        if self._burner is None:
+            try:
+                from leverctl_kernels.common.peak import burner
+            except ModuleNotFoundError as e:
+                if e.name != "leverctl_kernels.common.peak":
+                    raise
+                return None, "this checkout has no tensor-core burner (leverctl_kernels.common.peak)"
+            self._burner = burner
+        return self._burner(kind, self.sm_count), _NO_FORM[kind]
+
+    def _peak(self, name: str) -> float | None:
+        """A tensor-core peak, measured once per run: one burner launch sized
+        to take about PEAK_LAUNCH_US, launched back to back until the median
+        is stable; its FLOPs over that median."""
+        if name in self._peaks:
+            return self._peaks[name]
+        made, why = self._burner_for(PEAK_KINDS[name])
+        if made is None:
+            self.why_none[name] = why
+            self._peaks[name] = None
+            return None
+        burn, flops = made
+        burn(1)  # compiles, outside every measurement
+        self.cuda.synchronize()
+        self.warm()
+        iters = PEAK_START_ITERS
+        while iters < PEAK_MAX_ITERS:
+            one = min(self.measure(lambda: burn(iters), 2, flush=False, gate=False))
+            if one >= PEAK_LAUNCH_US:
+                break
+            # Launch overhead makes short launches look slow: this undershoots, never overshoots.
+            iters = min(PEAK_MAX_ITERS, iters * max(2, math.ceil(PEAK_LAUNCH_US / max(one, 1.0))))
+        stats = sample_until_stable(lambda n: self.measure(lambda: burn(iters), n, flush=False, gate=False),
+                                    StopRule(max_seconds=1.0))
+        self._peaks[name] = flops(iters) / (stats.median_us * 1e-6) / 1e12
+        return self._peaks[name]
+
 
 # ---------------------------------------------------------------------------
 # Optional library reference: cuBLAS through PyTorch, when it is importable.
@@ -532,3 +648,39 @@ def cublas_fp16_us(m: int, n: int, k: int, l2_bytes: int | None, rule: StopRule 
         return [s.elapsed_time(e) * 1e3 for s, e in pairs]
 
     return sample_until_stable(measure, rule).median_us
+
+
+CUBLAS_PEAK_N = 8192  # one square GEMM: 1.1 TFLOP, about 1.5 ms on an H200
+
+
+def cublas_bf16_rate(n: int = CUBLAS_PEAK_N, rule: StopRule = StopRule(max_seconds=1.0)) -> float | None:
+    """TFLOP/s of torch's dense BF16 matmul (cuBLAS) at ``n x n x n``,
+    launched back to back (each takes milliseconds: no gate, no flush);
+    None without torch/CUDA. A library reference for the tensor-core peaks,
+    never a ceiling the roofline uses."""
+    try:
+        import torch
+    except ImportError:
+        return None
+    if not torch.cuda.is_available():
+        return None
+    a = torch.randn(n, n, device="cuda", dtype=torch.bfloat16)
+    b = torch.randn(n, n, device="cuda", dtype=torch.bfloat16)
+    t0 = time.perf_counter()
+    while time.perf_counter() - t0 < WARM_S:  # cuBLAS's first calls, and the clocks' ramp
+        for _ in range(8):
+            torch.matmul(a, b)
+        torch.cuda.synchronize()
+
+    def measure(count: int) -> list[float]:
+        pairs = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)) for _ in range(count)]
+        for start, end in pairs:
+            start.record()
+            torch.matmul(a, b)
+            end.record()
+        torch.cuda.synchronize()
+        return [s.elapsed_time(e) * 1e3 for s, e in pairs]
+
+    median_us = sample_until_stable(measure, rule).median_us
+    del a, b
+    return 2.0 * n ** 3 / (median_us * 1e-6) / 1e12

@@ -110,3 +110,47 @@ def test_bad_input_is_one_line_and_exit_2_before_any_kernel(tmp_path, args, frag
     assert p.returncode == 2 and p.stdout == "" and len(lines) == 1, p.stderr
     assert lines[0].startswith("leverctl: ") and fragment.replace("{tmp}", str(tmp_path)) in lines[0]
     assert not out.exists()
+
+
+@pytest.mark.sim
+def test_the_device_figures_are_measured_once_for_every_recipe_and_said_in_one_line(tmp_path, monkeypatch, capsys):
+    from test_records_doc import FixedRig
+
+    from leverctl.bench import device as devmod
+
+    asked: list[str] = []
+
+    class CountingRig(FixedRig):
+        def fp8_tflops(self):  # an sm_80 part: no FP8 form
+            asked.append("fp8_tflops")
+            self.why_none = {"fp8_tflops": "the device has no FP8 tensor-core form the burner builds"}
+
+        def bf16_tflops(self):
+            asked.append("bf16_tflops")
+            return 312.4
+
+    from bench_fakes import saxpy_path
+
+    from leverctl.cli import common
+
+    gpu = devmod.Device(kind="gpu", name="Fixed GPU", compute_capability="8.0", _rig=CountingRig())
+    monkeypatch.setattr(devmod, "choose", lambda *a, **k: gpu)
+    monkeypatch.setattr(common, "registered_paths", lambda: [saxpy_path()])  # a kernel the simulator runs at once
+    out = tmp_path / "gpu"
+    recipes = [str(RECIPES / f"{n}.toml") for n in ("qwen3-8b", "metrale-defaults")]
+    code = campaign.main([str(out), *recipes, "--shapes", "smoke", "--budget", "600"])
+    err = capsys.readouterr().err
+    assert code == 0, err
+    assert asked == ["bf16_tflops", "fp8_tflops"]  # once, for both recipes
+    line = ("leverctl campaign: device figures: copy 4000 GB/s, FP32 60.0 TFLOP/s, BF16 tensor cores 312 TFLOP/s, "
+            "cuBLAS BF16 GEMM 650 TFLOP/s (fp8_tflops not measured: the device has no FP8 tensor-core form the "
+            "burner builds)")
+    assert line in err.splitlines()
+    gathered = json.loads((out / "device.json").read_text())
+    assert (gathered["device"]["bf16_tflops"], gathered["device"]["fp8_tflops"]) == (312.4, None)
+    assert gathered["note"] == "fp8_tflops not measured: the device has no FP8 tensor-core form the burner builds"
+    for name in ("qwen3-8b", "metrale-defaults"):
+        md = (out / f"bench-{name}.md").read_text()
+        assert "BF16 tensor cores 312 TFLOP/s, cuBLAS BF16 GEMM 650 TFLOP/s." in md
+    recs = _lines(out / "records.jsonl")
+    assert recs and all(r["roofline"]["compute_rate"] == "fp32_tflops" for r in recs)

@@ -91,8 +91,11 @@ def test_auto_without_a_gpu_is_the_simulator_and_keeps_the_reason():
     d = device.choose("auto", probe=lambda: device.Probe(False, "no NVIDIA driver (libcuda.so.1 not found)"))
     assert d.kind == "sim" and d.why_sim == "no NVIDIA driver (libcuda.so.1 not found)"
     assert d.copy_gbps is None and d.fp32_tflops is None
+    assert d.bf16_tflops is None and d.fp8_tflops is None and d.cublas_bf16_tflops is None
+    assert d.measure_figures() == dict.fromkeys(device.FIGURES)
     j = d.to_json()
-    assert set(j) == {"kind", "name", "compute_capability", "driver", "copy_gbps", "fp32_tflops", "why_sim"}
+    assert set(j) == {"kind", "name", "compute_capability", "driver", "copy_gbps", "fp32_tflops", "bf16_tflops",
+                      "fp8_tflops", "cublas_bf16_tflops", "why_sim"}
 
 
 def test_versions_name_the_libraries_and_the_cuda_versions_the_first_kernel_found():
@@ -118,3 +121,73 @@ def test_describing_a_gpu_reads_only_what_was_gathered_and_never_measures():
     assert gpu.to_json()["copy_gbps"] is None
     gpu._ceilings.update(copy_gbps=4321.0, fp32_tflops=60.0)
     assert (gpu.to_json()["copy_gbps"], gpu.to_json()["fp32_tflops"]) == (4321.0, 60.0)
+
+
+class FigureRig:
+    """A rig whose figures are fixed, counted as they are asked for."""
+
+    def __init__(self, **figures):
+        self.figures = {"copy_gbps": 4000.0, "fp32_tflops": 60.0, "bf16_tflops": 700.0, "fp8_tflops": 1400.0,
+                        "cublas_bf16_tflops": 650.0, **figures}
+        self.asked: list[str] = []
+        self.why_none = {"fp8_tflops": "the device has no FP8 tensor-core form the burner builds"}
+
+    def __getattr__(self, name):
+        if name not in device.FIGURES:
+            raise AttributeError(name)
+
+        def measure():
+            self.asked.append(name)
+            value = self.figures[name]
+            if isinstance(value, Exception):
+                raise value
+            return value
+
+        return measure
+
+
+def test_a_gpu_measures_every_figure_once_and_describes_them():
+    rig = FigureRig()
+    gpu = device.Device("gpu", "Fake H200", _rig=rig)
+    assert gpu.measure_figures() == rig.figures
+    gpu.measure_figures()
+    assert (gpu.bf16_tflops, gpu.fp8_tflops, gpu.cublas_bf16_tflops) == (700.0, 1400.0, 650.0)
+    assert gpu.figure("bf16_tflops") == 700.0
+    assert sorted(rig.asked) == sorted(device.FIGURES)  # once each
+    j = gpu.to_json()
+    assert [k for k in j if k in device.FIGURES] == list(device.FIGURES)
+    assert (j["bf16_tflops"], j["fp8_tflops"], j["cublas_bf16_tflops"]) == (700.0, 1400.0, 650.0)
+    with pytest.raises(KeyError, match="no device figure 'int8_tops'"):
+        gpu.figure("int8_tops")
+
+
+def test_a_tensor_core_peak_the_device_lacks_is_null_and_says_why():
+    gpu = device.Device("gpu", "Fake A100", _rig=FigureRig(fp8_tflops=None))
+    assert gpu.fp8_tflops is None and gpu.to_json()["fp8_tflops"] is None
+    assert gpu.ceiling_notes == {"fp8_tflops": "the device has no FP8 tensor-core form the burner builds"}
+
+
+def test_a_peak_that_fails_to_measure_is_null_with_its_error_and_never_retried():
+    rig = FigureRig(bf16_tflops=RuntimeError("ptxas: wgmma needs sm_90a"))
+    gpu = device.Device("gpu", "Fake H200", _rig=rig)
+    figures = gpu.measure_figures()
+    assert figures["bf16_tflops"] is None and figures["fp8_tflops"] == 1400.0 and gpu.lost is None
+    assert gpu.ceiling_notes["bf16_tflops"] == "RuntimeError: ptxas: wgmma needs sm_90a"
+    assert gpu.bf16_tflops is None and rig.asked.count("bf16_tflops") == 1
+
+
+def test_copy_bandwidth_and_the_fp32_rate_are_required_ceilings_whose_failure_raises():
+    gpu = device.Device("gpu", "Fake H200", _rig=FigureRig(copy_gbps=RuntimeError("out of memory")))
+    with pytest.raises(RuntimeError, match="out of memory"):
+        gpu.measure_figures()
+
+
+def test_a_peak_that_loses_the_context_stops_the_run():
+    class CudaAPIError(Exception):
+        code = 700  # CUDA_ERROR_ILLEGAL_ADDRESS: sticky
+
+    rig = FigureRig(bf16_tflops=CudaAPIError("illegal address"))
+    gpu = device.Device("gpu", "Fake H200", _rig=rig)
+    gpu.measure_figures()
+    assert gpu.lost and "bf16_tflops" in gpu.lost
+    assert "fp8_tflops" not in rig.asked  # nothing touches a lost context

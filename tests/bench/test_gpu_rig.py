@@ -103,7 +103,7 @@ class FakeCuda:
         return Ctx()
 
 
-def make_rig(stream: Stream) -> timing.GpuRig:
+def make_rig(stream: Stream, burner=None) -> timing.GpuRig:
     kernels = (
         Kernel(stream, lambda ns, sink: int(ns) * 1e-9, "delay"),
         Kernel(stream, lambda buf: 0.0, "fill"),
@@ -111,7 +111,7 @@ def make_rig(stream: Stream) -> timing.GpuRig:
         Kernel(stream, lambda out, iters, b: 132 * 16 * 256 * iters * 64 / 60e12, "fma"),  # 60 TFLOP/s
     )
     r = timing.GpuRig(l2_bytes=4 << 20, sm_count=132, cuda=FakeCuda(stream), kernels=kernels,
-                      clock=stream.perf_counter)
+                      clock=stream.perf_counter, burner=burner)
     r.stream = stream
     return r
 
@@ -220,6 +220,81 @@ def test_the_ceilings_come_from_bytes_read_plus_written_and_64_flops_per_iterati
     assert rig.copy_gbps() == pytest.approx(4200, rel=1e-6)
 
 
+# -- the tensor-core peaks, from a fake burner on the modelled stream
+
+BF16_RATE = 700e12  # what the fake tensor cores do, FLOP/s
+BURN_FLOPS_PER_ITER = 132 * 4 * 2 * 64 * 8 * 16  # 132 SMs x 4 warpgroups x one m64n8k16 per iteration
+
+
+def fake_burner(stream: Stream, made: list):
+    """``burner(kind, sm_count)``: a BF16 burn kernel on the modelled GPU,
+    no FP8 form (an sm_80 part)."""
+
+    def burner(kind, sm_count):
+        made.append((kind, sm_count))
+        if kind != "bf16":
+            return None
+        flops = lambda iters: BURN_FLOPS_PER_ITER * iters  # noqa: E731
+        kernel = Kernel(stream, lambda iters: flops(iters) / BF16_RATE, "burn")[sm_count, 128]
+        return kernel, flops
+
+    return burner
+
+
+def test_a_tensor_core_peak_is_the_burners_flops_over_its_stable_time_measured_once():
+    stream = Stream()
+    made: list = []
+    rig = make_rig(stream, fake_burner(stream, made))
+    assert rig.bf16_tflops() == pytest.approx(700, rel=0.02)
+    burns = [end for name, end in stream.log if name == "burn"]
+    assert rig.bf16_tflops() == pytest.approx(700, rel=0.02)
+    assert made == [("bf16", 132)]  # the burner asked once, with the device's SM count
+    assert len([name for name, _ in stream.log if name == "burn"]) == len(burns)  # nothing launched again
+    # The launch was grown until it takes PEAK_LAUNCH_US: the host's launch cost is lost in it.
+    assert burns[-1] - burns[-2] >= timing.PEAK_LAUNCH_US * 1e-6 * 0.99
+
+
+def test_launched_at_the_burners_first_size_the_peak_would_read_as_the_hosts_launch_rate(monkeypatch):
+    stream = Stream()
+    rig = make_rig(stream, fake_burner(stream, []))
+    monkeypatch.setattr(timing, "PEAK_LAUNCH_US", 0.0)  # no growing: 16 iterations per launch
+    assert rig.bf16_tflops() < 0.2 * 700  # what growing the launch prevents
+
+
+def test_a_tensor_core_form_the_device_lacks_is_none_with_the_reason():
+    stream = Stream()
+    rig = make_rig(stream, fake_burner(stream, []))
+    assert rig.fp8_tflops() is None
+    assert "FP8" in rig.why_none["fp8_tflops"] and "sm_90a" in rig.why_none["fp8_tflops"]
+
+
+def test_without_the_burner_module_the_peaks_are_none_and_say_so(rig, monkeypatch):
+    import sys
+
+    monkeypatch.setitem(sys.modules, "leverctl_kernels.common.peak", None)  # import fails: not there
+    assert rig.bf16_tflops() is None
+    assert rig.why_none["bf16_tflops"] == "this checkout has no tensor-core burner (leverctl_kernels.common.peak)"
+
+
+def test_the_cublas_rate_is_a_reference_measured_once_and_none_without_torch(rig, monkeypatch):
+    calls = []
+    monkeypatch.setattr(timing, "cublas_bf16_rate", lambda: calls.append(1) or 650.0)
+    assert rig.cublas_bf16_tflops() == rig.cublas_bf16_tflops() == 650.0 and calls == [1]
+    other = make_rig(Stream())
+    monkeypatch.setattr(timing, "cublas_bf16_rate", lambda: None)
+    assert other.cublas_bf16_tflops() is None
+    assert other.why_none["cublas_bf16_tflops"] == "torch with CUDA is not importable"
+
+
+def test_without_torch_there_is_no_cublas_rate():
+    try:
+        import torch  # noqa: F401
+    except ImportError:
+        assert timing.cublas_bf16_rate(64) is None
+    else:
+        pytest.skip("torch is installed here")
+
+
 def test_the_library_reference_is_timed_once_per_shape(rig, monkeypatch):
     calls = []
     monkeypatch.setattr(timing, "cublas_fp16_us", lambda m, n, k, l2, rule: calls.append((m, n, k)) or 3.0)
@@ -261,8 +336,23 @@ class StubRig:
     def fp32_tflops(self):
         return 60.0
 
+    def bf16_tflops(self):
+        return 700.0
 
-def _gpu_record(launches: int):
+    def fp8_tflops(self):
+        return self.fp8
+
+    def cublas_bf16_tflops(self):
+        return 650.0
+
+    fp8 = 1400.0
+    why_none = {"fp8_tflops": "the device has no FP8 tensor-core form the burner builds"}
+
+
+def _gpu_record(launches: int = 1, rig=None, **tc):
+    """A GPU record of the saxpy path's ``good`` variant making ``launches``
+    launches, declared with the tensor-core fields ``tc`` (``tensor_cores``,
+    ``tc_dtype``; ``on_launch=True`` sets them on the built launch instead)."""
     from bench_fakes import SHAPES, saxpy_path
 
     from leverctl.bench.device import Device
@@ -270,10 +360,20 @@ def _gpu_record(launches: int):
     from leverctl.bench.run import run_item
 
     path = saxpy_path()
-    multi = replace(path.variants["good"], launches=launches)
-    path = replace(path, variants={**path.variants, "good": multi})
+    on_launch = tc.pop("on_launch", False)
+    good = path.variants["good"]
+    if on_launch:
+        def build(shape, _build=good.build):
+            launch = _build(shape)
+            launch.tensor_cores, launch.tc_dtype = tc["tensor_cores"], tc["tc_dtype"]
+            return launch
+
+        good = replace(good, build=build)
+    else:
+        good = replace(good, **tc)
+    path = replace(path, variants={**path.variants, "good": replace(good, launches=launches)})
     item = items_for(path, {"gemv_sw": "good"}, [SHAPES[0]], catalog="c" * 16)[0]
-    rig = StubRig()
+    rig = rig or StubRig()
     rec = run_item(item, Device("gpu", "stub", _rig=rig), 0)
     return rec, rig
 
@@ -295,3 +395,66 @@ def test_a_record_of_a_single_launch_path_is_not_timed_with_the_host():
     rec, rig = _gpu_record(launches=1)
     assert rig.asked == {"launches": 1, "with_host": False}
     assert rec["timing"]["with_host_us"] is None and rec["roofline"]["floor_us"] == pytest.approx(2.0, rel=1e-3)
+
+
+# -- the rate a record's compute floor is drawn at (saxpy: 74 FLOPs, 444 bytes)
+
+
+@pytest.mark.sim
+def test_a_cuda_core_record_is_floored_at_the_fp32_rate():
+    rec, _ = _gpu_record()
+    assert (rec["tensor_cores"], rec["tc_dtype"]) == (None, None)
+    assert (rec["roofline"]["compute_rate"], rec["roofline"]["compute_tflops"]) == ("fp32_tflops", 60.0)
+    assert rec["note"] == ""
+
+
+@pytest.mark.sim
+def test_a_bf16_tensor_core_record_is_floored_at_the_bf16_peak():
+    rec, _ = _gpu_record(tensor_cores="wgmma", tc_dtype="bf16")
+    assert rec["status"] == "pass", rec["note"]
+    assert (rec["tensor_cores"], rec["tc_dtype"]) == ("wgmma", "bf16")
+    assert (rec["roofline"]["compute_rate"], rec["roofline"]["compute_tflops"]) == ("bf16_tflops", 700.0)
+
+
+@pytest.mark.sim
+def test_the_instruction_the_built_launch_says_wins_over_the_variants_declaration():
+    # The W4A16 GEMM picks wgmma or mma.sync at build time by device: only the launch knows.
+    rec, _ = _gpu_record(tensor_cores="mma.sync", tc_dtype="s8", on_launch=True)
+    assert (rec["tensor_cores"], rec["tc_dtype"]) == ("mma.sync", "s8")
+    assert (rec["roofline"]["compute_rate"], rec["roofline"]["compute_tflops"]) == ("fp8_tflops", 1400.0)
+
+
+@pytest.mark.sim
+def test_an_fp8_record_on_a_device_without_an_fp8_peak_has_no_compute_floor_and_says_why():
+    rig = StubRig()
+    rig.fp8 = None
+    rec, _ = _gpu_record(rig=rig, tensor_cores="mma.sync", tc_dtype="e4m3")
+    assert rec["status"] == "pass"
+    assert (rec["roofline"]["compute_rate"], rec["roofline"]["compute_tflops"]) == ("fp8_tflops", None)
+    assert rec["roofline"]["bound"] == "launch"
+    assert rec["note"] == ("no fp8_tflops on this device (the device has no FP8 tensor-core form the burner "
+                           "builds): the floor has no compute term")
+
+
+@pytest.mark.sim
+def test_a_record_measures_every_device_figure_once_before_its_timing():
+    class CountingRig(StubRig):
+        asked: list = []
+
+        def __getattribute__(self, name):
+            if name in ("copy_gbps", "fp32_tflops", "bf16_tflops", "fp8_tflops", "cublas_bf16_tflops"):
+                type(self).asked.append(name)
+            return object.__getattribute__(self, name)
+
+    from bench_fakes import SHAPES, saxpy_path
+
+    from leverctl.bench.device import FIGURES, Device
+    from leverctl.bench.plan import items_for
+    from leverctl.bench.run import run_items
+
+    items = items_for(saxpy_path(), {"gemv_sw": "good"}, SHAPES, catalog="c" * 16)
+    dev = Device("gpu", "stub", _rig=CountingRig())
+    recs = run_items(items, dev, progress=False)
+    assert [r["status"] for r in recs] == ["pass", "pass"]
+    assert sorted(CountingRig.asked) == sorted(FIGURES)
+    assert dev.to_json()["cublas_bf16_tflops"] == 650.0

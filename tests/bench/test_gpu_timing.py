@@ -2,7 +2,8 @@
 
 These check the rig against things whose answer is known: a kernel that
 spins for a set time, an empty kernel (whose time must not include numba's
-launch overhead), the measured ceilings and launch latency, the clock
+launch overhead), the measured ceilings (the tensor-core peaks among them)
+and launch latency, the clock
 warm-up, a call of several launches timed with and without the host's
 launch cost, and one full record.
 """
@@ -102,6 +103,21 @@ def test_the_measured_ceilings_are_plausible(gpu):
     assert 1 < gpu.fp32_tflops < 500
     # measured once per run
     assert gpu.copy_gbps == gpu.copy_gbps and gpu.rig()._copy_gbps is not None
+
+
+def test_the_tensor_core_peaks_are_plausible_and_above_the_fp32_rate(gpu):
+    # An H100/H200 is specified at ~990 dense BF16 and ~1980 dense FP8 TFLOP/s;
+    # an A100 at 312 BF16 and no FP8. Any sm_80+ part has a BF16 form.
+    figures = gpu.measure_figures()
+    bf16, fp8 = figures["bf16_tflops"], figures["fp8_tflops"]
+    assert bf16 is not None, gpu.ceiling_notes
+    assert 2 * gpu.fp32_tflops < bf16 < 3000, figures
+    if gpu.compute_capability and gpu.compute_capability.startswith("9."):
+        assert fp8 is not None and 1.3 * bf16 < fp8 < 6000, (figures, gpu.ceiling_notes)
+    lib = figures["cublas_bf16_tflops"]
+    if lib is not None:  # torch is optional; when there, cuBLAS comes near the peak
+        assert 0.3 * bf16 < lib < 1.5 * bf16, figures
+    assert gpu.measure_figures() == figures  # measured once per run
 
 
 def test_sampling_stops_by_its_rule_with_a_sane_spread(gpu):

@@ -154,3 +154,33 @@ def test_the_shipped_gdn_paths_need_a_gdn_section_and_dense_recipes_have_none():
     for name, has_gdn in (("qwen3-8b", False), ("llama-3.1-8b-atlas", False), ("qwen3-next-80b-a3b", True)):
         model = load_recipe(recipes / f"{name}.toml").model
         assert bool(model.get("gdn")) is has_gdn, name
+
+
+# -- the model-shape plan of the shipped recipes -------------------------------
+
+
+def _model_plan(recipe: str):
+    from pathlib import Path
+
+    from leverctl.cli import common
+
+    st = common.setup(recipe=Path(__file__).resolve().parents[2] / "recipes" / f"{recipe}.toml", no_env=True)
+    res = st.resolve(quiet=True)
+    _cat, rec = st.load()
+    return plan_for(res, common.registered_paths(), shapes="model", model=dict(rec.model))
+
+
+def test_the_qwen3_8b_dense_ffn_gemms_are_benched_from_16_rows_to_4096():
+    plan = _model_plan("qwen3-8b")
+    gemm = [i.shape for i in plan.items if i.kernel == "w4a16.gemm"]
+    assert [(s["m"], s["n"], s["k"]) for s in gemm] == [
+        (m, n, k) for m in (16, 64, 256, 1024, 4096) for n, k in ((12288, 4096), (4096, 12288))]
+    # 4 GEMV/FFN decode items and 10 GEMMs: the plan grew by the four new GEMM shapes, no more.
+    assert len(plan.items) == 14 and len(gemm) == 10
+
+
+def test_every_shipped_recipe_benches_the_gemm_at_the_same_rows():
+    for recipe in ("qwen3-8b", "llama-3.1-8b-atlas", "qwen3-next-80b-a3b", "qwen3-next-80b-a3b-metrale",
+                   "atlas-defaults", "metrale-defaults"):
+        rows = sorted({i.shape["m"] for i in _model_plan(recipe).items if i.kernel == "w4a16.gemm"})
+        assert rows == [16, 64, 256, 1024, 4096], recipe

@@ -88,6 +88,15 @@ class FixedRig:
     def fp32_tflops(self):
         return 60.0
 
+    def bf16_tflops(self):
+        return 700.0
+
+    def fp8_tflops(self):
+        return 1400.0
+
+    def cublas_bf16_tflops(self):
+        return 650.0
+
 
 @pytest.fixture
 def fixed_gpu(monkeypatch):

@@ -250,3 +250,52 @@ def test_every_record_says_which_tensor_core_instruction_its_variant_ran_on(devi
                                                                           tensor_cores="mma.sync")})
     assert run_item(_item("plain", mma), device, rng_seed=1)["tensor_cores"] is None
     assert run_item(_item("good", mma), device, rng_seed=1)["tensor_cores"] == "mma.sync"
+
+
+def _tc_path(**declared):
+    """saxpy whose ``good`` variant declares ``declared`` and whose ``plain``
+    variant's built launch carries wgmma on bf16 (chosen at build time)."""
+    import dataclasses
+
+    path = saxpy_path()
+    plain = path.variants["plain"]
+
+    def build(shape):
+        launch = plain.build(shape)
+        launch.tensor_cores, launch.tc_dtype = "wgmma", "bf16"
+        return launch
+
+    return dataclasses.replace(path, variants={
+        **path.variants,
+        "good": dataclasses.replace(path.variants["good"], **declared),
+        "plain": dataclasses.replace(plain, build=build, tensor_cores="mma.sync", tc_dtype="f16")})
+
+
+@pytest.mark.sim
+def test_every_record_says_the_tensor_cores_input_type_next_to_the_instruction(device):
+    path = _tc_path(tensor_cores="mma.sync", tc_dtype="s8")
+    rec = run_item(_item("good", path), device, rng_seed=1)
+    assert (rec["tensor_cores"], rec["tc_dtype"]) == ("mma.sync", "s8")
+    assert list(rec).index("tc_dtype") == list(rec).index("tensor_cores") + 1
+
+
+@pytest.mark.sim
+def test_a_built_launch_that_carries_its_instruction_overrides_the_variants_declaration(device):
+    rec = run_item(_item("plain", _tc_path()), device, rng_seed=1)
+    assert (rec["tensor_cores"], rec["tc_dtype"]) == ("wgmma", "bf16")
+
+
+def test_an_item_that_fails_before_its_build_keeps_the_variants_declaration():
+    path = _tc_path()
+    rec = run_item(PlanItem(path, "plain", {}, SHAPES[0], "select() raised", failed=True), Device("sim", SIM_NAME))
+    assert (rec["tensor_cores"], rec["tc_dtype"]) == ("mma.sync", "f16")
+
+
+def test_a_variant_refuses_a_tensor_core_instruction_or_input_type_it_cannot_name():
+    from leverctl_kernels.common.path import Variant
+
+    with pytest.raises(ValueError, match="tc_dtype 'fp16'"):
+        Variant("v", "s", lambda shape: None, tensor_cores="wgmma", tc_dtype="fp16")
+    with pytest.raises(ValueError, match="tensor_cores 'hmma'"):
+        Variant("v", "s", lambda shape: None, tensor_cores="hmma")
+    assert Variant("v", "s", lambda shape: None, tc_dtype="e4m3").tensor_cores is None  # chosen at build time

@@ -9,6 +9,7 @@ import pytest
 
 from leverctl.bench.timing import (
     StopRule,
+    compute_rate,
     percentile,
     relative_noise,
     roofline,
@@ -134,7 +135,7 @@ def test_a_timer_that_returns_nothing_is_an_error_not_a_hang():
 
 def test_a_memory_bound_kernel_is_floored_by_the_copy_bandwidth():
     # 4 GB/s -> 4000 bytes per microsecond; 40 000 bytes = 10 us; few flops.
-    roof, ach = roofline(nbytes=40_000, flops=10, median_us=20.0, copy_gbps=4.0, fp32_tflops=1.0)
+    roof, ach = roofline(nbytes=40_000, flops=10, median_us=20.0, copy_gbps=4.0, compute_tflops=1.0)
     assert roof["bound"] == "memory"
     assert roof["floor_us"] == pytest.approx(10.0)
     assert roof["pct_of_floor"] == pytest.approx(50.0)
@@ -144,18 +145,18 @@ def test_a_memory_bound_kernel_is_floored_by_the_copy_bandwidth():
 
 def test_the_floor_of_a_microsecond_decode_kernel_includes_the_launch_latency():
     # 4 MB at 4000 GB/s is 1 us of traffic; a launch costs the GPU 2.5 us.
-    roof, _ = roofline(nbytes=4_000_000, flops=10, median_us=4.0, copy_gbps=4000.0, fp32_tflops=60.0,
+    roof, _ = roofline(nbytes=4_000_000, flops=10, median_us=4.0, copy_gbps=4000.0, compute_tflops=60.0,
                        launch_us=2.5)
     assert roof["floor_us"] == pytest.approx(3.5)
     assert roof["pct_of_floor"] == pytest.approx(87.5)  # not the 25 % of the traffic alone
     assert (roof["bound"], roof["launch_us"], roof["launches"]) == ("launch", 2.5, 1)
-    without, _ = roofline(nbytes=4_000_000, flops=10, median_us=4.0, copy_gbps=4000.0, fp32_tflops=60.0)
+    without, _ = roofline(nbytes=4_000_000, flops=10, median_us=4.0, copy_gbps=4000.0, compute_tflops=60.0)
     assert without["pct_of_floor"] == pytest.approx(25.0) and without["bound"] == "memory"
 
 
 def test_each_launch_of_a_multi_launch_call_adds_to_the_floor():
     # one launch per sequence, 8 sequences: 8 launch latencies
-    roof, _ = roofline(nbytes=40_000_000, flops=0, median_us=40.0, copy_gbps=4000.0, fp32_tflops=60.0,
+    roof, _ = roofline(nbytes=40_000_000, flops=0, median_us=40.0, copy_gbps=4000.0, compute_tflops=60.0,
                        launch_us=2.0, launches=8)
     assert roof["floor_us"] == pytest.approx(10.0 + 16.0)
     assert roof["bound"] == "launch" and roof["launches"] == 8
@@ -169,8 +170,62 @@ def test_the_timing_object_says_the_host_launch_cost_is_excluded():
 
 def test_a_compute_bound_kernel_is_floored_by_the_fp32_rate():
     # 60 TFLOP/s -> 6e7 flops per microsecond; 6e9 flops = 100 us.
-    roof, ach = roofline(nbytes=1000, flops=6_000_000_000, median_us=125.0, copy_gbps=4000.0, fp32_tflops=60.0)
+    roof, ach = roofline(nbytes=1000, flops=6_000_000_000, median_us=125.0, copy_gbps=4000.0, compute_tflops=60.0)
     assert roof["bound"] == "compute"
     assert roof["floor_us"] == pytest.approx(100.0)
     assert roof["pct_of_floor"] == pytest.approx(80.0)
     assert ach["tflops"] == pytest.approx(48.0)
+    assert (roof["compute_rate"], roof["compute_tflops"]) == ("fp32_tflops", 60.0)
+
+
+# -- which rate a compute floor is drawn at
+
+
+@pytest.mark.parametrize("tensor_cores, tc_dtype, rate", [
+    (None, None, "fp32_tflops"),
+    ("mma.sync", "f16", "bf16_tflops"),
+    ("wgmma", "bf16", "bf16_tflops"),
+    ("wgmma", "e4m3", "fp8_tflops"),
+    ("mma.sync", "e4m3-via-f16", "bf16_tflops"),  # mma.sync's E4M3 runs on the FP16 datapath
+    ("mma.sync", "s8", "fp8_tflops"),  # no INT8 peak of its own: the FP8 figure
+], ids=["cuda-cores", "mma-f16", "wgmma-bf16", "wgmma-e4m3", "mma-e4m3-via-f16", "mma-s8"])
+def test_the_compute_floor_uses_the_rate_of_the_instruction_the_variant_ran_on(tensor_cores, tc_dtype, rate):
+    assert compute_rate(tensor_cores, tc_dtype) == (rate, None)
+
+
+def test_a_tensor_core_variant_without_an_input_type_gets_no_compute_floor_rather_than_a_guess():
+    rate, why = compute_rate("wgmma", None)
+    assert rate is None and "without a declared tc_dtype" in why
+    rate, why = compute_rate("mma.sync", "tf32")
+    assert rate is None and "tf32" in why
+
+
+def test_a_tensor_core_gemm_is_floored_by_the_bf16_peak_not_the_fp32_rate():
+    # m = n = k = 4096: 137 GFLOP; 700 TFLOP/s -> 196 us, FP32 at 60 -> 2.3 ms.
+    flops = 2 * 4096 ** 3
+    nbytes = 3 * 2 * 4096 ** 2
+    roof, _ = roofline(nbytes, flops, median_us=250.0, copy_gbps=4000.0, compute_tflops=700.0,
+                       compute_rate="bf16_tflops")
+    assert (roof["bound"], roof["compute_rate"], roof["compute_tflops"]) == ("compute", "bf16_tflops", 700.0)
+    assert roof["pct_of_floor"] == pytest.approx(100 * flops / 700e12 / 250e-6, rel=1e-3)  # 78.5 %
+    # The same timing against the FP32 rate would read as 9 times past the ceiling.
+    fp32, _ = roofline(nbytes, flops, median_us=250.0, copy_gbps=4000.0, compute_tflops=60.0)
+    assert fp32["pct_of_floor"] > 900
+
+
+def test_pct_of_floor_is_against_the_larger_of_the_compute_and_memory_floors():
+    # 8 MB at 4000 GB/s = 2 us; 1.4 GFLOP at 700 TFLOP/s = 2 us + a hair more.
+    mem, _ = roofline(8_000_000, 1_000_000_000, median_us=4.0, copy_gbps=4000.0, compute_tflops=700.0,
+                      compute_rate="bf16_tflops")
+    assert mem["bound"] == "memory" and mem["floor_us"] == pytest.approx(2.0)
+    cmp_, _ = roofline(8_000_000, 2_800_000_000, median_us=8.0, copy_gbps=4000.0, compute_tflops=700.0,
+                       compute_rate="bf16_tflops")
+    assert cmp_["bound"] == "compute" and cmp_["floor_us"] == pytest.approx(4.0)
+    assert cmp_["pct_of_floor"] == pytest.approx(50.0)
+
+
+def test_without_a_measured_rate_the_floor_is_the_memory_term_and_names_the_missing_rate():
+    roof, _ = roofline(8_000_000, 10 ** 12, median_us=4.0, copy_gbps=4000.0, compute_tflops=None,
+                       compute_rate="fp8_tflops")
+    assert (roof["bound"], roof["floor_us"]) == ("memory", pytest.approx(2.0))
+    assert (roof["compute_rate"], roof["compute_tflops"]) == ("fp8_tflops", None)

@@ -282,7 +282,7 @@ def test_model_shapes_moe_recipe_and_fallback():
     for model in (None, {}, {"name": "x", "hidden": 1024}):
         shapes = fam.GEMV.shapes("model", model)
         assert [s.label for s in shapes] == ["expert/shared-gate n512 k2048", "expert/shared-down n2048 k512"]
-    assert [s["m"] for s in fam.GEMM.shapes("model", None)] == [16, 16, 64, 64, 256, 256]
+    assert [s["m"] for s in fam.GEMM.shapes("model", None)] == [16, 16, 64, 64, 256, 256, 1024, 1024, 4096, 4096]
 
 
 def test_make_inputs_layout_seeded_and_fresh():

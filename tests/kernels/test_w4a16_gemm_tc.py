@@ -263,4 +263,5 @@ def test_the_variants_declare_the_process_form_and_fma_tiles_none():
 
     v = fam.GEMM.variants
     assert v["small_m"].tensor_cores == v["default_tiles"].tensor_cores == tc.current()
-    assert v["fma_tiles"].tensor_cores is None
+    assert v["small_m"].tc_dtype == v["default_tiles"].tc_dtype == "f16"
+    assert (v["fma_tiles"].tensor_cores, v["fma_tiles"].tc_dtype) == (None, None)
