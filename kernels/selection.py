@@ -40,7 +40,12 @@ Dims = Mapping[str, Any]  # a Shape, or any mapping of its named sizes
 class Cond:
     """A condition on the shape. ``text`` says when it holds and
     ``negation`` when it does not, in symbols (``T = 17``, ``T != 17``);
-    ``why`` says why it failed at one shape, with the shape's numbers."""
+    ``why`` says why it failed at one shape, with the shape's numbers.
+
+    A *guard* (``negation`` and ``why`` empty, made by :func:`_guard`) sends
+    the shapes it holds at to a fallback before the levers are asked; that
+    it failed is nobody's reason, so notes (``{unmet}``) and explain's
+    wording of later rules leave it out."""
 
     text: str
     negation: str
@@ -111,7 +116,7 @@ class Table:
                 continue
             failed = [c for c in rule.shape if not c.test(shape)]
             if failed:
-                unmet.extend(c.why(shape) for c in failed)
+                unmet.extend(w for w in (c.why(shape) for c in failed) if w)
                 continue
             dims = dict(getattr(shape, "dims", shape))
             return Choice(rule.variant, rule.note.format(**dims, unmet=" and ".join(unmet)))
@@ -129,7 +134,7 @@ class Table:
             out.append(Case(tuple(c.text for c in rule.shape), rule.variant, note))
             if not rule.shape:
                 break
-            skipped.extend(c.negation for c in rule.shape)
+            skipped.extend(c.negation for c in rule.shape if c.negation)
         return tuple(out)
 
     def cond(self, text: str) -> Cond:
@@ -158,10 +163,15 @@ def _cond(text: str, negation: str, test: Callable[[Dims], bool], why: Callable[
     return Cond(text, negation, test, why)
 
 
+def _guard(text: str, test: Callable[[Dims], bool]) -> Cond:
+    """A guard (see :class:`Cond`): holds where ``text`` says."""
+    return Cond(text, "", test, lambda d: "")
+
+
 # ── w4a16 ───────────────────────────────────────────────────────────────────
 
 SMALL_M_MAX_ROWS = 64
-SMALL_M_K_MULTIPLE = 32
+TC_K_MULTIPLE = 16  # the tensor-core GEMMs' K step (one m16n8k16 MMA, one wgmma k16)
 
 W4A16_GEMV = Table(
     path="w4a16.gemv",
@@ -199,19 +209,22 @@ W4A16_FFN_DECODE = Table(
 
 _SMALL_M_ROWS = _cond(f"m <= {SMALL_M_MAX_ROWS}", f"m > {SMALL_M_MAX_ROWS}",
                       lambda d: d["m"] <= SMALL_M_MAX_ROWS, lambda d: f"m={d['m']} > {SMALL_M_MAX_ROWS}")
-_SMALL_M_K = _cond(f"k % {SMALL_M_K_MULTIPLE} = 0", f"k % {SMALL_M_K_MULTIPLE} != 0",
-                   lambda d: d["k"] % SMALL_M_K_MULTIPLE == 0,
-                   lambda d: f"k={d['k']} is not a multiple of {SMALL_M_K_MULTIPLE}")
+_NO_TC_K = _guard(f"k % {TC_K_MULTIPLE} != 0", lambda d: d["k"] % TC_K_MULTIPLE != 0)
 
+# small_m and default_tiles run on tensor cores (mma.sync or wgmma, the one
+# `common/tc.py` picks), which step K by 16 and have no K edge; fma_tiles is
+# the FP32-FMA GEMM they replaced, kept for the shapes they cannot run.
 W4A16_GEMM = Table(
     path="w4a16.gemm",
-    summary="Tiled W4A16 GEMM c = a W^T (FFN projections of a batch)",
+    summary="W4A16 GEMM c = a W^T (FFN projections of a batch) on tensor cores",
     levers=("ffn_small_m",),
     assumed={"ffn_small_m": True},
-    variants=("small_m", "default_tiles"),
+    variants=("small_m", "default_tiles", "fma_tiles"),
     rules=(
+        Rule("fma_tiles", {}, (_NO_TC_K,),
+             note=f"the tensor-core GEMMs step K by {TC_K_MULTIPLE}: FP32-FMA tiles whatever ffn_small_m says"),
         Rule("default_tiles", {"ffn_small_m": False}),
-        Rule("small_m", {}, (_SMALL_M_ROWS, _SMALL_M_K)),
+        Rule("small_m", {}, (_SMALL_M_ROWS,)),
         Rule("default_tiles", note="ffn_small_m is on but {unmet}: default tiles"),
     ),
 )

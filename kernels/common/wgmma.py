@@ -453,8 +453,14 @@ def _twin_smem_addr(arr):
             return np.uint32(hit[0])
         addr = _smem_next[0]
         if addr + arr.nbytes > _WINDOW:  # a new window: older blocks' arrays are done with
-            _smem.clear()
             addr = 0
+        # Forget only the (older) arrays this one now overlaps: clearing the
+        # whole window would also drop the arrays this block registered just
+        # before the wrap, and their stores would then find no array.
+        end = addr + arr.nbytes
+        for old_key, (base, old) in list(_smem.items()):
+            if base < end and addr < base + old.nbytes:
+                del _smem[old_key]
         _smem[key] = (addr, arr)
         _smem_next[0] = (addr + arr.nbytes + 127) & ~127
         return np.uint32(addr)

@@ -11,7 +11,8 @@ w4a16.gemv_dual     gemv_sw                                     gemv_dual_sw, ge
 w4a16.ffn_decode    decode_ffn_via_gemm, decode_split_silu,     gemv_sw+fused, gemv_64t+fused,
                     gemv_sw                                     gemv_sw+split, gemv_64t+split,
                                                                 gemm_m1
-w4a16.gemm          ffn_small_m                                 small_m, default_tiles
+w4a16.gemm          ffn_small_m                                 small_m, default_tiles (tensor
+                                                                cores), fma_tiles (k % 16 != 0)
 ==================  ==========================================  =============================
 
 Weight layout: ``leverctl_kernels.common.int4``. Every output is fp16 (the
@@ -29,6 +30,7 @@ from ..common.int4 import packed_bytes, random_w4
 from ..common.path import KernelPath, Shape, Tolerance, Traffic, Variant
 from ..selection import W4A16_FFN_DECODE, W4A16_GEMM, W4A16_GEMV, W4A16_GEMV_DUAL, Table, check_declaration
 from . import (
+    gemm_tc,
     gemm_tiled,
     gemv_64t,
     gemv_dual_64t,
@@ -331,19 +333,30 @@ def gemm_traffic(shape: Shape) -> Traffic:
 gemm_select = W4A16_GEMM.select
 
 
+# The tensor-core form this process builds (None only where there is
+# neither a GPU nor the simulator): what `leverctl kernels` says; each
+# launch carries the form it actually runs on, which the record takes.
+_TC_FORM = gemm_tc.declared_form()
+_TC_DTYPE = gemm_tc.TC_DTYPE if _TC_FORM else None
+
 GEMM = _path(
     W4A16_GEMM,
     [
-        Variant("small_m", "16x32x32 tiles, 128 threads, for m <= 64 with k % 32 == 0", gemm_tiled.build_small_m),
-        Variant("default_tiles", "64x64x64 tiles, 256 threads, 4x4 register micro-tiles, any m, n, k",
-                gemm_tiled.build_default),
+        Variant("small_m", "tensor cores, m <= 64: wgmma 64 x 64 warpgroup tiles (Hopper) or mma.sync 16-64 x 16 "
+                "tiles of 4 warps splitting K; int4 dequantised to fp16, f32 accumulators", gemm_tc.build_small_m,
+                tensor_cores=_TC_FORM, tc_dtype=_TC_DTYPE),
+        Variant("default_tiles", "tensor cores, any m: wgmma 64 x 128 warpgroup tiles, two K stages in flight "
+                "(Hopper) or mma.sync 64 x 64 tiles of 4 warps, A staged for ldmatrix", gemm_tc.build_default,
+                tensor_cores=_TC_FORM, tc_dtype=_TC_DTYPE),
+        Variant("fma_tiles", "FP32 FMA on CUDA cores: 64x64x64 tiles, 256 threads, 4x4 register micro-tiles, "
+                "any k % 8 == 0 (where the tensor-core GEMMs cannot step K by 16)", gemm_tiled.build_default),
     ],
     shapes=gemm_shapes,
     make_inputs=gemm_inputs,
     outputs=lambda shape: {"c": ((shape["m"], shape["n"]), "float16")},
     reference=lambda shape, inputs: {"c": naive.naive_gemm(*_args(inputs, "a", "qweight", "scales"))},
     traffic=gemm_traffic,
-    notes="memory-bound at small m (weight stream), FP32-compute-bound at large m",
+    notes="memory-bound at small m (weight stream), tensor-core-bound at large m (FP32-bound on fma_tiles)",
     extra={"gemm_mnk": lambda s: (s["m"], s["n"], s["k"])},
 )
 

@@ -82,7 +82,7 @@ def test_paths_declared():
     assert set(by["w4a16.ffn_decode"].variants) == {
         "gemv_sw+fused", "gemv_64t+fused", "gemv_sw+split", "gemv_64t+split", "gemm_m1",
     }
-    assert set(by["w4a16.gemm"].variants) == {"small_m", "default_tiles"}
+    assert list(by["w4a16.gemm"].variants) == ["small_m", "default_tiles", "fma_tiles"]
     for p in fam.PATHS:
         assert p.family == "w4a16" and p.name.startswith("w4a16.")
         for name, v in p.variants.items():
@@ -148,15 +148,20 @@ def test_select_ffn_decode_without_split_lever_is_fused():
 
 
 GEMM_CASES = [
-    # (ffn_small_m, m, k) -> (variant, note mentions)
+    # (ffn_small_m, m, k) -> (variant, what the note mentions)
     (True, 1, 2048, "small_m", None),
     (True, 64, 512, "small_m", None),
     (True, 5, 160, "small_m", None),
+    (True, 16, 272, "small_m", None),  # k % 32 != 0: the FMA small-M tiles needed 32, tensor cores need 16
     (True, 65, 2048, "default_tiles", "m=65"),
-    (True, 16, 264, "default_tiles", "k=264"),
-    (True, 67, 136, "default_tiles", "m=67"),
+    (True, 67, 160, "default_tiles", "m=67"),
+    (True, 16, 264, "fma_tiles", "step K by 16"),
+    (True, 67, 136, "fma_tiles", "step K by 16"),
     (False, 1, 2048, "default_tiles", None),
-    (False, 67, 264, "default_tiles", None),
+    (False, 5, 160, "default_tiles", None),
+    (False, 67, 160, "default_tiles", None),
+    (False, 67, 264, "fma_tiles", "step K by 16"),
+    (False, 5, 8, "fma_tiles", "step K by 16"),
 ]
 
 
@@ -172,9 +177,48 @@ def test_select_gemm(lever, m, k, expected, note):
     if note is None:
         assert choice.note == ""
     else:
-        assert note in choice.note and "default tiles" in choice.note
-    if m == 67 and k == 136:
-        assert "k=136" in choice.note  # both reasons are given
+        assert note in choice.note
+    if expected == "default_tiles" and lever:
+        assert choice.note == f"ffn_small_m is on but m={m} > 64: default tiles"  # the guard is no reason
+    if expected == "fma_tiles":
+        assert "FP32-FMA" in choice.note and f"m={m}" not in choice.note
+
+
+@pytest.mark.parametrize("engine", ["atlas", "metrale"])
+def test_select_gemm_every_lever_value_in_both_engines(engine):
+    """Each engine's ffn_small_m (unset, on, off, as its catalog resolves
+    them) at a small-M, a large-M and a k % 16 != 0 shape."""
+    from leverctl.bench.plan import path_levers
+    from leverctl.levers import load_catalog
+
+    cat = load_catalog(engine)
+    path = _path("w4a16.gemm")
+    assert "ffn_small_m" in cat.fields
+    defaults = {f: lv.default for f, lv in cat.levers.items()}
+    shapes = {"small": Shape("m16-n37-k2048", {"m": 16, "n": 37, "k": 2048}),
+              "large": Shape("m256-n37-k2048", {"m": 256, "n": 37, "k": 2048}),
+              "odd_k": Shape("m16-n37-k264", {"m": 16, "n": 37, "k": 264})}
+    want = {True: {"small": "small_m", "large": "default_tiles", "odd_k": "fma_tiles"},
+            False: {"small": "default_tiles", "large": "default_tiles", "odd_k": "fma_tiles"}}
+    for value in (None, True, False):
+        values = dict(defaults) if value is None else {**defaults, "ffn_small_m": value}
+        levers = path_levers(path, values, cat.fields)
+        on = defaults["ffn_small_m"] if value is None else value
+        for name, shape in shapes.items():
+            assert path.select(levers, shape).variant == want[on][name], (engine, value, name)
+
+
+def test_explain_words_the_gemm_guard_first():
+    from leverctl_kernels.selection import W4A16_GEMM
+
+    from leverctl.levers.explain import words
+
+    on = words(W4A16_GEMM.cases({"ffn_small_m": True}))
+    assert on.startswith("k % 16 != 0: fma_tiles")
+    assert "m <= 64: small_m" in on
+    assert "[ffn_small_m is on but m > 64: default tiles]" in on  # the guard is not among the reasons
+    off = words(W4A16_GEMM.cases({"ffn_small_m": False}))
+    assert off.startswith("k % 16 != 0: fma_tiles") and off.endswith("otherwise: default_tiles")
 
 
 def test_select_defaults_when_levers_missing():
@@ -434,13 +478,15 @@ def test_gemv_64t_two_chunks():
 
 
 @pytest.mark.sim
-def test_gemm_default_tiles_k_not_multiple_of_32():
-    """k = 136: the last K tile holds one packed word (8 inputs)."""
+def test_gemm_fma_tiles_take_k_not_multiple_of_16():
+    """k = 136: the tensor-core variants cannot step K by 16; select sends
+    the shape to the FMA tiles, whose last K tile holds one packed word."""
     path = _path("w4a16.gemm")
     shape = Shape("m5-n37-k136", {"m": 5, "n": 37, "k": 136})
-    assert path.select({"ffn_small_m": True}, shape).variant == "default_tiles"
-    got, ref = _run(path, "default_tiles", shape)
-    _assert_close(path, "default_tiles", got, ref)
+    for on in (True, False):
+        assert path.select({"ffn_small_m": on}, shape).variant == "fma_tiles"
+    got, ref = _run(path, "fma_tiles", shape)
+    _assert_close(path, "fma_tiles", got, ref)
 
 
 @pytest.mark.sim
