@@ -60,9 +60,11 @@ _STATE_NOTE = ("Qwen3-Next (Hv = 32, dk = dv = 128): 2 MiB of fp32 state per seq
 
 def _variant(mod, traffic=None, launches=1) -> Variant:
     """The variant a variant module declares (``NAME``, ``SUMMARY``,
-    ``build``), with its own traffic where it moves more than the path's and
-    its kernel launches per call where there are several."""
-    return Variant(mod.NAME, mod.SUMMARY, mod.build, traffic=traffic, launches=launches)
+    ``build``, and ``TENSOR_CORES`` where it has tensor-core products), with
+    its own traffic where it moves more than the path's and its kernel
+    launches per call where there are several."""
+    return Variant(mod.NAME, mod.SUMMARY, mod.build, traffic=traffic, launches=launches,
+                   tensor_cores=getattr(mod, "TENSOR_CORES", None))
 
 
 def _per_sequence_launches(shape) -> int:

@@ -50,6 +50,7 @@ from functools import lru_cache
 import numpy as np
 from numba import cuda, float32, uint64
 
+from ._mma_qk import LAYOUT, TC_DTYPE, TC_FORM, make_lower_product, words
 from .naive import L2_EPS
 
 F32 = 4
@@ -77,6 +78,14 @@ def chunk_flops(L: int, DK: int, DV: int) -> int:
         + 2 * (tri + L) * DV  # P delta
         + 2 * L * DK * DV + DK * DV  # S' = a S + K^T (e delta)
     )
+
+
+def tensor_core_launch(launch):
+    """Mark a chunked kernel's launch for the record: its ``A`` and ``P``
+    products run on ``mma.sync`` with fp16 inputs (``_mma_qk``)."""
+    launch.tensor_cores = TC_FORM
+    launch.tc_dtype = TC_DTYPE
+    return launch
 
 
 @lru_cache(maxsize=None)
@@ -123,7 +132,7 @@ def make_slice_io(DK: int, BV: int, NT: int):
 
 
 @lru_cache(maxsize=None)
-def make_chunk(C: int, DK: int, BV: int, NT: int, RESIDENT: bool):
+def make_chunk(C: int, DK: int, BV: int, NT: int, RESIDENT: bool, layout=LAYOUT):
     """The device function ``chunk(q, k, v, g, beta, S2, Ssh, o, scr, h, hk,
     v0, c0, L, tid)`` for chunks of at most ``C`` tokens on a ``DK x BV``
     slice with ``NT`` threads; ``scr`` is :func:`make_scratch`'s tuple.
@@ -131,6 +140,8 @@ def make_chunk(C: int, DK: int, BV: int, NT: int, RESIDENT: bool):
     loads and stores it once, :func:`make_slice_io`); otherwise it is read
     from and written back to the global ``S2`` view within every chunk."""
     EPT = -(-C * BV // NT)  # delta entries per thread (registers)
+    a_lower = make_lower_product(DK, NT, True, layout)
+    p_lower = make_lower_product(DK, NT, False, layout)
     UDK = np.uint64(DK)
     ONE = np.uint64(1)
     SCALE = np.float32(1.0 / math.sqrt(DK))
@@ -150,16 +161,6 @@ def make_chunk(C: int, DK: int, BV: int, NT: int, RESIDENT: bool):
             S2[d, v0 + jj] = x
 
     @cuda.jit(device=True, inline="always")
-    def dot(a, b):
-        """``a . b`` over the ``DK`` entries of two fp16 rows, in fp32."""
-        acc = float32(0.0)
-        d = uint64(0)
-        while d < UDK:
-            acc += float32(a[d]) * float32(b[d])
-            d += ONE
-        return acc
-
-    @cuda.jit(device=True, inline="always")
     def dot_s(a, S2, Ssh, jj, v0):
         """``a . S[:, jj]``: an fp16 row against a column of the state slice."""
         acc = float32(0.0)
@@ -172,6 +173,8 @@ def make_chunk(C: int, DK: int, BV: int, NT: int, RESIDENT: bool):
     @cuda.jit(device=True)
     def chunk(q, k, v, g, beta, S2, Ssh, o, scr, h, hk, v0, c0, L, tid):
         M, D, Gs, Bs, Rk, Rq, Ek = scr
+        kw = words(k)
+        qw = words(q)
         # 0. per-token scalars: norms, beta, the cumulative decay. Each
         #    thread sums its own prefix (L <= C adds): no scan, no barrier.
         for i in range(tid, L, NT):
@@ -201,12 +204,7 @@ def make_chunk(C: int, DK: int, BV: int, NT: int, RESIDENT: bool):
         uv0 = uint64(v0)
         for i in range(tid, L, NT):
             Ek[i] = Rk[i] * math.exp(GL - Gs[i])
-        for e in range(tid, L * L, NT):
-            i = e // L
-            l = e - i * L
-            if l < i:
-                kk = dot(k[c0 + i, hk], k[c0 + l, hk])
-                M[i, l] = Bs[i] * Rk[i] * Rk[l] * math.exp(Gs[i] - Gs[l]) * kk
+        a_lower(kw, kw, M, Gs, Rk, Rk, Bs, hk, c0, L, tid)  # tensor cores
         for e in range(tid, L * BV, NT):
             i = e // BV
             jj = e - i * BV
@@ -252,12 +250,7 @@ def make_chunk(C: int, DK: int, BV: int, NT: int, RESIDENT: bool):
                 i = e // BV
                 D[i, e - i * BV] = tmp[s]
         #    T is dead: P = Q_hat K_hat^T exp(G_i - G_j) into M's lower part.
-        for e in range(tid, L * L, NT):
-            i = e // L
-            l = e - i * L
-            if l <= i:
-                qk = dot(q[c0 + i, hk], k[c0 + l, hk])
-                M[i, l] = Rq[i] * Rk[l] * math.exp(Gs[i] - Gs[l]) * qk
+        p_lower(qw, kw, M, Gs, Rq, Rk, Bs, hk, c0, L, tid)  # tensor cores
         cuda.syncthreads()
 
         # 4. o = exp(G) Q_hat S + P delta.
