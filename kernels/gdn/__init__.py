@@ -92,8 +92,9 @@ PREFILL = _path(
     reference=spec.token_reference,
     traffic=spec.prefill_traffic,
     tolerance=PREFILL_TOL,
-    notes="Compute-bound at model shapes (fp32 CUDA cores). global_state adds one state "
-          "read+write per extra chunk.",
+    notes="Compute-bound at model shapes: the chunk's k.k and q.k products on mma.sync (fp16 q, k "
+          "as stored, f32 accumulators), the fp32 products on CUDA cores. global_state adds one "
+          "state read+write per extra chunk.",
 )
 
 VERIFY = _path(
@@ -109,7 +110,8 @@ VERIFY = _path(
     reference=spec.token_reference,
     traffic=spec.verify_traffic,
     tolerance=TOKEN_TOL,
-    notes="Bandwidth-bound on the state (the fp32 arithmetic catches up around T = 17). " + _STATE_NOTE,
+    notes="Bandwidth-bound on the state (the fp32 arithmetic catches up around T = 17); wy17 and wyn "
+          "make their k.k and q.k products on mma.sync (fp16). " + _STATE_NOTE,
     extra={"state_traffic": spec.verify_state_traffic},
 )
 

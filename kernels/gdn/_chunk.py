@@ -32,9 +32,35 @@ slice, under the 48 KiB a kernel may declare statically. ``q``/``k``/``v``
 are read straight from global memory (fp16, through L1: every row is reused
 by the whole block) -- staging them would not fit next to ``M``.
 
-Seven barriers per chunk. Work is spread over the ``NT`` threads by flat
-index (``e = tid, tid + NT, ...``); every product is a full dot product by
-one thread, so no reductions are needed anywhere in the chunk.
+Seven barriers per chunk. Which unit computes which product, and why:
+
+=================  ============  ===========================================
+product            unit          why
+=================  ============  ===========================================
+k_i . k_j  (A)     mma.sync f16  q and k are fp16 as stored: exact MMA
+q_i . k_j  (P)     mma.sync f16  inputs; norms, beta, decay applied to the
+                                 f32 result after (``_mma_qk``)
+K_hat S, Q_hat S   FP32 FMA      S is fp32
+T R                FP32 FMA      T and R are fp32, made in the chunk
+P delta            FP32 FMA      P and delta are fp32
+K^T (e delta)      FP32 FMA      the state update: fp32 delta, into fp32 S
+norms, T           FP32 FMA      row-wise sums; a triangular solve
+=================  ============  ===========================================
+
+An fp32 operand on the tensor cores would have to be split into 16-bit
+parts: two fp16 parts carry 22 of its 24 significand bits and lose more
+wherever the low part falls under fp16's normal range (a state entry near
+1e-3 has its low part near 1e-7, subnormal in fp16); bf16 parts need three
+of them, and ``k`` (fp16, not exact in bf16) two. Three or more MMAs per
+product, the parts made at every chunk (``S`` and ``delta`` change), and
+staging for them in shared memory that already holds 41 of the 48 KiB:
+not done, so these products stay exactly what they were.
+
+The MMA products are made per 16 x 8 tile by whole warps (``_mma_qk``);
+everything else is spread over the ``NT`` threads by flat index (``e =
+tid, tid + NT, ...``), each element a full dot product by one thread, so no
+reductions are needed anywhere in the chunk. ``NT`` is whole warps
+(``_layout.warp_threads``).
 
 The inner loops are ``while`` loops over ``uint64`` counters, not ``for ...
 in range``: a signed index costs Numba's negative-index wrap-around (a
@@ -65,7 +91,10 @@ def shared_bytes(C: int, DK: int, BV: int, resident: bool) -> int:
 def chunk_flops(L: int, DK: int, DV: int) -> int:
     """Algorithmic FLOPs of one chunk of ``L`` tokens for one value head
     (a multiply-add is 2): norms, A, T, K S, T R, P, Q S, P delta, the state
-    update; exp and the per-element scalars are not counted."""
+    update; exp and the per-element scalars are not counted. The ``A`` and
+    ``P`` terms run on the tensor cores, the rest on FP32 FMAs; what the
+    tensor cores execute (whole tiles, per column slice) is
+    ``_mma_qk.mma_flops``."""
     tri = L * (L - 1) // 2
     return (
         4 * L * DK  # k.k, q.q

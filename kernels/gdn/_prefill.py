@@ -14,8 +14,12 @@ The blocks of one head share nothing but the q/k/v/g/beta reads (L2 hits);
 ``A``, ``T`` and ``P`` are recomputed per column slice, which buys 4x the
 blocks at dv = 128 (and a quarter of the state slice per block).
 
-Compute-bound at model shapes: the per-chunk work is dense fp32 dot
-products on CUDA cores (no tensor cores from Numba).
+Compute-bound at model shapes. The chunk's ``k.k`` and ``q.k`` products
+(about a third of a block's FLOPs at the model shape) run on ``mma.sync``
+with the fp16 ``q``/``k`` as stored (``_mma_qk``); the products with an fp32
+operand stay on FP32 FMAs (``_chunk`` says why). The launch says so for the
+record (``tensor_cores``, ``tc_dtype``), and the block is whole warps
+(``_layout.warp_threads``).
 """
 from __future__ import annotations
 

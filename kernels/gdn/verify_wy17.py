@@ -12,8 +12,11 @@ state slice, still on chip::
                    Sr -> state slice                           (written once)
 
 Launch: one block per (value head, column slice), ``Hv * dv/BV`` blocks of
-``BV * KSPLIT`` threads; thread ``(j, p)`` of the last step holds rows
-``p*R .. p*R+R-1`` of column ``j`` (``_layout``, ``_step``). Building it for
+``BV * KSPLIT`` threads rounded up to whole warps (the chunk's ``k.k`` and
+``q.k`` tiles run on ``mma.sync``, ``_mma_qk``); thread ``(j, p)`` of the
+last step holds rows ``p*R .. p*R+R-1`` of column ``j`` (``_layout``,
+``_step``), and threads past ``BV * KSPLIT`` (only at the smoke shapes)
+sit the step out. Building it for
 any other ``T`` is refused: ``select`` only picks it at ``T == 17``.
 
 Bandwidth-bound on the state, like every ``gdn.verify`` variant (the

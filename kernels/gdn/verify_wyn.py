@@ -3,7 +3,8 @@ one chunk of the WY form, ``T`` a compile-time constant of the factory (every
 loop bound and shared array is sized for it).
 
 Launch: one block per (value head, column slice), ``Hv * dv/BV`` blocks of
-``BV * KSPLIT`` threads (``_layout``)::
+``BV * KSPLIT`` threads rounded up to whole warps (``_layout``; the chunk's
+``k.k`` and ``q.k`` tiles run on ``mma.sync``, ``_mma_qk``)::
 
     block (h, s):  state slice -> Ssh (read once)
                    chunk(c0 = 0, L = T)      A, T = (I+A)^-1, delta, o, S'
