@@ -76,7 +76,7 @@ from functools import lru_cache
 import numpy as np
 from numba import cuda, float32, uint64
 
-from ._mma_qk import LAYOUT, TC_DTYPE, TC_FORM, make_lower_product, words
+from ._mma_qk import LAYOUT, TC_DTYPE, TC_FORM, make_lower_product
 from .naive import L2_EPS
 
 F32 = 4
@@ -202,8 +202,6 @@ def make_chunk(C: int, DK: int, BV: int, NT: int, RESIDENT: bool, layout=LAYOUT)
     @cuda.jit(device=True)
     def chunk(q, k, v, g, beta, S2, Ssh, o, scr, h, hk, v0, c0, L, tid):
         M, D, Gs, Bs, Rk, Rq, Ek = scr
-        kw = words(k)
-        qw = words(q)
         # 0. per-token scalars: norms, beta, the cumulative decay. Each
         #    thread sums its own prefix (L <= C adds): no scan, no barrier.
         for i in range(tid, L, NT):
@@ -233,7 +231,7 @@ def make_chunk(C: int, DK: int, BV: int, NT: int, RESIDENT: bool, layout=LAYOUT)
         uv0 = uint64(v0)
         for i in range(tid, L, NT):
             Ek[i] = Rk[i] * math.exp(GL - Gs[i])
-        a_lower(kw, kw, M, Gs, Rk, Rk, Bs, hk, c0, L, tid)  # tensor cores
+        a_lower(k, k, M, Gs, Rk, Rk, Bs, hk, c0, L, tid)  # tensor cores
         for e in range(tid, L * BV, NT):
             i = e // BV
             jj = e - i * BV
@@ -279,7 +277,7 @@ def make_chunk(C: int, DK: int, BV: int, NT: int, RESIDENT: bool, layout=LAYOUT)
                 i = e // BV
                 D[i, e - i * BV] = tmp[s]
         #    T is dead: P = Q_hat K_hat^T exp(G_i - G_j) into M's lower part.
-        p_lower(qw, kw, M, Gs, Rq, Rk, Bs, hk, c0, L, tid)  # tensor cores
+        p_lower(q, k, M, Gs, Rq, Rk, Bs, hk, c0, L, tid)  # tensor cores
         cuda.syncthreads()
 
         # 4. o = exp(G) Q_hat S + P delta.

@@ -54,7 +54,7 @@ import math
 from functools import lru_cache
 
 import numpy as np
-from numba import cuda, float32
+from numba import cuda, float32, uint32, uint64
 
 from ..common import mma
 
@@ -64,6 +64,8 @@ TC_FORM = "mma.sync"  # the record's tensor_cores
 TC_DTYPE = "f16"  # the MMA's input type (q, k as stored)
 
 LAYOUT = (mma.a_elem, mma.b_elem, mma.c_elem)
+WARP_SHIFT, TM_SHIFT, TN_SHIFT = 5, 4, 3  # divisions by 32, 16, 8 as shifts
+assert (1 << WARP_SHIFT, 1 << TM_SHIFT, 1 << TN_SHIFT) == (WARP, TM, TN)
 
 
 def _check_pairs() -> None:
@@ -94,31 +96,35 @@ def mma_flops(L: int, DK: int) -> int:
     return lower_tiles(L) * -(-DK // TK) * 2 * TM * TN * TK
 
 
+@cuda.jit(device=True, inline="always")
+def words(x):
+    """An fp16 ``[T, H, dk]`` array as ``uint32 [T, H, dk/2]``: each word two
+    consecutive halves, the lower ``d`` in the low 16 bits (little-endian),
+    as an MMA register holds them. A reinterpretation, no copy."""
+    return x.view(np.uint32)
+
+
 @lru_cache(maxsize=None)
-def make_lower_product(DK: int, NT: int, STRICT: bool, layout=LAYOUT):
-    """Device function ``lower(xw, kw, M, Gs, Ri, Rk, Bs, hk, c0, L, tid)``:
-    for every ``i < L`` and ``l < i`` (``l <= i`` unless ``STRICT``)::
+def make_tile(DK: int, layout=LAYOUT):
+    """Device functions ``tile(x, k, hk, ta, la, tb, lb, lane) -> (d0..d3)``,
+    the raw 16 x 8 tile ``x[ta + 0..15] . k[tb + 0..7]`` over all ``DK`` (rows
+    of ``x`` from ``la`` on, of ``k`` from ``lb`` on, read as zero) as this
+    lane's D fragment, and ``d_coords(lane)``, the (row, column) in the tile
+    of each of its four values.
 
-        M[i, l] = s_i * Rk[l] * exp(Gs[i] - Gs[l]) * (x_i . k_l)
-        s_i     = Bs[i] * Ri[i]   (STRICT: A)      Ri[i]   (P)
-
-    with ``x_i = xw[c0 + i, hk]``, ``k_l = kw[c0 + l, hk]`` (fp16 rows
-    viewed as ``uint32`` pairs, :func:`words`) and the dot product on
-    ``mma.sync``. The block's ``NT`` threads are ``NT / 32`` warps; each
-    makes its share of the tiles. ``layout``: ``(a_elem, b_elem, c_elem)``,
-    ``mma``'s unless a test breaks one."""
-    if NT % WARP:
-        raise ValueError(f"{NT} threads are not whole warps: mma.sync needs all 32 lanes")
+    Plain device functions, compiled once per ``DK`` and shared by both
+    products (inlining them into the kernel at Numba's level, as the
+    chunk's other helpers are, made the kernels compile 4x slower); every
+    index they take is non-negative and they index with ``uint64``, so
+    nothing is lost by compiling them apart."""
     if DK % 2:
         raise ValueError(f"dk={DK} is odd: fp16 pairs of a row are loaded as one 32-bit word")
     a_elem, b_elem, c_elem = layout
-    NW = NT // WARP
     KSTEPS = -(-DK // TK)
     DKW = DK // 2  # 32-bit words per row
     PAD = DK % TK != 0  # the last step reads past dk: zeros there
-    RATIO = TM // TN
 
-    @cuda.jit(device=True, inline="always")
+    @cuda.jit(device=True)
     def word(x, hk, t0, lim, w0, r, c):
         """Row ``t0 + r`` (zero from ``r >= lim``), halves ``c, c+1`` of the
         step starting at word ``w0``; zero past ``dk``."""
@@ -127,73 +133,95 @@ def make_lower_product(DK: int, NT: int, STRICT: bool, layout=LAYOUT):
         if PAD:
             ok = ok and w < DKW
         if ok:
-            return x[t0 + r, hk, w]
-        return np.uint32(0)
+            return x[uint64(t0 + r), uint64(hk), uint64(w)]
+        return uint32(0)
 
-    @cuda.jit(device=True, inline="always")
-    def tile(xw, kw, hk, ta, la, tb, lb, lane):
-        """The raw 16 x 8 tile ``x[ta + 0..15] . k[tb + 0..7]`` (rows of
-        ``x`` from ``la``, of ``k`` from ``lb`` on zero): the D fragment."""
+    @cuda.jit(device=True)
+    def tile(x, k, hk, ta, la, tb, lb, lane):
+        xw = words(x)  # here, not in the chunk: no view lives across it
+        kw = words(k)
         d0 = float32(0.0)
         d1 = float32(0.0)
         d2 = float32(0.0)
         d3 = float32(0.0)
+        ar0, ac0 = a_elem(lane, 0)  # a register's two halves: (r, c), (r, c+1)
+        ar1, ac1 = a_elem(lane, 2)
+        ar2, ac2 = a_elem(lane, 4)
+        ar3, ac3 = a_elem(lane, 6)
+        bk0, bn0 = b_elem(lane, 0)  # (k, n), (k+1, n): k along the row of k_n
+        bk1, bn1 = b_elem(lane, 2)
         for s in range(KSTEPS):
             w0 = s * (TK // 2)
-            r, c = a_elem(lane, 0)
-            a0 = word(xw, hk, ta, la, w0, r, c)
-            r, c = a_elem(lane, 2)
-            a1 = word(xw, hk, ta, la, w0, r, c)
-            r, c = a_elem(lane, 4)
-            a2 = word(xw, hk, ta, la, w0, r, c)
-            r, c = a_elem(lane, 6)
-            a3 = word(xw, hk, ta, la, w0, r, c)
-            kk, n = b_elem(lane, 0)
-            b0 = word(kw, hk, tb, lb, w0, n, kk)
-            kk, n = b_elem(lane, 2)
-            b1 = word(kw, hk, tb, lb, w0, n, kk)
+            a0 = word(xw, hk, ta, la, w0, ar0, ac0)
+            a1 = word(xw, hk, ta, la, w0, ar1, ac1)
+            a2 = word(xw, hk, ta, la, w0, ar2, ac2)
+            a3 = word(xw, hk, ta, la, w0, ar3, ac3)
+            b0 = word(kw, hk, tb, lb, w0, bn0, bk0)
+            b1 = word(kw, hk, tb, lb, w0, bn1, bk1)
             d0, d1, d2, d3 = mma.mma_f16_16816(a0, a1, a2, a3, b0, b1, d0, d1, d2, d3)
         return d0, d1, d2, d3
 
-    @cuda.jit(device=True, inline="always")
-    def put(M, Gs, Ri, Rk, Bs, L, i0, l0, lane, e, dot):
-        r, c = c_elem(lane, e)
-        i = i0 + r
-        l = l0 + c
+    @cuda.jit(device=True)
+    def d_coords(lane):
+        r0, c0 = c_elem(lane, 0)
+        r1, c1 = c_elem(lane, 1)
+        r2, c2 = c_elem(lane, 2)
+        r3, c3 = c_elem(lane, 3)
+        return r0, c0, r1, c1, r2, c2, r3, c3
+
+    return tile, d_coords
+
+
+@lru_cache(maxsize=None)
+def make_lower_product(DK: int, NT: int, STRICT: bool, layout=LAYOUT):
+    """Device function ``lower(x, k, M, Gs, Ri, Rk, Bs, hk, c0, L, tid)``:
+    for every ``i < L`` and ``l < i`` (``l <= i`` unless ``STRICT``)::
+
+        M[i, l] = s_i * Rk[l] * exp(Gs[i] - Gs[l]) * (x_i . k_l)
+        s_i     = Bs[i] * Ri[i]   (STRICT: A)      Ri[i]   (P)
+
+    with ``x_i = x[c0 + i, hk]``, ``k_l = k[c0 + l, hk]`` (fp16 rows, read
+    as ``uint32`` pairs, :func:`words`) and the dot product on
+    ``mma.sync``. The block's ``NT`` threads are ``NT / 32`` warps; each
+    makes its share of the tiles. ``layout``: ``(a_elem, b_elem, c_elem)``,
+    ``mma``'s unless a test breaks one."""
+    if NT % WARP:
+        raise ValueError(f"{NT} threads are not whole warps: mma.sync needs all 32 lanes")
+    tile, d_coords = make_tile(DK, layout)
+    NW = NT // WARP
+    RATIO = TM // TN
+
+    @cuda.jit(device=True)
+    def put(M, Gs, Ri, Rk, Bs, L, i0, l0, r, c, dot):
+        i = uint64(i0 + r)
+        l = uint64(l0 + c)
         keep = l < i if STRICT else l <= i
-        if keep and i < L:
+        if keep and i < uint64(L):
             if STRICT:
                 M[i, l] = Bs[i] * Ri[i] * Rk[l] * math.exp(Gs[i] - Gs[l]) * dot
             else:
                 M[i, l] = Ri[i] * Rk[l] * math.exp(Gs[i] - Gs[l]) * dot
 
-    @cuda.jit(device=True, inline="always")
-    def lower(xw, kw, M, Gs, Ri, Rk, Bs, hk, c0, L, tid):
-        warp = tid // WARP
+    @cuda.jit(device=True)
+    def lower(x, k, M, Gs, Ri, Rk, Bs, hk, c0, L, tid):
+        warp = tid >> WARP_SHIFT
         lane = cuda.laneid
-        rows = (L + TM - 1) // TM
-        cols = (L + TN - 1) // TN
+        r0, q0, r1, q1, r2, q2, r3, q3 = d_coords(lane)
+        rows = (L + TM - 1) >> TM_SHIFT
+        cols = (L + TN - 1) >> TN_SHIFT
         turn = 0
         for mi in range(rows):
             i0 = mi * TM
             for ni in range(min(RATIO * mi + RATIO, cols)):
                 if turn == warp:  # the same in every lane of the warp
                     l0 = ni * TN
-                    d0, d1, d2, d3 = tile(xw, kw, hk, c0 + i0, L - i0, c0 + l0, L - l0, lane)
-                    put(M, Gs, Ri, Rk, Bs, L, i0, l0, lane, 0, d0)
-                    put(M, Gs, Ri, Rk, Bs, L, i0, l0, lane, 1, d1)
-                    put(M, Gs, Ri, Rk, Bs, L, i0, l0, lane, 2, d2)
-                    put(M, Gs, Ri, Rk, Bs, L, i0, l0, lane, 3, d3)
+                    d0, d1, d2, d3 = tile(x, k, hk, c0 + i0, L - i0, c0 + l0, L - l0, lane)
+                    put(M, Gs, Ri, Rk, Bs, L, i0, l0, r0, q0, d0)
+                    put(M, Gs, Ri, Rk, Bs, L, i0, l0, r1, q1, d1)
+                    put(M, Gs, Ri, Rk, Bs, L, i0, l0, r2, q2, d2)
+                    put(M, Gs, Ri, Rk, Bs, L, i0, l0, r3, q3, d3)
                 turn += 1
                 if turn == NW:
                     turn = 0
 
     return lower
-
-
-@cuda.jit(device=True, inline="always")
-def words(x):
-    """An fp16 ``[T, H, dk]`` array as ``uint32 [T, H, dk/2]``: each word two
-    consecutive halves, the lower ``d`` in the low 16 bits (little-endian),
-    as an MMA register holds them. A reinterpretation, no copy."""
-    return x.view(np.uint32)
