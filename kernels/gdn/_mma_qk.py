@@ -106,70 +106,84 @@ def words(x):
 
 @lru_cache(maxsize=None)
 def make_tile(DK: int, layout=LAYOUT):
-    """Device functions ``tile(x, k, hk, ta, la, tb, lb, lane) -> (d0..d3)``,
-    the raw 16 x 8 tile ``x[ta + 0..15] . k[tb + 0..7]`` over all ``DK`` (rows
-    of ``x`` from ``la`` on, of ``k`` from ``lb`` on, read as zero) as this
-    lane's D fragment, and ``d_coords(lane)``, the (row, column) in the tile
-    of each of its four values.
+    """Device functions ``coords(lane)`` and ``tile(x, k, hk, ta, la, tb, lb,
+    f) -> (d0..d3)``.
+
+    ``coords`` is where this lane's fragments sit, from ``layout`` (a tuple
+    ``f``, made once per product): ``f[0:8]`` (row, column) of the low half
+    of A registers a0..a3, ``f[8:12]`` (k, column) of the low half of B
+    registers b0, b1, ``f[12:20]`` (row, column) of D values d0..d3.
+
+    ``tile`` is the raw 16 x 8 tile ``x[ta + 0..15] . k[tb + 0..7]`` over all
+    ``DK`` as this lane's D fragment; rows of ``x`` from ``la`` on and of
+    ``k`` from ``lb`` on, and ``d`` past ``DK``, read as zero.
 
     Plain device functions, compiled once per ``DK`` and shared by both
-    products (inlining them into the kernel at Numba's level, as the
-    chunk's other helpers are, made the kernels compile 4x slower); every
-    index they take is non-negative and they index with ``uint64``, so
-    nothing is lost by compiling them apart."""
+    products (inlining them at Numba's level, as the chunk's other helpers
+    are, made the kernels compile 4x slower); they index with ``uint64``
+    and shifts, so no wrap-around code is lost by compiling them apart. The
+    loads are written out rather than called: in the simulator every device
+    call costs as much as a few dozen lines."""
     if DK % 2:
         raise ValueError(f"dk={DK} is odd: fp16 pairs of a row are loaded as one 32-bit word")
     a_elem, b_elem, c_elem = layout
     KSTEPS = -(-DK // TK)
+    WSTEP = TK // 2  # 32-bit words per k-step
     DKW = DK // 2  # 32-bit words per row
     PAD = DK % TK != 0  # the last step reads past dk: zeros there
+    Z = uint32(0)
 
     @cuda.jit(device=True)
-    def word(x, hk, t0, lim, w0, r, c):
-        """Row ``t0 + r`` (zero from ``r >= lim``), halves ``c, c+1`` of the
-        step starting at word ``w0``; zero past ``dk``."""
-        w = w0 + (c >> 1)
-        ok = r < lim
-        if PAD:
-            ok = ok and w < DKW
-        if ok:
-            return x[uint64(t0 + r), uint64(hk), uint64(w)]
-        return uint32(0)
+    def coords(lane):
+        ar0, ac0 = a_elem(lane, 0)  # register j: ISA elements 2j (low) and 2j + 1
+        ar1, ac1 = a_elem(lane, 2)
+        ar2, ac2 = a_elem(lane, 4)
+        ar3, ac3 = a_elem(lane, 6)
+        bk0, bn0 = b_elem(lane, 0)
+        bk1, bn1 = b_elem(lane, 2)
+        dr0, dc0 = c_elem(lane, 0)
+        dr1, dc1 = c_elem(lane, 1)
+        dr2, dc2 = c_elem(lane, 2)
+        dr3, dc3 = c_elem(lane, 3)
+        return (ar0, ac0, ar1, ac1, ar2, ac2, ar3, ac3, bk0, bn0, bk1, bn1,
+                dr0, dc0, dr1, dc1, dr2, dc2, dr3, dc3)
 
     @cuda.jit(device=True)
-    def tile(x, k, hk, ta, la, tb, lb, lane):
+    def tile(x, k, hk, ta, la, tb, lb, f):
         xw = words(x)  # here, not in the chunk: no view lives across it
         kw = words(k)
+        h = uint64(hk)
+        # Each register: a row (zero past la / lb) and a word of it.
+        ok0, ok1, ok2, ok3 = f[0] < la, f[2] < la, f[4] < la, f[6] < la
+        ok4, ok5 = f[9] < lb, f[11] < lb
+        t0, t1, t2, t3 = uint64(ta + f[0]), uint64(ta + f[2]), uint64(ta + f[4]), uint64(ta + f[6])
+        t4, t5 = uint64(tb + f[9]), uint64(tb + f[11])
+        c0, c1, c2, c3 = f[1] >> 1, f[3] >> 1, f[5] >> 1, f[7] >> 1
+        c4, c5 = f[8] >> 1, f[10] >> 1
         d0 = float32(0.0)
         d1 = float32(0.0)
         d2 = float32(0.0)
         d3 = float32(0.0)
-        ar0, ac0 = a_elem(lane, 0)  # a register's two halves: (r, c), (r, c+1)
-        ar1, ac1 = a_elem(lane, 2)
-        ar2, ac2 = a_elem(lane, 4)
-        ar3, ac3 = a_elem(lane, 6)
-        bk0, bn0 = b_elem(lane, 0)  # (k, n), (k+1, n): k along the row of k_n
-        bk1, bn1 = b_elem(lane, 2)
         for s in range(KSTEPS):
-            w0 = s * (TK // 2)
-            a0 = word(xw, hk, ta, la, w0, ar0, ac0)
-            a1 = word(xw, hk, ta, la, w0, ar1, ac1)
-            a2 = word(xw, hk, ta, la, w0, ar2, ac2)
-            a3 = word(xw, hk, ta, la, w0, ar3, ac3)
-            b0 = word(kw, hk, tb, lb, w0, bn0, bk0)
-            b1 = word(kw, hk, tb, lb, w0, bn1, bk1)
+            w0 = s * WSTEP
+            if PAD:  # the last step runs past dk: those words are zero
+                a0 = xw[t0, h, uint64(w0 + c0)] if ok0 and w0 + c0 < DKW else Z
+                a1 = xw[t1, h, uint64(w0 + c1)] if ok1 and w0 + c1 < DKW else Z
+                a2 = xw[t2, h, uint64(w0 + c2)] if ok2 and w0 + c2 < DKW else Z
+                a3 = xw[t3, h, uint64(w0 + c3)] if ok3 and w0 + c3 < DKW else Z
+                b0 = kw[t4, h, uint64(w0 + c4)] if ok4 and w0 + c4 < DKW else Z
+                b1 = kw[t5, h, uint64(w0 + c5)] if ok5 and w0 + c5 < DKW else Z
+            else:
+                a0 = xw[t0, h, uint64(w0 + c0)] if ok0 else Z
+                a1 = xw[t1, h, uint64(w0 + c1)] if ok1 else Z
+                a2 = xw[t2, h, uint64(w0 + c2)] if ok2 else Z
+                a3 = xw[t3, h, uint64(w0 + c3)] if ok3 else Z
+                b0 = kw[t4, h, uint64(w0 + c4)] if ok4 else Z
+                b1 = kw[t5, h, uint64(w0 + c5)] if ok5 else Z
             d0, d1, d2, d3 = mma.mma_f16_16816(a0, a1, a2, a3, b0, b1, d0, d1, d2, d3)
         return d0, d1, d2, d3
 
-    @cuda.jit(device=True)
-    def d_coords(lane):
-        r0, c0 = c_elem(lane, 0)
-        r1, c1 = c_elem(lane, 1)
-        r2, c2 = c_elem(lane, 2)
-        r3, c3 = c_elem(lane, 3)
-        return r0, c0, r1, c1, r2, c2, r3, c3
-
-    return tile, d_coords
+    return coords, tile
 
 
 @lru_cache(maxsize=None)
@@ -187,14 +201,14 @@ def make_lower_product(DK: int, NT: int, STRICT: bool, layout=LAYOUT):
     ``mma``'s unless a test breaks one."""
     if NT % WARP:
         raise ValueError(f"{NT} threads are not whole warps: mma.sync needs all 32 lanes")
-    tile, d_coords = make_tile(DK, layout)
+    coords, tile = make_tile(DK, layout)
     NW = NT // WARP
     RATIO = TM // TN
 
     @cuda.jit(device=True)
-    def put(M, Gs, Ri, Rk, Bs, L, i0, l0, r, c, dot):
-        i = uint64(i0 + r)
-        l = uint64(l0 + c)
+    def put(M, Gs, Ri, Rk, Bs, L, ii, ll, dot):
+        i = uint64(ii)
+        l = uint64(ll)
         keep = l < i if STRICT else l <= i
         if keep and i < uint64(L):
             if STRICT:
@@ -203,10 +217,16 @@ def make_lower_product(DK: int, NT: int, STRICT: bool, layout=LAYOUT):
                 M[i, l] = Ri[i] * Rk[l] * math.exp(Gs[i] - Gs[l]) * dot
 
     @cuda.jit(device=True)
+    def put4(M, Gs, Ri, Rk, Bs, L, i0, l0, f, d0, d1, d2, d3):
+        put(M, Gs, Ri, Rk, Bs, L, i0 + f[12], l0 + f[13], d0)
+        put(M, Gs, Ri, Rk, Bs, L, i0 + f[14], l0 + f[15], d1)
+        put(M, Gs, Ri, Rk, Bs, L, i0 + f[16], l0 + f[17], d2)
+        put(M, Gs, Ri, Rk, Bs, L, i0 + f[18], l0 + f[19], d3)
+
+    @cuda.jit(device=True)
     def lower(x, k, M, Gs, Ri, Rk, Bs, hk, c0, L, tid):
         warp = tid >> WARP_SHIFT
-        lane = cuda.laneid
-        r0, q0, r1, q1, r2, q2, r3, q3 = d_coords(lane)
+        f = coords(cuda.laneid)
         rows = (L + TM - 1) >> TM_SHIFT
         cols = (L + TN - 1) >> TN_SHIFT
         turn = 0
@@ -215,11 +235,8 @@ def make_lower_product(DK: int, NT: int, STRICT: bool, layout=LAYOUT):
             for ni in range(min(RATIO * mi + RATIO, cols)):
                 if turn == warp:  # the same in every lane of the warp
                     l0 = ni * TN
-                    d0, d1, d2, d3 = tile(x, k, hk, c0 + i0, L - i0, c0 + l0, L - l0, lane)
-                    put(M, Gs, Ri, Rk, Bs, L, i0, l0, r0, q0, d0)
-                    put(M, Gs, Ri, Rk, Bs, L, i0, l0, r1, q1, d1)
-                    put(M, Gs, Ri, Rk, Bs, L, i0, l0, r2, q2, d2)
-                    put(M, Gs, Ri, Rk, Bs, L, i0, l0, r3, q3, d3)
+                    d0, d1, d2, d3 = tile(x, k, hk, c0 + i0, L - i0, c0 + l0, L - l0, f)
+                    put4(M, Gs, Ri, Rk, Bs, L, i0, l0, f, d0, d1, d2, d3)
                 turn += 1
                 if turn == NW:
                     turn = 0
