@@ -364,6 +364,22 @@ def test_a_broken_tensor_core_product_fails_the_check(broken):
         assert not any(ok), [compare(got[n], ref[n], PREFILL.tolerance) for n in ("o", "state")]
 
 
+@pytest.mark.sim
+@pytest.mark.parametrize("path,variant,shape", [
+    pytest.param(PREFILL, "regresident", _shape("t19 c16 hk1 hv1 dk32 dv8", t=19, chunk=16, hk=1, hv=1, dk=32, dv=8),
+                 id="prefill-dk32-two-whole-k-steps"),
+    pytest.param(VERIFY, "wyn", _shape("t5 hk1 hv2 dk24 dv8", t=5, hk=1, hv=2, dk=24, dv=8),
+                 id="wyn-dk24-second-k-step-padded"),
+])
+def test_the_mma_accumulates_over_several_k_steps(path, variant, shape):
+    """The smoke shapes' dk (8, 12) is one padded k-step; the model's 128 is
+    eight whole ones. dk = 32 (two whole steps, the model's unpadded loads)
+    and dk = 24 (a whole step, then a padded one) against the reference."""
+    x = inputs_for(path, shape, seed=3)
+    got = launch_variant(path, shape, x, variant)
+    check_all(path, variant, shape, got, path.reference(shape, x))
+
+
 def test_the_chunked_variants_say_they_run_on_mma_sync_with_fp16_inputs():
     for path in PATHS:
         for name, variant in path.variants.items():
