@@ -50,8 +50,8 @@ norms, T           FP32 FMA      row-wise sums; a triangular solve
 An fp32 operand on the tensor cores would have to be split into 16-bit
 parts: two fp16 parts carry 22 of its 24 significand bits and lose more
 wherever the low part falls under fp16's normal range (a state entry near
-1e-3 has its low part near 1e-7, subnormal in fp16); bf16 parts need three
-of them, and ``k`` (fp16, not exact in bf16) two. Three or more MMAs per
+1e-3 leaves a low part near 5e-7, where fp16 has 3 significant bits left);
+bf16 parts need three of them, and ``k`` (fp16, not exact in bf16) two. Three or more MMAs per
 product, the parts made at every chunk (``S`` and ``delta`` change), and
 staging for them in shared memory that already holds 41 of the 48 KiB:
 not done, so these products stay exactly what they were.
