@@ -60,9 +60,11 @@ _STATE_NOTE = ("Qwen3-Next (Hv = 32, dk = dv = 128): 2 MiB of fp32 state per seq
 
 def _variant(mod, traffic=None, launches=1) -> Variant:
     """The variant a variant module declares (``NAME``, ``SUMMARY``,
-    ``build``), with its own traffic where it moves more than the path's and
-    its kernel launches per call where there are several."""
-    return Variant(mod.NAME, mod.SUMMARY, mod.build, traffic=traffic, launches=launches)
+    ``build``, and ``TENSOR_CORES`` where it has tensor-core products), with
+    its own traffic where it moves more than the path's and its kernel
+    launches per call where there are several."""
+    return Variant(mod.NAME, mod.SUMMARY, mod.build, traffic=traffic, launches=launches,
+                   tensor_cores=getattr(mod, "TENSOR_CORES", None))
 
 
 def _per_sequence_launches(shape) -> int:
@@ -90,8 +92,9 @@ PREFILL = _path(
     reference=spec.token_reference,
     traffic=spec.prefill_traffic,
     tolerance=PREFILL_TOL,
-    notes="Compute-bound at model shapes (fp32 CUDA cores). global_state adds one state "
-          "read+write per extra chunk.",
+    notes="Compute-bound at model shapes: the chunk's k.k and q.k products on mma.sync (fp16 q, k "
+          "as stored, f32 accumulators), the fp32 products on CUDA cores. global_state adds one "
+          "state read+write per extra chunk.",
 )
 
 VERIFY = _path(
@@ -107,7 +110,8 @@ VERIFY = _path(
     reference=spec.token_reference,
     traffic=spec.verify_traffic,
     tolerance=TOKEN_TOL,
-    notes="Bandwidth-bound on the state (the fp32 arithmetic catches up around T = 17). " + _STATE_NOTE,
+    notes="Bandwidth-bound on the state (the fp32 arithmetic catches up around T = 17); wy17 and wyn "
+          "make their k.k and q.k products on mma.sync (fp16). " + _STATE_NOTE,
     extra={"state_traffic": spec.verify_state_traffic},
 )
 

@@ -32,9 +32,35 @@ slice, under the 48 KiB a kernel may declare statically. ``q``/``k``/``v``
 are read straight from global memory (fp16, through L1: every row is reused
 by the whole block) -- staging them would not fit next to ``M``.
 
-Seven barriers per chunk. Work is spread over the ``NT`` threads by flat
-index (``e = tid, tid + NT, ...``); every product is a full dot product by
-one thread, so no reductions are needed anywhere in the chunk.
+Seven barriers per chunk. Which unit computes which product, and why:
+
+=================  ============  ===========================================
+product            unit          why
+=================  ============  ===========================================
+k_i . k_j  (A)     mma.sync f16  q and k are fp16 as stored: exact MMA
+q_i . k_j  (P)     mma.sync f16  inputs; norms, beta, decay applied to the
+                                 f32 result after (``_mma_qk``)
+K_hat S, Q_hat S   FP32 FMA      S is fp32
+T R                FP32 FMA      T and R are fp32, made in the chunk
+P delta            FP32 FMA      P and delta are fp32
+K^T (e delta)      FP32 FMA      the state update: fp32 delta, into fp32 S
+norms, T           FP32 FMA      row-wise sums; a triangular solve
+=================  ============  ===========================================
+
+An fp32 operand on the tensor cores would have to be split into 16-bit
+parts: two fp16 parts carry 22 of its 24 significand bits and lose more
+wherever the low part falls under fp16's normal range (a state entry near
+1e-3 leaves a low part near 5e-7, where fp16 has 3 significant bits left);
+bf16 parts need three of them, and ``k`` (fp16, not exact in bf16) two. Three or more MMAs per
+product, the parts made at every chunk (``S`` and ``delta`` change), and
+staging for them in shared memory that already holds 41 of the 48 KiB:
+not done, so these products stay exactly what they were.
+
+The MMA products are made per 16 x 8 tile by whole warps (``_mma_qk``);
+everything else is spread over the ``NT`` threads by flat index (``e =
+tid, tid + NT, ...``), each element a full dot product by one thread, so no
+reductions are needed anywhere in the chunk. ``NT`` is whole warps
+(``_layout.warp_threads``).
 
 The inner loops are ``while`` loops over ``uint64`` counters, not ``for ...
 in range``: a signed index costs Numba's negative-index wrap-around (a
@@ -50,6 +76,7 @@ from functools import lru_cache
 import numpy as np
 from numba import cuda, float32, uint64
 
+from ._mma_qk import LAYOUT, TC_DTYPE, TC_FORM, make_lower_product
 from .naive import L2_EPS
 
 F32 = 4
@@ -64,7 +91,10 @@ def shared_bytes(C: int, DK: int, BV: int, resident: bool) -> int:
 def chunk_flops(L: int, DK: int, DV: int) -> int:
     """Algorithmic FLOPs of one chunk of ``L`` tokens for one value head
     (a multiply-add is 2): norms, A, T, K S, T R, P, Q S, P delta, the state
-    update; exp and the per-element scalars are not counted."""
+    update; exp and the per-element scalars are not counted. The ``A`` and
+    ``P`` terms run on the tensor cores, the rest on FP32 FMAs; what the
+    tensor cores execute (whole tiles, per column slice) is
+    ``_mma_qk.mma_flops``."""
     tri = L * (L - 1) // 2
     return (
         4 * L * DK  # k.k, q.q
@@ -77,6 +107,14 @@ def chunk_flops(L: int, DK: int, DV: int) -> int:
         + 2 * (tri + L) * DV  # P delta
         + 2 * L * DK * DV + DK * DV  # S' = a S + K^T (e delta)
     )
+
+
+def tensor_core_launch(launch):
+    """Mark a chunked kernel's launch for the record: its ``A`` and ``P``
+    products run on ``mma.sync`` with fp16 inputs (``_mma_qk``)."""
+    launch.tensor_cores = TC_FORM
+    launch.tc_dtype = TC_DTYPE
+    return launch
 
 
 @lru_cache(maxsize=None)
@@ -123,7 +161,7 @@ def make_slice_io(DK: int, BV: int, NT: int):
 
 
 @lru_cache(maxsize=None)
-def make_chunk(C: int, DK: int, BV: int, NT: int, RESIDENT: bool):
+def make_chunk(C: int, DK: int, BV: int, NT: int, RESIDENT: bool, layout=LAYOUT):
     """The device function ``chunk(q, k, v, g, beta, S2, Ssh, o, scr, h, hk,
     v0, c0, L, tid)`` for chunks of at most ``C`` tokens on a ``DK x BV``
     slice with ``NT`` threads; ``scr`` is :func:`make_scratch`'s tuple.
@@ -131,6 +169,8 @@ def make_chunk(C: int, DK: int, BV: int, NT: int, RESIDENT: bool):
     loads and stores it once, :func:`make_slice_io`); otherwise it is read
     from and written back to the global ``S2`` view within every chunk."""
     EPT = -(-C * BV // NT)  # delta entries per thread (registers)
+    a_lower = make_lower_product(DK, NT, True, layout)
+    p_lower = make_lower_product(DK, NT, False, layout)
     UDK = np.uint64(DK)
     ONE = np.uint64(1)
     SCALE = np.float32(1.0 / math.sqrt(DK))
@@ -148,16 +188,6 @@ def make_chunk(C: int, DK: int, BV: int, NT: int, RESIDENT: bool):
             Ssh[d, jj] = x
         else:
             S2[d, v0 + jj] = x
-
-    @cuda.jit(device=True, inline="always")
-    def dot(a, b):
-        """``a . b`` over the ``DK`` entries of two fp16 rows, in fp32."""
-        acc = float32(0.0)
-        d = uint64(0)
-        while d < UDK:
-            acc += float32(a[d]) * float32(b[d])
-            d += ONE
-        return acc
 
     @cuda.jit(device=True, inline="always")
     def dot_s(a, S2, Ssh, jj, v0):
@@ -201,12 +231,7 @@ def make_chunk(C: int, DK: int, BV: int, NT: int, RESIDENT: bool):
         uv0 = uint64(v0)
         for i in range(tid, L, NT):
             Ek[i] = Rk[i] * math.exp(GL - Gs[i])
-        for e in range(tid, L * L, NT):
-            i = e // L
-            l = e - i * L
-            if l < i:
-                kk = dot(k[c0 + i, hk], k[c0 + l, hk])
-                M[i, l] = Bs[i] * Rk[i] * Rk[l] * math.exp(Gs[i] - Gs[l]) * kk
+        a_lower(k, k, M, Gs, Rk, Rk, Bs, hk, c0, L, tid)  # tensor cores
         for e in range(tid, L * BV, NT):
             i = e // BV
             jj = e - i * BV
@@ -252,12 +277,7 @@ def make_chunk(C: int, DK: int, BV: int, NT: int, RESIDENT: bool):
                 i = e // BV
                 D[i, e - i * BV] = tmp[s]
         #    T is dead: P = Q_hat K_hat^T exp(G_i - G_j) into M's lower part.
-        for e in range(tid, L * L, NT):
-            i = e // L
-            l = e - i * L
-            if l <= i:
-                qk = dot(q[c0 + i, hk], k[c0 + l, hk])
-                M[i, l] = Rq[i] * Rk[l] * math.exp(Gs[i] - Gs[l]) * qk
+        p_lower(q, k, M, Gs, Rq, Rk, Bs, hk, c0, L, tid)  # tensor cores
         cuda.syncthreads()
 
         # 4. o = exp(G) Q_hat S + P delta.

@@ -34,6 +34,8 @@ from typing import Callable
 
 from ..common import launch as _launch
 
+WARP = 32
+
 # The token kernels' buffers, in their argument order (prefill and verify).
 TOKEN_ARGS = ("q", "k", "v", "g", "beta", "state", "o")
 
@@ -72,10 +74,19 @@ def tile_for(dk: int, dv: int) -> Tile:
     return Tile(dk, dv, bv, ksplit)
 
 
-def check_launch(grid: int, threads: int, shared_bytes: int) -> tuple[int, int]:
+def warp_threads(tile: Tile) -> int:
+    """The block size of a kernel that runs warp MMAs (the chunked prefill
+    and the WY verifies): ``tile.threads`` rounded up to whole warps, since
+    ``mma.sync`` needs all 32 lanes. 128 at the model shapes (unchanged); the
+    16- and 24-thread blocks of the smoke shapes become 32, the extra
+    threads taking part in the chunk's flat loops and MMAs only."""
+    return -(-tile.threads // WARP) * WARP
+
+
+def check_launch(grid: int, threads: int, shared_bytes: int, warps: bool = False) -> tuple[int, int]:
     """Refuse a launch a GPU would refuse (the simulator would accept it).
-    GDN kernels use no warp intrinsics, so whole warps are not required."""
-    _launch.check_block(threads, warps=False)
+    Whole warps are required only of kernels with warp MMAs (``warps``)."""
+    _launch.check_block(threads, warps=warps)
     _launch.check_grid(grid)
     _launch.check_shared(shared_bytes)
     return grid, threads
@@ -88,14 +99,17 @@ def group_of(hk: int, hv: int) -> int:
     return hv // hk
 
 
-def slice_launch(shape, shared_bytes: Callable[[Tile], int], sequences: int = 1) -> tuple[int, int]:
+def slice_launch(shape, shared_bytes: Callable[[Tile], int], sequences: int = 1,
+                 whole_warps: bool = False) -> tuple[int, int]:
     """``(grid, threads)`` of a launch with one block per (sequence, value
     head, column slice) at ``shape``'s heads: ``sequences * Hv * dv/BV``
-    blocks of ``BV * KSPLIT`` threads, ``shared_bytes(tile)`` of static
-    shared memory each. Refuses a grouping that does not divide."""
+    blocks of ``BV * KSPLIT`` threads (:func:`warp_threads` of them with
+    ``whole_warps``), ``shared_bytes(tile)`` of static shared memory each.
+    Refuses a grouping that does not divide."""
     group_of(shape["hk"], shape["hv"])
     tile = tile_for(shape["dk"], shape["dv"])
-    return check_launch(sequences * shape["hv"] * tile.slices, tile.threads, shared_bytes(tile))
+    threads = warp_threads(tile) if whole_warps else tile.threads
+    return check_launch(sequences * shape["hv"] * tile.slices, threads, shared_bytes(tile), whole_warps)
 
 
 def bind(kern, grid: int, threads: int, names: tuple[str, ...], flat: tuple[str, ...] = ()):

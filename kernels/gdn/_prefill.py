@@ -14,8 +14,12 @@ The blocks of one head share nothing but the q/k/v/g/beta reads (L2 hits);
 ``A``, ``T`` and ``P`` are recomputed per column slice, which buys 4x the
 blocks at dv = 128 (and a quarter of the state slice per block).
 
-Compute-bound at model shapes: the per-chunk work is dense fp32 dot
-products on CUDA cores (no tensor cores from Numba).
+Compute-bound at model shapes. The chunk's ``k.k`` and ``q.k`` products
+(about a third of a block's FLOPs at the model shape) run on ``mma.sync``
+with the fp16 ``q``/``k`` as stored (``_mma_qk``); the products with an fp32
+operand stay on FP32 FMAs (``_chunk`` says why). The launch says so for the
+record (``tensor_cores``, ``tc_dtype``), and the block is whole warps
+(``_layout.warp_threads``).
 """
 from __future__ import annotations
 
@@ -23,17 +27,19 @@ from functools import lru_cache
 
 from numba import cuda, float32
 
-from ._chunk import make_chunk, make_scratch, make_slice_io, shared_bytes
-from ._layout import TOKEN_ARGS, bind, make_head_slice, slice_launch, tile_for
+from ._chunk import make_chunk, make_scratch, make_slice_io, shared_bytes, tensor_core_launch
+from ._mma_qk import LAYOUT
+from ._layout import TOKEN_ARGS, bind, make_head_slice, slice_launch, tile_for, warp_threads
 
 
 @lru_cache(maxsize=None)
-def make_prefill(C: int, DK: int, DV: int, RESIDENT: bool):
+def make_prefill(C: int, DK: int, DV: int, RESIDENT: bool, layout=LAYOUT):
     """Compile the chunked prefill for chunks of ``C`` tokens at head dims
-    ``DK x DV``; ``RESIDENT`` keeps the state slice in shared memory."""
+    ``DK x DV``; ``RESIDENT`` keeps the state slice in shared memory.
+    ``layout``: the MMA fragment maps (``_mma_qk``; tests break one)."""
     tile = tile_for(DK, DV)
-    BV, NT, NSL = tile.bv, tile.threads, tile.slices
-    chunk = make_chunk(C, DK, BV, NT, RESIDENT)
+    BV, NT, NSL = tile.bv, warp_threads(tile), tile.slices
+    chunk = make_chunk(C, DK, BV, NT, RESIDENT, layout)
     scratch = make_scratch(C, BV)
     load_slice, store_slice = make_slice_io(DK, BV, NT)
     head_slice = make_head_slice(NSL, BV)
@@ -60,8 +66,9 @@ def make_prefill(C: int, DK: int, DV: int, RESIDENT: bool):
     return gdn_prefill
 
 
-def build_prefill(shape, resident: bool):
-    """``launch(bufs)`` for ``q, k, v, g, beta, state`` (in place) -> ``o``."""
+def build_prefill(shape, resident: bool, layout=LAYOUT):
+    """``launch(bufs)`` for ``q, k, v, g, beta, state`` (in place) -> ``o``,
+    marked as running on ``mma.sync`` with fp16 inputs."""
     C = shape["chunk"]
-    grid, nt = slice_launch(shape, lambda t: shared_bytes(C, t.dk, t.bv, resident))
-    return bind(make_prefill(C, shape["dk"], shape["dv"], resident), grid, nt, TOKEN_ARGS)
+    grid, nt = slice_launch(shape, lambda t: shared_bytes(C, t.dk, t.bv, resident), whole_warps=True)
+    return tensor_core_launch(bind(make_prefill(C, shape["dk"], shape["dv"], resident, layout), grid, nt, TOKEN_ARGS))

@@ -10,9 +10,11 @@ figure counts each round trip once.
 """
 from __future__ import annotations
 
+from ._mma_qk import TC_FORM
 from ._prefill import build_prefill, make_prefill
 
 NAME = "global_state"
+TENSOR_CORES = TC_FORM  # A and P on mma.sync (``_mma_qk``)
 SUMMARY = "chunked WY prefill, state slice read from and written back to global memory every chunk"
 
 

@@ -8,9 +8,11 @@ chunk's WY algebra and shared-memory layout: ``_chunk``.
 """
 from __future__ import annotations
 
+from ._mma_qk import TC_FORM
 from ._prefill import build_prefill, make_prefill
 
 NAME = "regresident"
+TENSOR_CORES = TC_FORM  # A and P on mma.sync (``_mma_qk``)
 SUMMARY = "chunked WY prefill, state slice kept in shared memory across all chunks"
 
 

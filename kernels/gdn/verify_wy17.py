@@ -12,8 +12,11 @@ state slice, still on chip::
                    Sr -> state slice                           (written once)
 
 Launch: one block per (value head, column slice), ``Hv * dv/BV`` blocks of
-``BV * KSPLIT`` threads; thread ``(j, p)`` of the last step holds rows
-``p*R .. p*R+R-1`` of column ``j`` (``_layout``, ``_step``). Building it for
+``BV * KSPLIT`` threads rounded up to whole warps (the chunk's ``k.k`` and
+``q.k`` tiles run on ``mma.sync``, ``_mma_qk``); thread ``(j, p)`` of the
+last step holds rows ``p*R .. p*R+R-1`` of column ``j`` (``_layout``,
+``_step``), and threads past ``BV * KSPLIT`` (only at the smoke shapes)
+sit the step out. Building it for
 any other ``T`` is refused: ``select`` only picks it at ``T == 17``.
 
 Bandwidth-bound on the state, like every ``gdn.verify`` variant (the
@@ -25,22 +28,26 @@ from functools import lru_cache
 
 from numba import cuda, float32
 
-from ._chunk import make_chunk, make_scratch, make_slice_io, shared_bytes
-from ._layout import TOKEN_ARGS, bind, make_head_slice, slice_launch, tile_for
+from ._chunk import make_chunk, make_scratch, make_slice_io, shared_bytes, tensor_core_launch
+from ._layout import TOKEN_ARGS, bind, make_head_slice, slice_launch, tile_for, warp_threads
+from ._mma_qk import LAYOUT, TC_FORM
 from ._step import make_step
 
 NAME = "wy17"
 SUMMARY = "17-token verify: 16-token WY chunk (constant bounds) + one delta step, state on chip"
+TENSOR_CORES = TC_FORM  # A and P on mma.sync (``_mma_qk``)
 TOKENS = 17
 WY = 16  # tokens handled in the WY chunk; the last one is a single step
 
 
 @lru_cache(maxsize=None)
-def make_verify_wy17(DK: int, DV: int):
-    """Compile the 17-token verify at ``DK x DV``."""
+def make_verify_wy17(DK: int, DV: int, layout=LAYOUT):
+    """Compile the 17-token verify at ``DK x DV`` (``layout``: the MMA
+    fragment maps, ``_mma_qk``)."""
     tile = tile_for(DK, DV)
-    BV, KS, NT, NSL, R = tile.bv, tile.ksplit, tile.threads, tile.slices, tile.rows
-    chunk = make_chunk(WY, DK, BV, NT, True)
+    BV, KS, NT, NSL, R = tile.bv, tile.ksplit, warp_threads(tile), tile.slices, tile.rows
+    STEP = BV * KS  # threads of the last token's step; the rest (smoke shapes) wait
+    chunk = make_chunk(WY, DK, BV, NT, True, layout)
     scratch = make_scratch(WY, BV)
     load_slice, _ = make_slice_io(DK, BV, NT)
     head_slice = make_head_slice(NSL, BV)
@@ -64,15 +71,17 @@ def make_verify_wy17(DK: int, DV: int):
         load_slice(Ssh, S2, v0, tid)
         chunk(q, k, v, g, beta, S2, Ssh, o, scr, h, hk, v0, 0, WY, tid)
         # chunk() ended on a barrier: Ssh holds the state after token 15.
-        for r in range(R):
-            Sr[r] = Ssh[p * R + r, j]
-        partials(Sr, q[LAST, hk], k[LAST, hk], p, j, red, nrm)
+        if tid < STEP:
+            for r in range(R):
+                Sr[r] = Ssh[p * R + r, j]
+            partials(Sr, q[LAST, hk], k[LAST, hk], p, j, red, nrm)
         cuda.syncthreads()
-        oj = finish(Sr, k[LAST, hk], p, j, red, nrm, v[LAST, h, v0 + j], g[LAST, h], beta[LAST, h])
-        for r in range(R):
-            S2[p * R + r, v0 + j] = Sr[r]
-        if p == 0:
-            o[LAST, h, v0 + j] = oj
+        if tid < STEP:
+            oj = finish(Sr, k[LAST, hk], p, j, red, nrm, v[LAST, h, v0 + j], g[LAST, h], beta[LAST, h])
+            for r in range(R):
+                S2[p * R + r, v0 + j] = Sr[r]
+            if p == 0:
+                o[LAST, h, v0 + j] = oj
 
     return gdn_verify_wy17
 
@@ -84,5 +93,5 @@ def shared_bytes_wy17(DK: int, BV: int, KS: int) -> int:
 def build(shape):
     if shape["t"] != TOKENS:
         raise ValueError(f"wy17 is compiled for {TOKENS} tokens, not T={shape['t']}")
-    grid, nt = slice_launch(shape, lambda t: shared_bytes_wy17(t.dk, t.bv, t.ksplit))
-    return bind(make_verify_wy17(shape["dk"], shape["dv"]), grid, nt, TOKEN_ARGS)
+    grid, nt = slice_launch(shape, lambda t: shared_bytes_wy17(t.dk, t.bv, t.ksplit), whole_warps=True)
+    return tensor_core_launch(bind(make_verify_wy17(shape["dk"], shape["dv"]), grid, nt, TOKEN_ARGS))

@@ -3,7 +3,8 @@ one chunk of the WY form, ``T`` a compile-time constant of the factory (every
 loop bound and shared array is sized for it).
 
 Launch: one block per (value head, column slice), ``Hv * dv/BV`` blocks of
-``BV * KSPLIT`` threads (``_layout``)::
+``BV * KSPLIT`` threads rounded up to whole warps (``_layout``; the chunk's
+``k.k`` and ``q.k`` tiles run on ``mma.sync``, ``_mma_qk``)::
 
     block (h, s):  state slice -> Ssh (read once)
                    chunk(c0 = 0, L = T)      A, T = (I+A)^-1, delta, o, S'
@@ -23,19 +24,22 @@ from functools import lru_cache
 
 from numba import cuda, float32
 
-from ._chunk import make_chunk, make_scratch, make_slice_io, shared_bytes
-from ._layout import TOKEN_ARGS, bind, make_head_slice, slice_launch, tile_for
+from ._chunk import make_chunk, make_scratch, make_slice_io, shared_bytes, tensor_core_launch
+from ._layout import TOKEN_ARGS, bind, make_head_slice, slice_launch, tile_for, warp_threads
+from ._mma_qk import LAYOUT, TC_FORM
 
 NAME = "wyn"
+TENSOR_CORES = TC_FORM  # A and P on mma.sync (``_mma_qk``)
 SUMMARY = "WY form over all T tokens as one chunk, T compile-time, state slice in shared memory"
 
 
 @lru_cache(maxsize=None)
-def make_verify_wyn(T: int, DK: int, DV: int):
-    """Compile the WY-N verify for ``T`` tokens at ``DK x DV``."""
+def make_verify_wyn(T: int, DK: int, DV: int, layout=LAYOUT):
+    """Compile the WY-N verify for ``T`` tokens at ``DK x DV`` (``layout``:
+    the MMA fragment maps, ``_mma_qk``)."""
     tile = tile_for(DK, DV)
-    BV, NT, NSL = tile.bv, tile.threads, tile.slices
-    chunk = make_chunk(T, DK, BV, NT, True)
+    BV, NT, NSL = tile.bv, warp_threads(tile), tile.slices
+    chunk = make_chunk(T, DK, BV, NT, True, layout)
     scratch = make_scratch(T, BV)
     load_slice, store_slice = make_slice_io(DK, BV, NT)
     head_slice = make_head_slice(NSL, BV)
@@ -57,5 +61,5 @@ def make_verify_wyn(T: int, DK: int, DV: int):
 
 def build(shape):
     T = shape["t"]
-    grid, nt = slice_launch(shape, lambda t: shared_bytes(T, t.dk, t.bv, True))
-    return bind(make_verify_wyn(T, shape["dk"], shape["dv"]), grid, nt, TOKEN_ARGS)
+    grid, nt = slice_launch(shape, lambda t: shared_bytes(T, t.dk, t.bv, True), whole_warps=True)
+    return tensor_core_launch(bind(make_verify_wyn(T, shape["dk"], shape["dv"]), grid, nt, TOKEN_ARGS))

@@ -16,7 +16,9 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from numba import cuda
 
+from leverctl_kernels.common import mma
 from leverctl_kernels.common.path import Shape, Tolerance
 from leverctl_kernels.gdn import PATHS, naive, spec
 
@@ -59,11 +61,25 @@ def launch_variant(path, shape: Shape, inputs: dict, variant: str | None = None,
     return {name: bufs[name].copy_to_host() for name in outs}
 
 
+# The variants whose chunk makes k.k and q.k on mma.sync (fp16 inputs).
+TENSOR_CORE_VARIANTS = {("gdn.prefill", "regresident"), ("gdn.prefill", "global_state"),
+                        ("gdn.verify", "wy17"), ("gdn.verify", "wyn")}
+# Their error at the smoke shapes, in the simulator (whose MMA sums exactly
+# and rounds once): ~2e-7 of each output's scale. The declared tolerance has
+# room for model shapes and a GPU's MMA; here they are held 50x tighter,
+# 50x over what they make.
+TC_SMOKE_TOL = Tolerance(rel=1e-5, abs_of_max=1e-5)
+
+
 def check_all(path, variant, shape, got, ref):
     tol = path.variant_tolerance(variant)
     for name in path.outputs(shape):
         ok, rel, mx = compare(got[name], ref[name], tol)
         assert ok, f"{path.name}/{variant} {shape.label}: {name} rel={rel:.3g} max_abs={mx:.3g} (tol {tol})"
+        if (path.name, variant) in TENSOR_CORE_VARIANTS:
+            ok, rel, mx = compare(got[name], ref[name], TC_SMOKE_TOL)
+            assert ok, f"{path.name}/{variant} {shape.label}: {name} rel={rel:.3g} max_abs={mx:.3g} " \
+                       f"(tensor-core smoke tol {TC_SMOKE_TOL})"
 
 
 def inputs_for(path, shape, seed=0):
@@ -294,6 +310,120 @@ def test_comparator_rejects_a_wy_verify_that_drops_one_decay():
     assert not ok_o and not ok_s
     # a small but clear miss: well past the tolerance, far from garbage
     assert 10 * VERIFY.tolerance.rel < rel_s < 0.5
+
+
+# ------------------------------------------------------ tensor cores
+
+def _a_transposed(lane, i):
+    # The A fragment read as A^T: row and column of each element exchanged.
+    r, c = mma.a_elem(lane, i)
+    return c, r
+
+
+def _b_next_column(lane, i):
+    # B fragments one lane group off: lane (g, t) loads column g + 1.
+    k, n = mma.b_elem(lane, i)
+    return k, (n + 1) % mma.N
+
+
+def _c_rows_swapped(lane, i):
+    # D stored with rows g and g + 8 exchanged.
+    r, c = mma.c_elem(lane, i)
+    return (r + 8) % mma.M, c
+
+
+def _layout_with(**broken):
+    dev = lambda f: cuda.jit(device=True, inline="always")(f)  # noqa: E731
+    maps = {"a": mma.a_elem, "b": mma.b_elem, "c": mma.c_elem}
+    maps.update({k: dev(f) for k, f in broken.items()})
+    return maps["a"], maps["b"], maps["c"]
+
+
+# One head, dk = 12 (a padded k-step), 17 tokens in chunks of 16: a full
+# 16-row tile, where rows g and g + 8 both hold tokens, then a 1-token tail.
+TC_SHAPE = _shape("t17 c16 hk1 hv1 d12", t=17, chunk=16, hk=1, hv=1, dk=12, dv=12)
+
+
+@pytest.mark.sim
+@pytest.mark.parametrize("broken", [{}, {"a": _a_transposed}, {"b": _b_next_column}, {"c": _c_rows_swapped}],
+                         ids=["correct", "A-fragment-transposed", "B-on-the-wrong-lanes", "D-rows-g-g8-swapped"])
+def test_a_broken_tensor_core_product_fails_the_check(broken):
+    """The chunk's MMA with one fragment map wrong: the check rejects it
+    (the correct one, on the same shape and inputs, passes)."""
+    from leverctl_kernels.gdn import _prefill
+
+    x = inputs_for(PREFILL, TC_SHAPE, seed=2)
+    launch = _prefill.build_prefill(TC_SHAPE, resident=True, layout=_layout_with(**broken))
+    got = launch_variant(PREFILL, TC_SHAPE, x, launch=launch)
+    ref = PREFILL.reference(TC_SHAPE, x)
+    ok = [compare(got[n], ref[n], PREFILL.tolerance)[0] for n in ("o", "state")]
+    if not broken:
+        assert all(ok)
+        assert all(compare(got[n], ref[n], TC_SMOKE_TOL)[0] for n in ("o", "state"))
+    else:
+        assert not any(ok), [compare(got[n], ref[n], PREFILL.tolerance) for n in ("o", "state")]
+
+
+@pytest.mark.sim
+@pytest.mark.parametrize("path,variant,shape", [
+    pytest.param(PREFILL, "regresident", _shape("t19 c16 hk1 hv1 dk32 dv8", t=19, chunk=16, hk=1, hv=1, dk=32, dv=8),
+                 id="prefill-dk32-two-whole-k-steps"),
+    pytest.param(VERIFY, "wyn", _shape("t5 hk1 hv2 dk24 dv8", t=5, hk=1, hv=2, dk=24, dv=8),
+                 id="wyn-dk24-second-k-step-padded"),
+])
+def test_the_mma_accumulates_over_several_k_steps(path, variant, shape):
+    """The smoke shapes' dk (8, 12) is one padded k-step; the model's 128 is
+    eight whole ones. dk = 32 (two whole steps, the model's unpadded loads)
+    and dk = 24 (a whole step, then a padded one) against the reference."""
+    x = inputs_for(path, shape, seed=3)
+    got = launch_variant(path, shape, x, variant)
+    check_all(path, variant, shape, got, path.reference(shape, x))
+
+
+def test_the_chunked_variants_say_they_run_on_mma_sync_with_fp16_inputs():
+    for path in PATHS:
+        for name, variant in path.variants.items():
+            tc = (path.name, name) in TENSOR_CORE_VARIANTS
+            assert variant.tensor_cores == ("mma.sync" if tc else None), (path.name, name)
+            shape = next(s for s in path.shapes("smoke", None) if _buildable(path, name, s))
+            launch = variant.build(shape)
+            assert getattr(launch, "tensor_cores", None) == ("mma.sync" if tc else None), (path.name, name)
+            assert getattr(launch, "tc_dtype", None) == ("f16" if tc else None), (path.name, name)
+
+
+def test_the_lower_triangle_tiles_cover_it_and_nothing_more():
+    """The 16 x 8 tiles a chunk's MMA makes (``min(2 mi + 2, cols)`` of row
+    tile ``mi``): every ``(i, l <= i)`` of an ``L x L`` matrix in exactly one,
+    and no tile without one, for every ``L`` up to the model chunk."""
+    from leverctl_kernels.gdn._mma_qk import TM, TN, lower_tiles, mma_flops
+
+    for L in range(1, 66):
+        rows, cols = -(-L // TM), -(-L // TN)
+        seen = np.zeros((rows * TM, cols * TN), int)
+        n = 0
+        for mi in range(rows):
+            for ni in range(min(2 * mi + 2, cols)):
+                tile = np.tril(np.ones((L, L), bool))[mi * TM:(mi + 1) * TM, ni * TN:(ni + 1) * TN]
+                assert tile.any(), (L, mi, ni)
+                seen[mi * TM:(mi + 1) * TM, ni * TN:(ni + 1) * TN] += 1
+                n += 1
+        assert np.array_equal(seen[:L, :L] * np.tril(np.ones((L, L), int)), np.tril(np.ones((L, L), int)))
+        assert n == lower_tiles(L)
+    assert lower_tiles(64) == 20 and lower_tiles(16) == 2 and lower_tiles(5) == 1
+    assert mma_flops(64, 128) == 20 * 8 * 2 * 16 * 8 * 16
+
+
+def test_the_mma_product_refuses_blocks_that_are_not_whole_warps_and_odd_dk():
+    from leverctl_kernels.gdn import _layout
+    from leverctl_kernels.gdn._mma_qk import make_lower_product
+
+    with pytest.raises(ValueError, match="whole warps"):
+        make_lower_product(8, 16, True)
+    with pytest.raises(ValueError, match="odd"):
+        make_lower_product(9, 32, True)
+    assert _layout.warp_threads(_layout.tile_for(128, 128)) == 128
+    assert _layout.warp_threads(_layout.tile_for(8, 8)) == 32  # 16 threads of work
+    assert _layout.warp_threads(_layout.tile_for(12, 12)) == 32  # 24
 
 
 # ------------------------------------------------ references (fast, no sim)

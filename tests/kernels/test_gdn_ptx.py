@@ -3,11 +3,29 @@ chunk 64, conv width 4), without a GPU: to PTX with libNVVM and through
 ptxas (``ptx_harness``). No fp64 arithmetic, no spills or local memory,
 registers x threads within the SM's register file, static shared memory
 within 48 KiB; skipped only where libNVVM (or, for the ptxas checks, ptxas)
-is missing.
+is missing. The chunked kernels (prefill, WY verifies) have the fp16
+``mma.sync`` in their PTX and ``HMMA.16816.F32`` in their SASS (read with
+``nvdisasm`` where it is found), within a register budget each; the other
+kernels have no tensor-core instruction.
 """
 from __future__ import annotations
 
-from ptx_harness import check_ptx, check_ptxas, compiled  # noqa: F401 (compiled: the fixture)
+import re
+import subprocess
+from pathlib import Path
+
+import pytest
+from ptx_harness import check_ptx, check_ptxas, compiled, nvdisasm  # noqa: F401 (compiled: the fixture)
+
+# The kernels whose chunk makes k.k and q.k on mma.sync (fp16, f32 accumulators).
+TENSOR_CORE = ("prefill_regresident", "prefill_global_state", "verify_wy17", "verify_wyn_t17", "verify_wyn_t5")
+MMA_PTX = "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32"
+# Registers per thread each may use at 128 threads: the prefills' 41 KiB of
+# shared memory already limit an SM to five blocks, and 255 registers (the
+# most a thread can have) still let two run; the verifies keep four blocks
+# an SM (128 registers) with room to spare.
+REG_BUDGET = {"prefill_regresident": 255, "prefill_global_state": 255, "verify_wy17": 96,
+              "verify_wyn_t17": 96, "verify_wyn_t5": 96}
 
 
 def jobs():
@@ -53,3 +71,29 @@ def test_every_gdn_kernel_compiles_for_sm90_in_fp32(compiled):
 
 def test_gdn_registers_spills_and_shared_memory_fit_the_launch(compiled):
     check_ptxas(compiled)
+
+
+def test_the_chunked_kernels_have_the_f16_mma_in_their_ptx_and_the_others_none(compiled):
+    for name, rec in compiled["kernels"].items():
+        if "error" in rec:
+            pytest.fail(f"{name} does not compile for sm_90 (see the compile test)")
+        n = Path(rec["ptx"]).read_text().count(MMA_PTX)
+        assert (n > 0) == (name in TENSOR_CORE), f"{name}: {n} x {MMA_PTX}"
+
+
+def test_the_chunked_kernels_run_hmma_within_their_register_budget(compiled, tmp_path):
+    if not compiled["ptxas"]:
+        pytest.skip("ptxas not found (PATH or $CUDA_HOME/bin)")
+    disasm = nvdisasm()
+    if not disasm:
+        pytest.skip("nvdisasm not found (PATH, $CUDA_HOME/bin or the nvidia-cuda-nvdisasm wheel)")
+    for name in TENSOR_CORE:
+        rec = compiled["kernels"][name]
+        assert rec["spill"] == 0 and rec["lmem"] == 0, f"{name}: {rec['log']}"
+        assert rec["regs"] <= REG_BUDGET[name], f"{name}: {rec['regs']} registers, budget {REG_BUDGET[name]}"
+        cubin = tmp_path / f"{name}.cubin"
+        subprocess.run([compiled["ptxas"], "-arch=sm_90", "-o", str(cubin), rec["ptx"]],
+                       check=True, capture_output=True)
+        sass = subprocess.run([disasm, str(cubin)], check=True, capture_output=True, text=True).stdout
+        hmma = set(re.findall(r"\bHMMA\.[\w.]+", sass))
+        assert hmma == {"HMMA.16816.F32"}, f"{name}: {sorted(hmma)} in its SASS"
