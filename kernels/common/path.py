@@ -87,6 +87,9 @@ class Traffic:
     bytes_read: int
     bytes_written: int
     flops: int
+    # Of ``flops``, those a tensor-core variant runs on the tensor cores,
+    # where it runs only some (the rest on FP32 FMAs); None: all of them.
+    tc_flops: int | None = None
 
     @property
     def bytes(self) -> int:

@@ -109,6 +109,14 @@ def chunk_flops(L: int, DK: int, DV: int) -> int:
     )
 
 
+def chunk_tc_flops(L: int, DK: int) -> int:
+    """The part of :func:`chunk_flops` on the tensor cores: ``A`` (strict
+    lower) and ``P`` (lower incl. the diagonal), each a dot product over
+    ``DK``."""
+    tri = L * (L - 1) // 2
+    return 2 * tri * DK + 2 * (tri + L) * DK
+
+
 def tensor_core_launch(launch):
     """Mark a chunked kernel's launch for the record: its ``A`` and ``P``
     products run on ``mma.sync`` with fp16 inputs (``_mma_qk``)."""

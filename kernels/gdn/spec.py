@@ -32,7 +32,7 @@ import numpy as np
 from .. import selection
 from ..common.path import Shape, Traffic
 from . import naive
-from ._chunk import chunk_flops
+from ._chunk import chunk_flops, chunk_tc_flops
 from .conv_fused import DEFAULT_FUSED_HEAD_DIM, eligible
 
 F16, F32, I32 = 2, 4, 4
@@ -248,28 +248,38 @@ def chunked_flops(t: int, C: int, hv: int, dk: int, dv: int) -> int:
     return hv * (full * chunk_flops(C, dk, dv) + (chunk_flops(tail, dk, dv) if tail else 0))
 
 
+def chunked_tc_flops(t: int, C: int, hv: int, dk: int) -> int:
+    """Of :func:`chunked_flops`, the ``A`` and ``P`` products (tensor cores)."""
+    full, tail = divmod(t, C)
+    return hv * (full * chunk_tc_flops(C, dk) + (chunk_tc_flops(tail, dk) if tail else 0))
+
+
+def _chunked(r: int, w: int, t: int, C: int, shape: Shape, extra_flops: int = 0) -> Traffic:
+    hv, dk, dv = shape["hv"], shape["dk"], shape["dv"]
+    return Traffic(r, w, chunked_flops(t, C, hv, dk, dv) + extra_flops, tc_flops=chunked_tc_flops(t, C, hv, dk))
+
+
 def prefill_traffic(shape: Shape) -> Traffic:
     r, w = _token_bytes(shape)
-    return Traffic(r, w, chunked_flops(shape["t"], shape["chunk"], shape["hv"], shape["dk"], shape["dv"]))
+    return _chunked(r, w, shape["t"], shape["chunk"], shape)
 
 
 def prefill_global_traffic(shape: Shape) -> Traffic:
     """``regresident``'s bytes plus one state read and write per extra chunk."""
     base = prefill_traffic(shape)
     extra = (-(-shape["t"] // shape["chunk"]) - 1) * state_bytes(shape)
-    return Traffic(base.bytes_read + extra, base.bytes_written + extra, base.flops)
+    return Traffic(base.bytes_read + extra, base.bytes_written + extra, base.flops, base.tc_flops)
 
 
 def verify_traffic(shape: Shape) -> Traffic:  # wyn: one chunk of T
     r, w = _token_bytes(shape)
-    return Traffic(r, w, chunked_flops(shape["t"], shape["t"], shape["hv"], shape["dk"], shape["dv"]))
+    return _chunked(r, w, shape["t"], shape["t"], shape)
 
 
 def verify_wy17_traffic(shape: Shape) -> Traffic:
     r, w = _token_bytes(shape)
     hv, dk, dv = shape["hv"], shape["dk"], shape["dv"]
-    flops = chunked_flops(16, 16, hv, dk, dv) + hv * (shape["t"] - 16) * step_flops(dk, dv)
-    return Traffic(r, w, flops)
+    return _chunked(r, w, 16, 16, shape, hv * (shape["t"] - 16) * step_flops(dk, dv))
 
 
 def verify_recurrent_traffic(shape: Shape) -> Traffic:

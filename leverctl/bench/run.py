@@ -29,7 +29,7 @@ from typing import Any, Callable, Iterable, Sequence
 from .device import Device, versions
 from .faults import context_lost
 from .plan import Plan, PlanItem, lever_json, one_line
-from .timing import REFERENCE_LIB, StopRule, compute_rate, roofline, sig
+from .timing import FP32_RATE, REFERENCE_LIB, StopRule, compute_rate, roofline, sig
 
 SCHEMA = "leverctl.bench/1"
 WARMUP_LAUNCHES = 3
@@ -186,7 +186,8 @@ def _run(item: PlanItem, device: Device, seed: int, stop: StopRule, rec: dict, h
     if why:
         _add_note(rec, why)
     roof, achieved = roofline(traffic.bytes, traffic.flops, stats.median_us, device.copy_gbps, tflops,
-                              compute_rate=rate, launch_us=device.rig().launch_us(), launches=launches)
+                              compute_rate=rate, launch_us=device.rig().launch_us(), launches=launches,
+                              tc_flops=traffic.tc_flops, fp32_tflops=device.figure(FP32_RATE))
     rec["roofline"], rec["achieved"] = roof, achieved
     mnk = path.extra.get("gemm_mnk")
     if mnk is not None:

@@ -214,6 +214,7 @@ def compute_rate(tensor_cores: str | None, tc_dtype: str | None) -> tuple[str | 
 def roofline(
     nbytes: int, flops: int, median_us: float, copy_gbps: float, compute_tflops: float | None,
     *, compute_rate: str | None = FP32_RATE, launch_us: float = 0.0, launches: int = 1,
+    tc_flops: int | None = None, fp32_tflops: float | None = None,
 ) -> tuple[dict[str, Any], dict[str, Any]]:
     """The record's ``roofline`` and ``achieved`` objects.
 
@@ -223,9 +224,17 @@ def roofline(
     ``compute_tflops``, the measured rate named ``compute_rate`` (see
     :func:`compute_rate`; None: no compute term). ``pct_of_floor`` is
     floor / measured (100 % = at the ceiling). ``bound`` names the largest
-    term: ``"launch"`` when the launches alone outweigh the work."""
+    term: ``"launch"`` when the launches alone outweigh the work.
+
+    A tensor-core variant that runs only ``tc_flops`` of its ``flops`` on
+    the tensor cores (the GDN chunk: two of its nine products) pays the rest
+    at ``fp32_tflops``: the compute term is the sum of the two parts."""
     t_mem = nbytes / (copy_gbps * 1e9) if copy_gbps > 0 else 0.0
     t_cmp = flops / (compute_tflops * 1e12) if compute_tflops and compute_tflops > 0 else 0.0
+    split = tc_flops is not None and compute_rate not in (None, FP32_RATE)
+    if split and t_cmp:
+        rest = max(flops - tc_flops, 0)
+        t_cmp = tc_flops / (compute_tflops * 1e12) + (rest / (fp32_tflops * 1e12) if fp32_tflops else 0.0)
     t_launch = launches * max(launch_us, 0.0) * 1e-6
     floor_us = (t_launch + max(t_mem, t_cmp)) * 1e6
     secs = median_us * 1e-6
@@ -238,6 +247,7 @@ def roofline(
         "copy_gbps": sig(copy_gbps),
         "compute_rate": compute_rate,
         "compute_tflops": sig(compute_tflops),
+        "tc_flops": int(tc_flops) if split else None,
         "launch_us": sig(launch_us),
         "launches": int(launches),
         "pct_of_floor": sig(100.0 * floor_us / median_us) if median_us > 0 else None,

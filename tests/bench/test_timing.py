@@ -213,6 +213,33 @@ def test_a_tensor_core_gemm_is_floored_by_the_bf16_peak_not_the_fp32_rate():
     assert fp32["pct_of_floor"] > 900
 
 
+def test_a_variant_with_part_of_its_flops_on_tensor_cores_pays_the_rest_at_the_fp32_rate():
+    # 1 TFLOP, a third on tensor cores at 700, the rest at FP32 60: 0.48 + 11.1 ms.
+    flops, tc = 3 * 10 ** 12, 10 ** 12
+    roof, _ = roofline(1000, flops, median_us=20_000.0, copy_gbps=4000.0, compute_tflops=700.0,
+                       compute_rate="bf16_tflops", tc_flops=tc, fp32_tflops=60.0)
+    want = (tc / 700e12 + (flops - tc) / 60e12) * 1e6
+    assert roof["floor_us"] == pytest.approx(want, rel=1e-3) and roof["tc_flops"] == tc
+    # All of it at the tensor-core rate would put the floor 7x lower: the split is what moves it.
+    whole, _ = roofline(1000, flops, median_us=20_000.0, copy_gbps=4000.0, compute_tflops=700.0,
+                        compute_rate="bf16_tflops")
+    assert whole["floor_us"] < roof["floor_us"] / 7 and whole["tc_flops"] is None
+    # On CUDA cores the split means nothing.
+    fp32, _ = roofline(1000, flops, median_us=20_000.0, copy_gbps=4000.0, compute_tflops=60.0, tc_flops=tc,
+                       fp32_tflops=60.0)
+    assert fp32["floor_us"] == pytest.approx(flops / 60e12 * 1e6, rel=1e-3) and fp32["tc_flops"] is None
+
+
+def test_gdn_chunked_traffic_names_its_tensor_core_part():
+    from leverctl_kernels.gdn import spec
+
+    shape = {"t": 100, "chunk": 64, "hk": 1, "hv": 2, "dk": 16, "dv": 8}
+    t = spec.prefill_traffic(type("S", (), {"__getitem__": lambda self, k: shape[k]})())
+    assert 0 < t.tc_flops < t.flops
+    tri = lambda L: L * (L - 1) // 2  # noqa: E731
+    assert t.tc_flops == 2 * (2 * tri(64) * 16 + 2 * (tri(64) + 64) * 16 + 2 * tri(36) * 16 + 2 * (tri(36) + 36) * 16)
+
+
 def test_pct_of_floor_is_against_the_larger_of_the_compute_and_memory_floors():
     # 8 MB at 4000 GB/s = 2 us; 1.4 GFLOP at 700 TFLOP/s = 2 us + a hair more.
     mem, _ = roofline(8_000_000, 1_000_000_000, median_us=4.0, copy_gbps=4000.0, compute_tflops=700.0,
