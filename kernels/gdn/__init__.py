@@ -39,6 +39,7 @@ from __future__ import annotations
 
 from ..common.path import KernelPath, Tolerance, Variant
 from ..selection import check_declaration
+from ._mma_qk import TC_DTYPE
 from . import (conv_fused, conv_separate, decode_batched, decode_per_sequence, prefill_global_state,
                prefill_regresident, spec, verify_recurrent, verify_wy17, verify_wyn)
 
@@ -64,7 +65,8 @@ def _variant(mod, traffic=None, launches=1) -> Variant:
     its own traffic where it moves more than the path's and its kernel
     launches per call where there are several."""
     return Variant(mod.NAME, mod.SUMMARY, mod.build, traffic=traffic, launches=launches,
-                   tensor_cores=getattr(mod, "TENSOR_CORES", None))
+                   tensor_cores=getattr(mod, "TENSOR_CORES", None),
+                   tc_dtype=TC_DTYPE if getattr(mod, "TENSOR_CORES", None) else None)
 
 
 def _per_sequence_launches(shape) -> int:
