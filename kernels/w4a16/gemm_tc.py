@@ -81,3 +81,7 @@ def build_small_m(shape, form: str | None = None):
 
 def build_default(shape, form: str | None = None):
     return build("default", shape, form)
+
+
+# The forms these builds can run on (the SASS claim tests cover each).
+build_small_m.forms = build_default.forms = tc.FORMS

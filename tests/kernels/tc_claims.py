@@ -23,6 +23,8 @@ other way round) fails too.
 from __future__ import annotations
 
 import re
+import subprocess
+from pathlib import Path
 
 _GMMA = re.compile(r"\b([HQ]GMMA)\.(\d+x\d+x\d+)\.([\w.]+)")
 _WARP = re.compile(r"\b([HI]MMA)\.(\d+)\.([\w.]+)")
@@ -82,3 +84,57 @@ def claim_problems(sass: str, tensor_cores: str | None, tc_dtype: str | None) ->
     if other:
         problems.append(f"claims {tensor_cores} but the SASS also has {sorted(set(other))}")
     return problems
+
+
+# Which compiled kernels prove each tensor-core variant's claim, per form it
+# can run on: (path, variant, form) -> (the *_ptx.py test module that
+# compiles them, its job names). test_tc_claims.py checks that every
+# variant claiming tensor cores is here for every form its build can take;
+# each listed module checks the SASS of its jobs with :func:`check_claims`.
+CLAIM_JOBS: dict[tuple[str, str, str], tuple[str, tuple[str, ...]]] = {
+    ("w4a16.gemm", "small_m", "wgmma"): ("test_w4a16_wgmma_ptx", ("gemm_wgmma_bn64",)),
+    ("w4a16.gemm", "default_tiles", "wgmma"): ("test_w4a16_wgmma_ptx", ("gemm_wgmma_bn128",)),
+    ("w4a16.gemm", "small_m", "mma.sync"): ("test_w4a16_gemm_tc_ptx", (
+        "gemm_tc_small_m_wm4", "gemm_tc_small_m_wm2", "gemm_tc_small_m_wm1")),
+    ("w4a16.gemm", "default_tiles", "mma.sync"): ("test_w4a16_gemm_tc_ptx", ("gemm_tc_tiles",)),
+    ("gdn.prefill", "regresident", "mma.sync"): ("test_gdn_ptx", ("prefill_regresident",)),
+    ("gdn.prefill", "global_state", "mma.sync"): ("test_gdn_ptx", ("prefill_global_state",)),
+    ("gdn.verify", "wy17", "mma.sync"): ("test_gdn_ptx", ("verify_wy17",)),
+    ("gdn.verify", "wyn", "mma.sync"): ("test_gdn_ptx", ("verify_wyn_t17", "verify_wyn_t5")),
+}
+
+
+def forms_of(variant) -> tuple[str, ...]:
+    """The forms a variant's build can take: all that its build declares
+    (``build.forms``, a dispatcher by device), else the one it claims."""
+    return tuple(getattr(variant.build, "forms", None) or (variant.tensor_cores,))
+
+
+def sass_sm90a(ptx_path: str, ptxas: str, disasm: str, tmp: Path) -> str:
+    """The SASS of a PTX file assembled for sm_90a (the target every Hopper
+    tensor-core form exists on; sm_90 code assembles there unchanged)."""
+    name = Path(ptx_path).stem
+    text = re.sub(r"^\.target sm_90$", ".target sm_90a", Path(ptx_path).read_text(), flags=re.M)
+    src, cubin = tmp / f"{name}.sm90a.ptx", tmp / f"{name}.sm90a.cubin"
+    src.write_text(text)
+    subprocess.run([ptxas, "-arch=sm_90a", "-o", str(cubin), str(src)], check=True, capture_output=True)
+    return subprocess.run([disasm, str(cubin)], check=True, capture_output=True, text=True).stdout
+
+
+def check_claims(module: str, compiled: dict, tmp: Path, disasm: str) -> int:
+    """Assert that every job ``module`` lists in :data:`CLAIM_JOBS` holds
+    the opcode its variant claims (the variant's declared ``tc_dtype``, the
+    entry's form); returns how many kernels were read."""
+    from leverctl_kernels.registry import get_path
+
+    read = 0
+    for (path, variant, form), (mod, jobs) in CLAIM_JOBS.items():
+        if mod != module:
+            continue
+        dtype = get_path(path).variants[variant].tc_dtype
+        for job in jobs:
+            sass = sass_sm90a(compiled["kernels"][job]["ptx"], compiled["ptxas"], disasm, tmp)
+            problems = claim_problems(sass, form, dtype)
+            assert not problems, f"{path} {variant} on {form} ({job}): {problems}"
+            read += 1
+    return read
