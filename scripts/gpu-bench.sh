@@ -22,12 +22,13 @@
 # OUTDIR: summary.txt (what happened, one line per step, and the device
 # figures: copy bandwidth, FP32 rate, BF16/FP8 tensor-core peaks and
 # cuBLAS's BF16 GEMM rate, measured once before any kernel), device.json,
-# records.jsonl, bench-RECIPE.json/.md, ALL.md, campaign.log, pytest-gpu.log,
+# records.jsonl, bench-RECIPE.json/.md, ALL.md, campaign.log, pytest-tc.log, pytest-gpu.log,
 # pip.log, nvidia-smi.txt, versions.txt.
 #
 # GPU_SYSTEM_PACKAGES=1: let the python's own packages into .venv-gpu too.
 # GPU_BENCH_BUDGET seconds in all (default 420), GPU_TEST_BUDGET of them for
-# the tests (default 120). GPU_BENCH_DEVICE=sim and GPU_BENCH_KERNELS="w4a16.gemv ..."
+# the tests (default 120); GPU_TC_BUDGET (default 90) for the tensor-core
+# primitives' tests, run on the GPU before the bench. GPU_BENCH_DEVICE=sim and GPU_BENCH_KERNELS="w4a16.gemv ..."
 # try the whole script without a GPU, at smoke shapes in the simulator.
 set -uo pipefail
 
@@ -128,6 +129,23 @@ tail -n 1 "$summary"
 command -v nvidia-smi >/dev/null && nvidia-smi >"$out/nvidia-smi.txt" 2>&1
 { "$vpy" -m pip list 2>/dev/null || "$vpy" "${pipwhl:-}/pip" list 2>/dev/null; } \
   | grep -iE '^(numba|numba-cuda|numpy|llvmlite|cuda-bindings|cuda-core|nvidia-[a-z0-9-]+|cuda-toolkit|torch) ' >"$out/versions.txt"
+
+# -- 2b. the tensor-core primitives on the hardware --------------------------------------
+# The simulator twins of mma.sync, wgmma and the conversions, and the GEMMs
+# built on them, were written from the PTX ISA: their tests, run here on
+# the GPU against the same float64 references, say whether the hardware
+# agrees (fragment layouts, descriptors, rounding). First, and short: a
+# disagreement explains any FAIL the bench then shows.
+if [ "$device" = gpu ]; then
+  tc_budget=${GPU_TC_BUDGET:-90}
+  say "== tensor-core primitives on the GPU, ${tc_budget}s"
+  LEVERCTL_TEST_DEVICE=gpu timeout -k 10 "$tc_budget" "$vpy" -m pytest -q -p no:cacheprovider \
+    tests/kernels/test_mma.py tests/kernels/test_wgmma.py tests/kernels/test_cvt.py \
+    tests/kernels/test_w4a16_wgmma.py tests/kernels/test_w4a16_gemm_tc.py >"$out/pytest-tc.log" 2>&1
+  trc=$?
+  say "tensor-core primitives: exit $trc ($(tail -n 1 "$out/pytest-tc.log"))"
+  [ $trc -ne 0 ] && status=1
+fi
 
 # -- 3. the bench: every recipe, one process ---------------------------------------------
 rm -f "$out/records.jsonl" "$out"/bench-*.json "$out"/bench-*.md "$out/left.txt"
