@@ -98,6 +98,8 @@ def _columns(doc: dict, results: list[dict]) -> tuple[list[str], bool, bool, boo
     # a speedup needs timings: none in the simulator
     has_against = timed and doc.get("against") is not None and results is doc["results"]
     cols = ["kernel", "variant", "levers", "shape", "check"]
+    if any(r.get("tensor_cores") for r in results):
+        cols.append("cores")
     if timed:
         cols += ["median µs", "p20–p80 µs", "GB/s", "% of floor"]
         if has_lib:
@@ -107,11 +109,20 @@ def _columns(doc: dict, results: list[dict]) -> tuple[list[str], bool, bool, boo
     return cols, timed, has_lib, has_against
 
 
+def cores_text(r: dict) -> str:
+    """Where a record's arithmetic ran: the tensor-core instruction and its
+    inputs ("wgmma f16"), or "FP32" for CUDA cores."""
+    tc = r.get("tensor_cores")
+    return f"{tc} {r.get('tc_dtype') or '?'}" if tc else "FP32"
+
+
 def _rows(doc: dict, results: list[dict]) -> list[list[str]]:
-    _, timed, has_lib, has_against = _columns(doc, results)
+    cols, timed, has_lib, has_against = _columns(doc, results)
     rows = []
     for r in results:
         row = [r["kernel"], r["variant"] or "–", r["config"] or "–", r["shape"]["label"], check_text(r)]
+        if "cores" in cols:
+            row.append(cores_text(r))
         if timed:
             row += _timing_cells(r)
             if has_lib:
@@ -161,7 +172,7 @@ def table(doc: dict, *, width: int | None = None, color: bool = False) -> str:
             console.print(f"Device: {figures}", markup=False)
         t = Table()
         for c in cols:
-            t.add_column(Wrapped(c), justify="right" if c not in ("kernel", "variant", "levers", "shape", "check")
+            t.add_column(Wrapped(c), justify="right" if c not in ("kernel", "variant", "levers", "shape", "check", "cores")
                          else "left", overflow="fold")
         for row in _rows(doc, results):
             style = None if not color or row[4].startswith("PASS") else "red"

@@ -120,3 +120,14 @@ def test_the_floor_cell_names_the_rate_a_compute_floor_was_drawn_at():
     doc = _doc()
     doc["results"][0]["roofline"].update(bound="compute", compute_rate="bf16_tflops", pct_of_floor=64.0)
     assert "| 64 BF16 |" in render(doc, "markdown")
+
+
+def test_a_cores_column_says_which_instruction_each_record_ran_on_when_any_used_tensor_cores():
+    doc = _doc()
+    assert "cores" not in render(doc, "table")  # no tensor cores anywhere: no column
+    doc["results"][0].update(tensor_cores="wgmma", tc_dtype="f16")
+    md = render(doc, "markdown")
+    assert "| kernel | variant | levers | shape | check | cores | median µs |" in md
+    rows = [ln for ln in md.splitlines() if ln.startswith("| w4a16.gemv")]
+    assert "| wgmma f16 |" in rows[0] and "| FP32 |" in rows[1]
+    assert "wgmma f16" in render(doc, "table")
