@@ -45,8 +45,12 @@ def value_text(value: Any) -> str:
 
 
 def _group(records: Sequence[Mapping[str, Any]]) -> dict[tuple[str, str], list[Mapping[str, Any]]]:
+    """Records by (kernel, shape), baselines left out: no lever setting
+    reaches a baseline variant, so it is no configuration to rank."""
     groups: dict[tuple[str, str], list] = {}
     for r in records:
+        if r.get("baseline"):
+            continue
         groups.setdefault((r["kernel"], r["shape"]["label"]), []).append(r)
     return groups
 
@@ -223,7 +227,7 @@ def winners(records: Sequence[Mapping[str, Any]], plan: Mapping[str, Any]) -> Wi
     shapes: dict[str, list[str]] = {}
     for r in records:
         k = next((k for k in kernels if k["kernel"] == r["kernel"]), None)
-        if k is None:
+        if k is None or r.get("baseline"):
             continue
         key = canon({f: r["levers"].get(f) for f in k["levers"]})
         index[(r["kernel"], r["shape"]["label"], key)] = r
