@@ -58,7 +58,7 @@ import numpy as np
 from numba import cuda, float32
 
 from ..common import cvt
-from ..common.launch import jit_bounded
+from ..common.launch import check_block, check_grid, check_shared, jit_bounded
 
 BLOCK = 16
 _NEG_INF = np.float32(-math.inf)
@@ -231,6 +231,12 @@ def make_merge(HKV: int, D: int, TARGET: int, MIN_BLOCKS: int):
     return attn_merge
 
 
+def split_shared_bytes(G: int, D: int) -> int:
+    """Static shared memory of kernel 1: q and the K tile (rows of D + 1
+    fp32), scores, and three per-head values."""
+    return 4 * ((G + BLOCK) * (D + 1) + G * BLOCK + 3 * G)
+
+
 def max_splits(max_length: int, ref_seqs: int, kv_heads: int, target: int, min_blocks: int) -> int:
     """The most splits any sequence of at most ``max_length`` tokens gets
     (more blocks never mean fewer splits): the partials' third dimension."""
@@ -249,7 +255,10 @@ def launcher(shape, ref_seqs_of, per_sequence: bool = False, read_tail: bool = F
     split = make_split(hkv, hq // hkv, d, target, minb, read_tail)
     merge = make_merge(hkv, d, target, minb)
     smax = max(max_splits(shape["ctx"], ref_seqs_of(k), hkv, target, minb) for k in (1, n))
-    nt = threads_for(d)
+    nt = check_block(threads_for(d), warps=False)
+    check_grid((smax, hkv, n))
+    check_grid((hq, n))
+    check_shared(split_shared_bytes(hq // hkv, d))
     part_o = cuda.device_array((n, hq, smax, d), np.float32)
     part_ml = cuda.device_array((n, hq, smax, 2), np.float32)
 
