@@ -32,8 +32,8 @@ split ``s`` and writes unnormalised partials::
                p = exp(sc - m_new) -> sc[h, :], l = l alpha + sum p
       PV       thread d: acc[h, d] = acc[h, d] * alpha[h] + sum_t p[h, t] v[t, d]
 
-    four barriers per KV block and no warp shuffles (the CUDA simulator pays
-    for every shuffle with a barrier of its own)
+    three barriers per KV block and no warp shuffles (the CUDA simulator
+    pays for every shuffle with a barrier of its own)
     -> part_o[n, h, s, :] = acc,  part_ml[n, h, s] = (m, l)
 
 Slots past the sequence's length are never read: their score is -inf
@@ -85,11 +85,11 @@ _num_splits = cuda.jit(device=True, inline="always")(num_splits)
 
 
 def threads_for(d: int) -> int:
-    """Threads per block: one per head dim (rounded up to 16), at most 256.
-    No warp intrinsics, so a block of tiny head dims may be half a warp,
-    which halves what the simulator pays for it; every real head dim (64 and
-    up) gets whole warps."""
-    return min(256, max(16, -(-d // 16) * 16))
+    """Threads per block: one per head dim (rounded up to 8), at most 256.
+    No warp intrinsics, so a block of tiny head dims may be part of a warp,
+    which spares the simulator (about a millisecond per simulated thread);
+    every real head dim (64 and up) gets whole warps."""
+    return min(256, max(8, -(-d // 8) * 8))
 
 
 @lru_cache(maxsize=None)
@@ -185,7 +185,10 @@ def make_split(HKV: int, G: int, D: int, TARGET: int, MIN_BLOCKS: int, READ_TAIL
                             v = cvt.bf16_to_f32(v_cache[phys, t, g, d])
                             for h in range(G):
                                 acc[h, j] += sc[h, t] * v
-            cuda.syncthreads()
+            # No barrier here: the next K tile overwrites k_s, which the
+            # scores finished reading before the second barrier, and the
+            # next scores and softmax write sc and a_s only after the next
+            # first barrier, which every thread reaches after its PV.
 
         for j in range(DPT):
             d = tid + j * NT

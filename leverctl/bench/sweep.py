@@ -96,7 +96,9 @@ class KernelSweep:
 
     @property
     def runs(self) -> int:
-        return self.configurations * max(1, len(self.shapes))
+        """Records planned: per configuration and shape, the selected variant
+        and each of the path's baselines."""
+        return self.configurations * max(1, len(self.shapes)) * (1 + len(getattr(self.path, "baselines", ())))
 
     @property
     def recipe_config(self) -> str:
