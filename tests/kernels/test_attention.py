@@ -257,3 +257,67 @@ def test_bench_checks_every_attention_configuration_and_flags_the_baseline(tmp_p
             assert not inv["identical"] and "not batch-invariant" in r["note"]
         else:
             assert inv["identical"] and inv["required"]
+
+
+# ------------------------------------------------- words, records, rankings
+
+def test_explain_and_kernels_word_the_bound_levers_and_the_baseline_from_the_table():
+    from leverctl.cli.kernels import describe
+    from leverctl.levers import resolve
+    from leverctl.levers.explain import explain
+
+    for engine in ("atlas", "metrale"):
+        cat = load_catalog(engine)
+        for field in ("max_decode_seqs", "kv_poison"):
+            (st,) = [s for s in explain(cat, cat.lever(field)).selects if s.path == PATH.name]
+            assert st.binds == TABLE.binds[field] and st.baselines == ("split_live_batch",)
+        doc = describe(resolve(cat, env={}), [PATH])
+        variants = {v["name"]: v for v in doc["paths"][0]["variants"]}
+        assert variants["split_live_batch"] == {**variants["split_live_batch"], "baseline": True, "chosen_by": []}
+        assert variants["split_pinned"]["chosen_by"] and not variants["split_pinned"]["baseline"]
+    cat = load_catalog("metrale")
+    (st,) = [s for s in explain(cat, cat.lever("hc_perseq_decode")).selects if s.path == PATH.name]
+    assert st.binds == "" and "per_sequence" in {c.variant for sel in st.selected for c in sel.cases}
+
+
+def test_a_declaration_or_table_that_misstates_its_baselines_is_refused():
+    import dataclasses
+
+    from leverctl_kernels.selection import Rule, Table, check_declaration
+
+    with pytest.raises(ValueError, match="disagree"):
+        check_declaration(dataclasses.replace(PATH, baselines=()))
+    with pytest.raises(ValueError, match="disagree"):
+        check_declaration(dataclasses.replace(PATH, bind=None))
+    with pytest.raises(ValueError, match="no rule selects"):
+        Table("x.y", "s", ("a",), {"a": False}, ("v", "w"), (Rule("w"),), baselines=("w",))
+
+
+def test_a_required_invariance_that_fails_fails_the_record_and_a_baseline_is_only_flagged():
+    import dataclasses
+
+    from leverctl.bench import run as runmod
+
+    it = next(i for i in items_for(PATH, {"hc_perseq_decode": False, "max_decode_seqs": 1, "kv_poison": False},
+                                   SMOKE[:1]) if not i.baseline)
+    for required in (True, False):
+        fig = {"identical": False, "required": required, "sequences": 3, "differing": 1, "max_abs_diff": 1e-7}
+        path = dataclasses.replace(PATH, extra={**PATH.extra, "batch_invariance": lambda *a, f=fig: f})
+        rec = {"note": ""}
+        assert runmod._batch_invariance(path, it, None, None, None, rec) is (not required)
+        assert rec["batch_invariance"] == fig and "not batch-invariant: 1 of 3" in rec["note"]
+
+
+def test_rankings_effects_and_suggestions_leave_baseline_records_out():
+    from leverctl.bench.rank import lever_effects, rank
+
+    def rec(config, variant, us, baseline=False, poison=False):
+        return {"kernel": PATH.name, "variant": variant, "config": config, "status": "pass",
+                "levers": {"kv_poison": poison}, "shape": {"label": "s"}, "baseline": baseline,
+                "device": "GPU", "timing": {"median_us": us}}
+
+    records = [rec("kv_poison=0", "split_pinned", 10.0), rec("kv_poison=1", "split_pinned", 11.0, poison=True),
+               rec("kv_poison=0,baseline=split_live_batch", "split_live_batch", 5.0, True)]
+    (r,) = rank(records)
+    assert [row.record["variant"] for row in r.ranked] == ["split_pinned", "split_pinned"]
+    assert all(e.pairs == 1 for e in lever_effects(records))
