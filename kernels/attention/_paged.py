@@ -71,6 +71,8 @@ def num_splits(length, ref_seqs, kv_heads, target, min_blocks):
     (see the module doc). Plain integer arithmetic: the host calls it as
     it is, the kernels as a device function."""
     blocks = (length + BLOCK - 1) // BLOCK
+    if blocks < 1:  # an empty sequence (never in decode): one empty split
+        return 1, 1
     share = ref_seqs * kv_heads
     want = (target + share - 1) // share
     cap = blocks // min_blocks
