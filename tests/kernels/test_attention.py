@@ -326,3 +326,28 @@ def test_rankings_effects_and_suggestions_leave_baseline_records_out():
     (r,) = rank(records)
     assert [row.record["variant"] for row in r.ranked] == ["split_pinned", "split_pinned"]
     assert all(e.pairs == 1 for e in lever_effects(records))
+
+
+# ------------------------------------------------------------------ GPU
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("ctx,n", [(8192, 8), (32768, 1)])
+def test_on_a_gpu_at_model_shapes_pinned_variants_pass_and_are_invariant(ctx, n):
+    """Qwen3-Next's shape: every variant within the tolerance; the pinned
+    ones bit-identical alone and batched, and to each other."""
+    from numba import cuda
+
+    from leverctl.bench import check as chk
+
+    shape = next(s for s in PATH.shapes("model", None) if s["ctx"] == ctx and s["n"] == n)
+    shape = spec.bind({"max_decode_seqs": 32, "kv_poison": True}, shape, "metrale")
+    x = PATH.make_inputs(shape, np.random.default_rng(1))
+    outs = {}
+    for name, v in PATH.variants.items():
+        launch = v.build(shape)
+        bufs, fig = chk.check(PATH, name, shape, launch, x, cuda)
+        assert fig.passed, (name, fig.why())
+        inv = spec.batch_invariance(name, shape, launch, bufs, cuda)
+        assert inv["identical"] or not inv["required"], (name, inv)
+        outs[name] = bufs["o"].copy_to_host()
+    assert np.array_equal(outs["per_sequence"].view(np.uint32), outs["split_pinned"].view(np.uint32))
