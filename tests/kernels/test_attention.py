@@ -313,7 +313,7 @@ def test_a_required_invariance_that_fails_fails_the_record_and_a_baseline_is_onl
         assert rec["batch_invariance"] == fig and "not batch-invariant: 1 of 3" in rec["note"]
 
 
-def test_rankings_effects_and_suggestions_leave_baseline_records_out():
+def test_rankings_show_baselines_beside_and_effects_and_suggestions_leave_them_out():
     from leverctl.bench.rank import lever_effects, rank
 
     def rec(config, variant, us, baseline=False, poison=False):
@@ -325,6 +325,8 @@ def test_rankings_effects_and_suggestions_leave_baseline_records_out():
                rec("kv_poison=0,baseline=split_live_batch", "split_live_batch", 5.0, True)]
     (r,) = rank(records)
     assert [row.record["variant"] for row in r.ranked] == ["split_pinned", "split_pinned"]
+    assert [row.record["variant"] for row in r.baselines] == ["split_live_batch"]  # shown beside, not ranked
+    assert r.best.us == 10.0 and r.to_json()["baselines"][0]["config"].endswith("baseline=split_live_batch")
     assert all(e.pairs == 1 for e in lever_effects(records))
 
 
