@@ -91,9 +91,15 @@ class Table:
     fixed: Mapping[str, Any] = field(default_factory=dict)
     engines: tuple[str, ...] = ()  # empty: every engine whose catalog has one of `levers`
     symbols: Mapping[str, str] = field(default_factory=dict)  # shape key -> symbol in words ("t" -> "T")
+    # Variants no rule selects, which bench and sweep run beside the selected
+    # one for contrast (``KernelPath.baselines``).
+    baselines: tuple[str, ...] = ()
+    # Levers whose value reaches the run itself rather than choosing the
+    # variant (``KernelPath.bind``): lever -> what its value does there.
+    binds: Mapping[str, str] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
-        for name in ("assumed", "fixed", "symbols"):
+        for name in ("assumed", "fixed", "symbols", "binds"):
             object.__setattr__(self, name, MappingProxyType(dict(getattr(self, name))))
         if self.rules and (self.rules[-1].levers or self.rules[-1].shape):
             raise ValueError(f"{self.path}: the last rule must match anything")
@@ -103,6 +109,12 @@ class Table:
             for f in r.levers:
                 if f not in self.levers:
                     raise ValueError(f"{self.path}: rule names lever {f!r}, not one of {self.levers}")
+        for b in self.baselines:
+            if b not in self.variants or any(r.variant == b for r in self.rules):
+                raise ValueError(f"{self.path}: baseline {b!r} must be a variant that no rule selects")
+        for f in self.binds:
+            if f not in self.levers:
+                raise ValueError(f"{self.path}: binds lever {f!r}, not one of {self.levers}")
 
     def value(self, levers: Mapping[str, Any], name: str) -> bool:
         v = levers.get(name)
@@ -310,9 +322,41 @@ GDN_FUSED_CONV = Table(
     ),
 )
 
+# ── attention ───────────────────────────────────────────────────────────────
+
+_HC = _cond("hc_mult > 0", "hc_mult = 0", lambda d: d.get("hc_mult", 0) > 0,
+            lambda d: f"the model has no hyper-connections (hc_mult = {d.get('hc_mult', 0)})")
+
+ATTENTION_PAGED_DECODE = Table(
+    path="attention.paged_decode",
+    summary="paged GQA decode attention, split-K online softmax and a merge kernel",
+    levers=("hc_perseq_decode", "max_decode_seqs", "kv_poison"),
+    assumed={"hc_perseq_decode": False, "max_decode_seqs": True, "kv_poison": False},
+    # Atlas has no per-sequence decode lever: its batch always decodes in one launch.
+    fixed={"hc_perseq_decode": False},
+    variants=("split_pinned", "per_sequence", "split_live_batch"),
+    engines=("atlas", "metrale"),
+    rules=(
+        Rule("per_sequence", {"hc_perseq_decode": True}, (_HC,),
+             note="hc_perseq_decode: one launch pair per sequence of the batch"),
+        Rule("split_pinned", {"hc_perseq_decode": True},
+             note="hc_perseq_decode is on but {unmet}: the batch decodes in one launch"),
+        Rule("split_pinned"),
+    ),
+    baselines=("split_live_batch",),
+    binds={
+        "max_decode_seqs": "pins the split-K count: each sequence's split count follows from its own "
+                           "length and this value, never from the live batch, so a sequence decoded alone "
+                           "gets the bits it gets co-batched",
+        "kv_poison": "fills the unwritten slots of each sequence's fresh tail KV block with NaN (Atlas) "
+                     "or 0xFF bytes (Metrale) instead of zeros; a kernel reading them turns NaN",
+    },
+)
+
 TABLES: Mapping[str, Table] = MappingProxyType({t.path: t for t in (
     W4A16_GEMV, W4A16_GEMV_DUAL, W4A16_FFN_DECODE, W4A16_GEMM,
     GDN_PREFILL, GDN_VERIFY, GDN_DECODE, GDN_FUSED_CONV,
+    ATTENTION_PAGED_DECODE,
 )})
 
 
@@ -323,7 +367,9 @@ def check_declaration(path) -> None:
     table = TABLES.get(path.name)
     if table is None:
         raise ValueError(f"{path.name}: no decision table in leverctl_kernels.selection")
-    said = (path.summary, tuple(path.levers), tuple(path.variants), tuple(path.engines), path.select)
-    wants = (table.summary, table.levers, table.variants, table.engines, table.select)
+    said = (path.summary, tuple(path.levers), tuple(path.variants), tuple(path.engines), path.select,
+            tuple(getattr(path, "baselines", ())), path.bind is not None)
+    wants = (table.summary, table.levers, table.variants, table.engines, table.select,
+             table.baselines, bool(table.binds))
     if said != wants:
         raise ValueError(f"{path.name}: the declaration and its selection table disagree: {said} != {wants}")

@@ -202,6 +202,16 @@ class KernelPath:
     # larger floor.
     notes: str = ""
     extra: Mapping[str, Any] = field(default_factory=dict)
+    # Variants no lever selects that bench and sweep run beside whatever the
+    # levers select, for contrast (a serving library's way of doing what the
+    # engine does otherwise). Their records say ``baseline: true``.
+    baselines: tuple[str, ...] = ()
+    # (levers, shape, engine) -> the shape the run takes. Where a lever's value
+    # reaches the run itself and not only the choice of variant (a split
+    # count pinned to a serve setting, what fills a fresh KV block), ``bind``
+    # adds it to the shape's dims (the label stays), where ``build``,
+    # ``make_inputs`` and ``reference`` read it. None: levers only choose.
+    bind: Callable[[Mapping[str, Any], Shape, str], Shape] | None = None
 
     def variant_tolerance(self, variant: str) -> Tolerance:
         return self.variants[variant].tolerance or self.tolerance

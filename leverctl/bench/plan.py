@@ -113,6 +113,10 @@ class PlanItem:
     failed: bool = False  # planning itself failed; the note says why
     catalog: str = ""  # catalog digest prefix
     plan: str = ""  # plan hash prefix, stamped by Plan
+    # A variant no lever selects, run beside the selected one for contrast
+    # (``KernelPath.baselines``); its config names it, so its record has an
+    # identity of its own.
+    baseline: bool = False
 
     @property
     def kernel(self) -> str:
@@ -120,7 +124,8 @@ class PlanItem:
 
     @property
     def config(self) -> str:
-        return config_key(self.path, self.levers)
+        key = config_key(self.path, self.levers)
+        return f"{key},baseline={self.variant}" if self.baseline else key
 
     @property
     def key(self) -> tuple[str, str, str]:
@@ -165,13 +170,25 @@ def items_for(
     shapes: Sequence[Shape],
     *,
     catalog: str = "",
+    engine: str = "",
 ) -> list[PlanItem]:
     """One item per shape for the path at these lever values (already
-    restricted to the path's levers: see :func:`path_levers`)."""
+    restricted to the path's levers: see :func:`path_levers`), and one per
+    shape for each of its baselines (variants no lever selects). A path
+    that binds levers (``KernelPath.bind``) gets their values in the
+    shape's dims."""
     items = []
     for shape in shapes:
         variant, note, failed = _choose(path, levers, shape)
+        if path.bind is not None and not failed:
+            try:
+                shape = path.bind(levers, shape, engine)
+            except Exception as e:  # noqa: BLE001 - recorded as a FAIL record
+                note, failed = f"bind() raised {type(e).__name__}: {one_line(e)}", True
         items.append(PlanItem(path, variant, dict(levers), shape, note, failed, catalog))
+        for b in path.baselines if not failed else ():
+            items.append(PlanItem(path, b, dict(levers), shape, "baseline: no lever selects it", False,
+                                  catalog, baseline=True))
     return items
 
 
@@ -246,7 +263,7 @@ def build_plan(
             bad = Shape(label=f"({shapes} shapes)", dims={})
             items.append(PlanItem(path, "", {}, bad, f"{type(e).__name__}: {one_line(e)}", True))
             continue
-        items.extend(items_for(path, levers, path_shapes))
+        items.extend(items_for(path, levers, path_shapes, engine=engine))
     return Plan(engine, shapes, catalog_digest, tuple(items), tuple(skipped)).stamped()
 
 

@@ -44,9 +44,15 @@ def value_text(value: Any) -> str:
     return present.value_text(value)
 
 
-def _group(records: Sequence[Mapping[str, Any]]) -> dict[tuple[str, str], list[Mapping[str, Any]]]:
+def _group(records: Sequence[Mapping[str, Any]], baselines: bool = False
+           ) -> dict[tuple[str, str], list[Mapping[str, Any]]]:
+    """Records by (kernel, shape); baselines only when asked: no lever
+    setting reaches a baseline variant, so it is no configuration to rank
+    or to take a lever's effect from."""
     groups: dict[tuple[str, str], list] = {}
     for r in records:
+        if r.get("baseline") and not baselines:
+            continue
         groups.setdefault((r["kernel"], r["shape"]["label"]), []).append(r)
     return groups
 
@@ -77,8 +83,11 @@ class Ranking:
     recipe_us: float | None
     recipe_status: str | None
     ranked: list[Row]  # passing, fastest first (timed) or in plan order (untimed)
-    failing: list[Mapping[str, Any]]
+    failing: list[Mapping[str, Any]]  # baselines that failed too
     timed: bool
+    # Passing baseline records (variants no lever selects), shown beside the
+    # ranking, never in it.
+    baselines: list[Row] = field(default_factory=list)
 
     @property
     def best(self) -> Row | None:
@@ -97,6 +106,7 @@ class Ranking:
             "ranked": [row(r) for r in self.ranked],
             "failing": [{"config": f["config"], "variant": f["variant"], "levers": f["levers"],
                          "note": f.get("note", ""), "error": f.get("error")} for f in self.failing],
+            "baselines": [{**row(b), "batch_invariance": b.record.get("batch_invariance")} for b in self.baselines],
         }
 
 
@@ -107,19 +117,23 @@ def _r(x: float | None, digits: int = 4) -> float | None:
 def rank(records: Sequence[Mapping[str, Any]], plan: Mapping[str, Any] | None = None) -> list[Ranking]:
     info = kernel_info(plan)
     out = []
-    for (kernel, shape), recs in _group(records).items():
+    for (kernel, shape), every in _group(records, baselines=True).items():
+        recs = [r for r in every if not r.get("baseline")]
+        base = [r for r in every if r.get("baseline") and r["status"] == "pass"]
         recipe_cfg = (info.get(kernel) or {}).get("recipe_config")
         recipe = next((r for r in recs if r["config"] == recipe_cfg), None)
         recipe_us = median_us(recipe) if recipe is not None and recipe["status"] == "pass" else None
         passing = [r for r in recs if r["status"] == "pass"]
-        failing = [r for r in recs if r["status"] != "pass"]
+        failing = [r for r in every if r["status"] != "pass"]
         is_timed = bool(passing) and all(timed(r) for r in passing)
         if is_timed:
             passing.sort(key=lambda r: median_us(r))
         rows = [Row(r, median_us(r), (recipe_us / median_us(r)) if recipe_us and timed(r) else None)
                 for r in passing]
+        brows = [Row(r, median_us(r), (recipe_us / median_us(r)) if recipe_us and timed(r) else None)
+                 for r in base]
         out.append(Ranking(kernel, shape, recipe_cfg, recipe_us, recipe["status"] if recipe else None,
-                           rows, failing, is_timed))
+                           rows, failing, is_timed, brows))
     return out
 
 
@@ -223,7 +237,7 @@ def winners(records: Sequence[Mapping[str, Any]], plan: Mapping[str, Any]) -> Wi
     shapes: dict[str, list[str]] = {}
     for r in records:
         k = next((k for k in kernels if k["kernel"] == r["kernel"]), None)
-        if k is None:
+        if k is None or r.get("baseline"):
             continue
         key = canon({f: r["levers"].get(f) for f in k["levers"]})
         index[(r["kernel"], r["shape"]["label"], key)] = r

@@ -58,6 +58,8 @@ def empty_record(item: PlanItem, device: Device) -> dict[str, Any]:
         "achieved": None,
         "reference_lib": None,
         **_tensor_cores(item),
+        "baseline": item.baseline,
+        "batch_invariance": None,
         "device": device.name,
         "plan": item.plan,
         "catalog": item.catalog,
@@ -165,6 +167,8 @@ def _run(item: PlanItem, device: Device, seed: int, stop: StopRule, rec: dict, h
     if not fig.passed:
         _add_note(rec, fig.why())
         return
+    if not _batch_invariance(path, item, launch, bufs, cuda, rec):
+        return
     if not device.is_gpu:
         rec["status"] = "pass"
         return
@@ -210,6 +214,24 @@ def _run(item: PlanItem, device: Device, seed: int, stop: StopRule, rec: dict, h
         _add_note(rec, f"recheck on fresh inputs failed: {fig2.why()}")
         return
     rec["status"] = "pass"
+
+
+def _batch_invariance(path, item: PlanItem, launch, bufs, cuda, rec: dict) -> bool:
+    """The path's batch invariance check (``extra["batch_invariance"]``), if
+    it declares one, on the buffers of the passing check: the record's
+    ``batch_invariance``. False (the record fails) when the variant must be
+    invariant and is not; a variant that need not be is flagged in the note."""
+    inv = path.extra.get("batch_invariance")
+    if inv is None:
+        return True
+    got = inv(item.variant, item.shape, launch, bufs, cuda)
+    rec["batch_invariance"] = got
+    if got["identical"]:
+        return True
+    what = (f"not batch-invariant: {got['differing']} of {got['sequences']} sequences decoded alone differ "
+            f"from the batch (max {got['max_abs_diff']:.3g})")
+    _add_note(rec, what if got["required"] else f"{what}, as expected of {item.variant}")
+    return not got["required"]
 
 
 def run_items(

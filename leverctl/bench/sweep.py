@@ -96,7 +96,9 @@ class KernelSweep:
 
     @property
     def runs(self) -> int:
-        return self.configurations * max(1, len(self.shapes))
+        """Records planned: per configuration and shape, the selected variant
+        and each of the path's baselines."""
+        return self.configurations * max(1, len(self.shapes)) * (1 + len(getattr(self.path, "baselines", ())))
 
     @property
     def recipe_config(self) -> str:
@@ -230,7 +232,7 @@ def build_sweep(resolution, paths: Sequence[Any], *, preset: str = "smoke",
         kernels.append(KernelSweep(p, swept, vals, base, shapes))
         for combo in itertools.product(*(vals[f] for f in swept)):
             lv = {**base, **dict(zip(swept, combo))}
-            items.extend(items_for(p, lv, shapes, catalog=catalog.digest[:HASH_CHARS]))
+            items.extend(items_for(p, lv, shapes, catalog=catalog.digest[:HASH_CHARS], engine=engine))
 
     swept_fields = {f for k in kernels for f in k.levers}
     all_path_levers = {f for p in (known_paths or paths) for f in p.levers}
@@ -288,8 +290,9 @@ def shard_items(items: Sequence[PlanItem], shard: tuple[int, int] | None) -> lis
 
 
 def run_group(it: PlanItem) -> tuple[str, ...]:
-    """Items whose checks are one and the same in the simulator."""
-    return it.key if it.failed else (it.kernel, it.variant, it.shape.label)
+    """Items whose checks are one and the same in the simulator (the dims
+    too: a path's bound levers live there, see ``KernelPath.bind``)."""
+    return it.key if it.failed else (it.kernel, it.variant, it.shape.label, *sorted(it.shape.dims.items()))
 
 
 # ── the results directory ───────────────────────────────────────────────────

@@ -142,6 +142,10 @@ def _render_selects(x, out) -> None:
             if sel.with_ is not None:
                 label += f", {sel.with_[0]} {state(sel.with_[1])}"
             out.print(Text(f"    {label}: {sel.text}"))
+        if s.binds:
+            out.print(Text(f"    and its value reaches the run: it {s.binds}"))
+        if s.baselines:
+            out.print(Text(f"    bench and sweep also run {', '.join(s.baselines)}, which no lever selects"))
 
 
 def register(app: typer.Typer) -> None:

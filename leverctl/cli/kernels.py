@@ -101,7 +101,8 @@ def describe(res, paths, model=None) -> dict[str, Any]:
                 entry["selected"].append({"shape": s.label, "variant": None, "note": f"select() raised: {e}"})
         chosen = _chosen_by(p, levers, shapes[0], fields) if shapes and applies_here else {}
         for name, v in p.variants.items():
-            entry["variants"].append({"name": name, "summary": v.summary, "chosen_by": chosen.get(name, [])})
+            entry["variants"].append({"name": name, "summary": v.summary, "chosen_by": chosen.get(name, []),
+                                      "baseline": name in getattr(p, "baselines", ())})
         rows.append(entry)
     return {"schema": "leverctl.kernels/1", "engine": res.engine, "recipe": res.recipe, "paths": rows,
             "unmeasured": unmeasured(res.catalog, paths)}
@@ -147,7 +148,9 @@ def table(doc: dict) -> Any:
         for i, v in enumerate(e["variants"]):
             mark = "▶ " if e["applies"] and any(s["variant"] == v["name"] for s in e["selected"]) else "  "
             t.add_row(e["name"] if i == 0 else "", now if i == 0 else "", mark + v["name"],
-                      " | ".join(c.replace(",", ", ") for c in v["chosen_by"]) or "–", selected if i == 0 else "", v["summary"])
+                      " | ".join(c.replace(",", ", ") for c in v["chosen_by"])
+                      or ("no lever: bench and sweep run it beside" if v.get("baseline") else "–"),
+                      selected if i == 0 else "", v["summary"])
         if "error" in e:
             t.add_row(e["name"], "", "", "", "", f"error: {e['error']}")
     return t

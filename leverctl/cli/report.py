@@ -101,16 +101,17 @@ def _rank_rows(rankings, plan=None) -> tuple[list[str], list[list[str]]]:
         cols = ["kernel", "shape", "configurations", "pass", "fail", "variants checked"]
     rows = []
     for r in rankings:
-        n = len(r.ranked) + len(r.failing)
+        n = len(r.ranked) + len(r.failing) + len(r.baselines)
         if timed:
             b = r.best
             recipe_levers = (info.get(r.kernel) or {}).get("recipe_levers")
             rows.append([r.kernel, r.shape, _versus_recipe(b.record, recipe_levers) if b else "(none passed)",
                          b.record["variant"] if b else "–", _us(b.us if b else None), _us(r.recipe_us),
-                         _x(b.speedup if b else None), str(len(r.ranked)), str(len(r.failing))])
+                         _x(b.speedup if b else None), str(len(r.ranked) + len(r.baselines)), str(len(r.failing))])
         else:
             variants = sorted({x.record["variant"] for x in r.ranked})
-            rows.append([r.kernel, r.shape, str(n), str(len(r.ranked)), str(len(r.failing)),
+            variants += sorted({f"{x.record['variant']} (baseline)" for x in r.baselines})
+            rows.append([r.kernel, r.shape, str(n), str(len(r.ranked) + len(r.baselines)), str(len(r.failing)),
                          ", ".join(variants) or "–"])
     return cols, rows
 

@@ -52,10 +52,16 @@ class Steered:
     applies: bool
     defaults: tuple[tuple[str, Any], ...] = ()
     selected: tuple[Selected, ...] = ()
+    # What the lever's value does on the path besides choosing the variant
+    # (the table's ``binds``), and the variants no lever selects that bench
+    # and sweep run beside (its ``baselines``).
+    binds: str = ""
+    baselines: tuple[str, ...] = ()
 
     def to_json(self) -> dict[str, Any]:
         return {"path": self.path, "kernel": self.kernel, "applies": self.applies,
-                "defaults": dict(self.defaults), "selected": [x.to_json() for x in self.selected]}
+                "defaults": dict(self.defaults), "selected": [x.to_json() for x in self.selected],
+                "binds": self.binds, "baselines": list(self.baselines)}
 
 
 @dataclass(frozen=True)
@@ -203,7 +209,8 @@ def selects(cat: Catalog, lv: Lever) -> tuple[Steered, ...]:
             if [a.cases for a in alt] != [r.cases for r in rows[:len(mine)]]:
                 rows.extend(alt)
         defaults = tuple((f, base[f]) for f in table.levers if f != lv.field)
-        out.append(Steered(name, kernel=True, applies=True, defaults=defaults, selected=tuple(rows)))
+        out.append(Steered(name, kernel=True, applies=True, defaults=defaults, selected=tuple(rows),
+                           binds=table.binds.get(lv.field, ""), baselines=table.baselines))
     return tuple(out)
 
 

@@ -1,0 +1,283 @@
+"""The two kernels every ``attention.paged_decode`` variant launches, and the
+split policy they share. The variants differ only in how they launch them:
+which count the split policy is given (``ref_seqs``) and how many sequences
+one launch covers.
+
+Split policy (``num_splits``; the host and both kernels call the same
+function)::
+
+    blocks = ceil(L / 16)                          KV blocks of the sequence
+    want   = ceil(TARGET / (ref_seqs * Hkv))       splits that fill the GPU when
+                                                   ref_seqs sequences decode at once
+    splits = clamp(min(want, blocks // MIN_BLOCKS), 1, ..)
+    per    = ceil(blocks / splits)                 blocks per split; then
+    splits = ceil(blocks / per)                    (no split is left empty)
+
+Split ``s`` of a sequence covers its blocks ``s*per .. s*per+per-1``. The
+online-softmax merge of the splits is not associative, so the bits of a
+sequence's output depend on ``splits``: a function of its own length and
+``ref_seqs``. Given the configured maximum batch (``max_decode_seqs``), a
+sequence gets the same bits alone as co-batched; given the live batch size,
+it does not.
+
+Kernel 1, ``split``: grid ``(S_max, Hkv, N)``, ``NT`` threads; block ``(s, g,
+n)`` runs the query heads ``g*G .. g*G+G-1`` of sequence ``seq0 + n`` over
+split ``s`` and writes unnormalised partials::
+
+    q heads -> shared (fp32)
+    per KV block (16 tokens):
+      K tile   -> shared fp32, rows padded to D + 1 (conflict-free columns)
+      scores   thread (h, t): q[h] . k[t] / sqrt(D) -> sc[h, t] (-inf past L)
+      softmax  thread h: m_new = max(m, max_t sc), alpha = exp(m - m_new),
+               p = exp(sc - m_new) -> sc[h, :], l = l alpha + sum p
+      PV       thread d: acc[h, d] = acc[h, d] * alpha[h] + sum_t p[h, t] v[t, d]
+
+    three barriers per KV block and no warp shuffles (the CUDA simulator
+    pays for every shuffle with a barrier of its own)
+    -> part_o[n, h, s, :] = acc,  part_ml[n, h, s] = (m, l)
+
+Slots past the sequence's length are never read: their score is -inf
+without loading k, and their v is skipped. ``READ_TAIL`` (tests only) loads
+the whole tail block and relies on p = 0 instead: exact while the unwritten
+slots hold zeros, NaN once they are poisoned.
+
+Kernel 2, ``merge``: grid ``(Hq, N)``; per (sequence, head) the splits'
+weights ``exp(m_s - M)`` in split order, then ``o = sum_s w_s acc_s /
+sum_s w_s l_s`` -- a fixed order, so the result depends on the split count
+alone.
+
+bf16 is decoded with ``cvt.bf16_to_f32`` (a shift on the GPU); arithmetic is
+fp32 on CUDA cores.
+"""
+from __future__ import annotations
+
+import math
+from functools import lru_cache
+
+import numpy as np
+from numba import cuda, float32
+
+from ..common import cvt
+from ..common.launch import check_block, check_grid, check_shared, jit_bounded
+
+BLOCK = 16
+_NEG_INF = np.float32(-math.inf)
+_ZERO = np.float32(0.0)
+_ONE = np.float32(1.0)
+
+
+def num_splits(length, ref_seqs, kv_heads, target, min_blocks):
+    """``(splits, blocks per split)`` of a sequence of ``length`` tokens
+    (see the module doc). Plain integer arithmetic: the host calls it as
+    it is, the kernels as a device function."""
+    blocks = (length + BLOCK - 1) // BLOCK
+    if blocks < 1:  # an empty sequence (never in decode): one empty split
+        return 1, 1
+    share = ref_seqs * kv_heads
+    want = (target + share - 1) // share
+    cap = blocks // min_blocks
+    s = want if want < cap else cap
+    if s < 1:
+        s = 1
+    per = (blocks + s - 1) // s
+    return (blocks + per - 1) // per, per
+
+
+_num_splits = cuda.jit(device=True, inline="always")(num_splits)
+
+
+def threads_for(d: int) -> int:
+    """Threads per block: one per head dim (rounded up to 8), at most 256.
+    No warp intrinsics, so a block of tiny head dims may be part of a warp,
+    which spares the simulator (about a millisecond per simulated thread);
+    every real head dim (64 and up) gets whole warps."""
+    return min(256, max(8, -(-d // 8) * 8))
+
+
+@lru_cache(maxsize=None)
+def make_split(HKV: int, G: int, D: int, TARGET: int, MIN_BLOCKS: int, READ_TAIL: bool = False):
+    """Compile kernel 1 for ``Hkv`` KV heads of ``G`` query heads each, head
+    dim ``D``, the split policy's ``TARGET`` and ``MIN_BLOCKS``.
+    ``READ_TAIL`` builds the broken kernel of the tests."""
+    NT = threads_for(D)
+    DPT = -(-D // NT)  # dims per thread in the PV phase
+    GB = G * BLOCK
+    DP = D + 1  # shared rows padded: threads of different tokens hit different banks
+    SCALE = np.float32(1.0 / math.sqrt(D))
+
+    @jit_bounded(NT)
+    def attn_split(q, k_cache, v_cache, block_table, context_lens, ref_seqs, seq0, part_o, part_ml):
+        si = cuda.blockIdx.x
+        g = cuda.blockIdx.y
+        n = seq0 + cuda.blockIdx.z
+        length = context_lens[n]
+        splits, per = _num_splits(length, ref_seqs, HKV, TARGET, MIN_BLOCKS)
+        if si >= splits:  # the whole block leaves before any barrier
+            return
+        tid = cuda.threadIdx.x
+
+        q_s = cuda.shared.array((G, DP), float32)
+        k_s = cuda.shared.array((BLOCK, DP), float32)
+        sc = cuda.shared.array((G, BLOCK), float32)
+        m_s = cuda.shared.array(G, float32)
+        l_s = cuda.shared.array(G, float32)
+        a_s = cuda.shared.array(G, float32)
+        acc = cuda.local.array((G, DPT), float32)
+
+        for i in range(tid, G * D, NT):
+            h = i // D
+            q_s[h, i - h * D] = cvt.bf16_to_f32(q[n, g * G + h, i - h * D])
+        if tid < G:
+            m_s[tid] = _NEG_INF
+            l_s[tid] = _ZERO
+        for h in range(G):
+            for j in range(DPT):
+                acc[h, j] = _ZERO
+
+        nblocks = (length + BLOCK - 1) // BLOCK
+        b_end = si * per + per
+        if b_end > nblocks:
+            b_end = nblocks
+        for b in range(si * per, b_end):
+            phys = block_table[n, b]
+            base = b * BLOCK
+            # K tile -> shared, coalesced (a warp reads consecutive dims of a
+            # token); slots past the length are not loaded
+            for i in range(tid, BLOCK * D, NT):
+                t = i // D
+                if READ_TAIL or base + t < length:
+                    k_s[t, i - t * D] = cvt.bf16_to_f32(k_cache[phys, t, g, i - t * D])
+            cuda.syncthreads()
+            # scores: thread (h, t)
+            for i in range(tid, GB, NT):
+                h = i // BLOCK
+                t = i - h * BLOCK
+                if base + t < length:
+                    dot = _ZERO
+                    for d in range(D):
+                        dot += q_s[h, d] * k_s[t, d]
+                    sc[h, t] = dot * SCALE
+                else:
+                    sc[h, t] = _NEG_INF
+            cuda.syncthreads()
+            # online softmax: thread h rescales its head and turns scores into p
+            if tid < G:
+                m_old = m_s[tid]
+                m_new = m_old
+                for t in range(BLOCK):
+                    m_new = max(m_new, sc[tid, t])
+                alpha = np.float32(math.exp(m_old - m_new))
+                total = _ZERO
+                for t in range(BLOCK):
+                    p = np.float32(math.exp(sc[tid, t] - m_new))
+                    sc[tid, t] = p
+                    total += p
+                l_s[tid] = l_s[tid] * alpha + total
+                m_s[tid] = m_new
+                a_s[tid] = alpha
+            cuda.syncthreads()
+            # PV: thread d accumulates every head of the group
+            for j in range(DPT):
+                d = tid + j * NT
+                if d < D:
+                    for h in range(G):
+                        acc[h, j] *= a_s[h]
+                    for t in range(BLOCK):
+                        if READ_TAIL or base + t < length:
+                            v = cvt.bf16_to_f32(v_cache[phys, t, g, d])
+                            for h in range(G):
+                                acc[h, j] += sc[h, t] * v
+            # No barrier here: the next K tile overwrites k_s, which the
+            # scores finished reading before the second barrier, and the
+            # next scores and softmax write sc and a_s only after the next
+            # first barrier, which every thread reaches after its PV.
+
+        for j in range(DPT):
+            d = tid + j * NT
+            if d < D:
+                for h in range(G):
+                    part_o[n, g * G + h, si, d] = acc[h, j]
+        if tid < G:
+            part_ml[n, g * G + tid, si, 0] = m_s[tid]
+            part_ml[n, g * G + tid, si, 1] = l_s[tid]
+
+    return attn_split
+
+
+@lru_cache(maxsize=None)
+def make_merge(HKV: int, D: int, TARGET: int, MIN_BLOCKS: int):
+    """Compile kernel 2: per (query head, sequence) the splits merged in
+    split order. At most ``TARGET`` splits (``want`` never exceeds it)."""
+    NT = threads_for(D)
+
+    @jit_bounded(NT)
+    def attn_merge(context_lens, ref_seqs, seq0, part_o, part_ml, o):
+        h = cuda.blockIdx.x
+        n = seq0 + cuda.blockIdx.y
+        tid = cuda.threadIdx.x
+        w = cuda.shared.array(TARGET, float32)
+        splits, per = _num_splits(context_lens[n], ref_seqs, HKV, TARGET, MIN_BLOCKS)
+        m = _NEG_INF
+        for s in range(splits):
+            m = max(m, part_ml[n, h, s, 0])
+        for s in range(tid, splits, NT):
+            w[s] = np.float32(math.exp(part_ml[n, h, s, 0] - m))
+        cuda.syncthreads()
+        total = _ZERO
+        for s in range(splits):
+            total += w[s] * part_ml[n, h, s, 1]
+        inv = _ONE / total
+        for d in range(tid, D, NT):
+            a = _ZERO
+            for s in range(splits):
+                a += w[s] * part_o[n, h, s, d]
+            o[n, h, d] = a * inv
+
+    return attn_merge
+
+
+def split_shared_bytes(G: int, D: int) -> int:
+    """Static shared memory of kernel 1: q and the K tile (rows of D + 1
+    fp32), scores, and three per-head values."""
+    return 4 * ((G + BLOCK) * (D + 1) + G * BLOCK + 3 * G)
+
+
+def max_splits(max_length: int, ref_seqs: int, kv_heads: int, target: int, min_blocks: int) -> int:
+    """The most splits any sequence of at most ``max_length`` tokens gets
+    (more blocks never mean fewer splits): the partials' third dimension."""
+    return num_splits(max_length, ref_seqs, kv_heads, target, min_blocks)[0]
+
+
+def launcher(shape, ref_seqs_of, per_sequence: bool = False, read_tail: bool = False):
+    """The launch of a variant at ``shape``: ``ref_seqs_of(nseq)`` is the count
+    the split policy gets for a launch over ``nseq`` sequences (the pinned
+    ``max_decode_seqs``, or the live batch). The number of sequences comes
+    from the buffers, so one build also decodes a sub-batch (the batch
+    invariance check decodes each sequence alone with it). The partials
+    are the launch's declared workspace."""
+    n, hq, hkv, d = shape["n"], shape["hq"], shape["hkv"], shape["d"]
+    target, minb = shape["target_ctas"], shape["min_split_blocks"]
+    split = make_split(hkv, hq // hkv, d, target, minb, read_tail)
+    merge = make_merge(hkv, d, target, minb)
+    smax = max(max_splits(shape["ctx"], ref_seqs_of(k), hkv, target, minb) for k in (1, n))
+    nt = check_block(threads_for(d), warps=False)
+    check_grid((smax, hkv, n))
+    check_grid((hq, n))
+    check_shared(split_shared_bytes(hq // hkv, d))
+    part_o = cuda.device_array((n, hq, smax, d), np.float32)
+    part_ml = cuda.device_array((n, hq, smax, 2), np.float32)
+
+    def launch(b):
+        nseq = b["q"].shape[0]
+        ref = np.int64(ref_seqs_of(nseq))
+        args = (b["q"], b["k_cache"], b["v_cache"], b["block_table"], b["context_lens"], ref)
+        if per_sequence:
+            for i in range(nseq):
+                split[(smax, hkv, 1), nt](*args, np.int64(i), part_o, part_ml)
+                merge[(hq, 1), nt](b["context_lens"], ref, np.int64(i), part_o, part_ml, b["o"])
+        else:
+            split[(smax, hkv, nseq), nt](*args, np.int64(0), part_o, part_ml)
+            merge[(hq, nseq), nt](b["context_lens"], ref, np.int64(0), part_o, part_ml, b["o"])
+
+    launch.workspace = {"part_o": part_o, "part_ml": part_ml}
+    return launch
