@@ -138,3 +138,19 @@ def check_claims(module: str, compiled: dict, tmp: Path, disasm: str) -> int:
             assert not problems, f"{path} {variant} on {form} ({job}): {problems}"
             read += 1
     return read
+
+
+def sass_claims_test(module: str):
+    """The test a family's SASS module binds at module level (pytest
+    collects it there): ``module``'s :data:`CLAIM_JOBS` kernels, assembled
+    for sm_90a, hold the opcode of their variant's (form, tc_dtype) claim."""
+    import pytest
+    from ptx_harness import nvdisasm
+
+    def test_the_sass_holds_what_each_variants_records_claim(compiled, tmp_path):
+        disasm = nvdisasm()
+        if not compiled["ptxas"] or not disasm:
+            pytest.skip("ptxas or nvdisasm not found")
+        assert check_claims(module, compiled, tmp_path, disasm) > 0
+
+    return test_the_sass_holds_what_each_variants_records_claim

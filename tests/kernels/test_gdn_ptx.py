@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 from ptx_harness import check_ptx, check_ptxas, compiled, nvdisasm  # noqa: F401 (compiled: the fixture)
-from tc_claims import check_claims
+from tc_claims import sass_claims_test
 
 # The kernels whose chunk makes k.k and q.k on mma.sync (fp16, f32 accumulators).
 TENSOR_CORE = ("prefill_regresident", "prefill_global_state", "verify_wy17", "verify_wyn_t17", "verify_wyn_t5")
@@ -100,10 +100,4 @@ def test_the_chunked_kernels_run_hmma_within_their_register_budget(compiled, tmp
         assert hmma == {"HMMA.16816.F32"}, f"{name}: {sorted(hmma)} in its SASS"
 
 
-def test_the_sass_holds_what_each_variants_records_claim(compiled, tmp_path):
-    """``tc_claims.CLAIM_JOBS``'s kernels of this module, assembled for
-    sm_90a, hold the opcode of their variant's (form, tc_dtype) claim."""
-    disasm = nvdisasm()
-    if not compiled["ptxas"] or not disasm:
-        pytest.skip("ptxas or nvdisasm not found")
-    assert check_claims("test_gdn_ptx", compiled, tmp_path, disasm) > 0
+test_the_sass_holds_what_each_variants_records_claim = sass_claims_test("test_gdn_ptx")

@@ -38,4 +38,5 @@ def test_every_listed_job_is_one_its_module_compiles_and_checks():
         mod = importlib.import_module(module)
         names = {j[0] for j in mod.jobs()}
         assert set(jobs) <= names, f"{module}.jobs() has no {sorted(set(jobs) - names)}"
-        assert "check_claims" in vars(mod), f"{module} does not check its claims"
+        assert "test_the_sass_holds_what_each_variants_records_claim" in vars(mod), \
+            f"{module} does not check its claims (tc_claims.sass_claims_test)"

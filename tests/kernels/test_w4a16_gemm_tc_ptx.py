@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 from ptx_harness import check_ptx, check_ptxas, compiled, nvdisasm  # noqa: F401 (compiled: the fixture)
-from tc_claims import check_claims, claim_problems
+from tc_claims import claim_problems, sass_claims_test
 
 PTX_MMA = "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32"
 PTX_LDSM = "ldmatrix.sync.aligned.m8n8.x4.shared.b16"
@@ -97,10 +97,4 @@ def test_their_sass_has_the_fp16_hmma_and_ldsm(compiled, tmp_path):
         assert claim_problems(sass, "mma.sync", "f16") == [], name  # what the variant's launches say
 
 
-def test_the_sass_holds_what_each_variants_records_claim(compiled, tmp_path):
-    """``tc_claims.CLAIM_JOBS``'s kernels of this module, assembled for
-    sm_90a, hold the opcode of their variant's (form, tc_dtype) claim."""
-    disasm = nvdisasm()
-    if not compiled["ptxas"] or not disasm:
-        pytest.skip("ptxas or nvdisasm not found")
-    assert check_claims("test_w4a16_gemm_tc_ptx", compiled, tmp_path, disasm) > 0
+test_the_sass_holds_what_each_variants_records_claim = sass_claims_test("test_w4a16_gemm_tc_ptx")

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 from ptx_harness import check_ptx, check_ptxas, compiled, nvdisasm  # noqa: F401 (compiled: the fixture)
-from tc_claims import check_claims, claim_problems
+from tc_claims import claim_problems, sass_claims_test
 from test_wgmma_ptx import sm90a  # noqa: F401 (the fixture: this module's kernels, for sm_90a)
 
 TILES = {"gemm_wgmma_bn64": 64, "gemm_wgmma_bn128": 128}
@@ -63,10 +63,4 @@ def test_gemm_wgmma_sass_is_hgmma_f16(sm90a):
         assert re.search(r"\bSTS\.128\b", sass), f"{name}: no 16-byte shared stores"
 
 
-def test_the_sass_holds_what_each_variants_records_claim(compiled, tmp_path):
-    """``tc_claims.CLAIM_JOBS``'s kernels of this module, assembled for
-    sm_90a, hold the opcode of their variant's (form, tc_dtype) claim."""
-    disasm = nvdisasm()
-    if not compiled["ptxas"] or not disasm:
-        pytest.skip("ptxas or nvdisasm not found")
-    assert check_claims("test_w4a16_wgmma_ptx", compiled, tmp_path, disasm) > 0
+test_the_sass_holds_what_each_variants_records_claim = sass_claims_test("test_w4a16_wgmma_ptx")
