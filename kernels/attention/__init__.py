@@ -68,7 +68,9 @@ PAGED_DECODE = KernelPath(
     bind=spec.bind,
 )
 
-PATHS = (PAGED_DECODE,)
+from .rotation_path import ROTATION  # noqa: E402  (attention.rotation, Metrale)
+
+PATHS = (PAGED_DECODE, ROTATION)
 
 for _declared in PATHS:
     check_declaration(_declared)
