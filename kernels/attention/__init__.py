@@ -69,8 +69,9 @@ PAGED_DECODE = KernelPath(
 )
 
 from .rotation_path import ROTATION  # noqa: E402  (attention.rotation, Metrale)
+from .decode_graph_path import DECODE_GRAPH  # noqa: E402  (attention.decode_graph, Metrale)
 
-PATHS = (PAGED_DECODE, ROTATION)
+PATHS = (PAGED_DECODE, ROTATION, DECODE_GRAPH)
 
 for _declared in PATHS:
     check_declaration(_declared)
