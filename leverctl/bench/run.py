@@ -232,7 +232,7 @@ def _findings(path, item: PlanItem, launch, bufs, cuda, rec: dict, on_gpu: bool)
     kw = {"on_gpu": on_gpu} if "on_gpu" in inspect.signature(fn).parameters else {}
     got = dict(fn(item.variant, item.shape, launch, bufs, cuda, **kw))
     if got.get("note"):
-        _add_note(rec, got["note"])
+        _add_note(rec, got.pop("note"))
     rec["findings"] = got
 
 
