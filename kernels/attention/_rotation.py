@@ -47,6 +47,7 @@ from ..common.launch import check_block, check_grid, check_shared, jit_bounded
 E4M3_MAX = np.float32(448.0)
 TILE_F, TILE_T, TILE_K = 64, 8, 32  # projection tile: features, tokens, hidden dims
 PROJ_THREADS = 64
+TILE_KP = TILE_K + 1  # shared rows padded by one: conflict-free columns
 FULL = 0xFFFFFFFF
 _ZERO = np.float32(0.0)
 
@@ -62,8 +63,8 @@ def make_project(N: int, HIDDEN: int):
         f0 = cuda.blockIdx.x * TILE_F
         t0 = cuda.blockIdx.y * TILE_T
         ntok = x.shape[0]
-        ws = cuda.shared.array((TILE_F, TILE_K + 1), float32)
-        xs = cuda.shared.array((TILE_T, TILE_K + 1), float32)
+        ws = cuda.shared.array((TILE_F, TILE_KP), float32)
+        xs = cuda.shared.array((TILE_T, TILE_KP), float32)
         acc = cuda.local.array((2, 4), float32)
         for a in range(2):
             for b in range(4):
