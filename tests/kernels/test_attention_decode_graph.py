@@ -263,3 +263,44 @@ def test_on_a_gpu_a_replay_equals_the_eager_step_bit_for_bit():
     f = findings("graph", shape, launch, bufs, cuda, on_gpu=True)
     assert f["identical"], f["differing"]
     assert f["graph_us"] > 0 and f["eager_us"] > 0
+
+
+class _Stream:
+    """A stream with a driver handle, for the fake driver (the simulator's
+    streams have none)."""
+
+    handle = "s"
+
+    def synchronize(self):
+        pass
+
+
+@pytest.mark.sim
+def test_the_graph_launch_warms_up_without_advancing_the_state_and_captures_once_per_buffer_set(drawn, monkeypatch):
+    """The graph variant's launch as on a GPU, against the fake driver: the
+    simulator runs the step's kernels when the capture enqueues them, so
+    the outputs are the capture's. They still match the reference only if
+    the warm-up put back the state it advanced and the poison it
+    overwrote; the replays go to the driver, and a second call on the same
+    buffers captures nothing new."""
+    from numba import cuda
+
+    from leverctl_kernels.attention import decode_graph_replay
+
+    shape, inputs, ref = drawn
+    drv = FakeDriver()
+    monkeypatch.setattr(decode_graph_replay, "config", type("C", (), {"ENABLE_CUDASIM": False}))
+    monkeypatch.setattr(decode_graph_replay.cuda, "stream", _Stream)
+    launch = decode_graph_replay.build(shape, driver=drv)
+    bufs = {n: cuda.to_device(np.ascontiguousarray(a)) for n, a in inputs.items()}
+    for n, (s, dt) in PATH.outputs(shape).items():
+        if n not in bufs:
+            bufs[n] = cuda.to_device(poison(s, dt))
+    launch(bufs)
+    got = {n: bufs[n].copy_to_host() for n in PATH.outputs(shape)}
+    assert compare(got, ref, TOL).passed and launch.captured
+    launch(bufs)
+    assert drv.calls == ["begin", "end", "instantiate", "destroy", "launch", "launch"]
+    fresh = dict(bufs, o=cuda.to_device(poison(*PATH.outputs(shape)["o"])))
+    launch(fresh)  # new buffers: a new graph, the old one freed
+    assert drv.calls[6:] == ["exec_destroy", "begin", "end", "instantiate", "destroy", "launch"]
