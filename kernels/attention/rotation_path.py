@@ -18,6 +18,14 @@ transform (``_rotation``). Every record's ``findings`` give the FP8
 quantisation error of the cached K and V with the rotation and without it
 (``rotation_spec.quant_error``): the inputs carry outlier channels, which
 the rotation spreads over the head.
+
+What the finding shows at these inputs: the rotated cache's relative error
+is the larger (about 2.8 % against 1-2 % at the smoke shape). E4M3 is a
+floating-point format, so a quiet channel beside a loud one keeps the same
+relative step, and with one scale per vector the loudest channel maps to
+448 exactly; after the rotation every element sits mid-range with a full
+rounding error. The rotation pays off for formats with uniform steps
+(integer caches), which these kernels do not write.
 """
 from __future__ import annotations
 
