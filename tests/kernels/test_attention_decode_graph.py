@@ -304,3 +304,12 @@ def test_the_graph_launch_warms_up_without_advancing_the_state_and_captures_once
     fresh = dict(bufs, o=cuda.to_device(poison(*PATH.outputs(shape)["o"])))
     launch(fresh)  # new buffers: a new graph, the old one freed
     assert drv.calls[6:] == ["exec_destroy", "begin", "end", "instantiate", "destroy", "launch"]
+
+
+def test_the_model_shapes_are_qwen3_next_layer_groups_with_and_without_a_communicator():
+    model = PATH.shapes("model", None)
+    assert {(s["gdn_layers"], s["attn_layers"], s["d"], s["dk"], s["ctx"]) for s in model} == {
+        (3, 1, 256, 128, spec.MODEL_CONTEXT)}
+    assert {s["communicator"] for s in model} == {0, 1}
+    one = spec.traffic(model[0])
+    assert one.bytes > 3 * spec.gdn_spec.state_bytes(model[0]) * model[0]["n"]
