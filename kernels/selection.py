@@ -353,10 +353,61 @@ ATTENTION_PAGED_DECODE = Table(
     },
 )
 
+# ── attention: weight pre-rotation (Metrale) ───────────────────────────────
+
+ROTATION_HEAD_DIM = 128  # the only head dim the engine's loader rotates at
+
+_ROT_D128 = _cond(f"d = {ROTATION_HEAD_DIM}", f"d != {ROTATION_HEAD_DIM}",
+                  lambda d: d["d"] == ROTATION_HEAD_DIM,
+                  lambda d: f"the loader rotates weights only at head dim {ROTATION_HEAD_DIM} (d = {d['d']})")
+
+ATTENTION_ROTATION = Table(
+    path="attention.rotation",
+    summary="rotated q, k, v and the FP8 KV-cache write: weights rotated at load vs a run-time Hadamard",
+    levers=("weight_pre_rotated",),
+    assumed={"weight_pre_rotated": False},
+    variants=("pre_rotated", "runtime_rotation"),
+    engines=("metrale",),
+    symbols={"d": "d"},
+    rules=(
+        Rule("pre_rotated", {"weight_pre_rotated": True}, (_ROT_D128,)),
+        Rule("runtime_rotation", {"weight_pre_rotated": True},
+             note="weight_pre_rotated is on but {unmet}: the KV-cache write rotates at run time"),
+        Rule("runtime_rotation"),
+    ),
+)
+
+# ── attention: decode step as a CUDA graph (Metrale) ───────────────────────
+
+_COMM = _cond("communicator", "no communicator", lambda d: bool(d.get("communicator", 0)),
+              lambda d: "no expert-parallel communicator")
+_LORA = _cond("LoRA pool loaded", "no LoRA pool", lambda d: bool(d.get("lora_pool", 0)),
+              lambda d: "no LoRA pool is loaded")
+
+ATTENTION_DECODE_GRAPH = Table(
+    path="attention.decode_graph",
+    summary="one decode step (GDN decode + paged attention per layer): CUDA graph replay vs eager launches",
+    levers=("ep_graphs", "gdn_decode_graph", "ms_profile", "lora_eager"),
+    assumed={"ep_graphs": False, "gdn_decode_graph": False, "ms_profile": False, "lora_eager": False},
+    variants=("graph", "eager"),
+    engines=("metrale",),
+    rules=(
+        Rule("eager", {"ms_profile": True},
+             note="ms_profile: its profiling syncs are illegal inside a capture, so the step runs eagerly"),
+        Rule("eager", {"lora_eager": True}, (_LORA,),
+             note="lora_eager with a LoRA pool loaded: the step runs eagerly"),
+        Rule("eager", {"ep_graphs": False, "gdn_decode_graph": False}, (_COMM,),
+             note="an expert-parallel communicator is present and neither ep_graphs nor "
+                  "gdn_decode_graph permits capture: the step runs eagerly"),
+        Rule("graph"),
+    ),
+)
+
 TABLES: Mapping[str, Table] = MappingProxyType({t.path: t for t in (
     W4A16_GEMV, W4A16_GEMV_DUAL, W4A16_FFN_DECODE, W4A16_GEMM,
     GDN_PREFILL, GDN_VERIFY, GDN_DECODE, GDN_FUSED_CONV,
     ATTENTION_PAGED_DECODE,
+    ATTENTION_ROTATION, ATTENTION_DECODE_GRAPH,
 )})
 
 

@@ -20,6 +20,14 @@ fresh tail block (``spec.make_inputs``). Every record of the path carries
 batch, bit for bit (``spec.batch_invariance``); the pinned variants must
 pass it, the baseline is expected not to.
 
+Two Metrale paths are declared in modules of their own:
+``attention.rotation`` (``rotation_path``: ``weight_pre_rotated``, Q/K/V
+weights rotated at load against a run-time Hadamard in the FP8 KV-cache
+write) and ``attention.decode_graph`` (``decode_graph_path``: a decode step
+of GDN and attention layers replayed as a CUDA graph against eager
+launches, as ``ep_graphs``, ``gdn_decode_graph``, ``ms_profile`` and
+``lora_eager`` decide).
+
 Memory-bound: at Qwen3-Next shapes (16 query heads, 2 KV heads, d = 256) a
 sequence of L tokens moves 2 KiB of K and V per token, read once by the
 block running its 8-head group; the partials add ``splits x 16 x 258 x 4``
@@ -68,7 +76,10 @@ PAGED_DECODE = KernelPath(
     bind=spec.bind,
 )
 
-PATHS = (PAGED_DECODE,)
+from .rotation_path import ROTATION  # noqa: E402  (attention.rotation, Metrale)
+from .decode_graph_path import DECODE_GRAPH  # noqa: E402  (attention.decode_graph, Metrale)
+
+PATHS = (PAGED_DECODE, ROTATION, DECODE_GRAPH)
 
 for _declared in PATHS:
     check_declaration(_declared)

@@ -60,6 +60,7 @@ def empty_record(item: PlanItem, device: Device) -> dict[str, Any]:
         **_tensor_cores(item),
         "baseline": item.baseline,
         "batch_invariance": None,
+        "findings": None,
         "device": device.name,
         "plan": item.plan,
         "catalog": item.catalog,
@@ -169,6 +170,7 @@ def _run(item: PlanItem, device: Device, seed: int, stop: StopRule, rec: dict, h
         return
     if not _batch_invariance(path, item, launch, bufs, cuda, rec):
         return
+    _findings(path, item, launch, bufs, cuda, rec, device.is_gpu)
     if not device.is_gpu:
         rec["status"] = "pass"
         return
@@ -214,6 +216,24 @@ def _run(item: PlanItem, device: Device, seed: int, stop: StopRule, rec: dict, h
         _add_note(rec, f"recheck on fresh inputs failed: {fig2.why()}")
         return
     rec["status"] = "pass"
+
+
+def _findings(path, item: PlanItem, launch, bufs, cuda, rec: dict, on_gpu: bool) -> None:
+    """The path's measurements beyond the check (``extra["findings"]``),
+    if it declares one, on the buffers of the passing check: the record's
+    ``findings`` (a dict; its ``note``, if any, joins the record's note).
+    The hook is told whether it runs on a GPU (``on_gpu``) when it takes
+    that keyword."""
+    fn = path.extra.get("findings")
+    if fn is None:
+        return
+    import inspect
+
+    kw = {"on_gpu": on_gpu} if "on_gpu" in inspect.signature(fn).parameters else {}
+    got = dict(fn(item.variant, item.shape, launch, bufs, cuda, **kw))
+    if got.get("note"):
+        _add_note(rec, got.pop("note"))
+    rec["findings"] = got
 
 
 def _batch_invariance(path, item: PlanItem, launch, bufs, cuda, rec: dict) -> bool:
