@@ -68,7 +68,56 @@ PAGED_DECODE = KernelPath(
     bind=spec.bind,
 )
 
-PATHS = (PAGED_DECODE,)
+# The DFlash draft block (attention.dflash_contig) and MLA decode
+# (attention.mla_decode): same fp32 online softmax, same tolerance reasons.
+from ..selection import ATTENTION_DFLASH_CONTIG as _DFLASH_TABLE, ATTENTION_MLA_DECODE as _MLA_TABLE  # noqa: E402
+from . import dflash_contig, dflash_paged, dflash_spec, mla_batched, mla_per_sequence, mla_spec  # noqa: E402
+
+DFLASH_CONTIG = KernelPath(
+    name=_DFLASH_TABLE.path,
+    family="attention",
+    summary=_DFLASH_TABLE.summary,
+    levers=_DFLASH_TABLE.levers,
+    lever_defaults={"dflash_contig_attn": False},
+    variants={v.name: v for v in (
+        _variant(dflash_paged, dflash_spec.paged_traffic),
+        _variant(dflash_contig, dflash_spec.contig_traffic),
+    )},
+    select=_DFLASH_TABLE.select,
+    shapes=dflash_spec.shapes,
+    make_inputs=dflash_spec.make_inputs,
+    outputs=dflash_spec.outputs,
+    reference=dflash_spec.reference,
+    traffic=dflash_spec.paged_traffic,
+    tolerance=TOL,
+    engines=_DFLASH_TABLE.engines,
+    notes="Memory-bound on the KV; contig reads no block table. Same kernel code, so the same bits.",
+    extra={"model_sections": ("attention",)},
+)
+
+MLA_DECODE = KernelPath(
+    name=_MLA_TABLE.path,
+    family="attention",
+    summary=_MLA_TABLE.summary,
+    levers=_MLA_TABLE.levers,
+    lever_defaults={"mla_perseq_fallback": False},
+    variants={v.name: v for v in (
+        _variant(mla_batched, mla_spec.traffic, 1),
+        _variant(mla_per_sequence, mla_spec.traffic, mla_spec.per_sequence_launches),
+    )},
+    select=_MLA_TABLE.select,
+    shapes=mla_spec.shapes,
+    make_inputs=mla_spec.make_inputs,
+    outputs=mla_spec.outputs,
+    reference=mla_spec.reference,
+    traffic=mla_spec.traffic,
+    tolerance=TOL,
+    engines=_MLA_TABLE.engines,
+    notes="Memory-bound on the latent cache. per_sequence launches the batched kernel once per sequence.",
+    extra={"model_sections": ("mla",)},
+)
+
+PATHS = (PAGED_DECODE, DFLASH_CONTIG, MLA_DECODE)
 
 for _declared in PATHS:
     check_declaration(_declared)
