@@ -365,7 +365,7 @@ ATTENTION_DFLASH_CONTIG = Table(
     engines=("atlas", "metrale"),
     rules=(
         Rule("contig", {"dflash_contig_attn": True}),
-        Rule("paged", note="dflash_contig_attn off: the draft block reads the KV through the block table"),
+        Rule("paged"),
     ),
 )
 
