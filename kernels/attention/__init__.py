@@ -20,6 +20,14 @@ fresh tail block (``spec.make_inputs``). Every record of the path carries
 batch, bit for bit (``spec.batch_invariance``); the pinned variants must
 pass it, the baseline is expected not to.
 
+Two more paths, each chosen by one lever:
+``attention.dflash_contig`` (``dflash_contig_attn``, both engines; off:
+``paged``, on: ``contig``), the DFlash draft block's causal attention over
+the target's context, one kernel pair (``_dflash``) whose KV layout is a
+compile-time constant; and ``attention.mla_decode``
+(``mla_perseq_fallback``, Metrale; off: ``batched``, on:
+``per_sequence``), MLA decode in the latent space (``_mla``).
+
 Memory-bound: at Qwen3-Next shapes (16 query heads, 2 KV heads, d = 256) a
 sequence of L tokens moves 2 KiB of K and V per token, read once by the
 block running its 8-head group; the partials add ``splits x 16 x 258 x 4``
