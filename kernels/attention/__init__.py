@@ -122,7 +122,7 @@ MLA_DECODE = KernelPath(
     tolerance=TOL,
     engines=_MLA_TABLE.engines,
     notes="Memory-bound on the latent cache. per_sequence launches the batched kernel once per sequence.",
-    extra={"model_sections": ("mla",)},
+    extra={"model_sections": ("mla",), "batch_invariance": mla_spec.batch_invariance},
 )
 
 PATHS = (PAGED_DECODE, DFLASH_CONTIG, MLA_DECODE)

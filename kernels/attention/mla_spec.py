@@ -86,3 +86,26 @@ def traffic(shape) -> Traffic:
 
 def per_sequence_launches(shape) -> int:
     return shape["n"]
+
+
+def batch_invariance(variant: str, shape: Shape, launch, bufs: Mapping[str, Any], cuda) -> dict:
+    """Decode every sequence of the batch alone with the same launch and
+    compare its output with its row of the batched output, bit for bit.
+    Both variants must pass: a block's work depends on its own sequence
+    alone, which is what makes the per-sequence fallback give the batched
+    bits. ``bufs`` are those of a finished, passing run (the check's)."""
+    batched = bufs["o"].copy_to_host()
+    differing, worst = 0, 0.0
+    for i in range(shape["n"]):
+        sub = {name: cuda.to_device(np.ascontiguousarray(bufs[name].copy_to_host()[i:i + 1]))
+               for name in ("q_nope", "q_pe", "c_kv", "k_pe", "context_lens")}
+        sub["o"] = cuda.to_device(np.full((1, shape["h"], shape["r"]), np.nan, np.float32))
+        launch(sub)
+        cuda.synchronize()
+        alone = sub["o"].copy_to_host()[0]
+        if not np.array_equal(alone.view(np.uint32), batched[i].view(np.uint32)):
+            differing += 1
+            diff = np.abs(alone.astype(np.float64) - batched[i])
+            worst = max(worst, float(np.nanmax(diff)) if np.any(np.isfinite(diff)) else float("inf"))
+    return {"identical": differing == 0, "required": True, "sequences": shape["n"],
+            "differing": differing, "max_abs_diff": float(f"{worst:.4g}")}

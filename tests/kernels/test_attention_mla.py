@@ -1,7 +1,8 @@
 """MLA decode in the latent space (``attention.mla_decode``, Metrale's
 ``mla_perseq_fallback``): the variant the lever selects, the shapes
 (DeepSeek-V3's from the recipe's ``[model.mla]``), both variants against
-the float64 reference and bit for bit against each other, and a kernel
+the float64 reference and bit for bit against each other (and each
+sequence decoded alone against its row of the batch), and a kernel
 that scores the unwritten rows of the tail block, which the checks must
 reject.
 
@@ -13,6 +14,7 @@ from __future__ import annotations
 import itertools
 import json
 import math
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -26,6 +28,16 @@ from leverctl_kernels.common.path import Shape, Tolerance
 
 SMOKE = PATH.shapes("smoke", None)
 RECIPE = Path(__file__).resolve().parents[2] / "recipes" / "deepseek-v3-metrale.toml"
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _short_switch_interval():
+    """Simulated barriers wait out the interpreter's switch interval; these
+    small blocks run faster at 1 ms. Restored after."""
+    old = sys.getswitchinterval()
+    sys.setswitchinterval(1e-3)
+    yield
+    sys.setswitchinterval(old)
 
 
 def compare(got, ref, tol: Tolerance) -> tuple[bool, float, float]:
@@ -160,6 +172,33 @@ def test_bench_checks_the_per_sequence_fallback_the_lever_selects(tmp_path, caps
     assert e.value.code == 0, capsys.readouterr().err
     (rec,) = json.loads(out.read_text())["results"]
     assert (rec["variant"], rec["status"]) == ("per_sequence", "pass")
+    assert rec["batch_invariance"] == {"identical": True, "required": True, "sequences": 3, "differing": 0,
+                                       "max_abs_diff": 0.0}
+
+
+@pytest.mark.sim
+def test_the_invariance_check_fails_a_launch_whose_bits_depend_on_the_batch():
+    """The batched kernel, its output nudged by one ulp whenever it decodes a
+    lone sequence: within every tolerance, and not the batched bits."""
+    from numba import cuda
+
+    (s,) = SMOKE
+    x = PATH.make_inputs(s, np.random.default_rng(5))
+    real = PATH.variants["batched"].build(s)
+
+    def nudged(b):
+        real(b)
+        if b["q_nope"].shape[0] == 1:
+            o = b["o"].copy_to_host()
+            b["o"].copy_to_device(np.nextafter(o, np.float32(np.inf)))
+
+    bufs = {n: cuda.to_device(a) for n, a in x.items()}
+    bufs["o"] = cuda.to_device(np.full(PATH.outputs(s)["o"][0], np.nan, np.float32))
+    real(bufs)
+    assert mla_spec.batch_invariance("batched", s, real, bufs, cuda)["identical"]
+    got = mla_spec.batch_invariance("batched", s, nudged, bufs, cuda)
+    assert (got["identical"], got["required"], got["differing"]) == (False, True, 3)
+    assert 0 < got["max_abs_diff"] < 1e-6
 
 
 # ------------------------------------------------------------------ GPU
