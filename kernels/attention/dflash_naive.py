@@ -22,17 +22,22 @@ from .naive import gather
 
 def naive_dflash_block(q, k_cache, v_cache, block_table, context_lens) -> np.ndarray:
     n, t_, hq, d = q.shape
-    group = hq // k_cache.shape[2]
+    hkv = k_cache.shape[2]
+    group = hq // hkv
     qf = bf16_to_f32_np(q).astype(np.float64)
     o = np.empty(q.shape, np.float64)
     for i in range(n):
         length = int(context_lens[i])
         k = gather(k_cache, block_table[i], length)  # [L, Hkv, D]
         v = gather(v_cache, block_table[i], length)
-        for t in range(t_):
-            seen = length - t_ + t + 1
-            for h in range(hq):
-                s = k[:seen, h // group] @ qf[i, t, h] / np.sqrt(d)
-                p = np.exp(s - s.max())
-                o[i, t, h] = p @ v[:seen, h // group] / p.sum()
+        # query t sees tokens j <= L - T + t
+        hidden = np.arange(length)[None, :] > (length - t_ + np.arange(t_))[:, None]  # [T, L]
+        for g in range(hkv):
+            heads = slice(g * group, (g + 1) * group)
+            kg, vg = np.ascontiguousarray(k[:, g]), np.ascontiguousarray(v[:, g])  # [L, D]
+            s = (qf[i, :, heads].reshape(-1, d) @ kg.T).reshape(t_, group, length) / np.sqrt(d)
+            s[np.broadcast_to(hidden[:, None, :], s.shape)] = -np.inf
+            p = np.exp(s - s.max(axis=2, keepdims=True))  # [T, G, L]
+            pv = (p.reshape(-1, length) @ vg).reshape(t_, group, d)
+            o[i, :, heads] = pv / p.sum(axis=2, keepdims=True)
     return o
