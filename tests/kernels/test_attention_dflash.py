@@ -74,6 +74,18 @@ def test_select_for_every_lever_combination_of_both_engines(engine):
     assert {i.variant for i in plan.items} == {"contig"} and not any(i.baseline for i in plan.items)
 
 
+@pytest.mark.parametrize("engine,var", [("atlas", "ATLAS_DFLASH_CONTIG_ATTN"),
+                                        ("metrale", "METRALE_DFLASH_CONTIG_ATTN")])
+def test_only_the_exact_string_1_in_the_engines_variable_selects_the_contiguous_path(engine, var):
+    from leverctl.levers import resolve
+
+    cat = load_catalog(engine)
+    for raw, want in (("1", "contig"), ("true", "paged"), (" 1", "paged"), ("0", "paged"), (None, "paged")):
+        res = resolve(cat, env={} if raw is None else {var: raw})
+        levers = path_levers(PATH, res.values(), cat.fields)
+        assert PATH.select(levers, SMOKE[0]).variant == want, (engine, raw)
+
+
 # ------------------------------------------------------------------ shapes
 
 def test_model_shapes_read_the_recipe_and_fall_back_to_qwen3_next_with_a_16_token_block():

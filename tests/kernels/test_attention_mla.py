@@ -73,6 +73,16 @@ def test_select_for_every_lever_value_on_metrale_and_no_path_on_atlas():
     assert "mla_perseq_fallback" not in atlas.fields and not applies(PATH, "atlas", atlas.fields)
 
 
+def test_1_or_true_exactly_selects_the_per_sequence_fallback_and_other_spellings_do_not():
+    from leverctl.levers import resolve
+
+    cat = load_catalog("metrale")
+    for raw, want in (("1", "per_sequence"), ("true", "per_sequence"), ("True", "batched"),
+                      ("TRUE", "batched"), ("yes", "batched"), (None, "batched")):
+        res = resolve(cat, env={} if raw is None else {"METRALE_MLA_PERSEQ_FALLBACK": raw})
+        assert PATH.select(path_levers(PATH, res.values(), cat.fields), SMOKE[0]).variant == want, raw
+
+
 # ------------------------------------------------------------------ shapes
 
 def test_model_shapes_are_deepseek_v3s_from_the_recipe_or_by_default():
