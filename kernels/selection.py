@@ -403,11 +403,43 @@ ATTENTION_DECODE_GRAPH = Table(
     ),
 )
 
+# The DFlash draft head's block-layer attention. Both engines' lever is a
+# plain opt-in with nothing else to satisfy: on, the contiguous-KV forward;
+# off, the paged one.
+ATTENTION_DFLASH_CONTIG = Table(
+    path="attention.dflash_contig",
+    summary="DFlash draft block attention: T causal draft queries over the target's GQA context",
+    levers=("dflash_contig_attn",),
+    assumed={"dflash_contig_attn": False},
+    variants=("paged", "contig"),
+    engines=("atlas", "metrale"),
+    rules=(
+        Rule("contig", {"dflash_contig_attn": True}),
+        Rule("paged"),
+    ),
+)
+
+# MLA decode (latent KV): Metrale's fallback decodes the batch one sequence
+# at a time. Every shape of this path is an MLA model, so the lever alone decides.
+ATTENTION_MLA_DECODE = Table(
+    path="attention.mla_decode",
+    summary="MLA decode attention in the latent space (absorbed query weights), latent + rotary KV cache",
+    levers=("mla_perseq_fallback",),
+    assumed={"mla_perseq_fallback": False},
+    variants=("batched", "per_sequence"),
+    engines=("metrale",),
+    rules=(
+        Rule("per_sequence", {"mla_perseq_fallback": True},
+             note="mla_perseq_fallback: one launch per sequence of the batch"),
+        Rule("batched"),
+    ),
+)
+
 TABLES: Mapping[str, Table] = MappingProxyType({t.path: t for t in (
     W4A16_GEMV, W4A16_GEMV_DUAL, W4A16_FFN_DECODE, W4A16_GEMM,
     GDN_PREFILL, GDN_VERIFY, GDN_DECODE, GDN_FUSED_CONV,
     ATTENTION_PAGED_DECODE,
-    ATTENTION_ROTATION, ATTENTION_DECODE_GRAPH,
+    ATTENTION_ROTATION, ATTENTION_DECODE_GRAPH, ATTENTION_DFLASH_CONTIG, ATTENTION_MLA_DECODE,
 )})
 
 

@@ -28,6 +28,14 @@ of GDN and attention layers replayed as a CUDA graph against eager
 launches, as ``ep_graphs``, ``gdn_decode_graph``, ``ms_profile`` and
 ``lora_eager`` decide).
 
+Two more paths, each chosen by one lever:
+``attention.dflash_contig`` (``dflash_contig_attn``, both engines; off:
+``paged``, on: ``contig``), the DFlash draft block's causal attention over
+the target's context, one kernel pair (``_dflash``) whose KV layout is a
+compile-time constant; and ``attention.mla_decode``
+(``mla_perseq_fallback``, Metrale; off: ``batched``, on:
+``per_sequence``), MLA decode in the latent space (``_mla``).
+
 Memory-bound: at Qwen3-Next shapes (16 query heads, 2 KV heads, d = 256) a
 sequence of L tokens moves 2 KiB of K and V per token, read once by the
 block running its 8-head group; the partials add ``splits x 16 x 258 x 4``
@@ -79,7 +87,58 @@ PAGED_DECODE = KernelPath(
 from .rotation_path import ROTATION  # noqa: E402  (attention.rotation, Metrale)
 from .decode_graph_path import DECODE_GRAPH  # noqa: E402  (attention.decode_graph, Metrale)
 
-PATHS = (PAGED_DECODE, ROTATION, DECODE_GRAPH)
+
+# The DFlash draft block (attention.dflash_contig) and MLA decode
+# (attention.mla_decode): same fp32 online softmax, same tolerance reasons.
+from ..selection import ATTENTION_DFLASH_CONTIG as _DFLASH_TABLE, ATTENTION_MLA_DECODE as _MLA_TABLE  # noqa: E402
+from . import dflash_contig, dflash_paged, dflash_spec, mla_batched, mla_per_sequence, mla_spec  # noqa: E402
+
+DFLASH_CONTIG = KernelPath(
+    name=_DFLASH_TABLE.path,
+    family="attention",
+    summary=_DFLASH_TABLE.summary,
+    levers=_DFLASH_TABLE.levers,
+    lever_defaults={"dflash_contig_attn": False},
+    variants={v.name: v for v in (
+        _variant(dflash_paged, dflash_spec.paged_traffic),
+        _variant(dflash_contig, dflash_spec.contig_traffic),
+    )},
+    select=_DFLASH_TABLE.select,
+    shapes=dflash_spec.shapes,
+    make_inputs=dflash_spec.make_inputs,
+    outputs=dflash_spec.outputs,
+    reference=dflash_spec.reference,
+    traffic=dflash_spec.paged_traffic,
+    tolerance=TOL,
+    engines=_DFLASH_TABLE.engines,
+    notes="Memory-bound on the KV; contig reads no block table. Same kernel code, so the same bits.",
+    extra={"model_sections": ("attention",)},
+)
+
+MLA_DECODE = KernelPath(
+    name=_MLA_TABLE.path,
+    family="attention",
+    summary=_MLA_TABLE.summary,
+    levers=_MLA_TABLE.levers,
+    lever_defaults={"mla_perseq_fallback": False},
+    variants={v.name: v for v in (
+        _variant(mla_batched, mla_spec.traffic, 1),
+        _variant(mla_per_sequence, mla_spec.traffic, mla_spec.per_sequence_launches),
+    )},
+    select=_MLA_TABLE.select,
+    shapes=mla_spec.shapes,
+    make_inputs=mla_spec.make_inputs,
+    outputs=mla_spec.outputs,
+    reference=mla_spec.reference,
+    traffic=mla_spec.traffic,
+    tolerance=TOL,
+    engines=_MLA_TABLE.engines,
+    notes="Memory-bound on the latent cache. per_sequence launches the batched kernel once per sequence.",
+    extra={"model_sections": ("mla",), "batch_invariance": mla_spec.batch_invariance},
+)
+
+
+PATHS = (PAGED_DECODE, DFLASH_CONTIG, MLA_DECODE, ROTATION, DECODE_GRAPH)
 
 for _declared in PATHS:
     check_declaration(_declared)
