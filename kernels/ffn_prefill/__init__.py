@@ -1,0 +1,174 @@
+"""Dense-FFN prefill arms (Metrale): the GEMMs of a SiLU dense FFN over a
+batch of prompt tokens, gate+up (``K = hidden``) and down
+(``K = intermediate``), through the default W4A16 GEMM or one of the arms
+ten levers choose between.
+
+===============  ==========================================================  =========
+variant          arithmetic                                                  kernel
+===============  ==========================================================  =========
+w4a16            int4 weights (fp16 scales per 128), fp16 activations, f32   here
+int8_faith2      activations requantised to int8 per token, int8 weights     here
+                 (f32 scale per output row), s32 on mma.sync m16n8k32
+int8_faith5      the same arithmetic in another tiling, bitwise equal        here
+bf16_v1/v2       int4 -> bf16 in registers, bf16 activations, f32            not yet
+fp8_m64          activations to FP8 E4M3, 64-row tiles on wgmma e4m3         not yet
+nvfp4_mmq        NVFP4 weights and activations (MMQ), gate+up / down         not yet
+q4k_mmq          GGUF Q4_K weights, int8 activations per 32 (MMQ)            not yet
+w4a4             NVFP4 weights, activations NVFP4 per GEMM                   not yet
+===============  ==========================================================  =========
+
+Which arm the levers pick: ``leverctl_kernels.selection``'s
+``FFN_PREFILL_ENGINE`` (every arm) and ``FFN_PREFILL`` (the arms built here;
+the others fall through as in the engine when their kernels are not
+loaded), with the precedence and why in the comment above them.
+
+One shape is one GEMM (``down`` says which): ``c[m, n] = a[m, k] W[n, k]^T``
+with ``a`` fp16 (values that bf16 holds exactly too) and ``c`` fp16. The
+inputs carry one float32 weight matrix ``w`` (heavy-tailed, with outlier
+output rows; the activations have outlier input channels) and its encoding
+in every format an arm reads (``formats``); the reference is the float64
+product of ``a`` and that ``w`` before any quantisation, so each record's
+error is what its arm's formats cost. The tolerances are per arm, set from
+what correct arithmetic in that format gives on these inputs; the tests
+hold each kernel to its own arithmetic (``naive.*_exact``) much more tightly.
+"""
+from __future__ import annotations
+
+from typing import Any, Mapping
+
+import numpy as np
+
+from ..common import bits
+from ..common.path import KernelPath, Shape, Tolerance, Traffic, Variant
+from ..selection import FFN_PREFILL, check_declaration
+from . import formats, int8_faith2, int8_faith5, naive, w4a16_default
+
+# Qwen3-8B's dense FFN: the `model` preset when the recipe has no sizes.
+DEFAULT_MODEL: Mapping[str, Any] = {"name": "Qwen3-8B", "hidden": 4096, "ffn": {"intermediate": 12288}}
+DEFAULT_PREFILL_TOKENS = (512, 4096)
+
+# Per arm, on the heavy-tailed inputs of `make_inputs` (relative norm,
+# largest element error over the output's largest magnitude), with room
+# over what correct arithmetic gives at the smoke and model shapes:
+# int4 weights (absmax per 128 on Student-t rows) lose 14-18 % in norm and
+# up to ~23 % of the output's largest magnitude in one element; int8 (per-row
+# weights, per-token activations whose scale the outlier channels set) 2 %
+# at k = 96 to 6 % at k = 12288. A kernel that drops half of K, or a
+# block's rows, is far over either.
+TOLERANCES = {
+    "w4a16": Tolerance(rel=0.3, abs_of_max=0.4),
+    "int8_faith2": Tolerance(rel=0.1, abs_of_max=0.12),
+    "int8_faith5": Tolerance(rel=0.1, abs_of_max=0.12),
+}
+
+_SMOKE = (
+    dict(m=19, n=26, k=128, down=0),  # partial row and column tiles
+    dict(m=5, n=19, k=96, down=1),  # k ends mid-stage for 64-wide K stages
+)
+
+
+def _label(d: Mapping[str, int]) -> str:
+    return f"{'down' if d['down'] else 'gate+up'} m{d['m']} n{d['n']} k{d['k']}"
+
+
+def shapes(preset: str, model: Mapping[str, Any] | None) -> list[Shape]:
+    if preset == "smoke":
+        return [Shape(_label(d), d) for d in _SMOKE]
+    if preset != "model":
+        raise ValueError(f"unknown shape preset {preset!r} (smoke, model)")
+    model = model or {}
+    hidden = model.get("hidden")
+    inter = (model.get("ffn") or {}).get("intermediate")
+    if not hidden or not inter:
+        model, hidden, inter = DEFAULT_MODEL, DEFAULT_MODEL["hidden"], DEFAULT_MODEL["ffn"]["intermediate"]
+    tokens = (model.get("bench") or {}).get("prefill_tokens") or DEFAULT_PREFILL_TOKENS
+    out = []
+    for t in tokens:
+        for d in (dict(m=int(t), n=2 * int(inter), k=int(hidden), down=0),
+                  dict(m=int(t), n=int(hidden), k=int(inter), down=1)):
+            out.append(Shape(_label(d), d))
+    return out
+
+
+def activations(rng: np.random.Generator, m: int, k: int) -> np.ndarray:
+    """fp16 ``[m, k]``, normal with about 1 % outlier input channels (x20),
+    rounded to values bf16 holds exactly as well (8 significant bits)."""
+    a = rng.standard_normal((m, k), dtype=np.float32)
+    cols = rng.choice(k, size=max(1, k // 100), replace=False)
+    a[:, cols] *= np.float32(20.0)
+    return bits.bf16_to_f32_np(bits.f32_to_bf16_np(a)).astype(np.float16)
+
+
+def weights(rng: np.random.Generator, n: int, k: int) -> np.ndarray:
+    """float32 ``[n, k]``: Student-t (5 degrees of freedom) x 0.02, about 2 %
+    of output rows x 8."""
+    w = rng.standard_t(5, size=(n, k)).astype(np.float32) * np.float32(0.02)
+    rows = rng.choice(n, size=max(1, n // 50), replace=False)
+    w[rows] *= np.float32(8.0)
+    return w
+
+
+def make_inputs(shape: Shape, rng: np.random.Generator) -> dict:
+    m, n, k = shape["m"], shape["n"], shape["k"]
+    w = weights(rng, n, k)
+    return {"a": activations(rng, m, k), "w": w, **formats.w4a16(w), **formats.int8(w)}
+
+
+def reference(shape: Shape, inputs: dict) -> dict:
+    return {"c": naive.naive_gemm(inputs["a"], inputs["w"])}
+
+
+def _traffic(weight_bytes, scratch_per_row=lambda k: 0):
+    """Bytes: the weights in the arm's format, ``a`` (fp16) read once, ``c``
+    (fp16) written once, plus any activation scratch the arm writes and
+    reads back; FLOPs ``2 m n k``."""
+
+    def traffic(shape: Shape) -> Traffic:
+        m, n, k = shape["m"], shape["n"], shape["k"]
+        extra = m * scratch_per_row(k)
+        return Traffic(bytes_read=weight_bytes(n, k) + 2 * m * k + extra, bytes_written=2 * m * n + extra,
+                       flops=2 * m * n * k)
+
+    return traffic
+
+
+_INT8_SCRATCH = lambda k: k + 4  # noqa: E731 - int8 row and its float32 scale
+
+VARIANTS = {
+    "w4a16": Variant("w4a16", "the default W4A16 GEMM (w4a16.gemm's default tiles, FP32 cores)",
+                     w4a16_default.build, tolerance=TOLERANCES["w4a16"],
+                     traffic=_traffic(formats.w4a16_bytes)),
+    "int8_faith2": Variant("int8_faith2", "int8 requant per token, then s8 mma.sync GEMM, 32x16 tiles, K stages of 32",
+                           int8_faith2.build, tolerance=TOLERANCES["int8_faith2"],
+                           traffic=_traffic(formats.int8_bytes, _INT8_SCRATCH), launches=2,
+                           tensor_cores="mma.sync"),
+    "int8_faith5": Variant("int8_faith5", "int8 requant per token, then s8 mma.sync GEMM, 32x32 tiles, K stages of 64",
+                           int8_faith5.build, tolerance=TOLERANCES["int8_faith5"],
+                           traffic=_traffic(formats.int8_bytes, _INT8_SCRATCH), launches=2,
+                           tensor_cores="mma.sync"),
+}
+
+PREFILL = KernelPath(
+    name=FFN_PREFILL.path,
+    family="ffn_prefill",
+    summary=FFN_PREFILL.summary,
+    levers=FFN_PREFILL.levers,
+    lever_defaults=FFN_PREFILL.fixed,
+    variants={v: VARIANTS[v] for v in FFN_PREFILL.variants},
+    select=FFN_PREFILL.select,
+    engines=FFN_PREFILL.engines,
+    shapes=shapes,
+    make_inputs=make_inputs,
+    outputs=lambda shape: {"c": ((shape["m"], shape["n"]), "float16")},
+    reference=reference,
+    traffic=_traffic(formats.w4a16_bytes),
+    tolerance=TOLERANCES["w4a16"],
+    notes="compute-bound at prefill sizes (m = 512, 4096 tokens); the arms trade weight format and "
+          "activation precision for tensor-core throughput",
+    extra={"gemm_mnk": lambda s: (s["m"], s["n"], s["k"]), "model_sections": ("ffn",)},
+)
+
+PATHS = (PREFILL,)
+
+for _declared in PATHS:
+    check_declaration(_declared)

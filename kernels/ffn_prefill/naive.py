@@ -1,0 +1,49 @@
+"""Float64 references for the dense-FFN prefill arms (NumPy only).
+
+:func:`naive_gemm` is the path's reference: ``a @ W.T`` in float64 from the
+activations and the weights *before* any arm quantised them, so a record's
+error is what the arm's formats and arithmetic cost against the exact
+product. The ``*_exact`` functions are each arm's own arithmetic in float64
+(the formats decoded exactly, the activation quantisation done in the
+kernels' float32 operations), against which the tests hold the kernels
+tightly.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from ..common import int4
+
+INT8_MAX = 127
+
+
+def naive_gemm(a: np.ndarray, w: np.ndarray) -> np.ndarray:
+    """``a[m, k] @ w[n, k].T`` in float64."""
+    return np.asarray(a, dtype=np.float64) @ np.asarray(w, dtype=np.float64).T
+
+
+def quantize_rows_int8(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Symmetric int8 per row, in float32 as the requant kernel does it:
+    ``amax = max|x|``, ``inv = 127 / amax``, ``q = floor(x * inv + 0.5)``
+    clipped to [-127, 127], ``scale = amax / 127``; an all-zero row gets
+    scale 0 and zeros."""
+    x = np.asarray(x, dtype=np.float32)
+    amax = np.abs(x).max(axis=1)
+    with np.errstate(divide="ignore"):
+        inv = np.where(amax > 0, np.float32(INT8_MAX) / amax, np.float32(0)).astype(np.float32)
+    q = np.floor(x * inv[:, None] + np.float32(0.5))
+    q = np.clip(q, -INT8_MAX, INT8_MAX).astype(np.int8)
+    return q, (amax / np.float32(INT8_MAX)).astype(np.float32)
+
+
+def int8_exact(a: np.ndarray, w_i8: np.ndarray, s_i8: np.ndarray) -> np.ndarray:
+    """The int8 arm: activations requantised per row, int8 weights with a
+    float32 scale per output row, the integer dot products exact."""
+    aq, sa = quantize_rows_int8(a)
+    acc = aq.astype(np.int64) @ w_i8.astype(np.int64).T
+    return acc.astype(np.float64) * sa.astype(np.float64)[:, None] * s_i8.astype(np.float64)[None, :]
+
+
+def w4a16_exact(a: np.ndarray, qweight: np.ndarray, scales: np.ndarray) -> np.ndarray:
+    """The default arm: fp16 activations, int4 weights dequantised exactly."""
+    return naive_gemm(a, int4.dequantize_w4(qweight, scales))
