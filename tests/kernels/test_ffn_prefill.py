@@ -1,0 +1,117 @@
+"""The dense-FFN prefill arms in the CUDA simulator, at the path's tiny odd
+smoke shapes (partial row and column tiles, a K that ends mid-stage).
+
+Each variant passes the bench's own check (``leverctl.bench.check``: the
+float64 product of the unquantised activations and weights, within the
+arm's declared tolerance) and, much more tightly, its own arithmetic
+(``naive.*_exact``: the formats decoded exactly, the activation quantisation
+in the kernels' float32 operations). The int8 faith2 and faith5 tilings are
+bitwise equal, and the requant kernel's int8 rows and scales are exactly the
+host's. A broken int8 GEMM (K stages past the first skipped) fails every one
+of these comparisons.
+"""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from leverctl_kernels.common.path import Tolerance
+
+# fp16 outputs of f32 epilogues: about 2^-11 relative per element.
+EXACT = Tolerance(rel=2e-3, abs_of_max=2e-3)
+
+
+def _path():
+    from leverctl_kernels.ffn_prefill import PREFILL
+
+    return PREFILL
+
+
+def _within(got, ref, tol: Tolerance) -> tuple[bool, str]:
+    g = np.asarray(got, np.float64)
+    r = np.asarray(ref, np.float64)
+    if not np.all(np.isfinite(g)):
+        return False, "non-finite (unwritten) elements"
+    rel = np.linalg.norm(g - r) / np.linalg.norm(r)
+    mx = float(np.abs(g - r).max())
+    ok = rel <= tol.rel and mx <= tol.abs_bound(r)
+    return ok, f"rel {rel:.3g} (<= {tol.rel}), max {mx:.3g} (<= {tol.abs_bound(r):.3g})"
+
+
+def _exact(variant: str, inputs: dict) -> np.ndarray:
+    from leverctl_kernels.ffn_prefill import naive
+
+    if variant.startswith("int8"):
+        return naive.int8_exact(inputs["a"], inputs["w_i8"], inputs["s_i8"])
+    return naive.w4a16_exact(inputs["a"], inputs["qweight"], inputs["scales"])
+
+
+def _run(variant: str, shape, launch=None):
+    """(figures of the bench's check, host c, inputs, the launch)."""
+    from numba import cuda
+
+    from leverctl.bench.check import check
+
+    path = _path()
+    inputs = path.make_inputs(shape, np.random.default_rng(shape["m"] * 1000 + shape["n"]))
+    launch = launch or path.variants[variant].build(shape)
+    bufs, fig = check(path, variant, shape, launch, inputs, cuda)
+    return fig, bufs["c"].copy_to_host(), inputs, launch
+
+
+@pytest.fixture(scope="module")
+def runs():
+    """Every variant at every smoke shape, run once for the module."""
+    path = _path()
+    return {(v, s.label): _run(v, s) for s in path.shapes("smoke", None) for v in path.variants}
+
+
+SMOKE = ["gate+up m19 n26 k128", "down m5 n19 k96"]
+
+
+@pytest.mark.sim
+@pytest.mark.parametrize("label", SMOKE)
+@pytest.mark.parametrize("variant", ["w4a16", "int8_faith2", "int8_faith5"])
+def test_each_arm_passes_the_bench_check_and_its_own_arithmetic(runs, variant, label):
+    fig, c, inputs, _ = runs[(variant, label)]
+    assert fig.passed, fig
+    ok, why = _within(c, _exact(variant, inputs), EXACT)
+    assert ok, why
+
+
+@pytest.mark.sim
+@pytest.mark.parametrize("label", SMOKE)
+def test_int8_faith2_and_faith5_are_bitwise_equal(runs, label):
+    c2 = runs[("int8_faith2", label)][1]
+    c5 = runs[("int8_faith5", label)][1]
+    assert np.array_equal(c2.view(np.uint16), c5.view(np.uint16))
+
+
+@pytest.mark.sim
+def test_the_requant_kernel_writes_the_hosts_int8_rows_and_scales(runs):
+    from leverctl_kernels.ffn_prefill import naive
+
+    _, _, inputs, launch = runs[("int8_faith2", SMOKE[0])]
+    q, s = naive.quantize_rows_int8(inputs["a"])
+    assert np.array_equal(launch.workspace["aq"].copy_to_host(), q)
+    assert np.array_equal(launch.workspace["sa"].copy_to_host().view(np.uint32), s.view(np.uint32))
+
+
+@pytest.mark.sim
+def test_a_broken_int8_gemm_fails_the_bench_check_its_arithmetic_and_bitwise_equality(runs):
+    from leverctl_kernels.ffn_prefill import int8_faith2
+
+    shape = next(s for s in _path().shapes("smoke", None) if s.label == SMOKE[0])
+    broken = int8_faith2.build_with(shape, 2, 1, 1, k_limit=32)  # K stages past the first skipped
+    fig, c, inputs, _ = _run("int8_faith2", shape, broken)
+    assert not fig.passed, fig
+    assert not _within(c, _exact("int8_faith2", inputs), EXACT)[0]
+    assert not np.array_equal(c.view(np.uint16), runs[("int8_faith5", SMOKE[0])][1].view(np.uint16))
+
+
+def test_the_records_say_the_int8_arm_runs_on_s8_mma_sync():
+    path = _path()
+    for v in ("int8_faith2", "int8_faith5"):
+        assert path.variants[v].tensor_cores == "mma.sync"
+        assert path.variants[v].launches == 2
+    assert path.variants["w4a16"].tensor_cores is None
