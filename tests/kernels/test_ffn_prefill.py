@@ -115,3 +115,24 @@ def test_the_records_say_the_int8_arm_runs_on_s8_mma_sync():
         assert path.variants[v].tensor_cores == "mma.sync"
         assert path.variants[v].launches == 2
     assert path.variants["w4a16"].tensor_cores is None
+
+
+def _declaration_cases():
+    path = _path()
+    return [(path, v, s) for s in path.shapes("smoke", None) for v in path.variants]
+
+
+@pytest.mark.parametrize("case", _declaration_cases(), ids=lambda c: f"{c[1]}/{c[2].label}")
+def test_a_variant_makes_the_launches_and_allocates_the_workspace_it_declares(case, monkeypatch):
+    import os
+
+    if os.environ.get("NUMBA_ENABLE_CUDASIM") != "1":
+        pytest.skip("counts simulator launches")
+    from test_path_declarations import count_launches, fake_bufs, scratch_allocated
+
+    from leverctl_kernels.common.path import workspace_of
+
+    path, variant, shape = case
+    allocated, launch = scratch_allocated(monkeypatch, path.variants[variant].build, shape)
+    assert allocated == len(workspace_of(launch))
+    assert count_launches(monkeypatch, launch, fake_bufs(path, shape)) == path.variant_launches(variant, shape)

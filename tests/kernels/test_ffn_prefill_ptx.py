@@ -1,0 +1,68 @@
+"""The dense-FFN prefill kernels compile for sm_90 (H200) without a GPU
+(``ptx_harness``): no fp64, no spills, stack or local memory, registers and
+static shared memory within an SM's. The int8 GEMMs' PTX has the s8
+``mma.sync.m16n8k32``, and where ``nvdisasm`` is found their SASS holds what
+their records claim (``tc_claims``: ``mma.sync`` / ``s8`` is
+``IMMA.16832.S8.S8``); the requant kernel has no tensor-core opcode."""
+from __future__ import annotations
+
+import re
+import subprocess
+from pathlib import Path
+
+import pytest
+from ptx_harness import check_ptx, check_ptxas, compiled, nvdisasm  # noqa: F401 (compiled: the fixture)
+from tc_claims import claim_problems
+
+# name -> (tensor_cores, tc_dtype) its variant's records claim
+CLAIMS = {"int8_faith2_gemm": ("mma.sync", "s8"), "int8_faith5_gemm": ("mma.sync", "s8"),
+          "requant_int8": (None, None)}
+
+
+def jobs():
+    from numba import types
+
+    from leverctl_kernels.ffn_prefill import _int8_mma, int8_faith2, int8_faith5, requant_int8
+
+    f16, f32, i8 = types.float16, types.float32, types.int8
+    gemm_sig = (f16[:, ::1], i8[:, ::1], f32[::1], i8[:, ::1], f32[::1])
+    out = []
+    for name, mod in (("int8_faith2_gemm", int8_faith2), ("int8_faith5_gemm", int8_faith5)):
+        kern = _int8_mma.make_int8_gemm(mod.WARPS_M, mod.WARPS_N, mod.K_STEPS)
+        out.append((name, kern, gemm_sig, 32 * mod.WARPS_M * mod.WARPS_N))
+    out.append(("requant_int8", requant_int8.make_requant(), (i8[:, ::1], f32[::1], f16[:, ::1]),
+                requant_int8.THREADS))
+    return out
+
+
+def test_ffn_prefill_kernels_compile_for_sm90_in_fp32(compiled):
+    assert set(compiled["kernels"]) == set(CLAIMS)
+    check_ptx(compiled, fp64=False)
+    for name in ("int8_faith2_gemm", "int8_faith5_gemm"):
+        ptx = Path(compiled["kernels"][name]["ptx"]).read_text()
+        assert "mma.sync.aligned.m16n8k32.row.col.s32.s8.s8.s32" in ptx, name
+
+
+def test_ptxas_accepts_them_without_spills(compiled):
+    check_ptxas(compiled)
+
+
+def test_their_sass_holds_what_the_records_claim(compiled, tmp_path):
+    if not compiled["ptxas"]:
+        pytest.skip("ptxas not found (PATH or $CUDA_HOME/bin)")
+    disasm = nvdisasm()
+    if not disasm:
+        pytest.skip("nvdisasm not found (PATH, $CUDA_HOME/bin or the nvidia-cuda-nvdisasm wheel)")
+    from leverctl_kernels.ffn_prefill import PREFILL
+
+    assert PREFILL.variants["int8_faith2"].tensor_cores == CLAIMS["int8_faith2_gemm"][0]
+    for name, (form, dtype) in CLAIMS.items():
+        cubin = tmp_path / f"{name}.cubin"
+        subprocess.run([compiled["ptxas"], "-arch=sm_90", "-o", str(cubin), compiled["kernels"][name]["ptx"]],
+                       check=True, capture_output=True)
+        sass = subprocess.run([disasm, str(cubin)], check=True, capture_output=True, text=True).stdout
+        assert claim_problems(sass, form, dtype) == [], (name, claim_problems(sass, form, dtype))
+        if form:
+            assert claim_problems(sass, "mma.sync", "bf16"), f"{name}: a wrong claim (bf16) would pass"
+            imma = re.findall(r"\bIMMA\.16832\.S8\.S8\b", sass)
+            assert len(imma) >= 2, (name, imma)  # two n8 MMAs per k32 step
