@@ -1,9 +1,9 @@
 """Float64 references for the dense-FFN prefill arms (NumPy only).
 
 :func:`naive_gemm` is the path's reference: ``a @ W.T`` in float64 from the
-activations and the weights *before* any arm quantised them, so a record's
-error is what the arm's formats and arithmetic cost against the exact
-product. The ``*_exact`` functions are each arm's own arithmetic in float64
+activations and the model's weights as the default W4A16 GEMM stores them,
+so a record's error is what the arm's formats and arithmetic cost against
+the engine's default weights. The ``*_exact`` functions are each arm's own arithmetic in float64
 (the formats decoded exactly, the activation quantisation done in the
 kernels' float32 operations), against which the tests hold the kernels
 tightly.
