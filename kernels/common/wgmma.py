@@ -452,9 +452,13 @@ def _twin_smem_addr(arr):
         if hit is not None and hit[1] is arr:
             return np.uint32(hit[0])
         addr = _smem_next[0]
-        if addr + arr.nbytes > _WINDOW:  # a new window: older blocks' arrays are done with
-            _smem.clear()
+        if addr + arr.nbytes > _WINDOW:  # wrap around: the oldest arrays are done with
             addr = 0
+        end = addr + arr.nbytes
+        # Drop only the arrays the new one overlaps: the block's arrays handed
+        # out just before (near the window's end) stay reachable.
+        for k in [k for k, (a, x) in _smem.items() if a < end and addr < a + x.nbytes]:
+            del _smem[k]
         _smem[key] = (addr, arr)
         _smem_next[0] = (addr + arr.nbytes + 127) & ~127
         return np.uint32(addr)

@@ -43,7 +43,7 @@ import numpy as np
 from ..common import bits, int4
 from ..common.path import KernelPath, Shape, Tolerance, Traffic, Variant
 from ..selection import FFN_PREFILL, check_declaration
-from . import formats, int8_faith2, int8_faith5, naive, w4a16_default
+from . import bf16_v1, bf16_v2, formats, int8_faith2, int8_faith5, naive, w4a16_default
 
 # Qwen3-8B's dense FFN: the `model` preset when the recipe has no sizes.
 DEFAULT_MODEL: Mapping[str, Any] = {"name": "Qwen3-8B", "hidden": 4096, "ffn": {"intermediate": 12288}}
@@ -62,6 +62,8 @@ TOLERANCES = {
     "w4a16": Tolerance(rel=2e-3, abs_of_max=2e-3),
     "int8_faith2": Tolerance(rel=0.1, abs_of_max=0.2),
     "int8_faith5": Tolerance(rel=0.1, abs_of_max=0.2),
+    "bf16_v1": Tolerance(rel=6e-3, abs_of_max=8e-3),
+    "bf16_v2": Tolerance(rel=6e-3, abs_of_max=8e-3),
 }
 
 _SMOKE = (
@@ -118,7 +120,8 @@ def make_inputs(shape: Shape, rng: np.random.Generator) -> dict:
     m, n, k = shape["m"], shape["n"], shape["k"]
     w4 = formats.w4a16(weights(rng, n, k))
     w = int4.dequantize_w4(w4["qweight"], w4["scales"])
-    return {"a": activations(rng, m, k), "w": w, **w4, **formats.int8(w)}
+    a = activations(rng, m, k)
+    return {"a": a, "a_bf16": bits.f32_to_bf16_np(a.astype(np.float32)), "w": w, **w4, **formats.int8(w)}
 
 
 def reference(shape: Shape, inputs: dict) -> dict:
@@ -145,6 +148,12 @@ VARIANTS = {
     "w4a16": Variant("w4a16", "the default W4A16 GEMM (w4a16.gemm's default tiles, FP32 cores)",
                      w4a16_default.build, tolerance=TOLERANCES["w4a16"],
                      traffic=_traffic(formats.w4a16_bytes)),
+    "bf16_v1": Variant("bf16_v1", "int4 -> bf16 in registers, bf16 activations, wgmma m64n128k16, 64x128 tiles",
+                       bf16_v1.build, tolerance=TOLERANCES["bf16_v1"], traffic=_traffic(formats.w4a16_bytes),
+                       tensor_cores="wgmma"),
+    "bf16_v2": Variant("bf16_v2", "as v1 on 128x64 tiles (t_m128): two warpgroups share each weight tile",
+                       bf16_v2.build, tolerance=TOLERANCES["bf16_v2"], traffic=_traffic(formats.w4a16_bytes),
+                       tensor_cores="wgmma"),
     "int8_faith2": Variant("int8_faith2", "int8 requant per token, then s8 mma.sync GEMM, 32x16 tiles, K stages of 32",
                            int8_faith2.build, tolerance=TOLERANCES["int8_faith2"],
                            traffic=_traffic(formats.int8_bytes, _INT8_SCRATCH), launches=2,

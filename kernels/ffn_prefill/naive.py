@@ -47,3 +47,12 @@ def int8_exact(a: np.ndarray, w_i8: np.ndarray, s_i8: np.ndarray) -> np.ndarray:
 def w4a16_exact(a: np.ndarray, qweight: np.ndarray, scales: np.ndarray) -> np.ndarray:
     """The default arm: fp16 activations, int4 weights dequantised exactly."""
     return naive_gemm(a, int4.dequantize_w4(qweight, scales))
+
+
+def bf16_exact(a: np.ndarray, qweight: np.ndarray, scales: np.ndarray) -> np.ndarray:
+    """The BF16 arms: the activations as bf16 (exact: the path's activations
+    are bf16 values), the int4 weights dequantised and rounded once to bf16."""
+    from ..common import bits
+
+    w = bits.bf16_to_f32_np(bits.f32_to_bf16_np(int4.dequantize_w4(qweight, scales)))
+    return naive_gemm(a, w)

@@ -8,7 +8,8 @@ arm's declared tolerance) and, much more tightly, its own arithmetic
 in the kernels' float32 operations). The int8 faith2 and faith5 tilings are
 bitwise equal, and the requant kernel's int8 rows and scales are exactly the
 host's. A broken int8 GEMM (K stages past the first skipped) fails every one
-of these comparisons.
+of these comparisons; a BF16 GEMM that reads the wrong scale group fails the
+bench's check and its own arithmetic.
 """
 from __future__ import annotations
 
@@ -43,6 +44,8 @@ def _exact(variant: str, inputs: dict) -> np.ndarray:
 
     if variant.startswith("int8"):
         return naive.int8_exact(inputs["a"], inputs["w_i8"], inputs["s_i8"])
+    if variant.startswith("bf16"):
+        return naive.bf16_exact(inputs["a"], inputs["qweight"], inputs["scales"])
     return naive.w4a16_exact(inputs["a"], inputs["qweight"], inputs["scales"])
 
 
@@ -71,7 +74,7 @@ SMOKE = ["gate+up m19 n26 k128", "down m5 n19 k96"]
 
 @pytest.mark.sim
 @pytest.mark.parametrize("label", SMOKE)
-@pytest.mark.parametrize("variant", ["w4a16", "int8_faith2", "int8_faith5"])
+@pytest.mark.parametrize("variant", ["w4a16", "bf16_v1", "bf16_v2", "int8_faith2", "int8_faith5"])
 def test_each_arm_passes_the_bench_check_and_its_own_arithmetic(runs, variant, label):
     fig, c, inputs, _ = runs[(variant, label)]
     assert fig.passed, fig
@@ -109,12 +112,28 @@ def test_a_broken_int8_gemm_fails_the_bench_check_its_arithmetic_and_bitwise_equ
     assert not np.array_equal(c.view(np.uint16), runs[("int8_faith5", SMOKE[0])][1].view(np.uint16))
 
 
+@pytest.mark.sim
+@pytest.mark.parametrize("wgs,bn", [(1, 128), (2, 64)], ids=["v1", "v2"])
+def test_a_bf16_gemm_with_the_wrong_scale_group_fails_the_bench_check_and_its_arithmetic(wgs, bn):
+    from leverctl_kernels.common.path import Shape
+    from leverctl_kernels.ffn_prefill import _wgmma_bf16
+
+    shape = Shape("gate+up m5 n11 k256", dict(m=5, n=11, k=256, down=0))  # two scale groups
+    good = _run("bf16_v1", shape)
+    assert good[0].passed and _within(good[1], _exact("bf16_v1", good[2]), EXACT)[0]
+    broken = _wgmma_bf16.build_with(shape, wgs, bn, kern=_wgmma_bf16.make_gemm(wgs, bn, group_shift=8))
+    fig, c, inputs, _ = _run("bf16_v1", shape, broken)  # k 128..255 take the first group's scale
+    assert not fig.passed, fig
+    assert not _within(c, _exact("bf16_v1", inputs), EXACT)[0]
+
+
 def test_the_records_say_the_int8_arm_runs_on_s8_mma_sync():
     path = _path()
     for v in ("int8_faith2", "int8_faith5"):
         assert path.variants[v].tensor_cores == "mma.sync"
         assert path.variants[v].launches == 2
     assert path.variants["w4a16"].tensor_cores is None
+    assert path.variants["bf16_v1"].tensor_cores == path.variants["bf16_v2"].tensor_cores == "wgmma"
 
 
 def _declaration_cases():
