@@ -43,7 +43,7 @@ import numpy as np
 from ..common import bits, int4
 from ..common.path import KernelPath, Shape, Tolerance, Traffic, Variant
 from ..selection import FFN_PREFILL, check_declaration
-from . import bf16_v1, bf16_v2, formats, int8_faith2, int8_faith5, naive, w4a16_default
+from . import bf16_v1, bf16_v2, formats, fp8_m64, int8_faith2, int8_faith5, naive, w4a16_default
 
 # Qwen3-8B's dense FFN: the `model` preset when the recipe has no sizes.
 DEFAULT_MODEL: Mapping[str, Any] = {"name": "Qwen3-8B", "hidden": 4096, "ffn": {"intermediate": 12288}}
@@ -63,6 +63,7 @@ TOLERANCES = {
     "int8_faith2": Tolerance(rel=0.1, abs_of_max=0.2),
     "int8_faith5": Tolerance(rel=0.1, abs_of_max=0.2),
     "bf16_v1": Tolerance(rel=6e-3, abs_of_max=8e-3),
+    "fp8_m64": Tolerance(rel=0.06, abs_of_max=0.1),
     "bf16_v2": Tolerance(rel=6e-3, abs_of_max=8e-3),
 }
 
@@ -154,6 +155,9 @@ VARIANTS = {
     "bf16_v2": Variant("bf16_v2", "as v1 on 128x64 tiles (t_m128): two warpgroups share each weight tile",
                        bf16_v2.build, tolerance=TOLERANCES["bf16_v2"], traffic=_traffic(formats.w4a16_bytes),
                        tensor_cores="wgmma"),
+    "fp8_m64": Variant("fp8_m64", "E4M3 quant per token, then wgmma m64n128k32 e4m3 on q - 8, group scales per stage",
+                       fp8_m64.build, tolerance=TOLERANCES["fp8_m64"],
+                       traffic=_traffic(formats.w4a16_bytes, lambda k: k + 4), launches=2, tensor_cores="wgmma"),
     "int8_faith2": Variant("int8_faith2", "int8 requant per token, then s8 mma.sync GEMM, 32x16 tiles, K stages of 32",
                            int8_faith2.build, tolerance=TOLERANCES["int8_faith2"],
                            traffic=_traffic(formats.int8_bytes, _INT8_SCRATCH), launches=2,

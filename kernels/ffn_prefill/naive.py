@@ -56,3 +56,29 @@ def bf16_exact(a: np.ndarray, qweight: np.ndarray, scales: np.ndarray) -> np.nda
 
     w = bits.bf16_to_f32_np(bits.f32_to_bf16_np(int4.dequantize_w4(qweight, scales)))
     return naive_gemm(a, w)
+
+
+E4M3_MAX = 448
+
+
+def quantize_rows_e4m3(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """FP8 E4M3 per row, in float32 as the row quantiser does it:
+    ``inv = 448 / amax``, codes of ``x * inv`` (round to nearest even,
+    saturating), ``scale = amax / 448``."""
+    from ..common import bits
+
+    x = np.asarray(x, dtype=np.float32)
+    amax = np.abs(x).max(axis=1)
+    with np.errstate(divide="ignore"):
+        inv = np.where(amax > 0, np.float32(E4M3_MAX) / amax, np.float32(0)).astype(np.float32)
+    return bits.f32_to_e4m3_np(x * inv[:, None]), (amax / np.float32(E4M3_MAX)).astype(np.float32)
+
+
+def fp8_exact(a: np.ndarray, qweight: np.ndarray, scales: np.ndarray) -> np.ndarray:
+    """The FP8 M64 arm: activations to E4M3 per token, the int4 weights'
+    values ``q - 8`` exactly in E4M3 with their fp16 group scales applied to
+    each group's partial sums."""
+    from ..common import bits
+
+    aq, sa = quantize_rows_e4m3(a)
+    return naive_gemm(bits.e4m3_to_f32_np(aq), int4.dequantize_w4(qweight, scales)) * sa.astype(np.float64)[:, None]

@@ -8,8 +8,9 @@ arm's declared tolerance) and, much more tightly, its own arithmetic
 in the kernels' float32 operations). The int8 faith2 and faith5 tilings are
 bitwise equal, and the requant kernel's int8 rows and scales are exactly the
 host's. A broken int8 GEMM (K stages past the first skipped) fails every one
-of these comparisons; a BF16 GEMM that reads the wrong scale group fails the
-bench's check and its own arithmetic.
+of these comparisons; a BF16 GEMM that reads the wrong scale group, and an
+FP8 GEMM that drops a K sub-step, fail the bench's check and their own
+arithmetic. The row quantisers (int8, E4M3) write exactly the host's rows.
 """
 from __future__ import annotations
 
@@ -44,6 +45,8 @@ def _exact(variant: str, inputs: dict) -> np.ndarray:
 
     if variant.startswith("int8"):
         return naive.int8_exact(inputs["a"], inputs["w_i8"], inputs["s_i8"])
+    if variant == "fp8_m64":
+        return naive.fp8_exact(inputs["a"], inputs["qweight"], inputs["scales"])
     if variant.startswith("bf16"):
         return naive.bf16_exact(inputs["a"], inputs["qweight"], inputs["scales"])
     return naive.w4a16_exact(inputs["a"], inputs["qweight"], inputs["scales"])
@@ -74,7 +77,7 @@ SMOKE = ["gate+up m19 n26 k128", "down m5 n19 k96"]
 
 @pytest.mark.sim
 @pytest.mark.parametrize("label", SMOKE)
-@pytest.mark.parametrize("variant", ["w4a16", "bf16_v1", "bf16_v2", "int8_faith2", "int8_faith5"])
+@pytest.mark.parametrize("variant", ["w4a16", "bf16_v1", "bf16_v2", "fp8_m64", "int8_faith2", "int8_faith5"])
 def test_each_arm_passes_the_bench_check_and_its_own_arithmetic(runs, variant, label):
     fig, c, inputs, _ = runs[(variant, label)]
     assert fig.passed, fig
@@ -91,13 +94,25 @@ def test_int8_faith2_and_faith5_are_bitwise_equal(runs, label):
 
 
 @pytest.mark.sim
-def test_the_requant_kernel_writes_the_hosts_int8_rows_and_scales(runs):
+@pytest.mark.parametrize("variant,fmt", [("int8_faith2", "int8"), ("fp8_m64", "e4m3")])
+def test_the_row_quantiser_writes_the_hosts_rows_and_scales(runs, variant, fmt):
     from leverctl_kernels.ffn_prefill import naive
 
-    _, _, inputs, launch = runs[("int8_faith2", SMOKE[0])]
-    q, s = naive.quantize_rows_int8(inputs["a"])
+    _, _, inputs, launch = runs[(variant, SMOKE[0])]
+    q, s = getattr(naive, f"quantize_rows_{fmt}")(inputs["a"])
     assert np.array_equal(launch.workspace["aq"].copy_to_host(), q)
     assert np.array_equal(launch.workspace["sa"].copy_to_host().view(np.uint32), s.view(np.uint32))
+
+
+@pytest.mark.sim
+def test_an_fp8_gemm_that_drops_a_k_substep_fails_the_bench_check_and_its_arithmetic():
+    from leverctl_kernels.ffn_prefill import fp8_m64
+
+    shape = next(s for s in _path().shapes("smoke", None) if s.label == SMOKE[0])
+    broken = fp8_m64.build(shape, kern=fp8_m64.make_gemm(ksub=3))  # k 96..127 of every stage never reach c
+    fig, c, inputs, _ = _run("fp8_m64", shape, broken)
+    assert not fig.passed, fig
+    assert not _within(c, _exact("fp8_m64", inputs), EXACT)[0]
 
 
 @pytest.mark.sim
@@ -113,15 +128,15 @@ def test_a_broken_int8_gemm_fails_the_bench_check_its_arithmetic_and_bitwise_equ
 
 
 @pytest.mark.sim
-@pytest.mark.parametrize("wgs,bn", [(1, 128), (2, 64)], ids=["v1", "v2"])
-def test_a_bf16_gemm_with_the_wrong_scale_group_fails_the_bench_check_and_its_arithmetic(wgs, bn):
+def test_a_bf16_gemm_with_the_wrong_scale_group_fails_the_bench_check_and_its_arithmetic():
+    """v1's tiles; v2 stages its weights through the same code."""
     from leverctl_kernels.common.path import Shape
     from leverctl_kernels.ffn_prefill import _wgmma_bf16
 
     shape = Shape("gate+up m5 n11 k256", dict(m=5, n=11, k=256, down=0))  # two scale groups
     good = _run("bf16_v1", shape)
     assert good[0].passed and _within(good[1], _exact("bf16_v1", good[2]), EXACT)[0]
-    broken = _wgmma_bf16.build_with(shape, wgs, bn, kern=_wgmma_bf16.make_gemm(wgs, bn, group_shift=8))
+    broken = _wgmma_bf16.build_with(shape, 1, 128, kern=_wgmma_bf16.make_gemm(1, 128, group_shift=8))
     fig, c, inputs, _ = _run("bf16_v1", shape, broken)  # k 128..255 take the first group's scale
     assert not fig.passed, fig
     assert not _within(c, _exact("bf16_v1", inputs), EXACT)[0]
@@ -134,6 +149,7 @@ def test_the_records_say_the_int8_arm_runs_on_s8_mma_sync():
         assert path.variants[v].launches == 2
     assert path.variants["w4a16"].tensor_cores is None
     assert path.variants["bf16_v1"].tensor_cores == path.variants["bf16_v2"].tensor_cores == "wgmma"
+    assert path.variants["fp8_m64"].tensor_cores == "wgmma" and path.variants["fp8_m64"].launches == 2
 
 
 def _declaration_cases():

@@ -3,7 +3,8 @@
 static shared memory within an SM's. The int8 GEMMs' PTX has the s8
 ``mma.sync.m16n8k32``, and where ``nvdisasm`` is found their SASS holds what
 their records claim (``tc_claims``: ``mma.sync`` / ``s8`` is
-``IMMA.16832.S8.S8``); the requant kernel has no tensor-core opcode."""
+``IMMA.16832.S8.S8``); the row quantisers (int8, and E4M3 through ``cvt.rn.satfinite.e4m3x2.f32``)
+have no tensor-core opcode."""
 from __future__ import annotations
 
 import re
@@ -16,13 +17,13 @@ from tc_claims import claim_problems
 
 # name -> (tensor_cores, tc_dtype) its variant's records claim
 CLAIMS = {"int8_faith2_gemm": ("mma.sync", "s8"), "int8_faith5_gemm": ("mma.sync", "s8"),
-          "requant_int8": (None, None)}
+          "rowquant_int8": (None, None), "rowquant_e4m3": (None, None)}
 
 
 def jobs():
     from numba import types
 
-    from leverctl_kernels.ffn_prefill import _int8_mma, int8_faith2, int8_faith5, requant_int8
+    from leverctl_kernels.ffn_prefill import _int8_mma, _rowquant, int8_faith2, int8_faith5
 
     f16, f32, i8 = types.float16, types.float32, types.int8
     gemm_sig = (f16[:, ::1], i8[:, ::1], f32[::1], i8[:, ::1], f32[::1])
@@ -30,8 +31,10 @@ def jobs():
     for name, mod in (("int8_faith2_gemm", int8_faith2), ("int8_faith5_gemm", int8_faith5)):
         kern = _int8_mma.make_int8_gemm(mod.WARPS_M, mod.WARPS_N, mod.K_STEPS)
         out.append((name, kern, gemm_sig, 32 * mod.WARPS_M * mod.WARPS_N))
-    out.append(("requant_int8", requant_int8.make_requant(), (i8[:, ::1], f32[::1], f16[:, ::1]),
-                requant_int8.THREADS))
+    out.append(("rowquant_int8", _rowquant.make_rowquant("int8"), (i8[:, ::1], f32[::1], f16[:, ::1]),
+                _rowquant.THREADS))
+    out.append(("rowquant_e4m3", _rowquant.make_rowquant("e4m3"), (types.uint8[:, ::1], f32[::1], f16[:, ::1]),
+                _rowquant.THREADS))
     return out
 
 
@@ -41,6 +44,7 @@ def test_ffn_prefill_kernels_compile_for_sm90_in_fp32(compiled):
     for name in ("int8_faith2_gemm", "int8_faith5_gemm"):
         ptx = Path(compiled["kernels"][name]["ptx"]).read_text()
         assert "mma.sync.aligned.m16n8k32.row.col.s32.s8.s8.s32" in ptx, name
+    assert "cvt.rn.satfinite.e4m3x2.f32" in Path(compiled["kernels"]["rowquant_e4m3"]["ptx"]).read_text()
 
 
 def test_ptxas_accepts_them_without_spills(compiled):
