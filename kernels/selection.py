@@ -317,10 +317,17 @@ GDN_FUSED_CONV = Table(
 # engine's table (FFN_PREFILL_ENGINE) has every arm loaded; the declared path
 # runs FFN_PREFILL, the same rules less the arms with no kernel here yet
 # (FFN_PREFILL_BUILT), which is what the engine does when an arm's kernels
-# are not loaded: the levers fall through to the next arm.
+# are not loaded: the levers fall through to the next arm. The Q4_K arm is
+# also not loaded for a projection whose K is not a multiple of 256.
 
 _GATE_UP = _cond("gate+up", "down", lambda d: not d["down"], lambda d: "the down projection")
 _DOWN = _cond("down", "gate+up", lambda d: bool(d["down"]), lambda d: "the gate+up projection")
+
+# Q4_K super-blocks hold 256 values: a projection whose K is not a multiple
+# has no Q4_K weights, and the arm is not loaded for it.
+Q4K_BLOCK = 256
+_K_Q4K = _cond(f"k % {Q4K_BLOCK} = 0", f"k % {Q4K_BLOCK} != 0", lambda d: d["k"] % Q4K_BLOCK == 0,
+               lambda d: f"k={d['k']} is not a multiple of the Q4_K super-block ({Q4K_BLOCK})")
 
 FFN_PREFILL_VARIANTS = ("w4a16", "bf16_v1", "bf16_v2", "fp8_m64", "int8_faith2", "int8_faith5",
                         "nvfp4_mmq", "q4k_mmq", "w4a4")
@@ -334,9 +341,9 @@ FFN_PREFILL_ARMS: tuple[tuple[frozenset, tuple[Rule, ...]], ...] = (
              note="ffn_nvfp4_mmq_down off: down takes the default W4A16 GEMM while gate+up run NVFP4 MMQ"),
     )),
     (frozenset({"q4k_mmq", "int8_faith2"}), (
-        Rule("q4k_mmq", {"ffn_mmq": True}, (_GATE_UP,)),
-        Rule("q4k_mmq", {"ffn_mmq": True, "ffn_mmq_down_q4k": True}),
-        Rule("int8_faith2", {"ffn_mmq": True},
+        Rule("q4k_mmq", {"ffn_mmq": True}, (_GATE_UP, _K_Q4K)),
+        Rule("q4k_mmq", {"ffn_mmq": True, "ffn_mmq_down_q4k": True}, (_DOWN, _K_Q4K)),
+        Rule("int8_faith2", {"ffn_mmq": True}, (_DOWN, _K_Q4K),
              note="ffn_mmq without ffn_mmq_down_q4k: down goes through the int8 faith2 GEMM"),
     )),
     (frozenset({"w4a4"}), (Rule("w4a4", {"fp4_prefill": True}),)),
@@ -349,7 +356,7 @@ FFN_PREFILL_ARMS: tuple[tuple[frozenset, tuple[Rule, ...]], ...] = (
 )
 
 # The arms with a kernel in leverctl_kernels.ffn_prefill.
-FFN_PREFILL_BUILT = frozenset({"w4a16", "bf16_v1", "bf16_v2", "fp8_m64", "int8_faith2", "int8_faith5"})
+FFN_PREFILL_BUILT = frozenset({"w4a16", "bf16_v1", "bf16_v2", "fp8_m64", "int8_faith2", "int8_faith5", "q4k_mmq"})
 
 
 def ffn_prefill_table(built: frozenset = frozenset(FFN_PREFILL_VARIANTS)) -> Table:

@@ -10,10 +10,13 @@ w4a16            int4 weights (fp16 scales per 128), fp16 activations, f32   her
 int8_faith2      activations requantised to int8 per token, int8 weights     here
                  (f32 scale per output row), s32 on mma.sync m16n8k32
 int8_faith5      the same arithmetic in another tiling, bitwise equal        here
-bf16_v1/v2       int4 -> bf16 in registers, bf16 activations, f32            not yet
-fp8_m64          activations to FP8 E4M3, 64-row tiles on wgmma e4m3         not yet
+bf16_v1/v2       int4 -> bf16 while staged, bf16 activations, wgmma bf16,    here
+                 f32 (v1 64 x 128 tiles, v2 the 128-row tile)
+fp8_m64          activations to FP8 E4M3 per token, int4 q - 8 exact in      here
+                 E4M3, 64-row tiles on wgmma e4m3, group scales per stage
+q4k_mmq          GGUF Q4_K weights (byte for byte), int8 activations per     here
+                 32, s8 mma.sync per sub-block (k a multiple of 256)
 nvfp4_mmq        NVFP4 weights and activations (MMQ), gate+up / down         not yet
-q4k_mmq          GGUF Q4_K weights, int8 activations per 32 (MMQ)            not yet
 w4a4             NVFP4 weights, activations NVFP4 per GEMM                   not yet
 ===============  ==========================================================  =========
 
@@ -43,7 +46,7 @@ import numpy as np
 from ..common import bits, int4
 from ..common.path import KernelPath, Shape, Tolerance, Traffic, Variant
 from ..selection import FFN_PREFILL, check_declaration
-from . import bf16_v1, bf16_v2, formats, fp8_m64, int8_faith2, int8_faith5, naive, w4a16_default
+from . import bf16_v1, bf16_v2, formats, fp8_m64, int8_faith2, int8_faith5, naive, q4k_mmq, w4a16_default
 
 # Qwen3-8B's dense FFN: the `model` preset when the recipe has no sizes.
 DEFAULT_MODEL: Mapping[str, Any] = {"name": "Qwen3-8B", "hidden": 4096, "ffn": {"intermediate": 12288}}
@@ -55,21 +58,30 @@ DEFAULT_PREFILL_TOKENS = (512, 4096)
 # output round (<= 5e-4 measured), the W4A16 family's bound. The int8 arm
 # re-encodes the weights per row (~1 %) and the activations per token, whose
 # scale the x20 outlier channels set: 2-7 % in norm, up to 14 % in one
-# element at the tiny smoke shapes (150 seeds), 6-7 % and 9 % at k = 4096
-# and 12288. A kernel that drops K stages, or a block's rows, is far over
-# either.
+# element at the tiny smoke shapes, 6-7 % and 9 % at k = 4096 and 12288.
+# BF16 rounds each weight once (<= 0.4 %, 0.6 % in one element); FP8 the
+# activations to 3 mantissa bits (up to 4 %, 8 % in one element, 13 % at
+# one rare seed). Q4_K re-encodes the int4 weights on its own 4-bit grid
+# with 6-bit sub-block scales (``common.q4k.quantize``: the plain min/max
+# affine grid, no search): 10 % in norm at the median, up to 33 % at the
+# tiny k = 256 shape, 10-14 % at k = 4096 and 12288; one element of a
+# 5 x 19 output can be off by most of the output's largest magnitude, so its
+# element bound only catches the grossly wrong, and its kernel is held to
+# its own arithmetic by the tests. (Figures: 200 seeds at the smoke shapes,
+# a few at the model's K.) A kernel that drops half of K is far over each.
 TOLERANCES = {
     "w4a16": Tolerance(rel=2e-3, abs_of_max=2e-3),
-    "int8_faith2": Tolerance(rel=0.1, abs_of_max=0.2),
-    "int8_faith5": Tolerance(rel=0.1, abs_of_max=0.2),
+    "int8_faith2": Tolerance(rel=0.12, abs_of_max=0.25),
+    "int8_faith5": Tolerance(rel=0.12, abs_of_max=0.25),
     "bf16_v1": Tolerance(rel=6e-3, abs_of_max=8e-3),
-    "fp8_m64": Tolerance(rel=0.06, abs_of_max=0.1),
+    "fp8_m64": Tolerance(rel=0.06, abs_of_max=0.2),
+    "q4k_mmq": Tolerance(rel=0.45, abs_of_max=1.0),
     "bf16_v2": Tolerance(rel=6e-3, abs_of_max=8e-3),
 }
 
 _SMOKE = (
-    dict(m=19, n=26, k=128, down=0),  # partial row and column tiles
-    dict(m=5, n=19, k=96, down=1),  # k ends mid-stage for 64-wide K stages
+    dict(m=19, n=26, k=160, down=0),  # partial tiles; k ends mid-stage (64, 128) and mid-group
+    dict(m=5, n=19, k=256, down=1),  # one Q4_K super-block
 )
 
 
@@ -122,7 +134,8 @@ def make_inputs(shape: Shape, rng: np.random.Generator) -> dict:
     w4 = formats.w4a16(weights(rng, n, k))
     w = int4.dequantize_w4(w4["qweight"], w4["scales"])
     a = activations(rng, m, k)
-    return {"a": a, "a_bf16": bits.f32_to_bf16_np(a.astype(np.float32)), "w": w, **w4, **formats.int8(w)}
+    return {"a": a, "a_bf16": bits.f32_to_bf16_np(a.astype(np.float32)), "w": w, **w4, **formats.int8(w),
+            **formats.q4k_blocks(w)}
 
 
 def reference(shape: Shape, inputs: dict) -> dict:
@@ -158,6 +171,10 @@ VARIANTS = {
     "fp8_m64": Variant("fp8_m64", "E4M3 quant per token, then wgmma m64n128k32 e4m3 on q - 8, group scales per stage",
                        fp8_m64.build, tolerance=TOLERANCES["fp8_m64"],
                        traffic=_traffic(formats.w4a16_bytes, lambda k: k + 4), launches=2, tensor_cores="wgmma"),
+    "q4k_mmq": Variant("q4k_mmq", "GGUF Q4_K weights, int8 activations per 32, s8 mma.sync per sub-block, "
+                       "scales and mins folded in f32", q4k_mmq.build, tolerance=TOLERANCES["q4k_mmq"],
+                       traffic=_traffic(formats.q4k_bytes, lambda k: k + 8 * (k // 32)), launches=2,
+                       tensor_cores="mma.sync"),
     "int8_faith2": Variant("int8_faith2", "int8 requant per token, then s8 mma.sync GEMM, 32x16 tiles, K stages of 32",
                            int8_faith2.build, tolerance=TOLERANCES["int8_faith2"],
                            traffic=_traffic(formats.int8_bytes, _INT8_SCRATCH), launches=2,

@@ -6,12 +6,15 @@ weight matrix (NumPy only).
   FP8 arms, which dequantise it in registers.
 * ``int8``: ``w_i8 int8[n, k]`` and ``s_i8 float32[n]``: symmetric int8 per
   output row (scale ``max|w| / 127``), the int8 faith2/faith5 arm's weights.
+* ``q4k``: ``w_q4k uint8[n, k / 256 * 144]``, GGUF's Q4_K blocks byte for
+  byte (``leverctl_kernels.common.q4k``); only where ``k`` is a multiple of
+  256 (elsewhere the input is absent and the arm is not taken).
 """
 from __future__ import annotations
 
 import numpy as np
 
-from ..common import int4
+from ..common import int4, q4k
 from .naive import quantize_rows_int8
 
 
@@ -31,3 +34,13 @@ def w4a16_bytes(n: int, k: int) -> int:
 
 def int8_bytes(n: int, k: int) -> int:
     return n * k + 4 * n
+
+
+def q4k_blocks(w: np.ndarray) -> dict[str, np.ndarray]:
+    if w.shape[1] % q4k.QK_K:
+        return {}
+    return {"w_q4k": q4k.quantize(w)}
+
+
+def q4k_bytes(n: int, k: int) -> int:
+    return q4k.packed_bytes(n, k)

@@ -82,3 +82,33 @@ def fp8_exact(a: np.ndarray, qweight: np.ndarray, scales: np.ndarray) -> np.ndar
 
     aq, sa = quantize_rows_e4m3(a)
     return naive_gemm(bits.e4m3_to_f32_np(aq), int4.dequantize_w4(qweight, scales)) * sa.astype(np.float64)[:, None]
+
+
+Q8_BLOCK = 32
+
+
+def quantize_blocks_q8(x: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """int8 per block of 32 along each row, as llama.cpp's MMQ quantises
+    activations, in the float32 operations of the kernel: per block
+    ``amax``, ``inv = 127 / amax``, ``q = floor(x inv + 0.5)`` (clipped to
+    +-127), ``d = amax / 127``, and ``s = d * sum(q)`` (the sum exact, one
+    float32 product). Returns ``(q int8[m, k], d float32[m, k/32],
+    s float32[m, k/32])``; ``k`` a multiple of 32."""
+    x = np.asarray(x, dtype=np.float32)
+    m, k = x.shape
+    if k % Q8_BLOCK:
+        raise ValueError(f"k={k}: int8 blocks of {Q8_BLOCK} need k a multiple of {Q8_BLOCK}")
+    q, d = quantize_rows_int8(x.reshape(m * (k // Q8_BLOCK), Q8_BLOCK))
+    sums = q.astype(np.int32).sum(axis=1).astype(np.float32)
+    s = (d * sums).astype(np.float32)
+    return q.reshape(m, k), d.reshape(m, -1), s.reshape(m, -1)
+
+
+def q4k_exact(a: np.ndarray, w_q4k: np.ndarray) -> np.ndarray:
+    """The Q4_K MMQ arm: activations in int8 blocks of 32, the Q4_K weights
+    decoded exactly (``common.q4k``), the products in float64."""
+    from ..common import q4k
+
+    q, d, _ = quantize_blocks_q8(a)
+    aq = q.astype(np.float64) * np.repeat(d.astype(np.float64), Q8_BLOCK, axis=1)
+    return naive_gemm(aq, q4k.dequantize(w_q4k))

@@ -45,6 +45,8 @@ def _exact(variant: str, inputs: dict) -> np.ndarray:
 
     if variant.startswith("int8"):
         return naive.int8_exact(inputs["a"], inputs["w_i8"], inputs["s_i8"])
+    if variant == "q4k_mmq":
+        return naive.q4k_exact(inputs["a"], inputs["w_q4k"])
     if variant == "fp8_m64":
         return naive.fp8_exact(inputs["a"], inputs["qweight"], inputs["scales"])
     if variant.startswith("bf16"):
@@ -65,19 +67,28 @@ def _run(variant: str, shape, launch=None):
     return fig, bufs["c"].copy_to_host(), inputs, launch
 
 
+def buildable(variant: str, shape) -> bool:
+    """Q4_K weights exist only where k is a multiple of 256 (the table never
+    picks the arm elsewhere, and its builder refuses)."""
+    return variant != "q4k_mmq" or shape["k"] % 256 == 0
+
+
 @pytest.fixture(scope="module")
 def runs():
-    """Every variant at every smoke shape, run once for the module."""
+    """Every variant at every smoke shape it exists at, run once for the module."""
     path = _path()
-    return {(v, s.label): _run(v, s) for s in path.shapes("smoke", None) for v in path.variants}
+    return {(v, s.label): _run(v, s) for s in path.shapes("smoke", None) for v in path.variants if buildable(v, s)}
 
 
-SMOKE = ["gate+up m19 n26 k128", "down m5 n19 k96"]
+SMOKE = ["gate+up m19 n26 k160", "down m5 n19 k256"]
+
+
+ARMS = [(v, label) for label in SMOKE for v in ("w4a16", "bf16_v1", "bf16_v2", "fp8_m64", "int8_faith2",
+                                                 "int8_faith5", "q4k_mmq") if v != "q4k_mmq" or "k256" in label]
 
 
 @pytest.mark.sim
-@pytest.mark.parametrize("label", SMOKE)
-@pytest.mark.parametrize("variant", ["w4a16", "bf16_v1", "bf16_v2", "fp8_m64", "int8_faith2", "int8_faith5"])
+@pytest.mark.parametrize("variant,label", ARMS)
 def test_each_arm_passes_the_bench_check_and_its_own_arithmetic(runs, variant, label):
     fig, c, inputs, _ = runs[(variant, label)]
     assert fig.passed, fig
@@ -102,6 +113,33 @@ def test_the_row_quantiser_writes_the_hosts_rows_and_scales(runs, variant, fmt):
     q, s = getattr(naive, f"quantize_rows_{fmt}")(inputs["a"])
     assert np.array_equal(launch.workspace["aq"].copy_to_host(), q)
     assert np.array_equal(launch.workspace["sa"].copy_to_host().view(np.uint32), s.view(np.uint32))
+
+
+@pytest.mark.sim
+def test_the_q8_block_quantiser_writes_the_hosts_blocks(runs):
+    from leverctl_kernels.ffn_prefill import naive
+
+    _, _, inputs, launch = runs[("q4k_mmq", SMOKE[1])]
+    q, d, s = naive.quantize_blocks_q8(inputs["a"])
+    ws = {n: a.copy_to_host() for n, a in launch.workspace.items()}
+    assert np.array_equal(ws["aq"], q)
+    assert np.array_equal(ws["d8"].view(np.uint32), d.view(np.uint32))
+    assert np.array_equal(ws["s8"].view(np.uint32), s.view(np.uint32))
+
+
+@pytest.mark.sim
+@pytest.mark.parametrize("used", [7, 4])
+def test_a_q4k_mmq_that_skips_sub_blocks_fails_its_arithmetic_and_half_of_k_the_bench_check(used):
+    """One sub-block in eight dropped hides inside Q4_K's format error at the
+    bench's bound (its own arithmetic catches it); half of K does not."""
+    from leverctl_kernels.ffn_prefill import q4k_mmq
+
+    shape = next(s for s in _path().shapes("smoke", None) if s.label == SMOKE[1])
+    broken = q4k_mmq.build(shape, kern=q4k_mmq.make_q4k_mmq(SUBS_USED=used))  # k past 32 * used never reach c
+    fig, c, inputs, _ = _run("q4k_mmq", shape, broken)
+    assert not _within(c, _exact("q4k_mmq", inputs), EXACT)[0]
+    if used == 4:
+        assert not fig.passed, fig
 
 
 @pytest.mark.sim
@@ -154,7 +192,7 @@ def test_the_records_say_the_int8_arm_runs_on_s8_mma_sync():
 
 def _declaration_cases():
     path = _path()
-    return [(path, v, s) for s in path.shapes("smoke", None) for v in path.variants]
+    return [(path, v, s) for s in path.shapes("smoke", None) for v in path.variants if buildable(v, s)]
 
 
 @pytest.mark.parametrize("case", _declaration_cases(), ids=lambda c: f"{c[1]}/{c[2].label}")

@@ -1,6 +1,6 @@
 """The dense-FFN prefill kernels compile for sm_90 (H200) without a GPU
 (``ptx_harness``): no fp64, no spills, stack or local memory, registers and
-static shared memory within an SM's. The int8 GEMMs' PTX has the s8
+static shared memory within an SM's. The int8 GEMMs' and the Q4_K MMQ's PTX has the s8
 ``mma.sync.m16n8k32``, and where ``nvdisasm`` is found their SASS holds what
 their records claim (``tc_claims``: ``mma.sync`` / ``s8`` is
 ``IMMA.16832.S8.S8``); the row quantisers (int8, and E4M3 through ``cvt.rn.satfinite.e4m3x2.f32``)
@@ -17,13 +17,14 @@ from tc_claims import claim_problems
 
 # name -> (tensor_cores, tc_dtype) its variant's records claim
 CLAIMS = {"int8_faith2_gemm": ("mma.sync", "s8"), "int8_faith5_gemm": ("mma.sync", "s8"),
+          "q4k_mmq": ("mma.sync", "s8"), "q8_blocks": (None, None),
           "rowquant_int8": (None, None), "rowquant_e4m3": (None, None)}
 
 
 def jobs():
     from numba import types
 
-    from leverctl_kernels.ffn_prefill import _int8_mma, _rowquant, int8_faith2, int8_faith5
+    from leverctl_kernels.ffn_prefill import _int8_mma, _rowquant, int8_faith2, int8_faith5, q4k_mmq, q8_blocks
 
     f16, f32, i8 = types.float16, types.float32, types.int8
     gemm_sig = (f16[:, ::1], i8[:, ::1], f32[::1], i8[:, ::1], f32[::1])
@@ -35,13 +36,18 @@ def jobs():
                 _rowquant.THREADS))
     out.append(("rowquant_e4m3", _rowquant.make_rowquant("e4m3"), (types.uint8[:, ::1], f32[::1], f16[:, ::1]),
                 _rowquant.THREADS))
+    u8 = types.uint8
+    out.append(("q4k_mmq", q4k_mmq.make_q4k_mmq(), (f16[:, ::1], i8[:, ::1], f32[:, ::1], f32[:, ::1], u8[:, ::1]),
+                q4k_mmq.THREADS))
+    out.append(("q8_blocks", q8_blocks.make_q8_blocks(), (i8[:, ::1], f32[:, ::1], f32[:, ::1], f16[:, ::1]),
+                q8_blocks.THREADS))
     return out
 
 
 def test_ffn_prefill_kernels_compile_for_sm90_in_fp32(compiled):
     assert set(compiled["kernels"]) == set(CLAIMS)
     check_ptx(compiled, fp64=False)
-    for name in ("int8_faith2_gemm", "int8_faith5_gemm"):
+    for name in ("int8_faith2_gemm", "int8_faith5_gemm", "q4k_mmq"):
         ptx = Path(compiled["kernels"][name]["ptx"]).read_text()
         assert "mma.sync.aligned.m16n8k32.row.col.s32.s8.s8.s32" in ptx, name
     assert "cvt.rn.satfinite.e4m3x2.f32" in Path(compiled["kernels"]["rowquant_e4m3"]["ptx"]).read_text()
@@ -60,6 +66,7 @@ def test_their_sass_holds_what_the_records_claim(compiled, tmp_path):
     from leverctl_kernels.ffn_prefill import PREFILL
 
     assert PREFILL.variants["int8_faith2"].tensor_cores == CLAIMS["int8_faith2_gemm"][0]
+    assert PREFILL.variants["q4k_mmq"].tensor_cores == CLAIMS["q4k_mmq"][0]
     for name, (form, dtype) in CLAIMS.items():
         cubin = tmp_path / f"{name}.cubin"
         subprocess.run([compiled["ptxas"], "-arch=sm_90", "-o", str(cubin), compiled["kernels"][name]["ptx"]],

@@ -21,13 +21,14 @@ from leverctl_kernels.selection import (FFN_PREFILL, FFN_PREFILL_BUILT, FFN_PREF
 LEVERS = FFN_PREFILL_ENGINE.levers
 
 
-def engine_arm(lv: dict, down: bool, loaded=frozenset(FFN_PREFILL_VARIANTS)) -> str:
-    """The variant Metrale's dense FFN runs for one projection."""
+def engine_arm(lv: dict, down: bool, loaded=frozenset(FFN_PREFILL_VARIANTS), k: int = 256) -> str:
+    """The variant Metrale's dense FFN runs for one projection of K = ``k``
+    (Q4_K weights exist only for K a multiple of 256)."""
     if lv["ffn_nvfp4_mmq"] and "nvfp4_mmq" in loaded:
         if not down:
             return "nvfp4_mmq"
         return "nvfp4_mmq" if lv["ffn_nvfp4_mmq_down"] else "w4a16"
-    if lv["ffn_mmq"] and {"q4k_mmq", "int8_faith2"} <= loaded:
+    if lv["ffn_mmq"] and {"q4k_mmq", "int8_faith2"} <= loaded and k % 256 == 0:
         if not down:
             return "q4k_mmq"
         return "q4k_mmq" if lv["ffn_mmq_down_q4k"] else "int8_faith2"
@@ -57,15 +58,16 @@ def disagreements(table, loaded) -> list[str]:
     bad = []
     for lv in every_combination():
         for down in (0, 1):
-            got = table.select(lv, {"m": 7, "n": 9, "k": 256, "down": down}).variant
-            want = engine_arm(lv, bool(down), loaded)
-            if got != want:
-                on = sorted(f for f, v in lv.items() if v)
-                bad.append(f"{'down' if down else 'gate+up'} {on}: table {got}, engine {want}")
+            for k in (256, 4096, 160):
+                got = table.select(lv, {"m": 7, "n": 9, "k": k, "down": down}).variant
+                want = engine_arm(lv, bool(down), loaded, k)
+                if got != want:
+                    on = sorted(f for f, v in lv.items() if v)
+                    bad.append(f"{'down' if down else 'gate+up'} k={k} {on}: table {got}, engine {want}")
     return bad
 
 
-def test_the_engine_table_agrees_with_the_engine_for_all_1024_combinations_at_both_projections():
+def test_the_engine_table_agrees_with_the_engine_for_all_1024_combinations_at_both_projections_and_ks():
     assert len(LEVERS) == 10
     bad = disagreements(FFN_PREFILL_ENGINE, frozenset(FFN_PREFILL_VARIANTS))
     assert not bad, bad[:10]
