@@ -356,7 +356,8 @@ FFN_PREFILL_ARMS: tuple[tuple[frozenset, tuple[Rule, ...]], ...] = (
 )
 
 # The arms with a kernel in leverctl_kernels.ffn_prefill.
-FFN_PREFILL_BUILT = frozenset({"w4a16", "bf16_v1", "bf16_v2", "fp8_m64", "int8_faith2", "int8_faith5", "q4k_mmq"})
+FFN_PREFILL_BUILT = frozenset({"w4a16", "bf16_v1", "bf16_v2", "fp8_m64", "int8_faith2", "int8_faith5", "q4k_mmq",
+                               "w4a4"})
 
 
 def ffn_prefill_table(built: frozenset = frozenset(FFN_PREFILL_VARIANTS)) -> Table:

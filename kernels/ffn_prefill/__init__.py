@@ -16,8 +16,9 @@ fp8_m64          activations to FP8 E4M3 per token, int4 q - 8 exact in      her
                  E4M3, 64-row tiles on wgmma e4m3, group scales per stage
 q4k_mmq          GGUF Q4_K weights (byte for byte), int8 activations per     here
                  32, s8 mma.sync per sub-block (k a multiple of 256)
+w4a4             NVFP4 weights, activations NVFP4 per GEMM (E4M3 scale per   here
+                 16, one tensor scale), decoded exactly to bf16, wgmma bf16
 nvfp4_mmq        NVFP4 weights and activations (MMQ), gate+up / down         not yet
-w4a4             NVFP4 weights, activations NVFP4 per GEMM                   not yet
 ===============  ==========================================================  =========
 
 Which arm the levers pick: ``leverctl_kernels.selection``'s
@@ -46,7 +47,7 @@ import numpy as np
 from ..common import bits, int4
 from ..common.path import KernelPath, Shape, Tolerance, Traffic, Variant
 from ..selection import FFN_PREFILL, check_declaration
-from . import bf16_v1, bf16_v2, formats, fp8_m64, int8_faith2, int8_faith5, naive, q4k_mmq, w4a16_default
+from . import bf16_v1, bf16_v2, formats, fp8_m64, int8_faith2, int8_faith5, naive, q4k_mmq, w4a4, w4a16_default
 
 # Qwen3-8B's dense FFN: the `model` preset when the recipe has no sizes.
 DEFAULT_MODEL: Mapping[str, Any] = {"name": "Qwen3-8B", "hidden": 4096, "ffn": {"intermediate": 12288}}
@@ -76,6 +77,7 @@ TOLERANCES = {
     "bf16_v1": Tolerance(rel=6e-3, abs_of_max=8e-3),
     "fp8_m64": Tolerance(rel=0.06, abs_of_max=0.2),
     "q4k_mmq": Tolerance(rel=0.45, abs_of_max=1.0),
+    "w4a4": Tolerance(rel=0.45, abs_of_max=0.8),
     "bf16_v2": Tolerance(rel=6e-3, abs_of_max=8e-3),
 }
 
@@ -135,7 +137,7 @@ def make_inputs(shape: Shape, rng: np.random.Generator) -> dict:
     w = int4.dequantize_w4(w4["qweight"], w4["scales"])
     a = activations(rng, m, k)
     return {"a": a, "a_bf16": bits.f32_to_bf16_np(a.astype(np.float32)), "w": w, **w4, **formats.int8(w),
-            **formats.q4k_blocks(w)}
+            **formats.q4k_blocks(w), **formats.nvfp4(w)}
 
 
 def reference(shape: Shape, inputs: dict) -> dict:
@@ -175,6 +177,10 @@ VARIANTS = {
                        "scales and mins folded in f32", q4k_mmq.build, tolerance=TOLERANCES["q4k_mmq"],
                        traffic=_traffic(formats.q4k_bytes, lambda k: k + 8 * (k // 32)), launches=2,
                        tensor_cores="mma.sync"),
+    "w4a4": Variant("w4a4", "NVFP4 weights, activations to NVFP4 per GEMM, both decoded exactly to bf16 while "
+                    "staged, wgmma m64n128k16", w4a4.build, tolerance=TOLERANCES["w4a4"],
+                    traffic=_traffic(formats.nvfp4_bytes, lambda k: k // 2 + k // 16 + 4), launches=3,
+                    tensor_cores="wgmma"),
     "int8_faith2": Variant("int8_faith2", "int8 requant per token, then s8 mma.sync GEMM, 32x16 tiles, K stages of 32",
                            int8_faith2.build, tolerance=TOLERANCES["int8_faith2"],
                            traffic=_traffic(formats.int8_bytes, _INT8_SCRATCH), launches=2,

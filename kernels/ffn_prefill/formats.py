@@ -9,6 +9,8 @@ weight matrix (NumPy only).
 * ``q4k``: ``w_q4k uint8[n, k / 256 * 144]``, GGUF's Q4_K blocks byte for
   byte (``leverctl_kernels.common.q4k``); only where ``k`` is a multiple of
   256 (elsewhere the input is absent and the arm is not taken).
+* ``nvfp4``: ``w_fp4 uint8[n, k / 2]``, ``w_fp4_scales uint8[n, k / 16]``,
+  ``w_fp4_ts float32[1]``: the W4A4 arm's weights.
 """
 from __future__ import annotations
 
@@ -44,3 +46,16 @@ def q4k_blocks(w: np.ndarray) -> dict[str, np.ndarray]:
 
 def q4k_bytes(n: int, k: int) -> int:
     return q4k.packed_bytes(n, k)
+
+
+def nvfp4(w: np.ndarray) -> dict[str, np.ndarray]:
+    """NVFP4 weights (``common.bits``' codec): E2M1 pairs, an E4M3 scale per
+    16 values, and the float32 tensor scale as a one-element array."""
+    from .naive import quantize_nvfp4
+
+    packed, scales, ts = quantize_nvfp4(w)
+    return {"w_fp4": packed, "w_fp4_scales": scales, "w_fp4_ts": np.array([ts], dtype=np.float32)}
+
+
+def nvfp4_bytes(n: int, k: int) -> int:
+    return n * (k // 2) + n * (k // 16) + 4

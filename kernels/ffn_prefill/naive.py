@@ -112,3 +112,24 @@ def q4k_exact(a: np.ndarray, w_q4k: np.ndarray) -> np.ndarray:
     q, d, _ = quantize_blocks_q8(a)
     aq = q.astype(np.float64) * np.repeat(d.astype(np.float64), Q8_BLOCK, axis=1)
     return naive_gemm(aq, q4k.dequantize(w_q4k))
+
+
+def quantize_nvfp4(x: np.ndarray):
+    """NVFP4 of a whole tensor (``common.bits.nvfp4_encode_np``) with the
+    tensor scale ``amax / 2688`` in float32, as the W4A4 arm's encoder
+    computes it: ``(packed, scales, ts)``."""
+    from ..common import bits
+
+    x = np.asarray(x, dtype=np.float32)
+    amax = np.float32(np.abs(x).max()) if x.size else np.float32(0)
+    ts = amax / np.float32(bits.E4M3_MAX * bits.E2M1_MAX) if amax > 0 else np.float32(1)
+    return bits.nvfp4_encode_np(x, tensor_scale=ts)
+
+
+def w4a4_exact(a: np.ndarray, w_fp4: np.ndarray, w_fp4_scales: np.ndarray, w_fp4_ts) -> np.ndarray:
+    """The W4A4 arm: activations and weights in NVFP4, decoded exactly."""
+    from ..common import bits
+
+    pa, sa, ta = quantize_nvfp4(a)
+    return naive_gemm(bits.nvfp4_decode_np(pa, sa, ta),
+                      bits.nvfp4_decode_np(w_fp4, w_fp4_scales, np.float32(np.asarray(w_fp4_ts).reshape(-1)[0])))

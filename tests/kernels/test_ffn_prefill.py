@@ -45,6 +45,8 @@ def _exact(variant: str, inputs: dict) -> np.ndarray:
 
     if variant.startswith("int8"):
         return naive.int8_exact(inputs["a"], inputs["w_i8"], inputs["s_i8"])
+    if variant == "w4a4":
+        return naive.w4a4_exact(inputs["a"], inputs["w_fp4"], inputs["w_fp4_scales"], inputs["w_fp4_ts"])
     if variant == "q4k_mmq":
         return naive.q4k_exact(inputs["a"], inputs["w_q4k"])
     if variant == "fp8_m64":
@@ -84,7 +86,8 @@ SMOKE = ["gate+up m19 n26 k160", "down m5 n19 k256"]
 
 
 ARMS = [(v, label) for label in SMOKE for v in ("w4a16", "bf16_v1", "bf16_v2", "fp8_m64", "int8_faith2",
-                                                 "int8_faith5", "q4k_mmq") if v != "q4k_mmq" or "k256" in label]
+                                                 "int8_faith5", "q4k_mmq", "w4a4")
+        if v != "q4k_mmq" or "k256" in label]
 
 
 @pytest.mark.sim
@@ -143,6 +146,29 @@ def test_a_q4k_mmq_that_skips_sub_blocks_fails_its_arithmetic_and_half_of_k_the_
 
 
 @pytest.mark.sim
+def test_the_nvfp4_activation_encoder_writes_the_hosts_bytes_scales_and_tensor_scale(runs):
+    from leverctl_kernels.ffn_prefill import naive
+
+    _, _, inputs, launch = runs[("w4a4", SMOKE[0])]
+    packed, scales, ts = naive.quantize_nvfp4(inputs["a"])
+    ws = {n: a.copy_to_host() for n, a in launch.workspace.items()}
+    assert np.array_equal(ws["packed"], packed) and np.array_equal(ws["scales"], scales)
+    assert ws["ts"].view(np.uint32)[0] == np.float32(ts).view(np.uint32)
+
+
+@pytest.mark.sim
+@pytest.mark.parametrize("ksub", [3, 2])
+def test_a_w4a4_gemm_that_drops_k_substeps_fails_its_arithmetic_and_half_of_k_the_bench_check(ksub):
+    from leverctl_kernels.ffn_prefill import w4a4
+
+    shape = next(s for s in _path().shapes("smoke", None) if s.label == SMOKE[1])
+    fig, c, inputs, _ = _run("w4a4", shape, w4a4.build(shape, kern=w4a4.make_gemm(ksub=ksub)))
+    assert not _within(c, _exact("w4a4", inputs), EXACT)[0]
+    if ksub == 2:
+        assert not fig.passed, fig
+
+
+@pytest.mark.sim
 def test_an_fp8_gemm_that_drops_a_k_substep_fails_the_bench_check_and_its_arithmetic():
     from leverctl_kernels.ffn_prefill import fp8_m64
 
@@ -188,6 +214,8 @@ def test_the_records_say_the_int8_arm_runs_on_s8_mma_sync():
     assert path.variants["w4a16"].tensor_cores is None
     assert path.variants["bf16_v1"].tensor_cores == path.variants["bf16_v2"].tensor_cores == "wgmma"
     assert path.variants["fp8_m64"].tensor_cores == "wgmma" and path.variants["fp8_m64"].launches == 2
+    assert path.variants["w4a4"].tensor_cores == "wgmma" and path.variants["w4a4"].launches == 3
+    assert path.variants["q4k_mmq"].tensor_cores == "mma.sync"
 
 
 def _declaration_cases():

@@ -18,13 +18,15 @@ from tc_claims import claim_problems
 # name -> (tensor_cores, tc_dtype) its variant's records claim
 CLAIMS = {"int8_faith2_gemm": ("mma.sync", "s8"), "int8_faith5_gemm": ("mma.sync", "s8"),
           "q4k_mmq": ("mma.sync", "s8"), "q8_blocks": (None, None),
+          "nvfp4_row_amax": (None, None), "nvfp4_encode": (None, None),
           "rowquant_int8": (None, None), "rowquant_e4m3": (None, None)}
 
 
 def jobs():
     from numba import types
 
-    from leverctl_kernels.ffn_prefill import _int8_mma, _rowquant, int8_faith2, int8_faith5, q4k_mmq, q8_blocks
+    from leverctl_kernels.ffn_prefill import (_int8_mma, _rowquant, int8_faith2, int8_faith5, nvfp4_act, q4k_mmq,
+                                              q8_blocks)
 
     f16, f32, i8 = types.float16, types.float32, types.int8
     gemm_sig = (f16[:, ::1], i8[:, ::1], f32[::1], i8[:, ::1], f32[::1])
@@ -41,6 +43,9 @@ def jobs():
                 q4k_mmq.THREADS))
     out.append(("q8_blocks", q8_blocks.make_q8_blocks(), (i8[:, ::1], f32[:, ::1], f32[:, ::1], f16[:, ::1]),
                 q8_blocks.THREADS))
+    out.append(("nvfp4_row_amax", nvfp4_act.make_row_amax(), (f32[::1], f16[:, ::1]), nvfp4_act.THREADS))
+    out.append(("nvfp4_encode", nvfp4_act.make_encode(), (u8[:, ::1], u8[:, ::1], f32[::1], f16[:, ::1], f32[::1]),
+                nvfp4_act.THREADS))
     return out
 
 

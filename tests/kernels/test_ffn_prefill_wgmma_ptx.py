@@ -20,7 +20,7 @@ from tc_claims import claim_problems
 from test_wgmma_ptx import sm90a  # noqa: F401 (the fixture: this module's kernels, for sm_90a)
 
 # kernel -> variant; the tile width N is the variant module's BN
-KERNELS = {"bf16_v1_gemm": "bf16_v1", "bf16_v2_gemm": "bf16_v2"}
+KERNELS = {"bf16_v1_gemm": "bf16_v1", "bf16_v2_gemm": "bf16_v2", "w4a4_gemm": "w4a4"}
 FP8 = "fp8_m64_gemm"
 
 
@@ -35,9 +35,16 @@ def jobs():
     sig = (f16[:, ::1], u32[:, ::1], u32[:, ::1], f16[:, ::1])
     out = []
     for name, variant in KERNELS.items():
+        if variant == "w4a4":
+            continue
         mod = importlib.import_module(f"leverctl_kernels.ffn_prefill.{variant}")
         kern = _wgmma_bf16.kernel(mod.WGS, mod.BN)
         out.append((name, kern, sig, kern.threads))
+    from leverctl_kernels.ffn_prefill import w4a4
+
+    u8, f32_ = types.uint8, types.float32
+    out.append(("w4a4_gemm", w4a4.kernel(), (f16[:, ::1], u32[:, ::1], u8[:, ::1], f32_[::1], u32[:, ::1], u8[:, ::1],
+                                             f32_[::1]), w4a4.THREADS))
     from leverctl_kernels.ffn_prefill import fp8_m64
 
     f32 = types.float32
@@ -58,7 +65,7 @@ def test_bf16_gemms_compile_to_ptx_in_fp32_with_their_instructions(compiled):
     for name in KERNELS:
         ptx = Path(compiled["kernels"][name]["ptx"]).read_text()
         assert f"wgmma.mma_async.sync.aligned.m64n{_bn(name)}k16.f32.bf16.bf16" in ptx, name
-        assert "cvt.rn.bf16x2.f32" in ptx, name
+        assert "cvt.rn.bf16x2.f32" in ptx, name  # BF16: the int4 weights; W4A4: both NVFP4 operands
         assert "st.shared.v4.b32" in ptx, name
     ptx = Path(compiled["kernels"][FP8]["ptx"]).read_text()
     assert "wgmma.mma_async.sync.aligned.m64n128k32.f32.e4m3.e4m3" in ptx
