@@ -75,11 +75,22 @@ def buildable(variant: str, shape) -> bool:
     return variant != "q4k_mmq" or shape["k"] % 256 == 0
 
 
+# Simulator time: the 256-thread blocks (the default GEMM's tiles, v2's two
+# warpgroups) run at the small down shape only; the default GEMM is the
+# w4a16 family's kernel, tested there at more shapes, and v2 stages through
+# v1's code.
+SLOW_AT_ONE_SHAPE = ("w4a16", "bf16_v2")
+
+
+def in_fixture(variant: str, shape) -> bool:
+    return buildable(variant, shape) and (variant not in SLOW_AT_ONE_SHAPE or shape["down"])
+
+
 @pytest.fixture(scope="module")
 def runs():
-    """Every variant at every smoke shape it exists at, run once for the module."""
+    """Every variant at the smoke shapes it runs at here, once for the module."""
     path = _path()
-    return {(v, s.label): _run(v, s) for s in path.shapes("smoke", None) for v in path.variants if buildable(v, s)}
+    return {(v, s.label): _run(v, s) for s in path.shapes("smoke", None) for v in path.variants if in_fixture(v, s)}
 
 
 SMOKE = ["gate+up m19 n26 k160", "down m5 n19 k256"]
@@ -87,7 +98,7 @@ SMOKE = ["gate+up m19 n26 k160", "down m5 n19 k256"]
 
 ARMS = [(v, label) for label in SMOKE for v in ("w4a16", "bf16_v1", "bf16_v2", "fp8_m64", "int8_faith2",
                                                  "int8_faith5", "q4k_mmq", "w4a4")
-        if v != "q4k_mmq" or "k256" in label]
+        if (v != "q4k_mmq" or "k256" in label) and (v not in SLOW_AT_ONE_SHAPE or label.startswith("down"))]
 
 
 @pytest.mark.sim
