@@ -343,7 +343,7 @@ FFN_PREFILL_ARMS: tuple[tuple[frozenset, tuple[Rule, ...]], ...] = (
     (frozenset({"q4k_mmq", "int8_faith2"}), (
         Rule("q4k_mmq", {"ffn_mmq": True}, (_GATE_UP, _K_Q4K)),
         Rule("q4k_mmq", {"ffn_mmq": True, "ffn_mmq_down_q4k": True}, (_DOWN, _K_Q4K)),
-        Rule("int8_faith2", {"ffn_mmq": True}, (_DOWN, _K_Q4K),
+        Rule("int8_faith2", {"ffn_mmq": True, "ffn_mmq_down_q4k": False}, (_DOWN, _K_Q4K),
              note="ffn_mmq without ffn_mmq_down_q4k: down goes through the int8 faith2 GEMM"),
     )),
     (frozenset({"w4a4"}), (Rule("w4a4", {"fp4_prefill": True}),)),

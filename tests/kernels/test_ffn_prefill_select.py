@@ -119,13 +119,18 @@ def test_notes_say_where_down_goes():
     assert c.variant == "int8_faith2" and "faith2" in c.note
 
 
-def test_explain_words_the_int8_levers_from_the_table():
+def test_explain_words_the_down_projection_from_the_table():
     from leverctl.levers import load_catalog
     from leverctl.levers.explain import explain
 
     cat = load_catalog("metrale")
-    for field, on_variant in (("int8_prefill", "int8_faith2"), ("int8_faith5", "int8_faith5")):
-        (st,) = [s for s in explain(cat, cat.lever(field)).selects if s.path == "ffn.prefill"]
-        assert st.kernel and st.applies
-        with_mmq_off = [s for s in st.selected if s.value is True]
-        assert with_mmq_off, st
+    (st,) = [s for s in explain(cat, cat.lever("ffn_mmq_down_q4k")).selects if s.path == "ffn.prefill"]
+    assert st.kernel and st.applies
+    texts = {(s.value, s.with_): s.text for s in st.selected}
+    on, off = texts[(True, ("ffn_mmq", True))], texts[(False, ("ffn_mmq", True))]
+    assert "down and k % 256 = 0: q4k_mmq" in on and "int8_faith2" not in on, on
+    assert "down and k % 256 = 0: int8_faith2" in off, off
+    (st,) = [s for s in explain(cat, cat.lever("int8_faith5")).selects if s.path == "ffn.prefill"]
+    texts = {(s.value, s.with_): s.text for s in st.selected}
+    assert texts[(True, ("int8_prefill", True))].startswith("int8_faith5")
+    assert texts[(False, ("int8_prefill", True))].startswith("int8_faith2")
