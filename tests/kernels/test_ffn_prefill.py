@@ -248,3 +248,46 @@ def test_a_variant_makes_the_launches_and_allocates_the_workspace_it_declares(ca
     allocated, launch = scratch_allocated(monkeypatch, path.variants[variant].build, shape)
     assert allocated == len(workspace_of(launch))
     assert count_launches(monkeypatch, launch, fake_bufs(path, shape)) == path.variant_launches(variant, shape)
+
+
+@pytest.mark.sim
+@pytest.mark.parametrize("misread", [False, True], ids=["as-stored", "scale-top-bits-lost"])
+def test_q4k_mmq_reads_a_gguf_files_q4k_tensor_as_stored_and_matches_gguf_dequantisation(tmp_path, misread):
+    """A Q4_K tensor written by the ``gguf`` package's writer and read back by
+    its reader is the kernel's input as is; the kernel's product matches one
+    built on ``gguf``'s own dequantisation (not ours). Handing the kernel the
+    bytes with the upper sub-blocks' scale bits lost fails the comparison."""
+    import gguf
+    from numba import cuda
+
+    from leverctl_kernels.common import q4k
+    from leverctl_kernels.common.path import Shape
+    from leverctl_kernels.ffn_prefill import activations, naive, q4k_mmq, weights
+
+    rng = np.random.default_rng(11)
+    n, k, m = 7, 512, 3
+    path = tmp_path / "ffn.gguf"
+    writer = gguf.GGUFWriter(str(path), "qwen3")
+    writer.add_tensor("blk.0.ffn_down.weight", q4k.quantize(weights(rng, n, k)),
+                      raw_dtype=gguf.GGMLQuantizationType.Q4_K)
+    writer.write_header_to_file()
+    writer.write_kv_data_to_file()
+    writer.write_tensors_to_file()
+    writer.close()
+    tensor = gguf.GGUFReader(str(path)).get_tensor(0)
+    assert tensor.tensor_type == gguf.GGMLQuantizationType.Q4_K
+    blocks = np.ascontiguousarray(np.asarray(tensor.data, dtype=np.uint8).reshape(n, -1))
+
+    a = activations(rng, m, k)
+    q, d, _ = naive.quantize_blocks_q8(a)
+    w_gguf = gguf.quants.dequantize(blocks, gguf.GGMLQuantizationType.Q4_K).astype(np.float64)
+    ref = (q.astype(np.float64) * np.repeat(d.astype(np.float64), 32, axis=1)) @ w_gguf.T
+
+    given = blocks.copy()
+    if misread:
+        given.reshape(n, -1, q4k.BLOCK_BYTES)[..., 4:8] &= 0x3F
+    c = cuda.to_device(np.full((m, n), np.nan, dtype=np.float16))
+    q4k_mmq.build(Shape("gguf", dict(m=m, n=n, k=k, down=1)))({"c": c, "a": cuda.to_device(a),
+                                                                "w_q4k": cuda.to_device(given)})
+    ok, why = _within(c.copy_to_host(), ref, EXACT)
+    assert ok != misread, why
