@@ -435,11 +435,98 @@ ATTENTION_MLA_DECODE = Table(
     ),
 )
 
+
+# ── ffn (dense-FFN prefill) ─────────────────────────────────────────────────
+#
+# Metrale's dense SiLU FFN at prefill runs two GEMMs per layer, gate+up
+# (K = hidden) and down (K = intermediate), through its default W4A16 GEMM or
+# one of eight arms. The seed fixes two orders: the NVFP4 MMQ arm comes before
+# the Q4_K MMQ arm (Q4_K applies only while NVFP4 MMQ is not active), and the
+# down projection follows the gate/up arm (``ffn_nvfp4_mmq_down`` acts only
+# under ``ffn_nvfp4_mmq``; ``ffn_mmq_down_q4k`` only under ``ffn_mmq``, and
+# without it down goes through int8 faith2). It does not order the remaining
+# opt-in arms. leverctl's decision: after the two MMQ arms (whose weights are
+# stored in their own formats), the arms that quantise activations come from
+# the narrowest format to the widest (W4A4 / NVFP4, int8, FP8, BF16), so a
+# lever that quantises more is never hidden behind one that quantises less;
+# the default W4A16 GEMM comes last. With the NVFP4 MMQ arm active and its
+# down lever off, down takes the default W4A16 GEMM.
+#
+# Every arm is honoured by the engine only "when its kernels are loaded". The
+# engine's table (FFN_PREFILL_ENGINE) has every arm loaded; the declared path
+# runs FFN_PREFILL, the same rules less the arms with no kernel here yet
+# (FFN_PREFILL_BUILT), which is what the engine does when an arm's kernels
+# are not loaded: the levers fall through to the next arm. The Q4_K arm is
+# also not loaded for a projection whose K is not a multiple of 256.
+
+_GATE_UP = _cond("gate+up", "down", lambda d: not d["down"], lambda d: "the down projection")
+_DOWN = _cond("down", "gate+up", lambda d: bool(d["down"]), lambda d: "the gate+up projection")
+
+# Q4_K super-blocks hold 256 values: a projection whose K is not a multiple
+# has no Q4_K weights, and the arm is not loaded for it.
+Q4K_BLOCK = 256
+_K_Q4K = _cond(f"k % {Q4K_BLOCK} = 0", f"k % {Q4K_BLOCK} != 0", lambda d: d["k"] % Q4K_BLOCK == 0,
+               lambda d: f"k={d['k']} is not a multiple of the Q4_K super-block ({Q4K_BLOCK})")
+
+FFN_PREFILL_VARIANTS = ("w4a16", "bf16_v1", "bf16_v2", "fp8_m64", "int8_faith2", "int8_faith5",
+                        "nvfp4_mmq", "q4k_mmq", "w4a4")
+
+# (the variants an arm needs built, its rules), in precedence order.
+FFN_PREFILL_ARMS: tuple[tuple[frozenset, tuple[Rule, ...]], ...] = (
+    (frozenset({"nvfp4_mmq"}), (
+        Rule("nvfp4_mmq", {"ffn_nvfp4_mmq": True}, (_GATE_UP,)),
+        Rule("nvfp4_mmq", {"ffn_nvfp4_mmq": True, "ffn_nvfp4_mmq_down": True}),
+        Rule("w4a16", {"ffn_nvfp4_mmq": True},
+             note="ffn_nvfp4_mmq_down off: down takes the default W4A16 GEMM while gate+up run NVFP4 MMQ"),
+    )),
+    (frozenset({"q4k_mmq", "int8_faith2"}), (
+        Rule("q4k_mmq", {"ffn_mmq": True}, (_GATE_UP, _K_Q4K)),
+        Rule("q4k_mmq", {"ffn_mmq": True, "ffn_mmq_down_q4k": True}, (_DOWN, _K_Q4K)),
+        Rule("int8_faith2", {"ffn_mmq": True, "ffn_mmq_down_q4k": False}, (_DOWN, _K_Q4K),
+             note="ffn_mmq without ffn_mmq_down_q4k: down goes through the int8 faith2 GEMM"),
+    )),
+    (frozenset({"w4a4"}), (Rule("w4a4", {"fp4_prefill": True}),)),
+    (frozenset({"int8_faith5"}), (Rule("int8_faith5", {"int8_prefill": True, "int8_faith5": True}),)),
+    (frozenset({"int8_faith2"}), (Rule("int8_faith2", {"int8_prefill": True}),)),
+    (frozenset({"fp8_m64"}), (Rule("fp8_m64", {"fp8_m64_prefill": True}),)),
+    (frozenset({"bf16_v2"}), (Rule("bf16_v2", {"bf16_tc_prefill": True, "prefill_v2": True}),)),
+    (frozenset({"bf16_v1"}), (Rule("bf16_v1", {"bf16_tc_prefill": True}),)),
+    (frozenset({"w4a16"}), (Rule("w4a16"),)),
+)
+
+# The arms with a kernel in leverctl_kernels.ffn_prefill.
+FFN_PREFILL_BUILT = frozenset({"w4a16", "bf16_v1", "bf16_v2", "fp8_m64", "int8_faith2", "int8_faith5", "q4k_mmq",
+                               "w4a4"})
+
+
+def ffn_prefill_table(built: frozenset = frozenset(FFN_PREFILL_VARIANTS)) -> Table:
+    """The dense-FFN prefill decision table with only the arms whose
+    variants are all in ``built`` (the others fall through, as in the engine
+    when their kernels are not loaded)."""
+    rules = tuple(r for needs, arm in FFN_PREFILL_ARMS if needs <= built for r in arm)
+    return Table(
+        path="ffn.prefill",
+        summary="Dense SiLU-FFN prefill GEMM c = a W^T (gate+up, then down) through the arm the levers pick",
+        levers=("ffn_nvfp4_mmq", "ffn_nvfp4_mmq_down", "ffn_mmq", "ffn_mmq_down_q4k", "fp4_prefill",
+                "int8_prefill", "int8_faith5", "fp8_m64_prefill", "bf16_tc_prefill", "prefill_v2"),
+        assumed={"ffn_nvfp4_mmq": True, "ffn_nvfp4_mmq_down": True, "ffn_mmq": False, "ffn_mmq_down_q4k": False,
+                 "fp4_prefill": False, "int8_prefill": False, "int8_faith5": False, "fp8_m64_prefill": False,
+                 "bf16_tc_prefill": False, "prefill_v2": True},
+        variants=tuple(v for v in FFN_PREFILL_VARIANTS if v in built),
+        rules=rules,
+        engines=("metrale",),
+    )
+
+
+FFN_PREFILL_ENGINE = ffn_prefill_table()
+FFN_PREFILL = ffn_prefill_table(FFN_PREFILL_BUILT)
+
 TABLES: Mapping[str, Table] = MappingProxyType({t.path: t for t in (
     W4A16_GEMV, W4A16_GEMV_DUAL, W4A16_FFN_DECODE, W4A16_GEMM,
     GDN_PREFILL, GDN_VERIFY, GDN_DECODE, GDN_FUSED_CONV,
     ATTENTION_PAGED_DECODE,
     ATTENTION_ROTATION, ATTENTION_DECODE_GRAPH, ATTENTION_DFLASH_CONTIG, ATTENTION_MLA_DECODE,
+    FFN_PREFILL,
 )})
 
 
