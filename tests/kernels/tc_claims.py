@@ -101,6 +101,13 @@ CLAIM_JOBS: dict[tuple[str, str, str], tuple[str, tuple[str, ...]]] = {
     ("gdn.prefill", "global_state", "mma.sync"): ("test_gdn_ptx", ("prefill_global_state",)),
     ("gdn.verify", "wy17", "mma.sync"): ("test_gdn_ptx", ("verify_wy17",)),
     ("gdn.verify", "wyn", "mma.sync"): ("test_gdn_ptx", ("verify_wyn_t17", "verify_wyn_t5")),
+    ("ffn.prefill", "bf16_v1", "wgmma"): ("test_ffn_prefill_wgmma_ptx", ("bf16_v1_gemm",)),
+    ("ffn.prefill", "bf16_v2", "wgmma"): ("test_ffn_prefill_wgmma_ptx", ("bf16_v2_gemm",)),
+    ("ffn.prefill", "w4a4", "wgmma"): ("test_ffn_prefill_wgmma_ptx", ("w4a4_gemm",)),
+    ("ffn.prefill", "fp8_m64", "wgmma"): ("test_ffn_prefill_wgmma_ptx", ("fp8_m64_gemm",)),
+    ("ffn.prefill", "int8_faith2", "mma.sync"): ("test_ffn_prefill_ptx", ("int8_faith2_gemm",)),
+    ("ffn.prefill", "int8_faith5", "mma.sync"): ("test_ffn_prefill_ptx", ("int8_faith5_gemm",)),
+    ("ffn.prefill", "q4k_mmq", "mma.sync"): ("test_ffn_prefill_ptx", ("q4k_mmq",)),
 }
 
 

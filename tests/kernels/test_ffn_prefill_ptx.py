@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 from ptx_harness import check_ptx, check_ptxas, compiled, nvdisasm  # noqa: F401 (compiled: the fixture)
-from tc_claims import claim_problems
+from tc_claims import claim_problems, sass_claims_test
 
 # name -> (tensor_cores, tc_dtype) its variant's records claim
 CLAIMS = {"int8_faith2_gemm": ("mma.sync", "s8"), "int8_faith5_gemm": ("mma.sync", "s8"),
@@ -82,3 +82,6 @@ def test_their_sass_holds_what_the_records_claim(compiled, tmp_path):
             assert claim_problems(sass, "mma.sync", "bf16"), f"{name}: a wrong claim (bf16) would pass"
             imma = re.findall(r"\bIMMA\.16832\.S8\.S8\b", sass)
             assert len(imma) >= 2, (name, imma)  # two n8 MMAs per k32 step
+
+
+test_the_sass_holds_what_each_variants_records_claim = sass_claims_test("test_ffn_prefill_ptx")

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 from ptx_harness import check_ptx, check_ptxas, compiled, nvdisasm  # noqa: F401 (compiled: the fixture)
-from tc_claims import claim_problems
+from tc_claims import claim_problems, sass_claims_test
 from test_wgmma_ptx import sm90a  # noqa: F401 (the fixture: this module's kernels, for sm_90a)
 
 # kernel -> variant; the tile width N is the variant module's BN
@@ -101,3 +101,6 @@ def test_their_sass_is_what_the_records_claim(sm90a):
     assert claim_problems(sass, "mma.sync", "e4m3-via-f16"), "a warp-MMA claim would pass"
     qgmma = re.findall(r"\bQGMMA\.[\w.]+", sass)
     assert qgmma and all(q.startswith("QGMMA.64x128x32.F32.E4M3.E4M3") for q in qgmma), qgmma
+
+
+test_the_sass_holds_what_each_variants_records_claim = sass_claims_test("test_ffn_prefill_wgmma_ptx")
