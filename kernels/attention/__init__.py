@@ -70,5 +70,9 @@ PAGED_DECODE = KernelPath(
 
 PATHS = (PAGED_DECODE,)
 
+from .proj_paths import PATHS as _PROJ_PATHS  # noqa: E402 - the projection paths (proj_paths.py)
+
+PATHS = PATHS + _PROJ_PATHS
+
 for _declared in PATHS:
     check_declaration(_declared)
