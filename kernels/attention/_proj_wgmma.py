@@ -227,8 +227,46 @@ def make_store(n: int, swap: bool):
     return cuda.jit(device=True, inline="always")(ns["store"])
 
 
+def _mma_step_source(n: int) -> str:
+    """``step(As, Bs, abase, bbase, sbo, acc)``: one k16 step of a warp's
+    16 x ``n`` slice on ``mma.sync`` m16n8k16 bf16, its fragments read from
+    the staged tiles (uint32 arrays; ``abase``/``bbase`` byte offsets of
+    the tile, stage and K sub-step). The accumulators are wgmma's tuple:
+    per 8-column slice ``j`` the m16n8 C fragment, the same layout."""
+    lines = [
+        "def step(As, Bs, abase, bbase, sbo, acc):",
+        "    lane = cuda.threadIdx.x & 31",
+        "    ra = 16 * ((cuda.threadIdx.x >> 5) & 3) + (lane >> 2)",
+        "    kb = 4 * (lane & 3)",
+        "    a0 = As[(abase + wg.core_offset(ra, kb, LBO, sbo)) >> 2]",
+        "    a1 = As[(abase + wg.core_offset(ra + 8, kb, LBO, sbo)) >> 2]",
+        "    a2 = As[(abase + wg.core_offset(ra, kb + 16, LBO, sbo)) >> 2]",
+        "    a3 = As[(abase + wg.core_offset(ra + 8, kb + 16, LBO, sbo)) >> 2]",
+    ]
+    outs = []
+    for j in range(n // 8):
+        lines += [
+            f"    b0 = Bs[(bbase + wg.core_offset({8 * j} + (lane >> 2), kb, LBO, sbo)) >> 2]",
+            f"    b1 = Bs[(bbase + wg.core_offset({8 * j} + (lane >> 2), kb + 16, LBO, sbo)) >> 2]",
+            f"    d{j} = mma.mma_bf16_16816(a0, a1, a2, a3, b0, b1, acc[{4 * j}], acc[{4 * j + 1}], "
+            f"acc[{4 * j + 2}], acc[{4 * j + 3}])",
+        ]
+        outs += [f"d{j}[{e}]" for e in range(4)]
+    lines.append(f"    return ({', '.join(outs)},)")
+    return "\n".join(lines) + "\n"
+
+
+@lru_cache(maxsize=None)
+def make_mma_step(n: int):
+    from ..common import mma
+
+    ns: dict = {"cuda": cuda, "wg": wg, "mma": mma, "LBO": LBO}
+    exec(compile(_mma_step_source(n), f"<proj mma.sync step n={n}>", "exec"), ns)  # noqa: S102
+    return cuda.jit(device=True, inline="always")(ns["step"])
+
+
 def make_kernel(dtype: str, b_kind: str, wgs: int, bn: int, chunks: int, swap: bool = False,
-                load_b=None, ksub: int | None = None):
+                load_b=None, ksub: int | None = None, form: str = "wgmma"):
     """Compile ``kernel(y, a32, b, bsc, rs, cs, ts)``. ``load_b`` and
     ``ksub`` exist for the tests' broken variants. The ``nvfp4_e4m3``
     stager's 2^-3 is multiplied back with ``ts``."""
@@ -242,6 +280,12 @@ def make_kernel(dtype: str, b_kind: str, wgs: int, bn: int, chunks: int, swap: b
     bk = chunks * epc
     sbo = chunks * LBO
     ksub = chunks // 2 if ksub is None else ksub
+    if form not in ("wgmma", "mma.sync"):
+        raise ValueError(f"tensor-core form {form!r}: wgmma or mma.sync")
+    if form == "mma.sync" and dtype != "bf16":
+        raise ValueError("mma.sync form: bf16 only here (FP8 tensor cores are wgmma's)")
+    WG = form == "wgmma"
+    warp_step = make_mma_step(bn) if not WG else None
     copy_a = _make_copy(chunks, threads, epc)
     if load_b is None:
         load_b = {"copy": lambda: _make_copy(chunks, threads, epc),
@@ -280,32 +324,40 @@ def make_kernel(dtype: str, b_kind: str, wgs: int, bn: int, chunks: int, swap: b
         b_at = wg.smem_addr(Bs)
         copy_a(a_at, a32, bsc, m, k, r0, 0, tid, a_rows)
         load_b(b_at, b, bsc, n, k, n0, 0, tid, bn)
-        wg.fence_proxy_async()
+        if WG:
+            wg.fence_proxy_async()
         cuda.syncthreads()
         acc = zeros()
         for kt in range(nk):
             s = kt & 1
-            wg.wgmma_fence()
-            for j in range(ksub):
-                da = wg.make_desc(a_at + s * a_bytes + g * (BM // 8) * sbo + j * STEP, LBO, sbo, swz)
-                db = wg.make_desc(b_at + s * b_bytes + j * STEP, LBO, sbo, swz)
-                acc = step(da, db, acc)
-            wg.wgmma_commit_group()
+            if WG:
+                wg.wgmma_fence()
+                for j in range(ksub):
+                    da = wg.make_desc(a_at + s * a_bytes + g * (BM // 8) * sbo + j * STEP, LBO, sbo, swz)
+                    db = wg.make_desc(b_at + s * b_bytes + j * STEP, LBO, sbo, swz)
+                    acc = step(da, db, acc)
+                wg.wgmma_commit_group()
+            else:  # mma.sync: each warp its 16 rows, synchronously
+                for j in range(ksub):
+                    acc = warp_step(As, Bs, s * a_bytes + g * (BM // 8) * sbo + j * STEP,
+                                    s * b_bytes + j * STEP, sbo, acc)
             if kt + 1 < nk:  # the next stage, while the tensor cores work
                 copy_a(a_at + (1 - s) * a_bytes, a32, bsc, m, k, r0, kt + 1, tid, a_rows)
                 load_b(b_at + (1 - s) * b_bytes, b, bsc, n, k, n0, kt + 1, tid, bn)
-            wg.wgmma_wait_group(0)
-            wg.fence_proxy_async()
+            if WG:
+                wg.wgmma_wait_group(0)
+                wg.fence_proxy_async()
             cuda.syncthreads()
         store(y, m, n, r0 + BM * g, n0, acc, rs, cs, ts[0] * t_mul)
 
     proj_wgmma.geometry = (dtype, b_kind, wgs, bn, chunks, swap)
+    proj_wgmma.form = form
     return proj_wgmma
 
 
 @lru_cache(maxsize=None)
-def kernel(dtype: str, b_kind: str, wgs: int, bn: int, chunks: int, swap: bool = False):
-    return make_kernel(dtype, b_kind, wgs, bn, chunks, swap)
+def kernel(dtype: str, b_kind: str, wgs: int, bn: int, chunks: int, swap: bool = False, form: str = "wgmma"):
+    return make_kernel(dtype, b_kind, wgs, bn, chunks, swap, form=form)
 
 
 def supports(k: int) -> str:

@@ -21,9 +21,11 @@ so its record's error is the perturbation its arithmetic adds: the FP8
 crush for ``fp8_e4m3``, the weights' rounding to BF16 for ``bf16_n128``
 and to fp16 for ``w4a16_f16``, fp32 accumulation for all.
 
-Tensor cores: every kernel but Metrale's default runs on wgmma (sm_90a:
-bf16 m64n128k16, e4m3 m64nNk32) and its build refuses a device without
-it; ``w4a16_f16`` takes the W4A16 GEMM's form (wgmma or mma.sync f16).
+Tensor cores: on Hopper (and in the simulator) every kernel runs on wgmma
+(sm_90a: bf16 m64n128k16, e4m3 m64nNk32). Elsewhere the BF16 variants run
+mma.sync m16n8k16 bf16 on the same staged tiles, ``w4a16_f16`` the W4A16
+GEMM's mma.sync f16 kernel, and the FP8 variants' builds refuse, saying
+that FP8 tensor cores are wgmma's (there is no kernel of them for FP16).
 """
 from __future__ import annotations
 
@@ -52,6 +54,11 @@ def _v(mod, tol, traffic=None, launches=1, tc=("wgmma", None)) -> Variant:
 
 
 
+# The form the BF16 variants build on in this process (wgmma on Hopper and in
+# the simulator, mma.sync elsewhere; None where neither a GPU nor the
+# simulator is present); each launch says what it ran on.
+_FORM = gemm_tc.declared_form()
+
 PROJ_BF16_TC = KernelPath(
     name=ATTENTION_PROJ_BF16_TC.path,
     family="attention",
@@ -59,7 +66,7 @@ PROJ_BF16_TC = KernelPath(
     levers=ATTENTION_PROJ_BF16_TC.levers,
     lever_defaults={"bf16_tc_proj": False},
     variants={v.name: v for v in (
-        _v(proj_bf16_tc, TOL_BF16_TC, tc=("wgmma", "bf16")),
+        _v(proj_bf16_tc, TOL_BF16_TC, tc=(_FORM, "bf16" if _FORM else None)),
         _v(proj_fp8_e4m3, TOL_FP8_CRUSH, proj_spec.fp8_crush_traffic, proj_fp8_e4m3.LAUNCHES,
            tc=("wgmma", "e4m3")),
     )},
@@ -75,7 +82,7 @@ PROJ_BF16_TC = KernelPath(
     extra={"model_sections": ("attention",), "gemm_mnk": lambda s: (s["m"], s["n"], s["k"])},
 )
 
-_W4_FORM = gemm_tc.declared_form()
+_W4_FORM = _FORM
 
 PROJ_BF16_TC_W4A16 = KernelPath(
     name=ATTENTION_PROJ_BF16_TC_W4A16.path,
@@ -84,7 +91,7 @@ PROJ_BF16_TC_W4A16 = KernelPath(
     levers=ATTENTION_PROJ_BF16_TC_W4A16.levers,
     lever_defaults={"bf16_tc_proj": False},
     variants={v.name: v for v in (
-        _v(proj_bf16_n128, TOL_BF16_W4, tc=("wgmma", "bf16")),
+        _v(proj_bf16_n128, TOL_BF16_W4, tc=(_FORM, "bf16" if _FORM else None)),
         _v(proj_w4a16_f16, TOL_F16_W4, proj_spec.w4_f16_traffic, proj_w4a16_f16.LAUNCHES,
            tc=(_W4_FORM, gemm_tc.TC_DTYPE if _W4_FORM else None)),
     )},

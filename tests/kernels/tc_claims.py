@@ -102,6 +102,8 @@ CLAIM_JOBS: dict[tuple[str, str, str], tuple[str, tuple[str, ...]]] = {
     ("gdn.verify", "wy17", "mma.sync"): ("test_gdn_ptx", ("verify_wy17",)),
     ("gdn.verify", "wyn", "mma.sync"): ("test_gdn_ptx", ("verify_wyn_t17", "verify_wyn_t5")),
     ("attention.proj_bf16_tc", "bf16_tc", "wgmma"): ("test_attention_proj_ptx", ("proj_bf16_tc",)),
+    ("attention.proj_bf16_tc", "bf16_tc", "mma.sync"): ("test_attention_proj_ptx", ("proj_bf16_tc_mma",)),
+    ("attention.proj_bf16_tc_w4a16", "bf16_n128", "mma.sync"): ("test_attention_proj_ptx", ("proj_bf16_n128_mma",)),
     ("attention.proj_bf16_tc", "fp8_e4m3", "wgmma"): ("test_attention_proj_ptx", ("proj_fp8_e4m3",)),
     ("attention.proj_bf16_tc_w4a16", "bf16_n128", "wgmma"): ("test_attention_proj_ptx", ("proj_bf16_n128",)),
     ("attention.proj_bf16_tc_w4a16", "w4a16_f16", "wgmma"): ("test_w4a16_wgmma_ptx", ("gemm_wgmma_bn128",)),

@@ -259,10 +259,25 @@ def test_builds_refuse_a_k_off_the_16_grid():
         P.make_launch(8, 8, 40, P.kernel("bf16", "nvfp4_bf16", 1, 128, 8))
 
 
-def test_without_wgmma_the_wgmma_builds_refuse_saying_why(monkeypatch):
+def test_without_wgmma_the_fp8_builds_refuse_saying_why(monkeypatch):
     from leverctl_kernels.common import tc
 
     monkeypatch.setattr(tc, "current", lambda: tc.MMA_SYNC)
-    for mod in (proj_bf16_tc, proj_fp8_e4m3, proj_fp8_m32):
+    for mod in (proj_fp8_e4m3, proj_fp8_m16, proj_fp8_m32):
         with pytest.raises(ValueError, match="wgmma"):
             mod.build(TINY)
+    with pytest.raises(ValueError, match="bf16 only"):
+        P.make_kernel("e4m3", "copy", 1, 16, 8, swap=True, form="mma.sync")
+
+
+@pytest.mark.sim
+def test_the_bf16_variant_on_mma_sync_matches_the_reference():
+    """The form a device without wgmma builds: mma.sync bf16 on the same
+    staged tiles, the same tolerance. (bf16_n128's mma.sync form is the
+    same step on two warpgroups; its simulator run, eight warps trading
+    fragments, takes 20 s, so only its compile and SASS are tested.)"""
+    path, variant, mod = BF16, "bf16_tc", proj_bf16_tc
+    launch = mod.build(TINY, form="mma.sync")
+    assert (launch.tensor_cores, launch.tc_dtype) == ("mma.sync", "bf16")
+    got, ref = run(path, variant, TINY, launch=launch)
+    assert passes(got, ref, path.variant_tolerance(variant)), errors(got, ref)
