@@ -24,40 +24,36 @@ from ..common import cvt
 from ..common import launch as L
 
 QUANT_THREADS = 32  # one warp a token: k is a few thousand at most
+FULL = 0xFFFFFFFF
+ROWS_PER_WARP = 8  # tokens one warp crushes in turn (512 blocks at 4096 tokens)
 E4M3_MAX = np.float32(448.0)
 CONVERT_THREADS = 256
 
 
 def make_quant_e4m3_rows(e4m3_max=E4M3_MAX):
-    """Compile ``kernel(xq16, xs, x)``: one block per row; ``xq16`` the E4M3
+    """Compile ``kernel(xq16, xs, x)``: one warp per block, crushing
+    ``ROWS_PER_WARP`` rows in turn, each row's maximum by shuffles; ``xq16`` the E4M3
     codes as uint16 pairs ``[m, k/2]``, ``xs`` float32 ``[m]`` the row
     scales, ``x`` bf16 bits ``[m, k]``. ``e4m3_max`` exists for a test's
     broken variant."""
 
     @L.jit_bounded(QUANT_THREADS)
     def quant_e4m3_rows(xq16, xs, x):
-        r = cuda.blockIdx.x
         tid = cuda.threadIdx.x
+        m = x.shape[0]
         k = x.shape[1]
-        red = cuda.shared.array(QUANT_THREADS, np.float32)
-        amax = np.float32(0.0)
-        for i in range(tid, k, QUANT_THREADS):
-            amax = max(amax, abs(cvt.bf16_to_f32(x[r, i])))
-        red[tid] = amax
-        cuda.syncthreads()
-        half = QUANT_THREADS // 2
-        while half > 0:
-            if tid < half:
-                red[tid] = max(red[tid], red[tid + half])
-            cuda.syncthreads()
-            half //= 2
-        amax = red[0]
-        scale = amax / e4m3_max if amax > np.float32(0.0) else np.float32(1.0)
-        for i in range(tid, k // 2, QUANT_THREADS):
-            xq16[r, i] = cvt.f32x2_to_e4m3x2(cvt.bf16_to_f32(x[r, 2 * i]) / scale,
-                                             cvt.bf16_to_f32(x[r, 2 * i + 1]) / scale)
-        if tid == 0:
-            xs[r] = scale
+        for r in range(cuda.blockIdx.x * ROWS_PER_WARP, min(m, (cuda.blockIdx.x + 1) * ROWS_PER_WARP)):
+            amax = np.float32(0.0)
+            for i in range(tid, k, QUANT_THREADS):
+                amax = max(amax, abs(cvt.bf16_to_f32(x[r, i])))
+            for off in (16, 8, 4, 2, 1):  # the warp's maximum, in every lane
+                amax = max(amax, cuda.shfl_xor_sync(FULL, amax, off))
+            scale = amax / e4m3_max if amax > np.float32(0.0) else np.float32(1.0)
+            for i in range(tid, k // 2, QUANT_THREADS):
+                xq16[r, i] = cvt.f32x2_to_e4m3x2(cvt.bf16_to_f32(x[r, 2 * i]) / scale,
+                                                 cvt.bf16_to_f32(x[r, 2 * i + 1]) / scale)
+            if tid == 0:
+                xs[r] = scale
 
     return quant_e4m3_rows
 
@@ -81,7 +77,7 @@ def bf16_to_f16(y32, x32):
 
 def quant_launch(m: int, k: int, kern=None):
     kern = kern or quant_kernel()
-    grid = L.check_grid(max(m, 1))
+    grid = L.check_grid(L.blocks_for(m, ROWS_PER_WARP))
 
     def launch(xq, xs, x):
         kern[grid, QUANT_THREADS](xq.view(np.uint16), xs, x)
