@@ -20,6 +20,10 @@ fresh tail block (``spec.make_inputs``). Every record of the path carries
 batch, bit for bit (``spec.batch_invariance``); the pinned variants must
 pass it, the baseline is expected not to.
 
+The attention projections (``attention.proj_bf16_tc``,
+``attention.proj_bf16_tc_w4a16``, ``attention.proj_fp8``) are declared in
+``proj_paths`` and joined to ``PATHS`` below.
+
 Memory-bound: at Qwen3-Next shapes (16 query heads, 2 KV heads, d = 256) a
 sequence of L tokens moves 2 KiB of K and V per token, read once by the
 block running its 8-head group; the partials add ``splits x 16 x 258 x 4``
