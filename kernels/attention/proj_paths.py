@@ -39,13 +39,17 @@ from . import (proj_bf16_n128, proj_bf16_tc, proj_fp8_e4m3, proj_fp8_m16, proj_f
 # prints them): bf16_tc ~1e-7 (fp32 accumulation only); fp8_e4m3 ~3e-2 rel
 # (the activations' E4M3 crush, ~2^-4 per value, and the weights' E4M3
 # rounding); bf16_n128 ~2e-3 (weights rounded to BF16); w4a16_f16 ~3e-4
-# (fp16 weights and output); the FP8 GEMMs ~1e-7 on exact inputs, with room
-# for Hopper's FP8 accumulation, which keeps fewer than fp32's bits.
+# (fp16 weights and output), each also at 512 x 5120 x 2048 (a float64
+# emulation of the roundings); the FP8 GEMMs ~1e-7 on exact inputs in the
+# simulator. Their bound leaves room for Hopper's FP8 wgmma, whose
+# accumulation keeps fewer bits than fp32 (errors near 1e-3 of a K = 4096
+# sum have been reported); one wrong channel scale still moves the error
+# past it by far.
 TOL_BF16_TC = Tolerance(rel=1e-5, abs_of_max=1e-5)
 TOL_FP8_CRUSH = Tolerance(rel=8e-2, abs_of_max=8e-2)
 TOL_BF16_W4 = Tolerance(rel=8e-3, abs_of_max=8e-3)
 TOL_F16_W4 = Tolerance(rel=2e-3, abs_of_max=2e-3)
-TOL_FP8_GEMM = Tolerance(rel=2e-3, abs_of_max=2e-3)
+TOL_FP8_GEMM = Tolerance(rel=5e-3, abs_of_max=1e-2)
 
 
 def _v(mod, tol, traffic=None, launches=1, tc=("wgmma", None)) -> Variant:
