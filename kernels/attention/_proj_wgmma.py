@@ -37,6 +37,14 @@ to ``y``'s type, at ``y[r, c]`` or, with ``SWAP``, at ``y[c, r]`` (the FP8
 projection puts the weights on the 64-row side and the tokens on the
 ``BN`` side). Both operands are K-major without swizzle
 (``wgmma.core_offset``).
+
+``form="mma.sync"`` (bf16 only; devices without wgmma) keeps the staging
+and the epilogue and replaces the warpgroup instruction: each warp runs
+its 16 rows as ``BN / 8`` ``mma.sync`` m16n8k16 bf16 per k16, its fragments
+read from the same staged tiles (:func:`make_mma_step`). Its accumulators
+are wgmma's tuple in wgmma's layout (per 8 columns, the m16n8 C fragment),
+so the store is shared, and it has no wgmma or async-proxy fence, so it
+assembles for sm_80 too.
 """
 from __future__ import annotations
 
