@@ -521,12 +521,61 @@ def ffn_prefill_table(built: frozenset = frozenset(FFN_PREFILL_VARIANTS)) -> Tab
 FFN_PREFILL_ENGINE = ffn_prefill_table()
 FFN_PREFILL = ffn_prefill_table(FFN_PREFILL_BUILT)
 
+# ── attention projections (prefill q/k/v; FP8 projection GEMM) ──────────────
+
+ATTENTION_PROJ_BF16_TC = Table(
+    path="attention.proj_bf16_tc",
+    summary="prefill q/k/v projection, NVFP4 weights: BF16 tensor cores vs activations crushed to FP8",
+    levers=("bf16_tc_proj",),
+    assumed={"bf16_tc_proj": False},
+    variants=("bf16_tc", "fp8_e4m3"),
+    engines=("atlas",),
+    rules=(
+        Rule("bf16_tc", {"bf16_tc_proj": True}),
+        Rule("fp8_e4m3", note="bf16_tc_proj off: activations crushed to FP8 E4M3 (one scale per token), FP8 MMA"),
+    ),
+)
+
+ATTENTION_PROJ_BF16_TC_W4A16 = Table(
+    path="attention.proj_bf16_tc_w4a16",
+    summary="prefill q/k/v projection, int4 weights: W4A16 BF16 GEMM with 128 x 128 tiles vs the default GEMM",
+    levers=("bf16_tc_proj",),
+    assumed={"bf16_tc_proj": False},
+    variants=("bf16_n128", "w4a16_f16"),
+    engines=("metrale",),
+    rules=(
+        Rule("bf16_n128", {"bf16_tc_proj": True}),
+        Rule("w4a16_f16", note="bf16_tc_proj off: the default projection GEMM (fp16 activations)"),
+    ),
+)
+
+FP8_M32_MIN_ROWS = 17  # the 32-row twin takes batches of more than 16 rows
+
+_ROWS_ABOVE_16 = _cond("rows > 16", "rows <= 16", lambda d: d["m"] >= FP8_M32_MIN_ROWS,
+                       lambda d: f"{d['m']} rows, not more than 16")
+
+ATTENTION_PROJ_FP8 = Table(
+    path="attention.proj_fp8",
+    summary="FP8 E4M3 projection GEMM (per-channel weight scales): 32-row tensor-core twin vs 16-row kernel",
+    levers=("fp8_attn_m32",),
+    assumed={"fp8_attn_m32": False},
+    variants=("m16", "m32"),
+    engines=("metrale",),
+    symbols={"m": "rows"},
+    rules=(
+        Rule("m32", {"fp8_attn_m32": True}, (_ROWS_ABOVE_16,)),
+        Rule("m16", {"fp8_attn_m32": True}, note="fp8_attn_m32 is on but {unmet}: the 16-row kernel"),
+        Rule("m16"),
+    ),
+)
+
 TABLES: Mapping[str, Table] = MappingProxyType({t.path: t for t in (
     W4A16_GEMV, W4A16_GEMV_DUAL, W4A16_FFN_DECODE, W4A16_GEMM,
     GDN_PREFILL, GDN_VERIFY, GDN_DECODE, GDN_FUSED_CONV,
     ATTENTION_PAGED_DECODE,
     ATTENTION_ROTATION, ATTENTION_DECODE_GRAPH, ATTENTION_DFLASH_CONTIG, ATTENTION_MLA_DECODE,
     FFN_PREFILL,
+    ATTENTION_PROJ_BF16_TC, ATTENTION_PROJ_BF16_TC_W4A16, ATTENTION_PROJ_FP8,
 )})
 
 

@@ -36,6 +36,10 @@ compile-time constant; and ``attention.mla_decode``
 (``mla_perseq_fallback``, Metrale; off: ``batched``, on:
 ``per_sequence``), MLA decode in the latent space (``_mla``).
 
+The attention projections (``attention.proj_bf16_tc``,
+``attention.proj_bf16_tc_w4a16``, ``attention.proj_fp8``) are declared in
+``proj_paths`` and joined to ``PATHS`` below.
+
 Memory-bound: at Qwen3-Next shapes (16 query heads, 2 KV heads, d = 256) a
 sequence of L tokens moves 2 KiB of K and V per token, read once by the
 block running its 8-head group; the partials add ``splits x 16 x 258 x 4``
@@ -139,6 +143,10 @@ MLA_DECODE = KernelPath(
 
 
 PATHS = (PAGED_DECODE, DFLASH_CONTIG, MLA_DECODE, ROTATION, DECODE_GRAPH)
+
+from .proj_paths import PATHS as _PROJ_PATHS  # noqa: E402 - the projection paths (proj_paths.py)
+
+PATHS = PATHS + _PROJ_PATHS
 
 for _declared in PATHS:
     check_declaration(_declared)

@@ -108,6 +108,15 @@ CLAIM_JOBS: dict[tuple[str, str, str], tuple[str, tuple[str, ...]]] = {
     ("ffn.prefill", "int8_faith2", "mma.sync"): ("test_ffn_prefill_ptx", ("int8_faith2_gemm",)),
     ("ffn.prefill", "int8_faith5", "mma.sync"): ("test_ffn_prefill_ptx", ("int8_faith5_gemm",)),
     ("ffn.prefill", "q4k_mmq", "mma.sync"): ("test_ffn_prefill_ptx", ("q4k_mmq",)),
+    ("attention.proj_bf16_tc", "bf16_tc", "wgmma"): ("test_attention_proj_ptx", ("proj_bf16_tc",)),
+    ("attention.proj_bf16_tc", "bf16_tc", "mma.sync"): ("test_attention_proj_ptx", ("proj_bf16_tc_mma",)),
+    ("attention.proj_bf16_tc_w4a16", "bf16_n128", "mma.sync"): ("test_attention_proj_ptx", ("proj_bf16_n128_mma",)),
+    ("attention.proj_bf16_tc", "fp8_e4m3", "wgmma"): ("test_attention_proj_ptx", ("proj_fp8_e4m3",)),
+    ("attention.proj_bf16_tc_w4a16", "bf16_n128", "wgmma"): ("test_attention_proj_ptx", ("proj_bf16_n128",)),
+    ("attention.proj_bf16_tc_w4a16", "w4a16_f16", "wgmma"): ("test_w4a16_wgmma_ptx", ("gemm_wgmma_bn128",)),
+    ("attention.proj_bf16_tc_w4a16", "w4a16_f16", "mma.sync"): ("test_w4a16_gemm_tc_ptx", ("gemm_tc_tiles",)),
+    ("attention.proj_fp8", "m16", "wgmma"): ("test_attention_proj_ptx", ("proj_fp8_m16",)),
+    ("attention.proj_fp8", "m32", "wgmma"): ("test_attention_proj_ptx", ("proj_fp8_m32",)),
 }
 
 
