@@ -470,9 +470,9 @@ def _twin_st_shared_v4(addr, a, b, c, d):
     addr = int(addr)
     with _smem_lock:
         regions = list(_smem.values())
-    for base, arr in regions:
-        raw = np.asarray(arr).reshape(-1).view(np.uint8)
-        if base <= addr and addr + 16 <= base + raw.size:
+    for base, arr in regions:  # integer tests first: a block's window may hold many arrays
+        if base <= addr and addr + 16 <= base + arr.nbytes:
+            raw = np.asarray(arr).reshape(-1).view(np.uint8)
             raw[addr - base: addr - base + 16] = np.array([a, b, c, d], dtype=np.uint32).view(np.uint8)
             return
     raise IndexError(f"st.shared.v4 twin: bytes {addr}..{addr + 15} not in one shared array")
@@ -491,13 +491,16 @@ def _tile_bytes(desc: int, rows: int, kbytes: int) -> np.ndarray:
     out = np.empty((rows, kbytes), dtype=np.uint8)
     with _smem_lock:
         regions = list(_smem.values())
+    lo, hi = int(off.min()), int(off.max())
+    for addr, arr in regions:  # the usual case, one array holds the tile: integer tests only
+        if addr <= lo and hi < addr + arr.nbytes:
+            return np.asarray(arr).reshape(-1).view(np.uint8)[off - addr]
     for addr, arr in regions:
         raw = np.asarray(arr).reshape(-1).view(np.uint8)
         inside = (off >= addr) & (off < addr + raw.size)
         out[inside] = raw[off[inside] - addr]
         if inside.all():
             return out
-    lo, hi = int(off.min()), int(off.max())
     covered = [(a, a + x.nbytes) for a, x in regions]
     raise IndexError(f"wgmma twin: descriptor bytes {lo}..{hi} not in one shared array {covered}")
 
