@@ -10,8 +10,6 @@ accumulation order does.
 """
 from __future__ import annotations
 
-import numpy as np
-
 from . import _proj_wgmma as P
 
 NAME = "m32"
@@ -19,16 +17,4 @@ SUMMARY = "32-row token tiles: wgmma m64n32k32 e4m3 (weights x tokens), per-chan
 TILE = dict(dtype="e4m3", b_kind="copy", wgs=1, bn=32, chunks=8, swap=True)
 
 
-def build(shape, kern=None):
-    P.require_wgmma(NAME)
-    m, n, k = shape["m"], shape["n"], shape["k"]
-    kern = kern or P.kernel(*TILE.values())
-    run = P.make_launch(n, m, k, kern)
-    ts = P.ones(1)
-
-    def launch(bufs):
-        run(bufs["y"], bufs["w8"].view(np.uint32), bufs["x8"].view(np.uint32), bufs["w_scale"],
-            bufs["w_scale"], bufs["x_scale"], ts)
-
-    launch.tensor_cores, launch.tc_dtype = "wgmma", "e4m3"
-    return launch
+build = P.token_tile_build(NAME, TILE)
