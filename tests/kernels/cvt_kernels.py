@@ -12,37 +12,31 @@ from numba import cuda
 from leverctl_kernels.common import cvt as C
 
 
+def _one(conv):
+    """``out[i] = conv(x[i])``."""
+
+    @cuda.jit
+    def k(x, out):
+        i = cuda.grid(1)
+        if i < out.size:
+            out[i] = conv(x[i])
+
+    return k
+
+
+def _pair(conv):
+    """``out[i] = conv(x[2i], x[2i + 1])``: a paired encoder, lower element first."""
+
+    @cuda.jit
+    def k(x, out):
+        i = cuda.grid(1)
+        if i < out.size:
+            out[i] = conv(x[2 * i], x[2 * i + 1])
+
+    return k
+
+
 def conversion_kernels() -> dict:
-    @cuda.jit
-    def f32_to_bf16(x, out):
-        i = cuda.grid(1)
-        if i < out.size:
-            out[i] = C.f32_to_bf16(x[i])
-
-    @cuda.jit
-    def f32x2_to_bf16x2(x, out):
-        i = cuda.grid(1)
-        if i < out.size:
-            out[i] = C.f32x2_to_bf16x2(x[2 * i], x[2 * i + 1])
-
-    @cuda.jit
-    def f32x2_to_f16x2(x, out):
-        i = cuda.grid(1)
-        if i < out.size:
-            out[i] = C.f32x2_to_f16x2(x[2 * i], x[2 * i + 1])
-
-    @cuda.jit
-    def bf16_to_f32(b, out):
-        i = cuda.grid(1)
-        if i < out.size:
-            out[i] = C.bf16_to_f32(b[i])
-
-    @cuda.jit
-    def f32x2_to_e4m3x2(x, out):
-        i = cuda.grid(1)
-        if i < out.size:
-            out[i] = C.f32x2_to_e4m3x2(x[2 * i], x[2 * i + 1])
-
     @cuda.jit
     def e4m3x2_to_f32x2(c, out):
         i = cuda.grid(1)
@@ -51,6 +45,6 @@ def conversion_kernels() -> dict:
             out[2 * i] = lo
             out[2 * i + 1] = hi
 
-    return {"f32_to_bf16": f32_to_bf16, "f32x2_to_bf16x2": f32x2_to_bf16x2,
-            "f32x2_to_f16x2": f32x2_to_f16x2, "bf16_to_f32": bf16_to_f32,
-            "f32x2_to_e4m3x2": f32x2_to_e4m3x2, "e4m3x2_to_f32x2": e4m3x2_to_f32x2}
+    return {"f32_to_bf16": _one(C.f32_to_bf16), "f32x2_to_bf16x2": _pair(C.f32x2_to_bf16x2),
+            "f32x2_to_f16x2": _pair(C.f32x2_to_f16x2), "bf16_to_f32": _one(C.bf16_to_f32),
+            "f32x2_to_e4m3x2": _pair(C.f32x2_to_e4m3x2), "e4m3x2_to_f32x2": e4m3x2_to_f32x2}
