@@ -40,7 +40,7 @@ from numba import cuda, float32
 
 from ..common import cvt
 from ..common.launch import check_block, check_grid, check_shared, jit_bounded
-from ._paged import BLOCK, max_splits, num_splits, split_shared_bytes, threads_for
+from ._paged import BLOCK, max_splits, num_splits, online_softmax_row, split_shared_bytes, threads_for
 
 _NEG_INF = np.float32(-math.inf)
 _ZERO = np.float32(0.0)
@@ -121,21 +121,8 @@ def make_split(HKV: int, G: int, T: int, D: int, TARGET: int, MIN_BLOCKS: int, P
                 else:
                     sc[h, tt] = _NEG_INF
             cuda.syncthreads()
-            if tid < G:
-                m_old = m_s[tid]
-                m_new = m_old
-                for tt in range(BLOCK):
-                    m_new = max(m_new, sc[tid, tt])
-                # the block's first token is always seen: m_new is finite
-                alpha = np.float32(math.exp(m_old - m_new))
-                total = _ZERO
-                for tt in range(BLOCK):
-                    p = np.float32(math.exp(sc[tid, tt] - m_new))
-                    sc[tid, tt] = p
-                    total += p
-                l_s[tid] = l_s[tid] * alpha + total
-                m_s[tid] = m_new
-                a_s[tid] = alpha
+            if tid < G:  # the block's first token is always seen: the new max is finite
+                online_softmax_row(sc, m_s, l_s, a_s, tid, BLOCK)
             cuda.syncthreads()
             for j in range(DPT):
                 d = tid + j * NT

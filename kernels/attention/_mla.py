@@ -38,7 +38,7 @@ from numba import cuda, float32, uint16
 
 from ..common import cvt
 from ..common.launch import check_block, check_grid, check_shared, jit_bounded
-from ._paged import BLOCK, threads_for
+from ._paged import BLOCK, online_softmax_row, threads_for
 
 _NEG_INF = np.float32(-math.inf)
 _ZERO = np.float32(0.0)
@@ -123,19 +123,7 @@ def make_decode(H: int, R: int, P: int, QK_DIM: int, READ_TAIL: bool = False):
                     sc[h, jj] = _NEG_INF
             cuda.syncthreads()
             if tid < HT:
-                m_old = m_s[tid]
-                m_new = m_old
-                for jj in range(BLOCK):
-                    m_new = max(m_new, sc[tid, jj])
-                alpha = np.float32(math.exp(m_old - m_new))
-                total = _ZERO
-                for jj in range(BLOCK):
-                    p = np.float32(math.exp(sc[tid, jj] - m_new))
-                    sc[tid, jj] = p
-                    total += p
-                l_s[tid] = l_s[tid] * alpha + total
-                m_s[tid] = m_new
-                a_s[tid] = alpha
+                online_softmax_row(sc, m_s, l_s, a_s, tid, BLOCK)
             cuda.syncthreads()
             for j in range(DPT):
                 d = tid + j * NT

@@ -66,6 +66,28 @@ _ZERO = np.float32(0.0)
 _ONE = np.float32(1.0)
 
 
+@cuda.jit(device=True, inline="always")
+def online_softmax_row(sc, m_s, l_s, a_s, h, width):
+    """One step of the online softmax for row ``h`` (one head): the running
+    max ``m_s[h]`` and sum ``l_s[h]`` take in the scores ``sc[h, :width]``,
+    which become their probabilities under the new max; ``a_s[h]`` is the
+    factor the row's accumulators must be rescaled by. Shared by every
+    split-K attention kernel here, so all round alike."""
+    m_old = m_s[h]
+    m_new = m_old
+    for t in range(width):
+        m_new = max(m_new, sc[h, t])
+    alpha = np.float32(math.exp(m_old - m_new))
+    total = _ZERO
+    for t in range(width):
+        p = np.float32(math.exp(sc[h, t] - m_new))
+        sc[h, t] = p
+        total += p
+    l_s[h] = l_s[h] * alpha + total
+    m_s[h] = m_new
+    a_s[h] = alpha
+
+
 def num_splits(length, ref_seqs, kv_heads, target, min_blocks):
     """``(splits, blocks per split)`` of a sequence of ``length`` tokens
     (see the module doc). Plain integer arithmetic: the host calls it as
@@ -162,19 +184,7 @@ def make_split(HKV: int, G: int, D: int, TARGET: int, MIN_BLOCKS: int, READ_TAIL
             cuda.syncthreads()
             # online softmax: thread h rescales its head and turns scores into p
             if tid < G:
-                m_old = m_s[tid]
-                m_new = m_old
-                for t in range(BLOCK):
-                    m_new = max(m_new, sc[tid, t])
-                alpha = np.float32(math.exp(m_old - m_new))
-                total = _ZERO
-                for t in range(BLOCK):
-                    p = np.float32(math.exp(sc[tid, t] - m_new))
-                    sc[tid, t] = p
-                    total += p
-                l_s[tid] = l_s[tid] * alpha + total
-                m_s[tid] = m_new
-                a_s[tid] = alpha
+                online_softmax_row(sc, m_s, l_s, a_s, tid, BLOCK)
             cuda.syncthreads()
             # PV: thread d accumulates every head of the group
             for j in range(DPT):
