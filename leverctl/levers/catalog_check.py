@@ -166,6 +166,9 @@ def _rule(fd: Field, lv: Lever, src: LeverSource, cat_at: str) -> list[Finding]:
         return [Finding(fd.name, "unverified", "from_values does not set this field by name",
                         src.rules_where, cat_at)]
     at = f"{rule.file}:{rule.line}"
+    if rule.no_kind:
+        return [Finding(fd.name, "rule", f"from_values's rule on {_names(rule.vars)} behaves as none of "
+                        f"leverctl's kinds; the entry says {lv.kind} on {_names(lv.vars)}", at, cat_at)]
     if rule.unverifiable:
         return [Finding(fd.name, "unverified", f"rule not verifiable: {rule.unverifiable}", at, cat_at)]
     if rule.is_constant:

@@ -80,6 +80,7 @@ class Rule:
     constant: Any = None  # a literal, when the field is not from the environment
     is_constant: bool = False
     unverifiable: str = ""  # why the rule could not be read (empty when it was)
+    no_kind: bool = False  # read, but its behaviour is none of leverctl's kinds
 
     @property
     def kind(self) -> str | None:
@@ -623,7 +624,7 @@ class _Interp:
         if fn.type == "generic_function":  # x.parse::<usize>()
             inner = fn.child_by_field_name("function")
             if inner.type == "field_expression":
-                targs = "".join(_text(fn.child_by_field_name("type_arguments")).split())
+                targs = "".join(_text(fn.child_by_field_name("type_arguments")).split()).lstrip(":")
                 return self.method(_text(inner.child_by_field_name("field")), inner.child_by_field_name("value"),
                                    args, scope, targs)
             raise Unsupported(f"the call `{_text(fn)}`")
@@ -685,11 +686,11 @@ class _Interp:
         if name == "eq_ignore_ascii_case" and len(vals) == 1 and isinstance(recv, str) and isinstance(vals[0], str):
             return _ascii_lower(recv) == _ascii_lower(vals[0])
         if name == "parse" and not vals and isinstance(recv, str):
-            if targs in ("::<usize>", "::<u64>", "::<u32>"):
+            if targs in ("<usize>", "<u64>", "<u32>"):
                 from .kinds import parse_usize
 
                 n = parse_usize(recv)
-                if n is not None and targs == "::<u32>" and n >= 2**32:
+                if n is not None and targs == "<u32>" and n >= 2**32:
                     return None
                 return n
             raise Unsupported("`.parse()` without a stated integer type")
@@ -828,7 +829,9 @@ def _classify(name: str, value, line: int, label: str, readers, fns) -> Rule:
             if isinstance(got, (bool, int)) or got is None:
                 return Rule(name, line, label, constant=got, is_constant=True)
             raise Unsupported("a value that is neither read from the environment nor a literal")
-        variables = list(dict.fromkeys(reads))
+        # Every variable named in the expression, in the order written, then
+        # any a helper reads: `&&` and `||` skip reads on some values.
+        variables = list(dict.fromkeys([*_static_reads(value, readers), *reads]))
         if len(variables) > 2:
             raise Unsupported(f"reads {len(variables)} variables")
         # Probe every combination of values and collect what the code yields.
@@ -866,8 +869,8 @@ def _classify(name: str, value, line: int, label: str, readers, fns) -> Rule:
                 kinds.append((kind.name, tuple(order)))
                 break
     if not kinds:
-        return Rule(name, line, label, vars=tuple(variables),
-                    unverifiable="from_values's rule is none of leverctl's kinds")
+        return Rule(name, line, label, vars=tuple(variables), no_kind=True,
+                    unverifiable="from_values's rule behaves as none of leverctl's kinds")
     return Rule(name, line, label, kinds=tuple(k for k, _ in kinds), vars=kinds[0][1],
                 cap=cap if kinds[0][0] == "count_clamped" else None)
 
