@@ -17,7 +17,7 @@ import typer
 from ..errors import UserError
 from ..levers.files import check_output_path, path_label, read_input_file
 from . import common
-from .common import CatalogOpt, EngineOpt, robust_output, write
+from .common import CatalogOpt, robust_output, write
 
 catalog_app = typer.Typer(
     name="catalog",
@@ -31,6 +31,12 @@ RUST_LIMIT = 4 << 20
 SourcesArg = Annotated[list[Path], typer.Argument(
     metavar="RUST_FILE...", help="The engine's model_levers.rs, and any file its resolution lives in "
                                  "(model_levers_resolve.rs, the file of a helper such as gemv_sw_from).")]
+
+
+EngineOpt = Annotated[Optional[str], typer.Option(
+    "--engine", "-e", metavar="ENGINE",
+    help="The shipped catalog to check: atlas or metrale (default: the one whose prefix the source's variables "
+         "carry).")]
 
 
 class Format(str, enum.Enum):

@@ -417,6 +417,7 @@ def _resolve_module(f: _File) -> str:
 
 # ── defaults() ───────────────────────────────────────────────────────────────
 
+INT_SUFFIXES = ("usize", "isize", "u128", "i128", "u64", "i64", "u32", "i32", "u16", "i16", "u8", "i8")
 DRAFTER_CONSTANTS = {"BOTH": (True, True), "PREFILL_ONLY": (True, False), "OFF": (False, False)}
 
 
@@ -435,9 +436,13 @@ def _literal(node) -> tuple[Any, str]:
     if t == "boolean_literal":
         return _text(node) == "true", ""
     if t == "integer_literal":
-        digits = "".join(ch for ch in _text(node) if ch.isdigit())
+        text = _text(node).replace("_", "")
+        for suffix in INT_SUFFIXES:  # 1u32, 0usize
+            if text.endswith(suffix) and not text.startswith(("0x", "0X")):
+                text = text[: -len(suffix)]
+                break
         try:
-            return int(digits), ""
+            return int(text, 0), ""
         except ValueError:
             return None, f"the literal {_text(node)}"
     if t == "identifier" and _text(node) == "None":
@@ -474,8 +479,8 @@ def _defaults(f: _File, lit, fields: dict[str, Field]) -> dict[str, Default]:
             out[name] = Default(name, None, _line(lit), f.label, "not set in the constructor")
             continue
         bnode, binit = base
-        if bnode is not None and _text(bnode).replace(" ", "") in ("Self::default()", "Default::default()",
-                                                                     f"{lit.child_by_field_name('name').text.decode()}::default()"):
+        derived = ("Self::default()", "Default::default()", f"{_text(lit.child_by_field_name('name'))}::default()")
+        if bnode is not None and "".join(_text(bnode).split()) in derived:
             v, why = _derived_default(fd.type_name, fd.type)
             out[name] = Default(name, v, _line(binit), f.label, why)
         else:
