@@ -171,13 +171,10 @@ def parse_file(data: bytes, label: str) -> _File:
 
 
 def _first_error(node):
-    if node.type == "ERROR" or node.is_missing:
-        return node
-    for c in node.children:
-        if c.has_error or c.is_missing:
-            found = _first_error(c)
-            if found is not None:
-                return found
+    """The first ERROR or MISSING node, in source order."""
+    for n in _walk(node):
+        if n.type == "ERROR" or n.is_missing:
+            return n
     return None
 
 
@@ -525,10 +522,13 @@ class _Reader:
 
 
 class _Interp:
+    MAX_CALLS = 32  # helper calls deep: a recursive helper is no resolver leverctl reads
+
     def __init__(self, env: dict[str, Any], fns: dict[str, tuple[_File, Any]], reads: list[str]):
         self.env = env
         self.fns = fns
         self.reads = reads
+        self.depth = 0
 
     # what the engine observes
     def value(self, var: str):
@@ -663,7 +663,13 @@ class _Interp:
         if len(params) != len(vals):
             raise Unsupported(f"`{name}` called with {len(vals)} argument(s)")
         scope = {_text(p.child_by_field_name("pattern")): v for p, v in zip(params, vals)}
-        return self.eval(fn.child_by_field_name("body"), scope)
+        if self.depth >= self.MAX_CALLS:
+            raise Unsupported(f"`{name}` calls itself")
+        self.depth += 1
+        try:
+            return self.eval(fn.child_by_field_name("body"), scope)
+        finally:
+            self.depth -= 1
 
     def apply(self, closure: _Closure, vals: list):
         if len(closure.params) != len(vals):
@@ -855,6 +861,9 @@ def _classify(name: str, value, line: int, label: str, readers, fns) -> Rule:
     except Unsupported as e:
         return Rule(name, line, label, vars=tuple(dict.fromkeys(_static_reads(value, readers))),
                     unverifiable=f"from_values sets it with a form leverctl does not evaluate ({e})")
+    except RecursionError:
+        return Rule(name, line, label, unverifiable="from_values sets it with an expression nested too deep "
+                                                    "to evaluate")
 
     def observed(env):
         return Observed(lambda v: None if env.get(v) in (None, NOT_UTF8) else env[v],

@@ -126,3 +126,27 @@ def test_a_drift_row_names_the_source_line_and_the_catalog_line(cli, rust_file):
     table = cli("catalog", "check", rust_file("atlas", edit))
     assert table.code == 1
     assert "1 difference between the source and the catalog" in table.out
+
+
+def test_a_form_the_reader_does_not_evaluate_is_a_note_and_a_rule_of_no_kind_is_drift(cli, tmp_path):
+    cat = tmp_path / "nova.toml"
+    cat.write_text('engine = "nova"\nprefix = "NOVA_"\n[groups]\ng = "G"\n'
+                   '[levers.fast]\nvars = ["NOVA_FAST"]\nkind = "opt_in"\ndefault = false\ngroup = "g"\n'
+                   'summary = "Fast"\n')
+    src = tmp_path / "model_levers.rs"
+
+    def write(init: str) -> None:
+        src.write_text("pub struct NovaLevers {\n    /// `NOVA_FAST=1`: fast.\n    pub fast: bool,\n}\n\n"
+                       "fn from_values(mut value: impl FnMut(&str) -> Option<String>) -> NovaLevers {\n"
+                       f"    NovaLevers {{ fast: {init} }}\n}}\n")
+
+    write('matches!(value("NOVA_FAST").as_deref(), Some("1"))')  # a macro: not evaluated
+    r = cli("catalog", "check", "--catalog", cat, "-f", "json", src)
+    assert r.code == 0, r.out
+    assert [f["what"] for f in json.loads(r.out)["findings"] if f["field"]] == ["unverified"]
+    write('value("NOVA_FAST").as_deref() == Some("2")')  # on for 2 only: no kind leverctl knows
+    r = cli("catalog", "check", "--catalog", cat, "-f", "json", src)
+    assert r.code == 1
+    assert [(f["what"], f["drift"]) for f in json.loads(r.out)["findings"] if f["field"]] == [("rule", True)]
+    write('value("NOVA_FAST").as_deref() == Some("1")')
+    assert cli("catalog", "check", "--catalog", cat, src).code == 0
