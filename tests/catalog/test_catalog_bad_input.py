@@ -69,3 +69,19 @@ def test_the_lever_commands_never_load_the_rust_parser():
     p = subprocess.run([sys.executable, "-c", CHECK_IMPORTS], capture_output=True, text=True, timeout=60,
                        env={"PATH": "/usr/bin:/bin"})
     assert [line for line in p.stderr.splitlines() if line.startswith("LOADED=")] == ["LOADED="], p.stderr[-2000:]
+
+
+def test_as_a_process_a_clean_check_exits_0_and_garbage_exits_2_with_one_line(rust_file, tmp_path):
+    garbage = tmp_path / "model_levers.rs"
+    garbage.write_text("}}}} fn (((\n")
+    env = {"PATH": "/usr/bin:/bin", "COLUMNS": "100"}
+    ok = subprocess.run([sys.executable, "-m", "leverctl", "catalog", "check", rust_file("atlas")],
+                        capture_output=True, text=True, timeout=60, env=env)
+    assert ok.returncode == 0, ok.stderr
+    assert "agrees with the source" in ok.stdout
+    bad = subprocess.run([sys.executable, "-m", "leverctl", "catalog", "check", garbage],
+                         capture_output=True, text=True, timeout=60, env=env)
+    assert bad.returncode == 2
+    assert bad.stdout == ""
+    assert len(bad.stderr.splitlines()) == 1 and "Traceback" not in bad.stderr
+    assert bad.stderr.startswith(f"leverctl: {garbage}:1: is not Rust source")
