@@ -760,6 +760,12 @@ def _string(node) -> str:
     return "".join(out)
 
 
+def _param_name(param) -> str:
+    """A parameter's name (``mut`` is a separate node, not part of the pattern)."""
+    name = _text(param.child_by_field_name("pattern"))
+    return name[4:].strip() if name.startswith("mut ") else name
+
+
 def _readers(fn) -> dict[str, _Reader]:
     """from_values' closure parameters: one returning ``Option<String>``
     reads values, one returning ``bool`` reads presence."""
@@ -768,7 +774,7 @@ def _readers(fn) -> dict[str, _Reader]:
         if p.type != "parameter":
             continue
         type_ = "".join(_text(p.child_by_field_name("type")).split())
-        name = _text(p.child_by_field_name("pattern")).replace("mut", "").strip()
+        name = _param_name(p)
         if "Fn" in type_ and "->" in type_:
             ret = type_.split("->")[-1]
             if ret.startswith("Option<String>"):
@@ -782,7 +788,7 @@ def _params(fn) -> list[str]:
     names = []
     for p in fn.child_by_field_name("parameters").named_children:
         if p.type == "parameter":
-            names.append(_text(p.child_by_field_name("pattern")).replace("mut", "").strip())
+            names.append(_param_name(p))
     return names
 
 
