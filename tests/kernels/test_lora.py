@@ -17,9 +17,6 @@ import pytest
 
 from leverctl_kernels.common.path import Shape
 
-pytestmark = pytest.mark.sim
-
-
 def _path():
     from leverctl_kernels.lora import PROJ
 
@@ -64,12 +61,14 @@ def runs():
     return out
 
 
+@pytest.mark.sim
 def test_every_variant_passes_the_bench_check(runs):
     assert len(runs) == 4
     for key, (fig, *_rest) in runs.items():
         assert fig.passed, (key, fig.why())
 
 
+@pytest.mark.sim
 def test_the_per_forward_buffer_and_the_merged_weights_are_their_own_float64_values(runs):
     from leverctl_kernels.lora import naive, spec
 
@@ -86,6 +85,7 @@ def test_the_per_forward_buffer_and_the_merged_weights_are_their_own_float64_val
                           * 0.5 + 1e-6), variant
 
 
+@pytest.mark.sim
 def test_a_swap_takes_effect_at_the_next_call(runs):
     for (variant, label), (*_, found, _) in runs.items():
         assert found["takes_effect"] and found["rotate"], (variant, label, found)
@@ -109,6 +109,7 @@ def _stale(variant: str):
     return Stale
 
 
+@pytest.mark.sim
 @pytest.mark.parametrize("variant", ("per_forward", "merged"))
 def test_the_swap_check_fails_a_variant_that_keeps_the_old_adapter(variant):
     from numba import cuda
@@ -122,6 +123,7 @@ def test_the_swap_check_fails_a_variant_that_keeps_the_old_adapter(variant):
         spec.swap_check(variant, shape, launch, bufs, cuda)
 
 
+@pytest.mark.sim
 def test_without_rotation_a_swap_is_refused_and_the_loaded_adapter_stays():
     from numba import cuda
 
@@ -146,6 +148,7 @@ def test_without_rotation_a_swap_is_refused_and_the_loaded_adapter_stays():
         spec.swap_check("per_forward", shape, accepting, None, cuda)
 
 
+@pytest.mark.sim
 def test_the_check_rejects_a_dropped_adapter_and_an_unmerged_weight():
     from leverctl_kernels.lora import merged, per_forward
 
@@ -163,3 +166,23 @@ def test_the_check_rejects_a_dropped_adapter_and_an_unmerged_weight():
     for variant, launch in (("per_forward", NoAdapter(shape, False)), ("merged", NeverMerged(shape, False))):
         fig, *_ = _check(variant, shape, launch)
         assert not fig.passed and fig.rel > 0.05, (variant, fig.why())
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("variant", ("per_forward", "merged"))
+def test_on_a_gpu_both_variants_pass_at_a_model_shape_and_time_the_swap(variant):
+    """The Qwen3-8B FFN up projection (4096 -> 12288) at rank 64, 8 rows:
+    the check, a swap that takes effect, and its time (a pointer swap costs
+    next to nothing; a re-merge is a pass over the 96 MiB of weights)."""
+    from numba import cuda
+
+    from leverctl_kernels.lora import spec
+
+    shape = next(s for s in _path().shapes("model", None) if (s["m"], s["n"], s["r"]) == (8, 12288, 64))
+    shape = spec.bind({"lora_rotate": True}, shape)
+    fig, bufs, _, launch = _check(variant, shape)
+    assert fig.passed, fig.why()
+    found = spec.swap_check(variant, shape, launch, bufs, cuda, on_gpu=True)
+    assert found["takes_effect"] and found["swap_ms"] > 0
+    if variant == "merged":
+        assert found["swap_ms"] > 0.02  # at least the weights' read and write at H200 bandwidth
