@@ -186,3 +186,32 @@ def test_on_a_gpu_both_variants_pass_at_a_model_shape_and_time_the_swap(variant)
     assert found["takes_effect"] and found["swap_ms"] > 0
     if variant == "merged":
         assert found["swap_ms"] > 0.02  # at least the weights' read and write at H200 bandwidth
+
+
+@pytest.mark.sim
+def test_launches_per_call_and_per_swap_are_what_the_variants_declare(monkeypatch):
+    """Counted on the simulator's kernel objects, nothing run: per_forward
+    makes its 2 launches a call and none to swap; merged merges once at
+    load, then 1 launch a call, and 1 (the re-merge) per swap."""
+    from numba import cuda
+    from numba.cuda.simulator.kernel import FakeCUDAKernel
+
+    shape = _smoke(1)[0]
+    inputs = _path().make_inputs(shape, np.random.default_rng(0))
+    bufs = {n: cuda.to_device(a) for n, a in inputs.items()}
+    bufs["y"] = cuda.to_device(np.zeros((shape["m"], shape["n"]), np.float16))
+    calls = []
+    monkeypatch.setattr(FakeCUDAKernel, "__call__", lambda self, *a, **k: calls.append(self))
+
+    def count(fn) -> int:
+        calls.clear()
+        fn()
+        return len(calls)
+
+    for variant in _path().variants:
+        launch = _path().variants[variant].build(shape)
+        declared = _path().variant_launches(variant, shape)
+        first = count(lambda: launch(bufs))
+        assert count(lambda: launch(bufs)) == declared
+        assert first == declared + (variant == "merged")  # the merge at load
+        assert count(lambda: launch.swap(bufs["a"], bufs["b"])) == (variant == "merged")
