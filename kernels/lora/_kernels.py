@@ -6,8 +6,11 @@
   ``y += s * t[i, :] . B[n, :]`` where ``t = x A^T`` (fp32, ``[m, r]``).
   One warp per output column and group of ``ROWS`` rows: the lanes stride
   over K (coalesced fp16 loads), a shuffle tree sums them. A group's rows
-  re-read the warp's weight row, which stays in L1 (8 KiB at K = 4096), so
-  DRAM sees the weights once per group: at decode (m <= 8) once per call.
+  re-read the warp's weight row (8 KiB at K = 4096), mostly from L1, so
+  DRAM sees the weights about once per group: at decode (m <= 8) once per
+  call, at a 512-token prefill 64 times (an FP32-core GEMV shape, not a
+  tiled GEMM; the adapter's placement, not the base GEMM, is what the
+  variants differ in).
 * :func:`make_xa` -- the adapter's down-projection ``t = x A^T`` into the
   small fp32 ``[m, r]`` buffer, one warp per element.
 * :func:`make_merge` -- ``W' = W + s B A`` in fp16 (the base weights'
