@@ -18,13 +18,17 @@ q4k_mmq          GGUF Q4_K weights (byte for byte), int8 activations per     her
                  32, s8 mma.sync per sub-block (k a multiple of 256)
 w4a4             NVFP4 weights, activations NVFP4 per GEMM (E4M3 scale per   here
                  16, one tensor scale), decoded exactly to bf16, wgmma bf16
-nvfp4_mmq        NVFP4 weights and activations (MMQ), gate+up / down         not yet
+nvfp4_mmq        NVFP4 weights, activations NVFP4 per GEMM; E2M1 x 2 as      here
+                 exact int8, s8 mma.sync per 16-value block, the E4M3 block
+                 scales folded in f32 per block (gate+up, and down)
 ===============  ==========================================================  =========
 
 Which arm the levers pick: ``leverctl_kernels.selection``'s
-``FFN_PREFILL_ENGINE`` (every arm) and ``FFN_PREFILL`` (the arms built here;
-the others fall through as in the engine when their kernels are not
-loaded), with the precedence and why in the comment above them.
+``FFN_PREFILL_ENGINE`` (every arm) and ``FFN_PREFILL`` (the arms built here,
+now all of them; an arm not built falls through as in the engine when its
+kernels are not loaded), with the precedence, when an arm counts as loaded
+at a shape (NVFP4 at k % 16 = 0 and no LoRA adapter, Q4_K at k % 256 = 0)
+and why in the comment above them.
 
 One shape is one GEMM (``down`` says which): ``c[m, n] = a[m, k] W[n, k]^T``
 with ``a`` fp16 (values that bf16 holds exactly too) and ``c`` fp16. The
@@ -47,7 +51,8 @@ import numpy as np
 from ..common import bits, int4
 from ..common.path import KernelPath, Shape, Tolerance, Traffic, Variant
 from ..selection import FFN_PREFILL, check_declaration
-from . import bf16_v1, bf16_v2, formats, fp8_m64, int8_faith2, int8_faith5, naive, q4k_mmq, w4a4, w4a16_default
+from . import (bf16_v1, bf16_v2, formats, fp8_m64, int8_faith2, int8_faith5, naive, nvfp4_mmq, q4k_mmq, w4a4,
+               w4a16_default)
 
 # Qwen3-8B's dense FFN: the `model` preset when the recipe has no sizes.
 DEFAULT_MODEL: Mapping[str, Any] = {"name": "Qwen3-8B", "hidden": 4096, "ffn": {"intermediate": 12288}}
@@ -79,6 +84,8 @@ TOLERANCES = {
     "q4k_mmq": Tolerance(rel=0.45, abs_of_max=1.0),
     "w4a4": Tolerance(rel=0.45, abs_of_max=0.8),
     "bf16_v2": Tolerance(rel=6e-3, abs_of_max=8e-3),
+    # The same formats as W4A4, reached in integers: the same bound.
+    "nvfp4_mmq": Tolerance(rel=0.45, abs_of_max=0.8),
 }
 
 _SMOKE = (
@@ -181,6 +188,11 @@ VARIANTS = {
                     "staged, wgmma m64n128k16", w4a4.build, tolerance=TOLERANCES["w4a4"],
                     traffic=_traffic(formats.nvfp4_bytes, lambda k: k // 2 + k // 16 + 4), launches=3,
                     tensor_cores="wgmma", tc_dtype="bf16"),
+    "nvfp4_mmq": Variant("nvfp4_mmq", "NVFP4 weights, activations to NVFP4 per GEMM, E2M1 x 2 as int8, s8 mma.sync "
+                         "m16n8k32 per 16-value block (one K half zeroed), E4M3 block scales in f32",
+                         nvfp4_mmq.build, tolerance=TOLERANCES["nvfp4_mmq"],
+                         traffic=_traffic(formats.nvfp4_bytes, lambda k: k // 2 + k // 16 + 4), launches=3,
+                         tensor_cores="mma.sync", tc_dtype="s8"),
     "int8_faith2": Variant("int8_faith2", "int8 requant per token, then s8 mma.sync GEMM, 32x16 tiles, K stages of 32",
                            int8_faith2.build, tolerance=TOLERANCES["int8_faith2"],
                            traffic=_traffic(formats.int8_bytes, _INT8_SCRATCH), launches=2,

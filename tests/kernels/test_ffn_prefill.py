@@ -45,6 +45,8 @@ def _exact(variant: str, inputs: dict) -> np.ndarray:
 
     if variant.startswith("int8"):
         return naive.int8_exact(inputs["a"], inputs["w_i8"], inputs["s_i8"])
+    if variant == "nvfp4_mmq":
+        return naive.nvfp4_mmq_exact(inputs["a"], inputs["w_fp4"], inputs["w_fp4_scales"], inputs["w_fp4_ts"])
     if variant == "w4a4":
         return naive.w4a4_exact(inputs["a"], inputs["w_fp4"], inputs["w_fp4_scales"], inputs["w_fp4_ts"])
     if variant == "q4k_mmq":
@@ -97,7 +99,7 @@ SMOKE = ["gate+up m19 n26 k160", "down m5 n19 k256"]
 
 
 ARMS = [(v, label) for label in SMOKE for v in ("w4a16", "bf16_v1", "bf16_v2", "fp8_m64", "int8_faith2",
-                                                 "int8_faith5", "q4k_mmq", "w4a4")
+                                                 "int8_faith5", "q4k_mmq", "w4a4", "nvfp4_mmq")
         if (v != "q4k_mmq" or "k256" in label) and (v not in SLOW_AT_ONE_SHAPE or label.startswith("down"))]
 
 
@@ -180,6 +182,59 @@ def test_a_w4a4_gemm_that_drops_k_substeps_fails_its_arithmetic_and_half_of_k_th
 
 
 @pytest.mark.sim
+def test_the_nvfp4_mmq_arms_encoder_writes_the_hosts_bytes_too(runs):
+    from leverctl_kernels.ffn_prefill import naive
+
+    _, _, inputs, launch = runs[("nvfp4_mmq", SMOKE[1])]
+    packed, scales, ts = naive.quantize_nvfp4(inputs["a"])
+    ws = {n: a.copy_to_host() for n, a in launch.workspace.items()}
+    assert np.array_equal(ws["packed"], packed) and np.array_equal(ws["scales"], scales)
+    assert ws["ts"].view(np.uint32)[0] == np.float32(ts).view(np.uint32)
+
+
+@pytest.mark.sim
+@pytest.mark.parametrize("broken", [dict(HALVES=1), dict(SCALE_PER_32=True)], ids=["odd-blocks-dropped",
+                                                                                  "one-scale-per-32"])
+def test_an_nvfp4_mmq_that_drops_blocks_or_misapplies_block_scales_fails_its_arithmetic(broken):
+    """Every odd block of 16 dropped (half of K) fails the bench's check as
+    well; the even block's scales applied to the odd block hide inside
+    NVFP4's format error at the bench's bound, and the exact integer
+    reference catches them."""
+    from leverctl_kernels.ffn_prefill import nvfp4_mmq
+
+    shape = next(s for s in _path().shapes("smoke", None) if s.label == SMOKE[1])
+    fig, c, inputs, _ = _run("nvfp4_mmq", shape, nvfp4_mmq.build(shape, kern=nvfp4_mmq.make_nvfp4_mmq(**broken)))
+    assert not _within(c, _exact("nvfp4_mmq", inputs), EXACT)[0]
+    if "HALVES" in broken:
+        assert not fig.passed, fig
+
+
+def test_doubled_e2m1_codes_are_the_exact_small_integers_ml_dtypes_decodes():
+    import ml_dtypes
+
+    from leverctl_kernels.ffn_prefill import nvfp4_mmq
+
+    codes = np.arange(8, dtype=np.uint8)
+    want = 2 * codes.view(ml_dtypes.float4_e2m1fn).astype(np.float64)
+    assert list(nvfp4_mmq.DOUBLED_VALUES) == [int(v) for v in want]
+    assert max(nvfp4_mmq.DOUBLED_VALUES) ** 2 * 16 < 2 ** 12  # a block's dot product: 12 bits, exact in f32
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_the_integer_nvfp4_reference_is_the_w4a4_arithmetic_and_sees_a_wrong_block_scale(seed):
+    from leverctl_kernels.ffn_prefill import activations, formats, naive, weights
+
+    rng = np.random.default_rng(seed)
+    a, w = activations(rng, 5, 96), formats.nvfp4(weights(rng, 7, 96))
+    exact = naive.nvfp4_mmq_exact(a, w["w_fp4"], w["w_fp4_scales"], w["w_fp4_ts"])
+    ref = naive.w4a4_exact(a, w["w_fp4"], w["w_fp4_scales"], w["w_fp4_ts"])
+    assert np.abs(exact - ref).max() <= 1e-6 * np.abs(ref).max()
+    bad = w["w_fp4_scales"].copy()
+    bad[:, 1] = bad[:, 0]
+    assert np.abs(naive.nvfp4_mmq_exact(a, w["w_fp4"], bad, w["w_fp4_ts"]) - ref).max() > 1e-3 * np.abs(ref).max()
+
+
+@pytest.mark.sim
 def test_an_fp8_gemm_that_drops_a_k_substep_fails_the_bench_check_and_its_arithmetic():
     from leverctl_kernels.ffn_prefill import fp8_m64
 
@@ -227,6 +282,8 @@ def test_the_records_say_the_int8_arm_runs_on_s8_mma_sync():
     assert path.variants["fp8_m64"].tensor_cores == "wgmma" and path.variants["fp8_m64"].launches == 2
     assert path.variants["w4a4"].tensor_cores == "wgmma" and path.variants["w4a4"].launches == 3
     assert path.variants["q4k_mmq"].tensor_cores == "mma.sync"
+    assert path.variants["nvfp4_mmq"].tensor_cores == "mma.sync" and path.variants["nvfp4_mmq"].tc_dtype == "s8"
+    assert path.variants["nvfp4_mmq"].launches == 3
 
 
 def _declaration_cases():

@@ -1,6 +1,6 @@
 """The dense-FFN prefill kernels compile for sm_90 (H200) without a GPU
 (``ptx_harness``): no fp64, no spills, stack or local memory, registers and
-static shared memory within an SM's. The int8 GEMMs' and the Q4_K MMQ's PTX has the s8
+static shared memory within an SM's. The int8 GEMMs', the Q4_K MMQ's and the NVFP4 MMQ's PTX has the s8
 ``mma.sync.m16n8k32``, and where ``nvdisasm`` is found their SASS holds what
 their records claim (``tc_claims``: ``mma.sync`` / ``s8`` is
 ``IMMA.16832.S8.S8``); the row quantisers (int8, and E4M3 through ``cvt.rn.satfinite.e4m3x2.f32``)
@@ -17,7 +17,7 @@ from tc_claims import claim_problems, sass_claims_test
 
 # name -> (tensor_cores, tc_dtype) its variant's records claim
 CLAIMS = {"int8_faith2_gemm": ("mma.sync", "s8"), "int8_faith5_gemm": ("mma.sync", "s8"),
-          "q4k_mmq": ("mma.sync", "s8"), "q8_blocks": (None, None),
+          "q4k_mmq": ("mma.sync", "s8"), "q8_blocks": (None, None), "nvfp4_mmq": ("mma.sync", "s8"),
           "nvfp4_row_amax": (None, None), "nvfp4_encode": (None, None),
           "rowquant_int8": (None, None), "rowquant_e4m3": (None, None)}
 
@@ -25,8 +25,8 @@ CLAIMS = {"int8_faith2_gemm": ("mma.sync", "s8"), "int8_faith5_gemm": ("mma.sync
 def jobs():
     from numba import types
 
-    from leverctl_kernels.ffn_prefill import (_int8_mma, _rowquant, int8_faith2, int8_faith5, nvfp4_act, q4k_mmq,
-                                              q8_blocks)
+    from leverctl_kernels.ffn_prefill import (_int8_mma, _rowquant, int8_faith2, int8_faith5, nvfp4_act, nvfp4_mmq,
+                                              q4k_mmq, q8_blocks)
 
     f16, f32, i8 = types.float16, types.float32, types.int8
     gemm_sig = (f16[:, ::1], i8[:, ::1], f32[::1], i8[:, ::1], f32[::1])
@@ -46,13 +46,15 @@ def jobs():
     out.append(("nvfp4_row_amax", nvfp4_act.make_row_amax(), (f32[::1], f16[:, ::1]), nvfp4_act.THREADS))
     out.append(("nvfp4_encode", nvfp4_act.make_encode(), (u8[:, ::1], u8[:, ::1], f32[::1], f16[:, ::1], f32[::1]),
                 nvfp4_act.THREADS))
+    out.append(("nvfp4_mmq", nvfp4_mmq.make_nvfp4_mmq(),
+                (f16[:, ::1], u8[:, ::1], u8[:, ::1], f32[::1], u8[:, ::1], u8[:, ::1], f32[::1]), nvfp4_mmq.THREADS))
     return out
 
 
 def test_ffn_prefill_kernels_compile_for_sm90_in_fp32(compiled):
     assert set(compiled["kernels"]) == set(CLAIMS)
     check_ptx(compiled, fp64=False)
-    for name in ("int8_faith2_gemm", "int8_faith5_gemm", "q4k_mmq"):
+    for name in ("int8_faith2_gemm", "int8_faith5_gemm", "q4k_mmq", "nvfp4_mmq"):
         ptx = Path(compiled["kernels"][name]["ptx"]).read_text()
         assert "mma.sync.aligned.m16n8k32.row.col.s32.s8.s8.s32" in ptx, name
     assert "cvt.rn.satfinite.e4m3x2.f32" in Path(compiled["kernels"]["rowquant_e4m3"]["ptx"]).read_text()
@@ -72,6 +74,7 @@ def test_their_sass_holds_what_the_records_claim(compiled, tmp_path):
 
     assert PREFILL.variants["int8_faith2"].tensor_cores == CLAIMS["int8_faith2_gemm"][0]
     assert PREFILL.variants["q4k_mmq"].tensor_cores == CLAIMS["q4k_mmq"][0]
+    assert PREFILL.variants["nvfp4_mmq"].tensor_cores == CLAIMS["nvfp4_mmq"][0]
     for name, (form, dtype) in CLAIMS.items():
         cubin = tmp_path / f"{name}.cubin"
         subprocess.run([compiled["ptxas"], "-arch=sm_90", "-o", str(cubin), compiled["kernels"][name]["ptx"]],
