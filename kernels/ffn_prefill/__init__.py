@@ -139,12 +139,48 @@ def make_inputs(shape: Shape, rng: np.random.Generator) -> dict:
     """``a``, the model's weights ``w`` (float32: heavy-tailed weights as the
     default W4A16 GEMM stores them, dequantised exactly) and ``w`` in every
     format an arm reads."""
-    m, n, k = shape["m"], shape["n"], shape["k"]
-    w4 = formats.w4a16(weights(rng, n, k))
+    return _inputs(shape, rng, weights(rng, shape["n"], shape["k"]))
+
+
+def _inputs(shape: Shape, rng: np.random.Generator, source: np.ndarray, q4k=None) -> dict:
+    m, k = shape["m"], shape["k"]
+    w4 = formats.w4a16(source)
     w = int4.dequantize_w4(w4["qweight"], w4["scales"])
     a = activations(rng, m, k)
+    q4 = {"w_q4k": q4k} if q4k is not None else formats.q4k_blocks(w)
     return {"a": a, "a_bf16": bits.f32_to_bf16_np(a.astype(np.float32)), "w": w, **w4, **formats.int8(w),
-            **formats.q4k_blocks(w), **formats.nvfp4(w)}
+            **q4, **formats.nvfp4(w)}
+
+
+def with_weights(path: KernelPath, name: str, w: np.ndarray, q4k: np.ndarray | None, down: bool) -> KernelPath:
+    """The path on one weight matrix ``w`` (float32 ``[n, k]``, from a
+    model file) instead of drawn weights: its shapes are that matrix at the
+    recipe's prefill token counts (model) or at the smoke shape's token
+    count for its projection (smoke), labelled with ``name``. As with drawn
+    weights, the reference is the engine's default weights, the int4
+    quantisation of ``w``, and every arm's format is made from them, except
+    that Q4_K blocks given in ``q4k`` are the Q4_K arm's weights as stored
+    (its error then also holds the gap between the file's Q4_K and the int4
+    weights)."""
+    import dataclasses
+
+    n, k = (int(x) for x in w.shape)
+    w = np.ascontiguousarray(w, dtype=np.float32)
+
+    def shapes_on_file(preset: str, model: Mapping[str, Any] | None) -> list[Shape]:
+        if preset == "smoke":
+            tokens = [d["m"] for d in _SMOKE if d["down"] == int(down)][:1]
+        elif preset == "model":
+            tokens = ((model or {}).get("bench") or {}).get("prefill_tokens") or DEFAULT_PREFILL_TOKENS
+        else:
+            raise ValueError(f"unknown shape preset {preset!r} (smoke, model)")
+        dims = [dict(m=int(t), n=n, k=k, down=int(down)) for t in tokens]
+        return [Shape(f"{name} {_label(d)}", d) for d in dims]
+
+    def inputs_on_file(shape: Shape, rng: np.random.Generator) -> dict:
+        return _inputs(shape, rng, w, q4k if q4k is not None and k % 256 == 0 else None)
+
+    return dataclasses.replace(path, shapes=shapes_on_file, make_inputs=inputs_on_file)
 
 
 def reference(shape: Shape, inputs: dict) -> dict:

@@ -10,7 +10,9 @@ bitwise equal, and the requant kernel's int8 rows and scales are exactly the
 host's. A broken int8 GEMM (K stages past the first skipped) fails every one
 of these comparisons; a BF16 GEMM that reads the wrong scale group, and an
 FP8 GEMM that drops a K sub-step, fail the bench's check and their own
-arithmetic. The row quantisers (int8, E4M3) write exactly the host's rows.
+arithmetic; an NVFP4 MMQ that drops every odd block of 16 fails both, and
+one that applies a k32 step's first block scales to both its blocks fails
+its own (exact integer) arithmetic. The row quantisers (int8, E4M3) write exactly the host's rows.
 """
 from __future__ import annotations
 
@@ -200,9 +202,10 @@ def test_an_nvfp4_mmq_that_drops_blocks_or_misapplies_block_scales_fails_its_ari
     well; the even block's scales applied to the odd block hide inside
     NVFP4's format error at the bench's bound, and the exact integer
     reference catches them."""
+    from leverctl_kernels.common.path import Shape
     from leverctl_kernels.ffn_prefill import nvfp4_mmq
 
-    shape = next(s for s in _path().shapes("smoke", None) if s.label == SMOKE[1])
+    shape = Shape("down m3 n8 k128", dict(m=3, n=8, k=128, down=1))  # one block, two K stages: quick
     fig, c, inputs, _ = _run("nvfp4_mmq", shape, nvfp4_mmq.build(shape, kern=nvfp4_mmq.make_nvfp4_mmq(**broken)))
     assert not _within(c, _exact("nvfp4_mmq", inputs), EXACT)[0]
     if "HALVES" in broken:
