@@ -23,6 +23,10 @@ nvfp4_mmq        NVFP4 weights, activations NVFP4 per GEMM; E2M1 x 2 as      her
                  scales folded in f32 per block (gate+up, and down)
 ===============  ==========================================================  =========
 
+The wgmma arms (BF16 v1/v2, W4A4) also build an ``mma.sync`` form for GPUs
+without wgmma (``_mma_forms``: ``build(shape, form=...)``, the form
+``common.tc`` picks); FP8 M64 is wgmma only and its build refuses elsewhere.
+
 Which arm the levers pick: ``leverctl_kernels.selection``'s
 ``FFN_PREFILL_ENGINE`` (every arm) and ``FFN_PREFILL`` (the arms built here,
 now all of them; an arm not built falls through as in the engine when its
@@ -222,7 +226,7 @@ VARIANTS = {
                        tensor_cores="mma.sync", tc_dtype="s8"),
     "w4a4": Variant("w4a4", "NVFP4 weights, activations to NVFP4 per GEMM, both decoded exactly to bf16 while "
                     "staged, wgmma m64n128k16", w4a4.build, tolerance=TOLERANCES["w4a4"],
-                    traffic=_traffic(formats.nvfp4_bytes, lambda k: k // 2 + k // 16 + 4), launches=3,
+                    traffic=_traffic(formats.nvfp4_bytes, lambda k: k // 2 + k // 16 + 4), launches=w4a4.launches,
                     tensor_cores="wgmma", tc_dtype="bf16"),
     "nvfp4_mmq": Variant("nvfp4_mmq", "NVFP4 weights, activations to NVFP4 per GEMM, E2M1 x 2 as int8, s8 mma.sync "
                          "m16n8k32 per 16-value block (one K half zeroed), E4M3 block scales in f32",

@@ -78,14 +78,14 @@ def test_every_arm_is_planned_at_the_levers_nearest_the_resolved_ones_that_selec
 
 @pytest.mark.sim
 def test_bench_runs_the_arms_on_the_files_matrix_and_records_them(gguf_file, monkeypatch, capsys):
-    """Two arms (the Q4_K one on the blocks as stored, and NVFP4 MMQ) keep
-    the simulator's time short; the planning of all of them is tested above."""
+    """One arm (the Q4_K one, on the blocks as stored) keeps the simulator's
+    time short; the planning of all of them is tested above."""
     from leverctl.cli import common as cli_common
     from leverctl.cli.app import main
 
     prefill, _ = _metrale_levers()
-    two = dataclasses.replace(prefill, variants={v: prefill.variants[v] for v in ("q4k_mmq", "nvfp4_mmq")})
-    monkeypatch.setattr(cli_common, "registered_paths", lambda: [two])
+    one = dataclasses.replace(prefill, variants={"q4k_mmq": prefill.variants["q4k_mmq"]})
+    monkeypatch.setattr(cli_common, "registered_paths", lambda: [one])
     path, _ = gguf_file
     with pytest.raises(SystemExit) as e:
         main(["bench", "--no-env", "-e", "metrale", "--device", "sim", "--shapes", "smoke", "--weights", str(path),
@@ -93,7 +93,7 @@ def test_bench_runs_the_arms_on_the_files_matrix_and_records_them(gguf_file, mon
     out = capsys.readouterr().out
     assert e.value.code == 0
     recs = {r["variant"]: r for r in json.loads(out)["results"]}
-    assert set(recs) == {"q4k_mmq", "nvfp4_mmq"}
+    assert set(recs) == {"q4k_mmq"}
     for r in recs.values():
         assert r["status"] == "pass" and r["shape"]["label"] == f"{gguf_files.DOWN} down m5 n24 k256", r
     assert recs["q4k_mmq"]["levers"]["ffn_mmq"] is True and recs["q4k_mmq"]["levers"]["ffn_nvfp4_mmq"] is False

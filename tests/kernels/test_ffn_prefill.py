@@ -275,6 +275,48 @@ def test_a_bf16_gemm_with_the_wrong_scale_group_fails_the_bench_check_and_its_ar
     assert not _within(c, _exact("bf16_v1", inputs), EXACT)[0]
 
 
+_TINY = ("gate+up m3 n8 k32", dict(m=3, n=8, k=32, down=0))  # one block, one K stage: the simulator's quickest
+
+
+@pytest.mark.sim
+@pytest.mark.parametrize("variant", ["bf16_v1", "w4a4"])
+def test_the_wgmma_arms_mma_sync_form_passes_the_check_and_its_arithmetic(variant):
+    """The form GPUs without wgmma build (``_mma_forms``); v2 differs from
+    v1 only in its tile (its PTX is compiled in test_ffn_prefill_ptx)."""
+    import importlib
+
+    from leverctl_kernels.common.path import Shape
+
+    shape = Shape(*_TINY)
+    launch = importlib.import_module(f"leverctl_kernels.ffn_prefill.{variant}").build(shape, form="mma.sync")
+    assert (launch.tensor_cores, launch.tc_dtype) == ("mma.sync", "bf16")
+    fig, c, inputs, _ = _run(variant, shape, launch)
+    assert fig.passed, fig
+    ok, why = _within(c, _exact(variant, inputs), EXACT)
+    assert ok, why
+
+
+@pytest.mark.sim
+def test_a_bf16_mma_sync_form_that_drops_a_k16_step_fails_the_check_and_its_arithmetic():
+    from leverctl_kernels.attention import _proj_wgmma as P
+    from leverctl_kernels.common.path import Shape
+    from leverctl_kernels.ffn_prefill import _mma_forms
+
+    shape = Shape(*_TINY)
+    kern = P.make_kernel("bf16", "int4_bf16", 1, 128, _mma_forms.CHUNKS, ksub=1, form="mma.sync")  # k 16..31 lost
+    fig, c, inputs, _ = _run("bf16_v1", shape, _mma_forms.build_bf16(shape, 1, 128, kern=kern))
+    assert not fig.passed, fig
+    assert not _within(c, _exact("bf16_v1", inputs), EXACT)[0]
+
+
+def test_fp8_m64_has_no_mma_sync_form_and_the_others_build_both():
+    from leverctl_kernels.common import tc
+    from leverctl_kernels.ffn_prefill import bf16_v1, bf16_v2, fp8_m64, w4a4
+
+    assert bf16_v1.build.forms == bf16_v2.build.forms == w4a4.build.forms == tc.FORMS
+    assert getattr(fp8_m64.build, "forms", None) is None
+
+
 def test_the_records_say_the_int8_arm_runs_on_s8_mma_sync():
     path = _path()
     for v in ("int8_faith2", "int8_faith5"):
@@ -283,7 +325,7 @@ def test_the_records_say_the_int8_arm_runs_on_s8_mma_sync():
     assert path.variants["w4a16"].tensor_cores is None
     assert path.variants["bf16_v1"].tensor_cores == path.variants["bf16_v2"].tensor_cores == "wgmma"
     assert path.variants["fp8_m64"].tensor_cores == "wgmma" and path.variants["fp8_m64"].launches == 2
-    assert path.variants["w4a4"].tensor_cores == "wgmma" and path.variants["w4a4"].launches == 3
+    assert path.variants["w4a4"].tensor_cores == "wgmma" and path.variants["w4a4"].launches(None) == 3
     assert path.variants["q4k_mmq"].tensor_cores == "mma.sync"
     assert path.variants["nvfp4_mmq"].tensor_cores == "mma.sync" and path.variants["nvfp4_mmq"].tc_dtype == "s8"
     assert path.variants["nvfp4_mmq"].launches == 3
