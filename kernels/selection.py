@@ -142,6 +142,9 @@ class Table:
         for rule in self.rules:
             if any(self.value(levers, f) != want for f, want in rule.levers.items()):
                 continue
+            when = {c.text for c in rule.shape}
+            if any(set(c.when) <= when for c in out):
+                continue  # an earlier case holds wherever this rule would: never reached
             note = rule.note.format_map(_Symbols(self.symbols, " or ".join(skipped))) if rule.note else ""
             out.append(Case(tuple(c.text for c in rule.shape), rule.variant, note))
             if not rule.shape:
@@ -454,38 +457,65 @@ ATTENTION_MLA_DECODE = Table(
 #
 # Every arm is honoured by the engine only "when its kernels are loaded". The
 # engine's table (FFN_PREFILL_ENGINE) has every arm loaded; the declared path
-# runs FFN_PREFILL, the same rules less the arms with no kernel here yet
+# runs FFN_PREFILL, the same rules less the arms with no kernel here
 # (FFN_PREFILL_BUILT), which is what the engine does when an arm's kernels
-# are not loaded: the levers fall through to the next arm. The Q4_K arm is
-# also not loaded for a projection whose K is not a multiple of 256.
+# are not loaded: the levers fall through to the next arm. A built arm also
+# counts as not loaded for a projection whose weights its format cannot
+# hold, read off the shape:
+#
+# * NVFP4 (the NVFP4 MMQ arm, W4A4): weights come in blocks of 16 along K,
+#   so a projection with k % 16 != 0 has none. leverctl's reading of the
+#   seed's "when its kernels are loaded" for the NVFP4 MMQ arm is exactly
+#   this: the kernels load with the model's NVFP4 weights, per projection.
+#   The seed also requires that no LoRA adapter be installed (the shape's
+#   ``lora``, 0 in every shape this path benches). The down projection
+#   cannot see the gate/up projection's K; leverctl takes the gate/up arm as
+#   active at a down shape when its lever is on and no adapter is installed.
+# * Q4_K (the Q4_K MMQ arm): super-blocks of 256. Where k % 256 != 0 a guard
+#   sends ffn_mmq to the arms after it, as though it were off, so explain
+#   says so.
 
 _GATE_UP = _cond("gate+up", "down", lambda d: not d["down"], lambda d: "the down projection")
 _DOWN = _cond("down", "gate+up", lambda d: bool(d["down"]), lambda d: "the gate+up projection")
+_NO_LORA = _cond("no LoRA adapter", "a LoRA adapter", lambda d: not d.get("lora", 0),
+                 lambda d: "a LoRA adapter is installed")
+
+NVFP4_BLOCK = 16
+_K_NVFP4 = _cond(f"k % {NVFP4_BLOCK} = 0", f"k % {NVFP4_BLOCK} != 0", lambda d: d["k"] % NVFP4_BLOCK == 0,
+                 lambda d: f"k={d['k']} is not a multiple of the NVFP4 block ({NVFP4_BLOCK})")
 
 # Q4_K super-blocks hold 256 values: a projection whose K is not a multiple
 # has no Q4_K weights, and the arm is not loaded for it.
 Q4K_BLOCK = 256
-_K_Q4K = _cond(f"k % {Q4K_BLOCK} = 0", f"k % {Q4K_BLOCK} != 0", lambda d: d["k"] % Q4K_BLOCK == 0,
-               lambda d: f"k={d['k']} is not a multiple of the Q4_K super-block ({Q4K_BLOCK})")
+_NO_Q4K = _guard(f"k % {Q4K_BLOCK} != 0", lambda d: d["k"] % Q4K_BLOCK != 0)
+_NO_Q4K_NOTE = (f"Q4_K weights come in super-blocks of {Q4K_BLOCK}: the Q4_K arm is not loaded at this k "
+                "and ffn_mmq falls through to the arms after it")
 
 FFN_PREFILL_VARIANTS = ("w4a16", "bf16_v1", "bf16_v2", "fp8_m64", "int8_faith2", "int8_faith5",
                         "nvfp4_mmq", "q4k_mmq", "w4a4")
 
-# (the variants an arm needs built, its rules), in precedence order.
+_Q4K = frozenset({"q4k_mmq", "int8_faith2"})
+
+# (the variants an arm needs built, its rules), in precedence order. The
+# Q4_K arm's rules follow its guard (``ffn_prefill_table``), so they need no
+# condition on k.
 FFN_PREFILL_ARMS: tuple[tuple[frozenset, tuple[Rule, ...]], ...] = (
     (frozenset({"nvfp4_mmq"}), (
-        Rule("nvfp4_mmq", {"ffn_nvfp4_mmq": True}, (_GATE_UP,)),
-        Rule("nvfp4_mmq", {"ffn_nvfp4_mmq": True, "ffn_nvfp4_mmq_down": True}),
-        Rule("w4a16", {"ffn_nvfp4_mmq": True},
+        Rule("nvfp4_mmq", {"ffn_nvfp4_mmq": True}, (_GATE_UP, _NO_LORA, _K_NVFP4)),
+        Rule("nvfp4_mmq", {"ffn_nvfp4_mmq": True, "ffn_nvfp4_mmq_down": True}, (_DOWN, _NO_LORA, _K_NVFP4)),
+        Rule("w4a16", {"ffn_nvfp4_mmq": True, "ffn_nvfp4_mmq_down": False}, (_DOWN, _NO_LORA),
              note="ffn_nvfp4_mmq_down off: down takes the default W4A16 GEMM while gate+up run NVFP4 MMQ"),
+        Rule("w4a16", {"ffn_nvfp4_mmq": True}, (_DOWN, _NO_LORA),
+             note=f"down has no NVFP4 weights at k % {NVFP4_BLOCK} != 0: the default W4A16 GEMM, "
+                  "while gate+up run NVFP4 MMQ"),
     )),
-    (frozenset({"q4k_mmq", "int8_faith2"}), (
-        Rule("q4k_mmq", {"ffn_mmq": True}, (_GATE_UP, _K_Q4K)),
-        Rule("q4k_mmq", {"ffn_mmq": True, "ffn_mmq_down_q4k": True}, (_DOWN, _K_Q4K)),
-        Rule("int8_faith2", {"ffn_mmq": True, "ffn_mmq_down_q4k": False}, (_DOWN, _K_Q4K),
+    (_Q4K, (
+        Rule("q4k_mmq", {"ffn_mmq": True}, (_GATE_UP,)),
+        Rule("q4k_mmq", {"ffn_mmq": True, "ffn_mmq_down_q4k": True}),
+        Rule("int8_faith2", {"ffn_mmq": True},
              note="ffn_mmq without ffn_mmq_down_q4k: down goes through the int8 faith2 GEMM"),
     )),
-    (frozenset({"w4a4"}), (Rule("w4a4", {"fp4_prefill": True}),)),
+    (frozenset({"w4a4"}), (Rule("w4a4", {"fp4_prefill": True}, (_K_NVFP4,)),)),
     (frozenset({"int8_faith5"}), (Rule("int8_faith5", {"int8_prefill": True, "int8_faith5": True}),)),
     (frozenset({"int8_faith2"}), (Rule("int8_faith2", {"int8_prefill": True}),)),
     (frozenset({"fp8_m64"}), (Rule("fp8_m64", {"fp8_m64_prefill": True}),)),
@@ -495,15 +525,28 @@ FFN_PREFILL_ARMS: tuple[tuple[frozenset, tuple[Rule, ...]], ...] = (
 )
 
 # The arms with a kernel in leverctl_kernels.ffn_prefill.
-FFN_PREFILL_BUILT = frozenset({"w4a16", "bf16_v1", "bf16_v2", "fp8_m64", "int8_faith2", "int8_faith5", "q4k_mmq",
-                               "w4a4"})
+FFN_PREFILL_BUILT = frozenset(FFN_PREFILL_VARIANTS)
+
+
+def _q4k_guard(later: tuple[Rule, ...]) -> tuple[Rule, ...]:
+    """The Q4_K arm's guard: each rule after the arm, also requiring
+    ffn_mmq and holding only at k % 256 != 0 (ffn_mmq then selects what it
+    would select were it off)."""
+    return tuple(Rule(r.variant, {"ffn_mmq": True, **r.levers}, (_NO_Q4K, *r.shape),
+                      note=_NO_Q4K_NOTE + (f"; {r.note}" if r.note else ""))
+                 for r in later if "ffn_mmq" not in r.levers)
 
 
 def ffn_prefill_table(built: frozenset = frozenset(FFN_PREFILL_VARIANTS)) -> Table:
     """The dense-FFN prefill decision table with only the arms whose
     variants are all in ``built`` (the others fall through, as in the engine
     when their kernels are not loaded)."""
-    rules = tuple(r for needs, arm in FFN_PREFILL_ARMS if needs <= built for r in arm)
+    arms = [(needs, arm) for needs, arm in FFN_PREFILL_ARMS if needs <= built]
+    rules: list[Rule] = []
+    for i, (needs, arm) in enumerate(arms):
+        if needs == _Q4K:
+            rules.extend(_q4k_guard(tuple(r for _, later in arms[i + 1:] for r in later)))
+        rules.extend(arm)
     return Table(
         path="ffn.prefill",
         summary="Dense SiLU-FFN prefill GEMM c = a W^T (gate+up, then down) through the arm the levers pick",
@@ -513,7 +556,7 @@ def ffn_prefill_table(built: frozenset = frozenset(FFN_PREFILL_VARIANTS)) -> Tab
                  "fp4_prefill": False, "int8_prefill": False, "int8_faith5": False, "fp8_m64_prefill": False,
                  "bf16_tc_prefill": False, "prefill_v2": True},
         variants=tuple(v for v in FFN_PREFILL_VARIANTS if v in built),
-        rules=rules,
+        rules=tuple(rules),
         engines=("metrale",),
     )
 
