@@ -44,6 +44,7 @@ def make_batch_gemv(MROWS: int, KCHUNK: int, WARPS: int = DEFAULT_WARPS, ROWS_US
     KWC, STRIDE, XS = chunk_layout(KCHUNK)
     NT = WARPS * 32
     USED = ROWS_USED or MROWS
+    XS_ALL = MROWS * XS  # a constant here: the kernel's shared array needs one
 
     @cuda.jit
     def gemv_batch(y, qweight, scales, x):
@@ -51,7 +52,7 @@ def make_batch_gemv(MROWS: int, KCHUNK: int, WARPS: int = DEFAULT_WARPS, ROWS_US
         k = x.shape[1]
         n = qweight.shape[0]
         kw = qweight.shape[1]
-        xs = cuda.shared.array(MROWS * XS, np.float32)
+        xs = cuda.shared.array(XS_ALL, np.float32)
         acc = cuda.local.array(MROWS, np.float32)
         qv = cuda.local.array(8, np.float32)
         tid = cuda.threadIdx.x

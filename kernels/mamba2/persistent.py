@@ -66,7 +66,6 @@ def make_scan(P: int, N: int, HPG: int, THREADS: int, DECAY_SCALE: float = 1.0):
         lane = tid % W
         grp_row = tid // W
         s = cuda.local.array(NPL, float32)
-        b = cuda.local.array(NPL, float32)
         row_blocks = (P + ROWS - 1) // ROWS
         item = cuda.blockIdx.x
         while item < h_len * row_blocks:  # block-uniform

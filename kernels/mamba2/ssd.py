@@ -68,6 +68,7 @@ def rows_per_block(p: int, n: int, threads: int) -> int:
 def make_chunk_state(CHUNK: int, N: int, PB: int, THREADS: int, HPG: int, DECAY_SCALE: float = 1.0):
     """Kernel 1. ``DECAY_SCALE`` (tests only) scales the log-decay."""
     NS = N + 1
+    BTILE = TILE * NS  # shared arrays are sized by constants computed here, not in the kernel
     EPT = (PB * N + THREADS - 1) // THREADS
     SC = float32(DECAY_SCALE)
 
@@ -76,7 +77,7 @@ def make_chunk_state(CHUNK: int, N: int, PB: int, THREADS: int, HPG: int, DECAY_
         t_len, _, p_len = x.shape
         cum = cuda.shared.array(CHUNK, np.float32)
         dtv = cuda.shared.array(CHUNK, np.float32)
-        bs = cuda.shared.array(TILE * NS, np.float32)
+        bs = cuda.shared.array(BTILE, np.float32)
         w = cuda.shared.array(TILE, np.float32)
         acc = cuda.local.array(EPT, np.float32)
         tid = cuda.threadIdx.x
@@ -165,6 +166,8 @@ def make_state_pass(CHUNK: int, CARRY: bool = True):
 def make_chunk_scan(CHUNK: int, N: int, P: int, THREADS: int, HPG: int):
     """Kernel 3."""
     NS = N + 1
+    BTILE = TILE * NS
+    MTILE = TILE * TILE
     OPT = (TILE * P + THREADS - 1) // THREADS
 
     @cuda.jit
@@ -172,9 +175,9 @@ def make_chunk_scan(CHUNK: int, N: int, P: int, THREADS: int, HPG: int):
         t_len = x.shape[0]
         cum = cuda.shared.array(CHUNK, np.float32)
         dtv = cuda.shared.array(CHUNK, np.float32)
-        cs_t = cuda.shared.array(TILE * NS, np.float32)
-        bs = cuda.shared.array(TILE * NS, np.float32)
-        m = cuda.shared.array(TILE * TILE, np.float32)
+        cs_t = cuda.shared.array(BTILE, np.float32)
+        bs = cuda.shared.array(BTILE, np.float32)
+        m = cuda.shared.array(MTILE, np.float32)
         acc = cuda.local.array(OPT, np.float32)
         tid = cuda.threadIdx.x
         c = cuda.blockIdx.x
