@@ -109,3 +109,12 @@ def test_the_4_row_kernel_refuses_a_fifth_row():
 
     with pytest.raises(ValueError, match="1 to 4 rows"):
         proj_batch4.build(_smoke(5))
+
+
+@pytest.mark.sim
+@pytest.mark.parametrize("variant,m", [("batch4", 4), ("batch16", 16)])
+def test_each_tier_kernel_takes_its_full_row_count(variant, m):
+    from leverctl_kernels.common.path import Shape
+
+    fig, _ = _check(variant, Shape(f"full m{m}", dict(m=m, n=3, k=136)), seed=m)
+    assert fig.passed, fig

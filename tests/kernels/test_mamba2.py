@@ -117,3 +117,17 @@ def test_each_projection_gemm_passes_the_check_on_the_paths_inputs(variant):
         want = naive.w4a4_exact(inputs["a"], inputs["w_fp4"], inputs["w_fp4_scales"], inputs["w_fp4_ts"])
         got = bufs["c"].copy_to_host().astype(np.float64)
         assert np.abs(got - want).max() <= 2e-3 * np.abs(want).max()
+
+
+@pytest.mark.sim
+@pytest.mark.parametrize("variant", ["persistent", "sequential"])
+def test_past_the_ssd_fit_the_variants_chosen_there_pass_at_an_odd_state_size(variant):
+    """State 200 (not a power of two, past the fit): the persistent kernel's
+    lanes hold 7 elements each over 32 lanes, 24 of the 224 slots empty."""
+    from leverctl_kernels.selection import MAMBA2_PREFILL_SCAN
+
+    shape = Shape("odd state", dict(t=5, h=2, p=3, n=200, g=1, chunk=4))
+    levers = {"ssm_persistent": variant == "persistent"}
+    assert MAMBA2_PREFILL_SCAN.select(levers, shape).variant == variant
+    fig, _ = _check(_scan(), variant, shape, _scan().make_inputs(shape, np.random.default_rng(11)))
+    assert fig.passed, fig
