@@ -131,3 +131,13 @@ def test_past_the_ssd_fit_the_variants_chosen_there_pass_at_an_odd_state_size(va
     assert MAMBA2_PREFILL_SCAN.select(levers, shape).variant == variant
     fig, _ = _check(_scan(), variant, shape, _scan().make_inputs(shape, np.random.default_rng(11)))
     assert fig.passed, fig
+
+
+@pytest.mark.sim
+def test_an_ssd_chunk_longer_than_its_32_token_tiles_passes():
+    """Chunks of 40 (a full 32-token tile and 8 more) over 45 tokens: the
+    chunk kernels' second tile, the below-diagonal source tile and a short
+    last chunk, none of which the smoke shapes' chunks of 16 and 8 reach."""
+    shape = Shape("long chunk", dict(t=45, h=2, p=3, n=5, g=1, chunk=40))
+    fig, _ = _check(_scan(), "ssd", shape, _scan().make_inputs(shape, np.random.default_rng(13)))
+    assert fig.passed, fig
