@@ -1,5 +1,6 @@
 """Gated DeltaNet (GDN) kernel paths: chunked prefill, speculative verify,
-multi-sequence decode, and Metrale's conv-fused decode.
+multi-sequence decode, Metrale's conv-fused decode, and the projection GEMV
+tiers of its multi-sequence decode.
 
 ==================  =========================  ===================  ==========================
 path                levers (default)           variants             chosen when
@@ -14,10 +15,13 @@ gdn.decode          gdn_batched_fla (off)      batched              lever on
 gdn.fused_conv      gdn_fused_conv (off)       fused                lever on, Hv == 2 Hk,
 (Metrale only)                                                      dk == dv == fused_head_dim
                                                separate             otherwise (note says why)
-gdn.proj_gemv_batch ssm_gemv_batch4 (on)       batch4               lever on, rows <= 4
-(Metrale only)                                 batch16              lever on, rows <= 16
-                                               per_row              otherwise (our choice)
 ==================  =========================  ===================  ==========================
+
+``gdn.proj_gemv_batch`` (Metrale only; ``ssm_gemv_batch4``, on): the GDN
+layer's projections in a multi-sequence decode, through the contiguous-batch
+GEMV tier (``batch4`` up to 4 rows, ``batch16`` up to 16) when the lever is
+on and the tier resolved, else ``per_row``, one W4A16 GEMV launch per row
+(leverctl's stand-in: the engine does not name that path).
 
 The "chosen when" column is ``leverctl_kernels.selection``'s decision tables,
 which each path's ``select`` runs and ``leverctl explain`` words. Atlas's
