@@ -38,7 +38,8 @@ def shapes(preset: str, model: Mapping[str, Any] | None) -> list[Shape]:
         dims = [(name, dict(m=m, n=n, k=k)) for m in DECODE_ROWS for name, n, k in projs]
     else:
         raise ValueError(f"unknown shape preset {preset!r} (smoke or model)")
-    return [Shape(f"{preset} {name} m{d['m']} n{d['n']} k{d['k']}", d) for name, d in dims]
+    # The tier's kernel resolved (the table's other condition), stated in every record's shape.
+    return [Shape(f"{preset} {name} m{d['m']} n{d['n']} k{d['k']}", {**d, "gemv_tier_loaded": 1}) for name, d in dims]
 
 
 def make_inputs(shape: Shape, rng: np.random.Generator) -> dict:

@@ -58,6 +58,7 @@ def test_model_shapes_are_qwen3_nexts_projections_at_1_4_and_16_rows():
     assert sorted({s["m"] for s in shapes}) == [1, 4, 16]
     assert {s["m"]: _path().select({}, s).variant for s in shapes} == {1: "batch4", 4: "batch4", 16: "batch16"}
     assert _path().engines == ("metrale",)
+    assert all(s.as_dict()["gemv_tier_loaded"] == 1 for s in shapes)  # the record states the condition
 
 
 def test_the_tiers_read_the_weights_once_and_per_row_once_per_row():
