@@ -29,11 +29,11 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..common import int4
 from ..common.path import KernelPath, Tolerance, Traffic, Variant
 from ..ffn_prefill import TOLERANCES as FFN_TOLERANCES
 from ..ffn_prefill import activations, formats, w4a4, w4a16_default, weights
 from ..ffn_prefill.naive import naive_gemm
-from ..common import int4
 from ..selection import MAMBA2_PREFILL_PROJ, MAMBA2_PREFILL_SCAN, check_declaration
 from . import persistent, sequential, spec, ssd
 

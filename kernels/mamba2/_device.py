@@ -4,7 +4,7 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from numba import cuda, float32
+from numba import cuda
 
 SOFTPLUS_LINEAR = np.float32(20.0)  # above this, softplus(v) = v in fp32
 
