@@ -655,6 +655,130 @@ LORA_PROJ_POOL = Table(
     binds={"lora_rotate": _LORA_ROTATE},
 )
 
+# ── mamba2 (Nemotron-H SSM layers, Metrale) ────────────────────────────────
+#
+# The prefill scan: the chunked SSD scan when ``ssd`` is on and the state
+# size fits it (the engine's ``ssd_scan_fits(state_size)``), else the
+# persistent kernel when ``ssm_persistent`` is on, else the sequential scan.
+# The fit is this project's SSD kernels' shared-memory budget: their chunk
+# blocks stage a 32-token tile of C and one of B as fp32 rows of the state
+# size (rows padded by one word against bank conflicts: ``2 * 32 * 4 * (n + 1)``
+# bytes), the tile's 32 x 32 decay-masked C.B block
+# and the chunk's cumulative decay and dt (up to 256 tokens each), all within
+# the 48 KiB any block may declare statically (``kernels/mamba2/ssd.py``).
+
+SSD_TILE = 32  # tokens per staged C/B tile of the SSD kernels
+SSD_MAX_CHUNK = 256  # longest chunk the SSD kernels hold the cumulative decay of
+SSD_SMEM_LIMIT = 48 * 1024
+
+
+def ssd_shared_bytes(n: int) -> int:
+    """Shared memory of the SSD chunk kernels at state size ``n``."""
+    return 4 * (2 * SSD_TILE * (n + 1) + SSD_TILE * SSD_TILE + 2 * SSD_MAX_CHUNK)
+
+
+SSD_MAX_STATE = (SSD_SMEM_LIMIT // 4 - SSD_TILE * SSD_TILE - 2 * SSD_MAX_CHUNK) // (2 * SSD_TILE) - 1
+
+
+def ssd_scan_fits(n: int) -> bool:
+    return ssd_shared_bytes(n) <= SSD_SMEM_LIMIT
+
+
+_SSD_FITS = _cond(f"state <= {SSD_MAX_STATE}", f"state > {SSD_MAX_STATE}", lambda d: ssd_scan_fits(d["n"]),
+                  lambda d: f"state size {d['n']} does not fit the SSD scan's shared memory (at most {SSD_MAX_STATE})")
+
+MAMBA2_PREFILL_SCAN = Table(
+    path="mamba2.prefill_scan",
+    summary="Mamba2 selective-state prefill scan over a prompt, carried state in and out",
+    levers=("ssd", "ssm_persistent"),
+    assumed={"ssd": True, "ssm_persistent": True},
+    variants=("ssd", "persistent", "sequential"),
+    engines=("metrale",),
+    symbols={"n": "state"},
+    rules=(
+        Rule("ssd", {"ssd": True}, (_SSD_FITS,)),
+        Rule("persistent", {"ssd": True, "ssm_persistent": True},
+             note="ssd is on but {unmet}: the persistent kernel"),
+        Rule("persistent", {"ssm_persistent": True}),
+        Rule("sequential", {"ssd": True}, note="ssd is on but {unmet}, and ssm_persistent is off: sequential scan"),
+        Rule("sequential"),
+    ),
+)
+
+# The prefill projections: the W4A4 GEMM from 512 rows up when its kernels
+# are loaded and the FP8 activation buffer holds the activations; otherwise
+# the engine's default projection GEMM, which its lever file does not name:
+# leverctl takes the W4A16 GEMM (as for the dense FFN's default arm). Both
+# conditions are the shape's (``w4a4_loaded``, ``fp8_act``: the buffer's
+# bytes), so a record states them; ``w4a4_min_rows`` is 512 but at smoke
+# shapes, which lower it so that the simulator runs the W4A4 arm.
+SSM_W4A4_MIN_ROWS = 512
+
+
+def _w4a4_min_rows(d: Dims) -> int:
+    return d.get("w4a4_min_rows", SSM_W4A4_MIN_ROWS)
+
+
+_W4A4_ROWS = _cond(f"rows >= {SSM_W4A4_MIN_ROWS}", f"rows < {SSM_W4A4_MIN_ROWS}",
+                   lambda d: d["m"] >= _w4a4_min_rows(d),
+                   lambda d: f"{d['m']} rows, fewer than {_w4a4_min_rows(d)}")
+_W4A4_LOADED = _cond("W4A4 kernels loaded", "W4A4 kernels not loaded", lambda d: bool(d.get("w4a4_loaded", 1)),
+                     lambda d: "the W4A4 kernels are not loaded")
+_FP8_ACT_FITS = _cond("fp8_act buffer >= rows x k", "fp8_act buffer < rows x k",
+                      lambda d: d.get("fp8_act", d["m"] * d["k"]) >= d["m"] * d["k"],
+                      lambda d: f"the fp8_act buffer ({d.get('fp8_act')} bytes) is smaller than "
+                                f"{d['m']} x {d['k']} activations")
+
+MAMBA2_PREFILL_PROJ = Table(
+    path="mamba2.prefill_proj",
+    summary="Mamba2 SSM prefill in/out projection GEMM c = a W^T: W4A4 (NVFP4 activations) vs the default W4A16",
+    levers=("ssm_w4a4",),
+    assumed={"ssm_w4a4": True},
+    variants=("w4a4", "w4a16"),
+    engines=("metrale",),
+    symbols={"m": "rows"},
+    rules=(
+        Rule("w4a4", {"ssm_w4a4": True}, (_W4A4_ROWS, _W4A4_LOADED, _FP8_ACT_FITS)),
+        Rule("w4a16", {"ssm_w4a4": True}, note="ssm_w4a4 is on but {unmet}: the default W4A16 GEMM"),
+        Rule("w4a16"),
+    ),
+)
+
+# ── gdn: multi-sequence decode projections (Metrale) ───────────────────────
+#
+# Qwen3-Next's GDN-layer projections in a multi-sequence decode: up to 16
+# rows take the contiguous-batch GEMV tier (batch4 up to 4 rows, batch16
+# above) when ``ssm_gemv_batch4`` is on and the tier's kernel resolved
+# (``gemv_tier_loaded``). The lever file does not name the path taken
+# otherwise; leverctl's choice: one W4A16 GEMV launch per row.
+GEMV_BATCH4_MAX_ROWS = 4
+GEMV_BATCH16_MAX_ROWS = 16
+
+_TIER_MISSING = _guard("tier kernel not resolved", lambda d: not d.get("gemv_tier_loaded", 1))
+# batch16 follows batch4 on the rows batch4 leaves: that 4 was exceeded is no reason of its own.
+_ROWS_4 = Cond(f"rows <= {GEMV_BATCH4_MAX_ROWS}", "", lambda d: d["m"] <= GEMV_BATCH4_MAX_ROWS, lambda d: "")
+_ROWS_16 = _cond(f"rows <= {GEMV_BATCH16_MAX_ROWS}", f"rows > {GEMV_BATCH16_MAX_ROWS}",
+                 lambda d: d["m"] <= GEMV_BATCH16_MAX_ROWS,
+                 lambda d: f"{d['m']} rows, more than {GEMV_BATCH16_MAX_ROWS}")
+
+GDN_PROJ_GEMV_BATCH = Table(
+    path="gdn.proj_gemv_batch",
+    summary="GDN-layer projections of a multi-sequence decode: contiguous-batch GEMV tier vs a GEMV per row",
+    levers=("ssm_gemv_batch4",),
+    assumed={"ssm_gemv_batch4": True},
+    variants=("batch4", "batch16", "per_row"),
+    engines=("metrale",),
+    symbols={"m": "rows"},
+    rules=(
+        Rule("per_row", {}, (_TIER_MISSING,),
+             note="the tier's kernel did not resolve: one GEMV per row whatever ssm_gemv_batch4 says"),
+        Rule("batch4", {"ssm_gemv_batch4": True}, (_ROWS_4,)),
+        Rule("batch16", {"ssm_gemv_batch4": True}, (_ROWS_16,)),
+        Rule("per_row", {"ssm_gemv_batch4": True}, note="ssm_gemv_batch4 is on but {unmet}: one GEMV per row"),
+        Rule("per_row"),
+    ),
+)
+
 TABLES: Mapping[str, Table] = MappingProxyType({t.path: t for t in (
     W4A16_GEMV, W4A16_GEMV_DUAL, W4A16_FFN_DECODE, W4A16_GEMM,
     GDN_PREFILL, GDN_VERIFY, GDN_DECODE, GDN_FUSED_CONV,
@@ -663,6 +787,7 @@ TABLES: Mapping[str, Table] = MappingProxyType({t.path: t for t in (
     FFN_PREFILL,
     ATTENTION_PROJ_BF16_TC, ATTENTION_PROJ_BF16_TC_W4A16, ATTENTION_PROJ_FP8,
     LORA_PROJ, LORA_PROJ_POOL,
+    MAMBA2_PREFILL_SCAN, MAMBA2_PREFILL_PROJ, GDN_PROJ_GEMV_BATCH,
 )})
 
 

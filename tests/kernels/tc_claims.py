@@ -121,6 +121,8 @@ CLAIM_JOBS: dict[tuple[str, str, str], tuple[str, tuple[str, ...]]] = {
     ("ffn.prefill", "bf16_v1", "mma.sync"): ("test_ffn_prefill_ptx", ("bf16_v1_gemm_mma",)),
     ("ffn.prefill", "bf16_v2", "mma.sync"): ("test_ffn_prefill_ptx", ("bf16_v2_gemm_mma",)),
     ("ffn.prefill", "w4a4", "mma.sync"): ("test_ffn_prefill_ptx", ("w4a4_gemm_mma",)),
+    ("mamba2.prefill_proj", "w4a4", "wgmma"): ("test_ffn_prefill_wgmma_ptx", ("w4a4_gemm",)),
+    ("mamba2.prefill_proj", "w4a4", "mma.sync"): ("test_ffn_prefill_ptx", ("w4a4_gemm_mma",)),
 }
 
 
