@@ -41,6 +41,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import signal
 import sys
 import time
 from pathlib import Path
@@ -245,8 +246,16 @@ def _one_recipe(state, path: Path, st, slot: float) -> tuple[bool, bool]:
 
     def keep(into: list, run: str):
         def on_record(rec: dict) -> None:
-            state.appender.append({**rec, "recipe": name, "run": run})
-            into.append(rec)
+            # Both or neither: a SIGTERM or ^C arriving while the record is
+            # being fsynced would otherwise land between the two, leaving a
+            # record on disk that the recipe's document lacks. Held signals
+            # are delivered when the mask is restored.
+            held = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT, signal.SIGTERM})
+            try:
+                state.appender.append({**rec, "recipe": name, "run": run})
+                into.append(rec)
+            finally:
+                signal.pthread_sigmask(signal.SIG_SETMASK, held)
         return on_record
 
     stopped = None

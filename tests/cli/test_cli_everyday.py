@@ -11,7 +11,7 @@ from leverctl.cli import app as appmod
 # Every command and sub-command, as a user types it.
 COMMAND_LINES = [["show"], ["diff"], ["explain"], ["lint"], ["env"], ["kernels"], ["bench"], ["sweep"],
                  ["compare"], ["recipe"], ["recipe", "freeze"], ["report"], ["report", "show"],
-                 ["report", "merge"], ["report", "plot"]]
+                 ["report", "merge"], ["report", "plot"], ["catalog"], ["catalog", "check"], ["catalog", "draft"]]
 
 
 def test_version_prints_the_package_version(cli):

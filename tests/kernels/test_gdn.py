@@ -25,6 +25,9 @@ from leverctl_kernels.gdn import PATHS, naive, spec
 ROOT = Path(__file__).resolve().parents[2]
 BY_NAME = {p.name: p for p in PATHS}
 PREFILL, VERIFY, DECODE, FUSED = (BY_NAME[n] for n in ("gdn.prefill", "gdn.verify", "gdn.decode", "gdn.fused_conv"))
+# The recurrence paths: the state, gates and head sizes the tests below read
+# (the projection GEMV tiers are tested in test_gdn_proj.py).
+RECURRENCE = (PREFILL, VERIFY, DECODE, FUSED)
 
 
 # ------------------------------------------------------------------ helpers
@@ -576,12 +579,13 @@ def test_smoke_shapes_are_small_odd_and_labelled_uniquely():
     for path in PATHS:
         shapes = path.shapes("smoke", None)
         assert len({s.label for s in shapes}) == len(shapes)
-        for s in shapes:
+    for path in RECURRENCE:
+        for s in path.shapes("smoke", None):
             assert s["dk"] in (8, 12) and s["dv"] in (8, 12)
     assert any(s["t"] % s["chunk"] for s in PREFILL.shapes("smoke", None))
     assert {s["t"] for s in VERIFY.shapes("smoke", None)} == {17, 5}
     assert {s["n"] for s in DECODE.shapes("smoke", None)} == {1, 3}
-    for path in PATHS:
+    for path in RECURRENCE:
         assert any(s["hk"] == s["hv"] for s in path.shapes("smoke", None))
         assert any(s["hv"] == 2 * s["hk"] for s in path.shapes("smoke", None))
     with pytest.raises(ValueError):
@@ -589,7 +593,7 @@ def test_smoke_shapes_are_small_odd_and_labelled_uniquely():
 
 
 def test_inputs_are_seeded_fresh_and_in_range():
-    for path in PATHS:
+    for path in RECURRENCE:
         shape = path.shapes("smoke", None)[0]
         a = path.make_inputs(shape, np.random.default_rng(1))
         b = path.make_inputs(shape, np.random.default_rng(1))
