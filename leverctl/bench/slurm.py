@@ -269,6 +269,15 @@ def live_tasks(array_job: str) -> dict[int, str]:
     return out
 
 
+def job_alive(job: str) -> bool:
+    """Whether Slurm still holds ``job`` (pending or running)."""
+    squeue = shutil.which("squeue")
+    if squeue is None:
+        return False
+    p = subprocess.run([squeue, "-h", "-j", job, "-o", "%T"], capture_output=True, text=True, timeout=60)
+    return bool(p.stdout.strip())
+
+
 def cancel(job: str) -> None:
     scancel = shutil.which("scancel")
     if scancel is not None:

@@ -194,7 +194,7 @@ def _resume(out: Path) -> None:
     states = [sl.shard_state(out / sl.SHARDS_DIR / str(i), i, n, plan["hash"]) for i in range(1, n + 1)]
     todo = [s for s in states if not s.complete]
     for sub in state.get("submissions", []):
-        if sub.get("merge") and sl.live_tasks(sub["merge"]):
+        if sub.get("merge") and sl.job_alive(sub["merge"]):
             sl.cancel(sub["merge"])  # waiting on an array that will never succeed
     if not todo:
         merged = out / sl.MERGED_DIR

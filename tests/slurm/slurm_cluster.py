@@ -181,8 +181,20 @@ class Cluster:
     # ── tear-down ───────────────────────────────────────────────────────────
 
     def stop(self) -> None:
-        """Stop the daemons started here, by their process ids, newest first;
-        jobs still running go with slurmd's process group and their own."""
+        """Cancel this cluster's jobs (their processes belong to slurmd's job
+        steps, which scancel ends), then stop the daemons started here, by
+        their process ids, newest first."""
+        if self.procs and all(p.poll() is None for p in self.procs):
+            import getpass
+
+            try:
+                self.run("scancel", f"--user={getpass.getuser()}", check=False, timeout=20)
+                deadline = time.monotonic() + 20
+                while time.monotonic() < deadline and self.run("squeue", "-h", check=False,
+                                                                timeout=10).stdout.strip():
+                    time.sleep(0.3)
+            except (OSError, subprocess.SubprocessError):
+                pass
         for p in reversed(self.procs):
             if p.poll() is None:
                 p.send_signal(signal.SIGTERM)
