@@ -32,6 +32,20 @@ def leverctl(cluster, *args, **kw) -> subprocess.Popen:
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, **kw)
 
 
+def cli(cluster, monkeypatch, capsys, *args) -> tuple[int, str, str]:
+    """leverctl in this process, as a client of the cluster: submitting
+    needs the plan, and this process has the kernel declarations loaded
+    already (a fresh one takes seconds to load them)."""
+    from leverctl.cli.app import main
+
+    monkeypatch.setenv("SLURM_CONF", cluster.env["SLURM_CONF"])
+    with pytest.raises(SystemExit) as e:
+        main([str(a) for a in args])
+    out, err = capsys.readouterr()
+    monkeypatch.delenv("SLURM_CONF")
+    return e.value.code, out, err
+
+
 def finish(p: subprocess.Popen, timeout: float = 120) -> tuple[int, str, str]:
     out, err = p.communicate(timeout=timeout)
     return p.returncode, out, err
@@ -87,9 +101,10 @@ def submitted(out: str) -> tuple[str, str]:
 
 
 def test_an_array_sweep_and_its_dependent_merge_give_the_records_of_the_unsharded_sweep(
-        slurm_cluster, unsharded, tmp_path):
+        slurm_cluster, unsharded, tmp_path, monkeypatch, capsys):
     out = tmp_path / "sweep"
-    code, said, err = finish(leverctl(slurm_cluster, "sweep", *SELECTION, "--slurm", "--shards", "3", "--out", out))
+    code, said, err = cli(slurm_cluster, monkeypatch, capsys, "sweep", *SELECTION, "--slurm", "--shards", "3",
+                          "--out", out)
     assert code == 0, err
     array, merge = submitted(said)
     assert f"squeue -j {array},{merge}" in said and "sacct -j" in said
@@ -110,9 +125,10 @@ def test_an_array_sweep_and_its_dependent_merge_give_the_records_of_the_unsharde
 
 
 def test_a_task_cancelled_mid_run_keeps_the_others_and_resume_reruns_only_that_shard(
-        slurm_cluster, unsharded, tmp_path):
+        slurm_cluster, unsharded, tmp_path, monkeypatch, capsys):
     out = tmp_path / "sweep"
-    code, said, err = finish(leverctl(slurm_cluster, "sweep", *SELECTION, "--slurm", "--shards", "3", "--out", out))
+    code, said, err = cli(slurm_cluster, monkeypatch, capsys, "sweep", *SELECTION, "--slurm", "--shards", "3",
+                          "--out", out)
     assert code == 0, err
     array, merge = submitted(said)
 
@@ -133,7 +149,7 @@ def test_a_task_cancelled_mid_run_keeps_the_others_and_resume_reruns_only_that_s
     assert job_state(slurm_cluster, merge)["JobState"] == "PENDING"
     assert not (out / sl.MERGED_DIR).exists()
 
-    code, said, err = finish(leverctl(slurm_cluster, "sweep", "--slurm", "--resume", "--out", out))
+    code, said, err = cli(slurm_cluster, monkeypatch, capsys, "sweep", "--slurm", "--resume", "--out", out)
     assert code == 0, err
     assert "shard 2 (" in err and "shard 1" not in err and "shard 3" not in err
     array2, merge2 = submitted(said)
@@ -147,7 +163,7 @@ def test_a_task_cancelled_mid_run_keeps_the_others_and_resume_reruns_only_that_s
     assert ids(out / sl.MERGED_DIR) == unsharded()
 
     # Nothing left to do: said so, nothing submitted.
-    code, said, err = finish(leverctl(slurm_cluster, "sweep", "--slurm", "--resume", "--out", out))
+    code, said, err = cli(slurm_cluster, monkeypatch, capsys, "sweep", "--slurm", "--resume", "--out", out)
     assert code == 0 and "nothing to resume" in err and not said
 
 
