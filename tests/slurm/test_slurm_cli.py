@@ -210,3 +210,13 @@ def test_merge_names_the_missing_shards_by_index_and_merges_them_only_with_parti
     merged = rs.load_results(tmp_path / "m")
     assert len(merged.records) == len(rs.load_results(tmp_path / "s1").records) + len(lines) - 1
     assert "shards 2, 4 of 4 not given" in json.loads((tmp_path / "m" / rs.PLAN_FILE).read_text())["partial"]
+
+
+def test_the_kubernetes_template_asks_one_gpu_per_pod_and_its_count_agrees_with_shard_auto():
+    import re
+
+    text = (Path(__file__).resolve().parents[2] / "deploy" / "k8s" / "sweep-indexed-job.yaml").read_text()
+    n = int(re.search(r"^  completions: (\d+)", text, re.M).group(1))
+    assert "completionMode: Indexed" in text and "nvidia.com/gpu: 1" in text
+    assert f"--shard auto/{n}" in text and f"/results/shards/{{1..{n}}}" in text
+    assert "shards/$((JOB_COMPLETION_INDEX + 1))" in text  # the folder is the shard's number, from 1
