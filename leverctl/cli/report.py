@@ -268,14 +268,20 @@ def merge(
 ) -> None:
     """Join the shards (or resumed pieces) of one sweep into one result set;
     refused while shards or records are missing, unless --partial."""
-    from ..bench.results import check_free_result_dir, load_results, merge as merge_sets, shard_gaps, \
+    from ..bench.results import ResultSet, check_free_result_dir, load_results, merge as merge_sets, shard_gaps, \
         write_result_dir
 
     common.check_format(fmt)
     check_free_result_dir(out)
-    sets = [load_results(p) for p in parts]
-    for rs in sets:
+    sets = []
+    for n, p in enumerate(parts):
+        rs = load_results(p)
+        if n and rs.plan:
+            # Every shard's plan lists every item of the sweep; only the first's
+            # list is read, so the others' (a million entries, at cluster scale) go now.
+            rs.plan = {k: v for k, v in rs.plan.items() if k != "items"}
         say_notes(rs)
+        sets.append(rs)
     merged = merge_sets(sets)
     gaps = shard_gaps(sets, merged.missing)
     if gaps and not partial:
@@ -289,7 +295,10 @@ def merge(
     if merged.duplicates:
         line += f"; {merged.duplicates} record(s) present in more than one part (the last part's kept)"
     common.err.print(f"leverctl report: {line}", markup=False, highlight=False)
-    rs = load_results(out)
+    # The report of what was just written, from memory rather than read back.
+    rs = ResultSet(str(out), merged.records, plan, dict(plan.get("device") or {}),
+                   (plan.get("catalog") or {}).get("digest"))
+    del sets, merged
     width, color = common.tty_table(fmt)
     common.write(render_results(rs, fmt, width=width, color=color))
     if any(r["status"] != "pass" for r in rs.records):
