@@ -59,7 +59,8 @@ def _free_ports(n: int) -> list[int]:
 @dataclass
 class Cluster:
     root: Path
-    node: str = field(default_factory=socket.gethostname)
+    # slurmctld compares SlurmctldHost with the short host name.
+    node: str = field(default_factory=lambda: socket.gethostname().split(".")[0])
     procs: list[subprocess.Popen] = field(default_factory=list)
 
     @property
