@@ -229,7 +229,7 @@ def merge_script(o: Options) -> str:
 # ── submitting ──────────────────────────────────────────────────────────────
 
 
-def _slurm_command(name: str) -> str:
+def slurm_command(name: str) -> str:
     path = shutil.which(name)
     if path is None:
         raise UserError(f"--slurm: {name} is not on PATH (is this a Slurm login node?); --dry-run prints the "
@@ -240,7 +240,7 @@ def _slurm_command(name: str) -> str:
 def sbatch(args: Sequence[str]) -> str:
     """Run ``sbatch --parsable ARGS``; the job id, or a UserError with
     sbatch's own complaint."""
-    cmd = [_slurm_command("sbatch"), "--parsable", *args]
+    cmd = [slurm_command("sbatch"), "--parsable", *args]
     try:
         p = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
     except subprocess.TimeoutExpired:
@@ -255,7 +255,9 @@ def sbatch(args: Sequence[str]) -> str:
 
 
 def live_tasks(array_job: str) -> dict[int, str]:
-    """The array's tasks Slurm still holds (pending or running): index -> state."""
+    """The array's tasks Slurm still holds (pending or running): index -> state.
+    A job that has ended and been purged (MinJobAge later) is an error to
+    squeue ("Invalid job id"), with nothing on stdout: none held."""
     squeue = shutil.which("squeue")
     if squeue is None:
         return {}

@@ -108,7 +108,7 @@ def _submit(setup, out: Path, *, kernel, only, shapes, device, dry_run, seed, fo
     if device not in devmod.CHOICES:
         raise UserError(f"--device {device!r}: choose one of {', '.join(devmod.CHOICES)}")
     if not dry_run:
-        sl._slurm_command("sbatch")  # before anything is written
+        sl.slurm_command("sbatch")  # before anything is written
     resolution = setup.resolve()
     catalog, recipe = setup.load()
     # The tasks run on the cluster's GPUs: model shapes unless the simulator
@@ -184,7 +184,7 @@ def _resume(out: Path) -> None:
         raise UserError(f"--slurm --resume: nothing to resume here (no {sl.STATE_FILE}, {res.PLAN_FILE} and "
                         f"{sl.SWEEP_SCRIPT} of a --slurm sweep); submit it with --slurm first", str(out))
     n = state["shards"]
-    sl._slurm_command("sbatch")
+    sl.slurm_command("sbatch")
     for sub in state.get("submissions", []):
         live = sl.live_tasks(sub["array"])
         if live:
