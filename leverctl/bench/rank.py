@@ -32,7 +32,17 @@ MAX_JOINT = 20_000  # joint assignments tried per lever group before going greed
 
 
 def canon(value: Any) -> str:
-    """A hashable, stable form of a lever value as records hold it."""
+    """A hashable, stable form of a lever value as records hold it: its JSON
+    text, keys sorted. The scalars most levers hold are spelled directly,
+    as json.dumps spells them (a sweep's reports call this millions of times)."""
+    if value is True:
+        return "true"
+    if value is False:
+        return "false"
+    if value is None:
+        return "null"
+    if type(value) is int:
+        return str(value)
     return json.dumps(value, sort_keys=True)
 
 
@@ -179,26 +189,34 @@ def lever_effects(records: Sequence[Mapping[str, Any]], plan: Mapping[str, Any] 
         k = info.get(kernel) or {}
         levers = list(k.get("levers") or _varying(good))
         recipe_levers = k.get("recipe_levers") or {}
+        # Each record's levers in canonical form, sorted by field, and its median: once, not per lever.
+        canned = [(tuple(sorted((f, canon(v)) for f, v in r["levers"].items())), r["levers"], median_us(r))
+                  for r in good]
         for lever in levers:
             values: list[Any] = []
-            for r in good:
-                if lever in r["levers"] and canon(r["levers"][lever]) not in {canon(v) for v in values}:
-                    values.append(r["levers"][lever])
+            seen: set[str] = set()
+            for _c, lv, _us in canned:
+                if lever in lv:
+                    c = canon(lv[lever])
+                    if c not in seen:
+                        seen.add(c)
+                        values.append(lv[lever])
             if len(values) < 2:
                 continue
             ref = _reference(values, recipe_levers.get(lever), lever in recipe_levers)
             # Records that agree on every other lever form one "setting".
-            settings: dict[str, dict[str, float]] = {}
-            for r in good:
-                if lever not in r["levers"]:
+            settings: dict[tuple, dict[str, float]] = {}
+            for c, lv, us in canned:
+                if lever not in lv:
                     continue
-                rest = canon({f: v for f, v in r["levers"].items() if f != lever})
-                settings.setdefault(rest, {})[canon(r["levers"][lever])] = median_us(r)
+                rest = tuple(x for x in c if x[0] != lever)
+                settings.setdefault(rest, {})[canon(lv[lever])] = us
+            cref = canon(ref)
             for v in values:
-                if canon(v) == canon(ref):
+                cv = canon(v)
+                if cv == cref:
                     continue
-                ratios = [s[canon(ref)] / s[canon(v)] for s in settings.values()
-                          if canon(ref) in s and canon(v) in s]
+                ratios = [s[cref] / s[cv] for s in settings.values() if cref in s and cv in s]
                 if ratios:
                     out.append(Effect(kernel, shape, lever, v, ref, statistics.median(ratios), len(ratios)))
     return out

@@ -537,6 +537,29 @@ def merge(sets: Sequence[ResultSet]) -> Merged:
     return Merged(plan, records, missing, duplicates)
 
 
+def shard_gaps(sets: Sequence[ResultSet], missing: Sequence[Mapping[str, Any]]) -> str:
+    """What ``missing`` (a merge's planned items no input holds) is, by
+    shard: the indices of the shards not given, and those given with fewer
+    records than their plan.json says they hold. Without shard information
+    (unsharded pieces, or shards of different counts), the count of records."""
+    if not missing:
+        return ""
+    shards = [(s.plan or {}).get("shard") for s in sets]
+    counts = {sh["count"] for sh in shards if sh}
+    if len(counts) != 1 or not all(shards):
+        return f"{len(missing)} planned record(s) are in none of the parts"
+    n = counts.pop()
+    given = {sh["index"] for sh in shards}
+    parts = []
+    absent = [i for i in range(1, n + 1) if i not in given]
+    if absent:
+        parts.append(f"shard{'s' if len(absent) > 1 else ''} {', '.join(map(str, absent))} of {n} not given")
+    short = [f"shard {sh['index']} has {len(s.records)} of {sh['items']}" for s, sh in zip(sets, shards)
+             if len(s.records) < sh["items"]]
+    parts += short
+    return "; ".join(parts) + f" ({len(missing)} record(s) missing)"
+
+
 def write_result_dir(directory: Path, plan: Mapping[str, Any], records: Iterable[Mapping[str, Any]]) -> None:
     """A complete sweep directory (merge's output): refuses a directory that
     already holds results, writes results.jsonl and then plan.json atomically."""

@@ -19,6 +19,7 @@ from typing import Annotated, Any, Optional
 
 import typer
 
+from ..errors import UserError
 from ..levers.files import check_output_path, write_atomically
 from . import common
 
@@ -288,25 +289,43 @@ def merge(
                                       help="The merged sweep directory (must not hold results).",
                                       parser=lambda s: check_output_path(s, "--out", directory=True))],
     fmt: common.FormatOpt = "table",
+    partial: Annotated[bool, typer.Option(
+        "--partial", help="Merge what the parts hold even if shards or records are missing, saying which.")]
+        = False,
 ) -> None:
-    """Join the shards (or resumed pieces) of one sweep into one result set."""
-    from ..bench.results import check_free_result_dir, load_results, merge as merge_sets, write_result_dir
+    """Join the shards (or resumed pieces) of one sweep into one result set;
+    refused while shards or records are missing, unless --partial."""
+    from ..bench.results import ResultSet, check_free_result_dir, load_results, merge as merge_sets, shard_gaps, \
+        write_result_dir
 
     common.check_format(fmt)
     check_free_result_dir(out)
-    sets = [load_results(p) for p in parts]
-    for rs in sets:
+    sets = []
+    for n, p in enumerate(parts):
+        rs = load_results(p)
+        if n and rs.plan:
+            # Every shard's plan lists every item of the sweep; only the first's
+            # list is read, so the others' (a million entries, at cluster scale) go now.
+            rs.plan = {k: v for k, v in rs.plan.items() if k != "items"}
         say_notes(rs)
+        sets.append(rs)
     merged = merge_sets(sets)
-    write_result_dir(out, merged.plan, merged.records)
+    gaps = shard_gaps(sets, merged.missing)
+    if gaps and not partial:
+        raise UserError(f"report merge: {gaps}; run or --resume them, or pass --partial to merge what is here")
+    plan = {**merged.plan, "partial": gaps} if gaps else merged.plan
+    write_result_dir(out, plan, merged.records)
     line = (f"merged {len(sets)} part(s): {len(merged.records)} of {len(merged.plan.get('items', []))} planned "
             f"records into {out}")
-    if merged.missing:
-        line += f"; {len(merged.missing)} missing (run the absent shards, or --resume them)"
+    if gaps:
+        line += f"; partial: {gaps}"
     if merged.duplicates:
         line += f"; {merged.duplicates} record(s) present in more than one part (the last part's kept)"
     common.err.print(f"leverctl report: {line}", markup=False, highlight=False)
-    rs = load_results(out)
+    # The report of what was just written, from memory rather than read back.
+    rs = ResultSet(str(out), merged.records, plan, dict(plan.get("device") or {}),
+                   (plan.get("catalog") or {}).get("digest"))
+    del sets, merged
     width, color = common.tty_table(fmt)
     common.write(render_results(rs, fmt, width=width, color=color))
     if any(r["status"] != "pass" for r in rs.records):

@@ -165,7 +165,9 @@ def register(app: typer.Typer) -> None:
             "--dry-run", help="Print the plan (levers and configurations per kernel, totals) and run nothing.")]
         = False,
         shard: Annotated[Optional[str], typer.Option(
-            "--shard", metavar="I/N", help="Run the I-th of N deterministic slices of the plan (1 <= I <= N).")]
+            "--shard", metavar="I/N", help="Run the I-th of N deterministic slices of the plan (1 <= I <= N); "
+                                           "auto (or auto/N) takes them from a Slurm array task or a Kubernetes "
+                                           "Indexed Job.")]
         = None,
         resume: Annotated[bool, typer.Option(
             "--resume", help="Continue the sweep in --out: run only the configurations it has no record of.")]
@@ -183,14 +185,38 @@ def register(app: typer.Typer) -> None:
         seed: common.SeedOpt = 0,
         force: common.ForceOpt = False,
         time_cap: common.TimeCapOpt = 2.0,
+        slurm: Annotated[bool, typer.Option(
+            "--slurm", help="Submit the sweep as a Slurm array (a shard per task) and a dependent merge into "
+                            "--out/merged; with --resume, resubmit only the unfinished shards.")]
+        = False,
+        shards: Annotated[Optional[int], typer.Option(
+            "--shards", metavar="N", help="--slurm: the array's tasks (default: up to 8).")] = None,
+        partition: Annotated[Optional[str], typer.Option(
+            "--partition", metavar="P", help="--slurm: the partition to submit to.")] = None,
+        gpus_per_task: Annotated[Optional[int], typer.Option(
+            "--gpus-per-task", metavar="G", help="--slurm: GPUs per task, as --gres=gpu:G (default 1; 0: none).")]
+        = None,
+        time_limit: Annotated[Optional[str], typer.Option(
+            "--time", metavar="T", help="--slurm: each task's time limit, in sbatch's --time form.")] = None,
+        sbatch_arg: Annotated[Optional[list[str]], typer.Option(
+            "--sbatch-arg", metavar="ARG", help="--slurm: one more #SBATCH line for both scripts, verbatim "
+                                                "(--account=x). Repeatable.")] = None,
     ) -> None:
         """Run every combination of the levers that steer each kernel path
         (every other lever at the recipe's value), appending each record to
         --out as it finishes; resumable and shardable."""
+        from ..bench import slurm as sl
         from ..bench import sweep as sw
 
         common.check_run_options(fmt, shapes, time_cap)
-        shard_spec = sw.parse_shard(shard) if shard is not None else None
+        cluster = {"--shards": shards, "--partition": partition, "--gpus-per-task": gpus_per_task,
+                   "--time": time_limit, "--sbatch-arg": sbatch_arg or None}
+        if not slurm:
+            given = [k for k, v in cluster.items() if v is not None]
+            if given:
+                raise UserError(f"{given[0]} is an option of --slurm (it shapes the array job); add --slurm")
+            shard_spec = (sl.shard_from_env(shard) if sl.is_auto(shard) else sw.parse_shard(shard)) \
+                if shard is not None else None
         only = None
         if levers is not None:
             only = [f.strip() for f in levers.split(",") if f.strip()]
@@ -198,6 +224,14 @@ def register(app: typer.Typer) -> None:
                 raise UserError("--levers: name at least one lever field (FIELD,FIELD,...)")
         if resume and dry_run:
             raise UserError("--resume and --dry-run: choose one")
+        if slurm:
+            from .sweep_slurm import slurm_sweep
+
+            slurm_sweep(setup, kernel=kernel, only=only, shapes=shapes, device=device, dry_run=dry_run,
+                        shard=shard, resume=resume, out=out, suggest=suggest, seed=seed, force=force,
+                        time_cap=time_cap, shards=shards, partition=partition, gpus_per_task=gpus_per_task,
+                        time_limit=time_limit, sbatch_args=sbatch_arg or [])
+            return
         lock = None if dry_run else sw.DirectoryLock(out)
         try:
             if lock is not None and out is not None:
