@@ -1,0 +1,6 @@
+"""MoE variant: int4 routed FFN launched once per token (the legacy per-token path) (kernels in ``_experts``, ``_router``, ``_union``; build in ``_builds``)."""
+from __future__ import annotations
+
+from ._builds import moe_per_row
+
+build = moe_per_row("int4", per_token=True)

@@ -1,0 +1,6 @@
+"""MoE variant: the gate GEMM on an FP32 router input with FP32 logits (fp32_routing) (kernels in ``_experts``, ``_router``, ``_union``; build in ``_builds``)."""
+from __future__ import annotations
+
+from ._builds import router
+
+build = router("fp32_routing")
