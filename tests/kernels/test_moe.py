@@ -227,3 +227,35 @@ def test_nvfp4_and_fp8_expert_weights_decode_as_ml_dtypes_reads_them():
         w = formats.int4_expert(w4, e)
         assert np.linalg.norm(formats.fp8_expert(fp8, e) - w) / np.linalg.norm(w) < 0.05
         assert np.linalg.norm(formats.nvfp4_expert(fp4, e) - w) / np.linalg.norm(w) < 0.15
+
+
+# ── GPU: model shapes (Qwen3-Next: hidden 2048, 512 experts, top-10) ───────
+
+GPU_CASES = [
+    ("moe.router", "rows32 h2048 e512 k10"), ("moe.router", "rows1024 h2048 e512 k10"),
+    ("moe.gateup_fp4", "decode rows8 h2048 i512 e512 k10"), ("moe.gateup_fp4", "prefill rows1024 h2048 i512 e512 k10"),
+    ("moe.down_fp4", "decode rows32 h2048 i512 e512 k10"), ("moe.down_fp4", "prefill rows1024 h2048 i512 e512 k10"),
+    ("moe.decode_fp8_grouped", "rows32 h2048 i512 e512 k10"),
+    ("moe.decode_multi_seq", "rows8 h2048 i512 e512 k10"),
+    ("moe.decode_via_prefill", "capture layer rows1 h2048 i512 e512 k10"),
+    ("moe.union_stats", "rows4096 e512 k10"),
+]
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("name,label", GPU_CASES)
+def test_on_a_gpu_at_model_shapes_every_variant_passes(name, label):
+    from numba import cuda
+
+    path = _paths()[name]
+    shape = next(s for s in path.shapes("model", None) if s.label == label)
+    for variant in path.variants:
+        if path.bind is not None:
+            shape = path.bind({"moe_union_stats": variant == "on"}, shape, "atlas")
+        inputs = path.make_inputs(shape, np.random.default_rng(1))
+        launch = path.variants[variant].build(shape)
+        bufs, fig = check(path, variant, shape, launch, inputs, cuda)
+        assert fig.passed, (variant, fig.why())
+        if name == "moe.router":
+            got = path.extra["findings"](variant, shape, launch, bufs, cuda)["routing"]
+            assert got["beyond_tie"] == 0, got
