@@ -271,13 +271,18 @@ def _down_launches(shape: Shape) -> int:
 
 
 # int4 reads the model's weights as drawn: float32 sums only. NVFP4 re-encodes
-# them (an E4M3 scale per 16 values): about 8 % in norm per weight, which the
-# sums over K average to 4-5 % in gate/up and down and 6-8 % in their SiLU
-# product, with single elements off by up to about 15 % of the output's
-# largest (measured over seeds at the smoke and model sizes).
+# them (an E4M3 scale per 16 values, the int4 grid's 16 levels onto E2M1's
+# 8 magnitudes): measured against the float64 product with the model's
+# weights, down's output is off by 9-13 % in norm (median 9.5 %) and by up
+# to 22 % of its largest magnitude in one element; gate/up's SiLU product,
+# which multiplies two such errors, by 12-19 % (median 13.5 %) and up to
+# 41 % in one element (200 seeds at each smoke shape; 2 at the model's
+# 8-row decode: 9.5 % and 13.7 %). The tests hold the NVFP4 kernels to their
+# own weights' exact decoding much more tightly.
 STAGE_TOLERANCES = {
     "int4": Tolerance(rel=1e-4, abs_of_max=1e-4),
-    "nvfp4": Tolerance(rel=0.15, abs_of_max=0.25),
+    "nvfp4_gateup": Tolerance(rel=0.25, abs_of_max=0.5),
+    "nvfp4_down": Tolerance(rel=0.18, abs_of_max=0.3),
 }
 
 GATEUP = KernelPath(
@@ -288,7 +293,7 @@ GATEUP = KernelPath(
                      build=gateup_int4.build, tolerance=STAGE_TOLERANCES["int4"], traffic=_gateup_traffic("int4"),
                      launches=_stage_launches),
         "nvfp4": dict(summary="NVFP4 (holo) experts: per-row kernel at decode, expert-grouped at prefill",
-                      build=gateup_nvfp4.build, tolerance=STAGE_TOLERANCES["nvfp4"],
+                      build=gateup_nvfp4.build, tolerance=STAGE_TOLERANCES["nvfp4_gateup"],
                       traffic=_gateup_traffic("nvfp4"), launches=_stage_launches),
     }),
     shapes=stage_shapes, make_inputs=gateup_inputs,
@@ -306,7 +311,7 @@ DOWN = KernelPath(
                      build=down_int4.build, tolerance=STAGE_TOLERANCES["int4"], traffic=_down_traffic("int4"),
                      launches=_down_launches),
         "nvfp4": dict(summary="NVFP4 (holo) experts: per-row kernel at decode; sort, grouped, combine at prefill",
-                      build=down_nvfp4.build, tolerance=STAGE_TOLERANCES["nvfp4"], traffic=_down_traffic("nvfp4"),
+                      build=down_nvfp4.build, tolerance=STAGE_TOLERANCES["nvfp4_down"], traffic=_down_traffic("nvfp4"),
                       launches=_down_launches),
     }),
     shapes=stage_shapes, make_inputs=down_inputs,

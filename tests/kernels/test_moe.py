@@ -73,6 +73,28 @@ def test_every_variant_passes_the_bench_check_against_float64(runs, case):
 
 
 @pytest.mark.sim
+@pytest.mark.parametrize("case", [c for c in CASES if c[0] in ("moe.gateup_fp4", "moe.down_fp4")],
+                         ids=lambda c: f"{c[0]}-{c[1]}-{c[2]}")
+def test_the_expert_stages_compute_exactly_on_their_own_weights(runs, case):
+    """Each stage against float64 on the weights it reads, decoded exactly
+    (the bench's check measures NVFP4 against the model's int4 weights)."""
+    from leverctl_kernels.common.path import Tolerance
+    from leverctl_kernels.moe import formats, naive
+
+    name, fmt, _ = case
+    _, bufs, inputs, _, _ = runs[case]
+    if name == "moe.gateup_fp4":
+        w = formats.get(inputs, f"wgu_{fmt}")
+        out, ref = "h", naive.naive_gateup(inputs["x"], inputs["ids"], lambda e: formats.DECODE[fmt](w, e))
+    else:
+        w = formats.get(inputs, f"wd_{fmt}")
+        out, ref = "y", naive.naive_down(inputs["h"], inputs["ids"], inputs["rw"],
+                                         lambda e: formats.DECODE[fmt](w, e))
+    fig = compare({out: bufs[out].copy_to_host()}, {out: ref}, Tolerance(rel=1e-5, abs_of_max=1e-5))
+    assert fig.passed, fig.why()
+
+
+@pytest.mark.sim
 def test_the_router_records_how_its_selection_and_weights_compare(runs):
     from numba import cuda
 
