@@ -418,18 +418,14 @@ MULTI_SEQ = KernelPath(
 def via_prefill_shapes(preset: str, model) -> list[Shape]:
     """One row, on a DFlash capture layer and on another layer
     (``capture_layer`` in the shape, so the record says which)."""
-    out = []
-    for s in decode_shapes(preset, model, smoke_rows=(1,)):
-        if s["rows"] != 1 and preset == "model":
-            continue
-        for cap in (1, 0):
-            d = dict(s.dims, capture_layer=cap)
-            out.append(_shape(d, "capture layer " if cap else "other layer "))
-    if preset == "model" and not out:
-        dims, _, _ = _sizes(model)
-        for cap in (1, 0):
-            out.append(_shape(dict(rows=1, capture_layer=cap, **dims), "capture layer " if cap else "other layer "))
-    return out
+    if preset == "smoke":
+        dims = dict(hidden=40, inter=24, experts=8, top_k=2)
+    elif preset == "model":
+        dims = _sizes(model)[0]
+    else:
+        raise ValueError(f"unknown shape preset {preset!r} (smoke, model)")
+    return [_shape(dict(rows=1, capture_layer=cap, **dims), "capture layer " if cap else "other layer ")
+            for cap in (1, 0)]
 
 
 VIA_PREFILL = KernelPath(

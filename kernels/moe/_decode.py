@@ -30,7 +30,7 @@ from numba import cuda, float32
 from ..common import bits
 
 FORMATS = ("int4", "nvfp4", "fp8")
-FP8_BLOCK = 128  # the FP8 weights' scale blocks, 128 x 128 as Qwen3-Next's FP8 checkpoint stores them
+FP8_BLOCK = 128  # the FP8 weights' scale blocks, 128 x 128: the common block-wise FP8 layout (this project's choice)
 
 
 @lru_cache(maxsize=None)

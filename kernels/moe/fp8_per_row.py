@@ -1,4 +1,5 @@
-"""MoE variant: FP8 routed FFN through the per-row decode kernels (kernels in ``_experts``, ``_router``, ``_union``; build in ``_builds``)."""
+"""MoE variant: FP8 routed FFN through the per-row decode kernels.. The kernels
+are ``_experts``', ``_router``'s and ``_union``'s; the build is ``_builds``'."""
 from __future__ import annotations
 
 from ._builds import moe_per_row

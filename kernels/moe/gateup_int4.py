@@ -1,4 +1,6 @@
-"""MoE variant: gate/up and SiLU product with W4A16 int4 expert weights (kernels in ``_experts``, ``_router``, ``_union``; build in ``_builds``)."""
+"""MoE variant: gate/up and SiLU product with W4A16 int4 expert weights.. The
+kernels are ``_experts``', ``_router``'s and ``_union``'s; the build is
+``_builds``'."""
 from __future__ import annotations
 
 from ._builds import gateup

@@ -1,4 +1,6 @@
-"""MoE variant: the gate GEMM on an FP32 router input with FP32 logits (fp32_routing) (kernels in ``_experts``, ``_router``, ``_union``; build in ``_builds``)."""
+"""MoE variant: the gate GEMM on an FP32 router input with FP32 logits
+(fp32_routing). The kernels are ``_experts``', ``_router``'s and ``_union``'s;
+the build is ``_builds``'."""
 from __future__ import annotations
 
 from ._builds import router
