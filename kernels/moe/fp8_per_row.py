@@ -1,4 +1,4 @@
-"""MoE variant: FP8 routed FFN through the per-row decode kernels.. The kernels
+"""MoE variant: FP8 routed FFN through the per-row decode kernels. The kernels
 are ``_experts``', ``_router``'s and ``_union``'s; the build is ``_builds``'."""
 from __future__ import annotations
 

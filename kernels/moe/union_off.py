@@ -1,4 +1,4 @@
-"""MoE variant: top-k routing only.. The kernels are ``_experts``', ``_router``'s
+"""MoE variant: top-k routing only. The kernels are ``_experts``', ``_router``'s
 and ``_union``'s; the build is ``_builds``'."""
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""MoE variant: one row's routed FFN through the decode kernels.. The kernels are
+"""MoE variant: one row's routed FFN through the decode kernels. The kernels are
 ``_experts``', ``_router``'s and ``_union``'s; the build is ``_builds``'."""
 from __future__ import annotations
 
