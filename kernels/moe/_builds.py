@@ -15,6 +15,15 @@ from . import _experts as X
 from . import _router, _union
 
 
+_K_MULTIPLE = {"int4": 8, "nvfp4": 16, "fp8": 8}  # a chunk is 8 inputs; an NVFP4 scale covers 16
+
+
+def _check_k(FMT: str, **ks: int) -> None:
+    for what, k in ks.items():
+        if k <= 0 or k % _K_MULTIPLE[FMT]:
+            raise ValueError(f"{what}={k}: {FMT} expert weights need it a positive multiple of {_K_MULTIPLE[FMT]}")
+
+
 def _w(bufs: dict, name: str):
     return bufs[f"{name}_a"], bufs[f"{name}_b"], bufs[f"{name}_c"]
 
@@ -25,6 +34,7 @@ def gateup(FMT: str):
 
     def build(shape):
         rows, k, inter, experts = shape["rows"], shape["top_k"], shape["inter"], shape["experts"]
+        _check_k(FMT, hidden=shape["hidden"])
         name = f"wgu_{FMT}"
         if not shape["prefill"]:
             run = X.gateup_rows(FMT, inter, rows, k)
@@ -53,6 +63,7 @@ def down(FMT: str):
 
     def build(shape):
         rows, k, hidden, experts = shape["rows"], shape["top_k"], shape["hidden"], shape["experts"]
+        _check_k(FMT, expert_intermediate=shape["inter"])
         name = f"wd_{FMT}"
         if not shape["prefill"]:
             run = X.down_rows(FMT, hidden, rows)
@@ -84,6 +95,7 @@ def moe_per_row(FMT: str, per_token: bool = False):
 
     def build(shape):
         rows, k, hidden, inter = shape["rows"], shape["top_k"], shape["hidden"], shape["inter"]
+        _check_k(FMT, hidden=hidden, expert_intermediate=inter)
         step = 1 if per_token else rows
         gu = X.gateup_rows(FMT, inter, step, k)
         dn = X.down_rows(FMT, hidden, step)
@@ -108,6 +120,7 @@ def moe_grouped(FMT: str):
     def build(shape):
         rows, k, hidden, inter, experts = (shape["rows"], shape["top_k"], shape["hidden"], shape["inter"],
                                            shape["experts"])
+        _check_k(FMT, hidden=hidden, expert_intermediate=inter)
         sort = X.route_sort(experts, rows, k)
         gu = X.gateup_grouped(FMT, inter, experts)
         dn = X.down_grouped(FMT, hidden, experts)
