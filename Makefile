@@ -7,6 +7,10 @@ STAMP := $(VENV)/.installed
 # The CUDA simulator is slow: simulator tests use tiny odd shapes, and pytest
 # runs them after the fast tests (see tests/conftest.py); the slowest 15 are
 # listed at the end so a test that grows is seen before the suite outgrows CI.
+# One pytest-xdist worker per core, each taking whole files (module fixtures
+# run once) in the order tests/conftest.py sorts them (no reordering by size).
+PYTEST_WORKERS ?= auto
+XDIST := -n $(PYTEST_WORKERS) --dist loadfile --no-loadscope-reorder
 PYTEST_ARGS ?=
 
 .PHONY: show test test-fast bench sweep gpu-bench wheels clean
@@ -21,10 +25,10 @@ show: $(STAMP)
 	$(BIN)/leverctl show
 
 test: $(STAMP)
-	$(BIN)/python -m pytest -q --durations=15 $(PYTEST_ARGS)
+	$(BIN)/python -m pytest -q $(XDIST) --durations=15 $(PYTEST_ARGS)
 
 test-fast: $(STAMP)
-	$(BIN)/python -m pytest -q -m "not sim and not gpu" $(PYTEST_ARGS)
+	$(BIN)/python -m pytest -q $(XDIST) -m "not sim and not gpu" $(PYTEST_ARGS)
 
 bench: $(STAMP)
 	$(BIN)/leverctl bench

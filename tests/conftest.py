@@ -11,6 +11,9 @@ import os
 import pytest
 
 ON_GPU = os.environ.get("LEVERCTL_TEST_DEVICE") == "gpu"
+# Tables are as wide as COLUMNS says; pytest-xdist's workers (and a narrow
+# terminal) set it. Tests that care about width set their own.
+os.environ.pop("COLUMNS", None)
 if not ON_GPU:
     os.environ["NUMBA_ENABLE_CUDASIM"] = "1"
 
@@ -20,8 +23,11 @@ def pytest_collection_modifyitems(config, items):
     for item in items:
         if "gpu" in item.keywords and not ON_GPU:
             item.add_marker(skip_gpu)
-    # Fast tests first, simulator tests last: a broken resolver fails in seconds.
-    items.sort(key=lambda it: 1 if "sim" in it.keywords else 0)
+    # The few tests marked `long` first, so that under pytest-xdist (whose
+    # workers take whole files in this order: see the Makefile) they overlap
+    # everything else instead of running alone at the end; then the fast
+    # tests, where a broken resolver fails in seconds; the simulator last.
+    items.sort(key=lambda it: 0 if "long" in it.keywords else 2 if "sim" in it.keywords else 1)
 
 
 @pytest.fixture(scope="session", autouse=True)

@@ -29,6 +29,7 @@ HELP = "Which kernel path is the engine taking, and is the other one faster and 
 COMMANDS: dict[str, str] = {
     "show": "show", "diff": "diff", "explain": "explain", "lint": "lint", "recipe": "recipe", "env": "recipe",
     "kernels": "kernels", "bench": "bench", "sweep": "sweep", "compare": "compare", "report": "report",
+    "catalog": "catalog",
 }
 
 

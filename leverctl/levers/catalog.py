@@ -194,6 +194,11 @@ def _lever(field: str, raw: Any, groups: Mapping[str, str], where: str, headers:
 
 TOP_KEYS = ("engine", "title", "prefix", "groups", "levers")
 
+# The mark `leverctl catalog draft` leaves on an entry whose rule the engine's
+# source does not state; a catalog holding one is refused until a person has
+# filled the entry in and removed the mark.
+FILL_IN = "fill_in"
+
 
 def parse_catalog(data: bytes, source: str) -> Catalog:
     try:
@@ -222,6 +227,11 @@ def parse_catalog(data: bytes, source: str) -> Catalog:
     for gid, gtitle in groups.items():
         if not isinstance(gtitle, str):
             raise _fail(f"[groups] {gid} must be a title (a string), not {gtitle!r}", source)
+    marked = [f for f, raw in doc["levers"].items() if isinstance(raw, dict) and FILL_IN in raw]
+    if marked:
+        raise _fail(f"a draft: {len(marked)} {'entry' if len(marked) == 1 else 'entries'} still marked "
+                    f"`{FILL_IN}` for a person to complete ({', '.join(marked)}); fill each in and remove the "
+                    "mark", source)
     headers = _header_lines(text)
     levers = {f: _lever(f, raw, groups, source, headers) for f, raw in doc["levers"].items()}
     seen: dict[str, str] = {}

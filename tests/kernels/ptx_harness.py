@@ -14,7 +14,9 @@ that spills or asks for more registers than its block size allows. Each
         return [(name, dispatcher, signature, threads_per_block), ...]
 
 and imports the ``compiled`` fixture from here, which calls
-:func:`compile_for_sm90`. The first such call in a session runs this file as one child process, with the simulator
+:func:`compile_for_sm90`. The first such call in a test run (one per run
+under pytest-xdist, whose workers share the result) runs this file as one
+child process, with the simulator
 off, for every ``*_ptx.py`` module the session collected (one pool of
 workers for all their kernels: two families take about as long as their
 kernels' compile time split over the cores). The child
@@ -75,8 +77,7 @@ def compile_for_sm90(request) -> dict:
     if mine not in _SESSION:
         mods = {getattr(it, "module", None) for it in request.session.items}
         files = {str(m.__file__) for m in mods if m is not None and str(m.__file__).endswith("_ptx.py")}
-        out = request.getfixturevalue("tmp_path_factory").mktemp("sm90")
-        _SESSION.update(_compile(sorted(files | {mine}), out))
+        _SESSION.update(_compile_once(sorted(files | {mine}), request.getfixturevalue("tmp_path_factory")))
     res = _SESSION[mine]
     if "skip" in res:
         pytest.skip(res["skip"])
@@ -92,6 +93,31 @@ def compiled(request) -> dict:
     """The using module's kernels compiled for sm_90: a test module imports
     this fixture next to its ``jobs()``."""
     return compile_for_sm90(request)
+
+
+def _compile_once(jobs_files: list[str], tmp_path_factory) -> dict[str, dict]:
+    """:func:`_compile` once per test run. Under pytest-xdist every worker
+    collects the same modules; the first to get here compiles them all
+    (its pool already uses every core) and leaves the records beside the
+    workers' temporary folders, and the others wait on the lock and read
+    them instead of compiling again."""
+    if not os.environ.get("PYTEST_XDIST_WORKER"):
+        return _compile(jobs_files, tmp_path_factory.mktemp("sm90"))
+    import fcntl
+
+    shared = tmp_path_factory.getbasetemp().parent  # common to the run's workers
+    done = shared / "sm90-records.json"
+    with open(shared / "sm90.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if done.exists():
+            records = json.loads(done.read_text())
+            if set(jobs_files) <= set(records):
+                return records
+        records = _compile(jobs_files, shared / "sm90")
+        tmp = done.with_suffix(".tmp")
+        tmp.write_text(json.dumps(records))
+        tmp.replace(done)
+        return records
 
 
 def _compile(jobs_files: list[str], out_dir: Path) -> dict[str, dict]:

@@ -37,7 +37,9 @@ def test_a_second_sweep_into_a_directory_being_written_exits_2_naming_the_first_
         tmp_path):
     out = tmp_path / "sweep"
     args = ["sweep", "-e", "metrale", "--no-env", "--device", "gpu", "--out", str(out), "--format", "json"]
-    env = {"FAKE_DELAY": "0.1", "FAKE_GPU": "1"}
+    # Slow enough that the first is still writing while two more processes
+    # start, even on a loaded machine.
+    env = {"FAKE_DELAY": "1", "FAKE_GPU": "1"}
     first = _cli(*args, env_extra=env)
     results = out / rs.RESULTS_FILE
     try:

@@ -24,7 +24,7 @@ import pytest
 
 from leverctl.bench import results as rs
 
-pytestmark = pytest.mark.sim
+pytestmark = [pytest.mark.sim, pytest.mark.long]
 ROOT = Path(__file__).resolve().parents[2]
 
 

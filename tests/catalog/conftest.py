@@ -1,0 +1,61 @@
+"""The engines' lever files as Rust sources, and leverctl run in-process.
+
+The repository reaches the engines' lever files as ``../shared/seeds/``
+beside its root. Each is a numbered listing with a path header and footer;
+:func:`rust_of` turns it back into the Rust file it lists.
+"""
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+from catalog_helpers import Result, rust_of
+
+REPO = Path(__file__).resolve().parents[2]
+SEEDS = REPO.parent / "shared" / "seeds"
+LISTINGS = {"atlas": "000_aed729ec977a34e9.txt", "metrale": "004_4a78f54b6b3482cb.txt"}
+
+# The oracle of the lever rules lives with the lever tests.
+sys.path.insert(0, str(REPO / "tests" / "levers"))
+
+
+def seed_source(engine: str) -> str:
+    path = SEEDS / LISTINGS[engine]
+    if not path.is_file():
+        pytest.skip(f"the {engine} lever file is not at {path}")
+    return rust_of(path.read_text(encoding="utf-8"))
+
+
+@pytest.fixture
+def rust_file(tmp_path):
+    """Write (engine's source, edited by ``edit``) as model_levers.rs; return its path."""
+
+    def make(engine: str, edit=None, name: str = "model_levers.rs") -> Path:
+        text = seed_source(engine)
+        if edit is not None:
+            text = edit(text)
+        path = tmp_path / engine / name
+        path.parent.mkdir(exist_ok=True)
+        path.write_text(text, encoding="utf-8")
+        return path
+
+    return make
+
+
+@pytest.fixture
+def cli(capsys):
+    from leverctl.cli.app import main
+
+    def run(*args) -> Result:
+        capsys.readouterr()
+        try:
+            main([str(a) for a in args])
+        except SystemExit as e:
+            code = e.code if isinstance(e.code, int) else (0 if e.code is None else 2)
+        else:
+            raise AssertionError("leverctl main() returned without exiting")
+        cap = capsys.readouterr()
+        return Result(code, cap.out, cap.err)
+
+    return run

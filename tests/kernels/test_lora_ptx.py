@@ -1,0 +1,52 @@
+"""The LoRA kernels compile for sm_90 (H200) without a GPU
+(``ptx_harness``): no fp64, no spills, stack or local memory, registers and
+static shared memory within an SM's; all three run on FP32 cores (no
+tensor-core opcode in their SASS, as their records say)."""
+from __future__ import annotations
+
+import subprocess
+
+import pytest
+from ptx_harness import check_ptx, check_ptxas, compiled, nvdisasm  # noqa: F401 (compiled: the fixture)
+from tc_claims import claim_problems
+
+NAMES = ("lora_proj_fused", "lora_proj_base", "lora_xa", "lora_merge")
+
+
+def jobs():
+    from numba import types
+
+    from leverctl_kernels.lora import _kernels as K
+
+    f16, f32 = types.float16, types.float32
+    proj_sig = (f16[:, ::1], f16[:, ::1], f16[:, ::1], f32[:, ::1], f16[:, ::1], f32)
+    threads = K.WARPS * 32
+    return [
+        ("lora_proj_fused", K.make_proj(True), proj_sig, threads),
+        ("lora_proj_base", K.make_proj(False), proj_sig, threads),
+        ("lora_xa", K.make_xa(), (f32[:, ::1], f16[:, ::1], f16[:, ::1]), threads),
+        ("lora_merge", K.make_merge(), (f16[:, ::1], f16[:, ::1], f16[:, ::1], f16[:, ::1], f32), K.MERGE_THREADS),
+    ]
+
+
+def test_lora_kernels_compile_for_sm90_in_fp32(compiled):
+    assert set(compiled["kernels"]) == set(NAMES)
+    check_ptx(compiled, fp64=False)
+
+
+def test_ptxas_accepts_them_without_spills(compiled):
+    check_ptxas(compiled)
+
+
+def test_their_sass_has_no_tensor_core_opcode(compiled, tmp_path):
+    if not compiled["ptxas"]:
+        pytest.skip("ptxas not found (PATH or $CUDA_HOME/bin)")
+    disasm = nvdisasm()
+    if not disasm:
+        pytest.skip("nvdisasm not found (PATH, $CUDA_HOME/bin or the nvidia-cuda-nvdisasm wheel)")
+    for name in NAMES:
+        cubin = tmp_path / f"{name}.cubin"
+        subprocess.run([compiled["ptxas"], "-arch=sm_90", "-o", str(cubin), compiled["kernels"][name]["ptx"]],
+                       check=True, capture_output=True)
+        sass = subprocess.run([disasm, str(cubin)], check=True, capture_output=True, text=True).stdout
+        assert claim_problems(sass, None, None) == [], (name, claim_problems(sass, None, None))
