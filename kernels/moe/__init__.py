@@ -29,8 +29,9 @@ Sizes come from a recipe's ``[model]`` (``hidden``) and ``[model.moe]``
 absent. Routing of the expert paths is drawn (k distinct experts a row,
 softmax weights of normal logits), so each path measures its own kernels.
 
-Every kernel runs on FP32 CUDA cores; the records say so
-(``tensor_cores`` null).
+Every kernel runs on FP32 CUDA cores (the records' ``tensor_cores`` null)
+but gate/up at prefill shapes, which runs on warp MMA (``mma.sync`` fp16,
+``_experts_mma``; its records say so, with ``tc_flops`` the products').
 """
 from __future__ import annotations
 
@@ -248,8 +249,9 @@ def _gateup_traffic(fmt: str):
     def traffic(shape: Shape) -> Traffic:
         r, h, i, k = shape["rows"], shape["hidden"], shape["inter"], shape["top_k"]
         w = int(_expected_experts(shape) * formats.weight_bytes(fmt, 2 * i, h))
+        mm = 2 * r * k * 2 * i * h  # on the tensor cores at prefill shapes; the SiLU products on FP32
         return Traffic(bytes_read=w + 2 * r * h + 4 * r * k, bytes_written=4 * r * k * i,
-                       flops=2 * r * k * 2 * i * h + 4 * r * k * i)
+                       flops=mm + 4 * r * k * i, tc_flops=mm if shape["prefill"] else None)
     return traffic
 
 
@@ -281,6 +283,9 @@ def _down_launches(shape: Shape) -> int:
 # own weights' exact decoding much more tightly.
 STAGE_TOLERANCES = {
     "int4": Tolerance(rel=1e-4, abs_of_max=1e-4),
+    # gate/up at prefill runs on fp16 tensor cores: each weight rounds once to
+    # fp16 (2^-11), as in the W4A16 tensor-core GEMMs, whose bound this is
+    "int4_gateup": Tolerance(rel=2e-3, abs_of_max=2e-3),
     "nvfp4_gateup": Tolerance(rel=0.25, abs_of_max=0.5),
     "nvfp4_down": Tolerance(rel=0.18, abs_of_max=0.3),
 }
@@ -289,12 +294,16 @@ GATEUP = KernelPath(
     name=MOE_GATEUP_FP4.path, family="moe", summary=MOE_GATEUP_FP4.summary, levers=MOE_GATEUP_FP4.levers,
     lever_defaults=MOE_GATEUP_FP4.fixed, engines=MOE_GATEUP_FP4.engines, select=MOE_GATEUP_FP4.select,
     variants=_variants(MOE_GATEUP_FP4, {
-        "int4": dict(summary="W4A16 int4 experts: per-row kernel at decode, expert-grouped at prefill",
-                     build=gateup_int4.build, tolerance=STAGE_TOLERANCES["int4"], traffic=_gateup_traffic("int4"),
-                     launches=_stage_launches),
-        "nvfp4": dict(summary="NVFP4 (holo) experts: per-row kernel at decode, expert-grouped at prefill",
+        "int4": dict(summary="W4A16 int4 experts: per-row kernel (FP32) at decode, expert-grouped on mma.sync "
+                             "fp16 at prefill",
+                     build=gateup_int4.build, tolerance=STAGE_TOLERANCES["int4_gateup"],
+                     traffic=_gateup_traffic("int4"), launches=_stage_launches, tensor_cores="mma.sync",
+                     tc_dtype="f16"),
+        "nvfp4": dict(summary="NVFP4 (holo) experts: per-row kernel (FP32) at decode, expert-grouped on mma.sync "
+                              "fp16 at prefill",
                       build=gateup_nvfp4.build, tolerance=STAGE_TOLERANCES["nvfp4_gateup"],
-                      traffic=_gateup_traffic("nvfp4"), launches=_stage_launches),
+                      traffic=_gateup_traffic("nvfp4"), launches=_stage_launches, tensor_cores="mma.sync",
+                      tc_dtype="f16"),
     }),
     shapes=stage_shapes, make_inputs=gateup_inputs,
     outputs=lambda s: {"h": ((s["rows"] * s["top_k"], s["inter"]), "float32")},

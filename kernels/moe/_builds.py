@@ -12,6 +12,7 @@ import numpy as np
 from numba import cuda
 
 from . import _experts as X
+from . import _experts_mma as XM
 from . import _router, _union
 
 
@@ -29,8 +30,9 @@ def _w(bufs: dict, name: str):
 
 
 def gateup(FMT: str):
-    """moe.gateup_fp4: the per-row kernel at decode shapes, the grouped one
-    (rows of an expert together, after the routing sort) at prefill shapes."""
+    """moe.gateup_fp4: the per-row kernel (FP32 cores) at decode shapes; at
+    prefill shapes the routing sort, then rows of an expert together on
+    tensor cores (``_experts_mma``: mma.sync, fp16)."""
 
     def build(shape):
         rows, k, inter, experts = shape["rows"], shape["top_k"], shape["inter"], shape["experts"]
@@ -42,9 +44,10 @@ def gateup(FMT: str):
             def launch(bufs):
                 run(bufs["h"], bufs["x"], bufs["ids"], _w(bufs, name))
 
+            launch.tensor_cores = launch.tc_dtype = None  # the per-row kernel runs on FP32 cores
             return launch
         sort = X.route_sort(experts, rows, k)
-        run = X.gateup_grouped(FMT, inter, experts)
+        run = XM.gateup_grouped_mma(FMT, inter, shape["hidden"], experts)
         ws = sort.workspace
 
         def launch(bufs):
@@ -52,6 +55,7 @@ def gateup(FMT: str):
             run(bufs["h"], bufs["x"], bufs["ids"], _w(bufs, name), ws["order"], ws["offsets"])
 
         launch.workspace = ws
+        launch.tensor_cores, launch.tc_dtype = run.tensor_cores, run.tc_dtype
         return launch
 
     return build

@@ -117,6 +117,8 @@ CLAIM_JOBS: dict[tuple[str, str, str], tuple[str, tuple[str, ...]]] = {
     ("attention.proj_bf16_tc_w4a16", "w4a16_f16", "mma.sync"): ("test_w4a16_gemm_tc_ptx", ("gemm_tc_tiles",)),
     ("attention.proj_fp8", "m16", "wgmma"): ("test_attention_proj_ptx", ("proj_fp8_m16",)),
     ("attention.proj_fp8", "m32", "wgmma"): ("test_attention_proj_ptx", ("proj_fp8_m32",)),
+    ("moe.gateup_fp4", "int4", "mma.sync"): ("test_moe_ptx", ("gateup_grouped_mma_int4",)),
+    ("moe.gateup_fp4", "nvfp4", "mma.sync"): ("test_moe_ptx", ("gateup_grouped_mma_nvfp4",)),
 }
 
 

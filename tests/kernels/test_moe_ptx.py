@@ -3,24 +3,30 @@ the expert kernels in each weight format they are built for, the routing
 sort and combine, the router's gate in its three precisions, the top-k and
 the union count. No fp64 arithmetic, no spills, stack or local memory (the
 eight decoded weights of a chunk stay in registers), registers x threads
-within an SM's, static shared memory within 48 KiB; and no tensor-core
-instruction, as their records say (``tensor_cores`` null)."""
+within an SM's, static shared memory within 48 KiB. Only the prefill
+gate/up (``_experts_mma``) has the fp16 ``mma.sync`` in its PTX, and its SASS
+holds ``HMMA.16816.F32`` as the ``moe.gateup_fp4`` records claim
+(``tc_claims``); the other kernels have no tensor-core instruction, as
+theirs say (``tensor_cores`` null)."""
 from __future__ import annotations
 
 from pathlib import Path
 
 from ptx_harness import check_ptx, check_ptxas, compiled  # noqa: F401 (compiled: the fixture)
+from tc_claims import sass_claims_test
 
 # The formats each expert kernel is built for by some variant.
 ROWS_FORMATS = ("int4", "nvfp4", "fp8")
 GATEUP_GROUPED_FORMATS = ("int4", "nvfp4", "fp8")
 DOWN_GROUPED_FORMATS = ("int4", "nvfp4", "fp8")
+MMA_FORMATS = ("int4", "nvfp4")  # gate/up at prefill shapes, on mma.sync fp16
+MMA_PTX = "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32"
 
 
 def jobs():
     from numba import types
 
-    from leverctl_kernels.moe import _experts, _router, _union
+    from leverctl_kernels.moe import _experts, _experts_mma, _router, _union
 
     A = lambda dt, nd: types.Array(dt, nd, "C")  # noqa: E731
     f16, f32, i32, u8, u16, u32 = types.float16, types.float32, types.int32, types.uint8, types.uint16, types.uint32
@@ -40,6 +46,9 @@ def jobs():
     for fmt in DOWN_GROUPED_FORMATS:
         out.append((f"down_grouped_{fmt}", _experts.make_down_grouped(fmt),
                     (A(f32, 2), A(f32, 2), *weights[fmt], A(i32, 1), A(i32, 1)), T))
+    for fmt in MMA_FORMATS:
+        out.append((f"gateup_grouped_mma_{fmt}", _experts_mma.make_gateup_grouped_mma(fmt),
+                    (A(f32, 2), A(f16, 2), A(i32, 2), *weights[fmt], A(i32, 1), A(i32, 1)), _experts_mma.THREADS))
     out.append(("route_count", _experts.make_route_count(), (A(i32, 1), A(i32, 2)), _experts.SORT_THREADS))
     out.append(("route_scatter", _experts.make_route_scatter(), (A(i32, 1), A(i32, 1), A(i32, 1), A(i32, 2)),
                 _experts.SORT_THREADS))
@@ -54,7 +63,7 @@ def jobs():
 
 def test_every_moe_kernel_compiles_for_sm90_in_fp32(compiled):
     assert len(compiled["kernels"]) == 2 * len(ROWS_FORMATS) + len(GATEUP_GROUPED_FORMATS) + len(
-        DOWN_GROUPED_FORMATS) + 8
+        DOWN_GROUPED_FORMATS) + len(MMA_FORMATS) + 8
     check_ptx(compiled, fp64=False)
 
 
@@ -62,11 +71,17 @@ def test_ptxas_accepts_them_without_spills_or_local_memory(compiled):
     check_ptxas(compiled)
 
 
-def test_no_moe_kernel_claims_or_runs_a_tensor_core_instruction(compiled):
+def test_only_the_prefill_gate_up_has_the_f16_mma_and_the_variants_claim_it(compiled):
     from leverctl_kernels.moe import PATHS
 
-    assert all(v.tensor_cores is None for p in PATHS for v in p.variants.values())
+    claims = {(p.name, v.name): (v.tensor_cores, v.tc_dtype) for p in PATHS for v in p.variants.values()
+              if v.tensor_cores}
+    assert claims == {("moe.gateup_fp4", "int4"): ("mma.sync", "f16"),
+                      ("moe.gateup_fp4", "nvfp4"): ("mma.sync", "f16")}
     for name, rec in compiled["kernels"].items():
         assert "error" not in rec, f"{name} does not compile for sm_90 (see the compile test)"
-        ptx = Path(rec["ptx"]).read_text()
-        assert "mma" not in ptx, name
+        n = Path(rec["ptx"]).read_text().count(MMA_PTX)
+        assert (n > 0) == name.startswith("gateup_grouped_mma"), f"{name}: {n} x {MMA_PTX}"
+
+
+test_the_sass_holds_what_each_variants_records_claim = sass_claims_test("test_moe_ptx")
