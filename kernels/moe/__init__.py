@@ -30,8 +30,9 @@ absent. Routing of the expert paths is drawn (k distinct experts a row,
 softmax weights of normal logits), so each path measures its own kernels.
 
 Every kernel runs on FP32 CUDA cores (the records' ``tensor_cores`` null)
-but gate/up at prefill shapes, which runs on warp MMA (``mma.sync`` fp16,
-``_experts_mma``; its records say so, with ``tc_flops`` the products').
+but the expert stages' products at prefill shapes (``moe.gateup_fp4``,
+``moe.down_fp4``), which run on warp MMA (``mma.sync`` fp16,
+``_experts_mma``; their records say so, with ``tc_flops`` the products').
 """
 from __future__ import annotations
 
@@ -259,8 +260,9 @@ def _down_traffic(fmt: str):
     def traffic(shape: Shape) -> Traffic:
         r, h, i, k = shape["rows"], shape["hidden"], shape["inter"], shape["top_k"]
         w = int(_expected_experts(shape) * formats.weight_bytes(fmt, h, i))
+        mm = 2 * r * k * h * i  # on the tensor cores at prefill shapes; the combine on FP32
         return Traffic(bytes_read=w + 4 * r * k * i + 8 * r * k, bytes_written=4 * r * h,
-                       flops=2 * r * k * h * i + 2 * r * k * h)
+                       flops=mm + 2 * r * k * h, tc_flops=mm if shape["prefill"] else None)
     return traffic
 
 
@@ -283,9 +285,10 @@ def _down_launches(shape: Shape) -> int:
 # own weights' exact decoding much more tightly.
 STAGE_TOLERANCES = {
     "int4": Tolerance(rel=1e-4, abs_of_max=1e-4),
-    # gate/up at prefill runs on fp16 tensor cores: each weight rounds once to
-    # fp16 (2^-11), as in the W4A16 tensor-core GEMMs, whose bound this is
-    "int4_gateup": Tolerance(rel=2e-3, abs_of_max=2e-3),
+    # at prefill both stages run on fp16 tensor cores: each weight (and down's
+    # float32 input) rounds once to fp16 (2^-11), as in the W4A16 tensor-core
+    # GEMMs, whose bound this is
+    "int4_tc": Tolerance(rel=2e-3, abs_of_max=2e-3),
     "nvfp4_gateup": Tolerance(rel=0.25, abs_of_max=0.5),
     "nvfp4_down": Tolerance(rel=0.18, abs_of_max=0.3),
 }
@@ -296,7 +299,7 @@ GATEUP = KernelPath(
     variants=_variants(MOE_GATEUP_FP4, {
         "int4": dict(summary="W4A16 int4 experts: per-row kernel (FP32) at decode, expert-grouped on mma.sync "
                              "fp16 at prefill",
-                     build=gateup_int4.build, tolerance=STAGE_TOLERANCES["int4_gateup"],
+                     build=gateup_int4.build, tolerance=STAGE_TOLERANCES["int4_tc"],
                      traffic=_gateup_traffic("int4"), launches=_stage_launches, tensor_cores="mma.sync",
                      tc_dtype="f16"),
         "nvfp4": dict(summary="NVFP4 (holo) experts: per-row kernel (FP32) at decode, expert-grouped on mma.sync "
@@ -316,12 +319,14 @@ DOWN = KernelPath(
     name=MOE_DOWN_FP4.path, family="moe", summary=MOE_DOWN_FP4.summary, levers=MOE_DOWN_FP4.levers,
     lever_defaults=MOE_DOWN_FP4.fixed, engines=MOE_DOWN_FP4.engines, select=MOE_DOWN_FP4.select,
     variants=_variants(MOE_DOWN_FP4, {
-        "int4": dict(summary="W4A16 int4 experts: per-row kernel at decode; sort, grouped, combine at prefill",
-                     build=down_int4.build, tolerance=STAGE_TOLERANCES["int4"], traffic=_down_traffic("int4"),
-                     launches=_down_launches),
-        "nvfp4": dict(summary="NVFP4 (holo) experts: per-row kernel at decode; sort, grouped, combine at prefill",
+        "int4": dict(summary="W4A16 int4 experts: per-row kernel (FP32) at decode; sort, expert-grouped on "
+                             "mma.sync fp16, combine at prefill",
+                     build=down_int4.build, tolerance=STAGE_TOLERANCES["int4_tc"], traffic=_down_traffic("int4"),
+                     launches=_down_launches, tensor_cores="mma.sync", tc_dtype="f16"),
+        "nvfp4": dict(summary="NVFP4 (holo) experts: per-row kernel (FP32) at decode; sort, expert-grouped on "
+                              "mma.sync fp16, combine at prefill",
                       build=down_nvfp4.build, tolerance=STAGE_TOLERANCES["nvfp4_down"], traffic=_down_traffic("nvfp4"),
-                      launches=_down_launches),
+                      launches=_down_launches, tensor_cores="mma.sync", tc_dtype="f16"),
     }),
     shapes=stage_shapes, make_inputs=down_inputs,
     outputs=lambda s: {"y": ((s["rows"], s["hidden"]), "float32")},

@@ -62,8 +62,9 @@ def gateup(FMT: str):
 
 
 def down(FMT: str):
-    """moe.down_fp4: per-row at decode shapes (each row sums its experts);
-    grouped at prefill shapes (sort, one partial row per assignment, combine)."""
+    """moe.down_fp4: per-row (FP32 cores) at decode shapes, each row summing
+    its experts; at prefill shapes the routing sort, one partial row per
+    assignment on tensor cores (``_experts_mma``), and the combine."""
 
     def build(shape):
         rows, k, hidden, experts = shape["rows"], shape["top_k"], shape["hidden"], shape["experts"]
@@ -75,9 +76,10 @@ def down(FMT: str):
             def launch(bufs):
                 run(bufs["y"], bufs["h"], bufs["ids"], bufs["rw"], _w(bufs, name))
 
+            launch.tensor_cores = launch.tc_dtype = None  # the per-row kernel runs on FP32 cores
             return launch
         sort = X.route_sort(experts, rows, k)
-        run = X.down_grouped(FMT, hidden, experts)
+        run = XM.down_grouped_mma(FMT, hidden, shape["inter"], experts)
         comb = X.combine(rows, hidden)
         ws = {**sort.workspace, "ys": cuda.device_array((rows * k, hidden), np.float32)}
 
@@ -87,6 +89,7 @@ def down(FMT: str):
             comb(bufs["y"], ws["ys"], bufs["rw"])
 
         launch.workspace = ws
+        launch.tensor_cores, launch.tc_dtype = run.tensor_cores, run.tc_dtype
         return launch
 
     return build

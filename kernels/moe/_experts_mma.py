@@ -1,4 +1,4 @@
-"""Gate/up of the grouped (prefill) path on tensor cores: warp MMA
+"""Gate/up and down of the grouped (prefill) path on tensor cores: warp MMA
 ``mma.sync`` m16n8k16, fp16 inputs, f32 accumulators (``common/mma``).
 
 Grid ``(ceil(I / 32), E)``, four warps a block; warp ``w`` of block
@@ -9,7 +9,9 @@ routing sort), sixteen at a time: the A tile is those sixteen rows of ``x``
 gathered through ``order``, the B tiles the expert's weights decoded to
 float32 (``make_decode1``) and rounded once to fp16 (``cvt.rn.f16x2.f32``),
 K by 16. The epilogue writes ``h[a, n] = silu(gate) * up`` for rows and
-columns inside the segment. Rows past the segment and columns past ``I`` are
+columns inside the segment. Down (``make_down_grouped_mma``) is the same
+with ``h``'s rows (float32, rounded to fp16 as they enter) for A, one 8-column
+tile of ``Wd_e`` a warp, and each assignment's partial row ``ys[a]`` out. Rows past the segment and columns past ``I`` are
 fed as zeros; a warp past ``I`` leaves before any MMA (the whole warp).
 
 The activations are fp16 and enter exactly; each weight rounds once to fp16
@@ -126,6 +128,70 @@ def make_gateup_grouped_mma(FMT: str):
     return gateup_grouped_mma
 
 
+@lru_cache(maxsize=None)
+def make_down_grouped_mma(FMT: str):
+    """``ys[a] = h[a] Wd_e^T`` for every assignment, expert by expert, on
+    ``mma.sync`` fp16: the float32 SiLU products round once to fp16 as they
+    enter. Grid ``(ceil(H / 32), E)``; ``I`` a multiple of 16."""
+    dec = make_decode1(FMT)
+
+    @cuda.jit(device=True, inline=True)
+    def hval(h, order, q, end, r, k):
+        if q + r < end:
+            return h[order[q + r], k]
+        return float32(0.0)
+
+    @cuda.jit(device=True, inline=True)
+    def wval(wa, wb, wc, e, n, k, width):
+        if n < width:
+            return dec(wa, wb, wc, e, n, k)
+        return float32(0.0)
+
+    @cuda.jit
+    def down_grouped_mma(ys, h, wa, wb, wc, order, offsets):
+        e = cuda.blockIdx.y
+        beg = offsets[e]
+        end = offsets[e + 1]
+        lane = cuda.laneid
+        width = ys.shape[1]
+        n0 = (cuda.blockIdx.x * WARPS + cuda.threadIdx.x // 32) * TILE_N
+        if n0 >= width:
+            return
+        ar0, ac0 = mma.a_elem(lane, 0)
+        ar1, ac1 = mma.a_elem(lane, 2)
+        ar2, ac2 = mma.a_elem(lane, 4)
+        ar3, ac3 = mma.a_elem(lane, 6)
+        bk0, bn0 = mma.b_elem(lane, 0)
+        bk1, bn1 = mma.b_elem(lane, 2)
+        nb0 = n0 + bn0
+        nb1 = n0 + bn1
+        for q in range(beg, end, TILE_M):
+            d0 = d1 = d2 = d3 = float32(0.0)
+            for k0 in range(0, h.shape[1], TILE_K):
+                a0 = cvt.f32x2_to_f16x2(hval(h, order, q, end, ar0, k0 + ac0), hval(h, order, q, end, ar0, k0 + ac0 + 1))
+                a1 = cvt.f32x2_to_f16x2(hval(h, order, q, end, ar1, k0 + ac1), hval(h, order, q, end, ar1, k0 + ac1 + 1))
+                a2 = cvt.f32x2_to_f16x2(hval(h, order, q, end, ar2, k0 + ac2), hval(h, order, q, end, ar2, k0 + ac2 + 1))
+                a3 = cvt.f32x2_to_f16x2(hval(h, order, q, end, ar3, k0 + ac3), hval(h, order, q, end, ar3, k0 + ac3 + 1))
+                kb0 = k0 + bk0
+                kb1 = k0 + bk1
+                b0 = cvt.f32x2_to_f16x2(wval(wa, wb, wc, e, nb0, kb0, width), wval(wa, wb, wc, e, nb0, kb0 + 1, width))
+                b1 = cvt.f32x2_to_f16x2(wval(wa, wb, wc, e, nb1, kb1, width), wval(wa, wb, wc, e, nb1, kb1 + 1, width))
+                d0, d1, d2, d3 = mma.mma_f16_16816(a0, a1, a2, a3, b0, b1, d0, d1, d2, d3)
+            _store_ys(ys, order, q, end, n0, width, lane, 0, d0)
+            _store_ys(ys, order, q, end, n0, width, lane, 1, d1)
+            _store_ys(ys, order, q, end, n0, width, lane, 2, d2)
+            _store_ys(ys, order, q, end, n0, width, lane, 3, d3)
+
+    return down_grouped_mma
+
+
+@cuda.jit(device=True, inline=True)
+def _store_ys(ys, order, q, end, n0, width, lane, i, v):
+    r, c = mma.c_elem(lane, i)
+    if q + r < end and n0 + c < width:
+        ys[order[q + r], n0 + c] = v
+
+
 @cuda.jit(device=True, inline=True)
 def _store(h, order, q, end, n0, inter, lane, i, g, u):
     r, c = mma.c_elem(lane, i)
@@ -142,6 +208,20 @@ def gateup_grouped_mma(FMT: str, inter: int, hidden: int, experts: int):
 
     def launch(h, x, ids, w, order, offsets):
         kern[grid, THREADS](h, x, ids, *w, order, offsets)
+
+    launch.tensor_cores, launch.tc_dtype = "mma.sync", "f16"
+    return launch
+
+
+def down_grouped_mma(FMT: str, hidden: int, inter: int, experts: int):
+    if inter % TILE_K:
+        raise ValueError(f"expert_intermediate={inter}: the tensor-core down steps K by {TILE_K}")
+    kern = make_down_grouped_mma(FMT)
+    grid = check_grid((blocks_for(hidden, WARPS * TILE_N), experts))
+    check_block(THREADS)
+
+    def launch(ys, h, w, order, offsets):
+        kern[grid, THREADS](ys, h, *w, order, offsets)
 
     launch.tensor_cores, launch.tc_dtype = "mma.sync", "f16"
     return launch

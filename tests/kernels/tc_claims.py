@@ -119,6 +119,8 @@ CLAIM_JOBS: dict[tuple[str, str, str], tuple[str, tuple[str, ...]]] = {
     ("attention.proj_fp8", "m32", "wgmma"): ("test_attention_proj_ptx", ("proj_fp8_m32",)),
     ("moe.gateup_fp4", "int4", "mma.sync"): ("test_moe_ptx", ("gateup_grouped_mma_int4",)),
     ("moe.gateup_fp4", "nvfp4", "mma.sync"): ("test_moe_ptx", ("gateup_grouped_mma_nvfp4",)),
+    ("moe.down_fp4", "int4", "mma.sync"): ("test_moe_ptx", ("down_grouped_mma_int4",)),
+    ("moe.down_fp4", "nvfp4", "mma.sync"): ("test_moe_ptx", ("down_grouped_mma_nvfp4",)),
 }
 
 
