@@ -142,6 +142,9 @@ class Table:
         for rule in self.rules:
             if any(self.value(levers, f) != want for f, want in rule.levers.items()):
                 continue
+            when = {c.text for c in rule.shape}
+            if any(set(c.when) <= when for c in out):
+                continue  # an earlier case holds wherever this rule would: never reached
             note = rule.note.format_map(_Symbols(self.symbols, " or ".join(skipped))) if rule.note else ""
             out.append(Case(tuple(c.text for c in rule.shape), rule.variant, note))
             if not rule.shape:
@@ -454,38 +457,65 @@ ATTENTION_MLA_DECODE = Table(
 #
 # Every arm is honoured by the engine only "when its kernels are loaded". The
 # engine's table (FFN_PREFILL_ENGINE) has every arm loaded; the declared path
-# runs FFN_PREFILL, the same rules less the arms with no kernel here yet
+# runs FFN_PREFILL, the same rules less the arms with no kernel here
 # (FFN_PREFILL_BUILT), which is what the engine does when an arm's kernels
-# are not loaded: the levers fall through to the next arm. The Q4_K arm is
-# also not loaded for a projection whose K is not a multiple of 256.
+# are not loaded: the levers fall through to the next arm. A built arm also
+# counts as not loaded for a projection whose weights its format cannot
+# hold, read off the shape:
+#
+# * NVFP4 (the NVFP4 MMQ arm, W4A4): weights come in blocks of 16 along K,
+#   so a projection with k % 16 != 0 has none. leverctl's reading of the
+#   seed's "when its kernels are loaded" for the NVFP4 MMQ arm is exactly
+#   this: the kernels load with the model's NVFP4 weights, per projection.
+#   The seed also requires that no LoRA adapter be installed (the shape's
+#   ``lora``, 0 in every shape this path benches). The down projection
+#   cannot see the gate/up projection's K; leverctl takes the gate/up arm as
+#   active at a down shape when its lever is on and no adapter is installed.
+# * Q4_K (the Q4_K MMQ arm): super-blocks of 256. Where k % 256 != 0 a guard
+#   sends ffn_mmq to the arms after it, as though it were off, so explain
+#   says so.
 
 _GATE_UP = _cond("gate+up", "down", lambda d: not d["down"], lambda d: "the down projection")
 _DOWN = _cond("down", "gate+up", lambda d: bool(d["down"]), lambda d: "the gate+up projection")
+_NO_LORA = _cond("no LoRA adapter", "a LoRA adapter", lambda d: not d.get("lora", 0),
+                 lambda d: "a LoRA adapter is installed")
+
+NVFP4_BLOCK = 16
+_K_NVFP4 = _cond(f"k % {NVFP4_BLOCK} = 0", f"k % {NVFP4_BLOCK} != 0", lambda d: d["k"] % NVFP4_BLOCK == 0,
+                 lambda d: f"k={d['k']} is not a multiple of the NVFP4 block ({NVFP4_BLOCK})")
 
 # Q4_K super-blocks hold 256 values: a projection whose K is not a multiple
 # has no Q4_K weights, and the arm is not loaded for it.
 Q4K_BLOCK = 256
-_K_Q4K = _cond(f"k % {Q4K_BLOCK} = 0", f"k % {Q4K_BLOCK} != 0", lambda d: d["k"] % Q4K_BLOCK == 0,
-               lambda d: f"k={d['k']} is not a multiple of the Q4_K super-block ({Q4K_BLOCK})")
+_NO_Q4K = _guard(f"k % {Q4K_BLOCK} != 0", lambda d: d["k"] % Q4K_BLOCK != 0)
+_NO_Q4K_NOTE = (f"Q4_K weights come in super-blocks of {Q4K_BLOCK}: the Q4_K arm is not loaded at this k "
+                "and ffn_mmq falls through to the arms after it")
 
 FFN_PREFILL_VARIANTS = ("w4a16", "bf16_v1", "bf16_v2", "fp8_m64", "int8_faith2", "int8_faith5",
                         "nvfp4_mmq", "q4k_mmq", "w4a4")
 
-# (the variants an arm needs built, its rules), in precedence order.
+_Q4K = frozenset({"q4k_mmq", "int8_faith2"})
+
+# (the variants an arm needs built, its rules), in precedence order. The
+# Q4_K arm's rules follow its guard (``ffn_prefill_table``), so they need no
+# condition on k.
 FFN_PREFILL_ARMS: tuple[tuple[frozenset, tuple[Rule, ...]], ...] = (
     (frozenset({"nvfp4_mmq"}), (
-        Rule("nvfp4_mmq", {"ffn_nvfp4_mmq": True}, (_GATE_UP,)),
-        Rule("nvfp4_mmq", {"ffn_nvfp4_mmq": True, "ffn_nvfp4_mmq_down": True}),
-        Rule("w4a16", {"ffn_nvfp4_mmq": True},
+        Rule("nvfp4_mmq", {"ffn_nvfp4_mmq": True}, (_GATE_UP, _NO_LORA, _K_NVFP4)),
+        Rule("nvfp4_mmq", {"ffn_nvfp4_mmq": True, "ffn_nvfp4_mmq_down": True}, (_DOWN, _NO_LORA, _K_NVFP4)),
+        Rule("w4a16", {"ffn_nvfp4_mmq": True, "ffn_nvfp4_mmq_down": False}, (_DOWN, _NO_LORA),
              note="ffn_nvfp4_mmq_down off: down takes the default W4A16 GEMM while gate+up run NVFP4 MMQ"),
+        Rule("w4a16", {"ffn_nvfp4_mmq": True}, (_DOWN, _NO_LORA),
+             note=f"down has no NVFP4 weights at k % {NVFP4_BLOCK} != 0: the default W4A16 GEMM, "
+                  "while gate+up run NVFP4 MMQ"),
     )),
-    (frozenset({"q4k_mmq", "int8_faith2"}), (
-        Rule("q4k_mmq", {"ffn_mmq": True}, (_GATE_UP, _K_Q4K)),
-        Rule("q4k_mmq", {"ffn_mmq": True, "ffn_mmq_down_q4k": True}, (_DOWN, _K_Q4K)),
-        Rule("int8_faith2", {"ffn_mmq": True, "ffn_mmq_down_q4k": False}, (_DOWN, _K_Q4K),
+    (_Q4K, (
+        Rule("q4k_mmq", {"ffn_mmq": True}, (_GATE_UP,)),
+        Rule("q4k_mmq", {"ffn_mmq": True, "ffn_mmq_down_q4k": True}),
+        Rule("int8_faith2", {"ffn_mmq": True},
              note="ffn_mmq without ffn_mmq_down_q4k: down goes through the int8 faith2 GEMM"),
     )),
-    (frozenset({"w4a4"}), (Rule("w4a4", {"fp4_prefill": True}),)),
+    (frozenset({"w4a4"}), (Rule("w4a4", {"fp4_prefill": True}, (_K_NVFP4,)),)),
     (frozenset({"int8_faith5"}), (Rule("int8_faith5", {"int8_prefill": True, "int8_faith5": True}),)),
     (frozenset({"int8_faith2"}), (Rule("int8_faith2", {"int8_prefill": True}),)),
     (frozenset({"fp8_m64"}), (Rule("fp8_m64", {"fp8_m64_prefill": True}),)),
@@ -495,15 +525,28 @@ FFN_PREFILL_ARMS: tuple[tuple[frozenset, tuple[Rule, ...]], ...] = (
 )
 
 # The arms with a kernel in leverctl_kernels.ffn_prefill.
-FFN_PREFILL_BUILT = frozenset({"w4a16", "bf16_v1", "bf16_v2", "fp8_m64", "int8_faith2", "int8_faith5", "q4k_mmq",
-                               "w4a4"})
+FFN_PREFILL_BUILT = frozenset(FFN_PREFILL_VARIANTS)
+
+
+def _q4k_guard(later: tuple[Rule, ...]) -> tuple[Rule, ...]:
+    """The Q4_K arm's guard: each rule after the arm, also requiring
+    ffn_mmq and holding only at k % 256 != 0 (ffn_mmq then selects what it
+    would select were it off)."""
+    return tuple(Rule(r.variant, {"ffn_mmq": True, **r.levers}, (_NO_Q4K, *r.shape),
+                      note=_NO_Q4K_NOTE + (f"; {r.note}" if r.note else ""))
+                 for r in later if "ffn_mmq" not in r.levers)
 
 
 def ffn_prefill_table(built: frozenset = frozenset(FFN_PREFILL_VARIANTS)) -> Table:
     """The dense-FFN prefill decision table with only the arms whose
     variants are all in ``built`` (the others fall through, as in the engine
     when their kernels are not loaded)."""
-    rules = tuple(r for needs, arm in FFN_PREFILL_ARMS if needs <= built for r in arm)
+    arms = [(needs, arm) for needs, arm in FFN_PREFILL_ARMS if needs <= built]
+    rules: list[Rule] = []
+    for i, (needs, arm) in enumerate(arms):
+        if needs == _Q4K:
+            rules.extend(_q4k_guard(tuple(r for _, later in arms[i + 1:] for r in later)))
+        rules.extend(arm)
     return Table(
         path="ffn.prefill",
         summary="Dense SiLU-FFN prefill GEMM c = a W^T (gate+up, then down) through the arm the levers pick",
@@ -513,7 +556,7 @@ def ffn_prefill_table(built: frozenset = frozenset(FFN_PREFILL_VARIANTS)) -> Tab
                  "fp4_prefill": False, "int8_prefill": False, "int8_faith5": False, "fp8_m64_prefill": False,
                  "bf16_tc_prefill": False, "prefill_v2": True},
         variants=tuple(v for v in FFN_PREFILL_VARIANTS if v in built),
-        rules=rules,
+        rules=tuple(rules),
         engines=("metrale",),
     )
 
@@ -610,6 +653,130 @@ LORA_PROJ_POOL = Table(
     engines=("metrale",),
     rules=(Rule("per_forward"),),
     binds={"lora_rotate": _LORA_ROTATE},
+)
+
+# ── mamba2 (Nemotron-H SSM layers, Metrale) ────────────────────────────────
+#
+# The prefill scan: the chunked SSD scan when ``ssd`` is on and the state
+# size fits it (the engine's ``ssd_scan_fits(state_size)``), else the
+# persistent kernel when ``ssm_persistent`` is on, else the sequential scan.
+# The fit is this project's SSD kernels' shared-memory budget: their chunk
+# blocks stage a 32-token tile of C and one of B as fp32 rows of the state
+# size (rows padded by one word against bank conflicts: ``2 * 32 * 4 * (n + 1)``
+# bytes), the tile's 32 x 32 decay-masked C.B block
+# and the chunk's cumulative decay and dt (up to 256 tokens each), all within
+# the 48 KiB any block may declare statically (``kernels/mamba2/ssd.py``).
+
+SSD_TILE = 32  # tokens per staged C/B tile of the SSD kernels
+SSD_MAX_CHUNK = 256  # longest chunk the SSD kernels hold the cumulative decay of
+SSD_SMEM_LIMIT = 48 * 1024
+
+
+def ssd_shared_bytes(n: int) -> int:
+    """Shared memory of the SSD chunk kernels at state size ``n``."""
+    return 4 * (2 * SSD_TILE * (n + 1) + SSD_TILE * SSD_TILE + 2 * SSD_MAX_CHUNK)
+
+
+SSD_MAX_STATE = (SSD_SMEM_LIMIT // 4 - SSD_TILE * SSD_TILE - 2 * SSD_MAX_CHUNK) // (2 * SSD_TILE) - 1
+
+
+def ssd_scan_fits(n: int) -> bool:
+    return ssd_shared_bytes(n) <= SSD_SMEM_LIMIT
+
+
+_SSD_FITS = _cond(f"state <= {SSD_MAX_STATE}", f"state > {SSD_MAX_STATE}", lambda d: ssd_scan_fits(d["n"]),
+                  lambda d: f"state size {d['n']} does not fit the SSD scan's shared memory (at most {SSD_MAX_STATE})")
+
+MAMBA2_PREFILL_SCAN = Table(
+    path="mamba2.prefill_scan",
+    summary="Mamba2 selective-state prefill scan over a prompt, carried state in and out",
+    levers=("ssd", "ssm_persistent"),
+    assumed={"ssd": True, "ssm_persistent": True},
+    variants=("ssd", "persistent", "sequential"),
+    engines=("metrale",),
+    symbols={"n": "state"},
+    rules=(
+        Rule("ssd", {"ssd": True}, (_SSD_FITS,)),
+        Rule("persistent", {"ssd": True, "ssm_persistent": True},
+             note="ssd is on but {unmet}: the persistent kernel"),
+        Rule("persistent", {"ssm_persistent": True}),
+        Rule("sequential", {"ssd": True}, note="ssd is on but {unmet}, and ssm_persistent is off: sequential scan"),
+        Rule("sequential"),
+    ),
+)
+
+# The prefill projections: the W4A4 GEMM from 512 rows up when its kernels
+# are loaded and the FP8 activation buffer holds the activations; otherwise
+# the engine's default projection GEMM, which its lever file does not name:
+# leverctl takes the W4A16 GEMM (as for the dense FFN's default arm). Both
+# conditions are the shape's (``w4a4_loaded``, ``fp8_act``: the buffer's
+# bytes), so a record states them; ``w4a4_min_rows`` is 512 but at smoke
+# shapes, which lower it so that the simulator runs the W4A4 arm.
+SSM_W4A4_MIN_ROWS = 512
+
+
+def _w4a4_min_rows(d: Dims) -> int:
+    return d.get("w4a4_min_rows", SSM_W4A4_MIN_ROWS)
+
+
+_W4A4_ROWS = _cond(f"rows >= {SSM_W4A4_MIN_ROWS}", f"rows < {SSM_W4A4_MIN_ROWS}",
+                   lambda d: d["m"] >= _w4a4_min_rows(d),
+                   lambda d: f"{d['m']} rows, fewer than {_w4a4_min_rows(d)}")
+_W4A4_LOADED = _cond("W4A4 kernels loaded", "W4A4 kernels not loaded", lambda d: bool(d.get("w4a4_loaded", 1)),
+                     lambda d: "the W4A4 kernels are not loaded")
+_FP8_ACT_FITS = _cond("fp8_act buffer >= rows x k", "fp8_act buffer < rows x k",
+                      lambda d: d.get("fp8_act", d["m"] * d["k"]) >= d["m"] * d["k"],
+                      lambda d: f"the fp8_act buffer ({d.get('fp8_act')} bytes) is smaller than "
+                                f"{d['m']} x {d['k']} activations")
+
+MAMBA2_PREFILL_PROJ = Table(
+    path="mamba2.prefill_proj",
+    summary="Mamba2 SSM prefill in/out projection GEMM c = a W^T: W4A4 (NVFP4 activations) vs the default W4A16",
+    levers=("ssm_w4a4",),
+    assumed={"ssm_w4a4": True},
+    variants=("w4a4", "w4a16"),
+    engines=("metrale",),
+    symbols={"m": "rows"},
+    rules=(
+        Rule("w4a4", {"ssm_w4a4": True}, (_W4A4_ROWS, _W4A4_LOADED, _FP8_ACT_FITS)),
+        Rule("w4a16", {"ssm_w4a4": True}, note="ssm_w4a4 is on but {unmet}: the default W4A16 GEMM"),
+        Rule("w4a16"),
+    ),
+)
+
+# ── gdn: multi-sequence decode projections (Metrale) ───────────────────────
+#
+# Qwen3-Next's GDN-layer projections in a multi-sequence decode: up to 16
+# rows take the contiguous-batch GEMV tier (batch4 up to 4 rows, batch16
+# above) when ``ssm_gemv_batch4`` is on and the tier's kernel resolved
+# (``gemv_tier_loaded``). The lever file does not name the path taken
+# otherwise; leverctl's choice: one W4A16 GEMV launch per row.
+GEMV_BATCH4_MAX_ROWS = 4
+GEMV_BATCH16_MAX_ROWS = 16
+
+_TIER_MISSING = _guard("tier kernel not resolved", lambda d: not d.get("gemv_tier_loaded", 1))
+# batch16 follows batch4 on the rows batch4 leaves: that 4 was exceeded is no reason of its own.
+_ROWS_4 = Cond(f"rows <= {GEMV_BATCH4_MAX_ROWS}", "", lambda d: d["m"] <= GEMV_BATCH4_MAX_ROWS, lambda d: "")
+_ROWS_16 = _cond(f"rows <= {GEMV_BATCH16_MAX_ROWS}", f"rows > {GEMV_BATCH16_MAX_ROWS}",
+                 lambda d: d["m"] <= GEMV_BATCH16_MAX_ROWS,
+                 lambda d: f"{d['m']} rows, more than {GEMV_BATCH16_MAX_ROWS}")
+
+GDN_PROJ_GEMV_BATCH = Table(
+    path="gdn.proj_gemv_batch",
+    summary="GDN-layer projections of a multi-sequence decode: contiguous-batch GEMV tier vs a GEMV per row",
+    levers=("ssm_gemv_batch4",),
+    assumed={"ssm_gemv_batch4": True},
+    variants=("batch4", "batch16", "per_row"),
+    engines=("metrale",),
+    symbols={"m": "rows"},
+    rules=(
+        Rule("per_row", {}, (_TIER_MISSING,),
+             note="the tier's kernel did not resolve: one GEMV per row whatever ssm_gemv_batch4 says"),
+        Rule("batch4", {"ssm_gemv_batch4": True}, (_ROWS_4,)),
+        Rule("batch16", {"ssm_gemv_batch4": True}, (_ROWS_16,)),
+        Rule("per_row", {"ssm_gemv_batch4": True}, note="ssm_gemv_batch4 is on but {unmet}: one GEMV per row"),
+        Rule("per_row"),
+    ),
 )
 
 # ── moe (decode side) ───────────────────────────────────────────────────────
@@ -725,6 +892,7 @@ MOE_UNION_STATS = Table(
                               "checked exactly against the reference's"},
 )
 
+
 TABLES: Mapping[str, Table] = MappingProxyType({t.path: t for t in (
     W4A16_GEMV, W4A16_GEMV_DUAL, W4A16_FFN_DECODE, W4A16_GEMM,
     GDN_PREFILL, GDN_VERIFY, GDN_DECODE, GDN_FUSED_CONV,
@@ -733,6 +901,7 @@ TABLES: Mapping[str, Table] = MappingProxyType({t.path: t for t in (
     FFN_PREFILL,
     ATTENTION_PROJ_BF16_TC, ATTENTION_PROJ_BF16_TC_W4A16, ATTENTION_PROJ_FP8,
     LORA_PROJ, LORA_PROJ_POOL,
+    MAMBA2_PREFILL_SCAN, MAMBA2_PREFILL_PROJ, GDN_PROJ_GEMV_BATCH,
     MOE_ROUTER, MOE_GATEUP_FP4, MOE_DOWN_FP4, MOE_DECODE_FP8_GROUPED, MOE_DECODE_MULTI_SEQ,
     MOE_DECODE_VIA_PREFILL, MOE_UNION_STATS,
 )})

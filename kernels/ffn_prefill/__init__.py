@@ -18,13 +18,21 @@ q4k_mmq          GGUF Q4_K weights (byte for byte), int8 activations per     her
                  32, s8 mma.sync per sub-block (k a multiple of 256)
 w4a4             NVFP4 weights, activations NVFP4 per GEMM (E4M3 scale per   here
                  16, one tensor scale), decoded exactly to bf16, wgmma bf16
-nvfp4_mmq        NVFP4 weights and activations (MMQ), gate+up / down         not yet
+nvfp4_mmq        NVFP4 weights, activations NVFP4 per GEMM; E2M1 x 2 as      here
+                 exact int8, s8 mma.sync per 16-value block, the E4M3 block
+                 scales folded in f32 per block (gate+up, and down)
 ===============  ==========================================================  =========
 
+The wgmma arms (BF16 v1/v2, W4A4) also build an ``mma.sync`` form for GPUs
+without wgmma (``_mma_forms``: ``build(shape, form=...)``, the form
+``common.tc`` picks); FP8 M64 is wgmma only and its build refuses elsewhere.
+
 Which arm the levers pick: ``leverctl_kernels.selection``'s
-``FFN_PREFILL_ENGINE`` (every arm) and ``FFN_PREFILL`` (the arms built here;
-the others fall through as in the engine when their kernels are not
-loaded), with the precedence and why in the comment above them.
+``FFN_PREFILL_ENGINE`` (every arm) and ``FFN_PREFILL`` (the arms built here,
+now all of them; an arm not built falls through as in the engine when its
+kernels are not loaded), with the precedence, when an arm counts as loaded
+at a shape (NVFP4 at k % 16 = 0 and no LoRA adapter, Q4_K at k % 256 = 0)
+and why in the comment above them.
 
 One shape is one GEMM (``down`` says which): ``c[m, n] = a[m, k] W[n, k]^T``
 with ``a`` fp16 (values that bf16 holds exactly too) and ``c`` fp16. The
@@ -47,7 +55,8 @@ import numpy as np
 from ..common import bits, int4
 from ..common.path import KernelPath, Shape, Tolerance, Traffic, Variant
 from ..selection import FFN_PREFILL, check_declaration
-from . import bf16_v1, bf16_v2, formats, fp8_m64, int8_faith2, int8_faith5, naive, q4k_mmq, w4a4, w4a16_default
+from . import (bf16_v1, bf16_v2, formats, fp8_m64, int8_faith2, int8_faith5, naive, nvfp4_mmq, q4k_mmq, w4a4,
+               w4a16_default)
 
 # Qwen3-8B's dense FFN: the `model` preset when the recipe has no sizes.
 DEFAULT_MODEL: Mapping[str, Any] = {"name": "Qwen3-8B", "hidden": 4096, "ffn": {"intermediate": 12288}}
@@ -79,6 +88,8 @@ TOLERANCES = {
     "q4k_mmq": Tolerance(rel=0.45, abs_of_max=1.0),
     "w4a4": Tolerance(rel=0.45, abs_of_max=0.8),
     "bf16_v2": Tolerance(rel=6e-3, abs_of_max=8e-3),
+    # The same formats as W4A4, reached in integers: the same bound.
+    "nvfp4_mmq": Tolerance(rel=0.45, abs_of_max=0.8),
 }
 
 _SMOKE = (
@@ -132,12 +143,48 @@ def make_inputs(shape: Shape, rng: np.random.Generator) -> dict:
     """``a``, the model's weights ``w`` (float32: heavy-tailed weights as the
     default W4A16 GEMM stores them, dequantised exactly) and ``w`` in every
     format an arm reads."""
-    m, n, k = shape["m"], shape["n"], shape["k"]
-    w4 = formats.w4a16(weights(rng, n, k))
+    return _inputs(shape, rng, weights(rng, shape["n"], shape["k"]))
+
+
+def _inputs(shape: Shape, rng: np.random.Generator, source: np.ndarray, q4k=None) -> dict:
+    m, k = shape["m"], shape["k"]
+    w4 = formats.w4a16(source)
     w = int4.dequantize_w4(w4["qweight"], w4["scales"])
     a = activations(rng, m, k)
+    q4 = {"w_q4k": q4k} if q4k is not None else formats.q4k_blocks(w)
     return {"a": a, "a_bf16": bits.f32_to_bf16_np(a.astype(np.float32)), "w": w, **w4, **formats.int8(w),
-            **formats.q4k_blocks(w), **formats.nvfp4(w)}
+            **q4, **formats.nvfp4(w)}
+
+
+def with_weights(path: KernelPath, name: str, w: np.ndarray, q4k: np.ndarray | None, down: bool) -> KernelPath:
+    """The path on one weight matrix ``w`` (float32 ``[n, k]``, from a
+    model file) instead of drawn weights: its shapes are that matrix at the
+    recipe's prefill token counts (model) or at the smoke shape's token
+    count for its projection (smoke), labelled with ``name``. As with drawn
+    weights, the reference is the engine's default weights, the int4
+    quantisation of ``w``, and every arm's format is made from them, except
+    that Q4_K blocks given in ``q4k`` are the Q4_K arm's weights as stored
+    (its error then also holds the gap between the file's Q4_K and the int4
+    weights)."""
+    import dataclasses
+
+    n, k = (int(x) for x in w.shape)
+    w = np.ascontiguousarray(w, dtype=np.float32)
+
+    def shapes_on_file(preset: str, model: Mapping[str, Any] | None) -> list[Shape]:
+        if preset == "smoke":
+            tokens = [d["m"] for d in _SMOKE if d["down"] == int(down)][:1]
+        elif preset == "model":
+            tokens = ((model or {}).get("bench") or {}).get("prefill_tokens") or DEFAULT_PREFILL_TOKENS
+        else:
+            raise ValueError(f"unknown shape preset {preset!r} (smoke, model)")
+        dims = [dict(m=int(t), n=n, k=k, down=int(down)) for t in tokens]
+        return [Shape(f"{name} {_label(d)}", d) for d in dims]
+
+    def inputs_on_file(shape: Shape, rng: np.random.Generator) -> dict:
+        return _inputs(shape, rng, w, q4k if q4k is not None and k % 256 == 0 else None)
+
+    return dataclasses.replace(path, shapes=shapes_on_file, make_inputs=inputs_on_file)
 
 
 def reference(shape: Shape, inputs: dict) -> dict:
@@ -179,8 +226,13 @@ VARIANTS = {
                        tensor_cores="mma.sync", tc_dtype="s8"),
     "w4a4": Variant("w4a4", "NVFP4 weights, activations to NVFP4 per GEMM, both decoded exactly to bf16 while "
                     "staged, wgmma m64n128k16", w4a4.build, tolerance=TOLERANCES["w4a4"],
-                    traffic=_traffic(formats.nvfp4_bytes, lambda k: k // 2 + k // 16 + 4), launches=3,
+                    traffic=_traffic(formats.nvfp4_bytes, lambda k: k // 2 + k // 16 + 4), launches=w4a4.launches,
                     tensor_cores="wgmma", tc_dtype="bf16"),
+    "nvfp4_mmq": Variant("nvfp4_mmq", "NVFP4 weights, activations to NVFP4 per GEMM, E2M1 x 2 as int8, s8 mma.sync "
+                         "m16n8k32 per 16-value block (one K half zeroed), E4M3 block scales in f32",
+                         nvfp4_mmq.build, tolerance=TOLERANCES["nvfp4_mmq"],
+                         traffic=_traffic(formats.nvfp4_bytes, lambda k: k // 2 + k // 16 + 4), launches=3,
+                         tensor_cores="mma.sync", tc_dtype="s8"),
     "int8_faith2": Variant("int8_faith2", "int8 requant per token, then s8 mma.sync GEMM, 32x16 tiles, K stages of 32",
                            int8_faith2.build, tolerance=TOLERANCES["int8_faith2"],
                            traffic=_traffic(formats.int8_bytes, _INT8_SCRATCH), launches=2,

@@ -30,7 +30,7 @@ from functools import lru_cache
 import numpy as np
 from numba import cuda, float32, uint32
 
-from ..common import cvt, int4, wgmma as wg
+from ..common import cvt, int4, tc, wgmma as wg
 from ..common import launch as L
 from ..w4a16._device import nibble
 from . import _rowquant
@@ -214,6 +214,12 @@ def supports(k: int) -> str:
 
 
 def build(shape, kern=None):
+    """On wgmma only: the FP8 tensor cores are reached through it alone on
+    Hopper (its mma.sync runs E4M3 through FP16), and sm_80 has no FP8 MMA;
+    elsewhere the build refuses, saying so (the record is a FAIL naming it)."""
+    if tc.current() != tc.WGMMA:
+        raise ValueError(f"fp8_m64: built on wgmma (sm_90a) only; this device's tensor-core form is "
+                         f"{tc.current()}, and no FP8 mma.sync form is built here")
     m, k = shape["m"], shape["k"]
     why = supports(k)
     if why:

@@ -133,3 +133,28 @@ def w4a4_exact(a: np.ndarray, w_fp4: np.ndarray, w_fp4_scales: np.ndarray, w_fp4
     pa, sa, ta = quantize_nvfp4(a)
     return naive_gemm(bits.nvfp4_decode_np(pa, sa, ta),
                       bits.nvfp4_decode_np(w_fp4, w_fp4_scales, np.float32(np.asarray(w_fp4_ts).reshape(-1)[0])))
+
+
+def nvfp4_mmq_exact(a: np.ndarray, w_fp4: np.ndarray, w_fp4_scales: np.ndarray, w_fp4_ts) -> np.ndarray:
+    """The NVFP4 MMQ arm in its own arithmetic: both operands' E2M1 codes
+    as the integers ``2 x value``, each 16-value block's dot product exact
+    in int64, times the two blocks' E4M3 scales, summed over the blocks in
+    float64 and times ``ts_a ts_w / 4``. The same number as
+    :func:`w4a4_exact` (it is the same format), reached the way the MMQ
+    kernel reaches it."""
+    from ..common import bits
+
+    pa, sa, ta = quantize_nvfp4(a)
+
+    def doubled(packed):
+        codes = np.stack([packed & 0xF, packed >> 4], axis=-1).reshape(packed.shape[0], -1)
+        return np.rint(2 * bits.e2m1_to_f32_np(codes)).astype(np.int64)
+
+    qa, qw = doubled(pa), doubled(np.asarray(w_fp4))
+    blk = bits.NVFP4_BLOCK
+    m, k = qa.shape
+    dots = np.einsum("mbi,nbi->mnb", qa.reshape(m, k // blk, blk), qw.reshape(qw.shape[0], k // blk, blk))
+    scale = (bits.e4m3_to_f32_np(sa).astype(np.float64)[:, None, :]
+             * bits.e4m3_to_f32_np(w_fp4_scales).astype(np.float64)[None, :, :])
+    ts = float(ta) * float(np.asarray(w_fp4_ts, dtype=np.float32).reshape(-1)[0]) / 4
+    return (dots.astype(np.float64) * scale).sum(axis=2) * ts

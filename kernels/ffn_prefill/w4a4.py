@@ -23,10 +23,10 @@ from functools import lru_cache
 import numpy as np
 from numba import cuda, float32, uint32
 
-from ..common import bits, cvt, wgmma as wg
+from ..common import bits, cvt, tc, wgmma as wg
 from ..common import launch as L
+from . import _mma_forms, nvfp4_act
 from . import _wgmma_bf16 as G
-from . import nvfp4_act
 
 BN = 128
 THREADS = wg.WARPGROUP
@@ -144,11 +144,16 @@ def supports(k: int) -> str:
     return ""
 
 
-def build(shape, kern=None):
+def build(shape, kern=None, form: str | None = None):
+    """On wgmma (Hopper, and the simulator) or, on a GPU without it,
+    ``_mma_forms``' mma.sync m16n8k16 bf16 on 64 x 128 tiles (``form``:
+    tests pass it)."""
     m, k = shape["m"], shape["k"]
     why = supports(k)
     if why:
         raise ValueError(f"w4a4: {why}")
+    if tc.check_form(form or tc.current()) == tc.MMA_SYNC:
+        return _mma_forms.build_w4a4(shape, 1, BN)
     kern = kern or kernel()
     L.check_shared(G.shared_bytes(1, kern.tile_n))
     grid = L.check_grid((L.blocks_for(shape["n"], kern.tile_n), L.blocks_for(m, G.BM)))
@@ -168,3 +173,11 @@ def build(shape, kern=None):
     launch.tensor_cores = "wgmma"
     launch.tc_dtype = "bf16"
     return launch
+
+
+build.forms = tc.FORMS
+
+
+def launches(shape) -> int:
+    """Encode (two launches) and the GEMM; on mma.sync also the decode to bf16."""
+    return 4 if tc.current() == tc.MMA_SYNC else 3

@@ -1,5 +1,6 @@
 """Gated DeltaNet (GDN) kernel paths: chunked prefill, speculative verify,
-multi-sequence decode, and Metrale's conv-fused decode.
+multi-sequence decode, Metrale's conv-fused decode, and the projection GEMV
+tiers of its multi-sequence decode.
 
 ==================  =========================  ===================  ==========================
 path                levers (default)           variants             chosen when
@@ -15,6 +16,12 @@ gdn.fused_conv      gdn_fused_conv (off)       fused                lever on, Hv
 (Metrale only)                                                      dk == dv == fused_head_dim
                                                separate             otherwise (note says why)
 ==================  =========================  ===================  ==========================
+
+``gdn.proj_gemv_batch`` (Metrale only; ``ssm_gemv_batch4``, on): the GDN
+layer's projections in a multi-sequence decode, through the contiguous-batch
+GEMV tier (``batch4`` up to 4 rows, ``batch16`` up to 16) when the lever is
+on and the tier resolved, else ``per_row``, one W4A16 GEMV launch per row
+(leverctl's stand-in: the engine does not name that path).
 
 The "chosen when" column is ``leverctl_kernels.selection``'s decision tables,
 which each path's ``select`` runs and ``leverctl explain`` words. Atlas's
@@ -42,6 +49,8 @@ from ..selection import check_declaration
 from ._mma_qk import TC_DTYPE
 from . import (conv_fused, conv_separate, decode_batched, decode_per_sequence, prefill_global_state,
                prefill_regresident, spec, verify_recurrent, verify_wy17, verify_wyn)
+from . import proj_batch4, proj_batch16, proj_per_row, proj_spec
+from ..selection import GDN_PROJ_GEMV_BATCH
 
 # fp32 kernels against a float64 reference on the same fp16 inputs. Prefill
 # accumulates over thousands of tokens and chunk-sized solves: more room.
@@ -152,7 +161,26 @@ FUSED_CONV = _path(
     extra={"fused_head_dim": conv_fused.DEFAULT_FUSED_HEAD_DIM},
 )
 
-PATHS = (PREFILL, VERIFY, DECODE, FUSED_CONV)
+# The projections around the recurrence in a multi-sequence decode: W4A16
+# GEMVs, held to the W4A16 family's bound (fp16 outputs of fp32 sums).
+PROJ_GEMV_BATCH = _path(
+    "proj_gemv_batch",
+    GDN_PROJ_GEMV_BATCH.summary,
+    {"ssm_gemv_batch4": True},
+    [_variant(proj_batch4), _variant(proj_batch16),
+     _variant(proj_per_row, proj_spec.per_row_traffic, launches=proj_per_row.launches)],
+    select=GDN_PROJ_GEMV_BATCH.select,
+    shapes=proj_spec.shapes,
+    make_inputs=proj_spec.make_inputs,
+    outputs=proj_spec.outputs,
+    reference=proj_spec.reference,
+    traffic=proj_spec.traffic,
+    tolerance=Tolerance(rel=2e-3, abs_of_max=2e-3),
+    engines=("metrale",),
+    notes="Memory-bound on the int4 weights: the batch tiers read them once for all rows, per_row once per row.",
+)
+
+PATHS = (PREFILL, VERIFY, DECODE, FUSED_CONV, PROJ_GEMV_BATCH)
 
 # Each declaration says what its decision table says (select is the table's).
 for _declared in PATHS:

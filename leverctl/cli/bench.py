@@ -29,6 +29,40 @@ def _against(spec: str, setup: common.Setup, catalog):
     return str(recipe.path), recipe, resolve(catalog, recipe=recipe)
 
 
+def _read_weights(weights: Optional[Path], tensor: Optional[str], kernel, against, engine: str):
+    """The ``--weights`` matrix, or bad input (before any kernel is loaded)."""
+    from leverctl_kernels.selection import FFN_PREFILL
+
+    from ..bench import weights as wmod
+    from ..errors import UserError
+
+    if weights is None or tensor is None:
+        raise UserError("--weights FILE.gguf and --tensor NAME go together")
+    if kernel:
+        raise UserError(f"--weights benches every arm of {wmod.PATH}; leave out --kernel")
+    if against:
+        raise UserError("--weights with --against: the arms are already run side by side")
+    if engine not in FFN_PREFILL.engines:
+        raise UserError(f"--weights benches {wmod.PATH}, a path of {', '.join(FFN_PREFILL.engines)}: "
+                        f"add --engine {FFN_PREFILL.engines[0]}")
+    return wmod.read(weights, tensor)
+
+
+def _weights_plan(fw, paths, res, preset: str, model):
+    """Every arm of ffn.prefill on the file's matrix (see ``bench.weights``)."""
+    from ..bench import weights as wmod
+    from ..bench.plan import Plan, path_levers
+
+    (path,) = [p for p in paths if p.name == wmod.PATH]
+    cat = res.catalog
+    levers = path_levers(path, res.values(), cat.fields)
+    _fpath, items, skipped = wmod.path_and_items(path, fw, levers, preset, model)
+    for label, variant in skipped:
+        common.err.print(f"leverctl bench: {variant} not run at {label}: no lever setting selects it there",
+                         markup=False, highlight=False)
+    return Plan(res.engine, preset, cat.digest, tuple(items)).stamped()
+
+
 def register(app: typer.Typer) -> None:
     @app.command("bench")
     @common.with_setup
@@ -49,6 +83,12 @@ def register(app: typer.Typer) -> None:
         seed: common.SeedOpt = 0,
         force: common.ForceOpt = False,
         time_cap: common.TimeCapOpt = 2.0,
+        weights: Annotated[Optional[Path], typer.Option(
+            "--weights", metavar="FILE.gguf",
+            help="Bench every dense-FFN prefill arm (ffn.prefill, Metrale) on one FFN matrix of this GGUF "
+                 "file (Q4_K, F16, BF16 or F32), named by --tensor; needs leverctl[gguf].")] = None,
+        tensor: Annotated[Optional[str], typer.Option(
+            "--tensor", metavar="NAME", help="The tensor --weights reads (blk.0.ffn_down.weight).")] = None,
     ) -> None:
         """Check every kernel path the levers choose against its float64
         reference; on a GPU also time it against the measured roofline."""
@@ -56,6 +96,8 @@ def register(app: typer.Typer) -> None:
         common.check_run_options(fmt, shapes, time_cap, common.RECORD_FORMATS)
         res = setup.resolve()
         _cat, main_recipe = setup.load()
+        file_weights = _read_weights(weights, tensor, kernel, against, res.engine) \
+            if weights is not None or tensor is not None else None
         other = _against(against, setup, res.catalog) if against else None
 
         from ..bench import device as devmod
@@ -72,7 +114,10 @@ def register(app: typer.Typer) -> None:
         model = (main_recipe.model if main_recipe else None) or (other[1].model if other and other[1] else None)
         stop = StopRule(max_seconds=time_cap)
 
-        plan = plan_for(res, paths, shapes=preset, model=model or None)
+        if file_weights is not None:
+            plan = _weights_plan(file_weights, paths, res, preset, model or None)
+        else:
+            plan = plan_for(res, paths, shapes=preset, model=model or None)
         if not dev.is_gpu:  # said once, after the input was found good
             why = f"no GPU: {dev.why_sim}. " if dev.why_sim else ""
             common.err.print(f"leverctl bench: {why}Correctness checks in the CUDA simulator at {preset} "

@@ -75,7 +75,14 @@ def results_json(rs, rankings, effects) -> dict[str, Any]:
         "rankings": [r.to_json() for r in rankings],
         "effects": [e.to_json() for e in effects],
         "not_benchmarked": (rs.plan or {}).get("not_benchmarked", []),
+        "arms": [a.to_json() for a in _arms(rs)],
     }
+
+
+def _arms(rs):
+    from ..bench.arms import arm_rankings
+
+    return arm_rankings(rs.records)
 
 
 def _versus_recipe(record, recipe_levers) -> str:
@@ -156,6 +163,7 @@ def results_table(rs, rankings, effects, *, width: int | None = None, color: boo
         for row in fails:
             ft.add_row(*row, style="red" if color else None)
         c.print(fit(ft, c.width))
+    _arms_table(c, rs, fit, Table)
     if effects:
         c.print("Lever effects (median speedup of the value over its reference, across the other levers):",
                 markup=False)
@@ -165,6 +173,21 @@ def results_table(rs, rankings, effects, *, width: int | None = None, color: boo
     for why, fields in _skipped(rs).items():
         c.print(f"Not benchmarked, {why} ({len(fields)}): {', '.join(fields)}", markup=False)
     return "\n".join(line.rstrip() for line in buf.getvalue().splitlines()) + "\n"
+
+
+def _arms_table(c, rs, fit, Table) -> None:
+    """Each arm view (``bench.arms``): the arms ranked with their errors."""
+    from ..bench.arms import rows, title
+
+    for ranking in _arms(rs):
+        c.print(title(ranking), markup=False)
+        cols, cells = rows(ranking)
+        t = Table()
+        for col in cols:
+            t.add_column(col, no_wrap=True, justify="left" if col in ("arm", "tensor cores", "check") else "right")
+        for row in cells:
+            t.add_row(*row)
+        c.print(fit(t, c.width))
 
 
 def _skipped(rs) -> dict[str, list[str]]:
@@ -190,6 +213,10 @@ def results_markdown(rs, rankings, effects) -> str:
     if fails:
         out += ["**Failing configurations** (never ranked):", ""]
         out += _md_table(["kernel", "shape", "config", "variant", "error", "note"], fails) + [""]
+    from ..bench.arms import rows as arm_rows, title as arm_title
+
+    for ranking in _arms(rs):
+        out += [f"**{arm_title(ranking)}**", ""] + _md_table(*arm_rows(ranking)) + [""]
     if effects:
         out += ["**Lever effects** (median speedup of the value over its reference, across the other levers):", ""]
         out += _md_table(["kernel", "shape", "lever", "speedup", "settings"],

@@ -2,6 +2,11 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+SEEDS = REPO.parent / "shared" / "seeds"
+LISTINGS = {"atlas": "000_aed729ec977a34e9.txt", "metrale": "004_4a78f54b6b3482cb.txt"}
 
 
 def rust_of(listing: str) -> str:

@@ -10,11 +10,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from catalog_helpers import Result, rust_of
-
-REPO = Path(__file__).resolve().parents[2]
-SEEDS = REPO.parent / "shared" / "seeds"
-LISTINGS = {"atlas": "000_aed729ec977a34e9.txt", "metrale": "004_4a78f54b6b3482cb.txt"}
+from catalog_helpers import LISTINGS, REPO, SEEDS, Result, rust_of
 
 # The oracle of the lever rules lives with the lever tests.
 sys.path.insert(0, str(REPO / "tests" / "levers"))

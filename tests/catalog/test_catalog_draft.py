@@ -23,8 +23,7 @@ MARKED = {"gemv_sw", "shadow_topk", "drafter", "max_decode_seqs"}
 
 @pytest.fixture(scope="module")
 def atlas_draft(tmp_path_factory):
-    from catalog_helpers import rust_of
-    from conftest import LISTINGS, SEEDS
+    from catalog_helpers import LISTINGS, SEEDS, rust_of
 
     from leverctl.cli.app import main
 

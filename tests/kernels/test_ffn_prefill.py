@@ -10,7 +10,9 @@ bitwise equal, and the requant kernel's int8 rows and scales are exactly the
 host's. A broken int8 GEMM (K stages past the first skipped) fails every one
 of these comparisons; a BF16 GEMM that reads the wrong scale group, and an
 FP8 GEMM that drops a K sub-step, fail the bench's check and their own
-arithmetic. The row quantisers (int8, E4M3) write exactly the host's rows.
+arithmetic; an NVFP4 MMQ that drops every odd block of 16 fails both, and
+one that applies a k32 step's first block scales to both its blocks fails
+its own (exact integer) arithmetic. The row quantisers (int8, E4M3) write exactly the host's rows.
 """
 from __future__ import annotations
 
@@ -45,6 +47,8 @@ def _exact(variant: str, inputs: dict) -> np.ndarray:
 
     if variant.startswith("int8"):
         return naive.int8_exact(inputs["a"], inputs["w_i8"], inputs["s_i8"])
+    if variant == "nvfp4_mmq":
+        return naive.nvfp4_mmq_exact(inputs["a"], inputs["w_fp4"], inputs["w_fp4_scales"], inputs["w_fp4_ts"])
     if variant == "w4a4":
         return naive.w4a4_exact(inputs["a"], inputs["w_fp4"], inputs["w_fp4_scales"], inputs["w_fp4_ts"])
     if variant == "q4k_mmq":
@@ -97,7 +101,7 @@ SMOKE = ["gate+up m19 n26 k160", "down m5 n19 k256"]
 
 
 ARMS = [(v, label) for label in SMOKE for v in ("w4a16", "bf16_v1", "bf16_v2", "fp8_m64", "int8_faith2",
-                                                 "int8_faith5", "q4k_mmq", "w4a4")
+                                                 "int8_faith5", "q4k_mmq", "w4a4", "nvfp4_mmq")
         if (v != "q4k_mmq" or "k256" in label) and (v not in SLOW_AT_ONE_SHAPE or label.startswith("down"))]
 
 
@@ -180,6 +184,60 @@ def test_a_w4a4_gemm_that_drops_k_substeps_fails_its_arithmetic_and_half_of_k_th
 
 
 @pytest.mark.sim
+def test_the_nvfp4_mmq_arms_encoder_writes_the_hosts_bytes_too(runs):
+    from leverctl_kernels.ffn_prefill import naive
+
+    _, _, inputs, launch = runs[("nvfp4_mmq", SMOKE[1])]
+    packed, scales, ts = naive.quantize_nvfp4(inputs["a"])
+    ws = {n: a.copy_to_host() for n, a in launch.workspace.items()}
+    assert np.array_equal(ws["packed"], packed) and np.array_equal(ws["scales"], scales)
+    assert ws["ts"].view(np.uint32)[0] == np.float32(ts).view(np.uint32)
+
+
+@pytest.mark.sim
+@pytest.mark.parametrize("broken", [dict(HALVES=1), dict(SCALE_PER_32=True)], ids=["odd-blocks-dropped",
+                                                                                  "one-scale-per-32"])
+def test_an_nvfp4_mmq_that_drops_blocks_or_misapplies_block_scales_fails_its_arithmetic(broken):
+    """Every odd block of 16 dropped (half of K) fails the bench's check as
+    well; the even block's scales applied to the odd block hide inside
+    NVFP4's format error at the bench's bound, and the exact integer
+    reference catches them."""
+    from leverctl_kernels.common.path import Shape
+    from leverctl_kernels.ffn_prefill import nvfp4_mmq
+
+    shape = Shape("down m3 n8 k128", dict(m=3, n=8, k=128, down=1))  # one block, two K stages: quick
+    fig, c, inputs, _ = _run("nvfp4_mmq", shape, nvfp4_mmq.build(shape, kern=nvfp4_mmq.make_nvfp4_mmq(**broken)))
+    assert not _within(c, _exact("nvfp4_mmq", inputs), EXACT)[0]
+    if "HALVES" in broken:
+        assert not fig.passed, fig
+
+
+def test_doubled_e2m1_codes_are_the_exact_small_integers_ml_dtypes_decodes():
+    import ml_dtypes
+
+    from leverctl_kernels.ffn_prefill import nvfp4_mmq
+
+    codes = np.arange(8, dtype=np.uint8)
+    want = 2 * codes.view(ml_dtypes.float4_e2m1fn).astype(np.float64)
+    assert list(nvfp4_mmq.DOUBLED_VALUES) == [int(v) for v in want]
+    assert max(nvfp4_mmq.DOUBLED_VALUES) ** 2 * 16 < 2 ** 12  # a block's dot product: 12 bits, exact in f32
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_the_integer_nvfp4_reference_is_the_w4a4_arithmetic_and_sees_a_wrong_block_scale(seed):
+    from leverctl_kernels.ffn_prefill import activations, formats, naive, weights
+
+    rng = np.random.default_rng(seed)
+    a, w = activations(rng, 5, 96), formats.nvfp4(weights(rng, 7, 96))
+    exact = naive.nvfp4_mmq_exact(a, w["w_fp4"], w["w_fp4_scales"], w["w_fp4_ts"])
+    ref = naive.w4a4_exact(a, w["w_fp4"], w["w_fp4_scales"], w["w_fp4_ts"])
+    assert np.abs(exact - ref).max() <= 1e-6 * np.abs(ref).max()
+    bad = w["w_fp4_scales"].copy()
+    bad[:, 1] = bad[:, 0]
+    assert np.abs(naive.nvfp4_mmq_exact(a, w["w_fp4"], bad, w["w_fp4_ts"]) - ref).max() > 1e-3 * np.abs(ref).max()
+
+
+@pytest.mark.sim
 def test_an_fp8_gemm_that_drops_a_k_substep_fails_the_bench_check_and_its_arithmetic():
     from leverctl_kernels.ffn_prefill import fp8_m64
 
@@ -217,6 +275,48 @@ def test_a_bf16_gemm_with_the_wrong_scale_group_fails_the_bench_check_and_its_ar
     assert not _within(c, _exact("bf16_v1", inputs), EXACT)[0]
 
 
+_TINY = ("gate+up m3 n8 k32", dict(m=3, n=8, k=32, down=0))  # one block, one K stage: the simulator's quickest
+
+
+@pytest.mark.sim
+@pytest.mark.parametrize("variant", ["bf16_v1", "w4a4"])
+def test_the_wgmma_arms_mma_sync_form_passes_the_check_and_its_arithmetic(variant):
+    """The form GPUs without wgmma build (``_mma_forms``); v2 differs from
+    v1 only in its tile (its PTX is compiled in test_ffn_prefill_ptx)."""
+    import importlib
+
+    from leverctl_kernels.common.path import Shape
+
+    shape = Shape(*_TINY)
+    launch = importlib.import_module(f"leverctl_kernels.ffn_prefill.{variant}").build(shape, form="mma.sync")
+    assert (launch.tensor_cores, launch.tc_dtype) == ("mma.sync", "bf16")
+    fig, c, inputs, _ = _run(variant, shape, launch)
+    assert fig.passed, fig
+    ok, why = _within(c, _exact(variant, inputs), EXACT)
+    assert ok, why
+
+
+@pytest.mark.sim
+def test_a_bf16_mma_sync_form_that_drops_a_k16_step_fails_the_check_and_its_arithmetic():
+    from leverctl_kernels.attention import _proj_wgmma as P
+    from leverctl_kernels.common.path import Shape
+    from leverctl_kernels.ffn_prefill import _mma_forms
+
+    shape = Shape(*_TINY)
+    kern = P.make_kernel("bf16", "int4_bf16", 1, 128, _mma_forms.CHUNKS, ksub=1, form="mma.sync")  # k 16..31 lost
+    fig, c, inputs, _ = _run("bf16_v1", shape, _mma_forms.build_bf16(shape, 1, 128, kern=kern))
+    assert not fig.passed, fig
+    assert not _within(c, _exact("bf16_v1", inputs), EXACT)[0]
+
+
+def test_fp8_m64_has_no_mma_sync_form_and_the_others_build_both():
+    from leverctl_kernels.common import tc
+    from leverctl_kernels.ffn_prefill import bf16_v1, bf16_v2, fp8_m64, w4a4
+
+    assert bf16_v1.build.forms == bf16_v2.build.forms == w4a4.build.forms == tc.FORMS
+    assert getattr(fp8_m64.build, "forms", None) is None
+
+
 def test_the_records_say_the_int8_arm_runs_on_s8_mma_sync():
     path = _path()
     for v in ("int8_faith2", "int8_faith5"):
@@ -225,8 +325,10 @@ def test_the_records_say_the_int8_arm_runs_on_s8_mma_sync():
     assert path.variants["w4a16"].tensor_cores is None
     assert path.variants["bf16_v1"].tensor_cores == path.variants["bf16_v2"].tensor_cores == "wgmma"
     assert path.variants["fp8_m64"].tensor_cores == "wgmma" and path.variants["fp8_m64"].launches == 2
-    assert path.variants["w4a4"].tensor_cores == "wgmma" and path.variants["w4a4"].launches == 3
+    assert path.variants["w4a4"].tensor_cores == "wgmma" and path.variants["w4a4"].launches(None) == 3
     assert path.variants["q4k_mmq"].tensor_cores == "mma.sync"
+    assert path.variants["nvfp4_mmq"].tensor_cores == "mma.sync" and path.variants["nvfp4_mmq"].tc_dtype == "s8"
+    assert path.variants["nvfp4_mmq"].launches == 3
 
 
 def _declaration_cases():
