@@ -779,6 +779,120 @@ GDN_PROJ_GEMV_BATCH = Table(
     ),
 )
 
+# ── moe (decode side) ───────────────────────────────────────────────────────
+#
+# The routed-expert MoE of Qwen3-Next (512 experts, top-10). The router's
+# two Metrale levers are ordered as the engine's gate reads them: an active
+# fp32_routing hands the gate an FP32 input and implies FP32 logits, so it
+# wins over fp32_gate; fp32_routing is the last of five conditions, the
+# other four being properties of the layer's weights and kernels, which this
+# project takes as met. The holo levers choose the weight format of each
+# stage on its own, so each stage is a path of its own.
+
+MOE_ROUTER = Table(
+    path="moe.router",
+    summary="MoE router: gate GEMM x Wg^T, softmax over the experts, top-k with renormalised weights",
+    levers=("fp32_routing", "fp32_gate"),
+    assumed={"fp32_routing": False, "fp32_gate": False},
+    variants=("bf16", "fp32_gate", "fp32_routing"),
+    engines=("metrale",),
+    rules=(
+        Rule("fp32_routing", {"fp32_routing": True},
+             note="fp32_routing: an FP32 router input and FP32 logits (the layer's four other conditions "
+                  "taken as met)"),
+        Rule("fp32_gate", {"fp32_gate": True}),
+        Rule("bf16"),
+    ),
+)
+
+MOE_GATEUP_FP4 = Table(
+    path="moe.gateup_fp4",
+    summary="routed experts' gate and up projections and their SiLU product: int4 (W4A16) or NVFP4 weights",
+    levers=("holo_moe_gateup_fp4",),
+    assumed={"holo_moe_gateup_fp4": False},
+    variants=("int4", "nvfp4"),
+    engines=("atlas", "metrale"),
+    rules=(Rule("nvfp4", {"holo_moe_gateup_fp4": True}), Rule("int4")),
+)
+
+MOE_DOWN_FP4 = Table(
+    path="moe.down_fp4",
+    summary="routed experts' down projection, weighted sum over each row's experts: int4 (W4A16) or NVFP4 weights",
+    levers=("holo_moe_down_fp4",),
+    assumed={"holo_moe_down_fp4": False},
+    variants=("int4", "nvfp4"),
+    engines=("atlas", "metrale"),
+    rules=(Rule("nvfp4", {"holo_moe_down_fp4": True}), Rule("int4")),
+)
+
+_MULTI_ROW = _cond("rows > 1", "rows = 1", lambda d: d["rows"] > 1,
+                   lambda d: f"{d['rows']} row: nothing to group across rows")
+
+MOE_DECODE_FP8_GROUPED = Table(
+    path="moe.decode_fp8_grouped",
+    summary="multi-row FP8 MoE decode (target model): cross-row grouped kernels vs per-row kernels",
+    levers=("moe_fp8_grouped_decode_target",),
+    assumed={"moe_fp8_grouped_decode_target": False},
+    variants=("grouped", "per_row"),
+    engines=("metrale",),
+    rules=(
+        Rule("grouped", {"moe_fp8_grouped_decode_target": True}, (_MULTI_ROW,)),
+        Rule("per_row", {"moe_fp8_grouped_decode_target": True},
+             note="moe_fp8_grouped_decode_target is on but {unmet}: the per-row kernels"),
+        Rule("per_row"),
+    ),
+)
+
+MOE_DECODE_MULTI_SEQ = Table(
+    path="moe.decode_multi_seq",
+    summary="multi-sequence MoE decode: token-major launches over the batch vs the legacy per-token path",
+    levers=("moe_legacy_pertoken_decode",),
+    assumed={"moe_legacy_pertoken_decode": False},
+    variants=("token_major", "per_token"),
+    engines=("metrale",),
+    rules=(
+        Rule("per_token", {"moe_legacy_pertoken_decode": True},
+             note="moe_legacy_pertoken_decode: the MoE kernels launched once per token of the batch"),
+        Rule("token_major"),
+    ),
+)
+
+_CAPTURE_LAYER = _cond("DFlash capture layer", "not a capture layer", lambda d: bool(d.get("capture_layer", 0)),
+                       lambda d: "the layer is not a DFlash capture layer")
+
+MOE_DECODE_VIA_PREFILL = Table(
+    path="moe.decode_via_prefill",
+    summary="one row's MoE decode: the decode kernels vs the prefill path (expert-sorted rows) on capture layers",
+    levers=("frankenstein_decode_via_prefill",),
+    assumed={"frankenstein_decode_via_prefill": False},
+    variants=("decode", "prefill"),
+    engines=("metrale",),
+    rules=(
+        Rule("prefill", {"frankenstein_decode_via_prefill": True}, (_CAPTURE_LAYER,),
+             note="frankenstein_decode_via_prefill on a DFlash capture layer: the prefill path with one row"),
+        Rule("decode", {"frankenstein_decode_via_prefill": True},
+             note="frankenstein_decode_via_prefill is on but {unmet}: the decode kernels"),
+        Rule("decode"),
+    ),
+)
+
+MOE_UNION_STATS = Table(
+    path="moe.union_stats",
+    summary="top-k routing of a batch, with or without counting the distinct experts it touches",
+    levers=("moe_union_stats",),
+    assumed={"moe_union_stats": False},
+    variants=("off", "on"),
+    engines=("atlas", "metrale"),
+    rules=(
+        Rule("on", {"moe_union_stats": True},
+             note="moe_union_stats: a counting kernel follows the top-k (a diagnostic's cost)"),
+        Rule("off"),
+    ),
+    binds={"moe_union_stats": "adds the union counts to the outputs (the record's shape says stats = 1), "
+                              "checked exactly against the reference's"},
+)
+
+
 TABLES: Mapping[str, Table] = MappingProxyType({t.path: t for t in (
     W4A16_GEMV, W4A16_GEMV_DUAL, W4A16_FFN_DECODE, W4A16_GEMM,
     GDN_PREFILL, GDN_VERIFY, GDN_DECODE, GDN_FUSED_CONV,
@@ -788,6 +902,8 @@ TABLES: Mapping[str, Table] = MappingProxyType({t.path: t for t in (
     ATTENTION_PROJ_BF16_TC, ATTENTION_PROJ_BF16_TC_W4A16, ATTENTION_PROJ_FP8,
     LORA_PROJ, LORA_PROJ_POOL,
     MAMBA2_PREFILL_SCAN, MAMBA2_PREFILL_PROJ, GDN_PROJ_GEMV_BATCH,
+    MOE_ROUTER, MOE_GATEUP_FP4, MOE_DOWN_FP4, MOE_DECODE_FP8_GROUPED, MOE_DECODE_MULTI_SEQ,
+    MOE_DECODE_VIA_PREFILL, MOE_UNION_STATS,
 )})
 
 

@@ -39,4 +39,7 @@ Hooks a kernel path may declare in ``KernelPath.extra``:
   has none of them does not plan it (a dense model has no GDN layer).
 * ``"decode"``: ``{output: fn(array) -> float64 array}`` for outputs stored
   encoded (bf16 as raw uint16 bits, say); the others compare as float64.
+* ``"align"``: ``fn(shape, inputs, got, ref) -> (got, ref)``, the arrays
+  compared, made from the outputs and the reference where they cannot be
+  compared element by element (``moe.router``'s top-k: near-tied experts).
 """

@@ -24,6 +24,12 @@ the family's float64 reference.
 * A path may declare ``extra["decode"] = {output: fn(array) -> float64
   array}`` for an output stored encoded (bf16 as raw uint16 bits, say);
   other outputs are compared as ``astype(float64)``.
+* A path may declare ``extra["align"] = fn(shape, inputs, got, ref) ->
+  (got, ref)``: what is compared, made from the outputs and the reference,
+  where outputs cannot be compared element by element (a router's top-k,
+  whose near-tied experts may come in either order or swap). It runs before
+  the comparison sees the outputs, so it turns an element still holding its
+  poison into NaN itself (counted as ``nonfinite``).
 """
 from __future__ import annotations
 
@@ -212,4 +218,7 @@ def check(
     # The reference may update a state in place: give it copies.
     ref = path.reference(shape, {k: np.array(v, copy=True) for k, v in inputs.items()})
     decode = dict(path.extra.get("decode", {}))
+    align = path.extra.get("align")
+    if align is not None:
+        got, ref = align(shape, inputs, got, ref)
     return bufs, compare(got, ref, path.variant_tolerance(variant), decode)
