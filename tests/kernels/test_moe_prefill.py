@@ -1,0 +1,143 @@
+"""The MoE prefill kernels in the CUDA simulator at the tiny odd smoke
+shapes (8 experts, top-2, 9 tokens; hidden 48 and expert width 16, whole
+NVFP4 blocks but partial 32-column tiles), run the way the bench runs them
+(``leverctl.bench.run.run_item``: poisoned outputs and scratch, the check
+against the float64 layer, ``rows_lost``).
+
+Every variant passes under uniform routing. Under skewed routing (one
+expert every token's first choice: 9 rows against 8 per tile) a tile bound
+of one M tile (a load factor of 1, the sorted prefill's estimate) drops the
+hot expert's ninth row: the record FAILs with ``rows_lost`` 1, its output
+NaN where the scratch was left as the bench poisoned it, and finite but
+wrong where the levers zeroed it. The same levers pass under uniform
+routing, and the single-launch route and exact tiles pass under skew. A
+kernel with the wrong activation is caught, and the sort places every row.
+"""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+pytestmark = pytest.mark.sim
+
+
+def _path(name):
+    from leverctl_kernels.moe_prefill import PATHS
+
+    return next(p for p in PATHS if p.name == name)
+
+
+def _shape(path, skew: str):
+    shapes = path.shapes("smoke", None)
+    return next((s for s in shapes if s.label.startswith(skew)), shapes[0])  # the shared expert has no routing
+
+
+def _record(name: str, levers: dict, skew: str = "uniform", variant: str | None = None, path=None):
+    """The bench's record for ``levers`` at the smoke shape of ``skew``
+    (the variant ``select`` picks, or ``variant``)."""
+    from leverctl.bench.device import SIM_NAME, Device
+    from leverctl.bench.plan import PlanItem, items_for
+    from leverctl.bench.run import run_item
+
+    path = path or _path(name)
+    (item,) = items_for(path, levers, [_shape(path, skew)], engine="metrale")
+    if variant is not None:
+        from dataclasses import replace
+
+        item = replace(item, variant=variant)
+    return run_item(item, Device("sim", SIM_NAME), rng_seed=3)
+
+
+GROUPED_OFF = {"moe_grouped_cutlass": False, "moe_grouped_down": False, "moe_prefill_fp8_down": False,
+               "moe_prefill_exact_tiles": False, "moe_prefill_max_load_factor": None, "moe_prefill_zero": False}
+
+
+@pytest.mark.parametrize("levers, variant", [
+    ({"moe_grouped_cutlass": True, "moe_grouped_down": True}, "grouped"),
+    ({"moe_grouped_cutlass": True, "moe_prefill_fp8_down": True}, "grouped+fp8_down"),
+    ({"moe_grouped_cutlass": True}, "grouped+bounded_down"),
+    ({"moe_prefill_fp8_down": True}, "bounded+fp8_down"),
+], ids=lambda x: x if isinstance(x, str) else "")
+def test_every_routed_variant_matches_the_float64_layer_under_uniform_routing(levers, variant):
+    rec = _record("moe.prefill_grouped", {**GROUPED_OFF, **levers})
+    assert (rec["variant"], rec["status"], rec["rows_lost"]) == (variant, "pass", 0), rec["note"]
+    assert rec["error"]["nonfinite"] == 0 and rec["error"]["unwritten"] == 0
+
+
+def test_a_one_tile_bound_passes_under_uniform_routing():
+    rec = _record("moe.prefill_grouped", {**GROUPED_OFF, "moe_prefill_max_load_factor": 1})
+    assert (rec["variant"], rec["status"], rec["rows_lost"]) == ("bounded", "pass", 0), rec["note"]
+    assert rec["shape"]["load_factor"] == 1 and rec["shape"]["zero"] == 0
+
+
+def test_under_skew_a_one_tile_bound_drops_a_row_and_unzeroed_scratch_turns_the_output_to_nan():
+    rec = _record("moe.prefill_grouped", {**GROUPED_OFF, "moe_prefill_max_load_factor": 1}, "skewed")
+    assert (rec["variant"], rec["status"], rec["rows_lost"]) == ("bounded", "fail", 1)
+    assert rec["error"]["nonfinite"] > 0  # the dropped row's scratch, read as the bench poisoned it
+    assert "1 routed row(s) beyond the per-expert tile bound were never computed" in rec["note"]
+    assert rec["shape"]["label"].startswith("skewed")
+
+
+def test_under_skew_the_single_launch_route_and_exact_tiles_lose_nothing():
+    rec = _record("moe.prefill_grouped", {**GROUPED_OFF, "moe_grouped_cutlass": True, "moe_grouped_down": True,
+                                          "moe_prefill_max_load_factor": 1}, "skewed")
+    assert (rec["variant"], rec["status"], rec["rows_lost"]) == ("grouped", "pass", 0), rec["note"]
+    rec = _record("moe.prefill_grouped", {**GROUPED_OFF, "moe_prefill_exact_tiles": None,
+                                          "moe_prefill_max_load_factor": 1}, "skewed")
+    assert rec["shape"]["exact"] == 1  # unset: on for NVFP4 experts
+    assert (rec["variant"], rec["status"], rec["rows_lost"]) == ("bounded", "pass", 0), rec["note"]
+
+
+SORTED_DEFAULTS = {"moe_w4a4": False, "moe_max_m_tiles_estimate": False, "moe_zero_intermediates": True}
+
+
+def test_the_sorted_prefill_estimate_passes_uniform_and_drops_a_zeroed_row_under_skew():
+    rec = _record("moe.prefill_sorted", {**SORTED_DEFAULTS, "moe_max_m_tiles_estimate": True})
+    assert (rec["variant"], rec["status"], rec["rows_lost"]) == ("a16", "pass", 0), rec["note"]
+    rec = _record("moe.prefill_sorted", {**SORTED_DEFAULTS, "moe_max_m_tiles_estimate": True}, "skewed")
+    assert (rec["status"], rec["rows_lost"]) == ("fail", 1)
+    # zeroed: the dropped row adds nothing, finite; the count names it
+    assert rec["error"]["nonfinite"] == 0 and "never computed" in rec["note"]
+
+
+def test_the_sorted_prefills_w4a4_up_projection_matches_the_layer_within_nvfp4s_error():
+    rec = _record("moe.prefill_sorted", SORTED_DEFAULTS, variant="w4a4_up")
+    assert (rec["variant"], rec["status"], rec["rows_lost"]) == ("w4a4_up", "pass", 0), rec["note"]
+    assert rec["error"]["rel"] > 1e-2  # the activations really were quantised
+
+
+@pytest.mark.parametrize("variant", ["a16", "w4a4_up", "w4a4_down", "w4a4"])
+def test_every_shared_expert_variant_matches_the_float64_expert(variant):
+    rec = _record("moe.shared_expert", {"shared_w4a4": False, "shared_w4a4_down": False}, variant=variant)
+    assert rec["status"] == "pass", rec["note"]
+    assert (rec["error"]["rel"] > 1e-2) == (variant != "a16")
+    assert rec["rows_lost"] is None
+
+
+def test_a_kernel_with_the_wrong_activation_is_rejected(monkeypatch):
+    """The shared expert built with no activation after the up projection
+    fails the bench's check."""
+    from leverctl_kernels.moe_prefill import _grouped as G, _shared
+
+    real = G.launcher
+    monkeypatch.setattr(_shared.G, "launcher", lambda sched, gather, act, afmt, wfmt:
+                        real(sched, gather, G.NONE, afmt, wfmt))
+    rec = _record("moe.shared_expert", {"shared_w4a4": False, "shared_w4a4_down": False}, variant="a16")
+    assert rec["status"] == "fail" and "rel error" in rec["note"], rec["note"]
+
+
+def test_the_sort_places_every_routed_row_once_by_expert():
+    from numba import cuda
+
+    from leverctl_kernels.moe_prefill import _route, inputs
+
+    ids, _ = inputs.routing(np.random.default_rng(0), 9, 8, 2, True)
+    sort, ws = _route.sorter(8, 18)
+    sort(cuda.to_device(ids))
+    off, tok, slot = (ws[n].copy_to_host() for n in ("off", "tok", "slot"))
+    np.testing.assert_array_equal(np.diff(off), np.bincount(ids.ravel(), minlength=8))
+    assert sorted(slot) == list(range(18))
+    flat = ids.ravel()
+    for r in range(18):
+        e = flat[r]
+        assert off[e] <= slot[r] < off[e + 1] and tok[slot[r]] == r // 2
