@@ -131,7 +131,8 @@ class Table:
                 unmet.extend(w for w in (c.why(shape) for c in failed) if w)
                 continue
             dims = dict(getattr(shape, "dims", shape))
-            return Choice(rule.variant, rule.note.format(**dims, unmet=" and ".join(unmet)))
+            # a condition failed by two rules is one reason, said once
+            return Choice(rule.variant, rule.note.format(**dims, unmet=" and ".join(dict.fromkeys(unmet))))
         raise AssertionError(f"{self.path}: no rule matched")  # __post_init__ forbids it
 
     def cases(self, levers: Mapping[str, Any]) -> tuple[Case, ...]:
@@ -606,6 +607,9 @@ MOE_PREFILL_GROUPED = Table(
         Rule("bounded+fp8_down", {"moe_grouped_down": True, "moe_prefill_fp8_down": True}, (_FP8_LOADED,),
              note="moe_grouped_down needs moe_grouped_cutlass: down through the FP8 grouped GEMM"),
         Rule("bounded+fp8_down", {"moe_prefill_fp8_down": True}, (_FP8_LOADED,)),
+        Rule("bounded", {"moe_grouped_down": True, "moe_prefill_fp8_down": True},
+             note="moe_grouped_down needs moe_grouped_cutlass, and moe_prefill_fp8_down is on but {unmet}: "
+                  "both projections on the tile-bounded route"),
         Rule("bounded", {"moe_grouped_down": True},
              note="moe_grouped_down needs moe_grouped_cutlass: both projections on the tile-bounded route"),
         Rule("bounded", {"moe_prefill_fp8_down": True},
