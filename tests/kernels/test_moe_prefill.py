@@ -141,3 +141,65 @@ def test_the_sort_places_every_routed_row_once_by_expert():
     for r in range(18):
         e = flat[r]
         assert off[e] <= slot[r] < off[e + 1] and tok[slot[r]] == r // 2
+
+
+# ------------------------------------------------------------------ GPU
+
+# Mid-sized on purpose: 1024 tokens (past the W4A4 threshold of 512 rows) at
+# top-8 over 64 experts, 128 rows per expert on average, so the one-tile
+# bound (8 rows) is far below even the uniform load and a load factor of 4
+# covers uniform routing but not the hot expert's 1024 rows.
+GPU_DIMS = {"t": 1024, "h": 512, "i": 256, "e": 64, "k": 8, "nvfp4": 1, "graph": 0, "fp8_loaded": 1}
+
+
+def _gpu_record(path_name, levers, skew, variant=None, dims=None):
+    from leverctl.bench.device import Device
+    from leverctl.bench.plan import items_for
+    from leverctl.bench.run import run_item
+    from leverctl_kernels.common.path import Shape
+    from leverctl_kernels.moe_prefill import spec
+
+    path = _path(path_name)
+    d = {**(dims or GPU_DIMS), "skew": ("uniform", "skewed").index(skew)}
+    shape = Shape(spec.label(d) if "e" in d else f"t{d['t']}", d)
+    (item,) = items_for(path, levers, [shape], engine="metrale")
+    if variant is not None:
+        from dataclasses import replace
+
+        item = replace(item, variant=variant)
+    return run_item(item, Device("sim", "gpu check (untimed)"), rng_seed=5)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("variant", ["grouped", "grouped+fp8_down", "grouped+bounded_down", "bounded+fp8_down",
+                                     "bounded"])
+def test_on_a_gpu_every_routed_variant_passes_uniform_routing_with_a_load_factor_of_4(variant):
+    rec = _gpu_record("moe.prefill_grouped", {**GROUPED_OFF, "moe_prefill_max_load_factor": 4}, "uniform", variant)
+    assert (rec["status"], rec["rows_lost"]) == ("pass", 0), rec["note"]
+
+
+@pytest.mark.gpu
+def test_on_a_gpu_skew_drops_rows_past_a_load_factor_of_4_and_exact_tiles_do_not():
+    rec = _gpu_record("moe.prefill_grouped", {**GROUPED_OFF, "moe_prefill_max_load_factor": 4}, "skewed")
+    assert rec["status"] == "fail" and rec["rows_lost"] == 1024 - 4 * 128 and rec["error"]["nonfinite"] > 0
+    rec = _gpu_record("moe.prefill_grouped", {**GROUPED_OFF, "moe_prefill_max_load_factor": 4,
+                                              "moe_prefill_zero": True}, "skewed")
+    assert rec["status"] == "fail" and rec["rows_lost"] == 512 and rec["error"]["nonfinite"] == 0
+    rec = _gpu_record("moe.prefill_grouped", {**GROUPED_OFF, "moe_prefill_exact_tiles": True}, "skewed")
+    assert (rec["status"], rec["rows_lost"]) == ("pass", 0), rec["note"]
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("variant", ["a16", "w4a4_up"])
+def test_on_a_gpu_the_sorted_prefill_passes_and_its_estimate_drops_the_hot_experts_rows(variant):
+    rec = _gpu_record("moe.prefill_sorted", SORTED_DEFAULTS, "uniform", variant)
+    assert (rec["status"], rec["rows_lost"]) == ("pass", 0), rec["note"]
+    rec = _gpu_record("moe.prefill_sorted", {**SORTED_DEFAULTS, "moe_max_m_tiles_estimate": True}, "skewed", variant)
+    assert rec["status"] == "fail" and rec["rows_lost"] == 1024 - 2 * 128
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("variant", ["a16", "w4a4_up", "w4a4_down", "w4a4"])
+def test_on_a_gpu_every_shared_expert_variant_passes(variant):
+    rec = _gpu_record("moe.shared_expert", {}, "uniform", variant, dims={"t": 1024, "h": 512, "s": 384})
+    assert rec["status"] == "pass", rec["note"]

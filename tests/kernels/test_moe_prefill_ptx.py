@@ -8,7 +8,6 @@ where ``nvdisasm`` is found their SASS holds no tensor-core opcode
 (``tc_claims``: a null claim)."""
 from __future__ import annotations
 
-
 import pytest
 from ptx_harness import check_ptx, check_ptxas, compiled, nvdisasm  # noqa: F401 (compiled: the fixture)
 from tc_claims import claim_problems, sass_sm90a
