@@ -143,6 +143,21 @@ def test_the_sort_places_every_routed_row_once_by_expert():
         assert off[e] <= slot[r] < off[e + 1] and tok[slot[r]] == r // 2
 
 
+def test_zeroing_adds_the_two_launches_the_variants_declare(monkeypatch):
+    """The zeroing levers' kernels are counted in ``launches`` (the
+    roofline's launch term); no kernel runs."""
+    from test_path_declarations import count_launches, fake_bufs
+
+    for name, levers in (("moe.prefill_grouped", {**GROUPED_OFF, "moe_prefill_zero": True}),
+                         ("moe.prefill_sorted", SORTED_DEFAULTS)):
+        path = _path(name)
+        shape = path.bind(levers, _shape(path, "uniform"), "metrale")
+        assert shape["zero"] == 1
+        for v, variant in path.variants.items():
+            n = count_launches(monkeypatch, variant.build(shape), fake_bufs(path, shape))
+            assert n == path.variant_launches(v, shape) == path.variant_launches(v, _shape(path, "uniform")) + 2
+
+
 # ------------------------------------------------------------------ GPU
 
 # Mid-sized on purpose: 1024 tokens (past the W4A4 threshold of 512 rows) at
