@@ -11,7 +11,7 @@ shared memory (padded by one column against bank conflicts), and every
 thread does 16 rank-1 updates. Compile-time switches, whose other branches
 compile away:
 
-* ``SCHED``: ``BOUNDED`` launches ``E * max_m_tiles`` tile rows (grid ``y``)
+* ``SCHED``: ``BOUNDED`` launches ``E * max_m_tiles`` tile rows (grid ``x``)
   and a block whose tile starts past its expert's rows leaves at once; rows
   past ``max_m_tiles * BM`` get no block (``bounds``). ``GROUPED`` is the
   single-launch grouped GEMM: a fixed grid whose blocks walk the exact tile
@@ -157,11 +157,11 @@ def make_grouped(SCHED: int, GATHER: bool, ACT: int, AFMT: int, WFMT: int):
         k = 2 * w.shape[2] if WFMT == NVFP4 else w.shape[2]
         ntn = (out.shape[1] + BN - 1) // BN
         if SCHED == BOUNDED:
-            e = cuda.blockIdx.y // max_m_tiles
-            row0 = off[e] + (cuda.blockIdx.y % max_m_tiles) * BM
+            e = cuda.blockIdx.x // max_m_tiles
+            row0 = off[e] + (cuda.blockIdx.x % max_m_tiles) * BM
             row_end = off[e + 1]
             if row0 < row_end:  # the whole block leaves together: no barrier is left waiting
-                tile(out, a, a_sc, a_ts, tok, w, w_sc, w_ts, e, row0, row_end, cuda.blockIdx.x * BN, k,
+                tile(out, a, a_sc, a_ts, tok, w, w_sc, w_ts, e, row0, row_end, cuda.blockIdx.y * BN, k,
                      As, Ws, acc, acc2)
         else:
             e_n = off.shape[0] - 1
@@ -192,7 +192,9 @@ def launcher(sched: int, gather: bool, act: int, afmt: int, wfmt: int):
         experts = off.shape[0] - 1
         ntn = L.blocks_for(out.shape[1], BN)
         if sched == BOUNDED:
-            grid = L.check_grid((ntn, experts * int(max_m_tiles)))
+            # tile rows along x: E * max_m_tiles passes grid.y's 65535 at Qwen3-Next's worst case
+            # (512 experts x 512 tiles of 4096 tokens)
+            grid = L.check_grid((experts * int(max_m_tiles), ntn))
         else:  # at most this many tiles, whatever the routing: one partial tile per expert
             grid = L.check_grid(min(PERSISTENT_BLOCKS, ntn * (L.blocks_for(rows, BM) + experts)))
         kern[grid, threads](out, a, a_sc, a_ts, tok, w, w_sc, w_ts, off, tile_off, int32(max_m_tiles))

@@ -2,8 +2,8 @@
 integers (no numba or numpy: the tests and ``select`` read it too).
 
 A grouped GEMM whose grid is sized on the host before the routing is known
-gives every expert the same number of M tiles, ``max_m_tiles``, its grid's
-``y`` extent per expert. An expert routed more rows than
+gives every expert the same number of M tiles, ``max_m_tiles``: its grid
+has that many tile rows per expert. An expert routed more rows than
 ``max_m_tiles * BM`` gets no block for the excess: those rows are never
 computed, and whatever their scratch holds flows on into the combine. The
 engine sizes the bound one of four ways:

@@ -76,7 +76,7 @@ def routed_inputs(shape: Shape, rng: np.random.Generator, *, gated: bool, fp8_do
     out = {"x": x, "ids": ids, "wts": wts, "up_fp4": up["fp4"], "up_sc": up["sc"], "up_ts": up["ts"],
            "dn_fp4": dn["fp4"], "dn_sc": dn["sc"], "dn_ts": dn["ts"]}
     if fp8_down:
-        q8 = inputs.e4m3_rows(dn["dec"])
+        q8 = inputs.e4m3_rows(inputs.decode(dn))
         out.update(dn_q8=q8["q"], dn_s8=q8["s"])
     return out
 
