@@ -149,3 +149,50 @@ def test_explain_words_the_routed_prefill_levers_from_the_table():
     assert on.text.startswith("bounded") and "needs moe_grouped_cutlass" in on.text
     (st,) = explain(cat, cat.lever("moe_prefill_max_load_factor")).selects
     assert "uncomputed" in st.binds
+
+
+def _cli(capsys, *args):
+    from leverctl.cli.app import main
+
+    capsys.readouterr()
+    with pytest.raises(SystemExit) as e:
+        main(list(args))
+    return e.value.code, capsys.readouterr().out
+
+
+def test_leverctl_kernels_lists_the_moe_prefill_paths_and_their_variants_from_the_tables(capsys, monkeypatch):
+    monkeypatch.setenv("COLUMNS", "400")
+    code, out = _cli(capsys, "kernels", "--engine", "metrale", "--no-env")
+    assert code == 0
+    for table in (MOE_PREFILL_GROUPED, MOE_PREFILL_SORTED, MOE_SHARED_EXPERT):
+        assert table.path in out
+        for v in table.variants:
+            assert v in out, (table.path, v)
+
+
+def test_explain_says_what_the_load_factor_does_to_the_run(capsys, monkeypatch):
+    monkeypatch.setenv("COLUMNS", "400")
+    code, out = _cli(capsys, "explain", "METRALE_MOE_PREFILL_MAX_LOAD_FACTOR", "--engine", "metrale")
+    assert code == 0
+    assert "moe.prefill_grouped" in out and "average rows per expert" in out
+
+
+def test_the_reference_decodes_the_expert_weights_as_ml_dtypes_does():
+    """An independent decoder: ml_dtypes' E2M1 and E4M3 values times the
+    tensor scale, against the reference's (``spec.decoded``); and the FP8
+    down projection's E4M3 weights re-encoded within E4M3's rounding."""
+    import ml_dtypes
+    import numpy as np
+
+    from leverctl_kernels.moe_prefill import inputs, spec
+
+    w = inputs.expert_weights(np.random.default_rng(2), 3, 5, 32)
+    nib = np.stack([w["fp4"] & 0xF, w["fp4"] >> 4], axis=-1).reshape(3, 5, 32)
+    e2m1 = nib.astype(np.uint8).view(ml_dtypes.float4_e2m1fn).astype(np.float32)
+    scale = np.repeat(w["sc"].view(ml_dtypes.float8_e4m3fn).astype(np.float32), 16, axis=-1)
+    want = e2m1 * scale * w["ts"][:, None, None]
+    got = spec.decoded({"dn_fp4": w["fp4"], "dn_sc": w["sc"], "dn_ts": w["ts"]}, "dn")
+    np.testing.assert_array_equal(got, want)
+    q = inputs.e4m3_rows(want)
+    back = q["q"].view(ml_dtypes.float8_e4m3fn).astype(np.float32) * q["s"][..., None]
+    assert np.all(np.abs(back - want) <= np.abs(want) * 2.0 ** -4 + 1e-6)
