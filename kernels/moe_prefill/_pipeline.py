@@ -34,17 +34,17 @@ ROUTES = ("grouped", "bounded", "fp8")
 
 
 def m_tiles_for(shape, counts_on_device) -> int:
-    """The tile bound of one call: exact (read back from the device),
-    the sorted prefill's estimate, the load-factor cap, or the worst case."""
-    t, e, k = shape["t"], shape["e"], shape["k"]
-    if shape.get("exact", 0):
+    """The tile bound of one call: the shape's ``m_tiles`` (bound by the
+    levers, ``spec.bind_*``), where 0 means exact: the routing's largest
+    count read back from the device; a shape the levers did not bind takes
+    the worst case."""
+    mt = shape.get("m_tiles")
+    if mt is None:
+        return bounds.worst_case(shape["t"])
+    if mt == 0:
         off = counts_on_device.copy_to_host()  # the host sync graph capture cannot have
         return bounds.exact(np.diff(off))
-    if shape.get("estimate", 0):
-        return bounds.estimate(t, k, e)
-    if shape.get("load_factor", 0):
-        return bounds.load_factor_cap(t, k, e, shape["load_factor"])
-    return bounds.worst_case(t)
+    return int(mt)
 
 
 def build(shape, up: str, down: str, *, act: int = G.SILU_GLU, w4a4_up: bool = False):

@@ -24,8 +24,10 @@ DEFAULT_PREFILL_TOKENS = (1024, 4096)
 # Smoke: 8 experts, top-2, widths that are whole NVFP4 blocks (16) but not
 # whole GEMM tiles (32 columns); 9 tokens, one more than an 8-row M tile, so
 # a one-tile bound (the estimate, a load factor of 1) drops the hot expert's
-# last row under skewed routing, while a factor of 4 and the worst case keep it.
-SMOKE = {"t": 9, "h": 48, "i": 16, "e": 8, "k": 2}
+# last row under skewed routing, while a factor of 4 and the worst case keep
+# it. One K stage each: the sweep runs the smoke shapes of every lever set,
+# and the tests take more K (``test_moe_prefill.py``).
+SMOKE = {"t": 9, "h": 16, "i": 16, "e": 8, "k": 2}
 
 
 def label(d: Mapping[str, Any]) -> str:
@@ -117,35 +119,33 @@ def rows_lost(variant: str, shape: Shape, launch) -> int:
 
 
 def bind_grouped(levers: Mapping[str, Any], shape: Shape, engine: str = "") -> Shape:
-    """The tile bound and zeroing the routed prefill's levers give the run:
-    ``exact`` (the tri-state resolved as the call site does: unset is on for
-    NVFP4 experts; graph capture forces it off), ``load_factor`` (0: none)
-    and ``zero``."""
-    exact = levers.get("moe_prefill_exact_tiles")
-    if exact is None:
-        exact = bool(shape.get("nvfp4", 1))
-    if shape.get("graph", 0):
-        exact = False
-    return Shape(shape.label, {**shape.dims, "exact": int(bool(exact)),
-                               "load_factor": int(levers.get("moe_prefill_max_load_factor") or 0),
-                               "zero": int(bool(levers.get("moe_prefill_zero")))})
+    """What the routed prefill's levers give the run: ``zero``, and, where
+    the selected variant has a tile-bounded GEMM, ``m_tiles``, its bound
+    (0: exact, read back from the device). Exact tiles are the tri-state
+    resolved as the call site does (unset: on for NVFP4 experts; graph
+    capture forces it off); without them the bound is the worst case, capped
+    by the load factor. Only what reaches the run is recorded, so lever sets
+    that run the same kernels on the same grid share one simulated run."""
+    from ..selection import MOE_PREFILL_GROUPED
+
+    dims = {**shape.dims, "zero": int(bool(levers.get("moe_prefill_zero")))}
+    if MOE_PREFILL_GROUPED.select(levers, shape).variant != "grouped":
+        exact = levers.get("moe_prefill_exact_tiles")
+        if exact is None:
+            exact = bool(shape.get("nvfp4", 1))
+        if shape.get("graph", 0):
+            exact = False
+        t, e, k = shape["t"], shape["e"], shape["k"]
+        lf = int(levers.get("moe_prefill_max_load_factor") or 0)
+        dims["m_tiles"] = 0 if exact else bounds.load_factor_cap(t, k, e, lf) if lf else bounds.worst_case(t)
+    return Shape(shape.label, dims)
 
 
 def bind_sorted(levers: Mapping[str, Any], shape: Shape, engine: str = "") -> Shape:
-    """The sorted prefill's grid bound (``estimate``) and zeroing (``zero``;
-    on unless its NO_ variable is present)."""
+    """The sorted prefill's grid bound ``m_tiles`` (the worst case, or the
+    estimate) and zeroing (``zero``; on unless its NO_ variable is
+    present)."""
     zero = levers.get("moe_zero_intermediates")
-    return Shape(shape.label, {**shape.dims, "estimate": int(bool(levers.get("moe_max_m_tiles_estimate"))),
-                               "zero": int(True if zero is None else bool(zero))})
-
-
-def m_tiles_bound(shape: Mapping[str, Any], counts) -> int:
-    """What ``_pipeline.m_tiles_for`` computes, from host counts."""
     t, e, k = shape["t"], shape["e"], shape["k"]
-    if shape.get("exact", 0):
-        return bounds.exact(counts)
-    if shape.get("estimate", 0):
-        return bounds.estimate(t, k, e)
-    if shape.get("load_factor", 0):
-        return bounds.load_factor_cap(t, k, e, shape["load_factor"])
-    return bounds.worst_case(t)
+    mt = bounds.estimate(t, k, e) if levers.get("moe_max_m_tiles_estimate") else bounds.worst_case(t)
+    return Shape(shape.label, {**shape.dims, "m_tiles": mt, "zero": int(True if zero is None else bool(zero))})

@@ -1,6 +1,7 @@
 """The MoE prefill kernels in the CUDA simulator at the tiny odd smoke
-shapes (8 experts, top-2, 9 tokens; hidden 48 and expert width 16, whole
-NVFP4 blocks but partial 32-column tiles), run the way the bench runs them
+shapes (8 experts, top-2, 9 tokens; expert width 16 and, for more K
+stages than the sweep's smoke shape, hidden 48: whole NVFP4 blocks but
+partial 32-column tiles), run the way the bench runs them
 (``leverctl.bench.run.run_item``: poisoned outputs and scratch, the check
 against the float64 layer, ``rows_lost``).
 
@@ -28,8 +29,17 @@ def _path(name):
 
 
 def _shape(path, skew: str):
+    """The smoke shape of ``skew`` with hidden 48 (three K stages of the
+    gate/up GEMM, two column tiles of down) instead of the sweep's 16."""
+    from leverctl_kernels.common.path import Shape
+    from leverctl_kernels.moe_prefill import spec
+
     shapes = path.shapes("smoke", None)
-    return next((s for s in shapes if s.label.startswith(skew)), shapes[0])  # the shared expert has no routing
+    s = next((s for s in shapes if s.label.startswith(skew)), shapes[0])  # the shared expert has no routing
+    if "skew" not in s.dims:
+        return s
+    d = {**s.dims, "h": 48}
+    return Shape(spec.label(d), d)
 
 
 def _record(name: str, levers: dict, skew: str = "uniform", variant: str | None = None, path=None):
@@ -67,7 +77,7 @@ def test_every_routed_variant_matches_the_float64_layer_under_uniform_routing(le
 def test_a_one_tile_bound_passes_under_uniform_routing():
     rec = _record("moe.prefill_grouped", {**GROUPED_OFF, "moe_prefill_max_load_factor": 1})
     assert (rec["variant"], rec["status"], rec["rows_lost"]) == ("bounded", "pass", 0), rec["note"]
-    assert rec["shape"]["load_factor"] == 1 and rec["shape"]["zero"] == 0
+    assert rec["shape"]["m_tiles"] == 1 and rec["shape"]["zero"] == 0  # a factor of 1: 18 rows / 8 experts
 
 
 def test_under_skew_a_one_tile_bound_drops_a_row_and_unzeroed_scratch_turns_the_output_to_nan():
@@ -84,7 +94,7 @@ def test_under_skew_the_single_launch_route_and_exact_tiles_lose_nothing():
     assert (rec["variant"], rec["status"], rec["rows_lost"]) == ("grouped", "pass", 0), rec["note"]
     rec = _record("moe.prefill_grouped", {**GROUPED_OFF, "moe_prefill_exact_tiles": None,
                                           "moe_prefill_max_load_factor": 1}, "skewed")
-    assert rec["shape"]["exact"] == 1  # unset: on for NVFP4 experts
+    assert rec["shape"]["m_tiles"] == 0  # exact (read back): unset is on for NVFP4 experts
     assert (rec["variant"], rec["status"], rec["rows_lost"]) == ("bounded", "pass", 0), rec["note"]
 
 

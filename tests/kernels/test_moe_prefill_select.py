@@ -70,29 +70,38 @@ def _grouped_path():
     return PREFILL_GROUPED
 
 
+DIMS = {"t": 9, "e": 8, "k": 2, "fp8_loaded": 1}
+
+
 @pytest.mark.parametrize("lever, nvfp4, graph, want", [
-    (None, 1, 0, 1), (None, 0, 0, 0), (True, 0, 0, 1), (False, 1, 0, 0), (True, 1, 1, 0), (None, 1, 1, 0)])
+    (None, 1, 0, 0), (None, 0, 0, 2), (True, 0, 0, 0), (False, 1, 0, 2), (True, 1, 1, 2), (None, 1, 1, 2)])
 def test_exact_tiles_unset_is_on_for_nvfp4_experts_and_graph_capture_forces_it_off(lever, nvfp4, graph, want):
-    shape = Shape("s", {"t": 9, "nvfp4": nvfp4, "graph": graph})
+    """``m_tiles`` 0 is exact (read back); 2 is the worst case of 9 tokens."""
+    shape = Shape("s", {**DIMS, "nvfp4": nvfp4, "graph": graph})
     bound = _grouped_path().bind({"moe_prefill_exact_tiles": lever}, shape, "metrale")
-    assert bound["exact"] == want and bound.label == "s"
+    assert bound["m_tiles"] == want and bound.label == "s"
 
 
-def test_the_load_factor_and_zero_reach_the_run_and_unset_is_none():
+def test_the_load_factor_caps_the_bound_and_zero_reaches_the_run():
     path = _grouped_path()
-    s = Shape("s", {"t": 9})
-    assert path.bind({"moe_prefill_max_load_factor": 4, "moe_prefill_zero": True}, s, "metrale")["load_factor"] == 4
+    s = Shape("s", {**DIMS, "nvfp4": 0})
+    one = path.bind({"moe_prefill_max_load_factor": 1, "moe_prefill_zero": True}, s, "metrale")
+    assert (one["m_tiles"], one["zero"]) == (1, 1)
+    assert path.bind({"moe_prefill_max_load_factor": 4}, s, "metrale")["m_tiles"] == 2  # capped at the worst case
     b = path.bind({}, s, "metrale")
-    assert (b["load_factor"], b["zero"]) == (0, 0)
+    assert (b["m_tiles"], b["zero"]) == (2, 0)
+    # the single-launch route has no bound to take
+    assert "m_tiles" not in path.bind({"moe_grouped_cutlass": True, "moe_grouped_down": True}, s, "metrale").dims
 
 
-def test_the_sorted_prefill_zeroes_unless_told_not_to():
+def test_the_sorted_prefill_zeroes_unless_told_not_to_and_its_estimate_is_twice_the_average():
     from leverctl_kernels.moe_prefill import PREFILL_SORTED
 
-    s = Shape("s", {"t": 9})
+    s = Shape("s", DIMS)
     assert PREFILL_SORTED.bind({}, s, "metrale")["zero"] == 1
     assert PREFILL_SORTED.bind({"moe_zero_intermediates": False}, s, "metrale")["zero"] == 0
-    assert PREFILL_SORTED.bind({"moe_max_m_tiles_estimate": True}, s, "metrale")["estimate"] == 1
+    assert PREFILL_SORTED.bind({}, s, "metrale")["m_tiles"] == 2
+    assert PREFILL_SORTED.bind({"moe_max_m_tiles_estimate": True}, s, "metrale")["m_tiles"] == 1
 
 
 def test_the_tile_bounds_at_qwen3_next_sizes():
