@@ -37,7 +37,6 @@ from __future__ import annotations
 import math
 from functools import lru_cache
 
-import numpy as np
 from numba import cuda, float32, int32, uint32
 
 from ..common import bits

@@ -46,7 +46,7 @@ def _record(name: str, levers: dict, skew: str = "uniform", variant: str | None 
     """The bench's record for ``levers`` at the smoke shape of ``skew``
     (the variant ``select`` picks, or ``variant``)."""
     from leverctl.bench.device import SIM_NAME, Device
-    from leverctl.bench.plan import PlanItem, items_for
+    from leverctl.bench.plan import items_for
     from leverctl.bench.run import run_item
 
     path = path or _path(name)
