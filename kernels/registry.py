@@ -6,7 +6,7 @@ import importlib
 from .common.path import KernelPath
 
 # Each module exposes PATHS: tuple[KernelPath, ...].
-FAMILIES = ("w4a16", "gdn", "attention", "ffn_prefill", "lora", "mamba2", "moe")
+FAMILIES = ("w4a16", "gdn", "attention", "ffn_prefill", "lora", "mamba2", "moe", "moe_prefill")
 
 
 def all_paths() -> tuple[KernelPath, ...]:

@@ -131,7 +131,8 @@ class Table:
                 unmet.extend(w for w in (c.why(shape) for c in failed) if w)
                 continue
             dims = dict(getattr(shape, "dims", shape))
-            return Choice(rule.variant, rule.note.format(**dims, unmet=" and ".join(unmet)))
+            # a condition failed by two rules is one reason, said once
+            return Choice(rule.variant, rule.note.format(**dims, unmet=" and ".join(dict.fromkeys(unmet))))
         raise AssertionError(f"{self.path}: no rule matched")  # __post_init__ forbids it
 
     def cases(self, levers: Mapping[str, Any]) -> tuple[Case, ...]:
@@ -893,6 +894,124 @@ MOE_UNION_STATS = Table(
 )
 
 
+# ── moe prefill (Metrale: routed grouped prefill, Nemotron sorted prefill and shared expert) ──
+#
+# The routed prefill sorts its rows by expert and runs gate/up, then down,
+# as grouped GEMMs. ``moe_grouped_cutlass`` puts gate/up on the
+# single-launch grouped NVFP4 GEMM (exact per-expert sizes on the device,
+# so every row is computed); ``moe_grouped_down`` puts down there too and
+# needs it; ``moe_prefill_fp8_down`` puts down on the FP8 grouped GEMM when
+# that kernel and its BF16-to-FP8 conversion are loaded (a shape input
+# here, ``fp8_loaded``). The seed does not order the two down levers;
+# leverctl's decision: the grouped NVFP4 down (which asks for gate/up's route
+# as well) comes first, then FP8. Every GEMM not on the single-launch route
+# runs on a grid sized by the per-expert tile bound, which the other three
+# levers set (``binds``: the same kernels, a different grid or scratch).
+
+_FP8_LOADED = _cond("FP8 grouped GEMM loaded", "FP8 grouped GEMM not loaded",
+                    lambda d: bool(d.get("fp8_loaded", 1)),
+                    lambda d: "the FP8 grouped GEMM and its BF16-to-FP8 kernel are not loaded")
+
+MOE_PREFILL_GROUPED = Table(
+    path="moe.prefill_grouped",
+    summary="routed MoE prefill, rows sorted by expert: single-launch grouped NVFP4 GEMMs or the tile-bounded "
+            "grouped GEMMs, down optionally in FP8",
+    levers=("moe_grouped_cutlass", "moe_grouped_down", "moe_prefill_fp8_down", "moe_prefill_exact_tiles",
+            "moe_prefill_max_load_factor", "moe_prefill_zero"),
+    assumed={"moe_grouped_cutlass": False, "moe_grouped_down": False, "moe_prefill_fp8_down": False,
+             "moe_prefill_exact_tiles": False, "moe_prefill_max_load_factor": False, "moe_prefill_zero": False},
+    variants=("grouped", "grouped+fp8_down", "grouped+bounded_down", "bounded+fp8_down", "bounded"),
+    engines=("metrale",),
+    rules=(
+        Rule("grouped", {"moe_grouped_cutlass": True, "moe_grouped_down": True}),
+        Rule("grouped+fp8_down", {"moe_grouped_cutlass": True, "moe_prefill_fp8_down": True}, (_FP8_LOADED,)),
+        Rule("grouped+bounded_down", {"moe_grouped_cutlass": True, "moe_prefill_fp8_down": True},
+             note="moe_prefill_fp8_down is on but {unmet}: down on the tile-bounded grouped GEMM"),
+        Rule("grouped+bounded_down", {"moe_grouped_cutlass": True}),
+        Rule("bounded+fp8_down", {"moe_grouped_down": True, "moe_prefill_fp8_down": True}, (_FP8_LOADED,),
+             note="moe_grouped_down needs moe_grouped_cutlass: down through the FP8 grouped GEMM"),
+        Rule("bounded+fp8_down", {"moe_prefill_fp8_down": True}, (_FP8_LOADED,)),
+        Rule("bounded", {"moe_grouped_down": True, "moe_prefill_fp8_down": True},
+             note="moe_grouped_down needs moe_grouped_cutlass, and moe_prefill_fp8_down is on but {unmet}: "
+                  "both projections on the tile-bounded route"),
+        Rule("bounded", {"moe_grouped_down": True},
+             note="moe_grouped_down needs moe_grouped_cutlass: both projections on the tile-bounded route"),
+        Rule("bounded", {"moe_prefill_fp8_down": True},
+             note="moe_prefill_fp8_down is on but {unmet}: down on the tile-bounded grouped GEMM"),
+        Rule("bounded"),
+    ),
+    binds={
+        "moe_prefill_exact_tiles": "sizes the tile-bounded GEMMs' grid from the routing's largest count, read "
+                                   "back from the device (1), or not (0); unset: on for NVFP4 experts, off "
+                                   "otherwise; graph capture forces it off",
+        "moe_prefill_max_load_factor": "with exact tiles off, caps the tile bound at n times the average rows per "
+                                       "expert (unset: every token on one expert); an expert routed more rows "
+                                       "than the cap leaves the excess uncomputed",
+        "moe_prefill_zero": "zeroes the gate/up and down scratch before the GEMMs; without it a row the tile "
+                            "bound skipped reaches the combine as whatever the scratch held",
+    },
+)
+
+# Nemotron's sorted prefill: squared-ReLU experts, the up projection's
+# activations in fp16, or quantised to NVFP4 (``moe_w4a4``) where the MoE
+# input is a latent projection and the batch has 512 rows or more.
+W4A4_MIN_ROWS = 512
+
+_LATENT = _cond("latent MoE input", "no latent MoE input", lambda d: bool(d.get("latent", 0)),
+                lambda d: "the model's MoE input is not a latent projection")
+_ROWS_512 = _cond(f"n >= {W4A4_MIN_ROWS}", f"n < {W4A4_MIN_ROWS}", lambda d: d["t"] >= W4A4_MIN_ROWS,
+                  lambda d: f"n={d['t']} < {W4A4_MIN_ROWS} rows")
+
+MOE_PREFILL_SORTED = Table(
+    path="moe.prefill_sorted",
+    summary="Nemotron sorted MoE prefill (squared-ReLU experts, NVFP4 weights): up projection on fp16 or "
+            "NVFP4 activations, M-tile grid from the worst case or an estimate",
+    levers=("moe_w4a4", "moe_max_m_tiles_estimate", "moe_zero_intermediates"),
+    assumed={"moe_w4a4": False, "moe_max_m_tiles_estimate": False, "moe_zero_intermediates": True},
+    variants=("a16", "w4a4_up"),
+    engines=("metrale",),
+    symbols={"t": "n"},
+    rules=(
+        Rule("w4a4_up", {"moe_w4a4": True}, (_LATENT, _ROWS_512)),
+        Rule("a16", {"moe_w4a4": True}, note="moe_w4a4 is on but {unmet}: the up projection reads fp16"),
+        Rule("a16"),
+    ),
+    binds={
+        "moe_max_m_tiles_estimate": "sizes the grouped GEMMs' M-tile grid from twice the average rows per expert "
+                                    "instead of every token on one expert; an expert routed more rows leaves "
+                                    "the excess uncomputed",
+        "moe_zero_intermediates": "zeroes the expert up and down outputs before the grouped GEMMs; without it a "
+                                  "row the grid skipped reaches the combine as whatever they held",
+    },
+)
+
+# The shared expert (Nemotron): up and down each on W4A4 (activations to
+# NVFP4 per GEMM) from 512 rows up, independently; the up projection not
+# where the model carries a native FP8 shared-up weight.
+_NO_FP8_SHARED_UP = _cond("no native FP8 shared-up weight", "a native FP8 shared-up weight",
+                          lambda d: not d.get("fp8_shared_up", 0),
+                          lambda d: "the model uses a native FP8 shared-up weight")
+
+MOE_SHARED_EXPERT = Table(
+    path="moe.shared_expert",
+    summary="Nemotron shared expert (squared ReLU, NVFP4 weights): up and down on fp16 or NVFP4 (W4A4) activations",
+    levers=("shared_w4a4", "shared_w4a4_down"),
+    assumed={"shared_w4a4": True, "shared_w4a4_down": False},
+    variants=("a16", "w4a4_up", "w4a4_down", "w4a4"),
+    engines=("metrale",),
+    symbols={"t": "n"},
+    rules=(
+        Rule("w4a4", {"shared_w4a4": True, "shared_w4a4_down": True}, (_ROWS_512, _NO_FP8_SHARED_UP)),
+        Rule("w4a4_down", {"shared_w4a4": True, "shared_w4a4_down": True}, (_ROWS_512,),
+             note="shared_w4a4 is on but {unmet}: only the down projection takes W4A4"),
+        Rule("w4a4_down", {"shared_w4a4_down": True}, (_ROWS_512,)),
+        Rule("w4a4_up", {"shared_w4a4": True}, (_ROWS_512, _NO_FP8_SHARED_UP)),
+        Rule("a16", {"shared_w4a4": True}, note="shared_w4a4 is on but {unmet}: both projections read fp16"),
+        Rule("a16", {"shared_w4a4_down": True}, note="shared_w4a4_down is on but {unmet}: both projections read fp16"),
+        Rule("a16"),
+    ),
+)
+
 TABLES: Mapping[str, Table] = MappingProxyType({t.path: t for t in (
     W4A16_GEMV, W4A16_GEMV_DUAL, W4A16_FFN_DECODE, W4A16_GEMM,
     GDN_PREFILL, GDN_VERIFY, GDN_DECODE, GDN_FUSED_CONV,
@@ -904,6 +1023,7 @@ TABLES: Mapping[str, Table] = MappingProxyType({t.path: t for t in (
     MAMBA2_PREFILL_SCAN, MAMBA2_PREFILL_PROJ, GDN_PROJ_GEMV_BATCH,
     MOE_ROUTER, MOE_GATEUP_FP4, MOE_DOWN_FP4, MOE_DECODE_FP8_GROUPED, MOE_DECODE_MULTI_SEQ,
     MOE_DECODE_VIA_PREFILL, MOE_UNION_STATS,
+    MOE_PREFILL_GROUPED, MOE_PREFILL_SORTED, MOE_SHARED_EXPERT,
 )})
 
 

@@ -61,6 +61,7 @@ def empty_record(item: PlanItem, device: Device) -> dict[str, Any]:
         "baseline": item.baseline,
         "batch_invariance": None,
         "findings": None,
+        "rows_lost": None,
         "device": device.name,
         "plan": item.plan,
         "catalog": item.catalog,
@@ -165,8 +166,11 @@ def _run(item: PlanItem, device: Device, seed: int, stop: StopRule, rec: dict, h
     rec.update(_tensor_cores(item, launch))
     bufs, fig = chk.check(cpath, item.variant, shape, launch, inputs, cuda)
     rec["error"] = fig.to_json()
+    lost = _rows_lost(path, item, launch, rec)
     if not fig.passed:
         _add_note(rec, fig.why())
+        return
+    if lost:
         return
     if not _batch_invariance(path, item, launch, bufs, cuda, rec):
         return
@@ -216,6 +220,22 @@ def _run(item: PlanItem, device: Device, seed: int, stop: StopRule, rec: dict, h
         _add_note(rec, f"recheck on fresh inputs failed: {fig2.why()}")
         return
     rec["status"] = "pass"
+
+
+def _rows_lost(path, item: PlanItem, launch, rec: dict) -> int:
+    """Routed rows the run left uncomputed (``extra["rows_lost"](variant,
+    shape, launch)``: a grouped GEMM whose grid was sized below the
+    routing's load), whatever the check said: the record's ``rows_lost``.
+    Any is a failure of its own, with a note, since rows that were never
+    computed can pass a check (a zeroed scratch, a small weight)."""
+    fn = path.extra.get("rows_lost")
+    if fn is None:
+        return 0
+    lost = int(fn(item.variant, item.shape, launch))
+    rec["rows_lost"] = lost
+    if lost:
+        _add_note(rec, f"{lost} routed row(s) beyond the per-expert tile bound were never computed")
+    return lost
 
 
 def _findings(path, item: PlanItem, launch, bufs, cuda, rec: dict, on_gpu: bool) -> None:

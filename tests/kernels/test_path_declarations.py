@@ -17,6 +17,7 @@ from leverctl_kernels.common.path import Shape, Variant, workspace_of
 from leverctl_kernels.gdn import PATHS as GDN
 from leverctl_kernels.gdn.conv_fused import eligible
 from leverctl_kernels.mamba2 import PATHS as MAMBA2
+from leverctl_kernels.moe_prefill import PATHS as MOE_PREFILL
 from leverctl_kernels.w4a16 import PATHS as W4A16
 
 
@@ -37,7 +38,7 @@ def buildable(path, variant: str, shape) -> bool:
 # Launches are counted by the simulator's kernel objects.
 pytestmark = pytest.mark.skipif(os.environ.get("NUMBA_ENABLE_CUDASIM") != "1", reason="counts simulator launches")
 
-CASES = [(p, v, s) for p in (*W4A16, *GDN, *MAMBA2) for s in p.shapes("smoke", None) for v in p.variants
+CASES = [(p, v, s) for p in (*W4A16, *GDN, *MAMBA2, *MOE_PREFILL) for s in p.shapes("smoke", None) for v in p.variants
          if buildable(p, v, s)]
 
 

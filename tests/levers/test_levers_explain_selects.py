@@ -83,9 +83,11 @@ def test_every_lever_of_a_path_explains_both_its_values_there(engine, paths):
                 continue
             st = {s.path: s for s in explain(cat, cat.lever(f)).selects}.get(path.name)
             assert st is not None and st.applies, (f, path.name)
-            # an on/off lever both ways; a count (max_decode_seqs) at its default
+            # an on/off lever both ways; one unset by default (a tri-state, an optional count) unset and
+            # both ways; a count (max_decode_seqs) at its default
             default = cat.lever(f).default
-            want = {True, False} if isinstance(default, bool) else {default}
+            want = {True, False} if isinstance(default, bool) else {None, True, False} if default is None \
+                else {default}
             assert {s.value for s in st.selected if s.with_ is None} == want, (f, path.name)
 
 

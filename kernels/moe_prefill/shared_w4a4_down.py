@@ -1,0 +1,14 @@
+"""Shared expert: the down projection W4A4 (shared_w4a4_down) (``_shared``)."""
+from __future__ import annotations
+
+from . import _shared
+
+W4A4_UP, W4A4_DOWN = False, True
+
+
+def build(shape):
+    return _shared.build(shape, W4A4_UP, W4A4_DOWN)
+
+
+def launches(shape) -> int:
+    return _shared.launches(W4A4_UP, W4A4_DOWN)
