@@ -27,10 +27,10 @@ import os
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterable, Mapping, Sequence
+from typing import Any, Callable, Iterable, Mapping, Sequence
 
 from ..errors import UserError
-from ..levers.files import read_input_file, write_atomically
+from ..levers.files import open_input_file, read_input_file, write_atomically
 
 PLAN_FILE = "plan.json"
 RESULTS_FILE = "results.jsonl"
@@ -205,38 +205,72 @@ class Jsonl:
     duplicates: tuple[int, ...] = ()  # line numbers of records that repeat an earlier one's identity
 
 
-def read_jsonl(path: Path, kind: str | None = None) -> Jsonl:
-    """The records of a results file. A partial last line (no newline: the
-    writer was killed mid-line) is ignored; any other line that is not a
-    record, or whose timing is unusable (``kind``: the run's device kind, see
+def _stdlib_loads(line: bytes) -> Any:
+    return json.loads(line.decode("utf-8"))
+
+
+try:  # the fast parser, when installed: at a million records the parse is most of a report's time
+    import orjson as _orjson
+except ImportError:  # pragma: no cover - orjson is a dependency; the standard library reads alike
+    _orjson = None
+
+
+def loads_line(line: bytes) -> Any:
+    """One JSONL line parsed. orjson where it accepts the line; whatever it
+    refuses (NaN, integers beyond 64 bits, bad UTF-8, not JSON) goes to the
+    standard library, which decides: the same values, the same errors."""
+    if _orjson is not None:
+        try:
+            return _orjson.loads(line)
+        except _orjson.JSONDecodeError:
+            pass
+    return _stdlib_loads(line)
+
+
+Slim = Callable[[dict], dict]
+
+
+def read_jsonl(path: Path, kind: str | None = None, slim: Slim | None = None) -> Jsonl:
+    """The records of a results file, read line by line (never the whole
+    file at once). A partial last line (no newline: the writer was killed
+    mid-line) is ignored; any other line that is not a record, or whose
+    timing is unusable (``kind``: the run's device kind, see
     :func:`timing_problem`), is refused with its line number. A record
     repeating an earlier one's identity is counted once (the later kept, in
-    the earlier's place) and its line listed in ``duplicates``."""
+    the earlier's place) and its line listed in ``duplicates``. ``slim``, if
+    given, maps each checked record to what the caller keeps of it (a report
+    of a million records keeps a few fields of each, not all)."""
     path = Path(path)
-    data = read_input_file(path, "results file", binary=True)
-    end = data.rfind(b"\n") + 1  # everything up to the last newline is complete
     records: list[dict] = []
     seen: dict[Identity, int] = {}
     duplicates: list[int] = []
-    for n, line in enumerate(data[:end].split(b"\n")[:-1], 1):
-        if not line.strip():
-            continue
-        where = f"{path}:{n}"
-        try:
-            rec = json.loads(line.decode("utf-8"))
-        except UnicodeDecodeError:
-            raise UserError("not a leverctl results file (not UTF-8 text)", where) from None
-        except json.JSONDecodeError as e:
-            raise UserError(f"not a leverctl results file (line is not JSON: {e.msg})", where) from None
-        rec = check_record(rec, where, kind)
-        key = identity(rec)
-        if key in seen:
-            records[seen[key]] = rec
-            duplicates.append(n)
-        else:
-            seen[key] = len(records)
-            records.append(rec)
-    return Jsonl(records, end, len(data) - end, tuple(duplicates))
+    good = tail = 0
+    with open_input_file(path, "results file") as f:
+        for n, line in enumerate(f, 1):
+            if not line.endswith(b"\n"):
+                tail = len(line)
+                break
+            good += len(line)
+            if not line.strip():
+                continue
+            where = f"{path}:{n}"
+            try:
+                rec = loads_line(line)
+            except UnicodeDecodeError:
+                raise UserError("not a leverctl results file (not UTF-8 text)", where) from None
+            except json.JSONDecodeError as e:
+                raise UserError(f"not a leverctl results file (line is not JSON: {e.msg})", where) from None
+            rec = check_record(rec, where, kind)
+            if slim is not None:
+                rec = slim(rec)
+            key = identity(rec)
+            if key in seen:
+                records[seen[key]] = rec
+                duplicates.append(n)
+            else:
+                seen[key] = len(records)
+                records.append(rec)
+    return Jsonl(records, good, tail, tuple(duplicates))
 
 
 def cut_partial_tail(path: Path, good_bytes: int) -> None:
@@ -346,8 +380,9 @@ def repeated_note(source: str, places: Sequence[str]) -> str:
             "each counted once, the later kept")
 
 
-def load_results(path: str | Path) -> ResultSet:
-    """A bench JSON document, a sweep directory, or a sweep's results.jsonl."""
+def load_results(path: str | Path, slim: Slim | None = None) -> ResultSet:
+    """A bench JSON document, a sweep directory, or a sweep's results.jsonl.
+    ``slim``: what to keep of each record (see :func:`read_jsonl`)."""
     p = Path(path)
     if p.is_dir():
         plan = read_plan(p)
@@ -356,23 +391,27 @@ def load_results(path: str | Path) -> ResultSet:
             if plan is None:
                 raise UserError(f"not a sweep directory (no {PLAN_FILE}, no {RESULTS_FILE})", str(p))
             return _from_plan(str(p), plan, Jsonl([], 0, 0))
-        return _from_plan(str(p), plan, read_jsonl(res, _plan_kind(plan)))
+        return _from_plan(str(p), plan, read_jsonl(res, _plan_kind(plan), slim))
     if not p.exists():
         raise UserError("no such results file or directory", str(p))
-    data = read_input_file(p, "results file", binary=True)
-    if p.suffix == ".jsonl" or _first_line_is_record(data):
+    if p.suffix == ".jsonl" or _first_line_is_record(p):
         plan = read_plan(p.parent) if p.name == RESULTS_FILE else None
-        return _from_plan(str(p), plan, read_jsonl(p, _plan_kind(plan)))
-    return _from_bench(p, data)
+        return _from_plan(str(p), plan, read_jsonl(p, _plan_kind(plan), slim))
+    rs = _from_bench(p, read_input_file(p, "results file", binary=True))
+    if slim is not None:
+        rs.records = [slim(r) for r in rs.records]
+    return rs
 
 
 def _plan_kind(plan: Mapping[str, Any] | None) -> str | None:
     return ((plan or {}).get("device") or {}).get("kind")
 
 
-def _first_line_is_record(data: bytes) -> bool:
+def _first_line_is_record(p: Path) -> bool:
+    with open_input_file(p, "results file") as f:
+        first = f.readline()
     try:
-        obj = json.loads(data.split(b"\n", 1)[0])
+        obj = json.loads(first)
     except (UnicodeDecodeError, json.JSONDecodeError):
         return False
     return isinstance(obj, dict) and "kernel" in obj and "config" in obj

@@ -74,27 +74,8 @@ def read_input_file(path: str | Path, what: str, *, binary: bool = False, limit:
             raise UserError(f"cannot read {what}: {e.strerror or e}", where) from None
     else:
         where = path_label(path)
+        fd = _open_regular(path, what, where, stdin)
         try:
-            fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
-        except FileNotFoundError:
-            raise UserError(f"no such {what}", where) from None
-        except OSError as e:
-            if e.errno == errno.ELOOP:
-                raise UserError(f"is a symlink loop, not {_a(what)}", where) from None
-            if e.errno == errno.ENXIO:  # a socket, or a FIFO O_NONBLOCK cannot open
-                raise UserError(f"is a socket or a FIFO, not {_a(what)}", where) from None
-            raise UserError(f"cannot read {what}: {e.strerror or e}", where) from None
-        try:
-            mode = os.fstat(fd).st_mode
-            for test, words in _NOT_REGULAR:
-                if test(mode):
-                    # <(cmd) is a pipe too; standard input reads one without the risk of a FIFO no one writes.
-                    hint = "; to read a pipe, give - and redirect it to standard input" \
-                        if stdin and stat.S_ISFIFO(mode) else ""
-                    raise UserError(f"is {words}, not {_a(what)}{hint}", where)
-            if not stat.S_ISREG(mode):
-                raise UserError(f"is not a regular file, not {_a(what)}", where)
-            os.set_blocking(fd, True)
             with os.fdopen(fd, "rb", closefd=False) as f:
                 data = _read_capped(f, limit)
         except OSError as e:
@@ -106,6 +87,47 @@ def read_input_file(path: str | Path, what: str, *, binary: bool = False, limit:
     if not binary and b"\x00" in data:
         raise UserError(f"is a binary file, not {_a(what)}", where)
     return data
+
+
+def open_input_file(path: str | Path, what: str) -> BinaryIO:
+    """``path`` opened for reading in binary, refused as
+    :func:`read_input_file` refuses it (absent, unreadable, not a regular
+    file), for a reader that streams a file too large to hold (a results file
+    of a million records) rather than reading it whole."""
+    fd = _open_regular(path, what, path_label(path), False)
+    return os.fdopen(fd, "rb")
+
+
+def _open_regular(path: str | Path, what: str, where: str, stdin: bool) -> int:
+    """A blocking descriptor of the regular file ``path``, or a UserError."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+    except FileNotFoundError:
+        raise UserError(f"no such {what}", where) from None
+    except OSError as e:
+        if e.errno == errno.ELOOP:
+            raise UserError(f"is a symlink loop, not {_a(what)}", where) from None
+        if e.errno == errno.ENXIO:  # a socket, or a FIFO O_NONBLOCK cannot open
+            raise UserError(f"is a socket or a FIFO, not {_a(what)}", where) from None
+        raise UserError(f"cannot read {what}: {e.strerror or e}", where) from None
+    try:
+        mode = os.fstat(fd).st_mode
+        for test, words in _NOT_REGULAR:
+            if test(mode):
+                # <(cmd) is a pipe too; standard input reads one without the risk of a FIFO no one writes.
+                hint = "; to read a pipe, give - and redirect it to standard input" \
+                    if stdin and stat.S_ISFIFO(mode) else ""
+                raise UserError(f"is {words}, not {_a(what)}{hint}", where)
+        if not stat.S_ISREG(mode):
+            raise UserError(f"is not a regular file, not {_a(what)}", where)
+        os.set_blocking(fd, True)
+    except OSError as e:
+        os.close(fd)
+        raise UserError(f"cannot read {what}: {e.strerror or e}", where) from None
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
 
 
 def _read_capped(f: BinaryIO, limit: int | None) -> bytes | None:
