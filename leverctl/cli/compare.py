@@ -149,11 +149,11 @@ def register(app: typer.Typer) -> None:
         NOISY against both runs' noise. Exit 1 on a regression, a new failure,
         an untimed pair, a BASE record missing from NEW, or nothing in common."""
         from ..bench.compare import compare as do_compare
-        from ..bench.results import load_results
+        from ..bench.results import compare_slim, load_results
 
         common.check_format(fmt)
-        b = load_results(base)
-        n = load_results(new)
+        b = load_results(base, slim=compare_slim(), plan_items=False)
+        n = load_results(new, slim=compare_slim(), plan_items=False)
         c = do_compare(b, n, threshold=threshold, allow_different_device=allow_different_device,
                        allow_missing=allow_missing)
         for rs in (b, n):

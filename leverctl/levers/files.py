@@ -13,7 +13,7 @@ import stat
 import sys
 import uuid
 from pathlib import Path
-from typing import BinaryIO, Callable
+from typing import BinaryIO, Callable, Iterable
 
 from ..errors import UserError
 
@@ -138,7 +138,7 @@ def _read_capped(f: BinaryIO, limit: int | None) -> bytes | None:
     return None if len(data) > limit else data
 
 
-def write_atomically(path: str | Path, data: str | bytes, *, make_folder: bool = False,
+def write_atomically(path: str | Path, data: str | bytes | Iterable[str | bytes], *, make_folder: bool = False,
                      check: Callable[[Path], None] | None = None) -> None:
     """Write ``data`` (text as UTF-8) to ``path`` so that a reader sees the old
     file or the new one, never half of one, and a failure leaves the old one
@@ -148,7 +148,8 @@ def write_atomically(path: str | Path, data: str | bytes, *, make_folder: bool =
     ``check(tmp)`` runs on the complete temporary file before the rename (a
     recipe verified by loading it, say); whatever it raises propagates and
     nothing is replaced. The folder must exist unless ``make_folder``.
-    Failures to write are a UserError naming the path."""
+    ``data`` may be an iterable of pieces, written as they come (a file too
+    large to hold at once). Failures to write are a UserError naming the path."""
     path = Path(path)
     folder = path.parent
     if path.is_dir():
@@ -162,11 +163,13 @@ def write_atomically(path: str | Path, data: str | bytes, *, make_folder: bool =
         raise UserError("no such folder", str(folder))
     if isinstance(data, str):
         data = data.encode("utf-8")
+    pieces = (data,) if isinstance(data, bytes) else data
     tmp = folder / f".{path.name}.{os.getpid()}.{uuid.uuid4().hex[:8]}.tmp"
     try:
         # Opened like any new file, so the umask applies (mkstemp's would be 0600).
-        with open(tmp, "xb") as f:
-            f.write(data)
+        with open(tmp, "xb", buffering=1 << 20) as f:
+            for piece in pieces:
+                f.write(piece.encode("utf-8") if isinstance(piece, str) else piece)
             f.flush()
             os.fsync(f.fileno())
         if check is not None:
