@@ -13,9 +13,8 @@ unusable record, named by its line, and runs from different devices without
 from __future__ import annotations
 
 import io
-import json
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Iterator
 
 import typer
 
@@ -124,11 +123,21 @@ def markdown(c) -> str:
 
 
 def render(c, fmt: str, *, width: int | None = None, color: bool = False) -> str:
+    return "".join(render_pieces(c, fmt, width=width, color=color))
+
+
+def render_pieces(c, fmt: str, *, width: int | None = None, color: bool = False) -> Iterator[str]:
+    """The comparison in ``fmt``, in pieces to write as they come (JSON: an
+    entry per matched record, never whole in memory)."""
     if fmt == "json":
-        return json.dumps(c.to_json(), indent=2, allow_nan=False) + "\n"
-    if fmt == "markdown":
-        return markdown(c)
-    return table(c, width=width, color=color)
+        from .. import jsontext
+
+        yield from jsontext.pieces(c.to_json(), allow_nan=False)
+        yield "\n"
+    elif fmt == "markdown":
+        yield markdown(c)
+    else:
+        yield table(c, width=width, color=color)
 
 
 def register(app: typer.Typer) -> None:
@@ -160,6 +169,6 @@ def register(app: typer.Typer) -> None:
             for note in rs.notes():
                 common.warn(note)
         width, color = common.tty_table(fmt)
-        common.write(render(c, fmt, width=width, color=color))
+        common.write_pieces(render_pieces(c, fmt, width=width, color=color))
         if c.exit_code:
             raise typer.Exit(c.exit_code)

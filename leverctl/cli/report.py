@@ -13,9 +13,8 @@ Every view is a function of the records (and the sweep's plan.json).
 from __future__ import annotations
 
 import io
-import json
 from pathlib import Path
-from typing import Annotated, Any, Optional
+from typing import Annotated, Any, Iterator, Optional
 
 import typer
 
@@ -203,20 +202,31 @@ def results_markdown(rs, rankings, effects) -> str:
 
 
 def render_results(rs, fmt: str, *, width: int | None = None, color: bool = False) -> str:
+    return "".join(render_pieces(rs, fmt, width=width, color=color))
+
+
+def render_pieces(rs, fmt: str, *, width: int | None = None, color: bool = False) -> Iterator[str]:
+    """The report in ``fmt``, in pieces to write as they come: JSON (a row
+    per record ranked) is laid out piece by piece, never whole in memory."""
     from ..bench.rank import lever_effects, rank
 
     if fmt == "csv":  # the records themselves, one row each (docs/records.md)
         from ..bench.report import records_csv
 
-        return records_csv(rs.records)
+        yield records_csv(rs.records)
+        return
 
     rankings = rank(rs.records, rs.plan)
     effects = lever_effects(rs.records, rs.plan)
     if fmt == "json":
-        return json.dumps(results_json(rs, rankings, effects), indent=2, allow_nan=False) + "\n"
-    if fmt == "markdown":
-        return results_markdown(rs, rankings, effects)
-    return results_table(rs, rankings, effects, width=width, color=color)
+        from .. import jsontext
+
+        yield from jsontext.pieces(results_json(rs, rankings, effects), allow_nan=False)
+        yield "\n"
+    elif fmt == "markdown":
+        yield results_markdown(rs, rankings, effects)
+    else:
+        yield results_table(rs, rankings, effects, width=width, color=color)
 
 
 # ── commands ────────────────────────────────────────────────────────────────
@@ -251,11 +261,11 @@ def show(
     rs = load_results(results, slim=None if fmt == "csv" else report_slim(), plan_items=False)
     say_notes(rs)
     if out is not None:
-        write_atomically(out, render_results(rs, fmt))
+        write_atomically(out, render_pieces(rs, fmt))
         common.err.print(f"leverctl report: wrote {out}", markup=False, highlight=False)
         return
     width, color = common.tty_table(fmt)
-    common.write(render_results(rs, fmt, width=width, color=color))
+    common.write_pieces(render_pieces(rs, fmt, width=width, color=color))
 
 
 @report_app.command("merge")
@@ -311,7 +321,7 @@ def merge(
                    (plan.get("catalog") or {}).get("digest"), item_count=count)
     del sets, merged, spool
     width, color = common.tty_table(fmt)
-    common.write(render_results(rs, fmt, width=width, color=color))
+    common.write_pieces(render_pieces(rs, fmt, width=width, color=color))
     if any(r["status"] != "pass" for r in rs.records):
         raise typer.Exit(1)
 
