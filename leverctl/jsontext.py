@@ -20,13 +20,23 @@ from typing import Any, Iterator
 _enc = json.encoder.encode_basestring_ascii  # the C escaper json.dumps uses (ensure_ascii)
 _PAD = ["\n" + "  " * i for i in range(64)]
 MAX_LEVEL = 60  # deeper than any report: json.dumps lays it out
-STREAM_DEPTH = 3  # containers this shallow come in pieces; deeper ones as one string each
+STREAM_DEPTH = 2  # containers this shallow are laid out element by element; deeper ones as one string each
+PIECE = 1 << 16  # characters gathered before a piece is handed on
 
 
 def pieces(obj: Any, *, allow_nan: bool = True) -> Iterator[str]:
     """The text of ``json.dumps(obj, indent=2, allow_nan=allow_nan)``, in
-    pieces whose concatenation is exactly that text."""
-    yield from _pieces(obj, 0, allow_nan, {})
+    pieces of about PIECE characters whose concatenation is exactly that text."""
+    buf: list[str] = []
+    size = 0
+    for text in _pieces(obj, 0, allow_nan, {}):
+        buf.append(text)
+        size += len(text)
+        if size >= PIECE:
+            yield "".join(buf)
+            buf, size = [], 0
+    if buf:
+        yield "".join(buf)
 
 
 def dumps(obj: Any, *, allow_nan: bool = True) -> str:
@@ -88,7 +98,7 @@ def _text(o: Any, level: int, allow_nan: bool, memo: dict) -> str:
     if t is float:
         if math.isfinite(o):
             return float.__repr__(o)
-        return json.dumps(o, allow_nan=allow_nan)  # NaN and infinities: its spelling, or its error
+        return json.dumps(o, indent=2, allow_nan=allow_nan)  # NaN and infinities: its spelling, or its error
     if t is dict:
         if not o:
             return "{}"

@@ -111,6 +111,8 @@ def timing_problem(rec: Mapping[str, Any], kind: str | None) -> str | None:
         return f"`timing` is a JSON {type(t).__name__}, not an object"
     for k in TIMING_FIGURES:
         v = t.get(k)
+        if type(v) is float and 0.0 <= v < math.inf:  # the usual figure: nothing to say (NaN fails 0 <= v)
+            continue
         if v is None:
             if k == "median_us":
                 return "timing has no median_us"
