@@ -182,12 +182,7 @@ def report_slim() -> Slim:
         shape = shapes.get(label)
         if shape is None:
             shape = shapes[label] = {"label": label}
-        lv = rec["levers"]
-        same = levers.get(rec["config"])
-        if same is None:
-            levers[rec["config"]] = lv
-        elif same == lv:  # the same lever set (the same config, at another shape): hold it once
-            lv = same
+        lv = share_levers(levers, rec["config"], rec["levers"])
         out = {"kernel": rec["kernel"], "variant": rec["variant"], "levers": lv, "config": rec["config"],
                "shape": shape, "status": rec["status"]}
         t = rec.get("timing")
@@ -231,6 +226,21 @@ def compare_slim() -> Slim:
         return out
 
     return slim
+
+
+def share_levers(seen: dict[str, dict], config: str, levers: dict) -> dict:
+    """``levers``, or the equal lever set already ``seen`` with this config
+    (the same configuration at another shape), so that it is held once.
+    Equal means the same fields in the same order with values of the same
+    types: ``True == 1`` in Python, but not in the JSON written back."""
+    same = seen.get(config)
+    if same is None:
+        seen[config] = levers
+        return levers
+    if same is levers or (same == levers and tuple(same) == tuple(levers)
+                          and tuple(map(type, same.values())) == tuple(map(type, levers.values()))):
+        return same
+    return levers
 
 
 def _keep_device(rec: dict, out: dict, names: dict) -> None:
@@ -381,14 +391,32 @@ def read_plan(directory: Path) -> dict | None:
     path = Path(directory) / PLAN_FILE
     if not path.exists() and not path.is_symlink():
         return None
-    data = read_input_file(path, "sweep plan")
     try:
         # The standard parser, not orjson: as fast on a plan, and its dicts are
         # smaller (orjson presizes them), which a million items make 0.6 GB.
-        doc = json.loads(data.decode("utf-8"))
+        # The bytes go as soon as they are text: a million items are 0.4 GB of each.
+        doc = json.loads(read_input_file(path, "sweep plan").decode("utf-8"))
     except (UnicodeDecodeError, json.JSONDecodeError):
         raise UserError("not a leverctl sweep plan (not JSON)", str(path)) from None
-    return check_plan(doc, str(path))
+    plan = check_plan(doc, str(path))
+    _share_items(plan["items"])
+    return plan
+
+
+def _share_items(items: list) -> None:
+    """Let the items of a plan share what repeats among them (kernel,
+    variant and shape names, a lever set at every shape): a cluster sweep's
+    plan lists a million items, each otherwise its own copies."""
+    names: dict[str, str] = {}
+    levers: dict[str, dict] = {}
+    for it in items:
+        for k in ("kernel", "variant", "shape"):
+            v = it.get(k)
+            if type(v) is str:
+                it[k] = names.setdefault(v, v)
+        lv = it.get("levers")
+        if type(lv) is dict:
+            it["levers"] = share_levers(levers, it["config"], lv)
 
 
 def check_plan(doc: Any, where: str) -> dict:
