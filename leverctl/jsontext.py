@@ -15,13 +15,31 @@ from __future__ import annotations
 
 import json
 import math
-from typing import Any, Iterator
+from typing import Any, Callable, Iterable, Iterator
 
 _enc = json.encoder.encode_basestring_ascii  # the C escaper json.dumps uses (ensure_ascii)
 _PAD = ["\n" + "  " * i for i in range(64)]
 MAX_LEVEL = 60  # deeper than any report: json.dumps lays it out
 STREAM_DEPTH = 2  # containers this shallow are laid out element by element; deeper ones as one string each
 PIECE = 1 << 16  # characters gathered before a piece is handed on
+
+
+class Rows:
+    """A list made as it is written: ``n`` elements that ``make()`` yields,
+    laid out as a list of them (a report's million rows, never all built at
+    once). Only this module writes it; json.dumps does not know it."""
+
+    __slots__ = ("n", "make")
+
+    def __init__(self, n: int, make: Callable[[], Iterable[Any]]):
+        self.n = n
+        self.make = make
+
+    def __len__(self) -> int:
+        return self.n
+
+    def __iter__(self) -> Iterator[Any]:
+        return iter(self.make())
 
 
 def pieces(obj: Any, *, allow_nan: bool = True) -> Iterator[str]:
@@ -46,7 +64,7 @@ def dumps(obj: Any, *, allow_nan: bool = True) -> str:
 def _pieces(o: Any, level: int, allow_nan: bool, memo: dict) -> Iterator[str]:
     t = type(o)
     if level >= STREAM_DEPTH or not ((t is dict and o and all(type(k) is str for k in o))
-                                     or ((t is list or t is tuple) and o)):
+                                     or ((t is list or t is tuple or t is Rows) and len(o))):
         yield _text(o, level, allow_nan, memo)
         return
     inner, outer = _PAD[level + 1], _PAD[level]
@@ -108,8 +126,8 @@ def _text(o: Any, level: int, allow_nan: bool, memo: dict) -> str:
                 _enc(k) + ": " + (_levers(v, level + 1, allow_nan, memo) if k == "levers"
                                   else _text(v, level + 1, allow_nan, memo))
                 for k, v in o.items()) + _PAD[level] + "}")
-    elif t is list or t is tuple:
-        if not o:
+    elif t is list or t is tuple or t is Rows:
+        if not len(o):
             return "[]"
         inner = _PAD[level + 1]
         return "[" + inner + ("," + inner).join(_text(v, level + 1, allow_nan, memo) for v in o) \

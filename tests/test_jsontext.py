@@ -61,3 +61,19 @@ def test_deep_nesting_is_laid_out_as_json_dumps_lays_it_out():
     for _ in range(70):
         deep = [deep, {"k": 1}]
     assert jsontext.dumps(deep) == json.dumps(deep, indent=2)
+
+
+@pytest.mark.parametrize("n", [0, 1, 3])
+def test_rows_are_written_as_the_list_they_make(n):
+    rows = [{"config": f"a={i}", "levers": {"a": i}, "us": i / 3} for i in range(n)]
+    made = []
+
+    def make():
+        for r in rows:
+            made.append(r)
+            yield r
+
+    doc = {"entries": jsontext.Rows(n, make), "deep": {"x": [jsontext.Rows(n, lambda: iter(rows))]}}
+    want = json.dumps({"entries": rows, "deep": {"x": [rows]}}, indent=2)
+    assert jsontext.dumps(doc) == want
+    assert made == rows

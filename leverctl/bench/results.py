@@ -183,8 +183,8 @@ def report_slim() -> Slim:
         if shape is None:
             shape = shapes[label] = {"label": label}
         lv = share_levers(levers, rec["config"], rec["levers"])
-        out = {"kernel": rec["kernel"], "variant": rec["variant"], "levers": lv, "config": rec["config"],
-               "shape": shape, "status": rec["status"]}
+        out = {"kernel": _share(names, rec["kernel"]), "variant": _share(names, rec["variant"]), "levers": lv,
+               "config": _share(names, rec["config"]), "shape": shape, "status": rec["status"]}
         t = rec.get("timing")
         if t is not None:
             out["timing"] = {"median_us": t["median_us"]}
@@ -213,8 +213,8 @@ def compare_slim() -> Slim:
         shape = shapes.get(label)
         if shape is None:
             shape = shapes[label] = {"label": label}
-        out = {"kernel": rec["kernel"], "variant": rec["variant"], "config": rec["config"], "shape": shape,
-               "status": rec["status"]}
+        out = {"kernel": _share(names, rec["kernel"]), "variant": _share(names, rec["variant"]),
+               "config": _share(names, rec["config"]), "shape": shape, "status": rec["status"]}
         t = rec.get("timing")
         if t is not None:
             out["timing"] = {k: t[k] for k in TIMING_FIGURES if k in t}
@@ -241,6 +241,10 @@ def share_levers(seen: dict[str, dict], config: str, levers: dict) -> dict:
                           and tuple(map(type, same.values())) == tuple(map(type, levers.values()))):
         return same
     return levers
+
+
+def _share(names: dict[str, str], text: str) -> str:
+    return names.setdefault(text, text)
 
 
 def _keep_device(rec: dict, out: dict, names: dict) -> None:

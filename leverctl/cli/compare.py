@@ -132,7 +132,7 @@ def render_pieces(c, fmt: str, *, width: int | None = None, color: bool = False)
     if fmt == "json":
         from .. import jsontext
 
-        yield from jsontext.pieces(c.to_json(), allow_nan=False)
+        yield from jsontext.pieces(c.to_json(lazy=True), allow_nan=False)
         yield "\n"
     elif fmt == "markdown":
         yield markdown(c)

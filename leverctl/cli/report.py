@@ -63,7 +63,11 @@ def _planned(rs) -> int | None:
     return rs.item_count if rs.item_count is not None else len(rs.plan.get("items", []))
 
 
-def results_json(rs, rankings, effects) -> dict[str, Any]:
+def results_json(rs, rankings, effects, lazy: bool = False) -> dict[str, Any]:
+    """The JSON report; ``lazy``: each ranking's rows are made as
+    :mod:`leverctl.jsontext` writes them, not all at once."""
+    from ..jsontext import Rows
+
     failed = sum(1 for r in rs.records if r["status"] != "pass")
     return {
         "schema": "leverctl.sweep-report/1",
@@ -74,7 +78,8 @@ def results_json(rs, rankings, effects) -> dict[str, Any]:
         "counts": {"records": len(rs.records), "pass": len(rs.records) - failed, "fail": failed,
                    "planned": _planned(rs)},
         "timed": any(r.timed for r in rankings),
-        "rankings": [r.to_json() for r in rankings],
+        "rankings": Rows(len(rankings), lambda: (r.to_json() for r in rankings)) if lazy
+        else [r.to_json() for r in rankings],
         "effects": [e.to_json() for e in effects],
         "not_benchmarked": (rs.plan or {}).get("not_benchmarked", []),
     }
@@ -221,7 +226,7 @@ def render_pieces(rs, fmt: str, *, width: int | None = None, color: bool = False
     if fmt == "json":
         from .. import jsontext
 
-        yield from jsontext.pieces(results_json(rs, rankings, effects), allow_nan=False)
+        yield from jsontext.pieces(results_json(rs, rankings, effects, lazy=True), allow_nan=False)
         yield "\n"
     elif fmt == "markdown":
         yield results_markdown(rs, rankings, effects)
