@@ -78,7 +78,7 @@ def kernel_info(plan: Mapping[str, Any] | None) -> dict[str, Mapping[str, Any]]:
 # ── ranking ─────────────────────────────────────────────────────────────────
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)  # one per ranked record: a million, at cluster scale
 class Row:
     record: Mapping[str, Any]
     us: float | None

@@ -389,7 +389,7 @@ def cut_partial_tail(path: Path, good_bytes: int) -> None:
         os.fsync(f.fileno())
 
 
-def read_plan(directory: Path) -> dict | None:
+def read_plan(directory: Path, share: bool = True) -> dict | None:
     """The sweep plan in ``directory``, None if it has none; a UserError if
     ``plan.json`` is not a complete plan (see :func:`check_plan`)."""
     path = Path(directory) / PLAN_FILE
@@ -403,7 +403,8 @@ def read_plan(directory: Path) -> dict | None:
     except (UnicodeDecodeError, json.JSONDecodeError):
         raise UserError("not a leverctl sweep plan (not JSON)", str(path)) from None
     plan = check_plan(doc, str(path))
-    _share_items(plan["items"])
+    if share:  # not for a caller that drops the items at once
+        _share_items(plan["items"])
     return plan
 
 
@@ -519,7 +520,7 @@ def load_results(path: str | Path, slim: Slim | None = None, plan_items: bool = 
     sweep's plan lists every item of the sweep)."""
     p = Path(path)
     if p.is_dir():
-        plan, count = _without_items(read_plan(p), plan_items)
+        plan, count = _without_items(read_plan(p, share=plan_items), plan_items)
         res = p / RESULTS_FILE
         if not res.exists():
             if plan is None:
@@ -529,7 +530,8 @@ def load_results(path: str | Path, slim: Slim | None = None, plan_items: bool = 
     if not p.exists():
         raise UserError("no such results file or directory", str(p))
     if p.suffix == ".jsonl" or _first_line_is_record(p):
-        plan, count = _without_items(read_plan(p.parent) if p.name == RESULTS_FILE else None, plan_items)
+        plan, count = _without_items(read_plan(p.parent, share=plan_items) if p.name == RESULTS_FILE else None,
+                                     plan_items)
         return _from_plan(str(p), plan, read_jsonl(p, _plan_kind(plan), slim, _plan_hash(plan)), count)
     rs = _from_bench(p, read_input_file(p, "results file", binary=True))
     if slim is not None:
