@@ -46,7 +46,7 @@ VERDICTS = ("NEW FAIL", "SLOWER", "UNTIMED", "STILL FAILS", "FIXED", "NOISY", "F
 GATING = ("NEW FAIL", "SLOWER", "UNTIMED")
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)  # one per matched record: a million, at cluster scale
 class Entry:
     kernel: str
     variant: str
@@ -80,7 +80,7 @@ class Entry:
         }
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class OneSided:
     kernel: str
     variant: str
@@ -144,7 +144,11 @@ class Comparison:
             c[e.verdict] += 1
         return {k: v for k, v in c.items() if v}
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self, lazy: bool = False) -> dict[str, Any]:
+        """The comparison as JSON; ``lazy``: the entries are made as
+        :mod:`leverctl.jsontext` writes them, not all at once."""
+        from ..jsontext import Rows
+
         return {
             "schema": "leverctl.compare/1",
             "base": {"source": self.base, "device": self.base_device},
@@ -157,7 +161,8 @@ class Comparison:
             "counts": self.counts(),
             "regressed": self.gated,
             "gate": self.gate_reasons(),
-            "entries": [e.to_json() for e in self.entries],
+            "entries": Rows(len(self.entries), lambda: (e.to_json() for e in self.entries)) if lazy
+            else [e.to_json() for e in self.entries],
             "only_base": [o.to_json() for o in self.only_base],
             "only_new": [o.to_json() for o in self.only_new],
         }

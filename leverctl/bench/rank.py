@@ -78,7 +78,7 @@ def kernel_info(plan: Mapping[str, Any] | None) -> dict[str, Mapping[str, Any]]:
 # ── ranking ─────────────────────────────────────────────────────────────────
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)  # one per ranked record: a million, at cluster scale
 class Row:
     record: Mapping[str, Any]
     us: float | None
@@ -182,6 +182,9 @@ def _reference(values: list[Any], recipe_value: Any, has_recipe: bool) -> Any:
 def lever_effects(records: Sequence[Mapping[str, Any]], plan: Mapping[str, Any] | None = None) -> list[Effect]:
     info = kernel_info(plan)
     out: list[Effect] = []
+    memo: dict[int, tuple] = {}  # id(levers) -> (levers, canonical pairs, field -> place)
+    interned: dict[tuple, tuple] = {}
+    places: dict[tuple, dict[str, int]] = {}
     for (kernel, shape), recs in _group(records).items():
         good = [r for r in recs if r["status"] == "pass" and timed(r)]
         if not good:
@@ -189,28 +192,42 @@ def lever_effects(records: Sequence[Mapping[str, Any]], plan: Mapping[str, Any] 
         k = info.get(kernel) or {}
         levers = list(k.get("levers") or _varying(good))
         recipe_levers = k.get("recipe_levers") or {}
-        # Each record's levers in canonical form, sorted by field, and its median: once, not per lever.
-        canned = [(tuple(sorted((f, canon(v)) for f, v in r["levers"].items())), r["levers"], median_us(r))
-                  for r in good]
+        # Each record's levers in canonical form, sorted by field, with where
+        # each field sits in that tuple, and its median: once, not per lever
+        # (a lever set repeated across shapes is canonicalised once per call).
+        canned = []
+        for r in good:
+            lv = r["levers"]
+            c = memo.get(id(lv))
+            if c is None or c[0] is not lv:
+                pairs = tuple(sorted((f, canon(v)) for f, v in lv.items()))
+                pairs = tuple(interned.setdefault(x, x) for x in pairs)
+                fields = tuple(f for f, _ in pairs)
+                place = places.get(fields)
+                if place is None:
+                    place = places[fields] = {f: i for i, f in enumerate(fields)}
+                c = memo[id(lv)] = (lv, pairs, place)
+            canned.append((c[1], c[2], lv, median_us(r)))
         for lever in levers:
             values: list[Any] = []
             seen: set[str] = set()
-            for _c, lv, _us in canned:
-                if lever in lv:
-                    c = canon(lv[lever])
-                    if c not in seen:
-                        seen.add(c)
+            for c, place, lv, _us in canned:
+                i = place.get(lever)
+                if i is not None:
+                    cv = c[i][1]
+                    if cv not in seen:
+                        seen.add(cv)
                         values.append(lv[lever])
             if len(values) < 2:
                 continue
             ref = _reference(values, recipe_levers.get(lever), lever in recipe_levers)
             # Records that agree on every other lever form one "setting".
             settings: dict[tuple, dict[str, float]] = {}
-            for c, lv, us in canned:
-                if lever not in lv:
+            for c, place, lv, us in canned:
+                i = place.get(lever)
+                if i is None:
                     continue
-                rest = tuple(x for x in c if x[0] != lever)
-                settings.setdefault(rest, {})[canon(lv[lever])] = us
+                settings.setdefault(c[:i] + c[i + 1:], {})[c[i][1]] = us
             cref = canon(ref)
             for v in values:
                 cv = canon(v)

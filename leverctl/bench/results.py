@@ -27,10 +27,10 @@ import os
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterable, Mapping, Sequence
+from typing import Any, Callable, Iterable, Mapping, Sequence
 
 from ..errors import UserError
-from ..levers.files import read_input_file, write_atomically
+from ..levers.files import open_input_file, read_input_file, write_atomically
 
 PLAN_FILE = "plan.json"
 RESULTS_FILE = "results.jsonl"
@@ -111,6 +111,8 @@ def timing_problem(rec: Mapping[str, Any], kind: str | None) -> str | None:
         return f"`timing` is a JSON {type(t).__name__}, not an object"
     for k in TIMING_FIGURES:
         v = t.get(k)
+        if type(v) is float and 0.0 <= v < math.inf:  # the usual figure: nothing to say (NaN fails 0 <= v)
+            continue
         if v is None:
             if k == "median_us":
                 return "timing has no median_us"
@@ -155,6 +157,100 @@ def spread(rec: Mapping[str, Any]) -> float:
     if _num(t.get("noise")):
         return max(0.0, float(t["noise"]))
     return 0.0
+
+
+# ── keeping less of each record ─────────────────────────────────────────────
+#
+# A record read back is about ten nested objects; a million of them held
+# whole do not fit a CI machine. A report or a comparison needs a few fields
+# of each: these keep those (the same values, so every output is the same),
+# sharing the objects that repeat across records (a shape's label, a lever
+# set, a device name).
+
+
+def report_slim() -> Slim:
+    """What ``report show`` (rankings, lever effects, the header) and
+    ``report plot`` read of a record: identity, variant, status, levers,
+    median, and for a failing record its note and error, for a baseline its
+    batch invariance."""
+    shapes: dict[str, dict] = {}
+    levers: dict[str, dict] = {}
+    names: dict[str, str] = {}
+
+    def slim(rec: dict) -> dict:
+        label = rec["shape"]["label"]
+        shape = shapes.get(label)
+        if shape is None:
+            shape = shapes[label] = {"label": label}
+        lv = share_levers(levers, rec["config"], rec["levers"])
+        out = {"kernel": _share(names, rec["kernel"]), "variant": _share(names, rec["variant"]), "levers": lv,
+               "config": _share(names, rec["config"]), "shape": shape, "status": rec["status"]}
+        t = rec.get("timing")
+        if t is not None:
+            out["timing"] = {"median_us": t["median_us"]}
+        if rec.get("baseline"):
+            out["baseline"] = rec["baseline"]
+            if "batch_invariance" in rec:
+                out["batch_invariance"] = rec["batch_invariance"]
+        if rec["status"] != "pass":
+            for k in ("note", "error"):
+                if k in rec:
+                    out[k] = rec[k]
+        _keep_device(rec, out, names)
+        return out
+
+    return slim
+
+
+def compare_slim() -> Slim:
+    """What ``compare`` reads of a record: identity, variant, status, the
+    timing figures, the device, and for a failing record its note and error."""
+    shapes: dict[str, dict] = {}
+    names: dict[str, str] = {}
+
+    def slim(rec: dict) -> dict:
+        label = rec["shape"]["label"]
+        shape = shapes.get(label)
+        if shape is None:
+            shape = shapes[label] = {"label": label}
+        out = {"kernel": _share(names, rec["kernel"]), "variant": _share(names, rec["variant"]),
+               "config": _share(names, rec["config"]), "shape": shape, "status": rec["status"]}
+        t = rec.get("timing")
+        if t is not None:
+            out["timing"] = {k: t[k] for k in TIMING_FIGURES if k in t}
+        if rec["status"] != "pass":
+            for k in ("note", "error"):
+                if k in rec:
+                    out[k] = rec[k]
+        _keep_device(rec, out, names)
+        return out
+
+    return slim
+
+
+def share_levers(seen: dict[str, dict], config: str, levers: dict) -> dict:
+    """``levers``, or the equal lever set already ``seen`` with this config
+    (the same configuration at another shape), so that it is held once.
+    Equal means the same fields in the same order with values of the same
+    types: ``True == 1`` in Python, but not in the JSON written back."""
+    same = seen.get(config)
+    if same is None:
+        seen[config] = levers
+        return levers
+    if same is levers or (same == levers and tuple(same) == tuple(levers)
+                          and tuple(map(type, same.values())) == tuple(map(type, levers.values()))):
+        return same
+    return levers
+
+
+def _share(names: dict[str, str], text: str) -> str:
+    return names.setdefault(text, text)
+
+
+def _keep_device(rec: dict, out: dict, names: dict) -> None:
+    if "device" in rec:
+        d = rec["device"]
+        out["device"] = names.setdefault(d, d) if isinstance(d, str) else d
 
 
 # ── writing ─────────────────────────────────────────────────────────────────
@@ -203,40 +299,86 @@ class Jsonl:
     good_bytes: int  # length of the intact prefix (every complete line)
     tail_bytes: int  # bytes of a partial last line, ignored (0: none)
     duplicates: tuple[int, ...] = ()  # line numbers of records that repeat an earlier one's identity
+    foreign: tuple[int, Any] | None = None  # (place, plan) of the first record of another plan (plan_hash)
 
 
-def read_jsonl(path: Path, kind: str | None = None) -> Jsonl:
-    """The records of a results file. A partial last line (no newline: the
-    writer was killed mid-line) is ignored; any other line that is not a
-    record, or whose timing is unusable (``kind``: the run's device kind, see
+def _stdlib_loads(line: bytes) -> Any:
+    return json.loads(line.decode("utf-8"))
+
+
+try:  # the fast parser, when installed: at a million records the parse is most of a report's time
+    import orjson as _orjson
+except ImportError:  # pragma: no cover - orjson is a dependency; the standard library reads alike
+    _orjson = None
+
+
+def loads_line(line: bytes) -> Any:
+    """One JSONL line parsed. orjson where it accepts the line; whatever it
+    refuses (NaN, integers beyond 64 bits, bad UTF-8, not JSON) goes to the
+    standard library, which decides: the same values, the same errors."""
+    if _orjson is not None:
+        try:
+            return _orjson.loads(line)
+        except _orjson.JSONDecodeError:
+            pass
+    return _stdlib_loads(line)
+
+
+Slim = Callable[[dict], dict]
+
+
+def read_jsonl(path: Path, kind: str | None = None, slim: Slim | None = None,
+               plan_hash: str | None = None) -> Jsonl:
+    """The records of a results file, read line by line (never the whole
+    file at once). A partial last line (no newline: the writer was killed
+    mid-line) is ignored; any other line that is not a record, or whose
+    timing is unusable (``kind``: the run's device kind, see
     :func:`timing_problem`), is refused with its line number. A record
     repeating an earlier one's identity is counted once (the later kept, in
-    the earlier's place) and its line listed in ``duplicates``."""
+    the earlier's place) and its line listed in ``duplicates``. ``slim``, if
+    given, maps each checked record to what the caller keeps of it (a report
+    of a million records keeps a few fields of each, not all). With
+    ``plan_hash``, the first kept record (in kept order) that names another
+    plan is returned in ``foreign`` as (its 1-based place, that plan)."""
     path = Path(path)
-    data = read_input_file(path, "results file", binary=True)
-    end = data.rfind(b"\n") + 1  # everything up to the last newline is complete
     records: list[dict] = []
     seen: dict[Identity, int] = {}
     duplicates: list[int] = []
-    for n, line in enumerate(data[:end].split(b"\n")[:-1], 1):
-        if not line.strip():
-            continue
-        where = f"{path}:{n}"
-        try:
-            rec = json.loads(line.decode("utf-8"))
-        except UnicodeDecodeError:
-            raise UserError("not a leverctl results file (not UTF-8 text)", where) from None
-        except json.JSONDecodeError as e:
-            raise UserError(f"not a leverctl results file (line is not JSON: {e.msg})", where) from None
-        rec = check_record(rec, where, kind)
-        key = identity(rec)
-        if key in seen:
-            records[seen[key]] = rec
-            duplicates.append(n)
-        else:
-            seen[key] = len(records)
-            records.append(rec)
-    return Jsonl(records, end, len(data) - end, tuple(duplicates))
+    foreign: dict[int, Any] = {}  # place in records -> the other plan its record names
+    good = tail = 0
+    with open_input_file(path, "results file") as f:
+        for n, line in enumerate(f, 1):
+            if not line.endswith(b"\n"):
+                tail = len(line)
+                break
+            good += len(line)
+            if not line.strip():
+                continue
+            where = f"{path}:{n}"
+            try:
+                rec = loads_line(line)
+            except UnicodeDecodeError:
+                raise UserError("not a leverctl results file (not UTF-8 text)", where) from None
+            except json.JSONDecodeError as e:
+                raise UserError(f"not a leverctl results file (line is not JSON: {e.msg})", where) from None
+            rec = check_record(rec, where, kind)
+            key = identity(rec)
+            at = seen.get(key)
+            if at is None:
+                at = seen[key] = len(records)
+                records.append(None)
+            else:
+                duplicates.append(n)
+            if plan_hash is not None:
+                named = rec.get("plan")
+                if named is None or named == plan_hash:
+                    foreign.pop(at, None)
+                else:
+                    foreign[at] = named
+            records[at] = rec if slim is None else slim(rec)
+    first = min(foreign) if foreign else None
+    return Jsonl(records, good, tail, tuple(duplicates),
+                 None if first is None else (first + 1, foreign[first]))
 
 
 def cut_partial_tail(path: Path, good_bytes: int) -> None:
@@ -247,18 +389,39 @@ def cut_partial_tail(path: Path, good_bytes: int) -> None:
         os.fsync(f.fileno())
 
 
-def read_plan(directory: Path) -> dict | None:
+def read_plan(directory: Path, share: bool = True) -> dict | None:
     """The sweep plan in ``directory``, None if it has none; a UserError if
     ``plan.json`` is not a complete plan (see :func:`check_plan`)."""
     path = Path(directory) / PLAN_FILE
     if not path.exists() and not path.is_symlink():
         return None
-    data = read_input_file(path, "sweep plan")
     try:
-        doc = json.loads(data.decode("utf-8"))
+        # The standard parser, not orjson: as fast on a plan, and its dicts are
+        # smaller (orjson presizes them), which a million items make 0.6 GB.
+        # The bytes go as soon as they are text: a million items are 0.4 GB of each.
+        doc = json.loads(read_input_file(path, "sweep plan").decode("utf-8"))
     except (UnicodeDecodeError, json.JSONDecodeError):
         raise UserError("not a leverctl sweep plan (not JSON)", str(path)) from None
-    return check_plan(doc, str(path))
+    plan = check_plan(doc, str(path))
+    if share:  # not for a caller that drops the items at once
+        _share_items(plan["items"])
+    return plan
+
+
+def _share_items(items: list) -> None:
+    """Let the items of a plan share what repeats among them (kernel,
+    variant and shape names, a lever set at every shape): a cluster sweep's
+    plan lists a million items, each otherwise its own copies."""
+    names: dict[str, str] = {}
+    levers: dict[str, dict] = {}
+    for it in items:
+        for k in ("kernel", "variant", "shape"):
+            v = it.get(k)
+            if type(v) is str:
+                it[k] = names.setdefault(v, v)
+        lv = it.get("levers")
+        if type(lv) is dict:
+            it["levers"] = share_levers(levers, it["config"], lv)
 
 
 def check_plan(doc: Any, where: str) -> dict:
@@ -276,9 +439,9 @@ def check_plan(doc: Any, where: str) -> dict:
     items = doc.get("items")
     if not isinstance(items, list):
         raise lacks("no `items` list")
-    for i, it in enumerate(items):
-        if not (isinstance(it, dict) and all(isinstance(it.get(k), str) for k in ("kernel", "shape", "config"))
-                and isinstance(it.get("levers", {}), dict)):
+    for i, it in enumerate(items):  # a million of them at cluster scale: no per-item generator
+        if not (isinstance(it, dict) and isinstance(it.get("kernel"), str) and isinstance(it.get("shape"), str)
+                and isinstance(it.get("config"), str) and ("levers" not in it or isinstance(it["levers"], dict))):
             raise lacks(f"items[{i}] is not an object with string kernel, shape and config")
     device = doc.get("device")
     if device is not None and not (isinstance(device, dict) and device.get("kind") in ("gpu", "sim", None)):
@@ -312,6 +475,9 @@ class ResultSet:
     catalog: str | None = None
     tail_bytes: int = 0  # a partial last line that was ignored
     duplicates: list[str] = field(default_factory=list)  # where records repeated an earlier one (counted once)
+    # How many items the plan lists, where the caller let the list itself go
+    # (load_results(plan_items=False)); else None, and the list is in plan.
+    item_count: int | None = None
 
     def notes(self) -> list[str]:
         """What reading tolerated, each a line for stderr naming the source."""
@@ -346,48 +512,65 @@ def repeated_note(source: str, places: Sequence[str]) -> str:
             "each counted once, the later kept")
 
 
-def load_results(path: str | Path) -> ResultSet:
-    """A bench JSON document, a sweep directory, or a sweep's results.jsonl."""
+def load_results(path: str | Path, slim: Slim | None = None, plan_items: bool = True) -> ResultSet:
+    """A bench JSON document, a sweep directory, or a sweep's results.jsonl.
+    ``slim``: what to keep of each record (see :func:`read_jsonl`);
+    ``plan_items=False``: a sweep plan's item list is dropped once checked,
+    before any record is read, its length kept in ``item_count`` (a cluster
+    sweep's plan lists every item of the sweep)."""
     p = Path(path)
     if p.is_dir():
-        plan = read_plan(p)
+        plan, count = _without_items(read_plan(p, share=plan_items), plan_items)
         res = p / RESULTS_FILE
         if not res.exists():
             if plan is None:
                 raise UserError(f"not a sweep directory (no {PLAN_FILE}, no {RESULTS_FILE})", str(p))
-            return _from_plan(str(p), plan, Jsonl([], 0, 0))
-        return _from_plan(str(p), plan, read_jsonl(res, _plan_kind(plan)))
+            return _from_plan(str(p), plan, Jsonl([], 0, 0), count)
+        return _from_plan(str(p), plan, read_jsonl(res, _plan_kind(plan), slim, _plan_hash(plan)), count)
     if not p.exists():
         raise UserError("no such results file or directory", str(p))
-    data = read_input_file(p, "results file", binary=True)
-    if p.suffix == ".jsonl" or _first_line_is_record(data):
-        plan = read_plan(p.parent) if p.name == RESULTS_FILE else None
-        return _from_plan(str(p), plan, read_jsonl(p, _plan_kind(plan)))
-    return _from_bench(p, data)
+    if p.suffix == ".jsonl" or _first_line_is_record(p):
+        plan, count = _without_items(read_plan(p.parent, share=plan_items) if p.name == RESULTS_FILE else None,
+                                     plan_items)
+        return _from_plan(str(p), plan, read_jsonl(p, _plan_kind(plan), slim, _plan_hash(plan)), count)
+    rs = _from_bench(p, read_input_file(p, "results file", binary=True))
+    if slim is not None:
+        rs.records = [slim(r) for r in rs.records]
+    return rs
+
+
+def _without_items(plan: dict | None, keep: bool) -> tuple[dict | None, int | None]:
+    if keep or plan is None:
+        return plan, None
+    return {k: v for k, v in plan.items() if k != "items"}, len(plan["items"])
+
+
+def _plan_hash(plan: Mapping[str, Any] | None) -> str | None:
+    return plan["hash"] if plan is not None else None
 
 
 def _plan_kind(plan: Mapping[str, Any] | None) -> str | None:
     return ((plan or {}).get("device") or {}).get("kind")
 
 
-def _first_line_is_record(data: bytes) -> bool:
+def _first_line_is_record(p: Path) -> bool:
+    with open_input_file(p, "results file") as f:
+        first = f.readline()
     try:
-        obj = json.loads(data.split(b"\n", 1)[0])
+        obj = json.loads(first)
     except (UnicodeDecodeError, json.JSONDecodeError):
         return False
     return isinstance(obj, dict) and "kernel" in obj and "config" in obj
 
 
-def _from_plan(source: str, plan: dict | None, jl: Jsonl) -> ResultSet:
+def _from_plan(source: str, plan: dict | None, jl: Jsonl, item_count: int | None = None) -> ResultSet:
     device = dict(plan.get("device") or {}) if plan else {}
     catalog = (plan.get("catalog") or {}).get("digest") if plan else None
-    if plan is not None:
-        for n, rec in enumerate(jl.records, 1):
-            if rec.get("plan") not in (None, plan["hash"]):
-                raise UserError(f"record {n} belongs to plan {rec.get('plan')}, not this directory's "
-                                f"{plan['hash']}", source)
+    if plan is not None and jl.foreign is not None:
+        n, other = jl.foreign
+        raise UserError(f"record {n} belongs to plan {other}, not this directory's {plan['hash']}", source)
     return ResultSet(source, jl.records, plan, device, catalog, jl.tail_bytes,
-                     [f"line {n}" for n in jl.duplicates])
+                     [f"line {n}" for n in jl.duplicates], item_count)
 
 
 def _from_bench(p: Path, data: bytes) -> ResultSet:
@@ -481,13 +664,65 @@ def _result_lines(text: str) -> list[int] | None:
 @dataclass(frozen=True)
 class Merged:
     plan: dict
-    records: list[dict]  # in plan order
+    records: list[dict]  # in plan order (as the spool's slim kept them)
     missing: list[dict]  # planned items no input holds
     duplicates: int  # records seen in more than one input (the last input wins)
+    spool: "Spool"  # where each record's line waits to be written
 
 
-def merge(sets: Sequence[ResultSet]) -> Merged:
-    """Join shards or resumed pieces of one sweep. Refuses inputs that are not
+class Spool:
+    """The records of a merge's parts as they are read: each record's line
+    (as :func:`record_line` spells it) goes to a scratch file at once, and
+    only where it lies, and what ``slim`` keeps of it, stays in memory. The
+    last part holding an identity wins, as it did with every record held."""
+
+    def __init__(self, slim: Slim):
+        import tempfile
+
+        self._slim = slim
+        self._file = tempfile.TemporaryFile()
+        self._end = 0
+        self.at: dict[Identity, tuple[int, int, int, dict]] = {}  # identity -> (part, offset, length, slim)
+        self.duplicates = 0  # identities held by more than one part
+
+    def reader(self, part: int) -> Slim:
+        """The slim function that spools part ``part``'s records."""
+        def keep(rec: dict) -> dict:
+            line = record_line(rec)
+            kept = self._slim(rec)
+            key = identity(kept)
+            prev = self.at.get(key)
+            if prev is not None and prev[0] != part:
+                self.duplicates += 1
+            self._file.write(line)
+            self.at[key] = (part, self._end, len(line), kept)
+            self._end += len(line)
+            return kept
+        return keep
+
+    def lines(self, keys: Iterable[Identity]) -> Iterable[bytes]:
+        """The spooled lines of ``keys``, in that order, in pieces of about a MiB."""
+        self._file.flush()
+        fd = self._file.fileno()
+        buf: list[bytes] = []
+        size = 0
+        for key in keys:
+            _part, offset, length, _kept = self.at[key]
+            buf.append(os.pread(fd, length, offset))
+            size += length
+            if size >= 1 << 20:
+                yield b"".join(buf)
+                buf, size = [], 0
+        if buf:
+            yield b"".join(buf)
+
+    def close(self) -> None:
+        self._file.close()
+
+
+def merge(sets: Sequence[ResultSet], spool: Spool) -> Merged:
+    """Join shards or resumed pieces of one sweep, read through ``spool``
+    (each set's records are its slim ones). Refuses inputs that are not
     sweep results, or that come from different plans, catalogs or devices."""
     if not sets:
         raise UserError("report merge needs at least one sweep results directory")
@@ -514,27 +749,26 @@ def merge(sets: Sequence[ResultSet]) -> Merged:
         if ka == "gpu" and na != nb:
             raise UserError(f"ran on {nb}, {first.source} on {na}: timings from different GPUs do not "
                             "make one result set", s.source)
-    by_id: dict[Identity, dict] = {}
-    duplicates = 0
-    for s in sets:
-        for rec in s.records:
-            key = identity(rec)
-            if key in by_id:
-                duplicates += 1
-            by_id[key] = rec
+    by_id = spool.at
     plan = dict(first.plan)
     plan["shard"] = None
     plan["merged_from"] = [s.source for s in sets]
-    order = [(it["kernel"], it["shape"], it["config"]) for it in plan.get("items", [])]
-    planned = set(order)
-    records = [by_id[k] for k in order if k in by_id]
-    strays = [r for k, r in by_id.items() if k not in planned]
-    if strays:
-        k = identity(strays[0])
+    items = plan.get("items", [])
+    records = []
+    missing = []
+    for it in items:
+        got = by_id.get((it["kernel"], it["shape"], it["config"]))
+        if got is None:
+            missing.append(it)
+        else:
+            records.append(got[3])
+    if len(records) < len(by_id):  # some record is in no planned item
+        planned = {(it["kernel"], it["shape"], it["config"]) for it in items}
+        strays = [k for k in by_id if k not in planned]
+        k = strays[0]
         raise UserError(f"holds {len(strays)} record(s) outside its plan (first: {k[0]} {k[2]} at {k[1]})",
                         first.source)
-    missing = [it for it in plan.get("items", []) if (it["kernel"], it["shape"], it["config"]) not in by_id]
-    return Merged(plan, records, missing, duplicates)
+    return Merged(plan, records, missing, spool.duplicates, spool)
 
 
 def shard_gaps(sets: Sequence[ResultSet], missing: Sequence[Mapping[str, Any]]) -> str:
@@ -560,17 +794,68 @@ def shard_gaps(sets: Sequence[ResultSet], missing: Sequence[Mapping[str, Any]]) 
     return "; ".join(parts) + f" ({len(missing)} record(s) missing)"
 
 
-def write_result_dir(directory: Path, plan: Mapping[str, Any], records: Iterable[Mapping[str, Any]]) -> None:
+def write_result_dir(directory: Path, merged: Merged, plan: Mapping[str, Any]) -> None:
     """A complete sweep directory (merge's output): refuses a directory that
-    already holds results, writes results.jsonl and then plan.json atomically."""
+    already holds results, writes results.jsonl (the merged records, in plan
+    order, streamed from the spool) and then plan.json, each atomically: an
+    interrupted merge leaves no half-written file."""
     d = Path(directory)
     check_free_result_dir(d)
     try:
         d.mkdir(parents=True, exist_ok=True)
     except OSError as e:
         raise UserError(f"cannot create the directory: {e.strerror or e}", str(d)) from None
-    write_atomically(d / RESULTS_FILE, b"".join(record_line(r) for r in records))
-    write_json_atomic(d / PLAN_FILE, dict(plan))
+    keys = ((it["kernel"], it["shape"], it["config"]) for it in plan.get("items", []))
+    write_atomically(d / RESULTS_FILE, merged.spool.lines(k for k in keys if k in merged.spool.at))
+    write_atomically(d / PLAN_FILE, plan_json_pieces(dict(plan)))
+
+
+def plan_json_pieces(plan: Mapping[str, Any]) -> Iterable[str]:
+    """``json.dumps(plan, indent=2) + "\n"`` (as :func:`write_json_atomic`
+    writes a plan), in pieces, and fast where a cluster sweep's plan is
+    large: its items. The standard encoder indents in Python, about 20 µs
+    an item; here each item's strings go through its C escaper and each
+    distinct lever set is indented once."""
+    if not (isinstance(plan, dict) and plan and all(isinstance(k, str) for k in plan)):
+        yield json.dumps(plan, indent=2) + "\n"
+        return
+    sep = "{\n  "
+    for k, v in plan.items():
+        yield sep + _enc(k) + ": "
+        sep = ",\n  "
+        if k == "items" and isinstance(v, list) and v:
+            cache: dict[str, str] = {}
+            inner = "[\n    "
+            for it in v:
+                yield inner + _item_json(it, cache)
+                inner = ",\n    "
+            yield "\n  ]"
+        else:
+            yield json.dumps(v, indent=2).replace("\n", "\n  ")
+    yield "\n}\n"
+
+
+_enc = json.encoder.encode_basestring_ascii  # json.dumps's own escaper of a string (ensure_ascii)
+
+
+def _item_json(it: Any, cache: dict[str, str]) -> str:
+    """One plan item as json.dumps(plan, indent=2) lays it out at its depth."""
+    if type(it) is not dict or not it:
+        return json.dumps(it, indent=2).replace("\n", "\n    ")
+    parts = []
+    for k, x in it.items():
+        if type(k) is not str:
+            return json.dumps(it, indent=2).replace("\n", "\n    ")
+        if type(x) is str:
+            text = _enc(x)
+        else:
+            # The compact text tells lever sets apart exactly (true from 1, NaN from null).
+            key = json.dumps(x, separators=(",", ":"))
+            text = cache.get(key)
+            if text is None:
+                text = cache[key] = json.dumps(x, indent=2).replace("\n", "\n      ")
+        parts.append(_enc(k) + ": " + text)
+    return "{\n      " + ",\n      ".join(parts) + "\n    }"
 
 
 def check_free_result_dir(directory: Path) -> None:

@@ -8,7 +8,7 @@ import os
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Annotated, Any, Optional
+from typing import Annotated, Any, Iterable, Optional
 
 import typer
 from rich.console import Console
@@ -389,11 +389,18 @@ def robust_output() -> None:
 
 def write(text: str) -> None:
     """Data to stdout, surviving a terminal that cannot encode it."""
-    try:
-        sys.stdout.write(text)
-    except UnicodeEncodeError:
-        sys.stdout.flush()
-        sys.stdout.buffer.write(text.encode("utf-8", "backslashreplace"))
+    write_pieces((text,))
+
+
+def write_pieces(pieces: Iterable[str]) -> None:
+    """Data to stdout as it comes, piece by piece (a report too large to
+    hold as one string), surviving a terminal that cannot encode it."""
+    for text in pieces:
+        try:
+            sys.stdout.write(text)
+        except UnicodeEncodeError:
+            sys.stdout.flush()
+            sys.stdout.buffer.write(text.encode("utf-8", "backslashreplace"))
     sys.stdout.flush()
 
 

@@ -13,9 +13,8 @@ unusable record, named by its line, and runs from different devices without
 from __future__ import annotations
 
 import io
-import json
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Iterator
 
 import typer
 
@@ -124,11 +123,21 @@ def markdown(c) -> str:
 
 
 def render(c, fmt: str, *, width: int | None = None, color: bool = False) -> str:
+    return "".join(render_pieces(c, fmt, width=width, color=color))
+
+
+def render_pieces(c, fmt: str, *, width: int | None = None, color: bool = False) -> Iterator[str]:
+    """The comparison in ``fmt``, in pieces to write as they come (JSON: an
+    entry per matched record, never whole in memory)."""
     if fmt == "json":
-        return json.dumps(c.to_json(), indent=2, allow_nan=False) + "\n"
-    if fmt == "markdown":
-        return markdown(c)
-    return table(c, width=width, color=color)
+        from .. import jsontext
+
+        yield from jsontext.pieces(c.to_json(lazy=True), allow_nan=False)
+        yield "\n"
+    elif fmt == "markdown":
+        yield markdown(c)
+    else:
+        yield table(c, width=width, color=color)
 
 
 def register(app: typer.Typer) -> None:
@@ -149,17 +158,17 @@ def register(app: typer.Typer) -> None:
         NOISY against both runs' noise. Exit 1 on a regression, a new failure,
         an untimed pair, a BASE record missing from NEW, or nothing in common."""
         from ..bench.compare import compare as do_compare
-        from ..bench.results import load_results
+        from ..bench.results import compare_slim, load_results
 
         common.check_format(fmt)
-        b = load_results(base)
-        n = load_results(new)
+        b = load_results(base, slim=compare_slim(), plan_items=False)
+        n = load_results(new, slim=compare_slim(), plan_items=False)
         c = do_compare(b, n, threshold=threshold, allow_different_device=allow_different_device,
                        allow_missing=allow_missing)
         for rs in (b, n):
             for note in rs.notes():
                 common.warn(note)
         width, color = common.tty_table(fmt)
-        common.write(render(c, fmt, width=width, color=color))
+        common.write_pieces(render_pieces(c, fmt, width=width, color=color))
         if c.exit_code:
             raise typer.Exit(c.exit_code)

@@ -13,9 +13,8 @@ Every view is a function of the records (and the sweep's plan.json).
 from __future__ import annotations
 
 import io
-import json
 from pathlib import Path
-from typing import Annotated, Any, Optional
+from typing import Annotated, Any, Iterator, Optional
 
 import typer
 
@@ -59,10 +58,16 @@ def _planned(rs) -> int | None:
     if not rs.plan:
         return None
     shard = rs.plan.get("shard")
-    return shard["items"] if shard else len(rs.plan.get("items", []))
+    if shard:
+        return shard["items"]
+    return rs.item_count if rs.item_count is not None else len(rs.plan.get("items", []))
 
 
-def results_json(rs, rankings, effects) -> dict[str, Any]:
+def results_json(rs, rankings, effects, lazy: bool = False) -> dict[str, Any]:
+    """The JSON report; ``lazy``: each ranking's rows are made as
+    :mod:`leverctl.jsontext` writes them, not all at once."""
+    from ..jsontext import Rows
+
     failed = sum(1 for r in rs.records if r["status"] != "pass")
     return {
         "schema": "leverctl.sweep-report/1",
@@ -73,7 +78,8 @@ def results_json(rs, rankings, effects) -> dict[str, Any]:
         "counts": {"records": len(rs.records), "pass": len(rs.records) - failed, "fail": failed,
                    "planned": _planned(rs)},
         "timed": any(r.timed for r in rankings),
-        "rankings": [r.to_json() for r in rankings],
+        "rankings": Rows(len(rankings), lambda: (r.to_json() for r in rankings)) if lazy
+        else [r.to_json() for r in rankings],
         "effects": [e.to_json() for e in effects],
         "not_benchmarked": (rs.plan or {}).get("not_benchmarked", []),
         "arms": [a.to_json() for a in _arms(rs)],
@@ -228,20 +234,31 @@ def results_markdown(rs, rankings, effects) -> str:
 
 
 def render_results(rs, fmt: str, *, width: int | None = None, color: bool = False) -> str:
+    return "".join(render_pieces(rs, fmt, width=width, color=color))
+
+
+def render_pieces(rs, fmt: str, *, width: int | None = None, color: bool = False) -> Iterator[str]:
+    """The report in ``fmt``, in pieces to write as they come: JSON (a row
+    per record ranked) is laid out piece by piece, never whole in memory."""
     from ..bench.rank import lever_effects, rank
 
     if fmt == "csv":  # the records themselves, one row each (docs/records.md)
         from ..bench.report import records_csv
 
-        return records_csv(rs.records)
+        yield records_csv(rs.records)
+        return
 
     rankings = rank(rs.records, rs.plan)
     effects = lever_effects(rs.records, rs.plan)
     if fmt == "json":
-        return json.dumps(results_json(rs, rankings, effects), indent=2, allow_nan=False) + "\n"
-    if fmt == "markdown":
-        return results_markdown(rs, rankings, effects)
-    return results_table(rs, rankings, effects, width=width, color=color)
+        from .. import jsontext
+
+        yield from jsontext.pieces(results_json(rs, rankings, effects, lazy=True), allow_nan=False)
+        yield "\n"
+    elif fmt == "markdown":
+        yield results_markdown(rs, rankings, effects)
+    else:
+        yield results_table(rs, rankings, effects, width=width, color=color)
 
 
 # ── commands ────────────────────────────────────────────────────────────────
@@ -269,17 +286,18 @@ def show(
 ) -> None:
     """Per kernel path and shape: the fastest correct configuration, its
     speedup over the recipe's own, the failing ones, and each lever's effect."""
-    from ..bench.results import load_results
+    from ..bench.results import load_results, report_slim
 
     fmt = common.output_format(fmt, out, common.RECORD_FORMATS)
-    rs = load_results(results)
+    # CSV is the records themselves; every other view needs a few fields of each.
+    rs = load_results(results, slim=None if fmt == "csv" else report_slim(), plan_items=False)
     say_notes(rs)
     if out is not None:
-        write_atomically(out, render_results(rs, fmt))
+        write_atomically(out, render_pieces(rs, fmt))
         common.err.print(f"leverctl report: wrote {out}", markup=False, highlight=False)
         return
     width, color = common.tty_table(fmt)
-    common.write(render_results(rs, fmt, width=width, color=color))
+    common.write_pieces(render_pieces(rs, fmt, width=width, color=color))
 
 
 @report_app.command("merge")
@@ -295,26 +313,31 @@ def merge(
 ) -> None:
     """Join the shards (or resumed pieces) of one sweep into one result set;
     refused while shards or records are missing, unless --partial."""
-    from ..bench.results import ResultSet, check_free_result_dir, load_results, merge as merge_sets, shard_gaps, \
-        write_result_dir
+    from ..bench.results import ResultSet, Spool, check_free_result_dir, load_results, merge as merge_sets, \
+        report_slim, shard_gaps, write_result_dir
 
     common.check_format(fmt)
     check_free_result_dir(out)
+    # Each part's records go to a scratch file as they are read; what the
+    # report needs of each stays in memory, never the records themselves.
+    spool = Spool(report_slim())
     sets = []
     for n, p in enumerate(parts):
-        rs = load_results(p)
-        if n and rs.plan:
-            # Every shard's plan lists every item of the sweep; only the first's
-            # list is read, so the others' (a million entries, at cluster scale) go now.
-            rs.plan = {k: v for k, v in rs.plan.items() if k != "items"}
+        # Every shard's plan lists every item of the sweep; only the first's
+        # list is read, the others' (a million entries, at cluster scale) go at once.
+        rs = load_results(p, slim=spool.reader(n), plan_items=n == 0)
         say_notes(rs)
         sets.append(rs)
-    merged = merge_sets(sets)
-    gaps = shard_gaps(sets, merged.missing)
-    if gaps and not partial:
-        raise UserError(f"report merge: {gaps}; run or --resume them, or pass --partial to merge what is here")
-    plan = {**merged.plan, "partial": gaps} if gaps else merged.plan
-    write_result_dir(out, plan, merged.records)
+    try:
+        merged = merge_sets(sets, spool)
+        gaps = shard_gaps(sets, merged.missing)
+        if gaps and not partial:
+            raise UserError(f"report merge: {gaps}; run or --resume them, or pass --partial to merge what is "
+                            "here")
+        plan = {**merged.plan, "partial": gaps} if gaps else merged.plan
+        write_result_dir(out, merged, plan)
+    finally:
+        spool.close()
     line = (f"merged {len(sets)} part(s): {len(merged.records)} of {len(merged.plan.get('items', []))} planned "
             f"records into {out}")
     if gaps:
@@ -323,11 +346,14 @@ def merge(
         line += f"; {merged.duplicates} record(s) present in more than one part (the last part's kept)"
     common.err.print(f"leverctl report: {line}", markup=False, highlight=False)
     # The report of what was just written, from memory rather than read back.
+    # The plan's items are written; the report needs only how many there were.
+    count = len(plan.get("items", []))
+    plan = {k: v for k, v in plan.items() if k != "items"}
     rs = ResultSet(str(out), merged.records, plan, dict(plan.get("device") or {}),
-                   (plan.get("catalog") or {}).get("digest"))
-    del sets, merged
+                   (plan.get("catalog") or {}).get("digest"), item_count=count)
+    del sets, merged, spool
     width, color = common.tty_table(fmt)
-    common.write(render_results(rs, fmt, width=width, color=color))
+    common.write_pieces(render_pieces(rs, fmt, width=width, color=color))
     if any(r["status"] != "pass" for r in rs.records):
         raise typer.Exit(1)
 
@@ -342,11 +368,11 @@ def plot(
     """Write the per-lever speedups as a horizontal bar chart (SVG)."""
     from ..bench.plot import write_chart
     from ..bench.rank import lever_effects
-    from ..bench.results import load_results
+    from ..bench.results import load_results, report_slim
 
     if out.suffix.lower() != ".svg":
         write_chart([], out, "")  # raises the one-line explanation
-    rs = load_results(results)
+    rs = load_results(results, slim=report_slim(), plan_items=False)
     say_notes(rs)
     effects = lever_effects(rs.records, rs.plan)
     plan = rs.plan or {}

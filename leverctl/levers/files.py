@@ -13,7 +13,7 @@ import stat
 import sys
 import uuid
 from pathlib import Path
-from typing import BinaryIO, Callable
+from typing import BinaryIO, Callable, Iterable
 
 from ..errors import UserError
 
@@ -74,27 +74,8 @@ def read_input_file(path: str | Path, what: str, *, binary: bool = False, limit:
             raise UserError(f"cannot read {what}: {e.strerror or e}", where) from None
     else:
         where = path_label(path)
+        fd = _open_regular(path, what, where, stdin)
         try:
-            fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
-        except FileNotFoundError:
-            raise UserError(f"no such {what}", where) from None
-        except OSError as e:
-            if e.errno == errno.ELOOP:
-                raise UserError(f"is a symlink loop, not {_a(what)}", where) from None
-            if e.errno == errno.ENXIO:  # a socket, or a FIFO O_NONBLOCK cannot open
-                raise UserError(f"is a socket or a FIFO, not {_a(what)}", where) from None
-            raise UserError(f"cannot read {what}: {e.strerror or e}", where) from None
-        try:
-            mode = os.fstat(fd).st_mode
-            for test, words in _NOT_REGULAR:
-                if test(mode):
-                    # <(cmd) is a pipe too; standard input reads one without the risk of a FIFO no one writes.
-                    hint = "; to read a pipe, give - and redirect it to standard input" \
-                        if stdin and stat.S_ISFIFO(mode) else ""
-                    raise UserError(f"is {words}, not {_a(what)}{hint}", where)
-            if not stat.S_ISREG(mode):
-                raise UserError(f"is not a regular file, not {_a(what)}", where)
-            os.set_blocking(fd, True)
             with os.fdopen(fd, "rb", closefd=False) as f:
                 data = _read_capped(f, limit)
         except OSError as e:
@@ -108,6 +89,47 @@ def read_input_file(path: str | Path, what: str, *, binary: bool = False, limit:
     return data
 
 
+def open_input_file(path: str | Path, what: str) -> BinaryIO:
+    """``path`` opened for reading in binary, refused as
+    :func:`read_input_file` refuses it (absent, unreadable, not a regular
+    file), for a reader that streams a file too large to hold (a results file
+    of a million records) rather than reading it whole."""
+    fd = _open_regular(path, what, path_label(path), False)
+    return os.fdopen(fd, "rb")
+
+
+def _open_regular(path: str | Path, what: str, where: str, stdin: bool) -> int:
+    """A blocking descriptor of the regular file ``path``, or a UserError."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+    except FileNotFoundError:
+        raise UserError(f"no such {what}", where) from None
+    except OSError as e:
+        if e.errno == errno.ELOOP:
+            raise UserError(f"is a symlink loop, not {_a(what)}", where) from None
+        if e.errno == errno.ENXIO:  # a socket, or a FIFO O_NONBLOCK cannot open
+            raise UserError(f"is a socket or a FIFO, not {_a(what)}", where) from None
+        raise UserError(f"cannot read {what}: {e.strerror or e}", where) from None
+    try:
+        mode = os.fstat(fd).st_mode
+        for test, words in _NOT_REGULAR:
+            if test(mode):
+                # <(cmd) is a pipe too; standard input reads one without the risk of a FIFO no one writes.
+                hint = "; to read a pipe, give - and redirect it to standard input" \
+                    if stdin and stat.S_ISFIFO(mode) else ""
+                raise UserError(f"is {words}, not {_a(what)}{hint}", where)
+        if not stat.S_ISREG(mode):
+            raise UserError(f"is not a regular file, not {_a(what)}", where)
+        os.set_blocking(fd, True)
+    except OSError as e:
+        os.close(fd)
+        raise UserError(f"cannot read {what}: {e.strerror or e}", where) from None
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
+
+
 def _read_capped(f: BinaryIO, limit: int | None) -> bytes | None:
     """All of ``f``, or None when it holds more than ``limit`` bytes."""
     if limit is None:
@@ -116,7 +138,7 @@ def _read_capped(f: BinaryIO, limit: int | None) -> bytes | None:
     return None if len(data) > limit else data
 
 
-def write_atomically(path: str | Path, data: str | bytes, *, make_folder: bool = False,
+def write_atomically(path: str | Path, data: str | bytes | Iterable[str | bytes], *, make_folder: bool = False,
                      check: Callable[[Path], None] | None = None) -> None:
     """Write ``data`` (text as UTF-8) to ``path`` so that a reader sees the old
     file or the new one, never half of one, and a failure leaves the old one
@@ -126,7 +148,8 @@ def write_atomically(path: str | Path, data: str | bytes, *, make_folder: bool =
     ``check(tmp)`` runs on the complete temporary file before the rename (a
     recipe verified by loading it, say); whatever it raises propagates and
     nothing is replaced. The folder must exist unless ``make_folder``.
-    Failures to write are a UserError naming the path."""
+    ``data`` may be an iterable of pieces, written as they come (a file too
+    large to hold at once). Failures to write are a UserError naming the path."""
     path = Path(path)
     folder = path.parent
     if path.is_dir():
@@ -140,11 +163,13 @@ def write_atomically(path: str | Path, data: str | bytes, *, make_folder: bool =
         raise UserError("no such folder", str(folder))
     if isinstance(data, str):
         data = data.encode("utf-8")
+    pieces = (data,) if isinstance(data, bytes) else data
     tmp = folder / f".{path.name}.{os.getpid()}.{uuid.uuid4().hex[:8]}.tmp"
     try:
         # Opened like any new file, so the umask applies (mkstemp's would be 0600).
-        with open(tmp, "xb") as f:
-            f.write(data)
+        with open(tmp, "xb", buffering=1 << 20) as f:
+            for piece in pieces:
+                f.write(piece.encode("utf-8") if isinstance(piece, str) else piece)
             f.flush()
             os.fsync(f.fileno())
         if check is not None:
