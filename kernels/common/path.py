@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any, Callable, Mapping
 
-from ..selection import Choice  # what select() returns; declared beside the decision tables
+from ..selection import Choice, Table  # what select() returns; declared beside the decision tables
 
 
 @dataclass(frozen=True)
@@ -228,3 +228,13 @@ class KernelPath:
         """Whether the levers choose between different numbers of launches
         at ``shape`` (then the host's launch cost is part of the choice)."""
         return len({self.variant_launches(v, shape) for v in self.variants}) > 1
+
+
+def declared_path(table: Table, family: str, variants: Mapping[str, Variant], **fields: Any) -> KernelPath:
+    """The path ``table`` decides: name, summary, levers, the levers' fixed
+    values, engines and ``select`` come from the table, the variants from
+    ``variants`` (by name, in the table's order); ``fields`` are the rest of
+    the :class:`KernelPath` (shapes, inputs, reference, traffic...)."""
+    return KernelPath(name=table.path, family=family, summary=table.summary, levers=table.levers,
+                      lever_defaults=table.fixed, variants={v: variants[v] for v in table.variants},
+                      select=table.select, engines=table.engines, **fields)

@@ -53,7 +53,7 @@ from typing import Any, Mapping
 import numpy as np
 
 from ..common import bits, int4
-from ..common.path import KernelPath, Shape, Tolerance, Traffic, Variant
+from ..common.path import KernelPath, Shape, Tolerance, Traffic, Variant, declared_path
 from ..selection import FFN_PREFILL, check_declaration
 from . import (bf16_v1, bf16_v2, formats, fp8_m64, int8_faith2, int8_faith5, naive, nvfp4_mmq, q4k_mmq, w4a4,
                w4a16_default)
@@ -243,15 +243,8 @@ VARIANTS = {
                            tensor_cores="mma.sync", tc_dtype="s8"),
 }
 
-PREFILL = KernelPath(
-    name=FFN_PREFILL.path,
-    family="ffn_prefill",
-    summary=FFN_PREFILL.summary,
-    levers=FFN_PREFILL.levers,
-    lever_defaults=FFN_PREFILL.fixed,
-    variants={v: VARIANTS[v] for v in FFN_PREFILL.variants},
-    select=FFN_PREFILL.select,
-    engines=FFN_PREFILL.engines,
+PREFILL = declared_path(
+    FFN_PREFILL, "ffn_prefill", VARIANTS,
     shapes=shapes,
     make_inputs=make_inputs,
     outputs=lambda shape: {"c": ((shape["m"], shape["n"]), "float16")},

@@ -43,7 +43,7 @@ also permits rotation in the engine; it is not a lever field, so only
 """
 from __future__ import annotations
 
-from ..common.path import KernelPath, Variant
+from ..common.path import KernelPath, Variant, declared_path
 from ..selection import LORA_PROJ, LORA_PROJ_POOL, check_declaration
 from . import merged, per_forward, spec
 
@@ -57,15 +57,8 @@ VARIANTS = {
 
 
 def _path(table) -> KernelPath:
-    return KernelPath(
-        name=table.path,
-        family="lora",
-        summary=table.summary,
-        levers=table.levers,
-        lever_defaults=table.fixed,
-        variants={v: VARIANTS[v] for v in table.variants},
-        select=table.select,
-        engines=table.engines,
+    return declared_path(
+        table, "lora", VARIANTS,
         shapes=spec.shapes,
         make_inputs=spec.make_inputs,
         outputs=spec.outputs,

@@ -28,22 +28,11 @@ import functools
 from numba import cuda, float32
 
 from ..common import launch as L
+from ..w4a16._device import warp_sum  # lane 0 ends with the 32 lanes' total
 
-FULL_MASK = 0xFFFFFFFF
 WARPS = 4  # warps (output columns) per projection block
 ROWS = 8  # rows of x one warp carries through its weight row
 MERGE_THREADS = 128
-
-
-@cuda.jit(device=True)
-def warp_sum(v):
-    """Shuffle-down tree over the 32 lanes; lane 0 ends with the total."""
-    v += cuda.shfl_down_sync(FULL_MASK, v, 16)
-    v += cuda.shfl_down_sync(FULL_MASK, v, 8)
-    v += cuda.shfl_down_sync(FULL_MASK, v, 4)
-    v += cuda.shfl_down_sync(FULL_MASK, v, 2)
-    v += cuda.shfl_down_sync(FULL_MASK, v, 1)
-    return v
 
 
 @functools.lru_cache(maxsize=None)

@@ -30,7 +30,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..common import int4
-from ..common.path import KernelPath, Tolerance, Traffic, Variant
+from ..common.path import Tolerance, Traffic, Variant, declared_path
 from ..ffn_prefill import TOLERANCES as FFN_TOLERANCES
 from ..ffn_prefill import activations, formats, w4a4, w4a16_default, weights
 from ..ffn_prefill.naive import naive_gemm
@@ -50,16 +50,10 @@ def _variant(mod, traffic=None) -> Variant:
     return Variant(mod.NAME, mod.SUMMARY, mod.build, traffic=traffic, launches=getattr(mod, "LAUNCHES", 1))
 
 
-PREFILL_SCAN = KernelPath(
-    name=MAMBA2_PREFILL_SCAN.path,
-    family="mamba2",
-    summary=MAMBA2_PREFILL_SCAN.summary,
-    levers=MAMBA2_PREFILL_SCAN.levers,
-    lever_defaults=MAMBA2_PREFILL_SCAN.fixed,
-    variants={v.name: v for v in (_variant(ssd, spec.ssd_traffic), _variant(persistent),
-                                  _variant(sequential, spec.sequential_traffic))},
-    select=MAMBA2_PREFILL_SCAN.select,
-    engines=MAMBA2_PREFILL_SCAN.engines,
+PREFILL_SCAN = declared_path(
+    MAMBA2_PREFILL_SCAN, "mamba2",
+    {v.name: v for v in (_variant(ssd, spec.ssd_traffic), _variant(persistent),
+                         _variant(sequential, spec.sequential_traffic))},
     shapes=spec.scan_shapes,
     make_inputs=spec.scan_inputs,
     outputs=spec.scan_outputs,
@@ -99,13 +93,9 @@ def _proj_traffic(weight_bytes, scratch_per_row=lambda k: 0):
     return traffic
 
 
-PREFILL_PROJ = KernelPath(
-    name=MAMBA2_PREFILL_PROJ.path,
-    family="mamba2",
-    summary=MAMBA2_PREFILL_PROJ.summary,
-    levers=MAMBA2_PREFILL_PROJ.levers,
-    lever_defaults=MAMBA2_PREFILL_PROJ.fixed,
-    variants={
+PREFILL_PROJ = declared_path(
+    MAMBA2_PREFILL_PROJ, "mamba2",
+    {
         "w4a4": Variant("w4a4", "ffn_prefill's W4A4 GEMM: activations to NVFP4 per GEMM, NVFP4 weights, both "
                         "decoded exactly to bf16 while staged, wgmma m64n128k16", w4a4.build,
                         tolerance=FFN_TOLERANCES["w4a4"],
@@ -115,8 +105,6 @@ PREFILL_PROJ = KernelPath(
                          w4a16_default.build, tolerance=FFN_TOLERANCES["w4a16"],
                          traffic=_proj_traffic(formats.w4a16_bytes)),
     },
-    select=MAMBA2_PREFILL_PROJ.select,
-    engines=MAMBA2_PREFILL_PROJ.engines,
     shapes=spec.proj_shapes,
     make_inputs=proj_inputs,
     outputs=lambda shape: {"c": ((shape["m"], shape["n"]), "float16")},

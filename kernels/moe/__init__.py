@@ -41,9 +41,9 @@ from typing import Any, Mapping
 import numpy as np
 
 from ..common import bits
-from ..common.path import KernelPath, Shape, Tolerance, Traffic, Variant
+from ..common.path import Shape, Tolerance, Traffic, Variant, declared_path
 from ..selection import (MOE_DECODE_FP8_GROUPED, MOE_DECODE_MULTI_SEQ, MOE_DECODE_VIA_PREFILL, MOE_DOWN_FP4,
-                         MOE_GATEUP_FP4, MOE_ROUTER, MOE_UNION_STATS, Table, check_declaration)
+                         MOE_GATEUP_FP4, MOE_ROUTER, MOE_UNION_STATS, check_declaration)
 from . import (down_int4, down_nvfp4, formats, fp8_grouped, fp8_per_row, gateup_int4, gateup_nvfp4, naive,
                per_token, router_bf16, router_fp32_gate, router_fp32_routing, routing, token_major, union_off,
                union_on, via_decode, via_prefill)
@@ -175,14 +175,12 @@ ROUTER_TOLERANCES = {
 }
 
 
-def _variants(table: Table, specs: Mapping[str, dict]) -> dict[str, Variant]:
-    return {v: Variant(v, **specs[v]) for v in table.variants}
+def _variants(specs: Mapping[str, dict]) -> dict[str, Variant]:
+    return {v: Variant(v, **kw) for v, kw in specs.items()}
 
 
-ROUTER = KernelPath(
-    name=MOE_ROUTER.path, family="moe", summary=MOE_ROUTER.summary, levers=MOE_ROUTER.levers,
-    lever_defaults=MOE_ROUTER.fixed, engines=MOE_ROUTER.engines, select=MOE_ROUTER.select,
-    variants=_variants(MOE_ROUTER, {
+ROUTER = declared_path(
+    MOE_ROUTER, "moe", _variants({
         "bf16": dict(summary="BF16 router input, gate GEMM logits rounded to BF16, softmax and top-k",
                      build=router_bf16.build, tolerance=ROUTER_TOLERANCES["bf16"], launches=2),
         "fp32_gate": dict(summary="BF16 router input, FP32 gate logits, softmax and top-k",
@@ -293,10 +291,8 @@ STAGE_TOLERANCES = {
     "nvfp4_down": Tolerance(rel=0.18, abs_of_max=0.3),
 }
 
-GATEUP = KernelPath(
-    name=MOE_GATEUP_FP4.path, family="moe", summary=MOE_GATEUP_FP4.summary, levers=MOE_GATEUP_FP4.levers,
-    lever_defaults=MOE_GATEUP_FP4.fixed, engines=MOE_GATEUP_FP4.engines, select=MOE_GATEUP_FP4.select,
-    variants=_variants(MOE_GATEUP_FP4, {
+GATEUP = declared_path(
+    MOE_GATEUP_FP4, "moe", _variants({
         "int4": dict(summary="W4A16 int4 experts: per-row kernel (FP32) at decode, expert-grouped on mma.sync "
                              "fp16 at prefill",
                      build=gateup_int4.build, tolerance=STAGE_TOLERANCES["int4_tc"],
@@ -315,10 +311,8 @@ GATEUP = KernelPath(
     extra={"model_sections": ("moe",)},
 )
 
-DOWN = KernelPath(
-    name=MOE_DOWN_FP4.path, family="moe", summary=MOE_DOWN_FP4.summary, levers=MOE_DOWN_FP4.levers,
-    lever_defaults=MOE_DOWN_FP4.fixed, engines=MOE_DOWN_FP4.engines, select=MOE_DOWN_FP4.select,
-    variants=_variants(MOE_DOWN_FP4, {
+DOWN = declared_path(
+    MOE_DOWN_FP4, "moe", _variants({
         "int4": dict(summary="W4A16 int4 experts: per-row kernel (FP32) at decode; sort, expert-grouped on "
                              "mma.sync fp16, combine at prefill",
                      build=down_int4.build, tolerance=STAGE_TOLERANCES["int4_tc"], traffic=_down_traffic("int4"),
@@ -396,11 +390,8 @@ def _ffn_outputs(shape: Shape) -> dict:
     return {"y": ((shape["rows"], shape["hidden"]), "float32")}
 
 
-FP8_GROUPED = KernelPath(
-    name=MOE_DECODE_FP8_GROUPED.path, family="moe", summary=MOE_DECODE_FP8_GROUPED.summary,
-    levers=MOE_DECODE_FP8_GROUPED.levers, lever_defaults=MOE_DECODE_FP8_GROUPED.fixed,
-    engines=MOE_DECODE_FP8_GROUPED.engines, select=MOE_DECODE_FP8_GROUPED.select,
-    variants=_variants(MOE_DECODE_FP8_GROUPED, {
+FP8_GROUPED = declared_path(
+    MOE_DECODE_FP8_GROUPED, "moe", _variants({
         "grouped": dict(summary="routing sort, then gate/up and down expert by expert for all its rows, combine",
                         build=fp8_grouped.build, launches=5),
         "per_row": dict(summary="gate/up per (row, expert), down per row summing its experts",
@@ -412,11 +403,8 @@ FP8_GROUPED = KernelPath(
     extra={"model_sections": ("moe",)},
 )
 
-MULTI_SEQ = KernelPath(
-    name=MOE_DECODE_MULTI_SEQ.path, family="moe", summary=MOE_DECODE_MULTI_SEQ.summary,
-    levers=MOE_DECODE_MULTI_SEQ.levers, lever_defaults=MOE_DECODE_MULTI_SEQ.fixed,
-    engines=MOE_DECODE_MULTI_SEQ.engines, select=MOE_DECODE_MULTI_SEQ.select,
-    variants=_variants(MOE_DECODE_MULTI_SEQ, {
+MULTI_SEQ = declared_path(
+    MOE_DECODE_MULTI_SEQ, "moe", _variants({
         "token_major": dict(summary="gate/up and down for every token of the batch in one launch each",
                             build=token_major.build, launches=2),
         "per_token": dict(summary="gate/up and down launched once per token", build=per_token.build,
@@ -442,11 +430,8 @@ def via_prefill_shapes(preset: str, model) -> list[Shape]:
             for cap in (1, 0)]
 
 
-VIA_PREFILL = KernelPath(
-    name=MOE_DECODE_VIA_PREFILL.path, family="moe", summary=MOE_DECODE_VIA_PREFILL.summary,
-    levers=MOE_DECODE_VIA_PREFILL.levers, lever_defaults=MOE_DECODE_VIA_PREFILL.fixed,
-    engines=MOE_DECODE_VIA_PREFILL.engines, select=MOE_DECODE_VIA_PREFILL.select,
-    variants=_variants(MOE_DECODE_VIA_PREFILL, {
+VIA_PREFILL = declared_path(
+    MOE_DECODE_VIA_PREFILL, "moe", _variants({
         "decode": dict(summary="the decode kernels: gate/up per routed expert, down summing them",
                        build=via_decode.build, launches=2),
         "prefill": dict(summary="the prefill path with one row: routing sort, grouped gate/up and down, combine",
@@ -519,10 +504,8 @@ def union_traffic(shape: Shape) -> Traffic:
 # largest count); the weights are float32 softmaxes of the same logits.
 UNION_TOLERANCE = Tolerance(rel=1e-5, abs_of_max=1e-4)
 
-UNION = KernelPath(
-    name=MOE_UNION_STATS.path, family="moe", summary=MOE_UNION_STATS.summary, levers=MOE_UNION_STATS.levers,
-    lever_defaults=MOE_UNION_STATS.fixed, engines=MOE_UNION_STATS.engines, select=MOE_UNION_STATS.select,
-    variants=_variants(MOE_UNION_STATS, {
+UNION = declared_path(
+    MOE_UNION_STATS, "moe", _variants({
         "off": dict(summary="the top-k kernel alone", build=union_off.build, launches=1),
         "on": dict(summary="the top-k kernel, then the union count (shared-memory atomics, one block)",
                    build=union_on.build, launches=2),

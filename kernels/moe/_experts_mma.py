@@ -62,6 +62,21 @@ def make_decode1(FMT: str):
     raise ValueError(f"unknown expert weight format {FMT!r}")
 
 
+@cuda.jit(device=True, inline=True)
+def _fragments(lane, n0):
+    """Where ``lane``'s fragments sit in a tile whose B columns start at
+    ``n0``: A register j holds ISA elements 2j (low) and 2j + 1 of row
+    ``arj``, columns ``acj``, ``acj + 1``; B register j holds rows ``bkj``,
+    ``bkj + 1`` of column ``nbj``."""
+    ar0, ac0 = mma.a_elem(lane, 0)
+    ar1, ac1 = mma.a_elem(lane, 2)
+    ar2, ac2 = mma.a_elem(lane, 4)
+    ar3, ac3 = mma.a_elem(lane, 6)
+    bk0, bn0 = mma.b_elem(lane, 0)
+    bk1, bn1 = mma.b_elem(lane, 2)
+    return ar0, ac0, ar1, ac1, ar2, ac2, ar3, ac3, bk0, bk1, n0 + bn0, n0 + bn1
+
+
 @lru_cache(maxsize=None)
 def make_gateup_grouped_mma(FMT: str):
     dec = make_decode1(FMT)
@@ -89,14 +104,7 @@ def make_gateup_grouped_mma(FMT: str):
         n0 = (cuda.blockIdx.x * WARPS + cuda.threadIdx.x // 32) * TILE_N
         if n0 >= inter:
             return
-        ar0, ac0 = mma.a_elem(lane, 0)  # register j: ISA elements 2j (low) and 2j + 1
-        ar1, ac1 = mma.a_elem(lane, 2)
-        ar2, ac2 = mma.a_elem(lane, 4)
-        ar3, ac3 = mma.a_elem(lane, 6)
-        bk0, bn0 = mma.b_elem(lane, 0)
-        bk1, bn1 = mma.b_elem(lane, 2)
-        nb0 = n0 + bn0
-        nb1 = n0 + bn1
+        ar0, ac0, ar1, ac1, ar2, ac2, ar3, ac3, bk0, bk1, nb0, nb1 = _fragments(lane, n0)
         for q in range(beg, end, TILE_M):
             g0 = g1 = g2 = g3 = u0 = u1 = u2 = u3 = float32(0.0)
             for k0 in range(0, x.shape[1], TILE_K):
@@ -157,14 +165,7 @@ def make_down_grouped_mma(FMT: str):
         n0 = (cuda.blockIdx.x * WARPS + cuda.threadIdx.x // 32) * TILE_N
         if n0 >= width:
             return
-        ar0, ac0 = mma.a_elem(lane, 0)
-        ar1, ac1 = mma.a_elem(lane, 2)
-        ar2, ac2 = mma.a_elem(lane, 4)
-        ar3, ac3 = mma.a_elem(lane, 6)
-        bk0, bn0 = mma.b_elem(lane, 0)
-        bk1, bn1 = mma.b_elem(lane, 2)
-        nb0 = n0 + bn0
-        nb1 = n0 + bn1
+        ar0, ac0, ar1, ac1, ar2, ac2, ar3, ac3, bk0, bk1, nb0, nb1 = _fragments(lane, n0)
         for q in range(beg, end, TILE_M):
             d0 = d1 = d2 = d3 = float32(0.0)
             for k0 in range(0, h.shape[1], TILE_K):

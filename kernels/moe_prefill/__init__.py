@@ -38,7 +38,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..common import bits
-from ..common.path import KernelPath, Shape, Tolerance, Traffic, Variant
+from ..common.path import Shape, Tolerance, Traffic, Variant, declared_path
 from ..selection import MOE_PREFILL_GROUPED, MOE_PREFILL_SORTED, MOE_SHARED_EXPERT, check_declaration
 from . import (bounded, bounded_fp8_down, bounds, grouped, grouped_bounded_down, grouped_fp8_down, inputs, naive,
                shared_a16, shared_w4a4, shared_w4a4_down, shared_w4a4_up, sorted_a16, sorted_w4a4_up, spec)
@@ -80,15 +80,8 @@ def _grouped_shapes(preset, model):
     return spec.routed_shapes(preset, model, spec.QWEN3_NEXT, {"nvfp4": 1, "graph": 0, "fp8_loaded": 1})
 
 
-PREFILL_GROUPED = KernelPath(
-    name=MOE_PREFILL_GROUPED.path,
-    family="moe_prefill",
-    summary=MOE_PREFILL_GROUPED.summary,
-    levers=MOE_PREFILL_GROUPED.levers,
-    lever_defaults={},
-    variants={v: GROUPED_VARIANTS[v] for v in MOE_PREFILL_GROUPED.variants},
-    select=MOE_PREFILL_GROUPED.select,
-    engines=MOE_PREFILL_GROUPED.engines,
+PREFILL_GROUPED = declared_path(
+    MOE_PREFILL_GROUPED, "moe_prefill", GROUPED_VARIANTS,
     shapes=_grouped_shapes,
     make_inputs=lambda s, rng: spec.routed_inputs(s, rng, gated=True, fp8_down=True),
     outputs=lambda s: {"y": ((s["t"], s["h"]), "float16")},
@@ -114,15 +107,8 @@ SORTED_VARIANTS = {
                        traffic=lambda s: spec.routed_traffic(s, gated=False)),
 }
 
-PREFILL_SORTED = KernelPath(
-    name=MOE_PREFILL_SORTED.path,
-    family="moe_prefill",
-    summary=MOE_PREFILL_SORTED.summary,
-    levers=MOE_PREFILL_SORTED.levers,
-    lever_defaults={},
-    variants={v: SORTED_VARIANTS[v] for v in MOE_PREFILL_SORTED.variants},
-    select=MOE_PREFILL_SORTED.select,
-    engines=MOE_PREFILL_SORTED.engines,
+PREFILL_SORTED = declared_path(
+    MOE_PREFILL_SORTED, "moe_prefill", SORTED_VARIANTS,
     shapes=_sorted_shapes,
     make_inputs=lambda s, rng: spec.routed_inputs(s, rng, gated=False, fp8_down=False),
     outputs=lambda s: {"y": ((s["t"], s["h"]), "float16")},
@@ -184,15 +170,8 @@ SHARED_VARIANTS = {
     "w4a4": _shared_variant("w4a4", shared_w4a4, "both projections' activations to NVFP4 first"),
 }
 
-SHARED_EXPERT = KernelPath(
-    name=MOE_SHARED_EXPERT.path,
-    family="moe_prefill",
-    summary=MOE_SHARED_EXPERT.summary,
-    levers=MOE_SHARED_EXPERT.levers,
-    lever_defaults={},
-    variants={v: SHARED_VARIANTS[v] for v in MOE_SHARED_EXPERT.variants},
-    select=MOE_SHARED_EXPERT.select,
-    engines=MOE_SHARED_EXPERT.engines,
+SHARED_EXPERT = declared_path(
+    MOE_SHARED_EXPERT, "moe_prefill", SHARED_VARIANTS,
     shapes=shared_shapes,
     make_inputs=shared_inputs,
     outputs=lambda s: {"y": ((s["t"], s["h"]), "float32")},

@@ -27,7 +27,7 @@ from typing import Any, Mapping
 import numpy as np
 
 from ..common.int4 import packed_bytes, random_w4
-from ..common.path import KernelPath, Shape, Tolerance, Traffic, Variant
+from ..common.path import KernelPath, Shape, Tolerance, Traffic, Variant, declared_path
 from ..selection import W4A16_FFN_DECODE, W4A16_GEMM, W4A16_GEMV, W4A16_GEMV_DUAL, Table, check_declaration
 from . import (
     gemm_tc,
@@ -119,9 +119,7 @@ def _path(table: Table, variants: list[Variant], **fields) -> KernelPath:
     in the order the bench lists them."""
     if tuple(v.name for v in variants) != table.variants:
         raise ValueError(f"{table.path}: variants {[v.name for v in variants]} are not the table's {table.variants}")
-    return KernelPath(name=table.path, family="w4a16", summary=table.summary, levers=table.levers,
-                      lever_defaults=table.fixed, variants={v.name: v for v in variants},
-                      select=table.select, engines=table.engines, tolerance=TOLERANCE, **fields)
+    return declared_path(table, "w4a16", {v.name: v for v in variants}, tolerance=TOLERANCE, **fields)
 
 
 # ── w4a16.gemv and w4a16.gemv_dual (decode, m = 1) ──────────────────────────

@@ -1,8 +1,9 @@
 """Helpers of the catalog tests: the engines' lever files as Rust, and results."""
 from __future__ import annotations
 
-from dataclasses import dataclass
 from pathlib import Path
+
+from cli_result import assert_one_line_error  # noqa: F401  (the catalog tests import it from here)
 
 REPO = Path(__file__).resolve().parents[2]
 SEEDS = REPO.parent / "shared" / "seeds"
@@ -20,23 +21,3 @@ def rust_of(listing: str) -> str:
             out.append(line[len(tag):])
             n += 1
     return "\n".join(out) + "\n"
-
-
-@dataclass
-class Result:
-    code: int
-    out: str
-    err: str
-
-    @property
-    def err_lines(self) -> list[str]:
-        return [line for line in self.err.splitlines() if line.strip()]
-
-
-def assert_one_line_error(r: Result, *fragments: str) -> None:
-    assert r.code == 2, (r.code, r.out, r.err)
-    assert "Traceback" not in r.err
-    assert len(r.err_lines) == 1, r.err
-    assert r.err_lines[0].startswith("leverctl: ")
-    for frag in fragments:
-        assert frag in r.err_lines[0], (frag, r.err_lines[0])

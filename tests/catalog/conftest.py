@@ -10,7 +10,8 @@ import sys
 from pathlib import Path
 
 import pytest
-from catalog_helpers import LISTINGS, REPO, SEEDS, Result, rust_of
+from catalog_helpers import LISTINGS, REPO, SEEDS, rust_of
+from cli_result import run_cli
 
 # The oracle of the lever rules lives with the lever tests.
 sys.path.insert(0, str(REPO / "tests" / "levers"))
@@ -41,17 +42,4 @@ def rust_file(tmp_path):
 
 @pytest.fixture
 def cli(capsys):
-    from leverctl.cli.app import main
-
-    def run(*args) -> Result:
-        capsys.readouterr()
-        try:
-            main([str(a) for a in args])
-        except SystemExit as e:
-            code = e.code if isinstance(e.code, int) else (0 if e.code is None else 2)
-        else:
-            raise AssertionError("leverctl main() returned without exiting")
-        cap = capsys.readouterr()
-        return Result(code, cap.out, cap.err)
-
-    return run
+    return lambda *args: run_cli(capsys, *args)

@@ -9,9 +9,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from cli_helpers import Result
-
-from leverctl.cli.app import main
+from cli_result import run_cli
 
 PREFIXES = (b"ATLAS_", b"METRALE_", b"TQ_PLUS_")
 
@@ -25,18 +23,7 @@ def _no_lever_variables(monkeypatch):
 
 @pytest.fixture
 def cli(capsys):
-    def run(*args: str) -> Result:
-        capsys.readouterr()
-        try:
-            main([str(a) for a in args])
-        except SystemExit as e:
-            code = e.code if isinstance(e.code, int) else (0 if e.code is None else 2)
-        else:  # main always exits; reaching here is a bug
-            raise AssertionError("leverctl main() returned without exiting")
-        cap = capsys.readouterr()
-        return Result(code, cap.out, cap.err)
-
-    return run
+    return lambda *args: run_cli(capsys, *args)
 
 
 @pytest.fixture(scope="session")

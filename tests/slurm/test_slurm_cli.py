@@ -15,20 +15,12 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "sweep"))
 import sweep_fakes as fk  # noqa: E402
+from sweep_fakes import cli  # noqa: E402
 from leverctl.bench import results as rs  # noqa: E402
 from leverctl.bench import slurm as sl  # noqa: E402
 from leverctl.errors import UserError  # noqa: E402
 
 BASE = ["sweep", "-e", "metrale", "--no-env", "--device", "sim"]
-
-
-def cli(args, capsys):
-    from leverctl.cli.app import main
-
-    with pytest.raises(SystemExit) as e:
-        main([str(a) for a in args])
-    out, err = capsys.readouterr()
-    return e.value.code, out, err
 
 
 @pytest.fixture

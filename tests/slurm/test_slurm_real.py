@@ -100,13 +100,18 @@ def submitted(out: str) -> tuple[str, str]:
     return words[words.index("job", words.index("array")) + 1].rstrip(","), words[words.index("merge") + 2]
 
 
+def submit_array(cluster, monkeypatch, capsys, out: Path) -> tuple[str, str, str]:
+    """Sweep ``SELECTION`` with ``--slurm`` in three shards into ``out``:
+    (what it said, array job, merge job)."""
+    code, said, err = cli(cluster, monkeypatch, capsys, "sweep", *SELECTION, "--slurm", "--shards", "3", "--out", out)
+    assert code == 0, err
+    return (said, *submitted(said))
+
+
 def test_an_array_sweep_and_its_dependent_merge_give_the_records_of_the_unsharded_sweep(
         slurm_cluster, unsharded, tmp_path, monkeypatch, capsys):
     out = tmp_path / "sweep"
-    code, said, err = cli(slurm_cluster, monkeypatch, capsys, "sweep", *SELECTION, "--slurm", "--shards", "3",
-                          "--out", out)
-    assert code == 0, err
-    array, merge = submitted(said)
+    said, array, merge = submit_array(slurm_cluster, monkeypatch, capsys, out)
     assert f"squeue -j {array},{merge}" in said and "sacct -j" in said
     assert (out / sl.SWEEP_SCRIPT).read_text().count("--gres=gpu:1") == 1
     assert "#SBATCH --dependency" not in (out / sl.MERGE_SCRIPT).read_text()  # given at submission, by job id
@@ -127,10 +132,7 @@ def test_an_array_sweep_and_its_dependent_merge_give_the_records_of_the_unsharde
 def test_a_task_cancelled_mid_run_keeps_the_others_and_resume_reruns_only_that_shard(
         slurm_cluster, unsharded, tmp_path, monkeypatch, capsys):
     out = tmp_path / "sweep"
-    code, said, err = cli(slurm_cluster, monkeypatch, capsys, "sweep", *SELECTION, "--slurm", "--shards", "3",
-                          "--out", out)
-    assert code == 0, err
-    array, merge = submitted(said)
+    said, array, merge = submit_array(slurm_cluster, monkeypatch, capsys, out)
 
     # Cancel task 2 once it has planned its shard (its sweep is running).
     two = out / sl.SHARDS_DIR / "2"

@@ -149,6 +149,18 @@ def install(monkeypatch=None, *, gpu: bool = False, delay: float = 0.0, log: str
     return calls
 
 
+def cli(args, capsys) -> tuple[Any, str, str]:
+    """leverctl ``args`` in this process: (exit code, stdout, stderr)."""
+    import pytest
+
+    from leverctl.cli.app import main
+
+    with pytest.raises(SystemExit) as e:
+        main([str(a) for a in args])
+    out, err = capsys.readouterr()
+    return e.value.code, out, err
+
+
 if __name__ == "__main__":
     install(gpu=os.environ.get("FAKE_GPU") == "1", delay=float(os.environ.get("FAKE_DELAY", "0")),
             log=os.environ.get("FAKE_RUN_LOG"))

@@ -9,20 +9,12 @@ from pathlib import Path
 import pytest
 
 import sweep_fakes as fk
+from sweep_fakes import cli
 from leverctl.bench import results as rs
 from leverctl.levers import load_catalog, load_recipe, resolve
 from leverctl.levers.resolve import value_json
 
 ROOT = Path(__file__).resolve().parents[2]
-
-
-def cli(args, capsys):
-    from leverctl.cli.app import main
-
-    with pytest.raises(SystemExit) as e:
-        main([str(a) for a in args])
-    out, err = capsys.readouterr()
-    return e.value.code, out, err
 
 
 @pytest.fixture

@@ -6,6 +6,7 @@ import json
 from pathlib import Path
 
 import pytest
+from sweep_fakes import cli
 
 from leverctl.bench.compare import compare, verdict
 from leverctl.bench.results import ResultSet
@@ -142,15 +143,6 @@ def test_different_devices_are_refused_unless_allowed_and_the_reason_given():
 def bench_doc(*records, name="NVIDIA H200", kind="gpu"):
     return {"schema": "leverctl.bench/1", "engine": "atlas", "device": {"kind": kind, "name": name},
             "results": list(records)}
-
-
-def cli(args, capsys):
-    from leverctl.cli.app import main
-
-    with pytest.raises(SystemExit) as e:
-        main(args)
-    out, err = capsys.readouterr()
-    return e.value.code, out, err
 
 
 def write(tmp_path: Path, name: str, doc) -> str:

@@ -1,0 +1,41 @@
+"""leverctl run in-process, and what the CLI and catalog tests check of a run."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass
+class Result:
+    code: int
+    out: str
+    err: str
+
+    @property
+    def err_lines(self) -> list[str]:
+        return [line for line in self.err.splitlines() if line.strip()]
+
+
+def run_cli(capsys, *args) -> Result:
+    """``leverctl args...`` in this process: (exit code, stdout, stderr)."""
+    from leverctl.cli.app import main
+
+    capsys.readouterr()
+    try:
+        main([str(a) for a in args])
+    except SystemExit as e:
+        code = e.code if isinstance(e.code, int) else (0 if e.code is None else 2)
+    else:  # main always exits; reaching here is a bug
+        raise AssertionError("leverctl main() returned without exiting")
+    cap = capsys.readouterr()
+    return Result(code, cap.out, cap.err)
+
+
+def assert_one_line_error(r: Result, *fragments: str) -> None:
+    """Bad input: exit 2, one line on stderr, no traceback."""
+    assert r.code == 2, (r.code, r.out, r.err)
+    assert "Traceback" not in r.err
+    assert len(r.err_lines) == 1, r.err
+    line = r.err_lines[0]
+    assert line.startswith("leverctl: ")
+    for frag in fragments:
+        assert frag in line, (frag, line)
