@@ -168,6 +168,10 @@ def spread(rec: Mapping[str, Any]) -> float:
 # set, a device name).
 
 
+# The kernel paths `report show` ranks arm by arm (leverctl.bench.arms).
+ARM_VIEW_KERNELS = ("ffn.prefill",)
+
+
 def report_slim() -> Slim:
     """What ``report show`` (rankings, lever effects, the header) and
     ``report plot`` read of a record: identity, variant, status, levers,
@@ -196,6 +200,13 @@ def report_slim() -> Slim:
             for k in ("note", "error"):
                 if k in rec:
                     out[k] = rec[k]
+        if rec["kernel"] in ARM_VIEW_KERNELS:  # the arm view ranks time beside error and tensor cores
+            for k in ("error", "tensor_cores", "tc_dtype"):
+                if k in rec:
+                    out[k] = rec[k]
+            roof = rec.get("roofline")
+            if isinstance(roof, dict):
+                out["roofline"] = {"pct_of_floor": roof.get("pct_of_floor")}
         _keep_device(rec, out, names)
         return out
 
