@@ -116,7 +116,16 @@ def _q4(word, i, s):
     return np.float32(np.int32((word >> uint32(4 * i)) & uint32(15)) - 8) * s
 
 
-def _make_nvfp4_bf16(chunks: int, threads: int, block_shift: int = 4):
+@cuda.jit(device=True, inline="always")
+def _f32(x):
+    return np.float32(x)
+
+
+def _make_packed_bf16(chunks: int, threads: int, shift: int, value, scale):
+    """Stage eight 4-bit weights a 32-bit word as bf16: ``value(word, i, s)``
+    decodes the i-th with the scale ``scale(bsc[row, k >> shift])`` of its
+    block (NVFP4: E2M1 codes, an E4M3 scale per 16; int4: ``q - 8``, an
+    fp16 scale per group)."""
     chunk = _chunker(chunks)
     sbo = chunks * LBO
     bk = chunks * 8
@@ -131,14 +140,18 @@ def _make_nvfp4_bf16(chunks: int, threads: int, block_shift: int = 4):
             x0 = x1 = x2 = x3 = uint32(0)
             if gr < nrows and gk < k:
                 word = src[gr, gk >> 3]
-                s = bits.e4m3_to_f32(bsc[gr, gk >> block_shift])
-                x0 = cvt.f32x2_to_bf16x2(_fp4(word, 0, s), _fp4(word, 1, s))
-                x1 = cvt.f32x2_to_bf16x2(_fp4(word, 2, s), _fp4(word, 3, s))
-                x2 = cvt.f32x2_to_bf16x2(_fp4(word, 4, s), _fp4(word, 5, s))
-                x3 = cvt.f32x2_to_bf16x2(_fp4(word, 6, s), _fp4(word, 7, s))
+                s = scale(bsc[gr, gk >> shift])
+                x0 = cvt.f32x2_to_bf16x2(value(word, 0, s), value(word, 1, s))
+                x1 = cvt.f32x2_to_bf16x2(value(word, 2, s), value(word, 3, s))
+                x2 = cvt.f32x2_to_bf16x2(value(word, 4, s), value(word, 5, s))
+                x3 = cvt.f32x2_to_bf16x2(value(word, 6, s), value(word, 7, s))
             wg.st_shared_v4(at + wg.core_offset(r, kc * 16, LBO, sbo), x0, x1, x2, x3)
 
     return load
+
+
+def _make_nvfp4_bf16(chunks: int, threads: int, block_shift: int = 4):
+    return _make_packed_bf16(chunks, threads, block_shift, _fp4, bits.e4m3_to_f32)
 
 
 @cuda.jit(device=True, inline="always")
@@ -175,28 +188,7 @@ def _make_nvfp4_e4m3(chunks: int, threads: int, block_shift: int = 4):
 
 
 def _make_int4_bf16(chunks: int, threads: int, group_shift: int = 7):
-    chunk = _chunker(chunks)
-    sbo = chunks * LBO
-    bk = chunks * 8
-
-    @cuda.jit(device=True, inline="always")
-    def load(at, src, bsc, nrows, k, r0, kt, tid, rows):
-        k0 = kt * bk
-        for c in range(tid, rows * chunks, threads):
-            r, kc = chunk(c)
-            gr = r0 + r
-            gk = k0 + kc * 8
-            x0 = x1 = x2 = x3 = uint32(0)
-            if gr < nrows and gk < k:
-                word = src[gr, gk >> 3]
-                s = np.float32(bsc[gr, gk >> group_shift])
-                x0 = cvt.f32x2_to_bf16x2(_q4(word, 0, s), _q4(word, 1, s))
-                x1 = cvt.f32x2_to_bf16x2(_q4(word, 2, s), _q4(word, 3, s))
-                x2 = cvt.f32x2_to_bf16x2(_q4(word, 4, s), _q4(word, 5, s))
-                x3 = cvt.f32x2_to_bf16x2(_q4(word, 6, s), _q4(word, 7, s))
-            wg.st_shared_v4(at + wg.core_offset(r, kc * 16, LBO, sbo), x0, x1, x2, x3)
-
-    return load
+    return _make_packed_bf16(chunks, threads, group_shift, _q4, _f32)
 
 
 def _store_source(n: int, swap: bool) -> str:

@@ -11,40 +11,18 @@ from __future__ import annotations
 
 import itertools
 import json
-import math
-import sys
 
 import numpy as np
 import pytest
 
 from leverctl.bench.plan import build_plan, path_levers
 from leverctl.levers import load_catalog
+from attention_checks import _short_switch_interval, compare  # noqa: F401 (an autouse fixture)
 from leverctl_kernels.attention import DFLASH_CONTIG as PATH, _dflash, dflash_naive, dflash_spec, naive
 from leverctl_kernels.common.path import Shape, Tolerance
 from leverctl_kernels.selection import ATTENTION_DFLASH_CONTIG as TABLE
 
 SMOKE = PATH.shapes("smoke", None)
-
-
-@pytest.fixture(scope="module", autouse=True)
-def _short_switch_interval():
-    """Simulated barriers wait out the interpreter's switch interval; these
-    small blocks run about twice as fast at 1 ms. Restored after."""
-    old = sys.getswitchinterval()
-    sys.setswitchinterval(1e-3)
-    yield
-    sys.setswitchinterval(old)
-
-
-def compare(got, ref, tol: Tolerance) -> tuple[bool, float, float]:
-    """Test-local check: every element finite, relative L2 and max abs error
-    within ``tol``."""
-    got, ref = np.asarray(got, np.float64), np.asarray(ref, np.float64)
-    if not np.all(np.isfinite(got)):
-        return False, math.inf, math.inf
-    rel = float(np.linalg.norm(got - ref) / np.linalg.norm(ref))
-    mx = float(np.max(np.abs(got - ref)))
-    return rel <= tol.rel and mx <= tol.abs_bound(ref), rel, mx
 
 
 def run(shape: Shape, inputs: dict, launch) -> np.ndarray:

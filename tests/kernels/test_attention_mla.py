@@ -13,8 +13,6 @@ from __future__ import annotations
 
 import itertools
 import json
-import math
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -23,30 +21,12 @@ import pytest
 from leverctl.bench.plan import applies, build_plan, model_lacks, path_levers
 from leverctl.levers import load_catalog
 from leverctl.levers.recipes import load_recipe
+from attention_checks import _short_switch_interval, compare  # noqa: F401 (an autouse fixture)
 from leverctl_kernels.attention import DFLASH_CONTIG, MLA_DECODE as PATH, PAGED_DECODE, _mla, mla_spec
-from leverctl_kernels.common.path import Shape, Tolerance
+from leverctl_kernels.common.path import Shape
 
 SMOKE = PATH.shapes("smoke", None)
 RECIPE = Path(__file__).resolve().parents[2] / "recipes" / "deepseek-v3-metrale.toml"
-
-
-@pytest.fixture(scope="module", autouse=True)
-def _short_switch_interval():
-    """Simulated barriers wait out the interpreter's switch interval; these
-    small blocks run faster at 1 ms. Restored after."""
-    old = sys.getswitchinterval()
-    sys.setswitchinterval(1e-3)
-    yield
-    sys.setswitchinterval(old)
-
-
-def compare(got, ref, tol: Tolerance) -> tuple[bool, float, float]:
-    got, ref = np.asarray(got, np.float64), np.asarray(ref, np.float64)
-    if not np.all(np.isfinite(got)):
-        return False, math.inf, math.inf
-    rel = float(np.linalg.norm(got - ref) / np.linalg.norm(ref))
-    mx = float(np.max(np.abs(got - ref)))
-    return rel <= tol.rel and mx <= tol.abs_bound(ref), rel, mx
 
 
 def run(shape: Shape, inputs: dict, launch) -> np.ndarray:

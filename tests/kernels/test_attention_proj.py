@@ -11,13 +11,13 @@ m 13 or 21, n 19, k 48, so the K tail of every stage is zero-filled).
 """
 from __future__ import annotations
 
-import sys
 
 import numpy as np
 import pytest
 
 from leverctl.bench.plan import applies
 from leverctl.levers import load_catalog
+from attention_checks import _short_switch_interval  # noqa: F401 (an autouse fixture)
 from leverctl_kernels.attention import PATHS, _proj_prep, _proj_wgmma as P
 from leverctl_kernels.attention import proj_bf16_tc, proj_fp8_e4m3, proj_fp8_m16, proj_fp8_m32
 from leverctl_kernels.common.path import Shape, Tolerance
@@ -30,14 +30,6 @@ W4 = BY_NAME["attention.proj_bf16_tc_w4a16"]
 FP8 = BY_NAME["attention.proj_fp8"]
 TINY = Shape("tiny m13 n19 k48", {"m": 13, "n": 19, "k": 48})
 TINY_M21 = Shape("tiny m21 n19 k48", {"m": 21, "n": 19, "k": 48})
-
-
-@pytest.fixture(scope="module", autouse=True)
-def _short_switch_interval():
-    old = sys.getswitchinterval()
-    sys.setswitchinterval(1e-3)
-    yield
-    sys.setswitchinterval(old)
 
 
 def errors(got, ref) -> tuple[float, float]:
