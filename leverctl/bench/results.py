@@ -168,6 +168,22 @@ def spread(rec: Mapping[str, Any]) -> float:
 # set, a device name).
 
 
+def _slim_core(rec: dict, shapes: dict[str, dict], names: dict[str, str]) -> dict:
+    """What every slim keeps: the identity (names and shapes shared across
+    records), the variant, the status, and a failing record's note and error."""
+    label = rec["shape"]["label"]
+    shape = shapes.get(label)
+    if shape is None:
+        shape = shapes[label] = {"label": label}
+    out = {"kernel": _share(names, rec["kernel"]), "variant": _share(names, rec["variant"]),
+           "config": _share(names, rec["config"]), "shape": shape, "status": rec["status"]}
+    if rec["status"] != "pass":
+        for k in ("note", "error"):
+            if k in rec:
+                out[k] = rec[k]
+    return out
+
+
 # The kernel paths `report show` ranks arm by arm (leverctl.bench.arms).
 ARM_VIEW_KERNELS = ("ffn.prefill",)
 
@@ -182,13 +198,8 @@ def report_slim() -> Slim:
     names: dict[str, str] = {}
 
     def slim(rec: dict) -> dict:
-        label = rec["shape"]["label"]
-        shape = shapes.get(label)
-        if shape is None:
-            shape = shapes[label] = {"label": label}
-        lv = share_levers(levers, rec["config"], rec["levers"])
-        out = {"kernel": _share(names, rec["kernel"]), "variant": _share(names, rec["variant"]), "levers": lv,
-               "config": _share(names, rec["config"]), "shape": shape, "status": rec["status"]}
+        out = _slim_core(rec, shapes, names)
+        out["levers"] = share_levers(levers, rec["config"], rec["levers"])
         t = rec.get("timing")
         if t is not None:
             out["timing"] = {"median_us": t["median_us"]}
@@ -196,10 +207,6 @@ def report_slim() -> Slim:
             out["baseline"] = rec["baseline"]
             if "batch_invariance" in rec:
                 out["batch_invariance"] = rec["batch_invariance"]
-        if rec["status"] != "pass":
-            for k in ("note", "error"):
-                if k in rec:
-                    out[k] = rec[k]
         if rec["kernel"] in ARM_VIEW_KERNELS:  # the arm view ranks time beside error and tensor cores
             for k in ("error", "tensor_cores", "tc_dtype"):
                 if k in rec:
@@ -220,19 +227,10 @@ def compare_slim() -> Slim:
     names: dict[str, str] = {}
 
     def slim(rec: dict) -> dict:
-        label = rec["shape"]["label"]
-        shape = shapes.get(label)
-        if shape is None:
-            shape = shapes[label] = {"label": label}
-        out = {"kernel": _share(names, rec["kernel"]), "variant": _share(names, rec["variant"]),
-               "config": _share(names, rec["config"]), "shape": shape, "status": rec["status"]}
+        out = _slim_core(rec, shapes, names)
         t = rec.get("timing")
         if t is not None:
             out["timing"] = {k: t[k] for k in TIMING_FIGURES if k in t}
-        if rec["status"] != "pass":
-            for k in ("note", "error"):
-                if k in rec:
-                    out[k] = rec[k]
         _keep_device(rec, out, names)
         return out
 
