@@ -22,6 +22,7 @@ _PAD = ["\n" + "  " * i for i in range(64)]
 MAX_LEVEL = 60  # deeper than any report: json.dumps lays it out
 STREAM_DEPTH = 2  # containers this shallow are laid out element by element; deeper ones as one string each
 PIECE = 1 << 16  # characters gathered before a piece is handed on
+_KEYS: dict = {}  # a key -> its text and the colon after it
 
 
 class Rows:
@@ -120,12 +121,32 @@ def _text(o: Any, level: int, allow_nan: bool, memo: dict) -> str:
     if t is dict:
         if not o:
             return "{}"
-        if all(type(k) is str for k in o):
+        # A report's rows are mostly strings and finite floats under a few
+        # keys: those are spelled here, without a call each, and each key's
+        # text is made once (a million rows, at cluster scale).
+        parts = []
+        for k, v in o.items():
+            kt = _KEYS.get(k)
+            if kt is None:
+                if type(k) is not str:
+                    break  # json.dumps below decides
+                kt = _enc(k) + ": "
+                if len(_KEYS) < 4096:
+                    _KEYS[k] = kt
+            tv = type(v)
+            if tv is str:
+                parts.append(kt + _enc(v))
+            elif tv is float and v - v == 0.0:  # finite
+                parts.append(kt + float.__repr__(v))
+            elif v is None:
+                parts.append(kt + "null")
+            elif k == "levers":
+                parts.append(kt + _levers(v, level + 1, allow_nan, memo))
+            else:
+                parts.append(kt + _text(v, level + 1, allow_nan, memo))
+        else:
             inner = _PAD[level + 1]
-            return ("{" + inner + ("," + inner).join(
-                _enc(k) + ": " + (_levers(v, level + 1, allow_nan, memo) if k == "levers"
-                                  else _text(v, level + 1, allow_nan, memo))
-                for k, v in o.items()) + _PAD[level] + "}")
+            return "{" + inner + ("," + inner).join(parts) + _PAD[level] + "}"
     elif t is list or t is tuple or t is Rows:
         if not len(o):
             return "[]"

@@ -22,7 +22,6 @@ by hand; it takes minutes and disk space of about 1 KB per record per copy.
 from __future__ import annotations
 
 import argparse
-import hashlib
 import json
 import os
 import random
@@ -32,6 +31,9 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+from leverctl.bench.results import PLAN_SCHEMA, write_plan  # noqa: E402
 
 LEVERS = [f"lever_{i}" for i in range(10)]  # 2^10 configurations per kernel and shape
 SHAPES = [f"m{m}-n4096-k4096" for m in (1, 2, 4, 8, 16, 32, 64, 128)]
@@ -50,16 +52,19 @@ def items(n: int):
                 yield f"scale.k{k:03d}", "v" + str(c & 3), shape, config, levers
 
 
-def plan_doc(all_items, shard=None) -> dict:
+def plan_doc(all_items, mine, shard=None) -> dict:
+    """The plan.json of a directory running ``mine`` (places in ``all_items``),
+    as ``sweep`` writes it: a shard's plan lists its own items."""
     kernels = sorted({it[0] for it in all_items})
     return {
-        "schema": "leverctl.sweep-plan/1", "hash": PLAN, "engine": "atlas",
+        "schema": PLAN_SCHEMA, "hash": PLAN, "engine": "atlas",
         "catalog": {"source": "synthetic", "digest": CATALOG + "0" * 48}, "recipe": None, "shapes": "model",
         "device": {"kind": "gpu", "name": "Synthetic H200"}, "shard": shard,
         "kernels": [{"kernel": k, "levers": LEVERS, "recipe_levers": {f: True for f in LEVERS},
                      "recipe_config": ",".join(f"{f}=1" for f in LEVERS)} for k in kernels],
         "not_benchmarked": [], "total": len(all_items), "naive_total": len(all_items),
-        "items": [{"kernel": k, "variant": v, "config": c, "shape": s, "levers": lv} for k, v, s, c, lv in all_items],
+        "items": [{"n": n, "kernel": all_items[n][0], "variant": all_items[n][1], "config": all_items[n][3],
+                   "shape": all_items[n][2], "levers": all_items[n][4]} for n in mine],
     }
 
 
@@ -84,7 +89,7 @@ def record_line(it, rng: random.Random, scale: float) -> str:
 
 
 def deal(all_items, shards: int):
-    """Each item's shard, as sweep.shard_items deals run groups (kernel,
+    """Each item's shard, as sweep.shard_places deals run groups (kernel,
     variant, shape) out, every N-th group from the first."""
     groups: dict = {}
     for it in all_items:
@@ -93,26 +98,26 @@ def deal(all_items, shards: int):
 
 
 def write_sweep(d: Path, all_items, rng, scale, shards: int | None) -> list[Path]:
-    out = []
     if shards is None:
         d.mkdir(parents=True)
-        (d / "plan.json").write_text(json.dumps(plan_doc(all_items)))
+        write_plan(d / "plan.json", plan_doc(all_items, range(len(all_items))))
         with open(d / "results.jsonl", "w") as f:
             f.writelines(record_line(it, rng, scale) for it in all_items)
         return [d]
+    out = []
     files = {}
-    counts = {i: 0 for i in range(1, shards + 1)}
+    mine: dict[int, list[int]] = {i: [] for i in range(1, shards + 1)}
     for i in range(1, shards + 1):
         (d / str(i)).mkdir(parents=True)
         files[i] = open(d / str(i) / "results.jsonl", "w")
         out.append(d / str(i))
-    for i, it in deal(all_items, shards):
+    for n, (i, it) in enumerate(deal(all_items, shards)):
         files[i].write(record_line(it, rng, scale))
-        counts[i] += 1
+        mine[i].append(n)
     for i, f in files.items():
         f.close()
-        (d / str(i) / "plan.json").write_text(json.dumps(plan_doc(all_items, {"index": i, "count": shards,
-                                                                               "items": counts[i]})))
+        write_plan(d / str(i) / "plan.json",
+                   plan_doc(all_items, mine[i], {"index": i, "count": shards, "items": len(mine[i])}))
     return out
 
 

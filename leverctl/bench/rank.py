@@ -19,7 +19,6 @@ from __future__ import annotations
 import itertools
 import json
 import math
-import statistics
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping, Sequence
@@ -133,18 +132,22 @@ def rank(records: Sequence[Mapping[str, Any]], plan: Mapping[str, Any] | None = 
         recipe_cfg = (info.get(kernel) or {}).get("recipe_config")
         recipe = next((r for r in recs if r["config"] == recipe_cfg), None)
         recipe_us = median_us(recipe) if recipe is not None and recipe["status"] == "pass" else None
-        passing = [r for r in recs if r["status"] == "pass"]
+        # Each median once: a cluster sweep ranks a million records.
+        passing = [(median_us(r), r) for r in recs if r["status"] == "pass"]
         failing = [r for r in every if r["status"] != "pass"]
-        is_timed = bool(passing) and all(timed(r) for r in passing)
+        is_timed = bool(passing) and all(us is not None for us, _ in passing)
         if is_timed:
-            passing.sort(key=lambda r: median_us(r))
-        rows = [Row(r, median_us(r), (recipe_us / median_us(r)) if recipe_us and timed(r) else None)
-                for r in passing]
-        brows = [Row(r, median_us(r), (recipe_us / median_us(r)) if recipe_us and timed(r) else None)
-                 for r in base]
+            passing.sort(key=_first)
+        rows = [Row(r, us, (recipe_us / us) if recipe_us and us is not None else None) for us, r in passing]
+        brows = [Row(r, us, (recipe_us / us) if recipe_us and us is not None else None)
+                 for r in base for us in (median_us(r),)]
         out.append(Ranking(kernel, shape, recipe_cfg, recipe_us, recipe["status"] if recipe else None,
                            rows, failing, is_timed, brows))
     return out
+
+
+def _first(pair: tuple) -> Any:
+    return pair[0]
 
 
 # ── lever effects ───────────────────────────────────────────────────────────
@@ -180,63 +183,147 @@ def _reference(values: list[Any], recipe_value: Any, has_recipe: bool) -> Any:
 
 
 def lever_effects(records: Sequence[Mapping[str, Any]], plan: Mapping[str, Any] | None = None) -> list[Effect]:
+    """Each lever's effect per kernel path and shape (see the module notes).
+
+    A cluster sweep has a million records, so the pairing is done on arrays:
+    every distinct lever set gets a row of *digits*, one per field (0: the
+    set lacks the field; else the field's value, numbered as first seen).
+    For a lever, the records that agree on every other field share a
+    *setting*: the row with the lever's column zeroed, as one integer (a
+    mixed-radix number, or ``numpy.unique``'s label where that would
+    overflow). A value's effect is the median, over the settings holding both
+    it and the reference, of t(reference) / t(value); where a setting holds a
+    value twice, the later record counts."""
+    import numpy as np
+
     info = kernel_info(plan)
     out: list[Effect] = []
-    memo: dict[int, tuple] = {}  # id(levers) -> (levers, canonical pairs, field -> place)
-    interned: dict[tuple, tuple] = {}
-    places: dict[tuple, dict[str, int]] = {}
+    table = _DigitTable()
     for (kernel, shape), recs in _group(records).items():
-        good = [r for r in recs if r["status"] == "pass" and timed(r)]
+        good = [(r, us) for r in recs if r["status"] == "pass" for us in (median_us(r),) if us is not None]
         if not good:
             continue
         k = info.get(kernel) or {}
-        levers = list(k.get("levers") or _varying(good))
+        levers = list(k.get("levers") or _varying([r for r, _ in good]))
         recipe_levers = k.get("recipe_levers") or {}
-        # Each record's levers in canonical form, sorted by field, with where
-        # each field sits in that tuple, and its median: once, not per lever
-        # (a lever set repeated across shapes is canonicalised once per call).
-        canned = []
-        for r in good:
-            lv = r["levers"]
-            c = memo.get(id(lv))
-            if c is None or c[0] is not lv:
-                pairs = tuple(sorted((f, canon(v)) for f, v in lv.items()))
-                pairs = tuple(interned.setdefault(x, x) for x in pairs)
-                fields = tuple(f for f, _ in pairs)
-                place = places.get(fields)
-                if place is None:
-                    place = places[fields] = {f: i for i, f in enumerate(fields)}
-                c = memo[id(lv)] = (lv, pairs, place)
-            canned.append((c[1], c[2], lv, median_us(r)))
+        rows = np.array([table.row(r["levers"]) for r, _ in good], dtype=np.int64)
+        digits = table.matrix()[rows]  # one row per record
+        us = np.array([u for _, u in good], dtype=np.float64)
+        code, radix = _codes(digits)
         for lever in levers:
-            values: list[Any] = []
-            seen: set[str] = set()
-            for c, place, lv, _us in canned:
-                i = place.get(lever)
-                if i is not None:
-                    cv = c[i][1]
-                    if cv not in seen:
-                        seen.add(cv)
-                        values.append(lv[lever])
-            if len(values) < 2:
+            col = table.column(lever)
+            if col is None or col >= digits.shape[1]:
                 continue
+            d = digits[:, col]
+            have = np.flatnonzero(d)
+            if len(have) == 0:
+                continue
+            # The lever's values in the order the records first show them.
+            seen, first = np.unique(d[have], return_index=True)
+            order = [int(x) for x in seen[np.argsort(first, kind="stable")]]
+            if len(order) < 2:
+                continue
+            values = [table.value(col, x) for x in order]
             ref = _reference(values, recipe_levers.get(lever), lever in recipe_levers)
-            # Records that agree on every other lever form one "setting".
-            settings: dict[tuple, dict[str, float]] = {}
-            for c, place, lv, us in canned:
-                i = place.get(lever)
-                if i is None:
+            rdigit = order[[canon(v) for v in values].index(canon(ref))]
+            if radix is not None:
+                setting = code - d * radix[col]
+            else:
+                zeroed = digits.copy()
+                zeroed[:, col] = 0
+                setting = np.unique(zeroed, axis=0, return_inverse=True)[1].reshape(-1)
+            rk, rus = _last_per_setting(setting, us, d == rdigit)
+            for x, v in zip(order, values):
+                if x == rdigit:
                     continue
-                settings.setdefault(c[:i] + c[i + 1:], {})[c[i][1]] = us
-            cref = canon(ref)
-            for v in values:
-                cv = canon(v)
-                if cv == cref:
-                    continue
-                ratios = [s[cref] / s[cv] for s in settings.values() if cref in s and cv in s]
-                if ratios:
-                    out.append(Effect(kernel, shape, lever, v, ref, statistics.median(ratios), len(ratios)))
+                vk, vus = _last_per_setting(setting, us, d == x)
+                _, ia, ib = np.intersect1d(rk, vk, assume_unique=True, return_indices=True)
+                if len(ia):
+                    ratios = rus[ia] / vus[ib]
+                    out.append(Effect(kernel, shape, lever, v, ref, float(np.median(ratios)), len(ia)))
     return out
+
+
+class _DigitTable:
+    """Lever sets as rows of digits (see :func:`lever_effects`), one row per
+    distinct lever set (held by identity: the records of a sweep share them),
+    columns added as fields appear."""
+
+    def __init__(self) -> None:
+        self._rows: list[list[int]] = []
+        self._by_id: dict[int, tuple[Any, int]] = {}
+        self._cols: dict[str, int] = {}
+        self._codes: list[dict[str, int]] = []  # per column: canon(value) -> digit
+        self._values: list[list[Any]] = []  # per column: digit - 1 -> the value first seen
+        self._matrix = None
+
+    def row(self, levers: Mapping[str, Any]) -> int:
+        hit = self._by_id.get(id(levers))
+        if hit is not None and hit[0] is levers:
+            return hit[1]
+        row = [0] * len(self._cols)
+        for f, v in levers.items():
+            c = self._cols.get(f)
+            if c is None:
+                c = self._cols[f] = len(self._cols)
+                self._codes.append({})
+                self._values.append([])
+                row.append(0)
+            cv = canon(v)
+            x = self._codes[c].get(cv)
+            if x is None:
+                self._values[c].append(v)
+                x = self._codes[c][cv] = len(self._values[c])
+            row[c] = x
+        self._rows.append(row)
+        self._by_id[id(levers)] = (levers, len(self._rows) - 1)
+        self._matrix = None
+        return len(self._rows) - 1
+
+    def matrix(self):
+        import numpy as np
+
+        if self._matrix is None:
+            width = len(self._cols)
+            m = np.zeros((len(self._rows), max(width, 1)), dtype=np.int64)
+            for i, row in enumerate(self._rows):
+                m[i, :len(row)] = row
+            self._matrix = m
+        return self._matrix
+
+    def column(self, field: str) -> int | None:
+        return self._cols.get(field)
+
+    def value(self, col: int, digit: int) -> Any:
+        return self._values[col][digit - 1]
+
+
+def _codes(digits):
+    """Each row of ``digits`` as one mixed-radix integer, and each column's
+    place value; (None, None) where the number could overflow 63 bits."""
+    import numpy as np
+
+    radix = []
+    place = 1
+    for top in (digits.max(axis=0) if len(digits) else []):
+        radix.append(place)
+        place *= int(top) + 1
+        if place >= 1 << 62:
+            return None, None
+    radix = np.array(radix, dtype=np.int64)
+    return digits @ radix, radix
+
+
+def _last_per_setting(setting, us, mask):
+    """The settings among the records of ``mask``, each once (sorted), with
+    the time of the last such record in record order."""
+    import numpy as np
+
+    idx = np.flatnonzero(mask)
+    keys = setting[idx]
+    # The last of a repeated setting wins: unique over the reversed order keeps the first seen there.
+    k, at = np.unique(keys[::-1], return_index=True)
+    return k, us[idx[::-1][at]]
 
 
 def _varying(recs: Sequence[Mapping[str, Any]]) -> list[str]:

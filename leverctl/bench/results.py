@@ -30,11 +30,15 @@ from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping, Sequence
 
 from ..errors import UserError
+from .decode import UNSET, record as fast_record, record_struct, value
 from ..levers.files import open_input_file, read_input_file, write_atomically
 
 PLAN_FILE = "plan.json"
 RESULTS_FILE = "results.jsonl"
-PLAN_SCHEMA = "leverctl.sweep-plan/1"
+PLAN_SCHEMA = "leverctl.sweep-plan/2"
+# Plans of the first schema list every item of the sweep in every shard's plan, without ``n``; they are
+# read alike (an item's place is its position), and merge with plans of this one.
+PLAN_SCHEMAS = ("leverctl.sweep-plan/1", PLAN_SCHEMA)
 BENCH_SCHEMA_PREFIX = "leverctl.bench/"
 STATUSES = ("pass", "fail")
 
@@ -92,6 +96,25 @@ def ran_on_gpu(rec: Mapping[str, Any], kind: str | None) -> bool:
     return rec.get("timing") is not None
 
 
+def _timing_fine(r: Any, kind: str | None) -> bool:
+    """True where :func:`timing_problem` certainly finds nothing wrong with
+    the ``decode.record`` structure ``r``'s timing (the usual record: float
+    figures, a GPU run; or no timing where none is needed). False leaves the
+    judgement to the standard path, which says what is wrong, if anything."""
+    t = r.timing
+    if not t:  # None or absent: wrong only for a record that passed on a GPU
+        return not (kind == "gpu" and r.status == "pass" and r.device != SIM_NAME)
+    if kind == "sim" or r.device == SIM_NAME:
+        return False
+    m = t.median_us
+    if not (type(m) is float and 0.0 < m < math.inf):
+        return False
+    for v in (t.p20_us, t.p80_us, t.noise):
+        if not (v is UNSET or v is None or (type(v) is float and 0.0 <= v < math.inf)):
+            return False
+    return True
+
+
 def timing_problem(rec: Mapping[str, Any], kind: str | None) -> str | None:
     """Why ``rec``'s timing cannot be used, or None. The rule (docs/records.md):
     a record that passed on a GPU must carry a timing; a simulator record
@@ -136,13 +159,21 @@ def _num(x: Any) -> bool:
 
 def timed(rec: Mapping[str, Any]) -> bool:
     """Whether ``rec`` carries a usable median (see :func:`timing_problem`)."""
-    t = rec.get("timing")
-    return (isinstance(t, dict) and _num(t.get("median_us")) and math.isfinite(t["median_us"])
-            and t["median_us"] > 0)
+    return median_us(rec) is not None
 
 
 def median_us(rec: Mapping[str, Any]) -> float | None:
-    return float(rec["timing"]["median_us"]) if timed(rec) else None
+    """The record's median in µs: a positive finite number, else None (no
+    timing). The reports ask this of every record, so the usual case (a
+    float in a dict) is answered first."""
+    t = rec.get("timing")
+    if type(t) is dict or isinstance(t, dict):
+        m = t.get("median_us")
+        if type(m) is float:
+            return m if 0.0 < m < math.inf else None
+        if _num(m) and math.isfinite(m) and m > 0:
+            return float(m)
+    return None
 
 
 def spread(rec: Mapping[str, Any]) -> float:
@@ -168,20 +199,27 @@ def spread(rec: Mapping[str, Any]) -> float:
 # set, a device name).
 
 
-def _slim_core(rec: dict, shapes: dict[str, dict], names: dict[str, str]) -> dict:
-    """What every slim keeps: the identity (names and shapes shared across
-    records), the variant, the status, and a failing record's note and error."""
-    label = rec["shape"]["label"]
+def _slim_core(r: Any, shapes: dict[str, dict], names: dict[str, str]) -> dict:
+    """What every slim keeps of ``r`` (a ``decode.record`` structure): the
+    identity (names and shapes shared across records), the variant, the
+    status, and a failing record's note and error."""
+    label = r.shape.label
     shape = shapes.get(label)
     if shape is None:
         shape = shapes[label] = {"label": label}
-    out = {"kernel": _share(names, rec["kernel"]), "variant": _share(names, rec["variant"]),
-           "config": _share(names, rec["config"]), "shape": shape, "status": rec["status"]}
-    if rec["status"] != "pass":
-        for k in ("note", "error"):
-            if k in rec:
-                out[k] = rec[k]
+    out = {"kernel": _share(names, r.kernel), "variant": _share(names, r.variant),
+           "config": _share(names, r.config), "shape": shape, "status": r.status}
+    if r.status != "pass":
+        if r.note is not UNSET:
+            out["note"] = r.note
+        if r.error is not UNSET:
+            out["error"] = value(r.error)
     return out
+
+
+def _struct(rec: Any) -> Any:
+    """A slim's input as a ``decode.record`` structure (a parsed record is made one)."""
+    return record_struct(rec) if type(rec) is dict else rec
 
 
 # The kernel paths `report show` ranks arm by arm (leverctl.bench.arms).
@@ -192,29 +230,33 @@ def report_slim() -> Slim:
     """What ``report show`` (rankings, lever effects, the header) and
     ``report plot`` read of a record: identity, variant, status, levers,
     median, and for a failing record its note and error, for a baseline its
-    batch invariance."""
+    batch invariance. It takes a record (dict) or what ``decode.record``
+    makes of its line."""
     shapes: dict[str, dict] = {}
     levers: dict[str, dict] = {}
+    texts: dict[bytes, dict] = {}
     names: dict[str, str] = {}
 
-    def slim(rec: dict) -> dict:
-        out = _slim_core(rec, shapes, names)
-        out["levers"] = share_levers(levers, rec["config"], rec["levers"])
-        t = rec.get("timing")
-        if t is not None:
-            out["timing"] = {"median_us": t["median_us"]}
-        if rec.get("baseline"):
-            out["baseline"] = rec["baseline"]
-            if "batch_invariance" in rec:
-                out["batch_invariance"] = rec["batch_invariance"]
-        if rec["kernel"] in ARM_VIEW_KERNELS:  # the arm view ranks time beside error and tensor cores
+    def slim(rec: Any) -> dict:
+        r = _struct(rec)
+        out = _slim_core(r, shapes, names)
+        out["levers"] = _levers(r, levers, texts)
+        t = r.timing
+        if t:  # neither None nor UNSET
+            out["timing"] = {"median_us": t.median_us}
+        if r.baseline:
+            out["baseline"] = r.baseline
+            if r.batch_invariance is not UNSET:
+                out["batch_invariance"] = value(r.batch_invariance)
+        if r.kernel in ARM_VIEW_KERNELS:  # the arm view ranks time beside error and tensor cores
             for k in ("error", "tensor_cores", "tc_dtype"):
-                if k in rec:
-                    out[k] = rec[k]
-            roof = rec.get("roofline")
+                v = getattr(r, k)
+                if v is not UNSET:
+                    out[k] = value(v)
+            roof = value(r.roofline)
             if isinstance(roof, dict):
                 out["roofline"] = {"pct_of_floor": roof.get("pct_of_floor")}
-        _keep_device(rec, out, names)
+        _keep_device(r, out, names)
         return out
 
     return slim
@@ -226,15 +268,29 @@ def compare_slim() -> Slim:
     shapes: dict[str, dict] = {}
     names: dict[str, str] = {}
 
-    def slim(rec: dict) -> dict:
-        out = _slim_core(rec, shapes, names)
-        t = rec.get("timing")
-        if t is not None:
-            out["timing"] = {k: t[k] for k in TIMING_FIGURES if k in t}
-        _keep_device(rec, out, names)
+    def slim(rec: Any) -> dict:
+        r = _struct(rec)
+        out = _slim_core(r, shapes, names)
+        t = r.timing
+        if t:
+            out["timing"] = {k: v for k in TIMING_FIGURES if (v := getattr(t, k)) is not UNSET}
+        _keep_device(r, out, names)
         return out
 
     return slim
+
+
+def _levers(r: Any, by_config: dict[str, dict], by_text: dict[bytes, dict]) -> dict:
+    """The record's lever set, held once: by its text where it was read
+    from a line, else by :func:`share_levers`."""
+    lv = r.levers
+    if type(lv) is dict:
+        return share_levers(by_config, r.config, lv)
+    text = bytes(lv)
+    got = by_text.get(text)
+    if got is None:
+        got = by_text[text] = share_levers(by_config, r.config, value(lv))
+    return got
 
 
 def share_levers(seen: dict[str, dict], config: str, levers: dict) -> dict:
@@ -256,9 +312,9 @@ def _share(names: dict[str, str], text: str) -> str:
     return names.setdefault(text, text)
 
 
-def _keep_device(rec: dict, out: dict, names: dict) -> None:
-    if "device" in rec:
-        d = rec["device"]
+def _keep_device(r: Any, out: dict, names: dict) -> None:
+    d = r.device
+    if d is not UNSET:
         out["device"] = names.setdefault(d, d) if isinstance(d, str) else d
 
 
@@ -311,33 +367,22 @@ class Jsonl:
     foreign: tuple[int, Any] | None = None  # (place, plan) of the first record of another plan (plan_hash)
 
 
-def _stdlib_loads(line: bytes) -> Any:
-    return json.loads(line.decode("utf-8"))
-
-
-try:  # the fast parser, when installed: at a million records the parse is most of a report's time
-    import orjson as _orjson
-except ImportError:  # pragma: no cover - orjson is a dependency; the standard library reads alike
-    _orjson = None
-
-
 def loads_line(line: bytes) -> Any:
-    """One JSONL line parsed. orjson where it accepts the line; whatever it
-    refuses (NaN, integers beyond 64 bits, bad UTF-8, not JSON) goes to the
-    standard library, which decides: the same values, the same errors."""
-    if _orjson is not None:
-        try:
-            return _orjson.loads(line)
-        except _orjson.JSONDecodeError:
-            pass
-    return _stdlib_loads(line)
+    """One JSONL line parsed (``decode.loads``: msgspec where it takes the
+    line, else the standard library, which decides)."""
+    from .decode import loads
+
+    return loads(line)
 
 
 Slim = Callable[[dict], dict]
 
 
+LineSink = Callable[[Identity, bytes, dict], None]
+
+
 def read_jsonl(path: Path, kind: str | None = None, slim: Slim | None = None,
-               plan_hash: str | None = None) -> Jsonl:
+               plan_hash: str | None = None, on_line: LineSink | None = None) -> Jsonl:
     """The records of a results file, read line by line (never the whole
     file at once). A partial last line (no newline: the writer was killed
     mid-line) is ignored; any other line that is not a record, or whose
@@ -346,7 +391,11 @@ def read_jsonl(path: Path, kind: str | None = None, slim: Slim | None = None,
     repeating an earlier one's identity is counted once (the later kept, in
     the earlier's place) and its line listed in ``duplicates``. ``slim``, if
     given, maps each checked record to what the caller keeps of it (a report
-    of a million records keeps a few fields of each, not all). With
+    of a million records keeps a few fields of each, not all): then each
+    line is decoded into those fields only (``decode.record``), and
+    ``slim`` gets that structure (or the record, where the line took the
+    standard parser: see the notes of ``decode``). ``on_line``, if given,
+    gets each checked record's identity, its line as read and what was kept of it. With
     ``plan_hash``, the first kept record (in kept order) that names another
     plan is returned in ``foreign`` as (its 1-based place, that plan)."""
     path = Path(path)
@@ -357,21 +406,29 @@ def read_jsonl(path: Path, kind: str | None = None, slim: Slim | None = None,
     good = tail = 0
     with open_input_file(path, "results file") as f:
         for n, line in enumerate(f, 1):
-            if not line.endswith(b"\n"):
+            if line[-1:] != b"\n":
                 tail = len(line)
                 break
             good += len(line)
-            if not line.strip():
-                continue
-            where = f"{path}:{n}"
-            try:
-                rec = loads_line(line)
-            except UnicodeDecodeError:
-                raise UserError("not a leverctl results file (not UTF-8 text)", where) from None
-            except json.JSONDecodeError as e:
-                raise UserError(f"not a leverctl results file (line is not JSON: {e.msg})", where) from None
-            rec = check_record(rec, where, kind)
-            key = identity(rec)
+            r = fast_record(line) if slim is not None else None
+            if r is not None and _timing_fine(r, kind):
+                key = (r.kernel, r.shape.label, r.config)
+                named = r.plan
+                if named is UNSET:
+                    named = None
+            else:
+                if not line.strip():
+                    continue
+                where = f"{path}:{n}"
+                try:
+                    rec = loads_line(line)
+                except UnicodeDecodeError:
+                    raise UserError("not a leverctl results file (not UTF-8 text)", where) from None
+                except json.JSONDecodeError as e:
+                    raise UserError(f"not a leverctl results file (line is not JSON: {e.msg})", where) from None
+                r = check_record(rec, where, kind)
+                key = identity(r)
+                named = r.get("plan")
             at = seen.get(key)
             if at is None:
                 at = seen[key] = len(records)
@@ -379,12 +436,14 @@ def read_jsonl(path: Path, kind: str | None = None, slim: Slim | None = None,
             else:
                 duplicates.append(n)
             if plan_hash is not None:
-                named = rec.get("plan")
                 if named is None or named == plan_hash:
-                    foreign.pop(at, None)
+                    if foreign:
+                        foreign.pop(at, None)
                 else:
                     foreign[at] = named
-            records[at] = rec if slim is None else slim(rec)
+            records[at] = r if slim is None else slim(r)
+            if on_line is not None:
+                on_line(key, line, records[at])
     first = min(foreign) if foreign else None
     return Jsonl(records, good, tail, tuple(duplicates),
                  None if first is None else (first + 1, foreign[first]))
@@ -398,45 +457,81 @@ def cut_partial_tail(path: Path, good_bytes: int) -> None:
         os.fsync(f.fileno())
 
 
-def read_plan(directory: Path, share: bool = True) -> dict | None:
+def read_plan(directory: Path, items: bool = False) -> dict | None:
     """The sweep plan in ``directory``, None if it has none; a UserError if
-    ``plan.json`` is not a complete plan (see :func:`check_plan`)."""
+    ``plan.json`` is not a complete plan (see :func:`check_plan`). Without
+    ``items`` the plan comes without its item list (the header: what resume,
+    the reports and Slurm read); with it, ``plan["items"]`` holds
+    ``decode.Item``s, each with its place ``n`` in the whole sweep."""
+    got = read_plan_counted(directory, items)
+    return None if got is None else got[0]
+
+
+def read_plan_counted(directory: Path, items: bool = False) -> tuple[dict, int] | None:
+    """:func:`read_plan`, and how many items the plan lists.
+
+    A cluster sweep's merged plan lists a million items. The file is parsed
+    by msgspec as an object of raw values: the header's values are decoded,
+    and the item list is either counted (without building an item) or
+    decoded into ``decode.Item``s, whose fields are typed, so that the
+    decoding checks them. What the fast path cannot take goes to the
+    standard library and :func:`check_plan`, which decide."""
+    from . import decode as dec
+
     path = Path(directory) / PLAN_FILE
     if not path.exists() and not path.is_symlink():
         return None
+    where = str(path)
+    data = read_input_file(path, "sweep plan")
+    fields = dec.plan_fields(data)
+    if fields is not None and "items" in fields:
+        raw = fields.pop("items")
+        listed = dec.plan_items(raw) if items else dec.plan_item_count(raw)
+        if listed is not None:
+            try:
+                head = {k: dec.loads(bytes(v)) for k, v in fields.items()}
+            except (UnicodeDecodeError, json.JSONDecodeError):
+                head = None
+            if head is not None:
+                plan = check_plan({**head, "items": []}, where)
+                if not items:
+                    del plan["items"]
+                    return plan, listed
+                plan["items"] = _placed(listed)
+                return plan, len(listed)
     try:
-        # The standard parser, not orjson: as fast on a plan, and its dicts are
-        # smaller (orjson presizes them), which a million items make 0.6 GB.
-        # The bytes go as soon as they are text: a million items are 0.4 GB of each.
-        doc = json.loads(read_input_file(path, "sweep plan").decode("utf-8"))
+        doc = json.loads(data.decode("utf-8"))
     except (UnicodeDecodeError, json.JSONDecodeError):
-        raise UserError("not a leverctl sweep plan (not JSON)", str(path)) from None
-    plan = check_plan(doc, str(path))
-    if share:  # not for a caller that drops the items at once
-        _share_items(plan["items"])
-    return plan
+        raise UserError("not a leverctl sweep plan (not JSON)", where) from None
+    plan = check_plan(doc, where)
+    listed = plan.pop("items")
+    if items:
+        plan["items"] = _placed([dec.item_of(it) for it in listed])
+    return plan, len(listed)
 
 
-def _share_items(items: list) -> None:
-    """Let the items of a plan share what repeats among them (kernel,
-    variant and shape names, a lever set at every shape): a cluster sweep's
-    plan lists a million items, each otherwise its own copies."""
+def _placed(items: list) -> list:
+    """``items`` (``decode.Item``) with their place ``n`` where the plan
+    leaves it out (the first schema: the position), and the names that
+    repeat among them held once (a million items, each otherwise its own copies)."""
+    from msgspec import UNSET
+
     names: dict[str, str] = {}
-    levers: dict[str, dict] = {}
-    for it in items:
-        for k in ("kernel", "variant", "shape"):
-            v = it.get(k)
-            if type(v) is str:
-                it[k] = names.setdefault(v, v)
-        lv = it.get("levers")
-        if type(lv) is dict:
-            it["levers"] = share_levers(levers, it["config"], lv)
+    for i, it in enumerate(items):
+        if it.n is UNSET:
+            it.n = i
+        it.kernel = names.setdefault(it.kernel, it.kernel)
+        it.shape = names.setdefault(it.shape, it.shape)
+        it.config = names.setdefault(it.config, it.config)
+        if type(it.variant) is str:
+            it.variant = names.setdefault(it.variant, it.variant)
+    return items
 
 
 def check_plan(doc: Any, where: str) -> dict:
     """``doc`` if it holds what resume, merge, compare and the reports read
     from a plan, else a UserError at ``where`` naming what it lacks."""
-    if not isinstance(doc, dict) or doc.get("schema") != PLAN_SCHEMA or not isinstance(doc.get("hash"), str):
+    if not isinstance(doc, dict) or doc.get("schema") not in PLAN_SCHEMAS or not isinstance(doc.get("hash"), str):
         raise UserError(f"not a leverctl sweep plan (schema is not {PLAN_SCHEMA})", where)
 
     def lacks(what: str) -> UserError:
@@ -450,8 +545,10 @@ def check_plan(doc: Any, where: str) -> dict:
         raise lacks("no `items` list")
     for i, it in enumerate(items):  # a million of them at cluster scale: no per-item generator
         if not (isinstance(it, dict) and isinstance(it.get("kernel"), str) and isinstance(it.get("shape"), str)
-                and isinstance(it.get("config"), str) and ("levers" not in it or isinstance(it["levers"], dict))):
-            raise lacks(f"items[{i}] is not an object with string kernel, shape and config")
+                and isinstance(it.get("config"), str) and ("levers" not in it or isinstance(it["levers"], dict))
+                and ("n" not in it or (type(it["n"]) is int and it["n"] >= 0))):
+            raise lacks(f"items[{i}] is not an object with string kernel, shape and config (and a place n "
+                        "that is a whole number, where it has one)")
     device = doc.get("device")
     if device is not None and not (isinstance(device, dict) and device.get("kind") in ("gpu", "sim", None)):
         raise lacks("`device` is not an object whose kind is gpu or sim")
@@ -484,8 +581,8 @@ class ResultSet:
     catalog: str | None = None
     tail_bytes: int = 0  # a partial last line that was ignored
     duplicates: list[str] = field(default_factory=list)  # where records repeated an earlier one (counted once)
-    # How many items the plan lists, where the caller let the list itself go
-    # (load_results(plan_items=False)); else None, and the list is in plan.
+    # How many items the plan lists (None without a plan); the list itself is
+    # in plan["items"] only where the reader asked for it (load_results(plan_items=True)).
     item_count: int | None = None
 
     def notes(self) -> list[str]:
@@ -521,37 +618,31 @@ def repeated_note(source: str, places: Sequence[str]) -> str:
             "each counted once, the later kept")
 
 
-def load_results(path: str | Path, slim: Slim | None = None, plan_items: bool = True) -> ResultSet:
+def load_results(path: str | Path, slim: Slim | None = None, plan_items: bool = False,
+                 on_line: LineSink | None = None) -> ResultSet:
     """A bench JSON document, a sweep directory, or a sweep's results.jsonl.
-    ``slim``: what to keep of each record (see :func:`read_jsonl`);
-    ``plan_items=False``: a sweep plan's item list is dropped once checked,
-    before any record is read, its length kept in ``item_count`` (a cluster
-    sweep's plan lists every item of the sweep)."""
+    ``slim`` and ``on_line``: see :func:`read_jsonl`. A sweep's plan comes
+    without its item list (a cluster sweep's lists a million), their count
+    in ``item_count``; with ``plan_items``, ``plan["items"]`` holds them
+    (``decode.Item``, see :func:`read_plan`)."""
     p = Path(path)
     if p.is_dir():
-        plan, count = _without_items(read_plan(p, share=plan_items), plan_items)
+        plan, count = read_plan_counted(p, plan_items) or (None, None)
         res = p / RESULTS_FILE
         if not res.exists():
             if plan is None:
                 raise UserError(f"not a sweep directory (no {PLAN_FILE}, no {RESULTS_FILE})", str(p))
             return _from_plan(str(p), plan, Jsonl([], 0, 0), count)
-        return _from_plan(str(p), plan, read_jsonl(res, _plan_kind(plan), slim, _plan_hash(plan)), count)
+        return _from_plan(str(p), plan, read_jsonl(res, _plan_kind(plan), slim, _plan_hash(plan), on_line), count)
     if not p.exists():
         raise UserError("no such results file or directory", str(p))
     if p.suffix == ".jsonl" or _first_line_is_record(p):
-        plan, count = _without_items(read_plan(p.parent, share=plan_items) if p.name == RESULTS_FILE else None,
-                                     plan_items)
-        return _from_plan(str(p), plan, read_jsonl(p, _plan_kind(plan), slim, _plan_hash(plan)), count)
+        plan, count = (read_plan_counted(p.parent, plan_items) if p.name == RESULTS_FILE else None) or (None, None)
+        return _from_plan(str(p), plan, read_jsonl(p, _plan_kind(plan), slim, _plan_hash(plan), on_line), count)
     rs = _from_bench(p, read_input_file(p, "results file", binary=True))
     if slim is not None:
         rs.records = [slim(r) for r in rs.records]
     return rs
-
-
-def _without_items(plan: dict | None, keep: bool) -> tuple[dict | None, int | None]:
-    if keep or plan is None:
-        return plan, None
-    return {k: v for k, v in plan.items() if k != "items"}, len(plan["items"])
 
 
 def _plan_hash(plan: Mapping[str, Any] | None) -> str | None:
@@ -672,41 +763,41 @@ def _result_lines(text: str) -> list[int] | None:
 
 @dataclass(frozen=True)
 class Merged:
-    plan: dict
+    plan: dict  # the merged plan: the parts' items, in plan order (decode.Item)
     records: list[dict]  # in plan order (as the spool's slim kept them)
-    missing: list[dict]  # planned items no input holds
+    missing: int  # planned items no input holds (the items of shards not given included)
     duplicates: int  # records seen in more than one input (the last input wins)
     spool: "Spool"  # where each record's line waits to be written
 
 
 class Spool:
-    """The records of a merge's parts as they are read: each record's line
-    (as :func:`record_line` spells it) goes to a scratch file at once, and
-    only where it lies, and what ``slim`` keeps of it, stays in memory. The
-    last part holding an identity wins, as it did with every record held."""
+    """The records of a merge's parts as they are read: each record's line,
+    as read, goes to a scratch file at once, and only where it lies, and
+    what ``slim`` keeps of it, stays in memory. The last part holding an
+    identity wins, as it did with every record held. Give :meth:`slim` and
+    :meth:`sink` (part by part) to :func:`load_results`."""
 
     def __init__(self, slim: Slim):
         import tempfile
 
-        self._slim = slim
+        self.slim = slim
         self._file = tempfile.TemporaryFile()
         self._end = 0
         self.at: dict[Identity, tuple[int, int, int, dict]] = {}  # identity -> (part, offset, length, slim)
         self.duplicates = 0  # identities held by more than one part
 
-    def reader(self, part: int) -> Slim:
-        """The slim function that spools part ``part``'s records."""
-        def keep(rec: dict) -> dict:
-            line = record_line(rec)
-            kept = self._slim(rec)
-            key = identity(kept)
-            prev = self.at.get(key)
+    def sink(self, part: int) -> "LineSink":
+        """Where part ``part``'s lines go."""
+        at = self.at
+        write = self._file.write
+
+        def keep(key: Identity, line: bytes, kept: dict) -> None:
+            prev = at.get(key)
             if prev is not None and prev[0] != part:
                 self.duplicates += 1
-            self._file.write(line)
-            self.at[key] = (part, self._end, len(line), kept)
+            write(line)
+            at[key] = (part, self._end, len(line), kept)
             self._end += len(line)
-            return kept
         return keep
 
     def lines(self, keys: Iterable[Identity]) -> Iterable[bytes]:
@@ -731,8 +822,12 @@ class Spool:
 
 def merge(sets: Sequence[ResultSet], spool: Spool) -> Merged:
     """Join shards or resumed pieces of one sweep, read through ``spool``
-    (each set's records are its slim ones). Refuses inputs that are not
-    sweep results, or that come from different plans, catalogs or devices."""
+    (each set's records are its slim ones, its plan read with its items).
+    Refuses inputs that are not sweep results, or that come from different
+    plans, catalogs or devices. The merged plan lists the union of the
+    parts' items by their place in the sweep (a shard's plan lists its own)."""
+    import heapq
+
     if not sets:
         raise UserError("report merge needs at least one sweep results directory")
     for s in sets:
@@ -759,29 +854,41 @@ def merge(sets: Sequence[ResultSet], spool: Spool) -> Merged:
             raise UserError(f"ran on {nb}, {first.source} on {na}: timings from different GPUs do not "
                             "make one result set", s.source)
     by_id = spool.at
-    plan = dict(first.plan)
+    plan = {k: v for k, v in first.plan.items() if k != "items"}
+    plan["schema"] = PLAN_SCHEMA
     plan["shard"] = None
     plan["merged_from"] = [s.source for s in sets]
-    items = plan.get("items", [])
+    # Each part lists its items in plan order: merged by place, a place listed
+    # twice (plans of the first schema list every item in every shard) kept once.
+    items = []
+    last = -1
+    for it in heapq.merge(*(s.plan["items"] for s in sets), key=_place):
+        if it.n != last:
+            items.append(it)
+            last = it.n
     records = []
-    missing = []
     for it in items:
-        got = by_id.get((it["kernel"], it["shape"], it["config"]))
-        if got is None:
-            missing.append(it)
-        else:
+        got = by_id.get((it.kernel, it.shape, it.config))
+        if got is not None:
             records.append(got[3])
     if len(records) < len(by_id):  # some record is in no planned item
-        planned = {(it["kernel"], it["shape"], it["config"]) for it in items}
+        planned = {(it.kernel, it.shape, it.config) for it in items}
         strays = [k for k in by_id if k not in planned]
         k = strays[0]
         raise UserError(f"holds {len(strays)} record(s) outside its plan (first: {k[0]} {k[2]} at {k[1]})",
                         first.source)
-    return Merged(plan, records, missing, spool.duplicates, spool)
+    plan["items"] = items
+    total = first.plan.get("total")
+    total = total if type(total) is int and total >= len(items) else len(items)
+    return Merged(plan, records, total - len(records), spool.duplicates, spool)
 
 
-def shard_gaps(sets: Sequence[ResultSet], missing: Sequence[Mapping[str, Any]]) -> str:
-    """What ``missing`` (a merge's planned items no input holds) is, by
+def _place(it: Any) -> int:
+    return it.n
+
+
+def shard_gaps(sets: Sequence[ResultSet], missing: int) -> str:
+    """What ``missing`` (how many planned items no input holds) is, by
     shard: the indices of the shards not given, and those given with fewer
     records than their plan.json says they hold. Without shard information
     (unsharded pieces, or shards of different counts), the count of records."""
@@ -790,7 +897,7 @@ def shard_gaps(sets: Sequence[ResultSet], missing: Sequence[Mapping[str, Any]]) 
     shards = [(s.plan or {}).get("shard") for s in sets]
     counts = {sh["count"] for sh in shards if sh}
     if len(counts) != 1 or not all(shards):
-        return f"{len(missing)} planned record(s) are in none of the parts"
+        return f"{missing} planned record(s) are in none of the parts"
     n = counts.pop()
     given = {sh["index"] for sh in shards}
     parts = []
@@ -800,7 +907,7 @@ def shard_gaps(sets: Sequence[ResultSet], missing: Sequence[Mapping[str, Any]]) 
     short = [f"shard {sh['index']} has {len(s.records)} of {sh['items']}" for s, sh in zip(sets, shards)
              if len(s.records) < sh["items"]]
     parts += short
-    return "; ".join(parts) + f" ({len(missing)} record(s) missing)"
+    return "; ".join(parts) + f" ({missing} record(s) missing)"
 
 
 def write_result_dir(directory: Path, merged: Merged, plan: Mapping[str, Any]) -> None:
@@ -814,57 +921,45 @@ def write_result_dir(directory: Path, merged: Merged, plan: Mapping[str, Any]) -
         d.mkdir(parents=True, exist_ok=True)
     except OSError as e:
         raise UserError(f"cannot create the directory: {e.strerror or e}", str(d)) from None
-    keys = ((it["kernel"], it["shape"], it["config"]) for it in plan.get("items", []))
-    write_atomically(d / RESULTS_FILE, merged.spool.lines(k for k in keys if k in merged.spool.at))
-    write_atomically(d / PLAN_FILE, plan_json_pieces(dict(plan)))
+    at = merged.spool.at
+    keys = ((it.kernel, it.shape, it.config) for it in plan.get("items", []))
+    write_atomically(d / RESULTS_FILE, merged.spool.lines(k for k in keys if k in at))
+    write_plan(d / PLAN_FILE, plan)
 
 
-def plan_json_pieces(plan: Mapping[str, Any]) -> Iterable[str]:
-    """``json.dumps(plan, indent=2) + "\n"`` (as :func:`write_json_atomic`
-    writes a plan), in pieces, and fast where a cluster sweep's plan is
-    large: its items. The standard encoder indents in Python, about 20 µs
-    an item; here each item's strings go through its C escaper and each
-    distinct lever set is indented once."""
-    if not (isinstance(plan, dict) and plan and all(isinstance(k, str) for k in plan)):
-        yield json.dumps(plan, indent=2) + "\n"
+def write_plan(path: Path, plan: Mapping[str, Any]) -> None:
+    """plan.json, atomically: the header laid out as ``json.dumps(indent=2)``
+    lays it out, and the items (dicts or ``decode.Item``) one to a line,
+    compact: a cluster sweep's plan lists a million of them."""
+    write_atomically(path, plan_json_pieces(plan))
+
+
+def plan_json_pieces(plan: Mapping[str, Any]) -> Iterable[bytes]:
+    """The text :func:`write_plan` writes, in pieces of about a MiB."""
+    import msgspec
+
+    encode = msgspec.json.Encoder().encode
+    head = {k: v for k, v in plan.items() if k != "items"}
+    text = json.dumps(head, indent=2)
+    items = plan.get("items")
+    if items is None:
+        yield (text + "\n").encode()
         return
-    sep = "{\n  "
-    for k, v in plan.items():
-        yield sep + _enc(k) + ": "
-        sep = ",\n  "
-        if k == "items" and isinstance(v, list) and v:
-            cache: dict[str, str] = {}
-            inner = "[\n    "
-            for it in v:
-                yield inner + _item_json(it, cache)
-                inner = ",\n    "
-            yield "\n  ]"
-        else:
-            yield json.dumps(v, indent=2).replace("\n", "\n  ")
-    yield "\n}\n"
-
-
-_enc = json.encoder.encode_basestring_ascii  # json.dumps's own escaper of a string (ensure_ascii)
-
-
-def _item_json(it: Any, cache: dict[str, str]) -> str:
-    """One plan item as json.dumps(plan, indent=2) lays it out at its depth."""
-    if type(it) is not dict or not it:
-        return json.dumps(it, indent=2).replace("\n", "\n    ")
-    parts = []
-    for k, x in it.items():
-        if type(k) is not str:
-            return json.dumps(it, indent=2).replace("\n", "\n    ")
-        if type(x) is str:
-            text = _enc(x)
-        else:
-            # The compact text tells lever sets apart exactly (true from 1, NaN from null).
-            key = json.dumps(x, separators=(",", ":"))
-            text = cache.get(key)
-            if text is None:
-                text = cache[key] = json.dumps(x, indent=2).replace("\n", "\n      ")
-        parts.append(_enc(k) + ": " + text)
-    return "{\n      " + ",\n      ".join(parts) + "\n    }"
+    yield ((text[:-2] + ",\n" if head else "{\n") + '  "items": [').encode()
+    buf: list[bytes] = []
+    size = 0
+    sep = b"\n    "
+    for it in items:
+        line = encode(it)
+        buf.append(sep)
+        buf.append(line)
+        sep = b",\n    "
+        size += len(line)
+        if size >= 1 << 20:
+            yield b"".join(buf)
+            buf, size = [], 0
+    buf.append(b"\n  ]\n}\n" if items else b"]\n}\n")
+    yield b"".join(buf)
 
 
 def check_free_result_dir(directory: Path) -> None:

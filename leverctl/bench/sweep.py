@@ -167,7 +167,11 @@ class Sweep:
         return out
 
     def plan_json(self, device: Mapping[str, Any], shard: tuple[int, int] | None) -> dict[str, Any]:
-        """``plan.json``: enough to resume, merge and rank without the code."""
+        """``plan.json``: enough to resume, merge and rank without the code.
+        A shard's plan lists its own items, each with its place ``n`` in the
+        whole sweep (``total`` items), by which merge puts them back in order."""
+        places = shard_places(self.items, shard)
+        items = self.items
         return {
             "schema": res.PLAN_SCHEMA,
             "hash": self.hash,
@@ -176,14 +180,14 @@ class Sweep:
             "recipe": self.recipe,
             "shapes": self.preset,
             "device": {"kind": device.get("kind"), "name": device.get("name")},
-            "shard": None if shard is None else {"index": shard[0], "count": shard[1],
-                                                 "items": len(shard_items(self.items, shard))},
+            "shard": None if shard is None else {"index": shard[0], "count": shard[1], "items": len(places)},
             "kernels": [k.to_json() for k in self.kernels],
             "not_benchmarked": self.not_benchmarked_json(),
             "total": self.total,
             "naive_total": self.naive_total,
-            "items": [{"kernel": i.kernel, "variant": i.variant, "config": i.config, "shape": i.shape.label,
-                       "levers": {f: lever_json(v) for f, v in i.levers.items()}} for i in self.items],
+            "items": [{"n": n, "kernel": items[n].kernel, "variant": items[n].variant, "config": items[n].config,
+                       "shape": items[n].shape.label,
+                       "levers": {f: lever_json(v) for f, v in items[n].levers.items()}} for n in places],
         }
 
 
@@ -272,20 +276,26 @@ def parse_shard(text: str) -> tuple[int, int]:
 
 
 def shard_items(items: Sequence[PlanItem], shard: tuple[int, int] | None) -> list[PlanItem]:
-    """The I-th of N deterministic slices of the plan: together the shards
-    hold each item exactly once. Items are dealt out by *run group* (same
-    path, variant and shape), every N-th group from the I-th: a group stays in
-    one shard, so the simulator checks each variant and shape once over all
-    shards, and each shard gets a share of every kernel path."""
+    """The I-th of N deterministic slices of the plan (:func:`shard_places`)."""
+    return [items[n] for n in shard_places(items, shard)]
+
+
+def shard_places(items: Sequence[PlanItem], shard: tuple[int, int] | None) -> list[int]:
+    """The places in ``items`` of the I-th of N deterministic slices of the
+    plan: together the shards hold each item exactly once. Items are dealt
+    out by *run group* (same path, variant and shape), every N-th group from
+    the I-th: a group stays in one shard, so the simulator checks each
+    variant and shape once over all shards, and each shard gets a share of
+    every kernel path."""
     if shard is None:
-        return list(items)
+        return list(range(len(items)))
     i, n = shard
     groups: dict[tuple[str, ...], int] = {}
     out = []
-    for it in items:
+    for place, it in enumerate(items):
         g = groups.setdefault(run_group(it), len(groups))
         if g % n == i - 1:
-            out.append(it)
+            out.append(place)
     return out
 
 
@@ -343,7 +353,7 @@ def open_results(directory: Path, plan_doc: Mapping[str, Any], *, resume: bool) 
             d.mkdir(parents=True, exist_ok=True)
         except OSError as e:
             raise UserError(f"cannot create the directory: {e.strerror or e}", str(d)) from None
-        res.write_json_atomic(plan_path, dict(plan_doc))
+        res.write_plan(plan_path, plan_doc)
         results_path.touch()
         return Opened(d, [])
     assert old is not None

@@ -60,7 +60,8 @@ def _planned(rs) -> int | None:
     shard = rs.plan.get("shard")
     if shard:
         return shard["items"]
-    return rs.item_count if rs.item_count is not None else len(rs.plan.get("items", []))
+    total = rs.plan.get("total")  # the whole sweep's (a partial merge lists fewer items)
+    return total if type(total) is int else rs.item_count
 
 
 def results_json(rs, rankings, effects, lazy: bool = False) -> dict[str, Any]:
@@ -323,9 +324,7 @@ def merge(
     spool = Spool(report_slim())
     sets = []
     for n, p in enumerate(parts):
-        # Every shard's plan lists every item of the sweep; only the first's
-        # list is read, the others' (a million entries, at cluster scale) go at once.
-        rs = load_results(p, slim=spool.reader(n), plan_items=n == 0)
+        rs = load_results(p, slim=spool.slim, plan_items=True, on_line=spool.sink(n))
         say_notes(rs)
         sets.append(rs)
     try:
@@ -338,8 +337,8 @@ def merge(
         write_result_dir(out, merged, plan)
     finally:
         spool.close()
-    line = (f"merged {len(sets)} part(s): {len(merged.records)} of {len(merged.plan.get('items', []))} planned "
-            f"records into {out}")
+    planned = len(merged.records) + merged.missing
+    line = f"merged {len(sets)} part(s): {len(merged.records)} of {planned} planned records into {out}"
     if gaps:
         line += f"; partial: {gaps}"
     if merged.duplicates:
@@ -347,7 +346,7 @@ def merge(
     common.err.print(f"leverctl report: {line}", markup=False, highlight=False)
     # The report of what was just written, from memory rather than read back.
     # The plan's items are written; the report needs only how many there were.
-    count = len(plan.get("items", []))
+    count = len(plan["items"])
     plan = {k: v for k, v in plan.items() if k != "items"}
     rs = ResultSet(str(out), merged.records, plan, dict(plan.get("device") or {}),
                    (plan.get("catalog") or {}).get("digest"), item_count=count)

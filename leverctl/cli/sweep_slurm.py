@@ -147,7 +147,7 @@ def _submit(setup, out: Path, *, kernel, only, shapes, device, dry_run, seed, fo
     except OSError as e:
         raise UserError(f"cannot create the directory: {e.strerror or e}", str(out)) from None
     devkind = device if device in ("gpu", "sim") else None
-    res.write_json_atomic(out / res.PLAN_FILE, plan.plan_json({"kind": devkind, "name": None}, None))
+    res.write_plan(out / res.PLAN_FILE, plan.plan_json({"kind": devkind, "name": None}, None))
     for name, body in scripts.items():
         write_atomically(out / name, body)
     state = {"schema": sl.STATE_SCHEMA, "plan": plan.hash, "shards": n, "submissions": []}

@@ -131,12 +131,18 @@ def test_the_plan_hash_is_deterministic_and_covers_what_identifies_a_plan():
     assert all(i.plan == a.hash and i.catalog == ATLAS.digest[:16] for i in a.items)
 
 
-def test_the_plan_json_lists_every_item_and_the_recipes_configuration():
+def test_a_shards_plan_json_lists_its_own_items_by_place_and_the_recipes_configuration():
     p = plan(ATLAS)
     doc = p.plan_json({"kind": "sim", "name": "x"}, (1, 2))
-    assert doc["hash"] == p.hash and doc["shard"] == {"index": 1, "count": 2,
-                                                      "items": len(sw.shard_items(p.items, (1, 2)))}
-    assert len(doc["items"]) == p.total
+    mine = sw.shard_items(p.items, (1, 2))
+    assert doc["hash"] == p.hash and doc["shard"] == {"index": 1, "count": 2, "items": len(mine)}
+    assert doc["total"] == p.total and 0 < len(mine) < p.total
+    assert [(i["kernel"], i["shape"], i["config"]) for i in doc["items"]] == [
+        (i.kernel, i.shape.label, i.config) for i in mine]
+    assert [p.items[i["n"]].config for i in doc["items"]] == [i["config"] for i in doc["items"]]
+    other = p.plan_json({"kind": "sim", "name": "x"}, (2, 2))
+    assert sorted(i["n"] for i in doc["items"] + other["items"]) == list(range(p.total))
+    assert [i["n"] for i in p.plan_json({"kind": "sim"}, None)["items"]] == list(range(p.total))
     assert json.loads(json.dumps(doc)) == doc
     assert {k["kernel"]: k["recipe_config"] for k in doc["kernels"]}["fake.gemv"] == "gemv_sw=1"
 

@@ -1,0 +1,260 @@
+"""The fast paths of reading results at cluster scale hold to the plain ones:
+
+* a result line decoded by msgspec (``decode.record``) gives a report and a
+  comparison exactly what the standard parser and ``check_record`` give,
+  and every line the fast path does not take is decided by the standard one;
+* a lever's effect, paired on arrays, is its definition: the median over
+  every pair of passing records that differ in that lever alone;
+* a shard's plan lists its own items by place, and merge puts shards of
+  either plan schema back in the unsharded order.
+"""
+from __future__ import annotations
+
+import json
+import math
+import statistics
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from leverctl.bench import decode
+from leverctl.bench import rank as rk
+from leverctl.bench import results as rs
+from leverctl.errors import UserError
+
+# ── records: the fast decoding against the standard one ─────────────────────
+
+figures = st.one_of(st.floats(min_value=1e-3, max_value=1e4), st.integers(1, 10**4), st.none(),
+                    st.just(0.0), st.just(-1.0), st.just("12"))
+timings = st.one_of(
+    st.none(), st.just("absent"),
+    st.fixed_dictionaries({"median_us": figures}, optional={"p20_us": figures, "p80_us": figures,
+                                                           "noise": figures, "samples": st.integers(0, 9)}))
+lever_values = st.one_of(st.booleans(), st.integers(-2, 64), st.none(), st.sampled_from(["a", "é"]),
+                         st.fixed_dictionaries({"prefill": st.booleans(), "carry": st.booleans()}))
+records = st.fixed_dictionaries(
+    {"kernel": st.sampled_from(["w4a16.gemv", "ffn.prefill", "gdn.verify"]),
+     "variant": st.sampled_from(["a", "b"]),
+     "levers": st.dictionaries(st.sampled_from(["x", "y", "z"]), lever_values, max_size=3),
+     "shape": st.fixed_dictionaries({"label": st.sampled_from(["s1", "s2"])}, optional={"m": st.integers(1, 9)}),
+     "status": st.sampled_from(["pass", "fail"])},
+    optional={"timing": timings, "note": st.one_of(st.text(max_size=5), st.integers()),
+              "error": st.one_of(st.none(), st.fixed_dictionaries({"rel": st.floats(0, 1)})),
+              "device": st.sampled_from(["H200", rs.SIM_NAME, None]), "baseline": st.booleans(),
+              "batch_invariance": st.one_of(st.none(), st.fixed_dictionaries({"ok": st.booleans()})),
+              "tensor_cores": st.sampled_from(["wgmma", None]), "tc_dtype": st.sampled_from(["f16", None]),
+              "roofline": st.one_of(st.none(), st.fixed_dictionaries({"pct_of_floor": st.floats(0, 100)})),
+              "plan": st.sampled_from(["0123456789abcdef", "feedfacefeedface"]),
+              "traffic": st.fixed_dictionaries({"bytes": st.integers(0, 2**70)})})
+
+
+def _line(rec: dict) -> str:
+    rec = dict(rec)
+    if rec.get("timing") == "absent":
+        del rec["timing"]
+    rec["config"] = ",".join(f"{k}={json.dumps(v, sort_keys=True)}" for k, v in rec["levers"].items())
+    return json.dumps(rec)
+
+
+def _plain(path: Path, kind, slim):
+    """What the standard path makes of each line: json.loads, check_record, slim."""
+    out = {}
+    for n, line in enumerate(path.read_bytes().splitlines(), 1):
+        rec = rs.check_record(json.loads(line), f"{path}:{n}", kind)
+        out[rs.identity(rec)] = slim(rec)
+    return list(out.values())
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(recs=st.lists(records, min_size=1, max_size=6), kind=st.sampled_from(["gpu", "sim", None]))
+def test_the_fast_decoding_gives_the_reports_what_the_standard_parser_gives(tmp_path, recs, kind):
+    path = tmp_path / "results.jsonl"
+    path.write_text("".join(_line(r) + "\n" for r in recs), "utf-8")
+    for make in (rs.report_slim, rs.compare_slim):
+        try:
+            want = _plain(path, kind, make())
+        except UserError as e:
+            with pytest.raises(UserError) as got:
+                rs.read_jsonl(path, kind, slim=make())
+            assert got.value.message == e.message and got.value.where == e.where
+            continue
+        assert rs.read_jsonl(path, kind, slim=make()).records == want
+
+
+@pytest.mark.parametrize("line", [
+    b'{"kernel":"k","variant":"v","levers":{},"config":"","shape":{"label":"s"},"status":"pass","note":NaN}',
+    b'{"kernel":"k","variant":"v","levers":{},"config":"","shape":{"label":"s"},"status":"fail","error":1e999}',
+    b'{"kernel":"k","variant":"v","levers":{},"config":"","shape":{"label":"s"},"status":"fail","error":"\\ud800"}',
+    b'{"kernel":"ffn.prefill","variant":"v","levers":{},"config":"","shape":{"label":"s"},"status":"pass",'
+    b'"roofline":{"pct_of_floor":1e999}}',
+    b'{"kernel":"k","variant":"v","levers":{"a":1,"a":2},"config":"","shape":{"label":"s"},"status":"pass"}',
+    b'{"kernel":"k","kernel":"k2","variant":"v","levers":{},"config":"","shape":{"label":"s"},"status":"pass"}',
+])
+def test_odd_lines_are_read_as_the_standard_parser_reads_them(tmp_path, line):
+    path = tmp_path / "results.jsonl"
+    path.write_bytes(line + b"\n")
+    for kind in (None, "sim"):
+        for make in (rs.report_slim, rs.compare_slim):
+            want = make()(rs.check_record(json.loads(line), "here", kind))
+            assert rs.read_jsonl(path, kind, slim=make()).records == [want]
+
+
+@pytest.mark.parametrize("line, why", [
+    (b'{"kernel":"k","variant":"v","levers":[1],"config":"","shape":{"label":"s"},"status":"pass"}',
+     "`levers` is not an object"),
+    (b'{"kernel":"k","variant":"v","levers":{},"config":"","shape":{"label":"s"},"status":"skip"}',
+     "neither pass nor fail"),
+    (b'{"kernel":"k","variant":"v","levers":{},"config":"","shape":{"label":"s"},"status":"pass",'
+     b'"timing":{"median_us":0.0}}', "median_us is 0"),
+    (b'{"kernel":"k","variant":"v","levers":{},"config":"","shape":{"label":"s"},"status":"pass"}',
+     "has no timing"),
+])
+def test_a_bad_record_gets_the_standard_words_by_either_path(tmp_path, line, why):
+    path = tmp_path / "results.jsonl"
+    path.write_bytes(b"\n" + line + b"\n")
+    for slim in (None, rs.report_slim()):
+        with pytest.raises(UserError, match="not a leverctl record|record status|unusable record") as e:
+            rs.read_jsonl(path, "gpu", slim=slim)
+        assert why in e.value.message and e.value.where == f"{path}:2"
+
+
+# ── lever effects: the array pairing against the definition ────────────────
+
+
+def _effects_by_definition(records, plan):
+    """Every pair of passing timed records of one kernel and shape that
+    differ in one lever alone (presence of the others included), by brute force."""
+    out = {}
+    info = rk.kernel_info(plan)
+    groups = {}
+    for r in records:
+        if r["status"] == "pass" and rs.median_us(r) is not None and not r.get("baseline"):
+            groups.setdefault((r["kernel"], r["shape"]["label"]), []).append(r)
+    for (kernel, shape), recs in groups.items():
+        k = info.get(kernel) or {}
+        for lever in k.get("levers") or rk._varying(recs):
+            values = []
+            for r in recs:
+                if lever in r["levers"] and rk.canon(r["levers"][lever]) not in map(rk.canon, values):
+                    values.append(r["levers"][lever])
+            if len(values) < 2:
+                continue
+            recipe = k.get("recipe_levers") or {}
+            ref = rk._reference(values, recipe.get(lever), lever in recipe)
+
+            def rest(r):
+                return {f: rk.canon(v) for f, v in r["levers"].items() if f != lever}
+
+            for v in values:
+                if rk.canon(v) == rk.canon(ref):
+                    continue
+                last = {}
+                for a in recs:  # the last record of a setting wins, as in the report
+                    if lever in a["levers"]:
+                        last[(json.dumps(rest(a), sort_keys=True), rk.canon(a["levers"][lever]))] = a
+                ratios = [rs.median_us(last[(s, rk.canon(ref))]) / rs.median_us(b)
+                          for (s, c), b in last.items() if c == rk.canon(v) and (s, rk.canon(ref)) in last]
+                if ratios:
+                    out[(kernel, shape, lever, rk.canon(v))] = (statistics.median(ratios), len(ratios), rk.canon(ref))
+    return out
+
+
+lever_sets = st.dictionaries(st.sampled_from(["a", "b", "c", "d"]),
+                             st.one_of(st.booleans(), st.integers(0, 3), st.none()), min_size=1, max_size=4)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.tuples(lever_sets, st.sampled_from(["s1", "s2"]), st.floats(0.5, 50), st.booleans()),
+                min_size=1, max_size=40),
+       st.booleans())
+def test_a_levers_effect_is_the_median_over_every_pair_differing_in_it_alone(rows, with_plan):
+    records = [{"kernel": "k", "variant": "v", "levers": lv, "config": json.dumps(lv, sort_keys=True),
+                "shape": {"label": shape}, "status": "pass" if ok else "fail", "timing": {"median_us": us}}
+               for lv, shape, us, ok in rows]
+    plan = {"kernels": [{"kernel": "k", "levers": ["a", "b", "c"], "recipe_levers": {"b": 2}}]} if with_plan else None
+    got = {(e.kernel, e.shape, e.lever, rk.canon(e.value)): (e.speedup, e.pairs, rk.canon(e.reference))
+           for e in rk.lever_effects(records, plan)}
+    want = _effects_by_definition(records, plan)
+    assert got.keys() == want.keys()
+    for key, (speedup, pairs, ref) in want.items():
+        assert got[key][1:] == (pairs, ref) and math.isclose(got[key][0], speedup, rel_tol=1e-12)
+
+
+def test_effects_pair_records_of_many_levers_without_overflow():
+    """Seventy on/off levers make a 2^70 mixed-radix number: the pairing
+    labels the settings instead, with the same answer."""
+    fields = [f"f{i}" for i in range(70)]
+    base = {f: False for f in fields}
+    records = [{"kernel": "k", "variant": "v", "levers": base, "config": "base", "shape": {"label": "s"},
+                "status": "pass", "timing": {"median_us": 10.0}}]
+    for i, f in enumerate(fields):
+        records.append({"kernel": "k", "variant": "v", "levers": {**base, f: True}, "config": f,
+                        "shape": {"label": "s"}, "status": "pass", "timing": {"median_us": 10.0 / (1 + i)}})
+    got = {e.lever: (e.speedup, e.pairs) for e in rk.lever_effects(records)}
+    assert got == {f: (pytest.approx(1.0 + i), 1) for i, f in enumerate(fields)}
+
+
+# ── plans: shards list their own items; merge restores the order ───────────
+
+
+def _plan(items, shard=None, schema=rs.PLAN_SCHEMA):
+    return {"schema": schema, "hash": "0123456789abcdef", "engine": "atlas", "catalog": {"digest": "c" * 64},
+            "device": {"kind": "sim", "name": None}, "shard": shard, "kernels": [], "not_benchmarked": [],
+            "total": 6, "items": items}
+
+
+def _items():
+    return [{"n": n, "kernel": "k", "variant": "v", "config": f"x={n}", "shape": "s", "levers": {"x": n}}
+            for n in range(6)]
+
+
+def _record(it):
+    return json.dumps({"kernel": it["kernel"], "variant": "v", "levers": it["levers"], "config": it["config"],
+                       "shape": {"label": it["shape"]}, "status": "pass", "device": rs.SIM_NAME}) + "\n"
+
+
+@pytest.mark.parametrize("schema", ["leverctl.sweep-plan/1", rs.PLAN_SCHEMA])
+def test_merge_puts_the_shards_items_and_records_back_in_plan_order(tmp_path, schema):
+    items = _items()
+    deal = {1: [4, 1, 5], 2: [0, 3, 2]}  # each shard's places, its records written in another order
+    parts = []
+    for i, places in deal.items():
+        d = tmp_path / str(i)
+        d.mkdir()
+        mine = sorted(places)
+        listed = [{k: v for k, v in it.items() if k != "n"} for it in items] if schema.endswith("/1") \
+            else [items[n] for n in mine]  # the first schema: every item in every shard, no place
+        rs.write_plan(d / rs.PLAN_FILE, _plan(listed, {"index": i, "count": 2, "items": 3}, schema))
+        (d / rs.RESULTS_FILE).write_text("".join(_record(items[n]) for n in places))
+        parts.append(rs.load_results(d, slim=None, plan_items=True))
+    spool = rs.Spool(rs.report_slim())
+    sets = [rs.load_results(p.source, slim=spool.slim, plan_items=True, on_line=spool.sink(i))
+            for i, p in enumerate(parts)]
+    merged = rs.merge(sets, spool)
+    assert merged.missing == 0 and [it.n for it in merged.plan["items"]] == list(range(6))
+    rs.write_result_dir(tmp_path / "m", merged, merged.plan)
+    spool.close()
+    again = rs.load_results(tmp_path / "m", plan_items=True)
+    assert [r["config"] for r in again.records] == [f"x={n}" for n in range(6)]
+    assert [(it.n, it.config, decode.value(it.levers)) for it in again.plan["items"]] == \
+        [(n, f"x={n}", {"x": n}) for n in range(6)]
+    text = (tmp_path / "m" / rs.PLAN_FILE).read_text()
+    assert json.loads(text)["schema"] == rs.PLAN_SCHEMA
+    assert '\n    {"n":0,"kernel":"k"' in text  # an item to a line
+
+
+def test_a_plan_item_with_a_bad_place_is_refused_by_every_reader(tmp_path):
+    items = _items()
+    items[2]["n"] = "two"
+    (tmp_path / rs.PLAN_FILE).write_text(json.dumps(_plan(items)))
+    for with_items in (False, True):
+        with pytest.raises(UserError, match=r"items\[2\] is not an object"):
+            rs.read_plan(tmp_path, items=with_items)
+
+
+def test_the_header_readers_count_the_items_without_keeping_them(tmp_path):
+    rs.write_plan(tmp_path / rs.PLAN_FILE, _plan(_items()))
+    plan, count = rs.read_plan_counted(tmp_path)
+    assert count == 6 and "items" not in plan and plan["total"] == 6
