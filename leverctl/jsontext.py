@@ -43,6 +43,57 @@ class Rows:
         return iter(self.make())
 
 
+class Flat:
+    """A JSON object given as its keys (one tuple, shared by every row of a
+    kind) and its values in that order: a report's row, spelled exactly as
+    ``json.dumps`` spells ``dict(zip(keys, values))`` without that dict being
+    made, from a template of the keys' text made once per depth. Only this
+    module writes it; :meth:`as_dict` is the object to give anything else."""
+
+    __slots__ = ("keys", "values")
+
+    def __init__(self, keys: tuple[str, ...], values: tuple):
+        self.keys = keys
+        self.values = values
+
+    def as_dict(self) -> dict:
+        return dict(zip(self.keys, self.values))
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Flat) and self.as_dict() == other.as_dict()
+
+    __hash__ = None  # type: ignore[assignment]
+
+
+_FLATS: dict = {}  # (id(keys), level) -> (keys, the text before each value)
+
+
+def _flat(o: Flat, level: int, allow_nan: bool, memo: dict) -> str:
+    keys = o.keys
+    hit = _FLATS.get((id(keys), level))
+    if hit is None or hit[0] is not keys:
+        if not keys or len(set(keys)) != len(keys) or not all(type(k) is str for k in keys):
+            return _text(o.as_dict(), level, allow_nan, memo)
+        inner = _PAD[level + 1]
+        heads = tuple(("{" if i == 0 else ",") + inner + _enc(k) + ": " for i, k in enumerate(keys))
+        hit = _FLATS[(id(keys), level)] = (keys, heads)
+    parts = []
+    for h, k, v in zip(hit[1], keys, o.values):
+        tv = type(v)
+        if tv is str:
+            parts.append(h + _enc(v))
+        elif tv is float and v - v == 0.0:  # finite
+            parts.append(h + float.__repr__(v))
+        elif v is None:
+            parts.append(h + "null")
+        elif k == "levers":
+            parts.append(h + _levers(v, level + 1, allow_nan, memo))
+        else:
+            parts.append(h + _text(v, level + 1, allow_nan, memo))
+    parts.append(_PAD[level] + "}")
+    return "".join(parts)
+
+
 def pieces(obj: Any, *, allow_nan: bool = True) -> Iterator[str]:
     """The text of ``json.dumps(obj, indent=2, allow_nan=allow_nan)``, in
     pieces of about PIECE characters whose concatenation is exactly that text."""
@@ -118,6 +169,8 @@ def _text(o: Any, level: int, allow_nan: bool, memo: dict) -> str:
         if math.isfinite(o):
             return float.__repr__(o)
         return json.dumps(o, indent=2, allow_nan=allow_nan)  # NaN and infinities: its spelling, or its error
+    if t is Flat:
+        return _flat(o, level, allow_nan, memo)
     if t is dict:
         if not o:
             return "{}"
@@ -154,5 +207,5 @@ def _text(o: Any, level: int, allow_nan: bool, memo: dict) -> str:
         return "[" + inner + ("," + inner).join(_text(v, level + 1, allow_nan, memo) for v in o) \
             + _PAD[level] + "]"
     # Anything else (keys that are not strings, subclasses, unknown types): json.dumps decides.
-    text = json.dumps(o, indent=2, allow_nan=allow_nan)
+    text = json.dumps(o.as_dict() if type(o) is Flat else o, indent=2, allow_nan=allow_nan)
     return text.replace("\n", _PAD[level]) if level else text

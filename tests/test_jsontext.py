@@ -77,3 +77,23 @@ def test_rows_are_written_as_the_list_they_make(n):
     want = json.dumps({"entries": rows, "deep": {"x": [rows]}}, indent=2)
     assert jsontext.dumps(doc) == want
     assert made == rows
+
+
+flat_values = st.one_of(scalars, st.dictionaries(st.text(max_size=3), scalars, max_size=3))
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.sampled_from(["config", "levers", "median_us", "é", "a\"b"]), unique=True, max_size=5)
+       .flatmap(lambda keys: st.tuples(st.just(tuple(keys)),
+                                       st.tuples(*[flat_values for _ in keys]))),
+       st.integers(0, 5), st.booleans())
+def test_a_flat_row_is_spelled_as_its_dict(row, depth, allow_nan):
+    keys, values = row
+    flat = jsontext.Flat(keys, values)
+    doc = {"rows": [flat]}
+    for _ in range(depth):
+        doc = [doc]
+    plain = {"rows": [flat.as_dict()]}
+    for _ in range(depth):
+        plain = [plain]
+    assert _got(doc, allow_nan) == _expect(plain, allow_nan)

@@ -31,11 +31,12 @@ the runs have nothing in common. Else 0. Entries only NEW has are listed.
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
-from typing import Any, Mapping, Sequence
+from typing import Any, Mapping
 
 from ..errors import UserError
-from .results import ResultSet, identity, median_us, ran_on_gpu, spread, timed, timing_problem
+from .results import SIM_NAME, ResultSet, identity, median_us, ran_on_gpu, spread, timed, timing_problem
 
 DEFAULT_THRESHOLD = 5.0  # percent
 NOISY_FACTOR = 2.0  # a spread beyond this many thresholds makes a pair NOISY
@@ -67,17 +68,28 @@ class Entry:
     def regressed(self) -> bool:
         return self.verdict in GATING
 
+    def to_flat(self) -> Any:
+        """:meth:`to_json` as a ``jsontext.Flat`` (a million entries, at cluster scale)."""
+        from ..jsontext import Flat
+
+        values = (self.kernel, self.variant, self.shape, self.config, self.verdict, self.base_status,
+                  self.new_status, self.base_us, self.new_us, _pct(self.change), _pct(self.base_spread),
+                  _pct(self.new_spread))
+        if self.base_variant != self.variant:
+            return Flat(_ENTRY_KEYS_VARIANT, (*values, self.base_variant, self.note))
+        return Flat(_ENTRY_KEYS, (*values, self.note))
+
     def to_json(self) -> dict[str, Any]:
-        return {
-            "kernel": self.kernel, "variant": self.variant, "shape": self.shape, "config": self.config,
-            "verdict": self.verdict, "base_status": self.base_status, "new_status": self.new_status,
-            "base_us": self.base_us, "new_us": self.new_us,
-            "change_pct": None if self.change is None else round(100 * self.change, 3),
-            "base_spread_pct": None if self.base_spread is None else round(100 * self.base_spread, 3),
-            "new_spread_pct": None if self.new_spread is None else round(100 * self.new_spread, 3),
-            **({"base_variant": self.base_variant} if self.base_variant != self.variant else {}),
-            "note": self.note,
-        }
+        return self.to_flat().as_dict()
+
+
+_ENTRY_KEYS = ("kernel", "variant", "shape", "config", "verdict", "base_status", "new_status", "base_us", "new_us",
+               "change_pct", "base_spread_pct", "new_spread_pct", "note")
+_ENTRY_KEYS_VARIANT = (*_ENTRY_KEYS[:-1], "base_variant", "note")
+
+
+def _pct(x: float | None) -> float | None:
+    return None if x is None else round(100 * x, 3)
 
 
 @dataclass(frozen=True, slots=True)
@@ -161,7 +173,7 @@ class Comparison:
             "counts": self.counts(),
             "regressed": self.gated,
             "gate": self.gate_reasons(),
-            "entries": Rows(len(self.entries), lambda: (e.to_json() for e in self.entries)) if lazy
+            "entries": Rows(len(self.entries), lambda: (e.to_flat() for e in self.entries)) if lazy
             else [e.to_json() for e in self.entries],
             "only_base": [o.to_json() for o in self.only_base],
             "only_new": [o.to_json() for o in self.only_new],
@@ -200,33 +212,47 @@ def check_devices(base: ResultSet, new: ResultSet, allow_different: bool) -> str
 
 
 def compare(base: ResultSet, new: ResultSet, *, threshold: float = DEFAULT_THRESHOLD,
-            allow_different_device: bool = False, allow_missing: bool = False) -> Comparison:
+            allow_different_device: bool = False, allow_missing: bool = False,
+            consume: bool = False) -> Comparison:
+    """Match ``base`` and ``new`` record by record (by their ``index`` where
+    they were read with one). ``consume``: the caller has no further use for
+    the two sets' records, and each matched pair is let go once compared (a
+    million pairs: the verdicts then take the records' place in memory)."""
     if not threshold >= 0:
         raise UserError(f"--threshold must be a percentage of at least 0, not {threshold}")
     notes: list[str] = []
     dev_note = check_devices(base, new, allow_different_device)
     if dev_note:
         notes.append(dev_note)
-    b = _index(base)
-    n = _index(new)
-    both = [k for k in b if k in n]
+    names = (base.device_name, new.device_name)
     kinds = (base.device_kind, new.device_kind)
-    entries = [_entry(b[k], n[k], threshold, kinds) for k in both]
-    entries.sort(key=lambda e: (VERDICTS.index(e.verdict), e.kernel, e.shape, e.config))
+    b, n = _index(base), _index(new)
+    brecs, nrecs = base.records, new.records
+    entries = []
+    for k, i in b.items():
+        j = n.get(k)
+        if j is not None:
+            entries.append(_entry(brecs[i], nrecs[j], threshold, kinds))
+            if consume:
+                brecs[i] = nrecs[j] = None
+    entries.sort(key=lambda e: (_ORDER[e.verdict], e.kernel, e.shape, e.config))
     is_timed = any(e.base_us is not None and e.new_us is not None for e in entries)
     if any(e.verdict == "PASS" for e in entries):
         notes.append("no timings on either side (simulator runs): statuses compared only")
-    only_base = [_one(b[k]) for k in b if k not in n]
-    only_new = [_one(n[k]) for k in n if k not in b]
-    return Comparison(base.source, new.source, base.device_name, new.device_name, threshold,
+    only_base = [_one(brecs[i]) for k, i in b.items() if k not in n]
+    only_new = [_one(nrecs[j]) for k, j in n.items() if k not in b]
+    return Comparison(base.source, new.source, names[0], names[1], threshold,
                       is_timed, entries, only_base, only_new, notes, allow_missing)
 
 
+_ORDER = {v: i for i, v in enumerate(VERDICTS)}
+
+
 def _index(rs: ResultSet) -> dict:
-    out: dict = {}
-    for rec in rs.records:
-        out[identity(rec)] = rec  # a later record of the same identity wins
-    return out
+    """identity -> place in rs.records (a later record of the same identity wins)."""
+    if rs.index is not None:
+        return rs.index
+    return {identity(rec): i for i, rec in enumerate(rs.records)}
 
 
 def _one(rec: Mapping[str, Any]) -> OneSided:
@@ -235,6 +261,14 @@ def _one(rec: Mapping[str, Any]) -> OneSided:
 
 def _entry(b: Mapping[str, Any], n: Mapping[str, Any], threshold: float,
            kinds: tuple[str | None, str | None]) -> Entry:
+    if b["status"] == "pass" and n["status"] == "pass":
+        bu, nu = _gpu_us(b, kinds[0]), _gpu_us(n, kinds[1])
+        if bu is not None and nu is not None:  # the usual pair, at a million a comparison
+            bsp, nsp = spread(b), spread(n)
+            v, change = verdict(bu, nu, bsp, nsp, threshold)
+            note = f"variant changed: {b['variant']} -> {n['variant']}" if b["variant"] != n["variant"] else ""
+            return Entry(n["kernel"], n["variant"], b["variant"], n["shape"]["label"], n["config"], v, "pass",
+                         "pass", bu, nu, change, bsp, nsp, note)
     common = dict(kernel=n["kernel"], variant=n["variant"], base_variant=b["variant"],
                   shape=n["shape"]["label"], config=n["config"],
                   base_status=b["status"], new_status=n["status"])
@@ -259,6 +293,26 @@ def _entry(b: Mapping[str, Any], n: Mapping[str, Any], threshold: float,
         note = f"variant changed: {b['variant']} -> {n['variant']}"
     return Entry(verdict=v, base_us=bu, new_us=nu, change=change, base_spread=bsp, new_spread=nsp,
                  note=note, **common)
+
+
+def _gpu_us(rec: Mapping[str, Any], kind: str | None) -> float | None:
+    """The median of a record that ran on a GPU with float timing figures,
+    each finite and not negative (then :func:`timing_problem` finds nothing
+    and :func:`_untimed` says nothing); None for any other record, which the
+    general path judges."""
+    if kind == "sim" or rec.get("device") == SIM_NAME:
+        return None
+    t = rec.get("timing")
+    if type(t) is not dict:
+        return None
+    m = t.get("median_us")
+    if not (type(m) is float and 0.0 < m < math.inf):
+        return None
+    for k in ("p20_us", "p80_us", "noise"):
+        v = t.get(k)
+        if not (v is None or (type(v) is float and 0.0 <= v < math.inf)):
+            return None
+    return m
 
 
 def _untimed(rec: Mapping[str, Any], kind: str | None) -> str | None:

@@ -102,21 +102,34 @@ class Ranking:
     def best(self) -> Row | None:
         return self.ranked[0] if self.ranked else None
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self, flat: bool = False) -> dict[str, Any]:
+        """The ranking as JSON; ``flat``: each ranked row a ``jsontext.Flat``
+        (a million of them at cluster scale, spelled without a dict each)."""
         def row(r: Row) -> dict[str, Any]:
             return {"config": r.record["config"], "variant": r.record["variant"], "levers": r.record["levers"],
                     "median_us": r.us, "speedup": _r(r.speedup)}
 
+        if flat:
+            from ..jsontext import Flat
+
+            def ranked(r: Row) -> Any:
+                rec = r.record
+                return Flat(_ROW_KEYS, (rec["config"], rec["variant"], rec["levers"], r.us, _r(r.speedup)))
+        else:
+            ranked = row
         best = self.best
         return {
             "kernel": self.kernel, "shape": self.shape, "timed": self.timed,
             "recipe": {"config": self.recipe_config, "median_us": self.recipe_us, "status": self.recipe_status},
             "best": row(best) if best and self.timed else None,
-            "ranked": [row(r) for r in self.ranked],
+            "ranked": [ranked(r) for r in self.ranked],
             "failing": [{"config": f["config"], "variant": f["variant"], "levers": f["levers"],
                          "note": f.get("note", ""), "error": f.get("error")} for f in self.failing],
             "baselines": [{**row(b), "batch_invariance": b.record.get("batch_invariance")} for b in self.baselines],
         }
+
+
+_ROW_KEYS = ("config", "variant", "levers", "median_us", "speedup")
 
 
 def _r(x: float | None, digits: int = 4) -> float | None:

@@ -365,6 +365,7 @@ class Jsonl:
     tail_bytes: int  # bytes of a partial last line, ignored (0: none)
     duplicates: tuple[int, ...] = ()  # line numbers of records that repeat an earlier one's identity
     foreign: tuple[int, Any] | None = None  # (place, plan) of the first record of another plan (plan_hash)
+    index: dict | None = None  # identity -> place in records
 
 
 def loads_line(line: bytes) -> Any:
@@ -378,7 +379,7 @@ def loads_line(line: bytes) -> Any:
 Slim = Callable[[dict], dict]
 
 
-LineSink = Callable[[Identity, bytes, dict], None]
+LineSink = Callable[[Identity, int, int, dict], None]
 
 
 def read_jsonl(path: Path, kind: str | None = None, slim: Slim | None = None,
@@ -395,7 +396,8 @@ def read_jsonl(path: Path, kind: str | None = None, slim: Slim | None = None,
     line is decoded into those fields only (``decode.record``), and
     ``slim`` gets that structure (or the record, where the line took the
     standard parser: see the notes of ``decode``). ``on_line``, if given,
-    gets each checked record's identity, its line as read and what was kept of it. With
+    gets each checked record's identity, where its line lies in the file (offset
+    and length) and what was kept of it. With
     ``plan_hash``, the first kept record (in kept order) that names another
     plan is returned in ``foreign`` as (its 1-based place, that plan)."""
     path = Path(path)
@@ -443,10 +445,10 @@ def read_jsonl(path: Path, kind: str | None = None, slim: Slim | None = None,
                     foreign[at] = named
             records[at] = r if slim is None else slim(r)
             if on_line is not None:
-                on_line(key, line, records[at])
+                on_line(key, good - len(line), len(line), records[at])
     first = min(foreign) if foreign else None
     return Jsonl(records, good, tail, tuple(duplicates),
-                 None if first is None else (first + 1, foreign[first]))
+                 None if first is None else (first + 1, foreign[first]), seen)
 
 
 def cut_partial_tail(path: Path, good_bytes: int) -> None:
@@ -584,6 +586,10 @@ class ResultSet:
     # How many items the plan lists (None without a plan); the list itself is
     # in plan["items"] only where the reader asked for it (load_results(plan_items=True)).
     item_count: int | None = None
+    path: Path | None = None  # the results.jsonl read (None: a bench document, or no results file)
+    read_bytes: int = 0  # how much of it holds the records read (complete lines)
+    # identity -> place in records, where the reader asked for it (load_results(index=True))
+    index: dict | None = None
 
     def notes(self) -> list[str]:
         """What reading tolerated, each a line for stderr naming the source."""
@@ -619,13 +625,22 @@ def repeated_note(source: str, places: Sequence[str]) -> str:
 
 
 def load_results(path: str | Path, slim: Slim | None = None, plan_items: bool = False,
-                 on_line: LineSink | None = None) -> ResultSet:
+                 on_line: LineSink | None = None, index: bool = False) -> ResultSet:
     """A bench JSON document, a sweep directory, or a sweep's results.jsonl.
     ``slim`` and ``on_line``: see :func:`read_jsonl`. A sweep's plan comes
     without its item list (a cluster sweep's lists a million), their count
     in ``item_count``; with ``plan_items``, ``plan["items"]`` holds them
-    (``decode.Item``, see :func:`read_plan`)."""
-    p = Path(path)
+    (``decode.Item``, see :func:`read_plan`). ``index``: keep the reader's
+    identity -> place map in ``index`` (compare matches by it)."""
+    rs = _load(Path(path), slim, plan_items, on_line)
+    if index and rs.index is None:
+        rs.index = {identity(r): i for i, r in enumerate(rs.records)}
+    elif not index:
+        rs.index = None
+    return rs
+
+
+def _load(p: Path, slim: Slim | None, plan_items: bool, on_line: LineSink | None) -> ResultSet:
     if p.is_dir():
         plan, count = read_plan_counted(p, plan_items) or (None, None)
         res = p / RESULTS_FILE
@@ -633,12 +648,13 @@ def load_results(path: str | Path, slim: Slim | None = None, plan_items: bool = 
             if plan is None:
                 raise UserError(f"not a sweep directory (no {PLAN_FILE}, no {RESULTS_FILE})", str(p))
             return _from_plan(str(p), plan, Jsonl([], 0, 0), count)
-        return _from_plan(str(p), plan, read_jsonl(res, _plan_kind(plan), slim, _plan_hash(plan), on_line), count)
+        return _from_plan(str(p), plan, read_jsonl(res, _plan_kind(plan), slim, _plan_hash(plan), on_line), count,
+                          res)
     if not p.exists():
         raise UserError("no such results file or directory", str(p))
     if p.suffix == ".jsonl" or _first_line_is_record(p):
         plan, count = (read_plan_counted(p.parent, plan_items) if p.name == RESULTS_FILE else None) or (None, None)
-        return _from_plan(str(p), plan, read_jsonl(p, _plan_kind(plan), slim, _plan_hash(plan), on_line), count)
+        return _from_plan(str(p), plan, read_jsonl(p, _plan_kind(plan), slim, _plan_hash(plan), on_line), count, p)
     rs = _from_bench(p, read_input_file(p, "results file", binary=True))
     if slim is not None:
         rs.records = [slim(r) for r in rs.records]
@@ -663,14 +679,15 @@ def _first_line_is_record(p: Path) -> bool:
     return isinstance(obj, dict) and "kernel" in obj and "config" in obj
 
 
-def _from_plan(source: str, plan: dict | None, jl: Jsonl, item_count: int | None = None) -> ResultSet:
+def _from_plan(source: str, plan: dict | None, jl: Jsonl, item_count: int | None = None,
+               path: Path | None = None) -> ResultSet:
     device = dict(plan.get("device") or {}) if plan else {}
     catalog = (plan.get("catalog") or {}).get("digest") if plan else None
     if plan is not None and jl.foreign is not None:
         n, other = jl.foreign
         raise UserError(f"record {n} belongs to plan {other}, not this directory's {plan['hash']}", source)
     return ResultSet(source, jl.records, plan, device, catalog, jl.tail_bytes,
-                     [f"line {n}" for n in jl.duplicates], item_count)
+                     [f"line {n}" for n in jl.duplicates], item_count, path, jl.good_bytes, jl.index)
 
 
 def _from_bench(p: Path, data: bytes) -> ResultSet:
@@ -771,44 +788,58 @@ class Merged:
 
 
 class Spool:
-    """The records of a merge's parts as they are read: each record's line,
-    as read, goes to a scratch file at once, and only where it lies, and
-    what ``slim`` keeps of it, stays in memory. The last part holding an
-    identity wins, as it did with every record held. Give :meth:`slim` and
-    :meth:`sink` (part by part) to :func:`load_results`."""
+    """Where the records of a merge's parts lie, as they are read: each
+    record's place in its part's results file, and what ``slim`` keeps of
+    it, stay in memory, never the record; the merged file is written from
+    the parts' files (mapped), line by line as read. The last part holding
+    an identity wins, as it did with every record held. Give :attr:`slim`
+    and :meth:`sink` (part by part) to :func:`load_results`, then
+    :meth:`source` each part's result set."""
 
     def __init__(self, slim: Slim):
-        import tempfile
-
         self.slim = slim
-        self._file = tempfile.TemporaryFile()
-        self._end = 0
         self.at: dict[Identity, tuple[int, int, int, dict]] = {}  # identity -> (part, offset, length, slim)
         self.duplicates = 0  # identities held by more than one part
+        self._files: dict[int, Path] = {}
+        self._ends: dict[int, int] = {}
+        self._maps: list = []
 
     def sink(self, part: int) -> "LineSink":
-        """Where part ``part``'s lines go."""
+        """Where part ``part``'s lines are noted."""
         at = self.at
-        write = self._file.write
 
-        def keep(key: Identity, line: bytes, kept: dict) -> None:
+        def keep(key: Identity, offset: int, length: int, kept: dict) -> None:
             prev = at.get(key)
             if prev is not None and prev[0] != part:
                 self.duplicates += 1
-            write(line)
-            at[key] = (part, self._end, len(line), kept)
-            self._end += len(line)
+            at[key] = (part, offset, length, kept)
         return keep
 
+    def source(self, part: int, rs: "ResultSet") -> None:
+        """Part ``part`` was read from ``rs`` (its results file, and how much
+        of it holds the records noted)."""
+        if rs.path is not None:
+            self._files[part] = rs.path
+            self._ends[part] = rs.read_bytes
+
     def lines(self, keys: Iterable[Identity]) -> Iterable[bytes]:
-        """The spooled lines of ``keys``, in that order, in pieces of about a MiB."""
-        self._file.flush()
-        fd = self._file.fileno()
+        """The lines of ``keys``, in that order, as read, in pieces of about a MiB."""
+        import mmap
+
+        maps = {}
+        for part, path in self._files.items():
+            with open(path, "rb") as f:
+                size = os.fstat(f.fileno()).st_size
+                if size < self._ends[part]:
+                    raise UserError("shrank while being merged; merge again", str(path))
+                maps[part] = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) if size else b""
+        self._maps = [m for m in maps.values() if not isinstance(m, bytes)]
         buf: list[bytes] = []
         size = 0
+        at = self.at
         for key in keys:
-            _part, offset, length, _kept = self.at[key]
-            buf.append(os.pread(fd, length, offset))
+            part, offset, length, _kept = at[key]
+            buf.append(maps[part][offset:offset + length])
             size += length
             if size >= 1 << 20:
                 yield b"".join(buf)
@@ -817,7 +848,9 @@ class Spool:
             yield b"".join(buf)
 
     def close(self) -> None:
-        self._file.close()
+        for m in self._maps:
+            m.close()
+        self._maps = []
 
 
 def merge(sets: Sequence[ResultSet], spool: Spool) -> Merged:

@@ -2,7 +2,9 @@
 resolution. Diagnostics go to stderr, data to stdout."""
 from __future__ import annotations
 
+import contextlib
 import functools
+import gc
 import inspect
 import os
 import sys
@@ -360,6 +362,21 @@ class Interrupted(Exception):
 # that is not UTF-8): the command finishes, so its output shows how the engine
 # reads the value, and then exits 2. Cleared by app.main for every run.
 BAD_INPUT: list[str] = []
+
+
+@contextlib.contextmanager
+def many_records():
+    """For a command that reads a result set into objects: the cyclic
+    garbage collector waits until it is done. The records hold no cycles,
+    and the collector's full passes walk every object held, again and again
+    as a million records arrive (a third of a 100,000-record merge's time)."""
+    was = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was:
+            gc.enable()
 
 
 def bad_input(msg: str) -> None:

@@ -161,14 +161,15 @@ def register(app: typer.Typer) -> None:
         from ..bench.results import compare_slim, load_results
 
         common.check_format(fmt)
-        b = load_results(base, slim=compare_slim(), plan_items=False)
-        n = load_results(new, slim=compare_slim(), plan_items=False)
-        c = do_compare(b, n, threshold=threshold, allow_different_device=allow_different_device,
-                       allow_missing=allow_missing)
-        for rs in (b, n):
-            for note in rs.notes():
-                common.warn(note)
-        width, color = common.tty_table(fmt)
-        common.write_pieces(render_pieces(c, fmt, width=width, color=color))
+        with common.many_records():
+            b = load_results(base, slim=compare_slim(), index=True)
+            n = load_results(new, slim=compare_slim(), index=True)
+            c = do_compare(b, n, threshold=threshold, allow_different_device=allow_different_device,
+                           allow_missing=allow_missing, consume=True)
+            for rs in (b, n):
+                for note in rs.notes():
+                    common.warn(note)
+            width, color = common.tty_table(fmt)
+            common.write_pieces(render_pieces(c, fmt, width=width, color=color))
         if c.exit_code:
             raise typer.Exit(c.exit_code)

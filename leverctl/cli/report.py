@@ -79,7 +79,7 @@ def results_json(rs, rankings, effects, lazy: bool = False) -> dict[str, Any]:
         "counts": {"records": len(rs.records), "pass": len(rs.records) - failed, "fail": failed,
                    "planned": _planned(rs)},
         "timed": any(r.timed for r in rankings),
-        "rankings": Rows(len(rankings), lambda: (r.to_json() for r in rankings)) if lazy
+        "rankings": Rows(len(rankings), lambda: (r.to_json(flat=True) for r in rankings)) if lazy
         else [r.to_json() for r in rankings],
         "effects": [e.to_json() for e in effects],
         "not_benchmarked": (rs.plan or {}).get("not_benchmarked", []),
@@ -290,15 +290,16 @@ def show(
     from ..bench.results import load_results, report_slim
 
     fmt = common.output_format(fmt, out, common.RECORD_FORMATS)
-    # CSV is the records themselves; every other view needs a few fields of each.
-    rs = load_results(results, slim=None if fmt == "csv" else report_slim(), plan_items=False)
-    say_notes(rs)
-    if out is not None:
-        write_atomically(out, render_pieces(rs, fmt))
-        common.err.print(f"leverctl report: wrote {out}", markup=False, highlight=False)
-        return
-    width, color = common.tty_table(fmt)
-    common.write_pieces(render_pieces(rs, fmt, width=width, color=color))
+    with common.many_records():
+        # CSV is the records themselves; every other view needs a few fields of each.
+        rs = load_results(results, slim=None if fmt == "csv" else report_slim())
+        say_notes(rs)
+        if out is not None:
+            write_atomically(out, render_pieces(rs, fmt))
+            common.err.print(f"leverctl report: wrote {out}", markup=False, highlight=False)
+            return
+        width, color = common.tty_table(fmt)
+        common.write_pieces(render_pieces(rs, fmt, width=width, color=color))
 
 
 @report_app.command("merge")
@@ -314,17 +315,25 @@ def merge(
 ) -> None:
     """Join the shards (or resumed pieces) of one sweep into one result set;
     refused while shards or records are missing, unless --partial."""
-    from ..bench.results import ResultSet, Spool, check_free_result_dir, load_results, merge as merge_sets, \
-        report_slim, shard_gaps, write_result_dir
+    from ..bench.results import check_free_result_dir
 
     common.check_format(fmt)
     check_free_result_dir(out)
+    with common.many_records():
+        _merge(parts, out, fmt, partial)
+
+
+def _merge(parts: list[Path], out: Path, fmt: str, partial: bool) -> None:
+    from ..bench.results import ResultSet, Spool, load_results, merge as merge_sets, report_slim, shard_gaps, \
+        write_result_dir
+
     # Each part's records go to a scratch file as they are read; what the
     # report needs of each stays in memory, never the records themselves.
     spool = Spool(report_slim())
     sets = []
     for n, p in enumerate(parts):
         rs = load_results(p, slim=spool.slim, plan_items=True, on_line=spool.sink(n))
+        spool.source(n, rs)
         say_notes(rs)
         sets.append(rs)
     try:
@@ -371,9 +380,10 @@ def plot(
 
     if out.suffix.lower() != ".svg":
         write_chart([], out, "")  # raises the one-line explanation
-    rs = load_results(results, slim=report_slim(), plan_items=False)
-    say_notes(rs)
-    effects = lever_effects(rs.records, rs.plan)
+    with common.many_records():
+        rs = load_results(results, slim=report_slim())
+        say_notes(rs)
+        effects = lever_effects(rs.records, rs.plan)
     plan = rs.plan or {}
     name = title or (f"leverctl: lever effects, {plan.get('engine', '')} {plan.get('shapes', '')} sweep on "
                      f"{rs.device_name or 'unknown device'}").replace("  ", " ")

@@ -232,6 +232,8 @@ def test_merge_puts_the_shards_items_and_records_back_in_plan_order(tmp_path, sc
     spool = rs.Spool(rs.report_slim())
     sets = [rs.load_results(p.source, slim=spool.slim, plan_items=True, on_line=spool.sink(i))
             for i, p in enumerate(parts)]
+    for i, one in enumerate(sets):
+        spool.source(i, one)
     merged = rs.merge(sets, spool)
     assert merged.missing == 0 and [it.n for it in merged.plan["items"]] == list(range(6))
     rs.write_result_dir(tmp_path / "m", merged, merged.plan)
@@ -258,3 +260,47 @@ def test_the_header_readers_count_the_items_without_keeping_them(tmp_path):
     rs.write_plan(tmp_path / rs.PLAN_FILE, _plan(_items()))
     plan, count = rs.read_plan_counted(tmp_path)
     assert count == 6 and "items" not in plan and plan["total"] == 6
+
+
+# ── compare: the usual pair's shortcut against the general path ─────────────
+
+
+def _usual_record(rng) -> dict:
+    """Mostly what a GPU sweep writes (a passing record, four float timing
+    figures), now and then not (a failure, a figure missing, None, negative
+    or an int, no timing, the simulator's name)."""
+    def figure():
+        roll = rng.random()
+        return rng.uniform(0.001, 1e4) if roll < 0.9 else rng.choice([None, -1.0, 7, 0.0])
+
+    timing = {"median_us": figure(), "p20_us": figure(), "p80_us": figure(), "noise": figure()}
+    for k in ("p20_us", "p80_us", "noise"):
+        if rng.random() < 0.1:
+            del timing[k]
+    return {"kernel": "k", "variant": rng.choice("ab"), "levers": {}, "config": "", "shape": {"label": "s"},
+            "note": "", "status": "pass" if rng.random() < 0.9 else "fail",
+            "timing": timing if rng.random() < 0.95 else None,
+            "device": "H200" if rng.random() < 0.95 else rs.SIM_NAME}
+
+
+def test_compares_shortcut_for_two_timed_gpu_records_gives_the_general_verdict():
+    import random
+
+    from leverctl.bench import compare as cmp
+
+    rng = random.Random(1)
+    shortcut = cmp._gpu_us
+    took = 0
+    for _ in range(3000):
+        b, n = _usual_record(rng), _usual_record(rng)
+        kinds = (rng.choice(["gpu", "gpu", "sim", None]), rng.choice(["gpu", "gpu", None]))
+        threshold = rng.choice([0.0, 5.0])
+        got = cmp._entry(b, n, threshold, kinds)
+        took += shortcut(b, kinds[0]) is not None and shortcut(n, kinds[1]) is not None
+        try:
+            cmp._gpu_us = lambda rec, kind: None
+            want = cmp._entry(b, n, threshold, kinds)
+        finally:
+            cmp._gpu_us = shortcut
+        assert got == want, (b, n, kinds)
+    assert took > 500  # the shortcut was exercised
