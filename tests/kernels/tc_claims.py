@@ -154,12 +154,15 @@ def check_claims(module: str, compiled: dict, tmp: Path, disasm: str) -> int:
     from leverctl_kernels.registry import get_path
 
     read = 0
+    sass_of: dict[str, str] = {}  # a kernel several variants launch is assembled once
     for (path, variant, form), (mod, jobs) in CLAIM_JOBS.items():
         if mod != module:
             continue
         dtype = get_path(path).variants[variant].tc_dtype
         for job in jobs:
-            sass = sass_sm90a(compiled["kernels"][job]["ptx"], compiled["ptxas"], disasm, tmp)
+            if job not in sass_of:
+                sass_of[job] = sass_sm90a(compiled["kernels"][job]["ptx"], compiled["ptxas"], disasm, tmp)
+            sass = sass_of[job]
             problems = claim_problems(sass, form, dtype)
             assert not problems, f"{path} {variant} on {form} ({job}): {problems}"
             read += 1
