@@ -18,10 +18,13 @@ moe.shared_expert       one squared-ReLU expert on every token
   w4a4_down, w4a4       or both projections
 ======================  =========================================================================
 
-Every GEMM here is ``_grouped``'s, on FP32 CUDA cores (no tensor cores:
-the records say ``tensor_cores: null``). What the levers trade is the
-grid: a *tile-bounded* GEMM is sized on the host by a per-expert tile
-bound (``bounds``), and rows of an expert past it are never computed. The
+Every GEMM here is ``_grouped``'s, on tensor cores: warp MMA
+``mma.sync`` m16n8k16 with fp16 inputs and f32 accumulators (the records
+say ``tensor_cores: "mma.sync"``, ``tc_dtype: "f16"``); the weights, and
+E4M3 or NVFP4 activations, are decoded to float32 and rounded once to fp16
+as they enter the MMA. What the levers trade is the grid: a
+*tile-bounded* GEMM is sized on the host by a per-expert tile bound
+(``bounds``), and rows of an expert past it are never computed. The
 shapes come in two routings (``uniform``, ``skewed``: one expert is every
 token's first choice), and the label says which, so a sweep shows the lever
 sets that are right only under uniform load. A record's ``rows_lost`` is
@@ -40,24 +43,40 @@ import numpy as np
 from ..common import bits
 from ..common.path import Shape, Tolerance, Traffic, Variant, declared_path
 from ..selection import MOE_PREFILL_GROUPED, MOE_PREFILL_SORTED, MOE_SHARED_EXPERT, check_declaration
-from . import (bounded, bounded_fp8_down, bounds, grouped, grouped_bounded_down, grouped_fp8_down, inputs, naive,
-               shared_a16, shared_w4a4, shared_w4a4_down, shared_w4a4_up, sorted_a16, sorted_w4a4_up, spec)
+from . import (_grouped, bounded, bounded_fp8_down, bounds, grouped, grouped_bounded_down, grouped_fp8_down, inputs,
+               naive, shared_a16, shared_w4a4, shared_w4a4_down, shared_w4a4_up, sorted_a16, sorted_w4a4_up, spec)
 
-# Against the float64 layer on the model's (NVFP4) weights: the float32
-# GEMMs and fp16 output round (<= 1e-3); E4M3 activations and weights in the
-# down projection (3 mantissa bits each) cost a few percent; NVFP4
-# activations (1 mantissa bit, one tensor scale) far more, the x20 outlier
-# channels setting the scale. A dropped row fails on its own (rows_lost).
+# Against the float64 layer on the model's (NVFP4) weights. "exact" is
+# the fp16 rounding the tensor cores need, derived: a value rounded once to
+# fp16 carries a relative error of at most u = 2^-11 (4.9e-4), spread
+# uniformly, u / sqrt(3) = 2.8e-4 RMS. An output summing many products whose
+# errors are independent has about the products' RMS relative error again
+# (the error's norm and the sum's both grow as the root of the count).
+# Gate/up: the weights round (the fp16 tokens enter exactly), 2.8e-4 in gate
+# and in up, ~4e-4 in their SiLU-GLU product; down adds the intermediate's
+# rounding and its weights' (2.8e-4 each), ~5.6e-4; the fp16 output another
+# 2.8e-4: ~6.3e-4 in all, under 3e-3 with more than four times to spare
+# (the simulator's smoke records: 4.2e-4 routed, 3.3e-4 for the shared
+# expert's float32 output; 2.5e-4 and 4e-7 on the FP32 cores before). The
+# largest element's error is a few of those RMS errors of the output's RMS,
+# and the output's largest value a few RMS too: ~1e-3 of it, under 5e-3.
+# E4M3 activations and weights in the down projection (3 mantissa bits
+# each) cost a few percent; NVFP4 activations (1 mantissa bit, one tensor
+# scale) far more, the x20 outlier channels setting the scale. A dropped
+# row fails on its own (rows_lost).
 TOLERANCES = {
     "exact": Tolerance(rel=3e-3, abs_of_max=5e-3),
     "fp8": Tolerance(rel=0.08, abs_of_max=0.15),
     "w4a4": Tolerance(rel=0.45, abs_of_max=0.8),
 }
 
+# What every variant runs on (each launch says so too: ``_grouped.launcher``).
+TC = {"tensor_cores": _grouped.TENSOR_CORES, "tc_dtype": _grouped.TC_DTYPE}
+
 
 def _routed_variant(name, mod, summary, tol, fp8_down=False):
     return Variant(name, summary, mod.build, tolerance=TOLERANCES[tol], launches=mod.launches,
-                   traffic=lambda s: spec.routed_traffic(s, gated=True, fp8_down=fp8_down))
+                   traffic=lambda s: spec.routed_traffic(s, gated=True, fp8_down=fp8_down), **TC)
 
 
 GROUPED_VARIANTS = {
@@ -88,7 +107,8 @@ PREFILL_GROUPED = declared_path(
     reference=lambda s, x: spec.routed_reference(x, "silu_glu"),
     traffic=lambda s: spec.routed_traffic(s, gated=True),
     tolerance=TOLERANCES["exact"],
-    notes="FP32 CUDA-core grouped GEMMs; the levers size the grid, and a bound below the routing's load drops rows",
+    notes="grouped GEMMs on mma.sync (fp16 in, f32 accumulators); the levers size the grid, and a bound below "
+          "the routing's load drops rows",
     extra={"rows_lost": spec.rows_lost, "model_sections": ("moe",)},
     bind=spec.bind_grouped,
 )
@@ -101,10 +121,10 @@ def _sorted_shapes(preset, model):
 SORTED_VARIANTS = {
     "a16": Variant("a16", "squared-ReLU experts, NVFP4 weights, fp16 activations, tile-bounded grouped GEMMs",
                    sorted_a16.build, tolerance=TOLERANCES["exact"], launches=sorted_a16.launches,
-                   traffic=lambda s: spec.routed_traffic(s, gated=False)),
+                   traffic=lambda s: spec.routed_traffic(s, gated=False), **TC),
     "w4a4_up": Variant("w4a4_up", "as a16, the up projection's activations quantised to NVFP4 first",
                        sorted_w4a4_up.build, tolerance=TOLERANCES["w4a4"], launches=sorted_w4a4_up.launches,
-                       traffic=lambda s: spec.routed_traffic(s, gated=False)),
+                       traffic=lambda s: spec.routed_traffic(s, gated=False), **TC),
 }
 
 PREFILL_SORTED = declared_path(
@@ -115,7 +135,7 @@ PREFILL_SORTED = declared_path(
     reference=lambda s, x: spec.routed_reference(x, "relu2"),
     traffic=lambda s: spec.routed_traffic(s, gated=False),
     tolerance=TOLERANCES["exact"],
-    notes="FP32 CUDA-core grouped GEMMs on a grid sized by the worst case or the estimate",
+    notes="grouped GEMMs on mma.sync (fp16 in, f32 accumulators) on a grid sized by the worst case or the estimate",
     # Nemotron's hybrid (Mamba-2 + MoE) models: a recipe whose model has MoE
     # layers but no Mamba-2 ones (Qwen3-Next, DeepSeek-V3) has no sorted prefill.
     extra={"rows_lost": spec.rows_lost, "model_sections": ("mamba2",)},
@@ -160,11 +180,11 @@ def shared_traffic(shape) -> Traffic:
 
 def _shared_variant(name, mod, summary):
     tol = "w4a4" if (mod.W4A4_UP or mod.W4A4_DOWN) else "exact"
-    return Variant(name, summary, mod.build, tolerance=TOLERANCES[tol], launches=mod.launches)
+    return Variant(name, summary, mod.build, tolerance=TOLERANCES[tol], launches=mod.launches, **TC)
 
 
 SHARED_VARIANTS = {
-    "a16": _shared_variant("a16", shared_a16, "NVFP4 weights, fp16 / float32 activations, FP32 cores"),
+    "a16": _shared_variant("a16", shared_a16, "NVFP4 weights, fp16 / float32 activations (fp16 into mma.sync)"),
     "w4a4_up": _shared_variant("w4a4_up", shared_w4a4_up, "the up projection's activations to NVFP4 first"),
     "w4a4_down": _shared_variant("w4a4_down", shared_w4a4_down, "the down projection's activations to NVFP4 first"),
     "w4a4": _shared_variant("w4a4", shared_w4a4, "both projections' activations to NVFP4 first"),
@@ -178,7 +198,8 @@ SHARED_EXPERT = declared_path(
     reference=shared_reference,
     traffic=shared_traffic,
     tolerance=TOLERANCES["exact"],
-    notes="FP32 CUDA-core GEMMs; W4A4 trades activation precision for a quarter of the activation bytes",
+    notes="GEMMs on mma.sync (fp16 in, f32 accumulators); W4A4 trades activation precision for a quarter of the "
+          "activation bytes",
     extra={"model_sections": ("mamba2",)},
 )
 

@@ -108,6 +108,7 @@ def build(shape, up: str, down: str, *, act: int = G.SILU_GLU, w4a4_up: bool = F
 
     launch.m_tiles = None
     launch.workspace = ws
+    launch.tensor_cores, launch.tc_dtype = G.TENSOR_CORES, G.TC_DTYPE  # every GEMM: mma.sync, fp16 in
     return launch
 
 

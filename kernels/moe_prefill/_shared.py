@@ -51,6 +51,7 @@ def build(shape, w4a4_up: bool, w4a4_down: bool):
         down(bufs["y"], a, a_sc, a_ts, off, bufs["dn_fp4"], bufs["dn_sc"], bufs["dn_ts"], off, toff, 1, t)
 
     launch.workspace = ws
+    launch.tensor_cores, launch.tc_dtype = G.TENSOR_CORES, G.TC_DTYPE  # every GEMM: mma.sync, fp16 in
     return launch
 
 

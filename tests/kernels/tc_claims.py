@@ -127,6 +127,21 @@ CLAIM_JOBS: dict[tuple[str, str, str], tuple[str, tuple[str, ...]]] = {
     ("moe.gateup_fp4", "nvfp4", "mma.sync"): ("test_moe_ptx", ("gateup_grouped_mma_nvfp4",)),
     ("moe.down_fp4", "int4", "mma.sync"): ("test_moe_ptx", ("down_grouped_mma_int4",)),
     ("moe.down_fp4", "nvfp4", "mma.sync"): ("test_moe_ptx", ("down_grouped_mma_nvfp4",)),
+    # The MoE prefill variants: the gate/up (or up) and the down GEMM each launches.
+    ("moe.prefill_grouped", "grouped", "mma.sync"): ("test_moe_prefill_ptx", ("gateup_grouped", "down_grouped")),
+    ("moe.prefill_grouped", "grouped+fp8_down", "mma.sync"): ("test_moe_prefill_ptx", (
+        "gateup_grouped", "down_fp8_bounded")),
+    ("moe.prefill_grouped", "grouped+bounded_down", "mma.sync"): ("test_moe_prefill_ptx", (
+        "gateup_grouped", "down_bounded")),
+    ("moe.prefill_grouped", "bounded+fp8_down", "mma.sync"): ("test_moe_prefill_ptx", (
+        "gateup_bounded", "down_fp8_bounded")),
+    ("moe.prefill_grouped", "bounded", "mma.sync"): ("test_moe_prefill_ptx", ("gateup_bounded", "down_bounded")),
+    ("moe.prefill_sorted", "a16", "mma.sync"): ("test_moe_prefill_ptx", ("sorted_up", "down_bounded")),
+    ("moe.prefill_sorted", "w4a4_up", "mma.sync"): ("test_moe_prefill_ptx", ("sorted_up_w4a4", "down_bounded")),
+    ("moe.shared_expert", "a16", "mma.sync"): ("test_moe_prefill_ptx", ("shared_up", "down_grouped")),
+    ("moe.shared_expert", "w4a4_up", "mma.sync"): ("test_moe_prefill_ptx", ("shared_up_w4a4", "down_grouped")),
+    ("moe.shared_expert", "w4a4_down", "mma.sync"): ("test_moe_prefill_ptx", ("shared_up", "shared_down_w4a4")),
+    ("moe.shared_expert", "w4a4", "mma.sync"): ("test_moe_prefill_ptx", ("shared_up_w4a4", "shared_down_w4a4")),
 }
 
 
@@ -154,12 +169,15 @@ def check_claims(module: str, compiled: dict, tmp: Path, disasm: str) -> int:
     from leverctl_kernels.registry import get_path
 
     read = 0
+    sass_of: dict[str, str] = {}  # a kernel several variants launch is assembled once
     for (path, variant, form), (mod, jobs) in CLAIM_JOBS.items():
         if mod != module:
             continue
         dtype = get_path(path).variants[variant].tc_dtype
         for job in jobs:
-            sass = sass_sm90a(compiled["kernels"][job]["ptx"], compiled["ptxas"], disasm, tmp)
+            if job not in sass_of:
+                sass_of[job] = sass_sm90a(compiled["kernels"][job]["ptx"], compiled["ptxas"], disasm, tmp)
+            sass = sass_of[job]
             problems = claim_problems(sass, form, dtype)
             assert not problems, f"{path} {variant} on {form} ({job}): {problems}"
             read += 1

@@ -13,6 +13,8 @@ NaN where the scratch was left as the bench poisoned it, and finite but
 wrong where the levers zeroed it. The same levers pass under uniform
 routing, and the single-launch route and exact tiles pass under skew. A
 kernel with the wrong activation is caught, and the sort places every row.
+One launch of the tensor-core GEMM alone, at an N whose last MMA tile is
+partial, matches its operands rounded once to fp16 to f32 accuracy.
 """
 from __future__ import annotations
 
@@ -134,6 +136,56 @@ def test_a_kernel_with_the_wrong_activation_is_rejected(monkeypatch):
                         real(sched, gather, G.NONE, afmt, wfmt))
     rec = _record("moe.shared_expert", {"shared_w4a4": False, "shared_w4a4_down": False}, variant="a16")
     assert rec["status"] == "fail" and "rel error" in rec["note"], rec["note"]
+
+
+def test_the_grouped_gemm_rounds_its_operands_once_to_fp16_and_masks_a_partial_mma_tile():
+    """One launch of the tensor-core GEMM, gated, gathered, E4M3 activations
+    and weights, at an N (20) whose second 16-column MMA is partly past N
+    and two experts of 5 and 6 rows: it matches the float64 product of the
+    operands decoded and rounded once to fp16 (f32 accumulation: ~1e-7),
+    closer than the product of the unrounded operands, and writes exactly
+    the rows and columns it owns."""
+    from numba import cuda
+
+    from leverctl_kernels.common import bits
+    from leverctl_kernels.moe_prefill import _grouped as G
+
+    rng = np.random.default_rng(7)
+    tokens, n, k = 7, 20, 32
+    off = np.array([0, 5, 11], np.int32)
+    tile_off = np.array([0, 1, 2], np.int32)
+    tok = rng.integers(0, tokens, size=11).astype(np.int32)
+    codes = lambda *shape: (rng.integers(0, 0x7F, size=shape) | (rng.integers(0, 2, size=shape) << 7)  # noqa: E731
+                            ).astype(np.uint8)  # every E4M3 code but the NaNs
+    a, w = codes(tokens, k), codes(2, 2 * n, k)
+    a_sc = rng.uniform(0.01, 0.02, tokens).astype(np.float32)
+    w_sc = rng.uniform(0.001, 0.002, (2, 2 * n)).astype(np.float32)
+    out = np.full((12, n), np.nan, np.float32)  # one row past the experts' 11
+    d_out = cuda.to_device(out)
+    unused = cuda.to_device(np.zeros(1, np.float32))
+    G.launcher(G.GROUPED, True, G.SILU_GLU, G.E4M3, G.E4M3)(
+        d_out, cuda.to_device(a), cuda.to_device(a_sc), unused, cuda.to_device(tok), cuda.to_device(w),
+        cuda.to_device(w_sc), unused, cuda.to_device(off), cuda.to_device(tile_off), 1, 11)
+    got = d_out.copy_to_host()
+
+    af = bits.e4m3_to_f32_np(a) * a_sc[:, None]  # float32, as the kernel decodes
+    wf = bits.e4m3_to_f32_np(w) * w_sc[:, :, None]
+
+    def layer(x, ws):
+        x, ws = x.astype(np.float64), ws.astype(np.float64)
+        y = np.empty((11, n))
+        for e in range(2):
+            r = slice(off[e], off[e + 1])
+            g, u = x[tok[r]] @ ws[e, :n].T, x[tok[r]] @ ws[e, n:].T
+            y[r] = g / (1 + np.exp(-g)) * u
+        return y
+
+    rounded = layer(af.astype(np.float16), wf.astype(np.float16))
+    scale = np.abs(rounded).max()
+    assert np.isnan(got[11]).all()  # no expert's row
+    err_rounded = np.abs(got[:11] - rounded).max() / scale
+    err_exact = np.abs(got[:11] - layer(af, wf)).max() / scale
+    assert err_rounded < 1e-5 < err_exact, (err_rounded, err_exact)
 
 
 def test_the_sort_places_every_routed_row_once_by_expert():
