@@ -33,10 +33,11 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Mapping
 
 from ..errors import UserError
-from .results import SIM_NAME, ResultSet, identity, median_us, ran_on_gpu, spread, timed, timing_problem
+from .results import RESULTS_FILE, SIM_NAME, ResultSet, identity, median_us, ran_on_gpu, spread, timed, timing_problem
 
 DEFAULT_THRESHOLD = 5.0  # percent
 NOISY_FACTOR = 2.0  # a spread beyond this many thresholds makes a pair NOISY
@@ -218,8 +219,7 @@ def compare(base: ResultSet, new: ResultSet, *, threshold: float = DEFAULT_THRES
     they were read with one). ``consume``: the caller has no further use for
     the two sets' records, and each matched pair is let go once compared (a
     million pairs: the verdicts then take the records' place in memory)."""
-    if not threshold >= 0:
-        raise UserError(f"--threshold must be a percentage of at least 0, not {threshold}")
+    _check_threshold(threshold)
     notes: list[str] = []
     dev_note = check_devices(base, new, allow_different_device)
     if dev_note:
@@ -235,12 +235,69 @@ def compare(base: ResultSet, new: ResultSet, *, threshold: float = DEFAULT_THRES
             entries.append(_entry(brecs[i], nrecs[j], threshold, kinds))
             if consume:
                 brecs[i] = nrecs[j] = None
+    only_base = [_one(brecs[i]) for k, i in b.items() if k not in n]
+    only_new = [_one(nrecs[j]) for k, j in n.items() if k not in b]
+    return _comparison(base, new, names, threshold, entries, only_base, only_new, notes, allow_missing)
+
+
+def compare_paths(base: Any, new: Any, *, threshold: float = DEFAULT_THRESHOLD,
+                  allow_different_device: bool = False, allow_missing: bool = False
+                  ) -> tuple[Comparison, ResultSet, ResultSet]:
+    """:func:`compare` of two result paths, and the two result sets read
+    (for what reading them tolerated). Where NEW is a sweep whose plan names
+    its device kind, its records are compared as they are read, never held:
+    each becomes its verdict at once (a million records each side: only
+    BASE's stay in memory)."""
+    from .results import compare_slim, load_results, read_plan
+
+    _check_threshold(threshold)
+    b = load_results(base, slim=compare_slim(), index=True)
+    p = Path(new)
+    plan = read_plan(p) if p.is_dir() else read_plan(p.parent) if p.name == RESULTS_FILE else None
+    kind = ((plan or {}).get("device") or {}).get("kind")
+    if kind is None:
+        n = load_results(new, slim=compare_slim(), index=True)
+        return compare(b, n, threshold=threshold, allow_different_device=allow_different_device,
+                       allow_missing=allow_missing, consume=True), b, n
+    bi, brecs = _index(b), b.records
+    kinds = (b.device_kind, kind)
+    slim = compare_slim()
+    devices: set = set()
+
+    def verdict_of(rec: Any) -> Any:
+        r = slim(rec)
+        if r.get("device"):
+            devices.add(r["device"])
+        i = bi.get(identity(r))
+        return _one(r) if i is None else _entry(brecs[i], r, threshold, kinds)
+
+    n = load_results(new, slim=verdict_of, index=True)
+    made, n.records = n.records, []
+    if not n.device.get("name") and len(devices) == 1:
+        n.device["name"] = devices.pop()  # as ResultSet.device_name says of the records
+    notes: list[str] = []
+    dev_note = check_devices(b, n, allow_different_device)
+    if dev_note:
+        notes.append(dev_note)
+    entries = [x for x in made if type(x) is Entry]
+    only_new = [x for x in made if type(x) is OneSided]
+    only_base = [_one(brecs[i]) for k, i in bi.items() if k not in n.index]
+    return _comparison(b, n, (b.device_name, n.device_name), threshold, entries, only_base, only_new, notes,
+                       allow_missing), b, n
+
+
+def _check_threshold(threshold: float) -> None:
+    if not threshold >= 0:
+        raise UserError(f"--threshold must be a percentage of at least 0, not {threshold}")
+
+
+def _comparison(base: ResultSet, new: ResultSet, names: tuple, threshold: float, entries: list[Entry],
+                only_base: list[OneSided], only_new: list[OneSided], notes: list[str],
+                allow_missing: bool) -> Comparison:
     entries.sort(key=lambda e: (_ORDER[e.verdict], e.kernel, e.shape, e.config))
     is_timed = any(e.base_us is not None and e.new_us is not None for e in entries)
     if any(e.verdict == "PASS" for e in entries):
         notes.append("no timings on either side (simulator runs): statuses compared only")
-    only_base = [_one(brecs[i]) for k, i in b.items() if k not in n]
-    only_new = [_one(nrecs[j]) for k, j in n.items() if k not in b]
     return Comparison(base.source, new.source, names[0], names[1], threshold,
                       is_timed, entries, only_base, only_new, notes, allow_missing)
 

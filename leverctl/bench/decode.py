@@ -94,9 +94,33 @@ def record(line: bytes) -> _Record | None:
         r = _record(line)
     except msgspec.DecodeError:
         return None
-    if memoryview(r.levers)[:1] != b"{":
-        return None  # not an object: check_record says so
-    return r
+    return r if levers_object(r) else None
+
+
+def levers_object(r: _Record) -> bool:
+    """Whether the decoded ``levers`` is an object (else check_record says what it is)."""
+    return memoryview(r.levers)[:1] == b"{"
+
+
+_record_lines = msgspec.json.Decoder(_Record).decode_lines
+
+
+def batch_records(chunk: bytes, lines: list[bytes]) -> list[_Record] | None:
+    """``chunk``'s ``lines`` (its text split at each newline) decoded at
+    once, where each line is one record object: it starts with ``{`` and
+    ends with ``}``, and msgspec finds as many records as there are lines.
+    Else None, and the lines go one by one. (msgspec reads the text as a
+    stream of values: a value over two lines, or two on one, would count
+    alike. Lines that all start with ``{`` and end with ``}`` can hold
+    neither.)"""
+    for line in lines:
+        if line[:1] != b"{" or line[-1:] != b"}":
+            return None
+    try:
+        got = _record_lines(chunk)
+    except msgspec.DecodeError:
+        return None
+    return got if len(got) == len(lines) else None
 
 
 def record_struct(rec: dict) -> _Record:

@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping, Sequence
 
 from ..errors import UserError
-from .decode import UNSET, record as fast_record, record_struct, value
+from .decode import UNSET, batch_records, levers_object, record as fast_record, record_struct, value
 from ..levers.files import open_input_file, read_input_file, write_atomically
 
 PLAN_FILE = "plan.json"
@@ -405,50 +405,87 @@ def read_jsonl(path: Path, kind: str | None = None, slim: Slim | None = None,
     seen: dict[Identity, int] = {}
     duplicates: list[int] = []
     foreign: dict[int, Any] = {}  # place in records -> the other plan its record names
+
+    def take(r: Any, key: Identity, named: Any, n: int, offset: int, length: int) -> None:
+        at = seen.get(key)
+        if at is None:
+            at = seen[key] = len(records)
+            records.append(None)
+        else:
+            duplicates.append(n)
+        if plan_hash is not None:
+            if named is None or named == plan_hash:
+                if foreign:
+                    foreign.pop(at, None)
+            else:
+                foreign[at] = named
+        records[at] = r if slim is None else slim(r)
+        if on_line is not None:
+            on_line(key, offset, length, records[at])
+
+    def one(line: bytes, n: int, offset: int, fast: bool) -> None:
+        """One line, by the fast path where it takes it, else the standard one."""
+        r = fast_record(line) if fast else None
+        if r is not None and _timing_fine(r, kind):
+            named = r.plan
+            take(r, (r.kernel, r.shape.label, r.config), None if named is UNSET else named, n, offset, len(line))
+            return
+        if not line.strip():
+            return
+        where = f"{path}:{n}"
+        try:
+            rec = loads_line(line)
+        except UnicodeDecodeError:
+            raise UserError("not a leverctl results file (not UTF-8 text)", where) from None
+        except json.JSONDecodeError as e:
+            raise UserError(f"not a leverctl results file (line is not JSON: {e.msg})", where) from None
+        rec = check_record(rec, where, kind)
+        take(rec, identity(rec), rec.get("plan"), n, offset, len(line))
+
     good = tail = 0
+    n = 0  # the last line read
+    pending = b""
     with open_input_file(path, "results file") as f:
-        for n, line in enumerate(f, 1):
-            if line[-1:] != b"\n":
-                tail = len(line)
+        while True:
+            data = f.read(_CHUNK)
+            if not data:
+                tail = len(pending)
                 break
-            good += len(line)
-            r = fast_record(line) if slim is not None else None
-            if r is not None and _timing_fine(r, kind):
-                key = (r.kernel, r.shape.label, r.config)
-                named = r.plan
-                if named is UNSET:
-                    named = None
+            if pending:
+                data = pending + data
+            cut = data.rfind(b"\n") + 1
+            pending = data[cut:]
+            if not cut:
+                continue
+            chunk = data[:cut] if cut < len(data) else data
+            lines = chunk.split(b"\n")
+            lines.pop()  # the empty text after the last newline
+            count = len(lines)
+            batch = batch_records(chunk, lines) if slim is not None else None
+            offset = good
+            if batch is not None:
+                # Every line one record object, decoded at once; each checked as one() checks it.
+                for i, r in enumerate(batch):
+                    length = len(lines[i]) + 1
+                    if levers_object(r) and _timing_fine(r, kind):
+                        named = r.plan
+                        take(r, (r.kernel, r.shape.label, r.config), None if named is UNSET else named,
+                             n + i + 1, offset, length)
+                    else:
+                        one(lines[i] + b"\n", n + i + 1, offset, False)
+                    offset += length
             else:
-                if not line.strip():
-                    continue
-                where = f"{path}:{n}"
-                try:
-                    rec = loads_line(line)
-                except UnicodeDecodeError:
-                    raise UserError("not a leverctl results file (not UTF-8 text)", where) from None
-                except json.JSONDecodeError as e:
-                    raise UserError(f"not a leverctl results file (line is not JSON: {e.msg})", where) from None
-                r = check_record(rec, where, kind)
-                key = identity(r)
-                named = r.get("plan")
-            at = seen.get(key)
-            if at is None:
-                at = seen[key] = len(records)
-                records.append(None)
-            else:
-                duplicates.append(n)
-            if plan_hash is not None:
-                if named is None or named == plan_hash:
-                    if foreign:
-                        foreign.pop(at, None)
-                else:
-                    foreign[at] = named
-            records[at] = r if slim is None else slim(r)
-            if on_line is not None:
-                on_line(key, good - len(line), len(line), records[at])
+                for i, line in enumerate(lines):
+                    one(line + b"\n", n + i + 1, offset, slim is not None)
+                    offset += len(line) + 1
+            good += cut
+            n += count
     first = min(foreign) if foreign else None
     return Jsonl(records, good, tail, tuple(duplicates),
                  None if first is None else (first + 1, foreign[first]), seen)
+
+
+_CHUNK = 1 << 23  # bytes of a results file read at a time
 
 
 def cut_partial_tail(path: Path, good_bytes: int) -> None:
@@ -791,7 +828,7 @@ class Spool:
     """Where the records of a merge's parts lie, as they are read: each
     record's place in its part's results file, and what ``slim`` keeps of
     it, stay in memory, never the record; the merged file is written from
-    the parts' files (mapped), line by line as read. The last part holding
+    the parts' files, line by line as read. The last part holding
     an identity wins, as it did with every record held. Give :attr:`slim`
     and :meth:`sink` (part by part) to :func:`load_results`, then
     :meth:`source` each part's result set."""
@@ -802,7 +839,7 @@ class Spool:
         self.duplicates = 0  # identities held by more than one part
         self._files: dict[int, Path] = {}
         self._ends: dict[int, int] = {}
-        self._maps: list = []
+        self._open: list = []
 
     def sink(self, part: int) -> "LineSink":
         """Where part ``part``'s lines are noted."""
@@ -824,22 +861,19 @@ class Spool:
 
     def lines(self, keys: Iterable[Identity]) -> Iterable[bytes]:
         """The lines of ``keys``, in that order, as read, in pieces of about a MiB."""
-        import mmap
-
-        maps = {}
+        readers = {}
         for part, path in self._files.items():
-            with open(path, "rb") as f:
-                size = os.fstat(f.fileno()).st_size
-                if size < self._ends[part]:
-                    raise UserError("shrank while being merged; merge again", str(path))
-                maps[part] = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) if size else b""
-        self._maps = [m for m in maps.values() if not isinstance(m, bytes)]
+            f = open(path, "rb")
+            self._open.append(f)
+            if os.fstat(f.fileno()).st_size < self._ends[part]:
+                raise UserError("shrank while being merged; merge again", str(path))
+            readers[part] = _Window(f.fileno(), path)
         buf: list[bytes] = []
         size = 0
         at = self.at
         for key in keys:
             part, offset, length, _kept = at[key]
-            buf.append(maps[part][offset:offset + length])
+            buf.append(readers[part].read(offset, length))
             size += length
             if size >= 1 << 20:
                 yield b"".join(buf)
@@ -848,9 +882,33 @@ class Spool:
             yield b"".join(buf)
 
     def close(self) -> None:
-        for m in self._maps:
-            m.close()
-        self._maps = []
+        for f in self._open:
+            f.close()
+        self._open = []
+
+
+class _Window:
+    """Reads lines of a file by place: a MiB at a time from where the last
+    read ended (each shard's records come in plan order, so a merge reads
+    each part's file once, front to back), else at the place asked."""
+
+    SIZE = 1 << 20
+
+    def __init__(self, fd: int, path: Path):
+        self._fd = fd
+        self._path = path
+        self._start = 0
+        self._data = b""
+
+    def read(self, offset: int, length: int) -> bytes:
+        i = offset - self._start
+        if 0 <= i and i + length <= len(self._data):
+            return self._data[i:i + length]
+        self._data = os.pread(self._fd, max(length, self.SIZE), offset)
+        self._start = offset
+        if len(self._data) < length:
+            raise UserError("changed while being merged; merge again", str(self._path))
+        return self._data[:length]
 
 
 def merge(sets: Sequence[ResultSet], spool: Spool) -> Merged:

@@ -157,15 +157,12 @@ def register(app: typer.Typer) -> None:
         """Per kernel, variant, shape and lever set: FASTER, SLOWER, SAME or
         NOISY against both runs' noise. Exit 1 on a regression, a new failure,
         an untimed pair, a BASE record missing from NEW, or nothing in common."""
-        from ..bench.compare import compare as do_compare
-        from ..bench.results import compare_slim, load_results
+        from ..bench.compare import compare_paths
 
         common.check_format(fmt)
         with common.many_records():
-            b = load_results(base, slim=compare_slim(), index=True)
-            n = load_results(new, slim=compare_slim(), index=True)
-            c = do_compare(b, n, threshold=threshold, allow_different_device=allow_different_device,
-                           allow_missing=allow_missing, consume=True)
+            c, b, n = compare_paths(base, new, threshold=threshold, allow_different_device=allow_different_device,
+                                    allow_missing=allow_missing)
             for rs in (b, n):
                 for note in rs.notes():
                     common.warn(note)

@@ -304,3 +304,45 @@ def test_compares_shortcut_for_two_timed_gpu_records_gives_the_general_verdict()
             cmp._gpu_us = shortcut
         assert got == want, (b, n, kinds)
     assert took > 500  # the shortcut was exercised
+
+
+def _sweep_dir(d: Path, records: list[dict], kind="gpu", name="NVIDIA H200") -> Path:
+    d.mkdir()
+    rs.write_plan(d / rs.PLAN_FILE, {**_plan([]), "device": {"kind": kind, "name": name}})
+    (d / rs.RESULTS_FILE).write_text("".join(json.dumps(r) + "\n" for r in records))
+    return d
+
+
+@pytest.mark.parametrize("kind, name", [("gpu", "NVIDIA H200"), ("gpu", None), ("sim", None)])
+def test_compare_streams_a_sweeps_records_to_the_verdicts_of_holding_them(tmp_path, kind, name):
+    """compare_paths reads NEW's records one by one into their verdicts; the
+    comparison is the one of both sets held, duplicates, records on one side
+    and failures included."""
+    import random
+
+    from leverctl.bench import compare as cmp
+
+    rng = random.Random(3)
+    device = "NVIDIA H200" if kind == "gpu" else rs.SIM_NAME
+
+    def side(scale):
+        out = []
+        for i in range(60):
+            us = rng.uniform(5, 50) * scale
+            out.append({"kernel": "k", "variant": rng.choice("ab"), "levers": {"x": i}, "config": f"x={i}",
+                        "shape": {"label": f"s{i % 3}"}, "status": "pass" if rng.random() < 0.9 else "fail",
+                        "note": "", "device": device,
+                        "timing": {"median_us": us, "p20_us": us * 0.99, "p80_us": us * 1.01, "noise": 0.01}
+                        if kind == "gpu" else None})
+        return out
+
+    base, new = side(1.0), side(1.04)
+    new = new[5:] + [dict(new[7], variant="b")]  # five only in BASE, and one repeated (the later kept)
+    new.append(dict(new[0], config="only-new", status="fail"))
+    b = _sweep_dir(tmp_path / "b", base, kind, name)
+    n = _sweep_dir(tmp_path / "n", new, kind, name)
+    got, _b, got_n = cmp.compare_paths(b, n, threshold=5.0)
+    held = cmp.compare(rs.load_results(b, slim=rs.compare_slim()), rs.load_results(n, slim=rs.compare_slim()))
+    assert got.to_json() == held.to_json()
+    assert got_n.notes() == rs.load_results(n).notes() and got_n.notes()
+    assert got.only_base and got.only_new and got.entries
