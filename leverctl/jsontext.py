@@ -43,55 +43,100 @@ class Rows:
         return iter(self.make())
 
 
-class Flat:
-    """A JSON object given as its keys (one tuple, shared by every row of a
-    kind) and its values in that order: a report's row, spelled exactly as
-    ``json.dumps`` spells ``dict(zip(keys, values))`` without that dict being
-    made, from a template of the keys' text made once per depth. Only this
-    module writes it; :meth:`as_dict` is the object to give anything else."""
+class Table:
+    """A list of objects that all have ``keys``, given as rows of values in
+    that order (``rows``: a list of tuples, or any sequence whose slices
+    are), each column of one kind: ``"str"`` (strings), ``"str?"`` (a
+    string, or None: then the key is left out), ``"num"`` (floats, ints or
+    None) or ``"levers"`` (a lever set, spelled once per set): a ranking's
+    or a comparison's million rows, spelled exactly as ``json.dumps``
+    spells :meth:`as_list`, column by column and then one format string a
+    row. A batch holding a value of another kind than its column's (NaN, a
+    bool, a subclass...) goes the general way."""
 
-    __slots__ = ("keys", "values")
+    __slots__ = ("keys", "kinds", "rows")
 
-    def __init__(self, keys: tuple[str, ...], values: tuple):
+    def __init__(self, keys: tuple[str, ...], kinds: tuple[str, ...], rows: list[tuple]):
         self.keys = keys
-        self.values = values
+        self.kinds = kinds
+        self.rows = rows
 
-    def as_dict(self) -> dict:
-        return dict(zip(self.keys, self.values))
+    def as_list(self) -> list[dict]:
+        """The rows as dicts; a column of kind ``"str?"`` is left out of a row where it is None."""
+        opt = [k for k, kind in zip(self.keys, self.kinds) if kind == "str?"]
+        return [{k: v for k, v in zip(self.keys, row) if not (v is None and k in opt)} for row in self.rows[:]]
 
     def __eq__(self, other: object) -> bool:
-        return isinstance(other, Flat) and self.as_dict() == other.as_dict()
+        return isinstance(other, Table) and self.as_list() == other.as_list()
 
     __hash__ = None  # type: ignore[assignment]
 
 
-_FLATS: dict = {}  # (id(keys), level) -> (keys, the text before each value)
+def _table(o: Table, level: int, allow_nan: bool, memo: dict) -> str:
+    return "".join(_table_parts(o, level, allow_nan, memo))
 
 
-def _flat(o: Flat, level: int, allow_nan: bool, memo: dict) -> str:
-    keys = o.keys
-    hit = _FLATS.get((id(keys), level))
-    if hit is None or hit[0] is not keys:
-        if not keys or len(set(keys)) != len(keys) or not all(type(k) is str for k in keys):
-            return _text(o.as_dict(), level, allow_nan, memo)
-        inner = _PAD[level + 1]
-        heads = tuple(("{" if i == 0 else ",") + inner + _enc(k) + ": " for i, k in enumerate(keys))
-        hit = _FLATS[(id(keys), level)] = (keys, heads)
-    parts = []
-    for h, k, v in zip(hit[1], keys, o.values):
-        tv = type(v)
-        if tv is str:
-            parts.append(h + _enc(v))
-        elif tv is float and v - v == 0.0:  # finite
-            parts.append(h + float.__repr__(v))
-        elif v is None:
-            parts.append(h + "null")
-        elif k == "levers":
-            parts.append(h + _levers(v, level + 1, allow_nan, memo))
+TABLE_BATCH = 8192  # rows spelled at a time (a piece of a streamed document)
+
+
+def _table_parts(o: Table, level: int, allow_nan: bool, memo: dict) -> Iterator[str]:
+    """A Table spelled column by column (each column's values at once, by
+    ``map``), then row by row with one format string, in batches of rows."""
+    keys, kinds, rows = o.keys, o.kinds, o.rows
+    if not len(rows):
+        yield "[]"
+        return
+    if not keys or len(set(keys)) != len(keys) or not all(type(k) is str for k in keys) \
+            or not set(kinds) <= {"str", "str?", "num", "levers"} or len(kinds) != len(keys) \
+            or kinds.count("str?") > 1 or level + 2 >= MAX_LEVEL:
+        yield _text(o.as_list(), level, allow_nan, memo)
+        return
+    if kinds[0] == "str?":  # an optional key first: its comma would lead the object
+        yield _text(o.as_list(), level, allow_nan, memo)
+        return
+    inner, row_in = _PAD[level + 2], _PAD[level + 1]
+    # One format string for every row; an optional column's value is spelled with its own comma and key.
+    fmt = "{" + "".join("%s" if kind == "str?" else ("," if i else "") + inner + _enc(k).replace("%", "%%") + ": %s"
+                        for i, (k, kind) in enumerate(zip(keys, kinds))) + _PAD[level + 1] + "}"
+    heads = {k: "," + inner + _enc(k) + ": " for k, kind in zip(keys, kinds) if kind == "str?"}
+    sep = "[" + row_in
+    for start in range(0, len(rows), TABLE_BATCH):
+        batch = list(rows[start:start + TABLE_BATCH])
+        spelled = _columns(batch, keys, kinds, heads, level, allow_nan, memo) \
+            if all(type(r) is tuple and len(r) == len(keys) for r in batch) else None
+        if spelled is None:  # a value of another kind than its column's: these rows as dicts
+            texts = [_text(d, level + 1, allow_nan, memo) for d in Table(keys, kinds, batch).as_list()]
         else:
-            parts.append(h + _text(v, level + 1, allow_nan, memo))
-    parts.append(_PAD[level] + "}")
-    return "".join(parts)
+            texts = map(fmt.__mod__, zip(*spelled))
+        yield sep + ("," + row_in).join(texts)
+        sep = "," + row_in
+    yield _PAD[level] + "]"
+
+
+def _columns(rows: list[tuple], keys: tuple, kinds: tuple, heads: dict, level: int, allow_nan: bool,
+             memo: dict) -> list | None:
+    spelled: list = []
+    for key, kind, col in zip(keys, kinds, zip(*rows)):
+        types = set(map(type, col))
+        if kind == "str" and types == {str}:
+            spelled.append(map(_enc, col))
+        elif kind == "str?" and types <= {str, type(None)}:
+            head = heads[key]
+            spelled.append(["" if v is None else head + _enc(v) for v in col])
+        elif kind == "num" and types == {float} and not any(map(math.isinf, col)) and not any(map(math.isnan, col)):
+            spelled.append(map(float.__repr__, col))
+        elif kind == "num" and types <= {float, int, type(None)}:
+            spelled.append([_text(v, level + 2, allow_nan, memo) for v in col])
+        elif kind == "levers" and types == {dict}:
+            # The column's objects are all alive, so an id names one lever set here.
+            ids = list(map(id, col))
+            text = {i: _levers(v, level + 2, allow_nan, memo) for i, v in dict(zip(ids, col)).items()}
+            spelled.append(map(text.__getitem__, ids))
+        else:
+            return None
+    return spelled
+
+
 
 
 def pieces(obj: Any, *, allow_nan: bool = True) -> Iterator[str]:
@@ -115,6 +160,9 @@ def dumps(obj: Any, *, allow_nan: bool = True) -> str:
 
 def _pieces(o: Any, level: int, allow_nan: bool, memo: dict) -> Iterator[str]:
     t = type(o)
+    if t is Table and level < MAX_LEVEL:
+        yield from _table_parts(o, level, allow_nan, memo)
+        return
     if level >= STREAM_DEPTH or not ((t is dict and o and all(type(k) is str for k in o))
                                      or ((t is list or t is tuple or t is Rows) and len(o))):
         yield _text(o, level, allow_nan, memo)
@@ -169,8 +217,8 @@ def _text(o: Any, level: int, allow_nan: bool, memo: dict) -> str:
         if math.isfinite(o):
             return float.__repr__(o)
         return json.dumps(o, indent=2, allow_nan=allow_nan)  # NaN and infinities: its spelling, or its error
-    if t is Flat:
-        return _flat(o, level, allow_nan, memo)
+    if t is Table:
+        return _table(o, level, allow_nan, memo)
     if t is dict:
         if not o:
             return "{}"
@@ -207,5 +255,5 @@ def _text(o: Any, level: int, allow_nan: bool, memo: dict) -> str:
         return "[" + inner + ("," + inner).join(_text(v, level + 1, allow_nan, memo) for v in o) \
             + _PAD[level] + "]"
     # Anything else (keys that are not strings, subclasses, unknown types): json.dumps decides.
-    text = json.dumps(o.as_dict() if type(o) is Flat else o, indent=2, allow_nan=allow_nan)
+    text = json.dumps(o.as_list() if type(o) is Table else o, indent=2, allow_nan=allow_nan)
     return text.replace("\n", _PAD[level]) if level else text

@@ -79,21 +79,29 @@ def test_rows_are_written_as_the_list_they_make(n):
     assert made == rows
 
 
-flat_values = st.one_of(scalars, st.dictionaries(st.text(max_size=3), scalars, max_size=3))
-
-
 @settings(max_examples=300, deadline=None)
-@given(st.lists(st.sampled_from(["config", "levers", "median_us", "é", "a\"b"]), unique=True, max_size=5)
-       .flatmap(lambda keys: st.tuples(st.just(tuple(keys)),
-                                       st.tuples(*[flat_values for _ in keys]))),
-       st.integers(0, 5), st.booleans())
-def test_a_flat_row_is_spelled_as_its_dict(row, depth, allow_nan):
-    keys, values = row
-    flat = jsontext.Flat(keys, values)
-    doc = {"rows": [flat]}
+@given(st.lists(st.tuples(st.sampled_from(["a", "b\u00e9", "c%s"]), st.one_of(st.text(max_size=4), st.integers()),
+                          st.one_of(st.floats(allow_nan=True, allow_infinity=True), st.none(), st.integers(),
+                                    st.booleans()),
+                          st.sampled_from([{"x": True}, {"y": None, "z": 3}, {}, "not levers"])), max_size=6),
+       st.integers(0, 4), st.booleans())
+def test_a_table_is_spelled_as_its_list_of_dicts(rows, depth, allow_nan):
+    keys = ("config", "variant", "median_us", "levers", "base_variant")
+    rows = [(*r, [None, "v"][i % 2]) for i, r in enumerate(rows)]
+    table = jsontext.Table(keys, ("str", "str", "num", "levers", "str?"), rows)
+    doc, plain = {"ranked": table, "after": 1}, {"ranked": table.as_list(), "after": 1}
     for _ in range(depth):
-        doc = [doc]
-    plain = {"rows": [flat.as_dict()]}
-    for _ in range(depth):
-        plain = [plain]
+        doc, plain = [doc], [plain]
     assert _got(doc, allow_nan) == _expect(plain, allow_nan)
+    assert all(("base_variant" in d) == (i % 2 == 1) for i, d in enumerate(table.as_list()))
+
+
+def test_a_table_streams_in_batches_that_join_to_its_text(monkeypatch):
+    monkeypatch.setattr(jsontext, "TABLE_BATCH", 3)
+    lv = {"x": True}
+    rows = [(f"c{i}", "v", 1.5 * i, lv, None if i % 3 else "w") for i in range(10)]
+    rows[4] = ("c4", "v", float("nan"), lv, None)  # one batch goes the general way
+    table = jsontext.Table(("config", "variant", "median_us", "levers", "base_variant"),
+                           ("str", "str", "num", "levers", "str?"), rows)
+    assert _got({"entries": table}, True) == _expect({"entries": table.as_list()}, True)
+    assert _got({"entries": table}, False) == _expect({"entries": table.as_list()}, False)

@@ -32,12 +32,16 @@ the runs have nothing in common. Else 0. Entries only NEW has are listed.
 from __future__ import annotations
 
 import math
+import operator
+from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any, Mapping, NamedTuple
 
 from ..errors import UserError
-from .results import RESULTS_FILE, SIM_NAME, ResultSet, identity, median_us, ran_on_gpu, spread, timed, timing_problem
+from .decode import UNSET
+from .results import RESULTS_FILE, SIM_NAME, ResultSet, identity, median_us, ran_on_gpu, spread, spread_of, timed, \
+    timing_problem
 
 DEFAULT_THRESHOLD = 5.0  # percent
 NOISY_FACTOR = 2.0  # a spread beyond this many thresholds makes a pair NOISY
@@ -48,8 +52,7 @@ VERDICTS = ("NEW FAIL", "SLOWER", "UNTIMED", "STILL FAILS", "FIXED", "NOISY", "F
 GATING = ("NEW FAIL", "SLOWER", "UNTIMED")
 
 
-@dataclass(frozen=True, slots=True)  # one per matched record: a million, at cluster scale
-class Entry:
+class Entry(NamedTuple):  # one per matched record: a million, at cluster scale (a tuple is made fastest)
     kernel: str
     variant: str
     base_variant: str
@@ -69,32 +72,41 @@ class Entry:
     def regressed(self) -> bool:
         return self.verdict in GATING
 
-    def to_flat(self) -> Any:
-        """:meth:`to_json` as a ``jsontext.Flat`` (a million entries, at cluster scale)."""
-        from ..jsontext import Flat
-
-        values = (self.kernel, self.variant, self.shape, self.config, self.verdict, self.base_status,
-                  self.new_status, self.base_us, self.new_us, _pct(self.change), _pct(self.base_spread),
-                  _pct(self.new_spread))
-        if self.base_variant != self.variant:
-            return Flat(_ENTRY_KEYS_VARIANT, (*values, self.base_variant, self.note))
-        return Flat(_ENTRY_KEYS, (*values, self.note))
+    def row(self) -> tuple:
+        """The entry's JSON values in the order of ``_TABLE_KEYS`` (``base_variant`` None where it is the variant)."""
+        (kernel, variant, base_variant, shape, config, verdict, base_status, new_status, base_us, new_us,
+         change, base_spread, new_spread, note) = self
+        return (kernel, variant, shape, config, verdict, base_status, new_status, base_us, new_us,
+                None if change is None else round(100 * change, 3),
+                None if base_spread is None else round(100 * base_spread, 3),
+                None if new_spread is None else round(100 * new_spread, 3),
+                base_variant if base_variant != variant else None, note)
 
     def to_json(self) -> dict[str, Any]:
-        return self.to_flat().as_dict()
+        from ..jsontext import Table
+
+        return Table(_TABLE_KEYS, _TABLE_KINDS, [self.row()]).as_list()[0]
 
 
-_ENTRY_KEYS = ("kernel", "variant", "shape", "config", "verdict", "base_status", "new_status", "base_us", "new_us",
-               "change_pct", "base_spread_pct", "new_spread_pct", "note")
-_ENTRY_KEYS_VARIANT = (*_ENTRY_KEYS[:-1], "base_variant", "note")
+_TABLE_KEYS = ("kernel", "variant", "shape", "config", "verdict", "base_status", "new_status", "base_us", "new_us",
+               "change_pct", "base_spread_pct", "new_spread_pct", "base_variant", "note")
+_TABLE_KINDS = ("str",) * 7 + ("num",) * 5 + ("str?", "str")
 
 
-def _pct(x: float | None) -> float | None:
-    return None if x is None else round(100 * x, 3)
+class _EntryRows:
+    """The entries' rows, made a slice at a time (a million, at cluster scale)."""
+
+    def __init__(self, entries: list[Entry]):
+        self._entries = entries
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    def __getitem__(self, i: slice) -> list[tuple]:
+        return [e.row() for e in self._entries[i]]
 
 
-@dataclass(frozen=True, slots=True)
-class OneSided:
+class OneSided(NamedTuple):
     kernel: str
     variant: str
     shape: str
@@ -152,15 +164,13 @@ class Comparison:
         return 1 if self.gated else 0
 
     def counts(self) -> dict[str, int]:
-        c = {v: 0 for v in VERDICTS}
-        for e in self.entries:
-            c[e.verdict] += 1
-        return {k: v for k, v in c.items() if v}
+        c = Counter(map(_VERDICT, self.entries))
+        return {v: c[v] for v in VERDICTS if c[v]}
 
     def to_json(self, lazy: bool = False) -> dict[str, Any]:
         """The comparison as JSON; ``lazy``: the entries are made as
         :mod:`leverctl.jsontext` writes them, not all at once."""
-        from ..jsontext import Rows
+        from ..jsontext import Table
 
         return {
             "schema": "leverctl.compare/1",
@@ -174,7 +184,7 @@ class Comparison:
             "counts": self.counts(),
             "regressed": self.gated,
             "gate": self.gate_reasons(),
-            "entries": Rows(len(self.entries), lambda: (e.to_flat() for e in self.entries)) if lazy
+            "entries": Table(_TABLE_KEYS, _TABLE_KINDS, _EntryRows(self.entries)) if lazy
             else [e.to_json() for e in self.entries],
             "only_base": [o.to_json() for o in self.only_base],
             "only_new": [o.to_json() for o in self.only_new],
@@ -263,8 +273,29 @@ def compare_paths(base: Any, new: Any, *, threshold: float = DEFAULT_THRESHOLD,
     kinds = (b.device_kind, kind)
     slim = compare_slim()
     devices: set = set()
+    variants: dict[str, str] = {}
 
     def verdict_of(rec: Any) -> Any:
+        if type(rec) is not dict and rec.status == "pass" and rec.timing and kind != "sim" \
+                and rec.device != SIM_NAME:
+            # A passing GPU record as decoded, whose figures the reader found fine (results._timing_fine):
+            # against a BASE record that passed on a GPU, its verdict without the record made a dict first.
+            i = bi.get((rec.kernel, rec.shape.label, rec.config))
+            if i is not None:
+                base = brecs[i]
+                bu = _gpu_us(base, kinds[0]) if base["status"] == "pass" else None
+                if bu is not None:
+                    if rec.device is not UNSET and rec.device:
+                        devices.add(rec.device)
+                    t, bt = rec.timing, base["timing"]
+                    nu = t.median_us
+                    bsp = spread_of(bu, bt.get("p20_us"), bt.get("p80_us"), bt.get("noise"))
+                    nsp = spread_of(nu, *(None if x is UNSET else x for x in (t.p20_us, t.p80_us, t.noise)))
+                    v, change = verdict(bu, nu, bsp, nsp, threshold)
+                    variant = variants.setdefault(rec.variant, rec.variant)
+                    note = f"variant changed: {base['variant']} -> {variant}" if base["variant"] != variant else ""
+                    return Entry(base["kernel"], variant, base["variant"], base["shape"]["label"], base["config"],
+                                 v, "pass", "pass", bu, nu, change, bsp, nsp, note)
         r = slim(rec)
         if r.get("device"):
             devices.add(r["device"])
@@ -294,7 +325,16 @@ def _check_threshold(threshold: float) -> None:
 def _comparison(base: ResultSet, new: ResultSet, names: tuple, threshold: float, entries: list[Entry],
                 only_base: list[OneSided], only_new: list[OneSided], notes: list[str],
                 allow_missing: bool) -> Comparison:
-    entries.sort(key=lambda e: (_ORDER[e.verdict], e.kernel, e.shape, e.config))
+    # By verdict (in VERDICTS' order), then kernel, shape and configuration.
+    by_verdict: dict[str, list[Entry]] = {}
+    for e in entries:
+        by_verdict.setdefault(e.verdict, []).append(e)
+    entries = []
+    for v in VERDICTS:
+        got = by_verdict.pop(v, None)
+        if got:
+            got.sort(key=_SORT)
+            entries += got
     is_timed = any(e.base_us is not None and e.new_us is not None for e in entries)
     if any(e.verdict == "PASS" for e in entries):
         notes.append("no timings on either side (simulator runs): statuses compared only")
@@ -302,7 +342,8 @@ def _comparison(base: ResultSet, new: ResultSet, names: tuple, threshold: float,
                       is_timed, entries, only_base, only_new, notes, allow_missing)
 
 
-_ORDER = {v: i for i, v in enumerate(VERDICTS)}
+_SORT = operator.attrgetter("kernel", "shape", "config")
+_VERDICT = operator.attrgetter("verdict")
 
 
 def _index(rs: ResultSet) -> dict:

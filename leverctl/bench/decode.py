@@ -185,14 +185,6 @@ def plan_items(raw: Raw) -> list[Item] | None:
     return items
 
 
-def plan_item_count(raw: Raw) -> int | None:
-    """How many items a plan's item list has, each checked as
-    :func:`plan_items` checks it and let go at once; None where the fast
-    path does not take the list."""
-    items = plan_items(raw)
-    return None if items is None else len(items)
-
-
 def item_of(it: dict) -> Item:
     """A plan item checked by ``results.check_plan``, as an Item."""
     return Item(n=it["n"] if "n" in it else UNSET, kernel=it["kernel"], variant=it.get("variant", UNSET),

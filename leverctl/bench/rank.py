@@ -21,7 +21,7 @@ import json
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import Any, Mapping, NamedTuple, Sequence
 
 from ..levers import present
 from ..levers.kinds import Drafter
@@ -77,8 +77,7 @@ def kernel_info(plan: Mapping[str, Any] | None) -> dict[str, Mapping[str, Any]]:
 # ── ranking ─────────────────────────────────────────────────────────────────
 
 
-@dataclass(frozen=True, slots=True)  # one per ranked record: a million, at cluster scale
-class Row:
+class Row(NamedTuple):  # one per ranked record: a million, at cluster scale (a tuple is made fastest)
     record: Mapping[str, Any]
     us: float | None
     speedup: float | None  # over the recipe's configuration
@@ -103,26 +102,27 @@ class Ranking:
         return self.ranked[0] if self.ranked else None
 
     def to_json(self, flat: bool = False) -> dict[str, Any]:
-        """The ranking as JSON; ``flat``: each ranked row a ``jsontext.Flat``
-        (a million of them at cluster scale, spelled without a dict each)."""
+        """The ranking as JSON; ``flat``: the ranked rows as a
+        ``jsontext.Table`` (a million of them at cluster scale, spelled
+        column by column, without a dict each)."""
         def row(r: Row) -> dict[str, Any]:
             return {"config": r.record["config"], "variant": r.record["variant"], "levers": r.record["levers"],
                     "median_us": r.us, "speedup": _r(r.speedup)}
 
         if flat:
-            from ..jsontext import Flat
+            from ..jsontext import Table
 
-            def ranked(r: Row) -> Any:
-                rec = r.record
-                return Flat(_ROW_KEYS, (rec["config"], rec["variant"], rec["levers"], r.us, _r(r.speedup)))
+            ranked: Any = Table(_ROW_KEYS, _ROW_KINDS, [
+                (rec["config"], rec["variant"], rec["levers"], us, None if sp is None else _r(sp))
+                for rec, us, sp in self.ranked])
         else:
-            ranked = row
+            ranked = [row(r) for r in self.ranked]
         best = self.best
         return {
             "kernel": self.kernel, "shape": self.shape, "timed": self.timed,
             "recipe": {"config": self.recipe_config, "median_us": self.recipe_us, "status": self.recipe_status},
             "best": row(best) if best and self.timed else None,
-            "ranked": [ranked(r) for r in self.ranked],
+            "ranked": ranked,
             "failing": [{"config": f["config"], "variant": f["variant"], "levers": f["levers"],
                          "note": f.get("note", ""), "error": f.get("error")} for f in self.failing],
             "baselines": [{**row(b), "batch_invariance": b.record.get("batch_invariance")} for b in self.baselines],
@@ -130,6 +130,7 @@ class Ranking:
 
 
 _ROW_KEYS = ("config", "variant", "levers", "median_us", "speedup")
+_ROW_KINDS = ("str", "str", "levers", "num", "num")
 
 
 def _r(x: float | None, digits: int = 4) -> float | None:

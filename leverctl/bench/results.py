@@ -182,11 +182,15 @@ def spread(rec: Mapping[str, Any]) -> float:
     t = rec.get("timing")
     if not timed(rec):
         return 0.0
-    med = float(t["median_us"])
-    if _num(t.get("p20_us")) and _num(t.get("p80_us")):
-        return max(0.0, (float(t["p80_us"]) - float(t["p20_us"])) / med)
-    if _num(t.get("noise")):
-        return max(0.0, float(t["noise"]))
+    return spread_of(float(t["median_us"]), t.get("p20_us"), t.get("p80_us"), t.get("noise"))
+
+
+def spread_of(med: float, p20: Any, p80: Any, noise: Any) -> float:
+    """:func:`spread` of a timed record's figures (None where it has none)."""
+    if _num(p20) and _num(p80):
+        return max(0.0, (float(p80) - float(p20)) / med)
+    if _num(noise):
+        return max(0.0, float(noise))
     return 0.0
 
 
@@ -407,9 +411,8 @@ def read_jsonl(path: Path, kind: str | None = None, slim: Slim | None = None,
     foreign: dict[int, Any] = {}  # place in records -> the other plan its record names
 
     def take(r: Any, key: Identity, named: Any, n: int, offset: int, length: int) -> None:
-        at = seen.get(key)
-        if at is None:
-            at = seen[key] = len(records)
+        at = seen.setdefault(key, len(records))
+        if at == len(records):
             records.append(None)
         else:
             duplicates.append(n)
@@ -506,15 +509,17 @@ def read_plan(directory: Path, items: bool = False) -> dict | None:
     return None if got is None else got[0]
 
 
-def read_plan_counted(directory: Path, items: bool = False) -> tuple[dict, int] | None:
-    """:func:`read_plan`, and how many items the plan lists.
+def read_plan_counted(directory: Path, items: bool = False) -> tuple[dict, int | None] | None:
+    """:func:`read_plan`, and how many items the plan lists (None where the
+    header alone was read and the fast path took it: the readers of the
+    header go by ``total`` and ``shard.items``).
 
     A cluster sweep's merged plan lists a million items. The file is parsed
     by msgspec as an object of raw values: the header's values are decoded,
-    and the item list is either counted (without building an item) or
-    decoded into ``decode.Item``s, whose fields are typed, so that the
-    decoding checks them. What the fast path cannot take goes to the
-    standard library and :func:`check_plan`, which decide."""
+    and the item list is either left as text (a reader of the header: it is
+    a list, and never built) or decoded into ``decode.Item``s, whose fields
+    are typed, so that the decoding checks them. What the fast path cannot
+    take goes to the standard library and :func:`check_plan`, which decide."""
     from . import decode as dec
 
     path = Path(directory) / PLAN_FILE
@@ -525,7 +530,7 @@ def read_plan_counted(directory: Path, items: bool = False) -> tuple[dict, int] 
     fields = dec.plan_fields(data)
     if fields is not None and "items" in fields:
         raw = fields.pop("items")
-        listed = dec.plan_items(raw) if items else dec.plan_item_count(raw)
+        listed = dec.plan_items(raw) if items else ([] if memoryview(raw)[:1] == b"[" else None)
         if listed is not None:
             try:
                 head = {k: dec.loads(bytes(v)) for k, v in fields.items()}
@@ -535,7 +540,7 @@ def read_plan_counted(directory: Path, items: bool = False) -> tuple[dict, int] 
                 plan = check_plan({**head, "items": []}, where)
                 if not items:
                     del plan["items"]
-                    return plan, listed
+                    return plan, None
                 plan["items"] = _placed(listed)
                 return plan, len(listed)
     try:

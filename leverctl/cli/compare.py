@@ -36,13 +36,34 @@ def _us(x: float | None) -> str:
     return "–" if x is None else f"{x:.4g}"
 
 
-def _rows(c) -> tuple[list[str], list[list[str]]]:
+# A comparison this size or smaller lists every entry in the table and the
+# Markdown; a larger one (a cluster sweep's million) lists those that need a
+# look, all of them, and counts the quiet ones (SAME, PASS): JSON holds all.
+LIST_ALL_UP_TO = 100
+QUIET = ("SAME", "PASS")
+
+
+def _shown(c, every: bool) -> tuple[list, str]:
+    """The entries the table and Markdown list, and a line on those they leave out ('' for none)."""
+    if every or len(c.entries) <= LIST_ALL_UP_TO:
+        return c.entries, ""
+    shown = [e for e in c.entries if e.verdict not in QUIET]
+    left = len(c.entries) - len(shown)
+    if not left:
+        return shown, ""
+    counts = c.counts()
+    what = ", ".join(f"{counts[v]} {v}" for v in QUIET if counts.get(v))
+    return shown, (f"{left} matched pairs not listed ({what}): --all lists them, and --format json holds every "
+                   "entry")
+
+
+def _rows(c, entries) -> tuple[list[str], list[list[str]]]:
     if c.timed:
         cols = ["verdict", "kernel", "variant", "shape", "levers", "base µs", "new µs", "change", "noise", "note"]
     else:
         cols = ["verdict", "kernel", "variant", "shape", "levers", "base", "new", "note"]
     rows = []
-    for e in c.entries:
+    for e in entries:
         variant = e.variant if e.variant == e.base_variant else f"{e.base_variant} → {e.variant}"
         if c.timed:
             noise = max(e.base_spread or 0.0, e.new_spread or 0.0) if e.base_spread is not None else None
@@ -53,16 +74,19 @@ def _rows(c) -> tuple[list[str], list[list[str]]]:
     return cols, rows
 
 
-def _one_sided(c) -> list[tuple[str, list[list[str]]]]:
+def _one_sided(c, every: bool) -> list[tuple[str, list[list[str]]]]:
     out = []
     missing = "Only in BASE (missing from NEW" + (", allowed)" if c.allow_missing else ")")
     for label, items in ((missing, c.only_base), ("Only in NEW", c.only_new)):
         if items:
+            if not every and len(items) > LIST_ALL_UP_TO:
+                label += f", the first {LIST_ALL_UP_TO} of {len(items)}: --all lists them all"
+                items = items[:LIST_ALL_UP_TO]
             out.append((label, [[o.kernel, o.variant, o.shape, o.config, o.status] for o in items]))
     return out
 
 
-def table(c, *, width: int | None = None, color: bool = False) -> str:
+def table(c, *, width: int | None = None, color: bool = False, every: bool = False) -> str:
     from rich.console import Console
     from rich.table import Table
 
@@ -76,7 +100,8 @@ def table(c, *, width: int | None = None, color: bool = False) -> str:
               f"({c.new_device or 'device unknown'})", markup=False)
     for n in c.notes:
         con.print(f"note: {n}", markup=False)
-    cols, rows = _rows(c)
+    entries, left = _shown(c, every)
+    cols, rows = _rows(c, entries)
     if rows:
         t = Table()
         for col in cols:
@@ -85,7 +110,9 @@ def table(c, *, width: int | None = None, color: bool = False) -> str:
         for row in rows:
             t.add_row(*row, style=(STYLE.get(row[0]) or None) if color else None)
         con.print(fit(t, con.width))
-    for label, items in _one_sided(c):
+    if left:
+        con.print(left, markup=False)
+    for label, items in _one_sided(c, every):
         con.print(f"{label}:", markup=False)
         t = Table()
         for col in ("kernel", "variant", "shape", "levers", "status"):
@@ -97,7 +124,7 @@ def table(c, *, width: int | None = None, color: bool = False) -> str:
     return "\n".join(line.rstrip() for line in buf.getvalue().splitlines()) + "\n"
 
 
-def markdown(c) -> str:
+def markdown(c, every: bool = False) -> str:
     from ..bench.compare import GATING, summary_line
 
     head = "❌" if c.gated else "✅"
@@ -108,7 +135,8 @@ def markdown(c) -> str:
         out.append(f"> {n}")
     if c.notes:
         out.append("")
-    cols, rows = _rows(c)
+    entries, left = _shown(c, every)
+    cols, rows = _rows(c, entries)
     if rows:
         out.append("| " + " | ".join(cols) + " |")
         out.append("|" + "|".join("---" for _ in cols) + "|")
@@ -116,28 +144,32 @@ def markdown(c) -> str:
             cells = [f"**{row[0]}**" if row[0] in GATING else row[0], *row[1:]]
             out.append("| " + " | ".join(str(x).replace("|", "\\|") for x in cells) + " |")
         out.append("")
-    for label, items in _one_sided(c):
+    if left:
+        out += [left, ""]
+    for label, items in _one_sided(c, every):
         out.append(f"**{label}:** " + "; ".join(f"{k} {v} {s} `{cfg}` ({st})" for k, v, s, cfg, st in items))
         out.append("")
     return "\n".join(out).rstrip("\n") + "\n"
 
 
-def render(c, fmt: str, *, width: int | None = None, color: bool = False) -> str:
-    return "".join(render_pieces(c, fmt, width=width, color=color))
+def render(c, fmt: str, *, width: int | None = None, color: bool = False, every: bool = False) -> str:
+    return "".join(render_pieces(c, fmt, width=width, color=color, every=every))
 
 
-def render_pieces(c, fmt: str, *, width: int | None = None, color: bool = False) -> Iterator[str]:
+def render_pieces(c, fmt: str, *, width: int | None = None, color: bool = False,
+                  every: bool = False) -> Iterator[str]:
     """The comparison in ``fmt``, in pieces to write as they come (JSON: an
-    entry per matched record, never whole in memory)."""
+    entry per matched record, never whole in memory). ``every``: the table
+    and Markdown list every entry, however many (see :data:`LIST_ALL_UP_TO`)."""
     if fmt == "json":
         from .. import jsontext
 
         yield from jsontext.pieces(c.to_json(lazy=True), allow_nan=False)
         yield "\n"
     elif fmt == "markdown":
-        yield markdown(c)
+        yield markdown(c, every)
     else:
-        yield table(c, width=width, color=color)
+        yield table(c, width=width, color=color, every=every)
 
 
 def register(app: typer.Typer) -> None:
@@ -153,6 +185,9 @@ def register(app: typer.Typer) -> None:
             "--allow-different-device", help="Compare runs from different devices anyway.")] = False,
         allow_missing: Annotated[bool, typer.Option(
             "--allow-missing", help="Do not fail when a BASE record has no counterpart in NEW.")] = False,
+        every: Annotated[bool, typer.Option(
+            "--all", help=f"List every matched pair in the table or Markdown; past {LIST_ALL_UP_TO} pairs "
+                          "they list those that are not SAME (or PASS) and count the rest.")] = False,
     ) -> None:
         """Per kernel, variant, shape and lever set: FASTER, SLOWER, SAME or
         NOISY against both runs' noise. Exit 1 on a regression, a new failure,
@@ -167,6 +202,6 @@ def register(app: typer.Typer) -> None:
                 for note in rs.notes():
                     common.warn(note)
             width, color = common.tty_table(fmt)
-            common.write_pieces(render_pieces(c, fmt, width=width, color=color))
+            common.write_pieces(render_pieces(c, fmt, width=width, color=color, every=every))
         if c.exit_code:
             raise typer.Exit(c.exit_code)

@@ -247,19 +247,25 @@ def test_merge_puts_the_shards_items_and_records_back_in_plan_order(tmp_path, sc
     assert '\n    {"n":0,"kernel":"k"' in text  # an item to a line
 
 
-def test_a_plan_item_with_a_bad_place_is_refused_by_every_reader(tmp_path):
+def test_a_plan_item_with_a_bad_place_is_refused_where_the_items_are_read(tmp_path):
     items = _items()
     items[2]["n"] = "two"
     (tmp_path / rs.PLAN_FILE).write_text(json.dumps(_plan(items)))
-    for with_items in (False, True):
-        with pytest.raises(UserError, match=r"items\[2\] is not an object"):
-            rs.read_plan(tmp_path, items=with_items)
+    with pytest.raises(UserError, match=r"items\[2\] is not an object"):
+        rs.read_plan(tmp_path, items=True)
+    # A reader of the header alone (resume, show, compare) leaves the items as text.
+    assert rs.read_plan(tmp_path)["hash"] == "0123456789abcdef"
 
 
-def test_the_header_readers_count_the_items_without_keeping_them(tmp_path):
+def test_the_header_readers_leave_the_items_unbuilt(tmp_path):
     rs.write_plan(tmp_path / rs.PLAN_FILE, _plan(_items()))
     plan, count = rs.read_plan_counted(tmp_path)
-    assert count == 6 and "items" not in plan and plan["total"] == 6
+    assert count is None and "items" not in plan and plan["total"] == 6
+    plan, count = rs.read_plan_counted(tmp_path, items=True)
+    assert count == 6 and [it.n for it in plan["items"]] == list(range(6))
+    (tmp_path / rs.PLAN_FILE).write_text(json.dumps({**_plan([]), "items": {"a": 1}}))
+    with pytest.raises(UserError, match="no `items` list"):
+        rs.read_plan(tmp_path)
 
 
 # ── compare: the usual pair's shortcut against the general path ─────────────

@@ -266,3 +266,22 @@ def test_compare_cli_counts_a_repeated_record_once_and_warns(tmp_path, capsys):
     code, out, err = cli(["compare", base, new, "--format", "json"], capsys)
     assert code == 0 and json.loads(out)["matched"] == 1
     assert "base.json: 1 record(s) repeat an earlier one's kernel, shape and levers (results[1])" in err
+
+
+def test_a_large_comparison_lists_what_needs_a_look_and_counts_the_same_ones(tmp_path, capsys):
+    """Past 100 pairs the table and Markdown list every pair that is not SAME
+    (all of them) and say how many SAME ones they leave out; --all lists
+    them too, and JSON always holds every entry."""
+    base_recs = [rec(100.0, config=f"c{i}") for i in range(150)]
+    new_recs = [rec(130.0 if i in (7, 99) else 100.5, config=f"c{i}") for i in range(150)]
+    base = write(tmp_path, "base.json", bench_doc(*base_recs))
+    new = write(tmp_path, "new.json", bench_doc(*new_recs))
+    code, out, _ = cli(["compare", base, new], capsys)
+    assert code == 1 and out.count("SLOWER") >= 2 and " c7 " in out and " c99 " in out and " c8 " not in out
+    assert "148 matched pairs not listed (148 SAME): --all lists them" in out
+    code, out, _ = cli(["compare", base, new, "--all"], capsys)
+    assert " c8 " in out and "not listed" not in out
+    code, md, _ = cli(["compare", base, new, "-f", "markdown"], capsys)
+    assert "`c8`" not in md and "| c8 |" not in md and "148 matched pairs not listed" in md and "c99" in md
+    code, js, _ = cli(["compare", base, new, "-f", "json"], capsys)
+    assert len(json.loads(js)["entries"]) == 150
