@@ -388,8 +388,9 @@ LineSink = Callable[[Identity, int, int, dict], None]
 
 def read_jsonl(path: Path, kind: str | None = None, slim: Slim | None = None,
                plan_hash: str | None = None, on_line: LineSink | None = None) -> Jsonl:
-    """The records of a results file, read line by line (never the whole
-    file at once). A partial last line (no newline: the writer was killed
+    """The records of a results file, read 8 MiB at a time (never the whole
+    file at once), the lines of each piece decoded in one call where each is
+    one record object (``decode.batch_records``), else one by one. A partial last line (no newline: the writer was killed
     mid-line) is ignored; any other line that is not a record, or whose
     timing is unusable (``kind``: the run's device kind, see
     :func:`timing_problem`), is refused with its line number. A record
