@@ -334,12 +334,12 @@ def test_compare_streams_a_sweeps_records_to_the_verdicts_of_holding_them(tmp_pa
     def side(scale):
         out = []
         for i in range(60):
-            us = rng.uniform(5, 50) * scale
+            us, half = rng.uniform(5, 50) * scale, rng.uniform(0.001, 0.08)
             out.append({"kernel": "k", "variant": rng.choice("ab"), "levers": {"x": i}, "config": f"x={i}",
                         "shape": {"label": f"s{i % 3}"}, "status": "pass" if rng.random() < 0.9 else "fail",
                         "note": "", "device": device,
-                        "timing": {"median_us": us, "p20_us": us * 0.99, "p80_us": us * 1.01, "noise": 0.01}
-                        if kind == "gpu" else None})
+                        "timing": {"median_us": us, "p20_us": us * (1 - half), "p80_us": us * (1 + half),
+                                   "noise": 0.01} if kind == "gpu" else None})
         return out
 
     base, new = side(1.0), side(1.04)
