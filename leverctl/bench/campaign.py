@@ -41,7 +41,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import signal
 import sys
 import time
 from pathlib import Path
@@ -227,7 +226,7 @@ def _one_recipe(state, path: Path, st, slot: float) -> tuple[bool, bool]:
     from ..levers import resolve
     from .plan import plan_for
     from .report import counts, render
-    from .run import Terminated, document, run_items, speedups, terminate_as_interrupt, why_stopped
+    from .run import Terminated, document, run_items, signals_held, speedups, terminate_as_interrupt, why_stopped
     from .timing import StopRule
 
     args, dev = state.args, state.dev
@@ -248,14 +247,11 @@ def _one_recipe(state, path: Path, st, slot: float) -> tuple[bool, bool]:
         def on_record(rec: dict) -> None:
             # Both or neither: a SIGTERM or ^C arriving while the record is
             # being fsynced would otherwise land between the two, leaving a
-            # record on disk that the recipe's document lacks. Held signals
-            # are delivered when the mask is restored.
-            held = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT, signal.SIGTERM})
-            try:
+            # record on disk that the recipe's document lacks. It is raised
+            # once both are done.
+            with signals_held():
                 state.appender.append({**rec, "recipe": name, "run": run})
                 into.append(rec)
-            finally:
-                signal.pthread_sigmask(signal.SIG_SETMASK, held)
         return on_record
 
     stopped = None

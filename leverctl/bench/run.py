@@ -376,22 +376,61 @@ class Terminated(BaseException):
     unwinds like on Ctrl-C and keeps what it has finished."""
 
 
+class _Held:
+    depth = 0  # nested signals_held() sections now open
+    pending: type[BaseException] | None = None  # what a signal that arrived inside will raise
+
+
+@contextmanager
+def signals_held():
+    """A SIGTERM or SIGINT that arrives inside waits until it ends, then
+    raises as it would have (inside :func:`terminate_as_interrupt`): for
+    work that must be done whole or not at all, such as a record written to
+    two places. Python runs signal handlers in the main thread whichever
+    thread the signal reached (the simulator runs each CUDA thread as a
+    thread), so a per-thread signal mask could not hold them; this flag can."""
+    _Held.depth += 1
+    try:
+        yield
+    finally:
+        _Held.depth -= 1
+        if not _Held.depth and _Held.pending is not None:
+            exc, _Held.pending = _Held.pending, None
+            raise exc()
+
+
+def _deliver(exc: type[BaseException]) -> None:
+    if _Held.depth:
+        if _Held.pending is None or exc is Terminated:  # a SIGTERM outranks a ^C
+            _Held.pending = exc
+        return
+    raise exc()
+
+
 @contextmanager
 def terminate_as_interrupt():
     """While inside, SIGTERM raises :class:`Terminated` in the main thread
-    (the default would end the process without a word)."""
+    (the default would end the process without a word), and SIGINT
+    KeyboardInterrupt as always; either waits for the end of a
+    :func:`signals_held` section."""
     def on_term(signum, frame):
-        raise Terminated()
+        _deliver(Terminated)
+
+    def on_int(signum, frame):
+        _deliver(KeyboardInterrupt)
 
     try:
         previous = signal.signal(signal.SIGTERM, on_term)
     except ValueError:  # not the main thread: leave signals alone
         yield
         return
+    previous_int = signal.signal(signal.SIGINT, on_int)
     try:
         yield
     finally:
         signal.signal(signal.SIGTERM, previous)
+        signal.signal(signal.SIGINT, previous_int)
+        _Held.pending = None
 
 
 def speedups(main: Iterable[dict], against: Iterable[dict]) -> None:

@@ -154,3 +154,31 @@ def test_the_device_figures_are_measured_once_for_every_recipe_and_said_in_one_l
         assert "BF16 tensor cores 312 TFLOP/s, cuBLAS BF16 GEMM 650 TFLOP/s." in md
     recs = _lines(out / "records.jsonl")
     assert recs and all(r["roofline"]["compute_rate"] == "fp32_tflops" for r in recs)
+
+
+def test_a_sigterm_inside_a_held_section_waits_for_its_end_whichever_thread_it_reaches():
+    """The record written to two places: a SIGTERM raised from another
+    thread (the simulator runs CUDA threads as threads, which a per-thread
+    signal mask does not cover) is raised only once the section is done."""
+    import threading
+
+    from leverctl.bench.run import Terminated, signals_held, terminate_as_interrupt
+
+    done = []
+    with pytest.raises(Terminated):
+        with terminate_as_interrupt():
+            with signals_held():
+                t = threading.Thread(target=os.kill, args=(os.getpid(), signal.SIGTERM))
+                t.start()
+                t.join()
+                for _ in range(100_000):  # bytecode enough for the handler to run, were it not held
+                    pass
+                done.append("both writes")
+            done.append("not reached")
+    assert done == ["both writes"]
+    with pytest.raises(KeyboardInterrupt):
+        with terminate_as_interrupt():
+            with signals_held():
+                os.kill(os.getpid(), signal.SIGINT)
+                done.append("second")
+    assert done[-1] == "second"
