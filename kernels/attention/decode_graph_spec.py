@@ -20,7 +20,7 @@ from typing import Any, Mapping
 import numpy as np
 
 from .. import selection
-from ..common.path import Shape, Traffic
+from ..common.path import Shape, Traffic, check_preset
 from ..gdn import naive as gdn_naive, spec as gdn_spec
 from . import naive as attn_naive, spec as attn_spec
 
@@ -37,8 +37,7 @@ def _label(preset: str, d: Mapping[str, int]) -> str:
 
 
 def shapes(preset: str, model: Mapping[str, Any] | None) -> list[Shape]:
-    if preset not in ("smoke", "model"):
-        raise ValueError(f"unknown shape preset {preset!r} (smoke or model)")
+    check_preset(preset)
     if preset == "smoke":
         tiny = dict(n=2, slots=3, hk=1, hv=2, dk=8, dv=8, hq=2, hkv=1, d=8, ctx=21, gdn_layers=1,
                     attn_layers=1, target_ctas=2, min_split_blocks=1)

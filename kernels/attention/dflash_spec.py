@@ -21,7 +21,7 @@ from typing import Any, Mapping
 
 import numpy as np
 
-from ..common.path import Shape, Traffic
+from ..common.path import Shape, Traffic, check_preset
 from . import dflash_naive, spec
 from ._dflash import BLOCK, num_splits, ref_seqs
 
@@ -39,7 +39,7 @@ def shapes(preset: str, model: Mapping[str, Any] | None) -> list[Shape]:
     request) at each of the recipe's decode contexts, the target's
     attention heads (Qwen3-Next's without ``[model.attention]``), a draft
     block of ``[model.bench] draft_block`` tokens (16)."""
-    spec._check_preset(preset)
+    check_preset(preset)
     if preset == "smoke":
         dims = [dict(n=2, ctx=37, t=4, hq=4, hkv=2, d=8, target_ctas=32, min_split_blocks=1),
                 dict(n=2, ctx=29, t=3, hq=3, hkv=1, d=12, target_ctas=32, min_split_blocks=1)]

@@ -19,7 +19,7 @@ from typing import Any, Mapping
 
 import numpy as np
 
-from ..common.path import Shape, Traffic
+from ..common.path import Shape, Traffic, check_preset
 from . import mla_naive, spec
 from ._paged import BLOCK
 
@@ -35,7 +35,7 @@ def _label(preset: str, d: Mapping[str, int]) -> str:
 
 
 def shapes(preset: str, model: Mapping[str, Any] | None) -> list[Shape]:
-    spec._check_preset(preset)
+    check_preset(preset)
     if preset == "smoke":
         dims = [dict(n=3, ctx=37, h=3, r=16, p=8, qk_dim=24)]
     else:

@@ -28,7 +28,7 @@ import numpy as np
 
 from ..common import int4
 from ..common.bits import f32_to_bf16_np, f32_to_e4m3_np, nvfp4_encode_np
-from ..common.path import Shape, Traffic
+from ..common.path import Shape, Traffic, check_preset
 from . import proj_naive
 from .spec import QWEN3_NEXT_ATTENTION
 
@@ -37,10 +37,6 @@ FP8_ROWS = (16, 32, 128)
 HIDDEN = 2048
 W_STD = 0.02
 
-
-def _check(preset: str) -> None:
-    if preset not in ("smoke", "model"):
-        raise ValueError(f"unknown shape preset {preset!r} (smoke or model)")
 
 
 def _model_nk(model: Mapping[str, Any] | None) -> tuple[int, int]:
@@ -55,7 +51,7 @@ def _shape(preset: str, m: int, n: int, k: int) -> Shape:
 
 
 def prefill_shapes(preset: str, model: Mapping[str, Any] | None) -> list[Shape]:
-    _check(preset)
+    check_preset(preset)
     if preset == "smoke":
         return [_shape("smoke", 21, 19, 48)]
     n, k = _model_nk(model)
@@ -63,7 +59,7 @@ def prefill_shapes(preset: str, model: Mapping[str, Any] | None) -> list[Shape]:
 
 
 def fp8_shapes(preset: str, model: Mapping[str, Any] | None) -> list[Shape]:
-    _check(preset)
+    check_preset(preset)
     if preset == "smoke":
         return [_shape("smoke", 13, 19, 48), _shape("smoke", 21, 19, 48)]
     n, k = _model_nk(model)

@@ -18,7 +18,7 @@ import numpy as np
 
 from .. import selection
 from ..common.bits import e4m3_to_f32_np, f32_to_bf16_np
-from ..common.path import Shape, Traffic
+from ..common.path import Shape, Traffic, check_preset
 from . import rotation_naive as naive
 
 BF16, F32 = 2, 4
@@ -33,8 +33,7 @@ def _label(preset: str, d: Mapping[str, int]) -> str:
 
 
 def shapes(preset: str, model: Mapping[str, Any] | None) -> list[Shape]:
-    if preset not in ("smoke", "model"):
-        raise ValueError(f"unknown shape preset {preset!r} (smoke or model)")
+    check_preset(preset)
     if preset == "smoke":
         dims = [dict(t=3, hidden=24, hq=1, hkv=1, d=128, outliers=2)]
     else:

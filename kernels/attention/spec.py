@@ -27,7 +27,7 @@ import numpy as np
 
 from .. import selection
 from ..common.bits import f32_to_bf16_np
-from ..common.path import Shape, Traffic
+from ..common.path import Shape, Traffic, check_preset
 from . import naive
 from ._paged import BLOCK, max_splits, num_splits
 
@@ -54,10 +54,6 @@ INVARIANT = ("split_pinned", "per_sequence")
 
 # ----------------------------------------------------------------- shapes
 
-def _check_preset(preset: str) -> None:
-    if preset not in ("smoke", "model"):
-        raise ValueError(f"unknown shape preset {preset!r} (smoke or model)")
-
 
 def _label(preset: str, d: Mapping[str, int]) -> str:
     hc = f" hc{d['hc_mult']}" if d.get("hc_mult") else ""
@@ -65,7 +61,7 @@ def _label(preset: str, d: Mapping[str, int]) -> str:
 
 
 def shapes(preset: str, model: Mapping[str, Any] | None) -> list[Shape]:
-    _check_preset(preset)
+    check_preset(preset)
     if preset == "smoke":
         dims = [dict(n=3, ctx=37, hq=4, hkv=2, d=8, hc_mult=0, target_ctas=4, min_split_blocks=1),
                 dict(n=3, ctx=45, hq=3, hkv=1, d=12, hc_mult=1, target_ctas=4, min_split_blocks=1)]

@@ -107,6 +107,15 @@ class Traffic:
 Launch = Callable[[dict], None]
 
 
+PRESETS = ("smoke", "model")  # the shape presets every path's ``shapes`` takes
+
+
+def check_preset(preset: str) -> None:
+    """A ValueError unless ``preset`` is one of :data:`PRESETS`."""
+    if preset not in PRESETS:
+        raise ValueError(f"unknown shape preset {preset!r} (smoke or model)")
+
+
 def workspace_of(launch: Launch) -> Mapping[str, Any]:
     """The device scratch ``launch`` declared (empty when none)."""
     return getattr(launch, "workspace", None) or {}

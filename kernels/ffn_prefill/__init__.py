@@ -53,7 +53,7 @@ from typing import Any, Mapping
 import numpy as np
 
 from ..common import bits, int4
-from ..common.path import KernelPath, Shape, Tolerance, Traffic, Variant, declared_path
+from ..common.path import KernelPath, Shape, Tolerance, Traffic, Variant, declared_path, check_preset
 from ..selection import FFN_PREFILL, check_declaration
 from . import (bf16_v1, bf16_v2, formats, fp8_m64, int8_faith2, int8_faith5, naive, nvfp4_mmq, q4k_mmq, w4a4,
                w4a16_default)
@@ -105,8 +105,7 @@ def _label(d: Mapping[str, int]) -> str:
 def shapes(preset: str, model: Mapping[str, Any] | None) -> list[Shape]:
     if preset == "smoke":
         return [Shape(_label(d), d) for d in _SMOKE]
-    if preset != "model":
-        raise ValueError(f"unknown shape preset {preset!r} (smoke, model)")
+    check_preset(preset)
     model = model or {}
     hidden = model.get("hidden")
     inter = (model.get("ffn") or {}).get("intermediate")
@@ -172,12 +171,11 @@ def with_weights(path: KernelPath, name: str, w: np.ndarray, q4k: np.ndarray | N
     w = np.ascontiguousarray(w, dtype=np.float32)
 
     def shapes_on_file(preset: str, model: Mapping[str, Any] | None) -> list[Shape]:
+        check_preset(preset)
         if preset == "smoke":
             tokens = [d["m"] for d in _SMOKE if d["down"] == int(down)][:1]
-        elif preset == "model":
-            tokens = ((model or {}).get("bench") or {}).get("prefill_tokens") or DEFAULT_PREFILL_TOKENS
         else:
-            raise ValueError(f"unknown shape preset {preset!r} (smoke, model)")
+            tokens = ((model or {}).get("bench") or {}).get("prefill_tokens") or DEFAULT_PREFILL_TOKENS
         dims = [dict(m=int(t), n=n, k=k, down=int(down)) for t in tokens]
         return [Shape(f"{name} {_label(d)}", d) for d in dims]
 

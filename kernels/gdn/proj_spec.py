@@ -18,7 +18,7 @@ from typing import Any, Mapping
 import numpy as np
 
 from ..common.int4 import packed_bytes, random_w4
-from ..common.path import Shape, Traffic
+from ..common.path import Shape, Traffic, check_preset
 from ..w4a16.naive import naive_gemm
 from .spec import QWEN3_NEXT_GDN
 
@@ -27,17 +27,16 @@ DECODE_ROWS = (1, 4, 16)
 
 
 def shapes(preset: str, model: Mapping[str, Any] | None) -> list[Shape]:
+    check_preset(preset)
     if preset == "smoke":
         dims = [("qkvz", dict(m=3, n=9, k=264)), ("out", dict(m=5, n=7, k=520))]
-    elif preset == "model":
+    else:
         model = model or {}
         gdn = {**QWEN3_NEXT_GDN, **dict(model.get("gdn") or {})}
         hidden = int(model.get("hidden") or QWEN3_NEXT_HIDDEN) if model.get("gdn") else QWEN3_NEXT_HIDDEN
         hk, hv, dk, dv = (int(gdn[k]) for k in ("qk_heads", "v_heads", "head_dim_k", "head_dim_v"))
         projs = (("qkvz", 2 * hk * dk + 2 * hv * dv, hidden), ("ba", 2 * hv, hidden), ("out", hidden, hv * dv))
         dims = [(name, dict(m=m, n=n, k=k)) for m in DECODE_ROWS for name, n, k in projs]
-    else:
-        raise ValueError(f"unknown shape preset {preset!r} (smoke or model)")
     # The tier's kernel resolved (the table's other condition), stated in every record's shape.
     return [Shape(f"{preset} {name} m{d['m']} n{d['n']} k{d['k']}", {**d, "gemv_tier_loaded": 1}) for name, d in dims]
 

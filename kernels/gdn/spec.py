@@ -30,7 +30,7 @@ from typing import Any, Mapping
 import numpy as np
 
 from .. import selection
-from ..common.path import Shape, Traffic
+from ..common.path import Shape, Traffic, check_preset
 from . import naive
 from ._chunk import chunk_flops, chunk_tc_flops
 from .conv_fused import DEFAULT_FUSED_HEAD_DIM, eligible
@@ -63,13 +63,9 @@ def _hd(d: Mapping[str, int]) -> str:
     return f"hk{d['hk']} hv{d['hv']} {dims}"
 
 
-def _check_preset(preset: str) -> None:
-    if preset not in ("smoke", "model"):
-        raise ValueError(f"unknown shape preset {preset!r} (smoke or model)")
-
 
 def prefill_shapes(preset: str, model: Mapping[str, Any] | None) -> list[Shape]:
-    _check_preset(preset)
+    check_preset(preset)
     if preset == "smoke":
         dims = [dict(t=37, chunk=16, hk=2, hv=4, dk=8, dv=8),
                 dict(t=23, chunk=8, hk=3, hv=3, dk=12, dv=12)]
@@ -80,7 +76,7 @@ def prefill_shapes(preset: str, model: Mapping[str, Any] | None) -> list[Shape]:
 
 
 def verify_shapes(preset: str, model: Mapping[str, Any] | None) -> list[Shape]:
-    _check_preset(preset)
+    check_preset(preset)
     if preset == "smoke":
         dims = [dict(t=17, hk=2, hv=4, dk=12, dv=12), dict(t=5, hk=2, hv=4, dk=8, dv=8),
                 dict(t=17, hk=3, hv=3, dk=8, dv=8)]
@@ -91,7 +87,7 @@ def verify_shapes(preset: str, model: Mapping[str, Any] | None) -> list[Shape]:
 
 
 def decode_shapes(preset: str, model: Mapping[str, Any] | None) -> list[Shape]:
-    _check_preset(preset)
+    check_preset(preset)
     if preset == "smoke":
         dims = [dict(n=1, slots=3, hk=2, hv=4, dk=8, dv=8), dict(n=3, slots=5, hk=2, hv=4, dk=12, dv=12),
                 dict(n=3, slots=4, hk=3, hv=3, dk=8, dv=8)]
@@ -105,7 +101,7 @@ def fused_conv_shapes(preset: str, model: Mapping[str, Any] | None) -> list[Shap
     """Smoke shapes carry ``fused_head_dim`` (the head dim the fused kernel
     is eligible at, 128 at model shapes) equal to their own tiny head dim
     where the fused kernel should apply: d = 128 is too slow to simulate."""
-    _check_preset(preset)
+    check_preset(preset)
     if preset == "smoke":
         dims = [dict(n=1, slots=2, hk=2, hv=4, dk=12, dv=12, conv_width=4, fused_head_dim=12),
                 dict(n=3, slots=5, hk=2, hv=4, dk=12, dv=12, conv_width=4, fused_head_dim=12),

@@ -13,7 +13,7 @@ from typing import Any, Mapping
 
 import numpy as np
 
-from ..common.path import Shape, Tolerance, Traffic
+from ..common.path import Shape, Tolerance, Traffic, check_preset
 from . import naive
 from ._adapter import SwapRefused
 
@@ -42,8 +42,7 @@ def _label(d: Mapping[str, int]) -> str:
 def shapes(preset: str, model: Mapping[str, Any] | None) -> list[Shape]:
     if preset == "smoke":
         return [Shape(_label(d), d) for d in _SMOKE]
-    if preset != "model":
-        raise ValueError(f"unknown shape preset {preset!r} (smoke, model)")
+    check_preset(preset)
     model = model or {}
     if model.get("hidden"):
         hidden = int(model["hidden"])

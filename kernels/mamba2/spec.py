@@ -25,7 +25,7 @@ from typing import Any, Mapping
 
 import numpy as np
 
-from ..common.path import Shape, Traffic
+from ..common.path import Shape, Traffic, check_preset
 from . import naive
 
 F16, F32 = 2, 4
@@ -35,10 +35,6 @@ NEMOTRON_H_8B = {"hidden": 4096, "heads": 128, "head_dim": 64, "state": 128, "gr
                  "chunk": 128}
 NEMOTRON_H_TOKENS = (512, 4096)
 
-
-def _check_preset(preset: str) -> None:
-    if preset not in ("smoke", "model"):
-        raise ValueError(f"unknown shape preset {preset!r} (smoke or model)")
 
 
 def _model(model: Mapping[str, Any] | None) -> tuple[dict, list[int], int]:
@@ -59,7 +55,7 @@ def scan_label(preset: str, d: Mapping[str, int]) -> str:
 
 
 def scan_shapes(preset: str, model: Mapping[str, Any] | None) -> list[Shape]:
-    _check_preset(preset)
+    check_preset(preset)
     if preset == "smoke":
         dims = [dict(t=37, h=4, p=8, n=16, g=2, chunk=16), dict(t=13, h=2, p=8, n=16, g=2, chunk=8)]
     else:
@@ -159,7 +155,7 @@ def proj_shapes(preset: str, model: Mapping[str, Any] | None) -> list[Shape]:
     at the widest K; the W4A4 kernels are loaded (``w4a4_loaded``). Smoke
     shapes lower the W4A4 row threshold to 16 (``w4a4_min_rows``, in the
     label) so that the simulator runs that arm."""
-    _check_preset(preset)
+    check_preset(preset)
     if preset == "smoke":
         dims = [dict(m=19, n=26, k=160, out=0, w4a4_min_rows=16), dict(m=5, n=19, k=256, out=1, w4a4_min_rows=16)]
     else:

@@ -41,7 +41,7 @@ from typing import Any, Mapping
 import numpy as np
 
 from ..common import bits
-from ..common.path import Shape, Tolerance, Traffic, Variant, declared_path
+from ..common.path import Shape, Tolerance, Traffic, Variant, declared_path, check_preset
 from ..selection import (MOE_DECODE_FP8_GROUPED, MOE_DECODE_MULTI_SEQ, MOE_DECODE_VIA_PREFILL, MOE_DOWN_FP4,
                          MOE_GATEUP_FP4, MOE_ROUTER, MOE_UNION_STATS, check_declaration)
 from . import (down_int4, down_nvfp4, formats, fp8_grouped, fp8_per_row, gateup_int4, gateup_nvfp4, naive,
@@ -111,8 +111,7 @@ def _expected_experts(shape: Shape) -> float:
 def router_shapes(preset: str, model) -> list[Shape]:
     if preset == "smoke":
         return [_shape(dict(rows=3, hidden=37, experts=8, top_k=2))]
-    if preset != "model":
-        raise ValueError(f"unknown shape preset {preset!r} (smoke, model)")
+    check_preset(preset)
     dims, decode, prefill = _sizes(model)
     d = {k: dims[k] for k in ("hidden", "experts", "top_k")}
     return [_shape(dict(rows=r, **d)) for r in (*decode, *prefill)]
@@ -205,8 +204,7 @@ def stage_shapes(preset: str, model) -> list[Shape]:
         # kernels' K step of 64, nor of the 128-input int4 group.
         base = dict(hidden=48, inter=32, experts=8, top_k=2)
         return [_shape(dict(rows=3, prefill=0, **base), "decode "), _shape(dict(rows=5, prefill=1, **base), "prefill ")]
-    if preset != "model":
-        raise ValueError(f"unknown shape preset {preset!r} (smoke, model)")
+    check_preset(preset)
     dims, decode, prefill = _sizes(model)
     return ([_shape(dict(rows=r, prefill=0, **dims), "decode ") for r in decode]
             + [_shape(dict(rows=r, prefill=1, **dims), "prefill ") for r in prefill])
@@ -375,8 +373,7 @@ def decode_shapes(preset: str, model, smoke_rows=(3,)) -> list[Shape]:
     if preset == "smoke":
         # 40 and 24: partial 16-output blocks and a partial 64-input K step
         return [_shape(dict(rows=r, hidden=40, inter=24, experts=8, top_k=2)) for r in smoke_rows]
-    if preset != "model":
-        raise ValueError(f"unknown shape preset {preset!r} (smoke, model)")
+    check_preset(preset)
     dims, decode, _ = _sizes(model)
     return [_shape(dict(rows=r, **dims)) for r in decode]
 
@@ -420,12 +417,11 @@ MULTI_SEQ = declared_path(
 def via_prefill_shapes(preset: str, model) -> list[Shape]:
     """One row, on a DFlash capture layer and on another layer
     (``capture_layer`` in the shape, so the record says which)."""
+    check_preset(preset)
     if preset == "smoke":
         dims = dict(hidden=40, inter=24, experts=8, top_k=2)
-    elif preset == "model":
-        dims = _sizes(model)[0]
     else:
-        raise ValueError(f"unknown shape preset {preset!r} (smoke, model)")
+        dims = _sizes(model)[0]
     return [_shape(dict(rows=1, capture_layer=cap, **dims), "capture layer " if cap else "other layer ")
             for cap in (1, 0)]
 
@@ -450,8 +446,7 @@ VIA_PREFILL = declared_path(
 def union_shapes(preset: str, model) -> list[Shape]:
     if preset == "smoke":
         return [_shape(dict(rows=5, experts=8, top_k=2))]
-    if preset != "model":
-        raise ValueError(f"unknown shape preset {preset!r} (smoke, model)")
+    check_preset(preset)
     dims, decode, prefill = _sizes(model)
     return [_shape(dict(rows=r, experts=dims["experts"], top_k=dims["top_k"]))
             for r in (*decode, *prefill)]

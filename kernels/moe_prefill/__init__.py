@@ -41,7 +41,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..common import bits
-from ..common.path import Shape, Tolerance, Traffic, Variant, declared_path
+from ..common.path import Shape, Tolerance, Traffic, Variant, declared_path, check_preset
 from ..selection import MOE_PREFILL_GROUPED, MOE_PREFILL_SORTED, MOE_SHARED_EXPERT, check_declaration
 from . import (_grouped, bounded, bounded_fp8_down, bounds, grouped, grouped_bounded_down, grouped_fp8_down, inputs,
                naive, shared_a16, shared_w4a4, shared_w4a4_down, shared_w4a4_up, sorted_a16, sorted_w4a4_up, spec)
@@ -148,12 +148,11 @@ SHARED_SMOKE = {"t": 9, "h": 48, "s": 16}
 
 
 def shared_shapes(preset, model):
+    check_preset(preset)
     if preset == "smoke":
         dims, tokens = {"h": SHARED_SMOKE["h"], "s": SHARED_SMOKE["s"]}, (SHARED_SMOKE["t"],)
-    elif preset == "model":
-        dims, tokens = spec.moe_dims(model, spec.NEMOTRON_3_NANO)
     else:
-        raise ValueError(f"unknown shape preset {preset!r} (smoke, model)")
+        dims, tokens = spec.moe_dims(model, spec.NEMOTRON_3_NANO)
     return [Shape(f"t{t} h{dims['h']} s{dims['s']}", {"t": t, "h": dims["h"], "s": dims["s"], "fp8_shared_up": 0})
             for t in tokens]
 

@@ -7,7 +7,7 @@ from typing import Any, Mapping
 import numpy as np
 
 from ..common import bits
-from ..common.path import Shape, Traffic
+from ..common.path import Shape, Traffic, check_preset
 from . import bounds, inputs, naive
 
 SKEWS = ("uniform", "skewed")
@@ -52,13 +52,12 @@ def moe_dims(model: Mapping[str, Any] | None, default: Mapping[str, Any]) -> tup
 
 def routed_shapes(preset: str, model, default, extra: Mapping[str, int]) -> list[Shape]:
     """Every token count at both routings."""
+    check_preset(preset)
     if preset == "smoke":
         base, tokens = dict(SMOKE), (SMOKE["t"],)
-    elif preset == "model":
+    else:
         dims, tokens = moe_dims(model, default)
         base = {k: dims[k] for k in ("h", "i", "e", "k")}
-    else:
-        raise ValueError(f"unknown shape preset {preset!r} (smoke, model)")
     out = []
     for t in tokens:
         for skew in (0, 1):

@@ -27,7 +27,7 @@ from typing import Any, Mapping
 import numpy as np
 
 from ..common.int4 import packed_bytes, random_w4
-from ..common.path import KernelPath, Shape, Tolerance, Traffic, Variant, declared_path
+from ..common.path import KernelPath, Shape, Tolerance, Traffic, Variant, declared_path, check_preset
 from ..selection import W4A16_FFN_DECODE, W4A16_GEMM, W4A16_GEMV, W4A16_GEMV_DUAL, Table, check_declaration
 from . import (
     gemm_tc,
@@ -91,10 +91,6 @@ def _ffn_sizes(model: Mapping[str, Any] | None) -> tuple[int, list[tuple[str, in
     return int(hidden), ffns, [int(r) for r in rows]
 
 
-def _check_preset(preset: str) -> None:
-    if preset not in ("smoke", "model"):
-        raise ValueError(f"unknown shape preset {preset!r} (smoke, model)")
-
 
 def _mk(label: str, **dims: int) -> Shape:
     return Shape(label, dims)
@@ -141,7 +137,7 @@ def _gemv_traffic(mats: int):
 
 
 def gemv_shapes(preset: str, model: Mapping[str, Any] | None) -> list[Shape]:
-    _check_preset(preset)
+    check_preset(preset)
     if preset == "smoke":
         return [_mk("m1-n37-k264", **_SMOKE_GEMV)]
     hidden, ffns, _ = _ffn_sizes(model)
@@ -180,7 +176,7 @@ GEMV = _path(
 
 
 def dual_shapes(preset: str, model: Mapping[str, Any] | None) -> list[Shape]:
-    _check_preset(preset)
+    check_preset(preset)
     if preset == "smoke":
         return [_mk("m1-n37-k264", **_SMOKE_GEMV)]
     hidden, ffns, _ = _ffn_sizes(model)
@@ -222,7 +218,7 @@ _FFN_ARGS = ("x", "qw_gate", "s_gate", "qw_up", "s_up", "qw_down", "s_down")
 
 
 def ffn_shapes(preset: str, model: Mapping[str, Any] | None) -> list[Shape]:
-    _check_preset(preset)
+    check_preset(preset)
     if preset == "smoke":
         # Each projection's only scale group is partial (72 and 40 inputs);
         # the GEMV and GEMM paths cover several groups. Kept small: the
@@ -301,7 +297,7 @@ FFN_DECODE = _path(
 
 
 def gemm_shapes(preset: str, model: Mapping[str, Any] | None) -> list[Shape]:
-    _check_preset(preset)
+    check_preset(preset)
     if preset == "smoke":
         # k = 160: a full scale group and a partial one of 32; a multiple of
         # 32 (the small-M tiles run) but not of the default TILE_K = 64.
