@@ -291,11 +291,7 @@ def compare_paths(base: Any, new: Any, *, threshold: float = DEFAULT_THRESHOLD,
                     nu = t.median_us
                     bsp = spread_of(bu, bt.get("p20_us"), bt.get("p80_us"), bt.get("noise"))
                     nsp = spread_of(nu, *(None if x is UNSET else x for x in (t.p20_us, t.p80_us, t.noise)))
-                    v, change = verdict(bu, nu, bsp, nsp, threshold)
-                    variant = variants.setdefault(rec.variant, rec.variant)
-                    note = f"variant changed: {base['variant']} -> {variant}" if base["variant"] != variant else ""
-                    return Entry(base["kernel"], variant, base["variant"], base["shape"]["label"], base["config"],
-                                 v, "pass", "pass", bu, nu, change, bsp, nsp, note)
+                    return _timed(base, variants.setdefault(rec.variant, rec.variant), bu, nu, bsp, nsp, threshold)
         r = slim(rec)
         if r.get("device"):
             devices.add(r["device"])
@@ -362,11 +358,7 @@ def _entry(b: Mapping[str, Any], n: Mapping[str, Any], threshold: float,
     if b["status"] == "pass" and n["status"] == "pass":
         bu, nu = _gpu_us(b, kinds[0]), _gpu_us(n, kinds[1])
         if bu is not None and nu is not None:  # the usual pair, at a million a comparison
-            bsp, nsp = spread(b), spread(n)
-            v, change = verdict(bu, nu, bsp, nsp, threshold)
-            note = f"variant changed: {b['variant']} -> {n['variant']}" if b["variant"] != n["variant"] else ""
-            return Entry(n["kernel"], n["variant"], b["variant"], n["shape"]["label"], n["config"], v, "pass",
-                         "pass", bu, nu, change, bsp, nsp, note)
+            return _timed(b, n["variant"], bu, nu, spread(b), spread(n), threshold)
     common = dict(kernel=n["kernel"], variant=n["variant"], base_variant=b["variant"],
                   shape=n["shape"]["label"], config=n["config"],
                   base_status=b["status"], new_status=n["status"])
@@ -383,14 +375,17 @@ def _entry(b: Mapping[str, Any], n: Mapping[str, Any], threshold: float,
                 if (why := _untimed(rec, kind))]
     if problems:
         return Entry(verdict="UNTIMED", note="; ".join(problems), **common)
-    bu, nu = median_us(b), median_us(n)
-    bsp, nsp = spread(b), spread(n)
+    return _timed(b, n["variant"], median_us(b), median_us(n), spread(b), spread(n), threshold)
+
+
+def _timed(b: Mapping[str, Any], variant: str, bu: float, nu: float, bsp: float, nsp: float,
+           threshold: float) -> Entry:
+    """The entry of a pair that passed on both sides with usable timings
+    (``b`` the BASE record; NEW's kernel, shape and config are the same)."""
     v, change = verdict(bu, nu, bsp, nsp, threshold)
-    note = ""
-    if b["variant"] != n["variant"]:
-        note = f"variant changed: {b['variant']} -> {n['variant']}"
-    return Entry(verdict=v, base_us=bu, new_us=nu, change=change, base_spread=bsp, new_spread=nsp,
-                 note=note, **common)
+    note = f"variant changed: {b['variant']} -> {variant}" if b["variant"] != variant else ""
+    return Entry(b["kernel"], variant, b["variant"], b["shape"]["label"], b["config"], v, "pass", "pass",
+                 bu, nu, change, bsp, nsp, note)
 
 
 def _gpu_us(rec: Mapping[str, Any], kind: str | None) -> float | None:

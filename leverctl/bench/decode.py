@@ -190,8 +190,3 @@ def item_of(it: dict) -> Item:
     return Item(n=it["n"] if "n" in it else UNSET, kernel=it["kernel"], variant=it.get("variant", UNSET),
                 config=it["config"], shape=it["shape"],
                 levers=Raw(json.dumps(it["levers"], separators=(",", ":")).encode()) if "levers" in it else UNSET)
-
-
-def item_line(it: Item) -> bytes:
-    """One item as plan.json writes it (compact, on a line of its own)."""
-    return msgspec.json.encode(it)
