@@ -32,16 +32,11 @@ the runs have nothing in common. Else 0. Entries only NEW has are listed.
 from __future__ import annotations
 
 import math
-import operator
-from collections import Counter
 from dataclasses import dataclass, field
-from pathlib import Path
-from typing import Any, Mapping, NamedTuple
+from typing import Any, Mapping, NamedTuple, Sequence
 
 from ..errors import UserError
-from .decode import UNSET
-from .results import RESULTS_FILE, SIM_NAME, ResultSet, identity, median_us, ran_on_gpu, spread, spread_of, timed, \
-    timing_problem
+from .results import SIM_NAME, ResultSet, median_us, ran_on_gpu, spread, timed, timing_problem
 
 DEFAULT_THRESHOLD = 5.0  # percent
 NOISY_FACTOR = 2.0  # a spread beyond this many thresholds makes a pair NOISY
@@ -93,17 +88,189 @@ _TABLE_KEYS = ("kernel", "variant", "shape", "config", "verdict", "base_status",
 _TABLE_KINDS = ("str",) * 7 + ("num",) * 5 + ("str?", "str")
 
 
-class _EntryRows:
-    """The entries' rows, made a slice at a time (a million, at cluster scale)."""
+_FIGURES = ("base_us", "new_us", "change", "base_spread", "new_spread")
+_NAMES = {"kernel": "kernels", "shape": "shapes", "config": "configs", "variant": "variants",
+          "base_variant": "variants"}
 
-    def __init__(self, entries: list[Entry]):
-        self._entries = entries
+
+class Entries(Sequence):
+    """The matched pairs' entries, in display order (by verdict, in
+    ``VERDICTS``' order, then kernel, shape and configuration), held as
+    columns: a million pairs at cluster scale. Indexing makes an
+    :class:`Entry`. ``cols``: ``kernel``, ``shape``, ``config``, ``variant``,
+    ``base_variant`` (numbers in ``tables``), ``verdict`` (a place in
+    VERDICTS), the figures (NaN: none), ``base_status`` and ``new_status``
+    (True: pass) and ``note`` (a list of strings)."""
+
+    def __init__(self, tables: Any, cols: dict):
+        self.tables = tables
+        self.cols = cols
 
     def __len__(self) -> int:
-        return len(self._entries)
+        return len(self.cols["verdict"])
+
+    def __getitem__(self, i):  # type: ignore[override]
+        if isinstance(i, slice):
+            return [self[j] for j in range(*i.indices(len(self)))]
+        if i < 0:
+            i += len(self)
+        if not 0 <= i < len(self):
+            raise IndexError(i)
+        c, t = self.cols, self.tables
+        figs = [float(c[k][i]) for k in _FIGURES]
+        return Entry(*(getattr(t, _NAMES[k]).values[c[k][i]] for k in ("kernel", "variant", "base_variant", "shape",
+                                                                      "config")),
+                     VERDICTS[c["verdict"][i]], _status(c["base_status"][i]), _status(c["new_status"][i]),
+                     *(None if x != x else x for x in figs), c["note"][i])
+
+    def __iter__(self):
+        return map(self.__getitem__, range(len(self)))
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, (list, Entries)) and list(self) == list(other)
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def counts(self) -> dict[str, int]:
+        import numpy as np
+
+        got = np.bincount(self.cols["verdict"], minlength=len(VERDICTS)).tolist()
+        return {v: n for v, n in zip(VERDICTS, got) if n}
+
+    def any_timed(self) -> bool:
+        c = self.cols
+        return bool(((c["base_us"] == c["base_us"]) & (c["new_us"] == c["new_us"])).any())
+
+    def select(self, verdicts: Sequence[str]) -> "Entries":
+        """The entries of these verdicts, in order."""
+        import numpy as np
+
+        keep = np.isin(self.cols["verdict"], [VERDICTS.index(v) for v in verdicts])
+        return self.take(np.flatnonzero(keep))
+
+    def take(self, idx: Any) -> "Entries":
+        note = self.cols["note"]
+        return Entries(self.tables, {k: ([note[i] for i in idx.tolist()] if k == "note" else v[idx])
+                                     for k, v in self.cols.items()})
+
+    def json_rows(self) -> "_EntryRows":
+        return _EntryRows(self)
+
+    @classmethod
+    def of_pairs(cls, B: Any, N: Any, bi: Any, ni: Any, threshold: float,
+                 kinds: tuple[str | None, str | None]) -> "Entries":
+        """The entries of the pairs (``B`` record ``bi[k]``, ``N`` record
+        ``ni[k]``; ``columns.Records`` numbered in one ``Tables``)."""
+        import numpy as np
+
+        cb, cn = B.cols, N.cols
+        n = len(bi)
+        sim = B.tables.devices.index.get(SIM_NAME, -2)
+
+        def gpu(c: dict, idx: Any, kind: str | None) -> Any:  # results.ran_on_gpu, for timed records
+            if kind == "sim":
+                return np.zeros(len(idx), np.bool_)
+            return c["device"][idx] != sim
+
+        bu, nu = cb["median"][bi], cn["median"][ni]
+        usual = cb["passed"][bi] & cn["passed"][ni] & (bu == bu) & (nu == nu) & gpu(cb, bi, kinds[0]) \
+            & gpu(cn, ni, kinds[1])
+        bsp, nsp = _spreads(cb, bi), _spreads(cn, ni)
+        verdict_code, change = verdicts(bu, nu, bsp, nsp, threshold)
+        out = {"kernel": cb["kernel"][bi], "shape": cb["shape"][bi], "config": cb["config"][bi],
+               "variant": cn["variant"][ni], "base_variant": cb["variant"][bi], "verdict": verdict_code,
+               "base_us": bu, "new_us": nu, "change": change, "base_spread": bsp, "new_spread": nsp,
+               "base_status": np.ones(n, np.bool_), "new_status": np.ones(n, np.bool_)}
+        note = [""] * n
+        changed = np.flatnonzero(usual & (out["variant"] != out["base_variant"]))
+        vnames = B.tables.variants.values
+        for k in changed.tolist():
+            note[k] = f"variant changed: {vnames[out['base_variant'][k]]} -> {vnames[out['variant'][k]]}"
+        for k in np.flatnonzero(~usual).tolist():  # every other pair, record by record
+            e = _entry(B.record(int(bi[k])), N.record(int(ni[k])), threshold, kinds)
+            out["verdict"][k] = VERDICTS.index(e.verdict)
+            out["base_status"][k] = e.base_status == "pass"
+            out["new_status"][k] = e.new_status == "pass"
+            for f in _FIGURES:
+                x = getattr(e, f)
+                out[f][k] = math.nan if x is None else x
+            note[k] = e.note
+        # Display order: verdict, then kernel, shape and configuration by their text.
+        ranks = [_text_rank(getattr(B.tables, _NAMES[k]).values)[out[k]] for k in ("config", "shape", "kernel")]
+        order = np.lexsort((*ranks, out["verdict"]))
+        out = {k: v[order] for k, v in out.items()}
+        out["note"] = list(map(note.__getitem__, order.tolist()))
+        return cls(B.tables, out)
+
+
+def _status(passed: Any) -> str:
+    return "pass" if passed else "fail"
+
+
+def _text_rank(names: list[str]) -> Any:
+    """Each name's place among them in text order."""
+    import numpy as np
+
+    rank = np.empty(len(names), np.int64)
+    rank[sorted(range(len(names)), key=names.__getitem__)] = np.arange(len(names))
+    return rank
+
+
+def _spreads(c: dict, idx: Any) -> Any:
+    """:func:`results.spread_of` of each record's figures (0 without them)."""
+    import numpy as np
+
+    med, p20, p80, noise = (c[k][idx] for k in ("median", "p20", "p80", "noise"))
+    with np.errstate(invalid="ignore", divide="ignore"):
+        pct = (p80 - p20) / med
+    out = np.where((p20 == p20) & (p80 == p80), pct, np.where(noise == noise, noise, 0.0))
+    return np.where(out > 0.0, out, 0.0)  # max(0.0, x), as Python takes it (-0.0 is 0.0)
+
+
+def verdicts(base_us: Any, new_us: Any, base_spread: Any, new_spread: Any, threshold_pct: float) -> tuple:
+    """:func:`verdict` on arrays: each pair's place in VERDICTS and its change."""
+    import numpy as np
+
+    with np.errstate(invalid="ignore", divide="ignore"):
+        change = new_us / base_us - 1.0
+    noise = np.maximum(base_spread, new_spread)
+    thr = threshold_pct / 100.0
+    mag = np.abs(change)
+    same = (mag <= noise + _EPS) | (mag <= thr + _EPS)
+    noisy = ~same & (noise > NOISY_FACTOR * thr + _EPS) & (mag <= NOISY_FACTOR * noise + _EPS)
+    code = np.where(change > 0, VERDICTS.index("SLOWER"), VERDICTS.index("FASTER"))
+    code = np.where(noisy, VERDICTS.index("NOISY"), code)
+    code = np.where(same, VERDICTS.index("SAME"), code).astype(np.int8)
+    return code, change
+
+
+class _EntryRows:
+    """The entries' JSON rows (``Entry.row``), made a slice at a time, column by column."""
+
+    def __init__(self, entries: Entries):
+        self._e = entries
+
+    def __len__(self) -> int:
+        return len(self._e)
 
     def __getitem__(self, i: slice) -> list[tuple]:
-        return [e.row() for e in self._entries[i]]
+        c, t = self._e.cols, self._e.tables
+
+        def texts(k: str) -> list:
+            return list(map(getattr(t, _NAMES[k]).values.__getitem__, c[k][i].tolist()))
+
+        def us(k: str) -> list:
+            return [None if x != x else x for x in c[k][i].tolist()]
+
+        def pct(k: str) -> list:
+            return [None if x != x else round(100 * x, 3) for x in c[k][i].tolist()]
+
+        variant, base_variant = texts("variant"), texts("base_variant")
+        return list(zip(texts("kernel"), variant, texts("shape"), texts("config"),
+                        map(VERDICTS.__getitem__, c["verdict"][i].tolist()),
+                        map(_status, c["base_status"][i].tolist()), map(_status, c["new_status"][i].tolist()),
+                        us("base_us"), us("new_us"), pct("change"), pct("base_spread"), pct("new_spread"),
+                        [None if b == v else b for b, v in zip(base_variant, variant)], c["note"][i]))
 
 
 class OneSided(NamedTuple):
@@ -126,7 +293,7 @@ class Comparison:
     new_device: str | None
     threshold: float  # percent
     timed: bool  # False: no matched pair carries timings on both sides, statuses only
-    entries: list[Entry]  # the matched pairs
+    entries: Entries  # the matched pairs
     only_base: list[OneSided]  # BASE records NEW lacks
     only_new: list[OneSided]
     notes: list[str] = field(default_factory=list)
@@ -134,7 +301,7 @@ class Comparison:
 
     @property
     def regressions(self) -> list[Entry]:
-        return [e for e in self.entries if e.regressed]
+        return list(self.entries.select(GATING))
 
     @property
     def new_failures_only_new(self) -> list[OneSided]:
@@ -164,8 +331,7 @@ class Comparison:
         return 1 if self.gated else 0
 
     def counts(self) -> dict[str, int]:
-        c = Counter(map(_VERDICT, self.entries))
-        return {v: c[v] for v in VERDICTS if c[v]}
+        return self.entries.counts()
 
     def to_json(self, lazy: bool = False) -> dict[str, Any]:
         """The comparison as JSON; ``lazy``: the entries are made as
@@ -184,7 +350,7 @@ class Comparison:
             "counts": self.counts(),
             "regressed": self.gated,
             "gate": self.gate_reasons(),
-            "entries": Table(_TABLE_KEYS, _TABLE_KINDS, _EntryRows(self.entries)) if lazy
+            "entries": Table(_TABLE_KEYS, _TABLE_KINDS, self.entries.json_rows()) if lazy
             else [e.to_json() for e in self.entries],
             "only_base": [o.to_json() for o in self.only_base],
             "only_new": [o.to_json() for o in self.only_new],
@@ -223,12 +389,18 @@ def check_devices(base: ResultSet, new: ResultSet, allow_different: bool) -> str
 
 
 def compare(base: ResultSet, new: ResultSet, *, threshold: float = DEFAULT_THRESHOLD,
-            allow_different_device: bool = False, allow_missing: bool = False,
-            consume: bool = False) -> Comparison:
-    """Match ``base`` and ``new`` record by record (by their ``index`` where
-    they were read with one). ``consume``: the caller has no further use for
-    the two sets' records, and each matched pair is let go once compared (a
-    million pairs: the verdicts then take the records' place in memory)."""
+            allow_different_device: bool = False, allow_missing: bool = False) -> Comparison:
+    """Match ``base`` and ``new`` record by record, on their columns
+    (``columns.Records``; records given as dicts are made columns first).
+
+    The usual pair, two records that passed on a GPU with their timing
+    figures, is judged on arrays, a million at once (:func:`verdicts`, the
+    rule of :func:`verdict`); every other pair by :func:`_entry`, record by
+    record."""
+    import numpy as np
+
+    from .columns import Records, Tables, identity_keys, of_dicts
+
     _check_threshold(threshold)
     notes: list[str] = []
     dev_note = check_devices(base, new, allow_different_device)
@@ -236,17 +408,26 @@ def compare(base: ResultSet, new: ResultSet, *, threshold: float = DEFAULT_THRES
         notes.append(dev_note)
     names = (base.device_name, new.device_name)
     kinds = (base.device_kind, new.device_kind)
-    b, n = _index(base), _index(new)
-    brecs, nrecs = base.records, new.records
-    entries = []
-    for k, i in b.items():
-        j = n.get(k)
-        if j is not None:
-            entries.append(_entry(brecs[i], nrecs[j], threshold, kinds))
-            if consume:
-                brecs[i] = nrecs[j] = None
-    only_base = [_one(brecs[i]) for k, i in b.items() if k not in n]
-    only_new = [_one(nrecs[j]) for k, j in n.items() if k not in b]
+    B, N = base.records, new.records
+    if not isinstance(B, Records):
+        B = of_dicts(B, N.tables if isinstance(N, Records) else Tables(), dedup=True)
+    if not isinstance(N, Records) or N.tables is not B.tables:
+        N = of_dicts(list(N), B.tables, dedup=True)
+    n_b = len(B)
+    keys = identity_keys({k: np.concatenate([B.cols[k], N.cols[k]]) for k in ("kernel", "shape", "config")})
+    bk, nk = keys[:n_b], keys[n_b:]
+    # Each BASE record's counterpart in NEW (identities are unique on each side).
+    order = np.argsort(nk, kind="stable")
+    at = np.searchsorted(nk[order], bk)
+    at[at >= len(nk)] = 0
+    hit = nk[order][at] == bk if len(nk) else np.zeros(n_b, np.bool_)
+    bi = np.flatnonzero(hit)
+    ni = order[at[hit]]
+    matched_new = np.zeros(len(N), np.bool_)
+    matched_new[ni] = True
+    only_base = [_one(B.record(i)) for i in np.flatnonzero(~hit).tolist()]
+    only_new = [_one(N.record(j)) for j in np.flatnonzero(~matched_new).tolist()]
+    entries = Entries.of_pairs(B, N, bi, ni, threshold, kinds)
     return _comparison(base, new, names, threshold, entries, only_base, only_new, notes, allow_missing)
 
 
@@ -254,63 +435,16 @@ def compare_paths(base: Any, new: Any, *, threshold: float = DEFAULT_THRESHOLD,
                   allow_different_device: bool = False, allow_missing: bool = False
                   ) -> tuple[Comparison, ResultSet, ResultSet]:
     """:func:`compare` of two result paths, and the two result sets read
-    (for what reading them tolerated). Where NEW is a sweep whose plan names
-    its device kind, its records are compared as they are read, never held:
-    each becomes its verdict at once (a million records each side: only
-    BASE's stay in memory)."""
-    from .results import compare_slim, load_results, read_plan
+    (for what reading them tolerated), as columns numbered alike."""
+    from .columns import Tables
+    from .results import load_results
 
     _check_threshold(threshold)
-    b = load_results(base, slim=compare_slim(), index=True)
-    p = Path(new)
-    plan = read_plan(p) if p.is_dir() else read_plan(p.parent) if p.name == RESULTS_FILE else None
-    kind = ((plan or {}).get("device") or {}).get("kind")
-    if kind is None:
-        n = load_results(new, slim=compare_slim(), index=True)
-        return compare(b, n, threshold=threshold, allow_different_device=allow_different_device,
-                       allow_missing=allow_missing, consume=True), b, n
-    bi, brecs = _index(b), b.records
-    kinds = (b.device_kind, kind)
-    slim = compare_slim()
-    devices: set = set()
-    variants: dict[str, str] = {}
-
-    def verdict_of(rec: Any) -> Any:
-        if type(rec) is not dict and rec.status == "pass" and rec.timing and kind != "sim" \
-                and rec.device != SIM_NAME:
-            # A passing GPU record as decoded, whose figures the reader found fine (results._timing_fine):
-            # against a BASE record that passed on a GPU, its verdict without the record made a dict first.
-            i = bi.get((rec.kernel, rec.shape.label, rec.config))
-            if i is not None:
-                base = brecs[i]
-                bu = _gpu_us(base, kinds[0]) if base["status"] == "pass" else None
-                if bu is not None:
-                    if rec.device is not UNSET and rec.device:
-                        devices.add(rec.device)
-                    t, bt = rec.timing, base["timing"]
-                    nu = t.median_us
-                    bsp = spread_of(bu, bt.get("p20_us"), bt.get("p80_us"), bt.get("noise"))
-                    nsp = spread_of(nu, *(None if x is UNSET else x for x in (t.p20_us, t.p80_us, t.noise)))
-                    return _timed(base, variants.setdefault(rec.variant, rec.variant), bu, nu, bsp, nsp, threshold)
-        r = slim(rec)
-        if r.get("device"):
-            devices.add(r["device"])
-        i = bi.get(identity(r))
-        return _one(r) if i is None else _entry(brecs[i], r, threshold, kinds)
-
-    n = load_results(new, slim=verdict_of, index=True)
-    made, n.records = n.records, []
-    if not n.device.get("name") and len(devices) == 1:
-        n.device["name"] = devices.pop()  # as ResultSet.device_name says of the records
-    notes: list[str] = []
-    dev_note = check_devices(b, n, allow_different_device)
-    if dev_note:
-        notes.append(dev_note)
-    entries = [x for x in made if type(x) is Entry]
-    only_new = [x for x in made if type(x) is OneSided]
-    only_base = [_one(brecs[i]) for k, i in bi.items() if k not in n.index]
-    return _comparison(b, n, (b.device_name, n.device_name), threshold, entries, only_base, only_new, notes,
-                       allow_missing), b, n
+    tables = Tables()
+    b = load_results(base, columns=tables)
+    n = load_results(new, columns=tables)
+    return compare(b, n, threshold=threshold, allow_different_device=allow_different_device,
+                   allow_missing=allow_missing), b, n
 
 
 def _check_threshold(threshold: float) -> None:
@@ -318,35 +452,13 @@ def _check_threshold(threshold: float) -> None:
         raise UserError(f"--threshold must be a percentage of at least 0, not {threshold}")
 
 
-def _comparison(base: ResultSet, new: ResultSet, names: tuple, threshold: float, entries: list[Entry],
+def _comparison(base: ResultSet, new: ResultSet, names: tuple, threshold: float, entries: "Entries",
                 only_base: list[OneSided], only_new: list[OneSided], notes: list[str],
                 allow_missing: bool) -> Comparison:
-    # By verdict (in VERDICTS' order), then kernel, shape and configuration.
-    by_verdict: dict[str, list[Entry]] = {}
-    for e in entries:
-        by_verdict.setdefault(e.verdict, []).append(e)
-    entries = []
-    for v in VERDICTS:
-        got = by_verdict.pop(v, None)
-        if got:
-            got.sort(key=_SORT)
-            entries += got
-    is_timed = any(e.base_us is not None and e.new_us is not None for e in entries)
-    if any(e.verdict == "PASS" for e in entries):
+    if entries.counts().get("PASS"):
         notes.append("no timings on either side (simulator runs): statuses compared only")
     return Comparison(base.source, new.source, names[0], names[1], threshold,
-                      is_timed, entries, only_base, only_new, notes, allow_missing)
-
-
-_SORT = operator.attrgetter("kernel", "shape", "config")
-_VERDICT = operator.attrgetter("verdict")
-
-
-def _index(rs: ResultSet) -> dict:
-    """identity -> place in rs.records (a later record of the same identity wins)."""
-    if rs.index is not None:
-        return rs.index
-    return {identity(rec): i for i, rec in enumerate(rs.records)}
+                      entries.any_timed(), entries, only_base, only_new, notes, allow_missing)
 
 
 def _one(rec: Mapping[str, Any]) -> OneSided:

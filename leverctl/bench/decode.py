@@ -22,10 +22,10 @@ This module imports neither numba nor numpy.
 from __future__ import annotations
 
 import json
-from typing import Any, Literal, Union
+from typing import Annotated, Any, Literal, Union
 
 import msgspec
-from msgspec import UNSET, Raw, Struct, UnsetType
+from msgspec import UNSET, Meta, Raw, Struct, UnsetType
 
 DecodeError = msgspec.DecodeError  # the base of msgspec's parse and validation errors (msgspec.ValidationError too)
 
@@ -48,12 +48,21 @@ class _Shape(Struct, gc=False):
     label: str
 
 
+_Figure = Union[Annotated[float, Meta(ge=0.0)], None]
+
+
 class _Timing(Struct, gc=False):
-    # Any: the figures are judged by results.timing_problem, whose words say what is wrong.
-    median_us: Any = UNSET
-    p20_us: Any = UNSET
-    p80_us: Any = UNSET
-    noise: Any = UNSET
+    """A timing whose figures are usable (``results.timing_problem`` finds
+    nothing wrong with them): a positive median and figures that are not
+    negative, each a number (msgspec refuses one out of a double's range).
+    A timing that is not (no median, a figure of another type, NaN...) fails
+    the decoding, and its line goes to the standard path, whose words say
+    what is wrong."""
+
+    median_us: Annotated[float, Meta(gt=0.0)]
+    p20_us: _Figure = None
+    p80_us: _Figure = None
+    noise: _Figure = None
 
 
 class _Record(Struct, gc=False):

@@ -53,19 +53,6 @@ def value_text(value: Any) -> str:
     return present.value_text(value)
 
 
-def _group(records: Sequence[Mapping[str, Any]], baselines: bool = False
-           ) -> dict[tuple[str, str], list[Mapping[str, Any]]]:
-    """Records by (kernel, shape); baselines only when asked: no lever
-    setting reaches a baseline variant, so it is no configuration to rank
-    or to take a lever's effect from."""
-    groups: dict[tuple[str, str], list] = {}
-    for r in records:
-        if r.get("baseline") and not baselines:
-            continue
-        groups.setdefault((r["kernel"], r["shape"]["label"]), []).append(r)
-    return groups
-
-
 def kernel_info(plan: Mapping[str, Any] | None) -> dict[str, Mapping[str, Any]]:
     """Per kernel, what the plan says: swept ``levers``, ``recipe_config``,
     ``recipe_levers``."""
@@ -112,9 +99,9 @@ class Ranking:
         if flat:
             from ..jsontext import Table
 
-            ranked: Any = Table(_ROW_KEYS, _ROW_KINDS, [
-                (rec["config"], rec["variant"], rec["levers"], us, None if sp is None else _r(sp))
-                for rec, us, sp in self.ranked])
+            ranked: Any = Table(_ROW_KEYS, _ROW_KINDS, self.ranked.json_rows() if isinstance(
+                self.ranked, RankedRows) else [(rec["config"], rec["variant"], rec["levers"], us,
+                                                None if sp is None else _r(sp)) for rec, us, sp in self.ranked])
         else:
             ranked = [row(r) for r in self.ranked]
         best = self.best
@@ -138,26 +125,130 @@ def _r(x: float | None, digits: int = 4) -> float | None:
 
 
 def rank(records: Sequence[Mapping[str, Any]], plan: Mapping[str, Any] | None = None) -> list[Ranking]:
+    """Each kernel path and shape's ranking (see the module notes), on the
+    records' columns (``columns.Records``; records given as dicts are made
+    columns first): a cluster sweep ranks a million records."""
+    import numpy as np
+
+    recs = as_columns(records)
+    c = recs.cols
+    configs = recs.tables.configs.index
     info = kernel_info(plan)
     out = []
-    for (kernel, shape), every in _group(records, baselines=True).items():
-        recs = [r for r in every if not r.get("baseline")]
-        base = [r for r in every if r.get("baseline") and r["status"] == "pass"]
+    for kernel, shape, every in groups(recs, baselines=True):
+        base = c["baseline"][every]
+        recs_at = every[~base]
         recipe_cfg = (info.get(kernel) or {}).get("recipe_config")
-        recipe = next((r for r in recs if r["config"] == recipe_cfg), None)
-        recipe_us = median_us(recipe) if recipe is not None and recipe["status"] == "pass" else None
-        # Each median once: a cluster sweep ranks a million records.
-        passing = [(median_us(r), r) for r in recs if r["status"] == "pass"]
-        failing = [r for r in every if r["status"] != "pass"]
-        is_timed = bool(passing) and all(us is not None for us, _ in passing)
+        recipe_us = recipe_status = None
+        cid = configs.get(recipe_cfg) if isinstance(recipe_cfg, str) else None
+        if cid is not None:
+            hit = np.flatnonzero(c["config"][recs_at] == cid)
+            if len(hit):
+                i = recs_at[hit[0]]
+                recipe_status = "pass" if c["passed"][i] else "fail"
+                m = float(c["median"][i])
+                recipe_us = m if recipe_status == "pass" and m == m else None
+        passing = recs_at[c["passed"][recs_at]]
+        us = c["median"][passing]
+        is_timed = bool(len(passing)) and not np.isnan(us).any()
         if is_timed:
-            passing.sort(key=_first)
-        rows = [Row(r, us, (recipe_us / us) if recipe_us and us is not None else None) for us, r in passing]
-        brows = [Row(r, us, (recipe_us / us) if recipe_us and us is not None else None)
-                 for r in base for us in (median_us(r),)]
-        out.append(Ranking(kernel, shape, recipe_cfg, recipe_us, recipe["status"] if recipe else None,
-                           rows, failing, is_timed, brows))
+            order = np.argsort(us, kind="stable")
+            passing, us = passing[order], us[order]
+        failing = [recs.record(i) for i in every[~c["passed"][every]].tolist()]
+        shown = every[base & c["passed"][every]]
+        brows = RankedRows(recs, shown, c["median"][shown], recipe_us)
+        out.append(Ranking(kernel, shape, recipe_cfg, recipe_us, recipe_status,
+                           RankedRows(recs, passing, us, recipe_us), failing, is_timed, brows))
     return out
+
+
+def as_columns(records: Sequence[Mapping[str, Any]]) -> Any:
+    """``records`` as ``columns.Records`` (made from dicts where they are dicts)."""
+    from .columns import Records, of_dicts
+
+    return records if isinstance(records, Records) else of_dicts(records)
+
+
+def groups(recs: Any, baselines: bool = False) -> list[tuple[str, str, Any]]:
+    """The records (``columns.Records``) by (kernel, shape), in the order
+    each pair is first seen: (kernel, shape, their places in record order).
+    Baselines only when asked: no lever setting reaches a baseline variant,
+    so it is no configuration to rank or to take a lever's effect from."""
+    import numpy as np
+
+    c = recs.cols
+    idx = np.arange(len(recs)) if baselines else np.flatnonzero(~c["baseline"])
+    if not len(idx):
+        return []
+    key = (c["kernel"][idx].astype(np.int64) << 32) | c["shape"][idx].astype(np.int64)
+    uniq, first, inv = np.unique(key, return_index=True, return_inverse=True)
+    inv = inv.reshape(-1)
+    members = idx[np.argsort(inv, kind="stable")]
+    ends = np.cumsum(np.bincount(inv, minlength=len(uniq)))
+    kernels, shapes = recs.tables.kernels.values, recs.tables.shapes.values
+    out = []
+    for g in np.argsort(first, kind="stable").tolist():
+        k = int(uniq[g])
+        out.append((kernels[k >> 32], shapes[k & 0xFFFFFFFF], members[(ends[g - 1] if g else 0):ends[g]]))
+    return out
+
+
+class RankedRows(Sequence):
+    """A ranking's rows (:class:`Row`), made as they are asked for from the
+    records' columns: ``places`` in the records, their medians ``us`` (NaN:
+    none), the speedups over ``recipe_us``."""
+
+    def __init__(self, recs: Any, places: Any, us: Any, recipe_us: float | None):
+        self.recs = recs
+        self.places = places
+        self.us = us
+        self.recipe_us = recipe_us
+
+    def __len__(self) -> int:
+        return len(self.places)
+
+    def __getitem__(self, i):  # type: ignore[override]
+        if isinstance(i, slice):
+            return [self[j] for j in range(*i.indices(len(self)))]
+        if i < 0:
+            i += len(self)
+        if not 0 <= i < len(self):
+            raise IndexError(i)
+        us = float(self.us[i])
+        us = us if us == us else None
+        return Row(self.recs.record(int(self.places[i])), us,
+                   self.recipe_us / us if self.recipe_us and us is not None else None)
+
+    def __iter__(self):
+        return map(self.__getitem__, range(len(self)))
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, (list, RankedRows)) and list(self) == list(other)
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def json_rows(self) -> "_JsonRows":
+        """The rows as ``jsontext.Table`` rows (config, variant, levers, median_us, speedup)."""
+        return _JsonRows(self)
+
+
+class _JsonRows:
+    """:meth:`RankedRows.json_rows`: tuples made a slice at a time, column by column."""
+
+    def __init__(self, rows: RankedRows):
+        self.rows = rows
+
+    def __len__(self) -> int:
+        return len(self.rows)
+
+    def __getitem__(self, i: slice) -> list[tuple]:
+        rows = self.rows
+        at = rows.places[i]
+        us = [None if x != x else x for x in rows.us[i].tolist()]
+        r = rows.recipe_us
+        sp = [None if not r or u is None else _r(r / u) for u in us]
+        return list(zip(rows.recs.texts("config", at), rows.recs.texts("variant", at),
+                        rows.recs.texts("levers", at), us, sp))
 
 
 def _first(pair: tuple) -> Any:
@@ -213,16 +304,22 @@ def lever_effects(records: Sequence[Mapping[str, Any]], plan: Mapping[str, Any] 
     info = kernel_info(plan)
     out: list[Effect] = []
     table = _DigitTable()
-    for (kernel, shape), recs in _group(records).items():
-        good = [(r, us) for r in recs if r["status"] == "pass" for us in (median_us(r),) if us is not None]
-        if not good:
+    recs = as_columns(records)
+    c = recs.cols
+    lever_sets = recs.tables.levers
+    for kernel, shape, every in groups(recs):
+        good = every[c["passed"][every] & (c["median"][every] == c["median"][every])]
+        if not len(good):
             continue
         k = info.get(kernel) or {}
-        levers = list(k.get("levers") or _varying([r for r, _ in good]))
+        ids = c["levers"][good]
+        distinct, first = np.unique(ids, return_index=True)
+        levers = list(k.get("levers") or _varying(
+            [{"levers": lever_sets[i]} for i in distinct[np.argsort(first, kind="stable")].tolist()]))
         recipe_levers = k.get("recipe_levers") or {}
-        rows = np.array([table.row(r["levers"]) for r, _ in good], dtype=np.int64)
-        digits = table.matrix()[rows]  # one row per record
-        us = np.array([u for _, u in good], dtype=np.float64)
+        row_of = np.array([table.row(lever_sets[i]) for i in distinct.tolist()], dtype=np.int64)
+        digits = table.matrix()[row_of[np.searchsorted(distinct, ids)]]  # one row per record
+        us = c["median"][good]
         code, radix = _codes(digits)
         for lever in levers:
             col = table.column(lever)

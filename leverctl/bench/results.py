@@ -23,6 +23,7 @@ from __future__ import annotations
 import bisect
 import json
 import math
+import operator
 import os
 import re
 from dataclasses import dataclass, field
@@ -387,7 +388,8 @@ LineSink = Callable[[Identity, int, int, dict], None]
 
 
 def read_jsonl(path: Path, kind: str | None = None, slim: Slim | None = None,
-               plan_hash: str | None = None, on_line: LineSink | None = None) -> Jsonl:
+               plan_hash: str | None = None, on_line: LineSink | None = None,
+               columns: Any = None) -> Jsonl:
     """The records of a results file, read 8 MiB at a time (never the whole
     file at once), the lines of each piece decoded in one call where each is
     one record object (``decode.batch_records``), else one by one. A partial last line (no newline: the writer was killed
@@ -404,7 +406,12 @@ def read_jsonl(path: Path, kind: str | None = None, slim: Slim | None = None,
     gets each checked record's identity, where its line lies in the file (offset
     and length) and what was kept of it. With
     ``plan_hash``, the first kept record (in kept order) that names another
-    plan is returned in ``foreign`` as (its 1-based place, that plan)."""
+    plan is returned in ``foreign`` as (its 1-based place, that plan).
+
+    ``columns`` (a ``columns.Builder``, instead of ``slim`` and
+    ``on_line``): the records are gathered as columns, and ``records`` is
+    a ``columns.Records`` (each line's place in the file kept in its
+    ``offset`` and ``length`` columns)."""
     path = Path(path)
     records: list[dict] = []
     seen: dict[Identity, int] = {}
@@ -412,6 +419,9 @@ def read_jsonl(path: Path, kind: str | None = None, slim: Slim | None = None,
     foreign: dict[int, Any] = {}  # place in records -> the other plan its record names
 
     def take(r: Any, key: Identity, named: Any, n: int, offset: int, length: int) -> None:
+        if columns is not None:
+            columns.one(r, n, offset, length)
+            return
         at = seen.setdefault(key, len(records))
         if at == len(records):
             records.append(None)
@@ -465,9 +475,13 @@ def read_jsonl(path: Path, kind: str | None = None, slim: Slim | None = None,
             lines = chunk.split(b"\n")
             lines.pop()  # the empty text after the last newline
             count = len(lines)
-            batch = batch_records(chunk, lines) if slim is not None else None
+            fast = slim is not None or columns is not None
+            batch = batch_records(chunk, lines) if fast else None
             offset = good
-            if batch is not None:
+            if batch is not None and columns is not None and columns.batch(
+                    batch, [len(line) + 1 for line in lines], n + 1, offset, kind):
+                pass  # every line one usable record, taken column by column
+            elif batch is not None and columns is None:
                 # Every line one record object, decoded at once; each checked as one() checks it.
                 for i, r in enumerate(batch):
                     length = len(lines[i]) + 1
@@ -480,10 +494,13 @@ def read_jsonl(path: Path, kind: str | None = None, slim: Slim | None = None,
                     offset += length
             else:
                 for i, line in enumerate(lines):
-                    one(line + b"\n", n + i + 1, offset, slim is not None)
+                    one(line + b"\n", n + i + 1, offset, fast)
                     offset += len(line) + 1
             good += cut
             n += count
+    if columns is not None:
+        got, dups, first_foreign = columns.finish()
+        return Jsonl(got, good, tail, tuple(dups), first_foreign)
     first = min(foreign) if foreign else None
     return Jsonl(records, good, tail, tuple(duplicates),
                  None if first is None else (first + 1, foreign[first]), seen)
@@ -557,19 +574,13 @@ def read_plan_counted(directory: Path, items: bool = False) -> tuple[dict, int |
 
 def _placed(items: list) -> list:
     """``items`` (``decode.Item``) with their place ``n`` where the plan
-    leaves it out (the first schema: the position), and the names that
-    repeat among them held once (a million items, each otherwise its own copies)."""
+    leaves it out (the first schema: the position)."""
     from msgspec import UNSET
 
-    names: dict[str, str] = {}
-    for i, it in enumerate(items):
-        if it.n is UNSET:
-            it.n = i
-        it.kernel = names.setdefault(it.kernel, it.kernel)
-        it.shape = names.setdefault(it.shape, it.shape)
-        it.config = names.setdefault(it.config, it.config)
-        if type(it.variant) is str:
-            it.variant = names.setdefault(it.variant, it.variant)
+    if UNSET in map(_place, items):
+        for i, it in enumerate(items):
+            if it.n is UNSET:
+                it.n = i
     return items
 
 
@@ -648,7 +659,9 @@ class ResultSet:
     def device_kind(self) -> str | None:
         if self.device.get("kind"):
             return self.device["kind"]
-        if self.records:
+        if len(self.records):
+            if hasattr(self.records, "timed"):  # columns.Records
+                return "gpu" if self.records.timed.any() else None
             return "gpu" if any(timed(r) for r in self.records) else None
         return None
 
@@ -656,7 +669,10 @@ class ResultSet:
     def device_name(self) -> str | None:
         if self.device.get("name"):
             return self.device["name"]
-        names = {r.get("device") for r in self.records if r.get("device")}
+        if hasattr(self.records, "device_names"):  # columns.Records
+            names = self.records.device_names()
+        else:
+            names = {r.get("device") for r in self.records if r.get("device")}
         return names.pop() if len(names) == 1 else None
 
 
@@ -668,13 +684,20 @@ def repeated_note(source: str, places: Sequence[str]) -> str:
 
 
 def load_results(path: str | Path, slim: Slim | None = None, plan_items: bool = False,
-                 on_line: LineSink | None = None, index: bool = False) -> ResultSet:
+                 on_line: LineSink | None = None, index: bool = False, columns: Any = None) -> ResultSet:
     """A bench JSON document, a sweep directory, or a sweep's results.jsonl.
     ``slim`` and ``on_line``: see :func:`read_jsonl`. A sweep's plan comes
     without its item list (a cluster sweep's lists a million), their count
     in ``item_count``; with ``plan_items``, ``plan["items"]`` holds them
     (``decode.Item``, see :func:`read_plan`). ``index``: keep the reader's
-    identity -> place map in ``index`` (compare matches by it)."""
+    identity -> place map in ``index`` (compare matches by it). ``columns``:
+    the records as ``columns.Records`` (True, or the ``columns.Tables`` to
+    number their names in: a merge's parts share one)."""
+    if columns is not None and columns is not False:
+        from .columns import Tables
+
+        tables = columns if isinstance(columns, Tables) else Tables()
+        return _load(Path(path), None, plan_items, None, tables)
     rs = _load(Path(path), slim, plan_items, on_line)
     if index and rs.index is None:
         rs.index = {identity(r): i for i, r in enumerate(rs.records)}
@@ -683,25 +706,44 @@ def load_results(path: str | Path, slim: Slim | None = None, plan_items: bool = 
     return rs
 
 
-def _load(p: Path, slim: Slim | None, plan_items: bool, on_line: LineSink | None) -> ResultSet:
+def _load(p: Path, slim: Slim | None, plan_items: bool, on_line: LineSink | None, tables: Any = None) -> ResultSet:
+    def read(res: Path, plan: dict | None) -> Jsonl:
+        if tables is None:
+            return read_jsonl(res, _plan_kind(plan), slim, _plan_hash(plan), on_line)
+        from .columns import Builder
+
+        return read_jsonl(res, _plan_kind(plan), plan_hash=_plan_hash(plan),
+                          columns=Builder(tables, _plan_hash(plan)))
+
     if p.is_dir():
         plan, count = read_plan_counted(p, plan_items) or (None, None)
         res = p / RESULTS_FILE
         if not res.exists():
             if plan is None:
                 raise UserError(f"not a sweep directory (no {PLAN_FILE}, no {RESULTS_FILE})", str(p))
-            return _from_plan(str(p), plan, Jsonl([], 0, 0), count)
-        return _from_plan(str(p), plan, read_jsonl(res, _plan_kind(plan), slim, _plan_hash(plan), on_line), count,
-                          res)
+            return _from_plan(str(p), plan, _empty(tables), count)
+        return _from_plan(str(p), plan, read(res, plan), count, res)
     if not p.exists():
         raise UserError("no such results file or directory", str(p))
     if p.suffix == ".jsonl" or _first_line_is_record(p):
         plan, count = (read_plan_counted(p.parent, plan_items) if p.name == RESULTS_FILE else None) or (None, None)
-        return _from_plan(str(p), plan, read_jsonl(p, _plan_kind(plan), slim, _plan_hash(plan), on_line), count, p)
+        return _from_plan(str(p), plan, read(p, plan), count, p)
     rs = _from_bench(p, read_input_file(p, "results file", binary=True))
     if slim is not None:
         rs.records = [slim(r) for r in rs.records]
+    if tables is not None:
+        from .columns import of_dicts
+
+        rs.records = of_dicts(rs.records, tables)  # one per identity already
     return rs
+
+
+def _empty(tables: Any) -> Jsonl:
+    if tables is None:
+        return Jsonl([], 0, 0)
+    from .columns import Builder
+
+    return Jsonl(Builder(tables).finish()[0], 0, 0)
 
 
 def _plan_hash(plan: Mapping[str, Any] | None) -> str | None:
@@ -824,106 +866,25 @@ def _result_lines(text: str) -> list[int] | None:
 @dataclass(frozen=True)
 class Merged:
     plan: dict  # the merged plan: the parts' items, in plan order (decode.Item)
-    records: list[dict]  # in plan order (as the spool's slim kept them)
+    records: Any  # columns.Records, in plan order
     missing: int  # planned items no input holds (the items of shards not given included)
     duplicates: int  # records seen in more than one input (the last input wins)
-    spool: "Spool"  # where each record's line waits to be written
+    part: Any  # numpy array: each record's part (its place in the inputs)
+    files: list  # per part: (its results file or None, how many of its bytes hold the records read)
 
 
-class Spool:
-    """Where the records of a merge's parts lie, as they are read: each
-    record's place in its part's results file, and what ``slim`` keeps of
-    it, stay in memory, never the record; the merged file is written from
-    the parts' files, line by line as read. The last part holding
-    an identity wins, as it did with every record held. Give :attr:`slim`
-    and :meth:`sink` (part by part) to :func:`load_results`, then
-    :meth:`source` each part's result set."""
+def merge(sets: Sequence[ResultSet]) -> Merged:
+    """Join shards or resumed pieces of one sweep: each set read as columns
+    (``load_results(columns=tables)``, every part numbering its names in the
+    same ``columns.Tables``) with its plan's items. Refuses inputs that are
+    not sweep results, or that come from different plans, catalogs or
+    devices. The merged plan lists the union of the parts' items by their
+    place in the sweep (a shard's plan lists its own); a record held by more
+    than one part is the last part's. The records stay in the parts' files
+    until :func:`write_result_dir` copies their lines."""
+    import numpy as np
 
-    def __init__(self, slim: Slim):
-        self.slim = slim
-        self.at: dict[Identity, tuple[int, int, int, dict]] = {}  # identity -> (part, offset, length, slim)
-        self.duplicates = 0  # identities held by more than one part
-        self._files: dict[int, Path] = {}
-        self._ends: dict[int, int] = {}
-        self._open: list = []
-
-    def sink(self, part: int) -> "LineSink":
-        """Where part ``part``'s lines are noted."""
-        at = self.at
-
-        def keep(key: Identity, offset: int, length: int, kept: dict) -> None:
-            prev = at.get(key)
-            if prev is not None and prev[0] != part:
-                self.duplicates += 1
-            at[key] = (part, offset, length, kept)
-        return keep
-
-    def source(self, part: int, rs: "ResultSet") -> None:
-        """Part ``part`` was read from ``rs`` (its results file, and how much
-        of it holds the records noted)."""
-        if rs.path is not None:
-            self._files[part] = rs.path
-            self._ends[part] = rs.read_bytes
-
-    def lines(self, keys: Iterable[Identity]) -> Iterable[bytes]:
-        """The lines of ``keys``, in that order, as read, in pieces of about a MiB."""
-        readers = {}
-        for part, path in self._files.items():
-            f = open(path, "rb")
-            self._open.append(f)
-            if os.fstat(f.fileno()).st_size < self._ends[part]:
-                raise UserError("shrank while being merged; merge again", str(path))
-            readers[part] = _Window(f.fileno(), path)
-        buf: list[bytes] = []
-        size = 0
-        at = self.at
-        for key in keys:
-            part, offset, length, _kept = at[key]
-            buf.append(readers[part].read(offset, length))
-            size += length
-            if size >= 1 << 20:
-                yield b"".join(buf)
-                buf, size = [], 0
-        if buf:
-            yield b"".join(buf)
-
-    def close(self) -> None:
-        for f in self._open:
-            f.close()
-        self._open = []
-
-
-class _Window:
-    """Reads lines of a file by place: a MiB at a time from where the last
-    read ended (each shard's records come in plan order, so a merge reads
-    each part's file once, front to back), else at the place asked."""
-
-    SIZE = 1 << 20
-
-    def __init__(self, fd: int, path: Path):
-        self._fd = fd
-        self._path = path
-        self._start = 0
-        self._data = b""
-
-    def read(self, offset: int, length: int) -> bytes:
-        i = offset - self._start
-        if 0 <= i and i + length <= len(self._data):
-            return self._data[i:i + length]
-        self._data = os.pread(self._fd, max(length, self.SIZE), offset)
-        self._start = offset
-        if len(self._data) < length:
-            raise UserError("changed while being merged; merge again", str(self._path))
-        return self._data[:length]
-
-
-def merge(sets: Sequence[ResultSet], spool: Spool) -> Merged:
-    """Join shards or resumed pieces of one sweep, read through ``spool``
-    (each set's records are its slim ones, its plan read with its items).
-    Refuses inputs that are not sweep results, or that come from different
-    plans, catalogs or devices. The merged plan lists the union of the
-    parts' items by their place in the sweep (a shard's plan lists its own)."""
-    import heapq
+    from .columns import Records, identity_keys
 
     if not sets:
         raise UserError("report merge needs at least one sweep results directory")
@@ -950,38 +911,63 @@ def merge(sets: Sequence[ResultSet], spool: Spool) -> Merged:
         if ka == "gpu" and na != nb:
             raise UserError(f"ran on {nb}, {first.source} on {na}: timings from different GPUs do not "
                             "make one result set", s.source)
-    by_id = spool.at
+    tables = first.records.tables
     plan = {k: v for k, v in first.plan.items() if k != "items"}
     plan["schema"] = PLAN_SCHEMA
     plan["shard"] = None
     plan["merged_from"] = [s.source for s in sets]
-    # Each part lists its items in plan order: merged by place, a place listed
-    # twice (plans of the first schema list every item in every shard) kept once.
-    items = []
-    last = -1
-    for it in heapq.merge(*(s.plan["items"] for s in sets), key=_place):
-        if it.n != last:
-            items.append(it)
-            last = it.n
-    records = []
-    for it in items:
-        got = by_id.get((it.kernel, it.shape, it.config))
-        if got is not None:
-            records.append(got[3])
-    if len(records) < len(by_id):  # some record is in no planned item
-        planned = {(it.kernel, it.shape, it.config) for it in items}
-        strays = [k for k in by_id if k not in planned]
-        k = strays[0]
-        raise UserError(f"holds {len(strays)} record(s) outside its plan (first: {k[0]} {k[2]} at {k[1]})",
-                        first.source)
+    # The items by place; a place listed twice (plans of the first schema list every item in every
+    # shard) kept once, as the first part lists it.
+    every = [it for s in sets for it in s.plan["items"]]
+    places = np.fromiter(map(_place, every), np.int64, len(every))
+    order = np.argsort(places, kind="stable")
+    keep = order[np.r_[True, places[order][1:] != places[order][:-1]]] if len(order) else order
+    items = list(map(every.__getitem__, keep.tolist()))
+    del every
+    item_ids = {"kernel": tables.kernels.ids(list(map(_KERNEL, items))),
+                "shape": tables.shapes.ids(list(map(_SHAPE, items))),
+                "config": tables.configs.ids(list(map(_CONFIG, items)))}
+    # Every part's records, the last holding an identity kept (in the place its first holder had).
+    parts = [s.records for s in sets]
+    cols = {k: np.concatenate([r.cols[k] for r in parts]) for k in parts[0].cols}
+    part = np.concatenate([np.full(len(r), i, np.int32) for i, r in enumerate(parts)])
+    extras = {}
+    base = 0
+    for r in parts:
+        extras.update({base + i: e for i, e in r.extras.items()})
+        base += len(r)
+    allr = Records(tables, cols, extras)
+    # The records' identities and the items' as numbers of one numbering.
+    both = identity_keys({k: np.concatenate([cols[k], np.array(item_ids[k], np.int32)]) for k in item_ids})
+    keys, item_keys = both[:len(part)], both[len(part):]
+    by_key = np.argsort(keys, kind="stable")
+    sk = keys[by_key]
+    last = np.r_[sk[1:] != sk[:-1], True] if len(sk) else np.zeros(0, np.bool_)
+    held, held_at = sk[last], by_key[last]  # each identity once, sorted; its last record
+    duplicates = len(keys) - len(held)
+    found = np.searchsorted(held, item_keys)
+    found[found >= len(held)] = 0
+    hit = (held[found] == item_keys) if len(held) else np.zeros(len(item_keys), np.bool_)
+    take = held_at[found[hit]]
+    if len(take) < len(held):  # some record is in no planned item
+        planned = np.zeros(len(held), np.bool_)
+        planned[found[hit]] = True
+        strays = np.sort(by_key[np.r_[True, sk[1:] != sk[:-1]]][~planned])  # each stray identity's first record
+        r = allr.record(int(strays[0]))
+        raise UserError(f"holds {len(strays)} record(s) outside its plan (first: {r['kernel']} {r['config']} at "
+                        f"{r['shape']['label']})", first.source)
     plan["items"] = items
     total = first.plan.get("total")
     total = total if type(total) is int and total >= len(items) else len(items)
-    return Merged(plan, records, total - len(records), spool.duplicates, spool)
+    files = [(s.path, s.read_bytes) for s in sets]
+    return Merged(plan, allr.take(take), total - len(take), duplicates, part[take], files)
 
 
 def _place(it: Any) -> int:
     return it.n
+
+
+_KERNEL, _SHAPE, _CONFIG = (operator.attrgetter(k) for k in ("kernel", "shape", "config"))
 
 
 def shard_gaps(sets: Sequence[ResultSet], missing: int) -> str:
@@ -1010,18 +996,81 @@ def shard_gaps(sets: Sequence[ResultSet], missing: int) -> str:
 def write_result_dir(directory: Path, merged: Merged, plan: Mapping[str, Any]) -> None:
     """A complete sweep directory (merge's output): refuses a directory that
     already holds results, writes results.jsonl (the merged records, in plan
-    order, streamed from the spool) and then plan.json, each atomically: an
-    interrupted merge leaves no half-written file."""
+    order, their lines copied from the parts' files) and then plan.json,
+    each atomically: an interrupted merge leaves no half-written file."""
     d = Path(directory)
     check_free_result_dir(d)
     try:
         d.mkdir(parents=True, exist_ok=True)
     except OSError as e:
         raise UserError(f"cannot create the directory: {e.strerror or e}", str(d)) from None
-    at = merged.spool.at
-    keys = ((it.kernel, it.shape, it.config) for it in plan.get("items", []))
-    write_atomically(d / RESULTS_FILE, merged.spool.lines(k for k in keys if k in at))
+    with _Lines(merged) as lines:
+        write_atomically(d / RESULTS_FILE, lines)
     write_plan(d / PLAN_FILE, plan)
+
+
+class _Lines:
+    """The merged records' lines, in order, read from the parts' files in
+    pieces of about a MiB (each part's records come in its file's order, so
+    each file is read once, front to back, through a window)."""
+
+    def __init__(self, merged: Merged):
+        self.m = merged
+        self._open: list = []
+
+    def __enter__(self) -> Iterable[bytes]:
+        readers = {}
+        for part, (path, end) in enumerate(self.m.files):
+            if path is None:
+                continue
+            f = open(path, "rb")
+            self._open.append(f)
+            if os.fstat(f.fileno()).st_size < end:
+                raise UserError("shrank while being merged; merge again", str(path))
+            readers[part] = _Window(f.fileno(), path)
+        return self._pieces(readers)
+
+    def _pieces(self, readers: dict) -> Iterable[bytes]:
+        cols = self.m.records.cols
+        parts, offsets, lengths = self.m.part.tolist(), cols["offset"].tolist(), cols["length"].tolist()
+        buf: list[bytes] = []
+        size = 0
+        for part, offset, length in zip(parts, offsets, lengths):
+            buf.append(readers[part].read(offset, length))
+            size += length
+            if size >= 1 << 20:
+                yield b"".join(buf)
+                buf, size = [], 0
+        if buf:
+            yield b"".join(buf)
+
+    def __exit__(self, *exc) -> None:
+        for f in self._open:
+            f.close()
+
+
+class _Window:
+    """Reads lines of a file by place: a MiB at a time from where the last
+    read ended (each shard's records come in plan order, so a merge reads
+    each part's file once, front to back), else at the place asked."""
+
+    SIZE = 1 << 20
+
+    def __init__(self, fd: int, path: Path):
+        self._fd = fd
+        self._path = path
+        self._start = 0
+        self._data = b""
+
+    def read(self, offset: int, length: int) -> bytes:
+        i = offset - self._start
+        if 0 <= i and i + length <= len(self._data):
+            return self._data[i:i + length]
+        self._data = os.pread(self._fd, max(length, self.SIZE), offset)
+        self._start = offset
+        if len(self._data) < length:
+            raise UserError("changed while being merged; merge again", str(self._path))
+        return self._data[:length]
 
 
 def write_plan(path: Path, plan: Mapping[str, Any]) -> None:

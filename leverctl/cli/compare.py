@@ -47,7 +47,9 @@ def _shown(c, every: bool) -> tuple[list, str]:
     """The entries the table and Markdown list, and a line on those they leave out ('' for none)."""
     if every or len(c.entries) <= LIST_ALL_UP_TO:
         return c.entries, ""
-    shown = [e for e in c.entries if e.verdict not in QUIET]
+    from ..bench.compare import VERDICTS
+
+    shown = c.entries.select([v for v in VERDICTS if v not in QUIET])
     left = len(c.entries) - len(shown)
     if not left:
         return shown, ""

@@ -42,16 +42,28 @@ def _x(x: float | None) -> str:
 
 def _header(rs, planned: int | None) -> str:
     plan = rs.plan or {}
-    engine = plan.get("engine") or ", ".join(sorted({r.get("kernel", "").split(".")[0] for r in rs.records}))
+    engine = plan.get("engine") or ", ".join(sorted({k.split(".")[0] for k in _kernels(rs.records)}))
     kind = rs.device_kind
     where = rs.device_name or kind or "unknown device"
     if kind == "sim":
         where += " (correctness only, no timings)"
-    failed = sum(1 for r in rs.records if r["status"] != "pass")
+    failed = _failed(rs.records)
     of = f" of {planned} planned" if planned is not None else ""
     tail = f" [plan {plan['hash']}]" if plan.get("hash") else ""
     return (f"{engine if plan else 'results'} on {where}: {len(rs.records) - failed} pass, {failed} fail"
             f"{of}{tail}")
+
+
+def _failed(records) -> int:
+    if hasattr(records, "failed_count"):  # columns.Records
+        return records.failed_count()
+    return sum(1 for r in records if r["status"] != "pass")
+
+
+def _kernels(records) -> set[str]:
+    if hasattr(records, "kernels_used"):  # columns.Records
+        return records.kernels_used()
+    return {r.get("kernel", "") for r in records}
 
 
 def _planned(rs) -> int | None:
@@ -69,7 +81,7 @@ def results_json(rs, rankings, effects, lazy: bool = False) -> dict[str, Any]:
     :mod:`leverctl.jsontext` writes them, not all at once."""
     from ..jsontext import Rows
 
-    failed = sum(1 for r in rs.records if r["status"] != "pass")
+    failed = _failed(rs.records)
     return {
         "schema": "leverctl.sweep-report/1",
         "source": rs.source,
@@ -88,9 +100,12 @@ def results_json(rs, rankings, effects, lazy: bool = False) -> dict[str, Any]:
 
 
 def _arms(rs):
-    from ..bench.arms import arm_rankings
+    from ..bench.arms import ARM_VIEW_KERNELS, arm_rankings
 
-    return arm_rankings(rs.records)
+    recs = rs.records
+    if hasattr(recs, "of_kernels"):  # columns.Records: only the arm view's kernels made dicts
+        recs = recs.of_kernels(ARM_VIEW_KERNELS)
+    return arm_rankings(recs)
 
 
 def _versus_recipe(record, recipe_levers) -> str:
@@ -287,12 +302,12 @@ def show(
 ) -> None:
     """Per kernel path and shape: the fastest correct configuration, its
     speedup over the recipe's own, the failing ones, and each lever's effect."""
-    from ..bench.results import load_results, report_slim
+    from ..bench.results import load_results
 
     fmt = common.output_format(fmt, out, common.RECORD_FORMATS)
     with common.many_records():
         # CSV is the records themselves; every other view needs a few fields of each.
-        rs = load_results(results, slim=None if fmt == "csv" else report_slim())
+        rs = load_results(results, columns=fmt != "csv")
         say_notes(rs)
         if out is not None:
             write_atomically(out, render_pieces(rs, fmt))
@@ -324,28 +339,23 @@ def merge(
 
 
 def _merge(parts: list[Path], out: Path, fmt: str, partial: bool) -> None:
-    from ..bench.results import ResultSet, Spool, load_results, merge as merge_sets, report_slim, shard_gaps, \
-        write_result_dir
+    from ..bench.columns import Tables
+    from ..bench.results import ResultSet, load_results, merge as merge_sets, shard_gaps, write_result_dir
 
-    # Each part's records go to a scratch file as they are read; what the
-    # report needs of each stays in memory, never the records themselves.
-    spool = Spool(report_slim())
+    # The parts' records as columns, numbered alike; their lines stay in the parts' files until written.
+    tables = Tables()
     sets = []
-    for n, p in enumerate(parts):
-        rs = load_results(p, slim=spool.slim, plan_items=True, on_line=spool.sink(n))
-        spool.source(n, rs)
+    for p in parts:
+        rs = load_results(p, plan_items=True, columns=tables)
         say_notes(rs)
         sets.append(rs)
-    try:
-        merged = merge_sets(sets, spool)
-        gaps = shard_gaps(sets, merged.missing)
-        if gaps and not partial:
-            raise UserError(f"report merge: {gaps}; run or --resume them, or pass --partial to merge what is "
-                            "here")
-        plan = {**merged.plan, "partial": gaps} if gaps else merged.plan
-        write_result_dir(out, merged, plan)
-    finally:
-        spool.close()
+    merged = merge_sets(sets)
+    gaps = shard_gaps(sets, merged.missing)
+    if gaps and not partial:
+        raise UserError(f"report merge: {gaps}; run or --resume them, or pass --partial to merge what is "
+                        "here")
+    plan = {**merged.plan, "partial": gaps} if gaps else merged.plan
+    write_result_dir(out, merged, plan)
     planned = len(merged.records) + merged.missing
     line = f"merged {len(sets)} part(s): {len(merged.records)} of {planned} planned records into {out}"
     if gaps:
@@ -359,10 +369,10 @@ def _merge(parts: list[Path], out: Path, fmt: str, partial: bool) -> None:
     plan = {k: v for k, v in plan.items() if k != "items"}
     rs = ResultSet(str(out), merged.records, plan, dict(plan.get("device") or {}),
                    (plan.get("catalog") or {}).get("digest"), item_count=count)
-    del sets, merged, spool
+    del sets, merged
     width, color = common.tty_table(fmt)
     common.write_pieces(render_pieces(rs, fmt, width=width, color=color))
-    if any(r["status"] != "pass" for r in rs.records):
+    if rs.records.failed_count():
         raise typer.Exit(1)
 
 
@@ -376,12 +386,12 @@ def plot(
     """Write the per-lever speedups as a horizontal bar chart (SVG)."""
     from ..bench.plot import write_chart
     from ..bench.rank import lever_effects
-    from ..bench.results import load_results, report_slim
+    from ..bench.results import load_results
 
     if out.suffix.lower() != ".svg":
         write_chart([], out, "")  # raises the one-line explanation
     with common.many_records():
-        rs = load_results(results, slim=report_slim())
+        rs = load_results(results, columns=True)
         say_notes(rs)
         effects = lever_effects(rs.records, rs.plan)
     plan = rs.plan or {}

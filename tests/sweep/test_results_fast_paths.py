@@ -19,7 +19,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from leverctl.bench import decode
+from leverctl.bench import columns, decode
 from leverctl.bench import rank as rk
 from leverctl.bench import results as rs
 from leverctl.errors import UserError
@@ -229,15 +229,11 @@ def test_merge_puts_the_shards_items_and_records_back_in_plan_order(tmp_path, sc
         rs.write_plan(d / rs.PLAN_FILE, _plan(listed, {"index": i, "count": 2, "items": 3}, schema))
         (d / rs.RESULTS_FILE).write_text("".join(_record(items[n]) for n in places))
         parts.append(rs.load_results(d, slim=None, plan_items=True))
-    spool = rs.Spool(rs.report_slim())
-    sets = [rs.load_results(p.source, slim=spool.slim, plan_items=True, on_line=spool.sink(i))
-            for i, p in enumerate(parts)]
-    for i, one in enumerate(sets):
-        spool.source(i, one)
-    merged = rs.merge(sets, spool)
+    tables = columns.Tables()
+    sets = [rs.load_results(p.source, plan_items=True, columns=tables) for p in parts]
+    merged = rs.merge(sets)
     assert merged.missing == 0 and [it.n for it in merged.plan["items"]] == list(range(6))
     rs.write_result_dir(tmp_path / "m", merged, merged.plan)
-    spool.close()
     again = rs.load_results(tmp_path / "m", plan_items=True)
     assert [r["config"] for r in again.records] == [f"x={n}" for n in range(6)]
     assert [(it.n, it.config, decode.value(it.levers)) for it in again.plan["items"]] == \
@@ -319,11 +315,23 @@ def _sweep_dir(d: Path, records: list[dict], kind="gpu", name="NVIDIA H200") -> 
     return d
 
 
-@pytest.mark.parametrize("kind, name", [("gpu", "NVIDIA H200"), ("gpu", None), ("sim", None)])
-def test_compare_streams_a_sweeps_records_to_the_verdicts_of_holding_them(tmp_path, kind, name):
-    """compare_paths reads NEW's records one by one into their verdicts; the
-    comparison is the one of both sets held, duplicates, records on one side
-    and failures included."""
+def _record_by_record(b, n, threshold):
+    """The comparison's entries by definition: each matched pair of the
+    records as read whole, judged by ``compare._entry``, in display order."""
+    from leverctl.bench import compare as cmp
+
+    kinds = (b.device_kind, n.device_kind)
+    new = {rs.identity(r): r for r in n.records}
+    entries = [cmp._entry(r, new[rs.identity(r)], threshold, kinds) for r in b.records if rs.identity(r) in new]
+    return sorted(entries, key=lambda e: (cmp.VERDICTS.index(e.verdict), e.kernel, e.shape, e.config))
+
+
+@pytest.mark.parametrize("kind, name, mixed", [("gpu", "NVIDIA H200", False), ("gpu", None, False),
+                                               ("sim", None, False), (None, None, True), ("gpu", None, True)])
+def test_compare_on_columns_gives_each_pair_its_verdict_record_by_record(tmp_path, kind, name, mixed):
+    """compare_paths judges the usual pairs on arrays and the rest record by
+    record: every entry is the one ``_entry`` gives the pair read whole;
+    duplicates, records on one side and failures included."""
     import random
 
     from leverctl.bench import compare as cmp
@@ -335,11 +343,21 @@ def test_compare_streams_a_sweeps_records_to_the_verdicts_of_holding_them(tmp_pa
         out = []
         for i in range(60):
             us, half = rng.uniform(5, 50) * scale, rng.uniform(0.001, 0.08)
-            out.append({"kernel": "k", "variant": rng.choice("ab"), "levers": {"x": i}, "config": f"x={i}",
-                        "shape": {"label": f"s{i % 3}"}, "status": "pass" if rng.random() < 0.9 else "fail",
-                        "note": "", "device": device,
-                        "timing": {"median_us": us, "p20_us": us * (1 - half), "p80_us": us * (1 + half),
-                                   "noise": 0.01} if kind == "gpu" else None})
+            rec = {"kernel": "k", "variant": rng.choice("ab"), "levers": {"x": i}, "config": f"x={i}",
+                   "shape": {"label": f"s{i % 3}"}, "status": "pass" if rng.random() < 0.9 else "fail",
+                   "note": "", "device": device,
+                   "timing": {"median_us": us, "p20_us": us * (1 - half), "p80_us": us * (1 + half),
+                              "noise": 0.01} if kind == "gpu" else None}
+            if mixed:  # now and then a figure missing, an int, the simulator's name, no timing...
+                rec.update({k: v for k, v in _usual_record(rng).items() if k in ("timing", "device", "status")})
+                if rec["timing"] and (rec["timing"]["median_us"] is None or any(
+                        v is not None and (v <= 0 if k == "median_us" else v < 0) for k, v in rec["timing"].items())):
+                    rec["timing"] = None
+                if kind == "gpu" and rec["status"] == "pass" and not rec["timing"]:
+                    rec["device"] = rs.SIM_NAME
+                if rec["device"] == rs.SIM_NAME:
+                    rec["timing"] = None
+            out.append(rec)
         return out
 
     base, new = side(1.0), side(1.04)
@@ -348,7 +366,12 @@ def test_compare_streams_a_sweeps_records_to_the_verdicts_of_holding_them(tmp_pa
     b = _sweep_dir(tmp_path / "b", base, kind, name)
     n = _sweep_dir(tmp_path / "n", new, kind, name)
     got, _b, got_n = cmp.compare_paths(b, n, threshold=5.0)
-    held = cmp.compare(rs.load_results(b, slim=rs.compare_slim()), rs.load_results(n, slim=rs.compare_slim()))
-    assert got.to_json() == held.to_json()
-    assert got_n.notes() == rs.load_results(n).notes() and got_n.notes()
+    whole_b, whole_n = rs.load_results(b), rs.load_results(n)
+    want = _record_by_record(whole_b, whole_n, 5.0)
+    assert list(got.entries) == want
+    assert got.to_json(lazy=False)["entries"] == [e.to_json() for e in want]
+    assert got.only_base == [cmp._one(r) for r in whole_b.records
+                             if rs.identity(r) not in {rs.identity(x) for x in whole_n.records}]
+    assert got_n.notes() == whole_n.notes() and got_n.notes()
     assert got.only_base and got.only_new and got.entries
+    assert len({e.verdict for e in want}) >= (3 if kind == "gpu" or mixed else 1)

@@ -1,0 +1,522 @@
+"""Records held as columns: a cluster sweep's million records in arrays.
+
+A report or a comparison reads a dozen fields of each record. Held as a
+dict each, a million records cost seconds to build and a gigabyte to keep;
+held here, each field is one numpy array over the records (the names that
+repeat, a kernel's, a shape's, a configuration's, a lever set, are numbered
+once in :class:`Tables`), and the rare fields (a failing record's note and
+error, a baseline's batch invariance, what the arm view reads) are kept by
+record in ``extras``.
+
+:class:`Builder` takes the records of a results file as ``results.read_jsonl``
+reads them: a piece of lines that msgspec decoded at once is taken column by
+column (:meth:`Builder.batch`, no Python work per field of a record where
+the standard library's C loops will do it), and anything else one record at
+a time (:meth:`Builder.one`, a record the standard path checked). Both give
+the same columns: a test holds them to each other and to the records.
+
+:class:`Records` is the result: a sequence of records (each made a dict as
+it is asked for, for the callers that want one) whose arrays the reports
+read directly.
+"""
+from __future__ import annotations
+
+import json
+import math
+import operator
+from typing import Any, Iterator, Mapping, Sequence
+
+import numpy as np
+
+from .decode import UNSET, value
+
+SIM_NAME = "Numba CUDA simulator"  # results.SIM_NAME (not imported: results imports this module)
+ARM_VIEW_KERNELS = ("ffn.prefill",)  # results.ARM_VIEW_KERNELS
+_NAN = math.nan
+_ABSENT = -1  # a device column's value for a record that names none
+
+
+class Names:
+    """Values numbered as first seen (hashable ones: strings, bytes)."""
+
+    __slots__ = ("index", "values")
+
+    def __init__(self) -> None:
+        self.index: dict[Any, int] = {}
+        self.values: list[Any] = []
+
+    def __len__(self) -> int:
+        return len(self.values)
+
+    def add(self, x: Any) -> int:
+        i = self.index.get(x)
+        if i is None:
+            i = self.index[x] = len(self.values)
+            self.values.append(x)
+        return i
+
+    def ids(self, xs: Sequence[Any]) -> list[int]:
+        """Each of ``xs`` numbered (new ones added), by C loops: the distinct
+        values once through Python, the rest by ``map``."""
+        index = self.index
+        for x in dict.fromkeys(xs):
+            if x not in index:
+                index[x] = len(self.values)
+                self.values.append(x)
+        return list(map(index.__getitem__, xs))
+
+
+class Tables:
+    """The numbering the columns share (a merge's parts share one, so that
+    their numbers compare)."""
+
+    def __init__(self) -> None:
+        self.kernels = Names()
+        self.shapes = Names()
+        self.configs = Names()
+        self.variants = Names()
+        self.devices = Names()  # strings
+        self.lever_texts = Names()  # a lever set's JSON text -> its number
+        self.levers: list[dict] = []  # number -> the lever set (parsed once)
+        self.shape_objs: list[dict] = []  # number -> {"label": ...}, shared by every record of that shape
+
+    def lever_ids(self, texts: Sequence[bytes]) -> list[int] | None:
+        """Each lever set's number by its text; None where a text new here
+        is not a JSON object (the standard path says what it is)."""
+        known = self.lever_texts.index
+        for t in dict.fromkeys(texts):
+            if t not in known:
+                if t[:1] != b"{":
+                    return None
+                self._new_levers(t, value_of(t))
+        return list(map(known.__getitem__, texts))
+
+    def lever_id(self, levers: dict) -> int:
+        t = json.dumps(levers, separators=(",", ":")).encode()
+        i = self.lever_texts.index.get(t)
+        return self._new_levers(t, levers) if i is None else i
+
+    def _new_levers(self, text: bytes, levers: dict) -> int:
+        self.levers.append(levers)
+        return self.lever_texts.add(text)
+
+    def shape(self, i: int) -> dict:
+        objs = self.shape_objs
+        while len(objs) <= i:
+            objs.append({"label": self.shapes.values[len(objs)]})
+        return objs[i]
+
+
+def value_of(text: bytes) -> Any:
+    from .decode import loads
+
+    return loads(text)
+
+
+# The columns, each with its dtype; every Builder and Records holds all of them.
+COLUMNS = {
+    "kernel": np.int32, "shape": np.int32, "config": np.int32, "variant": np.int32, "levers": np.int32,
+    "device": np.int32, "passed": np.bool_, "baseline": np.bool_,
+    "median": np.float64, "p20": np.float64, "p80": np.float64, "noise": np.float64,
+    "line": np.int64, "offset": np.int64, "length": np.int64,
+}
+_FIELDS = operator.attrgetter("kernel", "variant", "levers", "config", "shape", "status", "timing", "device",
+                              "plan", "baseline")
+_LABEL = operator.attrgetter("label")
+_PASS = "pass".__eq__
+_NO_FIGURES = (None, None, None, None)
+
+
+def _figures(t: Any) -> tuple:
+    return _NO_FIGURES if t is None else (t.median_us, t.p20_us, t.p80_us, t.noise)
+
+
+class Builder:
+    """Columns gathered as a results file is read (see the module notes)."""
+
+    def __init__(self, tables: Tables | None = None, plan_hash: str | None = None):
+        self.tables = tables if tables is not None else Tables()
+        self.plan_hash = plan_hash
+        self._done: dict[str, list[np.ndarray]] = {k: [] for k in COLUMNS}
+        self._rows: dict[str, list] = {k: [] for k in COLUMNS}  # records taken one at a time, not yet arrays
+        self.count = 0
+        self.extras: dict[int, dict] = {}  # record number -> its rare fields
+        self.plans: dict[int, Any] = {}  # record number -> the plan it names, where that is not plan_hash
+
+    # ── a piece of lines decoded at once ────────────────────────────────────
+
+    def batch(self, recs: list, lengths: list[int], first_line: int, offset: int, kind: str | None) -> bool:
+        """Take ``recs`` (``decode.record`` structures, one per line, of
+        ``lengths`` bytes each with its newline; the first on line
+        ``first_line`` at byte ``offset``), or take nothing and say False
+        where one of them is not for this path: its lever set is not an
+        object, it names a device that is not a string, or its timing is
+        not certainly usable (``results._timing_fine``); the standard path
+        then decides each line."""
+        if not recs:
+            return True
+        t = self.tables
+        (kernels, variants, levers, configs, shapes, statuses, timings, devices, plans,
+         baselines) = zip(*map(_FIELDS, recs))
+        lever_ids = t.lever_ids(list(map(bytes, levers)))
+        if lever_ids is None:
+            return False
+        devs = set(devices)
+        devs.discard(UNSET)
+        if not all(type(d) is str for d in devs):
+            return False
+        passed = list(map(_PASS, statuses))
+        timed = [x is not None for x in timings]
+        sim = SIM_NAME in devs
+        if kind == "sim" or sim:
+            if kind == "sim" and any(timed):
+                return False
+            if sim and any(d == SIM_NAME and x for d, x in zip(devices, timed)):
+                return False
+        if kind == "gpu" and not all(timed):
+            if any(p and not x and d != SIM_NAME for p, x, d in zip(passed, timed, devices)):
+                return False
+        self._flush()
+        n = len(recs)
+        start = self.count
+        done = self._done
+        done["kernel"].append(np.array(t.kernels.ids(kernels), np.int32))
+        done["shape"].append(np.array(t.shapes.ids(list(map(_LABEL, shapes))), np.int32))
+        done["config"].append(np.array(t.configs.ids(configs), np.int32))
+        done["variant"].append(np.array(t.variants.ids(variants), np.int32))
+        done["levers"].append(np.array(lever_ids, np.int32))
+        if devs:
+            index = t.devices.index
+            for d in devs:
+                t.devices.add(d)
+            done["device"].append(np.array([_ABSENT if d is UNSET else index[d] for d in devices], np.int32))
+        else:
+            done["device"].append(np.full(n, _ABSENT, np.int32))
+        done["passed"].append(np.array(passed, np.bool_))
+        done["baseline"].append(np.array(list(map(bool, baselines)), np.bool_))
+        figs = np.array(list(map(_figures, timings)), np.float64).reshape(n, 4)  # None -> NaN
+        for i, k in enumerate(("median", "p20", "p80", "noise")):
+            done[k].append(figs[:, i])
+        done["line"].append(np.arange(first_line, first_line + n, dtype=np.int64))
+        lens = np.array(lengths, np.int64)
+        done["length"].append(lens)
+        done["offset"].append(offset + np.cumsum(lens) - lens)
+        # The rare fields, record by record: failing records, baselines, arm-view kernels.
+        arm_ids = [t.kernels.index[k] for k in ARM_VIEW_KERNELS if k in t.kernels.index]
+        rare = [i for i in range(n) if not passed[i] or baselines[i]] if not all(passed) or any(baselines) else []
+        if arm_ids:
+            ks = done["kernel"][-1]
+            rare = sorted(set(rare) | set(np.flatnonzero(np.isin(ks, arm_ids)).tolist()))
+        for i in rare:
+            extra = _extras(recs[i])
+            if extra:
+                self.extras[start + i] = extra
+        if self.plan_hash is not None:
+            ph = self.plan_hash
+            for i, p in enumerate(plans):
+                if p is not UNSET and p is not None and p != ph:
+                    self.plans[start + i] = p
+        self.count += n
+        return True
+
+    # ── one record at a time ────────────────────────────────────────────────
+
+    def one(self, r: Any, line: int, offset: int, length: int) -> None:
+        """A record that a check accepted: a ``decode.record`` structure
+        (whose timing ``results._timing_fine`` found usable) or a dict
+        (``results.check_record``'s)."""
+        t = self.tables
+        rows = self._rows
+        if type(r) is dict:
+            kernel, variant, config, label, status = r["kernel"], r["variant"], r["config"], r["shape"]["label"], \
+                r["status"]
+            lever = t.lever_id(r["levers"])
+            timing = r.get("timing")
+            figs = _dict_figures(timing)
+            if figs is None:  # a timing no check passed (a record made in memory): kept as it is
+                figs = _NO_FIGURES
+                timing_kept = True
+            else:
+                timing_kept = False
+            device, plan, baseline = r.get("device", UNSET), r.get("plan", UNSET), r.get("baseline")
+        else:
+            kernel, variant, config, label, status = r.kernel, r.variant, r.config, r.shape.label, r.status
+            lever = t.lever_ids([bytes(r.levers)])[0]
+            figs = _figures(r.timing) if r.timing is not UNSET else _NO_FIGURES
+            device, plan, baseline = r.device, r.plan, r.baseline
+            timing_kept = False
+        rows["kernel"].append(t.kernels.add(kernel))
+        rows["shape"].append(t.shapes.add(label))
+        rows["config"].append(t.configs.add(config))
+        rows["variant"].append(t.variants.add(variant))
+        rows["levers"].append(lever)
+        extra = _extras(r)
+        if timing_kept:
+            extra["timing"] = r["timing"]
+        if type(device) is str:
+            rows["device"].append(t.devices.add(device))
+        else:
+            rows["device"].append(_ABSENT)
+            if device is not UNSET:
+                extra["device"] = device  # a device that is not a name (null, a number...), kept as it is
+        rows["passed"].append(status == "pass")
+        rows["baseline"].append(bool(baseline))
+        for k, x in zip(("median", "p20", "p80", "noise"), figs):
+            rows[k].append(x)
+        rows["line"].append(line)
+        rows["offset"].append(offset)
+        rows["length"].append(length)
+        if extra:
+            self.extras[self.count] = extra
+        if self.plan_hash is not None and plan is not UNSET and plan is not None and plan != self.plan_hash:
+            self.plans[self.count] = plan
+        self.count += 1
+
+    def _flush(self) -> None:
+        rows = self._rows
+        if rows["kernel"]:
+            for k, dtype in COLUMNS.items():
+                self._done[k].append(np.array(rows[k], dtype))
+                rows[k] = []
+
+    # ── the records ─────────────────────────────────────────────────────────
+
+    def finish(self, dedup: bool = True) -> "Gathered":
+        """The records, one per identity (kernel, shape, config): a record
+        repeating an earlier one's identity takes the earlier's place (the
+        later kept), its line listed in ``duplicates``. Without ``dedup``,
+        every record as taken."""
+        self._flush()
+        cols = {k: (np.concatenate(v) if v else np.zeros(0, COLUMNS[k])) for k, v in self._done.items()}
+        self._done = {k: [] for k in COLUMNS}
+        n = self.count
+        if not dedup:
+            return Gathered(Records(self.tables, cols, self.extras), [], None)
+        keys = identity_keys(cols)
+        order = np.argsort(keys, kind="stable")
+        sk = keys[order]
+        starts = np.flatnonzero(np.r_[True, sk[1:] != sk[:-1]]) if n else np.zeros(0, np.int64)
+        ends = np.r_[starts[1:], n] if n else starts
+        first = order[starts]  # each identity's first record
+        last = order[ends - 1]  # ... and its last, which is kept
+        if len(first) == n:  # no repeats: the usual file
+            records = Records(self.tables, cols, self.extras)
+            return Gathered(records, [], self._foreign(np.arange(n)))
+        place = np.argsort(first, kind="stable")  # identities in the order first seen
+        take = last[place]
+        repeated = np.ones(n, np.bool_)
+        repeated[first] = False
+        duplicates = np.sort(cols["line"][repeated]).tolist()
+        kept = {k: v[take] for k, v in cols.items()}
+        kept["line"] = cols["line"][first[place]]  # the kept record stands in the first one's place
+        at = {int(old): i for i, old in enumerate(take.tolist()) if int(old) in self.extras}
+        extras = {i: self.extras[old] for old, i in at.items()}
+        return Gathered(Records(self.tables, kept, extras), duplicates, self._foreign(take))
+
+    def _foreign(self, take: np.ndarray) -> tuple[int, Any] | None:
+        """The first kept record (1-based place) that names another plan, and that plan."""
+        if not self.plans:
+            return None
+        where = np.flatnonzero(np.isin(take, np.fromiter(self.plans, np.int64)))
+        if not len(where):
+            return None
+        i = int(where[0])
+        return i + 1, self.plans[int(take[i])]
+
+
+class Gathered(tuple):
+    """(records, line numbers of repeats, the first foreign record or None)."""
+
+    def __new__(cls, records: "Records", duplicates: list[int], foreign: tuple[int, Any] | None):
+        return super().__new__(cls, (records, duplicates, foreign))
+
+
+def identity_keys(cols: Mapping[str, np.ndarray]) -> np.ndarray:
+    """Each record's identity (kernel, shape, config) as one integer (its
+    numbers side by side, or their rank where they would not fit)."""
+    k, s, c = (cols[x].astype(np.int64) for x in ("kernel", "shape", "config"))
+    if not len(k):
+        return np.zeros(0, np.int64)
+    if max(int(k.max()), int(s.max()), int(c.max())) < 1 << 21:
+        return (k << 42) | (s << 21) | c
+    return np.unique(np.stack([k, s, c], axis=1), axis=0, return_inverse=True)[1].reshape(-1)
+
+
+def _extras(r: Any) -> dict:
+    """What a report or a comparison reads of ``r`` beyond the columns:
+    a failing record's note and error, a baseline's batch invariance, and
+    for a kernel of the arm view its error, tensor cores and roofline."""
+    get = r.get if type(r) is dict else (lambda k, d=UNSET: getattr(r, k, d))
+    out: dict = {}
+    passed = get("status") == "pass"
+    arm = get("kernel") in ARM_VIEW_KERNELS
+    if not passed:
+        note = get("note", UNSET)
+        if note is not UNSET:
+            out["note"] = note
+    if not passed or arm:
+        err = get("error", UNSET)
+        if err is not UNSET:
+            out["error"] = value(err)
+    if get("baseline", UNSET) not in (UNSET, None, False) and get("baseline"):
+        bi = get("batch_invariance", UNSET)
+        if bi is not UNSET:
+            out["batch_invariance"] = value(bi)
+    if arm:
+        for k in ("tensor_cores", "tc_dtype"):
+            v = get(k, UNSET)
+            if v is not UNSET:
+                out[k] = value(v)
+        roof = value(get("roofline", UNSET))
+        if isinstance(roof, dict):
+            out["roofline"] = {"pct_of_floor": roof.get("pct_of_floor")}
+    return out
+
+
+def _dict_figures(t: Any) -> tuple | None:
+    """A record's timing figures as floats (None: absent); None where the
+    timing is not one a check passes (no positive median, a figure that is
+    not a finite number of at least 0: what ``results.timing_problem`` refuses)."""
+    if t is None:
+        return _NO_FIGURES
+    if not isinstance(t, dict):
+        return None
+    out = []
+    for k in ("median_us", "p20_us", "p80_us", "noise"):
+        v = t.get(k)
+        if v is None and k != "median_us":
+            out.append(None)
+            continue
+        if not (isinstance(v, (int, float)) and not isinstance(v, bool) and 0 <= v < math.inf):
+            return None
+        out.append(float(v))
+    return tuple(out) if out[0] > 0 else None
+
+
+_FIG_KEYS = (("p20", "p20_us"), ("p80", "p80_us"), ("noise", "noise"))
+
+
+class Records(Sequence):
+    """Records as columns (see the module notes). Indexing or iterating
+    makes each record a dict: its identity, variant, status, lever set,
+    timing figures, device and rare fields, as the reports read them."""
+
+    def __init__(self, tables: Tables, cols: dict[str, np.ndarray], extras: dict[int, dict]):
+        self.tables = tables
+        self.cols = cols
+        self.extras = extras
+
+    def __len__(self) -> int:
+        return len(self.cols["kernel"])
+
+    def __getitem__(self, i):  # type: ignore[override]
+        if isinstance(i, slice):
+            return [self.record(j) for j in range(*i.indices(len(self)))]
+        if i < 0:
+            i += len(self)
+        if not 0 <= i < len(self):
+            raise IndexError(i)
+        return self.record(i)
+
+    def __iter__(self) -> Iterator[dict]:
+        return map(self.record, range(len(self)))
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, (list, Records)) and list(self) == list(other)
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def record(self, i: int) -> dict:
+        c, t = self.cols, self.tables
+        rec: dict[str, Any] = {
+            "kernel": t.kernels.values[c["kernel"][i]], "variant": t.variants.values[c["variant"][i]],
+            "config": t.configs.values[c["config"][i]], "shape": t.shape(int(c["shape"][i])),
+            "status": "pass" if c["passed"][i] else "fail", "levers": t.levers[c["levers"][i]]}
+        m = c["median"][i]
+        if m == m:  # not NaN: a timing
+            timing = {"median_us": float(m)}
+            for k, name in _FIG_KEYS:
+                x = c[k][i]
+                if x == x:
+                    timing[name] = float(x)
+            rec["timing"] = timing
+        d = c["device"][i]
+        if d != _ABSENT:
+            rec["device"] = t.devices.values[d]
+        if c["baseline"][i]:
+            rec["baseline"] = True
+        extra = self.extras.get(i)
+        if extra:
+            rec.update(extra)
+        return rec
+
+    def take(self, idx: np.ndarray) -> "Records":
+        """These records, in this order (``idx``: places in this set)."""
+        idx = np.asarray(idx, np.int64)
+        cols = {k: v[idx] for k, v in self.cols.items()}
+        extras = {}
+        if self.extras:
+            for new, old in enumerate(idx.tolist()):
+                e = self.extras.get(old)
+                if e:
+                    extras[new] = e
+        return Records(self.tables, cols, extras)
+
+    # ── what the reports ask of all of them ─────────────────────────────────
+
+    @property
+    def passed(self) -> np.ndarray:
+        return self.cols["passed"]
+
+    @property
+    def timed(self) -> np.ndarray:
+        """Whether each record carries a usable median."""
+        m = self.cols["median"]
+        return m == m
+
+    def failed_count(self) -> int:
+        return int(len(self) - np.count_nonzero(self.cols["passed"]))
+
+    def device_names(self) -> set:
+        """The truthy devices the records name."""
+        used = np.unique(self.cols["device"])
+        out = {self.tables.devices.values[d] for d in used.tolist() if d != _ABSENT}
+        for e in self.extras.values():
+            if "device" in e:
+                out.add(e["device"]) if _hashable(e["device"]) else None
+        return {d for d in out if d}
+
+    def kernels_used(self) -> set[str]:
+        return {self.tables.kernels.values[k] for k in np.unique(self.cols["kernel"]).tolist()}
+
+    def of_kernels(self, kernels: Sequence[str]) -> list[dict]:
+        """The records of these kernels, as dicts, in record order."""
+        ids = [self.tables.kernels.index[k] for k in kernels if k in self.tables.kernels.index]
+        if not ids:
+            return []
+        return [self.record(i) for i in np.flatnonzero(np.isin(self.cols["kernel"], ids)).tolist()]
+
+    def texts(self, column: str, idx: np.ndarray | None = None) -> list:
+        """The column's values by name (``kernel``, ``shape``, ``config``, ``variant``, ``levers``)."""
+        names = {"kernel": self.tables.kernels.values, "shape": self.tables.shapes.values,
+                 "config": self.tables.configs.values, "variant": self.tables.variants.values,
+                 "levers": self.tables.levers}[column]
+        ids = self.cols[column] if idx is None else self.cols[column][idx]
+        return list(map(names.__getitem__, ids.tolist()))
+
+
+def _hashable(x: Any) -> bool:
+    try:
+        hash(x)
+    except TypeError:
+        return False
+    return True
+
+
+def of_dicts(recs: Sequence[Mapping[str, Any]], tables: Tables | None = None, dedup: bool = False) -> Records:
+    """Records already checked (a bench document's, or a test's) as columns,
+    every one of them (``dedup``: one per identity, the later kept)."""
+    b = Builder(tables)
+    for i, r in enumerate(recs):
+        b.one(dict(r), i + 1, 0, 0)
+    return b.finish(dedup)[0]
