@@ -100,6 +100,26 @@ class Tables:
         self.levers.append(levers)
         return self.lever_texts.add(text)
 
+    def adopt(self, recs: "Records") -> "Records":
+        """``recs`` (numbered in other tables: another process's) numbered in these."""
+        src = recs.tables
+        if src is self:
+            return recs
+        cols = dict(recs.cols)
+        for col, names in (("kernel", "kernels"), ("shape", "shapes"), ("config", "configs"),
+                           ("variant", "variants")):
+            remap = np.array(getattr(self, names).ids(getattr(src, names).values), np.int32)
+            cols[col] = remap[cols[col]] if len(remap) else cols[col]
+        if len(src.devices):
+            remap = np.array(self.devices.ids(src.devices.values) + [_ABSENT], np.int32)  # [-1]: none
+            cols["device"] = remap[cols["device"]]
+        known = self.lever_texts.index
+        remap = np.array([known[t] if t in known else self._new_levers(t, lv)
+                          for t, lv in zip(src.lever_texts.values, src.levers)], np.int32)
+        if len(remap):
+            cols["levers"] = remap[cols["levers"]]
+        return Records(self, cols, recs.extras)
+
     def shape(self, i: int) -> dict:
         objs = self.shape_objs
         while len(objs) <= i:
@@ -128,7 +148,7 @@ _NO_FIGURES = (None, None, None, None)
 
 
 def _figures(t: Any) -> tuple:
-    return _NO_FIGURES if t is None else (t.median_us, t.p20_us, t.p80_us, t.noise)
+    return (t.median_us, t.p20_us, t.p80_us, t.noise) if t else _NO_FIGURES  # t: None or UNSET, none
 
 
 class Builder:
@@ -166,7 +186,7 @@ class Builder:
         if not all(type(d) is str for d in devs):
             return False
         passed = list(map(_PASS, statuses))
-        timed = [x is not None for x in timings]
+        timed = list(map(bool, timings))  # a timing (None and UNSET are false)
         sim = SIM_NAME in devs
         if kind == "sim" or sim:
             if kind == "sim" and any(timed):
@@ -242,7 +262,7 @@ class Builder:
         else:
             kernel, variant, config, label, status = r.kernel, r.variant, r.config, r.shape.label, r.status
             lever = t.lever_ids([bytes(r.levers)])[0]
-            figs = _figures(r.timing) if r.timing is not UNSET else _NO_FIGURES
+            figs = _figures(r.timing)
             device, plan, baseline = r.device, r.plan, r.baseline
             timing_kept = False
         rows["kernel"].append(t.kernels.add(kernel))

@@ -437,12 +437,13 @@ def compare_paths(base: Any, new: Any, *, threshold: float = DEFAULT_THRESHOLD,
     """:func:`compare` of two result paths, and the two result sets read
     (for what reading them tolerated), as columns numbered alike."""
     from .columns import Tables
-    from .results import load_results
+    from .results import load_all
 
     _check_threshold(threshold)
-    tables = Tables()
-    b = load_results(base, columns=tables)
-    n = load_results(new, columns=tables)
+    b, n = load_all([base, new], Tables())
+    for got in (b, n):
+        if isinstance(got, UserError):
+            raise got
     return compare(b, n, threshold=threshold, allow_different_device=allow_different_device,
                    allow_missing=allow_missing), b, n
 

@@ -66,9 +66,8 @@ class _Timing(Struct, gc=False):
 
 
 class _Record(Struct, gc=False):
-    """A record as the reports read it: what :func:`record` decodes of a
-    line, or what :func:`record_struct` makes of a record already parsed
-    (then ``levers`` and the rest hold their values, not their text)."""
+    """A record as the reports read it: what :func:`record` and
+    :func:`batch_records` decode of a line."""
 
     kernel: str
     variant: str
@@ -88,9 +87,6 @@ class _Record(Struct, gc=False):
     roofline: Union[Raw, UnsetType] = UNSET
 
 
-_OPTIONAL = ("note", "error", "device", "plan", "baseline", "batch_invariance", "tensor_cores", "tc_dtype",
-             "roofline")
-_TIMING = ("median_us", "p20_us", "p80_us", "noise")
 _record = msgspec.json.Decoder(_Record).decode
 
 
@@ -130,17 +126,6 @@ def batch_records(chunk: bytes, lines: list[bytes]) -> list[_Record] | None:
     except msgspec.DecodeError:
         return None
     return got if len(got) == len(lines) else None
-
-
-def record_struct(rec: dict) -> _Record:
-    """A record (a dict that ``results.check_record`` accepted) as the
-    structure :func:`record` decodes, its values as they are."""
-    t = rec.get("timing", UNSET)
-    if type(t) is dict:
-        t = _Timing(**{k: t[k] for k in _TIMING if k in t})
-    return _Record(kernel=rec["kernel"], variant=rec["variant"], levers=rec["levers"], config=rec["config"],
-                   shape=_Shape(rec["shape"]["label"]), status=rec["status"], timing=t,
-                   **{k: rec[k] for k in _OPTIONAL if k in rec})
 
 
 def value(x: Any) -> Any:

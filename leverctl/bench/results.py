@@ -28,10 +28,10 @@ import os
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Iterable, Mapping, Sequence
+from typing import Any, Iterable, Mapping, Sequence
 
 from ..errors import UserError
-from .decode import UNSET, batch_records, levers_object, record as fast_record, record_struct, value
+from .decode import UNSET, batch_records, record as fast_record
 from ..levers.files import open_input_file, read_input_file, write_atomically
 
 PLAN_FILE = "plan.json"
@@ -195,132 +195,9 @@ def spread_of(med: float, p20: Any, p80: Any, noise: Any) -> float:
     return 0.0
 
 
-# ── keeping less of each record ─────────────────────────────────────────────
-#
-# A record read back is about ten nested objects; a million of them held
-# whole do not fit a CI machine. A report or a comparison needs a few fields
-# of each: these keep those (the same values, so every output is the same),
-# sharing the objects that repeat across records (a shape's label, a lever
-# set, a device name).
-
-
-def _slim_core(r: Any, shapes: dict[str, dict], names: dict[str, str]) -> dict:
-    """What every slim keeps of ``r`` (a ``decode.record`` structure): the
-    identity (names and shapes shared across records), the variant, the
-    status, and a failing record's note and error."""
-    label = r.shape.label
-    shape = shapes.get(label)
-    if shape is None:
-        shape = shapes[label] = {"label": label}
-    out = {"kernel": _share(names, r.kernel), "variant": _share(names, r.variant),
-           "config": _share(names, r.config), "shape": shape, "status": r.status}
-    if r.status != "pass":
-        if r.note is not UNSET:
-            out["note"] = r.note
-        if r.error is not UNSET:
-            out["error"] = value(r.error)
-    return out
-
-
-def _struct(rec: Any) -> Any:
-    """A slim's input as a ``decode.record`` structure (a parsed record is made one)."""
-    return record_struct(rec) if type(rec) is dict else rec
-
-
-# The kernel paths `report show` ranks arm by arm (leverctl.bench.arms).
+# The kernel paths `report show` ranks arm by arm (leverctl.bench.arms); their
+# records keep their errors, tensor cores and roofline (columns.ARM_VIEW_KERNELS).
 ARM_VIEW_KERNELS = ("ffn.prefill",)
-
-
-def report_slim() -> Slim:
-    """What ``report show`` (rankings, lever effects, the header) and
-    ``report plot`` read of a record: identity, variant, status, levers,
-    median, and for a failing record its note and error, for a baseline its
-    batch invariance. It takes a record (dict) or what ``decode.record``
-    makes of its line."""
-    shapes: dict[str, dict] = {}
-    levers: dict[str, dict] = {}
-    texts: dict[bytes, dict] = {}
-    names: dict[str, str] = {}
-
-    def slim(rec: Any) -> dict:
-        r = _struct(rec)
-        out = _slim_core(r, shapes, names)
-        out["levers"] = _levers(r, levers, texts)
-        t = r.timing
-        if t:  # neither None nor UNSET
-            out["timing"] = {"median_us": t.median_us}
-        if r.baseline:
-            out["baseline"] = r.baseline
-            if r.batch_invariance is not UNSET:
-                out["batch_invariance"] = value(r.batch_invariance)
-        if r.kernel in ARM_VIEW_KERNELS:  # the arm view ranks time beside error and tensor cores
-            for k in ("error", "tensor_cores", "tc_dtype"):
-                v = getattr(r, k)
-                if v is not UNSET:
-                    out[k] = value(v)
-            roof = value(r.roofline)
-            if isinstance(roof, dict):
-                out["roofline"] = {"pct_of_floor": roof.get("pct_of_floor")}
-        _keep_device(r, out, names)
-        return out
-
-    return slim
-
-
-def compare_slim() -> Slim:
-    """What ``compare`` reads of a record: identity, variant, status, the
-    timing figures, the device, and for a failing record its note and error."""
-    shapes: dict[str, dict] = {}
-    names: dict[str, str] = {}
-
-    def slim(rec: Any) -> dict:
-        r = _struct(rec)
-        out = _slim_core(r, shapes, names)
-        t = r.timing
-        if t:
-            out["timing"] = {k: v for k in TIMING_FIGURES if (v := getattr(t, k)) is not UNSET}
-        _keep_device(r, out, names)
-        return out
-
-    return slim
-
-
-def _levers(r: Any, by_config: dict[str, dict], by_text: dict[bytes, dict]) -> dict:
-    """The record's lever set, held once: by its text where it was read
-    from a line, else by :func:`share_levers`."""
-    lv = r.levers
-    if type(lv) is dict:
-        return share_levers(by_config, r.config, lv)
-    text = bytes(lv)
-    got = by_text.get(text)
-    if got is None:
-        got = by_text[text] = share_levers(by_config, r.config, value(lv))
-    return got
-
-
-def share_levers(seen: dict[str, dict], config: str, levers: dict) -> dict:
-    """``levers``, or the equal lever set already ``seen`` with this config
-    (the same configuration at another shape), so that it is held once.
-    Equal means the same fields in the same order with values of the same
-    types: ``True == 1`` in Python, but not in the JSON written back."""
-    same = seen.get(config)
-    if same is None:
-        seen[config] = levers
-        return levers
-    if same is levers or (same == levers and tuple(same) == tuple(levers)
-                          and tuple(map(type, same.values())) == tuple(map(type, levers.values()))):
-        return same
-    return levers
-
-
-def _share(names: dict[str, str], text: str) -> str:
-    return names.setdefault(text, text)
-
-
-def _keep_device(r: Any, out: dict, names: dict) -> None:
-    d = r.device
-    if d is not UNSET:
-        out["device"] = names.setdefault(d, d) if isinstance(d, str) else d
 
 
 # ── writing ─────────────────────────────────────────────────────────────────
@@ -370,7 +247,6 @@ class Jsonl:
     tail_bytes: int  # bytes of a partial last line, ignored (0: none)
     duplicates: tuple[int, ...] = ()  # line numbers of records that repeat an earlier one's identity
     foreign: tuple[int, Any] | None = None  # (place, plan) of the first record of another plan (plan_hash)
-    index: dict | None = None  # identity -> place in records
 
 
 def loads_line(line: bytes) -> Any:
@@ -381,37 +257,28 @@ def loads_line(line: bytes) -> Any:
     return loads(line)
 
 
-Slim = Callable[[dict], dict]
-
-
-LineSink = Callable[[Identity, int, int, dict], None]
-
-
-def read_jsonl(path: Path, kind: str | None = None, slim: Slim | None = None,
-               plan_hash: str | None = None, on_line: LineSink | None = None,
+def read_jsonl(path: Path, kind: str | None = None, plan_hash: str | None = None,
                columns: Any = None) -> Jsonl:
     """The records of a results file, read 8 MiB at a time (never the whole
     file at once), the lines of each piece decoded in one call where each is
-    one record object (``decode.batch_records``), else one by one. A partial last line (no newline: the writer was killed
-    mid-line) is ignored; any other line that is not a record, or whose
-    timing is unusable (``kind``: the run's device kind, see
-    :func:`timing_problem`), is refused with its line number. A record
-    repeating an earlier one's identity is counted once (the later kept, in
-    the earlier's place) and its line listed in ``duplicates``. ``slim``, if
-    given, maps each checked record to what the caller keeps of it (a report
-    of a million records keeps a few fields of each, not all): then each
-    line is decoded into those fields only (``decode.record``), and
-    ``slim`` gets that structure (or the record, where the line took the
-    standard parser: see the notes of ``decode``). ``on_line``, if given,
-    gets each checked record's identity, where its line lies in the file (offset
-    and length) and what was kept of it. With
-    ``plan_hash``, the first kept record (in kept order) that names another
-    plan is returned in ``foreign`` as (its 1-based place, that plan).
+    one record object (``decode.batch_records``), else one by one. A
+    partial last line (no newline: the writer was killed mid-line) is
+    ignored; any other line that is not a record, or whose timing is
+    unusable (``kind``: the run's device kind, see :func:`timing_problem`),
+    is refused with its line number. A record repeating an earlier one's
+    identity is counted once (the later kept, in the earlier's place) and
+    its line listed in ``duplicates``. With ``plan_hash``, the first kept
+    record (in kept order) that names another plan is returned in
+    ``foreign`` as (its 1-based place, that plan).
 
-    ``columns`` (a ``columns.Builder``, instead of ``slim`` and
-    ``on_line``): the records are gathered as columns, and ``records`` is
-    a ``columns.Records`` (each line's place in the file kept in its
-    ``offset`` and ``length`` columns)."""
+    Without ``columns`` each record is the dict the standard parser makes
+    (what resume and Slurm read). With ``columns`` (a ``columns.Builder``:
+    what the reports read, a million records at cluster scale), the lines
+    are decoded by msgspec into the fields the reports read, a piece at a
+    time, and gathered as columns; ``records`` is a ``columns.Records``
+    (each line's place in the file kept in its ``offset`` and ``length``
+    columns). A line the fast path cannot take goes to the standard parser
+    and :func:`check_record`, which decide (see the notes of ``decode``)."""
     path = Path(path)
     records: list[dict] = []
     seen: dict[Identity, int] = {}
@@ -433,9 +300,7 @@ def read_jsonl(path: Path, kind: str | None = None, slim: Slim | None = None,
                     foreign.pop(at, None)
             else:
                 foreign[at] = named
-        records[at] = r if slim is None else slim(r)
-        if on_line is not None:
-            on_line(key, offset, length, records[at])
+        records[at] = r
 
     def one(line: bytes, n: int, offset: int, fast: bool) -> None:
         """One line, by the fast path where it takes it, else the standard one."""
@@ -475,24 +340,11 @@ def read_jsonl(path: Path, kind: str | None = None, slim: Slim | None = None,
             lines = chunk.split(b"\n")
             lines.pop()  # the empty text after the last newline
             count = len(lines)
-            fast = slim is not None or columns is not None
+            fast = columns is not None
             batch = batch_records(chunk, lines) if fast else None
             offset = good
-            if batch is not None and columns is not None and columns.batch(
-                    batch, [len(line) + 1 for line in lines], n + 1, offset, kind):
-                pass  # every line one usable record, taken column by column
-            elif batch is not None and columns is None:
-                # Every line one record object, decoded at once; each checked as one() checks it.
-                for i, r in enumerate(batch):
-                    length = len(lines[i]) + 1
-                    if levers_object(r) and _timing_fine(r, kind):
-                        named = r.plan
-                        take(r, (r.kernel, r.shape.label, r.config), None if named is UNSET else named,
-                             n + i + 1, offset, length)
-                    else:
-                        one(lines[i] + b"\n", n + i + 1, offset, False)
-                    offset += length
-            else:
+            if batch is None or not columns.batch(batch, [len(line) + 1 for line in lines], n + 1, offset, kind):
+                # Not every line a usable record for the columns' path: line by line.
                 for i, line in enumerate(lines):
                     one(line + b"\n", n + i + 1, offset, fast)
                     offset += len(line) + 1
@@ -503,7 +355,7 @@ def read_jsonl(path: Path, kind: str | None = None, slim: Slim | None = None,
         return Jsonl(got, good, tail, tuple(dups), first_foreign)
     first = min(foreign) if foreign else None
     return Jsonl(records, good, tail, tuple(duplicates),
-                 None if first is None else (first + 1, foreign[first]), seen)
+                 None if first is None else (first + 1, foreign[first]))
 
 
 _CHUNK = 1 << 23  # bytes of a results file read at a time
@@ -642,8 +494,6 @@ class ResultSet:
     item_count: int | None = None
     path: Path | None = None  # the results.jsonl read (None: a bench document, or no results file)
     read_bytes: int = 0  # how much of it holds the records read (complete lines)
-    # identity -> place in records, where the reader asked for it (load_results(index=True))
-    index: dict | None = None
 
     def notes(self) -> list[str]:
         """What reading tolerated, each a line for stderr naming the source."""
@@ -683,33 +533,100 @@ def repeated_note(source: str, places: Sequence[str]) -> str:
             "each counted once, the later kept")
 
 
-def load_results(path: str | Path, slim: Slim | None = None, plan_items: bool = False,
-                 on_line: LineSink | None = None, index: bool = False, columns: Any = None) -> ResultSet:
+def load_results(path: str | Path, plan_items: bool = False, columns: Any = None) -> ResultSet:
     """A bench JSON document, a sweep directory, or a sweep's results.jsonl.
-    ``slim`` and ``on_line``: see :func:`read_jsonl`. A sweep's plan comes
-    without its item list (a cluster sweep's lists a million), their count
-    in ``item_count``; with ``plan_items``, ``plan["items"]`` holds them
-    (``decode.Item``, see :func:`read_plan`). ``index``: keep the reader's
-    identity -> place map in ``index`` (compare matches by it). ``columns``:
-    the records as ``columns.Records`` (True, or the ``columns.Tables`` to
-    number their names in: a merge's parts share one)."""
+    A sweep's plan comes without its item list (a cluster sweep's lists a
+    million), their count in ``item_count``; with ``plan_items``,
+    ``plan["items"]`` holds them (``decode.Item``, see :func:`read_plan`).
+    The records are dicts, or with ``columns`` a ``columns.Records`` (True,
+    or the ``columns.Tables`` to number their names in: a merge's parts and
+    a comparison's sides share one): what the reports read."""
+    tables = None
     if columns is not None and columns is not False:
         from .columns import Tables
 
         tables = columns if isinstance(columns, Tables) else Tables()
-        return _load(Path(path), None, plan_items, None, tables)
-    rs = _load(Path(path), slim, plan_items, on_line)
-    if index and rs.index is None:
-        rs.index = {identity(r): i for i, r in enumerate(rs.records)}
-    elif not index:
-        rs.index = None
-    return rs
+    return _load(Path(path), plan_items, tables)
 
 
-def _load(p: Path, slim: Slim | None, plan_items: bool, on_line: LineSink | None, tables: Any = None) -> ResultSet:
+# Inputs together at least this large are read by two processes (a merge's
+# shards, a comparison's two sides): reading is most of their time.
+PARALLEL_BYTES = 64 << 20
+
+
+def load_all(paths: Sequence[str | Path], tables: Any, plan_items: bool = False) -> list:
+    """``load_results(path, plan_items=plan_items, columns=tables)`` of each
+    path, in order, each a ResultSet or the UserError reading it raised.
+    Where the inputs are large (``PARALLEL_BYTES``) and the machine has two
+    cores, a second process reads some of them (records only: the items of
+    their plans are read here) while this one reads the rest; what it read
+    is numbered in ``tables`` as it arrives."""
+    def here(p: Any, items: bool) -> Any:
+        try:
+            return load_results(p, plan_items=items, columns=tables)
+        except UserError as e:
+            return e
+
+    sizes = [_input_bytes(Path(p)) for p in paths]
+    if len(paths) < 2 or sum(r for r, _ in sizes) < PARALLEL_BYTES or (os.cpu_count() or 1) < 2:
+        return [here(p, plan_items) for p in paths]
+    import multiprocessing
+
+    # The other process takes inputs, largest first, while its share of the work is under half (a plan's
+    # items, read here, count twice their bytes: they cost about that much more per byte to read).
+    weight = [r + (2 * q if plan_items else 0) for r, q in sizes]
+    theirs: set[int] = set()
+    share, half = 0, sum(weight) / 2
+    for i in sorted(range(len(paths)), key=lambda i: -sizes[i][0]):
+        if share + sizes[i][0] <= half or not theirs:
+            theirs.add(i)
+            share += sizes[i][0]
+    ctx = multiprocessing.get_context("fork")
+    with ctx.Pool(1) as pool:
+        pending = pool.map_async(_load_elsewhere, [str(paths[i]) for i in sorted(theirs)])
+        got: dict[int, Any] = {i: here(p, plan_items) for i, p in enumerate(paths) if i not in theirs}
+        done = pending.get()
+    for i, r in zip(sorted(theirs), done):
+        if isinstance(r, ResultSet):
+            r.records = tables.adopt(r.records)
+            if plan_items and r.plan is not None:
+                try:
+                    where = Path(r.source) if Path(r.source).is_dir() else Path(r.source).parent
+                    r.plan["items"] = read_plan(where, items=True)["items"]
+                    r.item_count = len(r.plan["items"])
+                except UserError as e:
+                    r = e
+        got[i] = r
+    return [got[i] for i in range(len(paths))]
+
+
+def _load_elsewhere(path: str) -> Any:
+    """What another process read: a ResultSet as columns, or its UserError."""
+    from .columns import Tables
+
+    try:
+        return load_results(path, columns=Tables())
+    except UserError as e:
+        return e
+
+
+def _input_bytes(p: Path) -> tuple[int, int]:
+    """The sizes of an input's results and plan files (0 where absent)."""
+    def size(f: Path) -> int:
+        try:
+            return f.stat().st_size
+        except OSError:
+            return 0
+
+    if p.is_dir():
+        return size(p / RESULTS_FILE), size(p / PLAN_FILE)
+    return size(p), size(p.parent / PLAN_FILE) if p.name == RESULTS_FILE else 0
+
+
+def _load(p: Path, plan_items: bool, tables: Any = None) -> ResultSet:
     def read(res: Path, plan: dict | None) -> Jsonl:
         if tables is None:
-            return read_jsonl(res, _plan_kind(plan), slim, _plan_hash(plan), on_line)
+            return read_jsonl(res, _plan_kind(plan), _plan_hash(plan))
         from .columns import Builder
 
         return read_jsonl(res, _plan_kind(plan), plan_hash=_plan_hash(plan),
@@ -729,8 +646,6 @@ def _load(p: Path, slim: Slim | None, plan_items: bool, on_line: LineSink | None
         plan, count = (read_plan_counted(p.parent, plan_items) if p.name == RESULTS_FILE else None) or (None, None)
         return _from_plan(str(p), plan, read(p, plan), count, p)
     rs = _from_bench(p, read_input_file(p, "results file", binary=True))
-    if slim is not None:
-        rs.records = [slim(r) for r in rs.records]
     if tables is not None:
         from .columns import of_dicts
 
@@ -772,7 +687,7 @@ def _from_plan(source: str, plan: dict | None, jl: Jsonl, item_count: int | None
         n, other = jl.foreign
         raise UserError(f"record {n} belongs to plan {other}, not this directory's {plan['hash']}", source)
     return ResultSet(source, jl.records, plan, device, catalog, jl.tail_bytes,
-                     [f"line {n}" for n in jl.duplicates], item_count, path, jl.good_bytes, jl.index)
+                     [f"line {n}" for n in jl.duplicates], item_count, path, jl.good_bytes)
 
 
 def _from_bench(p: Path, data: bytes) -> ResultSet:

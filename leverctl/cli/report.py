@@ -13,6 +13,7 @@ Every view is a function of the records (and the sweep's plan.json).
 from __future__ import annotations
 
 import io
+import threading
 from pathlib import Path
 from typing import Annotated, Any, Iterator, Optional
 
@@ -253,10 +254,12 @@ def render_results(rs, fmt: str, *, width: int | None = None, color: bool = Fals
     return "".join(render_pieces(rs, fmt, width=width, color=color))
 
 
-def render_pieces(rs, fmt: str, *, width: int | None = None, color: bool = False) -> Iterator[str]:
+def render_pieces(rs, fmt: str, *, width: int | None = None, color: bool = False,
+                  ranked: tuple | None = None) -> Iterator[str]:
     """The report in ``fmt``, in pieces to write as they come: JSON (a row
-    per record ranked) is laid out piece by piece, never whole in memory."""
-    from ..bench.rank import lever_effects, rank
+    per record ranked) is laid out piece by piece, never whole in memory.
+    ``ranked``: the rankings and lever effects, where they are made already
+    (:func:`rankings`)."""
 
     if fmt == "csv":  # the records themselves, one row each (docs/records.md)
         from ..bench.report import records_csv
@@ -264,8 +267,7 @@ def render_pieces(rs, fmt: str, *, width: int | None = None, color: bool = False
         yield records_csv(rs.records)
         return
 
-    rankings = rank(rs.records, rs.plan)
-    effects = lever_effects(rs.records, rs.plan)
+    rankings, effects = ranked or rankings_of(rs)
     if fmt == "json":
         from .. import jsontext
 
@@ -275,6 +277,13 @@ def render_pieces(rs, fmt: str, *, width: int | None = None, color: bool = False
         yield results_markdown(rs, rankings, effects)
     else:
         yield results_table(rs, rankings, effects, width=width, color=color)
+
+
+def rankings_of(rs) -> tuple:
+    """The result set's rankings and lever effects (``bench.rank``)."""
+    from ..bench.rank import lever_effects, rank
+
+    return rank(rs.records, rs.plan), lever_effects(rs.records, rs.plan)
 
 
 # ── commands ────────────────────────────────────────────────────────────────
@@ -340,13 +349,14 @@ def merge(
 
 def _merge(parts: list[Path], out: Path, fmt: str, partial: bool) -> None:
     from ..bench.columns import Tables
-    from ..bench.results import ResultSet, load_results, merge as merge_sets, shard_gaps, write_result_dir
+    from ..bench.results import ResultSet, load_all, merge as merge_sets, shard_gaps, write_result_dir
 
     # The parts' records as columns, numbered alike; their lines stay in the parts' files until written.
     tables = Tables()
     sets = []
-    for p in parts:
-        rs = load_results(p, plan_items=True, columns=tables)
+    for rs in load_all(parts, tables, plan_items=True):
+        if isinstance(rs, UserError):
+            raise rs
         say_notes(rs)
         sets.append(rs)
     merged = merge_sets(sets)
@@ -355,7 +365,29 @@ def _merge(parts: list[Path], out: Path, fmt: str, partial: bool) -> None:
         raise UserError(f"report merge: {gaps}; run or --resume them, or pass --partial to merge what is "
                         "here")
     plan = {**merged.plan, "partial": gaps} if gaps else merged.plan
-    write_result_dir(out, merged, plan)
+    # The report of what is being written, from memory rather than read back (the plan's items are
+    # written; the report needs only how many there were). Its rankings are made while the files are
+    # written (mostly the kernel's time: the thread writing holds the interpreter little), and shown
+    # once they are.
+    head = {k: v for k, v in plan.items() if k != "items"}
+    rs = ResultSet(str(out), merged.records, head, dict(head.get("device") or {}),
+                   (head.get("catalog") or {}).get("digest"), item_count=len(plan["items"]))
+    failed: list[BaseException] = []
+
+    def write() -> None:
+        try:
+            write_result_dir(out, merged, plan)
+        except BaseException as e:  # noqa: BLE001 -- raised below, in the command's thread
+            failed.append(e)
+
+    writer = threading.Thread(target=write, name="merge-writer")
+    writer.start()
+    try:
+        ranked = rankings_of(rs) if fmt != "csv" else None
+    finally:
+        writer.join()
+    if failed:
+        raise failed[0]
     planned = len(merged.records) + merged.missing
     line = f"merged {len(sets)} part(s): {len(merged.records)} of {planned} planned records into {out}"
     if gaps:
@@ -363,15 +395,9 @@ def _merge(parts: list[Path], out: Path, fmt: str, partial: bool) -> None:
     if merged.duplicates:
         line += f"; {merged.duplicates} record(s) present in more than one part (the last part's kept)"
     common.err.print(f"leverctl report: {line}", markup=False, highlight=False)
-    # The report of what was just written, from memory rather than read back.
-    # The plan's items are written; the report needs only how many there were.
-    count = len(plan["items"])
-    plan = {k: v for k, v in plan.items() if k != "items"}
-    rs = ResultSet(str(out), merged.records, plan, dict(plan.get("device") or {}),
-                   (plan.get("catalog") or {}).get("digest"), item_count=count)
-    del sets, merged
+    sets = merged = plan = None  # the plan's million items, let go before the report is laid out
     width, color = common.tty_table(fmt)
-    common.write_pieces(render_pieces(rs, fmt, width=width, color=color))
+    common.write_pieces(render_pieces(rs, fmt, width=width, color=color, ranked=ranked))
     if rs.records.failed_count():
         raise typer.Exit(1)
 

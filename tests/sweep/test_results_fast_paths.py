@@ -58,29 +58,92 @@ def _line(rec: dict) -> str:
     return json.dumps(rec)
 
 
-def _plain(path: Path, kind, slim):
-    """What the standard path makes of each line: json.loads, check_record, slim."""
+def _view(rec: dict) -> dict:
+    """What the reports read of a checked record, as ``columns.Records``
+    gives it back: identity, variant, status, levers, timing figures (as
+    floats), device, a baseline's batch invariance, a failure's note and
+    error, and the arm view's fields for its kernels."""
+    out = {k: rec[k] for k in ("kernel", "variant", "config", "status", "levers")}
+    out["shape"] = {"label": rec["shape"]["label"]}
+    t = rec.get("timing")
+    if isinstance(t, dict):
+        out["timing"] = {k: float(t[k]) for k in rs.TIMING_FIGURES if t.get(k) is not None}
+    if "device" in rec:
+        out["device"] = rec["device"]
+    if rec.get("baseline"):
+        out["baseline"] = True
+        if "batch_invariance" in rec:
+            out["batch_invariance"] = rec["batch_invariance"]
+    failing, arm = rec["status"] != "pass", rec["kernel"] in rs.ARM_VIEW_KERNELS
+    if failing and "note" in rec:
+        out["note"] = rec["note"]
+    if (failing or arm) and "error" in rec:
+        out["error"] = rec["error"]
+    if arm:
+        out.update({k: rec[k] for k in ("tensor_cores", "tc_dtype") if k in rec})
+        if isinstance(rec.get("roofline"), dict):
+            out["roofline"] = {"pct_of_floor": rec["roofline"].get("pct_of_floor")}
+    return out
+
+
+def _plain(path: Path, kind):
+    """What the standard path makes of each line: json.loads, check_record
+    (a repeated identity counted once, the later kept), the view."""
     out = {}
     for n, line in enumerate(path.read_bytes().splitlines(), 1):
         rec = rs.check_record(json.loads(line), f"{path}:{n}", kind)
-        out[rs.identity(rec)] = slim(rec)
+        out[rs.identity(rec)] = _view(rec)
     return list(out.values())
+
+
+def _columns(path: Path, kind):
+    return list(rs.read_jsonl(path, kind, columns=columns.Builder()).records)
 
 
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(recs=st.lists(records, min_size=1, max_size=6), kind=st.sampled_from(["gpu", "sim", None]))
-def test_the_fast_decoding_gives_the_reports_what_the_standard_parser_gives(tmp_path, recs, kind):
+def test_the_columns_hold_what_the_standard_parser_gives_the_reports(tmp_path, recs, kind):
     path = tmp_path / "results.jsonl"
     path.write_text("".join(_line(r) + "\n" for r in recs), "utf-8")
-    for make in (rs.report_slim, rs.compare_slim):
-        try:
-            want = _plain(path, kind, make())
-        except UserError as e:
-            with pytest.raises(UserError) as got:
-                rs.read_jsonl(path, kind, slim=make())
-            assert got.value.message == e.message and got.value.where == e.where
-            continue
-        assert rs.read_jsonl(path, kind, slim=make()).records == want
+    try:
+        want = _plain(path, kind)
+    except UserError as e:
+        with pytest.raises(UserError) as got:
+            _columns(path, kind)
+        assert got.value.message == e.message and got.value.where == e.where
+        return
+    assert _columns(path, kind) == want
+
+
+def test_a_piece_of_lines_taken_at_once_gives_the_columns_of_taking_them_one_by_one(tmp_path):
+    """The columns' batch path (each field of a piece of lines at once) and
+    the one-record path agree, duplicates and the rare fields included."""
+    import random
+
+    rng = random.Random(5)
+    lines = []
+    for i in range(400):
+        rec = {"kernel": rng.choice(["w4a16.gemv", "ffn.prefill"]), "variant": rng.choice("ab"),
+               "levers": {"x": i % 37, "y": bool(i % 2)}, "config": f"x={i % 37},y={i % 2}",
+               "shape": {"label": f"s{i % 5}"}, "status": "pass" if rng.random() < 0.8 else "fail",
+               "note": "slow" if i % 7 == 0 else "", "error": {"rel": rng.random()}, "device": "H200",
+               "baseline": i % 11 == 0, "batch_invariance": {"ok": True} if i % 11 == 0 else None,
+               "timing": {"median_us": rng.uniform(1, 9), "p20_us": 1.0, "p80_us": 2, "noise": 0.01},
+               "roofline": {"pct_of_floor": 50.0}, "tensor_cores": "mma.sync", "plan": "p" * 16}
+        lines.append(json.dumps(rec))
+    path = tmp_path / "results.jsonl"
+    path.write_text("\n".join(lines) + "\n", "utf-8")
+    batch = rs.read_jsonl(path, "gpu", "p" * 16, columns=columns.Builder(plan_hash="p" * 16))
+    builder = columns.Builder(plan_hash="p" * 16)
+    offset = 0
+    for n, line in enumerate(lines, 1):
+        builder.one(decode.record(line.encode()), n, offset, len(line) + 1)
+        offset += len(line) + 1
+    one, dups, foreign = builder.finish()
+    assert list(batch.records) == list(one) == _plain(path, "gpu")
+    assert list(batch.duplicates) == dups and len(dups) > 10 and foreign is None
+    for k in ("offset", "length", "line"):
+        assert (batch.records.cols[k] == one.cols[k]).all(), k
 
 
 @pytest.mark.parametrize("line", [
@@ -91,14 +154,14 @@ def test_the_fast_decoding_gives_the_reports_what_the_standard_parser_gives(tmp_
     b'"roofline":{"pct_of_floor":1e999}}',
     b'{"kernel":"k","variant":"v","levers":{"a":1,"a":2},"config":"","shape":{"label":"s"},"status":"pass"}',
     b'{"kernel":"k","kernel":"k2","variant":"v","levers":{},"config":"","shape":{"label":"s"},"status":"pass"}',
+    b'{"kernel":"k","variant":"v","levers":{},"config":"","shape":{"label":"s"},"status":"pass","device":null}',
 ])
 def test_odd_lines_are_read_as_the_standard_parser_reads_them(tmp_path, line):
     path = tmp_path / "results.jsonl"
     path.write_bytes(line + b"\n")
     for kind in (None, "sim"):
-        for make in (rs.report_slim, rs.compare_slim):
-            want = make()(rs.check_record(json.loads(line), "here", kind))
-            assert rs.read_jsonl(path, kind, slim=make()).records == [want]
+        want = _view(rs.check_record(json.loads(line), "here", kind))
+        assert _columns(path, kind) == [want]
 
 
 @pytest.mark.parametrize("line, why", [
@@ -114,9 +177,9 @@ def test_odd_lines_are_read_as_the_standard_parser_reads_them(tmp_path, line):
 def test_a_bad_record_gets_the_standard_words_by_either_path(tmp_path, line, why):
     path = tmp_path / "results.jsonl"
     path.write_bytes(b"\n" + line + b"\n")
-    for slim in (None, rs.report_slim()):
+    for builder in (None, columns.Builder()):
         with pytest.raises(UserError, match="not a leverctl record|record status|unusable record") as e:
-            rs.read_jsonl(path, "gpu", slim=slim)
+            rs.read_jsonl(path, "gpu", columns=builder)
         assert why in e.value.message and e.value.where == f"{path}:2"
 
 
@@ -228,7 +291,7 @@ def test_merge_puts_the_shards_items_and_records_back_in_plan_order(tmp_path, sc
             else [items[n] for n in mine]  # the first schema: every item in every shard, no place
         rs.write_plan(d / rs.PLAN_FILE, _plan(listed, {"index": i, "count": 2, "items": 3}, schema))
         (d / rs.RESULTS_FILE).write_text("".join(_record(items[n]) for n in places))
-        parts.append(rs.load_results(d, slim=None, plan_items=True))
+        parts.append(rs.load_results(d, plan_items=True))
     tables = columns.Tables()
     sets = [rs.load_results(p.source, plan_items=True, columns=tables) for p in parts]
     merged = rs.merge(sets)
@@ -241,6 +304,36 @@ def test_merge_puts_the_shards_items_and_records_back_in_plan_order(tmp_path, sc
     text = (tmp_path / "m" / rs.PLAN_FILE).read_text()
     assert json.loads(text)["schema"] == rs.PLAN_SCHEMA
     assert '\n    {"n":0,"kernel":"k"' in text  # an item to a line
+
+
+def test_inputs_read_by_a_second_process_are_what_one_process_reads(tmp_path, monkeypatch):
+    """load_all hands some inputs to another process when they are large:
+    their records come back numbered in the caller's tables, with their
+    plans' items, and an input's error stays in its place."""
+    items = _items()
+    paths = []
+    for i, places in {1: [4, 1], 2: [0, 3], 3: [2, 5]}.items():
+        d = tmp_path / str(i)
+        d.mkdir()
+        rs.write_plan(d / rs.PLAN_FILE, _plan([items[n] for n in sorted(places)],
+                                              {"index": i, "count": 3, "items": 2}))
+        (d / rs.RESULTS_FILE).write_text("".join(_record(items[n]) for n in places))
+        paths.append(d)
+    one = rs.load_all(paths, columns.Tables(), plan_items=True)
+    monkeypatch.setattr(rs, "PARALLEL_BYTES", 0)
+    monkeypatch.setattr(rs.os, "cpu_count", lambda: 2)
+    tables = columns.Tables()
+    two = rs.load_all(paths, tables, plan_items=True)
+    assert [list(a.records) for a in one] == [list(b.records) for b in two]
+    assert [[it.n for it in a.plan["items"]] for a in one] == [[it.n for it in b.plan["items"]] for b in two]
+    assert all(b.records.tables is tables for b in two)
+    merged = rs.merge(two)
+    assert [r["config"] for r in merged.records] == [f"x={n}" for n in range(6)] and merged.missing == 0
+    with open(paths[1] / rs.RESULTS_FILE, "a") as f:
+        f.write('{"kernel": "k"}\n')
+    got = rs.load_all(paths, columns.Tables(), plan_items=True)
+    assert isinstance(got[0], rs.ResultSet) and isinstance(got[2], rs.ResultSet)
+    assert isinstance(got[1], UserError) and got[1].where == f"{paths[1] / rs.RESULTS_FILE}:3"
 
 
 def test_a_plan_item_with_a_bad_place_is_refused_where_the_items_are_read(tmp_path):
