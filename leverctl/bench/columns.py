@@ -540,3 +540,126 @@ def of_dicts(recs: Sequence[Mapping[str, Any]], tables: Tables | None = None, de
     for i, r in enumerate(recs):
         b.one(dict(r), i + 1, 0, 0)
     return b.finish(dedup)[0]
+
+
+# ── a plan's items ──────────────────────────────────────────────────────────
+
+_NO_VARIANT = -1  # the item lists no variant
+_ODD_VARIANT = -2  # a variant that is not a string: kept by item in ``odd``
+
+
+class Items:
+    """A plan's items (``decode.Item``) as columns: ``n`` (the place in the
+    sweep), and the kernel, shape, configuration, variant and lever set as
+    numbers in ``tables`` (a lever set by its text as the plan spells it;
+    -1: the item lists none). A merged plan lists a million items: held so,
+    they take some 30 bytes each, not a kilobyte, and are written back by
+    joining the spelled names (:meth:`lines`), the text msgspec gives each
+    ``decode.Item``."""
+
+    def __init__(self, tables: Tables, cols: dict[str, np.ndarray], odd: dict[int, Any] | None = None):
+        self.tables = tables
+        self.cols = cols
+        self.odd = odd or {}
+
+    @classmethod
+    def of(cls, items: Sequence[Any], tables: Tables) -> "Items":
+        """``decode.Item``s (each with its place ``n``, and a lever set that is an object) as columns."""
+        get = operator.attrgetter("n", "kernel", "shape", "config", "variant", "levers")
+        if not items:
+            return cls(tables, {k: np.zeros(0, np.int64 if k == "n" else np.int32) for k in _ITEM_COLUMNS})
+        ns, kernels, shapes, configs, variants, levers = zip(*map(get, items))
+        odd = {}
+        distinct = list(dict.fromkeys(variants)) if _hashable_all(variants) else None
+        if distinct is not None and all(type(v) is str or v is UNSET for v in distinct):
+            look = {v: _NO_VARIANT if v is UNSET else tables.variants.add(v) for v in distinct}
+            vids = list(map(look.__getitem__, variants))
+        else:
+            vids = []
+            for i, v in enumerate(variants):
+                if type(v) is str:
+                    vids.append(tables.variants.add(v))
+                elif v is UNSET:
+                    vids.append(_NO_VARIANT)
+                else:
+                    vids.append(_ODD_VARIANT)
+                    odd[i] = v
+        texts = [None if lv is UNSET else bytes(lv) for lv in levers]
+        if None in texts:
+            lids = [-1 if t is None else tables.lever_ids([t])[0] for t in texts]
+        else:
+            lids = tables.lever_ids(texts)
+        return cls(tables, {
+            "n": np.array(ns, np.int64), "kernel": np.array(tables.kernels.ids(kernels), np.int32),
+            "shape": np.array(tables.shapes.ids(shapes), np.int32),
+            "config": np.array(tables.configs.ids(configs), np.int32),
+            "variant": np.array(vids, np.int32), "levers": np.array(lids, np.int32)}, odd)
+
+    @classmethod
+    def concat(cls, parts: Sequence["Items"]) -> "Items":
+        odd: dict[int, Any] = {}
+        base = 0
+        for p in parts:
+            odd.update({base + i: v for i, v in p.odd.items()})
+            base += len(p)
+        return cls(parts[0].tables, {k: np.concatenate([p.cols[k] for p in parts]) for k in _ITEM_COLUMNS}, odd)
+
+    def __len__(self) -> int:
+        return len(self.cols["n"])
+
+    def take(self, idx: np.ndarray) -> "Items":
+        odd = {}
+        if self.odd:
+            for new, old in enumerate(np.asarray(idx).tolist()):
+                if old in self.odd:
+                    odd[new] = self.odd[old]
+        return Items(self.tables, {k: v[idx] for k, v in self.cols.items()}, odd)
+
+    def __iter__(self) -> Iterator[Any]:
+        """Each item as a ``decode.Item``."""
+        from msgspec import Raw
+
+        from .decode import Item
+
+        t, c = self.tables, self.cols
+        for i in range(len(self)):
+            v, lv = int(c["variant"][i]), int(c["levers"][i])
+            yield Item(n=int(c["n"][i]), kernel=t.kernels.values[c["kernel"][i]],
+                       variant=self.odd[i] if v == _ODD_VARIANT else UNSET if v == _NO_VARIANT else t.variants.values[v],
+                       config=t.configs.values[c["config"][i]], shape=t.shapes.values[c["shape"][i]],
+                       levers=UNSET if lv < 0 else Raw(t.lever_texts.values[lv]))
+
+    def lines(self, size: int = 8192) -> Iterator[list[bytes]]:
+        """Each item's compact JSON text (what msgspec encodes of its
+        ``decode.Item``: n, kernel, variant, config, shape, levers, the
+        absent left out), ``size`` items at a time."""
+        import msgspec
+
+        enc = msgspec.json.encode
+        t, c = self.tables, self.cols
+        spelled = {name: [enc(x) for x in getattr(t, name).values] for name in ("kernels", "shapes", "configs")}
+        variants = [b',"variant":' + enc(x) for x in t.variants.values] + [b"", b""]  # [-2], [-1]: odd, none
+        levers = [b',"levers":' + x for x in t.lever_texts.values] + [b""]  # [-1]: none
+        fmt = b'{"n":%d,"kernel":%b%b,"config":%b,"shape":%b%b}'.__mod__
+        for start in range(0, len(self), size):
+            s = slice(start, start + size)
+            v = c["variant"][s].tolist()
+            vtext = list(map(variants.__getitem__, v))
+            for i, x in enumerate(v):
+                if x == _ODD_VARIANT:
+                    vtext[i] = b',"variant":' + enc(self.odd[start + i])
+            yield list(map(fmt, zip(c["n"][s].tolist(), map(spelled["kernels"].__getitem__, c["kernel"][s].tolist()),
+                                    vtext, map(spelled["configs"].__getitem__, c["config"][s].tolist()),
+                                    map(spelled["shapes"].__getitem__, c["shape"][s].tolist()),
+                                    map(levers.__getitem__, c["levers"][s].tolist()))))
+
+
+_ITEM_COLUMNS = ("n", "kernel", "shape", "config", "variant", "levers")
+
+
+def _hashable_all(xs: Sequence[Any]) -> bool:
+    try:
+        dict.fromkeys(xs)
+    except TypeError:
+        return False
+    return True

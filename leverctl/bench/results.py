@@ -23,7 +23,6 @@ from __future__ import annotations
 import bisect
 import json
 import math
-import operator
 import os
 import re
 from dataclasses import dataclass, field
@@ -537,7 +536,8 @@ def load_results(path: str | Path, plan_items: bool = False, columns: Any = None
     """A bench JSON document, a sweep directory, or a sweep's results.jsonl.
     A sweep's plan comes without its item list (a cluster sweep's lists a
     million), their count in ``item_count``; with ``plan_items``,
-    ``plan["items"]`` holds them (``decode.Item``, see :func:`read_plan`).
+    ``plan["items"]`` holds them (``decode.Item``, see :func:`read_plan`;
+    with ``columns``, a ``columns.Items``).
     The records are dicts, or with ``columns`` a ``columns.Records`` (True,
     or the ``columns.Tables`` to number their names in: a merge's parts and
     a comparison's sides share one): what the reports read."""
@@ -581,6 +581,8 @@ def load_all(paths: Sequence[str | Path], tables: Any, plan_items: bool = False)
         if share + sizes[i][0] <= half or not theirs:
             theirs.add(i)
             share += sizes[i][0]
+    from .columns import Items
+
     ctx = multiprocessing.get_context("fork")
     with ctx.Pool(1) as pool:
         pending = pool.map_async(_load_elsewhere, [str(paths[i]) for i in sorted(theirs)])
@@ -592,7 +594,7 @@ def load_all(paths: Sequence[str | Path], tables: Any, plan_items: bool = False)
             if plan_items and r.plan is not None:
                 try:
                     where = Path(r.source) if Path(r.source).is_dir() else Path(r.source).parent
-                    r.plan["items"] = read_plan(where, items=True)["items"]
+                    r.plan["items"] = Items.of(read_plan(where, items=True)["items"], tables)
                     r.item_count = len(r.plan["items"])
                 except UserError as e:
                     r = e
@@ -624,6 +626,15 @@ def _input_bytes(p: Path) -> tuple[int, int]:
 
 
 def _load(p: Path, plan_items: bool, tables: Any = None) -> ResultSet:
+    rs = _load_any(p, plan_items, tables)
+    if tables is not None and rs.plan is not None and "items" in rs.plan:
+        from .columns import Items
+
+        rs.plan["items"] = Items.of(rs.plan["items"], tables)
+    return rs
+
+
+def _load_any(p: Path, plan_items: bool, tables: Any = None) -> ResultSet:
     def read(res: Path, plan: dict | None) -> Jsonl:
         if tables is None:
             return read_jsonl(res, _plan_kind(plan), _plan_hash(plan))
@@ -799,7 +810,7 @@ def merge(sets: Sequence[ResultSet]) -> Merged:
     until :func:`write_result_dir` copies their lines."""
     import numpy as np
 
-    from .columns import Records, identity_keys
+    from .columns import Items, Records, identity_keys
 
     if not sets:
         raise UserError("report merge needs at least one sweep results directory")
@@ -833,15 +844,13 @@ def merge(sets: Sequence[ResultSet]) -> Merged:
     plan["merged_from"] = [s.source for s in sets]
     # The items by place; a place listed twice (plans of the first schema list every item in every
     # shard) kept once, as the first part lists it.
-    every = [it for s in sets for it in s.plan["items"]]
-    places = np.fromiter(map(_place, every), np.int64, len(every))
+    every = Items.concat([s.plan["items"] for s in sets])
+    places = every.cols["n"]
     order = np.argsort(places, kind="stable")
     keep = order[np.r_[True, places[order][1:] != places[order][:-1]]] if len(order) else order
-    items = list(map(every.__getitem__, keep.tolist()))
+    items = every.take(keep)
     del every
-    item_ids = {"kernel": tables.kernels.ids(list(map(_KERNEL, items))),
-                "shape": tables.shapes.ids(list(map(_SHAPE, items))),
-                "config": tables.configs.ids(list(map(_CONFIG, items)))}
+    item_ids = {k: items.cols[k] for k in ("kernel", "shape", "config")}
     # Every part's records, the last holding an identity kept (in the place its first holder had).
     parts = [s.records for s in sets]
     cols = {k: np.concatenate([r.cols[k] for r in parts]) for k in parts[0].cols}
@@ -853,7 +862,7 @@ def merge(sets: Sequence[ResultSet]) -> Merged:
         base += len(r)
     allr = Records(tables, cols, extras)
     # The records' identities and the items' as numbers of one numbering.
-    both = identity_keys({k: np.concatenate([cols[k], np.array(item_ids[k], np.int32)]) for k in item_ids})
+    both = identity_keys({k: np.concatenate([cols[k], item_ids[k]]) for k in item_ids})
     keys, item_keys = both[:len(part)], both[len(part):]
     by_key = np.argsort(keys, kind="stable")
     sk = keys[by_key]
@@ -880,9 +889,6 @@ def merge(sets: Sequence[ResultSet]) -> Merged:
 
 def _place(it: Any) -> int:
     return it.n
-
-
-_KERNEL, _SHAPE, _CONFIG = (operator.attrgetter(k) for k in ("kernel", "shape", "config"))
 
 
 def shard_gaps(sets: Sequence[ResultSet], missing: int) -> str:
@@ -1007,9 +1013,15 @@ def plan_json_pieces(plan: Mapping[str, Any]) -> Iterable[bytes]:
         yield (text + "\n").encode()
         return
     yield ((text[:-2] + ",\n" if head else "{\n") + '  "items": [').encode()
+    sep = b"\n    "
+    if hasattr(items, "lines"):  # columns.Items: spelled a batch at a time
+        for lines in items.lines():
+            yield sep + b",\n    ".join(lines)
+            sep = b",\n    "
+        yield b"\n  ]\n}\n" if len(items) else b"]\n}\n"
+        return
     buf: list[bytes] = []
     size = 0
-    sep = b"\n    "
     for it in items:
         line = encode(it)
         buf.append(sep)

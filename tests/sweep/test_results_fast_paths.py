@@ -15,6 +15,7 @@ import math
 import statistics
 from pathlib import Path
 
+import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -334,6 +335,26 @@ def test_inputs_read_by_a_second_process_are_what_one_process_reads(tmp_path, mo
     got = rs.load_all(paths, columns.Tables(), plan_items=True)
     assert isinstance(got[0], rs.ResultSet) and isinstance(got[2], rs.ResultSet)
     assert isinstance(got[1], UserError) and got[1].where == f"{paths[1] / rs.RESULTS_FILE}:3"
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.lists(st.fixed_dictionaries(
+    {"n": st.integers(0, 10**7), "kernel": st.sampled_from(["k", "é.k"]), "config": st.text(max_size=4),
+     "shape": st.sampled_from(["s", "t"])},
+    optional={"variant": st.one_of(st.sampled_from(["a", "b"]), st.none(), st.integers(0, 3)),
+              "levers": st.dictionaries(st.sampled_from(["x", "y"]), st.one_of(st.booleans(), st.integers(0, 3)))}),
+    max_size=12))
+def test_items_held_as_columns_are_written_as_msgspec_writes_each_item(items):
+    """A merged plan's items are spelled from the names the columns hold:
+    the same text as encoding each ``decode.Item``, and the same items back."""
+    import msgspec
+
+    decoded = [decode.item_of(it) for it in items]
+    held = columns.Items.of(decoded, columns.Tables())
+    assert [x for lines in held.lines(size=5) for x in lines] == [msgspec.json.encode(it) for it in decoded]
+    assert [msgspec.json.encode(it) for it in held] == [msgspec.json.encode(it) for it in decoded]
+    picked = held.take(np.arange(len(decoded))[::-1])
+    assert [x for lines in picked.lines() for x in lines] == [msgspec.json.encode(it) for it in decoded[::-1]]
 
 
 def test_a_plan_item_with_a_bad_place_is_refused_where_the_items_are_read(tmp_path):
