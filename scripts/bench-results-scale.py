@@ -121,22 +121,38 @@ def write_sweep(d: Path, all_items, rng, scale, shards: int | None) -> list[Path
     return out
 
 
+# Runs a command and writes its rusage (from wait4: the command's, and its
+# waited-for children's, peak memory the largest of them) to the file named
+# first. A small process of its own: a child's peak RSS starts at its
+# parent's when forked (Linux keeps the high-water mark across exec), and
+# this script holds the generated data.
+LAUNCHER = """
+import json, os, sys
+pid = os.fork()
+if pid == 0:
+    os.execv(sys.argv[2], sys.argv[2:])
+_, status, ru = os.wait4(pid, 0)
+with open(sys.argv[1], "w") as f:
+    json.dump({"exit": os.waitstatus_to_exitcode(status), "maxrss_kb": ru.ru_maxrss,
+               "cpu": ru.ru_utime + ru.ru_stime}, f)
+"""
+
+
 def timed(label: str, cmd: list[str], n: int) -> dict:
-    """Run ``cmd``; wall time and that child's own peak resident memory
-    (``wait4``'s rusage is the one child's)."""
-    with tempfile.TemporaryFile("w+") as err:
+    """Run ``cmd``; wall time, CPU time and its peak resident memory."""
+    with tempfile.TemporaryFile("w+") as err, tempfile.NamedTemporaryFile("r") as use:
         t0 = time.monotonic()
-        p = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=err, text=True)
-        _pid, status, usage = os.wait4(p.pid, 0)
+        subprocess.run([sys.executable, "-c", LAUNCHER, use.name, *cmd], stdout=subprocess.DEVNULL, stderr=err,
+                       text=True)
         wall = time.monotonic() - t0
-        p.returncode = os.waitstatus_to_exitcode(status)
         err.seek(0)
         said = err.read().strip().splitlines()[-1:] or [""]
-    peak = usage.ru_maxrss / 1024
+        usage = json.load(use)
+    peak = usage["maxrss_kb"] / 1024
     print(f"{label:14s} {wall:7.1f} s  {peak:7.0f} MB peak  ({wall / n * 1e6:.0f} us, "
-          f"{peak * 1024 / n:.2f} KB per record)  exit {p.returncode}  {said[0][:100]}", flush=True)
-    return {"what": label, "seconds": round(wall, 2), "cpu_seconds": round(usage.ru_utime + usage.ru_stime, 2),
-            "peak_mb": round(peak), "exit": p.returncode}
+          f"{peak * 1024 / n:.2f} KB per record)  exit {usage['exit']}  {said[0][:100]}", flush=True)
+    return {"what": label, "seconds": round(wall, 2), "cpu_seconds": round(usage["cpu"], 2),
+            "peak_mb": round(peak), "exit": usage["exit"]}
 
 
 def main() -> int:

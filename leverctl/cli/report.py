@@ -367,23 +367,32 @@ def _merge(parts: list[Path], out: Path, fmt: str, partial: bool) -> None:
     plan = {**merged.plan, "partial": gaps} if gaps else merged.plan
     # The report of what is being written, from memory rather than read back (the plan's items are
     # written; the report needs only how many there were). Its rankings are made while the files are
-    # written (mostly the kernel's time: the thread writing holds the interpreter little), and shown
-    # once they are.
+    # written (mostly the system's time: the thread writing holds the interpreter little), and it is
+    # shown once the records are handed to the system, while the disk catches up; a failure to write
+    # still ends the command with its one line, after the report.
     head = {k: v for k, v in plan.items() if k != "items"}
     rs = ResultSet(str(out), merged.records, head, dict(head.get("device") or {}),
                    (head.get("catalog") or {}).get("digest"), item_count=len(plan["items"]))
     failed: list[BaseException] = []
+    written = threading.Event()
 
     def write() -> None:
         try:
-            write_result_dir(out, merged, plan)
+            write_result_dir(out, merged, plan, written.set)
         except BaseException as e:  # noqa: BLE001 -- raised below, in the command's thread
             failed.append(e)
+        finally:
+            written.set()
 
     writer = threading.Thread(target=write, name="merge-writer")
     writer.start()
     try:
         ranked = rankings_of(rs) if fmt != "csv" else None
+        written.wait()
+        if failed:
+            raise failed[0]
+        width, color = common.tty_table(fmt)
+        common.write_pieces(render_pieces(rs, fmt, width=width, color=color, ranked=ranked))
     finally:
         writer.join()
     if failed:
@@ -395,9 +404,6 @@ def _merge(parts: list[Path], out: Path, fmt: str, partial: bool) -> None:
     if merged.duplicates:
         line += f"; {merged.duplicates} record(s) present in more than one part (the last part's kept)"
     common.err.print(f"leverctl report: {line}", markup=False, highlight=False)
-    sets = merged = plan = None  # the plan's million items, let go before the report is laid out
-    width, color = common.tty_table(fmt)
-    common.write_pieces(render_pieces(rs, fmt, width=width, color=color, ranked=ranked))
     if rs.records.failed_count():
         raise typer.Exit(1)
 

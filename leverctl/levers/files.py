@@ -139,7 +139,8 @@ def _read_capped(f: BinaryIO, limit: int | None) -> bytes | None:
 
 
 def write_atomically(path: str | Path, data: str | bytes | Iterable[str | bytes], *, make_folder: bool = False,
-                     check: Callable[[Path], None] | None = None) -> None:
+                     check: Callable[[Path], None] | None = None,
+                     written: Callable[[], None] | None = None) -> None:
     """Write ``data`` (text as UTF-8) to ``path`` so that a reader sees the old
     file or the new one, never half of one, and a failure leaves the old one
     intact: a temporary file in the same folder (a rename across file systems
@@ -149,7 +150,9 @@ def write_atomically(path: str | Path, data: str | bytes | Iterable[str | bytes]
     recipe verified by loading it, say); whatever it raises propagates and
     nothing is replaced. The folder must exist unless ``make_folder``.
     ``data`` may be an iterable of pieces, written as they come (a file too
-    large to hold at once). Failures to write are a UserError naming the path."""
+    large to hold at once). ``written()`` is called once every byte is
+    handed to the system, before the wait for the disk (fsync). Failures to
+    write are a UserError naming the path."""
     path = Path(path)
     folder = path.parent
     if path.is_dir():
@@ -171,6 +174,8 @@ def write_atomically(path: str | Path, data: str | bytes | Iterable[str | bytes]
             for piece in pieces:
                 f.write(piece.encode("utf-8") if isinstance(piece, str) else piece)
             f.flush()
+            if written is not None:
+                written()
             os.fsync(f.fileno())
         if check is not None:
             check(tmp)
