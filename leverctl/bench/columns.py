@@ -29,6 +29,7 @@ from typing import Any, Iterator, Mapping, Sequence
 import numpy as np
 
 from .decode import UNSET, value
+from .made import Made
 
 SIM_NAME = "Numba CUDA simulator"  # results.SIM_NAME (not imported: results imports this module)
 ARM_VIEW_KERNELS = ("ffn.prefill",)  # results.ARM_VIEW_KERNELS
@@ -416,7 +417,7 @@ def _dict_figures(t: Any) -> tuple | None:
 _FIG_KEYS = (("p20", "p20_us"), ("p80", "p80_us"), ("noise", "noise"))
 
 
-class Records(Sequence):
+class Records(Made):
     """Records as columns (see the module notes). Indexing or iterating
     makes each record a dict: its identity, variant, status, lever set,
     timing figures, device and rare fields, as the reports read them."""
@@ -429,22 +430,8 @@ class Records(Sequence):
     def __len__(self) -> int:
         return len(self.cols["kernel"])
 
-    def __getitem__(self, i):  # type: ignore[override]
-        if isinstance(i, slice):
-            return [self.record(j) for j in range(*i.indices(len(self)))]
-        if i < 0:
-            i += len(self)
-        if not 0 <= i < len(self):
-            raise IndexError(i)
+    def made(self, i: int) -> dict:
         return self.record(i)
-
-    def __iter__(self) -> Iterator[dict]:
-        return map(self.record, range(len(self)))
-
-    def __eq__(self, other: object) -> bool:
-        return isinstance(other, (list, Records)) and list(self) == list(other)
-
-    __hash__ = None  # type: ignore[assignment]
 
     def record(self, i: int) -> dict:
         c, t = self.cols, self.tables

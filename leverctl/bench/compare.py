@@ -36,6 +36,7 @@ from dataclasses import dataclass, field
 from typing import Any, Mapping, NamedTuple, Sequence
 
 from ..errors import UserError
+from .made import Made
 from .results import SIM_NAME, ResultSet, median_us, ran_on_gpu, spread, timed, timing_problem
 
 DEFAULT_THRESHOLD = 5.0  # percent
@@ -93,7 +94,7 @@ _NAMES = {"kernel": "kernels", "shape": "shapes", "config": "configs", "variant"
           "base_variant": "variants"}
 
 
-class Entries(Sequence):
+class Entries(Made):
     """The matched pairs' entries, in display order (by verdict, in
     ``VERDICTS``' order, then kernel, shape and configuration), held as
     columns: a million pairs at cluster scale. Indexing makes an
@@ -109,27 +110,13 @@ class Entries(Sequence):
     def __len__(self) -> int:
         return len(self.cols["verdict"])
 
-    def __getitem__(self, i):  # type: ignore[override]
-        if isinstance(i, slice):
-            return [self[j] for j in range(*i.indices(len(self)))]
-        if i < 0:
-            i += len(self)
-        if not 0 <= i < len(self):
-            raise IndexError(i)
+    def made(self, i: int) -> Entry:
         c, t = self.cols, self.tables
         figs = [float(c[k][i]) for k in _FIGURES]
         return Entry(*(getattr(t, _NAMES[k]).values[c[k][i]] for k in ("kernel", "variant", "base_variant", "shape",
                                                                       "config")),
                      VERDICTS[c["verdict"][i]], _status(c["base_status"][i]), _status(c["new_status"][i]),
                      *(None if x != x else x for x in figs), c["note"][i])
-
-    def __iter__(self):
-        return map(self.__getitem__, range(len(self)))
-
-    def __eq__(self, other: object) -> bool:
-        return isinstance(other, (list, Entries)) and list(self) == list(other)
-
-    __hash__ = None  # type: ignore[assignment]
 
     def counts(self) -> dict[str, int]:
         import numpy as np

@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any, Mapping, NamedTuple, Sequence
 
 from ..levers import present
+from .made import Made
 from ..levers.kinds import Drafter
 from .results import median_us, timed
 
@@ -193,7 +194,7 @@ def groups(recs: Any, baselines: bool = False) -> list[tuple[str, str, Any]]:
     return out
 
 
-class RankedRows(Sequence):
+class RankedRows(Made):
     """A ranking's rows (:class:`Row`), made as they are asked for from the
     records' columns: ``places`` in the records, their medians ``us`` (NaN:
     none), the speedups over ``recipe_us``."""
@@ -207,25 +208,11 @@ class RankedRows(Sequence):
     def __len__(self) -> int:
         return len(self.places)
 
-    def __getitem__(self, i):  # type: ignore[override]
-        if isinstance(i, slice):
-            return [self[j] for j in range(*i.indices(len(self)))]
-        if i < 0:
-            i += len(self)
-        if not 0 <= i < len(self):
-            raise IndexError(i)
+    def made(self, i: int) -> Row:
         us = float(self.us[i])
         us = us if us == us else None
         return Row(self.recs.record(int(self.places[i])), us,
                    self.recipe_us / us if self.recipe_us and us is not None else None)
-
-    def __iter__(self):
-        return map(self.__getitem__, range(len(self)))
-
-    def __eq__(self, other: object) -> bool:
-        return isinstance(other, (list, RankedRows)) and list(self) == list(other)
-
-    __hash__ = None  # type: ignore[assignment]
 
     def json_rows(self) -> "_JsonRows":
         """The rows as ``jsontext.Table`` rows (config, variant, levers, median_us, speedup)."""
