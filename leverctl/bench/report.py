@@ -9,7 +9,7 @@ from __future__ import annotations
 import csv
 import io
 import json
-from typing import Any, Iterable
+from typing import Any, Iterable, Iterator
 
 FORMATS = ("table", "json", "markdown", "csv")
 
@@ -226,24 +226,35 @@ CSV_COLUMNS: dict[str, tuple[str, ...]] = {
 }
 
 
-def _dig(record: dict, keys: tuple[str, ...]) -> Any:
-    x: Any = record
-    for k in keys:
-        x = x.get(k) if isinstance(x, dict) else None
-    return x
-
-
 def records_csv(records: Iterable[dict], run: Iterable[str] | None = None) -> str:
     """The records as CSV, one row each; ``run`` names the run each record
     belongs to (a first column ``run``) when there is more than one."""
+    return "".join(csv_pieces(records, run))
+
+
+def csv_pieces(records: Iterable[dict], run: Iterable[str] | None = None, rows: int = 4096) -> Iterator[str]:
+    """:func:`records_csv` in pieces of ``rows`` rows, made as the records
+    come (a cluster sweep's million, never all held)."""
     buf = io.StringIO()
     w = csv.writer(buf, lineterminator="\n")
     runs = list(run) if run is not None else None
     w.writerow((["run"] if runs is not None else []) + list(CSV_COLUMNS))
+    # Each column as (field, field within it or None), walked without a call per cell.
+    columns = tuple((keys[0], keys[1] if len(keys) > 1 else None) for keys in CSV_COLUMNS.values())
+    assert all(len(keys) <= 2 for keys in CSV_COLUMNS.values())
     for i, r in enumerate(records):
-        cells = ["" if (v := _dig(r, keys)) is None else v for keys in CSV_COLUMNS.values()]
+        cells = []
+        for top, sub in columns:
+            v = r.get(top) if isinstance(r, dict) else None
+            if sub is not None:
+                v = v.get(sub) if isinstance(v, dict) else None
+            cells.append("" if v is None else v)
         w.writerow(([runs[i]] if runs is not None else []) + cells)
-    return buf.getvalue()
+        if i % rows == rows - 1:
+            yield buf.getvalue()
+            buf.seek(0)
+            buf.truncate()
+    yield buf.getvalue()
 
 
 def to_csv(doc: dict) -> str:

@@ -28,7 +28,7 @@ import re
 from contextlib import closing
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Iterable, Mapping, Sequence
+from typing import Any, Callable, Iterable, Iterator, Mapping, Sequence
 
 from ..errors import UserError
 from .decode import UNSET, batch_records, record as fast_record
@@ -636,6 +636,25 @@ def _load_elsewhere(path: str) -> Any:
         return load_results(path, columns=Tables())
     except UserError as e:
         return e
+
+
+def whole_records(rs: ResultSet, source: str | Path) -> Iterator[dict]:
+    """Each of ``rs``'s records whole, as the standard parser reads its line,
+    in order: ``rs`` read as columns from ``source`` (a sweep's records are
+    read again from their lines, one at a time: a million of them are never
+    held), or read whole again where ``rs`` is a bench document."""
+    if rs.path is None or not hasattr(rs.records, "cols"):
+        yield from load_results(source).records
+        return
+    from .decode import loads
+
+    cols = rs.records.cols
+    with open_input_file(rs.path, "results file") as f:
+        if os.fstat(f.fileno()).st_size < rs.read_bytes:
+            raise UserError("shrank while being read; run again", str(rs.path))
+        window = _Window(f.fileno(), rs.path)
+        for offset, length in zip(cols["offset"].tolist(), cols["length"].tolist()):
+            yield loads(window.read(offset, length))
 
 
 def _input_bytes(p: Path) -> tuple[int, int]:

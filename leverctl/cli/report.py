@@ -261,10 +261,11 @@ def render_pieces(rs, fmt: str, *, width: int | None = None, color: bool = False
     ``ranked``: the rankings and lever effects, where they are made already
     (:func:`rankings`)."""
 
-    if fmt == "csv":  # the records themselves, one row each (docs/records.md)
-        from ..bench.report import records_csv
+    if fmt == "csv":  # the records themselves, one row each (docs/records.md), as they are read again
+        from ..bench.report import csv_pieces
+        from ..bench.results import whole_records
 
-        yield records_csv(rs.records)
+        yield from csv_pieces(whole_records(rs, rs.source))
         return
 
     rankings, effects = ranked or rankings_of(rs)
@@ -315,8 +316,9 @@ def show(
 
     fmt = common.output_format(fmt, out, common.RECORD_FORMATS)
     with common.many_records():
-        # CSV is the records themselves; every other view needs a few fields of each.
-        rs = load_results(results, columns=fmt != "csv")
+        # Every view reads a few fields of each record, held as columns; CSV, the records themselves, reads
+        # each line again as it writes its row.
+        rs = load_results(results, columns=True)
         say_notes(rs)
         if out is not None:
             write_atomically(out, render_pieces(rs, fmt))
@@ -387,7 +389,7 @@ def _merge(parts: list[Path], out: Path, fmt: str, partial: bool) -> None:
     writer = threading.Thread(target=write, name="merge-writer")
     writer.start()
     try:
-        ranked = rankings_of(rs) if fmt != "csv" else None
+        ranked = rankings_of(rs)
         written.wait()
         if failed:
             raise failed[0]

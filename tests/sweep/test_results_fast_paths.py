@@ -116,6 +116,24 @@ def test_the_columns_hold_what_the_standard_parser_gives_the_reports(tmp_path, r
     assert _columns(path, kind) == want
 
 
+def test_the_records_read_again_from_their_lines_are_the_records_read_whole(tmp_path):
+    """``report show -f csv`` holds columns and reads each kept record's line
+    again as it writes its row: the records of the plain reading, a repeated
+    identity and a line the fast path refuses included, and the same CSV."""
+    from leverctl.bench.report import records_csv
+
+    lines = [json.dumps({"kernel": "k", "variant": "v", "levers": {"x": i % 5}, "config": f"x={i % 5}",
+                         "shape": {"label": "s"}, "status": "pass", "note": math.nan if i == 3 else "",
+                         "timing": None, "traffic": {"bytes": i}}, allow_nan=True) for i in range(8)]
+    path = tmp_path / "results.jsonl"
+    path.write_text("\n".join(lines) + "\n" + lines[0][:20], "utf-8")  # and a partial last line
+    whole = rs.load_results(path)
+    held = rs.load_results(path, columns=True)
+    again = list(rs.whole_records(held, path))
+    assert len(again) == 5 and json.dumps(again) == json.dumps(whole.records)
+    assert records_csv(again) == records_csv(whole.records)
+
+
 def test_a_piece_of_lines_taken_at_once_gives_the_columns_of_taking_them_one_by_one(tmp_path):
     """The columns' batch path (each field of a piece of lines at once) and
     the one-record path agree, duplicates and the rare fields included."""
