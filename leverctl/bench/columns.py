@@ -30,10 +30,8 @@ import numpy as np
 
 from .decode import UNSET, value
 from .made import Made
+from .results import ARM_VIEW_KERNELS, SIM_NAME
 
-SIM_NAME = "Numba CUDA simulator"  # results.SIM_NAME (not imported: results imports this module)
-ARM_VIEW_KERNELS = ("ffn.prefill",)  # results.ARM_VIEW_KERNELS
-_NAN = math.nan
 _ABSENT = -1  # a device column's value for a record that names none
 
 

@@ -196,7 +196,7 @@ def spread_of(med: float, p20: Any, p80: Any, noise: Any) -> float:
 
 
 # The kernel paths `report show` ranks arm by arm (leverctl.bench.arms); their
-# records keep their errors, tensor cores and roofline (columns.ARM_VIEW_KERNELS).
+# records keep their errors, tensor cores and roofline (see columns._extras).
 ARM_VIEW_KERNELS = ("ffn.prefill",)
 
 
