@@ -24,13 +24,14 @@ from __future__ import annotations
 import json
 import math
 import operator
+from functools import partial
 from typing import Any, Iterator, Mapping, Sequence
 
 import numpy as np
 
 from .decode import UNSET, value
 from .made import Made
-from .results import ARM_VIEW_KERNELS, SIM_NAME
+from .results import ARM_VIEW_KERNELS, _timing_fine
 
 _ABSENT = -1  # a device column's value for a record that names none
 
@@ -184,17 +185,9 @@ class Builder:
         devs.discard(UNSET)
         if not all(type(d) is str for d in devs):
             return False
+        if not all(map(partial(_timing_fine, kind=kind), recs)):
+            return False
         passed = list(map(_PASS, statuses))
-        timed = list(map(bool, timings))  # a timing (None and UNSET are false)
-        sim = SIM_NAME in devs
-        if kind == "sim" or sim:
-            if kind == "sim" and any(timed):
-                return False
-            if sim and any(d == SIM_NAME and x for d, x in zip(devices, timed)):
-                return False
-        if kind == "gpu" and not all(timed):
-            if any(p and not x and d != SIM_NAME for p, x, d in zip(passed, timed, devices)):
-                return False
         self._flush()
         n = len(recs)
         start = self.count
@@ -487,8 +480,8 @@ class Records(Made):
         used = np.unique(self.cols["device"])
         out = {self.tables.devices.values[d] for d in used.tolist() if d != _ABSENT}
         for e in self.extras.values():
-            if "device" in e:
-                out.add(e["device"]) if _hashable(e["device"]) else None
+            if "device" in e and _hashable(e["device"]):
+                out.add(e["device"])
         return {d for d in out if d}
 
     def kernels_used(self) -> set[str]:

@@ -215,7 +215,8 @@ def _spreads(c: dict, idx: Any) -> Any:
 
 
 def verdicts(base_us: Any, new_us: Any, base_spread: Any, new_spread: Any, threshold_pct: float) -> tuple:
-    """:func:`verdict` on arrays: each pair's place in VERDICTS and its change."""
+    """The verdict of each pair of timed, passing records (the rule in the
+    module notes), on arrays: its place in VERDICTS, and the change."""
     import numpy as np
 
     with np.errstate(invalid="ignore", divide="ignore"):
@@ -346,16 +347,13 @@ class Comparison:
 
 def verdict(base_us: float, new_us: float, base_spread: float, new_spread: float,
             threshold_pct: float) -> tuple[str, float]:
-    """The verdict for one pair of timed, passing records, and the change."""
-    change = new_us / base_us - 1.0
-    noise = max(base_spread, new_spread)
-    thr = threshold_pct / 100.0
-    mag = abs(change)
-    if mag <= noise + _EPS or mag <= thr + _EPS:
-        return "SAME", change
-    if noise > NOISY_FACTOR * thr + _EPS and mag <= NOISY_FACTOR * noise + _EPS:
-        return "NOISY", change
-    return ("SLOWER" if change > 0 else "FASTER"), change
+    """The verdict for one pair of timed, passing records, and the change:
+    :func:`verdicts` of the one pair."""
+    import numpy as np
+
+    code, change = verdicts(*(np.array([x], np.float64) for x in (base_us, new_us, base_spread, new_spread)),
+                            threshold_pct)
+    return VERDICTS[int(code[0])], float(change[0])
 
 
 def check_devices(base: ResultSet, new: ResultSet, allow_different: bool) -> str | None:

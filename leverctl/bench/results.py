@@ -99,21 +99,13 @@ def ran_on_gpu(rec: Mapping[str, Any], kind: str | None) -> bool:
 
 def _timing_fine(r: Any, kind: str | None) -> bool:
     """True where :func:`timing_problem` certainly finds nothing wrong with
-    the ``decode.record`` structure ``r``'s timing (the usual record: float
-    figures, a GPU run; or no timing where none is needed). False leaves the
-    judgement to the standard path, which says what is wrong, if anything."""
-    t = r.timing
-    if not t:  # None or absent: wrong only for a record that passed on a GPU
+    the ``decode.record`` structure ``r``'s timing (the usual record: a GPU
+    run with a timing, whose figures the decoding checked; or no timing
+    where none is needed). False leaves the judgement to the standard path,
+    which says what is wrong, if anything."""
+    if not r.timing:  # None or absent: wrong only for a record that passed on a GPU
         return not (kind == "gpu" and r.status == "pass" and r.device != SIM_NAME)
-    if kind == "sim" or r.device == SIM_NAME:
-        return False
-    m = t.median_us
-    if not (type(m) is float and 0.0 < m < math.inf):
-        return False
-    for v in (t.p20_us, t.p80_us, t.noise):
-        if not (v is UNSET or v is None or (type(v) is float and 0.0 <= v < math.inf)):
-            return False
-    return True
+    return kind != "sim" and r.device != SIM_NAME  # a timing, where the simulator times nothing
 
 
 def timing_problem(rec: Mapping[str, Any], kind: str | None) -> str | None:

@@ -12,6 +12,7 @@ Every view is a function of the records (and the sweep's plan.json).
 """
 from __future__ import annotations
 
+import dataclasses
 import io
 import threading
 from pathlib import Path
@@ -43,28 +44,16 @@ def _x(x: float | None) -> str:
 
 def _header(rs, planned: int | None) -> str:
     plan = rs.plan or {}
-    engine = plan.get("engine") or ", ".join(sorted({k.split(".")[0] for k in _kernels(rs.records)}))
+    engine = plan.get("engine") or ", ".join(sorted({k.split(".")[0] for k in rs.records.kernels_used()}))
     kind = rs.device_kind
     where = rs.device_name or kind or "unknown device"
     if kind == "sim":
         where += " (correctness only, no timings)"
-    failed = _failed(rs.records)
+    failed = rs.records.failed_count()
     of = f" of {planned} planned" if planned is not None else ""
     tail = f" [plan {plan['hash']}]" if plan.get("hash") else ""
     return (f"{engine if plan else 'results'} on {where}: {len(rs.records) - failed} pass, {failed} fail"
             f"{of}{tail}")
-
-
-def _failed(records) -> int:
-    if hasattr(records, "failed_count"):  # columns.Records
-        return records.failed_count()
-    return sum(1 for r in records if r["status"] != "pass")
-
-
-def _kernels(records) -> set[str]:
-    if hasattr(records, "kernels_used"):  # columns.Records
-        return records.kernels_used()
-    return {r.get("kernel", "") for r in records}
 
 
 def _planned(rs) -> int | None:
@@ -82,7 +71,7 @@ def results_json(rs, rankings, effects, lazy: bool = False) -> dict[str, Any]:
     :mod:`leverctl.jsontext` writes them, not all at once."""
     from ..jsontext import Rows
 
-    failed = _failed(rs.records)
+    failed = rs.records.failed_count()
     return {
         "schema": "leverctl.sweep-report/1",
         "source": rs.source,
@@ -103,10 +92,7 @@ def results_json(rs, rankings, effects, lazy: bool = False) -> dict[str, Any]:
 def _arms(rs):
     from ..bench.arms import ARM_VIEW_KERNELS, arm_rankings
 
-    recs = rs.records
-    if hasattr(recs, "of_kernels"):  # columns.Records: only the arm view's kernels made dicts
-        recs = recs.of_kernels(ARM_VIEW_KERNELS)
-    return arm_rankings(recs)
+    return arm_rankings(rs.records.of_kernels(ARM_VIEW_KERNELS))  # only the arm view's kernels made dicts
 
 
 def _versus_recipe(record, recipe_levers) -> str:
@@ -268,6 +254,10 @@ def render_pieces(rs, fmt: str, *, width: int | None = None, color: bool = False
         yield from csv_pieces(whole_records(rs, rs.source))
         return
 
+    if not hasattr(rs.records, "cols"):  # records read whole (a sweep's own report): as columns, once
+        from ..bench.rank import as_columns
+
+        rs = dataclasses.replace(rs, records=as_columns(rs.records))
     rankings, effects = ranked or rankings_of(rs)
     if fmt == "json":
         from .. import jsontext
