@@ -33,7 +33,8 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-from leverctl.bench.results import PLAN_SCHEMA, write_plan  # noqa: E402
+from leverctl.bench.records.plans import write_plan  # noqa: E402
+from leverctl.bench.records.schema import PLAN_SCHEMA  # noqa: E402
 
 LEVERS = [f"lever_{i}" for i in range(10)]  # 2^10 configurations per kernel and shape
 SHAPES = [f"m{m}-n4096-k4096" for m in (1, 2, 4, 8, 16, 32, 64, 128)]

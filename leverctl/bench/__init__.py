@@ -1,15 +1,24 @@
 """The bench: plan, run, check and time kernel paths; records per docs/records.md.
 
-    device.py  GPU or Numba's CUDA simulator, decided before numba.cuda loads
-    plan.py    paths an engine (and the recipe's model) has x the variant its levers choose x shapes
-    run.py     one item -> one record (run_item); records streamed as they finish; the bench document
-    smoke.py   the one-thread first kernel of a GPU run, and the CUDA versions it finds
-    faults.py  which CUDA errors lose the context (the run stops) and which fail one record
+    device.py    GPU or Numba's CUDA simulator, decided before numba.cuda loads
+    plan.py      paths an engine (and the recipe's model) has x the variant its levers choose x shapes
+    run.py       one item -> one record (run_item); records streamed as they finish; the bench document
+    smoke.py     the one-thread first kernel of a GPU run, and the CUDA versions it finds
+    faults.py    which CUDA errors lose the context (the run stops) and which fail one record
     campaign.py  the GPU run: every recipe in one process, records appended to JSONL
     preflight.py the Python version and every import, checked before a GPU run
-    check.py   poisoned outputs against the float64 reference
-    timing.py  stopping rule, statistics, roofline, the GPU rig
-    report.py  table / JSON / Markdown from a document alone
+    check.py     poisoned outputs against the float64 reference
+    timing.py    stopping rule, statistics, roofline, the GPU rig
+    weights.py   a GGUF file's FFN matrix, on which every dense-FFN prefill arm is run (bench --weights)
+    report.py    a bench document as a table, JSON, Markdown or CSV
+    records/     the records: schema, rules, decoding, columns, reading, writing, merging (its own map)
+    results.py   names the Slurm tests still import from here, taken from records/
+    sweep.py     every combination of the levers that steer each path; shards; the results directory
+    slurm.py     the shard from a scheduler's environment; Slurm array scripts and their state
+    rank.py      rankings, lever effects and the winning recipe, from records
+    arms.py      a path's arms side by side, error beside time (report show's arm view)
+    plot.py      lever effects as terminal bars and an SVG chart
+    compare.py   two runs record by record against their noise: the CI gate
 
 Rules the records rely on:
 

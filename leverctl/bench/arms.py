@@ -16,9 +16,10 @@ from dataclasses import dataclass
 from typing import Any, Mapping, Sequence
 
 # ARM_VIEW_KERNELS: the paths whose reports show this view, their variants
-# differing in arithmetic, not only in schedule (results keeps the fields
+# differing in arithmetic, not only in schedule (the columns keep the fields
 # this view reads of their records).
-from .results import ARM_VIEW_KERNELS, median_us
+from .records.rules import median_us
+from .records.schema import ARM_VIEW_KERNELS
 
 
 @dataclass(frozen=True)

@@ -129,7 +129,7 @@ def _say(text: str) -> None:
 def run(args) -> int:
     from ..cli import common
     from . import device as devmod
-    from .results import Appender
+    from .records.write import Appender
 
     _check(args)
     recipe_paths = list(args.recipes) or default_recipes()

@@ -36,8 +36,11 @@ from dataclasses import dataclass, field
 from typing import Any, Mapping, NamedTuple, Sequence
 
 from ..errors import UserError
-from .made import Made
-from .results import SIM_NAME, ResultSet, median_us, ran_on_gpu, spread, timed, timing_problem
+from .records.columns import Records, Tables, identity_keys
+from .records.made import Made
+from .records.read import ResultSet, load_all
+from .records.rules import median_us, ran_on_gpu, spread, timed, timing_problem
+from .records.schema import IDENTITY
 
 DEFAULT_THRESHOLD = 5.0  # percent
 NOISY_FACTOR = 2.0  # a spread beyond this many thresholds makes a pair NOISY
@@ -144,7 +147,7 @@ class Entries(Made):
         return _EntryRows(self)
 
     @classmethod
-    def of_pairs(cls, B: Any, N: Any, bi: Any, ni: Any, threshold: float,
+    def of_pairs(cls, B: Records, N: Records, bi: Any, ni: Any, threshold: float,
                  kinds: tuple[str | None, str | None]) -> "Entries":
         """The entries of the pairs (``B`` record ``bi[k]``, ``N`` record
         ``ni[k]``; ``columns.Records`` numbered in one ``Tables``)."""
@@ -152,17 +155,10 @@ class Entries(Made):
 
         cb, cn = B.cols, N.cols
         n = len(bi)
-        sim = B.tables.devices.index.get(SIM_NAME, -2)
-
-        def gpu(c: dict, idx: Any, kind: str | None) -> Any:  # results.ran_on_gpu, for timed records
-            if kind == "sim":
-                return np.zeros(len(idx), np.bool_)
-            return c["device"][idx] != sim
-
         bu, nu = cb["median"][bi], cn["median"][ni]
-        usual = cb["passed"][bi] & cn["passed"][ni] & (bu == bu) & (nu == nu) & gpu(cb, bi, kinds[0]) \
-            & gpu(cn, ni, kinds[1])
-        bsp, nsp = _spreads(cb, bi), _spreads(cn, ni)
+        usual = cb["passed"][bi] & cn["passed"][ni] & (bu == bu) & (nu == nu) & B.ran_on_gpu(bi, kinds[0]) \
+            & N.ran_on_gpu(ni, kinds[1])
+        bsp, nsp = B.spreads(bi), N.spreads(ni)
         verdict_code, change = verdicts(bu, nu, bsp, nsp, threshold)
         out = {"kernel": cb["kernel"][bi], "shape": cb["shape"][bi], "config": cb["config"][bi],
                "variant": cn["variant"][ni], "base_variant": cb["variant"][bi], "verdict": verdict_code,
@@ -201,17 +197,6 @@ def _text_rank(names: list[str]) -> Any:
     rank = np.empty(len(names), np.int64)
     rank[sorted(range(len(names)), key=names.__getitem__)] = np.arange(len(names))
     return rank
-
-
-def _spreads(c: dict, idx: Any) -> Any:
-    """:func:`results.spread_of` of each record's figures (0 without them)."""
-    import numpy as np
-
-    med, p20, p80, noise = (c[k][idx] for k in ("median", "p20", "p80", "noise"))
-    with np.errstate(invalid="ignore", divide="ignore"):
-        pct = (p80 - p20) / med
-    out = np.where((p20 == p20) & (p80 == p80), pct, np.where(noise == noise, noise, 0.0))
-    return np.where(out > 0.0, out, 0.0)  # max(0.0, x), as Python takes it (-0.0 is 0.0)
 
 
 def verdicts(base_us: Any, new_us: Any, base_spread: Any, new_spread: Any, threshold_pct: float) -> tuple:
@@ -376,15 +361,13 @@ def check_devices(base: ResultSet, new: ResultSet, allow_different: bool) -> str
 def compare(base: ResultSet, new: ResultSet, *, threshold: float = DEFAULT_THRESHOLD,
             allow_different_device: bool = False, allow_missing: bool = False) -> Comparison:
     """Match ``base`` and ``new`` record by record, on their columns
-    (``columns.Records``; records given as dicts are made columns first).
+    (``new``'s numbered in ``base``'s tables first where they are not).
 
     The usual pair, two records that passed on a GPU with their timing
     figures, is judged on arrays, a million at once (:func:`verdicts`, the
     rule of :func:`verdict`); every other pair by :func:`_entry`, record by
     record."""
     import numpy as np
-
-    from .columns import Records, Tables, identity_keys, of_dicts
 
     _check_threshold(threshold)
     notes: list[str] = []
@@ -394,12 +377,10 @@ def compare(base: ResultSet, new: ResultSet, *, threshold: float = DEFAULT_THRES
     names = (base.device_name, new.device_name)
     kinds = (base.device_kind, new.device_kind)
     B, N = base.records, new.records
-    if not isinstance(B, Records):
-        B = of_dicts(B, N.tables if isinstance(N, Records) else Tables(), dedup=True)
-    if not isinstance(N, Records) or N.tables is not B.tables:
-        N = of_dicts(list(N), B.tables, dedup=True)
+    if N.tables is not B.tables:
+        N = B.tables.adopt(N)
     n_b = len(B)
-    keys = identity_keys({k: np.concatenate([B.cols[k], N.cols[k]]) for k in ("kernel", "shape", "config")})
+    keys = identity_keys({k: np.concatenate([B.cols[k], N.cols[k]]) for k in IDENTITY})
     bk, nk = keys[:n_b], keys[n_b:]
     # Each BASE record's counterpart in NEW (identities are unique on each side).
     order = np.argsort(nk, kind="stable")
@@ -421,9 +402,6 @@ def compare_paths(base: Any, new: Any, *, threshold: float = DEFAULT_THRESHOLD,
                   ) -> tuple[Comparison, ResultSet, ResultSet]:
     """:func:`compare` of two result paths, and the two result sets read
     (for what reading them tolerated), as columns numbered alike."""
-    from .columns import Tables
-    from .results import load_all
-
     _check_threshold(threshold)
     b, n = load_all([base, new], Tables())
     for got in (b, n):
@@ -453,10 +431,7 @@ def _one(rec: Mapping[str, Any]) -> OneSided:
 
 def _entry(b: Mapping[str, Any], n: Mapping[str, Any], threshold: float,
            kinds: tuple[str | None, str | None]) -> Entry:
-    if b["status"] == "pass" and n["status"] == "pass":
-        bu, nu = _gpu_us(b, kinds[0]), _gpu_us(n, kinds[1])
-        if bu is not None and nu is not None:  # the usual pair, at a million a comparison
-            return _timed(b, n["variant"], bu, nu, spread(b), spread(n), threshold)
+    """The entry of a pair that is not the usual one (see :meth:`Entries.of_pairs`), by its records."""
     common = dict(kernel=n["kernel"], variant=n["variant"], base_variant=b["variant"],
                   shape=n["shape"]["label"], config=n["config"],
                   base_status=b["status"], new_status=n["status"])
@@ -484,26 +459,6 @@ def _timed(b: Mapping[str, Any], variant: str, bu: float, nu: float, bsp: float,
     note = f"variant changed: {b['variant']} -> {variant}" if b["variant"] != variant else ""
     return Entry(b["kernel"], variant, b["variant"], b["shape"]["label"], b["config"], v, "pass", "pass",
                  bu, nu, change, bsp, nsp, note)
-
-
-def _gpu_us(rec: Mapping[str, Any], kind: str | None) -> float | None:
-    """The median of a record that ran on a GPU with float timing figures,
-    each finite and not negative (then :func:`timing_problem` finds nothing
-    and :func:`_untimed` says nothing); None for any other record, which the
-    general path judges."""
-    if kind == "sim" or rec.get("device") == SIM_NAME:
-        return None
-    t = rec.get("timing")
-    if type(t) is not dict:
-        return None
-    m = t.get("median_us")
-    if not (type(m) is float and 0.0 < m < math.inf):
-        return None
-    for k in ("p20_us", "p80_us", "noise"):
-        v = t.get(k)
-        if not (v is None or (type(v) is float and 0.0 <= v < math.inf)):
-            return None
-    return m
 
 
 def _untimed(rec: Mapping[str, Any], kind: str | None) -> str | None:

@@ -24,9 +24,9 @@ from pathlib import Path
 from typing import Any, Mapping, NamedTuple, Sequence
 
 from ..levers import present
-from .made import Made
 from ..levers.kinds import Drafter
-from .results import median_us, timed
+from .records.made import Made
+from .records.rules import median_us, timed
 
 MAX_JOINT = 20_000  # joint assignments tried per lever group before going greedy
 
@@ -165,7 +165,7 @@ def rank(records: Sequence[Mapping[str, Any]], plan: Mapping[str, Any] | None = 
 
 def as_columns(records: Sequence[Mapping[str, Any]]) -> Any:
     """``records`` as ``columns.Records`` (made from dicts where they are dicts)."""
-    from .columns import Records, of_dicts
+    from .records.columns import Records, of_dicts  # numpy: loaded where records are ranked
 
     return records if isinstance(records, Records) else of_dicts(records)
 

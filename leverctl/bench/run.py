@@ -29,9 +29,9 @@ from typing import Any, Callable, Iterable, Sequence
 from .device import Device, versions
 from .faults import context_lost
 from .plan import Plan, PlanItem, lever_json, one_line
+from .records import schema
 from .timing import FP32_RATE, REFERENCE_LIB, StopRule, compute_rate, roofline, sig
 
-SCHEMA = "leverctl.bench/1"
 WARMUP_LAUNCHES = 3
 
 
@@ -43,29 +43,12 @@ def item_seed(seed: int, item: PlanItem, trial: int = 0) -> list[int]:
 
 
 def empty_record(item: PlanItem, device: Device) -> dict[str, Any]:
-    return {
-        "kernel": item.kernel,
-        "variant": item.variant,
-        "levers": {f: lever_json(v) for f, v in item.levers.items()},
-        "config": item.config,
-        "shape": item.shape.as_dict(),
-        "status": "fail",
-        "note": item.note,
-        "error": None,
-        "timing": None,
-        "traffic": None,
-        "roofline": None,
-        "achieved": None,
-        "reference_lib": None,
-        **_tensor_cores(item),
-        "baseline": item.baseline,
-        "batch_invariance": None,
-        "findings": None,
-        "rows_lost": None,
-        "device": device.name,
-        "plan": item.plan,
-        "catalog": item.catalog,
-    }
+    """The item's record before it runs (a failure until it passes): every
+    field of ``records.schema``, in its order, null where nothing is known."""
+    return schema.record(
+        kernel=item.kernel, variant=item.variant, levers={f: lever_json(v) for f, v in item.levers.items()},
+        config=item.config, shape=item.shape.as_dict(), status="fail", note=item.note, **_tensor_cores(item),
+        baseline=item.baseline, device=device.name, plan=item.plan, catalog=item.catalog)
 
 
 def _tensor_cores(item: PlanItem, launch: Any = None) -> dict[str, str | None]:
@@ -461,7 +444,7 @@ def document(
     not). Describing the device reads only what was gathered."""
     created = created or datetime.now(timezone.utc)
     return {
-        "schema": SCHEMA,
+        "schema": schema.BENCH_SCHEMA,
         "created": created.strftime("%Y-%m-%dT%H:%M:%SZ"),
         "engine": engine,
         "device": device.to_json(),

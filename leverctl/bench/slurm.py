@@ -46,7 +46,10 @@ from pathlib import Path
 from typing import Any, Mapping, Sequence
 
 from ..errors import UserError
-from . import results as res
+from .records.plans import read_plan
+from .records.read import read_jsonl
+from .records.schema import PLAN_FILE, RESULTS_FILE
+from .records.write import write_json_atomic
 
 SWEEP_SCRIPT = "sweep.sbatch"
 MERGE_SCRIPT = "merge.sbatch"
@@ -193,7 +196,7 @@ def sweep_script(o: Options) -> str:
         f"out={_q(o.out)}",
         f'shard="$out/{SHARDS_DIR}/$SLURM_ARRAY_TASK_ID"',
         "resume=()",
-        f'if [ -f "$shard/{res.PLAN_FILE}" ]; then resume=(--resume); fi',
+        f'if [ -f "$shard/{PLAN_FILE}" ]; then resume=(--resume); fi',
         f'{cmd} \\',
         f'    --shard auto/{o.shards} --out "$shard" "${{resume[@]}}" || rc=$?',
         "# Exit 1 is a finding, not a failed task: a FAIL record, which the merge reports, or a sweep",
@@ -218,7 +221,7 @@ def merge_script(o: Options) -> str:
         f'rm -rf "$out/{MERGED_DIR}.new"',
         f'{cmd} "$out"/{SHARDS_DIR}/{{1..{o.shards}}} --out "$out/{MERGED_DIR}.new"',
         "rc=$?  # 0 all pass, 1 some record failed: both wrote the merge",
-        f'if [ -f "$out/{MERGED_DIR}.new/{res.PLAN_FILE}" ]; then',
+        f'if [ -f "$out/{MERGED_DIR}.new/{PLAN_FILE}" ]; then',
         f'    rm -rf "$out/{MERGED_DIR}" && mv "$out/{MERGED_DIR}.new" "$out/{MERGED_DIR}"',
         "fi",
         "exit $rc",
@@ -309,7 +312,7 @@ def read_state(out: Path) -> dict | None:
 
 
 def write_state(out: Path, doc: Mapping[str, Any]) -> None:
-    res.write_json_atomic(Path(out) / STATE_FILE, dict(doc))
+    write_json_atomic(Path(out) / STATE_FILE, dict(doc))
 
 
 def submission(array: str, tasks: Sequence[int], merge: str) -> dict[str, Any]:
@@ -334,15 +337,15 @@ def shard_state(directory: Path, index: int, count: int, plan_hash: str) -> Shar
     records. A directory the task never made, or whose plan.json is missing
     (the task died before planning), has not started."""
     d = Path(directory)
-    if not (d / res.PLAN_FILE).exists():
+    if not (d / PLAN_FILE).exists():
         return ShardState(index, 0, None, "not started")
-    plan = res.read_plan(d)
+    plan = read_plan(d)
     assert plan is not None
     shard = plan.get("shard") or {}
     if plan["hash"] != plan_hash or shard.get("index") != index or shard.get("count") != count:
         raise UserError(f"holds shard {shard.get('index')}/{shard.get('count')} of plan {plan['hash']}, not "
                         f"{index}/{count} of {plan_hash}", str(d))
-    jl = res.read_jsonl(d / res.RESULTS_FILE, (plan.get("device") or {}).get("kind")) \
-        if (d / res.RESULTS_FILE).exists() else res.Jsonl([], 0, 0)
-    n, want = len(jl.records), int(shard["items"])
+    results = d / RESULTS_FILE
+    n = len(read_jsonl(results, (plan.get("device") or {}).get("kind")).records) if results.exists() else 0
+    want = int(shard["items"])
     return ShardState(index, n, want, "" if n >= want else f"{n} of {want} records")

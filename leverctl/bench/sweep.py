@@ -31,14 +31,19 @@ import math
 import os
 import re
 import time
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping, Sequence
 
 from ..errors import UserError
 from ..levers.kinds import DRAFTER_BOTH, DRAFTER_OFF, DRAFTER_PREFILL_ONLY
-from . import results as res
 from .plan import HASH_CHARS, Plan, PlanItem, applies, config_key, items_for, lever_json, path_levers, shapes_of
+from .records.columns import Records
+from .records.plans import read_plan, write_plan
+from .records.read import read_jsonl
+from .records.rules import identity
+from .records.schema import PLAN_FILE, PLAN_SCHEMA, RESULTS_FILE
+from .records.write import Appender, cut_partial_tail
 
 BOOL_KINDS = ("opt_in", "opt_out", "kill_switch", "truthy_ci", "truthy_cs", "presence", "presence_kill",
               "build_default", "opt_in_vetoed")
@@ -173,7 +178,7 @@ class Sweep:
         places = shard_places(self.items, shard)
         items = self.items
         return {
-            "schema": res.PLAN_SCHEMA,
+            "schema": PLAN_SCHEMA,
             "hash": self.hash,
             "engine": self.engine,
             "catalog": {"source": self.catalog.source, "digest": self.catalog.digest},
@@ -313,7 +318,7 @@ class Opened:
     """A results directory ready for appending: what it already holds."""
 
     directory: Path
-    done: list[dict]  # records already there, for this plan and shard
+    done: Records  # records already there, for this plan and shard
     cut_bytes: int = 0  # a partial last line that was cut off
     duplicates: tuple[int, ...] = ()  # lines of results.jsonl repeating an earlier record (counted once)
 
@@ -325,7 +330,7 @@ def check_out_dir(directory: Path, *, resume: bool) -> dict | None:
     plan, an incomplete one, or records that cannot be read. Returns the
     directory's plan (None without --resume)."""
     d = Path(directory)
-    plan_path, results_path = d / res.PLAN_FILE, d / res.RESULTS_FILE
+    plan_path, results_path = d / PLAN_FILE, d / RESULTS_FILE
     if d.exists() and not d.is_dir():
         raise UserError("--out exists and is not a directory", str(d))
     if not resume:
@@ -333,12 +338,12 @@ def check_out_dir(directory: Path, *, resume: bool) -> dict | None:
             raise UserError("already holds a sweep; pass --resume to run what it is missing, "
                             "or choose another --out", str(d))
         return None
-    old = res.read_plan(d) if d.is_dir() else None
+    old = read_plan(d) if d.is_dir() else None
     if old is None:
-        raise UserError(f"--resume: nothing to resume here (no {res.PLAN_FILE}); run without --resume "
+        raise UserError(f"--resume: nothing to resume here (no {PLAN_FILE}); run without --resume "
                         "to start this sweep", str(d))
     if results_path.exists():
-        res.read_jsonl(results_path, (old.get("device") or {}).get("kind"))
+        read_jsonl(results_path, (old.get("device") or {}).get("kind"))
     return old
 
 
@@ -346,16 +351,16 @@ def open_results(directory: Path, plan_doc: Mapping[str, Any], *, resume: bool) 
     """Prepare ``directory`` for a sweep of ``plan_doc``. Every check happens
     before anything is written: a refusal leaves the directory as it was."""
     d = Path(directory)
-    plan_path, results_path = d / res.PLAN_FILE, d / res.RESULTS_FILE
+    plan_path, results_path = d / PLAN_FILE, d / RESULTS_FILE
     old = check_out_dir(d, resume=resume)
     if not resume:
         try:
             d.mkdir(parents=True, exist_ok=True)
         except OSError as e:
             raise UserError(f"cannot create the directory: {e.strerror or e}", str(d)) from None
-        res.write_plan(plan_path, plan_doc)
+        write_plan(plan_path, plan_doc)
         results_path.touch()
-        return Opened(d, [])
+        return Opened(d, Records.empty())
     assert old is not None
     if old["catalog"]["digest"] != plan_doc["catalog"]["digest"]:
         raise UserError("--resume: the lever catalog has changed since this sweep started "
@@ -375,17 +380,22 @@ def open_results(directory: Path, plan_doc: Mapping[str, Any], *, resume: bool) 
     on, nn = (old.get("device") or {}).get("name"), (plan_doc.get("device") or {}).get("name")
     if ok == "gpu" and on != nn:
         raise UserError(f"--resume: the directory's runs are on {on}, this machine has {nn}", str(d))
-    jl = res.read_jsonl(results_path, ok) if results_path.exists() else res.Jsonl([], 0, 0)
+    jl = read_jsonl(results_path, ok, old["hash"]) if results_path.exists() else None
+    done = jl.records if jl is not None else Records.empty()
+    # The first record of another plan (read_jsonl finds it) or of no planned item.
     planned = {(it["kernel"], it["shape"], it["config"]) for it in plan_doc["items"]}
-    for n, rec in enumerate(jl.records, 1):
-        if rec.get("plan") not in (None, old["hash"]) or res.identity(rec) not in planned:
-            raise UserError(f"--resume: record {n} is not part of this plan", str(results_path))
+    ids = zip(*(done.texts(k) for k in ("kernel", "shape", "config")))
+    stray = next((n for n, key in enumerate(ids, 1) if key not in planned), None)
+    wrong = [n for n in (stray, jl.foreign[0] if jl is not None and jl.foreign else None) if n is not None]
+    if wrong:
+        raise UserError(f"--resume: record {min(wrong)} is not part of this plan", str(results_path))
     # Checks done: now it is safe to change the file.
-    if jl.tail_bytes:
-        res.cut_partial_tail(results_path, jl.good_bytes)
-    elif not results_path.exists():
+    if jl is None:
         results_path.touch()
-    return Opened(d, jl.records, jl.tail_bytes, jl.duplicates)
+        return Opened(d, done)
+    if jl.tail_bytes:
+        cut_partial_tail(results_path, jl.good_bytes)
+    return Opened(d, done, jl.tail_bytes, jl.duplicates)
 
 
 # ── one writer per directory ────────────────────────────────────────────────
@@ -517,16 +527,16 @@ def run(items: Sequence[PlanItem], opened: Opened, runner: Callable[[PlanItem], 
     and the Outcome says ``interrupted``. A runner raising :class:`StopSweep`
     stops it the same way, with its reason in ``stopped``."""
     start = time.monotonic()
-    have = {res.identity(r): r for r in opened.done}
+    have = {identity(r): r for r in opened.done}
     todo = [it for it in items if it.key not in have]
-    failures = sum(1 for r in opened.done if r["status"] != "pass")
+    failures = opened.done.failed_count()
     done = len(opened.done)
     new: dict[tuple[str, str, str], dict] = {}
     shared: dict[tuple[str, str, str], dict] = {}
     runs = 0
     interrupted = False
     stopped = ""
-    with res.Appender(opened.directory / res.RESULTS_FILE) as out:
+    with Appender(opened.directory / RESULTS_FILE) as out:
         try:
             for it in todo:
                 if progress:

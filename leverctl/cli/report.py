@@ -12,7 +12,6 @@ Every view is a function of the records (and the sweep's plan.json).
 """
 from __future__ import annotations
 
-import dataclasses
 import io
 import threading
 from pathlib import Path
@@ -248,16 +247,12 @@ def render_pieces(rs, fmt: str, *, width: int | None = None, color: bool = False
     (:func:`rankings`)."""
 
     if fmt == "csv":  # the records themselves, one row each (docs/records.md), as they are read again
+        from ..bench.records.read import whole_records
         from ..bench.report import csv_pieces
-        from ..bench.results import whole_records
 
         yield from csv_pieces(whole_records(rs, rs.source))
         return
 
-    if not hasattr(rs.records, "cols"):  # records read whole (a sweep's own report): as columns, once
-        from ..bench.rank import as_columns
-
-        rs = dataclasses.replace(rs, records=as_columns(rs.records))
     rankings, effects = ranked or rankings_of(rs)
     if fmt == "json":
         from .. import jsontext
@@ -302,13 +297,13 @@ def show(
 ) -> None:
     """Per kernel path and shape: the fastest correct configuration, its
     speedup over the recipe's own, the failing ones, and each lever's effect."""
-    from ..bench.results import load_results
+    from ..bench.records.read import load_results
 
     fmt = common.output_format(fmt, out, common.RECORD_FORMATS)
     with common.many_records():
         # Every view reads a few fields of each record, held as columns; CSV, the records themselves, reads
         # each line again as it writes its row.
-        rs = load_results(results, columns=True)
+        rs = load_results(results)
         say_notes(rs)
         if out is not None:
             write_atomically(out, render_pieces(rs, fmt))
@@ -331,7 +326,7 @@ def merge(
 ) -> None:
     """Join the shards (or resumed pieces) of one sweep into one result set;
     refused while shards or records are missing, unless --partial."""
-    from ..bench.results import check_free_result_dir
+    from ..bench.records.write import check_free_result_dir
 
     common.check_format(fmt)
     check_free_result_dir(out)
@@ -340,8 +335,10 @@ def merge(
 
 
 def _merge(parts: list[Path], out: Path, fmt: str, partial: bool) -> None:
-    from ..bench.columns import Tables
-    from ..bench.results import ResultSet, load_all, merge as merge_sets, shard_gaps, write_result_dir
+    from ..bench.records.columns import Tables
+    from ..bench.records.merge import merge as merge_sets
+    from ..bench.records.merge import shard_gaps, write_result_dir
+    from ..bench.records.read import ResultSet, load_all
 
     # The parts' records as columns, numbered alike; their lines stay in the parts' files until written.
     tables = Tables()
@@ -410,12 +407,12 @@ def plot(
     """Write the per-lever speedups as a horizontal bar chart (SVG)."""
     from ..bench.plot import write_chart
     from ..bench.rank import lever_effects
-    from ..bench.results import load_results
+    from ..bench.records.read import load_results
 
     if out.suffix.lower() != ".svg":
         write_chart([], out, "")  # raises the one-line explanation
     with common.many_records():
-        rs = load_results(results, columns=True)
+        rs = load_results(results)
         say_notes(rs)
         effects = lever_effects(rs.records, rs.plan)
     plan = rs.plan or {}

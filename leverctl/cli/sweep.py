@@ -309,7 +309,8 @@ def _sweep(setup, kernel, only, shapes, device, dry_run, shard_spec, resume, out
         common.err.print(f"leverctl sweep: cut a partial last line ({opened.cut_bytes} bytes) left by the "
                          "interrupted run; that configuration runs again", markup=False, highlight=False)
     if opened.duplicates:
-        from ..bench.results import RESULTS_FILE, repeated_note
+        from ..bench.records.read import repeated_note
+        from ..bench.records.schema import RESULTS_FILE
 
         common.warn(repeated_note(str(Path(out_dir) / RESULTS_FILE), [f"line {n}" for n in opened.duplicates]))
     have = {(r["kernel"], r["shape"]["label"], r["config"]) for r in opened.done}
@@ -351,7 +352,7 @@ def _sweep(setup, kernel, only, shapes, device, dry_run, shard_spec, resume, out
                          "a fresh process", markup=False, highlight=False)
         raise typer.Exit(1)
 
-    from ..bench.results import load_results
+    from ..bench.records.read import load_results
     from .report import render_results
 
     rs = load_results(out_dir)

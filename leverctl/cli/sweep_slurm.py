@@ -98,11 +98,12 @@ def _task_args(setup, catalog, *, kernel, only, preset, device, seed, force, tim
 def _submit(setup, out: Path, *, kernel, only, shapes, device, dry_run, seed, force, time_cap, shards, partition,
             gpus_per_task, time_limit, sbatch_args) -> None:
     from ..bench import device as devmod
-    from ..bench import results as res
     from ..bench import slurm as sl
     from ..bench import sweep as sw
+    from ..bench.records.plans import write_plan
+    from ..bench.records.schema import PLAN_FILE
 
-    if (out / res.PLAN_FILE).exists() or (out / sl.STATE_FILE).exists():
+    if (out / PLAN_FILE).exists() or (out / sl.STATE_FILE).exists():
         raise UserError("already holds a sweep; pass --resume to resubmit its unfinished shards, or choose "
                         "another --out", str(out))
     if device not in devmod.CHOICES:
@@ -147,7 +148,7 @@ def _submit(setup, out: Path, *, kernel, only, shapes, device, dry_run, seed, fo
     except OSError as e:
         raise UserError(f"cannot create the directory: {e.strerror or e}", str(out)) from None
     devkind = device if device in ("gpu", "sim") else None
-    res.write_plan(out / res.PLAN_FILE, plan.plan_json({"kind": devkind, "name": None}, None))
+    write_plan(out / PLAN_FILE, plan.plan_json({"kind": devkind, "name": None}, None))
     for name, body in scripts.items():
         write_atomically(out / name, body)
     state = {"schema": sl.STATE_SCHEMA, "plan": plan.hash, "shards": n, "submissions": []}
@@ -175,13 +176,14 @@ def _arm(out: Path, state: dict, tasks: list[int], *, whole: bool) -> None:
 
 
 def _resume(out: Path) -> None:
-    from ..bench import results as res
     from ..bench import slurm as sl
+    from ..bench.records.plans import read_plan
+    from ..bench.records.schema import PLAN_FILE
 
     state = sl.read_state(out)
-    plan = res.read_plan(out) if out.is_dir() else None
+    plan = read_plan(out) if out.is_dir() else None
     if state is None or plan is None or not (out / sl.SWEEP_SCRIPT).is_file():
-        raise UserError(f"--slurm --resume: nothing to resume here (no {sl.STATE_FILE}, {res.PLAN_FILE} and "
+        raise UserError(f"--slurm --resume: nothing to resume here (no {sl.STATE_FILE}, {PLAN_FILE} and "
                         f"{sl.SWEEP_SCRIPT} of a --slurm sweep); submit it with --slurm first", str(out))
     n = state["shards"]
     sl.slurm_command("sbatch")
@@ -198,7 +200,7 @@ def _resume(out: Path) -> None:
             sl.cancel(sub["merge"])  # waiting on an array that will never succeed
     if not todo:
         merged = out / sl.MERGED_DIR
-        if (merged / res.PLAN_FILE).exists():
+        if (merged / PLAN_FILE).exists():
             _say(f"nothing to resume: all {n} shards are complete and merged into {merged}")
             return
         job = sl.sbatch([str(out / sl.MERGE_SCRIPT)])

@@ -7,7 +7,9 @@ paths (``error.rel``, ``device.copy_gbps``, ``items[].shape``); a bench (with
 whose timing rig returns fixed figures, so every optional block of a record
 is filled; then every key written must be documented, and every documented
 key must be written. A field added to a record, to the bench document or to
-plan.json without a line in docs/records.md fails here.
+plan.json without a line in docs/records.md fails here; and a record's
+fields, as documented and as written, are the fields of the one schema
+(``leverctl.bench.records.schema``).
 """
 from __future__ import annotations
 
@@ -19,6 +21,7 @@ from pathlib import Path
 import pytest
 from bench_fakes import saxpy_path
 
+from leverctl.bench.records import schema
 from leverctl.cli import common
 
 DOC = Path(__file__).resolve().parents[2] / "docs" / "records.md"
@@ -135,6 +138,8 @@ def test_records_and_documents_written_are_exactly_those_docs_records_md_describ
     lines = (sweep_dir / "results.jsonl").read_text("utf-8").splitlines()
     records = [*bench["results"], *bench["against"]["results"], *map(json.loads, lines)]
 
+    assert all(tuple(r) == schema.NAMES for r in bench["results"])  # speedup_vs_against: with --against
+    assert all(tuple(r) == schema.WRITTEN for r in [*bench["against"]["results"], *map(json.loads, lines)])
     record_keys = set().union(*(key_paths(r) for r in records)) | {"levers"}
     dims = lambda keys: {k for k in keys if not SHAPE_DIMENSION.match(k)}  # noqa: E731
     # speedup_vs_against is documented in prose: it exists only in a run with --against
@@ -144,6 +149,14 @@ def test_records_and_documents_written_are_exactly_those_docs_records_md_describ
              section("The bench document"), "the bench document")
     plan = json.loads((sweep_dir / "plan.json").read_text("utf-8"))
     _compare(key_paths(plan) | {"kernels"}, section("The sweep results file"), "plan.json")
+
+
+def test_the_documented_record_has_the_schemas_fields_and_timing_figures():
+    documented = section("One record")
+    assert {k for k in documented if "." not in k} == set(schema.WRITTEN)
+    assert {f"timing.{f}" for f in schema.TIMING_FIGURES} <= documented
+    assert {f.name for f in schema.FIELDS if not f.always} == {"speedup_vs_against"}
+    assert "`speedup_vs_against`" in DOC.read_text("utf-8")  # documented in prose: only with --against
 
 
 def test_the_check_fails_on_a_key_written_but_not_documented():

@@ -10,7 +10,9 @@ import pytest
 
 import sweep_fakes as fk
 from sweep_fakes import cli
-from leverctl.bench import results as rs
+from leverctl.bench.records.read import load_results, read_jsonl
+from leverctl.bench.records.rules import identity
+from leverctl.bench.records.schema import RESULTS_FILE
 from leverctl.levers import load_catalog, load_recipe, resolve
 from leverctl.levers.resolve import value_json
 
@@ -62,8 +64,8 @@ def test_dry_run_table_and_markdown_name_the_totals_and_idle_levers(fake, capsys
 
 
 def records_set(d: Path):
-    return sorted((rs.identity(r), r["variant"], r["status"], json.dumps(r["levers"], sort_keys=True))
-                  for r in rs.load_results(d).records)
+    return sorted((identity(r), r["variant"], r["status"], json.dumps(r["levers"], sort_keys=True))
+                  for r in load_results(d).records)
 
 
 def test_shards_merged_give_the_same_set_as_an_unsharded_run(fake, capsys, tmp_path):
@@ -228,12 +230,12 @@ def test_ctrl_c_exits_130_keeps_what_finished_and_says_how_to_resume(monkeypatch
     code, stdout, err = cli(["sweep", "--no-env", "--device", "sim", "--out", out], capsys)
     assert code == 130 and stdout == ""
     assert "records on disk" in err and "the same command with --resume runs the rest" in err
-    kept = len(rs.read_jsonl(out / rs.RESULTS_FILE).records)
+    kept = len(read_jsonl(out / RESULTS_FILE).records)
     assert kept >= 3
     monkeypatch.setattr(runmod, "run_item", real)
     code, stdout, err = cli(["sweep", "--no-env", "--device", "sim", "--out", out, "--resume"], capsys)
     assert code == 1 and f"{kept} on disk" in err  # resumed; the fake gemm fails
-    assert len(rs.read_jsonl(out / rs.RESULTS_FILE).records) == 20
+    assert len(read_jsonl(out / RESULTS_FILE).records) == 20
 
 
 def test_a_lost_gpu_context_stops_the_sweep_instead_of_failing_every_later_item(monkeypatch, capsys, tmp_path):
@@ -252,7 +254,7 @@ def test_a_lost_gpu_context_stops_the_sweep_instead_of_failing_every_later_item(
     monkeypatch.setattr(runmod, "run_item", faulting)
     code, _, err = cli(["sweep", "--no-env", "--shapes", "smoke", "--out", tmp_path / "o"], capsys)
     assert code == 1 and "stopped with 2 of 20 records on disk" in err and "CUDA context was lost" in err
-    assert len(rs.read_jsonl(tmp_path / "o" / rs.RESULTS_FILE).records) == 2
+    assert len(read_jsonl(tmp_path / "o" / RESULTS_FILE).records) == 2
 
 
 def test_report_show_reads_a_bench_document(capsys, tmp_path):
@@ -270,7 +272,7 @@ def test_report_show_reads_a_bench_document(capsys, tmp_path):
 def test_repeated_records_are_counted_once_with_a_warning_by_report_merge_and_resume(fake_gpu, capsys, tmp_path):
     out = tmp_path / "o"
     cli(["sweep", "--no-env", "--shapes", "smoke", "--kernel", "fake.gemv", "--out", out], capsys)
-    results = out / rs.RESULTS_FILE
+    results = out / RESULTS_FILE
     lines = results.read_bytes().splitlines(keepends=True)
     results.write_bytes(b"".join(lines + lines[:2]))
     n = len(lines)
@@ -280,8 +282,8 @@ def test_repeated_records_are_counted_once_with_a_warning_by_report_merge_and_re
     assert code == 0 and json.loads(js)["counts"]["records"] == n and warning in err.splitlines()
     code, _, err = cli(["report", "merge", out, "--out", tmp_path / "m"], capsys)
     assert code == 0 and warning in err.splitlines()
-    assert len(rs.read_jsonl(tmp_path / "m" / rs.RESULTS_FILE).records) == n
-    assert (tmp_path / "m" / rs.RESULTS_FILE).read_bytes().count(b"\n") == n  # merged: each once
+    assert len(read_jsonl(tmp_path / "m" / RESULTS_FILE).records) == n
+    assert (tmp_path / "m" / RESULTS_FILE).read_bytes().count(b"\n") == n  # merged: each once
     code, _, err = cli(["sweep", "--no-env", "--shapes", "smoke", "--kernel", "fake.gemv", "--out", out,
                         "--resume"], capsys)
     assert code == 0 and f"{n} on disk, 0 to run" in err and "record(s) repeat an earlier one's" in err

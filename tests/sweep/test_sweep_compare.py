@@ -9,7 +9,11 @@ import pytest
 from sweep_fakes import cli
 
 from leverctl.bench.compare import compare, verdict
-from leverctl.bench.results import ResultSet
+from leverctl.bench.records.columns import Tables, of_dicts
+from leverctl.bench.records.plans import write_plan
+from leverctl.bench.records.read import ResultSet, load_results, repeated_note, whole_records
+from leverctl.bench.records.rules import identity
+from leverctl.bench.records.schema import PLAN_FILE, PLAN_SCHEMA, RESULTS_FILE, SIM_NAME
 from leverctl.errors import UserError
 
 
@@ -26,7 +30,7 @@ def rec(us=None, *, spread=0.02, status="pass", kernel="w4a16.gemv", variant="ge
 
 
 def run(*records, kind="gpu", name="NVIDIA H200", source="base.json"):
-    return ResultSet(source, list(records), None, {"kind": kind, "name": name})
+    return ResultSet(source, of_dicts(records, dedup=True), None, {"kind": kind, "name": name})
 
 
 def one(base, new, threshold=5.0):
@@ -285,3 +289,122 @@ def test_a_large_comparison_lists_what_needs_a_look_and_counts_the_same_ones(tmp
     assert "`c8`" not in md and "| c8 |" not in md and "148 matched pairs not listed" in md and "c99" in md
     code, js, _ = cli(["compare", base, new, "-f", "json"], capsys)
     assert len(json.loads(js)["entries"]) == 150
+
+
+# ── the usual pair, judged on arrays, against the general path ────────────
+
+
+def _usual_record(rng) -> dict:
+    """Mostly what a GPU sweep writes (a passing record, four float timing
+    figures), now and then not (a failure, a figure missing, None, negative
+    or an int, no timing, the simulator's name)."""
+    def figure():
+        roll = rng.random()
+        return rng.uniform(0.001, 1e4) if roll < 0.9 else rng.choice([None, -1.0, 7, 0.0])
+
+    timing = {"median_us": figure(), "p20_us": figure(), "p80_us": figure(), "noise": figure()}
+    for k in ("p20_us", "p80_us", "noise"):
+        if rng.random() < 0.1:
+            del timing[k]
+    return {"kernel": "k", "variant": rng.choice("ab"), "levers": {}, "config": "", "shape": {"label": "s"},
+            "note": "", "status": "pass" if rng.random() < 0.9 else "fail",
+            "timing": timing if rng.random() < 0.95 else None,
+            "device": "H200" if rng.random() < 0.95 else SIM_NAME}
+
+
+def test_compares_arrays_for_two_timed_gpu_records_give_the_general_verdict():
+    """``Entries.of_pairs`` judges the usual pair (both passed, timed, on a
+    GPU) on arrays and every other pair by ``_entry``: each verdict is the
+    one ``_entry`` gives the two records."""
+    import random
+
+    import numpy as np
+
+    from leverctl.bench import compare as cmp
+
+    rng = random.Random(1)
+    at = np.zeros(1, np.int64)
+    took = 0
+    for _ in range(3000):
+        b, n = _usual_record(rng), _usual_record(rng)
+        kinds = (rng.choice(["gpu", "gpu", "sim", None]), rng.choice(["gpu", "gpu", None]))
+        threshold = rng.choice([0.0, 5.0])
+        tables = Tables()
+        B, N = of_dicts([b], tables), of_dicts([n], tables)
+        (got,) = cmp.Entries.of_pairs(B, N, at, at, threshold, kinds)
+        took += bool(B.passed[0] and N.passed[0] and B.timed[0] and N.timed[0] and B.ran_on_gpu(at, kinds[0])[0]
+                     and N.ran_on_gpu(at, kinds[1])[0])
+        assert got == cmp._entry(b, n, threshold, kinds), (b, n, kinds)
+    assert took > 500  # the arrays judged many
+
+
+def _sweep_dir(d: Path, records: list[dict], kind="gpu", name="NVIDIA H200") -> Path:
+    d.mkdir()
+    write_plan(d / PLAN_FILE, {"schema": PLAN_SCHEMA, "hash": "0123456789abcdef", "engine": "atlas",
+                               "catalog": {"digest": "c" * 64}, "device": {"kind": kind, "name": name},
+                               "shard": None, "kernels": [], "not_benchmarked": [], "total": 6, "items": []})
+    (d / RESULTS_FILE).write_text("".join(json.dumps(r) + "\n" for r in records))
+    return d
+
+
+def _record_by_record(b, n, threshold):
+    """The comparison's entries by definition: each matched pair of the
+    records as read whole, judged by ``compare._entry``, in display order."""
+    from leverctl.bench import compare as cmp
+
+    kinds = (b.device_kind, n.device_kind)
+    new = {identity(r): r for r in whole_records(n, n.source)}
+    entries = [cmp._entry(r, new[identity(r)], threshold, kinds) for r in whole_records(b, b.source)
+               if identity(r) in new]
+    return sorted(entries, key=lambda e: (cmp.VERDICTS.index(e.verdict), e.kernel, e.shape, e.config))
+
+
+@pytest.mark.parametrize("kind, name, mixed", [("gpu", "NVIDIA H200", False), ("gpu", None, False),
+                                               ("sim", None, False), (None, None, True), ("gpu", None, True)])
+def test_compare_on_columns_gives_each_pair_its_verdict_record_by_record(tmp_path, kind, name, mixed):
+    """compare_paths judges the usual pairs on arrays and the rest record by
+    record: every entry is the one ``_entry`` gives the pair read whole;
+    duplicates, records on one side and failures included."""
+    import random
+
+    from leverctl.bench import compare as cmp
+
+    rng = random.Random(3)
+    device = "NVIDIA H200" if kind == "gpu" else SIM_NAME
+
+    def side(scale):
+        out = []
+        for i in range(60):
+            us, half = rng.uniform(5, 50) * scale, rng.uniform(0.001, 0.08)
+            rec = {"kernel": "k", "variant": rng.choice("ab"), "levers": {"x": i}, "config": f"x={i}",
+                   "shape": {"label": f"s{i % 3}"}, "status": "pass" if rng.random() < 0.9 else "fail",
+                   "note": "", "device": device,
+                   "timing": {"median_us": us, "p20_us": us * (1 - half), "p80_us": us * (1 + half),
+                              "noise": 0.01} if kind == "gpu" else None}
+            if mixed:  # now and then a figure missing, an int, the simulator's name, no timing...
+                rec.update({k: v for k, v in _usual_record(rng).items() if k in ("timing", "device", "status")})
+                if rec["timing"] and (rec["timing"]["median_us"] is None or any(
+                        v is not None and (v <= 0 if k == "median_us" else v < 0) for k, v in rec["timing"].items())):
+                    rec["timing"] = None
+                if kind == "gpu" and rec["status"] == "pass" and not rec["timing"]:
+                    rec["device"] = SIM_NAME
+                if rec["device"] == SIM_NAME:
+                    rec["timing"] = None
+            out.append(rec)
+        return out
+
+    base, new = side(1.0), side(1.04)
+    new = new[5:] + [dict(new[7], variant="b")]  # five only in BASE, and one repeated (the later kept)
+    new.append(dict(new[0], config="only-new", status="fail"))
+    b = _sweep_dir(tmp_path / "b", base, kind, name)
+    n = _sweep_dir(tmp_path / "n", new, kind, name)
+    got, _b, got_n = cmp.compare_paths(b, n, threshold=5.0)
+    rb, rn = load_results(b), load_results(n)
+    want = _record_by_record(rb, rn, 5.0)
+    assert list(got.entries) == want
+    assert got.to_json(lazy=False)["entries"] == [e.to_json() for e in want]
+    in_new = {identity(x) for x in whole_records(rn, n)}
+    assert got.only_base == [cmp._one(r) for r in whole_records(rb, b) if identity(r) not in in_new]
+    assert got_n.notes() == [repeated_note(str(n), ["line 56"])]
+    assert got.only_base and got.only_new and got.entries
+    assert len({e.verdict for e in want}) >= (3 if kind == "gpu" or mixed else 1)

@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from leverctl.bench import results as rs
 from leverctl.bench import sweep as sw
+from leverctl.bench.records.schema import RESULTS_FILE
 from leverctl.errors import UserError
 
 HERE = Path(__file__).resolve().parent
@@ -41,7 +41,7 @@ def test_a_second_sweep_into_a_directory_being_written_exits_2_naming_the_first_
     # start, even on a loaded machine.
     env = {"FAKE_DELAY": "1", "FAKE_GPU": "1"}
     first = _cli(*args, env_extra=env)
-    results = out / rs.RESULTS_FILE
+    results = out / RESULTS_FILE
     try:
         deadline = time.monotonic() + 60
         while _lines(results) < 2 and time.monotonic() < deadline and first.poll() is None:

@@ -2,14 +2,20 @@
 reproduces them under each lever's own rule."""
 from __future__ import annotations
 
+import json
+import math
+import statistics
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import sweep_fakes as fk
 from leverctl.bench import rank as rk
 from leverctl.bench import sweep as sw
 from leverctl.bench.plan import lever_json
+from leverctl.bench.records.rules import median_us
 from leverctl.levers import load_catalog, load_recipe, resolve
 from leverctl.levers.resolve import value_json
 
@@ -136,3 +142,79 @@ def test_metrale_presence_kill_drafter_build_default_and_counts(tmp_path):
                              "METRALE_FP8_MOE_GROUPED_DECODE": "1"}
     got = resolve(METRALE, recipe=load_recipe(out), env={}).values()
     assert {f: value_json(got[f]) for f in wanted} == wanted
+
+
+# ── lever effects: the array pairing against the definition ────────────────
+
+
+def _effects_by_definition(records, plan):
+    """Every pair of passing timed records of one kernel and shape that
+    differ in one lever alone (presence of the others included), by brute force."""
+    out = {}
+    info = rk.kernel_info(plan)
+    groups = {}
+    for r in records:
+        if r["status"] == "pass" and median_us(r) is not None and not r.get("baseline"):
+            groups.setdefault((r["kernel"], r["shape"]["label"]), []).append(r)
+    for (kernel, shape), recs in groups.items():
+        k = info.get(kernel) or {}
+        for lever in k.get("levers") or rk._varying(recs):
+            values = []
+            for r in recs:
+                if lever in r["levers"] and rk.canon(r["levers"][lever]) not in map(rk.canon, values):
+                    values.append(r["levers"][lever])
+            if len(values) < 2:
+                continue
+            recipe = k.get("recipe_levers") or {}
+            ref = rk._reference(values, recipe.get(lever), lever in recipe)
+
+            def rest(r):
+                return {f: rk.canon(v) for f, v in r["levers"].items() if f != lever}
+
+            for v in values:
+                if rk.canon(v) == rk.canon(ref):
+                    continue
+                last = {}
+                for a in recs:  # the last record of a setting wins, as in the report
+                    if lever in a["levers"]:
+                        last[(json.dumps(rest(a), sort_keys=True), rk.canon(a["levers"][lever]))] = a
+                ratios = [median_us(last[(s, rk.canon(ref))]) / median_us(b)
+                          for (s, c), b in last.items() if c == rk.canon(v) and (s, rk.canon(ref)) in last]
+                if ratios:
+                    out[(kernel, shape, lever, rk.canon(v))] = (statistics.median(ratios), len(ratios), rk.canon(ref))
+    return out
+
+
+lever_sets = st.dictionaries(st.sampled_from(["a", "b", "c", "d"]),
+                             st.one_of(st.booleans(), st.integers(0, 3), st.none()), min_size=1, max_size=4)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.tuples(lever_sets, st.sampled_from(["s1", "s2"]), st.floats(0.5, 50), st.booleans()),
+                min_size=1, max_size=40),
+       st.booleans())
+def test_a_levers_effect_is_the_median_over_every_pair_differing_in_it_alone(rows, with_plan):
+    records = [{"kernel": "k", "variant": "v", "levers": lv, "config": json.dumps(lv, sort_keys=True),
+                "shape": {"label": shape}, "status": "pass" if ok else "fail", "timing": {"median_us": us}}
+               for lv, shape, us, ok in rows]
+    plan = {"kernels": [{"kernel": "k", "levers": ["a", "b", "c"], "recipe_levers": {"b": 2}}]} if with_plan else None
+    got = {(e.kernel, e.shape, e.lever, rk.canon(e.value)): (e.speedup, e.pairs, rk.canon(e.reference))
+           for e in rk.lever_effects(records, plan)}
+    want = _effects_by_definition(records, plan)
+    assert got.keys() == want.keys()
+    for key, (speedup, pairs, ref) in want.items():
+        assert got[key][1:] == (pairs, ref) and math.isclose(got[key][0], speedup, rel_tol=1e-12)
+
+
+def test_effects_pair_records_of_many_levers_without_overflow():
+    """Seventy on/off levers make a 2^70 mixed-radix number: the pairing
+    labels the settings instead, with the same answer."""
+    fields = [f"f{i}" for i in range(70)]
+    base = {f: False for f in fields}
+    records = [{"kernel": "k", "variant": "v", "levers": base, "config": "base", "shape": {"label": "s"},
+                "status": "pass", "timing": {"median_us": 10.0}}]
+    for i, f in enumerate(fields):
+        records.append({"kernel": "k", "variant": "v", "levers": {**base, f: True}, "config": f,
+                        "shape": {"label": "s"}, "status": "pass", "timing": {"median_us": 10.0 / (1 + i)}})
+    got = {e.lever: (e.speedup, e.pairs) for e in rk.lever_effects(records)}
+    assert got == {f: (pytest.approx(1.0 + i), 1) for i, f in enumerate(fields)}

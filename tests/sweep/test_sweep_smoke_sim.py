@@ -26,7 +26,9 @@ from pathlib import Path
 
 import pytest
 
-from leverctl.bench import results as rs
+from leverctl.bench.records.read import load_results, read_jsonl, whole_records
+from leverctl.bench.records.rules import identity
+from leverctl.bench.records.schema import PLAN_FILE, RESULTS_FILE
 
 pytestmark = [pytest.mark.sim, pytest.mark.long]
 ROOT = Path(__file__).resolve().parents[2]
@@ -61,31 +63,31 @@ def test_the_smoke_sweep_runs_every_combination_all_pass_and_a_killed_shard_resu
 
     # Kill shard 1 (SIGKILL: no chance to clean up) once it has finished two.
     deadline = time.monotonic() + 300
-    while lines(d1 / rs.RESULTS_FILE) < 2 and first.poll() is None and time.monotonic() < deadline:
+    while lines(d1 / RESULTS_FILE) < 2 and first.poll() is None and time.monotonic() < deadline:
         time.sleep(0.05)
     first.send_signal(signal.SIGKILL)
     first.wait(timeout=60)
     assert first.returncode == -signal.SIGKILL
-    kept = rs.read_jsonl(d1 / rs.RESULTS_FILE)
-    mine = json.loads((d1 / rs.PLAN_FILE).read_text())["shard"]["items"]
+    kept = read_jsonl(d1 / RESULTS_FILE)
+    mine = json.loads((d1 / PLAN_FILE).read_text())["shard"]["items"]
     assert 2 <= len(kept.records) < mine
-    intact = (d1 / rs.RESULTS_FILE).read_bytes()[: kept.good_bytes]
+    intact = (d1 / RESULTS_FILE).read_bytes()[: kept.good_bytes]
 
     code, _out, err = finish(leverctl(*common, "--shard", "1/2", "--out", d1, "--resume"))
     assert code in (0, 1), err  # 1: the MoE prefill's expected drops under skew (below)
     assert f"{len(kept.records)} were on disk, {mine - len(kept.records)} ran now" in err
     code, _out, err = finish(second)
     assert code in (0, 1), err
-    final = rs.read_jsonl(d1 / rs.RESULTS_FILE)
-    assert (d1 / rs.RESULTS_FILE).read_bytes().startswith(intact) and final.tail_bytes == 0
+    final = read_jsonl(d1 / RESULTS_FILE)
+    assert (d1 / RESULTS_FILE).read_bytes().startswith(intact) and final.tail_bytes == 0
     assert final.records[: len(kept.records)] == kept.records
-    ids = [rs.identity(r) for r in final.records]
+    ids = [identity(r) for r in final.records]
     assert len(ids) == len(set(ids)) == mine  # nothing lost, nothing run twice
 
     code, out, err = finish(leverctl("report", "merge", d1, d2, "--out", tmp_path / "metrale", "--format", "json"))
     report = json.loads(out)
-    plan = json.loads((tmp_path / "metrale" / rs.PLAN_FILE).read_text())
-    records = rs.load_results(tmp_path / "metrale").records
+    plan = json.loads((tmp_path / "metrale" / PLAN_FILE).read_text())
+    records = list(whole_records(load_results(tmp_path / "metrale"), tmp_path / "metrale"))  # rows_lost too
     # Every failure is a MoE prefill lever set whose tile bound is below the
     # skewed routing's load, which drops rows there (rows_lost) and must fail;
     # the same lever set passes under uniform routing.
@@ -99,7 +101,7 @@ def test_the_smoke_sweep_runs_every_combination_all_pass_and_a_killed_shard_resu
     assert report["counts"] == {"records": plan["total"], "pass": plan["total"] - len(failed), "fail": len(failed),
                                 "planned": plan["total"]}
     assert plan["total"] == sum(k["runs"] for k in plan["kernels"]) > 0
-    assert {rs.identity(r) for r in records} == {(i["kernel"], i["shape"], i["config"]) for i in plan["items"]}
+    assert {identity(r) for r in records} == {(i["kernel"], i["shape"], i["config"]) for i in plan["items"]}
     checked = {(r["kernel"], r["variant"], r["shape"]["label"]) for r in records if r["status"] == "pass"}
 
     from leverctl.bench import sweep as sw

@@ -2,20 +2,21 @@
 
 A cluster sweep's result set is a million JSON lines of about a kilobyte
 each, and a report needs a dozen fields of each. msgspec decodes a line
-straight into a typed structure in C: it checks what :func:`results.check_record`
+straight into a typed structure in C: it checks what ``rules.check_record``
 checks of a record's shape (string kernel, variant and config, a shape
 object with a string label, a pass/fail status) while it parses, skips the
 fields no report reads (traffic, roofline figures, achieved rates...) without
 building them, and is about twice as fast as parsing the whole line into
 dicts (measured: 2.1 µs against 4.5 µs for orjson and more for the standard
-library, on a synthetic GPU record).
+library, on a synthetic GPU record). The structure is made from the schema
+(``schema.READ``, ``schema.TIMING``): the fields and figures are listed there.
 
 The rule that keeps this exact: the fast path only ever *accepts*. A line it
 cannot take (not JSON to msgspec, NaN or an out-of-range number, a field of a
 type it does not expect, a duplicated key...) goes to the standard library
-and :func:`results.check_record`, which decide as they always have, with
-their own one-line errors. So every accepted record has the values the
-standard parse would give, and every refusal its words.
+and ``rules.check_record``, which decide as they always have, with their own
+one-line errors. So every accepted record has the values the standard parse
+would give, and every refusal its words.
 
 This module imports neither numba nor numpy.
 """
@@ -26,6 +27,8 @@ from typing import Annotated, Any, Literal, Union
 
 import msgspec
 from msgspec import UNSET, Meta, Raw, Struct, UnsetType
+
+from . import schema
 
 DecodeError = msgspec.DecodeError  # the base of msgspec's parse and validation errors (msgspec.ValidationError too)
 
@@ -48,49 +51,37 @@ class _Shape(Struct, gc=False):
     label: str
 
 
-_Figure = Union[Annotated[float, Meta(ge=0.0)], None]
+# A timing whose figures are usable (``rules.figure_problem`` finds nothing
+# wrong with them): each required figure present and positive, the others
+# absent, null or not negative, each a number (msgspec refuses one out of a
+# double's range). A timing that is not (no median, a figure of another
+# type, NaN...) fails the decoding, and its line goes to the standard path,
+# whose words say what is wrong.
+_Timing = msgspec.defstruct(
+    "_Timing",
+    [(f.name, Annotated[float, Meta(gt=0.0)]) if f.required else (f.name, Union[Annotated[float, Meta(ge=0.0)], None],
+                                                                  None)
+     for f in schema.TIMING],
+    gc=False)
 
+_OPTIONAL = {  # how a field the reports read is typed, where a record may lack it
+    schema.RAW: (Union[Raw, UnsetType], UNSET),
+    schema.VALUE: (Any, UNSET),
+    schema.TIMING_FIELD: (Union[_Timing, None, UnsetType], UNSET),
+}
+_REQUIRED = {schema.TEXT: str, schema.RAW: Raw, schema.SHAPE: _Shape, schema.STATUS: Literal[schema.STATUSES]}
 
-class _Timing(Struct, gc=False):
-    """A timing whose figures are usable (``results.timing_problem`` finds
-    nothing wrong with them): a positive median and figures that are not
-    negative, each a number (msgspec refuses one out of a double's range).
-    A timing that is not (no median, a figure of another type, NaN...) fails
-    the decoding, and its line goes to the standard path, whose words say
-    what is wrong."""
-
-    median_us: Annotated[float, Meta(gt=0.0)]
-    p20_us: _Figure = None
-    p80_us: _Figure = None
-    noise: _Figure = None
-
-
-class _Record(Struct, gc=False):
-    """A record as the reports read it: what :func:`record` and
-    :func:`batch_records` decode of a line."""
-
-    kernel: str
-    variant: str
-    levers: Raw  # an object (record() checks), shared by its text: a lever set repeats at every shape
-    config: str
-    shape: _Shape
-    status: Literal["pass", "fail"]
-    timing: Union[_Timing, None, UnsetType] = UNSET
-    note: Any = UNSET
-    error: Union[Raw, UnsetType] = UNSET  # these three: decoded only where a report keeps them
-    device: Any = UNSET
-    plan: Any = UNSET
-    baseline: Any = UNSET
-    batch_invariance: Union[Raw, UnsetType] = UNSET
-    tensor_cores: Any = UNSET
-    tc_dtype: Any = UNSET
-    roofline: Union[Raw, UnsetType] = UNSET
-
+# A record as the reports read it: what :func:`record` and :func:`batch_records`
+# decode of a line (``levers`` kept as its text, shared: a lever set repeats at every shape).
+_Record = msgspec.defstruct(
+    "_Record",
+    [(f.name, _REQUIRED[f.read]) if f.required else (f.name, *_OPTIONAL[f.read]) for f in schema.READ],
+    kw_only=True, gc=False)
 
 _record = msgspec.json.Decoder(_Record).decode
 
 
-def record(line: bytes) -> _Record | None:
+def record(line: bytes) -> Any:
     """A result line decoded into the fields the reports read (``levers``,
     ``error``, ``roofline`` and ``batch_invariance`` left as their JSON text,
     which :func:`value` decodes where a report keeps them); None where the
@@ -102,7 +93,7 @@ def record(line: bytes) -> _Record | None:
     return r if levers_object(r) else None
 
 
-def levers_object(r: _Record) -> bool:
+def levers_object(r: Any) -> bool:
     """Whether the decoded ``levers`` is an object (else check_record says what it is)."""
     return memoryview(r.levers)[:1] == b"{"
 
@@ -110,7 +101,7 @@ def levers_object(r: _Record) -> bool:
 _record_lines = msgspec.json.Decoder(_Record).decode_lines
 
 
-def batch_records(chunk: bytes, lines: list[bytes]) -> list[_Record] | None:
+def batch_records(chunk: bytes, lines: list[bytes]) -> list | None:
     """``chunk``'s ``lines`` (its text split at each newline) decoded at
     once, where each line is one record object: it starts with ``{`` and
     ends with ``}``, and msgspec finds as many records as there are lines.
@@ -180,7 +171,7 @@ def plan_items(raw: Raw) -> list[Item] | None:
 
 
 def item_of(it: dict) -> Item:
-    """A plan item checked by ``results.check_plan``, as an Item."""
+    """A plan item checked by ``plans.check_plan``, as an Item."""
     return Item(n=it["n"] if "n" in it else UNSET, kernel=it["kernel"], variant=it.get("variant", UNSET),
                 config=it["config"], shape=it["shape"],
                 levers=Raw(json.dumps(it["levers"], separators=(",", ":")).encode()) if "levers" in it else UNSET)

@@ -6,32 +6,37 @@ held here, each field is one numpy array over the records (the names that
 repeat, a kernel's, a shape's, a configuration's, a lever set, are numbered
 once in :class:`Tables`), and the rare fields (a failing record's note and
 error, a baseline's batch invariance, what the arm view reads) are kept by
-record in ``extras``.
+record in ``extras``. Which field goes where is the schema's
+(``schema.Field.column``).
 
-:class:`Builder` takes the records of a results file as ``results.read_jsonl``
+:class:`Builder` takes the records of a results file as ``read.read_jsonl``
 reads them: a piece of lines that msgspec decoded at once is taken column by
 column (:meth:`Builder.batch`, no Python work per field of a record where
 the standard library's C loops will do it), and anything else one record at
 a time (:meth:`Builder.one`, a record the standard path checked). Both give
 the same columns: a test holds them to each other and to the records.
+Its :meth:`Builder.finish` keeps one record per identity (:func:`distinct`:
+the rule, for a merge too) and finds a record of another plan.
 
 :class:`Records` is the result: a sequence of records (each made a dict as
 it is asked for, for the callers that want one) whose arrays the reports
-read directly.
+read directly. :class:`Items` holds a plan's items alike.
 """
 from __future__ import annotations
 
 import json
-import math
 import operator
 from functools import partial
-from typing import Any, Iterator, Mapping, Sequence
+from typing import Any, Iterator, Mapping, NamedTuple, Sequence
 
 import numpy as np
+from msgspec import Raw
 
-from .decode import UNSET, value
+from .decode import UNSET, Item, loads, value
 from .made import Made
-from .results import ARM_VIEW_KERNELS, _timing_fine
+from .rules import NO_FIGURES, timing_fine
+from .rules import figures as dict_figures
+from .schema import ARM_VIEW_KERNELS, FIELDS, FIGURES, FLAG, IDENTITY, NAME, PASSED, SIM_NAME, TIMING
 
 _ABSENT = -1  # a device column's value for a record that names none
 
@@ -88,7 +93,7 @@ class Tables:
             if t not in known:
                 if t[:1] != b"{":
                     return None
-                self._new_levers(t, value_of(t))
+                self._new_levers(t, loads(t))
         return list(map(known.__getitem__, texts))
 
     def lever_id(self, levers: dict) -> int:
@@ -127,28 +132,39 @@ class Tables:
         return objs[i]
 
 
-def value_of(text: bytes) -> Any:
-    from .decode import loads
+_FIG_COLUMNS = tuple(f.column for f in TIMING)
 
-    return loads(text)
+
+def _columns() -> dict[str, Any]:
+    """The columns the schema's fields make (``schema.Field.column``), each
+    with its dtype, and the place of each record's line in its file."""
+    out: dict[str, Any] = {}
+    for f in FIELDS:
+        if f.column == NAME:
+            out[f.name] = np.int32  # numbered in the Tables (-1: the record names none)
+        elif f.column == PASSED:
+            out["passed"] = np.bool_
+        elif f.column == FLAG:
+            out[f.name] = np.bool_
+        elif f.column == FIGURES:
+            out.update(dict.fromkeys(_FIG_COLUMNS, np.float64))  # NaN: none
+    # ``line``: the line it was read from (a bench document: its place in ``results``, from 1);
+    # ``offset`` and ``length``: the bytes of its line in its results file (a bench document: its place
+    # in ``results``, from 0, and 0).
+    return {**out, "line": np.int64, "offset": np.int64, "length": np.int64}
 
 
 # The columns, each with its dtype; every Builder and Records holds all of them.
-COLUMNS = {
-    "kernel": np.int32, "shape": np.int32, "config": np.int32, "variant": np.int32, "levers": np.int32,
-    "device": np.int32, "passed": np.bool_, "baseline": np.bool_,
-    "median": np.float64, "p20": np.float64, "p80": np.float64, "noise": np.float64,
-    "line": np.int64, "offset": np.int64, "length": np.int64,
-}
+COLUMNS = _columns()
 _FIELDS = operator.attrgetter("kernel", "variant", "levers", "config", "shape", "status", "timing", "device",
                               "plan", "baseline")
 _LABEL = operator.attrgetter("label")
 _PASS = "pass".__eq__
-_NO_FIGURES = (None, None, None, None)
+_FIGURES_OF = operator.attrgetter(*(f.name for f in TIMING))
 
 
 def _figures(t: Any) -> tuple:
-    return (t.median_us, t.p20_us, t.p80_us, t.noise) if t else _NO_FIGURES  # t: None or UNSET, none
+    return _FIGURES_OF(t) if t else NO_FIGURES  # t: None or UNSET, none
 
 
 class Builder:
@@ -171,7 +187,7 @@ class Builder:
         ``first_line`` at byte ``offset``), or take nothing and say False
         where one of them is not for this path: its lever set is not an
         object, it names a device that is not a string, or its timing is
-        not certainly usable (``results._timing_fine``); the standard path
+        not certainly usable (``rules.timing_fine``); the standard path
         then decides each line."""
         if not recs:
             return True
@@ -185,7 +201,7 @@ class Builder:
         devs.discard(UNSET)
         if not all(type(d) is str for d in devs):
             return False
-        if not all(map(partial(_timing_fine, kind=kind), recs)):
+        if not all(map(partial(timing_fine, kind=kind), recs)):
             return False
         passed = list(map(_PASS, statuses))
         self._flush()
@@ -206,8 +222,8 @@ class Builder:
             done["device"].append(np.full(n, _ABSENT, np.int32))
         done["passed"].append(np.array(passed, np.bool_))
         done["baseline"].append(np.array(list(map(bool, baselines)), np.bool_))
-        figs = np.array(list(map(_figures, timings)), np.float64).reshape(n, 4)  # None -> NaN
-        for i, k in enumerate(("median", "p20", "p80", "noise")):
+        figs = np.array(list(map(_figures, timings)), np.float64).reshape(n, len(_FIG_COLUMNS))  # None -> NaN
+        for i, k in enumerate(_FIG_COLUMNS):
             done[k].append(figs[:, i])
         done["line"].append(np.arange(first_line, first_line + n, dtype=np.int64))
         lens = np.array(lengths, np.int64)
@@ -235,8 +251,8 @@ class Builder:
 
     def one(self, r: Any, line: int, offset: int, length: int) -> None:
         """A record that a check accepted: a ``decode.record`` structure
-        (whose timing ``results._timing_fine`` found usable) or a dict
-        (``results.check_record``'s)."""
+        (whose timing ``rules.timing_fine`` found usable) or a dict
+        (``rules.check_record``'s)."""
         t = self.tables
         rows = self._rows
         if type(r) is dict:
@@ -244,9 +260,9 @@ class Builder:
                 r["status"]
             lever = t.lever_id(r["levers"])
             timing = r.get("timing")
-            figs = _dict_figures(timing)
+            figs = dict_figures(timing)
             if figs is None:  # a timing no check passed (a record made in memory): kept as it is
-                figs = _NO_FIGURES
+                figs = NO_FIGURES
                 timing_kept = True
             else:
                 timing_kept = False
@@ -273,7 +289,7 @@ class Builder:
                 extra["device"] = device  # a device that is not a name (null, a number...), kept as it is
         rows["passed"].append(status == "pass")
         rows["baseline"].append(bool(baseline))
-        for k, x in zip(("median", "p20", "p80", "noise"), figs):
+        for k, x in zip(_FIG_COLUMNS, figs):
             rows[k].append(x)
         rows["line"].append(line)
         rows["offset"].append(offset)
@@ -294,33 +310,28 @@ class Builder:
     # ── the records ─────────────────────────────────────────────────────────
 
     def finish(self, dedup: bool = True) -> "Gathered":
-        """The records, one per identity (kernel, shape, config): a record
+        """The records, one per identity (:func:`distinct`): a record
         repeating an earlier one's identity takes the earlier's place (the
-        later kept), its line listed in ``duplicates``. Without ``dedup``,
-        every record as taken."""
+        later kept), its line listed in ``duplicates``; and the first kept
+        record naming a plan other than ``plan_hash``, if any. Without
+        ``dedup``, every record as taken."""
         self._flush()
         cols = {k: (np.concatenate(v) if v else np.zeros(0, COLUMNS[k])) for k, v in self._done.items()}
         self._done = {k: [] for k in COLUMNS}
         n = self.count
         if not dedup:
             return Gathered(Records(self.tables, cols, self.extras), [], None)
-        keys = identity_keys(cols)
-        order = np.argsort(keys, kind="stable")
-        sk = keys[order]
-        starts = np.flatnonzero(np.r_[True, sk[1:] != sk[:-1]]) if n else np.zeros(0, np.int64)
-        ends = np.r_[starts[1:], n] if n else starts
-        first = order[starts]  # each identity's first record
-        last = order[ends - 1]  # ... and its last, which is kept
-        if len(first) == n:  # no repeats: the usual file
+        each = distinct(identity_keys(cols))
+        if len(each.first) == n:  # no repeats: the usual file
             records = Records(self.tables, cols, self.extras)
             return Gathered(records, [], self._foreign(np.arange(n)))
-        place = np.argsort(first, kind="stable")  # identities in the order first seen
-        take = last[place]
+        place = np.argsort(each.first, kind="stable")  # identities in the order first seen
+        take = each.last[place]
         repeated = np.ones(n, np.bool_)
-        repeated[first] = False
+        repeated[each.first] = False
         duplicates = np.sort(cols["line"][repeated]).tolist()
         kept = {k: v[take] for k, v in cols.items()}
-        kept["line"] = cols["line"][first[place]]  # the kept record stands in the first one's place
+        kept["line"] = cols["line"][each.first[place]]  # the kept record stands in the first one's place
         at = {int(old): i for i, old in enumerate(take.tolist()) if int(old) in self.extras}
         extras = {i: self.extras[old] for old, i in at.items()}
         return Gathered(Records(self.tables, kept, extras), duplicates, self._foreign(take))
@@ -344,14 +355,34 @@ class Gathered(tuple):
 
 
 def identity_keys(cols: Mapping[str, np.ndarray]) -> np.ndarray:
-    """Each record's identity (kernel, shape, config) as one integer (its
-    numbers side by side, or their rank where they would not fit)."""
-    k, s, c = (cols[x].astype(np.int64) for x in ("kernel", "shape", "config"))
+    """Each record's identity (``schema.IDENTITY``: kernel, shape, config)
+    as one integer (its numbers side by side, or their rank where they
+    would not fit)."""
+    k, s, c = (cols[x].astype(np.int64) for x in IDENTITY)
     if not len(k):
         return np.zeros(0, np.int64)
     if max(int(k.max()), int(s.max()), int(c.max())) < 1 << 21:
         return (k << 42) | (s << 21) | c
     return np.unique(np.stack([k, s, c], axis=1), axis=0, return_inverse=True)[1].reshape(-1)
+
+
+class Distinct(NamedTuple):
+    keys: np.ndarray  # each identity's key once, ascending
+    first: np.ndarray  # the place of its first record
+    last: np.ndarray  # the place of its last record: the one kept
+
+
+def distinct(keys: np.ndarray) -> Distinct:
+    """The rule for records that repeat an identity, wherever records are
+    gathered (a results file or a bench document read, the parts of a
+    merge): one record per identity, the last kept. ``keys``: the records'
+    :func:`identity_keys`, in record order."""
+    n = len(keys)
+    order = np.argsort(keys, kind="stable")
+    sk = keys[order]
+    starts = np.flatnonzero(np.r_[True, sk[1:] != sk[:-1]]) if n else np.zeros(0, np.int64)
+    ends = np.r_[starts[1:], n] if n else starts
+    return Distinct(sk[starts], order[starts], order[ends - 1])
 
 
 def _extras(r: Any) -> dict:
@@ -385,27 +416,8 @@ def _extras(r: Any) -> dict:
     return out
 
 
-def _dict_figures(t: Any) -> tuple | None:
-    """A record's timing figures as floats (None: absent); None where the
-    timing is not one a check passes (no positive median, a figure that is
-    not a finite number of at least 0: what ``results.timing_problem`` refuses)."""
-    if t is None:
-        return _NO_FIGURES
-    if not isinstance(t, dict):
-        return None
-    out = []
-    for k in ("median_us", "p20_us", "p80_us", "noise"):
-        v = t.get(k)
-        if v is None and k != "median_us":
-            out.append(None)
-            continue
-        if not (isinstance(v, (int, float)) and not isinstance(v, bool) and 0 <= v < math.inf):
-            return None
-        out.append(float(v))
-    return tuple(out) if out[0] > 0 else None
-
-
-_FIG_KEYS = (("p20", "p20_us"), ("p80", "p80_us"), ("noise", "noise"))
+_MEDIAN = next(f for f in TIMING if f.required)
+_FIG_KEYS = tuple((f.column, f.name) for f in TIMING if f is not _MEDIAN)
 
 
 class Records(Made):
@@ -417,6 +429,11 @@ class Records(Made):
         self.tables = tables
         self.cols = cols
         self.extras = extras
+
+    @classmethod
+    def empty(cls, tables: Tables | None = None) -> "Records":
+        """No records (numbered in ``tables``, new ones where not given)."""
+        return Builder(tables).finish()[0]
 
     def __len__(self) -> int:
         return len(self.cols["kernel"])
@@ -430,9 +447,9 @@ class Records(Made):
             "kernel": t.kernels.values[c["kernel"][i]], "variant": t.variants.values[c["variant"][i]],
             "config": t.configs.values[c["config"][i]], "shape": t.shape(int(c["shape"][i])),
             "status": "pass" if c["passed"][i] else "fail", "levers": t.levers[c["levers"][i]]}
-        m = c["median"][i]
+        m = c[_MEDIAN.column][i]
         if m == m:  # not NaN: a timing
-            timing = {"median_us": float(m)}
+            timing = {_MEDIAN.name: float(m)}
             for k, name in _FIG_KEYS:
                 x = c[k][i]
                 if x == x:
@@ -471,6 +488,22 @@ class Records(Made):
         """Whether each record carries a usable median."""
         m = self.cols["median"]
         return m == m
+
+    def ran_on_gpu(self, idx: np.ndarray, kind: str | None) -> np.ndarray:
+        """``rules.ran_on_gpu`` of the records at ``idx``, each of them
+        timed, in a run of device ``kind``: not where the run or the record
+        names the simulator."""
+        if kind == "sim":
+            return np.zeros(len(idx), np.bool_)
+        return self.cols["device"][idx] != self.tables.devices.index.get(SIM_NAME, -2)
+
+    def spreads(self, idx: np.ndarray) -> np.ndarray:
+        """``rules.spread_of`` of the records at ``idx`` (0 without figures)."""
+        med, p20, p80, noise = (self.cols[k][idx] for k in _FIG_COLUMNS)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            pct = (p80 - p20) / med
+        out = np.where((p20 == p20) & (p80 == p80), pct, np.where(noise == noise, noise, 0.0))
+        return np.where(out > 0.0, out, 0.0)  # max(0.0, x), as Python takes it (-0.0 is 0.0)
 
     def failed_count(self) -> int:
         return int(len(self) - np.count_nonzero(self.cols["passed"]))
@@ -513,11 +546,18 @@ def _hashable(x: Any) -> bool:
 
 def of_dicts(recs: Sequence[Mapping[str, Any]], tables: Tables | None = None, dedup: bool = False) -> Records:
     """Records already checked (a bench document's, or a test's) as columns,
-    every one of them (``dedup``: one per identity, the later kept)."""
+    every one of them (``dedup``: one per identity, the later kept), each
+    with its place in ``recs`` as its ``line`` (from 1) and ``offset`` (from 0)."""
+    return gather(recs, tables, dedup)[0]
+
+
+def gather(recs: Sequence[Mapping[str, Any]], tables: Tables | None = None, dedup: bool = True) -> "Gathered":
+    """:meth:`Builder.finish` of ``recs`` (records already checked), each
+    taken with its place in ``recs`` as its ``line`` (from 1) and ``offset`` (from 0)."""
     b = Builder(tables)
     for i, r in enumerate(recs):
-        b.one(dict(r), i + 1, 0, 0)
-    return b.finish(dedup)[0]
+        b.one(dict(r), i + 1, i, 0)
+    return b.finish(dedup)
 
 
 # ── a plan's items ──────────────────────────────────────────────────────────
@@ -595,15 +635,11 @@ class Items:
 
     def __iter__(self) -> Iterator[Any]:
         """Each item as a ``decode.Item``."""
-        from msgspec import Raw
-
-        from .decode import Item
-
         t, c = self.tables, self.cols
         for i in range(len(self)):
             v, lv = int(c["variant"][i]), int(c["levers"][i])
-            yield Item(n=int(c["n"][i]), kernel=t.kernels.values[c["kernel"][i]],
-                       variant=self.odd[i] if v == _ODD_VARIANT else UNSET if v == _NO_VARIANT else t.variants.values[v],
+            variant = self.odd[i] if v == _ODD_VARIANT else UNSET if v == _NO_VARIANT else t.variants.values[v]
+            yield Item(n=int(c["n"][i]), kernel=t.kernels.values[c["kernel"][i]], variant=variant,
                        config=t.configs.values[c["config"][i]], shape=t.shapes.values[c["shape"][i]],
                        levers=UNSET if lv < 0 else Raw(t.lever_texts.values[lv]))
 
