@@ -140,8 +140,8 @@ if [ "$device" = gpu ]; then
   tc_budget=${GPU_TC_BUDGET:-90}
   say "== tensor-core primitives on the GPU, ${tc_budget}s"
   LEVERCTL_TEST_DEVICE=gpu timeout -k 10 "$tc_budget" "$vpy" -m pytest -q -p no:cacheprovider \
-    tests/kernels/test_mma.py tests/kernels/test_wgmma.py tests/kernels/test_cvt.py \
-    tests/kernels/test_w4a16_wgmma.py tests/kernels/test_w4a16_gemm_tc.py >"$out/pytest-tc.log" 2>&1
+    tests/kernels/common/test_mma.py tests/kernels/common/test_wgmma.py tests/kernels/common/test_cvt.py \
+    tests/kernels/w4a16/test_w4a16_wgmma.py tests/kernels/w4a16/test_w4a16_gemm_tc.py >"$out/pytest-tc.log" 2>&1
   trc=$?
   say "tensor-core primitives: exit $trc ($(tail -n 1 "$out/pytest-tc.log"))"
   [ $trc -ne 0 ] && status=1

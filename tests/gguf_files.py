@@ -19,7 +19,7 @@ def write(path: Path, seed: int = 3) -> dict:
     import numpy as np
 
     from leverctl_kernels.common import bits, q4k
-    from leverctl_kernels.ffn_prefill import weights
+    from leverctl_kernels.ffn.prefill.spec import weights
 
     rng = np.random.default_rng(seed)
     down = q4k.quantize(weights(rng, 24, 256))

@@ -16,6 +16,7 @@ def test_every_package_folder_is_listed_in_pyproject():
             rel = init.parent.relative_to(ROOT / top)
             found.add(".".join([name, *rel.parts]) if rel.parts else name)
     assert found <= listed, f"packages missing from pyproject: {sorted(found - listed)}"
+    assert listed <= found, f"pyproject lists packages that are gone: {sorted(listed - found)}"
 
 
 def _env_reads(tree: ast.AST) -> list[int]:
@@ -45,3 +46,4 @@ def test_the_environment_guard_catches_each_way_of_reading_it():
                 "from os import environ", "import os\nos.environb"):
         assert _env_reads(ast.parse(src)), src
     assert not _env_reads(ast.parse("import os\nos.path.join('a')"))
+

@@ -28,7 +28,7 @@ zero of the input's sign.
 * ``f32_to_e2m1``: saturating at +-6 (0x7/0xf); NaN -> 0x7 (the format has
   no NaN: a loud value).
 
-``tests/kernels/test_bits_ml_dtypes.py`` checks all of this against
+``tests/kernels/common/test_bits_ml_dtypes.py`` checks all of this against
 ``ml_dtypes``; it differs only where said above: FP8 overflow saturates
 (``ml_dtypes`` gives NaN), NaN -> 0x7f whatever its sign for E4M3 and 0x7
 for E2M1 (``ml_dtypes``: a signed NaN, a zero), and bf16 NaN payloads.

@@ -28,7 +28,7 @@ Results, code for code (the twins reproduce these):
   departs from ``bits.f32_to_bf16`` (which keeps the sign and the payload's
   top bits) to follow the instruction, whose NaN result is canonical; CUDA's
   own software fallback for ``__float2bfloat16`` returns ``0x7fff`` to agree
-  with it. (``tests/kernels/test_cvt.py`` checks this on a GPU under
+  with it. (``tests/kernels/common/test_cvt.py`` checks this on a GPU under
   ``LEVERCTL_TEST_DEVICE=gpu``; it has not been run there yet.)
 * ``bf16_to_f32``: exact, the bits shifted up 16, NaN payloads included.
   ``cvt.f32.bf16`` (sm_90) is exact too, but the ISA does not say what it
@@ -51,8 +51,8 @@ left in the compiled code. ``tests/conftest.py`` sets the simulator before
 anything imports numba.cuda, and the sm_90 compile harness starts its own
 process with it off, so each sees the binding it needs. Tests compare the
 twins with ``bits.py``'s host codecs and ``ml_dtypes``
-(``tests/kernels/test_cvt.py``) and check that the intrinsics compile to the
-named instructions and assemble for sm_90 (``tests/kernels/test_cvt_ptx.py``).
+(``tests/kernels/common/test_cvt.py``) and check that the intrinsics compile to the
+named instructions and assemble for sm_90 (``tests/kernels/common/test_cvt_ptx.py``).
 
 The e4m3x2 forms need PTX ISA 7.8 and sm_89+; the PTX ``.version`` is the
 one libNVVM emits (9.0 from CUDA 13's at sm_90), which covers them, and

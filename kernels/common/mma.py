@@ -76,7 +76,7 @@ tolerance of about 1e-6 of the result's scale. The s8 twin is exact
 On the CUDA target the MMA is a Numba ``@intrinsic`` that emits the PTX
 instruction through llvmlite's ``InlineAsm``; ptxas for sm_90 turns it into
 ``HMMA.16816.F32.BF16`` (``HMMA.16816.F32`` for fp16, ``IMMA.16832.S8.S8``
-for s8; ``tests/kernels/test_mma_ptx.py`` reads the SASS).
+for s8; ``tests/kernels/common/test_mma_ptx.py`` reads the SASS).
 """
 from __future__ import annotations
 

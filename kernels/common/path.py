@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any, Callable, Mapping
 
-from ..selection import Choice, Table  # what select() returns; declared beside the decision tables
+from ..selection.rules import Choice, Table  # what select() returns; declared beside the decision tables
 
 
 @dataclass(frozen=True)
@@ -239,11 +239,24 @@ class KernelPath:
         return len({self.variant_launches(v, shape) for v in self.variants}) > 1
 
 
-def declared_path(table: Table, family: str, variants: Mapping[str, Variant], **fields: Any) -> KernelPath:
-    """The path ``table`` decides: name, summary, levers, the levers' fixed
-    values, engines and ``select`` come from the table, the variants from
-    ``variants`` (by name, in the table's order); ``fields`` are the rest of
-    the :class:`KernelPath` (shapes, inputs, reference, traffic...)."""
-    return KernelPath(name=table.path, family=family, summary=table.summary, levers=table.levers,
+def declared_path(table: Table, variants: Mapping[str, Variant], **fields: Any) -> KernelPath:
+    """The one way a path is declared: the path ``table`` decides. Its name,
+    family, summary, levers, the levers' fixed values, engines, baselines
+    and ``select`` come from the table; ``variants`` (name -> Variant) must
+    be exactly the table's, and are listed in its order; ``fields`` are the
+    rest of the :class:`KernelPath` (shapes, inputs, reference, traffic...),
+    with a ``bind`` exactly where the table says a lever binds the run."""
+    if set(variants) != set(table.variants):
+        raise ValueError(f"{table.path}: variants {sorted(variants)} are not the table's {sorted(table.variants)}")
+    for name, v in variants.items():
+        if v.name != name:
+            raise ValueError(f"{table.path}: variant {name!r} is declared as {v.name!r}")
+    if (fields.get("bind") is not None) != bool(table.binds):
+        raise ValueError(f"{table.path}: the table says levers {sorted(table.binds)} bind the run; "
+                         f"the declaration {'has' if fields.get('bind') else 'has no'} bind")
+    for taken in ("name", "family", "summary", "levers", "lever_defaults", "select", "engines", "baselines"):
+        if taken in fields:
+            raise TypeError(f"{table.path}: {taken} comes from the decision table")
+    return KernelPath(name=table.path, family=table.family, summary=table.summary, levers=table.levers,
                       lever_defaults=table.fixed, variants={v: variants[v] for v in table.variants},
-                      select=table.select, engines=table.engines, **fields)
+                      select=table.select, engines=table.engines, baselines=table.baselines, **fields)

@@ -75,7 +75,7 @@ PTX through llvmlite's ``InlineAsm``. ``wgmma`` exists only on sm_90a, not
 sm_90: numba-cuda compiles the module to PTX (inline asm is not checked
 there), and the PTX is assembled with ``ptxas -arch=sm_90a``, which turns
 the bf16 form into ``HGMMA.64x8x16.F32.BF16`` and the E4M3 form into
-``QGMMA.64x8x32.F32.E4M3.E4M3`` (``tests/kernels/test_wgmma_ptx.py``).
+``QGMMA.64x8x32.F32.E4M3.E4M3`` (``tests/kernels/common/test_wgmma_ptx.py``).
 Under ``NUMBA_ENABLE_CUDASIM`` a twin stands in (see "the simulator twin"
 below): it reads A and B from the simulated shared arrays through the same
 descriptors; shared arrays take ``alignment=SMEM_ALIGN`` (128 on the CUDA
@@ -404,9 +404,9 @@ def _store_source(n: int) -> str:
         for e in (0, 1):
             lines += [
                 f"    if c + {8 * j + e} < ncols:",
-                f"        if lo:",
+                "        if lo:",
                 f"            D[r, c + {8 * j + e}] = acc[{4 * j + e}]",
-                f"        if hi:",
+                "        if hi:",
                 f"            D[r + 8, c + {8 * j + e}] = acc[{4 * j + 2 + e}]",
             ]
     return "\n".join(lines) + "\n"

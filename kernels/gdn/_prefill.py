@@ -28,8 +28,8 @@ from functools import lru_cache
 from numba import cuda, float32
 
 from ._chunk import make_chunk, make_scratch, make_slice_io, shared_bytes, tensor_core_launch
-from ._mma_qk import LAYOUT
 from ._layout import TOKEN_ARGS, bind, make_head_slice, slice_launch, tile_for, warp_threads
+from ._mma_qk import LAYOUT
 
 
 @lru_cache(maxsize=None)

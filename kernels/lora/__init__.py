@@ -18,7 +18,7 @@ lora.proj_pool     per_forward, as above                             pointer swa
 Atlas's ``lora_eager`` picks ``merged``; off, ``per_forward``. In both
 engines ``lora_rotate`` chooses no kernel: it permits a swap of the adapter
 between calls (off, a swap is refused and the loaded adapter stays), bound
-into the shape as ``rotate``. Each record's ``findings`` (``spec.swap_check``)
+into the shape as ``rotate``. Each record's ``findings`` (``family.swap_check``)
 swap in a second adapter, require the next call to match the reference with
 the new adapter and not the old, and on a GPU time the swap (``swap_ms``).
 
@@ -41,41 +41,3 @@ tables model the engine with no adapter installed. ``METRALE_LORA_PEER``
 also permits rotation in the engine; it is not a lever field, so only
 ``lora_rotate`` binds it here.
 """
-from __future__ import annotations
-
-from ..common.path import KernelPath, Variant, declared_path
-from ..selection import LORA_PROJ, LORA_PROJ_POOL, check_declaration
-from . import merged, per_forward, spec
-
-VARIANTS = {
-    "per_forward": Variant("per_forward", "x A^T into an fp32 [m, r] buffer, then the fp16 base projection with "
-                           "s t B^T fused in (FP32 cores); swap: pointer", per_forward.build,
-                           traffic=spec.traffic_per_forward, launches=2),
-    "merged": Variant("merged", "the fp16 base projection on W' = W + s B A, merged once at load (FP32 cores); "
-                      "swap: re-merge from the base weights", merged.build, traffic=spec.traffic_merged),
-}
-
-
-def _path(table) -> KernelPath:
-    return declared_path(
-        table, "lora", VARIANTS,
-        shapes=spec.shapes,
-        make_inputs=spec.make_inputs,
-        outputs=spec.outputs,
-        reference=spec.reference,
-        traffic=spec.traffic_per_forward,
-        tolerance=spec.TOLERANCE,
-        notes="memory-bound at decode (m = 1, 8: the weights dominate), compute-bound at prefill; "
-              "per_forward adds r/k of the work and a launch, merged pays at load and at every swap",
-        extra={"model_sections": ("attention", "ffn"), "findings": spec.swap_check},
-        bind=spec.bind,
-    )
-
-
-PROJ = _path(LORA_PROJ)
-PROJ_POOL = _path(LORA_PROJ_POOL)
-
-PATHS = (PROJ, PROJ_POOL)
-
-for _declared in PATHS:
-    check_declaration(_declared)

@@ -28,7 +28,7 @@ import functools
 from numba import cuda, float32
 
 from ..common import launch as L
-from ..w4a16._device import warp_sum  # lane 0 ends with the 32 lanes' total
+from ..common.warp import warp_sum  # lane 0 ends with the 32 lanes' total
 
 WARPS = 4  # warps (output columns) per projection block
 ROWS = 8  # rows of x one warp carries through its weight row

@@ -1,5 +1,5 @@
 """``build(shape) -> launch(bufs)`` of every MoE variant, from the kernels
-of ``_experts``, ``_router`` and ``_union``; each variant file names its own.
+of ``_experts``, ``_router`` and ``_union``; each path's spec maps its variants to them.
 
 Inputs (see the path declarations in ``__init__``): ``x`` fp16 ``[R, H]``,
 ``ids`` int32 ``[R, k]``, ``rw`` float32 ``[R, k]``, weights as
@@ -14,7 +14,6 @@ from numba import cuda
 from . import _experts as X
 from . import _experts_mma as XM
 from . import _router, _union
-
 
 _K_MULTIPLE = {"int4": 8, "nvfp4": 16, "fp8": 8}  # a chunk is 8 inputs; an NVFP4 scale covers 16
 

@@ -1,46 +1,12 @@
-"""Helpers shared by the W4A16 GEMV kernels: device functions, the staging
-layout, and the host side of a launch.
-
-Activation staging
-------------------
-The GEMVs stage the activations of one K-chunk (``KCHUNK`` inputs, a
-multiple of 256) in shared memory as fp32, *transposed by nibble position*:
-input ``e = 8*w + j`` of the chunk (packed word ``w``, nibble ``j``) lives at
-``xs[j * stride + w]`` with ``stride = KCHUNK // 8 + 1``::
-
-    chunk inputs  e:   0  1 .. 7 | 8  9 .. 15 | 16 ..
-    word w, nibble j: (0,0)..(0,7)|(1,0)..(1,7)| ...
-
-    xs row j=0:  x[0]  x[8]  x[16] ... x[8w]   ... | pad
-    xs row j=1:  x[1]  x[9]  x[17] ... x[8w+1] ... | pad
-    ...
-    xs row j=7:  x[7]  x[15] x[23] ... x[8w+7] ... | pad
-
-Lanes that own consecutive packed words then read consecutive fp32 words of
-shared memory for every nibble: no bank conflicts (the natural layout,
-``xs[8w + j]``, would be an 8-way conflict). The one padding column staggers
-the rows so that the staging stores, done once per chunk, conflict at most
-4-way.
+"""Helpers shared by the W4A16 family's GEMV kernels: the host side of a
+launch, and the SiLU-multiply staging of the fused FFN decode kernel (in
+the activation layout of ``common.int4_device``).
 """
 from __future__ import annotations
 
 import math
 
-import numpy as np
 from numba import cuda, float32, uint32
-
-FULL_MASK = 0xFFFFFFFF
-
-
-def chunk_layout(KCHUNK: int) -> tuple[int, int, int]:
-    """``(KWC, STRIDE, XS)`` for K-chunks of ``KCHUNK`` inputs: packed words
-    per chunk, the padded row stride, and the staged fp32 values
-    (``8 * STRIDE``, the shared array's size)."""
-    if KCHUNK < 256 or KCHUNK % 256:
-        raise ValueError(f"KCHUNK={KCHUNK}: a positive multiple of 256 inputs")
-    KWC = KCHUNK // 8
-    STRIDE = KWC + 1
-    return KWC, STRIDE, 8 * STRIDE
 
 
 def launcher(make, launch_config, n: int, k: int, *cfg):
@@ -71,21 +37,6 @@ def path_build(make_launch, names):
 
     return build
 
-# Shared-memory indices are cast to uint32 before use: Numba adds a
-# negative-index wraparound (64-bit compare and select) to every signed
-# index, which in the per-nibble loops costs more than the arithmetic.
-
-
-@cuda.jit(device=True)
-def stage_x(xs, x, c0, k, tid, nthreads, kchunk, stride):
-    """``xs`` <- fp32 of ``x[c0 : min(c0 + kchunk, k)]`` in the transposed
-    layout (slots past ``k`` are left alone: no packed word reads them).
-    Global reads are coalesced (consecutive threads read consecutive fp16
-    inputs)."""
-    for e in range(tid, min(kchunk, k - c0), nthreads):
-        xs[uint32((e & 7) * stride + (e >> 3))] = float32(x[c0 + e])
-
-
 @cuda.jit(device=True)
 def silu_f32(g):
     return g / (float32(1.0) + math.exp(-g))
@@ -96,62 +47,3 @@ def stage_silu_mul(xs, gate, up, c0, k, tid, nthreads, kchunk, stride):
     """Like :func:`stage_x`, staging ``silu(gate) * up`` computed in fp32."""
     for e in range(tid, min(kchunk, k - c0), nthreads):
         xs[uint32((e & 7) * stride + (e >> 3))] = silu_f32(float32(gate[c0 + e])) * float32(up[c0 + e])
-
-
-# float32 bit pattern of 2**23: OR-ing a nibble q into its mantissa gives the
-# float 2**23 + q exactly; subtracting 2**23 + 8 leaves q - 8, exactly.
-_MAGIC_BITS = 0x4B000000
-_MAGIC_BIAS = 8388616.0  # 2**23 + 8
-
-
-@cuda.jit(device=True)
-def nibble(word, j):
-    """Signed int4 value ``j`` (0..7) of a packed word, as fp32 (exact).
-
-    No integer-to-float conversion (a quarter-rate instruction that would
-    cap the GEMVs well below the memory bandwidth): the nibble is OR-ed into
-    the mantissa of 2**23 and the bias subtracted, i.e. shift+and+or and one
-    FADD. The uint32 -> float32 reinterpretation goes through a one-element
-    local array viewed as float32, which the compiler turns into a register
-    move (no local memory) and which the simulator runs as a NumPy view.
-    """
-    bits = cuda.local.array(1, dtype=uint32)
-    bits[0] = ((word >> uint32(4 * j)) & uint32(0xF)) | uint32(_MAGIC_BITS)
-    return bits.view(np.float32)[0] - float32(_MAGIC_BIAS)
-
-
-@cuda.jit(device=True)
-def dot_word(word, xs, col, stride):
-    """``sum_j q_j * x_j`` over the 8 int4 values of ``word`` against the
-    staged activations of packed column ``col``, in fp32."""
-    acc = float32(0.0)
-    for j in range(8):
-        acc += nibble(word, j) * xs[uint32(j * stride + col)]
-    return acc
-
-
-@cuda.jit(device=True)
-def load_x8(xv, xs, col, stride):
-    """Copy the 8 staged activations of packed column ``col`` to ``xv``
-    (registers), for kernels that reuse them across several rows."""
-    for j in range(8):
-        xv[j] = xs[uint32(j * stride + col)]
-
-
-@cuda.jit(device=True)
-def dot_word_regs(word, xv):
-    acc = float32(0.0)
-    for j in range(8):
-        acc += nibble(word, j) * xv[j]
-    return acc
-
-
-@cuda.jit(device=True)
-def warp_sum(v):
-    """Shuffle-down tree sum over the 32 lanes; lane 0 ends with the total."""
-    v += cuda.shfl_down_sync(FULL_MASK, v, 16)
-    v += cuda.shfl_down_sync(FULL_MASK, v, 8)
-    v += cuda.shfl_down_sync(FULL_MASK, v, 4)
-    v += cuda.shfl_down_sync(FULL_MASK, v, 2)
-    v += cuda.shfl_down_sync(FULL_MASK, v, 1)
-    return v

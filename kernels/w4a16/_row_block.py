@@ -20,7 +20,7 @@ from functools import lru_cache
 from numba import cuda, float32
 
 from ..common import launch as L
-from ._device import chunk_layout, dot_word_regs, load_x8, stage_x
+from ..common.int4_device import chunk_layout, dot_word_regs, load_x8, stage_x
 
 NT = 64
 DEFAULT_ROWS = 4

@@ -3,7 +3,7 @@
 
 ``WARPS`` warps per block, warp ``w`` on row ``blockIdx.x * WARPS + w``,
 blocks striding over row groups. Per K-chunk the block stages its
-activations in shared memory (``_device``), then each lane walks packed
+activations in shared memory (``common.int4_device``), then each lane walks packed
 words ``lane, lane + 32, ...`` of its warp's row; one shuffle reduction per
 row and output, lane 0 writes. When ``k <= KCHUNK`` the chunk is staged once
 per block and reused for every row group the block visits.
@@ -28,7 +28,9 @@ from functools import lru_cache
 from numba import cuda, float32
 
 from ..common import launch as L
-from ._device import chunk_layout, dot_word, dot_word_regs, load_x8, stage_silu_mul, stage_x, warp_sum
+from ..common.int4_device import chunk_layout, dot_word, dot_word_regs, load_x8, stage_x
+from ..common.warp import warp_sum
+from ._device import stage_silu_mul
 
 DEFAULT_WARPS = 4
 DEFAULT_KCHUNK = 2048

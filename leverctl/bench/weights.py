@@ -8,7 +8,7 @@ itself. The tensor must be an FFN projection (its name holds ``ffn_gate``,
 (GGUF's ``ne = [k, n]``: rows of ``k`` inputs) with ``k`` a multiple of 16
 (the NVFP4 arms' block), and stored as Q4_K, F16, BF16 or F32. The Q4_K arm
 reads Q4_K blocks as stored; every other format is made from the decoded
-matrix (``leverctl_kernels.ffn_prefill.with_weights``).
+matrix (``leverctl_kernels.ffn.prefill.spec.with_weights``).
 
 Everything here is bad input or data: :func:`read` raises ``UserError``
 (one line, exit 2) for a missing extra, a file that is not GGUF, an absent
@@ -119,7 +119,7 @@ def path_and_items(path, weights: FfnWeights, levers: dict, preset: str, model):
     selects at a shape (Q4_K where k % 256 != 0) is left out."""
     import itertools
 
-    from leverctl_kernels.ffn_prefill import with_weights
+    from leverctl_kernels.ffn.prefill.spec import with_weights
 
     from .plan import PlanItem
 

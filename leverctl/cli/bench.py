@@ -31,7 +31,7 @@ def _against(spec: str, setup: common.Setup, catalog):
 
 def _read_weights(weights: Optional[Path], tensor: Optional[str], kernel, against, engine: str):
     """The ``--weights`` matrix, or bad input (before any kernel is loaded)."""
-    from leverctl_kernels.selection import FFN_PREFILL
+    from leverctl_kernels.selection.ffn import PREFILL as FFN_PREFILL
 
     from ..bench import weights as wmod
     from ..errors import UserError

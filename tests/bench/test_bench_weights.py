@@ -41,7 +41,7 @@ def test_the_reader_gives_q4k_blocks_as_stored_and_float_tensors_as_written(gguf
 def _metrale_levers():
     from leverctl.bench.plan import path_levers
     from leverctl.levers import load_catalog, resolve
-    from leverctl_kernels.ffn_prefill import PREFILL
+    from leverctl_kernels.ffn.prefill.spec import PATH as PREFILL
 
     res = resolve(load_catalog("metrale"))
     return PREFILL, path_levers(PREFILL, res.values(), res.catalog.fields)

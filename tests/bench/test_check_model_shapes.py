@@ -25,8 +25,15 @@ import pytest
 
 from leverctl.bench import check as chk
 from leverctl_kernels.common.int4 import GROUP, dequantize_w4
-from leverctl_kernels.gdn import DECODE, FUSED_CONV, PREFILL, VERIFY, naive
-from leverctl_kernels.w4a16 import FFN_DECODE, GEMM, GEMV, GEMV_DUAL
+from leverctl_kernels.gdn import naive
+from leverctl_kernels.gdn.decode.spec import PATH as DECODE
+from leverctl_kernels.gdn.fused_conv.spec import PATH as FUSED_CONV
+from leverctl_kernels.gdn.prefill.spec import PATH as PREFILL
+from leverctl_kernels.gdn.verify.spec import PATH as VERIFY
+from leverctl_kernels.w4a16.ffn_decode.spec import PATH as FFN_DECODE
+from leverctl_kernels.w4a16.gemm.spec import PATH as GEMM
+from leverctl_kernels.w4a16.gemv.spec import PATH as GEMV
+from leverctl_kernels.w4a16.gemv_dual.spec import PATH as GEMV_DUAL
 from leverctl_kernels.w4a16 import naive as w4a16_naive
 
 F16 = np.float16

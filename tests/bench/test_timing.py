@@ -231,7 +231,7 @@ def test_a_variant_with_part_of_its_flops_on_tensor_cores_pays_the_rest_at_the_f
 
 
 def test_gdn_chunked_traffic_names_its_tensor_core_part():
-    from leverctl_kernels.gdn import spec
+    from leverctl_kernels.gdn.prefill import spec
 
     shape = {"t": 100, "chunk": 64, "hk": 1, "hv": 2, "dk": 16, "dv": 8}
     t = spec.prefill_traffic(type("S", (), {"__getitem__": lambda self, k: shape[k]})())

@@ -5,7 +5,7 @@ The test session runs kernels in the CUDA simulator, which executes their
 Python and accepts what the CUDA target rejects: a shared-array size
 computed inside the kernel, a kernel that types into fp64 arithmetic, one
 that spills or asks for more registers than its block size allows. Each
-``test_<family>_ptx.py`` therefore lists its kernels as *jobs* in a
+``<family>/test_*_ptx.py`` therefore lists its kernels as *jobs* in a
 ``jobs()`` function::
 
     def jobs():  # runs in the compile process, on the CUDA target
@@ -93,6 +93,28 @@ def compiled(request) -> dict:
     """The using module's kernels compiled for sm_90: a test module imports
     this fixture next to its ``jobs()``."""
     return compile_for_sm90(request)
+
+
+@pytest.fixture(scope="module")
+def sm90a(compiled, tmp_path_factory) -> dict:
+    """The using module's kernels (the ``compiled`` fixture) with each PTX
+    retargeted to sm_90a, where wgmma exists, and assembled there: ``{"ptxas",
+    "kernels": {name: record + "cubin"}}`` in the harness's record format. A
+    module whose kernels use wgmma imports this fixture beside ``compiled``."""
+    check_ptx(compiled, fp64=False)
+    if not compiled["ptxas"]:
+        pytest.skip("ptxas not found (PATH or $CUDA_HOME/bin)")
+    out = tmp_path_factory.mktemp("sm90a")
+    recs = {}
+    for name, rec in compiled["kernels"].items():
+        ptx = Path(rec["ptx"]).read_text()
+        assert re.search(r"^\.target sm_90$", ptx, re.M), f"{name}: no .target sm_90 line"
+        path = out / f"{name}.ptx"
+        path.write_text(re.sub(r"^\.target sm_90$", ".target sm_90a", ptx, flags=re.M))
+        cubin = out / f"{name}.cubin"
+        recs[name] = {**rec, **assemble(compiled["ptxas"], path, "sm_90a", cubin),
+                      "ptx": str(path), "cubin": str(cubin)}
+    return {"ptxas": compiled["ptxas"], "kernels": recs}
 
 
 def _compile_once(jobs_files: list[str], tmp_path_factory) -> dict[str, dict]:
@@ -291,8 +313,15 @@ def nvdisasm() -> str | None:
 
 
 def _load_jobs(jobs_file: str) -> list:
+    """The jobs of one ``*_ptx.py`` file. Its folder goes on ``sys.path``,
+    as pytest puts it there, so that a ``jobs()`` may import a helper beside
+    it (``common/cvt_kernels.py``); the shared ones (``tc_claims``) are in
+    this file's folder, ``sys.path[0]`` here."""
     import importlib.util
 
+    folder = str(Path(jobs_file).resolve().parent)
+    if folder not in sys.path:
+        sys.path.append(folder)
     spec = importlib.util.spec_from_file_location(f"_ptx_jobs_{Path(jobs_file).stem}", jobs_file)
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
@@ -402,8 +431,8 @@ def _diff_family(before: Path, after: Path) -> bool:
 USAGE = """usage: python tests/kernels/ptx_harness.py OUT_DIR JOBS_FILE...
        python tests/kernels/ptx_harness.py --diff BEFORE_DIR AFTER_DIR
 
-The first form compiles the jobs of test_<family>_ptx.py files for sm_90
-into OUT_DIR/<file stem>/ (<name>.ptx, records.json). The second says which
+The first form compiles the jobs of test_*_ptx.py files (tests/kernels/*/) for
+sm_90 into OUT_DIR/<file stem>/ (<name>.ptx, records.json). The second says which
 kernels' PTX a change altered: compile before and after it, then compare
 the two OUT_DIRs."""
 

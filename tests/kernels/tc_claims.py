@@ -108,15 +108,15 @@ CLAIM_JOBS: dict[tuple[str, str, str], tuple[str, tuple[str, ...]]] = {
     ("ffn.prefill", "int8_faith2", "mma.sync"): ("test_ffn_prefill_ptx", ("int8_faith2_gemm",)),
     ("ffn.prefill", "int8_faith5", "mma.sync"): ("test_ffn_prefill_ptx", ("int8_faith5_gemm",)),
     ("ffn.prefill", "q4k_mmq", "mma.sync"): ("test_ffn_prefill_ptx", ("q4k_mmq",)),
-    ("attention.proj_bf16_tc", "bf16_tc", "wgmma"): ("test_attention_proj_ptx", ("proj_bf16_tc",)),
-    ("attention.proj_bf16_tc", "bf16_tc", "mma.sync"): ("test_attention_proj_ptx", ("proj_bf16_tc_mma",)),
-    ("attention.proj_bf16_tc_w4a16", "bf16_n128", "mma.sync"): ("test_attention_proj_ptx", ("proj_bf16_n128_mma",)),
-    ("attention.proj_bf16_tc", "fp8_e4m3", "wgmma"): ("test_attention_proj_ptx", ("proj_fp8_e4m3",)),
-    ("attention.proj_bf16_tc_w4a16", "bf16_n128", "wgmma"): ("test_attention_proj_ptx", ("proj_bf16_n128",)),
+    ("attention.proj_bf16_tc", "bf16_tc", "wgmma"): ("test_projections_ptx", ("proj_bf16_tc",)),
+    ("attention.proj_bf16_tc", "bf16_tc", "mma.sync"): ("test_projections_ptx", ("proj_bf16_tc_mma",)),
+    ("attention.proj_bf16_tc_w4a16", "bf16_n128", "mma.sync"): ("test_projections_ptx", ("proj_bf16_n128_mma",)),
+    ("attention.proj_bf16_tc", "fp8_e4m3", "wgmma"): ("test_projections_ptx", ("proj_fp8_e4m3",)),
+    ("attention.proj_bf16_tc_w4a16", "bf16_n128", "wgmma"): ("test_projections_ptx", ("proj_bf16_n128",)),
     ("attention.proj_bf16_tc_w4a16", "w4a16_f16", "wgmma"): ("test_w4a16_wgmma_ptx", ("gemm_wgmma_bn128",)),
     ("attention.proj_bf16_tc_w4a16", "w4a16_f16", "mma.sync"): ("test_w4a16_gemm_tc_ptx", ("gemm_tc_tiles",)),
-    ("attention.proj_fp8", "m16", "wgmma"): ("test_attention_proj_ptx", ("proj_fp8_m16",)),
-    ("attention.proj_fp8", "m32", "wgmma"): ("test_attention_proj_ptx", ("proj_fp8_m32",)),
+    ("attention.proj_fp8", "m16", "wgmma"): ("test_projections_ptx", ("proj_fp8_m16",)),
+    ("attention.proj_fp8", "m32", "wgmma"): ("test_projections_ptx", ("proj_fp8_m32",)),
     ("ffn.prefill", "nvfp4_mmq", "mma.sync"): ("test_ffn_prefill_ptx", ("nvfp4_mmq",)),
     ("ffn.prefill", "bf16_v1", "mma.sync"): ("test_ffn_prefill_ptx", ("bf16_v1_gemm_mma",)),
     ("ffn.prefill", "bf16_v2", "mma.sync"): ("test_ffn_prefill_ptx", ("bf16_v2_gemm_mma",)),
@@ -143,6 +143,21 @@ CLAIM_JOBS: dict[tuple[str, str, str], tuple[str, tuple[str, ...]]] = {
     ("moe.shared_expert", "w4a4_down", "mma.sync"): ("test_moe_prefill_ptx", ("shared_up", "shared_down_w4a4")),
     ("moe.shared_expert", "w4a4", "mma.sync"): ("test_moe_prefill_ptx", ("shared_up_w4a4", "shared_down_w4a4")),
 }
+
+
+def claim_module(name: str):
+    """The SASS test module ``name`` (a :data:`CLAIM_JOBS` entry's), found
+    in its family's folder below this one and imported by its basename, as
+    pytest imports it (the same module where pytest already has)."""
+    import importlib
+    import sys
+
+    found = sorted(Path(__file__).resolve().parent.glob(f"*/{name}.py"))
+    assert len(found) == 1, f"{name}.py: {len(found)} files in tests/kernels/*/"
+    folder = str(found[0].parent)
+    if folder not in sys.path:
+        sys.path.append(folder)
+    return importlib.import_module(name)
 
 
 def forms_of(variant) -> tuple[str, ...]:

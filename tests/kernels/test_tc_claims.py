@@ -5,9 +5,7 @@ compiled kernels, and the family's SASS test checks them with
 registry, so a new tensor-core variant without a SASS proof fails here."""
 from __future__ import annotations
 
-import importlib
-
-from tc_claims import CLAIM_JOBS, DTYPES, forms_of
+from tc_claims import CLAIM_JOBS, DTYPES, claim_module, forms_of
 
 from leverctl_kernels.registry import all_paths
 
@@ -35,7 +33,7 @@ def test_every_listed_proof_is_a_real_variant_with_a_declared_input_type():
 
 def test_every_listed_job_is_one_its_module_compiles_and_checks():
     for (path, variant, form), (module, jobs) in CLAIM_JOBS.items():
-        mod = importlib.import_module(module)
+        mod = claim_module(module)
         names = {j[0] for j in mod.jobs()}
         assert set(jobs) <= names, f"{module}.jobs() has no {sorted(set(jobs) - names)}"
         assert "test_the_sass_holds_what_each_variants_records_claim" in vars(mod), \

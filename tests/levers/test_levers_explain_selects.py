@@ -110,15 +110,67 @@ def test_every_declared_path_runs_its_table_and_every_table_is_declared(paths):
     assert set(paths) == set(TABLES)
     for name, path in paths.items():
         t = TABLES[name]
-        assert path.select == t.select and path.levers == t.levers and path.engines == t.engines
+        assert path.select == t.select and path.select.__self__ is t
+        assert path.levers == t.levers and path.engines == t.engines
         assert tuple(path.variants) == t.variants and path.summary == t.summary
 
 
-def test_the_fused_conv_table_uses_the_head_dim_the_fused_kernel_is_built_for():
-    from leverctl_kernels.gdn import conv_fused
-    from leverctl_kernels.selection import FUSED_HEAD_DIM
+# Shapes of the GDN decode around the fused conv kernel's conditions: Hv = 2 Hk,
+# dk = dv = the head dim it is built for (128, or a smoke shape's own).
+FUSED_SHAPES = [
+    dict(hk=16, hv=32, dk=128, dv=128),  # Qwen3-Next: eligible
+    dict(hk=16, hv=16, dk=128, dv=128),  # Hv = Hk
+    dict(hk=16, hv=32, dk=64, dv=128),
+    dict(hk=16, hv=32, dk=128, dv=64),
+    dict(hk=8, hv=8, dk=64, dv=64),  # both conditions fail
+    dict(hk=2, hv=4, dk=8, dv=8, fused_head_dim=8),  # a smoke shape's lowered head dim
+    dict(hk=2, hv=4, dk=8, dv=8),  # the same without it: 128 asked for
+    dict(hk=2, hv=4, dk=12, dv=12, fused_head_dim=8),
+]
 
-    assert FUSED_HEAD_DIM == conv_fused.DEFAULT_FUSED_HEAD_DIM
+
+def _eligible_as_written(d) -> tuple[bool, str]:
+    """The fused kernel's conditions written out again (the kernel's own
+    check before it read them from the table)."""
+    want = d.get("fused_head_dim", 128)
+    if d["hv"] != 2 * d["hk"]:
+        return False, f"fused conv kernel needs Hv == 2*Hk (got Hv={d['hv']}, Hk={d['hk']})"
+    if not d["dk"] == d["dv"] == want:
+        return False, f"fused conv kernel needs dk == dv == {want} (got dk={d['dk']}, dv={d['dv']})"
+    return True, ""
+
+
+@pytest.mark.parametrize("dims", FUSED_SHAPES, ids=lambda d: "-".join(f"{k}{v}" for k, v in d.items()))
+def test_the_fused_kernels_eligibility_and_the_tables_fused_rule_agree(dims, paths):
+    """``eligible`` (which the fused kernel's build checks) and the fused conv
+    table's rule for the fused kernel hold at the same shapes, and where
+    they do not they say the same why."""
+    from leverctl_kernels.common.path import Shape
+    from leverctl_kernels.gdn.fused_conv.fused import eligible
+    from leverctl_kernels.selection.gdn import FUSED_CONV, FUSED_HEAD_DIM
+
+    shape = Shape("s", {**dims, "n": 1, "conv_width": 4})
+    ok, why = eligible(shape)
+    assert (ok, why) == _eligible_as_written(dims)
+    choice = FUSED_CONV.select({"gdn_fused_conv": True}, shape)
+    assert (choice.variant == "fused") == ok
+    assert paths["gdn.fused_conv"].select({"gdn_fused_conv": True}, shape) == choice
+    if not ok:
+        assert choice.note.startswith(f"gdn_fused_conv on but not taken: {why}"), choice.note
+    assert FUSED_HEAD_DIM == 128
+
+
+def test_the_agreement_check_would_catch_a_fused_rule_that_dropped_a_condition():
+    from leverctl_kernels.common.path import Shape
+    from leverctl_kernels.gdn.fused_conv.fused import eligible
+    from leverctl_kernels.selection.gdn import FUSED_CONV
+
+    fused = next(r for r in FUSED_CONV.rules if r.variant == "fused")
+    assert len(fused.shape) == 2
+    rules = tuple(dataclasses.replace(r, shape=r.shape[:1]) if r is fused else r for r in FUSED_CONV.rules)
+    loose = dataclasses.replace(FUSED_CONV, rules=rules)
+    shape = Shape("s", dict(hk=16, hv=32, dk=64, dv=128, n=1))
+    assert not eligible(shape)[0] and loose.select({"gdn_fused_conv": True}, shape).variant == "fused"
 
 
 def test_explain_says_which_variant_a_17_token_verify_falls_back_to():
@@ -155,15 +207,27 @@ def test_a_case_list_reads_as_one_line():
     assert words((Case(("T = 17",), "wyn", "why"), Case((), "wyn"))) == "wyn [T = 17: why]"
 
 
-def test_a_declaration_that_disagrees_with_its_table_is_refused_at_import(paths):
-    from leverctl_kernels.selection import check_declaration
+def test_a_declaration_cannot_disagree_with_its_table(paths):
+    """Everything the old declaration-time check compared comes from the
+    table now: ``declared_path`` refuses a declaration that states any of
+    it, lists the variants in the table's order whatever the declaration's,
+    refuses variants that are not the table's; and a name without a table
+    is no path."""
+    from leverctl_kernels.common.path import declared_path
+    from leverctl_kernels.registry import get_path
 
-    verify = paths["gdn.verify"]
-    check_declaration(verify)
+    verify, table = paths["gdn.verify"], TABLES["gdn.verify"]
+    taken = ("name", "family", "summary", "levers", "lever_defaults", "select", "engines", "baselines")
+    fields = {f.name: getattr(verify, f.name) for f in dataclasses.fields(verify) if f.name not in (*taken, "variants")}
+    assert declared_path(table, verify.variants, **fields) == verify
     for change in ({"summary": "something else"}, {"levers": ("gdn_wy17",)}, {"engines": ("metrale",)},
-                   {"variants": dict(reversed(verify.variants.items()))},
-                   {"select": lambda levers, shape: Choice("wyn")}):
-        with pytest.raises(ValueError, match="disagree"):
-            check_declaration(dataclasses.replace(verify, **change))
-    with pytest.raises(ValueError, match="no decision table"):
-        check_declaration(dataclasses.replace(verify, name="gdn.other"))
+                   {"select": lambda levers, shape: Choice("wyn")}, {"name": "gdn.other"}):
+        (field,) = change
+        with pytest.raises(TypeError, match=f"^gdn.verify: {field} comes from the decision table$"):
+            declared_path(table, verify.variants, **fields, **change)
+    reordered = declared_path(table, dict(reversed(verify.variants.items())), **fields)
+    assert tuple(reordered.variants) == table.variants == ("wy17", "wyn", "recurrent")
+    with pytest.raises(ValueError, match=r"variants \['recurrent', 'wy17'\] are not the table's"):
+        declared_path(table, {v: verify.variants[v] for v in ("wy17", "recurrent")}, **fields)
+    with pytest.raises(KeyError):
+        get_path("gdn.other")

@@ -1,0 +1,222 @@
+"""The two kernels both ``attention.dflash_contig`` variants launch: a draft
+block of ``T`` query tokens, causal within the block, over a sequence's
+KV (the target's context, the block's own tokens last). ``PAGED`` (a
+compile-time constant) is the only difference between the variants: where
+the K and V of token ``j`` of sequence ``n`` live::
+
+    PAGED    k[block_table[n, j // 16], j % 16, g, :]   pool of 16-token blocks
+    contig   k[n, j, g, :]                              one buffer per sequence
+
+Everything else -- the split policy, the arithmetic and its order -- is the
+same code, so the two variants give the same bits (the tests check it); the
+contiguous one does not read the block table.
+
+Causality: query ``t`` of the block (``0 .. T-1``) sits at position
+``L - T + t`` of a sequence of ``L`` tokens and sees its first ``L - T + t
++ 1`` tokens. ``NO_MASK`` (tests only) lets every query see all ``L``: the
+bug of a block attending to its own future tokens.
+
+Kernel 1, ``split``: grid ``(S_max, T * Hkv, N)``, ``NT`` threads; block
+``(s, t * Hkv + g, n)`` runs query ``t``'s heads ``g*G .. g*G+G-1`` over
+the KV blocks of split ``s`` (``_paged.num_splits`` of the sequence's
+length, the launch's ``N * T`` queries counted as sequences). The loop is
+``_paged``'s: K tile to shared fp32, scores by thread (head, token), the
+online softmax by thread head, PV by thread dim, three barriers per KV
+block. A split wholly after what its query sees writes ``m = -inf, l = 0``,
+which the merge weighs zero. Kernel 2, ``merge``: grid ``(Hq, T, N)``, the
+splits merged in split order.
+
+Each of the ``T`` queries' blocks reads the group's K and V of its splits:
+``T`` reads of the same bytes, the repeats served from L2 (the declared
+traffic counts them once). fp32 on CUDA cores.
+"""
+from __future__ import annotations
+
+import math
+from functools import lru_cache
+
+import numpy as np
+from numba import cuda, float32
+
+from ...common import cvt
+from ...common.launch import check_block, check_grid, check_shared, jit_bounded
+from .._paged import BLOCK, max_splits, num_splits, online_softmax_row, split_shared_bytes, threads_for
+
+_NEG_INF = np.float32(-math.inf)
+_ZERO = np.float32(0.0)
+_ONE = np.float32(1.0)
+
+_num_splits = cuda.jit(device=True, inline="always")(num_splits)
+
+
+@lru_cache(maxsize=None)
+def make_split(HKV: int, G: int, T: int, D: int, TARGET: int, MIN_BLOCKS: int, PAGED: bool,
+               NO_MASK: bool = False):
+    """Kernel 1 for ``Hkv`` KV heads of ``G`` query heads, a draft block of
+    ``T`` tokens, head dim ``D``, the split policy's ``TARGET`` and
+    ``MIN_BLOCKS``; ``PAGED`` picks the KV layout. ``NO_MASK`` builds the
+    broken kernel of the tests."""
+    NT = threads_for(D)
+    DPT = -(-D // NT)
+    GB = G * BLOCK
+    DP = D + 1  # shared rows padded: threads of different tokens hit different banks
+    SCALE = np.float32(1.0 / math.sqrt(D))
+
+    @jit_bounded(NT)
+    def dflash_split(q, k, v, block_table, context_lens, ref_seqs, part_o, part_ml):
+        si = cuda.blockIdx.x
+        t = cuda.blockIdx.y // HKV
+        g = cuda.blockIdx.y - t * HKV
+        n = cuda.blockIdx.z
+        length = context_lens[n]
+        splits, per = _num_splits(length, ref_seqs, HKV, TARGET, MIN_BLOCKS)
+        if si >= splits:  # the whole block leaves before any barrier
+            return
+        seen = length if NO_MASK else length - T + t + 1
+        tid = cuda.threadIdx.x
+
+        q_s = cuda.shared.array((G, DP), float32)
+        k_s = cuda.shared.array((BLOCK, DP), float32)
+        sc = cuda.shared.array((G, BLOCK), float32)
+        m_s = cuda.shared.array(G, float32)
+        l_s = cuda.shared.array(G, float32)
+        a_s = cuda.shared.array(G, float32)
+        acc = cuda.local.array((G, DPT), float32)
+
+        for i in range(tid, G * D, NT):
+            h = i // D
+            q_s[h, i - h * D] = cvt.bf16_to_f32(q[n, t, g * G + h, i - h * D])
+        if tid < G:
+            m_s[tid] = _NEG_INF
+            l_s[tid] = _ZERO
+        for h in range(G):
+            for j in range(DPT):
+                acc[h, j] = _ZERO
+
+        b_end = si * per + per
+        seen_blocks = (seen + BLOCK - 1) // BLOCK
+        if b_end > seen_blocks:
+            b_end = seen_blocks
+        for b in range(si * per, b_end):
+            base = b * BLOCK
+            if PAGED:
+                a0 = block_table[n, b]
+                off = 0
+            else:
+                a0 = n
+                off = base
+            for i in range(tid, BLOCK * D, NT):
+                tt = i // D
+                if base + tt < seen:
+                    k_s[tt, i - tt * D] = cvt.bf16_to_f32(k[a0, off + tt, g, i - tt * D])
+            cuda.syncthreads()
+            for i in range(tid, GB, NT):
+                h = i // BLOCK
+                tt = i - h * BLOCK
+                if base + tt < seen:
+                    dot = _ZERO
+                    for d in range(D):
+                        dot += q_s[h, d] * k_s[tt, d]
+                    sc[h, tt] = dot * SCALE
+                else:
+                    sc[h, tt] = _NEG_INF
+            cuda.syncthreads()
+            if tid < G:  # the block's first token is always seen: the new max is finite
+                online_softmax_row(sc, m_s, l_s, a_s, tid, BLOCK)
+            cuda.syncthreads()
+            for j in range(DPT):
+                d = tid + j * NT
+                if d < D:
+                    for h in range(G):
+                        acc[h, j] *= a_s[h]
+                    for tt in range(BLOCK):
+                        if base + tt < seen:
+                            vv = cvt.bf16_to_f32(v[a0, off + tt, g, d])
+                            for h in range(G):
+                                acc[h, j] += sc[h, tt] * vv
+            # no barrier: as in _paged, the next writes of k_s, sc and a_s
+            # come after the next first barrier
+
+        for j in range(DPT):
+            d = tid + j * NT
+            if d < D:
+                for h in range(G):
+                    part_o[n, t, g * G + h, si, d] = acc[h, j]
+        if tid < G:
+            part_ml[n, t, g * G + tid, si, 0] = m_s[tid]
+            part_ml[n, t, g * G + tid, si, 1] = l_s[tid]
+
+    return dflash_split
+
+
+@lru_cache(maxsize=None)
+def make_merge(HKV: int, D: int, TARGET: int, MIN_BLOCKS: int):
+    """Kernel 2: per (query head, draft token, sequence) the splits merged in
+    split order; a split its query does not reach has ``m = -inf`` and
+    weight 0."""
+    NT = threads_for(D)
+
+    @jit_bounded(NT)
+    def dflash_merge(context_lens, ref_seqs, part_o, part_ml, o):
+        h = cuda.blockIdx.x
+        t = cuda.blockIdx.y
+        n = cuda.blockIdx.z
+        tid = cuda.threadIdx.x
+        w = cuda.shared.array(TARGET, float32)
+        splits, per = _num_splits(context_lens[n], ref_seqs, HKV, TARGET, MIN_BLOCKS)
+        m = _NEG_INF
+        for s in range(splits):
+            m = max(m, part_ml[n, t, h, s, 0])
+        for s in range(tid, splits, NT):
+            w[s] = np.float32(math.exp(part_ml[n, t, h, s, 0] - m))
+        cuda.syncthreads()
+        total = _ZERO
+        for s in range(splits):
+            total += w[s] * part_ml[n, t, h, s, 1]
+        inv = _ONE / total
+        for d in range(tid, D, NT):
+            a = _ZERO
+            for s in range(splits):
+                a += w[s] * part_o[n, t, h, s, d]
+            o[n, t, h, d] = a * inv
+
+    return dflash_merge
+
+
+def ref_seqs(shape) -> int:
+    """The count the split policy divides the GPU by: every query of the
+    launch (``N * T``), each already a row of blocks in the grid."""
+    return shape["n"] * shape["t"]
+
+
+def launcher(shape, paged: bool, no_mask: bool = False):
+    """The launch of a variant at ``shape``: ``split`` over the layout
+    ``paged`` names, then ``merge``. The partials are its workspace."""
+    n, t, hq, hkv, d = shape["n"], shape["t"], shape["hq"], shape["hkv"], shape["d"]
+    target, minb = shape["target_ctas"], shape["min_split_blocks"]
+    ref = ref_seqs(shape)
+    split = make_split(hkv, hq // hkv, t, d, target, minb, paged, no_mask)
+    merge = make_merge(hkv, d, target, minb)
+    smax = max_splits(shape["ctx"], ref, hkv, target, minb)
+    nt = check_block(threads_for(d), warps=False)
+    check_grid((smax, t * hkv, n))
+    check_grid((hq, t, n))
+    check_shared(split_shared_bytes(hq // hkv, d))
+    part_o = cuda.device_array((n, t, hq, smax, d), np.float32)
+    part_ml = cuda.device_array((n, t, hq, smax, 2), np.float32)
+    no_table = None if paged else cuda.to_device(np.zeros((1, 1), np.int32))
+
+    def launch(b):
+        if paged:
+            kv, table = (b["k_cache"], b["v_cache"]), b["block_table"]
+        else:
+            kv, table = (b["k_contig"], b["v_contig"]), no_table
+        r = np.int64(ref)
+        split[(smax, t * hkv, n), nt](b["q"], *kv, table, b["context_lens"], r, part_o, part_ml)
+        merge[(hq, t, n), nt](b["context_lens"], r, part_o, part_ml, b["o"])
+
+    launch.workspace = {"part_o": part_o, "part_ml": part_ml}
+    return launch
+
+
+__all__ = ["BLOCK", "launcher", "make_merge", "make_split", "num_splits", "ref_seqs"]

@@ -1,0 +1,1 @@
+"""``attention.mla_decode``: MLA decode; declared in ``spec``."""

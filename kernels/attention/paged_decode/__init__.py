@@ -1,0 +1,1 @@
+"""``attention.paged_decode``: paged GQA decode attention; declared in ``spec``."""

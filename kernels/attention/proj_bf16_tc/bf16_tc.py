@@ -1,0 +1,37 @@
+"""``attention.proj_bf16_tc`` variant ``bf16_tc`` (Atlas, bf16_tc_proj on):
+the NVFP4 projection weights dequantised to BF16 as they are staged (exact:
+E2M1 x E4M3 fits BF16) and the bf16 activations as they are, through
+wgmma m64n128k16 bf16 (without wgmma: mma.sync m16n8k16 bf16, each warp
+its 16 rows of the same staged tiles) with f32 accumulators; the
+per-tensor scale in the epilogue; float32 out. The only error is fp32 accumulation.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from ...common import tc
+from ...common import wgmma_gemm as P
+
+NAME = "bf16_tc"
+SUMMARY = "NVFP4 weights dequantised to BF16, bf16 activations, wgmma bf16 64 x 128 tiles"
+TILE = dict(dtype="bf16", b_kind="nvfp4_bf16", wgs=1, bn=128, chunks=8)
+
+
+def build(shape, kern=None, form: str | None = None):
+    """On wgmma (Hopper, and the simulator) or, elsewhere, mma.sync
+    m16n8k16 bf16 on the same staged tiles (``form``: tests pass it)."""
+    form = tc.check_form(form or (kern.form if kern is not None else tc.current()))
+    m, n, k = shape["m"], shape["n"], shape["k"]
+    kern = kern or P.kernel(*TILE.values(), form=form)
+    run = P.make_launch(m, n, k, kern)
+    rs, cs = P.ones(m), P.ones(n)
+
+    def launch(bufs):
+        run(bufs["y"], bufs["x"].view(np.uint32), bufs["w_packed"].view(np.uint32), bufs["w_scales"],
+            rs, cs, bufs["w_ts"])
+
+    launch.tensor_cores, launch.tc_dtype = kern.form, "bf16"
+    return launch
+
+
+build.forms = tc.FORMS

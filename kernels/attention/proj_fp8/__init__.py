@@ -1,0 +1,1 @@
+"""``attention.proj_fp8``: the FP8 projection GEMM; declared in ``spec``."""

@@ -1,0 +1,1 @@
+"""``ffn.prefill``: the dense-FFN prefill arms; declared in ``spec``."""

@@ -1,0 +1,1 @@
+"""``gdn.decode``: declared in ``spec``."""

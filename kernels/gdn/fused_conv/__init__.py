@@ -1,0 +1,1 @@
+"""``gdn.fused_conv``: declared in ``spec``."""

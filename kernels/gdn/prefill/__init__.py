@@ -1,0 +1,1 @@
+"""``gdn.prefill``: declared in ``spec``."""

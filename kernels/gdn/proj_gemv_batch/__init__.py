@@ -1,0 +1,1 @@
+"""``gdn.proj_gemv_batch``: declared in ``spec``."""

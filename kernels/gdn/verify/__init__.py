@@ -1,0 +1,1 @@
+"""``gdn.verify``: declared in ``spec``."""

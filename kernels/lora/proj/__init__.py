@@ -1,0 +1,1 @@
+"""``lora.proj`` (Atlas): declared in ``spec``."""

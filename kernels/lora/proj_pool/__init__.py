@@ -1,0 +1,1 @@
+"""``lora.proj_pool`` (Metrale): declared in ``spec``."""

@@ -1,0 +1,1 @@
+"""``mamba2.prefill_proj``: the SSM layer's prefill projection GEMMs (``spec``)."""

@@ -1,0 +1,1 @@
+"""``moe.decode_fp8_grouped``: declared in ``spec``."""

@@ -1,0 +1,1 @@
+"""``moe.decode_multi_seq``: declared in ``spec``."""

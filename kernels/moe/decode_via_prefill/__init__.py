@@ -1,0 +1,1 @@
+"""``moe.decode_via_prefill``: declared in ``spec``."""

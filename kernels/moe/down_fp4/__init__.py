@@ -1,0 +1,1 @@
+"""``moe.down_fp4``: declared in ``spec``."""

@@ -1,8 +1,0 @@
-"""MoE variant: down projection and combine with NVFP4 (holo) expert weights. The
-kernels are ``_experts``', ``_router``'s and ``_union``'s; the build is
-``_builds``'."""
-from __future__ import annotations
-
-from ._builds import down
-
-build = down("nvfp4")

@@ -1,0 +1,1 @@
+"""``moe.gateup_fp4``: declared in ``spec``."""

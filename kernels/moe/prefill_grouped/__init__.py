@@ -1,0 +1,1 @@
+"""``moe.prefill_grouped``: declared in ``spec``."""

@@ -1,0 +1,1 @@
+"""``moe.prefill_sorted``: declared in ``spec``."""

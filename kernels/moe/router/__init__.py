@@ -1,0 +1,1 @@
+"""``moe.router``: declared in ``spec``."""

@@ -1,0 +1,1 @@
+"""``moe.shared_expert``: declared in ``spec``."""

@@ -1,8 +1,0 @@
-"""MoE variant: int4 routed FFN of the whole batch in one gate/up and one down
-launch (token-major). The kernels are ``_experts``', ``_router``'s and
-``_union``'s; the build is ``_builds``'."""
-from __future__ import annotations
-
-from ._builds import moe_per_row
-
-build = moe_per_row("int4")

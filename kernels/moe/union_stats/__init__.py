@@ -1,0 +1,1 @@
+"""``moe.union_stats``: declared in ``spec``."""

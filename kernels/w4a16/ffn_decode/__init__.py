@@ -1,0 +1,1 @@
+"""``w4a16.ffn_decode``: declared in ``spec``."""

@@ -1,0 +1,1 @@
+"""``w4a16.gemm``: declared in ``spec``."""

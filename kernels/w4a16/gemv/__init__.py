@@ -1,0 +1,1 @@
+"""``w4a16.gemv``: declared in ``spec``."""

@@ -1,0 +1,68 @@
+"""``w4a16.gemv``: the decode GEMV ``y = W x`` (int4 weights, fp16
+activations, m = 1)."""
+from __future__ import annotations
+
+from typing import Any, Mapping
+
+import numpy as np
+
+from ...common.int4 import packed_bytes
+from ...common.path import Shape, Traffic, Variant, check_preset
+from ...selection.w4a16 import GEMV as TABLE
+from .. import naive
+from ..family import args, declare, ffn_sizes, fp16_normal, mk, w4
+from . import gemv_64t, gemv_sw
+
+# 37 rows: not a multiple of the row blocks; k = 264: two full scale groups
+# and a partial third of 8 inputs.
+SMOKE = dict(m=1, n=37, k=264)
+
+
+def gemv_traffic(mats: int):
+    """Traffic of ``mats`` GEMVs of one ``n x k`` shape against one ``x``."""
+
+    def traffic(shape: Shape) -> Traffic:
+        n, k = shape["n"], shape["k"]
+        return Traffic(bytes_read=mats * packed_bytes(n, k) + 2 * k, bytes_written=2 * mats * n,
+                       flops=2 * mats * n * k)
+
+    return traffic
+
+
+def gemv_shapes(preset: str, model: Mapping[str, Any] | None) -> list[Shape]:
+    check_preset(preset)
+    if preset == "smoke":
+        return [mk("m1-n37-k264", **SMOKE)]
+    hidden, ffns, _ = ffn_sizes(model)
+    out = []
+    for tag, inter in ffns:
+        out.append(mk(f"{tag}-gate n{inter} k{hidden}", m=1, n=inter, k=hidden))
+        out.append(mk(f"{tag}-down n{hidden} k{inter}", m=1, n=hidden, k=inter))
+    return out
+
+
+def gemv_inputs(shape: Shape, rng: np.random.Generator) -> dict:
+    w = w4(rng, shape["n"], shape["k"], "qweight", "scales")
+    return {"x": fp16_normal(rng, shape["k"]), **w}
+
+
+def gemv_reference(shape: Shape, inputs: dict) -> dict:
+    return {"y": naive.naive_gemv(*args(inputs, "qweight", "scales", "x"))}
+
+
+PATH = declare(
+    TABLE,
+    [
+        Variant("gemv_sw", "one warp per output row, lanes stride over packed words, shuffle reduction",
+                gemv_sw.build),
+        Variant("gemv_64t", "64 threads per 4-row block, shared-memory tree reduction (pre-single-warp kernel)",
+                gemv_64t.build),
+    ],
+    shapes=gemv_shapes,
+    make_inputs=gemv_inputs,
+    outputs=lambda shape: {"y": ((shape["n"],), "float16")},
+    reference=gemv_reference,
+    traffic=gemv_traffic(1),
+    notes="memory-bound: streams k/2 bytes of packed weights per row",
+    extra={"gemm_mnk": lambda s: (1, s["n"], s["k"])},
+)

@@ -1,0 +1,1 @@
+"""``w4a16.gemv_dual``: declared in ``spec``."""

@@ -1,0 +1,47 @@
+"""W4A16 dual decode GEMV, 64 threads per row block (``gemv_sw`` off).
+
+``gate = W_gate x`` and ``up = W_up x`` in one pass, laid out and launched
+as ``gemv_64t``: one 64-thread block per ``ROWS`` rows (default 4), thread
+``t`` on packed columns ``t, t+64, ...``; the 8 staged activations of a
+column are loaded to registers once and used for ``2 * ROWS`` packed words
+(the gate and up word of each row)::
+
+    rows r0..r0+3, column c (thread t = c mod 64):
+      x8 = xs[:, c]            (registers)
+      acc_g[r] += s_gate[r, c/16] * dot(W_gate[r, c], x8)
+      acc_u[r] += s_up[r, c/16]   * dot(W_up[r, c],   x8)
+
+The ``2 * ROWS`` partial sums per thread are reduced across the block by a
+shared-memory tree (``2 x ROWS x 64`` fp32); threads ``0..ROWS-1`` write
+``gate`` and ``up`` (fp16). Body: ``_row_block`` with ``DUAL``.
+"""
+from __future__ import annotations
+
+from functools import lru_cache, partial
+
+from numba import cuda
+
+from .._device import launcher, path_build
+from .._row_block import DEFAULT_KCHUNK, DEFAULT_ROWS, make_row_block
+from .._row_block import launch_config as _launch_config
+
+launch_config = partial(_launch_config, DUAL=True)
+
+
+@lru_cache(maxsize=None)
+def make_gemv_dual_64t(ROWS: int = DEFAULT_ROWS, KCHUNK: int = DEFAULT_KCHUNK):
+    row_block = make_row_block(ROWS, KCHUNK, True)
+
+    @cuda.jit
+    def gemv_dual_64t(gate, up, qw_gate, s_gate, qw_up, s_up, x):
+        row_block((gate, up), (qw_gate, s_gate, qw_up, s_up), x)
+
+    return gemv_dual_64t
+
+
+def make_launch(n: int, k: int, *, ROWS: int = DEFAULT_ROWS, KCHUNK: int = DEFAULT_KCHUNK):
+    """``launch(gate, up, qw_gate, s_gate, qw_up, s_up, x)`` for ``n x k`` weights."""
+    return launcher(make_gemv_dual_64t, launch_config, n, k, ROWS, KCHUNK)
+
+
+build = path_build(make_launch, ("gate", "up", "qw_gate", "s_gate", "qw_up", "s_up", "x"))

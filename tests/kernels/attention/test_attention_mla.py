@@ -1,0 +1,213 @@
+"""MLA decode in the latent space (``attention.mla_decode``, Metrale's
+``mla_perseq_fallback``): the variant the lever selects, the shapes
+(DeepSeek-V3's from the recipe's ``[model.mla]``), both variants against
+the float64 reference and bit for bit against each other (and each
+sequence decoded alone against its row of the batch), and a kernel
+that scores the unwritten rows of the tail block, which the checks must
+reject.
+
+Simulator tests (``sim``) use the smoke shape: rank 16 + 8 rotary dims, 3
+heads, 3 sequences whose lengths end mid-block.
+"""
+from __future__ import annotations
+
+import itertools
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from leverctl.bench.plan import applies, build_plan, model_lacks, path_levers
+from leverctl.levers import load_catalog
+from leverctl.levers.recipes import load_recipe
+from attention_checks import _short_switch_interval, compare  # noqa: F401 (an autouse fixture)
+from leverctl_kernels.attention.dflash_contig.spec import PATH as DFLASH_CONTIG
+from leverctl_kernels.attention.mla_decode import _mla, spec as mla_spec
+from leverctl_kernels.attention.mla_decode.spec import PATH
+from leverctl_kernels.attention.paged_decode.spec import PATH as PAGED_DECODE
+from leverctl_kernels.common.path import Shape
+
+SMOKE = PATH.shapes("smoke", None)
+RECIPE = Path(__file__).resolve().parents[3] / "recipes" / "deepseek-v3-metrale.toml"
+
+
+def run(shape: Shape, inputs: dict, launch) -> np.ndarray:
+    from numba import cuda
+
+    bufs = {n: cuda.to_device(np.ascontiguousarray(a)) for n, a in inputs.items()}
+    bufs["o"] = cuda.to_device(np.full(PATH.outputs(shape)["o"][0], np.nan, np.float32))
+    launch(bufs)
+    cuda.synchronize()
+    return bufs["o"].copy_to_host()
+
+
+# ------------------------------------------------------------------ choice
+
+def test_select_for_every_lever_value_on_metrale_and_no_path_on_atlas():
+    cat = load_catalog("metrale")
+    values = {f: lv.default for f, lv in cat.levers.items()}
+    assert cat.lever("mla_perseq_fallback").default is False
+    for on, shape in itertools.product((False, True), [*SMOKE, *PATH.shapes("model", None)]):
+        got = PATH.select(path_levers(PATH, {**values, "mla_perseq_fallback": on}, cat.fields), shape)
+        assert got.variant == ("per_sequence" if on else "batched"), (on, shape.label)
+        assert ("one launch per sequence" in got.note) == on
+    atlas = load_catalog("atlas")
+    assert "mla_perseq_fallback" not in atlas.fields and not applies(PATH, "atlas", atlas.fields)
+
+
+def test_1_or_true_exactly_selects_the_per_sequence_fallback_and_other_spellings_do_not():
+    from leverctl.levers import resolve
+
+    cat = load_catalog("metrale")
+    for raw, want in (("1", "per_sequence"), ("true", "per_sequence"), ("True", "batched"),
+                      ("TRUE", "batched"), ("yes", "batched"), (None, "batched")):
+        res = resolve(cat, env={} if raw is None else {"METRALE_MLA_PERSEQ_FALLBACK": raw})
+        assert PATH.select(path_levers(PATH, res.values(), cat.fields), SMOKE[0]).variant == want, raw
+
+
+# ------------------------------------------------------------------ shapes
+
+def test_model_shapes_are_deepseek_v3s_from_the_recipe_or_by_default():
+    default = PATH.shapes("model", None)
+    recipe = load_recipe(RECIPE).model
+    from_recipe = PATH.shapes("model", recipe)
+    assert [s.dims for s in default] == [s.dims for s in from_recipe]
+    assert {(s["h"], s["r"], s["p"], s["qk_dim"]) for s in default} == {(128, 512, 64, 192)}
+    assert [(s["ctx"], s["n"]) for s in default] == list(itertools.product((1024, 8192, 32768), (1, 8, 32)))
+    (s,) = SMOKE
+    lens = mla_spec.lengths(s)
+    assert (s["n"], s["h"], s["r"], s["p"]) == (3, 3, 16, 8) and len(set(lens)) == 3 and all(x % 16 for x in lens)
+
+
+def test_the_deepseek_recipe_plans_mla_decode_and_neither_gqa_attention_path():
+    model = load_recipe(RECIPE).model
+    assert model_lacks(PATH, model) == ""
+    assert "has no [model.attention]" in model_lacks(PAGED_DECODE, model)
+    assert "has no [model.attention]" in model_lacks(DFLASH_CONTIG, model)
+    assert "has no [model.mla]" in model_lacks(PATH, {"name": "Qwen3-8B", "hidden": 4096, "attention": {"q_heads": 32}})
+
+
+def test_the_kernel_fits_deepseek_v3_in_static_shared_memory_with_eight_heads_a_block():
+    assert _mla.head_tile(128) == 8 and _mla.shared_bytes(8, 512, 64) <= 48 * 1024
+
+
+def test_the_variants_make_one_launch_and_one_per_sequence(monkeypatch):
+    from numba import cuda
+    from numba.cuda.simulator.kernel import FakeCUDAKernel
+
+    if not isinstance(_mla.make_decode(3, 16, 8, 24), FakeCUDAKernel):
+        pytest.skip("counts simulator launches")
+    (s,) = SMOKE
+    x = PATH.make_inputs(s, np.random.default_rng(0))
+    bufs = {n: cuda.to_device(a) for n, a in x.items()}
+    bufs["o"] = cuda.to_device(np.zeros(PATH.outputs(s)["o"][0], np.float32))
+    for name, want in (("batched", 1), ("per_sequence", 3)):
+        calls = []
+        launch = PATH.variants[name].build(s)
+        monkeypatch.setattr(FakeCUDAKernel, "__call__", lambda self, *a, **k: calls.append(self))
+        launch(bufs)
+        monkeypatch.undo()
+        assert len(calls) == PATH.variant_launches(name, s) == want
+    assert PATH.variant_traffic("batched", s) == PATH.variant_traffic("per_sequence", s)
+
+
+# ------------------------------------------------------------ simulator
+
+@pytest.mark.sim
+def test_both_variants_match_the_reference_and_give_the_same_bits():
+    (s,) = SMOKE
+    x = PATH.make_inputs(s, np.random.default_rng(7))
+    ref = PATH.reference(s, x)["o"]
+    outs = {name: run(s, x, v.build(s)) for name, v in PATH.variants.items()}
+    for name, got in outs.items():
+        ok, rel, mx = compare(got, ref, PATH.tolerance)
+        assert ok, (name, rel, mx)
+    assert np.array_equal(outs["per_sequence"].view(np.uint32), outs["batched"].view(np.uint32))
+
+
+@pytest.mark.sim
+def test_a_kernel_scoring_the_unwritten_rows_of_the_tail_block_fails_the_check():
+    from numba import cuda
+
+    from leverctl.bench import check as chk
+
+    (s,) = SMOKE
+    x = PATH.make_inputs(s, np.random.default_rng(3))
+    launch = _mla.launcher(s, per_sequence=False, read_tail=True)
+    got = run(s, x, launch)
+    assert np.isnan(got).all(axis=(1, 2)).all()  # every sequence's tail block holds NaN rows
+    _, fig = chk.check(PATH, "batched", s, launch, x, cuda)
+    assert not fig.passed and fig.nonfinite > 0
+
+
+def test_a_result_with_another_softmax_scale_fails_the_tolerance():
+    """The softmax scale is the model's query-key head dim (192 at
+    DeepSeek-V3), not the latent row's width (576): a kernel taking the
+    other scale is a wrong answer the tolerance must reject."""
+    from leverctl_kernels.attention.mla_decode import naive as mla_naive
+
+    (s,) = SMOKE
+    x = PATH.make_inputs(s, np.random.default_rng(4))
+    ref = PATH.reference(s, x)["o"]
+    wrong = mla_naive.naive_mla_decode(x["q_nope"], x["q_pe"], x["c_kv"], x["k_pe"], x["context_lens"], 4 * s["qk_dim"])
+    assert not compare(wrong, ref, PATH.tolerance)[0]
+
+
+@pytest.mark.sim
+def test_bench_checks_the_per_sequence_fallback_the_lever_selects(tmp_path, capsys):
+    from leverctl.cli.app import main
+
+    out = tmp_path / "bench.json"
+    with pytest.raises(SystemExit) as e:
+        main(["bench", "-e", "metrale", "--no-env", "--device", "sim", "--shapes", "smoke",
+              "--kernel", PATH.name, "--set", "METRALE_MLA_PERSEQ_FALLBACK=true", "-o", str(out)])
+    assert e.value.code == 0, capsys.readouterr().err
+    (rec,) = json.loads(out.read_text())["results"]
+    assert (rec["variant"], rec["status"]) == ("per_sequence", "pass")
+    assert rec["batch_invariance"] == {"identical": True, "required": True, "sequences": 3, "differing": 0,
+                                       "max_abs_diff": 0.0}
+
+
+@pytest.mark.sim
+def test_the_invariance_check_fails_a_launch_whose_bits_depend_on_the_batch():
+    """The batched kernel, its output nudged by one ulp whenever it decodes a
+    lone sequence: within every tolerance, and not the batched bits."""
+    from numba import cuda
+
+    (s,) = SMOKE
+    x = PATH.make_inputs(s, np.random.default_rng(5))
+    real = PATH.variants["batched"].build(s)
+
+    def nudged(b):
+        real(b)
+        if b["q_nope"].shape[0] == 1:
+            o = b["o"].copy_to_host()
+            b["o"].copy_to_device(np.nextafter(o, np.float32(np.inf)))
+
+    bufs = {n: cuda.to_device(a) for n, a in x.items()}
+    bufs["o"] = cuda.to_device(np.full(PATH.outputs(s)["o"][0], np.nan, np.float32))
+    real(bufs)
+    assert mla_spec.batch_invariance("batched", s, real, bufs, cuda)["identical"]
+    got = mla_spec.batch_invariance("batched", s, nudged, bufs, cuda)
+    assert (got["identical"], got["required"], got["differing"]) == (False, True, 3)
+    assert 0 < got["max_abs_diff"] < 1e-6
+
+
+# ------------------------------------------------------------------ GPU
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("ctx,n", [(8192, 8), (32768, 1)])
+def test_on_a_gpu_at_deepseek_v3_shapes_both_variants_pass_with_the_same_bits(ctx, n):
+    from numba import cuda
+
+    from leverctl.bench import check as chk
+
+    shape = next(s for s in PATH.shapes("model", None) if s["ctx"] == ctx and s["n"] == n)
+    x = PATH.make_inputs(shape, np.random.default_rng(1))
+    outs = {}
+    for name, v in PATH.variants.items():
+        bufs, fig = chk.check(PATH, name, shape, v.build(shape), x, cuda)
+        assert fig.passed, (name, fig.why())
+        outs[name] = bufs["o"].copy_to_host()
+    assert np.array_equal(outs["per_sequence"].view(np.uint32), outs["batched"].view(np.uint32))

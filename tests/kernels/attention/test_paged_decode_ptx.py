@@ -1,0 +1,46 @@
+"""Every paged decode attention kernel compiles for sm_90 (H200) at model
+shapes (Qwen3-Next's 16 query heads over 2 KV heads at d = 256, and a
+Llama-style 32 over 8 at d = 128), without a GPU: to PTX with libNVVM and
+through ptxas (``ptx_harness``). No fp64 arithmetic, no spills or local
+memory, registers x threads within the SM's register file, static shared
+memory within 48 KiB; skipped only where libNVVM (or ptxas) is missing.
+"""
+from __future__ import annotations
+
+from ptx_harness import check_ptx, check_ptxas, compiled  # noqa: F401 (compiled: the fixture)
+
+
+def jobs():
+    """(name, dispatcher, signature, threads per block); runs in the compile process."""
+    from numba import types
+
+    from leverctl_kernels.attention import _paged
+    from leverctl_kernels.attention.paged_decode import spec
+
+    A = lambda dt, nd: types.Array(dt, nd, "C")  # noqa: E731
+    u16, i32, f32, i64 = types.uint16, types.int32, types.float32, types.int64
+    split = (A(u16, 3), A(u16, 4), A(u16, 4), A(i32, 2), A(i32, 1), i64, i64, A(f32, 4), A(f32, 4))
+    merge = (A(i32, 1), i64, i64, A(f32, 4), A(f32, 4), A(f32, 3))
+    T, M = spec.TARGET_CTAS, spec.MIN_SPLIT_BLOCKS
+    out = []
+    for tag, hkv, g, d in (("qwen3next", 2, 8, 256), ("llama", 8, 4, 128)):
+        nt = _paged.threads_for(d)
+        out += [(f"split_{tag}", _paged.make_split(hkv, g, d, T, M), split, nt),
+                (f"merge_{tag}", _paged.make_merge(hkv, d, T, M), merge, nt)]
+    return out
+
+
+def test_every_attention_kernel_compiles_for_sm90_in_fp32(compiled):
+    assert len(compiled["kernels"]) == 4
+    check_ptx(compiled, fp64=False)
+
+
+def test_attention_registers_spills_and_shared_memory_fit_the_launch(compiled):
+    check_ptxas(compiled)
+
+
+def test_the_shared_memory_the_launch_checks_is_what_ptxas_reports(compiled):
+    from leverctl_kernels.attention import _paged
+
+    rec = compiled["kernels"]["split_qwen3next"]
+    assert rec["smem"] == _paged.split_shared_bytes(8, 256)

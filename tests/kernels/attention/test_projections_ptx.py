@@ -1,0 +1,84 @@
+"""The attention projection kernels compile for sm_90a without a GPU: their
+PTX (compiled by the ``ptx_harness`` for sm_90, retargeted to sm_90a as
+``test_wgmma_ptx`` does) is free of fp64 and has the wgmma of its type and
+tile width; ptxas for sm_90a accepts every kernel with no spills, no local
+memory, registers for the block within budget and no advisory that it
+serialised the wgmma; and, where ``nvdisasm`` is found, the SASS holds what
+each variant's records claim (``tc_claims.CLAIM_JOBS``): HGMMA .BF16 for
+the BF16 variants, QGMMA .E4M3 for the FP8 ones, HMMA .BF16 for the BF16
+variants' mma.sync form (compiled here too: no wgmma or async fence in it,
+so it assembles for sm_80 as well)."""
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+from ptx_harness import check_ptx, check_ptxas, compiled, nvdisasm, sm90a  # noqa: F401 (compiled, sm90a: fixtures)
+from tc_claims import check_claims
+
+# job -> (variant module whose TILE it is, under leverctl_kernels.attention; the wgmma instruction its PTX must hold)
+GEMMS = {
+    "proj_bf16_tc": ("proj_bf16_tc.bf16_tc", "m64n128k16.f32.bf16.bf16"),
+    "proj_fp8_e4m3": ("proj_bf16_tc.fp8_e4m3", "m64n128k32.f32.e4m3.e4m3"),
+    "proj_bf16_n128": ("proj_bf16_tc_w4a16.bf16_n128", "m64n128k16.f32.bf16.bf16"),
+    "proj_fp8_m16": ("proj_fp8.m16", "m64n16k32.f32.e4m3.e4m3"),
+    "proj_fp8_m32": ("proj_fp8.m32", "m64n32k32.f32.e4m3.e4m3"),
+}
+# the BF16 variants' form without wgmma: mma.sync on the same staged tiles
+MMA_SYNC = {"proj_bf16_tc_mma": "proj_bf16_tc.bf16_tc", "proj_bf16_n128_mma": "proj_bf16_tc_w4a16.bf16_n128"}
+
+
+def jobs():
+    import importlib
+
+    from numba import types
+
+    from leverctl_kernels.attention import _proj_prep
+    from leverctl_kernels.common import wgmma_gemm as P
+
+    A = lambda dt, nd: types.Array(dt, nd, "C")  # noqa: E731
+    u8, u16, u32, f16, f32 = types.uint8, types.uint16, types.uint32, types.float16, types.float32
+    bsc = {"nvfp4_bf16": A(u8, 2), "nvfp4_e4m3": A(u8, 2), "int4_bf16": A(f16, 2), "copy": A(f32, 1)}
+    out = []
+    for name, mod, form in ([(n, m, "wgmma") for n, (m, _i) in GEMMS.items()]
+                            + [(n, m, "mma.sync") for n, m in MMA_SYNC.items()]):
+        tile = importlib.import_module(f"leverctl_kernels.attention.{mod}").TILE
+        y = A(f16, 2) if tile["b_kind"] == "int4_bf16" else A(f32, 2)
+        sig = (y, A(u32, 2), A(u32, 2), bsc[tile["b_kind"]], A(f32, 1), A(f32, 1), A(f32, 1))
+        out.append((name, P.kernel(*tile.values(), form=form), sig, 128 * tile["wgs"]))
+    out.append(("proj_quant_e4m3", _proj_prep.quant_kernel(), (A(u16, 2), A(f32, 1), A(u16, 2)),
+                _proj_prep.QUANT_THREADS))
+    out.append(("proj_bf16_to_f16", _proj_prep.bf16_to_f16, (A(u32, 2), A(u32, 2)), _proj_prep.CONVERT_THREADS))
+    return out
+
+
+def test_proj_kernels_compile_to_ptx_in_fp32_with_their_instructions(compiled):
+    assert set(compiled["kernels"]) == {*GEMMS, *MMA_SYNC, "proj_quant_e4m3", "proj_bf16_to_f16"}
+    check_ptx(compiled, fp64=False)
+    for name, (_mod, instr) in GEMMS.items():
+        ptx = Path(compiled["kernels"][name]["ptx"]).read_text()
+        assert f"wgmma.mma_async.sync.aligned.{instr}" in ptx, name
+        assert "st.shared.v4.b32" in ptx, name
+    for name in MMA_SYNC:  # the warp form: no wgmma, no async-proxy fence (sm_80 has neither)
+        ptx = Path(compiled["kernels"][name]["ptx"]).read_text()
+        assert "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32" in ptx, name
+        assert "wgmma.mma_async" not in ptx and "fence.proxy.async" not in ptx, name
+    quant = Path(compiled["kernels"]["proj_quant_e4m3"]["ptx"]).read_text()
+    assert "cvt.rn.satfinite.e4m3x2.f32" in quant
+
+
+def test_ptxas_for_sm90a_accepts_them_without_spills_or_serialisation(sm90a):
+    check_ptxas(sm90a)
+    for name, rec in sm90a["kernels"].items():
+        odd = re.findall(r"\(C75\d\d\)[^\n]{0,160}", rec["log"])
+        assert not odd, f"{name}: {odd}"
+
+
+def test_the_sass_holds_what_each_variants_records_claim(compiled, tmp_path):
+    """``tc_claims.CLAIM_JOBS``'s kernels of this module, assembled for
+    sm_90a, hold the opcode of their variant's (form, tc_dtype) claim."""
+    disasm = nvdisasm()
+    if not compiled["ptxas"] or not disasm:
+        pytest.skip("ptxas or nvdisasm not found")
+    assert check_claims("test_projections_ptx", compiled, tmp_path, disasm) == len(GEMMS) + len(MMA_SYNC)

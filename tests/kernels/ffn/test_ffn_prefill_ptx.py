@@ -1,0 +1,114 @@
+"""The dense-FFN prefill kernels compile for sm_90 (H200) without a GPU
+(``ptx_harness``): no fp64, no spills, stack or local memory, registers and
+static shared memory within an SM's. The mma.sync forms of the wgmma arms
+(BF16 v1/v2, W4A4) have ``mma.sync.m16n8k16`` bf16 and no wgmma, and their
+SASS ``HMMA.16816.F32.BF16``. The int8 GEMMs', the Q4_K MMQ's and the NVFP4 MMQ's PTX has the s8
+``mma.sync.m16n8k32``, and where ``nvdisasm`` is found their SASS holds what
+their records claim (``tc_claims``: ``mma.sync`` / ``s8`` is
+``IMMA.16832.S8.S8``); the row quantisers (int8, and E4M3 through ``cvt.rn.satfinite.e4m3x2.f32``)
+have no tensor-core opcode."""
+from __future__ import annotations
+
+import re
+import subprocess
+from pathlib import Path
+
+import pytest
+from ptx_harness import check_ptx, check_ptxas, compiled, nvdisasm  # noqa: F401 (compiled: the fixture)
+from tc_claims import claim_problems, sass_claims_test
+
+# name -> (tensor_cores, tc_dtype) its variant's records claim
+CLAIMS = {"int8_faith2_gemm": ("mma.sync", "s8"), "int8_faith5_gemm": ("mma.sync", "s8"),
+          "q4k_mmq": ("mma.sync", "s8"), "q8_blocks": (None, None), "nvfp4_mmq": ("mma.sync", "s8"),
+          "nvfp4_row_amax": (None, None), "nvfp4_encode": (None, None),
+          "rowquant_int8": (None, None), "rowquant_e4m3": (None, None),
+          # the wgmma arms' form for GPUs without wgmma (``_mma_forms``)
+          "bf16_v1_gemm_mma": ("mma.sync", "bf16"), "bf16_v2_gemm_mma": ("mma.sync", "bf16"),
+          "w4a4_gemm_mma": ("mma.sync", "bf16"), "nvfp4_decode_bf16": (None, None)}
+MMA_FORMS = {"bf16_v1_gemm_mma": ("bf16_v1", "int4_bf16"), "bf16_v2_gemm_mma": ("bf16_v2", "int4_bf16"),
+             "w4a4_gemm_mma": ("w4a4", "nvfp4_bf16")}
+
+
+def jobs():
+    from numba import types
+
+    from leverctl_kernels.ffn.prefill import _int8_mma, int8_faith2, int8_faith5, nvfp4_mmq, q4k_mmq, q8_blocks
+    from leverctl_kernels.common import rowquant as _rowquant, nvfp4_act
+
+    f16, f32, i8 = types.float16, types.float32, types.int8
+    gemm_sig = (f16[:, ::1], i8[:, ::1], f32[::1], i8[:, ::1], f32[::1])
+    out = []
+    for name, mod in (("int8_faith2_gemm", int8_faith2), ("int8_faith5_gemm", int8_faith5)):
+        kern = _int8_mma.make_int8_gemm(mod.WARPS_M, mod.WARPS_N, mod.K_STEPS)
+        out.append((name, kern, gemm_sig, 32 * mod.WARPS_M * mod.WARPS_N))
+    out.append(("rowquant_int8", _rowquant.make_rowquant("int8"), (i8[:, ::1], f32[::1], f16[:, ::1]),
+                _rowquant.THREADS))
+    out.append(("rowquant_e4m3", _rowquant.make_rowquant("e4m3"), (types.uint8[:, ::1], f32[::1], f16[:, ::1]),
+                _rowquant.THREADS))
+    u8 = types.uint8
+    out.append(("q4k_mmq", q4k_mmq.make_q4k_mmq(), (f16[:, ::1], i8[:, ::1], f32[:, ::1], f32[:, ::1], u8[:, ::1]),
+                q4k_mmq.THREADS))
+    out.append(("q8_blocks", q8_blocks.make_q8_blocks(), (i8[:, ::1], f32[:, ::1], f32[:, ::1], f16[:, ::1]),
+                q8_blocks.THREADS))
+    out.append(("nvfp4_row_amax", nvfp4_act.make_row_amax(), (f32[::1], f16[:, ::1]), nvfp4_act.THREADS))
+    out.append(("nvfp4_encode", nvfp4_act.make_encode(), (u8[:, ::1], u8[:, ::1], f32[::1], f16[:, ::1], f32[::1]),
+                nvfp4_act.THREADS))
+    import importlib
+
+    from leverctl_kernels.ffn.prefill import _mma_forms
+
+    u32 = types.uint32
+    for name, (variant, b_kind) in MMA_FORMS.items():
+        mod = importlib.import_module(f"leverctl_kernels.ffn.prefill.{variant}")
+        wgs, bn = (getattr(mod, "WGS", 1), mod.BN)
+        bsc = f16[:, ::1] if b_kind == "int4_bf16" else u8[:, ::1]
+        out.append((name, _mma_forms.kernel(b_kind, wgs, bn),
+                    (f16[:, ::1], u32[:, ::1], u32[:, ::1], bsc, f32[::1], f32[::1], f32[::1]), 128 * wgs))
+    out.append(("nvfp4_decode_bf16", nvfp4_act.make_decode_bf16(),
+                (u32[:, ::1], f32[::1], u32[:, ::1], u8[:, ::1], f32[::1], f32[::1]), nvfp4_act.THREADS))
+    out.append(("nvfp4_mmq", nvfp4_mmq.make_nvfp4_mmq(),
+                (f16[:, ::1], u8[:, ::1], u8[:, ::1], f32[::1], u8[:, ::1], u8[:, ::1], f32[::1]), nvfp4_mmq.THREADS))
+    return out
+
+
+def test_ffn_prefill_kernels_compile_for_sm90_in_fp32(compiled):
+    assert set(compiled["kernels"]) == set(CLAIMS)
+    check_ptx(compiled, fp64=False)
+    for name in ("int8_faith2_gemm", "int8_faith5_gemm", "q4k_mmq", "nvfp4_mmq"):
+        ptx = Path(compiled["kernels"][name]["ptx"]).read_text()
+        assert "mma.sync.aligned.m16n8k32.row.col.s32.s8.s8.s32" in ptx, name
+    for name in MMA_FORMS:  # no wgmma and no async-proxy fence: it assembles for sm_80 too
+        ptx = Path(compiled["kernels"][name]["ptx"]).read_text()
+        assert "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32" in ptx, name
+        assert "wgmma.mma_async" not in ptx and "fence.proxy.async" not in ptx, name
+    assert "cvt.rn.satfinite.e4m3x2.f32" in Path(compiled["kernels"]["rowquant_e4m3"]["ptx"]).read_text()
+
+
+def test_ptxas_accepts_them_without_spills(compiled):
+    check_ptxas(compiled)
+
+
+def test_their_sass_holds_what_the_records_claim(compiled, tmp_path):
+    if not compiled["ptxas"]:
+        pytest.skip("ptxas not found (PATH or $CUDA_HOME/bin)")
+    disasm = nvdisasm()
+    if not disasm:
+        pytest.skip("nvdisasm not found (PATH, $CUDA_HOME/bin or the nvidia-cuda-nvdisasm wheel)")
+    from leverctl_kernels.ffn.prefill.spec import PATH as PREFILL
+
+    assert PREFILL.variants["int8_faith2"].tensor_cores == CLAIMS["int8_faith2_gemm"][0]
+    assert PREFILL.variants["q4k_mmq"].tensor_cores == CLAIMS["q4k_mmq"][0]
+    assert PREFILL.variants["nvfp4_mmq"].tensor_cores == CLAIMS["nvfp4_mmq"][0]
+    for name, (form, dtype) in CLAIMS.items():
+        cubin = tmp_path / f"{name}.cubin"
+        subprocess.run([compiled["ptxas"], "-arch=sm_90", "-o", str(cubin), compiled["kernels"][name]["ptx"]],
+                       check=True, capture_output=True)
+        sass = subprocess.run([disasm, str(cubin)], check=True, capture_output=True, text=True).stdout
+        assert claim_problems(sass, form, dtype) == [], (name, claim_problems(sass, form, dtype))
+        if dtype == "s8":
+            assert claim_problems(sass, "mma.sync", "bf16"), f"{name}: a wrong claim (bf16) would pass"
+            imma = re.findall(r"\bIMMA\.16832\.S8\.S8\b", sass)
+            assert len(imma) >= 2, (name, imma)  # two n8 MMAs per k32 step
+
+
+test_the_sass_holds_what_each_variants_records_claim = sass_claims_test("test_ffn_prefill_ptx")

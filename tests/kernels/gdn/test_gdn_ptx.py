@@ -1,0 +1,105 @@
+"""Every GDN kernel compiles for sm_90 (H200) at the model shape (d = 128,
+chunk 64, conv width 4), without a GPU: to PTX with libNVVM and through
+ptxas (``ptx_harness``). No fp64 arithmetic, no spills or local memory,
+registers x threads within the SM's register file, static shared memory
+within 48 KiB; skipped only where libNVVM (or, for the ptxas checks, ptxas)
+is missing. The chunked kernels (prefill, WY verifies) have the fp16
+``mma.sync`` in their PTX and ``HMMA.16816.F32`` in their SASS (read with
+``nvdisasm`` where it is found), within a register budget each; the other
+kernels have no tensor-core instruction.
+"""
+from __future__ import annotations
+
+import re
+import subprocess
+from pathlib import Path
+
+import pytest
+from ptx_harness import check_ptx, check_ptxas, compiled, nvdisasm  # noqa: F401 (compiled: the fixture)
+from tc_claims import sass_claims_test
+
+# The kernels whose chunk makes k.k and q.k on mma.sync (fp16, f32 accumulators).
+TENSOR_CORE = ("prefill_regresident", "prefill_global_state", "verify_wy17", "verify_wyn_t17", "verify_wyn_t5")
+MMA_PTX = "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32"
+# Registers per thread each may use at 128 threads: the prefills' 41 KiB of
+# shared memory already limit an SM to five blocks, and 255 registers (the
+# most a thread can have) still let two run; the verifies keep four blocks
+# an SM (128 registers) with room to spare.
+REG_BUDGET = {"prefill_regresident": 255, "prefill_global_state": 255, "verify_wy17": 96,
+              "verify_wyn_t17": 96, "verify_wyn_t5": 96}
+
+
+def jobs():
+    """(name, dispatcher, signature, threads per block); runs in the compile
+    process. Slowest to compile first: the workers finish together."""
+    from numba import types
+
+    from leverctl_kernels.gdn import _layout, _prefill
+    from leverctl_kernels.gdn.fused_conv import fused as conv_fused, separate as conv_separate
+    from leverctl_kernels.gdn.decode import batched as decode_batched, per_sequence as decode_per_sequence
+    from leverctl_kernels.gdn.verify import recurrent as verify_recurrent, wy17 as verify_wy17, wyn as verify_wyn
+
+    D, C, W = 128, 64, 4
+    A = lambda dt, nd: types.Array(dt, nd, "C")  # noqa: E731
+    f16, f32, i32 = types.float16, types.float32, types.int32
+    nt = _layout.tile_for(D, D).threads
+    tok = (A(f16, 3), A(f16, 3), A(f16, 3), A(f32, 2), A(f32, 2), A(f32, 3), A(f32, 3))
+    tokflat = tok[:5] + (A(f32, 1), A(f32, 3))
+    dec = (A(f16, 3), A(f16, 3), A(f16, 3), A(f32, 2), A(f32, 2), A(i32, 1), A(f32, 1), A(f32, 3))
+    decf = (A(f32, 3),) * 3 + dec[3:]
+    fused = (A(f16, 2), A(f16, 2), A(f16, 3), A(f32, 2), A(f32, 2), A(f16, 3), A(f32, 1), A(i32, 1),
+             A(f32, 1), A(f32, 3))
+    conv = (A(f16, 2), A(f16, 2), A(f16, 3), A(i32, 1), A(f32, 3), A(f32, 3), A(f32, 3))
+    return [
+        ("prefill_regresident", _prefill.make_prefill(C, D, D, True), tok, nt),
+        ("verify_wy17", verify_wy17.make_verify_wy17(D, D), tok, nt),
+        ("verify_wyn_t17", verify_wyn.make_verify_wyn(17, D, D), tok, nt),
+        ("prefill_global_state", _prefill.make_prefill(C, D, D, False), tok, nt),
+        ("verify_wyn_t5", verify_wyn.make_verify_wyn(5, D, D), tok, nt),
+        ("fused_conv", conv_fused.make_fused_conv(W, D, D), fused, conv_fused.threads(D, D)),
+        ("verify_recurrent_t17", verify_recurrent.make_verify_recurrent(17, D, D), tokflat, nt),
+        ("verify_recurrent_t5", verify_recurrent.make_verify_recurrent(5, D, D), tokflat, nt),
+        ("decode_batched", decode_batched.make_decode_batched(D, D), dec, nt),
+        ("decode_batched_f32", decode_batched.make_decode_batched(D, D), decf, nt),
+        ("decode_per_sequence", decode_per_sequence.make_decode_per_sequence(D, D), (types.int64,) + dec, nt),
+        ("conv_silu", conv_separate.make_conv_kernel(W, D, D), conv, conv_separate.CONV_THREADS),
+        ("gated_rmsnorm", conv_separate.make_norm_kernel(D), (A(f32, 3), A(f16, 3), A(f32, 1), A(f32, 3)), D),
+    ]
+
+
+def test_every_gdn_kernel_compiles_for_sm90_in_fp32(compiled):
+    assert len(compiled["kernels"]) == 13
+    check_ptx(compiled, fp64=False)
+
+
+def test_gdn_registers_spills_and_shared_memory_fit_the_launch(compiled):
+    check_ptxas(compiled)
+
+
+def test_the_chunked_kernels_have_the_f16_mma_in_their_ptx_and_the_others_none(compiled):
+    for name, rec in compiled["kernels"].items():
+        if "error" in rec:
+            pytest.fail(f"{name} does not compile for sm_90 (see the compile test)")
+        n = Path(rec["ptx"]).read_text().count(MMA_PTX)
+        assert (n > 0) == (name in TENSOR_CORE), f"{name}: {n} x {MMA_PTX}"
+
+
+def test_the_chunked_kernels_run_hmma_within_their_register_budget(compiled, tmp_path):
+    if not compiled["ptxas"]:
+        pytest.skip("ptxas not found (PATH or $CUDA_HOME/bin)")
+    disasm = nvdisasm()
+    if not disasm:
+        pytest.skip("nvdisasm not found (PATH, $CUDA_HOME/bin or the nvidia-cuda-nvdisasm wheel)")
+    for name in TENSOR_CORE:
+        rec = compiled["kernels"][name]
+        assert rec["spill"] == 0 and rec["lmem"] == 0, f"{name}: {rec['log']}"
+        assert rec["regs"] <= REG_BUDGET[name], f"{name}: {rec['regs']} registers, budget {REG_BUDGET[name]}"
+        cubin = tmp_path / f"{name}.cubin"
+        subprocess.run([compiled["ptxas"], "-arch=sm_90", "-o", str(cubin), rec["ptx"]],
+                       check=True, capture_output=True)
+        sass = subprocess.run([disasm, str(cubin)], check=True, capture_output=True, text=True).stdout
+        hmma = set(re.findall(r"\bHMMA\.[\w.]+", sass))
+        assert hmma == {"HMMA.16816.F32"}, f"{name}: {sorted(hmma)} in its SASS"
+
+
+test_the_sass_holds_what_each_variants_records_claim = sass_claims_test("test_gdn_ptx")

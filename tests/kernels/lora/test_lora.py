@@ -1,0 +1,217 @@
+"""The LoRA variants in the CUDA simulator at the paths' tiny odd smoke
+shapes (K ends mid-warp, m = 9 crosses a row group, ranks 3 and 2).
+
+Each variant passes the bench's check against the float64
+``x W^T + s (x A^T) B^T``; the per-forward ``t = x A^T`` buffer and the
+merged fp16 weights are each held to their own float64 value. With
+rotation permitted, a swap between two calls takes effect at once
+(``spec.swap_check``: the next call matches the NEW adapter's reference);
+a variant that keeps the old adapter after a swap fails that check, and one
+that drops the adapter, or never merges it, fails the bench's check.
+Without rotation a swap is refused and the loaded adapter stays.
+"""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from leverctl_kernels.common.path import Shape
+
+def _path():
+    from leverctl_kernels.lora.proj.spec import PATH as PROJ
+
+    return PROJ
+
+
+def _smoke(rotate: int) -> list[Shape]:
+    from leverctl_kernels.lora import family as spec
+
+    return [spec.bind({"lora_rotate": rotate}, s) for s in _path().shapes("smoke", None)]
+
+
+def _check(variant: str, shape, launch=None):
+    """(figures, bufs, inputs, launch) of the bench's check."""
+    from numba import cuda
+
+    from leverctl.bench.check import check
+
+    path = _path()
+    inputs = path.make_inputs(shape, np.random.default_rng(shape["m"] * 100 + shape["n"]))
+    launch = launch or path.variants[variant].build(shape)
+    bufs, fig = check(path, variant, shape, launch, inputs, cuda)
+    return fig, bufs, inputs, launch
+
+
+@pytest.fixture(scope="module")
+def runs():
+    """Every variant at every smoke shape, rotation permitted: the check,
+    then the swap check on the same launch and buffers."""
+    from numba import cuda
+
+    from leverctl_kernels.lora import family as spec
+
+    out = {}
+    for shape in _smoke(1):
+        for variant in _path().variants:
+            fig, bufs, inputs, launch = _check(variant, shape)
+            state = {"t": launch.workspace["t"].copy_to_host() if "t" in launch.workspace else None,
+                     "merged": launch.merged.copy_to_host() if hasattr(launch, "merged") else None}
+            found = spec.swap_check(variant, shape, launch, bufs, cuda) if fig.passed else None
+            out[variant, shape.label] = (fig, inputs, state, found, shape)
+    return out
+
+
+@pytest.mark.sim
+def test_every_variant_passes_the_bench_check(runs):
+    assert len(runs) == 4
+    for key, (fig, *_rest) in runs.items():
+        assert fig.passed, (key, fig.why())
+
+
+@pytest.mark.sim
+def test_the_per_forward_buffer_and_the_merged_weights_are_their_own_float64_values(runs):
+    from leverctl_kernels.lora import naive, family as spec
+
+    for (variant, _), (_, inputs, state, _, shape) in runs.items():
+        x, w, a, b = (inputs[n] for n in ("x", "w", "a", "b"))
+        if variant == "per_forward":
+            t = naive.naive_lora(x, np.zeros((a.shape[0], x.shape[1])), a, np.eye(a.shape[0]), 1.0)
+            np.testing.assert_allclose(state["t"], t, rtol=1e-5, atol=1e-5 * np.abs(t).max())
+        else:
+            want = naive.naive_merge(w, a, b, spec.scale(shape))
+            got = state["merged"].astype(np.float64)
+            # one rounding to fp16: within half an fp16 ulp of the float64 value (plus fp32 sums)
+            assert np.all(np.abs(got - want) <= np.spacing(np.abs(want).astype(np.float16)).astype(np.float64)
+                          * 0.5 + 1e-6), variant
+
+
+@pytest.mark.sim
+def test_a_swap_takes_effect_at_the_next_call(runs):
+    for (variant, label), (*_, found, _) in runs.items():
+        assert found["takes_effect"] and found["rotate"], (variant, label, found)
+        assert found["swap"] == {"per_forward": "pointer", "merged": "remerge"}[variant]
+        assert found["rel_after_swap"] < 2e-3 and found["swap_ms"] is None  # timed on a GPU only
+
+
+def _stale(variant: str):
+    """The variant's launch class with a swap that keeps the old adapter
+    (the merged one also leaves its merged weights alone)."""
+    from leverctl_kernels.lora.proj import merged, per_forward
+
+    base = per_forward.PerForward if variant == "per_forward" else merged.Merged
+
+    class Stale(base):
+        def swap(self, a, b):
+            if not self.rotate:
+                return super().swap(a, b)
+            # accepted, but neither the adapter nor the weights change
+
+    return Stale
+
+
+@pytest.mark.sim
+@pytest.mark.parametrize("variant", ("per_forward", "merged"))
+def test_the_swap_check_fails_a_variant_that_keeps_the_old_adapter(variant):
+    from numba import cuda
+
+    from leverctl_kernels.lora import family as spec
+
+    shape = _smoke(1)[0]
+    fig, bufs, _, launch = _check(variant, shape, _stale(variant)(shape, True))
+    assert fig.passed  # it computes the loaded adapter right; only the swap is broken
+    with pytest.raises(AssertionError, match="does not use the new adapter"):
+        spec.swap_check(variant, shape, launch, bufs, cuda)
+
+
+@pytest.mark.sim
+def test_without_rotation_a_swap_is_refused_and_the_loaded_adapter_stays():
+    from numba import cuda
+
+    from leverctl_kernels.lora import family as spec
+    from leverctl_kernels.lora._adapter import SwapRefused
+
+    shape = _smoke(0)[0]
+    for variant in _path().variants:
+        launch = _path().variants[variant].build(shape)
+        assert launch.rotate is False
+        before = launch.adapter
+        with pytest.raises(SwapRefused, match="lora_rotate is off"):
+            launch.swap(None, None)
+        assert launch.adapter is before
+        assert spec.swap_check(variant, shape, launch, None, cuda) == {"rotate": False, "swap": "refused",
+                                                                      "swap_ms": None}
+    # a launch that accepts the swap with rotation off fails the check
+    accepting = _stale("per_forward")(shape, True)
+    accepting.rotate = False
+    accepting.swap = lambda a, b: None
+    with pytest.raises(AssertionError, match="not refused"):
+        spec.swap_check("per_forward", shape, accepting, None, cuda)
+
+
+@pytest.mark.sim
+def test_the_check_rejects_a_dropped_adapter_and_an_unmerged_weight():
+    from leverctl_kernels.lora.proj import merged, per_forward
+
+    shape = _smoke(0)[1]
+
+    class NoAdapter(per_forward.PerForward):
+        def _forward(self, bufs):
+            self.scale = 0.0
+            super()._forward(bufs)
+
+    class NeverMerged(merged.Merged):
+        def _remerge(self, a, b):
+            self.merged.copy_to_device(self._base)
+
+    for variant, launch in (("per_forward", NoAdapter(shape, False)), ("merged", NeverMerged(shape, False))):
+        fig, *_ = _check(variant, shape, launch)
+        assert not fig.passed and fig.rel > 0.05, (variant, fig.why())
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("variant", ("per_forward", "merged"))
+def test_on_a_gpu_both_variants_pass_at_a_model_shape_and_time_the_swap(variant):
+    """The Qwen3-8B FFN up projection (4096 -> 12288) at rank 64, 8 rows:
+    the check, a swap that takes effect, and its time (a pointer swap costs
+    next to nothing; a re-merge is a pass over the 96 MiB of weights)."""
+    from numba import cuda
+
+    from leverctl_kernels.lora import family as spec
+
+    shape = next(s for s in _path().shapes("model", None) if (s["m"], s["n"], s["r"]) == (8, 12288, 64))
+    shape = spec.bind({"lora_rotate": True}, shape)
+    fig, bufs, _, launch = _check(variant, shape)
+    assert fig.passed, fig.why()
+    found = spec.swap_check(variant, shape, launch, bufs, cuda, on_gpu=True)
+    assert found["takes_effect"] and found["swap_ms"] > 0
+    if variant == "merged":
+        assert found["swap_ms"] > 0.02  # at least the weights' read and write at H200 bandwidth
+
+
+@pytest.mark.sim
+def test_launches_per_call_and_per_swap_are_what_the_variants_declare(monkeypatch):
+    """Counted on the simulator's kernel objects, nothing run: per_forward
+    makes its 2 launches a call and none to swap; merged merges once at
+    load, then 1 launch a call, and 1 (the re-merge) per swap."""
+    from numba import cuda
+    from numba.cuda.simulator.kernel import FakeCUDAKernel
+
+    shape = _smoke(1)[0]
+    inputs = _path().make_inputs(shape, np.random.default_rng(0))
+    bufs = {n: cuda.to_device(a) for n, a in inputs.items()}
+    bufs["y"] = cuda.to_device(np.zeros((shape["m"], shape["n"]), np.float16))
+    calls = []
+    monkeypatch.setattr(FakeCUDAKernel, "__call__", lambda self, *a, **k: calls.append(self))
+
+    def count(fn) -> int:
+        calls.clear()
+        fn()
+        return len(calls)
+
+    for variant in _path().variants:
+        launch = _path().variants[variant].build(shape)
+        declared = _path().variant_launches(variant, shape)
+        first = count(lambda: launch(bufs))
+        assert count(lambda: launch(bufs)) == declared
+        assert first == declared + (variant == "merged")  # the merge at load
+        assert count(lambda: launch.swap(bufs["a"], bufs["b"])) == (variant == "merged")

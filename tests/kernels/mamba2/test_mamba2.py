@@ -1,0 +1,143 @@
+"""The Mamba2 kernels in the CUDA simulator, at the paths' tiny odd smoke
+shapes (2 groups, head dim 8, state 16, prompts of 37 and 13 tokens in
+chunks of 16 and 8 that do not divide them).
+
+Each scan variant passes the bench's own check (``leverctl.bench.check``:
+outputs and the final state against the float64 recurrence, outputs and
+scratch poisoned first) at both shapes, and carries a state across two
+calls: the prompt split in two, the second call starting from the state
+the first left, gives the single call's outputs and final state. A wrong
+decay (its exponent halved) fails every variant's check, and so does the
+SSD scan with a chunk's state not carried into the next. The projection
+path runs ffn_prefill's W4A4 GEMM and the W4A16 GEMM on its inputs.
+"""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from leverctl_kernels.common.path import Shape
+
+SCAN_VARIANTS = ("ssd", "persistent", "sequential")
+TOKEN_INPUTS = ("x", "dt_raw", "B", "C")
+
+
+def _scan():
+    from leverctl_kernels.mamba2.prefill_scan.spec import PATH as PREFILL_SCAN
+
+    return PREFILL_SCAN
+
+
+def _smoke(label_start: str):
+    return next(s for s in _scan().shapes("smoke", None) if s.label.startswith(label_start))
+
+
+def _check(path, variant, shape, inputs, launch=None):
+    from numba import cuda
+
+    from leverctl.bench.check import check
+
+    launch = launch or path.variants[variant].build(shape)
+    bufs, fig = check(path, variant, shape, launch, inputs, cuda)
+    return fig, bufs
+
+
+@pytest.mark.sim
+@pytest.mark.parametrize("variant", SCAN_VARIANTS)
+@pytest.mark.parametrize("label", ["smoke t37", "smoke t13"])
+def test_each_scan_variant_passes_the_check_on_outputs_and_final_state(variant, label):
+    shape = _smoke(label)
+    fig, _ = _check(_scan(), variant, shape, _scan().make_inputs(shape, np.random.default_rng(shape["t"])))
+    assert fig.passed, fig
+    assert fig.rel < 1e-5, fig  # fp32 arithmetic: far inside the bound
+
+
+def _run(variant, shape, inputs, **cfg):
+    """(y, final state) of one call, on the host."""
+    from numba import cuda
+
+    bufs = {k: cuda.to_device(np.ascontiguousarray(v)) for k, v in inputs.items()}
+    bufs["y"] = cuda.to_device(np.full((shape["t"], shape["h"], shape["p"]), np.nan, np.float32))
+    _scan().variants[variant].build(shape, **cfg)(bufs)
+    return bufs["y"].copy_to_host(), bufs["state"].copy_to_host()
+
+
+def _split(inputs: dict, t0: int, t1: int) -> dict:
+    return {k: (v[t0:t1] if k in TOKEN_INPUTS else v) for k, v in inputs.items()}
+
+
+@pytest.mark.sim
+@pytest.mark.parametrize("variant", SCAN_VARIANTS)
+def test_a_state_carried_across_two_calls_gives_the_single_calls_outputs_and_state(variant):
+    whole = _smoke("smoke t13")
+    inputs = _scan().make_inputs(whole, np.random.default_rng(7))
+    ref = _scan().reference(whole, inputs)
+    cut = 9  # 8 + 1: the first call ends one token into its second chunk, the second is 4 tokens
+    first = Shape("first", {**whole.dims, "t": cut})
+    second = Shape("second", {**whole.dims, "t": whole["t"] - cut})
+    y1, s1 = _run(variant, first, _split(inputs, 0, cut))
+    y2, s2 = _run(variant, second, {**_split(inputs, cut, whole["t"]), "state": s1})
+    tol = _scan().variant_tolerance(variant)
+    for got, want in ((np.concatenate([y1, y2]), ref["y"]), (s2, ref["state"])):
+        err = np.abs(got - want).max()
+        assert np.isfinite(got).all() and err <= tol.abs_bound(want), (variant, err)
+
+
+@pytest.mark.sim
+@pytest.mark.parametrize("variant", SCAN_VARIANTS)
+def test_a_wrong_decay_fails_the_check(variant):
+    shape = _smoke("smoke t13")
+    launch = _scan().variants[variant].build(shape, DECAY_SCALE=0.5)
+    fig, _ = _check(_scan(), variant, shape, _scan().make_inputs(shape, np.random.default_rng(3)), launch)
+    assert not fig.passed, fig
+
+
+@pytest.mark.sim
+def test_an_ssd_scan_that_drops_the_inter_chunk_carry_fails_the_check():
+    from leverctl_kernels.mamba2.prefill_scan import ssd
+
+    shape = _smoke("smoke t13")
+    fig, _ = _check(_scan(), "ssd", shape, _scan().make_inputs(shape, np.random.default_rng(3)),
+                    ssd.build(shape, CARRY=False))
+    assert not fig.passed, fig
+    assert fig.worst in ("y", "state")
+
+
+@pytest.mark.sim
+@pytest.mark.parametrize("variant", ["w4a4", "w4a16"])
+def test_each_projection_gemm_passes_the_check_on_the_paths_inputs(variant):
+    from leverctl_kernels.mamba2.prefill_proj.spec import PATH as PREFILL_PROJ
+    from leverctl_kernels.ffn.prefill import naive
+
+    shape = next(s for s in PREFILL_PROJ.shapes("smoke", None) if s["m"] == 19)
+    inputs = PREFILL_PROJ.make_inputs(shape, np.random.default_rng(5))
+    fig, bufs = _check(PREFILL_PROJ, variant, shape, inputs)
+    assert fig.passed, fig
+    if variant == "w4a4":  # its own arithmetic, tightly: the activations quantised to NVFP4
+        want = naive.w4a4_exact(inputs["a"], inputs["w_fp4"], inputs["w_fp4_scales"], inputs["w_fp4_ts"])
+        got = bufs["c"].copy_to_host().astype(np.float64)
+        assert np.abs(got - want).max() <= 2e-3 * np.abs(want).max()
+
+
+@pytest.mark.sim
+@pytest.mark.parametrize("variant", ["persistent", "sequential"])
+def test_past_the_ssd_fit_the_variants_chosen_there_pass_at_an_odd_state_size(variant):
+    """State 200 (not a power of two, past the fit): the persistent kernel's
+    lanes hold 7 elements each over 32 lanes, 24 of the 224 slots empty."""
+    from leverctl_kernels.selection.mamba2 import PREFILL_SCAN as MAMBA2_PREFILL_SCAN
+
+    shape = Shape("odd state", dict(t=5, h=2, p=3, n=200, g=1, chunk=4))
+    levers = {"ssm_persistent": variant == "persistent"}
+    assert MAMBA2_PREFILL_SCAN.select(levers, shape).variant == variant
+    fig, _ = _check(_scan(), variant, shape, _scan().make_inputs(shape, np.random.default_rng(11)))
+    assert fig.passed, fig
+
+
+@pytest.mark.sim
+def test_an_ssd_chunk_longer_than_its_32_token_tiles_passes():
+    """Chunks of 40 (a full 32-token tile and 8 more) over 45 tokens: the
+    chunk kernels' second tile, the below-diagonal source tile and a short
+    last chunk, none of which the smoke shapes' chunks of 16 and 8 reach."""
+    shape = Shape("long chunk", dict(t=45, h=2, p=3, n=5, g=1, chunk=40))
+    fig, _ = _check(_scan(), "ssd", shape, _scan().make_inputs(shape, np.random.default_rng(13)))
+    assert fig.passed, fig

@@ -1,0 +1,61 @@
+"""Every Mamba2 scan kernel compiles for sm_90 (H200) at Nemotron-H-8B's
+shape (head dim 64, state 128, 8 groups of 16 heads, chunk 128), without a
+GPU (``ptx_harness``): no fp64 arithmetic, no spills, stack or local
+memory (the persistent kernel's state, the SSD accumulators: registers),
+registers x threads within an SM's, static shared memory within 48 KiB;
+the SSD chunk scan at the longest chunk and the largest state that fits
+uses exactly what ``selection.ssd_shared_bytes`` says. None has a
+tensor-core instruction. The projection GEMMs are ffn_prefill's and
+w4a16's kernels, compiled by their own tests."""
+from __future__ import annotations
+
+from pathlib import Path
+
+from ptx_harness import check_ptx, check_ptxas, compiled  # noqa: F401 (compiled: the fixture)
+
+P, N, HPG, CHUNK = 64, 128, 16, 128
+
+
+def jobs():
+    from numba import types
+
+    from leverctl_kernels.mamba2.prefill_scan import persistent, sequential, ssd
+    from leverctl_kernels.mamba2.prefill_scan.geometry import SSD_MAX_CHUNK, SSD_MAX_STATE
+
+    A = lambda dt, nd: types.Array(dt, nd, "C")  # noqa: E731
+    f16, f32 = types.float16, types.float32
+    scan = (A(f32, 3), A(f32, 3), A(f16, 3), A(f32, 2), A(f32, 1), A(f32, 1), A(f16, 3), A(f16, 3), A(f32, 1))
+    nt = ssd.threads_for(P, N)
+    pb = ssd.rows_per_block(P, N, nt)
+    k1 = (A(f32, 2), A(f32, 2), A(f32, 4), A(f16, 3), A(f32, 2), A(f32, 1), A(f32, 1), A(f16, 3))
+    k3 = (A(f32, 3), A(f16, 3), A(f16, 3), A(f16, 3), A(f32, 1), A(f32, 2), A(f32, 2), A(f32, 4))
+    return [
+        ("ssd_chunk_scan", ssd.make_chunk_scan(CHUNK, N, P, nt, HPG), k3, nt),
+        ("ssd_chunk_scan_largest", ssd.make_chunk_scan(SSD_MAX_CHUNK, SSD_MAX_STATE, P, nt, HPG), k3, nt),
+        ("ssd_chunk_state", ssd.make_chunk_state(CHUNK, N, pb, nt, HPG), k1, nt),
+        ("ssd_state_pass", ssd.make_state_pass(CHUNK), (A(f32, 3), A(f32, 4), A(f32, 2)), nt),
+        ("scan_persistent", persistent.make_scan(P, N, HPG, persistent.threads_for(P, N)), scan,
+         persistent.threads_for(P, N)),
+        ("scan_sequential", sequential.make_scan(HPG), scan, sequential.MAX_THREADS),
+    ]
+
+
+def test_every_mamba2_kernel_compiles_for_sm90_in_fp32(compiled):
+    assert len(compiled["kernels"]) == 6
+    check_ptx(compiled, fp64=False)
+    for name, rec in compiled["kernels"].items():
+        assert "mma" not in Path(rec["ptx"]).read_text(), name
+
+
+def test_ptxas_accepts_them_without_spills_or_local_memory(compiled):
+    check_ptxas(compiled)
+
+
+def test_the_ssd_fit_is_the_shared_memory_the_compiled_chunk_scan_declares(compiled):
+    from leverctl_kernels.mamba2.prefill_scan.geometry import SSD_MAX_STATE, ssd_shared_bytes
+
+    if not compiled["ptxas"]:
+        import pytest
+
+        pytest.skip("ptxas not found (PATH or $CUDA_HOME/bin)")
+    assert compiled["kernels"]["ssd_chunk_scan_largest"]["smem"] == ssd_shared_bytes(SSD_MAX_STATE)

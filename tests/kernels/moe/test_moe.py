@@ -1,0 +1,278 @@
+"""The MoE kernel paths in the CUDA simulator, at their tiny odd smoke
+shapes: 8 experts, top-2, widths that leave partial 16-output blocks, a K
+that ends inside the kernels' 64-input step, int4 groups and FP8 blocks
+partial.
+
+Every variant passes the bench's own check (``leverctl.bench.check``)
+against the float64 reference. Deliberately broken kernels and launches
+fail it: a router that skips renormalising or takes its softmax in base 2,
+expert kernels routed to the wrong experts, a union count that misses a
+row. The router's tie-aware check
+(``routing``) passes a near-tie swap and fails a wrong selection without
+running a kernel.
+"""
+from __future__ import annotations
+
+import sys
+
+import numpy as np
+import pytest
+
+from leverctl.bench.check import check, compare
+
+
+def _paths():
+    from leverctl_kernels.registry import family_paths
+
+    return {p.name: p for p in family_paths("moe")}
+
+
+def _run(path, variant, shape, launch=None, seed=7):
+    from numba import cuda
+
+    if path.bind is not None:
+        shape = path.bind({"moe_union_stats": variant == "on"}, shape, "atlas")
+    inputs = path.make_inputs(shape, np.random.default_rng(seed))
+    launch = launch or path.variants[variant].build(shape)
+    bufs, fig = check(path, variant, shape, launch, inputs, cuda)
+    return fig, bufs, inputs, launch, shape
+
+
+# The decode shapes of the expert stages run both formats; the prefill
+# (grouped) shapes one format each, the kernels being the same code with
+# another weight decoder.
+CASES = [
+    ("moe.router", "bf16", 0), ("moe.router", "fp32_gate", 0), ("moe.router", "fp32_routing", 0),
+    ("moe.gateup_fp4", "int4", 0), ("moe.gateup_fp4", "nvfp4", 0), ("moe.gateup_fp4", "int4", 1),
+    ("moe.down_fp4", "int4", 0), ("moe.down_fp4", "nvfp4", 0), ("moe.down_fp4", "nvfp4", 1),
+    ("moe.decode_fp8_grouped", "grouped", 0), ("moe.decode_fp8_grouped", "per_row", 0),
+    ("moe.decode_multi_seq", "token_major", 0), ("moe.decode_multi_seq", "per_token", 0),
+    ("moe.decode_via_prefill", "decode", 0), ("moe.decode_via_prefill", "prefill", 0),
+    ("moe.union_stats", "off", 0), ("moe.union_stats", "on", 0),
+]
+
+
+@pytest.fixture(scope="module")
+def runs():
+    """Every case once for the module; barrier-bound small blocks run faster
+    with a short interpreter switch interval."""
+    old = sys.getswitchinterval()
+    sys.setswitchinterval(1e-3)
+    try:
+        paths = _paths()
+        return {c: _run(paths[c[0]], c[1], paths[c[0]].shapes("smoke", None)[c[2]]) for c in CASES}
+    finally:
+        sys.setswitchinterval(old)
+
+
+@pytest.mark.sim
+@pytest.mark.parametrize("case", CASES, ids=lambda c: f"{c[0]}-{c[1]}-{c[2]}")
+def test_every_variant_passes_the_bench_check_against_float64(runs, case):
+    fig = runs[case][0]
+    assert fig.passed, fig.why()
+
+
+@pytest.mark.sim
+@pytest.mark.parametrize("case", [c for c in CASES if c[0] in ("moe.gateup_fp4", "moe.down_fp4")],
+                         ids=lambda c: f"{c[0]}-{c[1]}-{c[2]}")
+def test_the_expert_stages_compute_exactly_on_their_own_weights(runs, case):
+    """Each stage against float64 on the weights it reads, decoded exactly
+    (and rounded to fp16 where they enter tensor cores); the bench's check
+    measures NVFP4 against the model's int4 weights."""
+    from leverctl_kernels.common.path import Tolerance
+    from leverctl_kernels.moe import formats, naive
+
+    name, fmt, prefill = case
+    _, bufs, inputs, launch, _ = runs[case]
+    if name == "moe.gateup_fp4":
+        w = formats.get(inputs, f"wgu_{fmt}")
+        # on the tensor cores (prefill) each weight enters rounded to fp16
+        tc = launch.tensor_cores == "mma.sync"
+        assert tc == bool(prefill) and launch.tc_dtype == ("f16" if prefill else None)
+        wt = (lambda e: formats.DECODE[fmt](w, e).astype(np.float16)) if tc else (lambda e: formats.DECODE[fmt](w, e))
+        out, ref = "h", naive.naive_gateup(inputs["x"], inputs["ids"], wt)
+    else:
+        w = formats.get(inputs, f"wd_{fmt}")
+        tc = launch.tensor_cores == "mma.sync"
+        assert tc == bool(prefill) and launch.tc_dtype == ("f16" if prefill else None)
+        f16 = (lambda a: np.asarray(a).astype(np.float16)) if tc else (lambda a: a)
+        out, ref = "y", naive.naive_down(f16(inputs["h"]), inputs["ids"], inputs["rw"],
+                                         lambda e: f16(formats.DECODE[fmt](w, e)))
+    fig = compare({out: bufs[out].copy_to_host()}, {out: ref}, Tolerance(rel=1e-5, abs_of_max=1e-5))
+    assert fig.passed, fig.why()
+
+
+@pytest.mark.sim
+def test_the_router_records_how_its_selection_and_weights_compare(runs):
+    from numba import cuda
+
+    path = _paths()["moe.router"]
+    fig, bufs, _, launch, shape = runs[("moe.router", "fp32_routing", 0)]
+    got = path.extra["findings"]("fp32_routing", shape, launch, bufs, cuda)["routing"]
+    assert got["rows"] == 3 and got["slots"] == 6
+    assert got["differ"] == 0 and got["beyond_tie"] == 0
+    assert got["weights_rel"] < 1e-5
+
+
+@pytest.mark.sim
+def test_the_union_counts_are_exact(runs):
+    from leverctl_kernels.moe import naive
+
+    _, bufs, _, _, shape = runs[("moe.union_stats", "on", 0)]
+    ids = bufs["ids"].copy_to_host()
+    n, rows = naive.naive_union(ids, shape["experts"])
+    assert bufs["union"].copy_to_host().tolist() == [n]
+    assert bufs["expert_rows"].copy_to_host().tolist() == rows.tolist()
+    assert int(rows.sum()) == ids.size
+
+
+# ── broken kernels and launches the check must reject ─────────────────────
+
+
+@pytest.mark.sim
+@pytest.mark.parametrize("broken", ["unnormalised", "exp2"])
+def test_a_broken_router_fails_the_check(broken):
+    from leverctl_kernels.moe import _builds
+
+    path = _paths()["moe.router"]
+    shape = path.shapes("smoke", None)[0]
+    fig = _run(path, "fp32_routing", shape, launch=_builds.router("fp32_routing", broken)(shape))[0]
+    assert not fig.passed and "weights" in fig.why(), fig.why()
+
+
+def _rerouted(launch, shift=1, experts=8):
+    """``launch`` run with every row routed to the next expert along."""
+    from numba import cuda
+
+    def wrong(bufs):
+        ids = bufs["ids"].copy_to_host()
+        launch({**bufs, "ids": cuda.to_device(((ids + shift) % experts).astype(np.int32))})
+
+    wrong.workspace = getattr(launch, "workspace", {})
+    return wrong
+
+
+@pytest.mark.sim
+@pytest.mark.parametrize("name,variant,prefill", [("moe.gateup_fp4", "nvfp4", 0), ("moe.gateup_fp4", "int4", 1),
+                                                  ("moe.down_fp4", "int4", 0)])
+def test_expert_kernels_reading_the_wrong_experts_fail_the_check(name, variant, prefill):
+    path = _paths()[name]
+    shape = path.shapes("smoke", None)[prefill]
+    fig = _run(path, variant, shape, launch=_rerouted(path.variants[variant].build(shape)))[0]
+    assert not fig.passed, fig
+
+
+@pytest.mark.sim
+def test_a_union_count_that_misses_a_row_fails_the_check():
+    from numba import cuda
+
+    path = _paths()["moe.union_stats"]
+    shape = path.shapes("smoke", None)[0]
+    launch = path.variants["on"].build(path.bind({"moe_union_stats": True}, shape, "atlas"))
+    from leverctl_kernels.moe import _union
+
+    count = _union.union_count(shape["experts"])
+
+    def broken(bufs):
+        launch(bufs)
+        count(bufs["union"], bufs["expert_rows"], cuda.to_device(bufs["ids"].copy_to_host()[1:]))
+
+    fig = _run(path, "on", shape, launch=broken)[0]
+    assert not fig.passed and fig.worst in ("union", "expert_rows"), fig.why()
+
+
+# ── the router's tie-aware check, without a kernel ────────────────────────
+
+
+def _aligned(logits, ids, weights, top_k):
+    from leverctl_kernels.common.path import Tolerance
+    from leverctl_kernels.moe import routing
+
+    got, ref = routing.align(logits, top_k, {"ids": np.asarray(ids), "weights": np.asarray(weights)}, {})
+    return compare(got, ref, Tolerance(rel=1e-6, abs_of_max=1e-6))
+
+
+def _softmax_of(logits, ids):
+    sel = np.take_along_axis(logits, np.asarray(ids), axis=1)
+    p = np.exp(sel - sel.max(axis=1, keepdims=True))
+    return p / p.sum(axis=1, keepdims=True)
+
+
+def test_a_near_tie_swapped_across_the_kth_place_passes_the_router_check():
+    # experts 2 and 3 tie within the margin (2^-6 of the largest logit, 4)
+    logits = np.array([[4.0, -1.0, 1.0, 1.0 - 1e-3, 0.5]])
+    swapped = [[0, 3]]  # the float64 top-2 is [0, 2]
+    assert _aligned(logits, swapped, _softmax_of(logits, swapped), 2).passed
+
+
+def test_a_wrong_selection_or_an_unrenormalised_weight_fails_the_router_check():
+    logits = np.array([[4.0, -1.0, 1.0, 0.5, 0.25]])
+    wrong = [[0, 3]]  # 0.5 below the 2nd largest logit: beyond the margin
+    fig = _aligned(logits, wrong, _softmax_of(logits, wrong), 2)
+    assert not fig.passed and fig.worst == "beyond_tie", fig.why()
+    right = [[0, 2]]
+    p = np.exp(logits - logits.max())
+    p /= p.sum()
+    fig = _aligned(logits, right, np.take_along_axis(p, np.array(right), axis=1), 2)
+    assert not fig.passed and fig.worst == "weights", fig.why()
+    for bad in ([[0, 0]], [[0, -1]], [[0, 5]]):  # repeated, unwritten, out of range
+        assert not _aligned(logits, bad, [[0.9, 0.1]], 2).passed, bad
+
+
+def test_nvfp4_and_fp8_expert_weights_decode_as_ml_dtypes_reads_them():
+    """The experts' NVFP4 (E2M1 low nibble first, an E4M3 scale per 16, an
+    FP32 scale per expert) and FP8 (E4M3, a float32 scale per 128 x 128
+    block) weights, decoded independently with ml_dtypes."""
+    import ml_dtypes
+
+    from leverctl_kernels.moe import formats
+
+    rng = np.random.default_rng(3)
+    w4 = formats.draw_int4(rng, 3, 5, 272, [0, 2])
+    fp4 = formats.nvfp4_from(w4, [0, 2])
+    fp8 = formats.fp8_from(w4, [0, 2])
+    for e in (0, 2):
+        nib = np.stack([fp4["a"][e] & 15, fp4["a"][e] >> 4], axis=-1).reshape(5, 272)
+        e2m1 = nib.astype(np.uint8).view(ml_dtypes.float4_e2m1fn).astype(np.float32)
+        scale = fp4["b"][e].view(ml_dtypes.float8_e4m3fn).astype(np.float32)
+        mine = (e2m1 * np.repeat(scale, 16, axis=1)) * fp4["c"][e]
+        np.testing.assert_array_equal(formats.nvfp4_expert(fp4, e), mine)
+        blocks = np.repeat(np.repeat(fp8["b"][e], 128, axis=0), 128, axis=1)[:5, :272]
+        mine8 = fp8["a"][e].view(ml_dtypes.float8_e4m3fn).astype(np.float32) * blocks
+        np.testing.assert_array_equal(formats.fp8_expert(fp8, e), mine8)
+        # and both encodings are close to the int4 weights they re-encode
+        w = formats.int4_expert(w4, e)
+        assert np.linalg.norm(formats.fp8_expert(fp8, e) - w) / np.linalg.norm(w) < 0.05
+        assert np.linalg.norm(formats.nvfp4_expert(fp4, e) - w) / np.linalg.norm(w) < 0.15
+
+
+# ── GPU: model shapes (Qwen3-Next: hidden 2048, 512 experts, top-10) ───────
+
+GPU_CASES = [
+    ("moe.router", "rows32 h2048 e512 k10"), ("moe.router", "rows1024 h2048 e512 k10"),
+    ("moe.gateup_fp4", "decode rows8 h2048 i512 e512 k10"), ("moe.gateup_fp4", "prefill rows1024 h2048 i512 e512 k10"),
+    ("moe.down_fp4", "decode rows32 h2048 i512 e512 k10"), ("moe.down_fp4", "prefill rows1024 h2048 i512 e512 k10"),
+    ("moe.decode_fp8_grouped", "rows32 h2048 i512 e512 k10"),
+    ("moe.decode_multi_seq", "rows8 h2048 i512 e512 k10"),
+    ("moe.decode_via_prefill", "capture layer rows1 h2048 i512 e512 k10"),
+    ("moe.union_stats", "rows4096 e512 k10"),
+]
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("name,label", GPU_CASES)
+def test_on_a_gpu_at_model_shapes_every_variant_passes(name, label):
+    from numba import cuda
+
+    path = _paths()[name]
+    shape = next(s for s in path.shapes("model", None) if s.label == label)
+    for variant in path.variants:
+        if path.bind is not None:
+            shape = path.bind({"moe_union_stats": variant == "on"}, shape, "atlas")
+        inputs = path.make_inputs(shape, np.random.default_rng(1))
+        launch = path.variants[variant].build(shape)
+        bufs, fig = check(path, variant, shape, launch, inputs, cuda)
+        assert fig.passed, (variant, fig.why())
+        if name == "moe.router":
+            got = path.extra["findings"](variant, shape, launch, bufs, cuda)["routing"]
+            assert got["beyond_tie"] == 0, got

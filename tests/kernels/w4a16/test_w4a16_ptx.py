@@ -1,0 +1,45 @@
+"""Every W4A16 kernel compiles for sm_90 (H200), without a GPU: each
+factory's default configuration, to PTX with libNVVM and through ptxas
+(``ptx_harness``). No fp64, no spills or local memory, and registers and
+static shared memory that fit the launch; skipped only where libNVVM (or,
+for the ptxas checks, ptxas) is missing.
+"""
+from __future__ import annotations
+
+from ptx_harness import check_ptx, check_ptxas, compiled  # noqa: F401 (compiled: the fixture)
+
+
+def jobs():
+    """(name, dispatcher, signature, threads per block); runs in the compile
+    process. Slowest to compile first: the workers finish together."""
+    from numba import types
+
+    from leverctl_kernels.w4a16 import _row_block
+    from leverctl_kernels.w4a16.ffn_decode import fused_silu_down as ffn_fused_silu_down, silu_mul
+    from leverctl_kernels.w4a16.gemm import gemm_tiled
+    from leverctl_kernels.w4a16.gemv import gemv_64t, gemv_sw
+    from leverctl_kernels.w4a16.gemv_dual import gemv_dual_64t, gemv_dual_sw
+
+    f16, u32 = types.float16, types.uint32
+    V, M, W = f16[::1], f16[:, ::1], u32[:, ::1]
+    sw_threads = gemv_sw.DEFAULT_WARPS * 32
+    small, default = gemm_tiled.SMALL_M, gemm_tiled.DEFAULT
+    return [
+        ("gemm_default", gemm_tiled.kernel_for(default), (M, M, W, M), default.threads),
+        ("gemm_small_m", gemm_tiled.kernel_for(small), (M, M, W, M), small.threads),
+        ("gemv_sw", gemv_sw.make_gemv_sw(), (V, W, M, V), sw_threads),
+        ("gemv_dual_64t", gemv_dual_64t.make_gemv_dual_64t(), (V, V, W, M, W, M, V), _row_block.NT),
+        ("gemv_64t", gemv_64t.make_gemv_64t(), (V, W, M, V), _row_block.NT),
+        ("ffn_fused_silu_down", ffn_fused_silu_down.make_ffn_fused_silu_down(), (V, W, M, V, V), sw_threads),
+        ("gemv_dual_sw", gemv_dual_sw.make_gemv_dual_sw(), (V, V, W, M, W, M, V), sw_threads),
+        ("silu_mul", silu_mul.make_silu_mul(), (V, V, V), silu_mul.THREADS),
+    ]
+
+
+def test_every_w4a16_kernel_compiles_for_sm90_in_fp32(compiled):
+    assert len(compiled["kernels"]) == 8
+    check_ptx(compiled, fp64=False)
+
+
+def test_w4a16_registers_spills_and_shared_memory_fit_the_launch(compiled):
+    check_ptxas(compiled)

@@ -1,0 +1,65 @@
+"""The warpgroup-MMA W4A16 GEMM (``w4a16/gemm_wgmma.py``) compiles for
+sm_90a without a GPU: its PTX (compiled by the ``ptx_harness`` for sm_90,
+then retargeted to sm_90a by the harness's ``sm90a`` fixture) has the f16
+``wgmma.mma_async`` of its tile width and the f16x2 conversion; ptxas for
+sm_90a accepts it with no spills, no local memory, registers for the
+128-thread block within budget, no advisory that it serialised the wgmma,
+and where ``nvdisasm`` is found the SASS holds ``HGMMA.64xNx16.F32`` (fp16:
+no ``BF16`` suffix) and no ``HMMA``: a warpgroup path, not a warp one."""
+from __future__ import annotations
+
+import re
+import subprocess
+from pathlib import Path
+
+import pytest
+from ptx_harness import check_ptx, check_ptxas, compiled, nvdisasm, sm90a  # noqa: F401 (compiled, sm90a: fixtures)
+from tc_claims import claim_problems, sass_claims_test
+
+TILES = {"gemm_wgmma_bn64": 64, "gemm_wgmma_bn128": 128}
+
+
+def jobs():
+    from numba import types
+
+    from leverctl_kernels.w4a16.gemm import gemm_wgmma
+
+    f16, u32 = types.float16, types.uint32
+    sig = (f16[:, ::1], u32[:, ::1], u32[:, ::1], f16[:, ::1])
+    return [(name, gemm_wgmma.kernel(bn), sig, gemm_wgmma.THREADS) for name, bn in TILES.items()]
+
+
+def test_gemm_wgmma_compiles_to_ptx_in_fp32_with_its_instructions(compiled):
+    assert set(compiled["kernels"]) == set(TILES)
+    check_ptx(compiled, fp64=False)
+    for name, bn in TILES.items():
+        ptx = Path(compiled["kernels"][name]["ptx"]).read_text()
+        assert f"wgmma.mma_async.sync.aligned.m64n{bn}k16.f32.f16.f16" in ptx, name
+        assert "cvt.rn.f16x2.f32" in ptx, name
+        assert "st.shared.v4.b32" in ptx, name  # 16-byte staging stores
+
+
+def test_ptxas_for_sm90a_accepts_gemm_wgmma_without_spills_or_serialisation(sm90a):
+    check_ptxas(sm90a)
+    for name, rec in sm90a["kernels"].items():
+        odd = re.findall(r"\(C75\d\d\)[^\n]{0,160}", rec["log"])
+        assert not odd, f"{name}: {odd}"
+
+
+def test_gemm_wgmma_sass_is_hgmma_f16(sm90a):
+    disasm = nvdisasm()
+    if not disasm:
+        pytest.skip("nvdisasm not found (PATH, $CUDA_HOME/bin or the nvidia-cuda-nvdisasm wheel)")
+    for name, bn in TILES.items():
+        sass = subprocess.run([disasm, sm90a["kernels"][name]["cubin"]], check=True,
+                              capture_output=True, text=True).stdout
+        gmma = re.findall(r"\bHGMMA\.[\w.]+", sass)
+        want = f"HGMMA.64x{bn}x16.F32"
+        assert gmma and all(g == want or g.startswith(want + ".") for g in gmma), (name, gmma)
+        assert not any("BF16" in g for g in gmma), (name, gmma)
+        assert claim_problems(sass, "wgmma", "f16") == [], name  # what the variant's records say
+        assert not re.search(r"\bHMMA\.", sass), f"{name}: warp MMA in a warpgroup kernel"
+        assert re.search(r"\bSTS\.128\b", sass), f"{name}: no 16-byte shared stores"
+
+
+test_the_sass_holds_what_each_variants_records_claim = sass_claims_test("test_w4a16_wgmma_ptx")
