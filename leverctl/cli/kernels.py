@@ -86,7 +86,9 @@ def describe(res, paths, model=None) -> dict[str, Any]:
             "variants": [],
         }
         try:
-            levers = path_levers(p, values, fields)
+            # A path this engine does not have has no lever values in it: its
+            # catalog may lack the levers altogether (Atlas and ffn.prefill).
+            levers = path_levers(p, values, fields) if applies_here else {}
             shapes = list(p.shapes("model", model))
         except Exception as e:  # noqa: BLE001 - a broken declaration is shown, not fatal
             entry["error"] = f"{type(e).__name__}: {e}"

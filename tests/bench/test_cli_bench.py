@@ -255,3 +255,17 @@ def test_a_family_named_with_kernel_stands_for_the_paths_its_engine_has(engine, 
     assert "gdn.prefill" in chosen and absent not in chosen
     with pytest.raises(UserError, match=f"--kernel {absent}: {engine} has no such path"):
         select_paths(registered_paths(), [absent], res)
+
+
+@pytest.mark.parametrize("engine", ["atlas", "metrale"])
+def test_kernels_describes_every_real_path_in_both_engines_without_an_error(capsys, engine):
+    """A path the engine does not have is listed without lever values (its
+    catalog may lack the levers: Atlas has no ``ffn_nvfp4_mmq``), never as
+    an error; a path it has shows every lever it is steered by."""
+    code, out, err = run_cli(capsys, "kernels", "--no-env", "--engine", engine, "--format", "json")
+    assert code == 0, err
+    paths = json.loads(out)["paths"]
+    assert len(paths) == 32 and [p["name"] for p in paths if "error" in p] == []
+    assert {p["name"]: p["levers"] for p in paths if not p["applies"]} == \
+        {p["name"]: {} for p in paths if not p["applies"]}
+    assert all(p["levers"] for p in paths if p["applies"])
