@@ -12,7 +12,6 @@
     weights.py   a GGUF file's FFN matrix, on which every dense-FFN prefill arm is run (bench --weights)
     report.py    a bench document as a table, JSON, Markdown or CSV
     records/     the records: schema, rules, decoding, columns, reading, writing, merging (its own map)
-    results.py   names the Slurm tests still import from here, taken from records/
     sweep.py     every combination of the levers that steer each path; shards; the results directory
     slurm.py     the shard from a scheduler's environment; Slurm array scripts and their state
     rank.py      rankings, lever effects and the winning recipe, from records

@@ -16,7 +16,9 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "sweep"))
 import sweep_fakes as fk  # noqa: E402
 from sweep_fakes import cli  # noqa: E402
-from leverctl.bench import results as rs  # noqa: E402
+from leverctl.bench.records.read import load_results  # noqa: E402
+from leverctl.bench.records.rules import identity  # noqa: E402
+from leverctl.bench.records.schema import PLAN_FILE, RESULTS_FILE  # noqa: E402
 from leverctl.bench import slurm as sl  # noqa: E402
 from leverctl.errors import UserError  # noqa: E402
 
@@ -99,7 +101,7 @@ def test_sweep_shard_auto_runs_the_shard_the_environment_names(fake, capsys, tmp
     monkeypatch.setenv("SLURM_ARRAY_TASK_COUNT", "3")
     code, _, err = cli([*BASE, "--shard", "auto", "--out", tmp_path / "s"], capsys)
     assert code in (0, 1), err
-    assert json.loads((tmp_path / "s" / rs.PLAN_FILE).read_text())["shard"]["index"] == 3
+    assert json.loads((tmp_path / "s" / PLAN_FILE).read_text())["shard"]["index"] == 3
     monkeypatch.setenv("SLURM_ARRAY_TASK_ID", "oops")
     code, _, err = cli([*BASE, "--shard", "auto", "--out", tmp_path / "t"], capsys)
     assert code == 2 and err.count("\n") == 1 and "SLURM_ARRAY_TASK_ID='oops'" in err
@@ -135,7 +137,7 @@ def test_slurm_submits_the_array_then_the_merge_after_it_and_says_how_to_follow_
     assert "array job 100" in out and "merge job 101" in out and "squeue -j 100,101" in out and "sacct -j" in out
     state = json.loads((out_dir / sl.STATE_FILE).read_text())
     assert state["shards"] == 2 and state["submissions"][0]["array"] == "100"
-    plan = json.loads((out_dir / rs.PLAN_FILE).read_text())
+    plan = json.loads((out_dir / PLAN_FILE).read_text())
     assert plan["shard"] is None and len(plan["items"]) == 46
     # A second submission into the same folder is refused; --resume is the way.
     code, _, err = cli([*BASE, "--slurm", "--out", out_dir], capsys)
@@ -150,7 +152,7 @@ def test_slurm_resume_resubmits_the_shards_that_are_missing_or_short_and_rearms_
     # Shard 1 ran to the end, shard 2 was cut off after one record, shard 3 never started.
     for i in (1, 2):
         code, _, err = cli([*BASE, "--shard", f"{i}/3", "--out", out_dir / sl.SHARDS_DIR / str(i)], capsys)
-    two = out_dir / sl.SHARDS_DIR / "2" / rs.RESULTS_FILE
+    two = out_dir / sl.SHARDS_DIR / "2" / RESULTS_FILE
     first = two.read_bytes().split(b"\n")[0]
     two.write_bytes(first + b"\n" + b'{"kernel": "fake.g')  # and a partial line, as a kill leaves
     code, out, err = cli(["sweep", "--slurm", "--resume", "--out", out_dir], capsys)
@@ -193,15 +195,15 @@ def test_merge_names_the_missing_shards_by_index_and_merges_them_only_with_parti
     assert code == 2 and err.count("\n") == 1 and "shards 2, 4 of 4 not given" in err and "--partial" in err
     assert not (tmp_path / "m").exists()
     # A shard cut short is named too.
-    res3 = tmp_path / "s3" / rs.RESULTS_FILE
+    res3 = tmp_path / "s3" / RESULTS_FILE
     lines = res3.read_bytes().splitlines(keepends=True)
     res3.write_bytes(b"".join(lines[:-1]))
     code, _, err = cli(["report", "merge", *parts, "--out", tmp_path / "m", "--partial"], capsys)
     assert code in (0, 1), err
     assert f"shard 3 has {len(lines) - 1} of {len(lines)}" in err and "shards 2, 4 of 4 not given" in err
-    merged = rs.load_results(tmp_path / "m")
-    assert len(merged.records) == len(rs.load_results(tmp_path / "s1").records) + len(lines) - 1
-    assert "shards 2, 4 of 4 not given" in json.loads((tmp_path / "m" / rs.PLAN_FILE).read_text())["partial"]
+    merged = load_results(tmp_path / "m")
+    assert len(merged.records) == len(load_results(tmp_path / "s1").records) + len(lines) - 1
+    assert "shards 2, 4 of 4 not given" in json.loads((tmp_path / "m" / PLAN_FILE).read_text())["partial"]
 
 
 def test_the_kubernetes_template_asks_one_gpu_per_pod_and_its_count_agrees_with_shard_auto():

@@ -17,7 +17,9 @@ from pathlib import Path
 
 import pytest
 
-from leverctl.bench import results as rs
+from leverctl.bench.records.read import load_results
+from leverctl.bench.records.rules import identity
+from leverctl.bench.records.schema import PLAN_FILE, RESULTS_FILE
 from leverctl.bench import slurm as sl
 
 pytestmark = [pytest.mark.sim, pytest.mark.xdist_group("slurm")]
@@ -73,9 +75,9 @@ def unsharded(tmp_path_factory, slurm_cluster):
 
 
 def ids(d: Path) -> set:
-    recs = rs.load_results(d).records
+    recs = load_results(d).records
     assert all(r["status"] == "pass" for r in recs)
-    return {rs.identity(r) for r in recs}
+    return {identity(r) for r in recs}
 
 
 def job_state(cluster, job: str) -> dict[str, str]:
@@ -121,12 +123,12 @@ def test_an_array_sweep_and_its_dependent_merge_give_the_records_of_the_unsharde
     wait_gone(slurm_cluster, merge, 60)
     assert job_state(slurm_cluster, merge)["JobState"] == "COMPLETED", slurm_cluster.logs_tail()
     for i in (1, 2, 3):
-        plan = json.loads((out / sl.SHARDS_DIR / str(i) / rs.PLAN_FILE).read_text())
+        plan = json.loads((out / sl.SHARDS_DIR / str(i) / PLAN_FILE).read_text())
         assert plan["shard"]["index"] == i and plan["shard"]["count"] == 3
     merged = out / sl.MERGED_DIR
     assert ids(merged) == unsharded()
-    assert json.loads((merged / rs.PLAN_FILE).read_text())["hash"] == \
-        json.loads((out / rs.PLAN_FILE).read_text())["hash"]
+    assert json.loads((merged / PLAN_FILE).read_text())["hash"] == \
+        json.loads((out / PLAN_FILE).read_text())["hash"]
 
 
 def test_a_task_cancelled_mid_run_keeps_the_others_and_resume_reruns_only_that_shard(
@@ -137,16 +139,16 @@ def test_a_task_cancelled_mid_run_keeps_the_others_and_resume_reruns_only_that_s
     # Cancel task 2 once it has planned its shard (its sweep is running).
     two = out / sl.SHARDS_DIR / "2"
     deadline = time.monotonic() + 90
-    while not (two / rs.PLAN_FILE).exists():
+    while not (two / PLAN_FILE).exists():
         assert time.monotonic() < deadline, "task 2 never started: " + slurm_cluster.logs_tail()
         time.sleep(0.05)
     slurm_cluster.run("scancel", f"{array}_2")
     wait_gone(slurm_cluster, array, 120)
     assert job_state(slurm_cluster, f"{array}_2")["JobState"] == "CANCELLED"
-    st = [sl.shard_state(out / sl.SHARDS_DIR / str(i), i, 3, json.loads((out / rs.PLAN_FILE).read_text())["hash"])
+    st = [sl.shard_state(out / sl.SHARDS_DIR / str(i), i, 3, json.loads((out / PLAN_FILE).read_text())["hash"])
           for i in (1, 2, 3)]
     assert [s.complete for s in st] == [True, False, True]
-    kept = {i: (out / sl.SHARDS_DIR / str(i) / rs.RESULTS_FILE).read_bytes() for i in (1, 3)}
+    kept = {i: (out / sl.SHARDS_DIR / str(i) / RESULTS_FILE).read_bytes() for i in (1, 3)}
     # The merge waits on an array that will never succeed.
     assert job_state(slurm_cluster, merge)["JobState"] == "PENDING"
     assert not (out / sl.MERGED_DIR).exists()
@@ -161,7 +163,7 @@ def test_a_task_cancelled_mid_run_keeps_the_others_and_resume_reruns_only_that_s
     assert job_state(slurm_cluster, merge)["JobState"] == "CANCELLED"  # the old merge, re-armed
     assert job_state(slurm_cluster, merge2)["JobState"] == "COMPLETED", slurm_cluster.logs_tail()
     assert sorted(p.name for p in (out / sl.LOGS_DIR).glob(f"sweep-{array2}_*")) == [f"sweep-{array2}_2.out"]
-    assert {i: (out / sl.SHARDS_DIR / str(i) / rs.RESULTS_FILE).read_bytes() for i in (1, 3)} == kept
+    assert {i: (out / sl.SHARDS_DIR / str(i) / RESULTS_FILE).read_bytes() for i in (1, 3)} == kept
     assert ids(out / sl.MERGED_DIR) == unsharded()
 
     # Nothing left to do: said so, nothing submitted.
