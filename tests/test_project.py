@@ -47,3 +47,14 @@ def test_the_environment_guard_catches_each_way_of_reading_it():
         assert _env_reads(ast.parse(src)), src
     assert not _env_reads(ast.parse("import os\nos.path.join('a')"))
 
+
+def test_ci_requires_the_slurm_tests_that_a_fresh_machine_skips():
+    """tests/slurm skips where Slurm is not installed (the README's set-up);
+    .ci/run installs it and must make those tests required, or CI could
+    skip them without anyone noticing."""
+    ci = (ROOT / ".ci" / "run").read_text()
+    conftest = (ROOT / "tests" / "slurm" / "conftest.py").read_text()
+    assert "LEVERCTL_REQUIRE_SLURM" in conftest
+    lines = [line.strip() for line in ci.splitlines()]
+    required = lines.index("export LEVERCTL_REQUIRE_SLURM=1")
+    assert required < lines.index("make test")
