@@ -13,7 +13,7 @@ PYTEST_WORKERS ?= auto
 XDIST := -n $(PYTEST_WORKERS) --dist loadfile --no-loadscope-reorder
 PYTEST_ARGS ?=
 
-.PHONY: show test test-fast bench sweep gpu-bench wheels clean
+.PHONY: show lint test test-fast bench sweep gpu-bench wheels clean
 
 $(STAMP): pyproject.toml
 	$(PY) -m venv $(VENV)
@@ -24,7 +24,12 @@ $(STAMP): pyproject.toml
 show: $(STAMP)
 	$(BIN)/leverctl show
 
-test: $(STAMP)
+# Lint and formatting first (seconds), then the suite.
+lint: $(STAMP)
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+
+test: lint
 	$(BIN)/python -m pytest -q $(XDIST) --durations=15 $(PYTEST_ARGS)
 
 test-fast: $(STAMP)

@@ -5,6 +5,7 @@ path's name is where it lives (``gdn.verify``: ``kernels/gdn/verify/``).
 Importing a path's spec imports numba, which must happen after the bench
 has chosen between a real GPU and the CUDA simulator.
 """
+
 from __future__ import annotations
 
 import importlib

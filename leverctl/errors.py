@@ -1,4 +1,5 @@
 """Errors a user can cause. Each is reported as one line on stderr, exit 2."""
+
 from __future__ import annotations
 
 

@@ -11,6 +11,7 @@ plain dicts with string keys, lists, tuples, strings, ints, floats, bools
 and None is handed to ``json.dumps`` itself, so the text is always its text
 (tests/test_jsontext.py holds the two to each other).
 """
+
 from __future__ import annotations
 
 import json
@@ -86,9 +87,15 @@ def _table_parts(o: Table, level: int, allow_nan: bool, memo: dict) -> Iterator[
     if not len(rows):
         yield "[]"
         return
-    if not keys or len(set(keys)) != len(keys) or not all(type(k) is str for k in keys) \
-            or not set(kinds) <= {"str", "str?", "num", "levers"} or len(kinds) != len(keys) \
-            or kinds.count("str?") > 1 or level + 2 >= MAX_LEVEL:
+    if (
+        not keys
+        or len(set(keys)) != len(keys)
+        or not all(type(k) is str for k in keys)
+        or not set(kinds) <= {"str", "str?", "num", "levers"}
+        or len(kinds) != len(keys)
+        or kinds.count("str?") > 1
+        or level + 2 >= MAX_LEVEL
+    ):
         yield _text(o.as_list(), level, allow_nan, memo)
         return
     if kinds[0] == "str?":  # an optional key first: its comma would lead the object
@@ -96,14 +103,24 @@ def _table_parts(o: Table, level: int, allow_nan: bool, memo: dict) -> Iterator[
         return
     inner, row_in = _PAD[level + 2], _PAD[level + 1]
     # One format string for every row; an optional column's value is spelled with its own comma and key.
-    fmt = "{" + "".join("%s" if kind == "str?" else ("," if i else "") + inner + _enc(k).replace("%", "%%") + ": %s"
-                        for i, (k, kind) in enumerate(zip(keys, kinds))) + _PAD[level + 1] + "}"
+    fmt = (
+        "{"
+        + "".join(
+            "%s" if kind == "str?" else ("," if i else "") + inner + _enc(k).replace("%", "%%") + ": %s"
+            for i, (k, kind) in enumerate(zip(keys, kinds))
+        )
+        + _PAD[level + 1]
+        + "}"
+    )
     heads = {k: "," + inner + _enc(k) + ": " for k, kind in zip(keys, kinds) if kind == "str?"}
     sep = "[" + row_in
     for start in range(0, len(rows), TABLE_BATCH):
-        batch = list(rows[start:start + TABLE_BATCH])
-        spelled = _columns(batch, keys, kinds, heads, level, allow_nan, memo) \
-            if all(type(r) is tuple and len(r) == len(keys) for r in batch) else None
+        batch = list(rows[start : start + TABLE_BATCH])
+        spelled = (
+            _columns(batch, keys, kinds, heads, level, allow_nan, memo)
+            if all(type(r) is tuple and len(r) == len(keys) for r in batch)
+            else None
+        )
         if spelled is None:  # a value of another kind than its column's: these rows as dicts
             texts = [_text(d, level + 1, allow_nan, memo) for d in Table(keys, kinds, batch).as_list()]
         else:
@@ -113,8 +130,9 @@ def _table_parts(o: Table, level: int, allow_nan: bool, memo: dict) -> Iterator[
     yield _PAD[level] + "]"
 
 
-def _columns(rows: list[tuple], keys: tuple, kinds: tuple, heads: dict, level: int, allow_nan: bool,
-             memo: dict) -> list | None:
+def _columns(
+    rows: list[tuple], keys: tuple, kinds: tuple, heads: dict, level: int, allow_nan: bool, memo: dict
+) -> list | None:
     spelled: list = []
     for key, kind, col in zip(keys, kinds, zip(*rows)):
         types = set(map(type, col))
@@ -135,8 +153,6 @@ def _columns(rows: list[tuple], keys: tuple, kinds: tuple, heads: dict, level: i
         else:
             return None
     return spelled
-
-
 
 
 def pieces(obj: Any, *, allow_nan: bool = True) -> Iterator[str]:
@@ -163,8 +179,9 @@ def _pieces(o: Any, level: int, allow_nan: bool, memo: dict) -> Iterator[str]:
     if t is Table and level < MAX_LEVEL:
         yield from _table_parts(o, level, allow_nan, memo)
         return
-    if level >= STREAM_DEPTH or not ((t is dict and o and all(type(k) is str for k in o))
-                                     or ((t is list or t is tuple or t is Rows) and len(o))):
+    if level >= STREAM_DEPTH or not (
+        (t is dict and o and all(type(k) is str for k in o)) or ((t is list or t is tuple or t is Rows) and len(o))
+    ):
         yield _text(o, level, allow_nan, memo)
         return
     inner, outer = _PAD[level + 1], _PAD[level]
@@ -252,8 +269,7 @@ def _text(o: Any, level: int, allow_nan: bool, memo: dict) -> str:
         if not len(o):
             return "[]"
         inner = _PAD[level + 1]
-        return "[" + inner + ("," + inner).join(_text(v, level + 1, allow_nan, memo) for v in o) \
-            + _PAD[level] + "]"
+        return "[" + inner + ("," + inner).join(_text(v, level + 1, allow_nan, memo) for v in o) + _PAD[level] + "]"
     # Anything else (keys that are not strings, subclasses, unknown types): json.dumps decides.
     text = json.dumps(o.as_list() if type(o) is Table else o, indent=2, allow_nan=allow_nan)
     return text.replace("\n", _PAD[level]) if level else text

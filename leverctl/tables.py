@@ -12,6 +12,7 @@ folded, so no cell and no column is ever lost.
 :func:`new_table` makes a table the same way: cells fold rather than crop,
 and headers wrap at the same boundaries.
 """
+
 from __future__ import annotations
 
 import re
@@ -113,8 +114,14 @@ def _cell_range(cell: Any) -> tuple[int, int]:
     text = str(getattr(cell, "plain", cell))
     lines = text.split("\n")
     widest = max((cell_len(x) for x in lines), default=0)
-    narrowest = max((cell_len(line[: len(line) - len(line.lstrip(" "))] + x.strip())
-                     for line in lines for x in pieces(line.lstrip(" "))), default=0)
+    narrowest = max(
+        (
+            cell_len(line[: len(line) - len(line.lstrip(" "))] + x.strip())
+            for line in lines
+            for x in pieces(line.lstrip(" "))
+        ),
+        default=0,
+    )
     return min(narrowest, widest), widest
 
 

@@ -19,6 +19,7 @@ The target (the Slurm-sweeps issue): each under 30 s and 2 GB for 1,000,000
 records on the two-core CI machine. It is a benchmark, not a test: run it
 by hand; it takes minutes and disk space of about 1 KB per record per copy.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -58,35 +59,88 @@ def plan_doc(all_items, mine, shard=None) -> dict:
     as ``sweep`` writes it: a shard's plan lists its own items."""
     kernels = sorted({it[0] for it in all_items})
     return {
-        "schema": PLAN_SCHEMA, "hash": PLAN, "engine": "atlas",
-        "catalog": {"source": "synthetic", "digest": CATALOG + "0" * 48}, "recipe": None, "shapes": "model",
-        "device": {"kind": "gpu", "name": "Synthetic H200"}, "shard": shard,
-        "kernels": [{"kernel": k, "levers": LEVERS, "recipe_levers": {f: True for f in LEVERS},
-                     "recipe_config": ",".join(f"{f}=1" for f in LEVERS)} for k in kernels],
-        "not_benchmarked": [], "total": len(all_items), "naive_total": len(all_items),
-        "items": [{"n": n, "kernel": all_items[n][0], "variant": all_items[n][1], "config": all_items[n][3],
-                   "shape": all_items[n][2], "levers": all_items[n][4]} for n in mine],
+        "schema": PLAN_SCHEMA,
+        "hash": PLAN,
+        "engine": "atlas",
+        "catalog": {"source": "synthetic", "digest": CATALOG + "0" * 48},
+        "recipe": None,
+        "shapes": "model",
+        "device": {"kind": "gpu", "name": "Synthetic H200"},
+        "shard": shard,
+        "kernels": [
+            {
+                "kernel": k,
+                "levers": LEVERS,
+                "recipe_levers": {f: True for f in LEVERS},
+                "recipe_config": ",".join(f"{f}=1" for f in LEVERS),
+            }
+            for k in kernels
+        ],
+        "not_benchmarked": [],
+        "total": len(all_items),
+        "naive_total": len(all_items),
+        "items": [
+            {
+                "n": n,
+                "kernel": all_items[n][0],
+                "variant": all_items[n][1],
+                "config": all_items[n][3],
+                "shape": all_items[n][2],
+                "levers": all_items[n][4],
+            }
+            for n in mine
+        ],
     }
 
 
 def record_line(it, rng: random.Random, scale: float) -> str:
     kernel, variant, shape, config, levers = it
     us = (10 + (hash(config) % 97) / 10) * scale * (1 + rng.random() * 0.01)
-    return json.dumps({
-        "kernel": kernel, "variant": variant, "levers": levers, "config": config,
-        "shape": {"label": shape, "m": int(shape.split("-")[0][1:]), "n": 4096, "k": 4096},
-        "status": "pass", "note": "",
-        "error": {"rel": 1.2e-4, "max_abs": 3.1e-5, "tol_rel": 2e-3, "tol_abs": 1.6e-3, "tol_abs_of_max": 2e-3,
-                  "nonfinite": 0, "unwritten": 0, "rechecked": False},
-        "timing": {"median_us": us, "p20_us": us * 0.996, "p80_us": us * 1.004, "samples": 200, "noise": 0.004,
-                   "stopped_by": "noise"},
-        "traffic": {"bytes": 9437184, "flops": 33554432},
-        "roofline": {"floor_us": us * 0.7, "bound": "memory", "pct_of_floor": 70.0, "copy_gbps": 4100.0},
-        "achieved": {"gbps": 2900.0, "tflops": 10.1},
-        "reference_lib": None, "tensor_cores": "wgmma", "tc_dtype": "f16", "baseline": False,
-        "batch_invariance": None, "findings": None, "device": "Synthetic H200", "plan": PLAN,
-        "catalog": CATALOG,
-    }, separators=(",", ":")) + "\n"
+    return (
+        json.dumps(
+            {
+                "kernel": kernel,
+                "variant": variant,
+                "levers": levers,
+                "config": config,
+                "shape": {"label": shape, "m": int(shape.split("-")[0][1:]), "n": 4096, "k": 4096},
+                "status": "pass",
+                "note": "",
+                "error": {
+                    "rel": 1.2e-4,
+                    "max_abs": 3.1e-5,
+                    "tol_rel": 2e-3,
+                    "tol_abs": 1.6e-3,
+                    "tol_abs_of_max": 2e-3,
+                    "nonfinite": 0,
+                    "unwritten": 0,
+                    "rechecked": False,
+                },
+                "timing": {
+                    "median_us": us,
+                    "p20_us": us * 0.996,
+                    "p80_us": us * 1.004,
+                    "samples": 200,
+                    "noise": 0.004,
+                    "stopped_by": "noise",
+                },
+                "traffic": {"bytes": 9437184, "flops": 33554432},
+                "roofline": {"floor_us": us * 0.7, "bound": "memory", "pct_of_floor": 70.0, "copy_gbps": 4100.0},
+                "achieved": {"gbps": 2900.0, "tflops": 10.1},
+                "reference_lib": None,
+                "tensor_cores": "wgmma",
+                "tc_dtype": "f16",
+                "baseline": False,
+                "batch_invariance": None,
+                "findings": None,
+                "device": "Synthetic H200",
+                "plan": PLAN,
+                "catalog": CATALOG,
+            },
+            separators=(",", ":"),
+        )
+        + "\n"
+    )
 
 
 def deal(all_items, shards: int):
@@ -117,8 +171,9 @@ def write_sweep(d: Path, all_items, rng, scale, shards: int | None) -> list[Path
         mine[i].append(n)
     for i, f in files.items():
         f.close()
-        write_plan(d / str(i) / "plan.json",
-                   plan_doc(all_items, mine[i], {"index": i, "count": shards, "items": len(mine[i])}))
+        write_plan(
+            d / str(i) / "plan.json", plan_doc(all_items, mine[i], {"index": i, "count": shards, "items": len(mine[i])})
+        )
     return out
 
 
@@ -143,17 +198,26 @@ def timed(label: str, cmd: list[str], n: int) -> dict:
     """Run ``cmd``; wall time, CPU time and its peak resident memory."""
     with tempfile.TemporaryFile("w+") as err, tempfile.NamedTemporaryFile("r") as use:
         t0 = time.monotonic()
-        subprocess.run([sys.executable, "-c", LAUNCHER, use.name, *cmd], stdout=subprocess.DEVNULL, stderr=err,
-                       text=True)
+        subprocess.run(
+            [sys.executable, "-c", LAUNCHER, use.name, *cmd], stdout=subprocess.DEVNULL, stderr=err, text=True
+        )
         wall = time.monotonic() - t0
         err.seek(0)
         said = err.read().strip().splitlines()[-1:] or [""]
         usage = json.load(use)
     peak = usage["maxrss_kb"] / 1024
-    print(f"{label:14s} {wall:7.1f} s  {peak:7.0f} MB peak  ({wall / n * 1e6:.0f} us, "
-          f"{peak * 1024 / n:.2f} KB per record)  exit {usage['exit']}  {said[0][:100]}", flush=True)
-    return {"what": label, "seconds": round(wall, 2), "cpu_seconds": round(usage["cpu"], 2),
-            "peak_mb": round(peak), "exit": usage["exit"]}
+    print(
+        f"{label:14s} {wall:7.1f} s  {peak:7.0f} MB peak  ({wall / n * 1e6:.0f} us, "
+        f"{peak * 1024 / n:.2f} KB per record)  exit {usage['exit']}  {said[0][:100]}",
+        flush=True,
+    )
+    return {
+        "what": label,
+        "seconds": round(wall, 2),
+        "cpu_seconds": round(usage["cpu"], 2),
+        "peak_mb": round(peak),
+        "exit": usage["exit"],
+    }
 
 
 def main() -> int:
@@ -174,8 +238,11 @@ def main() -> int:
             write_sweep(root / "shards", all_items, rng, 1.0, args.shards)
             write_sweep(root / "new", all_items, rng, 1.03, None)
         del all_items
-        print(f"{n:,} records in {args.shards} shards and a second run, written in {time.monotonic() - t0:.0f} s "
-              f"under {root}", flush=True)
+        print(
+            f"{n:,} records in {args.shards} shards and a second run, written in {time.monotonic() - t0:.0f} s "
+            f"under {root}",
+            flush=True,
+        )
         leverctl = [sys.executable, "-m", "leverctl"]
         shards = sorted((root / "shards").iterdir(), key=lambda p: int(p.name))
         merged = root / "merged"
@@ -183,8 +250,13 @@ def main() -> int:
         for step in args.only or ("merge", "show", "compare"):
             if step == "merge":
                 shutil.rmtree(merged, ignore_errors=True)
-                rows.append(timed("report merge", [*leverctl, "report", "merge", *map(str, shards), "--out",
-                                                   str(merged), "-f", "json"], n))
+                rows.append(
+                    timed(
+                        "report merge",
+                        [*leverctl, "report", "merge", *map(str, shards), "--out", str(merged), "-f", "json"],
+                        n,
+                    )
+                )
             elif step == "show":
                 rows.append(timed("report show", [*leverctl, "report", "show", str(merged), "-f", "json"], n))
             else:

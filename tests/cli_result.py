@@ -1,4 +1,5 @@
 """leverctl run in-process, and what the CLI and catalog tests check of a run."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass

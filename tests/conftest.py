@@ -4,6 +4,7 @@ Every test runs the kernels in Numba's CUDA simulator unless
 LEVERCTL_TEST_DEVICE=gpu, and the simulator must be chosen before anything
 imports numba.cuda, so it is decided here, first.
 """
+
 from __future__ import annotations
 
 import os

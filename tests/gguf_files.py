@@ -1,5 +1,6 @@
 """Small GGUF files written with the ``gguf`` package's own writer, for the
 ``bench --weights`` tests and their bad-input rows."""
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -29,8 +30,11 @@ def write(path: Path, seed: int = 3) -> dict:
     w.add_tensor(DOWN, down, raw_dtype=gguf.GGMLQuantizationType.Q4_K)
     w.add_tensor(UP, up)
     w.add_tensor(GATE_BF16, gate, raw_dtype=gguf.GGMLQuantizationType.BF16)
-    w.add_tensor(Q8, gguf.quants.quantize(weights(rng, 4, 64), gguf.GGMLQuantizationType.Q8_0),
-                 raw_dtype=gguf.GGMLQuantizationType.Q8_0)
+    w.add_tensor(
+        Q8,
+        gguf.quants.quantize(weights(rng, 4, 64), gguf.GGMLQuantizationType.Q8_0),
+        raw_dtype=gguf.GGMLQuantizationType.Q8_0,
+    )
     w.add_tensor(ODD_K, weights(rng, 4, 40).astype(np.float16))
     w.add_tensor(NORM, np.ones(32, dtype=np.float32))
     w.add_tensor(ATTN, weights(rng, 8, 32).astype(np.float16))

@@ -2,6 +2,7 @@
 imports itself back through others (a cycle, function-local imports
 included), and no kernel family imports another family's private module
 (what families share lives in ``kernels/common/``)."""
+
 from __future__ import annotations
 
 import ast
@@ -119,6 +120,8 @@ def test_no_family_imports_another_familys_private_module():
 
 
 def test_the_private_import_check_finds_one():
-    g = {"leverctl_kernels.gdn.decode.spec": {"leverctl_kernels.w4a16._device"},
-         "leverctl_kernels.gdn.family": {"leverctl_kernels.gdn._layout", "leverctl_kernels.common.int4_device"}}
+    g = {
+        "leverctl_kernels.gdn.decode.spec": {"leverctl_kernels.w4a16._device"},
+        "leverctl_kernels.gdn.family": {"leverctl_kernels.gdn._layout", "leverctl_kernels.common.int4_device"},
+    }
     assert private_imports(g) == ["leverctl_kernels.gdn.decode.spec -> leverctl_kernels.w4a16._device"]

@@ -1,23 +1,30 @@
 """leverctl.jsontext writes exactly the text of json.dumps(indent=2)."""
+
 from __future__ import annotations
 
 import json
 import math
 
 import pytest
-from hypothesis import given, settings, strategies as st
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from leverctl import jsontext
 
-scalars = st.one_of(st.none(), st.booleans(), st.integers(), st.floats(allow_nan=True, allow_infinity=True),
-                    st.text(max_size=8))
+scalars = st.one_of(
+    st.none(), st.booleans(), st.integers(), st.floats(allow_nan=True, allow_infinity=True), st.text(max_size=8)
+)
 keys = st.one_of(st.text(max_size=6), st.sampled_from(["levers", "items", "a"]))
 values = st.recursive(
     scalars,
-    lambda inner: st.one_of(st.lists(inner, max_size=4), st.tuples(inner, inner),
-                            st.dictionaries(keys, inner, max_size=4),
-                            st.dictionaries(st.one_of(st.integers(), st.booleans(), st.none()), inner, max_size=2)),
-    max_leaves=30)
+    lambda inner: st.one_of(
+        st.lists(inner, max_size=4),
+        st.tuples(inner, inner),
+        st.dictionaries(keys, inner, max_size=4),
+        st.dictionaries(st.one_of(st.integers(), st.booleans(), st.none()), inner, max_size=2),
+    ),
+    max_leaves=30,
+)
 
 
 def _expect(obj, allow_nan):
@@ -44,8 +51,11 @@ def test_same_text_as_json_dumps(obj, allow_nan):
 
 def test_a_shared_lever_set_is_spelled_at_each_depth_it_appears():
     lv = {"a": True, "b": 1, "c": None, "d": "x\u00e9"}
-    doc = {"rankings": [{"ranked": [{"levers": lv, "median_us": 1.5}, {"levers": lv, "median_us": math.pi}]}],
-           "effects": [{"levers": lv}], "levers": lv}
+    doc = {
+        "rankings": [{"ranked": [{"levers": lv, "median_us": 1.5}, {"levers": lv, "median_us": math.pi}]}],
+        "effects": [{"levers": lv}],
+        "levers": lv,
+    }
     assert jsontext.dumps(doc) == json.dumps(doc, indent=2)
 
 
@@ -80,11 +90,19 @@ def test_rows_are_written_as_the_list_they_make(n):
 
 
 @settings(max_examples=300, deadline=None)
-@given(st.lists(st.tuples(st.sampled_from(["a", "b\u00e9", "c%s"]), st.one_of(st.text(max_size=4), st.integers()),
-                          st.one_of(st.floats(allow_nan=True, allow_infinity=True), st.none(), st.integers(),
-                                    st.booleans()),
-                          st.sampled_from([{"x": True}, {"y": None, "z": 3}, {}, "not levers"])), max_size=6),
-       st.integers(0, 4), st.booleans())
+@given(
+    st.lists(
+        st.tuples(
+            st.sampled_from(["a", "b\u00e9", "c%s"]),
+            st.one_of(st.text(max_size=4), st.integers()),
+            st.one_of(st.floats(allow_nan=True, allow_infinity=True), st.none(), st.integers(), st.booleans()),
+            st.sampled_from([{"x": True}, {"y": None, "z": 3}, {}, "not levers"]),
+        ),
+        max_size=6,
+    ),
+    st.integers(0, 4),
+    st.booleans(),
+)
 def test_a_table_is_spelled_as_its_list_of_dicts(rows, depth, allow_nan):
     keys = ("config", "variant", "median_us", "levers", "base_variant")
     rows = [(*r, [None, "v"][i % 2]) for i, r in enumerate(rows)]
@@ -101,7 +119,8 @@ def test_a_table_streams_in_batches_that_join_to_its_text(monkeypatch):
     lv = {"x": True}
     rows = [(f"c{i}", "v", 1.5 * i, lv, None if i % 3 else "w") for i in range(10)]
     rows[4] = ("c4", "v", float("nan"), lv, None)  # one batch goes the general way
-    table = jsontext.Table(("config", "variant", "median_us", "levers", "base_variant"),
-                           ("str", "str", "num", "levers", "str?"), rows)
+    table = jsontext.Table(
+        ("config", "variant", "median_us", "levers", "base_variant"), ("str", "str", "num", "levers", "str?"), rows
+    )
     assert _got({"entries": table}, True) == _expect({"entries": table.as_list()}, True)
     assert _got({"entries": table}, False) == _expect({"entries": table.as_list()}, False)

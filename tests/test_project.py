@@ -1,4 +1,5 @@
 """Project-level guards: packaging and the kernels' independence from the environment."""
+
 from __future__ import annotations
 
 import ast
@@ -42,8 +43,12 @@ def test_kernels_never_read_the_environment():
 
 
 def test_the_environment_guard_catches_each_way_of_reading_it():
-    for src in ("import os\nx = os.environ['A']", "import os\nos.getenv('A')",
-                "from os import environ", "import os\nos.environb"):
+    for src in (
+        "import os\nx = os.environ['A']",
+        "import os\nos.getenv('A')",
+        "from os import environ",
+        "import os\nos.environb",
+    ):
         assert _env_reads(ast.parse(src)), src
     assert not _env_reads(ast.parse("import os\nos.path.join('a')"))
 

@@ -49,6 +49,7 @@ alone.
 bf16 is decoded with ``cvt.bf16_to_f32`` (a shift on the GPU); arithmetic is
 fp32 on CUDA cores.
 """
+
 from __future__ import annotations
 
 import math

@@ -13,6 +13,7 @@ before the GEMM):
   significand bits; values below fp16's 2^-14 lose bits, and above 65504
   overflow).
 """
+
 from __future__ import annotations
 
 from functools import lru_cache
@@ -50,8 +51,9 @@ def make_quant_e4m3_rows(e4m3_max=E4M3_MAX):
                 amax = max(amax, cuda.shfl_xor_sync(FULL, amax, off))
             scale = amax / e4m3_max if amax > np.float32(0.0) else np.float32(1.0)
             for i in range(tid, k // 2, QUANT_THREADS):
-                xq16[r, i] = cvt.f32x2_to_e4m3x2(cvt.bf16_to_f32(x[r, 2 * i]) / scale,
-                                                 cvt.bf16_to_f32(x[r, 2 * i + 1]) / scale)
+                xq16[r, i] = cvt.f32x2_to_e4m3x2(
+                    cvt.bf16_to_f32(x[r, 2 * i]) / scale, cvt.bf16_to_f32(x[r, 2 * i + 1]) / scale
+                )
             if tid == 0:
                 xs[r] = scale
 

@@ -1,6 +1,7 @@
 """What the attention family's decode paths share (``paged_decode``,
 ``dflash_contig``, ``mla_decode``): the fp32 online-softmax tolerance and the
 variant a module declares."""
+
 from __future__ import annotations
 
 from ..common.path import Tolerance, Variant

@@ -14,6 +14,7 @@ Query head ``h`` reads KV head ``h // (Hq / Hkv)`` (grouped-query attention).
 Only the first ``context_lens[n]`` slots are read: the rest of the tail block
 was never written.
 """
+
 from __future__ import annotations
 
 import numpy as np

@@ -46,6 +46,7 @@ mma.sync m16n8k16 bf16 on the same staged tiles, ``w4a16_f16`` the W4A16
 GEMM's mma.sync f16 kernel, and the FP8 variants' builds refuse, saying
 that FP8 tensor cores are wgmma's (there is no kernel of them for FP16).
 """
+
 from __future__ import annotations
 
 from typing import Any, Mapping

@@ -50,6 +50,7 @@ and runs in the simulator. ``bits_to_f32``/``f32_to_bits`` give float32 bit
 patterns that way; NaN payloads are not kept (a quiet NaN with the sign), and
 subnormals need a kernel compiled without flush-to-zero (no ``fastmath``).
 """
+
 from __future__ import annotations
 
 import math
@@ -247,9 +248,7 @@ def _e4m3_table() -> np.ndarray:
 
 # Value of every code, from the format's definition.
 E4M3_VALUES = _e4m3_table()
-E2M1_VALUES = np.array(
-    [0, 0.5, 1, 1.5, 2, 3, 4, 6, -0.0, -0.5, -1, -1.5, -2, -3, -4, -6], dtype=np.float32
-)
+E2M1_VALUES = np.array([0, 0.5, 1, 1.5, 2, 3, 4, 6, -0.0, -0.5, -1, -1.5, -2, -3, -4, -6], dtype=np.float32)
 
 
 def bits_to_f32_np(u) -> np.ndarray:

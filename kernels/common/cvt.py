@@ -61,6 +61,7 @@ so no PTX for sm_90 can be too old for them: with ``.version 7.7`` ptxas 13.0
 prints both "Feature 'cvt with .e4m3x2/.e5m2x2' requires PTX ISA .version 7.8
 or later" and "PTX .version 7.7 does not support .target sm_90".
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -149,8 +150,7 @@ else:
             return None
 
         def codegen(context, builder, sig, args):
-            return _asm(builder, _I16, [_f32(context, builder, x, args[0])],
-                        "cvt.rn.bf16.f32 $0, $1;", "=h,f")
+            return _asm(builder, _I16, [_f32(context, builder, x, args[0])], "cvt.rn.bf16.f32 $0, $1;", "=h,f")
 
         return types.uint16(x), codegen
 
@@ -196,8 +196,7 @@ else:
 
         def codegen(context, builder, sig, args):
             a = [_f32(context, builder, t, v) for t, v in zip((lo, hi), args)]
-            return _asm(builder, _I16, [a[1], a[0]],
-                        "cvt.rn.satfinite.e4m3x2.f32 $0, $1, $2;", "=h,f,f")
+            return _asm(builder, _I16, [a[1], a[0]], "cvt.rn.satfinite.e4m3x2.f32 $0, $1, $2;", "=h,f,f")
 
         return types.uint16(lo, hi), codegen
 
@@ -209,11 +208,13 @@ else:
 
         def codegen(context, builder, sig, args):
             v = context.cast(builder, args[0], c, types.uint16)
-            text = ("{ .reg .b32 h2; .reg .b16 l16, h16;\n"
-                    "cvt.rn.f16x2.e4m3x2 h2, $2;\n"
-                    "mov.b32 {l16, h16}, h2;\n"
-                    "cvt.f32.f16 $0, l16;\n"
-                    "cvt.f32.f16 $1, h16; }")
+            text = (
+                "{ .reg .b32 h2; .reg .b16 l16, h16;\n"
+                "cvt.rn.f16x2.e4m3x2 h2, $2;\n"
+                "mov.b32 {l16, h16}, h2;\n"
+                "cvt.f32.f16 $0, l16;\n"
+                "cvt.f32.f16 $1, h16; }"
+            )
             pair = _asm(builder, ir.LiteralStructType([_F32, _F32]), [v], text, "=f,=f,h")
             lo_v, hi_v = builder.extract_value(pair, 0), builder.extract_value(pair, 1)
             return context.make_tuple(builder, ret, [lo_v, hi_v])

@@ -25,6 +25,7 @@ fp16 scale is exact in float32, so :func:`dequantize_w4` loses nothing and a
 float64 reference built from it differs from a kernel only by the kernel's
 accumulation order and output rounding.
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -112,9 +113,7 @@ def dequantize_w4(qweight: np.ndarray, scales: np.ndarray, group: int = GROUP) -
     n, k = q.shape
     scales = np.asarray(scales)
     if scales.shape != (n, n_groups(k, group)):
-        raise ValueError(
-            f"scales shape {scales.shape} does not match qweight for n={n}, k={k}"
-        )
+        raise ValueError(f"scales shape {scales.shape} does not match qweight for n={n}, k={k}")
     s = np.repeat(scales.astype(np.float32), group, axis=1)[:, :k]
     return q.astype(np.float32) * s
 

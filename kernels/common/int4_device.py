@@ -23,6 +23,7 @@ shared memory for every nibble: no bank conflicts (the natural layout,
 the rows so that the staging stores, done once per chunk, conflict at most
 4-way.
 """
+
 from __future__ import annotations
 
 import numpy as np

@@ -16,6 +16,7 @@ Limits (compute capability 7.0 through 9.0):
 
 Nothing here imports numba; sizes are plain ints (numpy integers accepted).
 """
+
 from __future__ import annotations
 
 import operator
@@ -77,9 +78,7 @@ def check_block(threads: Dims, *, warps: bool = True) -> int:
     for d in dims:
         total *= d
     if total > MAX_THREADS_PER_BLOCK:
-        raise ValueError(
-            f"block {threads!r} has {total} threads; the limit is {MAX_THREADS_PER_BLOCK}"
-        )
+        raise ValueError(f"block {threads!r} has {total} threads; the limit is {MAX_THREADS_PER_BLOCK}")
     if warps and total % WARP_SIZE:
         raise ValueError(
             f"block {threads!r} has {total} threads, not a multiple of the warp "
@@ -104,15 +103,12 @@ def check_shared(nbytes: int, *, hopper: bool = False) -> int:
     if nbytes > limit:
         where = "with the Hopper opt-in" if hopper else "without the opt-in (static)"
         raise ValueError(
-            f"{nbytes} bytes of shared memory per block exceed the {limit} "
-            f"({limit // 1024} KiB) allowed {where}"
+            f"{nbytes} bytes of shared memory per block exceed the {limit} ({limit // 1024} KiB) allowed {where}"
         )
     return nbytes
 
 
-def grid_1d(
-    n: int, threads: int, *, warps: bool = True, max_blocks: int | None = None
-) -> tuple[int, int]:
+def grid_1d(n: int, threads: int, *, warps: bool = True, max_blocks: int | None = None) -> tuple[int, int]:
     """``(blocks, threads)`` for one thread per item over ``n`` items, both
     checked. ``max_blocks`` caps the grid for grid-stride loops."""
     threads = check_block(_int(threads, "threads"), warps=warps)

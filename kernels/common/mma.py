@@ -78,6 +78,7 @@ instruction through llvmlite's ``InlineAsm``; ptxas for sm_90 turns it into
 ``HMMA.16816.F32.BF16`` (``HMMA.16816.F32`` for fp16, ``IMMA.16832.S8.S8``
 for s8; ``tests/kernels/common/test_mma_ptx.py`` reads the SASS).
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -94,18 +95,26 @@ WARP = 32
 # (which lane coordinate: "g" or "t", its multiplier, the constant added).
 # Read with g = lane >> 2, t = lane & 3 as  coord = mult * g_or_t + const.
 A_ELEMS = (  # A[row, k]: ISA elements 0..7, two per register a0..a3 (low half first)
-    (("g", 1, 0), ("t", 2, 0)), (("g", 1, 0), ("t", 2, 1)),   # a0: row g,   k 2t, 2t+1
-    (("g", 1, 8), ("t", 2, 0)), (("g", 1, 8), ("t", 2, 1)),   # a1: row g+8
-    (("g", 1, 0), ("t", 2, 8)), (("g", 1, 0), ("t", 2, 9)),   # a2: row g,   k 2t+8, 2t+9
-    (("g", 1, 8), ("t", 2, 8)), (("g", 1, 8), ("t", 2, 9)),   # a3: row g+8
+    (("g", 1, 0), ("t", 2, 0)),
+    (("g", 1, 0), ("t", 2, 1)),  # a0: row g,   k 2t, 2t+1
+    (("g", 1, 8), ("t", 2, 0)),
+    (("g", 1, 8), ("t", 2, 1)),  # a1: row g+8
+    (("g", 1, 0), ("t", 2, 8)),
+    (("g", 1, 0), ("t", 2, 9)),  # a2: row g,   k 2t+8, 2t+9
+    (("g", 1, 8), ("t", 2, 8)),
+    (("g", 1, 8), ("t", 2, 9)),  # a3: row g+8
 )
 B_ELEMS = (  # B[k, n]: registers b0, b1
-    (("t", 2, 0), ("g", 1, 0)), (("t", 2, 1), ("g", 1, 0)),   # b0: k 2t, 2t+1,   n g
-    (("t", 2, 8), ("g", 1, 0)), (("t", 2, 9), ("g", 1, 0)),   # b1: k 2t+8, 2t+9
+    (("t", 2, 0), ("g", 1, 0)),
+    (("t", 2, 1), ("g", 1, 0)),  # b0: k 2t, 2t+1,   n g
+    (("t", 2, 8), ("g", 1, 0)),
+    (("t", 2, 9), ("g", 1, 0)),  # b1: k 2t+8, 2t+9
 )
 C_ELEMS = (  # C[row, n] / D: c0..c3, one per register
-    (("g", 1, 0), ("t", 2, 0)), (("g", 1, 0), ("t", 2, 1)),   # c0, c1: row g
-    (("g", 1, 8), ("t", 2, 0)), (("g", 1, 8), ("t", 2, 1)),   # c2, c3: row g+8
+    (("g", 1, 0), ("t", 2, 0)),
+    (("g", 1, 0), ("t", 2, 1)),  # c0, c1: row g
+    (("g", 1, 8), ("t", 2, 0)),
+    (("g", 1, 8), ("t", 2, 1)),  # c2, c3: row g+8
 )
 
 # m16n8k32 with s8 inputs (A 16x32, B 32x8, C/D as above, s32): each .b32
@@ -138,6 +147,7 @@ B_TABLE = layout_table(B_ELEMS)  # (32, 4, 2)
 C_TABLE = layout_table(C_ELEMS)  # (32, 4, 2)
 A_TABLE_S8 = layout_table(A_ELEMS_S8)  # (32, 16, 2)
 B_TABLE_S8 = layout_table(B_ELEMS_S8)  # (32, 8, 2)
+
 
 # ldmatrix.x4 of a 16x16 A tile: lane L gives the address of one 8-element
 # (16-byte) row: row L % 8 of 8x8 matrix L // 8, the matrices ordered as the
@@ -197,8 +207,7 @@ def make_a_loader(elem):
     @cuda.jit(device=True, inline="always")
     def load(X, r0, c0):
         lane = cuda.laneid
-        return (pair(X, r0, c0, lane, 0), pair(X, r0, c0, lane, 2),
-                pair(X, r0, c0, lane, 4), pair(X, r0, c0, lane, 6))
+        return (pair(X, r0, c0, lane, 0), pair(X, r0, c0, lane, 2), pair(X, r0, c0, lane, 4), pair(X, r0, c0, lane, 6))
 
     return load
 
@@ -260,8 +269,12 @@ def _make_quad_s8(elem, FROM_BT: bool):
 
     @cuda.jit(device=True, inline="always")
     def quad(X, a0, b0, lane, i):
-        return (byte(X, a0, b0, lane, i) | (byte(X, a0, b0, lane, i + 1) << _U8)
-                | (byte(X, a0, b0, lane, i + 2) << _U16) | (byte(X, a0, b0, lane, i + 3) << _U24))
+        return (
+            byte(X, a0, b0, lane, i)
+            | (byte(X, a0, b0, lane, i + 1) << _U8)
+            | (byte(X, a0, b0, lane, i + 2) << _U16)
+            | (byte(X, a0, b0, lane, i + 3) << _U24)
+        )
 
     return quad
 
@@ -274,8 +287,7 @@ def make_a_loader_s8(elem):
     @cuda.jit(device=True, inline="always")
     def load(X, r0, c0):
         lane = cuda.laneid
-        return (quad(X, r0, c0, lane, 0), quad(X, r0, c0, lane, 4),
-                quad(X, r0, c0, lane, 8), quad(X, r0, c0, lane, 12))
+        return (quad(X, r0, c0, lane, 0), quad(X, r0, c0, lane, 4), quad(X, r0, c0, lane, 8), quad(X, r0, c0, lane, 12))
 
     return load
 
@@ -405,7 +417,8 @@ def _twin(kind, atom):
         buf, members, lane = simwarp._exchange(kind, simwarp.FULL_MASK, regs)
         if members != simwarp.FULL_MASK:
             raise simwarp.WarpSyncError(
-                f"{kind}: mma.sync needs all 32 lanes of the warp; the block has lanes {members:#x}")
+                f"{kind}: mma.sync needs all 32 lanes of the warp; the block has lanes {members:#x}"
+            )
         # Every lane computes the whole tile from the same deposits (the
         # buffer stays put until this lane's next call): no second barrier.
         a = np.array([buf[i][1][0] for i in range(WARP)], dtype=np.uint32)
@@ -476,8 +489,9 @@ def _ldmatrix_x4_hw():
     from numba.cuda.extending import intrinsic
 
     # Numba's shared arrays hold generic pointers; ldmatrix wants a shared one.
-    asm_text = ("{ .reg .u64 p; cvta.to.shared.u64 p, $4; "
-                "ldmatrix.sync.aligned.m8n8.x4.shared.b16 {$0, $1, $2, $3}, [p]; }")
+    asm_text = (
+        "{ .reg .u64 p; cvta.to.shared.u64 p, $4; ldmatrix.sync.aligned.m8n8.x4.shared.b16 {$0, $1, $2, $3}, [p]; }"
+    )
 
     def ldmatrix_x4(typingctx, S, row, col):
         if not (isinstance(S, types.Array) and S.ndim == 2 and S.dtype.bitwidth == 16):

@@ -14,6 +14,7 @@ l + 32, ...`` of its row: the block's largest magnitude, its E4M3 scale of
 (round to nearest even, saturating at 6; the software conversion of
 ``common.bits``: sm_90 has no FP4 conversion instruction).
 """
+
 from __future__ import annotations
 
 from functools import lru_cache

@@ -13,6 +13,7 @@ environment.
 This module imports neither numba nor numpy at import time, so the CLI can
 describe paths cheaply; the families import them.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -130,8 +131,7 @@ def tensor_cores_of(launch: Launch, variant: "Variant") -> tuple[str | None, str
     """(instruction, input type) a built launch runs on: the launch's own
     attributes where it carries them (chosen at build time by device), else
     the variant's declaration."""
-    return (getattr(launch, "tensor_cores", variant.tensor_cores),
-            getattr(launch, "tc_dtype", variant.tc_dtype))
+    return (getattr(launch, "tensor_cores", variant.tensor_cores), getattr(launch, "tc_dtype", variant.tc_dtype))
 
 
 @dataclass(frozen=True)
@@ -162,7 +162,8 @@ class Variant:
     tensor_cores: str | None = None
     # The tensor cores' input type: "f16", "bf16", "e4m3", "s8", or
     # "e4m3-via-f16" (mma.sync's E4M3 form, which sm_90 runs on the FP16
-    # datapath). It picks the peak the roofline's compute floor is drawn at. A variant that decides either at build time (by device) sets it on
+    # datapath). It picks the peak the roofline's compute floor is drawn at.
+    # A variant that decides either at build time (by device) sets it on
     # the launch it returns instead (``launch.tensor_cores``,
     # ``launch.tc_dtype``); the record takes the launch's over these.
     tc_dtype: str | None = None
@@ -252,11 +253,22 @@ def declared_path(table: Table, variants: Mapping[str, Variant], **fields: Any) 
         if v.name != name:
             raise ValueError(f"{table.path}: variant {name!r} is declared as {v.name!r}")
     if (fields.get("bind") is not None) != bool(table.binds):
-        raise ValueError(f"{table.path}: the table says levers {sorted(table.binds)} bind the run; "
-                         f"the declaration {'has' if fields.get('bind') else 'has no'} bind")
+        raise ValueError(
+            f"{table.path}: the table says levers {sorted(table.binds)} bind the run; "
+            f"the declaration {'has' if fields.get('bind') else 'has no'} bind"
+        )
     for taken in ("name", "family", "summary", "levers", "lever_defaults", "select", "engines", "baselines"):
         if taken in fields:
             raise TypeError(f"{table.path}: {taken} comes from the decision table")
-    return KernelPath(name=table.path, family=table.family, summary=table.summary, levers=table.levers,
-                      lever_defaults=table.fixed, variants={v: variants[v] for v in table.variants},
-                      select=table.select, engines=table.engines, baselines=table.baselines, **fields)
+    return KernelPath(
+        name=table.path,
+        family=table.family,
+        summary=table.summary,
+        levers=table.levers,
+        lever_defaults=table.fixed,
+        variants={v: variants[v] for v in table.variants},
+        select=table.select,
+        engines=table.engines,
+        baselines=table.baselines,
+        **fields,
+    )

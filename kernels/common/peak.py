@@ -21,6 +21,7 @@ fragments held in registers; there is no FP8 tensor-core form to time, and
 
 Nothing here runs in the simulator: a peak is a GPU measurement.
 """
+
 from __future__ import annotations
 
 from collections.abc import Callable
@@ -130,8 +131,9 @@ def mma_sync_kernel():
     return tc_peak_mma
 
 
-def burner(kind: str, sm_count: int, form: str | None = None
-           ) -> tuple[Callable[[int], None], Callable[[int], int]] | None:
+def burner(
+    kind: str, sm_count: int, form: str | None = None
+) -> tuple[Callable[[int], None], Callable[[int], int]] | None:
     """``(burn, flops)`` for the ``kind`` ("bf16" or "e4m3") peak on this
     device: ``burn(iters)`` launches the kernel once (compiling it on the
     first call), ``flops(iters)`` is what one launch computes. None where

@@ -25,6 +25,7 @@ low nibble of ``s[j + 4]`` and of their min in its high nibble; the top two
 bits of their scale sit in the top two bits of ``s[j - 4]``, and of their min
 in the top two bits of ``s[j]``.
 """
+
 from __future__ import annotations
 
 import numpy as np

@@ -17,6 +17,7 @@ its strided share of the row (consecutive lanes, consecutive elements), five
 share of ``aq``. No shared memory and no block barrier. ``fmt`` is a
 compile-time constant: the other format's branch compiles away.
 """
+
 from __future__ import annotations
 
 import math

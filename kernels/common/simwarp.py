@@ -49,6 +49,7 @@ lane named in the mask has returned from the kernel without arriving
 (``WarpSyncError``), when lanes of one barrier called different intrinsics,
 or when no lane arrived for ``STALL_S`` seconds.
 """
+
 from __future__ import annotations
 
 import threading
@@ -154,8 +155,7 @@ def _exchange(kind: str, mask, value):
     members = int(mask) & FULL_MASK & st.present(warp)
     if not (members >> lane) & 1:
         raise WarpSyncError(
-            "%s: %s (warp %d lane %d) is not in its mask %#x"
-            % (kind, _where(t), warp, lane, int(mask) & FULL_MASK)
+            "%s: %s (warp %d lane %d) is not in its mask %#x" % (kind, _where(t), warp, lane, int(mask) & FULL_MASK)
         )
     ex = st.exchange(warp, members)
     with ex.cond:

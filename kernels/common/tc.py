@@ -18,6 +18,7 @@ the choice is :data:`SIMULATED`, the Hopper form, so that a run without a
 GPU checks the kernel an H100/H200 would run. Both forms have exact
 simulator twins, and the tests run each form explicitly.
 """
+
 from __future__ import annotations
 
 from functools import lru_cache

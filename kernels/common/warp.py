@@ -1,4 +1,5 @@
 """Warp-level reductions shared by several families' kernels."""
+
 from __future__ import annotations
 
 from numba import cuda

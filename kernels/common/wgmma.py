@@ -81,6 +81,7 @@ below): it reads A and B from the simulated shared arrays through the same
 descriptors; shared arrays take ``alignment=SMEM_ALIGN`` (128 on the CUDA
 target, None in the simulator, which refuses alignments).
 """
+
 from __future__ import annotations
 
 import threading
@@ -103,8 +104,9 @@ SBO = 256  # bytes between core matrices adjacent along M/N (two along K per 8 r
 
 def make_desc_np(addr: int, lbo: int, sbo: int, swizzle: int = SWIZZLE_NONE) -> int:
     """The descriptor as a Python int (host side, for tests)."""
-    return (((addr >> 4) & 0x3FFF) | (((lbo >> 4) & 0x3FFF) << 16)
-            | (((sbo >> 4) & 0x3FFF) << 32) | ((swizzle & 3) << 62))
+    return (
+        ((addr >> 4) & 0x3FFF) | (((lbo >> 4) & 0x3FFF) << 16) | (((sbo >> 4) & 0x3FFF) << 32) | ((swizzle & 3) << 62)
+    )
 
 
 _M14 = np.uint64(0x3FFF)
@@ -218,8 +220,10 @@ def _st_shared_v4():
             i32 = ir.IntType(32)
             vals = [context.cast(builder, v, t, types.uint32) for v, t in zip(args, signature.args)]
             fnty = ir.FunctionType(ir.VoidType(), [i32] * 5)
-            builder.call(ir.InlineAsm(fnty, "st.shared.v4.b32 [$0], {$1, $2, $3, $4};", "r,r,r,r,r,~{memory}",
-                                      side_effect=True), vals)
+            builder.call(
+                ir.InlineAsm(fnty, "st.shared.v4.b32 [$0], {$1, $2, $3, $4};", "r,r,r,r,r,~{memory}", side_effect=True),
+                vals,
+            )
             return context.get_dummy_value()
 
         return types.void(addr, a, b, c, d), codegen
@@ -251,8 +255,7 @@ def _mma(shape_types: str, transposable: bool):
         if sa not in (1, -1) or sb not in (1, -1) or any(x not in (0, 1) for x in tr):
             return None
         tail = ", ".join(str(x) for x in (sa, sb, *tr))
-        text = ("{\n.reg .pred p;\nsetp.ne.b32 p, $6, 0;\n"
-                f"{instr} {{$0, $1, $2, $3}}, $4, $5, p, {tail};\n}}")
+        text = f"{{\n.reg .pred p;\nsetp.ne.b32 p, $6, 0;\n{instr} {{$0, $1, $2, $3}}, $4, $5, p, {tail};\n}}"
         f32, u64 = types.float32, types.uint64
         sig = types.UniTuple(f32, 4)(u64, u64, f32, f32, f32, f32, types.int32, *imms)
 
@@ -261,17 +264,18 @@ def _mma(shape_types: str, transposable: bool):
             fnty = ir.FunctionType(ir.LiteralStructType([f] * 4), [i64, i64, i32, f, f, f, f])
             cons = "=f,=f,=f,=f,l,l,r,0,1,2,3,~{memory}"
             da_, db_, c0, c1, c2, c3, sd = args[:7]
-            res = builder.call(ir.InlineAsm(fnty, text, cons, side_effect=True),
-                               [da_, db_, sd, c0, c1, c2, c3])
+            res = builder.call(ir.InlineAsm(fnty, text, cons, side_effect=True), [da_, db_, sd, c0, c1, c2, c3])
             outs = [builder.extract_value(res, i) for i in range(4)]
             return context.make_tuple(builder, signature.return_type, outs)
 
         return sig, codegen
 
     if transposable:
+
         def wgmma(typingctx, da, db, d0, d1, d2, d3, scale_d, scale_a, scale_b, tnsp_a, tnsp_b):
             return typer(da, db, d0, d1, d2, d3, scale_d, scale_a, scale_b, (tnsp_a, tnsp_b))
     else:
+
         def wgmma(typingctx, da, db, d0, d1, d2, d3, scale_d, scale_a, scale_b):
             return typer(da, db, d0, d1, d2, d3, scale_d, scale_a, scale_b, ())
 
@@ -342,8 +346,7 @@ def _mma_n(dtype: str, n: int):
             return None
         regs = ", ".join(f"${i}" for i in range(h))
         tail = ", ".join(str(x) for x in (sa, sb, *tr))
-        text = (f"{{\n.reg .pred p;\nsetp.ne.b32 p, ${h + 2}, 0;\n"
-                f"{instr} {{{regs}}}, ${h}, ${h + 1}, p, {tail};\n}}")
+        text = f"{{\n.reg .pred p;\nsetp.ne.b32 p, ${h + 2}, 0;\n{instr} {{{regs}}}, ${h}, ${h + 1}, p, {tail};\n}}"
         sig = acc_t(types.uint64, types.uint64, acc_t, types.int32, *imms)
 
         def codegen(context, builder, signature, args):
@@ -359,9 +362,11 @@ def _mma_n(dtype: str, n: int):
         return sig, codegen
 
     if transposable:
+
         def wgmma(typingctx, da, db, acc, scale_d, scale_a, scale_b, tnsp_a, tnsp_b):
             return typer(da, db, acc, scale_d, (scale_a, scale_b, tnsp_a, tnsp_b))
     else:
+
         def wgmma(typingctx, da, db, acc, scale_d, scale_a, scale_b):
             return typer(da, db, acc, scale_d, (scale_a, scale_b))
 
@@ -473,7 +478,7 @@ def _twin_st_shared_v4(addr, a, b, c, d):
     for base, arr in regions:  # integer tests first: a block's window may hold many arrays
         if base <= addr and addr + 16 <= base + arr.nbytes:
             raw = np.asarray(arr).reshape(-1).view(np.uint8)
-            raw[addr - base: addr - base + 16] = np.array([a, b, c, d], dtype=np.uint32).view(np.uint8)
+            raw[addr - base : addr - base + 16] = np.array([a, b, c, d], dtype=np.uint32).view(np.uint8)
             return
     raise IndexError(f"st.shared.v4 twin: bytes {addr}..{addr + 15} not in one shared array")
 
@@ -588,10 +593,14 @@ else:
 wgmma_fence.__doc__ = "``wgmma.fence.sync.aligned``: before the first wgmma that touches registers written since."
 wgmma_commit_group.__doc__ = "``wgmma.commit_group.sync.aligned``: close the group of wgmma issued so far."
 wgmma_wait_group.__doc__ = "``wgmma.wait_group.sync.aligned N`` (N a constant): at most N groups still pending."
-fence_proxy_async.__doc__ = ("``fence.proxy.async.shared::cta``: shared-memory stores made visible to the "
-                             "async proxy wgmma reads through (then a barrier).")
-st_shared_v4.__doc__ = ("``st.shared.v4.b32``: four 32-bit words to the 16-byte-aligned shared-window "
-                        "address ``addr`` (from :func:`smem_addr`) in one store.")
+fence_proxy_async.__doc__ = (
+    "``fence.proxy.async.shared::cta``: shared-memory stores made visible to the "
+    "async proxy wgmma reads through (then a barrier)."
+)
+st_shared_v4.__doc__ = (
+    "``st.shared.v4.b32``: four 32-bit words to the 16-byte-aligned shared-window "
+    "address ``addr`` (from :func:`smem_addr`) in one store."
+)
 smem_addr.__doc__ = "The 32-bit shared-window address of a shared array (``cvta.to.shared.u64``)."
 wgmma_m64n8k16_bf16.__doc__ = f"""``wgmma.mma_async.sync.aligned.{_BF16}``:
 ``(da, db: uint64, d0..d3: float32, scale_d: int, scale_a, scale_b: 1|-1,
@@ -618,6 +627,7 @@ def zeros(n: int):
     """``acc = zeros(n)()``: ``n // 2`` float32 zeros, the accumulator tuple."""
     check_shape("bf16", n)
     if config.ENABLE_CUDASIM:
+
         def acc_zeros():
             return tuple(np.float32(0.0) for _ in range(n // 2))
 

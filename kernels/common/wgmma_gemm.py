@@ -47,6 +47,7 @@ are wgmma's tuple in wgmma's layout (per 8 columns, the m16n8 C fragment),
 so the store is shared, and it has no wgmma or async-proxy fence, so it
 assembles for sm_80 too.
 """
+
 from __future__ import annotations
 
 from functools import lru_cache
@@ -267,8 +268,17 @@ def make_mma_step(n: int):
     return cuda.jit(device=True, inline="always")(ns["step"])
 
 
-def make_kernel(dtype: str, b_kind: str, wgs: int, bn: int, chunks: int, swap: bool = False,
-                load_b=None, ksub: int | None = None, form: str = "wgmma"):
+def make_kernel(
+    dtype: str,
+    b_kind: str,
+    wgs: int,
+    bn: int,
+    chunks: int,
+    swap: bool = False,
+    load_b=None,
+    ksub: int | None = None,
+    form: str = "wgmma",
+):
     """Compile ``kernel(y, a32, b, bsc, rs, cs, ts)``. ``load_b`` and
     ``ksub`` exist for the tests' broken variants. The ``nvfp4_e4m3``
     stager's 2^-3 is multiplied back with ``ts``."""
@@ -290,19 +300,24 @@ def make_kernel(dtype: str, b_kind: str, wgs: int, bn: int, chunks: int, swap: b
     warp_step = make_mma_step(bn) if not WG else None
     copy_a = _make_copy(chunks, threads, epc)
     if load_b is None:
-        load_b = {"copy": lambda: _make_copy(chunks, threads, epc),
-                  "nvfp4_bf16": lambda: _make_nvfp4_bf16(chunks, threads),
-                  "nvfp4_e4m3": lambda: _make_nvfp4_e4m3(chunks, threads),
-                  "int4_bf16": lambda: _make_int4_bf16(chunks, threads)}[b_kind]()
+        load_b = {
+            "copy": lambda: _make_copy(chunks, threads, epc),
+            "nvfp4_bf16": lambda: _make_nvfp4_bf16(chunks, threads),
+            "nvfp4_e4m3": lambda: _make_nvfp4_e4m3(chunks, threads),
+            "int4_bf16": lambda: _make_int4_bf16(chunks, threads),
+        }[b_kind]()
     mma, zeros, store = wg.op(dtype, bn), wg.zeros(bn), make_store(bn, swap)
     if dtype == "bf16":
+
         @cuda.jit(device=True, inline="always")
         def step(da, db, acc):
             return mma(da, db, acc, 1, 1, 1, 0, 0)
     else:
+
         @cuda.jit(device=True, inline="always")
         def step(da, db, acc):
             return mma(da, db, acc, 1, 1, 1)
+
     t_mul = np.float32(1.0 / E4M3_FOLD) if b_kind == "nvfp4_e4m3" else np.float32(1.0)
     a_rows = BM * wgs
     a_bytes, b_bytes = a_rows * chunks * 16, bn * chunks * 16
@@ -341,8 +356,9 @@ def make_kernel(dtype: str, b_kind: str, wgs: int, bn: int, chunks: int, swap: b
                 wg.wgmma_commit_group()
             else:  # mma.sync: each warp its 16 rows, synchronously
                 for j in range(ksub):
-                    acc = warp_step(As, Bs, s * a_bytes + g * (BM // 8) * sbo + j * STEP,
-                                    s * b_bytes + j * STEP, sbo, acc)
+                    acc = warp_step(
+                        As, Bs, s * a_bytes + g * (BM // 8) * sbo + j * STEP, s * b_bytes + j * STEP, sbo, acc
+                    )
             if kt + 1 < nk:  # the next stage, while the tensor cores work
                 copy_a(a_at + (1 - s) * a_bytes, a32, bsc, m, k, r0, kt + 1, tid, a_rows)
                 load_b(b_at + (1 - s) * b_bytes, b, bsc, n, k, n0, kt + 1, tid, bn)
@@ -390,8 +406,10 @@ def require_wgmma(variant: str) -> None:
     from . import tc
 
     if tc.current() != tc.WGMMA:
-        raise ValueError(f"{variant}: built on wgmma (sm_90a) only; this device's tensor-core form is "
-                         f"{tc.current()}, which has no kernel for it here")
+        raise ValueError(
+            f"{variant}: built on wgmma (sm_90a) only; this device's tensor-core form is "
+            f"{tc.current()}, which has no kernel for it here"
+        )
 
 
 def ones(n: int):
@@ -411,8 +429,15 @@ def token_tile_build(name: str, tile: dict):
         ts = ones(1)
 
         def launch(bufs):
-            run(bufs["y"], bufs["w8"].view(np.uint32), bufs["x8"].view(np.uint32), bufs["w_scale"],
-                bufs["w_scale"], bufs["x_scale"], ts)
+            run(
+                bufs["y"],
+                bufs["w8"].view(np.uint32),
+                bufs["x8"].view(np.uint32),
+                bufs["w_scale"],
+                bufs["w_scale"],
+                bufs["x_scale"],
+                ts,
+            )
 
         launch.tensor_cores, launch.tc_dtype = "wgmma", "e4m3"
         return launch

@@ -68,6 +68,7 @@ compare, shift and add per element), and Numba's range iterator unrolls into
 a select chain per step; this form compiles (sm_90) to one load per operand
 with an immediate offset and one FMA per element.
 """
+
 from __future__ import annotations
 
 import math
@@ -105,7 +106,8 @@ def chunk_flops(L: int, DK: int, DV: int) -> int:
         + 2 * (tri + L) * DK  # P = Q K^T (lower incl. diagonal)
         + 2 * L * DK * DV  # Q S
         + 2 * (tri + L) * DV  # P delta
-        + 2 * L * DK * DV + DK * DV  # S' = a S + K^T (e delta)
+        + 2 * L * DK * DV
+        + DK * DV  # S' = a S + K^T (e delta)
     )
 
 

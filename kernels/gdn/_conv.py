@@ -11,6 +11,7 @@ Layouts::
     z          [N, Hv, dv]       fp16   the output gate
     norm_w     [dv]              fp32
 """
+
 from __future__ import annotations
 
 import math

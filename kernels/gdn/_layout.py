@@ -26,6 +26,7 @@ Model shapes (d = 128): ``BV = 32``, ``KSPLIT = 4``, 128 threads, 32 state
 registers per thread, ``4 * Hv`` blocks per sequence. Smoke shapes (d = 8 or
 12) split the columns in two so the slicing is exercised.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -99,8 +100,9 @@ def group_of(hk: int, hv: int) -> int:
     return hv // hk
 
 
-def slice_launch(shape, shared_bytes: Callable[[Tile], int], sequences: int = 1,
-                 whole_warps: bool = False) -> tuple[int, int]:
+def slice_launch(
+    shape, shared_bytes: Callable[[Tile], int], sequences: int = 1, whole_warps: bool = False
+) -> tuple[int, int]:
     """``(grid, threads)`` of a launch with one block per (sequence, value
     head, column slice) at ``shape``'s heads: ``sequences * Hv * dv/BV``
     blocks of ``BV * KSPLIT`` threads (:func:`warp_threads` of them with

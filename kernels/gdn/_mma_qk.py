@@ -48,6 +48,7 @@ Which lane holds which element is ``mma``'s: the loaders below go through
 ``mma.a_elem``/``b_elem``/``c_elem`` (a test passes a wrong map to see the
 check fail), never lane arithmetic of their own.
 """
+
 from __future__ import annotations
 
 import math
@@ -145,8 +146,7 @@ def make_tile(DK: int, layout=LAYOUT):
         dr1, dc1 = c_elem(lane, 1)
         dr2, dc2 = c_elem(lane, 2)
         dr3, dc3 = c_elem(lane, 3)
-        return (ar0, ac0, ar1, ac1, ar2, ac2, ar3, ac3, bk0, bn0, bk1, bn1,
-                dr0, dc0, dr1, dc1, dr2, dc2, dr3, dc3)
+        return (ar0, ac0, ar1, ac1, ar2, ac2, ar3, ac3, bk0, bn0, bk1, bn1, dr0, dc0, dr1, dc1, dr2, dc2, dr3, dc3)
 
     @cuda.jit(device=True)
     def tile(x, k, hk, ta, la, tb, lb, f):

@@ -21,6 +21,7 @@ operand stay on FP32 FMAs (``_chunk`` says why). The launch says so for the
 record (``tensor_cores``, ``tc_dtype``), and the block is whole warps
 (``_layout.warp_threads``).
 """
+
 from __future__ import annotations
 
 from functools import lru_cache

@@ -33,6 +33,7 @@ apart, in other warps, because ``j`` is the fast thread index that makes the
 state loads coalesce. Callers double-buffer ``red``/``nrm`` across tokens
 so one barrier per token is enough.
 """
+
 from __future__ import annotations
 
 import math
@@ -65,8 +66,7 @@ def make_step(DK: int, DV: int, BV: int, KSPLIT: int):
     def offset(slot, h, hv, p, col):
         """Flat index of ``state[slot, h, p*R, col]`` in a C-ordered
         ``[slots, hv, DK, DV]`` state viewed as 1-D (``hv`` at run time)."""
-        return ((uint64(slot) * uint64(hv) + uint64(h)) * uint64(DK * DV)
-                + uint64(p) * uint64(R * DV) + uint64(col))
+        return (uint64(slot) * uint64(hv) + uint64(h)) * uint64(DK * DV) + uint64(p) * uint64(R * DV) + uint64(col)
 
     @cuda.jit(device=True)
     def load(Sr, S1, o0):

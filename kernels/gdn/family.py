@@ -23,6 +23,7 @@ the CUDA simulator (~1 ms per simulated thread): head dims 8 and 12, 2 q/k
 heads over 4 value heads and a 1:1 grouping, prefill chunks that do not
 divide the sequence, verify T = 17 and 5, decode batches 1 and 3.
 """
+
 from __future__ import annotations
 
 import math
@@ -39,10 +40,8 @@ from ._mma_qk import TC_DTYPE
 F16, F32, I32 = 2, 4, 4
 
 # Qwen3-Next-80B-A3B, the fallback when a recipe has no [model.gdn]/[model.bench].
-QWEN3_NEXT_GDN = {"qk_heads": 16, "v_heads": 32, "head_dim_k": 128, "head_dim_v": 128,
-                  "conv_width": 4, "chunk": 64}
-QWEN3_NEXT_BENCH = {"prefill_tokens": [1024, 4096], "verify_tokens": [17, 5],
-                    "decode_batches": [1, 8, 32]}
+QWEN3_NEXT_GDN = {"qk_heads": 16, "v_heads": 32, "head_dim_k": 128, "head_dim_v": 128, "conv_width": 4, "chunk": 64}
+QWEN3_NEXT_BENCH = {"prefill_tokens": [1024, 4096], "verify_tokens": [17, 5], "decode_batches": [1, 8, 32]}
 
 
 def model_dims(model: Mapping[str, Any] | None) -> tuple[dict, dict]:
@@ -53,8 +52,12 @@ def model_dims(model: Mapping[str, Any] | None) -> tuple[dict, dict]:
 
 
 def heads(gdn: dict) -> dict:
-    return {"hk": int(gdn["qk_heads"]), "hv": int(gdn["v_heads"]),
-            "dk": int(gdn["head_dim_k"]), "dv": int(gdn["head_dim_v"])}
+    return {
+        "hk": int(gdn["qk_heads"]),
+        "hv": int(gdn["v_heads"]),
+        "dk": int(gdn["head_dim_k"]),
+        "dv": int(gdn["head_dim_v"]),
+    }
 
 
 def heads_label(d: Mapping[str, int]) -> str:
@@ -82,8 +85,14 @@ def token_inputs(shape: Shape, rng) -> dict:
     [T, Hv]``, ``state [Hv, dk, dv]``."""
     t, hk, hv, dk, dv = shape["t"], shape["hk"], shape["hv"], shape["dk"], shape["dv"]
     g, beta = random_gates(rng, t, hv)
-    return {"q": random_f16(rng, (t, hk, dk)), "k": random_f16(rng, (t, hk, dk)), "v": random_f16(rng, (t, hv, dv)),
-            "g": g, "beta": beta, "state": random_state(rng, (hv, dk, dv))}
+    return {
+        "q": random_f16(rng, (t, hk, dk)),
+        "k": random_f16(rng, (t, hk, dk)),
+        "v": random_f16(rng, (t, hv, dv)),
+        "g": g,
+        "beta": beta,
+        "state": random_state(rng, (hv, dk, dv)),
+    }
 
 
 def random_slots(rng, n: int, pool: int) -> np.ndarray:
@@ -93,8 +102,10 @@ def random_slots(rng, n: int, pool: int) -> np.ndarray:
 
 
 def token_outputs(shape: Shape):
-    return {"o": ((shape["t"], shape["hv"], shape["dv"]), "float32"),
-            "state": ((shape["hv"], shape["dk"], shape["dv"]), "float32")}
+    return {
+        "o": ((shape["t"], shape["hv"], shape["dv"]), "float32"),
+        "state": ((shape["hv"], shape["dk"], shape["dv"]), "float32"),
+    }
 
 
 def token_reference(shape: Shape, x: dict) -> dict:
@@ -154,9 +165,15 @@ def variant(mod, traffic: Callable[[Shape], Traffic] | None = None, launches=1) 
     ``build``, and ``TENSOR_CORES`` where it has tensor-core products), with
     its own traffic where it moves more than the path's and its kernel
     launches per call where there are several."""
-    return Variant(mod.NAME, mod.SUMMARY, mod.build, traffic=traffic, launches=launches,
-                   tensor_cores=getattr(mod, "TENSOR_CORES", None),
-                   tc_dtype=TC_DTYPE if getattr(mod, "TENSOR_CORES", None) else None)
+    return Variant(
+        mod.NAME,
+        mod.SUMMARY,
+        mod.build,
+        traffic=traffic,
+        launches=launches,
+        tensor_cores=getattr(mod, "TENSOR_CORES", None),
+        tc_dtype=TC_DTYPE if getattr(mod, "TENSOR_CORES", None) else None,
+    )
 
 
 def declare(table: Table, variants: list[Variant], **fields) -> KernelPath:

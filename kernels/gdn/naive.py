@@ -24,6 +24,7 @@ Layouts (token-major, as the engines keep them)::
 prefill and verify kernels use; ``test_gdn`` checks it against
 :func:`naive_recurrent`, which is the one every kernel is compared with.
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -55,8 +56,7 @@ def _float64_inputs(q, k, v, g, beta, state):
     expanded to the value heads, ``S`` a copy of ``state``."""
     v = np.asarray(v, np.float64)
     qh, kh = _heads(q, k, v.shape[1])
-    return (qh, kh, v, np.asarray(g, np.float64), np.asarray(beta, np.float64),
-            np.array(state, np.float64, copy=True))
+    return (qh, kh, v, np.asarray(g, np.float64), np.asarray(beta, np.float64), np.array(state, np.float64, copy=True))
 
 
 def naive_recurrent(q, k, v, g, beta, state):
@@ -127,7 +127,7 @@ def naive_decode(q, k, v, g, beta, slots, pool):
     v = np.asarray(v)
     o = np.zeros(v.shape)
     for n, s in enumerate(np.asarray(slots)):
-        on, P[s] = naive_recurrent(q[n:n + 1], k[n:n + 1], v[n:n + 1], g[n:n + 1], beta[n:n + 1], P[s])
+        on, P[s] = naive_recurrent(q[n : n + 1], k[n : n + 1], v[n : n + 1], g[n : n + 1], beta[n : n + 1], P[s])
         o[n] = on[0]
     return o, P
 
@@ -170,13 +170,14 @@ def split_qkv(y, hk: int, hv: int, dk: int, dv: int):
     ``q, k [N, Hk, dk]`` and ``v [N, Hv, dv]``."""
     n = y.shape[0]
     q = y[:, : hk * dk].reshape(n, hk, dk)
-    k = y[:, hk * dk: 2 * hk * dk].reshape(n, hk, dk)
-    v = y[:, 2 * hk * dk:].reshape(n, hv, dv)
+    k = y[:, hk * dk : 2 * hk * dk].reshape(n, hk, dk)
+    v = y[:, 2 * hk * dk :].reshape(n, hv, dv)
     return q, k, v
 
 
-def naive_fused_conv(x, conv_weight, conv_state, g, beta, z, norm_weight, slots, state,
-                     hk: int, hv: int, dk: int, dv: int):
+def naive_fused_conv(
+    x, conv_weight, conv_state, g, beta, z, norm_weight, slots, state, hk: int, hv: int, dk: int, dv: int
+):
     """Decode through conv1d + SiLU, the GDN step and the gated RMSNorm.
     Returns ``(out [N, Hv, dv], conv_state', state')``."""
     y, cs = naive_conv_decode(x, conv_weight, conv_state, slots)

@@ -9,6 +9,7 @@ between calls, as the engine does on rotation: the next call must use the
 new one. With rotation not permitted (``lora_rotate`` off) the swap is
 refused (:class:`SwapRefused`) and the loaded adapter stays.
 """
+
 from __future__ import annotations
 
 

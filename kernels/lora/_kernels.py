@@ -21,6 +21,7 @@ FP32 CUDA cores throughout (no tensor cores): the adapter's share of the
 work is small (``r / k``), and what the levers choose between is where the
 adapter is applied, which these kernels measure alike for both variants.
 """
+
 from __future__ import annotations
 
 import functools

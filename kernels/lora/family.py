@@ -5,6 +5,7 @@ A shape is one projection with one adapter: ``m`` rows (tokens), ``n``
 outputs, ``k`` inputs, rank ``r`` and ``alpha`` (scale ``s = alpha / r``);
 ``bind`` adds ``rotate`` (``lora_rotate``: whether a swap is permitted).
 """
+
 from __future__ import annotations
 
 import time
@@ -93,8 +94,11 @@ def outputs(shape) -> dict:
 def traffic_per_forward(shape) -> Traffic:
     """x, W, A, B read once, y written, the fp32 ``t`` written and read back."""
     m, n, k, r = shape["m"], shape["n"], shape["k"], shape["r"]
-    return Traffic(bytes_read=2 * (m * k + n * k + r * k + n * r) + 4 * m * r,
-                   bytes_written=2 * m * n + 4 * m * r, flops=2 * m * n * k + 2 * m * r * k + 2 * m * n * r)
+    return Traffic(
+        bytes_read=2 * (m * k + n * k + r * k + n * r) + 4 * m * r,
+        bytes_written=2 * m * n + 4 * m * r,
+        flops=2 * m * n * k + 2 * m * r * k + 2 * m * n * r,
+    )
 
 
 def traffic_merged(shape) -> Traffic:
@@ -147,8 +151,10 @@ def swap_check(variant: str, shape, launch, bufs, cuda, on_gpu: bool = False) ->
     stale, rel_old = within(y, naive.naive_lora(host["x"], host["w"], host["a"], host["b"], s))
     out.update(takes_effect=ok and not stale, rel_after_swap=rel)
     if not out["takes_effect"]:
-        raise AssertionError(f"{variant}: the call after the swap does not use the new adapter "
-                             f"(rel {rel:.3g} to the new adapter's reference, {rel_old:.3g} to the old one's)")
+        raise AssertionError(
+            f"{variant}: the call after the swap does not use the new adapter "
+            f"(rel {rel:.3g} to the new adapter's reference, {rel_old:.3g} to the old one's)"
+        )
     if on_gpu:
         times = []
         for i in range(SWAP_TIMES):
@@ -166,7 +172,8 @@ def declare(table, variants: Mapping[str, Variant]) -> KernelPath:
     """A LoRA projection path: ``table``'s, with ``variants``; everything
     else as above."""
     return declared_path(
-        table, variants,
+        table,
+        variants,
         shapes=shapes,
         make_inputs=make_inputs,
         outputs=outputs,
@@ -174,7 +181,7 @@ def declare(table, variants: Mapping[str, Variant]) -> KernelPath:
         traffic=traffic_per_forward,
         tolerance=TOLERANCE,
         notes="memory-bound at decode (m = 1, 8: the weights dominate), compute-bound at prefill; "
-              "per_forward adds r/k of the work and a launch, merged pays at load and at every swap",
+        "per_forward adds r/k of the work and a launch, merged pays at load and at every swap",
         extra={"model_sections": ("attention", "ffn"), "findings": swap_check},
         bind=bind,
     )

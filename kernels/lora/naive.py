@@ -4,6 +4,7 @@
 weights, ``A[r, k]`` and ``B[n, r]`` the adapter (each stored with its
 reduction dimension contiguous, as ``W`` is), ``s = alpha / r`` its scale.
 """
+
 from __future__ import annotations
 
 import numpy as np

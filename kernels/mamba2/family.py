@@ -1,6 +1,7 @@
 """What the two ``mamba2.*`` paths share: the model's Mamba2 sizes, from a
 recipe's ``[model.mamba2]`` and ``[model.bench].prefill_tokens``
 (Nemotron-H-8B's when absent)."""
+
 from __future__ import annotations
 
 from typing import Any, Mapping
@@ -8,8 +9,7 @@ from typing import Any, Mapping
 F16, F32 = 2, 4
 
 # Nemotron-H-8B, the fallback when a recipe has no [model.mamba2].
-NEMOTRON_H_8B = {"hidden": 4096, "heads": 128, "head_dim": 64, "state": 128, "groups": 8, "conv_width": 4,
-                 "chunk": 128}
+NEMOTRON_H_8B = {"hidden": 4096, "heads": 128, "head_dim": 64, "state": 128, "groups": 8, "conv_width": 4, "chunk": 128}
 NEMOTRON_H_TOKENS = (512, 4096)
 
 # Every path of the family needs a model with Mamba2 layers.

@@ -6,6 +6,7 @@ Inputs (see the path declarations in ``__init__``): ``x`` fp16 ``[R, H]``,
 ``<name>_a/_b/_c`` (``formats``): ``wgu`` gate/up ``[E, 2I, H]``, ``wd`` down
 ``[E, H, I]``, suffixed with their format where a path carries two.
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -124,15 +125,23 @@ def moe_grouped(FMT: str):
     and down expert by expert, combine (five launches)."""
 
     def build(shape):
-        rows, k, hidden, inter, experts = (shape["rows"], shape["top_k"], shape["hidden"], shape["inter"],
-                                           shape["experts"])
+        rows, k, hidden, inter, experts = (
+            shape["rows"],
+            shape["top_k"],
+            shape["hidden"],
+            shape["inter"],
+            shape["experts"],
+        )
         _check_k(FMT, hidden=hidden, expert_intermediate=inter)
         sort = X.route_sort(experts, rows, k)
         gu = X.gateup_grouped(FMT, inter, experts)
         dn = X.down_grouped(FMT, hidden, experts)
         comb = X.combine(rows, hidden)
-        ws = {**sort.workspace, "h": cuda.device_array((rows * k, inter), np.float32),
-              "ys": cuda.device_array((rows * k, hidden), np.float32)}
+        ws = {
+            **sort.workspace,
+            "h": cuda.device_array((rows * k, inter), np.float32),
+            "ys": cuda.device_array((rows * k, hidden), np.float32),
+        }
 
         def launch(bufs):
             sort(bufs["ids"])

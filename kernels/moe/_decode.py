@@ -20,6 +20,7 @@ reads one scale. The eight values come back as a tuple unpacked with
 constant indices, so they stay in registers (a loop over them would make a
 local array).
 """
+
 from __future__ import annotations
 
 from functools import lru_cache
@@ -36,16 +37,25 @@ FP8_BLOCK = 128  # the FP8 weights' scale blocks, 128 x 128: the common block-wi
 @lru_cache(maxsize=None)
 def make_decode8(FMT: str):
     if FMT == "int4":
+
         @cuda.jit(device=True, inline=True)
         def decode8(wa, wb, wc, e, n, c):
             word = np.int64(wa[e, n, c])
             s = float32(wb[e, n, c >> 4])  # 16 words per group of 128
-            return (float32(np.int32(word & 15) - 8) * s, float32(np.int32((word >> 4) & 15) - 8) * s,
-                    float32(np.int32((word >> 8) & 15) - 8) * s, float32(np.int32((word >> 12) & 15) - 8) * s,
-                    float32(np.int32((word >> 16) & 15) - 8) * s, float32(np.int32((word >> 20) & 15) - 8) * s,
-                    float32(np.int32((word >> 24) & 15) - 8) * s, float32(np.int32((word >> 28) & 15) - 8) * s)
+            return (
+                float32(np.int32(word & 15) - 8) * s,
+                float32(np.int32((word >> 4) & 15) - 8) * s,
+                float32(np.int32((word >> 8) & 15) - 8) * s,
+                float32(np.int32((word >> 12) & 15) - 8) * s,
+                float32(np.int32((word >> 16) & 15) - 8) * s,
+                float32(np.int32((word >> 20) & 15) - 8) * s,
+                float32(np.int32((word >> 24) & 15) - 8) * s,
+                float32(np.int32((word >> 28) & 15) - 8) * s,
+            )
+
         return decode8
     if FMT == "nvfp4":
+
         @cuda.jit(device=True, inline=True)
         def decode8(wa, wb, wc, e, n, c):
             sc = bits.e4m3_to_f32(wb[e, n, c >> 1])  # 2 chunks per 16-value block
@@ -55,20 +65,35 @@ def make_decode8(FMT: str):
             b2 = np.int32(wa[e, n, 4 * c + 2])
             b3 = np.int32(wa[e, n, 4 * c + 3])
             # (e2m1 * e4m3) * tensor scale, as bits.nvfp4_at: the first product is exact
-            return ((bits.e2m1_to_f32(b0 & 15) * sc) * ts, (bits.e2m1_to_f32(b0 >> 4) * sc) * ts,
-                    (bits.e2m1_to_f32(b1 & 15) * sc) * ts, (bits.e2m1_to_f32(b1 >> 4) * sc) * ts,
-                    (bits.e2m1_to_f32(b2 & 15) * sc) * ts, (bits.e2m1_to_f32(b2 >> 4) * sc) * ts,
-                    (bits.e2m1_to_f32(b3 & 15) * sc) * ts, (bits.e2m1_to_f32(b3 >> 4) * sc) * ts)
+            return (
+                (bits.e2m1_to_f32(b0 & 15) * sc) * ts,
+                (bits.e2m1_to_f32(b0 >> 4) * sc) * ts,
+                (bits.e2m1_to_f32(b1 & 15) * sc) * ts,
+                (bits.e2m1_to_f32(b1 >> 4) * sc) * ts,
+                (bits.e2m1_to_f32(b2 & 15) * sc) * ts,
+                (bits.e2m1_to_f32(b2 >> 4) * sc) * ts,
+                (bits.e2m1_to_f32(b3 & 15) * sc) * ts,
+                (bits.e2m1_to_f32(b3 >> 4) * sc) * ts,
+            )
+
         return decode8
     if FMT == "fp8":
+
         @cuda.jit(device=True, inline=True)
         def decode8(wa, wb, wc, e, n, c):
             s = wb[e, n // FP8_BLOCK, (8 * c) // FP8_BLOCK]
             k = 8 * c
-            return (bits.e4m3_to_f32(wa[e, n, k]) * s, bits.e4m3_to_f32(wa[e, n, k + 1]) * s,
-                    bits.e4m3_to_f32(wa[e, n, k + 2]) * s, bits.e4m3_to_f32(wa[e, n, k + 3]) * s,
-                    bits.e4m3_to_f32(wa[e, n, k + 4]) * s, bits.e4m3_to_f32(wa[e, n, k + 5]) * s,
-                    bits.e4m3_to_f32(wa[e, n, k + 6]) * s, bits.e4m3_to_f32(wa[e, n, k + 7]) * s)
+            return (
+                bits.e4m3_to_f32(wa[e, n, k]) * s,
+                bits.e4m3_to_f32(wa[e, n, k + 1]) * s,
+                bits.e4m3_to_f32(wa[e, n, k + 2]) * s,
+                bits.e4m3_to_f32(wa[e, n, k + 3]) * s,
+                bits.e4m3_to_f32(wa[e, n, k + 4]) * s,
+                bits.e4m3_to_f32(wa[e, n, k + 5]) * s,
+                bits.e4m3_to_f32(wa[e, n, k + 6]) * s,
+                bits.e4m3_to_f32(wa[e, n, k + 7]) * s,
+            )
+
         return decode8
     raise ValueError(f"unknown expert weight format {FMT!r}: one of {FORMATS}")
 
@@ -76,6 +101,13 @@ def make_decode8(FMT: str):
 @cuda.jit(device=True, inline=True)
 def dot8(w, xr, k):
     """``sum_j w[j] * xr[k + j]`` in float32, in a fixed order."""
-    return (w[0] * float32(xr[k]) + w[1] * float32(xr[k + 1]) + w[2] * float32(xr[k + 2])
-            + w[3] * float32(xr[k + 3]) + w[4] * float32(xr[k + 4]) + w[5] * float32(xr[k + 5])
-            + w[6] * float32(xr[k + 6]) + w[7] * float32(xr[k + 7]))
+    return (
+        w[0] * float32(xr[k])
+        + w[1] * float32(xr[k + 1])
+        + w[2] * float32(xr[k + 2])
+        + w[3] * float32(xr[k + 3])
+        + w[4] * float32(xr[k + 4])
+        + w[5] * float32(xr[k + 5])
+        + w[6] * float32(xr[k + 6])
+        + w[7] * float32(xr[k + 7])
+    )

@@ -28,6 +28,7 @@ sector of int4 words), striding K by 64, and reduce with three XOR
 shuffles inside their group of eight. A block past the outputs' end still
 shuffles (with zeros), so every lane of a warp reaches every shuffle.
 """
+
 from __future__ import annotations
 
 import math
@@ -364,8 +365,11 @@ def route_sort(experts: int, rows: int, topk: int):
     ``launch.workspace`` holds ``counts``, ``order`` and ``offsets``."""
     count, scatter = make_route_count(), make_route_scatter()
     check_grid(experts)
-    ws = {"counts": cuda.device_array(experts, np.int32), "order": cuda.device_array(rows * topk, np.int32),
-          "offsets": cuda.device_array(experts + 1, np.int32)}
+    ws = {
+        "counts": cuda.device_array(experts, np.int32),
+        "order": cuda.device_array(rows * topk, np.int32),
+        "offsets": cuda.device_array(experts + 1, np.int32),
+    }
 
     def launch(ids):
         count[experts, SORT_THREADS](ws["counts"], ids)

@@ -11,13 +11,14 @@ float32 (``make_decode1``) and rounded once to fp16 (``cvt.rn.f16x2.f32``),
 K by 16. The epilogue writes ``h[a, n] = silu(gate) * up`` for rows and
 columns inside the segment. Down (``make_down_grouped_mma``) is the same
 with ``h``'s rows (float32, rounded to fp16 as they enter) for A, one 8-column
-tile of ``Wd_e`` a warp, and each assignment's partial row ``ys[a]`` out. Rows past the segment and columns past ``I`` are
-fed as zeros; a warp past ``I`` leaves before any MMA (the whole warp).
+tile of ``Wd_e`` a warp, and each assignment's partial row ``ys[a]`` out.
+Rows past the segment and columns past ``I`` are fed as zeros; a warp past ``I`` leaves before any MMA (the whole warp).
 
 The activations are fp16 and enter exactly; each weight rounds once to fp16
 (2^-11 relative, the W4A16 tensor-core GEMMs' rounding too). ``H`` must be
 a multiple of 16.
 """
+
 from __future__ import annotations
 
 from functools import lru_cache
@@ -42,22 +43,28 @@ Z = uint32(0)
 def make_decode1(FMT: str):
     """``(wa, wb, wc, e, n, k) -> float32``: one weight, as ``_decode``'s eight."""
     if FMT == "int4":
+
         @cuda.jit(device=True, inline=True)
         def decode1(wa, wb, wc, e, n, k):
             q = (np.int64(wa[e, n, k >> 3]) >> ((k & 7) * 4)) & 15
             return float32(np.int32(q) - 8) * float32(wb[e, n, k >> 7])
+
         return decode1
     if FMT == "nvfp4":
+
         @cuda.jit(device=True, inline=True)
         def decode1(wa, wb, wc, e, n, k):
             b = np.int32(wa[e, n, k >> 1])
             nib = (b >> 4) if (k & 1) else (b & 15)
             return (bits.e2m1_to_f32(nib) * bits.e4m3_to_f32(wb[e, n, k >> 4])) * wc[e]
+
         return decode1
     if FMT == "fp8":
+
         @cuda.jit(device=True, inline=True)
         def decode1(wa, wb, wc, e, n, k):
             return bits.e4m3_to_f32(wa[e, n, k]) * wb[e, n // FP8_BLOCK, k // FP8_BLOCK]
+
         return decode1
     raise ValueError(f"unknown expert weight format {FMT!r}")
 
@@ -108,24 +115,32 @@ def make_gateup_grouped_mma(FMT: str):
         for q in range(beg, end, TILE_M):
             g0 = g1 = g2 = g3 = u0 = u1 = u2 = u3 = float32(0.0)
             for k0 in range(0, x.shape[1], TILE_K):
-                a0 = cvt.f32x2_to_f16x2(xval(x, order, topk, q, end, ar0, k0 + ac0),
-                                        xval(x, order, topk, q, end, ar0, k0 + ac0 + 1))
-                a1 = cvt.f32x2_to_f16x2(xval(x, order, topk, q, end, ar1, k0 + ac1),
-                                        xval(x, order, topk, q, end, ar1, k0 + ac1 + 1))
-                a2 = cvt.f32x2_to_f16x2(xval(x, order, topk, q, end, ar2, k0 + ac2),
-                                        xval(x, order, topk, q, end, ar2, k0 + ac2 + 1))
-                a3 = cvt.f32x2_to_f16x2(xval(x, order, topk, q, end, ar3, k0 + ac3),
-                                        xval(x, order, topk, q, end, ar3, k0 + ac3 + 1))
+                a0 = cvt.f32x2_to_f16x2(
+                    xval(x, order, topk, q, end, ar0, k0 + ac0), xval(x, order, topk, q, end, ar0, k0 + ac0 + 1)
+                )
+                a1 = cvt.f32x2_to_f16x2(
+                    xval(x, order, topk, q, end, ar1, k0 + ac1), xval(x, order, topk, q, end, ar1, k0 + ac1 + 1)
+                )
+                a2 = cvt.f32x2_to_f16x2(
+                    xval(x, order, topk, q, end, ar2, k0 + ac2), xval(x, order, topk, q, end, ar2, k0 + ac2 + 1)
+                )
+                a3 = cvt.f32x2_to_f16x2(
+                    xval(x, order, topk, q, end, ar3, k0 + ac3), xval(x, order, topk, q, end, ar3, k0 + ac3 + 1)
+                )
                 kb0 = k0 + bk0
                 kb1 = k0 + bk1
-                bg0 = cvt.f32x2_to_f16x2(wval(wa, wb, wc, e, nb0, kb0, inter, 0),
-                                         wval(wa, wb, wc, e, nb0, kb0 + 1, inter, 0))
-                bg1 = cvt.f32x2_to_f16x2(wval(wa, wb, wc, e, nb1, kb1, inter, 0),
-                                         wval(wa, wb, wc, e, nb1, kb1 + 1, inter, 0))
-                bu0 = cvt.f32x2_to_f16x2(wval(wa, wb, wc, e, nb0, kb0, inter, inter),
-                                         wval(wa, wb, wc, e, nb0, kb0 + 1, inter, inter))
-                bu1 = cvt.f32x2_to_f16x2(wval(wa, wb, wc, e, nb1, kb1, inter, inter),
-                                         wval(wa, wb, wc, e, nb1, kb1 + 1, inter, inter))
+                bg0 = cvt.f32x2_to_f16x2(
+                    wval(wa, wb, wc, e, nb0, kb0, inter, 0), wval(wa, wb, wc, e, nb0, kb0 + 1, inter, 0)
+                )
+                bg1 = cvt.f32x2_to_f16x2(
+                    wval(wa, wb, wc, e, nb1, kb1, inter, 0), wval(wa, wb, wc, e, nb1, kb1 + 1, inter, 0)
+                )
+                bu0 = cvt.f32x2_to_f16x2(
+                    wval(wa, wb, wc, e, nb0, kb0, inter, inter), wval(wa, wb, wc, e, nb0, kb0 + 1, inter, inter)
+                )
+                bu1 = cvt.f32x2_to_f16x2(
+                    wval(wa, wb, wc, e, nb1, kb1, inter, inter), wval(wa, wb, wc, e, nb1, kb1 + 1, inter, inter)
+                )
                 g0, g1, g2, g3 = mma.mma_f16_16816(a0, a1, a2, a3, bg0, bg1, g0, g1, g2, g3)
                 u0, u1, u2, u3 = mma.mma_f16_16816(a0, a1, a2, a3, bu0, bu1, u0, u1, u2, u3)
             _store(h, order, q, end, n0, inter, lane, 0, g0, u0)
@@ -169,10 +184,18 @@ def make_down_grouped_mma(FMT: str):
         for q in range(beg, end, TILE_M):
             d0 = d1 = d2 = d3 = float32(0.0)
             for k0 in range(0, h.shape[1], TILE_K):
-                a0 = cvt.f32x2_to_f16x2(hval(h, order, q, end, ar0, k0 + ac0), hval(h, order, q, end, ar0, k0 + ac0 + 1))
-                a1 = cvt.f32x2_to_f16x2(hval(h, order, q, end, ar1, k0 + ac1), hval(h, order, q, end, ar1, k0 + ac1 + 1))
-                a2 = cvt.f32x2_to_f16x2(hval(h, order, q, end, ar2, k0 + ac2), hval(h, order, q, end, ar2, k0 + ac2 + 1))
-                a3 = cvt.f32x2_to_f16x2(hval(h, order, q, end, ar3, k0 + ac3), hval(h, order, q, end, ar3, k0 + ac3 + 1))
+                a0 = cvt.f32x2_to_f16x2(
+                    hval(h, order, q, end, ar0, k0 + ac0), hval(h, order, q, end, ar0, k0 + ac0 + 1)
+                )
+                a1 = cvt.f32x2_to_f16x2(
+                    hval(h, order, q, end, ar1, k0 + ac1), hval(h, order, q, end, ar1, k0 + ac1 + 1)
+                )
+                a2 = cvt.f32x2_to_f16x2(
+                    hval(h, order, q, end, ar2, k0 + ac2), hval(h, order, q, end, ar2, k0 + ac2 + 1)
+                )
+                a3 = cvt.f32x2_to_f16x2(
+                    hval(h, order, q, end, ar3, k0 + ac3), hval(h, order, q, end, ar3, k0 + ac3 + 1)
+                )
                 kb0 = k0 + bk0
                 kb1 = k0 + bk1
                 b0 = cvt.f32x2_to_f16x2(wval(wa, wb, wc, e, nb0, kb0, width), wval(wa, wb, wc, e, nb0, kb0 + 1, width))

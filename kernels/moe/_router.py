@@ -22,6 +22,7 @@ probability, the lower expert on equal ones) pick the experts in decreasing
 order. Weights are the picked probabilities over their sum: top-k renormalised
 (Qwen3-Next's ``norm_topk_prob``).
 """
+
 from __future__ import annotations
 
 import math

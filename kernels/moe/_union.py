@@ -8,6 +8,7 @@ experts. A batch of R rows touches at most ``min(E, R k)`` experts; each row
 counts once per expert since its top-k ids are distinct. At most
 ``MAX_EXPERTS`` experts (4 KiB of shared counters).
 """
+
 from __future__ import annotations
 
 from functools import lru_cache

@@ -4,6 +4,7 @@ and ``prefill_tokens``; Qwen3-Next-80B-A3B's where absent), drawn routing
 (k distinct experts a row, softmax weights of normal logits, so each path
 measures its own kernels), the expert stages' shapes and tolerances, and
 the whole routed FFN's inputs, reference and traffic."""
+
 from __future__ import annotations
 
 from typing import Any, Mapping
@@ -15,7 +16,8 @@ from ..common.path import Shape, Tolerance, Traffic, Variant, check_preset
 from . import formats, naive
 
 DEFAULT_MODEL: Mapping[str, Any] = {
-    "name": "Qwen3-Next-80B-A3B", "hidden": 2048,
+    "name": "Qwen3-Next-80B-A3B",
+    "hidden": 2048,
     "moe": {"experts": 512, "top_k": 10, "expert_intermediate": 512},
     "bench": {"decode_batches": [1, 8, 32], "prefill_tokens": [1024, 4096]},
 }
@@ -28,8 +30,12 @@ def sizes(model: Mapping[str, Any] | None) -> tuple[dict, list[int], list[int]]:
     if not (model.get("hidden") and moe.get("experts") and moe.get("top_k") and moe.get("expert_intermediate")):
         model, moe = DEFAULT_MODEL, DEFAULT_MODEL["moe"]
     bench = model.get("bench") or {}
-    dims = dict(hidden=int(model["hidden"]), experts=int(moe["experts"]), top_k=int(moe["top_k"]),
-                inter=int(moe["expert_intermediate"]))
+    dims = dict(
+        hidden=int(model["hidden"]),
+        experts=int(moe["experts"]),
+        top_k=int(moe["top_k"]),
+        inter=int(moe["expert_intermediate"]),
+    )
     decode = [int(b) for b in bench.get("decode_batches") or DEFAULT_MODEL["bench"]["decode_batches"]]
     prefill = [int(t) for t in bench.get("prefill_tokens") or DEFAULT_MODEL["bench"]["prefill_tokens"]]
     return dims, decode, prefill
@@ -82,11 +88,15 @@ def stage_shapes(preset: str, model) -> list[Shape]:
         # NVFP4 needs K a multiple of 16; 48 and 32 are not multiples of the
         # kernels' K step of 64, nor of the 128-input int4 group.
         base = dict(hidden=48, inter=32, experts=8, top_k=2)
-        return [shape_of(dict(rows=3, prefill=0, **base), "decode "), shape_of(dict(rows=5, prefill=1, **base), "prefill ")]
+        return [
+            shape_of(dict(rows=3, prefill=0, **base), "decode "),
+            shape_of(dict(rows=5, prefill=1, **base), "prefill "),
+        ]
     check_preset(preset)
     dims, decode, prefill = sizes(model)
-    return ([shape_of(dict(rows=r, prefill=0, **dims), "decode ") for r in decode]
-            + [shape_of(dict(rows=r, prefill=1, **dims), "prefill ") for r in prefill])
+    return [shape_of(dict(rows=r, prefill=0, **dims), "decode ") for r in decode] + [
+        shape_of(dict(rows=r, prefill=1, **dims), "prefill ") for r in prefill
+    ]
 
 
 def stage_launches(shape: Shape) -> int:
@@ -122,8 +132,13 @@ STAGE_TOLERANCES = {
 
 def ffn_inputs(fmt: str):
     def make(shape: Shape, rng: np.random.Generator) -> dict:
-        rows, hidden, inter, experts, k = (shape["rows"], shape["hidden"], shape["inter"], shape["experts"],
-                                           shape["top_k"])
+        rows, hidden, inter, experts, k = (
+            shape["rows"],
+            shape["hidden"],
+            shape["inter"],
+            shape["experts"],
+            shape["top_k"],
+        )
         ids, rw = random_routing(rng, rows, experts, k)
         hit = touched(ids)
         wgu = formats.draw_int4(rng, experts, 2 * inter, hidden, hit)
@@ -134,6 +149,7 @@ def ffn_inputs(fmt: str):
         formats.put(out, f"wgu_{fmt}", wgu)
         formats.put(out, f"wd_{fmt}", wd)
         return out
+
     return make
 
 
@@ -142,19 +158,26 @@ def ffn_reference(fmt: str):
 
     def reference(shape: Shape, inputs: dict) -> dict:
         wgu, wd = formats.get(inputs, f"wgu_{fmt}"), formats.get(inputs, f"wd_{fmt}")
-        return {"y": naive.naive_moe(inputs["x"], inputs["ids"], inputs["rw"], lambda e: dec(wgu, e),
-                                     lambda e: dec(wd, e))}
+        return {
+            "y": naive.naive_moe(inputs["x"], inputs["ids"], inputs["rw"], lambda e: dec(wgu, e), lambda e: dec(wd, e))
+        }
+
     return reference
 
 
 def ffn_traffic(fmt: str):
     """Each touched expert's weights once, x, the SiLU products written and
     read back, y; FLOPs of gate/up, down and the combine."""
+
     def traffic(shape: Shape) -> Traffic:
         r, h, i, k = shape["rows"], shape["hidden"], shape["inter"], shape["top_k"]
         w = int(expected_experts(shape) * (formats.weight_bytes(fmt, 2 * i, h) + formats.weight_bytes(fmt, h, i)))
-        return Traffic(bytes_read=w + 2 * r * h + 8 * r * k + 4 * r * k * i, bytes_written=4 * r * k * i + 4 * r * h,
-                       flops=2 * r * k * 3 * i * h + 4 * r * k * i + 2 * r * k * h)
+        return Traffic(
+            bytes_read=w + 2 * r * h + 8 * r * k + 4 * r * k * i,
+            bytes_written=4 * r * k * i + 4 * r * h,
+            flops=2 * r * k * 3 * i * h + 4 * r * k * i + 2 * r * k * h,
+        )
+
     return traffic
 
 

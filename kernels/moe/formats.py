@@ -14,6 +14,7 @@ reads them exactly; the NVFP4 variant reads the same weights re-encoded
 expert tensor), so its record's error is what that format costs against
 the model's weights.
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -32,8 +33,9 @@ def draw_int4(rng: np.random.Generator, experts: int, n: int, k: int, touched) -
     for e in touched:
         q = np.clip(np.rint(rng.standard_normal((n, k), dtype=np.float32) * np.float32(2.5)), -8, 7)
         qa[e] = int4.pack_int4(q.astype(np.int8))
-        sb[e] = (np.float32(0.008) * (np.float32(0.75) + np.float32(0.5) * rng.random(sb.shape[1:], np.float32))
-                 ).astype(np.float16)
+        sb[e] = (
+            np.float32(0.008) * (np.float32(0.75) + np.float32(0.5) * rng.random(sb.shape[1:], np.float32))
+        ).astype(np.float16)
     return {"a": qa, "b": sb, "c": _DUMMY}
 
 

@@ -5,6 +5,7 @@ shared expert at prefill; short enough to check by eye.
 Expert weights arrive as ``expert(e) -> float array [N, K]`` (the format's
 exact decoding, ``formats.DECODE``), so one reference serves every format.
 """
+
 from __future__ import annotations
 
 import numpy as np

@@ -18,11 +18,12 @@ each row, and the bench compares their answers (``extra["align"]``):
 ``findings`` says, beside, how many selected experts differ from the float64
 top-k at all (``differ``: near-ties included) and the weights' errors.
 """
+
 from __future__ import annotations
 
 import numpy as np
 
-TIE_MARGIN = 2.0 ** -6
+TIE_MARGIN = 2.0**-6
 
 
 def _selected(logits: np.ndarray, ids: np.ndarray, top_k: int):
@@ -75,7 +76,12 @@ def findings(logits: np.ndarray, top_k: int, ids: np.ndarray, weights: np.ndarra
     _, _, beyond = _selected(logits, ids, top_k)
     wref = weights_of_selection(logits, ids, top_k)
     d = np.asarray(weights, np.float64) - wref
-    return {"rows": int(ids.shape[0]), "slots": int(ids.size), "differ": int(differ),
-            "beyond_tie": int(beyond.sum()), "tie_margin": TIE_MARGIN,
-            "weights_rel": float(f"{np.linalg.norm(d) / np.linalg.norm(wref):.4g}"),
-            "weights_max_abs": float(f"{np.abs(d).max():.4g}")}
+    return {
+        "rows": int(ids.shape[0]),
+        "slots": int(ids.size),
+        "differ": int(differ),
+        "beyond_tie": int(beyond.sum()),
+        "tie_margin": TIE_MARGIN,
+        "weights_rel": float(f"{np.linalg.norm(d) / np.linalg.norm(wref):.4g}"),
+        "weights_max_abs": float(f"{np.abs(d).max():.4g}"),
+    }

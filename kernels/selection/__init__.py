@@ -13,6 +13,7 @@ commands (``explain``) read it cheaply. :data:`TABLES` lists every path in
 the order the bench and ``leverctl kernels`` list them; the registry finds
 each path's declaration at ``kernels/<family>/<path>/spec.py`` from it.
 """
+
 from __future__ import annotations
 
 from types import MappingProxyType

@@ -1,6 +1,7 @@
 """Decision tables of the attention family: paged decode, weight
 pre-rotation, the decode step as a CUDA graph, the DFlash draft block, MLA
 decode and the prefill projections (``kernels/attention/``)."""
+
 from __future__ import annotations
 
 from .rules import Rule, Table, compare, flag
@@ -16,19 +17,26 @@ PAGED_DECODE = Table(
     variants=("split_pinned", "per_sequence", "split_live_batch"),
     engines=("atlas", "metrale"),
     rules=(
-        Rule("per_sequence", {"hc_perseq_decode": True}, (_HC,),
-             note="hc_perseq_decode: one launch pair per sequence of the batch"),
-        Rule("split_pinned", {"hc_perseq_decode": True},
-             note="hc_perseq_decode is on but {unmet}: the batch decodes in one launch"),
+        Rule(
+            "per_sequence",
+            {"hc_perseq_decode": True},
+            (_HC,),
+            note="hc_perseq_decode: one launch pair per sequence of the batch",
+        ),
+        Rule(
+            "split_pinned",
+            {"hc_perseq_decode": True},
+            note="hc_perseq_decode is on but {unmet}: the batch decodes in one launch",
+        ),
         Rule("split_pinned"),
     ),
     baselines=("split_live_batch",),
     binds={
         "max_decode_seqs": "pins the split-K count: each sequence's split count follows from its own "
-                           "length and this value, never from the live batch, so a sequence decoded alone "
-                           "gets the bits it gets co-batched",
+        "length and this value, never from the live batch, so a sequence decoded alone "
+        "gets the bits it gets co-batched",
         "kv_poison": "fills the unwritten slots of each sequence's fresh tail KV block with NaN (Atlas) "
-                     "or 0xFF bytes (Metrale) instead of zeros; a kernel reading them turns NaN",
+        "or 0xFF bytes (Metrale) instead of zeros; a kernel reading them turns NaN",
     },
 )
 
@@ -36,8 +44,7 @@ PAGED_DECODE = Table(
 
 ROTATION_HEAD_DIM = 128  # the only head dim the engine's loader rotates at
 
-_ROT_D128 = compare("d", "=", ROTATION_HEAD_DIM,
-                    why="the loader rotates weights only at head dim {bound} (d = {d})")
+_ROT_D128 = compare("d", "=", ROTATION_HEAD_DIM, why="the loader rotates weights only at head dim {bound} (d = {d})")
 
 ROTATION = Table(
     path="attention.rotation",
@@ -47,16 +54,18 @@ ROTATION = Table(
     engines=("metrale",),
     rules=(
         Rule("pre_rotated", {"weight_pre_rotated": True}, (_ROT_D128,)),
-        Rule("runtime_rotation", {"weight_pre_rotated": True},
-             note="weight_pre_rotated is on but {unmet}: the KV-cache write rotates at run time"),
+        Rule(
+            "runtime_rotation",
+            {"weight_pre_rotated": True},
+            note="weight_pre_rotated is on but {unmet}: the KV-cache write rotates at run time",
+        ),
         Rule("runtime_rotation"),
     ),
 )
 
 # ── the decode step as a CUDA graph (Metrale) ──────────────────────────────
 
-_COMM = flag("communicator", on="communicator", off="no communicator", why="no expert-parallel communicator",
-             default=0)
+_COMM = flag("communicator", on="communicator", off="no communicator", why="no expert-parallel communicator", default=0)
 _LORA = flag("lora_pool", on="LoRA pool loaded", off="no LoRA pool", why="no LoRA pool is loaded", default=0)
 
 DECODE_GRAPH = Table(
@@ -66,13 +75,19 @@ DECODE_GRAPH = Table(
     variants=("graph", "eager"),
     engines=("metrale",),
     rules=(
-        Rule("eager", {"ms_profile": True},
-             note="ms_profile: its profiling syncs are illegal inside a capture, so the step runs eagerly"),
-        Rule("eager", {"lora_eager": True}, (_LORA,),
-             note="lora_eager with a LoRA pool loaded: the step runs eagerly"),
-        Rule("eager", {"ep_graphs": False, "gdn_decode_graph": False}, (_COMM,),
-             note="an expert-parallel communicator is present and neither ep_graphs nor "
-                  "gdn_decode_graph permits capture: the step runs eagerly"),
+        Rule(
+            "eager",
+            {"ms_profile": True},
+            note="ms_profile: its profiling syncs are illegal inside a capture, so the step runs eagerly",
+        ),
+        Rule("eager", {"lora_eager": True}, (_LORA,), note="lora_eager with a LoRA pool loaded: the step runs eagerly"),
+        Rule(
+            "eager",
+            {"ep_graphs": False, "gdn_decode_graph": False},
+            (_COMM,),
+            note="an expert-parallel communicator is present and neither ep_graphs nor "
+            "gdn_decode_graph permits capture: the step runs eagerly",
+        ),
         Rule("graph"),
     ),
 )
@@ -101,8 +116,11 @@ MLA_DECODE = Table(
     variants=("batched", "per_sequence"),
     engines=("metrale",),
     rules=(
-        Rule("per_sequence", {"mla_perseq_fallback": True},
-             note="mla_perseq_fallback: one launch per sequence of the batch"),
+        Rule(
+            "per_sequence",
+            {"mla_perseq_fallback": True},
+            note="mla_perseq_fallback: one launch per sequence of the batch",
+        ),
         Rule("batched"),
     ),
 )
@@ -150,5 +168,4 @@ PROJ_FP8 = Table(
     ),
 )
 
-TABLES = (PAGED_DECODE, DFLASH_CONTIG, MLA_DECODE, ROTATION, DECODE_GRAPH, PROJ_BF16_TC, PROJ_BF16_TC_W4A16,
-          PROJ_FP8)
+TABLES = (PAGED_DECODE, DFLASH_CONTIG, MLA_DECODE, ROTATION, DECODE_GRAPH, PROJ_BF16_TC, PROJ_BF16_TC_W4A16, PROJ_FP8)

@@ -1,5 +1,6 @@
 """Decision tables of the Gated DeltaNet family: prefill, verify, decode,
 Metrale's conv-fused decode and its decode projections (``kernels/gdn/``)."""
+
 from __future__ import annotations
 
 from .rules import Rule, Table, compare, flag, guard, relation
@@ -26,11 +27,14 @@ VERIFY = Table(
     variants=("wy17", "wyn", "recurrent"),
     rules=(
         Rule("wy17", {"gdn_wy17": True}, (_T17,)),
-        Rule("wyn", {"gdn_wy17": False, "gdn_wyn": True}, (_T17,),
-             note="gdn_wy17 off: 17 tokens take the general WY-N kernel"),
+        Rule(
+            "wyn",
+            {"gdn_wy17": False, "gdn_wyn": True},
+            (_T17,),
+            note="gdn_wy17 off: 17 tokens take the general WY-N kernel",
+        ),
         Rule("wyn", {"gdn_wyn": True}),
-        Rule("recurrent", {"gdn_wy17": False}, (_T17,),
-             note="gdn_wy17 and gdn_wyn off: token-by-token recurrence"),
+        Rule("recurrent", {"gdn_wy17": False}, (_T17,), note="gdn_wy17 and gdn_wyn off: token-by-token recurrence"),
         Rule("recurrent", note="gdn_wyn off: {t} tokens take the token-by-token recurrence"),
     ),
 )
@@ -60,11 +64,16 @@ def fused_head_dim(d) -> int:
     return d.get("fused_head_dim", FUSED_HEAD_DIM)
 
 
-_HV_2HK = relation("Hv = 2 Hk", lambda d: d["hv"] == 2 * d["hk"],
-                   why="fused conv kernel needs Hv == 2*Hk (got Hv={hv}, Hk={hk})")
-_D128 = relation(f"dk = dv = {FUSED_HEAD_DIM}", lambda d: d["dk"] == d["dv"] == fused_head_dim(d),
-                 negation=f"dk or dv != {FUSED_HEAD_DIM}", bound_at=fused_head_dim,
-                 why="fused conv kernel needs dk == dv == {bound} (got dk={dk}, dv={dv})")
+_HV_2HK = relation(
+    "Hv = 2 Hk", lambda d: d["hv"] == 2 * d["hk"], why="fused conv kernel needs Hv == 2*Hk (got Hv={hv}, Hk={hk})"
+)
+_D128 = relation(
+    f"dk = dv = {FUSED_HEAD_DIM}",
+    lambda d: d["dk"] == d["dv"] == fused_head_dim(d),
+    negation=f"dk or dv != {FUSED_HEAD_DIM}",
+    bound_at=fused_head_dim,
+    why="fused conv kernel needs dk == dv == {bound} (got dk={dk}, dv={dv})",
+)
 
 # Where the engine's fused conv kernel applies at all (the kernel refuses
 # other shapes: ``gdn/fused_conv/fused.py``).
@@ -91,8 +100,9 @@ FUSED_CONV = Table(
 GEMV_BATCH4_MAX_ROWS = 4
 GEMV_BATCH16_MAX_ROWS = 16
 
-_TIER_MISSING = guard(flag("gemv_tier_loaded", on="tier kernel resolved", off="tier kernel not resolved", why="",
-                           default=1))
+_TIER_MISSING = guard(
+    flag("gemv_tier_loaded", on="tier kernel resolved", off="tier kernel not resolved", why="", default=1)
+)
 # batch16 follows batch4 on the rows batch4 leaves: that 4 was exceeded is no reason of its own.
 _ROWS_4 = compare("m", "<=", GEMV_BATCH4_MAX_ROWS, symbol="rows", quiet=True)
 _ROWS_16 = compare("m", "<=", GEMV_BATCH16_MAX_ROWS, symbol="rows", why="{m} rows, more than {bound}")
@@ -104,8 +114,12 @@ PROJ_GEMV_BATCH = Table(
     variants=("batch4", "batch16", "per_row"),
     engines=("metrale",),
     rules=(
-        Rule("per_row", {}, (_TIER_MISSING,),
-             note="the tier's kernel did not resolve: one GEMV per row whatever ssm_gemv_batch4 says"),
+        Rule(
+            "per_row",
+            {},
+            (_TIER_MISSING,),
+            note="the tier's kernel did not resolve: one GEMV per row whatever ssm_gemv_batch4 says",
+        ),
         Rule("batch4", {"ssm_gemv_batch4": True}, (_ROWS_4,)),
         Rule("batch16", {"ssm_gemv_batch4": True}, (_ROWS_16,)),
         Rule("per_row", {"ssm_gemv_batch4": True}, note="ssm_gemv_batch4 is on but {unmet}: one GEMV per row"),

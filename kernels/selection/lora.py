@@ -11,13 +11,16 @@ so its path has the per-forward variant only. In both engines lora_rotate
 permits swapping the adapter at run time: it chooses no kernel, it binds
 whether a swap between calls is made (and must take effect) or refused.
 """
+
 from __future__ import annotations
 
 from .rules import Rule, Table
 
-_LORA_ROTATE = ("permits swapping the adapter between calls: the next call must use the new adapter "
-                "(per_forward: a pointer swap; merged: W' re-merged from the kept base weights); "
-                "off, a swap is refused and the loaded adapter stays")
+_LORA_ROTATE = (
+    "permits swapping the adapter between calls: the next call must use the new adapter "
+    "(per_forward: a pointer swap; merged: W' re-merged from the kept base weights); "
+    "off, a swap is refused and the loaded adapter stays"
+)
 
 PROJ = Table(
     path="lora.proj",
@@ -26,8 +29,11 @@ PROJ = Table(
     variants=("per_forward", "merged"),
     engines=("atlas",),
     rules=(
-        Rule("merged", {"lora_eager": True},
-             note="lora_eager: W' = W + s B A merged once at load; a call is the base projection alone"),
+        Rule(
+            "merged",
+            {"lora_eager": True},
+            note="lora_eager: W' = W + s B A merged once at load; a call is the base projection alone",
+        ),
         Rule("per_forward"),
     ),
     binds={"lora_rotate": _LORA_ROTATE},

@@ -1,5 +1,6 @@
 """Decision tables of the Mamba2 family (Nemotron-H SSM layers, Metrale;
 ``kernels/mamba2/``)."""
+
 from __future__ import annotations
 
 from ..mamba2.prefill_scan.geometry import SSD_MAX_STATE
@@ -10,8 +11,13 @@ from .rules import Rule, Table, compare, flag, relation
 # memory of this project's SSD kernels, ``mamba2/prefill_scan/geometry.py``),
 # else the persistent kernel when ``ssm_persistent`` is on, else the
 # sequential scan.
-_SSD_FITS = compare("n", "<=", SSD_MAX_STATE, symbol="state",
-                    why="state size {n} does not fit the SSD scan's shared memory (at most {bound})")
+_SSD_FITS = compare(
+    "n",
+    "<=",
+    SSD_MAX_STATE,
+    symbol="state",
+    why="state size {n} does not fit the SSD scan's shared memory (at most {bound})",
+)
 
 PREFILL_SCAN = Table(
     path="mamba2.prefill_scan",
@@ -21,8 +27,7 @@ PREFILL_SCAN = Table(
     engines=("metrale",),
     rules=(
         Rule("ssd", {"ssd": True}, (_SSD_FITS,)),
-        Rule("persistent", {"ssd": True, "ssm_persistent": True},
-             note="ssd is on but {unmet}: the persistent kernel"),
+        Rule("persistent", {"ssd": True, "ssm_persistent": True}, note="ssd is on but {unmet}: the persistent kernel"),
         Rule("persistent", {"ssm_persistent": True}),
         Rule("sequential", {"ssd": True}, note="ssd is on but {unmet}, and ssm_persistent is off: sequential scan"),
         Rule("sequential"),
@@ -43,13 +48,22 @@ def w4a4_min_rows(d) -> int:
     return d.get("w4a4_min_rows", SSM_W4A4_MIN_ROWS)
 
 
-_W4A4_ROWS = compare("m", ">=", SSM_W4A4_MIN_ROWS, symbol="rows", bound_at=w4a4_min_rows,
-                     why="{m} rows, fewer than {bound}")
-_W4A4_LOADED = flag("w4a4_loaded", on="W4A4 kernels loaded", off="W4A4 kernels not loaded", default=1,
-                    why="the W4A4 kernels are not loaded")
-_FP8_ACT_FITS = relation("fp8_act buffer >= rows x k", lambda d: d.get("fp8_act", d["m"] * d["k"]) >= d["m"] * d["k"],
-                         defaults={"fp8_act": None},
-                         why="the fp8_act buffer ({fp8_act} bytes) is smaller than {m} x {k} activations")
+_W4A4_ROWS = compare(
+    "m", ">=", SSM_W4A4_MIN_ROWS, symbol="rows", bound_at=w4a4_min_rows, why="{m} rows, fewer than {bound}"
+)
+_W4A4_LOADED = flag(
+    "w4a4_loaded",
+    on="W4A4 kernels loaded",
+    off="W4A4 kernels not loaded",
+    default=1,
+    why="the W4A4 kernels are not loaded",
+)
+_FP8_ACT_FITS = relation(
+    "fp8_act buffer >= rows x k",
+    lambda d: d.get("fp8_act", d["m"] * d["k"]) >= d["m"] * d["k"],
+    defaults={"fp8_act": None},
+    why="the fp8_act buffer ({fp8_act} bytes) is smaller than {m} x {k} activations",
+)
 
 PREFILL_PROJ = Table(
     path="mamba2.prefill_proj",

@@ -18,6 +18,7 @@ catalogs, read from them (:attr:`Table.assumed`), not restated here.
 
 This module imports neither numba nor numpy.
 """
+
 from __future__ import annotations
 
 import operator
@@ -78,14 +79,31 @@ class _Fill(dict):
         self.update(_dims(shape), **more)
 
 
-_OPS: Mapping[str, Callable[[Any, Any], bool]] = MappingProxyType({
-    "=": operator.eq, "!=": operator.ne, "<": operator.lt, "<=": operator.le, ">": operator.gt, ">=": operator.ge,
-})
+_OPS: Mapping[str, Callable[[Any, Any], bool]] = MappingProxyType(
+    {
+        "=": operator.eq,
+        "!=": operator.ne,
+        "<": operator.lt,
+        "<=": operator.le,
+        ">": operator.gt,
+        ">=": operator.ge,
+    }
+)
 _NEGATED = MappingProxyType({"=": "!=", "!=": "=", "<": ">=", "<=": ">", ">": "<=", ">=": "<"})
 
 
-def compare(key: str, op: str, bound: int, *, why: str = "", symbol: str = "", least: int | None = None,
-            default: Any = None, bound_at: Callable[[Dims], int] | None = None, quiet: bool = False) -> Cond:
+def compare(
+    key: str,
+    op: str,
+    bound: int,
+    *,
+    why: str = "",
+    symbol: str = "",
+    least: int | None = None,
+    default: Any = None,
+    bound_at: Callable[[Dims], int] | None = None,
+    quiet: bool = False,
+) -> Cond:
     """``shape[key] op bound``, written ``symbol op bound`` (``symbol``:
     ``key`` unless given). ``least`` is the smallest value the size takes,
     where the negation of ``> least`` reads ``= least`` (``N = 1``, not
@@ -106,17 +124,26 @@ def compare(key: str, op: str, bound: int, *, why: str = "", symbol: str = "", l
         negation, why = "", ""
     elif not why:
         raise ValueError(f"compare {sym} {op} {bound}: a condition that is not quiet says why it failed")
-    return Cond(f"{sym} {op} {bound}", negation, lambda d: test_op(value(d), bound_of(d)),
-                lambda d: why.format_map(_Fill(d, defaults, bound=bound_of(d))) if why else "",
-                MappingProxyType({key: sym}))
+    return Cond(
+        f"{sym} {op} {bound}",
+        negation,
+        lambda d: test_op(value(d), bound_of(d)),
+        lambda d: why.format_map(_Fill(d, defaults, bound=bound_of(d))) if why else "",
+        MappingProxyType({key: sym}),
+    )
 
 
 def divisible(key: str, by: int, *, why: str = "", symbol: str = "") -> Cond:
     """``shape[key]`` a multiple of ``by``, written ``k % 16 = 0``; ``why``
     a template of the shape's keys and ``{bound}`` (``by``)."""
     sym = symbol or key
-    return Cond(f"{sym} % {by} = 0", f"{sym} % {by} != 0", lambda d: d[key] % by == 0,
-                lambda d: why.format_map(_Fill(d, {}, bound=by)), MappingProxyType({key: sym}))
+    return Cond(
+        f"{sym} % {by} = 0",
+        f"{sym} % {by} != 0",
+        lambda d: d[key] % by == 0,
+        lambda d: why.format_map(_Fill(d, {}, bound=by)),
+        MappingProxyType({key: sym}),
+    )
 
 
 def flag(key: str, *, on: str, off: str, why: str, want: bool = True, default: Any = None) -> Cond:
@@ -132,8 +159,15 @@ def flag(key: str, *, on: str, off: str, why: str, want: bool = True, default: A
 _RELATION = re.compile(r" (!=|<=|>=|=|<|>) ")
 
 
-def relation(text: str, test: Callable[[Dims], bool], *, why: str, negation: str = "",
-             defaults: Mapping[str, Any] | None = None, bound_at: Callable[[Dims], Any] | None = None) -> Cond:
+def relation(
+    text: str,
+    test: Callable[[Dims], bool],
+    *,
+    why: str,
+    negation: str = "",
+    defaults: Mapping[str, Any] | None = None,
+    bound_at: Callable[[Dims], Any] | None = None,
+) -> Cond:
     """A relation between sizes that :func:`compare` cannot write
     (``Hv = 2 Hk``). Its negation is ``text`` with its first operator
     negated (``Hv != 2 Hk``) unless given; ``why`` a template of the shape's
@@ -143,10 +177,11 @@ def relation(text: str, test: Callable[[Dims], bool], *, why: str, negation: str
         m = _RELATION.search(text)
         if m is None:
             raise ValueError(f"relation {text!r}: no operator to negate; give the negation")
-        negation = text[:m.start()] + f" {_NEGATED[m.group(1)]} " + text[m.end():]
+        negation = text[: m.start()] + f" {_NEGATED[m.group(1)]} " + text[m.end() :]
     fill = dict(defaults or {})
-    return Cond(text, negation, test,
-                lambda d: why.format_map(_Fill(d, fill, **({"bound": bound_at(d)} if bound_at else {}))))
+    return Cond(
+        text, negation, test, lambda d: why.format_map(_Fill(d, fill, **({"bound": bound_at(d)} if bound_at else {})))
+    )
 
 
 def guard(cond: Cond) -> Cond:
@@ -184,8 +219,9 @@ def _catalog_defaults(engine: str) -> Mapping[str, bool]:
     imported when a table is first asked, not with the tables."""
     from leverctl.levers.catalog import load_catalog
 
-    return MappingProxyType({f: bool(lv.default) if lv.default is not None else False
-                             for f, lv in load_catalog(engine).levers.items()})
+    return MappingProxyType(
+        {f: bool(lv.default) if lv.default is not None else False for f, lv in load_catalog(engine).levers.items()}
+    )
 
 
 @dataclass(frozen=True)
@@ -250,8 +286,10 @@ class Table:
         for f in self.levers:
             found = {d[f] for d in map(_catalog_defaults, self.engines or SHIPPED) if f in d}
             if len(found) != 1:
-                raise ValueError(f"{self.path}: lever {f!r} has {'no' if not found else 'no single'} default "
-                                 f"in the engines' catalogs")
+                raise ValueError(
+                    f"{self.path}: lever {f!r} has {'no' if not found else 'no single'} default "
+                    f"in the engines' catalogs"
+                )
             out[f] = found.pop()
         return MappingProxyType(out)
 

@@ -1,5 +1,6 @@
 """Decision tables of the W4A16 family: the decode GEMVs, the FFN decode
 and the GEMM (``kernels/w4a16/``)."""
+
 from __future__ import annotations
 
 from .rules import Rule, Table, compare, divisible, guard
@@ -50,8 +51,12 @@ GEMM = Table(
     levers=("ffn_small_m",),
     variants=("small_m", "default_tiles", "fma_tiles"),
     rules=(
-        Rule("fma_tiles", {}, (_NO_TC_K,),
-             note=f"the tensor-core GEMMs step K by {TC_K_MULTIPLE}: FP32-FMA tiles whatever ffn_small_m says"),
+        Rule(
+            "fma_tiles",
+            {},
+            (_NO_TC_K,),
+            note=f"the tensor-core GEMMs step K by {TC_K_MULTIPLE}: FP32-FMA tiles whatever ffn_small_m says",
+        ),
         Rule("default_tiles", {"ffn_small_m": False}),
         Rule("small_m", {}, (_SMALL_M_ROWS,)),
         Rule("default_tiles", note="ffn_small_m is on but {unmet}: default tiles"),

@@ -2,6 +2,7 @@
 launch, and the SiLU-multiply staging of the fused FFN decode kernel (in
 the activation layout of ``common.int4_device``).
 """
+
 from __future__ import annotations
 
 import math
@@ -36,6 +37,7 @@ def path_build(make_launch, names):
         return launch
 
     return build
+
 
 @cuda.jit(device=True)
 def silu_f32(g):

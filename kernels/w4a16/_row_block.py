@@ -13,6 +13,7 @@ The kernels pass their arrays as tuples, ``outs`` and ``mats`` (``(qweight,
 scales)`` or ``(qw_gate, s_gate, qw_up, s_up)``); ``DUAL`` is a constant, so
 the branches it guards compile away.
 """
+
 from __future__ import annotations
 
 from functools import lru_cache

@@ -21,6 +21,7 @@ matrix), ``mats`` (``(qweight, scales)`` or ``(qw_gate, s_gate, qw_up,
 s_up)``) and ``src`` (``(x,)`` or ``(gate, up)``); the switches are
 constants, so the branches they guard compile away.
 """
+
 from __future__ import annotations
 
 from functools import lru_cache

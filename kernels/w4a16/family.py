@@ -1,5 +1,6 @@
 """What the W4A16 family's four paths share: the tolerance, the default
 model and its FFN sizes, and the input makers."""
+
 from __future__ import annotations
 
 from typing import Any, Mapping

@@ -8,6 +8,7 @@ to fp16 differs from these only by that rounding and its summation order.
 
 Weights are ``[n, k]`` (output rows by inputs), as in the packed layout.
 """
+
 from __future__ import annotations
 
 import numpy as np

@@ -10,6 +10,7 @@ of them is timed, else (simulator records, or some without a usable timing)
 by relative error, and the view says the timing is absent. Failing rows
 follow, never ranked. A function of records alone.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -41,9 +42,17 @@ class Arm:
         return f"{self.tensor_cores} {self.tc_dtype}" if self.tc_dtype else self.tensor_cores
 
     def to_json(self) -> dict[str, Any]:
-        return {"variant": self.variant, "status": self.status, "median_us": self.us,
-                "pct_of_floor": self.pct_of_floor, "rel_error": self.rel, "max_abs_error": self.max_abs,
-                "tensor_cores": self.tensor_cores, "tc_dtype": self.tc_dtype, "config": self.config}
+        return {
+            "variant": self.variant,
+            "status": self.status,
+            "median_us": self.us,
+            "pct_of_floor": self.pct_of_floor,
+            "rel_error": self.rel,
+            "max_abs_error": self.max_abs,
+            "tensor_cores": self.tensor_cores,
+            "tc_dtype": self.tc_dtype,
+            "config": self.config,
+        }
 
 
 @dataclass(frozen=True)
@@ -54,23 +63,35 @@ class ArmRanking:
     arms: list[Arm]
 
     def to_json(self) -> dict[str, Any]:
-        return {"kernel": self.kernel, "shape": self.shape, "ranked_by": "time" if self.timed else "error",
-                "arms": [a.to_json() for a in self.arms]}
+        return {
+            "kernel": self.kernel,
+            "shape": self.shape,
+            "ranked_by": "time" if self.timed else "error",
+            "arms": [a.to_json() for a in self.arms],
+        }
 
 
 def _arm(r: Mapping[str, Any]) -> Arm:
     err = r.get("error") if isinstance(r.get("error"), dict) else {}
     roof = r.get("roofline") if isinstance(r.get("roofline"), dict) else {}
-    return Arm(r["variant"], r["status"], median_us(r), roof.get("pct_of_floor"), err.get("rel"),
-               err.get("max_abs"), r.get("tensor_cores"), r.get("tc_dtype"), r.get("config", ""))
+    return Arm(
+        r["variant"],
+        r["status"],
+        median_us(r),
+        roof.get("pct_of_floor"),
+        err.get("rel"),
+        err.get("max_abs"),
+        r.get("tensor_cores"),
+        r.get("tc_dtype"),
+        r.get("config", ""),
+    )
 
 
 def _inf(x: float | None) -> float:
     return float("inf") if x is None else float(x)
 
 
-def arm_rankings(records: Sequence[Mapping[str, Any]],
-                 kernels: Sequence[str] = ARM_VIEW_KERNELS) -> list[ArmRanking]:
+def arm_rankings(records: Sequence[Mapping[str, Any]], kernels: Sequence[str] = ARM_VIEW_KERNELS) -> list[ArmRanking]:
     groups: dict[tuple[str, str], dict[str, list[Arm]]] = {}
     for r in records:
         if r.get("kernel") in kernels and r.get("variant"):
@@ -99,8 +120,18 @@ def rows(ranking: ArmRanking) -> tuple[list[str], list[list[str]]]:
 
     out = []
     for i, a in enumerate(ranking.arms, 1):
-        out.append([str(i) if a.status == "pass" else "–", a.variant, g(a.us, ".4g"), g(a.pct_of_floor, ".1f"),
-                    g(a.rel, ".2e"), g(a.max_abs, ".2e"), a.cores, a.status.upper()])
+        out.append(
+            [
+                str(i) if a.status == "pass" else "–",
+                a.variant,
+                g(a.us, ".4g"),
+                g(a.pct_of_floor, ".1f"),
+                g(a.rel, ".2e"),
+                g(a.max_abs, ".2e"),
+                a.cores,
+                a.status.upper(),
+            ]
+        )
     return cols, out
 
 

@@ -37,6 +37,7 @@ process to continue with.
 Exit codes: 0 every record passed, 1 a FAIL or a recipe stopped before its
 plan ended, 2 bad input or no usable GPU (one line), 130 interrupted.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -60,8 +61,9 @@ def default_recipes(folder: Path = ROOT / "recipes") -> list[Path]:
     """Every recipe of the checkout, those that set levers first and each
     engine's plain defaults last."""
     found = sorted(folder.glob("*.toml"))
-    return [p for p in found if not p.name.endswith("-defaults.toml")] + \
-           [p for p in found if p.name.endswith("-defaults.toml")]
+    return [p for p in found if not p.name.endswith("-defaults.toml")] + [
+        p for p in found if p.name.endswith("-defaults.toml")
+    ]
 
 
 class _ArgError(Exception):
@@ -74,8 +76,10 @@ class _Parser(argparse.ArgumentParser):
 
 
 def _parser() -> argparse.ArgumentParser:
-    ap = _Parser(prog="python -m leverctl.bench.campaign",
-                                 description="Every recipe's bench in one process; records streamed to JSONL.")
+    ap = _Parser(
+        prog="python -m leverctl.bench.campaign",
+        description="Every recipe's bench in one process; records streamed to JSONL.",
+    )
     ap.add_argument("out", type=Path, help="the folder to write into (made if absent)")
     ap.add_argument("recipes", nargs="*", type=Path, help="recipe files (default: every recipe in recipes/)")
     ap.add_argument("--budget", type=float, default=420.0, help="seconds for every recipe together")
@@ -85,8 +89,12 @@ def _parser() -> argparse.ArgumentParser:
     ap.add_argument("--kernel", action="append", default=None, help="only this path or family (repeatable)")
     ap.add_argument("--against", default="defaults", help="defaults (default) or none")
     ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--left", type=Path, default=None,
-                    help="write the recipes not finished (one per line) here when the context is lost")
+    ap.add_argument(
+        "--left",
+        type=Path,
+        default=None,
+        help="write the recipes not finished (one per line) here when the context is lost",
+    )
     return ap
 
 
@@ -148,8 +156,8 @@ def run(args) -> int:
     args.out.mkdir(parents=True, exist_ok=True)
     gathered = _gather_device(dev)
     write_atomically(args.out / DEVICE_FILE, json.dumps(gathered, indent=2) + "\n")
-    _say(f"{dev.name}: {', '.join(f'{k} {v}' for k, v in gathered['versions'].items() if v and k.startswith(('cuda', 'nvvm', 'ptx')))}"
-         if dev.is_gpu else f"{dev.name} at {preset} shapes (correctness only)")
+    toolkit = [f"{k} {v}" for k, v in gathered["versions"].items() if v and k.startswith(("cuda", "nvvm", "ptx"))]
+    _say(f"{dev.name}: {', '.join(toolkit)}" if dev.is_gpu else f"{dev.name} at {preset} shapes (correctness only)")
     if dev.is_gpu:
         _say(figures_line(gathered))
 
@@ -252,32 +260,58 @@ def _one_recipe(state, path: Path, st, slot: float) -> tuple[bool, bool]:
             with signals_held():
                 state.appender.append({**rec, "recipe": name, "run": run})
                 into.append(rec)
+
         return on_record
 
     stopped = None
     _say(f"{name}: {len(plan.items)} planned, {slot:.0f} s of the budget")
     try:
         with terminate_as_interrupt():
-            run_items(plan.items, dev, args.seed, stop=stop, cache=state.cache, host=state.host,
-                      deadline=deadline, on_record=keep(main, "main"))
+            run_items(
+                plan.items,
+                dev,
+                args.seed,
+                stop=stop,
+                cache=state.cache,
+                host=state.host,
+                deadline=deadline,
+                on_record=keep(main, "main"),
+            )
             stopped = why_stopped(len(plan.items), len(main), dev, slot)
             if args.against == "defaults" and stopped is None:
                 ares = resolve(res.catalog)
                 aplan = plan_for(ares, state.paths, shapes=state.preset, model=model)
                 against = {"name": "defaults", "levers": ares.to_json(), "results": other}
-                run_items(aplan.items, dev, args.seed, stop=stop, cache=state.cache, host=state.host,
-                          deadline=deadline, on_record=keep(other, "against"))
+                run_items(
+                    aplan.items,
+                    dev,
+                    args.seed,
+                    stop=stop,
+                    cache=state.cache,
+                    host=state.host,
+                    deadline=deadline,
+                    on_record=keep(other, "against"),
+                )
                 speedups(main, other)
                 stopped = why_stopped(len(aplan.items), len(other), dev, slot)
     except (KeyboardInterrupt, Terminated) as e:
         what = "interrupted" if isinstance(e, KeyboardInterrupt) else "terminated (SIGTERM)"
-        _write_doc(state, name, document(engine=res.engine, device=dev, levers=res.to_json(), results=main,
-                                         against=against, stopped=f"{what} after {len(main) + len(other)} records"),
-                   render)
+        _write_doc(
+            state,
+            name,
+            document(
+                engine=res.engine,
+                device=dev,
+                levers=res.to_json(),
+                results=main,
+                against=against,
+                stopped=f"{what} after {len(main) + len(other)} records",
+            ),
+            render,
+        )
         _say(f"{name}: {what}; {len(main) + len(other)} records kept in {state.out / RECORDS_FILE}")
         raise
-    doc = document(engine=res.engine, device=dev, levers=res.to_json(), results=main, against=against,
-                   stopped=stopped)
+    doc = document(engine=res.engine, device=dev, levers=res.to_json(), results=main, against=against, stopped=stopped)
     _write_doc(state, name, doc, render)
     passed, failed = counts(doc)
     _say(f"{name}: {passed} pass, {failed} fail" + (f"; stopped: {stopped}" if stopped else ""))

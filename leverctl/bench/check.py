@@ -31,6 +31,7 @@ the family's float64 reference.
   the comparison sees the outputs, so it turns an element still holding its
   poison into NaN itself (counted as ``nonfinite``).
 """
+
 from __future__ import annotations
 
 import math
@@ -92,12 +93,7 @@ class Figures:
 
     @property
     def passed(self) -> bool:
-        return (
-            self.nonfinite == 0
-            and self.unwritten == 0
-            and self.rel <= self.tol.rel
-            and self.max_abs <= self.tol_abs
-        )
+        return self.nonfinite == 0 and self.unwritten == 0 and self.rel <= self.tol.rel and self.max_abs <= self.tol_abs
 
     def why(self) -> str:
         """One phrase saying why it failed ('' when it passed)."""

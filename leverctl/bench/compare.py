@@ -29,6 +29,7 @@ BASE record has no counterpart in NEW (a kernel or configuration vanished;
 ``allow_missing`` opts out); when a configuration only NEW has fails; or when
 the runs have nothing in common. Else 0. Entries only NEW has are listed.
 """
+
 from __future__ import annotations
 
 import math
@@ -73,13 +74,38 @@ class Entry(NamedTuple):  # one per matched record: a million, at cluster scale 
 
     def row(self) -> tuple:
         """The entry's JSON values in the order of ``_TABLE_KEYS`` (``base_variant`` None where it is the variant)."""
-        (kernel, variant, base_variant, shape, config, verdict, base_status, new_status, base_us, new_us,
-         change, base_spread, new_spread, note) = self
-        return (kernel, variant, shape, config, verdict, base_status, new_status, base_us, new_us,
-                None if change is None else round(100 * change, 3),
-                None if base_spread is None else round(100 * base_spread, 3),
-                None if new_spread is None else round(100 * new_spread, 3),
-                base_variant if base_variant != variant else None, note)
+        (
+            kernel,
+            variant,
+            base_variant,
+            shape,
+            config,
+            verdict,
+            base_status,
+            new_status,
+            base_us,
+            new_us,
+            change,
+            base_spread,
+            new_spread,
+            note,
+        ) = self
+        return (
+            kernel,
+            variant,
+            shape,
+            config,
+            verdict,
+            base_status,
+            new_status,
+            base_us,
+            new_us,
+            None if change is None else round(100 * change, 3),
+            None if base_spread is None else round(100 * base_spread, 3),
+            None if new_spread is None else round(100 * new_spread, 3),
+            base_variant if base_variant != variant else None,
+            note,
+        )
 
     def to_json(self) -> dict[str, Any]:
         from ..jsontext import Table
@@ -87,14 +113,33 @@ class Entry(NamedTuple):  # one per matched record: a million, at cluster scale 
         return Table(_TABLE_KEYS, _TABLE_KINDS, [self.row()]).as_list()[0]
 
 
-_TABLE_KEYS = ("kernel", "variant", "shape", "config", "verdict", "base_status", "new_status", "base_us", "new_us",
-               "change_pct", "base_spread_pct", "new_spread_pct", "base_variant", "note")
+_TABLE_KEYS = (
+    "kernel",
+    "variant",
+    "shape",
+    "config",
+    "verdict",
+    "base_status",
+    "new_status",
+    "base_us",
+    "new_us",
+    "change_pct",
+    "base_spread_pct",
+    "new_spread_pct",
+    "base_variant",
+    "note",
+)
 _TABLE_KINDS = ("str",) * 7 + ("num",) * 5 + ("str?", "str")
 
 
 _FIGURES = ("base_us", "new_us", "change", "base_spread", "new_spread")
-_NAMES = {"kernel": "kernels", "shape": "shapes", "config": "configs", "variant": "variants",
-          "base_variant": "variants"}
+_NAMES = {
+    "kernel": "kernels",
+    "shape": "shapes",
+    "config": "configs",
+    "variant": "variants",
+    "base_variant": "variants",
+}
 
 
 class Entries(Made):
@@ -116,10 +161,14 @@ class Entries(Made):
     def made(self, i: int) -> Entry:
         c, t = self.cols, self.tables
         figs = [float(c[k][i]) for k in _FIGURES]
-        return Entry(*(getattr(t, _NAMES[k]).values[c[k][i]] for k in ("kernel", "variant", "base_variant", "shape",
-                                                                      "config")),
-                     VERDICTS[c["verdict"][i]], _status(c["base_status"][i]), _status(c["new_status"][i]),
-                     *(None if x != x else x for x in figs), c["note"][i])
+        return Entry(
+            *(getattr(t, _NAMES[k]).values[c[k][i]] for k in ("kernel", "variant", "base_variant", "shape", "config")),
+            VERDICTS[c["verdict"][i]],
+            _status(c["base_status"][i]),
+            _status(c["new_status"][i]),
+            *(None if x != x else x for x in figs),
+            c["note"][i],
+        )
 
     def counts(self) -> dict[str, int]:
         import numpy as np
@@ -140,15 +189,17 @@ class Entries(Made):
 
     def take(self, idx: Any) -> "Entries":
         note = self.cols["note"]
-        return Entries(self.tables, {k: ([note[i] for i in idx.tolist()] if k == "note" else v[idx])
-                                     for k, v in self.cols.items()})
+        return Entries(
+            self.tables, {k: ([note[i] for i in idx.tolist()] if k == "note" else v[idx]) for k, v in self.cols.items()}
+        )
 
     def json_rows(self) -> "_EntryRows":
         return _EntryRows(self)
 
     @classmethod
-    def of_pairs(cls, B: Records, N: Records, bi: Any, ni: Any, threshold: float,
-                 kinds: tuple[str | None, str | None]) -> "Entries":
+    def of_pairs(
+        cls, B: Records, N: Records, bi: Any, ni: Any, threshold: float, kinds: tuple[str | None, str | None]
+    ) -> "Entries":
         """The entries of the pairs (``B`` record ``bi[k]``, ``N`` record
         ``ni[k]``; ``columns.Records`` numbered in one ``Tables``)."""
         import numpy as np
@@ -156,14 +207,31 @@ class Entries(Made):
         cb, cn = B.cols, N.cols
         n = len(bi)
         bu, nu = cb["median"][bi], cn["median"][ni]
-        usual = cb["passed"][bi] & cn["passed"][ni] & (bu == bu) & (nu == nu) & B.ran_on_gpu(bi, kinds[0]) \
+        usual = (
+            cb["passed"][bi]
+            & cn["passed"][ni]
+            & (bu == bu)
+            & (nu == nu)
+            & B.ran_on_gpu(bi, kinds[0])
             & N.ran_on_gpu(ni, kinds[1])
+        )
         bsp, nsp = B.spreads(bi), N.spreads(ni)
         verdict_code, change = verdicts(bu, nu, bsp, nsp, threshold)
-        out = {"kernel": cb["kernel"][bi], "shape": cb["shape"][bi], "config": cb["config"][bi],
-               "variant": cn["variant"][ni], "base_variant": cb["variant"][bi], "verdict": verdict_code,
-               "base_us": bu, "new_us": nu, "change": change, "base_spread": bsp, "new_spread": nsp,
-               "base_status": np.ones(n, np.bool_), "new_status": np.ones(n, np.bool_)}
+        out = {
+            "kernel": cb["kernel"][bi],
+            "shape": cb["shape"][bi],
+            "config": cb["config"][bi],
+            "variant": cn["variant"][ni],
+            "base_variant": cb["variant"][bi],
+            "verdict": verdict_code,
+            "base_us": bu,
+            "new_us": nu,
+            "change": change,
+            "base_spread": bsp,
+            "new_spread": nsp,
+            "base_status": np.ones(n, np.bool_),
+            "new_status": np.ones(n, np.bool_),
+        }
         note = [""] * n
         changed = np.flatnonzero(usual & (out["variant"] != out["base_variant"]))
         vnames = B.tables.variants.values
@@ -239,11 +307,24 @@ class _EntryRows:
             return [None if x != x else round(100 * x, 3) for x in c[k][i].tolist()]
 
         variant, base_variant = texts("variant"), texts("base_variant")
-        return list(zip(texts("kernel"), variant, texts("shape"), texts("config"),
-                        map(VERDICTS.__getitem__, c["verdict"][i].tolist()),
-                        map(_status, c["base_status"][i].tolist()), map(_status, c["new_status"][i].tolist()),
-                        us("base_us"), us("new_us"), pct("change"), pct("base_spread"), pct("new_spread"),
-                        [None if b == v else b for b, v in zip(base_variant, variant)], c["note"][i]))
+        return list(
+            zip(
+                texts("kernel"),
+                variant,
+                texts("shape"),
+                texts("config"),
+                map(VERDICTS.__getitem__, c["verdict"][i].tolist()),
+                map(_status, c["base_status"][i].tolist()),
+                map(_status, c["new_status"][i].tolist()),
+                us("base_us"),
+                us("new_us"),
+                pct("change"),
+                pct("base_spread"),
+                pct("new_spread"),
+                [None if b == v else b for b, v in zip(base_variant, variant)],
+                c["note"][i],
+            )
+        )
 
 
 class OneSided(NamedTuple):
@@ -254,8 +335,13 @@ class OneSided(NamedTuple):
     status: str
 
     def to_json(self) -> dict[str, Any]:
-        return {"kernel": self.kernel, "variant": self.variant, "shape": self.shape,
-                "config": self.config, "status": self.status}
+        return {
+            "kernel": self.kernel,
+            "variant": self.variant,
+            "shape": self.shape,
+            "config": self.config,
+            "status": self.status,
+        }
 
 
 @dataclass(frozen=True)
@@ -323,21 +409,24 @@ class Comparison:
             "counts": self.counts(),
             "regressed": self.gated,
             "gate": self.gate_reasons(),
-            "entries": Table(_TABLE_KEYS, _TABLE_KINDS, self.entries.json_rows()) if lazy
+            "entries": Table(_TABLE_KEYS, _TABLE_KINDS, self.entries.json_rows())
+            if lazy
             else [e.to_json() for e in self.entries],
             "only_base": [o.to_json() for o in self.only_base],
             "only_new": [o.to_json() for o in self.only_new],
         }
 
 
-def verdict(base_us: float, new_us: float, base_spread: float, new_spread: float,
-            threshold_pct: float) -> tuple[str, float]:
+def verdict(
+    base_us: float, new_us: float, base_spread: float, new_spread: float, threshold_pct: float
+) -> tuple[str, float]:
     """The verdict for one pair of timed, passing records, and the change:
     :func:`verdicts` of the one pair."""
     import numpy as np
 
-    code, change = verdicts(*(np.array([x], np.float64) for x in (base_us, new_us, base_spread, new_spread)),
-                            threshold_pct)
+    code, change = verdicts(
+        *(np.array([x], np.float64) for x in (base_us, new_us, base_spread, new_spread)), threshold_pct
+    )
     return VERDICTS[int(code[0])], float(change[0])
 
 
@@ -347,8 +436,10 @@ def check_devices(base: ResultSet, new: ResultSet, allow_different: bool) -> str
     bk, nk = base.device_kind, new.device_kind
     bn, nn = base.device_name, new.device_name
     if bk and nk and bk != nk:
-        why = (f"BASE ran on {bn or bk} ({bk}), NEW on {nn or nk} ({nk}): "
-               "a simulator run has no timings to compare with a GPU's")
+        why = (
+            f"BASE ran on {bn or bk} ({bk}), NEW on {nn or nk} ({nk}): "
+            "a simulator run has no timings to compare with a GPU's"
+        )
     elif bn and nn and bn != nn:
         why = f"BASE ran on {bn}, NEW on {nn}: timings from different devices are not comparable"
     else:
@@ -358,8 +449,14 @@ def check_devices(base: ResultSet, new: ResultSet, allow_different: bool) -> str
     return why
 
 
-def compare(base: ResultSet, new: ResultSet, *, threshold: float = DEFAULT_THRESHOLD,
-            allow_different_device: bool = False, allow_missing: bool = False) -> Comparison:
+def compare(
+    base: ResultSet,
+    new: ResultSet,
+    *,
+    threshold: float = DEFAULT_THRESHOLD,
+    allow_different_device: bool = False,
+    allow_missing: bool = False,
+) -> Comparison:
     """Match ``base`` and ``new`` record by record, on their columns
     (``new``'s numbered in ``base``'s tables first where they are not).
 
@@ -397,9 +494,14 @@ def compare(base: ResultSet, new: ResultSet, *, threshold: float = DEFAULT_THRES
     return _comparison(base, new, names, threshold, entries, only_base, only_new, notes, allow_missing)
 
 
-def compare_paths(base: Any, new: Any, *, threshold: float = DEFAULT_THRESHOLD,
-                  allow_different_device: bool = False, allow_missing: bool = False
-                  ) -> tuple[Comparison, ResultSet, ResultSet]:
+def compare_paths(
+    base: Any,
+    new: Any,
+    *,
+    threshold: float = DEFAULT_THRESHOLD,
+    allow_different_device: bool = False,
+    allow_missing: bool = False,
+) -> tuple[Comparison, ResultSet, ResultSet]:
     """:func:`compare` of two result paths, and the two result sets read
     (for what reading them tolerated), as columns numbered alike."""
     _check_threshold(threshold)
@@ -407,8 +509,11 @@ def compare_paths(base: Any, new: Any, *, threshold: float = DEFAULT_THRESHOLD,
     for got in (b, n):
         if isinstance(got, UserError):
             raise got
-    return compare(b, n, threshold=threshold, allow_different_device=allow_different_device,
-                   allow_missing=allow_missing), b, n
+    return (
+        compare(b, n, threshold=threshold, allow_different_device=allow_different_device, allow_missing=allow_missing),
+        b,
+        n,
+    )
 
 
 def _check_threshold(threshold: float) -> None:
@@ -416,25 +521,49 @@ def _check_threshold(threshold: float) -> None:
         raise UserError(f"--threshold must be a percentage of at least 0, not {threshold}")
 
 
-def _comparison(base: ResultSet, new: ResultSet, names: tuple, threshold: float, entries: "Entries",
-                only_base: list[OneSided], only_new: list[OneSided], notes: list[str],
-                allow_missing: bool) -> Comparison:
+def _comparison(
+    base: ResultSet,
+    new: ResultSet,
+    names: tuple,
+    threshold: float,
+    entries: "Entries",
+    only_base: list[OneSided],
+    only_new: list[OneSided],
+    notes: list[str],
+    allow_missing: bool,
+) -> Comparison:
     if entries.counts().get("PASS"):
         notes.append("no timings on either side (simulator runs): statuses compared only")
-    return Comparison(base.source, new.source, names[0], names[1], threshold,
-                      entries.any_timed(), entries, only_base, only_new, notes, allow_missing)
+    return Comparison(
+        base.source,
+        new.source,
+        names[0],
+        names[1],
+        threshold,
+        entries.any_timed(),
+        entries,
+        only_base,
+        only_new,
+        notes,
+        allow_missing,
+    )
 
 
 def _one(rec: Mapping[str, Any]) -> OneSided:
     return OneSided(rec["kernel"], rec["variant"], rec["shape"]["label"], rec["config"], rec["status"])
 
 
-def _entry(b: Mapping[str, Any], n: Mapping[str, Any], threshold: float,
-           kinds: tuple[str | None, str | None]) -> Entry:
+def _entry(b: Mapping[str, Any], n: Mapping[str, Any], threshold: float, kinds: tuple[str | None, str | None]) -> Entry:
     """The entry of a pair that is not the usual one (see :meth:`Entries.of_pairs`), by its records."""
-    common = dict(kernel=n["kernel"], variant=n["variant"], base_variant=b["variant"],
-                  shape=n["shape"]["label"], config=n["config"],
-                  base_status=b["status"], new_status=n["status"])
+    common = dict(
+        kernel=n["kernel"],
+        variant=n["variant"],
+        base_variant=b["variant"],
+        shape=n["shape"]["label"],
+        config=n["config"],
+        base_status=b["status"],
+        new_status=n["status"],
+    )
     bs, ns = b["status"], n["status"]
     if bs == "pass" and ns == "fail":
         return Entry(verdict="NEW FAIL", note=n.get("note", "") or _err(n), **common)
@@ -444,21 +573,37 @@ def _entry(b: Mapping[str, Any], n: Mapping[str, Any], threshold: float,
         return Entry(verdict="STILL FAILS", note=n.get("note", "") or _err(n), **common)
     if not ran_on_gpu(b, kinds[0]) and not ran_on_gpu(n, kinds[1]):
         return Entry(verdict="PASS", **common)  # two simulator records: nothing to time
-    problems = [f"{side}: {why}" for side, rec, kind in (("BASE", b, kinds[0]), ("NEW", n, kinds[1]))
-                if (why := _untimed(rec, kind))]
+    problems = [
+        f"{side}: {why}"
+        for side, rec, kind in (("BASE", b, kinds[0]), ("NEW", n, kinds[1]))
+        if (why := _untimed(rec, kind))
+    ]
     if problems:
         return Entry(verdict="UNTIMED", note="; ".join(problems), **common)
     return _timed(b, n["variant"], median_us(b), median_us(n), spread(b), spread(n), threshold)
 
 
-def _timed(b: Mapping[str, Any], variant: str, bu: float, nu: float, bsp: float, nsp: float,
-           threshold: float) -> Entry:
+def _timed(b: Mapping[str, Any], variant: str, bu: float, nu: float, bsp: float, nsp: float, threshold: float) -> Entry:
     """The entry of a pair that passed on both sides with usable timings
     (``b`` the BASE record; NEW's kernel, shape and config are the same)."""
     v, change = verdict(bu, nu, bsp, nsp, threshold)
     note = f"variant changed: {b['variant']} -> {variant}" if b["variant"] != variant else ""
-    return Entry(b["kernel"], variant, b["variant"], b["shape"]["label"], b["config"], v, "pass", "pass",
-                 bu, nu, change, bsp, nsp, note)
+    return Entry(
+        b["kernel"],
+        variant,
+        b["variant"],
+        b["shape"]["label"],
+        b["config"],
+        v,
+        "pass",
+        "pass",
+        bu,
+        nu,
+        change,
+        bsp,
+        nsp,
+        note,
+    )
 
 
 def _untimed(rec: Mapping[str, Any], kind: str | None) -> str | None:
@@ -494,6 +639,5 @@ def summary_line(c: Comparison) -> str:
     else:
         gate = "FAILED"
     why = f" [fails on: {', '.join(reasons)}]" if reasons else ""
-    basis = (f" (threshold {c.threshold:g} %)" if c.timed else
-             " (statuses only: no timings)" if c.entries else "")
+    basis = f" (threshold {c.threshold:g} %)" if c.timed else " (statuses only: no timings)" if c.entries else ""
     return f"{gate}: {matched}; {only_base}; {only_new}{basis}{why}"

@@ -11,6 +11,7 @@ The probe also reads what the report needs about the device (name, compute
 capability, driver, L2 size, multiprocessor count) so a GPU run does not have
 to ask numba for driver attributes.
 """
+
 from __future__ import annotations
 
 import ctypes
@@ -281,7 +282,7 @@ def _round(x: float | None, digits: int = 4) -> float | None:
 
 
 def _loaded_mode() -> str | None:
-    """"sim" or "gpu" if numba.cuda is already imported in this process."""
+    """ "sim" or "gpu" if numba.cuda is already imported in this process."""
     if "numba.cuda" not in sys.modules:
         return None
     try:  # numba-cuda keeps its own copy of the setting
@@ -318,8 +319,9 @@ def choose(choice: str = "auto", *, probe: Callable[[], Probe] = probe_gpu) -> D
         if not p.ok:
             raise UserError(f"--device gpu: {p.reason}")
         if loaded == "sim":
-            raise UserError("--device gpu: numba.cuda is already loaded in simulator mode in this process "
-                            f"({SIM_VAR}=1)")
+            raise UserError(
+                f"--device gpu: numba.cuda is already loaded in simulator mode in this process ({SIM_VAR}=1)"
+            )
         return _gpu(p)
     # auto
     if not p.ok:
@@ -331,8 +333,7 @@ def choose(choice: str = "auto", *, probe: Callable[[], Probe] = probe_gpu) -> D
 
 def _simulator(why: str | None, loaded: str | None) -> Device:
     if loaded == "gpu":
-        raise UserError("cannot switch to the CUDA simulator: numba.cuda is already loaded for the GPU "
-                        "in this process")
+        raise UserError("cannot switch to the CUDA simulator: numba.cuda is already loaded for the GPU in this process")
     if loaded is None:
         os.environ[SIM_VAR] = "1"
     import numba.cuda  # noqa: F401 - loads the simulator

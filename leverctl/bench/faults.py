@@ -13,6 +13,7 @@ Numba raises driver errors as ``CudaAPIError`` with the ``CUresult`` in
 ``code`` (an int, or an enum from cuda-bindings); the name in the message
 is the fallback.
 """
+
 from __future__ import annotations
 
 import re

@@ -12,6 +12,7 @@ takes its resolved value; a field the catalog lacks takes the path's
 
 This module imports neither numba nor numpy.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -187,8 +188,9 @@ def items_for(
                 note, failed = f"bind() raised {type(e).__name__}: {one_line(e)}", True
         items.append(PlanItem(path, variant, dict(levers), shape, note, failed, catalog))
         for b in path.baselines if not failed else ():
-            items.append(PlanItem(path, b, dict(levers), shape, "baseline: no lever selects it", False,
-                                  catalog, baseline=True))
+            items.append(
+                PlanItem(path, b, dict(levers), shape, "baseline: no lever selects it", False, catalog, baseline=True)
+            )
     return items
 
 
@@ -267,12 +269,20 @@ def build_plan(
     return Plan(engine, shapes, catalog_digest, tuple(items), tuple(skipped)).stamped()
 
 
-def plan_for(resolution, paths: Sequence[KernelPath], *, shapes: str = "smoke",
-             model: Mapping[str, Any] | None = None) -> Plan:
+def plan_for(
+    resolution, paths: Sequence[KernelPath], *, shapes: str = "smoke", model: Mapping[str, Any] | None = None
+) -> Plan:
     """:func:`build_plan` from a lever ``Resolution``."""
     cat = resolution.catalog
-    return build_plan(paths, engine=resolution.engine, catalog_fields=cat.fields, values=resolution.values(),
-                      shapes=shapes, model=model, catalog_digest=cat.digest)
+    return build_plan(
+        paths,
+        engine=resolution.engine,
+        catalog_fields=cat.fields,
+        values=resolution.values(),
+        shapes=shapes,
+        model=model,
+        catalog_digest=cat.digest,
+    )
 
 
 def one_line(e: BaseException, limit: int = 300) -> str:

@@ -6,6 +6,7 @@ the lever's value is faster, left and red when slower, so 2x and 0.5x are
 the same length. The SVG is written by hand (a few rectangles and labels),
 so sharing a chart needs no plotting library.
 """
+
 from __future__ import annotations
 
 import math
@@ -33,8 +34,7 @@ def terminal_bars(effects: Sequence[Effect], half_width: int = 24):
     table = Table(show_header=True, header_style="bold", box=None, pad_edge=False)
     table.add_column("kernel / shape")
     table.add_column("lever")
-    table.add_column("slower" + " " * (half_width - 6) + "|" + " " * (half_width - 6) + "faster",
-                     no_wrap=True)
+    table.add_column("slower" + " " * (half_width - 6) + "|" + " " * (half_width - 6) + "faster", no_wrap=True)
     table.add_column("speedup", justify="right")
     last = None
     for e in effects:
@@ -59,12 +59,16 @@ def write_chart(effects: Sequence[Effect], path: Path, title: str) -> None:
     if p.suffix.lower() not in FORMATS:
         hint = ""
         if p.suffix.lower() == ".png":
-            hint = (" (PNG would need a rasterizer, which leverctl does not depend on: write .svg and "
-                    "convert it, e.g. `rsvg-convert -o chart.png chart.svg`)")
+            hint = (
+                " (PNG would need a rasterizer, which leverctl does not depend on: write .svg and "
+                "convert it, e.g. `rsvg-convert -o chart.png chart.svg`)"
+            )
         raise UserError(f"cannot write a {p.suffix or 'extensionless'} chart: use a .svg file{hint}", str(p))
     if not effects:
-        raise UserError("no lever effects to plot: the results need passing, timed runs that differ in "
-                        "one lever (a simulator sweep checks correctness only)")
+        raise UserError(
+            "no lever effects to plot: the results need passing, timed runs that differ in "
+            "one lever (a simulator sweep checks correctness only)"
+        )
     write_atomically(p, svg(effects, title))
 
 
@@ -87,7 +91,7 @@ def svg(effects: Sequence[Effect], title: str) -> str:
         f'<rect width="{width}" height="{height}" fill="white"/>',
         f'<text x="{pad}" y="24" font-size="15" font-weight="bold">{escape(title)}</text>',
         f'<text x="{pad}" y="42" fill="#555">speedup of each lever value over its reference '
-        f'(median over the other levers\' settings; log scale, 1x at the line)</text>',
+        f"(median over the other levers' settings; log scale, 1x at the line)</text>",
     ]
     y = 56
     for key, rows in groups:
@@ -99,9 +103,11 @@ def svg(effects: Sequence[Effect], title: str) -> str:
             x = x0 if faster else x0 - n
             colour = "#2e7d32" if faster else "#c62828"
             out.append(f'<text x="{pad + 12}" y="{y + 14}">{escape(e.label)}</text>')
-            out.append(f'<rect x="{x:.1f}" y="{y + 4}" width="{max(n, 0.5):.1f}" height="{row_h - 8}" '
-                       f'fill="{colour}"><title>{escape(e.label)}: {e.speedup:.3f}x over {e.pairs} '
-                       f'setting(s)</title></rect>')
+            out.append(
+                f'<rect x="{x:.1f}" y="{y + 4}" width="{max(n, 0.5):.1f}" height="{row_h - 8}" '
+                f'fill="{colour}"><title>{escape(e.label)}: {e.speedup:.3f}x over {e.pairs} '
+                f"setting(s)</title></rect>"
+            )
             out.append(f'<text x="{x0 + half + 8}" y="{y + 14}" fill="{colour}">{e.speedup:.3f}x</text>')
             y += row_h
     top = 56
@@ -110,8 +116,7 @@ def svg(effects: Sequence[Effect], title: str) -> str:
         dx = math.log2(mult) / span * half
         if abs(dx) <= half:
             xx = x0 + dx
-            out.append(f'<line x1="{xx:.1f}" y1="{top}" x2="{xx:.1f}" y2="{y}" stroke="#bbb" '
-                       'stroke-dasharray="3,3"/>')
+            out.append(f'<line x1="{xx:.1f}" y1="{top}" x2="{xx:.1f}" y2="{y}" stroke="#bbb" stroke-dasharray="3,3"/>')
             out.append(f'<text x="{xx:.1f}" y="{y + 16}" text-anchor="middle" fill="#555">{mult:g}x</text>')
     out.append(f'<text x="{x0}" y="{y + 16}" text-anchor="middle" fill="#555">1x</text>')
     out.append("</svg>")

@@ -10,6 +10,7 @@ line per missing piece on stderr) when not. Standard library only, and it
 imports nothing of leverctl's beyond this module, so it runs before the
 rest can.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -113,8 +114,9 @@ def _one_line(e: BaseException) -> str:
     return text if len(text) <= 160 else text[:159] + "…"
 
 
-def problems(needs: Sequence[Need] | None = None, *, version: tuple[int, ...] | None = None,
-             wheels: Path | None = None) -> list[str]:
+def problems(
+    needs: Sequence[Need] | None = None, *, version: tuple[int, ...] | None = None, wheels: Path | None = None
+) -> list[str]:
     """One line per missing piece; empty when everything is there."""
     needs = NEEDS if needs is None else needs
     version = tuple(version or sys.version_info[:3])
@@ -124,8 +126,10 @@ def problems(needs: Sequence[Need] | None = None, *, version: tuple[int, ...] | 
     if version[:2] < MIN_PYTHON:
         out.append(f"Python {here}: leverctl needs Python {MIN_PYTHON[0]}.{MIN_PYTHON[1]} or later")
     elif python is not None and version[:2] != python:
-        out.append(f"Python {here}: the wheels {wheels} lists are built for Python {python[0]}.{python[1]}; "
-                   f"run with that python (PYTHON=python{python[0]}.{python[1]})")
+        out.append(
+            f"Python {here}: the wheels {wheels} lists are built for Python {python[0]}.{python[1]}; "
+            f"run with that python (PYTHON=python{python[0]}.{python[1]})"
+        )
     for need in needs:
         try:
             need.check()
@@ -140,8 +144,12 @@ def problems(needs: Sequence[Need] | None = None, *, version: tuple[int, ...] | 
 def main(argv: Sequence[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m leverctl.bench.preflight", description=__doc__.split("\n\n")[0])
     ap.add_argument("--wheels", type=Path, default=None, help="the wheel list (scripts/gpu-wheels.txt)")
-    ap.add_argument("--wheel-dir", type=Path, default=None,
-                    help="only say which listed wheels this folder lacks, one per line (exit 1 if any)")
+    ap.add_argument(
+        "--wheel-dir",
+        type=Path,
+        default=None,
+        help="only say which listed wheels this folder lacks, one per line (exit 1 if any)",
+    )
     args = ap.parse_args(argv)
     if args.wheel_dir is not None:
         lacking = wheels_missing(args.wheels, args.wheel_dir)

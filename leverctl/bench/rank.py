@@ -14,6 +14,7 @@ a lever: levers that steer a common path form a group, and each group takes
 the assignment that minimises the summed log time of all its paths and shapes
 (every one of them passing), ties going to the recipe's own values.
 """
+
 from __future__ import annotations
 
 import itertools
@@ -93,26 +94,49 @@ class Ranking:
         """The ranking as JSON; ``flat``: the ranked rows as a
         ``jsontext.Table`` (a million of them at cluster scale, spelled
         column by column, without a dict each)."""
+
         def row(r: Row) -> dict[str, Any]:
-            return {"config": r.record["config"], "variant": r.record["variant"], "levers": r.record["levers"],
-                    "median_us": r.us, "speedup": _r(r.speedup)}
+            return {
+                "config": r.record["config"],
+                "variant": r.record["variant"],
+                "levers": r.record["levers"],
+                "median_us": r.us,
+                "speedup": _r(r.speedup),
+            }
 
         if flat:
             from ..jsontext import Table
 
-            ranked: Any = Table(_ROW_KEYS, _ROW_KINDS, self.ranked.json_rows() if isinstance(
-                self.ranked, RankedRows) else [(rec["config"], rec["variant"], rec["levers"], us,
-                                                None if sp is None else _r(sp)) for rec, us, sp in self.ranked])
+            ranked: Any = Table(
+                _ROW_KEYS,
+                _ROW_KINDS,
+                self.ranked.json_rows()
+                if isinstance(self.ranked, RankedRows)
+                else [
+                    (rec["config"], rec["variant"], rec["levers"], us, None if sp is None else _r(sp))
+                    for rec, us, sp in self.ranked
+                ],
+            )
         else:
             ranked = [row(r) for r in self.ranked]
         best = self.best
         return {
-            "kernel": self.kernel, "shape": self.shape, "timed": self.timed,
+            "kernel": self.kernel,
+            "shape": self.shape,
+            "timed": self.timed,
             "recipe": {"config": self.recipe_config, "median_us": self.recipe_us, "status": self.recipe_status},
             "best": row(best) if best and self.timed else None,
             "ranked": ranked,
-            "failing": [{"config": f["config"], "variant": f["variant"], "levers": f["levers"],
-                         "note": f.get("note", ""), "error": f.get("error")} for f in self.failing],
+            "failing": [
+                {
+                    "config": f["config"],
+                    "variant": f["variant"],
+                    "levers": f["levers"],
+                    "note": f.get("note", ""),
+                    "error": f.get("error"),
+                }
+                for f in self.failing
+            ],
             "baselines": [{**row(b), "batch_invariance": b.record.get("batch_invariance")} for b in self.baselines],
         }
 
@@ -158,8 +182,19 @@ def rank(records: Sequence[Mapping[str, Any]], plan: Mapping[str, Any] | None = 
         failing = [recs.record(i) for i in every[~c["passed"][every]].tolist()]
         shown = every[base & c["passed"][every]]
         brows = RankedRows(recs, shown, c["median"][shown], recipe_us)
-        out.append(Ranking(kernel, shape, recipe_cfg, recipe_us, recipe_status,
-                           RankedRows(recs, passing, us, recipe_us), failing, is_timed, brows))
+        out.append(
+            Ranking(
+                kernel,
+                shape,
+                recipe_cfg,
+                recipe_us,
+                recipe_status,
+                RankedRows(recs, passing, us, recipe_us),
+                failing,
+                is_timed,
+                brows,
+            )
+        )
     return out
 
 
@@ -190,7 +225,7 @@ def groups(recs: Any, baselines: bool = False) -> list[tuple[str, str, Any]]:
     out = []
     for g in np.argsort(first, kind="stable").tolist():
         k = int(uniq[g])
-        out.append((kernels[k >> 32], shapes[k & 0xFFFFFFFF], members[(ends[g - 1] if g else 0):ends[g]]))
+        out.append((kernels[k >> 32], shapes[k & 0xFFFFFFFF], members[(ends[g - 1] if g else 0) : ends[g]]))
     return out
 
 
@@ -211,8 +246,11 @@ class RankedRows(Made):
     def made(self, i: int) -> Row:
         us = float(self.us[i])
         us = us if us == us else None
-        return Row(self.recs.record(int(self.places[i])), us,
-                   self.recipe_us / us if self.recipe_us and us is not None else None)
+        return Row(
+            self.recs.record(int(self.places[i])),
+            us,
+            self.recipe_us / us if self.recipe_us and us is not None else None,
+        )
 
     def json_rows(self) -> "_JsonRows":
         """The rows as ``jsontext.Table`` rows (config, variant, levers, median_us, speedup)."""
@@ -234,8 +272,9 @@ class _JsonRows:
         us = [None if x != x else x for x in rows.us[i].tolist()]
         r = rows.recipe_us
         sp = [None if not r or u is None else _r(r / u) for u in us]
-        return list(zip(rows.recs.texts("config", at), rows.recs.texts("variant", at),
-                        rows.recs.texts("levers", at), us, sp))
+        return list(
+            zip(rows.recs.texts("config", at), rows.recs.texts("variant", at), rows.recs.texts("levers", at), us, sp)
+        )
 
 
 def _first(pair: tuple) -> Any:
@@ -262,8 +301,15 @@ class Effect:
         return f"{self.lever}={value_text(self.value)} vs {value_text(self.reference)}"
 
     def to_json(self) -> dict[str, Any]:
-        return {"kernel": self.kernel, "shape": self.shape, "lever": self.lever, "value": self.value,
-                "reference": self.reference, "speedup": _r(self.speedup), "pairs": self.pairs}
+        return {
+            "kernel": self.kernel,
+            "shape": self.shape,
+            "lever": self.lever,
+            "value": self.value,
+            "reference": self.reference,
+            "speedup": _r(self.speedup),
+            "pairs": self.pairs,
+        }
 
 
 def _reference(values: list[Any], recipe_value: Any, has_recipe: bool) -> Any:
@@ -301,8 +347,10 @@ def lever_effects(records: Sequence[Mapping[str, Any]], plan: Mapping[str, Any] 
         k = info.get(kernel) or {}
         ids = c["levers"][good]
         distinct, first = np.unique(ids, return_index=True)
-        levers = list(k.get("levers") or _varying(
-            [{"levers": lever_sets[i]} for i in distinct[np.argsort(first, kind="stable")].tolist()]))
+        levers = list(
+            k.get("levers")
+            or _varying([{"levers": lever_sets[i]} for i in distinct[np.argsort(first, kind="stable")].tolist()])
+        )
         recipe_levers = k.get("recipe_levers") or {}
         row_of = np.array([table.row(lever_sets[i]) for i in distinct.tolist()], dtype=np.int64)
         digits = table.matrix()[row_of[np.searchsorted(distinct, ids)]]  # one row per record
@@ -385,7 +433,7 @@ class _DigitTable:
             width = len(self._cols)
             m = np.zeros((len(self._rows), max(width, 1)), dtype=np.int64)
             for i, row in enumerate(self._rows):
-                m[i, :len(row)] = row
+                m[i, : len(row)] = row
             self._matrix = m
         return self._matrix
 
@@ -403,7 +451,7 @@ def _codes(digits):
 
     radix = []
     place = 1
-    for top in (digits.max(axis=0) if len(digits) else []):
+    for top in digits.max(axis=0) if len(digits) else []:
         radix.append(place)
         place *= int(top) + 1
         if place >= 1 << 62:
@@ -547,8 +595,10 @@ def _choose(fields, kernels, values, recipe, index, shapes, out: Winners) -> Non
         best_assign = assign if cur is not None else None
         out.notes.append(f"levers {', '.join(fields)}: {n} joint settings, chosen one lever at a time")
     if best_assign is None:
-        out.notes.append(f"levers {', '.join(fields)}: no setting passed on every path and shape "
-                         "with timings; kept the recipe's values")
+        out.notes.append(
+            f"levers {', '.join(fields)}: no setting passed on every path and shape "
+            "with timings; kept the recipe's values"
+        )
         return
     out.values.update(best_assign)
 
@@ -564,8 +614,9 @@ def from_json(kind: str, value: Any) -> Any:
     return value
 
 
-def variable_settings(lever, value: Any, build_default: bool = True) -> tuple[dict[str, str], list[str],
-                                                                                dict[str, Any], dict[str, Any]]:
+def variable_settings(
+    lever, value: Any, build_default: bool = True
+) -> tuple[dict[str, str], list[str], dict[str, Any], dict[str, Any]]:
     """What a recipe writes to make ``lever`` take ``value`` under its rule:
     (variables to set, variables to unset, [build] entries, [serve] entries).
     A variable dropped gives the rule's default."""
@@ -635,8 +686,9 @@ def variable_settings(lever, value: Any, build_default: bool = True) -> tuple[di
     return sets, unsets, build, serve
 
 
-def suggested_recipe(catalog, parent_path: str | None, out_path: Path, wanted: Mapping[str, Any],
-                     description: str) -> dict[str, Any]:
+def suggested_recipe(
+    catalog, parent_path: str | None, out_path: Path, wanted: Mapping[str, Any], description: str
+) -> dict[str, Any]:
     """The recipe document that extends ``parent_path`` (or stands alone) and
     resolves, with nothing else set, to ``wanted`` (field -> JSON value)."""
     import os

@@ -4,6 +4,7 @@ CSV (one row per record).
 Every function here reads the document alone: nothing re-resolves levers or
 re-runs a kernel.
 """
+
 from __future__ import annotations
 
 import csv
@@ -30,9 +31,13 @@ def all_records(doc: dict[str, Any]) -> Iterable[dict]:
 # The device figures a GPU run measures (device.FIGURES, in its order), as
 # the reports word them. Not imported from there: rendering a document never
 # loads the device code.
-FIGURE_WORDS = {"copy_gbps": ("copy", "GB/s"), "fp32_tflops": ("FP32", "TFLOP/s"),
-                "bf16_tflops": ("BF16 tensor cores", "TFLOP/s"), "fp8_tflops": ("FP8 tensor cores", "TFLOP/s"),
-                "cublas_bf16_tflops": ("cuBLAS BF16 GEMM", "TFLOP/s")}
+FIGURE_WORDS = {
+    "copy_gbps": ("copy", "GB/s"),
+    "fp32_tflops": ("FP32", "TFLOP/s"),
+    "bf16_tflops": ("BF16 tensor cores", "TFLOP/s"),
+    "fp8_tflops": ("FP8 tensor cores", "TFLOP/s"),
+    "cublas_bf16_tflops": ("cuBLAS BF16 GEMM", "TFLOP/s"),
+}
 
 
 def describe_figures(device: dict[str, Any]) -> str:
@@ -136,8 +141,7 @@ def _rows(doc: dict, results: list[dict]) -> list[list[str]]:
 
 
 def _notes(results: list[dict]) -> list[str]:
-    return [f"{r['kernel']} {r['variant'] or '?'} {r['shape']['label']}: {r['note']}"
-            for r in results if r.get("note")]
+    return [f"{r['kernel']} {r['variant'] or '?'} {r['shape']['label']}: {r['note']}" for r in results if r.get("note")]
 
 
 def _sections(doc: dict) -> list[tuple[str, list[dict]]]:
@@ -162,8 +166,15 @@ def table(doc: dict, *, width: int | None = None, color: bool = False) -> str:
     from ..tables import Wrapped, fit
 
     buf = io.StringIO()
-    console = Console(file=buf, width=width or 200, force_terminal=color, no_color=not color,
-                      soft_wrap=False, highlight=False, emoji=False)
+    console = Console(
+        file=buf,
+        width=width or 200,
+        force_terminal=color,
+        no_color=not color,
+        soft_wrap=False,
+        highlight=False,
+        emoji=False,
+    )
     for label, results in _sections(doc):
         cols, *_ = _columns(doc, results)
         console.print(_title(doc, label, results), markup=False)
@@ -172,8 +183,11 @@ def table(doc: dict, *, width: int | None = None, color: bool = False) -> str:
             console.print(f"Device: {figures}", markup=False)
         t = Table()
         for c in cols:
-            t.add_column(Wrapped(c), justify="right" if c not in ("kernel", "variant", "levers", "shape", "check", "cores")
-                         else "left", overflow="fold")
+            t.add_column(
+                Wrapped(c),
+                justify="right" if c not in ("kernel", "variant", "levers", "shape", "check", "cores") else "left",
+                overflow="fold",
+            )
         for row in _rows(doc, results):
             style = None if not color or row[4].startswith("PASS") else "red"
             t.add_row(*map(Wrapped, row), style=style)
@@ -187,10 +201,13 @@ def markdown(doc: dict) -> str:
     passed, failed = counts(doc)
     out = [f"# leverctl bench: {doc['engine']}, {passed} pass, {failed} fail", ""]
     d, v = doc["device"], doc["versions"]
-    out.append(f"Device: {d['name']} ({d['kind']})"
-               + (f", compute capability {d['compute_capability']}" if d.get("compute_capability") else "")
-               + (f", driver {d['driver']}" if d.get("driver") else "")
-               + (f"; {figures}" if (figures := describe_figures(d)) else "") + ".")
+    out.append(
+        f"Device: {d['name']} ({d['kind']})"
+        + (f", compute capability {d['compute_capability']}" if d.get("compute_capability") else "")
+        + (f", driver {d['driver']}" if d.get("driver") else "")
+        + (f"; {figures}" if (figures := describe_figures(d)) else "")
+        + "."
+    )
     if d.get("why_sim"):
         out.append(f"No GPU: {d['why_sim']}.")
     out.append("Versions: " + ", ".join(f"{k} {val}" for k, val in v.items() if val) + ".")
@@ -214,15 +231,30 @@ def markdown(doc: dict) -> str:
 # One CSV row per record (docs/records.md, "CSV"): plain numbers, no units,
 # empty where a record has no such figure (no timings in the simulator).
 CSV_COLUMNS: dict[str, tuple[str, ...]] = {
-    "kernel": ("kernel",), "variant": ("variant",), "config": ("config",), "shape": ("shape", "label"),
-    "status": ("status",), "rel_error": ("error", "rel"), "max_abs_error": ("error", "max_abs"),
-    "tol_rel": ("error", "tol_rel"), "tol_abs": ("error", "tol_abs"),
-    "median_us": ("timing", "median_us"), "p20_us": ("timing", "p20_us"), "p80_us": ("timing", "p80_us"),
-    "noise": ("timing", "noise"), "samples": ("timing", "samples"), "gbps": ("achieved", "gbps"),
-    "tflops": ("achieved", "tflops"), "pct_of_floor": ("roofline", "pct_of_floor"),
-    "bound": ("roofline", "bound"), "compute_rate": ("roofline", "compute_rate"),
-    "tensor_cores": ("tensor_cores",), "tc_dtype": ("tc_dtype",),
-    "speedup_vs_against": ("speedup_vs_against",), "device": ("device",), "note": ("note",),
+    "kernel": ("kernel",),
+    "variant": ("variant",),
+    "config": ("config",),
+    "shape": ("shape", "label"),
+    "status": ("status",),
+    "rel_error": ("error", "rel"),
+    "max_abs_error": ("error", "max_abs"),
+    "tol_rel": ("error", "tol_rel"),
+    "tol_abs": ("error", "tol_abs"),
+    "median_us": ("timing", "median_us"),
+    "p20_us": ("timing", "p20_us"),
+    "p80_us": ("timing", "p80_us"),
+    "noise": ("timing", "noise"),
+    "samples": ("timing", "samples"),
+    "gbps": ("achieved", "gbps"),
+    "tflops": ("achieved", "tflops"),
+    "pct_of_floor": ("roofline", "pct_of_floor"),
+    "bound": ("roofline", "bound"),
+    "compute_rate": ("roofline", "compute_rate"),
+    "tensor_cores": ("tensor_cores",),
+    "tc_dtype": ("tc_dtype",),
+    "speedup_vs_against": ("speedup_vs_against",),
+    "device": ("device",),
+    "note": ("note",),
 }
 
 

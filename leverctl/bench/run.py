@@ -15,6 +15,7 @@ are made once per (kernel, shape, draw) and kept in a :class:`HostCache`
 while they fit, since every variant and lever set of a kernel is checked on
 the same draw.
 """
+
 from __future__ import annotations
 
 import signal
@@ -46,9 +47,19 @@ def empty_record(item: PlanItem, device: Device) -> dict[str, Any]:
     """The item's record before it runs (a failure until it passes): every
     field of ``records.schema``, in its order, null where nothing is known."""
     return schema.record(
-        kernel=item.kernel, variant=item.variant, levers={f: lever_json(v) for f, v in item.levers.items()},
-        config=item.config, shape=item.shape.as_dict(), status="fail", note=item.note, **_tensor_cores(item),
-        baseline=item.baseline, device=device.name, plan=item.plan, catalog=item.catalog)
+        kernel=item.kernel,
+        variant=item.variant,
+        levers={f: lever_json(v) for f, v in item.levers.items()},
+        config=item.config,
+        shape=item.shape.as_dict(),
+        status="fail",
+        note=item.note,
+        **_tensor_cores(item),
+        baseline=item.baseline,
+        device=device.name,
+        plan=item.plan,
+        catalog=item.catalog,
+    )
 
 
 def _tensor_cores(item: PlanItem, launch: Any = None) -> dict[str, str | None]:
@@ -102,8 +113,9 @@ def _nbytes(value: Any) -> int:
     return int(getattr(value, "nbytes", 0))
 
 
-def run_item(item: PlanItem, device: Device, rng_seed: int = 0, *, stop: StopRule | None = None,
-             host: HostCache | None = None) -> dict[str, Any]:
+def run_item(
+    item: PlanItem, device: Device, rng_seed: int = 0, *, stop: StopRule | None = None, host: HostCache | None = None
+) -> dict[str, Any]:
     """One record for one plan item. Never raises for a kernel's fault; a
     fault that loses the CUDA context also sets ``device.lost``."""
     rec = empty_record(item, device)
@@ -174,13 +186,24 @@ def _run(item: PlanItem, device: Device, seed: int, stop: StopRule, rec: dict, h
     rate, why = compute_rate(rec["tensor_cores"], rec["tc_dtype"])
     tflops = device.figure(rate) if rate else None
     if rate and tflops is None:
-        why = f"no {rate} on this device ({device.ceiling_notes.get(rate, 'not measured')}): " \
-              "the floor has no compute term"
+        why = (
+            f"no {rate} on this device ({device.ceiling_notes.get(rate, 'not measured')}): "
+            "the floor has no compute term"
+        )
     if why:
         _add_note(rec, why)
-    roof, achieved = roofline(traffic.bytes, traffic.flops, stats.median_us, device.copy_gbps, tflops,
-                              compute_rate=rate, launch_us=device.rig().launch_us(), launches=launches,
-                              tc_flops=traffic.tc_flops, fp32_tflops=device.figure(FP32_RATE))
+    roof, achieved = roofline(
+        traffic.bytes,
+        traffic.flops,
+        stats.median_us,
+        device.copy_gbps,
+        tflops,
+        compute_rate=rate,
+        launch_us=device.rig().launch_us(),
+        launches=launches,
+        tc_flops=traffic.tc_flops,
+        fp32_tflops=device.figure(FP32_RATE),
+    )
     rec["roofline"], rec["achieved"] = roof, achieved
     mnk = path.extra.get("gemm_mnk")
     if mnk is not None:
@@ -190,9 +213,12 @@ def _run(item: PlanItem, device: Device, seed: int, stop: StopRule, rec: dict, h
             lib_us = None
             _add_note(rec, f"cuBLAS reference not timed: {type(e).__name__}: {one_line(e, 120)}")
         if lib_us:
-            rec["reference_lib"] = {"name": REFERENCE_LIB, "median_us": sig(lib_us),
-                                    "ratio": sig(stats.median_us / lib_us)}
-    del bufs
+            rec["reference_lib"] = {
+                "name": REFERENCE_LIB,
+                "median_us": sig(lib_us),
+                "ratio": sig(stats.median_us / lib_us),
+            }
+    bufs = None  # the timed buffers' device memory goes before the fresh draw below
 
     # Timing reused one set of buffers many times; check again on a fresh draw.
     fresh, cpath = _drawn(path, shape, item_seed(seed, item, trial=1), host)
@@ -251,8 +277,10 @@ def _batch_invariance(path, item: PlanItem, launch, bufs, cuda, rec: dict) -> bo
     rec["batch_invariance"] = got
     if got["identical"]:
         return True
-    what = (f"not batch-invariant: {got['differing']} of {got['sequences']} sequences decoded alone differ "
-            f"from the batch (max {got['max_abs_diff']:.3g})")
+    what = (
+        f"not batch-invariant: {got['differing']} of {got['sequences']} sequences decoded alone differ "
+        f"from the batch (max {got['max_abs_diff']:.3g})"
+    )
     _add_note(rec, what if got["required"] else f"{what}, as expected of {item.variant}")
     return not got["required"]
 
@@ -328,10 +356,17 @@ class Progress:
 
         console = self.console or Console(stderr=True)
         if self.enabled and console.is_terminal and self.total:
-            from rich.progress import BarColumn, MofNCompleteColumn, Progress as Bar, TextColumn, TimeElapsedColumn
+            from rich.progress import BarColumn, MofNCompleteColumn, TextColumn, TimeElapsedColumn
+            from rich.progress import Progress as Bar
 
-            self.bar = Bar(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
-                           TimeElapsedColumn(), console=console, transient=True)
+            self.bar = Bar(
+                TextColumn("{task.description}"),
+                BarColumn(),
+                MofNCompleteColumn(),
+                TimeElapsedColumn(),
+                console=console,
+                transient=True,
+            )
             self.bar.start()
             self.task = self.bar.add_task("bench", total=self.total)
         return self
@@ -396,6 +431,7 @@ def terminate_as_interrupt():
     (the default would end the process without a word), and SIGINT
     KeyboardInterrupt as always; either waits for the end of a
     :func:`signals_held` section."""
+
     def on_term(signum, frame):
         _deliver(Terminated)
 

@@ -31,6 +31,7 @@ or out of time) and re-arms the merge on them.
 
 Nothing here imports numba or numpy.
 """
+
 from __future__ import annotations
 
 import json
@@ -59,8 +60,12 @@ MERGED_DIR = "merged"
 LOGS_DIR = "logs"
 STATE_SCHEMA = "leverctl.slurm/1"
 
-SLURM_ID, SLURM_MIN, SLURM_MAX, SLURM_COUNT = ("SLURM_ARRAY_TASK_ID", "SLURM_ARRAY_TASK_MIN",
-                                               "SLURM_ARRAY_TASK_MAX", "SLURM_ARRAY_TASK_COUNT")
+SLURM_ID, SLURM_MIN, SLURM_MAX, SLURM_COUNT = (
+    "SLURM_ARRAY_TASK_ID",
+    "SLURM_ARRAY_TASK_MIN",
+    "SLURM_ARRAY_TASK_MAX",
+    "SLURM_ARRAY_TASK_COUNT",
+)
 K8S_INDEX = "JOB_COMPLETION_INDEX"
 
 
@@ -88,10 +93,15 @@ def shard_from_env(text: str, env: Mapping[str, str] | None = None) -> tuple[int
         return _slurm_shard(env, count)
     if env.get(K8S_INDEX) is not None:
         return _k8s_shard(env, count)
-    job = " (this is Slurm job {}, but not an array task: submit it with --array)".format(env["SLURM_JOB_ID"]) \
-        if env.get("SLURM_JOB_ID") else ""
-    raise UserError(f"--shard {text.strip()}: no scheduler index in the environment: neither {SLURM_ID} "
-                    f"(a Slurm array task) nor {K8S_INDEX} (a Kubernetes Indexed Job) is set{job}")
+    job = (
+        " (this is Slurm job {}, but not an array task: submit it with --array)".format(env["SLURM_JOB_ID"])
+        if env.get("SLURM_JOB_ID")
+        else ""
+    )
+    raise UserError(
+        f"--shard {text.strip()}: no scheduler index in the environment: neither {SLURM_ID} "
+        f"(a Slurm array task) nor {K8S_INDEX} (a Kubernetes Indexed Job) is set{job}"
+    )
 
 
 def _int_var(env: Mapping[str, str], name: str) -> int:
@@ -107,8 +117,10 @@ def _slurm_shard(env: Mapping[str, str], count: int | None) -> tuple[int, int]:
     tid = _int_var(env, SLURM_ID)
     if count is not None:
         if not 1 <= tid <= count:
-            raise UserError(f"--shard auto/{count}: {SLURM_ID}={tid} is not a shard of {count}: with auto/N the "
-                            f"array's task ids are the shard numbers (submit --array=1-{count}, or some of them)")
+            raise UserError(
+                f"--shard auto/{count}: {SLURM_ID}={tid} is not a shard of {count}: with auto/N the "
+                f"array's task ids are the shard numbers (submit --array=1-{count}, or some of them)"
+            )
         return tid, count
     lo = _int_var(env, SLURM_MIN)
     if env.get(SLURM_COUNT) is not None:
@@ -119,12 +131,16 @@ def _slurm_shard(env: Mapping[str, str], count: int | None) -> tuple[int, int]:
         n = hi - lo + 1
         names = f"{SLURM_ID}={tid}, {SLURM_MIN}={lo}, {SLURM_MAX}={hi}"
     else:
-        raise UserError(f"--shard auto: {SLURM_ID} is set but neither {SLURM_COUNT} nor {SLURM_MAX} is: "
-                        "the shard count is unknown (give it: --shard auto/N)")
+        raise UserError(
+            f"--shard auto: {SLURM_ID} is set but neither {SLURM_COUNT} nor {SLURM_MAX} is: "
+            "the shard count is unknown (give it: --shard auto/N)"
+        )
     index = tid - lo + 1
     if n < 1 or not 1 <= index <= n:
-        raise UserError(f"--shard auto: {names} do not make a shard of a contiguous array (ID - MIN + 1 must "
-                        "lie in 1..COUNT; submit --array=A-B without a step or list)")
+        raise UserError(
+            f"--shard auto: {names} do not make a shard of a contiguous array (ID - MIN + 1 must "
+            "lie in 1..COUNT; submit --array=A-B without a step or list)"
+        )
     return index, n
 
 
@@ -133,12 +149,15 @@ def _k8s_shard(env: Mapping[str, str], count: int | None) -> tuple[int, int]:
     if not raw.strip().isdigit():
         raise UserError(f"--shard auto: {K8S_INDEX}={raw!r} is not a whole number")
     if count is None:
-        raise UserError(f"--shard auto: {K8S_INDEX} gives the index but not the count; write --shard auto/N "
-                        "with N the Indexed Job's completions")
+        raise UserError(
+            f"--shard auto: {K8S_INDEX} gives the index but not the count; write --shard auto/N "
+            "with N the Indexed Job's completions"
+        )
     index = int(raw) + 1
     if index > count:
-        raise UserError(f"--shard auto/{count}: {K8S_INDEX}={raw} is past the last of {count} shards "
-                        f"(indices 0..{count - 1})")
+        raise UserError(
+            f"--shard auto/{count}: {K8S_INDEX}={raw} is past the last of {count} shards (indices 0..{count - 1})"
+        )
     return index, count
 
 
@@ -167,8 +186,12 @@ def _q(x: Any) -> str:
 
 
 def _directives(o: Options, name: str, log: str, *, gpus: bool) -> list[str]:
-    lines = [f"#SBATCH --job-name={name}", f"#SBATCH --output={o.out / LOGS_DIR / log}",
-             "#SBATCH --open-mode=append", "#SBATCH --ntasks=1"]
+    lines = [
+        f"#SBATCH --job-name={name}",
+        f"#SBATCH --output={o.out / LOGS_DIR / log}",
+        "#SBATCH --open-mode=append",
+        "#SBATCH --ntasks=1",
+    ]
     if gpus and o.gpus_per_task:
         lines.append(f"#SBATCH --gres=gpu:{o.gpus_per_task}")
     if o.partition:
@@ -185,48 +208,52 @@ def sweep_script(o: Options) -> str:
     that directory holds, so a task that is requeued, or resubmitted by
     ``--resume``, continues where its records end."""
     cmd = " ".join(_q(a) for a in (o.python, "-m", "leverctl", "sweep", *o.sweep_args))
-    return "\n".join([
-        "#!/bin/bash",
-        f"# leverctl sweep {o.plan_hash} as a Slurm array: task I runs shard I of {o.shards} into",
-        f"# {o.out / SHARDS_DIR}/I. Submit: sbatch {o.out / SWEEP_SCRIPT}; to rerun some shards,",
-        f"# sbatch --array=2,5 {o.out / SWEEP_SCRIPT} (each continues where its records end).",
-        *_directives(o, f"leverctl-sweep-{o.plan_hash[:8]}", "sweep-%A_%a.out", gpus=True),
-        f"#SBATCH --array=1-{o.shards}",
-        "set -euo pipefail",
-        f"out={_q(o.out)}",
-        f'shard="$out/{SHARDS_DIR}/$SLURM_ARRAY_TASK_ID"',
-        "resume=()",
-        f'if [ -f "$shard/{PLAN_FILE}" ]; then resume=(--resume); fi',
-        f'{cmd} \\',
-        f'    --shard auto/{o.shards} --out "$shard" "${{resume[@]}}" || rc=$?',
-        "# Exit 1 is a finding, not a failed task: a FAIL record, which the merge reports, or a sweep",
-        "# stopped short, whose missing records the merge names and --slurm --resume reruns.",
-        'if [ "${rc:-0}" -eq 1 ]; then exit 0; fi',
-        'exit "${rc:-0}"',
-        "",
-    ])
+    return "\n".join(
+        [
+            "#!/bin/bash",
+            f"# leverctl sweep {o.plan_hash} as a Slurm array: task I runs shard I of {o.shards} into",
+            f"# {o.out / SHARDS_DIR}/I. Submit: sbatch {o.out / SWEEP_SCRIPT}; to rerun some shards,",
+            f"# sbatch --array=2,5 {o.out / SWEEP_SCRIPT} (each continues where its records end).",
+            *_directives(o, f"leverctl-sweep-{o.plan_hash[:8]}", "sweep-%A_%a.out", gpus=True),
+            f"#SBATCH --array=1-{o.shards}",
+            "set -euo pipefail",
+            f"out={_q(o.out)}",
+            f'shard="$out/{SHARDS_DIR}/$SLURM_ARRAY_TASK_ID"',
+            "resume=()",
+            f'if [ -f "$shard/{PLAN_FILE}" ]; then resume=(--resume); fi',
+            f"{cmd} \\",
+            f'    --shard auto/{o.shards} --out "$shard" "${{resume[@]}}" || rc=$?',
+            "# Exit 1 is a finding, not a failed task: a FAIL record, which the merge reports, or a sweep",
+            "# stopped short, whose missing records the merge names and --slurm --resume reruns.",
+            'if [ "${rc:-0}" -eq 1 ]; then exit 0; fi',
+            'exit "${rc:-0}"',
+            "",
+        ]
+    )
 
 
 def merge_script(o: Options) -> str:
     """``report merge`` of every shard into DIR/merged, replaced as a whole:
     it is written beside it first, and only a complete merge replaces it."""
     cmd = " ".join(_q(a) for a in (o.python, "-m", "leverctl", "report", "merge"))
-    return "\n".join([
-        "#!/bin/bash",
-        f"# Merge the {o.shards} shards of leverctl sweep {o.plan_hash} into {o.out / MERGED_DIR}.",
-        f"# Submitted with --dependency=afterok:<the array's job id>; by hand: sbatch {o.out / MERGE_SCRIPT}",
-        *_directives(o, f"leverctl-merge-{o.plan_hash[:8]}", "merge-%j.out", gpus=False),
-        "set -uo pipefail",
-        f"out={_q(o.out)}",
-        f'rm -rf "$out/{MERGED_DIR}.new"',
-        f'{cmd} "$out"/{SHARDS_DIR}/{{1..{o.shards}}} --out "$out/{MERGED_DIR}.new"',
-        "rc=$?  # 0 all pass, 1 some record failed: both wrote the merge",
-        f'if [ -f "$out/{MERGED_DIR}.new/{PLAN_FILE}" ]; then',
-        f'    rm -rf "$out/{MERGED_DIR}" && mv "$out/{MERGED_DIR}.new" "$out/{MERGED_DIR}"',
-        "fi",
-        "exit $rc",
-        "",
-    ])
+    return "\n".join(
+        [
+            "#!/bin/bash",
+            f"# Merge the {o.shards} shards of leverctl sweep {o.plan_hash} into {o.out / MERGED_DIR}.",
+            f"# Submitted with --dependency=afterok:<the array's job id>; by hand: sbatch {o.out / MERGE_SCRIPT}",
+            *_directives(o, f"leverctl-merge-{o.plan_hash[:8]}", "merge-%j.out", gpus=False),
+            "set -uo pipefail",
+            f"out={_q(o.out)}",
+            f'rm -rf "$out/{MERGED_DIR}.new"',
+            f'{cmd} "$out"/{SHARDS_DIR}/{{1..{o.shards}}} --out "$out/{MERGED_DIR}.new"',
+            "rc=$?  # 0 all pass, 1 some record failed: both wrote the merge",
+            f'if [ -f "$out/{MERGED_DIR}.new/{PLAN_FILE}" ]; then',
+            f'    rm -rf "$out/{MERGED_DIR}" && mv "$out/{MERGED_DIR}.new" "$out/{MERGED_DIR}"',
+            "fi",
+            "exit $rc",
+            "",
+        ]
+    )
 
 
 # ── submitting ──────────────────────────────────────────────────────────────
@@ -235,8 +262,10 @@ def merge_script(o: Options) -> str:
 def slurm_command(name: str) -> str:
     path = shutil.which(name)
     if path is None:
-        raise UserError(f"--slurm: {name} is not on PATH (is this a Slurm login node?); --dry-run prints the "
-                        "scripts without submitting")
+        raise UserError(
+            f"--slurm: {name} is not on PATH (is this a Slurm login node?); --dry-run prints the "
+            "scripts without submitting"
+        )
     return path
 
 
@@ -264,8 +293,7 @@ def live_tasks(array_job: str) -> dict[int, str]:
     squeue = shutil.which("squeue")
     if squeue is None:
         return {}
-    p = subprocess.run([squeue, "-h", "-r", "-j", array_job, "-o", "%K %T"], capture_output=True, text=True,
-                       timeout=60)
+    p = subprocess.run([squeue, "-h", "-r", "-j", array_job, "-o", "%K %T"], capture_output=True, text=True, timeout=60)
     out: dict[int, str] = {}
     for line in p.stdout.splitlines():
         parts = line.split()
@@ -291,8 +319,12 @@ def cancel(job: str) -> None:
 
 def follow_lines(jobs: Sequence[str], out: Path) -> list[str]:
     ids = ",".join(jobs)
-    return [f"follow:  squeue -j {ids}", f"after:   sacct -j {ids} --format=JobID,State,Elapsed,ExitCode",
-            f"logs:    {out / LOGS_DIR}/", f"results: {out / MERGED_DIR} (when the merge has run)"]
+    return [
+        f"follow:  squeue -j {ids}",
+        f"after:   sacct -j {ids} --format=JobID,State,Elapsed,ExitCode",
+        f"logs:    {out / LOGS_DIR}/",
+        f"results: {out / MERGED_DIR} (when the merge has run)",
+    ]
 
 
 # ── the state of a cluster sweep ────────────────────────────────────────────
@@ -316,8 +348,12 @@ def write_state(out: Path, doc: Mapping[str, Any]) -> None:
 
 
 def submission(array: str, tasks: Sequence[int], merge: str) -> dict[str, Any]:
-    return {"array": array, "tasks": list(tasks), "merge": merge,
-            "at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
+    return {
+        "array": array,
+        "tasks": list(tasks),
+        "merge": merge,
+        "at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+    }
 
 
 @dataclass(frozen=True)
@@ -343,8 +379,11 @@ def shard_state(directory: Path, index: int, count: int, plan_hash: str) -> Shar
     assert plan is not None
     shard = plan.get("shard") or {}
     if plan["hash"] != plan_hash or shard.get("index") != index or shard.get("count") != count:
-        raise UserError(f"holds shard {shard.get('index')}/{shard.get('count')} of plan {plan['hash']}, not "
-                        f"{index}/{count} of {plan_hash}", str(d))
+        raise UserError(
+            f"holds shard {shard.get('index')}/{shard.get('count')} of plan {plan['hash']}, not "
+            f"{index}/{count} of {plan_hash}",
+            str(d),
+        )
     results = d / RESULTS_FILE
     n = len(read_jsonl(results, (plan.get("device") or {}).get("kind")).records) if results.exists() else 0
     want = int(shard["items"])

@@ -10,6 +10,7 @@ the kernels compile to.
 The pure parts (reading a PTX header, the advice) are tested without a GPU;
 ``smoke`` takes the ``cuda`` module so tests can hand it a fake.
 """
+
 from __future__ import annotations
 
 import re
@@ -20,15 +21,40 @@ from ..errors import UserError
 # PTX ISA version -> the first CUDA release (driver, nvJitLink) that loads it,
 # from the PTX ISA release history (8.6 came with CUDA 12.7).
 PTX_CUDA: dict[str, tuple[int, int]] = {
-    "7.8": (11, 8), "8.0": (12, 0), "8.1": (12, 1), "8.2": (12, 2), "8.3": (12, 3), "8.4": (12, 4),
-    "8.5": (12, 5), "8.6": (12, 7), "8.7": (12, 8), "8.8": (12, 9), "9.0": (13, 0), "9.1": (13, 1),
+    "7.8": (11, 8),
+    "8.0": (12, 0),
+    "8.1": (12, 1),
+    "8.2": (12, 2),
+    "8.3": (12, 3),
+    "8.4": (12, 4),
+    "8.5": (12, 5),
+    "8.6": (12, 7),
+    "8.7": (12, 8),
+    "8.8": (12, 9),
+    "9.0": (13, 0),
+    "9.1": (13, 1),
 }
 # The wheels of scripts/gpu-wheels.txt whose CUDA version must suit the driver.
-TOOLKIT_WHEELS = ("nvidia-cuda-nvcc-cu12", "nvidia-nvjitlink-cu12", "nvidia-cuda-nvrtc-cu12",
-                  "nvidia-cuda-runtime-cu12", "cuda-bindings", "cuda-toolkit")
+TOOLKIT_WHEELS = (
+    "nvidia-cuda-nvcc-cu12",
+    "nvidia-nvjitlink-cu12",
+    "nvidia-cuda-nvrtc-cu12",
+    "nvidia-cuda-runtime-cu12",
+    "cuda-bindings",
+    "cuda-toolkit",
+)
 # Words in an error that mean the compiled code did not load.
-_LOAD_WORDS = ("PTX", "UNSUPPORTED_PTX_VERSION", "INVALID_IMAGE", "NO_BINARY_FOR_GPU", "JIT_COMPILER",
-               "INVALID_SOURCE", "nvJitLink", "NVJITLINK", "LinkerError")
+_LOAD_WORDS = (
+    "PTX",
+    "UNSUPPORTED_PTX_VERSION",
+    "INVALID_IMAGE",
+    "NO_BINARY_FOR_GPU",
+    "JIT_COMPILER",
+    "INVALID_SOURCE",
+    "nvJitLink",
+    "NVJITLINK",
+    "LinkerError",
+)
 
 
 class SmokeFailed(UserError):
@@ -65,14 +91,21 @@ def pin_advice(cuda_driver: str | None, ptx: str | None, error: str = "") -> str
     if not about_loading:
         return ""
     if drv and need and need > drv:
-        return (f"the driver supports CUDA {drv[0]}.{drv[1]} but the kernels compile to PTX ISA {ptx}, which "
-                f"needs CUDA {need[0]}.{need[1]}: pin the CUDA wheels in scripts/gpu-wheels.txt to "
-                f"{drv[0]}.{drv[1]} ({pins}) and run make wheels again, or update the driver")
+        return (
+            f"the driver supports CUDA {drv[0]}.{drv[1]} but the kernels compile to PTX ISA {ptx}, which "
+            f"needs CUDA {need[0]}.{need[1]}: pin the CUDA wheels in scripts/gpu-wheels.txt to "
+            f"{drv[0]}.{drv[1]} ({pins}) and run make wheels again, or update the driver"
+        )
     if error:
         if drv:
-            return (f"the compiled kernel did not load: pin the CUDA wheels in scripts/gpu-wheels.txt to the "
-                    f"driver's CUDA {drv[0]}.{drv[1]} ({pins}) and run make wheels again")
-        return "the compiled kernel did not load: pin the CUDA wheels in scripts/gpu-wheels.txt to the driver's CUDA version"
+            return (
+                f"the compiled kernel did not load: pin the CUDA wheels in scripts/gpu-wheels.txt to the "
+                f"driver's CUDA {drv[0]}.{drv[1]} ({pins}) and run make wheels again"
+            )
+        return (
+            "the compiled kernel did not load: pin the CUDA wheels in scripts/gpu-wheels.txt to the driver's "
+            "CUDA version"
+        )
     return ""
 
 
@@ -107,8 +140,12 @@ def smoke(device, cuda: Any = None) -> dict[str, Any]:
 
     if cuda is None:
         from numba import cuda
-    found: dict[str, Any] = {"cuda_driver": device.cuda_driver, **toolkit_versions(cuda),
-                             "ptx_isa": None, "ptx_target": None}
+    found: dict[str, Any] = {
+        "cuda_driver": device.cuda_driver,
+        **toolkit_versions(cuda),
+        "ptx_isa": None,
+        "ptx_target": None,
+    }
     device.cuda = found
     step = "compiling"
     try:
@@ -122,9 +159,13 @@ def smoke(device, cuda: Any = None) -> dict[str, Any]:
     except Exception as e:  # noqa: BLE001 - said in one line, with what to pin
         text = f"{type(e).__name__}: {' '.join(str(e).split())}"
         advice = pin_advice(device.cuda_driver, found["ptx_isa"], text)
-        raise SmokeFailed(f"the first kernel (one thread) failed {step} on the {device.name}: {text[:300]}"
-                          + (f"; {advice}" if advice else ""), "--device gpu") from None
+        raise SmokeFailed(
+            f"the first kernel (one thread) failed {step} on the {device.name}: {text[:300]}"
+            + (f"; {advice}" if advice else ""),
+            "--device gpu",
+        ) from None
     if value != 1:
-        raise SmokeFailed(f"the first kernel (one thread) ran on the {device.name} but wrote {value}, not 1",
-                          "--device gpu")
+        raise SmokeFailed(
+            f"the first kernel (one thread) ran on the {device.name} but wrote {value}, not 1", "--device gpu"
+        )
     return found

@@ -24,6 +24,7 @@ variant share one simulated run, each still getting its own record.
 
 Nothing here imports numba: ``run`` takes the function that runs one item.
 """
+
 from __future__ import annotations
 
 import itertools
@@ -45,8 +46,17 @@ from .records.rules import identity
 from .records.schema import PLAN_FILE, PLAN_SCHEMA, RESULTS_FILE
 from .records.write import Appender, cut_partial_tail
 
-BOOL_KINDS = ("opt_in", "opt_out", "kill_switch", "truthy_ci", "truthy_cs", "presence", "presence_kill",
-              "build_default", "opt_in_vetoed")
+BOOL_KINDS = (
+    "opt_in",
+    "opt_out",
+    "kill_switch",
+    "truthy_ci",
+    "truthy_cs",
+    "presence",
+    "presence_kill",
+    "build_default",
+    "opt_in_vetoed",
+)
 COUNT_OPT_VALUES = (None, 1, 4)  # unset, the smallest count, a typical one
 COUNT_CLAMPED_VALUES = (0, 1, 8)  # off, the smallest, the usual cap
 DRAFTER_VALUES = (DRAFTER_BOTH, DRAFTER_PREFILL_ONLY, DRAFTER_OFF)
@@ -162,8 +172,9 @@ class Sweep:
         }
 
     def not_benchmarked_json(self) -> list[dict[str, Any]]:
-        return [{"lever": f, "why": why, "steers": list(self.catalog.lever(f).steers)}
-                for f, why in self.not_benchmarked]
+        return [
+            {"lever": f, "why": why, "steers": list(self.catalog.lever(f).steers)} for f, why in self.not_benchmarked
+        ]
 
     def not_benchmarked_by_reason(self) -> dict[str, list[str]]:
         out: dict[str, list[str]] = {}
@@ -190,15 +201,29 @@ class Sweep:
             "not_benchmarked": self.not_benchmarked_json(),
             "total": self.total,
             "naive_total": self.naive_total,
-            "items": [{"n": n, "kernel": items[n].kernel, "variant": items[n].variant, "config": items[n].config,
-                       "shape": items[n].shape.label,
-                       "levers": {f: lever_json(v) for f, v in items[n].levers.items()}} for n in places],
+            "items": [
+                {
+                    "n": n,
+                    "kernel": items[n].kernel,
+                    "variant": items[n].variant,
+                    "config": items[n].config,
+                    "shape": items[n].shape.label,
+                    "levers": {f: lever_json(v) for f, v in items[n].levers.items()},
+                }
+                for n in places
+            ],
         }
 
 
-def build_sweep(resolution, paths: Sequence[Any], *, preset: str = "smoke",
-                model: Mapping[str, Any] | None = None, only_levers: Sequence[str] | None = None,
-                known_paths: Sequence[Any] | None = None) -> Sweep:
+def build_sweep(
+    resolution,
+    paths: Sequence[Any],
+    *,
+    preset: str = "smoke",
+    model: Mapping[str, Any] | None = None,
+    only_levers: Sequence[str] | None = None,
+    known_paths: Sequence[Any] | None = None,
+) -> Sweep:
     """The sweep plan for the paths (already filtered by ``--kernel``, see
     :func:`leverctl.cli.common.select_paths`) that apply to the resolution's
     engine. ``only_levers`` restricts what is swept (``--levers``); the others
@@ -220,8 +245,10 @@ def build_sweep(resolution, paths: Sequence[Any], *, preset: str = "smoke",
 
                 raise UserError(f"--levers {f}: {catalog.title} has no such lever field{did_you_mean(f, fields)}")
             if not any(f in p.levers for p in applicable):
-                raise UserError(f"--levers {f}: steers none of the kernel paths being swept "
-                                f"({', '.join(p.name for p in applicable) or 'none'})")
+                raise UserError(
+                    f"--levers {f}: steers none of the kernel paths being swept "
+                    f"({', '.join(p.name for p in applicable) or 'none'})"
+                )
         applicable = [p for p in applicable if any(f in p.levers for f in wanted)]
 
     kernels: list[KernelSweep] = []
@@ -335,13 +362,15 @@ def check_out_dir(directory: Path, *, resume: bool) -> dict | None:
         raise UserError("--out exists and is not a directory", str(d))
     if not resume:
         if plan_path.exists() or (results_path.exists() and results_path.stat().st_size):
-            raise UserError("already holds a sweep; pass --resume to run what it is missing, "
-                            "or choose another --out", str(d))
+            raise UserError(
+                "already holds a sweep; pass --resume to run what it is missing, or choose another --out", str(d)
+            )
         return None
     old = read_plan(d) if d.is_dir() else None
     if old is None:
-        raise UserError(f"--resume: nothing to resume here (no {PLAN_FILE}); run without --resume "
-                        "to start this sweep", str(d))
+        raise UserError(
+            f"--resume: nothing to resume here (no {PLAN_FILE}); run without --resume to start this sweep", str(d)
+        )
     if results_path.exists():
         read_jsonl(results_path, (old.get("device") or {}).get("kind"))
     return old
@@ -363,20 +392,31 @@ def open_results(directory: Path, plan_doc: Mapping[str, Any], *, resume: bool) 
         return Opened(d, Records.empty())
     assert old is not None
     if old["catalog"]["digest"] != plan_doc["catalog"]["digest"]:
-        raise UserError("--resume: the lever catalog has changed since this sweep started "
-                        f"({old['catalog']['digest'][:12]} then, {plan_doc['catalog']['digest'][:12]} now); "
-                        "start a new sweep in another --out", str(d))
+        raise UserError(
+            "--resume: the lever catalog has changed since this sweep started "
+            f"({old['catalog']['digest'][:12]} then, {plan_doc['catalog']['digest'][:12]} now); "
+            "start a new sweep in another --out",
+            str(d),
+        )
     if old["hash"] != plan_doc["hash"]:
-        raise UserError(f"--resume: this sweep's plan is {plan_doc['hash']}, the directory's is {old['hash']} "
-                        "(different engine, recipe, levers, kernels or shapes); start it in another --out",
-                        str(d))
+        raise UserError(
+            f"--resume: this sweep's plan is {plan_doc['hash']}, the directory's is {old['hash']} "
+            "(different engine, recipe, levers, kernels or shapes); start it in another --out",
+            str(d),
+        )
     if old.get("shard") != plan_doc.get("shard"):
-        raise UserError(f"--resume: the directory holds shard {_shard_text(old.get('shard'))}, not "
-                        f"{_shard_text(plan_doc.get('shard'))}", str(d))
+        raise UserError(
+            f"--resume: the directory holds shard {_shard_text(old.get('shard'))}, not "
+            f"{_shard_text(plan_doc.get('shard'))}",
+            str(d),
+        )
     ok, nk = (old.get("device") or {}).get("kind"), (plan_doc.get("device") or {}).get("kind")
     if ok != nk:
-        raise UserError(f"--resume: the directory's runs are on {ok}, this one would be on {nk}; "
-                        "a result set holds one device's runs", str(d))
+        raise UserError(
+            f"--resume: the directory's runs are on {ok}, this one would be on {nk}; "
+            "a result set holds one device's runs",
+            str(d),
+        )
     on, nn = (old.get("device") or {}).get("name"), (plan_doc.get("device") or {}).get("name")
     if ok == "gpu" and on != nn:
         raise UserError(f"--resume: the directory's runs are on {on}, this machine has {nn}", str(d))
@@ -455,8 +495,10 @@ class DirectoryLock:
         except OSError:
             holder = _lock_holder(fd)
             os.close(fd)
-            raise UserError(f"another sweep ({holder}) is writing this directory; wait for it to end, "
-                            "or choose another --out", str(d)) from None
+            raise UserError(
+                f"another sweep ({holder}) is writing this directory; wait for it to end, or choose another --out",
+                str(d),
+            ) from None
         os.ftruncate(fd, 0)
         os.write(fd, f"{os.getpid()}\n".encode())
         self._fd = fd
@@ -519,8 +561,14 @@ class Outcome:
 Progress = Callable[[int, int, str], None]  # (done, failures, description)
 
 
-def run(items: Sequence[PlanItem], opened: Opened, runner: Callable[[PlanItem], dict], *,
-        share_runs: bool = False, progress: Progress | None = None) -> Outcome:
+def run(
+    items: Sequence[PlanItem],
+    opened: Opened,
+    runner: Callable[[PlanItem], dict],
+    *,
+    share_runs: bool = False,
+    progress: Progress | None = None,
+) -> Outcome:
     """Run the ``items`` that ``opened`` lacks, appending each record as it
     finishes. ``runner(item) -> record``. A KeyboardInterrupt stops the sweep
     after the record in flight is abandoned; everything finished is on disk
@@ -564,15 +612,22 @@ def run(items: Sequence[PlanItem], opened: Opened, runner: Callable[[PlanItem], 
         progress(done, failures, "interrupted" if interrupted else "stopped" if stopped else "done")
     ordered = [have.get(it.key) or new.get(it.key) for it in items]
     records = [r for r in ordered if r is not None]
-    return Outcome(records, len(opened.done), len(new), runs, len(items) - len(records), interrupted,
-                   time.monotonic() - start, stopped)
+    return Outcome(
+        records,
+        len(opened.done),
+        len(new),
+        runs,
+        len(items) - len(records),
+        interrupted,
+        time.monotonic() - start,
+        stopped,
+    )
 
 
 def _reuse(rec: Mapping[str, Any], it: PlanItem) -> dict:
     """A shared run's record for another configuration of the same variant."""
     note = "; ".join(x for x in (it.note, rec.get("note", "")) if x)
-    return {**rec, "levers": {f: lever_json(v) for f, v in it.levers.items()}, "config": it.config,
-            "note": note}
+    return {**rec, "levers": {f: lever_json(v) for f, v in it.levers.items()}, "config": it.config, "note": note}
 
 
 def default_out(sweep: Sweep, shard: tuple[int, int] | None) -> Path:

@@ -65,6 +65,7 @@ square shape (null without torch).
 The statistics and the roofline are pure functions, so they are tested on
 synthetic samples without a GPU.
 """
+
 from __future__ import annotations
 
 import math
@@ -192,8 +193,13 @@ def sample_until_stable(
 # E4M3 through mma.sync runs on the FP16 datapath ("e4m3-via-f16"): the
 # BF16/FP16 figure.
 FP32_RATE = "fp32_tflops"
-RATE_BY_TC_DTYPE = {"f16": "bf16_tflops", "bf16": "bf16_tflops", "e4m3-via-f16": "bf16_tflops",
-                    "e4m3": "fp8_tflops", "s8": "fp8_tflops"}
+RATE_BY_TC_DTYPE = {
+    "f16": "bf16_tflops",
+    "bf16": "bf16_tflops",
+    "e4m3-via-f16": "bf16_tflops",
+    "e4m3": "fp8_tflops",
+    "s8": "fp8_tflops",
+}
 
 
 def compute_rate(tensor_cores: str | None, tc_dtype: str | None) -> tuple[str | None, str | None]:
@@ -212,9 +218,17 @@ def compute_rate(tensor_cores: str | None, tc_dtype: str | None) -> tuple[str | 
 
 
 def roofline(
-    nbytes: int, flops: int, median_us: float, copy_gbps: float, compute_tflops: float | None,
-    *, compute_rate: str | None = FP32_RATE, launch_us: float = 0.0, launches: int = 1,
-    tc_flops: int | None = None, fp32_tflops: float | None = None,
+    nbytes: int,
+    flops: int,
+    median_us: float,
+    copy_gbps: float,
+    compute_tflops: float | None,
+    *,
+    compute_rate: str | None = FP32_RATE,
+    launch_us: float = 0.0,
+    launches: int = 1,
+    tc_flops: int | None = None,
+    fp32_tflops: float | None = None,
 ) -> tuple[dict[str, Any], dict[str, Any]]:
     """The record's ``roofline`` and ``achieved`` objects.
 
@@ -283,8 +297,10 @@ PEAK_MAX_ITERS = 1 << 24
 PEAK_LAUNCH_US = 2000.0
 # The measured figure each burner kind gives (leverctl_kernels.common.peak).
 PEAK_KINDS = {"bf16_tflops": "bf16", "fp8_tflops": "e4m3"}
-_NO_FORM = {"bf16": "the device has no BF16 tensor-core form the burner builds",
-            "e4m3": "the device has no FP8 tensor-core form the burner builds (FP8 needs sm_90a's wgmma)"}
+_NO_FORM = {
+    "bf16": "the device has no BF16 tensor-core form the burner builds",
+    "e4m3": "the device has no FP8 tensor-core form the burner builds (FP8 needs sm_90a's wgmma)",
+}
 
 
 @lru_cache(maxsize=None)
@@ -298,8 +314,7 @@ def _kernels():
     def globaltimer(typingctx):
         # %globaltimer: nanoseconds; side_effect keeps every read in the loop.
         def codegen(context, builder, sig_, args):
-            asm = ir.InlineAsm(ir.FunctionType(ir.IntType(64), []), "mov.u64 $0, %globaltimer;", "=l",
-                               side_effect=True)
+            asm = ir.InlineAsm(ir.FunctionType(ir.IntType(64), []), "mov.u64 $0, %globaltimer;", "=l", side_effect=True)
             return builder.call(asm, [])
 
         return types.uint64(), codegen
@@ -368,8 +383,16 @@ class GpuRig:
     """Per-run GPU timing state: the L2 flush buffer, an event pool, the
     delay length, and the measured ceilings (cached for the run)."""
 
-    def __init__(self, l2_bytes: int | None = None, sm_count: int | None = None, *, cuda=None, kernels=None,
-                 clock: Callable[[], float] = time.perf_counter, burner: Callable | None = None):
+    def __init__(
+        self,
+        l2_bytes: int | None = None,
+        sm_count: int | None = None,
+        *,
+        cuda=None,
+        kernels=None,
+        clock: Callable[[], float] = time.perf_counter,
+        burner: Callable | None = None,
+    ):
         """``cuda``, ``kernels``, the host ``clock`` and the tensor-core
         ``burner`` (``(kind, sm_count) -> (burn, flops) | None``) default to
         numba's, the rig's own, perf_counter and
@@ -488,8 +511,9 @@ class GpuRig:
         self._idle_since = self.clock()
         return [self.cuda.event_elapsed_time(s, e) * 1e3 for s, e in pairs]
 
-    def time(self, launch: Callable[[], None], rule: StopRule = StopRule(), *, launches: int = 1,
-             with_host: bool = False) -> Stats:
+    def time(
+        self, launch: Callable[[], None], rule: StopRule = StopRule(), *, launches: int = 1, with_host: bool = False
+    ) -> Stats:
         """Gated samples of ``launch()`` (``launches`` kernels per call)
         until ``rule`` stops; with ``with_host``, also the median of calls
         on an idle stream, host launch cost included (same rule, half the
@@ -498,9 +522,14 @@ class GpuRig:
         stats = sample_until_stable(lambda n: self.measure(launch, n), rule)
         with_host_us = None
         if with_host:
-            host_rule = StopRule(max_noise=rule.max_noise, min_samples=rule.min_samples,
-                                 max_seconds=rule.max_seconds / 2, max_samples=rule.max_samples,
-                                 batch=rule.batch, min_batches=rule.min_batches)
+            host_rule = StopRule(
+                max_noise=rule.max_noise,
+                min_samples=rule.min_samples,
+                max_seconds=rule.max_seconds / 2,
+                max_samples=rule.max_samples,
+                batch=rule.batch,
+                min_batches=rule.min_batches,
+            )
             with_host_us = sample_until_stable(lambda n: self.measure_with_host(launch, n), host_rule).median_us
         return replace(stats, launches=int(launches), with_host_us=with_host_us)
 
@@ -512,8 +541,8 @@ class GpuRig:
             self.warm()
             sink, zero = self._sink, self.np.uint64(0)
             stats = sample_until_stable(
-                lambda n: self.measure(lambda: self.delay[1, 1](zero, sink), n, flush=False),
-                StopRule(max_seconds=0.5))
+                lambda n: self.measure(lambda: self.delay[1, 1](zero, sink), n, flush=False), StopRule(max_seconds=0.5)
+            )
             self._launch_us = stats.median_us
         return self._launch_us
 
@@ -533,8 +562,10 @@ class GpuRig:
             dst = cuda.device_array(nbytes, dtype=np.uint8)
             dst.copy_to_device(src)  # warm-up
             self.warm()
-            stats = sample_until_stable(lambda n: self.measure(lambda: dst.copy_to_device(src), n, flush=False, gate=False),
-                                        StopRule(max_seconds=1.0))
+            stats = sample_until_stable(
+                lambda n: self.measure(lambda: dst.copy_to_device(src), n, flush=False, gate=False),
+                StopRule(max_seconds=1.0),
+            )
             self._copy_gbps = 2 * nbytes / (stats.median_us * 1e-6) / 1e9
             del src, dst
         return self._copy_gbps
@@ -553,8 +584,9 @@ class GpuRig:
 
             burn()  # compile + warm-up
             self.warm()
-            stats = sample_until_stable(lambda n: self.measure(burn, n, flush=False, gate=False),
-                                        StopRule(max_seconds=1.0))
+            stats = sample_until_stable(
+                lambda n: self.measure(burn, n, flush=False, gate=False), StopRule(max_seconds=1.0)
+            )
             self._fp32_tflops = flops / (stats.median_us * 1e-6) / 1e12
         return self._fp32_tflops
 
@@ -613,8 +645,9 @@ class GpuRig:
                 break
             # Launch overhead makes short launches look slow: this undershoots, never overshoots.
             iters = min(PEAK_MAX_ITERS, iters * max(2, math.ceil(PEAK_LAUNCH_US / max(one, 1.0))))
-        stats = sample_until_stable(lambda n: self.measure(lambda: burn(iters), n, flush=False, gate=False),
-                                    StopRule(max_seconds=1.0))
+        stats = sample_until_stable(
+            lambda n: self.measure(lambda: burn(iters), n, flush=False, gate=False), StopRule(max_seconds=1.0)
+        )
         self._peaks[name] = flops(iters) / (stats.median_us * 1e-6) / 1e12
         return self._peaks[name]
 
@@ -692,5 +725,5 @@ def cublas_bf16_rate(n: int = CUBLAS_PEAK_N, rule: StopRule = StopRule(max_secon
         return [s.elapsed_time(e) * 1e3 for s, e in pairs]
 
     median_us = sample_until_stable(measure, rule).median_us
-    del a, b
-    return 2.0 * n ** 3 / (median_us * 1e-6) / 1e12
+    a = b = None  # their device memory, now
+    return 2.0 * n**3 / (median_us * 1e-6) / 1e12

@@ -15,6 +15,7 @@ Everything here is bad input or data: :func:`read` raises ``UserError``
 tensor (with the names closest to it) or one of the wrong type or shape,
 before any kernel is loaded.
 """
+
 from __future__ import annotations
 
 import difflib
@@ -57,8 +58,9 @@ def _projection(name: str, where: str) -> bool:
         return True
     if "ffn_gate" in name or "ffn_up" in name:
         return False
-    raise UserError(f"tensor {name!r} is not a dense-FFN projection (its name holds none of ffn_gate, "
-                    "ffn_up, ffn_down)", where)
+    raise UserError(
+        f"tensor {name!r} is not a dense-FFN projection (its name holds none of ffn_gate, ffn_up, ffn_down)", where
+    )
 
 
 def read(file: Path, name: str) -> FfnWeights:
@@ -99,8 +101,7 @@ def read(file: Path, name: str) -> FfnWeights:
     down = _projection(name, where)
     k, n = shape  # GGUF lists the fastest dimension first
     if k % BLOCK:
-        raise UserError(f"tensor {name} has rows of k={k} inputs, not a multiple of {BLOCK} (an NVFP4 block)",
-                        where)
+        raise UserError(f"tensor {name} has rows of k={k} inputs, not a multiple of {BLOCK} (an NVFP4 block)", where)
     try:
         raw = np.asarray(t.data)
         values = gguf.quants.dequantize(raw, t.tensor_type).astype(np.float32).reshape(n, k)
@@ -125,8 +126,10 @@ def path_and_items(path, weights: FfnWeights, levers: dict, preset: str, model):
 
     fpath = with_weights(path, weights.name, weights.values, weights.q4k, weights.down)
     bools = [f for f in fpath.levers if isinstance(levers.get(f), bool)]
-    combos = sorted((dict(zip(bools, vs)) for vs in itertools.product((False, True), repeat=len(bools))),
-                    key=lambda c: sum(c[f] != levers[f] for f in bools))
+    combos = sorted(
+        (dict(zip(bools, vs)) for vs in itertools.product((False, True), repeat=len(bools))),
+        key=lambda c: sum(c[f] != levers[f] for f in bools),
+    )
     items, skipped = [], []
     for shape in fpath.shapes(preset, model):
         for variant in fpath.variants:
@@ -136,8 +139,9 @@ def path_and_items(path, weights: FfnWeights, levers: dict, preset: str, model):
                 if choice.variant == variant:
                     changed = sorted(f for f in bools if combo[f] != levers[f])
                     note = "levers as resolved" if not changed else f"levers changed to select it: {', '.join(changed)}"
-                    items.append(PlanItem(fpath, variant, lv, shape, note + (f"; {choice.note}" if choice.note
-                                                                              else "")))
+                    items.append(
+                        PlanItem(fpath, variant, lv, shape, note + (f"; {choice.note}" if choice.note else ""))
+                    )
                     break
             else:
                 skipped.append((shape.label, variant))

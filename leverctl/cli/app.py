@@ -3,6 +3,7 @@
 Every known failure becomes one line on stderr and an exit code (see
 ERRORS); a traceback is a bug.
 """
+
 from __future__ import annotations
 
 import errno
@@ -27,8 +28,17 @@ HELP = "Which kernel path is the engine taking, and is the other one faster and 
 # exposes register(app). Heavy imports (numba, numpy) happen inside the
 # commands that need them, never at registration.
 COMMANDS: dict[str, str] = {
-    "show": "show", "diff": "diff", "explain": "explain", "lint": "lint", "recipe": "recipe", "env": "recipe",
-    "kernels": "kernels", "bench": "bench", "sweep": "sweep", "compare": "compare", "report": "report",
+    "show": "show",
+    "diff": "diff",
+    "explain": "explain",
+    "lint": "lint",
+    "recipe": "recipe",
+    "env": "recipe",
+    "kernels": "kernels",
+    "bench": "bench",
+    "sweep": "sweep",
+    "compare": "compare",
+    "report": "report",
     "catalog": "catalog",
 }
 
@@ -42,8 +52,10 @@ def _print_version(value: bool) -> None:
 
 
 def _root(
-    version: Annotated[bool, typer.Option(
-        "--version", is_eager=True, callback=_print_version, help="Print leverctl's version and exit.")] = False,
+    version: Annotated[
+        bool,
+        typer.Option("--version", is_eager=True, callback=_print_version, help="Print leverctl's version and exit."),
+    ] = False,
 ) -> None:
     # The application's own options. A callback also keeps the application a
     # group when build() gives it a single command (Typer would otherwise

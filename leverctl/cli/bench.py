@@ -7,6 +7,7 @@ finished so far are written to ``--out`` first), 2 bad input (including
 ``--device gpu`` with no usable GPU, and ``--shapes model`` in the simulator
 without ``--force``: model shapes take hours there).
 """
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -43,8 +44,10 @@ def _read_weights(weights: Optional[Path], tensor: Optional[str], kernel, agains
     if against:
         raise UserError("--weights with --against: the arms are already run side by side")
     if engine not in FFN_PREFILL.engines:
-        raise UserError(f"--weights benches {wmod.PATH}, a path of {', '.join(FFN_PREFILL.engines)}: "
-                        f"add --engine {FFN_PREFILL.engines[0]}")
+        raise UserError(
+            f"--weights benches {wmod.PATH}, a path of {', '.join(FFN_PREFILL.engines)}: "
+            f"add --engine {FFN_PREFILL.engines[0]}"
+        )
     return wmod.read(weights, tensor)
 
 
@@ -58,8 +61,11 @@ def _weights_plan(fw, paths, res, preset: str, model):
     levers = path_levers(path, res.values(), cat.fields)
     _fpath, items, skipped = wmod.path_and_items(path, fw, levers, preset, model)
     for label, variant in skipped:
-        common.err.print(f"leverctl bench: {variant} not run at {label}: no lever setting selects it there",
-                         markup=False, highlight=False)
+        common.err.print(
+            f"leverctl bench: {variant} not run at {label}: no lever setting selects it there",
+            markup=False,
+            highlight=False,
+        )
     return Plan(res.engine, preset, cat.digest, tuple(items)).stamped()
 
 
@@ -71,24 +77,42 @@ def register(app: typer.Typer) -> None:
         kernel: common.KernelOpt = None,
         shapes: common.ShapesOpt = None,
         device: common.DeviceOpt = "auto",
-        against: Annotated[Optional[str], typer.Option(
-            "--against", metavar="defaults|RECIPE",
-            help="Also run the engine's defaults (or a recipe alone) and report each kernel's speedup.")] = None,
+        against: Annotated[
+            Optional[str],
+            typer.Option(
+                "--against",
+                metavar="defaults|RECIPE",
+                help="Also run the engine's defaults (or a recipe alone) and report each kernel's speedup.",
+            ),
+        ] = None,
         fmt: common.RecordFormatOpt = None,
-        out: Annotated[Optional[Path], typer.Option(
-            "--out", "-o", metavar="FILE",
-            help="Write the report to this file (atomically) instead of stdout, in the format its suffix "
-                 "names (.txt .json .md .csv) unless --format says.",
-            parser=lambda s: check_output_path(s, "--out", make_folder=True))] = None,
+        out: Annotated[
+            Optional[Path],
+            typer.Option(
+                "--out",
+                "-o",
+                metavar="FILE",
+                help="Write the report to this file (atomically) instead of stdout, in the format its suffix "
+                "names (.txt .json .md .csv) unless --format says.",
+                parser=lambda s: check_output_path(s, "--out", make_folder=True),
+            ),
+        ] = None,
         seed: common.SeedOpt = 0,
         force: common.ForceOpt = False,
         time_cap: common.TimeCapOpt = 2.0,
-        weights: Annotated[Optional[Path], typer.Option(
-            "--weights", metavar="FILE.gguf",
-            help="Bench every dense-FFN prefill arm (ffn.prefill, Metrale) on one FFN matrix of this GGUF "
-                 "file (Q4_K, F16, BF16 or F32), named by --tensor; needs leverctl[gguf].")] = None,
-        tensor: Annotated[Optional[str], typer.Option(
-            "--tensor", metavar="NAME", help="The tensor --weights reads (blk.0.ffn_down.weight).")] = None,
+        weights: Annotated[
+            Optional[Path],
+            typer.Option(
+                "--weights",
+                metavar="FILE.gguf",
+                help="Bench every dense-FFN prefill arm (ffn.prefill, Metrale) on one FFN matrix of this GGUF "
+                "file (Q4_K, F16, BF16 or F32), named by --tensor; needs leverctl[gguf].",
+            ),
+        ] = None,
+        tensor: Annotated[
+            Optional[str],
+            typer.Option("--tensor", metavar="NAME", help="The tensor --weights reads (blk.0.ffn_down.weight)."),
+        ] = None,
     ) -> None:
         """Check every kernel path the levers choose against its float64
         reference; on a GPU also time it against the measured roofline."""
@@ -96,8 +120,11 @@ def register(app: typer.Typer) -> None:
         common.check_run_options(fmt, shapes, time_cap, common.RECORD_FORMATS)
         res = setup.resolve()
         _cat, main_recipe = setup.load()
-        file_weights = _read_weights(weights, tensor, kernel, against, res.engine) \
-            if weights is not None or tensor is not None else None
+        file_weights = (
+            _read_weights(weights, tensor, kernel, against, res.engine)
+            if weights is not None or tensor is not None
+            else None
+        )
         other = _against(against, setup, res.catalog) if against else None
 
         from ..bench import device as devmod
@@ -120,8 +147,11 @@ def register(app: typer.Typer) -> None:
             plan = plan_for(res, paths, shapes=preset, model=model or None)
         if not dev.is_gpu:  # said once, after the input was found good
             why = f"no GPU: {dev.why_sim}. " if dev.why_sim else ""
-            common.err.print(f"leverctl bench: {why}Correctness checks in the CUDA simulator at {preset} "
-                             "shapes, without timings.", markup=False, highlight=False)
+            common.err.print(
+                f"leverctl bench: {why}Correctness checks in the CUDA simulator at {preset} shapes, without timings.",
+                markup=False,
+                highlight=False,
+            )
         for name, why in plan.not_in_model:
             common.err.print(f"leverctl bench: {name} not planned: {why}", markup=False, highlight=False)
         if not plan.items and not plan.not_in_model:
@@ -148,19 +178,29 @@ def register(app: typer.Typer) -> None:
         except (KeyboardInterrupt, Terminated) as e:
             what = "interrupted" if isinstance(e, KeyboardInterrupt) else "terminated (SIGTERM)"
             stopped = f"{what} after {len(records) + len(arecords)} records"
-            doc = document(engine=res.engine, device=dev, levers=res.to_json(), results=records,
-                           against=against_doc, stopped=stopped)
+            doc = document(
+                engine=res.engine,
+                device=dev,
+                levers=res.to_json(),
+                results=records,
+                against=against_doc,
+                stopped=stopped,
+            )
             if out is not None:
                 write_atomically(out, render(doc, fmt), make_folder=True)
-                common.err.print(f"leverctl: {what}; the {len(records) + len(arecords)} records finished so far "
-                                 f"are in {out}", markup=False, highlight=False)
+                common.err.print(
+                    f"leverctl: {what}; the {len(records) + len(arecords)} records finished so far are in {out}",
+                    markup=False,
+                    highlight=False,
+                )
             else:
                 common.err.print(f"leverctl: {what}", markup=False, highlight=False)
             raise common.Interrupted() from None
         if dev.lost:
             common.err.print(f"leverctl bench: stopped: {stopped}", markup=False, highlight=False)
-        doc = document(engine=res.engine, device=dev, levers=res.to_json(), results=records, against=against_doc,
-                       stopped=stopped)
+        doc = document(
+            engine=res.engine, device=dev, levers=res.to_json(), results=records, against=against_doc, stopped=stopped
+        )
 
         if out is not None:
             write_atomically(out, render(doc, fmt), make_folder=True)

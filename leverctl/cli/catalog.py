@@ -4,6 +4,7 @@ engine's own Rust source, and a first catalog drafted from it.
 tree-sitter is imported only when one of these commands runs, never by the
 commands that read levers.
 """
+
 from __future__ import annotations
 
 import enum
@@ -28,15 +29,26 @@ catalog_app = typer.Typer(
 # Rust sources are read whole; a lever file is tens of KiB.
 RUST_LIMIT = 4 << 20
 
-SourcesArg = Annotated[list[Path], typer.Argument(
-    metavar="RUST_FILE...", help="The engine's model_levers.rs, and any file its resolution lives in "
-                                 "(model_levers_resolve.rs, the file of a helper such as gemv_sw_from).")]
+SourcesArg = Annotated[
+    list[Path],
+    typer.Argument(
+        metavar="RUST_FILE...",
+        help="The engine's model_levers.rs, and any file its resolution lives in "
+        "(model_levers_resolve.rs, the file of a helper such as gemv_sw_from).",
+    ),
+]
 
 
-EngineOpt = Annotated[Optional[str], typer.Option(
-    "--engine", "-e", metavar="ENGINE",
-    help="The shipped catalog to check: atlas or metrale (default: the one whose prefix the source's variables "
-         "carry).")]
+EngineOpt = Annotated[
+    Optional[str],
+    typer.Option(
+        "--engine",
+        "-e",
+        metavar="ENGINE",
+        help="The shipped catalog to check: atlas or metrale (default: the one whose prefix the source's variables "
+        "carry).",
+    ),
+]
 
 
 class Format(str, enum.Enum):
@@ -47,8 +59,7 @@ class Format(str, enum.Enum):
 def _read_sources(paths: list[Path]):
     from ..levers.rust_source import read_levers
 
-    return read_levers([(read_input_file(p, "Rust source file", limit=RUST_LIMIT), path_label(p))
-                        for p in paths])
+    return read_levers([(read_input_file(p, "Rust source file", limit=RUST_LIMIT), path_label(p)) for p in paths])
 
 
 def _catalog_for(src, engine: str | None, catalog: Path | None):
@@ -71,8 +82,11 @@ def _catalog_for(src, engine: str | None, catalog: Path | None):
         if n > count:
             best, count = cat, n
     if best is None:
-        raise UserError("no variable in the source carries a shipped engine's prefix; name the catalog with "
-                        "-e ENGINE or --catalog FILE", src.struct_file)
+        raise UserError(
+            "no variable in the source carries a shipped engine's prefix; name the catalog with "
+            "-e ENGINE or --catalog FILE",
+            src.struct_file,
+        )
     return best
 
 
@@ -87,18 +101,28 @@ def render_table(report) -> None:
         table = new_table("field", "finding", "source", "catalog", "detail", show_lines=False)
         for f in report.findings:
             style = "bold red" if f.drift else "dim"
-            table.add_row(Wrapped(f.field or "—"), Wrapped(f.what + (" (drift)" if f.drift else ""), style=style),
-                          Wrapped(f.source or "—"), Wrapped(f.catalog or "—"), Wrapped(f.message))
+            table.add_row(
+                Wrapped(f.field or "—"),
+                Wrapped(f.what + (" (drift)" if f.drift else ""), style=style),
+                Wrapped(f.source or "—"),
+                Wrapped(f.catalog or "—"),
+                Wrapped(f.message),
+            )
         common.out.print(fit(table, common.out.width))
     drift = len(report.drift)
     notes = len(report.findings) - drift
     tail = f"; {notes} note{'s' if notes != 1 else ''} (not drift)" if notes else ""
     if drift:
-        common.out.print(Text(f"{drift} difference{'s' if drift != 1 else ''} between the source and the catalog"
-                              f"{tail}", style="bold red"))
+        common.out.print(
+            Text(
+                f"{drift} difference{'s' if drift != 1 else ''} between the source and the catalog{tail}",
+                style="bold red",
+            )
+        )
     else:
-        common.out.print(Text(f"The catalog agrees with the source on all {len(src.fields)} fields{tail}.",
-                              style="bold green"))
+        common.out.print(
+            Text(f"The catalog agrees with the source on all {len(src.fields)} fields{tail}.", style="bold green")
+        )
 
 
 @catalog_app.command("check")
@@ -106,8 +130,9 @@ def check(
     sources: SourcesArg,
     engine: EngineOpt = None,
     catalog: CatalogOpt = None,
-    fmt: Annotated[Format, typer.Option(
-        "--format", "-f", metavar="FORMAT", help="table, or json (every finding with its lines).")] = Format.table,
+    fmt: Annotated[
+        Format, typer.Option("--format", "-f", metavar="FORMAT", help="table, or json (every finding with its lines).")
+    ] = Format.table,
 ) -> None:
     """Compare a catalog with the engine's lever source: exit 0 when they agree, 1 on drift.
 
@@ -138,13 +163,25 @@ def check(
 @catalog_app.command("draft")
 def draft(
     sources: SourcesArg,
-    prefix: Annotated[str, typer.Option(
-        "--prefix", metavar="PREFIX", help="The engine's variable prefix, such as ATLAS_.")],
-    out: Annotated[Optional[Path], typer.Option(
-        "--out", "-o", metavar="FILE", help="Write the catalog here (atomically) instead of to stdout.",
-        parser=lambda s: check_output_path(s, "--out"))] = None,
-    name: Annotated[Optional[str], typer.Option(
-        "--name", metavar="ENGINE", help="The engine's name in the catalog (default: the prefix, lower case).")] = None,
+    prefix: Annotated[
+        str, typer.Option("--prefix", metavar="PREFIX", help="The engine's variable prefix, such as ATLAS_.")
+    ],
+    out: Annotated[
+        Optional[Path],
+        typer.Option(
+            "--out",
+            "-o",
+            metavar="FILE",
+            help="Write the catalog here (atomically) instead of to stdout.",
+            parser=lambda s: check_output_path(s, "--out"),
+        ),
+    ] = None,
+    name: Annotated[
+        Optional[str],
+        typer.Option(
+            "--name", metavar="ENGINE", help="The engine's name in the catalog (default: the prefix, lower case)."
+        ),
+    ] = None,
 ) -> None:
     """Draft a catalog for a new engine from its lever source.
 
@@ -154,7 +191,8 @@ def draft(
     mark; every command refuses the catalog until a person has completed them
     and removed the marks.
     """
-    from ..levers.catalog_draft import draft as build, dumps
+    from ..levers.catalog_draft import draft as build
+    from ..levers.catalog_draft import dumps
 
     robust_output()
     if not prefix.strip() or any(c.isspace() for c in prefix):

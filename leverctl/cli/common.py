@@ -1,5 +1,6 @@
 """Options shared by every command, declared once, and the way they become a
 resolution. Diagnostics go to stderr, data to stdout."""
+
 from __future__ import annotations
 
 import contextlib
@@ -34,59 +35,111 @@ def _columns() -> int | None:
 out = Console(soft_wrap=False, width=_columns() or (None if sys.stdout.isatty() else PIPED_WIDTH), emoji=False)
 err = Console(stderr=True, soft_wrap=True, emoji=False)
 
-EngineOpt = Annotated[Optional[str], typer.Option(
-    "--engine", "-e", metavar="ENGINE",
-    help="Shipped engine catalog: atlas (default) or metrale; a recipe names its own.")]
-CatalogOpt = Annotated[Optional[Path], typer.Option(
-    "--catalog", metavar="FILE", help="A catalog TOML file describing another engine's levers.")]
-RecipeOpt = Annotated[Optional[Path], typer.Option(
-    "--recipe", "-r", metavar="RECIPE", help="A recipe TOML file (or the name of one in recipes/).")]
-SetOpt = Annotated[Optional[list[str]], typer.Option(
-    "--set", "-s", metavar="VAR=VALUE", help="Set a variable, above the recipe and the environment. Repeatable.")]
-UnsetOpt = Annotated[Optional[list[str]], typer.Option(
-    "--unset", "-u", metavar="VAR", help="Unset a variable wherever it was set. Repeatable.")]
-EnvFileOpt = Annotated[Optional[Path], typer.Option(
-    "--env-file", metavar="FILE", help="Resolve as though this file were the whole environment: env, export -p or "
-                                       "declare -x output, or KEY=VALUE lines; - reads standard input.")]
-MaxBatchOpt = Annotated[Optional[int], typer.Option(
-    "--max-batch-size", metavar="N",
-    help="The serve max batch size (max_decode_seqs, a u32 from 1); overrides the recipe.")]
-NoEnvOpt = Annotated[bool, typer.Option(
-    "--no-env", help="Ignore the process environment (resolve the recipe and --set alone).")]
+EngineOpt = Annotated[
+    Optional[str],
+    typer.Option(
+        "--engine",
+        "-e",
+        metavar="ENGINE",
+        help="Shipped engine catalog: atlas (default) or metrale; a recipe names its own.",
+    ),
+]
+CatalogOpt = Annotated[
+    Optional[Path],
+    typer.Option("--catalog", metavar="FILE", help="A catalog TOML file describing another engine's levers."),
+]
+RecipeOpt = Annotated[
+    Optional[Path],
+    typer.Option("--recipe", "-r", metavar="RECIPE", help="A recipe TOML file (or the name of one in recipes/)."),
+]
+SetOpt = Annotated[
+    Optional[list[str]],
+    typer.Option(
+        "--set", "-s", metavar="VAR=VALUE", help="Set a variable, above the recipe and the environment. Repeatable."
+    ),
+]
+UnsetOpt = Annotated[
+    Optional[list[str]],
+    typer.Option("--unset", "-u", metavar="VAR", help="Unset a variable wherever it was set. Repeatable."),
+]
+EnvFileOpt = Annotated[
+    Optional[Path],
+    typer.Option(
+        "--env-file",
+        metavar="FILE",
+        help="Resolve as though this file were the whole environment: env, export -p or "
+        "declare -x output, or KEY=VALUE lines; - reads standard input.",
+    ),
+]
+MaxBatchOpt = Annotated[
+    Optional[int],
+    typer.Option(
+        "--max-batch-size",
+        metavar="N",
+        help="The serve max batch size (max_decode_seqs, a u32 from 1); overrides the recipe.",
+    ),
+]
+NoEnvOpt = Annotated[
+    bool, typer.Option("--no-env", help="Ignore the process environment (resolve the recipe and --set alone).")
+]
 
 # The options above, as every lever command takes them, in --help order:
 # parameter name -> (declaration, default). See with_setup.
 LEVER_OPTIONS: dict[str, tuple[Any, Any]] = {
-    "engine": (EngineOpt, None), "catalog": (CatalogOpt, None), "recipe": (RecipeOpt, None),
-    "set_": (SetOpt, None), "unset": (UnsetOpt, None), "env_file": (EnvFileOpt, None),
-    "max_batch_size": (MaxBatchOpt, None), "no_env": (NoEnvOpt, False),
+    "engine": (EngineOpt, None),
+    "catalog": (CatalogOpt, None),
+    "recipe": (RecipeOpt, None),
+    "set_": (SetOpt, None),
+    "unset": (UnsetOpt, None),
+    "env_file": (EnvFileOpt, None),
+    "max_batch_size": (MaxBatchOpt, None),
+    "no_env": (NoEnvOpt, False),
 }
 
 # ── options of the commands that run kernel paths (bench, sweep) ────────────
 
-KernelOpt = Annotated[Optional[list[str]], typer.Option(
-    "--kernel", "-k", metavar="NAME", help="Only this kernel path (w4a16.gemv) or family (w4a16). Repeatable.")]
-ShapesOpt = Annotated[Optional[str], typer.Option(
-    "--shapes", metavar="smoke|model", help="smoke (tiny, odd) or model (the recipe's sizes). "
-                     "Default: model on a GPU, smoke in the simulator.")]
-DeviceOpt = Annotated[str, typer.Option(
-    "--device", metavar="auto|gpu|sim", help="auto (a GPU if there is one, else the simulator), gpu, or sim.")]
+KernelOpt = Annotated[
+    Optional[list[str]],
+    typer.Option(
+        "--kernel", "-k", metavar="NAME", help="Only this kernel path (w4a16.gemv) or family (w4a16). Repeatable."
+    ),
+]
+ShapesOpt = Annotated[
+    Optional[str],
+    typer.Option(
+        "--shapes",
+        metavar="smoke|model",
+        help="smoke (tiny, odd) or model (the recipe's sizes). Default: model on a GPU, smoke in the simulator.",
+    ),
+]
+DeviceOpt = Annotated[
+    str,
+    typer.Option(
+        "--device", metavar="auto|gpu|sim", help="auto (a GPU if there is one, else the simulator), gpu, or sim."
+    ),
+]
 SeedOpt = Annotated[int, typer.Option("--seed", metavar="N", help="Seed of the random inputs.")]
-ForceOpt = Annotated[bool, typer.Option(
-    "--force", help="Run model shapes in the simulator anyway (hours, not minutes).")]
-TimeCapOpt = Annotated[float, typer.Option(
-    "--time-cap", metavar="SECONDS",
-    help="GPU: stop sampling a configuration after this long if the noise is still above 0.5%.")]
+ForceOpt = Annotated[
+    bool, typer.Option("--force", help="Run model shapes in the simulator anyway (hours, not minutes).")
+]
+TimeCapOpt = Annotated[
+    float,
+    typer.Option(
+        "--time-cap",
+        metavar="SECONDS",
+        help="GPU: stop sampling a configuration after this long if the noise is still above 0.5%.",
+    ),
+]
 
 # Every report of records (bench, sweep, compare, report) comes in these;
 # bench and report show also write the records as CSV rows.
 FORMATS = ("table", "json", "markdown")
 RECORD_FORMATS = (*FORMATS, "csv")
-FormatOpt = Annotated[Optional[str], typer.Option(
-    "--format", "-f", metavar="FORMAT", help="table, json or markdown.")]
-RecordFormatOpt = Annotated[Optional[str], typer.Option(
-    "--format", "-f", metavar="FORMAT",
-    help="table, json, markdown or csv (one row per record).")]
+FormatOpt = Annotated[Optional[str], typer.Option("--format", "-f", metavar="FORMAT", help="table, json or markdown.")]
+RecordFormatOpt = Annotated[
+    Optional[str],
+    typer.Option("--format", "-f", metavar="FORMAT", help="table, json, markdown or csv (one row per record)."),
+]
 SHAPES = ("smoke", "model")
 
 # The format an output file's suffix asks for, when --format does not say.
@@ -98,8 +151,7 @@ def check_format(fmt: str, formats: tuple[str, ...] = FORMATS) -> None:
         raise UserError(f"--format {fmt!r}: choose one of {', '.join(formats)}")
 
 
-def output_format(fmt: str | None, out: Path | None, formats: tuple[str, ...] = FORMATS,
-                  default: str = "table") -> str:
+def output_format(fmt: str | None, out: Path | None, formats: tuple[str, ...] = FORMATS, default: str = "table") -> str:
     """The format to write: ``--format`` when given (checked against
     ``formats``); else the one ``--out``'s suffix names (``results.json``
     writes JSON, ``report.md`` Markdown, ``results.csv`` CSV, ``.txt`` the
@@ -115,13 +167,14 @@ def output_format(fmt: str | None, out: Path | None, formats: tuple[str, ...] = 
     named = SUFFIX_FORMATS.get(out.suffix.lower())
     if named not in formats:
         known = ", ".join(f"{suf} ({f})" for suf, f in SUFFIX_FORMATS.items() if f in formats)
-        raise UserError(f"--out {out}: no format is known for a {out.suffix} file; name the file {known}, "
-                        f"or choose one with --format")
+        raise UserError(
+            f"--out {out}: no format is known for a {out.suffix} file; name the file {known}, "
+            f"or choose one with --format"
+        )
     return named
 
 
-def check_run_options(fmt: str, shapes: str | None, time_cap: float,
-                      formats: tuple[str, ...] = FORMATS) -> None:
+def check_run_options(fmt: str, shapes: str | None, time_cap: float, formats: tuple[str, ...] = FORMATS) -> None:
     """Refuse bad --format, --shapes and --time-cap before anything runs."""
     check_format(fmt, formats)
     if shapes is not None and shapes not in SHAPES:
@@ -135,8 +188,10 @@ def shape_preset(shapes: str | None, on_gpu: bool, *, model_in_sim: bool) -> str
     the simulator, where model shapes are refused unless ``model_in_sim``."""
     preset = shapes or ("model" if on_gpu else "smoke")
     if not on_gpu and preset == "model" and not model_in_sim:
-        raise UserError("--shapes model in the CUDA simulator would take hours (about a millisecond per "
-                        "simulated thread); use --shapes smoke, a GPU, or --force")
+        raise UserError(
+            "--shapes model in the CUDA simulator would take hours (about a millisecond per "
+            "simulated thread); use --shapes smoke, a GPU, or --force"
+        )
     return preset
 
 
@@ -167,8 +222,9 @@ def select_paths(paths, names: list[str] | None, res=None):
         hits = [p for p in paths if name in (p.name, p.family)]
         if not hits:
             listing = ", ".join(known) if known else "none are registered yet"
-            raise UserError(f"--kernel {name}: no such kernel path{did_you_mean(name, known + families)}; "
-                            f"known: {listing}")
+            raise UserError(
+                f"--kernel {name}: no such kernel path{did_you_mean(name, known + families)}; known: {listing}"
+            )
         kept = [p for p in hits if has(p)]
         if not kept:
             p = hits[0]
@@ -225,14 +281,16 @@ class Setup:
         if self.catalog is not None:
             catalog = load_catalog(path=self.catalog)
             if recipe is not None and recipe.engine != catalog.engine:
-                raise UserError(f"recipe is for engine {recipe.engine!r}, but the catalog is {catalog.engine!r}",
-                                recipe.path)
+                raise UserError(
+                    f"recipe is for engine {recipe.engine!r}, but the catalog is {catalog.engine!r}", recipe.path
+                )
         else:
             engine = self.engine or (recipe.engine if recipe else "atlas")
             if recipe is not None and self.engine and self.engine != recipe.engine:
                 load_catalog(self.engine)  # an unknown or miscased --engine is reported as such first
-                raise UserError(f"--engine {self.engine} disagrees with the recipe's engine {recipe.engine!r}",
-                                recipe.path)
+                raise UserError(
+                    f"--engine {self.engine} disagrees with the recipe's engine {recipe.engine!r}", recipe.path
+                )
             catalog = recipe_catalog(recipe) if recipe is not None and not self.engine else load_catalog(engine)
         return catalog, recipe
 
@@ -243,8 +301,9 @@ class Setup:
 
         if self.env_file is not None:
             if self.no_env:
-                raise UserError("--env-file already replaces the environment; --no-env with it says "
-                                "nothing more (give one)")
+                raise UserError(
+                    "--env-file already replaces the environment; --no-env with it says nothing more (give one)"
+                )
             self.env_lines = {}
             return read_env_file(self.env_file, self.env_lines)
         return {} if self.no_env else read_process_env()
@@ -276,8 +335,10 @@ def recipe_catalog(recipe):
 def check_catalog_options(engine: str | None, catalog: Path | None) -> None:
     """--engine and --catalog both choose the catalog; giving both is a conflict."""
     if engine is not None and catalog is not None:
-        raise UserError(f"--engine {engine} and --catalog {catalog} both choose the lever catalog; give one "
-                        "(a catalog file names its own engine)")
+        raise UserError(
+            f"--engine {engine} and --catalog {catalog} both choose the lever catalog; give one "
+            "(a catalog file names its own engine)"
+        )
 
 
 def check_known(catalog, recipe, sets, unsets) -> None:
@@ -287,8 +348,9 @@ def check_known(catalog, recipe, sets, unsets) -> None:
     if recipe is not None:
         for var in recipe.vars:
             if var not in known:
-                raise UserError(f"unknown {catalog.title} lever variable {var}{did_you_mean(var, known)}",
-                                recipe.where(var))
+                raise UserError(
+                    f"unknown {catalog.title} lever variable {var}{did_you_mean(var, known)}", recipe.where(var)
+                )
     for var, _ in sets:
         if var not in known:
             raise UserError(f"--set {var}: unknown {catalog.title} lever variable{did_you_mean(var, known)}")
@@ -307,15 +369,23 @@ def check_structure(catalog, recipe, sets, unsets) -> None:
         known = catalog.variables()
         for var in recipe.unset:
             if var not in known:
-                raise UserError(f"`unset` names {var}, which is not a {catalog.title} lever variable"
-                                f"{did_you_mean(var, known)}", recipe.where(var))
+                raise UserError(
+                    f"`unset` names {var}, which is not a {catalog.title} lever variable{did_you_mean(var, known)}",
+                    recipe.where(var),
+                )
         builds = [f for f, lv in catalog.levers.items() if lv.kind == "build_default"]
         for key, s in recipe.build.items():
             if key not in builds:
-                what = ("a lever read from a variable, not a build default" if key in catalog.levers
-                        else f"not a lever field of {catalog.title}")
-                raise UserError(f"[build] {key} is {what}{did_you_mean(key, builds)}; the build defaults are "
-                                f"{', '.join(builds) or 'none'}", f"{s.file}:{s.line}" if s.line else s.file)
+                what = (
+                    "a lever read from a variable, not a build default"
+                    if key in catalog.levers
+                    else f"not a lever field of {catalog.title}"
+                )
+                raise UserError(
+                    f"[build] {key} is {what}{did_you_mean(key, builds)}; the build defaults are "
+                    f"{', '.join(builds) or 'none'}",
+                    f"{s.file}:{s.line}" if s.line else s.file,
+                )
     check_set_unset(sets, unsets)
 
 
@@ -326,10 +396,10 @@ def check_set_unset(sets, unsets) -> None:
         raise UserError(f"--set {both[0]}=... and --unset {both[0]} contradict each other; give one")
 
 
-def setup(engine=None, catalog=None, recipe=None, sets=None, unsets=None, env_file=None,
-          max_batch_size=None, no_env=False) -> Setup:
-    return Setup(engine, catalog, recipe, list(sets or []), list(unsets or []), env_file,
-                 max_batch_size, no_env)
+def setup(
+    engine=None, catalog=None, recipe=None, sets=None, unsets=None, env_file=None, max_batch_size=None, no_env=False
+) -> Setup:
+    return Setup(engine, catalog, recipe, list(sets or []), list(unsets or []), env_file, max_batch_size, no_env)
 
 
 def with_setup(command):
@@ -337,10 +407,15 @@ def with_setup(command):
     once here rather than in each command: they come first in its --help, and
     it receives them as one ``setup: Setup`` argument instead of eight."""
     keyword = inspect.Parameter.KEYWORD_ONLY
-    shared = [inspect.Parameter(name, keyword, annotation=decl, default=default)
-              for name, (decl, default) in LEVER_OPTIONS.items()]
-    own = [p.replace(kind=keyword) for name, p in inspect.signature(command, eval_str=True).parameters.items()
-           if name != "setup"]
+    shared = [
+        inspect.Parameter(name, keyword, annotation=decl, default=default)
+        for name, (decl, default) in LEVER_OPTIONS.items()
+    ]
+    own = [
+        p.replace(kind=keyword)
+        for name, p in inspect.signature(command, eval_str=True).parameters.items()
+        if name != "setup"
+    ]
 
     @functools.wraps(command)
     def run(**params):
@@ -452,8 +527,7 @@ def resolve_setup(st: Setup, *, strict: bool = True, quiet: bool = False, exact_
         check_known(catalog, recipe, sets, st.unsets)
     else:
         check_structure(catalog, recipe, sets, st.unsets)
-    res = resolve(catalog, recipe=recipe, env=env, sets=sets, unsets=list(st.unsets),
-                  max_batch_size=st.max_batch_size)
+    res = resolve(catalog, recipe=recipe, env=env, sets=sets, unsets=list(st.unsets), max_batch_size=st.max_batch_size)
     env_where = env_line_finder(st.env_file, st.env_lines)
     label = "env-file" if st.env_file is not None else ("no-env" if st.no_env else "env")
     out = Resolved(res, recipe, env_where, label, inferred)
@@ -473,8 +547,9 @@ def warn_inputs(r: Resolved, *, exact_bytes: bool = False) -> None:
     res = r.res
     cat = res.catalog
     if r.inferred and r.inferred != "atlas":
-        print(f"leverctl: engine {r.inferred} (its variables are the ones set; pass --engine to choose)",
-              file=sys.stderr)
+        print(
+            f"leverctl: engine {r.inferred} (its variables are the ones set; pass --engine to choose)", file=sys.stderr
+        )
     for s in res.ignored:
         hint = did_you_mean(s.var, cat.variables())
         warn(f"{where_of(res, s.var, r.env_where)}: {s.var} is not a known {cat.title} lever variable{hint}; ignored")
@@ -493,6 +568,5 @@ def flag_not_utf8(res, env_where=None, *, exact_bytes: bool = False) -> None:
         if s.raw is not None and utf8(s.raw) is None and var in by_var:
             (warn if exact_bytes else bad_input)(
                 f"{where_of(res, var, env_where)}: {var}={raw_display(s.raw)} is not valid UTF-8: "
-                f"value rules read it as unset, presence rules as set")
-
-
+                f"value rules read it as unset, presence rules as set"
+            )

@@ -10,6 +10,7 @@ new failure, an untimed pair, a BASE record missing from NEW (unless
 unusable record, named by its line, and runs from different devices without
 ``--allow-different-device``).
 """
+
 from __future__ import annotations
 
 import io
@@ -20,8 +21,17 @@ import typer
 
 from . import common
 
-STYLE = {"NEW FAIL": "bold red", "SLOWER": "red", "UNTIMED": "bold red", "STILL FAILS": "red", "FIXED": "green",
-         "FASTER": "green", "NOISY": "yellow", "SAME": "", "PASS": ""}
+STYLE = {
+    "NEW FAIL": "bold red",
+    "SLOWER": "red",
+    "UNTIMED": "bold red",
+    "STILL FAILS": "red",
+    "FIXED": "green",
+    "FASTER": "green",
+    "NOISY": "yellow",
+    "SAME": "",
+    "PASS": "",
+}
 
 
 def _pct(x: float | None) -> str:
@@ -55,8 +65,7 @@ def _shown(c, every: bool) -> tuple[list, str]:
         return shown, ""
     counts = c.counts()
     what = ", ".join(f"{counts[v]} {v}" for v in QUIET if counts.get(v))
-    return shown, (f"{left} matched pairs not listed ({what}): --all lists them, and --format json holds every "
-                   "entry")
+    return shown, (f"{left} matched pairs not listed ({what}): --all lists them, and --format json holds every entry")
 
 
 def _rows(c, entries) -> tuple[list[str], list[list[str]]]:
@@ -69,8 +78,20 @@ def _rows(c, entries) -> tuple[list[str], list[list[str]]]:
         variant = e.variant if e.variant == e.base_variant else f"{e.base_variant} → {e.variant}"
         if c.timed:
             noise = max(e.base_spread or 0.0, e.new_spread or 0.0) if e.base_spread is not None else None
-            rows.append([e.verdict, e.kernel, variant, e.shape, e.config, _us(e.base_us), _us(e.new_us),
-                         _pct(e.change), _spread(noise), e.note])
+            rows.append(
+                [
+                    e.verdict,
+                    e.kernel,
+                    variant,
+                    e.shape,
+                    e.config,
+                    _us(e.base_us),
+                    _us(e.new_us),
+                    _pct(e.change),
+                    _spread(noise),
+                    e.note,
+                ]
+            )
         else:
             rows.append([e.verdict, e.kernel, variant, e.shape, e.config, e.base_status, e.new_status, e.note])
     return cols, rows
@@ -96,10 +117,13 @@ def table(c, *, width: int | None = None, color: bool = False, every: bool = Fal
     from ..tables import fit
 
     buf = io.StringIO()
-    con = Console(file=buf, width=width or 200, force_terminal=color, no_color=not color, soft_wrap=False,
-                  highlight=False)
-    con.print(f"BASE {c.base} ({c.base_device or 'device unknown'})  vs  NEW {c.new} "
-              f"({c.new_device or 'device unknown'})", markup=False)
+    con = Console(
+        file=buf, width=width or 200, force_terminal=color, no_color=not color, soft_wrap=False, highlight=False
+    )
+    con.print(
+        f"BASE {c.base} ({c.base_device or 'device unknown'})  vs  NEW {c.new} ({c.new_device or 'device unknown'})",
+        markup=False,
+    )
     for n in c.notes:
         con.print(f"note: {n}", markup=False)
     entries, left = _shown(c, every)
@@ -107,8 +131,11 @@ def table(c, *, width: int | None = None, color: bool = False, every: bool = Fal
     if rows:
         t = Table()
         for col in cols:
-            t.add_column(col, no_wrap=col != "note",
-                         justify="right" if col in ("base µs", "new µs", "change", "noise") else "left")
+            t.add_column(
+                col,
+                no_wrap=col != "note",
+                justify="right" if col in ("base µs", "new µs", "change", "noise") else "left",
+            )
         for row in rows:
             t.add_row(*row, style=(STYLE.get(row[0]) or None) if color else None)
         con.print(fit(t, con.width))
@@ -130,9 +157,12 @@ def markdown(c, every: bool = False) -> str:
     from ..bench.compare import GATING, summary_line
 
     head = "❌" if c.gated else "✅"
-    out = [f"### {head} leverctl compare: {summary_line(c)}", "",
-           f"BASE `{c.base}` ({c.base_device or 'device unknown'}) vs NEW `{c.new}` "
-           f"({c.new_device or 'device unknown'}).", ""]
+    out = [
+        f"### {head} leverctl compare: {summary_line(c)}",
+        "",
+        f"BASE `{c.base}` ({c.base_device or 'device unknown'}) vs NEW `{c.new}` ({c.new_device or 'device unknown'}).",
+        "",
+    ]
     for n in c.notes:
         out.append(f"> {n}")
     if c.notes:
@@ -158,8 +188,7 @@ def render(c, fmt: str, *, width: int | None = None, color: bool = False, every:
     return "".join(render_pieces(c, fmt, width=width, color=color, every=every))
 
 
-def render_pieces(c, fmt: str, *, width: int | None = None, color: bool = False,
-                  every: bool = False) -> Iterator[str]:
+def render_pieces(c, fmt: str, *, width: int | None = None, color: bool = False, every: bool = False) -> Iterator[str]:
     """The comparison in ``fmt``, in pieces to write as they come (JSON: an
     entry per matched record, never whole in memory). ``every``: the table
     and Markdown list every entry, however many (see :data:`LIST_ALL_UP_TO`)."""
@@ -179,17 +208,30 @@ def register(app: typer.Typer) -> None:
     def compare(
         base: Annotated[Path, typer.Argument(metavar="BASE", help="Bench JSON or sweep results: the reference run.")],
         new: Annotated[Path, typer.Argument(metavar="NEW", help="Bench JSON or sweep results: the run under test.")],
-        threshold: Annotated[float, typer.Option(
-            "--threshold", "-t", metavar="PCT",
-            help="Smallest change, in percent, that counts (beyond the measured noise too).")] = 5.0,
+        threshold: Annotated[
+            float,
+            typer.Option(
+                "--threshold",
+                "-t",
+                metavar="PCT",
+                help="Smallest change, in percent, that counts (beyond the measured noise too).",
+            ),
+        ] = 5.0,
         fmt: common.FormatOpt = "table",
-        allow_different_device: Annotated[bool, typer.Option(
-            "--allow-different-device", help="Compare runs from different devices anyway.")] = False,
-        allow_missing: Annotated[bool, typer.Option(
-            "--allow-missing", help="Do not fail when a BASE record has no counterpart in NEW.")] = False,
-        every: Annotated[bool, typer.Option(
-            "--all", help=f"List every matched pair in the table or Markdown; past {LIST_ALL_UP_TO} pairs "
-                          "they list those that are not SAME (or PASS) and count the rest.")] = False,
+        allow_different_device: Annotated[
+            bool, typer.Option("--allow-different-device", help="Compare runs from different devices anyway.")
+        ] = False,
+        allow_missing: Annotated[
+            bool, typer.Option("--allow-missing", help="Do not fail when a BASE record has no counterpart in NEW.")
+        ] = False,
+        every: Annotated[
+            bool,
+            typer.Option(
+                "--all",
+                help=f"List every matched pair in the table or Markdown; past {LIST_ALL_UP_TO} pairs "
+                "they list those that are not SAME (or PASS) and count the rest.",
+            ),
+        ] = False,
     ) -> None:
         """Per kernel, variant, shape and lever set: FASTER, SLOWER, SAME or
         NOISY against both runs' noise. Exit 1 on a regression, a new failure,
@@ -198,8 +240,13 @@ def register(app: typer.Typer) -> None:
 
         common.check_format(fmt)
         with common.many_records():
-            c, b, n = compare_paths(base, new, threshold=threshold, allow_different_device=allow_different_device,
-                                    allow_missing=allow_missing)
+            c, b, n = compare_paths(
+                base,
+                new,
+                threshold=threshold,
+                allow_different_device=allow_different_device,
+                allow_missing=allow_missing,
+            )
             for rs in (b, n):
                 for note in rs.notes():
                     common.warn(note)

@@ -6,6 +6,7 @@ process's environment), `env:FILE` (an env file of KEY=VALUE lines),
 or by `bench` (whose `levers` key holds the show object). Exit 0 when every
 lever resolves alike, 1 when some differ, 2 on bad input.
 """
+
 from __future__ import annotations
 
 import enum
@@ -21,8 +22,9 @@ from ..levers.files import read_input_file
 from . import common
 from .common import CatalogOpt, EngineOpt, robust_output, warn, write
 
-SIDE_HELP = ("a recipe file (or recipes/ name), env, env:FILE, defaults, "
-             "or a JSON written by show --format json or bench")
+SIDE_HELP = (
+    "a recipe file (or recipes/ name), env, env:FILE, defaults, or a JSON written by show --format json or bench"
+)
 
 
 # A side is a recipe (itself capped at 1 MiB when loaded) or a show/bench
@@ -86,8 +88,7 @@ def _parse_json(data: bytes, where: str) -> dict:
     if isinstance(inner, dict) and isinstance(inner.get("levers"), dict) and "engine" in inner:
         doc = inner
     if not isinstance(doc.get("levers"), dict) or not isinstance(doc.get("engine"), str):
-        raise UserError("is JSON but not written by show or bench (needs `engine` and a `levers` object)",
-                        where)
+        raise UserError("is JSON but not written by show or bench (needs `engine` and a `levers` object)", where)
     return doc
 
 
@@ -99,10 +100,13 @@ def _check_value(lever, value: Any, where: str) -> Any:
     kind = lever.kind
     f = lever.field
     if kind == "drafter":
-        if (isinstance(value, dict) and set(value) == {"prefill", "carry"}
-                and all(isinstance(v, bool) for v in value.values())):
+        if (
+            isinstance(value, dict)
+            and set(value) == {"prefill", "carry"}
+            and all(isinstance(v, bool) for v in value.values())
+        ):
             return Drafter(value["prefill"], value["carry"])
-        raise UserError(f"levers.{f}.value must be {{\"prefill\": bool, \"carry\": bool}}, not {value!r}", where)
+        raise UserError(f'levers.{f}.value must be {{"prefill": bool, "carry": bool}}, not {value!r}', where)
     if kind == "tristate":
         if value is None or isinstance(value, bool):
             return value
@@ -113,8 +117,11 @@ def _check_value(lever, value: Any, where: str) -> Any:
         ok = isinstance(value, int) and not isinstance(value, bool) and low <= value <= high
         if ok or (kind == "count_opt" and value is None):
             return value
-        raise UserError(f"levers.{f}.value must be a count from {low} to {high}"
-                        f"{' or null' if kind == 'count_opt' else ''}, not {value!r}", where)
+        raise UserError(
+            f"levers.{f}.value must be a count from {low} to {high}"
+            f"{' or null' if kind == 'count_opt' else ''}, not {value!r}",
+            where,
+        )
     if isinstance(value, bool):
         return value
     raise UserError(f"levers.{f}.value must be true or false, not {value!r}", where)
@@ -145,8 +152,7 @@ def _values(side: Side, catalog, max_batch_size: int | None) -> dict[str, tuple[
         for f in unknown:
             from ..levers.suggest import did_you_mean
 
-            warn(f"{where}: field {f} is not a known {catalog.title} lever{did_you_mean(f, catalog.fields)}; "
-                 "ignored")
+            warn(f"{where}: field {f} is not a known {catalog.title} lever{did_you_mean(f, catalog.fields)}; ignored")
         for f, lv in catalog.levers.items():
             entry = levers.get(f)
             if entry is None:
@@ -205,8 +211,10 @@ def register(app: typer.Typer) -> None:
         b: Annotated[str, typer.Argument(metavar="B", help="The other side, same forms.")],
         engine: EngineOpt = None,
         catalog: CatalogOpt = None,
-        max_batch_size: Annotated[Optional[int], typer.Option(
-            "--max-batch-size", metavar="N", help="Serve max batch size for sides that are not JSON.")] = None,
+        max_batch_size: Annotated[
+            Optional[int],
+            typer.Option("--max-batch-size", metavar="N", help="Serve max batch size for sides that are not JSON."),
+        ] = None,
         fmt: Annotated[Format, typer.Option("--format", "-f", metavar="FORMAT", help="table or json.")] = Format.table,
     ) -> None:
         """The levers whose values differ between A and B, with both provenances and the kernel paths they steer.
@@ -226,12 +234,15 @@ def register(app: typer.Typer) -> None:
             cat = load_catalog(path=catalog)
             other = next((s for s in sides if s.engine and s.engine != cat.engine), None)
             if other is not None:
-                raise UserError(f"is for engine {other.engine!r}, but the catalog is {cat.engine!r}",
-                                other.path or other.spec)
+                raise UserError(
+                    f"is for engine {other.engine!r}, but the catalog is {cat.engine!r}", other.path or other.spec
+                )
         else:
             if len(engines) > 1:
-                raise UserError(f"the sides are for different engines ({' vs '.join(s.engine or '?' for s in sides)}); "
-                                "diff compares one engine's levers")
+                raise UserError(
+                    f"the sides are for different engines ({' vs '.join(s.engine or '?' for s in sides)}); "
+                    "diff compares one engine's levers"
+                )
             name = engine or (engines.pop() if engines else None)
             if name is None:
                 for s in sides:
@@ -259,16 +270,18 @@ def register(app: typer.Typer) -> None:
                 "b": b,
                 "equal": not rows,
                 "differences": [
-                    {"field": f, "a": {"value": _json_value(va[f][0]), "provenance": va[f][1]},
-                     "b": {"value": _json_value(vb[f][0]), "provenance": vb[f][1]},
-                     "steers": list(cat.lever(f).steers)}
+                    {
+                        "field": f,
+                        "a": {"value": _json_value(va[f][0]), "provenance": va[f][1]},
+                        "b": {"value": _json_value(vb[f][0]), "provenance": vb[f][1]},
+                        "steers": list(cat.lever(f).steers),
+                    }
                     for f in rows
                 ],
             }
             write(json.dumps(doc, indent=2) + "\n")
         elif not rows:
-            common.out.print(f"{a} and {b} resolve every {cat.title} lever alike.", markup=False,
-                             highlight=False)
+            common.out.print(f"{a} and {b} resolve every {cat.title} lever alike.", markup=False, highlight=False)
         else:
             from rich.table import Table
             from rich.text import Text
@@ -279,9 +292,14 @@ def register(app: typer.Typer) -> None:
             for col in ("field", f"A: {a}", "A provenance", f"B: {b}", "B provenance", "steers"):
                 table.add_column(Text(col), overflow="fold")
             for f in rows:
-                table.add_row(Text(f), Text(_cell(va[f][0]), style="bold"), Text(va[f][1]),
-                              Text(_cell(vb[f][0]), style="bold"), Text(vb[f][1]),
-                              Text(", ".join(cat.lever(f).steers) or "-"))
+                table.add_row(
+                    Text(f),
+                    Text(_cell(va[f][0]), style="bold"),
+                    Text(va[f][1]),
+                    Text(_cell(vb[f][0]), style="bold"),
+                    Text(vb[f][1]),
+                    Text(", ".join(cat.lever(f).steers) or "-"),
+                )
             common.out.print(Text(f"{len(rows)} {cat.title} lever(s) differ", style="bold"))
             common.out.print(fit(table, common.out.width))
         raise typer.Exit(1 if rows else 0)

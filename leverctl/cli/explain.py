@@ -9,6 +9,7 @@ is an error that suggests the nearest name.
 What each value selects on the kernel paths the lever steers is worded from
 the decision table the path's ``select()`` runs (``leverctl_kernels.selection``).
 """
+
 from __future__ import annotations
 
 import enum
@@ -132,8 +133,9 @@ def _render_selects(x, out) -> None:
     for s in shown:
         head = Text(f"  {s.path}")
         if s.defaults:
-            head.append("  (other levers at their defaults: "
-                        + ", ".join(f"{f} {state(v)}" for f, v in s.defaults) + ")")
+            head.append(
+                "  (other levers at their defaults: " + ", ".join(f"{f} {state(v)}" for f, v in s.defaults) + ")"
+            )
         out.print(head)
         for sel in s.selected:
             label = f"{x.field} {state(sel.value)}"
@@ -151,8 +153,7 @@ def _render_selects(x, out) -> None:
 def register(app: typer.Typer) -> None:
     @app.command("explain")
     def explain(
-        name: Annotated[str, typer.Argument(
-            metavar="NAME", help="A lever field or variable, optionally with =VALUE.")],
+        name: Annotated[str, typer.Argument(metavar="NAME", help="A lever field or variable, optionally with =VALUE.")],
         engine: EngineOpt = None,
         catalog: CatalogOpt = None,
         fmt: Annotated[Format, typer.Option("--format", "-f", metavar="FORMAT", help="text or json.")] = Format.text,
@@ -162,7 +163,8 @@ def register(app: typer.Typer) -> None:
         Examples: explain ATLAS_BF16_TC_PROJ; explain gdn_wy17 --engine metrale;
         explain ATLAS_GDN_WY17=false (what that exact spelling does).
         """
-        from ..levers.explain import explain as build, lookup
+        from ..levers.explain import explain as build
+        from ..levers.explain import lookup
         from ..levers.sources import read_process_env
 
         robust_output()
@@ -177,8 +179,11 @@ def register(app: typer.Typer) -> None:
         asked = None
         if asked_value is not None:
             if not lv.vars:
-                raise UserError(f"{lv.field} reads no variable ({lv.summary[:1].lower() + lv.summary[1:]}); "
-                                "it cannot be given a value", name)
+                raise UserError(
+                    f"{lv.field} reads no variable ({lv.summary[:1].lower() + lv.summary[1:]}); "
+                    "it cannot be given a value",
+                    name,
+                )
             asked = (matched.var or lv.vars[0], asked_value)
         env = read_process_env()
         current = {v: env[v] for v in lv.vars if v in env}

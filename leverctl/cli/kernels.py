@@ -6,6 +6,7 @@ and sweep therefore do not measure.
 Nothing runs: the declarations are imported (in simulator mode, so listing
 never initialises a GPU) and each path's ``select`` is asked.
 """
+
 from __future__ import annotations
 
 import itertools
@@ -49,8 +50,9 @@ def _chosen_by(path, levers: dict[str, Any], shape, catalog_fields) -> dict[str,
         except Exception:  # noqa: BLE001 - a select that raises chooses nothing
             continue
         picks.setdefault(v, []).append(dict(zip(tried, combo)))
-    return {v: [config_key(path, c) or "always" for c in _drop_free_levers(combos, domains)]
-            for v, combos in picks.items()}
+    return {
+        v: [config_key(path, c) or "always" for c in _drop_free_levers(combos, domains)] for v, combos in picks.items()
+    }
 
 
 def _drop_free_levers(combos: list[dict[str, Any]], domains: dict[str, tuple]) -> list[dict[str, Any]]:
@@ -93,8 +95,9 @@ def describe(res, paths, model=None) -> dict[str, Any]:
         except Exception as e:  # noqa: BLE001 - a broken declaration is shown, not fatal
             entry["error"] = f"{type(e).__name__}: {e}"
             levers, shapes = {}, []
-        entry["levers"] = {f: {"value": lever_json(v), "from": "catalog" if f in fields else "path default"}
-                           for f, v in levers.items()}
+        entry["levers"] = {
+            f: {"value": lever_json(v), "from": "catalog" if f in fields else "path default"} for f, v in levers.items()
+        }
         for s in shapes if applies_here else []:
             try:
                 c = p.select(levers, s)
@@ -103,11 +106,22 @@ def describe(res, paths, model=None) -> dict[str, Any]:
                 entry["selected"].append({"shape": s.label, "variant": None, "note": f"select() raised: {e}"})
         chosen = _chosen_by(p, levers, shapes[0], fields) if shapes and applies_here else {}
         for name, v in p.variants.items():
-            entry["variants"].append({"name": name, "summary": v.summary, "chosen_by": chosen.get(name, []),
-                                      "baseline": name in getattr(p, "baselines", ())})
+            entry["variants"].append(
+                {
+                    "name": name,
+                    "summary": v.summary,
+                    "chosen_by": chosen.get(name, []),
+                    "baseline": name in getattr(p, "baselines", ()),
+                }
+            )
         rows.append(entry)
-    return {"schema": "leverctl.kernels/1", "engine": res.engine, "recipe": res.recipe, "paths": rows,
-            "unmeasured": unmeasured(res.catalog, paths)}
+    return {
+        "schema": "leverctl.kernels/1",
+        "engine": res.engine,
+        "recipe": res.recipe,
+        "paths": rows,
+        "unmeasured": unmeasured(res.catalog, paths),
+    }
 
 
 def unmeasured(catalog, paths) -> list[dict[str, Any]]:
@@ -139,20 +153,28 @@ def table(doc: dict) -> Any:
 
     from ..bench.plan import config_value
 
-    t = Table(title=f"{doc['engine']} kernel paths" + (f" ({doc['recipe']})" if doc["recipe"] else ""),
-              title_justify="left")
+    t = Table(
+        title=f"{doc['engine']} kernel paths" + (f" ({doc['recipe']})" if doc["recipe"] else ""), title_justify="left"
+    )
     for col in ("path", "levers now", "variant", "chosen by", "selected", "summary"):
         t.add_column(col, overflow="fold")
     for e in doc["paths"]:
-        now = ", ".join(f"{f}={config_value(x['value'])}" + ("" if x["from"] == "catalog" else " (fixed)")
-                        for f, x in e["levers"].items())
+        now = ", ".join(
+            f"{f}={config_value(x['value'])}" + ("" if x["from"] == "catalog" else " (fixed)")
+            for f, x in e["levers"].items()
+        )
         selected = _selected_text(e)
         for i, v in enumerate(e["variants"]):
             mark = "▶ " if e["applies"] and any(s["variant"] == v["name"] for s in e["selected"]) else "  "
-            t.add_row(e["name"] if i == 0 else "", now if i == 0 else "", mark + v["name"],
-                      " | ".join(c.replace(",", ", ") for c in v["chosen_by"])
-                      or ("no lever: bench and sweep run it beside" if v.get("baseline") else "–"),
-                      selected if i == 0 else "", v["summary"])
+            t.add_row(
+                e["name"] if i == 0 else "",
+                now if i == 0 else "",
+                mark + v["name"],
+                " | ".join(c.replace(",", ", ") for c in v["chosen_by"])
+                or ("no lever: bench and sweep run it beside" if v.get("baseline") else "–"),
+                selected if i == 0 else "",
+                v["summary"],
+            )
         if "error" in e:
             t.add_row(e["name"], "", "", "", "", f"error: {e['error']}")
     return t

@@ -1,4 +1,5 @@
 """`leverctl lint`: settings that do not do what they look like they do."""
+
 from __future__ import annotations
 
 import enum
@@ -46,8 +47,7 @@ def register(app: typer.Typer) -> None:
     @common.with_setup
     def lint(
         setup: common.Setup,
-        strict: Annotated[bool, typer.Option(
-            "--strict", help="Fail (exit 1) on warnings as well as errors.")] = False,
+        strict: Annotated[bool, typer.Option("--strict", help="Fail (exit 1) on warnings as well as errors.")] = False,
         fmt: Annotated[Format, typer.Option("--format", "-f", metavar="FORMAT", help="text or json.")] = Format.text,
     ) -> None:
         """Settings that do not do what they look like: typos, ignored or inverted values, missing dependencies.
@@ -63,7 +63,8 @@ def register(app: typer.Typer) -> None:
         """
         from rich.text import Text
 
-        from ..levers.lint import counts, exit_code, lint as run
+        from ..levers.lint import counts, exit_code
+        from ..levers.lint import lint as run
 
         robust_output()
         env = _keep_environment(setup)
@@ -73,8 +74,14 @@ def register(app: typer.Typer) -> None:
         code = exit_code(findings, strict)
         n = counts(findings)
         if fmt is Format.json:
-            doc = {"engine": r.res.engine, "recipe": r.res.recipe, "strict": strict, "counts": n,
-                   "exit_code": code, "findings": [f.to_json() for f in findings]}
+            doc = {
+                "engine": r.res.engine,
+                "recipe": r.res.recipe,
+                "strict": strict,
+                "counts": n,
+                "exit_code": code,
+                "findings": [f.to_json() for f in findings],
+            }
             write(json.dumps(doc, indent=2) + "\n")
         else:
             for f in findings:
@@ -85,6 +92,8 @@ def register(app: typer.Typer) -> None:
                 common.out.print(t, soft_wrap=True)
             summary = ", ".join(f"{v} {k}{'s' if v != 1 and k != 'info' else ''}" for k, v in n.items())
             verdict = "fails" if code else "passes"
-            common.out.print(Text(f"{r.res.catalog.title}: {summary} — lint {verdict}"
-                                  f"{' (--strict)' if strict else ''}"), soft_wrap=True)
+            common.out.print(
+                Text(f"{r.res.catalog.title}: {summary} — lint {verdict}{' (--strict)' if strict else ''}"),
+                soft_wrap=True,
+            )
         raise typer.Exit(code)

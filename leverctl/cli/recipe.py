@@ -1,5 +1,6 @@
 """`leverctl recipe freeze` and `leverctl env RECIPE`: resolutions to recipes
 and recipes to shell lines."""
+
 from __future__ import annotations
 
 import os
@@ -44,9 +45,16 @@ def _verify(text: str, res) -> None:
 @common.with_setup
 def freeze(
     setup: common.Setup,
-    out: Annotated[Optional[Path], typer.Option(
-        "--out", "-o", metavar="FILE", help="Write the recipe here (atomically) instead of to stdout.",
-        parser=lambda s: check_output_path(s, "--out"))] = None,
+    out: Annotated[
+        Optional[Path],
+        typer.Option(
+            "--out",
+            "-o",
+            metavar="FILE",
+            help="Write the recipe here (atomically) instead of to stdout.",
+            parser=lambda s: check_output_path(s, "--out"),
+        ),
+    ] = None,
 ) -> None:
     """Write the current resolution as a recipe that reproduces it exactly.
 
@@ -56,7 +64,8 @@ def freeze(
     written in TOML: one read by presence becomes "" (still set), one read as
     text is left out (the engine reads it as unset); each is reported on stderr.
     """
-    from ..levers.freeze import dumps, freeze as build
+    from ..levers.freeze import dumps
+    from ..levers.freeze import freeze as build
 
     robust_output()
     r = resolve_setup(setup)
@@ -75,8 +84,9 @@ def freeze(
 def env(
     recipe: Annotated[Path, typer.Argument(metavar="RECIPE", help="A recipe file (or recipes/ name).")],
     catalog: CatalogOpt = None,
-    keep_others: Annotated[bool, typer.Option(
-        "--keep-others", help="Do not unset the engine's lever variables the recipe leaves unset.")] = False,
+    keep_others: Annotated[
+        bool, typer.Option("--keep-others", help="Do not unset the engine's lever variables the recipe leaves unset.")
+    ] = False,
 ) -> None:
     """Print a recipe as shell export/unset lines to eval.
 

@@ -10,6 +10,7 @@
 RESULTS is a bench JSON document, a sweep directory or its results.jsonl.
 Every view is a function of the records (and the sweep's plan.json).
 """
+
 from __future__ import annotations
 
 import io
@@ -51,8 +52,7 @@ def _header(rs, planned: int | None) -> str:
     failed = rs.records.failed_count()
     of = f" of {planned} planned" if planned is not None else ""
     tail = f" [plan {plan['hash']}]" if plan.get("hash") else ""
-    return (f"{engine if plan else 'results'} on {where}: {len(rs.records) - failed} pass, {failed} fail"
-            f"{of}{tail}")
+    return f"{engine if plan else 'results'} on {where}: {len(rs.records) - failed} pass, {failed} fail{of}{tail}"
 
 
 def _planned(rs) -> int | None:
@@ -77,10 +77,15 @@ def results_json(rs, rankings, effects, lazy: bool = False) -> dict[str, Any]:
         "plan": (rs.plan or {}).get("hash"),
         "engine": (rs.plan or {}).get("engine"),
         "device": {"kind": rs.device_kind, "name": rs.device_name},
-        "counts": {"records": len(rs.records), "pass": len(rs.records) - failed, "fail": failed,
-                   "planned": _planned(rs)},
+        "counts": {
+            "records": len(rs.records),
+            "pass": len(rs.records) - failed,
+            "fail": failed,
+            "planned": _planned(rs),
+        },
         "timed": any(r.timed for r in rankings),
-        "rankings": Rows(len(rankings), lambda: (r.to_json(flat=True) for r in rankings)) if lazy
+        "rankings": Rows(len(rankings), lambda: (r.to_json(flat=True) for r in rankings))
+        if lazy
         else [r.to_json() for r in rankings],
         "effects": [e.to_json() for e in effects],
         "not_benchmarked": (rs.plan or {}).get("not_benchmarked", []),
@@ -101,8 +106,11 @@ def _versus_recipe(record, recipe_levers) -> str:
 
     if not recipe_levers:
         return record["config"]
-    diff = [f"{f}={value_text(v)}" for f, v in record["levers"].items()
-            if f in recipe_levers and canon(v) != canon(recipe_levers[f])]
+    diff = [
+        f"{f}={value_text(v)}"
+        for f, v in record["levers"].items()
+        if f in recipe_levers and canon(v) != canon(recipe_levers[f])
+    ]
     return ", ".join(diff) if diff else "the recipe's own"
 
 
@@ -121,14 +129,32 @@ def _rank_rows(rankings, plan=None) -> tuple[list[str], list[list[str]]]:
         if timed:
             b = r.best
             recipe_levers = (info.get(r.kernel) or {}).get("recipe_levers")
-            rows.append([r.kernel, r.shape, _versus_recipe(b.record, recipe_levers) if b else "(none passed)",
-                         b.record["variant"] if b else "–", _us(b.us if b else None), _us(r.recipe_us),
-                         _x(b.speedup if b else None), str(len(r.ranked) + len(r.baselines)), str(len(r.failing))])
+            rows.append(
+                [
+                    r.kernel,
+                    r.shape,
+                    _versus_recipe(b.record, recipe_levers) if b else "(none passed)",
+                    b.record["variant"] if b else "–",
+                    _us(b.us if b else None),
+                    _us(r.recipe_us),
+                    _x(b.speedup if b else None),
+                    str(len(r.ranked) + len(r.baselines)),
+                    str(len(r.failing)),
+                ]
+            )
         else:
             variants = sorted({x.record["variant"] for x in r.ranked})
             variants += sorted({f"{x.record['variant']} (baseline)" for x in r.baselines})
-            rows.append([r.kernel, r.shape, str(n), str(len(r.ranked) + len(r.baselines)), str(len(r.failing)),
-                         ", ".join(variants) or "–"])
+            rows.append(
+                [
+                    r.kernel,
+                    r.shape,
+                    str(n),
+                    str(len(r.ranked) + len(r.baselines)),
+                    str(len(r.failing)),
+                    ", ".join(variants) or "–",
+                ]
+            )
     return cols, rows
 
 
@@ -150,15 +176,18 @@ def results_table(rs, rankings, effects, *, width: int | None = None, color: boo
     from ..tables import fit
 
     buf = io.StringIO()
-    c = Console(file=buf, width=width or 200, force_terminal=color, no_color=not color, soft_wrap=False,
-                highlight=False)
+    c = Console(
+        file=buf, width=width or 200, force_terminal=color, no_color=not color, soft_wrap=False, highlight=False
+    )
     c.print(_header(rs, _planned(rs)), markup=False)
     cols, rows = _rank_rows(rankings, rs.plan)
     t = Table(title=None)
     for col in cols:
-        t.add_column(col, no_wrap=col != "fastest correct",
-                     justify="left" if col in ("kernel", "shape", "variant", "variants checked",
-                                               "fastest correct") else "right")
+        t.add_column(
+            col,
+            no_wrap=col != "fastest correct",
+            justify="left" if col in ("kernel", "shape", "variant", "variants checked", "fastest correct") else "right",
+        )
     for row in rows:
         t.add_row(*row)
     if rows:
@@ -174,8 +203,9 @@ def results_table(rs, rankings, effects, *, width: int | None = None, color: boo
         c.print(fit(ft, c.width))
     _arms_table(c, rs, fit, Table)
     if effects:
-        c.print("Lever effects (median speedup of the value over its reference, across the other levers):",
-                markup=False)
+        c.print(
+            "Lever effects (median speedup of the value over its reference, across the other levers):", markup=False
+        )
         c.print(terminal_bars(effects))
     elif rankings and not any(r.timed for r in rankings):
         c.print("No timings (simulator): every configuration was checked for correctness only.", markup=False)
@@ -222,14 +252,17 @@ def results_markdown(rs, rankings, effects) -> str:
     if fails:
         out += ["**Failing configurations** (never ranked):", ""]
         out += _md_table(["kernel", "shape", "config", "variant", "error", "note"], fails) + [""]
-    from ..bench.arms import rows as arm_rows, title as arm_title
+    from ..bench.arms import rows as arm_rows
+    from ..bench.arms import title as arm_title
 
     for ranking in _arms(rs):
         out += [f"**{arm_title(ranking)}**", ""] + _md_table(*arm_rows(ranking)) + [""]
     if effects:
         out += ["**Lever effects** (median speedup of the value over its reference, across the other levers):", ""]
-        out += _md_table(["kernel", "shape", "lever", "speedup", "settings"],
-                         [[e.kernel, e.shape, e.label, _x(e.speedup), str(e.pairs)] for e in effects]) + [""]
+        out += _md_table(
+            ["kernel", "shape", "lever", "speedup", "settings"],
+            [[e.kernel, e.shape, e.label, _x(e.speedup), str(e.pairs)] for e in effects],
+        ) + [""]
     for why, fields in _skipped(rs).items():
         out.append(f"- Not benchmarked, {why} ({len(fields)}): " + ", ".join(f"`{f}`" for f in fields))
     return "\n".join(out).rstrip("\n") + "\n"
@@ -239,8 +272,9 @@ def render_results(rs, fmt: str, *, width: int | None = None, color: bool = Fals
     return "".join(render_pieces(rs, fmt, width=width, color=color))
 
 
-def render_pieces(rs, fmt: str, *, width: int | None = None, color: bool = False,
-                  ranked: tuple | None = None) -> Iterator[str]:
+def render_pieces(
+    rs, fmt: str, *, width: int | None = None, color: bool = False, ranked: tuple | None = None
+) -> Iterator[str]:
     """The report in ``fmt``, in pieces to write as they come: JSON (a row
     per record ranked) is laid out piece by piece, never whole in memory.
     ``ranked``: the rankings and lever effects, where they are made already
@@ -274,8 +308,9 @@ def rankings_of(rs) -> tuple:
 
 # ── commands ────────────────────────────────────────────────────────────────
 
-ResultsArg = Annotated[Path, typer.Argument(
-    metavar="RESULTS", help="A bench JSON document, a sweep directory, or its results.jsonl.")]
+ResultsArg = Annotated[
+    Path, typer.Argument(metavar="RESULTS", help="A bench JSON document, a sweep directory, or its results.jsonl.")
+]
 
 
 def say_notes(rs) -> None:
@@ -289,11 +324,17 @@ def say_notes(rs) -> None:
 def show(
     results: ResultsArg,
     fmt: common.RecordFormatOpt = None,
-    out: Annotated[Optional[Path], typer.Option(
-        "--out", "-o", metavar="FILE",
-        help="Write the report to this file (atomically) instead of stdout, in the format its suffix "
-             "names (.txt .json .md .csv) unless --format says.",
-        parser=lambda s: check_output_path(s, "--out"))] = None,
+    out: Annotated[
+        Optional[Path],
+        typer.Option(
+            "--out",
+            "-o",
+            metavar="FILE",
+            help="Write the report to this file (atomically) instead of stdout, in the format its suffix "
+            "names (.txt .json .md .csv) unless --format says.",
+            parser=lambda s: check_output_path(s, "--out"),
+        ),
+    ] = None,
 ) -> None:
     """Per kernel path and shape: the fastest correct configuration, its
     speedup over the recipe's own, the failing ones, and each lever's effect."""
@@ -316,13 +357,23 @@ def show(
 @report_app.command("merge")
 def merge(
     parts: Annotated[list[Path], typer.Argument(metavar="DIR...", help="Sweep directories of one plan.")],
-    out: Annotated[Path, typer.Option("--out", "-o", metavar="DIR",
-                                      help="The merged sweep directory (must not hold results).",
-                                      parser=lambda s: check_output_path(s, "--out", directory=True))],
+    out: Annotated[
+        Path,
+        typer.Option(
+            "--out",
+            "-o",
+            metavar="DIR",
+            help="The merged sweep directory (must not hold results).",
+            parser=lambda s: check_output_path(s, "--out", directory=True),
+        ),
+    ],
     fmt: common.FormatOpt = "table",
-    partial: Annotated[bool, typer.Option(
-        "--partial", help="Merge what the parts hold even if shards or records are missing, saying which.")]
-        = False,
+    partial: Annotated[
+        bool,
+        typer.Option(
+            "--partial", help="Merge what the parts hold even if shards or records are missing, saying which."
+        ),
+    ] = False,
 ) -> None:
     """Join the shards (or resumed pieces) of one sweep into one result set;
     refused while shards or records are missing, unless --partial."""
@@ -351,8 +402,7 @@ def _merge(parts: list[Path], out: Path, fmt: str, partial: bool) -> None:
     merged = merge_sets(sets)
     gaps = shard_gaps(sets, merged.missing)
     if gaps and not partial:
-        raise UserError(f"report merge: {gaps}; run or --resume them, or pass --partial to merge what is "
-                        "here")
+        raise UserError(f"report merge: {gaps}; run or --resume them, or pass --partial to merge what is here")
     plan = {**merged.plan, "partial": gaps} if gaps else merged.plan
     # The report of what is being written, from memory rather than read back (the plan's items are
     # written; the report needs only how many there were). Its rankings are made while the files are
@@ -360,8 +410,14 @@ def _merge(parts: list[Path], out: Path, fmt: str, partial: bool) -> None:
     # shown once the records are handed to the system, while the disk catches up; a failure to write
     # still ends the command with its one line, after the report.
     head = {k: v for k, v in plan.items() if k != "items"}
-    rs = ResultSet(str(out), merged.records, head, dict(head.get("device") or {}),
-                   (head.get("catalog") or {}).get("digest"), item_count=len(plan["items"]))
+    rs = ResultSet(
+        str(out),
+        merged.records,
+        head,
+        dict(head.get("device") or {}),
+        (head.get("catalog") or {}).get("digest"),
+        item_count=len(plan["items"]),
+    )
     failed: list[BaseException] = []
     written = threading.Event()
 
@@ -400,8 +456,16 @@ def _merge(parts: list[Path], out: Path, fmt: str, partial: bool) -> None:
 @report_app.command("plot")
 def plot(
     results: ResultsArg,
-    out: Annotated[Path, typer.Option("--out", "-o", metavar="FILE.svg", help="The chart file (.svg).",
-                                      parser=lambda s: check_output_path(s, "--out"))],
+    out: Annotated[
+        Path,
+        typer.Option(
+            "--out",
+            "-o",
+            metavar="FILE.svg",
+            help="The chart file (.svg).",
+            parser=lambda s: check_output_path(s, "--out"),
+        ),
+    ],
     title: Annotated[Optional[str], typer.Option("--title", metavar="TEXT", help="The chart's title.")] = None,
 ) -> None:
     """Write the per-lever speedups as a horizontal bar chart (SVG)."""
@@ -416,11 +480,12 @@ def plot(
         say_notes(rs)
         effects = lever_effects(rs.records, rs.plan)
     plan = rs.plan or {}
-    name = title or (f"leverctl: lever effects, {plan.get('engine', '')} {plan.get('shapes', '')} sweep on "
-                     f"{rs.device_name or 'unknown device'}").replace("  ", " ")
+    name = title or (
+        f"leverctl: lever effects, {plan.get('engine', '')} {plan.get('shapes', '')} sweep on "
+        f"{rs.device_name or 'unknown device'}"
+    ).replace("  ", " ")
     write_chart(effects, out, name)
-    common.err.print(f"leverctl report: wrote {out} ({len(effects)} lever effect(s))", markup=False,
-                     highlight=False)
+    common.err.print(f"leverctl report: wrote {out} ({len(effects)} lever effect(s))", markup=False, highlight=False)
 
 
 def register(app: typer.Typer) -> None:

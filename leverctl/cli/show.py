@@ -1,4 +1,5 @@
 """`leverctl show`: the resolved levers, where each value came from, and why."""
+
 from __future__ import annotations
 
 import enum
@@ -82,8 +83,9 @@ def _freeze_header(r: Resolved) -> str:
     parts = [f"{res.catalog.title} levers as resolved by leverctl"]
     if res.recipe:
         parts.append(f"from recipe {res.recipe}")
-    parts.append({"env": "with the environment", "env-file": "with the env file"}.get(
-        r.env_label, "without the environment"))
+    parts.append(
+        {"env": "with the environment", "env-file": "with the env file"}.get(r.env_label, "without the environment")
+    )
     return " ".join(parts) + ".\nLoaded alone, this recipe resolves to the same values."
 
 
@@ -107,11 +109,19 @@ def register(app: typer.Typer) -> None:
     @common.with_setup
     def show(
         setup: common.Setup,
-        only_changed: Annotated[bool, typer.Option(
-            "--only-changed", help="Only the levers whose value differs from the default.")] = False,
-        fmt: Annotated[Format, typer.Option(
-            "--format", "-f", metavar="FORMAT", help="table (grouped by subsystem), json (a stable contract), "
-            "toml (a recipe that reproduces this), env (shell export/unset lines).")] = Format.table,
+        only_changed: Annotated[
+            bool, typer.Option("--only-changed", help="Only the levers whose value differs from the default.")
+        ] = False,
+        fmt: Annotated[
+            Format,
+            typer.Option(
+                "--format",
+                "-f",
+                metavar="FORMAT",
+                help="table (grouped by subsystem), json (a stable contract), "
+                "toml (a recipe that reproduces this), env (shell export/unset lines).",
+            ),
+        ] = Format.table,
     ) -> None:
         """The resolved levers, grouped by subsystem: value, source, raw string and rule.
 

@@ -8,6 +8,7 @@ Exit codes: 0 every configuration passed, 1 any FAIL, 2 bad input (a bad
 ``--shard``, a plan mismatch on ``--resume``, a foreign results file...),
 130 interrupted (everything finished is on disk; ``--resume`` runs the rest).
 """
+
 from __future__ import annotations
 
 import time
@@ -20,6 +21,7 @@ from ..errors import UserError
 from ..levers.files import check_output_path, write_atomically
 from . import common
 
+
 def _kernels_table(sweep, shard_count: int | None, width: int | None, color: bool) -> str:
     import io
 
@@ -31,21 +33,38 @@ def _kernels_table(sweep, shard_count: int | None, width: int | None, color: boo
     from ..tables import fit
 
     buf = io.StringIO()
-    c = Console(file=buf, width=width or 200, force_terminal=color, no_color=not color, soft_wrap=False,
-                highlight=False)
-    c.print(f"sweep plan {sweep.hash}: {sweep.engine}, {sweep.preset} shapes, recipe "
-            f"{sweep.recipe or '(engine defaults)'}", markup=False)
+    c = Console(
+        file=buf, width=width or 200, force_terminal=color, no_color=not color, soft_wrap=False, highlight=False
+    )
+    c.print(
+        f"sweep plan {sweep.hash}: {sweep.engine}, {sweep.preset} shapes, recipe {sweep.recipe or '(engine defaults)'}",
+        markup=False,
+    )
     t = Table()
-    for col, just in (("kernel", "left"), ("levers swept (values)", "left"), ("configurations", "right"),
-                      ("shapes", "right"), ("runs", "right"), ("recipe's configuration", "left")):
+    for col, just in (
+        ("kernel", "left"),
+        ("levers swept (values)", "left"),
+        ("configurations", "right"),
+        ("shapes", "right"),
+        ("runs", "right"),
+        ("recipe's configuration", "left"),
+    ):
         t.add_column(col, justify=just, no_wrap=col != "levers swept (values)")
     for k in sweep.kernels:
         levers = "; ".join(f"{f} ({', '.join(value_text(lever_json(v)) for v in k.values[f])})" for f in k.levers)
-        t.add_row(k.name, levers or (f"BROKEN: {k.broken}" if k.broken else "–"), str(k.configurations),
-                  str(len(k.shapes)), str(k.runs), k.recipe_config or "–")
+        t.add_row(
+            k.name,
+            levers or (f"BROKEN: {k.broken}" if k.broken else "–"),
+            str(k.configurations),
+            str(len(k.shapes)),
+            str(k.runs),
+            k.recipe_config or "–",
+        )
     c.print(fit(t, c.width))
-    line = f"total: {sweep.total} runs; a naive product over all {len(sweep.catalog.levers)} levers: " \
-           f"{sweep.naive_total:,} runs"
+    line = (
+        f"total: {sweep.total} runs; a naive product over all {len(sweep.catalog.levers)} levers: "
+        f"{sweep.naive_total:,} runs"
+    )
     if shard_count is not None:
         line += f"; this shard: {shard_count}"
     c.print(line, markup=False)
@@ -58,13 +77,21 @@ def _kernels_markdown(sweep, shard_count: int | None) -> str:
     from ..bench.plan import lever_json
     from ..bench.rank import value_text
 
-    out = [f"### leverctl sweep plan `{sweep.hash}`: {sweep.engine}, {sweep.preset} shapes", "",
-           "| kernel | levers swept (values) | configurations | shapes | runs |", "|---|---|---|---|---|"]
+    out = [
+        f"### leverctl sweep plan `{sweep.hash}`: {sweep.engine}, {sweep.preset} shapes",
+        "",
+        "| kernel | levers swept (values) | configurations | shapes | runs |",
+        "|---|---|---|---|---|",
+    ]
     for k in sweep.kernels:
         levers = "; ".join(f"`{f}` ({', '.join(value_text(lever_json(v)) for v in k.values[f])})" for f in k.levers)
         out.append(f"| {k.name} | {levers or '–'} | {k.configurations} | {len(k.shapes)} | {k.runs} |")
-    out += ["", f"Total: **{sweep.total}** runs (a naive product over all levers: {sweep.naive_total:,})."
-            + (f" This shard: {shard_count}." if shard_count is not None else ""), ""]
+    out += [
+        "",
+        f"Total: **{sweep.total}** runs (a naive product over all levers: {sweep.naive_total:,})."
+        + (f" This shard: {shard_count}." if shard_count is not None else ""),
+        "",
+    ]
     for why, fields in sweep.not_benchmarked_by_reason().items():
         out.append(f"- Not benchmarked, {why} ({len(fields)}): " + ", ".join(f"`{f}`" for f in fields))
     return "\n".join(out) + "\n"
@@ -80,14 +107,27 @@ class _Bar:
         self.last_line = -1
         self.t0 = time.monotonic()
         if common.err.is_terminal and total:
-            from rich.progress import (BarColumn, MofNCompleteColumn, Progress, TextColumn,
-                                       TimeElapsedColumn, TimeRemainingColumn)
+            from rich.progress import (
+                BarColumn,
+                MofNCompleteColumn,
+                Progress,
+                TextColumn,
+                TimeElapsedColumn,
+                TimeRemainingColumn,
+            )
 
-            self.bar = Progress(TextColumn("{task.description}", style="bold"), BarColumn(),
-                                MofNCompleteColumn(), TextColumn("{task.fields[failures]} failed"),
-                                TimeElapsedColumn(), TextColumn("elapsed,"), TimeRemainingColumn(),
-                                TextColumn("left"),
-                                console=common.err, transient=True)
+            self.bar = Progress(
+                TextColumn("{task.description}", style="bold"),
+                BarColumn(),
+                MofNCompleteColumn(),
+                TextColumn("{task.fields[failures]} failed"),
+                TimeElapsedColumn(),
+                TextColumn("elapsed,"),
+                TimeRemainingColumn(),
+                TextColumn("left"),
+                console=common.err,
+                transient=True,
+            )
             self.bar.start()
             self.task = self.bar.add_task("sweep", total=total, completed=done, failures=0)
 
@@ -101,8 +141,9 @@ class _Bar:
             ran = done - self.start_done
             elapsed = time.monotonic() - self.t0
             left = f", about {elapsed / ran * (self.total - done):.0f} s left" if ran and done < self.total else ""
-            common.err.print(f"leverctl sweep: {done}/{self.total} done, {failures} failed{left}",
-                             markup=False, highlight=False)
+            common.err.print(
+                f"leverctl sweep: {done}/{self.total} done, {failures} failed{left}", markup=False, highlight=False
+            )
 
     def close(self) -> None:
         if self.bar is not None:
@@ -117,8 +158,10 @@ def _suggest_checks(path: Path, shard, dev_is_gpu: bool, dry_run: bool) -> None:
     if not path.resolve().parent.is_dir():
         raise UserError("--suggest: its folder does not exist", str(path.parent))
     if shard is not None:
-        raise UserError("--suggest needs the whole sweep: run it without --shard (or merge the shards "
-                        "and sweep --resume the merged directory)")
+        raise UserError(
+            "--suggest needs the whole sweep: run it without --shard (or merge the shards "
+            "and sweep --resume the merged directory)"
+        )
     if not dev_is_gpu and not dry_run:
         raise UserError("--suggest needs timings, and the simulator has none: run the sweep on a GPU")
 
@@ -133,8 +176,10 @@ def write_suggestion(path: Path, sweep, records, plan_doc, recipe_path: str | No
     from ..levers.resolve import value_json
 
     w = winners(records, plan_doc)
-    desc = (f"Winning levers of a {sweep.preset}-shape sweep (plan {sweep.hash}) of "
-            f"{recipe_path or sweep.engine + ' defaults'} on {device_name}")
+    desc = (
+        f"Winning levers of a {sweep.preset}-shape sweep (plan {sweep.hash}) of "
+        f"{recipe_path or sweep.engine + ' defaults'} on {device_name}"
+    )
     doc = suggested_recipe(sweep.catalog, recipe_path, path, w.values, desc)
     text = "# Written by `leverctl sweep --suggest`: the fastest correct lever values found.\n" + tomli_w.dumps(doc)
 
@@ -156,51 +201,91 @@ def register(app: typer.Typer) -> None:
     def sweep(
         setup: common.Setup,
         kernel: common.KernelOpt = None,
-        levers: Annotated[Optional[str], typer.Option(
-            "--levers", metavar="FIELD,...", help="Sweep only these lever fields; the rest stay at the recipe's.")]
-        = None,
+        levers: Annotated[
+            Optional[str],
+            typer.Option(
+                "--levers", metavar="FIELD,...", help="Sweep only these lever fields; the rest stay at the recipe's."
+            ),
+        ] = None,
         shapes: common.ShapesOpt = None,
         device: common.DeviceOpt = "auto",
-        dry_run: Annotated[bool, typer.Option(
-            "--dry-run", help="Print the plan (levers and configurations per kernel, totals) and run nothing.")]
-        = False,
-        shard: Annotated[Optional[str], typer.Option(
-            "--shard", metavar="I/N", help="Run the I-th of N deterministic slices of the plan (1 <= I <= N); "
-                                           "auto (or auto/N) takes them from a Slurm array task or a Kubernetes "
-                                           "Indexed Job.")]
-        = None,
-        resume: Annotated[bool, typer.Option(
-            "--resume", help="Continue the sweep in --out: run only the configurations it has no record of.")]
-        = False,
-        out: Annotated[Optional[Path], typer.Option(
-            "--out", "-o", metavar="DIR",
-            help="The sweep directory (plan.json, results.jsonl). Default: results/sweep-ENGINE-SHAPES-PLAN.",
-            parser=lambda s: check_output_path(s, "--out", directory=True))]
-        = None,
+        dry_run: Annotated[
+            bool,
+            typer.Option(
+                "--dry-run", help="Print the plan (levers and configurations per kernel, totals) and run nothing."
+            ),
+        ] = False,
+        shard: Annotated[
+            Optional[str],
+            typer.Option(
+                "--shard",
+                metavar="I/N",
+                help="Run the I-th of N deterministic slices of the plan (1 <= I <= N); "
+                "auto (or auto/N) takes them from a Slurm array task or a Kubernetes "
+                "Indexed Job.",
+            ),
+        ] = None,
+        resume: Annotated[
+            bool,
+            typer.Option(
+                "--resume", help="Continue the sweep in --out: run only the configurations it has no record of."
+            ),
+        ] = False,
+        out: Annotated[
+            Optional[Path],
+            typer.Option(
+                "--out",
+                "-o",
+                metavar="DIR",
+                help="The sweep directory (plan.json, results.jsonl). Default: results/sweep-ENGINE-SHAPES-PLAN.",
+                parser=lambda s: check_output_path(s, "--out", directory=True),
+            ),
+        ] = None,
         fmt: common.FormatOpt = "table",
-        suggest: Annotated[Optional[Path], typer.Option(
-            "--suggest", metavar="FILE", help="GPU: write a recipe extending the swept one with the winning levers.",
-            parser=lambda s: check_output_path(s, "--suggest"))]
-        = None,
+        suggest: Annotated[
+            Optional[Path],
+            typer.Option(
+                "--suggest",
+                metavar="FILE",
+                help="GPU: write a recipe extending the swept one with the winning levers.",
+                parser=lambda s: check_output_path(s, "--suggest"),
+            ),
+        ] = None,
         seed: common.SeedOpt = 0,
         force: common.ForceOpt = False,
         time_cap: common.TimeCapOpt = 2.0,
-        slurm: Annotated[bool, typer.Option(
-            "--slurm", help="Submit the sweep as a Slurm array (a shard per task) and a dependent merge into "
-                            "--out/merged; with --resume, resubmit only the unfinished shards.")]
-        = False,
-        shards: Annotated[Optional[int], typer.Option(
-            "--shards", metavar="N", help="--slurm: the array's tasks (default: up to 8).")] = None,
-        partition: Annotated[Optional[str], typer.Option(
-            "--partition", metavar="P", help="--slurm: the partition to submit to.")] = None,
-        gpus_per_task: Annotated[Optional[int], typer.Option(
-            "--gpus-per-task", metavar="G", help="--slurm: GPUs per task, as --gres=gpu:G (default 1; 0: none).")]
-        = None,
-        time_limit: Annotated[Optional[str], typer.Option(
-            "--time", metavar="T", help="--slurm: each task's time limit, in sbatch's --time form.")] = None,
-        sbatch_arg: Annotated[Optional[list[str]], typer.Option(
-            "--sbatch-arg", metavar="ARG", help="--slurm: one more #SBATCH line for both scripts, verbatim "
-                                                "(--account=x). Repeatable.")] = None,
+        slurm: Annotated[
+            bool,
+            typer.Option(
+                "--slurm",
+                help="Submit the sweep as a Slurm array (a shard per task) and a dependent merge into "
+                "--out/merged; with --resume, resubmit only the unfinished shards.",
+            ),
+        ] = False,
+        shards: Annotated[
+            Optional[int], typer.Option("--shards", metavar="N", help="--slurm: the array's tasks (default: up to 8).")
+        ] = None,
+        partition: Annotated[
+            Optional[str], typer.Option("--partition", metavar="P", help="--slurm: the partition to submit to.")
+        ] = None,
+        gpus_per_task: Annotated[
+            Optional[int],
+            typer.Option(
+                "--gpus-per-task", metavar="G", help="--slurm: GPUs per task, as --gres=gpu:G (default 1; 0: none)."
+            ),
+        ] = None,
+        time_limit: Annotated[
+            Optional[str],
+            typer.Option("--time", metavar="T", help="--slurm: each task's time limit, in sbatch's --time form."),
+        ] = None,
+        sbatch_arg: Annotated[
+            Optional[list[str]],
+            typer.Option(
+                "--sbatch-arg",
+                metavar="ARG",
+                help="--slurm: one more #SBATCH line for both scripts, verbatim (--account=x). Repeatable.",
+            ),
+        ] = None,
     ) -> None:
         """Run every combination of the levers that steer each kernel path
         (every other lever at the recipe's value), appending each record to
@@ -209,14 +294,22 @@ def register(app: typer.Typer) -> None:
         from ..bench import sweep as sw
 
         common.check_run_options(fmt, shapes, time_cap)
-        cluster = {"--shards": shards, "--partition": partition, "--gpus-per-task": gpus_per_task,
-                   "--time": time_limit, "--sbatch-arg": sbatch_arg or None}
+        cluster = {
+            "--shards": shards,
+            "--partition": partition,
+            "--gpus-per-task": gpus_per_task,
+            "--time": time_limit,
+            "--sbatch-arg": sbatch_arg or None,
+        }
         if not slurm:
             given = [k for k, v in cluster.items() if v is not None]
             if given:
                 raise UserError(f"{given[0]} is an option of --slurm (it shapes the array job); add --slurm")
-            shard_spec = (sl.shard_from_env(shard) if sl.is_auto(shard) else sw.parse_shard(shard)) \
-                if shard is not None else None
+            shard_spec = (
+                (sl.shard_from_env(shard) if sl.is_auto(shard) else sw.parse_shard(shard))
+                if shard is not None
+                else None
+            )
         only = None
         if levers is not None:
             only = [f.strip() for f in levers.split(",") if f.strip()]
@@ -227,10 +320,26 @@ def register(app: typer.Typer) -> None:
         if slurm:
             from .sweep_slurm import slurm_sweep
 
-            slurm_sweep(setup, kernel=kernel, only=only, shapes=shapes, device=device, dry_run=dry_run,
-                        shard=shard, resume=resume, out=out, suggest=suggest, seed=seed, force=force,
-                        time_cap=time_cap, shards=shards, partition=partition, gpus_per_task=gpus_per_task,
-                        time_limit=time_limit, sbatch_args=sbatch_arg or [])
+            slurm_sweep(
+                setup,
+                kernel=kernel,
+                only=only,
+                shapes=shapes,
+                device=device,
+                dry_run=dry_run,
+                shard=shard,
+                resume=resume,
+                out=out,
+                suggest=suggest,
+                seed=seed,
+                force=force,
+                time_cap=time_cap,
+                shards=shards,
+                partition=partition,
+                gpus_per_task=gpus_per_task,
+                time_limit=time_limit,
+                sbatch_args=sbatch_arg or [],
+            )
             return
         lock = None if dry_run else sw.DirectoryLock(out)
         try:
@@ -240,15 +349,31 @@ def register(app: typer.Typer) -> None:
                 # resume or a plan or records that cannot be read, is refused at once.
                 lock.probe()
                 sw.check_out_dir(out, resume=resume)
-            _sweep(setup, kernel, only, shapes, device, dry_run, shard_spec, resume, out, fmt, suggest, seed,
-                   force, time_cap, lock)
+            _sweep(
+                setup,
+                kernel,
+                only,
+                shapes,
+                device,
+                dry_run,
+                shard_spec,
+                resume,
+                out,
+                fmt,
+                suggest,
+                seed,
+                force,
+                time_cap,
+                lock,
+            )
         finally:
             if lock is not None:
                 lock.release()
 
 
-def _sweep(setup, kernel, only, shapes, device, dry_run, shard_spec, resume, out, fmt, suggest, seed, force,
-           time_cap, lock) -> None:
+def _sweep(
+    setup, kernel, only, shapes, device, dry_run, shard_spec, resume, out, fmt, suggest, seed, force, time_cap, lock
+) -> None:
     """The sweep itself, once the options are read (and ``lock``, the
     directory's, is taken where --out was given)."""
     from ..bench import sweep as sw
@@ -298,16 +423,22 @@ def _sweep(setup, kernel, only, shapes, device, dry_run, shard_spec, resume, out
         return
 
     if not plan.items:
-        raise UserError(f"nothing to sweep: no kernel path applies to {res.engine}"
-                        + (" with these --kernel/--levers" if kernel or only else ""))
+        raise UserError(
+            f"nothing to sweep: no kernel path applies to {res.engine}"
+            + (" with these --kernel/--levers" if kernel or only else "")
+        )
     out_dir = out if out is not None else sw.default_out(plan, shard_spec)
     plan_doc = plan.plan_json({"kind": dev.kind, "name": dev.name}, shard_spec)
     lock.directory = Path(out_dir)
     lock.acquire(make_dir=not resume)
     opened = sw.open_results(out_dir, plan_doc, resume=resume)
     if opened.cut_bytes:
-        common.err.print(f"leverctl sweep: cut a partial last line ({opened.cut_bytes} bytes) left by the "
-                         "interrupted run; that configuration runs again", markup=False, highlight=False)
+        common.err.print(
+            f"leverctl sweep: cut a partial last line ({opened.cut_bytes} bytes) left by the "
+            "interrupted run; that configuration runs again",
+            markup=False,
+            highlight=False,
+        )
     if opened.duplicates:
         from ..bench.records.read import repeated_note
         from ..bench.records.schema import RESULTS_FILE
@@ -315,12 +446,22 @@ def _sweep(setup, kernel, only, shapes, device, dry_run, shard_spec, resume, out
         common.warn(repeated_note(str(Path(out_dir) / RESULTS_FILE), [f"line {n}" for n in opened.duplicates]))
     have = {(r["kernel"], r["shape"]["label"], r["config"]) for r in opened.done}
     todo = sum(1 for it in mine if it.key not in have)
-    where = "" if dev.is_gpu else (f" in the CUDA simulator ({dev.why_sim}; correctness only)" if dev.why_sim
-                                   else " in the CUDA simulator (correctness only)")
+    where = (
+        ""
+        if dev.is_gpu
+        else (
+            f" in the CUDA simulator ({dev.why_sim}; correctness only)"
+            if dev.why_sim
+            else " in the CUDA simulator (correctness only)"
+        )
+    )
     shard_txt = f", shard {shard_spec[0]}/{shard_spec[1]}" if shard_spec else ""
-    common.err.print(f"leverctl sweep: {res.engine}, {plan.total} runs at {preset} shapes{shard_txt}{where}: "
-                     f"{len(mine) - todo} on disk, {todo} to run -> {out_dir}", markup=False,
-                     highlight=False)
+    common.err.print(
+        f"leverctl sweep: {res.engine}, {plan.total} runs at {preset} shapes{shard_txt}{where}: "
+        f"{len(mine) - todo} on disk, {todo} to run -> {out_dir}",
+        markup=False,
+        highlight=False,
+    )
 
     from ..bench.run import run_item
     from ..bench.timing import StopRule
@@ -341,15 +482,22 @@ def _sweep(setup, kernel, only, shapes, device, dry_run, shard_spec, resume, out
     finally:
         bar.close()
     if outcome.interrupted:
-        common.err.print(f"leverctl sweep: interrupted with {len(outcome.records)} of {len(mine)} records on "
-                         f"disk in {out_dir}; the same command with --resume runs the rest",
-                         markup=False, highlight=False)
+        common.err.print(
+            f"leverctl sweep: interrupted with {len(outcome.records)} of {len(mine)} records on "
+            f"disk in {out_dir}; the same command with --resume runs the rest",
+            markup=False,
+            highlight=False,
+        )
         raise common.Interrupted
     if outcome.stopped:
         # A finding, not bad input: the failing record is on disk.
-        common.err.print(f"leverctl sweep: stopped with {len(outcome.records)} of {len(mine)} records on disk "
-                         f"in {out_dir}: {outcome.stopped}; the same command with --resume runs the rest in "
-                         "a fresh process", markup=False, highlight=False)
+        common.err.print(
+            f"leverctl sweep: stopped with {len(outcome.records)} of {len(mine)} records on disk "
+            f"in {out_dir}: {outcome.stopped}; the same command with --resume runs the rest in "
+            "a fresh process",
+            markup=False,
+            highlight=False,
+        )
         raise typer.Exit(1)
 
     from ..bench.records.read import load_results
@@ -358,14 +506,27 @@ def _sweep(setup, kernel, only, shapes, device, dry_run, shard_spec, resume, out
     rs = load_results(out_dir)
     width, color = common.tty_table(fmt)
     common.write(render_results(rs, fmt, width=width, color=color))
-    shared = f" ({outcome.runs} simulated runs: configurations choosing the same variant share one)" \
-        if not dev.is_gpu and outcome.runs < outcome.ran else ""
-    common.err.print(f"leverctl sweep: {outcome.passed} pass, {outcome.failed} fail of {len(mine)}; "
-                     f"{outcome.before} were on disk, {outcome.ran} ran now{shared}, "
-                     f"in {outcome.elapsed_s:.0f} s -> {out_dir}", markup=False, highlight=False)
+    shared = (
+        f" ({outcome.runs} simulated runs: configurations choosing the same variant share one)"
+        if not dev.is_gpu and outcome.runs < outcome.ran
+        else ""
+    )
+    common.err.print(
+        f"leverctl sweep: {outcome.passed} pass, {outcome.failed} fail of {len(mine)}; "
+        f"{outcome.before} were on disk, {outcome.ran} ran now{shared}, "
+        f"in {outcome.elapsed_s:.0f} s -> {out_dir}",
+        markup=False,
+        highlight=False,
+    )
     if suggest is not None:
-        line = write_suggestion(suggest, plan, rs.records, plan_doc,
-                                str(common.find_recipe(setup.recipe)) if setup.recipe else None, dev.name)
+        line = write_suggestion(
+            suggest,
+            plan,
+            rs.records,
+            plan_doc,
+            str(common.find_recipe(setup.recipe)) if setup.recipe else None,
+            dev.name,
+        )
         common.err.print(f"leverctl sweep: {line}", markup=False, highlight=False)
     if outcome.failed:
         raise typer.Exit(1)

@@ -5,6 +5,7 @@ its kind (parsing rule), its default, the subsystem group it belongs to, a
 one-line summary, and the kernel paths it steers. A third engine is described
 by writing a catalog file (``--catalog FILE``), not Python.
 """
+
 from __future__ import annotations
 
 import tomllib
@@ -17,8 +18,8 @@ from typing import Any, Mapping
 
 from ..errors import UserError
 from .files import path_label, read_input_file
-from .suggest import did_you_mean
 from .kinds import DRAFTER_BOTH, KINDS, USIZE_MAX, Drafter, Observed, evaluate
+from .suggest import did_you_mean
 
 SHIPPED = ("atlas", "metrale")
 
@@ -94,8 +95,7 @@ def _header_lines(text: str) -> dict[str, int]:
     return lines
 
 
-LEVER_KEYS = ("vars", "var", "kind", "default", "group", "summary", "steers", "diagnostic", "requires",
-              "notes", "cap")
+LEVER_KEYS = ("vars", "var", "kind", "default", "group", "summary", "steers", "diagnostic", "requires", "notes", "cap")
 
 
 def _is_int(v: Any) -> bool:
@@ -112,17 +112,22 @@ def _check_default(field: str, kind: str, default: Any, at: str) -> Any:
     if kind == "drafter":
         if default is None:
             return DRAFTER_BOTH
-        if isinstance(default, dict) and set(default) == {"prefill", "carry"} and \
-                all(isinstance(v, bool) for v in default.values()):
+        if (
+            isinstance(default, dict)
+            and set(default) == {"prefill", "carry"}
+            and all(isinstance(v, bool) for v in default.values())
+        ):
             return Drafter(**default)
-        raise _fail(f"[levers.{field}] default must be {{prefill = true|false, carry = true|false}}, "
-                    f"not {default!r}", at)
+        raise _fail(
+            f"[levers.{field}] default must be {{prefill = true|false, carry = true|false}}, not {default!r}", at
+        )
     if kind in ("tristate", "count_opt") and default == "unset":
         return None
     if kind == "config" or kind.startswith("count"):
         if not (_is_int(default) and 0 <= default <= USIZE_MAX) and not (kind == "count_opt" and default is None):
-            raise _fail(f"[levers.{field}] default of a {kind} lever must be a count (an integer from 0), "
-                        f"not {default!r}", at)
+            raise _fail(
+                f"[levers.{field}] default of a {kind} lever must be a count (an integer from 0), not {default!r}", at
+            )
         return default
     if kind == "tristate" and default is None:
         return None
@@ -138,29 +143,35 @@ def _lever(field: str, raw: Any, groups: Mapping[str, str], where: str, headers:
         raise _fail(f"levers.{field} must be a table ([levers.{field}]), not {type(raw).__name__}", at)
     extra = sorted(set(raw) - set(LEVER_KEYS))
     if extra:
-        raise _fail(f"[levers.{field}] has unknown key `{extra[0]}`{did_you_mean(extra[0], LEVER_KEYS, '`')}; "
-                    f"known: {', '.join(LEVER_KEYS)}", at)
+        raise _fail(
+            f"[levers.{field}] has unknown key `{extra[0]}`{did_you_mean(extra[0], LEVER_KEYS, '`')}; "
+            f"known: {', '.join(LEVER_KEYS)}",
+            at,
+        )
     kind = raw.get("kind")
     if kind is None:
         raise _fail(f"[levers.{field}] lacks `kind` (its parsing rule: one of {', '.join(KINDS)})", at)
     if not isinstance(kind, str) or kind not in KINDS:
         hint = did_you_mean(kind, KINDS) if isinstance(kind, str) else ""
-        raise _fail(f"[levers.{field}] kind {kind!r} is not a parsing rule leverctl knows{hint}; "
-                    f"known: {', '.join(KINDS)}", at)
+        raise _fail(
+            f"[levers.{field}] kind {kind!r} is not a parsing rule leverctl knows{hint}; known: {', '.join(KINDS)}", at
+        )
     if "var" in raw and "vars" in raw:
         raise _fail(f"[levers.{field}] has both `var` and `vars`; give one", at)
     vars_ = raw.get("vars", [raw["var"]] if "var" in raw else [])
     if not _is_names(vars_):
         raise _fail(f"[levers.{field}] vars must be a list of variable names, not {vars_!r}", at)
     if len(vars_) != KINDS[kind].nvars:
-        raise _fail(f"[levers.{field}] kind {kind} reads {KINDS[kind].nvars} variable(s), "
-                    f"{len(vars_)} given", at)
+        raise _fail(f"[levers.{field}] kind {kind} reads {KINDS[kind].nvars} variable(s), {len(vars_)} given", at)
     group = raw.get("group")
     if group is None:
         raise _fail(f"[levers.{field}] lacks `group` (one of {', '.join(groups)})", at)
     if not isinstance(group, str) or group not in groups:
-        raise _fail(f"[levers.{field}] group {group!r} is not declared in [groups]"
-                    f"{did_you_mean(group, groups) if isinstance(group, str) else ''}", at)
+        raise _fail(
+            f"[levers.{field}] group {group!r} is not declared in [groups]"
+            f"{did_you_mean(group, groups) if isinstance(group, str) else ''}",
+            at,
+        )
     if "default" not in raw and kind not in ("drafter", "count_opt", "tristate"):
         raise _fail(f"[levers.{field}] lacks `default` (the value with nothing set)", at)
     default = _check_default(field, kind, raw.get("default"), at)
@@ -175,8 +186,11 @@ def _lever(field: str, raw: Any, groups: Mapping[str, str], where: str, headers:
         raise _fail(f"[levers.{field}] diagnostic must be true or false, not {raw['diagnostic']!r}", at)
     cap = raw.get("cap")
     if cap is not None and (kind != "count_clamped" or not _is_int(cap) or not 0 <= cap <= USIZE_MAX):
-        raise _fail(f"[levers.{field}] cap must be a count (an integer from 0) on a count_clamped lever, "
-                    f"not {cap!r} on a {kind} lever", at)
+        raise _fail(
+            f"[levers.{field}] cap must be a count (an integer from 0) on a count_clamped lever, "
+            f"not {cap!r} on a {kind} lever",
+            at,
+        )
     return Lever(
         field=field,
         vars=tuple(vars_),
@@ -213,14 +227,18 @@ def parse_catalog(data: bytes, source: str) -> Catalog:
             raise _fail(f"catalog lacks `{key}`", source)
     extra = sorted(set(doc) - set(TOP_KEYS))
     if extra:
-        raise _fail(f"unknown key `{extra[0]}`{did_you_mean(extra[0], TOP_KEYS, '`')}; a catalog has "
-                    f"{', '.join(TOP_KEYS)}", source)
+        raise _fail(
+            f"unknown key `{extra[0]}`{did_you_mean(extra[0], TOP_KEYS, '`')}; a catalog has {', '.join(TOP_KEYS)}",
+            source,
+        )
     for key in ("engine", "title", "prefix"):
         if key in doc and (not isinstance(doc[key], str) or not doc[key]):
             raise _fail(f"`{key}` must be a non-empty string, not {doc[key]!r}", source)
     if doc["engine"] != doc["engine"].lower() or not doc["engine"].isidentifier():
-        raise _fail(f"engine {doc['engine']!r} must be a lower-case name (it is what --engine and a "
-                    "recipe's `engine` say)", source)
+        raise _fail(
+            f"engine {doc['engine']!r} must be a lower-case name (it is what --engine and a recipe's `engine` say)",
+            source,
+        )
     groups = doc["groups"]
     if not isinstance(groups, dict) or not isinstance(doc["levers"], dict):
         raise _fail("`groups` and `levers` must be tables", source)
@@ -229,9 +247,12 @@ def parse_catalog(data: bytes, source: str) -> Catalog:
             raise _fail(f"[groups] {gid} must be a title (a string), not {gtitle!r}", source)
     marked = [f for f, raw in doc["levers"].items() if isinstance(raw, dict) and FILL_IN in raw]
     if marked:
-        raise _fail(f"a draft: {len(marked)} {'entry' if len(marked) == 1 else 'entries'} still marked "
-                    f"`{FILL_IN}` for a person to complete ({', '.join(marked)}); fill each in and remove the "
-                    "mark", source)
+        raise _fail(
+            f"a draft: {len(marked)} {'entry' if len(marked) == 1 else 'entries'} still marked "
+            f"`{FILL_IN}` for a person to complete ({', '.join(marked)}); fill each in and remove the "
+            "mark",
+            source,
+        )
     headers = _header_lines(text)
     levers = {f: _lever(f, raw, groups, source, headers) for f, raw in doc["levers"].items()}
     seen: dict[str, str] = {}
@@ -249,8 +270,11 @@ def parse_catalog(data: bytes, source: str) -> Catalog:
     for lv in levers.values():
         got, _ = evaluate(lv.kind, lv.vars, empty, field=lv.field, default=lv.default, cap=lv.cap)
         if got != lv.default:
-            raise _fail(f"[levers.{lv.field}] default {lv.default!r} is not what kind "
-                        f"{lv.kind} gives with nothing set ({got!r})", source)
+            raise _fail(
+                f"[levers.{lv.field}] default {lv.default!r} is not what kind "
+                f"{lv.kind} gives with nothing set ({got!r})",
+                source,
+            )
     return Catalog(
         engine=str(doc["engine"]),
         title=str(doc.get("title", doc["engine"])),
@@ -269,9 +293,9 @@ def load_catalog(engine: str | None = "atlas", path: str | Path | None = None) -
     name = engine or "atlas"
     if name not in SHIPPED:
         if name.lower() in SHIPPED:
-            raise UserError(f"unknown engine {engine!r}: engine names are lower case "
-                            f"(did you mean {name.lower()}?)")
-        raise UserError(f"unknown engine {engine!r}{did_you_mean(name, SHIPPED)}; "
-                        f"shipped engines: {', '.join(SHIPPED)}")
+            raise UserError(f"unknown engine {engine!r}: engine names are lower case (did you mean {name.lower()}?)")
+        raise UserError(
+            f"unknown engine {engine!r}{did_you_mean(name, SHIPPED)}; shipped engines: {', '.join(SHIPPED)}"
+        )
     ref = resources.files("leverctl.catalogs").joinpath(f"{name}.toml")
     return parse_catalog(ref.read_bytes(), f"<shipped {name} catalog>")

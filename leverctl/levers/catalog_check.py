@@ -7,6 +7,7 @@ moved: exit 1) or a note (a variable the doc only mentions, a rule or default
 the files given cannot show). Notes never fail a check; they say what was not
 verified rather than pretend it was.
 """
+
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass
@@ -27,8 +28,17 @@ KIND_TYPES: dict[str, tuple[str, ...]] = {
 BOOL_TYPES = ("bool",)
 
 # What each finding is, and whether it is drift.
-DRIFT = {"added": True, "removed": True, "type": True, "variable": True, "rule": True, "default": True,
-         "mention": False, "unverified": False, "unchecked": False}
+DRIFT = {
+    "added": True,
+    "removed": True,
+    "type": True,
+    "variable": True,
+    "rule": True,
+    "default": True,
+    "mention": False,
+    "unverified": False,
+    "unchecked": False,
+}
 
 
 @dataclass(frozen=True)
@@ -123,15 +133,29 @@ def check(src: LeverSource, catalog: Catalog) -> Report:
             continue
         cat_at = at_catalog(fd.name)
         if not _type_agrees(fd, lv.kind):
-            add(Finding(fd.name, "type", f"the field is `{fd.type}`, but kind {lv.kind} gives "
-                        f"{' or '.join(kind_types(lv.kind))}", here, cat_at))
+            add(
+                Finding(
+                    fd.name,
+                    "type",
+                    f"the field is `{fd.type}`, but kind {lv.kind} gives {' or '.join(kind_types(lv.kind))}",
+                    here,
+                    cat_at,
+                )
+            )
         findings.extend(_variables(fd, lv, src, cat_at))
         findings.extend(_rule(fd, lv, src, cat_at))
         findings.extend(_default(fd, lv, src, cat_at))
     for name in catalog.levers:
         if name not in src.fields:
-            add(Finding(name, "removed", f"the catalog has an entry for `{name}`, which {src.struct} no longer has",
-                        f"{src.struct_file}:{src.struct_line}", at_catalog(name)))
+            add(
+                Finding(
+                    name,
+                    "removed",
+                    f"the catalog has an entry for `{name}`, which {src.struct} no longer has",
+                    f"{src.struct_file}:{src.struct_line}",
+                    at_catalog(name),
+                )
+            )
     findings.extend(_unchecked(src))
     return Report(src, catalog, label, tuple(findings))
 
@@ -146,15 +170,37 @@ def _variables(fd: Field, lv: Lever, src: LeverSource, cat_at: str) -> list[Find
             continue
         at = f"{fd.file}:{dv.line}"
         if dv.own:
-            out.append(Finding(fd.name, "variable", f"the doc gives {dv.name} as the field's variable; the entry "
-                               f"reads {_names(lv.vars)}", at, cat_at))
+            out.append(
+                Finding(
+                    fd.name,
+                    "variable",
+                    f"the doc gives {dv.name} as the field's variable; the entry reads {_names(lv.vars)}",
+                    at,
+                    cat_at,
+                )
+            )
         else:
-            out.append(Finding(fd.name, "mention", f"the doc mentions {dv.name} ({dv.why}); not the field's own "
-                               "variable", at, cat_at))
+            out.append(
+                Finding(
+                    fd.name,
+                    "mention",
+                    f"the doc mentions {dv.name} ({dv.why}); not the field's own variable",
+                    at,
+                    cat_at,
+                )
+            )
     for var in lv.vars:
         if var not in named and var not in read:
-            out.append(Finding(fd.name, "variable", f"the entry reads {var}, which the source no longer names for "
-                               "this field (neither its doc nor from_values)", f"{fd.file}:{fd.line}", cat_at))
+            out.append(
+                Finding(
+                    fd.name,
+                    "variable",
+                    f"the entry reads {var}, which the source no longer names for "
+                    "this field (neither its doc nor from_values)",
+                    f"{fd.file}:{fd.line}",
+                    cat_at,
+                )
+            )
     return out
 
 
@@ -163,21 +209,35 @@ def _rule(fd: Field, lv: Lever, src: LeverSource, cat_at: str) -> list[Finding]:
         return []  # said once, by _unchecked
     rule = src.rules.get(fd.name)
     if rule is None:
-        return [Finding(fd.name, "unverified", "from_values does not set this field by name",
-                        src.rules_where, cat_at)]
+        return [Finding(fd.name, "unverified", "from_values does not set this field by name", src.rules_where, cat_at)]
     at = f"{rule.file}:{rule.line}"
     if rule.no_kind:
-        return [Finding(fd.name, "rule", f"from_values's rule on {_names(rule.vars)} behaves as none of "
-                        f"leverctl's kinds; the entry says {lv.kind} on {_names(lv.vars)}", at, cat_at)]
+        return [
+            Finding(
+                fd.name,
+                "rule",
+                f"from_values's rule on {_names(rule.vars)} behaves as none of "
+                f"leverctl's kinds; the entry says {lv.kind} on {_names(lv.vars)}",
+                at,
+                cat_at,
+            )
+        ]
     if rule.unverifiable:
         return [Finding(fd.name, "unverified", f"rule not verifiable: {rule.unverifiable}", at, cat_at)]
     if rule.is_constant:
         if lv.kind == "config" and not lv.vars:
             return []
-        return [Finding(fd.name, "rule", f"from_values sets the constant {_fmt(rule.constant)}, not a variable; "
-                        f"the entry reads {_names(lv.vars)} as {lv.kind}", at, cat_at)]
-    if lv.kind in rule.kinds and tuple(lv.vars) == rule.vars and \
-            (lv.kind != "count_clamped" or lv.cap == rule.cap):
+        return [
+            Finding(
+                fd.name,
+                "rule",
+                f"from_values sets the constant {_fmt(rule.constant)}, not a variable; "
+                f"the entry reads {_names(lv.vars)} as {lv.kind}",
+                at,
+                cat_at,
+            )
+        ]
+    if lv.kind in rule.kinds and tuple(lv.vars) == rule.vars and (lv.kind != "count_clamped" or lv.cap == rule.cap):
         return []
     said = f"{rule.kind} on {_names(rule.vars)}" + (f" capped at {rule.cap}" if rule.cap is not None else "")
     has = f"{lv.kind} on {_names(lv.vars)}" + (f" capped at {lv.cap}" if lv.cap is not None else "")
@@ -195,19 +255,42 @@ def _default(fd: Field, lv: Lever, src: LeverSource, cat_at: str) -> list[Findin
         return [Finding(fd.name, "unverified", f"default not verifiable: {d.unknown}", at, cat_at)]
     if _same(d.value, lv.default):
         return []
-    return [Finding(fd.name, "default", f"defaults() gives {_fmt(d.value)}; the entry's default is "
-                    f"{_fmt(lv.default)}", at, cat_at)]
+    return [
+        Finding(
+            fd.name,
+            "default",
+            f"defaults() gives {_fmt(d.value)}; the entry's default is {_fmt(lv.default)}",
+            at,
+            cat_at,
+        )
+    ]
 
 
 def _unchecked(src: LeverSource) -> list[Finding]:
     out = []
     where = f"{src.struct_file}:{src.struct_line}"
-    elsewhere = f" (the struct's module keeps its resolution in {src.resolve_module}; pass it too)" \
-        if src.resolve_module else ""
+    elsewhere = (
+        f" (the struct's module keeps its resolution in {src.resolve_module}; pass it too)"
+        if src.resolve_module
+        else ""
+    )
     if src.rules is None:
-        out.append(Finding("", "unchecked", f"from_values is not in the files given{elsewhere}: the {len(src.fields)} "
-                           "fields' parse rules, described here only in prose, were not checked", where))
+        out.append(
+            Finding(
+                "",
+                "unchecked",
+                f"from_values is not in the files given{elsewhere}: the {len(src.fields)} "
+                "fields' parse rules, described here only in prose, were not checked",
+                where,
+            )
+        )
     if src.defaults is None:
-        out.append(Finding("", "unchecked", f"defaults() is not in the files given{elsewhere}: the catalog's "
-                           "defaults were not checked against it", where))
+        out.append(
+            Finding(
+                "",
+                "unchecked",
+                f"defaults() is not in the files given{elsewhere}: the catalog's defaults were not checked against it",
+                where,
+            )
+        )
     return out

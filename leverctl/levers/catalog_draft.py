@@ -9,6 +9,7 @@ engine overwrites later), the entry carries a ``fill_in`` mark saying what is
 missing, and the catalog is refused by every command until a person has
 filled it in and removed the mark.
 """
+
 from __future__ import annotations
 
 from typing import Any
@@ -35,8 +36,15 @@ def _slug(title: str) -> str:
 
 
 def _is_date(word: str) -> bool:
-    return len(word) == 11 and word.endswith(":") and word[4] == "-" and word[7] == "-" and \
-        word[:4].isdigit() and word[5:7].isdigit() and word[8:10].isdigit()
+    return (
+        len(word) == 11
+        and word.endswith(":")
+        and word[4] == "-"
+        and word[7] == "-"
+        and word[:4].isdigit()
+        and word[5:7].isdigit()
+        and word[8:10].isdigit()
+    )
 
 
 def summary(fd: Field) -> str:
@@ -85,8 +93,10 @@ def _entry(fd: Field, rule: Rule | None, src: LeverSource, group: str) -> dict[s
         kind, vars_ = rule.kind, rule.vars
         default = _empty_value(kind, vars_, fd.name, rule.cap)
         if d is not None and not d.unknown and said != default:
-            fill = (f"defaults() gives {said!r}, but the rule {kind} gives {default!r} with nothing set; "
-                    "check which the engine means")
+            fill = (
+                f"defaults() gives {said!r}, but the rule {kind} gives {default!r} with nothing set; "
+                "check which the engine means"
+            )
     else:
         vars_ = fd.own_vars
         kind = _type_kind(fd)
@@ -97,8 +107,10 @@ def _entry(fd: Field, rule: Rule | None, src: LeverSource, group: str) -> dict[s
             kind = "config"
             default = rule.constant
             vars_ = ()
-            why = (f"from_values sets the constant {rule.constant!r}: say where the engine really sets it "
-                   "(kind config for a serve setting) and check the default")
+            why = (
+                f"from_values sets the constant {rule.constant!r}: say where the engine really sets it "
+                "(kind config for a serve setting) and check the default"
+            )
         else:
             why = f"{rule.unverifiable}: state the rule (kind) it applies"
         fill = why
@@ -141,10 +153,12 @@ def draft(src: LeverSource, prefix: str, engine: str | None = None) -> tuple[dic
 def dumps(doc: dict[str, Any], src: LeverSource, marked: list[str]) -> str:
     import tomli_w
 
-    head = [f"# A draft catalog of {src.struct}, written by `leverctl catalog draft` from",
-            f"# {', '.join(src.files)}.",
-            "# Kinds and variables come from from_values where it states them; summaries are the",
-            "# doc comments' first sentences. Review every entry before use."]
+    head = [
+        f"# A draft catalog of {src.struct}, written by `leverctl catalog draft` from",
+        f"# {', '.join(src.files)}.",
+        "# Kinds and variables come from from_values where it states them; summaries are the",
+        "# doc comments' first sentences. Review every entry before use.",
+    ]
     if marked:
         head.append(f"# {len(marked)} entries carry `{FILL_IN}`: leverctl refuses this catalog until a person")
         head.append(f"# has filled each in and removed the mark ({', '.join(marked)}).")

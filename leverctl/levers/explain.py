@@ -10,6 +10,7 @@ neither numba nor numpy.
 Pure: takes catalogs (and, optionally, the raw values currently set) and
 returns an :class:`Explanation`; the CLI renders it.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -37,9 +38,12 @@ class Selected:
     text: str
 
     def to_json(self) -> dict[str, Any]:
-        return {"value": self.value, "with": dict([self.with_]) if self.with_ else {},
-                "cases": [{"when": list(c.when), "variant": c.variant, "note": c.note} for c in self.cases],
-                "text": self.text}
+        return {
+            "value": self.value,
+            "with": dict([self.with_]) if self.with_ else {},
+            "cases": [{"when": list(c.when), "variant": c.variant, "note": c.note} for c in self.cases],
+            "text": self.text,
+        }
 
 
 @dataclass(frozen=True)
@@ -59,9 +63,15 @@ class Steered:
     baselines: tuple[str, ...] = ()
 
     def to_json(self) -> dict[str, Any]:
-        return {"path": self.path, "kernel": self.kernel, "applies": self.applies,
-                "defaults": dict(self.defaults), "selected": [x.to_json() for x in self.selected],
-                "binds": self.binds, "baselines": list(self.baselines)}
+        return {
+            "path": self.path,
+            "kernel": self.kernel,
+            "applies": self.applies,
+            "defaults": dict(self.defaults),
+            "selected": [x.to_json() for x in self.selected],
+            "binds": self.binds,
+            "baselines": list(self.baselines),
+        }
 
 
 @dataclass(frozen=True)
@@ -112,8 +122,16 @@ class Explanation:
         for k in ("vars", "traps", "steers", "requires", "needed_by", "also_in"):
             d[k] = list(d[k])
         d["selects"] = [x.to_json() for x in self.selects]
-        d["matched"] = None if self.matched is None else {
-            "name": self.matched.name, "how": self.matched.how, "var": self.matched.var, "text": self.matched.text}
+        d["matched"] = (
+            None
+            if self.matched is None
+            else {
+                "name": self.matched.name,
+                "how": self.matched.how,
+                "var": self.matched.var,
+                "text": self.matched.text,
+            }
+        )
         return d
 
 
@@ -145,7 +163,7 @@ def _match(cat: Catalog, name: str) -> tuple[Lever, Match] | None:
     def var_text(lv: Lever) -> str:
         if not lv.vars:
             return "no variable: it is configuration"
-        return ("variable" + ("s " if len(lv.vars) > 1 else " ") + ", ".join(lv.vars))
+        return "variable" + ("s " if len(lv.vars) > 1 else " ") + ", ".join(lv.vars)
 
     if name in cat.levers:
         lv = cat.levers[name]
@@ -154,24 +172,34 @@ def _match(cat: Catalog, name: str) -> tuple[Lever, Match] | None:
     if name in by_var:
         lv = by_var[name]
         return lv, Match(name, "variable", name, f"variable {name}, field {lv.field} of {title}")
+
     def unprefixed(v: str, lv: Lever) -> tuple[Lever, Match]:
-        return lv, Match(name, "unprefixed", v,
-                         f"variable {v}, field {lv.field} of {title}, adding the engine prefix "
-                         f"{cat.prefix}: the engine reads only {v}; {name} alone it ignores")
+        return lv, Match(
+            name,
+            "unprefixed",
+            v,
+            f"variable {v}, field {lv.field} of {title}, adding the engine prefix "
+            f"{cat.prefix}: the engine reads only {v}; {name} alone it ignores",
+        )
 
     if cat.prefix + name in by_var:
         return unprefixed(cat.prefix + name, by_var[cat.prefix + name])
     low = name.lower()
     for f, lv in cat.levers.items():
         if f.lower() == low:
-            return lv, Match(name, "field-case", None,
-                             f"field {lv.field} of {title} ({var_text(lv)}), case-insensitively")
+            return lv, Match(
+                name, "field-case", None, f"field {lv.field} of {title} ({var_text(lv)}), case-insensitively"
+            )
     up = name.upper()
     for v, lv in by_var.items():
         if v.upper() == up:
-            return lv, Match(name, "variable-case", v,
-                             f"variable {v}, field {lv.field} of {title}, case-insensitively: the engine "
-                             f"reads only {v}; {name} is a different variable it ignores")
+            return lv, Match(
+                name,
+                "variable-case",
+                v,
+                f"variable {v}, field {lv.field} of {title}, case-insensitively: the engine "
+                f"reads only {v}; {name} is a different variable it ignores",
+            )
     for v, lv in by_var.items():
         if v.upper() == cat.prefix.upper() + up:
             return unprefixed(v, lv)
@@ -196,21 +224,33 @@ def selects(cat: Catalog, lv: Lever) -> tuple[Steered, ...]:
         if not applies or lv.field not in table.levers:
             out.append(Steered(name, kernel=True, applies=False))
             continue
-        base = {f: (cat.lever(f).default if f in fields else table.fixed.get(f, table.assumed[f]))
-                for f in table.levers}
+        base = {
+            f: (cat.lever(f).default if f in fields else table.fixed.get(f, table.assumed[f])) for f in table.levers
+        }
         mine = _domain(lv.default)
         rows = [Selected(v, None, c := table.cases({**base, lv.field: v}), words(c)) for v in mine]
         for other in table.levers:
             if other == lv.field or other not in fields or not isinstance(base[other], bool):
                 continue
             flipped = not base[other]
-            alt = [Selected(v, (other, flipped), c := table.cases({**base, lv.field: v, other: flipped}), words(c))
-                   for v in mine]
-            if [a.cases for a in alt] != [r.cases for r in rows[:len(mine)]]:
+            alt = [
+                Selected(v, (other, flipped), c := table.cases({**base, lv.field: v, other: flipped}), words(c))
+                for v in mine
+            ]
+            if [a.cases for a in alt] != [r.cases for r in rows[: len(mine)]]:
                 rows.extend(alt)
         defaults = tuple((f, base[f]) for f in table.levers if f != lv.field)
-        out.append(Steered(name, kernel=True, applies=True, defaults=defaults, selected=tuple(rows),
-                           binds=table.binds.get(lv.field, ""), baselines=table.baselines))
+        out.append(
+            Steered(
+                name,
+                kernel=True,
+                applies=True,
+                defaults=defaults,
+                selected=tuple(rows),
+                binds=table.binds.get(lv.field, ""),
+                baselines=table.baselines,
+            )
+        )
     return tuple(out)
 
 
@@ -227,6 +267,7 @@ def words(cases) -> str:
     """A case list in one line: ``T = 17: wy17; otherwise: wyn``, or the one
     variant when every shape takes it; each note in brackets, after the
     shapes it holds at."""
+
     def where(c) -> str:
         return " and ".join(c.when) if c.when else ("otherwise" if len(cases) > 1 else "")
 
@@ -236,9 +277,15 @@ def words(cases) -> str:
     return "; ".join(f"{where(c)}: {c.variant}" + (f" [{c.note}]" if c.note else "") for c in cases)
 
 
-def explain(cat: Catalog, lv: Lever, *, asked: tuple[str, Raw] | None = None,
-            current: Mapping[str, Raw] | None = None, others: Sequence[Catalog] = (),
-            matched: Match | None = None) -> Explanation:
+def explain(
+    cat: Catalog,
+    lv: Lever,
+    *,
+    asked: tuple[str, Raw] | None = None,
+    current: Mapping[str, Raw] | None = None,
+    others: Sequence[Catalog] = (),
+    matched: Match | None = None,
+) -> Explanation:
     kind = KINDS[lv.kind]
     needed_by = tuple(f for f, other in cat.levers.items() if lv.field in other.requires)
     concrete = []
@@ -273,8 +320,9 @@ def explain(cat: Catalog, lv: Lever, *, asked: tuple[str, Raw] | None = None,
         values=kind.values,
         examples=tuple((a, state(v)) for a, v in examples(lv)),
         traps=(*concrete, *kind.traps),
-        default=state(lv.default) if lv.kind != "build_default" else
-        f"{state(lv.default)} (or the build's [build] {lv.field} default)",
+        default=state(lv.default)
+        if lv.kind != "build_default"
+        else f"{state(lv.default)} (or the build's [build] {lv.field} default)",
         steers=lv.steers,
         requires=lv.requires,
         needed_by=needed_by,

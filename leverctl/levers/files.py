@@ -5,6 +5,7 @@ Every input file (catalog, recipe, env file, a diff side) is read by
 sweep plans) is written by :func:`write_atomically`, so all commands refuse
 and report alike.
 """
+
 from __future__ import annotations
 
 import errno
@@ -40,9 +41,13 @@ MiB = 1 << 20
 CAPS = {"recipe file": MiB, "catalog file": MiB, "env file": MiB}
 
 # What a path that is not a regular file is, in words (by S_IFMT).
-_NOT_REGULAR = ((stat.S_ISDIR, "a directory"), (stat.S_ISFIFO, "a FIFO (named pipe)"),
-                (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"),
-                (stat.S_ISSOCK, "a socket"))
+_NOT_REGULAR = (
+    (stat.S_ISDIR, "a directory"),
+    (stat.S_ISFIFO, "a FIFO (named pipe)"),
+    (stat.S_ISCHR, "a character device"),
+    (stat.S_ISBLK, "a block device"),
+    (stat.S_ISSOCK, "a socket"),
+)
 
 STDIN = "-"
 
@@ -51,8 +56,9 @@ def _size(n: int) -> str:
     return f"{n // MiB} MiB" if n % MiB == 0 else f"{n} bytes"
 
 
-def read_input_file(path: str | Path, what: str, *, binary: bool = False, limit: int | None = None,
-                    stdin: bool = False) -> bytes:
+def read_input_file(
+    path: str | Path, what: str, *, binary: bool = False, limit: int | None = None, stdin: bool = False
+) -> bytes:
     """The bytes of ``path``, or a UserError at it: absent, unreadable, not a
     regular file (a directory, a FIFO, a device such as /dev/zero, a socket),
     a symlink loop, larger than ``limit`` (default: ``CAPS[what]``, else no
@@ -115,8 +121,11 @@ def _open_regular(path: str | Path, what: str, where: str, stdin: bool) -> int:
         for test, words in _NOT_REGULAR:
             if test(mode):
                 # <(cmd) is a pipe too; standard input reads one without the risk of a FIFO no one writes.
-                hint = "; to read a pipe, give - and redirect it to standard input" \
-                    if stdin and stat.S_ISFIFO(mode) else ""
+                hint = (
+                    "; to read a pipe, give - and redirect it to standard input"
+                    if stdin and stat.S_ISFIFO(mode)
+                    else ""
+                )
                 raise UserError(f"is {words}, not {_a(what)}{hint}", where)
         if not stat.S_ISREG(mode):
             raise UserError(f"is not a regular file, not {_a(what)}", where)
@@ -138,9 +147,14 @@ def _read_capped(f: BinaryIO, limit: int | None) -> bytes | None:
     return None if len(data) > limit else data
 
 
-def write_atomically(path: str | Path, data: str | bytes | Iterable[str | bytes], *, make_folder: bool = False,
-                     check: Callable[[Path], None] | None = None,
-                     written: Callable[[], None] | None = None) -> None:
+def write_atomically(
+    path: str | Path,
+    data: str | bytes | Iterable[str | bytes],
+    *,
+    make_folder: bool = False,
+    check: Callable[[Path], None] | None = None,
+    written: Callable[[], None] | None = None,
+) -> None:
     """Write ``data`` (text as UTF-8) to ``path`` so that a reader sees the old
     file or the new one, never half of one, and a failure leaves the old one
     intact: a temporary file in the same folder (a rename across file systems
@@ -190,8 +204,7 @@ def write_atomically(path: str | Path, data: str | bytes | Iterable[str | bytes]
         raise
 
 
-def check_output_path(path: str | Path, option: str, *, directory: bool = False,
-                      make_folder: bool = False) -> Path:
+def check_output_path(path: str | Path, option: str, *, directory: bool = False, make_folder: bool = False) -> Path:
     """``path`` as a Path if a command can write there, else a UserError, so
     that a command refuses a bad output path before any work, not after a
     long run. Made to be a Typer option's ``parser`` (it sees the raw text,

@@ -8,6 +8,7 @@ a variable read by presence is written as ``""`` (still set), one read for its
 text is left out (the engine reads it as unset). Each such substitution is
 reported, so nobody mistakes it for the original bytes.
 """
+
 from __future__ import annotations
 
 import re
@@ -17,8 +18,8 @@ from typing import Any, Mapping
 
 from .catalog import Catalog
 from .intent import reads_presence
-from .recipes import Recipe
 from .present import printable
+from .recipes import Recipe
 from .resolve import Raw, Resolution, show_raw, utf8
 
 SHELL_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
@@ -39,8 +40,9 @@ def _plain(obj: Any) -> Any:
     return obj
 
 
-def lever_strings(catalog: Catalog, variables: Mapping[str, Any], *,
-                  keep_bytes: bool = False) -> tuple[dict[str, str | bytes], list[str]]:
+def lever_strings(
+    catalog: Catalog, variables: Mapping[str, Any], *, keep_bytes: bool = False
+) -> tuple[dict[str, str | bytes], list[str]]:
     """The catalog variables that are set, as strings that reproduce what the
     engine sees (catalog order), and a note per value that had to change.
     ``keep_bytes``: a value that is not UTF-8 stays its exact bytes instead
@@ -60,11 +62,15 @@ def lever_strings(catalog: Catalog, variables: Mapping[str, Any], *,
                 out[var] = raw if isinstance(raw, bytes) else raw.encode("utf-8", "surrogateescape")
             elif reads_presence(lv, var):
                 out[var] = ""
-                notes.append(f"{var}={printable(show_raw(raw) or '')} is not valid UTF-8; written as \"\" "
-                             f"(read by presence, so it stays set)")
+                notes.append(
+                    f'{var}={printable(show_raw(raw) or "")} is not valid UTF-8; written as "" '
+                    f"(read by presence, so it stays set)"
+                )
             else:
-                notes.append(f"{var}={printable(show_raw(raw) or '')} is not valid UTF-8; left unset "
-                             f"(the engine reads it as unset)")
+                notes.append(
+                    f"{var}={printable(show_raw(raw) or '')} is not valid UTF-8; left unset "
+                    f"(the engine reads it as unset)"
+                )
     return out, notes
 
 
@@ -76,7 +82,8 @@ def freeze(res: Resolution, recipe: Recipe | None = None, description: str | Non
         notes.append(f"{s.var} is not a lever variable of {cat.title}; left out")
     doc: dict[str, Any] = {"engine": cat.engine}
     doc["description"] = description or (
-        f"frozen from {res.recipe}" if res.recipe else f"frozen {cat.title} lever settings")
+        f"frozen from {res.recipe}" if res.recipe else f"frozen {cat.title} lever settings"
+    )
     if levers:
         doc["levers"] = levers
     for lv in cat.levers.values():
@@ -101,13 +108,15 @@ def ansi_c_quote(data: bytes) -> str:
     """``data`` as bash's $'...' quoting, which reproduces any bytes: printable
     ASCII as itself (``\\`` and ``\'`` escaped), every other byte as \\xHH (always
     two digits, so a following hex digit cannot join the escape)."""
-    body = "".join("\\\\" if b == 0x5C else "\\'" if b == 0x27 else chr(b) if 0x20 <= b < 0x7F
-                   else f"\\x{b:02x}" for b in data)
+    body = "".join(
+        "\\\\" if b == 0x5C else "\\'" if b == 0x27 else chr(b) if 0x20 <= b < 0x7F else f"\\x{b:02x}" for b in data
+    )
     return f"$'{body}'"
 
 
-def shell_lines(catalog: Catalog, sets: Mapping[str, Raw | None], *, unset_others: bool = True,
-                comments: list[str] | None = None) -> tuple[list[str], list[str]]:
+def shell_lines(
+    catalog: Catalog, sets: Mapping[str, Raw | None], *, unset_others: bool = True, comments: list[str] | None = None
+) -> tuple[list[str], list[str]]:
     """Shell lines that make an environment hold exactly ``sets`` (var -> raw,
     None to unset) for this catalog's variables: ``export`` for each set
     variable, ``unset`` for the rest. Returns (lines, notes).

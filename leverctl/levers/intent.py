@@ -12,6 +12,7 @@ whitespace) is taken to say what the *variable's name* says. ``ATLAS_GDN_WY17=fa
 asks for WY17 off; ``METRALE_NO_SSD=false`` asks for the SSD scan to stay on.
 Where the engine's rule yields something else, that is a surprise.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -141,12 +142,18 @@ def judge(lever: Lever, var: str, raw: Raw | None) -> Surprise | None:
     shown = assignment(var, raw)
     if text is None:
         if reads_presence(lever, var):
-            return Surprise("warning", "not-utf8",
-                            f"{shown}: this variable counts by presence, "
-                            f"so it is set and {field} is {state(got)}", got)
-        return Surprise("error", "not-utf8",
-                        f"{shown}: the engine reads a value that is not valid UTF-8 as unset, "
-                        f"so {field} stays {state(got)}", got)
+            return Surprise(
+                "warning",
+                "not-utf8",
+                f"{shown}: this variable counts by presence, so it is set and {field} is {state(got)}",
+                got,
+            )
+        return Surprise(
+            "error",
+            "not-utf8",
+            f"{shown}: the engine reads a value that is not valid UTF-8 as unset, so {field} stays {state(got)}",
+            got,
+        )
 
     if lever.kind in COUNT_KINDS:
         return _judge_count(lever, var, text, got, shown)
@@ -157,10 +164,14 @@ def judge(lever: Lever, var: str, raw: Raw | None) -> Surprise | None:
         if reads_presence(lever, var):
             return None  # any value sets it, and nothing suggests otherwise was meant
         if got == unset:
-            return Surprise("warning", "ignored",
-                            f"{shown} is not a value this rule knows "
-                            f"({_accepts(lever, var)}); the engine treats it as unset, "
-                            f"so {field} stays {state(got)}", got)
+            return Surprise(
+                "warning",
+                "ignored",
+                f"{shown} is not a value this rule knows "
+                f"({_accepts(lever, var)}); the engine treats it as unset, "
+                f"so {field} stays {state(got)}",
+                got,
+            )
         return None
 
     if lever.kind in ("drafter", "opt_in_vetoed"):
@@ -171,21 +182,33 @@ def judge(lever: Lever, var: str, raw: Raw | None) -> Surprise | None:
         ok = got == ((word == "on") != negative(lever, var))
     if ok:
         if padded and not reads_presence(lever, var):
-            return Surprise("warning", "whitespace",
-                            f"{shown}: surrounding whitespace is not trimmed; the engine "
-                            f"ignores this value ({field} is {state(got)} either way)", got)
+            return Surprise(
+                "warning",
+                "whitespace",
+                f"{shown}: surrounding whitespace is not trimmed; the engine "
+                f"ignores this value ({field} is {state(got)} either way)",
+                got,
+            )
         return None
     if padded and not reads_presence(lever, var):
-        return Surprise("error", "whitespace",
-                        f"{shown}: the engine compares the exact string and never trims, "
-                        f"so {field} is {state(got)}", got)
+        return Surprise(
+            "error",
+            "whitespace",
+            f"{shown}: the engine compares the exact string and never trims, so {field} is {state(got)}",
+            got,
+        )
     if reads_presence(lever, var):
         verb = "still vetoes it" if lever.kind == "opt_in_vetoed" else _verb(got, unset)
-        return Surprise("error", "presence",
-                        f"{shown} {verb}: this variable counts by presence, any value "
-                        f"(0 and '' included); only unsetting it {_undo(lever, var)}", got)
-    return Surprise("error", "ignored" if got == unset else "inverted",
-                    f"{shown} {_verb(got, unset)}: {_accepts(lever, var)}", got)
+        return Surprise(
+            "error",
+            "presence",
+            f"{shown} {verb}: this variable counts by presence, any value "
+            f"(0 and '' included); only unsetting it {_undo(lever, var)}",
+            got,
+        )
+    return Surprise(
+        "error", "ignored" if got == unset else "inverted", f"{shown} {_verb(got, unset)}: {_accepts(lever, var)}", got
+    )
 
 
 def _verb(got: Any, unset: Any) -> str:
@@ -226,8 +249,7 @@ def _accepts(lever: Lever, var: str) -> str:
 def _judge_count(lever: Lever, var: str, text: str, got: Any, shown: str) -> Surprise | None:
     meant = _lenient_count(text)
     if meant is None:
-        return Surprise("error", "ignored",
-                        f"{shown} is not a count; the engine reads it as {state(got)}", got)
+        return Surprise("error", "ignored", f"{shown} is not a count; the engine reads it as {state(got)}", got)
     if lever.kind == "count_opt":
         expect = None if meant == 0 else meant
     else:
@@ -238,24 +260,29 @@ def _judge_count(lever: Lever, var: str, text: str, got: Any, shown: str) -> Sur
         # The kind's own parse (Rust's usize::from_str) failed on a number too
         # large for 64 bits; the rule then reads it as if unparseable.
         if lever.kind == "count_clamped":
-            cap_text = (f", not clamped to {lever.cap}: write {lever.cap} for the most"
-                        if lever.cap is not None else "")
+            cap_text = f", not clamped to {lever.cap}: write {lever.cap} for the most" if lever.cap is not None else ""
             effect = f"{lever.field} is {state(got)} (off){cap_text}"
         else:
             effect = f"{lever.field} is {state(got)}, as if it were not set"
-        return Surprise("error", "overflow",
-                        f"{shown} is too large for the engine's count (usize, at most {USIZE_MAX}), "
-                        f"so its parse fails and {effect}", got)
+        return Surprise(
+            "error",
+            "overflow",
+            f"{shown} is too large for the engine's count (usize, at most {USIZE_MAX}), "
+            f"so its parse fails and {effect}",
+            got,
+        )
     if got != expect:
         why = "whitespace is not trimmed" if text != text.strip() else "only plain decimal digits parse"
-        return Surprise("error", "whitespace" if text != text.strip() else "ignored",
-                        f"{shown}: {why}, so the engine reads it as {state(got)}, not {meant}", got)
+        return Surprise(
+            "error",
+            "whitespace" if text != text.strip() else "ignored",
+            f"{shown}: {why}, so the engine reads it as {state(got)}, not {meant}",
+            got,
+        )
     if lever.kind == "count_clamped" and lever.cap is not None and meant > lever.cap:
-        return Surprise("warning", "clamped",
-                        f"{shown} is clamped to {lever.cap}", got)
+        return Surprise("warning", "clamped", f"{shown} is clamped to {lever.cap}", got)
     if lever.kind == "count_opt" and meant == 0:
-        return Surprise("info", "zero-is-unset",
-                        f"{shown}: 0 means unset here, the same as not setting it", got)
+        return Surprise("info", "zero-is-unset", f"{shown}: 0 means unset here, the same as not setting it", got)
     return None
 
 
@@ -297,7 +324,8 @@ def examples(lever: Lever) -> list[tuple[str, Any]]:
         return rows
     rows.append(("nothing set", single(lever)))
     base = {
-        "count_opt": ("4", "0", "+4"), "count_clamped": ("3", "20", "0"),
+        "count_opt": ("4", "0", "+4"),
+        "count_clamped": ("3", "20", "0"),
     }.get(lever.kind, ("1", "0"))
     for var in lever.vars:
         seen: set[str] = set()

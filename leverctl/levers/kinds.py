@@ -8,6 +8,7 @@ Values are compared as exact strings and never trimmed: ``" 1"`` is not ``"1"``.
 
 A catalog entry names its kind; adding an engine is adding data, not code.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -124,78 +125,156 @@ class Kind:
 KINDS: dict[str, Kind] = {
     k.name: k
     for k in (
-        Kind("opt_in", 1, "opt-in: on only for the exact string 1",
-             (("1", "on"), ("anything else, or unset", "off")),
-             ("'true', 'yes', 'on' and ' 1' are all ignored: only the exact string 1 turns it on",),
-             off_value=None),
-        Kind("opt_out", 1, "opt-out: on unless the exact string 0",
-             (("0", "off"), ("anything else, or unset", "on")),
-             ("'false', 'no', 'off' and '' keep it ON: only the exact string 0 turns it off",),
-             on_value=None, off_value="0"),
-        Kind("kill_switch", 1, "kill switch: on unless the exact string 1",
-             (("1", "off (the kill switch fires)"), ("anything else, or unset", "on")),
-             ("'true' or '0' do not fire the kill switch: only the exact string 1 turns the path off",
-              "the variable's name says NO_, so 1 means off: the field is stored positively"),
-             on_value=None, off_value="1"),
-        Kind("truthy_ci", 1, "truthy: 1 or true, true in any ASCII case",
-             (("1, true, TRUE, TrUe", "on"), ("anything else, or unset", "off")),
-             ("'yes' and 'on' are ignored", "surrounding whitespace is not trimmed: ' true' is off")),
-        Kind("truthy_cs", 1, "truthy, case-sensitive: exactly 1 or true",
-             (("1 or true", "on"), ("TRUE, True, anything else, or unset", "off")),
-             ("'True' and 'TRUE' are ignored: the match is case-sensitive",)),
-        Kind("presence", 1, "presence: set at all turns it on, whatever the value",
-             (("any value, '' and 0 included", "on"), ("unset", "off")),
-             ("'=0' and '=false' turn it ON: only unsetting the variable turns it off",),
-             on_value="1", off_value=None),
-        Kind("presence_kill", 1, "presence kill switch: on unless the variable is present",
-             (("any value, '' and 0 included", "off"), ("unset", "on")),
-             ("'=0' turns the path OFF: any value counts, only unsetting restores it",),
-             on_value=None, off_value="1"),
-        Kind("tristate", 1, "tri-state: 1 on, 0 off, anything else unset (the call site decides)",
-             (("1", "on"), ("0", "off"), ("anything else, or unset", "unset: the call site's own default")),
-             ("'true' and 'false' mean unset, not on or off",),
-             on_value="1", off_value="0"),
-        Kind("count_opt", 1, "optional count: a positive integer; 0 or unparseable means unset",
-             (("a decimal count like 4 or +4, up to 18446744073709551615 (usize)", "that count"),
-              ("0, unparseable (a count beyond usize included), or unset", "unset")),
-             ("parsed strictly: ' 4', '4 ', '4.0', '1_000' and '-1' all mean unset",
-              "a count beyond 18446744073709551615 does not fit a usize: Rust's parse rejects it, so it means "
-              "unset, not the largest count"),
-             on_value=None),
-        Kind("count_clamped", 1, "clamped count: unset or unparseable is 0 (off), capped",
-             (("a decimal count k", "k, capped at the lever's maximum"), ("unparseable, or unset", "0 (off)")),
-             ("values above the cap are silently clamped", "' 3' (leading space) is unparseable and means off",
-              "a count beyond 18446744073709551615 does not fit a usize: Rust's parse rejects it, so it means "
-              "off (0), not the cap"),
-             on_value=None),
-        Kind("drafter", 2, "drafter context: an off switch, then a prefill-only switch, each exact 1",
-             (("first variable = 1", "off: no prefill, no carry"),
-              ("second variable = 1 (first not 1)", "prefill without carry"),
-              ("neither is 1", "both prefill and carry")),
-             ("prefill without carry is a measured loss of about 0.9 s per turn",
-              "'true' is ignored by both variables")),
-        Kind("build_default", 1, "build default: the build's default, turned off by the variable's presence",
-             (("unset", "the build default (on where the build does not declare it)"),
-              ("any value, 0 included", "off")),
-             ("'=0' turns it OFF: presence is what counts",),
-             on_value=None, off_value="1"),
-        Kind("opt_in_vetoed", 2, "opt-in (exact 1) that a second variable vetoes by presence",
-             (("first = 1 and second unset", "on"), ("second set to anything", "off, whatever the first says"),
-              ("first anything but 1", "off")),
-             ("setting the second variable, even to 0, overrides the first",)),
-        Kind("config", 0, "configuration: from the serve settings, never from the environment",
-             (("--max-batch-size N", "N, which takes precedence over the recipe's [serve] max_batch_size"),
-              ("the recipe's [serve] max_batch_size = N", "N"),
-              ("neither", "1"),
-              ("N outside 1..4294967295 (the engine's u32)", "refused as bad input")),
-             ("exporting a variable for it has no effect",),
-             reads_env=False, on_value=None),
+        Kind(
+            "opt_in",
+            1,
+            "opt-in: on only for the exact string 1",
+            (("1", "on"), ("anything else, or unset", "off")),
+            ("'true', 'yes', 'on' and ' 1' are all ignored: only the exact string 1 turns it on",),
+            off_value=None,
+        ),
+        Kind(
+            "opt_out",
+            1,
+            "opt-out: on unless the exact string 0",
+            (("0", "off"), ("anything else, or unset", "on")),
+            ("'false', 'no', 'off' and '' keep it ON: only the exact string 0 turns it off",),
+            on_value=None,
+            off_value="0",
+        ),
+        Kind(
+            "kill_switch",
+            1,
+            "kill switch: on unless the exact string 1",
+            (("1", "off (the kill switch fires)"), ("anything else, or unset", "on")),
+            (
+                "'true' or '0' do not fire the kill switch: only the exact string 1 turns the path off",
+                "the variable's name says NO_, so 1 means off: the field is stored positively",
+            ),
+            on_value=None,
+            off_value="1",
+        ),
+        Kind(
+            "truthy_ci",
+            1,
+            "truthy: 1 or true, true in any ASCII case",
+            (("1, true, TRUE, TrUe", "on"), ("anything else, or unset", "off")),
+            ("'yes' and 'on' are ignored", "surrounding whitespace is not trimmed: ' true' is off"),
+        ),
+        Kind(
+            "truthy_cs",
+            1,
+            "truthy, case-sensitive: exactly 1 or true",
+            (("1 or true", "on"), ("TRUE, True, anything else, or unset", "off")),
+            ("'True' and 'TRUE' are ignored: the match is case-sensitive",),
+        ),
+        Kind(
+            "presence",
+            1,
+            "presence: set at all turns it on, whatever the value",
+            (("any value, '' and 0 included", "on"), ("unset", "off")),
+            ("'=0' and '=false' turn it ON: only unsetting the variable turns it off",),
+            on_value="1",
+            off_value=None,
+        ),
+        Kind(
+            "presence_kill",
+            1,
+            "presence kill switch: on unless the variable is present",
+            (("any value, '' and 0 included", "off"), ("unset", "on")),
+            ("'=0' turns the path OFF: any value counts, only unsetting restores it",),
+            on_value=None,
+            off_value="1",
+        ),
+        Kind(
+            "tristate",
+            1,
+            "tri-state: 1 on, 0 off, anything else unset (the call site decides)",
+            (("1", "on"), ("0", "off"), ("anything else, or unset", "unset: the call site's own default")),
+            ("'true' and 'false' mean unset, not on or off",),
+            on_value="1",
+            off_value="0",
+        ),
+        Kind(
+            "count_opt",
+            1,
+            "optional count: a positive integer; 0 or unparseable means unset",
+            (
+                ("a decimal count like 4 or +4, up to 18446744073709551615 (usize)", "that count"),
+                ("0, unparseable (a count beyond usize included), or unset", "unset"),
+            ),
+            (
+                "parsed strictly: ' 4', '4 ', '4.0', '1_000' and '-1' all mean unset",
+                "a count beyond 18446744073709551615 does not fit a usize: Rust's parse rejects it, so it means "
+                "unset, not the largest count",
+            ),
+            on_value=None,
+        ),
+        Kind(
+            "count_clamped",
+            1,
+            "clamped count: unset or unparseable is 0 (off), capped",
+            (("a decimal count k", "k, capped at the lever's maximum"), ("unparseable, or unset", "0 (off)")),
+            (
+                "values above the cap are silently clamped",
+                "' 3' (leading space) is unparseable and means off",
+                "a count beyond 18446744073709551615 does not fit a usize: Rust's parse rejects it, so it means "
+                "off (0), not the cap",
+            ),
+            on_value=None,
+        ),
+        Kind(
+            "drafter",
+            2,
+            "drafter context: an off switch, then a prefill-only switch, each exact 1",
+            (
+                ("first variable = 1", "off: no prefill, no carry"),
+                ("second variable = 1 (first not 1)", "prefill without carry"),
+                ("neither is 1", "both prefill and carry"),
+            ),
+            ("prefill without carry is a measured loss of about 0.9 s per turn", "'true' is ignored by both variables"),
+        ),
+        Kind(
+            "build_default",
+            1,
+            "build default: the build's default, turned off by the variable's presence",
+            (("unset", "the build default (on where the build does not declare it)"), ("any value, 0 included", "off")),
+            ("'=0' turns it OFF: presence is what counts",),
+            on_value=None,
+            off_value="1",
+        ),
+        Kind(
+            "opt_in_vetoed",
+            2,
+            "opt-in (exact 1) that a second variable vetoes by presence",
+            (
+                ("first = 1 and second unset", "on"),
+                ("second set to anything", "off, whatever the first says"),
+                ("first anything but 1", "off"),
+            ),
+            ("setting the second variable, even to 0, overrides the first",),
+        ),
+        Kind(
+            "config",
+            0,
+            "configuration: from the serve settings, never from the environment",
+            (
+                ("--max-batch-size N", "N, which takes precedence over the recipe's [serve] max_batch_size"),
+                ("the recipe's [serve] max_batch_size = N", "N"),
+                ("neither", "1"),
+                ("N outside 1..4294967295 (the engine's u32)", "refused as bad input"),
+            ),
+            ("exporting a variable for it has no effect",),
+            reads_env=False,
+            on_value=None,
+        ),
     )
 }
 
 
-def evaluate(kind: str, vars: Sequence[str], obs: Observed, *, field: str,
-             default: Any, cap: int | None = None) -> tuple[Any, str | None]:
+def evaluate(
+    kind: str, vars: Sequence[str], obs: Observed, *, field: str, default: Any, cap: int | None = None
+) -> tuple[Any, str | None]:
     """The field's value and the variable that decided it (None when the
     default, build or config decided)."""
     v = obs.value

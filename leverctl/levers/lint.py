@@ -11,6 +11,7 @@ and reads nothing itself. Each finding has a severity:
               variable with no near match;
 * ``info``    worth knowing, harmless.
 """
+
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass
@@ -19,8 +20,8 @@ from typing import Any, Callable, Mapping
 from .catalog import Catalog
 from .intent import is_drafter_prefill_only, judge, state
 from .present import printable, safe, where_of
-from .suggest import suggestion
 from .resolve import Raw, Resolution, show_raw
+from .suggest import suggestion
 
 SEVERITIES = ("error", "warning", "info")
 
@@ -59,26 +60,40 @@ def misnamed(var: str, cat: Catalog) -> tuple[str, str, str] | None:
     up = var.upper()
     for k in known:
         if k == prefix + var:
-            return ("unprefixed", k, f"{var} lacks the engine prefix {prefix}: {title} reads only {k}, "
-                                     f"so it ignores {var}")
+            return (
+                "unprefixed",
+                k,
+                f"{var} lacks the engine prefix {prefix}: {title} reads only {k}, so it ignores {var}",
+            )
     for k in known:
         if k.upper() == up:
-            return ("case", k, f"{var} differs from {k} only in case: variable names are case-sensitive, "
-                               f"so {title} ignores {var}")
+            return (
+                "case",
+                k,
+                f"{var} differs from {k} only in case: variable names are case-sensitive, so {title} ignores {var}",
+            )
         if k.upper() == prefix.upper() + up:
-            return ("unprefixed", k, f"{var} lacks the engine prefix {prefix} (and differs in case): "
-                                     f"{title} reads only {k}, so it ignores {var}")
+            return (
+                "unprefixed",
+                k,
+                f"{var} lacks the engine prefix {prefix} (and differs in case): "
+                f"{title} reads only {k}, so it ignores {var}",
+            )
     for other in ENGINE_PREFIXES:
         if other != prefix and up.startswith(other):
             for k in known:
-                if k.upper() == prefix.upper() + up[len(other):]:
-                    return ("other-engine", k, f"{var} carries another engine's prefix {other}: "
-                                               f"{title} reads {k}, so it ignores {var}")
+                if k.upper() == prefix.upper() + up[len(other) :]:
+                    return (
+                        "other-engine",
+                        k,
+                        f"{var} carries another engine's prefix {other}: {title} reads {k}, so it ignores {var}",
+                    )
     return None
 
 
-def lint(res: Resolution, env_where: Callable[[str], str] | None = None,
-         env: Mapping[str, Raw] | None = None) -> list[Finding]:
+def lint(
+    res: Resolution, env_where: Callable[[str], str] | None = None, env: Mapping[str, Raw] | None = None
+) -> list[Finding]:
     """The findings for ``res``. ``env`` is the environment it was resolved
     from (the process's, or an env file's when ``env_where`` is given): its
     variables the resolution left out as not the engine's are searched for
@@ -88,8 +103,9 @@ def lint(res: Resolution, env_where: Callable[[str], str] | None = None,
     known = cat.variables()
     found: list[Finding] = []
 
-    def add(sev: str, code: str, msg: str, var: str | None = None, field: str | None = None,
-            where: str | None = None) -> None:
+    def add(
+        sev: str, code: str, msg: str, var: str | None = None, field: str | None = None, where: str | None = None
+    ) -> None:
         w = where or (where_of(res, var, env_where) if var else (res.recipe or "levers"))
         found.append(Finding(sev, code, safe(msg), safe(w), safe(var) if var else None, field))
 
@@ -104,16 +120,27 @@ def lint(res: Resolution, env_where: Callable[[str], str] | None = None,
             code, meant, why = wrong
             add("error", "unknown-variable", f"{why} (did you mean {meant}?)", s.var, by_var[meant].field)
         elif near:
-            add("error", "unknown-variable",
+            add(
+                "error",
+                "unknown-variable",
                 f"{s.var} is not a known {cat.title} lever variable (did you mean {near}?); the engine ignores it",
-                s.var)
+                s.var,
+            )
         elif s.var.startswith(cat.prefix):
-            add("warning", "unknown-variable",
+            add(
+                "warning",
+                "unknown-variable",
                 f"{s.var} carries the {cat.prefix} prefix but is not a lever leverctl knows; "
-                f"no {cat.title} lever reads it", s.var)
+                f"no {cat.title} lever reads it",
+                s.var,
+            )
         else:
-            add("warning", "unknown-variable",
-                f"{s.var} is not a lever variable of {cat.title}; the engine ignores it", s.var)
+            add(
+                "warning",
+                "unknown-variable",
+                f"{s.var} is not a lever variable of {cat.title}; the engine ignores it",
+                s.var,
+            )
 
     # The environment's variables the resolution set aside as not the
     # engine's: a lever name there without its prefix, or miscased, is a
@@ -128,8 +155,14 @@ def lint(res: Resolution, env_where: Callable[[str], str] | None = None,
         if wrong is None or (wrong[0] == "other-engine" and not from_file):
             continue
         code, meant, why = wrong
-        add("error" if from_file else "warning", "unknown-variable", f"{why} (did you mean {meant}?)",
-            var, by_var[meant].field, where=env_where(var) if from_file else "environment")
+        add(
+            "error" if from_file else "warning",
+            "unknown-variable",
+            f"{why} (did you mean {meant}?)",
+            var,
+            by_var[meant].field,
+            where=env_where(var) if from_file else "environment",
+        )
 
     # Values the engine ignores or reads against their likely meaning.
     for var, s in res.variables.items():
@@ -153,12 +186,22 @@ def lint(res: Resolution, env_where: Callable[[str], str] | None = None,
         need = ", ".join(f"{f} ({_how(res, f)})" for f in missing)
         explicit = r.provenance.source not in ("default", "build")
         if explicit:
-            add("warning", "missing-dependency",
-                f"{lv.field} is on but has no effect while {need} is off", r.provenance.var, lv.field)
+            add(
+                "warning",
+                "missing-dependency",
+                f"{lv.field} is on but has no effect while {need} is off",
+                r.provenance.var,
+                lv.field,
+            )
         else:
-            add("info", "missing-dependency",
+            add(
+                "info",
+                "missing-dependency",
                 f"{lv.field} stays on by default but has no effect while {need} is off",
-                None, lv.field, where=_where_field(res, missing[0], env_where))
+                None,
+                lv.field,
+                where=_where_field(res, missing[0], env_where),
+            )
 
     # A veto variable overriding its opt-in.
     for lv in cat.levers.values():
@@ -170,13 +213,16 @@ def lint(res: Resolution, env_where: Callable[[str], str] | None = None,
             continue
         on = res.variables.get(on_var)
         if on is not None and on.raw == "1":
-            add("error", "overridden",
+            add(
+                "error",
+                "overridden",
                 f"{veto_var} (set, {where_of(res, veto_var, env_where)}) overrides {on_var}=1 "
                 f"({where_of(res, on_var, env_where)}): any value of {veto_var} turns {lv.field} off",
-                veto_var, lv.field)
+                veto_var,
+                lv.field,
+            )
         else:
-            add("info", "veto",
-                f"{veto_var} is set: {lv.field} is off. {lv.notes}".strip(), veto_var, lv.field)
+            add("info", "veto", f"{veto_var} is set: {lv.field} is off. {lv.notes}".strip(), veto_var, lv.field)
 
     # Couplings the catalog's `requires` cannot say (they need a lever OFF).
     for field, other, want, sev, why in CONFLICTS:
@@ -196,14 +242,22 @@ def lint(res: Resolution, env_where: Callable[[str], str] | None = None,
         r = res.levers[lv.field]
         if lv.diagnostic and r.value != lv.default and _on(r.value):
             note = f" {lv.notes}" if lv.notes else ""
-            add("warning", "diagnostic-on",
+            add(
+                "warning",
+                "diagnostic-on",
                 f"diagnostic lever {lv.field} is {state(r.value)} ({lv.summary[:1].lower() + lv.summary[1:]}).{note}",
-                r.provenance.var, lv.field)
+                r.provenance.var,
+                lv.field,
+            )
         if lv.kind == "drafter" and is_drafter_prefill_only(r.value):
-            add("warning", "drafter-prefill-only",
+            add(
+                "warning",
+                "drafter-prefill-only",
                 f"the MTP drafter prefills its context but does not carry it across turns. "
                 f"{lv.notes or 'Prefill without carry is a known loss.'}",
-                r.provenance.var, lv.field)
+                r.provenance.var,
+                lv.field,
+            )
 
     order = {s: i for i, s in enumerate(SEVERITIES)}
     fields = {f: i for i, f in enumerate(cat.fields)}
@@ -229,18 +283,31 @@ def _where_field(res: Resolution, field: str, env_where) -> str:
 # (field, other field, other's value that defeats it, severity, why). Only
 # applied where both fields exist in the catalog.
 CONFLICTS: tuple[tuple[str, str, Any, str, str], ...] = (
-    ("ffn_mmq", "ffn_nvfp4_mmq", True, "info",
-     "the Q4_K MMQ arm is taken only where the NVFP4 MMQ arm is not active, and ffn_nvfp4_mmq is on "
-     "(on models whose NVFP4 MMQ kernels load, set METRALE_NO_FFN_NVFP4_MMQ to let it through)"),
-    ("moe_prefill_max_load_factor", "moe_prefill_exact_tiles", True, "warning",
-     "the load-factor cap applies only with exact tiles off, and moe_prefill_exact_tiles is on"),
+    (
+        "ffn_mmq",
+        "ffn_nvfp4_mmq",
+        True,
+        "info",
+        "the Q4_K MMQ arm is taken only where the NVFP4 MMQ arm is not active, and ffn_nvfp4_mmq is on "
+        "(on models whose NVFP4 MMQ kernels load, set METRALE_NO_FFN_NVFP4_MMQ to let it through)",
+    ),
+    (
+        "moe_prefill_max_load_factor",
+        "moe_prefill_exact_tiles",
+        True,
+        "warning",
+        "the load-factor cap applies only with exact tiles off, and moe_prefill_exact_tiles is on",
+    ),
 )
 
 # (field, severity, why): levers with a known correctness or speed cost.
 RISKS: tuple[tuple[str, str, str], ...] = (
-    ("moe_max_m_tiles_estimate", "warning",
-     "an expert with more rows than twice the average gets no block for the excess, "
-     "which is then not computed (a correctness risk on skewed routing)"),
+    (
+        "moe_max_m_tiles_estimate",
+        "warning",
+        "an expert with more rows than twice the average gets no block for the excess, "
+        "which is then not computed (a correctness risk on skewed routing)",
+    ),
 )
 
 

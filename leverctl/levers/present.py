@@ -6,6 +6,7 @@ surrogates (how Python hands over undecodable argv and environ bytes), and
 neither may crash an output format or smuggle control characters or Rich
 markup into a terminal.
 """
+
 from __future__ import annotations
 
 import json

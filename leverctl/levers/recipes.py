@@ -18,6 +18,7 @@ Loading flattens the ``extends`` chain (child wins) and remembers which file
 set every value, so provenance can name it. Loading reads files; resolving
 does not.
 """
+
 from __future__ import annotations
 
 import re
@@ -69,7 +70,7 @@ class Recipe:
 
 def line_of(text: str, key: str) -> int | None:
     """The first line that assigns ``key`` (bare or quoted), for messages."""
-    pat = re.compile(r'^\s*("?)' + re.escape(key) + r'\1\s*=')
+    pat = re.compile(r'^\s*("?)' + re.escape(key) + r"\1\s*=")
     for n, line in enumerate(text.splitlines(), 1):
         if pat.match(line):
             return n
@@ -113,7 +114,7 @@ def load_recipe(path: str | Path, _seen: tuple[str, ...] = ()) -> Recipe:
     doc, text = _read(p)  # first: it refuses a symlink loop, which resolve() would raise on
     key = str(p.resolve())
     if key in _seen:
-        cycle = " -> ".join([*_seen[_seen.index(key):], key])
+        cycle = " -> ".join([*_seen[_seen.index(key) :], key])
         raise UserError(f"`extends` cycle: {path_label(cycle)}", path_label(p))
     where = path_label(p)  # the recipe's name in messages and provenance; `chain` keeps the paths
 
@@ -122,8 +123,9 @@ def load_recipe(path: str | Path, _seen: tuple[str, ...] = ()) -> Recipe:
         k = unknown[0]
         hint = did_you_mean(k, TOP_KEYS, quote="`")
         line = line_of(text, k)
-        raise UserError(f"unknown key `{k}`{hint}; a recipe has {', '.join(TOP_KEYS)}",
-                        f"{where}:{line}" if line else where)
+        raise UserError(
+            f"unknown key `{k}`{hint}; a recipe has {', '.join(TOP_KEYS)}", f"{where}:{line}" if line else where
+        )
     for k, want in (("engine", str), ("extends", str), ("description", str)):
         if k in doc and not isinstance(doc[k], want):
             raise _type_error(text, where, k, "a string", doc[k])
@@ -134,14 +136,16 @@ def load_recipe(path: str | Path, _seen: tuple[str, ...] = ()) -> Recipe:
         raise _type_error(text, where, "unset", "a list of variable names", doc["unset"])
 
     if "extends" in doc:
-        parent_path = (p.parent / doc["extends"])
+        parent_path = p.parent / doc["extends"]
         try:
             parent = load_recipe(parent_path, (*_seen, key))
         except UserError as e:
             if e.message == "no such recipe file" and e.where == path_label(parent_path):
                 line = line_of(text, "extends")
-                raise UserError(f"`extends` names a missing parent {doc['extends']!r} ({parent_path})",
-                                f"{where}:{line}" if line else where) from None
+                raise UserError(
+                    f"`extends` names a missing parent {doc['extends']!r} ({parent_path})",
+                    f"{where}:{line}" if line else where,
+                ) from None
             raise
         if "engine" in doc and doc["engine"] != parent.engine:
             raise UserError(f"engine {doc['engine']!r} differs from its parent's {parent.engine!r}", where)
@@ -162,15 +166,19 @@ def load_recipe(path: str | Path, _seen: tuple[str, ...] = ()) -> Recipe:
             # The engine sees strings; a TOML 1 or true would hide what string
             # was meant ("1"? "true"?), and the rules differ on exactly that.
             line = line_of(text, var)
-            raise UserError(f"lever {var} must be a string as the engine sees it "
-                            f"(write {var} = \"{_suggest_str(value)}\"), not {type(value).__name__}",
-                            f"{where}:{line}" if line else where)
+            raise UserError(
+                f"lever {var} must be a string as the engine sees it "
+                f'(write {var} = "{_suggest_str(value)}"), not {type(value).__name__}',
+                f"{where}:{line}" if line else where,
+            )
         unset.pop(var, None)
         vars_[var] = Setting(value, where, line_of(text, var))
     for k, value in doc.get("serve", {}).items():
         if k not in SERVE_KEYS:
-            raise UserError(f"unknown [serve] key `{k}`; known: {', '.join(SERVE_KEYS)}",
-                            f"{where}:{line_of(text, k)}" if line_of(text, k) else where)
+            raise UserError(
+                f"unknown [serve] key `{k}`; known: {', '.join(SERVE_KEYS)}",
+                f"{where}:{line_of(text, k)}" if line_of(text, k) else where,
+            )
         if not isinstance(value, int) or isinstance(value, bool) or not 1 <= value <= U32_MAX:
             raise _type_error(text, where, k, f"a positive integer up to {U32_MAX} (the engine's u32)", value)
         serve[k] = Setting(value, where, line_of(text, k))
@@ -205,8 +213,10 @@ def _check_integers(value: Any, text: str, where: str, path: str) -> None:
     elif isinstance(value, int) and not isinstance(value, bool) and not I64[0] <= value <= I64[1]:
         key = path.rsplit(".", 1)[-1]
         line = line_of(text, key)
-        raise UserError(f"[{path.rsplit('.', 1)[0]}] {key} = {value} is outside TOML's integers "
-                        f"(signed 64-bit)", f"{where}:{line}" if line else where)
+        raise UserError(
+            f"[{path.rsplit('.', 1)[0]}] {key} = {value} is outside TOML's integers (signed 64-bit)",
+            f"{where}:{line}" if line else where,
+        )
 
 
 def _suggest_str(value: Any) -> str:

@@ -10,6 +10,7 @@ environment, and only then does each field's rule read the variables. Like the
 engines' ``from_values``, :func:`resolve` takes its lookups as arguments and
 reads nothing itself, so two setups resolve side by side in one process.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -197,8 +198,7 @@ def resolve(
 ) -> Resolution:
     env = env or {}
     if recipe is not None and recipe.engine != catalog.engine:
-        raise UserError(f"recipe is for engine {recipe.engine!r}, but the catalog is {catalog.engine!r}",
-                        recipe.path)
+        raise UserError(f"recipe is for engine {recipe.engine!r}, but the catalog is {catalog.engine!r}", recipe.path)
     if max_batch_size is not None and not 1 <= max_batch_size <= U32_MAX:
         # The engine's max_decode_seqs is a u32, at least 1.
         raise UserError(f"--max-batch-size must be from 1 to {U32_MAX} (the engine's u32), not {max_batch_size}")
@@ -242,8 +242,13 @@ def resolve(
     )
 
 
-def _provenance(lv: Lever, decided_by: str | None, variables: Mapping[str, VarSetting],
-                recipe: Recipe | None, config_prov: Provenance) -> Provenance:
+def _provenance(
+    lv: Lever,
+    decided_by: str | None,
+    variables: Mapping[str, VarSetting],
+    recipe: Recipe | None,
+    config_prov: Provenance,
+) -> Provenance:
     if lv.kind == "config":
         return config_prov
     if decided_by is None:

@@ -20,6 +20,7 @@ sets in inline code.
 tree-sitter is imported here and nowhere else; the commands that read levers
 (show, diff, explain, lint) never import this module.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -141,7 +142,7 @@ def _last_segment(path: str) -> str:
             depth += 1
         elif c == ">":
             depth -= 1
-        elif c == ":" and depth == 0 and path[i - 1:i] == ":":
+        elif c == ":" and depth == 0 and path[i - 1 : i] == ":":
             cut = i + 1
     return path[cut:]
 
@@ -165,8 +166,9 @@ def parse_file(data: bytes, label: str) -> _File:
     if root.has_error:
         bad = _first_error(root)
         line = _line(bad) if bad is not None else 1
-        raise UserError("is not Rust source that parses: a syntax error (tree-sitter's Rust grammar)",
-                        f"{label}:{line}")
+        raise UserError(
+            "is not Rust source that parses: a syntax error (tree-sitter's Rust grammar)", f"{label}:{line}"
+        )
     return _File(label, root)
 
 
@@ -206,8 +208,12 @@ def _find_struct(files: list[_File]):
             if n.type == "struct_item" and not _in_test_module(n):
                 name = n.child_by_field_name("name")
                 body = n.child_by_field_name("body")
-                if name is not None and _text(name).endswith("Levers") and body is not None \
-                        and body.type == "field_declaration_list":
+                if (
+                    name is not None
+                    and _text(name).endswith("Levers")
+                    and body is not None
+                    and body.type == "field_declaration_list"
+                ):
                     found.append((f, n, _text(name)))
     if not found:
         return None
@@ -228,8 +234,11 @@ def _doc_line(comment) -> str | None:
 
 def _section_title(comment) -> str | None:
     """A plain comment drawn as a section rule, ``// ── FFN / MoE ──``."""
-    if comment.type != "line_comment" or comment.child_by_field_name("outer") is not None \
-            or comment.child_by_field_name("inner") is not None:
+    if (
+        comment.type != "line_comment"
+        or comment.child_by_field_name("outer") is not None
+        or comment.child_by_field_name("inner") is not None
+    ):
         return None
     body = _text(comment)[2:].strip()
     if not body.startswith("─"):
@@ -262,7 +271,7 @@ def _clauses(text: str) -> list[str]:
     out, cur = [], []
     for i, c in enumerate(text):
         cur.append(c)
-        nxt = text[i + 1:i + 2]
+        nxt = text[i + 1 : i + 2]
         if c in ".;" and (nxt in (" ", "")):
             out.append("".join(cur))
             cur = []
@@ -307,8 +316,17 @@ def _fields(f: _File, struct) -> list[Field]:
         name = _text(c.child_by_field_name("name"))
         type_ = "".join(_text(c.child_by_field_name("type")).split())
         vars_ = _doc_vars(pending)
-        out.append(Field(name, type_, _line(c), f.label, tuple(t for t, _ in pending),
-                         tuple(DocVar(v, n, True, clause) for v, n, clause in vars_), group))
+        out.append(
+            Field(
+                name,
+                type_,
+                _line(c),
+                f.label,
+                tuple(t for t, _ in pending),
+                tuple(DocVar(v, n, True, clause) for v, n, clause in vars_),
+                group,
+            )
+        )
         pending = []
     # Classify: a field's first variable is its own; a later one is only
     # mentioned when it is another field's first variable (named to tell the
@@ -377,8 +395,14 @@ def read_levers(sources: list[tuple[bytes, str]]) -> LeverSource:
         raise UserError("no lever struct: Rust source, but no `struct ...Levers { .. }` with named fields", where)
     f, struct, name = hit
     fields = {fd.name: fd for fd in _fields(f, struct)}
-    src = LeverSource(files=tuple(x.label for x in files), struct=name, struct_file=f.label,
-                      struct_line=_line(struct), fields=fields, rules=None)
+    src = LeverSource(
+        files=tuple(x.label for x in files),
+        struct=name,
+        struct_file=f.label,
+        struct_line=_line(struct),
+        fields=fields,
+        rules=None,
+    )
     fns = _functions(files)
     src.resolve_module = _resolve_module(f)
     if "from_values" in fns:
@@ -494,8 +518,29 @@ class Unsupported(Exception):
 
 NOT_UTF8 = object()  # a value that is set but not valid UTF-8: value() gives None, present() True
 
-PROBES_1 = (None, "1", "0", "", "true", "TRUE", "True", "tRuE", "false", "2", "8", "9", "+3", " 1", "1 ",
-            "01", "100", "18446744073709551616", "18446744073709551615", "yes", NOT_UTF8)
+PROBES_1 = (
+    None,
+    "1",
+    "0",
+    "",
+    "true",
+    "TRUE",
+    "True",
+    "tRuE",
+    "false",
+    "2",
+    "8",
+    "9",
+    "+3",
+    " 1",
+    "1 ",
+    "01",
+    "100",
+    "18446744073709551616",
+    "18446744073709551615",
+    "yes",
+    NOT_UTF8,
+)
 PROBES_2 = (None, "1", "0", "", "true", NOT_UTF8)
 
 
@@ -615,8 +660,7 @@ class _Interp:
             return a == b
         if op == "!=":
             return a != b
-        if op in ("<", "<=", ">", ">=") and isinstance(a, int) and isinstance(b, int) \
-                and not isinstance(a, bool):
+        if op in ("<", "<=", ">", ">=") and isinstance(a, int) and isinstance(b, int) and not isinstance(a, bool):
             return {"<": a < b, "<=": a <= b, ">": a > b, ">=": a >= b}[op]
         raise Unsupported(f"the operator `{op}`")
 
@@ -624,14 +668,14 @@ class _Interp:
         fn = node.child_by_field_name("function")
         args = node.child_by_field_name("arguments").named_children
         if fn.type == "field_expression":
-            return self.method(_text(fn.child_by_field_name("field")), fn.child_by_field_name("value"),
-                               args, scope)
+            return self.method(_text(fn.child_by_field_name("field")), fn.child_by_field_name("value"), args, scope)
         if fn.type == "generic_function":  # x.parse::<usize>()
             inner = fn.child_by_field_name("function")
             if inner.type == "field_expression":
                 targs = "".join(_text(fn.child_by_field_name("type_arguments")).split()).lstrip(":")
-                return self.method(_text(inner.child_by_field_name("field")), inner.child_by_field_name("value"),
-                                   args, scope, targs)
+                return self.method(
+                    _text(inner.child_by_field_name("field")), inner.child_by_field_name("value"), args, scope, targs
+                )
             raise Unsupported(f"the call `{_text(fn)}`")
         vals = [self.eval(a, scope) for a in args]
         if fn.type == "identifier":
@@ -818,13 +862,15 @@ def _rules(f: _File, fn, lit, fns, files) -> dict[str, Rule]:
         if name == "..":
             continue
         line = _line(node)
-        if value is None or (value.type == "identifier" and _text(value) in params
-                             and _text(value) not in readers):
+        if value is None or (value.type == "identifier" and _text(value) in params and _text(value) not in readers):
             arg = _text(value) if value is not None else name
             idx = params.index(arg) if arg in params else -1
             passed = _caller_argument(files, "from_values", idx) if idx >= 0 else ""
-            why = "from_values takes it as an argument" + (f"; its caller passes `{passed}`" if passed else "") + \
-                  ", resolved in code the files given do not hold"
+            why = (
+                "from_values takes it as an argument"
+                + (f"; its caller passes `{passed}`" if passed else "")
+                + ", resolved in code the files given do not hold"
+            )
             out[name] = Rule(name, line, f.label, unverifiable=why)
             continue
         out[name] = _classify(name, value, line, f.label, readers, local)
@@ -861,19 +907,28 @@ def _classify(name: str, value, line: int, label: str, readers, fns) -> Rule:
                 raise Unsupported("the variables it reads depend on their values")
             table.append((env, got))
     except _Missing as e:
-        return Rule(name, line, label, vars=tuple(dict.fromkeys(_static_reads(value, readers))),
-                    unverifiable=f"`{e.name}` is defined in a file not given; pass that file too to check "
-                                 "its rule")
+        return Rule(
+            name,
+            line,
+            label,
+            vars=tuple(dict.fromkeys(_static_reads(value, readers))),
+            unverifiable=f"`{e.name}` is defined in a file not given; pass that file too to check its rule",
+        )
     except Unsupported as e:
-        return Rule(name, line, label, vars=tuple(dict.fromkeys(_static_reads(value, readers))),
-                    unverifiable=f"from_values sets it with a form leverctl does not evaluate ({e})")
+        return Rule(
+            name,
+            line,
+            label,
+            vars=tuple(dict.fromkeys(_static_reads(value, readers))),
+            unverifiable=f"from_values sets it with a form leverctl does not evaluate ({e})",
+        )
     except RecursionError:
-        return Rule(name, line, label, unverifiable="from_values sets it with an expression nested too deep "
-                                                    "to evaluate")
+        return Rule(
+            name, line, label, unverifiable="from_values sets it with an expression nested too deep to evaluate"
+        )
 
     def observed(env):
-        return Observed(lambda v: None if env.get(v) in (None, NOT_UTF8) else env[v],
-                        lambda v: v in env, {}, {})
+        return Observed(lambda v: None if env.get(v) in (None, NOT_UTF8) else env[v], lambda v: v in env, {}, {})
 
     big = next((g for e, g in table if e.get(variables[0]) == "100" and len(e) == 1), None)
     cap = big if isinstance(big, int) and not isinstance(big, bool) and big < 100 else None
@@ -881,18 +936,41 @@ def _classify(name: str, value, line: int, label: str, readers, fns) -> Rule:
     for kind in KINDS.values():
         if kind.nvars != len(variables) or not kind.reads_env or kind.name == "build_default":
             continue
-        for order in ([variables] if len(variables) == 1 else [variables, variables[::-1]]):
-            ok = all(_same(evaluate(kind.name, order, observed(env), field=name, default=None,
-                                    cap=cap if kind.name == "count_clamped" else None)[0], got)
-                     for env, got in table)
+        for order in [variables] if len(variables) == 1 else [variables, variables[::-1]]:
+            ok = all(
+                _same(
+                    evaluate(
+                        kind.name,
+                        order,
+                        observed(env),
+                        field=name,
+                        default=None,
+                        cap=cap if kind.name == "count_clamped" else None,
+                    )[0],
+                    got,
+                )
+                for env, got in table
+            )
             if ok:
                 kinds.append((kind.name, tuple(order)))
                 break
     if not kinds:
-        return Rule(name, line, label, vars=tuple(variables), no_kind=True,
-                    unverifiable="from_values's rule behaves as none of leverctl's kinds")
-    return Rule(name, line, label, kinds=tuple(k for k, _ in kinds), vars=kinds[0][1],
-                cap=cap if kinds[0][0] == "count_clamped" else None)
+        return Rule(
+            name,
+            line,
+            label,
+            vars=tuple(variables),
+            no_kind=True,
+            unverifiable="from_values's rule behaves as none of leverctl's kinds",
+        )
+    return Rule(
+        name,
+        line,
+        label,
+        kinds=tuple(k for k, _ in kinds),
+        vars=kinds[0][1],
+        cap=cap if kinds[0][0] == "count_clamped" else None,
+    )
 
 
 def _same(a, b) -> bool:

@@ -3,6 +3,7 @@
 These read the process or a file; :func:`leverctl.levers.resolve.resolve`
 itself never does.
 """
+
 from __future__ import annotations
 
 import os
@@ -60,8 +61,21 @@ class _Unreadable(Exception):
     """Shell the file cannot stand for without running it; the message says which."""
 
 
-_ANSI_C = {"a": 7, "b": 8, "e": 27, "E": 27, "f": 12, "n": 10, "r": 13, "t": 9, "v": 11,
-           "\\": 92, "'": 39, '"': 34, "?": 63}
+_ANSI_C = {
+    "a": 7,
+    "b": 8,
+    "e": 27,
+    "E": 27,
+    "f": 12,
+    "n": 10,
+    "r": 13,
+    "t": 9,
+    "v": 11,
+    "\\": 92,
+    "'": 39,
+    '"': 34,
+    "?": 63,
+}
 
 
 def _enc(s: str) -> bytes:
@@ -88,10 +102,10 @@ def _ansi_c(text: str, i: int, word: bytearray) -> int:
             word.append(_ANSI_C[e])
             i += 2
         elif e in "01234567":
-            m = re.match(r"[0-7]{1,3}", text[i + 1:])
+            m = re.match(r"[0-7]{1,3}", text[i + 1 :])
             word.append(int(m.group(), 8) & 0xFF)
             i += 1 + len(m.group())
-        elif e in "xuU" and (m := re.match(r"[0-9A-Fa-f]{1,%d}" % {"x": 2, "u": 4, "U": 8}[e], text[i + 2:])):
+        elif e in "xuU" and (m := re.match(r"[0-9A-Fa-f]{1,%d}" % {"x": 2, "u": 4, "U": 8}[e], text[i + 2 :])):
             code = int(m.group(), 16)
             if e == "x":
                 word.append(code)
@@ -132,7 +146,7 @@ def shell_words(text: str) -> list[bytes]:
             j = text.find("'", i + 1)
             if j < 0:
                 raise _Open
-            word += _enc(text[i + 1:j])
+            word += _enc(text[i + 1 : j])
             i = j + 1
         elif text.startswith("$'", i):
             i = _ansi_c(text, i + 2, word)
@@ -149,7 +163,7 @@ def shell_words(text: str) -> list[bytes]:
                     word += _enc(text[i + 1]) if text[i + 1] != "\n" else b""
                     i += 2
                 elif c in "$`":
-                    raise _Unreadable(f"{text[i:i + 12]!r} would need a shell to expand it")
+                    raise _Unreadable(f"{text[i : i + 12]!r} would need a shell to expand it")
                 else:
                     word += _enc(c)
                     i += 1
@@ -159,7 +173,7 @@ def shell_words(text: str) -> list[bytes]:
             word += _enc(text[i + 1]) if text[i + 1] != "\n" else b""
             i += 2
         elif c in "$`":
-            raise _Unreadable(f"{text[i:i + 12]!r} would need a shell to expand it")
+            raise _Unreadable(f"{text[i : i + 12]!r} would need a shell to expand it")
         elif c in ";&|<>()":
             raise _Unreadable(f"{c!r} is shell syntax, not part of an assignment")
         else:
@@ -232,11 +246,10 @@ def parse_env_text(data: bytes, where: str, lines: dict[str, int] | None = None)
         except (_Open, _Unreadable, ValueError) as e:
             plain = re.match(r"\s*([A-Za-z_][A-Za-z0-9_]*)=", row)
             if plain and not builtin:  # as `env` prints it
-                pairs = [(plain.group(1), _enc(row[plain.end():]))]
+                pairs = [(plain.group(1), _enc(row[plain.end() :]))]
             else:
                 why = str(e) if str(e) else "a quote is left open"
-                raise UserError(f"cannot read {_show(row)}: {why}; {EXPECTED}",
-                                f"{where}:{n}") from None
+                raise UserError(f"cannot read {_show(row)}: {why}; {EXPECTED}", f"{where}:{n}") from None
         for key, value in pairs:
             if value is None:
                 out.pop(key, None)

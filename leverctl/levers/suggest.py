@@ -2,6 +2,7 @@
 kernel paths, recipe keys. One matcher, so a typo gets the same suggestion
 whichever command it reaches. Imports nothing of leverctl, so the catalog and
 recipe loaders can use it too."""
+
 from __future__ import annotations
 
 from typing import Iterable

@@ -6,6 +6,7 @@ The root conftest has chosen the simulator (or the GPU) before this module
 imports numba. Kernels name ``cuda`` as a module global: the simulator swaps
 that global for its own module while a kernel runs.
 """
+
 from __future__ import annotations
 
 import math
@@ -90,8 +91,10 @@ def saxpy_path(name="fake.saxpy", levers=("gemv_sw",), lever_defaults=None, engi
     """A path with variants ``good``/``plain`` (correct) and one per
     BROKEN_MODES. Default select: ``good`` when the first lever is on, else
     ``plain``; a string lever value names the variant directly."""
-    variants = {"good": Variant("good", "correct saxpy", saxpy_build("good")),
-                "plain": Variant("plain", "correct saxpy, same kernel", saxpy_build("good"))}
+    variants = {
+        "good": Variant("good", "correct saxpy", saxpy_build("good")),
+        "plain": Variant("plain", "correct saxpy, same kernel", saxpy_build("good")),
+    }
     for m in BROKEN_MODES:
         variants[m] = Variant(m, f"broken: {m}", saxpy_build(m))
 
@@ -160,12 +163,16 @@ def state_path():
         summary="state += x",
         levers=("fake_update",),
         lever_defaults={"fake_update": True},
-        variants={"good": Variant("good", "updates", build_for(True)),
-                  "stale": Variant("stale", "forgets the state", build_for(False))},
+        variants={
+            "good": Variant("good", "updates", build_for(True)),
+            "stale": Variant("stale", "forgets the state", build_for(False)),
+        },
         select=lambda v, s: Choice("good" if v["fake_update"] else "stale"),
         shapes=_shapes,
-        make_inputs=lambda s, rng: {"x": rng.standard_normal(s["n"]).astype(np.float32),
-                                    "state": rng.standard_normal(s["n"]).astype(np.float32)},
+        make_inputs=lambda s, rng: {
+            "x": rng.standard_normal(s["n"]).astype(np.float32),
+            "state": rng.standard_normal(s["n"]).astype(np.float32),
+        },
         outputs=lambda s: {"state": ((s["n"],), "float32"), "y": ((s["n"],), "float32")},
         reference=reference,
         traffic=lambda s: Traffic(8 * s["n"], 8 * s["n"], 2 * s["n"]),

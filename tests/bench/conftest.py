@@ -1,9 +1,9 @@
 """Fixtures for the bench's tests; the fake kernel paths live in bench_fakes."""
+
 from __future__ import annotations
 
-import pytest
-
 import bench_fakes
+import pytest
 
 
 @pytest.fixture

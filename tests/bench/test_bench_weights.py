@@ -2,16 +2,16 @@
 from a GGUF file (written here by the ``gguf`` package's own writer) and
 every dense-FFN prefill arm planned and run on it. Bad input is in
 ``tests/cli/bad_cases_weights.py``."""
+
 from __future__ import annotations
 
 import dataclasses
 import json
 from pathlib import Path
 
+import gguf_files
 import numpy as np
 import pytest
-
-import gguf_files
 
 
 @pytest.fixture(scope="module")
@@ -88,8 +88,24 @@ def test_bench_runs_the_arms_on_the_files_matrix_and_records_them(gguf_file, mon
     monkeypatch.setattr(cli_common, "registered_paths", lambda: [one])
     path, _ = gguf_file
     with pytest.raises(SystemExit) as e:
-        main(["bench", "--no-env", "-e", "metrale", "--device", "sim", "--shapes", "smoke", "--weights", str(path),
-              "--tensor", gguf_files.DOWN, "-f", "json"])
+        main(
+            [
+                "bench",
+                "--no-env",
+                "-e",
+                "metrale",
+                "--device",
+                "sim",
+                "--shapes",
+                "smoke",
+                "--weights",
+                str(path),
+                "--tensor",
+                gguf_files.DOWN,
+                "-f",
+                "json",
+            ]
+        )
     out = capsys.readouterr().out
     assert e.value.code == 0
     recs = {r["variant"]: r for r in json.loads(out)["results"]}

@@ -1,6 +1,7 @@
 """The GPU run (leverctl.bench.campaign), exercised in the simulator: every
 recipe in one process, records streamed to JSONL, a SIGTERM midway, a lost
 context, and bad input."""
+
 from __future__ import annotations
 
 import json
@@ -39,11 +40,37 @@ def test_recipes_that_set_levers_run_first_and_each_engines_defaults_last():
 @pytest.mark.sim
 def test_a_sigterm_midway_leaves_every_finished_record_on_disk(tmp_path):
     out = tmp_path / "gpu"
-    recipes = [str(RECIPES / f"{n}.toml") for n in ("qwen3-next-80b-a3b", "qwen3-8b", "llama-3.1-8b-atlas",
-                                                     "qwen3-next-80b-a3b-metrale", "atlas-defaults")]
-    p = subprocess.Popen([sys.executable, "-m", "leverctl.bench.campaign", str(out), *recipes, "--device", "sim",
-                          "--kernel", "w4a16.gemv", "--kernel", "gdn.decode", "--budget", "600"],
-                         env=_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    recipes = [
+        str(RECIPES / f"{n}.toml")
+        for n in (
+            "qwen3-next-80b-a3b",
+            "qwen3-8b",
+            "llama-3.1-8b-atlas",
+            "qwen3-next-80b-a3b-metrale",
+            "atlas-defaults",
+        )
+    ]
+    p = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "leverctl.bench.campaign",
+            str(out),
+            *recipes,
+            "--device",
+            "sim",
+            "--kernel",
+            "w4a16.gemv",
+            "--kernel",
+            "gdn.decode",
+            "--budget",
+            "600",
+        ],
+        env=_env(),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     records = out / "records.jsonl"
     deadline = time.monotonic() + 120
     while len(_lines(records)) < 3 and p.poll() is None and time.monotonic() < deadline:
@@ -83,8 +110,9 @@ def test_a_lost_context_stops_the_run_writes_what_it_has_and_lists_the_recipes_l
     monkeypatch.setattr(run_mod, "run_item", faulting)
     out, left = tmp_path / "gpu", tmp_path / "left.txt"
     first, *rest = [RECIPES / f"{n}.toml" for n in ("qwen3-8b", "atlas-defaults", "metrale-defaults")]
-    code = campaign.main([str(out), str(first), *map(str, rest), "--device", "sim", "--kernel", "w4a16.gemv",
-                          "--left", str(left)])
+    code = campaign.main(
+        [str(out), str(first), *map(str, rest), "--device", "sim", "--kernel", "w4a16.gemv", "--left", str(left)]
+    )
     assert code == 1
     assert len(_lines(out / "records.jsonl")) == 1
     doc = json.loads((out / "bench-qwen3-8b.json").read_text())
@@ -94,18 +122,26 @@ def test_a_lost_context_stops_the_run_writes_what_it_has_and_lists_the_recipes_l
     assert "the CUDA context was lost; not run: atlas-defaults, metrale-defaults" in capsys.readouterr().err
 
 
-@pytest.mark.parametrize("args, fragment", [
-    (["--budget", "0"], "--budget must be positive, not 0"),
-    (["--time-cap", "-1"], "--time-cap must be positive"),
-    (["--against", "llama"], "--against 'llama': choose defaults or none"),
-    (["{tmp}/absent.toml"], "{tmp}/absent.toml: no such recipe file"),
-    (["--budget", "soon"], "argument --budget: invalid float value: 'soon'"),
-])
+@pytest.mark.parametrize(
+    "args, fragment",
+    [
+        (["--budget", "0"], "--budget must be positive, not 0"),
+        (["--time-cap", "-1"], "--time-cap must be positive"),
+        (["--against", "llama"], "--against 'llama': choose defaults or none"),
+        (["{tmp}/absent.toml"], "{tmp}/absent.toml: no such recipe file"),
+        (["--budget", "soon"], "argument --budget: invalid float value: 'soon'"),
+    ],
+)
 def test_bad_input_is_one_line_and_exit_2_before_any_kernel(tmp_path, args, fragment):
     out = tmp_path / "gpu"
     args = [a.replace("{tmp}", str(tmp_path)) for a in args]
-    p = subprocess.run([sys.executable, "-m", "leverctl.bench.campaign", str(out), *args, "--device", "sim"],
-                       env=_env(), capture_output=True, text=True, timeout=60)
+    p = subprocess.run(
+        [sys.executable, "-m", "leverctl.bench.campaign", str(out), *args, "--device", "sim"],
+        env=_env(),
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     lines = p.stderr.strip().splitlines()
     assert p.returncode == 2 and p.stdout == "" and len(lines) == 1, p.stderr
     assert lines[0].startswith("leverctl: ") and fragment.replace("{tmp}", str(tmp_path)) in lines[0]
@@ -142,9 +178,11 @@ def test_the_device_figures_are_measured_once_for_every_recipe_and_said_in_one_l
     err = capsys.readouterr().err
     assert code == 0, err
     assert asked == ["bf16_tflops", "fp8_tflops"]  # once, for both recipes
-    line = ("leverctl campaign: device figures: copy 4000 GB/s, FP32 60.0 TFLOP/s, BF16 tensor cores 312 TFLOP/s, "
-            "cuBLAS BF16 GEMM 650 TFLOP/s (fp8_tflops not measured: the device has no FP8 tensor-core form the "
-            "burner builds)")
+    line = (
+        "leverctl campaign: device figures: copy 4000 GB/s, FP32 60.0 TFLOP/s, BF16 tensor cores 312 TFLOP/s, "
+        "cuBLAS BF16 GEMM 650 TFLOP/s (fp8_tflops not measured: the device has no FP8 tensor-core form the "
+        "burner builds)"
+    )
     assert line in err.splitlines()
     gathered = json.loads((out / "device.json").read_text())
     assert (gathered["device"]["bf16_tflops"], gathered["device"]["fp8_tflops"]) == (312.4, None)

@@ -1,4 +1,5 @@
 """The correctness check: poisoned outputs, float64 reference, tolerances."""
+
 from __future__ import annotations
 
 from dataclasses import replace
@@ -102,8 +103,16 @@ def test_a_declared_decoder_reads_encoded_outputs():
 
 def test_the_error_object_has_the_record_fields():
     fig = chk.compare({"y": np.ones(3, np.float32)}, {"y": np.ones(3)}, TOL)
-    assert set(fig.to_json()) == {"rel", "max_abs", "tol_rel", "tol_abs", "tol_abs_of_max", "nonfinite", "unwritten",
-                                  "rechecked"}
+    assert set(fig.to_json()) == {
+        "rel",
+        "max_abs",
+        "tol_rel",
+        "tol_abs",
+        "tol_abs_of_max",
+        "nonfinite",
+        "unwritten",
+        "rechecked",
+    }
 
 
 # -- real kernels (simulator, or the GPU under LEVERCTL_TEST_DEVICE=gpu) -----
@@ -128,8 +137,12 @@ def test_a_correct_kernel_passes():
 def test_each_deliberately_broken_kernel_fails(mode):
     fig = _check(saxpy_path(), mode)
     assert not fig.passed
-    expected = {"wrong": ("rel error", 0, 0), "nan": ("NaN/Inf", 1, 0), "inf": ("NaN/Inf", 1, 0),
-                "unwritten": ("never written", 0, 1)}[mode]
+    expected = {
+        "wrong": ("rel error", 0, 0),
+        "nan": ("NaN/Inf", 1, 0),
+        "inf": ("NaN/Inf", 1, 0),
+        "unwritten": ("never written", 0, 1),
+    }[mode]
     assert expected[0] in fig.why()
     if mode != "wrong":
         assert (fig.nonfinite, fig.unwritten) == expected[1:]

@@ -15,6 +15,7 @@ of the largest output); only an absolute bound that follows each output's
 scale (``abs_of_max``) catches it. The coarser breakages fail either way.
 The same check runs real broken kernels at smoke shapes in the family tests.
 """
+
 from __future__ import annotations
 
 import math
@@ -30,11 +31,11 @@ from leverctl_kernels.gdn.decode.spec import PATH as DECODE
 from leverctl_kernels.gdn.fused_conv.spec import PATH as FUSED_CONV
 from leverctl_kernels.gdn.prefill.spec import PATH as PREFILL
 from leverctl_kernels.gdn.verify.spec import PATH as VERIFY
+from leverctl_kernels.w4a16 import naive as w4a16_naive
 from leverctl_kernels.w4a16.ffn_decode.spec import PATH as FFN_DECODE
 from leverctl_kernels.w4a16.gemm.spec import PATH as GEMM
 from leverctl_kernels.w4a16.gemv.spec import PATH as GEMV
 from leverctl_kernels.w4a16.gemv_dual.spec import PATH as GEMV_DUAL
-from leverctl_kernels.w4a16 import naive as w4a16_naive
 
 F16 = np.float16
 
@@ -79,8 +80,10 @@ def w4a16_case(name: str):
     if name == "gemv":
         got = {"y": gemv32(x["qweight"], x["scales"], x["x"]).astype(F16)}
     elif name == "gemv_dual":
-        got = {"gate": gemv32(x["qw_gate"], x["s_gate"], x["x"]).astype(F16),
-               "up": gemv32(x["qw_up"], x["s_up"], x["x"]).astype(F16)}
+        got = {
+            "gate": gemv32(x["qw_gate"], x["s_gate"], x["x"]).astype(F16),
+            "up": gemv32(x["qw_up"], x["s_up"], x["x"]).astype(F16),
+        }
     elif name == "ffn_decode":  # the split variant's roundings: gate, up, h in fp16
         g = gemv32(x["qw_gate"], x["s_gate"], x["x"]).astype(F16).astype(np.float32)
         u = gemv32(x["qw_up"], x["s_up"], x["x"]).astype(F16).astype(np.float32)
@@ -192,8 +195,9 @@ def one_head(x, h, **changes):
     kh = changes.pop("kh", h // group)
     g = changes.pop("g", x["g"][:, h])
     beta = changes.pop("beta", x["beta"][:, h])
-    return naive.naive_recurrent(x["q"][:, [kh]], x["k"][:, [kh]], x["v"][:, [h]], g[:, None], beta[:, None],
-                                 x["state"][[h]])
+    return naive.naive_recurrent(
+        x["q"][:, [kh]], x["k"][:, [kh]], x["v"][:, [h]], g[:, None], beta[:, None], x["state"][[h]]
+    )
 
 
 @lru_cache(maxsize=None)

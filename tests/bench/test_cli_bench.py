@@ -1,5 +1,6 @@
 """``leverctl bench`` and ``leverctl kernels`` end to end, through the real
 entry point (its error table included), on fake kernel paths."""
+
 from __future__ import annotations
 
 import json
@@ -38,8 +39,11 @@ def fake_paths(monkeypatch):
 
 @pytest.fixture
 def broken_paths(monkeypatch):
-    paths = [saxpy_path(name="fake.broken", levers=("fake_variant",), lever_defaults={"fake_variant": "wrong"},
-                        engines=("atlas",))]
+    paths = [
+        saxpy_path(
+            name="fake.broken", levers=("fake_variant",), lever_defaults={"fake_variant": "wrong"}, engines=("atlas",)
+        )
+    ]
     monkeypatch.setattr(cli_common, "registered_paths", lambda: paths)
     return paths
 
@@ -51,8 +55,13 @@ def broken_paths(monkeypatch):
 def test_device_gpu_without_a_gpu_exits_2_with_one_line_saying_why():
     # A fresh process: the choice must happen before numba.cuda is loaded.
     env = {k: v for k, v in os.environ.items() if k != "NUMBA_ENABLE_CUDASIM"}
-    p = subprocess.run([sys.executable, "-m", "leverctl", "bench", "--device", "gpu", "--no-env"],
-                       capture_output=True, text=True, env=env, timeout=120)
+    p = subprocess.run(
+        [sys.executable, "-m", "leverctl", "bench", "--device", "gpu", "--no-env"],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+    )
     assert p.returncode == 2
     assert p.stdout == ""
     assert p.stderr.splitlines() == [f"leverctl: --device gpu: {probe_gpu().reason}"]
@@ -70,12 +79,15 @@ def test_model_shapes_in_the_simulator_are_refused_without_force(capsys, fake_pa
     assert code == 2 and "would take hours" in err and "--force" in err
 
 
-@pytest.mark.parametrize("args, msg", [
-    (("--format", "yaml"), "--format 'yaml'"),
-    (("--shapes", "huge"), "--shapes 'huge'"),
-    (("--device", "tpu"), "--device 'tpu'"),
-    (("--set", "ATLAS_NO_GEMV_SWW=1"), "unknown"),
-])
+@pytest.mark.parametrize(
+    "args, msg",
+    [
+        (("--format", "yaml"), "--format 'yaml'"),
+        (("--shapes", "huge"), "--shapes 'huge'"),
+        (("--device", "tpu"), "--device 'tpu'"),
+        (("--set", "ATLAS_NO_GEMV_SWW=1"), "unknown"),
+    ],
+)
 def test_bad_options_exit_2(capsys, fake_paths, args, msg):
     code, out, err = run_cli(capsys, "bench", "--no-env", *args)
     assert code == 2 and out == "" and msg in err
@@ -95,16 +107,21 @@ def test_auto_without_a_gpu_says_once_that_it_only_checks_correctness(capsys, fa
 
 @pytest.mark.sim
 def test_json_is_the_documented_document(capsys, fake_paths):
-    code, out, err = run_cli(capsys, "bench", "--no-env", "--device", "sim", "--format", "json",
-                             "--set", "ATLAS_NO_GEMV_SW=1")
+    code, out, err = run_cli(
+        capsys, "bench", "--no-env", "--device", "sim", "--format", "json", "--set", "ATLAS_NO_GEMV_SW=1"
+    )
     assert code == 0, err
     doc = json.loads(out)
     assert doc["schema"] == "leverctl.bench/1" and doc["engine"] == "atlas"
     assert doc["device"]["kind"] == "sim" and doc["against"] is None
     assert doc["levers"]["levers"]["gemv_sw"]["value"] is False
     by_kernel = {(r["kernel"], r["shape"]["label"]): r for r in doc["results"]}
-    assert set(by_kernel) == {("fake.saxpy", "n37"), ("fake.saxpy", "n64"), ("fake.state", "n37"),
-                              ("fake.state", "n64")}
+    assert set(by_kernel) == {
+        ("fake.saxpy", "n37"),
+        ("fake.saxpy", "n64"),
+        ("fake.state", "n37"),
+        ("fake.state", "n64"),
+    }
     saxpy = by_kernel[("fake.saxpy", "n37")]
     assert (saxpy["variant"], saxpy["config"], saxpy["status"]) == ("plain", "gemv_sw=0", "pass")
     assert all(r["timing"] is None for r in doc["results"])
@@ -113,8 +130,19 @@ def test_json_is_the_documented_document(capsys, fake_paths):
 @pytest.mark.sim
 def test_markdown_and_a_file_written_atomically(capsys, fake_paths, tmp_path):
     out_file = tmp_path / "sub" / "bench.md"
-    code, out, err = run_cli(capsys, "bench", "--no-env", "--device", "sim", "--format", "markdown",
-                             "--kernel", "fake", "--out", str(out_file))
+    code, out, err = run_cli(
+        capsys,
+        "bench",
+        "--no-env",
+        "--device",
+        "sim",
+        "--format",
+        "markdown",
+        "--kernel",
+        "fake",
+        "--out",
+        str(out_file),
+    )
     assert code == 0 and out == ""
     text = out_file.read_text()
     assert text.startswith("# leverctl bench: atlas") and "| fake.state | good |" in text
@@ -130,8 +158,21 @@ def test_a_failing_kernel_makes_the_exit_code_1(capsys, broken_paths):
 
 @pytest.mark.sim
 def test_against_defaults_runs_both_lever_sets_with_a_null_speedup_in_the_simulator(capsys, fake_paths):
-    code, out, err = run_cli(capsys, "bench", "--no-env", "--device", "sim", "--kernel", "fake.saxpy",
-                             "--set", "ATLAS_NO_GEMV_SW=1", "--against", "defaults", "--format", "json")
+    code, out, err = run_cli(
+        capsys,
+        "bench",
+        "--no-env",
+        "--device",
+        "sim",
+        "--kernel",
+        "fake.saxpy",
+        "--set",
+        "ATLAS_NO_GEMV_SW=1",
+        "--against",
+        "defaults",
+        "--format",
+        "json",
+    )
     assert code == 0, err
     doc = json.loads(out)
     assert doc["against"]["name"] == "defaults"
@@ -142,8 +183,7 @@ def test_against_defaults_runs_both_lever_sets_with_a_null_speedup_in_the_simula
 
 @pytest.mark.sim
 def test_a_metrale_run_skips_atlas_only_paths(capsys, fake_paths):
-    code, out, err = run_cli(capsys, "bench", "--no-env", "--device", "sim", "--engine", "metrale",
-                             "--format", "json")
+    code, out, err = run_cli(capsys, "bench", "--no-env", "--device", "sim", "--engine", "metrale", "--format", "json")
     assert code == 0, err
     assert {r["kernel"] for r in json.loads(out)["results"]} == {"fake.saxpy"}
 
@@ -207,8 +247,7 @@ def test_sigterm_keeps_the_records_finished_so_far_too(capsys, fake_paths, monke
 
     _stop_at_third_launch(monkeypatch, Terminated())
     out_file = tmp_path / "bench.md"
-    code, _, err = run_cli(capsys, "bench", "--no-env", "--device", "sim", "--format", "markdown",
-                           "-o", str(out_file))
+    code, _, err = run_cli(capsys, "bench", "--no-env", "--device", "sim", "--format", "markdown", "-o", str(out_file))
     assert code == 130 and "terminated (SIGTERM); the 2 records finished so far" in err
     assert "Stopped before the plan ended: terminated (SIGTERM) after 2 records." in out_file.read_text()
 
@@ -239,8 +278,7 @@ def test_a_dense_recipe_plans_no_gdn_path_and_says_so(capsys, monkeypatch):
 
     paths = [saxpy_path(), replace(saxpy_path(name="fake.gdn"), extra={"model_sections": ("gdn",)})]
     monkeypatch.setattr(cli_common, "registered_paths", lambda: paths)
-    code, out, err = run_cli(capsys, "bench", "--no-env", "--device", "sim", "--recipe", "qwen3-8b",
-                             "--format", "json")
+    code, out, err = run_cli(capsys, "bench", "--no-env", "--device", "sim", "--recipe", "qwen3-8b", "--format", "json")
     assert code == 0, err
     assert {r["kernel"] for r in json.loads(out)["results"]} == {"fake.saxpy"}
     assert "leverctl bench: fake.gdn not planned: the model Qwen3-8B has no [model.gdn]" in err
@@ -266,6 +304,7 @@ def test_kernels_describes_every_real_path_in_both_engines_without_an_error(caps
     assert code == 0, err
     paths = json.loads(out)["paths"]
     assert len(paths) == 32 and [p["name"] for p in paths if "error" in p] == []
-    assert {p["name"]: p["levers"] for p in paths if not p["applies"]} == \
-        {p["name"]: {} for p in paths if not p["applies"]}
+    assert {p["name"]: p["levers"] for p in paths if not p["applies"]} == {
+        p["name"]: {} for p in paths if not p["applies"]
+    }
     assert all(p["levers"] for p in paths if p["applies"])

@@ -1,4 +1,5 @@
 """Choosing the device: the GPU probe's reasons, and auto/gpu/sim."""
+
 from __future__ import annotations
 
 import pytest
@@ -94,20 +95,48 @@ def test_auto_without_a_gpu_is_the_simulator_and_keeps_the_reason():
     assert d.bf16_tflops is None and d.fp8_tflops is None and d.cublas_bf16_tflops is None
     assert d.measure_figures() == dict.fromkeys(device.FIGURES)
     j = d.to_json()
-    assert set(j) == {"kind", "name", "compute_capability", "driver", "copy_gbps", "fp32_tflops", "bf16_tflops",
-                      "fp8_tflops", "cublas_bf16_tflops", "why_sim"}
+    assert set(j) == {
+        "kind",
+        "name",
+        "compute_capability",
+        "driver",
+        "copy_gbps",
+        "fp32_tflops",
+        "bf16_tflops",
+        "fp8_tflops",
+        "cublas_bf16_tflops",
+        "why_sim",
+    }
 
 
 def test_versions_name_the_libraries_and_the_cuda_versions_the_first_kernel_found():
-    assert set(device.versions()) == {"leverctl", "python", "numba", "numba_cuda", "numpy", "cuda_driver",
-                                      "cuda_runtime", "nvvm", "ptx_isa", "ptx_target"}
+    assert set(device.versions()) == {
+        "leverctl",
+        "python",
+        "numba",
+        "numba_cuda",
+        "numpy",
+        "cuda_driver",
+        "cuda_runtime",
+        "nvvm",
+        "ptx_isa",
+        "ptx_target",
+    }
     assert device.versions()["numpy"]
     assert device.versions()["cuda_driver"] is None
-    gpu = device.Device("gpu", "Fake H200", cuda={"cuda_driver": "12.4", "cuda_runtime": "12.9", "nvvm": "2.0",
-                                                  "ptx_isa": "8.8", "ptx_target": "sm_90a"})
+    gpu = device.Device(
+        "gpu",
+        "Fake H200",
+        cuda={"cuda_driver": "12.4", "cuda_runtime": "12.9", "nvvm": "2.0", "ptx_isa": "8.8", "ptx_target": "sm_90a"},
+    )
     v = device.versions(gpu)
-    assert (v["cuda_driver"], v["cuda_runtime"], v["nvvm"], v["ptx_isa"], v["ptx_target"]) == \
-        ("12.4", "12.9", "2.0", "8.8", "sm_90a")
+    assert (v["cuda_driver"], v["cuda_runtime"], v["nvvm"], v["ptx_isa"], v["ptx_target"]) == (
+        "12.4",
+        "12.9",
+        "2.0",
+        "8.8",
+        "sm_90a",
+    )
 
 
 def test_describing_a_gpu_reads_only_what_was_gathered_and_never_measures():
@@ -127,8 +156,14 @@ class FigureRig:
     """A rig whose figures are fixed, counted as they are asked for."""
 
     def __init__(self, **figures):
-        self.figures = {"copy_gbps": 4000.0, "fp32_tflops": 60.0, "bf16_tflops": 700.0, "fp8_tflops": 1400.0,
-                        "cublas_bf16_tflops": 650.0, **figures}
+        self.figures = {
+            "copy_gbps": 4000.0,
+            "fp32_tflops": 60.0,
+            "bf16_tflops": 700.0,
+            "fp8_tflops": 1400.0,
+            "cublas_bf16_tflops": 650.0,
+            **figures,
+        }
         self.asked: list[str] = []
         self.why_none = {"fp8_tflops": "the device has no FP8 tensor-core form the burner builds"}
 

@@ -1,4 +1,5 @@
 """Which CUDA errors end a run (the context is lost) and which fail one record."""
+
 from __future__ import annotations
 
 import enum
@@ -24,17 +25,31 @@ class CUresult(enum.IntEnum):  # cuda-bindings hands enums, not ints
     CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES = 701
 
 
-@pytest.mark.parametrize("code, name", [(700, "CUDA_ERROR_ILLEGAL_ADDRESS"), (710, "CUDA_ERROR_ASSERT"),
-                                        (715, "CUDA_ERROR_ILLEGAL_INSTRUCTION"), (719, "CUDA_ERROR_LAUNCH_FAILED"),
-                                        (702, "CUDA_ERROR_LAUNCH_TIMEOUT")])
+@pytest.mark.parametrize(
+    "code, name",
+    [
+        (700, "CUDA_ERROR_ILLEGAL_ADDRESS"),
+        (710, "CUDA_ERROR_ASSERT"),
+        (715, "CUDA_ERROR_ILLEGAL_INSTRUCTION"),
+        (719, "CUDA_ERROR_LAUNCH_FAILED"),
+        (702, "CUDA_ERROR_LAUNCH_TIMEOUT"),
+    ],
+)
 def test_a_sticky_error_loses_the_context(code, name):
     assert STICKY[code] == name
     assert context_lost(CudaAPIError(code, f"Call to cuCtxSynchronize results in {name}"))
 
 
-@pytest.mark.parametrize("code, name", [(701, "CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES"), (1, "CUDA_ERROR_INVALID_VALUE"),
-                                        (2, "CUDA_ERROR_OUT_OF_MEMORY"), (218, "CUDA_ERROR_INVALID_PTX"),
-                                        (222, "CUDA_ERROR_UNSUPPORTED_PTX_VERSION")])
+@pytest.mark.parametrize(
+    "code, name",
+    [
+        (701, "CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES"),
+        (1, "CUDA_ERROR_INVALID_VALUE"),
+        (2, "CUDA_ERROR_OUT_OF_MEMORY"),
+        (218, "CUDA_ERROR_INVALID_PTX"),
+        (222, "CUDA_ERROR_UNSUPPORTED_PTX_VERSION"),
+    ],
+)
 def test_an_error_of_one_kernel_leaves_the_context_usable(code, name):
     assert not context_lost(CudaAPIError(code, f"Call to cuLaunchKernel results in {name}"))
 

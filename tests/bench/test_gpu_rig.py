@@ -3,6 +3,7 @@ an overhead per launch, the GPU runs queued work in order, events read the
 GPU's clock. Shows why each batch is gated behind a delay kernel, and that
 the ceilings come out of the bytes and FLOPs the rig counts. (The real thing
 is checked by test_gpu_timing.py on a GPU.)"""
+
 from __future__ import annotations
 
 from dataclasses import replace
@@ -110,8 +111,9 @@ def make_rig(stream: Stream, burner=None) -> timing.GpuRig:
         Kernel(stream, lambda buf, sink: buf.nbytes / 4e12, "flush"),  # a read at 4 TB/s
         Kernel(stream, lambda out, iters, b: 132 * 16 * 256 * iters * 64 / 60e12, "fma"),  # 60 TFLOP/s
     )
-    r = timing.GpuRig(l2_bytes=4 << 20, sm_count=132, cuda=FakeCuda(stream), kernels=kernels,
-                      clock=stream.perf_counter, burner=burner)
+    r = timing.GpuRig(
+        l2_bytes=4 << 20, sm_count=132, cuda=FakeCuda(stream), kernels=kernels, clock=stream.perf_counter, burner=burner
+    )
     r.stream = stream
     return r
 
@@ -144,8 +146,7 @@ def test_the_flush_runs_outside_the_events(rig):
 def test_sampling_a_steady_kernel_stops_on_noise_after_two_batches(rig):
     k = Kernel(rig.stream, lambda: 7e-6)[1, 1]
     stats = rig.time(k)
-    assert (stats.stopped_by, stats.median_us, stats.samples, stats.batches) == (
-        "noise", pytest.approx(7.0), 50, 2)
+    assert (stats.stopped_by, stats.median_us, stats.samples, stats.batches) == ("noise", pytest.approx(7.0), 50, 2)
 
 
 def test_the_clocks_are_warmed_before_the_first_measured_kernel():
@@ -363,6 +364,7 @@ def _gpu_record(launches: int = 1, rig=None, **tc):
     on_launch = tc.pop("on_launch", False)
     good = path.variants["good"]
     if on_launch:
+
         def build(shape, _build=good.build):
             launch = _build(shape)
             launch.tensor_cores, launch.tc_dtype = tc["tensor_cores"], tc["tc_dtype"]
@@ -432,8 +434,10 @@ def test_an_fp8_record_on_a_device_without_an_fp8_peak_has_no_compute_floor_and_
     assert rec["status"] == "pass"
     assert (rec["roofline"]["compute_rate"], rec["roofline"]["compute_tflops"]) == ("fp8_tflops", None)
     assert rec["roofline"]["bound"] == "launch"
-    assert rec["note"] == ("no fp8_tflops on this device (the device has no FP8 tensor-core form the burner "
-                           "builds): the floor has no compute term")
+    assert rec["note"] == (
+        "no fp8_tflops on this device (the device has no FP8 tensor-core form the burner "
+        "builds): the floor has no compute term"
+    )
 
 
 @pytest.mark.sim

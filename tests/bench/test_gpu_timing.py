@@ -7,6 +7,7 @@ and launch latency, the clock
 warm-up, a call of several launches timed with and without the host's
 launch cost, and one full record.
 """
+
 from __future__ import annotations
 
 import pytest

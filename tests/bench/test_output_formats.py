@@ -1,5 +1,6 @@
 """The format follows the output file (``-o results.csv`` writes CSV) unless
 --format says otherwise; CSV is the records, one row each."""
+
 from __future__ import annotations
 
 import csv
@@ -15,9 +16,16 @@ from leverctl.cli import common
 from leverctl.errors import UserError
 
 
-@pytest.mark.parametrize("name, fmt", [("results.json", "json"), ("report.md", "markdown"),
-                                       ("REPORT.MARKDOWN", "markdown"), ("results.csv", "csv"),
-                                       ("bench.txt", "table")])
+@pytest.mark.parametrize(
+    "name, fmt",
+    [
+        ("results.json", "json"),
+        ("report.md", "markdown"),
+        ("REPORT.MARKDOWN", "markdown"),
+        ("results.csv", "csv"),
+        ("bench.txt", "table"),
+    ],
+)
 def test_the_out_files_suffix_chooses_the_format(name, fmt):
     assert common.output_format(None, Path(name), common.RECORD_FORMATS) == fmt
 
@@ -54,7 +62,10 @@ def test_csv_has_one_row_per_record_with_plain_numbers():
 def test_csv_of_an_against_run_tells_the_two_runs_apart():
     rows = _rows(render(_doc(gpu=True, against=True), "csv"))
     assert [(r["run"], r["variant"]) for r in rows] == [
-        ("this run", "gemv_sw"), ("this run", "gemv_64t"), ("against defaults", "gemv_64t")]
+        ("this run", "gemv_sw"),
+        ("this run", "gemv_64t"),
+        ("against defaults", "gemv_64t"),
+    ]
     assert rows[0]["speedup_vs_against"] == "1.25"
 
 

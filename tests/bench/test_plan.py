@@ -1,5 +1,6 @@
 """Planning: which paths an engine has, their lever values, the variant each
 chooses, and the plan's identity."""
+
 from __future__ import annotations
 
 import pytest
@@ -34,8 +35,7 @@ def test_a_path_naming_no_engine_applies_where_the_catalog_has_one_of_its_levers
 
 def test_fields_the_catalog_lacks_take_the_paths_lever_defaults():
     p = saxpy_path(levers=("gemv_sw", "decode_split_silu"), lever_defaults={"decode_split_silu": True})
-    assert path_levers(p, {"gemv_sw": False, "gdn_wy17": True}, FIELDS) == {"gemv_sw": False,
-                                                                            "decode_split_silu": True}
+    assert path_levers(p, {"gemv_sw": False, "gdn_wy17": True}, FIELDS) == {"gemv_sw": False, "decode_split_silu": True}
 
 
 def test_a_lever_with_no_value_anywhere_is_a_declaration_error():
@@ -75,10 +75,17 @@ def test_a_select_that_raises_or_names_an_unknown_variant_becomes_a_failed_item(
 
 def test_a_plan_lists_applicable_paths_at_the_resolved_levers_and_is_stamped():
     other = saxpy_path(name="fake.other", levers=("not_in_catalog",), lever_defaults={"not_in_catalog": True})
-    plan = build_plan([saxpy_path(), other], engine="atlas", catalog_fields=FIELDS,
-                      values={"gemv_sw": False, "gdn_wy17": True}, catalog_digest="ab" * 32)
+    plan = build_plan(
+        [saxpy_path(), other],
+        engine="atlas",
+        catalog_fields=FIELDS,
+        values={"gemv_sw": False, "gdn_wy17": True},
+        catalog_digest="ab" * 32,
+    )
     assert [(i.kernel, i.variant, i.shape.label) for i in plan.items] == [
-        ("fake.saxpy", "plain", "n37"), ("fake.saxpy", "plain", "n64")]
+        ("fake.saxpy", "plain", "n37"),
+        ("fake.saxpy", "plain", "n64"),
+    ]
     assert all(i.plan == plan.hash[:16] and i.catalog == "ab" * 8 for i in plan.items)
 
 
@@ -92,8 +99,14 @@ def test_the_plan_hash_is_stable_and_changes_with_the_levers():
 
 
 def test_model_shapes_come_from_the_paths_model_preset():
-    plan = build_plan([saxpy_path()], engine="atlas", catalog_fields=FIELDS, values={"gemv_sw": True},
-                      shapes="model", model={"hidden": 4096})
+    plan = build_plan(
+        [saxpy_path()],
+        engine="atlas",
+        catalog_fields=FIELDS,
+        values={"gemv_sw": True},
+        shapes="model",
+        model={"hidden": 4096},
+    )
     assert [i.shape.label for i in plan.items] == ["n4096"]
 
 
@@ -128,8 +141,9 @@ def _gdn_like():
 
 def test_a_model_without_the_section_a_path_needs_does_not_plan_it_and_says_why():
     dense = {"name": "Qwen3-8B", "hidden": 4096, "ffn": {"intermediate": 12288}}
-    plan = build_plan([saxpy_path(), _gdn_like()], engine="atlas", catalog_fields=FIELDS,
-                      values={"gemv_sw": True}, model=dense)
+    plan = build_plan(
+        [saxpy_path(), _gdn_like()], engine="atlas", catalog_fields=FIELDS, values={"gemv_sw": True}, model=dense
+    )
     assert {i.kernel for i in plan.items} == {"fake.saxpy"}
     assert plan.not_in_model == (("fake.gdn", "the model Qwen3-8B has no [model.gdn]"),)
 
@@ -137,8 +151,7 @@ def test_a_model_without_the_section_a_path_needs_does_not_plan_it_and_says_why(
 def test_a_model_with_the_section_or_no_model_at_all_plans_the_path():
     hybrid = {"hidden": 2048, "gdn": {"layers": 36}}
     for model in (hybrid, None):
-        plan = build_plan([_gdn_like()], engine="atlas", catalog_fields=FIELDS, values={"gemv_sw": True},
-                          model=model)
+        plan = build_plan([_gdn_like()], engine="atlas", catalog_fields=FIELDS, values={"gemv_sw": True}, model=model)
         assert {i.kernel for i in plan.items} == {"fake.gdn"} and plan.not_in_model == ()
 
 
@@ -174,7 +187,8 @@ def test_the_qwen3_8b_dense_ffn_gemms_are_benched_from_16_rows_to_4096():
     plan = _model_plan("qwen3-8b")
     gemm = [i.shape for i in plan.items if i.kernel == "w4a16.gemm"]
     assert [(s["m"], s["n"], s["k"]) for s in gemm] == [
-        (m, n, k) for m in (16, 64, 256, 1024, 4096) for n, k in ((12288, 4096), (4096, 12288))]
+        (m, n, k) for m in (16, 64, 256, 1024, 4096) for n, k in ((12288, 4096), (4096, 12288))
+    ]
     # 4 GEMV/FFN decode items and 10 GEMMs: the W4A16 plan grew by the four new GEMM shapes, no more.
     w4a16 = [i for i in plan.items if i.path.family == "w4a16"]
     assert len(w4a16) == 14 and len(gemm) == 10
@@ -183,7 +197,13 @@ def test_the_qwen3_8b_dense_ffn_gemms_are_benched_from_16_rows_to_4096():
 
 
 def test_every_shipped_recipe_benches_the_gemm_at_the_same_rows():
-    for recipe in ("qwen3-8b", "llama-3.1-8b-atlas", "qwen3-next-80b-a3b", "qwen3-next-80b-a3b-metrale",
-                   "atlas-defaults", "metrale-defaults"):
+    for recipe in (
+        "qwen3-8b",
+        "llama-3.1-8b-atlas",
+        "qwen3-next-80b-a3b",
+        "qwen3-next-80b-a3b-metrale",
+        "atlas-defaults",
+        "metrale-defaults",
+    ):
         rows = sorted({i.shape["m"] for i in _model_plan(recipe).items if i.kernel == "w4a16.gemm"})
         assert rows == [16, 64, 256, 1024, 4096], recipe

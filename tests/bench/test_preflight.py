@@ -1,5 +1,6 @@
 """What a bare GPU machine lacks, one line per missing piece, and the
 offline GPU run's files: the wheel list, the script, the Make targets."""
+
 from __future__ import annotations
 
 import re
@@ -17,6 +18,7 @@ WHEELS = ROOT / "scripts" / "gpu-wheels.txt"
 def _missing(name):
     def check():
         raise ModuleNotFoundError(f"No module named '{name}'")
+
     return check
 
 
@@ -25,8 +27,11 @@ def test_everything_present_is_no_line():
 
 
 def test_each_missing_piece_is_one_line_naming_the_wheel_that_brings_it():
-    needs = [pf.Need("numba", "numba", _missing("numba")), pf.Need("json", "json", lambda: None),
-             pf.Need("libNVVM", "nvidia-cuda-nvcc-cu12", _missing("nvvm"))]
+    needs = [
+        pf.Need("numba", "numba", _missing("numba")),
+        pf.Need("json", "json", lambda: None),
+        pf.Need("libNVVM", "nvidia-cuda-nvcc-cu12", _missing("nvvm")),
+    ]
     lines = pf.problems(needs, version=(3, 12, 3), wheels=WHEELS)
     assert len(lines) == 2
     assert lines[0].startswith("numba is missing: ModuleNotFoundError: No module named 'numba'; it comes from numba==")
@@ -40,13 +45,15 @@ def test_an_old_python_is_a_line_of_its_own():
 
 def test_a_python_the_wheels_were_not_built_for_is_a_line_of_its_own():
     lines = pf.problems([], version=(3, 11, 7), wheels=WHEELS)
-    assert lines == [f"Python 3.11.7: the wheels {WHEELS} lists are built for Python 3.12; "
-                     "run with that python (PYTHON=python3.12)"]
+    assert lines == [
+        f"Python 3.11.7: the wheels {WHEELS} lists are built for Python 3.12; run with that python (PYTHON=python3.12)"
+    ]
 
 
 def test_the_command_prints_each_line_on_stderr_and_exits_2(monkeypatch, capsys):
-    monkeypatch.setattr(pf, "NEEDS", (pf.Need("numba", "numba", _missing("numba")),
-                                      pf.Need("rich", "rich", _missing("rich"))))
+    monkeypatch.setattr(
+        pf, "NEEDS", (pf.Need("numba", "numba", _missing("numba")), pf.Need("rich", "rich", _missing("rich")))
+    )
     assert pf.main([]) == 2
     err = capsys.readouterr().err.splitlines()
     assert [line.split(" is missing")[0] for line in err] == ["leverctl: preflight: numba", "leverctl: preflight: rich"]
@@ -56,12 +63,17 @@ def test_the_preflight_of_this_environment_finds_every_python_package():
     """Here the CUDA libraries may be missing (no GPU toolkit wheels are
     needed for the simulator); every other piece must be found, and whatever
     is missing is one line each."""
-    p = subprocess.run([sys.executable, "-m", "leverctl.bench.preflight"], capture_output=True, text=True,
-                       timeout=120)
+    p = subprocess.run([sys.executable, "-m", "leverctl.bench.preflight"], capture_output=True, text=True, timeout=120)
     lines = p.stderr.splitlines()
     assert p.returncode == (2 if lines else 0), p.stderr
-    assert all(re.match(r"leverctl: preflight: (libNVVM|libdevice|nvJitLink|NVRTC) is missing: .*; it comes from "
-                        r"nvidia-", line) for line in lines), p.stderr
+    assert all(
+        re.match(
+            r"leverctl: preflight: (libNVVM|libdevice|nvJitLink|NVRTC) is missing: .*; it comes from "
+            r"nvidia-",
+            line,
+        )
+        for line in lines
+    ), p.stderr
     if not lines:
         assert p.stdout.startswith("preflight: Python ") and f"all {len(pf.NEEDS)} pieces" in p.stdout
 
@@ -127,9 +139,13 @@ def test_the_gpu_venv_and_the_wheels_are_ignored_by_git():
 
 
 def _script(tmp_path, python: str) -> subprocess.CompletedProcess:
-    return subprocess.run(["bash", str(ROOT / "scripts" / "gpu-bench.sh"), str(tmp_path / "out")],
-                          env={"PATH": "/usr/bin:/bin", "PYTHON": python, "GPU_VENV": str(tmp_path / "venv")},
-                          capture_output=True, text=True, timeout=60)
+    return subprocess.run(
+        ["bash", str(ROOT / "scripts" / "gpu-bench.sh"), str(tmp_path / "out")],
+        env={"PATH": "/usr/bin:/bin", "PYTHON": python, "GPU_VENV": str(tmp_path / "venv")},
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
 
 
 def test_the_gpu_script_stops_at_once_without_its_python(tmp_path):

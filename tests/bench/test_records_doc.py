@@ -11,6 +11,7 @@ plan.json without a line in docs/records.md fails here; and a record's
 fields, as documented and as written, are the fields of the one schema
 (``leverctl.bench.records.schema``).
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -76,8 +77,17 @@ class FixedRig:
         from leverctl.bench.timing import Stats
 
         launch()
-        return Stats(median_us=4.0, p20_us=3.9, p80_us=4.2, samples=100, noise=0.002, stopped_by="noise",
-                     batches=4, launches=launches, with_host_us=5.0 if with_host else None)
+        return Stats(
+            median_us=4.0,
+            p20_us=3.9,
+            p80_us=4.2,
+            samples=100,
+            noise=0.002,
+            stopped_by="noise",
+            batches=4,
+            launches=launches,
+            with_host_us=5.0 if with_host else None,
+        )
 
     def launch_us(self):
         return 2.0
@@ -109,8 +119,10 @@ def fixed_gpu(monkeypatch):
 
     path = dataclasses.replace(saxpy_path(), extra={"gemm_mnk": lambda s: (1, s["n"], 1)})
     monkeypatch.setattr(common, "registered_paths", lambda: [path])
-    gpu = lambda *a, **k: devmod.Device(kind="gpu", name="Fixed GPU", compute_capability="9.0",  # noqa: E731
-                                        driver="fixed", _rig=FixedRig())
+
+    def gpu(*a, **k):
+        return devmod.Device(kind="gpu", name="Fixed GPU", compute_capability="9.0", driver="fixed", _rig=FixedRig())
+
     monkeypatch.setattr(devmod, "choose", gpu)
 
 
@@ -131,8 +143,7 @@ def _compare(written: set[str], doc: set[str], what: str) -> None:
 
 @pytest.mark.sim
 def test_records_and_documents_written_are_exactly_those_docs_records_md_describes(fixed_gpu, capsys, tmp_path):
-    bench = json.loads(_cli(capsys, "bench", "--no-env", "--against", "defaults", "-f", "json",
-                            "--shapes", "smoke"))
+    bench = json.loads(_cli(capsys, "bench", "--no-env", "--against", "defaults", "-f", "json", "--shapes", "smoke"))
     sweep_dir = tmp_path / "sweep"
     _cli(capsys, "sweep", "--no-env", "--shapes", "smoke", "--shard", "1/1", "--out", sweep_dir, "-f", "json")
     lines = (sweep_dir / "results.jsonl").read_text("utf-8").splitlines()
@@ -145,8 +156,11 @@ def test_records_and_documents_written_are_exactly_those_docs_records_md_describ
     # speedup_vs_against is documented in prose: it exists only in a run with --against
     _compare(dims(record_keys) - {"speedup_vs_against"}, dims(section("One record")), "a record")
     assert all("speedup_vs_against" in r for r in bench["results"])
-    _compare(key_paths(bench) | {"levers", "results", "against.levers", "against.results"},
-             section("The bench document"), "the bench document")
+    _compare(
+        key_paths(bench) | {"levers", "results", "against.levers", "against.results"},
+        section("The bench document"),
+        "the bench document",
+    )
     plan = json.loads((sweep_dir / "plan.json").read_text("utf-8"))
     _compare(key_paths(plan) | {"kernels"}, section("The sweep results file"), "plan.json")
 
@@ -168,4 +182,9 @@ def test_the_check_fails_on_a_key_written_but_not_documented():
 
 def test_key_paths_name_nested_keys_and_list_items_and_skip_opaque_values():
     assert key_paths({"a": {"b": 1}, "items": [{"c": 2}], "levers": {"x": 1}}) == {
-        "a", "a.b", "items", "items[].c", "levers"}
+        "a",
+        "a.b",
+        "items",
+        "items[].c",
+        "levers",
+    }

@@ -1,4 +1,5 @@
 """Rendering a bench document: table, JSON, Markdown."""
+
 from __future__ import annotations
 
 import json
@@ -10,36 +11,81 @@ from leverctl.bench.report import FIGURE_WORDS, counts, describe_figures, floor_
 
 def _rec(variant, status="pass", timing=True, note="", rel=1.2e-4):
     return {
-        "kernel": "w4a16.gemv", "variant": variant, "levers": {"gemv_sw": variant == "gemv_sw"},
-        "config": f"gemv_sw={int(variant == 'gemv_sw')}", "shape": {"label": "m1-n37-k264", "m": 1},
-        "status": status, "note": note,
-        "error": {"rel": rel, "max_abs": 3e-3, "tol_rel": 2e-3, "tol_abs": 5e-2, "nonfinite": 0,
-                  "unwritten": 0, "rechecked": timing},
-        "timing": {"median_us": 4.1, "p20_us": 4.0, "p80_us": 4.3, "samples": 240, "noise": 0.004,
-                   "stopped_by": "noise"} if timing else None,
+        "kernel": "w4a16.gemv",
+        "variant": variant,
+        "levers": {"gemv_sw": variant == "gemv_sw"},
+        "config": f"gemv_sw={int(variant == 'gemv_sw')}",
+        "shape": {"label": "m1-n37-k264", "m": 1},
+        "status": status,
+        "note": note,
+        "error": {
+            "rel": rel,
+            "max_abs": 3e-3,
+            "tol_rel": 2e-3,
+            "tol_abs": 5e-2,
+            "nonfinite": 0,
+            "unwritten": 0,
+            "rechecked": timing,
+        },
+        "timing": {
+            "median_us": 4.1,
+            "p20_us": 4.0,
+            "p80_us": 4.3,
+            "samples": 240,
+            "noise": 0.004,
+            "stopped_by": "noise",
+        }
+        if timing
+        else None,
         "traffic": {"bytes": 123456, "flops": 19536},
-        "roofline": {"floor_us": 2.9, "bound": "memory", "copy_gbps": 4100.0, "compute_rate": "fp32_tflops",
-                     "compute_tflops": 60.0, "pct_of_floor": 70.7} if timing else None,
+        "roofline": {
+            "floor_us": 2.9,
+            "bound": "memory",
+            "copy_gbps": 4100.0,
+            "compute_rate": "fp32_tflops",
+            "compute_tflops": 60.0,
+            "pct_of_floor": 70.7,
+        }
+        if timing
+        else None,
         "achieved": {"gbps": 3000.1, "tflops": 0.01} if timing else None,
         "reference_lib": {"name": "cublas-fp16", "median_us": 3.8, "ratio": 1.08} if timing else None,
-        "device": "NVIDIA H200" if timing else "Numba CUDA simulator", "plan": "p" * 16, "catalog": "c" * 16,
+        "device": "NVIDIA H200" if timing else "Numba CUDA simulator",
+        "plan": "p" * 16,
+        "catalog": "c" * 16,
     }
 
 
 def _doc(gpu=True, against=False):
     doc = {
-        "schema": "leverctl.bench/1", "created": "2026-12-02T12:00:00Z", "engine": "atlas",
-        "device": {"kind": "gpu" if gpu else "sim", "name": "NVIDIA H200" if gpu else "Numba CUDA simulator",
-                   "compute_capability": "9.0" if gpu else None, "driver": "580.159.04 (CUDA 13.0)" if gpu else None,
-                   "copy_gbps": 4100.0 if gpu else None, "fp32_tflops": 60.0 if gpu else None,
-                   "bf16_tflops": 702.5 if gpu else None, "fp8_tflops": None,
-                   "cublas_bf16_tflops": 655.0 if gpu else None,
-                   "why_sim": None if gpu else "no NVIDIA driver (libcuda.so.1 not found)"},
-        "versions": {"leverctl": "0.1.0", "python": "3.11.7", "numba": "0.68.1", "numba_cuda": "0.30.4",
-                     "numpy": "2.4.6"},
-        "levers": {}, "against": None,
-        "results": [_rec("gemv_sw", timing=gpu),
-                    _rec("gemv_64t", "fail", timing=False, note="2 element(s) never written", rel=0.5)],
+        "schema": "leverctl.bench/1",
+        "created": "2026-12-02T12:00:00Z",
+        "engine": "atlas",
+        "device": {
+            "kind": "gpu" if gpu else "sim",
+            "name": "NVIDIA H200" if gpu else "Numba CUDA simulator",
+            "compute_capability": "9.0" if gpu else None,
+            "driver": "580.159.04 (CUDA 13.0)" if gpu else None,
+            "copy_gbps": 4100.0 if gpu else None,
+            "fp32_tflops": 60.0 if gpu else None,
+            "bf16_tflops": 702.5 if gpu else None,
+            "fp8_tflops": None,
+            "cublas_bf16_tflops": 655.0 if gpu else None,
+            "why_sim": None if gpu else "no NVIDIA driver (libcuda.so.1 not found)",
+        },
+        "versions": {
+            "leverctl": "0.1.0",
+            "python": "3.11.7",
+            "numba": "0.68.1",
+            "numba_cuda": "0.30.4",
+            "numpy": "2.4.6",
+        },
+        "levers": {},
+        "against": None,
+        "results": [
+            _rec("gemv_sw", timing=gpu),
+            _rec("gemv_64t", "fail", timing=False, note="2 element(s) never written", rel=0.5),
+        ],
     }
     if against:
         doc["results"][0]["speedup_vs_against"] = 1.25
@@ -60,8 +106,19 @@ def test_json_is_the_document_itself():
 
 def test_the_gpu_table_shows_check_timing_spread_bandwidth_and_floor():
     text = render(_doc(), "table")
-    for cell in ("w4a16.gemv", "gemv_sw=1", "m1-n37-k264", "PASS 1.2e-04", "FAIL 5.0e-01", "4.1", "4–4.3",
-                 "3000", "71", "1.08×", "never written"):
+    for cell in (
+        "w4a16.gemv",
+        "gemv_sw=1",
+        "m1-n37-k264",
+        "PASS 1.2e-04",
+        "FAIL 5.0e-01",
+        "4.1",
+        "4–4.3",
+        "3000",
+        "71",
+        "1.08×",
+        "never written",
+    ):
         assert cell in text, cell
     assert "\x1b[" not in text  # plain text unless asked for color
 
@@ -111,8 +168,7 @@ def test_the_floor_cell_names_the_rate_a_compute_floor_was_drawn_at():
     def rec(bound, rate="fp32_tflops", tc_dtype=None):
         return {"roofline": {"bound": bound, "compute_rate": rate, "pct_of_floor": 78.4}, "tc_dtype": tc_dtype}
 
-    assert [floor_text(rec("memory")), floor_text(rec("launch")), floor_text(rec("compute"))] == [
-        "78", "78", "78 FP32"]
+    assert [floor_text(rec("memory")), floor_text(rec("launch")), floor_text(rec("compute"))] == ["78", "78", "78 FP32"]
     assert floor_text(rec("compute", "bf16_tflops", "f16")) == "78 BF16"
     assert floor_text(rec("compute", "fp8_tflops", "s8")) == "78 FP8 s8"  # s8 at the FP8 rate, said so
     older = {"roofline": {"bound": "compute", "fp32_tflops": 60.0, "pct_of_floor": 50.0}}  # before compute_rate

@@ -1,6 +1,7 @@
 """``leverctl report show``'s arm view for ffn.prefill records: the arms
 ranked by time with their error beside it, or by error where the records
 have no timings (the simulator), saying so."""
+
 from __future__ import annotations
 
 import json
@@ -14,15 +15,31 @@ SHAPE = "down m512 n4096 k12288"
 
 def _rec(variant, us=None, rel=1e-3, status="pass", cores=(None, None), config=None, pct=None, kernel="ffn.prefill"):
     return {
-        "kernel": kernel, "variant": variant, "levers": {}, "config": config or f"arm={variant}",
-        "shape": {"label": SHAPE, "m": 512, "n": 4096, "k": 12288, "down": 1}, "status": status, "note": "",
-        "error": {"rel": rel, "max_abs": 10 * rel, "tol_rel": 0.5, "tol_abs": 1.0, "nonfinite": 0, "unwritten": 0,
-                  "rechecked": us is not None},
-        "timing": {"median_us": us, "p20_us": us, "p80_us": us, "samples": 100, "noise": 0.01,
-                   "stopped_by": "noise"} if us is not None else None,
+        "kernel": kernel,
+        "variant": variant,
+        "levers": {},
+        "config": config or f"arm={variant}",
+        "shape": {"label": SHAPE, "m": 512, "n": 4096, "k": 12288, "down": 1},
+        "status": status,
+        "note": "",
+        "error": {
+            "rel": rel,
+            "max_abs": 10 * rel,
+            "tol_rel": 0.5,
+            "tol_abs": 1.0,
+            "nonfinite": 0,
+            "unwritten": 0,
+            "rechecked": us is not None,
+        },
+        "timing": {"median_us": us, "p20_us": us, "p80_us": us, "samples": 100, "noise": 0.01, "stopped_by": "noise"}
+        if us is not None
+        else None,
         "roofline": {"floor_us": 1.0, "bound": "compute", "pct_of_floor": pct} if us is not None else None,
-        "tensor_cores": cores[0], "tc_dtype": cores[1], "device": "NVIDIA H200" if us else "Numba CUDA simulator",
-        "plan": "p" * 16, "catalog": "c" * 16,
+        "tensor_cores": cores[0],
+        "tc_dtype": cores[1],
+        "device": "NVIDIA H200" if us else "Numba CUDA simulator",
+        "plan": "p" * 16,
+        "catalog": "c" * 16,
     }
 
 
@@ -50,9 +67,16 @@ def test_without_timings_the_arms_are_ranked_by_error():
 
 
 def _doc(records, gpu=True):
-    return {"schema": "leverctl.bench/1", "created": "2026-12-03T12:00:00Z", "engine": "metrale",
-            "device": {"kind": "gpu" if gpu else "sim", "name": "NVIDIA H200" if gpu else "Numba CUDA simulator"},
-            "versions": {}, "levers": {}, "against": None, "results": records}
+    return {
+        "schema": "leverctl.bench/1",
+        "created": "2026-12-03T12:00:00Z",
+        "engine": "metrale",
+        "device": {"kind": "gpu" if gpu else "sim", "name": "NVIDIA H200" if gpu else "Numba CUDA simulator"},
+        "versions": {},
+        "levers": {},
+        "against": None,
+        "results": records,
+    }
 
 
 @pytest.mark.parametrize("gpu", [True, False], ids=["timed", "simulator"])

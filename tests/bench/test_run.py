@@ -1,4 +1,5 @@
 """Running plan items into records (docs/records.md)."""
+
 from __future__ import annotations
 
 import json
@@ -28,16 +29,20 @@ def _item(variant, path=None, shape=SHAPES[0]):
 
 
 def test_an_item_that_could_not_be_planned_is_a_fail_record_with_the_documented_fields():
-    rec = run_item(PlanItem(saxpy_path(), "", {}, SHAPES[0], "select() raised KeyError", failed=True),
-                   Device("sim", SIM_NAME))
+    rec = run_item(
+        PlanItem(saxpy_path(), "", {}, SHAPES[0], "select() raised KeyError", failed=True), Device("sim", SIM_NAME)
+    )
     assert set(rec) == set(record_example())
     assert (rec["status"], rec["note"], rec["error"]) == ("fail", "select() raised KeyError", None)
 
 
 def test_speedup_is_the_against_median_over_this_one_for_the_same_kernel_and_shape():
     def rec(kernel, label, median):
-        return {"kernel": kernel, "shape": {"label": label},
-                "timing": None if median is None else {"median_us": median}}
+        return {
+            "kernel": kernel,
+            "shape": {"label": label},
+            "timing": None if median is None else {"median_us": median},
+        }
 
     main = [rec("k", "a", 2.0), rec("k", "b", None), rec("k", "c", 4.0)]
     speedups(main, [rec("k", "a", 3.0), rec("k", "b", 1.0)])
@@ -45,10 +50,13 @@ def test_speedup_is_the_against_median_over_this_one_for_the_same_kernel_and_sha
 
 
 def test_the_document_has_the_documented_top_level_fields():
-    doc = document(engine="atlas", device=Device("sim", SIM_NAME, why_sim="no CUDA devices"),
-                   levers={"schema": "leverctl.levers/1"}, results=[])
-    assert set(doc) == {"schema", "created", "engine", "device", "versions", "levers", "against", "stopped",
-                        "results"}
+    doc = document(
+        engine="atlas",
+        device=Device("sim", SIM_NAME, why_sim="no CUDA devices"),
+        levers={"schema": "leverctl.levers/1"},
+        results=[],
+    )
+    assert set(doc) == {"schema", "created", "engine", "device", "versions", "levers", "against", "stopped", "results"}
     assert doc["stopped"] is None
     assert doc["schema"] == "leverctl.bench/1"
     assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ", doc["created"])
@@ -62,8 +70,12 @@ def test_a_correct_variant_gives_a_passing_record_with_its_figures(device):
     ex = record_example()
     assert set(rec) == set(ex)
     assert rec["status"] == "pass", rec["note"]
-    assert (rec["kernel"], rec["variant"], rec["config"], rec["levers"]) == ("fake.saxpy", "good", "gemv_sw=good",
-                                                                            {"gemv_sw": "good"})
+    assert (rec["kernel"], rec["variant"], rec["config"], rec["levers"]) == (
+        "fake.saxpy",
+        "good",
+        "gemv_sw=good",
+        {"gemv_sw": "good"},
+    )
     assert rec["shape"] == {"label": "n37", "n": 37}
     assert set(rec["error"]) == set(ex["error"])
     assert rec["traffic"] == {"bytes": 12 * 37, "flops": 2 * 37}
@@ -126,7 +138,9 @@ def _raising(code, name):
     def build(shape):
         def launch(bufs):
             raise CudaAPIError(code, f"Call to cuLaunchKernel results in {name}")
+
         return launch
+
     return build
 
 
@@ -136,9 +150,11 @@ def _faulty_path():
     from leverctl_kernels.common.path import Variant
 
     base = saxpy_path()
-    variants = {**base.variants,
-                "e701": Variant("e701", "too many resources", _raising(701, "CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES")),
-                "e700": Variant("e700", "illegal address", _raising(700, "CUDA_ERROR_ILLEGAL_ADDRESS"))}
+    variants = {
+        **base.variants,
+        "e701": Variant("e701", "too many resources", _raising(701, "CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES")),
+        "e700": Variant("e700", "illegal address", _raising(700, "CUDA_ERROR_ILLEGAL_ADDRESS")),
+    }
     return dc_replace(base, variants=variants)
 
 
@@ -150,8 +166,12 @@ def test_an_error_of_one_kernel_fails_its_record_and_a_lost_context_stops_the_ru
     streamed = []
     records = run_items(items, device, progress=False, on_record=streamed.append)
     assert streamed == records
-    assert [(r["variant"], r["status"]) for r in records] == [("good", "pass"), ("e701", "fail"), ("plain", "pass"),
-                                                              ("e700", "fail")]
+    assert [(r["variant"], r["status"]) for r in records] == [
+        ("good", "pass"),
+        ("e701", "fail"),
+        ("plain", "pass"),
+        ("e700", "fail"),
+    ]
     assert "CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES" in records[1]["note"]
     assert device.lost and "fake.saxpy e700" in device.lost
     assert why_stopped(len(items), len(records), device) == f"{device.lost}; 1 of 5 planned items not run"
@@ -188,10 +208,10 @@ def test_inputs_and_references_are_made_once_per_shape_for_every_variant(device)
         def wrapped(*a):
             made[what] += 1
             return fn(*a)
+
         return wrapped
 
-    path = dc_replace(base, make_inputs=count("inputs", base.make_inputs),
-                      reference=count("reference", base.reference))
+    path = dc_replace(base, make_inputs=count("inputs", base.make_inputs), reference=count("reference", base.reference))
     items = [_item(v, path, s) for v in ("good", "plain") for s in SHAPES]
     host = HostCache()
     records = run_items(items, device, progress=False, host=host)
@@ -245,9 +265,9 @@ def test_every_record_says_which_tensor_core_instruction_its_variant_ran_on(devi
     import dataclasses
 
     path = saxpy_path()
-    mma = dataclasses.replace(path, variants={**path.variants,
-                                              "good": dataclasses.replace(path.variants["good"],
-                                                                          tensor_cores="mma.sync")})
+    mma = dataclasses.replace(
+        path, variants={**path.variants, "good": dataclasses.replace(path.variants["good"], tensor_cores="mma.sync")}
+    )
     assert run_item(_item("plain", mma), device, rng_seed=1)["tensor_cores"] is None
     assert run_item(_item("good", mma), device, rng_seed=1)["tensor_cores"] == "mma.sync"
 
@@ -265,10 +285,14 @@ def _tc_path(**declared):
         launch.tensor_cores, launch.tc_dtype = "wgmma", "bf16"
         return launch
 
-    return dataclasses.replace(path, variants={
-        **path.variants,
-        "good": dataclasses.replace(path.variants["good"], **declared),
-        "plain": dataclasses.replace(plain, build=build, tensor_cores="mma.sync", tc_dtype="f16")})
+    return dataclasses.replace(
+        path,
+        variants={
+            **path.variants,
+            "good": dataclasses.replace(path.variants["good"], **declared),
+            "plain": dataclasses.replace(plain, build=build, tensor_cores="mma.sync", tc_dtype="f16"),
+        },
+    )
 
 
 @pytest.mark.sim

@@ -1,6 +1,7 @@
 """The one-thread first kernel of a GPU run: the versions it records and the
 advice it gives when the compiled code does not load. A fake ``cuda`` module
 stands in for numba.cuda, so this runs without a GPU."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -48,6 +49,7 @@ class FakeCuda:
                     if fake.launch_error is not None:
                         raise fake.launch_error
                     out.a[0] = fake.writes
+
                 return launch
 
         return Kernel()
@@ -122,8 +124,12 @@ def _toolkit_missing() -> str:
     import subprocess
     import sys
 
-    p = subprocess.run([sys.executable, "-c", "from cuda.pathfinder import load_nvidia_dynamic_lib as l; "
-                        "l('nvvm'); l('nvrtc')"], capture_output=True, text=True, timeout=60)
+    p = subprocess.run(
+        [sys.executable, "-c", "from cuda.pathfinder import load_nvidia_dynamic_lib as l; l('nvvm'); l('nvrtc')"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     return "" if p.returncode == 0 else "no libNVVM/NVRTC here (the GPU wheels bring them)"
 
 
@@ -136,9 +142,11 @@ def test_the_smoke_kernel_compiles_with_the_real_toolkit_to_ptx_whose_header_it_
     why = _toolkit_missing()
     if why:
         pytest.skip(why)
-    code = ("from numba import cuda\nfrom leverctl.bench import smoke\n"
-            "ptx, _ = cuda.compile_ptx(smoke._one, 'void(int32[:])', cc=(9, 0))\n"
-            "print(smoke.ptx_isa(ptx), smoke.ptx_target(ptx), smoke.ptx_isa(ptx) in smoke.PTX_CUDA)\n")
+    code = (
+        "from numba import cuda\nfrom leverctl.bench import smoke\n"
+        "ptx, _ = cuda.compile_ptx(smoke._one, 'void(int32[:])', cc=(9, 0))\n"
+        "print(smoke.ptx_isa(ptx), smoke.ptx_target(ptx), smoke.ptx_isa(ptx) in smoke.PTX_CUDA)\n"
+    )
     import os
 
     env = {k: v for k, v in os.environ.items() if k != "NUMBA_ENABLE_CUDASIM"}

@@ -1,4 +1,5 @@
 """Helpers of the catalog tests: the engines' lever files as Rust, and results."""
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -17,7 +18,7 @@ def rust_of(listing: str) -> str:
     n = 1
     for line in listing.splitlines():
         tag = str(n)
-        if line.startswith(tag) and not line[len(tag):len(tag) + 1].isdigit():
-            out.append(line[len(tag):])
+        if line.startswith(tag) and not line[len(tag) : len(tag) + 1].isdigit():
+            out.append(line[len(tag) :])
             n += 1
     return "\n".join(out) + "\n"

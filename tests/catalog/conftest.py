@@ -4,6 +4,7 @@ The repository reaches the engines' lever files as ``../shared/seeds/``
 beside its root. Each is a numbered listing with a path header and footer;
 :func:`rust_of` turns it back into the Rust file it lists.
 """
+
 from __future__ import annotations
 
 import sys

@@ -1,5 +1,6 @@
 """Bad input to `leverctl catalog`: one line on stderr, exit 2, never a traceback;
 and the commands that read levers never load the Rust parser."""
+
 from __future__ import annotations
 
 import subprocess
@@ -12,15 +13,18 @@ RUST_WITHOUT_LEVERS = "pub struct Point {\n    pub x: f32,\n}\n\nfn main() {}\n"
 
 
 @pytest.mark.parametrize("command", [["check"], ["draft", "--prefix", "ATLAS_"]])
-@pytest.mark.parametrize("name, content, fragment", [
-    ("garbage.rs", b"}}}} this is not rust {{ (((\n", "syntax error"),
-    ("notes.txt", b"Remember to buy milk.\nAnd eggs.\n", "syntax error"),
-    ("empty.rs", b"", "is empty"),
-    ("blank.rs", b"\n  \n", "is empty"),
-    ("plain.rs", RUST_WITHOUT_LEVERS.encode(), "no lever struct"),
-    ("binary.rs", b"\x7fELF\x00\x01", "binary"),
-    ("latin1.rs", "pub struct ModelLevers { pub caf\xe9: bool }\n".encode("latin-1"), "UTF-8"),
-])
+@pytest.mark.parametrize(
+    "name, content, fragment",
+    [
+        ("garbage.rs", b"}}}} this is not rust {{ (((\n", "syntax error"),
+        ("notes.txt", b"Remember to buy milk.\nAnd eggs.\n", "syntax error"),
+        ("empty.rs", b"", "is empty"),
+        ("blank.rs", b"\n  \n", "is empty"),
+        ("plain.rs", RUST_WITHOUT_LEVERS.encode(), "no lever struct"),
+        ("binary.rs", b"\x7fELF\x00\x01", "binary"),
+        ("latin1.rs", "pub struct ModelLevers { pub caf\xe9: bool }\n".encode("latin-1"), "UTF-8"),
+    ],
+)
 def test_a_file_that_is_not_a_lever_source_is_bad_input(cli, tmp_path, command, name, content, fragment):
     path = tmp_path / name
     path.write_bytes(content)
@@ -66,8 +70,9 @@ sys.stderr.write('LOADED=' + ','.join(loaded) + '\\n')
 
 
 def test_the_lever_commands_never_load_the_rust_parser():
-    p = subprocess.run([sys.executable, "-c", CHECK_IMPORTS], capture_output=True, text=True, timeout=60,
-                       env={"PATH": "/usr/bin:/bin"})
+    p = subprocess.run(
+        [sys.executable, "-c", CHECK_IMPORTS], capture_output=True, text=True, timeout=60, env={"PATH": "/usr/bin:/bin"}
+    )
     assert [line for line in p.stderr.splitlines() if line.startswith("LOADED=")] == ["LOADED="], p.stderr[-2000:]
 
 
@@ -75,12 +80,22 @@ def test_as_a_process_a_clean_check_exits_0_and_garbage_exits_2_with_one_line(ru
     garbage = tmp_path / "model_levers.rs"
     garbage.write_text("}}}} fn (((\n")
     env = {"PATH": "/usr/bin:/bin", "COLUMNS": "100"}
-    ok = subprocess.run([sys.executable, "-m", "leverctl", "catalog", "check", rust_file("atlas")],
-                        capture_output=True, text=True, timeout=60, env=env)
+    ok = subprocess.run(
+        [sys.executable, "-m", "leverctl", "catalog", "check", rust_file("atlas")],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env=env,
+    )
     assert ok.returncode == 0, ok.stderr
     assert "agrees with the source" in ok.stdout
-    bad = subprocess.run([sys.executable, "-m", "leverctl", "catalog", "check", garbage],
-                         capture_output=True, text=True, timeout=60, env=env)
+    bad = subprocess.run(
+        [sys.executable, "-m", "leverctl", "catalog", "check", garbage],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env=env,
+    )
     assert bad.returncode == 2
     assert bad.stdout == ""
     assert len(bad.stderr.splitlines()) == 1 and "Traceback" not in bad.stderr

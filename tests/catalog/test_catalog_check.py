@@ -1,5 +1,6 @@
 """`leverctl catalog check`: both engines' lever files agree with the shipped
 catalogs, and each kind of drift put into them is reported with exit 1."""
+
 from __future__ import annotations
 
 import json
@@ -70,41 +71,70 @@ def _replace(old: str, new: str):
 
 
 ATLAS_MUTATIONS = {
-    "field-added": (_replace("    pub gdn_batched_fla: bool,\n",
-                             "    pub gdn_batched_fla: bool,\n    /// `ATLAS_GDN_CHUNK64=1` halves the chunk.\n"
-                             "    pub gdn_chunk64: bool,\n"), ("gdn_chunk64", "added")),
+    "field-added": (
+        _replace(
+            "    pub gdn_batched_fla: bool,\n",
+            "    pub gdn_batched_fla: bool,\n    /// `ATLAS_GDN_CHUNK64=1` halves the chunk.\n"
+            "    pub gdn_chunk64: bool,\n",
+        ),
+        ("gdn_chunk64", "added"),
+    ),
     "field-removed": (_replace("    pub k4_diag: bool,\n", ""), ("k4_diag", "removed")),
-    "variable-renamed-in-from_values": (_replace('value("ATLAS_GDN_BATCHED_FLA")', 'value("ATLAS_GDN_BATCH_FLA")'),
-                                        ("gdn_batched_fla", "rule")),
+    "variable-renamed-in-from_values": (
+        _replace('value("ATLAS_GDN_BATCHED_FLA")', 'value("ATLAS_GDN_BATCH_FLA")'),
+        ("gdn_batched_fla", "rule"),
+    ),
     "opt_out-became-opt_in": (_replace("gdn_wyn: opt_out(", "gdn_wyn: opt_in("), ("gdn_wyn", "rule")),
-    "bool-became-option": (_replace("pub lora_eager: bool,", "pub lora_eager: Option<bool>,"),
-                           ("lora_eager", "type")),
-    "default-flipped": (_replace("            gemv_sw: true,\n            ..Self::default()",
-                                 "            gemv_sw: false,\n            ..Self::default()"), ("gemv_sw", "default")),
-    "variable-dropped-from-doc": (_replace("`ATLAS_MTP_SHADOW_TOPK=k` (0 = off", "The shadow count (0 = off"),
-                                  ("shadow_topk", "variable")),
-    "presence-became-opt_in": (_replace('bf16_tc_proj: present("ATLAS_BF16_TC_PROJ")',
-                                        'bf16_tc_proj: opt_in(value("ATLAS_BF16_TC_PROJ").as_deref())'),
-                               ("bf16_tc_proj", "rule")),
+    "bool-became-option": (_replace("pub lora_eager: bool,", "pub lora_eager: Option<bool>,"), ("lora_eager", "type")),
+    "default-flipped": (
+        _replace(
+            "            gemv_sw: true,\n            ..Self::default()",
+            "            gemv_sw: false,\n            ..Self::default()",
+        ),
+        ("gemv_sw", "default"),
+    ),
+    "variable-dropped-from-doc": (
+        _replace("`ATLAS_MTP_SHADOW_TOPK=k` (0 = off", "The shadow count (0 = off"),
+        ("shadow_topk", "variable"),
+    ),
+    "presence-became-opt_in": (
+        _replace(
+            'bf16_tc_proj: present("ATLAS_BF16_TC_PROJ")',
+            'bf16_tc_proj: opt_in(value("ATLAS_BF16_TC_PROJ").as_deref())',
+        ),
+        ("bf16_tc_proj", "rule"),
+    ),
 }
 
 METRALE_MUTATIONS = {
-    "field-added": (_replace("    pub moe_prefill_zero: bool,\n",
-                             "    pub moe_prefill_zero: bool,\n    /// 2026-10-01: `METRALE_MOE_PREFILL_SPLIT=1`: split.\n"
-                             "    pub moe_prefill_split: bool,\n"), ("moe_prefill_split", "added")),
+    "field-added": (
+        _replace(
+            "    pub moe_prefill_zero: bool,\n",
+            "    pub moe_prefill_zero: bool,\n    /// 2026-10-01: `METRALE_MOE_PREFILL_SPLIT=1`: split.\n"
+            "    pub moe_prefill_split: bool,\n",
+        ),
+        ("moe_prefill_split", "added"),
+    ),
     "field-removed": (_replace("    pub ssd: bool,\n", ""), ("ssd", "removed")),
     "variable-renamed-in-doc": (_replace("`METRALE_GDN_WY17=0`", "`METRALE_GDN_WY17_OFF=0`"), ("gdn_wy17", "variable")),
-    "bool-became-option": (_replace("pub moe_prefill_zero: bool,", "pub moe_prefill_zero: Option<bool>,"),
-                           ("moe_prefill_zero", "type")),
-    "usize-became-option": (_replace("pub shadow_topk: usize,", "pub shadow_topk: Option<usize>,"),
-                            ("shadow_topk", "type")),
-    "variable-dropped-from-doc": (_replace("`METRALE_NO_FP8_MOE_GROUPED_DECODE` (presence)", "the veto (presence)"),
-                                  ("moe_fp8_grouped_decode_target", "variable")),
+    "bool-became-option": (
+        _replace("pub moe_prefill_zero: bool,", "pub moe_prefill_zero: Option<bool>,"),
+        ("moe_prefill_zero", "type"),
+    ),
+    "usize-became-option": (
+        _replace("pub shadow_topk: usize,", "pub shadow_topk: Option<usize>,"),
+        ("shadow_topk", "type"),
+    ),
+    "variable-dropped-from-doc": (
+        _replace("`METRALE_NO_FP8_MOE_GROUPED_DECODE` (presence)", "the veto (presence)"),
+        ("moe_fp8_grouped_decode_target", "variable"),
+    ),
 }
 
 
-@pytest.mark.parametrize("engine, name", [("atlas", n) for n in ATLAS_MUTATIONS]
-                         + [("metrale", n) for n in METRALE_MUTATIONS])
+@pytest.mark.parametrize(
+    "engine, name", [("atlas", n) for n in ATLAS_MUTATIONS] + [("metrale", n) for n in METRALE_MUTATIONS]
+)
 def test_each_mutation_of_the_source_is_reported_as_drift(cli, rust_file, engine, name):
     edit, expected = (ATLAS_MUTATIONS if engine == "atlas" else METRALE_MUTATIONS)[name]
     path = rust_file(engine, edit)
@@ -130,15 +160,19 @@ def test_a_drift_row_names_the_source_line_and_the_catalog_line(cli, rust_file):
 
 def test_a_form_the_reader_does_not_evaluate_is_a_note_and_a_rule_of_no_kind_is_drift(cli, tmp_path):
     cat = tmp_path / "nova.toml"
-    cat.write_text('engine = "nova"\nprefix = "NOVA_"\n[groups]\ng = "G"\n'
-                   '[levers.fast]\nvars = ["NOVA_FAST"]\nkind = "opt_in"\ndefault = false\ngroup = "g"\n'
-                   'summary = "Fast"\n')
+    cat.write_text(
+        'engine = "nova"\nprefix = "NOVA_"\n[groups]\ng = "G"\n'
+        '[levers.fast]\nvars = ["NOVA_FAST"]\nkind = "opt_in"\ndefault = false\ngroup = "g"\n'
+        'summary = "Fast"\n'
+    )
     src = tmp_path / "model_levers.rs"
 
     def write(init: str) -> None:
-        src.write_text("pub struct NovaLevers {\n    /// `NOVA_FAST=1`: fast.\n    pub fast: bool,\n}\n\n"
-                       "fn from_values(mut value: impl FnMut(&str) -> Option<String>) -> NovaLevers {\n"
-                       f"    NovaLevers {{ fast: {init} }}\n}}\n")
+        src.write_text(
+            "pub struct NovaLevers {\n    /// `NOVA_FAST=1`: fast.\n    pub fast: bool,\n}\n\n"
+            "fn from_values(mut value: impl FnMut(&str) -> Option<String>) -> NovaLevers {\n"
+            f"    NovaLevers {{ fast: {init} }}\n}}\n"
+        )
 
     write('matches!(value("NOVA_FAST").as_deref(), Some("1"))')  # a macro: not evaluated
     r = cli("catalog", "check", "--catalog", cat, "-f", "json", src)

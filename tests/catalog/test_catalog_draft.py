@@ -1,6 +1,7 @@
 """`leverctl catalog draft`: a catalog drafted from Atlas's lever file resolves
 like the shipped one wherever from_values states the rule, and the entries it
 cannot state are marked and refused until a person completes them."""
+
 from __future__ import annotations
 
 import tomllib
@@ -69,8 +70,9 @@ def stated_draft(atlas_draft):
     return _stated(atlas_draft)[1]
 
 
-@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow,
-                                                                   HealthCheck.function_scoped_fixture])
+@settings(
+    max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture]
+)
 @given(data=st.data())
 def test_random_environments_resolve_through_the_draft_as_the_engines_rules_say(stated_draft, data):
     draft = stated_draft
@@ -107,6 +109,8 @@ def test_a_draft_of_metrale_marks_every_entry_its_prose_only_file_cannot_state(c
     assert "70 entries; 70 marked" in r.err
     doc = tomllib.loads(out.read_text(encoding="utf-8"))
     assert doc["levers"]["moe_fp8_grouped_decode_target"]["vars"] == [
-        "METRALE_FP8_MOE_GROUPED_DECODE", "METRALE_NO_FP8_MOE_GROUPED_DECODE"]
+        "METRALE_FP8_MOE_GROUPED_DECODE",
+        "METRALE_NO_FP8_MOE_GROUPED_DECODE",
+    ]
     assert doc["levers"]["lora_rotate"]["vars"] == ["METRALE_LORA_ROTATE"]
     assert "from_values is not in the files given" in doc["levers"]["ssd"]["fill_in"]

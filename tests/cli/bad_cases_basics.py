@@ -1,4 +1,5 @@
 """Bad-input rows that the earlier tests already covered, restated as rows."""
+
 from bad_input import Case
 
 CASES = [

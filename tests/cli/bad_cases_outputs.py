@@ -2,6 +2,7 @@
 an empty name, a directory where a file goes (or a file where a directory
 goes), a file in the way of a folder, and a folder it may not write, before
 any work, leaving everything as it was."""
+
 import os
 from pathlib import Path
 
@@ -40,25 +41,56 @@ def _rows() -> list[Case]:
         target = "{tmp}/out" if directory else "{tmp}/out.svg"
         rows += [
             Case(f"{name}-out-empty", (*argv, opt, ""), ("--out", *EMPTY)),
-            Case(f"{name}-out-under-a-file", (*argv, opt, "{tmp}/f/sub/" + target.split("/")[-1]),
-                 ("{tmp}/f/sub/", "{tmp}/f is a file, not a folder"), files=a_file, untouched=("{tmp}/f",)),
-            Case(f"{name}-out-no-permission", (*argv, opt, "{tmp}/ro/" + target.split("/")[-1]),
-                 ("{tmp}/ro/", "no permission to"), files=read_only, untouched=("{tmp}/ro/out", "{tmp}/ro/out.svg"),
-                 skip_as_root=True),
+            Case(
+                f"{name}-out-under-a-file",
+                (*argv, opt, "{tmp}/f/sub/" + target.split("/")[-1]),
+                ("{tmp}/f/sub/", "{tmp}/f is a file, not a folder"),
+                files=a_file,
+                untouched=("{tmp}/f",),
+            ),
+            Case(
+                f"{name}-out-no-permission",
+                (*argv, opt, "{tmp}/ro/" + target.split("/")[-1]),
+                ("{tmp}/ro/", "no permission to"),
+                files=read_only,
+                untouched=("{tmp}/ro/out", "{tmp}/ro/out.svg"),
+                skip_as_root=True,
+            ),
         ]
         if directory:
-            rows.append(Case(f"{name}-out-is-a-file", (*argv, opt, "{tmp}/f"),
-                             ("{tmp}/f", "exists and is not a directory"), files=a_file, untouched=("{tmp}/f",)))
+            rows.append(
+                Case(
+                    f"{name}-out-is-a-file",
+                    (*argv, opt, "{tmp}/f"),
+                    ("{tmp}/f", "exists and is not a directory"),
+                    files=a_file,
+                    untouched=("{tmp}/f",),
+                )
+            )
         else:
-            rows.append(Case(f"{name}-out-is-a-directory", (*argv, opt, "{tmp}"),
-                             ("{tmp}", "is a directory, not a file to write")))
+            rows.append(
+                Case(
+                    f"{name}-out-is-a-directory",
+                    (*argv, opt, "{tmp}"),
+                    ("{tmp}", "is a directory, not a file to write"),
+                )
+            )
     return rows
 
 
 CASES = _rows() + [
     Case("sweep-suggest-empty", ("sweep", "--suggest", ""), ("--suggest", *EMPTY)),
-    Case("recipe-freeze-out-in-no-such-folder", ("recipe", "freeze", "-o", "{tmp}/absent/r.toml"),
-         ("{tmp}/absent", "no such folder"), untouched=("{tmp}/absent",)),
-    Case("report-merge-out-holds-results", ("report", "merge", "{tmp}/absent", "--out", "{tmp}/m"),
-         ("{tmp}/m", "already holds plan.json"), files=a_merged_dir, untouched=("{tmp}/m/plan.json",)),
+    Case(
+        "recipe-freeze-out-in-no-such-folder",
+        ("recipe", "freeze", "-o", "{tmp}/absent/r.toml"),
+        ("{tmp}/absent", "no such folder"),
+        untouched=("{tmp}/absent",),
+    ),
+    Case(
+        "report-merge-out-holds-results",
+        ("report", "merge", "{tmp}/absent", "--out", "{tmp}/m"),
+        ("{tmp}/m", "already holds plan.json"),
+        files=a_merged_dir,
+        untouched=("{tmp}/m/plan.json",),
+    ),
 ]

@@ -15,6 +15,7 @@ lists in ``untouched`` is as the row's set-up left it (nothing half-written).
 ``{tmp}`` in ``argv``, ``fragments``, ``stdin`` and ``untouched`` stands for
 the row's own empty temporary folder, made before ``files`` runs.
 """
+
 from __future__ import annotations
 
 import os
@@ -71,10 +72,16 @@ def run_case(case: Case, tmp: Path) -> None:
     watched = [Path(_sub(u, tmp)) for u in case.untouched]
     before = _snapshot(watched)
     start = time.monotonic()
-    p = subprocess.run(argv, env=env, capture_output=True, timeout=TIME_LIMIT * 3,
-                       input=_sub(case.stdin.decode("utf-8", "surrogateescape"), tmp).encode(
-                           "utf-8", "surrogateescape") if case.stdin is not None else None,
-                       stdin=None if case.stdin is not None else subprocess.DEVNULL)
+    p = subprocess.run(
+        argv,
+        env=env,
+        capture_output=True,
+        timeout=TIME_LIMIT * 3,
+        input=_sub(case.stdin.decode("utf-8", "surrogateescape"), tmp).encode("utf-8", "surrogateescape")
+        if case.stdin is not None
+        else None,
+        stdin=None if case.stdin is not None else subprocess.DEVNULL,
+    )
     took = time.monotonic() - start
     err = p.stderr.decode("utf-8", "replace")
     lines = [line for line in err.splitlines() if line.strip()]

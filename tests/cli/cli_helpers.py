@@ -1,4 +1,5 @@
 """Helpers shared by the CLI tests."""
+
 from __future__ import annotations
 
 from pathlib import Path

@@ -1,6 +1,7 @@
 """Running leverctl in-process: ``cli("show", "--format", "json")`` returns
 (exit code, stdout, stderr). Each test starts with no lever variables in the
 process environment, and sets what it needs through ``monkeypatch``."""
+
 from __future__ import annotations
 
 import os

@@ -4,6 +4,7 @@ the input and the problem, exit 2, promptly, nothing half-written.
 The rows live in the ``bad_cases_*.py`` modules beside this file, one per
 topic; see ``bad_input.py`` for the row type and what a row must show.
 """
+
 from __future__ import annotations
 
 import importlib

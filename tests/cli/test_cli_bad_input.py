@@ -1,5 +1,6 @@
 """Every kind of bad input, through every command that takes it: one line on
 stderr saying what and where, exit code 2, never a traceback."""
+
 from __future__ import annotations
 
 import os
@@ -16,8 +17,10 @@ BAD_RECIPES = {
     "unknown-key": (b'engine = "atlas"\nlevres = {}\n', ["{p}:2", "did you mean `levers`"]),
     "binary": (b"\x00\x01\x02\x03", ["{p}", "binary"]),
     "not-utf8": (b"\xff\xfe\xfd garbage\n", ["{p}", "not UTF-8"]),
-    "unknown-variable": (b'engine = "atlas"\n[levers]\nATLAS_GDN_WY71 = "0"\n',
-                         ["{p}:3", "ATLAS_GDN_WY71", "did you mean ATLAS_GDN_WY17?"]),
+    "unknown-variable": (
+        b'engine = "atlas"\n[levers]\nATLAS_GDN_WY71 = "0"\n',
+        ["{p}:3", "ATLAS_GDN_WY71", "did you mean ATLAS_GDN_WY17?"],
+    ),
 }
 
 # How each command takes a recipe.
@@ -66,14 +69,17 @@ def test_an_absent_recipe_or_a_directory_is_one_line(cli, tmp_path, command):
 
 
 SETUP_COMMANDS = {
-    "show": ["show"], "lint": ["lint"], "freeze": ["recipe", "freeze"],
+    "show": ["show"],
+    "lint": ["lint"],
+    "freeze": ["recipe", "freeze"],
 }
 
 
 @pytest.mark.parametrize("command", sorted(SETUP_COMMANDS))
 def test_a_set_without_an_equals_sign_is_one_line(cli, command):
-    assert_one_line_error(cli(*SETUP_COMMANDS[command], "--set", "ATLAS_GDN_WY17"),
-                          "--set 'ATLAS_GDN_WY17' needs the form VAR=VALUE")
+    assert_one_line_error(
+        cli(*SETUP_COMMANDS[command], "--set", "ATLAS_GDN_WY17"), "--set 'ATLAS_GDN_WY17' needs the form VAR=VALUE"
+    )
 
 
 @pytest.mark.parametrize("command", sorted(SETUP_COMMANDS))
@@ -85,10 +91,16 @@ def test_an_unknown_variable_in_set_is_one_line_with_a_suggestion_except_in_lint
         assert_one_line_error(r, "ATLAS_GDN_WY71", "did you mean ATLAS_GDN_WY17?")
 
 
-@pytest.mark.parametrize("argv", [
-    ["show", "-e", "atlsa"], ["lint", "--engine", "atlsa"], ["recipe", "freeze", "-e", "atlsa"],
-    ["explain", "gdn_wy17", "-e", "atlsa"], ["diff", "defaults", "env", "-e", "atlsa"],
-])
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["show", "-e", "atlsa"],
+        ["lint", "--engine", "atlsa"],
+        ["recipe", "freeze", "-e", "atlsa"],
+        ["explain", "gdn_wy17", "-e", "atlsa"],
+        ["diff", "defaults", "env", "-e", "atlsa"],
+    ],
+)
 def test_an_unknown_engine_is_one_line_with_a_suggestion(cli, argv):
     assert_one_line_error(cli(*argv), "unknown engine 'atlsa'", "did you mean atlas?")
 
@@ -129,20 +141,37 @@ def test_an_env_file_value_of_garbage_bytes_is_read_as_the_engine_would(cli, tmp
     assert any(f"{f}:1: ATLAS_GDN_WY17=<not UTF-8: 0\\xff\\xfe>" in w for w in warnings)
 
 
-@pytest.mark.parametrize("argv", [
-    ["show", "--max-batch-size", "0"], ["show", "--max-batch-size", "many"], ["show", "-f", "yaml"],
-    ["diff", "defaults"], ["explain"], ["show", "--no-such-option"], ["env"],
-])
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["show", "--max-batch-size", "0"],
+        ["show", "--max-batch-size", "many"],
+        ["show", "-f", "yaml"],
+        ["diff", "defaults"],
+        ["explain"],
+        ["show", "--no-such-option"],
+        ["env"],
+    ],
+)
 def test_usage_errors_are_one_line_and_exit_two(cli, argv):
     r = cli(*argv)
     assert r.code == 2 and "Traceback" not in r.err
     assert r.err_lines and r.err_lines[-1].startswith("leverctl")
 
 
-@pytest.mark.parametrize("argv", [
-    ["show"], ["show", "-f", "json"], ["show", "-f", "toml"], ["show", "-f", "env"], ["lint"],
-    ["diff", "env", "defaults"], ["explain", "ATLAS_GDN_WY17"], ["recipe", "freeze"],
-])
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["show"],
+        ["show", "-f", "json"],
+        ["show", "-f", "toml"],
+        ["show", "-f", "env"],
+        ["lint"],
+        ["diff", "env", "defaults"],
+        ["explain", "ATLAS_GDN_WY17"],
+        ["recipe", "freeze"],
+    ],
+)
 def test_garbage_bytes_in_the_process_environment_never_crash_a_command(cli, monkeypatch, argv):
     monkeypatch.setitem(os.environb, b"ATLAS_GDN_WY17", b"\xc3\x28\x00"[:2])
     monkeypatch.setitem(os.environb, b"ATLAS_BF16_TC_PROJ", b"\xed\xa0\x80")  # an encoded surrogate

@@ -1,6 +1,7 @@
 """Every table stays readable at 80 columns: piped with COLUMNS=80, no line
 is wider, no cell is cut short (no ellipsis), and every column's header is
 there; long names wrap at ``_``/``.`` boundaries rather than at a letter."""
+
 from __future__ import annotations
 
 import copy
@@ -38,8 +39,10 @@ CASES = [
     (("show", "--no-env"), SHOW),
     (("show", "--no-env", "-e", "metrale"), SHOW),
     (("show", "--no-env", "-r", str(RECIPES / "qwen3-next-80b-a3b.toml")), SHOW),
-    (("diff", str(RECIPES / "atlas-defaults.toml"), str(RECIPES / "qwen3-next-80b-a3b.toml")),
-     ("field", "A: ", "A provenance", "B: ", "B provenance", "steers")),
+    (
+        ("diff", str(RECIPES / "atlas-defaults.toml"), str(RECIPES / "qwen3-next-80b-a3b.toml")),
+        ("field", "A: ", "A provenance", "B: ", "B provenance", "steers"),
+    ),
     (("kernels", "--no-env", "-e", "metrale"), KERNELS),
     (("sweep", "--no-env", "--dry-run", "-e", "metrale"), SWEEP),
     (("report", "show", "{tmp}/base.json"), RANKS),
@@ -52,8 +55,13 @@ def test_a_table_piped_at_80_columns_fits_and_keeps_every_column(argv, headers, 
     _files(tmp_path)
     env = {k: v for k, v in os.environ.items() if not k.startswith(("ATLAS_", "METRALE_"))}
     env["COLUMNS"] = "80"
-    p = subprocess.run([sys.executable, "-m", "leverctl", *(a.replace("{tmp}", str(tmp_path)) for a in argv)],
-                       env=env, capture_output=True, text=True, timeout=120)
+    p = subprocess.run(
+        [sys.executable, "-m", "leverctl", *(a.replace("{tmp}", str(tmp_path)) for a in argv)],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert p.returncode in (0, 1), p.stderr
     assert_fits(p.stdout, headers, 80)
 
@@ -71,8 +79,9 @@ def assert_fits(text: str, headers, width: int) -> None:
 
 def test_without_columns_a_piped_table_is_wide_enough_not_to_wrap():
     env = {k: v for k, v in os.environ.items() if not k.startswith(("ATLAS_", "METRALE_")) and k != "COLUMNS"}
-    p = subprocess.run([sys.executable, "-m", "leverctl", "show", "--no-env"], env=env, capture_output=True,
-                       text=True, timeout=120)
+    p = subprocess.run(
+        [sys.executable, "-m", "leverctl", "show", "--no-env"], env=env, capture_output=True, text=True, timeout=120
+    )
     assert any(len(line) > 80 for line in p.stdout.splitlines())
     assert "  gdn_regresident " in p.stdout
 
@@ -81,8 +90,23 @@ def test_the_bench_table_with_every_gpu_column_fits_80_columns():
     from leverctl.bench.report import table
 
     text = table(_doc(gpu=True, against=True), width=80)
-    assert_fits(text, ("kernel", "variant", "levers", "shape", "check", "median µs", "p20–p80 µs", "GB/s",
-                       "% of floor", "vs cuBLAS", "speedup"), 80)
+    assert_fits(
+        text,
+        (
+            "kernel",
+            "variant",
+            "levers",
+            "shape",
+            "check",
+            "median µs",
+            "p20–p80 µs",
+            "GB/s",
+            "% of floor",
+            "vs cuBLAS",
+            "speedup",
+        ),
+        80,
+    )
     assert "1.2e-04" in text and "m1-n37-" in text  # a figure is never split; a name splits at "-"
 
 
@@ -146,8 +170,11 @@ def _sample(**kw):
     return t
 
 
-@pytest.mark.parametrize("kw", [{}, {"pad_edge": False}, {"box": None}, {"padding": (0, 2)}],
-                         ids=["frame", "no-pad-edge", "no-box", "wide-padding"])
+@pytest.mark.parametrize(
+    "kw",
+    [{}, {"pad_edge": False}, {"box": None}, {"padding": (0, 2)}],
+    ids=["frame", "no-pad-edge", "no-box", "wide-padding"],
+)
 @pytest.mark.parametrize("width", [24, 40, 60, 200])
 def test_cells_that_draw_their_own_padding_look_exactly_as_rich_pads_them(kw, width):
     """fit() moves the cell padding from Rich's per-cell Padding into the

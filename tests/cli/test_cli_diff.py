@@ -1,4 +1,5 @@
 """`leverctl diff A B`: recipes, env, defaults, and show/bench JSON on either side."""
+
 from __future__ import annotations
 
 import json
@@ -56,8 +57,7 @@ def test_a_show_json_side_compares_against_a_recipe(cli, tmp_path):
 def test_a_bench_json_side_is_read_through_its_levers_key(cli, tmp_path):
     show = json.loads(cli("show", "--set", "ATLAS_NO_GEMV_SW=1", "-f", "json", "--no-env").out)
     bench = tmp_path / "bench.json"
-    bench.write_text(json.dumps({"schema": "leverctl.bench/1", "engine": "atlas", "levers": show,
-                                 "results": []}))
+    bench.write_text(json.dumps({"schema": "leverctl.bench/1", "engine": "atlas", "levers": show, "results": []}))
     r = cli("diff", bench, "defaults", "-f", "json")
     assert r.code == 1
     (d,) = json.loads(r.out)["differences"]

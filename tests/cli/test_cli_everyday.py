@@ -1,6 +1,7 @@
 """What a user expects of any command line: --version, -h beside --help on
 every command, shell completion, and an application that builds every
 command it lists."""
+
 from __future__ import annotations
 
 import pytest
@@ -9,9 +10,26 @@ from leverctl import __version__
 from leverctl.cli import app as appmod
 
 # Every command and sub-command, as a user types it.
-COMMAND_LINES = [["show"], ["diff"], ["explain"], ["lint"], ["env"], ["kernels"], ["bench"], ["sweep"],
-                 ["compare"], ["recipe"], ["recipe", "freeze"], ["report"], ["report", "show"],
-                 ["report", "merge"], ["report", "plot"], ["catalog"], ["catalog", "check"], ["catalog", "draft"]]
+COMMAND_LINES = [
+    ["show"],
+    ["diff"],
+    ["explain"],
+    ["lint"],
+    ["env"],
+    ["kernels"],
+    ["bench"],
+    ["sweep"],
+    ["compare"],
+    ["recipe"],
+    ["recipe", "freeze"],
+    ["report"],
+    ["report", "show"],
+    ["report", "merge"],
+    ["report", "plot"],
+    ["catalog"],
+    ["catalog", "check"],
+    ["catalog", "draft"],
+]
 
 
 def test_version_prints_the_package_version(cli):
@@ -68,8 +86,11 @@ def _options():
         for name, sub in getattr(cmd, "commands", {}).items():
             yield from walk(sub, [*path, name])
 
-    return [(" ".join(path), p) for path, p in walk(typer.main.get_command(appmod.build()), [])
-            if p.param_type_name == "option"]
+    return [
+        (" ".join(path), p)
+        for path, p in walk(typer.main.get_command(appmod.build()), [])
+        if p.param_type_name == "option"
+    ]
 
 
 # A metavar reads as a word (FILE, N, FORMAT, VAR=VALUE) or as the choices
@@ -85,7 +106,8 @@ def test_every_option_is_a_flag_or_names_its_value_in_words(where, option):
         assert option.metavar is None, f"{where} {option.opts[0]}: a flag with a metavar"
         return
     assert option.metavar and re.fullmatch(METAVAR, option.metavar), (
-        f"{where} {option.opts[0]}: metavar {option.metavar!r}; declare metavar= in words")
+        f"{where} {option.opts[0]}: metavar {option.metavar!r}; declare metavar= in words"
+    )
 
 
 def test_the_metavar_check_fails_an_option_left_to_its_type_name():

@@ -1,4 +1,5 @@
 """`leverctl explain NAME`."""
+
 from __future__ import annotations
 
 import json
@@ -89,8 +90,10 @@ def test_explain_says_what_a_field_name_matched(cli):
 def test_explain_says_a_lower_case_variable_matched_case_insensitively_and_is_not_what_the_engine_reads(cli):
     r = cli("explain", "atlas_gdn_wy17")
     assert r.code == 0
-    assert ("Matched: variable ATLAS_GDN_WY17, field gdn_wy17 of Atlas, case-insensitively: the engine "
-            "reads only ATLAS_GDN_WY17; atlas_gdn_wy17 is a different variable it ignores") in r.out
+    assert (
+        "Matched: variable ATLAS_GDN_WY17, field gdn_wy17 of Atlas, case-insensitively: the engine "
+        "reads only ATLAS_GDN_WY17; atlas_gdn_wy17 is a different variable it ignores"
+    ) in r.out
 
 
 def test_explain_says_an_unprefixed_variable_matched_by_adding_the_prefix(cli):
@@ -118,8 +121,10 @@ def test_metrales_batched_fla_is_explained_as_a_prefill_path_with_no_kernel(cli)
     doc = json.loads(cli("explain", "ATLAS_GDN_BATCHED_FLA", "-f", "json").out)
     (st,) = doc["selects"]
     assert st["path"] == "gdn.decode" and st["kernel"] and st["applies"]
-    assert [s["text"] for s in st["selected"]] == ["per_sequence [N > 1: gdn_batched_fla off: one launch per sequence]",
-                                                    "batched"]
+    assert [s["text"] for s in st["selected"]] == [
+        "per_sequence [N > 1: gdn_batched_fla off: one launch per sequence]",
+        "batched",
+    ]
     assert doc["matched"]["how"] == "variable"
 
 

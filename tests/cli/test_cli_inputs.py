@@ -1,6 +1,7 @@
 """What the lever commands read: env files from standard input, inputs that
 must not block, counts inside the engine's types, conflicts refused or shown
 with their precedence."""
+
 from __future__ import annotations
 
 import io
@@ -87,18 +88,21 @@ USIZE_MAX = str(2**64 - 1)
 BEYOND = str(2**64)
 
 
-@pytest.mark.parametrize("engine, var, field, value, want", [
-    # shadow_topk: unparseable is 0 (off), capped at 8. Rust's parse::<usize>
-    # rejects a count beyond usize, so the engine reads off, not the cap.
-    ("atlas", "ATLAS_MTP_SHADOW_TOPK", "shadow_topk", USIZE_MAX, 8),
-    ("atlas", "ATLAS_MTP_SHADOW_TOPK", "shadow_topk", BEYOND, 0),
-    ("atlas", "ATLAS_MTP_SHADOW_TOPK", "shadow_topk", "99999999999999999999999999", 0),
-    ("metrale", "METRALE_MTP_SHADOW_TOPK", "shadow_topk", BEYOND, 0),
-    # moe_prefill_max_load_factor: unset, unparseable or 0 is None.
-    ("metrale", "METRALE_MOE_PREFILL_MAX_LOAD_FACTOR", "moe_prefill_max_load_factor", USIZE_MAX, 2**64 - 1),
-    ("metrale", "METRALE_MOE_PREFILL_MAX_LOAD_FACTOR", "moe_prefill_max_load_factor", BEYOND, None),
-    ("metrale", "METRALE_MOE_PREFILL_MAX_LOAD_FACTOR", "moe_prefill_max_load_factor", "-1", None),
-])
+@pytest.mark.parametrize(
+    "engine, var, field, value, want",
+    [
+        # shadow_topk: unparseable is 0 (off), capped at 8. Rust's parse::<usize>
+        # rejects a count beyond usize, so the engine reads off, not the cap.
+        ("atlas", "ATLAS_MTP_SHADOW_TOPK", "shadow_topk", USIZE_MAX, 8),
+        ("atlas", "ATLAS_MTP_SHADOW_TOPK", "shadow_topk", BEYOND, 0),
+        ("atlas", "ATLAS_MTP_SHADOW_TOPK", "shadow_topk", "99999999999999999999999999", 0),
+        ("metrale", "METRALE_MTP_SHADOW_TOPK", "shadow_topk", BEYOND, 0),
+        # moe_prefill_max_load_factor: unset, unparseable or 0 is None.
+        ("metrale", "METRALE_MOE_PREFILL_MAX_LOAD_FACTOR", "moe_prefill_max_load_factor", USIZE_MAX, 2**64 - 1),
+        ("metrale", "METRALE_MOE_PREFILL_MAX_LOAD_FACTOR", "moe_prefill_max_load_factor", BEYOND, None),
+        ("metrale", "METRALE_MOE_PREFILL_MAX_LOAD_FACTOR", "moe_prefill_max_load_factor", "-1", None),
+    ],
+)
 def test_a_count_beyond_usize_reads_as_the_engine_reads_an_unparseable_value(engine, var, field, value, want):
     assert resolve(load_catalog(engine), sets=[(var, value)])[field].value == want
 
@@ -115,8 +119,19 @@ def test_max_batch_size_outside_the_engines_u32_is_bad_input(n):
 
 
 def test_freeze_of_the_largest_counts_writes_a_recipe_every_toml_reader_accepts(cli):
-    r = cli("recipe", "freeze", "--no-env", "-e", "metrale", "--max-batch-size", str(2**32 - 1),
-            "--set", f"METRALE_MOE_PREFILL_MAX_LOAD_FACTOR={BEYOND}", "--set", f"METRALE_MTP_SHADOW_TOPK={USIZE_MAX}")
+    r = cli(
+        "recipe",
+        "freeze",
+        "--no-env",
+        "-e",
+        "metrale",
+        "--max-batch-size",
+        str(2**32 - 1),
+        "--set",
+        f"METRALE_MOE_PREFILL_MAX_LOAD_FACTOR={BEYOND}",
+        "--set",
+        f"METRALE_MTP_SHADOW_TOPK={USIZE_MAX}",
+    )
     assert r.code == 0, r.err
     doc = tomllib.loads(r.out)
     assert doc["serve"]["max_batch_size"] == 2**32 - 1
@@ -152,8 +167,9 @@ def test_a_recipe_given_with_a_shipped_catalog_of_its_engine_is_fine(cli):
 
 
 def test_lint_refuses_a_variable_in_both_set_and_unset_as_bad_input(cli):
-    assert_one_line_error(cli("lint", "--set", "ATLAS_KV_POISON=1", "--unset", "ATLAS_KV_POISON"),
-                          "contradict each other")
+    assert_one_line_error(
+        cli("lint", "--set", "ATLAS_KV_POISON=1", "--unset", "ATLAS_KV_POISON"), "contradict each other"
+    )
 
 
 def test_a_recipe_with_a_real_build_default_still_resolves(cli, tmp_path):

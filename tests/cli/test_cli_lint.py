@@ -1,4 +1,5 @@
 """`leverctl lint`: findings, severities and the exit codes CI relies on."""
+
 from __future__ import annotations
 
 import json
@@ -40,21 +41,41 @@ def test_unknown_variables_in_a_recipe_are_findings_with_suggestions_not_bad_inp
     p.write_text('engine = "metrale"\n[levers]\nMETRALE_GDN_WY71 = "0"\n')
     r = cli("lint", "-r", p)
     assert r.code == 1
-    assert f"{p}:3: error: METRALE_GDN_WY71 is not a known Metrale lever variable (did you mean METRALE_GDN_WY17?)" in r.out
+    assert (
+        f"{p}:3: error: METRALE_GDN_WY71 is not a known Metrale lever variable (did you mean METRALE_GDN_WY17?)"
+        in r.out
+    )
 
 
 def test_the_metrale_dependency_and_veto_findings(cli):
-    r = cli("lint", "-e", "metrale", "-f", "json",
-            "--set", "METRALE_HOLO_MOE_GROUPED_DOWN=1", "--set", "METRALE_INT8_FAITH5=1",
-            "--set", "METRALE_FFN_MMQ_DOWN_Q4K=1", "--set", "METRALE_NO_FFN_NVFP4_MMQ=1",
-            "--set", "METRALE_FP8_MOE_GROUPED_DECODE=1", "--set", "METRALE_NO_FP8_MOE_GROUPED_DECODE=1")
+    r = cli(
+        "lint",
+        "-e",
+        "metrale",
+        "-f",
+        "json",
+        "--set",
+        "METRALE_HOLO_MOE_GROUPED_DOWN=1",
+        "--set",
+        "METRALE_INT8_FAITH5=1",
+        "--set",
+        "METRALE_FFN_MMQ_DOWN_Q4K=1",
+        "--set",
+        "METRALE_NO_FFN_NVFP4_MMQ=1",
+        "--set",
+        "METRALE_FP8_MOE_GROUPED_DECODE=1",
+        "--set",
+        "METRALE_NO_FP8_MOE_GROUPED_DECODE=1",
+    )
     doc = json.loads(r.out)
     got = {(f["severity"], f["code"], f["field"]) for f in doc["findings"]}
-    assert {("warning", "missing-dependency", "moe_grouped_down"),
-            ("warning", "missing-dependency", "int8_faith5"),
-            ("warning", "missing-dependency", "ffn_mmq_down_q4k"),
-            ("info", "missing-dependency", "ffn_nvfp4_mmq_down"),
-            ("error", "overridden", "moe_fp8_grouped_decode_target")} <= got
+    assert {
+        ("warning", "missing-dependency", "moe_grouped_down"),
+        ("warning", "missing-dependency", "int8_faith5"),
+        ("warning", "missing-dependency", "ffn_mmq_down_q4k"),
+        ("info", "missing-dependency", "ffn_nvfp4_mmq_down"),
+        ("error", "overridden", "moe_fp8_grouped_decode_target"),
+    } <= got
     assert r.code == 1 and doc["exit_code"] == 1
     assert doc["counts"]["error"] >= 1
 
@@ -65,8 +86,11 @@ def test_values_read_against_intent_from_the_environment(cli, monkeypatch):
     monkeypatch.setenv("ATLAS_NO_GEMV_SW", " 1")
     r = cli("lint", "-f", "json")
     codes = {(f["var"], f["code"]) for f in json.loads(r.out)["findings"]}
-    assert codes == {("ATLAS_GDN_WY17", "ignored"), ("ATLAS_BF16_TC_PROJ", "presence"),
-                     ("ATLAS_NO_GEMV_SW", "whitespace")}
+    assert codes == {
+        ("ATLAS_GDN_WY17", "ignored"),
+        ("ATLAS_BF16_TC_PROJ", "presence"),
+        ("ATLAS_NO_GEMV_SW", "whitespace"),
+    }
 
 
 def test_an_env_file_finding_names_the_file_and_line(cli, tmp_path):
@@ -94,8 +118,10 @@ def test_an_env_file_with_an_unprefixed_lever_name_is_an_error_at_its_line(cli, 
     p.write_text("PATH=/bin\nGDN_WY17=0\n")
     r = cli("lint", "--env-file", p)
     assert r.code == 1, r.out
-    assert (f"{p}:2: error: GDN_WY17 lacks the engine prefix ATLAS_: Atlas reads only ATLAS_GDN_WY17, "
-            "so it ignores GDN_WY17 (did you mean ATLAS_GDN_WY17?)") in r.out
+    assert (
+        f"{p}:2: error: GDN_WY17 lacks the engine prefix ATLAS_: Atlas reads only ATLAS_GDN_WY17, "
+        "so it ignores GDN_WY17 (did you mean ATLAS_GDN_WY17?)"
+    ) in r.out
 
 
 def test_an_overflowing_count_says_what_the_engine_reads(cli):

@@ -1,4 +1,5 @@
 """`leverctl recipe freeze` and `leverctl env RECIPE`."""
+
 from __future__ import annotations
 
 import json
@@ -15,15 +16,25 @@ def _values(cli, *args):
 
 def test_freeze_writes_a_recipe_that_reproduces_the_resolution_exactly(cli, monkeypatch, tmp_path):
     monkeypatch.setenv("METRALE_NO_SSD", "0")
-    args = ("-r", RECIPES / "qwen3-next-80b-a3b-metrale.toml", "--set", "METRALE_GDN_WY17=false",
-            "--max-batch-size", "8")
+    args = (
+        "-r",
+        RECIPES / "qwen3-next-80b-a3b-metrale.toml",
+        "--set",
+        "METRALE_GDN_WY17=false",
+        "--max-batch-size",
+        "8",
+    )
     out = tmp_path / "frozen.toml"
     r = cli("recipe", "freeze", *args, "--out", out)
     assert r.code == 0, r.err
     assert r.out == "" and f"wrote {out}" in r.err
     doc = tomllib.loads(out.read_text())
-    assert doc["levers"] == {"METRALE_GDN_BATCHED_FLA": "1", "METRALE_GDN_WY17": "false",
-                             "METRALE_NO_SSD": "0", "METRALE_GDN_FUSED_CONV": "1"}
+    assert doc["levers"] == {
+        "METRALE_GDN_BATCHED_FLA": "1",
+        "METRALE_GDN_WY17": "false",
+        "METRALE_NO_SSD": "0",
+        "METRALE_GDN_FUSED_CONV": "1",
+    }
     assert doc["serve"] == {"max_batch_size": 8}
     assert doc["model"]["name"] == "Qwen3-Next-80B-A3B"
     expected = _values(cli, *args)
@@ -50,7 +61,7 @@ def test_freeze_keeps_the_behaviour_of_a_value_that_is_not_utf8_and_warns(cli, m
     r = cli("recipe", "freeze", "-e", "metrale")
     assert r.code == 2  # bad input, said on stderr; the behaviour-keeping recipe is still written
     assert tomllib.loads(r.out)["levers"] == {"METRALE_INT8_PREFILL": ""}
-    assert "METRALE_INT8_PREFILL=\\xff is not valid UTF-8; written as \"\"" in r.err
+    assert 'METRALE_INT8_PREFILL=\\xff is not valid UTF-8; written as ""' in r.err
     assert "METRALE_GDN_WY17=0\\xff is not valid UTF-8; left unset" in r.err
 
 
@@ -70,17 +81,20 @@ def test_env_prints_exports_for_the_recipe_and_unsets_for_the_rest(cli):
 
 def test_env_lines_evaluated_by_a_shell_reproduce_the_recipe(cli, tmp_path, leverctl_exe):
     p = tmp_path / "r.toml"
-    p.write_text('engine = "atlas"\n[levers]\nATLAS_GDN_WY17 = "it\'s $(not run) `x` \\"q\\" \\\\"\n'
-                 'ATLAS_BF16_TC_PROJ = ""\nATLAS_MTP_SHADOW_TOPK = " 3"\n')
+    p.write_text(
+        'engine = "atlas"\n[levers]\nATLAS_GDN_WY17 = "it\'s $(not run) `x` \\"q\\" \\\\"\n'
+        'ATLAS_BF16_TC_PROJ = ""\nATLAS_MTP_SHADOW_TOPK = " 3"\n'
+    )
     script = cli("env", p).out
     env = {k: v for k, v in os.environ.items() if not k.startswith(("ATLAS_", "METRALE_"))}
     env["ATLAS_K4_DIAG"] = "1"  # the recipe does not set it, so eval must unset it
-    shown = subprocess.run(["sh", "-c", script + f'\n"{leverctl_exe}" show -f json'], env=env,
-                           capture_output=True, text=True, check=True).stdout
+    shown = subprocess.run(
+        ["sh", "-c", script + f'\n"{leverctl_exe}" show -f json'], env=env, capture_output=True, text=True, check=True
+    ).stdout
     got = {f: e["value"] for f, e in json.loads(shown)["levers"].items()}
     assert got == _values(cli, "-r", p)
     raw = json.loads(shown)["levers"]["gdn_wy17"]["raw"]
-    assert raw == "it's $(not run) `x` \"q\" \\"
+    assert raw == 'it\'s $(not run) `x` "q" \\'
 
 
 def test_env_keep_others_prints_only_the_recipe(cli):

@@ -1,4 +1,5 @@
 """`leverctl show` in every format, with every source of settings."""
+
 from __future__ import annotations
 
 import json
@@ -43,10 +44,27 @@ def test_json_is_a_stable_contract_with_engine_and_a_value_and_source_per_field(
     doc = json.loads(r.out)
     assert doc["engine"] == "atlas"
     assert set(doc["levers"]) == {
-        "gdn_regresident", "gdn_batched_fla", "gdn_wy17", "gdn_wyn", "gemv_sw", "decode_ffn_via_gemm",
-        "ffn_small_m", "holo_moe_down_fp4", "holo_moe_gateup_fp4", "moe_union_stats", "dflash_contig_attn",
-        "lora_eager", "lora_rotate", "k4_diag", "gemma4_diag", "bf16_tc_proj", "max_decode_seqs",
-        "shadow_topk", "kv_poison", "drafter"}
+        "gdn_regresident",
+        "gdn_batched_fla",
+        "gdn_wy17",
+        "gdn_wyn",
+        "gemv_sw",
+        "decode_ffn_via_gemm",
+        "ffn_small_m",
+        "holo_moe_down_fp4",
+        "holo_moe_gateup_fp4",
+        "moe_union_stats",
+        "dflash_contig_attn",
+        "lora_eager",
+        "lora_rotate",
+        "k4_diag",
+        "gemma4_diag",
+        "bf16_tc_proj",
+        "max_decode_seqs",
+        "shadow_topk",
+        "kv_poison",
+        "drafter",
+    }
     for entry in doc["levers"].values():
         assert {"value", "source"} <= set(entry)
     assert doc["levers"]["drafter"]["value"] == {"prefill": True, "carry": False}
@@ -56,8 +74,19 @@ def test_json_is_a_stable_contract_with_engine_and_a_value_and_source_per_field(
 
 
 def test_json_for_metrale_carries_tri_states_and_counts_as_json_values(cli):
-    r = cli("show", "-e", "metrale", "-f", "json", "--set", "METRALE_MOE_PREFILL_EXACT_TILES=0",
-            "--set", "METRALE_MOE_PREFILL_MAX_LOAD_FACTOR=3", "--max-batch-size", "16")
+    r = cli(
+        "show",
+        "-e",
+        "metrale",
+        "-f",
+        "json",
+        "--set",
+        "METRALE_MOE_PREFILL_EXACT_TILES=0",
+        "--set",
+        "METRALE_MOE_PREFILL_MAX_LOAD_FACTOR=3",
+        "--max-batch-size",
+        "16",
+    )
     doc = json.loads(r.out)
     assert doc["engine"] == "metrale" and len(doc["levers"]) == 70
     assert doc["levers"]["moe_prefill_exact_tiles"]["value"] is False
@@ -112,8 +141,7 @@ def test_precedence_is_recipe_then_environment_then_set_and_unset_removes(cli, m
     p.write_text('engine = "atlas"\n[levers]\nATLAS_GDN_WY17 = "0"\nATLAS_GDN_WYN = "0"\nATLAS_FFN_SMALLM = "0"\n')
     monkeypatch.setenv("ATLAS_GDN_WYN", "1")
     monkeypatch.setenv("ATLAS_FFN_SMALLM", "1")
-    doc = json.loads(cli("show", "-r", p, "--set", "ATLAS_FFN_SMALLM=0", "--unset", "ATLAS_GDN_WY17",
-                         "-f", "json").out)
+    doc = json.loads(cli("show", "-r", p, "--set", "ATLAS_FFN_SMALLM=0", "--unset", "ATLAS_GDN_WY17", "-f", "json").out)
     lv = doc["levers"]
     assert (lv["gdn_wy17"]["value"], lv["gdn_wy17"]["source"]) == (True, "unset")
     assert (lv["gdn_wyn"]["value"], lv["gdn_wyn"]["source"]) == (True, "env")

@@ -1,5 +1,6 @@
 """leverctl as a real process: bytes in the environment, exit codes, and that the
 lever commands never import numba or numpy."""
+
 from __future__ import annotations
 
 import json
@@ -35,12 +36,20 @@ def test_a_real_non_utf8_environment_value_is_unset_to_value_rules_and_set_to_pr
     assert b"Traceback" not in p.stderr
 
 
-@pytest.mark.parametrize("argv", [["show"], ["show", "-f", "toml"], ["show", "-f", "env"], ["lint"],
-                                  ["recipe", "freeze"], ["diff", "env", "defaults"],
-                                  ["explain", "ATLAS_BF16_TC_PROJ"]])
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["show"],
+        ["show", "-f", "toml"],
+        ["show", "-f", "env"],
+        ["lint"],
+        ["recipe", "freeze"],
+        ["diff", "env", "defaults"],
+        ["explain", "ATLAS_BF16_TC_PROJ"],
+    ],
+)
 def test_every_command_survives_a_real_non_utf8_value_in_an_ascii_locale(leverctl_exe, argv):
-    env = _env(ATLAS_BF16_TC_PROJ=b"\xff", ATLAS_GDN_WY17=b"\xc3(", LC_ALL=b"C", LANG=b"C",
-               PYTHONIOENCODING=b"ascii")
+    env = _env(ATLAS_BF16_TC_PROJ=b"\xff", ATLAS_GDN_WY17=b"\xc3(", LC_ALL=b"C", LANG=b"C", PYTHONIOENCODING=b"ascii")
     p = subprocess.run([leverctl_exe, *argv], env=env, capture_output=True, timeout=60)
     assert p.returncode == (0 if argv[0] == "explain" or argv[-1] == "env" else 2), p.stderr
     assert b"Traceback" not in p.stderr
@@ -48,7 +57,10 @@ def test_every_command_survives_a_real_non_utf8_value_in_an_ascii_locale(leverct
 
 def test_exit_codes_as_a_shell_sees_them(leverctl_exe):
     env = _env()
-    run = lambda *a: subprocess.run([leverctl_exe, *map(str, a)], env=env, capture_output=True, timeout=60)
+
+    def run(*a):
+        return subprocess.run([leverctl_exe, *map(str, a)], env=env, capture_output=True, timeout=60)
+
     assert run("diff", RECIPES / "atlas-defaults.toml", RECIPES / "atlas-defaults.toml").returncode == 0
     assert run("diff", RECIPES / "atlas-defaults.toml", RECIPES / "qwen3-next-80b-a3b.toml").returncode == 1
     assert run("lint", "--set", "ATLAS_K4_DIAG=true").returncode == 1
@@ -81,8 +93,14 @@ def _in_read(pid: int, deadline: float) -> None:
 def test_ctrl_c_in_a_command_is_one_line_and_exit_130(leverctl_exe):
     # `--env-file -` holds the command inside its work: it reads standard
     # input to its end, and nothing ever writes to that pipe or closes it.
-    p = subprocess.Popen([leverctl_exe, "show", "--env-file", "-"], env=_env(), stdin=subprocess.PIPE,
-                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, preexec_fn=_default_sigint)
+    p = subprocess.Popen(
+        [leverctl_exe, "show", "--env-file", "-"],
+        env=_env(),
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        preexec_fn=_default_sigint,
+    )
     try:
         _in_read(p.pid, time.monotonic() + 60)
         p.send_signal(signal.SIGINT)
@@ -97,15 +115,24 @@ def test_ctrl_c_in_a_command_is_one_line_and_exit_130(leverctl_exe):
 def test_a_fifo_given_as_an_env_file_is_refused_at_once_not_waited_on(leverctl_exe, tmp_path):
     os.mkfifo(tmp_path / "env")
     start = time.monotonic()
-    p = subprocess.run([leverctl_exe, "show", "--env-file", str(tmp_path / "env")], env=_env(),
-                       capture_output=True, timeout=60)
+    p = subprocess.run(
+        [leverctl_exe, "show", "--env-file", str(tmp_path / "env")], env=_env(), capture_output=True, timeout=60
+    )
     assert p.returncode == 2 and b"is a FIFO" in p.stderr, p.stderr
     assert time.monotonic() - start < 10
 
 
-@pytest.mark.parametrize("argv", [["show", "-e", "metrale"], ["show", "-f", "json"], ["show", "-f", "env"],
-                                  ["lint", "--set", "ATLAS_K4_DIAG=true"], ["explain", "gdn_wy17"],
-                                  ["diff", "defaults", str(RECIPES / "qwen3-next-80b-a3b.toml")]])
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["show", "-e", "metrale"],
+        ["show", "-f", "json"],
+        ["show", "-f", "env"],
+        ["lint", "--set", "ATLAS_K4_DIAG=true"],
+        ["explain", "gdn_wy17"],
+        ["diff", "defaults", str(RECIPES / "qwen3-next-80b-a3b.toml")],
+    ],
+)
 def test_output_to_a_pipe_its_reader_has_closed_ends_quietly_with_exit_0(leverctl_exe, argv):
     # The reader is gone before the first write, so every write fails with
     # EPIPE: the case `leverctl show | head -1` meets once head has exited.
@@ -129,14 +156,19 @@ def test_a_closed_pipe_under_pipefail_is_not_an_error(leverctl_exe):
 
 
 def test_eval_of_show_env_reproduces_a_value_that_is_not_utf8_byte_for_byte(leverctl_exe):
-    value = b"\xff\x80 a'b\\ $x `y` \"z\"\n\t\xc3("
-    p = subprocess.run([leverctl_exe, "show", "-f", "env"], env=_env(ATLAS_BF16_TC_PROJ=value),
-                       capture_output=True, timeout=60)
+    value = b'\xff\x80 a\'b\\ $x `y` "z"\n\t\xc3('
+    p = subprocess.run(
+        [leverctl_exe, "show", "-f", "env"], env=_env(ATLAS_BF16_TC_PROJ=value), capture_output=True, timeout=60
+    )
     assert p.returncode == 0, p.stderr
     assert b"not valid UTF-8" in p.stderr  # said once, as a warning
     # A fresh bash without the variable evals the lines and prints what it got.
-    got = subprocess.run(["bash", "-c", 'eval "$1" && printf %s "$ATLAS_BF16_TC_PROJ"', "bash", p.stdout],
-                         env=_env(), capture_output=True, timeout=60)
+    got = subprocess.run(
+        ["bash", "-c", 'eval "$1" && printf %s "$ATLAS_BF16_TC_PROJ"', "bash", p.stdout],
+        env=_env(),
+        capture_output=True,
+        timeout=60,
+    )
     assert got.returncode == 0, got.stderr
     assert got.stdout == value
 
@@ -153,15 +185,22 @@ sys.stderr.write('HEAVY=' + ','.join(heavy) + '\\n')
 """
 
 
-@pytest.mark.parametrize("argv", [
-    ["show", "--no-env"], ["show", "-f", "json", "-r", str(RECIPES / "qwen3-8b.toml")],
-    ["diff", str(RECIPES / "atlas-defaults.toml"), str(RECIPES / "qwen3-next-80b-a3b.toml")],
-    ["explain", "ATLAS_GDN_WY17"], ["lint", "--strict"], ["env", str(RECIPES / "qwen3-8b.toml")],
-    ["recipe", "freeze", "--no-env"],
-])
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["show", "--no-env"],
+        ["show", "-f", "json", "-r", str(RECIPES / "qwen3-8b.toml")],
+        ["diff", str(RECIPES / "atlas-defaults.toml"), str(RECIPES / "qwen3-next-80b-a3b.toml")],
+        ["explain", "ATLAS_GDN_WY17"],
+        ["lint", "--strict"],
+        ["env", str(RECIPES / "qwen3-8b.toml")],
+        ["recipe", "freeze", "--no-env"],
+    ],
+)
 def test_the_lever_commands_never_import_numba_or_numpy(argv):
-    p = subprocess.run([sys.executable, "-c", CHECK_IMPORTS, *argv], env=_env(), capture_output=True,
-                       text=True, timeout=60)
+    p = subprocess.run(
+        [sys.executable, "-c", CHECK_IMPORTS, *argv], env=_env(), capture_output=True, text=True, timeout=60
+    )
     heavy = [line for line in p.stderr.splitlines() if line.startswith("HEAVY=")]
     assert heavy == ["HEAVY="], p.stderr[-2000:]
 
@@ -179,40 +218,52 @@ sys.stderr.write('CLI=' + ','.join(cli) + '\\n' + 'COSTLY=' + ','.join(costly) +
 """
 
 
-@pytest.mark.parametrize("argv, own", [
-    (["show", "--no-env"], {"show"}), (["diff", "defaults", "defaults"], {"diff"}),
-    (["explain", "ATLAS_GDN_WY17"], {"explain"}), (["lint", "--no-env"], {"lint"}),
-])
+@pytest.mark.parametrize(
+    "argv, own",
+    [
+        (["show", "--no-env"], {"show"}),
+        (["diff", "defaults", "defaults"], {"diff"}),
+        (["explain", "ATLAS_GDN_WY17"], {"explain"}),
+        (["lint", "--no-env"], {"lint"}),
+    ],
+)
 def test_a_lever_command_starts_without_pydantic_or_any_other_commands_module(argv, own):
     """Start-up (see README): the command line builds only the command it runs,
     and the CLI stack must not build parameter adapters with pydantic (Typer
     0.29 does, which alone makes a start-up five times ``python -c pass``)."""
-    p = subprocess.run([sys.executable, "-c", CHECK_MODULES, *argv], env=_env(), capture_output=True,
-                       text=True, timeout=60)
+    p = subprocess.run(
+        [sys.executable, "-c", CHECK_MODULES, *argv], env=_env(), capture_output=True, text=True, timeout=60
+    )
     lines = dict(line.split("=", 1) for line in p.stderr.splitlines() if line.startswith(("CLI=", "COSTLY=")))
     assert lines.get("COSTLY") == "", p.stderr[-2000:]
     assert set(lines["CLI"].split(",")) == {"app", "common", *own}, p.stderr[-2000:]
 
 
 def test_the_start_up_check_fails_when_a_command_drags_in_every_other_command():
-    p = subprocess.run([sys.executable, "-c", CHECK_MODULES, "--help"], env=_env(), capture_output=True,
-                       text=True, timeout=60)
+    p = subprocess.run(
+        [sys.executable, "-c", CHECK_MODULES, "--help"], env=_env(), capture_output=True, text=True, timeout=60
+    )
     cli = next(line for line in p.stderr.splitlines() if line.startswith("CLI="))
     assert {"bench", "sweep", "report"} <= set(cli[4:].split(","))  # --help lists them all
 
 
 def test_shell_completion_completes_commands_and_options(leverctl_exe):
     def complete(words: str, cword: int) -> list[str]:
-        env = {**{k.decode(): v.decode() for k, v in _env().items()}, "_LEVERCTL_COMPLETE": "complete_bash",
-               "COMP_WORDS": words, "COMP_CWORD": str(cword)}
+        env = {
+            **{k.decode(): v.decode() for k, v in _env().items()},
+            "_LEVERCTL_COMPLETE": "complete_bash",
+            "COMP_WORDS": words,
+            "COMP_CWORD": str(cword),
+        }
         p = subprocess.run([leverctl_exe], env=env, capture_output=True, text=True, timeout=60)
         assert p.returncode == 0 and "Traceback" not in p.stderr, p.stderr
         return p.stdout.split()
 
     assert "show" in complete("leverctl sh", 1)
     assert complete("leverctl show --only-ch", 2) == ["--only-changed"]
-    script = subprocess.run([leverctl_exe, "--show-completion", "bash"], env=_env(), capture_output=True,
-                            text=True, timeout=60)
+    script = subprocess.run(
+        [leverctl_exe, "--show-completion", "bash"], env=_env(), capture_output=True, text=True, timeout=60
+    )
     assert script.returncode == 0 and "_LEVERCTL_COMPLETE" in script.stdout
 
 

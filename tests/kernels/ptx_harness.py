@@ -35,6 +35,7 @@ kernels' compile time split over the cores). The child
 tests skip, saying why, only where libNVVM or ptxas is missing.
 CUDA_HOME defaults to /usr/local/cuda when that exists.
 """
+
 from __future__ import annotations
 
 import json
@@ -112,8 +113,12 @@ def sm90a(compiled, tmp_path_factory) -> dict:
         path = out / f"{name}.ptx"
         path.write_text(re.sub(r"^\.target sm_90$", ".target sm_90a", ptx, flags=re.M))
         cubin = out / f"{name}.cubin"
-        recs[name] = {**rec, **assemble(compiled["ptxas"], path, "sm_90a", cubin),
-                      "ptx": str(path), "cubin": str(cubin)}
+        recs[name] = {
+            **rec,
+            **assemble(compiled["ptxas"], path, "sm_90a", cubin),
+            "ptx": str(path),
+            "cubin": str(cubin),
+        }
     return {"ptxas": compiled["ptxas"], "kernels": recs}
 
 
@@ -146,7 +151,11 @@ def _compile(jobs_files: list[str], out_dir: Path) -> dict[str, dict]:
     env = {k: v for k, v in os.environ.items() if k != "NUMBA_ENABLE_CUDASIM"}
     proc = subprocess.run(
         [sys.executable, __file__, str(out_dir), *jobs_files],
-        capture_output=True, text=True, env=env, cwd=ROOT, timeout=900,
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=ROOT,
+        timeout=900,
     )
     last = proc.stdout.strip().splitlines()[-1] if proc.stdout.strip() else ""
     if proc.returncode == SKIP:
@@ -163,7 +172,8 @@ def check_ptx(compiled: dict, *, fp64: bool = False) -> None:
     assert compiled["kernels"], "no jobs listed"
     broken = {name: rec["error"] for name, rec in compiled["kernels"].items() if "error" in rec}
     assert not broken, "kernels that do not compile for sm_90:\n" + "\n\n".join(
-        f"{name}: {err}" for name, err in broken.items())
+        f"{name}: {err}" for name, err in broken.items()
+    )
     for name, rec in compiled["kernels"].items():
         if not fp64:
             assert rec["f64"] == 0, f"{name}: {rec['f64']} fp64 instructions in {rec['ptx']}"
@@ -190,8 +200,7 @@ def check_ptxas(compiled: dict) -> None:
         per_warp = -(-rec["regs"] * 32 // REG_UNIT) * REG_UNIT
         warps = -(-rec["threads"] // 32)
         assert per_warp * warps <= SM90_REGISTERS, (
-            f"{name}: {rec['regs']} registers x {rec['threads']} threads exceed the "
-            f"{SM90_REGISTERS} registers of an SM"
+            f"{name}: {rec['regs']} registers x {rec['threads']} threads exceed the {SM90_REGISTERS} registers of an SM"
         )
         assert rec["smem"] <= STATIC_SMEM, f"{name}: {rec['smem']} bytes of static shared memory"
 
@@ -283,8 +292,7 @@ def _compile_one(i: int) -> tuple[int, dict]:
 def assemble(ptxas: str, ptx_path, arch: str = "sm_90", cubin=os.devnull) -> dict:
     """``ptxas -arch=<arch> -v`` on one PTX file: its exit status, log and
     the figures :func:`check_ptxas` reads (``cubin``: where to write it)."""
-    r = subprocess.run([ptxas, f"-arch={arch}", "-v", "-o", str(cubin), str(ptx_path)],
-                       capture_output=True, text=True)
+    r = subprocess.run([ptxas, f"-arch={arch}", "-v", "-o", str(cubin), str(ptx_path)], capture_output=True, text=True)
     log = r.stderr
     m = re.search(r"Used (\d+) registers", log)
     return dict(
@@ -421,8 +429,9 @@ def _diff_family(before: Path, after: Path) -> bool:
             same = False
             continue
         a, b = (normalized_ptx(Path(d, f"{name}.ptx").read_text()) for d in (before, after))
-        figures = " ".join(f"{k}={recs[0][name].get(k)}->{recs[1][name].get(k)}"
-                           for k in ("regs", "spill", "stack", "smem", "f64"))
+        figures = " ".join(
+            f"{k}={recs[0][name].get(k)}->{recs[1][name].get(k)}" for k in ("regs", "spill", "stack", "smem", "f64")
+        )
         print(f"{before.name}/{name}: {'same PTX' if a == b else 'PTX CHANGED'}  {figures}")
         same &= a == b
     return same

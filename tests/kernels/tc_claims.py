@@ -20,6 +20,7 @@ the FP8 tensor cores are reached through wgmma alone, and a timing of FP8
 through FP16 must say so. A warpgroup claim with warp MMA in the SASS (or the
 other way round) fails too.
 """
+
 from __future__ import annotations
 
 import re
@@ -51,8 +52,10 @@ def _want(form: str, dtype: str):
             "f16": (lambda op: op.startswith("HMMA.16816.F32") and "BF16" not in op, "HMMA.16816.F32 (fp16)"),
             "bf16": (lambda op: op.startswith("HMMA.16816.F32.BF16"), "HMMA.16816.F32.BF16"),
             "s8": (lambda op: op.startswith("IMMA.16832.S8.S8"), "IMMA.16832.S8.S8"),
-            "e4m3-via-f16": (lambda op: op.startswith("HMMA.16816.F32") and "BF16" not in op,
-                             "HMMA.16816.F32 (E4M3 through FP16)"),
+            "e4m3-via-f16": (
+                lambda op: op.startswith("HMMA.16816.F32") and "BF16" not in op,
+                "HMMA.16816.F32 (E4M3 through FP16)",
+            ),
         }
     return table.get(dtype)
 
@@ -67,8 +70,9 @@ def claim_problems(sass: str, tensor_cores: str | None, tc_dtype: str | None) ->
     want = _want(tensor_cores, tc_dtype)
     if want is None:
         if tc_dtype == "e4m3" and tensor_cores == "mma.sync":
-            return ["claims FP8 (e4m3) on mma.sync: sm_90 runs that through FP16 (HMMA); "
-                    "the claim must say e4m3-via-f16"]
+            return [
+                "claims FP8 (e4m3) on mma.sync: sm_90 runs that through FP16 (HMMA); the claim must say e4m3-via-f16"
+            ]
         return [f"{tensor_cores} has no {tc_dtype} form"]
     ok, what = want
     problems = []
@@ -76,8 +80,10 @@ def claim_problems(sass: str, tensor_cores: str | None, tc_dtype: str | None) ->
         problems.append(f"claims {tensor_cores} {tc_dtype} ({what}) but the SASS has no tensor-core opcode")
     elif not any(ok(op) for op in ops):
         if tc_dtype == "e4m3" and all(op.startswith("HMMA.") for op in ops):
-            problems.append(f"claims FP8 tensor cores ({what}) but the SASS shows only HMMA "
-                            f"{sorted(set(ops))}: FP8 through FP16, which the claim must say (e4m3-via-f16)")
+            problems.append(
+                f"claims FP8 tensor cores ({what}) but the SASS shows only HMMA "
+                f"{sorted(set(ops))}: FP8 through FP16, which the claim must say (e4m3-via-f16)"
+            )
         else:
             problems.append(f"claims {tensor_cores} {tc_dtype} ({what}); the SASS has {sorted(set(ops))}")
     other = [op for op in ops if (op[1:4] == "MMA") != (tensor_cores == "mma.sync")]
@@ -94,8 +100,10 @@ def claim_problems(sass: str, tensor_cores: str | None, tc_dtype: str | None) ->
 CLAIM_JOBS: dict[tuple[str, str, str], tuple[str, tuple[str, ...]]] = {
     ("w4a16.gemm", "small_m", "wgmma"): ("test_w4a16_wgmma_ptx", ("gemm_wgmma_bn64",)),
     ("w4a16.gemm", "default_tiles", "wgmma"): ("test_w4a16_wgmma_ptx", ("gemm_wgmma_bn128",)),
-    ("w4a16.gemm", "small_m", "mma.sync"): ("test_w4a16_gemm_tc_ptx", (
-        "gemm_tc_small_m_wm4", "gemm_tc_small_m_wm2", "gemm_tc_small_m_wm1")),
+    ("w4a16.gemm", "small_m", "mma.sync"): (
+        "test_w4a16_gemm_tc_ptx",
+        ("gemm_tc_small_m_wm4", "gemm_tc_small_m_wm2", "gemm_tc_small_m_wm1"),
+    ),
     ("w4a16.gemm", "default_tiles", "mma.sync"): ("test_w4a16_gemm_tc_ptx", ("gemm_tc_tiles",)),
     ("gdn.prefill", "regresident", "mma.sync"): ("test_gdn_ptx", ("prefill_regresident",)),
     ("gdn.prefill", "global_state", "mma.sync"): ("test_gdn_ptx", ("prefill_global_state",)),
@@ -129,12 +137,18 @@ CLAIM_JOBS: dict[tuple[str, str, str], tuple[str, tuple[str, ...]]] = {
     ("moe.down_fp4", "nvfp4", "mma.sync"): ("test_moe_ptx", ("down_grouped_mma_nvfp4",)),
     # The MoE prefill variants: the gate/up (or up) and the down GEMM each launches.
     ("moe.prefill_grouped", "grouped", "mma.sync"): ("test_moe_prefill_ptx", ("gateup_grouped", "down_grouped")),
-    ("moe.prefill_grouped", "grouped+fp8_down", "mma.sync"): ("test_moe_prefill_ptx", (
-        "gateup_grouped", "down_fp8_bounded")),
-    ("moe.prefill_grouped", "grouped+bounded_down", "mma.sync"): ("test_moe_prefill_ptx", (
-        "gateup_grouped", "down_bounded")),
-    ("moe.prefill_grouped", "bounded+fp8_down", "mma.sync"): ("test_moe_prefill_ptx", (
-        "gateup_bounded", "down_fp8_bounded")),
+    ("moe.prefill_grouped", "grouped+fp8_down", "mma.sync"): (
+        "test_moe_prefill_ptx",
+        ("gateup_grouped", "down_fp8_bounded"),
+    ),
+    ("moe.prefill_grouped", "grouped+bounded_down", "mma.sync"): (
+        "test_moe_prefill_ptx",
+        ("gateup_grouped", "down_bounded"),
+    ),
+    ("moe.prefill_grouped", "bounded+fp8_down", "mma.sync"): (
+        "test_moe_prefill_ptx",
+        ("gateup_bounded", "down_fp8_bounded"),
+    ),
     ("moe.prefill_grouped", "bounded", "mma.sync"): ("test_moe_prefill_ptx", ("gateup_bounded", "down_bounded")),
     ("moe.prefill_sorted", "a16", "mma.sync"): ("test_moe_prefill_ptx", ("sorted_up", "down_bounded")),
     ("moe.prefill_sorted", "w4a4_up", "mma.sync"): ("test_moe_prefill_ptx", ("sorted_up_w4a4", "down_bounded")),

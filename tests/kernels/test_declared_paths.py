@@ -7,6 +7,7 @@ none or none where it has one, and any field the table gives.
 Each refusal is asserted on its message, beside the same declaration
 without the fault, which passes: a refusal for some other reason fails
 the test."""
+
 from __future__ import annotations
 
 import dataclasses
@@ -28,8 +29,7 @@ def declaration_fields(path) -> dict:
     """What ``path``'s declaration gave ``declared_path`` besides its table
     and its variants: ``declared_path(table, path.variants, **these)`` is
     ``path`` again."""
-    return {f.name: getattr(path, f.name) for f in dataclasses.fields(path)
-            if f.name not in (*FROM_TABLE, "variants")}
+    return {f.name: getattr(path, f.name) for f in dataclasses.fields(path) if f.name not in (*FROM_TABLE, "variants")}
 
 
 # ── the registry ─────────────────────────────────────────────────────────────
@@ -51,8 +51,9 @@ def test_family_paths_partition_the_paths_in_the_tables_order():
     for f in FAMILIES:
         assert family_paths(f) and all(p.family == f == p.name.split(".")[0] for p in family_paths(f))
     assert get_path("ffn.prefill").family == "ffn"
-    assert {p.family for p in map(get_path, ("moe.prefill_grouped", "moe.prefill_sorted", "moe.shared_expert"))} \
-        == {"moe"}
+    assert {p.family for p in map(get_path, ("moe.prefill_grouped", "moe.prefill_sorted", "moe.shared_expert"))} == {
+        "moe"
+    }
     assert family_paths("ffn_prefill") == family_paths("moe_prefill") == ()
 
 
@@ -106,8 +107,9 @@ def test_a_variants_mapping_with_an_extra_variant_is_refused():
     variants["wy8"] = Variant("wy8", "a variant the table does not have", variants["wyn"].build)
     with pytest.raises(ValueError) as e:
         declared_path(table, variants, **fields)
-    assert str(e.value) == ("gdn.verify: variants ['recurrent', 'wy17', 'wy8', 'wyn'] are not the table's "
-                            "['recurrent', 'wy17', 'wyn']")
+    assert str(e.value) == (
+        "gdn.verify: variants ['recurrent', 'wy17', 'wy8', 'wyn'] are not the table's ['recurrent', 'wy17', 'wyn']"
+    )
 
 
 def test_a_variant_whose_name_is_not_its_key_is_refused():
@@ -123,8 +125,10 @@ def test_a_declaration_without_the_bind_its_table_says_it_needs_is_refused():
     assert fields["bind"] is not None
     with pytest.raises(ValueError) as e:
         declared_path(table, variants, **{**fields, "bind": None})
-    assert str(e.value) == ("attention.paged_decode: the table says levers ['kv_poison', 'max_decode_seqs'] bind "
-                            "the run; the declaration has no bind")
+    assert str(e.value) == (
+        "attention.paged_decode: the table says levers ['kv_poison', 'max_decode_seqs'] bind "
+        "the run; the declaration has no bind"
+    )
 
 
 def test_a_bind_where_the_table_has_none_is_refused():
@@ -138,8 +142,13 @@ def test_a_bind_where_the_table_has_none_is_refused():
 @pytest.mark.parametrize("field", FROM_TABLE)
 def test_a_field_that_comes_from_the_table_is_refused(field):
     table, variants, fields = _declaration(PLAIN)
-    given = {"select": lambda levers, shape: None, "levers": ("gdn_wy17",), "engines": ("metrale",),
-             "baselines": ("recurrent",), "lever_defaults": {"gdn_wy17": False}}.get(field, "something else")
+    given = {
+        "select": lambda levers, shape: None,
+        "levers": ("gdn_wy17",),
+        "engines": ("metrale",),
+        "baselines": ("recurrent",),
+        "lever_defaults": {"gdn_wy17": False},
+    }.get(field, "something else")
     with pytest.raises(TypeError) as e:
         declared_path(table, variants, **fields, **{field: given})
     assert str(e.value) == f"gdn.verify: {field} comes from the decision table"

@@ -4,6 +4,7 @@ kernel: the kernel launches one call makes (the roofline's launch term and
 the host-inclusive timing rely on them), and the device scratch ``build``
 allocates (the check poisons only the scratch a launch declares as its
 ``workspace``)."""
+
 from __future__ import annotations
 
 import os
@@ -74,8 +75,13 @@ def bound(path, variant: str, shape):
     return shape
 
 
-CASES = [(p, v, bound(p, v, s)) for p in all_paths() for s in p.shapes("smoke", None)
-         for v in p.variants if buildable(p, v, s)]
+CASES = [
+    (p, v, bound(p, v, s))
+    for p in all_paths()
+    for s in p.shapes("smoke", None)
+    for v in p.variants
+    if buildable(p, v, s)
+]
 
 
 def _id(case) -> str:

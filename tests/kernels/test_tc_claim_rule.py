@@ -3,6 +3,7 @@ writes (the real kernels' SASS is read in the family tests and
 ``test_tc_claims.py``): each claim passes on its own opcode and fails on
 the others, and an FP8 claim over HMMA-only SASS fails unless it says
 "through FP16"."""
+
 from __future__ import annotations
 
 import pytest
@@ -18,9 +19,14 @@ SASS = {
     "none": "/*0100*/ FFMA R1, R2, R3, R1 ;",
 }
 PASSES = {
-    ("wgmma", "f16"): "hgmma_f16", ("wgmma", "bf16"): "hgmma_bf16", ("wgmma", "e4m3"): "qgmma",
-    ("mma.sync", "f16"): "hmma_f16", ("mma.sync", "bf16"): "hmma_bf16", ("mma.sync", "s8"): "imma",
-    ("mma.sync", "e4m3-via-f16"): "hmma_f16", (None, None): "none",
+    ("wgmma", "f16"): "hgmma_f16",
+    ("wgmma", "bf16"): "hgmma_bf16",
+    ("wgmma", "e4m3"): "qgmma",
+    ("mma.sync", "f16"): "hmma_f16",
+    ("mma.sync", "bf16"): "hmma_bf16",
+    ("mma.sync", "s8"): "imma",
+    ("mma.sync", "e4m3-via-f16"): "hmma_f16",
+    (None, None): "none",
 }
 
 

@@ -3,6 +3,7 @@ code, for every form its build can take: ``tc_claims.CLAIM_JOBS`` names the
 compiled kernels, and the family's SASS test checks them with
 ``tc_claims.check_claims``. This module checks the table itself against the
 registry, so a new tensor-core variant without a SASS proof fails here."""
+
 from __future__ import annotations
 
 from tc_claims import CLAIM_JOBS, DTYPES, claim_module, forms_of
@@ -36,5 +37,6 @@ def test_every_listed_job_is_one_its_module_compiles_and_checks():
         mod = claim_module(module)
         names = {j[0] for j in mod.jobs()}
         assert set(jobs) <= names, f"{module}.jobs() has no {sorted(set(jobs) - names)}"
-        assert "test_the_sass_holds_what_each_variants_records_claim" in vars(mod), \
+        assert "test_the_sass_holds_what_each_variants_records_claim" in vars(mod), (
             f"{module} does not check its claims (tc_claims.sass_claims_test)"
+        )

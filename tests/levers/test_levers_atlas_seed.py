@@ -3,6 +3,7 @@
 Like the engine's ``from_values`` tests, these drive the production resolution
 with an explicit environment (a dict) and never touch the process's.
 """
+
 from __future__ import annotations
 
 import pytest
@@ -23,12 +24,26 @@ def levers(atlas, **env):
 # What the engine resolves with no ATLAS_* set: every opt-in off, the opt-out
 # and kill-switch levers on, max_decode_seqs 1, the drafter prefilling and carrying.
 ATLAS_DEFAULTS = {
-    "gdn_regresident": True, "gdn_batched_fla": False, "gdn_wy17": True, "gdn_wyn": True,
-    "gemv_sw": True, "decode_ffn_via_gemm": False, "ffn_small_m": True,
-    "holo_moe_down_fp4": False, "holo_moe_gateup_fp4": False, "moe_union_stats": False,
-    "dflash_contig_attn": False, "lora_eager": False, "lora_rotate": False, "k4_diag": False,
-    "gemma4_diag": False, "bf16_tc_proj": False, "max_decode_seqs": 1, "shadow_topk": 0,
-    "kv_poison": False, "drafter": DRAFTER_BOTH,
+    "gdn_regresident": True,
+    "gdn_batched_fla": False,
+    "gdn_wy17": True,
+    "gdn_wyn": True,
+    "gemv_sw": True,
+    "decode_ffn_via_gemm": False,
+    "ffn_small_m": True,
+    "holo_moe_down_fp4": False,
+    "holo_moe_gateup_fp4": False,
+    "moe_union_stats": False,
+    "dflash_contig_attn": False,
+    "lora_eager": False,
+    "lora_rotate": False,
+    "k4_diag": False,
+    "gemma4_diag": False,
+    "bf16_tc_proj": False,
+    "max_decode_seqs": 1,
+    "shadow_topk": 0,
+    "kv_poison": False,
+    "drafter": DRAFTER_BOTH,
 }
 
 
@@ -37,12 +52,15 @@ def test_the_opt_out_lever_is_on_by_default_and_every_opt_in_is_off(atlas):
     assert {f: lv.default for f, lv in atlas.levers.items()} == ATLAS_DEFAULTS
 
 
-EXACT_ONE = ["kv_poison", "gdn_batched_fla", "decode_ffn_via_gemm", "moe_union_stats",
-             "dflash_contig_attn", "k4_diag"]
-EXACT_ONE_VARS = {"ATLAS_KV_POISON": "kv_poison", "ATLAS_GDN_BATCHED_FLA": "gdn_batched_fla",
-                  "ATLAS_DECODE_FFN_VIA_GEMM": "decode_ffn_via_gemm",
-                  "ATLAS_MOE_UNION_STATS": "moe_union_stats",
-                  "ATLAS_DFLASH_CONTIG_ATTN": "dflash_contig_attn", "ATLAS_K4_DIAG": "k4_diag"}
+EXACT_ONE = ["kv_poison", "gdn_batched_fla", "decode_ffn_via_gemm", "moe_union_stats", "dflash_contig_attn", "k4_diag"]
+EXACT_ONE_VARS = {
+    "ATLAS_KV_POISON": "kv_poison",
+    "ATLAS_GDN_BATCHED_FLA": "gdn_batched_fla",
+    "ATLAS_DECODE_FFN_VIA_GEMM": "decode_ffn_via_gemm",
+    "ATLAS_MOE_UNION_STATS": "moe_union_stats",
+    "ATLAS_DFLASH_CONTIG_ATTN": "dflash_contig_attn",
+    "ATLAS_K4_DIAG": "k4_diag",
+}
 
 
 @pytest.mark.parametrize("var", list(EXACT_ONE_VARS))
@@ -56,9 +74,13 @@ def test_the_k4_diagnostic_ignores_true(atlas):
 
 
 TRUTHY = ["holo_moe_down_fp4", "holo_moe_gateup_fp4", "lora_eager", "lora_rotate", "gemma4_diag"]
-TRUTHY_VARS = {"ATLAS_HOLO_MOE_DOWN_FP4": "holo_moe_down_fp4",
-               "ATLAS_HOLO_MOE_GATEUP_FP4": "holo_moe_gateup_fp4", "ATLAS_LORA_EAGER": "lora_eager",
-               "ATLAS_LORA_ROTATE": "lora_rotate", "ATLAS_DIAG_GEMMA4": "gemma4_diag"}
+TRUTHY_VARS = {
+    "ATLAS_HOLO_MOE_DOWN_FP4": "holo_moe_down_fp4",
+    "ATLAS_HOLO_MOE_GATEUP_FP4": "holo_moe_gateup_fp4",
+    "ATLAS_LORA_EAGER": "lora_eager",
+    "ATLAS_LORA_ROTATE": "lora_rotate",
+    "ATLAS_DIAG_GEMMA4": "gemma4_diag",
+}
 
 
 @pytest.mark.parametrize("var", list(TRUTHY_VARS))
@@ -72,8 +94,14 @@ def test_presence_is_distinct_from_truthiness_zero_turns_the_bf16_projection_on(
 
 
 def test_kill_switches_and_zero_opt_outs_keep_their_distinct_polarities(atlas):
-    d = levers(atlas, ATLAS_NO_GDN_REGRESIDENT="1", ATLAS_NO_GEMV_SW="1", ATLAS_GDN_WY17="0",
-               ATLAS_GDN_WYN="0", ATLAS_FFN_SMALLM="0")
+    d = levers(
+        atlas,
+        ATLAS_NO_GDN_REGRESIDENT="1",
+        ATLAS_NO_GEMV_SW="1",
+        ATLAS_GDN_WY17="0",
+        ATLAS_GDN_WYN="0",
+        ATLAS_FFN_SMALLM="0",
+    )
     assert not d["gdn_regresident"]
     assert not d["gemv_sw"]
     assert not d["gdn_wy17"]

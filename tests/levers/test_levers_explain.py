@@ -1,4 +1,5 @@
 """Explain: finding a lever by any of its names, and the traps it spells out."""
+
 from __future__ import annotations
 
 import pytest
@@ -32,11 +33,14 @@ def test_a_near_miss_is_an_error_that_suggests_the_nearest_name(cats):
         find(cats, "kv_poision")
 
 
-@pytest.mark.parametrize("field,trap", [
-    ("gdn_wy17", "ATLAS_GDN_WY17=false is ignored and keeps it on"),
-    ("bf16_tc_proj", "ATLAS_BF16_TC_PROJ=0 turns it on"),
-    ("k4_diag", "ATLAS_K4_DIAG=true is ignored and keeps it off"),
-])
+@pytest.mark.parametrize(
+    "field,trap",
+    [
+        ("gdn_wy17", "ATLAS_GDN_WY17=false is ignored and keeps it on"),
+        ("bf16_tc_proj", "ATLAS_BF16_TC_PROJ=0 turns it on"),
+        ("k4_diag", "ATLAS_K4_DIAG=true is ignored and keeps it off"),
+    ],
+)
 def test_the_famous_atlas_traps_are_spelled_out(cats, field, trap):
     x = explain(cats[0], cats[0].lever(field))
     assert any(trap in t for t in x.traps), x.traps
@@ -86,14 +90,17 @@ def test_every_lever_of_both_engines_can_be_explained_and_judged_without_error(c
                     judge(lv, var, raw)
 
 
-@pytest.mark.parametrize("name,how,var", [
-    ("gdn_wy17", "field", None),
-    ("ATLAS_GDN_WY17", "variable", "ATLAS_GDN_WY17"),
-    ("GDN_WY17", "unprefixed", "ATLAS_GDN_WY17"),
-    ("Gdn_Wy17", "field-case", None),
-    ("atlas_gdn_wy17", "variable-case", "ATLAS_GDN_WY17"),
-    ("gdn_WY17", "field-case", None),
-])
+@pytest.mark.parametrize(
+    "name,how,var",
+    [
+        ("gdn_wy17", "field", None),
+        ("ATLAS_GDN_WY17", "variable", "ATLAS_GDN_WY17"),
+        ("GDN_WY17", "unprefixed", "ATLAS_GDN_WY17"),
+        ("Gdn_Wy17", "field-case", None),
+        ("atlas_gdn_wy17", "variable-case", "ATLAS_GDN_WY17"),
+        ("gdn_WY17", "field-case", None),
+    ],
+)
 def test_every_match_says_how_the_name_matched(cats, name, how, var):
     from leverctl.levers.explain import lookup
 
@@ -113,6 +120,7 @@ def test_a_miss_names_the_name_as_where_it_went_wrong(cats):
 def test_explaining_a_clamped_count_names_the_overflow_trap_that_is_not_clamped(cats):
     m = cats[1]
     x = explain(m, m.lever("shadow_topk"))
-    assert any("METRALE_MTP_SHADOW_TOPK=18446744073709551616 is too large" in t and "not clamped to 8" in t
-               for t in x.traps), x.traps
+    assert any(
+        "METRALE_MTP_SHADOW_TOPK=18446744073709551616 is too large" in t and "not clamped to 8" in t for t in x.traps
+    ), x.traps
     assert ("METRALE_MTP_SHADOW_TOPK=18446744073709551616", "0") in x.examples

@@ -6,6 +6,7 @@ as ``select``. These tests hold the two together for every lever of both
 engines, each of its values, at every smoke and model shape of every path
 it steers, and keep the catalogs' ``steers`` and the paths' levers in step.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -53,8 +54,10 @@ def disagreements(cat, paths) -> tuple[list[str], int]:
                         got = path.select(levers, shape).variant
                         compared += 1
                         if said.variant != got:
-                            bad.append(f"{lv.field}={sel.value} {st.path} at {shape.label}: "
-                                       f"explain says {said.variant}, select() returns {got}")
+                            bad.append(
+                                f"{lv.field}={sel.value} {st.path} at {shape.label}: "
+                                f"explain says {said.variant}, select() returns {got}"
+                            )
     return bad, compared
 
 
@@ -86,8 +89,7 @@ def test_every_lever_of_a_path_explains_both_its_values_there(engine, paths):
             # an on/off lever both ways; one unset by default (a tri-state, an optional count) unset and
             # both ways; a count (max_decode_seqs) at its default
             default = cat.lever(f).default
-            want = {True, False} if isinstance(default, bool) else {None, True, False} if default is None \
-                else {default}
+            want = {True, False} if isinstance(default, bool) else {None, True, False} if default is None else {default}
             assert {s.value for s in st.selected if s.with_ is None} == want, (f, path.name)
 
 
@@ -196,8 +198,9 @@ def test_a_metrale_bench_plan_does_not_claim_to_measure_batched_fla_on_the_decod
     m = load_catalog("metrale")
     values = {f: lv.default for f, lv in m.levers.items()}
     for on in (False, True):
-        plan = build_plan(list(paths.values()), engine="metrale", catalog_fields=m.fields,
-                          values={**values, "gdn_batched_fla": on})
+        plan = build_plan(
+            list(paths.values()), engine="metrale", catalog_fields=m.fields, values={**values, "gdn_batched_fla": on}
+        )
         assert not any("gdn_batched_fla" in i.levers for i in plan.items)
         assert not any(i.kernel == "gdn.decode" for i in plan.items)
 
@@ -220,8 +223,13 @@ def test_a_declaration_cannot_disagree_with_its_table(paths):
     taken = ("name", "family", "summary", "levers", "lever_defaults", "select", "engines", "baselines")
     fields = {f.name: getattr(verify, f.name) for f in dataclasses.fields(verify) if f.name not in (*taken, "variants")}
     assert declared_path(table, verify.variants, **fields) == verify
-    for change in ({"summary": "something else"}, {"levers": ("gdn_wy17",)}, {"engines": ("metrale",)},
-                   {"select": lambda levers, shape: Choice("wyn")}, {"name": "gdn.other"}):
+    for change in (
+        {"summary": "something else"},
+        {"levers": ("gdn_wy17",)},
+        {"engines": ("metrale",)},
+        {"select": lambda levers, shape: Choice("wyn")},
+        {"name": "gdn.other"},
+    ):
         (field,) = change
         with pytest.raises(TypeError, match=f"^gdn.verify: {field} comes from the decision table$"):
             declared_path(table, verify.variants, **fields, **change)

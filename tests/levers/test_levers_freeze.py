@@ -1,4 +1,5 @@
 """Freezing a resolution into a recipe reproduces it exactly; shell lines quote safely."""
+
 from __future__ import annotations
 
 import subprocess
@@ -13,8 +14,11 @@ from leverctl.levers.freeze import dumps, freeze, shell_lines
 
 CATALOGS = {e: load_catalog(e) for e in ENGINES}
 NOT_UTF8 = st.sampled_from([b"\xff", b"0\xfe", b"\xc3", b"1\x80"])
-VALUES = st.one_of(st.sampled_from(["1", "0", "", " 1", "true", "9", "it's \"quoted\"", "a\nb", "\\"]),
-                   st.text(max_size=5).filter(lambda s: "\x00" not in s), NOT_UTF8)
+VALUES = st.one_of(
+    st.sampled_from(["1", "0", "", " 1", "true", "9", 'it\'s "quoted"', "a\nb", "\\"]),
+    st.text(max_size=5).filter(lambda s: "\x00" not in s),
+    NOT_UTF8,
+)
 
 
 def _reload(tmp_path, text):

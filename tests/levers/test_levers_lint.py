@@ -1,4 +1,5 @@
 """Lint findings: what is flagged, at which severity, and what is left alone."""
+
 from __future__ import annotations
 
 import pytest
@@ -28,8 +29,16 @@ def test_a_clean_environment_has_no_findings_and_passes_even_strict(cats):
 
 
 def test_setting_levers_to_what_they_mean_is_not_a_finding(cats):
-    fs = findings(cats, "atlas", ATLAS_GDN_WY17="0", ATLAS_NO_GEMV_SW="1", ATLAS_GDN_BATCHED_FLA="1",
-                  ATLAS_HOLO_MOE_DOWN_FP4="TRUE", ATLAS_BF16_TC_PROJ="1", ATLAS_FFN_SMALLM="1")
+    fs = findings(
+        cats,
+        "atlas",
+        ATLAS_GDN_WY17="0",
+        ATLAS_NO_GEMV_SW="1",
+        ATLAS_GDN_BATCHED_FLA="1",
+        ATLAS_HOLO_MOE_DOWN_FP4="TRUE",
+        ATLAS_BF16_TC_PROJ="1",
+        ATLAS_FFN_SMALLM="1",
+    )
     assert fs == []
 
 
@@ -44,21 +53,24 @@ def test_an_unknown_prefixed_variable_with_no_near_match_is_a_warning(cats):
     assert (f.severity, f.code) == ("warning", "unknown-variable")
 
 
-@pytest.mark.parametrize("engine,var,value,code", [
-    ("atlas", "ATLAS_K4_DIAG", "true", "ignored"),
-    ("atlas", "ATLAS_GDN_WY17", "false", "ignored"),
-    ("atlas", "ATLAS_NO_GEMV_SW", "true", "ignored"),
-    ("atlas", "ATLAS_BF16_TC_PROJ", "0", "presence"),
-    ("atlas", "ATLAS_BF16_TC_PROJ", "false", "presence"),
-    ("atlas", "ATLAS_KV_POISON", " 1", "whitespace"),
-    ("atlas", "ATLAS_GDN_WY17", "0 ", "whitespace"),
-    ("atlas", "ATLAS_MTP_SHADOW_TOPK", "4.0", "ignored"),
-    ("metrale", "METRALE_NO_SSD", "0", "presence"),
-    ("metrale", "METRALE_CONC_HSD", "True", "ignored"),
-    ("metrale", "METRALE_MOE_PREFILL_EXACT_TILES", "true", "ignored"),
-    ("metrale", "METRALE_NO_MTP_DRAFTER_CONTEXT", "true", "ignored"),
-    ("metrale", "METRALE_GDN_WY17", b"0\xff", "not-utf8"),
-])
+@pytest.mark.parametrize(
+    "engine,var,value,code",
+    [
+        ("atlas", "ATLAS_K4_DIAG", "true", "ignored"),
+        ("atlas", "ATLAS_GDN_WY17", "false", "ignored"),
+        ("atlas", "ATLAS_NO_GEMV_SW", "true", "ignored"),
+        ("atlas", "ATLAS_BF16_TC_PROJ", "0", "presence"),
+        ("atlas", "ATLAS_BF16_TC_PROJ", "false", "presence"),
+        ("atlas", "ATLAS_KV_POISON", " 1", "whitespace"),
+        ("atlas", "ATLAS_GDN_WY17", "0 ", "whitespace"),
+        ("atlas", "ATLAS_MTP_SHADOW_TOPK", "4.0", "ignored"),
+        ("metrale", "METRALE_NO_SSD", "0", "presence"),
+        ("metrale", "METRALE_CONC_HSD", "True", "ignored"),
+        ("metrale", "METRALE_MOE_PREFILL_EXACT_TILES", "true", "ignored"),
+        ("metrale", "METRALE_NO_MTP_DRAFTER_CONTEXT", "true", "ignored"),
+        ("metrale", "METRALE_GDN_WY17", b"0\xff", "not-utf8"),
+    ],
+)
 def test_values_the_engine_ignores_or_reads_against_their_intent_are_errors(cats, engine, var, value, code):
     fs = [f for f in findings(cats, engine, **{var: value}) if f.var == var]
     assert [(f.severity, f.code) for f in fs][:1] == [("error", code)], [f.message for f in fs]
@@ -77,20 +89,30 @@ def test_a_clamped_count_is_a_warning_and_a_zero_load_factor_is_info(cats):
     assert ("info", "zero-is-unset", "METRALE_MOE_PREFILL_MAX_LOAD_FACTOR") in codes(fs)
 
 
-@pytest.mark.parametrize("env,field", [
-    ({"METRALE_HOLO_MOE_GROUPED_DOWN": "1"}, "moe_grouped_down"),
-    ({"METRALE_INT8_FAITH5": "1"}, "int8_faith5"),
-    ({"METRALE_FFN_MMQ_DOWN_Q4K": "1"}, "ffn_mmq_down_q4k"),
-])
+@pytest.mark.parametrize(
+    "env,field",
+    [
+        ({"METRALE_HOLO_MOE_GROUPED_DOWN": "1"}, "moe_grouped_down"),
+        ({"METRALE_INT8_FAITH5": "1"}, "int8_faith5"),
+        ({"METRALE_FFN_MMQ_DOWN_Q4K": "1"}, "ffn_mmq_down_q4k"),
+    ],
+)
 def test_a_lever_set_without_the_lever_it_depends_on_is_a_warning(cats, env, field):
     fs = [f for f in findings(cats, "metrale", **env) if f.code == "missing-dependency"]
     assert [(f.severity, f.field) for f in fs] == [("warning", field)]
 
 
 def test_dependencies_that_are_met_are_not_findings(cats):
-    fs = findings(cats, "metrale", METRALE_HOLO_MOE_GROUPED_DOWN="1", METRALE_HOLO_MOE_GROUPED_CUTLASS="1",
-                  METRALE_INT8_FAITH5="1", METRALE_INT8_PREFILL="1", METRALE_FFN_MMQ_DOWN_Q4K="1",
-                  METRALE_FFN_MMQ="1")
+    fs = findings(
+        cats,
+        "metrale",
+        METRALE_HOLO_MOE_GROUPED_DOWN="1",
+        METRALE_HOLO_MOE_GROUPED_CUTLASS="1",
+        METRALE_INT8_FAITH5="1",
+        METRALE_INT8_PREFILL="1",
+        METRALE_FFN_MMQ_DOWN_Q4K="1",
+        METRALE_FFN_MMQ="1",
+    )
     assert not [f for f in fs if f.code == "missing-dependency"]
 
 
@@ -133,6 +155,7 @@ def test_errors_sort_before_warnings_before_info(cats):
 
 
 # ── names the engine never reads: missing prefix, wrong case, other engine ───
+
 
 def _recipe(tmp_path, text: str):
     from leverctl.levers import load_recipe
@@ -178,6 +201,7 @@ def test_in_the_process_environment_an_unprefixed_lever_name_is_a_warning_and_ot
 
 
 # ── counts too large for the engine ─────────────────────────────────────────
+
 
 def test_a_clamped_count_too_large_for_usize_says_the_engine_reads_it_as_off_not_clamped(cats):
     (f,) = findings(cats, "metrale", METRALE_MTP_SHADOW_TOPK="99999999999999999999999")

@@ -4,6 +4,7 @@ The engine's seed declares its tests but does not print their bodies, so these
 follow its field documentation: what switches each field, with which exact
 value, and what the absent environment yields.
 """
+
 from __future__ import annotations
 
 import pytest
@@ -26,50 +27,78 @@ ON_UNLESS_ONE = {  # on unless VAR=1 exactly
     "METRALE_NO_GEMV_SW": "gemv_sw",
 }
 ON_UNLESS_ZERO = {  # on unless VAR=0 exactly
-    "METRALE_GDN_WY17": "gdn_wy17", "METRALE_GDN_WYN": "gdn_wyn",
-    "METRALE_FFN_SMALLM": "ffn_small_m", "METRALE_SSM_GEMV_BATCH4": "ssm_gemv_batch4",
+    "METRALE_GDN_WY17": "gdn_wy17",
+    "METRALE_GDN_WYN": "gdn_wyn",
+    "METRALE_FFN_SMALLM": "ffn_small_m",
+    "METRALE_SSM_GEMV_BATCH4": "ssm_gemv_batch4",
 }
 EXACT_ONE = {
-    "METRALE_GDN_BATCHED_FLA": "gdn_batched_fla", "METRALE_DECODE_FFN_VIA_GEMM": "decode_ffn_via_gemm",
-    "METRALE_MOE_UNION_STATS": "moe_union_stats", "METRALE_FP32_ROUTING": "fp32_routing",
+    "METRALE_GDN_BATCHED_FLA": "gdn_batched_fla",
+    "METRALE_DECODE_FFN_VIA_GEMM": "decode_ffn_via_gemm",
+    "METRALE_MOE_UNION_STATS": "moe_union_stats",
+    "METRALE_FP32_ROUTING": "fp32_routing",
     "METRALE_FP32_GATE": "fp32_gate",
     "METRALE_FRANKENSTEIN_DECODE_VIA_PREFILL": "frankenstein_decode_via_prefill",
-    "METRALE_K2_DIAG": "k2_diag", "METRALE_HOLO_MOE_GROUPED_CUTLASS": "moe_grouped_cutlass",
-    "METRALE_HOLO_MOE_GROUPED_DOWN": "moe_grouped_down", "METRALE_MOE_PREFILL_ZERO": "moe_prefill_zero",
+    "METRALE_K2_DIAG": "k2_diag",
+    "METRALE_HOLO_MOE_GROUPED_CUTLASS": "moe_grouped_cutlass",
+    "METRALE_HOLO_MOE_GROUPED_DOWN": "moe_grouped_down",
+    "METRALE_MOE_PREFILL_ZERO": "moe_prefill_zero",
     "METRALE_MOE_PREFILL_FP8_DOWN": "moe_prefill_fp8_down",
-    "METRALE_DFLASH_CONTIG_ATTN": "dflash_contig_attn", "METRALE_K4_DIAG": "k4_diag",
+    "METRALE_DFLASH_CONTIG_ATTN": "dflash_contig_attn",
+    "METRALE_K4_DIAG": "k4_diag",
     "METRALE_DFLASH_DEBUG_DUMP_FULL": "dflash_debug_dump_full",
-    "METRALE_MTP_DEBUG_NORMS": "mtp_debug_norms", "METRALE_MTP_CHAIN_POSTNORM": "mtp_chain_postnorm",
-    "METRALE_MTP_TARGET_POSTNORM": "mtp_target_postnorm", "METRALE_MTP_KV_EXACT": "mtp_kv_exact",
+    "METRALE_MTP_DEBUG_NORMS": "mtp_debug_norms",
+    "METRALE_MTP_CHAIN_POSTNORM": "mtp_chain_postnorm",
+    "METRALE_MTP_TARGET_POSTNORM": "mtp_target_postnorm",
+    "METRALE_MTP_KV_EXACT": "mtp_kv_exact",
     "METRALE_FP8_MOE_GROUPED_DECODE": "moe_fp8_grouped_decode_target",
-    "METRALE_FP8_ATTN_M32": "fp8_attn_m32", "METRALE_HC_PERSEQ_DECODE": "hc_perseq_decode",
-    "METRALE_DECODE_BATCH_LOG": "decode_batch_log", "METRALE_MS_PROFILE": "ms_profile",
-    "METRALE_SSM_MS_PROFILE": "ssm_ms_profile", "METRALE_SSM_DETAIL_PROFILE": "ssm_detail_profile",
+    "METRALE_FP8_ATTN_M32": "fp8_attn_m32",
+    "METRALE_HC_PERSEQ_DECODE": "hc_perseq_decode",
+    "METRALE_DECODE_BATCH_LOG": "decode_batch_log",
+    "METRALE_MS_PROFILE": "ms_profile",
+    "METRALE_SSM_MS_PROFILE": "ssm_ms_profile",
+    "METRALE_SSM_DETAIL_PROFILE": "ssm_detail_profile",
     "METRALE_GDN_FUSED_CONV": "gdn_fused_conv",
-    "METRALE_MOE_LEGACY_PERTOKEN_DECODE": "moe_legacy_pertoken_decode", "METRALE_KV_POISON": "kv_poison",
+    "METRALE_MOE_LEGACY_PERTOKEN_DECODE": "moe_legacy_pertoken_decode",
+    "METRALE_KV_POISON": "kv_poison",
 }
 ONE_OR_TRUE_ANY_CASE = {
-    "METRALE_HOLO_MOE_DOWN_FP4": "holo_moe_down_fp4", "METRALE_HOLO_MOE_GATEUP_FP4": "holo_moe_gateup_fp4",
-    "METRALE_LORA_EAGER": "lora_eager", "METRALE_LORA_ROTATE": "lora_rotate",
-    "METRALE_DIAG_GEMMA4": "gemma4_diag", "TQ_PLUS_WEIGHT_ROTATION": "weight_pre_rotated",
+    "METRALE_HOLO_MOE_DOWN_FP4": "holo_moe_down_fp4",
+    "METRALE_HOLO_MOE_GATEUP_FP4": "holo_moe_gateup_fp4",
+    "METRALE_LORA_EAGER": "lora_eager",
+    "METRALE_LORA_ROTATE": "lora_rotate",
+    "METRALE_DIAG_GEMMA4": "gemma4_diag",
+    "TQ_PLUS_WEIGHT_ROTATION": "weight_pre_rotated",
 }
 ONE_OR_TRUE_EXACT = {
-    "METRALE_MLA_PERSEQ_FALLBACK": "mla_perseq_fallback", "METRALE_CONC_HSD": "conc_hsd",
-    "METRALE_EP_GRAPHS": "ep_graphs", "METRALE_GDN_DECODE_GRAPH": "gdn_decode_graph",
+    "METRALE_MLA_PERSEQ_FALLBACK": "mla_perseq_fallback",
+    "METRALE_CONC_HSD": "conc_hsd",
+    "METRALE_EP_GRAPHS": "ep_graphs",
+    "METRALE_GDN_DECODE_GRAPH": "gdn_decode_graph",
 }
 PRESENCE_ON = {
-    "METRALE_BF16_TC_PREFILL": "bf16_tc_prefill", "METRALE_FP8_M64_PREFILL": "fp8_m64_prefill",
-    "METRALE_INT8_PREFILL": "int8_prefill", "METRALE_INT8_FAITH5": "int8_faith5",
-    "METRALE_FFN_MMQ": "ffn_mmq", "METRALE_FFN_MMQ_DOWN_Q4K": "ffn_mmq_down_q4k",
-    "METRALE_FP4_PREFILL": "fp4_prefill", "METRALE_MOE_MAX_M_TILES_ESTIMATE": "moe_max_m_tiles_estimate",
-    "METRALE_MOE_W4A4": "moe_w4a4", "METRALE_SHARED_W4A4_DOWN": "shared_w4a4_down",
-    "METRALE_SSM_SAVE_DUMP": "ssm_save_dump", "METRALE_BF16_TC_PROJ": "bf16_tc_proj",
+    "METRALE_BF16_TC_PREFILL": "bf16_tc_prefill",
+    "METRALE_FP8_M64_PREFILL": "fp8_m64_prefill",
+    "METRALE_INT8_PREFILL": "int8_prefill",
+    "METRALE_INT8_FAITH5": "int8_faith5",
+    "METRALE_FFN_MMQ": "ffn_mmq",
+    "METRALE_FFN_MMQ_DOWN_Q4K": "ffn_mmq_down_q4k",
+    "METRALE_FP4_PREFILL": "fp4_prefill",
+    "METRALE_MOE_MAX_M_TILES_ESTIMATE": "moe_max_m_tiles_estimate",
+    "METRALE_MOE_W4A4": "moe_w4a4",
+    "METRALE_SHARED_W4A4_DOWN": "shared_w4a4_down",
+    "METRALE_SSM_SAVE_DUMP": "ssm_save_dump",
+    "METRALE_BF16_TC_PROJ": "bf16_tc_proj",
 }
 PRESENCE_OFF = {
-    "METRALE_NO_FFN_NVFP4_MMQ": "ffn_nvfp4_mmq", "METRALE_NO_FFN_NVFP4_MMQ_DOWN": "ffn_nvfp4_mmq_down",
-    "METRALE_DISABLE_PREFILL_V2": "prefill_v2", "METRALE_NO_SSM_W4A4": "ssm_w4a4",
-    "METRALE_NO_SSD": "ssd", "METRALE_NO_SSM_PERSISTENT": "ssm_persistent",
-    "METRALE_MOE_NO_ZERO_INTERMEDIATES": "moe_zero_intermediates", "METRALE_NO_SHARED_W4A4": "shared_w4a4",
+    "METRALE_NO_FFN_NVFP4_MMQ": "ffn_nvfp4_mmq",
+    "METRALE_NO_FFN_NVFP4_MMQ_DOWN": "ffn_nvfp4_mmq_down",
+    "METRALE_DISABLE_PREFILL_V2": "prefill_v2",
+    "METRALE_NO_SSM_W4A4": "ssm_w4a4",
+    "METRALE_NO_SSD": "ssd",
+    "METRALE_NO_SSM_PERSISTENT": "ssm_persistent",
+    "METRALE_MOE_NO_ZERO_INTERMEDIATES": "moe_zero_intermediates",
+    "METRALE_NO_SHARED_W4A4": "shared_w4a4",
     "METRALE_NO_DECODE_SPLIT_SILU": "decode_split_silu",
 }
 
@@ -93,11 +122,17 @@ def test_with_nothing_set_the_on_unless_levers_are_on_and_everything_else_is_off
 
 
 def test_every_field_of_the_struct_is_covered_by_one_of_the_rule_tables(metrale):
-    tables = (ON_UNLESS_ONE, ON_UNLESS_ZERO, EXACT_ONE, ONE_OR_TRUE_ANY_CASE, ONE_OR_TRUE_EXACT,
-              PRESENCE_ON, PRESENCE_OFF)
+    tables = (
+        ON_UNLESS_ONE,
+        ON_UNLESS_ZERO,
+        EXACT_ONE,
+        ONE_OR_TRUE_ANY_CASE,
+        ONE_OR_TRUE_EXACT,
+        PRESENCE_ON,
+        PRESENCE_OFF,
+    )
     covered = {f for t in tables for f in t.values()}
-    special = {"moe_prefill_exact_tiles", "moe_prefill_max_load_factor", "max_decode_seqs",
-               "shadow_topk", "drafter"}
+    special = {"moe_prefill_exact_tiles", "moe_prefill_max_load_factor", "max_decode_seqs", "shadow_topk", "drafter"}
     assert covered | special == set(metrale.fields)
     assert len(metrale.fields) == 70
 
@@ -157,8 +192,9 @@ def test_the_two_fp8_grouped_decode_variables_combine_as_opt_in_with_a_presence_
     f = "moe_fp8_grouped_decode_target"
     assert levers(metrale, METRALE_FP8_MOE_GROUPED_DECODE="1")[f] is True
     for veto in ("1", "0", ""):
-        assert levers(metrale, METRALE_FP8_MOE_GROUPED_DECODE="1",
-                      METRALE_NO_FP8_MOE_GROUPED_DECODE=veto)[f] is False, veto
+        assert (
+            levers(metrale, METRALE_FP8_MOE_GROUPED_DECODE="1", METRALE_NO_FP8_MOE_GROUPED_DECODE=veto)[f] is False
+        ), veto
 
 
 def test_exact_tiles_is_a_tri_state_left_to_the_call_site_unless_one_or_zero(metrale):
@@ -185,8 +221,7 @@ def test_the_shadow_top_k_is_capped_at_eight_and_unparseable_is_off(metrale):
 
 def test_the_drafter_policy_is_one_value_whose_carry_implies_prefill(metrale):
     assert levers(metrale, METRALE_NO_MTP_DRAFTER_CONTEXT="1")["drafter"] == DRAFTER_OFF
-    assert (levers(metrale, METRALE_MTP_DRAFTER_CONTEXT_PREFILL_ONLY_UNSAFE="1")["drafter"]
-            == DRAFTER_PREFILL_ONLY)
+    assert levers(metrale, METRALE_MTP_DRAFTER_CONTEXT_PREFILL_ONLY_UNSAFE="1")["drafter"] == DRAFTER_PREFILL_ONLY
     for v in (DRAFTER_BOTH, DRAFTER_OFF, DRAFTER_PREFILL_ONLY):
         assert not (v.carry and not v.prefill)
 
@@ -202,8 +237,10 @@ def test_decode_split_silu_follows_the_build_default_unless_the_kill_variable_is
     assert r["decode_split_silu"].provenance.source == "build"
     on = tmp_path / "on.toml"
     on.write_text('engine = "metrale"\n[build]\ndecode_split_silu = true\n')
-    assert resolve(metrale, recipe=load_recipe(on), env={"METRALE_NO_DECODE_SPLIT_SILU": "0"}
-                   )["decode_split_silu"].value is False
+    assert (
+        resolve(metrale, recipe=load_recipe(on), env={"METRALE_NO_DECODE_SPLIT_SILU": "0"})["decode_split_silu"].value
+        is False
+    )
 
 
 def test_the_rotation_variable_has_no_engine_prefix_and_is_still_read(metrale):

@@ -1,5 +1,6 @@
 """Random environments resolved by leverctl agree with an independent table
 of the engines' rules (levers_oracle.py, written from the engines' field docs)."""
+
 from __future__ import annotations
 
 import pytest
@@ -11,9 +12,36 @@ from leverctl.levers import load_catalog, resolve
 from leverctl.levers.resolve import value_json
 
 # Strings that sit on the rules' edges, plus arbitrary text and invalid UTF-8.
-EDGES = ["1", "0", "", " 1", "1 ", "0 ", "true", "TRUE", "True", "tRuE", "false", "yes", "on", "2", "8",
-         "9", "+3", "-1", "01", "3.0", "1_0", "\u0663", "\uff11", "\u0130rue", "18446744073709551615",
-         "18446744073709551616", "1\n", "\t0"]
+EDGES = [
+    "1",
+    "0",
+    "",
+    " 1",
+    "1 ",
+    "0 ",
+    "true",
+    "TRUE",
+    "True",
+    "tRuE",
+    "false",
+    "yes",
+    "on",
+    "2",
+    "8",
+    "9",
+    "+3",
+    "-1",
+    "01",
+    "3.0",
+    "1_0",
+    "\u0663",
+    "\uff11",
+    "\u0130rue",
+    "18446744073709551615",
+    "18446744073709551616",
+    "1\n",
+    "\t0",
+]
 NOT_UTF8 = st.binary(min_size=1, max_size=6).filter(lambda b: not _decodes(b))
 # How Python hands over undecodable bytes from argv or os.environ: lone surrogates.
 SURROGATES = NOT_UTF8.map(lambda b: b.decode("utf-8", "surrogateescape"))

@@ -1,5 +1,6 @@
 """Env files as people feed them: `env`, `export -p` and `declare -x` output,
 hand-written `export KEY=VALUE` files, standard input."""
+
 from __future__ import annotations
 
 import shutil
@@ -13,7 +14,7 @@ from leverctl.levers.sources import parse_env_text
 NASTY = {
     "ATLAS_TAB": "a\tb",
     "ATLAS_NEWLINE": "x\ny",
-    "ATLAS_QUOTES": "it's \\ \"q\" `x` $y #z",
+    "ATLAS_QUOTES": 'it\'s \\ "q" `x` $y #z',
     "ATLAS_SPACES": " 1 ",
     "ATLAS_EMPTY": "",
     "ATLAS_UNICODE": "ünï",
@@ -42,8 +43,15 @@ ATLAS_E=a#b
 export ATLAS_F ATLAS_G=g
 declare -rx ATLAS_H=h
 """
-    assert parse_env_text(text, "f") == {"ATLAS_A": "1", "ATLAS_B": "0 # kept", "ATLAS_C": "two words",
-                                         "ATLAS_D": "AA\n", "ATLAS_E": "a#b", "ATLAS_G": "g", "ATLAS_H": "h"}
+    assert parse_env_text(text, "f") == {
+        "ATLAS_A": "1",
+        "ATLAS_B": "0 # kept",
+        "ATLAS_C": "two words",
+        "ATLAS_D": "AA\n",
+        "ATLAS_E": "a#b",
+        "ATLAS_G": "g",
+        "ATLAS_H": "h",
+    }
 
 
 def test_a_name_exported_without_a_value_is_not_set():
@@ -56,12 +64,16 @@ def test_an_unset_line_removes_an_earlier_assignment():
 
 def test_env_output_that_is_not_shell_is_read_as_env_printed_it():
     text = b"SSH_CLIENT=10.0.0.1 5555 22\nLESSOPEN=| /usr/bin/lesspipe %s\nATLAS_GDN_WY17= 0\nX=it's\n"
-    assert parse_env_text(text, "f") == {"SSH_CLIENT": "10.0.0.1 5555 22", "LESSOPEN": "| /usr/bin/lesspipe %s",
-                                         "ATLAS_GDN_WY17": " 0", "X": "it's"}
+    assert parse_env_text(text, "f") == {
+        "SSH_CLIENT": "10.0.0.1 5555 22",
+        "LESSOPEN": "| /usr/bin/lesspipe %s",
+        "ATLAS_GDN_WY17": " 0",
+        "X": "it's",
+    }
 
 
 def test_env_output_with_an_exported_shell_function_skips_the_function_and_reads_the_rest():
-    text = b"A=1\nBASH_FUNC_module%%=() {  eval $(lmod bash \"$@\");\n echo }\n}\nATLAS_GDN_WY17=0\nB=2\n"
+    text = b'A=1\nBASH_FUNC_module%%=() {  eval $(lmod bash "$@");\n echo }\n}\nATLAS_GDN_WY17=0\nB=2\n'
     assert parse_env_text(text, "f") == {"A": "1", "ATLAS_GDN_WY17": "0", "B": "2"}
     assert parse_env_text(b"BASH_FUNC_f%%=() {  :\n}\n", "f") == {}
 
@@ -76,18 +88,21 @@ def test_the_parser_records_the_line_of_each_variable_even_after_a_value_across_
     assert lines == {"A": 2, "B": 3, "C": 5}
 
 
-@pytest.mark.parametrize("text, line, fragment", [
-    (b"ATLAS_A=1\nATLAS_B\n", 2, "is not VAR=VALUE"),
-    (b"\n\nexport ATLAS_A=\"1\n", 3, "never closes"),
-    (b"export ATLAS_A=$HOME\n", 1, "would need a shell to expand it"),
-    (b"export ATLAS_A=\"$(id)\"\n", 1, "would need a shell to expand it"),
-    (b"export ATLAS_A=1; rm -rf x\n", 1, "shell syntax"),
-    (b"declare -- ATLAS_A=1\n", 1, "without -x does not export"),
-    (b"export -n ATLAS_A\n", 1, "removes the export"),
-    (b"unset ATLAS_A=1\n", 1, "unset takes names"),
-    (b"export\n", 1, "sets nothing"),
-    (b"1ATLAS=2\n", 1, "is not VAR=VALUE"),
-])
+@pytest.mark.parametrize(
+    "text, line, fragment",
+    [
+        (b"ATLAS_A=1\nATLAS_B\n", 2, "is not VAR=VALUE"),
+        (b'\n\nexport ATLAS_A="1\n', 3, "never closes"),
+        (b"export ATLAS_A=$HOME\n", 1, "would need a shell to expand it"),
+        (b'export ATLAS_A="$(id)"\n', 1, "would need a shell to expand it"),
+        (b"export ATLAS_A=1; rm -rf x\n", 1, "shell syntax"),
+        (b"declare -- ATLAS_A=1\n", 1, "without -x does not export"),
+        (b"export -n ATLAS_A\n", 1, "removes the export"),
+        (b"unset ATLAS_A=1\n", 1, "unset takes names"),
+        (b"export\n", 1, "sets nothing"),
+        (b"1ATLAS=2\n", 1, "is not VAR=VALUE"),
+    ],
+)
 def test_a_line_it_cannot_read_is_bad_input_naming_its_number(text, line, fragment):
     with pytest.raises(UserError) as e:
         parse_env_text(text, "f.env")

@@ -5,6 +5,7 @@ tests skip with one reason. ``.ci/run`` installs Debian's ``slurm-wlm`` and
 ``munge`` and sets ``LEVERCTL_REQUIRE_SLURM=1``: there a missing or broken
 Slurm fails them, so CI can never skip them silently.
 """
+
 from __future__ import annotations
 
 import os
@@ -30,8 +31,10 @@ def slurm_cluster(tmp_path_factory):
 
     missing = missing_commands()
     if missing and not REQUIRED:
-        pytest.skip(f"needs a real Slurm, and these are not installed: {', '.join(missing)} "
-                    "(apt-get install slurm-wlm munge, as .ci/run does)")
+        pytest.skip(
+            f"needs a real Slurm, and these are not installed: {', '.join(missing)} "
+            "(apt-get install slurm-wlm munge, as .ci/run does)"
+        )
 
     root = tmp_path_factory.mktemp("slurm")
     cluster = Cluster(root)

@@ -16,6 +16,7 @@ invalid.
 Run as a script it starts the cluster, prints its environment and waits for
 Ctrl-C (for trying the README's commands by hand).
 """
+
 from __future__ import annotations
 
 import os
@@ -74,8 +75,7 @@ class Cluster:
         return {**os.environ, "SLURM_CONF": str(self.conf)}
 
     def run(self, *cmd: str, check: bool = True, timeout: float = 60) -> subprocess.CompletedProcess:
-        p = subprocess.run([_which(cmd[0]), *cmd[1:]], env=self.env, capture_output=True, text=True,
-                           timeout=timeout)
+        p = subprocess.run([_which(cmd[0]), *cmd[1:]], env=self.env, capture_output=True, text=True, timeout=timeout)
         if check and p.returncode != 0:
             raise RuntimeError(f"{' '.join(cmd)}: exit {p.returncode}: {p.stderr.strip()}")
         return p
@@ -89,43 +89,47 @@ class Cluster:
         os.chmod(r / "munge", 0o700)
         ctld_port, d_port = _free_ports(2)
         cpus = os.cpu_count() or 1
-        self.conf.write_text("\n".join([
-            "ClusterName=leverctltest",
-            f"SlurmctldHost={self.node}(127.0.0.1)",
-            f"SlurmctldPort={ctld_port}",
-            f"SlurmdPort={d_port}",
-            "SlurmUser=root",
-            "SlurmdUser=root",
-            f"AuthInfo=socket={r / 'munge' / 'munge.socket'}",
-            "AuthType=auth/munge",
-            "CredType=cred/munge",
-            f"StateSaveLocation={r / 'state'}",
-            f"SlurmdSpoolDir={r / 'spool'}",
-            f"SlurmctldPidFile={r / 'run' / 'slurmctld.pid'}",
-            f"SlurmdPidFile={r / 'run' / 'slurmd.pid'}",
-            f"SlurmctldLogFile={r / 'log' / 'slurmctld.log'}",
-            f"SlurmdLogFile={r / 'log' / 'slurmd.log'}",
-            "ProctrackType=proctrack/linuxproc",
-            "TaskPlugin=task/none",
-            "JobAcctGatherType=jobacct_gather/none",
-            "AccountingStorageType=accounting_storage/none",
-            "JobCompType=jobcomp/none",
-            "SchedulerType=sched/backfill",
-            "SelectType=select/cons_tres",
-            "SelectTypeParameters=CR_Core",
-            "MpiDefault=none",
-            "ReturnToService=2",
-            # The test loop is seconds long: schedule at once, reap at once.
-            "SchedulerParameters=sched_interval=1,bf_interval=1",
-            "MinJobAge=300",
-            "KillWait=2",
-            "SlurmctldTimeout=30",
-            "SlurmdTimeout=30",
-            "GresTypes=gpu",
-            f"NodeName={self.node} NodeAddr=127.0.0.1 CPUs={cpus} RealMemory=1000 Gres=gpu:1 State=UNKNOWN",
-            f"PartitionName=debug Nodes={self.node} Default=YES MaxTime=INFINITE State=UP",
-            "",
-        ]))
+        self.conf.write_text(
+            "\n".join(
+                [
+                    "ClusterName=leverctltest",
+                    f"SlurmctldHost={self.node}(127.0.0.1)",
+                    f"SlurmctldPort={ctld_port}",
+                    f"SlurmdPort={d_port}",
+                    "SlurmUser=root",
+                    "SlurmdUser=root",
+                    f"AuthInfo=socket={r / 'munge' / 'munge.socket'}",
+                    "AuthType=auth/munge",
+                    "CredType=cred/munge",
+                    f"StateSaveLocation={r / 'state'}",
+                    f"SlurmdSpoolDir={r / 'spool'}",
+                    f"SlurmctldPidFile={r / 'run' / 'slurmctld.pid'}",
+                    f"SlurmdPidFile={r / 'run' / 'slurmd.pid'}",
+                    f"SlurmctldLogFile={r / 'log' / 'slurmctld.log'}",
+                    f"SlurmdLogFile={r / 'log' / 'slurmd.log'}",
+                    "ProctrackType=proctrack/linuxproc",
+                    "TaskPlugin=task/none",
+                    "JobAcctGatherType=jobacct_gather/none",
+                    "AccountingStorageType=accounting_storage/none",
+                    "JobCompType=jobcomp/none",
+                    "SchedulerType=sched/backfill",
+                    "SelectType=select/cons_tres",
+                    "SelectTypeParameters=CR_Core",
+                    "MpiDefault=none",
+                    "ReturnToService=2",
+                    # The test loop is seconds long: schedule at once, reap at once.
+                    "SchedulerParameters=sched_interval=1,bf_interval=1",
+                    "MinJobAge=300",
+                    "KillWait=2",
+                    "SlurmctldTimeout=30",
+                    "SlurmdTimeout=30",
+                    "GresTypes=gpu",
+                    f"NodeName={self.node} NodeAddr=127.0.0.1 CPUs={cpus} RealMemory=1000 Gres=gpu:1 State=UNKNOWN",
+                    f"PartitionName=debug Nodes={self.node} Default=YES MaxTime=INFINITE State=UP",
+                    "",
+                ]
+            )
+        )
         # A GPU stand-in: a device file the node can name, so gpu:1 is valid.
         (r / "etc" / "gres.conf").write_text(f"NodeName={self.node} Name=gpu File=/dev/null\n")
 
@@ -138,9 +142,19 @@ class Cluster:
         key = r / "munge" / "munge.key"
         self.run("mungekey", "--create", f"--keyfile={key}")
         os.chmod(key, 0o600)
-        self._spawn("munged", [_which("munged"), "--foreground", "--force", f"--key-file={key}",
-                               f"--socket={r / 'munge' / 'munge.socket'}", f"--pid-file={r / 'run' / 'munged.pid'}",
-                               f"--log-file={r / 'log' / 'munged.log'}", f"--seed-file={r / 'munge' / 'seed'}"])
+        self._spawn(
+            "munged",
+            [
+                _which("munged"),
+                "--foreground",
+                "--force",
+                f"--key-file={key}",
+                f"--socket={r / 'munge' / 'munge.socket'}",
+                f"--pid-file={r / 'run' / 'munged.pid'}",
+                f"--log-file={r / 'log' / 'munged.log'}",
+                f"--seed-file={r / 'munge' / 'seed'}",
+            ],
+        )
         self._wait(lambda: (r / "munge" / "munge.socket").exists(), timeout, "munged to open its socket")
         self._spawn("slurmctld", [_which("slurmctld"), "-D", "-i", "-f", str(self.conf)])
         self._spawn("slurmd", [_which("slurmd"), "-D", "-f", str(self.conf), "-N", self.node])
@@ -148,8 +162,16 @@ class Cluster:
 
     def _spawn(self, name: str, cmd: list[str]) -> None:
         log = open(self.root / "log" / f"{name}.out", "ab")
-        self.procs.append(subprocess.Popen(cmd, env=self.env, stdout=log, stderr=subprocess.STDOUT,
-                                           stdin=subprocess.DEVNULL, start_new_session=True))
+        self.procs.append(
+            subprocess.Popen(
+                cmd,
+                env=self.env,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                start_new_session=True,
+            )
+        )
         log.close()
 
     def _wait(self, ready, timeout: float, what: str) -> None:
@@ -157,8 +179,9 @@ class Cluster:
         while time.monotonic() < deadline:
             dead = [p for p in self.procs if p.poll() is not None]
             if dead:
-                raise RuntimeError(f"waiting for {what}: {dead[0].args[0]} exited with {dead[0].returncode}; "
-                                   + self.logs_tail())
+                raise RuntimeError(
+                    f"waiting for {what}: {dead[0].args[0]} exited with {dead[0].returncode}; " + self.logs_tail()
+                )
             if ready():
                 return
             time.sleep(0.2)
@@ -191,8 +214,7 @@ class Cluster:
             try:
                 self.run("scancel", f"--user={getpass.getuser()}", check=False, timeout=20)
                 deadline = time.monotonic() + 20
-                while time.monotonic() < deadline and self.run("squeue", "-h", check=False,
-                                                                timeout=10).stdout.strip():
+                while time.monotonic() < deadline and self.run("squeue", "-h", check=False, timeout=10).stdout.strip():
                     time.sleep(0.3)
             except (OSError, subprocess.SubprocessError):
                 pass

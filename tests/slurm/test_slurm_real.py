@@ -6,6 +6,7 @@ The node has one GPU generic resource (a stand-in device file), so the
 array's ``--gres=gpu:1`` tasks run one after another, as they would queue
 for a GPU each on a busy cluster.
 """
+
 from __future__ import annotations
 
 import json
@@ -17,21 +18,27 @@ from pathlib import Path
 
 import pytest
 
+from leverctl.bench import slurm as sl
 from leverctl.bench.records.read import load_results
 from leverctl.bench.records.rules import identity
 from leverctl.bench.records.schema import PLAN_FILE, RESULTS_FILE
-from leverctl.bench import slurm as sl
 
 pytestmark = [pytest.mark.sim, pytest.mark.xdist_group("slurm")]
 ROOT = Path(__file__).resolve().parents[2]
-SELECTION = ["-e", "atlas", "--no-env", "--device", "sim", "--shapes", "smoke",
-             "-k", "w4a16.gemv", "-k", "gdn.decode"]
+SELECTION = ["-e", "atlas", "--no-env", "--device", "sim", "--shapes", "smoke", "-k", "w4a16.gemv", "-k", "gdn.decode"]
 
 
 def leverctl(cluster, *args, **kw) -> subprocess.Popen:
     env = {k: v for k, v in cluster.env.items() if not k.startswith(("SLURM_ARRAY", "JOB_COMPLETION"))}
-    return subprocess.Popen([sys.executable, "-m", "leverctl", *map(str, args)], cwd=ROOT, env=env,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, **kw)
+    return subprocess.Popen(
+        [sys.executable, "-m", "leverctl", *map(str, args)],
+        cwd=ROOT,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        **kw,
+    )
 
 
 def cli(cluster, monkeypatch, capsys, *args) -> tuple[int, str, str]:
@@ -91,8 +98,11 @@ def wait_gone(cluster, job: str, timeout: float) -> None:
     deadline = time.monotonic() + timeout
     while cluster.run("squeue", "-h", "-j", job, check=False).stdout.strip():
         if time.monotonic() > deadline:
-            raise AssertionError(f"job {job} still queued after {timeout:.0f} s: "
-                                 + cluster.run("squeue", "-j", job, check=False).stdout + cluster.logs_tail())
+            raise AssertionError(
+                f"job {job} still queued after {timeout:.0f} s: "
+                + cluster.run("squeue", "-j", job, check=False).stdout
+                + cluster.logs_tail()
+            )
         time.sleep(0.25)
 
 
@@ -111,7 +121,8 @@ def submit_array(cluster, monkeypatch, capsys, out: Path) -> tuple[str, str, str
 
 
 def test_an_array_sweep_and_its_dependent_merge_give_the_records_of_the_unsharded_sweep(
-        slurm_cluster, unsharded, tmp_path, monkeypatch, capsys):
+    slurm_cluster, unsharded, tmp_path, monkeypatch, capsys
+):
     out = tmp_path / "sweep"
     said, array, merge = submit_array(slurm_cluster, monkeypatch, capsys, out)
     assert f"squeue -j {array},{merge}" in said and "sacct -j" in said
@@ -127,12 +138,12 @@ def test_an_array_sweep_and_its_dependent_merge_give_the_records_of_the_unsharde
         assert plan["shard"]["index"] == i and plan["shard"]["count"] == 3
     merged = out / sl.MERGED_DIR
     assert ids(merged) == unsharded()
-    assert json.loads((merged / PLAN_FILE).read_text())["hash"] == \
-        json.loads((out / PLAN_FILE).read_text())["hash"]
+    assert json.loads((merged / PLAN_FILE).read_text())["hash"] == json.loads((out / PLAN_FILE).read_text())["hash"]
 
 
 def test_a_task_cancelled_mid_run_keeps_the_others_and_resume_reruns_only_that_shard(
-        slurm_cluster, unsharded, tmp_path, monkeypatch, capsys):
+    slurm_cluster, unsharded, tmp_path, monkeypatch, capsys
+):
     out = tmp_path / "sweep"
     said, array, merge = submit_array(slurm_cluster, monkeypatch, capsys, out)
 
@@ -145,8 +156,10 @@ def test_a_task_cancelled_mid_run_keeps_the_others_and_resume_reruns_only_that_s
     slurm_cluster.run("scancel", f"{array}_2")
     wait_gone(slurm_cluster, array, 120)
     assert job_state(slurm_cluster, f"{array}_2")["JobState"] == "CANCELLED"
-    st = [sl.shard_state(out / sl.SHARDS_DIR / str(i), i, 3, json.loads((out / PLAN_FILE).read_text())["hash"])
-          for i in (1, 2, 3)]
+    st = [
+        sl.shard_state(out / sl.SHARDS_DIR / str(i), i, 3, json.loads((out / PLAN_FILE).read_text())["hash"])
+        for i in (1, 2, 3)
+    ]
     assert [s.complete for s in st] == [True, False, True]
     kept = {i: (out / sl.SHARDS_DIR / str(i) / RESULTS_FILE).read_bytes() for i in (1, 3)}
     # The merge waits on an array that will never succeed.
@@ -173,10 +186,12 @@ def test_a_task_cancelled_mid_run_keeps_the_others_and_resume_reruns_only_that_s
 
 def test_shard_auto_in_a_job_that_is_not_an_array_task_exits_2_with_one_line(slurm_cluster, tmp_path):
     log = tmp_path / "job.out"
-    cmd = " ".join([sys.executable, "-m", "leverctl", "sweep", *SELECTION, "--shard", "auto",
-                    "--out", str(tmp_path / "s")])
-    job = slurm_cluster.run("sbatch", "--parsable", f"--output={log}", f"--chdir={ROOT}",
-                            "--wrap", f"{cmd}; echo exit=$?").stdout.strip()
+    cmd = " ".join(
+        [sys.executable, "-m", "leverctl", "sweep", *SELECTION, "--shard", "auto", "--out", str(tmp_path / "s")]
+    )
+    job = slurm_cluster.run(
+        "sbatch", "--parsable", f"--output={log}", f"--chdir={ROOT}", "--wrap", f"{cmd}; echo exit=$?"
+    ).stdout.strip()
     wait_gone(slurm_cluster, job, 60)
     lines = log.read_text().splitlines()
     assert lines[-1] == "exit=2", lines
@@ -184,11 +199,20 @@ def test_shard_auto_in_a_job_that_is_not_an_array_task_exits_2_with_one_line(slu
     assert not (tmp_path / "s").exists()
 
     # A malformed array environment, as a task would see it: one line, exit 2.
-    env = {**slurm_cluster.env, "SLURM_ARRAY_TASK_ID": "two", "SLURM_ARRAY_TASK_MIN": "1",
-           "SLURM_ARRAY_TASK_COUNT": "3"}
-    p = subprocess.run([sys.executable, "-m", "leverctl", "sweep", *SELECTION, "--shard", "auto",
-                        "--out", str(tmp_path / "s")], cwd=ROOT, env=env, capture_output=True, text=True,
-                       timeout=60)
+    env = {
+        **slurm_cluster.env,
+        "SLURM_ARRAY_TASK_ID": "two",
+        "SLURM_ARRAY_TASK_MIN": "1",
+        "SLURM_ARRAY_TASK_COUNT": "3",
+    }
+    p = subprocess.run(
+        [sys.executable, "-m", "leverctl", "sweep", *SELECTION, "--shard", "auto", "--out", str(tmp_path / "s")],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert p.returncode == 2 and p.stderr.count("\n") == 1 and "SLURM_ARRAY_TASK_ID='two'" in p.stderr
     assert not (tmp_path / "s").exists()
     assert os.environ.get("SLURM_CONF") is None  # the cluster is the tests' own, never the process's

@@ -11,6 +11,7 @@ the kill-and-resume test): ``python sweep_fakes.py sweep ...``. The
 environment variables FAKE_DELAY (seconds per run), FAKE_RUN_LOG (a file
 that gets one line per run), FAKE_GPU (1: a timed fake GPU) steer it.
 """
+
 from __future__ import annotations
 
 import os
@@ -29,45 +30,67 @@ def _shapes(preset: str, model: Mapping[str, Any] | None) -> list[Shape]:
 
 
 def _variant(name: str) -> Variant:
-    return Variant(name, f"fake {name}", build=lambda shape: (lambda bufs: None))
+    return Variant(name, f"fake {name}", build=lambda shape: lambda bufs: None)
 
 
-def _path(name: str, levers: tuple[str, ...], variants: tuple[str, ...], select, lever_defaults=None,
-          engines: tuple[str, ...] = (), shapes=_shapes) -> KernelPath:
+def _path(
+    name: str,
+    levers: tuple[str, ...],
+    variants: tuple[str, ...],
+    select,
+    lever_defaults=None,
+    engines: tuple[str, ...] = (),
+    shapes=_shapes,
+) -> KernelPath:
     return KernelPath(
-        name=name, family=name.split(".")[0], summary=f"fake {name}", levers=levers,
-        lever_defaults=lever_defaults or {}, variants={v: _variant(v) for v in variants}, select=select,
-        shapes=shapes, make_inputs=lambda shape, rng: {}, outputs=lambda shape: {},
-        reference=lambda shape, inputs: {}, traffic=lambda shape: Traffic(100, 10, 20),
-        tolerance=Tolerance(1e-3, 1e-3), engines=engines,
+        name=name,
+        family=name.split(".")[0],
+        summary=f"fake {name}",
+        levers=levers,
+        lever_defaults=lever_defaults or {},
+        variants={v: _variant(v) for v in variants},
+        select=select,
+        shapes=shapes,
+        make_inputs=lambda shape, rng: {},
+        outputs=lambda shape: {},
+        reference=lambda shape, inputs: {},
+        traffic=lambda shape: Traffic(100, 10, 20),
+        tolerance=Tolerance(1e-3, 1e-3),
+        engines=engines,
     )
 
 
 def gemv_path() -> KernelPath:
-    return _path("fake.gemv", ("gemv_sw",), ("sw", "t64"),
-                 lambda lv, s: Choice("sw" if lv["gemv_sw"] else "t64"))
+    return _path("fake.gemv", ("gemv_sw",), ("sw", "t64"), lambda lv, s: Choice("sw" if lv["gemv_sw"] else "t64"))
 
 
 def ffn_path() -> KernelPath:
     """Three levers; Atlas lacks decode_split_silu (lever_defaults: off)."""
+
     def select(lv, s):
         if lv["decode_ffn_via_gemm"]:
             return Choice("gemm")
         return Choice(("sw" if lv["gemv_sw"] else "t64") + ("+split" if lv["decode_split_silu"] else "+fused"))
 
-    return _path("fake.ffn", ("decode_ffn_via_gemm", "decode_split_silu", "gemv_sw"),
-                 ("gemm", "sw+split", "sw+fused", "t64+split", "t64+fused"), select,
-                 lever_defaults={"decode_split_silu": False})
+    return _path(
+        "fake.ffn",
+        ("decode_ffn_via_gemm", "decode_split_silu", "gemv_sw"),
+        ("gemm", "sw+split", "sw+fused", "t64+split", "t64+fused"),
+        select,
+        lever_defaults={"decode_split_silu": False},
+    )
 
 
 def grouped_path() -> KernelPath:
     """Metrale only (its levers are not in Atlas): a tri-state and a count."""
+
     def select(lv, s):
         exact = lv["moe_prefill_exact_tiles"]
         return Choice("exact" if exact else "capped" if lv["moe_prefill_max_load_factor"] else "worst")
 
-    return _path("fake.grouped", ("moe_prefill_exact_tiles", "moe_prefill_max_load_factor"),
-                 ("exact", "capped", "worst"), select)
+    return _path(
+        "fake.grouped", ("moe_prefill_exact_tiles", "moe_prefill_max_load_factor"), ("exact", "capped", "worst"), select
+    )
 
 
 def verify_path() -> KernelPath:
@@ -86,8 +109,21 @@ def all_paths() -> list[KernelPath]:
 # Median microseconds per variant on the fake GPU: sw beats t64, split beats
 # fused, wy17 beats wyn beats recurrent, and the "gemm" FFN is fastest but fails
 # its check, so it must never win.
-FAKE_US = {"sw": 10.0, "t64": 14.0, "sw+split": 20.0, "sw+fused": 22.0, "t64+split": 26.0, "t64+fused": 30.0,
-           "gemm": 5.0, "exact": 9.0, "capped": 7.0, "worst": 8.0, "wy17": 3.0, "wyn": 4.0, "recurrent": 6.0}
+FAKE_US = {
+    "sw": 10.0,
+    "t64": 14.0,
+    "sw+split": 20.0,
+    "sw+fused": 22.0,
+    "t64+split": 26.0,
+    "t64+fused": 30.0,
+    "gemm": 5.0,
+    "exact": 9.0,
+    "capped": 7.0,
+    "worst": 8.0,
+    "wy17": 3.0,
+    "wyn": 4.0,
+    "recurrent": 6.0,
+}
 FAILING_VARIANTS = {"gemm"}
 
 
@@ -96,19 +132,41 @@ def fake_record(item, device_name: str = "fake simulator", timed: bool = False) 
 
     passed = item.variant not in FAILING_VARIANTS and not item.failed
     rec = {
-        "kernel": item.kernel, "variant": item.variant,
-        "levers": {f: lever_json(v) for f, v in item.levers.items()}, "config": item.config,
-        "shape": item.shape.as_dict(), "status": "pass" if passed else "fail",
+        "kernel": item.kernel,
+        "variant": item.variant,
+        "levers": {f: lever_json(v) for f, v in item.levers.items()},
+        "config": item.config,
+        "shape": item.shape.as_dict(),
+        "status": "pass" if passed else "fail",
         "note": item.note if passed else (item.note or "rel error 0.5 > 0.001"),
-        "error": {"rel": 1e-4 if passed else 0.5, "max_abs": 1e-4, "tol_rel": 1e-3, "tol_abs": 1e-3,
-                  "nonfinite": 0, "unwritten": 0, "rechecked": timed},
-        "timing": None, "traffic": {"bytes": 110, "flops": 20}, "roofline": None, "achieved": None,
-        "reference_lib": None, "device": device_name, "plan": item.plan, "catalog": item.catalog,
+        "error": {
+            "rel": 1e-4 if passed else 0.5,
+            "max_abs": 1e-4,
+            "tol_rel": 1e-3,
+            "tol_abs": 1e-3,
+            "nonfinite": 0,
+            "unwritten": 0,
+            "rechecked": timed,
+        },
+        "timing": None,
+        "traffic": {"bytes": 110, "flops": 20},
+        "roofline": None,
+        "achieved": None,
+        "reference_lib": None,
+        "device": device_name,
+        "plan": item.plan,
+        "catalog": item.catalog,
     }
     if timed and passed:
         us = FAKE_US[item.variant] * (1 + item.shape["n"] / 1000)
-        rec["timing"] = {"median_us": us, "p20_us": us * 0.995, "p80_us": us * 1.005, "samples": 100,
-                         "noise": 0.002, "stopped_by": "noise"}
+        rec["timing"] = {
+            "median_us": us,
+            "p20_us": us * 0.995,
+            "p80_us": us * 1.005,
+            "samples": 100,
+            "noise": 0.002,
+            "stopped_by": "noise",
+        }
     return rec
 
 
@@ -139,8 +197,12 @@ def install(monkeypatch=None, *, gpu: bool = False, delay: float = 0.0, log: str
     def choose(choice="auto", **_kw):
         return fake_device("gpu" if gpu else "sim")
 
-    setters = [(clicommon, "registered_paths", all_paths), (runmod, "run_item", run_item),
-               (devmod, "choose", choose), (devmod, "probe_gpu", lambda *a, **k: devmod.Probe(gpu, "fake"))]
+    setters = [
+        (clicommon, "registered_paths", all_paths),
+        (runmod, "run_item", run_item),
+        (devmod, "choose", choose),
+        (devmod, "probe_gpu", lambda *a, **k: devmod.Probe(gpu, "fake")),
+    ]
     for mod, name, value in setters:
         if monkeypatch is not None:
             monkeypatch.setattr(mod, name, value)
@@ -162,8 +224,11 @@ def cli(args, capsys) -> tuple[Any, str, str]:
 
 
 if __name__ == "__main__":
-    install(gpu=os.environ.get("FAKE_GPU") == "1", delay=float(os.environ.get("FAKE_DELAY", "0")),
-            log=os.environ.get("FAKE_RUN_LOG"))
+    install(
+        gpu=os.environ.get("FAKE_GPU") == "1",
+        delay=float(os.environ.get("FAKE_DELAY", "0")),
+        log=os.environ.get("FAKE_RUN_LOG"),
+    )
     from leverctl.cli.app import main
 
     main(sys.argv[1:])

@@ -1,5 +1,6 @@
 """The up-front check of an output path (``check_output_path``): what it
 refuses, what it lets through, and that it creates nothing."""
+
 from __future__ import annotations
 
 import os
@@ -37,12 +38,15 @@ def test_a_file_in_the_way_is_named(tmp_path):
             check_output_path(str(tmp_path / "f" / "a" / "b"), "--out", **kw)
 
 
-@pytest.mark.parametrize("target, kw, want", [
-    ("r.json", {}, "no permission to write in its folder"),
-    ("a/r.json", {"make_folder": True}, "no permission to create its folder in"),
-    (".", {"directory": True}, "no permission to write in this directory"),
-    ("new", {"directory": True}, "no permission to create it in"),
-])
+@pytest.mark.parametrize(
+    "target, kw, want",
+    [
+        ("r.json", {}, "no permission to write in its folder"),
+        ("a/r.json", {"make_folder": True}, "no permission to create its folder in"),
+        (".", {"directory": True}, "no permission to write in this directory"),
+        ("new", {"directory": True}, "no permission to create it in"),
+    ],
+)
 def test_a_folder_without_write_permission_is_refused(tmp_path, monkeypatch, target, kw, want):
     # Root may write anywhere, so the permission answer is made up here.
     monkeypatch.setattr(os, "access", lambda p, mode: False)

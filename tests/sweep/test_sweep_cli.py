@@ -1,5 +1,6 @@
 """The sweep and report commands end to end, on the fake paths: dry run,
 shards merged equal to one run, refusals, reports, the chart and --suggest."""
+
 from __future__ import annotations
 
 import json
@@ -7,9 +8,9 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 
 import pytest
-
 import sweep_fakes as fk
 from sweep_fakes import cli
+
 from leverctl.bench.records.read import load_results, read_jsonl
 from leverctl.bench.records.rules import identity
 from leverctl.bench.records.schema import RESULTS_FILE
@@ -37,16 +38,18 @@ def snapshot(d: Path) -> dict[str, bytes]:
 
 
 def test_dry_run_json_has_kernels_levers_configurations_total_and_naive_total(fake, capsys, tmp_path):
-    code, out, _ = cli(["sweep", "-e", "metrale", "--no-env", "--dry-run", "--format", "json", "--out",
-                        tmp_path / "x"], capsys)
+    code, out, _ = cli(
+        ["sweep", "-e", "metrale", "--no-env", "--dry-run", "--format", "json", "--out", tmp_path / "x"], capsys
+    )
     doc = json.loads(out)
     assert code == 0 and not (tmp_path / "x").exists()
     assert [(k["kernel"], k["levers"], k["configurations"]) for k in doc["kernels"]] == [
         ("fake.gemv", ["gemv_sw"], 2),
         ("fake.ffn", ["decode_ffn_via_gemm", "decode_split_silu", "gemv_sw"], 8),
         ("fake.grouped", ["moe_prefill_exact_tiles", "moe_prefill_max_load_factor"], 9),
-        ("fake.verify", ["gdn_wy17", "gdn_wyn"], 4)]
-    assert doc["total"] == 46 and doc["naive_total"] > 10 ** 20
+        ("fake.verify", ["gdn_wy17", "gdn_wyn"], 4),
+    ]
+    assert doc["total"] == 46 and doc["naive_total"] > 10**20
     assert list(doc)[-3:] == ["total", "naive_total", "not_benchmarked"]
     assert fake["runs"] == 0
 
@@ -64,8 +67,10 @@ def test_dry_run_table_and_markdown_name_the_totals_and_idle_levers(fake, capsys
 
 
 def records_set(d: Path):
-    return sorted((identity(r), r["variant"], r["status"], json.dumps(r["levers"], sort_keys=True))
-                  for r in load_results(d).records)
+    return sorted(
+        (identity(r), r["variant"], r["status"], json.dumps(r["levers"], sort_keys=True))
+        for r in load_results(d).records
+    )
 
 
 def test_shards_merged_give_the_same_set_as_an_unsharded_run(fake, capsys, tmp_path):
@@ -75,8 +80,20 @@ def test_shards_merged_give_the_same_set_as_an_unsharded_run(fake, capsys, tmp_p
     for i in (1, 2, 3):
         code, _, err = cli([*base, "--shard", f"{i}/3", "--out", tmp_path / f"s{i}"], capsys)
         assert code in (0, 1), err
-    code, out, err = cli(["report", "merge", tmp_path / "s1", tmp_path / "s2", tmp_path / "s3",
-                          "--out", tmp_path / "merged", "-f", "json"], capsys)
+    code, out, err = cli(
+        [
+            "report",
+            "merge",
+            tmp_path / "s1",
+            tmp_path / "s2",
+            tmp_path / "s3",
+            "--out",
+            tmp_path / "merged",
+            "-f",
+            "json",
+        ],
+        capsys,
+    )
     assert code == 1 and "46 of 46 planned records" in err
     assert records_set(tmp_path / "merged") == records_set(tmp_path / "full")
     merged_plan = json.loads((tmp_path / "merged" / "plan.json").read_text())
@@ -97,8 +114,10 @@ def test_merge_refuses_results_of_another_catalog(fake, capsys, tmp_path):
     cat = tmp_path / "atlas-edited.toml"
     cat.write_text((ROOT / "leverctl" / "catalogs" / "atlas.toml").read_text() + "\n# edited\n")
     cli(["sweep", "--no-env", "--device", "sim", "--kernel", "fake.gemv", "--out", tmp_path / "a"], capsys)
-    cli(["sweep", "--no-env", "--catalog", cat, "--device", "sim", "--kernel", "fake.gemv", "--out",
-         tmp_path / "b"], capsys)
+    cli(
+        ["sweep", "--no-env", "--catalog", cat, "--device", "sim", "--kernel", "fake.gemv", "--out", tmp_path / "b"],
+        capsys,
+    )
     code, _, err = cli(["report", "merge", tmp_path / "a", tmp_path / "b", "--out", tmp_path / "m"], capsys)
     assert code == 2 and "different lever catalog" in err and len(err.strip().splitlines()) == 1
 
@@ -113,13 +132,16 @@ def test_merge_refuses_a_bench_document(fake, capsys, tmp_path):
 # ── bad input: one line, exit 2, nothing touched ────────────────────────────
 
 
-@pytest.mark.parametrize("args, message", [
-    (["--shard", "3/2"], "I must be between 1 and N"),
-    (["--shard", "x"], "write I/N"),
-    (["--levers", "nope"], "no such lever field"),
-    (["--format", "yaml"], "--format"),
-    (["--kernel", "fake.nothing"], "no such kernel path"),
-])
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["--shard", "3/2"], "I must be between 1 and N"),
+        (["--shard", "x"], "write I/N"),
+        (["--levers", "nope"], "no such lever field"),
+        (["--format", "yaml"], "--format"),
+        (["--kernel", "fake.nothing"], "no such kernel path"),
+    ],
+)
 def test_bad_sweep_input_is_one_line_exit_2(fake, capsys, tmp_path, args, message):
     code, out, err = cli(["sweep", "--no-env", "--device", "sim", "--out", tmp_path / "o", *args], capsys)
     assert code == 2 and message in err and len(err.strip().splitlines()) == 1
@@ -135,8 +157,9 @@ def test_resume_with_another_plan_is_refused_and_the_directory_untouched(fake, c
     code, _, err = cli(["sweep", "--no-env", "--device", "sim", "--kernel", "fake.gemv", "--out", out], capsys)
     assert code == 2 and "pass --resume" in err and snapshot(out) == before
     runs = fake["runs"]
-    code, _, err = cli(["sweep", "--no-env", "--device", "sim", "--kernel", "fake.gemv", "--out", out,
-                        "--resume"], capsys)
+    code, _, err = cli(
+        ["sweep", "--no-env", "--device", "sim", "--kernel", "fake.gemv", "--out", out, "--resume"], capsys
+    )
     assert code == 0 and fake["runs"] == runs and "4 on disk, 0 to run" in err
 
 
@@ -149,8 +172,9 @@ def test_a_simulator_sweep_reports_pass_and_fail_and_exits_1_on_a_failure(fake, 
     assert "fake simulator (correctness only, no timings): 38 pass, 8 fail of 46 planned" in out
     assert "Failing configurations (never ranked):" in out and "gemm" in out
     assert "simulated runs: configurations choosing the same variant share one" in err
-    code, out, _ = cli(["sweep", "--no-env", "--device", "sim", "--kernel", "fake.verify", "--out",
-                        tmp_path / "ok"], capsys)
+    code, out, _ = cli(
+        ["sweep", "--no-env", "--device", "sim", "--kernel", "fake.verify", "--out", tmp_path / "ok"], capsys
+    )
     assert code == 0 and "8 pass, 0 fail" in out
 
 
@@ -170,8 +194,11 @@ def test_a_gpu_sweep_ranks_and_charts_the_lever_effects(fake_gpu, capsys, tmp_pa
     code, _, err = cli(["report", "plot", tmp_path / "o", "--out", tmp_path / "effects.svg"], capsys)
     assert code == 0
     svg = ET.parse(tmp_path / "effects.svg").getroot()
-    bars = [e for e in svg.iter("{http://www.w3.org/2000/svg}rect") if e.find("{http://www.w3.org/2000/svg}title")
-            is not None]
+    bars = [
+        e
+        for e in svg.iter("{http://www.w3.org/2000/svg}rect")
+        if e.find("{http://www.w3.org/2000/svg}title") is not None
+    ]
     assert len(bars) == len(doc["effects"]) > 0
     assert "gemv_sw on" in (tmp_path / "effects.svg").read_text()
 
@@ -189,8 +216,10 @@ def test_plot_refuses_png_and_untimed_results_in_one_line(fake, capsys, tmp_path
 
 def test_suggest_writes_a_recipe_extending_the_swept_one_that_resolves_to_the_winners(fake_gpu, capsys, tmp_path):
     parent = tmp_path / "slow.toml"
-    parent.write_text(f'extends = "{ROOT / "recipes" / "atlas-defaults.toml"}"\n'
-                      '[levers]\nATLAS_NO_GEMV_SW = "1"\nATLAS_GDN_WY17 = "0"\n')
+    parent.write_text(
+        f'extends = "{ROOT / "recipes" / "atlas-defaults.toml"}"\n'
+        '[levers]\nATLAS_NO_GEMV_SW = "1"\nATLAS_GDN_WY17 = "0"\n'
+    )
     out = tmp_path / "tuned" / "fast.toml"
     out.parent.mkdir()
     code, _, err = cli(["sweep", "--no-env", "--recipe", parent, "--out", tmp_path / "o", "--suggest", out], capsys)
@@ -203,8 +232,9 @@ def test_suggest_writes_a_recipe_extending_the_swept_one_that_resolves_to_the_wi
 
 
 def test_suggest_is_refused_up_front_in_the_simulator_and_never_overwrites(fake, capsys, tmp_path):
-    code, _, err = cli(["sweep", "--no-env", "--device", "sim", "--out", tmp_path / "o", "--suggest",
-                        tmp_path / "s.toml"], capsys)
+    code, _, err = cli(
+        ["sweep", "--no-env", "--device", "sim", "--out", tmp_path / "o", "--suggest", tmp_path / "s.toml"], capsys
+    )
     assert code == 2 and "simulator has none" in err and not (tmp_path / "o").exists()
     (tmp_path / "s.toml").write_text("# mine\n")
     code, _, err = cli(["sweep", "--no-env", "--out", tmp_path / "o", "--suggest", tmp_path / "s.toml"], capsys)
@@ -258,9 +288,22 @@ def test_a_lost_gpu_context_stops_the_sweep_instead_of_failing_every_later_item(
 
 
 def test_report_show_reads_a_bench_document(capsys, tmp_path):
-    doc = {"schema": "leverctl.bench/1", "engine": "atlas", "device": {"kind": "sim", "name": "sim"},
-           "results": [{"kernel": "w4a16.gemv", "variant": "gemv_sw", "levers": {"gemv_sw": True},
-                        "config": "gemv_sw=1", "shape": {"label": "m1"}, "status": "pass", "timing": None}]}
+    doc = {
+        "schema": "leverctl.bench/1",
+        "engine": "atlas",
+        "device": {"kind": "sim", "name": "sim"},
+        "results": [
+            {
+                "kernel": "w4a16.gemv",
+                "variant": "gemv_sw",
+                "levers": {"gemv_sw": True},
+                "config": "gemv_sw=1",
+                "shape": {"label": "m1"},
+                "status": "pass",
+                "timing": None,
+            }
+        ],
+    }
     (tmp_path / "b.json").write_text(json.dumps(doc))
     code, out, _ = cli(["report", "show", tmp_path / "b.json"], capsys)
     assert code == 0 and "1 pass, 0 fail" in out and "w4a16.gemv" in out
@@ -276,16 +319,19 @@ def test_repeated_records_are_counted_once_with_a_warning_by_report_merge_and_re
     lines = results.read_bytes().splitlines(keepends=True)
     results.write_bytes(b"".join(lines + lines[:2]))
     n = len(lines)
-    warning = (f"leverctl: warning: {out}: 2 record(s) repeat an earlier one's kernel, shape and levers "
-               f"(line {n + 1}, line {n + 2}); each counted once, the later kept")
+    warning = (
+        f"leverctl: warning: {out}: 2 record(s) repeat an earlier one's kernel, shape and levers "
+        f"(line {n + 1}, line {n + 2}); each counted once, the later kept"
+    )
     code, js, err = cli(["report", "show", out, "-f", "json"], capsys)
     assert code == 0 and json.loads(js)["counts"]["records"] == n and warning in err.splitlines()
     code, _, err = cli(["report", "merge", out, "--out", tmp_path / "m"], capsys)
     assert code == 0 and warning in err.splitlines()
     assert len(read_jsonl(tmp_path / "m" / RESULTS_FILE).records) == n
     assert (tmp_path / "m" / RESULTS_FILE).read_bytes().count(b"\n") == n  # merged: each once
-    code, _, err = cli(["sweep", "--no-env", "--shapes", "smoke", "--kernel", "fake.gemv", "--out", out,
-                        "--resume"], capsys)
+    code, _, err = cli(
+        ["sweep", "--no-env", "--shapes", "smoke", "--kernel", "fake.gemv", "--out", out, "--resume"], capsys
+    )
     assert code == 0 and f"{n} on disk, 0 to run" in err and "record(s) repeat an earlier one's" in err
 
 

@@ -1,5 +1,6 @@
 """compare: verdicts at the edges of the noise, status changes, devices and
 the exit codes CI gates on."""
+
 from __future__ import annotations
 
 import json
@@ -17,16 +18,35 @@ from leverctl.bench.records.schema import PLAN_FILE, PLAN_SCHEMA, RESULTS_FILE, 
 from leverctl.errors import UserError
 
 
-def rec(us=None, *, spread=0.02, status="pass", kernel="w4a16.gemv", variant="gemv_sw", config="gemv_sw=1",
-        shape="m1-n37-k264", device="NVIDIA H200", noise_only=False):
+def rec(
+    us=None,
+    *,
+    spread=0.02,
+    status="pass",
+    kernel="w4a16.gemv",
+    variant="gemv_sw",
+    config="gemv_sw=1",
+    shape="m1-n37-k264",
+    device="NVIDIA H200",
+    noise_only=False,
+):
     timing = None
     if us is not None:
         half = us * spread / 2
         timing = {"median_us": us, "samples": 100, "noise": spread, "stopped_by": "noise"}
         if not noise_only:
             timing.update(p20_us=us - half, p80_us=us + half)
-    return {"kernel": kernel, "variant": variant, "levers": {"gemv_sw": True}, "config": config,
-            "shape": {"label": shape}, "status": status, "note": "", "timing": timing, "device": device}
+    return {
+        "kernel": kernel,
+        "variant": variant,
+        "levers": {"gemv_sw": True},
+        "config": config,
+        "shape": {"label": shape},
+        "status": status,
+        "note": "",
+        "timing": timing,
+        "device": device,
+    }
 
 
 def run(*records, kind="gpu", name="NVIDIA H200", source="base.json"):
@@ -42,19 +62,22 @@ def one(base, new, threshold=5.0):
 # ── the rule, at its edges ───────────────────────────────────────────────────
 
 
-@pytest.mark.parametrize("base, new, b_spread, n_spread, want", [
-    (100.0, 104.99, 0.02, 0.02, "SAME"),    # below the threshold
-    (100.0, 105.0, 0.02, 0.02, "SAME"),     # exactly at the threshold: not beyond it
-    (100.0, 105.5, 0.02, 0.02, "SLOWER"),   # beyond threshold and noise
-    (100.0, 94.0, 0.02, 0.02, "FASTER"),
-    (100.0, 108.0, 0.08, 0.02, "SAME"),     # exactly at the noise: inside it
-    (100.0, 108.0, 0.02, 0.08, "SAME"),     # either side's noise counts
-    (100.0, 108.5, 0.08, 0.02, "SLOWER"),   # beyond the noise (8 % <= 2 x threshold)
-    (100.0, 110.0, 0.10, 0.10, "SAME"),     # at 2 x threshold the noise still hides it
-    (100.0, 115.0, 0.12, 0.02, "NOISY"),    # spread above 2 x threshold: cannot tell
-    (100.0, 80.0, 0.12, 0.12, "NOISY"),
-    (100.0, 100.0, 0.50, 0.50, "SAME"),
-])
+@pytest.mark.parametrize(
+    "base, new, b_spread, n_spread, want",
+    [
+        (100.0, 104.99, 0.02, 0.02, "SAME"),  # below the threshold
+        (100.0, 105.0, 0.02, 0.02, "SAME"),  # exactly at the threshold: not beyond it
+        (100.0, 105.5, 0.02, 0.02, "SLOWER"),  # beyond threshold and noise
+        (100.0, 94.0, 0.02, 0.02, "FASTER"),
+        (100.0, 108.0, 0.08, 0.02, "SAME"),  # exactly at the noise: inside it
+        (100.0, 108.0, 0.02, 0.08, "SAME"),  # either side's noise counts
+        (100.0, 108.5, 0.08, 0.02, "SLOWER"),  # beyond the noise (8 % <= 2 x threshold)
+        (100.0, 110.0, 0.10, 0.10, "SAME"),  # at 2 x threshold the noise still hides it
+        (100.0, 115.0, 0.12, 0.02, "NOISY"),  # spread above 2 x threshold: cannot tell
+        (100.0, 80.0, 0.12, 0.12, "NOISY"),
+        (100.0, 100.0, 0.50, 0.50, "SAME"),
+    ],
+)
 def test_the_noise_rule(base, new, b_spread, n_spread, want):
     got, _change = verdict(base, new, b_spread, n_spread, 5.0)
     assert got == want
@@ -80,8 +103,9 @@ def test_a_change_beyond_twice_even_a_large_noise_is_slower_not_noisy():
 @pytest.mark.parametrize("spread", [0.01, 0.3, 0.9])
 def test_one_kernel_three_times_slower_fails_the_gate_however_noisy(spread):
     base = run(rec(100.0, spread=spread), rec(40.0, config="gemv_sw=0", variant="gemv_64t", spread=spread))
-    new = run(rec(300.0, spread=spread), rec(40.0, config="gemv_sw=0", variant="gemv_64t", spread=spread),
-              source="new.json")
+    new = run(
+        rec(300.0, spread=spread), rec(40.0, config="gemv_sw=0", variant="gemv_64t", spread=spread), source="new.json"
+    )
     c = compare(base, new)
     assert [(e.config, e.verdict) for e in c.entries] == [("gemv_sw=1", "SLOWER"), ("gemv_sw=0", "SAME")]
     assert c.exit_code == 1
@@ -102,10 +126,19 @@ def test_the_threshold_option_moves_the_edge():
 
 
 def test_status_changes_come_first_and_a_new_failure_gates():
-    base = run(rec(100.0), rec(100.0, config="gemv_sw=0", variant="gemv_64t"),
-               rec(None, status="fail", config="x=1"), rec(None, status="fail", config="x=0"))
-    new = run(rec(130.0), rec(None, status="fail", config="gemv_sw=0", variant="gemv_64t"),
-              rec(100.0, config="x=1"), rec(None, status="fail", config="x=0"), source="new.json")
+    base = run(
+        rec(100.0),
+        rec(100.0, config="gemv_sw=0", variant="gemv_64t"),
+        rec(None, status="fail", config="x=1"),
+        rec(None, status="fail", config="x=0"),
+    )
+    new = run(
+        rec(130.0),
+        rec(None, status="fail", config="gemv_sw=0", variant="gemv_64t"),
+        rec(100.0, config="x=1"),
+        rec(None, status="fail", config="x=0"),
+        source="new.json",
+    )
     c = compare(base, new)
     assert [e.verdict for e in c.entries] == ["NEW FAIL", "SLOWER", "STILL FAILS", "FIXED"]
     assert c.exit_code == 1
@@ -125,8 +158,9 @@ def test_a_fix_alone_does_not_gate_and_entries_on_one_side_are_listed():
 
 def test_simulator_runs_compare_statuses_only_and_say_so():
     sim = dict(kind="sim", name="Numba CUDA simulator")
-    c = compare(run(rec(None), rec(None, config="b=1"), **sim),
-                run(rec(None), rec(None, config="b=1", status="fail"), **sim))
+    c = compare(
+        run(rec(None), rec(None, config="b=1"), **sim), run(rec(None), rec(None, config="b=1", status="fail"), **sim)
+    )
     assert not c.timed and any("statuses compared only" in n for n in c.notes)
     assert [e.verdict for e in c.entries] == ["NEW FAIL", "PASS"] and c.exit_code == 1
 
@@ -145,8 +179,12 @@ def test_different_devices_are_refused_unless_allowed_and_the_reason_given():
 
 
 def bench_doc(*records, name="NVIDIA H200", kind="gpu"):
-    return {"schema": "leverctl.bench/1", "engine": "atlas", "device": {"kind": kind, "name": name},
-            "results": list(records)}
+    return {
+        "schema": "leverctl.bench/1",
+        "engine": "atlas",
+        "device": {"kind": kind, "name": name},
+        "results": list(records),
+    }
 
 
 def write(tmp_path: Path, name: str, doc) -> str:
@@ -208,13 +246,16 @@ def test_runs_with_nothing_in_common_fail_even_with_allow_missing():
 
 
 @pytest.mark.parametrize("side", ["base", "new"])
-@pytest.mark.parametrize("timing, why", [
-    (None, "no timing"),
-    ({"median_us": float("nan")}, "median_us is NaN"),
-    ({"median_us": float("inf")}, "median_us is infinite"),
-    ({"median_us": -4.0}, "median_us is negative"),
-    ({"median_us": 4.0, "p80_us": float("nan")}, "p80_us is NaN"),
-])
+@pytest.mark.parametrize(
+    "timing, why",
+    [
+        (None, "no timing"),
+        ({"median_us": float("nan")}, "median_us is NaN"),
+        ({"median_us": float("inf")}, "median_us is infinite"),
+        ({"median_us": -4.0}, "median_us is negative"),
+        ({"median_us": 4.0, "p80_us": float("nan")}, "p80_us is NaN"),
+    ],
+)
 def test_a_pair_whose_timing_is_unusable_on_either_side_is_a_failure_not_a_status_only_pass(side, timing, why):
     bad = rec(100.0)
     bad["timing"] = timing
@@ -245,8 +286,10 @@ def test_the_summary_says_what_was_matched_and_what_was_not():
     line = summary_line(compare(run(rec(100.0), rec(9.0, config="gone=1")), run(rec(100.0), source="n")))
     assert line.startswith("FAILED: 1 matched (1 SAME); 1 only in BASE (missing from NEW)")
     none = summary_line(compare(run(rec(1.0, kernel="a")), run(rec(1.0, kernel="b"), source="n"), allow_missing=True))
-    assert none == ("FAILED: 0 matched; 1 only in BASE (missing from NEW, allowed by --allow-missing); "
-                    "1 only in NEW [fails on: nothing in common]")
+    assert none == (
+        "FAILED: 0 matched; 1 only in BASE (missing from NEW, allowed by --allow-missing); "
+        "1 only in NEW [fails on: nothing in common]"
+    )
     ok = summary_line(compare(run(rec(100.0)), run(rec(100.0), source="n")))
     assert ok.startswith("no regression: 1 matched (1 SAME); 0 only in BASE; 0 only in NEW") and "fails on" not in ok
 
@@ -298,6 +341,7 @@ def _usual_record(rng) -> dict:
     """Mostly what a GPU sweep writes (a passing record, four float timing
     figures), now and then not (a failure, a figure missing, None, negative
     or an int, no timing, the simulator's name)."""
+
     def figure():
         roll = rng.random()
         return rng.uniform(0.001, 1e4) if roll < 0.9 else rng.choice([None, -1.0, 7, 0.0])
@@ -306,10 +350,17 @@ def _usual_record(rng) -> dict:
     for k in ("p20_us", "p80_us", "noise"):
         if rng.random() < 0.1:
             del timing[k]
-    return {"kernel": "k", "variant": rng.choice("ab"), "levers": {}, "config": "", "shape": {"label": "s"},
-            "note": "", "status": "pass" if rng.random() < 0.9 else "fail",
-            "timing": timing if rng.random() < 0.95 else None,
-            "device": "H200" if rng.random() < 0.95 else SIM_NAME}
+    return {
+        "kernel": "k",
+        "variant": rng.choice("ab"),
+        "levers": {},
+        "config": "",
+        "shape": {"label": "s"},
+        "note": "",
+        "status": "pass" if rng.random() < 0.9 else "fail",
+        "timing": timing if rng.random() < 0.95 else None,
+        "device": "H200" if rng.random() < 0.95 else SIM_NAME,
+    }
 
 
 def test_compares_arrays_for_two_timed_gpu_records_give_the_general_verdict():
@@ -332,17 +383,35 @@ def test_compares_arrays_for_two_timed_gpu_records_give_the_general_verdict():
         tables = Tables()
         B, N = of_dicts([b], tables), of_dicts([n], tables)
         (got,) = cmp.Entries.of_pairs(B, N, at, at, threshold, kinds)
-        took += bool(B.passed[0] and N.passed[0] and B.timed[0] and N.timed[0] and B.ran_on_gpu(at, kinds[0])[0]
-                     and N.ran_on_gpu(at, kinds[1])[0])
+        took += bool(
+            B.passed[0]
+            and N.passed[0]
+            and B.timed[0]
+            and N.timed[0]
+            and B.ran_on_gpu(at, kinds[0])[0]
+            and N.ran_on_gpu(at, kinds[1])[0]
+        )
         assert got == cmp._entry(b, n, threshold, kinds), (b, n, kinds)
     assert took > 500  # the arrays judged many
 
 
 def _sweep_dir(d: Path, records: list[dict], kind="gpu", name="NVIDIA H200") -> Path:
     d.mkdir()
-    write_plan(d / PLAN_FILE, {"schema": PLAN_SCHEMA, "hash": "0123456789abcdef", "engine": "atlas",
-                               "catalog": {"digest": "c" * 64}, "device": {"kind": kind, "name": name},
-                               "shard": None, "kernels": [], "not_benchmarked": [], "total": 6, "items": []})
+    write_plan(
+        d / PLAN_FILE,
+        {
+            "schema": PLAN_SCHEMA,
+            "hash": "0123456789abcdef",
+            "engine": "atlas",
+            "catalog": {"digest": "c" * 64},
+            "device": {"kind": kind, "name": name},
+            "shard": None,
+            "kernels": [],
+            "not_benchmarked": [],
+            "total": 6,
+            "items": [],
+        },
+    )
     (d / RESULTS_FILE).write_text("".join(json.dumps(r) + "\n" for r in records))
     return d
 
@@ -354,13 +423,22 @@ def _record_by_record(b, n, threshold):
 
     kinds = (b.device_kind, n.device_kind)
     new = {identity(r): r for r in whole_records(n, n.source)}
-    entries = [cmp._entry(r, new[identity(r)], threshold, kinds) for r in whole_records(b, b.source)
-               if identity(r) in new]
+    entries = [
+        cmp._entry(r, new[identity(r)], threshold, kinds) for r in whole_records(b, b.source) if identity(r) in new
+    ]
     return sorted(entries, key=lambda e: (cmp.VERDICTS.index(e.verdict), e.kernel, e.shape, e.config))
 
 
-@pytest.mark.parametrize("kind, name, mixed", [("gpu", "NVIDIA H200", False), ("gpu", None, False),
-                                               ("sim", None, False), (None, None, True), ("gpu", None, True)])
+@pytest.mark.parametrize(
+    "kind, name, mixed",
+    [
+        ("gpu", "NVIDIA H200", False),
+        ("gpu", None, False),
+        ("sim", None, False),
+        (None, None, True),
+        ("gpu", None, True),
+    ],
+)
 def test_compare_on_columns_gives_each_pair_its_verdict_record_by_record(tmp_path, kind, name, mixed):
     """compare_paths judges the usual pairs on arrays and the rest record by
     record: every entry is the one ``_entry`` gives the pair read whole;
@@ -376,15 +454,25 @@ def test_compare_on_columns_gives_each_pair_its_verdict_record_by_record(tmp_pat
         out = []
         for i in range(60):
             us, half = rng.uniform(5, 50) * scale, rng.uniform(0.001, 0.08)
-            rec = {"kernel": "k", "variant": rng.choice("ab"), "levers": {"x": i}, "config": f"x={i}",
-                   "shape": {"label": f"s{i % 3}"}, "status": "pass" if rng.random() < 0.9 else "fail",
-                   "note": "", "device": device,
-                   "timing": {"median_us": us, "p20_us": us * (1 - half), "p80_us": us * (1 + half),
-                              "noise": 0.01} if kind == "gpu" else None}
+            rec = {
+                "kernel": "k",
+                "variant": rng.choice("ab"),
+                "levers": {"x": i},
+                "config": f"x={i}",
+                "shape": {"label": f"s{i % 3}"},
+                "status": "pass" if rng.random() < 0.9 else "fail",
+                "note": "",
+                "device": device,
+                "timing": {"median_us": us, "p20_us": us * (1 - half), "p80_us": us * (1 + half), "noise": 0.01}
+                if kind == "gpu"
+                else None,
+            }
             if mixed:  # now and then a figure missing, an int, the simulator's name, no timing...
                 rec.update({k: v for k, v in _usual_record(rng).items() if k in ("timing", "device", "status")})
-                if rec["timing"] and (rec["timing"]["median_us"] is None or any(
-                        v is not None and (v <= 0 if k == "median_us" else v < 0) for k, v in rec["timing"].items())):
+                if rec["timing"] and (
+                    rec["timing"]["median_us"] is None
+                    or any(v is not None and (v <= 0 if k == "median_us" else v < 0) for k, v in rec["timing"].items())
+                ):
                     rec["timing"] = None
                 if kind == "gpu" and rec["status"] == "pass" and not rec["timing"]:
                     rec["device"] = SIM_NAME

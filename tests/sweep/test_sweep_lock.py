@@ -1,6 +1,7 @@
 """One sweep per directory: a second sweep (new or --resume) into a
 directory another is writing is refused at once, naming the first's pid; a
 sweep that dies leaves no stale lock. Real processes, as in production."""
+
 from __future__ import annotations
 
 import os
@@ -22,8 +23,9 @@ ROOT = HERE.parents[1]
 
 def _cli(*args, env_extra=None):
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(HERE), str(ROOT)]), **(env_extra or {})}
-    return subprocess.Popen([sys.executable, str(HERE / "sweep_fakes.py"), *args], env=env,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    return subprocess.Popen(
+        [sys.executable, str(HERE / "sweep_fakes.py"), *args], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE
+    )
 
 
 def _lines(path: Path) -> int:
@@ -34,7 +36,8 @@ def _lines(path: Path) -> int:
 
 
 def test_a_second_sweep_into_a_directory_being_written_exits_2_naming_the_first_and_a_killed_one_leaves_no_lock(
-        tmp_path):
+    tmp_path,
+):
     out = tmp_path / "sweep"
     args = ["sweep", "-e", "metrale", "--no-env", "--device", "gpu", "--out", str(out), "--format", "json"]
     # Slow enough that the first is still writing while two more processes
@@ -54,8 +57,10 @@ def test_a_second_sweep_into_a_directory_being_written_exits_2_naming_the_first_
             err = stderr.decode().splitlines()
             assert second.returncode == 2, err
             assert stdout == b"" and len(err) == 1, err
-            assert err[0] == (f"leverctl: {out}: another sweep (pid {first.pid}) is writing this directory; "
-                              "wait for it to end, or choose another --out")
+            assert err[0] == (
+                f"leverctl: {out}: another sweep (pid {first.pid}) is writing this directory; "
+                "wait for it to end, or choose another --out"
+            )
             assert results.read_bytes().startswith(before)  # the second wrote nothing
     finally:
         first.send_signal(signal.SIGKILL)

@@ -1,5 +1,6 @@
 """The sweep plan: which levers are combined, how many configurations, the
 hash, and the shards."""
+
 from __future__ import annotations
 
 import json
@@ -7,8 +8,8 @@ import math
 from pathlib import Path
 
 import pytest
-
 import sweep_fakes as fk
+
 from leverctl.bench import sweep as sw
 from leverctl.errors import UserError
 from leverctl.levers import load_catalog, load_recipe, resolve
@@ -72,7 +73,7 @@ def test_atlas_plan_counts_combine_only_the_levers_each_path_declares():
     assert p.total == len(p.items) == 20
     # The naive product: every Atlas lever's values, for every path and shape.
     per = math.prod(len(sw.sweep_values(lv, lv.default)) for lv in ATLAS.levers.values())
-    assert per == 2 ** 17 * 3 * 3  # 17 on/off levers, shadow_topk, the drafter (config: 1 value)
+    assert per == 2**17 * 3 * 3  # 17 on/off levers, shadow_topk, the drafter (config: 1 value)
     assert p.naive_total == per * 6
 
 
@@ -125,8 +126,10 @@ def test_the_plan_hash_is_deterministic_and_covers_what_identifies_a_plan():
     assert a.hash == b.hash and len(a.hash) == 16
     assert plan(ATLAS, preset="model").hash != a.hash
     assert plan(ATLAS, only_levers=["gemv_sw"]).hash != a.hash
-    assert plan(ATLAS, sets=[("ATLAS_GDN_WYN", "0")], only_levers=["gdn_wy17"]).hash != \
-        plan(ATLAS, only_levers=["gdn_wy17"]).hash
+    assert (
+        plan(ATLAS, sets=[("ATLAS_GDN_WYN", "0")], only_levers=["gdn_wy17"]).hash
+        != plan(ATLAS, only_levers=["gdn_wy17"]).hash
+    )
     assert plan(METRALE, paths=[fk.gemv_path()]).hash != plan(ATLAS, paths=[fk.gemv_path()]).hash
     assert all(i.plan == a.hash and i.catalog == ATLAS.digest[:16] for i in a.items)
 
@@ -138,7 +141,8 @@ def test_a_shards_plan_json_lists_its_own_items_by_place_and_the_recipes_configu
     assert doc["hash"] == p.hash and doc["shard"] == {"index": 1, "count": 2, "items": len(mine)}
     assert doc["total"] == p.total and 0 < len(mine) < p.total
     assert [(i["kernel"], i["shape"], i["config"]) for i in doc["items"]] == [
-        (i.kernel, i.shape.label, i.config) for i in mine]
+        (i.kernel, i.shape.label, i.config) for i in mine
+    ]
     assert [p.items[i["n"]].config for i in doc["items"]] == [i["config"] for i in doc["items"]]
     other = p.plan_json({"kind": "sim", "name": "x"}, (2, 2))
     assert sorted(i["n"] for i in doc["items"] + other["items"]) == list(range(p.total))

@@ -1,5 +1,6 @@
 """Rankings, lever effects, the winning levers, and the recipe that
 reproduces them under each lever's own rule."""
+
 from __future__ import annotations
 
 import json
@@ -8,10 +9,10 @@ import statistics
 from pathlib import Path
 
 import pytest
+import sweep_fakes as fk
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-import sweep_fakes as fk
 from leverctl.bench import rank as rk
 from leverctl.bench import sweep as sw
 from leverctl.bench.plan import lever_json
@@ -101,10 +102,16 @@ def all_sweep_values(catalog, base):
             yield f, lever_json(v)
 
 
-@pytest.mark.parametrize("engine, recipe", [
-    ("atlas", "atlas-defaults.toml"), ("atlas", "llama-3.1-8b-atlas.toml"),
-    ("metrale", "metrale-defaults.toml"), ("metrale", "qwen3-next-80b-a3b-metrale.toml"), ("metrale", None),
-])
+@pytest.mark.parametrize(
+    "engine, recipe",
+    [
+        ("atlas", "atlas-defaults.toml"),
+        ("atlas", "llama-3.1-8b-atlas.toml"),
+        ("metrale", "metrale-defaults.toml"),
+        ("metrale", "qwen3-next-80b-a3b-metrale.toml"),
+        ("metrale", None),
+    ],
+)
 def test_every_swept_value_of_every_lever_is_reproduced_by_the_written_recipe(tmp_path, engine, recipe):
     catalog = load_catalog(engine)
     parent = ROOT / "recipes" / recipe if recipe else None
@@ -119,27 +126,46 @@ def test_every_swept_value_of_every_lever_is_reproduced_by_the_written_recipe(tm
 
 def test_the_written_recipe_uses_each_rules_own_strings_and_extends_the_swept_one(tmp_path):
     parent = ROOT / "recipes" / "llama-3.1-8b-atlas.toml"  # sets ATLAS_DECODE_FFN_VIA_GEMM=1
-    wanted = {"gemv_sw": False, "gdn_wy17": False, "bf16_tc_proj": True, "decode_ffn_via_gemm": False,
-              "gdn_batched_fla": True, "max_decode_seqs": 1}
+    wanted = {
+        "gemv_sw": False,
+        "gdn_wy17": False,
+        "bf16_tc_proj": True,
+        "decode_ffn_via_gemm": False,
+        "gdn_batched_fla": True,
+        "max_decode_seqs": 1,
+    }
     out, doc = write_suggestion(tmp_path, ATLAS, parent, wanted)
     assert not Path(doc["extends"]).is_absolute()
     assert (out.parent / doc["extends"]).resolve() == parent.resolve()
-    assert doc["levers"] == {"ATLAS_NO_GEMV_SW": "1", "ATLAS_GDN_WY17": "0", "ATLAS_BF16_TC_PROJ": "1",
-                             "ATLAS_GDN_BATCHED_FLA": "1"}
+    assert doc["levers"] == {
+        "ATLAS_NO_GEMV_SW": "1",
+        "ATLAS_GDN_WY17": "0",
+        "ATLAS_BF16_TC_PROJ": "1",
+        "ATLAS_GDN_BATCHED_FLA": "1",
+    }
     assert doc["unset"] == ["ATLAS_DECODE_FFN_VIA_GEMM"]  # dropped to get the default (off)
     assert doc["serve"] == {"max_batch_size": 1}
 
 
 def test_metrale_presence_kill_drafter_build_default_and_counts(tmp_path):
     parent = ROOT / "recipes" / "metrale-defaults.toml"
-    wanted = {"ffn_nvfp4_mmq": False, "decode_split_silu": False, "moe_prefill_exact_tiles": False,
-              "moe_prefill_max_load_factor": 4, "drafter": {"prefill": True, "carry": False},
-              "moe_fp8_grouped_decode_target": True}
+    wanted = {
+        "ffn_nvfp4_mmq": False,
+        "decode_split_silu": False,
+        "moe_prefill_exact_tiles": False,
+        "moe_prefill_max_load_factor": 4,
+        "drafter": {"prefill": True, "carry": False},
+        "moe_fp8_grouped_decode_target": True,
+    }
     out, doc = write_suggestion(tmp_path, METRALE, parent, wanted)
-    assert doc["levers"] == {"METRALE_NO_FFN_NVFP4_MMQ": "1", "METRALE_NO_DECODE_SPLIT_SILU": "1",
-                             "METRALE_MOE_PREFILL_EXACT_TILES": "0", "METRALE_MOE_PREFILL_MAX_LOAD_FACTOR": "4",
-                             "METRALE_MTP_DRAFTER_CONTEXT_PREFILL_ONLY_UNSAFE": "1",
-                             "METRALE_FP8_MOE_GROUPED_DECODE": "1"}
+    assert doc["levers"] == {
+        "METRALE_NO_FFN_NVFP4_MMQ": "1",
+        "METRALE_NO_DECODE_SPLIT_SILU": "1",
+        "METRALE_MOE_PREFILL_EXACT_TILES": "0",
+        "METRALE_MOE_PREFILL_MAX_LOAD_FACTOR": "4",
+        "METRALE_MTP_DRAFTER_CONTEXT_PREFILL_ONLY_UNSAFE": "1",
+        "METRALE_FP8_MOE_GROUPED_DECODE": "1",
+    }
     got = resolve(METRALE, recipe=load_recipe(out), env={}).values()
     assert {f: value_json(got[f]) for f in wanted} == wanted
 
@@ -178,28 +204,49 @@ def _effects_by_definition(records, plan):
                 for a in recs:  # the last record of a setting wins, as in the report
                     if lever in a["levers"]:
                         last[(json.dumps(rest(a), sort_keys=True), rk.canon(a["levers"][lever]))] = a
-                ratios = [median_us(last[(s, rk.canon(ref))]) / median_us(b)
-                          for (s, c), b in last.items() if c == rk.canon(v) and (s, rk.canon(ref)) in last]
+                ratios = [
+                    median_us(last[(s, rk.canon(ref))]) / median_us(b)
+                    for (s, c), b in last.items()
+                    if c == rk.canon(v) and (s, rk.canon(ref)) in last
+                ]
                 if ratios:
                     out[(kernel, shape, lever, rk.canon(v))] = (statistics.median(ratios), len(ratios), rk.canon(ref))
     return out
 
 
-lever_sets = st.dictionaries(st.sampled_from(["a", "b", "c", "d"]),
-                             st.one_of(st.booleans(), st.integers(0, 3), st.none()), min_size=1, max_size=4)
+lever_sets = st.dictionaries(
+    st.sampled_from(["a", "b", "c", "d"]),
+    st.one_of(st.booleans(), st.integers(0, 3), st.none()),
+    min_size=1,
+    max_size=4,
+)
 
 
 @settings(max_examples=200, deadline=None)
-@given(st.lists(st.tuples(lever_sets, st.sampled_from(["s1", "s2"]), st.floats(0.5, 50), st.booleans()),
-                min_size=1, max_size=40),
-       st.booleans())
+@given(
+    st.lists(
+        st.tuples(lever_sets, st.sampled_from(["s1", "s2"]), st.floats(0.5, 50), st.booleans()), min_size=1, max_size=40
+    ),
+    st.booleans(),
+)
 def test_a_levers_effect_is_the_median_over_every_pair_differing_in_it_alone(rows, with_plan):
-    records = [{"kernel": "k", "variant": "v", "levers": lv, "config": json.dumps(lv, sort_keys=True),
-                "shape": {"label": shape}, "status": "pass" if ok else "fail", "timing": {"median_us": us}}
-               for lv, shape, us, ok in rows]
+    records = [
+        {
+            "kernel": "k",
+            "variant": "v",
+            "levers": lv,
+            "config": json.dumps(lv, sort_keys=True),
+            "shape": {"label": shape},
+            "status": "pass" if ok else "fail",
+            "timing": {"median_us": us},
+        }
+        for lv, shape, us, ok in rows
+    ]
     plan = {"kernels": [{"kernel": "k", "levers": ["a", "b", "c"], "recipe_levers": {"b": 2}}]} if with_plan else None
-    got = {(e.kernel, e.shape, e.lever, rk.canon(e.value)): (e.speedup, e.pairs, rk.canon(e.reference))
-           for e in rk.lever_effects(records, plan)}
+    got = {
+        (e.kernel, e.shape, e.lever, rk.canon(e.value)): (e.speedup, e.pairs, rk.canon(e.reference))
+        for e in rk.lever_effects(records, plan)
+    }
     want = _effects_by_definition(records, plan)
     assert got.keys() == want.keys()
     for key, (speedup, pairs, ref) in want.items():
@@ -211,10 +258,28 @@ def test_effects_pair_records_of_many_levers_without_overflow():
     labels the settings instead, with the same answer."""
     fields = [f"f{i}" for i in range(70)]
     base = {f: False for f in fields}
-    records = [{"kernel": "k", "variant": "v", "levers": base, "config": "base", "shape": {"label": "s"},
-                "status": "pass", "timing": {"median_us": 10.0}}]
+    records = [
+        {
+            "kernel": "k",
+            "variant": "v",
+            "levers": base,
+            "config": "base",
+            "shape": {"label": "s"},
+            "status": "pass",
+            "timing": {"median_us": 10.0},
+        }
+    ]
     for i, f in enumerate(fields):
-        records.append({"kernel": "k", "variant": "v", "levers": {**base, f: True}, "config": f,
-                        "shape": {"label": "s"}, "status": "pass", "timing": {"median_us": 10.0 / (1 + i)}})
+        records.append(
+            {
+                "kernel": "k",
+                "variant": "v",
+                "levers": {**base, f: True},
+                "config": f,
+                "shape": {"label": "s"},
+                "status": "pass",
+                "timing": {"median_us": 10.0 / (1 + i)},
+            }
+        )
     got = {e.lever: (e.speedup, e.pairs) for e in rk.lever_effects(records)}
     assert got == {f: (pytest.approx(1.0 + i), 1) for i, f in enumerate(fields)}

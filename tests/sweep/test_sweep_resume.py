@@ -1,6 +1,7 @@
 """Resume and the kill test: an interrupted sweep keeps every finished
 record, and --resume runs the rest exactly once (the records' own reading
 and checks: tests/bench/records)."""
+
 from __future__ import annotations
 
 import json
@@ -13,8 +14,8 @@ import time
 from pathlib import Path
 
 import pytest
-
 import sweep_fakes as fk
+
 from leverctl.bench import sweep as sw
 from leverctl.bench.records.plans import check_plan, read_plan
 from leverctl.bench.records.read import load_results, read_jsonl
@@ -42,6 +43,7 @@ def runner(calls):
     def run(item):
         calls.append(item.key)
         return fk.fake_record(item)
+
     return run
 
 
@@ -64,8 +66,9 @@ def test_a_partial_last_line_is_ignored_on_read_and_cut_on_resume(tmp_path):
     calls.clear()
     out = sw.run(plan.items, again, runner(calls))
     assert len(calls) == plan.total - 5 and out.before == 5 and out.ran == plan.total - 5
-    assert [identity(r) for r in read_jsonl(path).records] == \
-        [it.key for it in plan.items[:5]] + [it.key for it in plan.items[5:]]
+    assert [identity(r) for r in read_jsonl(path).records] == [it.key for it in plan.items[:5]] + [
+        it.key for it in plan.items[5:]
+    ]
 
 
 def test_a_corrupt_line_in_the_middle_is_refused_and_the_file_left_alone(tmp_path):
@@ -171,8 +174,10 @@ def test_a_repeated_record_is_counted_once_and_its_line_named(tmp_path):
     assert got.duplicates == (4, 5)
     loaded = load_results(tmp_path / "out")
     assert len(loaded.records) == 3
-    assert loaded.notes() == [f"{tmp_path / 'out'}: 2 record(s) repeat an earlier one's kernel, shape and levers "
-                              "(line 4, line 5); each counted once, the later kept"]
+    assert loaded.notes() == [
+        f"{tmp_path / 'out'}: 2 record(s) repeat an earlier one's kernel, shape and levers "
+        "(line 4, line 5); each counted once, the later kept"
+    ]
     _, again = start(tmp_path, plan, resume=True)
     assert len(again.done) == 3 and again.duplicates == (4, 5)
     calls: list = []
@@ -180,12 +185,15 @@ def test_a_repeated_record_is_counted_once_and_its_line_named(tmp_path):
     assert len(calls) == plan.total - 3  # none of the repeated ones ran again
 
 
-@pytest.mark.parametrize("changes, first", [
-    ({3: {"plan": "0" * 16}}, 3),  # another plan's record
-    ({2: {"config": "nowhere"}}, 2),  # a record of no planned item
-    ({1: {"plan": "0" * 16}, 4: {"config": "nowhere"}}, 1),  # the first of either (the kept repeat, in its place)
-    ({2: {"plan": "0" * 16}, 4: {"config": "nowhere"}}, 2),
-])
+@pytest.mark.parametrize(
+    "changes, first",
+    [
+        ({3: {"plan": "0" * 16}}, 3),  # another plan's record
+        ({2: {"config": "nowhere"}}, 2),  # a record of no planned item
+        ({1: {"plan": "0" * 16}, 4: {"config": "nowhere"}}, 1),  # the first of either (the kept repeat, in its place)
+        ({2: {"plan": "0" * 16}, 4: {"config": "nowhere"}}, 2),
+    ],
+)
 def test_resume_refuses_a_record_that_is_not_part_of_its_plan_and_touches_nothing(tmp_path, changes, first):
     plan = metrale_plan()
     _, opened = start(tmp_path, plan)
@@ -202,16 +210,19 @@ def test_resume_refuses_a_record_that_is_not_part_of_its_plan_and_touches_nothin
     assert e.value.where == str(path) and path.read_bytes() == before
 
 
-@pytest.mark.parametrize("change, why", [
-    ({"catalog": None}, "no `catalog.digest`"),
-    ({"catalog": {"digest": ""}}, "no `catalog.digest`"),
-    ({"items": {"a": 1}}, "no `items` list"),
-    ({"items": [{"kernel": "k"}]}, "items[0] is not an object"),
-    ({"device": "gpu"}, "`device`"),
-    ({"shard": {"index": 1, "count": 2}}, "`shard`"),
-    ({"kernels": [{"levers": []}]}, "`kernels`"),
-    ({"not_benchmarked": [{"lever": "x"}]}, "`not_benchmarked`"),
-])
+@pytest.mark.parametrize(
+    "change, why",
+    [
+        ({"catalog": None}, "no `catalog.digest`"),
+        ({"catalog": {"digest": ""}}, "no `catalog.digest`"),
+        ({"items": {"a": 1}}, "no `items` list"),
+        ({"items": [{"kernel": "k"}]}, "items[0] is not an object"),
+        ({"device": "gpu"}, "`device`"),
+        ({"shard": {"index": 1, "count": 2}}, "`shard`"),
+        ({"kernels": [{"levers": []}]}, "`kernels`"),
+        ({"not_benchmarked": [{"lever": "x"}]}, "`not_benchmarked`"),
+    ],
+)
 def test_a_plan_lacking_what_resume_and_merge_read_is_refused(tmp_path, change, why):
     doc = metrale_plan().plan_json({"kind": "sim", "name": "fake simulator"}, None)
     assert check_plan(dict(doc), "p") == doc
@@ -231,8 +242,13 @@ def test_a_plan_lacking_what_resume_and_merge_read_is_refused(tmp_path, change, 
 
 def _cli(*args, env_extra=None, **kw):
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(HERE), str(ROOT)]), **(env_extra or {})}
-    return subprocess.Popen([sys.executable, str(HERE / "sweep_fakes.py"), *args], env=env,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, **kw)
+    return subprocess.Popen(
+        [sys.executable, str(HERE / "sweep_fakes.py"), *args],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        **kw,
+    )
 
 
 def _lines(path: Path) -> int:
@@ -270,7 +286,7 @@ def test_a_killed_sweep_keeps_its_file_intact_and_resume_runs_each_missing_one_o
     ids = [identity(r) for r in final.records]
     assert len(ids) == len(set(ids)) == plan["total"]
     assert set(ids) == {(i["kernel"], i["shape"], i["config"]) for i in plan["items"]}
-    ran_after = log.read_text().splitlines()[len(ran_before):]
+    ran_after = log.read_text().splitlines()[len(ran_before) :]
     # Each missing configuration ran once; none that was on disk ran again
     # (the one in flight when the process died may have been logged, not written).
     on_disk = {" ".join(k) for k in map(identity, kept.records)}
@@ -284,8 +300,11 @@ def test_a_killed_sweep_keeps_its_file_intact_and_resume_runs_each_missing_one_o
 def test_ctrl_c_stops_a_real_sweep_with_one_line_saying_how_to_resume(tmp_path):
     out = tmp_path / "sweep"
     args = ["sweep", "-e", "metrale", "--no-env", "--device", "gpu", "--out", str(out)]
-    p = _cli(*args, env_extra={"FAKE_DELAY": "0.05", "FAKE_GPU": "1"},
-             preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))  # as a terminal's Ctrl-C
+    p = _cli(
+        *args,
+        env_extra={"FAKE_DELAY": "0.05", "FAKE_GPU": "1"},
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+    )  # as a terminal's Ctrl-C
     results = out / RESULTS_FILE
     deadline = time.monotonic() + 60
     while _lines(results) < 3 and time.monotonic() < deadline and p.poll() is None:

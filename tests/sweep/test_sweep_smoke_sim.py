@@ -14,6 +14,7 @@ check depends only on (path, variant, shape), since a variant's build sees
 only the shape and the inputs are seeded by path and shape; the test asserts
 that coverage and runs whatever Atlas has beyond it.
 """
+
 from __future__ import annotations
 
 import json
@@ -38,8 +39,13 @@ SELECTION = [a for k in KERNELS for a in ("--kernel", k)]
 
 def leverctl(*args: str) -> subprocess.Popen:
     env = {k: v for k, v in os.environ.items() if k != "NUMBA_ENABLE_CUDASIM"}
-    return subprocess.Popen([sys.executable, "-m", "leverctl", *map(str, args)], cwd=ROOT, env=env,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    return subprocess.Popen(
+        [sys.executable, "-m", "leverctl", *map(str, args)],
+        cwd=ROOT,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
 
 
 def finish(p: subprocess.Popen, timeout: float = 600) -> tuple[int, str, str]:
@@ -55,8 +61,19 @@ def lines(path: Path) -> int:
 
 
 def test_the_smoke_sweep_runs_every_combination_all_pass_and_a_killed_shard_resumes(tmp_path):
-    common = ["sweep", "-e", "metrale", "--no-env", "--device", "sim", "--shapes", "smoke", "--format", "json",
-              *SELECTION]
+    common = [
+        "sweep",
+        "-e",
+        "metrale",
+        "--no-env",
+        "--device",
+        "sim",
+        "--shapes",
+        "smoke",
+        "--format",
+        "json",
+        *SELECTION,
+    ]
     d1, d2 = tmp_path / "s1", tmp_path / "s2"
     first = leverctl(*common, "--shard", "1/2", "--out", d1)
     second = leverctl(*common, "--shard", "2/2", "--out", d2)
@@ -92,14 +109,22 @@ def test_the_smoke_sweep_runs_every_combination_all_pass_and_a_killed_shard_resu
     # skewed routing's load, which drops rows there (rows_lost) and must fail;
     # the same lever set passes under uniform routing.
     failed = [r for r in records if r["status"] == "fail"]
-    assert all(r["rows_lost"] and r["shape"]["label"].startswith("skewed") for r in failed), \
-        [(r["kernel"], r["config"], r["shape"]["label"], r["note"]) for r in failed if not r["rows_lost"]]
-    uniform_ok = {(r["kernel"], r["config"]) for r in records
-                  if r["status"] == "pass" and r["shape"]["label"].startswith("uniform")}
+    assert all(r["rows_lost"] and r["shape"]["label"].startswith("skewed") for r in failed), [
+        (r["kernel"], r["config"], r["shape"]["label"], r["note"]) for r in failed if not r["rows_lost"]
+    ]
+    uniform_ok = {
+        (r["kernel"], r["config"])
+        for r in records
+        if r["status"] == "pass" and r["shape"]["label"].startswith("uniform")
+    }
     assert all((r["kernel"], r["config"]) in uniform_ok for r in failed)
     assert code == (1 if failed else 0), err
-    assert report["counts"] == {"records": plan["total"], "pass": plan["total"] - len(failed), "fail": len(failed),
-                                "planned": plan["total"]}
+    assert report["counts"] == {
+        "records": plan["total"],
+        "pass": plan["total"] - len(failed),
+        "fail": len(failed),
+        "planned": plan["total"],
+    }
     assert plan["total"] == sum(k["runs"] for k in plan["kernels"]) > 0
     assert {identity(r) for r in records} == {(i["kernel"], i["shape"], i["config"]) for i in plan["items"]}
     checked = {(r["kernel"], r["variant"], r["shape"]["label"]) for r in records if r["status"] == "pass"}
@@ -119,6 +144,21 @@ def test_the_smoke_sweep_runs_every_combination_all_pass_and_a_killed_shard_resu
     extra = sorted({it.kernel for it in atlas.items if (it.kernel, it.variant, it.shape.label) not in checked})
     if extra:  # a path or variant only Atlas has: run Atlas's sweep of it
         args = [a for k in extra for a in ("--kernel", k)]
-        code, out, err = finish(leverctl("sweep", "-e", "atlas", "--no-env", "--device", "sim", "--shapes", "smoke",
-                                         *args, "--out", tmp_path / "atlas", "--format", "json"))
+        code, out, err = finish(
+            leverctl(
+                "sweep",
+                "-e",
+                "atlas",
+                "--no-env",
+                "--device",
+                "sim",
+                "--shapes",
+                "smoke",
+                *args,
+                "--out",
+                tmp_path / "atlas",
+                "--format",
+                "json",
+            )
+        )
         assert code == 0, err

@@ -20,6 +20,7 @@ stream capturing or a graph leaked:
 
 The driver is a parameter, so the logic is tested with a fake one.
 """
+
 from __future__ import annotations
 
 from typing import Any, Callable
@@ -57,8 +58,10 @@ def capture(stream_handle: Any, enqueue: Callable[[], None], driver=None) -> "Gr
         raise
     res, graph = driver.cuStreamEndCapture(stream_handle)
     if res == driver.CUresult.CUDA_ERROR_STREAM_CAPTURE_INVALIDATED:
-        raise CaptureError("cuStreamEndCapture: the capture was invalidated by a call that is illegal "
-                           "while a stream captures (a synchronisation or a legacy-stream operation)")
+        raise CaptureError(
+            "cuStreamEndCapture: the capture was invalidated by a call that is illegal "
+            "while a stream captures (a synchronisation or a legacy-stream operation)"
+        )
     _ok(driver, res, "cuStreamEndCapture")
     try:
         res, exe = driver.cuGraphInstantiate(graph, 0)

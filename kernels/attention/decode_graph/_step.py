@@ -11,6 +11,7 @@ run in order on the stream.
 whole step, and the scratch it declared. The eager variant calls it each
 step; the graph variant captures it once (``_cuda_graph``) and replays.
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -42,11 +43,28 @@ def make_step(shape):
     def step(b, stream):
         for layer in range(shape["gdn_layers"]):
             st = b["state"][layer]
-            gdn[ggrid, gthreads, stream](b["q"][layer], b["k"][layer], b["v"][layer], b["g"][layer],
-                                         b["beta"][layer], b["slots"], st.reshape(st.size), b["o"][layer])
+            gdn[ggrid, gthreads, stream](
+                b["q"][layer],
+                b["k"][layer],
+                b["v"][layer],
+                b["g"][layer],
+                b["beta"][layer],
+                b["slots"],
+                st.reshape(st.size),
+                b["o"][layer],
+            )
         for layer in range(shape["attn_layers"]):
-            split[(smax, hkv, n), nt, stream](b["aq"][layer], b["k_cache"][layer], b["v_cache"][layer],
-                                              b["block_table"], b["context_lens"], ref, seq0, part_o, part_ml)
+            split[(smax, hkv, n), nt, stream](
+                b["aq"][layer],
+                b["k_cache"][layer],
+                b["v_cache"][layer],
+                b["block_table"],
+                b["context_lens"],
+                ref,
+                seq0,
+                part_o,
+                part_ml,
+            )
             merge[(hq, n), nt, stream](b["context_lens"], ref, seq0, part_o, part_ml, b["ao"][layer])
 
     return step, {"part_o": part_o, "part_ml": part_ml}

@@ -3,6 +3,7 @@ launched one by one every step (``_step``), as Metrale does when
 capture is forbidden (``ms_profile``; ``lora_eager`` with a LoRA pool) or
 not permitted (a communicator without ``ep_graphs``/``gdn_decode_graph``).
 Every launch pays the host's launch cost."""
+
 from __future__ import annotations
 
 from numba import cuda

@@ -14,6 +14,7 @@ In the CUDA simulator there are no graphs: the launch runs the step
 eagerly, ``launch.captured`` stays False and the record's note says so.
 Capture and replay: ``_cuda_graph``.
 """
+
 from __future__ import annotations
 
 from numba import config, cuda

@@ -34,6 +34,7 @@ Inputs: each layer's own, drawn as ``gdn.decode`` and
 ``attention.paged_decode`` draw theirs, stacked on a leading layer axis
 (attention's ``q`` and ``o`` are ``aq`` and ``ao`` here).
 """
+
 from __future__ import annotations
 
 from typing import Any, Mapping
@@ -48,27 +49,57 @@ from . import eager, graph, naive
 from ._step import launches
 
 # Qwen3-Next-80B-A3B: three GDN layers to one attention layer.
-MODEL = dict(hk=16, hv=32, dk=128, dv=128, hq=16, hkv=2, d=256, gdn_layers=3, attn_layers=1,
-             target_ctas=attn_spec.TARGET_CTAS, min_split_blocks=attn_spec.MIN_SPLIT_BLOCKS)
+MODEL = dict(
+    hk=16,
+    hv=32,
+    dk=128,
+    dv=128,
+    hq=16,
+    hkv=2,
+    d=256,
+    gdn_layers=3,
+    attn_layers=1,
+    target_ctas=attn_spec.TARGET_CTAS,
+    min_split_blocks=attn_spec.MIN_SPLIT_BLOCKS,
+)
 MODEL_CONTEXT = 8192
 
 
 def _label(preset: str, d: Mapping[str, int]) -> str:
     facts = ("comm " if d["communicator"] else "") + ("lora " if d["lora_pool"] else "")
-    return (f"{preset} {facts}n{d['n']} gdn{d['gdn_layers']}x(hv{d['hv']} {d['dk']}x{d['dv']}) "
-            f"attn{d['attn_layers']}x(ctx{d['ctx']} hq{d['hq']} hkv{d['hkv']} d{d['d']})")
+    return (
+        f"{preset} {facts}n{d['n']} gdn{d['gdn_layers']}x(hv{d['hv']} {d['dk']}x{d['dv']}) "
+        f"attn{d['attn_layers']}x(ctx{d['ctx']} hq{d['hq']} hkv{d['hkv']} d{d['d']})"
+    )
 
 
 def shapes(preset: str, model: Mapping[str, Any] | None) -> list[Shape]:
     check_preset(preset)
     if preset == "smoke":
-        tiny = dict(n=2, slots=3, hk=1, hv=2, dk=8, dv=8, hq=2, hkv=1, d=8, ctx=21, gdn_layers=1,
-                    attn_layers=1, target_ctas=2, min_split_blocks=1)
+        tiny = dict(
+            n=2,
+            slots=3,
+            hk=1,
+            hv=2,
+            dk=8,
+            dv=8,
+            hq=2,
+            hkv=1,
+            d=8,
+            ctx=21,
+            gdn_layers=1,
+            attn_layers=1,
+            target_ctas=2,
+            min_split_blocks=1,
+        )
         dims = [dict(tiny, communicator=0, lora_pool=0), dict(tiny, communicator=1, lora_pool=1)]
     else:
         bench = dict((model or {}).get("bench") or {})
-        dims = [dict(MODEL, n=int(n), slots=2 * int(n) + 1, ctx=MODEL_CONTEXT, communicator=c, lora_pool=0)
-                for n in bench.get("decode_batches", attn_spec.DEFAULT_BATCHES) for c in (0, 1)]
+        dims = [
+            dict(MODEL, n=int(n), slots=2 * int(n) + 1, ctx=MODEL_CONTEXT, communicator=c, lora_pool=0)
+            for n in bench.get("decode_batches", attn_spec.DEFAULT_BATCHES)
+            for c in (0, 1)
+        ]
     return [Shape(_label(preset, d), d) for d in dims]
 
 
@@ -99,17 +130,20 @@ def make_inputs(shape: Shape, rng) -> dict:
 
 def outputs(shape: Shape):
     g, a = shape["gdn_layers"], shape["attn_layers"]
-    return {"o": ((g, shape["n"], shape["hv"], shape["dv"]), "float32"),
-            "state": ((g, shape["slots"], shape["hv"], shape["dk"], shape["dv"]), "float32"),
-            "ao": ((a, shape["n"], shape["hq"], shape["d"]), "float32")}
+    return {
+        "o": ((g, shape["n"], shape["hv"], shape["dv"]), "float32"),
+        "state": ((g, shape["slots"], shape["hv"], shape["dk"], shape["dv"]), "float32"),
+        "ao": ((a, shape["n"], shape["hq"], shape["d"]), "float32"),
+    }
 
 
 def traffic(shape: Shape) -> Traffic:
     g = gdn_decode.decode_traffic(_gdn_shape(shape))
     a = attn_spec.pinned_traffic(_attn_shape(shape))
     lg, la = shape["gdn_layers"], shape["attn_layers"]
-    return Traffic(lg * g.bytes_read + la * a.bytes_read, lg * g.bytes_written + la * a.bytes_written,
-                   lg * g.flops + la * a.flops)
+    return Traffic(
+        lg * g.bytes_read + la * a.bytes_read, lg * g.bytes_written + la * a.bytes_written, lg * g.flops + la * a.flops
+    )
 
 
 TOL = Tolerance(rel=5e-4, abs_of_max=1e-4)
@@ -143,8 +177,11 @@ def findings(variant: str, shape, launch, bufs, cuda, on_gpu: bool = False) -> d
     the step ran as a graph, and on a GPU (graph variant) whether a replay
     equals an eager step from the same state bit for bit, with both
     times (CUDA events on the step's stream, median of 20)."""
-    out = {"communicator": bool(shape["communicator"]), "lora_pool": bool(shape["lora_pool"]),
-           "captured": bool(getattr(launch, "captured", False))}
+    out = {
+        "communicator": bool(shape["communicator"]),
+        "lora_pool": bool(shape["lora_pool"]),
+        "captured": bool(getattr(launch, "captured", False)),
+    }
     if not on_gpu:
         if variant == "graph":
             out["note"] = SIM_NOTE
@@ -158,12 +195,17 @@ def findings(variant: str, shape, launch, bufs, cuda, on_gpu: bool = False) -> d
         bufs[name].copy_to_device(start[name])
     launch(bufs)  # a replay: the graph was captured on these buffers by the check
     cuda.synchronize()
-    differing = [name for name in outputs(shape)
-                 if not np.array_equal(eager[name].copy_to_host().view(np.uint32),
-                                       bufs[name].copy_to_host().view(np.uint32))]
-    out.update(identical=not differing, differing=differing,
-               eager_us=_median_us(lambda: launch.step(eager, launch.stream), launch.stream, cuda),
-               graph_us=_median_us(lambda: launch(bufs), launch.stream, cuda))
+    differing = [
+        name
+        for name in outputs(shape)
+        if not np.array_equal(eager[name].copy_to_host().view(np.uint32), bufs[name].copy_to_host().view(np.uint32))
+    ]
+    out.update(
+        identical=not differing,
+        differing=differing,
+        eager_us=_median_us(lambda: launch.step(eager, launch.stream), launch.stream, cuda),
+        graph_us=_median_us(lambda: launch(bufs), launch.stream, cuda),
+    )
     if differing:
         out["note"] = f"graph replay differs from the eager step in {', '.join(differing)}"
     return out
@@ -171,10 +213,13 @@ def findings(variant: str, shape, launch, bufs, cuda, on_gpu: bool = False) -> d
 
 PATH = declared_path(
     TABLE,
-    {v.name: v for v in (
-        Variant(graph.NAME, graph.SUMMARY, graph.build, launches=1),
-        Variant(eager.NAME, eager.SUMMARY, eager.build, launches=launches),
-    )},
+    {
+        v.name: v
+        for v in (
+            Variant(graph.NAME, graph.SUMMARY, graph.build, launches=1),
+            Variant(eager.NAME, eager.SUMMARY, eager.build, launches=launches),
+        )
+    },
     shapes=shapes,
     make_inputs=make_inputs,
     outputs=outputs,

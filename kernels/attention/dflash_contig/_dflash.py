@@ -30,6 +30,7 @@ Each of the ``T`` queries' blocks reads the group's K and V of its splits:
 ``T`` reads of the same bytes, the repeats served from L2 (the declared
 traffic counts them once). fp32 on CUDA cores.
 """
+
 from __future__ import annotations
 
 import math
@@ -50,8 +51,7 @@ _num_splits = cuda.jit(device=True, inline="always")(num_splits)
 
 
 @lru_cache(maxsize=None)
-def make_split(HKV: int, G: int, T: int, D: int, TARGET: int, MIN_BLOCKS: int, PAGED: bool,
-               NO_MASK: bool = False):
+def make_split(HKV: int, G: int, T: int, D: int, TARGET: int, MIN_BLOCKS: int, PAGED: bool, NO_MASK: bool = False):
     """Kernel 1 for ``Hkv`` KV heads of ``G`` query heads, a draft block of
     ``T`` tokens, head dim ``D``, the split policy's ``TARGET`` and
     ``MIN_BLOCKS``; ``PAGED`` picks the KV layout. ``NO_MASK`` builds the

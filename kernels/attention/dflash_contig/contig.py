@@ -3,6 +3,7 @@ on): the draft block reads K and V from one contiguous buffer per
 sequence, token ``j`` at row ``j``: no block table, and each KV block's
 address is known before its load. Same kernel code as ``paged``
 (``_dflash``), the layout a compile-time constant, so the same bits."""
+
 from __future__ import annotations
 
 from ._dflash import launcher

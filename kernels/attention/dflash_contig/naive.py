@@ -12,6 +12,7 @@ Layouts (bf16 as raw ``uint16`` bits)::
 
 Query head ``h`` reads KV head ``h // (Hq / Hkv)``.
 """
+
 from __future__ import annotations
 
 import numpy as np

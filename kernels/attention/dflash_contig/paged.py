@@ -2,6 +2,7 @@
 block reads the target's K and V through the sequence's block table, 16
 tokens a block, as the paged decode does. Kernels: ``_dflash`` with
 ``PAGED``."""
+
 from __future__ import annotations
 
 from ._dflash import launcher

@@ -15,6 +15,7 @@ no sequence wrote are NaN in both layouts (the pool's unnamed last block,
 the tail of each tail block, each contiguous buffer past its length), so a
 kernel that reads one fails.
 """
+
 from __future__ import annotations
 
 from typing import Any, Mapping
@@ -45,16 +46,27 @@ def shapes(preset: str, model: Mapping[str, Any] | None) -> list[Shape]:
     block of ``[model.bench] draft_block`` tokens (16)."""
     check_preset(preset)
     if preset == "smoke":
-        dims = [dict(n=2, ctx=37, t=4, hq=4, hkv=2, d=8, target_ctas=32, min_split_blocks=1),
-                dict(n=2, ctx=29, t=3, hq=3, hkv=1, d=12, target_ctas=32, min_split_blocks=1)]
+        dims = [
+            dict(n=2, ctx=37, t=4, hq=4, hkv=2, d=8, target_ctas=32, min_split_blocks=1),
+            dict(n=2, ctx=29, t=3, hq=3, hkv=1, d=12, target_ctas=32, min_split_blocks=1),
+        ]
     else:
         model = model or {}
         att = {**spec.QWEN3_NEXT_ATTENTION, **dict(model.get("attention") or {})}
         bench = dict(model.get("bench") or {})
-        dims = [dict(n=1, ctx=int(c), t=int(bench.get("draft_block", DRAFT_BLOCK)), hq=int(att["q_heads"]),
-                     hkv=int(att["kv_heads"]), d=int(att["head_dim"]), target_ctas=spec.TARGET_CTAS,
-                     min_split_blocks=spec.MIN_SPLIT_BLOCKS)
-                for c in bench.get("decode_contexts", spec.DEFAULT_CONTEXTS)]
+        dims = [
+            dict(
+                n=1,
+                ctx=int(c),
+                t=int(bench.get("draft_block", DRAFT_BLOCK)),
+                hq=int(att["q_heads"]),
+                hkv=int(att["kv_heads"]),
+                d=int(att["head_dim"]),
+                target_ctas=spec.TARGET_CTAS,
+                min_split_blocks=spec.MIN_SPLIT_BLOCKS,
+            )
+            for c in bench.get("decode_contexts", spec.DEFAULT_CONTEXTS)
+        ]
     return [Shape(_label(preset, d), d) for d in dims]
 
 
@@ -75,14 +87,21 @@ def make_inputs(shape: Shape, rng) -> dict:
     vc = np.full_like(kc, NAN_BITS)
     at = 0
     for i, (length, nb) in enumerate(zip(lens, nbs)):
-        table[i, :nb] = perm[at:at + nb]
+        table[i, :nb] = perm[at : at + nb]
         at += nb
         tail, used = table[i, nb - 1], length - (nb - 1) * BLOCK
         k[tail, used:] = v[tail, used:] = NAN_BITS  # never written
         kc[i, :length] = k[table[i, :nb]].reshape(-1, hkv, d)[:length]
         vc[i, :length] = v[table[i, :nb]].reshape(-1, hkv, d)[:length]
-    return {"q": spec._bf16(rng, (n, t, hq, d)), "k_cache": k, "v_cache": v, "block_table": table,
-            "k_contig": kc, "v_contig": vc, "context_lens": np.array(lens, np.int32)}
+    return {
+        "q": spec._bf16(rng, (n, t, hq, d)),
+        "k_cache": k,
+        "v_cache": v,
+        "block_table": table,
+        "k_contig": kc,
+        "v_contig": vc,
+        "context_lens": np.array(lens, np.int32),
+    }
 
 
 def outputs(shape: Shape):
@@ -90,13 +109,16 @@ def outputs(shape: Shape):
 
 
 def reference(shape: Shape, x: dict) -> dict:
-    return {"o": dflash_naive.naive_dflash_block(x["q"], x["k_cache"], x["v_cache"], x["block_table"],
-                                                 x["context_lens"])}
+    return {
+        "o": dflash_naive.naive_dflash_block(x["q"], x["k_cache"], x["v_cache"], x["block_table"], x["context_lens"])
+    }
 
 
 def splits_of(shape) -> list[int]:
-    return [num_splits(length, ref_seqs(shape), shape["hkv"], shape["target_ctas"], shape["min_split_blocks"])[0]
-            for length in lengths(shape)]
+    return [
+        num_splits(length, ref_seqs(shape), shape["hkv"], shape["target_ctas"], shape["min_split_blocks"])[0]
+        for length in lengths(shape)
+    ]
 
 
 def _traffic(shape, table: bool) -> Traffic:

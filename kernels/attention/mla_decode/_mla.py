@@ -28,6 +28,7 @@ sequences share the launch, so one launch per sequence (``seq0 = i``, one
 block row) gives the batched launch's bits. ``READ_TAIL`` (tests only)
 scores every slot of the tail block, reading what was never written.
 """
+
 from __future__ import annotations
 
 import math

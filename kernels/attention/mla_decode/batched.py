@@ -1,6 +1,7 @@
 """``attention.mla_decode`` variant ``batched`` (``mla_perseq_fallback``
 off): one launch decodes the whole batch, a block row per sequence.
 Kernel: ``_mla``."""
+
 from __future__ import annotations
 
 from ._mla import launcher

@@ -10,6 +10,7 @@ Layouts (bf16 as raw ``uint16`` bits)::
     context_lens [N]         int32  tokens of sequence n (the new one included)
     o            [N, H, R]          softmax((q_nope c_kv^T + q_pe k_pe^T) / sqrt(qk_dim)) c_kv
 """
+
 from __future__ import annotations
 
 import numpy as np

@@ -3,6 +3,7 @@
 launch each of the same kernel as ``batched`` (``_mla``), so the same bits;
 what it adds is ``N`` launches of ``H / 8`` blocks each (16 at
 DeepSeek-V3's 128 heads), too few to fill the GPU."""
+
 from __future__ import annotations
 
 from ._mla import launcher

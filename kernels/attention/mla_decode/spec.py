@@ -13,6 +13,7 @@ bf16 bits, the cache one buffer per sequence of ``ctx`` rounded up to 16
 rows; every row past a sequence's length is NaN, so a kernel that reads
 one fails.
 """
+
 from __future__ import annotations
 
 from typing import Any, Mapping
@@ -46,11 +47,17 @@ def shapes(preset: str, model: Mapping[str, Any] | None) -> list[Shape]:
         model = model or {}
         mla = {**DEEPSEEK_V3_MLA, **dict(model.get("mla") or {})}
         bench = dict(model.get("bench") or {})
-        heads = dict(h=int(mla["q_heads"]), r=int(mla["kv_lora_rank"]), p=int(mla["qk_rope_head_dim"]),
-                     qk_dim=int(mla["qk_nope_head_dim"]) + int(mla["qk_rope_head_dim"]))
-        dims = [dict(n=int(n), ctx=int(c), **heads)
-                for c in bench.get("decode_contexts", spec.DEFAULT_CONTEXTS)
-                for n in bench.get("decode_batches", spec.DEFAULT_BATCHES)]
+        heads = dict(
+            h=int(mla["q_heads"]),
+            r=int(mla["kv_lora_rank"]),
+            p=int(mla["qk_rope_head_dim"]),
+            qk_dim=int(mla["qk_nope_head_dim"]) + int(mla["qk_rope_head_dim"]),
+        )
+        dims = [
+            dict(n=int(n), ctx=int(c), **heads)
+            for c in bench.get("decode_contexts", spec.DEFAULT_CONTEXTS)
+            for n in bench.get("decode_batches", spec.DEFAULT_BATCHES)
+        ]
     return [Shape(_label(preset, d), d) for d in dims]
 
 
@@ -65,8 +72,13 @@ def make_inputs(shape: Shape, rng) -> dict:
     k_pe = spec._bf16(rng, (n, cap, p))
     for i, length in enumerate(lens):
         c_kv[i, length:] = k_pe[i, length:] = NAN_BITS  # never written
-    return {"q_nope": spec._bf16(rng, (n, h, r)), "q_pe": spec._bf16(rng, (n, h, p)), "c_kv": c_kv,
-            "k_pe": k_pe, "context_lens": np.array(lens, np.int32)}
+    return {
+        "q_nope": spec._bf16(rng, (n, h, r)),
+        "q_pe": spec._bf16(rng, (n, h, p)),
+        "c_kv": c_kv,
+        "k_pe": k_pe,
+        "context_lens": np.array(lens, np.int32),
+    }
 
 
 def outputs(shape: Shape):
@@ -74,8 +86,11 @@ def outputs(shape: Shape):
 
 
 def reference(shape: Shape, x: dict) -> dict:
-    return {"o": mla_naive.naive_mla_decode(x["q_nope"], x["q_pe"], x["c_kv"], x["k_pe"], x["context_lens"],
-                                            shape["qk_dim"])}
+    return {
+        "o": mla_naive.naive_mla_decode(
+            x["q_nope"], x["q_pe"], x["c_kv"], x["k_pe"], x["context_lens"], shape["qk_dim"]
+        )
+    }
 
 
 def traffic(shape) -> Traffic:
@@ -101,8 +116,10 @@ def batch_invariance(variant: str, shape: Shape, launch, bufs: Mapping[str, Any]
     batched = bufs["o"].copy_to_host()
     differing, worst = 0, 0.0
     for i in range(shape["n"]):
-        sub = {name: cuda.to_device(np.ascontiguousarray(bufs[name].copy_to_host()[i:i + 1]))
-               for name in ("q_nope", "q_pe", "c_kv", "k_pe", "context_lens")}
+        sub = {
+            name: cuda.to_device(np.ascontiguousarray(bufs[name].copy_to_host()[i : i + 1]))
+            for name in ("q_nope", "q_pe", "c_kv", "k_pe", "context_lens")
+        }
         sub["o"] = cuda.to_device(np.full((1, shape["h"], shape["r"]), np.nan, np.float32))
         launch(sub)
         cuda.synchronize()
@@ -111,14 +128,21 @@ def batch_invariance(variant: str, shape: Shape, launch, bufs: Mapping[str, Any]
             differing += 1
             diff = np.abs(alone.astype(np.float64) - batched[i])
             worst = max(worst, float(np.nanmax(diff)) if np.any(np.isfinite(diff)) else float("inf"))
-    return {"identical": differing == 0, "required": True, "sequences": shape["n"],
-            "differing": differing, "max_abs_diff": float(f"{worst:.4g}")}
+    return {
+        "identical": differing == 0,
+        "required": True,
+        "sequences": shape["n"],
+        "differing": differing,
+        "max_abs_diff": float(f"{worst:.4g}"),
+    }
 
 
 PATH = declared_path(
     TABLE,
-    {v.name: v for v in (family.variant(batched, traffic, 1),
-                         family.variant(per_sequence, traffic, per_sequence_launches))},
+    {
+        v.name: v
+        for v in (family.variant(batched, traffic, 1), family.variant(per_sequence, traffic, per_sequence_launches))
+    },
     shapes=shapes,
     make_inputs=make_inputs,
     outputs=outputs,

@@ -6,6 +6,7 @@ Same kernels and split count as ``split_pinned`` (``_paged``), so its
 output is bit for bit the batched one; what it adds is ``2 N`` launches,
 each too small to fill the GPU on its own.
 """
+
 from __future__ import annotations
 
 from .._paged import launcher

@@ -18,6 +18,7 @@ NaN that no table names (a table's unused entries are -1). The reference
 reads the same bf16 values, so only the kernels' fp32 arithmetic is under
 test.
 """
+
 from __future__ import annotations
 
 from typing import Any, Mapping
@@ -63,18 +64,27 @@ def _label(preset: str, d: Mapping[str, int]) -> str:
 def shapes(preset: str, model: Mapping[str, Any] | None) -> list[Shape]:
     check_preset(preset)
     if preset == "smoke":
-        dims = [dict(n=3, ctx=37, hq=4, hkv=2, d=8, hc_mult=0, target_ctas=4, min_split_blocks=1),
-                dict(n=3, ctx=45, hq=3, hkv=1, d=12, hc_mult=1, target_ctas=4, min_split_blocks=1)]
+        dims = [
+            dict(n=3, ctx=37, hq=4, hkv=2, d=8, hc_mult=0, target_ctas=4, min_split_blocks=1),
+            dict(n=3, ctx=45, hq=3, hkv=1, d=12, hc_mult=1, target_ctas=4, min_split_blocks=1),
+        ]
     else:
         model = model or {}
         att = {**QWEN3_NEXT_ATTENTION, **dict(model.get("attention") or {})}
         bench = dict(model.get("bench") or {})
-        heads = dict(hq=int(att["q_heads"]), hkv=int(att["kv_heads"]), d=int(att["head_dim"]),
-                     hc_mult=int(model.get("hc_mult", 0)), target_ctas=TARGET_CTAS,
-                     min_split_blocks=MIN_SPLIT_BLOCKS)
-        dims = [dict(n=int(n), ctx=int(c), **heads)
-                for c in bench.get("decode_contexts", DEFAULT_CONTEXTS)
-                for n in bench.get("decode_batches", DEFAULT_BATCHES)]
+        heads = dict(
+            hq=int(att["q_heads"]),
+            hkv=int(att["kv_heads"]),
+            d=int(att["head_dim"]),
+            hc_mult=int(model.get("hc_mult", 0)),
+            target_ctas=TARGET_CTAS,
+            min_split_blocks=MIN_SPLIT_BLOCKS,
+        )
+        dims = [
+            dict(n=int(n), ctx=int(c), **heads)
+            for c in bench.get("decode_contexts", DEFAULT_CONTEXTS)
+            for n in bench.get("decode_batches", DEFAULT_BATCHES)
+        ]
     return [Shape(_label(preset, d), d) for d in dims]
 
 
@@ -96,6 +106,7 @@ def bind(levers: Mapping[str, Any], shape: Shape, engine: str = "") -> Shape:
 
 # ----------------------------------------------------------------- inputs
 
+
 def _bf16(rng, shape) -> np.ndarray:
     # float32 draws: a 32K x 32-sequence cache is ~800M values
     return f32_to_bf16_np(rng.standard_normal(shape, dtype=np.float32))
@@ -115,13 +126,18 @@ def make_inputs(shape: Shape, rng) -> dict:
     at = 0
     fill = np.uint16(shape.get("kv_fill", 0))
     for i, (length, nb) in enumerate(zip(lens, nbs)):
-        table[i, :nb] = perm[at:at + nb]
+        table[i, :nb] = perm[at : at + nb]
         at += nb
         tail, used = table[i, nb - 1], length - (nb - 1) * BLOCK
         k[tail, used:] = fill  # the fresh tail block's unwritten slots
         v[tail, used:] = fill
-    return {"q": _bf16(rng, (n, hq, d)), "k_cache": k, "v_cache": v, "block_table": table,
-            "context_lens": np.array(lens, np.int32)}
+    return {
+        "q": _bf16(rng, (n, hq, d)),
+        "k_cache": k,
+        "v_cache": v,
+        "block_table": table,
+        "context_lens": np.array(lens, np.int32),
+    }
 
 
 def outputs(shape: Shape):
@@ -129,15 +145,17 @@ def outputs(shape: Shape):
 
 
 def reference(shape: Shape, x: dict) -> dict:
-    return {"o": naive.naive_paged_decode(x["q"], x["k_cache"], x["v_cache"], x["block_table"],
-                                          x["context_lens"])}
+    return {"o": naive.naive_paged_decode(x["q"], x["k_cache"], x["v_cache"], x["block_table"], x["context_lens"])}
 
 
 # ----------------------------------------------------------------- traffic
 
+
 def splits_of(shape, ref_seqs: int) -> list[int]:
-    return [num_splits(length, ref_seqs, shape["hkv"], shape["target_ctas"], shape["min_split_blocks"])[0]
-            for length in lengths(shape)]
+    return [
+        num_splits(length, ref_seqs, shape["hkv"], shape["target_ctas"], shape["min_split_blocks"])[0]
+        for length in lengths(shape)
+    ]
 
 
 def _traffic(shape, ref_seqs: int) -> Traffic:
@@ -148,8 +166,7 @@ def _traffic(shape, ref_seqs: int) -> Traffic:
     lens = lengths(shape)
     tokens = sum(lens)
     parts = sum(splits_of(shape, ref_seqs)) * hq * (d + 2) * F32
-    read = (n * hq * d * BF16 + 2 * tokens * hkv * d * BF16
-            + sum(-(-x // BLOCK) for x in lens) * I32 + n * I32 + parts)
+    read = n * hq * d * BF16 + 2 * tokens * hkv * d * BF16 + sum(-(-x // BLOCK) for x in lens) * I32 + n * I32 + parts
     return Traffic(read, n * hq * d * F32 + parts, 4 * tokens * hq * d)
 
 
@@ -167,6 +184,7 @@ def per_sequence_launches(shape) -> int:
 
 # --------------------------------------------------------- batch invariance
 
+
 def batch_invariance(variant: str, shape: Shape, launch, bufs: Mapping[str, Any], cuda) -> dict:
     """Decode every sequence of the batch alone with the same launch and
     compare its output with its row of the batched output, bit for bit.
@@ -175,10 +193,15 @@ def batch_invariance(variant: str, shape: Shape, launch, bufs: Mapping[str, Any]
     batched = bufs["o"].copy_to_host()
     differing, worst = 0, 0.0
     for i in range(shape["n"]):
-        sub = {name: cuda.to_device(np.ascontiguousarray(bufs[name].copy_to_host()[i:i + 1]))
-               for name in ("q", "block_table", "context_lens")}
-        sub.update(k_cache=bufs["k_cache"], v_cache=bufs["v_cache"],
-                   o=cuda.to_device(np.full((1, shape["hq"], shape["d"]), np.nan, np.float32)))
+        sub = {
+            name: cuda.to_device(np.ascontiguousarray(bufs[name].copy_to_host()[i : i + 1]))
+            for name in ("q", "block_table", "context_lens")
+        }
+        sub.update(
+            k_cache=bufs["k_cache"],
+            v_cache=bufs["v_cache"],
+            o=cuda.to_device(np.full((1, shape["hq"], shape["d"]), np.nan, np.float32)),
+        )
         for scratch in getattr(launch, "workspace", {}).values():
             scratch.copy_to_device(np.full(scratch.shape, np.nan, scratch.dtype))
         launch(sub)
@@ -188,17 +211,25 @@ def batch_invariance(variant: str, shape: Shape, launch, bufs: Mapping[str, Any]
             differing += 1
             diff = np.abs(alone.astype(np.float64) - batched[i])
             worst = max(worst, float(np.nanmax(diff)) if np.any(np.isfinite(diff)) else float("inf"))
-    return {"identical": differing == 0, "required": variant in INVARIANT, "sequences": shape["n"],
-            "differing": differing, "max_abs_diff": float(f"{worst:.4g}")}
+    return {
+        "identical": differing == 0,
+        "required": variant in INVARIANT,
+        "sequences": shape["n"],
+        "differing": differing,
+        "max_abs_diff": float(f"{worst:.4g}"),
+    }
 
 
 PATH = declared_path(
     TABLE,
-    {v.name: v for v in (
-        family.variant(split_pinned, pinned_traffic),
-        family.variant(per_sequence, pinned_traffic, per_sequence_launches),
-        family.variant(split_live_batch, live_batch_traffic),
-    )},
+    {
+        v.name: v
+        for v in (
+            family.variant(split_pinned, pinned_traffic),
+            family.variant(per_sequence, pinned_traffic, per_sequence_launches),
+            family.variant(split_live_batch, live_batch_traffic),
+        )
+    },
     shapes=shapes,
     make_inputs=make_inputs,
     outputs=outputs,

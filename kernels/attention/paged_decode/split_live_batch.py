@@ -8,6 +8,7 @@ gets more splits than in a batch, so a different merge tree and, in
 general, different bits: the bench's batch invariance check reports it as
 not invariant. It runs beside the selected variant for contrast.
 """
+
 from __future__ import annotations
 
 from .._paged import launcher

@@ -8,6 +8,7 @@ Kernels and split policy: ``_paged``. Memory-bound: each sequence's K and V
 (2 x 16 KiB per 16-token block at Hkv = 2, d = 256) are read once per KV
 head group, by the block that runs its ``G`` query heads together.
 """
+
 from __future__ import annotations
 
 from .._paged import launcher

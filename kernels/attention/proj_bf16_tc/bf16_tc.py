@@ -5,6 +5,7 @@ wgmma m64n128k16 bf16 (without wgmma: mma.sync m16n8k16 bf16, each warp
 its 16 rows of the same staged tiles) with f32 accumulators; the
 per-tensor scale in the epilogue; float32 out. The only error is fp32 accumulation.
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -27,8 +28,15 @@ def build(shape, kern=None, form: str | None = None):
     rs, cs = P.ones(m), P.ones(n)
 
     def launch(bufs):
-        run(bufs["y"], bufs["x"].view(np.uint32), bufs["w_packed"].view(np.uint32), bufs["w_scales"],
-            rs, cs, bufs["w_ts"])
+        run(
+            bufs["y"],
+            bufs["x"].view(np.uint32),
+            bufs["w_packed"].view(np.uint32),
+            bufs["w_scales"],
+            rs,
+            cs,
+            bufs["w_ts"],
+        )
 
     launch.tensor_cores, launch.tc_dtype = kern.form, "bf16"
     return launch

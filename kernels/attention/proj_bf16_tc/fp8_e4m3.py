@@ -10,6 +10,7 @@ device scratch (``launch.workspace``). Its error, against the float64
 product of the unquantised activations, is the FP8 perturbation that
 bf16_tc_proj removes (the records' error fields).
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -36,8 +37,7 @@ def build(shape, kern=None, quant=None):
 
     def launch(bufs):
         crush(xq, xs, bufs["x"])
-        run(bufs["y"], xq.view(np.uint32), bufs["w_packed"].view(np.uint32), bufs["w_scales"],
-            xs, cs, bufs["w_ts"])
+        run(bufs["y"], xq.view(np.uint32), bufs["w_packed"].view(np.uint32), bufs["w_scales"], xs, cs, bufs["w_ts"])
 
     launch.tensor_cores, launch.tc_dtype = "wgmma", "e4m3"
     launch.workspace = {"x_e4m3": xq, "x_scale": xs}

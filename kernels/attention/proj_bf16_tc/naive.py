@@ -1,10 +1,12 @@
 """The float64 reference of ``attention.proj_bf16_tc``: ``y = x W^T`` with
 bf16 activations ``x [m, k]`` and NVFP4 weights (``w_packed [n, k/2]``
 E2M1 two a byte, low nibble first; ``w_scales [n, k/16]`` E4M3 block
-scales; ``w_ts [1]`` a float32 per-tensor scale). Checked against the *unquantised* activations and the weights exactly as
-stored, decoded in float64, so a variant's error is the perturbation its
+scales; ``w_ts [1]`` a float32 per-tensor scale). Checked against the
+*unquantised* activations and the weights exactly as stored, decoded in
+float64, so a variant's error is the perturbation its
 own arithmetic adds.
 """
+
 from __future__ import annotations
 
 import numpy as np

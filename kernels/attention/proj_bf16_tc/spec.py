@@ -1,6 +1,7 @@
 """``attention.proj_bf16_tc`` (Atlas): the prefill q/k/v projection on
 NVFP4 weights, BF16 tensor cores (``bf16_tc_proj``) against activations
 crushed to FP8 E4M3 per token."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -16,8 +17,7 @@ def nvfp4_inputs(shape: Shape, rng) -> dict:
     m, n, k = shape["m"], shape["n"], shape["k"]
     w = rng.standard_normal((n, k), dtype=np.float32) * np.float32(P.W_STD)
     packed, scales, ts = nvfp4_encode_np(w)
-    return {"x": P.x_bf16(rng, m, k), "w_packed": packed, "w_scales": scales,
-            "w_ts": np.array([ts], np.float32)}
+    return {"x": P.x_bf16(rng, m, k), "w_packed": packed, "w_scales": scales, "w_ts": np.array([ts], np.float32)}
 
 
 def nvfp4_traffic(shape) -> Traffic:
@@ -36,11 +36,24 @@ def fp8_crush_traffic(shape) -> Traffic:
 PATH = declared_path(
     TABLE,
     {
-        "bf16_tc": Variant(bf16_tc.NAME, bf16_tc.SUMMARY, bf16_tc.build, tolerance=P.TOL_BF16_TC,
-                           tensor_cores=P.FORM, tc_dtype="bf16" if P.FORM else None),
-        "fp8_e4m3": Variant(fp8_e4m3.NAME, fp8_e4m3.SUMMARY, fp8_e4m3.build, tolerance=P.TOL_FP8_CRUSH,
-                            traffic=fp8_crush_traffic, launches=fp8_e4m3.LAUNCHES, tensor_cores="wgmma",
-                            tc_dtype="e4m3"),
+        "bf16_tc": Variant(
+            bf16_tc.NAME,
+            bf16_tc.SUMMARY,
+            bf16_tc.build,
+            tolerance=P.TOL_BF16_TC,
+            tensor_cores=P.FORM,
+            tc_dtype="bf16" if P.FORM else None,
+        ),
+        "fp8_e4m3": Variant(
+            fp8_e4m3.NAME,
+            fp8_e4m3.SUMMARY,
+            fp8_e4m3.build,
+            tolerance=P.TOL_FP8_CRUSH,
+            traffic=fp8_crush_traffic,
+            launches=fp8_e4m3.LAUNCHES,
+            tensor_cores="wgmma",
+            tc_dtype="e4m3",
+        ),
     },
     shapes=P.prefill_shapes,
     make_inputs=nvfp4_inputs,

@@ -8,6 +8,7 @@ path adds besides fp32 accumulation and the fp16 output); bf16
 activations as they are. Without wgmma each warp runs its 16 rows on
 mma.sync m16n8k16 bf16 from the same staged tiles.
 """
+
 from __future__ import annotations
 
 import numpy as np

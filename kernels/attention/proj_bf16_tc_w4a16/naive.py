@@ -1,9 +1,11 @@
 """The float64 reference of ``attention.proj_bf16_tc_w4a16``: ``y = x W^T``
 with bf16 activations ``x [m, k]`` and int4 W4A16 weights (``qweight
-[n, k/8]``, ``scales`` fp16, ``common/int4.py``). Checked against the *unquantised* activations and the weights exactly as
-stored, decoded in float64, so a variant's error is the perturbation its
+[n, k/8]``, ``scales`` fp16, ``common/int4.py``). Checked against the
+*unquantised* activations and the weights exactly as stored, decoded in
+float64, so a variant's error is the perturbation its
 own arithmetic adds.
 """
+
 from __future__ import annotations
 
 import numpy as np

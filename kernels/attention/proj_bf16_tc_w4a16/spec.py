@@ -1,6 +1,7 @@
 """``attention.proj_bf16_tc_w4a16`` (Metrale): the prefill q/k/v projection
 on int4 weights, the W4A16 BF16 GEMM with 128 x 128 tiles (``bf16_tc_proj``)
 against the default fp16 W4A16 GEMM."""
+
 from __future__ import annotations
 
 from ...common import int4
@@ -36,11 +37,24 @@ def w4_f16_traffic(shape) -> Traffic:
 PATH = declared_path(
     TABLE,
     {
-        "bf16_n128": Variant(bf16_n128.NAME, bf16_n128.SUMMARY, bf16_n128.build, tolerance=P.TOL_BF16_W4,
-                             tensor_cores=P.FORM, tc_dtype="bf16" if P.FORM else None),
-        "w4a16_f16": Variant(w4a16_f16.NAME, w4a16_f16.SUMMARY, w4a16_f16.build, tolerance=P.TOL_F16_W4,
-                             traffic=w4_f16_traffic, launches=w4a16_f16.LAUNCHES, tensor_cores=P.FORM,
-                             tc_dtype=gemm_tc.TC_DTYPE if P.FORM else None),
+        "bf16_n128": Variant(
+            bf16_n128.NAME,
+            bf16_n128.SUMMARY,
+            bf16_n128.build,
+            tolerance=P.TOL_BF16_W4,
+            tensor_cores=P.FORM,
+            tc_dtype="bf16" if P.FORM else None,
+        ),
+        "w4a16_f16": Variant(
+            w4a16_f16.NAME,
+            w4a16_f16.SUMMARY,
+            w4a16_f16.build,
+            tolerance=P.TOL_F16_W4,
+            traffic=w4_f16_traffic,
+            launches=w4a16_f16.LAUNCHES,
+            tensor_cores=P.FORM,
+            tc_dtype=gemm_tc.TC_DTYPE if P.FORM else None,
+        ),
     },
     shapes=P.prefill_shapes,
     make_inputs=w4_inputs,

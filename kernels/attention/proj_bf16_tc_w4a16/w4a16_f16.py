@@ -6,6 +6,7 @@ elsewhere) after converting the bf16 activations to fp16
 (``_proj_prep.bf16_to_f16``). Its error: weights rounded to fp16 (2^-11),
 fp32 accumulation, fp16 output.
 """
+
 from __future__ import annotations
 
 import numpy as np

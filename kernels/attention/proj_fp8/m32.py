@@ -8,6 +8,7 @@ the token's scales in the epilogue, float32 out. Same stages and K order
 as the other tiling, so the two differ only where the hardware's
 accumulation order does.
 """
+
 from __future__ import annotations
 
 from ...common import wgmma_gemm as P

@@ -2,6 +2,7 @@
 activations ``x8 [m, k]`` (per-token scales ``x_scale [m]``) and E4M3
 weights ``w8 [n, k]`` (per-channel scales ``w_scale [n]``), decoded exactly.
 """
+
 from __future__ import annotations
 
 import numpy as np

@@ -3,6 +3,7 @@
 tensor-core twin (``fp8_attn_m32``, more than 16 rows) against the
 16-row kernel; its rows are decode/verify batch sizes on both sides of the
 16-row threshold."""
+
 from __future__ import annotations
 
 from typing import Any, Mapping
@@ -46,8 +47,12 @@ def fp8_traffic(shape) -> Traffic:
 
 PATH = declared_path(
     TABLE,
-    {mod.NAME: Variant(mod.NAME, mod.SUMMARY, mod.build, tolerance=P.TOL_FP8_GEMM, tensor_cores="wgmma",
-                       tc_dtype="e4m3") for mod in (m16, m32)},
+    {
+        mod.NAME: Variant(
+            mod.NAME, mod.SUMMARY, mod.build, tolerance=P.TOL_FP8_GEMM, tensor_cores="wgmma", tc_dtype="e4m3"
+        )
+        for mod in (m16, m32)
+    },
     shapes=fp8_shapes,
     make_inputs=fp8_inputs,
     outputs=P.outputs_f32,

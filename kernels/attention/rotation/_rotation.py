@@ -33,6 +33,7 @@ coalesced; a thread touches only its own column, so no barrier), then
 rounds to bf16: ``W' = H W`` per head. ``x W'^T`` is then the rotated
 projection, up to the bf16 rounding of ``W'``.
 """
+
 from __future__ import annotations
 
 import math

@@ -1,6 +1,7 @@
 """Float64 reference of ``attention.rotation``: project, rotate each head
 with the orthonormal Walsh-Hadamard transform, quantise K and V to FP8 E4M3
 with one scale per (token, KV head)."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -23,7 +24,7 @@ def project(x_bits, w_bits, hq: int, hkv: int, d: int):
     x = bf16_to_f32_np(x_bits).astype(np.float64)
     w = bf16_to_f32_np(w_bits).astype(np.float64)
     qkv = (x @ w.T).reshape(x.shape[0], hq + 2 * hkv, d)
-    return qkv[:, :hq], qkv[:, hq:hq + hkv], qkv[:, hq + hkv:]
+    return qkv[:, :hq], qkv[:, hq : hq + hkv], qkv[:, hq + hkv :]
 
 
 def rotate(a: np.ndarray) -> np.ndarray:
@@ -50,5 +51,10 @@ def naive_rotated_qkv_write(x_bits, w_bits, hq: int, hkv: int, d: int) -> dict:
     q, k, v = (rotate(a) for a in project(x_bits, w_bits, hq, hkv, d))
     kc, ks = quantise(k)
     vc, vs = quantise(v)
-    return {"q": q, "k_cache": e4m3_to_f32_np(kc).astype(np.float64), "k_scale": ks,
-            "v_cache": e4m3_to_f32_np(vc).astype(np.float64), "v_scale": vs}
+    return {
+        "q": q,
+        "k_cache": e4m3_to_f32_np(kc).astype(np.float64),
+        "k_scale": ks,
+        "v_cache": e4m3_to_f32_np(vc).astype(np.float64),
+        "v_scale": vs,
+    }

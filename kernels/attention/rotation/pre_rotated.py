@@ -3,6 +3,7 @@
 load (``W' = H W`` per head, stored bf16), so the projection already gives
 rotated q, k and v and the KV-cache write skips its rotation. The load
 runs once per weight buffer, never in a timed call. Kernels: ``_rotation``."""
+
 from __future__ import annotations
 
 from ._rotation import launcher

@@ -3,6 +3,7 @@ on the weights as trained, then the KV-cache write rotates every head of
 q, k and v with the fast Walsh-Hadamard transform before it stores q and
 quantises K and V to FP8 E4M3. What Metrale does unless
 ``weight_pre_rotated`` is on at head dim 128. Kernels: ``_rotation``."""
+
 from __future__ import annotations
 
 from ._rotation import launcher

@@ -38,6 +38,7 @@ relative step, and with one scale per vector the loudest channel maps to
 rounding error. The rotation pays off for formats with uniform steps
 (integer caches), which these kernels do not write.
 """
+
 from __future__ import annotations
 
 from typing import Any, Mapping
@@ -68,11 +69,16 @@ def shapes(preset: str, model: Mapping[str, Any] | None) -> list[Shape]:
         model = model or {}
         att = dict(model.get("attention") or {})
         if int(att.get("head_dim", 0)) == 128:  # the recipe's model, where the lever applies
-            heads = dict(hq=int(att["q_heads"]), hkv=int(att["kv_heads"]), d=128,
-                         hidden=int(model.get("hidden", MODEL_ATTENTION["hidden"])))
+            heads = dict(
+                hq=int(att["q_heads"]),
+                hkv=int(att["kv_heads"]),
+                d=128,
+                hidden=int(model.get("hidden", MODEL_ATTENTION["hidden"])),
+            )
         else:
-            heads = dict(hq=MODEL_ATTENTION["q_heads"], hkv=MODEL_ATTENTION["kv_heads"], d=128,
-                         hidden=MODEL_ATTENTION["hidden"])
+            heads = dict(
+                hq=MODEL_ATTENTION["q_heads"], hkv=MODEL_ATTENTION["kv_heads"], d=128, hidden=MODEL_ATTENTION["hidden"]
+            )
         dims = [dict(t=t, outliers=4, **heads) for t in MODEL_TOKENS]
     return [Shape(_label(preset, d), d) for d in dims]
 
@@ -89,8 +95,13 @@ def make_inputs(shape: Shape, rng) -> dict:
 
 def outputs(shape: Shape):
     t, hq, hkv, d = shape["t"], shape["hq"], shape["hkv"], shape["d"]
-    return {"q": ((t, hq, d), "float32"), "k_cache": ((t, hkv, d), "uint8"), "v_cache": ((t, hkv, d), "uint8"),
-            "k_scale": ((t, hkv), "float32"), "v_scale": ((t, hkv), "float32")}
+    return {
+        "q": ((t, hq, d), "float32"),
+        "k_cache": ((t, hkv, d), "uint8"),
+        "v_cache": ((t, hkv, d), "uint8"),
+        "k_scale": ((t, hkv), "float32"),
+        "v_scale": ((t, hkv), "float32"),
+    }
 
 
 def reference(shape: Shape, x: dict) -> dict:
@@ -120,8 +131,11 @@ def traffic(shape: Shape) -> Traffic:
 def runtime_traffic(shape: Shape) -> Traffic:
     base = traffic(shape)
     d = shape["d"]
-    return Traffic(base.bytes_read, base.bytes_written,
-                   base.flops + shape["t"] * (shape["hq"] + 2 * shape["hkv"]) * d * int(np.log2(d)))
+    return Traffic(
+        base.bytes_read,
+        base.bytes_written,
+        base.flops + shape["t"] * (shape["hq"] + 2 * shape["hkv"]) * d * int(np.log2(d)),
+    )
 
 
 def quant_error(variant: str, shape: Shape, launch, bufs: Mapping[str, Any], cuda) -> dict:
@@ -158,11 +172,20 @@ PRE_ROTATED_TOL = Tolerance(rel=3e-2, abs_of_max=0.075)
 
 PATH = declared_path(
     TABLE,
-    {v.name: v for v in (
-        Variant(pre_rotated.NAME, pre_rotated.SUMMARY, pre_rotated.build, tolerance=PRE_ROTATED_TOL, launches=2),
-        Variant(runtime_rotation.NAME, runtime_rotation.SUMMARY, runtime_rotation.build, tolerance=RUNTIME_TOL,
-                traffic=runtime_traffic, launches=2),
-    )},
+    {
+        v.name: v
+        for v in (
+            Variant(pre_rotated.NAME, pre_rotated.SUMMARY, pre_rotated.build, tolerance=PRE_ROTATED_TOL, launches=2),
+            Variant(
+                runtime_rotation.NAME,
+                runtime_rotation.SUMMARY,
+                runtime_rotation.build,
+                tolerance=RUNTIME_TOL,
+                traffic=runtime_traffic,
+                launches=2,
+            ),
+        )
+    },
     shapes=shapes,
     make_inputs=make_inputs,
     outputs=outputs,

@@ -21,6 +21,7 @@ stay far inside s32 (12288 x 16129 < 2^28), so every tiling and K order
 gives the same ``acc``; the epilogue is the same float32 expression in
 both. The two tilings' outputs are bitwise identical, which the tests hold.
 """
+
 from __future__ import annotations
 
 from functools import lru_cache

@@ -24,6 +24,7 @@ sm_89 and on sm_90 runs through FP16 (``tests/kernels/tc_claims.py``), and
 sm_80 has none; the FP8 arm stays wgmma only, and its build refuses other
 devices, saying so.
 """
+
 from __future__ import annotations
 
 import numpy as np

@@ -32,6 +32,7 @@ fp32 ``(q - 8) * scale`` and is rounded once to bf16 (``cvt.rn.bf16x2.f32``,
 past the edges are staged as zeros. ``k % 16 == 0``; a stage never
 straddles a scale group (128 is a multiple of 64).
 """
+
 from __future__ import annotations
 
 from functools import lru_cache

@@ -12,6 +12,7 @@ weight matrix (NumPy only).
 * ``nvfp4``: ``w_fp4 uint8[n, k / 2]``, ``w_fp4_scales uint8[n, k / 16]``,
   ``w_fp4_ts float32[1]``: the W4A4 arm's weights.
 """
+
 from __future__ import annotations
 
 import numpy as np

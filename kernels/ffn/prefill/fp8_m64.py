@@ -23,6 +23,7 @@ words converted pairwise (``cvt.rn.satfinite.e4m3x2.f32`` of the exact
 16 KiB per stage at BN = 128: 48 KiB for two, the static limit. Rows and k
 past the edges are zeros; ``k % 32 == 0`` (:func:`supports`).
 """
+
 from __future__ import annotations
 
 from functools import lru_cache
@@ -55,9 +56,11 @@ def _fold_source(n: int) -> str:
     each stage accumulator times its column's group scale, unrolled so that
     every tuple index is a constant (columns past ``ncols`` read the last
     column's scale; they are never stored)."""
-    lines = ["def fold(total, stage, scales, ncols, n0, g):",
-             "    c = n0 + 2 * (cuda.threadIdx.x & 3)",
-             "    last = ncols - 1"]
+    lines = [
+        "def fold(total, stage, scales, ncols, n0, g):",
+        "    c = n0 + 2 * (cuda.threadIdx.x & 3)",
+        "    last = ncols - 1",
+    ]
     out = [""] * (n // 2)
     for j in range(n // 8):
         for e in (0, 1):
@@ -72,25 +75,29 @@ def _fold_source(n: int) -> str:
 def _store_source(n: int) -> str:
     """``store(D, sa, m, ncols, r0, n0, acc)``: ``wgmma.make_store``'s
     layout, each row times its activation scale."""
-    lines = ["def store(D, sa, m, ncols, r0, n0, acc):",
-             "    tid = cuda.threadIdx.x & 127",
-             "    r = r0 + 16 * (tid >> 5) + ((tid & 31) >> 2)",
-             "    c = n0 + 2 * (tid & 3)",
-             "    lo = r < m",
-             "    hi = r + 8 < m",
-             "    s_lo = float32(0.0)",
-             "    s_hi = float32(0.0)",
-             "    if lo:",
-             "        s_lo = sa[r]",
-             "    if hi:",
-             "        s_hi = sa[r + 8]"]
+    lines = [
+        "def store(D, sa, m, ncols, r0, n0, acc):",
+        "    tid = cuda.threadIdx.x & 127",
+        "    r = r0 + 16 * (tid >> 5) + ((tid & 31) >> 2)",
+        "    c = n0 + 2 * (tid & 3)",
+        "    lo = r < m",
+        "    hi = r + 8 < m",
+        "    s_lo = float32(0.0)",
+        "    s_hi = float32(0.0)",
+        "    if lo:",
+        "        s_lo = sa[r]",
+        "    if hi:",
+        "        s_hi = sa[r + 8]",
+    ]
     for j in range(n // 8):
         for e in (0, 1):
-            lines += [f"    if c + {8 * j + e} < ncols:",
-                      "        if lo:",
-                      f"            D[r, c + {8 * j + e}] = acc[{4 * j + e}] * s_lo",
-                      "        if hi:",
-                      f"            D[r + 8, c + {8 * j + e}] = acc[{4 * j + 2 + e}] * s_hi"]
+            lines += [
+                f"    if c + {8 * j + e} < ncols:",
+                "        if lo:",
+                f"            D[r, c + {8 * j + e}] = acc[{4 * j + e}] * s_lo",
+                "        if hi:",
+                f"            D[r + 8, c + {8 * j + e}] = acc[{4 * j + 2 + e}] * s_hi",
+            ]
     return "\n".join(lines) + "\n"
 
 
@@ -219,8 +226,10 @@ def build(shape, kern=None):
     Hopper (its mma.sync runs E4M3 through FP16), and sm_80 has no FP8 MMA;
     elsewhere the build refuses, saying so (the record is a FAIL naming it)."""
     if tc.current() != tc.WGMMA:
-        raise ValueError(f"fp8_m64: built on wgmma (sm_90a) only; this device's tensor-core form is "
-                         f"{tc.current()}, and no FP8 mma.sync form is built here")
+        raise ValueError(
+            f"fp8_m64: built on wgmma (sm_90a) only; this device's tensor-core form is "
+            f"{tc.current()}, and no FP8 mma.sync form is built here"
+        )
     m, k = shape["m"], shape["k"]
     why = supports(k)
     if why:

@@ -1,6 +1,7 @@
 """int8 faith2: the int8 arm's first tiling. Activations requantised to int8
 per row (``common.rowquant``), then ``_int8_mma``'s s8 tensor-core GEMM with
 blocks of two warps (32 rows x 16 columns) and K stages of 32."""
+
 from __future__ import annotations
 
 from ...common import rowquant as _rowquant

@@ -8,6 +8,7 @@ the engine's default weights. The ``*_exact`` functions are each arm's own arith
 kernels' float32 operations), against which the tests hold the kernels
 tightly.
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -131,8 +132,10 @@ def w4a4_exact(a: np.ndarray, w_fp4: np.ndarray, w_fp4_scales: np.ndarray, w_fp4
     from ...common import bits
 
     pa, sa, ta = quantize_nvfp4(a)
-    return naive_gemm(bits.nvfp4_decode_np(pa, sa, ta),
-                      bits.nvfp4_decode_np(w_fp4, w_fp4_scales, np.float32(np.asarray(w_fp4_ts).reshape(-1)[0])))
+    return naive_gemm(
+        bits.nvfp4_decode_np(pa, sa, ta),
+        bits.nvfp4_decode_np(w_fp4, w_fp4_scales, np.float32(np.asarray(w_fp4_ts).reshape(-1)[0])),
+    )
 
 
 def nvfp4_mmq_exact(a: np.ndarray, w_fp4: np.ndarray, w_fp4_scales: np.ndarray, w_fp4_ts) -> np.ndarray:
@@ -154,7 +157,9 @@ def nvfp4_mmq_exact(a: np.ndarray, w_fp4: np.ndarray, w_fp4_scales: np.ndarray, 
     blk = bits.NVFP4_BLOCK
     m, k = qa.shape
     dots = np.einsum("mbi,nbi->mnb", qa.reshape(m, k // blk, blk), qw.reshape(qw.shape[0], k // blk, blk))
-    scale = (bits.e4m3_to_f32_np(sa).astype(np.float64)[:, None, :]
-             * bits.e4m3_to_f32_np(w_fp4_scales).astype(np.float64)[None, :, :])
+    scale = (
+        bits.e4m3_to_f32_np(sa).astype(np.float64)[:, None, :]
+        * bits.e4m3_to_f32_np(w_fp4_scales).astype(np.float64)[None, :, :]
+    )
     ts = float(ta) * float(np.asarray(w_fp4_ts, dtype=np.float32).reshape(-1)[0]) / 4
     return (dots.astype(np.float64) * scale).sum(axis=2) * ts

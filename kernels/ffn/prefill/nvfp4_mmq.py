@@ -31,6 +31,7 @@ bytes (32 x 64 and 16 x 64) and their block scales decoded to float32 (4 per
 row). Rows past ``m``, columns past ``n`` and k past ``k`` are staged as
 zeros with zero scales and not stored. ``k % 16 == 0``.
 """
+
 from __future__ import annotations
 
 from functools import lru_cache

@@ -20,6 +20,7 @@ from zero, and each thread folds its eight dot products into its running
 float32 sums with the formula above. Rows past ``m`` and columns past ``n``
 are staged as zeros (scales too) and not stored. ``k % 256 == 0``.
 """
+
 from __future__ import annotations
 
 from functools import lru_cache

@@ -9,6 +9,7 @@ element ``l`` of each block of 32, so a block's largest magnitude and the
 sum of its int8 values are five ``shfl.xor`` steps each. No shared memory,
 no block barrier.
 """
+
 from __future__ import annotations
 
 import math

@@ -44,6 +44,7 @@ tolerances are per arm, set from what correct arithmetic in that format
 gives on these inputs; the tests hold each kernel to its own arithmetic
 (``naive.*_exact``) much more tightly.
 """
+
 from __future__ import annotations
 
 from typing import Any, Mapping
@@ -123,8 +124,10 @@ def shapes(preset: str, model: Mapping[str, Any] | None) -> list[Shape]:
     tokens = (model.get("bench") or {}).get("prefill_tokens") or DEFAULT_PREFILL_TOKENS
     out = []
     for t in tokens:
-        for d in (dict(m=int(t), n=2 * int(inter), k=int(hidden), down=0),
-                  dict(m=int(t), n=int(hidden), k=int(inter), down=1)):
+        for d in (
+            dict(m=int(t), n=2 * int(inter), k=int(hidden), down=0),
+            dict(m=int(t), n=int(hidden), k=int(inter), down=1),
+        ):
             out.append(Shape(_label(d), d))
     return out
 
@@ -160,8 +163,15 @@ def _inputs(shape: Shape, rng: np.random.Generator, source: np.ndarray, q4k=None
     w = int4.dequantize_w4(w4["qweight"], w4["scales"])
     a = activations(rng, m, k)
     q4 = {"w_q4k": q4k} if q4k is not None else formats.q4k_blocks(w)
-    return {"a": a, "a_bf16": bits.f32_to_bf16_np(a.astype(np.float32)), "w": w, **w4, **formats.int8(w),
-            **q4, **formats.nvfp4(w)}
+    return {
+        "a": a,
+        "a_bf16": bits.f32_to_bf16_np(a.astype(np.float32)),
+        "w": w,
+        **w4,
+        **formats.int8(w),
+        **q4,
+        **formats.nvfp4(w),
+    }
 
 
 def with_weights(path: KernelPath, name: str, w: np.ndarray, q4k: np.ndarray | None, down: bool) -> KernelPath:
@@ -206,8 +216,9 @@ def _traffic(weight_bytes, scratch_per_row=lambda k: 0):
     def traffic(shape: Shape) -> Traffic:
         m, n, k = shape["m"], shape["n"], shape["k"]
         extra = m * scratch_per_row(k)
-        return Traffic(bytes_read=weight_bytes(n, k) + 2 * m * k + extra, bytes_written=2 * m * n + extra,
-                       flops=2 * m * n * k)
+        return Traffic(
+            bytes_read=weight_bytes(n, k) + 2 * m * k + extra, bytes_written=2 * m * n + extra, flops=2 * m * n * k
+        )
 
     return traffic
 
@@ -215,43 +226,97 @@ def _traffic(weight_bytes, scratch_per_row=lambda k: 0):
 _INT8_SCRATCH = lambda k: k + 4  # noqa: E731 - int8 row and its float32 scale
 
 VARIANTS = {
-    "w4a16": Variant("w4a16", "the default W4A16 GEMM (w4a16.gemm's default tiles, FP32 cores)",
-                     w4a16_default.build, tolerance=TOLERANCES["w4a16"],
-                     traffic=_traffic(formats.w4a16_bytes)),
-    "bf16_v1": Variant("bf16_v1", "int4 -> bf16 in registers, bf16 activations, wgmma m64n128k16, 64x128 tiles",
-                       bf16_v1.build, tolerance=TOLERANCES["bf16_v1"], traffic=_traffic(formats.w4a16_bytes),
-                       tensor_cores="wgmma", tc_dtype="bf16"),
-    "bf16_v2": Variant("bf16_v2", "as v1 on 128x64 tiles (t_m128): two warpgroups share each weight tile",
-                       bf16_v2.build, tolerance=TOLERANCES["bf16_v2"], traffic=_traffic(formats.w4a16_bytes),
-                       tensor_cores="wgmma", tc_dtype="bf16"),
-    "fp8_m64": Variant("fp8_m64", "E4M3 quant per token, then wgmma m64n128k32 e4m3 on q - 8, group scales per stage",
-                       fp8_m64.build, tolerance=TOLERANCES["fp8_m64"],
-                       traffic=_traffic(formats.w4a16_bytes, lambda k: k + 4), launches=2, tensor_cores="wgmma", tc_dtype="e4m3"),
-    "q4k_mmq": Variant("q4k_mmq", "GGUF Q4_K weights, int8 activations per 32, s8 mma.sync per sub-block, "
-                       "scales and mins folded in f32", q4k_mmq.build, tolerance=TOLERANCES["q4k_mmq"],
-                       traffic=_traffic(formats.q4k_bytes, lambda k: k + 8 * (k // 32)), launches=2,
-                       tensor_cores="mma.sync", tc_dtype="s8"),
-    "w4a4": Variant("w4a4", "NVFP4 weights, activations to NVFP4 per GEMM, both decoded exactly to bf16 while "
-                    "staged, wgmma m64n128k16", w4a4.build, tolerance=TOLERANCES["w4a4"],
-                    traffic=_traffic(formats.nvfp4_bytes, lambda k: k // 2 + k // 16 + 4), launches=w4a4.launches,
-                    tensor_cores="wgmma", tc_dtype="bf16"),
-    "nvfp4_mmq": Variant("nvfp4_mmq", "NVFP4 weights, activations to NVFP4 per GEMM, E2M1 x 2 as int8, s8 mma.sync "
-                         "m16n8k32 per 16-value block (one K half zeroed), E4M3 block scales in f32",
-                         nvfp4_mmq.build, tolerance=TOLERANCES["nvfp4_mmq"],
-                         traffic=_traffic(formats.nvfp4_bytes, lambda k: k // 2 + k // 16 + 4), launches=3,
-                         tensor_cores="mma.sync", tc_dtype="s8"),
-    "int8_faith2": Variant("int8_faith2", "int8 requant per token, then s8 mma.sync GEMM, 32x16 tiles, K stages of 32",
-                           int8_faith2.build, tolerance=TOLERANCES["int8_faith2"],
-                           traffic=_traffic(formats.int8_bytes, _INT8_SCRATCH), launches=2,
-                           tensor_cores="mma.sync", tc_dtype="s8"),
-    "int8_faith5": Variant("int8_faith5", "int8 requant per token, then s8 mma.sync GEMM, 32x32 tiles, K stages of 64",
-                           int8_faith5.build, tolerance=TOLERANCES["int8_faith5"],
-                           traffic=_traffic(formats.int8_bytes, _INT8_SCRATCH), launches=2,
-                           tensor_cores="mma.sync", tc_dtype="s8"),
+    "w4a16": Variant(
+        "w4a16",
+        "the default W4A16 GEMM (w4a16.gemm's default tiles, FP32 cores)",
+        w4a16_default.build,
+        tolerance=TOLERANCES["w4a16"],
+        traffic=_traffic(formats.w4a16_bytes),
+    ),
+    "bf16_v1": Variant(
+        "bf16_v1",
+        "int4 -> bf16 in registers, bf16 activations, wgmma m64n128k16, 64x128 tiles",
+        bf16_v1.build,
+        tolerance=TOLERANCES["bf16_v1"],
+        traffic=_traffic(formats.w4a16_bytes),
+        tensor_cores="wgmma",
+        tc_dtype="bf16",
+    ),
+    "bf16_v2": Variant(
+        "bf16_v2",
+        "as v1 on 128x64 tiles (t_m128): two warpgroups share each weight tile",
+        bf16_v2.build,
+        tolerance=TOLERANCES["bf16_v2"],
+        traffic=_traffic(formats.w4a16_bytes),
+        tensor_cores="wgmma",
+        tc_dtype="bf16",
+    ),
+    "fp8_m64": Variant(
+        "fp8_m64",
+        "E4M3 quant per token, then wgmma m64n128k32 e4m3 on q - 8, group scales per stage",
+        fp8_m64.build,
+        tolerance=TOLERANCES["fp8_m64"],
+        traffic=_traffic(formats.w4a16_bytes, lambda k: k + 4),
+        launches=2,
+        tensor_cores="wgmma",
+        tc_dtype="e4m3",
+    ),
+    "q4k_mmq": Variant(
+        "q4k_mmq",
+        "GGUF Q4_K weights, int8 activations per 32, s8 mma.sync per sub-block, scales and mins folded in f32",
+        q4k_mmq.build,
+        tolerance=TOLERANCES["q4k_mmq"],
+        traffic=_traffic(formats.q4k_bytes, lambda k: k + 8 * (k // 32)),
+        launches=2,
+        tensor_cores="mma.sync",
+        tc_dtype="s8",
+    ),
+    "w4a4": Variant(
+        "w4a4",
+        "NVFP4 weights, activations to NVFP4 per GEMM, both decoded exactly to bf16 while staged, wgmma m64n128k16",
+        w4a4.build,
+        tolerance=TOLERANCES["w4a4"],
+        traffic=_traffic(formats.nvfp4_bytes, lambda k: k // 2 + k // 16 + 4),
+        launches=w4a4.launches,
+        tensor_cores="wgmma",
+        tc_dtype="bf16",
+    ),
+    "nvfp4_mmq": Variant(
+        "nvfp4_mmq",
+        "NVFP4 weights, activations to NVFP4 per GEMM, E2M1 x 2 as int8, s8 mma.sync "
+        "m16n8k32 per 16-value block (one K half zeroed), E4M3 block scales in f32",
+        nvfp4_mmq.build,
+        tolerance=TOLERANCES["nvfp4_mmq"],
+        traffic=_traffic(formats.nvfp4_bytes, lambda k: k // 2 + k // 16 + 4),
+        launches=3,
+        tensor_cores="mma.sync",
+        tc_dtype="s8",
+    ),
+    "int8_faith2": Variant(
+        "int8_faith2",
+        "int8 requant per token, then s8 mma.sync GEMM, 32x16 tiles, K stages of 32",
+        int8_faith2.build,
+        tolerance=TOLERANCES["int8_faith2"],
+        traffic=_traffic(formats.int8_bytes, _INT8_SCRATCH),
+        launches=2,
+        tensor_cores="mma.sync",
+        tc_dtype="s8",
+    ),
+    "int8_faith5": Variant(
+        "int8_faith5",
+        "int8 requant per token, then s8 mma.sync GEMM, 32x32 tiles, K stages of 64",
+        int8_faith5.build,
+        tolerance=TOLERANCES["int8_faith5"],
+        traffic=_traffic(formats.int8_bytes, _INT8_SCRATCH),
+        launches=2,
+        tensor_cores="mma.sync",
+        tc_dtype="s8",
+    ),
 }
 
 PATH = declared_path(
-    TABLE, VARIANTS,
+    TABLE,
+    VARIANTS,
     shapes=shapes,
     make_inputs=make_inputs,
     outputs=lambda shape: {"c": ((shape["m"], shape["n"]), "float16")},
@@ -259,6 +324,6 @@ PATH = declared_path(
     traffic=_traffic(formats.w4a16_bytes),
     tolerance=TOLERANCES["w4a16"],
     notes="compute-bound at prefill sizes (m = 512, 4096 tokens); the arms trade weight format and "
-          "activation precision for tensor-core throughput",
+    "activation precision for tensor-core throughput",
     extra={"gemm_mnk": lambda s: (s["m"], s["n"], s["k"]), "model_sections": ("ffn",)},
 )

@@ -16,6 +16,7 @@ A 16-byte core-matrix row is 8 consecutive k: one 32-bit word of either
 operand's packed nibbles (element ``8w + j`` in nibble ``j``) and one block
 scale. ``k % 16 == 0``.
 """
+
 from __future__ import annotations
 
 from functools import lru_cache
@@ -35,8 +36,9 @@ THREADS = wg.WARPGROUP
 
 @cuda.jit(device=True, inline="always")
 def _e2m1_pair(word, j, s):
-    return cvt.f32x2_to_bf16x2(bits.e2m1_to_f32(word >> uint32(4 * j)) * s,
-                               bits.e2m1_to_f32(word >> uint32(4 * j + 4)) * s)
+    return cvt.f32x2_to_bf16x2(
+        bits.e2m1_to_f32(word >> uint32(4 * j)) * s, bits.e2m1_to_f32(word >> uint32(4 * j + 4)) * s
+    )
 
 
 @cuda.jit(device=True, inline="always")
@@ -62,19 +64,23 @@ def _load(at, p32, sc, rows_total, k, r0, k0, tid, rows):
 def _store_source(n: int) -> str:
     """``store(D, t, m, ncols, r0, n0, acc)``: ``wgmma.make_store``'s layout,
     every value times ``t``."""
-    lines = ["def store(D, t, m, ncols, r0, n0, acc):",
-             "    tid = cuda.threadIdx.x & 127",
-             "    r = r0 + 16 * (tid >> 5) + ((tid & 31) >> 2)",
-             "    c = n0 + 2 * (tid & 3)",
-             "    lo = r < m",
-             "    hi = r + 8 < m"]
+    lines = [
+        "def store(D, t, m, ncols, r0, n0, acc):",
+        "    tid = cuda.threadIdx.x & 127",
+        "    r = r0 + 16 * (tid >> 5) + ((tid & 31) >> 2)",
+        "    c = n0 + 2 * (tid & 3)",
+        "    lo = r < m",
+        "    hi = r + 8 < m",
+    ]
     for j in range(n // 8):
         for e in (0, 1):
-            lines += [f"    if c + {8 * j + e} < ncols:",
-                      "        if lo:",
-                      f"            D[r, c + {8 * j + e}] = acc[{4 * j + e}] * t",
-                      "        if hi:",
-                      f"            D[r + 8, c + {8 * j + e}] = acc[{4 * j + 2 + e}] * t"]
+            lines += [
+                f"    if c + {8 * j + e} < ncols:",
+                "        if lo:",
+                f"            D[r, c + {8 * j + e}] = acc[{4 * j + e}] * t",
+                "        if hi:",
+                f"            D[r + 8, c + {8 * j + e}] = acc[{4 * j + 2 + e}] * t",
+            ]
     return "\n".join(lines) + "\n"
 
 
@@ -167,8 +173,15 @@ def build(shape, kern=None, form: str | None = None):
 
     def launch(bufs):
         quant(packed, scales, ts, rowmax, bufs["a"])
-        kern[grid, THREADS](bufs["c"], packed.view(np.uint32), scales, ts, bufs["w_fp4"].view(np.uint32),
-                            bufs["w_fp4_scales"], bufs["w_fp4_ts"])
+        kern[grid, THREADS](
+            bufs["c"],
+            packed.view(np.uint32),
+            scales,
+            ts,
+            bufs["w_fp4"].view(np.uint32),
+            bufs["w_fp4_scales"],
+            bufs["w_fp4_ts"],
+        )
 
     launch.workspace = {"packed": packed, "scales": scales, "ts": ts, "rowmax": rowmax}
     launch.tensor_cores = "wgmma"

@@ -23,6 +23,7 @@ the H200's flop/byte balance; everything else it moves is < 1 KiB. One
 launch keeps ``N * 128`` blocks in flight at the model shape, enough to
 cover the SMs from N = 2 on.
 """
+
 from __future__ import annotations
 
 from functools import lru_cache

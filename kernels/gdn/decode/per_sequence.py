@@ -11,6 +11,7 @@ Memory-bound like ``batched`` and moves the same bytes; what it adds is
 ``N`` launch overheads and ``N`` tails in which a launch of ``Hv * dv/BV``
 blocks (128 at the model shape) cannot fill the GPU.
 """
+
 from __future__ import annotations
 
 from functools import lru_cache

@@ -1,5 +1,6 @@
 """``gdn.decode`` (Atlas): multi-sequence single-token decode over a state pool
 indexed by slot."""
+
 from __future__ import annotations
 
 from typing import Any, Mapping
@@ -14,8 +15,11 @@ from . import batched, per_sequence
 def decode_shapes(preset: str, model: Mapping[str, Any] | None) -> list[Shape]:
     check_preset(preset)
     if preset == "smoke":
-        dims = [dict(n=1, slots=3, hk=2, hv=4, dk=8, dv=8), dict(n=3, slots=5, hk=2, hv=4, dk=12, dv=12),
-                dict(n=3, slots=4, hk=3, hv=3, dk=8, dv=8)]
+        dims = [
+            dict(n=1, slots=3, hk=2, hv=4, dk=8, dv=8),
+            dict(n=3, slots=5, hk=2, hv=4, dk=12, dv=12),
+            dict(n=3, slots=4, hk=3, hv=3, dk=8, dv=8),
+        ]
     else:
         gdn, bench = family.model_dims(model)
         dims = [dict(n=int(n), slots=2 * int(n) + 1, **family.heads(gdn)) for n in bench["decode_batches"]]
@@ -27,14 +31,22 @@ def decode_inputs(shape: Shape, rng) -> dict:
     [N]`` (distinct, scattered over the pool), ``state [slots, Hv, dk, dv]``."""
     n, hk, hv, dk, dv = shape["n"], shape["hk"], shape["hv"], shape["dk"], shape["dv"]
     g, beta = family.random_gates(rng, n, hv)
-    return {"q": family.random_f16(rng, (n, hk, dk)), "k": family.random_f16(rng, (n, hk, dk)), "v": family.random_f16(rng, (n, hv, dv)),
-            "g": g, "beta": beta, "slots": family.random_slots(rng, n, shape["slots"]),
-            "state": family.random_state(rng, (shape["slots"], hv, dk, dv))}
+    return {
+        "q": family.random_f16(rng, (n, hk, dk)),
+        "k": family.random_f16(rng, (n, hk, dk)),
+        "v": family.random_f16(rng, (n, hv, dv)),
+        "g": g,
+        "beta": beta,
+        "slots": family.random_slots(rng, n, shape["slots"]),
+        "state": family.random_state(rng, (shape["slots"], hv, dk, dv)),
+    }
 
 
 def decode_outputs(shape: Shape):
-    return {"o": ((shape["n"], shape["hv"], shape["dv"]), "float32"),
-            "state": ((shape["slots"], shape["hv"], shape["dk"], shape["dv"]), "float32")}
+    return {
+        "o": ((shape["n"], shape["hv"], shape["dv"]), "float32"),
+        "state": ((shape["slots"], shape["hv"], shape["dk"], shape["dv"]), "float32"),
+    }
 
 
 def decode_reference(shape: Shape, x: dict) -> dict:
@@ -64,5 +76,5 @@ PATH = family.declare(
     traffic=decode_traffic,
     tolerance=family.TOKEN_TOL,
     notes="Memory-bound: each sequence's state (64 KiB per head at d = 128) read and written once. "
-          "Atlas only: Metrale's gdn_batched_fla steers multi-stream prefill, not this decode.",
+    "Atlas only: Metrale's gdn_batched_fla steers multi-stream prefill, not this decode.",
 )

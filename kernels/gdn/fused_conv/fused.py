@@ -34,6 +34,7 @@ Memory-bound like the plain decode; against ``separate`` it saves the
 activation and ``o`` round trips and two launches, and loses parallelism at
 small batches (``N * Hk`` blocks of 512 threads: 16 blocks at N = 1).
 """
+
 from __future__ import annotations
 
 from functools import lru_cache
@@ -108,7 +109,7 @@ def make_fused_conv(W: int, DK: int, DV: int):
 
         # 2. the GDN step on both value heads, q/k from xs[0:DK], xs[DK:2DK].
         qr = xs[0:DK]
-        kr = xs[DK:2 * DK]
+        kr = xs[DK : 2 * DK]
         for hh in range(group):  # 2; a runtime bound keeps the loop rolled (no spills)
             h = 2 * hk + hh
             o0 = offset(slot, h, 2 * hkn, p, j)
@@ -138,7 +139,17 @@ def build(shape):
     kern = make_fused_conv(W, dk, dv)
 
     def launch(b):
-        kern[grid, nt](b["x"], b["conv_weight"], b["conv_state"], b["g"], b["beta"], b["z"],
-                       b["norm_weight"], b["slots"], b["state"].reshape(b["state"].size), b["out"])
+        kern[grid, nt](
+            b["x"],
+            b["conv_weight"],
+            b["conv_state"],
+            b["g"],
+            b["beta"],
+            b["z"],
+            b["norm_weight"],
+            b["slots"],
+            b["state"].reshape(b["state"].size),
+            b["out"],
+        )
 
     return launch

@@ -15,6 +15,7 @@ written and read back once each: the traffic the fused kernel saves, declared
 in this variant's ``traffic``. Works for any head grouping and head dim; the
 state dominates the bytes either way (memory-bound).
 """
+
 from __future__ import annotations
 
 from functools import lru_cache

@@ -1,5 +1,6 @@
 """``gdn.fused_conv`` (Metrale): the decode step's conv1d + SiLU, GDN step and
 gated RMSNorm, fused into one kernel or as three."""
+
 from __future__ import annotations
 
 import math
@@ -21,13 +22,17 @@ def fused_conv_shapes(preset: str, model: Mapping[str, Any] | None) -> list[Shap
     where the fused kernel should apply: d = 128 is too slow to simulate."""
     check_preset(preset)
     if preset == "smoke":
-        dims = [dict(n=1, slots=2, hk=2, hv=4, dk=12, dv=12, conv_width=4, fused_head_dim=12),
-                dict(n=3, slots=5, hk=2, hv=4, dk=12, dv=12, conv_width=4, fused_head_dim=12),
-                dict(n=3, slots=4, hk=3, hv=3, dk=8, dv=8, conv_width=4, fused_head_dim=8)]
+        dims = [
+            dict(n=1, slots=2, hk=2, hv=4, dk=12, dv=12, conv_width=4, fused_head_dim=12),
+            dict(n=3, slots=5, hk=2, hv=4, dk=12, dv=12, conv_width=4, fused_head_dim=12),
+            dict(n=3, slots=4, hk=3, hv=3, dk=8, dv=8, conv_width=4, fused_head_dim=8),
+        ]
     else:
         gdn, bench = family.model_dims(model)
-        dims = [dict(n=int(n), slots=2 * int(n) + 1, conv_width=int(gdn["conv_width"]), **family.heads(gdn))
-                for n in bench["decode_batches"]]
+        dims = [
+            dict(n=int(n), slots=2 * int(n) + 1, conv_width=int(gdn["conv_width"]), **family.heads(gdn))
+            for n in bench["decode_batches"]
+        ]
     out = []
     for d in dims:
         fhd = d.get("fused_head_dim", FUSED_HEAD_DIM)
@@ -52,7 +57,8 @@ def fused_conv_inputs(shape: Shape, rng) -> dict:
         "x": family.random_f16(rng, (n, c)),
         "conv_weight": (rng.standard_normal((c, w)) / math.sqrt(w)).astype(np.float16),
         "conv_state": family.random_f16(rng, (shape["slots"], w - 1, c)),
-        "g": g, "beta": beta,
+        "g": g,
+        "beta": beta,
         "z": family.random_f16(rng, (n, hv, dv)),
         "norm_weight": (1.0 + 0.1 * rng.standard_normal(dv)).astype(np.float32),
         "slots": family.random_slots(rng, n, shape["slots"]),
@@ -61,23 +67,36 @@ def fused_conv_inputs(shape: Shape, rng) -> dict:
 
 
 def fused_conv_outputs(shape: Shape):
-    return {"out": ((shape["n"], shape["hv"], shape["dv"]), "float32"),
-            "conv_state": ((shape["slots"], shape["conv_width"] - 1, conv_channels(shape)), "float16"),
-            "state": ((shape["slots"], shape["hv"], shape["dk"], shape["dv"]), "float32")}
+    return {
+        "out": ((shape["n"], shape["hv"], shape["dv"]), "float32"),
+        "conv_state": ((shape["slots"], shape["conv_width"] - 1, conv_channels(shape)), "float16"),
+        "state": ((shape["slots"], shape["hv"], shape["dk"], shape["dv"]), "float32"),
+    }
 
 
 def fused_conv_reference(shape: Shape, x: dict) -> dict:
     out, cs, pool = naive.naive_fused_conv(
-        x["x"], x["conv_weight"], x["conv_state"], x["g"], x["beta"], x["z"], x["norm_weight"],
-        x["slots"], x["state"], shape["hk"], shape["hv"], shape["dk"], shape["dv"])
+        x["x"],
+        x["conv_weight"],
+        x["conv_state"],
+        x["g"],
+        x["beta"],
+        x["z"],
+        x["norm_weight"],
+        x["slots"],
+        x["state"],
+        shape["hk"],
+        shape["hv"],
+        shape["dk"],
+        shape["dv"],
+    )
     return {"out": out, "conv_state": cs, "state": pool}
 
 
 def fused_conv_traffic(shape: Shape) -> Traffic:
     n, hv, dk, dv, w = shape["n"], shape["hv"], shape["dk"], shape["dv"], shape["conv_width"]
     c, per = conv_channels(shape), family.state_bytes(shape)
-    read = (n * (c * F16 + (w - 1) * c * F16 + 2 * hv * F32 + hv * dv * F16 + I32 + per)
-            + c * w * F16 + dv * F32)
+    read = n * (c * F16 + (w - 1) * c * F16 + 2 * hv * F32 + hv * dv * F16 + I32 + per) + c * w * F16 + dv * F32
     write = n * ((w - 1) * c * F16 + hv * dv * F32 + per)
     flops = n * (c * (2 * w + 4) + hv * family.step_flops(dk, dv) + 8 * hv * dv)
     return Traffic(read, write, flops)
@@ -102,6 +121,6 @@ PATH = family.declare(
     traffic=fused_conv_traffic,
     tolerance=family.TOKEN_TOL,
     notes="Memory-bound on the state. The fused kernel needs Hv == 2*Hk and dk == dv == "
-          "fused_head_dim (128 at model shapes; smoke shapes lower it to their own head dim).",
+    "fused_head_dim (128 at model shapes; smoke shapes lower it to their own head dim).",
     extra={"fused_head_dim": FUSED_HEAD_DIM},
 )

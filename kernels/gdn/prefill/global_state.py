@@ -8,6 +8,7 @@ the variant's ``traffic`` declares the extra ``(chunks - 1)`` round trips.
 The repeated reads of a slice within a chunk mostly hit L1/L2; the declared
 figure counts each round trip once.
 """
+
 from __future__ import annotations
 
 from .._mma_qk import TC_FORM

@@ -6,6 +6,7 @@ and is written back once: the state costs ``2 * Hv * dk * dv * 4`` bytes per
 call whatever the sequence length. Kernel and launch: ``_prefill``; the
 chunk's WY algebra and shared-memory layout: ``_chunk``.
 """
+
 from __future__ import annotations
 
 from .._mma_qk import TC_FORM

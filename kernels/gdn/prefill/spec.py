@@ -1,4 +1,5 @@
 """``gdn.prefill``: the chunked GDN prefill (WY form), carried state in and out."""
+
 from __future__ import annotations
 
 from typing import Any, Mapping
@@ -12,8 +13,7 @@ from . import global_state, regresident
 def prefill_shapes(preset: str, model: Mapping[str, Any] | None) -> list[Shape]:
     check_preset(preset)
     if preset == "smoke":
-        dims = [dict(t=37, chunk=16, hk=2, hv=4, dk=8, dv=8),
-                dict(t=23, chunk=8, hk=3, hv=3, dk=12, dv=12)]
+        dims = [dict(t=37, chunk=16, hk=2, hv=4, dk=8, dv=8), dict(t=23, chunk=8, hk=3, hv=3, dk=12, dv=12)]
     else:
         gdn, bench = family.model_dims(model)
         dims = [dict(t=int(t), chunk=int(gdn["chunk"]), **family.heads(gdn)) for t in bench["prefill_tokens"]]
@@ -42,6 +42,6 @@ PATH = family.declare(
     traffic=prefill_traffic,
     tolerance=family.PREFILL_TOL,
     notes="Compute-bound at model shapes: the chunk's k.k and q.k products on mma.sync (fp16 q, k "
-          "as stored, f32 accumulators), the fp32 products on CUDA cores. global_state adds one "
-          "state read+write per extra chunk.",
+    "as stored, f32 accumulators), the fp32 products on CUDA cores. global_state adds one "
+    "state read+write per extra chunk.",
 )

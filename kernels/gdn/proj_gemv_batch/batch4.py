@@ -2,6 +2,7 @@
 4 rows): the contiguous-batch GEMV tier's 4-row kernel (``batch_gemv``):
 each int4 weight read once for the 4 rows, activations staged in chunks of
 2048 inputs."""
+
 from __future__ import annotations
 
 from .batch_gemv import make_build

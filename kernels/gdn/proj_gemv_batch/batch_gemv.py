@@ -21,6 +21,7 @@ instead of once per row. ``MROWS`` and ``KCHUNK`` are compile-time: 4 rows
 with chunks of 2048 inputs, or 16 rows with chunks of 512 (33 KiB of
 shared memory either way).
 """
+
 from __future__ import annotations
 
 from functools import lru_cache

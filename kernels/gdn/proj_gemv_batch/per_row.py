@@ -3,6 +3,7 @@ more than 16 rows): what the engine runs without the contiguous-batch
 tier is not named by its lever file; leverctl's choice is one launch of
 the single-row W4A16 GEMV (``w4a16.gemv_sw``, one warp per output) per
 row of the batch, so the weights are read once per row."""
+
 from __future__ import annotations
 
 from ...w4a16.gemv import gemv_sw

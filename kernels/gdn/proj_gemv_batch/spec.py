@@ -11,6 +11,7 @@ hidden``), at decode batches of 1, 4 and 16 rows: the tier's domain, one
 batch for each of its kernels and its largest. Smoke shapes: 3 and 5 rows,
 a partial scale group, and a K past the 16-row kernel's 512-input chunk.
 """
+
 from __future__ import annotations
 
 from typing import Any, Mapping
@@ -61,8 +62,9 @@ def reference(shape: Shape, inputs: dict) -> dict:
 
 def traffic(shape: Shape, weight_reads: int = 1) -> Traffic:
     m, n, k = shape["m"], shape["n"], shape["k"]
-    return Traffic(bytes_read=weight_reads * packed_bytes(n, k) + 2 * m * k, bytes_written=2 * m * n,
-                   flops=2 * m * n * k)
+    return Traffic(
+        bytes_read=weight_reads * packed_bytes(n, k) + 2 * m * k, bytes_written=2 * m * n, flops=2 * m * n * k
+    )
 
 
 def per_row_traffic(shape: Shape) -> Traffic:
@@ -74,8 +76,11 @@ def per_row_traffic(shape: Shape) -> Traffic:
 # GEMVs, held to the W4A16 family's bound (fp16 outputs of fp32 sums).
 PATH = family.declare(
     TABLE,
-    [family.variant(batch4), family.variant(batch16),
-     family.variant(per_row, per_row_traffic, launches=per_row.launches)],
+    [
+        family.variant(batch4),
+        family.variant(batch16),
+        family.variant(per_row, per_row_traffic, launches=per_row.launches),
+    ],
     shapes=shapes,
     make_inputs=make_inputs,
     outputs=outputs,

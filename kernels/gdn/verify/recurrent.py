@@ -20,6 +20,7 @@ reduction, instead of the WY form's parallel dot products.
 Bandwidth-bound on the state, like every ``gdn.verify`` variant (the
 figures are in the package docstring).
 """
+
 from __future__ import annotations
 
 from functools import lru_cache

@@ -1,4 +1,5 @@
 """``gdn.verify``: speculative verify, T tokens against one carried state."""
+
 from __future__ import annotations
 
 from typing import Any, Mapping
@@ -12,8 +13,11 @@ from . import recurrent, wy17, wyn
 def verify_shapes(preset: str, model: Mapping[str, Any] | None) -> list[Shape]:
     check_preset(preset)
     if preset == "smoke":
-        dims = [dict(t=17, hk=2, hv=4, dk=12, dv=12), dict(t=5, hk=2, hv=4, dk=8, dv=8),
-                dict(t=17, hk=3, hv=3, dk=8, dv=8)]
+        dims = [
+            dict(t=17, hk=2, hv=4, dk=12, dv=12),
+            dict(t=5, hk=2, hv=4, dk=8, dv=8),
+            dict(t=17, hk=3, hv=3, dk=8, dv=8),
+        ]
     else:
         gdn, bench = family.model_dims(model)
         dims = [dict(t=int(t), **family.heads(gdn)) for t in bench["verify_tokens"]]
@@ -43,14 +47,19 @@ def verify_state_traffic(shape: Shape) -> dict:
     return {"verify_bytes": 2 * s, "single_steps_bytes": 2 * t * s, "saved_bytes": 2 * (t - 1) * s}
 
 
-_STATE_NOTE = ("Qwen3-Next (Hv = 32, dk = dv = 128): 2 MiB of fp32 state per sequence and layer; "
-               "one verify call reads and writes it once (4 MiB), T single-token steps would move "
-               "T times that (17 tokens: 68 MiB).")
+_STATE_NOTE = (
+    "Qwen3-Next (Hv = 32, dk = dv = 128): 2 MiB of fp32 state per sequence and layer; "
+    "one verify call reads and writes it once (4 MiB), T single-token steps would move "
+    "T times that (17 tokens: 68 MiB)."
+)
 
 PATH = family.declare(
     TABLE,
-    [family.variant(wy17, verify_wy17_traffic), family.variant(wyn),
-     family.variant(recurrent, verify_recurrent_traffic)],
+    [
+        family.variant(wy17, verify_wy17_traffic),
+        family.variant(wyn),
+        family.variant(recurrent, verify_recurrent_traffic),
+    ],
     shapes=verify_shapes,
     make_inputs=family.token_inputs,
     outputs=family.token_outputs,
@@ -58,6 +67,6 @@ PATH = family.declare(
     traffic=verify_traffic,
     tolerance=family.TOKEN_TOL,
     notes="Bandwidth-bound on the state (the fp32 arithmetic catches up around T = 17); wy17 and wyn "
-          "make their k.k and q.k products on mma.sync (fp16). " + _STATE_NOTE,
+    "make their k.k and q.k products on mma.sync (fp16). " + _STATE_NOTE,
     extra={"state_traffic": verify_state_traffic},
 )

@@ -22,6 +22,7 @@ any other ``T`` is refused: ``select`` only picks it at ``T == 17``.
 Bandwidth-bound on the state, like every ``gdn.verify`` variant (the
 figures are in the package docstring).
 """
+
 from __future__ import annotations
 
 from functools import lru_cache

@@ -18,6 +18,7 @@ the saving over ``T`` single-token steps (``2 T`` vs ``2`` state transfers).
 Bandwidth-bound on the state, like every ``gdn.verify`` variant (the
 figures are in the package docstring).
 """
+
 from __future__ import annotations
 
 from functools import lru_cache

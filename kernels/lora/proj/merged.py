@@ -11,6 +11,7 @@ swap). That costs a pass over the whole weight matrix per projection
 merge would go into a dequantised fp16 copy: merging into int4 would
 requantise the adapter away.
 """
+
 from __future__ import annotations
 
 import numpy as np

@@ -4,6 +4,7 @@ small fp32 ``[m, r]`` buffer, then the base GEMV/GEMM with the adapter's
 up-projection ``s t B^T`` fused into its dot products. The base weights are
 never touched, so a swap is a pointer swap: the next call reads the new
 ``A`` and ``B``."""
+
 from __future__ import annotations
 
 import numpy as np

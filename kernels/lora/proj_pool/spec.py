@@ -1,5 +1,6 @@
 """``lora.proj_pool`` (Metrale): the adapter of a LoRA pool, applied per
 forward (``lora.proj``'s ``per_forward`` variant)."""
+
 from __future__ import annotations
 
 from ...selection.lora import PROJ_POOL as TABLE

@@ -2,6 +2,7 @@
 GEMMs at prefill, on the dense-FFN prefill arms' kernels (``ffn.prefill``'s
 W4A4 GEMM, and for the engine's default projection GEMM, which its lever
 file does not name, the W4A16 GEMM: leverctl's choice)."""
+
 from __future__ import annotations
 
 from typing import Any, Mapping
@@ -39,8 +40,11 @@ def proj_shapes(preset: str, model: Mapping[str, Any] | None) -> list[Shape]:
         m2, tokens, hidden = model_sizes(model)
         h, p, g, n = (int(m2[k]) for k in ("heads", "head_dim", "groups", "state"))
         inner = h * p
-        dims = [dict(m=t, n=n_, k=k_, out=o) for t in tokens
-                for o, (n_, k_) in enumerate(((2 * inner + 2 * g * n + h, hidden), (hidden, inner)))]
+        dims = [
+            dict(m=t, n=n_, k=k_, out=o)
+            for t in tokens
+            for o, (n_, k_) in enumerate(((2 * inner + 2 * g * n + h, hidden), (hidden, inner)))
+        ]
     fp8 = max(d["m"] for d in dims) * max(d["k"] for d in dims)
     out = []
     for d in dims:
@@ -65,8 +69,9 @@ def _proj_traffic(weight_bytes, scratch_per_row=lambda k: 0):
     def traffic(shape) -> Traffic:
         m, n, k = shape["m"], shape["n"], shape["k"]
         extra = m * scratch_per_row(k)
-        return Traffic(bytes_read=weight_bytes(n, k) + 2 * m * k + extra, bytes_written=2 * m * n + extra,
-                       flops=2 * m * n * k)
+        return Traffic(
+            bytes_read=weight_bytes(n, k) + 2 * m * k + extra, bytes_written=2 * m * n + extra, flops=2 * m * n * k
+        )
 
     return traffic
 
@@ -74,14 +79,24 @@ def _proj_traffic(weight_bytes, scratch_per_row=lambda k: 0):
 PATH = declared_path(
     TABLE,
     {
-        "w4a4": Variant("w4a4", "ffn_prefill's W4A4 GEMM: activations to NVFP4 per GEMM, NVFP4 weights, both "
-                        "decoded exactly to bf16 while staged, wgmma m64n128k16", w4a4.build,
-                        tolerance=FFN_TOLERANCES["w4a4"],
-                        traffic=_proj_traffic(formats.nvfp4_bytes, lambda k: k // 2 + k // 16 + 4), launches=3,
-                        tensor_cores="wgmma", tc_dtype="bf16"),
-        "w4a16": Variant("w4a16", "the default projection GEMM, here the W4A16 GEMM (w4a16.gemm's default tiles)",
-                         w4a16_default.build, tolerance=FFN_TOLERANCES["w4a16"],
-                         traffic=_proj_traffic(formats.w4a16_bytes)),
+        "w4a4": Variant(
+            "w4a4",
+            "ffn_prefill's W4A4 GEMM: activations to NVFP4 per GEMM, NVFP4 weights, both "
+            "decoded exactly to bf16 while staged, wgmma m64n128k16",
+            w4a4.build,
+            tolerance=FFN_TOLERANCES["w4a4"],
+            traffic=_proj_traffic(formats.nvfp4_bytes, lambda k: k // 2 + k // 16 + 4),
+            launches=3,
+            tensor_cores="wgmma",
+            tc_dtype="bf16",
+        ),
+        "w4a16": Variant(
+            "w4a16",
+            "the default projection GEMM, here the W4A16 GEMM (w4a16.gemm's default tiles)",
+            w4a16_default.build,
+            tolerance=FFN_TOLERANCES["w4a16"],
+            traffic=_proj_traffic(formats.w4a16_bytes),
+        ),
     },
     shapes=proj_shapes,
     make_inputs=proj_inputs,
@@ -90,6 +105,6 @@ PATH = declared_path(
     traffic=_proj_traffic(formats.w4a16_bytes),
     tolerance=FFN_TOLERANCES["w4a16"],
     notes="compute-bound at prefill sizes (512 and 4096 tokens); W4A4 trades activation precision "
-          "(NVFP4, ~10 % error against the unquantised product) for FP4 weights' bytes",
+    "(NVFP4, ~10 % error against the unquantised product) for FP4 weights' bytes",
     extra={"gemm_mnk": lambda s: (s["m"], s["n"], s["k"]), "model_sections": MODEL_SECTIONS},
 )

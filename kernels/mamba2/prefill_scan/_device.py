@@ -1,4 +1,5 @@
 """Device helpers shared by the Mamba2 scan kernels."""
+
 from __future__ import annotations
 
 import math

@@ -8,6 +8,7 @@ state size (rows padded by one word against bank conflicts:
 and the chunk's cumulative decay and dt (up to 256 tokens each), all within
 the 48 KiB any block may declare statically.
 """
+
 from __future__ import annotations
 
 SSD_TILE = 32  # tokens per staged C/B tile of the SSD kernels

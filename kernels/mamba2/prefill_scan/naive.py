@@ -23,6 +23,7 @@ in the tests:
 Layouts: ``x [T, H, P]``, ``dt_raw [T, H]``, ``dt_bias [H]``, ``A [H]``,
 ``B``, ``C [T, G, N]``, ``D [H]``, ``state [H, P, N]``; ``y [T, H, P]``.
 """
+
 from __future__ import annotations
 
 import math

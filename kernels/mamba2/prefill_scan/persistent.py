@@ -20,6 +20,7 @@ loops over work items (persistent), loading the state once, walking every
 token, and storing it once. At Nemotron-H's shape (``P = 64``, ``N =
 128``): ``W = 32``, ``NPL = 4``, 8 rows per 256-thread block, 1024 items.
 """
+
 from __future__ import annotations
 
 import math

@@ -17,6 +17,7 @@ steps, and a warp's 32 threads touch 32 state rows ``4 N`` bytes apart,
 so every state access is its own memory transaction (L1/L2 absorb most of
 them: each thread's row is 512 bytes).
 """
+
 from __future__ import annotations
 
 import math

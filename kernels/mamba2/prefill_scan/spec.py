@@ -20,6 +20,7 @@ Shapes: ``model`` from a recipe's ``[model.mamba2]`` and
 tiny and odd: 2 groups, head dim 8, state 16, prompts of 37 and 13 tokens
 in chunks of 16 and 8.
 """
+
 from __future__ import annotations
 
 from typing import Any, Mapping
@@ -42,8 +43,17 @@ def scan_shapes(preset: str, model: Mapping[str, Any] | None) -> list[Shape]:
         dims = [dict(t=37, h=4, p=8, n=16, g=2, chunk=16), dict(t=13, h=2, p=8, n=16, g=2, chunk=8)]
     else:
         m2, tokens, _ = model_sizes(model)
-        dims = [dict(t=t, h=int(m2["heads"]), p=int(m2["head_dim"]), n=int(m2["state"]), g=int(m2["groups"]),
-                     chunk=int(m2["chunk"])) for t in tokens]
+        dims = [
+            dict(
+                t=t,
+                h=int(m2["heads"]),
+                p=int(m2["head_dim"]),
+                n=int(m2["state"]),
+                g=int(m2["groups"]),
+                chunk=int(m2["chunk"]),
+            )
+            for t in tokens
+        ]
     return [Shape(scan_label(preset, d), d) for d in dims]
 
 
@@ -56,7 +66,9 @@ def scan_inputs(shape: Shape, rng: np.random.Generator) -> dict:
     t, h, p, n, g = (shape[k] for k in ("t", "h", "p", "n", "g"))
     f16 = lambda *s: rng.standard_normal(s, dtype=np.float32).astype(np.float16)  # noqa: E731
     return {
-        "x": f16(t, h, p), "B": f16(t, g, n), "C": f16(t, g, n),
+        "x": f16(t, h, p),
+        "B": f16(t, g, n),
+        "C": f16(t, g, n),
         "dt_raw": (0.5 * rng.standard_normal((t, h))).astype(np.float32),
         "dt_bias": _dt_bias(rng, h),
         "A": (-rng.uniform(1.0, 16.0, h)).astype(np.float32),
@@ -109,8 +121,11 @@ def ssd_traffic(shape: Shape) -> Traffic:
     read, written = _scan_bytes(shape)
     states = F32 * nc * h * p * n
     flops = h * (nc * q * q * (n + p) + 4 * t * p * n) + 3 * t * h * p
-    return Traffic(bytes_read=read + 2 * states + F32 * 2 * h * t, bytes_written=written + 2 * states + F32 * 2 * h * t,
-                   flops=flops)
+    return Traffic(
+        bytes_read=read + 2 * states + F32 * 2 * h * t,
+        bytes_written=written + 2 * states + F32 * 2 * h * t,
+        flops=flops,
+    )
 
 
 # fp32 scans against a float64 reference on the same fp16 inputs. Correct
@@ -136,7 +151,7 @@ PATH = declared_path(
     traffic=scan_traffic,
     tolerance=TOLERANCE,
     notes="persistent moves the state once and is bound by its sequential token walk; ssd spreads the "
-          "prompt over chunks x heads blocks at the cost of the chunk states' round trips; sequential "
-          "round-trips each state row through global memory every token. All on FP32 CUDA cores.",
+    "prompt over chunks x heads blocks at the cost of the chunk states' round trips; sequential "
+    "round-trips each state row through global memory every token. All on FP32 CUDA cores.",
     extra={"model_sections": MODEL_SECTIONS},
 )

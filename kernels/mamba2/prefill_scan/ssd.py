@@ -36,6 +36,7 @@ rows across banks for the ``C.B`` dots), and ``M``:
 the 48 KiB a block may declare statically: that is ``ssd_scan_fits``, the
 condition of the decision table. The products run on FP32 CUDA cores.
 """
+
 from __future__ import annotations
 
 import math
@@ -243,8 +244,10 @@ def make_chunk_scan(CHUNK: int, N: int, P: int, THREADS: int, HPG: int):
 def build(shape, DECAY_SCALE: float = 1.0, CARRY: bool = True):
     t, h, p, n, g, chunk = (shape[k] for k in ("t", "h", "p", "n", "g", "chunk"))
     if not ssd_scan_fits(n):
-        raise ValueError(f"ssd: state size {n} does not fit the SSD scan's shared memory "
-                         f"({ssd_shared_bytes(n)} bytes at the longest chunk, over 48 KiB)")
+        raise ValueError(
+            f"ssd: state size {n} does not fit the SSD scan's shared memory "
+            f"({ssd_shared_bytes(n)} bytes at the longest chunk, over 48 KiB)"
+        )
     if not 1 <= chunk <= SSD_MAX_CHUNK:
         raise ValueError(f"ssd: chunk {chunk} is not between 1 and {SSD_MAX_CHUNK} tokens")
     hpg = group_of(h, g)

@@ -16,6 +16,7 @@ engine sizes the bound one of four ways:
   (``T * top_k / E``), never above the worst case;
 * the sorted prefill's estimate: twice the average.
 """
+
 from __future__ import annotations
 
 BM = 8  # rows per M tile of the grouped GEMMs (``grouped.BM``)

@@ -1,6 +1,7 @@
 """What the MoE prefill paths share (``moe.prefill_grouped``,
 ``moe.prefill_sorted``, ``moe.shared_expert``): shapes, inputs, references,
 traffic, tolerances and lever binding (NumPy only at import)."""
+
 from __future__ import annotations
 
 from typing import Any, Mapping
@@ -47,8 +48,14 @@ SKEWS = ("uniform", "skewed")
 QWEN3_NEXT = {"hidden": 2048, "experts": 512, "top_k": 10, "expert_intermediate": 512}
 # NVIDIA Nemotron-3 Nano 30B-A3B (recipes/nemotron-3-nano-30b-a3b-metrale.toml):
 # the sorted prefill's and the shared expert's default model.
-NEMOTRON_3_NANO = {"hidden": 2688, "experts": 128, "top_k": 6, "expert_intermediate": 1856,
-                   "shared_intermediate": 3712, "latent_size": 0}
+NEMOTRON_3_NANO = {
+    "hidden": 2688,
+    "experts": 128,
+    "top_k": 6,
+    "expert_intermediate": 1856,
+    "shared_intermediate": 3712,
+    "latent_size": 0,
+}
 DEFAULT_PREFILL_TOKENS = (1024, 4096)
 
 # Smoke: 8 experts, top-2, widths that are whole NVFP4 blocks (16) but not
@@ -71,11 +78,18 @@ def moe_dims(model: Mapping[str, Any] | None, default: Mapping[str, Any]) -> tup
     moe = model.get("moe") or {}
     if not (model.get("hidden") and moe.get("experts") and moe.get("top_k") and moe.get("expert_intermediate")):
         model, moe = {"hidden": default["hidden"]}, dict(default)
-    dims = {"h": int(model["hidden"]), "i": int(moe["expert_intermediate"]), "e": int(moe["experts"]),
-            "k": int(moe["top_k"]),
-            "s": int(moe.get("shared_intermediate") or moe.get("shared_expert_intermediate")
-                     or default.get("shared_intermediate", 0)),
-            "latent": int(bool(moe.get("latent_size", default.get("latent_size", 0))))}
+    dims = {
+        "h": int(model["hidden"]),
+        "i": int(moe["expert_intermediate"]),
+        "e": int(moe["experts"]),
+        "k": int(moe["top_k"]),
+        "s": int(
+            moe.get("shared_intermediate")
+            or moe.get("shared_expert_intermediate")
+            or default.get("shared_intermediate", 0)
+        ),
+        "latent": int(bool(moe.get("latent_size", default.get("latent_size", 0)))),
+    }
     tokens = tuple(int(t) for t in ((model.get("bench") or {}).get("prefill_tokens") or DEFAULT_PREFILL_TOKENS))
     return dims, tokens
 
@@ -104,8 +118,17 @@ def routed_inputs(shape: Shape, rng: np.random.Generator, *, gated: bool, fp8_do
     ids, wts = inputs.routing(rng, t, e, k, bool(shape["skew"]))
     up = inputs.expert_weights(rng, e, (2 if gated else 1) * i, h)
     dn = inputs.expert_weights(rng, e, h, i)
-    out = {"x": x, "ids": ids, "wts": wts, "up_fp4": up["fp4"], "up_sc": up["sc"], "up_ts": up["ts"],
-           "dn_fp4": dn["fp4"], "dn_sc": dn["sc"], "dn_ts": dn["ts"]}
+    out = {
+        "x": x,
+        "ids": ids,
+        "wts": wts,
+        "up_fp4": up["fp4"],
+        "up_sc": up["sc"],
+        "up_ts": up["ts"],
+        "dn_fp4": dn["fp4"],
+        "dn_sc": dn["sc"],
+        "dn_ts": dn["ts"],
+    }
     if fp8_down:
         q8 = inputs.e4m3_rows(inputs.decode(dn))
         out.update(dn_q8=q8["q"], dn_s8=q8["s"])
@@ -119,8 +142,11 @@ def decoded(inputs_: Mapping[str, np.ndarray], which: str) -> np.ndarray:
 
 
 def routed_reference(inputs_: Mapping[str, np.ndarray], act: str) -> dict:
-    return {"y": naive.naive_routed_moe(inputs_["x"], inputs_["ids"], inputs_["wts"], decoded(inputs_, "up"),
-                                        decoded(inputs_, "dn"), act)}
+    return {
+        "y": naive.naive_routed_moe(
+            inputs_["x"], inputs_["ids"], inputs_["wts"], decoded(inputs_, "up"), decoded(inputs_, "dn"), act
+        )
+    }
 
 
 def routed_traffic(shape: Shape, *, gated: bool, fp8_down: bool = False) -> Traffic:
@@ -136,8 +162,11 @@ def routed_traffic(shape: Shape, *, gated: bool, fp8_down: bool = False) -> Traf
     nvfp4 = lambda n, kk: n * kk // 2 + n * kk // bits.NVFP4_BLOCK  # noqa: E731
     down = h * i + 4 * h if fp8_down else nvfp4(h, i)
     scratch = 4 * rows * (i + h)
-    return Traffic(bytes_read=touched * (nvfp4(n_up, h) + down) + 2 * t * h + 8 * rows + scratch,
-                   bytes_written=2 * t * h + scratch, flops=2 * rows * (n_up * h + h * i))
+    return Traffic(
+        bytes_read=touched * (nvfp4(n_up, h) + down) + 2 * t * h + 8 * rows + scratch,
+        bytes_written=2 * t * h + scratch,
+        flops=2 * rows * (n_up * h + h * i),
+    )
 
 
 def rows_lost(variant: str, shape: Shape, launch) -> int:

@@ -52,6 +52,7 @@ Compile-time switches, whose other branches compile away:
 
 ``out`` is float32 ``[rows, N]``. ``K`` a multiple of 16; ``N`` any.
 """
+
 from __future__ import annotations
 
 import math
@@ -86,8 +87,12 @@ def _fp4(packed_byte, i, scale_code, ts):
 @lru_cache(maxsize=None)
 def make_grouped(SCHED: int, GATHER: bool, ACT: int, AFMT: int, WFMT: int):
     """Compile one grouped GEMM (see the module notes for the switches)."""
-    if SCHED not in (BOUNDED, GROUPED) or ACT not in (NONE, SILU_GLU, RELU2) or AFMT not in (FLOAT, E4M3, NVFP4) \
-            or WFMT not in (NVFP4, E4M3):
+    if (
+        SCHED not in (BOUNDED, GROUPED)
+        or ACT not in (NONE, SILU_GLU, RELU2)
+        or AFMT not in (FLOAT, E4M3, NVFP4)
+        or WFMT not in (NVFP4, E4M3)
+    ):
         raise ValueError(f"grouped GEMM: no such configuration {(SCHED, GATHER, ACT, AFMT, WFMT)}")
     GATED = ACT == SILU_GLU
 
@@ -127,27 +132,39 @@ def make_grouped(SCHED: int, GATHER: bool, ACT: int, AFMT: int, WFMT: int):
     def afrag(a, a_sc, a_ts, tok, row0, row_end, k0, lane):
         """The MMA's B operand: the tile's rows ``row0 ..`` x ``k0 .. k0 + 15``, fp16 pairs."""
         kb, rb = mma.b_elem(lane, 0)
-        b0 = cvt.f32x2_to_f16x2(aval(a, a_sc, a_ts, tok, row0 + rb, row_end, k0 + kb),
-                                aval(a, a_sc, a_ts, tok, row0 + rb, row_end, k0 + kb + 1))
+        b0 = cvt.f32x2_to_f16x2(
+            aval(a, a_sc, a_ts, tok, row0 + rb, row_end, k0 + kb),
+            aval(a, a_sc, a_ts, tok, row0 + rb, row_end, k0 + kb + 1),
+        )
         kb, rb = mma.b_elem(lane, 2)
-        b1 = cvt.f32x2_to_f16x2(aval(a, a_sc, a_ts, tok, row0 + rb, row_end, k0 + kb),
-                                aval(a, a_sc, a_ts, tok, row0 + rb, row_end, k0 + kb + 1))
+        b1 = cvt.f32x2_to_f16x2(
+            aval(a, a_sc, a_ts, tok, row0 + rb, row_end, k0 + kb),
+            aval(a, a_sc, a_ts, tok, row0 + rb, row_end, k0 + kb + 1),
+        )
         return b0, b1
 
     @cuda.jit(device=True)
     def wpair(w, w_sc, w_ts, e, c0, n, shift, k0, lane, i):
         cr, kc = mma.a_elem(lane, i)
-        return cvt.f32x2_to_f16x2(wval(w, w_sc, w_ts, e, c0 + cr, n, shift, k0 + kc),
-                                  wval(w, w_sc, w_ts, e, c0 + cr, n, shift, k0 + kc + 1))
+        return cvt.f32x2_to_f16x2(
+            wval(w, w_sc, w_ts, e, c0 + cr, n, shift, k0 + kc), wval(w, w_sc, w_ts, e, c0 + cr, n, shift, k0 + kc + 1)
+        )
 
     @cuda.jit(device=True)
     def wmma(w, w_sc, w_ts, e, c0, n, shift, k0, lane, b0, b1, d0, d1, d2, d3):
         """``D += W[e, c0 + shift .. +15, k0 .. k0 + 15] B`` (the MMA's A: 16 weight columns)."""
-        return mma.mma_f16_16816(wpair(w, w_sc, w_ts, e, c0, n, shift, k0, lane, 0),
-                                 wpair(w, w_sc, w_ts, e, c0, n, shift, k0, lane, 2),
-                                 wpair(w, w_sc, w_ts, e, c0, n, shift, k0, lane, 4),
-                                 wpair(w, w_sc, w_ts, e, c0, n, shift, k0, lane, 6),
-                                 b0, b1, d0, d1, d2, d3)
+        return mma.mma_f16_16816(
+            wpair(w, w_sc, w_ts, e, c0, n, shift, k0, lane, 0),
+            wpair(w, w_sc, w_ts, e, c0, n, shift, k0, lane, 2),
+            wpair(w, w_sc, w_ts, e, c0, n, shift, k0, lane, 4),
+            wpair(w, w_sc, w_ts, e, c0, n, shift, k0, lane, 6),
+            b0,
+            b1,
+            d0,
+            d1,
+            d2,
+            d3,
+        )
 
     @cuda.jit(device=True)
     def put(out, row0, row_end, c0, n, lane, i, g, u):

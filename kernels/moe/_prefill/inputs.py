@@ -15,6 +15,7 @@ Weights are NVFP4 codes with a tensor scale per expert, drawn as codes:
 they *are* the model's weights, and the reference decodes them exactly. The FP8 down projection's E4M3 weights (a
 float32 scale per output row) are re-encoded from those.
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -33,8 +34,11 @@ def routing(rng: np.random.Generator, tokens: int, experts: int, top_k: int, ske
     if skewed:
         hot, rest = perm[0], perm[1:]
         r = np.arange(tokens * (top_k - 1)).reshape(tokens, top_k - 1)
-        ids = np.concatenate([np.full((tokens, 1), hot), rest[r % len(rest)]], axis=1) if top_k > 1 \
+        ids = (
+            np.concatenate([np.full((tokens, 1), hot), rest[r % len(rest)]], axis=1)
+            if top_k > 1
             else np.full((tokens, 1), hot)
+        )
     else:
         ids = perm[np.arange(tokens * top_k).reshape(tokens, top_k) % experts]
     logits = rng.standard_normal((tokens, top_k)).astype(np.float32)

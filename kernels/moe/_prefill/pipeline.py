@@ -20,6 +20,7 @@ finite. ``launch.m_tiles`` holds the bound the last call used (None when
 every GEMM ran on the grouped route), from which ``rows_lost`` counts what
 it dropped.
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -71,9 +72,12 @@ def build(shape, up: str, down: str, *, act: int = G.SILU_GLU, w4a4_up: bool = F
     gemm_up = G.launcher(G.GROUPED if up == "grouped" else G.BOUNDED, True, act, afmt_up, G.NVFP4)
     if w4a4_up:
         quant_x = nvfp4_act.launcher()
-        xq = {"packed": cuda.device_array((t, hid // 2), np.uint8),
-              "scales": cuda.device_array((t, hid // bits.NVFP4_BLOCK), np.uint8),
-              "ts": cuda.device_array(1, np.float32), "rowmax": cuda.device_array(t, np.float32)}
+        xq = {
+            "packed": cuda.device_array((t, hid // 2), np.uint8),
+            "scales": cuda.device_array((t, hid // bits.NVFP4_BLOCK), np.uint8),
+            "ts": cuda.device_array(1, np.float32),
+            "rowmax": cuda.device_array(t, np.float32),
+        }
         ws.update({f"x_{n}": a for n, a in xq.items()})
     if down == "fp8":
         quant_h = _rowquant.launcher("e4m3")
@@ -95,11 +99,24 @@ def build(shape, up: str, down: str, *, act: int = G.SILU_GLU, w4a4_up: bool = F
         tok, off, toff = ws["tok"], ws["off"], ws["tile_off"]
         if w4a4_up:
             quant_x(xq["packed"], xq["scales"], xq["ts"], xq["rowmax"], bufs["x"])
-            gemm_up(h, xq["packed"], xq["scales"], xq["ts"], tok, bufs["up_fp4"], bufs["up_sc"], bufs["up_ts"],
-                    off, toff, mt, rows)
+            gemm_up(
+                h,
+                xq["packed"],
+                xq["scales"],
+                xq["ts"],
+                tok,
+                bufs["up_fp4"],
+                bufs["up_sc"],
+                bufs["up_ts"],
+                off,
+                toff,
+                mt,
+                rows,
+            )
         else:
-            gemm_up(h, bufs["x"], dummy_f, dummy_f, tok, bufs["up_fp4"], bufs["up_sc"], bufs["up_ts"],
-                    off, toff, mt, rows)
+            gemm_up(
+                h, bufs["x"], dummy_f, dummy_f, tok, bufs["up_fp4"], bufs["up_sc"], bufs["up_ts"], off, toff, mt, rows
+            )
         if down == "fp8":
             quant_h(h8, hs, h)
             gemm_down(d, h8, hs, dummy_f, tok, bufs["dn_q8"], bufs["dn_s8"], dummy_f, off, toff, mt, rows)

@@ -17,6 +17,7 @@ the grouped GEMMs work on them sorted by expert:
 * ``combine``: ``y[t, c] = sum_j wts[t, j] * d[slot[t * top_k + j], c]``
   in float32, ``y`` fp16.
 """
+
 from __future__ import annotations
 
 from functools import lru_cache
@@ -106,9 +107,13 @@ def make_combine():
 def sorter(experts: int, rows: int):
     """``(run(ids), workspace)``: the sort's device arrays, allocated once."""
     kern = make_route_sort()
-    ws = {"off": cuda.device_array(experts + 1, np.int32), "tile_off": cuda.device_array(experts + 1, np.int32),
-          "tok": cuda.device_array(rows, np.int32), "slot": cuda.device_array(rows, np.int32),
-          "cursor": cuda.device_array(experts, np.int32)}
+    ws = {
+        "off": cuda.device_array(experts + 1, np.int32),
+        "tile_off": cuda.device_array(experts + 1, np.int32),
+        "tok": cuda.device_array(rows, np.int32),
+        "slot": cuda.device_array(rows, np.int32),
+        "cursor": cuda.device_array(experts, np.int32),
+    }
     threads = L.check_block(SORT_THREADS)
 
     def run(ids):

@@ -5,6 +5,7 @@ schedule. Each projection reads its activations as they are (fp16 ``x``,
 float32 ``h``) or quantised to NVFP4 first (W4A4: ``common.nvfp4_act``,
 an E4M3 scale per 16 values and one tensor scale per GEMM).
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -15,9 +16,12 @@ from . import grouped as G
 
 
 def _nvfp4_scratch(rows: int, k: int, tag: str) -> dict:
-    return {f"{tag}_packed": cuda.device_array((rows, k // 2), np.uint8),
-            f"{tag}_scales": cuda.device_array((rows, k // bits.NVFP4_BLOCK), np.uint8),
-            f"{tag}_ts": cuda.device_array(1, np.float32), f"{tag}_rowmax": cuda.device_array(rows, np.float32)}
+    return {
+        f"{tag}_packed": cuda.device_array((rows, k // 2), np.uint8),
+        f"{tag}_scales": cuda.device_array((rows, k // bits.NVFP4_BLOCK), np.uint8),
+        f"{tag}_ts": cuda.device_array(1, np.float32),
+        f"{tag}_rowmax": cuda.device_array(rows, np.float32),
+    }
 
 
 def build(shape, w4a4_up: bool, w4a4_down: bool):

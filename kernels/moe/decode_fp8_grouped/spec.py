@@ -1,5 +1,6 @@
 """``moe.decode_fp8_grouped``: the routed FFN of a multi-row decode with FP8 weights (128 x 128
 block scales), cross-row grouped kernels vs per-row kernels (Metrale)."""
+
 from __future__ import annotations
 
 from ...common.path import declared_path
@@ -8,14 +9,27 @@ from .. import _builds
 from .. import family as F
 
 PATH = declared_path(
-    TABLE, F.variants({
-        "grouped": dict(summary="routing sort, then gate/up and down expert by expert for all its rows, combine",
-                        build=_builds.moe_grouped("fp8"), launches=5),
-        "per_row": dict(summary="gate/up per (row, expert), down per row summing its experts",
-                        build=_builds.moe_per_row("fp8"), launches=2),
-    }),
-    shapes=F.decode_shapes, make_inputs=F.ffn_inputs("fp8"), outputs=F.ffn_outputs,
-    reference=F.ffn_reference("fp8"), traffic=F.ffn_traffic("fp8"), tolerance=F.FFN_TOLERANCE,
+    TABLE,
+    F.variants(
+        {
+            "grouped": dict(
+                summary="routing sort, then gate/up and down expert by expert for all its rows, combine",
+                build=_builds.moe_grouped("fp8"),
+                launches=5,
+            ),
+            "per_row": dict(
+                summary="gate/up per (row, expert), down per row summing its experts",
+                build=_builds.moe_per_row("fp8"),
+                launches=2,
+            ),
+        }
+    ),
+    shapes=F.decode_shapes,
+    make_inputs=F.ffn_inputs("fp8"),
+    outputs=F.ffn_outputs,
+    reference=F.ffn_reference("fp8"),
+    traffic=F.ffn_traffic("fp8"),
+    tolerance=F.FFN_TOLERANCE,
     notes="memory-bound: the routed experts' FP8 weights; grouping reads an expert shared by rows once",
     extra={"model_sections": ("moe",)},
 )

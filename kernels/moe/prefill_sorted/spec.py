@@ -2,6 +2,7 @@
 down on the tile-bounded grouped NVFP4 GEMMs, the up projection's
 activations in fp16 or quantised to NVFP4 first (W4A4, ``moe_w4a4``); the
 grid's M-tile bound and the zeroing from the levers (``bind_sorted``)."""
+
 from __future__ import annotations
 
 from ...common.path import Variant, declared_path
@@ -11,10 +12,15 @@ from .._prefill import grouped, pipeline
 
 
 def _variant(name: str, w4a4_up: bool, tol: str, summary: str) -> Variant:
-    return Variant(name, summary,
-                   lambda s: pipeline.build(s, "bounded", "bounded", act=grouped.RELU2, w4a4_up=w4a4_up),
-                   tolerance=F.TOLERANCES[tol], launches=lambda s: pipeline.launches(s, "bounded", w4a4_up),
-                   traffic=lambda s: F.routed_traffic(s, gated=False), **F.TC)
+    return Variant(
+        name,
+        summary,
+        lambda s: pipeline.build(s, "bounded", "bounded", act=grouped.RELU2, w4a4_up=w4a4_up),
+        tolerance=F.TOLERANCES[tol],
+        launches=lambda s: pipeline.launches(s, "bounded", w4a4_up),
+        traffic=lambda s: F.routed_traffic(s, gated=False),
+        **F.TC,
+    )
 
 
 def shapes(preset, model):
@@ -24,9 +30,12 @@ def shapes(preset, model):
 PATH = declared_path(
     TABLE,
     {
-        "a16": _variant("a16", False, "exact",
-                        "squared-ReLU experts, NVFP4 weights, fp16 activations, tile-bounded grouped GEMMs"),
-        "w4a4_up": _variant("w4a4_up", True, "w4a4", "as a16, the up projection's activations quantised to NVFP4 first"),
+        "a16": _variant(
+            "a16", False, "exact", "squared-ReLU experts, NVFP4 weights, fp16 activations, tile-bounded grouped GEMMs"
+        ),
+        "w4a4_up": _variant(
+            "w4a4_up", True, "w4a4", "as a16, the up projection's activations quantised to NVFP4 first"
+        ),
     },
     shapes=shapes,
     make_inputs=lambda s, rng: F.routed_inputs(s, rng, gated=False, fp8_down=False),

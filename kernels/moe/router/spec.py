@@ -1,5 +1,6 @@
 """``moe.router``: gate GEMM, softmax over the experts, top-k with renormalised weights, in
 BF16, FP32 logits or FP32 throughout (Metrale's two router levers)."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -50,8 +51,11 @@ def router_findings(variant, shape, launch, bufs, cuda) -> dict:
 
 def router_traffic(shape: Shape) -> Traffic:
     r, h, e, k = shape["rows"], shape["hidden"], shape["experts"], shape["top_k"]
-    return Traffic(bytes_read=2 * e * h + 2 * r * h + 4 * r * e, bytes_written=4 * r * e + 8 * r * k,
-                   flops=2 * r * e * h + 4 * r * e)
+    return Traffic(
+        bytes_read=2 * e * h + 2 * r * h + 4 * r * e,
+        bytes_written=4 * r * e + 8 * r * k,
+        flops=2 * r * e * h + 4 * r * e,
+    )
 
 
 def _router_traffic_fp32(shape: Shape) -> Traffic:
@@ -73,17 +77,36 @@ ROUTER_TOLERANCES = {
 
 
 PATH = declared_path(
-    TABLE, F.variants({
-        "bf16": dict(summary="BF16 router input, gate GEMM logits rounded to BF16, softmax and top-k",
-                     build=_builds.router("bf16"), tolerance=ROUTER_TOLERANCES["bf16"], launches=2),
-        "fp32_gate": dict(summary="BF16 router input, FP32 gate logits, softmax and top-k",
-                          build=_builds.router("fp32_gate"), tolerance=ROUTER_TOLERANCES["fp32_gate"], launches=2),
-        "fp32_routing": dict(summary="FP32 router input and FP32 gate logits, softmax and top-k",
-                             build=_builds.router("fp32_routing"), tolerance=ROUTER_TOLERANCES["fp32_routing"],
-                             launches=2, traffic=_router_traffic_fp32),
-    }),
-    shapes=router_shapes, make_inputs=router_inputs, outputs=F.topk_outputs, reference=router_reference,
-    traffic=router_traffic, tolerance=ROUTER_TOLERANCES["fp32_routing"],
+    TABLE,
+    F.variants(
+        {
+            "bf16": dict(
+                summary="BF16 router input, gate GEMM logits rounded to BF16, softmax and top-k",
+                build=_builds.router("bf16"),
+                tolerance=ROUTER_TOLERANCES["bf16"],
+                launches=2,
+            ),
+            "fp32_gate": dict(
+                summary="BF16 router input, FP32 gate logits, softmax and top-k",
+                build=_builds.router("fp32_gate"),
+                tolerance=ROUTER_TOLERANCES["fp32_gate"],
+                launches=2,
+            ),
+            "fp32_routing": dict(
+                summary="FP32 router input and FP32 gate logits, softmax and top-k",
+                build=_builds.router("fp32_routing"),
+                tolerance=ROUTER_TOLERANCES["fp32_routing"],
+                launches=2,
+                traffic=_router_traffic_fp32,
+            ),
+        }
+    ),
+    shapes=router_shapes,
+    make_inputs=router_inputs,
+    outputs=F.topk_outputs,
+    reference=router_reference,
+    traffic=router_traffic,
+    tolerance=ROUTER_TOLERANCES["fp32_routing"],
     notes="memory-bound at decode (the gate's weights), compute-bound at prefill; the top-k is one block a row",
     extra={"align": router_align, "findings": router_findings, "model_sections": ("moe",)},
 )

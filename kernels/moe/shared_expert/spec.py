@@ -2,6 +2,7 @@
 every token, up and down each on fp16 / float32 activations or W4A4
 (activations to NVFP4 per GEMM) from 512 rows up. A variant is the pair of
 choices (``moe._prefill.shared``)."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -22,18 +23,27 @@ def shared_shapes(preset, model):
         dims, tokens = {"h": SHARED_SMOKE["h"], "s": SHARED_SMOKE["s"]}, (SHARED_SMOKE["t"],)
     else:
         dims, tokens = F.moe_dims(model, F.NEMOTRON_3_NANO)
-    return [Shape(f"t{t} h{dims['h']} s{dims['s']}", {"t": t, "h": dims["h"], "s": dims["s"], "fp8_shared_up": 0})
-            for t in tokens]
+    return [
+        Shape(f"t{t} h{dims['h']} s{dims['s']}", {"t": t, "h": dims["h"], "s": dims["s"], "fp8_shared_up": 0})
+        for t in tokens
+    ]
 
 
 def shared_inputs(shape, rng):
     t, h, s = shape["t"], shape["h"], shape["s"]
     up = inputs.expert_weights(rng, 1, s, h)
     dn = inputs.expert_weights(rng, 1, h, s)
-    return {"x": inputs.tokens_in(rng, t, h), "off": np.array([0, t], np.int32),
-            "tile_off": np.array([0, bounds.tiles(t)], np.int32),
-            "up_fp4": up["fp4"], "up_sc": up["sc"], "up_ts": up["ts"],
-            "dn_fp4": dn["fp4"], "dn_sc": dn["sc"], "dn_ts": dn["ts"]}
+    return {
+        "x": inputs.tokens_in(rng, t, h),
+        "off": np.array([0, t], np.int32),
+        "tile_off": np.array([0, bounds.tiles(t)], np.int32),
+        "up_fp4": up["fp4"],
+        "up_sc": up["sc"],
+        "up_ts": up["ts"],
+        "dn_fp4": dn["fp4"],
+        "dn_sc": dn["sc"],
+        "dn_ts": dn["ts"],
+    }
 
 
 def shared_reference(shape, x):
@@ -47,9 +57,14 @@ def shared_traffic(shape) -> Traffic:
 
 
 def _variant(name: str, w4a4_up: bool, w4a4_down: bool, summary: str) -> Variant:
-    return Variant(name, summary, lambda s: shared.build(s, w4a4_up, w4a4_down),
-                   tolerance=F.TOLERANCES["w4a4" if (w4a4_up or w4a4_down) else "exact"],
-                   launches=shared.launches(w4a4_up, w4a4_down), **F.TC)
+    return Variant(
+        name,
+        summary,
+        lambda s: shared.build(s, w4a4_up, w4a4_down),
+        tolerance=F.TOLERANCES["w4a4" if (w4a4_up or w4a4_down) else "exact"],
+        launches=shared.launches(w4a4_up, w4a4_down),
+        **F.TC,
+    )
 
 
 PATH = declared_path(
@@ -67,6 +82,6 @@ PATH = declared_path(
     traffic=shared_traffic,
     tolerance=F.TOLERANCES["exact"],
     notes="GEMMs on mma.sync (fp16 in, f32 accumulators); W4A4 trades activation precision for a quarter of the "
-          "activation bytes",
+    "activation bytes",
     extra={"model_sections": ("mamba2",)},
 )

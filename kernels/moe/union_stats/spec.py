@@ -1,5 +1,6 @@
 """``moe.union_stats``: top-k routing of a batch, with or without counting the distinct
 experts it touches (the count binds into the outputs)."""
+
 from __future__ import annotations
 
 from typing import Any, Mapping
@@ -17,8 +18,7 @@ def union_shapes(preset: str, model) -> list[Shape]:
         return [F.shape_of(dict(rows=5, experts=8, top_k=2))]
     check_preset(preset)
     dims, decode, prefill = F.sizes(model)
-    return [F.shape_of(dict(rows=r, experts=dims["experts"], top_k=dims["top_k"]))
-            for r in (*decode, *prefill)]
+    return [F.shape_of(dict(rows=r, experts=dims["experts"], top_k=dims["top_k"])) for r in (*decode, *prefill)]
 
 
 def union_inputs(shape: Shape, rng: np.random.Generator) -> dict:
@@ -36,7 +36,7 @@ def union_outputs(shape: Shape) -> dict:
 def union_reference(shape: Shape, inputs: dict) -> dict:
     logits = np.asarray(inputs["logits"], np.float64)
     p = np.exp(logits - logits.max(axis=1, keepdims=True))
-    ids = np.argsort(-p, axis=1, kind="stable")[:, :shape["top_k"]]
+    ids = np.argsort(-p, axis=1, kind="stable")[:, : shape["top_k"]]
     w = np.take_along_axis(p, ids, axis=1)
     out = {"ids": ids, "weights": w / w.sum(axis=1, keepdims=True)}
     if shape.get("stats", 0):
@@ -60,8 +60,11 @@ def union_bind(levers: Mapping[str, Any], shape: Shape, engine: str) -> Shape:
 def union_traffic(shape: Shape) -> Traffic:
     r, e, k = shape["rows"], shape["experts"], shape["top_k"]
     stats = shape.get("stats", 0)
-    return Traffic(bytes_read=4 * r * e + (4 * r * k if stats else 0),
-                   bytes_written=8 * r * k + (4 * e + 4 if stats else 0), flops=4 * r * e)
+    return Traffic(
+        bytes_read=4 * r * e + (4 * r * k if stats else 0),
+        bytes_written=8 * r * k + (4 * e + 4 if stats else 0),
+        flops=4 * r * e,
+    )
 
 
 # Counts are integers: a miscount of one is over the bound (1e-4 of the
@@ -69,13 +72,24 @@ def union_traffic(shape: Shape) -> Traffic:
 UNION_TOLERANCE = Tolerance(rel=1e-5, abs_of_max=1e-4)
 
 PATH = declared_path(
-    TABLE, F.variants({
-        "off": dict(summary="the top-k kernel alone", build=_builds.union(False), launches=1),
-        "on": dict(summary="the top-k kernel, then the union count (shared-memory atomics, one block)",
-                   build=_builds.union(True), launches=2),
-    }),
-    shapes=union_shapes, make_inputs=union_inputs, outputs=union_outputs, reference=union_reference,
-    traffic=union_traffic, tolerance=UNION_TOLERANCE, bind=union_bind,
+    TABLE,
+    F.variants(
+        {
+            "off": dict(summary="the top-k kernel alone", build=_builds.union(False), launches=1),
+            "on": dict(
+                summary="the top-k kernel, then the union count (shared-memory atomics, one block)",
+                build=_builds.union(True),
+                launches=2,
+            ),
+        }
+    ),
+    shapes=union_shapes,
+    make_inputs=union_inputs,
+    outputs=union_outputs,
+    reference=union_reference,
+    traffic=union_traffic,
+    tolerance=UNION_TOLERANCE,
+    bind=union_bind,
     notes="the counting kernel's cost is the diagnostic's: on against off at the same shape",
     extra={"align": union_align, "model_sections": ("moe",)},
 )

@@ -23,6 +23,7 @@ The exponentials are recomputed by every block that stages the chunk; with
 groups, that stays small next to the weight stream. Body: ``_warp_rows``
 with ``SILU``.
 """
+
 from __future__ import annotations
 
 from functools import lru_cache

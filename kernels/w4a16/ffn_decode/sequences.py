@@ -21,6 +21,7 @@ GEMV variant; the fused SiLU+down kernel exists only as a one-warp-per-row
 kernel. ``gemm_m1`` uses the small-M tiles for a projection whose K is a
 multiple of 32 (M = 1 is always small) and the default tiles otherwise.
 """
+
 from __future__ import annotations
 
 import numpy as np

@@ -9,6 +9,7 @@ elements, the grid capped at the resident block count. Consecutive threads
 touch consecutive elements: every access is coalesced. Memory-bound:
 ``3 * 2`` bytes per element.
 """
+
 from __future__ import annotations
 
 from functools import lru_cache

@@ -1,6 +1,7 @@
 """``w4a16.ffn_decode``: the dense SiLU FFN for one token,
 ``y = W_down (silu(W_gate x) * (W_up x))``, as fixed sequences of the
 family's kernels (``sequences``)."""
+
 from __future__ import annotations
 
 from typing import Any, Mapping
@@ -48,8 +49,6 @@ def ffn_traffic(shape: Shape) -> Traffic:
         bytes_written=2 * h,
         flops=6 * h * i + silu_mul.FLOPS_PER_ELEMENT * i,
     )
-
-
 
 
 _FFN_SUMMARIES = {

@@ -141,6 +141,7 @@ Hardware constraints behind each choice:
   accumulators) and are rounded to fp16 once, at the store, which goes
   through ``mma.c_elem`` and writes only in-range elements.
 """
+
 from __future__ import annotations
 
 from functools import lru_cache
@@ -411,8 +412,7 @@ b_frag = make_b_frag()
 def _mma_acc(acc, base, a0, a1, a2, a3, b0, b1):
     """``acc[base : base + 4] += A @ B`` (one MMA on accumulators held in a
     local array the compiler keeps in registers)."""
-    d0, d1, d2, d3 = mma.mma_f16_16816(a0, a1, a2, a3, b0, b1,
-                                       acc[base], acc[base + 1], acc[base + 2], acc[base + 3])
+    d0, d1, d2, d3 = mma.mma_f16_16816(a0, a1, a2, a3, b0, b1, acc[base], acc[base + 1], acc[base + 2], acc[base + 3])
     acc[base] = d0
     acc[base + 1] = d1
     acc[base + 2] = d2
@@ -525,8 +525,16 @@ AS_PAD = 8  # halves of padding per As row (module notes: ldmatrix banks)
 
 
 @lru_cache(maxsize=None)
-def make_gemm_tiles(WARPS_M: int = TILES_WARPS_M, WARPS_N: int = TILES_WARPS_N, WM: int = TILES_WM,
-                    WN: int = TILES_WN, KT: int = TILES_K, b_load=b_frag, k_step=TILE_K, a_order=(0, 1, 2, 3)):
+def make_gemm_tiles(
+    WARPS_M: int = TILES_WARPS_M,
+    WARPS_N: int = TILES_WARPS_N,
+    WM: int = TILES_WM,
+    WN: int = TILES_WN,
+    KT: int = TILES_K,
+    b_load=b_frag,
+    k_step=TILE_K,
+    a_order=(0, 1, 2, 3),
+):
     """Compile the ``default_tiles`` kernel ``(c, a32, qw64, scales)``:
     ``16*WM*WARPS_M x 8*WN*WARPS_N`` block tiles, A staged in shared memory
     ``KT`` k at a time and loaded with ``ldmatrix`` (module notes).
@@ -599,8 +607,9 @@ def make_gemm_tiles(WARPS_M: int = TILES_WARPS_M, WARPS_N: int = TILES_WARPS_N, 
                     for j in range(WN):
                         b0, b1 = b_load(qw64, scales, n, n0 + TILE_N * j, k0, lane)
                         for i in range(WM):
-                            _mma_acc(acc, 4 * (i * WN + j), af[4 * i], af[4 * i + 1], af[4 * i + 2],
-                                     af[4 * i + 3], b0, b1)
+                            _mma_acc(
+                                acc, 4 * (i * WN + j), af[4 * i], af[4 * i + 1], af[4 * i + 2], af[4 * i + 3], b0, b1
+                            )
             cuda.syncthreads()
         for i in range(WM):
             for j in range(WN):

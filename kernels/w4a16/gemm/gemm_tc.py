@@ -19,6 +19,7 @@ Every launch returned carries what it runs on, for the record:
 ``launch.tensor_cores`` ("mma.sync" or "wgmma") and ``launch.tc_dtype``
 ("f16": the activations are fp16, so the MMA inputs are).
 """
+
 from __future__ import annotations
 
 from ...common import tc
@@ -71,8 +72,9 @@ def build(kind: str, shape, form: str | None = None):
         why_not_wgmma = gemm_wgmma.supports(shape["m"], shape["n"], shape["k"])
         if not why_not_wgmma:
             return _mark(getattr(gemm_wgmma, f"build_{kind}")(shape), tc.WGMMA)
-    return _mark(_mma_sync(kind, shape), tc.MMA_SYNC,
-                 f"wgmma: {why_not_wgmma}; mma.sync instead" if why_not_wgmma else "")
+    return _mark(
+        _mma_sync(kind, shape), tc.MMA_SYNC, f"wgmma: {why_not_wgmma}; mma.sync instead" if why_not_wgmma else ""
+    )
 
 
 def build_small_m(shape, form: str | None = None):

@@ -38,6 +38,7 @@ Configurations:
 This is an FP32-FMA GEMM (Numba exposes no tensor-core MMA); at large m it
 is bound by the FP32 rate, at small m by the weight stream.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass

@@ -55,6 +55,7 @@ No swizzle: the no-swizzle layout's stores and the tensor cores' reads are
 not bank-conflict free, which a 128-byte swizzle would fix; measured on a
 GPU this is where to look first.
 """
+
 from __future__ import annotations
 
 from functools import lru_cache

@@ -1,6 +1,7 @@
 """``w4a16.gemm``: the W4A16 GEMM ``c = a W^T`` (the FFN projections of a
 batch) on tensor cores, and the FP32-FMA tiles for the K the tensor cores
 cannot step."""
+
 from __future__ import annotations
 
 from typing import Any, Mapping
@@ -38,11 +39,7 @@ def gemm_inputs(shape: Shape, rng: np.random.Generator) -> dict:
 
 def gemm_traffic(shape: Shape) -> Traffic:
     m, n, k = shape["m"], shape["n"], shape["k"]
-    return Traffic(
-        bytes_read=packed_bytes(n, k) + 2 * m * k, bytes_written=2 * m * n, flops=2 * m * n * k
-    )
-
-
+    return Traffic(bytes_read=packed_bytes(n, k) + 2 * m * k, bytes_written=2 * m * n, flops=2 * m * n * k)
 
 
 # The tensor-core form this process builds (None only where there is
@@ -54,14 +51,28 @@ _TC_DTYPE = gemm_tc.TC_DTYPE if _TC_FORM else None
 PATH = declare(
     TABLE,
     [
-        Variant("small_m", "tensor cores, m <= 64: wgmma 64 x 64 warpgroup tiles (Hopper) or mma.sync 16-64 x 16 "
-                "tiles of 4 warps splitting K; int4 dequantised to fp16, f32 accumulators", gemm_tc.build_small_m,
-                tensor_cores=_TC_FORM, tc_dtype=_TC_DTYPE),
-        Variant("default_tiles", "tensor cores, any m: wgmma 64 x 128 warpgroup tiles, two K stages in flight "
-                "(Hopper) or mma.sync 64 x 64 tiles of 4 warps, A staged for ldmatrix", gemm_tc.build_default,
-                tensor_cores=_TC_FORM, tc_dtype=_TC_DTYPE),
-        Variant("fma_tiles", "FP32 FMA on CUDA cores: 64x64x64 tiles, 256 threads, 4x4 register micro-tiles, "
-                "any k % 8 == 0 (where the tensor-core GEMMs cannot step K by 16)", gemm_tiled.build_default),
+        Variant(
+            "small_m",
+            "tensor cores, m <= 64: wgmma 64 x 64 warpgroup tiles (Hopper) or mma.sync 16-64 x 16 "
+            "tiles of 4 warps splitting K; int4 dequantised to fp16, f32 accumulators",
+            gemm_tc.build_small_m,
+            tensor_cores=_TC_FORM,
+            tc_dtype=_TC_DTYPE,
+        ),
+        Variant(
+            "default_tiles",
+            "tensor cores, any m: wgmma 64 x 128 warpgroup tiles, two K stages in flight "
+            "(Hopper) or mma.sync 64 x 64 tiles of 4 warps, A staged for ldmatrix",
+            gemm_tc.build_default,
+            tensor_cores=_TC_FORM,
+            tc_dtype=_TC_DTYPE,
+        ),
+        Variant(
+            "fma_tiles",
+            "FP32 FMA on CUDA cores: 64x64x64 tiles, 256 threads, 4x4 register micro-tiles, "
+            "any k % 8 == 0 (where the tensor-core GEMMs cannot step K by 16)",
+            gemm_tiled.build_default,
+        ),
     ],
     shapes=gemm_shapes,
     make_inputs=gemm_inputs,

@@ -25,6 +25,7 @@ bytes; only the summation order differs, so results agree to rounding.
 
 The body is ``_row_block``'s, shared with ``gemv_dual_64t``.
 """
+
 from __future__ import annotations
 
 from functools import lru_cache, partial

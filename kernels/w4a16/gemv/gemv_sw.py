@@ -29,6 +29,7 @@ per warp step, served from L1); ``x`` comes from L2 once per block.
 The body is ``_warp_rows``'s, shared with the dual GEMV and the fused
 SiLU-multiply + down GEMV.
 """
+
 from __future__ import annotations
 
 from functools import lru_cache

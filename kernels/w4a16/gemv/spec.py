@@ -1,5 +1,6 @@
 """``w4a16.gemv``: the decode GEMV ``y = W x`` (int4 weights, fp16
 activations, m = 1)."""
+
 from __future__ import annotations
 
 from typing import Any, Mapping
@@ -23,8 +24,7 @@ def gemv_traffic(mats: int):
 
     def traffic(shape: Shape) -> Traffic:
         n, k = shape["n"], shape["k"]
-        return Traffic(bytes_read=mats * packed_bytes(n, k) + 2 * k, bytes_written=2 * mats * n,
-                       flops=2 * mats * n * k)
+        return Traffic(bytes_read=mats * packed_bytes(n, k) + 2 * k, bytes_written=2 * mats * n, flops=2 * mats * n * k)
 
     return traffic
 
@@ -53,10 +53,12 @@ def gemv_reference(shape: Shape, inputs: dict) -> dict:
 PATH = declare(
     TABLE,
     [
-        Variant("gemv_sw", "one warp per output row, lanes stride over packed words, shuffle reduction",
-                gemv_sw.build),
-        Variant("gemv_64t", "64 threads per 4-row block, shared-memory tree reduction (pre-single-warp kernel)",
-                gemv_64t.build),
+        Variant("gemv_sw", "one warp per output row, lanes stride over packed words, shuffle reduction", gemv_sw.build),
+        Variant(
+            "gemv_64t",
+            "64 threads per 4-row block, shared-memory tree reduction (pre-single-warp kernel)",
+            gemv_64t.build,
+        ),
     ],
     shapes=gemv_shapes,
     make_inputs=gemv_inputs,

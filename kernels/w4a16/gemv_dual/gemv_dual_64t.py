@@ -15,6 +15,7 @@ The ``2 * ROWS`` partial sums per thread are reduced across the block by a
 shared-memory tree (``2 x ROWS x 64`` fp32); threads ``0..ROWS-1`` write
 ``gate`` and ``up`` (fp16). Body: ``_row_block`` with ``DUAL``.
 """
+
 from __future__ import annotations
 
 from functools import lru_cache, partial

@@ -19,6 +19,7 @@ Against two separate GEMVs it halves the activation staging and the
 launches, and keeps two independent load streams in flight per lane.
 Body: ``_warp_rows`` with ``DUAL``.
 """
+
 from __future__ import annotations
 
 from functools import lru_cache

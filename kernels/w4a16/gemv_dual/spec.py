@@ -1,5 +1,6 @@
 """``w4a16.gemv_dual``: the decode dual GEMV, gate = W_gate x and
 up = W_up x in one pass."""
+
 from __future__ import annotations
 
 from typing import Any, Mapping
@@ -36,10 +37,14 @@ def dual_reference(shape: Shape, inputs: dict) -> dict:
 PATH = declare(
     TABLE,
     [
-        Variant("gemv_dual_sw", "one warp per output row computing gate and up, two shuffle reductions",
-                gemv_dual_sw.build),
-        Variant("gemv_dual_64t", "64 threads per 4-row block computing gate and up, shared-memory reduction",
-                gemv_dual_64t.build),
+        Variant(
+            "gemv_dual_sw", "one warp per output row computing gate and up, two shuffle reductions", gemv_dual_sw.build
+        ),
+        Variant(
+            "gemv_dual_64t",
+            "64 threads per 4-row block computing gate and up, shared-memory reduction",
+            gemv_dual_64t.build,
+        ),
     ],
     shapes=dual_shapes,
     make_inputs=dual_inputs,

@@ -22,6 +22,7 @@ the rule, for a merge too) and finds a record of another plan.
 it is asked for, for the callers that want one) whose arrays the reports
 read directly. :class:`Items` holds a plan's items alike.
 """
+
 from __future__ import annotations
 
 import json
@@ -111,16 +112,17 @@ class Tables:
         if src is self:
             return recs
         cols = dict(recs.cols)
-        for col, names in (("kernel", "kernels"), ("shape", "shapes"), ("config", "configs"),
-                           ("variant", "variants")):
+        for col, names in (("kernel", "kernels"), ("shape", "shapes"), ("config", "configs"), ("variant", "variants")):
             remap = np.array(getattr(self, names).ids(getattr(src, names).values), np.int32)
             cols[col] = remap[cols[col]] if len(remap) else cols[col]
         if len(src.devices):
             remap = np.array(self.devices.ids(src.devices.values) + [_ABSENT], np.int32)  # [-1]: none
             cols["device"] = remap[cols["device"]]
         known = self.lever_texts.index
-        remap = np.array([known[t] if t in known else self._new_levers(t, lv)
-                          for t, lv in zip(src.lever_texts.values, src.levers)], np.int32)
+        remap = np.array(
+            [known[t] if t in known else self._new_levers(t, lv) for t, lv in zip(src.lever_texts.values, src.levers)],
+            np.int32,
+        )
         if len(remap):
             cols["levers"] = remap[cols["levers"]]
         return Records(self, cols, recs.extras)
@@ -156,8 +158,9 @@ def _columns() -> dict[str, Any]:
 
 # The columns, each with its dtype; every Builder and Records holds all of them.
 COLUMNS = _columns()
-_FIELDS = operator.attrgetter("kernel", "variant", "levers", "config", "shape", "status", "timing", "device",
-                              "plan", "baseline")
+_FIELDS = operator.attrgetter(
+    "kernel", "variant", "levers", "config", "shape", "status", "timing", "device", "plan", "baseline"
+)
 _LABEL = operator.attrgetter("label")
 _PASS = "pass".__eq__
 _FIGURES_OF = operator.attrgetter(*(f.name for f in TIMING))
@@ -192,8 +195,9 @@ class Builder:
         if not recs:
             return True
         t = self.tables
-        (kernels, variants, levers, configs, shapes, statuses, timings, devices, plans,
-         baselines) = zip(*map(_FIELDS, recs))
+        (kernels, variants, levers, configs, shapes, statuses, timings, devices, plans, baselines) = zip(
+            *map(_FIELDS, recs)
+        )
         lever_ids = t.lever_ids(list(map(bytes, levers)))
         if lever_ids is None:
             return False
@@ -256,8 +260,13 @@ class Builder:
         t = self.tables
         rows = self._rows
         if type(r) is dict:
-            kernel, variant, config, label, status = r["kernel"], r["variant"], r["config"], r["shape"]["label"], \
-                r["status"]
+            kernel, variant, config, label, status = (
+                r["kernel"],
+                r["variant"],
+                r["config"],
+                r["shape"]["label"],
+                r["status"],
+            )
             lever = t.lever_id(r["levers"])
             timing = r.get("timing")
             figs = dict_figures(timing)
@@ -444,9 +453,13 @@ class Records(Made):
     def record(self, i: int) -> dict:
         c, t = self.cols, self.tables
         rec: dict[str, Any] = {
-            "kernel": t.kernels.values[c["kernel"][i]], "variant": t.variants.values[c["variant"][i]],
-            "config": t.configs.values[c["config"][i]], "shape": t.shape(int(c["shape"][i])),
-            "status": "pass" if c["passed"][i] else "fail", "levers": t.levers[c["levers"][i]]}
+            "kernel": t.kernels.values[c["kernel"][i]],
+            "variant": t.variants.values[c["variant"][i]],
+            "config": t.configs.values[c["config"][i]],
+            "shape": t.shape(int(c["shape"][i])),
+            "status": "pass" if c["passed"][i] else "fail",
+            "levers": t.levers[c["levers"][i]],
+        }
         m = c[_MEDIAN.column][i]
         if m == m:  # not NaN: a timing
             timing = {_MEDIAN.name: float(m)}
@@ -529,9 +542,13 @@ class Records(Made):
 
     def texts(self, column: str, idx: np.ndarray | None = None) -> list:
         """The column's values by name (``kernel``, ``shape``, ``config``, ``variant``, ``levers``)."""
-        names = {"kernel": self.tables.kernels.values, "shape": self.tables.shapes.values,
-                 "config": self.tables.configs.values, "variant": self.tables.variants.values,
-                 "levers": self.tables.levers}[column]
+        names = {
+            "kernel": self.tables.kernels.values,
+            "shape": self.tables.shapes.values,
+            "config": self.tables.configs.values,
+            "variant": self.tables.variants.values,
+            "levers": self.tables.levers,
+        }[column]
         ids = self.cols[column] if idx is None else self.cols[column][idx]
         return list(map(names.__getitem__, ids.tolist()))
 
@@ -607,11 +624,18 @@ class Items:
             lids = [-1 if t is None else tables.lever_ids([t])[0] for t in texts]
         else:
             lids = tables.lever_ids(texts)
-        return cls(tables, {
-            "n": np.array(ns, np.int64), "kernel": np.array(tables.kernels.ids(kernels), np.int32),
-            "shape": np.array(tables.shapes.ids(shapes), np.int32),
-            "config": np.array(tables.configs.ids(configs), np.int32),
-            "variant": np.array(vids, np.int32), "levers": np.array(lids, np.int32)}, odd)
+        return cls(
+            tables,
+            {
+                "n": np.array(ns, np.int64),
+                "kernel": np.array(tables.kernels.ids(kernels), np.int32),
+                "shape": np.array(tables.shapes.ids(shapes), np.int32),
+                "config": np.array(tables.configs.ids(configs), np.int32),
+                "variant": np.array(vids, np.int32),
+                "levers": np.array(lids, np.int32),
+            },
+            odd,
+        )
 
     @classmethod
     def concat(cls, parts: Sequence["Items"]) -> "Items":
@@ -639,9 +663,14 @@ class Items:
         for i in range(len(self)):
             v, lv = int(c["variant"][i]), int(c["levers"][i])
             variant = self.odd[i] if v == _ODD_VARIANT else UNSET if v == _NO_VARIANT else t.variants.values[v]
-            yield Item(n=int(c["n"][i]), kernel=t.kernels.values[c["kernel"][i]], variant=variant,
-                       config=t.configs.values[c["config"][i]], shape=t.shapes.values[c["shape"][i]],
-                       levers=UNSET if lv < 0 else Raw(t.lever_texts.values[lv]))
+            yield Item(
+                n=int(c["n"][i]),
+                kernel=t.kernels.values[c["kernel"][i]],
+                variant=variant,
+                config=t.configs.values[c["config"][i]],
+                shape=t.shapes.values[c["shape"][i]],
+                levers=UNSET if lv < 0 else Raw(t.lever_texts.values[lv]),
+            )
 
     def lines(self, size: int = 8192) -> Iterator[list[bytes]]:
         """Each item's compact JSON text (what msgspec encodes of its
@@ -662,10 +691,19 @@ class Items:
             for i, x in enumerate(v):
                 if x == _ODD_VARIANT:
                     vtext[i] = b',"variant":' + enc(self.odd[start + i])
-            yield list(map(fmt, zip(c["n"][s].tolist(), map(spelled["kernels"].__getitem__, c["kernel"][s].tolist()),
-                                    vtext, map(spelled["configs"].__getitem__, c["config"][s].tolist()),
-                                    map(spelled["shapes"].__getitem__, c["shape"][s].tolist()),
-                                    map(levers.__getitem__, c["levers"][s].tolist()))))
+            yield list(
+                map(
+                    fmt,
+                    zip(
+                        c["n"][s].tolist(),
+                        map(spelled["kernels"].__getitem__, c["kernel"][s].tolist()),
+                        vtext,
+                        map(spelled["configs"].__getitem__, c["config"][s].tolist()),
+                        map(spelled["shapes"].__getitem__, c["shape"][s].tolist()),
+                        map(levers.__getitem__, c["levers"][s].tolist()),
+                    ),
+                )
+            )
 
 
 _ITEM_COLUMNS = ("n", "kernel", "shape", "config", "variant", "levers")

@@ -20,6 +20,7 @@ would give, and every refusal its words.
 
 This module imports neither numba nor numpy.
 """
+
 from __future__ import annotations
 
 import json
@@ -59,10 +60,14 @@ class _Shape(Struct, gc=False):
 # whose words say what is wrong.
 _Timing = msgspec.defstruct(
     "_Timing",
-    [(f.name, Annotated[float, Meta(gt=0.0)]) if f.required else (f.name, Union[Annotated[float, Meta(ge=0.0)], None],
-                                                                  None)
-     for f in schema.TIMING],
-    gc=False)
+    [
+        (f.name, Annotated[float, Meta(gt=0.0)])
+        if f.required
+        else (f.name, Union[Annotated[float, Meta(ge=0.0)], None], None)
+        for f in schema.TIMING
+    ],
+    gc=False,
+)
 
 _OPTIONAL = {  # how a field the reports read is typed, where a record may lack it
     schema.RAW: (Union[Raw, UnsetType], UNSET),
@@ -76,7 +81,9 @@ _REQUIRED = {schema.TEXT: str, schema.RAW: Raw, schema.SHAPE: _Shape, schema.STA
 _Record = msgspec.defstruct(
     "_Record",
     [(f.name, _REQUIRED[f.read]) if f.required else (f.name, *_OPTIONAL[f.read]) for f in schema.READ],
-    kw_only=True, gc=False)
+    kw_only=True,
+    gc=False,
+)
 
 _record = msgspec.json.Decoder(_Record).decode
 
@@ -172,6 +179,11 @@ def plan_items(raw: Raw) -> list[Item] | None:
 
 def item_of(it: dict) -> Item:
     """A plan item checked by ``plans.check_plan``, as an Item."""
-    return Item(n=it["n"] if "n" in it else UNSET, kernel=it["kernel"], variant=it.get("variant", UNSET),
-                config=it["config"], shape=it["shape"],
-                levers=Raw(json.dumps(it["levers"], separators=(",", ":")).encode()) if "levers" in it else UNSET)
+    return Item(
+        n=it["n"] if "n" in it else UNSET,
+        kernel=it["kernel"],
+        variant=it.get("variant", UNSET),
+        config=it["config"],
+        shape=it["shape"],
+        levers=Raw(json.dumps(it["levers"], separators=(",", ":")).encode()) if "levers" in it else UNSET,
+    )

@@ -1,6 +1,7 @@
 """Sequences made as they are read: records, ranking rows and comparison
 entries held as columns (``columns``) and made one at a time where a
 caller asks for one. This module imports neither numba nor numpy."""
+
 from __future__ import annotations
 
 from typing import Any, Iterator, Sequence

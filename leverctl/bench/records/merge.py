@@ -6,6 +6,7 @@ record per identity (``columns.distinct``: the last part's) in plan order,
 and :func:`write_result_dir` writes the merged directory, copying each kept
 record's line from its part's file.
 """
+
 from __future__ import annotations
 
 import os
@@ -47,27 +48,35 @@ def merge(sets: Sequence[ResultSet]) -> Merged:
         raise UserError("report merge needs at least one sweep results directory")
     for s in sets:
         if s.plan is None:
-            raise UserError(f"has no {PLAN_FILE}: merge joins sweep results directories "
-                            "(a bench document is one run already)", s.source)
+            raise UserError(
+                f"has no {PLAN_FILE}: merge joins sweep results directories (a bench document is one run already)",
+                s.source,
+            )
     first = sets[0]
     for s in sets[1:]:
         a, b = first.plan, s.plan
         if a["catalog"]["digest"] != b["catalog"]["digest"]:
-            raise UserError(f"was swept with a different lever catalog than {first.source} "
-                            f"({b['catalog']['digest'][:12]} vs {a['catalog']['digest'][:12]}): "
-                            "results from different catalogs do not merge", s.source)
+            raise UserError(
+                f"was swept with a different lever catalog than {first.source} "
+                f"({b['catalog']['digest'][:12]} vs {a['catalog']['digest'][:12]}): "
+                "results from different catalogs do not merge",
+                s.source,
+            )
         if a["hash"] != b["hash"]:
-            raise UserError(f"comes from a different sweep plan than {first.source} "
-                            f"({b['hash']} vs {a['hash']}): same engine, recipe, levers, kernels and "
-                            "shapes are needed to merge", s.source)
+            raise UserError(
+                f"comes from a different sweep plan than {first.source} "
+                f"({b['hash']} vs {a['hash']}): same engine, recipe, levers, kernels and "
+                "shapes are needed to merge",
+                s.source,
+            )
         ka, kb = (a.get("device") or {}).get("kind"), (b.get("device") or {}).get("kind")
         if ka != kb:
-            raise UserError(f"ran on {kb}, {first.source} on {ka}: a result set holds one device's runs",
-                            s.source)
+            raise UserError(f"ran on {kb}, {first.source} on {ka}: a result set holds one device's runs", s.source)
         na, nb = (a.get("device") or {}).get("name"), (b.get("device") or {}).get("name")
         if ka == "gpu" and na != nb:
-            raise UserError(f"ran on {nb}, {first.source} on {na}: timings from different GPUs do not "
-                            "make one result set", s.source)
+            raise UserError(
+                f"ran on {nb}, {first.source} on {na}: timings from different GPUs do not make one result set", s.source
+            )
     tables = first.records.tables
     plan = {k: v for k, v in first.plan.items() if k != "items"}
     plan["schema"] = PLAN_SCHEMA
@@ -94,7 +103,7 @@ def merge(sets: Sequence[ResultSet]) -> Merged:
     allr = Records(tables, cols, extras)
     # The records' identities and the items' as numbers of one numbering.
     both = identity_keys({k: np.concatenate([cols[k], item_ids[k]]) for k in item_ids})
-    keys, item_keys = both[:len(part)], both[len(part):]
+    keys, item_keys = both[: len(part)], both[len(part) :]
     each = distinct(keys)
     held, held_at = each.keys, each.last  # each identity once, sorted; its last record
     duplicates = len(keys) - len(held)
@@ -107,14 +116,16 @@ def merge(sets: Sequence[ResultSet]) -> Merged:
         planned[found[hit]] = True
         strays = np.sort(each.first[~planned])  # each stray identity's first record
         r = allr.record(int(strays[0]))
-        raise UserError(f"holds {len(strays)} record(s) outside its plan (first: {r['kernel']} {r['config']} at "
-                        f"{r['shape']['label']})", first.source)
+        raise UserError(
+            f"holds {len(strays)} record(s) outside its plan (first: {r['kernel']} {r['config']} at "
+            f"{r['shape']['label']})",
+            first.source,
+        )
     plan["items"] = items
     total = first.plan.get("total")
     total = total if type(total) is int and total >= len(items) else len(items)
     files = [(s.path, s.read_bytes) for s in sets]
     return Merged(plan, allr.take(take), total - len(take), duplicates, part[take], files)
-
 
 
 def shard_gaps(sets: Sequence[ResultSet], missing: int) -> str:
@@ -134,14 +145,18 @@ def shard_gaps(sets: Sequence[ResultSet], missing: int) -> str:
     absent = [i for i in range(1, n + 1) if i not in given]
     if absent:
         parts.append(f"shard{'s' if len(absent) > 1 else ''} {', '.join(map(str, absent))} of {n} not given")
-    short = [f"shard {sh['index']} has {len(s.records)} of {sh['items']}" for s, sh in zip(sets, shards)
-             if len(s.records) < sh["items"]]
+    short = [
+        f"shard {sh['index']} has {len(s.records)} of {sh['items']}"
+        for s, sh in zip(sets, shards)
+        if len(s.records) < sh["items"]
+    ]
     parts += short
     return "; ".join(parts) + f" ({missing} record(s) missing)"
 
 
-def write_result_dir(directory: Path, merged: Merged, plan: Mapping[str, Any],
-                     written: Callable[[], None] | None = None) -> None:
+def write_result_dir(
+    directory: Path, merged: Merged, plan: Mapping[str, Any], written: Callable[[], None] | None = None
+) -> None:
     """A complete sweep directory (merge's output): refuses a directory that
     already holds results, writes results.jsonl (the merged records, in plan
     order, their lines copied from the parts' files) and then plan.json,
@@ -197,4 +212,3 @@ class _Lines:
     def __exit__(self, *exc) -> None:
         for f in self._open:
             f.close()
-

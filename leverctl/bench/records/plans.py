@@ -5,6 +5,7 @@ compare, the reports and Slurm read it back. A cluster sweep's merged plan
 lists a million items: :func:`read_plan` leaves them as text where a reader
 needs the header alone, and :func:`write_plan` writes them a piece at a time.
 """
+
 from __future__ import annotations
 
 import json
@@ -99,37 +100,54 @@ def check_plan(doc: Any, where: str) -> dict:
     if not isinstance(items, list):
         raise lacks("no `items` list")
     for i, it in enumerate(items):  # a million of them at cluster scale: no per-item generator
-        if not (isinstance(it, dict) and isinstance(it.get("kernel"), str) and isinstance(it.get("shape"), str)
-                and isinstance(it.get("config"), str) and ("levers" not in it or isinstance(it["levers"], dict))
-                and ("n" not in it or (type(it["n"]) is int and it["n"] >= 0))):
-            raise lacks(f"items[{i}] is not an object with string kernel, shape and config (and a place n "
-                        "that is a whole number, where it has one)")
+        if not (
+            isinstance(it, dict)
+            and isinstance(it.get("kernel"), str)
+            and isinstance(it.get("shape"), str)
+            and isinstance(it.get("config"), str)
+            and ("levers" not in it or isinstance(it["levers"], dict))
+            and ("n" not in it or (type(it["n"]) is int and it["n"] >= 0))
+        ):
+            raise lacks(
+                f"items[{i}] is not an object with string kernel, shape and config (and a place n "
+                "that is a whole number, where it has one)"
+            )
     device = doc.get("device")
     if device is not None and not (isinstance(device, dict) and device.get("kind") in ("gpu", "sim", None)):
         raise lacks("`device` is not an object whose kind is gpu or sim")
     shard = doc.get("shard")
-    if shard is not None and not (isinstance(shard, dict) and all(
-            isinstance(shard.get(k), int) and not isinstance(shard.get(k), bool)
-            for k in ("index", "count", "items"))):
+    if shard is not None and not (
+        isinstance(shard, dict)
+        and all(
+            isinstance(shard.get(k), int) and not isinstance(shard.get(k), bool) for k in ("index", "count", "items")
+        )
+    ):
         raise lacks("`shard` is neither null nor an object with integer index, count and items")
     kernels = doc.get("kernels", [])
-    if not (isinstance(kernels, list) and all(
-            isinstance(k, dict) and isinstance(k.get("kernel"), str)
-            and isinstance(k.get("levers", []), list) and isinstance(k.get("recipe_levers") or {}, dict)
-            for k in kernels)):
+    if not (
+        isinstance(kernels, list)
+        and all(
+            isinstance(k, dict)
+            and isinstance(k.get("kernel"), str)
+            and isinstance(k.get("levers", []), list)
+            and isinstance(k.get("recipe_levers") or {}, dict)
+            for k in kernels
+        )
+    ):
         raise lacks("`kernels` is not a list of objects naming their kernel, levers and recipe_levers")
     skipped = doc.get("not_benchmarked", [])
-    if not (isinstance(skipped, list) and all(isinstance(x, dict) and isinstance(x.get("lever"), str)
-                                              and isinstance(x.get("why"), str) for x in skipped)):
+    if not (
+        isinstance(skipped, list)
+        and all(
+            isinstance(x, dict) and isinstance(x.get("lever"), str) and isinstance(x.get("why"), str) for x in skipped
+        )
+    ):
         raise lacks("`not_benchmarked` is not a list of objects with lever and why")
     return doc
 
 
-
-
 def _place(it: Any) -> int:
     return it.n
-
 
 
 def write_plan(path: Path, plan: Mapping[str, Any]) -> None:
@@ -169,4 +187,3 @@ def plan_json_pieces(plan: Mapping[str, Any]) -> Iterable[bytes]:
             buf, size = [], 0
     buf.append(b"\n  ]\n}\n" if items else b"]\n}\n")
     yield b"".join(buf)
-

@@ -23,6 +23,7 @@ touching the file.
 Everything here is a function of files and records: nothing re-resolves
 levers or re-runs kernels.
 """
+
 from __future__ import annotations
 
 import bisect
@@ -55,8 +56,9 @@ class Jsonl:
     foreign: tuple[int, Any] | None = None  # (place, plan) of the first record of another plan (plan_hash)
 
 
-def read_jsonl(path: Path, kind: str | None = None, plan_hash: str | None = None,
-               tables: Tables | None = None) -> Jsonl:
+def read_jsonl(
+    path: Path, kind: str | None = None, plan_hash: str | None = None, tables: Tables | None = None
+) -> Jsonl:
     """The records of a results file as columns (numbered in ``tables``,
     new ones where not given), each line's place in the file kept in their
     ``offset`` and ``length`` columns. The file is read 8 MiB at a time
@@ -178,8 +180,9 @@ class ResultSet:
         """What reading tolerated, each a line for stderr naming the source."""
         out = []
         if self.tail_bytes:
-            out.append(f"{self.source}: ignored a partial last line ({self.tail_bytes} bytes) left by an "
-                       "interrupted sweep")
+            out.append(
+                f"{self.source}: ignored a partial last line ({self.tail_bytes} bytes) left by an interrupted sweep"
+            )
         if self.duplicates:
             out.append(repeated_note(self.source, self.duplicates))
         return out
@@ -203,8 +206,10 @@ class ResultSet:
 def repeated_note(source: str, places: Sequence[str]) -> str:
     """The warning for records that repeat an earlier one's identity."""
     shown = ", ".join(places[:5]) + (", ..." if len(places) > 5 else "")
-    return (f"{source}: {len(places)} record(s) repeat an earlier one's kernel, shape and levers ({shown}); "
-            "each counted once, the later kept")
+    return (
+        f"{source}: {len(places)} record(s) repeat an earlier one's kernel, shape and levers ({shown}); "
+        "each counted once, the later kept"
+    )
 
 
 def load_results(path: str | Path, plan_items: bool = False, tables: Tables | None = None) -> ResultSet:
@@ -233,6 +238,7 @@ def load_all(paths: Sequence[str | Path], tables: Tables, plan_items: bool = Fal
     process reads some of them (records only: the items of their plans are
     read here) while this one reads the rest; what it read is numbered in
     ``tables`` as it arrives."""
+
     def here(p: Any, items: bool) -> Any:
         try:
             return load_results(p, plan_items=items, tables=tables)
@@ -318,7 +324,7 @@ class Window:
     def read(self, offset: int, length: int) -> bytes:
         i = offset - self._start
         if 0 <= i and i + length <= len(self._data):
-            return self._data[i:i + length]
+            return self._data[i : i + length]
         self._data = os.pread(self._fd, max(length, self.SIZE), offset)
         self._start = offset
         if len(self._data) < length:
@@ -328,6 +334,7 @@ class Window:
 
 def _input_bytes(p: Path) -> tuple[int, int]:
     """The sizes of an input's results and plan files (0 where absent)."""
+
     def size(f: Path) -> int:
         try:
             return f.stat().st_size
@@ -377,15 +384,26 @@ def _first_line_is_record(p: Path) -> bool:
     return isinstance(obj, dict) and "kernel" in obj and "config" in obj
 
 
-def _from_plan(source: str, plan: dict | None, jl: Jsonl, item_count: int | None = None,
-               path: Path | None = None) -> ResultSet:
+def _from_plan(
+    source: str, plan: dict | None, jl: Jsonl, item_count: int | None = None, path: Path | None = None
+) -> ResultSet:
     device = dict(plan.get("device") or {}) if plan else {}
     catalog = (plan.get("catalog") or {}).get("digest") if plan else None
     if plan is not None and jl.foreign is not None:
         n, other = jl.foreign
         raise UserError(f"record {n} belongs to plan {other}, not this directory's {plan['hash']}", source)
-    return ResultSet(source, jl.records, plan, device, catalog, jl.tail_bytes,
-                     [f"line {n}" for n in jl.duplicates], item_count, path, jl.good_bytes)
+    return ResultSet(
+        source,
+        jl.records,
+        plan,
+        device,
+        catalog,
+        jl.tail_bytes,
+        [f"line {n}" for n in jl.duplicates],
+        item_count,
+        path,
+        jl.good_bytes,
+    )
 
 
 # ── a bench document ────────────────────────────────────────────────────────
@@ -397,8 +415,15 @@ def _from_bench(p: Path, data: bytes, tables: Tables) -> ResultSet:
     records, duplicates, _ = gather(results, tables)
     levers = doc.get("levers") if isinstance(doc.get("levers"), dict) else {}
     catalog = (levers.get("catalog") or {}).get("digest") if isinstance(levers.get("catalog"), dict) else None
-    return ResultSet(str(p), records, None, {"kind": device.get("kind"), "name": device.get("name")},
-                     catalog, 0, [f"results[{n - 1}]" for n in duplicates])
+    return ResultSet(
+        str(p),
+        records,
+        None,
+        {"kind": device.get("kind"), "name": device.get("name")},
+        catalog,
+        0,
+        [f"results[{n - 1}]" for n in duplicates],
+    )
 
 
 def _bench_records(p: Path, data: bytes) -> tuple[list[dict], dict]:
@@ -410,11 +435,13 @@ def _bench_records(p: Path, data: bytes) -> tuple[list[dict], dict]:
     except UnicodeDecodeError:
         raise UserError("not a leverctl results file (not UTF-8 text)", where) from None
     except json.JSONDecodeError as e:
-        raise UserError(f"not a leverctl results file (not JSON, or truncated: {e.msg} at line {e.lineno})",
-                        where) from None
+        raise UserError(
+            f"not a leverctl results file (not JSON, or truncated: {e.msg} at line {e.lineno})", where
+        ) from None
     if not isinstance(doc, dict) or not str(doc.get("schema", "")).startswith(BENCH_SCHEMA_PREFIX):
-        raise UserError("not a leverctl bench document or sweep results file "
-                        f"(no `schema: {BENCH_SCHEMA_PREFIX}N`)", where)
+        raise UserError(
+            f"not a leverctl bench document or sweep results file (no `schema: {BENCH_SCHEMA_PREFIX}N`)", where
+        )
     results = doc.get("results")
     if not isinstance(results, list):
         raise UserError("bench document has no `results` list", where)

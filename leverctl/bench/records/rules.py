@@ -11,6 +11,7 @@
 Each rule reads the fields and figures :mod:`.schema` lists. This module
 imports neither numpy nor msgspec.
 """
+
 from __future__ import annotations
 
 import math
@@ -82,8 +83,10 @@ def timing_problem(rec: Mapping[str, Any], kind: str | None) -> str | None:
     t = rec.get("timing")
     if t is None:
         if rec.get("status") == "pass" and _on_gpu(rec.get("device"), False, kind):
-            return (f"it passed on a GPU ({rec.get('device') or 'device unnamed'}) but has no timing; "
-                    "a GPU run times every passing record")
+            return (
+                f"it passed on a GPU ({rec.get('device') or 'device unnamed'}) but has no timing; "
+                "a GPU run times every passing record"
+            )
         return None
     if not _on_gpu(rec.get("device"), True, kind):
         return "a simulator record with a timing (the simulator times nothing)"

@@ -17,6 +17,7 @@ the decoder and the columns read.
 
 This module imports nothing but the standard library.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass

@@ -5,6 +5,7 @@ fsynced (:class:`Appender`), so a killed sweep leaves every earlier record
 intact and at most a partial last line, which resume cuts off
 (:func:`cut_partial_tail`) before appending.
 """
+
 from __future__ import annotations
 
 import json
@@ -51,15 +52,12 @@ class Appender:
         self.close()
 
 
-
-
 def cut_partial_tail(path: Path, good_bytes: int) -> None:
     """Drop a partial last line so that the next append starts a fresh line."""
     with open(path, "r+b") as f:
         f.truncate(good_bytes)
         f.flush()
         os.fsync(f.fileno())
-
 
 
 def check_free_result_dir(directory: Path) -> None:

@@ -7,6 +7,7 @@
 * the rules the columns apply on arrays are the rules of one record;
 * a plan's items held as columns are written as msgspec writes each.
 """
+
 from __future__ import annotations
 
 import json
@@ -22,28 +23,51 @@ from leverctl.errors import UserError
 
 # ── records: the fast decoding against the standard one ─────────────────────
 
-figures = st.one_of(st.floats(min_value=1e-3, max_value=1e4), st.integers(1, 10**4), st.none(),
-                    st.just(0.0), st.just(-1.0), st.just("12"))
+figures = st.one_of(
+    st.floats(min_value=1e-3, max_value=1e4),
+    st.integers(1, 10**4),
+    st.none(),
+    st.just(0.0),
+    st.just(-1.0),
+    st.just("12"),
+)
 timings = st.one_of(
-    st.none(), st.just("absent"),
-    st.fixed_dictionaries({"median_us": figures}, optional={"p20_us": figures, "p80_us": figures,
-                                                           "noise": figures, "samples": st.integers(0, 9)}))
-lever_values = st.one_of(st.booleans(), st.integers(-2, 64), st.none(), st.sampled_from(["a", "é"]),
-                         st.fixed_dictionaries({"prefill": st.booleans(), "carry": st.booleans()}))
+    st.none(),
+    st.just("absent"),
+    st.fixed_dictionaries(
+        {"median_us": figures},
+        optional={"p20_us": figures, "p80_us": figures, "noise": figures, "samples": st.integers(0, 9)},
+    ),
+)
+lever_values = st.one_of(
+    st.booleans(),
+    st.integers(-2, 64),
+    st.none(),
+    st.sampled_from(["a", "é"]),
+    st.fixed_dictionaries({"prefill": st.booleans(), "carry": st.booleans()}),
+)
 records = st.fixed_dictionaries(
-    {"kernel": st.sampled_from(["w4a16.gemv", "ffn.prefill", "gdn.verify"]),
-     "variant": st.sampled_from(["a", "b"]),
-     "levers": st.dictionaries(st.sampled_from(["x", "y", "z"]), lever_values, max_size=3),
-     "shape": st.fixed_dictionaries({"label": st.sampled_from(["s1", "s2"])}, optional={"m": st.integers(1, 9)}),
-     "status": st.sampled_from(["pass", "fail"])},
-    optional={"timing": timings, "note": st.one_of(st.text(max_size=5), st.integers()),
-              "error": st.one_of(st.none(), st.fixed_dictionaries({"rel": st.floats(0, 1)})),
-              "device": st.sampled_from(["H200", schema.SIM_NAME, None]), "baseline": st.booleans(),
-              "batch_invariance": st.one_of(st.none(), st.fixed_dictionaries({"ok": st.booleans()})),
-              "tensor_cores": st.sampled_from(["wgmma", None]), "tc_dtype": st.sampled_from(["f16", None]),
-              "roofline": st.one_of(st.none(), st.fixed_dictionaries({"pct_of_floor": st.floats(0, 100)})),
-              "plan": st.sampled_from(["0123456789abcdef", "feedfacefeedface"]),
-              "traffic": st.fixed_dictionaries({"bytes": st.integers(0, 2**70)})})
+    {
+        "kernel": st.sampled_from(["w4a16.gemv", "ffn.prefill", "gdn.verify"]),
+        "variant": st.sampled_from(["a", "b"]),
+        "levers": st.dictionaries(st.sampled_from(["x", "y", "z"]), lever_values, max_size=3),
+        "shape": st.fixed_dictionaries({"label": st.sampled_from(["s1", "s2"])}, optional={"m": st.integers(1, 9)}),
+        "status": st.sampled_from(["pass", "fail"]),
+    },
+    optional={
+        "timing": timings,
+        "note": st.one_of(st.text(max_size=5), st.integers()),
+        "error": st.one_of(st.none(), st.fixed_dictionaries({"rel": st.floats(0, 1)})),
+        "device": st.sampled_from(["H200", schema.SIM_NAME, None]),
+        "baseline": st.booleans(),
+        "batch_invariance": st.one_of(st.none(), st.fixed_dictionaries({"ok": st.booleans()})),
+        "tensor_cores": st.sampled_from(["wgmma", None]),
+        "tc_dtype": st.sampled_from(["f16", None]),
+        "roofline": st.one_of(st.none(), st.fixed_dictionaries({"pct_of_floor": st.floats(0, 100)})),
+        "plan": st.sampled_from(["0123456789abcdef", "feedfacefeedface"]),
+        "traffic": st.fixed_dictionaries({"bytes": st.integers(0, 2**70)}),
+    },
+)
 
 
 def _line(rec: dict) -> str:
@@ -119,13 +143,23 @@ def test_a_piece_of_lines_taken_at_once_gives_the_columns_of_taking_them_one_by_
     rng = random.Random(5)
     lines = []
     for i in range(400):
-        rec = {"kernel": rng.choice(["w4a16.gemv", "ffn.prefill"]), "variant": rng.choice("ab"),
-               "levers": {"x": i % 37, "y": bool(i % 2)}, "config": f"x={i % 37},y={i % 2}",
-               "shape": {"label": f"s{i % 5}"}, "status": "pass" if rng.random() < 0.8 else "fail",
-               "note": "slow" if i % 7 == 0 else "", "error": {"rel": rng.random()}, "device": "H200",
-               "baseline": i % 11 == 0, "batch_invariance": {"ok": True} if i % 11 == 0 else None,
-               "timing": {"median_us": rng.uniform(1, 9), "p20_us": 1.0, "p80_us": 2, "noise": 0.01},
-               "roofline": {"pct_of_floor": 50.0}, "tensor_cores": "mma.sync", "plan": "p" * 16}
+        rec = {
+            "kernel": rng.choice(["w4a16.gemv", "ffn.prefill"]),
+            "variant": rng.choice("ab"),
+            "levers": {"x": i % 37, "y": bool(i % 2)},
+            "config": f"x={i % 37},y={i % 2}",
+            "shape": {"label": f"s{i % 5}"},
+            "status": "pass" if rng.random() < 0.8 else "fail",
+            "note": "slow" if i % 7 == 0 else "",
+            "error": {"rel": rng.random()},
+            "device": "H200",
+            "baseline": i % 11 == 0,
+            "batch_invariance": {"ok": True} if i % 11 == 0 else None,
+            "timing": {"median_us": rng.uniform(1, 9), "p20_us": 1.0, "p80_us": 2, "noise": 0.01},
+            "roofline": {"pct_of_floor": 50.0},
+            "tensor_cores": "mma.sync",
+            "plan": "p" * 16,
+        }
         lines.append(json.dumps(rec))
     path = tmp_path / "results.jsonl"
     path.write_text("\n".join(lines) + "\n", "utf-8")
@@ -142,16 +176,19 @@ def test_a_piece_of_lines_taken_at_once_gives_the_columns_of_taking_them_one_by_
         assert (batch.records.cols[k] == one.cols[k]).all(), k
 
 
-@pytest.mark.parametrize("line", [
-    b'{"kernel":"k","variant":"v","levers":{},"config":"","shape":{"label":"s"},"status":"pass","note":NaN}',
-    b'{"kernel":"k","variant":"v","levers":{},"config":"","shape":{"label":"s"},"status":"fail","error":1e999}',
-    b'{"kernel":"k","variant":"v","levers":{},"config":"","shape":{"label":"s"},"status":"fail","error":"\\ud800"}',
-    b'{"kernel":"ffn.prefill","variant":"v","levers":{},"config":"","shape":{"label":"s"},"status":"pass",'
-    b'"roofline":{"pct_of_floor":1e999}}',
-    b'{"kernel":"k","variant":"v","levers":{"a":1,"a":2},"config":"","shape":{"label":"s"},"status":"pass"}',
-    b'{"kernel":"k","kernel":"k2","variant":"v","levers":{},"config":"","shape":{"label":"s"},"status":"pass"}',
-    b'{"kernel":"k","variant":"v","levers":{},"config":"","shape":{"label":"s"},"status":"pass","device":null}',
-])
+@pytest.mark.parametrize(
+    "line",
+    [
+        b'{"kernel":"k","variant":"v","levers":{},"config":"","shape":{"label":"s"},"status":"pass","note":NaN}',
+        b'{"kernel":"k","variant":"v","levers":{},"config":"","shape":{"label":"s"},"status":"fail","error":1e999}',
+        b'{"kernel":"k","variant":"v","levers":{},"config":"","shape":{"label":"s"},"status":"fail","error":"\\ud800"}',
+        b'{"kernel":"ffn.prefill","variant":"v","levers":{},"config":"","shape":{"label":"s"},"status":"pass",'
+        b'"roofline":{"pct_of_floor":1e999}}',
+        b'{"kernel":"k","variant":"v","levers":{"a":1,"a":2},"config":"","shape":{"label":"s"},"status":"pass"}',
+        b'{"kernel":"k","kernel":"k2","variant":"v","levers":{},"config":"","shape":{"label":"s"},"status":"pass"}',
+        b'{"kernel":"k","variant":"v","levers":{},"config":"","shape":{"label":"s"},"status":"pass","device":null}',
+    ],
+)
 def test_odd_lines_are_read_as_the_standard_parser_reads_them(tmp_path, line):
     path = tmp_path / "results.jsonl"
     path.write_bytes(line + b"\n")
@@ -160,16 +197,28 @@ def test_odd_lines_are_read_as_the_standard_parser_reads_them(tmp_path, line):
         assert _columns(path, kind) == [want]
 
 
-@pytest.mark.parametrize("line, why", [
-    (b'{"kernel":"k","variant":"v","levers":[1],"config":"","shape":{"label":"s"},"status":"pass"}',
-     "`levers` is not an object"),
-    (b'{"kernel":"k","variant":"v","levers":{},"config":"","shape":{"label":"s"},"status":"skip"}',
-     "neither pass nor fail"),
-    (b'{"kernel":"k","variant":"v","levers":{},"config":"","shape":{"label":"s"},"status":"pass",'
-     b'"timing":{"median_us":0.0}}', "median_us is 0"),
-    (b'{"kernel":"k","variant":"v","levers":{},"config":"","shape":{"label":"s"},"status":"pass"}',
-     "has no timing"),
-])
+@pytest.mark.parametrize(
+    "line, why",
+    [
+        (
+            b'{"kernel":"k","variant":"v","levers":[1],"config":"","shape":{"label":"s"},"status":"pass"}',
+            "`levers` is not an object",
+        ),
+        (
+            b'{"kernel":"k","variant":"v","levers":{},"config":"","shape":{"label":"s"},"status":"skip"}',
+            "neither pass nor fail",
+        ),
+        (
+            b'{"kernel":"k","variant":"v","levers":{},"config":"","shape":{"label":"s"},"status":"pass",'
+            b'"timing":{"median_us":0.0}}',
+            "median_us is 0",
+        ),
+        (
+            b'{"kernel":"k","variant":"v","levers":{},"config":"","shape":{"label":"s"},"status":"pass"}',
+            "has no timing",
+        ),
+    ],
+)
 def test_a_bad_record_gets_the_standard_words_by_either_path(tmp_path, line, why):
     """A line alone on its line (the batch refused: the first line is empty)
     and the same line among good ones (the batch taken, then refused by the
@@ -190,6 +239,7 @@ def _usual_record(rng) -> dict:
     """Mostly what a GPU sweep writes (a passing record, four float timing
     figures), now and then not (a failure, a figure missing, None, negative
     or an int, no timing, the simulator's name, a device that is no name)."""
+
     def figure():
         roll = rng.random()
         return rng.uniform(0.001, 1e4) if roll < 0.9 else rng.choice([None, -1.0, 7, 0.0])
@@ -198,10 +248,17 @@ def _usual_record(rng) -> dict:
     for k in ("p20_us", "p80_us", "noise"):
         if rng.random() < 0.1:
             del timing[k]
-    return {"kernel": "k", "variant": rng.choice("ab"), "levers": {}, "config": str(rng.random()),
-            "shape": {"label": "s"}, "note": "", "status": "pass" if rng.random() < 0.9 else "fail",
-            "timing": timing if rng.random() < 0.95 else None,
-            "device": rng.choice(["H200"] * 18 + [schema.SIM_NAME, 3])}
+    return {
+        "kernel": "k",
+        "variant": rng.choice("ab"),
+        "levers": {},
+        "config": str(rng.random()),
+        "shape": {"label": "s"},
+        "note": "",
+        "status": "pass" if rng.random() < 0.9 else "fail",
+        "timing": timing if rng.random() < 0.95 else None,
+        "device": rng.choice(["H200"] * 18 + [schema.SIM_NAME, 3]),
+    }
 
 
 def test_the_columns_rules_on_arrays_are_the_rules_of_each_record():
@@ -245,12 +302,23 @@ def test_a_records_timing_figures_are_those_the_check_accepts():
 
 
 @settings(max_examples=100, deadline=None)
-@given(st.lists(st.fixed_dictionaries(
-    {"n": st.integers(0, 10**7), "kernel": st.sampled_from(["k", "é.k"]), "config": st.text(max_size=4),
-     "shape": st.sampled_from(["s", "t"])},
-    optional={"variant": st.one_of(st.sampled_from(["a", "b"]), st.none(), st.integers(0, 3)),
-              "levers": st.dictionaries(st.sampled_from(["x", "y"]), st.one_of(st.booleans(), st.integers(0, 3)))}),
-    max_size=12))
+@given(
+    st.lists(
+        st.fixed_dictionaries(
+            {
+                "n": st.integers(0, 10**7),
+                "kernel": st.sampled_from(["k", "é.k"]),
+                "config": st.text(max_size=4),
+                "shape": st.sampled_from(["s", "t"]),
+            },
+            optional={
+                "variant": st.one_of(st.sampled_from(["a", "b"]), st.none(), st.integers(0, 3)),
+                "levers": st.dictionaries(st.sampled_from(["x", "y"]), st.one_of(st.booleans(), st.integers(0, 3))),
+            },
+        ),
+        max_size=12,
+    )
+)
 def test_items_held_as_columns_are_written_as_msgspec_writes_each_item(items):
     """A merged plan's items are spelled from the names the columns hold:
     the same text as encoding each ``decode.Item``, and the same items back."""

@@ -1,6 +1,7 @@
 """No import cycle in the bench: no module of leverctl/bench imports one that
 imports it, directly or through others, function-local imports included;
 and the records import nothing of the bench outside their package."""
+
 from __future__ import annotations
 
 import ast
@@ -25,7 +26,7 @@ def imports(mod: str, py: Path, known: set[str]) -> set[str]:
         if isinstance(node, ast.Import):
             names = [a.name for a in node.names]
         elif isinstance(node, ast.ImportFrom):
-            base = package.split(".")[:len(package.split(".")) - node.level + 1] if node.level else []
+            base = package.split(".")[: len(package.split(".")) - node.level + 1] if node.level else []
             stem = ".".join(base + ([node.module] if node.module else []))
             names = [f"{stem}.{a.name}" if f"{stem}.{a.name}" in known else stem for a in node.names]
         else:
@@ -48,7 +49,7 @@ def cycle(graph: dict[str, set[str]]) -> list[str] | None:
         path.append(v)
         for w in sorted(graph[v]):
             if state.get(w) == 1:
-                return path[path.index(w):] + [w]
+                return path[path.index(w) :] + [w]
             if w not in state and (found := visit(w)):
                 return found
         path.pop()

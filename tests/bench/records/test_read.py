@@ -1,5 +1,6 @@
 """The reader: result files and sweep plans, what it tolerates and what it
 refuses, and each record whole again from its line."""
+
 from __future__ import annotations
 
 import json
@@ -18,8 +19,17 @@ from leverctl.errors import UserError
 
 
 def _rec(i: int, **kw) -> dict:
-    return {"kernel": "k", "variant": "v", "levers": {"x": i}, "config": f"x={i}", "shape": {"label": "s"},
-            "status": "pass", "note": "", "timing": None, **kw}
+    return {
+        "kernel": "k",
+        "variant": "v",
+        "levers": {"x": i},
+        "config": f"x={i}",
+        "shape": {"label": "s"},
+        "status": "pass",
+        "note": "",
+        "timing": None,
+        **kw,
+    }
 
 
 # ── result files ────────────────────────────────────────────────────────────
@@ -30,8 +40,9 @@ def test_the_reader_always_gives_columns(tmp_path):
     (tmp_path / RESULTS_FILE).write_bytes(b"".join(record_line(_rec(i)) for i in range(3)))
     write_plan(tmp_path / PLAN_FILE, plan_doc([]))
     doc = tmp_path / "bench.json"
-    doc.write_text(json.dumps({"schema": "leverctl.bench/1", "device": {"kind": "sim"},
-                               "results": [_rec(i) for i in range(3)]}))
+    doc.write_text(
+        json.dumps({"schema": "leverctl.bench/1", "device": {"kind": "sim"}, "results": [_rec(i) for i in range(3)]})
+    )
     for path in (tmp_path / RESULTS_FILE, tmp_path, doc):
         got = rd.load_results(path)
         assert isinstance(got.records, Records) and [r["config"] for r in got.records] == ["x=0", "x=1", "x=2"]
@@ -63,8 +74,7 @@ def test_the_records_read_again_from_their_lines_are_the_records_read_whole(tmp_
 def test_a_bench_documents_records_read_again_are_its_kept_results(tmp_path):
     results = [_rec(0), _rec(1), _rec(0, note="again", traffic={"bytes": 9}), _rec(2)]
     doc = tmp_path / "bench.json"
-    doc.write_text(json.dumps({"schema": "leverctl.bench/1", "device": {"kind": "sim"}, "results": results},
-                              indent=2))
+    doc.write_text(json.dumps({"schema": "leverctl.bench/1", "device": {"kind": "sim"}, "results": results}, indent=2))
     rs = rd.load_results(doc)
     assert rs.duplicates == ["results[2]"] and rs.notes() == [rd.repeated_note(str(doc), ["results[2]"])]
     assert list(rd.whole_records(rs, doc)) == [results[2], results[1], results[3]]
@@ -77,12 +87,15 @@ def test_a_record_lacking_what_reports_need_is_foreign(tmp_path):
         rd.load_results(p)
 
 
-@pytest.mark.parametrize("content, message", [
-    (b'{"schema": "leverctl.bench/1", "results": [', "truncated"),
-    (b'{"something": "else"}', "not a leverctl bench document"),
-    (b"\x89PNG\r\n\x1a\n\x00\x00", "not a leverctl results file"),
-    (b"[1, 2, 3]", "not a leverctl bench document"),
-])
+@pytest.mark.parametrize(
+    "content, message",
+    [
+        (b'{"schema": "leverctl.bench/1", "results": [', "truncated"),
+        (b'{"something": "else"}', "not a leverctl bench document"),
+        (b"\x89PNG\r\n\x1a\n\x00\x00", "not a leverctl results file"),
+        (b"[1, 2, 3]", "not a leverctl bench document"),
+    ],
+)
 def test_foreign_or_truncated_files_are_refused_in_one_line(tmp_path, content, message):
     p = tmp_path / "in.json"
     p.write_bytes(content)
@@ -118,8 +131,9 @@ def test_inputs_read_by_a_second_process_are_what_one_process_reads(tmp_path, mo
     their records come back numbered in the caller's tables, with their
     plans' items, and an input's error stays in its place."""
     items = six_items()
-    paths = [shard_dir(tmp_path / str(i), items, places, i, 3)
-             for i, places in {1: [4, 1], 2: [0, 3], 3: [2, 5]}.items()]
+    paths = [
+        shard_dir(tmp_path / str(i), items, places, i, 3) for i, places in {1: [4, 1], 2: [0, 3], 3: [2, 5]}.items()
+    ]
     one = rd.load_all(paths, Tables(), plan_items=True)
     monkeypatch.setattr(rd, "PARALLEL_BYTES", 0)
     monkeypatch.setattr(rd.os, "cpu_count", lambda: 2)

@@ -1,5 +1,6 @@
 """What the attention families' simulator tests share: a shorter switch
 interval for their barrier-heavy blocks, and a test-local tolerance check."""
+
 from __future__ import annotations
 
 import math

@@ -6,6 +6,7 @@ fake driver, both variants against the float64 reference in the simulator
 check must reject, and on a GPU a replay equal to the eager step bit for
 bit.
 """
+
 from __future__ import annotations
 
 import enum
@@ -34,6 +35,7 @@ def _facts(comm: int, lora: int) -> Shape:
 
 # ------------------------------------------------------------- selection
 
+
 def test_the_path_is_metrales_and_its_levers_steer_it():
     cat = load_catalog("metrale")
     assert PATH in family_paths("attention") and PATH.engines == ("metrale",)
@@ -50,8 +52,11 @@ def test_select_for_every_lever_combination_and_serving_fact(comm, lora):
     shape = _facts(comm, lora)
     for values in itertools.product((False, True), repeat=4):
         lv = dict(zip(LEVERS, values))
-        allowed = not lv["ms_profile"] and not (lv["lora_eager"] and lora) and (
-            not comm or lv["ep_graphs"] or lv["gdn_decode_graph"])
+        allowed = (
+            not lv["ms_profile"]
+            and not (lv["lora_eager"] and lora)
+            and (not comm or lv["ep_graphs"] or lv["gdn_decode_graph"])
+        )
         got = PATH.select(lv, shape)
         assert got.variant == ("graph" if allowed else "eager"), (lv, comm, lora)
         assert (got.note == "") == allowed
@@ -73,10 +78,14 @@ def test_every_shape_states_both_serving_facts_and_the_smoke_shapes_cover_both()
 def test_explain_words_the_same_rows():
     cases = TABLE.cases({"lora_eager": True})
     assert [(c.when, c.variant) for c in cases] == [
-        (("LoRA pool loaded",), "eager"), (("communicator",), "eager"), ((), "graph")]
+        (("LoRA pool loaded",), "eager"),
+        (("communicator",), "eager"),
+        ((), "graph"),
+    ]
 
 
 # ------------------------------------------------------- capture wrapper
+
 
 class R(enum.Enum):
     CUDA_SUCCESS = 0
@@ -158,7 +167,9 @@ def test_capture_records_the_step_once_and_replays_it():
 
 def test_a_capture_that_cannot_begin_enqueues_nothing():
     drv, ran = FakeDriver({"begin": R.CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED}), []
-    with pytest.raises(_cuda_graph.CaptureError, match="cuStreamBeginCapture failed: CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED"):
+    with pytest.raises(
+        _cuda_graph.CaptureError, match="cuStreamBeginCapture failed: CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED"
+    ):
         _cuda_graph.capture("s", lambda: ran.append("step"), drv)
     assert ran == [] and drv.calls == ["begin"]
 
@@ -198,14 +209,21 @@ def test_a_refused_replay_raises():
 def test_the_wrapper_uses_calls_the_real_bindings_have():
     from cuda.bindings import driver
 
-    for name in ("cuStreamBeginCapture", "cuStreamEndCapture", "cuGraphInstantiate", "cuGraphLaunch",
-                 "cuGraphDestroy", "cuGraphExecDestroy"):
+    for name in (
+        "cuStreamBeginCapture",
+        "cuStreamEndCapture",
+        "cuGraphInstantiate",
+        "cuGraphLaunch",
+        "cuGraphDestroy",
+        "cuGraphExecDestroy",
+    ):
         assert hasattr(driver, name)
     assert driver.CUresult.CUDA_ERROR_STREAM_CAPTURE_INVALIDATED
     assert driver.CUstreamCaptureMode.CU_STREAM_CAPTURE_MODE_THREAD_LOCAL
 
 
 # ------------------------------------------------------------- simulator
+
 
 def _run(variant: str, shape: Shape, inputs: dict):
     from numba import cuda
@@ -311,7 +329,8 @@ def test_the_graph_launch_warms_up_without_advancing_the_state_and_captures_once
 def test_the_model_shapes_are_qwen3_next_layer_groups_with_and_without_a_communicator():
     model = PATH.shapes("model", None)
     assert {(s["gdn_layers"], s["attn_layers"], s["d"], s["dk"], s["ctx"]) for s in model} == {
-        (3, 1, 256, 128, spec.MODEL_CONTEXT)}
+        (3, 1, 256, 128, spec.MODEL_CONTEXT)
+    }
     assert {s["communicator"] for s in model} == {0, 1}
     one = spec.traffic(model[0])
     assert one.bytes > 3 * gdn_family.state_bytes(model[0]) * model[0]["n"]

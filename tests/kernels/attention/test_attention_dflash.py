@@ -7,6 +7,7 @@ lets the block see its own future tokens, which the checks must reject.
 Simulator tests (``sim``) use the smoke shapes: head dims 8 and 12, two
 sequences whose lengths end mid-block, draft blocks of 4 and 3 tokens.
 """
+
 from __future__ import annotations
 
 import itertools
@@ -14,12 +15,14 @@ import json
 
 import numpy as np
 import pytest
+from attention_checks import _short_switch_interval, compare  # noqa: F401 (an autouse fixture)
 
 from leverctl.bench.plan import build_plan, path_levers
 from leverctl.levers import load_catalog
-from attention_checks import _short_switch_interval, compare  # noqa: F401 (an autouse fixture)
 from leverctl_kernels.attention import naive
-from leverctl_kernels.attention.dflash_contig import _dflash, naive as dflash_naive, spec as dflash_spec
+from leverctl_kernels.attention.dflash_contig import _dflash
+from leverctl_kernels.attention.dflash_contig import naive as dflash_naive
+from leverctl_kernels.attention.dflash_contig import spec as dflash_spec
 from leverctl_kernels.attention.dflash_contig.spec import PATH
 from leverctl_kernels.common.path import Shape, Tolerance
 from leverctl_kernels.selection.attention import DFLASH_CONTIG as TABLE
@@ -42,6 +45,7 @@ def run(shape: Shape, inputs: dict, launch) -> np.ndarray:
 
 # ------------------------------------------------------------------ choice
 
+
 @pytest.mark.parametrize("engine", ["atlas", "metrale"])
 def test_select_for_every_lever_combination_of_both_engines(engine):
     cat = load_catalog(engine)
@@ -54,8 +58,9 @@ def test_select_for_every_lever_combination_of_both_engines(engine):
     assert {i.variant for i in plan.items} == {"contig"} and not any(i.baseline for i in plan.items)
 
 
-@pytest.mark.parametrize("engine,var", [("atlas", "ATLAS_DFLASH_CONTIG_ATTN"),
-                                        ("metrale", "METRALE_DFLASH_CONTIG_ATTN")])
+@pytest.mark.parametrize(
+    "engine,var", [("atlas", "ATLAS_DFLASH_CONTIG_ATTN"), ("metrale", "METRALE_DFLASH_CONTIG_ATTN")]
+)
 def test_only_the_exact_string_1_in_the_engines_variable_selects_the_contiguous_path(engine, var):
     from leverctl.levers import resolve
 
@@ -68,12 +73,18 @@ def test_only_the_exact_string_1_in_the_engines_variable_selects_the_contiguous_
 
 # ------------------------------------------------------------------ shapes
 
+
 def test_model_shapes_read_the_recipe_and_fall_back_to_qwen3_next_with_a_16_token_block():
     shapes = PATH.shapes("model", None)
     assert [s["ctx"] for s in shapes] == [1024, 8192, 32768]
     assert {(s["n"], s["t"], s["hq"], s["hkv"], s["d"]) for s in shapes} == {(1, 16, 16, 2, 256)}
-    llama = PATH.shapes("model", {"attention": {"q_heads": 32, "kv_heads": 8, "head_dim": 128},
-                                  "bench": {"decode_contexts": [2048], "draft_block": 8}})
+    llama = PATH.shapes(
+        "model",
+        {
+            "attention": {"q_heads": 32, "kv_heads": 8, "head_dim": 128},
+            "bench": {"decode_contexts": [2048], "draft_block": 8},
+        },
+    )
     assert [(s["hq"], s["hkv"], s["d"], s["t"], s["ctx"]) for s in llama] == [(32, 8, 128, 8, 2048)]
     for s in SMOKE:
         lens = dflash_spec.lengths(s)
@@ -102,8 +113,9 @@ def test_the_reference_is_causal_within_the_block_and_its_last_query_is_the_page
     o = PATH.reference(s, x)["o"]
     last = naive.naive_paged_decode(x["q"][:, -1], x["k_cache"], x["v_cache"], x["block_table"], x["context_lens"])
     assert np.allclose(o[:, -1], last, rtol=0, atol=1e-12)
-    shorter = dflash_naive.naive_dflash_block(x["q"][:, :-1], x["k_cache"], x["v_cache"], x["block_table"],
-                                              x["context_lens"] - 1)
+    shorter = dflash_naive.naive_dflash_block(
+        x["q"][:, :-1], x["k_cache"], x["v_cache"], x["block_table"], x["context_lens"] - 1
+    )
     assert np.allclose(o[:, :-1], shorter, rtol=0, atol=1e-12)  # the block's last token is in no earlier view
 
 
@@ -149,6 +161,7 @@ def test_each_variant_makes_two_launches_and_declares_its_partials(monkeypatch):
 
 # ------------------------------------------------------------ simulator
 
+
 @pytest.mark.sim
 def test_both_variants_match_the_reference_and_each_other_bit_for_bit():
     for i, s in enumerate(SMOKE):
@@ -189,14 +202,31 @@ def test_bench_checks_the_contiguous_path_the_lever_selects(tmp_path, capsys):
 
     out = tmp_path / "bench.json"
     with pytest.raises(SystemExit) as e:
-        main(["bench", "-e", "metrale", "--no-env", "--device", "sim", "--shapes", "smoke",
-              "--kernel", PATH.name, "--set", "METRALE_DFLASH_CONTIG_ATTN=1", "-o", str(out)])
+        main(
+            [
+                "bench",
+                "-e",
+                "metrale",
+                "--no-env",
+                "--device",
+                "sim",
+                "--shapes",
+                "smoke",
+                "--kernel",
+                PATH.name,
+                "--set",
+                "METRALE_DFLASH_CONTIG_ATTN=1",
+                "-o",
+                str(out),
+            ]
+        )
     assert e.value.code == 0, capsys.readouterr().err
     recs = json.loads(out.read_text())["results"]
     assert [(r["variant"], r["status"]) for r in recs] == [("contig", "pass")] * len(SMOKE)
 
 
 # ------------------------------------------------------------------ GPU
+
 
 @pytest.mark.gpu
 @pytest.mark.parametrize("ctx", [8192, 32768])

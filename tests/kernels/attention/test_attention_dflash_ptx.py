@@ -4,6 +4,7 @@ the model shape (Qwen3-Next's 16 query heads over 2 KV heads at d = 256, a
 no fp64, no spills or local memory, registers x threads within the SM's
 register file, static shared memory within 48 KiB.
 """
+
 from __future__ import annotations
 
 from ptx_harness import check_ptx, check_ptxas, compiled  # noqa: F401 (compiled: the fixture)
@@ -22,9 +23,11 @@ def jobs():
     merge = (A(i32, 1), i64, A(f32, 5), A(f32, 5), A(f32, 4))
     T, M = spec.TARGET_CTAS, spec.MIN_SPLIT_BLOCKS
     nt = _dflash.threads_for(256)
-    return [("split_paged", _dflash.make_split(2, 8, 16, 256, T, M, True), split, nt),
-            ("split_contig", _dflash.make_split(2, 8, 16, 256, T, M, False), split, nt),
-            ("merge", _dflash.make_merge(2, 256, T, M), merge, nt)]
+    return [
+        ("split_paged", _dflash.make_split(2, 8, 16, 256, T, M, True), split, nt),
+        ("split_contig", _dflash.make_split(2, 8, 16, 256, T, M, False), split, nt),
+        ("merge", _dflash.make_merge(2, 256, T, M), merge, nt),
+    ]
 
 
 def test_every_dflash_attention_kernel_compiles_for_sm90_in_fp32(compiled):

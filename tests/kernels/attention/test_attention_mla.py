@@ -9,6 +9,7 @@ reject.
 Simulator tests (``sim``) use the smoke shape: rank 16 + 8 rotary dims, 3
 heads, 3 sequences whose lengths end mid-block.
 """
+
 from __future__ import annotations
 
 import itertools
@@ -17,13 +18,14 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from attention_checks import _short_switch_interval, compare  # noqa: F401 (an autouse fixture)
 
 from leverctl.bench.plan import applies, build_plan, model_lacks, path_levers
 from leverctl.levers import load_catalog
 from leverctl.levers.recipes import load_recipe
-from attention_checks import _short_switch_interval, compare  # noqa: F401 (an autouse fixture)
 from leverctl_kernels.attention.dflash_contig.spec import PATH as DFLASH_CONTIG
-from leverctl_kernels.attention.mla_decode import _mla, spec as mla_spec
+from leverctl_kernels.attention.mla_decode import _mla
+from leverctl_kernels.attention.mla_decode import spec as mla_spec
 from leverctl_kernels.attention.mla_decode.spec import PATH
 from leverctl_kernels.attention.paged_decode.spec import PATH as PAGED_DECODE
 from leverctl_kernels.common.path import Shape
@@ -44,6 +46,7 @@ def run(shape: Shape, inputs: dict, launch) -> np.ndarray:
 
 # ------------------------------------------------------------------ choice
 
+
 def test_select_for_every_lever_value_on_metrale_and_no_path_on_atlas():
     cat = load_catalog("metrale")
     values = {f: lv.default for f, lv in cat.levers.items()}
@@ -60,13 +63,20 @@ def test_1_or_true_exactly_selects_the_per_sequence_fallback_and_other_spellings
     from leverctl.levers import resolve
 
     cat = load_catalog("metrale")
-    for raw, want in (("1", "per_sequence"), ("true", "per_sequence"), ("True", "batched"),
-                      ("TRUE", "batched"), ("yes", "batched"), (None, "batched")):
+    for raw, want in (
+        ("1", "per_sequence"),
+        ("true", "per_sequence"),
+        ("True", "batched"),
+        ("TRUE", "batched"),
+        ("yes", "batched"),
+        (None, "batched"),
+    ):
         res = resolve(cat, env={} if raw is None else {"METRALE_MLA_PERSEQ_FALLBACK": raw})
         assert PATH.select(path_levers(PATH, res.values(), cat.fields), SMOKE[0]).variant == want, raw
 
 
 # ------------------------------------------------------------------ shapes
+
 
 def test_model_shapes_are_deepseek_v3s_from_the_recipe_or_by_default():
     default = PATH.shapes("model", None)
@@ -114,6 +124,7 @@ def test_the_variants_make_one_launch_and_one_per_sequence(monkeypatch):
 
 # ------------------------------------------------------------ simulator
 
+
 @pytest.mark.sim
 def test_both_variants_match_the_reference_and_give_the_same_bits():
     (s,) = SMOKE
@@ -160,13 +171,34 @@ def test_bench_checks_the_per_sequence_fallback_the_lever_selects(tmp_path, caps
 
     out = tmp_path / "bench.json"
     with pytest.raises(SystemExit) as e:
-        main(["bench", "-e", "metrale", "--no-env", "--device", "sim", "--shapes", "smoke",
-              "--kernel", PATH.name, "--set", "METRALE_MLA_PERSEQ_FALLBACK=true", "-o", str(out)])
+        main(
+            [
+                "bench",
+                "-e",
+                "metrale",
+                "--no-env",
+                "--device",
+                "sim",
+                "--shapes",
+                "smoke",
+                "--kernel",
+                PATH.name,
+                "--set",
+                "METRALE_MLA_PERSEQ_FALLBACK=true",
+                "-o",
+                str(out),
+            ]
+        )
     assert e.value.code == 0, capsys.readouterr().err
     (rec,) = json.loads(out.read_text())["results"]
     assert (rec["variant"], rec["status"]) == ("per_sequence", "pass")
-    assert rec["batch_invariance"] == {"identical": True, "required": True, "sequences": 3, "differing": 0,
-                                       "max_abs_diff": 0.0}
+    assert rec["batch_invariance"] == {
+        "identical": True,
+        "required": True,
+        "sequences": 3,
+        "differing": 0,
+        "max_abs_diff": 0.0,
+    }
 
 
 @pytest.mark.sim
@@ -195,6 +227,7 @@ def test_the_invariance_check_fails_a_launch_whose_bits_depend_on_the_batch():
 
 
 # ------------------------------------------------------------------ GPU
+
 
 @pytest.mark.gpu
 @pytest.mark.parametrize("ctx,n", [(8192, 8), (32768, 1)])

@@ -4,6 +4,7 @@ a GPU (``ptx_harness``): no fp64, no spills or local memory, registers x
 threads within the SM's register file, static shared memory within 48 KiB
 and equal to what the launch checks.
 """
+
 from __future__ import annotations
 
 from ptx_harness import check_ptx, check_ptxas, compiled  # noqa: F401 (compiled: the fixture)

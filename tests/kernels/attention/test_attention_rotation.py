@@ -7,6 +7,7 @@ channels, and broken kernels and inputs the checks must reject.
 Simulator tests run one tiny head-dim-128 shape (1 token, hidden 8, one q
 and one kv head); the lever exists only at head dim 128.
 """
+
 from __future__ import annotations
 
 import sys
@@ -32,6 +33,7 @@ def _shape(d: int) -> Shape:
 
 # ------------------------------------------------------------- selection
 
+
 def test_the_path_is_declared_for_metrale_alone():
     assert PATH in family_paths("attention") and PATH.engines == ("metrale",)
     assert "weight_pre_rotated" in load_catalog("metrale").fields
@@ -46,8 +48,10 @@ def test_select_takes_the_pre_rotated_weights_only_at_head_dim_128(on, d):
         assert got.variant == "pre_rotated" and got.note == ""
     elif on:
         assert got.variant == "runtime_rotation"
-        assert got.note == (f"weight_pre_rotated is on but the loader rotates weights only at head dim 128 "
-                            f"(d = {d}): the KV-cache write rotates at run time")
+        assert got.note == (
+            f"weight_pre_rotated is on but the loader rotates weights only at head dim 128 "
+            f"(d = {d}): the KV-cache write rotates at run time"
+        )
     else:
         assert got == PATH.select({}, _shape(d)) and got.variant == "runtime_rotation" and got.note == ""
 
@@ -57,7 +61,8 @@ def test_every_smoke_and_model_shape_is_head_dim_128():
         assert {s["d"] for s in PATH.shapes(preset, None)} == {128}
     model = [s for s in PATH.shapes("model", None)]
     assert [s["t"] for s in model] == [1, 16, 512] and {(s["hq"], s["hkv"], s["hidden"]) for s in model} == {
-        (32, 8, 4096)}
+        (32, 8, 4096)
+    }
 
 
 def test_a_recipe_model_of_another_head_dim_keeps_the_head_dim_128_defaults():
@@ -74,6 +79,7 @@ def test_the_fast_transform_refuses_a_head_dim_it_cannot_run():
 
 # ------------------------------------------------------------- reference
 
+
 def test_the_reference_hadamard_is_orthonormal_and_symmetric():
     h = naive.hadamard(128)
     assert np.allclose(h @ h.T, np.eye(128)) and np.array_equal(h, h.T)
@@ -89,6 +95,7 @@ def test_the_reference_quantiser_round_trips_within_one_e4m3_step():
 
 
 # ------------------------------------------------------------- simulator
+
 
 def _run(launch, shape, inputs):
     from numba import cuda
@@ -146,7 +153,7 @@ def test_both_variants_give_the_same_rotated_q_and_cache_up_to_rounding(runs):
         assert np.linalg.norm(da - db) / np.linalg.norm(da) < 3e-2
         codes_a, codes_b = (e4m3_to_f32_np(x[f"{name}_cache"]) for x in (a, b))
         assert np.mean(codes_a != codes_b) < 0.2  # most codes identical, the rest one step apart
-        step = np.abs(codes_a - codes_b) / np.maximum(np.abs(codes_a), 2.0 ** -6)
+        step = np.abs(codes_a - codes_b) / np.maximum(np.abs(codes_a), 2.0**-6)
         assert np.all(step <= 0.16)
 
 
@@ -197,8 +204,11 @@ def test_the_check_rejects_a_cache_quantised_without_its_rotation():
     (right q) fail; the reference itself passes."""
     inputs = PATH.make_inputs(TINY, np.random.default_rng(5))
     ref = PATH.reference(TINY, inputs)
-    good = {"q": ref["q"].astype(np.float32), "k_scale": ref["k_scale"].astype(np.float32),
-            "v_scale": ref["v_scale"].astype(np.float32)}
+    good = {
+        "q": ref["q"].astype(np.float32),
+        "k_scale": ref["k_scale"].astype(np.float32),
+        "v_scale": ref["v_scale"].astype(np.float32),
+    }
     _, k, v = naive.project(inputs["x"], inputs["w_qkv"], 1, 1, 128)
     exact = {**good}
     for name, rot in (("k", naive.rotate(k)), ("v", naive.rotate(v))):

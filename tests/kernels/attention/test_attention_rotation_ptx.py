@@ -5,6 +5,7 @@ within the SM, static shared memory within 48 KiB. The decode-graph path
 launches the GDN and paged attention kernels their own ``_ptx`` tests
 compile already.
 """
+
 from __future__ import annotations
 
 from ptx_harness import check_ptx, check_ptxas, compiled  # noqa: F401 (compiled: the fixture)

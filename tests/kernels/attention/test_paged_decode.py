@@ -7,6 +7,7 @@ Simulator tests (``sim``) use the smoke shapes: head dims 8 and 12, three
 sequences whose lengths end mid-block. The comparator here is this file's
 own, independent of the bench's checker.
 """
+
 from __future__ import annotations
 
 import itertools
@@ -14,10 +15,10 @@ import json
 
 import numpy as np
 import pytest
+from attention_checks import _short_switch_interval, compare  # noqa: F401 (an autouse fixture)
 
 from leverctl.bench.plan import build_plan, items_for
 from leverctl.levers import load_catalog
-from attention_checks import _short_switch_interval, compare  # noqa: F401 (an autouse fixture)
 from leverctl_kernels.attention import _paged, naive
 from leverctl_kernels.attention.paged_decode import spec
 from leverctl_kernels.attention.paged_decode.spec import PATH
@@ -58,8 +59,9 @@ def test_select_for_every_lever_combination_of_both_engines(engine):
 
     seen = set()
     for hc, mds, poison, hc_mult in itertools.product((False, True), (1, 16), (False, True), (0, 1)):
-        levers = path_levers(PATH, {**values, "hc_perseq_decode": hc, "max_decode_seqs": mds,
-                                    "kv_poison": poison}, cat.fields)
+        levers = path_levers(
+            PATH, {**values, "hc_perseq_decode": hc, "max_decode_seqs": mds, "kv_poison": poison}, cat.fields
+        )
         got = PATH.select(levers, HC[hc_mult])
         # Metrale decodes one sequence at a time only on a model with
         # hyper-connections; Atlas has no such lever and always batches.
@@ -75,8 +77,12 @@ def test_no_lever_selects_the_baseline_and_the_plan_runs_it_beside_the_selected_
     assert PATH.baselines == ("split_live_batch",) and not any(r.variant == "split_live_batch" for r in TABLE.rules)
     cat = load_catalog("metrale")
     values = {f: lv.default for f, lv in cat.levers.items()}
-    plan = build_plan([PATH], engine="metrale", catalog_fields=cat.fields,
-                      values={**values, "hc_perseq_decode": True, "kv_poison": True, "max_decode_seqs": 8})
+    plan = build_plan(
+        [PATH],
+        engine="metrale",
+        catalog_fields=cat.fields,
+        values={**values, "hc_perseq_decode": True, "kv_poison": True, "max_decode_seqs": 8},
+    )
     by_shape = {}
     for it in plan.items:
         by_shape.setdefault(it.shape.label, []).append(it)
@@ -94,12 +100,18 @@ def test_bind_puts_the_engines_poison_and_the_serve_batch_in_the_dims_and_keeps_
     for engine, poison, fill in (("atlas", True, ATLAS_NAN), ("metrale", True, METRALE_FF), ("atlas", False, 0)):
         b = spec.bind({"kv_poison": poison, "max_decode_seqs": 4}, s, engine)
         assert (b.label, b["kv_fill"], b["max_decode_seqs"]) == (s.label, fill, 4)
-    (it,) = [i for i in items_for(PATH, {"hc_perseq_decode": False, "max_decode_seqs": 2, "kv_poison": True},
-                                  [s], engine="metrale") if not i.baseline]
+    (it,) = [
+        i
+        for i in items_for(
+            PATH, {"hc_perseq_decode": False, "max_decode_seqs": 2, "kv_poison": True}, [s], engine="metrale"
+        )
+        if not i.baseline
+    ]
     assert it.shape["kv_fill"] == METRALE_FF
 
 
 # ------------------------------------------------------------ split policy
+
 
 def test_the_split_count_follows_the_serve_batch_and_the_length_never_the_live_batch():
     ns = _paged.num_splits
@@ -123,8 +135,13 @@ def test_model_shapes_read_the_recipe_and_fall_back_to_qwen3_next():
     shapes = PATH.shapes("model", None)
     assert [(s["ctx"], s["n"]) for s in shapes] == list(itertools.product((1024, 8192, 32768), (1, 8, 32)))
     assert {(s["hq"], s["hkv"], s["d"]) for s in shapes} == {(16, 2, 256)}
-    llama = PATH.shapes("model", {"attention": {"q_heads": 32, "kv_heads": 8, "head_dim": 128},
-                                  "bench": {"decode_batches": [4], "decode_contexts": [2048]}})
+    llama = PATH.shapes(
+        "model",
+        {
+            "attention": {"q_heads": 32, "kv_heads": 8, "head_dim": 128},
+            "bench": {"decode_batches": [4], "decode_contexts": [2048]},
+        },
+    )
     assert [(s["hq"], s["hkv"], s["d"], s["n"], s["ctx"]) for s in llama] == [(32, 8, 128, 4, 2048)]
     for s in SMOKE:
         lens = spec.lengths(s)
@@ -163,6 +180,7 @@ def test_the_launches_and_workspace_each_variant_declares(monkeypatch):
 
 # ------------------------------------------------------------ simulator
 
+
 @pytest.mark.sim
 @pytest.mark.parametrize("variant", list(PATH.variants))
 @pytest.mark.parametrize("which", [0, 1], ids=["atlas-nan", "metrale-ff"])
@@ -188,8 +206,7 @@ def test_pinned_variants_are_batch_invariant_and_the_live_batch_baseline_is_not(
         figs[name] = spec.batch_invariance(name, shape, launch, bufs, cuda)
         assert compare(outs[name], PATH.reference(shape, x)["o"], PATH.tolerance)[0], name
     for name in ("split_pinned", "per_sequence"):
-        assert figs[name] == {"identical": True, "required": True, "sequences": 3, "differing": 0,
-                              "max_abs_diff": 0.0}
+        assert figs[name] == {"identical": True, "required": True, "sequences": 3, "differing": 0, "max_abs_diff": 0.0}
     base = figs["split_live_batch"]
     assert not base["identical"] and not base["required"] and base["differing"] >= 1
     assert 0 < base["max_abs_diff"] < 1e-5  # a different rounding, not a wrong answer
@@ -226,15 +243,36 @@ def test_bench_checks_every_attention_configuration_and_flags_the_baseline(tmp_p
 
     out = tmp_path / "bench.json"
     with pytest.raises(SystemExit) as e:
-        main(["bench", "-e", "metrale", "--no-env", "--device", "sim", "--shapes", "smoke",
-              "--kernel", "attention.paged_decode", "--set", "METRALE_HC_PERSEQ_DECODE=1",
-              "--set", "METRALE_KV_POISON=1", "--max-batch-size", "2", "-o", str(out)])
+        main(
+            [
+                "bench",
+                "-e",
+                "metrale",
+                "--no-env",
+                "--device",
+                "sim",
+                "--shapes",
+                "smoke",
+                "--kernel",
+                "attention.paged_decode",
+                "--set",
+                "METRALE_HC_PERSEQ_DECODE=1",
+                "--set",
+                "METRALE_KV_POISON=1",
+                "--max-batch-size",
+                "2",
+                "-o",
+                str(out),
+            ]
+        )
     assert e.value.code == 0, capsys.readouterr().err
     recs = json.loads(out.read_text())["results"]
     got = {(r["variant"], r["shape"]["label"]): r for r in recs}
     assert [k[0] for k in got] == ["split_pinned", "split_live_batch", "per_sequence", "split_live_batch"]
-    assert all(r["status"] == "pass" and r["shape"]["kv_fill"] == METRALE_FF and r["shape"]["max_decode_seqs"] == 2
-               for r in recs)
+    assert all(
+        r["status"] == "pass" and r["shape"]["kv_fill"] == METRALE_FF and r["shape"]["max_decode_seqs"] == 2
+        for r in recs
+    )
     for r in recs:
         inv = r["batch_invariance"]
         assert r["baseline"] == (r["variant"] == "split_live_batch")
@@ -245,6 +283,7 @@ def test_bench_checks_every_attention_configuration_and_flags_the_baseline(tmp_p
 
 
 # ------------------------------------------------- words, records, rankings
+
 
 def test_explain_and_kernels_word_the_bound_levers_and_the_baseline_from_the_table():
     from leverctl.cli.kernels import describe
@@ -277,8 +316,11 @@ def test_a_declaration_cannot_restate_its_baselines_nor_leave_out_its_bind_and_a
     assert declared_path(TABLE, PATH.variants, **fields) == PATH
     with pytest.raises(TypeError, match="attention.paged_decode: baselines comes from the decision table"):
         declared_path(TABLE, PATH.variants, **fields, baselines=())
-    with pytest.raises(ValueError, match=r"levers \['kv_poison', 'max_decode_seqs'\] bind the run; "
-                                         "the declaration has no bind"):
+    with pytest.raises(
+        ValueError,
+        match=r"levers \['kv_poison', 'max_decode_seqs'\] bind the run; "
+        "the declaration has no bind",
+    ):
         declared_path(TABLE, PATH.variants, **{**fields, "bind": None})
     with pytest.raises(ValueError, match="no rule selects"):
         Table("x.y", "s", ("a",), ("v", "w"), (Rule("w"),), baselines=("w",))
@@ -289,8 +331,11 @@ def test_a_required_invariance_that_fails_fails_the_record_and_a_baseline_is_onl
 
     from leverctl.bench import run as runmod
 
-    it = next(i for i in items_for(PATH, {"hc_perseq_decode": False, "max_decode_seqs": 1, "kv_poison": False},
-                                   SMOKE[:1]) if not i.baseline)
+    it = next(
+        i
+        for i in items_for(PATH, {"hc_perseq_decode": False, "max_decode_seqs": 1, "kv_poison": False}, SMOKE[:1])
+        if not i.baseline
+    )
     for required in (True, False):
         fig = {"identical": False, "required": required, "sequences": 3, "differing": 1, "max_abs_diff": 1e-7}
         path = dataclasses.replace(PATH, extra={**PATH.extra, "batch_invariance": lambda *a, f=fig: f})
@@ -303,12 +348,23 @@ def test_rankings_show_baselines_beside_and_effects_and_suggestions_leave_them_o
     from leverctl.bench.rank import lever_effects, rank
 
     def rec(config, variant, us, baseline=False, poison=False):
-        return {"kernel": PATH.name, "variant": variant, "config": config, "status": "pass",
-                "levers": {"kv_poison": poison}, "shape": {"label": "s"}, "baseline": baseline,
-                "device": "GPU", "timing": {"median_us": us}}
+        return {
+            "kernel": PATH.name,
+            "variant": variant,
+            "config": config,
+            "status": "pass",
+            "levers": {"kv_poison": poison},
+            "shape": {"label": "s"},
+            "baseline": baseline,
+            "device": "GPU",
+            "timing": {"median_us": us},
+        }
 
-    records = [rec("kv_poison=0", "split_pinned", 10.0), rec("kv_poison=1", "split_pinned", 11.0, poison=True),
-               rec("kv_poison=0,baseline=split_live_batch", "split_live_batch", 5.0, True)]
+    records = [
+        rec("kv_poison=0", "split_pinned", 10.0),
+        rec("kv_poison=1", "split_pinned", 11.0, poison=True),
+        rec("kv_poison=0,baseline=split_live_batch", "split_live_batch", 5.0, True),
+    ]
     (r,) = rank(records)
     assert [row.record["variant"] for row in r.ranked] == ["split_pinned", "split_pinned"]
     assert [row.record["variant"] for row in r.baselines] == ["split_live_batch"]  # shown beside, not ranked
@@ -317,6 +373,7 @@ def test_rankings_show_baselines_beside_and_effects_and_suggestions_leave_them_o
 
 
 # ------------------------------------------------------------------ GPU
+
 
 @pytest.mark.gpu
 @pytest.mark.parametrize("ctx,n", [(8192, 8), (32768, 1)])

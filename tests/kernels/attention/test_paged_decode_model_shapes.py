@@ -13,6 +13,7 @@ One token of 32K moves an output by almost 1e-2 of its largest magnitude,
 while float32 arithmetic stays near 3e-7 of it: ``abs_of_max`` = 1e-4
 sits between them with a margin of two orders of magnitude each way.
 """
+
 from __future__ import annotations
 
 from functools import lru_cache
@@ -41,8 +42,9 @@ def split_k32(shape, x, *, drop_token=False, drop_split=None, wrong_group_head=N
     hq, hkv, d = shape["hq"], shape["hkv"], shape["d"]
     g = hq // hkv
     length = int(x["context_lens"][0]) - (1 if drop_token else 0)
-    splits, per = _paged.num_splits(int(x["context_lens"][0]), shape["max_decode_seqs"], hkv,
-                                    shape["target_ctas"], shape["min_split_blocks"])
+    splits, per = _paged.num_splits(
+        int(x["context_lens"][0]), shape["max_decode_seqs"], hkv, shape["target_ctas"], shape["min_split_blocks"]
+    )
     k = naive.gather(x["k_cache"], x["block_table"][0], length).astype(np.float32)  # [L, Hkv, D]
     v = naive.gather(x["v_cache"], x["block_table"][0], length).astype(np.float32)
     q = bf16_to_f32_np(x["q"][0]).astype(np.float32)

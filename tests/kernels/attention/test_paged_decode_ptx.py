@@ -5,6 +5,7 @@ through ptxas (``ptx_harness``). No fp64 arithmetic, no spills or local
 memory, registers x threads within the SM's register file, static shared
 memory within 48 KiB; skipped only where libNVVM (or ptxas) is missing.
 """
+
 from __future__ import annotations
 
 from ptx_harness import check_ptx, check_ptxas, compiled  # noqa: F401 (compiled: the fixture)
@@ -25,8 +26,10 @@ def jobs():
     out = []
     for tag, hkv, g, d in (("qwen3next", 2, 8, 256), ("llama", 8, 4, 128)):
         nt = _paged.threads_for(d)
-        out += [(f"split_{tag}", _paged.make_split(hkv, g, d, T, M), split, nt),
-                (f"merge_{tag}", _paged.make_merge(hkv, d, T, M), merge, nt)]
+        out += [
+            (f"split_{tag}", _paged.make_split(hkv, g, d, T, M), split, nt),
+            (f"merge_{tag}", _paged.make_merge(hkv, d, T, M), merge, nt),
+        ]
     return out
 
 

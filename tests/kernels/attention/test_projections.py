@@ -9,23 +9,27 @@ each variant declares, and broken kernels and inputs the checks reject.
 Simulator shapes are tiny and odd (one block per kernel where possible:
 m 13 or 21, n 19, k 48, so the K tail of every stage is zero-filled).
 """
+
 from __future__ import annotations
 
 import numpy as np
 import pytest
+from attention_checks import _short_switch_interval  # noqa: F401 (an autouse fixture)
 
 from leverctl.bench.plan import applies
 from leverctl.levers import load_catalog
-from attention_checks import _short_switch_interval  # noqa: F401 (an autouse fixture)
 from leverctl_kernels.attention import _proj_prep
-from leverctl_kernels.attention.proj_bf16_tc import bf16_tc as proj_bf16_tc, fp8_e4m3 as proj_fp8_e4m3
+from leverctl_kernels.attention.proj_bf16_tc import bf16_tc as proj_bf16_tc
+from leverctl_kernels.attention.proj_bf16_tc import fp8_e4m3 as proj_fp8_e4m3
 from leverctl_kernels.attention.proj_bf16_tc.spec import PATH as BF16
 from leverctl_kernels.attention.proj_bf16_tc_w4a16.spec import PATH as W4
-from leverctl_kernels.attention.proj_fp8 import m16 as proj_fp8_m16, m32 as proj_fp8_m32
+from leverctl_kernels.attention.proj_fp8 import m16 as proj_fp8_m16
+from leverctl_kernels.attention.proj_fp8 import m32 as proj_fp8_m32
 from leverctl_kernels.attention.proj_fp8.spec import PATH as FP8
 from leverctl_kernels.common import wgmma_gemm as P
 from leverctl_kernels.common.path import Shape, Tolerance
 from leverctl_kernels.selection.attention import PROJ_BF16_TC, PROJ_BF16_TC_W4A16, PROJ_FP8
+
 TINY = Shape("tiny m13 n19 k48", {"m": 13, "n": 19, "k": 48})
 TINY_M21 = Shape("tiny m21 n19 k48", {"m": 21, "n": 19, "k": 48})
 
@@ -35,8 +39,7 @@ def errors(got, ref) -> tuple[float, float]:
     got = np.asarray(got, np.float64)
     if not np.all(np.isfinite(got)):
         return float("inf"), float("inf")
-    return (float(np.linalg.norm(got - ref) / np.linalg.norm(ref)),
-            float(np.abs(got - ref).max() / np.abs(ref).max()))
+    return (float(np.linalg.norm(got - ref) / np.linalg.norm(ref)), float(np.abs(got - ref).max() / np.abs(ref).max()))
 
 
 def passes(got, ref, tol: Tolerance) -> bool:
@@ -51,11 +54,14 @@ def run(path, variant, shape, inputs=None, launch=None, seed=0):
     x = inputs or path.make_inputs(shape, np.random.default_rng(seed))
     ref = path.reference(shape, x)["y"]
     bufs = {k: cuda.to_device(np.ascontiguousarray(a)) for k, a in x.items()}
-    (shp, dt), = path.outputs(shape).values()
+    ((shp, dt),) = path.outputs(shape).values()
     bufs["y"] = cuda.to_device(np.full(shp, np.nan, dt))
     for scratch in getattr(launch, "workspace", {}).values():
-        scratch.copy_to_device(np.full(scratch.shape, 0xFF, np.uint8).view(scratch.dtype)
-                               if scratch.dtype.itemsize == 1 else np.full(scratch.shape, np.nan, scratch.dtype))
+        scratch.copy_to_device(
+            np.full(scratch.shape, 0xFF, np.uint8).view(scratch.dtype)
+            if scratch.dtype.itemsize == 1
+            else np.full(scratch.shape, np.nan, scratch.dtype)
+        )
     (launch or path.variants[variant].build(shape))(bufs)
     return bufs["y"].copy_to_host(), ref
 
@@ -115,12 +121,24 @@ def test_declared_tensor_cores():
 
 # ------------------------------------------------------ against the reference
 
-CASES = [(BF16, "bf16_tc", TINY), (BF16, "fp8_e4m3", TINY), (W4, "bf16_n128", TINY),
-         (W4, "w4a16_f16", TINY), (FP8, "m16", TINY), (FP8, "m32", TINY_M21)]
+CASES = [
+    (BF16, "bf16_tc", TINY),
+    (BF16, "fp8_e4m3", TINY),
+    (W4, "bf16_n128", TINY),
+    (W4, "w4a16_f16", TINY),
+    (FP8, "m16", TINY),
+    (FP8, "m32", TINY_M21),
+]
 # The error each variant adds against float64 of the unquantised activations
 # (largest element error / largest magnitude): at least and at most.
-ADDED = {"bf16_tc": (0, 1e-6), "fp8_e4m3": (1e-2, 8e-2), "bf16_n128": (2e-4, 8e-3),
-         "w4a16_f16": (1e-5, 2e-3), "m16": (0, 1e-6), "m32": (0, 1e-6)}
+ADDED = {
+    "bf16_tc": (0, 1e-6),
+    "fp8_e4m3": (1e-2, 8e-2),
+    "bf16_n128": (2e-4, 8e-3),
+    "w4a16_f16": (1e-5, 2e-3),
+    "m16": (0, 1e-6),
+    "m32": (0, 1e-6),
+}
 SEEN: dict = {}
 
 
@@ -173,10 +191,11 @@ def test_the_crush_is_per_token_saturating_e4m3():
     np.testing.assert_allclose(xs.copy_to_host(), scale, rtol=1e-6)
     back = e4m3_to_f32_np(xq.copy_to_host()) * xs.copy_to_host()[:, None]
     assert np.abs(back).max(axis=1) == pytest.approx(np.abs(xf).max(axis=1), rel=1e-6)  # the max is 448 exactly
-    assert np.max(np.abs(back - xf) / np.abs(xf).max(axis=1, keepdims=True)) <= 2.0 ** -4
+    assert np.max(np.abs(back - xf) / np.abs(xf).max(axis=1, keepdims=True)) <= 2.0**-4
 
 
 # ------------------------------------------------------ broken kernels, inputs
+
 
 @pytest.mark.sim
 def test_a_wrong_fp4_block_scale_is_caught():
@@ -220,6 +239,7 @@ def test_a_corrupted_channel_scale_is_caught():
 
 # ---------------------------------------------------- declared launches, scratch
 
+
 @pytest.mark.sim
 @pytest.mark.parametrize("case", CASES, ids=lambda c: f"{c[0].name}/{c[1]}")
 def test_launches_and_scratch_are_declared(case, monkeypatch):
@@ -236,7 +256,7 @@ def test_launches_and_scratch_are_declared(case, monkeypatch):
     calls = []
     x = path.make_inputs(shape, np.random.default_rng(0))
     bufs = {k: cuda.to_device(a) for k, a in x.items()}
-    (shp, dt), = path.outputs(shape).values()
+    ((shp, dt),) = path.outputs(shape).values()
     bufs["y"] = cuda.to_device(np.zeros(shp, dt))
     monkeypatch.setattr(FakeCUDAKernel, "__call__", lambda self, *a, **k: calls.append(self))
     launch(bufs)
@@ -269,8 +289,10 @@ def test_the_bf16_variant_on_mma_sync_matches_the_reference():
     same code unrolled further, compiled and read in SASS by the _ptx
     test), and bf16_n128's two-warpgroup form only there."""
     path, variant, mod = BF16, "bf16_tc", proj_bf16_tc
-    assert (mod.build(TINY, form="mma.sync").tensor_cores, mod.build(TINY, form="mma.sync").tc_dtype) == \
-        ("mma.sync", "bf16")
+    assert (mod.build(TINY, form="mma.sync").tensor_cores, mod.build(TINY, form="mma.sync").tc_dtype) == (
+        "mma.sync",
+        "bf16",
+    )
     kern = P.make_kernel("bf16", "nvfp4_bf16", 1, 16, 8, form="mma.sync")
     launch = mod.build(TINY, kern=kern)
     assert launch.tensor_cores == "mma.sync"

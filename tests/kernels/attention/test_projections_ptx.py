@@ -8,6 +8,7 @@ each variant's records claim (``tc_claims.CLAIM_JOBS``): HGMMA .BF16 for
 the BF16 variants, QGMMA .E4M3 for the FP8 ones, HMMA .BF16 for the BF16
 variants' mma.sync form (compiled here too: no wgmma or async fence in it,
 so it assembles for sm_80 as well)."""
+
 from __future__ import annotations
 
 import re
@@ -41,14 +42,16 @@ def jobs():
     u8, u16, u32, f16, f32 = types.uint8, types.uint16, types.uint32, types.float16, types.float32
     bsc = {"nvfp4_bf16": A(u8, 2), "nvfp4_e4m3": A(u8, 2), "int4_bf16": A(f16, 2), "copy": A(f32, 1)}
     out = []
-    for name, mod, form in ([(n, m, "wgmma") for n, (m, _i) in GEMMS.items()]
-                            + [(n, m, "mma.sync") for n, m in MMA_SYNC.items()]):
+    for name, mod, form in [(n, m, "wgmma") for n, (m, _i) in GEMMS.items()] + [
+        (n, m, "mma.sync") for n, m in MMA_SYNC.items()
+    ]:
         tile = importlib.import_module(f"leverctl_kernels.attention.{mod}").TILE
         y = A(f16, 2) if tile["b_kind"] == "int4_bf16" else A(f32, 2)
         sig = (y, A(u32, 2), A(u32, 2), bsc[tile["b_kind"]], A(f32, 1), A(f32, 1), A(f32, 1))
         out.append((name, P.kernel(*tile.values(), form=form), sig, 128 * tile["wgs"]))
-    out.append(("proj_quant_e4m3", _proj_prep.quant_kernel(), (A(u16, 2), A(f32, 1), A(u16, 2)),
-                _proj_prep.QUANT_THREADS))
+    out.append(
+        ("proj_quant_e4m3", _proj_prep.quant_kernel(), (A(u16, 2), A(f32, 1), A(u16, 2)), _proj_prep.QUANT_THREADS)
+    )
     out.append(("proj_bf16_to_f16", _proj_prep.bf16_to_f16, (A(u32, 2), A(u32, 2)), _proj_prep.CONVERT_THREADS))
     return out
 

@@ -3,6 +3,7 @@ for whichever binding the process has: the simulator twins in
 ``test_cvt.py``, the native instructions in ``test_cvt_ptx.py``'s compile
 process. Imported lazily by both, since the binding is fixed when ``cvt`` is
 first imported (import this module only after that choice)."""
+
 from __future__ import annotations
 
 # At module level: the simulator gives a kernel its own `cuda` through the
@@ -45,6 +46,11 @@ def conversion_kernels() -> dict:
             out[2 * i] = lo
             out[2 * i + 1] = hi
 
-    return {"f32_to_bf16": _one(C.f32_to_bf16), "f32x2_to_bf16x2": _pair(C.f32x2_to_bf16x2),
-            "f32x2_to_f16x2": _pair(C.f32x2_to_f16x2), "bf16_to_f32": _one(C.bf16_to_f32),
-            "f32x2_to_e4m3x2": _pair(C.f32x2_to_e4m3x2), "e4m3x2_to_f32x2": e4m3x2_to_f32x2}
+    return {
+        "f32_to_bf16": _one(C.f32_to_bf16),
+        "f32x2_to_bf16x2": _pair(C.f32x2_to_bf16x2),
+        "f32x2_to_f16x2": _pair(C.f32x2_to_f16x2),
+        "bf16_to_f32": _one(C.bf16_to_f32),
+        "f32x2_to_e4m3x2": _pair(C.f32x2_to_e4m3x2),
+        "e4m3x2_to_f32x2": e4m3x2_to_f32x2,
+    }

@@ -1,5 +1,6 @@
 """Bit-pattern formats: device functions (in a kernel) against host twins,
 host twins against the format definitions and brute-force rounding."""
+
 from __future__ import annotations
 
 import math
@@ -122,8 +123,7 @@ def test_check_rejects_a_perturbed_table():
 
 def test_host_e4m3_encoder_matches_brute_force():
     x = probe_values(B.E4M3_VALUES, 0x7E, np.random.default_rng(4))
-    np.testing.assert_array_equal(
-        B.f32_to_e4m3_np(x), brute_encode(x, B.E4M3_VALUES, 0x80, B.E4M3_NAN, 0x7E))
+    np.testing.assert_array_equal(B.f32_to_e4m3_np(x), brute_encode(x, B.E4M3_VALUES, 0x80, B.E4M3_NAN, 0x7E))
 
 
 def test_host_e2m1_encoder_matches_brute_force():
@@ -133,15 +133,35 @@ def test_host_e2m1_encoder_matches_brute_force():
 
 def test_rounding_examples():
     # ties go to the even code; saturation instead of overflow
-    assert B.f32_to_e2m1_np([0.25, 0.75, 1.75, 2.5, 5.0, 5.1, 7.0, -0.1]).tolist() == [
-        0, 2, 4, 4, 6, 7, 7, 8]
+    assert B.f32_to_e2m1_np([0.25, 0.75, 1.75, 2.5, 5.0, 5.1, 7.0, -0.1]).tolist() == [0, 2, 4, 4, 6, 7, 7, 8]
     assert B.f32_to_e4m3_np([432.0, 460.0, 1e9, -np.inf, 2.0**-10, 3 * 2.0**-10]).tolist() == [
-        0x7E, 0x7E, 0x7E, 0xFE, 0x00, 0x02]
+        0x7E,
+        0x7E,
+        0x7E,
+        0xFE,
+        0x00,
+        0x02,
+    ]
 
 
 def _bf16_edge_bits(rng) -> np.ndarray:
-    edges = [0x0000, 0x8000, 0x0001, 0x8001, 0x007F, 0x0080, 0x7F7F, 0xFF7F, 0x7F80,
-             0xFF80, 0x7FC0, 0xFFC0, 0x7F81, 0x3F80, 0xBF80]
+    edges = [
+        0x0000,
+        0x8000,
+        0x0001,
+        0x8001,
+        0x007F,
+        0x0080,
+        0x7F7F,
+        0xFF7F,
+        0x7F80,
+        0xFF80,
+        0x7FC0,
+        0xFFC0,
+        0x7F81,
+        0x3F80,
+        0xBF80,
+    ]
     return np.concatenate([edges, rng.integers(0, 1 << 16, 240)]).astype(np.uint16)
 
 
@@ -149,9 +169,27 @@ def _f32_probe(rng) -> np.ndarray:
     u = rng.integers(0, 1 << 32, 300, dtype=np.uint64).astype(np.uint32)
     # ties: low half exactly 0x8000 with both parities of the kept LSB
     ties = (rng.integers(0, 1 << 16, 40).astype(np.uint32) << 16) | 0x8000
-    edges = np.array([0, 0x80000000, 1, 0x80000001, 0x007FFFFF, 0x00800000, 0x7F7FFFFF,
-                      0x7F7F8000, 0x7F7F7FFF, 0x7F800000, 0xFF800000, 0x7FC00000,
-                      0xFFC00001, 0x7F800001, 0x3F808000, 0x3F818000], np.uint32)
+    edges = np.array(
+        [
+            0,
+            0x80000000,
+            1,
+            0x80000001,
+            0x007FFFFF,
+            0x00800000,
+            0x7F7FFFFF,
+            0x7F7F8000,
+            0x7F7F7FFF,
+            0x7F800000,
+            0xFF800000,
+            0x7FC00000,
+            0xFFC00001,
+            0x7F800001,
+            0x3F808000,
+            0x3F818000,
+        ],
+        np.uint32,
+    )
     return B.bits_to_f32_np(np.concatenate([u, ties, edges]))
 
 

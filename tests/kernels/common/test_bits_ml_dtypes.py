@@ -15,6 +15,7 @@ Where our codec deliberately differs, the difference is asserted exactly:
 * bf16 NaN: both give a quiet NaN with the input's sign; ``ml_dtypes`` drops
   the payload, ours keeps its top bits.
 """
+
 from __future__ import annotations
 
 import ml_dtypes
@@ -75,13 +76,43 @@ def ties_and_neighbours(values: np.ndarray) -> np.ndarray:
     return np.concatenate([pos, -pos])
 
 
-EDGES = np.array([0.0, -0.0, np.inf, -np.inf, np.nan, -np.nan, 2.0**-149, -(2.0**-149), 2.0**-126,
-                  3.4e38, -3.4e38, 448.0, 463.99, 464.0, 464.01, 480.0, 6.0, 5.0, 7.0, 1e-30], np.float32)
+EDGES = np.array(
+    [
+        0.0,
+        -0.0,
+        np.inf,
+        -np.inf,
+        np.nan,
+        -np.nan,
+        2.0**-149,
+        -(2.0**-149),
+        2.0**-126,
+        3.4e38,
+        -3.4e38,
+        448.0,
+        463.99,
+        464.0,
+        464.01,
+        480.0,
+        6.0,
+        5.0,
+        7.0,
+        1e-30,
+    ],
+    np.float32,
+)
 
 
 def sample(rng, lo_exp: int, hi_exp: int, values: np.ndarray) -> np.ndarray:
-    return np.concatenate([EDGES, ties_and_neighbours(values), subnormals_and_overflow(rng, 4096),
-                           random_f32(rng, SAMPLE // 2), near_range(rng, SAMPLE // 2, lo_exp, hi_exp)])
+    return np.concatenate(
+        [
+            EDGES,
+            ties_and_neighbours(values),
+            subnormals_and_overflow(rng, 4096),
+            random_f32(rng, SAMPLE // 2),
+            near_range(rng, SAMPLE // 2, lo_exp, hi_exp),
+        ]
+    )
 
 
 def same_sign(a: np.ndarray) -> np.ndarray:
@@ -202,7 +233,9 @@ def test_device_e4m3_and_e2m1_match_ml_dtypes_on_a_sample():
 @pytest.mark.sim
 def test_device_bf16_matches_ml_dtypes_on_a_sample():
     rng = np.random.default_rng(15)
-    x = np.concatenate([EDGES, random_f32(rng, 96), near_range(rng, 96, -126, 127), subnormals_and_overflow(rng, 16)[::97]])
+    x = np.concatenate(
+        [EDGES, random_f32(rng, 96), near_range(rng, 96, -126, 127), subnormals_and_overflow(rng, 16)[::97]]
+    )
     # ties: the low half exactly 0x8000, both parities of the kept bit
     ties = ((rng.integers(0, 1 << 16, 32).astype(np.uint32) << 16) | 0x8000).view(np.float32)
     x = np.concatenate([x, ties])

@@ -4,6 +4,7 @@ inside a one-line kernel, as a kernel would inline it. A float64 literal or a
 ``math`` call typed as float64 inside one of them puts FP64 arithmetic into every
 kernel that decodes a weight, at 1/64 of the FP32 rate on an H200.
 """
+
 from __future__ import annotations
 
 import pytest

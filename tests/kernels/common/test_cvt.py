@@ -10,13 +10,14 @@ which checks the instructions against the same references. The
 last tests show the comparison rejects a twin with the pair order swapped
 and one that truncates instead of rounding to nearest even.
 """
+
 from __future__ import annotations
 
 import numpy as np
 import pytest
+from cvt_kernels import conversion_kernels
 from numba import config, cuda
 from numba.core.extending import _Intrinsic
-from cvt_kernels import conversion_kernels
 from test_bits import bit_mismatches
 from test_bits_ml_dtypes import (
     BF16,
@@ -81,9 +82,14 @@ def encode_sample(rng, values: np.ndarray, lo_exp: int, hi_exp: int, n: int) -> 
     bit patterns, dense over the format's range."""
     ties = ties_and_neighbours(values)
     sub = subnormals_and_overflow(rng, 64)
-    parts = [EDGES, -EDGES, ties[rng.choice(ties.size, min(n // 2, ties.size), replace=False)],
-             sub[rng.choice(sub.size, n // 8, replace=False)], random_f32(rng, n // 8),
-             near_range(rng, n // 4, lo_exp, hi_exp)]
+    parts = [
+        EDGES,
+        -EDGES,
+        ties[rng.choice(ties.size, min(n // 2, ties.size), replace=False)],
+        sub[rng.choice(sub.size, n // 8, replace=False)],
+        random_f32(rng, n // 8),
+        near_range(rng, n // 4, lo_exp, hi_exp),
+    ]
     x = np.concatenate(parts).astype(np.float32)
     return x[: x.size - x.size % 2]  # pairs
 
@@ -161,8 +167,14 @@ def test_cvt_binds_the_intrinsics_exactly_when_the_simulator_is_off():
     # With LEVERCTL_TEST_DEVICE=gpu the same kernels below run the intrinsics
     # on the GPU, against the same references.
     assert C.SIMULATED == bool(config.ENABLE_CUDASIM)
-    for name in ("f32_to_bf16", "f32x2_to_bf16x2", "f32x2_to_f16x2", "bf16_to_f32", "f32x2_to_e4m3x2",
-                 "e4m3x2_to_f32x2"):
+    for name in (
+        "f32_to_bf16",
+        "f32x2_to_bf16x2",
+        "f32x2_to_f16x2",
+        "bf16_to_f32",
+        "f32x2_to_e4m3x2",
+        "e4m3x2_to_f32x2",
+    ):
         assert isinstance(getattr(C, name), _Intrinsic) != C.SIMULATED, name
 
 
@@ -183,9 +195,25 @@ def test_twin_f16_pair_encoder_is_numpys_float16_halves_in_isa_order():
     """fp16 has an independent reference in NumPy itself: RNE, overflow to
     inf, subnormals, NaN. ``lo`` lands in the low half."""
     rng = np.random.default_rng(31)
-    x = np.concatenate([rng.standard_normal(512) * 10.0 ** rng.integers(-9, 6, 512),
-                        [65504.0, 65520.0, -65520.0, 6e-8, -3e-8, np.inf, np.nan, 0.0, -0.0, 2.0 ** -25,
-                         2.0 ** -24 * 1.5, 1.0 + 2.0 ** -11]]).astype(np.float32)
+    x = np.concatenate(
+        [
+            rng.standard_normal(512) * 10.0 ** rng.integers(-9, 6, 512),
+            [
+                65504.0,
+                65520.0,
+                -65520.0,
+                6e-8,
+                -3e-8,
+                np.inf,
+                np.nan,
+                0.0,
+                -0.0,
+                2.0**-25,
+                2.0**-24 * 1.5,
+                1.0 + 2.0**-11,
+            ],
+        ]
+    ).astype(np.float32)
     x = x[: x.size // 2 * 2]
     got = launch(_K["f32x2_to_f16x2"], x, x.size // 2, np.uint32)
     with np.errstate(over="ignore"):

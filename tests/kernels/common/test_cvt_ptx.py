@@ -3,6 +3,7 @@ PTX instructions (``ptx_harness``), with no FP64, and ptxas accepts them
 with no spills. Each function is compiled inside a small kernel, as a kernel
 would inline it; the e4m3x2 forms need PTX ISA 7.8 and sm_89+, so ptxas
 accepting them also checks the ``.version`` libNVVM emits."""
+
 from __future__ import annotations
 
 import re
@@ -15,8 +16,7 @@ THREADS = 128
 
 # kernel name -> instructions its PTX must contain
 EXPECTED = {
-    "round_trips": ["cvt.rn.satfinite.e4m3x2.f32", "cvt.rn.f16x2.e4m3x2", "cvt.rn.bf16x2.f32",
-                    "cvt.rn.bf16.f32"],
+    "round_trips": ["cvt.rn.satfinite.e4m3x2.f32", "cvt.rn.f16x2.e4m3x2", "cvt.rn.bf16x2.f32", "cvt.rn.bf16.f32"],
     "f32_to_bf16": ["cvt.rn.bf16.f32"],
     "f32x2_to_bf16x2": ["cvt.rn.bf16x2.f32"],
     "f32x2_to_f16x2": ["cvt.rn.f16x2.f32"],
@@ -51,8 +51,9 @@ def jobs():
             a1, b1 = C.e4m3x2_to_f32x2(w1)
             c1, d1 = C.e4m3x2_to_f32x2(w2)
             p = C.f32x2_to_bf16x2(a1, b1) ^ C.f32x2_to_bf16x2(c1, d1)
-            out[i] = (C.bf16_to_f32(C.f32_to_bf16(a1 + c1)) + C.bf16_to_f32(C.f32_to_bf16(b1 + d1))
-                      + types.float32(p & 1))
+            out[i] = (
+                C.bf16_to_f32(C.f32_to_bf16(a1 + c1)) + C.bf16_to_f32(C.f32_to_bf16(b1 + d1)) + types.float32(p & 1)
+            )
 
     return [
         ("round_trips", round_trips, (f32[::1], f32[::1]), THREADS),
@@ -87,8 +88,14 @@ def test_bf16_decoding_is_one_shift_and_no_conversion(compiled):
     assert not re.search(r"^\s*cvt\.(rn\.)?f32\.", ptx, re.M), ptx
 
 
-@pytest.mark.parametrize("name, ins", [("f32x2_to_bf16x2", "cvt.rn.bf16x2.f32"), ("f32x2_to_f16x2", "cvt.rn.f16x2.f32"),
-                                       ("f32x2_to_e4m3x2", "cvt.rn.satfinite.e4m3x2.f32")])
+@pytest.mark.parametrize(
+    "name, ins",
+    [
+        ("f32x2_to_bf16x2", "cvt.rn.bf16x2.f32"),
+        ("f32x2_to_f16x2", "cvt.rn.f16x2.f32"),
+        ("f32x2_to_e4m3x2", "cvt.rn.satfinite.e4m3x2.f32"),
+    ],
+)
 def test_pairs_put_the_higher_element_first_as_the_isa_wants(compiled, name, ins):
     # The ISA puts the first source in the upper half, so x[2i+1] (loaded
     # from 4 bytes past x[2i]) must be the first source.

@@ -1,4 +1,5 @@
 """The W4A16 host layout helpers (fast: NumPy only)."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -32,7 +33,9 @@ def test_pack_rejects_out_of_range_and_ragged_k():
         int4.quantize_w4(np.zeros((2, 20), dtype=np.float32))
 
 
-@pytest.mark.parametrize("n,k", [(4, 264), (3, 72), (2, 256)], ids=["k264-partial-group", "k72-one-partial-group", "k256-full-groups"])
+@pytest.mark.parametrize(
+    "n,k", [(4, 264), (3, 72), (2, 256)], ids=["k264-partial-group", "k72-one-partial-group", "k256-full-groups"]
+)
 def test_quantize_dequantize(n, k):
     rng = np.random.default_rng(7)
     w = rng.standard_normal((n, k)).astype(np.float32) * 0.02

@@ -1,4 +1,5 @@
 """Launch-size checks: fast, no kernels."""
+
 from __future__ import annotations
 
 import numpy as np

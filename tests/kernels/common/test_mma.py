@@ -2,6 +2,7 @@
 PTX ISA's formulas, and kernels that load fragments with its loaders, run
 the MMA and store D, against a float64 matmul of the same 16-bit inputs (in
 the simulator, and on a GPU with LEVERCTL_TEST_DEVICE=gpu)."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -117,8 +118,9 @@ def _rows_swapped(lane, i):
 
 @pytest.mark.sim
 def test_an_a_loader_with_rows_g_and_g_plus_8_swapped_fails_the_check():
-    wrong = _tiled(mma.make_a_loader(cuda.jit(device=True, inline="always")(_rows_swapped)),
-                   mma.load_b_bf16, mma.mma_bf16_16816)
+    wrong = _tiled(
+        mma.make_a_loader(cuda.jit(device=True, inline="always")(_rows_swapped)), mma.load_b_bf16, mma.mma_bf16_16816
+    )
     A, Bt, C, ref = _inputs(16, 8, 16, seed=4)
     with pytest.raises(AssertionError, match="max abs error"):
         _close(_run(wrong, A, Bt, C), ref)
@@ -162,8 +164,9 @@ def test_s8_tiles_are_the_exact_integer_matmul(m, n, k):
     C = rng.integers(-(2**20), 2**20, (m, n)).astype(np.int32)
     D = np.zeros_like(C)
     dD = cuda.to_device(D)
-    _s8_tiled[(m // 16, n // 8), 32](cuda.to_device(A.view(np.uint8)), cuda.to_device(Bt.view(np.uint8)),
-                                     cuda.to_device(C), dD)
+    _s8_tiled[(m // 16, n // 8), 32](
+        cuda.to_device(A.view(np.uint8)), cuda.to_device(Bt.view(np.uint8)), cuda.to_device(C), dD
+    )
     ref = A.astype(np.int64) @ Bt.astype(np.int64).T + C
     np.testing.assert_array_equal(dD.copy_to_host(), ref.astype(np.int32))
 
@@ -173,8 +176,7 @@ def test_s8_tiles_are_the_exact_integer_matmul(m, n, k):
 def test_an_mma_in_a_block_of_fewer_than_32_threads_is_refused_in_the_simulator():
     A, Bt, C, _ = _inputs(16, 8, 16, seed=5)
     with pytest.raises(Exception, match="needs all 32 lanes"):
-        BF16[(1, 1), 16](cuda.to_device(A), cuda.to_device(Bt), cuda.to_device(C),
-                         cuda.to_device(np.zeros_like(C)))
+        BF16[(1, 1), 16](cuda.to_device(A), cuda.to_device(Bt), cuda.to_device(C), cuda.to_device(np.zeros_like(C)))
 
 
 # ── ldmatrix: A fragments from shared memory in one instruction ──────────────

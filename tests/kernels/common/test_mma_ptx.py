@@ -7,6 +7,7 @@ found (PATH, $CUDA_HOME/bin, or the ``nvidia-cuda-nvdisasm`` wheel of the
 instruction itself: ``HMMA.16816.F32.BF16``, ``HMMA.16816.F32`` (fp16), and
 ``IMMA.16832.S8.S8`` (s8).
 """
+
 from __future__ import annotations
 
 import re
@@ -75,8 +76,10 @@ def jobs():
     H, F = types.uint16[:, ::1], types.float32[:, ::1]
     B, I = types.uint8[:, ::1], types.int32[:, ::1]
     out = [(f"mma_{fmt}_tiled", _kernel(fmt), (H, H, F, F), THREADS) for fmt in ("bf16", "f16")]
-    return out + [("mma_s8_tiled", _kernel("s8"), (B, B, I, I), THREADS),
-                  ("mma_bf16_ldsm", _ldsm_kernel(), (H, H, F, F), THREADS)]
+    return out + [
+        ("mma_s8_tiled", _kernel("s8"), (B, B, I, I), THREADS),
+        ("mma_bf16_ldsm", _ldsm_kernel(), (H, H, F, F), THREADS),
+    ]
 
 
 PTX_INSTR = {
@@ -85,8 +88,12 @@ PTX_INSTR = {
     "mma_s8_tiled": "mma.sync.aligned.m16n8k32.row.col.s32.s8.s8.s32",
     "mma_bf16_ldsm": "ldmatrix.sync.aligned.m8n8.x4.shared.b16",
 }
-SASS_INSTR = {"mma_bf16_tiled": "HMMA.16816.F32.BF16", "mma_f16_tiled": "HMMA.16816.F32",
-              "mma_s8_tiled": "IMMA.16832.S8.S8", "mma_bf16_ldsm": "HMMA.16816.F32.BF16"}
+SASS_INSTR = {
+    "mma_bf16_tiled": "HMMA.16816.F32.BF16",
+    "mma_f16_tiled": "HMMA.16816.F32",
+    "mma_s8_tiled": "IMMA.16832.S8.S8",
+    "mma_bf16_ldsm": "HMMA.16816.F32.BF16",
+}
 
 
 def test_mma_kernels_compile_for_sm90_in_fp32(compiled):
@@ -112,11 +119,15 @@ def test_ptxas_makes_tensor_core_sass_of_the_mma(compiled, tmp_path):
         pytest.skip("nvdisasm not found (PATH, $CUDA_HOME/bin or the nvidia-cuda-nvdisasm wheel)")
     for name, instr in SASS_INSTR.items():
         cubin = tmp_path / f"{name}.cubin"
-        subprocess.run([compiled["ptxas"], "-arch=sm_90", "-o", str(cubin),
-                        compiled["kernels"][name]["ptx"]], check=True, capture_output=True)
+        subprocess.run(
+            [compiled["ptxas"], "-arch=sm_90", "-o", str(cubin), compiled["kernels"][name]["ptx"]],
+            check=True,
+            capture_output=True,
+        )
         sass = subprocess.run([disasm, str(cubin)], check=True, capture_output=True, text=True).stdout
         hmma = re.findall(r"\b[HI]MMA\.[\w.]+", sass)
         if name == "mma_bf16_ldsm":
             assert re.search(r"\bLDSM\.16\.M88\.4\b", sass), f"{name}: no LDSM.16.M88.4 in its SASS"
         assert any(h == instr or h.startswith(instr + ".") for h in hmma) and (
-            name != "mma_f16_tiled" or not any("BF16" in h for h in hmma)), f"{name}: {hmma} in its SASS"
+            name != "mma_f16_tiled" or not any("BF16" in h for h in hmma)
+        ), f"{name}: {hmma} in its SASS"

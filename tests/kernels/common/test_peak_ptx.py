@@ -3,6 +3,7 @@ GPU: the warpgroup burns for sm_90a (bf16 HGMMA.64x256x16, E4M3
 QGMMA.64x256x32, four per commit group, never serialised), the warp burn
 for sm_90 (HMMA.16816.F32.BF16), all with no spills; and the FLOP count a
 burn reports is the instructions' work."""
+
 from __future__ import annotations
 
 import re
@@ -20,9 +21,11 @@ def jobs():
     from leverctl_kernels.common import peak
 
     sig = (types.float32[::1], types.int64)
-    return [("peak_bf16", peak.wgmma_kernel("bf16"), sig, 128),
-            ("peak_e4m3", peak.wgmma_kernel("e4m3"), sig, 128),
-            ("peak_mma_bf16", peak.mma_sync_kernel(), sig, peak.WARPS_MMA * 32)]
+    return [
+        ("peak_bf16", peak.wgmma_kernel("bf16"), sig, 128),
+        ("peak_e4m3", peak.wgmma_kernel("e4m3"), sig, 128),
+        ("peak_mma_bf16", peak.mma_sync_kernel(), sig, peak.WARPS_MMA * 32),
+    ]
 
 
 def test_the_peak_kernels_compile_in_fp32(compiled):
@@ -40,12 +43,14 @@ def test_the_sass_is_the_widest_warpgroup_mma(sm90a):
     if not disasm:
         pytest.skip("nvdisasm not found (PATH, $CUDA_HOME/bin or the nvidia-cuda-nvdisasm wheel)")
     for name, want in SASS.items():
-        sass = subprocess.run([disasm, sm90a["kernels"][name]["cubin"]], check=True,
-                              capture_output=True, text=True).stdout
+        sass = subprocess.run(
+            [disasm, sm90a["kernels"][name]["cubin"]], check=True, capture_output=True, text=True
+        ).stdout
         gmma = re.findall(r"\b[HQ]GMMA\.[\w.]+", sass)
         assert len(gmma) == 4 and all(g.startswith(want) for g in gmma), (name, gmma)
-    sass = subprocess.run([disasm, sm90a["kernels"]["peak_mma_bf16"]["cubin"]], check=True,
-                          capture_output=True, text=True).stdout
+    sass = subprocess.run(
+        [disasm, sm90a["kernels"]["peak_mma_bf16"]["cubin"]], check=True, capture_output=True, text=True
+    ).stdout
     hmma = re.findall(r"\bHMMA\.[\w.]+", sass)
     assert len(hmma) >= 4 and all(h.startswith("HMMA.16816.F32.BF16") for h in hmma), hmma
 

@@ -1,5 +1,6 @@
 """Warp intrinsics: real kernels against NumPy, in the simulator (and on a GPU
 with LEVERCTL_TEST_DEVICE=gpu, except the simulator-only error tests)."""
+
 from __future__ import annotations
 
 import time
@@ -74,11 +75,14 @@ def test_warp_sum_shfl_down_partial_warp():
     block, grid = 48, 2
     x = np.arange(grid * block, dtype=np.int64) * 3 - 40
     _, out, amask = _run(
-        _sum_down_partial, grid, block, x, np.zeros(grid * 2, np.int64),
+        _sum_down_partial,
+        grid,
+        block,
+        x,
+        np.zeros(grid * 2, np.int64),
         np.zeros(grid * block, np.uint32),
     )
-    want = [x[b * block + s: b * block + s + n].sum()
-            for b in range(grid) for s, n in _warp_groups(block)]
+    want = [x[b * block + s : b * block + s + n].sum() for b in range(grid) for s, n in _warp_groups(block)]
     np.testing.assert_array_equal(out, want)
     lanes = np.tile(np.r_[np.full(32, FULL), np.full(16, 0xFFFF)], grid)
     np.testing.assert_array_equal(amask, lanes.astype(np.uint32))
@@ -146,22 +150,31 @@ def _votes(x, ballot, half, flags):
 
 def test_ballot_any_all_eq():
     rng = np.random.default_rng(3)
-    x = np.concatenate([
-        np.ones(32), -np.ones(32),                    # all true, all false
-        rng.integers(-3, 4, 32), np.r_[-1, np.ones(31)],  # mixed, lane 0 false
-    ]).astype(np.int32)
+    x = np.concatenate(
+        [
+            np.ones(32),
+            -np.ones(32),  # all true, all false
+            rng.integers(-3, 4, 32),
+            np.r_[-1, np.ones(31)],  # mixed, lane 0 false
+        ]
+    ).astype(np.int32)
     x[64 + 31] = 5  # lane 31 true in the mixed warp (bit 31 of the ballot)
     _, ballot, half, flags = _run(
-        _votes, 1, 128, x, np.zeros(128, np.uint32), np.zeros(128, np.uint32),
+        _votes,
+        1,
+        128,
+        x,
+        np.zeros(128, np.uint32),
+        np.zeros(128, np.uint32),
         np.zeros(128, np.int32),
     )
     for w in range(4):
-        p = x[w * 32:(w + 1) * 32] > 0
+        p = x[w * 32 : (w + 1) * 32] > 0
         bits = int(sum(1 << k for k in range(32) if p[k]))
-        assert set(ballot[w * 32:(w + 1) * 32]) == {bits}
-        assert set(half[w * 32:w * 32 + 16]) == {bits & 0xFFFF}
+        assert set(ballot[w * 32 : (w + 1) * 32]) == {bits}
+        assert set(half[w * 32 : w * 32 + 16]) == {bits & 0xFFFF}
         want = (1 if p.all() else 0) + (2 if p.any() else 0) + (4 if p.all() or not p.any() else 0)
-        assert set(flags[w * 32:(w + 1) * 32]) == {want}, w
+        assert set(flags[w * 32 : (w + 1) * 32]) == {want}, w
 
 
 @cuda.jit
@@ -199,8 +212,7 @@ def _match_2d(x, any_out, all_out):
 def test_match_sync_2d_block():
     x = (np.arange(64) % 3).astype(np.int32)
     x[32:] = 9
-    _, any_out, all_out = _run(
-        _match_2d, 1, (16, 4), x, np.zeros(64, np.uint32), np.zeros(64, np.uint32))
+    _, any_out, all_out = _run(_match_2d, 1, (16, 4), x, np.zeros(64, np.uint32), np.zeros(64, np.uint32))
     for t in range(32):
         assert any_out[t] == sum(1 << k for k in range(32) if x[k] == x[t])
     assert set(any_out[32:]) == {FULL}

@@ -1,11 +1,21 @@
 """The tensor-core factory: one form per compute capability."""
+
 import pytest
 
 from leverctl_kernels.common import tc
 
 
-@pytest.mark.parametrize("cc, form", [((9, 0), "wgmma"), ((9, 0, "a"), "wgmma"), ((8, 0), "mma.sync"),
-                                      ((8, 9), "mma.sync"), ((10, 0), "mma.sync"), ((12, 0), "mma.sync")])
+@pytest.mark.parametrize(
+    "cc, form",
+    [
+        ((9, 0), "wgmma"),
+        ((9, 0, "a"), "wgmma"),
+        ((8, 0), "mma.sync"),
+        ((8, 9), "mma.sync"),
+        ((10, 0), "mma.sync"),
+        ((12, 0), "mma.sync"),
+    ],
+)
 def test_instruction_for(cc, form):
     assert tc.instruction_for(cc) == form
 

@@ -7,6 +7,7 @@ What the simulator proves is that the kernel, the descriptor builder and
 the twin agree on the no-swizzle K-major layout written in the module
 docstring; that this is the layout the tensor cores read needs an sm_90a GPU.
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -47,11 +48,11 @@ def test_the_device_descriptor_is_the_host_one_and_core_offsets_tile_once():
     _desc_kernel[1, 64](addrs, out, offs)
     assert [int(x) for x in out] == [wg.make_desc_np(int(a), wg.LBO, wg.SBO) for a in addrs]
     # a 64 x 32-byte tile: every (row, byte) has its own offset, all within 2 KiB
-    every = {(r >> 3) * wg.SBO + (kb >> 4) * wg.LBO + (r & 7) * 16 + (kb & 15)
-             for r in range(64) for kb in range(32)}
+    every = {(r >> 3) * wg.SBO + (kb >> 4) * wg.LBO + (r & 7) * 16 + (kb & 15) for r in range(64) for kb in range(32)}
     assert every == set(range(64 * 32))
-    assert [int(o) for o in offs] == [(i % 64 >> 3) * 256 + ((i * 7) % 32 >> 4) * 128
-                                      + (i % 64 & 7) * 16 + ((i * 7) % 32 & 15) for i in range(64)]
+    assert [int(o) for o in offs] == [
+        (i % 64 >> 3) * 256 + ((i * 7) % 32 >> 4) * 128 + (i % 64 & 7) * 16 + ((i * 7) % 32 & 15) for i in range(64)
+    ]
 
 
 def _run(kernel, A, Bt, C):

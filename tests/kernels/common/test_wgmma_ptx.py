@@ -12,6 +12,7 @@ PTX's ``.target sm_90`` to ``.target sm_90a`` and assembles it with
 fails, as it must, and is not checked.) Where ``nvdisasm`` is found the
 cubin's SASS is checked for ``HGMMA`` (bf16) and ``QGMMA`` (E4M3).
 """
+
 from __future__ import annotations
 
 import re
@@ -48,10 +49,12 @@ def _kernel(fmt: str):
             S[wg.core_offset(r, k * esize, lbo, sbo) // esize] = X[r, k]
 
     if fmt == "bf16":
+
         @cuda.jit(device=True, inline="always")
         def mma(da, db, d0, d1, d2, d3):
             return wg.wgmma_m64n8k16_bf16(da, db, d0, d1, d2, d3, 1, 1, 1, 0, 0)
     else:
+
         @cuda.jit(device=True, inline="always")
         def mma(da, db, d0, d1, d2, d3):
             return wg.wgmma_m64n8k32_e4m3(da, db, d0, d1, d2, d3, 1, 1, 1)
@@ -150,26 +153,42 @@ def jobs():
     from numba import types
 
     H, B, F = types.uint16[:, ::1], types.uint8[:, ::1], types.float32[:, ::1]
-    general = [(f"wgmma_{fmt}_m64n{n}_x{ks}", _kernel_n(fmt, n, ks), ((B if fmt == "e4m3" else H),) * 2 + (F,),
-                THREADS) for fmt, n, ks in GENERAL]
-    return [("wgmma_bf16_m64n8k16", _kernel("bf16"), (H, H, F, F), THREADS),
-            ("wgmma_e4m3_m64n8k32", _kernel("e4m3"), (B, B, F, F), THREADS), *general]
+    general = [
+        (f"wgmma_{fmt}_m64n{n}_x{ks}", _kernel_n(fmt, n, ks), ((B if fmt == "e4m3" else H),) * 2 + (F,), THREADS)
+        for fmt, n, ks in GENERAL
+    ]
+    return [
+        ("wgmma_bf16_m64n8k16", _kernel("bf16"), (H, H, F, F), THREADS),
+        ("wgmma_e4m3_m64n8k32", _kernel("e4m3"), (B, B, F, F), THREADS),
+        *general,
+    ]
 
 
 PTX_INSTR = {
     "wgmma_bf16_m64n8k16": "wgmma.mma_async.sync.aligned.m64n8k16.f32.bf16.bf16",
     "wgmma_e4m3_m64n8k32": "wgmma.mma_async.sync.aligned.m64n8k32.f32.e4m3.e4m3",
 }
-PTX_INSTR.update({
-    "wgmma_bf16_m64n64_x3": "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16",
-    "wgmma_f16_m64n128_x2": "wgmma.mma_async.sync.aligned.m64n128k16.f32.f16.f16",
-    "wgmma_e4m3_m64n256_x2": "wgmma.mma_async.sync.aligned.m64n256k32.f32.e4m3.e4m3",
-})
-SASS_INSTR = {"wgmma_bf16_m64n8k16": "HGMMA.64x8x16.F32.BF16", "wgmma_e4m3_m64n8k32": "QGMMA.64x8x32.F32.E4M3.E4M3",
-              "wgmma_bf16_m64n64_x3": "HGMMA.64x64x16.F32.BF16", "wgmma_f16_m64n128_x2": "HGMMA.64x128x16.F32",
-              "wgmma_e4m3_m64n256_x2": "QGMMA.64x256x32.F32.E4M3.E4M3"}
-FENCES = ("wgmma.fence.sync.aligned;", "wgmma.commit_group.sync.aligned;",
-          "wgmma.wait_group.sync.aligned 0;", "fence.proxy.async.shared::cta;", "cvta.to.shared.u64")
+PTX_INSTR.update(
+    {
+        "wgmma_bf16_m64n64_x3": "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16",
+        "wgmma_f16_m64n128_x2": "wgmma.mma_async.sync.aligned.m64n128k16.f32.f16.f16",
+        "wgmma_e4m3_m64n256_x2": "wgmma.mma_async.sync.aligned.m64n256k32.f32.e4m3.e4m3",
+    }
+)
+SASS_INSTR = {
+    "wgmma_bf16_m64n8k16": "HGMMA.64x8x16.F32.BF16",
+    "wgmma_e4m3_m64n8k32": "QGMMA.64x8x32.F32.E4M3.E4M3",
+    "wgmma_bf16_m64n64_x3": "HGMMA.64x64x16.F32.BF16",
+    "wgmma_f16_m64n128_x2": "HGMMA.64x128x16.F32",
+    "wgmma_e4m3_m64n256_x2": "QGMMA.64x256x32.F32.E4M3.E4M3",
+}
+FENCES = (
+    "wgmma.fence.sync.aligned;",
+    "wgmma.commit_group.sync.aligned;",
+    "wgmma.wait_group.sync.aligned 0;",
+    "fence.proxy.async.shared::cta;",
+    "cvta.to.shared.u64",
+)
 
 
 def test_wgmma_kernels_compile_to_ptx_in_fp32(compiled):
@@ -200,7 +219,8 @@ def test_ptxas_for_sm90a_makes_gmma_sass(sm90a):
     if not disasm:
         pytest.skip("nvdisasm not found (PATH, $CUDA_HOME/bin or the nvidia-cuda-nvdisasm wheel)")
     for name, instr in SASS_INSTR.items():
-        sass = subprocess.run([disasm, sm90a["kernels"][name]["cubin"]], check=True,
-                              capture_output=True, text=True).stdout
+        sass = subprocess.run(
+            [disasm, sm90a["kernels"][name]["cubin"]], check=True, capture_output=True, text=True
+        ).stdout
         gmma = re.findall(r"\b[HQ]GMMA\.[\w.]+", sass)
         assert any(g == instr or g.startswith(instr + ".") for g in gmma), f"{name}: {gmma} in its SASS"

@@ -14,6 +14,7 @@ arithmetic; an NVFP4 MMQ that drops every odd block of 16 fails both, and
 one that applies a k32 step's first block scales to both its blocks fails
 its own (exact integer) arithmetic. The row quantisers (int8, E4M3) write exactly the host's rows.
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -100,9 +101,12 @@ def runs():
 SMOKE = ["gate+up m19 n26 k160", "down m5 n19 k256"]
 
 
-ARMS = [(v, label) for label in SMOKE for v in ("w4a16", "bf16_v1", "bf16_v2", "fp8_m64", "int8_faith2",
-                                                 "int8_faith5", "q4k_mmq", "w4a4", "nvfp4_mmq")
-        if (v != "q4k_mmq" or "k256" in label) and (v not in SLOW_AT_ONE_SHAPE or label.startswith("down"))]
+ARMS = [
+    (v, label)
+    for label in SMOKE
+    for v in ("w4a16", "bf16_v1", "bf16_v2", "fp8_m64", "int8_faith2", "int8_faith5", "q4k_mmq", "w4a4", "nvfp4_mmq")
+    if (v != "q4k_mmq" or "k256" in label) and (v not in SLOW_AT_ONE_SHAPE or label.startswith("down"))
+]
 
 
 @pytest.mark.sim
@@ -195,8 +199,9 @@ def test_the_nvfp4_mmq_arms_encoder_writes_the_hosts_bytes_too(runs):
 
 
 @pytest.mark.sim
-@pytest.mark.parametrize("broken", [dict(HALVES=1), dict(SCALE_PER_32=True)], ids=["odd-blocks-dropped",
-                                                                                  "one-scale-per-32"])
+@pytest.mark.parametrize(
+    "broken", [dict(HALVES=1), dict(SCALE_PER_32=True)], ids=["odd-blocks-dropped", "one-scale-per-32"]
+)
 def test_an_nvfp4_mmq_that_drops_blocks_or_misapplies_block_scales_fails_its_arithmetic(broken):
     """Every odd block of 16 dropped (half of K) fails the bench's check as
     well; the even block's scales applied to the odd block hide inside
@@ -220,13 +225,13 @@ def test_doubled_e2m1_codes_are_the_exact_small_integers_ml_dtypes_decodes():
     codes = np.arange(8, dtype=np.uint8)
     want = 2 * codes.view(ml_dtypes.float4_e2m1fn).astype(np.float64)
     assert list(nvfp4_mmq.DOUBLED_VALUES) == [int(v) for v in want]
-    assert max(nvfp4_mmq.DOUBLED_VALUES) ** 2 * 16 < 2 ** 12  # a block's dot product: 12 bits, exact in f32
+    assert max(nvfp4_mmq.DOUBLED_VALUES) ** 2 * 16 < 2**12  # a block's dot product: 12 bits, exact in f32
 
 
 @pytest.mark.parametrize("seed", [0, 1])
 def test_the_integer_nvfp4_reference_is_the_w4a4_arithmetic_and_sees_a_wrong_block_scale(seed):
-    from leverctl_kernels.ffn.prefill.spec import activations, weights
     from leverctl_kernels.ffn.prefill import formats, naive
+    from leverctl_kernels.ffn.prefill.spec import activations, weights
 
     rng = np.random.default_rng(seed)
     a, w = activations(rng, 5, 96), formats.nvfp4(weights(rng, 7, 96))
@@ -365,15 +370,16 @@ def test_q4k_mmq_reads_a_gguf_files_q4k_tensor_as_stored_and_matches_gguf_dequan
 
     from leverctl_kernels.common import q4k
     from leverctl_kernels.common.path import Shape
-    from leverctl_kernels.ffn.prefill.spec import activations, weights
     from leverctl_kernels.ffn.prefill import naive, q4k_mmq
+    from leverctl_kernels.ffn.prefill.spec import activations, weights
 
     rng = np.random.default_rng(11)
     n, k, m = 7, 512, 3
     path = tmp_path / "ffn.gguf"
     writer = gguf.GGUFWriter(str(path), "qwen3")
-    writer.add_tensor("blk.0.ffn_down.weight", q4k.quantize(weights(rng, n, k)),
-                      raw_dtype=gguf.GGMLQuantizationType.Q4_K)
+    writer.add_tensor(
+        "blk.0.ffn_down.weight", q4k.quantize(weights(rng, n, k)), raw_dtype=gguf.GGMLQuantizationType.Q4_K
+    )
     writer.write_header_to_file()
     writer.write_kv_data_to_file()
     writer.write_tensors_to_file()
@@ -391,7 +397,8 @@ def test_q4k_mmq_reads_a_gguf_files_q4k_tensor_as_stored_and_matches_gguf_dequan
     if misread:
         given.reshape(n, -1, q4k.BLOCK_BYTES)[..., 4:8] &= 0x3F
     c = cuda.to_device(np.full((m, n), np.nan, dtype=np.float16))
-    q4k_mmq.build(Shape("gguf", dict(m=m, n=n, k=k, down=1)))({"c": c, "a": cuda.to_device(a),
-                                                                "w_q4k": cuda.to_device(given)})
+    q4k_mmq.build(Shape("gguf", dict(m=m, n=n, k=k, down=1)))(
+        {"c": c, "a": cuda.to_device(a), "w_q4k": cuda.to_device(given)}
+    )
     ok, why = _within(c.copy_to_host(), ref, EXACT)
     assert ok != misread, why

@@ -12,6 +12,7 @@ implementations, on heavy-tailed weights with outlier rows
   ``ml_dtypes`` decodes them to our values; a nibble-order slip is caught.
 * int8 per row: the round trip is within half a step.
 """
+
 from __future__ import annotations
 
 import gguf
@@ -60,10 +61,11 @@ def test_a_q4k_block_built_field_by_field_is_read_by_gguf_where_we_put_each_fiel
     block[2:4] = np.array([dmin]).view(np.uint8)
     block[4:16] = q4k.pack_scales(sc, m)
     for c in range(4):  # chunk c: values 64c..64c+31 low nibbles, 64c+32..64c+63 high
-        block[16 + 32 * c: 48 + 32 * c] = q[64 * c: 64 * c + 32] | (q[64 * c + 32: 64 * c + 64] << 4)
+        block[16 + 32 * c : 48 + 32 * c] = q[64 * c : 64 * c + 32] | (q[64 * c + 32 : 64 * c + 64] << 4)
     j = np.arange(256) // 32
     want = (np.float32(d) * sc[j].astype(np.float32)) * q.astype(np.float32) - np.float32(dmin) * m[j].astype(
-        np.float32)
+        np.float32
+    )
     assert same_bits(gguf_q4k(block[None, :])[0], want.astype(np.float32))
     f = q4k.fields(block[None, :])
     assert np.array_equal(f["sc"][0, 0], sc) and np.array_equal(f["m"][0, 0], m)

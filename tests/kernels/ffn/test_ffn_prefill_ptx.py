@@ -7,6 +7,7 @@ SASS ``HMMA.16816.F32.BF16``. The int8 GEMMs', the Q4_K MMQ's and the NVFP4 MMQ'
 their records claim (``tc_claims``: ``mma.sync`` / ``s8`` is
 ``IMMA.16832.S8.S8``); the row quantisers (int8, and E4M3 through ``cvt.rn.satfinite.e4m3x2.f32``)
 have no tensor-core opcode."""
+
 from __future__ import annotations
 
 import re
@@ -18,22 +19,35 @@ from ptx_harness import check_ptx, check_ptxas, compiled, nvdisasm  # noqa: F401
 from tc_claims import claim_problems, sass_claims_test
 
 # name -> (tensor_cores, tc_dtype) its variant's records claim
-CLAIMS = {"int8_faith2_gemm": ("mma.sync", "s8"), "int8_faith5_gemm": ("mma.sync", "s8"),
-          "q4k_mmq": ("mma.sync", "s8"), "q8_blocks": (None, None), "nvfp4_mmq": ("mma.sync", "s8"),
-          "nvfp4_row_amax": (None, None), "nvfp4_encode": (None, None),
-          "rowquant_int8": (None, None), "rowquant_e4m3": (None, None),
-          # the wgmma arms' form for GPUs without wgmma (``_mma_forms``)
-          "bf16_v1_gemm_mma": ("mma.sync", "bf16"), "bf16_v2_gemm_mma": ("mma.sync", "bf16"),
-          "w4a4_gemm_mma": ("mma.sync", "bf16"), "nvfp4_decode_bf16": (None, None)}
-MMA_FORMS = {"bf16_v1_gemm_mma": ("bf16_v1", "int4_bf16"), "bf16_v2_gemm_mma": ("bf16_v2", "int4_bf16"),
-             "w4a4_gemm_mma": ("w4a4", "nvfp4_bf16")}
+CLAIMS = {
+    "int8_faith2_gemm": ("mma.sync", "s8"),
+    "int8_faith5_gemm": ("mma.sync", "s8"),
+    "q4k_mmq": ("mma.sync", "s8"),
+    "q8_blocks": (None, None),
+    "nvfp4_mmq": ("mma.sync", "s8"),
+    "nvfp4_row_amax": (None, None),
+    "nvfp4_encode": (None, None),
+    "rowquant_int8": (None, None),
+    "rowquant_e4m3": (None, None),
+    # the wgmma arms' form for GPUs without wgmma (``_mma_forms``)
+    "bf16_v1_gemm_mma": ("mma.sync", "bf16"),
+    "bf16_v2_gemm_mma": ("mma.sync", "bf16"),
+    "w4a4_gemm_mma": ("mma.sync", "bf16"),
+    "nvfp4_decode_bf16": (None, None),
+}
+MMA_FORMS = {
+    "bf16_v1_gemm_mma": ("bf16_v1", "int4_bf16"),
+    "bf16_v2_gemm_mma": ("bf16_v2", "int4_bf16"),
+    "w4a4_gemm_mma": ("w4a4", "nvfp4_bf16"),
+}
 
 
 def jobs():
     from numba import types
 
+    from leverctl_kernels.common import nvfp4_act
+    from leverctl_kernels.common import rowquant as _rowquant
     from leverctl_kernels.ffn.prefill import _int8_mma, int8_faith2, int8_faith5, nvfp4_mmq, q4k_mmq, q8_blocks
-    from leverctl_kernels.common import rowquant as _rowquant, nvfp4_act
 
     f16, f32, i8 = types.float16, types.float32, types.int8
     gemm_sig = (f16[:, ::1], i8[:, ::1], f32[::1], i8[:, ::1], f32[::1])
@@ -41,18 +55,43 @@ def jobs():
     for name, mod in (("int8_faith2_gemm", int8_faith2), ("int8_faith5_gemm", int8_faith5)):
         kern = _int8_mma.make_int8_gemm(mod.WARPS_M, mod.WARPS_N, mod.K_STEPS)
         out.append((name, kern, gemm_sig, 32 * mod.WARPS_M * mod.WARPS_N))
-    out.append(("rowquant_int8", _rowquant.make_rowquant("int8"), (i8[:, ::1], f32[::1], f16[:, ::1]),
-                _rowquant.THREADS))
-    out.append(("rowquant_e4m3", _rowquant.make_rowquant("e4m3"), (types.uint8[:, ::1], f32[::1], f16[:, ::1]),
-                _rowquant.THREADS))
+    out.append(
+        ("rowquant_int8", _rowquant.make_rowquant("int8"), (i8[:, ::1], f32[::1], f16[:, ::1]), _rowquant.THREADS)
+    )
+    out.append(
+        (
+            "rowquant_e4m3",
+            _rowquant.make_rowquant("e4m3"),
+            (types.uint8[:, ::1], f32[::1], f16[:, ::1]),
+            _rowquant.THREADS,
+        )
+    )
     u8 = types.uint8
-    out.append(("q4k_mmq", q4k_mmq.make_q4k_mmq(), (f16[:, ::1], i8[:, ::1], f32[:, ::1], f32[:, ::1], u8[:, ::1]),
-                q4k_mmq.THREADS))
-    out.append(("q8_blocks", q8_blocks.make_q8_blocks(), (i8[:, ::1], f32[:, ::1], f32[:, ::1], f16[:, ::1]),
-                q8_blocks.THREADS))
+    out.append(
+        (
+            "q4k_mmq",
+            q4k_mmq.make_q4k_mmq(),
+            (f16[:, ::1], i8[:, ::1], f32[:, ::1], f32[:, ::1], u8[:, ::1]),
+            q4k_mmq.THREADS,
+        )
+    )
+    out.append(
+        (
+            "q8_blocks",
+            q8_blocks.make_q8_blocks(),
+            (i8[:, ::1], f32[:, ::1], f32[:, ::1], f16[:, ::1]),
+            q8_blocks.THREADS,
+        )
+    )
     out.append(("nvfp4_row_amax", nvfp4_act.make_row_amax(), (f32[::1], f16[:, ::1]), nvfp4_act.THREADS))
-    out.append(("nvfp4_encode", nvfp4_act.make_encode(), (u8[:, ::1], u8[:, ::1], f32[::1], f16[:, ::1], f32[::1]),
-                nvfp4_act.THREADS))
+    out.append(
+        (
+            "nvfp4_encode",
+            nvfp4_act.make_encode(),
+            (u8[:, ::1], u8[:, ::1], f32[::1], f16[:, ::1], f32[::1]),
+            nvfp4_act.THREADS,
+        )
+    )
     import importlib
 
     from leverctl_kernels.ffn.prefill import _mma_forms
@@ -62,12 +101,30 @@ def jobs():
         mod = importlib.import_module(f"leverctl_kernels.ffn.prefill.{variant}")
         wgs, bn = (getattr(mod, "WGS", 1), mod.BN)
         bsc = f16[:, ::1] if b_kind == "int4_bf16" else u8[:, ::1]
-        out.append((name, _mma_forms.kernel(b_kind, wgs, bn),
-                    (f16[:, ::1], u32[:, ::1], u32[:, ::1], bsc, f32[::1], f32[::1], f32[::1]), 128 * wgs))
-    out.append(("nvfp4_decode_bf16", nvfp4_act.make_decode_bf16(),
-                (u32[:, ::1], f32[::1], u32[:, ::1], u8[:, ::1], f32[::1], f32[::1]), nvfp4_act.THREADS))
-    out.append(("nvfp4_mmq", nvfp4_mmq.make_nvfp4_mmq(),
-                (f16[:, ::1], u8[:, ::1], u8[:, ::1], f32[::1], u8[:, ::1], u8[:, ::1], f32[::1]), nvfp4_mmq.THREADS))
+        out.append(
+            (
+                name,
+                _mma_forms.kernel(b_kind, wgs, bn),
+                (f16[:, ::1], u32[:, ::1], u32[:, ::1], bsc, f32[::1], f32[::1], f32[::1]),
+                128 * wgs,
+            )
+        )
+    out.append(
+        (
+            "nvfp4_decode_bf16",
+            nvfp4_act.make_decode_bf16(),
+            (u32[:, ::1], f32[::1], u32[:, ::1], u8[:, ::1], f32[::1], f32[::1]),
+            nvfp4_act.THREADS,
+        )
+    )
+    out.append(
+        (
+            "nvfp4_mmq",
+            nvfp4_mmq.make_nvfp4_mmq(),
+            (f16[:, ::1], u8[:, ::1], u8[:, ::1], f32[::1], u8[:, ::1], u8[:, ::1], f32[::1]),
+            nvfp4_mmq.THREADS,
+        )
+    )
     return out
 
 
@@ -101,8 +158,11 @@ def test_their_sass_holds_what_the_records_claim(compiled, tmp_path):
     assert PREFILL.variants["nvfp4_mmq"].tensor_cores == CLAIMS["nvfp4_mmq"][0]
     for name, (form, dtype) in CLAIMS.items():
         cubin = tmp_path / f"{name}.cubin"
-        subprocess.run([compiled["ptxas"], "-arch=sm_90", "-o", str(cubin), compiled["kernels"][name]["ptx"]],
-                       check=True, capture_output=True)
+        subprocess.run(
+            [compiled["ptxas"], "-arch=sm_90", "-o", str(cubin), compiled["kernels"][name]["ptx"]],
+            check=True,
+            capture_output=True,
+        )
         sass = subprocess.run([disasm, str(cubin)], check=True, capture_output=True, text=True).stdout
         assert claim_problems(sass, form, dtype) == [], (name, claim_problems(sass, form, dtype))
         if dtype == "s8":

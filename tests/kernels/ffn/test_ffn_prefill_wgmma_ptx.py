@@ -8,6 +8,7 @@ the wgmma; and where ``nvdisasm`` is found the SASS holds what the variant's
 records claim (``tc_claims``: ``wgmma`` / ``bf16`` is
 ``HGMMA.64xNx16.F32.BF16``; ``wgmma`` / ``e4m3`` is
 ``QGMMA.64x128x32.F32.E4M3.E4M3``) and no warp MMA."""
+
 from __future__ import annotations
 
 import re
@@ -42,13 +43,18 @@ def jobs():
     from leverctl_kernels.ffn.prefill import w4a4
 
     u8, f32_ = types.uint8, types.float32
-    out.append(("w4a4_gemm", w4a4.kernel(), (f16[:, ::1], u32[:, ::1], u8[:, ::1], f32_[::1], u32[:, ::1], u8[:, ::1],
-                                             f32_[::1]), w4a4.THREADS))
+    out.append(
+        (
+            "w4a4_gemm",
+            w4a4.kernel(),
+            (f16[:, ::1], u32[:, ::1], u8[:, ::1], f32_[::1], u32[:, ::1], u8[:, ::1], f32_[::1]),
+            w4a4.THREADS,
+        )
+    )
     from leverctl_kernels.ffn.prefill import fp8_m64
 
     f32 = types.float32
-    out.append((FP8, fp8_m64.kernel(), (f16[:, ::1], u32[:, ::1], f32[::1], u32[:, ::1], f16[:, ::1]),
-                fp8_m64.THREADS))
+    out.append((FP8, fp8_m64.kernel(), (f16[:, ::1], u32[:, ::1], f32[::1], u32[:, ::1], f16[:, ::1]), fp8_m64.THREADS))
     return out
 
 
@@ -85,8 +91,9 @@ def test_their_sass_is_what_the_records_claim(sm90a):
     from leverctl_kernels.ffn.prefill.spec import PATH as PREFILL
 
     for name, variant in KERNELS.items():
-        sass = subprocess.run([disasm, sm90a["kernels"][name]["cubin"]], check=True,
-                              capture_output=True, text=True).stdout
+        sass = subprocess.run(
+            [disasm, sm90a["kernels"][name]["cubin"]], check=True, capture_output=True, text=True
+        ).stdout
         claim = PREFILL.variants[variant].tensor_cores
         assert claim == "wgmma"
         assert claim_problems(sass, claim, "bf16") == [], (name, claim_problems(sass, claim, "bf16"))

@@ -6,6 +6,7 @@ combination, and broken variants that the comparison must reject.
 Simulator tests (``sim``) use tiny odd shapes; the comparator here is this
 file's own, independent of the bench's checker.
 """
+
 from __future__ import annotations
 
 import itertools
@@ -20,7 +21,8 @@ from numba import cuda
 
 from leverctl_kernels.common import mma
 from leverctl_kernels.common.path import Shape, Tolerance
-from leverctl_kernels.gdn import family as spec, naive
+from leverctl_kernels.gdn import family as spec
+from leverctl_kernels.gdn import naive
 from leverctl_kernels.gdn.fused_conv.fused import eligible
 from leverctl_kernels.registry import family_paths
 
@@ -34,6 +36,7 @@ RECURRENCE = (PREFILL, VERIFY, DECODE, FUSED)
 
 
 # ------------------------------------------------------------------ helpers
+
 
 def compare(got: np.ndarray, ref: np.ndarray, tol: Tolerance) -> tuple[bool, float, float]:
     """Test-local check: relative L2 error and max abs error within ``tol``,
@@ -68,8 +71,12 @@ def launch_variant(path, shape: Shape, inputs: dict, variant: str | None = None,
 
 
 # The variants whose chunk makes k.k and q.k on mma.sync (fp16 inputs).
-TENSOR_CORE_VARIANTS = {("gdn.prefill", "regresident"), ("gdn.prefill", "global_state"),
-                        ("gdn.verify", "wy17"), ("gdn.verify", "wyn")}
+TENSOR_CORE_VARIANTS = {
+    ("gdn.prefill", "regresident"),
+    ("gdn.prefill", "global_state"),
+    ("gdn.verify", "wy17"),
+    ("gdn.verify", "wyn"),
+}
 # Their error at the smoke shapes, in the simulator (whose MMA sums exactly
 # and rounds once): ~2e-7 of each output's scale. The declared tolerance has
 # room for model shapes and a GPU's MMA; here they are held 50x tighter,
@@ -84,8 +91,10 @@ def check_all(path, variant, shape, got, ref):
         assert ok, f"{path.name}/{variant} {shape.label}: {name} rel={rel:.3g} max_abs={mx:.3g} (tol {tol})"
         if (path.name, variant) in TENSOR_CORE_VARIANTS:
             ok, rel, mx = compare(got[name], ref[name], TC_SMOKE_TOL)
-            assert ok, f"{path.name}/{variant} {shape.label}: {name} rel={rel:.3g} max_abs={mx:.3g} " \
-                       f"(tensor-core smoke tol {TC_SMOKE_TOL})"
+            assert ok, (
+                f"{path.name}/{variant} {shape.label}: {name} rel={rel:.3g} max_abs={mx:.3g} "
+                f"(tensor-core smoke tol {TC_SMOKE_TOL})"
+            )
 
 
 def inputs_for(path, shape, seed=0):
@@ -136,6 +145,7 @@ def _buildable(path, variant, shape) -> bool:
 
 # --------------------------------------------------------- every variant
 
+
 @pytest.mark.sim
 @pytest.mark.parametrize("variant,shape", _cases(PREFILL, EXTRA_PREFILL))
 def test_prefill_matches_reference(variant, shape):
@@ -184,6 +194,7 @@ def test_fused_conv_matches_reference(variant, shape):
 
 # ------------------------------------------------ carried state, chunking
 
+
 @pytest.mark.sim
 @pytest.mark.parametrize("variant", list(PREFILL.variants))
 def test_prefill_state_carries_across_calls(variant):
@@ -193,7 +204,10 @@ def test_prefill_state_carries_across_calls(variant):
     s1 = _shape("a", t=19, chunk=C, hk=hk, hv=hv, dk=d, dv=d)
     s2 = _shape("b", t=14, chunk=C, hk=hk, hv=hv, dk=d, dv=d)
     whole = inputs_for(PREFILL, _shape("w", t=33, chunk=C, hk=hk, hv=hv, dk=d, dv=d), seed=5)
-    part = lambda a, b: {n: (x if n == "state" else x[a:b]) for n, x in whole.items()}
+
+    def part(a, b):
+        return {n: (x if n == "state" else x[a:b]) for n, x in whole.items()}
+
     first = launch_variant(PREFILL, s1, part(0, 19), variant)
     second_in = part(19, 33)
     second_in["state"] = first["state"]
@@ -211,7 +225,10 @@ def test_verify_and_decode_carry_state():
     on the same state (pool of one slot): equal to one 23-token reference."""
     hk, hv, d = 2, 4, 8
     whole = inputs_for(VERIFY, _shape("w", t=23, hk=hk, hv=hv, dk=d, dv=d), seed=7)
-    part = lambda a, b: {n: (x if n == "state" else x[a:b]) for n, x in whole.items()}
+
+    def part(a, b):
+        return {n: (x if n == "state" else x[a:b]) for n, x in whole.items()}
+
     a = launch_variant(VERIFY, _shape("a", t=5, hk=hk, hv=hv, dk=d, dv=d), part(0, 5), "wyn")
     x = part(5, 22)
     x["state"] = a["state"]
@@ -262,6 +279,7 @@ def test_fused_conv_state_carries_across_two_steps():
 
 
 # ----------------------------------------------------- broken variants
+
 
 def _broken_skip_tail(shape):
     """A prefill that forgets the last partial chunk (zero outputs there)."""
@@ -320,6 +338,7 @@ def test_comparator_rejects_a_wy_verify_that_drops_one_decay():
 
 # ------------------------------------------------------ tensor cores
 
+
 def _a_transposed(lane, i):
     # The A fragment read as A^T: row and column of each element exchanged.
     r, c = mma.a_elem(lane, i)
@@ -351,8 +370,11 @@ TC_SHAPE = _shape("t17 c16 hk1 hv1 d12", t=17, chunk=16, hk=1, hv=1, dk=12, dv=1
 
 
 @pytest.mark.sim
-@pytest.mark.parametrize("broken", [{}, {"a": _a_transposed}, {"b": _b_next_column}, {"c": _c_rows_swapped}],
-                         ids=["correct", "A-fragment-transposed", "B-on-the-wrong-lanes", "D-rows-g-g8-swapped"])
+@pytest.mark.parametrize(
+    "broken",
+    [{}, {"a": _a_transposed}, {"b": _b_next_column}, {"c": _c_rows_swapped}],
+    ids=["correct", "A-fragment-transposed", "B-on-the-wrong-lanes", "D-rows-g-g8-swapped"],
+)
 def test_a_broken_tensor_core_product_fails_the_check(broken):
     """The chunk's MMA with one fragment map wrong: the check rejects it
     (the correct one, on the same shape and inputs, passes)."""
@@ -371,12 +393,23 @@ def test_a_broken_tensor_core_product_fails_the_check(broken):
 
 
 @pytest.mark.sim
-@pytest.mark.parametrize("path,variant,shape", [
-    pytest.param(PREFILL, "regresident", _shape("t19 c16 hk1 hv1 dk32 dv8", t=19, chunk=16, hk=1, hv=1, dk=32, dv=8),
-                 id="prefill-dk32-two-whole-k-steps"),
-    pytest.param(VERIFY, "wyn", _shape("t5 hk1 hv2 dk24 dv8", t=5, hk=1, hv=2, dk=24, dv=8),
-                 id="wyn-dk24-second-k-step-padded"),
-])
+@pytest.mark.parametrize(
+    "path,variant,shape",
+    [
+        pytest.param(
+            PREFILL,
+            "regresident",
+            _shape("t19 c16 hk1 hv1 dk32 dv8", t=19, chunk=16, hk=1, hv=1, dk=32, dv=8),
+            id="prefill-dk32-two-whole-k-steps",
+        ),
+        pytest.param(
+            VERIFY,
+            "wyn",
+            _shape("t5 hk1 hv2 dk24 dv8", t=5, hk=1, hv=2, dk=24, dv=8),
+            id="wyn-dk24-second-k-step-padded",
+        ),
+    ],
+)
 def test_the_mma_accumulates_over_several_k_steps(path, variant, shape):
     """The smoke shapes' dk (8, 12) is one padded k-step; the model's 128 is
     eight whole ones. dk = 32 (two whole steps, the model's unpadded loads)
@@ -409,9 +442,9 @@ def test_the_lower_triangle_tiles_cover_it_and_nothing_more():
         n = 0
         for mi in range(rows):
             for ni in range(min(2 * mi + 2, cols)):
-                tile = np.tril(np.ones((L, L), bool))[mi * TM:(mi + 1) * TM, ni * TN:(ni + 1) * TN]
+                tile = np.tril(np.ones((L, L), bool))[mi * TM : (mi + 1) * TM, ni * TN : (ni + 1) * TN]
                 assert tile.any(), (L, mi, ni)
-                seen[mi * TM:(mi + 1) * TM, ni * TN:(ni + 1) * TN] += 1
+                seen[mi * TM : (mi + 1) * TM, ni * TN : (ni + 1) * TN] += 1
                 n += 1
         assert np.array_equal(seen[:L, :L] * np.tril(np.ones((L, L), int)), np.tril(np.ones((L, L), int)))
         assert n == lower_tiles(L)
@@ -433,6 +466,7 @@ def test_the_mma_product_refuses_blocks_that_are_not_whole_warps_and_odd_dk():
 
 
 # ------------------------------------------------ references (fast, no sim)
+
 
 @pytest.mark.parametrize("T,C,hk,hv,d", [(37, 16, 2, 4, 8), (23, 8, 3, 3, 12), (64, 64, 1, 2, 8), (5, 2, 2, 2, 4)])
 def test_naive_chunked_equals_naive_recurrent(T, C, hk, hv, d):
@@ -485,6 +519,7 @@ def test_naive_gated_rmsnorm_normalises_before_the_gate():
 
 
 # ---------------------------------------------------------------- select
+
 
 def _combos(path):
     return [dict(zip(path.levers, vals)) for vals in itertools.product([True, False, None], repeat=len(path.levers))]
@@ -559,6 +594,7 @@ def test_every_path_selects_a_declared_variant_for_every_combination_and_shape()
 
 
 # ------------------------------------------------ shapes, inputs, traffic
+
 
 def _recipe_model(name):
     return tomllib.loads((ROOT / "recipes" / name).read_text())["model"]

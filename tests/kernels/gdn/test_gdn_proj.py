@@ -9,6 +9,7 @@ simulator, every variant at the smoke shapes passes the bench's check
 (fp16 outputs of fp32 sums against the float64 product), and a tier
 kernel that skips a row's activations fails it.
 """
+
 from __future__ import annotations
 
 import itertools

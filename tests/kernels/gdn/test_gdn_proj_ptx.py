@@ -4,6 +4,7 @@ spills, stack or local memory (the per-row accumulators and the decoded
 word stay in registers), registers and static shared memory within an
 SM's, and no tensor-core instruction. ``per_row`` is ``w4a16.gemv_sw``,
 compiled by the W4A16 tests."""
+
 from __future__ import annotations
 
 from ptx_harness import check_ptx, check_ptxas, compiled  # noqa: F401 (compiled: the fixture)
@@ -12,14 +13,17 @@ from ptx_harness import check_ptx, check_ptxas, compiled  # noqa: F401 (compiled
 def jobs():
     from numba import types
 
-    from leverctl_kernels.gdn.proj_gemv_batch import (batch_gemv as _proj_batch, batch4 as proj_batch4,
-                                                      batch16 as proj_batch16)
+    from leverctl_kernels.gdn.proj_gemv_batch import batch4 as proj_batch4
+    from leverctl_kernels.gdn.proj_gemv_batch import batch16 as proj_batch16
+    from leverctl_kernels.gdn.proj_gemv_batch import batch_gemv as _proj_batch
 
     A = lambda dt, nd: types.Array(dt, nd, "C")  # noqa: E731
     sig = (A(types.float16, 2), A(types.uint32, 2), A(types.float16, 2), A(types.float16, 2))
     nt = _proj_batch.DEFAULT_WARPS * 32
-    return [(f"gemv_{mod.NAME}", _proj_batch.make_batch_gemv(mod.MROWS, mod.KCHUNK), sig, nt)
-            for mod in (proj_batch16, proj_batch4)]
+    return [
+        (f"gemv_{mod.NAME}", _proj_batch.make_batch_gemv(mod.MROWS, mod.KCHUNK), sig, nt)
+        for mod in (proj_batch16, proj_batch4)
+    ]
 
 
 def test_the_tier_kernels_compile_for_sm90_in_fp32(compiled):

@@ -8,6 +8,7 @@ is missing. The chunked kernels (prefill, WY verifies) have the fp16
 ``nvdisasm`` where it is found), within a register budget each; the other
 kernels have no tensor-core instruction.
 """
+
 from __future__ import annotations
 
 import re
@@ -25,8 +26,13 @@ MMA_PTX = "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32"
 # shared memory already limit an SM to five blocks, and 255 registers (the
 # most a thread can have) still let two run; the verifies keep four blocks
 # an SM (128 registers) with room to spare.
-REG_BUDGET = {"prefill_regresident": 255, "prefill_global_state": 255, "verify_wy17": 96,
-              "verify_wyn_t17": 96, "verify_wyn_t5": 96}
+REG_BUDGET = {
+    "prefill_regresident": 255,
+    "prefill_global_state": 255,
+    "verify_wy17": 96,
+    "verify_wyn_t17": 96,
+    "verify_wyn_t5": 96,
+}
 
 
 def jobs():
@@ -35,9 +41,13 @@ def jobs():
     from numba import types
 
     from leverctl_kernels.gdn import _layout, _prefill
-    from leverctl_kernels.gdn.fused_conv import fused as conv_fused, separate as conv_separate
-    from leverctl_kernels.gdn.decode import batched as decode_batched, per_sequence as decode_per_sequence
-    from leverctl_kernels.gdn.verify import recurrent as verify_recurrent, wy17 as verify_wy17, wyn as verify_wyn
+    from leverctl_kernels.gdn.decode import batched as decode_batched
+    from leverctl_kernels.gdn.decode import per_sequence as decode_per_sequence
+    from leverctl_kernels.gdn.fused_conv import fused as conv_fused
+    from leverctl_kernels.gdn.fused_conv import separate as conv_separate
+    from leverctl_kernels.gdn.verify import recurrent as verify_recurrent
+    from leverctl_kernels.gdn.verify import wy17 as verify_wy17
+    from leverctl_kernels.gdn.verify import wyn as verify_wyn
 
     D, C, W = 128, 64, 4
     A = lambda dt, nd: types.Array(dt, nd, "C")  # noqa: E731
@@ -47,8 +57,18 @@ def jobs():
     tokflat = tok[:5] + (A(f32, 1), A(f32, 3))
     dec = (A(f16, 3), A(f16, 3), A(f16, 3), A(f32, 2), A(f32, 2), A(i32, 1), A(f32, 1), A(f32, 3))
     decf = (A(f32, 3),) * 3 + dec[3:]
-    fused = (A(f16, 2), A(f16, 2), A(f16, 3), A(f32, 2), A(f32, 2), A(f16, 3), A(f32, 1), A(i32, 1),
-             A(f32, 1), A(f32, 3))
+    fused = (
+        A(f16, 2),
+        A(f16, 2),
+        A(f16, 3),
+        A(f32, 2),
+        A(f32, 2),
+        A(f16, 3),
+        A(f32, 1),
+        A(i32, 1),
+        A(f32, 1),
+        A(f32, 3),
+    )
     conv = (A(f16, 2), A(f16, 2), A(f16, 3), A(i32, 1), A(f32, 3), A(f32, 3), A(f32, 3))
     return [
         ("prefill_regresident", _prefill.make_prefill(C, D, D, True), tok, nt),
@@ -95,8 +115,9 @@ def test_the_chunked_kernels_run_hmma_within_their_register_budget(compiled, tmp
         assert rec["spill"] == 0 and rec["lmem"] == 0, f"{name}: {rec['log']}"
         assert rec["regs"] <= REG_BUDGET[name], f"{name}: {rec['regs']} registers, budget {REG_BUDGET[name]}"
         cubin = tmp_path / f"{name}.cubin"
-        subprocess.run([compiled["ptxas"], "-arch=sm_90", "-o", str(cubin), rec["ptx"]],
-                       check=True, capture_output=True)
+        subprocess.run(
+            [compiled["ptxas"], "-arch=sm_90", "-o", str(cubin), rec["ptx"]], check=True, capture_output=True
+        )
         sass = subprocess.run([disasm, str(cubin)], check=True, capture_output=True, text=True).stdout
         hmma = set(re.findall(r"\bHMMA\.[\w.]+", sass))
         assert hmma == {"HMMA.16816.F32"}, f"{name}: {sorted(hmma)} in its SASS"

@@ -10,12 +10,14 @@ a variant that keeps the old adapter after a swap fails that check, and one
 that drops the adapter, or never merges it, fails the bench's check.
 Without rotation a swap is refused and the loaded adapter stays.
 """
+
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
 from leverctl_kernels.common.path import Shape
+
 
 def _path():
     from leverctl_kernels.lora.proj.spec import PATH as PROJ
@@ -54,8 +56,10 @@ def runs():
     for shape in _smoke(1):
         for variant in _path().variants:
             fig, bufs, inputs, launch = _check(variant, shape)
-            state = {"t": launch.workspace["t"].copy_to_host() if "t" in launch.workspace else None,
-                     "merged": launch.merged.copy_to_host() if hasattr(launch, "merged") else None}
+            state = {
+                "t": launch.workspace["t"].copy_to_host() if "t" in launch.workspace else None,
+                "merged": launch.merged.copy_to_host() if hasattr(launch, "merged") else None,
+            }
             found = spec.swap_check(variant, shape, launch, bufs, cuda) if fig.passed else None
             out[variant, shape.label] = (fig, inputs, state, found, shape)
     return out
@@ -70,7 +74,8 @@ def test_every_variant_passes_the_bench_check(runs):
 
 @pytest.mark.sim
 def test_the_per_forward_buffer_and_the_merged_weights_are_their_own_float64_values(runs):
-    from leverctl_kernels.lora import naive, family as spec
+    from leverctl_kernels.lora import family as spec
+    from leverctl_kernels.lora import naive
 
     for (variant, _), (_, inputs, state, _, shape) in runs.items():
         x, w, a, b = (inputs[n] for n in ("x", "w", "a", "b"))
@@ -81,8 +86,9 @@ def test_the_per_forward_buffer_and_the_merged_weights_are_their_own_float64_val
             want = naive.naive_merge(w, a, b, spec.scale(shape))
             got = state["merged"].astype(np.float64)
             # one rounding to fp16: within half an fp16 ulp of the float64 value (plus fp32 sums)
-            assert np.all(np.abs(got - want) <= np.spacing(np.abs(want).astype(np.float16)).astype(np.float64)
-                          * 0.5 + 1e-6), variant
+            assert np.all(
+                np.abs(got - want) <= np.spacing(np.abs(want).astype(np.float16)).astype(np.float64) * 0.5 + 1e-6
+            ), variant
 
 
 @pytest.mark.sim
@@ -138,8 +144,11 @@ def test_without_rotation_a_swap_is_refused_and_the_loaded_adapter_stays():
         with pytest.raises(SwapRefused, match="lora_rotate is off"):
             launch.swap(None, None)
         assert launch.adapter is before
-        assert spec.swap_check(variant, shape, launch, None, cuda) == {"rotate": False, "swap": "refused",
-                                                                      "swap_ms": None}
+        assert spec.swap_check(variant, shape, launch, None, cuda) == {
+            "rotate": False,
+            "swap": "refused",
+            "swap_ms": None,
+        }
     # a launch that accepts the swap with rotation off fails the check
     accepting = _stale("per_forward")(shape, True)
     accepting.rotate = False

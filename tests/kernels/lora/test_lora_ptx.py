@@ -2,6 +2,7 @@
 (``ptx_harness``): no fp64, no spills, stack or local memory, registers and
 static shared memory within an SM's; all three run on FP32 cores (no
 tensor-core opcode in their SASS, as their records say)."""
+
 from __future__ import annotations
 
 import subprocess
@@ -46,7 +47,10 @@ def test_their_sass_has_no_tensor_core_opcode(compiled, tmp_path):
         pytest.skip("nvdisasm not found (PATH, $CUDA_HOME/bin or the nvidia-cuda-nvdisasm wheel)")
     for name in NAMES:
         cubin = tmp_path / f"{name}.cubin"
-        subprocess.run([compiled["ptxas"], "-arch=sm_90", "-o", str(cubin), compiled["kernels"][name]["ptx"]],
-                       check=True, capture_output=True)
+        subprocess.run(
+            [compiled["ptxas"], "-arch=sm_90", "-o", str(cubin), compiled["kernels"][name]["ptx"]],
+            check=True,
+            capture_output=True,
+        )
         sass = subprocess.run([disasm, str(cubin)], check=True, capture_output=True, text=True).stdout
         assert claim_problems(sass, None, None) == [], (name, claim_problems(sass, None, None))

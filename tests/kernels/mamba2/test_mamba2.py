@@ -11,6 +11,7 @@ decay (its exponent halved) fails every variant's check, and so does the
 SSD scan with a chunk's state not carried into the next. The projection
 path runs ffn_prefill's W4A4 GEMM and the W4A16 GEMM on its inputs.
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -97,8 +98,9 @@ def test_an_ssd_scan_that_drops_the_inter_chunk_carry_fails_the_check():
     from leverctl_kernels.mamba2.prefill_scan import ssd
 
     shape = _smoke("smoke t13")
-    fig, _ = _check(_scan(), "ssd", shape, _scan().make_inputs(shape, np.random.default_rng(3)),
-                    ssd.build(shape, CARRY=False))
+    fig, _ = _check(
+        _scan(), "ssd", shape, _scan().make_inputs(shape, np.random.default_rng(3)), ssd.build(shape, CARRY=False)
+    )
     assert not fig.passed, fig
     assert fig.worst in ("y", "state")
 
@@ -106,8 +108,8 @@ def test_an_ssd_scan_that_drops_the_inter_chunk_carry_fails_the_check():
 @pytest.mark.sim
 @pytest.mark.parametrize("variant", ["w4a4", "w4a16"])
 def test_each_projection_gemm_passes_the_check_on_the_paths_inputs(variant):
-    from leverctl_kernels.mamba2.prefill_proj.spec import PATH as PREFILL_PROJ
     from leverctl_kernels.ffn.prefill import naive
+    from leverctl_kernels.mamba2.prefill_proj.spec import PATH as PREFILL_PROJ
 
     shape = next(s for s in PREFILL_PROJ.shapes("smoke", None) if s["m"] == 19)
     inputs = PREFILL_PROJ.make_inputs(shape, np.random.default_rng(5))

@@ -4,6 +4,7 @@ equals the plain element-by-element loop, and the chunked SSD form equals
 the recurrence at chunk lengths that divide the prompt and that do not,
 with the state carried out of one call into the next. The comparison is
 shown to see a wrong decay and a chunk's state not carried into the next."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -66,7 +67,7 @@ def test_the_comparison_sees_a_chunk_state_not_carried_into_the_next():
     y, _ = naive.naive_mamba2_scan(*args(x))
     parts = []
     for t0 in range(0, 12, 4):  # every chunk from the carried-in state, none from the chunk before
-        part = {k: (v[t0:t0 + 4] if k in ("x", "dt_raw", "B", "C") else v) for k, v in x.items()}
+        part = {k: (v[t0 : t0 + 4] if k in ("x", "dt_raw", "B", "C") else v) for k, v in x.items()}
         parts.append(naive.naive_ssd_scan(*args(part), chunk=4)[0])
     assert not close(np.concatenate(parts), y, 1e-3)
 

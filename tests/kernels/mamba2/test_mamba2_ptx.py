@@ -7,6 +7,7 @@ the SSD chunk scan at the longest chunk and the largest state that fits
 uses exactly what ``selection.ssd_shared_bytes`` says. None has a
 tensor-core instruction. The projection GEMMs are ffn_prefill's and
 w4a16's kernels, compiled by their own tests."""
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -34,8 +35,12 @@ def jobs():
         ("ssd_chunk_scan_largest", ssd.make_chunk_scan(SSD_MAX_CHUNK, SSD_MAX_STATE, P, nt, HPG), k3, nt),
         ("ssd_chunk_state", ssd.make_chunk_state(CHUNK, N, pb, nt, HPG), k1, nt),
         ("ssd_state_pass", ssd.make_state_pass(CHUNK), (A(f32, 3), A(f32, 4), A(f32, 2)), nt),
-        ("scan_persistent", persistent.make_scan(P, N, HPG, persistent.threads_for(P, N)), scan,
-         persistent.threads_for(P, N)),
+        (
+            "scan_persistent",
+            persistent.make_scan(P, N, HPG, persistent.threads_for(P, N)),
+            scan,
+            persistent.threads_for(P, N),
+        ),
         ("scan_sequential", sequential.make_scan(HPG), scan, sequential.MAX_THREADS),
     ]
 

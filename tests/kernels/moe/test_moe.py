@@ -11,6 +11,7 @@ row. The router's tie-aware check
 (``routing``) passes a near-tie swap and fails a wrong selection without
 running a kernel.
 """
+
 from __future__ import annotations
 
 import sys
@@ -42,13 +43,23 @@ def _run(path, variant, shape, launch=None, seed=7):
 # (grouped) shapes one format each, the kernels being the same code with
 # another weight decoder.
 CASES = [
-    ("moe.router", "bf16", 0), ("moe.router", "fp32_gate", 0), ("moe.router", "fp32_routing", 0),
-    ("moe.gateup_fp4", "int4", 0), ("moe.gateup_fp4", "nvfp4", 0), ("moe.gateup_fp4", "int4", 1),
-    ("moe.down_fp4", "int4", 0), ("moe.down_fp4", "nvfp4", 0), ("moe.down_fp4", "nvfp4", 1),
-    ("moe.decode_fp8_grouped", "grouped", 0), ("moe.decode_fp8_grouped", "per_row", 0),
-    ("moe.decode_multi_seq", "token_major", 0), ("moe.decode_multi_seq", "per_token", 0),
-    ("moe.decode_via_prefill", "decode", 0), ("moe.decode_via_prefill", "prefill", 0),
-    ("moe.union_stats", "off", 0), ("moe.union_stats", "on", 0),
+    ("moe.router", "bf16", 0),
+    ("moe.router", "fp32_gate", 0),
+    ("moe.router", "fp32_routing", 0),
+    ("moe.gateup_fp4", "int4", 0),
+    ("moe.gateup_fp4", "nvfp4", 0),
+    ("moe.gateup_fp4", "int4", 1),
+    ("moe.down_fp4", "int4", 0),
+    ("moe.down_fp4", "nvfp4", 0),
+    ("moe.down_fp4", "nvfp4", 1),
+    ("moe.decode_fp8_grouped", "grouped", 0),
+    ("moe.decode_fp8_grouped", "per_row", 0),
+    ("moe.decode_multi_seq", "token_major", 0),
+    ("moe.decode_multi_seq", "per_token", 0),
+    ("moe.decode_via_prefill", "decode", 0),
+    ("moe.decode_via_prefill", "prefill", 0),
+    ("moe.union_stats", "off", 0),
+    ("moe.union_stats", "on", 0),
 ]
 
 
@@ -73,8 +84,9 @@ def test_every_variant_passes_the_bench_check_against_float64(runs, case):
 
 
 @pytest.mark.sim
-@pytest.mark.parametrize("case", [c for c in CASES if c[0] in ("moe.gateup_fp4", "moe.down_fp4")],
-                         ids=lambda c: f"{c[0]}-{c[1]}-{c[2]}")
+@pytest.mark.parametrize(
+    "case", [c for c in CASES if c[0] in ("moe.gateup_fp4", "moe.down_fp4")], ids=lambda c: f"{c[0]}-{c[1]}-{c[2]}"
+)
 def test_the_expert_stages_compute_exactly_on_their_own_weights(runs, case):
     """Each stage against float64 on the weights it reads, decoded exactly
     (and rounded to fp16 where they enter tensor cores); the bench's check
@@ -96,8 +108,10 @@ def test_the_expert_stages_compute_exactly_on_their_own_weights(runs, case):
         tc = launch.tensor_cores == "mma.sync"
         assert tc == bool(prefill) and launch.tc_dtype == ("f16" if prefill else None)
         f16 = (lambda a: np.asarray(a).astype(np.float16)) if tc else (lambda a: a)
-        out, ref = "y", naive.naive_down(f16(inputs["h"]), inputs["ids"], inputs["rw"],
-                                         lambda e: f16(formats.DECODE[fmt](w, e)))
+        out, ref = (
+            "y",
+            naive.naive_down(f16(inputs["h"]), inputs["ids"], inputs["rw"], lambda e: f16(formats.DECODE[fmt](w, e))),
+        )
     fig = compare({out: bufs[out].copy_to_host()}, {out: ref}, Tolerance(rel=1e-5, abs_of_max=1e-5))
     assert fig.passed, fig.why()
 
@@ -153,8 +167,9 @@ def _rerouted(launch, shift=1, experts=8):
 
 
 @pytest.mark.sim
-@pytest.mark.parametrize("name,variant,prefill", [("moe.gateup_fp4", "nvfp4", 0), ("moe.gateup_fp4", "int4", 1),
-                                                  ("moe.down_fp4", "int4", 0)])
+@pytest.mark.parametrize(
+    "name,variant,prefill", [("moe.gateup_fp4", "nvfp4", 0), ("moe.gateup_fp4", "int4", 1), ("moe.down_fp4", "int4", 0)]
+)
 def test_expert_kernels_reading_the_wrong_experts_fail_the_check(name, variant, prefill):
     path = _paths()[name]
     shape = path.shapes("smoke", None)[prefill]
@@ -249,9 +264,12 @@ def test_nvfp4_and_fp8_expert_weights_decode_as_ml_dtypes_reads_them():
 # ── GPU: model shapes (Qwen3-Next: hidden 2048, 512 experts, top-10) ───────
 
 GPU_CASES = [
-    ("moe.router", "rows32 h2048 e512 k10"), ("moe.router", "rows1024 h2048 e512 k10"),
-    ("moe.gateup_fp4", "decode rows8 h2048 i512 e512 k10"), ("moe.gateup_fp4", "prefill rows1024 h2048 i512 e512 k10"),
-    ("moe.down_fp4", "decode rows32 h2048 i512 e512 k10"), ("moe.down_fp4", "prefill rows1024 h2048 i512 e512 k10"),
+    ("moe.router", "rows32 h2048 e512 k10"),
+    ("moe.router", "rows1024 h2048 e512 k10"),
+    ("moe.gateup_fp4", "decode rows8 h2048 i512 e512 k10"),
+    ("moe.gateup_fp4", "prefill rows1024 h2048 i512 e512 k10"),
+    ("moe.down_fp4", "decode rows32 h2048 i512 e512 k10"),
+    ("moe.down_fp4", "prefill rows1024 h2048 i512 e512 k10"),
     ("moe.decode_fp8_grouped", "rows32 h2048 i512 e512 k10"),
     ("moe.decode_multi_seq", "rows8 h2048 i512 e512 k10"),
     ("moe.decode_via_prefill", "capture layer rows1 h2048 i512 e512 k10"),

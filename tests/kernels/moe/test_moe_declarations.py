@@ -2,6 +2,7 @@
 ``test_path_declarations`` checks of every family's variants (the launches
 one call makes and the device scratch ``build`` allocates, at every smoke
 shape)."""
+
 from __future__ import annotations
 
 

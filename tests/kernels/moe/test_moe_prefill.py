@@ -16,6 +16,7 @@ kernel with the wrong activation is caught, and the sort places every row.
 One launch of the tensor-core GEMM alone, at an N whose last MMA tile is
 partial, matches its operands rounded once to fp16 to f32 accuracy.
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -60,16 +61,26 @@ def _record(name: str, levers: dict, skew: str = "uniform", variant: str | None 
     return run_item(item, Device("sim", SIM_NAME), rng_seed=3)
 
 
-GROUPED_OFF = {"moe_grouped_cutlass": False, "moe_grouped_down": False, "moe_prefill_fp8_down": False,
-               "moe_prefill_exact_tiles": False, "moe_prefill_max_load_factor": None, "moe_prefill_zero": False}
+GROUPED_OFF = {
+    "moe_grouped_cutlass": False,
+    "moe_grouped_down": False,
+    "moe_prefill_fp8_down": False,
+    "moe_prefill_exact_tiles": False,
+    "moe_prefill_max_load_factor": None,
+    "moe_prefill_zero": False,
+}
 
 
-@pytest.mark.parametrize("levers, variant", [
-    ({"moe_grouped_cutlass": True, "moe_grouped_down": True}, "grouped"),
-    ({"moe_grouped_cutlass": True, "moe_prefill_fp8_down": True}, "grouped+fp8_down"),
-    ({"moe_grouped_cutlass": True}, "grouped+bounded_down"),
-    ({"moe_prefill_fp8_down": True}, "bounded+fp8_down"),
-], ids=lambda x: x if isinstance(x, str) else "")
+@pytest.mark.parametrize(
+    "levers, variant",
+    [
+        ({"moe_grouped_cutlass": True, "moe_grouped_down": True}, "grouped"),
+        ({"moe_grouped_cutlass": True, "moe_prefill_fp8_down": True}, "grouped+fp8_down"),
+        ({"moe_grouped_cutlass": True}, "grouped+bounded_down"),
+        ({"moe_prefill_fp8_down": True}, "bounded+fp8_down"),
+    ],
+    ids=lambda x: x if isinstance(x, str) else "",
+)
 def test_every_routed_variant_matches_the_float64_layer_under_uniform_routing(levers, variant):
     rec = _record("moe.prefill_grouped", {**GROUPED_OFF, **levers})
     assert (rec["variant"], rec["status"], rec["rows_lost"]) == (variant, "pass", 0), rec["note"]
@@ -91,11 +102,17 @@ def test_under_skew_a_one_tile_bound_drops_a_row_and_unzeroed_scratch_turns_the_
 
 
 def test_under_skew_the_single_launch_route_and_exact_tiles_lose_nothing():
-    rec = _record("moe.prefill_grouped", {**GROUPED_OFF, "moe_grouped_cutlass": True, "moe_grouped_down": True,
-                                          "moe_prefill_max_load_factor": 1}, "skewed")
+    rec = _record(
+        "moe.prefill_grouped",
+        {**GROUPED_OFF, "moe_grouped_cutlass": True, "moe_grouped_down": True, "moe_prefill_max_load_factor": 1},
+        "skewed",
+    )
     assert (rec["variant"], rec["status"], rec["rows_lost"]) == ("grouped", "pass", 0), rec["note"]
-    rec = _record("moe.prefill_grouped", {**GROUPED_OFF, "moe_prefill_exact_tiles": None,
-                                          "moe_prefill_max_load_factor": 1}, "skewed")
+    rec = _record(
+        "moe.prefill_grouped",
+        {**GROUPED_OFF, "moe_prefill_exact_tiles": None, "moe_prefill_max_load_factor": 1},
+        "skewed",
+    )
     assert rec["shape"]["m_tiles"] == 0  # exact (read back): unset is on for NVFP4 experts
     assert (rec["variant"], rec["status"], rec["rows_lost"]) == ("bounded", "pass", 0), rec["note"]
 
@@ -129,11 +146,13 @@ def test_every_shared_expert_variant_matches_the_float64_expert(variant):
 def test_a_kernel_with_the_wrong_activation_is_rejected(monkeypatch):
     """The shared expert built with no activation after the up projection
     fails the bench's check."""
-    from leverctl_kernels.moe._prefill import grouped as G, shared as _shared
+    from leverctl_kernels.moe._prefill import grouped as G
+    from leverctl_kernels.moe._prefill import shared as _shared
 
     real = G.launcher
-    monkeypatch.setattr(_shared.G, "launcher", lambda sched, gather, act, afmt, wfmt:
-                        real(sched, gather, G.NONE, afmt, wfmt))
+    monkeypatch.setattr(
+        _shared.G, "launcher", lambda sched, gather, act, afmt, wfmt: real(sched, gather, G.NONE, afmt, wfmt)
+    )
     rec = _record("moe.shared_expert", {"shared_w4a4": False, "shared_w4a4_down": False}, variant="a16")
     assert rec["status"] == "fail" and "rel error" in rec["note"], rec["note"]
 
@@ -155,8 +174,10 @@ def test_the_grouped_gemm_rounds_its_operands_once_to_fp16_and_masks_a_partial_m
     off = np.array([0, 5, 11], np.int32)
     tile_off = np.array([0, 1, 2], np.int32)
     tok = rng.integers(0, tokens, size=11).astype(np.int32)
-    codes = lambda *shape: (rng.integers(0, 0x7F, size=shape) | (rng.integers(0, 2, size=shape) << 7)  # noqa: E731
-                            ).astype(np.uint8)  # every E4M3 code but the NaNs
+
+    def codes(*shape):  # every E4M3 code but the NaNs
+        return (rng.integers(0, 0x7F, size=shape) | (rng.integers(0, 2, size=shape) << 7)).astype(np.uint8)
+
     a, w = codes(tokens, k), codes(2, 2 * n, k)
     a_sc = rng.uniform(0.01, 0.02, tokens).astype(np.float32)
     w_sc = rng.uniform(0.001, 0.002, (2, 2 * n)).astype(np.float32)
@@ -164,8 +185,19 @@ def test_the_grouped_gemm_rounds_its_operands_once_to_fp16_and_masks_a_partial_m
     d_out = cuda.to_device(out)
     unused = cuda.to_device(np.zeros(1, np.float32))
     G.launcher(G.GROUPED, True, G.SILU_GLU, G.E4M3, G.E4M3)(
-        d_out, cuda.to_device(a), cuda.to_device(a_sc), unused, cuda.to_device(tok), cuda.to_device(w),
-        cuda.to_device(w_sc), unused, cuda.to_device(off), cuda.to_device(tile_off), 1, 11)
+        d_out,
+        cuda.to_device(a),
+        cuda.to_device(a_sc),
+        unused,
+        cuda.to_device(tok),
+        cuda.to_device(w),
+        cuda.to_device(w_sc),
+        unused,
+        cuda.to_device(off),
+        cuda.to_device(tile_off),
+        1,
+        11,
+    )
     got = d_out.copy_to_host()
 
     af = bits.e4m3_to_f32_np(a) * a_sc[:, None]  # float32, as the kernel decodes
@@ -191,7 +223,8 @@ def test_the_grouped_gemm_rounds_its_operands_once_to_fp16_and_masks_a_partial_m
 def test_the_sort_places_every_routed_row_once_by_expert():
     from numba import cuda
 
-    from leverctl_kernels.moe._prefill import inputs, route as _route
+    from leverctl_kernels.moe._prefill import inputs
+    from leverctl_kernels.moe._prefill import route as _route
 
     ids, _ = inputs.routing(np.random.default_rng(0), 9, 8, 2, True)
     sort, ws = _route.sorter(8, 18)
@@ -210,8 +243,10 @@ def test_zeroing_adds_the_two_launches_the_variants_declare(monkeypatch):
     roofline's launch term); no kernel runs."""
     from test_path_declarations import count_launches, fake_bufs
 
-    for name, levers in (("moe.prefill_grouped", {**GROUPED_OFF, "moe_prefill_zero": True}),
-                         ("moe.prefill_sorted", SORTED_DEFAULTS)):
+    for name, levers in (
+        ("moe.prefill_grouped", {**GROUPED_OFF, "moe_prefill_zero": True}),
+        ("moe.prefill_sorted", SORTED_DEFAULTS),
+    ):
         path = _path(name)
         shape = path.bind(levers, _shape(path, "uniform"), "metrale")
         assert shape["zero"] == 1
@@ -248,8 +283,9 @@ def _gpu_record(path_name, levers, skew, variant=None, dims=None):
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("variant", ["grouped", "grouped+fp8_down", "grouped+bounded_down", "bounded+fp8_down",
-                                     "bounded"])
+@pytest.mark.parametrize(
+    "variant", ["grouped", "grouped+fp8_down", "grouped+bounded_down", "bounded+fp8_down", "bounded"]
+)
 def test_on_a_gpu_every_routed_variant_passes_uniform_routing_with_a_load_factor_of_4(variant):
     rec = _gpu_record("moe.prefill_grouped", {**GROUPED_OFF, "moe_prefill_max_load_factor": 4}, "uniform", variant)
     assert (rec["status"], rec["rows_lost"]) == ("pass", 0), rec["note"]
@@ -259,8 +295,9 @@ def test_on_a_gpu_every_routed_variant_passes_uniform_routing_with_a_load_factor
 def test_on_a_gpu_skew_drops_rows_past_a_load_factor_of_4_and_exact_tiles_do_not():
     rec = _gpu_record("moe.prefill_grouped", {**GROUPED_OFF, "moe_prefill_max_load_factor": 4}, "skewed")
     assert rec["status"] == "fail" and rec["rows_lost"] == 1024 - 4 * 128 and rec["error"]["nonfinite"] > 0
-    rec = _gpu_record("moe.prefill_grouped", {**GROUPED_OFF, "moe_prefill_max_load_factor": 4,
-                                              "moe_prefill_zero": True}, "skewed")
+    rec = _gpu_record(
+        "moe.prefill_grouped", {**GROUPED_OFF, "moe_prefill_max_load_factor": 4, "moe_prefill_zero": True}, "skewed"
+    )
     assert rec["status"] == "fail" and rec["rows_lost"] == 512 and rec["error"]["nonfinite"] == 0
     rec = _gpu_record("moe.prefill_grouped", {**GROUPED_OFF, "moe_prefill_exact_tiles": True}, "skewed")
     assert (rec["status"], rec["rows_lost"]) == ("pass", 0), rec["note"]

@@ -8,11 +8,12 @@ within an SM's. Every grouped GEMM has the fp16 ``mma.sync`` in its PTX
 and ``HMMA.16816.F32`` in its SASS, as every variant's record claims
 (``tc_claims.CLAIM_JOBS`` lists each variant's GEMMs); the sort, zeroing
 and combine have no tensor-core instruction."""
+
 from __future__ import annotations
 
-import pytest
 from pathlib import Path
 
+import pytest
 from ptx_harness import check_ptx, check_ptxas, compiled, nvdisasm  # noqa: F401 (compiled: the fixture)
 from tc_claims import claim_problems, sass_claims_test, sass_sm90a
 
@@ -28,7 +29,8 @@ MAX_REGS = 128
 def jobs():
     from numba import types
 
-    from leverctl_kernels.moe._prefill import grouped as G, route as _route
+    from leverctl_kernels.moe._prefill import grouped as G
+    from leverctl_kernels.moe._prefill import route as _route
 
     f16, f32, i32, u8 = types.float16, types.float32, types.int32, types.uint8
     idx = (i32[::1], i32[::1], types.int32)

@@ -8,6 +8,7 @@ expert stages (``_experts_mma``) have the fp16 ``mma.sync`` in their PTX, and
 their SASS holds ``HMMA.16816.F32`` as the ``moe.gateup_fp4`` and
 ``moe.down_fp4`` records claim (``tc_claims``); the other kernels have no
 tensor-core instruction, as theirs say (``tensor_cores`` null)."""
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -22,8 +23,15 @@ DOWN_GROUPED_FORMATS = ("fp8", "int4")  # the FP8 grouped decode and decode thro
 MMA_FORMATS = ("int4", "nvfp4")  # gate/up and down at prefill shapes, on mma.sync fp16
 MMA_PTX = "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32"
 # The decode paths whose kernels these are (the prefill paths': test_moe_prefill_ptx).
-DECODE_PATHS = ("moe.router", "moe.gateup_fp4", "moe.down_fp4", "moe.decode_fp8_grouped", "moe.decode_multi_seq",
-                "moe.decode_via_prefill", "moe.union_stats")
+DECODE_PATHS = (
+    "moe.router",
+    "moe.gateup_fp4",
+    "moe.down_fp4",
+    "moe.decode_fp8_grouped",
+    "moe.decode_multi_seq",
+    "moe.decode_via_prefill",
+    "moe.union_stats",
+)
 
 
 def jobs():
@@ -33,30 +41,75 @@ def jobs():
 
     A = lambda dt, nd: types.Array(dt, nd, "C")  # noqa: E731
     f16, f32, i32, u8, u16, u32 = types.float16, types.float32, types.int32, types.uint8, types.uint16, types.uint32
-    weights = {"int4": (A(u32, 3), A(f16, 3), A(f32, 1)), "nvfp4": (A(u8, 3), A(u8, 3), A(f32, 1)),
-               "fp8": (A(u8, 3), A(f32, 3), A(f32, 1))}
+    weights = {
+        "int4": (A(u32, 3), A(f16, 3), A(f32, 1)),
+        "nvfp4": (A(u8, 3), A(u8, 3), A(f32, 1)),
+        "fp8": (A(u8, 3), A(f32, 3), A(f32, 1)),
+    }
     T = _experts.THREADS
     out = []
     for fmt in ROWS_FORMATS:
         w = weights[fmt]
-        out.append((f"gateup_rows_{fmt}", _experts.make_gateup_rows(fmt),
-                    (A(f32, 2), A(f16, 2), A(i32, 2), *w, types.int64), T))
-        out.append((f"down_rows_{fmt}", _experts.make_down_rows(fmt),
-                    (A(f32, 2), A(f32, 2), A(i32, 2), A(f32, 2), *w, types.int64), T))
+        out.append(
+            (
+                f"gateup_rows_{fmt}",
+                _experts.make_gateup_rows(fmt),
+                (A(f32, 2), A(f16, 2), A(i32, 2), *w, types.int64),
+                T,
+            )
+        )
+        out.append(
+            (
+                f"down_rows_{fmt}",
+                _experts.make_down_rows(fmt),
+                (A(f32, 2), A(f32, 2), A(i32, 2), A(f32, 2), *w, types.int64),
+                T,
+            )
+        )
     for fmt in GATEUP_GROUPED_FORMATS:
-        out.append((f"gateup_grouped_{fmt}", _experts.make_gateup_grouped(fmt),
-                    (A(f32, 2), A(f16, 2), A(i32, 2), *weights[fmt], A(i32, 1), A(i32, 1)), T))
+        out.append(
+            (
+                f"gateup_grouped_{fmt}",
+                _experts.make_gateup_grouped(fmt),
+                (A(f32, 2), A(f16, 2), A(i32, 2), *weights[fmt], A(i32, 1), A(i32, 1)),
+                T,
+            )
+        )
     for fmt in DOWN_GROUPED_FORMATS:
-        out.append((f"down_grouped_{fmt}", _experts.make_down_grouped(fmt),
-                    (A(f32, 2), A(f32, 2), *weights[fmt], A(i32, 1), A(i32, 1)), T))
+        out.append(
+            (
+                f"down_grouped_{fmt}",
+                _experts.make_down_grouped(fmt),
+                (A(f32, 2), A(f32, 2), *weights[fmt], A(i32, 1), A(i32, 1)),
+                T,
+            )
+        )
     for fmt in MMA_FORMATS:
-        out.append((f"gateup_grouped_mma_{fmt}", _experts_mma.make_gateup_grouped_mma(fmt),
-                    (A(f32, 2), A(f16, 2), A(i32, 2), *weights[fmt], A(i32, 1), A(i32, 1)), _experts_mma.THREADS))
-        out.append((f"down_grouped_mma_{fmt}", _experts_mma.make_down_grouped_mma(fmt),
-                    (A(f32, 2), A(f32, 2), *weights[fmt], A(i32, 1), A(i32, 1)), _experts_mma.THREADS))
+        out.append(
+            (
+                f"gateup_grouped_mma_{fmt}",
+                _experts_mma.make_gateup_grouped_mma(fmt),
+                (A(f32, 2), A(f16, 2), A(i32, 2), *weights[fmt], A(i32, 1), A(i32, 1)),
+                _experts_mma.THREADS,
+            )
+        )
+        out.append(
+            (
+                f"down_grouped_mma_{fmt}",
+                _experts_mma.make_down_grouped_mma(fmt),
+                (A(f32, 2), A(f32, 2), *weights[fmt], A(i32, 1), A(i32, 1)),
+                _experts_mma.THREADS,
+            )
+        )
     out.append(("route_count", _experts.make_route_count(), (A(i32, 1), A(i32, 2)), _experts.SORT_THREADS))
-    out.append(("route_scatter", _experts.make_route_scatter(), (A(i32, 1), A(i32, 1), A(i32, 1), A(i32, 2)),
-                _experts.SORT_THREADS))
+    out.append(
+        (
+            "route_scatter",
+            _experts.make_route_scatter(),
+            (A(i32, 1), A(i32, 1), A(i32, 1), A(i32, 2)),
+            _experts.SORT_THREADS,
+        )
+    )
     out.append(("combine", _experts.make_combine(), (A(f32, 2), A(f32, 2), A(f32, 2)), _experts.COMBINE_THREADS))
     for prec in _router.PRECISIONS:
         x = A(f32, 2) if prec == "fp32_routing" else A(u16, 2)
@@ -67,8 +120,10 @@ def jobs():
 
 
 def test_every_moe_kernel_compiles_for_sm90_in_fp32(compiled):
-    assert len(compiled["kernels"]) == 2 * len(ROWS_FORMATS) + len(GATEUP_GROUPED_FORMATS) + len(
-        DOWN_GROUPED_FORMATS) + 2 * len(MMA_FORMATS) + 8
+    assert (
+        len(compiled["kernels"])
+        == 2 * len(ROWS_FORMATS) + len(GATEUP_GROUPED_FORMATS) + len(DOWN_GROUPED_FORMATS) + 2 * len(MMA_FORMATS) + 8
+    )
     check_ptx(compiled, fp64=False)
 
 
@@ -80,8 +135,9 @@ def test_only_the_prefill_expert_stages_have_the_f16_mma_and_their_variants_clai
     from leverctl_kernels.registry import get_path
 
     decode = [get_path(name) for name in DECODE_PATHS]
-    claims = {(p.name, v.name): (v.tensor_cores, v.tc_dtype) for p in decode for v in p.variants.values()
-              if v.tensor_cores}
+    claims = {
+        (p.name, v.name): (v.tensor_cores, v.tc_dtype) for p in decode for v in p.variants.values() if v.tensor_cores
+    }
     assert claims == {(p, f): ("mma.sync", "f16") for p in ("moe.gateup_fp4", "moe.down_fp4") for f in MMA_FORMATS}
     for name, rec in compiled["kernels"].items():
         assert "error" not in rec, f"{name} does not compile for sm_90 (see the compile test)"

@@ -5,6 +5,7 @@ catalog of the table's engines that has the lever (an unset tri-state is
 off), those engines agree, and ``select`` takes it where the lever is
 missing. A lever no catalog has, or one the engines default differently,
 has no value to assume and is refused."""
+
 from __future__ import annotations
 
 import dataclasses
@@ -99,6 +100,7 @@ def test_a_lever_the_engines_default_differently_is_refused(monkeypatch, catalog
     assert load("atlas").levers["gemv_sw"].default is not load("metrale").levers["gemv_sw"].default
     table = dataclasses.replace(TABLES["w4a16.gemv"])  # a new instance: nothing cached
     assert table.engines == ()
-    with pytest.raises(ValueError, match="^w4a16.gemv: lever 'gemv_sw' has no single default in the engines' "
-                                         "catalogs$"):
+    with pytest.raises(
+        ValueError, match="^w4a16.gemv: lever 'gemv_sw' has no single default in the engines' catalogs$"
+    ):
         table.assumed

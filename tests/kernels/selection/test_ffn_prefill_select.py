@@ -15,6 +15,7 @@ arms' rules again, under ``ffn_mmq`` and ``k % 256 != 0``). With every arm
 it must be the declared table, rule for rule; with fewer it must fall
 through as the engine does.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -80,8 +81,10 @@ def disagreements(table, loaded) -> list[str]:
             want = engine_arm(lv, bool(shape["down"]), loaded, shape["k"], bool(shape["lora"]))
             if got != want:
                 on = sorted(f for f, v in lv.items() if v)
-                bad.append(f"{'down' if shape['down'] else 'gate+up'} k={shape['k']} lora={shape['lora']} {on}: "
-                           f"table {got}, engine {want}")
+                bad.append(
+                    f"{'down' if shape['down'] else 'gate+up'} k={shape['k']} lora={shape['lora']} {on}: "
+                    f"table {got}, engine {want}"
+                )
     return bad
 
 
@@ -110,17 +113,23 @@ _Q4K = frozenset({"q4k_mmq", "int8_faith2"})
 
 # (the variants an arm needs loaded, its rules), in the engine's precedence.
 ARMS = (
-    (frozenset({"nvfp4_mmq"}), (
-        Rule("nvfp4_mmq", {"ffn_nvfp4_mmq": True}, (_GATE_UP, _NO_LORA, _K16)),
-        Rule("nvfp4_mmq", {"ffn_nvfp4_mmq": True, "ffn_nvfp4_mmq_down": True}, (_DOWN, _NO_LORA, _K16)),
-        Rule("w4a16", {"ffn_nvfp4_mmq": True, "ffn_nvfp4_mmq_down": False}, (_DOWN, _NO_LORA)),
-        Rule("w4a16", {"ffn_nvfp4_mmq": True}, (_DOWN, _NO_LORA)),
-    )),
-    (_Q4K, (
-        Rule("q4k_mmq", {"ffn_mmq": True}, (_GATE_UP,)),
-        Rule("q4k_mmq", {"ffn_mmq": True, "ffn_mmq_down_q4k": True}),
-        Rule("int8_faith2", {"ffn_mmq": True}),
-    )),
+    (
+        frozenset({"nvfp4_mmq"}),
+        (
+            Rule("nvfp4_mmq", {"ffn_nvfp4_mmq": True}, (_GATE_UP, _NO_LORA, _K16)),
+            Rule("nvfp4_mmq", {"ffn_nvfp4_mmq": True, "ffn_nvfp4_mmq_down": True}, (_DOWN, _NO_LORA, _K16)),
+            Rule("w4a16", {"ffn_nvfp4_mmq": True, "ffn_nvfp4_mmq_down": False}, (_DOWN, _NO_LORA)),
+            Rule("w4a16", {"ffn_nvfp4_mmq": True}, (_DOWN, _NO_LORA)),
+        ),
+    ),
+    (
+        _Q4K,
+        (
+            Rule("q4k_mmq", {"ffn_mmq": True}, (_GATE_UP,)),
+            Rule("q4k_mmq", {"ffn_mmq": True, "ffn_mmq_down_q4k": True}),
+            Rule("int8_faith2", {"ffn_mmq": True}),
+        ),
+    ),
     (frozenset({"w4a4"}), (Rule("w4a4", {"fp4_prefill": True}, (_K16,)),)),
     (frozenset({"int8_faith5"}), (Rule("int8_faith5", {"int8_prefill": True, "int8_faith5": True}),)),
     (frozenset({"int8_faith2"}), (Rule("int8_faith2", {"int8_prefill": True}),)),
@@ -139,11 +148,12 @@ def composed(loaded: frozenset = ALL) -> Table:
     out: list[Rule] = []
     for i, (needs, rules) in enumerate(arms):
         if needs == _Q4K:
-            later = [r for _, rs in arms[i + 1:] for r in rs if "ffn_mmq" not in r.levers]
+            later = [r for _, rs in arms[i + 1 :] for r in rs if "ffn_mmq" not in r.levers]
             out.extend(Rule(r.variant, {"ffn_mmq": True, **r.levers}, (_NO_Q4K, *r.shape)) for r in later)
         out.extend(rules)
-    return Table("ffn.prefill", "composed", LEVERS, tuple(v for v in VARIANTS if v in loaded), tuple(out),
-                 engines=("metrale",))
+    return Table(
+        "ffn.prefill", "composed", LEVERS, tuple(v for v in VARIANTS if v in loaded), tuple(out), engines=("metrale",)
+    )
 
 
 def _structure(table) -> list:
@@ -164,10 +174,17 @@ def test_the_table_composed_from_the_arms_selects_as_the_declared_one_for_every_
     assert compared == 1024 * len(SHAPES)
 
 
-@pytest.mark.parametrize("loaded", [frozenset({"w4a16"}), frozenset({"w4a16", "bf16_v1", "int8_faith5"}),
-                                    frozenset({"w4a16", "q4k_mmq"}), frozenset({"w4a16", "q4k_mmq", "int8_faith2"}),
-                                    ALL - {"nvfp4_mmq"}],
-                         ids=["default-only", "v1-faith5", "q4k-without-faith2", "q4k", "all-but-nvfp4"])
+@pytest.mark.parametrize(
+    "loaded",
+    [
+        frozenset({"w4a16"}),
+        frozenset({"w4a16", "bf16_v1", "int8_faith5"}),
+        frozenset({"w4a16", "q4k_mmq"}),
+        frozenset({"w4a16", "q4k_mmq", "int8_faith2"}),
+        ALL - {"nvfp4_mmq"},
+    ],
+    ids=["default-only", "v1-faith5", "q4k-without-faith2", "q4k", "all-but-nvfp4"],
+)
 def test_the_composition_falls_through_as_the_engine_does_for_any_set_of_loaded_arms(loaded):
     assert not disagreements(composed(loaded), loaded)
 

@@ -7,6 +7,7 @@ setting of its ``lora_rotate``; its ``lora_eager`` steers the decode step's
 CUDA graph, not these paths. ``leverctl explain`` and ``leverctl kernels``
 say the same from the tables.
 """
+
 from __future__ import annotations
 
 import itertools
@@ -17,7 +18,8 @@ from leverctl.bench.plan import applies, path_levers
 from leverctl.levers import load_catalog
 from leverctl.levers.explain import explain
 from leverctl_kernels.selection import TABLES
-from leverctl_kernels.selection.lora import PROJ as LORA_PROJ, PROJ_POOL as LORA_PROJ_POOL
+from leverctl_kernels.selection.lora import PROJ as LORA_PROJ
+from leverctl_kernels.selection.lora import PROJ_POOL as LORA_PROJ_POOL
 
 
 def _paths():
@@ -42,8 +44,7 @@ def test_select_for_every_lever_combination_of_each_engine(engine):
     cat = load_catalog(engine)
     proj, pool = _paths()
     path = proj if engine == "atlas" else pool
-    assert applies(path, engine, cat.fields) and not applies(pool if engine == "atlas" else proj, engine,
-                                                             cat.fields)
+    assert applies(path, engine, cat.fields) and not applies(pool if engine == "atlas" else proj, engine, cat.fields)
     for eager, rotate in itertools.product((False, True), repeat=2):
         values = {f: None for f in cat.fields} | {"lora_eager": eager, "lora_rotate": rotate}
         levers = path_levers(path, values, cat.fields)

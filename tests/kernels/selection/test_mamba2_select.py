@@ -4,6 +4,7 @@ size on both sides of the SSD scan's fit, the row count on both sides of
 512, the W4A4 kernels loaded or not, and the FP8 activation buffer large
 enough or not. ``engine_*`` restate the lever file as a call site would
 branch on it. The fit is the SSD kernels' own shared memory."""
+
 from __future__ import annotations
 
 import itertools
@@ -11,7 +12,8 @@ import itertools
 import pytest
 
 from leverctl_kernels.mamba2.prefill_scan.geometry import SSD_MAX_STATE, ssd_scan_fits, ssd_shared_bytes
-from leverctl_kernels.selection.mamba2 import PREFILL_PROJ as MAMBA2_PREFILL_PROJ, PREFILL_SCAN as MAMBA2_PREFILL_SCAN
+from leverctl_kernels.selection.mamba2 import PREFILL_PROJ as MAMBA2_PREFILL_PROJ
+from leverctl_kernels.selection.mamba2 import PREFILL_SCAN as MAMBA2_PREFILL_SCAN
 
 
 def engine_scan(ssd: bool, persistent: bool, state: int) -> str:
@@ -107,7 +109,9 @@ def test_the_model_shapes_follow_the_nemotron_recipe():
 
     recipe = load_recipe(Path(__file__).resolve().parents[3] / "recipes" / "nemotron-h-8b.toml")
     scan = PREFILL_SCAN.shapes("model", recipe.model)
-    assert [(s["t"], s["h"], s["p"], s["n"], s["g"], s["chunk"]) for s in scan] == \
-        [(512, 128, 64, 128, 8, 128), (4096, 128, 64, 128, 8, 128)]
+    assert [(s["t"], s["h"], s["p"], s["n"], s["g"], s["chunk"]) for s in scan] == [
+        (512, 128, 64, 128, 8, 128),
+        (4096, 128, 64, 128, 8, 128),
+    ]
     proj = PREFILL_PROJ.shapes("model", recipe.model)
     assert {(s["n"], s["k"]) for s in proj} == {(2 * 8192 + 2 * 8 * 128 + 128, 4096), (4096, 8192)}

@@ -2,6 +2,7 @@
 seed's rules written out again here independently of the decision tables;
 the tile bound the levers bind into the run; the shapes (the label says the
 routing); and what ``explain`` words from the tables. No kernel runs."""
+
 from __future__ import annotations
 
 import itertools
@@ -27,9 +28,16 @@ def _grouped_expected(cutlass, down, fp8, fp8_loaded):
 def test_every_routed_prefill_lever_combination_selects_the_seeds_route(fp8_loaded):
     shape = {"t": 1024, "fp8_loaded": fp8_loaded}
     for cutlass, down, fp8, exact, lf, zero in itertools.product(
-            (False, True), (False, True), (False, True), (None, False, True), (None, 1, 4), (False, True)):
-        levers = {"moe_grouped_cutlass": cutlass, "moe_grouped_down": down, "moe_prefill_fp8_down": fp8,
-                  "moe_prefill_exact_tiles": exact, "moe_prefill_max_load_factor": lf, "moe_prefill_zero": zero}
+        (False, True), (False, True), (False, True), (None, False, True), (None, 1, 4), (False, True)
+    ):
+        levers = {
+            "moe_grouped_cutlass": cutlass,
+            "moe_grouped_down": down,
+            "moe_prefill_fp8_down": fp8,
+            "moe_prefill_exact_tiles": exact,
+            "moe_prefill_max_load_factor": lf,
+            "moe_prefill_zero": zero,
+        }
         got = MOE_PREFILL_GROUPED.select(levers, shape)
         assert got.variant == _grouped_expected(cutlass, down, fp8, fp8_loaded), levers
         if down and not cutlass:
@@ -75,8 +83,10 @@ def _grouped_path():
 DIMS = {"t": 9, "e": 8, "k": 2, "fp8_loaded": 1}
 
 
-@pytest.mark.parametrize("lever, nvfp4, graph, want", [
-    (None, 1, 0, 0), (None, 0, 0, 2), (True, 0, 0, 0), (False, 1, 0, 2), (True, 1, 1, 2), (None, 1, 1, 2)])
+@pytest.mark.parametrize(
+    "lever, nvfp4, graph, want",
+    [(None, 1, 0, 0), (None, 0, 0, 2), (True, 0, 0, 0), (False, 1, 0, 2), (True, 1, 1, 2), (None, 1, 1, 2)],
+)
 def test_exact_tiles_unset_is_on_for_nvfp4_experts_and_graph_capture_forces_it_off(lever, nvfp4, graph, want):
     """``m_tiles`` 0 is exact (read back); 2 is the worst case of 9 tokens."""
     shape = Shape("s", {**DIMS, "nvfp4": nvfp4, "graph": graph})
@@ -141,8 +151,10 @@ def test_model_shapes_come_from_the_recipes():
     grouped, sorted_, shared = (get_path(f"moe.{n}") for n in ("prefill_grouped", "prefill_sorted", "shared_expert"))
     qwen = load_recipe("recipes/qwen3-next-80b-a3b-metrale.toml").model
     dims = [s.dims for s in grouped.shapes("model", qwen)]
-    assert {(d["t"], d["h"], d["i"], d["e"], d["k"]) for d in dims} == {(1024, 2048, 512, 512, 10),
-                                                                     (4096, 2048, 512, 512, 10)}
+    assert {(d["t"], d["h"], d["i"], d["e"], d["k"]) for d in dims} == {
+        (1024, 2048, 512, 512, 10),
+        (4096, 2048, 512, 512, 10),
+    }
     nano = load_recipe("recipes/nemotron-3-nano-30b-a3b-metrale.toml").model
     dims = [s.dims for s in sorted_.shapes("model", nano)]
     assert {(d["h"], d["i"], d["e"], d["k"], d["latent"]) for d in dims} == {(2688, 1856, 128, 6, 0)}
@@ -195,7 +207,8 @@ def test_the_reference_decodes_the_expert_weights_as_ml_dtypes_does():
     import ml_dtypes
     import numpy as np
 
-    from leverctl_kernels.moe._prefill import family as spec, inputs
+    from leverctl_kernels.moe._prefill import family as spec
+    from leverctl_kernels.moe._prefill import inputs
 
     w = inputs.expert_weights(np.random.default_rng(2), 3, 5, 32)
     nib = np.stack([w["fp4"] & 0xF, w["fp4"] >> 4], axis=-1).reshape(3, 5, 32)
@@ -206,4 +219,4 @@ def test_the_reference_decodes_the_expert_weights_as_ml_dtypes_does():
     np.testing.assert_array_equal(got, want)
     q = inputs.e4m3_rows(want)
     back = q["q"].view(ml_dtypes.float8_e4m3fn).astype(np.float32) * q["s"][..., None]
-    assert np.all(np.abs(back - want) <= np.abs(want) * 2.0 ** -4 + 1e-6)
+    assert np.all(np.abs(back - want) <= np.abs(want) * 2.0**-4 + 1e-6)

@@ -10,6 +10,7 @@ own; the FP8 grouped decode is for multi-row decode; the legacy per-token
 path is taken when its lever is on; decode goes through the prefill path
 on DFlash capture layers only; union statistics add their counting kernel.
 """
+
 from __future__ import annotations
 
 import itertools
@@ -43,8 +44,15 @@ def engine_choice(path: str, lv: dict, shape) -> str:
 
 # The decode paths; the prefill ones (moe.prefill_grouped, moe.prefill_sorted,
 # moe.shared_expert) are test_moe_prefill_select's.
-DECODE_PATHS = ("moe.router", "moe.gateup_fp4", "moe.down_fp4", "moe.decode_fp8_grouped", "moe.decode_multi_seq",
-                "moe.decode_via_prefill", "moe.union_stats")
+DECODE_PATHS = (
+    "moe.router",
+    "moe.gateup_fp4",
+    "moe.down_fp4",
+    "moe.decode_fp8_grouped",
+    "moe.decode_multi_seq",
+    "moe.decode_via_prefill",
+    "moe.union_stats",
+)
 
 
 def _moe_paths():
@@ -55,8 +63,15 @@ def _moe_paths():
 
 ENGINE_PATHS = {
     "atlas": {"moe.gateup_fp4", "moe.down_fp4", "moe.union_stats"},
-    "metrale": {"moe.router", "moe.gateup_fp4", "moe.down_fp4", "moe.decode_fp8_grouped", "moe.decode_multi_seq",
-                "moe.decode_via_prefill", "moe.union_stats"},
+    "metrale": {
+        "moe.router",
+        "moe.gateup_fp4",
+        "moe.down_fp4",
+        "moe.decode_fp8_grouped",
+        "moe.decode_multi_seq",
+        "moe.decode_via_prefill",
+        "moe.union_stats",
+    },
 }
 
 
@@ -77,9 +92,17 @@ def test_select_follows_the_engine_for_every_lever_combination_at_every_shape(en
             continue
         shapes = [*path.shapes("smoke", None), *path.shapes("model", None)]
         if path.name == "moe.decode_fp8_grouped":
-            shapes += [s for s in path.shapes("model", {"hidden": 64, "moe": {"experts": 8, "top_k": 2,
-                                                                               "expert_intermediate": 16},
-                                                        "bench": {"decode_batches": [1, 2]}})]
+            shapes += [
+                s
+                for s in path.shapes(
+                    "model",
+                    {
+                        "hidden": 64,
+                        "moe": {"experts": 8, "top_k": 2, "expert_intermediate": 16},
+                        "bench": {"decode_batches": [1, 2]},
+                    },
+                )
+            ]
         for values in itertools.product((False, True), repeat=len(path.levers)):
             lv = path_levers(path, {**defaults, **dict(zip(path.levers, values))}, cat.fields)
             for shape in shapes:
@@ -102,8 +125,9 @@ def test_a_table_that_drops_the_fp32_routing_rule_disagrees_with_the_engine():
 def test_the_notes_say_why_a_lever_was_not_honoured():
     grouped = TABLES["moe.decode_fp8_grouped"].select({"moe_fp8_grouped_decode_target": True}, {"rows": 1})
     assert grouped.variant == "per_row" and "1 row" in grouped.note
-    via = TABLES["moe.decode_via_prefill"].select({"frankenstein_decode_via_prefill": True},
-                                                   {"rows": 1, "capture_layer": 0})
+    via = TABLES["moe.decode_via_prefill"].select(
+        {"frankenstein_decode_via_prefill": True}, {"rows": 1, "capture_layer": 0}
+    )
     assert via.variant == "decode" and "not a DFlash capture layer" in via.note
 
 
@@ -130,10 +154,15 @@ def test_model_shapes_come_from_the_recipe_moe_table():
     from pathlib import Path
 
     path = next(p for p in _moe_paths() if p.name == "moe.gateup_fp4")
-    model = {"hidden": 4096, "moe": {"experts": 64, "top_k": 6, "expert_intermediate": 1408},
-             "bench": {"decode_batches": [4], "prefill_tokens": [256]}}
-    got = [(s["rows"], s["hidden"], s["inter"], s["experts"], s["top_k"], s["prefill"])
-           for s in path.shapes("model", model)]
+    model = {
+        "hidden": 4096,
+        "moe": {"experts": 64, "top_k": 6, "expert_intermediate": 1408},
+        "bench": {"decode_batches": [4], "prefill_tokens": [256]},
+    }
+    got = [
+        (s["rows"], s["hidden"], s["inter"], s["experts"], s["top_k"], s["prefill"])
+        for s in path.shapes("model", model)
+    ]
     assert got == [(4, 4096, 1408, 64, 6, 0), (256, 4096, 1408, 64, 6, 1)]
     recipe = Path(__file__).resolve().parents[3] / "recipes" / "qwen3-next-80b-a3b.toml"
     qwen = tomllib.loads(recipe.read_text())["model"]

@@ -4,6 +4,7 @@ a condition's text, negation, test, reason and symbols from one
 declaration; and in every table, every condition whose text is a
 comparison or a divisibility (``T = 17``, ``k % 16 = 0``) tests what its
 text and its negation say, at shapes on both sides of its bound."""
+
 from __future__ import annotations
 
 import operator
@@ -31,8 +32,10 @@ def test_compare_without_a_symbol_writes_the_key():
     assert c.why({"m": 65}) == "m=65 > 64"
 
 
-@pytest.mark.parametrize("op, neg, holds, fails", [
-    ("=", "!=", 8, 9), ("!=", "=", 9, 8), ("<", ">=", 7, 8), ("<=", ">", 8, 9), (">", "<=", 9, 8), (">=", "<", 8, 7)])
+@pytest.mark.parametrize(
+    "op, neg, holds, fails",
+    [("=", "!=", 8, 9), ("!=", "=", 9, 8), ("<", ">=", 7, 8), ("<=", ">", 8, 9), (">", "<=", 9, 8), (">=", "<", 8, 7)],
+)
 def test_compare_negates_every_operator(op, neg, holds, fails):
     c = compare("x", op, 8, why="x={x}")
     assert (c.text, c.negation) == (f"x {op} 8", f"x {neg} 8")
@@ -62,8 +65,9 @@ def test_a_comparison_that_is_not_quiet_must_say_why_and_the_operator_must_be_kn
 
 
 def test_bound_at_sets_the_bound_per_shape_while_the_text_names_the_declared_one():
-    c = compare("m", ">=", 512, symbol="rows", bound_at=lambda d: d.get("min_rows", 512),
-                why="{m} rows, fewer than {bound}")
+    c = compare(
+        "m", ">=", 512, symbol="rows", bound_at=lambda d: d.get("min_rows", 512), why="{m} rows, fewer than {bound}"
+    )
     assert (c.text, c.negation) == ("rows >= 512", "rows < 512")
     assert c.test({"m": 512}) and not c.test({"m": 511}) and c.why({"m": 511}) == "511 rows, fewer than 512"
     assert c.test({"m": 19, "min_rows": 16}) and not c.test({"m": 5, "min_rows": 16})
@@ -122,12 +126,20 @@ def test_a_relation_negates_its_first_operator_unless_given_a_negation():
 
 
 def test_a_relations_reason_fills_defaults_and_its_bound_per_shape():
-    c = relation("buf >= m x k", lambda d: d.get("buf", d["m"] * d["k"]) >= d["m"] * d["k"],
-                 defaults={"buf": None}, why="buf {buf} < {m} x {k}")
+    c = relation(
+        "buf >= m x k",
+        lambda d: d.get("buf", d["m"] * d["k"]) >= d["m"] * d["k"],
+        defaults={"buf": None},
+        why="buf {buf} < {m} x {k}",
+    )
     assert c.test({"m": 2, "k": 3}) and not c.test({"m": 2, "k": 3, "buf": 5})
     assert c.why({"m": 2, "k": 3, "buf": 5}) == "buf 5 < 2 x 3" and c.why({"m": 2, "k": 3}) == "buf None < 2 x 3"
-    d = relation("d = 128", lambda s: s["d"] == s.get("want", 128), bound_at=lambda s: s.get("want", 128),
-                 why="d={d}, not {bound}")
+    d = relation(
+        "d = 128",
+        lambda s: s["d"] == s.get("want", 128),
+        bound_at=lambda s: s.get("want", 128),
+        why="d={d}, not {bound}",
+    )
     assert d.why({"d": 8}) == "d=8, not 128" and d.why({"d": 12, "want": 8}) == "d=12, not 8"
 
 
@@ -197,8 +209,22 @@ def test_every_tables_comparison_and_remainder_conditions_test_what_their_text_a
                 if compared:
                     checked.add(cond.text)
     assert not bad, bad
-    assert {"T = 17", "N > 1", "m <= 64", "k % 16 != 0", "k % 16 = 0", "k % 256 != 0", "rows <= 4", "rows <= 16",
-            "rows > 16", "rows > 1", "rows >= 512", "n >= 512", "d = 128", "hc_mult > 0"} <= checked, checked
+    assert {
+        "T = 17",
+        "N > 1",
+        "m <= 64",
+        "k % 16 != 0",
+        "k % 16 = 0",
+        "k % 256 != 0",
+        "rows <= 4",
+        "rows <= 16",
+        "rows > 16",
+        "rows > 1",
+        "rows >= 512",
+        "n >= 512",
+        "d = 128",
+        "hc_mult > 0",
+    } <= checked, checked
     assert any(t.startswith("state <= ") for t in checked)
 
 

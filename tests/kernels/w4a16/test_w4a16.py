@@ -6,6 +6,7 @@ a path's :class:`Tolerance` the way the contract defines it and also fails
 on any non-finite element (outputs are poisoned with NaN before each run, so
 an element a kernel never writes fails).
 """
+
 from __future__ import annotations
 
 import itertools
@@ -87,7 +88,11 @@ def test_paths_declared():
     assert set(by["w4a16.gemv"].variants) == {"gemv_sw", "gemv_64t"}
     assert set(by["w4a16.gemv_dual"].variants) == {"gemv_dual_sw", "gemv_dual_64t"}
     assert set(by["w4a16.ffn_decode"].variants) == {
-        "gemv_sw+fused", "gemv_64t+fused", "gemv_sw+split", "gemv_64t+split", "gemm_m1",
+        "gemv_sw+fused",
+        "gemv_64t+fused",
+        "gemv_sw+split",
+        "gemv_64t+split",
+        "gemm_m1",
     }
     assert list(by["w4a16.gemm"].variants) == ["small_m", "default_tiles", "fma_tiles"]
     for p in _paths():
@@ -120,9 +125,7 @@ SMOKE_FFN = Shape("h72-i40", {"m": 1, "hidden": 72, "inter": 40})
 
 @pytest.mark.parametrize("sw", [True, False], ids=["sw-on", "sw-off"])
 def test_select_gemv_and_dual(sw):
-    assert _path("w4a16.gemv").select({"gemv_sw": sw}, SMOKE_GEMV).variant == (
-        "gemv_sw" if sw else "gemv_64t"
-    )
+    assert _path("w4a16.gemv").select({"gemv_sw": sw}, SMOKE_GEMV).variant == ("gemv_sw" if sw else "gemv_64t")
     assert _path("w4a16.gemv_dual").select({"gemv_sw": sw}, SMOKE_GEMV).variant == (
         "gemv_dual_sw" if sw else "gemv_dual_64t"
     )
@@ -224,11 +227,15 @@ def test_select_gemm_every_lever_value_in_both_engines(engine):
     path = _path("w4a16.gemm")
     assert "ffn_small_m" in cat.fields
     defaults = {f: lv.default for f, lv in cat.levers.items()}
-    shapes = {"small": Shape("m16-n37-k2048", {"m": 16, "n": 37, "k": 2048}),
-              "large": Shape("m256-n37-k2048", {"m": 256, "n": 37, "k": 2048}),
-              "odd_k": Shape("m16-n37-k264", {"m": 16, "n": 37, "k": 264})}
-    want = {True: {"small": "small_m", "large": "default_tiles", "odd_k": "fma_tiles"},
-            False: {"small": "default_tiles", "large": "default_tiles", "odd_k": "fma_tiles"}}
+    shapes = {
+        "small": Shape("m16-n37-k2048", {"m": 16, "n": 37, "k": 2048}),
+        "large": Shape("m256-n37-k2048", {"m": 256, "n": 37, "k": 2048}),
+        "odd_k": Shape("m16-n37-k264", {"m": 16, "n": 37, "k": 264}),
+    }
+    want = {
+        True: {"small": "small_m", "large": "default_tiles", "odd_k": "fma_tiles"},
+        False: {"small": "default_tiles", "large": "default_tiles", "odd_k": "fma_tiles"},
+    }
     for value in (None, True, False):
         values = dict(defaults) if value is None else {**defaults, "ffn_small_m": value}
         levers = path_levers(path, values, cat.fields)
@@ -328,7 +335,9 @@ def test_make_inputs_layout_seeded_and_fresh():
         assert set(a) == names
         for key in a:
             np.testing.assert_array_equal(a[key], b[key])
-        assert not np.array_equal(c1["scales" if "scales" in c1 else "s_gate"], c2["scales" if "scales" in c2 else "s_gate"])
+        assert not np.array_equal(
+            c1["scales" if "scales" in c1 else "s_gate"], c2["scales" if "scales" in c2 else "s_gate"]
+        )
         for key, v in a.items():
             if key.startswith("q"):
                 assert v.dtype == np.uint32 and v.shape == (40, 33)
@@ -398,10 +407,7 @@ def _run(path, variant, shape, seed=0, build=None):
     inputs = path.make_inputs(shape, np.random.default_rng(seed))
     ref = path.reference(shape, inputs)
     bufs = {k: cuda.to_device(v) for k, v in inputs.items()}
-    outs = {
-        name: cuda.to_device(np.full(shp, np.nan, dtype=dt))
-        for name, (shp, dt) in path.outputs(shape).items()
-    }
+    outs = {name: cuda.to_device(np.full(shp, np.nan, dtype=dt)) for name, (shp, dt) in path.outputs(shape).items()}
     bufs.update(outs)
     launch = (build or path.variants[variant].build)(shape)
     launch(bufs)
@@ -467,9 +473,9 @@ def test_dual_and_fused_two_chunks_one_block():
     second of 8 inputs), one block striding over two row groups."""
     from numba import cuda
 
+    from leverctl_kernels.w4a16 import naive
     from leverctl_kernels.w4a16.ffn_decode import fused_silu_down as ffn_fused_silu_down
     from leverctl_kernels.w4a16.gemv_dual import gemv_dual_sw
-    from leverctl_kernels.w4a16 import naive
 
     n, k = 5, 264
     rng = np.random.default_rng(9)
@@ -584,9 +590,24 @@ def _broken_gemm_drops_last_k_word(shape):
 
 
 BROKEN = [
-    pytest.param("w4a16.gemv", Shape("m1-n13-k264", {"m": 1, "n": 13, "k": 264}), _broken_gemv_skips_last_group, id="gemv-skips-last-scale-group"),
-    pytest.param("w4a16.gemm", Shape("m67-n37-k160", {"m": 67, "n": 37, "k": 160}), _broken_gemm_floor_grid, id="gemm-grid-floor-drops-edge-rows"),
-    pytest.param("w4a16.gemm", Shape("m5-n37-k136", {"m": 5, "n": 37, "k": 136}), _broken_gemm_drops_last_k_word, id="gemm-drops-last-k-word"),
+    pytest.param(
+        "w4a16.gemv",
+        Shape("m1-n13-k264", {"m": 1, "n": 13, "k": 264}),
+        _broken_gemv_skips_last_group,
+        id="gemv-skips-last-scale-group",
+    ),
+    pytest.param(
+        "w4a16.gemm",
+        Shape("m67-n37-k160", {"m": 67, "n": 37, "k": 160}),
+        _broken_gemm_floor_grid,
+        id="gemm-grid-floor-drops-edge-rows",
+    ),
+    pytest.param(
+        "w4a16.gemm",
+        Shape("m5-n37-k136", {"m": 5, "n": 37, "k": 136}),
+        _broken_gemm_drops_last_k_word,
+        id="gemm-drops-last-k-word",
+    ),
 ]
 
 

@@ -9,6 +9,7 @@ K step) must fail the same check. The dispatcher's choice between the
 forms and the attributes every launch carries are checked without running
 anything. The comparator is ``test_w4a16.py``'s.
 """
+
 from __future__ import annotations
 
 import sys
@@ -16,10 +17,10 @@ import types
 
 import numpy as np
 import pytest
+from test_w4a16 import _check_test_local
 
 from leverctl_kernels.common import int4
 from leverctl_kernels.common.path import Shape
-from test_w4a16 import _check_test_local
 
 
 def _shape(m, n, k):

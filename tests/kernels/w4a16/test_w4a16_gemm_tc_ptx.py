@@ -7,6 +7,7 @@ registers within what the block may have; and, where ``nvdisasm`` is
 found, ``HMMA.16816.F32`` (fp16, not bf16) in the SASS, plus ``LDSM``
 (``ldmatrix.x4``) where the kernel stages A in shared memory.
 """
+
 from __future__ import annotations
 
 import re
@@ -22,8 +23,12 @@ PTX_LDSM = "ldmatrix.sync.aligned.m8n8.x4.shared.b16"
 SASS_MMA = "HMMA.16816.F32"
 
 # name -> (MMAs per K step of one warp, ldmatrix per K step)
-EXPECT = {"gemm_tc_tiles": (8, 4), "gemm_tc_small_m_wm4": (8, 0), "gemm_tc_small_m_wm2": (4, 0),
-          "gemm_tc_small_m_wm1": (2, 0)}
+EXPECT = {
+    "gemm_tc_tiles": (8, 4),
+    "gemm_tc_small_m_wm4": (8, 0),
+    "gemm_tc_small_m_wm2": (4, 0),
+    "gemm_tc_small_m_wm1": (2, 0),
+}
 # The most registers a thread may use: none of these blocks may be kept
 # from two per SM by its registers (128 threads x 2 x 128 <= 65536 / 2).
 MAX_REGS = 128
@@ -75,8 +80,9 @@ def _sass(compiled, tmp_path) -> dict[str, str]:
     out = {}
     for name, rec in compiled["kernels"].items():
         cubin = tmp_path / f"{name}.cubin"
-        subprocess.run([compiled["ptxas"], "-arch=sm_90", "-o", str(cubin), rec["ptx"]],
-                       check=True, capture_output=True)
+        subprocess.run(
+            [compiled["ptxas"], "-arch=sm_90", "-o", str(cubin), rec["ptx"]], check=True, capture_output=True
+        )
         out[name] = subprocess.run([disasm, str(cubin)], check=True, capture_output=True, text=True).stdout
     return out
 

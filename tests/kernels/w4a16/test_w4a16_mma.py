@@ -3,13 +3,14 @@ against ``naive.py``'s float64 reference at tiny odd shapes, with the
 family's tolerance (the one the FMA GEMM is held to); broken variants (a
 wrong scale group, a dropped K step) must fail the same check. The
 comparator is ``test_w4a16.py``'s."""
+
 from __future__ import annotations
 
 import numpy as np
 import pytest
+from test_w4a16 import _check_test_local
 
 from leverctl_kernels.common import int4
-from test_w4a16 import _check_test_local
 
 
 def _case(m, n, k, seed):
@@ -22,14 +23,15 @@ def _case(m, n, k, seed):
 def _run(m, n, k, seed=0, kern=None, n_mmas=1):
     from numba import cuda
 
-    from leverctl_kernels.w4a16.gemm import gemm_mma
     from leverctl_kernels.w4a16 import naive
+    from leverctl_kernels.w4a16.gemm import gemm_mma
 
     a, qweight, scales = _case(m, n, k, seed)
     ref = naive.naive_gemm(a, qweight, scales)
     c = cuda.to_device(np.full((m, n), np.nan, dtype=np.float16))  # unwritten -> fails
-    gemm_mma.make_launch(m, n, k, n_mmas, kern=kern)(c, cuda.to_device(a), cuda.to_device(qweight),
-                                              cuda.to_device(scales))
+    gemm_mma.make_launch(m, n, k, n_mmas, kern=kern)(
+        c, cuda.to_device(a), cuda.to_device(qweight), cuda.to_device(scales)
+    )
     return c.copy_to_host(), ref
 
 
@@ -89,8 +91,11 @@ def _second_mma_on_the_first_columns():
 
 
 @pytest.mark.sim
-@pytest.mark.parametrize("make", [_wrong_group, _dropped_k_step, _second_mma_on_the_first_columns],
-                         ids=["wrong-scale-group", "dropped-k-step", "16x16-second-mma-wrong-columns"])
+@pytest.mark.parametrize(
+    "make",
+    [_wrong_group, _dropped_k_step, _second_mma_on_the_first_columns],
+    ids=["wrong-scale-group", "dropped-k-step", "16x16-second-mma-wrong-columns"],
+)
 def test_a_broken_gemm_mma_fails_the_check(make):
     got, ref = _run(5, 11, 256, seed=3, kern=make())
     ok, why = _check_test_local(got, ref, _tolerance())

@@ -4,6 +4,7 @@ instruction in its PTX, ptxas with no spills or local memory (the fp16
 pair view and the nibble view stay in registers), and, where ``nvdisasm``
 is found, ``HMMA.16816.F32`` (fp16, not bf16) in the SASS.
 """
+
 from __future__ import annotations
 
 import re
@@ -26,8 +27,10 @@ def jobs():
 
     f16, u16, u32 = types.float16, types.uint16, types.uint32
     sig = (f16[:, ::1], u16[:, ::1], u32[:, ::1], f16[:, ::1])
-    return [("gemm_mma_16x16", gemm_mma.kernel(2), sig, gemm_mma.THREADS),
-            ("gemm_mma", gemm_mma.kernel(1), sig, gemm_mma.THREADS)]
+    return [
+        ("gemm_mma_16x16", gemm_mma.kernel(2), sig, gemm_mma.THREADS),
+        ("gemm_mma", gemm_mma.kernel(1), sig, gemm_mma.THREADS),
+    ]
 
 
 def test_gemm_mma_compiles_for_sm90_in_fp32(compiled):
@@ -53,8 +56,9 @@ def test_gemm_mma_sass_has_the_fp16_hmma(compiled, tmp_path):
         pytest.skip("nvdisasm not found (PATH, $CUDA_HOME/bin or the nvidia-cuda-nvdisasm wheel)")
     for name, rec in compiled["kernels"].items():
         cubin = tmp_path / f"{name}.cubin"
-        subprocess.run([compiled["ptxas"], "-arch=sm_90", "-o", str(cubin), rec["ptx"]],
-                       check=True, capture_output=True)
+        subprocess.run(
+            [compiled["ptxas"], "-arch=sm_90", "-o", str(cubin), rec["ptx"]], check=True, capture_output=True
+        )
         sass = subprocess.run([disasm, str(cubin)], check=True, capture_output=True, text=True).stdout
         hmma = re.findall(r"\bHMMA\.[\w.]+", sass)
         assert hmma and all(h == SASS_INSTR or h.startswith(SASS_INSTR + ".") for h in hmma), (name, hmma)

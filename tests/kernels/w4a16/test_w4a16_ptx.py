@@ -4,6 +4,7 @@ factory's default configuration, to PTX with libNVVM and through ptxas
 static shared memory that fit the launch; skipped only where libNVVM (or,
 for the ptxas checks, ptxas) is missing.
 """
+
 from __future__ import annotations
 
 from ptx_harness import check_ptx, check_ptxas, compiled  # noqa: F401 (compiled: the fixture)
@@ -15,7 +16,8 @@ def jobs():
     from numba import types
 
     from leverctl_kernels.w4a16 import _row_block
-    from leverctl_kernels.w4a16.ffn_decode import fused_silu_down as ffn_fused_silu_down, silu_mul
+    from leverctl_kernels.w4a16.ffn_decode import fused_silu_down as ffn_fused_silu_down
+    from leverctl_kernels.w4a16.ffn_decode import silu_mul
     from leverctl_kernels.w4a16.gemm import gemm_tiled
     from leverctl_kernels.w4a16.gemv import gemv_64t, gemv_sw
     from leverctl_kernels.w4a16.gemv_dual import gemv_dual_64t, gemv_dual_sw

@@ -4,6 +4,7 @@ simulator, against ``naive.py``'s float64 reference at tiny odd shapes
 tolerance; broken variants (a wrong scale group, a dropped K sub-step, the
 A stage read for the wrong rows) must fail the same check. The twin reads
 the staged tiles through the same descriptors the tensor cores would."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -15,20 +16,24 @@ from test_w4a16_mma import _case, _tolerance
 def _run(m, n, k, bn, seed=0, kern=None):
     from numba import cuda
 
-    from leverctl_kernels.w4a16.gemm import gemm_wgmma
     from leverctl_kernels.w4a16 import naive
+    from leverctl_kernels.w4a16.gemm import gemm_wgmma
 
     a, qweight, scales = _case(m, n, k, seed)
     ref = naive.naive_gemm(a, qweight, scales)
     c = cuda.to_device(np.full((m, n), np.nan, dtype=np.float16))  # unwritten -> fails
-    gemm_wgmma.make_launch(m, n, k, bn, kern=kern)(c, cuda.to_device(a), cuda.to_device(qweight),
-                                                  cuda.to_device(scales))
+    gemm_wgmma.make_launch(m, n, k, bn, kern=kern)(
+        c, cuda.to_device(a), cuda.to_device(qweight), cuda.to_device(scales)
+    )
     return c.copy_to_host(), ref
 
 
 @pytest.mark.sim
-@pytest.mark.parametrize("m,n,k,bn", [(5, 37, 160, 64), (67, 40, 96, 64), (3, 136, 48, 128)],
-                         ids=["m5-n37-k160-bn64", "m67-n40-k96-bn64", "m3-n136-k48-bn128"])
+@pytest.mark.parametrize(
+    "m,n,k,bn",
+    [(5, 37, 160, 64), (67, 40, 96, 64), (3, 136, 48, 128)],
+    ids=["m5-n37-k160-bn64", "m67-n40-k96-bn64", "m3-n136-k48-bn128"],
+)
 def test_gemm_wgmma_matches_the_float64_reference(m, n, k, bn):
     got, ref = _run(m, n, k, bn, seed=m + n)
     ok, why = _check_test_local(got, ref, _tolerance())

@@ -6,6 +6,7 @@ sm_90a accepts it with no spills, no local memory, registers for the
 128-thread block within budget, no advisory that it serialised the wgmma,
 and where ``nvdisasm`` is found the SASS holds ``HGMMA.64xNx16.F32`` (fp16:
 no ``BF16`` suffix) and no ``HMMA``: a warpgroup path, not a warp one."""
+
 from __future__ import annotations
 
 import re
@@ -51,8 +52,9 @@ def test_gemm_wgmma_sass_is_hgmma_f16(sm90a):
     if not disasm:
         pytest.skip("nvdisasm not found (PATH, $CUDA_HOME/bin or the nvidia-cuda-nvdisasm wheel)")
     for name, bn in TILES.items():
-        sass = subprocess.run([disasm, sm90a["kernels"][name]["cubin"]], check=True,
-                              capture_output=True, text=True).stdout
+        sass = subprocess.run(
+            [disasm, sm90a["kernels"][name]["cubin"]], check=True, capture_output=True, text=True
+        ).stdout
         gmma = re.findall(r"\bHGMMA\.[\w.]+", sass)
         want = f"HGMMA.64x{bn}x16.F32"
         assert gmma and all(g == want or g.startswith(want + ".") for g in gmma), (name, gmma)
