@@ -159,11 +159,12 @@ def test_the_shipped_gdn_paths_need_a_gdn_section_and_dense_recipes_have_none():
     from pathlib import Path
 
     from leverctl.levers import load_recipe
-    from leverctl_kernels import gdn
+    from leverctl_kernels.registry import family_paths
 
     recipes = Path(__file__).resolve().parents[2] / "recipes"
 
-    assert all(p.extra["model_sections"] == ("gdn",) for p in gdn.PATHS)
+    gdn = family_paths("gdn")
+    assert len(gdn) == 5 and all(p.extra["model_sections"] == ("gdn",) for p in gdn)
     for name, has_gdn in (("qwen3-8b", False), ("llama-3.1-8b-atlas", False), ("qwen3-next-80b-a3b", True)):
         model = load_recipe(recipes / f"{name}.toml").model
         assert bool(model.get("gdn")) is has_gdn, name
