@@ -432,6 +432,9 @@ def _twin(kind, atom):
 
 
 def _ldmatrix_x4_twin(S, row, col):
+    hook = simwarp.TRACE_HOOK
+    if hook is not None:  # memory tracer: one 16-byte row per lane, as the instruction reads
+        S = hook("load", S, int(row) * S.strides[0] + int(col) * S.strides[1], 16)
     buf, members, lane = simwarp._exchange("ldmatrix_x4", simwarp.FULL_MASK, (S, int(row), int(col)))
     if members != simwarp.FULL_MASK:
         raise simwarp.WarpSyncError("ldmatrix_x4: needs all 32 lanes of the warp")

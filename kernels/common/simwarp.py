@@ -60,6 +60,15 @@ FULL_MASK = 0xFFFFFFFF
 POLL_S = 0.05  # how often a waiting lane checks for abort / exited peers
 STALL_S = 120.0  # no arrival at a barrier for this long: report a deadlock
 
+# The memory tracer's hook (``leverctl.profile.memtrace``), None unless a
+# trace is running. A twin that emulates one wide hardware memory access
+# element by element (``ldmatrix``, ``st.shared.v4``) calls
+# ``arr = TRACE_HOOK(kind, arr, byte_offset, nbytes)`` when it is set
+# ("load" or "store"; ``byte_offset`` from ``arr``'s first element): the
+# tracer counts the one access the hardware makes, by the calling lane, and
+# returns the array for the twin to read untraced.
+TRACE_HOOK = None
+
 _STATE_ATTR = "_leverctl_simwarp"  # per-BlockManager state
 _MARK_ATTR = "_leverctl_simwarp_installed"  # on FakeCUDAModule
 _install_lock = threading.Lock()

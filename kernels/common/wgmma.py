@@ -90,7 +90,7 @@ from functools import lru_cache
 import numpy as np
 from numba import config, cuda
 
-from . import bits
+from . import bits, simwarp
 
 M, N = 64, 8  # the instruction's shape (both forms)
 K_BF16, K_E4M3 = 16, 32
@@ -477,6 +477,9 @@ def _twin_st_shared_v4(addr, a, b, c, d):
         regions = list(_smem.values())
     for base, arr in regions:  # integer tests first: a block's window may hold many arrays
         if base <= addr and addr + 16 <= base + arr.nbytes:
+            hook = simwarp.TRACE_HOOK
+            if hook is not None:  # memory tracer: one 16-byte store, as the instruction makes
+                arr = hook("store", arr, addr - base, 16)
             raw = np.asarray(arr).reshape(-1).view(np.uint8)
             raw[addr - base : addr - base + 16] = np.array([a, b, c, d], dtype=np.uint32).view(np.uint8)
             return

@@ -1,0 +1,145 @@
+"""Planted kernels for the memory tracer's tests (``test_memtrace.py``):
+each makes one access pattern whose sector efficiency or bank conflicts are
+known by hand. Every access the tests read is on a line with a ``# site:``
+marker, which :func:`line_of` finds, so a test names the site it expects
+without a line number that would move.
+
+They run in the CUDA simulator only (shared arrays sized by Python values).
+"""
+
+from __future__ import annotations
+
+from functools import lru_cache
+from pathlib import Path
+
+import numpy as np
+from numba import cuda, float32, uint16
+
+from leverctl_kernels.common import mma, wgmma
+
+HERE = Path(__file__)
+
+
+def line_of(marker: str) -> str:
+    """``"tests/profile/trace_kernels.py:<line>"`` of the line marked ``# site: <marker>``."""
+    for i, text in enumerate(HERE.read_text().splitlines(), start=1):
+        if text.rstrip().endswith(f"# site: {marker}"):
+            return f"{HERE.name}:{i}"
+    raise KeyError(marker)
+
+
+@cuda.jit
+def strided_load(out, x, stride):
+    """``out[i] = x[i * stride]``: one warp, a float32 load every ``stride`` elements."""
+    i = cuda.threadIdx.x
+    v = x[i * stride]  # site: strided-load
+    out[i] = v  # site: strided-store
+
+
+@cuda.jit
+def copy(out, x):
+    """``out = x`` over ``len(x)`` float32, any number of blocks."""
+    i = cuda.grid(1)
+    if i < x.shape[0]:
+        out[i] = x[i]  # site: copy
+
+
+@lru_cache(maxsize=None)
+def tile_kernel(width: int):
+    """One warp on a 32 x ``width`` float32 shared tile: a column-wise
+    store (lane ``l`` writes row ``l``, column 1), a row-wise store (lane
+    ``l`` writes column ``l`` of row 0, after the column store), a broadcast
+    read (every lane reads ``[0, 0]``), then column 1 plus that to ``out``."""
+
+    @cuda.jit
+    def tile(out, x):
+        t = cuda.shared.array((32, width), float32)
+        lane = cuda.threadIdx.x
+        t[lane, 1] = x[lane]  # site: column-store
+        cuda.syncthreads()
+        t[0, lane] = x[lane] * np.float32(2)  # site: row-store
+        cuda.syncthreads()
+        b = t[0, 0]  # site: broadcast
+        out[lane] = t[lane, 1] + b  # site: column-load
+
+    return tile
+
+
+@lru_cache(maxsize=None)
+def v4_store_kernel(step_bytes: int):
+    """One warp: lane ``l`` stores 16 bytes (``st.shared.v4``, through the
+    wgmma twin) at byte ``l * step_bytes`` of a shared uint32 array, then
+    the array goes to ``out``."""
+    words = 32 * step_bytes // 4
+
+    @cuda.jit
+    def v4(out):
+        s = cuda.shared.array(words, np.uint32)
+        lane = cuda.threadIdx.x
+        for i in range(lane, words, 32):
+            s[i] = 0
+        cuda.syncthreads()
+        base = wgmma.smem_addr(s)
+        wgmma.st_shared_v4(base + lane * step_bytes, lane, lane + 1, lane + 2, lane + 3)  # site: v4-store
+        cuda.syncthreads()
+        for i in range(lane, words, 32):
+            out[i] = s[i]
+
+    return v4
+
+
+@lru_cache(maxsize=None)
+def ldmatrix_kernel(row_halves: int):
+    """One warp: a 16 x ``row_halves`` uint16 shared tile filled from ``a``
+    (16 x 16), then one ``ldmatrix.x4`` of its first 16 columns through
+    ``mma.load_a_ldsm``; lane ``l`` writes its four registers to ``out[l]``."""
+
+    @cuda.jit
+    def ldsm(out, a):
+        s = cuda.shared.array((16, row_halves), uint16)
+        lane = cuda.threadIdx.x
+        for i in range(lane, 256, 32):
+            s[i // 16, i % 16] = a[i // 16, i % 16]
+        cuda.syncthreads()
+        r = mma.load_a_ldsm(s, 0, 0)  # site: ldmatrix
+        for j in range(4):
+            out[lane, j] = r[j]
+
+    return ldsm
+
+
+@cuda.jit
+def row_view_load(out, x):
+    """``out[l] = x[l][0]`` through a sub-array: ``x`` is 32 x 8 float32, so
+    the lanes' loads are 32 bytes apart however the row is reached."""
+    lane = cuda.threadIdx.x
+    row = x[lane]
+    out[lane] = row[0]  # site: row-view
+
+
+@cuda.jit
+def atomic_count(out):
+    """Every thread adds 1 to ``out[0]`` atomically."""
+    cuda.atomic.add(out, 0, 1)  # site: atomic
+
+
+@cuda.jit
+def wide_shared(out, x):
+    """One warp, float64 through shared memory: a row-wise store and load
+    (8-byte accesses, served a half-warp at a time)."""
+    s = cuda.shared.array(32, np.float64)
+    lane = cuda.threadIdx.x
+    s[lane] = x[lane]  # site: f64-store
+    cuda.syncthreads()
+    out[lane] = s[31 - lane]  # site: f64-load
+
+
+@cuda.jit
+def dynamic_shared(out, x):
+    """One warp through dynamic shared memory (launch with 256 bytes): lane
+    ``l`` stores word ``2 l``, so lanes ``l`` and ``l + 16`` share a bank."""
+    s = cuda.shared.array(0, float32)
+    lane = cuda.threadIdx.x
+    s[2 * lane] = x[lane]  # site: dynamic-store
+    cuda.syncthreads()
+    out[lane] = s[2 * lane]
