@@ -59,7 +59,15 @@ def test_every_file_the_design_section_names_exists(part):
 
 
 @pytest.mark.parametrize(
-    "folder", ["leverctl/levers", "leverctl/bench", "leverctl/bench/records", "leverctl/cli", "kernels/selection"]
+    "folder",
+    [
+        "leverctl/levers",
+        "leverctl/bench",
+        "leverctl/bench/records",
+        "leverctl/cli",
+        "kernels/selection",
+        "leverctl/profile",
+    ],
 )
 def test_every_module_of_the_mapped_folders_is_named(folder):
     modules = {p.resolve() for p in (ROOT / folder).glob("*.py") if p.name != "__init__.py"}

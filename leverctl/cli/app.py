@@ -35,6 +35,7 @@ COMMANDS: dict[str, str] = {
     "recipe": "recipe",
     "env": "recipe",
     "kernels": "kernels",
+    "profile": "profile",
     "bench": "bench",
     "sweep": "sweep",
     "compare": "compare",

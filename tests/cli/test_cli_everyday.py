@@ -17,6 +17,7 @@ COMMAND_LINES = [
     ["lint"],
     ["env"],
     ["kernels"],
+    ["profile"],
     ["bench"],
     ["sweep"],
     ["compare"],

@@ -1,0 +1,257 @@
+"""``leverctl profile``: each kernel of the variants the levers choose (or
+every variant), compiled for a GPU architecture without one, and what its
+machine code says about its speed: registers, spills, shared memory,
+theoretical occupancy and what limits it, the instruction mix (tensor-core
+instructions, load and store widths, asynchronous copies) and flags.
+
+Exit codes: 0 profiled (flags are findings, not failures), 2 bad input
+(an unknown --arch, missing tools, an unwritable --keep or --out).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Annotated, Any, Optional
+
+import typer
+
+from ..levers.files import check_output_path, write_atomically
+from . import common
+
+FORMATS = ("table", "json")
+ARCHS = ("sm_90a", "sm_90", "sm_80", "sm_89", "sm_100a")
+
+
+def _keep_dir(value: str) -> Path:
+    from ..errors import UserError
+
+    p = Path(value)
+    try:
+        p.mkdir(parents=True, exist_ok=True)
+        probe = p / ".leverctl-write-test"
+        probe.write_text("")
+        probe.unlink()
+    except OSError as e:
+        raise UserError(f"--keep {value}: cannot write there ({e.strerror or e})") from None
+    return p
+
+
+def _check_arch(arch: str) -> None:
+    from ..errors import UserError
+
+    if arch not in ARCHS:
+        raise UserError(f"--arch {arch!r}: one of {', '.join(ARCHS)}")
+
+
+def table(doc: dict) -> Any:
+    from ..tables import new_table
+
+    t = new_table(
+        "path",
+        "variant",
+        "shape",
+        "kernel",
+        "threads",
+        "regs",
+        "smem",
+        "occupancy",
+        "tensor cores",
+        "global ld/st",
+        "async",
+        "flags",
+        title=f"{doc['engine']} kernels on {doc['arch']} at {doc['shapes']} shapes",
+    )
+    order = sorted(doc["rows"], key=lambda r: (-len(r.get("flags") or []), r["kernel"], r["variant"], r["shape"]))
+    for r in order:
+        mark = "▶ " if r["selected"] else "  "
+        if r.get("name") is None or "resources" not in r:
+            blank = [""] * 7
+            t.add_row(r["kernel"], mark + r["variant"], r["shape"], r.get("name") or "–", *blank, "; ".join(r["flags"]))
+            continue
+        res, occ, mix = r["resources"], r["occupancy"], r.get("mix") or {}
+        smem = res["shared"] + r["dynamic_shared"]
+        t.add_row(
+            r["kernel"],
+            mark + r["variant"],
+            r["shape"],
+            r["name"] + (f" x{r['launches']}" if r["launches"] > 1 else ""),
+            str(r["threads"]),
+            str(res["registers"]),
+            f"{smem / 1024:.1f} KiB" if smem else "0",
+            f"{occ['fraction']:.0%} ({occ['limiter']})",
+            _tc_text(mix),
+            _widths_text(mix),
+            _async_text(mix),
+            "; ".join(r["flags"]) or "–",
+        )
+    return t
+
+
+def _tc_text(mix: dict) -> str:
+    tc = mix.get("tensor_cores") or {}
+    return ", ".join(f"{k} {v}" for k, v in tc.items() if v) or "–"
+
+
+def _widths_text(mix: dict) -> str:
+    ld, st = mix.get("global_loads") or {}, mix.get("global_stores") or {}
+
+    def one(d):
+        return "/".join(f"{v}×{k}" for k, v in sorted(d.items(), key=lambda kv: int(kv[0])) if v) or "0"
+
+    return f"ld {one(ld)}; st {one(st)}"
+
+
+def _async_text(mix: dict) -> str:
+    a = mix.get("async_copies") or {}
+    return ", ".join(f"{k} {v}" for k, v in a.items() if v) or "–"
+
+
+def register(app: typer.Typer) -> None:
+    @app.command("profile")
+    @common.with_setup
+    def profile(
+        setup: common.Setup,
+        kernel: common.KernelOpt = None,
+        shapes: Annotated[
+            Optional[str],
+            typer.Option("--shapes", metavar="smoke|model", help="model (the recipe's sizes, default) or smoke."),
+        ] = None,
+        all_variants: Annotated[
+            bool,
+            typer.Option("--all-variants", help="Every variant of the selected paths, not only the chosen ones."),
+        ] = False,
+        arch: Annotated[
+            str,
+            typer.Option("--arch", metavar="ARCH", help="sm_90a (H100/H200, default), sm_90, sm_80, sm_89, sm_100a."),
+        ] = "sm_90a",
+        no_memory: Annotated[
+            bool,
+            typer.Option("--no-memory", help="Machine code only: skip tracing memory accesses in the simulator."),
+        ] = False,
+        keep: Annotated[
+            Optional[str],
+            typer.Option("--keep", metavar="DIR", help="Write each kernel's PTX, cubin and SASS under DIR."),
+        ] = None,
+        fmt: Annotated[Optional[str], typer.Option("--format", "-f", metavar="FORMAT", help="table or json.")] = None,
+        out: Annotated[
+            Optional[Path],
+            typer.Option(
+                "--out",
+                "-o",
+                metavar="FILE",
+                help="Write the profile to this file (atomically), in the format its suffix names (.txt .json).",
+                parser=lambda s: check_output_path(s, "--out", make_folder=True),
+            ),
+        ] = None,
+    ) -> None:
+        """Compile each kernel for a GPU architecture (no GPU needed) and show
+        what its machine code says about its speed."""
+        from ..errors import UserError
+
+        fmt = common.output_format(fmt, out, FORMATS)
+        _check_arch(arch)
+        preset = shapes or "model"
+        if preset not in common.SHAPES:
+            raise UserError(f"--shapes {preset!r}: smoke or model")
+        keep_dir = _keep_dir(keep) if keep else None
+        res = setup.resolve()
+        _cat, recipe = setup.load()
+
+        from ..bench import device
+
+        device.choose("sim")  # the parent only plans; the child compiles for the target
+        from ..profile import run
+
+        paths = common.select_paths(common.registered_paths(), kernel, res)
+        items = run.items_for(
+            res, paths, preset=preset, model=(recipe.model if recipe else None) or None, all_variants=all_variants
+        )
+        rows = run.profile(items, arch, run.default_cache(), keep_dir)
+        mem = [] if no_memory else run.memory(items, run.default_cache())
+        doc = {
+            "schema": run.SCHEMA,
+            "engine": res.engine,
+            "recipe": res.recipe,
+            "arch": arch,
+            "shapes": preset,
+            "rows": rows,
+            "memory": mem,
+        }
+        unrunnable = sorted({f"{r['kernel']} {r['variant']}" for r in rows if r["selected"] and r.get("error")})
+        if unrunnable:
+            raise UserError(f"--arch {arch} cannot run {', '.join(unrunnable)}: {_first_error(rows)}")
+        width, color = common.tty_table(fmt)
+        text = json.dumps(doc, indent=2) + "\n" if fmt == "json" else render_table(doc, width, color)
+        if out is not None:
+            write_atomically(out, text if fmt == "json" else render_table(doc, None, False), make_folder=True)
+        else:
+            common.write(text)
+
+
+def _first_error(rows: list[dict]) -> str:
+    return next(r["error"] for r in rows if r["selected"] and r.get("error"))
+
+
+def render_table(doc: dict, width: int | None, color: bool) -> str:
+    import io
+
+    from rich.console import Console
+
+    from ..tables import fit
+
+    buf = io.StringIO()
+    console = Console(
+        file=buf, width=width or 200, force_terminal=color, no_color=not color, soft_wrap=False, highlight=False
+    )
+    console.print(fit(table(doc), width or 200))
+    if doc["memory"]:
+        console.print(fit(memory_table(doc), width or 200))
+    return buf.getvalue()
+
+
+def memory_table(doc: dict) -> Any:
+    from ..tables import new_table
+
+    t = new_table(
+        "path",
+        "variant",
+        "traced at",
+        "global sector efficiency",
+        "requested / declared",
+        "shared wavefronts (ideal)",
+        "worst site",
+        title="memory behaviour (CUDA simulator, every access traced per warp instruction)",
+    )
+    seen = set()
+    for m in sorted(doc["memory"], key=lambda m: (m["kernel"], m["variant"])):
+        key = (m["kernel"], m["variant"], m["profile_shape"])
+        if key in seen:
+            continue
+        seen.add(key)
+        mark = "▶ " if m["selected"] else "  "
+        if "error" in m:
+            t.add_row(m["kernel"], mark + m["variant"], m["profile_shape"], "", "", "", f"not traced: {m['error']}")
+            continue
+        g, sh = m["global"], m["shared"]
+        ratio = g["requested_vs_declared"]
+        worst = m["sites"][0] if m["sites"] else None
+        t.add_row(
+            m["kernel"],
+            mark + m["variant"],
+            m["profile_shape"],
+            f"{g['sector_efficiency']:.0%}" if g["sector_efficiency"] is not None else "–",
+            f"{ratio:.2f}" if ratio is not None else "–",
+            f"{sh['wavefronts']} ({sh['ideal_wavefronts']})" if sh["wavefronts"] else "–",
+            _site_text(worst),
+        )
+    return t
+
+
+def _site_text(site: dict | None) -> str:
+    if not site or not site.get("waste_bytes"):
+        return "–"
+    where = site["site"] + (f" via {site['via']}" if site.get("via") else "")
+    if site["space"] == "shared":
+        return f"{where}: shared {site['kind']} {site.get('ways')}-way"
+    return f"{where}: global {site['kind']} {site.get('efficiency', 0):.0%}"

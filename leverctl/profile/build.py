@@ -1,0 +1,241 @@
+"""Each kernel a profile names, compiled for the target and taken apart:
+PTX from numba-cuda (for the target's compute capability, with the
+kernel's own launch bounds), assembled by ``ptxas -v`` for the target
+(``.target sm_90a`` where the architecture-specific one is asked for, the
+only one with ``wgmma``), and disassembled by ``nvdisasm``.
+
+This module runs in the compiling child (``python -m leverctl.profile.build``),
+which reads one JSON request on stdin and writes one JSON answer on stdout:
+
+    request  {"arch": "sm_90a", "cache": DIR, "keep": DIR or null,
+              "items": [{"path": "w4a16.gemv", "variant": "gemv_sw",
+                         "shape": {"label": ..., "dims": {...}},
+                         "types_shape": {"label": ..., "dims": {...}}}, ...]}
+    answer   {"items": [{"kernels": [...], "error": str or null}, ...]}
+
+A kernel's compiled result is cached under ``cache`` by a key made of the
+kernels package's source, the kernel's name, its closure's constants, its
+argument types, launch bounds, the architecture and the compiler versions:
+a second profile with nothing changed compiles nothing.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from . import capture, machine
+
+
+def _source_digest() -> str:
+    import leverctl_kernels
+
+    root = Path(leverctl_kernels.__file__).parent
+    h = hashlib.sha256()
+    for f in sorted(root.rglob("*.py")):
+        h.update(str(f.relative_to(root)).encode())
+        h.update(f.read_bytes())
+    return h.hexdigest()
+
+
+def _constant(value: Any, depth: int = 0) -> str:
+    """A stable text for a closure cell's value (the kernel's compile-time
+    constants, and the device functions it calls with theirs)."""
+    if depth > 6:
+        return "..."
+    fn = getattr(value, "py_func", None) or (value if callable(value) and hasattr(value, "__code__") else None)
+    if fn is not None:
+        cells = [_constant(c.cell_contents, depth + 1) for c in (fn.__closure__ or ()) if _filled(c)]
+        return f"{fn.__module__}.{fn.__qualname__}({','.join(cells)};{_constant(fn.__defaults__, depth + 1)})"
+    if isinstance(value, (tuple, list)):
+        return "(" + ",".join(_constant(v, depth + 1) for v in value) + ")"
+    return repr(value)
+
+
+def _filled(cell) -> bool:
+    try:
+        cell.cell_contents
+    except ValueError:
+        return False
+    return True
+
+
+def kernel_key(launch: capture.Launch, arch: str, digest: str, versions: str) -> str:
+    lb = launch.kernel.targetoptions.get("launch_bounds")
+    text = "|".join((digest, versions, arch, _constant(launch.kernel), str(launch.argtypes), repr(lb)))
+    return hashlib.sha256(text.encode()).hexdigest()[:24]
+
+
+def _versions() -> str:
+    import numba
+
+    try:
+        from importlib.metadata import version
+
+        nc = version("numba-cuda")
+    except Exception:  # noqa: BLE001 - an unknown version only weakens the cache key
+        nc = "?"
+    return f"numba {numba.__version__}, numba-cuda {nc}"
+
+
+def compile_kernel(launch: capture.Launch, arch: str, out: Path, tools: dict) -> dict:
+    """PTX, cubin and SASS of one launch's kernel under ``out``; the raw
+    texts' paths and ptxas's log."""
+    from numba import cuda
+
+    lb = launch.kernel.targetoptions.get("launch_bounds")
+    ptx, _ = cuda.compile_ptx(launch.kernel.py_func, launch.argtypes, cc=capture.cc_of(arch), launch_bounds=lb)
+    if arch.endswith("a"):
+        ptx = re.sub(r"^\.target (sm_\d+)$", rf".target {arch}", ptx, flags=re.M)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "kernel.ptx").write_text(ptx)
+    r = subprocess.run(
+        [tools["ptxas"], f"-arch={arch}", "-v", "-o", str(out / "kernel.cubin"), str(out / "kernel.ptx")],
+        capture_output=True,
+        text=True,
+    )
+    result = {"ptxas_rc": r.returncode, "ptxas_log": r.stderr}
+    if r.returncode == 0 and tools.get("nvdisasm"):
+        d = subprocess.run([tools["nvdisasm"], str(out / "kernel.cubin")], capture_output=True, text=True)
+        (out / "kernel.sass").write_text(d.stdout)
+    return result
+
+
+def _cache_one(job: tuple) -> str:
+    """Compile one kernel into the cache (a worker's task); its key."""
+    key, launch, arch, cache, tools = job
+    folder = cache / key
+    if (folder / "result.json").exists():
+        return key
+    tmp = Path(tempfile.mkdtemp(dir=cache, prefix=f".{key}."))
+    try:
+        res = compile_kernel(launch, arch, tmp, tools)
+    except Exception as e:  # noqa: BLE001 - one kernel that does not compile is a row, not the end
+        res = {"error": f"{type(e).__name__}: {str(e).splitlines()[0][:300] if str(e) else ''}"}
+    (tmp / "result.json").write_text(json.dumps(res))
+    try:
+        os.replace(tmp, folder)
+    except OSError:  # another run cached it first
+        shutil.rmtree(tmp, ignore_errors=True)
+    return key
+
+
+def _captured(item: dict):
+    from leverctl_kernels.common.path import Shape
+    from leverctl_kernels.registry import get_path
+
+    path = get_path(item["path"])
+    shape = Shape(item["shape"]["label"], item["shape"]["dims"])
+    types_shape = Shape(item["types_shape"]["label"], item["types_shape"]["dims"])
+    return capture.capture(path, item["variant"], shape, types_shape)
+
+
+def _answer(item: dict, launches, keys: list[str], cache: Path, keep: Path | None) -> dict:
+    kernels: dict[str, dict] = {}
+    for launch, key in zip(launches, keys):
+        if key in kernels:
+            kernels[key]["launches"] += 1
+            continue
+        folder = cache / key
+        res = json.loads((folder / "result.json").read_text())
+        kernels[key] = {
+            "kernel": launch.name,
+            "site": launch.site,
+            "key": key,
+            "launches": 1,
+            "threads": launch.threads,
+            "block": list(launch.block),
+            "grid": list(launch.grid),
+            "dynamic_shared": launch.dynamic_shared,
+            "dir": str(folder),
+            **res,
+        }
+        if keep is not None and "error" not in res:
+            dest = keep / item["path"] / item["variant"] / f"{launch.name}-{key[:8]}"
+            dest.mkdir(parents=True, exist_ok=True)
+            for f in folder.iterdir():
+                if f.suffix in (".ptx", ".cubin", ".sass"):
+                    shutil.copyfile(f, dest / f.name)
+    return {
+        "kernels": list(kernels.values()),
+        "tensor_cores": launches.tensor_cores,
+        "tc_dtype": launches.tc_dtype,
+        "error": None,
+    }
+
+
+def _workers() -> int:
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except AttributeError:
+        return max(1, os.cpu_count() or 1)
+
+
+def main() -> None:
+    req = json.loads(sys.stdin.read())
+    arch = req["arch"]
+    capture.prepare(arch)
+    capture.answer_device_lookups(arch)
+    import warnings
+
+    warnings.simplefilter("ignore")  # numba's grid-size hints: the profile says it in figures
+    cache = Path(req["cache"])
+    cache.mkdir(parents=True, exist_ok=True)
+    keep = Path(req["keep"]) if req.get("keep") else None
+    tools = {"ptxas": machine.find_tool("ptxas"), "nvdisasm": machine.find_tool("nvdisasm")}
+    digest, versions = _source_digest(), _versions()
+
+    # 1. every item's launches (seconds); 2. the kernels not cached yet,
+    # compiled on forked workers (each compile is single-threaded), largest
+    # block first; 3. the answers, from the cache.
+    captured: list = []
+    todo: dict[str, tuple] = {}
+    for item in req["items"]:
+        try:
+            launches = _captured(item)
+        except Exception as e:  # noqa: BLE001 - a variant that cannot be captured is a row
+            captured.append(f"{type(e).__name__}: {str(e)[:300]}")
+            continue
+        keys = [kernel_key(la, arch, digest, versions) for la in launches]
+        captured.append((launches, keys))
+        for la, key in zip(launches, keys):
+            if not (cache / key / "result.json").exists():
+                todo.setdefault(key, (key, la, arch, cache, tools))
+    jobs = list(todo.values())
+    workers = min(len(jobs), _workers())
+    if workers > 1 and "fork" in __import__("multiprocessing").get_all_start_methods():
+        import multiprocessing as mp
+
+        global _JOBS
+        _JOBS = jobs
+        with mp.get_context("fork").Pool(workers) as pool:
+            list(pool.imap_unordered(_cache_nth, range(len(jobs)), chunksize=1))
+    else:
+        for job in jobs:
+            _cache_one(job)
+    answers = []
+    for item, got in zip(req["items"], captured):
+        if isinstance(got, str):
+            answers.append({"kernels": [], "error": got})
+        else:
+            answers.append(_answer(item, got[0], got[1], cache, keep))
+    json.dump({"items": answers, "tools": tools}, sys.stdout)
+
+
+_JOBS: list = []  # set before the workers fork: they inherit the launches
+
+
+def _cache_nth(i: int) -> str:
+    return _cache_one(_JOBS[i])
+
+
+if __name__ == "__main__":
+    main()

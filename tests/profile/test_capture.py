@@ -1,0 +1,103 @@
+"""The profile's capture: every variant of every kernel path, at its model
+shapes, launches its kernels against host stand-ins in a process that
+compiles for sm_90a, and each launch is recorded with its argument types
+and configuration (nothing runs, nothing needs a GPU).
+
+The capture runs in a child process with the simulator off, as
+``leverctl profile`` runs it; the suite itself runs in the simulator."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+CHILD = textwrap.dedent(
+    """
+    import json, sys
+    from leverctl.profile import capture as C
+    C.prepare("sm_90a")
+    C.answer_device_lookups("sm_90a")
+    import warnings; warnings.simplefilter("ignore")
+    from leverctl_kernels.registry import all_paths
+    from leverctl_kernels.common.path import Shape
+    def buildable(p, v, s):
+        # variants select() never picks at such a shape, and whose build refuses it
+        return not ((v == "wy17" and s["t"] != 17) or (v == "batch4" and s["m"] > 4))
+    out = {}
+    for p in all_paths():
+        smoke = min(p.shapes("smoke", None), key=lambda s: p.traffic(s).bytes)
+        for s in p.shapes("model", None):
+            for v in p.variants:
+                if not buildable(p, v, s):
+                    continue
+                shape = p.bind({"moe_union_stats": v == "on"}, s, "metrale") if p.bind else s
+                try:
+                    ls = C.capture(p, v, shape, smoke)
+                    got = [[l.name, list(l.block), l.dynamic_shared, [str(t) for t in l.argtypes]] for l in ls]
+                except Exception as e:
+                    got = f"{type(e).__name__}: {e}"
+                out.setdefault(p.name, {}).setdefault(v, []).append(got)
+    json.dump(out, sys.stdout)
+    """
+)
+
+
+@pytest.fixture(scope="module")
+def captured():
+    env = {k: v for k, v in os.environ.items() if k != "NUMBA_ENABLE_CUDASIM"}
+    r = subprocess.run([sys.executable, "-c", CHILD], capture_output=True, text=True, env=env, timeout=600)
+    assert r.returncode == 0, r.stderr[-3000:]
+    return json.loads(r.stdout)
+
+
+def test_every_variant_of_every_path_launches_kernels_at_every_model_shape(captured):
+    from leverctl_kernels.registry import all_paths
+
+    assert set(captured) == {p.name for p in all_paths()}
+    failed = {
+        (path, v): shapes
+        for path, variants in captured.items()
+        for v, shapes in variants.items()
+        if any(isinstance(s, str) or not s for s in shapes)
+    }
+    assert failed == {}
+
+
+def test_a_launch_is_recorded_with_its_block_and_the_types_the_gpu_would_compile_for(captured):
+    gemv = captured["w4a16.gemv"]["gemv_sw"][0]
+    assert [name for name, *_ in gemv] == ["gemv_sw"]
+    name, block, shared, types = gemv[0]
+    assert block == [128, 1, 1] and shared == 0
+    # device arrays are C-contiguous: so are the stand-ins' types
+    assert all(t.endswith(", C)") for t in types if t.startswith("array(")), types
+
+
+def test_nothing_stays_patched_after_a_capture():
+    code = textwrap.dedent(
+        """
+        from leverctl.profile import capture as C
+        C.prepare("sm_90a"); C.answer_device_lookups("sm_90a")
+        from numba import cuda
+        from numba.cuda import dispatcher as d
+        before = (cuda.device_array, cuda.to_device, d.CUDADispatcher.__getitem__)
+        with C.Recorder():
+            assert cuda.device_array is not before[0]
+        assert (cuda.device_array, cuda.to_device, d.CUDADispatcher.__getitem__) == before
+        print("ok")
+        """
+    )
+    env = {k: v for k, v in os.environ.items() if k != "NUMBA_ENABLE_CUDASIM"}
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=120)
+    assert r.stdout.strip() == "ok", r.stderr[-2000:]
+
+
+def test_an_unknown_arch_is_refused_by_name():
+    from leverctl.profile import capture
+
+    with pytest.raises(ValueError, match="unknown --arch 'sm_75'.*sm_90a"):
+        capture.cc_of("sm_75")
