@@ -19,7 +19,7 @@ import typer
 from ..levers.files import check_output_path, write_atomically
 from . import common
 
-FORMATS = ("table", "json")
+FORMATS = ("table", "json", "markdown")
 ARCHS = ("sm_90a", "sm_90", "sm_80", "sm_89", "sm_100a")
 
 
@@ -133,14 +133,17 @@ def register(app: typer.Typer) -> None:
             Optional[str],
             typer.Option("--keep", metavar="DIR", help="Write each kernel's PTX, cubin and SASS under DIR."),
         ] = None,
-        fmt: Annotated[Optional[str], typer.Option("--format", "-f", metavar="FORMAT", help="table or json.")] = None,
+        fmt: Annotated[
+            Optional[str],
+            typer.Option("--format", "-f", metavar="FORMAT", help="table, json or markdown (one row per variant)."),
+        ] = None,
         out: Annotated[
             Optional[Path],
             typer.Option(
                 "--out",
                 "-o",
                 metavar="FILE",
-                help="Write the profile to this file (atomically), in the format its suffix names (.txt .json).",
+                help="Write the profile to this file (atomically), in the format its suffix names (.txt .json .md).",
                 parser=lambda s: check_output_path(s, "--out", make_folder=True),
             ),
         ] = None,
@@ -182,9 +185,14 @@ def register(app: typer.Typer) -> None:
         if unrunnable:
             raise UserError(f"--arch {arch} cannot run {', '.join(unrunnable)}: {_first_error(rows)}")
         width, color = common.tty_table(fmt)
-        text = json.dumps(doc, indent=2) + "\n" if fmt == "json" else render_table(doc, width, color)
+        if fmt == "json":
+            text = json.dumps(doc, indent=2) + "\n"
+        elif fmt == "markdown":
+            text = markdown(doc)
+        else:
+            text = render_table(doc, width, color) if out is None else render_table(doc, None, False)
         if out is not None:
-            write_atomically(out, text if fmt == "json" else render_table(doc, None, False), make_folder=True)
+            write_atomically(out, text, make_folder=True)
         else:
             common.write(text)
 
@@ -255,3 +263,92 @@ def _site_text(site: dict | None) -> str:
     if site["space"] == "shared":
         return f"{where}: shared {site['kind']} {site.get('ways')}-way"
     return f"{where}: global {site['kind']} {site.get('efficiency', 0):.0%}"
+
+
+def variant_summaries(doc: dict) -> list[dict]:
+    """One summary per (path, variant) over its shapes and kernels: the
+    worst figure of each kind (most registers, lowest occupancy, widest and
+    narrowest global load...), for a table of every path on one page."""
+    groups: dict[tuple, dict] = {}
+    for r in doc["rows"]:
+        g = groups.setdefault(
+            (r["kernel"], r["variant"]),
+            {"path": r["kernel"], "variant": r["variant"], "selected": False, "kernels": set(), "rows": []},
+        )
+        g["selected"] |= r["selected"]
+        if r.get("name"):
+            g["kernels"].add(r["name"])
+        g["rows"].append(r)
+    mem: dict[tuple, dict] = {}
+    for m in doc.get("memory") or []:
+        mem.setdefault((m["kernel"], m["variant"]), m)
+    out = []
+    for key, g in groups.items():
+        ok = [r for r in g["rows"] if "resources" in r]
+        loads: dict[str, int] = {}
+        tc: dict[str, int] = {}
+        asyncs: dict[str, int] = {}
+        for r in ok:
+            for w, n in (r["mix"] or {}).get("global_loads", {}).items():
+                loads[w] = loads.get(w, 0) + n
+            for k, n in (r["mix"] or {}).get("tensor_cores", {}).items():
+                tc[k] = max(tc.get(k, 0), n)
+            for k, n in (r["mix"] or {}).get("async_copies", {}).items():
+                asyncs[k] = asyncs.get(k, 0) + n
+        m = mem.get(key, {})
+        out.append(
+            {
+                "path": g["path"],
+                "variant": g["variant"],
+                "selected": g["selected"],
+                "kernels": sorted(g["kernels"]),
+                "max_registers": max((r["resources"]["registers"] for r in ok), default=None),
+                "spills": sum((r["resources"]["spill_stores"] or 0) + (r["resources"]["local"] or 0) for r in ok),
+                "min_occupancy": min((r["occupancy"]["fraction"] for r in ok), default=None),
+                "limiters": sorted({r["occupancy"]["limiter"] for r in ok}),
+                "tensor_cores": tc,
+                "global_load_widths": sorted(int(w) for w in loads),
+                "async_copies": asyncs,
+                "sector_efficiency": (m.get("global") or {}).get("sector_efficiency"),
+                "requested_vs_declared": (m.get("global") or {}).get("requested_vs_declared"),
+                "extra_wavefronts": (m.get("shared") or {}).get("extra_wavefronts"),
+                "traced_at": m.get("profile_shape"),
+                "flags": sorted({f for r in g["rows"] for f in r.get("flags") or []}),
+            }
+        )
+    return out
+
+
+def markdown(doc: dict) -> str:
+    head = (
+        f"Profile of {doc['engine']} kernels on {doc['arch']} at {doc['shapes']} shapes "
+        "(one row per variant, the worst figure over its kernels and shapes; ▶ the levers choose it).\n\n"
+        "| path | variant | kernels | regs (max) | occupancy (min) | tensor cores | global load bits | "
+        "async copies | sector efficiency | requested / declared | extra shared wavefronts | flags |\n"
+        "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |\n"
+    )
+    lines = []
+    for v in variant_summaries(doc):
+        occ = v["min_occupancy"]
+        eff, ratio = v["sector_efficiency"], v["requested_vs_declared"]
+        lines.append(
+            "| "
+            + " | ".join(
+                [
+                    v["path"],
+                    ("▶ " if v["selected"] else "") + v["variant"],
+                    ", ".join(v["kernels"]) or "–",
+                    str(v["max_registers"]) if v["max_registers"] is not None else "–",
+                    f"{occ:.0%} ({', '.join(v['limiters'])})" if occ is not None else "–",
+                    ", ".join(f"{k}" for k in v["tensor_cores"]) or "–",
+                    "/".join(map(str, v["global_load_widths"])) or "–",
+                    ", ".join(v["async_copies"]) or "none",
+                    f"{eff:.0%}" if eff is not None else "–",
+                    f"{ratio:.2f}" if ratio is not None else "–",
+                    str(v["extra_wavefronts"]) if v["extra_wavefronts"] is not None else "–",
+                    "; ".join(v["flags"]) or "–",
+                ]
+            )
+            + " |"
+        )
+    return head + "\n".join(lines) + "\n"

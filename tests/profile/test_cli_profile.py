@@ -110,3 +110,19 @@ def test_an_unwritable_keep_is_one_line_and_exit_2(cli, tmp_path):
 
 def test_a_bad_shapes_preset_is_one_line_and_exit_2(cli):
     assert_one_line_error(cli("profile", "--no-env", "--shapes", "huge"), "--shapes 'huge'")
+
+
+@needs_tools
+def test_the_markdown_summary_has_one_row_per_variant_with_its_worst_figures(gemv):
+    from leverctl.cli.profile import markdown, variant_summaries
+
+    doc, _ = gemv
+    summaries = {v["variant"]: v for v in variant_summaries(doc)}
+    assert set(summaries) == {"gemv_sw", "gemv_64t"}
+    sw = summaries["gemv_sw"]
+    rows = [r for r in doc["rows"] if r["variant"] == "gemv_sw"]
+    assert sw["max_registers"] == max(r["resources"]["registers"] for r in rows)
+    assert sw["min_occupancy"] == min(r["occupancy"]["fraction"] for r in rows)
+    assert sw["spills"] == 0 and 128 not in sw["global_load_widths"]
+    text = markdown(doc)
+    assert text.count("\n| w4a16.gemv |") == 2 and "| ▶ gemv_sw |" in text
