@@ -59,9 +59,23 @@ def items_for(res, paths, *, preset: str, model, all_variants: bool) -> list[Ite
         items.setdefault(key, Item(it.path, it.variant, it.shape, not it.baseline))
         if all_variants:
             for v in it.path.variants:
+                key = (it.path.name, v, it.shape.label)
+                if key in items:
+                    continue
                 shape = _bound_for(it.path, v, it.shape, it.levers, res.engine)
-                items.setdefault((it.path.name, v, it.shape.label), Item(it.path, v, shape, False))
+                if _builds(it.path, v, shape):  # WY-17 only at 17 tokens, the 4-row tier up to 4 rows...
+                    items[key] = Item(it.path, v, shape, False)
     return list(items.values())
+
+
+def _builds(path, variant: str, shape) -> bool:
+    """Whether ``variant`` builds at ``shape`` at all (this process runs the
+    simulator, where a build compiles nothing)."""
+    try:
+        path.variants[variant].build(shape)
+    except (ValueError, IndexError):
+        return False
+    return True
 
 
 def _bound_for(path, variant: str, shape, levers, engine: str):
