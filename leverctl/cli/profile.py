@@ -154,6 +154,9 @@ def register(app: typer.Typer) -> None:
 
         fmt = common.output_format(fmt, out, FORMATS)
         _check_arch(arch)
+        from ..profile.run import check_tools
+
+        check_tools()
         preset = shapes or "model"
         if preset not in common.SHAPES:
             raise UserError(f"--shapes {preset!r}: smoke or model")

@@ -127,11 +127,18 @@ def compile_items(items: list[Item], arch: str, cache: Path, keep: Path | None) 
         last = (r.stderr.strip().splitlines() or ["no output"])[-1]
         raise UserError(f"compiling for {arch} failed: {last}")
     answer = json.loads(r.stdout)
-    if not answer["tools"].get("ptxas"):
-        raise UserError(
-            "profile needs ptxas and nvdisasm: pip install 'leverctl[profile]' (or put a CUDA toolkit on PATH)"
-        )
     return answer["items"]
+
+
+def check_tools() -> None:
+    """ptxas and nvdisasm, or bad input saying how to get them (before
+    anything is planned or compiled)."""
+    missing = [t for t in ("ptxas", "nvdisasm") if machine.find_tool(t) is None]
+    if missing:
+        raise UserError(
+            f"profile needs {' and '.join(missing)}, not found on PATH, in CUDA_HOME or in NVIDIA's wheels: "
+            "pip install 'leverctl[profile]' (or put a CUDA toolkit on PATH)"
+        )
 
 
 def kernel_row(item: Item, k: dict, arch: str) -> dict:

@@ -102,12 +102,14 @@ def test_an_unknown_arch_is_one_line_and_exit_2(cli):
     assert_one_line_error(cli("profile", "--no-env", "--arch", "sm_75"), "--arch 'sm_75'", "sm_90a")
 
 
+@needs_tools  # without them, that is said first
 def test_an_unwritable_keep_is_one_line_and_exit_2(cli, tmp_path):
     blocker = tmp_path / "file"
     blocker.write_text("")
     assert_one_line_error(cli("profile", "--no-env", "--keep", str(blocker / "sub")), "--keep", "cannot write")
 
 
+@needs_tools
 def test_a_bad_shapes_preset_is_one_line_and_exit_2(cli):
     assert_one_line_error(cli("profile", "--no-env", "--shapes", "huge"), "--shapes 'huge'")
 
@@ -126,3 +128,9 @@ def test_the_markdown_summary_has_one_row_per_variant_with_its_worst_figures(gem
     assert sw["spills"] == 0 and 128 not in sw["global_load_widths"]
     text = markdown(doc)
     assert text.count("\n| w4a16.gemv |") == 2 and "| ▶ gemv_sw |" in text
+
+
+def test_missing_tools_are_one_line_naming_the_extra_and_exit_2(cli, monkeypatch):
+    monkeypatch.setattr(machine, "find_tool", lambda name: None if name == "ptxas" else "/bin/true")
+    r = cli("profile", "--no-env", "-k", "w4a16.gemv")
+    assert_one_line_error(r, "profile needs ptxas,", "pip install 'leverctl[profile]'")
