@@ -47,6 +47,9 @@ Hooks a kernel path may declare in ``KernelPath.extra``:
   has none of them does not plan it (a dense model has no GDN layer).
 * ``"decode"``: ``{output: fn(array) -> float64 array}`` for outputs stored
   encoded (bf16 as raw uint16 bits, say); the others compare as float64.
+* ``"profile_shape"``: ``fn(model shape) -> Shape``, where ``leverctl
+  profile`` traces the variant's memory accesses: the model's row lengths,
+  strides and alignment, few rows (simulated in seconds).
 * ``"align"``: ``fn(shape, inputs, got, ref) -> (got, ref)``, the arrays
   compared, made from the outputs and the reference where they cannot be
   compared element by element (``moe.router``'s top-k: near-tied experts).

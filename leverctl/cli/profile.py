@@ -282,9 +282,12 @@ def variant_summaries(doc: dict) -> list[dict]:
         if r.get("name"):
             g["kernels"].add(r["name"])
         g["rows"].append(r)
-    mem: dict[tuple, dict] = {}
+    mem: dict[tuple, dict] = {}  # the traced shape with the lowest sector efficiency
     for m in doc.get("memory") or []:
-        mem.setdefault((m["kernel"], m["variant"]), m)
+        eff = (m.get("global") or {}).get("sector_efficiency")
+        have = mem.get((m["kernel"], m["variant"]))
+        if have is None or (eff is not None and eff < ((have.get("global") or {}).get("sector_efficiency") or 1.0)):
+            mem[(m["kernel"], m["variant"])] = m
     out = []
     for key, g in groups.items():
         ok = [r for r in g["rows"] if "resources" in r]

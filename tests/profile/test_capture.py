@@ -101,3 +101,24 @@ def test_an_unknown_arch_is_refused_by_name():
 
     with pytest.raises(ValueError, match="unknown --arch 'sm_75'.*sm_90a"):
         capture.cc_of("sm_75")
+
+
+def test_a_declared_profile_shape_keeps_the_model_rows_length_and_is_small():
+    """A path's profile shape (where the memory trace runs) keeps every
+    dimension of the model shape but the counts of rows, sequences, tokens
+    or heads, and reads a small part of the model shape's bytes."""
+    from leverctl_kernels.registry import all_paths
+
+    kept = {
+        "w4a16.gemv": {"k"},
+        "w4a16.gemv_dual": {"k"},
+        "attention.paged_decode": {"hq", "hkv", "d"},
+        "gdn.decode": {"dk", "dv"},
+    }
+    declared = {p.name: p for p in all_paths() if "profile_shape" in p.extra}
+    assert set(declared) == set(kept)
+    for name, path in declared.items():
+        for shape in path.shapes("model", None):
+            ps = path.extra["profile_shape"](shape)
+            assert all(ps[k] == shape[k] for k in kept[name]), (name, ps, shape)
+            assert path.traffic(ps).bytes * 8 <= path.traffic(shape).bytes, (name, ps.label, shape.label)

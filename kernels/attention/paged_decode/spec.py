@@ -88,6 +88,14 @@ def shapes(preset: str, model: Mapping[str, Any] | None) -> list[Shape]:
     return [Shape(_label(preset, d), d) for d in dims]
 
 
+def profile_shape(shape: Shape) -> Shape:
+    """The memory trace's shape: the model's heads and head size (so its
+    rows, strides and alignment), one sequence of 33 tokens (three KV
+    blocks, the last partial)."""
+    d = {**shape.dims, "n": 1, "ctx": 33}
+    return Shape(_label("profile", d), d)
+
+
 def lengths(shape) -> list[int]:
     """Sequence lengths: the first ``ctx - 3``, the others spread down to
     about half of it, so they differ and end mid-block."""
@@ -237,6 +245,6 @@ PATH = declared_path(
     traffic=pinned_traffic,
     tolerance=family.TOL,
     notes="Memory-bound on the KV cache. split_live_batch is a baseline no lever selects.",
-    extra={"model_sections": ("attention",), "batch_invariance": batch_invariance},
+    extra={"model_sections": ("attention",), "batch_invariance": batch_invariance, "profile_shape": profile_shape},
     bind=bind,
 )

@@ -26,6 +26,13 @@ def decode_shapes(preset: str, model: Mapping[str, Any] | None) -> list[Shape]:
     return [Shape(f"{preset} n{d['n']} {family.heads_label(d)}", d) for d in dims]
 
 
+def profile_shape(shape: Shape) -> Shape:
+    """The memory trace's shape: the model's state rows (dk, dv) and value
+    heads per key head, one sequence and one key head."""
+    d = {**shape.dims, "n": 1, "slots": 3, "hk": 1, "hv": shape["hv"] // shape["hk"]}
+    return Shape(f"profile n1 {family.heads_label(d)}", d)
+
+
 def decode_inputs(shape: Shape, rng) -> dict:
     """``q, k [N, Hk, dk]``, ``v [N, Hv, dv]``, ``g, beta [N, Hv]``, ``slots
     [N]`` (distinct, scattered over the pool), ``state [slots, Hv, dk, dv]``."""
@@ -77,4 +84,5 @@ PATH = family.declare(
     tolerance=family.TOKEN_TOL,
     notes="Memory-bound: each sequence's state (64 KiB per head at d = 128) read and written once. "
     "Atlas only: Metrale's gdn_batched_fla steers multi-stream prefill, not this decode.",
+    extra={"profile_shape": profile_shape},
 )

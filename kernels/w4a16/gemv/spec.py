@@ -41,6 +41,12 @@ def gemv_shapes(preset: str, model: Mapping[str, Any] | None) -> list[Shape]:
     return out
 
 
+def gemv_profile_shape(shape: Shape) -> Shape:
+    """The memory trace's shape: the model's row length ``k`` (so its
+    strides and alignment), eight rows (two 4-row blocks, eight warps)."""
+    return mk(f"profile n8 k{shape['k']}", m=1, n=8, k=shape["k"])
+
+
 def gemv_inputs(shape: Shape, rng: np.random.Generator) -> dict:
     w = w4(rng, shape["n"], shape["k"], "qweight", "scales")
     return {"x": fp16_normal(rng, shape["k"]), **w}
@@ -66,5 +72,5 @@ PATH = declare(
     reference=gemv_reference,
     traffic=gemv_traffic(1),
     notes="memory-bound: streams k/2 bytes of packed weights per row",
-    extra={"gemm_mnk": lambda s: (1, s["n"], s["k"])},
+    extra={"gemm_mnk": lambda s: (1, s["n"], s["k"]), "profile_shape": gemv_profile_shape},
 )

@@ -11,7 +11,7 @@ from ...common.path import Shape, Variant, check_preset
 from ...selection.w4a16 import GEMV_DUAL as TABLE
 from .. import naive
 from ..family import args, declare, ffn_sizes, fp16_normal, mk, w4
-from ..gemv.spec import SMOKE, gemv_traffic
+from ..gemv.spec import SMOKE, gemv_profile_shape, gemv_traffic
 from . import gemv_dual_64t, gemv_dual_sw
 
 
@@ -52,5 +52,5 @@ PATH = declare(
     reference=dual_reference,
     traffic=gemv_traffic(2),
     notes="memory-bound: streams both packed weight matrices once",
-    extra={"gemm_mnk": lambda s: (1, 2 * s["n"], s["k"])},
+    extra={"gemm_mnk": lambda s: (1, 2 * s["n"], s["k"]), "profile_shape": gemv_profile_shape},
 )
