@@ -14,7 +14,7 @@ which reads one JSON request on stdin and writes one JSON answer on stdout:
     answer   {"items": [{"kernels": [...], "error": str or null}, ...]}
 
 A kernel's compiled result is cached under ``cache`` by a key made of the
-kernels package's source, the kernel's name, its closure's constants, its
+source of the kernel's module and of every kernels module it reaches, the kernel's name, its closure's constants, its
 argument types, launch bounds, the architecture and the compiler versions:
 a second profile with nothing changed compiles nothing.
 """
@@ -35,15 +35,68 @@ from typing import Any
 from . import capture, machine
 
 
-def _source_digest() -> str:
-    import leverctl_kernels
-
-    root = Path(leverctl_kernels.__file__).parent
+def source_digest(*objects: Any) -> str:
+    """A digest of the source of every ``leverctl_kernels`` module the
+    objects' modules reach: each module's own, and through its globals
+    (modules, functions, kernels, classes) the modules it uses, and theirs.
+    Editing one path's spec invalidates that path's cached kernels and
+    traces, not every path's."""
     h = hashlib.sha256()
-    for f in sorted(root.rglob("*.py")):
-        h.update(str(f.relative_to(root)).encode())
-        h.update(f.read_bytes())
+    roots = {_module_of(o) for obj in objects for o in (obj, *_closure(obj))} - {None}
+    for name in sorted(_reached(tuple(sorted(roots)))):
+        mod = sys.modules.get(name)
+        f = getattr(mod, "__file__", None)
+        h.update(name.encode())
+        if f:
+            h.update(Path(f).read_bytes())
     return h.hexdigest()
+
+
+_PACKAGE = "leverctl_kernels"
+
+
+def _closure(obj: Any, depth: int = 0) -> list:
+    """What a function closes over, and what those close over (a variant's
+    ``build`` made by a factory holds the kernel module's functions)."""
+    fn = getattr(obj, "py_func", obj)
+    if depth > 4 or not hasattr(fn, "__code__"):
+        return []
+    cells = [c.cell_contents for c in (fn.__closure__ or ()) if _filled(c)]
+    return cells + [x for c in cells for x in _closure(c, depth + 1)]
+
+
+def _module_of(obj: Any) -> str | None:
+    if isinstance(obj, type(sys)):
+        name = obj.__name__
+    else:
+        name = getattr(getattr(obj, "py_func", obj), "__module__", None)
+    return name if isinstance(name, str) and name.split(".")[0] == _PACKAGE else None
+
+
+_REACHED: dict[tuple, frozenset] = {}
+
+
+def _reached(roots: tuple) -> frozenset:
+    if roots in _REACHED:
+        return _REACHED[roots]
+    seen: set[str] = set()
+    todo = list(roots)
+    while todo:
+        name = todo.pop()
+        if name in seen or name not in sys.modules:
+            continue
+        seen.add(name)
+        parent = name.rpartition(".")[0]
+        if parent.split(".")[0] == _PACKAGE:
+            todo.append(parent)  # a package's __init__ runs before its modules
+        for value in list(vars(sys.modules[name]).values()):
+            other = _module_of(value)
+            # a package's attributes include every submodule imported
+            # anywhere: not what its own code uses
+            if other and other not in seen and not other.startswith(name + "."):
+                todo.append(other)
+    _REACHED[roots] = frozenset(seen)
+    return _REACHED[roots]
 
 
 def _constant(value: Any, depth: int = 0) -> str:
@@ -68,9 +121,11 @@ def _filled(cell) -> bool:
     return True
 
 
-def kernel_key(launch: capture.Launch, arch: str, digest: str, versions: str) -> str:
+def kernel_key(launch: capture.Launch, arch: str, versions: str) -> str:
     lb = launch.kernel.targetoptions.get("launch_bounds")
-    text = "|".join((digest, versions, arch, _constant(launch.kernel), str(launch.argtypes), repr(lb)))
+    text = "|".join(
+        (source_digest(launch.kernel), versions, arch, _constant(launch.kernel), str(launch.argtypes), repr(lb))
+    )
     return hashlib.sha256(text.encode()).hexdigest()[:24]
 
 
@@ -191,7 +246,7 @@ def main() -> None:
     cache.mkdir(parents=True, exist_ok=True)
     keep = Path(req["keep"]) if req.get("keep") else None
     tools = {"ptxas": machine.find_tool("ptxas"), "nvdisasm": machine.find_tool("nvdisasm")}
-    digest, versions = _source_digest(), _versions()
+    versions = _versions()
 
     # 1. every item's launches (seconds); 2. the kernels not cached yet,
     # compiled on forked workers (each compile is single-threaded), largest
@@ -204,7 +259,7 @@ def main() -> None:
         except Exception as e:  # noqa: BLE001 - a variant that cannot be captured is a row
             captured.append(f"{type(e).__name__}: {str(e)[:300]}")
             continue
-        keys = [kernel_key(la, arch, digest, versions) for la in launches]
+        keys = [kernel_key(la, arch, versions) for la in launches]
         captured.append((launches, keys))
         for la, key in zip(launches, keys):
             if not (cache / key / "result.json").exists():

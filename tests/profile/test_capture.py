@@ -106,7 +106,8 @@ def test_an_unknown_arch_is_refused_by_name():
 def test_a_declared_profile_shape_keeps_the_model_rows_length_and_is_small():
     """A path's profile shape (where the memory trace runs) keeps every
     dimension of the model shape but the counts of rows, sequences, tokens
-    or heads, and reads a small part of the model shape's bytes."""
+    or heads, and reads a small part of the model shape's bytes (or under
+    128 KiB, where the model shape itself is that small)."""
     from leverctl_kernels.registry import all_paths
 
     kept = {
@@ -114,6 +115,7 @@ def test_a_declared_profile_shape_keeps_the_model_rows_length_and_is_small():
         "w4a16.gemv_dual": {"k"},
         "attention.paged_decode": {"hq", "hkv", "d"},
         "gdn.decode": {"dk", "dv"},
+        "gdn.proj_gemv_batch": {"m", "k"},
     }
     declared = {p.name: p for p in all_paths() if "profile_shape" in p.extra}
     assert set(declared) == set(kept)
@@ -121,4 +123,5 @@ def test_a_declared_profile_shape_keeps_the_model_rows_length_and_is_small():
         for shape in path.shapes("model", None):
             ps = path.extra["profile_shape"](shape)
             assert all(ps[k] == shape[k] for k in kept[name]), (name, ps, shape)
-            assert path.traffic(ps).bytes * 8 <= path.traffic(shape).bytes, (name, ps.label, shape.label)
+            small = path.traffic(ps).bytes
+            assert small * 8 <= path.traffic(shape).bytes or small <= 128 * 1024, (name, ps.label, shape.label)

@@ -45,6 +45,14 @@ def shapes(preset: str, model: Mapping[str, Any] | None) -> list[Shape]:
     return [Shape(f"{preset} {name} m{d['m']} n{d['n']} k{d['k']}", {**d, "gemv_tier_loaded": 1}) for name, d in dims]
 
 
+def profile_shape(shape: Shape) -> Shape:
+    """The memory trace's shape: the model's row length ``k`` and decode
+    rows ``m`` (which pick the tier), eight output rows."""
+    n = min(8, shape["n"])
+    d = {**shape.dims, "n": n}
+    return Shape(f"profile m{d['m']} n{n} k{d['k']}", d)
+
+
 def make_inputs(shape: Shape, rng: np.random.Generator) -> dict:
     m, n, k = shape["m"], shape["n"], shape["k"]
     qweight, scales = random_w4(rng, n, k)
@@ -88,4 +96,5 @@ PATH = family.declare(
     traffic=traffic,
     tolerance=Tolerance(rel=2e-3, abs_of_max=2e-3),
     notes="Memory-bound on the int4 weights: the batch tiers read them once for all rows, per_row once per row.",
+    extra={"profile_shape": profile_shape},
 )
