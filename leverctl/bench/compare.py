@@ -24,7 +24,14 @@ on either side (a GPU record without one, NaN, infinite, negative, or a
 simulator record against a GPU one) is **UNTIMED**, a failure: the gate
 never turns a pair it cannot time into a silent pass.
 
-The gate: exit 1 when anything regressed, newly failed or is UNTIMED; when a
+Pairs that both carry a profile (``bench --profile``, made for the same
+architecture) are compared like timings (:func:`leverctl.profile.block.regressions`):
+new or more spills or local memory, lower occupancy, global sector
+efficiency down by more than 5 points, or more shared-memory bank
+conflicts is a **profile regression**, named by its kernel and figure.
+
+The gate: exit 1 when anything regressed, newly failed or is UNTIMED; on a
+profile regression; when a
 BASE record has no counterpart in NEW (a kernel or configuration vanished;
 ``allow_missing`` opts out); when a configuration only NEW has fails; or when
 the runs have nothing in common. Else 0. Entries only NEW has are listed.
@@ -32,6 +39,7 @@ the runs have nothing in common. Else 0. Entries only NEW has are listed.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass, field
 from typing import Any, Mapping, NamedTuple, Sequence
@@ -327,6 +335,17 @@ class _EntryRows:
         )
 
 
+class ProfileRegression(NamedTuple):
+    kernel: str
+    variant: str
+    shape: str
+    config: str
+    what: str  # "gemv_sw: occupancy 75% -> 50% (registers)"
+
+    def to_json(self) -> dict[str, Any]:
+        return self._asdict()
+
+
 class OneSided(NamedTuple):
     kernel: str
     variant: str
@@ -357,6 +376,8 @@ class Comparison:
     only_new: list[OneSided]
     notes: list[str] = field(default_factory=list)
     allow_missing: bool = False  # BASE records missing from NEW do not gate
+    profiles_compared: int = 0  # matched pairs that both carry a profile for one architecture
+    profile_regressions: list[ProfileRegression] = field(default_factory=list)
 
     @property
     def regressions(self) -> list[Entry]:
@@ -373,6 +394,8 @@ class Comparison:
         for v in GATING:
             if c.get(v):
                 out.append(f"{c[v]} {v}")
+        if self.profile_regressions:
+            out.append(f"{len(self.profile_regressions)} profile regressions")
         if self.new_failures_only_new:
             out.append(f"{len(self.new_failures_only_new)} failing only in NEW")
         if self.only_base and not self.allow_missing:
@@ -414,6 +437,10 @@ class Comparison:
             else [e.to_json() for e in self.entries],
             "only_base": [o.to_json() for o in self.only_base],
             "only_new": [o.to_json() for o in self.only_new],
+            "profile": {
+                "compared": self.profiles_compared,
+                "regressions": [p.to_json() for p in self.profile_regressions],
+            },
         }
 
 
@@ -491,7 +518,33 @@ def compare(
     only_base = [_one(B.record(i)) for i in np.flatnonzero(~hit).tolist()]
     only_new = [_one(N.record(j)) for j in np.flatnonzero(~matched_new).tolist()]
     entries = Entries.of_pairs(B, N, bi, ni, threshold, kinds)
-    return _comparison(base, new, names, threshold, entries, only_base, only_new, notes, allow_missing)
+    compared, regressed = _profiles(B, N, bi, ni, notes)
+    c = _comparison(base, new, names, threshold, entries, only_base, only_new, notes, allow_missing)
+    return dataclasses.replace(c, profiles_compared=compared, profile_regressions=regressed)
+
+
+def _profiles(B: Records, N: Records, bi: Any, ni: Any, notes: list[str]) -> tuple[int, list[ProfileRegression]]:
+    """The matched pairs' profiles compared: how many pairs carried one on
+    both sides for one architecture, and what regressed."""
+    if not B.extras or not N.extras:
+        return 0, []
+    from ..profile.block import regressions
+
+    compared, out, archs = 0, [], set()
+    for i, j in zip(bi.tolist(), ni.tolist()):
+        b, n = (B.extras.get(i) or {}).get("profile"), (N.extras.get(j) or {}).get("profile")
+        if not b or not n:
+            continue
+        if b["arch"] != n["arch"]:
+            archs.add((b["arch"], n["arch"]))
+            continue
+        compared += 1
+        rec = N.record(j)
+        for what in regressions(b, n):
+            out.append(ProfileRegression(rec["kernel"], rec["variant"], rec["shape"]["label"], rec["config"], what))
+    for ba, na in sorted(archs, key=str):
+        notes.append(f"profiles made for {ba} in BASE and {na} in NEW are not compared")
+    return compared, out
 
 
 def compare_paths(
@@ -634,10 +687,11 @@ def summary_line(c: Comparison) -> str:
     reasons = c.gate_reasons()
     if not reasons:
         gate = "no regression"
-    elif any(r.endswith((" SLOWER", " NEW FAIL")) for r in reasons):
+    elif any(r.endswith((" SLOWER", " NEW FAIL", " profile regressions")) for r in reasons):
         gate = "REGRESSED"
     else:
         gate = "FAILED"
     why = f" [fails on: {', '.join(reasons)}]" if reasons else ""
     basis = f" (threshold {c.threshold:g} %)" if c.timed else " (statuses only: no timings)" if c.entries else ""
-    return f"{gate}: {matched}; {only_base}; {only_new}{basis}{why}"
+    prof = f"; {c.profiles_compared} profiles compared" if c.profiles_compared else ""
+    return f"{gate}: {matched}; {only_base}; {only_new}{prof}{basis}{why}"

@@ -69,6 +69,73 @@ def _weights_plan(fw, paths, res, preset: str, model):
     return Plan(res.engine, preset, cat.digest, tuple(items)).stamped()
 
 
+def _profiles(items, dev, arch: str | None) -> dict:
+    """``--profile``: each planned (path, variant, shape)'s profile block,
+    compiled for ``arch`` (the GPU's own where there is one, else sm_90a)
+    and traced in the simulator, both in child processes."""
+    from ..profile import run
+
+    arch = arch or run.arch_for(dev.compute_capability if dev.is_gpu else None)
+    common.err.print(
+        f"leverctl bench: profiling the planned kernels for {arch} (machine code and simulated memory accesses)",
+        markup=False,
+        highlight=False,
+    )
+    return run.record_blocks(items, arch, run.default_cache())
+
+
+def _ncu_runner(dev):
+    """``--ncu``: the hardware-counter runner, or None after one line
+    saying why there is none (the bench goes on without counters)."""
+    import os
+
+    from ..profile import ncu
+
+    def no(why: str) -> None:
+        common.err.print(f"leverctl bench: --ncu: {why}; the bench goes on without them", markup=False)
+
+    if not dev.is_gpu:
+        return no("hardware counters need a GPU")
+    found = ncu.find_ncu()
+    if found is None:
+        return no("ncu (Nsight Compute) is not on PATH, so there are no hardware counters")
+    logs = os.environ.get("LEVERCTL_NCU_LOGS")
+    return ncu.Runner(found, keep=Path(logs) if logs else None)
+
+
+def _with_profile(keep, blocks: dict | None, runner, seed: int):
+    """``keep`` of each record with its profile block (null where it has
+    none), and, with ``runner`` (``--ncu``), a passing record's hardware
+    counters in the block's ``hardware``."""
+    from ..profile import ncu
+
+    said = set()
+
+    def add(rec: dict) -> None:
+        key = (rec["kernel"], rec["variant"], rec["shape"]["label"])
+        block = blocks.get(key) if blocks is not None else None
+        if runner is not None and rec["status"] == "pass" and not runner.unusable:
+            import copy
+
+            block = copy.deepcopy(block) if block else {"arch": None, "kernels": [], "memory": None, "flags": []}
+            try:
+                dims = {k: v for k, v in rec["shape"].items() if k != "label"}
+                block["hardware"] = runner.measure(key[0], key[1], {"label": key[2], "dims": dims}, [seed])
+            except ncu.NcuUnusable as e:
+                block["hardware"] = None
+                if str(e) not in said:
+                    said.add(str(e))
+                    common.err.print(
+                        f"leverctl bench: --ncu: {e}; the bench goes on without hardware counters", markup=False
+                    )
+            except RuntimeError as e:
+                block["hardware"] = {"tool": "ncu", "kernels": [], "error": str(e)}
+        rec["profile"] = block
+        keep(rec)
+
+    return add
+
+
 def register(app: typer.Typer) -> None:
     @app.command("bench")
     @common.with_setup
@@ -113,6 +180,23 @@ def register(app: typer.Typer) -> None:
             Optional[str],
             typer.Option("--tensor", metavar="NAME", help="The tensor --weights reads (blk.0.ffn_down.weight)."),
         ] = None,
+        profile: Annotated[
+            bool,
+            typer.Option(
+                "--profile",
+                help="Add each record's machine-code and memory profile (as leverctl profile shows it); "
+                "needs leverctl[profile].",
+            ),
+        ] = False,
+        arch: common.ArchOpt = None,
+        ncu: Annotated[
+            bool,
+            typer.Option(
+                "--ncu",
+                help="On a GPU, run each passing variant once more under Nsight Compute (ncu on PATH) and add its "
+                "hardware counters to the record's profile.",
+            ),
+        ] = False,
     ) -> None:
         """Check every kernel path the levers choose against its float64
         reference; on a GPU also time it against the measured roofline."""
@@ -126,6 +210,15 @@ def register(app: typer.Typer) -> None:
             else None
         )
         other = _against(against, setup, res.catalog) if against else None
+        if arch is not None and not profile:
+            from ..errors import UserError
+
+            raise UserError("--arch is the architecture --profile compiles for: give --profile too")
+        if profile:
+            common.check_arch(arch)
+            from ..profile.run import check_tools
+
+            check_tools()
 
         from ..bench import device as devmod
 
@@ -161,18 +254,26 @@ def register(app: typer.Typer) -> None:
         # finished ones in --out; see _finish.
         records: list = []
         arecords: list = []
+        keep, akeep = records.append, arecords.append
+        blocks = None
+        if profile:
+            aplan_items = plan_for(other[2], paths, shapes=preset, model=model or None).items if other else []
+            blocks = _profiles([*plan.items, *aplan_items], dev, arch)
+        runner = _ncu_runner(dev) if ncu else None
+        if blocks is not None or runner is not None:
+            keep, akeep = _with_profile(keep, blocks, runner, seed), _with_profile(akeep, blocks, runner, seed)
         against_doc = None
         cache: dict = {}
         stopped = None
         try:
             with terminate_as_interrupt():
-                run_plan(plan, dev, seed, stop=stop, cache=cache, on_record=records.append)
+                run_plan(plan, dev, seed, stop=stop, cache=cache, on_record=keep)
                 stopped = why_stopped(len(plan.items), len(records), dev)
                 if other is not None and stopped is None:
                     name, _r, ares = other
                     aplan = plan_for(ares, paths, shapes=preset, model=model or None)
                     against_doc = {"name": name, "levers": ares.to_json(), "results": arecords}
-                    run_plan(aplan, dev, seed, stop=stop, cache=cache, on_record=arecords.append)
+                    run_plan(aplan, dev, seed, stop=stop, cache=cache, on_record=akeep)
                     speedups(records, arecords)
                     stopped = why_stopped(len(aplan.items), len(arecords), dev)
         except (KeyboardInterrupt, Terminated) as e:

@@ -130,6 +130,24 @@ TimeCapOpt = Annotated[
         help="GPU: stop sampling a configuration after this long if the noise is still above 0.5%.",
     ),
 ]
+# The GPU architectures `profile` and `bench --profile` compile for.
+ARCHS = ("sm_90a", "sm_90", "sm_80", "sm_89", "sm_100a")
+ArchOpt = Annotated[
+    Optional[str],
+    typer.Option(
+        "--arch",
+        metavar="ARCH",
+        help="sm_90a (H100/H200), sm_90, sm_80, sm_89 or sm_100a. Default: this machine's GPU, else sm_90a.",
+    ),
+]
+
+
+def check_arch(arch: str | None) -> None:
+    from ..errors import UserError
+
+    if arch is not None and arch not in ARCHS:
+        raise UserError(f"--arch {arch!r}: one of {', '.join(ARCHS)}")
+
 
 # Every report of records (bench, sweep, compare, report) comes in these;
 # bench and report show also write the records as CSV rows.

@@ -141,6 +141,14 @@ def table(c, *, width: int | None = None, color: bool = False, every: bool = Fal
         con.print(fit(t, con.width))
     if left:
         con.print(left, markup=False)
+    if c.profile_regressions:
+        con.print("Profile regressions (machine code and memory behaviour, bench --profile):", markup=False)
+        t = Table()
+        for col in ("kernel", "variant", "shape", "levers", "what got worse"):
+            t.add_column(col, no_wrap=col != "what got worse")
+        for p in c.profile_regressions:
+            t.add_row(p.kernel, p.variant, p.shape, p.config, p.what, style="red" if color else None)
+        con.print(fit(t, con.width))
     for label, items in _one_sided(c, every):
         con.print(f"{label}:", markup=False)
         t = Table()
@@ -178,6 +186,13 @@ def markdown(c, every: bool = False) -> str:
         out.append("")
     if left:
         out += [left, ""]
+    if c.profile_regressions:
+        out += ["**Profile regressions:**", "", "| kernel | variant | shape | levers | what got worse |"]
+        out.append("|---|---|---|---|---|")
+        for p in c.profile_regressions:
+            cells = (p.kernel, p.variant, p.shape, f"`{p.config}`", p.what)
+            out.append("| " + " | ".join(str(x).replace("|", "\\|") for x in cells) + " |")
+        out.append("")
     for label, items in _one_sided(c, every):
         out.append(f"**{label}:** " + "; ".join(f"{k} {v} {s} `{cfg}` ({st})" for k, v, s, cfg, st in items))
         out.append("")
@@ -234,8 +249,9 @@ def register(app: typer.Typer) -> None:
         ] = False,
     ) -> None:
         """Per kernel, variant, shape and lever set: FASTER, SLOWER, SAME or
-        NOISY against both runs' noise. Exit 1 on a regression, a new failure,
-        an untimed pair, a BASE record missing from NEW, or nothing in common."""
+        NOISY against both runs' noise. Exit 1 on a regression (timing or,
+        with bench --profile, machine code and memory), a new failure, an
+        untimed pair, a BASE record missing from NEW, or nothing in common."""
         from ..bench.compare import compare_paths
 
         common.check_format(fmt)

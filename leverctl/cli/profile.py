@@ -20,7 +20,6 @@ from ..levers.files import check_output_path, write_atomically
 from . import common
 
 FORMATS = ("table", "json", "markdown")
-ARCHS = ("sm_90a", "sm_90", "sm_80", "sm_89", "sm_100a")
 
 
 def _keep_dir(value: str) -> Path:
@@ -35,13 +34,6 @@ def _keep_dir(value: str) -> Path:
     except OSError as e:
         raise UserError(f"--keep {value}: cannot write there ({e.strerror or e})") from None
     return p
-
-
-def _check_arch(arch: str) -> None:
-    from ..errors import UserError
-
-    if arch not in ARCHS:
-        raise UserError(f"--arch {arch!r}: one of {', '.join(ARCHS)}")
 
 
 def table(doc: dict) -> Any:
@@ -121,10 +113,7 @@ def register(app: typer.Typer) -> None:
             bool,
             typer.Option("--all-variants", help="Every variant of the selected paths, not only the chosen ones."),
         ] = False,
-        arch: Annotated[
-            str,
-            typer.Option("--arch", metavar="ARCH", help="sm_90a (H100/H200, default), sm_90, sm_80, sm_89, sm_100a."),
-        ] = "sm_90a",
+        arch: common.ArchOpt = None,
         no_memory: Annotated[
             bool,
             typer.Option("--no-memory", help="Machine code only: skip tracing memory accesses in the simulator."),
@@ -153,10 +142,16 @@ def register(app: typer.Typer) -> None:
         from ..errors import UserError
 
         fmt = common.output_format(fmt, out, FORMATS)
-        _check_arch(arch)
+        common.check_arch(arch)
         from ..profile.run import check_tools
 
         check_tools()
+        if arch is None:
+            from ..bench.device import probe_gpu
+            from ..profile.run import arch_for
+
+            gpu = probe_gpu()
+            arch = arch_for(gpu.compute_capability if gpu.ok else None)
         preset = shapes or "model"
         if preset not in common.SHAPES:
             raise UserError(f"--shapes {preset!r}: smoke or model")

@@ -90,7 +90,70 @@ def results_json(rs, rankings, effects, lazy: bool = False) -> dict[str, Any]:
         "effects": [e.to_json() for e in effects],
         "not_benchmarked": (rs.plan or {}).get("not_benchmarked", []),
         "arms": [a.to_json() for a in _arms(rs)],
+        "profiles": _profiles(rs),
     }
+
+
+PROFILE_ROWS_SHOWN = 200  # the table and Markdown list this many variants' profiles; JSON all of them
+
+
+def _profiles(rs) -> list[dict]:
+    """The profile view: each (kernel path, variant, shape) whose records
+    carry a profile (``bench --profile``), once however many lever sets
+    chose it, its summary (leverctl.profile.block.summary) and how many
+    records share it."""
+    extras = rs.records.extras
+    if not extras:
+        return []
+    seen: dict[tuple, dict] = {}
+    for i, extra in extras.items():
+        prof = extra.get("profile")
+        if not prof:
+            continue
+        rec = rs.records.record(i)
+        key = (rec["kernel"], rec["variant"], rec["shape"]["label"])
+        if key in seen:
+            seen[key]["records"] += 1
+        else:
+            seen[key] = {"kernel": key[0], "variant": key[1], "shape": key[2], "records": 1, **prof}
+    return [seen[k] for k in sorted(seen)]
+
+
+def _profile_cols() -> list[str]:
+    return ["kernel", "variant", "shape", "arch", "kernels (regs, occupancy)", "spills+local", "load bits", "sectors",
+            "extra wavefronts", "flags"]  # fmt: skip
+
+
+def _profile_rows(profiles: list[dict]) -> list[list[str]]:
+    rows = []
+    for p in profiles[:PROFILE_ROWS_SHOWN]:
+        ks = p["kernels"]
+        eff, extra = p["sector_efficiency"], p["extra_wavefronts"]
+        rows.append(
+            [
+                p["kernel"],
+                p["variant"],
+                p["shape"],
+                p["arch"] or "?",
+                ", ".join(
+                    f"{n} {k['registers'] if k['registers'] is not None else '?'}r "
+                    + (f"{k['occupancy']:.0%}" if k["occupancy"] is not None else "?")
+                    for n, k in ks.items()
+                )
+                or "–",
+                str(sum(k["spills"] + k["local"] for k in ks.values())),
+                "/".join(str(b) for b in sorted({b for k in ks.values() for b in k["load_bits"]})) or "–",
+                f"{eff:.0%}" if eff is not None else "–",
+                f"{extra:g}" if extra is not None else "–",
+                "; ".join(p["flags"]) or "–",
+            ]
+        )
+    return rows
+
+
+def _profiles_left(profiles: list[dict]) -> str:
+    left = len(profiles) - PROFILE_ROWS_SHOWN
+    return f"... and {left} more profiles (-f json lists them all)" if left > 0 else ""
 
 
 def _arms(rs):
@@ -202,6 +265,17 @@ def results_table(rs, rankings, effects, *, width: int | None = None, color: boo
             ft.add_row(*row, style="red" if color else None)
         c.print(fit(ft, c.width))
     _arms_table(c, rs, fit, Table)
+    profiles = _profiles(rs)
+    if profiles:
+        c.print(f"Profiles (bench --profile: machine code, simulated memory accesses; {len(profiles)}):", markup=False)
+        pt = Table()
+        for col in _profile_cols():
+            pt.add_column(col, no_wrap=col not in ("flags", "kernels (regs, occupancy)"))
+        for row in _profile_rows(profiles):
+            pt.add_row(*row)
+        c.print(fit(pt, c.width))
+        if _profiles_left(profiles):
+            c.print(_profiles_left(profiles), markup=False)
     if effects:
         c.print(
             "Lever effects (median speedup of the value over its reference, across the other levers):", markup=False
@@ -257,6 +331,12 @@ def results_markdown(rs, rankings, effects) -> str:
 
     for ranking in _arms(rs):
         out += [f"**{arm_title(ranking)}**", ""] + _md_table(*arm_rows(ranking)) + [""]
+    profiles = _profiles(rs)
+    if profiles:
+        out += [f"**Profiles** (bench --profile: machine code, simulated memory accesses; {len(profiles)}):", ""]
+        out += _md_table(_profile_cols(), _profile_rows(profiles)) + [""]
+        if _profiles_left(profiles):
+            out += [_profiles_left(profiles), ""]
     if effects:
         out += ["**Lever effects** (median speedup of the value over its reference, across the other levers):", ""]
         out += _md_table(

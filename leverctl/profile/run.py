@@ -39,6 +39,18 @@ class Item:
     selected: bool  # the levers choose it (else --all-variants added it)
 
 
+# A GPU's compute capability (as the driver gives it) -> the architecture it
+# is profiled for: the architecture-specific target where there is one.
+ARCH_OF_CC = {"8.0": "sm_80", "8.9": "sm_89", "9.0": "sm_90a", "10.0": "sm_100a"}
+DEFAULT_ARCH = "sm_90a"
+
+
+def arch_for(compute_capability: str | None) -> str:
+    """The architecture to profile for on a GPU of ``compute_capability``
+    (None: no GPU): its own where leverctl knows it, else sm_90a."""
+    return ARCH_OF_CC.get(compute_capability or "", DEFAULT_ARCH)
+
+
 def default_cache() -> Path:
     base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
     return Path(base) / "leverctl" / "profile"
@@ -107,27 +119,14 @@ def compile_items(items: list[Item], arch: str, cache: Path, keep: Path | None) 
         "keep": str(keep) if keep else None,
         "items": [
             {
-                "path": it.path.name,
-                "variant": it.variant,
-                "shape": {"label": it.shape.label, "dims": dict(it.shape.dims)},
+                **_request_item(it),
                 "types_shape": {"label": (t := _types_shape(it.path)).label, "dims": dict(t.dims)},
             }
             for it in items
         ],
     }
     env = {k: v for k, v in os.environ.items() if k != "NUMBA_ENABLE_CUDASIM"}
-    r = subprocess.run(
-        [sys.executable, "-m", "leverctl.profile.build"],
-        input=json.dumps(req),
-        capture_output=True,
-        text=True,
-        env=env,
-    )
-    if r.returncode != 0:
-        last = (r.stderr.strip().splitlines() or ["no output"])[-1]
-        raise UserError(f"compiling for {arch} failed: {last}")
-    answer = json.loads(r.stdout)
-    return answer["items"]
+    return _child("leverctl.profile.build", req, env, f"compiling for {arch}")["items"]
 
 
 def check_tools() -> None:
@@ -189,77 +188,34 @@ def _last_line(text: str) -> str:
     return lines[-1][:300] if lines else "unknown error"
 
 
-def profile_shapes(path, shape) -> list:
-    """The shapes a variant's memory behaviour may be simulated at, best
-    first: the path's own ``extra["profile_shape"](model shape)`` where it
-    declares one (the model's row lengths and strides, few rows), else its
-    smoke shapes, smallest first (rows shorter than the model's: their
-    sector figures are then a lower bound). The first one the variant
-    builds at is used (WY-17 builds only at 17 tokens)."""
-    make = path.extra.get("profile_shape")
-    if make:
-        return [make(shape)]
-    return sorted(path.shapes("smoke", None), key=lambda s: path.traffic(s).bytes)
+def _request_item(it: Item) -> dict:
+    return {
+        "path": it.path.name,
+        "variant": it.variant,
+        "selected": it.selected,
+        "shape": {"label": it.shape.label, "dims": dict(it.shape.dims)},
+    }
 
 
-def _buildable(it: Item, shapes: list):
-    """The first of ``shapes`` the variant builds at (bound as the item's
-    shape is: its own dimensions kept); the first when none does (the
-    trace then says why)."""
-    from leverctl_kernels.common.path import Shape
-
-    extra = {k: v for k, v in it.shape.dims.items() if k not in shapes[0].dims}
-    shapes = [Shape(s.label, {**s.dims, **extra}) for s in shapes]
-    for s in shapes:
-        try:
-            it.path.variants[it.variant].build(s)
-            return s
-        except (ValueError, IndexError):
-            continue
-    return shapes[0]
+def _child(module: str, req: dict, env: dict[str, str], what: str) -> dict:
+    """Run ``python -m module`` on one JSON request; its JSON answer, or
+    bad input naming what failed (its last line of stderr)."""
+    r = subprocess.run([sys.executable, "-m", module], input=json.dumps(req), capture_output=True, text=True, env=env)
+    if r.returncode != 0:
+        last = (r.stderr.strip().splitlines() or ["no output"])[-1]
+        raise UserError(f"{what} failed: {last}")
+    return json.loads(r.stdout)
 
 
 def memory(items: list[Item], cache: Path) -> list[dict]:
-    """Each item's memory behaviour, traced in the CUDA simulator (this
-    process must have chosen it) at its profile shape. Items sharing a
-    variant and profile shape are traced once, and a trace is cached by the
-    kernels' source, the variant and the shape."""
-    import hashlib
-
-    from . import memtrace
-    from .build import _source_digest
-
-    digest = _source_digest()
-    done: dict[tuple, dict] = {}
-    out = []
-    for it in items:
-        ps = _buildable(it, profile_shapes(it.path, it.shape))
-        key = (it.path.name, it.variant, ps.label)
-        if key not in done:
-            text = "|".join((digest, it.path.name, it.variant, repr(sorted(ps.dims.items()))))
-            cached = cache / "memory" / f"{hashlib.sha256(text.encode()).hexdigest()[:24]}.json"
-            if cached.exists():
-                done[key] = json.loads(cached.read_text())
-            else:
-                try:
-                    mp = memtrace.profile_variant(it.path, it.variant, ps)
-                    done[key] = {"profile_shape": ps.label, **mp.to_json()}
-                    cached.parent.mkdir(parents=True, exist_ok=True)
-                    tmp = cached.with_suffix(f".{os.getpid()}.tmp")
-                    tmp.write_text(json.dumps(done[key]))
-                    os.replace(tmp, cached)
-                except Exception as e:  # noqa: BLE001 - one variant that cannot be traced is a row
-                    done[key] = {"profile_shape": ps.label, "error": f"{type(e).__name__}: {str(e)[:300]}"}
-        out.append(
-            {
-                "kernel": it.path.name,
-                "variant": it.variant,
-                "selected": it.selected,
-                "shape": it.shape.label,
-                **done[key],
-            }
-        )
-    return out
+    """Each item's memory behaviour, traced in the CUDA simulator in a
+    child process (:mod:`.trace`; this one may hold a GPU) at its profile
+    shape: one dict per item, in order."""
+    if not items:
+        return []
+    env = {**os.environ, "NUMBA_ENABLE_CUDASIM": "1"}
+    req = {"cache": str(cache), "items": [_request_item(it) for it in items]}
+    return _child("leverctl.profile.trace", req, env, "tracing memory accesses in the simulator")["items"]
 
 
 def profile(items: list[Item], arch: str, cache: Path, keep: Path | None) -> list[dict]:
@@ -304,3 +260,20 @@ def _claim(rows: list[dict], tensor_cores: str | None, tc_dtype: str | None) -> 
         # after what stops or spills the kernel, before its occupancy
         at = len(r["flags"]) - (1 if r["occupancy_flag"] else 0)
         r["flags"] = r["flags"][:at] + problems + r["flags"][at:]
+
+
+def record_blocks(plan_items, arch: str, cache: Path, *, with_memory: bool = True) -> dict[tuple, dict]:
+    """``bench --profile``: the ``profile`` block (:mod:`.block`) of each
+    (path, variant, shape label) among ``plan_items`` (a bench plan's items;
+    failed ones have none)."""
+    from . import block
+
+    items: dict[tuple, Item] = {}
+    for it in plan_items:
+        if it.failed or not it.variant:
+            continue
+        items.setdefault((it.path.name, it.variant, it.shape.label), Item(it.path, it.variant, it.shape, True))
+    todo = list(items.values())
+    rows = profile(todo, arch, cache, None)
+    mem = memory(todo, cache) if with_memory else []
+    return block.blocks(arch, rows, mem)

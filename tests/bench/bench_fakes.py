@@ -187,3 +187,44 @@ def current_device():
     from leverctl.bench import device
 
     return device.choose("auto")
+
+
+class FixedRig:
+    """A GPU timing rig that launches once and reports fixed figures."""
+
+    def time(self, launch, rule=None, *, launches=1, with_host=False):
+        from leverctl.bench.timing import Stats
+
+        launch()
+        return Stats(
+            median_us=4.0,
+            p20_us=3.9,
+            p80_us=4.2,
+            samples=100,
+            noise=0.002,
+            stopped_by="noise",
+            batches=4,
+            launches=launches,
+            with_host_us=5.0 if with_host else None,
+        )
+
+    def launch_us(self):
+        return 2.0
+
+    def library_us(self, mnk, rule=None):
+        return 3.5
+
+    def copy_gbps(self):
+        return 4000.0
+
+    def fp32_tflops(self):
+        return 60.0
+
+    def bf16_tflops(self):
+        return 700.0
+
+    def fp8_tflops(self):
+        return 1400.0
+
+    def cublas_bf16_tflops(self):
+        return 650.0

@@ -20,7 +20,7 @@ import re
 from pathlib import Path
 
 import pytest
-from bench_fakes import saxpy_path
+from bench_fakes import FixedRig, saxpy_path
 
 from leverctl.bench.records import schema
 from leverctl.cli import common
@@ -70,47 +70,6 @@ def section(name: str) -> set[str]:
     return found[0]
 
 
-class FixedRig:
-    """A GPU timing rig that launches once and reports fixed figures."""
-
-    def time(self, launch, rule=None, *, launches=1, with_host=False):
-        from leverctl.bench.timing import Stats
-
-        launch()
-        return Stats(
-            median_us=4.0,
-            p20_us=3.9,
-            p80_us=4.2,
-            samples=100,
-            noise=0.002,
-            stopped_by="noise",
-            batches=4,
-            launches=launches,
-            with_host_us=5.0 if with_host else None,
-        )
-
-    def launch_us(self):
-        return 2.0
-
-    def library_us(self, mnk, rule=None):
-        return 3.5
-
-    def copy_gbps(self):
-        return 4000.0
-
-    def fp32_tflops(self):
-        return 60.0
-
-    def bf16_tflops(self):
-        return 700.0
-
-    def fp8_tflops(self):
-        return 1400.0
-
-    def cublas_bf16_tflops(self):
-        return 650.0
-
-
 @pytest.fixture
 def fixed_gpu(monkeypatch):
     """The commands see one saxpy path (with a library reference) on a GPU
@@ -149,7 +108,8 @@ def test_records_and_documents_written_are_exactly_those_docs_records_md_describ
     lines = (sweep_dir / "results.jsonl").read_text("utf-8").splitlines()
     records = [*bench["results"], *bench["against"]["results"], *map(json.loads, lines)]
 
-    assert all(tuple(r) == schema.NAMES for r in bench["results"])  # speedup_vs_against: with --against
+    # speedup_vs_against: with --against (profile, with --profile: tests/bench/test_bench_profile.py)
+    assert all(tuple(r) == (*schema.WRITTEN, "speedup_vs_against") for r in bench["results"])
     assert all(tuple(r) == schema.WRITTEN for r in [*bench["against"]["results"], *map(json.loads, lines)])
     record_keys = set().union(*(key_paths(r) for r in records)) | {"levers"}
     dims = lambda keys: {k for k in keys if not SHAPE_DIMENSION.match(k)}  # noqa: E731
@@ -169,7 +129,8 @@ def test_the_documented_record_has_the_schemas_fields_and_timing_figures():
     documented = section("One record")
     assert {k for k in documented if "." not in k} == set(schema.WRITTEN)
     assert {f"timing.{f}" for f in schema.TIMING_FIGURES} <= documented
-    assert {f.name for f in schema.FIELDS if not f.always} == {"speedup_vs_against"}
+    assert {f.name for f in schema.FIELDS if not f.always} == {"speedup_vs_against", "profile"}
+    assert "## The profile block" in DOC.read_text("utf-8")  # documented in a section of its own
     assert "`speedup_vs_against`" in DOC.read_text("utf-8")  # documented in prose: only with --against
 
 

@@ -233,12 +233,15 @@ class Builder:
         lens = np.array(lengths, np.int64)
         done["length"].append(lens)
         done["offset"].append(offset + np.cumsum(lens) - lens)
-        # The rare fields, record by record: failing records, baselines, arm-view kernels.
+        # The rare fields, record by record: failing records, baselines, arm-view kernels, profiles.
         arm_ids = [t.kernels.index[k] for k in ARM_VIEW_KERNELS if k in t.kernels.index]
         rare = [i for i in range(n) if not passed[i] or baselines[i]] if not all(passed) or any(baselines) else []
+        profiled = [i for i, r in enumerate(recs) if r.profile is not UNSET and bytes(r.profile) != b"null"]
         if arm_ids:
             ks = done["kernel"][-1]
             rare = sorted(set(rare) | set(np.flatnonzero(np.isin(ks, arm_ids)).tolist()))
+        if profiled:
+            rare = sorted(set(rare) | set(profiled))
         for i in rare:
             extra = _extras(recs[i])
             if extra:
@@ -396,8 +399,9 @@ def distinct(keys: np.ndarray) -> Distinct:
 
 def _extras(r: Any) -> dict:
     """What a report or a comparison reads of ``r`` beyond the columns:
-    a failing record's note and error, a baseline's batch invariance, and
-    for a kernel of the arm view its error, tensor cores and roofline."""
+    a failing record's note and error, a baseline's batch invariance, for a
+    kernel of the arm view its error, tensor cores and roofline, and the
+    summary of a profile (``bench --profile``; leverctl.profile.block)."""
     get = r.get if type(r) is dict else (lambda k, d=UNSET: getattr(r, k, d))
     out: dict = {}
     passed = get("status") == "pass"
@@ -422,6 +426,13 @@ def _extras(r: Any) -> dict:
         roof = value(get("roofline", UNSET))
         if isinstance(roof, dict):
             out["roofline"] = {"pct_of_floor": roof.get("pct_of_floor")}
+    prof = get("profile", UNSET)
+    if prof not in (UNSET, None):
+        from ...profile.block import summary
+
+        got = summary(value(prof))
+        if got is not None:
+            out["profile"] = got
     return out
 
 

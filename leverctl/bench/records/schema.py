@@ -48,7 +48,8 @@ class Field:
     required: bool = False  # a record without it is refused (rules.check_record)
     read: str | None = None  # how the fast decoder takes it (None: skipped, never built)
     column: str | None = None  # where the columns hold it (None: not held)
-    always: bool = True  # written in every record (False: speedup_vs_against, in a bench run with --against)
+    # written in every record (False: speedup_vs_against, in a bench run with --against; profile, with --profile)
+    always: bool = True
 
 
 FIELDS: tuple[Field, ...] = (
@@ -74,6 +75,7 @@ FIELDS: tuple[Field, ...] = (
     Field("device", "string", False, VALUE, NAME),
     Field("plan", "string", False, VALUE),
     Field("catalog", "string"),
+    Field("profile", "object or null", False, RAW, EXTRA, always=False),
     Field("speedup_vs_against", "number or null", always=False),
 )
 NAMES = tuple(f.name for f in FIELDS)
