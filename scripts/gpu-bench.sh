@@ -22,12 +22,14 @@
 # OUTDIR: summary.txt (what happened, one line per step, and the device
 # figures: copy bandwidth, FP32 rate, BF16/FP8 tensor-core peaks and
 # cuBLAS's BF16 GEMM rate, measured once before any kernel), device.json,
-# records.jsonl, bench-RECIPE.json/.md, ALL.md, campaign.log, pytest-tc.log, pytest-gpu.log,
+# records.jsonl, bench-RECIPE.json/.md, ALL.md, campaign.log, bench-ncu.json, ncu.log, ncu/,
+# pytest-tc.log, pytest-gpu.log,
 # pip.log, nvidia-smi.txt, versions.txt.
 #
 # GPU_SYSTEM_PACKAGES=1: let the python's own packages into .venv-gpu too.
 # GPU_BENCH_BUDGET seconds in all (default 420), GPU_TEST_BUDGET of them for
-# the tests (default 120); GPU_TC_BUDGET (default 90) for the tensor-core
+# the tests (default 120), GPU_NCU_BUDGET for bench --profile --ncu on
+# GPU_NCU_KERNELS (default 90 s on w4a16.gemv and gdn.decode); GPU_TC_BUDGET (default 90) for the tensor-core
 # primitives' tests, run on the GPU before the bench. GPU_BENCH_DEVICE=sim and GPU_BENCH_KERNELS="w4a16.gemv ..."
 # try the whole script without a GPU, at smoke shapes in the simulator.
 set -uo pipefail
@@ -158,18 +160,18 @@ campaign() {  # campaign BUDGET [RECIPE...]
     --left "$out/left.txt" "${kernels[@]}" 2>&1 | tee -a "$out/campaign.log" | grep --line-buffered -E '^leverctl'
   return "${PIPESTATUS[0]}"
 }
-bench_budget=$((budget - test_budget - SECONDS))
+bench_budget=$((budget - test_budget - ${GPU_NCU_BUDGET:-90} - SECONDS))
 # A slow install must not leave the bench nothing: it gets a minute at least.
 [ $bench_budget -lt 60 ] && bench_budget=60
 say "== bench: every recipe in one process, ${bench_budget}s"
 campaign "$bench_budget"
 rc=$?
 # A lost CUDA context ends that process; a fresh one continues with the rest.
-if [ -s "$out/left.txt" ] && [ $((budget - test_budget - SECONDS)) -ge 60 ]; then
+if [ -s "$out/left.txt" ] && [ $((budget - test_budget - ${GPU_NCU_BUDGET:-90} - SECONDS)) -ge 60 ]; then
   mapfile -t rest <"$out/left.txt"
   rm -f "$out/left.txt"
   say "bench: the CUDA context was lost; a fresh process runs ${rest[*]}"
-  campaign $((budget - test_budget - SECONDS)) "${rest[@]}"
+  campaign $((budget - test_budget - ${GPU_NCU_BUDGET:-90} - SECONDS)) "${rest[@]}"
   rc2=$?; [ $rc2 -gt $rc ] && rc=$rc2
 fi
 case $rc in
@@ -187,6 +189,23 @@ grep -E '^leverctl campaign: [^ ]+: [0-9]+ pass' "$out/campaign.log" >>"$summary
 say "bench: exit $rc, $what; $(wc -l <"$out/records.jsonl" 2>/dev/null || echo 0) records in records.jsonl"
 [ $rc -ne 0 ] && status=1
 cat "$out"/bench-*.md >"$out/ALL.md" 2>/dev/null
+
+# -- 3b. profiles and hardware counters on a handful of paths ------------------------------
+# bench --profile --ncu: each record's machine-code and simulated memory
+# figures beside Nsight Compute's counters for the same variant (when ncu is
+# on PATH; one line says so when it is not), so this run checks the
+# simulator's sector and bank figures against the hardware's. ncu's raw CSV
+# per variant goes to OUTDIR/ncu/. SIGTERM at the budget keeps the finished
+# records in bench-ncu.json.
+if [ $rc -ne 2 ]; then
+  ncu_budget=${GPU_NCU_BUDGET:-90}
+  ncu_kernels=(); for k in ${GPU_NCU_KERNELS:-w4a16.gemv gdn.decode}; do ncu_kernels+=(--kernel "$k"); done
+  say "== bench --profile --ncu ${GPU_NCU_KERNELS:-w4a16.gemv gdn.decode}, ${ncu_budget}s"
+  LEVERCTL_NCU_LOGS="$out/ncu" timeout -k 10 "$ncu_budget" "$vpy" -m leverctl bench --device "$device" \
+    "${ncu_kernels[@]}" --profile --ncu -o "$out/bench-ncu.json" >"$out/ncu.log" 2>&1
+  nrc=$?
+  say "bench --profile --ncu: exit $nrc; $(grep -E -- '--ncu|wrote' "$out/ncu.log" | tail -n 1)"
+fi
 
 # -- 4. the GPU-only tests -------------------------------------------------------------------
 if [ "$device" = gpu ] && [ $rc -ne 2 ]; then

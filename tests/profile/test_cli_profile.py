@@ -134,3 +134,13 @@ def test_missing_tools_are_one_line_naming_the_extra_and_exit_2(cli, monkeypatch
     monkeypatch.setattr(machine, "find_tool", lambda name: None if name == "ptxas" else "/bin/true")
     r = cli("profile", "--no-env", "-k", "w4a16.gemv")
     assert_one_line_error(r, "profile needs ptxas,", "pip install 'leverctl[profile]'")
+
+
+@needs_tools
+def test_a_selected_variant_the_arch_cannot_run_is_one_line_exit_2_and_writes_nothing(cli, tmp_path):
+    out = tmp_path / "p.json"
+    r = cli(
+        "profile", "--no-env", "-e", "metrale", "-k", "attention.proj_fp8", "--arch", "sm_80", "--no-memory", "-o", out
+    )
+    assert_one_line_error(r, "--arch sm_80 cannot run attention.proj_fp8 m16", "wgmma (sm_90a) only")
+    assert not out.exists() and not list(tmp_path.iterdir())
