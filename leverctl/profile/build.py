@@ -13,6 +13,9 @@ which reads one JSON request on stdin and writes one JSON answer on stdout:
                          "types_shape": {"label": ..., "dims": {...}}}, ...]}
     answer   {"items": [{"kernels": [...], "error": str or null}, ...]}
 
+Each item's capture (its launches and their kernels' keys) is cached too,
+under ``cache/captures``, by the source its build and inputs reach, the
+item and the architecture: a warm profile captures nothing.
 A kernel's compiled result is cached under ``cache`` by a key made of the
 source of the kernel's module and of every kernels module it reaches, the kernel's name, its closure's constants, its
 argument types, launch bounds, the architecture and the compiler versions:
@@ -193,38 +196,80 @@ def _captured(item: dict):
     return capture.capture(path, item["variant"], shape, types_shape)
 
 
-def _answer(item: dict, launches, keys: list[str], cache: Path, keep: Path | None) -> dict:
+def _meta(launches, keys: list[str]) -> dict:
+    """What the answer needs of a capture, as JSON (cached: a second profile
+    captures nothing)."""
+    return {
+        "launches": [
+            {
+                "kernel": la.name,
+                "site": la.site,
+                "key": key,
+                "threads": la.threads,
+                "block": list(la.block),
+                "grid": list(la.grid),
+                "dynamic_shared": la.dynamic_shared,
+            }
+            for la, key in zip(launches, keys)
+        ],
+        "tensor_cores": launches.tensor_cores,
+        "tc_dtype": launches.tc_dtype,
+    }
+
+
+def capture_key(item: dict, arch: str, versions: str) -> str:
+    """A capture's cache key: the source the variant's build and inputs
+    reach, the item (path, variant, shape, the shape its types come from),
+    the architecture and the compiler versions."""
+    from leverctl_kernels.registry import get_path
+
+    path = get_path(item["path"])
+    digest = source_digest(path.variants[item["variant"]].build, path.make_inputs)
+    what = json.dumps([item["path"], item["variant"], item["shape"], item["types_shape"]], sort_keys=True)
+    return hashlib.sha256("|".join((digest, versions, arch, what)).encode()).hexdigest()[:24]
+
+
+def _answer(item: dict, meta: dict, cache: Path, keep: Path | None) -> dict:
     kernels: dict[str, dict] = {}
-    for launch, key in zip(launches, keys):
+    for launch in meta["launches"]:
+        key = launch["key"]
         if key in kernels:
             kernels[key]["launches"] += 1
             continue
         folder = cache / key
         res = json.loads((folder / "result.json").read_text())
-        kernels[key] = {
-            "kernel": launch.name,
-            "site": launch.site,
-            "key": key,
-            "launches": 1,
-            "threads": launch.threads,
-            "block": list(launch.block),
-            "grid": list(launch.grid),
-            "dynamic_shared": launch.dynamic_shared,
-            "dir": str(folder),
-            **res,
-        }
+        kernels[key] = {**launch, "launches": 1, "dir": str(folder), **res}
         if keep is not None and "error" not in res:
-            dest = keep / item["path"] / item["variant"] / f"{launch.name}-{key[:8]}"
+            dest = keep / item["path"] / item["variant"] / f"{launch['kernel']}-{key[:8]}"
             dest.mkdir(parents=True, exist_ok=True)
             for f in folder.iterdir():
                 if f.suffix in (".ptx", ".cubin", ".sass"):
                     shutil.copyfile(f, dest / f.name)
     return {
         "kernels": list(kernels.values()),
-        "tensor_cores": launches.tensor_cores,
-        "tc_dtype": launches.tc_dtype,
+        "tensor_cores": meta["tensor_cores"],
+        "tc_dtype": meta["tc_dtype"],
         "error": None,
     }
+
+
+def _cached_capture(item: dict, arch: str, versions: str, cache: Path) -> tuple[Path, dict | None]:
+    """The capture's cache file, and what it holds where every kernel it
+    names is compiled in the cache too (else None: capture again)."""
+    f = cache / "captures" / f"{capture_key(item, arch, versions)}.json"
+    if not f.exists():
+        return f, None
+    meta = json.loads(f.read_text())
+    if all((cache / la["key"] / "result.json").exists() for la in meta["launches"]):
+        return f, meta
+    return f, None
+
+
+def _save(f: Path, meta: dict) -> None:
+    f.parent.mkdir(parents=True, exist_ok=True)
+    tmp = f.with_suffix(f".{os.getpid()}.tmp")
+    tmp.write_text(json.dumps(meta))
+    os.replace(tmp, f)
 
 
 def _workers() -> int:
@@ -253,14 +298,20 @@ def main() -> None:
     # block first; 3. the answers, from the cache.
     captured: list = []
     todo: dict[str, tuple] = {}
+    saves: list[tuple[Path, dict]] = []
     for item in req["items"]:
+        f, meta = _cached_capture(item, arch, versions, cache)
+        if meta is not None:
+            captured.append(meta)
+            continue
         try:
             launches = _captured(item)
         except Exception as e:  # noqa: BLE001 - a variant that cannot be captured is a row
             captured.append(f"{type(e).__name__}: {str(e)[:300]}")
             continue
         keys = [kernel_key(la, arch, versions) for la in launches]
-        captured.append((launches, keys))
+        captured.append(meta := _meta(launches, keys))
+        saves.append((f, meta))
         for la, key in zip(launches, keys):
             if not (cache / key / "result.json").exists():
                 todo.setdefault(key, (key, la, arch, cache, tools))
@@ -276,12 +327,14 @@ def main() -> None:
     else:
         for job in jobs:
             _cache_one(job)
+    for f, meta in saves:  # after their kernels are in the cache
+        _save(f, meta)
     answers = []
     for item, got in zip(req["items"], captured):
         if isinstance(got, str):
             answers.append({"kernels": [], "error": got})
         else:
-            answers.append(_answer(item, got[0], got[1], cache, keep))
+            answers.append(_answer(item, got, cache, keep))
     json.dump({"items": answers, "tools": tools}, sys.stdout)
 
 

@@ -90,12 +90,31 @@ def test_the_memory_trace_runs_each_variant_once_at_its_profile_shape(gemv):
 
 
 @needs_tools
-def test_a_second_profile_compiles_nothing(gemv, cli, cache_home):
-    stamps = {p: p.stat().st_mtime_ns for p in Path(cache_home).rglob("result.json")}
-    assert stamps
+def test_a_second_profile_compiles_and_captures_nothing(gemv, cli, cache_home):
+    def stamps():
+        files = [*Path(cache_home).rglob("result.json"), *Path(cache_home).rglob("captures/*.json")]
+        return {p: p.stat().st_mtime_ns for p in files}
+
+    before = stamps()
+    assert any(p.parent.name == "captures" for p in before) and any(p.name == "result.json" for p in before)
     r = cli("profile", "--no-env", "-k", "w4a16.gemv", "--all-variants", "--no-memory", "-f", "json")
     assert r.code == 0, r.err
-    assert {p: p.stat().st_mtime_ns for p in Path(cache_home).rglob("result.json")} == stamps
+    assert stamps() == before
+
+
+@needs_tools
+def test_a_capture_whose_kernels_left_the_cache_is_captured_again(gemv, cli, cache_home, tmp_path):
+    import shutil
+
+    doc, _ = gemv
+    cache = Path(cache_home) / "leverctl" / "profile"
+    for d in cache.iterdir():
+        if (d / "result.json").exists():
+            shutil.rmtree(d)
+    r = cli("profile", "--no-env", "-k", "w4a16.gemv", "--all-variants", "--no-memory", "-f", "json")
+    assert r.code == 0, r.err
+    strip = lambda rows: [{k: v for k, v in r.items() if k != "dir"} for r in rows]  # noqa: E731
+    assert strip(json.loads(r.out)["rows"]) == strip(doc["rows"])
 
 
 def test_an_unknown_arch_is_one_line_and_exit_2(cli):
