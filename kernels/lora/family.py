@@ -168,6 +168,14 @@ def swap_check(variant: str, shape, launch, bufs, cuda, on_gpu: bool = False) ->
     return out
 
 
+def profile_shape(shape: Shape) -> Shape:
+    """The memory trace's shape: the model's row length ``k`` and rank
+    ``r``, one decode row and eight output rows (where LoRA is memory-bound;
+    a simulated prefill row of 4096 costs a minute)."""
+    d = {**shape.dims, "m": 1, "n": min(8, shape["n"])}
+    return Shape(f"profile m1 n{d['n']} k{d['k']} r{d['r']}", d)
+
+
 def declare(table, variants: Mapping[str, Variant]) -> KernelPath:
     """A LoRA projection path: ``table``'s, with ``variants``; everything
     else as above."""
@@ -182,6 +190,6 @@ def declare(table, variants: Mapping[str, Variant]) -> KernelPath:
         tolerance=TOLERANCE,
         notes="memory-bound at decode (m = 1, 8: the weights dominate), compute-bound at prefill; "
         "per_forward adds r/k of the work and a launch, merged pays at load and at every swap",
-        extra={"model_sections": ("attention", "ffn"), "findings": swap_check},
+        extra={"model_sections": ("attention", "ffn"), "findings": swap_check, "profile_shape": profile_shape},
         bind=bind,
     )

@@ -116,6 +116,8 @@ def test_a_declared_profile_shape_keeps_the_model_rows_length_and_is_small():
         "attention.paged_decode": {"hq", "hkv", "d"},
         "gdn.decode": {"dk", "dv"},
         "gdn.proj_gemv_batch": {"m", "k"},
+        "lora.proj": {"k", "r"},
+        "lora.proj_pool": {"k", "r"},
     }
     declared = {p.name: p for p in all_paths() if "profile_shape" in p.extra}
     assert set(declared) == set(kept)
