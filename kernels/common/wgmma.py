@@ -374,6 +374,35 @@ def _mma_n(dtype: str, n: int):
     return intrinsic(wgmma)
 
 
+def _wait_acc():
+    """``acc = wait_acc(n, acc)``: ``wgmma.wait_group.sync.aligned n`` with
+    every accumulator register tied through it (read and written by the
+    asm), so the compiler cannot move arithmetic on them above the wait."""
+    from llvmlite import ir
+    from numba.cuda import types
+    from numba.cuda.extending import intrinsic
+
+    def wait_acc(typingctx, n, acc):
+        if not isinstance(n, types.IntegerLiteral):
+            return None
+        if not (isinstance(acc, types.UniTuple) and acc.dtype == types.float32):
+            return None
+        h = acc.count
+        text = f"wgmma.wait_group.sync.aligned {int(n.literal_value)};"
+
+        def codegen(context, builder, signature, args):
+            f = ir.FloatType()
+            fnty = ir.FunctionType(ir.LiteralStructType([f] * h), [f] * h)
+            cons = ",".join(["=f"] * h + [str(i) for i in range(h)] + ["~{memory}"])
+            ins = [builder.extract_value(args[1], i) for i in range(h)]
+            res = builder.call(ir.InlineAsm(fnty, text, cons, side_effect=True), ins)
+            return context.make_tuple(builder, signature.return_type, [builder.extract_value(res, i) for i in range(h)])
+
+        return acc(n, acc), codegen
+
+    return intrinsic(wait_acc)
+
+
 def _zeros_n(n: int):
     from llvmlite import ir
     from numba.cuda import types
@@ -572,11 +601,16 @@ def _nothing(*_args):
     return None
 
 
+def _twin_wait_acc(n, acc):
+    return acc
+
+
 if config.ENABLE_CUDASIM:
     SMEM_ALIGN = None  # the simulator refuses an alignment; the twin aligns its own addresses
     wgmma_fence = _nothing
     wgmma_commit_group = _nothing
     wgmma_wait_group = _nothing
+    wait_acc = _twin_wait_acc
     fence_proxy_async = _nothing
     smem_addr = _twin_smem_addr
     st_shared_v4 = _twin_st_shared_v4
@@ -587,6 +621,7 @@ else:
     wgmma_fence = _void_asm("wgmma.fence.sync.aligned;", "wgmma_fence")
     wgmma_commit_group = _void_asm("wgmma.commit_group.sync.aligned;", "wgmma_commit_group")
     wgmma_wait_group = _wait_group()
+    wait_acc = _wait_acc()
     fence_proxy_async = _void_asm("fence.proxy.async.shared::cta;", "fence_proxy_async")
     smem_addr = _smem_addr()
     st_shared_v4 = _st_shared_v4()
@@ -596,6 +631,10 @@ else:
 wgmma_fence.__doc__ = "``wgmma.fence.sync.aligned``: before the first wgmma that touches registers written since."
 wgmma_commit_group.__doc__ = "``wgmma.commit_group.sync.aligned``: close the group of wgmma issued so far."
 wgmma_wait_group.__doc__ = "``wgmma.wait_group.sync.aligned N`` (N a constant): at most N groups still pending."
+wait_acc.__doc__ = (
+    "``acc = wait_acc(N, acc)``: ``wgmma.wait_group.sync.aligned N`` with the accumulator tuple tied "
+    "through it, so no arithmetic on ``acc`` can be scheduled before the wait."
+)
 fence_proxy_async.__doc__ = (
     "``fence.proxy.async.shared::cta``: shared-memory stores made visible to the "
     "async proxy wgmma reads through (then a barrier)."
