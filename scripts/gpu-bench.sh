@@ -143,7 +143,9 @@ if [ "$device" = gpu ]; then
   say "== tensor-core primitives on the GPU, ${tc_budget}s"
   LEVERCTL_TEST_DEVICE=gpu timeout -k 10 "$tc_budget" "$vpy" -m pytest -q -p no:cacheprovider \
     tests/kernels/common/test_mma.py tests/kernels/common/test_wgmma.py tests/kernels/common/test_cvt.py \
-    tests/kernels/w4a16/test_w4a16_wgmma.py tests/kernels/w4a16/test_w4a16_gemm_tc.py >"$out/pytest-tc.log" 2>&1
+    tests/kernels/w4a16/test_w4a16_wgmma.py tests/kernels/w4a16/test_w4a16_gemm_tc.py \
+    tests/kernels/common/test_swizzle.py tests/kernels/common/test_cp_async.py tests/kernels/common/test_dynsmem.py \
+    >"$out/pytest-tc.log" 2>&1
   trc=$?
   say "tensor-core primitives: exit $trc ($(tail -n 1 "$out/pytest-tc.log"))"
   [ $trc -ne 0 ] && status=1

@@ -30,13 +30,17 @@ result).
 from __future__ import annotations
 
 import numpy as np
-from numba import cuda
+from numba import config, cuda
 
 ROW_BYTES = 128  # one swizzled row: eight 16-byte chunks
 CHUNK_BYTES = 16
 ATOM_ROWS = 8
 ATOM_BYTES = ATOM_ROWS * ROW_BYTES  # 1024: the pattern repeats every eight rows
 SBO = ATOM_BYTES  # a K-major SW128 descriptor's stride-dimension byte offset
+# ``cuda.shared.array(..., alignment=SMEM_ALIGN)`` for a swizzled tile: the
+# simulator refuses alignments (its wgmma twin puts every shared array on a
+# 1024-byte boundary itself).
+SMEM_ALIGN = None if config.ENABLE_CUDASIM else ATOM_BYTES
 
 
 def sw128_np(offset):

@@ -461,7 +461,7 @@ def make_store(n: int):
 # ── the simulator twin ───────────────────────────────────────────────────────
 #
 # Shared arrays in the simulator are NumPy arrays with host addresses: the
-# twin's smem_addr hands each one a 128-byte-aligned address in a 256 KiB
+# twin's smem_addr hands each one a 1024-byte-aligned address in a 256 KiB
 # window (what 14 bits of address >> 4 reach) and remembers it, so that an
 # MMA can find the bytes a descriptor points at. The MMA reads A and B
 # through the descriptor (start, LBO, SBO, no swizzle, K-major), decodes the
@@ -471,7 +471,8 @@ def make_store(n: int):
 # and internal precision are not specified, so a GPU may differ in the last
 # bits. Not modelled: the 128 threads' alignment (each thread computes on
 # its own), the async proxy (the fences are no-ops), transposed operands
-# (tnsp 1 raises), the swizzled modes (raise).
+# (tnsp 1 raises), the 64- and 32-byte swizzles (raise; the 128-byte one is
+# modelled).
 
 _WINDOW = 1 << 18
 _smem_lock = threading.Lock()
@@ -496,7 +497,7 @@ def _twin_smem_addr(arr):
             if base < end and addr < base + old.nbytes:
                 del _smem[old_key]
         _smem[key] = (addr, arr)
-        _smem_next[0] = (addr + arr.nbytes + 127) & ~127
+        _smem_next[0] = (addr + arr.nbytes + 1023) & ~1023  # a swizzled tile starts on 1024 bytes
         return np.uint32(addr)
 
 
@@ -516,15 +517,25 @@ def _twin_st_shared_v4(addr, a, b, c, d):
 
 
 def _tile_bytes(desc: int, rows: int, kbytes: int) -> np.ndarray:
-    """(rows, kbytes) uint8 of the K-major operand ``desc`` points at."""
+    """(rows, kbytes) uint8 of the K-major operand ``desc`` points at:
+    without swizzle through core matrices (start, LBO, SBO); with the
+    128-byte swizzle (mode 1) rows 128 bytes apart in 8-row atoms SBO
+    apart, the address's bits 4-6 XORed with its bits 7-9 (absolute
+    addresses: the twin's shared arrays start on 1024-byte boundaries, as a
+    swizzled tile must)."""
     start = (desc & 0x3FFF) << 4
     lbo = ((desc >> 16) & 0x3FFF) << 4
     sbo = ((desc >> 32) & 0x3FFF) << 4
-    if desc >> 62:
-        raise NotImplementedError("wgmma twin: only the no-swizzle layout (mode 0)")
+    mode = desc >> 62
     r = np.arange(rows)[:, None]
     kb = np.arange(kbytes)[None, :]
-    off = start + (r >> 3) * sbo + (kb >> 4) * lbo + (r & 7) * CORE_BYTES + (kb & 15)
+    if mode == SWIZZLE_NONE:
+        off = start + (r >> 3) * sbo + (kb >> 4) * lbo + (r & 7) * CORE_BYTES + (kb & 15)
+    elif mode == SWIZZLE_128B:
+        off = start + (r >> 3) * sbo + (r & 7) * 128 + kb
+        off = off ^ (((off >> 7) & 7) << 4)
+    else:
+        raise NotImplementedError("wgmma twin: only the no-swizzle (0) and 128-byte (1) layouts")
     out = np.empty((rows, kbytes), dtype=np.uint8)
     with _smem_lock:
         regions = list(_smem.values())

@@ -1,5 +1,6 @@
 """The asynchronous-copy primitives (``common/cp_async.py``), the 128-byte
-swizzle (``common/swizzle.py``) and the accumulator-tied wgmma wait compile
+swizzle (``common/swizzle.py``, and wgmma reading swizzled tiles) and the
+accumulator-tied wgmma wait compile
 to the machine code they stand for: ``LDGSTS.E.BYPASS.128`` with its
 ``LDGDEPBAR``/``DEPBAR`` (sm_90a, and sm_80 for the mma.sync family), and a
 ``WARPGROUP.DEPBAR`` wait that ptxas accepts without an advisory."""
@@ -78,8 +79,12 @@ def jobs():
         acc = wg.wait_acc(0, acc)
         store(y, 64, 64, 0, 0, acc)
 
+    from test_swizzle import _sw_kernel
+
     u32 = types.uint32
+    u16_2d = types.uint16[:, ::1]
     return [
+        ("wgmma_sw128", _sw_kernel(64, True), (u16_2d, u16_2d, types.float32[:, ::1]), 128),
         ("cp_async_staged_sum", staged_sum, (u32[::1], u32[::1], types.int32), 128),
         ("wgmma_tied_wait", wgmma_tied_wait, (types.float32[:, ::1], types.uint64, types.uint64), 128),
     ]
@@ -112,6 +117,13 @@ def test_cp_async_assembles_for_sm80(compiled, tmp_path):
     got = assemble(compiled["ptxas"], ptx, "sm_80", tmp_path / "k.cubin")
     assert got["rc"] == 0 and got["spill"] == 0 and got["lmem"] == 0, got["log"]
     assert re.search(r"\bLDGSTS\.E\.BYPASS(\.\w+)*\.128\b", _sass({"cubin": str(tmp_path / "k.cubin")}))
+
+
+def test_wgmma_on_swizzled_tiles_assembles_clean_for_sm90a(sm90a):
+    rec = sm90a["kernels"]["wgmma_sw128"]
+    assert rec["rc"] == 0 and rec["spill"] == 0 and rec["lmem"] == 0, rec["log"]
+    assert not re.findall(r"\(C75\d\d\)", rec["log"]), rec["log"]
+    assert re.search(r"\bHGMMA\.64x64x16\.F32\.BF16\b", _sass(rec))
 
 
 def test_the_tied_wait_is_a_warpgroup_depbar_ptxas_takes_without_advisory(sm90a):

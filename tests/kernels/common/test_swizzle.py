@@ -90,3 +90,72 @@ def test_a_column_of_16_byte_accesses_conflicts_8_way_unswizzled_and_not_at_all_
     for lane in range(32):
         chunk = (lane & 7) if swizzled else 0
         assert list(rows[lane, 4 * chunk : 4 * chunk + 4]) == [lane] * 4
+
+
+# ── wgmma reading 128-byte-swizzled tiles (descriptor mode 1) ────────────────
+
+
+def _sw_kernel(n: int, swizzled_staging: bool):
+    """One warpgroup: A (64 x 64 bf16) and Bt (n x 64) staged K-major into
+    128-byte-swizzled tiles (or, the deliberate bug, unswizzled rows), then
+    four m64nNk16 along K through mode-1 descriptors (SBO 1024, the start
+    address stepping 32 bytes)."""
+    from leverctl_kernels.common import swizzle as swz
+
+    mma_op, zero, store = wgmma.op("bf16", n), wgmma.zeros(n), wgmma.make_store(n)
+    align = swz.SMEM_ALIGN  # 1024: the hardware swizzles absolute addresses
+    b_words = n * 64  # a closure constant: a shared array's size must be one
+
+    @cuda.jit
+    def k(A, Bt, D):
+        a_s = cuda.shared.array(64 * 64, np.uint16, alignment=align) if align else cuda.shared.array(4096, np.uint16)
+        b_s = cuda.shared.array(b_words, np.uint16, alignment=align) if align else cuda.shared.array(b_words, np.uint16)
+        t = cuda.threadIdx.x
+        for i in range(t, 64 * 64, 128):
+            r, c = i // 64, i % 64
+            off = swz.kmajor_offset(r, 2 * c, 64) if swizzled_staging else r * 128 + 2 * c
+            a_s[off // 2] = A[r, c]
+        for i in range(t, n * 64, 128):
+            r, c = i // 64, i % 64
+            off = swz.kmajor_offset(r, 2 * c, n) if swizzled_staging else r * 128 + 2 * c
+            b_s[off // 2] = Bt[r, c]
+        wgmma.fence_proxy_async()
+        cuda.syncthreads()
+        acc = zero()
+        wgmma.wgmma_fence()
+        for ks in range(4):
+            da = wgmma.make_desc(wgmma.smem_addr(a_s) + 32 * ks, 16, swz.SBO, wgmma.SWIZZLE_128B)
+            db = wgmma.make_desc(wgmma.smem_addr(b_s) + 32 * ks, 16, swz.SBO, wgmma.SWIZZLE_128B)
+            acc = mma_op(da, db, acc, ks, 1, 1, 0, 0)
+        wgmma.wgmma_commit_group()
+        acc = wgmma.wait_acc(0, acc)
+        store(D, 64, n, 0, 0, acc)
+
+    return k
+
+
+def _bf16_inputs(rows: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
+    from leverctl_kernels.common import bits
+
+    x = np.random.default_rng(seed).standard_normal((rows, 64)).astype(np.float32)
+    b = bits.f32_to_bf16_np(x)
+    return b, bits.bf16_to_f32_np(b).astype(np.float64)
+
+
+@pytest.mark.sim
+@pytest.mark.parametrize("n", [8, 64, 128])
+def test_wgmma_reads_128_byte_swizzled_tiles_through_mode_1_descriptors(n):
+    (A, a), (Bt, b) = _bf16_inputs(64, 1), _bf16_inputs(n, 2)
+    D = cuda.to_device(np.full((64, n), np.nan, np.float32))
+    _sw_kernel(n, True)[1, 128](cuda.to_device(A), cuda.to_device(Bt), D)
+    got, ref = D.copy_to_host(), a @ b.T
+    assert np.abs(got - ref).max() <= 1e-5 * np.abs(ref).max()
+
+
+@pytest.mark.sim
+def test_a_tile_staged_without_the_swizzle_fails_the_check():
+    (A, a), (Bt, b) = _bf16_inputs(64, 1), _bf16_inputs(64, 2)
+    D = cuda.to_device(np.full((64, 64), np.nan, np.float32))
+    _sw_kernel(64, False)[1, 128](cuda.to_device(A), cuda.to_device(Bt), D)
+    got, ref = D.copy_to_host(), a @ b.T
+    assert np.abs(got - ref).max() > 0.1 * np.abs(ref).max()
