@@ -484,7 +484,10 @@ def _twin_smem_addr(arr):
     key = arr.__array_interface__["data"][0]
     with _smem_lock:
         hit = _smem.get(key)
-        if hit is not None and hit[1] is arr:
+        # The same memory (the registered array is kept alive, so no other
+        # allocation can have its address): another view of it, as each
+        # thread's cuda.shared.array(0, ...) of dynamic shared memory is.
+        if hit is not None and arr.nbytes <= hit[1].nbytes:
             return np.uint32(hit[0])
         addr = _smem_next[0]
         if addr + arr.nbytes > _WINDOW:  # a new window: older blocks' arrays are done with

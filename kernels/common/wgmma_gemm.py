@@ -415,31 +415,3 @@ def require_wgmma(variant: str) -> None:
 def ones(n: int):
     """A device float32 vector of ones (an epilogue scale a variant does not use)."""
     return cuda.to_device(np.ones(max(n, 1), np.float32))
-
-
-def token_tile_build(name: str, tile: dict):
-    """``build(shape, kern=None)`` of an FP8 projection variant whose tokens
-    sit on wgmma's N side (``y^T = W x^T``, ``tile["swap"]``): the m16 and
-    m32 tilings differ only in ``tile``."""
-
-    def build(shape, kern=None):
-        require_wgmma(name)
-        m, n, k = shape["m"], shape["n"], shape["k"]
-        run = make_launch(n, m, k, kern or kernel(*tile.values()))
-        ts = ones(1)
-
-        def launch(bufs):
-            run(
-                bufs["y"],
-                bufs["w8"].view(np.uint32),
-                bufs["x8"].view(np.uint32),
-                bufs["w_scale"],
-                bufs["w_scale"],
-                bufs["x_scale"],
-                ts,
-            )
-
-        launch.tensor_cores, launch.tc_dtype = "wgmma", "e4m3"
-        return launch
-
-    return build

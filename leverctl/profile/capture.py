@@ -245,8 +245,12 @@ class Recorder:
             self._patch(cuda, name, fn)
         self._patch(disp.CUDADispatcher, "__getitem__", lambda dispatcher, args: Configured(dispatcher, args))
         from leverctl_kernels.attention.decode_graph import _cuda_graph
+        from leverctl_kernels.common import dynsmem
 
         self._patch(_cuda_graph, "_driver", _GraphDriver)
+        # raising a kernel's dynamic shared memory maximum needs a device:
+        # here the launch's own size is what the profile reads
+        self._patch(dynsmem, "opt_in", lambda kernel, args, nbytes: dynsmem.check_shared(nbytes, hopper=True))
         return self
 
     def __exit__(self, *exc) -> None:

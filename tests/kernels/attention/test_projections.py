@@ -27,6 +27,7 @@ from leverctl_kernels.attention.proj_fp8 import m16 as proj_fp8_m16
 from leverctl_kernels.attention.proj_fp8 import m32 as proj_fp8_m32
 from leverctl_kernels.attention.proj_fp8.spec import PATH as FP8
 from leverctl_kernels.common import wgmma_gemm as P
+from leverctl_kernels.common.gemm import wgmma_async as G
 from leverctl_kernels.common.path import Shape, Tolerance
 from leverctl_kernels.selection.attention import PROJ_BF16_TC, PROJ_BF16_TC_W4A16, PROJ_FP8
 
@@ -220,7 +221,7 @@ def test_a_crush_that_saturates_is_caught():
 
 @pytest.mark.sim
 def test_an_unswapped_store_of_the_token_tile_is_caught():
-    kern = P.make_kernel("e4m3", "copy", 1, 16, 8, swap=False)
+    kern = G.kernel("e4m3", 1, 16, 4, swap=False)
     shape = Shape("sq", {"m": 15, "n": 15, "k": 48})  # square, so the wrong store stays in bounds
     got, ref = run(FP8, "m16", shape, launch=proj_fp8_m16.build(shape, kern=kern))
     assert not passes(got, ref, FP8.variant_tolerance("m16"))

@@ -26,6 +26,8 @@ GEMMS = {
     "proj_fp8_m16": ("proj_fp8.m16", "m64n16k32.f32.e4m3.e4m3"),
     "proj_fp8_m32": ("proj_fp8.m32", "m64n32k32.f32.e4m3.e4m3"),
 }
+# on the asynchronous mainloop (common/gemm/wgmma_async.py): cp.async, not st.shared, fills their tiles
+ASYNC = {"proj_fp8_m16", "proj_fp8_m32"}
 # the BF16 variants' form without wgmma: mma.sync on the same staged tiles
 MMA_SYNC = {"proj_bf16_tc_mma": "proj_bf16_tc.bf16_tc", "proj_bf16_n128_mma": "proj_bf16_tc_w4a16.bf16_n128"}
 
@@ -37,6 +39,7 @@ def jobs():
 
     from leverctl_kernels.attention import _proj_prep
     from leverctl_kernels.common import wgmma_gemm as P
+    from leverctl_kernels.common.gemm import wgmma_async as G
 
     A = lambda dt, nd: types.Array(dt, nd, "C")  # noqa: E731
     u8, u16, u32, f16, f32 = types.uint8, types.uint16, types.uint32, types.float16, types.float32
@@ -46,6 +49,10 @@ def jobs():
         (n, m, "mma.sync") for n, m in MMA_SYNC.items()
     ]:
         tile = importlib.import_module(f"leverctl_kernels.attention.{mod}").TILE
+        if name in ASYNC:  # the asynchronous mainloop: both operands copied as they are
+            sig = (A(f32, 2), A(u32, 2), A(u32, 2), bsc["copy"], A(f32, 1), A(f32, 1), A(f32, 1))
+            out.append((name, G.kernel(**tile), sig, 128 * tile["wgs"]))
+            continue
         y = A(f16, 2) if tile["b_kind"] == "int4_bf16" else A(f32, 2)
         sig = (y, A(u32, 2), A(u32, 2), bsc[tile["b_kind"]], A(f32, 1), A(f32, 1), A(f32, 1))
         out.append((name, P.kernel(*tile.values(), form=form), sig, 128 * tile["wgs"]))
@@ -62,7 +69,7 @@ def test_proj_kernels_compile_to_ptx_in_fp32_with_their_instructions(compiled):
     for name, (_mod, instr) in GEMMS.items():
         ptx = Path(compiled["kernels"][name]["ptx"]).read_text()
         assert f"wgmma.mma_async.sync.aligned.{instr}" in ptx, name
-        assert "st.shared.v4.b32" in ptx, name
+        assert ("cp.async.cg.shared.global" if name in ASYNC else "st.shared.v4.b32") in ptx, name
     for name in MMA_SYNC:  # the warp form: no wgmma, no async-proxy fence (sm_80 has neither)
         ptx = Path(compiled["kernels"][name]["ptx"]).read_text()
         assert "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32" in ptx, name

@@ -1,0 +1,51 @@
+"""The asynchronous wgmma mainloop's machine code on sm_90a: HGMMA/QGMMA at
+the tile's N, operands carried by 128-bit LDGSTS (no global load through
+registers), no spill or local memory, and ptxas's wgmma advisories absent
+(no serialised or re-armed warpgroup). The only global loads through
+registers are the epilogue's scales, after the last MMA."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+
+import pytest
+from ptx_harness import check_ptxas, compiled, nvdisasm, sm90a  # noqa: F401 (compiled, sm90a: fixtures)
+
+FORMS = {
+    # name: (dtype, wgs, bn, stages, swap), the SASS MMA it must issue
+    "async_bf16_wg2_n128_s4": (("bf16", 2, 128, 4, False), "HGMMA.64x128x16.F32.BF16"),
+    "async_e4m3_wg1_n16_s3_swap": (("e4m3", 1, 16, 3, True), "QGMMA.64x16x32.F32.E4M3.E4M3"),
+    "async_e4m3_wg1_n32_s4_swap": (("e4m3", 1, 32, 4, True), "QGMMA.64x32x32.F32.E4M3.E4M3"),
+}
+
+
+def jobs():
+    from numba import types
+
+    from leverctl_kernels.common.gemm import wgmma_async as G
+
+    u32, f32 = types.uint32[:, ::1], types.float32[::1]
+    sig = (types.float32[:, ::1], u32, u32, types.uint8[:, ::1], f32, f32, f32)
+    return [(name, G.kernel(*geo), sig, 128 * geo[1]) for name, (geo, _) in FORMS.items()]
+
+
+@pytest.mark.parametrize("name", FORMS)
+def test_the_mainloop_is_async_copies_and_warpgroup_mma_without_spills(sm90a, name):
+    check_ptxas({**sm90a, "kernels": {name: sm90a["kernels"][name]}})
+    rec = sm90a["kernels"][name]
+    assert rec["spill"] == 0 and rec["lmem"] == 0 and rec["stack"] == 0, rec["log"]
+    assert not re.findall(r"\(C75\d\d\)", rec["log"]), rec["log"]
+    disasm = nvdisasm()
+    if not disasm:
+        pytest.skip("nvdisasm not found")
+    sass = subprocess.run([disasm, rec["cubin"]], check=True, capture_output=True, text=True).stdout
+    want = FORMS[name][1]
+    assert re.search(rf"\b{re.escape(want)}\b", sass), re.findall(r"\b[HQ]GMMA\.[\w.]+", sass)
+    assert re.search(r"\bLDGSTS\.E\.BYPASS(\.\w+)*\.128\b", sass)
+    # Between the first asynchronous copy and the last MMA (the mainloop) no
+    # global load through registers: the epilogue's scale loads come after.
+    first = sass.index("LDGSTS")
+    last = max(m.start() for m in re.finditer(r"\b[HQ]GMMA\.", sass))
+    assert not re.search(r"\bLDG\.E\b", sass[first:last]), "an operand staged through registers"
+    assert re.search(r"\bLDG\.E\b", sass[last:])  # the check can see one: the epilogue's scales
