@@ -57,6 +57,7 @@ from numba import cuda, uint32
 
 from . import bits, cvt
 from . import launch as L
+from . import swizzle as sw
 from . import wgmma as wg
 
 B_KINDS = ("copy", "nvfp4_bf16", "nvfp4_e4m3", "int4_bf16")
@@ -81,6 +82,28 @@ def _chunker(chunks: int):
         return ((c >> 3) // chunks) * 8 + (c & 7), kc
 
     return chunk
+
+
+def _offsetter(chunks: int, swizzled: bool):
+    """``at(r, kc)``: a 16-byte chunk's byte offset in a staged tile: core
+    matrices without swizzle, or (``swizzled``, 128-byte rows: ``chunks``
+    8) the 128-byte-swizzled K-major layout ``common/gemm/wgmma_async.py``
+    reads."""
+    sbo = chunks * LBO
+    if swizzled:
+        if chunks != 8:
+            raise ValueError(f"a swizzled stage is 128 bytes of K: 8 chunks, not {chunks}")
+
+        @cuda.jit(device=True, inline="always")
+        def at(r, kc):
+            return sw.sw128(r * 128 + kc * 16)
+    else:
+
+        @cuda.jit(device=True, inline="always")
+        def at(r, kc):
+            return wg.core_offset(r, kc * 16, LBO, sbo)
+
+    return at
 
 
 def _make_copy(chunks: int, threads: int, epc: int):
@@ -124,13 +147,13 @@ def _f32(x):
     return np.float32(x)
 
 
-def _make_packed_bf16(chunks: int, threads: int, shift: int, value, scale):
+def _make_packed_bf16(chunks: int, threads: int, shift: int, value, scale, swizzled: bool = False):
     """Stage eight 4-bit weights a 32-bit word as bf16: ``value(word, i, s)``
     decodes the i-th with the scale ``scale(bsc[row, k >> shift])`` of its
     block (NVFP4: E2M1 codes, an E4M3 scale per 16; int4: ``q - 8``, an
     fp16 scale per group)."""
     chunk = _chunker(chunks)
-    sbo = chunks * LBO
+    off = _offsetter(chunks, swizzled)
     bk = chunks * 8
 
     @cuda.jit(device=True, inline="always")
@@ -148,13 +171,13 @@ def _make_packed_bf16(chunks: int, threads: int, shift: int, value, scale):
                 x1 = cvt.f32x2_to_bf16x2(value(word, 2, s), value(word, 3, s))
                 x2 = cvt.f32x2_to_bf16x2(value(word, 4, s), value(word, 5, s))
                 x3 = cvt.f32x2_to_bf16x2(value(word, 6, s), value(word, 7, s))
-            wg.st_shared_v4(at + wg.core_offset(r, kc * 16, LBO, sbo), x0, x1, x2, x3)
+            wg.st_shared_v4(at + off(r, kc), x0, x1, x2, x3)
 
     return load
 
 
-def _make_nvfp4_bf16(chunks: int, threads: int, block_shift: int = 4):
-    return _make_packed_bf16(chunks, threads, block_shift, _fp4, bits.e4m3_to_f32)
+def _make_nvfp4_bf16(chunks: int, threads: int, block_shift: int = 4, swizzled: bool = False):
+    return _make_packed_bf16(chunks, threads, block_shift, _fp4, bits.e4m3_to_f32, swizzled)
 
 
 @cuda.jit(device=True, inline="always")
@@ -164,9 +187,9 @@ def _e4m3x4(word, s):
     return lo | (hi << uint32(16))
 
 
-def _make_nvfp4_e4m3(chunks: int, threads: int, block_shift: int = 4):
+def _make_nvfp4_e4m3(chunks: int, threads: int, block_shift: int = 4, swizzled: bool = False):
     chunk = _chunker(chunks)
-    sbo = chunks * LBO
+    off = _offsetter(chunks, swizzled)
     bk = chunks * 16
 
     @cuda.jit(device=True, inline="always")
@@ -185,13 +208,24 @@ def _make_nvfp4_e4m3(chunks: int, threads: int, block_shift: int = 4):
                 x1 = _e4m3x4(w0 >> uint32(16), s)
                 x2 = _e4m3x4(w1, s)
                 x3 = _e4m3x4(w1 >> uint32(16), s)
-            wg.st_shared_v4(at + wg.core_offset(r, kc * 16, LBO, sbo), x0, x1, x2, x3)
+            wg.st_shared_v4(at + off(r, kc), x0, x1, x2, x3)
 
     return load
 
 
-def _make_int4_bf16(chunks: int, threads: int, group_shift: int = 7):
-    return _make_packed_bf16(chunks, threads, group_shift, _q4, _f32)
+def _make_int4_bf16(chunks: int, threads: int, group_shift: int = 7, swizzled: bool = False):
+    return _make_packed_bf16(chunks, threads, group_shift, _q4, _f32, swizzled)
+
+
+def stager(b_kind: str, chunks: int, threads: int, swizzled: bool = False):
+    """The B stager of ``b_kind`` (a transform on the way in), writing
+    16-byte chunks as ``st.shared.v4``: ``load(at, src, bsc, nrows, k,
+    r0, kt, tid, rows)``, ``at`` the tile's shared-window address."""
+    return {
+        "nvfp4_bf16": lambda: _make_nvfp4_bf16(chunks, threads, swizzled=swizzled),
+        "nvfp4_e4m3": lambda: _make_nvfp4_e4m3(chunks, threads, swizzled=swizzled),
+        "int4_bf16": lambda: _make_int4_bf16(chunks, threads, swizzled=swizzled),
+    }[b_kind]()
 
 
 def _store_source(n: int, swap: bool) -> str:

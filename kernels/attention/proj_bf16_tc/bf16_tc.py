@@ -4,6 +4,9 @@ E2M1 x E4M3 fits BF16) and the bf16 activations as they are, through
 wgmma m64n128k16 bf16 (without wgmma: mma.sync m16n8k16 bf16, each warp
 its 16 rows of the same staged tiles) with f32 accumulators; the
 per-tensor scale in the epilogue; float32 out. The only error is fp32 accumulation.
+On wgmma the activations are copied by ``cp.async`` and the weights staged
+from registers into four 128-byte-swizzled stages
+(``common/gemm/wgmma_async.py``).
 """
 
 from __future__ import annotations
@@ -12,10 +15,12 @@ import numpy as np
 
 from ...common import tc
 from ...common import wgmma_gemm as P
+from ...common.gemm import wgmma_async as G
 
 NAME = "bf16_tc"
 SUMMARY = "NVFP4 weights dequantised to BF16, bf16 activations, wgmma bf16 64 x 128 tiles"
-TILE = dict(dtype="bf16", b_kind="nvfp4_bf16", wgs=1, bn=128, chunks=8)
+TILE = dict(dtype="bf16", b_kind="nvfp4_bf16", wgs=1, bn=128, chunks=8)  # the mma.sync form's staging
+STAGES = 4  # wgmma: the asynchronous mainloop, four stages of 128 bytes of K
 
 
 def build(shape, kern=None, form: str | None = None):
@@ -23,8 +28,8 @@ def build(shape, kern=None, form: str | None = None):
     m16n8k16 bf16 on the same staged tiles (``form``: tests pass it)."""
     form = tc.check_form(form or (kern.form if kern is not None else tc.current()))
     m, n, k = shape["m"], shape["n"], shape["k"]
-    kern = kern or P.kernel(*TILE.values(), form=form)
-    run = P.make_launch(m, n, k, kern)
+    kern = kern or G.kernel_for(TILE, STAGES, form)
+    run = G.launch_for(m, n, k, kern)
     rs, cs = P.ones(m), P.ones(n)
 
     def launch(bufs):

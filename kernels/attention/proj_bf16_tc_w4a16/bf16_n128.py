@@ -1,7 +1,10 @@
 """``attention.proj_bf16_tc_w4a16`` variant ``bf16_n128`` (Metrale,
 bf16_tc_proj on): the W4A16 BF16 tensor-core GEMM with 128 x 128 tiles
 (two warpgroups, each 64 rows of tokens, sharing a 128-column weight
-tile; K stages of 32, two in flight, 32 KiB of shared memory). The int4
+tile; on wgmma four K stages of 64 in 129 KiB of dynamic shared memory,
+the activations copied by ``cp.async``, the weights staged from registers
+into 128-byte-swizzled tiles, ``common/gemm/wgmma_async.py``; the mma.sync
+form keeps K stages of 32, two in flight, in 32 KiB). The int4
 weights are dequantised to BF16 as they are staged (``(q - 8) x fp16
 scale`` rounded to BF16: up to 2^-9 relative per weight, the error this
 path adds besides fp32 accumulation and the fp16 output); bf16
@@ -15,10 +18,12 @@ import numpy as np
 
 from ...common import tc
 from ...common import wgmma_gemm as P
+from ...common.gemm import wgmma_async as G
 
 NAME = "bf16_n128"
 SUMMARY = "W4A16 BF16 tensor-core GEMM, 128 x 128 tiles (two warpgroups), wgmma bf16"
-TILE = dict(dtype="bf16", b_kind="int4_bf16", wgs=2, bn=128, chunks=4)
+TILE = dict(dtype="bf16", b_kind="int4_bf16", wgs=2, bn=128, chunks=4)  # the mma.sync form's staging
+STAGES = 4  # wgmma: the asynchronous mainloop, four stages of 128 bytes of K (129 KiB)
 
 
 def build(shape, kern=None, form: str | None = None):
@@ -26,8 +31,8 @@ def build(shape, kern=None, form: str | None = None):
     m16n8k16 bf16 on the same staged tiles (``form``: tests pass it)."""
     form = tc.check_form(form or (kern.form if kern is not None else tc.current()))
     m, n, k = shape["m"], shape["n"], shape["k"]
-    kern = kern or P.kernel(*TILE.values(), form=form)
-    run = P.make_launch(m, n, k, kern)
+    kern = kern or G.kernel_for(TILE, STAGES, form)
+    run = G.launch_for(m, n, k, kern)
     rs, cs, ts = P.ones(m), P.ones(n), P.ones(1)
 
     def launch(bufs):

@@ -1,6 +1,9 @@
-"""A multi-stage wgmma mainloop for operands that need no transform on the
-way in (bf16, fp16 or E4M3 already): both tiles copied global -> shared by
+"""A multi-stage wgmma mainloop. Operands that need no transform on the
+way in (bf16, fp16 or E4M3 already) are copied global -> shared by
 ``cp.async`` (``common/cp_async.py``) into 128-byte-swizzled K-major tiles
+(a B that does need one -- NVFP4 or int4 weights -- goes through
+``wgmma_gemm``'s stagers into the same layout, from registers, while the
+tensor cores work on the current stage)
 (``common/swizzle.py``), ``STAGES`` of them in flight in dynamic shared
 memory (``common/dynsmem.py`` past 48 KiB), read by ``wgmma.mma_async``
 through mode-1 descriptors, the accumulators tied to the wait
@@ -90,12 +93,20 @@ def _make_issue(threads: int, esize: int, swizzle: bool = True):
 
 
 @lru_cache(maxsize=None)
-def kernel(dtype: str, wgs: int, bn: int, stages: int, swap: bool = False, t_mul: float = 1.0, fault: str = ""):
-    """``kernel(y, a32, b32, bsc, rs, cs, ts)`` (``bsc`` unused, the
-    signature of ``wgmma_gemm``'s kernels), launched by :func:`make_launch`.
+def kernel(dtype: str, wgs: int, bn: int, stages: int, swap: bool = False, b_kind: str = "copy", fault: str = ""):
+    """``kernel(y, a32, b32, bsc, rs, cs, ts)`` (the signature of
+    ``wgmma_gemm``'s kernels), launched by :func:`make_launch`. With
+    ``b_kind`` other than ``copy``, B goes through ``wgmma_gemm``'s stager
+    of that kind (a transform on the way in: NVFP4 or int4 weights with
+    their scales ``bsc``), writing the same swizzled layout from registers
+    while the tensor cores work; A is still copied asynchronously.
     ``fault`` (tests only) plants one of :data:`FAULTS`."""
     if fault and fault not in FAULTS:
         raise ValueError(f"fault {fault!r}: one of {FAULTS}")
+    if b_kind not in P.B_KINDS:
+        raise ValueError(f"B kind {b_kind!r}: one of {P.B_KINDS}")
+    if P.DTYPE_OF[b_kind] not in (None, dtype):
+        raise ValueError(f"B stager {b_kind} stages {P.DTYPE_OF[b_kind]}, not {dtype}")
     if dtype not in ("bf16", "f16", "e4m3"):
         raise ValueError(f"wgmma_async: input type {dtype!r}: bf16, f16 or e4m3")
     wg.check_shape(dtype, bn)
@@ -110,6 +121,9 @@ def kernel(dtype: str, wgs: int, bn: int, stages: int, swap: bool = False, t_mul
     a_tile, b_tile = a_rows * STAGE_KBYTES, bn * STAGE_KBYTES
     stage = a_tile + b_tile
     issue = _make_issue(threads, esize, swizzle=fault != "no_swizzle")
+    copy_b = b_kind == "copy"
+    stage_b = None if copy_b else P.stager(b_kind, CHUNKS, threads, swizzled=True)
+    t_mul = 1.0 / float(P.E4M3_FOLD) if b_kind == "nvfp4_e4m3" else 1.0
     mma, zeros, store = wg.op(dtype, bn), wg.zeros(bn), P.make_store(bn, swap)
     in_flight = stages - 1 if fault == "no_wait" else stages - 2
     ahead = 1 if fault == "stage_order" else 0  # reads the slot of the stage after kt
@@ -142,7 +156,10 @@ def kernel(dtype: str, wgs: int, bn: int, stages: int, swap: bool = False, t_mul
             if s < nk:
                 at = pad + s * stage
                 issue(smem, at, a32, m, k, r0, s * bk, tid, a_rows)
-                issue(smem, at + a_tile, b32, n, k, n0, s * bk, tid, bn)
+                if copy_b:
+                    issue(smem, at + a_tile, b32, n, k, n0, s * bk, tid, bn)
+                else:
+                    stage_b(base + at + a_tile, b32, bsc, n, k, n0, s, tid, bn)
             ca.cp_async_commit()
         acc = zeros()
         for kt in range(nk):
@@ -153,7 +170,8 @@ def kernel(dtype: str, wgs: int, bn: int, stages: int, swap: bool = False, t_mul
             if nxt < nk:
                 at = pad + (nxt % stages) * stage
                 issue(smem, at, a32, m, k, r0, nxt * bk, tid, a_rows)
-                issue(smem, at + a_tile, b32, n, k, n0, nxt * bk, tid, bn)
+                if copy_b:
+                    issue(smem, at + a_tile, b32, n, k, n0, nxt * bk, tid, bn)
             ca.cp_async_commit()
             at = base + pad + ((kt + ahead) % stages) * stage
             wg.wgmma_fence()
@@ -162,11 +180,15 @@ def kernel(dtype: str, wgs: int, bn: int, stages: int, swap: bool = False, t_mul
                 db = wg.make_desc(at + a_tile + j * STEP, 16, sw.SBO, wg.SWIZZLE_128B)
                 acc = step(da, db, acc)
             wg.wgmma_commit_group()
+            if not copy_b and nxt < nk:  # B of a later stage through registers while the tensor cores work
+                stage_b(base + pad + (nxt % stages) * stage + a_tile, b32, bsc, n, k, n0, nxt, tid, bn)
             acc = wg.wait_acc(0, acc)
         ca.cp_async_wait_all()
         store(y, m, n, r0 + BM * g, n0, acc, rs, cs, ts[0] * tm)
 
     gemm_async.geometry = (dtype, wgs, bn, stages, swap)
+    gemm_async.form = "wgmma"
+    gemm_async.async_stages = stages
     return gemm_async
 
 
@@ -190,6 +212,26 @@ def make_launch(rows_a: int, rows_b: int, k: int, kern):
         kern[grid, threads, 0, nbytes](y, a32, b32, bsc, rs, cs, ts)
 
     return launch
+
+
+def kernel_for(tile: dict, stages: int, form: str):
+    """A projection variant's kernel: on wgmma this module's, ``stages``
+    deep, with the tile's type, warpgroups, BN and B stager; on mma.sync
+    ``wgmma_gemm``'s form of ``tile`` (its staging, two stages)."""
+    from .. import tc
+
+    if form == tc.WGMMA:
+        return kernel(tile["dtype"], tile["wgs"], tile["bn"], stages, tile.get("swap", False), b_kind=tile["b_kind"])
+    return P.kernel(*tile.values(), form=form)
+
+
+def launch_for(rows_a: int, rows_b: int, k: int, kern):
+    """The launch of ``kern``: this module's (:func:`make_launch`) or, for a
+    kernel of ``wgmma_gemm`` (its mma.sync form, a test's broken variant),
+    that module's."""
+    if getattr(kern, "async_stages", None):
+        return make_launch(rows_a, rows_b, k, kern)
+    return P.make_launch(rows_a, rows_b, k, kern)
 
 
 def token_tile_build(name: str, tile: dict):

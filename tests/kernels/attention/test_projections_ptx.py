@@ -26,8 +26,8 @@ GEMMS = {
     "proj_fp8_m16": ("proj_fp8.m16", "m64n16k32.f32.e4m3.e4m3"),
     "proj_fp8_m32": ("proj_fp8.m32", "m64n32k32.f32.e4m3.e4m3"),
 }
-# on the asynchronous mainloop (common/gemm/wgmma_async.py): cp.async, not st.shared, fills their tiles
-ASYNC = {"proj_fp8_m16", "proj_fp8_m32"}
+# B as it is (cp.async fills both tiles); the others stage B through registers (st.shared.v4)
+PLAIN_B = {"proj_fp8_m16", "proj_fp8_m32"}
 # the BF16 variants' form without wgmma: mma.sync on the same staged tiles
 MMA_SYNC = {"proj_bf16_tc_mma": "proj_bf16_tc.bf16_tc", "proj_bf16_n128_mma": "proj_bf16_tc_w4a16.bf16_n128"}
 
@@ -48,14 +48,16 @@ def jobs():
     for name, mod, form in [(n, m, "wgmma") for n, (m, _i) in GEMMS.items()] + [
         (n, m, "mma.sync") for n, m in MMA_SYNC.items()
     ]:
-        tile = importlib.import_module(f"leverctl_kernels.attention.{mod}").TILE
-        if name in ASYNC:  # the asynchronous mainloop: both operands copied as they are
-            sig = (A(f32, 2), A(u32, 2), A(u32, 2), bsc["copy"], A(f32, 1), A(f32, 1), A(f32, 1))
-            out.append((name, G.kernel(**tile), sig, 128 * tile["wgs"]))
-            continue
-        y = A(f16, 2) if tile["b_kind"] == "int4_bf16" else A(f32, 2)
-        sig = (y, A(u32, 2), A(u32, 2), bsc[tile["b_kind"]], A(f32, 1), A(f32, 1), A(f32, 1))
-        out.append((name, P.kernel(*tile.values(), form=form), sig, 128 * tile["wgs"]))
+        variant = importlib.import_module(f"leverctl_kernels.attention.{mod}")
+        tile = variant.TILE
+        b_kind = tile.get("b_kind", "copy")
+        y = A(f16, 2) if b_kind == "int4_bf16" else A(f32, 2)
+        sig = (y, A(u32, 2), A(u32, 2), bsc[b_kind], A(f32, 1), A(f32, 1), A(f32, 1))
+        if form == "mma.sync":
+            kern = P.kernel(*tile.values(), form=form)
+        else:  # the asynchronous mainloop: A (and a plain B) by cp.async
+            kern = G.kernel(**tile) if "stages" in tile else G.kernel_for(tile, variant.STAGES, form)
+        out.append((name, kern, sig, 128 * tile["wgs"]))
     out.append(
         ("proj_quant_e4m3", _proj_prep.quant_kernel(), (A(u16, 2), A(f32, 1), A(u16, 2)), _proj_prep.QUANT_THREADS)
     )
@@ -69,7 +71,9 @@ def test_proj_kernels_compile_to_ptx_in_fp32_with_their_instructions(compiled):
     for name, (_mod, instr) in GEMMS.items():
         ptx = Path(compiled["kernels"][name]["ptx"]).read_text()
         assert f"wgmma.mma_async.sync.aligned.{instr}" in ptx, name
-        assert ("cp.async.cg.shared.global" if name in ASYNC else "st.shared.v4.b32") in ptx, name
+        # every wgmma GEMM is on the asynchronous mainloop (common/gemm/wgmma_async.py)
+        assert "cp.async.cg.shared.global" in ptx, name
+        assert ("st.shared.v4.b32" in ptx) == (name not in PLAIN_B), name
     for name in MMA_SYNC:  # the warp form: no wgmma, no async-proxy fence (sm_80 has neither)
         ptx = Path(compiled["kernels"][name]["ptx"]).read_text()
         assert "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32" in ptx, name
