@@ -1,8 +1,10 @@
-"""The warpgroup-MMA GEMM the attention projection variants and the dense-FFN
-prefill's mma.sync forms (``ffn/prefill/_mma_forms.py``) share:
-``y[r, c] = (sum_k A[r, k] B[c, k]) * rs[r] * cs[c] * ts[0]`` on
-``wgmma.mma_async`` (``common/wgmma.py``) with bf16 or E4M3 inputs and f32
-accumulators, for sm_90a.
+"""What the attention projections and the dense-FFN prefill's mma.sync
+forms (``ffn/prefill/_mma_forms.py``) share for
+``y[r, c] = (sum_k A[r, k] B[c, k]) * rs[r] * cs[c] * ts[0]``: the B
+stagers, the scaled epilogue store, and the two-stage mma.sync loop of
+devices without wgmma. On wgmma the same GEMMs run on the asynchronous
+mainloop (``common/gemm/wgmma_async.py``), which takes these stagers and
+this store.
 
 ``A`` arrives as the MMA's own input type, packed into uint32 words
 (``[rows, k * bytes / 4]``: bf16 pairs or E4M3 quads) and is copied into
@@ -23,29 +25,30 @@ compile-time choice (``B_KINDS``):
   ``[n, k/8]``, fp16 scales per 128 in ``bsc``), ``(q - 8) * scale``
   rounded to BF16 (up to 2^-9 relative per weight).
 
-Tiling: ``WG`` warpgroups (128 threads each) per block, each on 64 rows of
-A; ``BN`` columns (rows of B) per block; ``blockIdx.x`` along B's rows,
-``blockIdx.y`` along A's. K goes by in stages of ``CHUNKS`` x 16 bytes per
-row (``CHUNKS // 2`` instructions of 32 bytes: k16 bf16 or k32 E4M3), two
-stages in flight, as in ``w4a16/gemm_wgmma.py``: the next stage is staged
-while the tensor cores read the current one. Rows past the edges and k
-past ``k`` are staged as zeros; ``k`` must be a multiple of 16 (a 16-byte
-chunk of bf16 is 8 k, of E4M3 16 k, and the NVFP4 block is 16).
+A stager writes 16-byte chunks with ``st.shared.v4`` at ``(row, chunk)``
+offsets of one of two layouts: core matrices without swizzle (this
+module's loop) or the 128-byte swizzle (``stager(..., swizzled=True)``,
+what ``wgmma_async`` reads). Rows past the edges and k past ``k`` are
+staged as zeros; ``k`` must be a multiple of 16 (a 16-byte chunk of bf16
+is 8 k, of E4M3 16 k, and the NVFP4 block is 16).
+
+The mma.sync loop: ``WG`` warpgroups (128 threads each) per block, each on
+64 rows of A; ``BN`` columns (rows of B) per block; ``blockIdx.x`` along
+B's rows, ``blockIdx.y`` along A's; K in stages of ``CHUNKS`` x 16 bytes
+per row, two buffers, the next stage staged after the current one's MMAs.
 
 The epilogue multiplies each accumulator by its row's ``rs``, its
 column's ``cs`` and ``ts[0]`` (f32, in that order) and stores it, converted
 to ``y``'s type, at ``y[r, c]`` or, with ``SWAP``, at ``y[c, r]`` (the FP8
 projection puts the weights on the 64-row side and the tokens on the
-``BN`` side). Both operands are K-major without swizzle
-(``wgmma.core_offset``).
+``BN`` side).
 
-``form="mma.sync"`` (bf16 only; devices without wgmma) keeps the staging
-and the epilogue and replaces the warpgroup instruction: each warp runs
-its 16 rows as ``BN / 8`` ``mma.sync`` m16n8k16 bf16 per k16, its fragments
-read from the same staged tiles (:func:`make_mma_step`). Its accumulators
-are wgmma's tuple in wgmma's layout (per 8 columns, the m16n8 C fragment),
-so the store is shared, and it has no wgmma or async-proxy fence, so it
-assembles for sm_80 too.
+Each warp runs its 16 rows as ``BN / 8`` ``mma.sync`` m16n8k16 bf16 per
+k16 (bf16 only), its fragments read from the staged tiles
+(:func:`make_mma_step`). Its accumulators are wgmma's tuple in wgmma's
+layout (per 8 columns, the m16n8 C fragment), so the store is the one the
+wgmma loop uses, and it has no wgmma or async-proxy fence, so it assembles
+for sm_80.
 """
 
 from __future__ import annotations
@@ -311,56 +314,38 @@ def make_kernel(
     swap: bool = False,
     load_b=None,
     ksub: int | None = None,
-    form: str = "wgmma",
+    form: str = "mma.sync",
 ):
-    """Compile ``kernel(y, a32, b, bsc, rs, cs, ts)``. ``load_b`` and
-    ``ksub`` exist for the tests' broken variants. The ``nvfp4_e4m3``
-    stager's 2^-3 is multiplied back with ``ts``."""
+    """Compile ``kernel(y, a32, b, bsc, rs, cs, ts)``, the mma.sync form
+    (wgmma runs on ``common/gemm/wgmma_async.py``). ``load_b`` and ``ksub``
+    exist for the tests' broken variants."""
     if b_kind not in B_KINDS:
         raise ValueError(f"B loader {b_kind!r}: one of {B_KINDS}")
     if DTYPE_OF[b_kind] not in (None, dtype):
         raise ValueError(f"B loader {b_kind} stages {DTYPE_OF[b_kind]}, not {dtype}")
     wg.check_shape(dtype, bn)
+    if form != "mma.sync":
+        raise ValueError(f"tensor-core form {form!r}: this loop is mma.sync's; wgmma is common/gemm/wgmma_async.py")
+    if dtype != "bf16":
+        raise ValueError("mma.sync form: bf16 only here (FP8 tensor cores are wgmma's)")
     threads = wg.WARPGROUP * wgs
-    epc = 16 // (2 if dtype == "bf16" else 1)  # elements per 16-byte chunk
+    epc = 16 // 2  # bf16 elements per 16-byte chunk
     bk = chunks * epc
     sbo = chunks * LBO
     ksub = chunks // 2 if ksub is None else ksub
-    if form not in ("wgmma", "mma.sync"):
-        raise ValueError(f"tensor-core form {form!r}: wgmma or mma.sync")
-    if form == "mma.sync" and dtype != "bf16":
-        raise ValueError("mma.sync form: bf16 only here (FP8 tensor cores are wgmma's)")
-    WG = form == "wgmma"
-    warp_step = make_mma_step(bn) if not WG else None
+    warp_step = make_mma_step(bn)
     copy_a = _make_copy(chunks, threads, epc)
     if load_b is None:
-        load_b = {
-            "copy": lambda: _make_copy(chunks, threads, epc),
-            "nvfp4_bf16": lambda: _make_nvfp4_bf16(chunks, threads),
-            "nvfp4_e4m3": lambda: _make_nvfp4_e4m3(chunks, threads),
-            "int4_bf16": lambda: _make_int4_bf16(chunks, threads),
-        }[b_kind]()
-    mma, zeros, store = wg.op(dtype, bn), wg.zeros(bn), make_store(bn, swap)
-    if dtype == "bf16":
-
-        @cuda.jit(device=True, inline="always")
-        def step(da, db, acc):
-            return mma(da, db, acc, 1, 1, 1, 0, 0)
-    else:
-
-        @cuda.jit(device=True, inline="always")
-        def step(da, db, acc):
-            return mma(da, db, acc, 1, 1, 1)
-
-    t_mul = np.float32(1.0 / E4M3_FOLD) if b_kind == "nvfp4_e4m3" else np.float32(1.0)
+        load_b = _make_copy(chunks, threads, epc) if b_kind == "copy" else stager(b_kind, chunks, threads)
+    zeros, store = wg.zeros(bn), make_store(bn, swap)
+    t_mul = np.float32(1.0)
     a_rows = BM * wgs
     a_bytes, b_bytes = a_rows * chunks * 16, bn * chunks * 16
     a_len, b_len = 2 * a_bytes // 4, 2 * b_bytes // 4
     align = wg.SMEM_ALIGN
-    swz = wg.SWIZZLE_NONE
 
     @L.jit_bounded(threads)
-    def proj_wgmma(y, a32, b, bsc, rs, cs, ts):
+    def proj_mma(y, a32, b, bsc, rs, cs, ts):
         m = a32.shape[0]
         n = b.shape[0]
         k = a32.shape[1] * 4 // (16 // epc)
@@ -375,40 +360,25 @@ def make_kernel(
         b_at = wg.smem_addr(Bs)
         copy_a(a_at, a32, bsc, m, k, r0, 0, tid, a_rows)
         load_b(b_at, b, bsc, n, k, n0, 0, tid, bn)
-        if WG:
-            wg.fence_proxy_async()
         cuda.syncthreads()
         acc = zeros()
         for kt in range(nk):
             s = kt & 1
-            if WG:
-                wg.wgmma_fence()
-                for j in range(ksub):
-                    da = wg.make_desc(a_at + s * a_bytes + g * (BM // 8) * sbo + j * STEP, LBO, sbo, swz)
-                    db = wg.make_desc(b_at + s * b_bytes + j * STEP, LBO, sbo, swz)
-                    acc = step(da, db, acc)
-                wg.wgmma_commit_group()
-            else:  # mma.sync: each warp its 16 rows, synchronously
-                for j in range(ksub):
-                    acc = warp_step(
-                        As, Bs, s * a_bytes + g * (BM // 8) * sbo + j * STEP, s * b_bytes + j * STEP, sbo, acc
-                    )
-            if kt + 1 < nk:  # the next stage, while the tensor cores work
+            for j in range(ksub):  # each warp its 16 rows, synchronously
+                acc = warp_step(As, Bs, s * a_bytes + g * (BM // 8) * sbo + j * STEP, s * b_bytes + j * STEP, sbo, acc)
+            if kt + 1 < nk:  # the next stage into the other buffer
                 copy_a(a_at + (1 - s) * a_bytes, a32, bsc, m, k, r0, kt + 1, tid, a_rows)
                 load_b(b_at + (1 - s) * b_bytes, b, bsc, n, k, n0, kt + 1, tid, bn)
-            if WG:
-                wg.wgmma_wait_group(0)
-                wg.fence_proxy_async()
             cuda.syncthreads()
         store(y, m, n, r0 + BM * g, n0, acc, rs, cs, ts[0] * t_mul)
 
-    proj_wgmma.geometry = (dtype, b_kind, wgs, bn, chunks, swap)
-    proj_wgmma.form = form
-    return proj_wgmma
+    proj_mma.geometry = (dtype, b_kind, wgs, bn, chunks, swap)
+    proj_mma.form = form
+    return proj_mma
 
 
 @lru_cache(maxsize=None)
-def kernel(dtype: str, b_kind: str, wgs: int, bn: int, chunks: int, swap: bool = False, form: str = "wgmma"):
+def kernel(dtype: str, b_kind: str, wgs: int, bn: int, chunks: int, swap: bool = False, form: str = "mma.sync"):
     return make_kernel(dtype, b_kind, wgs, bn, chunks, swap, form=form)
 
 

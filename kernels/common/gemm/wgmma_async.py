@@ -65,7 +65,10 @@ def shared_bytes(wgs: int, bn: int, stages: int) -> int:
     return stages * (BM * wgs + bn) * STAGE_KBYTES + sw.ATOM_BYTES
 
 
-FAULTS = ("no_wait", "no_swizzle", "stage_order")  # deliberate bugs, for the tests that prove the checks
+# deliberate bugs, for the tests that prove the checks: a stage read before
+# its copies landed, copies that ignore the swizzle the descriptors assume,
+# the stages read out of order, one instruction of each stage's K dropped
+FAULTS = ("no_wait", "no_swizzle", "stage_order", "short_k")
 
 
 def _make_issue(threads: int, esize: int, swizzle: bool = True):
@@ -94,13 +97,28 @@ def _make_issue(threads: int, esize: int, swizzle: bool = True):
 
 @lru_cache(maxsize=None)
 def kernel(dtype: str, wgs: int, bn: int, stages: int, swap: bool = False, b_kind: str = "copy", fault: str = ""):
+    """:func:`make_kernel`, compiled once per geometry."""
+    return make_kernel(dtype, wgs, bn, stages, swap, b_kind, fault)
+
+
+def make_kernel(
+    dtype: str,
+    wgs: int,
+    bn: int,
+    stages: int,
+    swap: bool = False,
+    b_kind: str = "copy",
+    fault: str = "",
+    stage_b=None,
+):
     """``kernel(y, a32, b32, bsc, rs, cs, ts)`` (the signature of
     ``wgmma_gemm``'s kernels), launched by :func:`make_launch`. With
     ``b_kind`` other than ``copy``, B goes through ``wgmma_gemm``'s stager
     of that kind (a transform on the way in: NVFP4 or int4 weights with
     their scales ``bsc``), writing the same swizzled layout from registers
     while the tensor cores work; A is still copied asynchronously.
-    ``fault`` (tests only) plants one of :data:`FAULTS`."""
+    ``fault`` and ``stage_b`` (a stager of one's own) are for the tests
+    that plant a bug (:data:`FAULTS`, a wrong block scale)."""
     if fault and fault not in FAULTS:
         raise ValueError(f"fault {fault!r}: one of {FAULTS}")
     if b_kind not in P.B_KINDS:
@@ -122,7 +140,9 @@ def kernel(dtype: str, wgs: int, bn: int, stages: int, swap: bool = False, b_kin
     stage = a_tile + b_tile
     issue = _make_issue(threads, esize, swizzle=fault != "no_swizzle")
     copy_b = b_kind == "copy"
-    stage_b = None if copy_b else P.stager(b_kind, CHUNKS, threads, swizzled=True)
+    if stage_b is None and not copy_b:
+        stage_b = P.stager(b_kind, CHUNKS, threads, swizzled=True)
+    dropped = 1 if fault == "short_k" else -1  # the second instruction of each stage's K
     t_mul = 1.0 / float(P.E4M3_FOLD) if b_kind == "nvfp4_e4m3" else 1.0
     mma, zeros, store = wg.op(dtype, bn), wg.zeros(bn), P.make_store(bn, swap)
     in_flight = stages - 1 if fault == "no_wait" else stages - 2
@@ -176,9 +196,10 @@ def kernel(dtype: str, wgs: int, bn: int, stages: int, swap: bool = False, b_kin
             at = base + pad + ((kt + ahead) % stages) * stage
             wg.wgmma_fence()
             for j in range(KSUB):
-                da = wg.make_desc(at + g * BM * STAGE_KBYTES + j * STEP, 16, sw.SBO, wg.SWIZZLE_128B)
-                db = wg.make_desc(at + a_tile + j * STEP, 16, sw.SBO, wg.SWIZZLE_128B)
-                acc = step(da, db, acc)
+                if j != dropped:
+                    da = wg.make_desc(at + g * BM * STAGE_KBYTES + j * STEP, 16, sw.SBO, wg.SWIZZLE_128B)
+                    db = wg.make_desc(at + a_tile + j * STEP, 16, sw.SBO, wg.SWIZZLE_128B)
+                    acc = step(da, db, acc)
             wg.wgmma_commit_group()
             if not copy_b and nxt < nk:  # B of a later stage through registers while the tensor cores work
                 stage_b(base + pad + (nxt % stages) * stage + a_tile, b32, bsc, n, k, n0, nxt, tid, bn)

@@ -200,14 +200,15 @@ def test_the_crush_is_per_token_saturating_e4m3():
 
 @pytest.mark.sim
 def test_a_wrong_fp4_block_scale_is_caught():
-    kern = P.make_kernel("bf16", "nvfp4_bf16", 1, 128, 8, load_b=P._make_nvfp4_bf16(8, 128, block_shift=5))
+    wrong = P._make_nvfp4_bf16(8, 128, block_shift=5, swizzled=True)  # one scale per 32, not 16
+    kern = G.make_kernel("bf16", 1, 128, proj_bf16_tc.STAGES, b_kind="nvfp4_bf16", stage_b=wrong)
     got, ref = run(BF16, "bf16_tc", TINY, launch=proj_bf16_tc.build(TINY, kern=kern))
     assert not passes(got, ref, BF16.variant_tolerance("bf16_tc"))
 
 
 @pytest.mark.sim
 def test_a_dropped_k_step_is_caught_even_at_the_fp8_tolerance():
-    kern = P.make_kernel("e4m3", "nvfp4_e4m3", 1, 128, 8, ksub=1)  # k 32..47 dropped
+    kern = G.make_kernel("e4m3", 1, 128, proj_fp8_e4m3.STAGES, b_kind="nvfp4_e4m3", fault="short_k")  # k 32..63
     got, ref = run(BF16, "fp8_e4m3", TINY, launch=proj_fp8_e4m3.build(TINY, kern=kern))
     assert not passes(got, ref, BF16.variant_tolerance("fp8_e4m3"))
 

@@ -69,7 +69,7 @@ def test_the_pipelined_gemm_is_a_float64_matmul_of_its_inputs(dtype, m, n, k, wg
 @pytest.mark.sim
 @pytest.mark.skipif(not SIM, reason="on a GPU a missing wait races and may read right by luck")
 @pytest.mark.parametrize("fault", G.FAULTS)
-def test_a_missing_wait_an_unswizzled_stage_or_a_wrong_stage_order_fails_the_check(fault):
+def test_a_missing_wait_an_unswizzled_stage_a_wrong_stage_order_or_a_dropped_k_step_fails_the_check(fault):
     got, ref = _run("bf16", 20, 16, 192, 1, 16, 3, fault=fault)
     assert _err(got, ref) > 1e-2
 
