@@ -83,6 +83,9 @@ def command(ncu: str, metrics: tuple[str, ...], log: Path, request: Path) -> lis
         "base",
         "--profile-from-start",
         "off",
+        # Measure the card as it is: ncu's default locks the clocks to base.
+        "--clock-control",
+        "none",
         "--target-processes",
         "all",
         "--metrics",

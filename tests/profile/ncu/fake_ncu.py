@@ -36,7 +36,8 @@ def main() -> None:
 
     if "--csv" not in args:
         fail("no --csv")
-    for flag, want in (("--page", "raw"), ("--print-units", "base"), ("--profile-from-start", "off")):
+    wanted = (("--page", "raw"), ("--print-units", "base"), ("--profile-from-start", "off"), ("--clock-control", "none"))
+    for flag, want in wanted:
         if value(flag) != want:
             fail(f"{flag} is not {want}")
     metrics = value("--metrics").split(",")
