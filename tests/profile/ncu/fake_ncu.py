@@ -36,7 +36,12 @@ def main() -> None:
 
     if "--csv" not in args:
         fail("no --csv")
-    wanted = (("--page", "raw"), ("--print-units", "base"), ("--profile-from-start", "off"), ("--clock-control", "none"))
+    wanted = (
+        ("--page", "raw"),
+        ("--print-units", "base"),
+        ("--profile-from-start", "off"),
+        ("--clock-control", "none"),
+    )
     for flag, want in wanted:
         if value(flag) != want:
             fail(f"{flag} is not {want}")
