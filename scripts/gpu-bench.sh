@@ -87,9 +87,12 @@ if [ ! -x "$venv/bin/python" ]; then
     || { say "preflight: $py -m venv failed (see pip.log)"; exit 2; }
   if [ ${#opts[@]} -gt 0 ]; then
     # When python3 is itself a virtual environment, --system-site-packages
-    # reaches only its base interpreter: point the new one at its packages too.
+    # reaches only its base interpreter: add its packages too, as site
+    # directories, so their own .pth files run (numba-cuda's is the one that
+    # makes `numba.cuda` numba-cuda rather than numba's old built-in copy).
     site=$("$venv/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
-    "$py" -c 'import site; print("\n".join(site.getsitepackages()))' >"$site/_host_packages.pth"
+    "$py" -c 'import site; print("import site; list(map(site.addsitedir, %r))" % site.getsitepackages())' \
+      >"$site/_host_packages.pth"
   fi
 fi
 venv=$(cd "$venv" && pwd)

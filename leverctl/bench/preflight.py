@@ -48,6 +48,15 @@ def _cuda_lib(name: str) -> Callable[[], object]:
     return check
 
 
+def _numba_cuda():
+    # numba still ships an old built-in numba.cuda; numba-cuda's import hook
+    # (a .pth file) replaces it. Without the hook the kernels fail to import.
+    cuda = importlib.import_module("numba.cuda")
+    if getattr(cuda, "implementation", "Built-in") == "Built-in":
+        raise ImportError(f"numba.cuda is numba's built-in copy ({cuda.__file__}), not numba-cuda")
+    return cuda
+
+
 def _libdevice():
     from numba.cuda.cudadrv.libs import get_libdevice
 
@@ -64,7 +73,7 @@ NEEDS: tuple[Need, ...] = (
     Need("numpy", "numpy", _import("numpy")),
     Need("llvmlite", "llvmlite", _import("llvmlite.binding")),
     Need("numba", "numba", _import("numba")),
-    Need("numba.cuda", "numba-cuda", _import("numba.cuda")),
+    Need("numba.cuda", "numba-cuda", _numba_cuda),
     Need("cuda.bindings", "cuda-bindings", _import("cuda.bindings.driver")),
     Need("cuda.core", "cuda-core", _import("cuda.core")),
     Need("libNVVM", "nvidia-cuda-nvcc-cu12", _cuda_lib("nvvm")),
