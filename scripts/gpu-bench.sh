@@ -109,7 +109,9 @@ if [ $have_wheels = 1 ]; then
     else
       say "environment: installing .whl/ offline failed: $(grep -E 'ERROR' "$out/pip.log" | tail -n 1)"
     fi
-  elif "${pip[@]}" install -q --no-index --no-cache-dir --no-deps .whl/*.whl >>"$out/pip.log" 2>&1; then
+  # --ignore-installed: a wheel here wins over another version the python
+  # has (numba 0.68 cannot compile kernels against numpy 2.5, for one).
+  elif "${pip[@]}" install -q --no-index --no-cache-dir --no-deps --ignore-installed .whl/*.whl >>"$out/pip.log" 2>&1; then
     say "environment: $(ls .whl/*.whl | wc -l) wheels from .whl/ over what $py has installed, offline"
   else
     say "environment: installing .whl/ offline failed: $(grep -E 'ERROR' "$out/pip.log" | tail -n 1)"

@@ -22,7 +22,7 @@ def _operands(dtype: str, rows: int, k: int, rng):
     """(packed uint32 [rows, k * bytes / 4], float64 values)."""
     if dtype == "e4m3":
         codes = rng.choice(E4M3_CODES, (rows, k)).astype(np.uint8)
-        vals = np.vectorize(lambda c: float(bits.e4m3_to_f32(np.uint8(c))))(codes)
+        vals = bits.e4m3_to_f32_np(codes).astype(np.float64)
         return codes.view(np.uint32), vals
     b = bits.f32_to_bf16_np(rng.standard_normal((rows, k)).astype(np.float32))
     return b.view(np.uint32), bits.bf16_to_f32_np(b).astype(np.float64)
