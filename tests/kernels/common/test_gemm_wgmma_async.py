@@ -63,7 +63,8 @@ CASES = [
 @pytest.mark.parametrize("dtype, m, n, k, wgs, bn, stages, swap", CASES)
 def test_the_pipelined_gemm_is_a_float64_matmul_of_its_inputs(dtype, m, n, k, wgs, bn, stages, swap):
     got, ref = _run(dtype, m, n, k, wgs, bn, stages, swap)
-    assert _err(got, ref) <= 1e-5
+    # FP8 wgmma keeps fewer accumulator bits than FP32 on the hardware (test_mma.FP8_RTOL)
+    assert _err(got, ref) <= (2e-3 if dtype == "e4m3" and not SIM else 1e-5)
 
 
 @pytest.mark.sim

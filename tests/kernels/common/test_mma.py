@@ -13,6 +13,11 @@ from leverctl_kernels.common import bits, mma
 
 SIM = bool(config.ENABLE_CUDASIM)
 RTOL = 1e-6  # of the float32 result's scale: the MMA's summation order is unspecified
+# Hopper's FP8 wgmma accumulates with fewer bits than FP32 (about 14 of mantissa:
+# the reason DeepGEMM promotes to FP32 every 128 of K). On an H200 (2026-12-04)
+# the e4m3 products were off by 1.0e-4 and 2.5e-4 of their scale at K = 32 and
+# 64. The twin accumulates in FP32, so the simulator keeps the tight bound.
+FP8_RTOL = RTOL if SIM else 2e-3
 
 
 # ── the layout, as data, against the ISA's formulas ──────────────────────────
@@ -56,10 +61,10 @@ def _inputs(m, n, k, seed, fmt="bf16"):
     return A, Bt, C, ref
 
 
-def _close(got, ref):
+def _close(got, ref, rtol=RTOL):
     scale = max(1.0, float(np.abs(ref).max()))
     err = float(np.abs(got.astype(np.float64) - ref).max())
-    assert err <= RTOL * scale, f"max abs error {err:.3g} over {RTOL:g} x scale {scale:.3g}"
+    assert err <= rtol * scale, f"max abs error {err:.3g} over {rtol:g} x scale {scale:.3g}"
 
 
 def _tiled(load_a, load_b, op):
