@@ -29,7 +29,10 @@ Results, code for code (the twins reproduce these):
   top bits) to follow the instruction, whose NaN result is canonical; CUDA's
   own software fallback for ``__float2bfloat16`` returns ``0x7fff`` to agree
   with it. (``tests/kernels/common/test_cvt.py`` checks this on a GPU under
-  ``LEVERCTL_TEST_DEVICE=gpu``; it has not been run there yet.)
+  ``LEVERCTL_TEST_DEVICE=gpu``; an H200 agreed on 2026-12-04.)
+* ``f32x2_to_f16x2``: round to nearest even, overflow to inf, subnormals
+  kept, as NumPy's float16 conversion; a NaN gives the canonical NaN
+  ``0x7fff`` (seen on an H200, 2026-12-04, where NumPy gives ``0x7e00``).
 * ``bf16_to_f32``: exact, the bits shifted up 16, NaN payloads included.
   ``cvt.f32.bf16`` (sm_90) is exact too, but the ISA does not say what it
   does with a NaN's payload; the shift leaves nothing to guess.
@@ -70,6 +73,7 @@ from numba import config, cuda
 from . import bits as B
 
 BF16_NAN = 0x7FFF  # canonical bf16 NaN: what cvt.rn.bf16.f32 gives for any NaN
+F16_NAN = 0x7FFF  # canonical f16 NaN: what cvt.rn.f16x2.f32 gave for a NaN on an H200
 
 SIMULATED = bool(config.ENABLE_CUDASIM)
 
@@ -110,10 +114,11 @@ if SIMULATED:
     @cuda.jit(device=True, inline=True)
     def f32x2_to_f16x2(lo, hi):
         """fp16 bits of ``lo`` in bits 0-15, of ``hi`` in bits 16-31: RNE,
-        overflow to inf, NaN kept (``cvt.rn.f16x2.f32``; NumPy's float16
-        conversion rounds the same way)."""
+        overflow to inf, NaN canonical (``cvt.rn.f16x2.f32``; NumPy's float16
+        conversion rounds the same way but keeps a NaN's sign and payload)."""
+        x = np.array([lo, hi], dtype=np.float32)
         with np.errstate(over="ignore"):  # overflow to inf is the conversion's rule, not an accident
-            h = np.array([lo, hi], dtype=np.float32).astype(np.float16).view(np.uint16)
+            h = np.where(np.isnan(x), np.uint16(F16_NAN), x.astype(np.float16).view(np.uint16))
         return np.uint32(int(h[0]) | (int(h[1]) << 16))
 
     @cuda.jit(device=True, inline=True)

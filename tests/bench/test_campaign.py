@@ -37,6 +37,22 @@ def test_recipes_that_set_levers_run_first_and_each_engines_defaults_last():
     assert set(names) == {p.name for p in RECIPES.glob("*.toml")}
 
 
+def test_paths_run_breadth_first_keeping_each_paths_own_order():
+    from types import SimpleNamespace as NS
+
+    def it(path, shape, variant):
+        return NS(path=NS(name=path), shape=NS(label=shape), variant=variant)
+
+    items = [it("a", "s1", "x"), it("a", "s1", "base"), it("a", "s2", "x"), it("a", "s3", "x")]
+    items += [it("b", "t1", "y"), it("b", "t2", "y"), it("c", "u1", "z")]
+    got = [(i.path.name, i.shape.label, i.variant) for i in campaign.breadth_first(items)]
+    assert got == [
+        ("a", "s1", "x"), ("a", "s1", "base"), ("b", "t1", "y"), ("c", "u1", "z"),
+        ("a", "s2", "x"), ("b", "t2", "y"), ("a", "s3", "x"),
+    ]  # fmt: skip
+    assert sorted(map(id, campaign.breadth_first(items))) == sorted(map(id, items))  # nothing lost
+
+
 @pytest.mark.sim
 def test_a_sigterm_midway_leaves_every_finished_record_on_disk(tmp_path):
     out = tmp_path / "gpu"

@@ -40,6 +40,17 @@ def test_the_raw_page_is_read_into_one_figure_set_per_launch():
     assert k["tensor_pipe_pct"] == 0
 
 
+def test_real_output_from_an_h200_is_read():
+    """ncu's own output, not a stand-in's: the same figures the bench wrote
+    into that run's record."""
+    (k,) = ncu.parse_csv((HERE / "h200_gemv_sw.csv").read_text())
+    assert k["name"] == "gemv_sw" and k["ncu_name"].startswith("gemv_sw[")
+    assert k["dram_pct_of_peak"] == pytest.approx(1.3) and k["duration_us"] == pytest.approx(8.928)
+    assert k["sector_efficiency"] == pytest.approx(90.28) and k["sectors_per_request"] == pytest.approx(2.25)
+    assert k["achieved_occupancy"] == pytest.approx(6.11) and k["shared_bank_conflicts"] == 24576
+    assert k["tensor_pipe_pct"] == 0
+
+
 def test_the_details_page_reads_the_same():
     rows = ['"ID","Kernel Name","Section Name","Metric Name","Metric Unit","Metric Value"']
     values = {
