@@ -23,7 +23,9 @@ compile-time choice (``B_KINDS``):
   records of the FP8 path include;
 * ``int4_bf16``:  the W4A16 layout (``common/int4.py``: ``qweight`` uint32
   ``[n, k/8]``, fp16 scales per 128 in ``bsc``), ``(q - 8) * scale``
-  rounded to BF16 (up to 2^-9 relative per weight).
+  rounded to BF16 (up to 2^-9 relative per weight);
+* ``int4_f16``:   the same weights rounded to fp16 (up to 2^-11), for fp16
+  activations (``w4a16.gemm``; wgmma only).
 
 A stager writes 16-byte chunks with ``st.shared.v4`` at ``(row, chunk)``
 offsets of one of two layouts: core matrices without swizzle (this
@@ -63,8 +65,8 @@ from . import launch as L
 from . import swizzle as sw
 from . import wgmma as wg
 
-B_KINDS = ("copy", "nvfp4_bf16", "nvfp4_e4m3", "int4_bf16")
-DTYPE_OF = {"copy": None, "nvfp4_bf16": "bf16", "nvfp4_e4m3": "e4m3", "int4_bf16": "bf16"}
+B_KINDS = ("copy", "nvfp4_bf16", "nvfp4_e4m3", "int4_bf16", "int4_f16")
+DTYPE_OF = {"copy": None, "nvfp4_bf16": "bf16", "nvfp4_e4m3": "e4m3", "int4_bf16": "bf16", "int4_f16": "f16"}
 BM = wg.M
 LBO = wg.LBO
 STEP = 2 * wg.LBO  # one instruction's K: 32 bytes, two core matrices
@@ -150,11 +152,12 @@ def _f32(x):
     return np.float32(x)
 
 
-def _make_packed_bf16(chunks: int, threads: int, shift: int, value, scale, swizzled: bool = False):
-    """Stage eight 4-bit weights a 32-bit word as bf16: ``value(word, i, s)``
-    decodes the i-th with the scale ``scale(bsc[row, k >> shift])`` of its
-    block (NVFP4: E2M1 codes, an E4M3 scale per 16; int4: ``q - 8``, an
-    fp16 scale per group)."""
+def _make_packed_bf16(chunks: int, threads: int, shift: int, value, scale, swizzled: bool = False, pair=None):
+    """Stage eight 4-bit weights a 32-bit word as bf16 (or as ``pair``
+    encodes two: fp16): ``value(word, i, s)`` decodes the i-th with the
+    scale ``scale(bsc[row, k >> shift])`` of its block (NVFP4: E2M1 codes,
+    an E4M3 scale per 16; int4: ``q - 8``, an fp16 scale per group)."""
+    pair = pair or cvt.f32x2_to_bf16x2
     chunk = _chunker(chunks)
     off = _offsetter(chunks, swizzled)
     bk = chunks * 8
@@ -170,10 +173,10 @@ def _make_packed_bf16(chunks: int, threads: int, shift: int, value, scale, swizz
             if gr < nrows and gk < k:
                 word = src[gr, gk >> 3]
                 s = scale(bsc[gr, gk >> shift])
-                x0 = cvt.f32x2_to_bf16x2(value(word, 0, s), value(word, 1, s))
-                x1 = cvt.f32x2_to_bf16x2(value(word, 2, s), value(word, 3, s))
-                x2 = cvt.f32x2_to_bf16x2(value(word, 4, s), value(word, 5, s))
-                x3 = cvt.f32x2_to_bf16x2(value(word, 6, s), value(word, 7, s))
+                x0 = pair(value(word, 0, s), value(word, 1, s))
+                x1 = pair(value(word, 2, s), value(word, 3, s))
+                x2 = pair(value(word, 4, s), value(word, 5, s))
+                x3 = pair(value(word, 6, s), value(word, 7, s))
             wg.st_shared_v4(at + off(r, kc), x0, x1, x2, x3)
 
     return load
@@ -220,14 +223,21 @@ def _make_int4_bf16(chunks: int, threads: int, group_shift: int = 7, swizzled: b
     return _make_packed_bf16(chunks, threads, group_shift, _q4, _f32, swizzled)
 
 
-def stager(b_kind: str, chunks: int, threads: int, swizzled: bool = False):
+def _make_int4_f16(chunks: int, threads: int, group_shift: int = 7, swizzled: bool = False):
+    return _make_packed_bf16(chunks, threads, group_shift, _q4, _f32, swizzled, pair=cvt.f32x2_to_f16x2)
+
+
+def stager(b_kind: str, chunks: int, threads: int, swizzled: bool = False, group_shift: int = 7):
     """The B stager of ``b_kind`` (a transform on the way in), writing
     16-byte chunks as ``st.shared.v4``: ``load(at, src, bsc, nrows, k,
-    r0, kt, tid, rows)``, ``at`` the tile's shared-window address."""
+    r0, kt, tid, rows)``, ``at`` the tile's shared-window address.
+    ``group_shift`` (int4 kinds: the scale group is ``k >> group_shift``)
+    exists for the tests' broken variants."""
     return {
         "nvfp4_bf16": lambda: _make_nvfp4_bf16(chunks, threads, swizzled=swizzled),
         "nvfp4_e4m3": lambda: _make_nvfp4_e4m3(chunks, threads, swizzled=swizzled),
-        "int4_bf16": lambda: _make_int4_bf16(chunks, threads, swizzled=swizzled),
+        "int4_bf16": lambda: _make_int4_bf16(chunks, threads, group_shift, swizzled=swizzled),
+        "int4_f16": lambda: _make_int4_f16(chunks, threads, group_shift, swizzled=swizzled),
     }[b_kind]()
 
 

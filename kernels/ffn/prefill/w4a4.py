@@ -5,9 +5,9 @@ and one float32 tensor scale for the whole activation tensor).
 sm_90 has no FP4 tensor cores, so both operands are decoded while they are
 staged, exactly: an E2M1 value (two significant bits) times its E4M3 block
 scale (four) has at most six significant bits and lies within 2^-10 ..
-2688, so it is a bf16 value; the GEMM is then ``_wgmma_bf16``'s (one
-warpgroup per 64 x 128 tile, K stages of 64, wgmma m64n128k16 bf16, f32
-accumulators: products exact, sums f32), and the two tensor scales multiply
+2688, so it is a bf16 value; the GEMM is then a bf16 one (one
+warpgroup per 64 x 128 tile, K stages of 64, two in flight, wgmma
+m64n128k16 bf16, f32 accumulators: products exact, sums f32), and the two tensor scales multiply
 the result once, at the store::
 
     c[r, n] = fp16( (ts_a * ts_w) * sum_k  a4[r, k] * sa[r, k / 16] * w4[n, k] * sw[n, k / 16] )
@@ -28,10 +28,33 @@ from ...common import bits, cvt, nvfp4_act, tc
 from ...common import launch as L
 from ...common import wgmma as wg
 from . import _mma_forms
-from . import _wgmma_bf16 as G
 
 BN = 128
 THREADS = wg.WARPGROUP
+
+
+# The staging geometry of this arm's own two-stage loop (K stages of 64,
+# core matrices without swizzle): the last bf16 wgmma loop outside
+# common/gemm/wgmma_async.py, whose A is staged by copy where this arm
+# decodes both operands on the way in.
+BM, BK = wg.M, 64
+KSUB = BK // wg.K_BF16
+LBO = wg.LBO
+SBO = (BK * 2 // wg.CORE_BYTES) * wg.LBO
+STEP = 2 * wg.LBO
+CHUNKS = BK // 8
+
+
+def shared_bytes(wgs: int, bn: int) -> int:
+    return 2 * (BM * wgs + bn) * BK * 2
+
+
+@cuda.jit(device=True, inline="always")
+def _chunk(c):
+    """Thread-chunk ``c`` -> (tile row, 16-byte chunk along K), the 8 rows
+    of a core matrix first (conflict-free 16-byte stores)."""
+    kc = (c >> 3) % CHUNKS
+    return ((c >> 3) // CHUNKS) * 8 + (c & 7), kc
 
 
 @cuda.jit(device=True, inline="always")
@@ -46,8 +69,8 @@ def _load(at, p32, sc, rows_total, k, r0, k0, tid, rows):
     """Stage ``rows`` rows of an NVFP4 operand (``p32``: packed nibbles as
     uint32 words, ``sc``: E4M3 block scales) from row ``r0`` and k ``k0``,
     decoded to bf16 (without the tensor scale), zeros past the edges."""
-    for c in range(tid, rows * G.CHUNKS, THREADS):
-        r, kc = G._chunk(c)
+    for c in range(tid, rows * CHUNKS, THREADS):
+        r, kc = _chunk(c)
         gr = r0 + r
         gk = k0 + kc * 8
         x0 = x1 = x2 = x3 = uint32(0)
@@ -58,7 +81,7 @@ def _load(at, p32, sc, rows_total, k, r0, k0, tid, rows):
             x1 = _e2m1_pair(word, 2, s)
             x2 = _e2m1_pair(word, 4, s)
             x3 = _e2m1_pair(word, 6, s)
-        wg.st_shared_v4(at + wg.core_offset(r, kc * 16, G.LBO, G.SBO), x0, x1, x2, x3)
+        wg.st_shared_v4(at + wg.core_offset(r, kc * 16, LBO, SBO), x0, x1, x2, x3)
 
 
 def _store_source(n: int) -> str:
@@ -91,12 +114,12 @@ def _store(n: int):
     return cuda.jit(device=True, inline="always")(ns["store"])
 
 
-def make_gemm(bn: int = BN, ksub: int = G.KSUB):
+def make_gemm(bn: int = BN, ksub: int = KSUB):
     """Compile the kernel ``(c, pa32, sa, ts_a, pw32, sw, ts_w)``; ``ksub``
     (tests only) below 4 drops K sub-steps."""
     wg.check_shape("bf16", bn)
     mma, zeros, store = wg.op("bf16", bn), wg.zeros(bn), _store(bn)
-    a_words, b_words = G.BM * G.BK // 2, bn * G.BK // 2
+    a_words, b_words = BM * BK // 2, bn * BK // 2
     a_bytes, b_bytes = 4 * a_words, 4 * b_words
     a_len, b_len = 2 * a_words, 2 * b_words
     align = wg.SMEM_ALIGN
@@ -110,12 +133,12 @@ def make_gemm(bn: int = BN, ksub: int = G.KSUB):
         As = cuda.shared.array(a_len, np.uint32, alignment=align)
         Bs = cuda.shared.array(b_len, np.uint32, alignment=align)
         tid = cuda.threadIdx.x
-        r0 = cuda.blockIdx.y * G.BM
+        r0 = cuda.blockIdx.y * BM
         n0 = cuda.blockIdx.x * bn
-        nk = (k + G.BK - 1) // G.BK
+        nk = (k + BK - 1) // BK
         a_at = wg.smem_addr(As)
         b_at = wg.smem_addr(Bs)
-        _load(a_at, pa32, sa, m, k, r0, 0, tid, G.BM)
+        _load(a_at, pa32, sa, m, k, r0, 0, tid, BM)
         _load(b_at, pw32, sw, n, k, n0, 0, tid, bn)
         wg.fence_proxy_async()
         cuda.syncthreads()
@@ -124,13 +147,13 @@ def make_gemm(bn: int = BN, ksub: int = G.KSUB):
             s = kt & 1
             wg.wgmma_fence()
             for j in range(ksub):
-                da = wg.make_desc(a_at + s * a_bytes + j * G.STEP, G.LBO, G.SBO, swz)
-                db = wg.make_desc(b_at + s * b_bytes + j * G.STEP, G.LBO, G.SBO, swz)
+                da = wg.make_desc(a_at + s * a_bytes + j * STEP, LBO, SBO, swz)
+                db = wg.make_desc(b_at + s * b_bytes + j * STEP, LBO, SBO, swz)
                 acc = mma(da, db, acc, 1, 1, 1, 0, 0)
             wg.wgmma_commit_group()
             if kt + 1 < nk:
-                _load(a_at + (1 - s) * a_bytes, pa32, sa, m, k, r0, (kt + 1) * G.BK, tid, G.BM)
-                _load(b_at + (1 - s) * b_bytes, pw32, sw, n, k, n0, (kt + 1) * G.BK, tid, bn)
+                _load(a_at + (1 - s) * a_bytes, pa32, sa, m, k, r0, (kt + 1) * BK, tid, BM)
+                _load(b_at + (1 - s) * b_bytes, pw32, sw, n, k, n0, (kt + 1) * BK, tid, bn)
             wg.wgmma_wait_group(0)
             wg.fence_proxy_async()
             cuda.syncthreads()
@@ -162,8 +185,8 @@ def build(shape, kern=None, form: str | None = None):
     if tc.check_form(form or tc.current()) == tc.MMA_SYNC:
         return _mma_forms.build_w4a4(shape, 1, BN)
     kern = kern or kernel()
-    L.check_shared(G.shared_bytes(1, kern.tile_n))
-    grid = L.check_grid((L.blocks_for(shape["n"], kern.tile_n), L.blocks_for(m, G.BM)))
+    L.check_shared(shared_bytes(1, kern.tile_n))
+    grid = L.check_grid((L.blocks_for(shape["n"], kern.tile_n), L.blocks_for(m, BM)))
     L.check_block(THREADS, warps=True)
     quant = nvfp4_act.launcher()
     packed = cuda.device_array((m, k // 2), dtype=np.uint8)

@@ -61,7 +61,7 @@ PATH = declare(
         ),
         Variant(
             "default_tiles",
-            "tensor cores, any m: wgmma 64 x 128 warpgroup tiles, two K stages in flight "
+            "tensor cores, any m: wgmma 64 x 128 warpgroup tiles, four K stages in flight "
             "(Hopper) or mma.sync 64 x 64 tiles of 4 warps, A staged for ldmatrix",
             gemm_tc.build_default,
             tensor_cores=_TC_FORM,

@@ -31,8 +31,8 @@ def jobs():
 
     from leverctl_kernels.ffn.prefill import _wgmma_bf16
 
-    f16, u32 = types.float16, types.uint32
-    sig = (f16[:, ::1], u32[:, ::1], u32[:, ::1], f16[:, ::1])
+    f16, u32, f32v = types.float16, types.uint32, types.float32[::1]
+    sig = (f16[:, ::1], u32[:, ::1], u32[:, ::1], f16[:, ::1], f32v, f32v, f32v)  # the asynchronous mainloop's
     out = []
     for name, variant in KERNELS.items():
         if variant == "w4a4":
@@ -101,6 +101,8 @@ def test_their_sass_is_what_the_records_claim(sm90a):
         gmma = re.findall(r"\bHGMMA\.[\w.]+", sass)
         assert all(g.startswith(f"HGMMA.64x{_bn(name)}x16.F32.BF16") for g in gmma), (name, gmma)
         assert not re.search(r"\bHMMA\.", sass), f"{name}: warp MMA in a warpgroup kernel"
+        if name != "w4a4_gemm":  # bf16 v1/v2: the activations by cp.async, 128 bits a copy
+            assert re.search(r"\bLDGSTS\.E\.BYPASS(\.\w+)*\.128\b", sass), name
     sass = subprocess.run([disasm, sm90a["kernels"][FP8]["cubin"]], check=True, capture_output=True, text=True).stdout
     assert PREFILL.variants["fp8_m64"].tensor_cores == "wgmma"
     assert claim_problems(sass, "wgmma", "e4m3") == [], claim_problems(sass, "wgmma", "e4m3")

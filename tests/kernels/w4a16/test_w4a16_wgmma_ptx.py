@@ -1,11 +1,13 @@
-"""The warpgroup-MMA W4A16 GEMM (``w4a16/gemm_wgmma.py``) compiles for
-sm_90a without a GPU: its PTX (compiled by the ``ptx_harness`` for sm_90,
+"""The warpgroup-MMA W4A16 GEMM (``w4a16/gemm_wgmma.py``, on the
+asynchronous mainloop) compiles for sm_90a without a GPU: its PTX (compiled by the ``ptx_harness`` for sm_90,
 then retargeted to sm_90a by the harness's ``sm90a`` fixture) has the f16
 ``wgmma.mma_async`` of its tile width and the f16x2 conversion; ptxas for
 sm_90a accepts it with no spills, no local memory, registers for the
 128-thread block within budget, no advisory that it serialised the wgmma,
 and where ``nvdisasm`` is found the SASS holds ``HGMMA.64xNx16.F32`` (fp16:
-no ``BF16`` suffix) and no ``HMMA``: a warpgroup path, not a warp one."""
+no ``BF16`` suffix) and no ``HMMA``: a warpgroup path, not a warp one;
+the activations arrive by 128-bit ``LDGSTS`` (cp.async), the dequantised
+weights by 128-bit ``STS``."""
 
 from __future__ import annotations
 
@@ -25,8 +27,8 @@ def jobs():
 
     from leverctl_kernels.w4a16.gemm import gemm_wgmma
 
-    f16, u32 = types.float16, types.uint32
-    sig = (f16[:, ::1], u32[:, ::1], u32[:, ::1], f16[:, ::1])
+    f16, u32, f32 = types.float16, types.uint32, types.float32[::1]
+    sig = (f16[:, ::1], u32[:, ::1], u32[:, ::1], f16[:, ::1], f32, f32, f32)
     return [(name, gemm_wgmma.kernel(bn), sig, gemm_wgmma.THREADS) for name, bn in TILES.items()]
 
 
@@ -61,7 +63,8 @@ def test_gemm_wgmma_sass_is_hgmma_f16(sm90a):
         assert not any("BF16" in g for g in gmma), (name, gmma)
         assert claim_problems(sass, "wgmma", "f16") == [], name  # what the variant's records say
         assert not re.search(r"\bHMMA\.", sass), f"{name}: warp MMA in a warpgroup kernel"
-        assert re.search(r"\bSTS\.128\b", sass), f"{name}: no 16-byte shared stores"
+        assert re.search(r"\bSTS\.128\b", sass), f"{name}: no 16-byte shared stores (the weights' stager)"
+        assert re.search(r"\bLDGSTS\.E\.BYPASS(\.\w+)*\.128\b", sass), f"{name}: activations not copied by cp.async"
 
 
 test_the_sass_holds_what_each_variants_records_claim = sass_claims_test("test_w4a16_wgmma_ptx")
