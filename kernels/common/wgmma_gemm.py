@@ -25,7 +25,10 @@ compile-time choice (``B_KINDS``):
   ``[n, k/8]``, fp16 scales per 128 in ``bsc``), ``(q - 8) * scale``
   rounded to BF16 (up to 2^-9 relative per weight);
 * ``int4_f16``:   the same weights rounded to fp16 (up to 2^-11), for fp16
-  activations (``w4a16.gemm``; wgmma only).
+  activations (``w4a16.gemm``; wgmma only);
+* ``int4_e4m3``:  the same weights' values ``q - 8`` (-8..7, exact in
+  E4M3), without their scales: the mainloop's per-stage ``fold`` applies
+  those, a stage being one scale group (the FFN prefill's ``fp8_m64``).
 
 A stager writes 16-byte chunks with ``st.shared.v4`` at ``(row, chunk)``
 offsets of one of two layouts: core matrices without swizzle (this
@@ -65,8 +68,15 @@ from . import launch as L
 from . import swizzle as sw
 from . import wgmma as wg
 
-B_KINDS = ("copy", "nvfp4_bf16", "nvfp4_e4m3", "int4_bf16", "int4_f16")
-DTYPE_OF = {"copy": None, "nvfp4_bf16": "bf16", "nvfp4_e4m3": "e4m3", "int4_bf16": "bf16", "int4_f16": "f16"}
+B_KINDS = ("copy", "nvfp4_bf16", "nvfp4_e4m3", "int4_bf16", "int4_f16", "int4_e4m3")
+DTYPE_OF = {
+    "copy": None,
+    "nvfp4_bf16": "bf16",
+    "nvfp4_e4m3": "e4m3",
+    "int4_bf16": "bf16",
+    "int4_f16": "f16",
+    "int4_e4m3": "e4m3",
+}
 BM = wg.M
 LBO = wg.LBO
 STEP = 2 * wg.LBO  # one instruction's K: 32 bytes, two core matrices
@@ -227,6 +237,39 @@ def _make_int4_f16(chunks: int, threads: int, group_shift: int = 7, swizzled: bo
     return _make_packed_bf16(chunks, threads, group_shift, _q4, _f32, swizzled, pair=cvt.f32x2_to_f16x2)
 
 
+@cuda.jit(device=True, inline="always")
+def _q4_e4m3x4(word, j):
+    """Four E4M3 codes of nibbles ``j .. j + 3`` of a packed word (``q - 8``, exact)."""
+    lo = uint32(cvt.f32x2_to_e4m3x2(_q4(word, j, np.float32(1)), _q4(word, j + 1, np.float32(1))))
+    hi = uint32(cvt.f32x2_to_e4m3x2(_q4(word, j + 2, np.float32(1)), _q4(word, j + 3, np.float32(1))))
+    return lo | (hi << uint32(16))
+
+
+def _make_int4_e4m3(chunks: int, threads: int, swizzled: bool = False):
+    chunk = _chunker(chunks)
+    off = _offsetter(chunks, swizzled)
+    bk = chunks * 16
+
+    @cuda.jit(device=True, inline="always")
+    def load(at, src, bsc, nrows, k, r0, kt, tid, rows):  # bsc unused: the fold applies the scales
+        k0 = kt * bk
+        for c in range(tid, rows * chunks, threads):
+            r, kc = chunk(c)
+            gr = r0 + r
+            gk = k0 + kc * 16
+            x0 = x1 = x2 = x3 = uint32(0)
+            if gr < nrows and gk < k:
+                w0 = src[gr, gk >> 3]
+                w1 = src[gr, (gk >> 3) + 1]
+                x0 = _q4_e4m3x4(w0, 0)
+                x1 = _q4_e4m3x4(w0, 4)
+                x2 = _q4_e4m3x4(w1, 0)
+                x3 = _q4_e4m3x4(w1, 4)
+            wg.st_shared_v4(at + off(r, kc), x0, x1, x2, x3)
+
+    return load
+
+
 def stager(b_kind: str, chunks: int, threads: int, swizzled: bool = False, group_shift: int = 7):
     """The B stager of ``b_kind`` (a transform on the way in), writing
     16-byte chunks as ``st.shared.v4``: ``load(at, src, bsc, nrows, k,
@@ -238,6 +281,7 @@ def stager(b_kind: str, chunks: int, threads: int, swizzled: bool = False, group
         "nvfp4_e4m3": lambda: _make_nvfp4_e4m3(chunks, threads, swizzled=swizzled),
         "int4_bf16": lambda: _make_int4_bf16(chunks, threads, group_shift, swizzled=swizzled),
         "int4_f16": lambda: _make_int4_f16(chunks, threads, group_shift, swizzled=swizzled),
+        "int4_e4m3": lambda: _make_int4_e4m3(chunks, threads, swizzled=swizzled),
     }[b_kind]()
 
 

@@ -110,6 +110,7 @@ def make_kernel(
     b_kind: str = "copy",
     fault: str = "",
     stage_b=None,
+    fold=None,
 ):
     """``kernel(y, a32, b32, bsc, rs, cs, ts)`` (the signature of
     ``wgmma_gemm``'s kernels), launched by :func:`make_launch`. With
@@ -118,7 +119,15 @@ def make_kernel(
     their scales ``bsc``), writing the same swizzled layout from registers
     while the tensor cores work; A is still copied asynchronously.
     ``fault`` and ``stage_b`` (a stager of one's own) are for the tests
-    that plant a bug (:data:`FAULTS`, a wrong block scale)."""
+    that plant a bug (:data:`FAULTS`, a wrong block scale).
+
+    ``fold`` is the per-stage hook: ``fold(total, stage, bsc, n, n0, kt)``
+    returns the running f32 sums with the stage's accumulators (started
+    from zero each stage) folded in, after the stage's MMAs are waited
+    for; the epilogue then stores ``total``. The FP8 arm folds with each
+    column's group scale (a stage is one scale group), as DeepGEMM
+    promotes its FP8 sums to FP32 CUDA-core registers: the tensor cores'
+    FP8 accumulator is narrower than FP32."""
     if fault and fault not in FAULTS:
         raise ValueError(f"fault {fault!r}: one of {FAULTS}")
     if b_kind not in P.B_KINDS:
@@ -143,6 +152,13 @@ def make_kernel(
     if stage_b is None and not copy_b:
         stage_b = P.stager(b_kind, CHUNKS, threads, swizzled=True)
     dropped = 1 if fault == "short_k" else -1  # the second instruction of each stage's K
+    per_stage = fold is not None
+    if not per_stage:
+
+        @cuda.jit(device=True, inline="always")
+        def fold(total, stage, bsc, n, n0, kt):  # never called: the accumulators run over the whole K
+            return stage
+
     t_mul = 1.0 / float(P.E4M3_FOLD) if b_kind == "nvfp4_e4m3" else 1.0
     mma, zeros, store = wg.op(dtype, bn), wg.zeros(bn), P.make_store(bn, swap)
     in_flight = stages - 1 if fault == "no_wait" else stages - 2
@@ -182,6 +198,7 @@ def make_kernel(
                     stage_b(base + at + a_tile, b32, bsc, n, k, n0, s, tid, bn)
             ca.cp_async_commit()
         acc = zeros()
+        total = zeros()
         for kt in range(nk):
             ca.cp_async_wait(in_flight)
             wg.fence_proxy_async()
@@ -194,6 +211,8 @@ def make_kernel(
                     issue(smem, at + a_tile, b32, n, k, n0, nxt * bk, tid, bn)
             ca.cp_async_commit()
             at = base + pad + ((kt + ahead) % stages) * stage
+            if per_stage:
+                acc = zeros()
             wg.wgmma_fence()
             for j in range(KSUB):
                 if j != dropped:
@@ -204,10 +223,15 @@ def make_kernel(
             if not copy_b and nxt < nk:  # B of a later stage through registers while the tensor cores work
                 stage_b(base + pad + (nxt % stages) * stage + a_tile, b32, bsc, n, k, n0, nxt, tid, bn)
             acc = wg.wait_acc(0, acc)
+            if per_stage:
+                total = fold(total, acc, bsc, n, n0, kt)
         ca.cp_async_wait_all()
+        if per_stage:
+            acc = total
         store(y, m, n, r0 + BM * g, n0, acc, rs, cs, ts[0] * tm)
 
     gemm_async.geometry = (dtype, wgs, bn, stages, swap)
+    gemm_async.per_stage = per_stage
     gemm_async.form = "wgmma"
     gemm_async.async_stages = stages
     return gemm_async

@@ -248,10 +248,22 @@ def test_an_fp8_gemm_that_drops_a_k_substep_fails_the_bench_check_and_its_arithm
     from leverctl_kernels.ffn.prefill import fp8_m64
 
     shape = next(s for s in _path().shapes("smoke", None) if s.label == SMOKE[0])
-    broken = fp8_m64.build(shape, kern=fp8_m64.make_gemm(ksub=3))  # k 96..127 of every stage never reach c
+    broken = fp8_m64.build(shape, kern=fp8_m64.make_gemm(fault="short_k"))  # k 32..63 of every stage never reach c
     fig, c, inputs, _ = _run("fp8_m64", shape, broken)
     assert not fig.passed, fig
     assert not _within(c, _exact("fp8_m64", inputs), EXACT)[0]
+
+
+@pytest.mark.sim
+def test_the_fp8_gemm_takes_a_k_that_ends_inside_an_instruction():
+    """k = 48 (a down projection seen in a GGUF file): one stage, its K
+    zero-filled past 48, where the arm used to refuse any k % 32."""
+    from leverctl_kernels.common.path import Shape
+
+    shape = Shape("down m5 n11 k48", dict(m=5, n=11, k=48, down=1))
+    fig, c, inputs, _ = _run("fp8_m64", shape)
+    assert fig.passed, fig
+    assert _within(c, _exact("fp8_m64", inputs), EXACT)[0]
 
 
 @pytest.mark.sim

@@ -53,8 +53,7 @@ def jobs():
     )
     from leverctl_kernels.ffn.prefill import fp8_m64
 
-    f32 = types.float32
-    out.append((FP8, fp8_m64.kernel(), (f16[:, ::1], u32[:, ::1], f32[::1], u32[:, ::1], f16[:, ::1]), fp8_m64.THREADS))
+    out.append((FP8, fp8_m64.kernel(), sig, fp8_m64.THREADS))  # the same mainloop signature
     return out
 
 
