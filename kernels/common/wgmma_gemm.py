@@ -203,7 +203,10 @@ def _e4m3x4(word, s):
     return lo | (hi << uint32(16))
 
 
-def _make_nvfp4_e4m3(chunks: int, threads: int, block_shift: int = 4, swizzled: bool = False):
+def _make_packed_e4m3(chunks: int, threads: int, quad, scale, swizzled: bool = False):
+    """Stage sixteen 4-bit weights (two 32-bit words) a 16-byte chunk as
+    E4M3: ``quad(word, j, s)`` encodes nibbles ``j .. j + 3`` with the
+    block's factor ``s = scale(bsc, row, k)``."""
     chunk = _chunker(chunks)
     off = _offsetter(chunks, swizzled)
     bk = chunks * 16
@@ -219,14 +222,27 @@ def _make_nvfp4_e4m3(chunks: int, threads: int, block_shift: int = 4, swizzled: 
             if gr < nrows and gk < k:
                 w0 = src[gr, gk >> 3]
                 w1 = src[gr, (gk >> 3) + 1]
-                s = bits.e4m3_to_f32(bsc[gr, gk >> block_shift]) * E4M3_FOLD
-                x0 = _e4m3x4(w0, s)
-                x1 = _e4m3x4(w0 >> uint32(16), s)
-                x2 = _e4m3x4(w1, s)
-                x3 = _e4m3x4(w1 >> uint32(16), s)
+                s = scale(bsc, gr, gk)
+                x0 = quad(w0, 0, s)
+                x1 = quad(w0, 4, s)
+                x2 = quad(w1, 0, s)
+                x3 = quad(w1, 4, s)
             wg.st_shared_v4(at + off(r, kc), x0, x1, x2, x3)
 
     return load
+
+
+@cuda.jit(device=True, inline="always")
+def _fp4_e4m3x4(word, j, s):
+    return _e4m3x4(word >> uint32(4 * j), s)
+
+
+def _make_nvfp4_e4m3(chunks: int, threads: int, block_shift: int = 4, swizzled: bool = False):
+    @cuda.jit(device=True, inline="always")
+    def scale(bsc, r, k):
+        return bits.e4m3_to_f32(bsc[r, k >> block_shift]) * E4M3_FOLD
+
+    return _make_packed_e4m3(chunks, threads, _fp4_e4m3x4, scale, swizzled)
 
 
 def _make_int4_bf16(chunks: int, threads: int, group_shift: int = 7, swizzled: bool = False):
@@ -238,36 +254,21 @@ def _make_int4_f16(chunks: int, threads: int, group_shift: int = 7, swizzled: bo
 
 
 @cuda.jit(device=True, inline="always")
-def _q4_e4m3x4(word, j):
-    """Four E4M3 codes of nibbles ``j .. j + 3`` of a packed word (``q - 8``, exact)."""
-    lo = uint32(cvt.f32x2_to_e4m3x2(_q4(word, j, np.float32(1)), _q4(word, j + 1, np.float32(1))))
-    hi = uint32(cvt.f32x2_to_e4m3x2(_q4(word, j + 2, np.float32(1)), _q4(word, j + 3, np.float32(1))))
+def _q4_e4m3x4(word, j, s):
+    """Four E4M3 codes of nibbles ``j .. j + 3`` of a packed word: ``q - 8``,
+    exact (``s`` is 1: the per-stage fold applies the group scales)."""
+    lo = uint32(cvt.f32x2_to_e4m3x2(_q4(word, j, s), _q4(word, j + 1, s)))
+    hi = uint32(cvt.f32x2_to_e4m3x2(_q4(word, j + 2, s), _q4(word, j + 3, s)))
     return lo | (hi << uint32(16))
 
 
+@cuda.jit(device=True, inline="always")
+def _unscaled(bsc, r, k):
+    return np.float32(1)
+
+
 def _make_int4_e4m3(chunks: int, threads: int, swizzled: bool = False):
-    chunk = _chunker(chunks)
-    off = _offsetter(chunks, swizzled)
-    bk = chunks * 16
-
-    @cuda.jit(device=True, inline="always")
-    def load(at, src, bsc, nrows, k, r0, kt, tid, rows):  # bsc unused: the fold applies the scales
-        k0 = kt * bk
-        for c in range(tid, rows * chunks, threads):
-            r, kc = chunk(c)
-            gr = r0 + r
-            gk = k0 + kc * 16
-            x0 = x1 = x2 = x3 = uint32(0)
-            if gr < nrows and gk < k:
-                w0 = src[gr, gk >> 3]
-                w1 = src[gr, (gk >> 3) + 1]
-                x0 = _q4_e4m3x4(w0, 0)
-                x1 = _q4_e4m3x4(w0, 4)
-                x2 = _q4_e4m3x4(w1, 0)
-                x3 = _q4_e4m3x4(w1, 4)
-            wg.st_shared_v4(at + off(r, kc), x0, x1, x2, x3)
-
-    return load
+    return _make_packed_e4m3(chunks, threads, _q4_e4m3x4, _unscaled, swizzled)
 
 
 def stager(b_kind: str, chunks: int, threads: int, swizzled: bool = False, group_shift: int = 7):
