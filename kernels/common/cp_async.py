@@ -45,7 +45,7 @@ import threading
 import numpy as np
 from numba import config
 
-from . import simwarp
+from . import ptx_stmt, simwarp
 
 COPY_BYTES = 16
 
@@ -86,43 +86,6 @@ def _copy_16():
         return types.void(dst, dst_byte, src, src_index, src_bytes), codegen
 
     return intrinsic(cp_async_16)
-
-
-def _void(text: str, name: str):
-    from llvmlite import ir
-    from numba.cuda import types
-    from numba.cuda.extending import intrinsic
-
-    def fn(typingctx):
-        def codegen(context, builder, signature, args):
-            fnty = ir.FunctionType(ir.VoidType(), [])
-            builder.call(ir.InlineAsm(fnty, text, "~{memory}", side_effect=True), [])
-            return context.get_dummy_value()
-
-        return types.void(), codegen
-
-    fn.__name__ = name
-    return intrinsic(fn)
-
-
-def _wait():
-    from llvmlite import ir
-    from numba.cuda import types
-    from numba.cuda.extending import intrinsic
-
-    def cp_async_wait(typingctx, n):
-        if not isinstance(n, types.IntegerLiteral):
-            return None
-        text = f"cp.async.wait_group {int(n.literal_value)};"
-
-        def codegen(context, builder, signature, args):
-            fnty = ir.FunctionType(ir.VoidType(), [])
-            builder.call(ir.InlineAsm(fnty, text, "~{memory}", side_effect=True), [])
-            return context.get_dummy_value()
-
-        return types.void(n), codegen
-
-    return intrinsic(cp_async_wait)
 
 
 # ── the simulator twin ───────────────────────────────────────────────────────
@@ -193,6 +156,6 @@ if config.ENABLE_CUDASIM:
     cp_async_wait_all = _twin_wait_all
 else:
     cp_async_16 = _copy_16()
-    cp_async_commit = _void("cp.async.commit_group;", "cp_async_commit")
-    cp_async_wait = _wait()
-    cp_async_wait_all = _void("cp.async.wait_all;", "cp_async_wait_all")
+    cp_async_commit = ptx_stmt.void("cp.async.commit_group;", "cp_async_commit")
+    cp_async_wait = ptx_stmt.void_n("cp.async.wait_group {n};", "cp_async_wait")
+    cp_async_wait_all = ptx_stmt.void("cp.async.wait_all;", "cp_async_wait_all")

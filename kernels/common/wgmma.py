@@ -90,7 +90,7 @@ from functools import lru_cache
 import numpy as np
 from numba import config, cuda
 
-from . import bits, simwarp
+from . import bits, ptx_stmt, simwarp
 
 M, N = 64, 8  # the instruction's shape (both forms)
 K_BF16, K_E4M3 = 16, 32
@@ -144,45 +144,6 @@ def store_d(D, r0, n0, d0, d1, d2, d3):
 
 
 # ── the CUDA target ──────────────────────────────────────────────────────────
-
-
-def _void_asm(text: str, name: str):
-    """An @intrinsic without operands emitting ``text`` (a side effect and a
-    memory clobber, so nothing moves across it)."""
-    from llvmlite import ir
-    from numba.cuda import types
-    from numba.cuda.extending import intrinsic
-
-    def fn(typingctx):
-        def codegen(context, builder, signature, args):
-            fnty = ir.FunctionType(ir.VoidType(), [])
-            builder.call(ir.InlineAsm(fnty, text, "~{memory}", side_effect=True), [])
-            return context.get_dummy_value()
-
-        return types.void(), codegen
-
-    fn.__name__ = name
-    return intrinsic(fn)
-
-
-def _wait_group():
-    from llvmlite import ir
-    from numba.cuda import types
-    from numba.cuda.extending import intrinsic
-
-    def wgmma_wait_group(typingctx, n):
-        if not isinstance(n, types.IntegerLiteral):
-            return None
-        text = f"wgmma.wait_group.sync.aligned {int(n.literal_value)};"
-
-        def codegen(context, builder, signature, args):
-            fnty = ir.FunctionType(ir.VoidType(), [])
-            builder.call(ir.InlineAsm(fnty, text, "~{memory}", side_effect=True), [])
-            return context.get_dummy_value()
-
-        return types.void(n), codegen
-
-    return intrinsic(wgmma_wait_group)
 
 
 def _smem_addr():
@@ -632,11 +593,11 @@ if config.ENABLE_CUDASIM:
     wgmma_m64n8k32_e4m3 = _twin_mma("wgmma_m64n8k32_e4m3", "e4m3")
 else:
     SMEM_ALIGN = 128  # a descriptor's addresses are 16-byte aligned; 128 keeps core matrices whole
-    wgmma_fence = _void_asm("wgmma.fence.sync.aligned;", "wgmma_fence")
-    wgmma_commit_group = _void_asm("wgmma.commit_group.sync.aligned;", "wgmma_commit_group")
-    wgmma_wait_group = _wait_group()
+    wgmma_fence = ptx_stmt.void("wgmma.fence.sync.aligned;", "wgmma_fence")
+    wgmma_commit_group = ptx_stmt.void("wgmma.commit_group.sync.aligned;", "wgmma_commit_group")
+    wgmma_wait_group = ptx_stmt.void_n("wgmma.wait_group.sync.aligned {n};", "wgmma_wait_group")
     wait_acc = _wait_acc()
-    fence_proxy_async = _void_asm("fence.proxy.async.shared::cta;", "fence_proxy_async")
+    fence_proxy_async = ptx_stmt.void("fence.proxy.async.shared::cta;", "fence_proxy_async")
     smem_addr = _smem_addr()
     st_shared_v4 = _st_shared_v4()
     wgmma_m64n8k16_bf16 = _mma(_BF16, transposable=True)
