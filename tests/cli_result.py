@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 
 
@@ -40,3 +41,22 @@ def assert_one_line_error(r: Result, *fragments: str) -> None:
     assert line.startswith("leverctl: ")
     for frag in fragments:
         assert frag in line, (frag, line)
+
+
+def run_ok_with_cache(cache_home, *args) -> None:
+    """``leverctl args...`` in this process with ``XDG_CACHE_HOME`` set to
+    ``cache_home`` for the run alone (module-scoped fixtures cannot use
+    monkeypatch), asserting exit 0."""
+    from leverctl.cli.app import main
+
+    old = os.environ.get("XDG_CACHE_HOME")
+    os.environ["XDG_CACHE_HOME"] = str(cache_home)
+    try:
+        main([str(a) for a in args])
+    except SystemExit as e:
+        assert e.code in (0, None), f"leverctl {' '.join(map(str, args))}: exit {e.code}"
+    finally:
+        if old is None:
+            os.environ.pop("XDG_CACHE_HOME", None)
+        else:
+            os.environ["XDG_CACHE_HOME"] = old

@@ -16,7 +16,7 @@ from bench_fakes import FixedRig, saxpy_path
 from leverctl.cli import common
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from cli_result import assert_one_line_error, run_cli  # noqa: E402
+from cli_result import assert_one_line_error, run_cli, run_ok_with_cache  # noqa: E402
 
 from leverctl.profile import machine  # noqa: E402
 
@@ -102,19 +102,8 @@ def test_arch_without_profile_and_an_unknown_arch_are_bad_input(capsys):
 def profiled(tmp_path_factory):
     """``bench --profile -k w4a16.gemv`` in the simulator, as JSON."""
     out = tmp_path_factory.mktemp("bench") / "base.json"
-    old = os.environ.get("XDG_CACHE_HOME")
-    os.environ["XDG_CACHE_HOME"] = str(tmp_path_factory.mktemp("xdg"))
-    try:
-        from leverctl.cli.app import main
-
-        with pytest.raises(SystemExit) as e:
-            main(["bench", "--no-env", "--device", "sim", "-k", "w4a16.gemv", "--profile", "-o", str(out)])
-    finally:
-        if old is None:
-            os.environ.pop("XDG_CACHE_HOME", None)
-        else:
-            os.environ["XDG_CACHE_HOME"] = old
-    assert e.value.code in (0, None)
+    xdg = tmp_path_factory.mktemp("xdg")
+    run_ok_with_cache(xdg, "bench", "--no-env", "--device", "sim", "-k", "w4a16.gemv", "--profile", "-o", out)
     return out
 
 

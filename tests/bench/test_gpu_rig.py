@@ -10,6 +10,7 @@ from dataclasses import replace
 
 import numpy as np
 import pytest
+from bench_fakes import FixedRig
 
 from leverctl.bench import timing
 
@@ -316,9 +317,9 @@ def test_without_torch_there_is_no_library_reference():
 # -- what a GPU record takes from the rig (the kernel itself runs in the simulator)
 
 
-class StubRig:
-    """Answers the bench's questions to a rig with fixed figures, and
-    remembers how ``time`` was asked."""
+class StubRig(FixedRig):
+    """Answers the bench's questions to a rig with fixed figures (those of
+    ``bench_fakes.FixedRig``), and remembers how ``time`` was asked."""
 
     def __init__(self):
         self.asked: dict = {}
@@ -328,23 +329,8 @@ class StubRig:
         stats = timing.summarize([4.0] * 50, "noise", batches=2)
         return replace(stats, launches=launches, with_host_us=250.0 if with_host else None)
 
-    def launch_us(self):
-        return 2.0
-
-    def copy_gbps(self):
-        return 4000.0
-
-    def fp32_tflops(self):
-        return 60.0
-
-    def bf16_tflops(self):
-        return 700.0
-
     def fp8_tflops(self):
         return self.fp8
-
-    def cublas_bf16_tflops(self):
-        return 650.0
 
     fp8 = 1400.0
     why_none = {"fp8_tflops": "the device has no FP8 tensor-core form the burner builds"}

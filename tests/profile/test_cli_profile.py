@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from cli_result import assert_one_line_error, run_cli  # noqa: E402
+from cli_result import assert_one_line_error, run_cli, run_ok_with_cache  # noqa: E402
 
 from leverctl.profile import machine  # noqa: E402
 
@@ -34,23 +34,10 @@ def cli(capsys, monkeypatch, cache_home):
 @pytest.fixture(scope="module")
 def gemv(tmp_path_factory, cache_home):
     """One profile of w4a16.gemv (both variants), kept, as JSON."""
-    import os
-
     keep = tmp_path_factory.mktemp("keep")
     out = tmp_path_factory.mktemp("out") / "p.json"
-    old = os.environ.get("XDG_CACHE_HOME")
-    os.environ["XDG_CACHE_HOME"] = str(cache_home)
-    try:
-        from leverctl.cli.app import main
-
-        with pytest.raises(SystemExit) as e:
-            main(["profile", "--no-env", "-k", "w4a16.gemv", "--all-variants", "--keep", str(keep), "-o", str(out)])
-    finally:
-        if old is None:
-            os.environ.pop("XDG_CACHE_HOME", None)
-        else:
-            os.environ["XDG_CACHE_HOME"] = old
-    assert e.value.code in (0, None)
+    args = ["profile", "--no-env", "-k", "w4a16.gemv", "--all-variants", "--keep", keep, "-o", out]
+    run_ok_with_cache(cache_home, *args)
     return json.loads(out.read_text()), keep
 
 

@@ -17,7 +17,6 @@ from __future__ import annotations
 import numpy as np
 
 from ...common import tc
-from ...common import wgmma_gemm as P
 from ...common.gemm import wgmma_async as G
 
 NAME = "bf16_n128"
@@ -32,11 +31,10 @@ def build(shape, kern=None, form: str | None = None):
     form = tc.check_form(form or (kern.form if kern is not None else tc.current()))
     m, n, k = shape["m"], shape["n"], shape["k"]
     kern = kern or G.kernel_for(TILE, STAGES, form)
-    run = G.launch_for(m, n, k, kern)
-    rs, cs, ts = P.ones(m), P.ones(n), P.ones(1)
+    run = G.unscaled(G.launch_for(m, n, k, kern), m, n)
 
     def launch(bufs):
-        run(bufs["y"], bufs["x"].view(np.uint32), bufs["qweight"], bufs["scales"], rs, cs, ts)
+        run(bufs["y"], bufs["x"].view(np.uint32), bufs["qweight"], bufs["scales"])
 
     launch.tensor_cores, launch.tc_dtype = kern.form, "bf16"
     return launch

@@ -259,6 +259,18 @@ def make_launch(rows_a: int, rows_b: int, k: int, kern):
     return launch
 
 
+def unscaled(run, rows_a: int, rows_b: int):
+    """``launch(y, a32, b32, bsc)``: ``run`` (a launch of this module's or of
+    ``wgmma_gemm``'s) for a GEMM whose epilogue has no scale to apply; its
+    ``rs``, ``cs`` and ``ts`` are ones, which multiply exactly."""
+    rs, cs, ts = P.ones(rows_a), P.ones(rows_b), P.ones(1)
+
+    def launch(y, a32, b32, bsc):
+        run(y, a32, b32, bsc, rs, cs, ts)
+
+    return launch
+
+
 def kernel_for(tile: dict, stages: int, form: str):
     """A projection variant's kernel: on wgmma this module's, ``stages``
     deep, with the tile's type, warpgroups, BN and B stager; on mma.sync

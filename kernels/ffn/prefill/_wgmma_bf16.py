@@ -74,11 +74,10 @@ def build_with(shape, wgs: int, bn: int, kern=None):
     if why:
         raise ValueError(f"bf16 wgmma GEMM: {why}")
     m, n, k = shape["m"], shape["n"], shape["k"]
-    run = G.make_launch(m, n, k, kern or kernel(wgs, bn))
-    rs, cs, ts = P.ones(m), P.ones(n), P.ones(1)
+    run = G.unscaled(G.make_launch(m, n, k, kern or kernel(wgs, bn)), m, n)
 
     def launch(bufs):
-        run(bufs["c"], bufs["a_bf16"].view(np.uint32), bufs["qweight"], bufs["scales"], rs, cs, ts)
+        run(bufs["c"], bufs["a_bf16"].view(np.uint32), bufs["qweight"], bufs["scales"])
 
     launch.tensor_cores = "wgmma"
     launch.tc_dtype = "bf16"

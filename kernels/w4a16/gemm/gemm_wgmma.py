@@ -84,11 +84,10 @@ def make_launch(m: int, n: int, k: int, bn: int, kern=None):
     why = supports(m, n, k)
     if why:
         raise ValueError(f"gemm_wgmma: {why}")
-    run = G.make_launch(m, n, k, kern or kernel(bn))
-    rs, cs, ts = P.ones(m), P.ones(n), P.ones(1)
+    run = G.unscaled(G.make_launch(m, n, k, kern or kernel(bn)), m, n)
 
     def launch(c, a, qweight, scales):
-        run(c, a.view(np.uint32), qweight, scales, rs, cs, ts)
+        run(c, a.view(np.uint32), qweight, scales)
 
     return launch
 
