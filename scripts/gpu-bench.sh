@@ -29,7 +29,8 @@
 # GPU_SYSTEM_PACKAGES=1: let the python's own packages into .venv-gpu too.
 # GPU_BENCH_BUDGET seconds in all (default 420), GPU_TEST_BUDGET of them for
 # the tests (default 120), GPU_NCU_BUDGET for bench --profile --ncu on
-# GPU_NCU_KERNELS (default 90 s on w4a16.gemv and gdn.decode); GPU_TC_BUDGET (default 90) for the tensor-core
+# GPU_NCU_KERNELS (default 90 s on w4a16.gemv and gdn.decode); GPU_TC_BUDGET (default 90) and
+# GPU_TC_WORKERS (pytest-xdist workers, default 8) for the tensor-core
 # primitives' tests, run on the GPU before the bench. GPU_BENCH_DEVICE=sim and GPU_BENCH_KERNELS="w4a16.gemv ..."
 # try the whole script without a GPU, at smoke shapes in the simulator.
 set -uo pipefail
@@ -146,7 +147,12 @@ command -v nvidia-smi >/dev/null && nvidia-smi >"$out/nvidia-smi.txt" 2>&1
 if [ "$device" = gpu ]; then
   tc_budget=${GPU_TC_BUDGET:-90}
   say "== tensor-core primitives on the GPU, ${tc_budget}s"
-  LEVERCTL_TEST_DEVICE=gpu timeout -k 10 "$tc_budget" "$vpy" -m pytest -q -p no:cacheprovider \
+  # Several workers, each with its own CUDA context: an illegal address in
+  # one test ends only its worker's context (on the first H200 run, a
+  # serial run lost every test after the first fault), and the compiles
+  # share the machine's cores.
+  workers=(); "$vpy" -c 'import xdist' 2>/dev/null && workers=(-n "${GPU_TC_WORKERS:-8}")
+  LEVERCTL_TEST_DEVICE=gpu timeout -k 10 "$tc_budget" "$vpy" -m pytest -q -p no:cacheprovider "${workers[@]}" \
     tests/kernels/common/test_mma.py tests/kernels/common/test_wgmma.py tests/kernels/common/test_cvt.py \
     tests/kernels/w4a16/test_w4a16_wgmma.py tests/kernels/w4a16/test_w4a16_gemm_tc.py \
     tests/kernels/common/test_swizzle.py tests/kernels/common/test_cp_async.py tests/kernels/common/test_dynsmem.py \
