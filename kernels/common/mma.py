@@ -81,6 +81,8 @@ for s8; ``tests/kernels/common/test_mma_ptx.py`` reads the SASS).
 
 from __future__ import annotations
 
+from functools import lru_cache
+
 import numpy as np
 from numba import config, cuda
 
@@ -550,3 +552,156 @@ uint32; each lane passes the address ``S[row, col]`` of one 8-element row
 (lanes 8j..8j+7: rows 0..7 of matrix j) and gets row ``lane >> 2``, columns
 ``2 (lane % 4)`` and ``+1`` of matrix j in register j. Kernels use it through
 :func:`load_a_ldsm`."""
+
+
+# ── runs of instructions on a GEMM's swizzled stages ─────────────────────────
+#
+# The mma.sync mainloop (``common/gemm/mma_sync.py``) reads its fragments
+# with ``ldmatrix`` from 128-byte-swizzled stages addressed by shared-window
+# address (``wgmma.smem_addr``, the stage's start rounded up to 1024 bytes),
+# and keeps its accumulators as one tuple in wgmma's layout (per 8 columns,
+# one m16n8 C fragment). A warp's share of one K step is then one ``ldmatrix``
+# for A, ``n / 16`` for B and ``n / 8`` MMAs, each run one call: its twin is
+# one exchange of the warp, not one per instruction.
+
+
+def _twin_ldsm_run(count: int, stride: int):
+    def ldsm(addr):
+        from . import wgmma
+
+        addr = int(addr)
+        rows = [wgmma.twin_read_shared(addr + i * stride, 16, "ldmatrix") for i in range(count)]
+        buf, members, lane = simwarp._exchange("ldsm_run", simwarp.FULL_MASK, rows)
+        if members != simwarp.FULL_MASK:
+            raise simwarp.WarpSyncError("ldmatrix: needs all 32 lanes of the warp")
+        g, t = lane >> 2, lane & 3
+        out = []
+        for i in range(count):  # register j of instruction i: row g of matrix j, from lane 8j + g's row
+            for j in range(4):
+                out.append(np.uint32(buf[8 * j + g][1][i][4 * t : 4 * t + 4].view(np.uint32)[0]))
+        return tuple(out)
+
+    ldsm.__name__ = f"ldsm_x4_run{count}"
+    return ldsm
+
+
+def _hw_ldsm_run(count: int, stride: int):
+    from llvmlite import ir
+    from numba.cuda import types
+    from numba.cuda.extending import intrinsic
+
+    text = "ldmatrix.sync.aligned.m8n8.x4.shared.b16 {$0, $1, $2, $3}, [$4];"
+
+    def ldsm(typingctx, addr):
+        if not isinstance(addr, types.Integer):
+            return None
+        sig = types.UniTuple(types.uint32, 4 * count)(types.uint32)
+
+        def codegen(context, builder, signature, args):
+            i32 = ir.IntType(32)
+            fnty = ir.FunctionType(ir.LiteralStructType([i32] * 4), [i32])
+            # the memory clobber keeps each load below the wait and barrier that publish its stage
+            asm = ir.InlineAsm(fnty, text, "=r,=r,=r,=r,r,~{memory}", side_effect=True)
+            outs = []
+            for i in range(count):
+                res = builder.call(asm, [builder.add(args[0], ir.Constant(i32, i * stride))])
+                outs += [builder.extract_value(res, j) for j in range(4)]
+            return context.make_tuple(builder, signature.return_type, outs)
+
+        return sig, codegen
+
+    ldsm.__name__ = f"ldsm_x4_run{count}"
+    return intrinsic(ldsm)
+
+
+@lru_cache(maxsize=None)
+def ldsm_run(count: int, stride: int):
+    """``regs = ldsm_run(count, stride)(addr)``: ``count`` x
+    ``ldmatrix.sync.aligned.m8n8.x4.shared.b16``, instruction ``i`` at
+    shared-window address ``addr + i * stride`` (``addr``: this lane's row,
+    lanes 8j..8j+7 giving matrix j's eight rows); ``regs`` are the
+    ``4 * count`` uint32, instruction ``i``'s registers at ``4i .. 4i + 3``.
+    ``count`` and ``stride`` are compile-time constants."""
+    if count < 1 or stride % 16:
+        raise ValueError(f"ldsm_run: count {count} >= 1 and a 16-byte-multiple stride, not {stride}")
+    return _twin_ldsm_run(count, stride) if config.ENABLE_CUDASIM else _hw_ldsm_run(count, stride)
+
+
+RUN_KINDS = {"bf16": (BF16_16816, _BF16), "f16": (F16_16816, _F16), "s8": (S8_16832, _S8)}
+
+
+def _twin_mma_run(kind: str, n: int):
+    atom = RUN_KINDS[kind][0]
+    name = f"mma_run_{kind}_n{n}"
+
+    def run(a, b, acc):
+        regs = (tuple(int(x) for x in a), tuple(int(x) for x in b), tuple(acc))
+        buf, members, lane = simwarp._exchange(name, simwarp.FULL_MASK, regs)
+        if members != simwarp.FULL_MASK:
+            raise simwarp.WarpSyncError(f"{name}: mma.sync needs all 32 lanes of the warp; the block has {members:#x}")
+        A = np.array([buf[i][1][0] for i in range(WARP)], dtype=np.uint32)
+        B = np.array([buf[i][1][1] for i in range(WARP)], dtype=np.uint32)
+        C = np.array([buf[i][1][2] for i in range(WARP)], dtype=atom.acc)
+        out = []
+        for j in range(n // 8):
+            out += list(atom.reference(A, B[:, 2 * j : 2 * j + 2], C[:, 4 * j : 4 * j + 4])[lane])
+        return tuple(out)
+
+    run.__name__ = name
+    return run
+
+
+def _hw_mma_run(kind: str, n: int):
+    from llvmlite import ir
+    from numba.cuda import types
+    from numba.cuda.extending import intrinsic
+
+    atom, instr = RUN_KINDS[kind]
+    integer = atom.acc == np.int32
+    at = types.int32 if integer else types.float32
+    h = n // 2
+    text = instr + " {$0, $1, $2, $3}, {$4, $5, $6, $7}, {$8, $9}, {$10, $11, $12, $13};"
+    acc_c = "r" if integer else "f"
+    cons = ",".join(["=" + acc_c] * 4 + ["r"] * 6 + [acc_c] * 4)
+
+    def run(typingctx, a, b, acc):
+        if not (isinstance(a, types.UniTuple) and a.count == 4 and isinstance(a.dtype, types.Integer)):
+            return None
+        if not (isinstance(b, types.UniTuple) and b.count == n // 4 and isinstance(b.dtype, types.Integer)):
+            return None
+        if not (isinstance(acc, types.UniTuple) and acc.count == h and acc.dtype == at):
+            return None
+        sig = acc(a, b, acc)
+
+        def codegen(context, builder, signature, args):
+            i32 = ir.IntType(32)
+            av = ir.IntType(32) if integer else ir.FloatType()
+            fnty = ir.FunctionType(ir.LiteralStructType([av] * 4), [i32] * 6 + [av] * 4)
+            asm = ir.InlineAsm(fnty, text, cons, side_effect=False)
+            ra = [builder.extract_value(args[0], i) for i in range(4)]
+            outs = []
+            for j in range(n // 8):
+                rb = [builder.extract_value(args[1], 2 * j + e) for e in range(2)]
+                rc = [builder.extract_value(args[2], 4 * j + e) for e in range(4)]
+                res = builder.call(asm, ra + rb + rc)
+                outs += [builder.extract_value(res, e) for e in range(4)]
+            return context.make_tuple(builder, signature.return_type, outs)
+
+        return sig, codegen
+
+    run.__name__ = f"mma_run_{kind}_n{n}"
+    return intrinsic(run)
+
+
+@lru_cache(maxsize=None)
+def mma_run(kind: str, n: int):
+    """``acc = mma_run(kind, n)(a, b, acc)``: a warp's 16 x ``n`` slice as
+    ``n / 8`` MMAs (m16n8k16 bf16/f16, m16n8k32 s8) sharing one A fragment
+    ``a`` (4 uint32): slice ``j`` takes B registers ``b[2j], b[2j + 1]``
+    and accumulators ``acc[4j .. 4j + 3]`` (float32, int32 for s8): wgmma's
+    accumulator layout over the warp's 16 rows."""
+    if kind not in RUN_KINDS:
+        raise ValueError(f"mma_run: kind {kind!r}, one of {tuple(RUN_KINDS)}")
+    if n < 8 or n % 8:
+        raise ValueError(f"mma_run: n={n} is not a positive multiple of 8")
+    return _twin_mma_run(kind, n) if config.ENABLE_CUDASIM else _hw_mma_run(kind, n)

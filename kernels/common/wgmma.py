@@ -90,7 +90,8 @@ from functools import lru_cache
 import numpy as np
 from numba import config, cuda
 
-from . import bits, ptx_stmt, simwarp
+from . import bits, ptx_stmt, simwarp, unroll
+from . import mma as warp_mma
 
 M, N = 64, 8  # the instruction's shape (both forms)
 K_BF16, K_E4M3 = 16, 32
@@ -364,7 +365,7 @@ def _wait_acc():
     return intrinsic(wait_acc)
 
 
-def _zeros_n(n: int):
+def _zeros_n(n: int, integer: bool = False):
     from llvmlite import ir
     from numba.cuda import types
     from numba.cuda.extending import intrinsic
@@ -372,10 +373,10 @@ def _zeros_n(n: int):
     h = n // 2
 
     def acc_zeros(typingctx):
-        sig = types.UniTuple(types.float32, h)()
+        sig = types.UniTuple(types.int32 if integer else types.float32, h)()
 
         def codegen(context, builder, signature, args):
-            zero = ir.Constant(ir.FloatType(), 0.0)
+            zero = ir.Constant(ir.IntType(32), 0) if integer else ir.Constant(ir.FloatType(), 0.0)
             return context.make_tuple(builder, signature.return_type, [zero] * h)
 
         return sig, codegen
@@ -384,39 +385,60 @@ def _zeros_n(n: int):
     return intrinsic(acc_zeros)
 
 
-def _store_source(n: int) -> str:
-    """Python source of ``store(D, m, ncols, r0, n0, acc)``, unrolled over
-    the ``n // 2`` accumulators so that every tuple index is a constant."""
-    lines = [
-        "def store(D, m, ncols, r0, n0, acc):",
-        "    tid = cuda.threadIdx.x & 127",
-        "    r = r0 + 16 * (tid >> 5) + ((tid & 31) >> 2)",
-        "    c = n0 + 2 * (tid & 3)",
-        "    lo = r < m",
-        "    hi = r + 8 < m",
-    ]
-    for j in range(n // 8):
-        for e in (0, 1):
-            lines += [
-                f"    if c + {8 * j + e} < ncols:",
-                "        if lo:",
-                f"            D[r, c + {8 * j + e}] = acc[{4 * j + e}]",
-                "        if hi:",
-                f"            D[r + 8, c + {8 * j + e}] = acc[{4 * j + 2 + e}]",
-            ]
-    return "\n".join(lines) + "\n"
+# ── the accumulator layout, written once ────────────────────────────────────
+#
+# Accumulator ``i`` of thread ``tid`` of the warpgroup (``n // 2`` of them
+# for an N = ``n`` instruction or run): slice ``j = i >> 2`` (columns 8j ..
+# 8j + 7) holds warp ``w``'s 16 x 8 block as ``mma.sync``'s m16n8 C fragment,
+# register ``i & 3`` of it. As data (``mma.C_ELEMS`` for the fragment, plus
+# the warp's 16 rows and the slice's 8 columns):
+ACC_WARP_ROWS = 16  # rows per warp: row += 16 * w
+ACC_SLICE_COLS = 8  # columns per slice: col += 8 * (i >> 2)
 
 
-@lru_cache(maxsize=None)
+def acc_table(n: int) -> np.ndarray:
+    """(128, n // 2, 2): per thread and accumulator, (row, col) in the
+    warpgroup's 64 x ``n`` tile: the layout as data, for the tests and the
+    twins."""
+    frag = warp_mma.C_TABLE  # (32, 4, 2)
+    out = np.empty((WARPGROUP, n // 2, 2), dtype=np.int64)
+    for tid in range(WARPGROUP):
+        for i in range(n // 2):
+            r, c = frag[tid & 31, i & 3]
+            out[tid, i] = (ACC_WARP_ROWS * (tid >> 5) + r, ACC_SLICE_COLS * (i >> 2) + c)
+    return out
+
+
+@cuda.jit(device=True, inline="always")
+def acc_elem(tid, i):
+    """(row, col) of accumulator ``i`` of thread ``tid`` (0..127) in the
+    warpgroup's tile, read from the fragment layout (``mma.c_elem``)."""
+    r, c = warp_mma.c_elem(tid & 31, i & 3)
+    return ACC_WARP_ROWS * ((tid >> 5) & 3) + r, ACC_SLICE_COLS * (i >> 2) + c
+
+
+@cuda.jit(device=True, inline="always")
+def _put(i, v, at):
+    D, m, ncols, r0, n0, tid = at
+    r, c = acc_elem(tid, i)
+    if r0 + r < m and n0 + c < ncols:
+        D[r0 + r, n0 + c] = v
+
+
+@cuda.jit(device=True, inline="always")
+def store(D, m, ncols, r0, n0, acc):
+    """A warpgroup's accumulators (a tuple, ``n // 2`` per thread) to
+    ``D[r0:r0+64, n0:n0+n]`` through :func:`acc_elem`, the elements at or past
+    row ``m`` or column ``ncols`` left out; each value converted to ``D``'s
+    type on the store (``unroll.each``: one store per accumulator)."""
+    unroll.each(_put, acc, (D, m, ncols, r0, n0, cuda.threadIdx.x & 127))
+
+
 def make_store(n: int):
-    """Device function ``store(D, m, ncols, r0, n0, acc)``: a warpgroup's
-    ``n // 2`` accumulators per thread to ``D[r0:r0+64, n0:n0+n]``, the
-    elements at or past row ``m`` or column ``ncols`` left out; each value
-    is converted to ``D``'s type on the store."""
+    """:func:`store`, for ``n`` columns (one device function serves every
+    ``n``: the tuple's length is its type)."""
     check_shape("bf16", n)
-    ns: dict = {"cuda": cuda}
-    exec(compile(_store_source(n), f"<wgmma store n={n}>", "exec"), ns)  # noqa: S102 - generated, fixed text
-    return cuda.jit(device=True, inline="always")(ns["store"])
+    return store
 
 
 # ── the simulator twin ───────────────────────────────────────────────────────
@@ -465,19 +487,38 @@ def _twin_smem_addr(arr):
         return np.uint32(addr)
 
 
-def _twin_st_shared_v4(addr, a, b, c, d):
-    addr = int(addr)
+def _twin_region(addr: int, nbytes: int, what: str):
+    """(base, array) of the registered shared array holding bytes ``addr ..
+    addr + nbytes - 1``."""
     with _smem_lock:
         regions = list(_smem.values())
     for base, arr in regions:  # integer tests first: a block's window may hold many arrays
-        if base <= addr and addr + 16 <= base + arr.nbytes:
-            hook = simwarp.TRACE_HOOK
-            if hook is not None:  # memory tracer: one 16-byte store, as the instruction makes
-                arr = hook("store", arr, addr - base, 16)
-            raw = np.asarray(arr).reshape(-1).view(np.uint8)
-            raw[addr - base : addr - base + 16] = np.array([a, b, c, d], dtype=np.uint32).view(np.uint8)
-            return
-    raise IndexError(f"st.shared.v4 twin: bytes {addr}..{addr + 15} not in one shared array")
+        if base <= addr and addr + nbytes <= base + arr.nbytes:
+            return base, arr
+    raise IndexError(f"{what} twin: bytes {addr}..{addr + nbytes - 1} not in one shared array")
+
+
+def _twin_st_shared_v4(addr, a, b, c, d):
+    addr = int(addr)
+    base, arr = _twin_region(addr, 16, "st.shared.v4")
+    hook = simwarp.TRACE_HOOK
+    if hook is not None:  # memory tracer: one 16-byte store, as the instruction makes
+        arr = hook("store", arr, addr - base, 16)
+    raw = np.asarray(arr).reshape(-1).view(np.uint8)
+    raw[addr - base : addr - base + 16] = np.array([a, b, c, d], dtype=np.uint32).view(np.uint8)
+
+
+def twin_read_shared(addr: int, nbytes: int, what: str) -> np.ndarray:
+    """A copy of ``nbytes`` bytes at shared-window address ``addr`` (the
+    simulator's), one load of that width under the memory tracer: for the
+    twins of instructions that read shared memory by address (``ldmatrix``
+    in ``mma.py``)."""
+    addr = int(addr)
+    base, arr = _twin_region(addr, nbytes, what)
+    hook = simwarp.TRACE_HOOK
+    if hook is not None:
+        arr = hook("load", arr, addr - base, nbytes)
+    return np.asarray(arr).reshape(-1).view(np.uint8)[addr - base : addr - base + nbytes].copy()
 
 
 def _tile_bytes(desc: int, rows: int, kbytes: int) -> np.ndarray:
@@ -640,13 +681,15 @@ def op(dtype: str, n: int):
 
 
 @lru_cache(maxsize=None)
-def zeros(n: int):
-    """``acc = zeros(n)()``: ``n // 2`` float32 zeros, the accumulator tuple."""
+def zeros(n: int, integer: bool = False):
+    """``acc = zeros(n)()``: ``n // 2`` float32 zeros, the accumulator tuple
+    (``integer``: int32, an integer MMA's)."""
     check_shape("bf16", n)
     if config.ENABLE_CUDASIM:
+        zero = np.int32(0) if integer else np.float32(0.0)
 
         def acc_zeros():
-            return tuple(np.float32(0.0) for _ in range(n // 2))
+            return tuple(zero for _ in range(n // 2))
 
         return acc_zeros
-    return _zeros_n(n)
+    return _zeros_n(n, integer)

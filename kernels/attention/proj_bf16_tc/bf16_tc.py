@@ -19,7 +19,7 @@ from ...common.gemm import wgmma_async as G
 
 NAME = "bf16_tc"
 SUMMARY = "NVFP4 weights dequantised to BF16, bf16 activations, wgmma bf16 64 x 128 tiles"
-TILE = dict(dtype="bf16", b_kind="nvfp4_bf16", wgs=1, bn=128, chunks=8)  # the mma.sync form's staging
+TILE = dict(dtype="bf16", b_kind="nvfp4_bf16", wgs=1, bn=128)  # either form: type, warpgroups, BN, B stager
 STAGES = 4  # wgmma: the asynchronous mainloop, four stages of 128 bytes of K
 
 
@@ -29,7 +29,7 @@ def build(shape, kern=None, form: str | None = None):
     form = tc.check_form(form or (kern.form if kern is not None else tc.current()))
     m, n, k = shape["m"], shape["n"], shape["k"]
     kern = kern or G.kernel_for(TILE, STAGES, form)
-    run = G.launch_for(m, n, k, kern)
+    run = G.make_launch(m, n, k, kern)
     rs, cs = P.ones(m), P.ones(n)
 
     def launch(bufs):

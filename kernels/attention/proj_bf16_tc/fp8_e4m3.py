@@ -22,7 +22,7 @@ from .. import _proj_prep
 
 NAME = "fp8_e4m3"
 SUMMARY = "activations crushed to FP8 E4M3 per token, NVFP4 weights as E4M3, wgmma e4m3 64 x 128 tiles"
-TILE = dict(dtype="e4m3", b_kind="nvfp4_e4m3", wgs=1, bn=128, chunks=8)
+TILE = dict(dtype="e4m3", b_kind="nvfp4_e4m3", wgs=1, bn=128)
 STAGES = 4  # the asynchronous mainloop (common/gemm/wgmma_async.py), four stages of 128 bytes of K
 LAUNCHES = 2
 
@@ -31,7 +31,7 @@ def build(shape, kern=None, quant=None):
     P.require_wgmma(NAME)
     m, n, k = shape["m"], shape["n"], shape["k"]
     kern = kern or G.kernel_for(TILE, STAGES, "wgmma")
-    run = G.launch_for(m, n, k, kern)
+    run = G.make_launch(m, n, k, kern)
     crush = _proj_prep.quant_launch(m, k, quant)
     xq = cuda.device_array((m, k), np.uint8)
     xs = cuda.device_array(m, np.float32)

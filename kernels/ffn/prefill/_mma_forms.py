@@ -2,12 +2,11 @@
 ``bf16_v2``, ``w4a4``), for GPUs without it (sm_80, and sm_100 and later:
 ``common/tc.py``'s choice), so those arms run there too.
 
-They are the attention projections' tensor-core GEMM (``common/
-wgmma_gemm``) in its ``mma.sync`` form: the same stagers (int4 -> bf16,
-NVFP4 -> bf16, exact or rounded once as in the wgmma kernels here), the
-same K-major shared tiles of 64 k per stage, two in flight, and each warp
-its 16 rows of the tile as ``BN / 8`` ``mma.sync`` m16n8k16 bf16 per k16,
-f32 accumulators, fp16 out. The tiles are the arm's own (v1: one
+They run on the mma.sync mainloop (``common/gemm/mma_sync.py``): the
+wgmma kernels' stagers (int4 -> bf16, NVFP4 -> bf16, exact or rounded once
+as there) into the same 128-byte-swizzled stages of 64 k, three in flight,
+each warp its 16 rows of the tile as ``BN / 8`` ``mma.sync`` m16n8k16 bf16
+per k16 from ``ldmatrix``, f32 accumulators, fp16 out. The tiles are the arm's own (v1: one
 warpgroup's 64 rows x 128 columns; v2: 128 x 64). The arithmetic is the
 wgmma form's: products exact, sums in f32 (in another order), one rounding
 to fp16.
@@ -33,20 +32,20 @@ from numba import cuda
 from ...common import bits, nvfp4_act
 from ...common import launch as L
 from ...common import wgmma_gemm as P
+from ...common.gemm import mma_sync as G
 
-CHUNKS = 8  # 16-byte chunks per staged row: 64 bf16 k per stage, as the wgmma kernels here
 FORM = "mma.sync"
 
 
 def kernel(b_kind: str, wgs: int, bn: int):
-    return P.kernel("bf16", b_kind, wgs, bn, CHUNKS, form=FORM)
+    return G.kernel("bf16", wgs, bn, b_kind=b_kind)
 
 
 def build_bf16(shape, wgs: int, bn: int, kern=None):
     """``bf16_v1`` / ``bf16_v2`` on mma.sync: bf16 activations, int4
     weights (fp16 scales per 128) to bf16 as staged."""
     m, n, k = shape["m"], shape["n"], shape["k"]
-    run = P.make_launch(m, n, k, kern or kernel("int4_bf16", wgs, bn))  # refuses k % 16 != 0
+    run = G.make_launch(m, n, k, kern or kernel("int4_bf16", wgs, bn))  # refuses k % 16 != 0
     rs, cs, ts = P.ones(m), P.ones(n), P.ones(1)
 
     def launch(bufs):
@@ -63,7 +62,7 @@ def build_w4a4(shape, wgs: int, bn: int, kern=None):
     m, n, k = shape["m"], shape["n"], shape["k"]
     if k <= 0 or k % bits.NVFP4_BLOCK:
         raise ValueError(f"w4a4: k={k} is not a positive multiple of {bits.NVFP4_BLOCK} (an NVFP4 block)")
-    run = P.make_launch(m, n, k, kern or kernel("nvfp4_bf16", wgs, bn))
+    run = G.make_launch(m, n, k, kern or kernel("nvfp4_bf16", wgs, bn))
     quant = nvfp4_act.launcher()
     decode = nvfp4_act.make_decode_bf16()
     threads = L.check_block(nvfp4_act.THREADS)

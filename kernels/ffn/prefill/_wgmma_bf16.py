@@ -50,7 +50,7 @@ def make_gemm(wgs: int, bn: int, group_shift: int = 7, fault: str = ""):
     ``64 wgs x bn`` tiles; ``group_shift`` (a wrong scale group) and
     ``fault`` (``wgmma_async.FAULTS``) exist for the tests' broken variants."""
     threads = wg.WARPGROUP * wgs
-    stage_b = P.stager("int4_bf16", G.CHUNKS, threads, swizzled=True, group_shift=group_shift)
+    stage_b = P.stager("int4_bf16", threads, group_shift=group_shift)
     kern = G.make_kernel("bf16", wgs, bn, STAGES, b_kind="int4_bf16", fault=fault, stage_b=stage_b)
     kern.tile, kern.threads = (wg.M * wgs, bn), threads
     return kern

@@ -33,7 +33,7 @@ from functools import lru_cache
 import numpy as np
 from numba import cuda, float32
 
-from ...common import int4, tc
+from ...common import int4, tc, unroll
 from ...common import rowquant as _rowquant
 from ...common import wgmma as wg
 from ...common import wgmma_gemm as P
@@ -49,39 +49,26 @@ def shared_bytes(bn: int) -> int:
     return G.shared_bytes(1, bn, STAGES)
 
 
-def _fold_source(n: int) -> str:
-    """``fold(total, stage, scales, ncols, n0, g)``: the running sums plus
-    each stage accumulator times its column's group scale, unrolled so that
-    every tuple index is a constant (columns past ``ncols`` read the last
-    column's scale; they are never stored)."""
-    lines = [
-        "def fold(total, stage, scales, ncols, n0, g):",
-        "    c = n0 + 2 * (cuda.threadIdx.x & 3)",
-        "    last = ncols - 1",
-    ]
-    out = [""] * (n // 2)
-    for j in range(n // 8):
-        for e in (0, 1):
-            lines.append(f"    s{j}_{e} = float32(scales[min(c + {8 * j + e}, last), g])")
-            for r in (0, 2):
-                i = 4 * j + r + e
-                out[i] = f"total[{i}] + stage[{i}] * s{j}_{e}"
-    lines.append("    return (" + ", ".join(out) + ",)")
-    return "\n".join(lines) + "\n"
+@cuda.jit(device=True, inline="always")
+def _fold_one(i, tot, st, at):
+    scales, last, n0, g, tid = at
+    _r, c = wg.acc_elem(tid, i)
+    return tot + st * float32(scales[min(n0 + c, last), g])
 
 
-@lru_cache(maxsize=None)
-def _fold(n: int):
-    ns: dict = {"cuda": cuda, "float32": float32}
-    exec(compile(_fold_source(n), f"<fp8 fold n={n}>", "exec"), ns)  # noqa: S102 - generated, fixed text
-    return cuda.jit(device=True, inline="always")(ns["fold"])
+@cuda.jit(device=True, inline="always")
+def fold(total, stage, scales, ncols, n0, g):
+    """The running sums plus each stage accumulator times its column's
+    group scale (``wgmma.acc_elem``'s column; columns past ``ncols`` read the
+    last column's scale: they are never stored)."""
+    return unroll.each_map(_fold_one, total, stage, (scales, ncols - 1, n0, g, cuda.threadIdx.x & 127))
 
 
 def make_gemm(bn: int = BN, fault: str = ""):
     """Compile the kernel ``(c, aq32, qweight, scales, sa, ones_n, ones_1)``;
     ``fault`` (``wgmma_async.FAULTS``, tests only) plants a bug the check
     must see."""
-    kern = G.make_kernel("e4m3", 1, bn, STAGES, b_kind="int4_e4m3", fault=fault, fold=_fold(bn))
+    kern = G.make_kernel("e4m3", 1, bn, STAGES, b_kind="int4_e4m3", fault=fault, fold=fold)
     kern.tile_n = bn
     return kern
 

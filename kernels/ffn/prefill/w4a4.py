@@ -24,7 +24,7 @@ from functools import lru_cache
 import numpy as np
 from numba import cuda, uint32
 
-from ...common import bits, cvt, nvfp4_act, tc
+from ...common import bits, cvt, nvfp4_act, tc, unroll
 from ...common import launch as L
 from ...common import wgmma as wg
 from . import _mma_forms
@@ -84,41 +84,25 @@ def _load(at, p32, sc, rows_total, k, r0, k0, tid, rows):
         wg.st_shared_v4(at + wg.core_offset(r, kc * 16, LBO, SBO), x0, x1, x2, x3)
 
 
-def _store_source(n: int) -> str:
-    """``store(D, t, m, ncols, r0, n0, acc)``: ``wgmma.make_store``'s layout,
-    every value times ``t``."""
-    lines = [
-        "def store(D, t, m, ncols, r0, n0, acc):",
-        "    tid = cuda.threadIdx.x & 127",
-        "    r = r0 + 16 * (tid >> 5) + ((tid & 31) >> 2)",
-        "    c = n0 + 2 * (tid & 3)",
-        "    lo = r < m",
-        "    hi = r + 8 < m",
-    ]
-    for j in range(n // 8):
-        for e in (0, 1):
-            lines += [
-                f"    if c + {8 * j + e} < ncols:",
-                "        if lo:",
-                f"            D[r, c + {8 * j + e}] = acc[{4 * j + e}] * t",
-                "        if hi:",
-                f"            D[r + 8, c + {8 * j + e}] = acc[{4 * j + 2 + e}] * t",
-            ]
-    return "\n".join(lines) + "\n"
+@cuda.jit(device=True, inline="always")
+def _put(i, v, at):
+    D, t, m, ncols, r0, n0, tid = at
+    r, c = wg.acc_elem(tid, i)
+    if r0 + r < m and n0 + c < ncols:
+        D[r0 + r, n0 + c] = v * t
 
 
-@lru_cache(maxsize=None)
-def _store(n: int):
-    ns: dict = {"cuda": cuda}
-    exec(compile(_store_source(n), f"<w4a4 store n={n}>", "exec"), ns)  # noqa: S102 - generated, fixed text
-    return cuda.jit(device=True, inline="always")(ns["store"])
+@cuda.jit(device=True, inline="always")
+def store(D, t, m, ncols, r0, n0, acc):
+    """``wgmma.store`` with every value times ``t`` (the two tensor scales)."""
+    unroll.each(_put, acc, (D, t, m, ncols, r0, n0, cuda.threadIdx.x & 127))
 
 
 def make_gemm(bn: int = BN, ksub: int = KSUB):
     """Compile the kernel ``(c, pa32, sa, ts_a, pw32, sw, ts_w)``; ``ksub``
     (tests only) below 4 drops K sub-steps."""
     wg.check_shape("bf16", bn)
-    mma, zeros, store = wg.op("bf16", bn), wg.zeros(bn), _store(bn)
+    mma, zeros = wg.op("bf16", bn), wg.zeros(bn)
     a_words, b_words = BM * BK // 2, bn * BK // 2
     a_bytes, b_bytes = 4 * a_words, 4 * b_words
     a_len, b_len = 2 * a_words, 2 * b_words

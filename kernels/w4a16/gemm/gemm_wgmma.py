@@ -58,7 +58,7 @@ def make_gemm_wgmma(bn: int, group_shift: int = 7, fault: str = ""):
     """Compile the kernel ``(c, a32, qweight, scales, rs, cs, ts)`` for 64 x
     ``bn`` tiles. ``group_shift`` (a wrong scale group) and ``fault`` (one of
     ``wgmma_async.FAULTS``) exist for the tests' broken variants."""
-    stage_b = P.stager("int4_f16", G.CHUNKS, THREADS, swizzled=True, group_shift=group_shift)
+    stage_b = P.stager("int4_f16", THREADS, group_shift=group_shift)
     kern = G.make_kernel("f16", 1, bn, STAGES, b_kind="int4_f16", fault=fault, stage_b=stage_b)
     kern.tile_n = bn
     return kern

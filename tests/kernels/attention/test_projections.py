@@ -27,6 +27,7 @@ from leverctl_kernels.attention.proj_fp8 import m16 as proj_fp8_m16
 from leverctl_kernels.attention.proj_fp8 import m32 as proj_fp8_m32
 from leverctl_kernels.attention.proj_fp8.spec import PATH as FP8
 from leverctl_kernels.common import wgmma_gemm as P
+from leverctl_kernels.common.gemm import mma_sync as MS
 from leverctl_kernels.common.gemm import wgmma_async as G
 from leverctl_kernels.common.path import Shape, Tolerance
 from leverctl_kernels.selection.attention import PROJ_BF16_TC, PROJ_BF16_TC_W4A16, PROJ_FP8
@@ -200,7 +201,7 @@ def test_the_crush_is_per_token_saturating_e4m3():
 
 @pytest.mark.sim
 def test_a_wrong_fp4_block_scale_is_caught():
-    wrong = P._make_nvfp4_bf16(8, 128, block_shift=5, swizzled=True)  # one scale per 32, not 16
+    wrong = P._make_nvfp4_bf16(128, block_shift=5)  # one scale per 32, not 16
     kern = G.make_kernel("bf16", 1, 128, proj_bf16_tc.STAGES, b_kind="nvfp4_bf16", stage_b=wrong)
     got, ref = run(BF16, "bf16_tc", TINY, launch=proj_bf16_tc.build(TINY, kern=kern))
     assert not passes(got, ref, BF16.variant_tolerance("bf16_tc"))
@@ -268,7 +269,7 @@ def test_launches_and_scratch_are_declared(case, monkeypatch):
 
 def test_builds_refuse_a_k_off_the_16_grid():
     with pytest.raises(ValueError, match="multiple of 16"):
-        P.make_launch(8, 8, 40, P.kernel("bf16", "nvfp4_bf16", 1, 128, 8))
+        MS.make_launch(8, 8, 40, MS.kernel("bf16", 1, 128, b_kind="nvfp4_bf16"))
 
 
 def test_without_wgmma_the_fp8_builds_refuse_saying_why(monkeypatch):
@@ -278,24 +279,24 @@ def test_without_wgmma_the_fp8_builds_refuse_saying_why(monkeypatch):
     for mod in (proj_fp8_e4m3, proj_fp8_m16, proj_fp8_m32):
         with pytest.raises(ValueError, match="wgmma"):
             mod.build(TINY)
-    with pytest.raises(ValueError, match="bf16 only"):
-        P.make_kernel("e4m3", "copy", 1, 16, 8, swap=True, form="mma.sync")
+    with pytest.raises(ValueError, match="input type 'e4m3': one of bf16, f16, s8"):
+        MS.make_kernel("e4m3", 1, 16, swap=True)
 
 
 @pytest.mark.sim
 def test_the_bf16_variant_on_mma_sync_matches_the_reference():
-    """The form a device without wgmma builds: mma.sync bf16 on the same
-    staged tiles, the same tolerance. The simulator trades every fragment
-    between the warp's lanes, so this runs the generated step at 16
-    columns (two m16n8 slices) rather than the variant's 128 (sixteen; the
-    same code unrolled further, compiled and read in SASS by the _ptx
-    test), and bf16_n128's two-warpgroup form only there."""
+    """The form a device without wgmma builds: the mma.sync mainloop
+    (ldmatrix from the same swizzled stages), the same tolerance. The
+    simulator trades every fragment between the warp's lanes, so this runs
+    16 columns (two m16n8 slices) rather than the variant's 128 (the same
+    code, compiled and read in SASS by the _ptx test), and bf16_n128's
+    two-warpgroup form only there."""
     path, variant, mod = BF16, "bf16_tc", proj_bf16_tc
     assert (mod.build(TINY, form="mma.sync").tensor_cores, mod.build(TINY, form="mma.sync").tc_dtype) == (
         "mma.sync",
         "bf16",
     )
-    kern = P.make_kernel("bf16", "nvfp4_bf16", 1, 16, 8, form="mma.sync")
+    kern = MS.make_kernel("bf16", 1, 16, b_kind="nvfp4_bf16")
     launch = mod.build(TINY, kern=kern)
     assert launch.tensor_cores == "mma.sync"
     got, ref = run(path, variant, TINY, launch=launch)

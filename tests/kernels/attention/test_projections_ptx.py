@@ -38,7 +38,6 @@ def jobs():
     from numba import types
 
     from leverctl_kernels.attention import _proj_prep
-    from leverctl_kernels.common import wgmma_gemm as P
     from leverctl_kernels.common.gemm import wgmma_async as G
 
     A = lambda dt, nd: types.Array(dt, nd, "C")  # noqa: E731
@@ -53,10 +52,8 @@ def jobs():
         b_kind = tile.get("b_kind", "copy")
         y = A(f16, 2) if b_kind == "int4_bf16" else A(f32, 2)
         sig = (y, A(u32, 2), A(u32, 2), bsc[b_kind], A(f32, 1), A(f32, 1), A(f32, 1))
-        if form == "mma.sync":
-            kern = P.kernel(*tile.values(), form=form)
-        else:  # the asynchronous mainloop: A (and a plain B) by cp.async
-            kern = G.kernel(**tile) if "stages" in tile else G.kernel_for(tile, variant.STAGES, form)
+        # both mainloops copy A (and a plain B) by cp.async
+        kern = G.kernel(**tile) if "stages" in tile else G.kernel_for(tile, variant.STAGES, form)
         out.append((name, kern, sig, 128 * tile["wgs"]))
     out.append(
         ("proj_quant_e4m3", _proj_prep.quant_kernel(), (A(u16, 2), A(f32, 1), A(u16, 2)), _proj_prep.QUANT_THREADS)
@@ -77,6 +74,8 @@ def test_proj_kernels_compile_to_ptx_in_fp32_with_their_instructions(compiled):
     for name in MMA_SYNC:  # the warp form: no wgmma, no async-proxy fence (sm_80 has neither)
         ptx = Path(compiled["kernels"][name]["ptx"]).read_text()
         assert "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32" in ptx, name
+        assert "ldmatrix.sync.aligned.m8n8.x4.shared.b16" in ptx, name
+        assert "cp.async.cg.shared.global" in ptx, name
         assert "wgmma.mma_async" not in ptx and "fence.proxy.async" not in ptx, name
     quant = Path(compiled["kernels"]["proj_quant_e4m3"]["ptx"]).read_text()
     assert "cvt.rn.satfinite.e4m3x2.f32" in quant

@@ -145,10 +145,33 @@ def test_a_wrong_stride_fails_the_check():
         _close(_run_general(wrong_sbo, A, Bt, 16), ref)
 
 
-def test_the_store_is_unrolled_to_constant_indices_and_checks_both_edges():
-    src = wg._store_source(16)
-    assert "acc[7]" in src and "acc[8]" not in src
-    assert src.count("< ncols") == 4 and "if hi:" in src
+def test_the_accumulator_layout_table_is_the_isa_layout_and_covers_the_tile():
+    n = 24
+    table = wg.acc_table(n)
+    for tid in range(128):
+        w, g, t = tid >> 5, (tid & 31) >> 2, tid & 3
+        for i in range(n // 2):
+            j, e = i >> 2, i & 3
+            assert tuple(table[tid, i]) == (16 * w + g + 8 * (e >> 1), 8 * j + 2 * t + (e & 1))
+    cells = {tuple(x) for x in table.reshape(-1, 2)}
+    assert cells == {(r, c) for r in range(64) for c in range(n)}
+
+
+@pytest.mark.sim
+def test_acc_elem_in_a_kernel_reads_the_table():
+    n = 16
+
+    @cuda.jit
+    def where(out):
+        tid = cuda.threadIdx.x
+        for i in range(n // 2):
+            r, c = wg.acc_elem(tid, i)
+            out[tid, i, 0] = r
+            out[tid, i, 1] = c
+
+    out = np.zeros((128, n // 2, 2), np.int64)
+    where[1, 128](out)
+    np.testing.assert_array_equal(out, wg.acc_table(n))
 
 
 def test_shapes_outside_the_instruction_are_refused():

@@ -316,12 +316,12 @@ def test_the_wgmma_arms_mma_sync_form_passes_the_check_and_its_arithmetic(varian
 
 @pytest.mark.sim
 def test_a_bf16_mma_sync_form_that_drops_a_k16_step_fails_the_check_and_its_arithmetic():
-    from leverctl_kernels.common import wgmma_gemm as P
+    from leverctl_kernels.common.gemm import mma_sync
     from leverctl_kernels.common.path import Shape
     from leverctl_kernels.ffn.prefill import _mma_forms
 
     shape = Shape(*_TINY)
-    kern = P.make_kernel("bf16", "int4_bf16", 1, 128, _mma_forms.CHUNKS, ksub=1, form="mma.sync")  # k 16..31 lost
+    kern = mma_sync.make_kernel("bf16", 1, 128, b_kind="int4_bf16", fault="short_k")  # k 16..31 of each 64 lost
     fig, c, inputs, _ = _run("bf16_v1", shape, _mma_forms.build_bf16(shape, 1, 128, kern=kern))
     assert not fig.passed, fig
     assert not _within(c, _exact("bf16_v1", inputs), EXACT)[0]

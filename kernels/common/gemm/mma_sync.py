@@ -1,0 +1,135 @@
+"""The mma.sync (sm_80 and later) mainloop: ``pipeline.py``'s stages --
+``cp.async`` copies into 128-byte-swizzled K-major tiles, several in
+flight -- read with ``ldmatrix`` and multiplied by ``mma.sync``, for GPUs
+without wgmma (``common/tc.py``'s choice) and the integer GEMMs.
+
+Each warp of a warpgroup takes 16 of its 64 rows and all ``BN`` columns,
+so the accumulators are a tuple in wgmma's layout (``wgmma.acc_elem``) and
+the epilogues are the wgmma loop's. Per 32 bytes of K (one m16n8k16
+bf16/f16 or m16n8k32 s8 step) a warp issues:
+
+* one ``ldmatrix.x4`` for its A fragment: lane ``L`` points at row
+  ``L % 16`` of its 16, K bytes ``16 (L >> 4)`` (matrices 0..3 = a0..a3);
+* ``BN / 16`` ``ldmatrix.x4`` for B: lane ``L`` at B row ``L % 8 + 8 (L >>
+  4)`` of each 16, K bytes ``16 ((L >> 3) & 1)`` (matrices: b0, b1 of the
+  first 8 columns, then of the next 8); the 16-row groups are 2048 bytes
+  apart, which leaves the swizzle's row bits alone, so one address per
+  lane serves every group;
+* ``BN / 8`` MMAs sharing the A fragment (``mma.mma_run``).
+
+Every ``ldmatrix`` row is one 16-byte chunk at its swizzled place: the
+eight rows of one matrix are eight consecutive tile rows at the same K, so
+the 128-byte swizzle puts them in eight different 16-byte bank groups
+(conflict-free; the same rows unswizzled would all sit in one).
+
+Nothing here needs the async proxy (``ldmatrix`` reads shared memory as
+ordinary loads), so no fence is issued and the loop assembles for sm_80.
+The shared memory of the tiles used stays within 99 KiB
+(:data:`MAX_SHARED`, the smallest opt-in maximum of the GPUs this form
+serves: sm_86 and sm_89).
+"""
+
+from __future__ import annotations
+
+from functools import lru_cache
+
+import numpy as np
+from numba import cuda
+
+from .. import mma as M
+from .. import swizzle as sw
+from .. import wgmma as wg
+from . import pipeline as PL
+from .pipeline import KSUB, STAGE_KBYTES, STEP, make_launch  # noqa: F401
+
+DTYPES = ("bf16", "f16", "s8")
+STAGES = 3
+MAX_SHARED = 99 * 1024
+GROUP_BYTES = 16 * STAGE_KBYTES  # 16 tile rows: one B ldmatrix.x4 to the next
+
+
+@cuda.jit(device=True, inline="always")
+def _nothing():
+    pass
+
+
+@cuda.jit(device=True, inline="always")
+def _same(acc):
+    return acc
+
+
+class Form:
+    """How the mma.sync mainloop reads a stage (``pipeline.make_kernel``'s ``form``)."""
+
+    name = "mma.sync"
+    publish = _nothing
+    settle = _same
+
+    @staticmethod
+    def zeros(bn: int):
+        return wg.zeros(bn)
+
+    @staticmethod
+    def t_mul(b_kind: str):
+        return np.float32(1.0)
+
+    @staticmethod
+    def consume(dtype: str, bn: int, a_tile: int, dropped: int):
+        run = M.mma_run(dtype, bn)
+        load_a = M.ldsm_run(1, 16)
+        load_b = M.ldsm_run(bn // 16, GROUP_BYTES)
+
+        @cuda.jit(device=True, inline="always")
+        def consume(at, g, acc):
+            lane = cuda.threadIdx.x & 31
+            a_row = PL.BM * g + 16 * ((cuda.threadIdx.x >> 5) & 3) + (lane & 15)
+            a_k = (lane >> 4) * 16
+            b_row = (lane & 7) + ((lane >> 4) << 3)
+            b_k = ((lane >> 3) & 1) * 16
+            for j in range(KSUB):
+                if j != dropped:
+                    a = load_a(at + sw.sw128(a_row * STAGE_KBYTES + j * STEP + a_k))
+                    b = load_b(at + a_tile + sw.sw128(b_row * STAGE_KBYTES + j * STEP + b_k))
+                    acc = run(a, b, acc)
+            return acc
+
+        return consume
+
+
+class IntForm(Form):
+    """The s8 form: int32 accumulators."""
+
+    @staticmethod
+    def zeros(bn: int):
+        return wg.zeros(bn, integer=True)
+
+
+@lru_cache(maxsize=None)
+def kernel(dtype: str, wgs: int, bn: int, stages: int = STAGES, swap: bool = False, b_kind: str = "copy"):
+    """:func:`make_kernel`, compiled once per geometry."""
+    return make_kernel(dtype, wgs, bn, stages, swap, b_kind)
+
+
+def make_kernel(
+    dtype: str,
+    wgs: int,
+    bn: int,
+    stages: int = STAGES,
+    swap: bool = False,
+    b_kind: str = "copy",
+    fault: str = "",
+    stage_b=None,
+    fold=None,
+):
+    """``kernel(y, a32, b32, bsc, rs, cs, ts)``, as ``wgmma_async``'s (the
+    same arguments, stagers, fold hook and faults), on mma.sync; ``dtype``
+    bf16, f16 or s8 (int32 accumulators: the epilogue's products are f32
+    of the int32 sums, each exact below 2^24)."""
+    PL.check(dtype, bn, stages, b_kind, fault, DTYPES)
+    if bn % 16:
+        raise ValueError(f"mma.sync GEMM: BN={bn} is not a multiple of 16 (one B ldmatrix.x4)")
+    nbytes = PL.shared_bytes(wgs, bn, stages)
+    if nbytes > MAX_SHARED:
+        raise ValueError(f"mma.sync GEMM: {nbytes} bytes of shared memory exceed {MAX_SHARED}")
+    form = IntForm if dtype == "s8" else Form
+    return PL.make_kernel(form, dtype, wgs, bn, stages, swap, b_kind, fault, stage_b, fold)

@@ -1,0 +1,215 @@
+"""The multi-stage pipeline both tensor-core mainloops run: operands that
+need no transform on the way in (bf16, fp16, E4M3 or s8 already) copied
+global -> shared by ``cp.async`` (``common/cp_async.py``) into
+128-byte-swizzled K-major tiles (``common/swizzle.py``), ``STAGES`` of them
+in flight in dynamic shared memory (``common/dynsmem.py`` past 48 KiB); a
+B that does need one (NVFP4 or int4 weights) goes through
+``wgmma_gemm``'s stagers into the same layout, from registers, while the
+tensor cores work on the current stage. What reads a stage is the form's:
+``wgmma_async.py`` (wgmma through mode-1 descriptors, the accumulators tied
+to the wait) or ``mma_sync.py`` (``ldmatrix`` from the swizzled rows,
+``mma.sync``). Both keep the accumulators as one tuple in wgmma's layout
+(``wgmma.acc_elem``), so the epilogues are the same.
+
+Geometry: ``WG`` warpgroups per block, each on 64 rows of A; ``BN`` rows of
+B per block; ``blockIdx.x`` along B's rows, ``blockIdx.y`` along A's; the
+epilogue scales by ``rs[row] * cs[col] * ts[0]`` and stores at ``y[r, c]``
+or, with ``swap``, ``y[c, r]`` (``wgmma_gemm.make_store``).
+
+One stage is 128 bytes of K per row (64 bf16, 128 E4M3 or s8): a swizzle
+atom wide, ``(64 WG + BN) x 128`` bytes. Each thread copies 16-byte chunks,
+chunk ``c`` of a tile being row ``c // 8``, K chunk ``c % 8``; a chunk past
+the rows or past ``k`` copies 0 source bytes (zero-filled), so edges need
+no branch around the copy, and a K that ends inside an instruction's step
+is zero-padded in the last stage. The loop, per K stage ``kt``::
+
+    wait until stage kt has landed (cp.async.wait_group STAGES - 2),
+    publish it (wgmma: fence.proxy.async, the copies made visible to the
+    tensor cores), barrier;
+    issue the copies of stage kt + STAGES - 1 into the slot stage kt - 1
+    used (every warp finished reading it before the barrier), commit;
+    the form's MMAs over the stage's K (4 steps of 32 bytes);
+    a register-staged B of stage kt + STAGES - 1 while they run;
+    settle (wgmma: wait, with the accumulators tied).
+
+So ``STAGES - 1`` stages of loads are in flight while the tensor cores
+work. Rows of A and B must start on 16 bytes (``k`` a multiple of 8 bf16
+or 16 one-byte elements): ``wgmma_gemm.K_MULTIPLE`` (16) covers both.
+
+The dynamic shared memory's start is rounded up to 1024 bytes at run time
+(a swizzled tile's pattern follows absolute address bits), so a block asks
+for 1 KiB more than its stages.
+"""
+
+from __future__ import annotations
+
+from numba import cuda, uint32
+
+from .. import cp_async as ca
+from .. import dynsmem
+from .. import launch as L
+from .. import swizzle as sw
+from .. import wgmma as wg
+from .. import wgmma_gemm as P
+
+BM = wg.M
+STAGE_KBYTES = sw.ROW_BYTES  # 128 bytes of K per stage
+CHUNKS = STAGE_KBYTES // 16
+STEP = 32  # one instruction's K in bytes (k16 bf16/f16, k32 E4M3/s8)
+KSUB = STAGE_KBYTES // STEP
+ESIZE = {"bf16": 2, "f16": 2, "e4m3": 1, "s8": 1}
+
+# deliberate bugs, for the tests that prove the checks: a stage read before
+# its copies landed, copies that ignore the swizzle the reads assume, the
+# stages read out of order, one instruction of each stage's K dropped
+FAULTS = ("no_wait", "no_swizzle", "stage_order", "short_k")
+
+
+def shared_bytes(wgs: int, bn: int, stages: int) -> int:
+    """Dynamic shared memory a block asks for: the stages, and 1 KiB to
+    round the start up to 1024 bytes."""
+    return stages * (BM * wgs + bn) * STAGE_KBYTES + sw.ATOM_BYTES
+
+
+def make_issue(threads: int, esize: int, swizzle: bool = True):
+    """``issue(smem, at, src, nrows, k, r0, k0, tid, rows)``: the copies of
+    one tile's stage (rows ``r0..r0+rows`` of ``src``, K from ``k0``)."""
+    epc = 16 // esize  # elements per 16-byte chunk
+
+    @cuda.jit(device=True, inline="always")
+    def issue(smem, at, src, nrows, k, r0, k0, tid, rows):
+        words = src.shape[1]  # uint32 words per row
+        for c in range(tid, rows * CHUNKS, threads):
+            r = c >> 3
+            kc = c & 7
+            gr = r0 + r
+            gk = k0 + kc * epc
+            nbytes = 0
+            at_src = 0
+            if gr < nrows and gk < k:
+                nbytes = min(16, (k - gk) * esize)
+                at_src = gr * words + (gk * esize >> 2)
+            off = r * STAGE_KBYTES + kc * 16
+            ca.cp_async_16(smem, at + (sw.sw128(off) if swizzle else off), src, at_src, nbytes)
+
+    return issue
+
+
+def check(dtype: str, bn: int, stages: int, b_kind: str, fault: str, dtypes: tuple) -> None:
+    if fault and fault not in FAULTS:
+        raise ValueError(f"fault {fault!r}: one of {FAULTS}")
+    if b_kind not in P.B_KINDS:
+        raise ValueError(f"B kind {b_kind!r}: one of {P.B_KINDS}")
+    if P.DTYPE_OF[b_kind] not in (None, dtype):
+        raise ValueError(f"B stager {b_kind} stages {P.DTYPE_OF[b_kind]}, not {dtype}")
+    if dtype not in dtypes:
+        raise ValueError(f"input type {dtype!r}: one of {', '.join(dtypes)}")
+    if not (8 <= bn <= 256 and bn % 8 == 0):
+        raise ValueError(f"BN={bn}: a multiple of 8 from 8 to 256")
+    if stages < 2:
+        raise ValueError(f"{stages} stages: at least 2")
+
+
+def make_kernel(form, dtype: str, wgs: int, bn: int, stages: int, swap, b_kind, fault, stage_b, fold):
+    """``kernel(y, a32, b32, bsc, rs, cs, ts)`` on the ``form`` (a module's
+    :class:`Form`: how a stage is read), launched by :func:`make_launch`.
+    See ``wgmma_async.make_kernel`` for the arguments."""
+    threads = wg.WARPGROUP * wgs
+    esize = ESIZE[dtype]
+    bk = STAGE_KBYTES // esize
+    a_rows = BM * wgs
+    a_tile, b_tile = a_rows * STAGE_KBYTES, bn * STAGE_KBYTES
+    stage = a_tile + b_tile
+    issue = make_issue(threads, esize, swizzle=fault != "no_swizzle")
+    copy_b = b_kind == "copy"
+    if stage_b is None and not copy_b:
+        stage_b = P.stager(b_kind, threads)
+    per_stage = fold is not None
+    if not per_stage:
+
+        @cuda.jit(device=True, inline="always")
+        def fold(total, stage, bsc, n, n0, kt):  # never called: the accumulators run over the whole K
+            return stage
+
+    t_mul = form.t_mul(b_kind)
+    zeros, store = form.zeros(bn), P.make_store(bn, swap)
+    publish, settle = form.publish, form.settle
+    consume = form.consume(dtype, bn, a_tile, dropped=1 if fault == "short_k" else -1)
+    in_flight = stages - 1 if fault == "no_wait" else stages - 2
+    ahead = 1 if fault == "stage_order" else 0  # reads the slot of the stage after kt
+
+    @L.jit_bounded(threads)
+    def gemm_async(y, a32, b32, bsc, rs, cs, ts):
+        m = a32.shape[0]
+        n = b32.shape[0]
+        k = a32.shape[1] * 4 // esize
+        smem = cuda.shared.array(0, uint32)
+        base = wg.smem_addr(smem)
+        pad = (sw.ATOM_BYTES - (base & (sw.ATOM_BYTES - 1))) & (sw.ATOM_BYTES - 1)
+        tid = cuda.threadIdx.x
+        g = tid >> 7  # this thread's warpgroup: rows 64 g .. 64 g + 63 of the A tile
+        r0 = cuda.blockIdx.y * a_rows
+        n0 = cuda.blockIdx.x * bn
+        nk = (k + bk - 1) // bk
+        for s in range(stages - 1):  # the prologue: stages 0 .. S - 2
+            if s < nk:
+                at = pad + s * stage
+                issue(smem, at, a32, m, k, r0, s * bk, tid, a_rows)
+                if copy_b:
+                    issue(smem, at + a_tile, b32, n, k, n0, s * bk, tid, bn)
+                else:
+                    stage_b(base + at + a_tile, b32, bsc, n, k, n0, s, tid, bn)
+            ca.cp_async_commit()
+        acc = zeros()
+        total = zeros()
+        for kt in range(nk):
+            ca.cp_async_wait(in_flight)
+            publish()
+            cuda.syncthreads()
+            nxt = kt + stages - 1
+            if nxt < nk:
+                at = pad + (nxt % stages) * stage
+                issue(smem, at, a32, m, k, r0, nxt * bk, tid, a_rows)
+                if copy_b:
+                    issue(smem, at + a_tile, b32, n, k, n0, nxt * bk, tid, bn)
+            ca.cp_async_commit()
+            if per_stage:
+                acc = zeros()
+            acc = consume(base + pad + ((kt + ahead) % stages) * stage, g, acc)
+            if not copy_b and nxt < nk:  # B of a later stage through registers while the tensor cores work
+                stage_b(base + pad + (nxt % stages) * stage + a_tile, b32, bsc, n, k, n0, nxt, tid, bn)
+            acc = settle(acc)
+            if per_stage:
+                total = fold(total, acc, bsc, n, n0, kt)
+        ca.cp_async_wait_all()
+        if per_stage:
+            acc = total
+        store(y, m, n, r0 + BM * g, n0, acc, rs, cs, ts[0] * t_mul)
+
+    gemm_async.geometry = (dtype, wgs, bn, stages, swap)
+    gemm_async.per_stage = per_stage
+    gemm_async.form = form.name
+    gemm_async.async_stages = stages
+    return gemm_async
+
+
+def make_launch(rows_a: int, rows_b: int, k: int, kern):
+    """``launch(y, a32, b32, bsc, rs, cs, ts)`` over ``rows_a`` x ``rows_b``
+    with the kernel's stages in dynamic shared memory (opted in past 48 KiB
+    at the first launch)."""
+    why = P.supports(k)
+    if why:
+        raise ValueError(f"{kern.form} GEMM: {why}")
+    _dtype, wgs, bn, stages, _swap = kern.geometry
+    nbytes = L.check_shared(shared_bytes(wgs, bn, stages), hopper=True)
+    grid = L.check_grid((L.blocks_for(rows_b, bn), L.blocks_for(rows_a, BM * wgs)))
+    threads = L.check_block(wg.WARPGROUP * wgs, warps=True)
+    opted: list = []
+
+    def launch(y, a32, b32, bsc, rs, cs, ts):
+        if not opted:
+            dynsmem.opt_in(kern, (y, a32, b32, bsc, rs, cs, ts), nbytes)
+            opted.append(True)
+        kern[grid, threads, 0, nbytes](y, a32, b32, bsc, rs, cs, ts)
+
+    return launch
