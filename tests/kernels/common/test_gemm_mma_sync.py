@@ -1,0 +1,90 @@
+"""The mma.sync mainloop (``common/gemm/mma_sync.py``: ``ldmatrix`` from the
+swizzled stages ``cp.async`` fills, several in flight) against a float64
+matmul of the same bf16 / fp16 / s8 inputs, in the simulator (and on a GPU
+with LEVERCTL_TEST_DEVICE=gpu): odd M and N, K that is not a multiple of a
+stage or of one instruction's step (zero-filled), one and two warpgroups,
+2-4 stages, the swapped store; and the check fails on a missing wait, an
+unswizzled staging, a wrong stage order and a dropped K step."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from numba import config, cuda
+
+from leverctl_kernels.common import bits
+from leverctl_kernels.common.gemm import mma_sync as MS
+
+SIM = bool(config.ENABLE_CUDASIM)
+
+
+def _operands(dtype: str, rows: int, k: int, rng):
+    """(packed uint32 [rows, k * bytes / 4], float64 values)."""
+    if dtype == "s8":
+        q = rng.integers(-128, 128, (rows, k)).astype(np.int8)
+        return q.view(np.uint32), q.astype(np.float64)
+    x = rng.standard_normal((rows, k)).astype(np.float32)
+    if dtype == "f16":
+        h = x.astype(np.float16)
+        return h.view(np.uint32), h.astype(np.float64)
+    b = bits.f32_to_bf16_np(x)
+    return b.view(np.uint32), bits.bf16_to_f32_np(b).astype(np.float64)
+
+
+def _run(dtype, m, n, k, wgs, bn, stages, swap=False, fault="", seed=0):
+    rng = np.random.default_rng(seed)
+    a32, a = _operands(dtype, m, k, rng)
+    b32, b = _operands(dtype, n, k, rng)
+    rs = rng.uniform(0.5, 1.5, m).astype(np.float32)
+    cs = rng.uniform(0.5, 1.5, n).astype(np.float32)
+    ts = np.array([0.75], np.float32)
+    exact = a @ b.T
+    if dtype == "s8":  # the epilogue's own f32 arithmetic: the int32 sums are exact
+        exact = exact.astype(np.float32).astype(np.float64)
+    ref = exact * rs[:, None] * cs[None, :] * 0.75
+    y = cuda.to_device(np.full((n, m) if swap else (m, n), np.nan, np.float32))
+    kern = MS.make_kernel(dtype, wgs, bn, stages, swap, fault=fault)
+    launch = MS.make_launch(m, n, k, kern)
+    args = [cuda.to_device(x) for x in (a32, b32, np.zeros((1, 1), np.uint8), rs, cs, ts)]
+    launch(y, *args)
+    got = y.copy_to_host()
+    return (got.T if swap else got), ref
+
+
+def _err(got, ref) -> float:
+    return float(np.nanmax(np.abs(got - ref)) / np.abs(ref).max()) if np.isfinite(got).all() else np.inf
+
+
+CASES = [
+    # dtype, m, n, k, wgs, bn, stages, swap
+    ("bf16", 70, 24, 208, 1, 32, 3, False),  # k: 3 stages of 64 and a quarter; rows past 64
+    ("f16", 129, 19, 48, 2, 16, 2, True),  # k below one stage; two warpgroups, rows past 128, swapped
+    ("s8", 37, 40, 272, 1, 48, 4, False),  # k = 272: two stages of 128 and a half-instruction of 16
+]
+
+
+@pytest.mark.sim
+@pytest.mark.parametrize("dtype, m, n, k, wgs, bn, stages, swap", CASES)
+def test_the_mma_sync_gemm_is_a_float64_matmul_of_its_inputs(dtype, m, n, k, wgs, bn, stages, swap):
+    got, ref = _run(dtype, m, n, k, wgs, bn, stages, swap)
+    assert _err(got, ref) <= 1e-5
+
+
+@pytest.mark.sim
+@pytest.mark.skipif(not SIM, reason="on a GPU a missing wait races and may read right by luck")
+@pytest.mark.parametrize("fault", MS.PL.FAULTS)
+def test_a_missing_wait_an_unswizzled_stage_a_wrong_stage_order_or_a_dropped_k_step_fails_the_check(fault):
+    got, ref = _run("bf16", 20, 16, 192, 1, 16, 3, fault=fault)
+    assert _err(got, ref) > 1e-2
+
+
+def test_shapes_the_loop_cannot_take_are_refused():
+    with pytest.raises(ValueError, match="not a positive multiple of 16"):
+        MS.make_launch(64, 64, 40, MS.kernel("bf16", 1, 64))
+    with pytest.raises(ValueError, match="multiple of 16"):
+        MS.kernel("bf16", 1, 24)
+    with pytest.raises(ValueError, match="one of bf16, f16, s8"):
+        MS.kernel("e4m3", 1, 64)
+    with pytest.raises(ValueError, match="exceed"):
+        MS.kernel("bf16", 2, 256, 3)
+    assert MS.PL.shared_bytes(2, 128, 3) <= MS.MAX_SHARED  # the widest tile used, three stages: 97 KiB
