@@ -11,7 +11,8 @@ folds: 64 accumulators, 64 stores)::
     each(body, acc, extra)          # body(i, acc[i], extra) for every i
     out = each_map(body, x, y, extra)  # out[i] = body(i, x[i], y[i], extra)
 
-``x`` and ``y`` are tuples of one length (``UniTuple``); ``extra`` is one
+``x`` and ``y`` are tuples of one length (``UniTuple``), ``out`` one of the
+body's return type; ``extra`` is one
 tuple carrying whatever else the body needs (arrays, offsets). In the
 simulator they are plain Python loops.
 """
@@ -53,15 +54,14 @@ def _each_map():
         bsig = typingctx.resolve_function_type(body, (types.intp, x.dtype, y.dtype, extra), {})
         if bsig is None:
             return None
-        out = types.UniTuple(x.dtype, x.count)
+        out = types.UniTuple(bsig.return_type, x.count)
 
         def codegen(context, builder, signature, args):
             impl = context.get_function(body, bsig)
             vals = []
             for i in range(x.count):
                 xi, yi = builder.extract_value(args[1], i), builder.extract_value(args[2], i)
-                v = impl(builder, (context.get_constant(types.intp, i), xi, yi, args[3]))
-                vals.append(context.cast(builder, v, bsig.return_type, x.dtype))
+                vals.append(impl(builder, (context.get_constant(types.intp, i), xi, yi, args[3])))
             return context.make_tuple(builder, out, vals)
 
         return out(body, x, y, extra), codegen
@@ -75,8 +75,7 @@ def _twin_each(body, acc, extra):
 
 
 def _twin_each_map(body, x, y, extra):
-    kind = type(x[0])
-    return tuple(kind(body(i, a, b, extra)) for i, (a, b) in enumerate(zip(x, y)))
+    return tuple(body(i, a, b, extra) for i, (a, b) in enumerate(zip(x, y)))
 
 
 if config.ENABLE_CUDASIM:
