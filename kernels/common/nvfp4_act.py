@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from functools import lru_cache
 
-from numba import cuda, float32, uint8, uint32
+from numba import cuda, float32, uint8
 
 from . import bits
 from . import launch as L
@@ -98,31 +98,3 @@ def launcher():
         encode_k[grid, threads](packed, scales, ts, a, rowmax)
 
     return run
-
-
-@lru_cache(maxsize=None)
-def make_decode_bf16():
-    """``decode(out32, t, packed32, scales, ts_a, ts_w)``: the encoded rows
-    back to bf16 without the tensor scale (``out32``: uint32 pairs, low k
-    first), exact (an E2M1 value times an E4M3 scale has at most six
-    significant bits, within bf16's range), for a GEMM that reads bf16
-    activations; ``t[0] = ts_a[0] * ts_w[0]`` for its epilogue. A warp per
-    row, lane ``l`` the packed words ``l, l + 32, ...`` (8 values each)."""
-    from . import cvt
-
-    @cuda.jit
-    def decode_nvfp4_bf16(out32, t, packed32, scales, ts_a, ts_w):
-        row = cuda.blockIdx.x * ROWS + (cuda.threadIdx.x >> 5)
-        lane = cuda.laneid
-        if row == 0 and lane == 0:
-            t[0] = ts_a[0] * ts_w[0]
-        if row < packed32.shape[0]:
-            for w in range(lane, packed32.shape[1], 32):
-                word = packed32[row, w]
-                s = bits.e4m3_to_f32(scales[row, w >> 1])
-                for j in range(4):
-                    lo = bits.e2m1_to_f32(word >> uint32(8 * j)) * s
-                    hi = bits.e2m1_to_f32(word >> uint32(8 * j + 4)) * s
-                    out32[row, 4 * w + j] = cvt.f32x2_to_bf16x2(lo, hi)
-
-    return decode_nvfp4_bf16

@@ -105,9 +105,11 @@ class IntForm(Form):
 
 
 @lru_cache(maxsize=None)
-def kernel(dtype: str, wgs: int, bn: int, stages: int = STAGES, swap: bool = False, b_kind: str = "copy"):
+def kernel(
+    dtype: str, wgs: int, bn: int, stages: int = STAGES, swap: bool = False, b_kind: str = "copy", a_kind="copy"
+):
     """:func:`make_kernel`, compiled once per geometry."""
-    return make_kernel(dtype, wgs, bn, stages, swap, b_kind)
+    return make_kernel(dtype, wgs, bn, stages, swap, b_kind, a_kind=a_kind)
 
 
 def make_kernel(
@@ -120,16 +122,18 @@ def make_kernel(
     fault: str = "",
     stage_b=None,
     fold=None,
+    a_kind: str = "copy",
 ):
-    """``kernel(y, a32, b32, bsc, rs, cs, ts)``, as ``wgmma_async``'s (the
-    same arguments, stagers, fold hook and faults), on mma.sync; ``dtype``
+    """``kernel(y, a32, b32, bsc, rs, cs, ts, asc, ts_a)``, as
+    ``wgmma_async``'s (the same arguments, stagers, fold hook and faults),
+    on mma.sync; ``dtype``
     bf16, f16 or s8 (int32 accumulators: the epilogue's products are f32
     of the int32 sums, each exact below 2^24)."""
-    PL.check(dtype, bn, stages, b_kind, fault, DTYPES)
+    PL.check(dtype, bn, stages, b_kind, fault, DTYPES, a_kind)
     if bn % 16:
         raise ValueError(f"mma.sync GEMM: BN={bn} is not a multiple of 16 (one B ldmatrix.x4)")
     nbytes = PL.shared_bytes(wgs, bn, stages)
     if nbytes > MAX_SHARED:
         raise ValueError(f"mma.sync GEMM: {nbytes} bytes of shared memory exceed {MAX_SHARED}")
     form = IntForm if dtype == "s8" else Form
-    return PL.make_kernel(form, dtype, wgs, bn, stages, swap, b_kind, fault, stage_b, fold)
+    return PL.make_kernel(form, dtype, wgs, bn, stages, swap, b_kind, fault, stage_b, fold, a_kind)

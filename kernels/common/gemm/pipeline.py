@@ -43,6 +43,7 @@ for 1 KiB more than its stages.
 
 from __future__ import annotations
 
+import numpy as np
 from numba import cuda, uint32
 
 from .. import cp_async as ca
@@ -95,13 +96,14 @@ def make_issue(threads: int, esize: int, swizzle: bool = True):
     return issue
 
 
-def check(dtype: str, bn: int, stages: int, b_kind: str, fault: str, dtypes: tuple) -> None:
+def check(dtype: str, bn: int, stages: int, b_kind: str, fault: str, dtypes: tuple, a_kind: str = "copy") -> None:
     if fault and fault not in FAULTS:
         raise ValueError(f"fault {fault!r}: one of {FAULTS}")
-    if b_kind not in P.B_KINDS:
-        raise ValueError(f"B kind {b_kind!r}: one of {P.B_KINDS}")
-    if P.DTYPE_OF[b_kind] not in (None, dtype):
-        raise ValueError(f"B stager {b_kind} stages {P.DTYPE_OF[b_kind]}, not {dtype}")
+    for side, kind in (("A", a_kind), ("B", b_kind)):
+        if kind not in P.B_KINDS:
+            raise ValueError(f"{side} kind {kind!r}: one of {P.B_KINDS}")
+        if P.DTYPE_OF[kind] not in (None, dtype):
+            raise ValueError(f"{side} stager {kind} stages {P.DTYPE_OF[kind]}, not {dtype}")
     if dtype not in dtypes:
         raise ValueError(f"input type {dtype!r}: one of {', '.join(dtypes)}")
     if not (8 <= bn <= 256 and bn % 8 == 0):
@@ -110,10 +112,13 @@ def check(dtype: str, bn: int, stages: int, b_kind: str, fault: str, dtypes: tup
         raise ValueError(f"{stages} stages: at least 2")
 
 
-def make_kernel(form, dtype: str, wgs: int, bn: int, stages: int, swap, b_kind, fault, stage_b, fold):
-    """``kernel(y, a32, b32, bsc, rs, cs, ts)`` on the ``form`` (a module's
-    :class:`Form`: how a stage is read), launched by :func:`make_launch`.
-    See ``wgmma_async.make_kernel`` for the arguments."""
+def make_kernel(form, dtype: str, wgs: int, bn: int, stages: int, swap, b_kind, fault, stage_b, fold, a_kind="copy"):
+    """``kernel(y, a32, b32, bsc, rs, cs, ts, asc, ts_a)`` on the ``form``
+    (a module's :class:`Form`: how a stage is read), launched by
+    :func:`make_launch`. See ``wgmma_async.make_kernel`` for the
+    arguments; ``a_kind`` other than ``copy`` stages A through that
+    stager (A's block scales ``asc``) as B's are, and the epilogue
+    multiplies by A's tensor scale ``ts_a[0]`` too."""
     threads = wg.WARPGROUP * wgs
     esize = ESIZE[dtype]
     bk = STAGE_KBYTES // esize
@@ -121,9 +126,11 @@ def make_kernel(form, dtype: str, wgs: int, bn: int, stages: int, swap, b_kind, 
     a_tile, b_tile = a_rows * STAGE_KBYTES, bn * STAGE_KBYTES
     stage = a_tile + b_tile
     issue = make_issue(threads, esize, swizzle=fault != "no_swizzle")
-    copy_b = b_kind == "copy"
+    copy_a, copy_b = a_kind == "copy", b_kind == "copy"
     if stage_b is None and not copy_b:
         stage_b = P.stager(b_kind, threads)
+    stage_a = stage_b if copy_a else P.stager(a_kind, threads)  # (never called when copy_a)
+    a_per_word = 4 // esize if copy_a else 8  # A's k per uint32 word: the MMA type's, or 4-bit codes
     per_stage = fold is not None
     if not per_stage:
 
@@ -139,10 +146,10 @@ def make_kernel(form, dtype: str, wgs: int, bn: int, stages: int, swap, b_kind, 
     ahead = 1 if fault == "stage_order" else 0  # reads the slot of the stage after kt
 
     @L.jit_bounded(threads)
-    def gemm_async(y, a32, b32, bsc, rs, cs, ts):
+    def gemm_async(y, a32, b32, bsc, rs, cs, ts, asc, ts_a):
         m = a32.shape[0]
         n = b32.shape[0]
-        k = a32.shape[1] * 4 // esize
+        k = a32.shape[1] * a_per_word
         smem = cuda.shared.array(0, uint32)
         base = wg.smem_addr(smem)
         pad = (sw.ATOM_BYTES - (base & (sw.ATOM_BYTES - 1))) & (sw.ATOM_BYTES - 1)
@@ -154,7 +161,10 @@ def make_kernel(form, dtype: str, wgs: int, bn: int, stages: int, swap, b_kind, 
         for s in range(stages - 1):  # the prologue: stages 0 .. S - 2
             if s < nk:
                 at = pad + s * stage
-                issue(smem, at, a32, m, k, r0, s * bk, tid, a_rows)
+                if copy_a:
+                    issue(smem, at, a32, m, k, r0, s * bk, tid, a_rows)
+                else:
+                    stage_a(base + at, a32, asc, m, k, r0, s, tid, a_rows)
                 if copy_b:
                     issue(smem, at + a_tile, b32, n, k, n0, s * bk, tid, bn)
                 else:
@@ -169,24 +179,30 @@ def make_kernel(form, dtype: str, wgs: int, bn: int, stages: int, swap, b_kind, 
             nxt = kt + stages - 1
             if nxt < nk:
                 at = pad + (nxt % stages) * stage
-                issue(smem, at, a32, m, k, r0, nxt * bk, tid, a_rows)
+                if copy_a:
+                    issue(smem, at, a32, m, k, r0, nxt * bk, tid, a_rows)
                 if copy_b:
                     issue(smem, at + a_tile, b32, n, k, n0, nxt * bk, tid, bn)
             ca.cp_async_commit()
             if per_stage:
                 acc = zeros()
             acc = consume(base + pad + ((kt + ahead) % stages) * stage, g, acc)
-            if not copy_b and nxt < nk:  # B of a later stage through registers while the tensor cores work
-                stage_b(base + pad + (nxt % stages) * stage + a_tile, b32, bsc, n, k, n0, nxt, tid, bn)
+            if nxt < nk:  # a transformed operand of a later stage through registers while the tensor cores work
+                at = base + pad + (nxt % stages) * stage
+                if not copy_a:
+                    stage_a(at, a32, asc, m, k, r0, nxt, tid, a_rows)
+                if not copy_b:
+                    stage_b(at + a_tile, b32, bsc, n, k, n0, nxt, tid, bn)
             acc = settle(acc)
             if per_stage:
                 total = fold(total, acc, bsc, n, n0, kt)
         ca.cp_async_wait_all()
         if per_stage:
             acc = total
-        store(y, m, n, r0 + BM * g, n0, acc, rs, cs, ts[0] * t_mul)
+        store(y, m, n, r0 + BM * g, n0, acc, rs, cs, ts[0] * ts_a[0] * t_mul)
 
     gemm_async.geometry = (dtype, wgs, bn, stages, swap)
+    gemm_async.a_kind, gemm_async.b_kind = a_kind, b_kind
     gemm_async.per_stage = per_stage
     gemm_async.form = form.name
     gemm_async.async_stages = stages
@@ -194,9 +210,11 @@ def make_kernel(form, dtype: str, wgs: int, bn: int, stages: int, swap, b_kind, 
 
 
 def make_launch(rows_a: int, rows_b: int, k: int, kern):
-    """``launch(y, a32, b32, bsc, rs, cs, ts)`` over ``rows_a`` x ``rows_b``
-    with the kernel's stages in dynamic shared memory (opted in past 48 KiB
-    at the first launch)."""
+    """``launch(y, a32, b32, bsc, rs, cs, ts, asc=None, ts_a=None)`` over
+    ``rows_a`` x ``rows_b`` with the kernel's stages in dynamic shared
+    memory (opted in past 48 KiB at the first launch); A's block and tensor
+    scales only where A is staged through a stager (else a placeholder and
+    one)."""
     why = P.supports(k)
     if why:
         raise ValueError(f"{kern.form} GEMM: {why}")
@@ -205,11 +223,13 @@ def make_launch(rows_a: int, rows_b: int, k: int, kern):
     grid = L.check_grid((L.blocks_for(rows_b, bn), L.blocks_for(rows_a, BM * wgs)))
     threads = L.check_block(wg.WARPGROUP * wgs, warps=True)
     opted: list = []
+    none_sc, one = cuda.to_device(np.zeros((1, 1), np.uint8)), P.ones(1)
 
-    def launch(y, a32, b32, bsc, rs, cs, ts):
+    def launch(y, a32, b32, bsc, rs, cs, ts, asc=None, ts_a=None):
+        args = (y, a32, b32, bsc, rs, cs, ts, none_sc if asc is None else asc, one if ts_a is None else ts_a)
         if not opted:
-            dynsmem.opt_in(kern, (y, a32, b32, bsc, rs, cs, ts), nbytes)
+            dynsmem.opt_in(kern, args, nbytes)
             opted.append(True)
-        kern[grid, threads, 0, nbytes](y, a32, b32, bsc, rs, cs, ts)
+        kern[grid, threads, 0, nbytes](*args)
 
     return launch

@@ -73,9 +73,11 @@ class Form:
 
 
 @lru_cache(maxsize=None)
-def kernel(dtype: str, wgs: int, bn: int, stages: int, swap: bool = False, b_kind: str = "copy", fault: str = ""):
+def kernel(
+    dtype: str, wgs: int, bn: int, stages: int, swap: bool = False, b_kind: str = "copy", fault: str = "", a_kind="copy"
+):
     """:func:`make_kernel`, compiled once per geometry."""
-    return make_kernel(dtype, wgs, bn, stages, swap, b_kind, fault)
+    return make_kernel(dtype, wgs, bn, stages, swap, b_kind, fault, a_kind=a_kind)
 
 
 def make_kernel(
@@ -88,13 +90,16 @@ def make_kernel(
     fault: str = "",
     stage_b=None,
     fold=None,
+    a_kind: str = "copy",
 ):
-    """``kernel(y, a32, b32, bsc, rs, cs, ts)`` (the signature of
-    ``wgmma_gemm``'s kernels), launched by :func:`make_launch`. With
-    ``b_kind`` other than ``copy``, B goes through ``wgmma_gemm``'s stager
-    of that kind (a transform on the way in: NVFP4 or int4 weights with
-    their scales ``bsc``), writing the same swizzled layout from registers
-    while the tensor cores work; A is still copied asynchronously.
+    """``kernel(y, a32, b32, bsc, rs, cs, ts, asc, ts_a)``, launched by
+    :func:`make_launch`. With ``b_kind`` other than ``copy``, B goes
+    through ``wgmma_gemm``'s stager of that kind (a transform on the way
+    in: NVFP4 or int4 weights with their scales ``bsc``), writing the same
+    swizzled layout from registers while the tensor cores work; ``a_kind``
+    likewise for A (its scales ``asc``; W4A4's NVFP4 activations), which
+    is otherwise copied asynchronously. The epilogue multiplies by
+    ``rs[row] * cs[col] * ts[0] * ts_a[0]``.
     ``fault`` and ``stage_b`` (a stager of one's own) are for the tests
     that plant a bug (:data:`FAULTS`, a wrong block scale).
 
@@ -105,9 +110,9 @@ def make_kernel(
     column's group scale (a stage is one scale group), as DeepGEMM
     promotes its FP8 sums to FP32 CUDA-core registers: the tensor cores'
     FP8 accumulator is narrower than FP32."""
-    PL.check(dtype, bn, stages, b_kind, fault, DTYPES)
+    PL.check(dtype, bn, stages, b_kind, fault, DTYPES, a_kind)
     wg.check_shape(dtype, bn)
-    return PL.make_kernel(Form, dtype, wgs, bn, stages, swap, b_kind, fault, stage_b, fold)
+    return PL.make_kernel(Form, dtype, wgs, bn, stages, swap, b_kind, fault, stage_b, fold, a_kind)
 
 
 def unscaled(run, rows_a: int, rows_b: int):

@@ -51,7 +51,7 @@ def jobs():
         tile = variant.TILE
         b_kind = tile.get("b_kind", "copy")
         y = A(f16, 2) if b_kind == "int4_bf16" else A(f32, 2)
-        sig = (y, A(u32, 2), A(u32, 2), bsc[b_kind], A(f32, 1), A(f32, 1), A(f32, 1))
+        sig = (y, A(u32, 2), A(u32, 2), bsc[b_kind], A(f32, 1), A(f32, 1), A(f32, 1), A(u8, 2), A(f32, 1))
         # both mainloops copy A (and a plain B) by cp.async
         kern = G.kernel(**tile) if "stages" in tile else G.kernel_for(tile, variant.STAGES, form)
         out.append((name, kern, sig, 128 * tile["wgs"]))

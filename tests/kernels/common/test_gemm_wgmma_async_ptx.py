@@ -26,7 +26,7 @@ def jobs():
     from leverctl_kernels.common.gemm import wgmma_async as G
 
     u32, f32 = types.uint32[:, ::1], types.float32[::1]
-    sig = (types.float32[:, ::1], u32, u32, types.uint8[:, ::1], f32, f32, f32)
+    sig = (types.float32[:, ::1], u32, u32, types.uint8[:, ::1], f32, f32, f32, types.uint8[:, ::1], f32)
     return [(name, G.kernel(*geo), sig, 128 * geo[1]) for name, (geo, _) in FORMS.items()]
 
 

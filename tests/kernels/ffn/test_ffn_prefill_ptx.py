@@ -33,7 +33,6 @@ CLAIMS = {
     "bf16_v1_gemm_mma": ("mma.sync", "bf16"),
     "bf16_v2_gemm_mma": ("mma.sync", "bf16"),
     "w4a4_gemm_mma": ("mma.sync", "bf16"),
-    "nvfp4_decode_bf16": (None, None),
 }
 MMA_FORMS = {
     "bf16_v1_gemm_mma": ("bf16_v1", "int4_bf16"),
@@ -94,29 +93,16 @@ def jobs():
     )
     import importlib
 
-    from leverctl_kernels.ffn.prefill import _mma_forms
+    from leverctl_kernels.ffn.prefill import _mma_forms, w4a4
 
     u32 = types.uint32
     for name, (variant, b_kind) in MMA_FORMS.items():
         mod = importlib.import_module(f"leverctl_kernels.ffn.prefill.{variant}")
         wgs, bn = (getattr(mod, "WGS", 1), mod.BN)
         bsc = f16[:, ::1] if b_kind == "int4_bf16" else u8[:, ::1]
-        out.append(
-            (
-                name,
-                _mma_forms.kernel(b_kind, wgs, bn),
-                (f16[:, ::1], u32[:, ::1], u32[:, ::1], bsc, f32[::1], f32[::1], f32[::1]),
-                128 * wgs,
-            )
-        )
-    out.append(
-        (
-            "nvfp4_decode_bf16",
-            nvfp4_act.make_decode_bf16(),
-            (u32[:, ::1], f32[::1], u32[:, ::1], u8[:, ::1], f32[::1], f32[::1]),
-            nvfp4_act.THREADS,
-        )
-    )
+        kern = w4a4.kernel("mma.sync") if variant == "w4a4" else _mma_forms.kernel(b_kind, wgs, bn)
+        sig = (f16[:, ::1], u32[:, ::1], u32[:, ::1], bsc, f32[::1], f32[::1], f32[::1], u8[:, ::1], f32[::1])
+        out.append((name, kern, sig, 128 * wgs))
     out.append(
         (
             "nvfp4_mmq",

@@ -32,7 +32,8 @@ def jobs():
     from leverctl_kernels.ffn.prefill import _wgmma_bf16
 
     f16, u32, f32v = types.float16, types.uint32, types.float32[::1]
-    sig = (f16[:, ::1], u32[:, ::1], u32[:, ::1], f16[:, ::1], f32v, f32v, f32v)  # the asynchronous mainloop's
+    u8 = types.uint8
+    sig = (f16[:, ::1], u32[:, ::1], u32[:, ::1], f16[:, ::1], f32v, f32v, f32v, u8[:, ::1], f32v)  # the mainloop's
     out = []
     for name, variant in KERNELS.items():
         if variant == "w4a4":
@@ -42,15 +43,8 @@ def jobs():
         out.append((name, kern, sig, kern.threads))
     from leverctl_kernels.ffn.prefill import w4a4
 
-    u8, f32_ = types.uint8, types.float32
-    out.append(
-        (
-            "w4a4_gemm",
-            w4a4.kernel(),
-            (f16[:, ::1], u32[:, ::1], u8[:, ::1], f32_[::1], u32[:, ::1], u8[:, ::1], f32_[::1]),
-            w4a4.THREADS,
-        )
-    )
+    w4a4_sig = (f16[:, ::1], u32[:, ::1], u32[:, ::1], u8[:, ::1], f32v, f32v, f32v, u8[:, ::1], f32v)
+    out.append(("w4a4_gemm", w4a4.kernel(), w4a4_sig, 128))
     from leverctl_kernels.ffn.prefill import fp8_m64
 
     out.append((FP8, fp8_m64.kernel(), sig, fp8_m64.THREADS))  # the same mainloop signature
