@@ -294,7 +294,7 @@ VARIANTS = {
     ),
     "int8_faith2": Variant(
         "int8_faith2",
-        "int8 requant per token, then s8 mma.sync GEMM, 32x16 tiles, K stages of 32",
+        "int8 requant per token, then s8 mma.sync GEMM on the shared mainloop, 64x64 tiles, 3 K stages of 128",
         int8_faith2.build,
         tolerance=TOLERANCES["int8_faith2"],
         traffic=_traffic(formats.int8_bytes, _INT8_SCRATCH),
@@ -304,7 +304,7 @@ VARIANTS = {
     ),
     "int8_faith5": Variant(
         "int8_faith5",
-        "int8 requant per token, then s8 mma.sync GEMM, 32x32 tiles, K stages of 64",
+        "int8 requant per token, then s8 mma.sync GEMM on the shared mainloop, 64x128 tiles, 3 K stages of 128",
         int8_faith5.build,
         tolerance=TOLERANCES["int8_faith5"],
         traffic=_traffic(formats.int8_bytes, _INT8_SCRATCH),

@@ -271,7 +271,7 @@ def test_a_broken_int8_gemm_fails_the_bench_check_its_arithmetic_and_bitwise_equ
     from leverctl_kernels.ffn.prefill import int8_faith2
 
     shape = next(s for s in _path().shapes("smoke", None) if s.label == SMOKE[0])
-    broken = int8_faith2.build_with(shape, 2, 1, 1, k_limit=32)  # K stages past the first skipped
+    broken = int8_faith2.build_with(shape, 1, 64, fault="stage_order")  # each stage reads the next one's slot
     fig, c, inputs, _ = _run("int8_faith2", shape, broken)
     assert not fig.passed, fig
     assert not _within(c, _exact("int8_faith2", inputs), EXACT)[0]

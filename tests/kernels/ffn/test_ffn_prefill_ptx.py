@@ -46,14 +46,14 @@ def jobs():
 
     from leverctl_kernels.common import nvfp4_act
     from leverctl_kernels.common import rowquant as _rowquant
-    from leverctl_kernels.ffn.prefill import _int8_mma, int8_faith2, int8_faith5, nvfp4_mmq, q4k_mmq, q8_blocks
+    from leverctl_kernels.ffn.prefill import int8_faith2, int8_faith5, nvfp4_mmq, q4k_mmq, q8_blocks
 
     f16, f32, i8 = types.float16, types.float32, types.int8
-    gemm_sig = (f16[:, ::1], i8[:, ::1], f32[::1], i8[:, ::1], f32[::1])
     out = []
+    u8_, u32_ = types.uint8, types.uint32
     for name, mod in (("int8_faith2_gemm", int8_faith2), ("int8_faith5_gemm", int8_faith5)):
-        kern = _int8_mma.make_int8_gemm(mod.WARPS_M, mod.WARPS_N, mod.K_STEPS)
-        out.append((name, kern, gemm_sig, 32 * mod.WARPS_M * mod.WARPS_N))
+        sig = (f16[:, ::1], u32_[:, ::1], u32_[:, ::1], i8[:, ::1], f32[::1], f32[::1], f32[::1], u8_[:, ::1], f32[::1])
+        out.append((name, int8_faith2.kernel(mod.WGS, mod.BN), sig, 128 * mod.WGS))
     out.append(
         ("rowquant_int8", _rowquant.make_rowquant("int8"), (i8[:, ::1], f32[::1], f16[:, ::1]), _rowquant.THREADS)
     )
