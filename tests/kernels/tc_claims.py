@@ -100,11 +100,8 @@ def claim_problems(sass: str, tensor_cores: str | None, tc_dtype: str | None) ->
 CLAIM_JOBS: dict[tuple[str, str, str], tuple[str, tuple[str, ...]]] = {
     ("w4a16.gemm", "small_m", "wgmma"): ("test_w4a16_wgmma_ptx", ("gemm_wgmma_bn64",)),
     ("w4a16.gemm", "default_tiles", "wgmma"): ("test_w4a16_wgmma_ptx", ("gemm_wgmma_bn128",)),
-    ("w4a16.gemm", "small_m", "mma.sync"): (
-        "test_w4a16_gemm_tc_ptx",
-        ("gemm_tc_small_m_wm4", "gemm_tc_small_m_wm2", "gemm_tc_small_m_wm1"),
-    ),
-    ("w4a16.gemm", "default_tiles", "mma.sync"): ("test_w4a16_gemm_tc_ptx", ("gemm_tc_tiles",)),
+    ("w4a16.gemm", "small_m", "mma.sync"): ("test_w4a16_mma_ptx", ("gemm_tc_mma_sync_bn64",)),
+    ("w4a16.gemm", "default_tiles", "mma.sync"): ("test_w4a16_mma_ptx", ("gemm_tc_mma_sync_bn128",)),
     ("gdn.prefill", "regresident", "mma.sync"): ("test_gdn_ptx", ("prefill_regresident",)),
     ("gdn.prefill", "global_state", "mma.sync"): ("test_gdn_ptx", ("prefill_global_state",)),
     ("gdn.verify", "wy17", "mma.sync"): ("test_gdn_ptx", ("verify_wy17",)),
@@ -122,7 +119,7 @@ CLAIM_JOBS: dict[tuple[str, str, str], tuple[str, tuple[str, ...]]] = {
     ("attention.proj_bf16_tc", "fp8_e4m3", "wgmma"): ("test_projections_ptx", ("proj_fp8_e4m3",)),
     ("attention.proj_bf16_tc_w4a16", "bf16_n128", "wgmma"): ("test_projections_ptx", ("proj_bf16_n128",)),
     ("attention.proj_bf16_tc_w4a16", "w4a16_f16", "wgmma"): ("test_w4a16_wgmma_ptx", ("gemm_wgmma_bn128",)),
-    ("attention.proj_bf16_tc_w4a16", "w4a16_f16", "mma.sync"): ("test_w4a16_gemm_tc_ptx", ("gemm_tc_tiles",)),
+    ("attention.proj_bf16_tc_w4a16", "w4a16_f16", "mma.sync"): ("test_w4a16_mma_ptx", ("gemm_tc_mma_sync_bn128",)),
     ("attention.proj_fp8", "m16", "wgmma"): ("test_projections_ptx", ("proj_fp8_m16",)),
     ("attention.proj_fp8", "m32", "wgmma"): ("test_projections_ptx", ("proj_fp8_m32",)),
     ("ffn.prefill", "nvfp4_mmq", "mma.sync"): ("test_ffn_prefill_ptx", ("nvfp4_mmq",)),

@@ -20,7 +20,7 @@ def gemm_shapes(preset: str, model: Mapping[str, Any] | None) -> list[Shape]:
     check_preset(preset)
     if preset == "smoke":
         # k = 160: a full scale group and a partial one of 32; a multiple of
-        # 32 (the small-M tiles run) but not of the default TILE_K = 64.
+        # 16 (the tensor cores' step) ending mid-way through a K stage of 64.
         # m = 67 is past the small-M limit of 64 and not a tile multiple.
         return [mk("m5-n37-k160", m=5, n=37, k=160), mk("m67-n37-k160", m=67, n=37, k=160)]
     hidden, ffns, rows = ffn_sizes(model)
@@ -53,16 +53,18 @@ PATH = declare(
     [
         Variant(
             "small_m",
-            "tensor cores, m <= 64: wgmma 64 x 64 warpgroup tiles (Hopper) or mma.sync 16-64 x 16 "
-            "tiles of 4 warps splitting K; int4 dequantised to fp16, f32 accumulators",
+            "tensor cores, m <= 64: 64 x 64 tiles of one warpgroup; int4 dequantised to fp16 as it is "
+            "staged, f32 accumulators; K in stages of 64, activations by cp.async; wgmma (Hopper, 4 "
+            "stages) or mma.sync from ldmatrix (3 stages)",
             gemm_tc.build_small_m,
             tensor_cores=_TC_FORM,
             tc_dtype=_TC_DTYPE,
         ),
         Variant(
             "default_tiles",
-            "tensor cores, any m: wgmma 64 x 128 warpgroup tiles, four K stages in flight "
-            "(Hopper) or mma.sync 64 x 64 tiles of 4 warps, A staged for ldmatrix",
+            "tensor cores, any m: 64 x 128 tiles of one warpgroup; int4 dequantised to fp16 as it is "
+            "staged, f32 accumulators; K in stages of 64, activations by cp.async; wgmma (Hopper, 4 "
+            "stages) or mma.sync from ldmatrix (3 stages)",
             gemm_tc.build_default,
             tensor_cores=_TC_FORM,
             tc_dtype=_TC_DTYPE,

@@ -1,9 +1,13 @@
-"""The tensor-core W4A16 GEMM (``w4a16/gemm_mma.py``) compiles for sm_90
-(H200) without a GPU (``ptx_harness``): no fp64, the ``mma.sync`` fp16
-instruction in its PTX, ptxas with no spills or local memory (the fp16
-pair view and the nibble view stay in registers), and, where ``nvdisasm``
-is found, ``HMMA.16816.F32`` (fp16, not bf16) in the SASS.
-"""
+"""The mma.sync form of the W4A16 tensor-core GEMM (``w4a16/gemm/gemm_tc.py``
+on ``common/gemm/mma_sync.py``), at both variants' tiles, compiles for
+sm_90 without a GPU (``ptx_harness``): no fp64; in the PTX the fp16
+``mma.sync`` m16n8k16, ``ldmatrix.x4``, ``cp.async`` and the f16x2
+conversion, and neither wgmma nor the async-proxy fence (so it assembles
+for sm_86 too, which the form is for); ptxas with no spills, stack or
+local memory; and, where ``nvdisasm`` is found, SASS with
+``HMMA.16816.F32`` (fp16, not bf16) and no warpgroup MMA, ``LDSM`` for the
+operands, the activations by 128-bit ``LDGSTS`` and the dequantised
+weights by 128-bit ``STS``."""
 
 from __future__ import annotations
 
@@ -12,54 +16,87 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from ptx_harness import check_ptx, check_ptxas, compiled, nvdisasm  # noqa: F401 (compiled: the fixture)
+from ptx_harness import assemble, check_ptx, check_ptxas, compiled, nvdisasm  # noqa: F401 (compiled: the fixture)
+from tc_claims import claim_problems, sass_claims_test
 
-PTX_INSTR = "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32"
-SASS_INSTR = "HMMA.16816.F32"
+TILES = {"gemm_tc_mma_sync_bn128": 128, "gemm_tc_mma_sync_bn64": 64}  # slowest first
+PTX_MMA = "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32"
+PTX_LDSM = "ldmatrix.sync.aligned.m8n8.x4.shared.b16"
+SASS_MMA = "HMMA.16816.F32"
 
 
 def jobs():
-    """(name, dispatcher, signature, threads per block); runs in the compile
-    process."""
     from numba import types
 
-    from leverctl_kernels.w4a16.gemm import gemm_mma
+    from leverctl_kernels.w4a16.gemm import gemm_tc
 
-    f16, u16, u32 = types.float16, types.uint16, types.uint32
-    sig = (f16[:, ::1], u16[:, ::1], u32[:, ::1], f16[:, ::1])
-    return [
-        ("gemm_mma_16x16", gemm_mma.kernel(2), sig, gemm_mma.THREADS),
-        ("gemm_mma", gemm_mma.kernel(1), sig, gemm_mma.THREADS),
-    ]
+    f16, u32, f32, u8 = types.float16, types.uint32, types.float32[::1], types.uint8[:, ::1]
+    sig = (f16[:, ::1], u32[:, ::1], u32[:, ::1], f16[:, ::1], f32, f32, f32, u8, f32)  # asc, ts_a: unused
+    return [(name, gemm_tc.kernel(bn, "mma.sync"), sig, gemm_tc.THREADS) for name, bn in TILES.items()]
 
 
-def test_gemm_mma_compiles_for_sm90_in_fp32(compiled):
-    assert set(compiled["kernels"]) == {"gemm_mma", "gemm_mma_16x16"}
+def test_the_mma_sync_kernels_compile_for_sm90_in_fp32_with_their_instructions(compiled):
+    assert set(compiled["kernels"]) == set(TILES)
     check_ptx(compiled, fp64=False)
+    for name, bn in TILES.items():
+        ptx = Path(compiled["kernels"][name]["ptx"]).read_text()
+        # per k16 step of a warp: BN / 8 MMAs sharing one A fragment, 1 + BN / 16 ldmatrix.x4
+        assert ptx.count(PTX_MMA) >= bn // 8, (name, ptx.count(PTX_MMA))
+        assert ptx.count(PTX_LDSM) >= 1 + bn // 16, (name, ptx.count(PTX_LDSM))
+        assert "cp.async.cg.shared.global" in ptx, name
+        assert "cvt.rn.f16x2.f32" in ptx and "st.shared.v4.b32" in ptx, name  # the weights' stager
+        assert ".bf16" not in ptx, name
+        assert "wgmma.mma_async" not in ptx and "wgmma.fence" not in ptx and "fence.proxy.async" not in ptx, name
 
 
-def test_gemm_mma_ptx_has_the_fp16_mma_sync(compiled):
-    for name, rec in compiled["kernels"].items():
-        count = Path(rec["ptx"]).read_text().count(PTX_INSTR)
-        assert count >= (2 if name.endswith("16x16") else 1), f"{name}: {count} x {PTX_INSTR} in {rec['ptx']}"
-
-
-def test_ptxas_accepts_gemm_mma_without_spills(compiled):
+def test_ptxas_accepts_them_without_spills_or_local_memory(compiled):
     check_ptxas(compiled)
 
 
-def test_gemm_mma_sass_has_the_fp16_hmma(compiled, tmp_path):
+def test_they_assemble_for_sm86_too(compiled, tmp_path):
+    """The form serves GPUs without wgmma: the same PTX, retargeted to
+    sm_86, assembles there without spills."""
+    if not compiled["ptxas"]:
+        pytest.skip("ptxas not found (PATH or $CUDA_HOME/bin)")
+    for name, rec in compiled["kernels"].items():
+        src = tmp_path / f"{name}.sm86.ptx"
+        text = Path(rec["ptx"]).read_text()
+        src.write_text(re.sub(r"^\.target sm_90$", ".target sm_86", text, flags=re.M))
+        got = assemble(compiled["ptxas"], src, "sm_86")
+        assert got["rc"] == 0, (name, got["log"][-2000:])
+        assert got["spill"] == 0 and got["lmem"] == 0 and got["stack"] == 0, (name, got["log"])
+
+
+def _sass(compiled, tmp_path) -> dict[str, str]:
     if not compiled["ptxas"]:
         pytest.skip("ptxas not found (PATH or $CUDA_HOME/bin)")
     disasm = nvdisasm()
     if not disasm:
         pytest.skip("nvdisasm not found (PATH, $CUDA_HOME/bin or the nvidia-cuda-nvdisasm wheel)")
+    out = {}
     for name, rec in compiled["kernels"].items():
         cubin = tmp_path / f"{name}.cubin"
         subprocess.run(
             [compiled["ptxas"], "-arch=sm_90", "-o", str(cubin), rec["ptx"]], check=True, capture_output=True
         )
-        sass = subprocess.run([disasm, str(cubin)], check=True, capture_output=True, text=True).stdout
+        out[name] = subprocess.run([disasm, str(cubin)], check=True, capture_output=True, text=True).stdout
+    return out
+
+
+def test_their_sass_is_fp16_hmma_from_ldsm_on_async_copies(compiled, tmp_path):
+    for name, sass in _sass(compiled, tmp_path).items():
+        bn = TILES[name]
         hmma = re.findall(r"\bHMMA\.[\w.]+", sass)
-        assert hmma and all(h == SASS_INSTR or h.startswith(SASS_INSTR + ".") for h in hmma), (name, hmma)
+        assert len(hmma) >= bn // 8, (name, hmma)
+        assert all(h == SASS_MMA or h.startswith(SASS_MMA + ".") for h in hmma), (name, hmma)
         assert not any("BF16" in h for h in hmma), (name, hmma)
+        assert not re.search(r"\b[HQ]GMMA\.", sass), f"{name}: warpgroup MMA in a warp kernel"
+        ld = re.findall(r"\bLDSM\.[\w.]+", sass)
+        assert ld and all(x.startswith("LDSM.16.M88.4") for x in ld), (name, ld)
+        assert re.search(r"\bLDGSTS\.E\.BYPASS(\.\w+)*\.128\b", sass), f"{name}: activations not copied by cp.async"
+        assert re.search(r"\bSTS\.128\b", sass), f"{name}: no 16-byte shared stores (the weights' stager)"
+        assert not re.search(r"\b(LDL|STL)\b", sass), f"{name}: local memory in the SASS"
+        assert claim_problems(sass, "mma.sync", "f16") == [], name  # what the variants' launches say
+
+
+test_the_sass_holds_what_each_variants_records_claim = sass_claims_test("test_w4a16_mma_ptx")

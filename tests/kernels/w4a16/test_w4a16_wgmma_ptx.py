@@ -1,6 +1,7 @@
-"""The warpgroup-MMA W4A16 GEMM (``w4a16/gemm_wgmma.py``, on the
-asynchronous mainloop) compiles for sm_90a without a GPU: its PTX (compiled by the ``ptx_harness`` for sm_90,
-then retargeted to sm_90a by the harness's ``sm90a`` fixture) has the f16
+"""The wgmma form of the W4A16 tensor-core GEMM (``w4a16/gemm/gemm_tc.py``, on
+the asynchronous mainloop) compiles for sm_90a without a GPU: its PTX
+(compiled by the ``ptx_harness`` for sm_90, then retargeted to sm_90a by
+the harness's ``sm90a`` fixture) has the f16
 ``wgmma.mma_async`` of its tile width and the f16x2 conversion; ptxas for
 sm_90a accepts it with no spills, no local memory, registers for the
 128-thread block within budget, no advisory that it serialised the wgmma,
@@ -25,11 +26,11 @@ TILES = {"gemm_wgmma_bn64": 64, "gemm_wgmma_bn128": 128}
 def jobs():
     from numba import types
 
-    from leverctl_kernels.w4a16.gemm import gemm_wgmma
+    from leverctl_kernels.w4a16.gemm import gemm_tc
 
-    f16, u32, f32 = types.float16, types.uint32, types.float32[::1]
-    sig = (f16[:, ::1], u32[:, ::1], u32[:, ::1], f16[:, ::1], f32, f32, f32)
-    return [(name, gemm_wgmma.kernel(bn), sig, gemm_wgmma.THREADS) for name, bn in TILES.items()]
+    f16, u32, f32, u8 = types.float16, types.uint32, types.float32[::1], types.uint8[:, ::1]
+    sig = (f16[:, ::1], u32[:, ::1], u32[:, ::1], f16[:, ::1], f32, f32, f32, u8, f32)  # asc, ts_a: unused
+    return [(name, gemm_tc.kernel(bn, "wgmma"), sig, gemm_tc.THREADS) for name, bn in TILES.items()]
 
 
 def test_gemm_wgmma_compiles_to_ptx_in_fp32_with_its_instructions(compiled):
