@@ -37,7 +37,6 @@ import numpy as np
 from numba import cuda
 
 from .. import mma as M
-from .. import swizzle as sw
 from .. import wgmma as wg
 from . import pipeline as PL
 from .pipeline import KSUB, STAGE_KBYTES, STEP, make_launch  # noqa: F401
@@ -74,8 +73,9 @@ class Form:
         return np.float32(1.0)
 
     @staticmethod
-    def consume(dtype: str, bn: int, a_tile: int, dropped: int):
+    def consume(dtype: str, bn: int, a_tile: int, dropped: int, swizzle: bool = True):
         run = M.mma_run(dtype, bn)
+        mask = 7 if swizzle else 0  # unswizzled (a test's fault): chunk c of every row in one bank group
         load_a = M.ldsm_run(1, 16)
         load_b = M.ldsm_run(bn // 16, GROUP_BYTES)
 
@@ -88,8 +88,9 @@ class Form:
             b_k = ((lane >> 3) & 1) * 16
             for j in range(KSUB):
                 if j != dropped:
-                    a = load_a(at + sw.sw128(a_row * STAGE_KBYTES + j * STEP + a_k))
-                    b = load_b(at + a_tile + sw.sw128(b_row * STAGE_KBYTES + j * STEP + b_k))
+                    # the 128-byte swizzle: chunk bits 4-6 XOR row bits 0-2 (swizzle.sw128)
+                    a = load_a(at + ((a_row * STAGE_KBYTES + j * STEP + a_k) ^ ((a_row & mask) << 4)))
+                    b = load_b(at + a_tile + ((b_row * STAGE_KBYTES + j * STEP + b_k) ^ ((b_row & mask) << 4)))
                     acc = run(a, b, acc)
             return acc
 

@@ -62,8 +62,11 @@ ESIZE = {"bf16": 2, "f16": 2, "e4m3": 1, "s8": 1}
 
 # deliberate bugs, for the tests that prove the checks: a stage read before
 # its copies landed, copies that ignore the swizzle the reads assume, the
-# stages read out of order, one instruction of each stage's K dropped
+# stages read out of order, one instruction of each stage's K dropped; and
+# (a form that can read unswizzled rows: mma.sync) both sides unswizzled,
+# the numbers right and the shared reads bank-conflicted
 FAULTS = ("no_wait", "no_swizzle", "stage_order", "short_k")
+UNSWIZZLED = "unswizzled"
 
 
 def shared_bytes(wgs: int, bn: int, stages: int) -> int:
@@ -97,7 +100,7 @@ def make_issue(threads: int, esize: int, swizzle: bool = True):
 
 
 def check(dtype: str, bn: int, stages: int, b_kind: str, fault: str, dtypes: tuple, a_kind: str = "copy") -> None:
-    if fault and fault not in FAULTS:
+    if fault and fault not in (*FAULTS, UNSWIZZLED):
         raise ValueError(f"fault {fault!r}: one of {FAULTS}")
     for side, kind in (("A", a_kind), ("B", b_kind)):
         if kind not in P.B_KINDS:
@@ -125,7 +128,7 @@ def make_kernel(form, dtype: str, wgs: int, bn: int, stages: int, swap, b_kind, 
     a_rows = BM * wgs
     a_tile, b_tile = a_rows * STAGE_KBYTES, bn * STAGE_KBYTES
     stage = a_tile + b_tile
-    issue = make_issue(threads, esize, swizzle=fault != "no_swizzle")
+    issue = make_issue(threads, esize, swizzle=fault not in ("no_swizzle", UNSWIZZLED))
     copy_a, copy_b = a_kind == "copy", b_kind == "copy"
     if stage_b is None and not copy_b:
         stage_b = P.stager(b_kind, threads)
@@ -141,7 +144,7 @@ def make_kernel(form, dtype: str, wgs: int, bn: int, stages: int, swap, b_kind, 
     t_mul = form.t_mul(b_kind)
     zeros, store = form.zeros(bn), P.make_store(bn, swap)
     publish, settle = form.publish, form.settle
-    consume = form.consume(dtype, bn, a_tile, dropped=1 if fault == "short_k" else -1)
+    consume = form.consume(dtype, bn, a_tile, dropped=1 if fault == "short_k" else -1, swizzle=fault != UNSWIZZLED)
     in_flight = stages - 1 if fault == "no_wait" else stages - 2
     ahead = 1 if fault == "stage_order" else 0  # reads the slot of the stage after kt
 

@@ -40,7 +40,9 @@ class Form:
         return np.float32(1.0 / float(P.E4M3_FOLD) if b_kind == "nvfp4_e4m3" else 1.0)
 
     @staticmethod
-    def consume(dtype: str, bn: int, a_tile: int, dropped: int):
+    def consume(dtype: str, bn: int, a_tile: int, dropped: int, swizzle: bool = True):
+        if not swizzle:
+            raise ValueError("wgmma reads its stages through 128-byte-swizzle descriptors")
         mma = wg.op(dtype, bn)
         if dtype == "e4m3":
 

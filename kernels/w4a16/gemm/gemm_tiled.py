@@ -35,8 +35,9 @@ Configurations:
 * ``DEFAULT`` : 64 x 64 x 64 tiles, 256 threads (16 x 16), 4 x 4
   micro-tiles, all edges checked. 32.5 KiB of static shared memory.
 
-This is an FP32-FMA GEMM (Numba exposes no tensor-core MMA); at large m it
-is bound by the FP32 rate, at small m by the weight stream.
+This is an FP32-FMA GEMM, for the K the tensor-core GEMMs (``gemm_tc.py``)
+cannot step by 16; at large m it is bound by the FP32 rate, at small m by
+the weight stream.
 """
 
 from __future__ import annotations

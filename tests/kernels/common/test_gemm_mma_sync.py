@@ -88,3 +88,27 @@ def test_shapes_the_loop_cannot_take_are_refused():
     with pytest.raises(ValueError, match="exceed"):
         MS.kernel("bf16", 2, 256, 3)
     assert MS.PL.shared_bytes(2, 128, 3) <= MS.MAX_SHARED  # the widest tile used, three stages: 97 KiB
+
+
+@pytest.mark.sim
+@pytest.mark.skipif(not SIM, reason="the memory tracer runs in the simulator")
+def test_the_swizzle_keeps_ldmatrix_and_the_copies_free_of_bank_conflicts_and_the_tracer_sees_it_missing():
+    """Traced in the simulator: every shared access of the mainloop (the
+    copies landing, the ``ldmatrix`` rows) takes its ideal wavefronts; the
+    same loop with both sides unswizzled gives the same numbers and an
+    8-way conflict on every ``ldmatrix`` phase (eight rows at one K chunk in
+    one bank group), which the tracer reports."""
+    from leverctl.profile import memtrace
+
+    def shared(fault):
+        box = []
+        trace = memtrace.run_traced(lambda: box.append(_run("bf16", 64, 32, 128, 1, 32, 3, fault=fault)))
+        (got, ref), rows = box[0], memtrace.summarize(trace).sites
+        return _err(got, ref), [r for r in rows if r.space != memtrace.GLOBAL]
+
+    err, rows = shared("")
+    assert err <= 1e-5 and rows
+    assert all(r.extra_wavefronts == 0 and r.ways == 1 for r in rows), rows
+    err, rows = shared(MS.PL.UNSWIZZLED)
+    assert err <= 1e-5
+    assert max(r.ways for r in rows if r.kind == "load") == 8, rows
