@@ -50,3 +50,7 @@ def test_the_mainloop_is_async_copies_ldmatrix_and_warp_mma_without_spills(sm90a
     last = max(m.start() for m in re.finditer(r"\b[HI]MMA\.", sass))
     assert not re.search(r"\bLDG\.E\b", sass[first:last]), "an operand staged through registers"
     assert re.search(r"\bLDG\.E\b", sass[last:])  # the check can see one: the epilogue's scales
+    # the epilogue unrolled at compile time (``unroll.each``): one store per
+    # accumulator, where a loop indexing the tuple would make two and a search
+    bn = FORMS[name][0][2]
+    assert len(re.findall(r"\bSTG\.E\b", sass)) == bn // 2
