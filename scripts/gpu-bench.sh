@@ -156,7 +156,8 @@ if [ "$device" = gpu ]; then
     tests/kernels/common/test_mma.py tests/kernels/common/test_wgmma.py tests/kernels/common/test_cvt.py \
     tests/kernels/w4a16/test_w4a16_wgmma.py tests/kernels/w4a16/test_w4a16_gemm_tc.py \
     tests/kernels/common/test_swizzle.py tests/kernels/common/test_cp_async.py tests/kernels/common/test_dynsmem.py \
-    tests/kernels/common/test_gemm_wgmma_async.py \
+    tests/kernels/common/test_gemm_wgmma_async.py tests/kernels/common/test_gemm_mma_sync.py \
+    tests/kernels/w4a16/test_w4a16_mma.py \
     >"$out/pytest-tc.log" 2>&1
   trc=$?
   say "tensor-core primitives: exit $trc ($(tail -n 1 "$out/pytest-tc.log"))"

@@ -9,7 +9,7 @@ weight sub-block ``b`` of column ``n``::
 with ``dot`` the exact integer dot product of the int8 activations and the
 4-bit values (0..15), on ``mma.sync.aligned.m16n8k32`` s8 (``common/mma``).
 
-Tiling (``_int8_mma``'s): blocks of two warps, 32 rows x 16 columns of
+Tiling: blocks of two warps, 32 rows x 16 columns of
 ``c``; one K stage per Q4_K super-block (256 values). A stage puts in
 shared memory the activations' bytes (32 x 256) and their eight ``d8`` and
 ``s8`` per row, the weights' 4-bit values unpacked to bytes (16 x 256, value
