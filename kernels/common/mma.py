@@ -86,7 +86,7 @@ from functools import lru_cache
 import numpy as np
 from numba import config, cuda
 
-from . import bits, simwarp
+from . import bits, simwarp, smem
 
 M, N, K = 16, 8, 16  # the instruction's shape
 WARP = 32
@@ -567,10 +567,8 @@ uint32; each lane passes the address ``S[row, col]`` of one 8-element row
 
 def _twin_ldsm_run(count: int, stride: int):
     def ldsm(addr):
-        from . import wgmma
-
         addr = int(addr)
-        rows = [wgmma.twin_read_shared(addr + i * stride, 16, "ldmatrix") for i in range(count)]
+        rows = [smem.twin_read_shared(addr + i * stride, 16, "ldmatrix") for i in range(count)]
         buf, members, lane = simwarp._exchange("ldsm_run", simwarp.FULL_MASK, rows)
         if members != simwarp.FULL_MASK:
             raise simwarp.WarpSyncError("ldmatrix: needs all 32 lanes of the warp")

@@ -90,8 +90,9 @@ from functools import lru_cache
 import numpy as np
 from numba import config, cuda
 
-from . import bits, ptx_stmt, simwarp, unroll
+from . import bits, ptx_stmt, smem, unroll
 from . import mma as warp_mma
+from .smem import smem_addr, st_shared_v4  # noqa: F401 (the kernels' wg.smem_addr, wg.st_shared_v4)
 
 M, N = 64, 8  # the instruction's shape (both forms)
 K_BF16, K_E4M3 = 16, 32
@@ -145,52 +146,6 @@ def store_d(D, r0, n0, d0, d1, d2, d3):
 
 
 # ── the CUDA target ──────────────────────────────────────────────────────────
-
-
-def _smem_addr():
-    from llvmlite import ir
-    from numba.cuda import types
-    from numba.cuda.extending import intrinsic
-
-    def smem_addr(typingctx, arr):
-        if not isinstance(arr, types.Array):
-            return None
-
-        def codegen(context, builder, signature, args):
-            data = context.make_array(signature.args[0])(context, builder, args[0]).data
-            i64 = ir.IntType(64)
-            gen = builder.ptrtoint(data, i64)
-            fnty = ir.FunctionType(i64, [i64])
-            sh = builder.call(ir.InlineAsm(fnty, "cvta.to.shared.u64 $0, $1;", "=l,l"), [gen])
-            return builder.trunc(sh, ir.IntType(32))
-
-        return types.uint32(arr), codegen
-
-    return intrinsic(smem_addr)
-
-
-def _st_shared_v4():
-    from llvmlite import ir
-    from numba.cuda import types
-    from numba.cuda.extending import intrinsic
-
-    def st_shared_v4(typingctx, addr, a, b, c, d):
-        if not all(isinstance(x, types.Integer) for x in (addr, a, b, c, d)):
-            return None
-
-        def codegen(context, builder, signature, args):
-            i32 = ir.IntType(32)
-            vals = [context.cast(builder, v, t, types.uint32) for v, t in zip(args, signature.args)]
-            fnty = ir.FunctionType(ir.VoidType(), [i32] * 5)
-            builder.call(
-                ir.InlineAsm(fnty, "st.shared.v4.b32 [$0], {$1, $2, $3, $4};", "r,r,r,r,r,~{memory}", side_effect=True),
-                vals,
-            )
-            return context.get_dummy_value()
-
-        return types.void(addr, a, b, c, d), codegen
-
-    return intrinsic(st_shared_v4)
 
 
 def _mma(shape_types: str, transposable: bool):
@@ -443,10 +398,9 @@ def make_store(n: int):
 
 # ── the simulator twin ───────────────────────────────────────────────────────
 #
-# Shared arrays in the simulator are NumPy arrays with host addresses: the
-# twin's smem_addr hands each one a 1024-byte-aligned address in a 256 KiB
-# window (what 14 bits of address >> 4 reach) and remembers it, so that an
-# MMA can find the bytes a descriptor points at. The MMA reads A and B
+# Shared arrays in the simulator get 1024-byte-aligned addresses from
+# ``smem.smem_addr``'s registry, so that an MMA can find the bytes a
+# descriptor points at. The MMA reads A and B
 # through the descriptor (start, LBO, SBO, no swizzle, K-major), decodes the
 # inputs exactly into float64, and each thread computes its own four
 # accumulators: D[r, c] depends on C[r, c] only, so no thread needs another's
@@ -456,69 +410,6 @@ def make_store(n: int):
 # its own), the async proxy (the fences are no-ops), transposed operands
 # (tnsp 1 raises), the 64- and 32-byte swizzles (raise; the 128-byte one is
 # modelled).
-
-_WINDOW = 1 << 18
-_smem_lock = threading.Lock()
-_smem: dict = {}  # host data pointer -> (address, array); arrays kept alive, so pointers stay unique
-_smem_next = [0]
-
-
-def _twin_smem_addr(arr):
-    key = arr.__array_interface__["data"][0]
-    with _smem_lock:
-        hit = _smem.get(key)
-        # The same memory (the registered array is kept alive, so no other
-        # allocation can have its address): another view of it, as each
-        # thread's cuda.shared.array(0, ...) of dynamic shared memory is.
-        if hit is not None and arr.nbytes <= hit[1].nbytes:
-            return np.uint32(hit[0])
-        addr = _smem_next[0]
-        if addr + arr.nbytes > _WINDOW:  # a new window: older blocks' arrays are done with
-            addr = 0
-        # Forget only the (older) arrays this one now overlaps: clearing the
-        # whole window would also drop the arrays this block registered just
-        # before the wrap, and their stores would then find no array.
-        end = addr + arr.nbytes
-        for old_key, (base, old) in list(_smem.items()):
-            if base < end and addr < base + old.nbytes:
-                del _smem[old_key]
-        _smem[key] = (addr, arr)
-        _smem_next[0] = (addr + arr.nbytes + 1023) & ~1023  # a swizzled tile starts on 1024 bytes
-        return np.uint32(addr)
-
-
-def _twin_region(addr: int, nbytes: int, what: str):
-    """(base, array) of the registered shared array holding bytes ``addr ..
-    addr + nbytes - 1``."""
-    with _smem_lock:
-        regions = list(_smem.values())
-    for base, arr in regions:  # integer tests first: a block's window may hold many arrays
-        if base <= addr and addr + nbytes <= base + arr.nbytes:
-            return base, arr
-    raise IndexError(f"{what} twin: bytes {addr}..{addr + nbytes - 1} not in one shared array")
-
-
-def _twin_st_shared_v4(addr, a, b, c, d):
-    addr = int(addr)
-    base, arr = _twin_region(addr, 16, "st.shared.v4")
-    hook = simwarp.TRACE_HOOK
-    if hook is not None:  # memory tracer: one 16-byte store, as the instruction makes
-        arr = hook("store", arr, addr - base, 16)
-    raw = np.asarray(arr).reshape(-1).view(np.uint8)
-    raw[addr - base : addr - base + 16] = np.array([a, b, c, d], dtype=np.uint32).view(np.uint8)
-
-
-def twin_read_shared(addr: int, nbytes: int, what: str) -> np.ndarray:
-    """A copy of ``nbytes`` bytes at shared-window address ``addr`` (the
-    simulator's), one load of that width under the memory tracer: for the
-    twins of instructions that read shared memory by address (``ldmatrix``
-    in ``mma.py``)."""
-    addr = int(addr)
-    base, arr = _twin_region(addr, nbytes, what)
-    hook = simwarp.TRACE_HOOK
-    if hook is not None:
-        arr = hook("load", arr, addr - base, nbytes)
-    return np.asarray(arr).reshape(-1).view(np.uint8)[addr - base : addr - base + nbytes].copy()
 
 
 def _tile_bytes(desc: int, rows: int, kbytes: int) -> np.ndarray:
@@ -542,8 +433,7 @@ def _tile_bytes(desc: int, rows: int, kbytes: int) -> np.ndarray:
     else:
         raise NotImplementedError("wgmma twin: only the no-swizzle (0) and 128-byte (1) layouts")
     out = np.empty((rows, kbytes), dtype=np.uint8)
-    with _smem_lock:
-        regions = list(_smem.values())
+    regions = smem.regions()
     lo, hi = int(off.min()), int(off.max())
     for addr, arr in regions:  # the usual case, one array holds the tile: integer tests only
         if addr <= lo and hi < addr + arr.nbytes:
@@ -628,8 +518,6 @@ if config.ENABLE_CUDASIM:
     wgmma_wait_group = _nothing
     wait_acc = _twin_wait_acc
     fence_proxy_async = _nothing
-    smem_addr = _twin_smem_addr
-    st_shared_v4 = _twin_st_shared_v4
     wgmma_m64n8k16_bf16 = _twin_mma("wgmma_m64n8k16_bf16", "bf16")
     wgmma_m64n8k32_e4m3 = _twin_mma("wgmma_m64n8k32_e4m3", "e4m3")
 else:
@@ -639,8 +527,6 @@ else:
     wgmma_wait_group = ptx_stmt.void_n("wgmma.wait_group.sync.aligned {n};", "wgmma_wait_group")
     wait_acc = _wait_acc()
     fence_proxy_async = ptx_stmt.void("fence.proxy.async.shared::cta;", "fence_proxy_async")
-    smem_addr = _smem_addr()
-    st_shared_v4 = _st_shared_v4()
     wgmma_m64n8k16_bf16 = _mma(_BF16, transposable=True)
     wgmma_m64n8k32_e4m3 = _mma(_E4M3, transposable=False)
 
@@ -655,11 +541,6 @@ fence_proxy_async.__doc__ = (
     "``fence.proxy.async.shared::cta``: shared-memory stores made visible to the "
     "async proxy wgmma reads through (then a barrier)."
 )
-st_shared_v4.__doc__ = (
-    "``st.shared.v4.b32``: four 32-bit words to the 16-byte-aligned shared-window "
-    "address ``addr`` (from :func:`smem_addr`) in one store."
-)
-smem_addr.__doc__ = "The 32-bit shared-window address of a shared array (``cvta.to.shared.u64``)."
 wgmma_m64n8k16_bf16.__doc__ = f"""``wgmma.mma_async.sync.aligned.{_BF16}``:
 ``(da, db: uint64, d0..d3: float32, scale_d: int, scale_a, scale_b: 1|-1,
 tnsp_a, tnsp_b: 0|1 constants) -> (d0..d3) float32``."""

@@ -1,0 +1,153 @@
+"""Shared memory by address: the 32-bit shared-window address of a shared
+array (``cvta.to.shared.u64``), 16-byte stores through it (``st.shared.v4``),
+and in the simulator the registry that maps those addresses back to arrays,
+for every twin of an instruction that takes a shared address (wgmma's
+descriptors, ``ldmatrix``, the stagers' stores).
+
+Shared arrays in the simulator are NumPy arrays with host addresses: the
+twin's ``smem_addr`` hands each one a 1024-byte-aligned address in a 256 KiB
+window (what 14 bits of a descriptor's address >> 4 reach) and remembers it;
+a 128-byte-swizzled tile starts on 1024 bytes, so relative and absolute
+swizzle bits agree there as on the hardware.
+"""
+
+from __future__ import annotations
+
+import threading
+
+import numpy as np
+from numba import config
+
+from . import simwarp
+
+# ── the CUDA target ──────────────────────────────────────────────────────────
+
+
+def _smem_addr():
+    from llvmlite import ir
+    from numba.cuda import types
+    from numba.cuda.extending import intrinsic
+
+    def smem_addr(typingctx, arr):
+        if not isinstance(arr, types.Array):
+            return None
+
+        def codegen(context, builder, signature, args):
+            data = context.make_array(signature.args[0])(context, builder, args[0]).data
+            i64 = ir.IntType(64)
+            gen = builder.ptrtoint(data, i64)
+            fnty = ir.FunctionType(i64, [i64])
+            sh = builder.call(ir.InlineAsm(fnty, "cvta.to.shared.u64 $0, $1;", "=l,l"), [gen])
+            return builder.trunc(sh, ir.IntType(32))
+
+        return types.uint32(arr), codegen
+
+    return intrinsic(smem_addr)
+
+
+def _st_shared_v4():
+    from llvmlite import ir
+    from numba.cuda import types
+    from numba.cuda.extending import intrinsic
+
+    def st_shared_v4(typingctx, addr, a, b, c, d):
+        if not all(isinstance(x, types.Integer) for x in (addr, a, b, c, d)):
+            return None
+
+        def codegen(context, builder, signature, args):
+            i32 = ir.IntType(32)
+            vals = [context.cast(builder, v, t, types.uint32) for v, t in zip(args, signature.args)]
+            fnty = ir.FunctionType(ir.VoidType(), [i32] * 5)
+            builder.call(
+                ir.InlineAsm(fnty, "st.shared.v4.b32 [$0], {$1, $2, $3, $4};", "r,r,r,r,r,~{memory}", side_effect=True),
+                vals,
+            )
+            return context.get_dummy_value()
+
+        return types.void(addr, a, b, c, d), codegen
+
+    return intrinsic(st_shared_v4)
+
+
+# ── the simulator twin ───────────────────────────────────────────────────────
+
+_WINDOW = 1 << 18
+_smem_lock = threading.Lock()
+_smem: dict = {}  # host data pointer -> (address, array); arrays kept alive, so pointers stay unique
+_smem_next = [0]
+
+
+def _twin_smem_addr(arr):
+    key = arr.__array_interface__["data"][0]
+    with _smem_lock:
+        hit = _smem.get(key)
+        # The same memory (the registered array is kept alive, so no other
+        # allocation can have its address): another view of it, as each
+        # thread's cuda.shared.array(0, ...) of dynamic shared memory is.
+        if hit is not None and arr.nbytes <= hit[1].nbytes:
+            return np.uint32(hit[0])
+        addr = _smem_next[0]
+        if addr + arr.nbytes > _WINDOW:  # a new window: older blocks' arrays are done with
+            addr = 0
+        # Forget only the (older) arrays this one now overlaps: clearing the
+        # whole window would also drop the arrays this block registered just
+        # before the wrap, and their stores would then find no array.
+        end = addr + arr.nbytes
+        for old_key, (base, old) in list(_smem.items()):
+            if base < end and addr < base + old.nbytes:
+                del _smem[old_key]
+        _smem[key] = (addr, arr)
+        _smem_next[0] = (addr + arr.nbytes + 1023) & ~1023  # a swizzled tile starts on 1024 bytes
+        return np.uint32(addr)
+
+
+def regions() -> list:
+    """The registered arrays, ``[(address, array), ...]``."""
+    with _smem_lock:
+        return list(_smem.values())
+
+
+def _twin_region(addr: int, nbytes: int, what: str):
+    """(base, array) of the registered shared array holding bytes ``addr ..
+    addr + nbytes - 1``."""
+    for base, arr in regions():  # integer tests first: a block's window may hold many arrays
+        if base <= addr and addr + nbytes <= base + arr.nbytes:
+            return base, arr
+    raise IndexError(f"{what} twin: bytes {addr}..{addr + nbytes - 1} not in one shared array")
+
+
+def _twin_st_shared_v4(addr, a, b, c, d):
+    addr = int(addr)
+    base, arr = _twin_region(addr, 16, "st.shared.v4")
+    hook = simwarp.TRACE_HOOK
+    if hook is not None:  # memory tracer: one 16-byte store, as the instruction makes
+        arr = hook("store", arr, addr - base, 16)
+    raw = np.asarray(arr).reshape(-1).view(np.uint8)
+    raw[addr - base : addr - base + 16] = np.array([a, b, c, d], dtype=np.uint32).view(np.uint8)
+
+
+def twin_read_shared(addr: int, nbytes: int, what: str) -> np.ndarray:
+    """A copy of ``nbytes`` bytes at shared-window address ``addr`` (the
+    simulator's), one load of that width under the memory tracer: for the
+    twins of instructions that read shared memory by address (``ldmatrix``
+    in ``mma.py``, the wgmma operands in ``wgmma.py``)."""
+    addr = int(addr)
+    base, arr = _twin_region(addr, nbytes, what)
+    hook = simwarp.TRACE_HOOK
+    if hook is not None:
+        arr = hook("load", arr, addr - base, nbytes)
+    return np.asarray(arr).reshape(-1).view(np.uint8)[addr - base : addr - base + nbytes].copy()
+
+
+if config.ENABLE_CUDASIM:
+    smem_addr = _twin_smem_addr
+    st_shared_v4 = _twin_st_shared_v4
+else:
+    smem_addr = _smem_addr()
+    st_shared_v4 = _st_shared_v4()
+
+st_shared_v4.__doc__ = (
+    "``st.shared.v4.b32``: four 32-bit words to the 16-byte-aligned shared-window "
+    "address ``addr`` (from :func:`smem_addr`) in one store."
+)
+smem_addr.__doc__ = "The 32-bit shared-window address of a shared array (``cvta.to.shared.u64``)."
