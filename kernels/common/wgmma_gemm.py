@@ -281,3 +281,79 @@ def require_wgmma(variant: str) -> None:
 def ones(n: int):
     """A device float32 vector of ones (an epilogue scale a variant does not use)."""
     return cuda.to_device(np.ones(max(n, 1), np.float32))
+
+
+# fp16 stagers (the MoE grouped GEMM's fp16 MMAs), A or B side; the type
+# each stages, and (as A) its k per element of the array it reads:
+#
+# * ``nvfp4_f16``: NVFP4 weights or activations as ``nvfp4_bf16``, to fp16:
+#   E2M1 x E4M3 (at most 6 significant bits, 2^-10 .. 2688) is exact in
+#   fp16, the tensor scale left to the epilogue;
+# * ``e4m3_f16``: E4M3 codes (uint32 ``[n, k/4]``) to fp16, exact (3
+#   mantissa bits, 2^-9 .. 448); their scales (per row) left to the epilogue;
+# * ``f32_f16``:  float32 values (``[n, k]``) rounded to fp16 (2^-11
+#   relative): a float32 intermediate entering the MMA.
+MORE_KINDS = {"nvfp4_f16": "f16", "e4m3_f16": "f16", "f32_f16": "f16"}
+K_PER_WORD = {"nvfp4_f16": 8, "e4m3_f16": 4, "f32_f16": 1}
+
+
+def _make_nvfp4_f16(threads: int, block_shift: int = 4):
+    return _make_packed_bf16(threads, block_shift, _fp4, bits.e4m3_to_f32, pair=cvt.f32x2_to_f16x2)
+
+
+@cuda.jit(device=True, inline="always")
+def _e4m3_pair(word, i):
+    """fp16 pair of E4M3 codes ``i`` and ``i + 1`` (bytes) of a word."""
+    lo = bits.e4m3_to_f32((word >> uint32(8 * i)) & uint32(255))
+    hi = bits.e4m3_to_f32((word >> uint32(8 * i + 8)) & uint32(255))
+    return cvt.f32x2_to_f16x2(lo, hi)
+
+
+def _make_e4m3_f16(threads: int):
+    bk = CHUNKS * 8
+
+    @cuda.jit(device=True, inline="always")
+    def load(at, src, bsc, nrows, k, r0, kt, tid, rows):
+        k0 = kt * bk
+        for c in range(tid, rows * CHUNKS, threads):
+            r, kc = _chunk(c)
+            gr = r0 + r
+            gk = k0 + kc * 8
+            x0 = x1 = x2 = x3 = uint32(0)
+            if gr < nrows and gk < k:
+                w0 = src[gr, gk >> 2]
+                w1 = src[gr, (gk >> 2) + 1]
+                x0 = _e4m3_pair(w0, 0)
+                x1 = _e4m3_pair(w0, 2)
+                x2 = _e4m3_pair(w1, 0)
+                x3 = _e4m3_pair(w1, 2)
+            wg.st_shared_v4(at + _at(r, kc), x0, x1, x2, x3)
+
+    return load
+
+
+def _make_f32_f16(threads: int):
+    bk = CHUNKS * 8
+
+    @cuda.jit(device=True, inline="always")
+    def load(at, src, bsc, nrows, k, r0, kt, tid, rows):
+        k0 = kt * bk
+        for c in range(tid, rows * CHUNKS, threads):
+            r, kc = _chunk(c)
+            gr = r0 + r
+            gk = k0 + kc * 8
+            x0 = x1 = x2 = x3 = uint32(0)
+            if gr < nrows and gk < k:
+                x0 = cvt.f32x2_to_f16x2(src[gr, gk], src[gr, gk + 1])
+                x1 = cvt.f32x2_to_f16x2(src[gr, gk + 2], src[gr, gk + 3])
+                x2 = cvt.f32x2_to_f16x2(src[gr, gk + 4], src[gr, gk + 5])
+                x3 = cvt.f32x2_to_f16x2(src[gr, gk + 6], src[gr, gk + 7])
+            wg.st_shared_v4(at + _at(r, kc), x0, x1, x2, x3)
+
+    return load
+
+
+def stager_of(kind: str, threads: int):
+    """:func:`stager` of any kind, the fp16 ones (:data:`MORE_KINDS`) included."""
+    more = {"nvfp4_f16": _make_nvfp4_f16, "e4m3_f16": _make_e4m3_f16, "f32_f16": _make_f32_f16}
+    return more[kind](threads) if kind in more else stager(kind, threads)

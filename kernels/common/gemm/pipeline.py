@@ -75,38 +75,53 @@ def shared_bytes(wgs: int, bn: int, stages: int) -> int:
     return stages * (BM * wgs + bn) * STAGE_KBYTES + sw.ATOM_BYTES
 
 
-def make_issue(threads: int, esize: int, swizzle: bool = True):
-    """``issue(smem, at, src, nrows, k, r0, k0, tid, rows)``: the copies of
-    one tile's stage (rows ``r0..r0+rows`` of ``src``, K from ``k0``)."""
+def make_issue(threads: int, esize: int, swizzle: bool = True, gather: bool = False):
+    """``issue(smem, at, src, nrows, k, r0, k0, tid, rows, rowmap)``: the
+    copies of one tile's stage (rows ``r0..r0+rows`` of ``src``, K from
+    ``k0``). With ``gather``, tile row ``r`` is ``src`` row ``rowmap[r0 +
+    r]`` (rows ``r0 + r`` past ``nrows`` zero-filled, as without it);
+    otherwise ``rowmap`` is not read (any array)."""
     epc = 16 // esize  # elements per 16-byte chunk
+    src_row = _gathered if gather else _direct
 
     @cuda.jit(device=True, inline="always")
-    def issue(smem, at, src, nrows, k, r0, k0, tid, rows):
+    def issue(smem, at, src, nrows, k, r0, k0, tid, rows, rowmap):
         words = src.shape[1]  # uint32 words per row
         for c in range(tid, rows * CHUNKS, threads):
             r = c >> 3
             kc = c & 7
-            gr = r0 + r
+            p = r0 + r
             gk = k0 + kc * epc
             nbytes = 0
             at_src = 0
-            if gr < nrows and gk < k:
+            if p < nrows and gk < k:
                 nbytes = min(16, (k - gk) * esize)
-                at_src = gr * words + (gk * esize >> 2)
+                at_src = src_row(rowmap, p) * words + (gk * esize >> 2)
             off = r * STAGE_KBYTES + kc * 16
             ca.cp_async_16(smem, at + (sw.sw128(off) if swizzle else off), src, at_src, nbytes)
 
     return issue
 
 
+@cuda.jit(device=True, inline="always")
+def _direct(rowmap, p):
+    return p
+
+
+@cuda.jit(device=True, inline="always")
+def _gathered(rowmap, p):
+    return rowmap[p]
+
+
 def check(dtype: str, bn: int, stages: int, b_kind: str, fault: str, dtypes: tuple, a_kind: str = "copy") -> None:
     if fault and fault not in (*FAULTS, UNSWIZZLED):
         raise ValueError(f"fault {fault!r}: one of {FAULTS}")
     for side, kind in (("A", a_kind), ("B", b_kind)):
-        if kind not in P.B_KINDS:
-            raise ValueError(f"{side} kind {kind!r}: one of {P.B_KINDS}")
-        if P.DTYPE_OF[kind] not in (None, dtype):
-            raise ValueError(f"{side} stager {kind} stages {P.DTYPE_OF[kind]}, not {dtype}")
+        kinds = _kinds()
+        if kind not in kinds:
+            raise ValueError(f"{side} kind {kind!r}: one of {tuple(kinds)}")
+        if kinds[kind] not in (None, dtype):
+            raise ValueError(f"{side} stager {kind} stages {kinds[kind]}, not {dtype}")
     if dtype not in dtypes:
         raise ValueError(f"input type {dtype!r}: one of {', '.join(dtypes)}")
     if not (8 <= bn <= 256 and bn % 8 == 0):
@@ -115,25 +130,61 @@ def check(dtype: str, bn: int, stages: int, b_kind: str, fault: str, dtypes: tup
         raise ValueError(f"{stages} stages: at least 2")
 
 
-def make_kernel(form, dtype: str, wgs: int, bn: int, stages: int, swap, b_kind, fault, stage_b, fold, a_kind="copy"):
-    """``kernel(y, a32, b32, bsc, rs, cs, ts, asc, ts_a)`` on the ``form``
-    (a module's :class:`Form`: how a stage is read), launched by
-    :func:`make_launch`. See ``wgmma_async.make_kernel`` for the
-    arguments; ``a_kind`` other than ``copy`` stages A through that
-    stager (A's block scales ``asc``) as B's are, and the epilogue
-    multiplies by A's tensor scale ``ts_a[0]`` too."""
+def _kinds() -> dict:
+    """Every stager kind (``wgmma_gemm``'s B kinds and its fp16 ones) -> the type it stages."""
+    return {**P.DTYPE_OF, **P.MORE_KINDS}
+
+
+def make_mainloop(
+    form,
+    dtype: str,
+    wgs: int,
+    bn: int,
+    stages: int,
+    b_kind: str,
+    fault: str,
+    stage_b,
+    fold,
+    a_kind: str = "copy",
+    gather: bool = False,
+    b_parts: int = 1,
+):
+    """``mainloop(smem, base, pad, a32, asc, m, k, r0, rowmap, b32, bsc, n,
+    nseg, n0, tid, g)`` -> the accumulators of one ``64 WG x BN`` tile: the
+    stages of A rows ``r0 ..`` (below ``m``) and B rows ``n0 ..`` (below
+    ``n``), over ``k``, on the ``form``. The plug-ins, each off by default:
+
+    * ``gather``: A's tile row ``r`` is row ``rowmap[r0 + r]`` of ``a32``
+      (copied A only: the stagers read ``r0 + r``);
+    * ``b_parts``: the B tile is that many segments of ``BN / b_parts``
+      rows, segment ``j`` from B row ``n0 + j * nseg`` (a gated
+      projection's gate and up columns, ``nseg`` apart, side by side in one
+      tile: a thread's ``BN / 2`` accumulators are the two halves' in turn,
+      ``i`` and ``i + BN / 4`` the same row and column of each);
+    * ``b32``/``bsc`` are whatever 2-D arrays the caller picked (the
+      grouped kernel's ``W[e]``, ``scales[e]``).
+
+    ``smem`` is the dynamic shared array, ``base`` its shared-window
+    address, ``pad`` the bytes to its first 1024-byte boundary."""
     threads = wg.WARPGROUP * wgs
     esize = ESIZE[dtype]
     bk = STAGE_KBYTES // esize
     a_rows = BM * wgs
-    a_tile, b_tile = a_rows * STAGE_KBYTES, bn * STAGE_KBYTES
-    stage = a_tile + b_tile
-    issue = make_issue(threads, esize, swizzle=fault not in ("no_swizzle", UNSWIZZLED))
+    a_tile = a_rows * STAGE_KBYTES
+    stage = a_tile + bn * STAGE_KBYTES
+    seg = bn // b_parts
+    seg_bytes = seg * STAGE_KBYTES
+    if bn % b_parts or seg % 8:
+        raise ValueError(f"BN={bn} in {b_parts} parts: each a multiple of 8 rows (one swizzle atom)")
+    swz = fault not in ("no_swizzle", UNSWIZZLED)
+    issue_a = make_issue(threads, esize, swizzle=swz, gather=gather)
+    issue = make_issue(threads, esize, swizzle=swz)
     copy_a, copy_b = a_kind == "copy", b_kind == "copy"
+    if gather and not copy_a:
+        raise ValueError(f"gathered A rows: copied A only, not the {a_kind} stager")
     if stage_b is None and not copy_b:
-        stage_b = P.stager(b_kind, threads)
-    stage_a = stage_b if copy_a else P.stager(a_kind, threads)  # (never called when copy_a)
-    a_per_word = 4 // esize if copy_a else 8  # A's k per uint32 word: the MMA type's, or 4-bit codes
+        stage_b = P.stager_of(b_kind, threads)
+    stage_a = stage_b if copy_a else P.stager_of(a_kind, threads)  # (never called when copy_a)
     per_stage = fold is not None
     if not per_stage:
 
@@ -141,37 +192,33 @@ def make_kernel(form, dtype: str, wgs: int, bn: int, stages: int, swap, b_kind, 
         def fold(total, stage, bsc, n, n0, kt):  # never called: the accumulators run over the whole K
             return stage
 
-    t_mul = form.t_mul(b_kind)
-    zeros, store = form.zeros(bn), P.make_store(bn, swap)
+    zeros = form.zeros(bn)
     publish, settle = form.publish, form.settle
     consume = form.consume(dtype, bn, a_tile, dropped=1 if fault == "short_k" else -1, swizzle=fault != UNSWIZZLED)
     in_flight = stages - 1 if fault == "no_wait" else stages - 2
     ahead = 1 if fault == "stage_order" else 0  # reads the slot of the stage after kt
 
-    @L.jit_bounded(threads)
-    def gemm_async(y, a32, b32, bsc, rs, cs, ts, asc, ts_a):
-        m = a32.shape[0]
-        n = b32.shape[0]
-        k = a32.shape[1] * a_per_word
-        smem = cuda.shared.array(0, uint32)
-        base = wg.smem_addr(smem)
-        pad = (sw.ATOM_BYTES - (base & (sw.ATOM_BYTES - 1))) & (sw.ATOM_BYTES - 1)
-        tid = cuda.threadIdx.x
-        g = tid >> 7  # this thread's warpgroup: rows 64 g .. 64 g + 63 of the A tile
-        r0 = cuda.blockIdx.y * a_rows
-        n0 = cuda.blockIdx.x * bn
+    @cuda.jit(device=True, inline="always")
+    def load_b(smem, base, at, b32, bsc, n, nseg, k, n0, kt, tid):
+        """Stage ``kt`` of the B tile at byte ``at`` of ``smem``: each
+        segment copied (``cp.async``) or through the stager."""
+        for j in range(b_parts):
+            if copy_b:
+                issue(smem, at + j * seg_bytes, b32, n, k, n0 + j * nseg, kt * bk, tid, seg, b32)
+            else:
+                stage_b(base + at + j * seg_bytes, b32, bsc, n, k, n0 + j * nseg, kt, tid, seg)
+
+    @cuda.jit(device=True, inline="always")
+    def mainloop(smem, base, pad, a32, asc, m, k, r0, rowmap, b32, bsc, n, nseg, n0, tid, g):
         nk = (k + bk - 1) // bk
         for s in range(stages - 1):  # the prologue: stages 0 .. S - 2
             if s < nk:
                 at = pad + s * stage
                 if copy_a:
-                    issue(smem, at, a32, m, k, r0, s * bk, tid, a_rows)
+                    issue_a(smem, at, a32, m, k, r0, s * bk, tid, a_rows, rowmap)
                 else:
                     stage_a(base + at, a32, asc, m, k, r0, s, tid, a_rows)
-                if copy_b:
-                    issue(smem, at + a_tile, b32, n, k, n0, s * bk, tid, bn)
-                else:
-                    stage_b(base + at + a_tile, b32, bsc, n, k, n0, s, tid, bn)
+                load_b(smem, base, at + a_tile, b32, bsc, n, nseg, k, n0, s, tid)
             ca.cp_async_commit()
         acc = zeros()
         total = zeros()
@@ -183,30 +230,70 @@ def make_kernel(form, dtype: str, wgs: int, bn: int, stages: int, swap, b_kind, 
             if nxt < nk:
                 at = pad + (nxt % stages) * stage
                 if copy_a:
-                    issue(smem, at, a32, m, k, r0, nxt * bk, tid, a_rows)
+                    issue_a(smem, at, a32, m, k, r0, nxt * bk, tid, a_rows, rowmap)
                 if copy_b:
-                    issue(smem, at + a_tile, b32, n, k, n0, nxt * bk, tid, bn)
+                    load_b(smem, base, at + a_tile, b32, bsc, n, nseg, k, n0, nxt, tid)
             ca.cp_async_commit()
             if per_stage:
                 acc = zeros()
             acc = consume(base + pad + ((kt + ahead) % stages) * stage, g, acc)
             if nxt < nk:  # a transformed operand of a later stage through registers while the tensor cores work
-                at = base + pad + (nxt % stages) * stage
+                at = pad + (nxt % stages) * stage
                 if not copy_a:
-                    stage_a(at, a32, asc, m, k, r0, nxt, tid, a_rows)
+                    stage_a(base + at, a32, asc, m, k, r0, nxt, tid, a_rows)
                 if not copy_b:
-                    stage_b(at + a_tile, b32, bsc, n, k, n0, nxt, tid, bn)
+                    load_b(smem, base, at + a_tile, b32, bsc, n, nseg, k, n0, nxt, tid)
             acc = settle(acc)
             if per_stage:
                 total = fold(total, acc, bsc, n, n0, kt)
         ca.cp_async_wait_all()
         if per_stage:
             acc = total
+        return acc
+
+    return mainloop
+
+
+def a_per_word(dtype: str, a_kind: str) -> int:
+    """A's k per element of the array the kernel gets: the MMA type's per
+    uint32 word when copied, else the stager's."""
+    if a_kind == "copy":
+        return 4 // ESIZE[dtype]
+    return P.K_PER_WORD.get(a_kind, 8)  # wgmma_gemm's own kinds: 4-bit codes, eight a word
+
+
+def make_kernel(form, dtype: str, wgs: int, bn: int, stages: int, swap, b_kind, fault, stage_b, fold, a_kind="copy"):
+    """``kernel(y, a32, b32, bsc, rs, cs, ts, asc, ts_a)`` on the ``form``
+    (a module's :class:`Form`: how a stage is read), launched by
+    :func:`make_launch`. See ``wgmma_async.make_kernel`` for the
+    arguments; ``a_kind`` other than ``copy`` stages A through that
+    stager (A's block scales ``asc``) as B's are, and the epilogue
+    multiplies by A's tensor scale ``ts_a[0]`` too."""
+    threads = wg.WARPGROUP * wgs
+    a_rows = BM * wgs
+    mainloop = make_mainloop(form, dtype, wgs, bn, stages, b_kind, fault, stage_b, fold, a_kind)
+    k_per = a_per_word(dtype, a_kind)
+    t_mul = form.t_mul(b_kind)
+    store = P.make_store(bn, swap)
+
+    @L.jit_bounded(threads)
+    def gemm_async(y, a32, b32, bsc, rs, cs, ts, asc, ts_a):
+        m = a32.shape[0]
+        n = b32.shape[0]
+        k = a32.shape[1] * k_per
+        smem = cuda.shared.array(0, uint32)
+        base = wg.smem_addr(smem)
+        pad = (sw.ATOM_BYTES - (base & (sw.ATOM_BYTES - 1))) & (sw.ATOM_BYTES - 1)
+        tid = cuda.threadIdx.x
+        g = tid >> 7  # this thread's warpgroup: rows 64 g .. 64 g + 63 of the A tile
+        r0 = cuda.blockIdx.y * a_rows
+        n0 = cuda.blockIdx.x * bn
+        acc = mainloop(smem, base, pad, a32, asc, m, k, r0, rs, b32, bsc, n, n, n0, tid, g)
         store(y, m, n, r0 + BM * g, n0, acc, rs, cs, ts[0] * ts_a[0] * t_mul)
 
     gemm_async.geometry = (dtype, wgs, bn, stages, swap)
     gemm_async.a_kind, gemm_async.b_kind = a_kind, b_kind
-    gemm_async.per_stage = per_stage
+    gemm_async.per_stage = fold is not None
     gemm_async.form = form.name
     gemm_async.async_stages = stages
     return gemm_async

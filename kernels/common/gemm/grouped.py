@@ -1,0 +1,191 @@
+"""Grouped GEMMs on ``pipeline.py``'s mainloop: rows sorted by group (an
+MoE's experts), each group against its own B::
+
+    y[p, c] = epilogue( sum_k A[row(p), k] B[e(p)][c, k] )   for rows p of group e
+
+``off[E + 1]`` holds the groups' row ranges (group ``e``: rows ``off[e] ..
+off[e + 1] - 1``), ``B`` and its block scales are 3-D (``[E, n, ...]``:
+the block slices ``b32[e]``, ``bsc[e]`` and hands them to the mainloop as
+the plain GEMM's 2-D B). A tile is ``64 WG`` rows of one group (a tile
+never straddles two: its rows past ``off[e + 1]`` are zero-filled and not
+stored) by ``BN / b_parts`` output columns. The plug-ins, all of them
+``pipeline.make_mainloop``'s:
+
+* ``gather``: A's row of sorted row ``p`` is ``rowmap[p]`` (an MoE's
+  gate/up reads each token's activations in place);
+* ``b_parts = 2``: the tile's B rows are output columns ``n0 ..`` and
+  ``N + n0 ..`` (gate and up weights), the two halves of the accumulators;
+* ``epilogue(y, ep, acc, row0, row_end, n0, ncols, e)``: what each thread
+  does with its accumulators (rows ``row0 ..`` of its warpgroup, below
+  ``row_end``; columns ``n0 ..`` below ``ncols``; group ``e``), ``ep`` a
+  tuple of its arrays; :func:`scaled_store` by default.
+
+Schedules (``sched``): ``bounded``, a grid of ``E * max_m_tiles`` tile rows
+by the column tiles, a block whose tile starts past its group's rows
+leaving at once (rows past ``max_m_tiles`` tiles get no block); ``grouped``,
+a fixed grid whose blocks walk the exact tile list (tile ``t``: M tile ``t
+// ntn`` of the list of every group's tiles in order, column tile ``t %
+ntn``) until it is done, each block computing the list from ``off`` as it
+goes (the walk only moves forward), with a barrier between its tiles (the
+next prologue's copies overwrite stages the last tile's reads used).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import cuda, uint32
+
+from .. import dynsmem
+from .. import launch as L
+from .. import swizzle as sw
+from .. import wgmma as wg
+from .. import wgmma_gemm as P
+from . import pipeline as PL
+
+BM = wg.M
+BOUNDED, GROUPED = "bounded", "grouped"
+SMS = 132  # H200: the grouped schedule's grid is the blocks resident on every SM at once
+SMEM_PER_SM = 227 * 1024
+
+
+@cuda.jit(device=True, inline="always")
+def scaled_store(y, ep, acc, row0, row_end, n0, ncols, e):
+    """The default epilogue: ``ep = (rs, cs, ts)``, ``rs[p]`` per sorted
+    row, ``cs[e, c]`` per group's column, ``ts[e]`` per group (the
+    pipeline's scaled store, at ``y[p, c]``)."""
+    rs, cs, ts = ep
+    P.store(y, row_end, ncols, row0, n0, acc, rs, cs[e], ts[e], False)
+
+
+def make_kernel(
+    form,
+    dtype: str,
+    wgs: int,
+    bn: int,
+    stages: int,
+    sched: str,
+    b_kind: str = "copy",
+    a_kind: str = "copy",
+    gather: bool = False,
+    b_parts: int = 1,
+    epilogue=None,
+    fault: str = "",
+    stage_b=None,
+    fold=None,
+):
+    """``kernel(y, a32, b32, bsc, asc, rowmap, off, max_m_tiles, ep)`` on
+    ``form`` (``wgmma_async`` or ``mma_sync``: the module), launched by
+    :func:`make_launch`. ``a32`` ``[rows, ...]`` (or the tokens' rows,
+    ``gather``), ``b32`` ``[E, n, ...]``, ``bsc`` ``[E, n, ...]`` (B's
+    stager's scales), ``asc`` A's stager's scales; ``rowmap`` read only
+    with ``gather``; ``max_m_tiles`` only by ``bounded``."""
+    if sched not in (BOUNDED, GROUPED):
+        raise ValueError(f"schedule {sched!r}: {BOUNDED} or {GROUPED}")
+    dtypes = form.DTYPES
+    PL.check(dtype, bn, stages, b_kind, fault, dtypes, a_kind)
+    if form.__name__.endswith("mma_sync") and (bn // b_parts) % 16:
+        raise ValueError(f"mma.sync GEMM: BN={bn} in {b_parts} parts: not multiples of 16")
+    if form.__name__.endswith("wgmma_async"):
+        wg.check_shape(dtype, bn)
+    mod_form = form.IntForm if dtype == "s8" else form.Form
+    threads = wg.WARPGROUP * wgs
+    a_rows = BM * wgs
+    seg = bn // b_parts
+    mainloop = PL.make_mainloop(
+        mod_form, dtype, wgs, bn, stages, b_kind, fault, stage_b, fold, a_kind, gather=gather, b_parts=b_parts
+    )
+    k_per = PL.a_per_word(dtype, a_kind)
+    store = epilogue or scaled_store
+
+    @cuda.jit(device=True, inline="always")
+    def tile(y, a32, b32, bsc, asc, rowmap, ep, e, r0, row_end, n0):
+        smem = cuda.shared.array(0, uint32)
+        base = wg.smem_addr(smem)
+        pad = (sw.ATOM_BYTES - (base & (sw.ATOM_BYTES - 1))) & (sw.ATOM_BYTES - 1)
+        tid = cuda.threadIdx.x
+        g = tid >> 7
+        k = a32.shape[1] * k_per
+        ncols = y.shape[1]
+        nb = b32.shape[1]  # B rows of a group
+        acc = mainloop(smem, base, pad, a32, asc, row_end, k, r0, rowmap, b32[e], bsc[e], nb, ncols, n0, tid, g)
+        store(y, ep, acc, r0 + BM * g, row_end, n0, ncols, e)
+
+    if sched == BOUNDED:
+
+        @L.jit_bounded(threads)
+        def gemm_grouped(y, a32, b32, bsc, asc, rowmap, off, max_m_tiles, ep):
+            e = cuda.blockIdx.x // max_m_tiles
+            r0 = off[e] + (cuda.blockIdx.x % max_m_tiles) * a_rows
+            row_end = off[e + 1]
+            if r0 < row_end:  # the whole block leaves together
+                tile(y, a32, b32, bsc, asc, rowmap, ep, e, r0, row_end, cuda.blockIdx.y * seg)
+
+    else:
+
+        @L.jit_bounded(threads)
+        def gemm_grouped(y, a32, b32, bsc, asc, rowmap, off, max_m_tiles, ep):
+            ntn = (y.shape[1] + seg - 1) // seg
+            experts = off.shape[0] - 1
+            t = cuda.blockIdx.x
+            e = 0
+            before = 0  # M tiles of the groups before e
+            while e < experts:
+                mt = t // ntn
+                here = (off[e + 1] - off[e] + a_rows - 1) // a_rows
+                if mt >= before + here:  # tiles are walked in order: the group only moves on
+                    before += here
+                    e += 1
+                else:
+                    cuda.syncthreads()  # every read of the last tile's stages done before new copies
+                    r0 = off[e] + (mt - before) * a_rows
+                    tile(y, a32, b32, bsc, asc, rowmap, ep, e, r0, off[e + 1], (t % ntn) * seg)
+                    t += cuda.gridDim.x
+
+    gemm_grouped.geometry = (dtype, wgs, bn, stages, False)
+    gemm_grouped.sched, gemm_grouped.b_parts = sched, b_parts
+    gemm_grouped.a_kind, gemm_grouped.b_kind = a_kind, b_kind
+    gemm_grouped.form = mod_form.name
+    gemm_grouped.async_stages = stages
+    return gemm_grouped
+
+
+def make_launch(kern, experts: int, rows: int, ncols: int, k: int, max_blocks: int = 0):
+    """``launch(y, a32, b32, bsc, asc, rowmap, off, max_m_tiles, ep)`` for
+    ``experts`` groups, at most ``rows`` sorted rows and ``ncols`` output
+    columns: ``bsc``, ``asc`` and ``rowmap`` may be None (placeholders).
+    ``max_blocks`` caps the walking schedule's grid (the tests: one block
+    many tiles)."""
+    why = P.supports(k)
+    if why:
+        raise ValueError(f"{kern.form} grouped GEMM: {why}")
+    _dtype, wgs, bn, stages, _swap = kern.geometry
+    nbytes = L.check_shared(PL.shared_bytes(wgs, bn, stages), hopper=True)
+    threads = L.check_block(wg.WARPGROUP * wgs, warps=True)
+    ntn = L.blocks_for(ncols, bn // kern.b_parts)
+    if kern.sched == GROUPED:  # at most this many tiles, whatever the split: one partial tile per group
+        resident = max_blocks or SMS * max(1, SMEM_PER_SM // nbytes)
+        grid_of = lambda _mt: L.check_grid(min(resident, ntn * (L.blocks_for(rows, BM * wgs) + experts)))  # noqa: E731
+    else:
+        grid_of = lambda mt: L.check_grid((experts * int(mt), ntn))  # noqa: E731
+    none_b = cuda.to_device(np.zeros((experts, 1, 1), np.uint8))
+    none_a = cuda.to_device(np.zeros((1, 1), np.uint8))
+    opted: list = []
+
+    def launch(y, a32, b32, bsc, asc, rowmap, off, max_m_tiles, ep):
+        args = (
+            y,
+            a32,
+            b32,
+            none_b if bsc is None else bsc,
+            none_a if asc is None else asc,
+            off if rowmap is None else rowmap,
+            off,
+            np.int32(max_m_tiles),
+            ep,
+        )
+        if not opted:
+            dynsmem.opt_in(kern, args, nbytes)
+            opted.append(True)
+        kern[grid_of(max_m_tiles), threads, 0, nbytes](*args)
+
+    return launch

@@ -1,0 +1,159 @@
+"""The grouped GEMM on the shared mainloop (``common/gemm/grouped.py``:
+rows sorted by group, each group against its own B) against NumPy, in the
+simulator: gathered A rows on the bounded schedule (mma.sync), per-block
+groups on the walking schedule with fewer blocks than tiles (wgmma, float32
+A and NVFP4 B through the fp16 stagers), and gate/up halves of one tile
+with an epilogue hook (SiLU-GLU, E4M3 weights); odd row counts, an empty
+group, a group past one tile, K below and past a stage. A kernel built
+without the gather, or with the stages read out of order, fails."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+from numba import cuda
+
+from leverctl_kernels.common import bits, unroll
+from leverctl_kernels.common import wgmma as wg
+from leverctl_kernels.common import wgmma_gemm as P
+from leverctl_kernels.common.gemm import grouped as GG
+from leverctl_kernels.common.gemm import mma_sync, wgmma_async
+
+
+def _off(counts):
+    return np.concatenate([[0], np.cumsum(counts)]).astype(np.int32)
+
+
+def _group_of(off):
+    return np.repeat(np.arange(len(off) - 1), np.diff(off))
+
+
+def _f16(shape, rng):
+    h = rng.standard_normal(shape).astype(np.float16)
+    return h, h.astype(np.float64)
+
+
+def _err(got, ref) -> float:
+    return float(np.max(np.abs(got - ref)) / np.abs(ref).max()) if np.isfinite(got).all() else np.inf
+
+
+def _gathered(gather=True, fault=""):
+    """mma.sync, bounded: y[p] = A[tok[p]] B[e(p)]^T * rs[p] cs[e] ts[e]."""
+    rng = np.random.default_rng(1)
+    counts, t, n, k = [70, 0, 13], 90, 20, 80  # 83 rows; k: one stage of 64 fp16 and a quarter
+    off = _off(counts)
+    rows, e_n = int(off[-1]), len(counts)
+    a, a64 = _f16((t, k), rng)
+    b, b64 = _f16((e_n, n, k), rng)
+    tok = rng.integers(0, t, rows).astype(np.int32)
+    rs = rng.uniform(0.5, 1.5, rows).astype(np.float32)
+    cs = rng.uniform(0.5, 1.5, (e_n, n)).astype(np.float32)
+    ts = rng.uniform(0.5, 1.5, e_n).astype(np.float32)
+    ge = _group_of(off)
+    ref = np.einsum("pk,pnk->pn", a64[tok], b64[ge]) * rs[:, None] * cs[ge] * ts[ge][:, None]
+    kern = GG.make_kernel(mma_sync, "f16", 1, 32, 3, GG.BOUNDED, gather=gather, fault=fault)
+    launch = GG.make_launch(kern, e_n, rows, n, k)
+    y = cuda.to_device(np.full((rows, n), np.nan, np.float32))
+    dev = [cuda.to_device(x) for x in (a.view(np.uint32), b.view(np.uint32), tok, off, rs, cs, ts)]
+    launch(y, dev[0], dev[1], None, None, dev[2], dev[3], 2, tuple(dev[4:]))
+    return y.copy_to_host(), ref
+
+
+@pytest.mark.sim
+def test_gathered_rows_on_the_bounded_schedule_are_a_matmul_of_the_tokens_rows():
+    got, ref = _gathered()
+    assert _err(got, ref) <= 1e-5
+
+
+@pytest.mark.sim
+@pytest.mark.parametrize("fault", ["no_gather", "stage_order"])
+def test_rows_not_gathered_or_stages_read_out_of_order_fail_the_check(fault):
+    got, ref = _gathered(gather=fault != "no_gather", fault="" if fault == "no_gather" else fault)
+    assert _err(got, ref) > 1e-2
+
+
+@pytest.mark.sim
+def test_each_group_reads_its_own_weights_on_the_walking_schedule():
+    """wgmma, float32 A (``f32_f16``) and NVFP4 B (``nvfp4_f16``), two
+    blocks walking eight tiles: every row of every group computed once."""
+    rng = np.random.default_rng(2)
+    counts, n, k = [5, 70, 0, 20], 24, 48  # k below one stage of 64 fp16
+    off = _off(counts)
+    rows, e_n = int(off[-1]), len(counts)
+    a = rng.standard_normal((rows, k)).astype(np.float32)
+    a64 = a.astype(np.float16).astype(np.float64)  # the stager's rounding
+    packed, sc, _ = bits.nvfp4_encode_np(rng.standard_normal((e_n, n, k)), tensor_scale=1.0)
+    b64 = bits.nvfp4_decode_np(packed, sc, 1.0).astype(np.float64)
+    rs = rng.uniform(0.5, 1.5, rows).astype(np.float32)
+    cs = rng.uniform(0.5, 1.5, (e_n, n)).astype(np.float32)
+    ts = rng.uniform(0.5, 1.5, e_n).astype(np.float32)
+    ge = _group_of(off)
+    ref = np.einsum("pk,pnk->pn", a64, b64[ge]) * rs[:, None] * cs[ge] * ts[ge][:, None]
+    kern = GG.make_kernel(wgmma_async, "f16", 1, 16, 2, GG.GROUPED, b_kind="nvfp4_f16", a_kind="f32_f16")
+    launch = GG.make_launch(kern, e_n, rows, n, k, max_blocks=2)
+    y = cuda.to_device(np.full((rows, n), np.nan, np.float32))
+    dev = [cuda.to_device(x) for x in (a, packed.view(np.uint32), sc, off, rs, cs, ts)]
+    launch(y, dev[0], dev[1], dev[2], None, None, dev[3], 0, tuple(dev[4:]))
+    assert _err(y.copy_to_host(), ref) <= 1e-5
+
+
+HALF = 16  # the gated tile's output columns: BN = 32, gate and up halves
+HALF_ACC = HALF // 2  # a thread's accumulators of one half (64 x 16 over 128 threads)
+
+
+@cuda.jit(device=True, inline="always")
+def _glu_one(i, gate, up, at):
+    tid, cs, e, n0, ncols = at
+    _r, c = wg.acc_elem(tid, i)
+    col = min(n0 + c, ncols - 1)
+    gv = np.float32(gate) * cs[e, col]
+    return gv / (np.float32(1.0) + math.exp(-gv)) * (np.float32(up) * cs[e, ncols + col])
+
+
+@cuda.jit(device=True, inline="always")
+def _glu(y, ep, acc, row0, row_end, n0, ncols, e):
+    cs, ones = ep
+    v = unroll.each_map(_glu_one, acc[:HALF_ACC], acc[HALF_ACC:], (cuda.threadIdx.x & 127, cs, e, n0, ncols))
+    P.store(y, row_end, ncols, row0, n0, v, ones, ones, np.float32(1.0), False)
+
+
+@pytest.mark.sim
+def test_gate_and_up_halves_of_one_tile_meet_in_the_epilogue_hook():
+    """mma.sync, walking schedule, gathered fp16 A, E4M3 weights
+    (``e4m3_f16``) with a scale per weight row applied by the hook:
+    ``silu(gate) * up``."""
+    rng = np.random.default_rng(3)
+    counts, t, n, k = [9, 0, 66], 40, 24, 144  # k: two stages and a quarter
+    off = _off(counts)
+    rows, e_n = int(off[-1]), len(counts)
+    a, a64 = _f16((t, k), rng)
+    codes = bits.f32_to_e4m3_np(rng.standard_normal((e_n, 2 * n, k)).astype(np.float32))
+    w64 = bits.e4m3_to_f32_np(codes).astype(np.float64)
+    ws = rng.uniform(0.5, 1.5, (e_n, 2 * n)).astype(np.float32)
+    tok = rng.integers(0, t, rows).astype(np.int32)
+    ge = _group_of(off)
+    full = np.einsum("pk,pnk->pn", a64[tok], w64[ge]) * ws[ge]
+    gate, up = full[:, :n], full[:, n:]
+    ref = gate / (1 + np.exp(-gate)) * up
+    kern = GG.make_kernel(
+        mma_sync, "f16", 1, 2 * HALF, 3, GG.GROUPED, b_kind="e4m3_f16", gather=True, b_parts=2, epilogue=_glu
+    )
+    launch = GG.make_launch(kern, e_n, rows, n, k, max_blocks=3)
+    y = cuda.to_device(np.full((rows, n), np.nan, np.float32))
+    dev = [cuda.to_device(x) for x in (a.view(np.uint32), codes.view(np.uint32), tok, off, ws)]
+    ones = cuda.to_device(np.ones(max(rows, n), np.float32))
+    launch(y, dev[0], dev[1], None, None, dev[2], dev[3], 0, (dev[4], ones))
+    assert _err(y.copy_to_host(), ref) <= 1e-5
+
+
+def test_configurations_the_grouped_loop_cannot_take_are_refused():
+    with pytest.raises(ValueError, match="schedule"):
+        GG.make_kernel(mma_sync, "f16", 1, 32, 3, "walk")
+    with pytest.raises(ValueError, match="copied A only"):
+        GG.make_kernel(mma_sync, "f16", 1, 32, 3, GG.BOUNDED, a_kind="f32_f16", gather=True)
+    with pytest.raises(ValueError, match="stages f16, not bf16"):
+        GG.make_kernel(wgmma_async, "bf16", 1, 32, 3, GG.BOUNDED, b_kind="nvfp4_f16")
+    with pytest.raises(ValueError, match="multiples of 16"):
+        GG.make_kernel(mma_sync, "f16", 1, 16, 3, GG.BOUNDED, b_parts=2)
