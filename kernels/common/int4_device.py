@@ -102,3 +102,77 @@ def dot_word_regs(word, xv):
     for j in range(8):
         acc += nibble(word, j) * xv[j]
     return acc
+
+
+# ── the grouped staging layout (for 128-bit weight loads) ────────────────────
+#
+# A kernel that loads its packed weights 16 bytes at a time hands each lane
+# a *group* of four consecutive words (32 int4 values, inputs 32q .. 32q+31
+# of the chunk for group q). It stages the chunk transposed by the input's
+# position inside its group: input ``e`` lives at
+# ``xs[(e % 32) * stride + e // 32]`` with ``stride = KCHUNK // 32 + 1``::
+#
+#     xs row p (p = 8t + j: word t of the group, nibble j), column q:
+#         row  0:  x[0]   x[32]  x[64]  ... x[32q]        | pad
+#         row  1:  x[1]   x[33]  x[65]  ... x[32q+1]      | pad
+#         ...
+#         row 31:  x[31]  x[63]  x[95]  ... x[32q+31]     | pad
+#
+# Lanes that own consecutive groups read consecutive words of a row for
+# every (t, j): no bank conflicts. Staging stores are conflict-free too: a
+# warp's 32 consecutive inputs go to its 32 rows, one column, and the stride
+# is odd (KCHUNK a multiple of 256 makes it 8c + 1), so the 32 rows fall in
+# 32 different banks (the nibble-transposed layout above conflicts up to
+# 4-way there). A lane that owns single words (a scalar path over the same
+# staging) reads word w's nibble j at row 8 * (w % 4) + j, column w // 4:
+# 32 consecutive words hit rows 8 * (w % 4) + j and 8 columns, i.e. banks
+# 8 * (w % 4) + w // 4 + const, all different; conflict-free as well.
+
+
+def group_layout(KCHUNK: int) -> tuple[int, int, int, int]:
+    """``(KWC, GPC, STRIDE, XS)`` for K-chunks of ``KCHUNK`` inputs in the
+    grouped layout: packed words and 4-word groups per chunk, the padded
+    row stride, and the staged fp32 values (``32 * STRIDE``)."""
+    KWC = chunk_layout(KCHUNK)[0]
+    GPC = KCHUNK // 32
+    STRIDE = GPC + 1
+    return KWC, GPC, STRIDE, 32 * STRIDE
+
+
+@cuda.jit(device=True)
+def stage_x_grouped(xs, x, c0, k, tid, nthreads, kchunk, stride):
+    """:func:`stage_x` in the grouped layout."""
+    for e in range(tid, min(kchunk, k - c0), nthreads):
+        xs[uint32((e & 31) * stride + (e >> 5))] = float32(x[c0 + e])
+
+
+@cuda.jit(device=True)
+def dot_word_grouped(word, xs, col, stride):
+    """:func:`dot_word` over the grouped layout: packed word ``col`` of the
+    chunk (its activations at rows ``8 * (col % 4) + j``, column ``col // 4``)."""
+    base = (col & 3) * 8 * stride + (col >> 2)
+    acc = float32(0.0)
+    for j in range(8):
+        acc += nibble(word, j) * xs[uint32(base + j * stride)]
+    return acc
+
+
+@cuda.jit(device=True)
+def load_x8_grouped(xv, xs, col, stride):
+    """:func:`load_x8` over the grouped layout (packed word ``col``)."""
+    base = (col & 3) * 8 * stride + (col >> 2)
+    for j in range(8):
+        xv[j] = xs[uint32(base + j * stride)]
+
+
+@cuda.jit(device=True)
+def dot_group(w0, w1, w2, w3, xs, q, stride):
+    """``sum q_i * x_i`` over the 32 int4 values of the four words of group
+    ``q`` of the chunk (one 16-byte load) against the grouped staging, in
+    fp32: four independent 8-term sums, then their total."""
+    return (
+        dot_word_grouped(w0, xs, 4 * q, stride)
+        + dot_word_grouped(w1, xs, 4 * q + 1, stride)
+        + dot_word_grouped(w2, xs, 4 * q + 2, stride)
+        + dot_word_grouped(w3, xs, 4 * q + 3, stride)
+    )

@@ -1,6 +1,6 @@
 """Helpers shared by the W4A16 family's GEMV kernels: the host side of a
 launch, and the SiLU-multiply staging of the fused FFN decode kernel (in
-the activation layout of ``common.int4_device``).
+the activation layouts of ``common.int4_device``).
 """
 
 from __future__ import annotations
@@ -49,3 +49,10 @@ def stage_silu_mul(xs, gate, up, c0, k, tid, nthreads, kchunk, stride):
     """Like :func:`stage_x`, staging ``silu(gate) * up`` computed in fp32."""
     for e in range(tid, min(kchunk, k - c0), nthreads):
         xs[uint32((e & 7) * stride + (e >> 3))] = silu_f32(float32(gate[c0 + e])) * float32(up[c0 + e])
+
+
+@cuda.jit(device=True)
+def stage_silu_mul_grouped(xs, gate, up, c0, k, tid, nthreads, kchunk, stride):
+    """:func:`stage_silu_mul` in the grouped layout (``int4_device.group_layout``)."""
+    for e in range(tid, min(kchunk, k - c0), nthreads):
+        xs[uint32((e & 31) * stride + (e >> 5))] = silu_f32(float32(gate[c0 + e])) * float32(up[c0 + e])

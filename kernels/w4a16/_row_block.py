@@ -1,13 +1,31 @@
 """The 64-thread row-block GEMV body shared by ``gemv_64t`` and
 ``gemv_dual_64t`` (see those modules for each kernel's layout).
 
-One block of ``NT = 64`` threads per ``ROWS`` rows; thread ``t`` takes packed
-columns ``t, t + 64, ...`` of every row of the block, loads the column's 8
-staged activations into registers once and uses them for every row (and,
-with ``DUAL``, for the gate and the up word of each row). The ``R = ROWS``
-(``2 * ROWS`` with ``DUAL``) partial sums per thread are reduced across the
-block by a shared-memory tree (``R x 64`` fp32, six barrier levels);
-threads ``0 .. ROWS-1`` write the outputs.
+One block of ``NT = 64`` threads per ``ROWS`` rows; every thread works on
+every row of the block and uses the staged activations it loads into
+registers for all of them (and, with ``DUAL``, for the gate and the up word
+of each row). The ``R = ROWS`` (``2 * ROWS`` with ``DUAL``) partial sums
+per thread are reduced across the block by a shared-memory tree (``R x 64``
+fp32, six barrier levels); threads ``0 .. ROWS-1`` write the outputs.
+
+How a thread reads the rows (activations staged per K-chunk in
+``common.int4_device``'s grouped layout):
+
+* **16-byte loads** when the rows are 16-byte aligned (``k % 32 == 0`` and
+  the matrices' first words aligned): thread ``t`` owns the 4-word groups
+  ``t, t + 64, ...`` of the chunk (1,024 contiguous bytes per row and step)
+  and loads its group of all ``ROWS`` rows (``2 * ROWS`` with ``DUAL``)
+  with ``ld.global.nc.v4.u32`` (``common.vload``) before using any: four
+  16-byte loads in flight per thread, eight in the dual kernel. Then, word
+  by word, the word's 8 staged activations go to registers once and feed
+  the word of every row; one scale per row and group.
+* **32-bit loads** otherwise (``k % 32 != 0``: the four rows of a block
+  start at four different 16-byte phases, so no column of 16 bytes is
+  common to them): thread ``t`` on words ``t, t + 64, ...``, as before.
+
+``TAIL_FAULT`` (tests only, default 0) plants a fault in the 16-byte path's
+tail, as in ``_warp_rows``: 1 drops each chunk's last group, 2 lets the
+thread one past the end load it again and count it twice.
 
 The kernels pass their arrays as tuples, ``outs`` and ``mats`` (``(qweight,
 scales)`` or ``(qw_gate, s_gate, qw_up, s_up)``); ``DUAL`` is a constant, so
@@ -18,10 +36,12 @@ from __future__ import annotations
 
 from functools import lru_cache
 
-from numba import cuda, float32
+from numba import cuda, float32, uint32
 
 from ..common import launch as L
-from ..common.int4_device import chunk_layout, dot_word_regs, load_x8, stage_x
+from ..common.int4_device import dot_word_regs, group_layout, load_x8_grouped, stage_x_grouped
+from ..common.vload import aligned16, ldg_v4
+from ._warp_rows import TAIL_FAULTS
 
 NT = 64
 DEFAULT_ROWS = 4
@@ -33,14 +53,17 @@ def _accumulators(ROWS: int, DUAL: bool) -> int:
 
 
 @lru_cache(maxsize=None)
-def make_row_block(ROWS: int, KCHUNK: int, DUAL: bool):
+def make_row_block(ROWS: int, KCHUNK: int, DUAL: bool, TAIL_FAULT: int = 0):
     """The device function ``row_block(outs, mats, x)``: the whole kernel
     body for ``ROWS`` rows per block and K-chunks of ``KCHUNK`` inputs."""
     if ROWS < 1 or ROWS > 16:
         raise ValueError(f"ROWS={ROWS}: 1..16 rows per block")
-    KWC, STRIDE, XS = chunk_layout(KCHUNK)
+    if TAIL_FAULT not in TAIL_FAULTS:
+        raise ValueError(f"TAIL_FAULT={TAIL_FAULT}: one of {TAIL_FAULTS}")
+    KWC, _, STRIDE, XS = group_layout(KCHUNK)
     R = _accumulators(ROWS, DUAL)
     RED = R * NT
+    WV = 4 * R  # a group's words, every row and matrix
 
     @cuda.jit(device=True)
     def row_block(outs, mats, x):
@@ -52,28 +75,72 @@ def make_row_block(ROWS: int, KCHUNK: int, DUAL: bool):
         xs = cuda.shared.array(XS, dtype=float32)
         red = cuda.shared.array(RED, dtype=float32)
         acc = cuda.local.array(R, dtype=float32)  # [first matrix's rows | second's]
+        part = cuda.local.array(R, dtype=float32)  # one group's sums, before its scale
         xv = cuda.local.array(8, dtype=float32)
+        wv = cuda.local.array(WV, dtype=uint32)  # a group of every row: [first matrix | second]
         tid = cuda.threadIdx.x
         row0 = cuda.blockIdx.x * ROWS
         for r in range(R):
             acc[r] = float32(0.0)
+        vec = (kw & 3) == 0 and aligned16(qw)
+        if DUAL:
+            vec = vec and aligned16(mats[2])
         nchunks = (k + KCHUNK - 1) // KCHUNK
         for c in range(nchunks):
             c0 = c * KCHUNK
             cuda.syncthreads()
-            stage_x(xs, x, c0, k, tid, NT, KCHUNK, STRIDE)
+            stage_x_grouped(xs, x, c0, k, tid, NT, KCHUNK, STRIDE)
             cuda.syncthreads()
             w0 = c * KWC
             w1 = min(kw, w0 + KWC)
-            for gw in range(w0 + tid, w1, NT):
-                load_x8(xv, xs, gw - w0, STRIDE)
-                g = gw >> 4
-                for r in range(ROWS):
-                    row = row0 + r
-                    if row < n:
-                        acc[r] += float32(sc[row, g]) * dot_word_regs(qw[row, gw], xv)
-                        if DUAL:
-                            acc[ROWS + r] += float32(mats[3][row, g]) * dot_word_regs(mats[2][row, gw], xv)
+            if vec:
+                g0 = w0 >> 2
+                g1 = w1 >> 2
+                lim = g1 - 1 if TAIL_FAULT == 1 else (g1 + 1 if TAIL_FAULT == 2 else g1)
+                for g in range(g0 + tid, lim, NT):
+                    gi = min(g, g1 - 1) if TAIL_FAULT == 2 else g
+                    # Every row's group is loaded before any is used.
+                    for r in range(ROWS):
+                        row = row0 + r
+                        if row < n:
+                            a0, a1, a2, a3 = ldg_v4(qw, row * kw + 4 * gi)
+                            wv[4 * r] = a0
+                            wv[4 * r + 1] = a1
+                            wv[4 * r + 2] = a2
+                            wv[4 * r + 3] = a3
+                            if DUAL:
+                                b0, b1, b2, b3 = ldg_v4(mats[2], row * kw + 4 * gi)
+                                wv[4 * (ROWS + r)] = b0
+                                wv[4 * (ROWS + r) + 1] = b1
+                                wv[4 * (ROWS + r) + 2] = b2
+                                wv[4 * (ROWS + r) + 3] = b3
+                    for r in range(R):
+                        part[r] = float32(0.0)
+                    col = 4 * (gi - g0)
+                    for t in range(4):
+                        load_x8_grouped(xv, xs, col + t, STRIDE)
+                        for r in range(ROWS):
+                            if row0 + r < n:
+                                part[r] += dot_word_regs(wv[4 * r + t], xv)
+                                if DUAL:
+                                    part[ROWS + r] += dot_word_regs(wv[4 * (ROWS + r) + t], xv)
+                    gs = gi >> 2
+                    for r in range(ROWS):
+                        row = row0 + r
+                        if row < n:
+                            acc[r] += float32(sc[row, gs]) * part[r]
+                            if DUAL:
+                                acc[ROWS + r] += float32(mats[3][row, gs]) * part[ROWS + r]
+            else:
+                for gw in range(w0 + tid, w1, NT):
+                    load_x8_grouped(xv, xs, gw - w0, STRIDE)
+                    gs = gw >> 4
+                    for r in range(ROWS):
+                        row = row0 + r
+                        if row < n:
+                            acc[r] += float32(sc[row, gs]) * dot_word_regs(qw[row, gw], xv)
+                            if DUAL:
+                                acc[ROWS + r] += float32(mats[3][row, gs]) * dot_word_regs(mats[2][row, gw], xv)
         # Block-wide tree reduction of the R partial sums in shared memory.
         for r in range(R):
             red[r * NT + tid] = acc[r]
@@ -96,5 +163,5 @@ def make_row_block(ROWS: int, KCHUNK: int, DUAL: bool):
 def launch_config(n: int, ROWS: int, KCHUNK: int, DUAL: bool):
     grid = L.check_grid(L.blocks_for(n, ROWS))
     block = (L.check_block(NT, warps=True),)
-    L.check_shared(4 * (chunk_layout(KCHUNK)[2] + _accumulators(ROWS, DUAL) * NT))
+    L.check_shared(4 * (group_layout(KCHUNK)[3] + _accumulators(ROWS, DUAL) * NT))
     return grid, block

@@ -3,18 +3,43 @@
 
 ``WARPS`` warps per block, warp ``w`` on row ``blockIdx.x * WARPS + w``,
 blocks striding over row groups. Per K-chunk the block stages its
-activations in shared memory (``common.int4_device``), then each lane walks packed
-words ``lane, lane + 32, ...`` of its warp's row; one shuffle reduction per
-row and output, lane 0 writes. When ``k <= KCHUNK`` the chunk is staged once
-per block and reused for every row group the block visits.
+activations in shared memory (``common.int4_device``'s grouped layout), then
+the warp walks its row; one shuffle reduction per row and output, lane 0
+writes. When ``k <= KCHUNK`` the chunk is staged once per block and reused
+for every row group the block visits.
+
+How a lane reads the row (the weights are the streamed operand: ``k / 2``
+bytes a row against ``2 k`` bytes of ``x`` per block):
+
+* **16-byte loads** when the rows are 16-byte aligned (``k % 32 == 0``, the
+  row's words a multiple of 4, and the matrix's first word aligned): lane
+  ``l`` owns the 4-word groups ``l, l + 32, ...`` of the chunk and reads
+  each with one ``ld.global.nc.v4.u32`` (``common.vload``; SASS
+  ``LDG.E.128.CONSTANT``). A warp step reads 512 contiguous bytes (16 whole
+  sectors). ``UNROLL`` groups per lane are loaded before the first is used
+  (two loads in flight per lane and matrix, four in the dual kernel); at the
+  default ``KCHUNK = 2048`` (64 groups) that is the whole chunk. A group
+  lies in one scale group (32 inputs, scales per 128), so one scale per
+  load. The chunk's last step is partial when its groups are not a multiple
+  of ``32 * UNROLL``: a load past the chunk's end is skipped, not clamped.
+* **32-bit loads** otherwise (lane ``l`` on words ``l, l + 32, ...``, as
+  before): with ``k % 32 != 0``, row ``r`` starts at word ``r * k / 8``, so
+  consecutive rows start at different 16-byte phases (``k = 264``: 33 words,
+  phases 0, 1, 2, 3 words); every recipe's ``k`` (512 ... 18432) is a
+  multiple of 32, so only such test shapes and unaligned views take it. The
+  choice is uniform per launch (a register compare, no divergence).
 
 Two compile-time switches pick the kernel:
 
 * ``DUAL``: two weight matrices against the same staged activations (the
-  gate and up projections); each lane loads both packed words of a column,
-  then the column's 8 activations into registers, used by both dots.
+  gate and up projections); each lane loads both groups (or words) of a
+  column, used against the same staged activations.
 * ``SILU``: the staged activations are ``silu(gate) * up`` (fp32) instead of
   ``x``: the SiLU-multiply fused into the down GEMV.
+
+``TAIL_FAULT`` (tests only, default 0) plants a fault in the 16-byte path's
+tail: 1 drops each chunk's last group, 2 lets the lane one past the end
+load the last group again (a clamped index) and count it twice.
 
 The kernels pass their arrays as tuples: ``outs`` (one output vector per
 matrix), ``mats`` (``(qweight, scales)`` or ``(qw_gate, s_gate, qw_up,
@@ -26,18 +51,31 @@ from __future__ import annotations
 
 from functools import lru_cache
 
-from numba import cuda, float32
+from numba import cuda, float32, uint32
 
 from ..common import launch as L
-from ..common.int4_device import chunk_layout, dot_word, dot_word_regs, load_x8, stage_x
+from ..common.int4_device import (
+    chunk_layout,
+    dot_group,
+    dot_word_grouped,
+    dot_word_regs,
+    group_layout,
+    load_x8_grouped,
+    stage_x_grouped,
+)
+from ..common.vload import aligned16, ldg_v4
 from ..common.warp import warp_sum
-from ._device import stage_silu_mul
+from ._device import stage_silu_mul_grouped
 
 DEFAULT_WARPS = 4
 DEFAULT_KCHUNK = 2048
+# 16-byte groups a lane loads before using the first: at KCHUNK = 2048 a
+# chunk has 64 groups, two per lane, so two is the whole chunk.
+UNROLL = 2
 # Grid cap for the row-group stride: 132 SMs (H200) x 16 resident 128-thread
 # blocks; more blocks would only queue.
 MAX_RESIDENT_BLOCKS = 132 * 16
+TAIL_FAULTS = (0, 1, 2)
 
 
 def check_config(WARPS: int, KCHUNK: int) -> None:
@@ -46,19 +84,23 @@ def check_config(WARPS: int, KCHUNK: int) -> None:
 
 
 @lru_cache(maxsize=None)
-def make_warp_rows(WARPS: int, KCHUNK: int, DUAL: bool, SILU: bool):
+def make_warp_rows(WARPS: int, KCHUNK: int, DUAL: bool, SILU: bool, TAIL_FAULT: int = 0):
     """The device function ``rows(outs, mats, src)``: the whole kernel body
     for a block of ``WARPS`` warps and K-chunks of ``KCHUNK`` inputs."""
     check_config(WARPS, KCHUNK)
+    if TAIL_FAULT not in TAIL_FAULTS:
+        raise ValueError(f"TAIL_FAULT={TAIL_FAULT}: one of {TAIL_FAULTS}")
     NT = WARPS * 32
-    KWC, STRIDE, XS = chunk_layout(KCHUNK)
+    KWC, _, STRIDE, XS = group_layout(KCHUNK)
+    STEP = 32 * UNROLL
+    WV = 4 * UNROLL  # the words of a step's groups
 
     @cuda.jit(device=True)
     def stage(xs, src, c0, k, tid):
         if SILU:
-            stage_silu_mul(xs, src[0], src[1], c0, k, tid, NT, KCHUNK, STRIDE)
+            stage_silu_mul_grouped(xs, src[0], src[1], c0, k, tid, NT, KCHUNK, STRIDE)
         else:
-            stage_x(xs, src[0], c0, k, tid, NT, KCHUNK, STRIDE)
+            stage_x_grouped(xs, src[0], c0, k, tid, NT, KCHUNK, STRIDE)
 
     @cuda.jit(device=True)
     def rows(outs, mats, src):
@@ -68,11 +110,18 @@ def make_warp_rows(WARPS: int, KCHUNK: int, DUAL: bool, SILU: bool):
         kw = qw.shape[1]
         k = src[0].shape[0]
         xs = cuda.shared.array(XS, dtype=float32)
-        xv = cuda.local.array(8, dtype=float32)  # DUAL: a column's activations
+        xv = cuda.local.array(8, dtype=float32)  # DUAL, 32-bit path: a column's activations
+        wv = cuda.local.array(WV, dtype=uint32)  # the step's groups (first matrix)
+        uv = cuda.local.array(WV, dtype=uint32)  # DUAL: the second matrix's
+        sv = cuda.local.array(UNROLL, dtype=float32)  # the groups' scales
+        su = cuda.local.array(UNROLL, dtype=float32)  # DUAL: the second matrix's
         tid = cuda.threadIdx.x
         lane = tid & 31
         warp = tid >> 5
         nchunks = (k + KCHUNK - 1) // KCHUNK
+        vec = (kw & 3) == 0 and aligned16(qw)
+        if DUAL:
+            vec = vec and aligned16(mats[2])
         staged = False
         rb = cuda.blockIdx.x * WARPS
         while rb < n:  # block-uniform: every thread reaches the barriers
@@ -89,16 +138,54 @@ def make_warp_rows(WARPS: int, KCHUNK: int, DUAL: bool, SILU: bool):
                 if row < n:
                     w0 = c * KWC
                     w1 = min(kw, w0 + KWC)
-                    for gw in range(w0 + lane, w1, 32):
-                        if DUAL:
-                            wg = qw[row, gw]
-                            wu = mats[2][row, gw]
-                            load_x8(xv, xs, gw - w0, STRIDE)
-                            g = gw >> 4
-                            acc += float32(sc[row, g]) * dot_word_regs(wg, xv)
-                            acc2 += float32(mats[3][row, g]) * dot_word_regs(wu, xv)
-                        else:
-                            acc += float32(sc[row, gw >> 4]) * dot_word(qw[row, gw], xs, gw - w0, STRIDE)
+                    if vec:
+                        g0 = w0 >> 2
+                        g1 = w1 >> 2
+                        lim = g1 - 1 if TAIL_FAULT == 1 else (g1 + 1 if TAIL_FAULT == 2 else g1)
+                        base = row * kw
+                        for g in range(g0 + lane, lim, STEP):
+                            # Every load of the step (groups, scales) is issued before any is used.
+                            for u in range(UNROLL):
+                                gu = g + 32 * u
+                                if gu < lim:
+                                    gi = min(gu, g1 - 1) if TAIL_FAULT == 2 else gu
+                                    a0, a1, a2, a3 = ldg_v4(qw, base + 4 * gi)
+                                    wv[4 * u] = a0
+                                    wv[4 * u + 1] = a1
+                                    wv[4 * u + 2] = a2
+                                    wv[4 * u + 3] = a3
+                                    sv[u] = float32(sc[row, gi >> 2])
+                                    if DUAL:
+                                        b0, b1, b2, b3 = ldg_v4(mats[2], base + 4 * gi)
+                                        uv[4 * u] = b0
+                                        uv[4 * u + 1] = b1
+                                        uv[4 * u + 2] = b2
+                                        uv[4 * u + 3] = b3
+                                        su[u] = float32(mats[3][row, gi >> 2])
+                            for u in range(UNROLL):
+                                gu = g + 32 * u
+                                if gu < lim:
+                                    gi = min(gu, g1 - 1) if TAIL_FAULT == 2 else gu
+                                    q = gi - g0
+                                    acc += sv[u] * dot_group(
+                                        wv[4 * u], wv[4 * u + 1], wv[4 * u + 2], wv[4 * u + 3], xs, q, STRIDE
+                                    )
+                                    if DUAL:
+                                        acc2 += su[u] * dot_group(
+                                            uv[4 * u], uv[4 * u + 1], uv[4 * u + 2], uv[4 * u + 3], xs, q, STRIDE
+                                        )
+                    else:
+                        for gw in range(w0 + lane, w1, 32):
+                            col = gw - w0
+                            if DUAL:
+                                wg = qw[row, gw]
+                                wu = mats[2][row, gw]
+                                load_x8_grouped(xv, xs, col, STRIDE)
+                                gs = gw >> 4
+                                acc += float32(sc[row, gs]) * dot_word_regs(wg, xv)
+                                acc2 += float32(mats[3][row, gs]) * dot_word_regs(wu, xv)
+                            else:
+                                acc += float32(sc[row, gw >> 4]) * dot_word_grouped(qw[row, gw], xs, col, STRIDE)
             if row < n:  # warp-uniform
                 acc = warp_sum(acc)
                 if DUAL:
@@ -115,5 +202,5 @@ def make_warp_rows(WARPS: int, KCHUNK: int, DUAL: bool, SILU: bool):
 def launch_config(n: int, WARPS: int = DEFAULT_WARPS, KCHUNK: int = DEFAULT_KCHUNK):
     grid = L.check_grid(min(L.blocks_for(n, WARPS), MAX_RESIDENT_BLOCKS))
     block = (L.check_block(WARPS * L.WARP_SIZE, warps=True),)
-    L.check_shared(4 * chunk_layout(KCHUNK)[2])
+    L.check_shared(4 * group_layout(KCHUNK)[3])
     return grid, block

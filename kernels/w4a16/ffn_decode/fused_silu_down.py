@@ -9,10 +9,11 @@ dual GEMV; fp32 accumulation; ``y`` fp16.
 Launch: the one-warp-per-row GEMV of ``gemv_sw`` (``WARPS`` warps per
 block, warp = output row, blocks striding over row groups), except for the
 staging step, which reads ``gate`` and ``up`` and stores
-``silu(gate) * up`` in fp32 into shared memory (transposed by nibble)::
+``silu(gate) * up`` in fp32 into shared memory (grouped layout)::
 
     per K-chunk:   gate[c0:c1], up[c0:c1]  --silu(g)*u, fp32-->  xs (smem)
-    per row:       lanes stride over W_down[row, :] words against xs,
+    per row:       lanes stride over W_down[row, :] in 16-byte groups
+                   (two loads in flight per lane) against xs,
                    one shuffle reduction, lane 0 writes y[row]
 
 Against the split path (SiLU-multiply kernel, then the down GEMV) it saves
@@ -35,8 +36,8 @@ from .._warp_rows import DEFAULT_KCHUNK, DEFAULT_WARPS, launch_config, make_warp
 
 
 @lru_cache(maxsize=None)
-def make_ffn_fused_silu_down(WARPS: int = DEFAULT_WARPS, KCHUNK: int = DEFAULT_KCHUNK):
-    rows = make_warp_rows(WARPS, KCHUNK, False, True)
+def make_ffn_fused_silu_down(WARPS: int = DEFAULT_WARPS, KCHUNK: int = DEFAULT_KCHUNK, TAIL_FAULT: int = 0):
+    rows = make_warp_rows(WARPS, KCHUNK, False, True, TAIL_FAULT)
 
     @cuda.jit
     def ffn_fused_silu_down(y, qw_down, s_down, gate, up):

@@ -6,15 +6,17 @@ The kernel the one-warp-per-row GEMV replaced. Same operands as
 
 Launch: one block of 64 threads (two warps) per block of ``ROWS`` rows
 (default 4), ``ceil(n / ROWS)`` blocks. All 64 threads work on every row of
-the block: thread ``t`` takes packed columns ``t, t+64, ...`` of each row::
+the block: thread ``t`` takes the 4-word (16-byte) column groups ``t, t+64,
+...`` of each row (single words ``t, t+64, ...`` where ``k % 32 != 0``;
+see ``_row_block``)::
 
-    rows r0..r0+3     columns (packed words) ->
+    rows r0..r0+3     column groups (4 packed words) ->
       r0   t0 t1 ... t63 | t0 t1 ... t63 | ...
-      r1   t0 t1 ... t63 | t0 t1 ... t63 | ...    256 B coalesced per row
+      r1   t0 t1 ... t63 | t0 t1 ... t63 | ...    1 KiB coalesced per row
       ...                                          per step, ROWS loads in flight
 
-A thread loads the 8 staged activations of its column into registers once
-and uses them for all ``ROWS`` rows (``x`` is staged per K-chunk in shared
+A thread loads the 8 staged activations of each word of its group into
+registers once and uses them for all ``ROWS`` rows (``x`` is staged per K-chunk in shared
 memory exactly as in ``gemv_sw``). Each thread ends with ``ROWS`` partial
 sums, reduced across the block by a shared-memory tree (``ROWS x 64`` fp32,
 six ``syncthreads`` levels); threads ``0..ROWS-1`` write the outputs.
@@ -40,10 +42,11 @@ launch_config = partial(_launch_config, DUAL=False)
 
 
 @lru_cache(maxsize=None)
-def make_gemv_64t(ROWS: int = DEFAULT_ROWS, KCHUNK: int = DEFAULT_KCHUNK):
+def make_gemv_64t(ROWS: int = DEFAULT_ROWS, KCHUNK: int = DEFAULT_KCHUNK, TAIL_FAULT: int = 0):
     """Compile the 64-thread GEMV for ``ROWS`` rows per block and a
-    shared-memory chunk of ``KCHUNK`` activations."""
-    row_block = make_row_block(ROWS, KCHUNK, False)
+    shared-memory chunk of ``KCHUNK`` activations (``TAIL_FAULT``: a planted
+    fault, for tests; see ``_row_block``)."""
+    row_block = make_row_block(ROWS, KCHUNK, False, TAIL_FAULT)
 
     @cuda.jit
     def gemv_64t(y, qweight, scales, x):

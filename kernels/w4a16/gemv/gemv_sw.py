@@ -9,22 +9,24 @@ the block owning row ``blockIdx.x * WARPS + w``; blocks stride over row
 groups, the grid capped at the resident block count::
 
     block b, row group rb = b*WARPS (+ gridDim*WARPS per pass)
-      warp 0 -> row rb+0:  lane 0  word 0, 32, 64, ...   } 32 lanes read 32
-      warp 1 -> row rb+1:  lane 1  word 1, 33, 65, ...   } consecutive words:
-      ...                  ...                           } one 128 B line per
-      warp 3 -> row rb+3:  lane 31 word 31, 63, ...      } step, fully used
+      warp 0 -> row rb+0:  lane 0  words 0-3, 128-131, ...    } 32 lanes read
+      warp 1 -> row rb+1:  lane 1  words 4-7, 132-135, ...    } 32 x 16 B: four
+      ...                  ...                                } 128 B lines per
+      warp 3 -> row rb+3:  lane 31 words 124-127, ...         } step, fully used
 
-For every K-chunk (``KCHUNK`` inputs, 8 KiB of fp32 shared memory) the block
-stages ``x`` in shared memory (transposed by nibble, conflict-free reads;
-see ``common.int4_device``), then each lane multiplies its packed words by it: 8 int4
-values times 8 staged activations, summed in fp32 and scaled once per word
-by the row's group scale. When ``k <= KCHUNK`` the activations are staged
+(16-byte loads, two per lane in flight, where ``k % 32 == 0``; one word per
+lane and step otherwise: see ``_warp_rows``.) For every K-chunk
+(``KCHUNK`` inputs, 8 KiB of fp32 shared memory) the block stages ``x`` in
+shared memory (grouped layout, conflict-free stores and reads; see
+``common.int4_device``), then each lane multiplies its packed words by it:
+8 int4 values times 8 staged activations per word, summed in fp32 and
+scaled once per load by the row's group scale. When ``k <= KCHUNK`` the activations are staged
 once per block and reused for every row group it visits. One shuffle-down
 reduction per row; lane 0 writes ``y[row]``.
 
 The kernel is memory-bound: per row it reads ``k/2`` bytes of weights with
-coalesced 32-bit loads and ``2*k/128`` bytes of scales (two distinct scales
-per warp step, served from L1); ``x`` comes from L2 once per block.
+coalesced 128-bit loads and ``2*k/128`` bytes of scales (eight distinct
+scales per warp step); ``x`` comes from L2 once per block.
 
 The body is ``_warp_rows``'s, shared with the dual GEMV and the fused
 SiLU-multiply + down GEMV.
@@ -41,10 +43,11 @@ from .._warp_rows import DEFAULT_KCHUNK, DEFAULT_WARPS, launch_config, make_warp
 
 
 @lru_cache(maxsize=None)
-def make_gemv_sw(WARPS: int = DEFAULT_WARPS, KCHUNK: int = DEFAULT_KCHUNK):
+def make_gemv_sw(WARPS: int = DEFAULT_WARPS, KCHUNK: int = DEFAULT_KCHUNK, TAIL_FAULT: int = 0):
     """Compile the one-warp-per-row GEMV for a block of ``WARPS`` warps and a
-    shared-memory chunk of ``KCHUNK`` activations."""
-    rows = make_warp_rows(WARPS, KCHUNK, False, False)
+    shared-memory chunk of ``KCHUNK`` activations (``TAIL_FAULT``: a planted
+    fault, for tests; see ``_warp_rows``)."""
+    rows = make_warp_rows(WARPS, KCHUNK, False, False, TAIL_FAULT)
 
     @cuda.jit
     def gemv_sw(y, qweight, scales, x):

@@ -2,12 +2,13 @@
 
 ``gate = W_gate x`` and ``up = W_up x`` in one pass, laid out and launched
 as ``gemv_64t``: one 64-thread block per ``ROWS`` rows (default 4), thread
-``t`` on packed columns ``t, t+64, ...``; the 8 staged activations of a
-column are loaded to registers once and used for ``2 * ROWS`` packed words
-(the gate and up word of each row)::
+``t`` on the 4-word column groups ``t, t+64, ...`` (``2 * ROWS`` 16-byte
+loads in flight; single words where ``k % 32 != 0``); the 8 staged
+activations of a column are loaded to registers once and used for
+``2 * ROWS`` packed words (the gate and up word of each row)::
 
-    rows r0..r0+3, column c (thread t = c mod 64):
-      x8 = xs[:, c]            (registers)
+    rows r0..r0+3, column c of the group (thread t = group mod 64):
+      x8 = activations of c    (registers)
       acc_g[r] += s_gate[r, c/16] * dot(W_gate[r, c], x8)
       acc_u[r] += s_up[r, c/16]   * dot(W_up[r, c],   x8)
 
@@ -30,8 +31,8 @@ launch_config = partial(_launch_config, DUAL=True)
 
 
 @lru_cache(maxsize=None)
-def make_gemv_dual_64t(ROWS: int = DEFAULT_ROWS, KCHUNK: int = DEFAULT_KCHUNK):
-    row_block = make_row_block(ROWS, KCHUNK, True)
+def make_gemv_dual_64t(ROWS: int = DEFAULT_ROWS, KCHUNK: int = DEFAULT_KCHUNK, TAIL_FAULT: int = 0):
+    row_block = make_row_block(ROWS, KCHUNK, True, TAIL_FAULT)
 
     @cuda.jit
     def gemv_dual_64t(gate, up, qw_gate, s_gate, qw_up, s_up, x):

@@ -7,12 +7,13 @@ Gate and up projections of a SiLU FFN in one pass over ``x``:
 
 Launch: exactly ``gemv_sw``'s (``WARPS`` warps per block, warp = row, blocks
 striding over row groups, ``x`` staged per K-chunk in shared memory,
-transposed by nibble). Each lane reads the gate word and the up word of the
-same packed column, so one staged activation feeds two int4 values::
+grouped layout). Each lane reads the gate group and the up group of the
+same packed columns, so one staged activation feeds two int4 values::
 
-    warp w -> row r:   lane l reads W_gate[r, l], W_up[r, l],
-                       then   W_gate[r, l+32], W_up[r, l+32], ...
-                       (two coalesced 128 B lines per warp step)
+    warp w -> row r:   lane l reads W_gate[r, 4l:4l+4], W_up[r, 4l:4l+4],
+                       and the same at groups l+32 (four 16-byte loads in
+                       flight), then groups l+64, l+96, ...
+                       (two coalesced 512 B spans per warp step)
     acc_gate, acc_up   -> two shuffle reductions -> lane 0 writes gate[r], up[r]
 
 Against two separate GEMVs it halves the activation staging and the
@@ -31,8 +32,8 @@ from .._warp_rows import DEFAULT_KCHUNK, DEFAULT_WARPS, launch_config, make_warp
 
 
 @lru_cache(maxsize=None)
-def make_gemv_dual_sw(WARPS: int = DEFAULT_WARPS, KCHUNK: int = DEFAULT_KCHUNK):
-    rows = make_warp_rows(WARPS, KCHUNK, True, False)
+def make_gemv_dual_sw(WARPS: int = DEFAULT_WARPS, KCHUNK: int = DEFAULT_KCHUNK, TAIL_FAULT: int = 0):
+    rows = make_warp_rows(WARPS, KCHUNK, True, False, TAIL_FAULT)
 
     @cuda.jit
     def gemv_dual_sw(gate, up, qw_gate, s_gate, qw_up, s_up, x):

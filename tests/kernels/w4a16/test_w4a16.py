@@ -618,3 +618,121 @@ def test_broken_variant_fails_the_check(path_name, shape, builder):
     got, ref = _run(path, "broken", shape, build=builder)
     failures = [name for name in ref if not _check_test_local(got[name], ref[name], path.tolerance)[0]]
     assert failures, f"the broken {path_name} variant passed the check"
+
+
+# ── simulator: the 16-byte weight loads (k % 32 == 0) and their tail ─────────
+
+# k = 1056: 132 packed words a row, 33 groups of four (one 16-byte load
+# each), so a warp's two-group step (64 groups) is partial and a 64-thread
+# block's step (64 groups) too: one lane, one thread, loads the last group.
+# Its last scale group is partial (32 of 128 inputs). KCHUNK = 256: 8 groups
+# a chunk, the last chunk holds one group.
+VEC_K = 1056
+
+
+def _gemv_kernels(kchunk, tail_fault):
+    """{name: (launch(outs, w), outputs)} of the five GEMV kernels for
+    ``kchunk`` and a planted tail fault; ``w`` holds the operands."""
+    from leverctl_kernels.w4a16.ffn_decode import fused_silu_down as fsd
+    from leverctl_kernels.w4a16.gemv import gemv_64t, gemv_sw
+    from leverctl_kernels.w4a16.gemv_dual import gemv_dual_64t, gemv_dual_sw
+
+    sw = dict(WARPS=4, KCHUNK=kchunk, TAIL_FAULT=tail_fault)
+    t64 = dict(ROWS=4, KCHUNK=kchunk, TAIL_FAULT=tail_fault)
+    return {
+        "gemv_sw": (lambda o, w: gemv_sw.make_gemv_sw(**sw)[2, 128](o[0], w["qg"], w["sg"], w["x"]), 1),
+        "gemv_64t": (lambda o, w: gemv_64t.make_gemv_64t(**t64)[2, 64](o[0], w["qg"], w["sg"], w["x"]), 1),
+        "gemv_dual_sw": (
+            lambda o, w: gemv_dual_sw.make_gemv_dual_sw(**sw)[2, 128](*o, w["qg"], w["sg"], w["qu"], w["su"], w["x"]),
+            2,
+        ),
+        "gemv_dual_64t": (
+            lambda o, w: gemv_dual_64t.make_gemv_dual_64t(**t64)[2, 64](*o, w["qg"], w["sg"], w["qu"], w["su"], w["x"]),
+            2,
+        ),
+        "ffn_fused_silu_down": (
+            lambda o, w: fsd.make_ffn_fused_silu_down(**sw)[2, 128](o[0], w["qg"], w["sg"], w["x"], w["u"]),
+            1,
+        ),
+    }
+
+
+def _vec_operands(n, k, seed=5):
+    from leverctl_kernels.w4a16 import naive
+
+    rng = np.random.default_rng(seed)
+    qg, sg = int4.random_w4(rng, n, k)
+    qu, su = int4.random_w4(rng, n, k)
+    x = rng.standard_normal(k).astype(np.float16)
+    u = rng.standard_normal(k).astype(np.float16)
+    w = dict(qg=qg, sg=sg, qu=qu, su=su, x=x, u=u)
+    ref_g, ref_u = naive.naive_gemv_dual(qg, sg, qu, su, x)
+    refs = {
+        "gemv_sw": [ref_g],
+        "gemv_64t": [ref_g],
+        "gemv_dual_sw": [ref_g, ref_u],
+        "gemv_dual_64t": [ref_g, ref_u],
+        "ffn_fused_silu_down": [naive.naive_gemv(qg, sg, naive.naive_silu_mul(x, u))],
+    }
+    return w, refs
+
+
+def _run_gemv_kernel(name, kchunk, tail_fault, w, n):
+    from numba import cuda
+
+    launch, nout = _gemv_kernels(kchunk, tail_fault)[name]
+    outs = [cuda.to_device(np.full(n, np.nan, dtype=np.float16)) for _ in range(nout)]
+    launch(outs, w)
+    return [o.copy_to_host() for o in outs]
+
+
+GEMV_KERNELS = ["gemv_sw", "gemv_64t", "gemv_dual_sw", "gemv_dual_64t", "ffn_fused_silu_down"]
+
+
+@pytest.mark.sim
+@pytest.mark.parametrize("kchunk", [2048, 256], ids=["one-chunk", "five-chunks"])
+@pytest.mark.parametrize("name", GEMV_KERNELS)
+def test_16_byte_path_matches_reference(name, kchunk):
+    """k = 1056 (rows 16-byte aligned): the 16-byte loads, the partial last
+    step and, with KCHUNK = 256, a last chunk of one group."""
+    n = 5
+    w, refs = _vec_operands(n, VEC_K)
+    tol = _path("w4a16.gemv").tolerance
+    for got, ref in zip(_run_gemv_kernel(name, kchunk, 0, w, n), refs[name]):
+        ok, why = _check_test_local(got, ref, tol)
+        assert ok, f"{name}: {why}"
+
+
+@pytest.mark.sim
+@pytest.mark.parametrize("fault", [1, 2], ids=["drops-last-group", "double-counts-last-group"])
+@pytest.mark.parametrize("name", GEMV_KERNELS)
+def test_a_broken_16_byte_tail_fails_the_check(name, fault):
+    """The planted tail faults (``TAIL_FAULT``): the last group of the row
+    dropped, or loaded again by the lane past the end and counted twice
+    (32 of 1056 inputs, about 3 % of the row) must fail the reference check."""
+    n = 5
+    w, refs = _vec_operands(n, VEC_K)
+    tol = _path("w4a16.gemv").tolerance
+    got = _run_gemv_kernel(name, 2048, fault, w, n)
+    assert not all(_check_test_local(g, r, tol)[0] for g, r in zip(got, refs[name])), f"{name}: fault {fault} passed"
+
+
+@pytest.mark.sim
+@pytest.mark.parametrize("name", GEMV_KERNELS)
+def test_unaligned_weight_views_take_the_32_bit_path(name):
+    """k = 1056 but the weights are a view starting 4 bytes into their
+    allocation: the 16-byte loads would fault (the simulator's ``ldg_v4``
+    refuses them), so the kernels read the rows word by word. Built with
+    the dropped-tail fault, which only the 16-byte path has: a pass shows
+    that path was not taken."""
+    from numba import cuda
+
+    n = 5
+    w, refs = _vec_operands(n, VEC_K)
+    for key in ("qg", "qu"):
+        backing = cuda.to_device(np.concatenate([np.zeros(1, np.uint32), w[key].reshape(-1)]))
+        w[key] = backing[1:].reshape(w[key].shape)
+    tol = _path("w4a16.gemv").tolerance
+    for got, ref in zip(_run_gemv_kernel(name, 2048, 1, w, n), refs[name]):
+        ok, why = _check_test_local(got, ref, tol)
+        assert ok, f"{name}: {why}"

@@ -1,13 +1,18 @@
 """Every W4A16 kernel compiles for sm_90 (H200), without a GPU: each
 factory's default configuration, to PTX with libNVVM and through ptxas
 (``ptx_harness``). No fp64, no spills or local memory, and registers and
-static shared memory that fit the launch; skipped only where libNVVM (or,
-for the ptxas checks, ptxas) is missing.
+static shared memory that fit the launch; the decode GEMVs stream their
+weights in 128-bit loads. Skipped only where libNVVM (or, for the ptxas
+checks, ptxas; for the SASS, nvdisasm) is missing.
 """
 
 from __future__ import annotations
 
-from ptx_harness import check_ptx, check_ptxas, compiled  # noqa: F401 (compiled: the fixture)
+import re
+import subprocess
+
+import pytest
+from ptx_harness import check_ptx, check_ptxas, compiled, nvdisasm  # noqa: F401 (compiled: the fixture)
 
 
 def jobs():
@@ -45,3 +50,35 @@ def test_every_w4a16_kernel_compiles_for_sm90_in_fp32(compiled):
 
 def test_w4a16_registers_spills_and_shared_memory_fit_the_launch(compiled):
     check_ptxas(compiled)
+
+
+def _wide_loads() -> dict[str, int]:
+    """The 128-bit weight loads each decode GEMV issues per step of its
+    16-byte path (``common.vload.ldg_v4``): ``UNROLL`` groups per lane and
+    matrix one warp per row, one group of each of ``ROWS`` rows and matrix
+    in the 64-thread blocks."""
+    from leverctl_kernels.w4a16 import _row_block, _warp_rows
+
+    u, r = _warp_rows.UNROLL, _row_block.DEFAULT_ROWS
+    return {"gemv_sw": u, "gemv_dual_sw": 2 * u, "ffn_fused_silu_down": u, "gemv_64t": r, "gemv_dual_64t": 2 * r}
+
+
+def test_the_decode_gemvs_stream_their_weights_in_128_bit_loads(compiled, tmp_path):
+    if not compiled["ptxas"]:
+        pytest.skip("ptxas not found (PATH or $CUDA_HOME/bin)")
+    disasm = nvdisasm()
+    if not disasm:
+        pytest.skip("nvdisasm not found (PATH, $CUDA_HOME/bin or the nvidia-cuda-nvdisasm wheel)")
+    for name, want in _wide_loads().items():
+        rec = compiled["kernels"][name]
+        assert rec["spill"] == 0 and rec["lmem"] == 0 and rec["stack"] == 0, (name, rec["log"])
+        ptx = open(rec["ptx"]).read()
+        assert len(re.findall(r"ld\.global\.nc\.v4\.u32", ptx)) == want, name
+        cubin = tmp_path / f"{name}.cubin"
+        subprocess.run(
+            [compiled["ptxas"], "-arch=sm_90", "-o", str(cubin), rec["ptx"]], check=True, capture_output=True
+        )
+        sass = subprocess.run([disasm, str(cubin)], check=True, capture_output=True, text=True).stdout
+        wide = re.findall(r"\bLDG\.E\.128\.CONSTANT\b", sass)
+        assert len(wide) == want, f"{name}: {len(wide)} LDG.E.128.CONSTANT, want {want} (one per group of a step)"
+        assert not re.search(r"\b(LDL|STL)\b", sass), f"{name}: local memory in the SASS"

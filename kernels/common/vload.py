@@ -1,0 +1,163 @@
+"""128-bit global loads of a read-only stream (packed weights), callable
+from ``@cuda.jit`` kernels, with an exact simulator twin.
+
+::
+
+    a, b, c, d = ldg_v4(arr, i)   # arr[i .. i+3] of a C-contiguous array of
+                                  # 32-bit elements (flat index i), one
+                                  # 16-byte load: the address must be
+                                  # 16-byte aligned
+    ok = aligned16(arr)           # arr's first element is 16-byte aligned
+
+On the CUDA target ``ldg_v4`` is inline PTX, ``ld.global.nc.v4.u32`` (SASS
+``LDG.E.128.CONSTANT``): one instruction moves a lane's 16 bytes through
+the read-only (non-coherent) path, so the array must not be written while
+the kernel runs. The asm has no side effect and no memory clobber, so the
+compiler may schedule it freely, as it would any load of constant data.
+Numba has no vector load: four scalar loads of consecutive words stay four
+32-bit ``LDG.E``. ``aligned16`` is ordinary integer arithmetic on the data
+pointer (a ``cudaMalloc`` is 256-byte aligned; a view starting inside an
+allocation may not be), for a kernel to choose a scalar path where the
+vector one would fault.
+
+**The simulator twin** reads the four words from the NumPy array and
+refuses what the hardware would fault on: an address that is not 16-byte
+aligned (counted from the start of the allocation, as the GPU's are), or
+words past the array's end. Under the memory tracer
+(``simwarp.TRACE_HOOK``) it counts one 16-byte global load, at the
+caller's line, as the hardware makes it.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import config
+
+from . import simwarp
+
+VEC_BYTES = 16
+VEC_WORDS = 4  # 32-bit words per load
+
+
+# ── the CUDA target ──────────────────────────────────────────────────────────
+
+
+def _ldg_v4():
+    from llvmlite import ir
+    from numba.cuda import types
+    from numba.cuda.extending import intrinsic
+
+    def ldg_v4(typingctx, arr, index):
+        if not (isinstance(arr, types.Array) and arr.layout == "C" and isinstance(index, types.Integer)):
+            return None
+        if not (isinstance(arr.dtype, types.Integer) and arr.dtype.bitwidth == 32):
+            return None
+        u32 = types.uint32
+
+        def codegen(context, builder, signature, args):
+            i32, i64 = ir.IntType(32), ir.IntType(64)
+            a = context.make_array(signature.args[0])(context, builder, args[0])
+            idx = context.cast(builder, args[1], signature.args[1], types.intp)
+            ptr = builder.ptrtoint(builder.gep(a.data, [idx]), i64)
+            fnty = ir.FunctionType(ir.LiteralStructType([i32] * 4), [i64])
+            asm = ir.InlineAsm(fnty, "ld.global.nc.v4.u32 {$0, $1, $2, $3}, [$4];", "=r,=r,=r,=r,l")
+            res = builder.call(asm, [ptr])
+            return context.make_tuple(builder, signature.return_type, [builder.extract_value(res, i) for i in range(4)])
+
+        return types.UniTuple(u32, 4)(arr, index), codegen
+
+    return intrinsic(ldg_v4)
+
+
+def _aligned16():
+    from llvmlite import ir
+    from numba.cuda import types
+    from numba.cuda.extending import intrinsic
+
+    def aligned16(typingctx, arr):
+        if not isinstance(arr, types.Array):
+            return None
+
+        def codegen(context, builder, signature, args):
+            i64 = ir.IntType(64)
+            a = context.make_array(signature.args[0])(context, builder, args[0])
+            low = builder.and_(builder.ptrtoint(a.data, i64), ir.Constant(i64, VEC_BYTES - 1))
+            return builder.icmp_unsigned("==", low, ir.Constant(i64, 0))
+
+        return types.boolean(arr), codegen
+
+    return intrinsic(aligned16)
+
+
+# ── the simulator twin ───────────────────────────────────────────────────────
+
+
+def _attr(obj, name):
+    """``obj.name`` without the simulator wrappers' ``__getattr__`` (which
+    would index the array with the name), None where there is none."""
+    try:
+        return object.__getattribute__(obj, name)
+    except AttributeError:
+        return None
+
+
+def _numpy(arr) -> np.ndarray:
+    """The NumPy array behind a simulator kernel argument (a NumPy array, the
+    simulator's in-kernel wrapper of a device array, or the tracer's proxy)."""
+    while not isinstance(arr, np.ndarray):
+        inner = _attr(arr, "_item")
+        if inner is None:
+            inner = _attr(arr, "_ary")
+        if inner is None:
+            return np.asarray(arr)
+        arr = inner
+    return arr
+
+
+def _alloc_offset(arr) -> int:
+    """Byte offset of ``arr``'s first element from the start of the
+    allocation it views (the tracer's proxy knows it; a NumPy view's is
+    the distance from the array that owns the memory)."""
+    off = None if isinstance(arr, np.ndarray) else _attr(arr, "_off")
+    if off is not None:
+        return int(off)
+    a = _numpy(arr)
+    root = a
+    while isinstance(root.base, np.ndarray):
+        root = root.base
+    return a.__array_interface__["data"][0] - root.__array_interface__["data"][0]
+
+
+def _twin_aligned16(arr) -> bool:
+    return _alloc_offset(arr) % VEC_BYTES == 0
+
+
+def _twin_ldg_v4(arr, index):
+    index = int(index)
+    a = _numpy(arr)
+    if a.itemsize != 4 or not a.flags.c_contiguous:
+        raise TypeError(f"ldg_v4 twin: a C-contiguous array of 32-bit elements, not {a.dtype} {a.strides}")
+    start = index * 4
+    if (_alloc_offset(arr) + start) % VEC_BYTES:
+        raise ValueError(f"ldg_v4 twin: element {index} (byte {_alloc_offset(arr) + start}) is not 16-byte aligned")
+    if index < 0 or index + VEC_WORDS > a.size:
+        raise IndexError(f"ldg_v4 twin: elements {index}..{index + VEC_WORDS - 1} outside 0..{a.size - 1}")
+    hook = simwarp.TRACE_HOOK
+    if hook is not None:  # memory tracer: one 16-byte load, as the instruction makes
+        a = _numpy(hook("load", arr, start, VEC_BYTES))
+    w = a.reshape(-1).view(np.uint32)[index : index + VEC_WORDS]
+    return np.uint32(w[0]), np.uint32(w[1]), np.uint32(w[2]), np.uint32(w[3])
+
+
+if config.ENABLE_CUDASIM:
+    ldg_v4 = _twin_ldg_v4
+    aligned16 = _twin_aligned16
+else:
+    ldg_v4 = _ldg_v4()
+    aligned16 = _aligned16()
+
+ldg_v4.__doc__ = (
+    "``(a, b, c, d) = ldg_v4(arr, i)``: ``arr[i:i+4]`` (flat index of a C-contiguous array of 32-bit "
+    "elements) as uint32, one ``ld.global.nc.v4.u32``; the address must be 16-byte aligned."
+)
+aligned16.__doc__ = "True when the array's first element is 16-byte aligned (its data pointer)."

@@ -1,0 +1,93 @@
+"""The 16-byte global load (``common/vload.py``) in the simulator: its twin
+returns the four words the instruction would, refuses an address the
+hardware would fault on (not 16-byte aligned from the allocation's start,
+or past the end), ``aligned16`` tells aligned views from unaligned ones,
+and under the memory tracer each call is one 16-byte global load: a warp's
+32 consecutive loads use every byte of the 16 sectors they touch."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from numba import config, cuda
+
+from leverctl_kernels.common import vload
+
+pytestmark = pytest.mark.skipif(not config.ENABLE_CUDASIM, reason="the simulator twin")
+
+
+@cuda.jit
+def _copy_v4(out, src, first):
+    """Lane ``t`` copies words ``first + 4t .. first + 4t + 3`` of ``src``."""
+    t = cuda.threadIdx.x
+    a, b, c, d = vload.ldg_v4(src, first + 4 * t)
+    out[4 * t] = a
+    out[4 * t + 1] = b
+    out[4 * t + 2] = c
+    out[4 * t + 3] = d
+
+
+@cuda.jit
+def _aligned(out, a):
+    out[0] = 1 if vload.aligned16(a) else 0
+
+
+def test_the_twin_returns_the_four_words_at_the_index():
+    src = np.arange(1000, 1000 + 4 * 40, dtype=np.uint32)
+    out = np.zeros(4 * 32, np.uint32)
+    _copy_v4[1, 32](out, src, 8)
+    np.testing.assert_array_equal(out, src[8 : 8 + 128])
+
+
+def test_a_2d_array_is_read_by_flat_index():
+    src = np.arange(8 * 16, dtype=np.uint32).reshape(8, 16)
+    out = np.zeros(4 * 2, np.uint32)
+    _copy_v4[1, 2](out, src, 20)  # row 1, words 4..11
+    np.testing.assert_array_equal(out, src.reshape(-1)[20:28])
+
+
+def test_an_address_not_16_byte_aligned_is_refused():
+    src = np.arange(64, dtype=np.uint32)
+    with pytest.raises(ValueError, match="16-byte aligned"):
+        _copy_v4[1, 1](np.zeros(4, np.uint32), src, 2)
+
+
+def test_a_view_starting_inside_its_allocation_counts_from_the_allocation():
+    dev = cuda.to_device(np.arange(68, dtype=np.uint32))
+    with pytest.raises(ValueError, match="16-byte aligned"):
+        _copy_v4[1, 1](np.zeros(4, np.uint32), dev[1:], 0)  # byte 4 of the allocation
+    out = np.zeros(4, np.uint32)
+    _copy_v4[1, 1](out, dev[4:], 0)  # byte 16: aligned
+    np.testing.assert_array_equal(out, [4, 5, 6, 7])
+
+
+def test_words_past_the_end_are_refused():
+    with pytest.raises(IndexError):
+        _copy_v4[1, 1](np.zeros(4, np.uint32), np.arange(6, dtype=np.uint32), 4)
+
+
+def test_aligned16_tells_views_apart():
+    dev = cuda.to_device(np.arange(64, dtype=np.uint32))
+    out = np.zeros(1, np.int32)
+    for start, want in ((0, 1), (1, 0), (2, 0), (4, 1), (6, 0), (8, 1)):
+        _aligned[1, 1](out, dev[start:])
+        assert out[0] == want, start
+    _aligned[1, 1](out, cuda.to_device(np.arange(64, dtype=np.uint32).reshape(4, 16))[1:])
+    assert out[0] == 1  # row 1 of 16 words: byte 64
+
+
+def test_under_the_tracer_a_call_is_one_16_byte_load():
+    from leverctl.profile import memtrace as mt
+
+    src = np.arange(4 * 64, dtype=np.uint32)
+    out = np.zeros(4 * 32, np.uint32)
+    with mt.trace() as t:
+        _copy_v4[1, 32](out, src, 0)
+    np.testing.assert_array_equal(out, src[:128])
+    p = mt.summarize(t)
+    loads = [r for r in p.sites if r.space == "global" and r.kind == "load"]
+    assert len(loads) == 1, [r.to_json() for r in loads]
+    (ld,) = loads
+    assert ld.site.startswith("tests/kernels/common/test_vload.py")  # counted at the caller's line
+    assert (ld.instructions, ld.accesses, ld.bytes) == (1, 32, 512)
+    assert ld.efficiency == 1.0  # 512 contiguous bytes: 16 whole sectors
