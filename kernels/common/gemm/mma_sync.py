@@ -73,28 +73,61 @@ class Form:
         return np.float32(1.0)
 
     @staticmethod
-    def consume(dtype: str, bn: int, a_tile: int, dropped: int, swizzle: bool = True):
-        run = M.mma_run(dtype, bn)
-        mask = 7 if swizzle else 0  # unswizzled (a test's fault): chunk c of every row in one bank group
+    def fragments(bn: int, a_tile: int, swizzle: bool = True):
+        """``frags(at, g, j) -> (a, b)``: this warp's A fragment (its 16
+        rows) and B registers (all ``bn`` columns) for K step ``j`` of the
+        stage at ``at``, by ``ldmatrix`` from the swizzled rows."""
         load_a = M.ldsm_run(1, 16)
         load_b = M.ldsm_run(bn // 16, GROUP_BYTES)
+        mask = 7 if swizzle else 0  # unswizzled (a test's fault): chunk c of every row in one bank group
 
         @cuda.jit(device=True, inline="always")
-        def consume(at, g, acc):
+        def frags(at, g, j):
             lane = cuda.threadIdx.x & 31
             a_row = PL.BM * g + 16 * ((cuda.threadIdx.x >> 5) & 3) + (lane & 15)
             a_k = (lane >> 4) * 16
             b_row = (lane & 7) + ((lane >> 4) << 3)
             b_k = ((lane >> 3) & 1) * 16
+            # the 128-byte swizzle: chunk bits 4-6 XOR row bits 0-2 (swizzle.sw128)
+            a = load_a(at + ((a_row * STAGE_KBYTES + j * STEP + a_k) ^ ((a_row & mask) << 4)))
+            b = load_b(at + a_tile + ((b_row * STAGE_KBYTES + j * STEP + b_k) ^ ((b_row & mask) << 4)))
+            return a, b
+
+        return frags
+
+    @classmethod
+    def consume(cls, dtype: str, bn: int, a_tile: int, dropped: int, swizzle: bool = True):
+        run = M.mma_run(dtype, bn)
+        frags = cls.fragments(bn, a_tile, swizzle)
+
+        @cuda.jit(device=True, inline="always")
+        def consume(at, g, acc):
             for j in range(KSUB):
                 if j != dropped:
-                    # the 128-byte swizzle: chunk bits 4-6 XOR row bits 0-2 (swizzle.sw128)
-                    a = load_a(at + ((a_row * STAGE_KBYTES + j * STEP + a_k) ^ ((a_row & mask) << 4)))
-                    b = load_b(at + a_tile + ((b_row * STAGE_KBYTES + j * STEP + b_k) ^ ((b_row & mask) << 4)))
+                    a, b = frags(at, g, j)
                     acc = run(a, b, acc)
             return acc
 
         return consume
+
+    @classmethod
+    def consume_steps(cls, dtype: str, bn: int, a_tile: int, step_fold, swizzle: bool = True):
+        """``consume_steps(at, g, total, fx, kt) -> total``: each K step's
+        MMAs from zero, folded into the f32 running sums by ``step_fold(total,
+        acc, fx, step)`` (``step`` counted along K from 0): the MMQ arms'
+        per-block scales."""
+        run = M.mma_run(dtype, bn)
+        frags = cls.fragments(bn, a_tile, swizzle)
+        zeros = wg.zeros(bn, integer=dtype == "s8")
+
+        @cuda.jit(device=True, inline="always")
+        def consume_steps(at, g, total, fx, kt):
+            for j in range(KSUB):
+                a, b = frags(at, g, j)
+                total = step_fold(total, run(a, b, zeros()), fx, kt * KSUB + j)
+            return total
+
+        return consume_steps
 
 
 class IntForm(Form):
@@ -124,12 +157,15 @@ def make_kernel(
     stage_b=None,
     fold=None,
     a_kind: str = "copy",
+    step_fold=None,
 ):
     """``kernel(y, a32, b32, bsc, rs, cs, ts, asc, ts_a)``, as
     ``wgmma_async``'s (the same arguments, stagers, fold hook and faults),
     on mma.sync; ``dtype``
     bf16, f16 or s8 (int32 accumulators: the epilogue's products are f32
-    of the int32 sums, each exact below 2^24)."""
+    of the int32 sums, each exact below 2^24). ``step_fold`` (MMQ:
+    ``common/gemm/mmq.py``) folds each K step's accumulators into f32
+    running sums with per-block scales; the epilogue stores those."""
     PL.check(dtype, bn, stages, b_kind, fault, DTYPES, a_kind)
     if bn % 16:
         raise ValueError(f"mma.sync GEMM: BN={bn} is not a multiple of 16 (one B ldmatrix.x4)")
@@ -137,4 +173,4 @@ def make_kernel(
     if nbytes > MAX_SHARED:
         raise ValueError(f"mma.sync GEMM: {nbytes} bytes of shared memory exceed {MAX_SHARED}")
     form = IntForm if dtype == "s8" else Form
-    return PL.make_kernel(form, dtype, wgs, bn, stages, swap, b_kind, fault, stage_b, fold, a_kind)
+    return PL.make_kernel(form, dtype, wgs, bn, stages, swap, b_kind, fault, stage_b, fold, a_kind, step_fold)

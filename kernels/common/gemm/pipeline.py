@@ -52,6 +52,7 @@ from .. import launch as L
 from .. import swizzle as sw
 from .. import wgmma as wg
 from .. import wgmma_gemm as P
+from . import mmq
 
 BM = wg.M
 STAGE_KBYTES = sw.ROW_BYTES  # 128 bytes of K per stage
@@ -131,8 +132,13 @@ def check(dtype: str, bn: int, stages: int, b_kind: str, fault: str, dtypes: tup
 
 
 def _kinds() -> dict:
-    """Every stager kind (``wgmma_gemm``'s B kinds and its fp16 ones) -> the type it stages."""
-    return {**P.DTYPE_OF, **P.MORE_KINDS}
+    """Every stager kind (``wgmma_gemm``'s B kinds and its fp16 ones, the MMQ
+    ones of ``mmq.py``) -> the type it stages."""
+    return {**P.DTYPE_OF, **P.MORE_KINDS, **mmq.KINDS}
+
+
+def _stager(kind: str, threads: int):
+    return mmq.stager(threads, kind) if kind in mmq.KINDS else P.stager_of(kind, threads)
 
 
 def make_mainloop(
@@ -148,6 +154,7 @@ def make_mainloop(
     a_kind: str = "copy",
     gather: bool = False,
     b_parts: int = 1,
+    step_fold=None,
 ):
     """``mainloop(smem, base, pad, a32, asc, m, k, r0, rowmap, b32, bsc, n,
     nseg, n0, tid, g)`` -> the accumulators of one ``64 WG x BN`` tile: the
@@ -183,8 +190,8 @@ def make_mainloop(
     if gather and not copy_a:
         raise ValueError(f"gathered A rows: copied A only, not the {a_kind} stager")
     if stage_b is None and not copy_b:
-        stage_b = P.stager_of(b_kind, threads)
-    stage_a = stage_b if copy_a else P.stager_of(a_kind, threads)  # (never called when copy_a)
+        stage_b = _stager(b_kind, threads)
+    stage_a = stage_b if copy_a else _stager(a_kind, threads)  # (never called when copy_a)
     per_stage = fold is not None
     if not per_stage:
 
@@ -195,6 +202,11 @@ def make_mainloop(
     zeros = form.zeros(bn)
     publish, settle = form.publish, form.settle
     consume = form.consume(dtype, bn, a_tile, dropped=1 if fault == "short_k" else -1, swizzle=fault != UNSWIZZLED)
+    per_step = step_fold is not None
+    if per_step and (per_stage or not hasattr(form, "consume_steps")):
+        raise ValueError("a per-step fold: on mma.sync, and not with a per-stage fold")
+    consume_steps = form.consume_steps(dtype, bn, a_tile, step_fold) if per_step else None
+    tzeros = wg.zeros(bn) if per_step else zeros
     in_flight = stages - 1 if fault == "no_wait" else stages - 2
     ahead = 1 if fault == "stage_order" else 0  # reads the slot of the stage after kt
 
@@ -211,6 +223,7 @@ def make_mainloop(
     @cuda.jit(device=True, inline="always")
     def mainloop(smem, base, pad, a32, asc, m, k, r0, rowmap, b32, bsc, n, nseg, n0, tid, g):
         nk = (k + bk - 1) // bk
+        fx = (asc, bsc, m, n, r0 + BM * g, n0)  # what a per-step fold reads
         for s in range(stages - 1):  # the prologue: stages 0 .. S - 2
             if s < nk:
                 at = pad + s * stage
@@ -221,7 +234,7 @@ def make_mainloop(
                 load_b(smem, base, at + a_tile, b32, bsc, n, nseg, k, n0, s, tid)
             ca.cp_async_commit()
         acc = zeros()
-        total = zeros()
+        total = tzeros()
         for kt in range(nk):
             ca.cp_async_wait(in_flight)
             publish()
@@ -236,7 +249,10 @@ def make_mainloop(
             ca.cp_async_commit()
             if per_stage:
                 acc = zeros()
-            acc = consume(base + pad + ((kt + ahead) % stages) * stage, g, acc)
+            if per_step:
+                total = consume_steps(base + pad + ((kt + ahead) % stages) * stage, g, total, fx, kt)
+            else:
+                acc = consume(base + pad + ((kt + ahead) % stages) * stage, g, acc)
             if nxt < nk:  # a transformed operand of a later stage through registers while the tensor cores work
                 at = pad + (nxt % stages) * stage
                 if not copy_a:
@@ -247,6 +263,8 @@ def make_mainloop(
             if per_stage:
                 total = fold(total, acc, bsc, n, n0, kt)
         ca.cp_async_wait_all()
+        if per_step:
+            return total
         if per_stage:
             acc = total
         return acc
@@ -259,10 +277,12 @@ def a_per_word(dtype: str, a_kind: str) -> int:
     uint32 word when copied, else the stager's."""
     if a_kind == "copy":
         return 4 // ESIZE[dtype]
-    return P.K_PER_WORD.get(a_kind, 8)  # wgmma_gemm's own kinds: 4-bit codes, eight a word
+    return {**P.K_PER_WORD, **mmq.K_PER_WORD}.get(a_kind, 8)  # wgmma_gemm's own kinds: 4-bit codes, eight a word
 
 
-def make_kernel(form, dtype: str, wgs: int, bn: int, stages: int, swap, b_kind, fault, stage_b, fold, a_kind="copy"):
+def make_kernel(
+    form, dtype: str, wgs: int, bn: int, stages: int, swap, b_kind, fault, stage_b, fold, a_kind="copy", step_fold=None
+):
     """``kernel(y, a32, b32, bsc, rs, cs, ts, asc, ts_a)`` on the ``form``
     (a module's :class:`Form`: how a stage is read), launched by
     :func:`make_launch`. See ``wgmma_async.make_kernel`` for the
@@ -271,7 +291,7 @@ def make_kernel(form, dtype: str, wgs: int, bn: int, stages: int, swap, b_kind, 
     multiplies by A's tensor scale ``ts_a[0]`` too."""
     threads = wg.WARPGROUP * wgs
     a_rows = BM * wgs
-    mainloop = make_mainloop(form, dtype, wgs, bn, stages, b_kind, fault, stage_b, fold, a_kind)
+    mainloop = make_mainloop(form, dtype, wgs, bn, stages, b_kind, fault, stage_b, fold, a_kind, step_fold=step_fold)
     k_per = a_per_word(dtype, a_kind)
     t_mul = form.t_mul(b_kind)
     store = P.make_store(bn, swap)

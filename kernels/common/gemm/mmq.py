@@ -1,0 +1,122 @@
+"""MMQ operands for the pipeline: NVFP4 multiplied in integer arithmetic
+from its codes, one 16-value block per ``mma.sync`` k32 step.
+
+An E2M1 value times 2 is an exact small integer (0, 1, 2, 3, 4, 6, 8, 12
+and their negatives), so a 16-value NVFP4 block is 16 int8 values and one
+E4M3 scale; a block's integer dot product (at most 16 x 144 = 2304) is
+exact in s32 and in f32. A k32 s8 MMA sums over 32 values, which would
+mix two blocks with different scales, so the stager (``nvfp4_s8x``) puts
+each block's 16 doubled values in the lower 16 bytes of a 32-byte K step
+and zeros in the upper 16: one step, one block (half of each MMA multiplies
+zeros: the price of 16-wide scales on a 32-wide integer MMA). A stage of
+128 bytes is then four blocks, 64 values of the real K, and the pipeline's
+``k`` counts staged bytes (``2 k``: :data:`K_PER_WORD` 16 per packed
+word of eight codes).
+
+The per-step fold (``pipeline``'s ``step_fold``, on mma.sync) adds each
+step's s32 accumulators to the f32 running sums times the product of the
+two operands' block scales (``sa[r, b] * sw[c, b] / 4``: the 1/4 undoes
+the doubling, a power of two, exact): every term is exact in f32 (the
+scale product has at most 8 significant bits, the dot at most 12), and
+only the sum over blocks rounds.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import cuda, float32, int32, uint32
+
+from .. import bits, unroll
+from .. import swizzle as sw
+from .. import wgmma as wg
+from ..wgmma_gemm import CHUNKS
+
+KIND = "nvfp4_s8x"
+KINDS = {KIND: "s8"}
+K_PER_WORD = {KIND: 16}  # staged bytes per uint32 of packed codes (8 codes, each 1 byte + 1 zero byte)
+BLOCK = bits.NVFP4_BLOCK
+BLOCKS_PER_STAGE = 4
+DOUBLED = 0xC8643210  # 2 x |E2M1| for the magnitude codes 0..7, a nibble each: 0 1 2 3 4 6 8 12
+DOUBLED_VALUES = tuple((DOUBLED >> (4 * i)) & 0xF for i in range(8))
+
+
+@cuda.jit(device=True, inline="always")
+def doubled(code):
+    """2 x the E2M1 value of nibble ``code`` as an int8's byte (two's complement), in a uint32."""
+    v = int32((uint32(DOUBLED) >> uint32(4 * (code & 7))) & uint32(15))
+    if code & 8:
+        v = -v
+    return uint32(v & 0xFF)
+
+
+@cuda.jit(device=True, inline="always")
+def _quad(word, j):
+    """Bytes of the doubled values of nibbles ``j .. j + 3`` of a packed word."""
+    x = word >> uint32(4 * j)
+    return (
+        doubled(x & uint32(15))
+        | (doubled((x >> uint32(4)) & uint32(15)) << uint32(8))
+        | (doubled((x >> uint32(8)) & uint32(15)) << uint32(16))
+        | (doubled((x >> uint32(12)) & uint32(15)) << uint32(24))
+    )
+
+
+@cuda.jit(device=True, inline="always")
+def _chunk(c):
+    return ((c >> 3) >> 3) * 8 + (c & 7), (c >> 3) & 7
+
+
+def stager(threads: int, kind: str = KIND, drop_odd: bool = False):
+    """``load(at, src, bsc, nrows, k, r0, kt, tid, rows)``: stage ``kt`` of
+    an NVFP4 operand (``src``: packed codes as uint32 ``[rows, k / 16]``;
+    ``k`` staged bytes) as doubled int8: 16-byte chunk ``2b`` of a row holds
+    block ``4 kt + b``'s 16 values, chunk ``2b + 1`` zeros; rows past
+    ``nrows`` and blocks past ``k`` zeros. ``drop_odd`` (tests only) stages
+    every odd block as zeros."""
+    if kind != KIND:
+        raise ValueError(f"mmq stager {kind!r}: {KIND} only")
+
+    @cuda.jit(device=True, inline="always")
+    def load(at, src, bsc, nrows, k, r0, kt, tid, rows):
+        for c in range(tid, rows * CHUNKS, threads):
+            r, kc = _chunk(c)
+            gr = r0 + r
+            b = BLOCKS_PER_STAGE * kt + (kc >> 1)
+            x0 = x1 = x2 = x3 = uint32(0)
+            if (kc & 1) == 0 and gr < nrows and 2 * BLOCK * b < k and not (drop_odd and b & 1):
+                w0 = src[gr, 2 * b]
+                w1 = src[gr, 2 * b + 1]
+                x0 = _quad(w0, 0)
+                x1 = _quad(w0, 4)
+                x2 = _quad(w1, 0)
+                x3 = _quad(w1, 4)
+            wg.st_shared_v4(at + sw.sw128(r * 128 + kc * 16), x0, x1, x2, x3)
+
+    return load
+
+
+@cuda.jit(device=True, inline="always")
+def _fold_one(i, tot, dot, at):
+    asc, bsc, last_r, last_c, r0, n0, tid, b, quarter = at
+    r, c = wg.acc_elem(tid, i)
+    sa = bits.e4m3_to_f32(asc[min(r0 + r, last_r), b])
+    sw = bits.e4m3_to_f32(bsc[min(n0 + c, last_c), b])
+    return tot + float32(dot) * (sa * sw * quarter)
+
+
+def make_step_fold(scale_per_32: bool = False):
+    """``fold(total, acc, fx, step)``: the running f32 sums plus the step's
+    s32 dot products times their block's two scales (``fx = (asc, bsc, m,
+    n, r0, n0)``; ``step`` the block's index along K). ``scale_per_32``
+    (tests only) uses the even block's scales for both blocks of each 32."""
+    quarter = np.float32(0.25)
+    mask = -2 if scale_per_32 else -1
+
+    @cuda.jit(device=True, inline="always")
+    def fold(total, acc, fx, step):
+        asc, bsc, m, n, r0, n0 = fx
+        b = min(step & mask, asc.shape[1] - 1)  # a block past k: zeros staged, any scale
+        at = (asc, bsc, m - 1, n - 1, r0, n0, cuda.threadIdx.x & 127, b, quarter)
+        return unroll.each_map(_fold_one, total, acc, at)
+
+    return fold
