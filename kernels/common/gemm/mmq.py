@@ -32,7 +32,8 @@ from .. import wgmma as wg
 from ..wgmma_gemm import CHUNKS
 
 KIND = "nvfp4_s8x"
-KINDS = {KIND: "s8"}
+Q4K = "q4k_s8"
+KINDS = {KIND: "s8", Q4K: "s8"}
 K_PER_WORD = {KIND: 16}  # staged bytes per uint32 of packed codes (8 codes, each 1 byte + 1 zero byte)
 BLOCK = bits.NVFP4_BLOCK
 BLOCKS_PER_STAGE = 4
@@ -67,6 +68,12 @@ def _chunk(c):
 
 
 def stager(threads: int, kind: str = KIND, drop_odd: bool = False):
+    if kind == Q4K:
+        return q4k_stager(threads)
+    return _nvfp4_stager(threads, kind, drop_odd)
+
+
+def _nvfp4_stager(threads: int, kind: str = KIND, drop_odd: bool = False):
     """``load(at, src, bsc, nrows, k, r0, kt, tid, rows)``: stage ``kt`` of
     an NVFP4 operand (``src``: packed codes as uint32 ``[rows, k / 16]``;
     ``k`` staged bytes) as doubled int8: 16-byte chunk ``2b`` of a row holds
@@ -118,5 +125,114 @@ def make_step_fold(scale_per_32: bool = False):
         b = min(step & mask, asc.shape[1] - 1)  # a block past k: zeros staged, any scale
         at = (asc, bsc, m - 1, n - 1, r0, n0, cuda.threadIdx.x & 127, b, quarter)
         return unroll.each_map(_fold_one, total, acc, at)
+
+    return fold
+
+
+# ── Q4_K weights (GGUF) against int8 activations per block of 32 ─────────────
+#
+# A Q4_K super-block is 256 values in 144 bytes (``common/q4k.py``): fp16
+# ``d`` and ``dmin``, 12 bytes of 6-bit sub-block scales and mins, then 128
+# bytes of 4-bit values, each 32 bytes holding 64 values (the low nibbles
+# the first 32, the high nibbles the next). One 32-value sub-block is one
+# k32 step; its integer dot product with the int8 activations is folded as
+#
+#     total + dot * (d8[r, b] * (d * sc)[c, b]) - (dmin * m)[c, b] * s8[r, b]
+#
+# (``d8``, ``s8`` the activations' block scale and scaled sum), the
+# formula the FMA reference spells out.
+
+Q4K_BLOCK_BYTES = 144
+Q4K_VALUES = 256
+
+
+@cuda.jit(device=True, inline="always")
+def _nibbles4(word, hi):
+    """The four nibbles (low or high half of each byte) of a word as bytes."""
+    x = word >> uint32(4 * hi)
+    return (
+        (x & uint32(15))
+        | ((x >> uint32(8)) & uint32(15)) << uint32(8)
+        | ((x >> uint32(16)) & uint32(15)) << uint32(16)
+        | ((x >> uint32(24)) & uint32(15)) << uint32(24)
+    )
+
+
+def q4k_stager(threads: int):
+    """``load(at, src, bsc, nrows, k, r0, kt, tid, rows)``: stage ``kt``
+    (values ``128 kt ..``: half a super-block) of Q4_K rows (``src``: the
+    blocks as uint32, 36 words a super-block) as bytes 0..15 in value
+    order; rows past ``nrows`` zeros. A 16-byte chunk is 16 consecutive
+    values, all in one 32-byte run of the super-block's 4-bit bytes and on
+    one nibble side: four aligned words."""
+
+    @cuda.jit(device=True, inline="always")
+    def load(at, src, bsc, nrows, k, r0, kt, tid, rows):
+        for c in range(tid, rows * CHUNKS, threads):
+            r, kc = _chunk(c)
+            gr = r0 + r
+            v0 = 128 * (kt & 1) + 16 * kc  # value within the super-block
+            x0 = x1 = x2 = x3 = uint32(0)
+            if gr < nrows and 128 * kt + 16 * kc < k:
+                hi = (v0 >> 5) & 1
+                w = (kt >> 1) * (Q4K_BLOCK_BYTES // 4) + 4 + (32 * (v0 >> 6) + (v0 & 31)) // 4
+                x0 = _nibbles4(src[gr, w], hi)
+                x1 = _nibbles4(src[gr, w + 1], hi)
+                x2 = _nibbles4(src[gr, w + 2], hi)
+                x3 = _nibbles4(src[gr, w + 3], hi)
+            wg.st_shared_v4(at + sw.sw128(r * 128 + kc * 16), x0, x1, x2, x3)
+
+    return load
+
+
+@cuda.jit(device=True, inline="always")
+def _f16(lo, hi):
+    """float32 of the little-endian fp16 in bytes ``lo``, ``hi``."""
+    h = cuda.local.array(1, dtype=np.uint16)
+    h[0] = np.uint16(lo) | (np.uint16(hi) << np.uint16(8))
+    return float32(h.view(np.float16)[0])
+
+
+@cuda.jit(device=True, inline="always")
+def _scale_min(blocks, row, base, j):
+    """The 6-bit scale and min of sub-block ``j`` of the super-block whose
+    first byte is ``blocks[row, base]`` (``common.q4k``'s packing)."""
+    s = base + 4
+    if j < 4:
+        sc = int32(blocks[row, s + j]) & 63
+        mn = int32(blocks[row, s + j + 4]) & 63
+    else:
+        sc = (int32(blocks[row, s + j + 4]) & 15) | ((int32(blocks[row, s + j - 4]) >> 6) << 4)
+        mn = (int32(blocks[row, s + j + 4]) >> 4) | ((int32(blocks[row, s + j]) >> 6) << 4)
+    return sc, mn
+
+
+@cuda.jit(device=True, inline="always")
+def _q4k_one(i, tot, dot, at):
+    ds8, blocks, last_r, last_c, r0, n0, tid, b = at
+    r, c = wg.acc_elem(tid, i)
+    r = min(r0 + r, last_r)
+    c = min(n0 + c, last_c)
+    base = (b >> 3) * Q4K_BLOCK_BYTES
+    sc, mn = _scale_min(blocks, c, base, b & 7)
+    dsc = _f16(blocks[c, base], blocks[c, base + 1]) * float32(sc)
+    dmm = _f16(blocks[c, base + 2], blocks[c, base + 3]) * float32(mn)
+    return tot + float32(dot) * (ds8[0, r, b] * dsc) - dmm * ds8[1, r, b]
+
+
+def make_q4k_fold(subs_used: int = 8):
+    """``fold(total, acc, fx, step)`` of the Q4_K MMQ (``fx = (ds8, blocks,
+    m, n, r0, n0)``: ``ds8[0]`` the activations' ``d8``, ``ds8[1]`` their
+    ``s8``, ``blocks`` the weights' bytes; ``step`` the 32-value sub-block
+    along K). ``subs_used`` below 8 (tests only) skips each super-block's
+    last sub-blocks."""
+
+    @cuda.jit(device=True, inline="always")
+    def fold(total, acc, fx, step):
+        ds8, blocks, m, n, r0, n0 = fx
+        if (step & 7) >= subs_used:
+            return total
+        at = (ds8, blocks, m - 1, n - 1, r0, n0, cuda.threadIdx.x & 127, step)
+        return unroll.each_map(_q4k_one, total, acc, at)
 
     return fold

@@ -145,8 +145,8 @@ def test_the_q8_block_quantiser_writes_the_hosts_blocks(runs):
     q, d, s = naive.quantize_blocks_q8(inputs["a"])
     ws = {n: a.copy_to_host() for n, a in launch.workspace.items()}
     assert np.array_equal(ws["aq"], q)
-    assert np.array_equal(ws["d8"].view(np.uint32), d.view(np.uint32))
-    assert np.array_equal(ws["s8"].view(np.uint32), s.view(np.uint32))
+    assert np.array_equal(ws["ds8"][0].view(np.uint32), d.view(np.uint32))
+    assert np.array_equal(ws["ds8"][1].view(np.uint32), s.view(np.uint32))
 
 
 @pytest.mark.sim
