@@ -114,8 +114,9 @@ class Form:
     def consume_steps(cls, dtype: str, bn: int, a_tile: int, step_fold, swizzle: bool = True):
         """``consume_steps(at, g, total, fx, kt) -> total``: each K step's
         MMAs from zero, folded into the f32 running sums by ``step_fold(total,
-        acc, fx, step)`` (``step`` counted along K from 0): the MMQ arms'
-        per-block scales."""
+        acc, fx, step)`` (``step`` counted along K from 0; ``fx`` the shared
+        array, the byte offset of this stage's scale tables and the
+        warpgroup's first row in the tile): the MMQ arms' per-block scales."""
         run = M.mma_run(dtype, bn)
         frags = cls.fragments(bn, a_tile, swizzle)
         zeros = wg.zeros(bn, integer=dtype == "s8")
@@ -169,7 +170,7 @@ def make_kernel(
     PL.check(dtype, bn, stages, b_kind, fault, DTYPES, a_kind)
     if bn % 16:
         raise ValueError(f"mma.sync GEMM: BN={bn} is not a multiple of 16 (one B ldmatrix.x4)")
-    nbytes = PL.shared_bytes(wgs, bn, stages)
+    nbytes = PL.shared_bytes(wgs, bn, stages) + (stages * step_fold.side_bytes(64 * wgs, bn) if step_fold else 0)
     if nbytes > MAX_SHARED:
         raise ValueError(f"mma.sync GEMM: {nbytes} bytes of shared memory exceed {MAX_SHARED}")
     form = IntForm if dtype == "s8" else Form

@@ -15,7 +15,10 @@ word of eight codes).
 
 The per-step fold (``pipeline``'s ``step_fold``, on mma.sync) adds each
 step's s32 accumulators to the f32 running sums times the product of the
-two operands' block scales (``sa[r, b] * sw[c, b] / 4``: the 1/4 undoes
+two operands' block scales, read from a table in shared memory that each
+stage's scales are decoded into once, beside its operands (as an MMQ kernel
+stages them: the fold then reads shared memory, not the scales' bytes in
+global memory per accumulator) (``sa[r, b] * sw[c, b] / 4``: the 1/4 undoes
 the doubling, a power of two, exact): every term is exact in f32 (the
 scale product has at most 8 significant bits, the dot at most 12), and
 only the sum over blocks rounds.
@@ -102,31 +105,66 @@ def _nvfp4_stager(threads: int, kind: str = KIND, drop_odd: bool = False):
     return load
 
 
+class Nvfp4Scales:
+    """The NVFP4 MMQ's per-step fold (``pipeline``'s ``step_fold``): each
+    stage's block scales decoded once into a table in shared memory (after
+    the operand stages: ``(rows + BN) x 4`` float32, A's already times 1/4;
+    ``smem`` below is the dynamic shared memory viewed as float32),
+    then each step's s32 sums folded with its block's two scales from it.
+    ``scale_per_32`` (tests only) uses the even block's scales for both
+    blocks of each 32."""
+
+    def __init__(self, scale_per_32: bool = False):
+        self.mask = 2 if scale_per_32 else 3
+
+    @staticmethod
+    def side_bytes(a_rows: int, bn: int) -> int:
+        return (a_rows + bn) * BLOCKS_PER_STAGE * 4
+
+    @staticmethod
+    def stager(threads: int, a_rows: int, bn: int):
+        quarter = np.float32(0.25)
+
+        @cuda.jit(device=True, inline="always")
+        def stage(smem, at, asc, bsc, m, n, k, r0, n0, kt, tid):
+            w0 = at >> 2
+            for idx in range(tid, (a_rows + bn) * BLOCKS_PER_STAGE, threads):
+                row = idx >> 2
+                b = BLOCKS_PER_STAGE * kt + (idx & 3)
+                v = float32(0.0)
+                if row < a_rows:
+                    if r0 + row < m and b < asc.shape[1]:
+                        v = bits.e4m3_to_f32(asc[r0 + row, b]) * quarter
+                elif n0 + row - a_rows < n and b < bsc.shape[1]:
+                    v = bits.e4m3_to_f32(bsc[n0 + row - a_rows, b])
+                smem[w0 + idx] = v
+
+        return stage
+
+    def fold(self, a_rows: int):
+        mask = self.mask
+
+        @cuda.jit(device=True, inline="always")
+        def fold(total, acc, fx, step):
+            smem, at, g_row = fx
+            at2 = (at >> 2, g_row, step & mask, cuda.threadIdx.x & 127, a_rows, smem)
+            return unroll.each_map(_nvfp4_one, total, acc, at2)
+
+        return fold
+
+
 @cuda.jit(device=True, inline="always")
-def _fold_one(i, tot, dot, at):
-    asc, bsc, last_r, last_c, r0, n0, tid, b, quarter = at
+def _nvfp4_one(i, tot, dot, at):
+    w0, g_row, jj, tid, a_rows, smem = at
     r, c = wg.acc_elem(tid, i)
-    sa = bits.e4m3_to_f32(asc[min(r0 + r, last_r), b])
-    sw = bits.e4m3_to_f32(bsc[min(n0 + c, last_c), b])
-    return tot + float32(dot) * (sa * sw * quarter)
+    sa = smem[w0 + ((g_row + r) << 2) + jj]
+    sw = smem[w0 + ((a_rows + c) << 2) + jj]
+    return tot + float32(dot) * (sa * sw)
 
 
 def make_step_fold(scale_per_32: bool = False):
-    """``fold(total, acc, fx, step)``: the running f32 sums plus the step's
-    s32 dot products times their block's two scales (``fx = (asc, bsc, m,
-    n, r0, n0)``; ``step`` the block's index along K). ``scale_per_32``
-    (tests only) uses the even block's scales for both blocks of each 32."""
-    quarter = np.float32(0.25)
-    mask = -2 if scale_per_32 else -1
-
-    @cuda.jit(device=True, inline="always")
-    def fold(total, acc, fx, step):
-        asc, bsc, m, n, r0, n0 = fx
-        b = min(step & mask, asc.shape[1] - 1)  # a block past k: zeros staged, any scale
-        at = (asc, bsc, m - 1, n - 1, r0, n0, cuda.threadIdx.x & 127, b, quarter)
-        return unroll.each_map(_fold_one, total, acc, at)
-
-    return fold
+    """The NVFP4 MMQ's per-step fold (:class:`Nvfp4Scales`)."""
+    return Nvfp4Scales(scale_per_32)
 
 
 # ── Q4_K weights (GGUF) against int8 activations per block of 32 ─────────────
@@ -207,32 +245,72 @@ def _scale_min(blocks, row, base, j):
     return sc, mn
 
 
+class Q4kScales:
+    """The Q4_K MMQ's per-step fold: each stage's four sub-blocks' factors
+    decoded once into a table in shared memory (``(rows + BN) x 4`` pairs
+    of float32: the activations' ``d8, s8``, the weights' ``d * sc, dmin *
+    m``), then each step's s32 sums folded with the formula above.
+    ``subs_used`` below 8 (tests only) skips each super-block's last
+    sub-blocks."""
+
+    def __init__(self, subs_used: int = 8):
+        self.subs_used = subs_used
+
+    @staticmethod
+    def side_bytes(a_rows: int, bn: int) -> int:
+        return (a_rows + bn) * 4 * 8
+
+    @staticmethod
+    def stager(threads: int, a_rows: int, bn: int):
+        @cuda.jit(device=True, inline="always")
+        def stage(smem, at, ds8, blocks, m, n, k, r0, n0, kt, tid):
+            w0 = at >> 2
+            for idx in range(tid, (a_rows + bn) * 4, threads):
+                row = idx >> 2
+                sub = 4 * kt + (idx & 3)  # the 32-value sub-block along K
+                x = float32(0.0)
+                y = float32(0.0)
+                if row < a_rows:
+                    if r0 + row < m and 32 * sub < k:
+                        x = ds8[0, r0 + row, sub]
+                        y = ds8[1, r0 + row, sub]
+                else:
+                    c = n0 + row - a_rows
+                    if c < n and 32 * sub < k:
+                        base = (sub >> 3) * Q4K_BLOCK_BYTES
+                        sc, mn = _scale_min(blocks, c, base, sub & 7)
+                        x = _f16(blocks[c, base], blocks[c, base + 1]) * float32(sc)
+                        y = _f16(blocks[c, base + 2], blocks[c, base + 3]) * float32(mn)
+                smem[w0 + 2 * idx] = x
+                smem[w0 + 2 * idx + 1] = y
+
+        return stage
+
+    def fold(self, a_rows: int):
+        subs_used = self.subs_used
+
+        @cuda.jit(device=True, inline="always")
+        def fold(total, acc, fx, step):
+            smem, at, g_row = fx
+            if (step & 7) >= subs_used:
+                return total
+            at2 = (at >> 2, g_row, step & 3, cuda.threadIdx.x & 127, a_rows, smem)
+            return unroll.each_map(_q4k_one, total, acc, at2)
+
+        return fold
+
+
 @cuda.jit(device=True, inline="always")
 def _q4k_one(i, tot, dot, at):
-    ds8, blocks, last_r, last_c, r0, n0, tid, b = at
+    w0, g_row, jj, tid, a_rows, smem = at
     r, c = wg.acc_elem(tid, i)
-    r = min(r0 + r, last_r)
-    c = min(n0 + c, last_c)
-    base = (b >> 3) * Q4K_BLOCK_BYTES
-    sc, mn = _scale_min(blocks, c, base, b & 7)
-    dsc = _f16(blocks[c, base], blocks[c, base + 1]) * float32(sc)
-    dmm = _f16(blocks[c, base + 2], blocks[c, base + 3]) * float32(mn)
-    return tot + float32(dot) * (ds8[0, r, b] * dsc) - dmm * ds8[1, r, b]
+    ra = w0 + ((g_row + r) << 3) + 2 * jj
+    cb = w0 + ((a_rows + c) << 3) + 2 * jj
+    d8, s8 = smem[ra], smem[ra + 1]
+    dsc, dmm = smem[cb], smem[cb + 1]
+    return tot + float32(dot) * (d8 * dsc) - dmm * s8
 
 
 def make_q4k_fold(subs_used: int = 8):
-    """``fold(total, acc, fx, step)`` of the Q4_K MMQ (``fx = (ds8, blocks,
-    m, n, r0, n0)``: ``ds8[0]`` the activations' ``d8``, ``ds8[1]`` their
-    ``s8``, ``blocks`` the weights' bytes; ``step`` the 32-value sub-block
-    along K). ``subs_used`` below 8 (tests only) skips each super-block's
-    last sub-blocks."""
-
-    @cuda.jit(device=True, inline="always")
-    def fold(total, acc, fx, step):
-        ds8, blocks, m, n, r0, n0 = fx
-        if (step & 7) >= subs_used:
-            return total
-        at = (ds8, blocks, m - 1, n - 1, r0, n0, cuda.threadIdx.x & 127, step)
-        return unroll.each_map(_q4k_one, total, acc, at)
-
-    return fold
+    """The Q4_K MMQ's per-step fold (:class:`Q4kScales`)."""
+    return Q4kScales(subs_used)

@@ -44,7 +44,7 @@ for 1 KiB more than its stages.
 from __future__ import annotations
 
 import numpy as np
-from numba import cuda, uint32
+from numba import cuda, float32, uint32
 
 from .. import cp_async as ca
 from .. import dynsmem
@@ -205,7 +205,10 @@ def make_mainloop(
     per_step = step_fold is not None
     if per_step and (per_stage or not hasattr(form, "consume_steps")):
         raise ValueError("a per-step fold: on mma.sync, and not with a per-stage fold")
-    consume_steps = form.consume_steps(dtype, bn, a_tile, step_fold) if per_step else None
+    side_nb = step_fold.side_bytes(a_rows, bn) if per_step else 0
+    side_base = stages * stage  # the per-stage scale tables, after the operand stages
+    stage_side = step_fold.stager(threads, a_rows, bn) if per_step else None
+    consume_steps = form.consume_steps(dtype, bn, a_tile, step_fold.fold(a_rows)) if per_step else None
     tzeros = wg.zeros(bn) if per_step else zeros
     in_flight = stages - 1 if fault == "no_wait" else stages - 2
     ahead = 1 if fault == "stage_order" else 0  # reads the slot of the stage after kt
@@ -223,7 +226,7 @@ def make_mainloop(
     @cuda.jit(device=True, inline="always")
     def mainloop(smem, base, pad, a32, asc, m, k, r0, rowmap, b32, bsc, n, nseg, n0, tid, g):
         nk = (k + bk - 1) // bk
-        fx = (asc, bsc, m, n, r0 + BM * g, n0)  # what a per-step fold reads
+        smf = cuda.shared.array(0, float32)  # the same dynamic shared memory as float32: the scale tables
         for s in range(stages - 1):  # the prologue: stages 0 .. S - 2
             if s < nk:
                 at = pad + s * stage
@@ -232,6 +235,8 @@ def make_mainloop(
                 else:
                     stage_a(base + at, a32, asc, m, k, r0, s, tid, a_rows)
                 load_b(smem, base, at + a_tile, b32, bsc, n, nseg, k, n0, s, tid)
+                if per_step:
+                    stage_side(smf, pad + side_base + s * side_nb, asc, bsc, m, n, k, r0, n0, s, tid)
             ca.cp_async_commit()
         acc = zeros()
         total = tzeros()
@@ -250,6 +255,7 @@ def make_mainloop(
             if per_stage:
                 acc = zeros()
             if per_step:
+                fx = (smf, pad + side_base + ((kt + ahead) % stages) * side_nb, BM * g)
                 total = consume_steps(base + pad + ((kt + ahead) % stages) * stage, g, total, fx, kt)
             else:
                 acc = consume(base + pad + ((kt + ahead) % stages) * stage, g, acc)
@@ -259,6 +265,8 @@ def make_mainloop(
                     stage_a(base + at, a32, asc, m, k, r0, nxt, tid, a_rows)
                 if not copy_b:
                     load_b(smem, base, at + a_tile, b32, bsc, n, nseg, k, n0, nxt, tid)
+                if per_step:
+                    stage_side(smf, pad + side_base + (nxt % stages) * side_nb, asc, bsc, m, n, k, r0, n0, nxt, tid)
             acc = settle(acc)
             if per_stage:
                 total = fold(total, acc, bsc, n, n0, kt)
@@ -312,6 +320,7 @@ def make_kernel(
         store(y, m, n, r0 + BM * g, n0, acc, rs, cs, ts[0] * ts_a[0] * t_mul)
 
     gemm_async.geometry = (dtype, wgs, bn, stages, swap)
+    gemm_async.side_bytes = stages * step_fold.side_bytes(a_rows, bn) if step_fold is not None else 0
     gemm_async.a_kind, gemm_async.b_kind = a_kind, b_kind
     gemm_async.per_stage = fold is not None
     gemm_async.form = form.name
@@ -329,7 +338,7 @@ def make_launch(rows_a: int, rows_b: int, k: int, kern):
     if why:
         raise ValueError(f"{kern.form} GEMM: {why}")
     _dtype, wgs, bn, stages, _swap = kern.geometry
-    nbytes = L.check_shared(shared_bytes(wgs, bn, stages), hopper=True)
+    nbytes = L.check_shared(shared_bytes(wgs, bn, stages) + getattr(kern, "side_bytes", 0), hopper=True)
     grid = L.check_grid((L.blocks_for(rows_b, bn), L.blocks_for(rows_a, BM * wgs)))
     threads = L.check_block(wg.WARPGROUP * wgs, warps=True)
     opted: list = []
