@@ -293,12 +293,8 @@ def ones(n: int):
 #   mantissa bits, 2^-9 .. 448); their scales (per row) left to the epilogue;
 # * ``f32_f16``:  float32 values (``[n, k]``) rounded to fp16 (2^-11
 #   relative): a float32 intermediate entering the MMA.
-#
-# * ``nvfp4_f16_rows``: ``nvfp4_f16`` of A rows read through a row map (an
-#   MoE's gathered NVFP4 activations): its scales argument is the pair
-#   ``(scales, rowmap)``, tile row ``r`` being row ``rowmap[r0 + r]``.
-MORE_KINDS = {"nvfp4_f16": "f16", "e4m3_f16": "f16", "f32_f16": "f16", "nvfp4_f16_rows": "f16"}
-K_PER_WORD = {"nvfp4_f16": 8, "e4m3_f16": 4, "f32_f16": 1, "nvfp4_f16_rows": 8}
+MORE_KINDS = {"nvfp4_f16": "f16", "e4m3_f16": "f16", "f32_f16": "f16"}
+K_PER_WORD = {"nvfp4_f16": 8, "e4m3_f16": 4, "f32_f16": 1}
 
 
 def _make_nvfp4_f16(threads: int, block_shift: int = 4):
@@ -357,37 +353,7 @@ def _make_f32_f16(threads: int):
     return load
 
 
-def _make_nvfp4_f16_rows(threads: int):
-    bk = CHUNKS * 8
-
-    @cuda.jit(device=True, inline="always")
-    def load(at, src, scales_rows, nrows, k, r0, kt, tid, rows):
-        bsc, rowmap = scales_rows
-        k0 = kt * bk
-        for c in range(tid, rows * CHUNKS, threads):
-            r, kc = _chunk(c)
-            gr = r0 + r
-            gk = k0 + kc * 8
-            x0 = x1 = x2 = x3 = uint32(0)
-            if gr < nrows and gk < k:
-                sr = rowmap[gr]
-                word = src[sr, gk >> 3]
-                s = bits.e4m3_to_f32(bsc[sr, gk >> 4])
-                x0 = cvt.f32x2_to_f16x2(_fp4(word, 0, s), _fp4(word, 1, s))
-                x1 = cvt.f32x2_to_f16x2(_fp4(word, 2, s), _fp4(word, 3, s))
-                x2 = cvt.f32x2_to_f16x2(_fp4(word, 4, s), _fp4(word, 5, s))
-                x3 = cvt.f32x2_to_f16x2(_fp4(word, 6, s), _fp4(word, 7, s))
-            wg.st_shared_v4(at + _at(r, kc), x0, x1, x2, x3)
-
-    return load
-
-
 def stager_of(kind: str, threads: int):
     """:func:`stager` of any kind, the fp16 ones (:data:`MORE_KINDS`) included."""
-    more = {
-        "nvfp4_f16": _make_nvfp4_f16,
-        "e4m3_f16": _make_e4m3_f16,
-        "f32_f16": _make_f32_f16,
-        "nvfp4_f16_rows": _make_nvfp4_f16_rows,
-    }
+    more = {"nvfp4_f16": _make_nvfp4_f16, "e4m3_f16": _make_e4m3_f16, "f32_f16": _make_f32_f16}
     return more[kind](threads) if kind in more else stager(kind, threads)

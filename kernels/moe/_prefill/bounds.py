@@ -19,7 +19,7 @@ engine sizes the bound one of four ways:
 
 from __future__ import annotations
 
-BM = 64  # rows per M tile of the grouped GEMMs (``grouped.BM``: the engine's one-warpgroup tile)
+BM = 8  # rows per M tile of the grouped GEMMs (``grouped.BM``)
 
 
 def tiles(rows: int, bm: int = BM) -> int:

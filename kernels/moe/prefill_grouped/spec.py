@@ -22,26 +22,16 @@ ROUTES = {
         "grouped",
         "fp8",
         "fp8",
-        "gate/up single-launch grouped; down E4M3 x E4M3 on the tile-bounded grid (64-row tiles)",
+        "gate/up single-launch grouped; down E4M3 x E4M3 on the tile-bounded grid",
     ),
     "grouped+bounded_down": (
         "grouped",
         "bounded",
         "exact",
-        "gate/up single-launch grouped; down on the tile-bounded grid (64-row tiles)",
+        "gate/up single-launch grouped; down on the tile-bounded grid",
     ),
-    "bounded+fp8_down": (
-        "bounded",
-        "fp8",
-        "fp8",
-        "gate/up on the tile-bounded grid (64-row tiles); down E4M3 x E4M3, tile-bounded",
-    ),
-    "bounded": (
-        "bounded",
-        "bounded",
-        "exact",
-        "gate/up and down on the tile-bounded grid (E x max_m_tiles 64-row tiles)",
-    ),
+    "bounded+fp8_down": ("bounded", "fp8", "fp8", "gate/up on the tile-bounded grid; down E4M3 x E4M3, tile-bounded"),
+    "bounded": ("bounded", "bounded", "exact", "gate/up and down on the tile-bounded grid (E x max_m_tiles tile rows)"),
 }
 
 

@@ -31,10 +31,7 @@ PATH = declared_path(
     TABLE,
     {
         "a16": _variant(
-            "a16",
-            False,
-            "exact",
-            "squared-ReLU experts, NVFP4 weights, fp16 activations, tile-bounded grouped GEMMs (64-row tiles)",
+            "a16", False, "exact", "squared-ReLU experts, NVFP4 weights, fp16 activations, tile-bounded grouped GEMMs"
         ),
         "w4a4_up": _variant(
             "w4a4_up", True, "w4a4", "as a16, the up projection's activations quantised to NVFP4 first"

@@ -80,7 +80,7 @@ def _grouped_path():
     return PATH
 
 
-DIMS = {"t": 65, "e": 8, "k": 2, "fp8_loaded": 1}
+DIMS = {"t": 9, "e": 8, "k": 2, "fp8_loaded": 1}
 
 
 @pytest.mark.parametrize(
@@ -88,7 +88,7 @@ DIMS = {"t": 65, "e": 8, "k": 2, "fp8_loaded": 1}
     [(None, 1, 0, 0), (None, 0, 0, 2), (True, 0, 0, 0), (False, 1, 0, 2), (True, 1, 1, 2), (None, 1, 1, 2)],
 )
 def test_exact_tiles_unset_is_on_for_nvfp4_experts_and_graph_capture_forces_it_off(lever, nvfp4, graph, want):
-    """``m_tiles`` 0 is exact (read back); 2 is the worst case of 65 tokens (64-row tiles)."""
+    """``m_tiles`` 0 is exact (read back); 2 is the worst case of 9 tokens."""
     shape = Shape("s", {**DIMS, "nvfp4": nvfp4, "graph": graph})
     bound = _grouped_path().bind({"moe_prefill_exact_tiles": lever}, shape, "metrale")
     assert bound["m_tiles"] == want and bound.label == "s"
@@ -120,17 +120,15 @@ def test_the_tile_bounds_at_qwen3_next_sizes():
     from leverctl_kernels.moe._prefill import bounds
 
     bm = bounds.BM
-    # 4096 tokens x top-10 over 512 experts: 80 rows per expert on average
-    # (in 64-row tiles, the grouped GEMM engine's: rounded up to whole tiles).
-    assert bm == 64
+    # 4096 tokens x top-10 over 512 experts: 80 rows per expert on average.
     assert bounds.worst_case(4096) == 4096 // bm
-    assert bounds.load_factor_cap(4096, 10, 512, 1) == -(-80 // bm) == 2
-    assert bounds.load_factor_cap(4096, 10, 512, 4) == -(-320 // bm) == 5
+    assert bounds.load_factor_cap(4096, 10, 512, 1) == 80 // bm
+    assert bounds.load_factor_cap(4096, 10, 512, 4) == 320 // bm
     assert bounds.load_factor_cap(4096, 10, 512, 10_000) == bounds.worst_case(4096)  # never above the worst case
-    assert bounds.estimate(4096, 10, 512) == -(-160 // bm) == 3
+    assert bounds.estimate(4096, 10, 512) == 160 // bm
     assert bounds.exact([0, 3, 81, 80]) == -(-81 // bm)
-    # a hot expert with every token: everything past the cap (two tiles) is lost
-    assert bounds.rows_lost([4096, 80, 80], 2) == 4096 - 2 * bm
+    # a hot expert with every token: everything past the cap is lost
+    assert bounds.rows_lost([4096, 80, 80], 80 // bm) == 4096 - 80
     assert bounds.rows_lost([4096], None) == 0
 
 
