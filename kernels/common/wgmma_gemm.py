@@ -79,6 +79,30 @@ def _at(r, kc):
     return sw.sw128(r * 128 + kc * 16)
 
 
+def chunk_stager(threads: int, kpc: int, chunk):
+    """``load(at, src, bsc, nrows, k, r0, kt, tid, rows)``: stage ``kt`` of
+    a tile (rows ``r0 .. r0 + rows``, ``kpc`` k per 16-byte chunk, eight
+    chunks a row) through ``chunk(src, bsc, row, gk) -> (x0, x1, x2, x3)``,
+    the chunk's four words for tile row ``row``'s k from ``gk``; zeros past
+    ``nrows`` and ``k``, each chunk one ``st.shared.v4`` at its swizzled
+    place. Every stager is this loop with a chunk function of its own."""
+    bk = CHUNKS * kpc
+
+    @cuda.jit(device=True, inline="always")
+    def load(at, src, bsc, nrows, k, r0, kt, tid, rows):
+        k0 = kt * bk
+        for c in range(tid, rows * CHUNKS, threads):
+            r, kc = _chunk(c)
+            gr = r0 + r
+            gk = k0 + kc * kpc
+            x0 = x1 = x2 = x3 = uint32(0)
+            if gr < nrows and gk < k:
+                x0, x1, x2, x3 = chunk(src, bsc, gr, gk)
+            wg.st_shared_v4(at + _at(r, kc), x0, x1, x2, x3)
+
+    return load
+
+
 @cuda.jit(device=True, inline="always")
 def _fp4(word, i, s):
     return bits.e2m1_to_f32((word >> uint32(4 * i)) & uint32(15)) * s
@@ -100,26 +124,19 @@ def _make_packed_bf16(threads: int, shift: int, value, scale, pair=None):
     scale ``scale(bsc[row, k >> shift])`` of its block (NVFP4: E2M1 codes,
     an E4M3 scale per 16; int4: ``q - 8``, an fp16 scale per group)."""
     pair = pair or cvt.f32x2_to_bf16x2
-    bk = CHUNKS * 8
 
     @cuda.jit(device=True, inline="always")
-    def load(at, src, bsc, nrows, k, r0, kt, tid, rows):
-        k0 = kt * bk
-        for c in range(tid, rows * CHUNKS, threads):
-            r, kc = _chunk(c)
-            gr = r0 + r
-            gk = k0 + kc * 8
-            x0 = x1 = x2 = x3 = uint32(0)
-            if gr < nrows and gk < k:
-                word = src[gr, gk >> 3]
-                s = scale(bsc[gr, gk >> shift])
-                x0 = pair(value(word, 0, s), value(word, 1, s))
-                x1 = pair(value(word, 2, s), value(word, 3, s))
-                x2 = pair(value(word, 4, s), value(word, 5, s))
-                x3 = pair(value(word, 6, s), value(word, 7, s))
-            wg.st_shared_v4(at + _at(r, kc), x0, x1, x2, x3)
+    def chunk(src, bsc, gr, gk):
+        word = src[gr, gk >> 3]
+        s = scale(bsc[gr, gk >> shift])
+        return (
+            pair(value(word, 0, s), value(word, 1, s)),
+            pair(value(word, 2, s), value(word, 3, s)),
+            pair(value(word, 4, s), value(word, 5, s)),
+            pair(value(word, 6, s), value(word, 7, s)),
+        )
 
-    return load
+    return chunk_stager(threads, 8, chunk)
 
 
 def _make_nvfp4_bf16(threads: int, block_shift: int = 4):
@@ -137,27 +154,15 @@ def _make_packed_e4m3(threads: int, quad, scale):
     """Stage sixteen 4-bit weights (two 32-bit words) a 16-byte chunk as
     E4M3: ``quad(word, j, s)`` encodes nibbles ``j .. j + 3`` with the
     block's factor ``s = scale(bsc, row, k)``."""
-    bk = CHUNKS * 16
 
     @cuda.jit(device=True, inline="always")
-    def load(at, src, bsc, nrows, k, r0, kt, tid, rows):
-        k0 = kt * bk
-        for c in range(tid, rows * CHUNKS, threads):
-            r, kc = _chunk(c)
-            gr = r0 + r
-            gk = k0 + kc * 16
-            x0 = x1 = x2 = x3 = uint32(0)
-            if gr < nrows and gk < k:
-                w0 = src[gr, gk >> 3]
-                w1 = src[gr, (gk >> 3) + 1]
-                s = scale(bsc, gr, gk)
-                x0 = quad(w0, 0, s)
-                x1 = quad(w0, 4, s)
-                x2 = quad(w1, 0, s)
-                x3 = quad(w1, 4, s)
-            wg.st_shared_v4(at + _at(r, kc), x0, x1, x2, x3)
+    def chunk(src, bsc, gr, gk):
+        w0 = src[gr, gk >> 3]
+        w1 = src[gr, (gk >> 3) + 1]
+        s = scale(bsc, gr, gk)
+        return quad(w0, 0, s), quad(w0, 4, s), quad(w1, 0, s), quad(w1, 4, s)
 
-    return load
+    return chunk_stager(threads, 16, chunk)
 
 
 @cuda.jit(device=True, inline="always")
@@ -309,48 +314,29 @@ def _e4m3_pair(word, i):
     return cvt.f32x2_to_f16x2(lo, hi)
 
 
+@cuda.jit(device=True, inline="always")
+def _e4m3_f16_chunk(src, bsc, gr, gk):
+    w0 = src[gr, gk >> 2]
+    w1 = src[gr, (gk >> 2) + 1]
+    return _e4m3_pair(w0, 0), _e4m3_pair(w0, 2), _e4m3_pair(w1, 0), _e4m3_pair(w1, 2)
+
+
 def _make_e4m3_f16(threads: int):
-    bk = CHUNKS * 8
+    return chunk_stager(threads, 8, _e4m3_f16_chunk)
 
-    @cuda.jit(device=True, inline="always")
-    def load(at, src, bsc, nrows, k, r0, kt, tid, rows):
-        k0 = kt * bk
-        for c in range(tid, rows * CHUNKS, threads):
-            r, kc = _chunk(c)
-            gr = r0 + r
-            gk = k0 + kc * 8
-            x0 = x1 = x2 = x3 = uint32(0)
-            if gr < nrows and gk < k:
-                w0 = src[gr, gk >> 2]
-                w1 = src[gr, (gk >> 2) + 1]
-                x0 = _e4m3_pair(w0, 0)
-                x1 = _e4m3_pair(w0, 2)
-                x2 = _e4m3_pair(w1, 0)
-                x3 = _e4m3_pair(w1, 2)
-            wg.st_shared_v4(at + _at(r, kc), x0, x1, x2, x3)
 
-    return load
+@cuda.jit(device=True, inline="always")
+def _f32_f16_chunk(src, bsc, gr, gk):
+    return (
+        cvt.f32x2_to_f16x2(src[gr, gk], src[gr, gk + 1]),
+        cvt.f32x2_to_f16x2(src[gr, gk + 2], src[gr, gk + 3]),
+        cvt.f32x2_to_f16x2(src[gr, gk + 4], src[gr, gk + 5]),
+        cvt.f32x2_to_f16x2(src[gr, gk + 6], src[gr, gk + 7]),
+    )
 
 
 def _make_f32_f16(threads: int):
-    bk = CHUNKS * 8
-
-    @cuda.jit(device=True, inline="always")
-    def load(at, src, bsc, nrows, k, r0, kt, tid, rows):
-        k0 = kt * bk
-        for c in range(tid, rows * CHUNKS, threads):
-            r, kc = _chunk(c)
-            gr = r0 + r
-            gk = k0 + kc * 8
-            x0 = x1 = x2 = x3 = uint32(0)
-            if gr < nrows and gk < k:
-                x0 = cvt.f32x2_to_f16x2(src[gr, gk], src[gr, gk + 1])
-                x1 = cvt.f32x2_to_f16x2(src[gr, gk + 2], src[gr, gk + 3])
-                x2 = cvt.f32x2_to_f16x2(src[gr, gk + 4], src[gr, gk + 5])
-                x3 = cvt.f32x2_to_f16x2(src[gr, gk + 6], src[gr, gk + 7])
-            wg.st_shared_v4(at + _at(r, kc), x0, x1, x2, x3)
-
-    return load
+    return chunk_stager(threads, 8, _f32_f16_chunk)
 
 
 def stager_of(kind: str, threads: int):

@@ -30,9 +30,8 @@ import numpy as np
 from numba import cuda, float32, int32, uint32
 
 from .. import bits, unroll
-from .. import swizzle as sw
 from .. import wgmma as wg
-from ..wgmma_gemm import CHUNKS
+from ..wgmma_gemm import chunk_stager
 
 KIND = "nvfp4_s8x"
 Q4K = "q4k_s8"
@@ -65,11 +64,6 @@ def _quad(word, j):
     )
 
 
-@cuda.jit(device=True, inline="always")
-def _chunk(c):
-    return ((c >> 3) >> 3) * 8 + (c & 7), (c >> 3) & 7
-
-
 def stager(threads: int, kind: str = KIND, drop_odd: bool = False):
     if kind == Q4K:
         return q4k_stager(threads)
@@ -77,32 +71,17 @@ def stager(threads: int, kind: str = KIND, drop_odd: bool = False):
 
 
 def _nvfp4_stager(threads: int, kind: str = KIND, drop_odd: bool = False):
-    """``load(at, src, bsc, nrows, k, r0, kt, tid, rows)``: stage ``kt`` of
-    an NVFP4 operand (``src``: packed codes as uint32 ``[rows, k / 16]``;
-    ``k`` staged bytes) as doubled int8: 16-byte chunk ``2b`` of a row holds
-    block ``4 kt + b``'s 16 values, chunk ``2b + 1`` zeros; rows past
-    ``nrows`` and blocks past ``k`` zeros. ``drop_odd`` (tests only) stages
-    every odd block as zeros."""
-    if kind != KIND:
-        raise ValueError(f"mmq stager {kind!r}: {KIND} only")
-
     @cuda.jit(device=True, inline="always")
-    def load(at, src, bsc, nrows, k, r0, kt, tid, rows):
-        for c in range(tid, rows * CHUNKS, threads):
-            r, kc = _chunk(c)
-            gr = r0 + r
-            b = BLOCKS_PER_STAGE * kt + (kc >> 1)
-            x0 = x1 = x2 = x3 = uint32(0)
-            if (kc & 1) == 0 and gr < nrows and 2 * BLOCK * b < k and not (drop_odd and b & 1):
-                w0 = src[gr, 2 * b]
-                w1 = src[gr, 2 * b + 1]
-                x0 = _quad(w0, 0)
-                x1 = _quad(w0, 4)
-                x2 = _quad(w1, 0)
-                x3 = _quad(w1, 4)
-            wg.st_shared_v4(at + sw.sw128(r * 128 + kc * 16), x0, x1, x2, x3)
+    def chunk(src, bsc, gr, gk):  # gk: the chunk's first staged byte
+        b = gk >> 5  # its block: 32 staged bytes each
+        z = uint32(0)
+        if (gk >> 4) & 1 or (drop_odd and b & 1):  # the block's zero half (or a dropped block)
+            return z, z, z, z
+        w0 = src[gr, 2 * b]
+        w1 = src[gr, 2 * b + 1]
+        return _quad(w0, 0), _quad(w0, 4), _quad(w1, 0), _quad(w1, 4)
 
-    return load
+    return chunk_stager(threads, 16, chunk)
 
 
 class Nvfp4Scales:
@@ -196,6 +175,19 @@ def _nibbles4(word, hi):
     )
 
 
+@cuda.jit(device=True, inline="always")
+def _q4k_chunk(src, bsc, gr, gk):
+    v0 = gk & (Q4K_VALUES - 1)  # the chunk's first value within its super-block
+    hi = (v0 >> 5) & 1
+    w = (gk >> 8) * (Q4K_BLOCK_BYTES // 4) + 4 + (32 * (v0 >> 6) + (v0 & 31)) // 4
+    return (
+        _nibbles4(src[gr, w], hi),
+        _nibbles4(src[gr, w + 1], hi),
+        _nibbles4(src[gr, w + 2], hi),
+        _nibbles4(src[gr, w + 3], hi),
+    )
+
+
 def q4k_stager(threads: int):
     """``load(at, src, bsc, nrows, k, r0, kt, tid, rows)``: stage ``kt``
     (values ``128 kt ..``: half a super-block) of Q4_K rows (``src``: the
@@ -203,24 +195,7 @@ def q4k_stager(threads: int):
     order; rows past ``nrows`` zeros. A 16-byte chunk is 16 consecutive
     values, all in one 32-byte run of the super-block's 4-bit bytes and on
     one nibble side: four aligned words."""
-
-    @cuda.jit(device=True, inline="always")
-    def load(at, src, bsc, nrows, k, r0, kt, tid, rows):
-        for c in range(tid, rows * CHUNKS, threads):
-            r, kc = _chunk(c)
-            gr = r0 + r
-            v0 = 128 * (kt & 1) + 16 * kc  # value within the super-block
-            x0 = x1 = x2 = x3 = uint32(0)
-            if gr < nrows and 128 * kt + 16 * kc < k:
-                hi = (v0 >> 5) & 1
-                w = (kt >> 1) * (Q4K_BLOCK_BYTES // 4) + 4 + (32 * (v0 >> 6) + (v0 & 31)) // 4
-                x0 = _nibbles4(src[gr, w], hi)
-                x1 = _nibbles4(src[gr, w + 1], hi)
-                x2 = _nibbles4(src[gr, w + 2], hi)
-                x3 = _nibbles4(src[gr, w + 3], hi)
-            wg.st_shared_v4(at + sw.sw128(r * 128 + kc * 16), x0, x1, x2, x3)
-
-    return load
+    return chunk_stager(threads, 16, _q4k_chunk)
 
 
 @cuda.jit(device=True, inline="always")
