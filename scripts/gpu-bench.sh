@@ -31,7 +31,7 @@
 # the tests (default 120), GPU_NCU_BUDGET for bench --profile --ncu on
 # GPU_NCU_KERNELS (default 90 s on w4a16.gemv and gdn.decode); GPU_TC_BUDGET (default 90) and
 # GPU_TC_WORKERS (pytest-xdist workers, default 8) for the tensor-core
-# primitives' tests, run on the GPU before the bench. GPU_BENCH_DEVICE=sim and GPU_BENCH_KERNELS="w4a16.gemv ..."
+# primitives' tests (GPU_TC_TESTS: other test paths), run on the GPU before the bench. GPU_BENCH_DEVICE=sim and GPU_BENCH_KERNELS="w4a16.gemv ..."
 # try the whole script without a GPU, at smoke shapes in the simulator.
 set -uo pipefail
 
@@ -152,15 +152,19 @@ if [ "$device" = gpu ]; then
   # serial run lost every test after the first fault), and the compiles
   # share the machine's cores.
   workers=(); "$vpy" -c 'import xdist' 2>/dev/null && workers=(-n "${GPU_TC_WORKERS:-8}")
-  LEVERCTL_TEST_DEVICE=gpu timeout -k 10 "$tc_budget" "$vpy" -m pytest -q -p no:cacheprovider "${workers[@]}" \
-    tests/kernels/common/test_mma.py tests/kernels/common/test_wgmma.py tests/kernels/common/test_cvt.py \
-    tests/kernels/w4a16/test_w4a16_wgmma.py tests/kernels/w4a16/test_w4a16_gemm_tc.py \
-    tests/kernels/common/test_swizzle.py tests/kernels/common/test_cp_async.py tests/kernels/common/test_dynsmem.py \
-    tests/kernels/common/test_gemm_wgmma_async.py tests/kernels/common/test_gemm_mma_sync.py \
-    tests/kernels/w4a16/test_w4a16_mma.py \
-    >"$out/pytest-tc.log" 2>&1
+  # GPU_TC_TESTS: other test paths (and pytest options) instead, e.g.
+  # "tests/kernels --ignore-glob=*_ptx.py" for every kernel test on the GPU.
+  # -v: one line per finished test, so a run cut at the budget keeps them.
+  tc_tests=${GPU_TC_TESTS:-tests/kernels/common/test_mma.py tests/kernels/common/test_wgmma.py tests/kernels/common/test_cvt.py
+    tests/kernels/w4a16/test_w4a16_wgmma.py tests/kernels/w4a16/test_w4a16_gemm_tc.py
+    tests/kernels/common/test_swizzle.py tests/kernels/common/test_cp_async.py tests/kernels/common/test_dynsmem.py
+    tests/kernels/common/test_gemm_wgmma_async.py tests/kernels/common/test_gemm_mma_sync.py
+    tests/kernels/common/test_gemm_grouped.py tests/kernels/w4a16/test_w4a16_mma.py}
+  # shellcheck disable=SC2086  # a list of paths and options, split on purpose
+  LEVERCTL_TEST_DEVICE=gpu timeout -k 10 "$tc_budget" "$vpy" -m pytest -v -rfE -p no:cacheprovider "${workers[@]}" \
+    $tc_tests >"$out/pytest-tc.log" 2>&1
   trc=$?
-  say "tensor-core primitives: exit $trc ($(tail -n 1 "$out/pytest-tc.log"))"
+  say "tensor-core primitives: exit $trc ($(tail -n 1 "$out/pytest-tc.log"); $(grep -c ' PASSED ' "$out/pytest-tc.log") passed, $(grep -c ' FAILED ' "$out/pytest-tc.log") failed as they finished)"
   [ $trc -ne 0 ] && status=1
 fi
 
