@@ -79,28 +79,87 @@ def _at(r, kc):
     return sw.sw128(r * 128 + kc * 16)
 
 
-def chunk_stager(threads: int, kpc: int, chunk):
-    """``load(at, src, bsc, nrows, k, r0, kt, tid, rows)``: stage ``kt`` of
-    a tile (rows ``r0 .. r0 + rows``, ``kpc`` k per 16-byte chunk, eight
-    chunks a row) through ``chunk(src, bsc, row, gk) -> (x0, x1, x2, x3)``,
-    the chunk's four words for tile row ``row``'s k from ``gk``; zeros past
-    ``nrows`` and ``k``, each chunk one ``st.shared.v4`` at its swizzled
-    place. Every stager is this loop with a chunk function of its own."""
+class ChunkStager:
+    """A stager: stage ``kt`` of a tile (``rows`` rows from ``r0``, ``kpc``
+    k per 16-byte chunk, eight chunks a row) written as ``st.shared.v4``
+    chunks at their swizzled places, in two halves the mainloop runs an
+    iteration apart:
+
+    * ``fetch(src, bsc, nrows, k, r0, kt, tid) -> raw``: every global load
+      of this thread's chunks of the stage, issued back to back and nothing
+      computed from them (``kind_fetch(src, bsc, row, gk)`` per chunk, a
+      tuple of loaded values);
+    * ``put(at, raw, nrows, k, r0, kt, tid)``: each chunk's four words
+      (``kind_convert(raw_i, gk)``, zeros past ``nrows`` and ``k``) stored.
+
+    A thread's chunks are a compile-time count (``device(rows)``: one
+    build per tile height), unrolled, so a stage's loads are all in flight
+    at once; the pipeline fetches stage ``s + 1`` while the tensor cores
+    work on stage ``s`` and puts it an iteration later, so a load's latency
+    is spent under the MMAs rather than once per chunk, in turn (the
+    rolled loop of load, convert and store this replaces took a round
+    trip to memory per chunk: eight a stage for int4 weights at BN = 128).
+    A chunk outside the tile loads row ``nrows - 1`` or k 0 instead (in
+    bounds; the value is dropped), so the loads need no branch."""
+
+    def __init__(self, threads: int, kpc: int, fetch, convert):
+        self.threads, self.kpc, self.fetch, self.convert = threads, kpc, fetch, convert
+        self._built: dict = {}
+
+    def device(self, rows: int):
+        """``(fetch, put, load)`` for tiles of ``rows`` rows; ``load(at, src,
+        bsc, nrows, k, r0, kt, tid)`` is the two at once (the prologue)."""
+        if rows not in self._built:
+            self._built[rows] = _build_chunk_stager(self.threads, self.kpc, self.fetch, self.convert, rows)
+        return self._built[rows]
+
+
+def _build_chunk_stager(threads: int, kpc: int, kind_fetch, kind_convert, rows: int):
     bk = CHUNKS * kpc
+    total = rows * CHUNKS
+    slots = tuple(range(-(-total // threads)))  # this thread's chunks: tid, tid + threads, ...
+    whole = total % threads == 0
 
     @cuda.jit(device=True, inline="always")
-    def load(at, src, bsc, nrows, k, r0, kt, tid, rows):
-        k0 = kt * bk
-        for c in range(tid, rows * CHUNKS, threads):
-            r, kc = _chunk(c)
-            gr = r0 + r
-            gk = k0 + kc * kpc
+    def _fetch_one(i, _x, _y, ctx):
+        src, bsc, nrows, k, r0, k0, tid = ctx
+        r, kc = _chunk(min(tid + i * threads, total - 1))
+        gr = r0 + r
+        gk = k0 + kc * kpc
+        return kind_fetch(src, bsc, gr if gr < nrows else nrows - 1, gk if gk < k else 0)
+
+    @cuda.jit(device=True, inline="always")
+    def _put_one(i, raw, ctx):
+        at, nrows, k, r0, k0, tid = ctx
+        c = tid + i * threads
+        r, kc = _chunk(c)
+        gk = k0 + kc * kpc
+        if whole or c < total:
             x0 = x1 = x2 = x3 = uint32(0)
-            if gr < nrows and gk < k:
-                x0, x1, x2, x3 = chunk(src, bsc, gr, gk)
+            if r0 + r < nrows and gk < k:
+                x0, x1, x2, x3 = kind_convert(raw, gk)
             wg.st_shared_v4(at + _at(r, kc), x0, x1, x2, x3)
 
-    return load
+    @cuda.jit(device=True, inline="always")
+    def fetch(src, bsc, nrows, k, r0, kt, tid):
+        return unroll.each_map(_fetch_one, slots, slots, (src, bsc, nrows, k, r0, kt * bk, tid))
+
+    @cuda.jit(device=True, inline="always")
+    def put(at, raw, nrows, k, r0, kt, tid):
+        unroll.each(_put_one, raw, (at, nrows, k, r0, kt * bk, tid))
+
+    @cuda.jit(device=True, inline="always")
+    def load(at, src, bsc, nrows, k, r0, kt, tid):
+        put(at, fetch(src, bsc, nrows, k, r0, kt, tid), nrows, k, r0, kt, tid)
+
+    return fetch, put, load
+
+
+def chunk_stager(threads: int, kpc: int, fetch, convert) -> ChunkStager:
+    """A :class:`ChunkStager` from a kind's ``fetch(src, bsc, row, gk)``
+    (the loads of one chunk) and ``convert(raw, gk)`` (its four words).
+    Every stager is this with a pair of its own."""
+    return ChunkStager(threads, kpc, fetch, convert)
 
 
 @cuda.jit(device=True, inline="always")
@@ -126,9 +185,13 @@ def _make_packed_bf16(threads: int, shift: int, value, scale, pair=None):
     pair = pair or cvt.f32x2_to_bf16x2
 
     @cuda.jit(device=True, inline="always")
-    def chunk(src, bsc, gr, gk):
-        word = src[gr, gk >> 3]
-        s = scale(bsc[gr, gk >> shift])
+    def fetch(src, bsc, gr, gk):
+        return src[gr, gk >> 3], bsc[gr, gk >> shift]
+
+    @cuda.jit(device=True, inline="always")
+    def convert(raw, gk):
+        word, sraw = raw
+        s = scale(sraw)
         return (
             pair(value(word, 0, s), value(word, 1, s)),
             pair(value(word, 2, s), value(word, 3, s)),
@@ -136,7 +199,7 @@ def _make_packed_bf16(threads: int, shift: int, value, scale, pair=None):
             pair(value(word, 6, s), value(word, 7, s)),
         )
 
-    return chunk_stager(threads, 8, chunk)
+    return chunk_stager(threads, 8, fetch, convert)
 
 
 def _make_nvfp4_bf16(threads: int, block_shift: int = 4):
@@ -150,19 +213,22 @@ def _e4m3x4(word, s):
     return lo | (hi << uint32(16))
 
 
-def _make_packed_e4m3(threads: int, quad, scale):
+def _make_packed_e4m3(threads: int, quad, scale_at, scale):
     """Stage sixteen 4-bit weights (two 32-bit words) a 16-byte chunk as
     E4M3: ``quad(word, j, s)`` encodes nibbles ``j .. j + 3`` with the
-    block's factor ``s = scale(bsc, row, k)``."""
+    block's factor ``s = scale(scale_at(bsc, row, k))``."""
 
     @cuda.jit(device=True, inline="always")
-    def chunk(src, bsc, gr, gk):
-        w0 = src[gr, gk >> 3]
-        w1 = src[gr, (gk >> 3) + 1]
-        s = scale(bsc, gr, gk)
+    def fetch(src, bsc, gr, gk):
+        return src[gr, gk >> 3], src[gr, (gk >> 3) + 1], scale_at(bsc, gr, gk)
+
+    @cuda.jit(device=True, inline="always")
+    def convert(raw, gk):
+        w0, w1, sraw = raw
+        s = scale(sraw)
         return quad(w0, 0, s), quad(w0, 4, s), quad(w1, 0, s), quad(w1, 4, s)
 
-    return chunk_stager(threads, 16, chunk)
+    return chunk_stager(threads, 16, fetch, convert)
 
 
 @cuda.jit(device=True, inline="always")
@@ -172,10 +238,14 @@ def _fp4_e4m3x4(word, j, s):
 
 def _make_nvfp4_e4m3(threads: int, block_shift: int = 4):
     @cuda.jit(device=True, inline="always")
-    def scale(bsc, r, k):
-        return bits.e4m3_to_f32(bsc[r, k >> block_shift]) * E4M3_FOLD
+    def scale_at(bsc, r, k):
+        return bsc[r, k >> block_shift]
 
-    return _make_packed_e4m3(threads, _fp4_e4m3x4, scale)
+    @cuda.jit(device=True, inline="always")
+    def scale(sraw):
+        return bits.e4m3_to_f32(sraw) * E4M3_FOLD
+
+    return _make_packed_e4m3(threads, _fp4_e4m3x4, scale_at, scale)
 
 
 def _make_int4_bf16(threads: int, group_shift: int = 7):
@@ -201,14 +271,15 @@ def _unscaled(bsc, r, k):
 
 
 def _make_int4_e4m3(threads: int):
-    return _make_packed_e4m3(threads, _q4_e4m3x4, _unscaled)
+    return _make_packed_e4m3(threads, _q4_e4m3x4, _unscaled, _f32)
 
 
 def stager(b_kind: str, threads: int, group_shift: int = 7):
     """The B stager of ``b_kind`` (a transform on the way in), writing
     16-byte chunks as ``st.shared.v4`` into a swizzled stage of 128 bytes
-    of K: ``load(at, src, bsc, nrows, k, r0, kt, tid, rows)``, ``at`` the
-    tile's shared-window address, ``kt`` the stage. ``group_shift`` (int4
+    of K: a :class:`ChunkStager` (``device(rows)``: its ``fetch``, ``put``
+    and ``load`` for tiles of that height), ``at`` the tile's
+    shared-window address, ``kt`` the stage. ``group_shift`` (int4
     kinds: the scale group is ``k >> group_shift``) exists for the tests'
     broken variants."""
     return {
@@ -315,28 +386,46 @@ def _e4m3_pair(word, i):
 
 
 @cuda.jit(device=True, inline="always")
-def _e4m3_f16_chunk(src, bsc, gr, gk):
-    w0 = src[gr, gk >> 2]
-    w1 = src[gr, (gk >> 2) + 1]
+def _e4m3_f16_fetch(src, bsc, gr, gk):
+    return src[gr, gk >> 2], src[gr, (gk >> 2) + 1]
+
+
+@cuda.jit(device=True, inline="always")
+def _e4m3_f16_convert(raw, gk):
+    w0, w1 = raw
     return _e4m3_pair(w0, 0), _e4m3_pair(w0, 2), _e4m3_pair(w1, 0), _e4m3_pair(w1, 2)
 
 
 def _make_e4m3_f16(threads: int):
-    return chunk_stager(threads, 8, _e4m3_f16_chunk)
+    return chunk_stager(threads, 8, _e4m3_f16_fetch, _e4m3_f16_convert)
 
 
 @cuda.jit(device=True, inline="always")
-def _f32_f16_chunk(src, bsc, gr, gk):
+def _f32_f16_fetch(src, bsc, gr, gk):
     return (
-        cvt.f32x2_to_f16x2(src[gr, gk], src[gr, gk + 1]),
-        cvt.f32x2_to_f16x2(src[gr, gk + 2], src[gr, gk + 3]),
-        cvt.f32x2_to_f16x2(src[gr, gk + 4], src[gr, gk + 5]),
-        cvt.f32x2_to_f16x2(src[gr, gk + 6], src[gr, gk + 7]),
+        src[gr, gk],
+        src[gr, gk + 1],
+        src[gr, gk + 2],
+        src[gr, gk + 3],
+        src[gr, gk + 4],
+        src[gr, gk + 5],
+        src[gr, gk + 6],
+        src[gr, gk + 7],
+    )
+
+
+@cuda.jit(device=True, inline="always")
+def _f32_f16_convert(raw, gk):
+    return (
+        cvt.f32x2_to_f16x2(raw[0], raw[1]),
+        cvt.f32x2_to_f16x2(raw[2], raw[3]),
+        cvt.f32x2_to_f16x2(raw[4], raw[5]),
+        cvt.f32x2_to_f16x2(raw[6], raw[7]),
     )
 
 
 def _make_f32_f16(threads: int):
-    return chunk_stager(threads, 8, _f32_f16_chunk)
+    return chunk_stager(threads, 8, _f32_f16_fetch, _f32_f16_convert)
 
 
 def stager_of(kind: str, threads: int):

@@ -72,16 +72,20 @@ def stager(threads: int, kind: str = KIND, drop_odd: bool = False):
 
 def _nvfp4_stager(threads: int, kind: str = KIND, drop_odd: bool = False):
     @cuda.jit(device=True, inline="always")
-    def chunk(src, bsc, gr, gk):  # gk: the chunk's first staged byte
-        b = gk >> 5  # its block: 32 staged bytes each
+    def fetch(src, bsc, gr, gk):  # gk: the chunk's first staged byte; its block: 32 staged bytes each
+        b = gk >> 5
+        return src[gr, 2 * b], src[gr, 2 * b + 1]
+
+    @cuda.jit(device=True, inline="always")
+    def convert(raw, gk):
+        b = gk >> 5
         z = uint32(0)
         if (gk >> 4) & 1 or (drop_odd and b & 1):  # the block's zero half (or a dropped block)
             return z, z, z, z
-        w0 = src[gr, 2 * b]
-        w1 = src[gr, 2 * b + 1]
+        w0, w1 = raw
         return _quad(w0, 0), _quad(w0, 4), _quad(w1, 0), _quad(w1, 4)
 
-    return chunk_stager(threads, 16, chunk)
+    return chunk_stager(threads, 16, fetch, convert)
 
 
 class Nvfp4Scales:
@@ -176,26 +180,26 @@ def _nibbles4(word, hi):
 
 
 @cuda.jit(device=True, inline="always")
-def _q4k_chunk(src, bsc, gr, gk):
+def _q4k_fetch(src, bsc, gr, gk):
     v0 = gk & (Q4K_VALUES - 1)  # the chunk's first value within its super-block
-    hi = (v0 >> 5) & 1
     w = (gk >> 8) * (Q4K_BLOCK_BYTES // 4) + 4 + (32 * (v0 >> 6) + (v0 & 31)) // 4
-    return (
-        _nibbles4(src[gr, w], hi),
-        _nibbles4(src[gr, w + 1], hi),
-        _nibbles4(src[gr, w + 2], hi),
-        _nibbles4(src[gr, w + 3], hi),
-    )
+    return src[gr, w], src[gr, w + 1], src[gr, w + 2], src[gr, w + 3]
+
+
+@cuda.jit(device=True, inline="always")
+def _q4k_convert(raw, gk):
+    hi = ((gk & (Q4K_VALUES - 1)) >> 5) & 1
+    return _nibbles4(raw[0], hi), _nibbles4(raw[1], hi), _nibbles4(raw[2], hi), _nibbles4(raw[3], hi)
 
 
 def q4k_stager(threads: int):
-    """``load(at, src, bsc, nrows, k, r0, kt, tid, rows)``: stage ``kt``
+    """A ``ChunkStager`` of stage ``kt``
     (values ``128 kt ..``: half a super-block) of Q4_K rows (``src``: the
     blocks as uint32, 36 words a super-block) as bytes 0..15 in value
     order; rows past ``nrows`` zeros. A 16-byte chunk is 16 consecutive
     values, all in one 32-byte run of the super-block's 4-bit bytes and on
     one nibble side: four aligned words."""
-    return chunk_stager(threads, 16, _q4k_chunk)
+    return chunk_stager(threads, 16, _q4k_fetch, _q4k_convert)
 
 
 @cuda.jit(device=True, inline="always")

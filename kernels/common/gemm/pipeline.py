@@ -191,7 +191,12 @@ def make_mainloop(
         raise ValueError(f"gathered A rows: copied A only, not the {a_kind} stager")
     if stage_b is None and not copy_b:
         stage_b = _stager(b_kind, threads)
-    stage_a = stage_b if copy_a else _stager(a_kind, threads)  # (never called when copy_a)
+    stage_a = stage_b if copy_a else _stager(a_kind, threads)  # (never used when copy_a)
+    fetch_b = put_b = fetch_a = put_a = None
+    if not copy_b:
+        fetch_b, put_b, _ = stage_b.device(seg)
+    if not copy_a:
+        fetch_a, put_a, _ = stage_a.device(a_rows)
     per_stage = fold is not None
     if not per_stage:
 
@@ -214,14 +219,41 @@ def make_mainloop(
     ahead = 1 if fault == "stage_order" else 0  # reads the slot of the stage after kt
 
     @cuda.jit(device=True, inline="always")
-    def load_b(smem, base, at, b32, bsc, n, nseg, k, n0, kt, tid):
-        """Stage ``kt`` of the B tile at byte ``at`` of ``smem``: each
-        segment copied (``cp.async``) or through the stager."""
+    def copy_b_stage(smem, at, b32, n, nseg, k, n0, kt, tid):
+        """Stage ``kt`` of a copied B tile at byte ``at`` of ``smem``, segment by segment."""
         for j in range(b_parts):
-            if copy_b:
-                issue(smem, at + j * seg_bytes, b32, n, k, n0 + j * nseg, kt * bk, tid, seg, b32)
-            else:
-                stage_b(base + at + j * seg_bytes, b32, bsc, n, k, n0 + j * nseg, kt, tid, seg)
+            issue(smem, at + j * seg_bytes, b32, n, k, n0 + j * nseg, kt * bk, tid, seg, b32)
+
+    # A staged B, segment by segment: the loads of a stage (``fetch_bs``) an
+    # iteration before their conversion and stores (``put_bs``).
+    if b_parts == 1:
+
+        @cuda.jit(device=True, inline="always")
+        def fetch_bs(b32, bsc, n, nseg, k, n0, kt, tid):
+            return (fetch_b(b32, bsc, n, k, n0, kt, tid),)
+
+        @cuda.jit(device=True, inline="always")
+        def put_bs(at, raw, n, nseg, k, n0, kt, tid):
+            put_b(at, raw[0], n, k, n0, kt, tid)
+
+    else:  # two: a gated tile's gate and up segments
+
+        @cuda.jit(device=True, inline="always")
+        def fetch_bs(b32, bsc, n, nseg, k, n0, kt, tid):
+            return fetch_b(b32, bsc, n, k, n0, kt, tid), fetch_b(b32, bsc, n, k, n0 + nseg, kt, tid)
+
+        @cuda.jit(device=True, inline="always")
+        def put_bs(at, raw, n, nseg, k, n0, kt, tid):
+            put_b(at, raw[0], n, k, n0, kt, tid)
+            put_b(at + seg_bytes, raw[1], n, k, n0 + nseg, kt, tid)
+
+    if b_parts not in (1, 2) and not copy_b:
+        raise ValueError(f"a staged B in {b_parts} parts: one or two")
+
+    if copy_b:
+        fetch_bs = put_bs = _nothing8
+    if copy_a:
+        fetch_a = put_a = _nothing7
 
     @cuda.jit(device=True, inline="always")
     def mainloop(smem, base, pad, a32, asc, m, k, r0, rowmap, b32, bsc, n, nseg, n0, tid, g):
@@ -233,11 +265,17 @@ def make_mainloop(
                 if copy_a:
                     issue_a(smem, at, a32, m, k, r0, s * bk, tid, a_rows, rowmap)
                 else:
-                    stage_a(base + at, a32, asc, m, k, r0, s, tid, a_rows)
-                load_b(smem, base, at + a_tile, b32, bsc, n, nseg, k, n0, s, tid)
+                    put_a(base + at, fetch_a(a32, asc, m, k, r0, s, tid), m, k, r0, s, tid)
+                if copy_b:
+                    copy_b_stage(smem, at + a_tile, b32, n, nseg, k, n0, s, tid)
+                else:
+                    put_bs(base + at + a_tile, fetch_bs(b32, bsc, n, nseg, k, n0, s, tid), n, nseg, k, n0, s, tid)
                 if per_step:
                     stage_side(smf, pad + side_base + s * side_nb, asc, bsc, m, n, k, r0, n0, s, tid)
             ca.cp_async_commit()
+        # the staged operands of stage S - 1, loaded now, stored in the first iteration
+        raw_a = fetch_a(a32, asc, m, k, r0, stages - 1, tid)
+        raw_b = fetch_bs(b32, bsc, n, nseg, k, n0, stages - 1, tid)
         acc = zeros()
         total = tzeros()
         for kt in range(nk):
@@ -250,7 +288,7 @@ def make_mainloop(
                 if copy_a:
                     issue_a(smem, at, a32, m, k, r0, nxt * bk, tid, a_rows, rowmap)
                 if copy_b:
-                    load_b(smem, base, at + a_tile, b32, bsc, n, nseg, k, n0, nxt, tid)
+                    copy_b_stage(smem, at + a_tile, b32, n, nseg, k, n0, nxt, tid)
             ca.cp_async_commit()
             if per_stage:
                 acc = zeros()
@@ -259,14 +297,19 @@ def make_mainloop(
                 total = consume_steps(base + pad + ((kt + ahead) % stages) * stage, g, total, fx, kt)
             else:
                 acc = consume(base + pad + ((kt + ahead) % stages) * stage, g, acc)
-            if nxt < nk:  # a transformed operand of a later stage through registers while the tensor cores work
+            if nxt < nk:  # the transformed operands of stage nxt, loaded an iteration ago, while the tensor cores work
                 at = pad + (nxt % stages) * stage
                 if not copy_a:
-                    stage_a(base + at, a32, asc, m, k, r0, nxt, tid, a_rows)
+                    put_a(base + at, raw_a, m, k, r0, nxt, tid)
                 if not copy_b:
-                    load_b(smem, base, at + a_tile, b32, bsc, n, nseg, k, n0, nxt, tid)
+                    put_bs(base + at + a_tile, raw_b, n, nseg, k, n0, nxt, tid)
                 if per_step:
                     stage_side(smf, pad + side_base + (nxt % stages) * side_nb, asc, bsc, m, n, k, r0, n0, nxt, tid)
+            if nxt + 1 < nk:  # and the next stage's loads, in flight across the wait and the barrier
+                if not copy_a:
+                    raw_a = fetch_a(a32, asc, m, k, r0, nxt + 1, tid)
+                if not copy_b:
+                    raw_b = fetch_bs(b32, bsc, n, nseg, k, n0, nxt + 1, tid)
             acc = settle(acc)
             if per_stage:
                 total = fold(total, acc, bsc, n, n0, kt)
@@ -278,6 +321,16 @@ def make_mainloop(
         return acc
 
     return mainloop
+
+
+@cuda.jit(device=True, inline="always")
+def _nothing7(a, b, c, d, e, f, g):  # a copied operand's fetch and put: nothing to do
+    return 0
+
+
+@cuda.jit(device=True, inline="always")
+def _nothing8(a, b, c, d, e, f, g, h):
+    return 0
 
 
 def a_per_word(dtype: str, a_kind: str) -> int:
