@@ -12,6 +12,8 @@ hi)``
 hi)``
 ``e4m3x2_to_f32x2(c)``   ``cvt.rn.f16x2.e4m3x2`` then two           (float32,
                          ``cvt.f32.f16``                            float32)
+``f16x2_to_f32x2(w)``    ``mov.b32`` to two halves, two             (float32,
+                         ``cvt.f32.f16``                            float32)
 =======================  =========================================  ==========
 
 Pairs are in memory order: ``lo`` is the element at the lower address, the
@@ -39,6 +41,9 @@ Results, code for code (the twins reproduce these):
 * ``f32x2_to_e4m3x2``: round to nearest even; ``satfinite`` clamps finite
   overflow and inf to +-448 (``0x7e``/``0xfe``) and turns NaN into ``0x7f``
   whatever its sign. ``bits.f32_to_e4m3`` does exactly this already.
+* ``f16x2_to_f32x2``: exact (every f16 is an f32), bits 0-15 first: two
+  fp16 values as one 32-bit word holds them (a 128-bit load of fp16
+  activations gives four such words).
 * ``e4m3x2_to_f32x2``: exact (every E4M3 value is an f16, every f16 an f32);
   ``0x7f``/``0xff`` give a NaN, whose sign and payload are not part of the
   contract (the twin gives bits.py's, the tests compare a NaN as a NaN).
@@ -86,6 +91,7 @@ __all__ = [
     "f32x2_to_bf16x2",
     "f32x2_to_e4m3x2",
     "f32x2_to_f16x2",
+    "f16x2_to_f32x2",
 ]
 
 
@@ -126,6 +132,12 @@ if SIMULATED:
         """``lo`` in bits 0-7, ``hi`` in bits 8-15, saturating
         (``cvt.rn.satfinite.e4m3x2.f32``)."""
         return np.uint16(int(B.f32_to_e4m3(lo)) | (int(B.f32_to_e4m3(hi)) << 8))
+
+    @cuda.jit(device=True, inline=True)
+    def f16x2_to_f32x2(w):
+        """``(value of bits 0-15, value of bits 16-31)`` of two fp16 in a word."""
+        h = np.array([int(w) & 0xFFFF, (int(w) >> 16) & 0xFFFF], dtype=np.uint16).view(np.float16)
+        return np.float32(h[0]), np.float32(h[1])
 
     @cuda.jit(device=True, inline=True)
     def e4m3x2_to_f32x2(c):
@@ -226,6 +238,21 @@ else:
 
         return ret(c), codegen
 
+    @intrinsic
+    def _cvt_f16x2_f32x2(typingctx, w):
+        if not isinstance(w, types.Integer):
+            return None
+        ret = types.UniTuple(types.float32, 2)
+
+        def codegen(context, builder, sig, args):
+            v = context.cast(builder, args[0], w, types.uint32)
+            text = "{ .reg .b16 l16, h16;\nmov.b32 {l16, h16}, $2;\ncvt.f32.f16 $0, l16;\ncvt.f32.f16 $1, h16; }"
+            pair = _asm(builder, ir.LiteralStructType([_F32, _F32]), [v], text, "=f,=f,r")
+            return context.make_tuple(builder, ret, [builder.extract_value(pair, 0), builder.extract_value(pair, 1)])
+
+        return ret(w), codegen
+
+    f16x2_to_f32x2 = _cvt_f16x2_f32x2
     f32_to_bf16 = _cvt_rn_bf16_f32
     f32x2_to_bf16x2 = _cvt_rn_bf16x2_f32
     bf16_to_f32 = _bf16_to_f32_shift

@@ -29,6 +29,9 @@ from __future__ import annotations
 import numpy as np
 from numba import cuda, float32, uint32
 
+from . import cvt
+from .vload import ldg_v4
+
 
 def chunk_layout(KCHUNK: int) -> tuple[int, int, int]:
     """``(KWC, STRIDE, XS)`` for K-chunks of ``KCHUNK`` inputs: packed words
@@ -143,6 +146,58 @@ def group_layout(KCHUNK: int) -> tuple[int, int, int, int]:
 def stage_x_grouped(xs, x, c0, k, tid, nthreads, kchunk, stride):
     """:func:`stage_x` in the grouped layout."""
     for e in range(tid, min(kchunk, k - c0), nthreads):
+        xs[uint32((e & 31) * stride + (e >> 5))] = float32(x[c0 + e])
+
+
+@cuda.jit(device=True, inline="always")
+def _put8_grouped(xs, e, w0, w1, w2, w3, stride):
+    """Eight fp16 activations ``e .. e + 7`` (four words) into the grouped
+    layout: rows ``e % 32 ..`` of column ``e // 32``."""
+    at = (e & 31) * stride + (e >> 5)
+    a, b = cvt.f16x2_to_f32x2(w0)
+    xs[uint32(at)] = a
+    xs[uint32(at + stride)] = b
+    a, b = cvt.f16x2_to_f32x2(w1)
+    xs[uint32(at + 2 * stride)] = a
+    xs[uint32(at + 3 * stride)] = b
+    a, b = cvt.f16x2_to_f32x2(w2)
+    xs[uint32(at + 4 * stride)] = a
+    xs[uint32(at + 5 * stride)] = b
+    a, b = cvt.f16x2_to_f32x2(w3)
+    xs[uint32(at + 6 * stride)] = a
+    xs[uint32(at + 7 * stride)] = b
+
+
+@cuda.jit(device=True)
+def stage_x_grouped_v4(xs, x, c0, k, tid, nthreads, kchunk, stride):
+    """:func:`stage_x_grouped` with 16-byte loads (``x`` fp16, its first
+    element 16-byte aligned, ``c0`` a multiple of 8): eight activations a
+    load, a thread's first two loads issued before either is stored (at
+    ``kchunk = 2048`` and 128 threads, the whole chunk: one round trip to
+    L2 instead of one per four elements); the chunk's last ``< 8`` one at a
+    time. Lane ``l``'s eight go to rows ``8 (l % 4) ..`` of column
+    ``l // 4``, so each store of a warp falls on bank ``8 ((l % 4) stride
+    % 4) + l // 4`` (plus a constant): 32 banks for 32 lanes when
+    ``stride`` is odd, as ``group_layout``'s ``GPC + 1`` is for every chunk
+    ``chunk_layout`` allows (a multiple of 256 inputs)."""
+    lim = min(kchunk, k - c0)
+    nv = lim >> 3
+    v0 = tid
+    v1 = tid + nthreads
+    z = uint32(0)
+    a0 = a1 = a2 = a3 = b0 = b1 = b2 = b3 = z
+    if v0 < nv:
+        a0, a1, a2, a3 = ldg_v4(x, c0 + 8 * v0)
+    if v1 < nv:
+        b0, b1, b2, b3 = ldg_v4(x, c0 + 8 * v1)
+    if v0 < nv:
+        _put8_grouped(xs, 8 * v0, a0, a1, a2, a3, stride)
+    if v1 < nv:
+        _put8_grouped(xs, 8 * v1, b0, b1, b2, b3, stride)
+    for v in range(tid + 2 * nthreads, nv, nthreads):
+        c_0, c_1, c_2, c_3 = ldg_v4(x, c0 + 8 * v)
+        _put8_grouped(xs, 8 * v, c_0, c_1, c_2, c_3, stride)
+    for e in range(8 * nv + tid, lim, nthreads):
         xs[uint32((e & 31) * stride + (e >> 5))] = float32(x[c0 + e])
 
 

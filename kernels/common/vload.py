@@ -6,7 +6,10 @@ from ``@cuda.jit`` kernels, with an exact simulator twin.
     a, b, c, d = ldg_v4(arr, i)   # arr[i .. i+3] of a C-contiguous array of
                                   # 32-bit elements (flat index i), one
                                   # 16-byte load: the address must be
-                                  # 16-byte aligned
+                                  # 16-byte aligned; of 16-bit elements
+                                  # (fp16 activations), arr[i .. i+7] as
+                                  # four words, two elements each, the
+                                  # lower-addressed in bits 0-15
     ok = aligned16(arr)           # arr's first element is 16-byte aligned
 
 On the CUDA target ``ldg_v4`` is inline PTX, ``ld.global.nc.v4.u32`` (SASS
@@ -50,7 +53,7 @@ def _ldg_v4():
     def ldg_v4(typingctx, arr, index):
         if not (isinstance(arr, types.Array) and arr.layout == "C" and isinstance(index, types.Integer)):
             return None
-        if not (isinstance(arr.dtype, types.Integer) and arr.dtype.bitwidth == 32):
+        if not (isinstance(arr.dtype, (types.Integer, types.Float)) and arr.dtype.bitwidth in (16, 32)):
             return None
         u32 = types.uint32
 
@@ -135,17 +138,18 @@ def _twin_aligned16(arr) -> bool:
 def _twin_ldg_v4(arr, index):
     index = int(index)
     a = _numpy(arr)
-    if a.itemsize != 4 or not a.flags.c_contiguous:
-        raise TypeError(f"ldg_v4 twin: a C-contiguous array of 32-bit elements, not {a.dtype} {a.strides}")
-    start = index * 4
+    if a.itemsize not in (2, 4) or not a.flags.c_contiguous:
+        raise TypeError(f"ldg_v4 twin: a C-contiguous array of 16- or 32-bit elements, not {a.dtype} {a.strides}")
+    per = VEC_BYTES // a.itemsize  # elements per load
+    start = index * a.itemsize
     if (_alloc_offset(arr) + start) % VEC_BYTES:
         raise ValueError(f"ldg_v4 twin: element {index} (byte {_alloc_offset(arr) + start}) is not 16-byte aligned")
-    if index < 0 or index + VEC_WORDS > a.size:
-        raise IndexError(f"ldg_v4 twin: elements {index}..{index + VEC_WORDS - 1} outside 0..{a.size - 1}")
+    if index < 0 or index + per > a.size:
+        raise IndexError(f"ldg_v4 twin: elements {index}..{index + per - 1} outside 0..{a.size - 1}")
     hook = simwarp.TRACE_HOOK
     if hook is not None:  # memory tracer: one 16-byte load, as the instruction makes
         a = _numpy(hook("load", arr, start, VEC_BYTES))
-    w = a.reshape(-1).view(np.uint32)[index : index + VEC_WORDS]
+    w = a.reshape(-1)[index : index + per].view(np.uint32)
     return np.uint32(w[0]), np.uint32(w[1]), np.uint32(w[2]), np.uint32(w[3])
 
 
@@ -158,6 +162,7 @@ else:
 
 ldg_v4.__doc__ = (
     "``(a, b, c, d) = ldg_v4(arr, i)``: ``arr[i:i+4]`` (flat index of a C-contiguous array of 32-bit "
-    "elements) as uint32, one ``ld.global.nc.v4.u32``; the address must be 16-byte aligned."
+    "elements; of 16-bit ones, ``arr[i:i+8]``, two a word) as uint32, one ``ld.global.nc.v4.u32``; "
+    "the address must be 16-byte aligned."
 )
 aligned16.__doc__ = "True when the array's first element is 16-byte aligned (its data pointer)."

@@ -62,6 +62,7 @@ from ..common.int4_device import (
     group_layout,
     load_x8_grouped,
     stage_x_grouped,
+    stage_x_grouped_v4,
 )
 from ..common.vload import aligned16, ldg_v4
 from ..common.warp import warp_sum
@@ -96,11 +97,35 @@ def make_warp_rows(WARPS: int, KCHUNK: int, DUAL: bool, SILU: bool, TAIL_FAULT: 
     WV = 4 * UNROLL  # the words of a step's groups
 
     @cuda.jit(device=True)
-    def stage(xs, src, c0, k, tid):
+    def stage(xs, src, c0, k, tid, xvec):
         if SILU:
             stage_silu_mul_grouped(xs, src[0], src[1], c0, k, tid, NT, KCHUNK, STRIDE)
+        elif xvec:
+            stage_x_grouped_v4(xs, src[0], c0, k, tid, NT, KCHUNK, STRIDE)
         else:
             stage_x_grouped(xs, src[0], c0, k, tid, NT, KCHUNK, STRIDE)
+
+    @cuda.jit(device=True, inline="always")
+    def load_step(wv, sv, uv, su, qw, sc, mats, row, base, g, lim, g1):
+        """The loads of a step's groups (``UNROLL`` per lane from group ``g``):
+        every one issued before any is used."""
+        for u in range(UNROLL):
+            gu = g + 32 * u
+            if gu < lim:
+                gi = min(gu, g1 - 1) if TAIL_FAULT == 2 else gu
+                a0, a1, a2, a3 = ldg_v4(qw, base + 4 * gi)
+                wv[4 * u] = a0
+                wv[4 * u + 1] = a1
+                wv[4 * u + 2] = a2
+                wv[4 * u + 3] = a3
+                sv[u] = float32(sc[row, gi >> 2])
+                if DUAL:
+                    b0, b1, b2, b3 = ldg_v4(mats[2], base + 4 * gi)
+                    uv[4 * u] = b0
+                    uv[4 * u + 1] = b1
+                    uv[4 * u + 2] = b2
+                    uv[4 * u + 3] = b3
+                    su[u] = float32(mats[3][row, gi >> 2])
 
     @cuda.jit(device=True)
     def rows(outs, mats, src):
@@ -122,6 +147,7 @@ def make_warp_rows(WARPS: int, KCHUNK: int, DUAL: bool, SILU: bool, TAIL_FAULT: 
         vec = (kw & 3) == 0 and aligned16(qw)
         if DUAL:
             vec = vec and aligned16(mats[2])
+        xvec = not SILU and aligned16(src[0])  # x by 16-byte loads
         staged = False
         rb = cuda.blockIdx.x * WARPS
         while rb < n:  # block-uniform: every thread reaches the barriers
@@ -130,38 +156,27 @@ def make_warp_rows(WARPS: int, KCHUNK: int, DUAL: bool, SILU: bool, TAIL_FAULT: 
             acc2 = float32(0.0)
             for c in range(nchunks):
                 c0 = c * KCHUNK
+                w0 = c * KWC
+                w1 = min(kw, w0 + KWC)
+                g0 = w0 >> 2
+                g1 = w1 >> 2
+                lim = g1 - 1 if TAIL_FAULT == 1 else (g1 + 1 if TAIL_FAULT == 2 else g1)
+                base = row * kw
+                if vec and row < n:
+                    # The chunk's first step of weights (at the default
+                    # KCHUNK, all of it) is loaded before the activations
+                    # are staged: the two latencies overlap.
+                    load_step(wv, sv, uv, su, qw, sc, mats, row, base, g0 + lane, lim, g1)
                 if nchunks > 1 or not staged:
                     cuda.syncthreads()  # previous chunk fully consumed
-                    stage(xs, src, c0, k, tid)
+                    stage(xs, src, c0, k, tid, xvec)
                     cuda.syncthreads()
                     staged = True
                 if row < n:
-                    w0 = c * KWC
-                    w1 = min(kw, w0 + KWC)
                     if vec:
-                        g0 = w0 >> 2
-                        g1 = w1 >> 2
-                        lim = g1 - 1 if TAIL_FAULT == 1 else (g1 + 1 if TAIL_FAULT == 2 else g1)
-                        base = row * kw
                         for g in range(g0 + lane, lim, STEP):
-                            # Every load of the step (groups, scales) is issued before any is used.
-                            for u in range(UNROLL):
-                                gu = g + 32 * u
-                                if gu < lim:
-                                    gi = min(gu, g1 - 1) if TAIL_FAULT == 2 else gu
-                                    a0, a1, a2, a3 = ldg_v4(qw, base + 4 * gi)
-                                    wv[4 * u] = a0
-                                    wv[4 * u + 1] = a1
-                                    wv[4 * u + 2] = a2
-                                    wv[4 * u + 3] = a3
-                                    sv[u] = float32(sc[row, gi >> 2])
-                                    if DUAL:
-                                        b0, b1, b2, b3 = ldg_v4(mats[2], base + 4 * gi)
-                                        uv[4 * u] = b0
-                                        uv[4 * u + 1] = b1
-                                        uv[4 * u + 2] = b2
-                                        uv[4 * u + 3] = b3
-                                        su[u] = float32(mats[3][row, gi >> 2])
+                            if g != g0 + lane:
+                                load_step(wv, sv, uv, su, qw, sc, mats, row, base, g, lim, g1)
                             for u in range(UNROLL):
                                 gu = g + 32 * u
                                 if gu < lim:

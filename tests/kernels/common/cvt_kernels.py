@@ -46,7 +46,16 @@ def conversion_kernels() -> dict:
             out[2 * i] = lo
             out[2 * i + 1] = hi
 
+    @cuda.jit
+    def f16x2_to_f32x2(w, out):
+        i = cuda.grid(1)
+        if i < w.size:
+            lo, hi = C.f16x2_to_f32x2(w[i])
+            out[2 * i] = lo
+            out[2 * i + 1] = hi
+
     return {
+        "f16x2_to_f32x2": f16x2_to_f32x2,
         "f32_to_bf16": _one(C.f32_to_bf16),
         "f32x2_to_bf16x2": _pair(C.f32x2_to_bf16x2),
         "f32x2_to_f16x2": _pair(C.f32x2_to_f16x2),

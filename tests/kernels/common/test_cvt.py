@@ -174,6 +174,7 @@ def test_cvt_binds_the_intrinsics_exactly_when_the_simulator_is_off():
         "bf16_to_f32",
         "f32x2_to_e4m3x2",
         "e4m3x2_to_f32x2",
+        "f16x2_to_f32x2",
     ):
         assert isinstance(getattr(C, name), _Intrinsic) != C.SIMULATED, name
 
@@ -223,6 +224,21 @@ def test_twin_f16_pair_encoder_is_numpys_float16_halves_in_isa_order():
     assert code_mismatches(got, want[0::2] | (want[1::2] << 16)).size == 0
     swapped = want[1::2] | (want[0::2] << 16)
     assert code_mismatches(got, swapped).size > 0  # the check sees halves in the wrong order
+
+
+def test_f16_pair_decoder_is_numpys_float16_on_every_code_in_each_half():
+    """Every fp16 code (subnormals, infinities, NaNs included) as the low
+    half and as the high half of a word: the values NumPy's float16 gives,
+    low half first. On a GPU too (``LEVERCTL_TEST_DEVICE=gpu``)."""
+    codes = np.arange(1 << 16, dtype=np.uint32)
+    words = np.concatenate([codes | (np.uint32(0x3C00) << 16), np.uint32(0x3C00) | (codes << 16)])
+    got = launch(_K["f16x2_to_f32x2"], words, 2 * words.size, np.float32)
+    want = words.view(np.uint16).view(np.float16).astype(np.float32)  # little-endian: low half first
+    assert bit_mismatches(got[~np.isnan(want)], want[~np.isnan(want)]).size == 0
+    assert np.array_equal(np.isnan(got), np.isnan(want))
+    swapped = (words >> 16) | (words << 16)
+    got_sw = launch(_K["f16x2_to_f32x2"], swapped, 2 * words.size, np.float32)
+    assert bit_mismatches(got_sw[~np.isnan(want)], want[~np.isnan(want)]).size > 0  # the check sees the order
 
 
 @sim

@@ -736,3 +736,22 @@ def test_unaligned_weight_views_take_the_32_bit_path(name):
     for got, ref in zip(_run_gemv_kernel(name, 2048, 1, w, n), refs[name]):
         ok, why = _check_test_local(got, ref, tol)
         assert ok, f"{name}: {why}"
+
+
+@pytest.mark.sim
+@pytest.mark.parametrize("name", ["gemv_sw", "gemv_dual_sw"])
+def test_an_unaligned_activation_view_is_staged_element_by_element(name):
+    """The activations are staged with 16-byte loads when ``x`` starts on
+    16 bytes; a view starting 2 bytes into its allocation would fault (the
+    simulator's ``ldg_v4`` refuses it), so the kernels stage it one element
+    at a time, and still match."""
+    from numba import cuda
+
+    n = 5
+    w, refs = _vec_operands(n, VEC_K)
+    backing = cuda.to_device(np.concatenate([np.zeros(1, np.float16), w["x"]]))
+    w["x"] = backing[1:]
+    tol = _path("w4a16.gemv").tolerance
+    for got, ref in zip(_run_gemv_kernel(name, 2048, 0, w, n), refs[name]):
+        ok, why = _check_test_local(got, ref, tol)
+        assert ok, f"{name}: {why}"

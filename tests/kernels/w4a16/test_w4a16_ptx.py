@@ -53,14 +53,27 @@ def test_w4a16_registers_spills_and_shared_memory_fit_the_launch(compiled):
 
 
 def _wide_loads() -> dict[str, int]:
-    """The 128-bit weight loads each decode GEMV issues per step of its
-    16-byte path (``common.vload.ldg_v4``): ``UNROLL`` groups per lane and
-    matrix one warp per row, one group of each of ``ROWS`` rows and matrix
-    in the 64-thread blocks."""
+    """The 128-bit weight loads each decode GEMV's code holds on its 16-byte
+    path (``common.vload.ldg_v4``): one warp per row, ``UNROLL`` groups per
+    lane and matrix, written twice (a chunk's first step loaded before the
+    activations are staged, the later steps in the loop); in the 64-thread
+    blocks, one group of each of ``ROWS`` rows and matrix."""
     from leverctl_kernels.w4a16 import _row_block, _warp_rows
 
     u, r = _warp_rows.UNROLL, _row_block.DEFAULT_ROWS
-    return {"gemv_sw": u, "gemv_dual_sw": 2 * u, "ffn_fused_silu_down": u, "gemv_64t": r, "gemv_dual_64t": 2 * r}
+    return {
+        "gemv_sw": 2 * u,
+        "gemv_dual_sw": 4 * u,
+        "ffn_fused_silu_down": 2 * u,
+        "gemv_64t": r,
+        "gemv_dual_64t": 2 * r,
+    }
+
+
+# Kernels that also stage their fp16 activations by 16-byte loads (at
+# least two, issued before either is stored): the SiLU-fused kernel stages
+# silu(gate) * up from fp32, the 64-thread blocks their own way.
+X_BY_16_BYTES = ("gemv_sw", "gemv_dual_sw")
 
 
 def test_the_decode_gemvs_stream_their_weights_in_128_bit_loads(compiled, tmp_path):
@@ -73,12 +86,15 @@ def test_the_decode_gemvs_stream_their_weights_in_128_bit_loads(compiled, tmp_pa
         rec = compiled["kernels"][name]
         assert rec["spill"] == 0 and rec["lmem"] == 0 and rec["stack"] == 0, (name, rec["log"])
         ptx = open(rec["ptx"]).read()
-        assert len(re.findall(r"ld\.global\.nc\.v4\.u32", ptx)) == want, name
+        want += 2 if name in X_BY_16_BYTES else 0
+        got = len(re.findall(r"ld\.global\.nc\.v4\.u32", ptx))
+        assert got == want if name not in X_BY_16_BYTES else got >= want, (name, got, want)
         cubin = tmp_path / f"{name}.cubin"
         subprocess.run(
             [compiled["ptxas"], "-arch=sm_90", "-o", str(cubin), rec["ptx"]], check=True, capture_output=True
         )
         sass = subprocess.run([disasm, str(cubin)], check=True, capture_output=True, text=True).stdout
         wide = re.findall(r"\bLDG\.E\.128\.CONSTANT\b", sass)
-        assert len(wide) == want, f"{name}: {len(wide)} LDG.E.128.CONSTANT, want {want} (one per group of a step)"
+        ok = len(wide) == want if name not in X_BY_16_BYTES else len(wide) >= want
+        assert ok, f"{name}: {len(wide)} LDG.E.128.CONSTANT, want {want} (weights: one per group of a step, twice)"
         assert not re.search(r"\b(LDL|STL)\b", sass), f"{name}: local memory in the SASS"
