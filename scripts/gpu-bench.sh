@@ -24,7 +24,7 @@
 # cuBLAS's BF16 GEMM rate, measured once before any kernel), device.json,
 # records.jsonl, bench-RECIPE.json/.md, ALL.md, campaign.log, bench-ncu.json, ncu.log, ncu/,
 # pytest-tc.log, pytest-gpu.log,
-# pip.log, nvidia-smi.txt, versions.txt.
+# pip.log, nvidia-smi.txt, versions.txt; and all of it packed as OUTDIR.tar.gz.
 #
 # GPU_SYSTEM_PACKAGES=1: let the python's own packages into .venv-gpu too.
 # GPU_BENCH_BUDGET seconds in all (default 420), GPU_TEST_BUDGET of them for
@@ -238,4 +238,7 @@ if [ "$device" = gpu ] && [ $rc -ne 2 ]; then
 fi
 
 say "done in ${SECONDS}s; exit $status"
+# The whole of OUTDIR as one file, for copying off the machine.
+tar czf "$out.tar.gz" -C "$(dirname "$out")" "$(basename "$out")" 2>/dev/null \
+  && echo "packed: $out.tar.gz"
 exit $status
