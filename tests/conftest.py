@@ -21,9 +21,12 @@ if not ON_GPU:
 
 def pytest_collection_modifyitems(config, items):
     skip_gpu = pytest.mark.skip(reason="needs a CUDA GPU (LEVERCTL_TEST_DEVICE=gpu)")
+    skip_sim = pytest.mark.skip(reason="relies on the simulator itself (its kernel class, a fake driver, --device sim)")
     for item in items:
         if "gpu" in item.keywords and not ON_GPU:
             item.add_marker(skip_gpu)
+        if "simulator_only" in item.keywords and ON_GPU:
+            item.add_marker(skip_sim)
     # The few tests marked `long` first, so that under pytest-xdist (whose
     # workers take whole files in this order: see the Makefile) they overlap
     # everything else instead of running alone at the end; then the fast

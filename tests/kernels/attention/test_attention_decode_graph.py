@@ -249,7 +249,7 @@ def drawn():
 
 
 @pytest.mark.sim
-@pytest.mark.parametrize("variant", ["graph", "eager"])
+@pytest.mark.parametrize("variant", [pytest.param("graph", marks=pytest.mark.simulator_only), "eager"])
 def test_both_variants_match_the_reference_and_the_graph_says_it_ran_eagerly(drawn, variant):
     from numba import cuda
 
@@ -296,6 +296,7 @@ class _Stream:
 
 
 @pytest.mark.sim
+@pytest.mark.simulator_only
 def test_the_graph_launch_warms_up_without_advancing_the_state_and_captures_once_per_buffer_set(drawn, monkeypatch):
     """The graph variant's launch as on a GPU, against the fake driver: the
     simulator runs the step's kernels when the capture enqueues them, so

@@ -197,6 +197,7 @@ def test_a_block_that_sees_its_own_future_tokens_fails_the_check():
 
 
 @pytest.mark.sim
+@pytest.mark.simulator_only  # bench --device sim
 def test_bench_checks_the_contiguous_path_the_lever_selects(tmp_path, capsys):
     from leverctl.cli.app import main
 

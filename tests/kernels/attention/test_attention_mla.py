@@ -166,6 +166,7 @@ def test_a_result_with_another_softmax_scale_fails_the_tolerance():
 
 
 @pytest.mark.sim
+@pytest.mark.simulator_only  # bench --device sim
 def test_bench_checks_the_per_sequence_fallback_the_lever_selects(tmp_path, capsys):
     from leverctl.cli.app import main
 

@@ -238,6 +238,7 @@ def test_a_kernel_reading_the_whole_tail_block_passes_unnoticed_on_zeros_and_fai
 
 
 @pytest.mark.sim
+@pytest.mark.simulator_only  # bench --device sim
 def test_bench_checks_every_attention_configuration_and_flags_the_baseline(tmp_path, capsys):
     from leverctl.cli.app import main
 

@@ -244,6 +244,7 @@ def test_a_corrupted_channel_scale_is_caught():
 
 
 @pytest.mark.sim
+@pytest.mark.simulator_only
 @pytest.mark.parametrize("case", CASES, ids=lambda c: f"{c[0].name}/{c[1]}")
 def test_launches_and_scratch_are_declared(case, monkeypatch):
     from numba import cuda

@@ -198,6 +198,7 @@ def test_on_a_gpu_both_variants_pass_at_a_model_shape_and_time_the_swap(variant)
 
 
 @pytest.mark.sim
+@pytest.mark.simulator_only
 def test_launches_per_call_and_per_swap_are_what_the_variants_declare(monkeypatch):
     """Counted on the simulator's kernel objects, nothing run: per_forward
     makes its 2 launches a call and none to swap; merged merges once at

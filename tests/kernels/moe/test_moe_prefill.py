@@ -238,6 +238,7 @@ def test_the_sort_places_every_routed_row_once_by_expert():
         assert off[e] <= slot[r] < off[e + 1] and tok[slot[r]] == r // 2
 
 
+@pytest.mark.simulator_only
 def test_zeroing_adds_the_two_launches_the_variants_declare(monkeypatch):
     """The zeroing levers' kernels are counted in ``launches`` (the
     roofline's launch term); no kernel runs."""
