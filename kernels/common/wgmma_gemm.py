@@ -87,8 +87,9 @@ class ChunkStager:
 
     * ``fetch(src, bsc, nrows, k, r0, kt, tid) -> raw``: every global load
       of this thread's chunks of the stage, issued back to back and nothing
-      computed from them (``kind_fetch(src, bsc, row, gk)`` per chunk, a
-      tuple of loaded values);
+      computed from them (``kind_fetch(src, bsc, row, gk, ok)`` per chunk,
+      a tuple of loaded values, zeros of their types where ``ok`` is false:
+      a chunk outside the tile loads nothing);
     * ``put(at, raw, nrows, k, r0, kt, tid)``: each chunk's four words
       (``kind_convert(raw_i, gk)``, zeros past ``nrows`` and ``k``) stored.
 
@@ -99,8 +100,7 @@ class ChunkStager:
     is spent under the MMAs rather than once per chunk, in turn (the
     rolled loop of load, convert and store this replaces took a round
     trip to memory per chunk: eight a stage for int4 weights at BN = 128).
-    A chunk outside the tile loads row ``nrows - 1`` or k 0 instead (in
-    bounds; the value is dropped), so the loads need no branch."""
+    A chunk outside the tile is a predicated-off load, not a branch."""
 
     def __init__(self, threads: int, kpc: int, fetch, convert):
         self.threads, self.kpc, self.fetch, self.convert = threads, kpc, fetch, convert
@@ -123,10 +123,11 @@ def _build_chunk_stager(threads: int, kpc: int, kind_fetch, kind_convert, rows: 
     @cuda.jit(device=True, inline="always")
     def _fetch_one(i, _x, _y, ctx):
         src, bsc, nrows, k, r0, k0, tid = ctx
-        r, kc = _chunk(min(tid + i * threads, total - 1))
+        c = tid + i * threads
+        r, kc = _chunk(min(c, total - 1))
         gr = r0 + r
         gk = k0 + kc * kpc
-        return kind_fetch(src, bsc, gr if gr < nrows else nrows - 1, gk if gk < k else 0)
+        return kind_fetch(src, bsc, gr, gk, (whole or c < total) and gr < nrows and gk < k)
 
     @cuda.jit(device=True, inline="always")
     def _put_one(i, raw, ctx):
@@ -156,7 +157,7 @@ def _build_chunk_stager(threads: int, kpc: int, kind_fetch, kind_convert, rows: 
 
 
 def chunk_stager(threads: int, kpc: int, fetch, convert) -> ChunkStager:
-    """A :class:`ChunkStager` from a kind's ``fetch(src, bsc, row, gk)``
+    """A :class:`ChunkStager` from a kind's ``fetch(src, bsc, row, gk, ok)``
     (the loads of one chunk) and ``convert(raw, gk)`` (its four words).
     Every stager is this with a pair of its own."""
     return ChunkStager(threads, kpc, fetch, convert)
@@ -177,16 +178,27 @@ def _f32(x):
     return np.float32(x)
 
 
-def _make_packed_bf16(threads: int, shift: int, value, scale, pair=None):
+@cuda.jit(device=True, inline="always")
+def _zero_f16():
+    return np.float16(0)
+
+
+@cuda.jit(device=True, inline="always")
+def _zero_u8():
+    return np.uint8(0)
+
+
+def _make_packed_bf16(threads: int, shift: int, value, scale, szero, pair=None):
     """Stage eight 4-bit weights a 32-bit word as bf16 (or as ``pair``
     encodes two: fp16): ``value(word, i, s)`` decodes the i-th with the
     scale ``scale(bsc[row, k >> shift])`` of its block (NVFP4: E2M1 codes,
-    an E4M3 scale per 16; int4: ``q - 8``, an fp16 scale per group)."""
+    an E4M3 scale per 16; int4: ``q - 8``, an fp16 scale per group;
+    ``szero()`` a zero of the scales' type)."""
     pair = pair or cvt.f32x2_to_bf16x2
 
     @cuda.jit(device=True, inline="always")
-    def fetch(src, bsc, gr, gk):
-        return src[gr, gk >> 3], bsc[gr, gk >> shift]
+    def fetch(src, bsc, gr, gk, ok):
+        return src[gr, gk >> 3] if ok else uint32(0), bsc[gr, gk >> shift] if ok else szero()
 
     @cuda.jit(device=True, inline="always")
     def convert(raw, gk):
@@ -203,7 +215,7 @@ def _make_packed_bf16(threads: int, shift: int, value, scale, pair=None):
 
 
 def _make_nvfp4_bf16(threads: int, block_shift: int = 4):
-    return _make_packed_bf16(threads, block_shift, _fp4, bits.e4m3_to_f32)
+    return _make_packed_bf16(threads, block_shift, _fp4, bits.e4m3_to_f32, _zero_u8)
 
 
 @cuda.jit(device=True, inline="always")
@@ -219,8 +231,9 @@ def _make_packed_e4m3(threads: int, quad, scale_at, scale):
     block's factor ``s = scale(scale_at(bsc, row, k))``."""
 
     @cuda.jit(device=True, inline="always")
-    def fetch(src, bsc, gr, gk):
-        return src[gr, gk >> 3], src[gr, (gk >> 3) + 1], scale_at(bsc, gr, gk)
+    def fetch(src, bsc, gr, gk, ok):
+        z = uint32(0)
+        return src[gr, gk >> 3] if ok else z, src[gr, (gk >> 3) + 1] if ok else z, scale_at(bsc, gr, gk, ok)
 
     @cuda.jit(device=True, inline="always")
     def convert(raw, gk):
@@ -238,8 +251,8 @@ def _fp4_e4m3x4(word, j, s):
 
 def _make_nvfp4_e4m3(threads: int, block_shift: int = 4):
     @cuda.jit(device=True, inline="always")
-    def scale_at(bsc, r, k):
-        return bsc[r, k >> block_shift]
+    def scale_at(bsc, r, k, ok):
+        return bsc[r, k >> block_shift] if ok else np.uint8(0)
 
     @cuda.jit(device=True, inline="always")
     def scale(sraw):
@@ -249,11 +262,11 @@ def _make_nvfp4_e4m3(threads: int, block_shift: int = 4):
 
 
 def _make_int4_bf16(threads: int, group_shift: int = 7):
-    return _make_packed_bf16(threads, group_shift, _q4, _f32)
+    return _make_packed_bf16(threads, group_shift, _q4, _f32, _zero_f16)
 
 
 def _make_int4_f16(threads: int, group_shift: int = 7):
-    return _make_packed_bf16(threads, group_shift, _q4, _f32, pair=cvt.f32x2_to_f16x2)
+    return _make_packed_bf16(threads, group_shift, _q4, _f32, _zero_f16, pair=cvt.f32x2_to_f16x2)
 
 
 @cuda.jit(device=True, inline="always")
@@ -266,7 +279,7 @@ def _q4_e4m3x4(word, j, s):
 
 
 @cuda.jit(device=True, inline="always")
-def _unscaled(bsc, r, k):
+def _unscaled(bsc, r, k, ok):
     return np.float32(1)
 
 
@@ -374,7 +387,7 @@ K_PER_WORD = {"nvfp4_f16": 8, "e4m3_f16": 4, "f32_f16": 1}
 
 
 def _make_nvfp4_f16(threads: int, block_shift: int = 4):
-    return _make_packed_bf16(threads, block_shift, _fp4, bits.e4m3_to_f32, pair=cvt.f32x2_to_f16x2)
+    return _make_packed_bf16(threads, block_shift, _fp4, bits.e4m3_to_f32, _zero_u8, pair=cvt.f32x2_to_f16x2)
 
 
 @cuda.jit(device=True, inline="always")
@@ -386,8 +399,9 @@ def _e4m3_pair(word, i):
 
 
 @cuda.jit(device=True, inline="always")
-def _e4m3_f16_fetch(src, bsc, gr, gk):
-    return src[gr, gk >> 2], src[gr, (gk >> 2) + 1]
+def _e4m3_f16_fetch(src, bsc, gr, gk, ok):
+    z = uint32(0)
+    return src[gr, gk >> 2] if ok else z, src[gr, (gk >> 2) + 1] if ok else z
 
 
 @cuda.jit(device=True, inline="always")
@@ -401,7 +415,10 @@ def _make_e4m3_f16(threads: int):
 
 
 @cuda.jit(device=True, inline="always")
-def _f32_f16_fetch(src, bsc, gr, gk):
+def _f32_f16_fetch(src, bsc, gr, gk, ok):
+    if not ok:
+        z = np.float32(0)
+        return z, z, z, z, z, z, z, z
     return (
         src[gr, gk],
         src[gr, gk + 1],

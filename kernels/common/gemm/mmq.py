@@ -72,9 +72,10 @@ def stager(threads: int, kind: str = KIND, drop_odd: bool = False):
 
 def _nvfp4_stager(threads: int, kind: str = KIND, drop_odd: bool = False):
     @cuda.jit(device=True, inline="always")
-    def fetch(src, bsc, gr, gk):  # gk: the chunk's first staged byte; its block: 32 staged bytes each
+    def fetch(src, bsc, gr, gk, ok):  # gk: the chunk's first staged byte; its block: 32 staged bytes each
         b = gk >> 5
-        return src[gr, 2 * b], src[gr, 2 * b + 1]
+        z = uint32(0)
+        return src[gr, 2 * b] if ok else z, src[gr, 2 * b + 1] if ok else z
 
     @cuda.jit(device=True, inline="always")
     def convert(raw, gk):
@@ -180,7 +181,10 @@ def _nibbles4(word, hi):
 
 
 @cuda.jit(device=True, inline="always")
-def _q4k_fetch(src, bsc, gr, gk):
+def _q4k_fetch(src, bsc, gr, gk, ok):
+    if not ok:
+        z = uint32(0)
+        return z, z, z, z
     v0 = gk & (Q4K_VALUES - 1)  # the chunk's first value within its super-block
     w = (gk >> 8) * (Q4K_BLOCK_BYTES // 4) + 4 + (32 * (v0 >> 6) + (v0 & 31)) // 4
     return src[gr, w], src[gr, w + 1], src[gr, w + 2], src[gr, w + 3]
