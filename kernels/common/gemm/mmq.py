@@ -75,7 +75,9 @@ def _nvfp4_stager(threads: int, kind: str = KIND, drop_odd: bool = False):
     def fetch(src, bsc, gr, gk, ok):  # gk: the chunk's first staged byte; its block: 32 staged bytes each
         b = gk >> 5
         z = uint32(0)
-        return src[gr, 2 * b] if ok else z, src[gr, 2 * b + 1] if ok else z
+        # the block's zero half (and a dropped block) loads nothing: its words are the first half's
+        ld = ok and not ((gk >> 4) & 1 or (drop_odd and b & 1))
+        return src[gr, 2 * b] if ld else z, src[gr, 2 * b + 1] if ld else z
 
     @cuda.jit(device=True, inline="always")
     def convert(raw, gk):
@@ -107,23 +109,47 @@ class Nvfp4Scales:
 
     @staticmethod
     def stager(threads: int, a_rows: int, bn: int):
+        """``(fetch, put)``: the stage's scale bytes loaded (``fetch(asc,
+        bsc, m, n, k, r0, n0, kt, tid)``, every load of this thread's
+        entries at once, unrolled) and, an iteration later, decoded into
+        the table (``put(smem, at, raw, kt, tid)``), as the operands'
+        stagers do."""
         quarter = np.float32(0.25)
+        total = (a_rows + bn) * BLOCKS_PER_STAGE
+        slots = tuple(range(-(-total // threads)))
 
         @cuda.jit(device=True, inline="always")
-        def stage(smem, at, asc, bsc, m, n, k, r0, n0, kt, tid):
-            w0 = at >> 2
-            for idx in range(tid, (a_rows + bn) * BLOCKS_PER_STAGE, threads):
-                row = idx >> 2
-                b = BLOCKS_PER_STAGE * kt + (idx & 3)
-                v = float32(0.0)
+        def _fetch_one(i, _x, _y, ctx):
+            asc, bsc, m, n, r0, n0, kt, tid = ctx
+            idx = tid + i * threads
+            row = idx >> 2
+            b = BLOCKS_PER_STAGE * kt + (idx & 3)
+            v = np.uint8(0)
+            if idx < total:
                 if row < a_rows:
                     if r0 + row < m and b < asc.shape[1]:
-                        v = bits.e4m3_to_f32(asc[r0 + row, b]) * quarter
+                        v = asc[r0 + row, b]
                 elif n0 + row - a_rows < n and b < bsc.shape[1]:
-                    v = bits.e4m3_to_f32(bsc[n0 + row - a_rows, b])
-                smem[w0 + idx] = v
+                    v = bsc[n0 + row - a_rows, b]
+            return v
 
-        return stage
+        @cuda.jit(device=True, inline="always")
+        def _put_one(i, v, ctx):
+            smem, w0, tid = ctx
+            idx = tid + i * threads
+            if idx < total:
+                x = bits.e4m3_to_f32(v)
+                smem[w0 + idx] = x * quarter if (idx >> 2) < a_rows else x
+
+        @cuda.jit(device=True, inline="always")
+        def fetch(asc, bsc, m, n, k, r0, n0, kt, tid):
+            return unroll.each_map(_fetch_one, slots, slots, (asc, bsc, m, n, r0, n0, kt, tid))
+
+        @cuda.jit(device=True, inline="always")
+        def put(smem, at, raw, kt, tid):
+            unroll.each(_put_one, raw, (smem, at >> 2, tid))
+
+        return fetch, put
 
     def fold(self, a_rows: int):
         mask = self.mask
@@ -215,17 +241,14 @@ def _f16(lo, hi):
 
 
 @cuda.jit(device=True, inline="always")
-def _scale_min(blocks, row, base, j):
-    """The 6-bit scale and min of sub-block ``j`` of the super-block whose
-    first byte is ``blocks[row, base]`` (``common.q4k``'s packing)."""
-    s = base + 4
+def _scale_min_bytes(p, q, r, j):
+    """The 6-bit scale and min of sub-block ``j`` of a Q4_K super-block
+    (``common.q4k``'s packing) from the bytes they are packed in: ``p`` at
+    byte ``4 + j + 4``, ``q`` at ``4 + j`` and (``j >= 4``) ``r`` at ``4 +
+    j - 4``."""
     if j < 4:
-        sc = int32(blocks[row, s + j]) & 63
-        mn = int32(blocks[row, s + j + 4]) & 63
-    else:
-        sc = (int32(blocks[row, s + j + 4]) & 15) | ((int32(blocks[row, s + j - 4]) >> 6) << 4)
-        mn = (int32(blocks[row, s + j + 4]) >> 4) | ((int32(blocks[row, s + j]) >> 6) << 4)
-    return sc, mn
+        return int32(q) & 63, int32(p) & 63
+    return (int32(p) & 15) | ((int32(r) >> 6) << 4), (int32(p) >> 4) | ((int32(q) >> 6) << 4)
 
 
 class Q4kScales:
@@ -236,6 +259,12 @@ class Q4kScales:
     ``subs_used`` below 8 (tests only) skips each super-block's last
     sub-blocks."""
 
+    # Nine values an entry (two floats, seven header bytes), six entries a
+    # thread at BN = 128: carried across an iteration beside the weights'
+    # chunks they took q4k_mmq to 255 registers and a spill, so the tables
+    # are fetched and put in the same iteration (the loads still together).
+    ahead = False
+
     def __init__(self, subs_used: int = 8):
         self.subs_used = subs_used
 
@@ -245,29 +274,62 @@ class Q4kScales:
 
     @staticmethod
     def stager(threads: int, a_rows: int, bn: int):
+        """``(fetch, put)`` as :meth:`Nvfp4Scales.stager`: per entry, the
+        activations' two floats or the weights' seven header bytes (``d``,
+        ``dmin``, and the bytes the 6-bit scale and min of the sub-block
+        are packed in) loaded, then decoded and stored an iteration later."""
+        total = (a_rows + bn) * 4
+        slots = tuple(range(-(-total // threads)))
+
         @cuda.jit(device=True, inline="always")
-        def stage(smem, at, ds8, blocks, m, n, k, r0, n0, kt, tid):
-            w0 = at >> 2
-            for idx in range(tid, (a_rows + bn) * 4, threads):
-                row = idx >> 2
-                sub = 4 * kt + (idx & 3)  # the 32-value sub-block along K
-                x = float32(0.0)
-                y = float32(0.0)
+        def _fetch_one(i, _x, _y, ctx):
+            ds8, blocks, m, n, k, r0, n0, kt, tid = ctx
+            idx = tid + i * threads
+            row = idx >> 2
+            sub = 4 * kt + (idx & 3)  # the 32-value sub-block along K
+            x = y = float32(0.0)
+            z = np.uint8(0)
+            d0 = d1 = m0 = m1 = p = q = r = z
+            if idx < total and 32 * sub < k:
                 if row < a_rows:
-                    if r0 + row < m and 32 * sub < k:
+                    if r0 + row < m:
                         x = ds8[0, r0 + row, sub]
                         y = ds8[1, r0 + row, sub]
                 else:
                     c = n0 + row - a_rows
-                    if c < n and 32 * sub < k:
+                    if c < n:
                         base = (sub >> 3) * Q4K_BLOCK_BYTES
-                        sc, mn = _scale_min(blocks, c, base, sub & 7)
-                        x = _f16(blocks[c, base], blocks[c, base + 1]) * float32(sc)
-                        y = _f16(blocks[c, base + 2], blocks[c, base + 3]) * float32(mn)
+                        j = sub & 7
+                        s = base + 4
+                        d0, d1, m0, m1 = blocks[c, base], blocks[c, base + 1], blocks[c, base + 2], blocks[c, base + 3]
+                        p = blocks[c, s + j + 4]
+                        q = blocks[c, s + j]
+                        if j >= 4:
+                            r = blocks[c, s + j - 4]
+            return x, y, d0, d1, m0, m1, p, q, r
+
+        @cuda.jit(device=True, inline="always")
+        def _put_one(i, raw, ctx):
+            smem, w0, tid, kt = ctx
+            idx = tid + i * threads
+            if idx < total:
+                x, y, d0, d1, m0, m1, p, q, r = raw
+                if (idx >> 2) >= a_rows:
+                    sc, mn = _scale_min_bytes(p, q, r, (4 * kt + (idx & 3)) & 7)
+                    x = _f16(d0, d1) * float32(sc)
+                    y = _f16(m0, m1) * float32(mn)
                 smem[w0 + 2 * idx] = x
                 smem[w0 + 2 * idx + 1] = y
 
-        return stage
+        @cuda.jit(device=True, inline="always")
+        def fetch(ds8, blocks, m, n, k, r0, n0, kt, tid):
+            return unroll.each_map(_fetch_one, slots, slots, (ds8, blocks, m, n, k, r0, n0, kt, tid))
+
+        @cuda.jit(device=True, inline="always")
+        def put(smem, at, raw, kt, tid):
+            unroll.each(_put_one, raw, (smem, at >> 2, tid, kt))
+
+        return fetch, put
 
     def fold(self, a_rows: int):
         subs_used = self.subs_used

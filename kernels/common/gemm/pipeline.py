@@ -212,7 +212,11 @@ def make_mainloop(
         raise ValueError("a per-step fold: on mma.sync, and not with a per-stage fold")
     side_nb = step_fold.side_bytes(a_rows, bn) if per_step else 0
     side_base = stages * stage  # the per-stage scale tables, after the operand stages
-    stage_side = step_fold.stager(threads, a_rows, bn) if per_step else None
+    fetch_side, put_side = step_fold.stager(threads, a_rows, bn) if per_step else (_nothing9, _nothing5)
+    # a fold whose tables' loads take too many registers to carry across an
+    # iteration (``ahead = False``) fetches and puts them in one (the
+    # loads still issued together)
+    side_ahead = per_step and getattr(step_fold, "ahead", True)
     consume_steps = form.consume_steps(dtype, bn, a_tile, step_fold.fold(a_rows)) if per_step else None
     tzeros = wg.zeros(bn) if per_step else zeros
     in_flight = stages - 1 if fault == "no_wait" else stages - 2
@@ -271,11 +275,12 @@ def make_mainloop(
                 else:
                     put_bs(base + at + a_tile, fetch_bs(b32, bsc, n, nseg, k, n0, s, tid), n, nseg, k, n0, s, tid)
                 if per_step:
-                    stage_side(smf, pad + side_base + s * side_nb, asc, bsc, m, n, k, r0, n0, s, tid)
+                    put_side(smf, pad + side_base + s * side_nb, fetch_side(asc, bsc, m, n, k, r0, n0, s, tid), s, tid)
             ca.cp_async_commit()
         # the staged operands of stage S - 1, loaded now, stored in the first iteration
         raw_a = fetch_a(a32, asc, m, k, r0, stages - 1, tid)
         raw_b = fetch_bs(b32, bsc, n, nseg, k, n0, stages - 1, tid)
+        raw_s = fetch_side(asc, bsc, m, n, k, r0, n0, stages - 1, tid) if side_ahead else 0
         acc = zeros()
         total = tzeros()
         for kt in range(nk):
@@ -303,13 +308,18 @@ def make_mainloop(
                     put_a(base + at, raw_a, m, k, r0, nxt, tid)
                 if not copy_b:
                     put_bs(base + at + a_tile, raw_b, n, nseg, k, n0, nxt, tid)
-                if per_step:
-                    stage_side(smf, pad + side_base + (nxt % stages) * side_nb, asc, bsc, m, n, k, r0, n0, nxt, tid)
+                if side_ahead:
+                    put_side(smf, pad + side_base + (nxt % stages) * side_nb, raw_s, nxt, tid)
+                elif per_step:
+                    raw_now = fetch_side(asc, bsc, m, n, k, r0, n0, nxt, tid)
+                    put_side(smf, pad + side_base + (nxt % stages) * side_nb, raw_now, nxt, tid)
             if nxt + 1 < nk:  # and the next stage's loads, in flight across the wait and the barrier
                 if not copy_a:
                     raw_a = fetch_a(a32, asc, m, k, r0, nxt + 1, tid)
                 if not copy_b:
                     raw_b = fetch_bs(b32, bsc, n, nseg, k, n0, nxt + 1, tid)
+                if side_ahead:
+                    raw_s = fetch_side(asc, bsc, m, n, k, r0, n0, nxt + 1, tid)
             acc = settle(acc)
             if per_stage:
                 total = fold(total, acc, bsc, n, n0, kt)
@@ -330,6 +340,16 @@ def _nothing7(a, b, c, d, e, f, g):  # a copied operand's fetch and put: nothing
 
 @cuda.jit(device=True, inline="always")
 def _nothing8(a, b, c, d, e, f, g, h):
+    return 0
+
+
+@cuda.jit(device=True, inline="always")
+def _nothing9(a, b, c, d, e, f, g, h, i):  # no per-step fold: no scale tables to fetch or put
+    return 0
+
+
+@cuda.jit(device=True, inline="always")
+def _nothing5(a, b, c, d, e):
     return 0
 
 
