@@ -228,9 +228,15 @@ def test_twin_f16_pair_encoder_is_numpys_float16_halves_in_isa_order():
 
 def test_f16_pair_decoder_is_numpys_float16_on_every_code_in_each_half():
     """Every fp16 code (subnormals, infinities, NaNs included) as the low
-    half and as the high half of a word: the values NumPy's float16 gives,
-    low half first. On a GPU too (``LEVERCTL_TEST_DEVICE=gpu``)."""
+    half and as the high half of a word on a GPU (``LEVERCTL_TEST_DEVICE=gpu``):
+    the values NumPy's float16 gives, low half first. In the simulator, whose
+    threads run one at a time in Python, every sign and exponent with 32
+    mantissas each (the lowest, the highest, 30 drawn) instead."""
     codes = np.arange(1 << 16, dtype=np.uint32)
+    if C.SIMULATED:
+        rng = np.random.default_rng(41)
+        mant = np.concatenate([[0, 1, 0x3FF], rng.choice(np.arange(2, 0x3FF), 29, replace=False)])
+        codes = ((np.arange(64, dtype=np.uint32)[:, None] << 10) | mant[None, :].astype(np.uint32)).reshape(-1)
     words = np.concatenate([codes | (np.uint32(0x3C00) << 16), np.uint32(0x3C00) | (codes << 16)])
     got = launch(_K["f16x2_to_f32x2"], words, 2 * words.size, np.float32)
     want = words.view(np.uint16).view(np.float16).astype(np.float32)  # little-endian: low half first
