@@ -122,14 +122,16 @@ def grid_1d(n: int, threads: int, *, warps: bool = True, max_blocks: int | None 
     return blocks, threads
 
 
-def jit_bounded(threads: int):
+def jit_bounded(threads: int, min_blocks: int = 1):
     """``cuda.jit`` with launch bounds: ptxas then keeps registers within what
     ``threads`` threads per block can have (a 512-thread block gets at most
-    128 per thread, not the 255 it would take and fail to launch with). The
-    simulator's ``jit`` has no such option and gets a plain ``cuda.jit``."""
+    128 per thread, not the 255 it would take and fail to launch with), and
+    with ``min_blocks``, within what that many resident blocks an SM can
+    have. The simulator's ``jit`` has no such option and gets a plain
+    ``cuda.jit``."""
     from numba import cuda
 
     try:
-        return cuda.jit(launch_bounds=(threads, 1))
+        return cuda.jit(launch_bounds=(threads, min_blocks))
     except TypeError:
         return cuda.jit

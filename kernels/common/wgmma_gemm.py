@@ -382,8 +382,12 @@ def ones(n: int):
 #   mantissa bits, 2^-9 .. 448); their scales (per row) left to the epilogue;
 # * ``f32_f16``:  float32 values (``[n, k]``) rounded to fp16 (2^-11
 #   relative): a float32 intermediate entering the MMA.
-MORE_KINDS = {"nvfp4_f16": "f16", "e4m3_f16": "f16", "f32_f16": "f16"}
-K_PER_WORD = {"nvfp4_f16": 8, "e4m3_f16": 4, "f32_f16": 1}
+#
+# * ``nvfp4_f16_rows``: ``nvfp4_f16`` of A rows read through a row map (an
+#   MoE's gathered NVFP4 activations): its scales argument is the pair
+#   ``(scales, rowmap)``, tile row ``r`` being row ``rowmap[r0 + r]``.
+MORE_KINDS = {"nvfp4_f16": "f16", "e4m3_f16": "f16", "f32_f16": "f16", "nvfp4_f16_rows": "f16"}
+K_PER_WORD = {"nvfp4_f16": 8, "e4m3_f16": 4, "f32_f16": 1, "nvfp4_f16_rows": 8}
 
 
 def _make_nvfp4_f16(threads: int, block_shift: int = 4):
@@ -445,7 +449,35 @@ def _make_f32_f16(threads: int):
     return chunk_stager(threads, 8, _f32_f16_fetch, _f32_f16_convert)
 
 
+def _make_nvfp4_f16_rows(threads: int):
+    @cuda.jit(device=True, inline="always")
+    def fetch(src, scales_rows, gr, gk, ok):
+        bsc, rowmap = scales_rows
+        if not ok:
+            return uint32(0), np.uint8(0)
+        sr = rowmap[gr]
+        return src[sr, gk >> 3], bsc[sr, gk >> 4]
+
+    @cuda.jit(device=True, inline="always")
+    def convert(raw, gk):
+        word, sraw = raw
+        s = bits.e4m3_to_f32(sraw)
+        return (
+            cvt.f32x2_to_f16x2(_fp4(word, 0, s), _fp4(word, 1, s)),
+            cvt.f32x2_to_f16x2(_fp4(word, 2, s), _fp4(word, 3, s)),
+            cvt.f32x2_to_f16x2(_fp4(word, 4, s), _fp4(word, 5, s)),
+            cvt.f32x2_to_f16x2(_fp4(word, 6, s), _fp4(word, 7, s)),
+        )
+
+    return chunk_stager(threads, 8, fetch, convert)
+
+
 def stager_of(kind: str, threads: int):
     """:func:`stager` of any kind, the fp16 ones (:data:`MORE_KINDS`) included."""
-    more = {"nvfp4_f16": _make_nvfp4_f16, "e4m3_f16": _make_e4m3_f16, "f32_f16": _make_f32_f16}
+    more = {
+        "nvfp4_f16": _make_nvfp4_f16,
+        "e4m3_f16": _make_e4m3_f16,
+        "f32_f16": _make_f32_f16,
+        "nvfp4_f16_rows": _make_nvfp4_f16_rows,
+    }
     return more[kind](threads) if kind in more else stager(kind, threads)

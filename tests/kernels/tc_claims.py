@@ -132,7 +132,8 @@ CLAIM_JOBS: dict[tuple[str, str, str], tuple[str, tuple[str, ...]]] = {
     ("moe.gateup_fp4", "nvfp4", "mma.sync"): ("test_moe_ptx", ("gateup_grouped_mma_nvfp4",)),
     ("moe.down_fp4", "int4", "mma.sync"): ("test_moe_ptx", ("down_grouped_mma_int4",)),
     ("moe.down_fp4", "nvfp4", "mma.sync"): ("test_moe_ptx", ("down_grouped_mma_nvfp4",)),
-    # The MoE prefill variants: the gate/up (or up) and the down GEMM each launches.
+    # The MoE prefill variants: the gate/up (or up) and the down GEMM each launches, the
+    # engine's grouped kernels (common/gemm/grouped.py) on its mma.sync form.
     ("moe.prefill_grouped", "grouped", "mma.sync"): ("test_moe_prefill_ptx", ("gateup_grouped", "down_grouped")),
     ("moe.prefill_grouped", "grouped+fp8_down", "mma.sync"): (
         "test_moe_prefill_ptx",

@@ -21,8 +21,9 @@ stored) by ``BN / b_parts`` output columns. The plug-ins, all of them
   tuple of its arrays; :func:`scaled_store` by default.
 
 Schedules (``sched``): ``bounded``, a grid of ``E * max_m_tiles`` tile rows
-by the column tiles, a block whose tile starts past its group's rows
-leaving at once (rows past ``max_m_tiles`` tiles get no block); ``grouped``,
+by the column tiles (the bound counted in tiles of ``unit`` rows, the
+kernel's own by default), a block whose tile starts past its group's rows
+leaving at once (rows past the bound get no block); ``grouped``,
 a fixed grid whose blocks walk the exact tile list (tile ``t``: M tile ``t
 // ntn`` of the list of every group's tiles in order, column tile ``t %
 ntn``) until it is done, each block computing the list from ``off`` as it
@@ -72,13 +73,20 @@ def make_kernel(
     fault: str = "",
     stage_b=None,
     fold=None,
+    unit: int = 0,
+    min_blocks: int = 1,
 ):
     """``kernel(y, a32, b32, bsc, asc, rowmap, off, max_m_tiles, ep)`` on
     ``form`` (``wgmma_async`` or ``mma_sync``: the module), launched by
     :func:`make_launch`. ``a32`` ``[rows, ...]`` (or the tokens' rows,
     ``gather``), ``b32`` ``[E, n, ...]``, ``bsc`` ``[E, n, ...]`` (B's
     stager's scales), ``asc`` A's stager's scales; ``rowmap`` read only
-    with ``gather``; ``max_m_tiles`` only by ``bounded``."""
+    with ``gather``; ``max_m_tiles`` only by ``bounded``, which counts it
+    in tiles of ``unit`` rows (0: the kernel's own ``64 WG``): a group's
+    rows past ``max_m_tiles * unit`` get no block and are never computed,
+    whatever the kernel's tile height (an engine's bound in its own tile
+    size, on a kernel of another). ``min_blocks``: the launch bound's
+    resident blocks per SM (ptxas keeps the registers within them)."""
     if sched not in (BOUNDED, GROUPED):
         raise ValueError(f"schedule {sched!r}: {BOUNDED} or {GROUPED}")
     dtypes = form.DTYPES
@@ -91,6 +99,7 @@ def make_kernel(
     threads = wg.WARPGROUP * wgs
     a_rows = BM * wgs
     seg = bn // b_parts
+    unit = unit or a_rows
     mainloop = PL.make_mainloop(
         mod_form, dtype, wgs, bn, stages, b_kind, fault, stage_b, fold, a_kind, gather=gather, b_parts=b_parts
     )
@@ -112,17 +121,19 @@ def make_kernel(
 
     if sched == BOUNDED:
 
-        @L.jit_bounded(threads)
+        @L.jit_bounded(threads, min_blocks)
         def gemm_grouped(y, a32, b32, bsc, asc, rowmap, off, max_m_tiles, ep):
-            e = cuda.blockIdx.x // max_m_tiles
-            r0 = off[e] + (cuda.blockIdx.x % max_m_tiles) * a_rows
-            row_end = off[e + 1]
+            cap = max_m_tiles * unit  # the bound, in rows
+            per = (cap + a_rows - 1) // a_rows  # blocks per group
+            e = cuda.blockIdx.x // per
+            r0 = off[e] + (cuda.blockIdx.x % per) * a_rows
+            row_end = min(off[e + 1], off[e] + cap)
             if r0 < row_end:  # the whole block leaves together
                 tile(y, a32, b32, bsc, asc, rowmap, ep, e, r0, row_end, cuda.blockIdx.y * seg)
 
     else:
 
-        @L.jit_bounded(threads)
+        @L.jit_bounded(threads, min_blocks)
         def gemm_grouped(y, a32, b32, bsc, asc, rowmap, off, max_m_tiles, ep):
             ntn = (y.shape[1] + seg - 1) // seg
             experts = off.shape[0] - 1
@@ -142,7 +153,7 @@ def make_kernel(
                     t += cuda.gridDim.x
 
     gemm_grouped.geometry = (dtype, wgs, bn, stages, False)
-    gemm_grouped.sched, gemm_grouped.b_parts = sched, b_parts
+    gemm_grouped.sched, gemm_grouped.b_parts, gemm_grouped.unit = sched, b_parts, unit
     gemm_grouped.a_kind, gemm_grouped.b_kind = a_kind, b_kind
     gemm_grouped.form = mod_form.name
     gemm_grouped.async_stages = stages
@@ -166,7 +177,8 @@ def make_launch(kern, experts: int, rows: int, ncols: int, k: int, max_blocks: i
         resident = max_blocks or SMS * max(1, SMEM_PER_SM // nbytes)
         grid_of = lambda _mt: L.check_grid(min(resident, ntn * (L.blocks_for(rows, BM * wgs) + experts)))  # noqa: E731
     else:
-        grid_of = lambda mt: L.check_grid((experts * int(mt), ntn))  # noqa: E731
+        per = lambda mt: L.blocks_for(int(mt) * kern.unit, BM * wgs)  # noqa: E731
+        grid_of = lambda mt: L.check_grid((experts * per(mt), ntn))  # noqa: E731
     none_b = cuda.to_device(np.zeros((experts, 1, 1), np.uint8))
     none_a = cuda.to_device(np.zeros((1, 1), np.uint8))
     opted: list = []

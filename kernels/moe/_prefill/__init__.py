@@ -18,13 +18,17 @@ moe.shared_expert       one squared-ReLU expert on every token
   w4a4_down, w4a4       or both projections
 ======================  =========================================================================
 
-Every GEMM of them is ``grouped``'s, on tensor cores: warp MMA
-``mma.sync`` m16n8k16 with fp16 inputs and f32 accumulators (the records
-say ``tensor_cores: "mma.sync"``, ``tc_dtype: "f16"``); the weights, and
-E4M3 or NVFP4 activations, are decoded to float32 and rounded once to fp16
-as they enter the MMA. What the levers trade is the grid: a
-*tile-bounded* GEMM is sized on the host by a per-expert tile bound
-(``bounds``), and rows of an expert past it are never computed. The
+Every GEMM of them is ``grouped``'s, on the shared GEMM engine
+(``common/gemm/grouped.py``: a multi-stage ``cp.async`` pipeline into
+swizzled shared memory, 64-row tiles of one expert, one warpgroup a tile)
+on its ``mma.sync`` form: warp MMA m16n8k16 with fp16 inputs and f32
+accumulators (the records say ``tensor_cores: "mma.sync"``, ``tc_dtype:
+"f16"``); NVFP4 and E4M3 operands are staged into fp16 exactly (their
+scales applied in the f32 epilogue), float32 ones rounded once to fp16.
+What the levers trade is the grid: a
+*tile-bounded* GEMM is sized on the host by a per-expert bound in
+tiles of 8 rows (``bounds``; the kernel computes 64-row tiles and stops at
+the bound), and rows of an expert past it are never computed. The
 shapes come in two routings (``uniform``, ``skewed``: one expert is every
 token's first choice), and the label says which, so a sweep shows the lever
 sets that are right only under uniform load. A record's ``rows_lost`` is

@@ -19,7 +19,7 @@ engine sizes the bound one of four ways:
 
 from __future__ import annotations
 
-BM = 8  # rows per M tile of the grouped GEMMs (``grouped.BM``)
+BM = 8  # rows per M tile of the bound (the kernel computes in 64-row tiles and masks rows past the bound)
 
 
 def tiles(rows: int, bm: int = BM) -> int:

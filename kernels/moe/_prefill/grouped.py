@@ -1,50 +1,47 @@
-"""The grouped GEMM over rows sorted by expert, on tensor cores (warp MMA
-``mma.sync`` m16n8k16, fp16 inputs, f32 accumulators, ``common/mma``):
+"""The grouped GEMM over rows sorted by expert, on the shared GEMM engine
+(``common/gemm/grouped.py`` on ``pipeline.py``'s mainloop, the
+``mma_sync`` form: ``ldmatrix`` + warp MMA ``mma.sync`` m16n8k16, fp16
+inputs, f32 accumulators)::
 
     out[p, n] = act( sum_k A[row(p), k] * W[e(p), n, k] )    for sorted rows p of expert e
 
-One warp (the whole block) per ``BM x BN`` tile of one expert's rows
-(``BM`` = 8, ``BN`` = 32): a short M tile wastes little on the few rows an
-expert gets at prefill (Qwen3-Next: 20 to 80 on average). The MMA is taken
-transposed, ``out^T = W A^T``, so that the instruction's 8-wide ``n`` side
-holds the tile's 8 rows and its 16-row ``m`` side 16 of the weights'
-columns: MMA A is a 16 x 16 block of ``W[e]`` (``W[n, k]`` is row-major in
-``k``, the ``.row`` operand as stored), MMA B the tile's 8 rows of ``A``
-(``A[row, k]``: ``B[k, row]`` stored by column, the ``.col`` operand), and
-no row of the instruction is padding. Per K step of 16 (one NVFP4 block)
-each lane decodes the elements of its fragments straight from global memory
-(``mma.a_elem``, ``mma.b_elem``: each weight of the tile is read by one
-lane, once), two MMAs cover the 32 columns, four for the gated projection
-(gate and up columns side by side), and the epilogue writes each lane's
-accumulators where ``mma.c_elem`` places them. Rows past the tile's end and
-columns past ``N`` enter as zeros (every lane issues every MMA); a last
-column tile whose second 16 columns are all past ``N`` skips their MMAs, a
-branch the whole warp takes together.
+One warpgroup (128 threads, the whole block) per ``TILE_M x BN`` tile of one
+expert's rows (``TILE_M`` = 64, ``BN`` = 32 output columns): the operands come
+in through the engine's multi-stage ``cp.async`` pipeline into 128-byte
+swizzled shared-memory stages, the transformed ones through its fp16
+stagers (``wgmma_gemm``): NVFP4 (E2M1 x E4M3, exact in fp16), E4M3 (exact),
+float32 (rounded once to fp16). Rows of a tile past its expert's rows and
+columns past ``N`` are zero-filled and not stored.
 
-Precision: the weights (and E4M3 or NVFP4 activations) are decoded to
-float32 and rounded once to fp16 as they enter the MMA
-(``cvt.rn.f16x2.f32``, 2^-11 relative); fp16 activations enter exactly,
-the float32 intermediate of the down projection rounds once to fp16 too (as
-``moe._experts_mma``'s down does); the products and sums are f32. A value
-past fp16's range (65504) would enter as inf: the layer's activations and
-decoded weights are far inside it.
+Precision: NVFP4 and E4M3 operands enter the MMA exactly, their tensor
+scales (``w_ts[e]``, ``a_ts[0]``) and per-row scales (E4M3: ``a_sc[p]``,
+``w_sc[e, n]``) applied in f32 by the epilogue; fp16 activations enter
+exactly; the float32 intermediate of the down projection rounds once to
+fp16 (2^-11 relative, as ``moe._experts_mma``'s down does). A value past
+fp16's range (65504) would enter as inf: the layer's activations are far
+inside it.
 
-Compile-time switches, whose other branches compile away:
+Compile-time switches (``launcher``'s arguments):
 
-* ``SCHED``: ``BOUNDED`` launches ``E * max_m_tiles`` tile rows (grid ``x``)
-  and a block whose tile starts past its expert's rows leaves at once; rows
-  past ``max_m_tiles * BM`` get no block (``bounds``). ``GROUPED`` is the
-  single-launch grouped GEMM: a fixed grid whose blocks walk the exact tile
-  list (``tile_off``, written by the sort) until it is done, so every row of
-  every expert is computed, however the routing falls.
+* ``SCHED``: ``BOUNDED`` launches ``E * max_m_tiles`` tile rows and a block
+  whose tile starts past its expert's rows leaves at once; rows past
+  ``max_m_tiles * BM`` get no block and are never computed (``bounds``:
+  the engine's bound, in its tiles of ``BM`` = 8 rows, whatever this
+  kernel's tile height).
+  ``GROUPED`` is the single-launch grouped GEMM: a fixed grid whose blocks
+  walk the exact tile list (computed from ``off`` as they go), so every row
+  of every expert is computed, however the routing falls.
 * ``GATHER``: A's row ``row(p)`` is ``tok[p]`` (the token of sorted row
-  ``p``: the gate/up projection reads the tokens' activations in place);
-  otherwise ``p`` (the down projection reads the sorted intermediate).
-* ``ACT``: ``NONE``; ``SILU_GLU`` (the weights hold gate rows ``0 .. N-1``
-  and up rows ``N .. 2N-1``, and each lane accumulates both columns:
-  ``silu(gate) * up``); ``RELU2`` (``max(x, 0)^2``, Nemotron's experts).
-* ``AFMT``: A as float (fp16 or float32); ``E4M3`` codes times a float32
-  scale per row; ``NVFP4`` (packed E2M1 pairs, an E4M3 scale per 16, one
+  ``p``: the gate/up projection reads the tokens' activations in place,
+  fp16 rows by ``cp.async`` through the row map, NVFP4 ones through
+  ``wgmma_gemm``'s ``nvfp4_f16_rows`` stager); otherwise ``p``.
+* ``ACT`` (the epilogue hook): ``NONE``; ``SILU_GLU`` (the weights hold gate
+  rows ``0 .. N-1`` and up rows ``N .. 2N-1``, side by side in one B tile,
+  the engine's ``b_parts = 2``: ``silu(gate) * up``); ``RELU2``
+  (``max(x, 0)^2``, Nemotron's experts).
+* ``AFMT``: A as float (fp16 ``[rows, K]``, or float32 for the down
+  projection's intermediate); ``E4M3`` codes times a float32 scale per row
+  (not gathered); ``NVFP4`` (packed E2M1 pairs, an E4M3 scale per 16, one
   float32 tensor scale: activations quantised by ``common.nvfp4_act``).
 * ``WFMT``: ``NVFP4`` weights (``[E, N, K/2]`` packed, ``[E, N, K/16]``
   scales, ``[E]`` tensor scales); ``E4M3`` (``[E, N, K]`` codes, ``[E, N]``
@@ -58,35 +55,96 @@ from __future__ import annotations
 import math
 from functools import lru_cache
 
-from numba import cuda, float32, int32
+import numpy as np
+from numba import cuda
 
-from ...common import bits, cvt, mma
-from ...common import launch as L
+from ...common import unroll
+from ...common import wgmma as wg
+from ...common import wgmma_gemm as P
+from ...common.gemm import grouped as GG
+from ...common.gemm import mma_sync
 from .bounds import BM
 
-BN = 32
-BK = bits.NVFP4_BLOCK  # one K step: the MMA's k (16) and one NVFP4 block
-THREADS = 32  # one warp a block
-PERSISTENT_BLOCKS = 8 * 132  # the single-launch grid: eight one-warp blocks per H200 SM
+FORM = mma_sync
+BN = 32  # output columns of a tile (the gated tile holds 64 B rows: gate and up)
+STAGES = 3
 TENSOR_CORES, TC_DTYPE = "mma.sync", "f16"  # what every launch runs on (the records' claim)
 
-assert BM == mma.N and BK == mma.K and BN % mma.M == 0  # the tile is whole MMAs, none of it padding
+TILE_M = GG.BM  # the kernel's tile: one warpgroup's 64 rows
+# Three resident blocks an SM (168 registers a thread): the stagers' loads
+# carried across an iteration took the gated NVFP4 gate/up to 191 unbounded.
+MIN_BLOCKS = 3
 
 BOUNDED, GROUPED = 0, 1
 NONE, SILU_GLU, RELU2 = 0, 1, 2
 FLOAT, E4M3, NVFP4 = 0, 1, 2
+HALF_ACC = TILE_M * BN // wg.WARPGROUP  # a thread's accumulators of one half of the gated tile
 
 
 @cuda.jit(device=True, inline="always")
-def _fp4(packed_byte, i, scale_code, ts):
-    b = int32(packed_byte)
-    nib = (b >> 4) if (i & 1) else (b & 0xF)
-    return (bits.e2m1_to_f32(nib) * bits.e4m3_to_f32(scale_code)) * ts
+def _scaled(y, ep, acc, row0, row_end, n0, ncols, e):
+    """``acc * rs[p] * cs[e, c] * (ts[e] * ats[0])``."""
+    rs, cs, ts, ats, _ones = ep
+    P.store(y, row_end, ncols, row0, n0, acc, rs, cs[e], ts[e] * ats[0], False)
+
+
+@cuda.jit(device=True, inline="always")
+def _relu2_one(i, v, _same, at):
+    tid, rs, cs, t, row0, n0, row_end, ncols = at
+    r, c = wg.acc_elem(tid, i)
+    r = min(row0 + r, row_end - 1)
+    c = min(n0 + c, ncols - 1)
+    x = max(np.float32(v) * rs[r] * cs[c] * t, np.float32(0.0))
+    return x * x
+
+
+@cuda.jit(device=True, inline="always")
+def _relu2(y, ep, acc, row0, row_end, n0, ncols, e):
+    rs, cs, ts, ats, ones = ep
+    at = (cuda.threadIdx.x & 127, rs, cs[e], ts[e] * ats[0], row0, n0, row_end, ncols)
+    v = unroll.each_map(_relu2_one, acc, acc, at)  # (each_map pairs two: the one twice)
+    P.store(y, row_end, ncols, row0, n0, v, ones, ones, np.float32(1.0), False)
+
+
+@cuda.jit(device=True, inline="always")
+def _glu_one(i, gate, up, at):
+    tid, cs, t, n0, ncols = at
+    _r, c = wg.acc_elem(tid, i)
+    col = min(n0 + c, ncols - 1)
+    g = np.float32(gate) * cs[col] * t
+    return g / (np.float32(1.0) + math.exp(-g)) * (np.float32(up) * cs[ncols + col] * t)
+
+
+@cuda.jit(device=True, inline="always")
+def _glu(y, ep, acc, row0, row_end, n0, ncols, e):
+    """Gate (the first half of the accumulators) and up (the second, the
+    same places) to ``silu(gate) * up``; ``cs[e]`` holds 2N column scales."""
+    rs, cs, ts, ats, ones = ep
+    at = (cuda.threadIdx.x & 127, cs[e], ts[e] * ats[0], n0, ncols)
+    v = unroll.each_map(_glu_one, acc[:HALF_ACC], acc[HALF_ACC:], at)
+    P.store(y, row_end, ncols, row0, n0, v, rs, ones, np.float32(1.0), False)
+
+
+HOOKS = {NONE: _scaled, SILU_GLU: _glu, RELU2: _relu2}
+A_KIND = {(FLOAT, 2): "copy", (FLOAT, 4): "f32_f16", (E4M3, 1): "e4m3_f16", (NVFP4, 1): "nvfp4_f16"}
+W_KIND = {NVFP4: "nvfp4_f16", E4M3: "e4m3_f16"}
+
+
+def a_kind(afmt: int, itemsize: int, gather: bool) -> str:
+    """The engine's A kind of an activation format (``itemsize``: the
+    array's bytes per element)."""
+    if gather and afmt == NVFP4:
+        return "nvfp4_f16_rows"
+    kind = A_KIND.get((afmt, itemsize))
+    if kind is None or (gather and kind != "copy"):
+        raise ValueError(f"grouped GEMM: no activation format {afmt} of {itemsize}-byte elements (gather {gather})")
+    return kind
 
 
 @lru_cache(maxsize=None)
-def make_grouped(SCHED: int, GATHER: bool, ACT: int, AFMT: int, WFMT: int):
-    """Compile one grouped GEMM (see the module notes for the switches)."""
+def make_grouped(SCHED: int, GATHER: bool, ACT: int, AFMT: int, WFMT: int, A_ITEMSIZE: int = 2):
+    """The engine's kernel of one configuration (see the module notes):
+    ``kernel(y, a32, b32, bsc, asc, rowmap, off, max_m_tiles, ep)``."""
     if (
         SCHED not in (BOUNDED, GROUPED)
         or ACT not in (NONE, SILU_GLU, RELU2)
@@ -94,163 +152,74 @@ def make_grouped(SCHED: int, GATHER: bool, ACT: int, AFMT: int, WFMT: int):
         or WFMT not in (NVFP4, E4M3)
     ):
         raise ValueError(f"grouped GEMM: no such configuration {(SCHED, GATHER, ACT, AFMT, WFMT)}")
-    GATED = ACT == SILU_GLU
+    kind = a_kind(AFMT, A_ITEMSIZE if AFMT == FLOAT else 1, GATHER)
+    parts = 2 if ACT == SILU_GLU else 1
+    return GG.make_kernel(
+        FORM,
+        "f16",
+        1,
+        BN * parts,
+        STAGES,
+        GG.BOUNDED if SCHED == BOUNDED else GG.GROUPED,
+        b_kind=W_KIND[WFMT],
+        a_kind=kind,
+        gather=GATHER and kind == "copy",
+        b_parts=parts,
+        epilogue=HOOKS[ACT],
+        unit=BM,
+        min_blocks=MIN_BLOCKS,
+    )
 
-    @cuda.jit(device=True, inline="always")
-    def load_a(a, a_sc, a_ts, src, kk):
-        if AFMT == FLOAT:
-            return float32(a[src, kk])
-        if AFMT == E4M3:
-            return bits.e4m3_to_f32(a[src, kk]) * a_sc[src]
-        return _fp4(a[src, kk >> 1], kk, a_sc[src, kk >> 4], a_ts[0])
 
-    @cuda.jit(device=True, inline="always")
-    def load_w(w, w_sc, w_ts, e, col, kk):
-        if WFMT == NVFP4:
-            return _fp4(w[e, col, kk >> 1], kk, w_sc[e, col, kk >> 4], w_ts[e])
-        return bits.e4m3_to_f32(w[e, col, kk]) * w_sc[e, col]
-
-    # The helpers below are plain device functions: NVVM inlines every one
-    # (the PTX has no call), where Numba's own IR inlining (inline="always")
-    # of their nesting took over a minute to compile one kernel.
-    @cuda.jit(device=True)
-    def aval(a, a_sc, a_ts, tok, r, row_end, kk):
-        """A[row(r), kk] as float32, zero past the tile's rows."""
-        if r < row_end:
-            src = tok[r] if GATHER else r
-            return load_a(a, a_sc, a_ts, src, kk)
-        return float32(0.0)
-
-    @cuda.jit(device=True)
-    def wval(w, w_sc, w_ts, e, c, n, shift, kk):
-        """W[e, c + shift, kk] as float32 (``shift`` = N: the up half), zero past N."""
-        if c < n:
-            return load_w(w, w_sc, w_ts, e, c + shift, kk)
-        return float32(0.0)
-
-    @cuda.jit(device=True)
-    def afrag(a, a_sc, a_ts, tok, row0, row_end, k0, lane):
-        """The MMA's B operand: the tile's rows ``row0 ..`` x ``k0 .. k0 + 15``, fp16 pairs."""
-        kb, rb = mma.b_elem(lane, 0)
-        b0 = cvt.f32x2_to_f16x2(
-            aval(a, a_sc, a_ts, tok, row0 + rb, row_end, k0 + kb),
-            aval(a, a_sc, a_ts, tok, row0 + rb, row_end, k0 + kb + 1),
-        )
-        kb, rb = mma.b_elem(lane, 2)
-        b1 = cvt.f32x2_to_f16x2(
-            aval(a, a_sc, a_ts, tok, row0 + rb, row_end, k0 + kb),
-            aval(a, a_sc, a_ts, tok, row0 + rb, row_end, k0 + kb + 1),
-        )
-        return b0, b1
-
-    @cuda.jit(device=True)
-    def wpair(w, w_sc, w_ts, e, c0, n, shift, k0, lane, i):
-        cr, kc = mma.a_elem(lane, i)
-        return cvt.f32x2_to_f16x2(
-            wval(w, w_sc, w_ts, e, c0 + cr, n, shift, k0 + kc), wval(w, w_sc, w_ts, e, c0 + cr, n, shift, k0 + kc + 1)
-        )
-
-    @cuda.jit(device=True)
-    def wmma(w, w_sc, w_ts, e, c0, n, shift, k0, lane, b0, b1, d0, d1, d2, d3):
-        """``D += W[e, c0 + shift .. +15, k0 .. k0 + 15] B`` (the MMA's A: 16 weight columns)."""
-        return mma.mma_f16_16816(
-            wpair(w, w_sc, w_ts, e, c0, n, shift, k0, lane, 0),
-            wpair(w, w_sc, w_ts, e, c0, n, shift, k0, lane, 2),
-            wpair(w, w_sc, w_ts, e, c0, n, shift, k0, lane, 4),
-            wpair(w, w_sc, w_ts, e, c0, n, shift, k0, lane, 6),
-            b0,
-            b1,
-            d0,
-            d1,
-            d2,
-            d3,
-        )
-
-    @cuda.jit(device=True)
-    def put(out, row0, row_end, c0, n, lane, i, g, u):
-        """Accumulator ``i`` (``mma.c_elem``: column ``c0 + cr``, row ``row0 + rr``), activated."""
-        cr, rr = mma.c_elem(lane, i)
-        r = row0 + rr
-        c = c0 + cr
-        if r < row_end and c < n:
-            v = g
-            if ACT == SILU_GLU:
-                v = v / (float32(1.0) + math.exp(-v)) * u
-            elif ACT == RELU2:
-                v = max(v, float32(0.0))
-                v = v * v
-            out[r, c] = v
-
-    @cuda.jit(device=True)
-    def tile(out, a, a_sc, a_ts, tok, w, w_sc, w_ts, e, row0, row_end, n0, k):
-        lane = cuda.laneid
-        n = out.shape[1]
-        c1 = n0 + mma.M  # the second 16 columns
-        p0 = p1 = p2 = p3 = q0 = q1 = q2 = q3 = float32(0.0)  # columns n0 .., c1 ..
-        u0 = u1 = u2 = u3 = v0 = v1 = v2 = v3 = float32(0.0)  # their up halves (SILU_GLU)
-        for k0 in range(0, k, BK):
-            b0, b1 = afrag(a, a_sc, a_ts, tok, row0, row_end, k0, lane)
-            p0, p1, p2, p3 = wmma(w, w_sc, w_ts, e, n0, n, 0, k0, lane, b0, b1, p0, p1, p2, p3)
-            if GATED:
-                u0, u1, u2, u3 = wmma(w, w_sc, w_ts, e, n0, n, n, k0, lane, b0, b1, u0, u1, u2, u3)
-            if c1 < n:  # the same for the whole warp: a last tile's columns past N cost no MMA
-                q0, q1, q2, q3 = wmma(w, w_sc, w_ts, e, c1, n, 0, k0, lane, b0, b1, q0, q1, q2, q3)
-                if GATED:
-                    v0, v1, v2, v3 = wmma(w, w_sc, w_ts, e, c1, n, n, k0, lane, b0, b1, v0, v1, v2, v3)
-        put(out, row0, row_end, n0, n, lane, 0, p0, u0)
-        put(out, row0, row_end, n0, n, lane, 1, p1, u1)
-        put(out, row0, row_end, n0, n, lane, 2, p2, u2)
-        put(out, row0, row_end, n0, n, lane, 3, p3, u3)
-        if c1 < n:
-            put(out, row0, row_end, c1, n, lane, 0, q0, v0)
-            put(out, row0, row_end, c1, n, lane, 1, q1, v1)
-            put(out, row0, row_end, c1, n, lane, 2, q2, v2)
-            put(out, row0, row_end, c1, n, lane, 3, q3, v3)
-
-    @L.jit_bounded(THREADS)
-    def grouped(out, a, a_sc, a_ts, tok, w, w_sc, w_ts, off, tile_off, max_m_tiles):
-        k = 2 * w.shape[2] if WFMT == NVFP4 else w.shape[2]
-        ntn = (out.shape[1] + BN - 1) // BN
-        if SCHED == BOUNDED:
-            e = cuda.blockIdx.x // max_m_tiles
-            row0 = off[e] + (cuda.blockIdx.x % max_m_tiles) * BM
-            row_end = off[e + 1]
-            if row0 < row_end:  # the whole warp leaves together: every MMA has its 32 lanes
-                tile(out, a, a_sc, a_ts, tok, w, w_sc, w_ts, e, row0, row_end, cuda.blockIdx.y * BN, k)
-        else:
-            e_n = off.shape[0] - 1
-            total = tile_off[e_n] * ntn
-            t = int32(cuda.blockIdx.x)
-            e = int32(0)
-            while t < total:
-                mt = t // ntn
-                while tile_off[e + 1] <= mt:  # tiles are walked in order: the expert only moves on
-                    e += 1
-                row0 = off[e] + (mt - tile_off[e]) * BM
-                tile(out, a, a_sc, a_ts, tok, w, w_sc, w_ts, e, row0, off[e + 1], (t % ntn) * BN, k)
-                t += cuda.gridDim.x
-
-    return grouped
+def _words(a):
+    """fp16 or byte-coded rows as uint32 words (the last axis reinterpreted);
+    float32 as it is (the ``f32_f16`` stager reads values)."""
+    return a.view(np.uint32) if a.dtype in (np.float16, np.uint8) else a
 
 
 def launcher(sched: int, gather: bool, act: int, afmt: int, wfmt: int):
     """``run(out, a, a_sc, a_ts, tok, w, w_sc, w_ts, off, tile_off, max_m_tiles, rows)``
-    on the grid the schedule needs (``max_m_tiles`` is read by ``BOUNDED``
-    only; ``rows`` is every routed row, which sizes the single-launch grid).
-    ``run.tensor_cores``, ``run.tc_dtype``: what it runs on."""
-    kern = make_grouped(sched, gather, act, afmt, wfmt)
-    threads = L.check_block(THREADS)
+    on the grid the schedule needs (``max_m_tiles``, in ``BM``-row tiles,
+    is read by ``BOUNDED`` only; ``rows`` is every routed row, which sizes
+    the single-launch grid; ``tile_off`` is not read: the walk computes the
+    tile list from ``off``). ``run.tensor_cores``, ``run.tc_dtype``: what
+    it runs on."""
+    launches: dict = {}
+    ones: dict = {}
+
+    def ones_of(shape):
+        if shape not in ones:
+            ones[shape] = cuda.to_device(np.ones(shape, np.float32))
+        return ones[shape]
 
     def run(out, a, a_sc, a_ts, tok, w, w_sc, w_ts, off, tile_off, max_m_tiles, rows):
         experts = off.shape[0] - 1
-        ntn = L.blocks_for(out.shape[1], BN)
-        if sched == BOUNDED:
-            # tile rows along x: E * max_m_tiles passes grid.y's 65535 at Qwen3-Next's worst case
-            # (512 experts x 512 tiles of 4096 tokens)
-            grid = L.check_grid((experts * int(max_m_tiles), ntn))
-        else:  # at most this many tiles, whatever the routing: one partial tile per expert
-            grid = L.check_grid(min(PERSISTENT_BLOCKS, ntn * (L.blocks_for(rows, BM) + experts)))
-        kern[grid, threads](out, a, a_sc, a_ts, tok, w, w_sc, w_ts, off, tile_off, int32(max_m_tiles))
+        n = out.shape[1]
+        nw = w.shape[1]  # weight rows of an expert: 2N gated
+        k = w.shape[2] * (2 if wfmt == NVFP4 else 1)
+        kern = make_grouped(sched, gather, act, afmt, wfmt, a.dtype.itemsize)
+        key = (kern, experts, rows, n, k)
+        if key not in launches:
+            launches[key] = GG.make_launch(kern, experts, rows, n, k)
+        one = ones_of((max(int(rows), nw, out.shape[0], 1),))
+        rs = a_sc if afmt == E4M3 else one
+        cs = w_sc if wfmt == E4M3 else ones_of((experts, nw))
+        ts = w_ts if wfmt == NVFP4 else ones_of((experts,))
+        ats = a_ts if afmt == NVFP4 else ones_of((1,))
+        asc = None
+        if afmt == NVFP4:
+            asc = (a_sc, tok) if gather else a_sc
+        launches[key](
+            out,
+            _words(a),
+            _words(w),
+            w_sc if wfmt == NVFP4 else None,
+            asc,
+            tok,
+            off,
+            max_m_tiles,
+            (rs, cs, ts, ats, one),
+        )
 
     run.tensor_cores, run.tc_dtype = TENSOR_CORES, TC_DTYPE
     return run

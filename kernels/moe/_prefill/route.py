@@ -7,8 +7,9 @@ the grouped GEMMs work on them sorted by expert:
 
 * ``route_sort`` (one block): counts per expert, their prefix ``off[E+1]``
   (expert ``e`` owns sorted rows ``off[e] .. off[e+1]``), the prefix of
-  their M tiles ``tile_off[E+1]`` (the exact tile list the single-launch
-  grouped GEMM walks), then each routed row's place: ``tok[p]`` is the
+  their ``bounds.BM``-row M tiles ``tile_off[E+1]`` (the engine's exact
+  tile list; the single-launch grouped GEMM walks its own 64-row tiles,
+  computed from ``off`` as it goes), then each routed row's place: ``tok[p]`` is the
   token of sorted row ``p`` and ``slot[r]`` the sorted row of routed row
   ``r``. Places within an expert are taken with atomics, so their order
   varies from run to run; every sorted row is computed on its own, and the

@@ -1,5 +1,5 @@
 """The MoE prefill kernels in the CUDA simulator at the tiny odd smoke
-shapes (8 experts, top-2, 9 tokens; expert width 16 and, for more K
+shapes (4 experts, top-1, 9 tokens; expert width 16 and, for more K
 stages than the sweep's smoke shape, hidden 48: whole NVFP4 blocks but
 partial 32-column tiles), run the way the bench runs them
 (``leverctl.bench.run.run_item``: poisoned outputs and scratch, the check
@@ -13,8 +13,10 @@ NaN where the scratch was left as the bench poisoned it, and finite but
 wrong where the levers zeroed it. The same levers pass under uniform
 routing, and the single-launch route and exact tiles pass under skew. A
 kernel with the wrong activation is caught, and the sort places every row.
-One launch of the tensor-core GEMM alone, at an N whose last MMA tile is
-partial, matches its operands rounded once to fp16 to f32 accuracy.
+One launch of the grouped GEMM alone (gated, gathered, E4M3 weights), at
+an N whose tile is partial and an expert past one 64-row tile, matches its
+operands rounded once to fp16 to f32 accuracy, and so does the W4A4 up
+projection's, its NVFP4 activations read through the row map.
 """
 
 from __future__ import annotations
@@ -90,7 +92,7 @@ def test_every_routed_variant_matches_the_float64_layer_under_uniform_routing(le
 def test_a_one_tile_bound_passes_under_uniform_routing():
     rec = _record("moe.prefill_grouped", {**GROUPED_OFF, "moe_prefill_max_load_factor": 1})
     assert (rec["variant"], rec["status"], rec["rows_lost"]) == ("bounded", "pass", 0), rec["note"]
-    assert rec["shape"]["m_tiles"] == 1 and rec["shape"]["zero"] == 0  # a factor of 1: 18 rows / 8 experts
+    assert rec["shape"]["m_tiles"] == 1 and rec["shape"]["zero"] == 0  # a factor of 1: 9 rows / 4 experts
 
 
 def test_under_skew_a_one_tile_bound_drops_a_row_and_unzeroed_scratch_turns_the_output_to_nan():
@@ -157,13 +159,14 @@ def test_a_kernel_with_the_wrong_activation_is_rejected(monkeypatch):
     assert rec["status"] == "fail" and "rel error" in rec["note"], rec["note"]
 
 
-def test_the_grouped_gemm_rounds_its_operands_once_to_fp16_and_masks_a_partial_mma_tile():
-    """One launch of the tensor-core GEMM, gated, gathered, E4M3 activations
-    and weights, at an N (20) whose second 16-column MMA is partly past N
-    and two experts of 5 and 6 rows: it matches the float64 product of the
-    operands decoded and rounded once to fp16 (f32 accumulation: ~1e-7),
-    closer than the product of the unrounded operands, and writes exactly
-    the rows and columns it owns."""
+def test_the_grouped_gemm_rounds_its_operands_once_to_fp16_and_masks_a_partial_tile():
+    """One launch of the grouped GEMM, gated, gathered, fp16 activations and
+    E4M3 weights with a scale per weight row, at an N (20) short of the
+    tile's 32 columns and two experts of 5 and 70 rows (the second past one
+    64-row tile): it matches the float64 product of the operands decoded and
+    rounded once to fp16 (f32 accumulation: ~1e-7), closer than the product
+    of the unrounded scaled weights, and writes exactly the rows and columns
+    it owns."""
     from numba import cuda
 
     from leverctl_kernels.common import bits
@@ -171,53 +174,99 @@ def test_the_grouped_gemm_rounds_its_operands_once_to_fp16_and_masks_a_partial_m
 
     rng = np.random.default_rng(7)
     tokens, n, k = 7, 20, 32
-    off = np.array([0, 5, 11], np.int32)
-    tile_off = np.array([0, 1, 2], np.int32)
-    tok = rng.integers(0, tokens, size=11).astype(np.int32)
-
-    def codes(*shape):  # every E4M3 code but the NaNs
-        return (rng.integers(0, 0x7F, size=shape) | (rng.integers(0, 2, size=shape) << 7)).astype(np.uint8)
-
-    a, w = codes(tokens, k), codes(2, 2 * n, k)
-    a_sc = rng.uniform(0.01, 0.02, tokens).astype(np.float32)
+    off = np.array([0, 5, 75], np.int32)
+    tok = rng.integers(0, tokens, size=75).astype(np.int32)
+    codes = (rng.integers(0, 0x7F, size=(2, 2 * n, k)) | (rng.integers(0, 2, size=(2, 2 * n, k)) << 7)).astype(
+        np.uint8
+    )  # every E4M3 code but the NaNs
+    a = (rng.standard_normal((tokens, k)) * 0.05).astype(np.float16)
     w_sc = rng.uniform(0.001, 0.002, (2, 2 * n)).astype(np.float32)
-    out = np.full((12, n), np.nan, np.float32)  # one row past the experts' 11
+    out = np.full((76, n), np.nan, np.float32)  # one row past the experts' 75
     d_out = cuda.to_device(out)
     unused = cuda.to_device(np.zeros(1, np.float32))
-    G.launcher(G.GROUPED, True, G.SILU_GLU, G.E4M3, G.E4M3)(
+    G.launcher(G.GROUPED, True, G.SILU_GLU, G.FLOAT, G.E4M3)(
         d_out,
         cuda.to_device(a),
-        cuda.to_device(a_sc),
+        unused,
         unused,
         cuda.to_device(tok),
-        cuda.to_device(w),
+        cuda.to_device(codes),
         cuda.to_device(w_sc),
         unused,
         cuda.to_device(off),
-        cuda.to_device(tile_off),
+        cuda.to_device(off),
         1,
-        11,
+        75,
     )
     got = d_out.copy_to_host()
 
-    af = bits.e4m3_to_f32_np(a) * a_sc[:, None]  # float32, as the kernel decodes
-    wf = bits.e4m3_to_f32_np(w) * w_sc[:, :, None]
+    wf = bits.e4m3_to_f32_np(codes).astype(np.float64)
 
-    def layer(x, ws):
-        x, ws = x.astype(np.float64), ws.astype(np.float64)
-        y = np.empty((11, n))
+    def layer(ws):
+        x = a.astype(np.float64)
+        y = np.empty((75, n))
         for e in range(2):
             r = slice(off[e], off[e + 1])
             g, u = x[tok[r]] @ ws[e, :n].T, x[tok[r]] @ ws[e, n:].T
             y[r] = g / (1 + np.exp(-g)) * u
         return y
 
-    rounded = layer(af.astype(np.float16), wf.astype(np.float16))
+    rounded = layer(wf * w_sc[:, :, None])  # E4M3 codes are exact in fp16, the scales applied in f32
+    unrounded = layer(wf * w_sc[:, :, None].astype(np.float16).astype(np.float64))  # the scales rounded first
     scale = np.abs(rounded).max()
-    assert np.isnan(got[11]).all()  # no expert's row
-    err_rounded = np.abs(got[:11] - rounded).max() / scale
-    err_exact = np.abs(got[:11] - layer(af, wf)).max() / scale
-    assert err_rounded < 1e-5 < err_exact, (err_rounded, err_exact)
+    assert np.isnan(got[75]).all()  # no expert's row
+    err_rounded = np.abs(got[:75] - rounded).max() / scale
+    err_other = np.abs(got[:75] - unrounded).max() / scale
+    assert err_rounded < 1e-5 < err_other, (err_rounded, err_other)
+
+
+def test_gathered_nvfp4_activations_are_read_through_the_row_map():
+    """The W4A4 up projection (bounded, gathered NVFP4 activations through
+    ``nvfp4_f16_rows``, NVFP4 weights, squared ReLU) against the float64
+    product of the decoded codes, both tensor scales applied: f32 accuracy
+    (the codes are exact in fp16); the rows read in sorted order instead of
+    through the map would miss by far more."""
+    from numba import cuda
+
+    from leverctl_kernels.common import bits
+    from leverctl_kernels.moe._prefill import grouped as G
+    from leverctl_kernels.moe._prefill import inputs
+
+    rng = np.random.default_rng(11)
+    tokens, n, k = 9, 20, 32
+    off = np.array([0, 6, 6, 13], np.int32)  # an empty expert
+    tok = rng.permutation(np.concatenate([np.arange(tokens), rng.integers(0, tokens, 4)])).astype(np.int32)
+    xp, xs, _ = bits.nvfp4_encode_np(rng.standard_normal((tokens, k)), tensor_scale=1.0)
+    x_ts = np.array([0.5], np.float32)
+    w = inputs.expert_weights(rng, 3, n, k)
+    dev = {name: cuda.to_device(v) for name, v in dict(xp=xp, xs=xs, x_ts=x_ts, tok=tok, off=off, **w).items()}
+    d_out = cuda.to_device(np.full((13, n), np.nan, np.float32))
+    G.launcher(G.BOUNDED, True, G.RELU2, G.NVFP4, G.NVFP4)(
+        d_out,
+        dev["xp"],
+        dev["xs"],
+        dev["x_ts"],
+        dev["tok"],
+        dev["fp4"],
+        dev["sc"],
+        dev["ts"],
+        dev["off"],
+        dev["off"],
+        1,
+        13,
+    )
+    got = d_out.copy_to_host()
+    x = bits.nvfp4_decode_np(xp, xs, 1.0).astype(np.float64) * 0.5
+    wd = inputs.decode(w).astype(np.float64)
+    ge = np.repeat(np.arange(3), np.diff(off))
+
+    def relu2(rows):
+        return np.maximum(np.einsum("pk,pnk->pn", rows, wd[ge]), 0) ** 2
+
+    ref = relu2(x[tok])
+    scale = np.abs(ref).max()
+    assert np.abs(got - ref).max() / scale < 1e-5
+    assert np.abs(got - relu2(x[np.arange(13) % tokens])).max() / scale > 1e-2
 
 
 def test_the_sort_places_every_routed_row_once_by_expert():

@@ -1,13 +1,14 @@
 """The MoE prefill kernels compile for sm_90 (H200) without a GPU
 (``ptx_harness``): every grouped-GEMM configuration a variant launches
-(schedule, gather, activation, activation and weight formats), the sort,
-the scratch zeroing and the combine. No fp64, no spills, stack or local
-memory (the MMA accumulators and fragments stay in registers), registers
-within a budget (printed: ``-s`` shows them) and static shared memory
-within an SM's. Every grouped GEMM has the fp16 ``mma.sync`` in its PTX
-and ``HMMA.16816.F32`` in its SASS, as every variant's record claims
-(``tc_claims.CLAIM_JOBS`` lists each variant's GEMMs); the sort, zeroing
-and combine have no tensor-core instruction."""
+(schedule, gather, activation, activation and weight formats: the engine's
+kernels, ``common/gemm/grouped.py`` on the mma.sync form), the sort, the
+scratch zeroing and the combine. No fp64, no spills, stack or local memory
+(the accumulators stay in registers), registers within a budget (printed:
+``-s`` shows them) and static shared memory within an SM's. Every grouped
+GEMM has the fp16 ``mma.sync`` in its PTX and ``HMMA.16816.F32`` in its
+SASS, as every variant's record claims (``tc_claims.CLAIM_JOBS`` lists
+each variant's GEMMs); the sort, zeroing and combine have no tensor-core
+instruction."""
 
 from __future__ import annotations
 
@@ -19,11 +20,11 @@ from tc_claims import claim_problems, sass_claims_test, sass_sm90a
 
 MMA_PTX = "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32"
 NOT_GEMMS = ("route_sort", "zero_rows", "combine")
-# The most registers a grouped GEMM's thread may use (ptxas for sm_90 gives
-# the gated gate/up 128: its 16 accumulators, the B fragment and a K step's
-# weight loads in flight; the FP32 CUDA-core kernel before it took 105): at
-# 128 an SM still holds 16 of the one-warp blocks.
-MAX_REGS = 128
+# The most registers a grouped GEMM's thread may use (one 128-thread
+# warpgroup a block; ptxas for sm_90 gives the gated gate/up, 32
+# accumulators and the SiLU-GLU epilogue, the most: 144; the down
+# projections 62 to 95): at 168 an SM still holds three of the blocks.
+MAX_REGS = 168
 
 
 def jobs():
@@ -32,31 +33,36 @@ def jobs():
     from leverctl_kernels.moe._prefill import grouped as G
     from leverctl_kernels.moe._prefill import route as _route
 
-    f16, f32, i32, u8 = types.float16, types.float32, types.int32, types.uint8
-    idx = (i32[::1], i32[::1], types.int32)
-    nvfp4_w = (u8[:, :, ::1], u8[:, :, ::1], f32[::1])
-    e4m3_w = (u8[:, :, ::1], f32[:, ::1], f32[::1])
-    a_f16 = (f16[:, ::1], f32[::1], f32[::1])
-    a_f32 = (f32[:, ::1], f32[::1], f32[::1])
-    a_e4m3 = (u8[:, ::1], f32[::1], f32[::1])
-    a_nvfp4 = (u8[:, ::1], u8[:, ::1], f32[::1])
+    f16, f32, i32, u8, u32 = types.float16, types.float32, types.int32, types.uint8, types.uint32
+    rows_u32, rows_u8 = u32[:, ::1], u8[:, ::1]
+    ep = types.Tuple((f32[::1], f32[:, ::1], f32[::1], f32[::1], f32[::1]))
+    a_of = {  # the activation operand and its scales (a placeholder where none)
+        G.FLOAT: (rows_u32, rows_u8),
+        G.E4M3: (rows_u32, rows_u8),
+        G.NVFP4: (rows_u32, rows_u8),
+    }
     configs = {
-        # name: (SCHED, GATHER, ACT, AFMT, WFMT), activation operand, weight operand
-        "gateup_grouped": ((G.GROUPED, True, G.SILU_GLU, G.FLOAT, G.NVFP4), a_f16, nvfp4_w),
-        "gateup_bounded": ((G.BOUNDED, True, G.SILU_GLU, G.FLOAT, G.NVFP4), a_f16, nvfp4_w),
-        "down_grouped": ((G.GROUPED, False, G.NONE, G.FLOAT, G.NVFP4), a_f32, nvfp4_w),
-        "down_bounded": ((G.BOUNDED, False, G.NONE, G.FLOAT, G.NVFP4), a_f32, nvfp4_w),
-        "down_fp8_bounded": ((G.BOUNDED, False, G.NONE, G.E4M3, G.E4M3), a_e4m3, e4m3_w),
-        "sorted_up": ((G.BOUNDED, True, G.RELU2, G.FLOAT, G.NVFP4), a_f16, nvfp4_w),
-        "sorted_up_w4a4": ((G.BOUNDED, True, G.RELU2, G.NVFP4, G.NVFP4), a_nvfp4, nvfp4_w),
-        "shared_up": ((G.GROUPED, False, G.RELU2, G.FLOAT, G.NVFP4), a_f16, nvfp4_w),
-        "shared_up_w4a4": ((G.GROUPED, False, G.RELU2, G.NVFP4, G.NVFP4), a_nvfp4, nvfp4_w),
-        "shared_down_w4a4": ((G.GROUPED, False, G.NONE, G.NVFP4, G.NVFP4), a_nvfp4, nvfp4_w),
+        # name: (SCHED, GATHER, ACT, AFMT, WFMT, A's bytes per element)
+        "gateup_grouped": (G.GROUPED, True, G.SILU_GLU, G.FLOAT, G.NVFP4, 2),
+        "gateup_bounded": (G.BOUNDED, True, G.SILU_GLU, G.FLOAT, G.NVFP4, 2),
+        "down_grouped": (G.GROUPED, False, G.NONE, G.FLOAT, G.NVFP4, 4),
+        "down_bounded": (G.BOUNDED, False, G.NONE, G.FLOAT, G.NVFP4, 4),
+        "down_fp8_bounded": (G.BOUNDED, False, G.NONE, G.E4M3, G.E4M3, 1),
+        "sorted_up": (G.BOUNDED, True, G.RELU2, G.FLOAT, G.NVFP4, 2),
+        "sorted_up_w4a4": (G.BOUNDED, True, G.RELU2, G.NVFP4, G.NVFP4, 1),
+        "shared_up": (G.GROUPED, False, G.RELU2, G.FLOAT, G.NVFP4, 2),
+        "shared_up_w4a4": (G.GROUPED, False, G.RELU2, G.NVFP4, G.NVFP4, 1),
+        "shared_down_w4a4": (G.GROUPED, False, G.NONE, G.NVFP4, G.NVFP4, 1),
     }
     out = []
-    for name, (key, a, w) in configs.items():
-        sig = (f32[:, ::1], *a, i32[::1], *w, *idx)
-        out.append((name, G.make_grouped(*key), sig, G.THREADS))
+    for name, (sched, gather, act, afmt, wfmt, size) in configs.items():
+        a, asc = a_of[afmt]
+        if afmt == G.FLOAT and size == 4:
+            a = f32[:, ::1]
+        if afmt == G.NVFP4 and gather:
+            asc = types.Tuple((rows_u8, i32[::1]))  # the scales and the row map (nvfp4_f16_rows)
+        sig = (f32[:, ::1], a, u32[:, :, ::1], u8[:, :, ::1], asc, i32[::1], i32[::1], types.int32, ep)
+        out.append((name, G.make_grouped(sched, gather, act, afmt, wfmt, size), sig, 128))
     out.append(("route_sort", _route.make_route_sort(), (i32[::1],) * 5 + (i32[:, ::1],), _route.SORT_THREADS))
     out.append(("zero_rows", _route.make_zero_rows(), (f32[:, ::1],), _route.THREADS))
     out.append(("combine", _route.make_combine(), (f16[:, ::1], f32[:, ::1], f32[:, ::1], i32[::1]), _route.THREADS))
