@@ -217,40 +217,39 @@ else:
 
         return types.uint16(lo, hi), codegen
 
+    def _two_f32(arg_ty, bits, text, constraint):
+        """An intrinsic of one integer argument (cast to ``bits`` wide) whose
+        asm writes two float32 (``$0``, ``$1``) from it (``$2``)."""
+        ret = types.UniTuple(types.float32, 2)
+        as_ty = types.uint16 if bits == 16 else types.uint32
+
+        def codegen(context, builder, sig, args):
+            v = context.cast(builder, args[0], arg_ty, as_ty)
+            pair = _asm(builder, ir.LiteralStructType([_F32, _F32]), [v], text, "=f,=f," + constraint)
+            lo_v, hi_v = builder.extract_value(pair, 0), builder.extract_value(pair, 1)
+            return context.make_tuple(builder, ret, [lo_v, hi_v])
+
+        return ret(arg_ty), codegen
+
     @intrinsic
     def _cvt_e4m3x2_f32x2(typingctx, c):
         if not isinstance(c, types.Integer):
             return None
-        ret = types.UniTuple(types.float32, 2)
-
-        def codegen(context, builder, sig, args):
-            v = context.cast(builder, args[0], c, types.uint16)
-            text = (
-                "{ .reg .b32 h2; .reg .b16 l16, h16;\n"
-                "cvt.rn.f16x2.e4m3x2 h2, $2;\n"
-                "mov.b32 {l16, h16}, h2;\n"
-                "cvt.f32.f16 $0, l16;\n"
-                "cvt.f32.f16 $1, h16; }"
-            )
-            pair = _asm(builder, ir.LiteralStructType([_F32, _F32]), [v], text, "=f,=f,h")
-            lo_v, hi_v = builder.extract_value(pair, 0), builder.extract_value(pair, 1)
-            return context.make_tuple(builder, ret, [lo_v, hi_v])
-
-        return ret(c), codegen
+        text = (
+            "{ .reg .b32 h2; .reg .b16 l16, h16;\n"
+            "cvt.rn.f16x2.e4m3x2 h2, $2;\n"
+            "mov.b32 {l16, h16}, h2;\n"
+            "cvt.f32.f16 $0, l16;\n"
+            "cvt.f32.f16 $1, h16; }"
+        )
+        return _two_f32(c, 16, text, "h")
 
     @intrinsic
     def _cvt_f16x2_f32x2(typingctx, w):
         if not isinstance(w, types.Integer):
             return None
-        ret = types.UniTuple(types.float32, 2)
-
-        def codegen(context, builder, sig, args):
-            v = context.cast(builder, args[0], w, types.uint32)
-            text = "{ .reg .b16 l16, h16;\nmov.b32 {l16, h16}, $2;\ncvt.f32.f16 $0, l16;\ncvt.f32.f16 $1, h16; }"
-            pair = _asm(builder, ir.LiteralStructType([_F32, _F32]), [v], text, "=f,=f,r")
-            return context.make_tuple(builder, ret, [builder.extract_value(pair, 0), builder.extract_value(pair, 1)])
-
-        return ret(w), codegen
+        text = "{ .reg .b16 l16, h16;\nmov.b32 {l16, h16}, $2;\ncvt.f32.f16 $0, l16;\ncvt.f32.f16 $1, h16; }"
+        return _two_f32(w, 32, text, "r")
 
     f16x2_to_f32x2 = _cvt_f16x2_f32x2
     f32_to_bf16 = _cvt_rn_bf16_f32

@@ -37,25 +37,24 @@ def _pair(conv):
     return k
 
 
-def conversion_kernels() -> dict:
+def _decode_pair(fn):
+    """A kernel writing ``fn(c[i])``'s two values to ``out[2i]``, ``out[2i + 1]``."""
+
     @cuda.jit
-    def e4m3x2_to_f32x2(c, out):
+    def k(c, out):
         i = cuda.grid(1)
         if i < c.size:
-            lo, hi = C.e4m3x2_to_f32x2(c[i])
+            lo, hi = fn(c[i])
             out[2 * i] = lo
             out[2 * i + 1] = hi
 
-    @cuda.jit
-    def f16x2_to_f32x2(w, out):
-        i = cuda.grid(1)
-        if i < w.size:
-            lo, hi = C.f16x2_to_f32x2(w[i])
-            out[2 * i] = lo
-            out[2 * i + 1] = hi
+    return k
 
+
+def conversion_kernels() -> dict:
+    e4m3x2_to_f32x2 = _decode_pair(C.e4m3x2_to_f32x2)
     return {
-        "f16x2_to_f32x2": f16x2_to_f32x2,
+        "f16x2_to_f32x2": _decode_pair(C.f16x2_to_f32x2),
         "f32_to_bf16": _one(C.f32_to_bf16),
         "f32x2_to_bf16x2": _pair(C.f32x2_to_bf16x2),
         "f32x2_to_f16x2": _pair(C.f32x2_to_f16x2),

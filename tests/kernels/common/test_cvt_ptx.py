@@ -23,6 +23,7 @@ EXPECTED = {
     "bf16_to_f32": ["shl.b32"],  # a shift, by design
     "f32x2_to_e4m3x2": ["cvt.rn.satfinite.e4m3x2.f32"],
     "e4m3x2_to_f32x2": ["cvt.rn.f16x2.e4m3x2", "cvt.f32.f16"],
+    "f16x2_to_f32x2": ["mov.b32", "cvt.f32.f16"],
 }
 
 
@@ -63,6 +64,7 @@ def jobs():
         ("bf16_to_f32", k["bf16_to_f32"], (u16[::1], f32[::1]), THREADS),
         ("f32x2_to_e4m3x2", k["f32x2_to_e4m3x2"], (f32[::1], u16[::1]), THREADS),
         ("e4m3x2_to_f32x2", k["e4m3x2_to_f32x2"], (u16[::1], f32[::1]), THREADS),
+        ("f16x2_to_f32x2", k["f16x2_to_f32x2"], (u32[::1], f32[::1]), THREADS),
     ]
 
 

@@ -17,10 +17,11 @@ pytestmark = pytest.mark.skipif(not config.ENABLE_CUDASIM, reason="the simulator
 
 
 @cuda.jit
-def _copy_v4(out, src, first):
-    """Lane ``t`` copies words ``first + 4t .. first + 4t + 3`` of ``src``."""
+def _copy_v4(out, src, first, step=4):
+    """Lane ``t`` copies the 16 bytes at element ``first + step t`` of
+    ``src`` (``step`` 4: words; 8: fp16 elements) as four words."""
     t = cuda.threadIdx.x
-    a, b, c, d = vload.ldg_v4(src, first + 4 * t)
+    a, b, c, d = vload.ldg_v4(src, first + step * t)
     out[4 * t] = a
     out[4 * t + 1] = b
     out[4 * t + 2] = c
@@ -39,26 +40,15 @@ def test_the_twin_returns_the_four_words_at_the_index():
     np.testing.assert_array_equal(out, src[8 : 8 + 128])
 
 
-@cuda.jit
-def _copy_v4_f16(out, src, first):
-    """Lane ``t`` reads fp16 elements ``first + 8t .. + 7`` as four words."""
-    t = cuda.threadIdx.x
-    a, b, c, d = vload.ldg_v4(src, first + 8 * t)
-    out[4 * t] = a
-    out[4 * t + 1] = b
-    out[4 * t + 2] = c
-    out[4 * t + 3] = d
-
-
 def test_an_fp16_array_is_read_eight_elements_a_load_two_a_word_low_half_first():
     src = (np.arange(8 * 40) * 0.25).astype(np.float16)
     out = np.zeros(4 * 32, np.uint32)
-    _copy_v4_f16[1, 32](out, src, 16)
+    _copy_v4[1, 32](out, src, 16, 8)
     np.testing.assert_array_equal(out, src[16 : 16 + 256].view(np.uint32))
     with pytest.raises(ValueError, match="16-byte aligned"):
-        _copy_v4_f16[1, 1](np.zeros(4, np.uint32), src, 4)  # byte 8
+        _copy_v4[1, 1](np.zeros(4, np.uint32), src, 4, 8)  # byte 8
     with pytest.raises(IndexError, match="outside"):
-        _copy_v4_f16[1, 1](np.zeros(4, np.uint32), src, 8 * 40 - 8 + 8)
+        _copy_v4[1, 1](np.zeros(4, np.uint32), src, 8 * 40, 8)
 
 
 def test_a_2d_array_is_read_by_flat_index():

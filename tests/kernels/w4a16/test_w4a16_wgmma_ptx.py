@@ -50,14 +50,16 @@ def test_ptxas_for_sm90a_accepts_gemm_wgmma_without_spills_or_serialisation(sm90
         assert not odd, f"{name}: {odd}"
 
 
-def test_gemm_wgmma_sass_is_hgmma_f16(sm90a):
+def _sass(sm90a, name: str) -> str:
     disasm = nvdisasm()
     if not disasm:
         pytest.skip("nvdisasm not found (PATH, $CUDA_HOME/bin or the nvidia-cuda-nvdisasm wheel)")
+    return subprocess.run([disasm, sm90a["kernels"][name]["cubin"]], check=True, capture_output=True, text=True).stdout
+
+
+def test_gemm_wgmma_sass_is_hgmma_f16(sm90a):
     for name, bn in TILES.items():
-        sass = subprocess.run(
-            [disasm, sm90a["kernels"][name]["cubin"]], check=True, capture_output=True, text=True
-        ).stdout
+        sass = _sass(sm90a, name)
         gmma = re.findall(r"\bHGMMA\.[\w.]+", sass)
         want = f"HGMMA.64x{bn}x16.F32"
         assert gmma and all(g == want or g.startswith(want + ".") for g in gmma), (name, gmma)
@@ -97,12 +99,7 @@ def test_a_stage_of_weights_is_loaded_in_one_run_an_iteration_before_it_is_store
     the mainloop, not one chunk's loads, its conversion and its store in
     turn: the loop this replaced waited a round trip to memory per chunk
     (2 loads a run), ~3 µs a stage on the H200 at every N."""
-    disasm = nvdisasm()
-    if not disasm:
-        pytest.skip("nvdisasm not found (PATH, $CUDA_HOME/bin or the nvidia-cuda-nvdisasm wheel)")
     for name, bn in TILES.items():
-        sass = subprocess.run(
-            [disasm, sm90a["kernels"][name]["cubin"]], check=True, capture_output=True, text=True
-        ).stdout
+        sass = _sass(sm90a, name)
         chunks = bn * 8 // 128
         assert max(_load_runs_after_the_mma(sass)) >= 2 * chunks, (name, _load_runs_after_the_mma(sass))
