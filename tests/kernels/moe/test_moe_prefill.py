@@ -1,7 +1,6 @@
 """The MoE prefill kernels in the CUDA simulator at the tiny odd smoke
-shapes (4 experts, top-1, 9 tokens; expert width 16 and, for more K
-stages than the sweep's smoke shape, hidden 48: whole NVFP4 blocks but
-partial 32-column tiles), run the way the bench runs them
+shapes (4 experts, top-1, 9 tokens; expert width and hidden 16: whole
+NVFP4 blocks but partial 32-column tiles), run the way the bench runs them
 (``leverctl.bench.run.run_item``: poisoned outputs and scratch, the check
 against the float64 layer, ``rows_lost``).
 
@@ -34,17 +33,11 @@ def _path(name):
 
 
 def _shape(path, skew: str):
-    """The smoke shape of ``skew`` with hidden 48 (three K stages of the
-    gate/up GEMM, two column tiles of down) instead of the sweep's 16."""
-    from leverctl_kernels.common.path import Shape
-    from leverctl_kernels.moe._prefill import family as spec
-
+    """The smoke shape of ``skew``: hidden 16, one K stage of the engine's
+    64 (its multi-stage loop has tests of its own in ``common/gemm``) and
+    half of down's 32-column tile."""
     shapes = path.shapes("smoke", None)
-    s = next((s for s in shapes if s.label.startswith(skew)), shapes[0])  # the shared expert has no routing
-    if "skew" not in s.dims:
-        return s
-    d = {**s.dims, "h": 48}
-    return Shape(spec.label(d), d)
+    return next((s for s in shapes if s.label.startswith(skew)), shapes[0])  # the shared expert has no routing
 
 
 def _record(name: str, levers: dict, skew: str = "uniform", variant: str | None = None, path=None):
