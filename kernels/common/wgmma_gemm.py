@@ -107,8 +107,7 @@ class ChunkStager:
         self._built: dict = {}
 
     def device(self, rows: int):
-        """``(fetch, put, load)`` for tiles of ``rows`` rows; ``load(at, src,
-        bsc, nrows, k, r0, kt, tid)`` is the two at once (the prologue)."""
+        """``(fetch, put)`` for tiles of ``rows`` rows."""
         if rows not in self._built:
             self._built[rows] = _build_chunk_stager(self.threads, self.kpc, self.fetch, self.convert, rows)
         return self._built[rows]
@@ -149,11 +148,7 @@ def _build_chunk_stager(threads: int, kpc: int, kind_fetch, kind_convert, rows: 
     def put(at, raw, nrows, k, r0, kt, tid):
         unroll.each(_put_one, raw, (at, nrows, k, r0, kt * bk, tid))
 
-    @cuda.jit(device=True, inline="always")
-    def load(at, src, bsc, nrows, k, r0, kt, tid):
-        put(at, fetch(src, bsc, nrows, k, r0, kt, tid), nrows, k, r0, kt, tid)
-
-    return fetch, put, load
+    return fetch, put
 
 
 def chunk_stager(threads: int, kpc: int, fetch, convert) -> ChunkStager:
@@ -290,8 +285,8 @@ def _make_int4_e4m3(threads: int):
 def stager(b_kind: str, threads: int, group_shift: int = 7):
     """The B stager of ``b_kind`` (a transform on the way in), writing
     16-byte chunks as ``st.shared.v4`` into a swizzled stage of 128 bytes
-    of K: a :class:`ChunkStager` (``device(rows)``: its ``fetch``, ``put``
-    and ``load`` for tiles of that height), ``at`` the tile's
+    of K: a :class:`ChunkStager` (``device(rows)``: its ``fetch`` and
+    ``put`` for tiles of that height), ``at`` the tile's
     shared-window address, ``kt`` the stage. ``group_shift`` (int4
     kinds: the scale group is ``k >> group_shift``) exists for the tests'
     broken variants."""

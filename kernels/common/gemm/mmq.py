@@ -91,6 +91,23 @@ def _nvfp4_stager(threads: int, kind: str = KIND, drop_odd: bool = False):
     return chunk_stager(threads, 16, fetch, convert)
 
 
+def _side_stager(fetch_one, put_one, slots):
+    """A scale table's ``(fetch, put)`` from its per-entry halves, unrolled
+    over this thread's entries (``slots``): ``fetch_one(i, _, _, (asc,
+    bsc, m, n, k, r0, n0, kt, tid))`` loads entry ``i``'s raw values,
+    ``put_one(i, raw, (smem, word, tid, kt))`` decodes and stores them."""
+
+    @cuda.jit(device=True, inline="always")
+    def fetch(asc, bsc, m, n, k, r0, n0, kt, tid):
+        return unroll.each_map(fetch_one, slots, slots, (asc, bsc, m, n, k, r0, n0, kt, tid))
+
+    @cuda.jit(device=True, inline="always")
+    def put(smem, at, raw, kt, tid):
+        unroll.each(put_one, raw, (smem, at >> 2, tid, kt))
+
+    return fetch, put
+
+
 class Nvfp4Scales:
     """The NVFP4 MMQ's per-step fold (``pipeline``'s ``step_fold``): each
     stage's block scales decoded once into a table in shared memory (after
@@ -120,7 +137,7 @@ class Nvfp4Scales:
 
         @cuda.jit(device=True, inline="always")
         def _fetch_one(i, _x, _y, ctx):
-            asc, bsc, m, n, r0, n0, kt, tid = ctx
+            asc, bsc, m, n, _k, r0, n0, kt, tid = ctx
             idx = tid + i * threads
             row = idx >> 2
             b = BLOCKS_PER_STAGE * kt + (idx & 3)
@@ -135,21 +152,13 @@ class Nvfp4Scales:
 
         @cuda.jit(device=True, inline="always")
         def _put_one(i, v, ctx):
-            smem, w0, tid = ctx
+            smem, w0, tid, _kt = ctx
             idx = tid + i * threads
             if idx < total:
                 x = bits.e4m3_to_f32(v)
                 smem[w0 + idx] = x * quarter if (idx >> 2) < a_rows else x
 
-        @cuda.jit(device=True, inline="always")
-        def fetch(asc, bsc, m, n, k, r0, n0, kt, tid):
-            return unroll.each_map(_fetch_one, slots, slots, (asc, bsc, m, n, r0, n0, kt, tid))
-
-        @cuda.jit(device=True, inline="always")
-        def put(smem, at, raw, kt, tid):
-            unroll.each(_put_one, raw, (smem, at >> 2, tid))
-
-        return fetch, put
+        return _side_stager(_fetch_one, _put_one, slots)
 
     def fold(self, a_rows: int):
         mask = self.mask
@@ -321,15 +330,7 @@ class Q4kScales:
                 smem[w0 + 2 * idx] = x
                 smem[w0 + 2 * idx + 1] = y
 
-        @cuda.jit(device=True, inline="always")
-        def fetch(ds8, blocks, m, n, k, r0, n0, kt, tid):
-            return unroll.each_map(_fetch_one, slots, slots, (ds8, blocks, m, n, k, r0, n0, kt, tid))
-
-        @cuda.jit(device=True, inline="always")
-        def put(smem, at, raw, kt, tid):
-            unroll.each(_put_one, raw, (smem, at >> 2, tid, kt))
-
-        return fetch, put
+        return _side_stager(_fetch_one, _put_one, slots)
 
     def fold(self, a_rows: int):
         subs_used = self.subs_used

@@ -194,9 +194,9 @@ def make_mainloop(
     stage_a = stage_b if copy_a else _stager(a_kind, threads)  # (never used when copy_a)
     fetch_b = put_b = fetch_a = put_a = None
     if not copy_b:
-        fetch_b, put_b, _ = stage_b.device(seg)
+        fetch_b, put_b = stage_b.device(seg)
     if not copy_a:
-        fetch_a, put_a, _ = stage_a.device(a_rows)
+        fetch_a, put_a = stage_a.device(a_rows)
     per_stage = fold is not None
     if not per_stage:
 
