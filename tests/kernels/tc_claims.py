@@ -106,6 +106,7 @@ CLAIM_JOBS: dict[tuple[str, str, str], tuple[str, tuple[str, ...]]] = {
     ("gdn.prefill", "global_state", "mma.sync"): ("test_gdn_ptx", ("prefill_global_state",)),
     ("gdn.verify", "wy17", "mma.sync"): ("test_gdn_ptx", ("verify_wy17",)),
     ("gdn.verify", "wyn", "mma.sync"): ("test_gdn_ptx", ("verify_wyn_t17", "verify_wyn_t5")),
+    ("mamba2.prefill_scan", "ssd", "mma.sync"): ("test_mamba2_ptx", ("ssd_chunk_scan", "ssd_chunk_scan_largest")),
     ("ffn.prefill", "bf16_v1", "wgmma"): ("test_ffn_prefill_wgmma_ptx", ("bf16_v1_gemm",)),
     ("ffn.prefill", "bf16_v2", "wgmma"): ("test_ffn_prefill_wgmma_ptx", ("bf16_v2_gemm",)),
     ("ffn.prefill", "w4a4", "wgmma"): ("test_ffn_prefill_wgmma_ptx", ("w4a4_gemm",)),

@@ -125,6 +125,7 @@ def ssd_traffic(shape: Shape) -> Traffic:
         bytes_read=read + 2 * states + F32 * 2 * h * t,
         bytes_written=written + 2 * states + F32 * 2 * h * t,
         flops=flops,
+        tc_flops=h * ssd.cb_tc_flops(t, q, n),
     )
 
 
@@ -138,7 +139,16 @@ TOLERANCE = Tolerance(rel=1e-3, abs_of_max=1e-4)
 
 
 def _variant(mod, traffic=None) -> Variant:
-    return Variant(mod.NAME, mod.SUMMARY, mod.build, traffic=traffic, launches=getattr(mod, "LAUNCHES", 1))
+    tc = getattr(mod, "TENSOR_CORES", None)
+    return Variant(
+        mod.NAME,
+        mod.SUMMARY,
+        mod.build,
+        traffic=traffic,
+        launches=getattr(mod, "LAUNCHES", 1),
+        tensor_cores=tc,
+        tc_dtype=ssd.WR.DTYPE if tc else None,
+    )
 
 
 PATH = declared_path(
@@ -152,6 +162,7 @@ PATH = declared_path(
     tolerance=TOLERANCE,
     notes="persistent moves the state once and is bound by its sequential token walk; ssd spreads the "
     "prompt over chunks x heads blocks at the cost of the chunk states' round trips; sequential "
-    "round-trips each state row through global memory every token. All on FP32 CUDA cores.",
+    "round-trips each state row through global memory every token. The SSD's C.B blocks run on "
+    "mma.sync (fp16 C and B as stored, f32 sums); everything else on FP32 CUDA cores.",
     extra={"model_sections": MODEL_SECTIONS},
 )

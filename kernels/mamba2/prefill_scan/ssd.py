@@ -20,21 +20,32 @@ is the same algorithm in float64)::
    in order from the carried state, replacing ``cstate[c]`` by the state
    entering chunk ``c`` and leaving the final state in ``state``;
 3. ``ssd_chunk_scan``, block per (chunk, head): per 32-token tile of
-   outputs, stages ``C``; per source tile up to the diagonal, stages ``B``,
-   forms the tile's decay-masked ``C.B`` block ``M [32, 32]`` in shared
-   memory, and accumulates ``M (x)``; then adds the entering state's read-out
-   and the skip.
+   outputs, stages ``C`` (fp32, for the state read-out); per source tile
+   up to the diagonal, forms the tile's decay-masked ``C.B`` block ``M
+   [32, 32]`` in shared memory, the dot products on the tensor cores
+   (``common/gemm/warp_rows``: ``mma.sync`` m16n8k16 on ``C`` and ``B``
+   rows as stored, exact fp16, f32 sums; the diagonal block's tiles above
+   the diagonal skipped; the decay and ``dt`` applied to each f32 result),
+   and accumulates ``M (x)``; then adds the entering state's read-out and
+   the skip.
 
 Every chunk of every head is independent in 1 and 3, so the long parts of
 the work spread over ``chunks x heads`` blocks; only 2, ``P N`` elements
 per head times the chunk count, is sequential in time.
 
-Shared memory (kernel 3, the largest): the chunk's ``cum`` and ``dt``, the
-``C`` and ``B`` tiles as fp32 rows of ``N + 1`` words (the pad staggers the
-rows across banks for the ``C.B`` dots), and ``M``:
+What stays on FP32 CUDA cores, and why: ``M (x)`` and the chunk state's
+``sum_j w_j x_j B_j^T`` have an f32 factor inside the sum (the decays and
+``dt``), which would round to fp16 on the way into an MMA, and ``x``'s
+contraction index (the token) is not its contiguous one (``[T, H, P]``),
+so its fragments are not 32-bit loads of a row; the read-out ``C S^T``
+has an fp32 state.
+
+Shared memory: the chunk's ``cum`` and ``dt``, the ``C`` and ``B`` tiles
+as fp32 rows of ``N + 1`` words (kernel 1 stages ``B``, kernel 3 ``C``;
+the pad staggers the rows across banks), and ``M``:
 ``geometry.ssd_shared_bytes(N)`` at the longest chunk (256), which must fit
 the 48 KiB a block may declare statically: that is ``ssd_scan_fits``, the
-condition of the decision table. The products run on FP32 CUDA cores.
+condition of the decision table.
 """
 
 from __future__ import annotations
@@ -43,9 +54,10 @@ import math
 from functools import lru_cache
 
 import numpy as np
-from numba import cuda, float32
+from numba import cuda, float32, uint64
 
 from ...common import launch as L
+from ...common.gemm import warp_rows as WR
 from ._device import group_of, step_dt
 from .geometry import SSD_MAX_CHUNK, SSD_TILE, ssd_scan_fits, ssd_shared_bytes
 
@@ -53,6 +65,21 @@ NAME = "ssd"
 SUMMARY = "chunked SSD scan: chunk states, state passing, intra-chunk masked C.B blocks (3 launches)"
 TILE = SSD_TILE
 LAUNCHES = 3
+TENSOR_CORES = WR.FORM  # the C.B blocks on mma.sync (``common/gemm/warp_rows``)
+
+
+def cb_tc_flops(t: int, chunk: int, n: int) -> int:
+    """What the tensor cores execute for one head's ``C.B`` blocks: per
+    chunk, per 32-token output tile, its source tiles up to the diagonal
+    (the diagonal one's lower tiles only), padded tiles and steps included."""
+    tiles = 0
+    for c0 in range(0, t, chunk):
+        q = min(chunk, t - c0)
+        for i0 in range(0, q, TILE):
+            i_n = min(TILE, q - i0)
+            for j0 in range(0, i0 + i_n, TILE):
+                tiles += WR.block_tiles(i_n, min(TILE, q - j0), j0 == i0)
+    return WR.tile_flops(tiles, n)
 
 
 def threads_for(p: int, n: int) -> int:
@@ -164,20 +191,35 @@ def make_state_pass(CHUNK: int, CARRY: bool = True):
 
 
 @lru_cache(maxsize=None)
-def make_chunk_scan(CHUNK: int, N: int, P: int, THREADS: int, HPG: int):
-    """Kernel 3."""
+def _put_m(TILE_: int):
+    @cuda.jit(device=True)
+    def put_m(ctx, i, l, dot):
+        """One element of the decay-masked ``C.B`` block: ``i``, ``l`` the
+        block's row and column (``uint64``), the diagonal block's upper
+        triangle left unwritten (never read)."""
+        m, cum, dtv, i0, j0 = ctx  # every index uint64: no mixed-sign arithmetic
+        if j0 + l <= i0 + i:
+            m[i * TILE_ + l] = dot * math.exp(cum[i0 + i] - cum[j0 + l]) * dtv[j0 + l]
+
+    return put_m
+
+
+@lru_cache(maxsize=None)
+def make_chunk_scan(CHUNK: int, N: int, P: int, THREADS: int, HPG: int, layout=WR.LAYOUT):
+    """Kernel 3. ``layout``: the MMA fragment maps of the ``C.B`` blocks
+    (``warp_rows``; a test breaks one)."""
     NS = N + 1
-    BTILE = TILE * NS
+    CTILE = TILE * NS
     MTILE = TILE * TILE
     OPT = (TILE * P + THREADS - 1) // THREADS
+    cb = WR.make_product(N, THREADS, _put_m(TILE), layout)
 
     @cuda.jit
     def ssd_chunk_scan(y, x, B, C, D, cs, dts, cstate):
         t_len = x.shape[0]
         cum = cuda.shared.array(CHUNK, np.float32)
         dtv = cuda.shared.array(CHUNK, np.float32)
-        cs_t = cuda.shared.array(BTILE, np.float32)
-        bs = cuda.shared.array(BTILE, np.float32)
+        cs_t = cuda.shared.array(CTILE, np.float32)
         m = cuda.shared.array(MTILE, np.float32)
         acc = cuda.local.array(OPT, np.float32)
         tid = cuda.threadIdx.x
@@ -200,22 +242,9 @@ def make_chunk_scan(CHUNK: int, N: int, P: int, THREADS: int, HPG: int):
                 acc[k] = float32(0.0)
             for j0 in range(0, i0 + i_n, TILE):  # source tiles up to the diagonal
                 jn = min(TILE, q - j0)
-                for e in range(tid, jn * N, THREADS):
-                    jj = e // N
-                    bs[jj * NS + e - jj * N] = float32(B[t0 + j0 + jj, g, e - jj * N])
-                cuda.syncthreads()
-                for e in range(tid, TILE * TILE, THREADS):
-                    ii = e // TILE
-                    jj = e - ii * TILE
-                    i = i0 + ii
-                    j = j0 + jj
-                    v = float32(0.0)
-                    if ii < i_n and jj < jn and j <= i:
-                        dot = float32(0.0)
-                        for n in range(N):
-                            dot += cs_t[ii * NS + n] * bs[jj * NS + n]
-                        v = dot * math.exp(cum[i] - cum[j]) * dtv[j]
-                    m[e] = v
+                diag = j0 == i0
+                # the block's C.B on the tensor cores, C and B rows as stored
+                cb(C, B, g, t0 + i0, i_n, t0 + j0, jn, diag, (m, cum, dtv, uint64(i0), uint64(j0)), tid)
                 cuda.syncthreads()
                 for k in range(OPT):
                     o = tid + k * THREADS
@@ -223,10 +252,10 @@ def make_chunk_scan(CHUNK: int, N: int, P: int, THREADS: int, HPG: int):
                     p = o - ii * P
                     if ii < i_n:
                         a = acc[k]
-                        for jj in range(jn):
+                        for jj in range(min(jn, ii + 1) if diag else jn):
                             a += m[ii * TILE + jj] * float32(x[t0 + j0 + jj, h, p])
                         acc[k] = a
-                cuda.syncthreads()  # M and the B tile fully read
+                cuda.syncthreads()  # M fully read
             for k in range(OPT):
                 o = tid + k * THREADS
                 ii = o // P
@@ -241,7 +270,7 @@ def make_chunk_scan(CHUNK: int, N: int, P: int, THREADS: int, HPG: int):
     return ssd_chunk_scan
 
 
-def build(shape, DECAY_SCALE: float = 1.0, CARRY: bool = True):
+def build(shape, DECAY_SCALE: float = 1.0, CARRY: bool = True, layout=WR.LAYOUT):
     t, h, p, n, g, chunk = (shape[k] for k in ("t", "h", "p", "n", "g", "chunk"))
     if not ssd_scan_fits(n):
         raise ValueError(
@@ -256,7 +285,7 @@ def build(shape, DECAY_SCALE: float = 1.0, CARRY: bool = True):
     nc = -(-t // chunk)
     k1 = make_chunk_state(chunk, n, pb, threads, hpg, DECAY_SCALE)
     k2 = make_state_pass(chunk, CARRY)
-    k3 = make_chunk_scan(chunk, n, p, threads, hpg)
+    k3 = make_chunk_scan(chunk, n, p, threads, hpg, layout)
     L.check_shared(4 * (2 * chunk + 2 * TILE * (n + 1) + TILE * TILE))
     g1 = L.check_grid((nc, h, -(-p // pb)))
     g2 = L.check_grid((h, L.blocks_for(p * n, threads)))
@@ -272,4 +301,5 @@ def build(shape, DECAY_SCALE: float = 1.0, CARRY: bool = True):
         k3[g3, threads](bufs["y"], x, B, bufs["C"], bufs["D"], cs, dts, cstate)
 
     launch.workspace = {"cs": cs, "dts": dts, "cstate": cstate}
+    launch.tensor_cores, launch.tc_dtype = TENSOR_CORES, WR.DTYPE
     return launch

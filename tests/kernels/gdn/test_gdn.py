@@ -452,14 +452,12 @@ def test_the_lower_triangle_tiles_cover_it_and_nothing_more():
     assert mma_flops(64, 128) == 20 * 8 * 2 * 16 * 8 * 16
 
 
-def test_the_mma_product_refuses_blocks_that_are_not_whole_warps_and_odd_dk():
+def test_the_mma_product_refuses_blocks_that_are_not_whole_warps():
     from leverctl_kernels.gdn import _layout
     from leverctl_kernels.gdn._mma_qk import make_lower_product
 
     with pytest.raises(ValueError, match="whole warps"):
         make_lower_product(8, 16, True)
-    with pytest.raises(ValueError, match="odd"):
-        make_lower_product(9, 32, True)
     assert _layout.warp_threads(_layout.tile_for(128, 128)) == 128
     assert _layout.warp_threads(_layout.tile_for(8, 8)) == 32  # 16 threads of work
     assert _layout.warp_threads(_layout.tile_for(12, 12)) == 32  # 24

@@ -140,6 +140,28 @@ def test_an_ssd_chunk_longer_than_its_32_token_tiles_passes():
     """Chunks of 40 (a full 32-token tile and 8 more) over 45 tokens: the
     chunk kernels' second tile, the below-diagonal source tile and a short
     last chunk, none of which the smoke shapes' chunks of 16 and 8 reach."""
-    shape = Shape("long chunk", dict(t=45, h=2, p=3, n=5, g=1, chunk=40))
+    shape = Shape("long chunk", dict(t=45, h=2, p=3, n=5, g=1, chunk=40))  # n odd: the C.B rows in 16-bit halves
     fig, _ = _check(_scan(), "ssd", shape, _scan().make_inputs(shape, np.random.default_rng(13)))
     assert fig.passed, fig
+
+
+@pytest.mark.sim
+def test_an_ssd_scan_whose_cb_mma_reads_b_on_the_wrong_lanes_fails_the_check():
+    """The chunk scan's ``C.B`` blocks on the tensor cores with B's fragment
+    map shifted by a column (each lane loads its neighbour's row of B):
+    the check rejects the scan (the smoke shapes pass with the right map)."""
+    from numba import cuda
+
+    from leverctl_kernels.common import mma
+    from leverctl_kernels.mamba2.prefill_scan import ssd
+
+    @cuda.jit(device=True, inline="always")
+    def b_next_column(lane, i):
+        k, n = mma.b_elem(lane, i)
+        return k, (n + 1) % mma.N
+
+    shape = _smoke("smoke t13")
+    launch = ssd.build(shape, layout=(mma.a_elem, b_next_column, mma.c_elem))
+    fig, _ = _check(_scan(), "ssd", shape, _scan().make_inputs(shape, np.random.default_rng(3)), launch)
+    assert not fig.passed, fig
+    assert fig.worst == "y"

@@ -4,15 +4,18 @@ GPU (``ptx_harness``): no fp64 arithmetic, no spills, stack or local
 memory (the persistent kernel's state, the SSD accumulators: registers),
 registers x threads within an SM's, static shared memory within 48 KiB;
 the SSD chunk scan at the longest chunk and the largest state that fits
-uses exactly what ``selection.ssd_shared_bytes`` says. None has a
-tensor-core instruction. The projection GEMMs are ffn_prefill's and
-w4a16's kernels, compiled by their own tests."""
+stays within what ``geometry.ssd_shared_bytes`` (the decision table's fit)
+says, less the B tile it no longer stages. Only the SSD chunk scan has a
+tensor-core instruction (its ``C.B`` blocks on ``mma.sync``, in the SASS as
+``HMMA``). The projection GEMMs are ffn_prefill's and w4a16's kernels,
+compiled by their own tests."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
 from ptx_harness import check_ptx, check_ptxas, compiled  # noqa: F401 (compiled: the fixture)
+from tc_claims import sass_claims_test
 
 P, N, HPG, CHUNK = 64, 128, 16, 128
 
@@ -49,7 +52,8 @@ def test_every_mamba2_kernel_compiles_for_sm90_in_fp32(compiled):
     assert len(compiled["kernels"]) == 6
     check_ptx(compiled, fp64=False)
     for name, rec in compiled["kernels"].items():
-        assert "mma" not in Path(rec["ptx"]).read_text(), name
+        has = "mma.sync.aligned.m16n8k16" in Path(rec["ptx"]).read_text()
+        assert has == name.startswith("ssd_chunk_scan"), name
 
 
 def test_ptxas_accepts_them_without_spills_or_local_memory(compiled):
@@ -57,10 +61,15 @@ def test_ptxas_accepts_them_without_spills_or_local_memory(compiled):
 
 
 def test_the_ssd_fit_is_the_shared_memory_the_compiled_chunk_scan_declares(compiled):
+    from leverctl_kernels.mamba2.prefill_scan import ssd
     from leverctl_kernels.mamba2.prefill_scan.geometry import SSD_MAX_STATE, ssd_shared_bytes
 
     if not compiled["ptxas"]:
         import pytest
 
         pytest.skip("ptxas not found (PATH or $CUDA_HOME/bin)")
-    assert compiled["kernels"]["ssd_chunk_scan_largest"]["smem"] == ssd_shared_bytes(SSD_MAX_STATE)
+    b_tile = 4 * ssd.TILE * (SSD_MAX_STATE + 1)  # kernel 1 stages B; the scan's MMA reads it as stored
+    assert compiled["kernels"]["ssd_chunk_scan_largest"]["smem"] == ssd_shared_bytes(SSD_MAX_STATE) - b_tile
+
+
+test_the_sass_holds_what_each_variants_records_claim = sass_claims_test("test_mamba2_ptx")

@@ -1,0 +1,269 @@
+"""Products of rows as stored, ``x_i . y_l``, on the warp MMA (``mma.sync.
+aligned.m16n8k16``, fp16 inputs, f32 accumulators; ``common/mma.py``), for
+the small matrix products inside a fused kernel: a GDN chunk's ``k_i .
+k_j`` and ``q_i . k_j``, the SSD scan's ``C_i . B_j``. The rest of such a
+kernel is scalar work on the same block, so the product is a device
+function of the kernel, not a kernel of its own, and what becomes of each
+element (the decays, norms, masks a caller applies) is the caller's
+``put``.
+
+Operands: two fp16 arrays ``x[t, h, d]`` and ``y[t, h, d]`` with ``d``
+contiguous. ``A = x`` rows (``.row``) and ``B = y^T`` held as ``Bt[n, k]
+= y[t, h, d]`` (``.col``): ``y`` as stored, no transpose and no staging.
+Each fragment register's two elements are consecutive ``d`` of one row
+(checked below from ``mma``'s layout data), so a register is one 32-bit
+load of the array viewed as ``uint32`` where ``d`` is even (a row then
+starts 4-byte aligned), two 16-bit loads where it is odd. The rows are read from global memory through L1: every
+row serves ``cols / 8`` tiles, and a fused kernel's shared memory holds its
+own intermediates.
+
+A block of ``la x lb`` elements (rows ``ta ..``, columns ``tb ..``) is made
+in 16 x 8 tiles, walking ``d`` by 16, dealt round-robin to the ``NT / 32``
+warps; ``lower`` keeps only the tiles holding an element with ``l <= i``
+(row tile ``mi`` needs column tiles ``ni <= 2 mi + 1``)::
+
+           l: 0   8   16  24  32 ...           L = 64: 20 tiles of the 32,
+    i  0    [w0][w1]                                   5 per warp of 4
+      16    [w2][w3][w0][w1]
+      32    [w2][w3][w0][w1][w2][w3]
+      48    [w0][w1][w2][w3][w0][w1][w2][w3]
+
+The walk's bounds are the same in every lane of a warp (the block's
+``la``, ``lb``), so all 32 lanes reach each ``mma.sync`` together, as
+``.aligned`` demands. Edges are fed zeros, never skipped: rows past ``la``
+/ ``lb`` and ``d`` past ``DK`` when ``DK % 16 != 0`` read as 0 and add
+nothing; their results are not given to ``put``. Which lane holds which
+element is ``mma``'s (``a_elem``/``b_elem``/``c_elem``; a test passes a
+wrong map to see a check fail), never lane arithmetic of its own.
+"""
+
+from __future__ import annotations
+
+from functools import lru_cache
+
+import numpy as np
+from numba import cuda, float32, uint32, uint64
+
+from .. import mma
+
+TM, TN, TK = mma.M, mma.N, mma.K  # one MMA: 16 rows x 8 columns, 16 deep
+WARP = mma.WARP
+FORM = "mma.sync"  # a record's tensor_cores
+DTYPE = "f16"  # the MMA's input type (the rows as stored)
+
+LAYOUT = (mma.a_elem, mma.b_elem, mma.c_elem)
+WARP_SHIFT, TM_SHIFT, TN_SHIFT = 5, 4, 3  # divisions by 32, 16, 8 as shifts
+assert (1 << WARP_SHIFT, 1 << TM_SHIFT, 1 << TN_SHIFT) == (WARP, TM, TN)
+RATIO = TM // TN
+
+
+def _check_pairs() -> None:
+    """A and B registers hold two consecutive ``d`` (k index) of one row, the
+    even one low: one aligned 32-bit load per register."""
+    for lane in range(WARP):
+        for i in range(0, 8, 2):
+            (r0, c0), (r1, c1) = mma.A_TABLE[lane, i], mma.A_TABLE[lane, i + 1]
+            assert r0 == r1 and c1 == c0 + 1 and c0 % 2 == 0, (lane, i)
+        for i in range(0, 4, 2):
+            (k0, n0), (k1, n1) = mma.B_TABLE[lane, i], mma.B_TABLE[lane, i + 1]
+            assert n0 == n1 and k1 == k0 + 1 and k0 % 2 == 0, (lane, i)
+
+
+_check_pairs()
+
+
+def block_tiles(la: int, lb: int, lower: bool) -> int:
+    """How many 16 x 8 tiles a block of ``la x lb`` takes (``lower``: only
+    those holding an element with ``l <= i``): the MMAs per ``d`` step."""
+    rows, cols = -(-la // TM), -(-lb // TN)
+    return sum(min(RATIO * mi + RATIO, cols) if lower else cols for mi in range(rows))
+
+
+def lower_tiles(L: int) -> int:
+    """The tiles of the lower triangle (with the diagonal) of ``L x L``."""
+    return block_tiles(L, L, True)
+
+
+def tile_flops(tiles: int, DK: int) -> int:
+    """FLOPs the tensor cores execute for ``tiles`` tiles over ``DK`` (padded
+    tiles and steps included, a multiply-add is 2)."""
+    return tiles * -(-DK // TK) * 2 * TM * TN * TK
+
+
+def mma_flops(L: int, DK: int) -> int:
+    """The lower-triangle product of ``L`` rows over ``DK``."""
+    return tile_flops(lower_tiles(L), DK)
+
+
+@cuda.jit(device=True, inline="always")
+def words(x):
+    """An fp16 ``[T, H, d]`` array as ``uint32 [T, H, d/2]``: each word two
+    consecutive halves, the lower ``d`` in the low 16 bits (little-endian),
+    as an MMA register holds them. A reinterpretation, no copy."""
+    return x.view(np.uint32)
+
+
+@cuda.jit(device=True, inline="always")
+def _halves(x, t, h, w, ok, DK):
+    """Word ``w`` of a row of odd length: its two fp16 (``d = 2w, 2w + 1``)
+    from 16-bit loads, zero past ``DK`` and where not ``ok``."""
+    xh = x.view(np.uint16)
+    d = uint64(2 * w)
+    lo = uint32(xh[t, h, d]) if ok and 2 * w < DK else uint32(0)
+    hi = uint32(xh[t, h, d + uint64(1)]) if ok and 2 * w + 1 < DK else uint32(0)
+    return lo | (hi << uint32(16))
+
+
+@cuda.jit(device=True, inline="always")
+def _where(f, ta, la, tb, lb):
+    """Each register's row (in range: below ``la`` / ``lb``; its index) and
+    word of the row: A's four, then B's two."""
+    ok = (f[0] < la, f[2] < la, f[4] < la, f[6] < la, f[9] < lb, f[11] < lb)
+    t = (uint64(ta + f[0]), uint64(ta + f[2]), uint64(ta + f[4]), uint64(ta + f[6]))
+    t = t + (uint64(tb + f[9]), uint64(tb + f[11]))
+    c = (f[1] >> 1, f[3] >> 1, f[5] >> 1, f[7] >> 1, f[8] >> 1, f[10] >> 1)
+    return ok + t + c
+
+
+@lru_cache(maxsize=None)
+def make_tile(DK: int, layout=LAYOUT):
+    """Device functions ``coords(lane)`` and ``tile(x, y, h, ta, la, tb, lb,
+    f) -> (d0..d3)``.
+
+    ``coords`` is where this lane's fragments sit, from ``layout`` (a tuple
+    ``f``, made once per product): ``f[0:8]`` (row, column) of the low half
+    of A registers a0..a3, ``f[8:12]`` (k, column) of the low half of B
+    registers b0, b1, ``f[12:20]`` (row, column) of D values d0..d3.
+
+    ``tile`` is the raw 16 x 8 tile ``x[ta + 0..15, h] . y[tb + 0..7, h]``
+    over all ``DK`` as this lane's D fragment; rows of ``x`` from ``la`` on
+    and of ``y`` from ``lb`` on, and ``d`` past ``DK``, read as zero.
+
+    Plain device functions, compiled once per ``DK`` and shared by every
+    product of a kernel (inlining them at Numba's level made the GDN
+    kernels compile 4x slower); they index with ``uint64`` and shifts, so
+    no wrap-around code is lost by compiling them apart. The loads are
+    written out rather than called: in the simulator every device call
+    costs as much as a few dozen lines."""
+    a_elem, b_elem, c_elem = layout
+    ODD = DK % 2 == 1  # rows not 4-byte aligned: each register from two 16-bit loads
+    KSTEPS = -(-DK // TK)
+    WSTEP = TK // 2  # 32-bit words per k-step
+    DKW = DK // 2  # 32-bit words per row (even DK)
+    PAD = DK % TK != 0  # the last step reads past d: zeros there
+    Z = uint32(0)
+
+    @cuda.jit(device=True)
+    def coords(lane):
+        ar0, ac0 = a_elem(lane, 0)  # register j: ISA elements 2j (low) and 2j + 1
+        ar1, ac1 = a_elem(lane, 2)
+        ar2, ac2 = a_elem(lane, 4)
+        ar3, ac3 = a_elem(lane, 6)
+        bk0, bn0 = b_elem(lane, 0)
+        bk1, bn1 = b_elem(lane, 2)
+        dr0, dc0 = c_elem(lane, 0)
+        dr1, dc1 = c_elem(lane, 1)
+        dr2, dc2 = c_elem(lane, 2)
+        dr3, dc3 = c_elem(lane, 3)
+        return (ar0, ac0, ar1, ac1, ar2, ac2, ar3, ac3, bk0, bn0, bk1, bn1, dr0, dc0, dr1, dc1, dr2, dc2, dr3, dc3)
+
+    @cuda.jit(device=True)
+    def tile(x, y, h, ta, la, tb, lb, f):
+        xw = words(x)  # here, not in the caller: no view lives across it
+        yw = words(y)
+        hh = uint64(h)
+        ok0, ok1, ok2, ok3, ok4, ok5, t0, t1, t2, t3, t4, t5, c0, c1, c2, c3, c4, c5 = _where(f, ta, la, tb, lb)
+        d0 = float32(0.0)
+        d1 = float32(0.0)
+        d2 = float32(0.0)
+        d3 = float32(0.0)
+        for s in range(KSTEPS):
+            w0 = s * WSTEP
+            if PAD:  # the last step runs past d: those words are zero
+                a0 = xw[t0, hh, uint64(w0 + c0)] if ok0 and w0 + c0 < DKW else Z
+                a1 = xw[t1, hh, uint64(w0 + c1)] if ok1 and w0 + c1 < DKW else Z
+                a2 = xw[t2, hh, uint64(w0 + c2)] if ok2 and w0 + c2 < DKW else Z
+                a3 = xw[t3, hh, uint64(w0 + c3)] if ok3 and w0 + c3 < DKW else Z
+                b0 = yw[t4, hh, uint64(w0 + c4)] if ok4 and w0 + c4 < DKW else Z
+                b1 = yw[t5, hh, uint64(w0 + c5)] if ok5 and w0 + c5 < DKW else Z
+            else:
+                a0 = xw[t0, hh, uint64(w0 + c0)] if ok0 else Z
+                a1 = xw[t1, hh, uint64(w0 + c1)] if ok1 else Z
+                a2 = xw[t2, hh, uint64(w0 + c2)] if ok2 else Z
+                a3 = xw[t3, hh, uint64(w0 + c3)] if ok3 else Z
+                b0 = yw[t4, hh, uint64(w0 + c4)] if ok4 else Z
+                b1 = yw[t5, hh, uint64(w0 + c5)] if ok5 else Z
+            d0, d1, d2, d3 = mma.mma_f16_16816(a0, a1, a2, a3, b0, b1, d0, d1, d2, d3)
+        return d0, d1, d2, d3
+
+    @cuda.jit(device=True)
+    def tile_odd(x, y, h, ta, la, tb, lb, f):
+        hh = uint64(h)
+        ok0, ok1, ok2, ok3, ok4, ok5, t0, t1, t2, t3, t4, t5, c0, c1, c2, c3, c4, c5 = _where(f, ta, la, tb, lb)
+        d0 = float32(0.0)
+        d1 = float32(0.0)
+        d2 = float32(0.0)
+        d3 = float32(0.0)
+        for s in range(KSTEPS):
+            w0 = s * WSTEP
+            a0 = _halves(x, t0, hh, w0 + c0, ok0, DK)
+            a1 = _halves(x, t1, hh, w0 + c1, ok1, DK)
+            a2 = _halves(x, t2, hh, w0 + c2, ok2, DK)
+            a3 = _halves(x, t3, hh, w0 + c3, ok3, DK)
+            b0 = _halves(y, t4, hh, w0 + c4, ok4, DK)
+            b1 = _halves(y, t5, hh, w0 + c5, ok5, DK)
+            d0, d1, d2, d3 = mma.mma_f16_16816(a0, a1, a2, a3, b0, b1, d0, d1, d2, d3)
+        return d0, d1, d2, d3
+
+    return coords, (tile_odd if ODD else tile)
+
+
+@lru_cache(maxsize=None)
+def make_product(DK: int, NT: int, put, layout=LAYOUT):
+    """Device function ``product(x, y, h, ta, la, tb, lb, lower, ctx,
+    tid)``: every element ``(i < la, l < lb)`` of the block's tiles (with
+    ``lower``, only the tiles holding some ``l <= i``; elements above the
+    diagonal inside those tiles are given too, ``put`` masks them) handed
+    to ``put(ctx, i, l, dot)`` (``uint64`` indices, relative to ``ta`` and
+    ``tb``) with ``dot = x[ta + i, h] . y[tb + l, h]`` over ``DK``. The
+    block's ``NT`` threads are ``NT / 32`` warps; each makes its share of
+    the tiles. ``layout``: ``(a_elem, b_elem, c_elem)``, ``mma``'s unless a
+    test breaks one."""
+    if NT % WARP:
+        raise ValueError(f"{NT} threads are not whole warps: mma.sync needs all 32 lanes")
+    coords, tile = make_tile(DK, layout)
+    NW = NT // WARP
+
+    @cuda.jit(device=True)
+    def put_one(ctx, la, lb, ii, ll, dot):
+        i = uint64(ii)
+        l = uint64(ll)
+        if i < uint64(la) and l < uint64(lb):
+            put(ctx, i, l, dot)
+
+    @cuda.jit(device=True)
+    def put4(ctx, la, lb, i0, l0, f, d0, d1, d2, d3):
+        put_one(ctx, la, lb, i0 + f[12], l0 + f[13], d0)
+        put_one(ctx, la, lb, i0 + f[14], l0 + f[15], d1)
+        put_one(ctx, la, lb, i0 + f[16], l0 + f[17], d2)
+        put_one(ctx, la, lb, i0 + f[18], l0 + f[19], d3)
+
+    @cuda.jit(device=True)
+    def product(x, y, h, ta, la, tb, lb, lower, ctx, tid):
+        warp = tid >> WARP_SHIFT
+        f = coords(cuda.laneid)
+        rows = (la + TM - 1) >> TM_SHIFT
+        cols = (lb + TN - 1) >> TN_SHIFT
+        turn = 0
+        for mi in range(rows):
+            i0 = mi * TM
+            for ni in range(min(RATIO * mi + RATIO, cols) if lower else cols):
+                if turn == warp:  # the same in every lane of the warp
+                    l0 = ni * TN
+                    d0, d1, d2, d3 = tile(x, y, h, ta + i0, la - i0, tb + l0, lb - l0, f)
+                    put4(ctx, la, lb, i0, l0, f, d0, d1, d2, d3)
+                turn += 1
+                if turn == NW:
+                    turn = 0
+
+    return product

@@ -1,0 +1,88 @@
+"""The engine's warp products of stored rows (``common/gemm/warp_rows.py``:
+``x_i . y_l`` of fp16 rows on ``mma.sync`` m16n8k16, a block's tiles dealt
+to the warps, each element handed to the caller's ``put``) against NumPy,
+in the simulator: even, padded (``d % 16 != 0``) and odd row lengths
+(16-bit halves), a block offset into the arrays, a whole block and a lower
+triangle, blocks past one tile and past a warp's share. Exact fp16
+products, f32 sums: within 1e-5 of the largest magnitude. A wrong fragment
+map fails; a partial warp is refused."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from numba import cuda
+
+from leverctl_kernels.common import mma
+from leverctl_kernels.common.gemm import warp_rows as WR
+
+
+@cuda.jit(device=True)
+def _put(ctx, i, l, dot):
+    out, seen = ctx
+    out[i, l] = dot
+    seen[i, l] += 1
+
+
+def _run(x, y, h, ta, la, tb, lb, lower, threads=64, layout=WR.LAYOUT):
+    product = WR.make_product(x.shape[2], threads, _put, layout)
+
+    @cuda.jit
+    def kern(out, seen, x, y, h, ta, la, tb, lb, lower):
+        product(x, y, h, ta, la, tb, lb, lower, (out, seen), cuda.threadIdx.x)
+
+    out = np.full((la, lb), np.nan, np.float32)
+    seen = np.zeros((la, lb), np.int32)
+    d_out, d_seen = cuda.to_device(out), cuda.to_device(seen)
+    kern[1, threads](d_out, d_seen, cuda.to_device(x), cuda.to_device(y), h, ta, la, tb, lb, lower)
+    return d_out.copy_to_host(), d_seen.copy_to_host()
+
+
+def _rows(rng, t, d):
+    return rng.standard_normal((t, 2, d)).astype(np.float16)
+
+
+@pytest.mark.sim
+@pytest.mark.parametrize("d", [16, 12, 7, 34])
+def test_a_block_of_row_products_is_every_dot_once(d):
+    rng = np.random.default_rng(d)
+    x, y = _rows(rng, 30, d), _rows(rng, 25, d)
+    ta, la, tb, lb = 3, 19, 5, 17  # two row tiles, three column tiles: past a warp's share
+    got, seen = _run(x, y, 1, ta, la, tb, lb, False)
+    want = x[ta : ta + la, 1].astype(np.float64) @ y[tb : tb + lb, 1].astype(np.float64).T
+    assert (seen == 1).all()
+    assert np.abs(got - want).max() <= 1e-5 * np.abs(want).max()
+
+
+@pytest.mark.sim
+def test_a_lower_triangle_gives_every_element_on_and_below_the_diagonal():
+    rng = np.random.default_rng(1)
+    x = _rows(rng, 40, 20)
+    L, t0 = 21, 6
+    got, seen = _run(x, x, 0, t0, L, t0, L, True, threads=32)
+    lower = np.tril(np.ones((L, L), bool))
+    assert (seen[lower] == 1).all()
+    # tiles wholly above the diagonal are not made: row tile 0 (rows 0..15) stops at column 15
+    assert (seen[:16, 16:] == 0).all() and seen.max() == 1
+    want = x[t0 : t0 + L, 0].astype(np.float64) @ x[t0 : t0 + L, 0].astype(np.float64).T
+    assert np.abs(got[lower] - want[lower]).max() <= 1e-5 * np.abs(want).max()
+    assert WR.lower_tiles(L) == WR.block_tiles(L, L, True) == 2 + 3
+
+
+@pytest.mark.sim
+def test_a_wrong_fragment_map_gives_wrong_products():
+    @cuda.jit(device=True, inline="always")
+    def b_next_column(lane, i):
+        k, n = mma.b_elem(lane, i)
+        return k, (n + 1) % mma.N
+
+    rng = np.random.default_rng(2)
+    x, y = _rows(rng, 16, 16), _rows(rng, 8, 16)
+    got, _ = _run(x, y, 0, 0, 16, 0, 8, False, threads=32, layout=(mma.a_elem, b_next_column, mma.c_elem))
+    want = x[:, 0].astype(np.float64) @ y[:, 0].astype(np.float64).T
+    assert np.abs(got - want).max() > 0.1 * np.abs(want).max()
+
+
+def test_a_block_that_is_not_whole_warps_is_refused():
+    with pytest.raises(ValueError, match="whole warps"):
+        WR.make_product(16, 48, _put)
