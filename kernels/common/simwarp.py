@@ -55,6 +55,8 @@ from __future__ import annotations
 import threading
 import time
 
+import numpy as np
+
 WARP_SIZE = 32
 FULL_MASK = 0xFFFFFFFF
 POLL_S = 0.05  # how often a waiting lane checks for abort / exited peers
@@ -71,6 +73,7 @@ TRACE_HOOK = None
 
 _STATE_ATTR = "_leverctl_simwarp"  # per-BlockManager state
 _MARK_ATTR = "_leverctl_simwarp_installed"  # on FakeCUDAModule
+BLOCK_POLL_S = 1e-3  # how long the block's runner sleeps between its looks at the lanes
 _install_lock = threading.Lock()
 _state_lock = threading.Lock()
 _lanes_cache: dict[int, tuple[int, ...]] = {}
@@ -334,6 +337,46 @@ _INTRINSICS = {
 INTRINSICS: tuple[str, ...] = tuple(_INTRINSICS)
 
 
+def _run_block(manager, grid_point, *args):
+    """The simulator's block runner (``BlockManager.run``), sleeping between
+    its looks at the lanes. Numba's polls them in a busy loop: the lanes are
+    Python threads, so that loop held the interpreter a switch interval at a
+    time while the lanes waited to compute, and every barrier waited for it
+    to come round. Sleeping hands the interpreter to the lanes; a barrier
+    all lanes have reached is opened within ``BLOCK_POLL_S``. What it does is
+    Numba's: start a thread per lane, open a barrier once every live lane is
+    blocked at it, abort the block on a lane's exception and raise it."""
+    from numba.cuda.simulator import kernel as simkernel
+
+    threads = []
+    for block_point in np.ndindex(*manager._block_dim):
+
+        def target():
+            manager._f(*args)
+
+        t = simkernel.BlockThread(target, manager, grid_point, block_point, manager._debug)
+        t.start()
+        threads.append(t)
+    live = list(threads)
+    while live:
+        time.sleep(BLOCK_POLL_S)
+        for t in live:
+            if t.exception:
+                for other in threads:  # abort the others; no join, as Numba's
+                    other.abort = True
+                    other.syncthreads_blocked = False
+                    other.syncthreads_event.set()
+                raise t.exception[0].with_traceback(t.exception[1])
+        live = [t for t in live if t.is_alive()]
+        if live and all(t.syncthreads_blocked for t in live):
+            for t in live:
+                t.syncthreads_blocked = False
+                t.syncthreads_event.set()
+    for t in threads:
+        if t.exception:
+            raise t.exception[0].with_traceback(t.exception[1])
+
+
 def installed() -> bool:
     """True when the simulator is on and :func:`install` has run."""
     from numba import config
@@ -378,5 +421,7 @@ def install() -> bool:
                     _lane_exited(thread)
 
         block_thread.run = run
+
+        simkernel.BlockManager.run = _run_block
         setattr(fake, _MARK_ATTR, True)
     return True

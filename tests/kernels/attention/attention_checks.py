@@ -12,17 +12,6 @@ import pytest
 from leverctl_kernels.common.path import Tolerance
 
 
-@pytest.fixture(scope="module", autouse=True)
-def _short_switch_interval():
-    """Simulated barriers wait out the interpreter's switch interval; these
-    small blocks run about twice as fast at 1 ms. Restored after. A test
-    module that imports this name uses it."""
-    old = sys.getswitchinterval()
-    sys.setswitchinterval(1e-3)
-    yield
-    sys.setswitchinterval(old)
-
-
 def compare(got, ref, tol: Tolerance) -> tuple[bool, float, float]:
     """Every element finite, relative L2 and max abs error within ``tol``."""
     got, ref = np.asarray(got, np.float64), np.asarray(ref, np.float64)

@@ -240,12 +240,9 @@ def _run(variant: str, shape: Shape, inputs: dict):
 
 @pytest.fixture(scope="module")
 def drawn():
-    old = sys.getswitchinterval()
-    sys.setswitchinterval(1e-3)
     shape = SMOKE[0]
     inputs = PATH.make_inputs(shape, np.random.default_rng(11))
-    yield shape, inputs, PATH.reference(shape, {k: v.copy() for k, v in inputs.items()})
-    sys.setswitchinterval(old)
+    return shape, inputs, PATH.reference(shape, {k: v.copy() for k, v in inputs.items()})
 
 
 @pytest.mark.sim

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from attention_checks import _short_switch_interval, compare  # noqa: F401 (an autouse fixture)
+from attention_checks import compare
 
 from leverctl.bench.plan import applies, build_plan, model_lacks, path_levers
 from leverctl.levers import load_catalog

@@ -116,21 +116,15 @@ def _figures(got, ref, tol):
 
 @pytest.fixture(scope="module")
 def runs():
-    """Both variants once on the same tiny inputs (simulated barriers and
-    shuffles are faster at a 1 ms switch interval)."""
-    old = sys.getswitchinterval()
-    sys.setswitchinterval(1e-3)
-    try:
-        inputs = PATH.make_inputs(TINY, np.random.default_rng(7))
-        ref = PATH.reference(TINY, inputs)
-        out = {}
-        for v in ("runtime_rotation", "pre_rotated"):
-            launch = PATH.variants[v].build(TINY)
-            bufs, got = _run(launch, TINY, inputs)
-            out[v] = (launch, bufs, got)
-        yield inputs, ref, out
-    finally:
-        sys.setswitchinterval(old)
+    """Both variants once on the same tiny inputs."""
+    inputs = PATH.make_inputs(TINY, np.random.default_rng(7))
+    ref = PATH.reference(TINY, inputs)
+    out = {}
+    for v in ("runtime_rotation", "pre_rotated"):
+        launch = PATH.variants[v].build(TINY)
+        bufs, got = _run(launch, TINY, inputs)
+        out[v] = (launch, bufs, got)
+    return inputs, ref, out
 
 
 @pytest.mark.sim
@@ -185,16 +179,11 @@ def test_the_outlier_channels_are_what_the_rotation_spreads():
 @pytest.mark.parametrize("broken", ["stage", "load"])
 def test_the_check_rejects_a_missing_butterfly_and_unrotated_weights(runs, broken):
     inputs, ref, _ = runs
-    old = sys.getswitchinterval()
-    sys.setswitchinterval(1e-3)
-    try:
-        if broken == "stage":  # the runtime write skips the stride-4 butterflies
-            launch, tol = _rotation.launcher(TINY, pre_rotated=False, broken_stage=4), RUNTIME_TOL
-        else:  # the loader copies the weights without rotating them
-            launch, tol = _rotation.launcher(TINY, pre_rotated=True, skip_load=True), PRE_ROTATED_TOL
-        _, got = _run(launch, TINY, inputs)
-    finally:
-        sys.setswitchinterval(old)
+    if broken == "stage":  # the runtime write skips the stride-4 butterflies
+        launch, tol = _rotation.launcher(TINY, pre_rotated=False, broken_stage=4), RUNTIME_TOL
+    else:  # the loader copies the weights without rotating them
+        launch, tol = _rotation.launcher(TINY, pre_rotated=True, skip_load=True), PRE_ROTATED_TOL
+    _, got = _run(launch, TINY, inputs)
     fig = _figures(got, ref, tol)
     assert not fig.passed and fig.rel > 0.3, fig.to_json()
 

@@ -15,7 +15,7 @@ import json
 
 import numpy as np
 import pytest
-from attention_checks import _short_switch_interval, compare  # noqa: F401 (an autouse fixture)
+from attention_checks import compare
 
 from leverctl.bench.plan import build_plan, items_for
 from leverctl.levers import load_catalog

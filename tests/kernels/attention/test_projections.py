@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from attention_checks import _short_switch_interval  # noqa: F401 (an autouse fixture)
 
 from leverctl.bench.plan import applies
 from leverctl.levers import load_catalog

@@ -101,19 +101,6 @@ def inputs_for(path, shape, seed=0):
     return path.make_inputs(shape, np.random.default_rng(seed))
 
 
-@pytest.fixture(autouse=True, scope="module")
-def _fast_barriers():
-    """The simulator's barriers wait out the interpreter's thread switch
-    interval (5 ms by default, per barrier per block); a shorter one makes
-    this module's simulated kernels several times faster. Restored after.
-    Module-wide, not session-wide: the W4A16 tests' 256-thread blocks then
-    fight over the interpreter lock (their simulator tests took 133 s -> 192 s)."""
-    old = sys.getswitchinterval()
-    sys.setswitchinterval(1e-3)
-    yield
-    sys.setswitchinterval(old)
-
-
 def _shape(label, **dims):
     return Shape(label, dims)
 
