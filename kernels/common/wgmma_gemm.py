@@ -300,18 +300,46 @@ def stager(b_kind: str, threads: int, group_shift: int = 7):
 
 
 @cuda.jit(device=True, inline="always")
-def _put(i, v, at):
-    y, m, ncols, r0, n0, tid, s_lo, s_hi, cs, t, swap = at
-    r, c = wg.acc_elem(tid, i)
-    r += r0
-    c += n0
-    if r < m and c < ncols:
-        s = s_hi if (r - r0) & 8 else s_lo  # the thread's two rows: g and g + 8
-        val = np.float32(v) * s * cs[c] * t  # an integer MMA's int32 sum to f32 first
-        if swap:
-            y[c, r] = val
-        else:
-            y[r, c] = val
+def row_direct(rowmap, p):
+    """Row ``p`` of an array as it is (``rowmap`` not read)."""
+    return p
+
+
+@cuda.jit(device=True, inline="always")
+def row_gathered(rowmap, p):
+    """Row ``rowmap[p]``: a gathered read or a scattered write."""
+    return rowmap[p]
+
+
+def _make_store(row_of):
+    @cuda.jit(device=True, inline="always")
+    def put(i, v, at):
+        y, m, ncols, r0, n0, tid, s_lo, s_hi, cs, t, swap, dest = at
+        r, c = wg.acc_elem(tid, i)
+        r += r0
+        c += n0
+        if r < m and c < ncols:
+            s = s_hi if (r - r0) & 8 else s_lo  # the thread's two rows: g and g + 8
+            val = np.float32(v) * s * cs[c] * t  # an integer MMA's int32 sum to f32 first
+            if swap:
+                y[c, r] = val
+            else:
+                y[row_of(dest, r), c] = val
+
+    @cuda.jit(device=True, inline="always")
+    def store_rows(y, dest, m, ncols, r0, n0, acc, rs, cs, t, swap):
+        tid = cuda.threadIdx.x & 127
+        r, _c = wg.acc_elem(tid, 0)
+        r += r0
+        s_lo = rs[r] if r < m else np.float32(0)
+        s_hi = rs[r + 8] if r + 8 < m else np.float32(0)
+        unroll.each(put, acc, (y, m, ncols, r0, n0, tid, s_lo, s_hi, cs, t, swap, dest))
+
+    return store_rows
+
+
+_store_direct = _make_store(row_direct)
+_store_scattered = _make_store(row_gathered)
 
 
 @cuda.jit(device=True, inline="always")
@@ -323,12 +351,14 @@ def store(y, m, ncols, r0, n0, acc, rs, cs, t, swap):
     once): loading them all first would save half those loads, L1 hits once
     per tile, but the mma.sync kernel at BN = 128 went from 162 to 203
     registers on sm_90a with it: two resident blocks instead of three."""
-    tid = cuda.threadIdx.x & 127
-    r, _c = wg.acc_elem(tid, 0)
-    r += r0
-    s_lo = rs[r] if r < m else np.float32(0)
-    s_hi = rs[r + 8] if r + 8 < m else np.float32(0)
-    unroll.each(_put, acc, (y, m, ncols, r0, n0, tid, s_lo, s_hi, cs, t, swap))
+    _store_direct(y, rs, m, ncols, r0, n0, acc, rs, cs, t, swap)
+
+
+@cuda.jit(device=True, inline="always")
+def store_to(y, dest, m, ncols, r0, n0, acc, rs, cs, t):
+    """:func:`store`, row ``r``'s values written to ``y[dest[r], c]`` (an
+    MoE's outputs scattered back to their assignments)."""
+    _store_scattered(y, dest, m, ncols, r0, n0, acc, rs, cs, t, False)
 
 
 def make_store(n: int, swap: bool):
@@ -344,9 +374,15 @@ def make_store(n: int, swap: bool):
     return store_n
 
 
-def supports(k: int) -> str:
-    if k <= 0 or k % K_MULTIPLE:
-        return f"k={k} is not a positive multiple of {K_MULTIPLE}"
+def supports(k: int, elem_bytes: int = 1) -> str:
+    """Why a GEMM over ``k`` cannot run (empty: it can). Rows start on 16
+    bytes (``cp.async`` chunks, and a stager's chunk of 16 output bytes):
+    ``k`` a multiple of :data:`K_MULTIPLE` one-byte elements, or of 8 where
+    the MMA's elements are two bytes (``elem_bytes``: fp16, bf16); the last
+    stage is zero-filled past ``k``."""
+    multiple = K_MULTIPLE // elem_bytes
+    if k <= 0 or k % multiple:
+        return f"k={k} is not a positive multiple of {multiple}"
     return ""
 
 
@@ -380,9 +416,21 @@ def ones(n: int):
 #
 # * ``nvfp4_f16_rows``: ``nvfp4_f16`` of A rows read through a row map (an
 #   MoE's gathered NVFP4 activations): its scales argument is the pair
-#   ``(scales, rowmap)``, tile row ``r`` being row ``rowmap[r0 + r]``.
-MORE_KINDS = {"nvfp4_f16": "f16", "e4m3_f16": "f16", "f32_f16": "f16", "nvfp4_f16_rows": "f16"}
-K_PER_WORD = {"nvfp4_f16": 8, "e4m3_f16": 4, "f32_f16": 1, "nvfp4_f16_rows": 8}
+#   ``(scales, rowmap)``, tile row ``r`` being row ``rowmap[r0 + r]``;
+# * ``f32_f16_rows``: ``f32_f16`` through a row map (an MoE's float32
+#   intermediate read by assignment): its scales argument is the row map;
+# * ``e4m3_blk_f16``: E4M3 weights times their float32 scale of a 128 x 128
+#   block (``bsc[n >> 7, k >> 7]``), rounded once to fp16 (2^-11 relative):
+#   a block scale changes along K, so it cannot wait for the epilogue.
+MORE_KINDS = {
+    "nvfp4_f16": "f16",
+    "e4m3_f16": "f16",
+    "f32_f16": "f16",
+    "nvfp4_f16_rows": "f16",
+    "f32_f16_rows": "f16",
+    "e4m3_blk_f16": "f16",
+}
+K_PER_WORD = {"nvfp4_f16": 8, "e4m3_f16": 4, "f32_f16": 1, "nvfp4_f16_rows": 8, "f32_f16_rows": 1, "e4m3_blk_f16": 4}
 
 
 def _make_nvfp4_f16(threads: int, block_shift: int = 4):
@@ -390,11 +438,16 @@ def _make_nvfp4_f16(threads: int, block_shift: int = 4):
 
 
 @cuda.jit(device=True, inline="always")
+def _e4m3_scaled_pair(word, i, s):
+    lo = bits.e4m3_to_f32((word >> uint32(8 * i)) & uint32(255)) * s
+    hi = bits.e4m3_to_f32((word >> uint32(8 * i + 8)) & uint32(255)) * s
+    return cvt.f32x2_to_f16x2(lo, hi)
+
+
+@cuda.jit(device=True, inline="always")
 def _e4m3_pair(word, i):
     """fp16 pair of E4M3 codes ``i`` and ``i + 1`` (bytes) of a word."""
-    lo = bits.e4m3_to_f32((word >> uint32(8 * i)) & uint32(255))
-    hi = bits.e4m3_to_f32((word >> uint32(8 * i + 8)) & uint32(255))
-    return cvt.f32x2_to_f16x2(lo, hi)
+    return _e4m3_scaled_pair(word, i, np.float32(1))
 
 
 @cuda.jit(device=True, inline="always")
@@ -414,20 +467,31 @@ def _make_e4m3_f16(threads: int):
 
 
 @cuda.jit(device=True, inline="always")
-def _f32_f16_fetch(src, bsc, gr, gk, ok):
+def _f32x8(src, row, gk, ok):
     if not ok:
         z = np.float32(0)
         return z, z, z, z, z, z, z, z
     return (
-        src[gr, gk],
-        src[gr, gk + 1],
-        src[gr, gk + 2],
-        src[gr, gk + 3],
-        src[gr, gk + 4],
-        src[gr, gk + 5],
-        src[gr, gk + 6],
-        src[gr, gk + 7],
+        src[row, gk],
+        src[row, gk + 1],
+        src[row, gk + 2],
+        src[row, gk + 3],
+        src[row, gk + 4],
+        src[row, gk + 5],
+        src[row, gk + 6],
+        src[row, gk + 7],
     )
+
+
+@cuda.jit(device=True, inline="always")
+def _f32_f16_fetch(src, bsc, gr, gk, ok):
+    return _f32x8(src, gr, gk, ok)
+
+
+@cuda.jit(device=True, inline="always")
+def _f32_f16_rows_fetch(src, rowmap, gr, gk, ok):
+    """``_f32_f16_fetch`` of row ``rowmap[gr]``: the scales argument is the row map."""
+    return _f32x8(src, rowmap[gr] if ok else 0, gk, ok)
 
 
 @cuda.jit(device=True, inline="always")
@@ -442,6 +506,28 @@ def _f32_f16_convert(raw, gk):
 
 def _make_f32_f16(threads: int):
     return chunk_stager(threads, 8, _f32_f16_fetch, _f32_f16_convert)
+
+
+def _make_f32_f16_rows(threads: int):
+    return chunk_stager(threads, 8, _f32_f16_rows_fetch, _f32_f16_convert)
+
+
+@cuda.jit(device=True, inline="always")
+def _e4m3_blk_fetch(src, bsc, gr, gk, ok):
+    z = uint32(0)
+    s = bsc[gr >> 7, gk >> 7] if ok else np.float32(0)
+    return src[gr, gk >> 2] if ok else z, src[gr, (gk >> 2) + 1] if ok else z, s
+
+
+@cuda.jit(device=True, inline="always")
+def _e4m3_blk_convert(raw, gk):
+    w0, w1, s = raw
+    pair = _e4m3_scaled_pair
+    return pair(w0, 0, s), pair(w0, 2, s), pair(w1, 0, s), pair(w1, 2, s)
+
+
+def _make_e4m3_blk_f16(threads: int):
+    return chunk_stager(threads, 8, _e4m3_blk_fetch, _e4m3_blk_convert)
 
 
 def _make_nvfp4_f16_rows(threads: int):
@@ -474,5 +560,7 @@ def stager_of(kind: str, threads: int):
         "e4m3_f16": _make_e4m3_f16,
         "f32_f16": _make_f32_f16,
         "nvfp4_f16_rows": _make_nvfp4_f16_rows,
+        "f32_f16_rows": _make_f32_f16_rows,
+        "e4m3_blk_f16": _make_e4m3_blk_f16,
     }
     return more[kind](threads) if kind in more else stager(kind, threads)

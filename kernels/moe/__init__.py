@@ -30,7 +30,9 @@ absent. Routing of the expert paths is drawn (k distinct experts a row,
 softmax weights of normal logits), so each path measures its own kernels.
 
 Every kernel runs on FP32 CUDA cores (the records' ``tensor_cores`` null)
-but the expert stages' products at prefill shapes (``moe.gateup_fp4``,
-``moe.down_fp4``), which run on warp MMA (``mma.sync`` fp16,
-``_experts_mma``; their records say so, with ``tc_flops`` the products').
+but the grouped expert GEMMs: the expert stages at prefill shapes
+(``moe.gateup_fp4``, ``moe.down_fp4``) and the grouped variants of
+``moe.decode_fp8_grouped`` and ``moe.decode_via_prefill``, which run on the
+grouped GEMM engine's warp MMA (``mma.sync`` fp16, ``_experts_tc``; their
+records say so, with ``tc_flops`` the products').
 """

@@ -13,7 +13,7 @@ import numpy as np
 from numba import cuda
 
 from . import _experts as X
-from . import _experts_mma as XM
+from . import _experts_tc as XT
 from . import _router, _union
 
 _K_MULTIPLE = {"int4": 8, "nvfp4": 16, "fp8": 8}  # a chunk is 8 inputs; an NVFP4 scale covers 16
@@ -32,7 +32,7 @@ def _w(bufs: dict, name: str):
 def gateup(FMT: str):
     """moe.gateup_fp4: the per-row kernel (FP32 cores) at decode shapes; at
     prefill shapes the routing sort, then rows of an expert together on
-    tensor cores (``_experts_mma``: mma.sync, fp16)."""
+    tensor cores (``_experts_tc``: the grouped GEMM engine, mma.sync fp16)."""
 
     def build(shape):
         rows, k, inter, experts = shape["rows"], shape["top_k"], shape["inter"], shape["experts"]
@@ -47,12 +47,12 @@ def gateup(FMT: str):
             launch.tensor_cores = launch.tc_dtype = None  # the per-row kernel runs on FP32 cores
             return launch
         sort = X.route_sort(experts, rows, k)
-        run = XM.gateup_grouped_mma(FMT, inter, shape["hidden"], experts)
+        run = XT.gateup(FMT, shape["hidden"], rows * k)
         ws = sort.workspace
 
         def launch(bufs):
             sort(bufs["ids"])
-            run(bufs["h"], bufs["x"], bufs["ids"], _w(bufs, name), ws["order"], ws["offsets"])
+            run(bufs["h"], bufs["x"], _w(bufs, name), ws)
 
         launch.workspace = ws
         launch.tensor_cores, launch.tc_dtype = run.tensor_cores, run.tc_dtype
@@ -64,7 +64,7 @@ def gateup(FMT: str):
 def down(FMT: str):
     """moe.down_fp4: per-row (FP32 cores) at decode shapes, each row summing
     its experts; at prefill shapes the routing sort, one partial row per
-    assignment on tensor cores (``_experts_mma``), and the combine."""
+    assignment on tensor cores (``_experts_tc``), and the combine."""
 
     def build(shape):
         rows, k, hidden, experts = shape["rows"], shape["top_k"], shape["hidden"], shape["experts"]
@@ -79,13 +79,13 @@ def down(FMT: str):
             launch.tensor_cores = launch.tc_dtype = None  # the per-row kernel runs on FP32 cores
             return launch
         sort = X.route_sort(experts, rows, k)
-        run = XM.down_grouped_mma(FMT, hidden, shape["inter"], experts)
+        run = XT.down(FMT, shape["inter"], rows * k)
         comb = X.combine(rows, hidden)
         ws = {**sort.workspace, "ys": cuda.device_array((rows * k, hidden), np.float32)}
 
         def launch(bufs):
             sort(bufs["ids"])
-            run(ws["ys"], bufs["h"], _w(bufs, name), ws["order"], ws["offsets"])
+            run(ws["ys"], bufs["h"], _w(bufs, name), ws)
             comb(bufs["y"], ws["ys"], bufs["rw"])
 
         launch.workspace = ws
@@ -122,7 +122,8 @@ def moe_per_row(FMT: str, per_token: bool = False):
 
 def moe_grouped(FMT: str):
     """The whole routed FFN through the grouped kernels: routing sort, gate/up
-    and down expert by expert, combine (five launches)."""
+    and down expert by expert on tensor cores (``_experts_tc``), combine
+    (five launches)."""
 
     def build(shape):
         rows, k, hidden, inter, experts = (
@@ -134,8 +135,8 @@ def moe_grouped(FMT: str):
         )
         _check_k(FMT, hidden=hidden, expert_intermediate=inter)
         sort = X.route_sort(experts, rows, k)
-        gu = X.gateup_grouped(FMT, inter, experts)
-        dn = X.down_grouped(FMT, hidden, experts)
+        gu = XT.gateup(FMT, hidden, rows * k)
+        dn = XT.down(FMT, inter, rows * k)
         comb = X.combine(rows, hidden)
         ws = {
             **sort.workspace,
@@ -145,11 +146,12 @@ def moe_grouped(FMT: str):
 
         def launch(bufs):
             sort(bufs["ids"])
-            gu(ws["h"], bufs["x"], bufs["ids"], _w(bufs, f"wgu_{FMT}"), ws["order"], ws["offsets"])
-            dn(ws["ys"], ws["h"], _w(bufs, f"wd_{FMT}"), ws["order"], ws["offsets"])
+            gu(ws["h"], bufs["x"], _w(bufs, f"wgu_{FMT}"), ws)
+            dn(ws["ys"], ws["h"], _w(bufs, f"wd_{FMT}"), ws)
             comb(bufs["y"], ws["ys"], bufs["rw"])
 
         launch.workspace = ws
+        launch.tensor_cores, launch.tc_dtype = XT.TENSOR_CORES, XT.TC_DTYPE
         return launch
 
     return build

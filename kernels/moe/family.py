@@ -165,17 +165,20 @@ def ffn_reference(fmt: str):
     return reference
 
 
-def ffn_traffic(fmt: str):
+def ffn_traffic(fmt: str, tc: bool = False):
     """Each touched expert's weights once, x, the SiLU products written and
-    read back, y; FLOPs of gate/up, down and the combine."""
+    read back, y; FLOPs of gate/up, down and the combine (``tc``: the two
+    GEMMs' on the tensor cores, ``tc_flops``)."""
 
     def traffic(shape: Shape) -> Traffic:
         r, h, i, k = shape["rows"], shape["hidden"], shape["inter"], shape["top_k"]
         w = int(expected_experts(shape) * (formats.weight_bytes(fmt, 2 * i, h) + formats.weight_bytes(fmt, h, i)))
+        mm = 2 * r * k * 3 * i * h
         return Traffic(
             bytes_read=w + 2 * r * h + 8 * r * k + 4 * r * k * i,
             bytes_written=4 * r * k * i + 4 * r * h,
-            flops=2 * r * k * 3 * i * h + 4 * r * k * i + 2 * r * k * h,
+            flops=mm + 4 * r * k * i + 2 * r * k * h,
+            tc_flops=mm if tc else None,
         )
 
     return traffic
@@ -193,6 +196,9 @@ def decode_shapes(preset: str, model, smoke_rows=(3,)) -> list[Shape]:
 # The reference reads the variant's own weights exactly (FP8 codes and
 # block scales; int4 words and group scales): only float32 sums differ.
 FFN_TOLERANCE = Tolerance(rel=1e-4, abs_of_max=1e-4)
+# The grouped variants run both GEMMs on fp16 tensor cores: each weight, and
+# down's float32 input, rounds once to fp16 (2^-11), the expert stages' bound.
+FFN_TC_TOLERANCE = STAGE_TOLERANCES["int4_tc"]
 
 
 def ffn_outputs(shape: Shape) -> dict:

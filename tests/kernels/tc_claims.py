@@ -129,10 +129,12 @@ CLAIM_JOBS: dict[tuple[str, str, str], tuple[str, tuple[str, ...]]] = {
     ("ffn.prefill", "w4a4", "mma.sync"): ("test_ffn_prefill_ptx", ("w4a4_gemm_mma",)),
     ("mamba2.prefill_proj", "w4a4", "wgmma"): ("test_ffn_prefill_wgmma_ptx", ("w4a4_gemm",)),
     ("mamba2.prefill_proj", "w4a4", "mma.sync"): ("test_ffn_prefill_ptx", ("w4a4_gemm_mma",)),
-    ("moe.gateup_fp4", "int4", "mma.sync"): ("test_moe_ptx", ("gateup_grouped_mma_int4",)),
-    ("moe.gateup_fp4", "nvfp4", "mma.sync"): ("test_moe_ptx", ("gateup_grouped_mma_nvfp4",)),
-    ("moe.down_fp4", "int4", "mma.sync"): ("test_moe_ptx", ("down_grouped_mma_int4",)),
-    ("moe.down_fp4", "nvfp4", "mma.sync"): ("test_moe_ptx", ("down_grouped_mma_nvfp4",)),
+    ("moe.gateup_fp4", "int4", "mma.sync"): ("test_moe_ptx", ("gateup_tc_int4",)),
+    ("moe.gateup_fp4", "nvfp4", "mma.sync"): ("test_moe_ptx", ("gateup_tc_nvfp4",)),
+    ("moe.down_fp4", "int4", "mma.sync"): ("test_moe_ptx", ("down_tc_int4",)),
+    ("moe.down_fp4", "nvfp4", "mma.sync"): ("test_moe_ptx", ("down_tc_nvfp4",)),
+    ("moe.decode_fp8_grouped", "grouped", "mma.sync"): ("test_moe_ptx", ("gateup_tc_fp8", "down_tc_fp8")),
+    ("moe.decode_via_prefill", "prefill", "mma.sync"): ("test_moe_ptx", ("gateup_tc_int4", "down_tc_int4")),
     # The MoE prefill variants: the gate/up (or up) and the down GEMM each launches, the
     # engine's grouped kernels (common/gemm/grouped.py) on its mma.sync form.
     ("moe.prefill_grouped", "grouped", "mma.sync"): ("test_moe_prefill_ptx", ("gateup_grouped", "down_grouped")),

@@ -166,10 +166,10 @@ def make_launch(kern, experts: int, rows: int, ncols: int, k: int, max_blocks: i
     columns: ``bsc``, ``asc`` and ``rowmap`` may be None (placeholders).
     ``max_blocks`` caps the walking schedule's grid (the tests: one block
     many tiles)."""
-    why = P.supports(k)
+    dtype, wgs, bn, stages, _swap = kern.geometry
+    why = P.supports(k, PL.ESIZE[dtype])
     if why:
         raise ValueError(f"{kern.form} grouped GEMM: {why}")
-    _dtype, wgs, bn, stages, _swap = kern.geometry
     nbytes = L.check_shared(PL.shared_bytes(wgs, bn, stages), hopper=True)
     threads = L.check_block(wg.WARPGROUP * wgs, warps=True)
     ntn = L.blocks_for(ncols, bn // kern.b_parts)

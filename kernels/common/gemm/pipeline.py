@@ -83,7 +83,7 @@ def make_issue(threads: int, esize: int, swizzle: bool = True, gather: bool = Fa
     r]`` (rows ``r0 + r`` past ``nrows`` zero-filled, as without it);
     otherwise ``rowmap`` is not read (any array)."""
     epc = 16 // esize  # elements per 16-byte chunk
-    src_row = _gathered if gather else _direct
+    src_row = P.row_gathered if gather else P.row_direct
 
     @cuda.jit(device=True, inline="always")
     def issue(smem, at, src, nrows, k, r0, k0, tid, rows, rowmap):
@@ -102,16 +102,6 @@ def make_issue(threads: int, esize: int, swizzle: bool = True, gather: bool = Fa
             ca.cp_async_16(smem, at + (sw.sw128(off) if swizzle else off), src, at_src, nbytes)
 
     return issue
-
-
-@cuda.jit(device=True, inline="always")
-def _direct(rowmap, p):
-    return p
-
-
-@cuda.jit(device=True, inline="always")
-def _gathered(rowmap, p):
-    return rowmap[p]
 
 
 def check(dtype: str, bn: int, stages: int, b_kind: str, fault: str, dtypes: tuple, a_kind: str = "copy") -> None:

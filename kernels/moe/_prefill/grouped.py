@@ -17,7 +17,7 @@ Precision: NVFP4 and E4M3 operands enter the MMA exactly, their tensor
 scales (``w_ts[e]``, ``a_ts[0]``) and per-row scales (E4M3: ``a_sc[p]``,
 ``w_sc[e, n]``) applied in f32 by the epilogue; fp16 activations enter
 exactly; the float32 intermediate of the down projection rounds once to
-fp16 (2^-11 relative, as ``moe._experts_mma``'s down does). A value past
+fp16 (2^-11 relative, as ``moe._experts_tc``'s down does). A value past
 fp16's range (65504) would enter as inf: the layer's activations are far
 inside it.
 
@@ -40,12 +40,18 @@ Compile-time switches (``launcher``'s arguments):
   the engine's ``b_parts = 2``: ``silu(gate) * up``); ``RELU2``
   (``max(x, 0)^2``, Nemotron's experts).
 * ``AFMT``: A as float (fp16 ``[rows, K]``, or float32 for the down
-  projection's intermediate); ``E4M3`` codes times a float32 scale per row
-  (not gathered); ``NVFP4`` (packed E2M1 pairs, an E4M3 scale per 16, one
-  float32 tensor scale: activations quantised by ``common.nvfp4_act``).
+  projection's intermediate, gathered too through the ``f32_f16_rows``
+  stager); ``E4M3`` codes times a float32 scale per row (not gathered);
+  ``NVFP4`` (packed E2M1 pairs, an E4M3 scale per 16, one float32 tensor
+  scale: activations quantised by ``common.nvfp4_act``).
 * ``WFMT``: ``NVFP4`` weights (``[E, N, K/2]`` packed, ``[E, N, K/16]``
   scales, ``[E]`` tensor scales); ``E4M3`` (``[E, N, K]`` codes, ``[E, N]``
-  float32 scales per output row: the FP8 grouped GEMM's weights).
+  float32 scales per output row: the FP8 grouped GEMM's weights); ``INT4``
+  (W4A16 words ``[E, N, K/8]``, fp16 scales per 128 of K, ``int4_f16``);
+  ``E4M3_BLOCK`` (``[E, N, K]`` codes, float32 scales per 128 x 128 block,
+  ``e4m3_blk_f16``): the routed FFN's expert formats (``moe._experts_tc``).
+* ``SCATTER``: sorted row ``p``'s outputs go to ``out[dest[p]]`` (the
+  assignment it came from) rather than ``out[p]``.
 
 ``out`` is float32 ``[rows, N]``. ``K`` a multiple of 16; ``N`` any.
 """
@@ -78,14 +84,45 @@ MIN_BLOCKS = 3
 BOUNDED, GROUPED = 0, 1
 NONE, SILU_GLU, RELU2 = 0, 1, 2
 FLOAT, E4M3, NVFP4 = 0, 1, 2
+INT4, E4M3_BLOCK = 3, 4  # weights only: W4A16 words and fp16 group scales; E4M3 with 128 x 128 block scales
 HALF_ACC = TILE_M * BN // wg.WARPGROUP  # a thread's accumulators of one half of the gated tile
 
 
-@cuda.jit(device=True, inline="always")
-def _scaled(y, ep, acc, row0, row_end, n0, ncols, e):
-    """``acc * rs[p] * cs[e, c] * (ts[e] * ats[0])``."""
-    rs, cs, ts, ats, _ones = ep
-    P.store(y, row_end, ncols, row0, n0, acc, rs, cs[e], ts[e] * ats[0], False)
+def _hooks(SCATTER: bool):
+    """The epilogue hooks (``ACT``), writing row ``p`` at ``y[p]`` or, with
+    ``SCATTER``, at ``y[dest[p]]`` (``dest`` the last of ``ep``: the
+    assignment a sorted row came from)."""
+
+    @cuda.jit(device=True, inline="always")
+    def put(y, ep, row_end, ncols, row0, n0, v, rs, cs, t):
+        if SCATTER:
+            P.store_to(y, ep[5], row_end, ncols, row0, n0, v, rs, cs, t)
+        else:
+            P.store(y, row_end, ncols, row0, n0, v, rs, cs, t, False)
+
+    @cuda.jit(device=True, inline="always")
+    def scaled(y, ep, acc, row0, row_end, n0, ncols, e):
+        """``acc * rs[p] * cs[e, c] * (ts[e] * ats[0])``."""
+        rs, cs, ts, ats = ep[0], ep[1], ep[2], ep[3]
+        put(y, ep, row_end, ncols, row0, n0, acc, rs, cs[e], ts[e] * ats[0])
+
+    @cuda.jit(device=True, inline="always")
+    def relu2(y, ep, acc, row0, row_end, n0, ncols, e):
+        rs, cs, ts, ats, ones = ep[0], ep[1], ep[2], ep[3], ep[4]
+        at = (cuda.threadIdx.x & 127, rs, cs[e], ts[e] * ats[0], row0, n0, row_end, ncols)
+        v = unroll.each_map(_relu2_one, acc, acc, at)  # (each_map pairs two: the one twice)
+        put(y, ep, row_end, ncols, row0, n0, v, ones, ones, np.float32(1.0))
+
+    @cuda.jit(device=True, inline="always")
+    def glu(y, ep, acc, row0, row_end, n0, ncols, e):
+        """Gate (the first half of the accumulators) and up (the second, the
+        same places) to ``silu(gate) * up``; ``cs[e]`` holds 2N column scales."""
+        rs, cs, ts, ats, ones = ep[0], ep[1], ep[2], ep[3], ep[4]
+        at = (cuda.threadIdx.x & 127, cs[e], ts[e] * ats[0], n0, ncols)
+        v = unroll.each_map(_glu_one, acc[:HALF_ACC], acc[HALF_ACC:], at)
+        put(y, ep, row_end, ncols, row0, n0, v, rs, ones, np.float32(1.0))
+
+    return {NONE: scaled, SILU_GLU: glu, RELU2: relu2}
 
 
 @cuda.jit(device=True, inline="always")
@@ -99,14 +136,6 @@ def _relu2_one(i, v, _same, at):
 
 
 @cuda.jit(device=True, inline="always")
-def _relu2(y, ep, acc, row0, row_end, n0, ncols, e):
-    rs, cs, ts, ats, ones = ep
-    at = (cuda.threadIdx.x & 127, rs, cs[e], ts[e] * ats[0], row0, n0, row_end, ncols)
-    v = unroll.each_map(_relu2_one, acc, acc, at)  # (each_map pairs two: the one twice)
-    P.store(y, row_end, ncols, row0, n0, v, ones, ones, np.float32(1.0), False)
-
-
-@cuda.jit(device=True, inline="always")
 def _glu_one(i, gate, up, at):
     tid, cs, t, n0, ncols = at
     _r, c = wg.acc_elem(tid, i)
@@ -115,19 +144,16 @@ def _glu_one(i, gate, up, at):
     return g / (np.float32(1.0) + math.exp(-g)) * (np.float32(up) * cs[ncols + col] * t)
 
 
-@cuda.jit(device=True, inline="always")
-def _glu(y, ep, acc, row0, row_end, n0, ncols, e):
-    """Gate (the first half of the accumulators) and up (the second, the
-    same places) to ``silu(gate) * up``; ``cs[e]`` holds 2N column scales."""
-    rs, cs, ts, ats, ones = ep
-    at = (cuda.threadIdx.x & 127, cs[e], ts[e] * ats[0], n0, ncols)
-    v = unroll.each_map(_glu_one, acc[:HALF_ACC], acc[HALF_ACC:], at)
-    P.store(y, row_end, ncols, row0, n0, v, rs, ones, np.float32(1.0), False)
-
-
-HOOKS = {NONE: _scaled, SILU_GLU: _glu, RELU2: _relu2}
-A_KIND = {(FLOAT, 2): "copy", (FLOAT, 4): "f32_f16", (E4M3, 1): "e4m3_f16", (NVFP4, 1): "nvfp4_f16"}
-W_KIND = {NVFP4: "nvfp4_f16", E4M3: "e4m3_f16"}
+HOOKS = {False: _hooks(False), True: _hooks(True)}
+A_KIND = {
+    (FLOAT, 2): "copy",
+    (FLOAT, 4): "f32_f16",
+    (E4M3, 1): "e4m3_f16",
+    (NVFP4, 1): "nvfp4_f16",
+}
+W_KIND = {NVFP4: "nvfp4_f16", E4M3: "e4m3_f16", INT4: "int4_f16", E4M3_BLOCK: "e4m3_blk_f16"}
+W_K_PER = {NVFP4: 2, E4M3: 1, INT4: 8, E4M3_BLOCK: 1}  # k per element of the weights' array
+W_BLOCK_SCALES = (NVFP4, INT4, E4M3_BLOCK)  # the stager reads the weights' scales (else the epilogue)
 
 
 def a_kind(afmt: int, itemsize: int, gather: bool) -> str:
@@ -135,6 +161,8 @@ def a_kind(afmt: int, itemsize: int, gather: bool) -> str:
     array's bytes per element)."""
     if gather and afmt == NVFP4:
         return "nvfp4_f16_rows"
+    if gather and afmt == FLOAT and itemsize == 4:
+        return "f32_f16_rows"
     kind = A_KIND.get((afmt, itemsize))
     if kind is None or (gather and kind != "copy"):
         raise ValueError(f"grouped GEMM: no activation format {afmt} of {itemsize}-byte elements (gather {gather})")
@@ -142,14 +170,14 @@ def a_kind(afmt: int, itemsize: int, gather: bool) -> str:
 
 
 @lru_cache(maxsize=None)
-def make_grouped(SCHED: int, GATHER: bool, ACT: int, AFMT: int, WFMT: int, A_ITEMSIZE: int = 2):
+def make_grouped(SCHED: int, GATHER: bool, ACT: int, AFMT: int, WFMT: int, A_ITEMSIZE: int = 2, SCATTER: bool = False):
     """The engine's kernel of one configuration (see the module notes):
     ``kernel(y, a32, b32, bsc, asc, rowmap, off, max_m_tiles, ep)``."""
     if (
         SCHED not in (BOUNDED, GROUPED)
         or ACT not in (NONE, SILU_GLU, RELU2)
         or AFMT not in (FLOAT, E4M3, NVFP4)
-        or WFMT not in (NVFP4, E4M3)
+        or WFMT not in W_KIND
     ):
         raise ValueError(f"grouped GEMM: no such configuration {(SCHED, GATHER, ACT, AFMT, WFMT)}")
     kind = a_kind(AFMT, A_ITEMSIZE if AFMT == FLOAT else 1, GATHER)
@@ -165,7 +193,7 @@ def make_grouped(SCHED: int, GATHER: bool, ACT: int, AFMT: int, WFMT: int, A_ITE
         a_kind=kind,
         gather=GATHER and kind == "copy",
         b_parts=parts,
-        epilogue=HOOKS[ACT],
+        epilogue=HOOKS[SCATTER][ACT],
         unit=BM,
         min_blocks=MIN_BLOCKS,
     )
@@ -177,13 +205,14 @@ def _words(a):
     return a.view(np.uint32) if a.dtype in (np.float16, np.uint8) else a
 
 
-def launcher(sched: int, gather: bool, act: int, afmt: int, wfmt: int):
-    """``run(out, a, a_sc, a_ts, tok, w, w_sc, w_ts, off, tile_off, max_m_tiles, rows)``
+def launcher(sched: int, gather: bool, act: int, afmt: int, wfmt: int, scatter: bool = False):
+    """``run(out, a, a_sc, a_ts, tok, w, w_sc, w_ts, off, tile_off, max_m_tiles, rows, dest=None)``
     on the grid the schedule needs (``max_m_tiles``, in ``BM``-row tiles,
     is read by ``BOUNDED`` only; ``rows`` is every routed row, which sizes
     the single-launch grid; ``tile_off`` is not read: the walk computes the
-    tile list from ``off``). ``run.tensor_cores``, ``run.tc_dtype``: what
-    it runs on."""
+    tile list from ``off``). ``tok``: the gathered A row of each sorted row
+    (``gather``); ``dest``: the output row of each (``scatter``).
+    ``run.tensor_cores``, ``run.tc_dtype``: what it runs on."""
     launches: dict = {}
     ones: dict = {}
 
@@ -192,12 +221,12 @@ def launcher(sched: int, gather: bool, act: int, afmt: int, wfmt: int):
             ones[shape] = cuda.to_device(np.ones(shape, np.float32))
         return ones[shape]
 
-    def run(out, a, a_sc, a_ts, tok, w, w_sc, w_ts, off, tile_off, max_m_tiles, rows):
+    def run(out, a, a_sc, a_ts, tok, w, w_sc, w_ts, off, tile_off, max_m_tiles, rows, dest=None):
         experts = off.shape[0] - 1
         n = out.shape[1]
         nw = w.shape[1]  # weight rows of an expert: 2N gated
-        k = w.shape[2] * (2 if wfmt == NVFP4 else 1)
-        kern = make_grouped(sched, gather, act, afmt, wfmt, a.dtype.itemsize)
+        k = w.shape[2] * W_K_PER[wfmt]
+        kern = make_grouped(sched, gather, act, afmt, wfmt, a.dtype.itemsize, scatter)
         key = (kern, experts, rows, n, k)
         if key not in launches:
             launches[key] = GG.make_launch(kern, experts, rows, n, k)
@@ -209,16 +238,18 @@ def launcher(sched: int, gather: bool, act: int, afmt: int, wfmt: int):
         asc = None
         if afmt == NVFP4:
             asc = (a_sc, tok) if gather else a_sc
+        elif gather and afmt == FLOAT and a.dtype.itemsize == 4:
+            asc = tok  # the f32 rows' stager reads its row map there
         launches[key](
             out,
             _words(a),
             _words(w),
-            w_sc if wfmt == NVFP4 else None,
+            w_sc if wfmt in W_BLOCK_SCALES else None,
             asc,
             tok,
             off,
             max_m_tiles,
-            (rs, cs, ts, ats, one),
+            (rs, cs, ts, ats, one, off if dest is None else dest),
         )
 
     run.tensor_cores, run.tc_dtype = TENSOR_CORES, TC_DTYPE

@@ -13,9 +13,14 @@ PATH = declared_path(
     F.variants(
         {
             "grouped": dict(
-                summary="routing sort, then gate/up and down expert by expert for all its rows, combine",
+                summary="routing sort, then gate/up and down expert by expert for all its rows on mma.sync "
+                "fp16, combine",
                 build=_builds.moe_grouped("fp8"),
                 launches=5,
+                tensor_cores="mma.sync",
+                tc_dtype="f16",
+                tolerance=F.FFN_TC_TOLERANCE,
+                traffic=F.ffn_traffic("fp8", tc=True),
             ),
             "per_row": dict(
                 summary="gate/up per (row, expert), down per row summing its experts",

@@ -33,9 +33,14 @@ PATH = declared_path(
                 launches=2,
             ),
             "prefill": dict(
-                summary="the prefill path with one row: routing sort, grouped gate/up and down, combine",
+                summary="the prefill path with one row: routing sort, grouped gate/up and down on mma.sync "
+                "fp16, combine",
                 build=_builds.moe_grouped("int4"),
                 launches=5,
+                tensor_cores="mma.sync",
+                tc_dtype="f16",
+                tolerance=F.FFN_TC_TOLERANCE,
+                traffic=F.ffn_traffic("int4", tc=True),
             ),
         }
     ),

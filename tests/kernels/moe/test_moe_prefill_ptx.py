@@ -35,7 +35,7 @@ def jobs():
 
     f16, f32, i32, u8, u32 = types.float16, types.float32, types.int32, types.uint8, types.uint32
     rows_u32, rows_u8 = u32[:, ::1], u8[:, ::1]
-    ep = types.Tuple((f32[::1], f32[:, ::1], f32[::1], f32[::1], f32[::1]))
+    ep = types.Tuple((f32[::1], f32[:, ::1], f32[::1], f32[::1], f32[::1], i32[::1]))
     a_of = {  # the activation operand and its scales (a placeholder where none)
         G.FLOAT: (rows_u32, rows_u8),
         G.E4M3: (rows_u32, rows_u8),

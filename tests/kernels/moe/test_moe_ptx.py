@@ -3,11 +3,14 @@ the expert kernels in each weight format they are built for, the routing
 sort and combine, the router's gate in its three precisions, the top-k and
 the union count. No fp64 arithmetic, no spills, stack or local memory (the
 eight decoded weights of a chunk stay in registers), registers x threads
-within an SM's, static shared memory within 48 KiB. Only the prefill
-expert stages (``_experts_mma``) have the fp16 ``mma.sync`` in their PTX, and
-their SASS holds ``HMMA.16816.F32`` as the ``moe.gateup_fp4`` and
-``moe.down_fp4`` records claim (``tc_claims``); the other kernels have no
-tensor-core instruction, as theirs say (``tensor_cores`` null)."""
+within an SM's, static shared memory within 48 KiB. Only the grouped
+expert GEMMs (``_experts_tc``: the grouped GEMM engine's kernels, in each
+weight format) have the fp16 ``mma.sync`` in their PTX, and their SASS
+holds ``HMMA.16816.F32`` as the records of ``moe.gateup_fp4`` and
+``moe.down_fp4`` (prefill shapes) and of the grouped variants of
+``moe.decode_fp8_grouped`` and ``moe.decode_via_prefill`` claim
+(``tc_claims``); the other kernels have no tensor-core instruction, as
+theirs say (``tensor_cores`` null)."""
 
 from __future__ import annotations
 
@@ -18,9 +21,10 @@ from tc_claims import sass_claims_test
 
 # The formats each expert kernel is built for by some variant.
 ROWS_FORMATS = ("int4", "nvfp4", "fp8")
-GATEUP_GROUPED_FORMATS = ("fp8", "int4")  # FP32: the FP8 grouped decode and decode via the prefill path
-DOWN_GROUPED_FORMATS = ("fp8", "int4")  # the FP8 grouped decode and decode through the prefill path
-MMA_FORMATS = ("int4", "nvfp4")  # gate/up and down at prefill shapes, on mma.sync fp16
+# The grouped GEMMs on tensor cores: int4 and NVFP4 (the expert stages at
+# prefill shapes; int4 also decode through the prefill path) and FP8 (the
+# FP8 grouped decode).
+TC_FORMATS = ("int4", "nvfp4", "fp8")
 MMA_PTX = "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32"
 # The decode paths whose kernels these are (the prefill paths': test_moe_prefill_ptx).
 DECODE_PATHS = (
@@ -32,12 +36,21 @@ DECODE_PATHS = (
     "moe.decode_via_prefill",
     "moe.union_stats",
 )
+TC_CLAIMS = {
+    ("moe.gateup_fp4", "int4"),
+    ("moe.gateup_fp4", "nvfp4"),
+    ("moe.down_fp4", "int4"),
+    ("moe.down_fp4", "nvfp4"),
+    ("moe.decode_fp8_grouped", "grouped"),
+    ("moe.decode_via_prefill", "prefill"),
+}
 
 
 def jobs():
     from numba import types
 
-    from leverctl_kernels.moe import _experts, _experts_mma, _router, _union
+    from leverctl_kernels.moe import _experts, _experts_tc, _router, _union
+    from leverctl_kernels.moe._prefill import grouped as G
 
     A = lambda dt, nd: types.Array(dt, nd, "C")  # noqa: E731
     f16, f32, i32, u8, u16, u32 = types.float16, types.float32, types.int32, types.uint8, types.uint16, types.uint32
@@ -66,47 +79,21 @@ def jobs():
                 T,
             )
         )
-    for fmt in GATEUP_GROUPED_FORMATS:
-        out.append(
-            (
-                f"gateup_grouped_{fmt}",
-                _experts.make_gateup_grouped(fmt),
-                (A(f32, 2), A(f16, 2), A(i32, 2), *weights[fmt], A(i32, 1), A(i32, 1)),
-                T,
-            )
-        )
-    for fmt in DOWN_GROUPED_FORMATS:
-        out.append(
-            (
-                f"down_grouped_{fmt}",
-                _experts.make_down_grouped(fmt),
-                (A(f32, 2), A(f32, 2), *weights[fmt], A(i32, 1), A(i32, 1)),
-                T,
-            )
-        )
-    for fmt in MMA_FORMATS:
-        out.append(
-            (
-                f"gateup_grouped_mma_{fmt}",
-                _experts_mma.make_gateup_grouped_mma(fmt),
-                (A(f32, 2), A(f16, 2), A(i32, 2), *weights[fmt], A(i32, 1), A(i32, 1)),
-                _experts_mma.THREADS,
-            )
-        )
-        out.append(
-            (
-                f"down_grouped_mma_{fmt}",
-                _experts_mma.make_down_grouped_mma(fmt),
-                (A(f32, 2), A(f32, 2), *weights[fmt], A(i32, 1), A(i32, 1)),
-                _experts_mma.THREADS,
-            )
-        )
+    ep = types.Tuple((A(f32, 1), A(f32, 2), A(f32, 1), A(f32, 1), A(f32, 1), A(i32, 1)))
+    scales = {"int4": A(f16, 3), "nvfp4": A(u8, 3), "fp8": A(f32, 3)}
+    for fmt in TC_FORMATS:
+        wfmt = _experts_tc.FORMAT[fmt]
+        tail = (A(u32, 3), scales[fmt])
+        gu = (A(f32, 2), A(u32, 2), *tail, A(u8, 2), A(i32, 1), A(i32, 1), types.int32, ep)
+        dn = (A(f32, 2), A(f32, 2), *tail, A(i32, 1), A(i32, 1), A(i32, 1), types.int32, ep)
+        out.append((f"gateup_tc_{fmt}", G.make_grouped(G.GROUPED, True, G.SILU_GLU, G.FLOAT, wfmt, 2, True), gu, 128))
+        out.append((f"down_tc_{fmt}", G.make_grouped(G.GROUPED, True, G.NONE, G.FLOAT, wfmt, 4, True), dn, 128))
     out.append(("route_count", _experts.make_route_count(), (A(i32, 1), A(i32, 2)), _experts.SORT_THREADS))
     out.append(
         (
             "route_scatter",
             _experts.make_route_scatter(),
-            (A(i32, 1), A(i32, 1), A(i32, 1), A(i32, 2)),
+            (A(i32, 1), A(i32, 1), A(i32, 1), A(i32, 1), A(i32, 2)),
             _experts.SORT_THREADS,
         )
     )
@@ -120,10 +107,7 @@ def jobs():
 
 
 def test_every_moe_kernel_compiles_for_sm90_in_fp32(compiled):
-    assert (
-        len(compiled["kernels"])
-        == 2 * len(ROWS_FORMATS) + len(GATEUP_GROUPED_FORMATS) + len(DOWN_GROUPED_FORMATS) + 2 * len(MMA_FORMATS) + 8
-    )
+    assert len(compiled["kernels"]) == 2 * len(ROWS_FORMATS) + 2 * len(TC_FORMATS) + 8
     check_ptx(compiled, fp64=False)
 
 
@@ -131,18 +115,18 @@ def test_ptxas_accepts_them_without_spills_or_local_memory(compiled):
     check_ptxas(compiled)
 
 
-def test_only_the_prefill_expert_stages_have_the_f16_mma_and_their_variants_claim_it(compiled):
+def test_only_the_grouped_expert_gemms_have_the_f16_mma_and_their_variants_claim_it(compiled):
     from leverctl_kernels.registry import get_path
 
     decode = [get_path(name) for name in DECODE_PATHS]
     claims = {
         (p.name, v.name): (v.tensor_cores, v.tc_dtype) for p in decode for v in p.variants.values() if v.tensor_cores
     }
-    assert claims == {(p, f): ("mma.sync", "f16") for p in ("moe.gateup_fp4", "moe.down_fp4") for f in MMA_FORMATS}
+    assert claims == {pv: ("mma.sync", "f16") for pv in TC_CLAIMS}
     for name, rec in compiled["kernels"].items():
         assert "error" not in rec, f"{name} does not compile for sm_90 (see the compile test)"
         n = Path(rec["ptx"]).read_text().count(MMA_PTX)
-        assert (n > 0) == ("_grouped_mma_" in name), f"{name}: {n} x {MMA_PTX}"
+        assert (n > 0) == ("_tc_" in name), f"{name}: {n} x {MMA_PTX}"
 
 
 test_the_sass_holds_what_each_variants_records_claim = sass_claims_test("test_moe_ptx")
