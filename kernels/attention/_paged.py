@@ -27,6 +27,8 @@ split ``s`` and writes unnormalised partials::
     q heads -> shared (fp32)
     per KV block (16 tokens):
       K tile   -> shared fp32, rows padded to D + 1 (conflict-free columns)
+      V tile   -> shared as stored (bf16 pairs), in two slots alternating
+               by block
       scores   thread (h, t): q[h] . k[t] / sqrt(D) -> sc[h, t] (-inf past L)
       softmax  thread h: m_new = max(m, max_t sc), alpha = exp(m - m_new),
                p = exp(sc - m_new) -> sc[h, :], l = l alpha + sum p
@@ -35,6 +37,19 @@ split ``s`` and writes unnormalised partials::
     three barriers per KV block and no warp shuffles (the CUDA simulator
     pays for every shuffle with a barrier of its own)
     -> part_o[n, h, s, :] = acc,  part_ml[n, h, s] = (m, l)
+
+The tiles travel in 16-byte loads (``vload.ldg_v4``: eight bf16 of a
+token's row a lane, consecutive lanes along the row, so a warp reads two
+tokens' 256-byte rows of K and of V whole at D = 128) where ``D`` is a
+multiple of 8 and the caches start on 16 bytes; each lane issues all its
+K and V loads of the block (four at D = 128 and 128 threads: 64 bytes in
+flight a lane) before storing any. Other head dims, or an unaligned view,
+take one bf16 a lane. V is staged (rather than read by the PV phase in
+place, one bf16 a lane a token) so that it can come in wide; the two slots
+let a block's V be written while a slower lane still reads the last
+block's, with no fourth barrier; it stays bf16 there (the PV phase decodes
+each value as it reads it, a shift), so the two slots take what one fp32
+tile would and a head dim of 256 stays within 48 KiB.
 
 Slots past the sequence's length are never read: their score is -inf
 without loading k, and their v is skipped. ``READ_TAIL`` (tests only) loads
@@ -56,15 +71,39 @@ import math
 from functools import lru_cache
 
 import numpy as np
-from numba import cuda, float32
+from numba import cuda, float32, uint32
 
-from ..common import cvt
+from ..common import cvt, smem, vload
+from ..common import wgmma as wg
 from ..common.launch import check_block, check_grid, check_shared, jit_bounded
 
 BLOCK = 16
+V_TILES = 2  # kernel 1's V slots
+V_PAD = 124  # the most padding before the V tiles' 128-byte boundary
 _NEG_INF = np.float32(-math.inf)
 _ZERO = np.float32(0.0)
 _ONE = np.float32(1.0)
+
+
+@cuda.jit(device=True, inline="always")
+def _put8(row, d0, words):
+    """Eight bf16 (four words, the lower-addressed of a pair in the low
+    half) to ``row[d0 .. d0 + 7]`` as float32."""
+    w0, w1, w2, w3 = words
+    row[d0] = cvt.bf16_to_f32(np.uint16(w0 & np.uint32(0xFFFF)))
+    row[d0 + 1] = cvt.bf16_to_f32(np.uint16(w0 >> np.uint32(16)))
+    row[d0 + 2] = cvt.bf16_to_f32(np.uint16(w1 & np.uint32(0xFFFF)))
+    row[d0 + 3] = cvt.bf16_to_f32(np.uint16(w1 >> np.uint32(16)))
+    row[d0 + 4] = cvt.bf16_to_f32(np.uint16(w2 & np.uint32(0xFFFF)))
+    row[d0 + 5] = cvt.bf16_to_f32(np.uint16(w2 >> np.uint32(16)))
+    row[d0 + 6] = cvt.bf16_to_f32(np.uint16(w3 & np.uint32(0xFFFF)))
+    row[d0 + 7] = cvt.bf16_to_f32(np.uint16(w3 >> np.uint32(16)))
+
+
+@cuda.jit(device=True, inline="always")
+def _half(word, d):
+    """Element ``d`` of a row of bf16 pairs, ``word`` its pair: float32."""
+    return cvt.bf16_to_f32(np.uint16((word >> np.uint32(16)) if d & 1 else (word & np.uint32(0xFFFF))))
 
 
 @cuda.jit(device=True, inline="always")
@@ -127,6 +166,69 @@ def make_split(HKV: int, G: int, D: int, TARGET: int, MIN_BLOCKS: int, READ_TAIL
     GB = G * BLOCK
     DP = D + 1  # shared rows padded: threads of different tokens hit different banks
     SCALE = np.float32(1.0 / math.sqrt(D))
+    VEC = D % 8 == 0  # rows of whole 16-byte chunks
+    CH = max(1, D // 8)  # 16-byte chunks a token's row
+    CPT = -(-BLOCK * CH // NT)  # chunks a lane, of each of K and V
+    VW = (D + 1) // 2  # bf16 pairs (words) of a V row
+    # A warp's chunks: 8 tokens x 4 consecutive chunks (64 bytes of each
+    # row, whole sectors) where rows have whole groups of four, so that its
+    # K stores hit 32 banks (fp32 rows of D + 1: bank t + 8 chunk + j) and
+    # V's rows (padded by 16 words) put the two tokens of a quarter-warp on
+    # different banks; else consecutive chunks of a row.
+    MAP4 = VEC and CH % 4 == 0
+    VP = VW + 16 if MAP4 else VW  # staged V row pitch, words
+    V_ALIGN = wg.SMEM_ALIGN  # 16-byte stores need 16-byte rows (the simulator refuses an alignment)
+
+    @cuda.jit(device=True, inline="always")
+    def _chunk(c, phys, g, base, length):
+        """Lane chunk ``c`` of a block's tile: its token, first dim, whether
+        it is loaded (``READ_TAIL``: every slot), and its flat element."""
+        if MAP4:
+            r = c >> 5
+            t = (r % (BLOCK // 8)) * 8 + ((c >> 2) & 7)
+            d0 = ((r // (BLOCK // 8)) * 4 + (c & 3)) * 8
+        else:
+            t = c // CH
+            d0 = (c - t * CH) * 8
+        ok = c < BLOCK * CH and (READ_TAIL or base + t < length)
+        return t, d0, ok, ((np.int64(phys) * BLOCK + t) * HKV + g) * D + d0
+
+    @cuda.jit(device=True, inline="always")
+    def _put_v(v_at, vb, t, d0, words):
+        """A chunk of V's pairs as stored, one 16-byte store: a quarter-warp's
+        eight lanes write 128 contiguous bytes of a row (no bank conflict)."""
+        a, b, c, d = words
+        smem.st_shared_v4(v_at + np.uint32(4 * ((vb * BLOCK + t) * VP + (d0 >> 1))), a, b, c, d)
+
+    @cuda.jit(device=True, inline="always")
+    def _load(cache, ok, at):
+        z = np.uint32(0)
+        if ok:
+            return vload.ldg_v4(cache, at)
+        return z, z, z, z
+
+    @cuda.jit(device=True, inline="always")
+    def _stage_wide(k_s, v_at, k_cache, v_cache, phys, g, vb, base, length, tid):
+        # every load of the lane first (CPT chunks of K and of V), then the stores
+        t0, d00, ok0, at0 = _chunk(tid, phys, g, base, length)
+        ka = _load(k_cache, ok0, at0)
+        va = _load(v_cache, ok0, at0)
+        if CPT > 1:
+            t1, d01, ok1, at1 = _chunk(tid + NT, phys, g, base, length)
+            kb = _load(k_cache, ok1, at1)
+            vb_ = _load(v_cache, ok1, at1)
+        if ok0:
+            _put8(k_s[t0], d00, ka)
+            _put_v(v_at, vb, t0, d00, va)
+        if CPT > 1:
+            if ok1:
+                _put8(k_s[t1], d01, kb)
+                _put_v(v_at, vb, t1, d01, vb_)
+        for j in range(2, CPT):  # more than two chunks a lane (small blocks): in turn
+            t, d0, ok, at = _chunk(tid + j * NT, phys, g, base, length)
+            if ok:
+                _put8(k_s[t], d0, vload.ldg_v4(k_cache, at))
+                _put_v(v_at, vb, t, d0, vload.ldg_v4(v_cache, at))
 
     @jit_bounded(NT)
     def attn_split(q, k_cache, v_cache, block_table, context_lens, ref_seqs, seq0, part_o, part_ml):
@@ -141,6 +243,7 @@ def make_split(HKV: int, G: int, D: int, TARGET: int, MIN_BLOCKS: int, READ_TAIL
 
         q_s = cuda.shared.array((G, DP), float32)
         k_s = cuda.shared.array((BLOCK, DP), float32)
+        v_s = cuda.shared.array((2, BLOCK, VP), uint32, alignment=V_ALIGN)  # 16-byte chunks (VEC)
         sc = cuda.shared.array((G, BLOCK), float32)
         m_s = cuda.shared.array(G, float32)
         l_s = cuda.shared.array(G, float32)
@@ -161,15 +264,26 @@ def make_split(HKV: int, G: int, D: int, TARGET: int, MIN_BLOCKS: int, READ_TAIL
         b_end = si * per + per
         if b_end > nblocks:
             b_end = nblocks
+        wide = VEC and vload.aligned16(k_cache) and vload.aligned16(v_cache)  # the same in every lane
         for b in range(si * per, b_end):
             phys = block_table[n, b]
             base = b * BLOCK
-            # K tile -> shared, coalesced (a warp reads consecutive dims of a
-            # token); slots past the length are not loaded
-            for i in range(tid, BLOCK * D, NT):
-                t = i // D
-                if READ_TAIL or base + t < length:
-                    k_s[t, i - t * D] = cvt.bf16_to_f32(k_cache[phys, t, g, i - t * D])
+            vb = b & 1
+            # K and V tiles -> shared, coalesced (a warp reads consecutive
+            # dims of a token); slots past the length are not loaded
+            if wide:
+                _stage_wide(k_s, smem.smem_addr(v_s), k_cache, v_cache, phys, g, vb, base, length, tid)
+            else:
+                for i in range(tid, BLOCK * D, NT):
+                    t = i // D
+                    if READ_TAIL or base + t < length:
+                        k_s[t, i - t * D] = cvt.bf16_to_f32(k_cache[phys, t, g, i - t * D])
+                for i in range(tid, BLOCK * VW, NT):
+                    t = i // VW
+                    d = 2 * (i - t * VW)
+                    if READ_TAIL or base + t < length:
+                        hi = np.uint32(v_cache[phys, t, g, d + 1]) if d + 1 < D else np.uint32(0)
+                        v_s[vb, t, d >> 1] = np.uint32(v_cache[phys, t, g, d]) | (hi << np.uint32(16))
             cuda.syncthreads()
             # scores: thread (h, t)
             for i in range(tid, GB, NT):
@@ -195,13 +309,15 @@ def make_split(HKV: int, G: int, D: int, TARGET: int, MIN_BLOCKS: int, READ_TAIL
                         acc[h, j] *= a_s[h]
                     for t in range(BLOCK):
                         if READ_TAIL or base + t < length:
-                            v = cvt.bf16_to_f32(v_cache[phys, t, g, d])
+                            v = _half(v_s[vb, t, d >> 1], d)
                             for h in range(G):
                                 acc[h, j] += sc[h, t] * v
             # No barrier here: the next K tile overwrites k_s, which the
-            # scores finished reading before the second barrier, and the
-            # next scores and softmax write sc and a_s only after the next
-            # first barrier, which every thread reaches after its PV.
+            # scores finished reading before the second barrier; the next V
+            # tile goes to the other slot (this one is written again only
+            # after the next first barrier, which every thread reaches
+            # after its PV); and the next scores and softmax write sc and
+            # a_s only after that barrier too.
 
         for j in range(DPT):
             d = tid + j * NT
@@ -247,10 +363,15 @@ def make_merge(HKV: int, D: int, TARGET: int, MIN_BLOCKS: int):
     return attn_merge
 
 
-def split_shared_bytes(G: int, D: int) -> int:
-    """Static shared memory of kernel 1: q and the K tile (rows of D + 1
-    fp32), scores, and three per-head values."""
-    return 4 * ((G + BLOCK) * (D + 1) + G * BLOCK + 3 * G)
+def split_shared_bytes(G: int, D: int, v_tiles: int = 0) -> int:
+    """Static shared memory of a split kernel: q and the K tile (rows of
+    D + 1 fp32), ``v_tiles`` V tiles of bf16 pairs (kernel 1: two) on a
+    128-byte boundary (at most 124 bytes of padding before them, counted),
+    scores, and three per-head values: an upper bound, at most
+    :data:`V_PAD` over what the compiler lays out."""
+    pad = V_PAD if v_tiles else 0
+    vp = (D + 1) // 2 + (16 if D % 32 == 0 else 0)  # make_split's VP
+    return 4 * ((G + BLOCK) * (D + 1) + v_tiles * BLOCK * vp + G * BLOCK + 3 * G) + pad
 
 
 def max_splits(max_length: int, ref_seqs: int, kv_heads: int, target: int, min_blocks: int) -> int:
@@ -274,7 +395,7 @@ def launcher(shape, ref_seqs_of, per_sequence: bool = False, read_tail: bool = F
     nt = check_block(threads_for(d), warps=False)
     check_grid((smax, hkv, n))
     check_grid((hq, n))
-    check_shared(split_shared_bytes(hq // hkv, d))
+    check_shared(split_shared_bytes(hq // hkv, d, V_TILES))
     part_o = cuda.device_array((n, hq, smax, d), np.float32)
     part_ml = cuda.device_array((n, hq, smax, 2), np.float32)
 

@@ -19,7 +19,7 @@ from numba import cuda
 
 from ...common.launch import check_block, check_grid, check_shared
 from ...gdn.decode import batched as decode_batched
-from .._paged import make_merge, make_split, max_splits, split_shared_bytes, threads_for
+from .._paged import V_TILES, make_merge, make_split, max_splits, split_shared_bytes, threads_for
 
 REF_SEQS = 1  # max_decode_seqs at its default
 
@@ -35,7 +35,7 @@ def make_step(shape):
     nt = check_block(threads_for(d), warps=False)
     check_grid((smax, hkv, n))
     check_grid((hq, n))
-    check_shared(split_shared_bytes(hq // hkv, d))
+    check_shared(split_shared_bytes(hq // hkv, d, V_TILES))
     part_o = cuda.device_array((n, hq, smax, d), np.float32)
     part_ml = cuda.device_array((n, hq, smax, 2), np.float32)
     ref, seq0 = np.int64(REF_SEQS), np.int64(0)

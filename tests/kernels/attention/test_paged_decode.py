@@ -397,3 +397,22 @@ def test_on_a_gpu_at_model_shapes_pinned_variants_pass_and_are_invariant(ctx, n)
         assert inv["identical"] or not inv["required"], (name, inv)
         outs[name] = bufs["o"].copy_to_host()
     assert np.array_equal(outs["per_sequence"].view(np.uint32), outs["split_pinned"].view(np.uint32))
+
+
+@pytest.mark.sim
+@pytest.mark.parametrize("d", [32, 8, 12], ids=["d32-wide-8x4-chunks", "d8-wide-row-chunks", "d12-one-bf16-a-lane"])
+def test_the_kv_tiles_staged_wide_or_scalar_match_the_reference_and_a_tail_read_fails_under_poison(d):
+    """The split kernel's K and V tiles at each staging: 16-byte loads in the
+    warp's 8-token x 4-chunk order (d 32, the model head dims' mapping),
+    16-byte loads along a row (d 8), one bf16 a lane (d 12, not whole
+    chunks). Each matches the reference over poisoned tail blocks; the
+    kernel that reads the whole tail block fails there."""
+    dims = {**SMOKE[0].dims, "d": d}
+    shape = bound(Shape(f"d{d}", dims), poison=True)
+    x = PATH.make_inputs(shape, np.random.default_rng(d))
+    ref = PATH.reference(shape, x)["o"]
+    _, got = run(shape, x, PATH.variants["split_pinned"].build(shape))
+    ok, rel, mx = compare(got, ref, PATH.tolerance)
+    assert ok, (rel, mx)
+    _, bad = run(shape, x, _paged.launcher(shape, lambda n: 1, read_tail=True))
+    assert not compare(bad, ref, PATH.tolerance)[0] and np.isnan(bad).any()
