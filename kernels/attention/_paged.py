@@ -101,7 +101,7 @@ def _put8(row, d0, words):
 
 
 @cuda.jit(device=True, inline="always")
-def _half(word, d):
+def v_half(word, d):
     """Element ``d`` of a row of bf16 pairs, ``word`` its pair: float32."""
     return cvt.bf16_to_f32(np.uint16((word >> np.uint32(16)) if d & 1 else (word & np.uint32(0xFFFF))))
 
@@ -156,33 +156,45 @@ def threads_for(d: int) -> int:
     return min(256, max(8, -(-d // 8) * 8))
 
 
+def v_pitch(D: int) -> int:
+    """Words of a staged V row (bf16 pairs): padded by 16 where a warp stages
+    8 tokens x 4 chunks (``make_kv_stage``), so a quarter-warp's two tokens
+    land on different banks."""
+    vw = (D + 1) // 2
+    return vw + 16 if D % 32 == 0 else vw
+
+
+V_ALIGN = wg.SMEM_ALIGN  # 16-byte stores need 16-byte rows (the simulator refuses an alignment)
+
+
 @lru_cache(maxsize=None)
-def make_split(HKV: int, G: int, D: int, TARGET: int, MIN_BLOCKS: int, READ_TAIL: bool = False):
-    """Compile kernel 1 for ``Hkv`` KV heads of ``G`` query heads each, head
-    dim ``D``, the split policy's ``TARGET`` and ``MIN_BLOCKS``.
-    ``READ_TAIL`` builds the broken kernel of the tests."""
-    NT = threads_for(D)
-    DPT = -(-D // NT)  # dims per thread in the PV phase
-    GB = G * BLOCK
-    DP = D + 1  # shared rows padded: threads of different tokens hit different banks
-    SCALE = np.float32(1.0 / math.sqrt(D))
+def make_kv_stage(HKV: int, D: int, NT: int, READ_TAIL: bool = False):
+    """Device functions ``(wide_ok(k, v), stage(k_s, v_s, k, v, a0, off, g,
+    vb, base, limit, wide, tid))`` for the split kernels (``make_split``,
+    ``dflash_contig``): a KV block's K tile into ``k_s`` (fp32, rows of
+    ``D + 1``) and V tile into slot ``vb`` of ``v_s`` (bf16 pairs, rows of
+    :func:`v_pitch`), tokens ``t`` of ``k[a0, off + t, g, :]``, those at or
+    past ``limit - base`` not loaded (``READ_TAIL``, tests: loaded).
+
+    ``wide`` (``wide_ok``: ``D`` a multiple of 8 and both caches on 16
+    bytes): 16-byte loads, all of a lane's (``CPT`` chunks of K and of V)
+    before its stores; a warp takes 8 tokens x 4 consecutive chunks (64
+    bytes of each row, whole sectors) where rows have whole groups of four,
+    so that its fp32 K stores hit 32 banks (bank ``t + 8 chunk + j`` on rows
+    of ``D + 1``), else consecutive chunks of a row; V goes as stored, one
+    ``st.shared.v4`` a chunk. Otherwise one bf16 a lane."""
     VEC = D % 8 == 0  # rows of whole 16-byte chunks
     CH = max(1, D // 8)  # 16-byte chunks a token's row
     CPT = -(-BLOCK * CH // NT)  # chunks a lane, of each of K and V
     VW = (D + 1) // 2  # bf16 pairs (words) of a V row
-    # A warp's chunks: 8 tokens x 4 consecutive chunks (64 bytes of each
-    # row, whole sectors) where rows have whole groups of four, so that its
-    # K stores hit 32 banks (fp32 rows of D + 1: bank t + 8 chunk + j) and
-    # V's rows (padded by 16 words) put the two tokens of a quarter-warp on
-    # different banks; else consecutive chunks of a row.
     MAP4 = VEC and CH % 4 == 0
-    VP = VW + 16 if MAP4 else VW  # staged V row pitch, words
-    V_ALIGN = wg.SMEM_ALIGN  # 16-byte stores need 16-byte rows (the simulator refuses an alignment)
+    VP = v_pitch(D)
+    assert (VP != VW) == MAP4
 
     @cuda.jit(device=True, inline="always")
-    def _chunk(c, phys, g, base, length):
-        """Lane chunk ``c`` of a block's tile: its token, first dim, whether
-        it is loaded (``READ_TAIL``: every slot), and its flat element."""
+    def _chunk(c, a0, off, g, base, limit, rows):
+        """Lane chunk ``c``: its token, first dim, whether it is loaded, and
+        its flat element."""
         if MAP4:
             r = c >> 5
             t = (r % (BLOCK // 8)) * 8 + ((c >> 2) & 7)
@@ -190,13 +202,13 @@ def make_split(HKV: int, G: int, D: int, TARGET: int, MIN_BLOCKS: int, READ_TAIL
         else:
             t = c // CH
             d0 = (c - t * CH) * 8
-        ok = c < BLOCK * CH and (READ_TAIL or base + t < length)
-        return t, d0, ok, ((np.int64(phys) * BLOCK + t) * HKV + g) * D + d0
+        ok = c < BLOCK * CH and (READ_TAIL or base + t < limit)
+        return t, d0, ok, ((np.int64(a0) * rows + off + t) * HKV + g) * D + d0
 
     @cuda.jit(device=True, inline="always")
     def _put_v(v_at, vb, t, d0, words):
         """A chunk of V's pairs as stored, one 16-byte store: a quarter-warp's
-        eight lanes write 128 contiguous bytes of a row (no bank conflict)."""
+        eight lanes write 128 contiguous bytes (no bank conflict)."""
         a, b, c, d = words
         smem.st_shared_v4(v_at + np.uint32(4 * ((vb * BLOCK + t) * VP + (d0 >> 1))), a, b, c, d)
 
@@ -208,15 +220,15 @@ def make_split(HKV: int, G: int, D: int, TARGET: int, MIN_BLOCKS: int, READ_TAIL
         return z, z, z, z
 
     @cuda.jit(device=True, inline="always")
-    def _stage_wide(k_s, v_at, k_cache, v_cache, phys, g, vb, base, length, tid):
-        # every load of the lane first (CPT chunks of K and of V), then the stores
-        t0, d00, ok0, at0 = _chunk(tid, phys, g, base, length)
-        ka = _load(k_cache, ok0, at0)
-        va = _load(v_cache, ok0, at0)
+    def _stage_wide(k_s, v_at, k, v, a0, off, g, vb, base, limit, tid):
+        rows = k.shape[1]
+        t0, d00, ok0, at0 = _chunk(tid, a0, off, g, base, limit, rows)
+        ka = _load(k, ok0, at0)
+        va = _load(v, ok0, at0)
         if CPT > 1:
-            t1, d01, ok1, at1 = _chunk(tid + NT, phys, g, base, length)
-            kb = _load(k_cache, ok1, at1)
-            vb_ = _load(v_cache, ok1, at1)
+            t1, d01, ok1, at1 = _chunk(tid + NT, a0, off, g, base, limit, rows)
+            kb = _load(k, ok1, at1)
+            vb_ = _load(v, ok1, at1)
         if ok0:
             _put8(k_s[t0], d00, ka)
             _put_v(v_at, vb, t0, d00, va)
@@ -225,10 +237,46 @@ def make_split(HKV: int, G: int, D: int, TARGET: int, MIN_BLOCKS: int, READ_TAIL
                 _put8(k_s[t1], d01, kb)
                 _put_v(v_at, vb, t1, d01, vb_)
         for j in range(2, CPT):  # more than two chunks a lane (small blocks): in turn
-            t, d0, ok, at = _chunk(tid + j * NT, phys, g, base, length)
+            t, d0, ok, at = _chunk(tid + j * NT, a0, off, g, base, limit, rows)
             if ok:
-                _put8(k_s[t], d0, vload.ldg_v4(k_cache, at))
-                _put_v(v_at, vb, t, d0, vload.ldg_v4(v_cache, at))
+                _put8(k_s[t], d0, vload.ldg_v4(k, at))
+                _put_v(v_at, vb, t, d0, vload.ldg_v4(v, at))
+
+    @cuda.jit(device=True, inline="always")
+    def wide_ok(k, v):
+        return VEC and vload.aligned16(k) and vload.aligned16(v)
+
+    @cuda.jit(device=True, inline="always")
+    def stage(k_s, v_s, k, v, a0, off, g, vb, base, limit, wide, tid):
+        if wide:
+            _stage_wide(k_s, smem.smem_addr(v_s), k, v, a0, off, g, vb, base, limit, tid)
+        else:
+            for i in range(tid, BLOCK * D, NT):
+                t = i // D
+                if READ_TAIL or base + t < limit:
+                    k_s[t, i - t * D] = cvt.bf16_to_f32(k[a0, off + t, g, i - t * D])
+            for i in range(tid, BLOCK * VW, NT):
+                t = i // VW
+                d = 2 * (i - t * VW)
+                if READ_TAIL or base + t < limit:
+                    hi = np.uint32(v[a0, off + t, g, d + 1]) if d + 1 < D else np.uint32(0)
+                    v_s[vb, t, d >> 1] = np.uint32(v[a0, off + t, g, d]) | (hi << np.uint32(16))
+
+    return wide_ok, stage
+
+
+@lru_cache(maxsize=None)
+def make_split(HKV: int, G: int, D: int, TARGET: int, MIN_BLOCKS: int, READ_TAIL: bool = False):
+    """Compile kernel 1 for ``Hkv`` KV heads of ``G`` query heads each, head
+    dim ``D``, the split policy's ``TARGET`` and ``MIN_BLOCKS``.
+    ``READ_TAIL`` builds the broken kernel of the tests."""
+    NT = threads_for(D)
+    DPT = -(-D // NT)  # dims per thread in the PV phase
+    GB = G * BLOCK
+    DP = D + 1  # shared rows padded: threads of different tokens hit different banks
+    SCALE = np.float32(1.0 / math.sqrt(D))
+    VP = v_pitch(D)
+    wide_ok, stage = make_kv_stage(HKV, D, NT, READ_TAIL)
 
     @jit_bounded(NT)
     def attn_split(q, k_cache, v_cache, block_table, context_lens, ref_seqs, seq0, part_o, part_ml):
@@ -264,26 +312,13 @@ def make_split(HKV: int, G: int, D: int, TARGET: int, MIN_BLOCKS: int, READ_TAIL
         b_end = si * per + per
         if b_end > nblocks:
             b_end = nblocks
-        wide = VEC and vload.aligned16(k_cache) and vload.aligned16(v_cache)  # the same in every lane
+        wide = wide_ok(k_cache, v_cache)  # the same in every lane
         for b in range(si * per, b_end):
             phys = block_table[n, b]
             base = b * BLOCK
             vb = b & 1
-            # K and V tiles -> shared, coalesced (a warp reads consecutive
-            # dims of a token); slots past the length are not loaded
-            if wide:
-                _stage_wide(k_s, smem.smem_addr(v_s), k_cache, v_cache, phys, g, vb, base, length, tid)
-            else:
-                for i in range(tid, BLOCK * D, NT):
-                    t = i // D
-                    if READ_TAIL or base + t < length:
-                        k_s[t, i - t * D] = cvt.bf16_to_f32(k_cache[phys, t, g, i - t * D])
-                for i in range(tid, BLOCK * VW, NT):
-                    t = i // VW
-                    d = 2 * (i - t * VW)
-                    if READ_TAIL or base + t < length:
-                        hi = np.uint32(v_cache[phys, t, g, d + 1]) if d + 1 < D else np.uint32(0)
-                        v_s[vb, t, d >> 1] = np.uint32(v_cache[phys, t, g, d]) | (hi << np.uint32(16))
+            # K and V tiles -> shared, coalesced; slots past the length are not loaded
+            stage(k_s, v_s, k_cache, v_cache, phys, 0, g, vb, base, length, wide, tid)
             cuda.syncthreads()
             # scores: thread (h, t)
             for i in range(tid, GB, NT):
@@ -309,7 +344,7 @@ def make_split(HKV: int, G: int, D: int, TARGET: int, MIN_BLOCKS: int, READ_TAIL
                         acc[h, j] *= a_s[h]
                     for t in range(BLOCK):
                         if READ_TAIL or base + t < length:
-                            v = _half(v_s[vb, t, d >> 1], d)
+                            v = v_half(v_s[vb, t, d >> 1], d)
                             for h in range(G):
                                 acc[h, j] += sc[h, t] * v
             # No barrier here: the next K tile overwrites k_s, which the
@@ -370,8 +405,7 @@ def split_shared_bytes(G: int, D: int, v_tiles: int = 0) -> int:
     scores, and three per-head values: an upper bound, at most
     :data:`V_PAD` over what the compiler lays out."""
     pad = V_PAD if v_tiles else 0
-    vp = (D + 1) // 2 + (16 if D % 32 == 0 else 0)  # make_split's VP
-    return 4 * ((G + BLOCK) * (D + 1) + v_tiles * BLOCK * vp + G * BLOCK + 3 * G) + pad
+    return 4 * ((G + BLOCK) * (D + 1) + v_tiles * BLOCK * v_pitch(D) + G * BLOCK + 3 * G) + pad
 
 
 def max_splits(max_length: int, ref_seqs: int, kv_heads: int, target: int, min_blocks: int) -> int:

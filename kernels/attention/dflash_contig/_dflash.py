@@ -20,9 +20,10 @@ Kernel 1, ``split``: grid ``(S_max, T * Hkv, N)``, ``NT`` threads; block
 ``(s, t * Hkv + g, n)`` runs query ``t``'s heads ``g*G .. g*G+G-1`` over
 the KV blocks of split ``s`` (``_paged.num_splits`` of the sequence's
 length, the launch's ``N * T`` queries counted as sequences). The loop is
-``_paged``'s: K tile to shared fp32, scores by thread (head, token), the
-online softmax by thread head, PV by thread dim, three barriers per KV
-block. A split wholly after what its query sees writes ``m = -inf, l = 0``,
+``_paged``'s: K and V tiles to shared memory by ``_paged.make_kv_stage``
+(16-byte loads where the head dim allows, V as bf16 pairs in two slots),
+scores by thread (head, token), the online softmax by thread head, PV by
+thread dim, three barriers per KV block. A split wholly after what its query sees writes ``m = -inf, l = 0``,
 which the merge weighs zero. Kernel 2, ``merge``: grid ``(Hq, T, N)``, the
 splits merged in split order.
 
@@ -37,11 +38,23 @@ import math
 from functools import lru_cache
 
 import numpy as np
-from numba import cuda, float32
+from numba import cuda, float32, uint32
 
 from ...common import cvt
 from ...common.launch import check_block, check_grid, check_shared, jit_bounded
-from .._paged import BLOCK, max_splits, num_splits, online_softmax_row, split_shared_bytes, threads_for
+from .._paged import (
+    BLOCK,
+    V_ALIGN,
+    V_TILES,
+    make_kv_stage,
+    max_splits,
+    num_splits,
+    online_softmax_row,
+    split_shared_bytes,
+    threads_for,
+    v_half,
+    v_pitch,
+)
 
 _NEG_INF = np.float32(-math.inf)
 _ZERO = np.float32(0.0)
@@ -61,6 +74,8 @@ def make_split(HKV: int, G: int, T: int, D: int, TARGET: int, MIN_BLOCKS: int, P
     GB = G * BLOCK
     DP = D + 1  # shared rows padded: threads of different tokens hit different banks
     SCALE = np.float32(1.0 / math.sqrt(D))
+    VP = v_pitch(D)
+    wide_ok, stage = make_kv_stage(HKV, D, NT)
 
     @jit_bounded(NT)
     def dflash_split(q, k, v, block_table, context_lens, ref_seqs, part_o, part_ml):
@@ -77,6 +92,7 @@ def make_split(HKV: int, G: int, T: int, D: int, TARGET: int, MIN_BLOCKS: int, P
 
         q_s = cuda.shared.array((G, DP), float32)
         k_s = cuda.shared.array((BLOCK, DP), float32)
+        v_s = cuda.shared.array((2, BLOCK, VP), uint32, alignment=V_ALIGN)
         sc = cuda.shared.array((G, BLOCK), float32)
         m_s = cuda.shared.array(G, float32)
         l_s = cuda.shared.array(G, float32)
@@ -97,6 +113,7 @@ def make_split(HKV: int, G: int, T: int, D: int, TARGET: int, MIN_BLOCKS: int, P
         seen_blocks = (seen + BLOCK - 1) // BLOCK
         if b_end > seen_blocks:
             b_end = seen_blocks
+        wide = wide_ok(k, v)  # the same in every lane
         for b in range(si * per, b_end):
             base = b * BLOCK
             if PAGED:
@@ -105,10 +122,8 @@ def make_split(HKV: int, G: int, T: int, D: int, TARGET: int, MIN_BLOCKS: int, P
             else:
                 a0 = n
                 off = base
-            for i in range(tid, BLOCK * D, NT):
-                tt = i // D
-                if base + tt < seen:
-                    k_s[tt, i - tt * D] = cvt.bf16_to_f32(k[a0, off + tt, g, i - tt * D])
+            vb = b & 1
+            stage(k_s, v_s, k, v, a0, off, g, vb, base, seen, wide, tid)  # _paged's K and V tiles
             cuda.syncthreads()
             for i in range(tid, GB, NT):
                 h = i // BLOCK
@@ -131,11 +146,12 @@ def make_split(HKV: int, G: int, T: int, D: int, TARGET: int, MIN_BLOCKS: int, P
                         acc[h, j] *= a_s[h]
                     for tt in range(BLOCK):
                         if base + tt < seen:
-                            vv = cvt.bf16_to_f32(v[a0, off + tt, g, d])
+                            vv = v_half(v_s[vb, tt, d >> 1], d)
                             for h in range(G):
                                 acc[h, j] += sc[h, tt] * vv
             # no barrier: as in _paged, the next writes of k_s, sc and a_s
-            # come after the next first barrier
+            # come after the next first barrier, and the next V tile goes to
+            # the other slot
 
         for j in range(DPT):
             d = tid + j * NT
@@ -201,7 +217,7 @@ def launcher(shape, paged: bool, no_mask: bool = False):
     nt = check_block(threads_for(d), warps=False)
     check_grid((smax, t * hkv, n))
     check_grid((hq, t, n))
-    check_shared(split_shared_bytes(hq // hkv, d))
+    check_shared(split_shared_bytes(hq // hkv, d, V_TILES))
     part_o = cuda.device_array((n, t, hq, smax, d), np.float32)
     part_ml = cuda.device_array((n, t, hq, smax, 2), np.float32)
     no_table = None if paged else cuda.to_device(np.zeros((1, 1), np.int32))

@@ -246,3 +246,15 @@ def test_on_a_gpu_at_model_shapes_both_variants_pass_and_agree(ctx):
         assert fig.passed, (name, fig.why())
         outs[name] = bufs["o"].copy_to_host()
     assert np.array_equal(outs["contig"].view(np.uint32), outs["paged"].view(np.uint32))
+
+
+@pytest.mark.sim
+def test_both_layouts_staged_in_16_byte_chunks_match_the_reference_at_head_dim_32():
+    """Head dim 32: ``_paged.make_kv_stage``'s 8-token x 4-chunk warp order
+    (the model head dims' mapping), over a paged and a contiguous cache."""
+    s = Shape("d32", {**SMOKE[0].dims, "d": 32})
+    x = PATH.make_inputs(s, np.random.default_rng(32))
+    ref = PATH.reference(s, x)["o"]
+    for name, v in PATH.variants.items():
+        ok, rel, mx = compare(run(s, x, v.build(s)), ref, PATH.tolerance)
+        assert ok, (name, rel, mx)

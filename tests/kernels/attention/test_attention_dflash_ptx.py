@@ -45,8 +45,19 @@ def test_the_contiguous_kernel_reads_no_block_table(compiled):
     from leverctl_kernels.attention import _paged
 
     paged, contig = compiled["kernels"]["split_paged"], compiled["kernels"]["split_contig"]
-    assert paged["smem"] == contig["smem"] == _paged.split_shared_bytes(8, 256)
+    bound = _paged.split_shared_bytes(8, 256, _paged.V_TILES)
+    assert paged["smem"] == contig["smem"] and bound - _paged.V_PAD <= paged["smem"] <= bound
     from pathlib import Path
 
     int_loads = lambda rec: Path(rec["ptx"]).read_text().count("ld.global.s32")  # noqa: E731
     assert (int_loads(paged), int_loads(contig)) == (2, 1)  # context_lens, and the paged one's table
+
+
+def test_both_split_kernels_stage_k_and_v_in_16_byte_loads(compiled):
+    """``_paged.make_kv_stage`` at d = 256: ``ld.global.nc.v4.u32`` for K and
+    V in both layouts, and V to shared memory as ``st.shared.v4``."""
+    from pathlib import Path
+
+    for name in ("split_paged", "split_contig"):
+        ptx = Path(compiled["kernels"][name]["ptx"]).read_text()
+        assert ptx.count("ld.global.nc.v4.u32") >= 4 and ptx.count("st.shared.v4.b32") >= 2, name
