@@ -28,7 +28,7 @@ from functools import lru_cache
 import numpy as np
 from numba import cuda, float32
 
-from ..common import bits
+from ..common import bits, vload
 
 FORMATS = ("int4", "nvfp4", "fp8")
 FP8_BLOCK = 128  # the FP8 weights' scale blocks, 128 x 128: the common block-wise FP8 layout (this project's choice)
@@ -96,6 +96,127 @@ def make_decode8(FMT: str):
 
         return decode8
     raise ValueError(f"unknown expert weight format {FMT!r}: one of {FORMATS}")
+
+
+# 16-byte weight loads (``vload.ldg_v4``): the values one load carries, per format
+WIDE_VALUES = {"int4": 32, "nvfp4": 32, "fp8": 16}
+
+
+@lru_cache(maxsize=None)
+def make_dot_wide(FMT: str):
+    """Device functions ``(wide_ok(wa, k), dot(wa, wb, wc, e, n, q, xr))``:
+    ``dot`` is ``sum_j W_e[n, k0 + j] * xr[k0 + j]`` over the ``V`` values of
+    one 16-byte load of expert ``e``'s row ``n`` (``k0 = q V``; ``V`` is
+    :data:`WIDE_VALUES`: 32 int4 or NVFP4 values, 16 FP8 codes), the load an
+    ``ld.global.nc.v4.u32`` of the weights viewed as words, decoded in
+    registers eight values at a time and summed in the order of
+    ``make_decode8``'s chunks. ``wide_ok``: rows of ``k`` values are whole
+    loads and the weights start on 16 bytes (the loop is then this)."""
+    V = WIDE_VALUES[FMT]
+    KPW = {"int4": 8, "nvfp4": 8, "fp8": 4}[FMT]  # values per 32-bit word
+
+    @cuda.jit(device=True, inline="always")
+    def wide_ok(wa, k):
+        return k % V == 0 and vload.aligned16(wa)
+
+    if FMT == "int4":  # already words
+
+        @cuda.jit(device=True, inline="always")
+        def words_of(wa, e, n, q):
+            return vload.ldg_v4(wa, (np.int64(e) * wa.shape[1] + n) * wa.shape[2] + q * (V // KPW))
+
+    else:  # bytes, read as words
+
+        @cuda.jit(device=True, inline="always")
+        def words_of(wa, e, n, q):
+            w32 = wa.view(np.uint32)
+            return vload.ldg_v4(w32, (np.int64(e) * w32.shape[1] + n) * w32.shape[2] + q * (V // KPW))
+
+    if FMT == "int4":
+
+        @cuda.jit(device=True, inline="always")
+        def dot(wa, wb, wc, e, n, q, xr):
+            w0, w1, w2, w3 = words_of(wa, e, n, q)
+            k0 = q * V
+            s = float32(wb[e, n, k0 >> 7])  # 32 values within one group of 128
+            return (
+                dot8(_q8(w0, s), xr, k0)
+                + dot8(_q8(w1, s), xr, k0 + 8)
+                + dot8(_q8(w2, s), xr, k0 + 16)
+                + dot8(_q8(w3, s), xr, k0 + 24)
+            )
+
+    elif FMT == "nvfp4":
+
+        @cuda.jit(device=True, inline="always")
+        def dot(wa, wb, wc, e, n, q, xr):
+            w0, w1, w2, w3 = words_of(wa, e, n, q)
+            k0 = q * V
+            ts = wc[e]
+            s0 = bits.e4m3_to_f32(wb[e, n, k0 >> 4])  # two 16-value blocks
+            s1 = bits.e4m3_to_f32(wb[e, n, (k0 >> 4) + 1])
+            return (
+                dot8(_fp8x(w0, s0, ts), xr, k0)
+                + dot8(_fp8x(w1, s0, ts), xr, k0 + 8)
+                + dot8(_fp8x(w2, s1, ts), xr, k0 + 16)
+                + dot8(_fp8x(w3, s1, ts), xr, k0 + 24)
+            )
+
+    else:
+
+        @cuda.jit(device=True, inline="always")
+        def dot(wa, wb, wc, e, n, q, xr):
+            w0, w1, w2, w3 = words_of(wa, e, n, q)
+            k0 = q * V
+            s = wb[e, n // FP8_BLOCK, k0 // FP8_BLOCK]  # 16 values within one block of 128
+            return dot8(_e8(w0, w1, s), xr, k0) + dot8(_e8(w2, w3, s), xr, k0 + 8)
+
+    return wide_ok, dot
+
+
+@cuda.jit(device=True, inline="always")
+def _q8(w, s):
+    """Eight int4 values of a W4A16 word (low nibble first), ``(q - 8) s``."""
+    return (
+        float32(np.int32(w & np.uint32(15)) - 8) * s,
+        float32(np.int32((w >> np.uint32(4)) & np.uint32(15)) - 8) * s,
+        float32(np.int32((w >> np.uint32(8)) & np.uint32(15)) - 8) * s,
+        float32(np.int32((w >> np.uint32(12)) & np.uint32(15)) - 8) * s,
+        float32(np.int32((w >> np.uint32(16)) & np.uint32(15)) - 8) * s,
+        float32(np.int32((w >> np.uint32(20)) & np.uint32(15)) - 8) * s,
+        float32(np.int32((w >> np.uint32(24)) & np.uint32(15)) - 8) * s,
+        float32(np.int32((w >> np.uint32(28)) & np.uint32(15)) - 8) * s,
+    )
+
+
+@cuda.jit(device=True, inline="always")
+def _fp8x(w, sc, ts):
+    """Eight E2M1 values of four NVFP4 bytes (low nibble first), ``(e2m1 sc) ts``."""
+    return (
+        (bits.e2m1_to_f32(w & np.uint32(15)) * sc) * ts,
+        (bits.e2m1_to_f32((w >> np.uint32(4)) & np.uint32(15)) * sc) * ts,
+        (bits.e2m1_to_f32((w >> np.uint32(8)) & np.uint32(15)) * sc) * ts,
+        (bits.e2m1_to_f32((w >> np.uint32(12)) & np.uint32(15)) * sc) * ts,
+        (bits.e2m1_to_f32((w >> np.uint32(16)) & np.uint32(15)) * sc) * ts,
+        (bits.e2m1_to_f32((w >> np.uint32(20)) & np.uint32(15)) * sc) * ts,
+        (bits.e2m1_to_f32((w >> np.uint32(24)) & np.uint32(15)) * sc) * ts,
+        (bits.e2m1_to_f32((w >> np.uint32(28)) & np.uint32(15)) * sc) * ts,
+    )
+
+
+@cuda.jit(device=True, inline="always")
+def _e8(lo, hi, s):
+    """Eight E4M3 codes of two words (lowest byte first), times ``s``."""
+    return (
+        bits.e4m3_to_f32(lo & np.uint32(255)) * s,
+        bits.e4m3_to_f32((lo >> np.uint32(8)) & np.uint32(255)) * s,
+        bits.e4m3_to_f32((lo >> np.uint32(16)) & np.uint32(255)) * s,
+        bits.e4m3_to_f32(lo >> np.uint32(24)) * s,
+        bits.e4m3_to_f32(hi & np.uint32(255)) * s,
+        bits.e4m3_to_f32((hi >> np.uint32(8)) & np.uint32(255)) * s,
+        bits.e4m3_to_f32((hi >> np.uint32(16)) & np.uint32(255)) * s,
+        bits.e4m3_to_f32(hi >> np.uint32(24)) * s,
+    )
 
 
 @cuda.jit(device=True, inline=True)

@@ -23,9 +23,12 @@ Two ways through the experts, same arithmetic:
   and ``combine`` sums each row's ``k`` partials in slot order.
 
 Launch (the per-row kernels): 128 threads, ``LANES = 8`` lanes per output (16 outputs a block):
-the 8 lanes of an output read 8 consecutive chunks of 8 weights (one 32-byte
-sector of int4 words), striding K by 64, and reduce with three XOR
-shuffles inside their group of eight. A block past the outputs' end still
+the 8 lanes of an output read 8 consecutive 16-byte loads of its weight row
+(``_decode.make_dot_wide``: 32 int4 or NVFP4 values, 16 FP8 codes a load;
+128 bytes a step for the group), striding K by 256 (128 for FP8), where a
+row is whole loads and the weights start on 16 bytes; otherwise 8
+consecutive chunks of 8 weights (one 32-byte sector of int4 words),
+striding K by 64. The group reduces with three XOR shuffles. A block past the outputs' end still
 shuffles (with zeros), so every lane of a warp reaches every shuffle.
 """
 
@@ -38,7 +41,7 @@ import numpy as np
 from numba import cuda, float32
 
 from ..common.launch import blocks_for, check_block, check_grid
-from ._decode import dot8, make_decode8
+from ._decode import WIDE_VALUES, dot8, make_decode8, make_dot_wide
 
 FULL_MASK = 0xFFFFFFFF
 LANES = 8
@@ -67,6 +70,8 @@ def make_gateup_rows(FMT: str):
     """``h[a] = silu(x[r] Wg_e^T) * (x[r] Wu_e^T)`` for assignments
     ``row0 * k .. (row0 + gridDim.y / k) * k``; grid ``(ceil(I / 16), rows * k)``."""
     dec = make_decode8(FMT)
+    wide_ok, dot_wide = make_dot_wide(FMT)
+    V = WIDE_VALUES[FMT]
 
     @cuda.jit
     def gateup_rows(h, x, ids, wa, wb, wc, row0):
@@ -82,9 +87,14 @@ def make_gateup_rows(FMT: str):
         g = float32(0.0)
         u = float32(0.0)
         if n < inter:
-            for c in range(lane, x.shape[1] // 8, LANES):
-                g += dot8(dec(wa, wb, wc, e, n, c), xr, 8 * c)
-                u += dot8(dec(wa, wb, wc, e, n + inter, c), xr, 8 * c)
+            if wide_ok(wa, x.shape[1]):  # 16 bytes of each row a lane a step
+                for q in range(lane, x.shape[1] // V, LANES):
+                    g += dot_wide(wa, wb, wc, e, n, q, xr)
+                    u += dot_wide(wa, wb, wc, e, n + inter, q, xr)
+            else:
+                for c in range(lane, x.shape[1] // 8, LANES):
+                    g += dot8(dec(wa, wb, wc, e, n, c), xr, 8 * c)
+                    u += dot8(dec(wa, wb, wc, e, n + inter, c), xr, 8 * c)
         g = group_sum(g)
         u = group_sum(u)
         if n < inter and lane == 0:
@@ -98,6 +108,8 @@ def make_down_rows(FMT: str):
     """``y[r] = sum_s rw[r, s] * (h[r k + s] Wd_e^T)`` for rows ``row0 ..
     row0 + gridDim.y``; grid ``(ceil(H / 16), rows)``."""
     dec = make_decode8(FMT)
+    wide_ok, dot_wide = make_dot_wide(FMT)
+    V = WIDE_VALUES[FMT]
 
     @cuda.jit
     def down_rows(y, h, ids, rw, wa, wb, wc, row0):
@@ -107,13 +119,18 @@ def make_down_rows(FMT: str):
         r = row0 + cuda.blockIdx.y
         topk = ids.shape[1]
         acc = float32(0.0)
+        wide = wide_ok(wa, h.shape[1])
         if n < y.shape[1]:
             for s in range(topk):
                 e = ids[r, s]
                 hr = h[r * topk + s]
                 part = float32(0.0)
-                for c in range(lane, h.shape[1] // 8, LANES):
-                    part += dot8(dec(wa, wb, wc, e, n, c), hr, 8 * c)
+                if wide:  # 16 bytes of the row a lane a step
+                    for q in range(lane, h.shape[1] // V, LANES):
+                        part += dot_wide(wa, wb, wc, e, n, q, hr)
+                else:
+                    for c in range(lane, h.shape[1] // 8, LANES):
+                        part += dot8(dec(wa, wb, wc, e, n, c), hr, 8 * c)
                 acc += rw[r, s] * part
         acc = group_sum(acc)
         if n < y.shape[1] and lane == 0:

@@ -295,3 +295,32 @@ def test_on_a_gpu_at_model_shapes_every_variant_passes(name, label):
         if name == "moe.router":
             got = path.extra["findings"](variant, shape, launch, bufs, cuda)["routing"]
             assert got["beyond_tie"] == 0, got
+
+
+@pytest.mark.sim
+@pytest.mark.parametrize(
+    "name,variant",
+    [
+        ("moe.gateup_fp4", "int4"),
+        ("moe.gateup_fp4", "nvfp4"),
+        ("moe.down_fp4", "int4"),
+        ("moe.down_fp4", "nvfp4"),
+        ("moe.decode_fp8_grouped", "per_row"),
+    ],
+)
+def test_the_per_row_kernels_stream_their_weights_in_16_byte_loads_where_rows_allow(name, variant, monkeypatch):
+    """At K = 64 and 32 (whole 16-byte loads of every format) the decode
+    kernels read the weights through ``ldg_v4`` and pass the check; the
+    smoke shapes' K of 40 and 24 (or 48) keep the 8-value chunks."""
+    from leverctl_kernels.common import vload
+    from leverctl_kernels.moe import family as F
+
+    calls = []
+    real = vload.ldg_v4
+    monkeypatch.setattr(vload, "ldg_v4", lambda a, i: calls.append(i) or real(a, i))
+    path = _paths()[name]
+    base = path.shapes("smoke", None)[0]
+    shape = F.shape_of({**base.dims, "hidden": 64, "inter": 32}, "decode ")
+    fig = _run(path, variant, shape)[0]
+    assert fig.passed, fig.why()
+    assert calls, "no 16-byte weight load"
