@@ -15,13 +15,22 @@ sequence, no split::
 
     q tile (HT heads x (R + P)) -> shared fp32
     per KV block (16 tokens):
-      latent + rotary rows -> shared, as bf16 bits (16 x 577 x 2 bytes at
-                  DeepSeek-V3: fp32 would leave room for only 4 heads)
+      latent + rotary rows -> shared, as bf16 pairs (16 rows of 289 words
+                  at DeepSeek-V3: fp32 would leave room for only 4 heads),
+                  in 16-byte loads where the rows allow (below)
       scores   thread (h, j): the R + P dot product (-inf past L)
       softmax  thread h: online max, alpha, p -> sc
       PV       thread d: acc[h, d] = acc[h, d] alpha[h] + sum_j p[h, j] c_kv[j, d],
                c_kv read from the same shared tile
     four barriers per KV block: the next tile overwrites what PV reads
+
+The KV tile comes in as ``ld.global.nc.v4.u32`` (eight bf16 a lane) where
+``R`` and ``P`` are multiples of 8 and both caches start on 16 bytes: every
+lane issues all its loads of the block (five at DeepSeek-V3's 576 dims on
+256 threads) before storing any, a warp taking 4 tokens x 128 contiguous
+bytes, which on rows of an odd number of words puts its stores on 32
+banks; otherwise one pair of bf16 a lane. The scores read a row a word (two
+dims) at a time.
 
 A block's work depends on its sequence alone, never on which or how many
 sequences share the launch, so one launch per sequence (``seq0 = i``, one
@@ -35,11 +44,11 @@ import math
 from functools import lru_cache
 
 import numpy as np
-from numba import cuda, float32, uint16
+from numba import cuda, float32, uint32
 
-from ...common import cvt
+from ...common import cvt, unroll, vload
 from ...common.launch import check_block, check_grid, check_shared, jit_bounded
-from .._paged import BLOCK, online_softmax_row, threads_for
+from .._paged import BLOCK, online_softmax_row, threads_for, v_half
 
 _NEG_INF = np.float32(-math.inf)
 _ZERO = np.float32(0.0)
@@ -47,15 +56,32 @@ _ONE = np.float32(1.0)
 MAX_HEAD_TILE = 8
 
 
+@cuda.jit(device=True, inline="always")
+def _pair(c_kv, k_pe, n, t, c, R, RP):
+    """Dims ``c`` and ``c + 1`` of token ``t``'s row (latent then rotary) as
+    one word, the lower dim low; zero past ``RP``."""
+    lo = np.uint32(c_kv[n, t, c]) if c < R else np.uint32(k_pe[n, t, c - R])
+    hi = np.uint32(0)
+    if c + 1 < RP:
+        hi = np.uint32(c_kv[n, t, c + 1]) if c + 1 < R else np.uint32(k_pe[n, t, c + 1 - R])
+    return lo | (hi << np.uint32(16))
+
+
 def head_tile(h: int) -> int:
     return min(h, MAX_HEAD_TILE)
 
 
+def kv_words(R: int, P: int) -> int:
+    """Words (bf16 pairs) of a staged KV row: an odd count, so that rows
+    start on different banks."""
+    w = (R + P + 1) // 2
+    return w if w % 2 else w + 1
+
+
 def shared_bytes(HT: int, R: int, P: int) -> int:
-    """Static shared memory: the q tile (fp32), the KV tile (bf16 bits),
-    rows of ``R + P + 1``; scores and three per-head values."""
-    RP = R + P + 1
-    return 4 * HT * RP + 2 * BLOCK * RP + 4 * (HT * BLOCK + 3 * HT)
+    """Static shared memory: the q tile (fp32, rows of ``R + P + 1``), the
+    KV tile (rows of :func:`kv_words`); scores and three per-head values."""
+    return 4 * HT * (R + P + 1) + 4 * BLOCK * kv_words(R, P) + 4 * (HT * BLOCK + 3 * HT)
 
 
 @lru_cache(maxsize=None)
@@ -67,6 +93,47 @@ def make_decode(H: int, R: int, P: int, QK_DIM: int, READ_TAIL: bool = False):
     W = RP + 1  # padded rows
     HB = HT * BLOCK
     SCALE = np.float32(1.0 / math.sqrt(QK_DIM))
+    KW = kv_words(R, P)
+    HALF = (RP + 1) // 2  # words holding the row's dims
+    CHR, CHT = R // 8, (R + P) // 8  # 16-byte chunks: latent, and the whole row
+    VEC = R % 8 == 0 and P % 8 == 0
+    MAP = VEC and CHT % 8 == 0  # a warp: 4 tokens x 8 chunks
+    SLOTS = tuple(range(-(-BLOCK * CHT // NT)))  # a lane's chunks
+
+    @cuda.jit(device=True, inline="always")
+    def _where(c):
+        """Chunk ``c`` of a block's tile: token and chunk of its row."""
+        if MAP:
+            r = c >> 5
+            return (r % (BLOCK // 4)) * 4 + ((c >> 3) & 3), (r // (BLOCK // 4)) * 8 + (c & 7)
+        t = c // CHT
+        return t, c - t * CHT
+
+    @cuda.jit(device=True, inline="always")
+    def _fetch(i, _x, _y, ctx):
+        c_kv, k_pe, n, base, length, tid = ctx
+        c = tid + i * NT
+        t, dc = _where(min(c, BLOCK * CHT - 1))
+        ok = c < BLOCK * CHT and (READ_TAIL or base + t < length)
+        z = np.uint32(0)
+        if not ok:
+            return z, z, z, z
+        row = np.int64(n) * c_kv.shape[1] + base + t
+        if dc < CHR:
+            return vload.ldg_v4(c_kv, row * R + dc * 8)
+        return vload.ldg_v4(k_pe, row * P + (dc - CHR) * 8)
+
+    @cuda.jit(device=True, inline="always")
+    def _put(i, words, ctx):
+        kv_s, base, length, tid = ctx
+        c = tid + i * NT
+        t, dc = _where(min(c, BLOCK * CHT - 1))
+        if c < BLOCK * CHT and (READ_TAIL or base + t < length):
+            w0, w1, w2, w3 = words
+            kv_s[t, 4 * dc] = w0
+            kv_s[t, 4 * dc + 1] = w1
+            kv_s[t, 4 * dc + 2] = w2
+            kv_s[t, 4 * dc + 3] = w3
 
     @jit_bounded(NT)
     def mla_decode(q_nope, q_pe, c_kv, k_pe, context_lens, seq0, o):
@@ -76,7 +143,7 @@ def make_decode(H: int, R: int, P: int, QK_DIM: int, READ_TAIL: bool = False):
         length = context_lens[n]
 
         q_s = cuda.shared.array((HT, W), float32)
-        kv_s = cuda.shared.array((BLOCK, W), uint16)
+        kv_s = cuda.shared.array((BLOCK, KW), uint32)
         sc = cuda.shared.array((HT, BLOCK), float32)
         m_s = cuda.shared.array(HT, float32)
         l_s = cuda.shared.array(HT, float32)
@@ -101,24 +168,31 @@ def make_decode(H: int, R: int, P: int, QK_DIM: int, READ_TAIL: bool = False):
                 acc[h, j] = _ZERO
 
         nblocks = (length + BLOCK - 1) // BLOCK
+        wide = VEC and vload.aligned16(c_kv) and vload.aligned16(k_pe)  # the same in every lane
         for b in range(nblocks):
             base = b * BLOCK
-            for i in range(tid, BLOCK * RP, NT):
-                jj = i // RP
-                c = i - jj * RP
-                if READ_TAIL or base + jj < length:
-                    if c < R:
-                        kv_s[jj, c] = c_kv[n, base + jj, c]
-                    else:
-                        kv_s[jj, c] = k_pe[n, base + jj, c - R]
+            if wide:  # every load of the lane, then every store
+                raw = unroll.each_map(_fetch, SLOTS, SLOTS, (c_kv, k_pe, n, base, length, tid))
+                unroll.each(_put, raw, (kv_s, base, length, tid))
+            else:
+                for i in range(tid, BLOCK * HALF, NT):
+                    jj = i // HALF
+                    c = 2 * (i - jj * HALF)
+                    if READ_TAIL or base + jj < length:
+                        kv_s[jj, c >> 1] = _pair(c_kv, k_pe, n, base + jj, c, R, RP)
             cuda.syncthreads()
             for i in range(tid, HB, NT):
                 h = i // BLOCK
                 jj = i - h * BLOCK
                 if READ_TAIL or base + jj < length:
                     dot = _ZERO
-                    for c in range(RP):
-                        dot += q_s[h, c] * cvt.bf16_to_f32(kv_s[jj, c])
+                    for w in range(RP // 2):  # a word: dims 2w and 2w + 1
+                        word = kv_s[jj, w]
+                        lo = cvt.bf16_to_f32(np.uint16(word & np.uint32(0xFFFF)))
+                        hi = cvt.bf16_to_f32(np.uint16(word >> np.uint32(16)))
+                        dot += q_s[h, 2 * w] * lo + q_s[h, 2 * w + 1] * hi
+                    if RP % 2:
+                        dot += q_s[h, RP - 1] * v_half(kv_s[jj, RP // 2], RP - 1)
                     sc[h, jj] = dot * SCALE
                 else:
                     sc[h, jj] = _NEG_INF
@@ -133,7 +207,7 @@ def make_decode(H: int, R: int, P: int, QK_DIM: int, READ_TAIL: bool = False):
                         acc[h, j] *= a_s[h]
                     for jj in range(BLOCK):
                         if READ_TAIL or base + jj < length:
-                            vv = cvt.bf16_to_f32(kv_s[jj, d])
+                            vv = v_half(kv_s[jj, d >> 1], d)
                             for h in range(HT):
                                 acc[h, j] += sc[h, jj] * vv
             cuda.syncthreads()

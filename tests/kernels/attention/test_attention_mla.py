@@ -245,3 +245,23 @@ def test_on_a_gpu_at_deepseek_v3_shapes_both_variants_pass_with_the_same_bits(ct
         assert fig.passed, (name, fig.why())
         outs[name] = bufs["o"].copy_to_host()
     assert np.array_equal(outs["per_sequence"].view(np.uint32), outs["batched"].view(np.uint32))
+
+
+@pytest.mark.sim
+@pytest.mark.parametrize(
+    "r,p,how",
+    [(48, 16, "4x8-chunk warps"), (16, 8, "row-major chunks"), (13, 6, "bf16 pairs, odd row")],
+    ids=lambda v: str(v),
+)
+def test_the_kv_tile_staged_wide_or_in_pairs_matches_the_reference_and_a_tail_read_fails(r, p, how):
+    """The KV tile at each of its stagings: 16-byte loads with a warp on 4
+    tokens x 8 chunks (rows of whole groups of 8 chunks, as DeepSeek-V3's
+    576 dims), 16-byte loads along a row (the smoke shape's 24 dims), and a
+    pair of bf16 a lane (dims not whole chunks, an odd row of 19)."""
+    s = Shape(f"r{r} p{p}", {**SMOKE[0].dims, "r": r, "p": p, "qk_dim": r + p})
+    x = PATH.make_inputs(s, np.random.default_rng(r))
+    ref = PATH.reference(s, x)["o"]
+    ok, rel, mx = compare(run(s, x, PATH.variants["batched"].build(s)), ref, PATH.tolerance)
+    assert ok, (how, rel, mx)
+    bad = run(s, x, _mla.launcher(s, per_sequence=False, read_tail=True))
+    assert np.isnan(bad).all(axis=(1, 2)).all(), how

@@ -35,3 +35,16 @@ def test_the_shared_memory_the_launch_checks_is_what_ptxas_reports(compiled):
     from leverctl_kernels.attention.mla_decode import _mla
 
     assert compiled["kernels"]["mla_decode_dsv3"]["smem"] == _mla.shared_bytes(8, 512, 64)
+
+
+def test_the_kv_tile_comes_in_16_byte_loads_all_issued_before_the_stores(compiled):
+    """DeepSeek-V3's 576 dims on 256 threads: five 16-byte chunks a lane
+    (``ld.global.nc.v4.u32``), none of them stored before the last is issued."""
+    from pathlib import Path
+
+    ptx = Path(compiled["kernels"]["mla_decode_dsv3"]["ptx"]).read_text()
+    lines = ptx.splitlines()
+    loads = [i for i, line in enumerate(lines) if "ld.global.nc.v4.u32" in line]
+    assert len(loads) >= 5, len(loads)
+    first_store = next(i for i, line in enumerate(lines) if "st.shared.u32" in line and i > loads[0])
+    assert sum(1 for i in loads if i < first_store) >= 5
