@@ -51,6 +51,7 @@ def table(doc: dict) -> Any:
         "tensor cores",
         "global ld/st",
         "async",
+        "in flight",
         "flags",
         title=f"{doc['engine']} kernels on {doc['arch']} at {doc['shapes']} shapes",
     )
@@ -58,7 +59,7 @@ def table(doc: dict) -> Any:
     for r in order:
         mark = "▶ " if r["selected"] else "  "
         if r.get("name") is None or "resources" not in r:
-            blank = [""] * 7
+            blank = [""] * 8
             t.add_row(r["kernel"], mark + r["variant"], r["shape"], r.get("name") or "–", *blank, "; ".join(r["flags"]))
             continue
         res, occ, mix = r["resources"], r["occupancy"], r.get("mix") or {}
@@ -75,9 +76,17 @@ def table(doc: dict) -> Any:
             _tc_text(mix),
             _widths_text(mix),
             _async_text(mix),
+            _in_flight_text(r.get("in_flight")),
             "; ".join(r["flags"]) or "–",
         )
     return t
+
+
+def _in_flight_text(f: dict | None) -> str:
+    """A thread's global-load bytes in flight and its SM's at the occupancy."""
+    if not f:
+        return "–"
+    return f"{f['thread']} B; {f['sm'] / 1024:.1f} KiB/SM"
 
 
 def _tc_text(mix: dict) -> str:
@@ -310,6 +319,7 @@ def variant_summaries(doc: dict) -> list[dict]:
                 "tensor_cores": tc,
                 "global_load_widths": sorted(int(w) for w in loads),
                 "async_copies": asyncs,
+                "in_flight_sm": max(((r.get("in_flight") or {}).get("sm") or 0 for r in ok), default=None),
                 "sector_efficiency": (m.get("global") or {}).get("sector_efficiency"),
                 "requested_vs_declared": (m.get("global") or {}).get("requested_vs_declared"),
                 "extra_wavefronts": (m.get("shared") or {}).get("extra_wavefronts"),
@@ -325,8 +335,9 @@ def markdown(doc: dict) -> str:
         f"Profile of {doc['engine']} kernels on {doc['arch']} at {doc['shapes']} shapes "
         "(one row per variant, the worst figure over its kernels and shapes; ▶ the levers choose it).\n\n"
         "| path | variant | kernels | regs (max) | occupancy (min) | tensor cores | global load bits | "
-        "async copies | sector efficiency | requested / declared | extra shared wavefronts | flags |\n"
-        "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |\n"
+        "async copies | loads in flight (KiB/SM, max) | sector efficiency | requested / declared | "
+        "extra shared wavefronts | flags |\n"
+        "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |\n"
     )
     lines = []
     for v in variant_summaries(doc):
@@ -344,6 +355,7 @@ def markdown(doc: dict) -> str:
                     ", ".join(f"{k}" for k in v["tensor_cores"]) or "–",
                     "/".join(map(str, v["global_load_widths"])) or "–",
                     ", ".join(v["async_copies"]) or "none",
+                    f"{v['in_flight_sm'] / 1024:.1f}" if v["in_flight_sm"] is not None else "–",
                     f"{eff:.0%}" if eff is not None else "–",
                     f"{ratio:.2f}" if ratio is not None else "–",
                     str(v["extra_wavefronts"]) if v["extra_wavefronts"] is not None else "–",

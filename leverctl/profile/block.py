@@ -42,6 +42,7 @@ def kernel_figures(row: Mapping[str, Any]) -> dict[str, Any]:
         "global_stores": dict(mix.get("global_stores") or {}),
         "async_copies": dict(mix.get("async_copies") or {}),
         "ldsm": dict(mix.get("ldsm") or {}),
+        "in_flight": dict(row.get("in_flight") or {}) or None,
     }
 
 

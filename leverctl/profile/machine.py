@@ -345,6 +345,55 @@ def instruction_mix(sass: str) -> Mix:
     )
 
 
+_OPERANDS = re.compile(r"^\s*/\*[0-9a-fA-F]+\*/\s+(?:(@!?U?P(?:T|\d))\s+)?([A-Z][\w.]*)\s*([^;]*);")
+_REG = re.compile(r"\bR(\d+)(?:\.64)?\b")
+_REG64 = re.compile(r"\bR(\d+)\.64\b")
+# where a thread waits for, or may no longer have, what it loaded: a batch of loads ends there
+_BATCH_END = ("BAR", "DEPBAR", "BRA", "BRX", "JMP", "EXIT", "RET", "CALL", "WARPSYNC", "SYNCS", "MEMBAR")
+_NO_DEST = ("ST", "STG", "STS", "STL", "RED", "ATOM", "ATOMG", "ATOMS", "LDGSTS")
+
+
+def _registers(operands: str) -> list[int]:
+    """Register numbers an operand list names (``R4.64``: R4 and R5)."""
+    out = [int(m.group(1)) for m in _REG.finditer(operands)]
+    out += [int(m.group(1)) + 1 for m in _REG64.finditer(operands)]
+    return out
+
+
+def loads_in_flight(sass: str) -> int:
+    """The most bytes of global loads a thread has issued and not yet used,
+    reading the SASS in order: a run of ``LDG`` (and ``LDGSTS``, whose bytes
+    land in shared memory) ends at the first instruction that reads a
+    register one of them writes, or at a barrier, a wait or a branch (what
+    follows a branch is not known statically: the estimate never counts a
+    load across one). One thread's share of what Little's law asks of an SM
+    (``× resident threads``); every function in ``sass`` together."""
+    best = run = 0
+    pending: set[int] = set()
+    for line in sass.splitlines():
+        m = _OPERANDS.match(line)
+        if not m or m.group(1) in _NEVER or m.group(2) == "NOP":
+            continue
+        op, operands = m.group(2), m.group(3)
+        base = op.split(".", 1)[0]
+        regs = _registers(operands)
+        if base == "LDG":
+            dest = regs[0] if regs else None
+            run += width(op) // 8
+            if dest is not None:
+                pending.update(range(dest, dest + max(1, width(op) // 32)))
+        elif base == "LDGSTS":
+            run += 16 if "128" in op else width(op) // 8
+        else:
+            reads = regs if base in _NO_DEST else regs[1:]
+            if base in _BATCH_END or pending.intersection(reads):
+                best = max(best, run)
+                run = 0
+                pending.clear()
+        best = max(best, run)
+    return best
+
+
 # ── tensor-core claims ───────────────────────────────────────────────────────
 
 # A record's ``tensor_cores`` ("wgmma" | "mma.sync") and ``tc_dtype`` (the inputs)

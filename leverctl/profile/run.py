@@ -160,7 +160,8 @@ def kernel_row(item: Item, k: dict, arch: str) -> dict:
         return row
     res = next(iter(machine.parse_ptxas_v(k["ptxas_log"]).values()))
     sass_path = Path(k["dir"]) / "kernel.sass"
-    mix = machine.instruction_mix(sass_path.read_text()) if sass_path.exists() else None
+    sass = sass_path.read_text() if sass_path.exists() else None
+    mix = machine.instruction_mix(sass) if sass is not None else None
     occ = occupancy.occupancy(
         arch, k["threads"], res.registers, res.shared, k["dynamic_shared"], barriers=res.barriers or 0
     )
@@ -171,6 +172,13 @@ def kernel_row(item: Item, k: dict, arch: str) -> dict:
             "resources": res.to_json(),
             "occupancy": occ.to_json(),
             "mix": mix.to_json() if mix else None,
+            # global-load bytes a thread has in flight before it uses them, and an SM's
+            # at the occupancy (resident threads x that): Little's law's side of the bandwidth
+            "in_flight": (
+                {"thread": (t := machine.loads_in_flight(sass)), "sm": t * occ.active_warps * 32}
+                if sass is not None
+                else None
+            ),
             "memory_bound": bound,
             # the tensor-core claim is the variant's, judged over all its kernels (_claim)
             "flags": machine.flags(res, None, memory_bound=bound, occupancy=occ, low_occupancy=LOW_OCCUPANCY),

@@ -16,7 +16,7 @@ COMMON = KERNELS / "common"
 # what the instruction modules export that issues an instruction
 ISSUES = re.compile(
     r"^(mma_(f16|bf16|s8)_\w+|mma_run|ldsm_run|load_a_ldsm|ldmatrix\w*|wgmma_\w+|wait_acc|fence_proxy_async"
-    r"|cp_async_\w+|commit_group|wait_group\w*|wait_all|st_shared_v4|mma_n)$"
+    r"|cp_async_\w+|commit_group|wait_group\w*|wait_all|mma_n)$"
 )
 PTX = re.compile(
     r"(mma\.sync\.aligned|wgmma\.\w+\.sync|cp\.async\.(ca|cg|commit|wait|bulk)|ldmatrix\.sync|fence\.proxy|mbarrier\.)"
