@@ -167,10 +167,26 @@ def make_tile(DK: int, layout=LAYOUT):
         dr3, dc3 = c_elem(lane, 3)
         return (ar0, ac0, ar1, ac1, ar2, ac2, ar3, ac3, bk0, bn0, bk1, bn1, dr0, dc0, dr1, dc1, dr2, dc2, dr3, dc3)
 
+    @cuda.jit(device=True, inline="always")
+    def rows_of(x):
+        """What ``load`` reads: the rows as words (even ``DK``), else as stored."""
+        if ODD:
+            return x
+        return words(x)
+
+    @cuda.jit(device=True, inline="always")
+    def load(xa, t, hh, w, ok):
+        """Word ``w`` of row ``t`` (zero where not ``ok`` or past ``DK``)."""
+        if ODD:
+            return _halves(xa, t, hh, w, ok, DK)
+        if PAD:  # the last step runs past d: those words are zero
+            return xa[t, hh, uint64(w)] if ok and w < DKW else Z
+        return xa[t, hh, uint64(w)] if ok else Z
+
     @cuda.jit(device=True)
     def tile(x, y, h, ta, la, tb, lb, f):
-        xw = words(x)  # here, not in the caller: no view lives across it
-        yw = words(y)
+        xa = rows_of(x)  # here, not in the caller: no view lives across it
+        ya = rows_of(y)
         hh = uint64(h)
         ok0, ok1, ok2, ok3, ok4, ok5, t0, t1, t2, t3, t4, t5, c0, c1, c2, c3, c4, c5 = _where(f, ta, la, tb, lb)
         d0 = float32(0.0)
@@ -179,43 +195,16 @@ def make_tile(DK: int, layout=LAYOUT):
         d3 = float32(0.0)
         for s in range(KSTEPS):
             w0 = s * WSTEP
-            if PAD:  # the last step runs past d: those words are zero
-                a0 = xw[t0, hh, uint64(w0 + c0)] if ok0 and w0 + c0 < DKW else Z
-                a1 = xw[t1, hh, uint64(w0 + c1)] if ok1 and w0 + c1 < DKW else Z
-                a2 = xw[t2, hh, uint64(w0 + c2)] if ok2 and w0 + c2 < DKW else Z
-                a3 = xw[t3, hh, uint64(w0 + c3)] if ok3 and w0 + c3 < DKW else Z
-                b0 = yw[t4, hh, uint64(w0 + c4)] if ok4 and w0 + c4 < DKW else Z
-                b1 = yw[t5, hh, uint64(w0 + c5)] if ok5 and w0 + c5 < DKW else Z
-            else:
-                a0 = xw[t0, hh, uint64(w0 + c0)] if ok0 else Z
-                a1 = xw[t1, hh, uint64(w0 + c1)] if ok1 else Z
-                a2 = xw[t2, hh, uint64(w0 + c2)] if ok2 else Z
-                a3 = xw[t3, hh, uint64(w0 + c3)] if ok3 else Z
-                b0 = yw[t4, hh, uint64(w0 + c4)] if ok4 else Z
-                b1 = yw[t5, hh, uint64(w0 + c5)] if ok5 else Z
+            a0 = load(xa, t0, hh, w0 + c0, ok0)
+            a1 = load(xa, t1, hh, w0 + c1, ok1)
+            a2 = load(xa, t2, hh, w0 + c2, ok2)
+            a3 = load(xa, t3, hh, w0 + c3, ok3)
+            b0 = load(ya, t4, hh, w0 + c4, ok4)
+            b1 = load(ya, t5, hh, w0 + c5, ok5)
             d0, d1, d2, d3 = mma.mma_f16_16816(a0, a1, a2, a3, b0, b1, d0, d1, d2, d3)
         return d0, d1, d2, d3
 
-    @cuda.jit(device=True)
-    def tile_odd(x, y, h, ta, la, tb, lb, f):
-        hh = uint64(h)
-        ok0, ok1, ok2, ok3, ok4, ok5, t0, t1, t2, t3, t4, t5, c0, c1, c2, c3, c4, c5 = _where(f, ta, la, tb, lb)
-        d0 = float32(0.0)
-        d1 = float32(0.0)
-        d2 = float32(0.0)
-        d3 = float32(0.0)
-        for s in range(KSTEPS):
-            w0 = s * WSTEP
-            a0 = _halves(x, t0, hh, w0 + c0, ok0, DK)
-            a1 = _halves(x, t1, hh, w0 + c1, ok1, DK)
-            a2 = _halves(x, t2, hh, w0 + c2, ok2, DK)
-            a3 = _halves(x, t3, hh, w0 + c3, ok3, DK)
-            b0 = _halves(y, t4, hh, w0 + c4, ok4, DK)
-            b1 = _halves(y, t5, hh, w0 + c5, ok5, DK)
-            d0, d1, d2, d3 = mma.mma_f16_16816(a0, a1, a2, a3, b0, b1, d0, d1, d2, d3)
-        return d0, d1, d2, d3
-
-    return coords, (tile_odd if ODD else tile)
+    return coords, tile
 
 
 @lru_cache(maxsize=None)
