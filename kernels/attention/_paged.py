@@ -193,17 +193,22 @@ def make_kv_stage(HKV: int, D: int, NT: int, READ_TAIL: bool = False):
 
     @cuda.jit(device=True, inline="always")
     def _chunk(c, a0, off, g, base, limit, rows):
-        """Lane chunk ``c``: its token, first dim, whether it is loaded, and
-        its flat element."""
+        """Lane chunk ``c``: its token, first dim, whether it is staged, and
+        the flat element its load reads. Every lane loads, whatever ``ok``
+        (no branch around a load, so a lane's loads issue as one run): a
+        chunk past the tile or a token past ``limit`` reads the last token
+        in range instead (memory the block holds), and is not stored."""
+        cc = min(c, BLOCK * CH - 1)
         if MAP4:
-            r = c >> 5
-            t = (r % (BLOCK // 8)) * 8 + ((c >> 2) & 7)
-            d0 = ((r // (BLOCK // 8)) * 4 + (c & 3)) * 8
+            r = cc >> 5
+            t = (r % (BLOCK // 8)) * 8 + ((cc >> 2) & 7)
+            d0 = ((r // (BLOCK // 8)) * 4 + (cc & 3)) * 8
         else:
-            t = c // CH
-            d0 = (c - t * CH) * 8
+            t = cc // CH
+            d0 = (cc - t * CH) * 8
         ok = c < BLOCK * CH and (READ_TAIL or base + t < limit)
-        return t, d0, ok, ((np.int64(a0) * rows + off + t) * HKV + g) * D + d0
+        tl = t if READ_TAIL else min(t, limit - 1 - base)
+        return t, d0, ok, ((np.int64(a0) * rows + off + tl) * HKV + g) * D + d0
 
     @cuda.jit(device=True, inline="always")
     def _put_v(v_at, vb, t, d0, words):
@@ -213,22 +218,15 @@ def make_kv_stage(HKV: int, D: int, NT: int, READ_TAIL: bool = False):
         smem.st_shared_v4(v_at + np.uint32(4 * ((vb * BLOCK + t) * VP + (d0 >> 1))), a, b, c, d)
 
     @cuda.jit(device=True, inline="always")
-    def _load(cache, ok, at):
-        z = np.uint32(0)
-        if ok:
-            return vload.ldg_v4(cache, at)
-        return z, z, z, z
-
-    @cuda.jit(device=True, inline="always")
     def _stage_wide(k_s, v_at, k, v, a0, off, g, vb, base, limit, tid):
         rows = k.shape[1]
         t0, d00, ok0, at0 = _chunk(tid, a0, off, g, base, limit, rows)
-        ka = _load(k, ok0, at0)
-        va = _load(v, ok0, at0)
+        ka = vload.ldg_v4(k, at0)
+        va = vload.ldg_v4(v, at0)
         if CPT > 1:
             t1, d01, ok1, at1 = _chunk(tid + NT, a0, off, g, base, limit, rows)
-            kb = _load(k, ok1, at1)
-            vb_ = _load(v, ok1, at1)
+            kb = vload.ldg_v4(k, at1)
+            vb_ = vload.ldg_v4(v, at1)
         if ok0:
             _put8(k_s[t0], d00, ka)
             _put_v(v_at, vb, t0, d00, va)

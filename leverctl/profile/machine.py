@@ -349,7 +349,11 @@ _OPERANDS = re.compile(r"^\s*/\*[0-9a-fA-F]+\*/\s+(?:(@!?U?P(?:T|\d))\s+)?([A-Z]
 _REG = re.compile(r"\bR(\d+)(?:\.64)?\b")
 _REG64 = re.compile(r"\bR(\d+)\.64\b")
 # where a thread waits for, or may no longer have, what it loaded: a batch of loads ends there
-_BATCH_END = ("BAR", "DEPBAR", "BRA", "BRX", "JMP", "EXIT", "RET", "CALL", "WARPSYNC", "SYNCS", "MEMBAR")
+# (a branch only when it may go back: a loop's next iteration is not this one's run)
+_BATCH_END = ("BAR", "DEPBAR", "BRX", "JMP", "EXIT", "RET", "CALL", "WARPSYNC", "SYNCS", "MEMBAR")
+_LABEL = re.compile(r"^\s*(\.L\w+):")
+_ADDRESS = re.compile(r"^\s*/\*([0-9a-fA-F]+)\*/")
+_TARGET = re.compile(r"`\((\.L\w+)\)|\b0x([0-9a-fA-F]+)\b")
 _NO_DEST = ("ST", "STG", "STS", "STL", "RED", "ATOM", "ATOMG", "ATOMS", "LDGSTS")
 
 
@@ -360,14 +364,33 @@ def _registers(operands: str) -> list[int]:
     return out
 
 
+def _backward(line: str, labels: Mapping[str, int]) -> bool:
+    """A branch whose target is not after it (or not known)."""
+    here = _ADDRESS.match(line)
+    t = _TARGET.search(line.split("BRA", 1)[1])
+    if not here or not t:
+        return True
+    target = labels.get(t.group(1)) if t.group(1) else int(t.group(2), 16)
+    return target is None or target <= int(here.group(1), 16)
+
+
 def loads_in_flight(sass: str) -> int:
     """The most bytes of global loads a thread has issued and not yet used,
-    reading the SASS in order: a run of ``LDG`` (and ``LDGSTS``, whose bytes
-    land in shared memory) ends at the first instruction that reads a
-    register one of them writes, or at a barrier, a wait or a branch (what
-    follows a branch is not known statically: the estimate never counts a
-    load across one). One thread's share of what Little's law asks of an SM
-    (``× resident threads``); every function in ``sass`` together."""
+    reading the SASS in order (the fall-through path): a run of ``LDG`` (and
+    ``LDGSTS``, whose bytes land in shared memory) ends at the first
+    instruction that reads a register one of them writes, at a barrier or a
+    wait, or at a branch that may go back (a loop's next iteration is not
+    this one's run; a forward branch leaves the loads in flight). One
+    thread's share of what Little's law asks of an SM (``× resident
+    threads``); every function in ``sass`` together."""
+    labels: dict[str, int] = {}
+    pending_labels: list[str] = []
+    for line in sass.splitlines():  # each label's address: the instruction after it
+        if lab := _LABEL.match(line):
+            pending_labels.append(lab.group(1))
+        elif (a := _ADDRESS.match(line)) and pending_labels:
+            labels.update((name, int(a.group(1), 16)) for name in pending_labels)
+            pending_labels = []
     best = run = 0
     pending: set[int] = set()
     for line in sass.splitlines():
@@ -386,7 +409,7 @@ def loads_in_flight(sass: str) -> int:
             run += 16 if "128" in op else width(op) // 8
         else:
             reads = regs if base in _NO_DEST else regs[1:]
-            if base in _BATCH_END or pending.intersection(reads):
+            if base in _BATCH_END or pending.intersection(reads) or (base == "BRA" and _backward(line, labels)):
                 best = max(best, run)
                 run = 0
                 pending.clear()

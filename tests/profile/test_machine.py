@@ -508,9 +508,10 @@ def test_the_copies_are_clean(planted):
 def test_loads_in_flight_counts_a_threads_loads_until_one_is_used_or_a_branch():
     """Two 16-byte loads and a 4-byte one issued back to back are 36 bytes in
     flight; the run ends where an instruction reads a loaded register
-    (``R5``, the second word of the first load), and a run after a branch
-    starts afresh (a loop body's loads are not counted across its back
-    edge). Addresses and the destination of a non-load are not uses."""
+    (``R5``, the second word of the first load), and at a branch back (a
+    loop body's loads are not counted across its back edge), not at one
+    forward (a label after it). Addresses and the destination of a
+    non-load are not uses."""
     sass = "\n".join(
         [
             "        /*0000*/                   LDG.E.128.CONSTANT R4, desc[UR4][R2.64] ;",
@@ -519,12 +520,16 @@ def test_loads_in_flight_counts_a_threads_loads_until_one_is_used_or_a_branch():
             "        /*0030*/              @P0  LDG.E R12, desc[UR4][R2.64] ;",
             "        /*0040*/                   FFMA R20, R5, R6, R20 ;",
             "        /*0050*/                   LDG.E.64 R4, desc[UR4][R2.64] ;",
-            "        /*0060*/                   BRA 0x0 ;",
+            "        /*0060*/              @P1  BRA `(.L_x_1) ;",
             "        /*0070*/                   LDG.E R14, desc[UR4][R2.64] ;",
-            "        /*0080*/                   STG.E desc[UR4][R2.64], R14 ;",
+            ".L_x_1:",
+            "        /*0080*/                   BRA 0x0 ;",
+            "        /*0090*/                   LDG.E R14, desc[UR4][R2.64] ;",
+            "        /*00a0*/                   STG.E desc[UR4][R2.64], R14 ;",
         ]
     )
     assert machine.loads_in_flight(sass) == 16 + 16 + 4
-    # the same without the use: the 8-byte load joins the run until the branch
-    assert machine.loads_in_flight(sass.replace("FFMA R20, R5, R6, R20", "FFMA R20, R21, R22, R20")) == 44
+    # the same without the use: the 8- and 4-byte loads join the run, past the
+    # forward branch, until the branch back
+    assert machine.loads_in_flight(sass.replace("FFMA R20, R5, R6, R20", "FFMA R20, R21, R22, R20")) == 48
     assert machine.loads_in_flight("") == 0

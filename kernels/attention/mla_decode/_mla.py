@@ -114,11 +114,10 @@ def make_decode(H: int, R: int, P: int, QK_DIM: int, READ_TAIL: bool = False):
         c_kv, k_pe, n, base, length, tid = ctx
         c = tid + i * NT
         t, dc = _where(min(c, BLOCK * CHT - 1))
-        ok = c < BLOCK * CHT and (READ_TAIL or base + t < length)
-        z = np.uint32(0)
-        if not ok:
-            return z, z, z, z
-        row = np.int64(n) * c_kv.shape[1] + base + t
+        # every lane loads (no branch around a load: a lane's loads issue as
+        # one run); a token past the length reads the last one instead and
+        # is not stored (_put)
+        row = np.int64(n) * c_kv.shape[1] + (base + t if READ_TAIL else min(base + t, length - 1))
         if dc < CHR:
             return vload.ldg_v4(c_kv, row * R + dc * 8)
         return vload.ldg_v4(k_pe, row * P + (dc - CHR) * 8)
