@@ -225,3 +225,24 @@ def test_launches_per_call_and_per_swap_are_what_the_variants_declare(monkeypatc
         assert count(lambda: launch(bufs)) == declared
         assert first == declared + (variant == "merged")  # the merge at load
         assert count(lambda: launch.swap(bufs["a"], bufs["b"])) == (variant == "merged")
+
+
+@pytest.mark.sim
+@pytest.mark.parametrize("k", [64, 72], ids=["k64-two-steps", "k72-a-lone-last-step"])
+def test_rows_of_whole_16_byte_loads_are_read_wide_and_pass(k, monkeypatch):
+    """K a multiple of 8 (the model's hidden sizes): the projection and the
+    adapter's down-projection read x, W and A in 16-byte loads, two steps a
+    lane in flight (at k 72 a lane's second step lies past the row: loaded
+    again, not summed), and both variants pass the check; the smoke shapes'
+    K of 37 and 70 keep one fp16 a lane."""
+    from leverctl_kernels.common import vload
+
+    calls = []
+    real = vload.ldg_v4
+    monkeypatch.setattr(vload, "ldg_v4", lambda a, i: calls.append(i) or real(a, i))
+    base = _smoke(1)[0]
+    shape = Shape(f"k{k}", {**base.dims, "k": k})
+    for variant in _path().variants:
+        fig = _check(variant, shape)[0]
+        assert fig.passed, (variant, fig.why())
+    assert calls
