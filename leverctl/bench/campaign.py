@@ -44,6 +44,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import sys
 import time
 from pathlib import Path
@@ -120,9 +121,9 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _check(args) -> None:
-    if args.budget <= 0:
+    if not args.budget > 0:  # nan compares false either way
         raise UserError(f"--budget must be positive, not {args.budget:g}")
-    if args.time_cap <= 0:
+    if not (args.time_cap > 0 and math.isfinite(args.time_cap)):  # a cap is a finite time
         raise UserError(f"--time-cap must be positive, not {args.time_cap:g}")
     if args.against not in ("defaults", "none"):
         raise UserError(f"--against {args.against!r}: choose defaults or none")

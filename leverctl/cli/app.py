@@ -117,9 +117,13 @@ def _one_line(e: BaseException) -> str:
     if isinstance(e, UserError):
         return e.line()
     if isinstance(e, UsageError):
-        cmd = e.ctx.command_path if e.ctx is not None else "leverctl"
+        # the subcommand's path after the program's name, which the line's
+        # own prefix gives: "leverctl: diff: Missing argument 'B'."
+        cmd = e.ctx.command_path.partition(" ")[2] if e.ctx is not None else ""
         msg = e.format_message()
-        return f"{cmd}: {msg}" if msg else ""  # no arguments: the help was the message
+        if not msg:
+            return ""  # no arguments: the help was the message
+        return f"{cmd}: {msg}" if cmd else msg
     if isinstance(e, common.Interrupted):
         return ""  # the command has said what it left behind
     if isinstance(e, (KeyboardInterrupt, typer.Abort)):

@@ -7,6 +7,7 @@ import contextlib
 import functools
 import gc
 import inspect
+import math
 import os
 import sys
 from dataclasses import dataclass, field
@@ -118,7 +119,7 @@ DeviceOpt = Annotated[
         "--device", metavar="auto|gpu|sim", help="auto (a GPU if there is one, else the simulator), gpu, or sim."
     ),
 ]
-SeedOpt = Annotated[int, typer.Option("--seed", metavar="N", help="Seed of the random inputs.")]
+SeedOpt = Annotated[int, typer.Option("--seed", metavar="N", min=0, help="Seed of the random inputs (0 or more).")]
 ForceOpt = Annotated[
     bool, typer.Option("--force", help="Run model shapes in the simulator anyway (hours, not minutes).")
 ]
@@ -197,8 +198,8 @@ def check_run_options(fmt: str, shapes: str | None, time_cap: float, formats: tu
     check_format(fmt, formats)
     if shapes is not None and shapes not in SHAPES:
         raise UserError(f"--shapes {shapes!r}: choose smoke or model")
-    if time_cap <= 0:
-        raise UserError(f"--time-cap must be positive, not {time_cap}")
+    if not (time_cap > 0 and math.isfinite(time_cap)):  # nan compares false either way
+        raise UserError(f"--time-cap must be a positive number of seconds, not {time_cap}")
 
 
 def shape_preset(shapes: str | None, on_gpu: bool, *, model_in_sim: bool) -> str:

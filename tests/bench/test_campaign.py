@@ -143,6 +143,8 @@ def test_a_lost_context_stops_the_run_writes_what_it_has_and_lists_the_recipes_l
     [
         (["--budget", "0"], "--budget must be positive, not 0"),
         (["--time-cap", "-1"], "--time-cap must be positive"),
+        (["--time-cap", "nan"], "--time-cap must be positive, not nan"),
+        (["--budget", "nan"], "--budget must be positive, not nan"),
         (["--against", "llama"], "--against 'llama': choose defaults or none"),
         (["{tmp}/absent.toml"], "{tmp}/absent.toml: no such recipe file"),
         (["--budget", "soon"], "argument --budget: invalid float value: 'soon'"),

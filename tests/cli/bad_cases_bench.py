@@ -4,7 +4,18 @@ any kernel runs (and before the simulator is loaded, where it can be)."""
 from bad_input import Case
 
 CASES = [
-    Case("bench-time-cap-zero", ("bench", "--no-env", "--time-cap", "0"), ("--time-cap must be positive",)),
+    Case("bench-time-cap-zero", ("bench", "--no-env", "--time-cap", "0"), ("--time-cap must be a positive number",)),
+    Case(
+        "bench-time-cap-nan",
+        ("bench", "--no-env", "--time-cap", "nan"),
+        ("--time-cap must be a positive number", "nan"),
+    ),
+    Case(
+        "bench-time-cap-inf",
+        ("bench", "--no-env", "--time-cap", "inf"),
+        ("--time-cap must be a positive number", "inf"),
+    ),
+    Case("bench-negative-seed", ("bench", "--no-env", "--seed", "-1"), ("--seed", "-1 is not in the range x>=0")),
     Case("bench-unknown-shapes", ("bench", "--no-env", "--shapes", "huge"), ("--shapes 'huge'", "smoke or model")),
     Case("bench-unknown-device", ("bench", "--no-env", "--device", "tpu"), ("--device 'tpu'", "auto, gpu, sim")),
     Case(

@@ -157,6 +157,20 @@ def test_usage_errors_are_one_line_and_exit_two(cli, argv):
     r = cli(*argv)
     assert r.code == 2 and "Traceback" not in r.err
     assert r.err_lines and r.err_lines[-1].startswith("leverctl")
+    assert not r.err_lines[-1].startswith("leverctl: leverctl"), r.err_lines[-1]
+
+
+@pytest.mark.parametrize(
+    "argv,line",
+    [
+        (["bogus"], "leverctl: No such command 'bogus'."),
+        (["diff"], "leverctl: diff: Missing argument 'A'."),
+        (["recipe", "freeze", "--nope"], "leverctl: recipe freeze: No such option: --nope"),
+    ],
+)
+def test_a_usage_error_names_the_program_once_and_then_the_subcommand(cli, argv, line):
+    r = cli(*argv)
+    assert r.code == 2 and r.err_lines[-1].startswith(line), r.err_lines
 
 
 @pytest.mark.parametrize(
