@@ -90,20 +90,17 @@ def _put8(row, d0, words):
     """Eight bf16 (four words, the lower-addressed of a pair in the low
     half) to ``row[d0 .. d0 + 7]`` as float32."""
     w0, w1, w2, w3 = words
-    row[d0] = cvt.bf16_to_f32(np.uint16(w0 & np.uint32(0xFFFF)))
-    row[d0 + 1] = cvt.bf16_to_f32(np.uint16(w0 >> np.uint32(16)))
-    row[d0 + 2] = cvt.bf16_to_f32(np.uint16(w1 & np.uint32(0xFFFF)))
-    row[d0 + 3] = cvt.bf16_to_f32(np.uint16(w1 >> np.uint32(16)))
-    row[d0 + 4] = cvt.bf16_to_f32(np.uint16(w2 & np.uint32(0xFFFF)))
-    row[d0 + 5] = cvt.bf16_to_f32(np.uint16(w2 >> np.uint32(16)))
-    row[d0 + 6] = cvt.bf16_to_f32(np.uint16(w3 & np.uint32(0xFFFF)))
-    row[d0 + 7] = cvt.bf16_to_f32(np.uint16(w3 >> np.uint32(16)))
+    row[d0], row[d0 + 1] = cvt.bf16x2_to_f32x2(w0)
+    row[d0 + 2], row[d0 + 3] = cvt.bf16x2_to_f32x2(w1)
+    row[d0 + 4], row[d0 + 5] = cvt.bf16x2_to_f32x2(w2)
+    row[d0 + 6], row[d0 + 7] = cvt.bf16x2_to_f32x2(w3)
 
 
 @cuda.jit(device=True, inline="always")
 def v_half(word, d):
     """Element ``d`` of a row of bf16 pairs, ``word`` its pair: float32."""
-    return cvt.bf16_to_f32(np.uint16((word >> np.uint32(16)) if d & 1 else (word & np.uint32(0xFFFF))))
+    lo, hi = cvt.bf16x2_to_f32x2(word)
+    return hi if d & 1 else lo
 
 
 @cuda.jit(device=True, inline="always")

@@ -86,6 +86,7 @@ __all__ = [
     "BF16_NAN",
     "SIMULATED",
     "bf16_to_f32",
+    "bf16x2_to_f32x2",
     "e4m3x2_to_f32x2",
     "f32_to_bf16",
     "f32x2_to_bf16x2",
@@ -258,3 +259,10 @@ else:
     f32x2_to_e4m3x2 = _cvt_rn_satfinite_e4m3x2_f32
     f32x2_to_f16x2 = _cvt_rn_f16x2_f32
     e4m3x2_to_f32x2 = _cvt_e4m3x2_f32x2
+
+
+@cuda.jit(device=True, inline=True)
+def bf16x2_to_f32x2(w):
+    """``(value of bits 0-15, value of bits 16-31)`` of two bf16 in a word
+    (a staged pair of bf16 rows): each half shifted up to a float32."""
+    return bf16_to_f32(np.uint16(w & np.uint32(0xFFFF))), bf16_to_f32(np.uint16(w >> np.uint32(16)))

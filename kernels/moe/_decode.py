@@ -29,6 +29,7 @@ import numpy as np
 from numba import cuda, float32
 
 from ..common import bits, vload
+from ..common.int4_device import nibble
 
 FORMATS = ("int4", "nvfp4", "fp8")
 FP8_BLOCK = 128  # the FP8 weights' scale blocks, 128 x 128: the common block-wise FP8 layout (this project's choice)
@@ -176,16 +177,17 @@ def make_dot_wide(FMT: str):
 
 @cuda.jit(device=True, inline="always")
 def _q8(w, s):
-    """Eight int4 values of a W4A16 word (low nibble first), ``(q - 8) s``."""
+    """Eight int4 values of a W4A16 word (low nibble first), ``(q - 8) s``
+    (``int4_device.nibble``: the GEMVs' decode, no integer-to-float)."""
     return (
-        float32(np.int32(w & np.uint32(15)) - 8) * s,
-        float32(np.int32((w >> np.uint32(4)) & np.uint32(15)) - 8) * s,
-        float32(np.int32((w >> np.uint32(8)) & np.uint32(15)) - 8) * s,
-        float32(np.int32((w >> np.uint32(12)) & np.uint32(15)) - 8) * s,
-        float32(np.int32((w >> np.uint32(16)) & np.uint32(15)) - 8) * s,
-        float32(np.int32((w >> np.uint32(20)) & np.uint32(15)) - 8) * s,
-        float32(np.int32((w >> np.uint32(24)) & np.uint32(15)) - 8) * s,
-        float32(np.int32((w >> np.uint32(28)) & np.uint32(15)) - 8) * s,
+        nibble(w, 0) * s,
+        nibble(w, 1) * s,
+        nibble(w, 2) * s,
+        nibble(w, 3) * s,
+        nibble(w, 4) * s,
+        nibble(w, 5) * s,
+        nibble(w, 6) * s,
+        nibble(w, 7) * s,
     )
 
 

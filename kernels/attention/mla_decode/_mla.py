@@ -186,9 +186,7 @@ def make_decode(H: int, R: int, P: int, QK_DIM: int, READ_TAIL: bool = False):
                 if READ_TAIL or base + jj < length:
                     dot = _ZERO
                     for w in range(RP // 2):  # a word: dims 2w and 2w + 1
-                        word = kv_s[jj, w]
-                        lo = cvt.bf16_to_f32(np.uint16(word & np.uint32(0xFFFF)))
-                        hi = cvt.bf16_to_f32(np.uint16(word >> np.uint32(16)))
+                        lo, hi = cvt.bf16x2_to_f32x2(kv_s[jj, w])
                         dot += q_s[h, 2 * w] * lo + q_s[h, 2 * w + 1] * hi
                     if RP % 2:
                         dot += q_s[h, RP - 1] * v_half(kv_s[jj, RP // 2], RP - 1)
