@@ -1,5 +1,6 @@
 """Shared memory by address: the 32-bit shared-window address of a shared
-array (``cvta.to.shared.u64``), 16-byte stores through it (``st.shared.v4``),
+array (``cvta.to.shared.u64``), 16-byte stores through it (``st.shared.v4``;
+``st_shared_f32x4``/``ld_shared_f32x4`` move four float32 each way),
 and in the simulator the registry that maps those addresses back to arrays,
 for every twin of an instruction that takes a shared address (wgmma's
 descriptors, ``ldmatrix``, the stagers' stores).
@@ -69,6 +70,49 @@ def _st_shared_v4():
     return intrinsic(st_shared_v4)
 
 
+def _shared_f32x4():
+    """``st.shared.v4.f32`` and ``ld.shared.v4.f32`` (both volatile asm: a
+    barrier orders them like any shared access)."""
+    from llvmlite import ir
+    from numba.cuda import types
+    from numba.cuda.extending import intrinsic
+
+    def st_shared_f32x4(typingctx, addr, a, b, c, d):
+        if not isinstance(addr, types.Integer):
+            return None
+        if not all(isinstance(x, (types.Float, types.Integer)) for x in (a, b, c, d)):
+            return None
+
+        def codegen(context, builder, signature, args):
+            f32 = ir.FloatType()
+            at = context.cast(builder, args[0], signature.args[0], types.uint32)
+            vals = [context.cast(builder, v, t, types.float32) for v, t in zip(args[1:], signature.args[1:])]
+            fnty = ir.FunctionType(ir.VoidType(), [ir.IntType(32)] + [f32] * 4)
+            asm = ir.InlineAsm(
+                fnty, "st.shared.v4.f32 [$0], {$1, $2, $3, $4};", "r,f,f,f,f,~{memory}", side_effect=True
+            )
+            builder.call(asm, [at] + vals)
+            return context.get_dummy_value()
+
+        return types.void(addr, a, b, c, d), codegen
+
+    def ld_shared_f32x4(typingctx, addr):
+        if not isinstance(addr, types.Integer):
+            return None
+
+        def codegen(context, builder, signature, args):
+            f32 = ir.FloatType()
+            at = context.cast(builder, args[0], signature.args[0], types.uint32)
+            fnty = ir.FunctionType(ir.LiteralStructType([f32] * 4), [ir.IntType(32)])
+            asm = ir.InlineAsm(fnty, "ld.shared.v4.f32 {$0, $1, $2, $3}, [$4];", "=f,=f,=f,=f,r", side_effect=True)
+            res = builder.call(asm, [at])
+            return context.make_tuple(builder, signature.return_type, [builder.extract_value(res, i) for i in range(4)])
+
+        return types.UniTuple(types.float32, 4)(addr), codegen
+
+    return intrinsic(st_shared_f32x4), intrinsic(ld_shared_f32x4)
+
+
 # ── the simulator twin ───────────────────────────────────────────────────────
 
 _WINDOW = 1 << 18
@@ -126,6 +170,26 @@ def _twin_st_shared_v4(addr, a, b, c, d):
     raw[addr - base : addr - base + 16] = np.array([a, b, c, d], dtype=np.uint32).view(np.uint8)
 
 
+def _twin_st_shared_f32x4(addr, a, b, c, d):
+    addr = int(addr)
+    base, arr = _twin_region(addr, 16, "st.shared.v4.f32")
+    hook = simwarp.TRACE_HOOK
+    if hook is not None:  # memory tracer: one 16-byte store
+        arr = hook("store", arr, addr - base, 16)
+    raw = np.asarray(arr).reshape(-1).view(np.uint8)
+    raw[addr - base : addr - base + 16] = np.array([a, b, c, d], dtype=np.float32).view(np.uint8)
+
+
+def _twin_ld_shared_f32x4(addr):
+    addr = int(addr)
+    base, arr = _twin_region(addr, 16, "ld.shared.v4.f32")
+    hook = simwarp.TRACE_HOOK
+    if hook is not None:  # memory tracer: one 16-byte load
+        arr = hook("load", arr, addr - base, 16)
+    w = np.asarray(arr).reshape(-1).view(np.uint8)[addr - base : addr - base + 16].view(np.float32)
+    return np.float32(w[0]), np.float32(w[1]), np.float32(w[2]), np.float32(w[3])
+
+
 def twin_read_shared(addr: int, nbytes: int, what: str) -> np.ndarray:
     """A copy of ``nbytes`` bytes at shared-window address ``addr`` (the
     simulator's), one load of that width under the memory tracer: for the
@@ -142,12 +206,17 @@ def twin_read_shared(addr: int, nbytes: int, what: str) -> np.ndarray:
 if config.ENABLE_CUDASIM:
     smem_addr = _twin_smem_addr
     st_shared_v4 = _twin_st_shared_v4
+    st_shared_f32x4 = _twin_st_shared_f32x4
+    ld_shared_f32x4 = _twin_ld_shared_f32x4
 else:
     smem_addr = _smem_addr()
     st_shared_v4 = _st_shared_v4()
+    st_shared_f32x4, ld_shared_f32x4 = _shared_f32x4()
 
 st_shared_v4.__doc__ = (
     "``st.shared.v4.b32``: four 32-bit words to the 16-byte-aligned shared-window "
     "address ``addr`` (from :func:`smem_addr`) in one store."
 )
+st_shared_f32x4.__doc__ = "``st.shared.v4.f32``: four float32 to the 16-byte-aligned shared-window address ``addr``."
+ld_shared_f32x4.__doc__ = "``ld.shared.v4.f32``: four float32 from the 16-byte-aligned shared-window address ``addr``."
 smem_addr.__doc__ = "The 32-bit shared-window address of a shared array (``cvta.to.shared.u64``)."

@@ -11,6 +11,9 @@ from ``@cuda.jit`` kernels, with an exact simulator twin.
                                   # four words, two elements each, the
                                   # lower-addressed in bits 0-15
     ok = aligned16(arr)           # arr's first element is 16-byte aligned
+    a, b, c, d = ld_f32x4(arr, i) # arr[i .. i+3] of a float32 array that the
+    st_f32x4(arr, i, a, b, c, d)  # kernel also writes (recurrent state):
+                                  # one coherent 16-byte load / store
 
 On the CUDA target ``ldg_v4`` is inline PTX, ``ld.global.nc.v4.u32`` (SASS
 ``LDG.E.128.CONSTANT``): one instruction moves a lane's 16 bytes through
@@ -22,6 +25,12 @@ Numba has no vector load: four scalar loads of consecutive words stay four
 pointer (a ``cudaMalloc`` is 256-byte aligned; a view starting inside an
 allocation may not be), for a kernel to choose a scalar path where the
 vector one would fault.
+
+``ld_f32x4``/``st_f32x4`` are the coherent pair for data a kernel reads
+and writes in place (the GDN state): ``ld.global.v4.f32`` (SASS
+``LDG.E.128``) and ``st.global.v4.f32`` (``STG.E.128``), both volatile
+asm, so they stay in program order with each other and the compiler
+cannot drop or merge them; the store also clobbers memory.
 
 **The simulator twin** reads the four words from the NumPy array and
 refuses what the hardware would fault on: an address that is not 16-byte
@@ -70,6 +79,70 @@ def _ldg_v4():
         return types.UniTuple(u32, 4)(arr, index), codegen
 
     return intrinsic(ldg_v4)
+
+
+def _f32x4_pointer(context, builder, signature, args):
+    from llvmlite import ir
+    from numba.cuda import types
+
+    a = context.make_array(signature.args[0])(context, builder, args[0])
+    idx = context.cast(builder, args[1], signature.args[1], types.intp)
+    return builder.ptrtoint(builder.gep(a.data, [idx]), ir.IntType(64))
+
+
+def _is_f32_c_array(arr) -> bool:
+    from numba.cuda import types
+
+    return isinstance(arr, types.Array) and arr.layout == "C" and arr.dtype == types.float32
+
+
+def _ld_f32x4():
+    from llvmlite import ir
+    from numba.cuda import types
+    from numba.cuda.extending import intrinsic
+
+    def ld_f32x4(typingctx, arr, index):
+        if not (_is_f32_c_array(arr) and isinstance(index, types.Integer)):
+            return None
+
+        def codegen(context, builder, signature, args):
+            f32 = ir.FloatType()
+            ptr = _f32x4_pointer(context, builder, signature, args)
+            fnty = ir.FunctionType(ir.LiteralStructType([f32] * 4), [ir.IntType(64)])
+            asm = ir.InlineAsm(fnty, "ld.global.v4.f32 {$0, $1, $2, $3}, [$4];", "=f,=f,=f,=f,l", side_effect=True)
+            res = builder.call(asm, [ptr])
+            return context.make_tuple(builder, signature.return_type, [builder.extract_value(res, i) for i in range(4)])
+
+        return types.UniTuple(types.float32, 4)(arr, index), codegen
+
+    return intrinsic(ld_f32x4)
+
+
+def _st_f32x4():
+    from llvmlite import ir
+    from numba.cuda import types
+    from numba.cuda.extending import intrinsic
+
+    def st_f32x4(typingctx, arr, index, a, b, c, d):
+        if not (_is_f32_c_array(arr) and isinstance(index, types.Integer)):
+            return None
+        if not all(isinstance(x, (types.Float, types.Integer)) for x in (a, b, c, d)):
+            return None
+
+        def codegen(context, builder, signature, args):
+            f32 = ir.FloatType()
+            ptr = _f32x4_pointer(context, builder, signature, args)
+            vals = [context.cast(builder, v, t, types.float32) for v, t in zip(args[2:], signature.args[2:])]
+            fnty = ir.FunctionType(ir.VoidType(), [ir.IntType(64)] + [f32] * 4)
+            asm = ir.InlineAsm(
+                fnty, "st.global.v4.f32 [$0], {$1, $2, $3, $4};", "l,f,f,f,f,~{memory}", side_effect=True
+            )
+            builder.call(asm, [ptr] + vals)
+            return context.get_dummy_value()
+
+        return types.void(arr, index, a, b, c, d), codegen
+
+    return intrinsic(st_f32x4)
 
 
 def _aligned16():
@@ -153,10 +226,48 @@ def _twin_ldg_v4(arr, index):
     return np.uint32(w[0]), np.uint32(w[1]), np.uint32(w[2]), np.uint32(w[3])
 
 
+def _twin_f32x4(arr, index, what: str):
+    """The float32 words ``index .. index+3`` of ``arr`` (flat) as a view,
+    after the checks the hardware's fault would make."""
+    index = int(index)
+    a = _numpy(arr)
+    if a.dtype != np.float32 or not a.flags.c_contiguous:
+        raise TypeError(f"{what} twin: a C-contiguous float32 array, not {a.dtype} {a.strides}")
+    start = index * 4
+    if (_alloc_offset(arr) + start) % VEC_BYTES:
+        raise ValueError(f"{what} twin: element {index} (byte {_alloc_offset(arr) + start}) is not 16-byte aligned")
+    if index < 0 or index + 4 > a.size:
+        raise IndexError(f"{what} twin: elements {index}..{index + 3} outside 0..{a.size - 1}")
+    return start
+
+
+def _twin_ld_f32x4(arr, index):
+    start = _twin_f32x4(arr, index, "ld_f32x4")
+    a = _numpy(arr)
+    hook = simwarp.TRACE_HOOK
+    if hook is not None:  # memory tracer: one 16-byte load
+        a = _numpy(hook("load", arr, start, VEC_BYTES))
+    w = a.reshape(-1)[int(index) : int(index) + 4]
+    return np.float32(w[0]), np.float32(w[1]), np.float32(w[2]), np.float32(w[3])
+
+
+def _twin_st_f32x4(arr, index, a, b, c, d):
+    start = _twin_f32x4(arr, index, "st_f32x4")
+    x = _numpy(arr)
+    hook = simwarp.TRACE_HOOK
+    if hook is not None:  # memory tracer: one 16-byte store
+        x = _numpy(hook("store", arr, start, VEC_BYTES))
+    x.reshape(-1)[int(index) : int(index) + 4] = np.array([a, b, c, d], dtype=np.float32)
+
+
 if config.ENABLE_CUDASIM:
+    ld_f32x4 = _twin_ld_f32x4
+    st_f32x4 = _twin_st_f32x4
     ldg_v4 = _twin_ldg_v4
     aligned16 = _twin_aligned16
 else:
+    ld_f32x4 = _ld_f32x4()
+    st_f32x4 = _st_f32x4()
     ldg_v4 = _ldg_v4()
     aligned16 = _aligned16()
 
@@ -164,5 +275,13 @@ ldg_v4.__doc__ = (
     "``(a, b, c, d) = ldg_v4(arr, i)``: ``arr[i:i+4]`` (flat index of a C-contiguous array of 32-bit "
     "elements; of 16-bit ones, ``arr[i:i+8]``, two a word) as uint32, one ``ld.global.nc.v4.u32``; "
     "the address must be 16-byte aligned."
+)
+ld_f32x4.__doc__ = (
+    "``(a, b, c, d) = ld_f32x4(arr, i)``: ``arr[i:i+4]`` (flat index of a C-contiguous float32 array), "
+    "one coherent ``ld.global.v4.f32``; the address must be 16-byte aligned."
+)
+st_f32x4.__doc__ = (
+    "``st_f32x4(arr, i, a, b, c, d)``: ``arr[i:i+4] = a, b, c, d`` (flat index of a C-contiguous float32 "
+    "array), one ``st.global.v4.f32``; the address must be 16-byte aligned."
 )
 aligned16.__doc__ = "True when the array's first element is 16-byte aligned (its data pointer)."

@@ -77,6 +77,8 @@ from functools import lru_cache
 import numpy as np
 from numba import cuda, float32, uint64
 
+from ..common.smem import ld_shared_f32x4, smem_addr, st_shared_f32x4
+from ..common.vload import ld_f32x4, st_f32x4
 from ._mma_qk import LAYOUT, TC_DTYPE, TC_FORM, make_lower_product
 from .naive import L2_EPS
 
@@ -149,23 +151,48 @@ def make_scratch(C: int, BV: int):
 
 
 @lru_cache(maxsize=None)
-def make_slice_io(DK: int, BV: int, NT: int):
+def make_slice_io(DK: int, DV: int, BV: int, NT: int):
     """Device functions ``load_slice(Ssh, S2, v0, tid)`` and
     ``store_slice(S2, Ssh, v0, tid)``: the block's ``DK x BV`` state slice
-    (columns ``v0 ..`` of the head's ``S2``) into shared memory and back,
-    ``NT`` threads along the flat index (coalesced along columns)."""
+    (columns ``v0 ..`` of the head's ``S2``, rows of ``DV``) into shared
+    memory and back, ``NT`` threads along the flat index. Where the slice
+    and the rows allow it (``BV``, ``DV`` multiples of 4) each thread moves
+    16 bytes a step, coherent on the global side (the state is written in
+    place, ``vload``) and one ``v4`` access on the shared side (``Ssh``
+    16-byte aligned, ``_layout.SHARED_ALIGN``): a warp covers four 128-byte
+    lines of state rows at ``BV = 32``. Else one float a step, coalesced
+    along columns. Both end without a barrier: the caller's next one orders
+    them (the chunk's first, or the end of the kernel)."""
+    WIDE = BV % 4 == 0 and DV % 4 == 0
+    QN = BV // 4
 
     @cuda.jit(device=True, inline="always")
     def load_slice(Ssh, S2, v0, tid):
-        for e in range(tid, DK * BV, NT):
-            d = e // BV
-            Ssh[d, e - d * BV] = S2[d, v0 + e - d * BV]
+        if WIDE:
+            base = smem_addr(Ssh)
+            for e in range(tid, DK * QN, NT):
+                d = e // QN
+                c4 = 4 * (e - d * QN)
+                a, b, c, x = ld_f32x4(S2, d * DV + v0 + c4)
+                st_shared_f32x4(base + np.uint32(4 * (d * BV + c4)), a, b, c, x)
+        else:
+            for e in range(tid, DK * BV, NT):
+                d = e // BV
+                Ssh[d, e - d * BV] = S2[d, v0 + e - d * BV]
 
     @cuda.jit(device=True, inline="always")
     def store_slice(S2, Ssh, v0, tid):
-        for e in range(tid, DK * BV, NT):
-            d = e // BV
-            S2[d, v0 + e - d * BV] = Ssh[d, e - d * BV]
+        if WIDE:
+            base = smem_addr(Ssh)
+            for e in range(tid, DK * QN, NT):
+                d = e // QN
+                c4 = 4 * (e - d * QN)
+                a, b, c, x = ld_shared_f32x4(base + np.uint32(4 * (d * BV + c4)))
+                st_f32x4(S2, d * DV + v0 + c4, a, b, c, x)
+        else:
+            for e in range(tid, DK * BV, NT):
+                d = e // BV
+                S2[d, v0 + e - d * BV] = Ssh[d, e - d * BV]
 
     return load_slice, store_slice
 

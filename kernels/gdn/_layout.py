@@ -14,17 +14,20 @@ talk to each other and a head spreads over ``dv / BV`` blocks::
     dk-1  |    |         |    |
           +----+---------+----+
 
-Inside a block the recurrent kernels give thread ``tid`` the column
-``j = tid % BV`` and the rows ``p*R .. p*R+R-1`` with ``p = tid // BV``
-(``KSPLIT = NT / BV`` row parts, ``R = dk / KSPLIT`` registers each). ``j``
-is the fast index, so a warp's state load reads consecutive columns of one
-row: 128-byte lines at ``BV = 32``. The price is that a column's ``KSPLIT``
-parts sit in different warps, so the per-column dot products are summed
-through shared memory (one barrier per token) rather than by shuffles.
+Inside a block the recurrent kernels give each thread an ``R x CW`` patch
+of the slice: ``CW`` adjacent columns (4 wherever the slice width and the
+state's row length are multiples of 4, so each row of the patch is one
+16-byte access; else 1) by ``R = dk / KSPLIT`` rows, ``KSPLIT`` row parts
+in all. A warp spans 8 column groups (one 128-byte line of a state row) by
+4 row parts, so its 16-byte loads read four whole lines; a column's row
+parts inside a warp are summed by shuffles, and the warps' sums through
+shared memory (one barrier per token). The thread-to-patch map is
+``_step``'s.
 
-Model shapes (d = 128): ``BV = 32``, ``KSPLIT = 4``, 128 threads, 32 state
-registers per thread, ``4 * Hv`` blocks per sequence. Smoke shapes (d = 8 or
-12) split the columns in two so the slicing is exercised.
+Model shapes (d = 128): ``BV = 32``, ``CW = 4``, ``KSPLIT = 16``, 128
+threads, 32 state registers per thread (8 rows x 4 columns), ``4 * Hv``
+blocks per sequence. Smoke shapes (d = 8 or 12) split the columns in two
+so the slicing is exercised.
 """
 
 from __future__ import annotations
@@ -33,9 +36,15 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Callable
 
+from numba import config
+
 from ..common import launch as _launch
 
 WARP = 32
+# Alignment of a shared array read or written 16 bytes at a time (the state
+# slice of the chunked kernels); the simulator refuses an alignment and
+# hands out 1024-byte-aligned addresses of its own.
+SHARED_ALIGN = None if config.ENABLE_CUDASIM else 16
 
 # The token kernels' buffers, in their argument order (prefill and verify).
 TOKEN_ARGS = ("q", "k", "v", "g", "beta", "state", "o")
@@ -47,14 +56,19 @@ class Tile:
     dv: int
     bv: int  # value columns per block
     ksplit: int  # row parts per column
+    cw: int = 1  # adjacent columns per thread (4: 16-byte state accesses)
 
     @property
-    def rows(self) -> int:  # state rows (registers) per thread
+    def rows(self) -> int:  # state rows per thread
         return self.dk // self.ksplit
 
     @property
+    def groups(self) -> int:  # column groups (of cw columns) per block
+        return self.bv // self.cw
+
+    @property
     def threads(self) -> int:
-        return self.bv * self.ksplit
+        return self.groups * self.ksplit
 
     @property
     def slices(self) -> int:
@@ -72,7 +86,19 @@ def tile_for(dk: int, dv: int) -> Tile:
     else:
         bv = dv
     ksplit = 4 if dk % 4 == 0 else (2 if dk % 2 == 0 else 1)
-    return Tile(dk, dv, bv, ksplit)
+    return step_tile(dk, dv, bv, bv * ksplit)
+
+
+def step_tile(dk: int, dv: int, bv: int, threads: int) -> Tile:
+    """The patch layout of a ``dk x bv`` slice over about ``threads``
+    threads: 4 columns a thread where 16-byte accesses line up (``bv`` and
+    ``dv`` multiples of 4), and as many row parts as fill ``threads``
+    while dividing ``dk`` (fewer threads where ``dk`` does not divide)."""
+    cw = 4 if bv % 4 == 0 and dv % 4 == 0 else 1
+    ks = max(1, min(dk, threads // (bv // cw)))
+    while dk % ks:
+        ks -= 1
+    return Tile(dk, dv, bv, ks, cw)
 
 
 def warp_threads(tile: Tile) -> int:

@@ -29,7 +29,7 @@ from functools import lru_cache
 from numba import cuda, float32
 
 from ._chunk import make_chunk, make_scratch, make_slice_io, shared_bytes, tensor_core_launch
-from ._layout import TOKEN_ARGS, bind, make_head_slice, slice_launch, tile_for, warp_threads
+from ._layout import SHARED_ALIGN, TOKEN_ARGS, bind, make_head_slice, slice_launch, tile_for, warp_threads
 from ._mma_qk import LAYOUT
 
 
@@ -42,7 +42,7 @@ def make_prefill(C: int, DK: int, DV: int, RESIDENT: bool, layout=LAYOUT):
     BV, NT, NSL = tile.bv, warp_threads(tile), tile.slices
     chunk = make_chunk(C, DK, BV, NT, RESIDENT, layout)
     scratch = make_scratch(C, BV)
-    load_slice, store_slice = make_slice_io(DK, BV, NT)
+    load_slice, store_slice = make_slice_io(DK, DV, BV, NT)
     head_slice = make_head_slice(NSL, BV)
     SSH = (DK, BV) if RESIDENT else (1, 1)
 
@@ -53,7 +53,7 @@ def make_prefill(C: int, DK: int, DV: int, RESIDENT: bool, layout=LAYOUT):
         h, v0, hk = head_slice(cuda.blockIdx.x, group)
         tid = cuda.threadIdx.x
         scr = scratch()
-        Ssh = cuda.shared.array(SSH, float32)
+        Ssh = cuda.shared.array(SSH, float32, alignment=SHARED_ALIGN)
         S2 = state[h]
 
         if RESIDENT:  # one read of the slice; the first chunk's barrier orders it

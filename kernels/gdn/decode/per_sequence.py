@@ -38,7 +38,7 @@ def make_decode_per_sequence(DK: int, DV: int):
 
 
 def build(shape):
-    grid, nt = slice_launch(shape, lambda t: shared_bytes(t.bv, t.ksplit))
+    grid, nt = slice_launch(shape, shared_bytes)
     kern = make_decode_per_sequence(shape["dk"], shape["dv"])
 
     def launch(b):

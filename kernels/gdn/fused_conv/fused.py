@@ -11,24 +11,24 @@ head dims (compile-time constants): the smoke preset runs it at d = 12 by
 giving its shapes ``fused_head_dim = 12``, since d = 128 is far too slow for
 the CUDA simulator. Nothing but that documented override differs.
 
-Launch: ``N * Hk`` blocks of ``NT = dv * KSF`` threads (``KSF = 4`` row
-parts: 512 threads with 32 state registers each at d = 128, launch-bounded
-to 128 registers so one block fits an SM's register file; ptxas for sm_90
-needs exactly 128, no spills)::
+Launch: ``N * Hk`` blocks of ``NT = dv * KSF`` threads (``KSF = 4``: 512
+threads at d = 128, each with an 8 x 4 patch of the head's state, 32
+registers, read and written 16 bytes a row; ``_step``), launch-bounded to
+128 registers so one block fits an SM's register file::
 
     block (n, hk), slot = slots[n]
       channels  [q_hk (dk) | k_hk (dk) | v_2hk (dv) | v_2hk+1 (dv)]  = 2dk+2dv
       1. thread e < 2dk+2dv: conv1d over conv_state[slot] and x -> silu -> xs[e];
          state shifted in place                                   barrier
-      2. for each value head hh = 0, 1 (h = 2hk+hh), thread (p, j):
-           load rows p*R.. of column j, partials -> red[hh]        barrier
-           finish: delta_j, rows updated and stored, o_j -> orow[hh, j]
+      2. for each value head hh = 0, 1 (h = 2hk+hh), thread (c, p):
+           load its patch, partials -> red[hh]                     barrier
+           finish: delta, patch updated and stored, o -> orow[hh, 4c..]
          (red/nrm are per head: no barrier between the heads)     barrier
       3. threads p = 0, 1: out[h = 2hk+p] = o_j / rms(orow[p]) * w_j * silu(z_j)
          (Qwen3-Next's order: RMS-normalise, scale, then gate)
 
 The two heads go one after the other: both at once would need 64 state
-registers per thread (ptxas spills at 128) or 1024 threads of 64.
+registers per thread (ptxas spills at 128) or 1024 threads.
 
 Memory-bound like the plain decode; against ``separate`` it saves the
 activation and ``o`` round trips and two launches, and loses parallelism at
@@ -48,7 +48,7 @@ from .._step import make_step
 
 NAME = "fused"
 SUMMARY = "conv1d+SiLU, GDN step and gated RMSNorm in one kernel, block per (sequence, q/k head)"
-KSF = 4  # row parts per state column in the fused block
+KSF = 4  # threads per state column in the fused block (dv * KSF in all)
 
 
 def eligible(shape) -> tuple[bool, str]:
@@ -59,23 +59,24 @@ def eligible(shape) -> tuple[bool, str]:
 
 
 def threads(DK: int, DV: int) -> int:
-    return DV * KSF
+    return make_step(DK, DV, DV, DV * KSF).tile.threads
 
 
 def shared_bytes(DK: int, DV: int) -> int:
-    return 4 * (2 * DK + 2 * DV + 2 * 2 * KSF * DV + 2 * 3 * KSF + 2 * DV)
+    return 4 * (2 * DK + 2 * DV + 2 * DV) + 2 * make_step(DK, DV, DV, DV * KSF).shared_bytes
 
 
 @lru_cache(maxsize=None)
 def make_fused_conv(W: int, DK: int, DV: int):
     """Compile the fused decode mixer for conv width ``W`` at ``DK x DV``."""
-    if DK % KSF:
-        raise ValueError(f"dk={DK} does not split into {KSF} row parts")
-    NT = threads(DK, DV)
+    step = make_step(DK, DV, DV, DV * KSF)
+    NT, R, CW = step.tile.threads, step.tile.rows, step.tile.cw
+    RED, NRM = (2,) + step.red_shape, (2,) + step.nrm_shape
     LC = 2 * DK + 2 * DV
-    R = DK // KSF
+    RCW = R * CW  # state registers a thread
     conv_step = make_conv_step(W)
-    offset, load, store, partials, finish = make_step(DK, DV, DV, KSF)
+    coords, offset, load, store = step.coords, step.offset, step.load, step.store
+    partials, finish = step.partials, step.finish
     gated = make_gated_rmsnorm(DV)
 
     @jit_bounded(NT)  # 512 threads at d = 128: at most 128 registers each
@@ -86,25 +87,25 @@ def make_fused_conv(W: int, DK: int, DV: int):
         n = bid // hkn
         hk = bid - n * hkn
         tid = cuda.threadIdx.x
-        p = tid // DV
-        j = tid - p * DV
+        c, p, grp, lead = coords(tid)
         slot = slots[n]
 
         xs = cuda.shared.array(LC, float32)
-        red = cuda.shared.array((2, 2, KSF, DV), float32)
-        nrm = cuda.shared.array((2, 3, KSF), float32)
+        red = cuda.shared.array(RED, float32)
+        nrm = cuda.shared.array(NRM, float32)
         orow = cuda.shared.array((2, DV), float32)
-        Sr = cuda.local.array(R, float32)
+        Sr = cuda.local.array(RCW, float32)
+        ov = cuda.local.array(CW, float32)
 
         # 1. conv1d + SiLU on this block's channels.
         for e in range(tid, LC, NT):
             if e < DK:
-                c = hk * DK + e
+                ch = hk * DK + e
             elif e < 2 * DK:
-                c = hkn * DK + hk * DK + (e - DK)
+                ch = hkn * DK + hk * DK + (e - DK)
             else:
-                c = 2 * hkn * DK + 2 * hk * DV + (e - 2 * DK)
-            xs[e] = conv_step(x, w, cs, n, slot, c)
+                ch = 2 * hkn * DK + 2 * hk * DV + (e - 2 * DK)
+            xs[e] = conv_step(x, w, cs, n, slot, ch)
         cuda.syncthreads()
 
         # 2. the GDN step on both value heads, q/k from xs[0:DK], xs[DK:2DK].
@@ -112,20 +113,23 @@ def make_fused_conv(W: int, DK: int, DV: int):
         kr = xs[DK : 2 * DK]
         for hh in range(group):  # 2; a runtime bound keeps the loop rolled (no spills)
             h = 2 * hk + hh
-            o0 = offset(slot, h, 2 * hkn, p, j)
+            o0 = offset(slot, h, 2 * hkn, p, c * CW)
             load(Sr, state, o0)
-            partials(Sr, qr, kr, p, j, red[hh], nrm[hh])
+            partials(Sr, qr, kr, c, p, grp, lead, red[hh], nrm[hh])
             cuda.syncthreads()
-            oj = finish(Sr, kr, p, j, red[hh], nrm[hh], xs[2 * DK + hh * DV + j], g[n, h], beta[n, h])
+            finish(Sr, kr, c, p, red[hh], nrm[hh], xs, 2 * DK + hh * DV + c * CW, g[n, h], beta[n, h], ov)
             store(Sr, state, o0)
             if p == 0:
-                orow[hh, j] = oj
+                for w in range(CW):
+                    orow[hh, c * CW + w] = ov[w]
         cuda.syncthreads()
 
-        # 3. gated RMSNorm over each head's dv outputs, one head per row part.
-        if p < 2:
-            h = 2 * hk + p
-            out[n, h, j] = gated(orow[p], orow[p, j], z[n, h, j], nw[j])
+        # 3. gated RMSNorm over each head's dv outputs, one head per thread row.
+        for e in range(tid, 2 * DV, NT):
+            hh = e // DV
+            j = e - hh * DV
+            h = 2 * hk + hh
+            out[n, h, j] = gated(orow[hh], orow[hh, j], z[n, h, j], nw[j])
 
     return gdn_fused_conv
 

@@ -84,7 +84,7 @@ def build(shape):
     group_of(hk, hv)
     C = 2 * hk * dk + hv * dv
     conv_grid, conv_nt = check_launch(-(-N * C // CONV_THREADS), CONV_THREADS, 0)
-    gdn_grid, gdn_nt = slice_launch(shape, lambda t: decode_shared_bytes(t.bv, t.ksplit), sequences=N)
+    gdn_grid, gdn_nt = slice_launch(shape, decode_shared_bytes, sequences=N)
     norm_grid, norm_nt = check_launch(N * hv, dv, 4 * dv)
     conv = make_conv_kernel(W, dk, dv)
     gdn = make_decode_batched(dk, dv)

@@ -41,6 +41,13 @@ def fused_conv_shapes(preset: str, model: Mapping[str, Any] | None) -> list[Shap
     return out
 
 
+def profile_shape(shape: Shape) -> Shape:
+    """The memory trace's shape: the model's head dims and conv width, one
+    sequence and one q/k head with its value heads."""
+    d = {**shape.dims, "n": 1, "slots": 3, "hk": 1, "hv": shape["hv"] // shape["hk"]}
+    return Shape(f"profile n1 {family.heads_label(d)} w{d['conv_width']}", d)
+
+
 def conv_channels(shape: Shape) -> int:
     return 2 * shape["hk"] * shape["dk"] + shape["hv"] * shape["dv"]
 
@@ -122,5 +129,5 @@ PATH = family.declare(
     tolerance=family.TOKEN_TOL,
     notes="Memory-bound on the state. The fused kernel needs Hv == 2*Hk and dk == dv == "
     "fused_head_dim (128 at model shapes; smoke shapes lower it to their own head dim).",
-    extra={"fused_head_dim": FUSED_HEAD_DIM},
+    extra={"fused_head_dim": FUSED_HEAD_DIM, "profile_shape": profile_shape},
 )

@@ -5,12 +5,13 @@ Launch: one block per (value head, column slice), ``Hv * dv/BV`` blocks of
 ``BV * KSPLIT`` threads (``_layout``). The block stages the ``T`` tokens'
 ``q``/``k`` (raw, fp32), its ``v`` columns, ``g`` and ``beta`` in shared
 memory with one round of loads, then walks the tokens with the state slice
-in registers::
+in registers, an ``R x 4`` patch a thread (``_step``)::
 
-    thread (j, p): Sr[0..R-1] = state[h, p*R : p*R+R, v0+j]    (read once)
+    thread (c, p): Sr = state[h, p*R : p*R+R, v0+4c : v0+4c+4]   (read once,
+                                                                16 B a row)
     for t in 0..T-1:                                           (T compile-time)
         partials(t) -> red[t % 2]     barrier     finish(t): Sr updated, o[t]
-    state[h, p*R : p*R+R, v0+j] = Sr                           (written once)
+    state[h, p*R : p*R+R, v0+4c : v0+4c+4] = Sr               (written once)
 
 One barrier per token (``red``/``nrm`` double-buffered by token parity). The
 state is read and written once per call, like the WY kernels; what differs is
@@ -34,34 +35,41 @@ NAME = "recurrent"
 SUMMARY = "token-by-token recurrence, state slice in registers, one barrier per token"
 
 
-def shared_bytes(T: int, DK: int, BV: int, KSPLIT: int) -> int:
-    return 4 * (2 * T * DK + T * BV + 2 * T + 2 * 2 * KSPLIT * BV + 2 * 3 * KSPLIT)
+def shared_bytes(T: int, tile) -> int:
+    step = make_step(tile.dk, tile.dv, tile.bv, tile.threads)
+    return 4 * (2 * T * tile.dk + T * tile.bv + 2 * T) + 2 * step.shared_bytes
 
 
 @lru_cache(maxsize=None)
 def make_verify_recurrent(T: int, DK: int, DV: int):
     """Compile the token-by-token verify for ``T`` tokens at ``DK x DV``."""
     tile = tile_for(DK, DV)
-    BV, KS, NT, NSL, R = tile.bv, tile.ksplit, tile.threads, tile.slices, tile.rows
-    offset, load, store, partials, finish = make_step(DK, DV, BV, KS)
+    step = make_step(DK, DV, tile.bv, tile.threads)
+    BV, NT, NSL, R, CW = tile.bv, tile.threads, tile.slices, tile.rows, tile.cw
+    RED, NRM = (2,) + step.red_shape, (2,) + step.nrm_shape
+    coords, offset, load, store = step.coords, step.offset, step.load, step.store
+    partials, finish, put_cols = step.partials, step.finish, step.put_cols
     head_slice = make_head_slice(NSL, BV)
+    RCW = R * CW  # state registers a thread
 
     @cuda.jit
     def gdn_verify_recurrent(q, k, v, g, beta, state, o):
         hv = v.shape[1]
         h, v0, hk = head_slice(cuda.blockIdx.x, hv // q.shape[1])
         tid = cuda.threadIdx.x
-        j = tid % BV
-        p = tid // BV
+        c, p, grp, lead = coords(tid)
 
         qs = cuda.shared.array((T, DK), float32)
         ks = cuda.shared.array((T, DK), float32)
         vs = cuda.shared.array((T, BV), float32)
         gb = cuda.shared.array((2, T), float32)
-        red = cuda.shared.array((2, 2, KS, BV), float32)
-        nrm = cuda.shared.array((2, 3, KS), float32)
-        Sr = cuda.local.array(R, float32)
+        red = cuda.shared.array(RED, float32)
+        nrm = cuda.shared.array(NRM, float32)
+        Sr = cuda.local.array(RCW, float32)
+        ov = cuda.local.array(CW, float32)
 
+        o0 = offset(0, h, hv, p, v0 + c * CW)  # state viewed flat: [Hv * dk * dv]
+        load(Sr, state, o0)
         for e in range(tid, T * DK, NT):
             t = e // DK
             d = e - t * DK
@@ -73,17 +81,15 @@ def make_verify_recurrent(T: int, DK: int, DV: int):
         for t in range(tid, T, NT):
             gb[0, t] = g[t, h]
             gb[1, t] = beta[t, h]
-        o0 = offset(0, h, hv, p, v0 + j)  # state viewed flat: [Hv * dk * dv]
-        load(Sr, state, o0)
         cuda.syncthreads()
 
         for t in range(T):
             par = t % 2
-            partials(Sr, qs[t], ks[t], p, j, red[par], nrm[par])
+            partials(Sr, qs[t], ks[t], c, p, grp, lead, red[par], nrm[par])
             cuda.syncthreads()
-            oj = finish(Sr, ks[t], p, j, red[par], nrm[par], vs[t, j], gb[0, t], gb[1, t])
+            finish(Sr, ks[t], c, p, red[par], nrm[par], vs[t], c * CW, gb[0, t], gb[1, t], ov)
             if p == 0:
-                o[t, h, v0 + j] = oj
+                put_cols(o[t, h], v0 + c * CW, ov, 0)
         store(Sr, state, o0)
 
     return gdn_verify_recurrent
@@ -91,6 +97,6 @@ def make_verify_recurrent(T: int, DK: int, DV: int):
 
 def build(shape):
     T = shape["t"]
-    grid, nt = slice_launch(shape, lambda t: shared_bytes(T, t.dk, t.bv, t.ksplit))
+    grid, nt = slice_launch(shape, lambda t: shared_bytes(T, t))
     kern = make_verify_recurrent(T, shape["dk"], shape["dv"])
     return bind(kern, grid, nt, TOKEN_ARGS, flat=("state",))

@@ -24,6 +24,13 @@ def verify_shapes(preset: str, model: Mapping[str, Any] | None) -> list[Shape]:
     return [Shape(f"{preset} t{d['t']} {family.heads_label(d)}", d) for d in dims]
 
 
+def profile_shape(shape: Shape) -> Shape:
+    """The memory trace's shape: the model's state rows (dk, dv), token count
+    and value heads per key head, one key head."""
+    d = {**shape.dims, "hk": 1, "hv": shape["hv"] // shape["hk"]}
+    return Shape(f"profile t{d['t']} {family.heads_label(d)}", d)
+
+
 def verify_traffic(shape: Shape) -> Traffic:  # wyn: one chunk of T
     r, w = family.token_bytes(shape)
     return family.chunked(r, w, shape["t"], shape["t"], shape)
@@ -68,5 +75,5 @@ PATH = family.declare(
     tolerance=family.TOKEN_TOL,
     notes="Bandwidth-bound on the state (the fp32 arithmetic catches up around T = 17); wy17 and wyn "
     "make their k.k and q.k products on mma.sync (fp16). " + _STATE_NOTE,
-    extra={"state_traffic": verify_state_traffic},
+    extra={"state_traffic": verify_state_traffic, "profile_shape": profile_shape},
 )

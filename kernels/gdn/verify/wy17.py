@@ -12,11 +12,11 @@ state slice, still on chip::
                    Sr -> state slice                           (written once)
 
 Launch: one block per (value head, column slice), ``Hv * dv/BV`` blocks of
-``BV * KSPLIT`` threads rounded up to whole warps (the chunk's ``k.k`` and
-``q.k`` tiles run on ``mma.sync``, ``_mma_qk``); thread ``(j, p)`` of the
-last step holds rows ``p*R .. p*R+R-1`` of column ``j`` (``_layout``,
-``_step``), and threads past ``BV * KSPLIT`` (only at the smoke shapes)
-sit the step out. Building it for
+``_layout.Tile.threads`` rounded up to whole warps (the chunk's ``k.k`` and
+``q.k`` tiles run on ``mma.sync``, ``_mma_qk``); each thread of the last
+step holds an ``R x 4`` patch of the slice (``_layout``, ``_step``), which
+it writes back with 16-byte stores, and threads past ``Tile.threads``
+(only at the smoke shapes) sit the step out. Building it for
 any other ``T`` is refused: ``select`` only picks it at ``T == 17``.
 
 Bandwidth-bound on the state, like every ``gdn.verify`` variant (the
@@ -30,7 +30,7 @@ from functools import lru_cache
 from numba import cuda, float32
 
 from .._chunk import make_chunk, make_scratch, make_slice_io, shared_bytes, tensor_core_launch
-from .._layout import TOKEN_ARGS, bind, make_head_slice, slice_launch, tile_for, warp_threads
+from .._layout import SHARED_ALIGN, TOKEN_ARGS, bind, make_head_slice, slice_launch, tile_for, warp_threads
 from .._mma_qk import LAYOUT, TC_FORM
 from .._step import make_step
 
@@ -46,53 +46,63 @@ def make_verify_wy17(DK: int, DV: int, layout=LAYOUT):
     """Compile the 17-token verify at ``DK x DV`` (``layout``: the MMA
     fragment maps, ``_mma_qk``)."""
     tile = tile_for(DK, DV)
-    BV, KS, NT, NSL, R = tile.bv, tile.ksplit, warp_threads(tile), tile.slices, tile.rows
-    STEP = BV * KS  # threads of the last token's step; the rest (smoke shapes) wait
+    BV, NT, NSL, R, CW = tile.bv, warp_threads(tile), tile.slices, tile.rows, tile.cw
+    STEP = tile.threads  # threads of the last token's step; the rest (smoke shapes) wait
     chunk = make_chunk(WY, DK, BV, NT, True, layout)
     scratch = make_scratch(WY, BV)
-    load_slice, _ = make_slice_io(DK, BV, NT)
+    load_slice, _ = make_slice_io(DK, DV, BV, NT)
     head_slice = make_head_slice(NSL, BV)
-    _, _, _, partials, finish = make_step(DK, DV, BV, KS)
+    step = make_step(DK, DV, BV, STEP)
+    RED, NRM = step.red_shape, step.nrm_shape
+    coords, partials, finish, put_cols = step.coords, step.partials, step.finish, step.put_cols
     LAST = TOKENS - 1
+    RCW = R * CW  # state registers a thread
 
     @cuda.jit
     def gdn_verify_wy17(q, k, v, g, beta, state, o):
         group = v.shape[1] // q.shape[1]
         h, v0, hk = head_slice(cuda.blockIdx.x, group)
         tid = cuda.threadIdx.x
-        j = tid % BV
-        p = tid // BV
+        c, p, grp, lead = coords(tid)
 
         scr = scratch()
-        Ssh = cuda.shared.array((DK, BV), float32)
-        red = cuda.shared.array((2, KS, BV), float32)
-        nrm = cuda.shared.array((3, KS), float32)
-        Sr = cuda.local.array(R, float32)
+        Ssh = cuda.shared.array((DK, BV), float32, alignment=SHARED_ALIGN)
+        red = cuda.shared.array(RED, float32)
+        nrm = cuda.shared.array(NRM, float32)
+        qk = cuda.shared.array((2, DK), float32)
+        Sr = cuda.local.array(RCW, float32)
+        ov = cuda.local.array(CW, float32)
         S2 = state[h]
         load_slice(Ssh, S2, v0, tid)
         chunk(q, k, v, g, beta, S2, Ssh, o, scr, h, hk, v0, 0, WY, tid)
         # chunk() ended on a barrier: Ssh holds the state after token 15.
-        if tid < STEP:
-            for r in range(R):
-                Sr[r] = Ssh[p * R + r, j]
-            partials(Sr, q[LAST, hk], k[LAST, hk], p, j, red, nrm)
+        for e in range(tid, DK, NT):
+            qk[0, e] = float32(q[LAST, hk, e])
+            qk[1, e] = float32(k[LAST, hk, e])
         cuda.syncthreads()
         if tid < STEP:
-            oj = finish(Sr, k[LAST, hk], p, j, red, nrm, v[LAST, h, v0 + j], g[LAST, h], beta[LAST, h])
             for r in range(R):
-                S2[p * R + r, v0 + j] = Sr[r]
+                for w in range(CW):
+                    Sr[r * CW + w] = Ssh[p * R + r, c * CW + w]
+            partials(Sr, qk[0], qk[1], c, p, grp, lead, red, nrm)
+        cuda.syncthreads()
+        if tid < STEP:
+            finish(Sr, qk[1], c, p, red, nrm, v[LAST, h], v0 + c * CW, g[LAST, h], beta[LAST, h], ov)
+            for r in range(R):
+                put_cols(S2[p * R + r], v0 + c * CW, Sr, r)
             if p == 0:
-                o[LAST, h, v0 + j] = oj
+                put_cols(o[LAST, h], v0 + c * CW, ov, 0)
 
     return gdn_verify_wy17
 
 
-def shared_bytes_wy17(DK: int, BV: int, KS: int) -> int:
-    return shared_bytes(WY, DK, BV, True) + 4 * (2 * KS * BV + 3 * KS)
+def shared_bytes_wy17(tile) -> int:
+    step = make_step(tile.dk, tile.dv, tile.bv, tile.threads)
+    return shared_bytes(WY, tile.dk, tile.bv, True) + step.shared_bytes + 4 * 2 * tile.dk
 
 
 def build(shape):
     if shape["t"] != TOKENS:
         raise ValueError(f"wy17 is compiled for {TOKENS} tokens, not T={shape['t']}")
-    grid, nt = slice_launch(shape, lambda t: shared_bytes_wy17(t.dk, t.bv, t.ksplit), whole_warps=True)
+    grid, nt = slice_launch(shape, shared_bytes_wy17, whole_warps=True)
     return tensor_core_launch(bind(make_verify_wy17(shape["dk"], shape["dv"]), grid, nt, TOKEN_ARGS))

@@ -26,7 +26,7 @@ from functools import lru_cache
 from numba import cuda, float32
 
 from .._chunk import make_chunk, make_scratch, make_slice_io, shared_bytes, tensor_core_launch
-from .._layout import TOKEN_ARGS, bind, make_head_slice, slice_launch, tile_for, warp_threads
+from .._layout import SHARED_ALIGN, TOKEN_ARGS, bind, make_head_slice, slice_launch, tile_for, warp_threads
 from .._mma_qk import LAYOUT, TC_FORM
 
 NAME = "wyn"
@@ -42,7 +42,7 @@ def make_verify_wyn(T: int, DK: int, DV: int, layout=LAYOUT):
     BV, NT, NSL = tile.bv, warp_threads(tile), tile.slices
     chunk = make_chunk(T, DK, BV, NT, True, layout)
     scratch = make_scratch(T, BV)
-    load_slice, store_slice = make_slice_io(DK, BV, NT)
+    load_slice, store_slice = make_slice_io(DK, DV, BV, NT)
     head_slice = make_head_slice(NSL, BV)
 
     @cuda.jit
@@ -51,7 +51,7 @@ def make_verify_wyn(T: int, DK: int, DV: int, layout=LAYOUT):
         h, v0, hk = head_slice(cuda.blockIdx.x, group)
         tid = cuda.threadIdx.x
         scr = scratch()
-        Ssh = cuda.shared.array((DK, BV), float32)
+        Ssh = cuda.shared.array((DK, BV), float32, alignment=SHARED_ALIGN)
         S2 = state[h]
         load_slice(Ssh, S2, v0, tid)
         chunk(q, k, v, g, beta, S2, Ssh, o, scr, h, hk, v0, 0, T, tid)

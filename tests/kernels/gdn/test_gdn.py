@@ -179,6 +179,105 @@ def test_fused_conv_matches_reference(variant, shape):
     assert np.array_equal(got["conv_state"], ref["conv_state"].astype(np.float16))
 
 
+# Whole-warp blocks, where a warp sums its row parts by shuffles before the
+# shared sums (the smoke shapes' blocks are smaller than a warp): d = 32
+# gives 4 column groups by 8 row parts a warp; the fused kernel at d = 64
+# spans two warps across (8 column groups each) and 4 row parts a warp.
+WHOLE_WARP = [
+    (DECODE, "batched", _shape("n2 hk1 hv2 d32", n=2, slots=3, hk=1, hv=2, dk=32, dv=32)),
+    (DECODE, "per_sequence", _shape("n2 hk1 hv2 d32", n=2, slots=3, hk=1, hv=2, dk=32, dv=32)),
+    (VERIFY, "recurrent", _shape("t5 hk1 hv2 d32", t=5, hk=1, hv=2, dk=32, dv=32)),
+    (VERIFY, "wy17", _shape("t17 hk1 hv1 d32", t=17, hk=1, hv=1, dk=32, dv=32)),
+    (
+        FUSED,
+        "fused",
+        _shape("n1 hk1 hv2 d64", n=1, slots=2, hk=1, hv=2, dk=64, dv=64, conv_width=4, fused_head_dim=64),
+    ),
+]
+
+
+def _whole_warp_cases():
+    return [pytest.param(p, v, s, id=f"{p.name}-{v}-{s.label}") for p, v, s in WHOLE_WARP]
+
+
+@pytest.mark.sim
+@pytest.mark.parametrize("path,variant,shape", _whole_warp_cases())
+def test_whole_warp_blocks_sum_row_parts_by_shuffles_and_match(path, variant, shape):
+    from leverctl_kernels.gdn import _layout, _step
+
+    tile = _layout.tile_for(shape["dk"], shape["dv"])
+    bv, nt = (tile.bv, tile.threads) if path is not FUSED else (shape["dv"], 4 * shape["dv"])
+    st = _step.make_step(shape["dk"], shape["dv"], bv, nt)
+    assert st.whole and st.wp > 1 and st.tile.cw == 4, st
+    x = inputs_for(path, shape)
+    got = launch_variant(path, shape, x, variant)
+    check_all(path, variant, shape, got, path.reference(shape, x))
+
+
+@pytest.mark.sim
+def test_comparator_rejects_a_step_that_skips_a_shuffle_level(monkeypatch):
+    """One butterfly level fewer (lanes 16 apart never summed): each column's
+    dot products miss half a warp's rows, and the decode check fails."""
+    from leverctl_kernels.gdn import _step
+    from leverctl_kernels.gdn.decode import batched
+
+    path, variant, shape = WHOLE_WARP[0]
+    caches = (_step.make_step, batched.make_decode_block, batched.make_decode_batched)
+    for f in caches:
+        f.cache_clear()
+    monkeypatch.setattr(_step, "butterfly_levels", lambda wp: wp.bit_length() - 2)
+    try:
+        x = inputs_for(path, shape)
+        got = launch_variant(path, shape, x, variant)
+    finally:
+        for f in caches:
+            f.cache_clear()
+    ref = path.reference(shape, x)
+    assert not compare(got["o"], ref["o"], path.tolerance)[0]
+    assert not compare(got["state"], ref["state"], path.tolerance)[0]
+
+
+@pytest.mark.sim
+@pytest.mark.parametrize("variant", ["batched", "per_sequence"])
+def test_traced_decode_streams_the_state_in_16_byte_accesses_on_whole_sectors(variant):
+    """Under the memory tracer, at d = 32 (whole-warp blocks): the state's
+    loads and stores are 16 bytes a lane, they carry >= 90 % of the bytes
+    the kernel's warps move (a broadcast counted once), and its global
+    sectors are >= 90 % used."""
+    from leverctl.profile import memtrace as mt
+
+    _, _, shape = WHOLE_WARP[0]
+    x = inputs_for(DECODE, shape)
+    box = []
+    trace = mt.run_traced(lambda: box.append(launch_variant(DECODE, shape, x, variant)))
+    check_all(DECODE, variant, shape, box[0], DECODE.reference(shape, x))
+    prof = mt.summarize(trace)
+    rows = [r for r in prof.sites if r.space == mt.GLOBAL]
+    wide = sum(r.used_bytes for r in rows if r.bytes == 16 * r.accesses)
+    total = sum(r.used_bytes for r in rows)
+    state = 2 * shape["n"] * shape["hv"] * shape["dk"] * shape["dv"] * 4  # read and written once
+    assert wide >= state and wide >= 0.9 * total, (wide, total, [r.to_json() for r in rows])
+    assert prof.sector_efficiency >= 0.9, [r.to_json() for r in rows]
+
+
+def test_the_patch_layout_at_model_and_smoke_shapes():
+    """d = 128: 32 columns a block as 8 groups of 4, 16 row parts of 8 rows,
+    128 threads, a warp 8 groups by 4 row parts; shapes whose rows do not
+    split into 16-byte quads keep one column a thread."""
+    from leverctl_kernels.gdn import _layout, _step
+
+    t = _layout.tile_for(128, 128)
+    assert (t.bv, t.cw, t.groups, t.ksplit, t.rows, t.threads) == (32, 4, 8, 16, 8, 128)
+    st = _step.make_step(128, 128, t.bv, t.threads)
+    assert (st.whole, st.qw, st.wp, st.cg, st.kg) == (True, 8, 4, 1, 4)
+    fused = _step.make_step(128, 128, 128, 512)
+    assert (fused.tile.threads, fused.tile.rows, fused.qw, fused.wp, fused.cg, fused.kg) == (512, 8, 8, 4, 4, 4)
+    assert _layout.tile_for(12, 12).cw == 1  # 6-column slices
+    assert _layout.tile_for(8, 10).cw == 1  # rows of 10 floats: not 16-byte aligned
+    t8 = _layout.tile_for(8, 8)
+    assert (t8.cw, t8.threads, t8.dk % t8.ksplit) == (4, 8, 0)
+
+
 # ------------------------------------------------ carried state, chunking
 
 

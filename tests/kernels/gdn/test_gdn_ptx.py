@@ -124,3 +124,44 @@ def test_the_chunked_kernels_run_hmma_within_their_register_budget(compiled, tmp
 
 
 test_the_sass_holds_what_each_variants_records_claim = sass_claims_test("test_gdn_ptx")
+
+
+# The kernels that stream the recurrent state, and the 16-byte accesses their
+# PTX must hold at d = 128: (coherent v4 loads, v4 stores) at least. The
+# single-token step (decode, recurrent verify, fused conv) holds an 8 x 4
+# patch a thread: 8 rows, one v4 load and one v4 store each (the output
+# row adds v4 stores where it is fp32 in global memory); the chunked
+# kernels move the slice through shared memory 16 bytes a step.
+STATE_V4 = {
+    "decode_batched": (8, 9),
+    "decode_batched_f32": (8, 9),
+    "decode_per_sequence": (8, 9),
+    "verify_recurrent_t17": (8, 9),
+    "verify_recurrent_t5": (8, 9),
+    "fused_conv": (8, 8),
+    "verify_wy17": (4, 9),
+    "verify_wyn_t17": (4, 4),
+    "verify_wyn_t5": (4, 4),
+    "prefill_regresident": (4, 4),
+}
+# The step kernels write nothing 4 bytes at a time: state and o go 16 bytes a store.
+NO_SCALAR_F32_STORE = (
+    "decode_batched",
+    "decode_batched_f32",
+    "decode_per_sequence",
+    "verify_recurrent_t17",
+    "verify_recurrent_t5",
+)
+
+
+def test_the_state_moves_16_bytes_a_load_and_a_store(compiled):
+    for name, (loads, stores) in STATE_V4.items():
+        rec = compiled["kernels"][name]
+        if "error" in rec:
+            pytest.fail(f"{name} does not compile for sm_90 (see the compile test)")
+        ptx = Path(rec["ptx"]).read_text()
+        got = ptx.count("ld.global.v4.f32"), ptx.count("st.global.v4.f32")
+        assert got[0] >= loads and got[1] >= stores, f"{name}: {got} v4 loads/stores, want at least {(loads, stores)}"
+        assert "ld.global.nc.v4" not in ptx, f"{name}: the state is written in place: no read-only loads of it"
+        if name in NO_SCALAR_F32_STORE:
+            assert ptx.count("st.global.f32") == 0, f"{name}: scalar fp32 stores"
