@@ -95,6 +95,10 @@ PATH = family.declare(
     reference=reference,
     traffic=traffic,
     tolerance=Tolerance(rel=2e-3, abs_of_max=2e-3),
-    notes="Memory-bound on the int4 weights: the batch tiers read them once for all rows, per_row once per row.",
+    notes="The batch tiers read the int4 weights once for all rows, per_row once per row. Memory-bound on "
+    "the weights up to 3 rows; from 4 rows the tiers' FP32 FMAs bind: each weight byte feeds 4m flops "
+    "(16 at m = 4, 64 at m = 16) against an H200 ridge of about 14 flop/B (67 TFLOP/s FP32 over "
+    "4.8 TB/s), so batch16 at 16 rows is capped near 1 TB/s of weights by its design (an FFMA for every "
+    "decoded weight and row), not by its loads.",
     extra={"profile_shape": profile_shape},
 )

@@ -120,3 +120,30 @@ def test_each_tier_kernel_takes_its_full_row_count(variant, m):
 
     fig, _ = _check(variant, Shape(f"full m{m}", dict(m=m, n=3, k=136)), seed=m)
     assert fig.passed, fig
+
+
+# Rows of 16-byte groups (k % 32 == 0): the tiers' 16-byte path. k = 1056 is
+# 33 groups: the 4-row kernel's one chunk ends one group into a second warp
+# step; the 16-row kernel's 512-input chunks hold 16, 16 and 1.
+WIDE = dict(m=3, n=5, k=1056)
+
+
+@pytest.mark.sim
+@pytest.mark.parametrize("variant", ["batch4", "batch16"])
+def test_the_tiers_stream_16_byte_groups_and_their_tail_counts_once(variant):
+    from leverctl.profile import memtrace as mt
+    from leverctl_kernels.common.path import Shape
+
+    shape = Shape(f"wide m3 k{WIDE['k']}", WIDE)
+    box = []
+    trace = mt.run_traced(lambda: box.append(_check(variant, shape, seed=4)))
+    fig, _ = box[0]
+    assert fig.passed, fig
+    rows = [r for r in mt.summarize(trace).sites if r.space == mt.GLOBAL and r.kind == "load"]
+    weights = shape["n"] * shape["k"] // 2
+    wide = sum(r.used_bytes for r in rows if r.bytes == 16 * r.accesses)
+    assert wide >= weights, [r.to_json() for r in rows]  # every weight byte by a 16-byte load
+    for fault in (1, 2):  # the last group dropped, or counted twice
+        broken = _path().variants[variant].build(shape, TAIL_FAULT=fault)
+        fig, _ = _check(variant, shape, broken, seed=4)
+        assert not fig.passed, (fault, fig)

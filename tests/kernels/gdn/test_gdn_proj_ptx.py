@@ -33,3 +33,11 @@ def test_the_tier_kernels_compile_for_sm90_in_fp32(compiled):
 
 def test_ptxas_accepts_them_without_spills_or_local_memory(compiled):
     check_ptxas(compiled)
+
+
+def test_the_weights_come_in_16_byte_loads_two_a_lane_in_flight(compiled):
+    from pathlib import Path
+
+    for name, rec in compiled["kernels"].items():
+        ptx = Path(rec["ptx"]).read_text()
+        assert ptx.count("ld.global.nc.v4.u32") >= 2 + 1, f"{name}: two weight groups a step and the staged x"
