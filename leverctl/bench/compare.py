@@ -1,8 +1,15 @@
 """Compare two runs, record by record, against their measured noise: a gate
 that CI can fail on.
 
-Records match on their identity ``(kernel, shape label, config)``. For a pair
-that passed on both sides and carries timings:
+Records match on their identity ``(kernel, shape label, config)`` (``by
+variant``), or on ``(kernel, shape label)`` alone (``by path``): the lever
+A/B, where NEW ran with other levers than BASE and a path's variant or lever
+set changed with them, so the same kernel path at the same shape is what
+pairs. ``by="auto"`` takes path matching when every kernel path and shape
+appears once on each side and the two sides' levers differ for some of them
+(two ``bench`` runs, one with ``--set``), else variant matching (sweeps,
+``--all-variants``); the comparison says which (``matched_by`` and a note).
+For a pair that passed on both sides and carries timings:
 
 * each side's *spread* is ``(p80 - p20) / median`` of its samples (or its
   recorded ``noise`` when the percentiles are absent);
@@ -75,6 +82,7 @@ class Entry(NamedTuple):  # one per matched record: a million, at cluster scale 
     base_spread: float | None = None
     new_spread: float | None = None
     note: str = ""
+    base_config: str = ""  # BASE's lever set ("" or the config: the same)
 
     @property
     def regressed(self) -> bool:
@@ -97,6 +105,7 @@ class Entry(NamedTuple):  # one per matched record: a million, at cluster scale 
             base_spread,
             new_spread,
             note,
+            base_config,
         ) = self
         return (
             kernel,
@@ -113,6 +122,7 @@ class Entry(NamedTuple):  # one per matched record: a million, at cluster scale 
             None if new_spread is None else round(100 * new_spread, 3),
             base_variant if base_variant != variant else None,
             note,
+            base_config if base_config and base_config != config else None,
         )
 
     def to_json(self) -> dict[str, Any]:
@@ -136,8 +146,9 @@ _TABLE_KEYS = (
     "new_spread_pct",
     "base_variant",
     "note",
+    "base_config",
 )
-_TABLE_KINDS = ("str",) * 7 + ("num",) * 5 + ("str?", "str")
+_TABLE_KINDS = ("str",) * 7 + ("num",) * 5 + ("str?", "str", "str?")
 
 
 _FIGURES = ("base_us", "new_us", "change", "base_spread", "new_spread")
@@ -147,6 +158,7 @@ _NAMES = {
     "config": "configs",
     "variant": "variants",
     "base_variant": "variants",
+    "base_config": "configs",
 }
 
 
@@ -176,6 +188,7 @@ class Entries(Made):
             _status(c["new_status"][i]),
             *(None if x != x else x for x in figs),
             c["note"][i],
+            t.configs.values[c["base_config"][i]],
         )
 
     def counts(self) -> dict[str, int]:
@@ -228,7 +241,8 @@ class Entries(Made):
         out = {
             "kernel": cb["kernel"][bi],
             "shape": cb["shape"][bi],
-            "config": cb["config"][bi],
+            "config": cn["config"][ni],
+            "base_config": cb["config"][bi],
             "variant": cn["variant"][ni],
             "base_variant": cb["variant"][bi],
             "verdict": verdict_code,
@@ -315,12 +329,13 @@ class _EntryRows:
             return [None if x != x else round(100 * x, 3) for x in c[k][i].tolist()]
 
         variant, base_variant = texts("variant"), texts("base_variant")
+        config, base_config = texts("config"), texts("base_config")
         return list(
             zip(
                 texts("kernel"),
                 variant,
                 texts("shape"),
-                texts("config"),
+                config,
                 map(VERDICTS.__getitem__, c["verdict"][i].tolist()),
                 map(_status, c["base_status"][i].tolist()),
                 map(_status, c["new_status"][i].tolist()),
@@ -331,6 +346,7 @@ class _EntryRows:
                 pct("new_spread"),
                 [None if b == v else b for b, v in zip(base_variant, variant)],
                 c["note"][i],
+                [None if b == v else b for b, v in zip(base_config, config)],
             )
         )
 
@@ -378,6 +394,7 @@ class Comparison:
     allow_missing: bool = False  # BASE records missing from NEW do not gate
     profiles_compared: int = 0  # matched pairs that both carry a profile for one architecture
     profile_regressions: list[ProfileRegression] = field(default_factory=list)
+    matched_by: str = "variant"  # "path": (kernel, shape); "variant": (kernel, shape, levers)
 
     @property
     def regressions(self) -> list[Entry]:
@@ -427,6 +444,7 @@ class Comparison:
             "threshold_pct": self.threshold,
             "timed": self.timed,
             "allow_missing": self.allow_missing,
+            "matched_by": self.matched_by,
             "notes": list(self.notes),
             "matched": len(self.entries),
             "counts": self.counts(),
@@ -483,9 +501,11 @@ def compare(
     threshold: float = DEFAULT_THRESHOLD,
     allow_different_device: bool = False,
     allow_missing: bool = False,
+    by: str = "auto",
 ) -> Comparison:
     """Match ``base`` and ``new`` record by record, on their columns
-    (``new``'s numbered in ``base``'s tables first where they are not).
+    (``new``'s numbered in ``base``'s tables first where they are not),
+    ``by`` variant, path or ``auto`` (the module notes).
 
     The usual pair, two records that passed on a GPU with their timing
     figures, is judged on arrays, a million at once (:func:`verdicts`, the
@@ -504,8 +524,8 @@ def compare(
     if N.tables is not B.tables:
         N = B.tables.adopt(N)
     n_b = len(B)
-    keys = identity_keys({k: np.concatenate([B.cols[k], N.cols[k]]) for k in IDENTITY})
-    bk, nk = keys[:n_b], keys[n_b:]
+    cols = {k: np.concatenate([B.cols[k], N.cols[k]]) for k in IDENTITY}
+    by, bk, nk = _match_keys(cols, n_b, by, notes)
     # Each BASE record's counterpart in NEW (identities are unique on each side).
     order = np.argsort(nk, kind="stable")
     at = np.searchsorted(nk[order], bk)
@@ -520,7 +540,42 @@ def compare(
     entries = Entries.of_pairs(B, N, bi, ni, threshold, kinds)
     compared, regressed = _profiles(B, N, bi, ni, notes)
     c = _comparison(base, new, names, threshold, entries, only_base, only_new, notes, allow_missing)
-    return dataclasses.replace(c, profiles_compared=compared, profile_regressions=regressed)
+    return dataclasses.replace(c, profiles_compared=compared, profile_regressions=regressed, matched_by=by)
+
+
+BY = ("auto", "path", "variant")
+
+
+def _match_keys(cols: dict, n_b: int, by: str, notes: list[str]) -> tuple[str, Any, Any]:
+    """``(by, BASE keys, NEW keys)``: the matching chosen (``by``, or for
+    ``auto`` what the records imply) and each record's key under it."""
+    import numpy as np
+
+    _check_by(by)
+    variant_keys = identity_keys(cols)
+    path_keys = identity_keys({**cols, "config": np.zeros_like(cols["config"])})
+    pb, pn = path_keys[:n_b], path_keys[n_b:]
+    unique = [len(np.unique(k)) == len(k) for k in (pb, pn)]
+    if by == "path" and not all(unique):
+        side = "BASE" if not unique[0] else "NEW"
+        raise UserError(
+            f"--by path: {side} holds several records of one kernel path and shape (several variants or "
+            "lever sets, as a sweep or --all-variants makes): they cannot pair by path; use --by variant"
+        )
+    if by == "auto":
+        by = "variant"
+        if all(unique):
+            common, ib, inn = np.intersect1d(pb, pn, return_indices=True)
+            cb, cn = cols["config"][:n_b][ib], cols["config"][n_b:][inn]
+            if (cb != cn).any():
+                by = "path"
+    if by == "path":
+        notes.append(
+            "matched by kernel path and shape (--by path): the runs set different levers, so each pair "
+            "shows both sides' variant and levers; --by variant matches the lever sets too"
+        )
+        return by, pb, pn
+    return by, variant_keys[:n_b], variant_keys[n_b:]
 
 
 def _profiles(B: Records, N: Records, bi: Any, ni: Any, notes: list[str]) -> tuple[int, list[ProfileRegression]]:
@@ -554,19 +609,33 @@ def compare_paths(
     threshold: float = DEFAULT_THRESHOLD,
     allow_different_device: bool = False,
     allow_missing: bool = False,
+    by: str = "auto",
 ) -> tuple[Comparison, ResultSet, ResultSet]:
     """:func:`compare` of two result paths, and the two result sets read
     (for what reading them tolerated), as columns numbered alike."""
     _check_threshold(threshold)
+    _check_by(by)
     b, n = load_all([base, new], Tables())
     for got in (b, n):
         if isinstance(got, UserError):
             raise got
     return (
-        compare(b, n, threshold=threshold, allow_different_device=allow_different_device, allow_missing=allow_missing),
+        compare(
+            b,
+            n,
+            threshold=threshold,
+            allow_different_device=allow_different_device,
+            allow_missing=allow_missing,
+            by=by,
+        ),
         b,
         n,
     )
+
+
+def _check_by(by: str) -> None:
+    if by not in BY:
+        raise UserError(f"--by must be one of {', '.join(BY)}, not {by!r}")
 
 
 def _check_threshold(threshold: float) -> None:
@@ -614,6 +683,7 @@ def _entry(b: Mapping[str, Any], n: Mapping[str, Any], threshold: float, kinds: 
         base_variant=b["variant"],
         shape=n["shape"]["label"],
         config=n["config"],
+        base_config=b["config"],
         base_status=b["status"],
         new_status=n["status"],
     )
@@ -633,20 +703,23 @@ def _entry(b: Mapping[str, Any], n: Mapping[str, Any], threshold: float, kinds: 
     ]
     if problems:
         return Entry(verdict="UNTIMED", note="; ".join(problems), **common)
-    return _timed(b, n["variant"], median_us(b), median_us(n), spread(b), spread(n), threshold)
+    return _timed(b, n, median_us(b), median_us(n), spread(b), spread(n), threshold)
 
 
-def _timed(b: Mapping[str, Any], variant: str, bu: float, nu: float, bsp: float, nsp: float, threshold: float) -> Entry:
+def _timed(
+    b: Mapping[str, Any], n: Mapping[str, Any], bu: float, nu: float, bsp: float, nsp: float, threshold: float
+) -> Entry:
     """The entry of a pair that passed on both sides with usable timings
-    (``b`` the BASE record; NEW's kernel, shape and config are the same)."""
+    (``b`` the BASE record, ``n`` NEW's: the same kernel and shape)."""
     v, change = verdict(bu, nu, bsp, nsp, threshold)
+    variant = n["variant"]
     note = f"variant changed: {b['variant']} -> {variant}" if b["variant"] != variant else ""
     return Entry(
         b["kernel"],
         variant,
         b["variant"],
         b["shape"]["label"],
-        b["config"],
+        n["config"],
         v,
         "pass",
         "pass",
@@ -656,6 +729,7 @@ def _timed(b: Mapping[str, Any], variant: str, bu: float, nu: float, bsp: float,
         bsp,
         nsp,
         note,
+        b["config"],
     )
 
 

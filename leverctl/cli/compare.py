@@ -1,7 +1,8 @@
 """``leverctl compare BASE NEW``: did anything get slower or start failing?
 
 Each side is a bench JSON document or sweep results (a directory or its
-results.jsonl). Records match on (kernel, shape, lever set); the verdicts and
+results.jsonl). Records match on (kernel, shape, lever set), or on (kernel,
+shape) when the two runs set different levers (``--by``); the verdicts and
 the noise rule are in :mod:`leverctl.bench.compare`.
 
 Exit codes, so CI can gate on it: 0 nothing regressed, 1 a regression, a
@@ -76,6 +77,7 @@ def _rows(c, entries) -> tuple[list[str], list[list[str]]]:
     rows = []
     for e in entries:
         variant = e.variant if e.variant == e.base_variant else f"{e.base_variant} → {e.variant}"
+        levers = e.config if not e.base_config or e.base_config == e.config else f"{e.base_config} → {e.config}"
         if c.timed:
             noise = max(e.base_spread or 0.0, e.new_spread or 0.0) if e.base_spread is not None else None
             rows.append(
@@ -84,7 +86,7 @@ def _rows(c, entries) -> tuple[list[str], list[list[str]]]:
                     e.kernel,
                     variant,
                     e.shape,
-                    e.config,
+                    levers,
                     _us(e.base_us),
                     _us(e.new_us),
                     _pct(e.change),
@@ -93,7 +95,7 @@ def _rows(c, entries) -> tuple[list[str], list[list[str]]]:
                 ]
             )
         else:
-            rows.append([e.verdict, e.kernel, variant, e.shape, e.config, e.base_status, e.new_status, e.note])
+            rows.append([e.verdict, e.kernel, variant, e.shape, levers, e.base_status, e.new_status, e.note])
     return cols, rows
 
 
@@ -239,6 +241,17 @@ def register(app: typer.Typer) -> None:
         allow_missing: Annotated[
             bool, typer.Option("--allow-missing", help="Do not fail when a BASE record has no counterpart in NEW.")
         ] = False,
+        by: Annotated[
+            str,
+            typer.Option(
+                "--by",
+                metavar="auto|path|variant",
+                help="Pair records by kernel path and shape (a lever A/B: each side's variant and levers shown), "
+                "or by variant (kernel, shape and lever set: sweeps, --all-variants). auto: path when every "
+                "path and shape appears once a side and the runs' levers differ, else variant.",
+                autocompletion=lambda incomplete: [b for b in ("auto", "path", "variant") if b.startswith(incomplete)],
+            ),
+        ] = "auto",
         every: Annotated[
             bool,
             typer.Option(
@@ -248,8 +261,8 @@ def register(app: typer.Typer) -> None:
             ),
         ] = False,
     ) -> None:
-        """Per kernel, variant, shape and lever set: FASTER, SLOWER, SAME or
-        NOISY against both runs' noise. Exit 1 on a regression (timing or,
+        """Per kernel, shape and variant: FASTER, SLOWER, SAME or NOISY
+        against both runs' noise (a lever A/B pairs each path's variants). Exit 1 on a regression (timing or,
         with bench --profile, machine code and memory), a new failure, an
         untimed pair, a BASE record missing from NEW, or nothing in common."""
         from ..bench.compare import compare_paths
@@ -262,6 +275,7 @@ def register(app: typer.Typer) -> None:
                 threshold=threshold,
                 allow_different_device=allow_different_device,
                 allow_missing=allow_missing,
+                by=by,
             )
             for rs in (b, n):
                 for note in rs.notes():

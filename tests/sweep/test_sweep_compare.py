@@ -496,3 +496,84 @@ def test_compare_on_columns_gives_each_pair_its_verdict_record_by_record(tmp_pat
     assert got_n.notes() == [repeated_note(str(n), ["line 56"])]
     assert got.only_base and got.only_new and got.entries
     assert len({e.verdict for e in want}) >= (3 if kind == "gpu" or mixed else 1)
+
+
+# ── lever A/B: pairs by kernel path and shape ────────────────────────────────
+
+
+def _ab(kind="gpu"):
+    """BASE with the default levers, NEW with one set: at two of the three
+    shapes the path's variant changed with its lever set; at the third only
+    the lever set did (the variant the table picks there is the same)."""
+    dev = "NVIDIA H200" if kind == "gpu" else SIM_NAME
+    t = (lambda us: us) if kind == "gpu" else (lambda us: None)
+    base = [
+        rec(t(100.0), kernel="gdn.verify", variant="wy17", config="gdn_wy17=1", shape="t17 a", device=dev),
+        rec(t(100.0), kernel="gdn.verify", variant="wy17", config="gdn_wy17=1", shape="t17 b", device=dev),
+        rec(t(50.0), kernel="gdn.verify", variant="wyn", config="gdn_wy17=1", shape="t5", device=dev),
+    ]
+    new = [
+        rec(t(130.0), kernel="gdn.verify", variant="wyn", config="gdn_wy17=0", shape="t17 a", device=dev),
+        rec(t(100.0), kernel="gdn.verify", variant="wyn", config="gdn_wy17=0", shape="t17 b", device=dev),
+        rec(t(50.0), kernel="gdn.verify", variant="wyn", config="gdn_wy17=0", shape="t5", device=dev),
+    ]
+    return base, new
+
+
+def test_a_lever_ab_pairs_every_record_by_path_and_shows_both_sides():
+    base, new = _ab()
+    c = compare(run(*base), run(*new, source="new.json"))
+    assert c.matched_by == "path" and not c.only_base and not c.only_new
+    got = {e.shape: e for e in c.entries}
+    assert (got["t17 a"].verdict, got["t17 a"].base_variant, got["t17 a"].variant) == ("SLOWER", "wy17", "wyn")
+    assert got["t17 a"].base_config == "gdn_wy17=1" and got["t17 a"].config == "gdn_wy17=0"
+    assert got["t17 b"].verdict == "SAME" and got["t5"].verdict == "SAME"
+    assert c.exit_code == 1 and any("matched by kernel path and shape" in n for n in c.notes)
+    doc = c.to_json()
+    assert doc["matched_by"] == "path"
+    e = next(x for x in doc["entries"] if x["shape"] == "t17 a")
+    assert (e["base_variant"], e["base_config"], e["config"]) == ("wy17", "gdn_wy17=1", "gdn_wy17=0")
+    # By variant (the old rule) the lever sets never meet: nothing in common.
+    v = compare(run(*base), run(*new, source="new.json"), by="variant")
+    assert v.matched_by == "variant" and not v.entries and "nothing in common" in v.gate_reasons()
+
+
+def test_a_simulator_lever_ab_passes_when_no_status_got_worse_and_fails_when_one_did():
+    base, new = _ab("sim")
+    sim = dict(kind="sim", name=SIM_NAME)
+    c = compare(run(*base, **sim), run(*new, source="new.json", **sim))
+    assert c.matched_by == "path" and c.counts() == {"PASS": 3} and c.exit_code == 0
+    new[0]["status"] = "fail"
+    c = compare(run(*base, **sim), run(*new, source="new.json", **sim))
+    assert c.counts() == {"NEW FAIL": 1, "PASS": 2} and c.exit_code == 1
+
+
+def test_runs_with_several_records_a_path_and_shape_match_by_variant_and_path_is_refused():
+    """A sweep or --all-variants holds several variants of one path and shape:
+    auto pairs them by variant; --by path cannot pair them and says so."""
+    base = run(rec(100.0), rec(50.0, config="gemv_sw=0", variant="gemv_64t"))
+    new = run(rec(100.0), rec(50.0, config="gemv_sw=0", variant="gemv_64t"), source="new.json")
+    c = compare(base, new)
+    assert c.matched_by == "variant" and len(c.entries) == 2 and c.exit_code == 0
+    with pytest.raises(UserError, match="several records of one kernel path and shape"):
+        compare(base, new, by="path")
+    with pytest.raises(UserError, match="--by must be one of"):
+        compare(base, new, by="kernel")
+
+
+def test_same_levers_on_both_sides_match_by_variant_as_before():
+    c = compare(run(rec(100.0)), run(rec(100.0), source="new.json"))
+    assert c.matched_by == "variant" and not any("matched by kernel path" in n for n in c.notes)
+
+
+def test_compare_cli_pairs_a_lever_ab_and_shows_both_sides(tmp_path, capsys):
+    base, new = _ab()
+    b = write(tmp_path, "base.json", bench_doc(*base))
+    n = write(tmp_path, "new.json", bench_doc(*new))
+    code, out, _ = cli(["compare", b, n], capsys)
+    assert code == 1 and "wy17 → wyn" in out and "gdn_wy17=1 → gdn_wy17=0" in out
+    assert "matched by kernel path and shape" in out and "3 matched" in out
+    code, out, _ = cli(["compare", b, n, "--by", "variant"], capsys)
+    assert code == 1 and "0 matched" in out
+    code, out, err = cli(["compare", b, n, "--by", "nope"], capsys)
+    assert code == 2 and out == "" and err.strip().count("\n") == 0 and "--by must be one of" in err
