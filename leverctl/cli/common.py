@@ -409,10 +409,20 @@ def check_structure(catalog, recipe, sets, unsets) -> None:
 
 
 def check_set_unset(sets, unsets) -> None:
-    """One variable in both --set and --unset is a conflict, whatever the order."""
+    """One variable in both --set and --unset is a conflict, whatever the
+    order; so is one variable --set twice to different values (which one
+    the user meant cannot be guessed; the same value twice is harmless)."""
     both = [var for var, _ in sets if var in set(unsets)]
     if both:
         raise UserError(f"--set {both[0]}=... and --unset {both[0]} contradict each other; give one")
+    from ..levers.present import safe
+
+    seen: dict = {}
+    for var, value in sets:
+        if var in seen and seen[var] != value:
+            first, second = (safe(v) for v in (seen[var], value))
+            raise UserError(f"--set {var}={first} and --set {var}={second} contradict each other; give one")
+        seen[var] = value
 
 
 def setup(

@@ -245,4 +245,23 @@ def check_output_path(path: str | Path, option: str, *, directory: bool = False,
         else:
             what = f"create {'it' if directory else 'its folder'} in {existing}"
         raise UserError(f"no permission to {what}", text)
+    _probe(existing, make_dir=existing != target, text=text)
     return p
+
+
+def _probe(folder: Path, *, make_dir: bool, text: str) -> None:
+    """Make and remove a temporary folder (or file) in ``folder``: what the
+    permission bits cannot tell (a pseudo or read-only file system, such as
+    ``/proc``, refuses it even to root) is found before any work."""
+    import tempfile
+
+    try:
+        if make_dir:
+            os.rmdir(tempfile.mkdtemp(prefix=".leverctl-probe-", dir=folder))
+        else:
+            fd, name = tempfile.mkstemp(prefix=".leverctl-probe-", dir=folder)
+            os.close(fd)
+            os.unlink(name)
+    except OSError as e:
+        what = "create a folder" if make_dir else "write a file"
+        raise UserError(f"cannot {what} in {folder}: {e.strerror or e}", text) from None

@@ -145,7 +145,9 @@ def lint(
     # The environment's variables the resolution set aside as not the
     # engine's: a lever name there without its prefix, or miscased, is a
     # setting the engine never sees. An env file is meant for the engine
-    # (error); the process environment holds much else (warning), and another
+    # (error); so is a lever's own name in another case, wherever it is set
+    # (error: it can mean nothing else); the process environment holds much
+    # else, so a name without the prefix there is a warning, and another
     # engine's variables there are that engine's business.
     from_file = env_where is not None
     for var in sorted(env or {}):
@@ -156,7 +158,7 @@ def lint(
             continue
         code, meant, why = wrong
         add(
-            "error" if from_file else "warning",
+            "error" if from_file or code == "case" else "warning",
             "unknown-variable",
             f"{why} (did you mean {meant}?)",
             var,

@@ -285,6 +285,19 @@ OPTION_CASES = [
         ("unknown engine 'ATLAS'",),
     ),
 ]
+for cmd, argv in {
+    "show": ("show",),
+    "lint": ("lint",),
+    "freeze": ("recipe", "freeze"),
+    "bench": ("bench", "-k", "gdn.decode"),
+}.items():
+    OPTION_CASES += [
+        Case(
+            f"set-twice-to-different-values-{cmd}",
+            (*argv, "--set", "ATLAS_GDN_WY17=0", "--set", "ATLAS_GDN_WY17=1"),
+            ("--set ATLAS_GDN_WY17=0 and --set ATLAS_GDN_WY17=1 contradict each other",),
+        ),
+    ]
 for cmd, argv in {"show": ("show",), "lint": ("lint",), "freeze": ("recipe", "freeze")}.items():
     OPTION_CASES += [
         Case(

@@ -57,6 +57,14 @@ def _rows() -> list[Case]:
                 skip_as_root=True,
             ),
         ]
+        if Path("/proc/self").is_dir():  # a file system that refuses a new folder even to root
+            rows.append(
+                Case(
+                    f"{name}-out-on-a-pseudo-file-system",
+                    (*argv, opt, "/proc/leverctl-nope/" + target.split("/")[-1]),
+                    ("/proc/leverctl-nope",),  # "cannot create a folder in /proc", or "no such folder"
+                )
+            )
         if directory:
             rows.append(
                 Case(

@@ -200,6 +200,19 @@ def test_in_the_process_environment_an_unprefixed_lever_name_is_a_warning_and_ot
     assert "did you mean ATLAS_GDN_WY17?" in f.message
 
 
+def test_a_lever_name_in_the_wrong_case_in_the_process_environment_is_an_error_like_a_typo(cats):
+    """atlas_gdn_wy17=0 is ignored by the engine exactly as ATLAS_GDN_WY71=0
+    is: both are errors, each with the right spelling."""
+    for var, meant in (("atlas_gdn_wy17", "ATLAS_GDN_WY17"), ("Atlas_Gdn_Wy17", "ATLAS_GDN_WY17")):
+        env = {var: "0", "HOME": "/root"}
+        (f,) = lint(resolve(cats["atlas"], env=env), None, env)
+        assert (f.severity, f.var, f.where) == ("error", var, "environment")
+        assert f"did you mean {meant}?" in f.message and "only in case" in f.message
+    env = {"ATLAS_GDN_WY71": "0"}
+    (typo,) = lint(resolve(cats["atlas"], env=env), None, env)
+    assert typo.severity == "error"
+
+
 # ── counts too large for the engine ─────────────────────────────────────────
 
 
