@@ -173,7 +173,8 @@ def register(app: typer.Typer) -> None:
                 "--weights",
                 metavar="FILE.gguf",
                 help="Bench every dense-FFN prefill arm (ffn.prefill, Metrale) on one FFN matrix of this GGUF "
-                "file (Q4_K, F16, BF16 or F32), named by --tensor; needs leverctl[gguf].",
+                "file (Q4_K, F16, BF16 or F32), named by --tensor; needs the gguf extra "
+                "(pip install 'leverctl\\[gguf]').",
             ),
         ] = None,
         tensor: Annotated[
@@ -185,7 +186,7 @@ def register(app: typer.Typer) -> None:
             typer.Option(
                 "--profile",
                 help="Add each record's machine-code and memory profile (as leverctl profile shows it); "
-                "needs leverctl[profile].",
+                "needs the profile extra (pip install 'leverctl\\[profile]').",
             ),
         ] = False,
         arch: common.ArchOpt = None,

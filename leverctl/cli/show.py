@@ -86,6 +86,13 @@ def _freeze_header(r: Resolved) -> str:
     parts.append(
         {"env": "with the environment", "env-file": "with the env file"}.get(r.env_label, "without the environment")
     )
+    from ..levers.present import safe
+    from ..levers.resolve import show_raw
+
+    sets = [f"--set {v}={safe(show_raw(s.raw) or '')}" for v, s in res.variables.items() if s.source == "set"]
+    unsets = [f"--unset {v}" for v, s in res.variables.items() if s.source == "unset"]
+    if sets or unsets:
+        parts.append("and " + " ".join(sets + unsets))
     return " ".join(parts) + ".\nLoaded alone, this recipe resolves to the same values."
 
 

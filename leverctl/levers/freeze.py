@@ -114,6 +114,22 @@ def ansi_c_quote(data: bytes) -> str:
     return f"$'{body}'"
 
 
+def _controls(text: Raw) -> bool:
+    """Whether a str value holds a control character (C0, DEL or C1)."""
+    return isinstance(text, str) and any(ord(c) < 0x20 or 0x7F <= ord(c) <= 0x9F for c in text)
+
+
+def shell_quote(text: Raw) -> str:
+    """A value for a shell line: POSIX single quotes, or bash's $'...' with
+    escapes where the value holds bytes that are not UTF-8 or control
+    characters (which inside single quotes would reach the terminal raw)."""
+    if isinstance(text, bytes):
+        return ansi_c_quote(text)
+    if _controls(text):
+        return ansi_c_quote(text.encode("utf-8"))
+    return shlex.quote(text)
+
+
 def shell_lines(
     catalog: Catalog, sets: Mapping[str, Raw | None], *, unset_others: bool = True, comments: list[str] | None = None
 ) -> tuple[list[str], list[str]]:
@@ -121,13 +137,15 @@ def shell_lines(
     None to unset) for this catalog's variables: ``export`` for each set
     variable, ``unset`` for the rest. Returns (lines, notes).
 
-    Values are POSIX single-quoted; one that is not UTF-8 keeps its exact
-    bytes in bash's $'\\xHH' quoting (bash, zsh, ksh93, POSIX 2024 shells),
-    which is what the engine would see."""
+    Values are POSIX single-quoted; one that is not UTF-8, or holds a control
+    character, keeps its exact bytes in bash's $'\\xHH' quoting (bash, zsh,
+    ksh93, POSIX 2024 shells), which is what the engine would see."""
     values, notes = lever_strings(catalog, sets, keep_bytes=True)
     lines = [f"# {c}" for c in (comments or [])]
     if any(isinstance(v, bytes) for v in values.values()):
         lines.append("# values in $'...' hold bytes that are not UTF-8, exactly: eval them in bash, zsh or ksh")
+    elif any(_controls(v) for v in values.values()):
+        lines.append("# values in $'...' hold control characters, escaped: eval them in bash, zsh or ksh")
     for var, text in values.items():
         if not SHELL_NAME.match(var):
             from ..errors import UserError
@@ -137,7 +155,7 @@ def shell_lines(
             from ..errors import UserError
 
             raise UserError(f"{var}: a value with a NUL character cannot be put in an environment")
-        lines.append(f"export {var}={shlex.quote(text) if isinstance(text, str) else ansi_c_quote(text)}")
+        lines.append(f"export {var}={shell_quote(text)}")
     explicit = [v for v, raw in sets.items() if raw is None]
     others = [v for v in catalog.variables() if v not in values] if unset_others else []
     for var in dict.fromkeys([*explicit, *others]):

@@ -4,6 +4,8 @@ command it lists."""
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from leverctl import __version__
@@ -122,3 +124,21 @@ def test_the_metavar_check_fails_an_option_left_to_its_type_name():
 def test_no_env_is_a_flag_in_the_help(cli):
     line = next(x for x in cli("show", "--help").out.splitlines() if "--no-env" in x)
     assert "<" not in line and "BOOL" not in line.upper().replace("BOOLEAN", "BOOL").split("--NO-ENV")[0]
+
+
+# Rich reads [word] in help text as markup and drops it ("needs leverctl."
+# for "needs leverctl[gguf]."): brackets meant literally are escaped (\[).
+MARKUP_TAG = r"(?<!\\)\[[a-z][a-z0-9 _/#.-]*\]"
+
+
+@pytest.mark.parametrize("where, option", _options(), ids=lambda x: x if isinstance(x, str) else x.opts[0])
+def test_no_help_text_loses_a_bracketed_word_to_markup(where, option):
+    import re
+
+    assert not re.search(MARKUP_TAG, option.help or ""), f"{where} {option.opts[0]}: {option.help!r}"
+
+
+def test_the_bench_help_names_the_extras_with_their_brackets(cli):
+    text = " ".join(cli("bench", "--help").out.replace("│", " ").split())
+    assert "leverctl[gguf]" in text and "leverctl[profile]" in text
+    assert not re.search(MARKUP_TAG, "needs leverctl\\[gguf]") and re.search(MARKUP_TAG, "needs leverctl[gguf]")

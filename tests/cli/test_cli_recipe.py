@@ -47,6 +47,17 @@ def test_freeze_to_stdout_is_the_same_recipe(cli):
     assert tomllib.loads(r.out)["levers"] == {"ATLAS_K4_DIAG": "1"}
 
 
+def test_the_freeze_header_names_the_set_and_unset_values_it_holds(cli):
+    r = cli("recipe", "freeze", "--no-env", "--set", "ATLAS_GDN_WY17=0", "--unset", "ATLAS_GDN_WYN")
+    assert r.code == 0, r.err
+    head = r.out.splitlines()[0]
+    assert head.startswith("# Atlas levers as resolved by leverctl") and head.endswith(
+        "without the environment and --set ATLAS_GDN_WY17=0 --unset ATLAS_GDN_WYN."
+    )
+    plain = cli("recipe", "freeze", "--no-env").out.splitlines()[0]
+    assert "--set" not in plain and plain.endswith("without the environment.")
+
+
 def test_freeze_replaces_an_existing_file_atomically_and_leaves_no_temporaries(cli, tmp_path):
     out = tmp_path / "frozen.toml"
     out.write_text("old")
