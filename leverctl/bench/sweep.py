@@ -447,8 +447,12 @@ class DirectoryLock:
     """Keeps a second sweep out of a directory one is writing: an exclusive
     ``flock`` on ``DIR/.sweep.lock``, whose text is the holder's pid. The
     kernel drops the lock when its holder exits, however it ends, so a
-    crashed sweep never leaves a stale lock: the file may stay, the lock
-    does not. A second sweep is refused at once, naming the first's pid."""
+    crashed sweep never leaves a stale lock: its file may stay, the lock
+    does not. A sweep that ends (done, refused or interrupted) removes the
+    file, so a finished directory holds only its plan and results. A second
+    sweep is refused at once, naming the first's pid. A lock taken on a
+    file that its holder removed meanwhile is dropped and taken again on
+    the path's current file, so two sweeps never hold "the" lock at once."""
 
     def __init__(self, directory: Path | None):
         self.directory = None if directory is None else Path(directory)  # None: named later
@@ -486,25 +490,43 @@ class DirectoryLock:
         import fcntl
 
         d = self.directory
-        try:
-            fd = os.open(d / LOCK_FILE, flags | os.O_CLOEXEC, 0o644)
-        except OSError as e:
-            raise UserError(f"cannot open the lock file {LOCK_FILE}: {e.strerror or e}", str(d)) from None
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except OSError:
-            holder = _lock_holder(fd)
-            os.close(fd)
-            raise UserError(
-                f"another sweep ({holder}) is writing this directory; wait for it to end, or choose another --out",
-                str(d),
-            ) from None
-        os.ftruncate(fd, 0)
-        os.write(fd, f"{os.getpid()}\n".encode())
-        self._fd = fd
+        path = d / LOCK_FILE
+        for _ in range(100):
+            try:
+                fd = os.open(path, flags | os.O_CLOEXEC, 0o644)
+            except FileNotFoundError:
+                if not flags & os.O_CREAT:
+                    return  # removed by the sweep that held it: nothing to lock
+                raise
+            except OSError as e:
+                raise UserError(f"cannot open the lock file {LOCK_FILE}: {e.strerror or e}", str(d)) from None
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except OSError:
+                holder = _lock_holder(fd)
+                os.close(fd)
+                raise UserError(
+                    f"another sweep ({holder}) is writing this directory; wait for it to end, or choose another --out",
+                    str(d),
+                ) from None
+            try:
+                same = os.stat(path).st_ino == os.fstat(fd).st_ino
+            except FileNotFoundError:
+                same = False
+            if same:
+                os.ftruncate(fd, 0)
+                os.write(fd, f"{os.getpid()}\n".encode())
+                self._fd = fd
+                return
+            os.close(fd)  # its holder removed it as we opened it: take the path's current file
+        raise UserError(f"cannot hold the lock file {LOCK_FILE}: it keeps being replaced", str(d))
 
     def release(self) -> None:
         if self._fd is not None:
+            try:
+                os.unlink(self.directory / LOCK_FILE)  # while still held: no one takes a file about to go
+            except OSError:
+                pass
             os.close(self._fd)  # closing drops the flock
             self._fd = None
 

@@ -61,16 +61,24 @@ def _kernels_table(sweep, shard_count: int | None, width: int | None, color: boo
             k.recipe_config or "–",
         )
     c.print(fit(t, c.width))
-    line = (
-        f"total: {sweep.total} runs; a naive product over all {len(sweep.catalog.levers)} levers: "
-        f"{sweep.naive_total:,} runs"
-    )
+    line = f"total: {sweep.total} runs; {_naive(sweep)}"
     if shard_count is not None:
         line += f"; this shard: {shard_count}"
     c.print(line, markup=False)
     for why, fields in sweep.not_benchmarked_by_reason().items():
         c.print(f"not benchmarked, {why} ({len(fields)}): {', '.join(fields)}", markup=False)
     return "\n".join(x.rstrip() for x in buf.getvalue().splitlines()) + "\n"
+
+
+def _naive(sweep) -> str:
+    """What one product over every lever would have planned at the same
+    kernel shapes: it scales with the shapes (-k picks fewer), not with the
+    levers, which are always all of them."""
+    shapes = sum(max(1, len(k.shapes)) for k in sweep.kernels)
+    return (
+        f"every combination of all {len(sweep.catalog.levers)} levers at each of these {shapes} kernel shapes "
+        f"would be {sweep.naive_total:,} runs"
+    )
 
 
 def _kernels_markdown(sweep, shard_count: int | None) -> str:
@@ -88,7 +96,7 @@ def _kernels_markdown(sweep, shard_count: int | None) -> str:
         out.append(f"| {k.name} | {levers or '–'} | {k.configurations} | {len(k.shapes)} | {k.runs} |")
     out += [
         "",
-        f"Total: **{sweep.total}** runs (a naive product over all levers: {sweep.naive_total:,})."
+        f"Total: **{sweep.total}** runs ({_naive(sweep)})."
         + (f" This shard: {shard_count}." if shard_count is not None else ""),
         "",
     ]

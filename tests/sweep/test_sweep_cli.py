@@ -61,6 +61,8 @@ def test_dry_run_table_and_markdown_name_the_totals_and_idle_levers(fake, capsys
     code, out, _ = cli(["sweep", "--no-env", "--dry-run", "-f", "markdown", "--kernel", "fake.gemv"], capsys)
     assert code == 0 and "| fake.gemv | `gemv_sw` (on, off) | 2 | 2 | 4 |" in out
     assert "its kernel paths are not in this sweep (--kernel)" in out
+    # The naive product names what it scales with: the shapes -k keeps, over every lever.
+    assert "every combination of all 20 levers at each of these 2 kernel shapes would be" in out
 
 
 # ── shards + merge == one run ────────────────────────────────────────────────

@@ -84,10 +84,21 @@ def test_the_lock_is_exclusive_until_released_and_then_free(tmp_path):
         with pytest.raises(UserError, match=rf"another sweep \(pid {os.getpid()}\) is writing this directory"):
             take()
     a.release()
+    assert not (tmp_path / "d" / sw.LOCK_FILE).exists()  # released: the file goes with the lock
     with b:
-        b.probe()
+        b.acquire(make_dir=False)
         assert b.held
-    assert not b.held
+    assert not b.held and list((tmp_path / "d").iterdir()) == []
+
+
+def test_a_finished_sweep_leaves_no_lock_file(tmp_path, capsys, monkeypatch):
+    import sweep_fakes as fk
+
+    fk.install(monkeypatch)
+    cli = fk.cli
+    out = tmp_path / "s"
+    code, _, _ = cli(["sweep", "--no-env", "--device", "sim", "--out", str(out), "-k", "fake.gemv"], capsys)
+    assert code == 0 and (out / "results.jsonl").is_file() and not (out / sw.LOCK_FILE).exists()
 
 
 def test_probing_a_directory_without_a_lock_file_creates_nothing(tmp_path):
