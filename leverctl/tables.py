@@ -211,10 +211,30 @@ def _fit(t: Table, width: int | None) -> Table:
                 break
         else:
             return t
-    extra = share(width - _overhead(t) - sum(lo for lo, _ in ranges), [hi - lo for lo, hi in ranges])
+    room = width - _overhead(t) - sum(lo for lo, _ in ranges)
+    want = [hi - lo for lo, hi in ranges]
+    # A column of names alone (kernel paths, variants: no cell with a space)
+    # is kept whole first where the room allows, leftmost first: a name
+    # split at its "_" reads worse than a phrase wrapped at a space.
+    extra = [0] * len(want)
+    whole = {
+        i: max(0, max(_cell_range(x)[1] for x in c._cells) - ranges[i][0])
+        for i, c in enumerate(t.columns)
+        if _names_only(c)
+    }  # what the column's names need to stay whole (its header may still wrap)
+    for i in sorted(i for i in whole if whole[i]):  # left first: the row's key (a kernel path) leads
+        if whole[i] <= room:
+            extra[i], room, want[i] = whole[i], room - whole[i], want[i] - whole[i]
+    for i, more in enumerate(share(room, want)):
+        extra[i] += more
     for c, (lo, hi), more in zip(t.columns, ranges, extra):
         c.width = lo + more
     return t
+
+
+def _names_only(c: Any) -> bool:
+    """Whether every cell of a column (not its header) is one word."""
+    return bool(c._cells) and all(" " not in str(x).strip() and "\n" not in str(x) for x in c._cells)
 
 
 def share(room: int, want: list[int]) -> list[int]:

@@ -179,13 +179,18 @@ def _versus_recipe(record, recipe_levers) -> str:
 
 def _rank_rows(rankings, plan=None) -> tuple[list[str], list[list[str]]]:
     from ..bench.rank import kernel_info
+    from ..bench.report import cores_text
 
     info = kernel_info(plan)
     timed = any(r.timed for r in rankings)
+    # Where the arithmetic ran (as bench shows it), once any record used tensor cores.
+    cores = any(x.record.get("tensor_cores") for r in rankings for x in (*r.ranked, *r.baselines))
     if timed:
         cols = ["kernel", "shape", "fastest correct", "variant", "µs", "recipe µs", "speedup", "pass", "fail"]
     else:
         cols = ["kernel", "shape", "configurations", "pass", "fail", "variants checked"]
+    if cores:
+        cols.insert(4 if timed else 6, "cores")
     rows = []
     for r in rankings:
         n = len(r.ranked) + len(r.failing) + len(r.baselines)
@@ -205,6 +210,8 @@ def _rank_rows(rankings, plan=None) -> tuple[list[str], list[list[str]]]:
                     str(len(r.failing)),
                 ]
             )
+            if cores:
+                rows[-1].insert(4, cores_text(b.record) if b else "–")
         else:
             variants = sorted({x.record["variant"] for x in r.ranked})
             variants += sorted({f"{x.record['variant']} (baseline)" for x in r.baselines})
@@ -218,6 +225,8 @@ def _rank_rows(rankings, plan=None) -> tuple[list[str], list[list[str]]]:
                     ", ".join(variants) or "–",
                 ]
             )
+            if cores:
+                rows[-1].append(", ".join(sorted({cores_text(x.record) for x in (*r.ranked, *r.baselines)})) or "–")
     return cols, rows
 
 
@@ -249,7 +258,9 @@ def results_table(rs, rankings, effects, *, width: int | None = None, color: boo
         t.add_column(
             col,
             no_wrap=col != "fastest correct",
-            justify="left" if col in ("kernel", "shape", "variant", "variants checked", "fastest correct") else "right",
+            justify="left"
+            if col in ("kernel", "shape", "variant", "variants checked", "fastest correct", "cores")
+            else "right",
         )
     for row in rows:
         t.add_row(*row)

@@ -4,6 +4,9 @@ shards merged equal to one run, refusals, reports, the chart and --suggest."""
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
@@ -309,6 +312,55 @@ def test_report_show_reads_a_bench_document(capsys, tmp_path):
     (tmp_path / "b.json").write_text(json.dumps(doc))
     code, out, _ = cli(["report", "show", tmp_path / "b.json"], capsys)
     assert code == 0 and "1 pass, 0 fail" in out and "w4a16.gemv" in out
+
+
+def _rec(kernel, variant, shape, tc=None, dtype=None, us=None):
+    r = {
+        "kernel": kernel,
+        "variant": variant,
+        "levers": {"x": True},
+        "config": "x=1",
+        "shape": {"label": shape},
+        "status": "pass",
+        "timing": None if us is None else {"median_us": us, "samples": 10},
+        "device": "NVIDIA H200" if us else "sim",
+    }
+    if tc:
+        r.update(tensor_cores=tc, tc_dtype=dtype)
+    return r
+
+
+@pytest.mark.parametrize("timed", [False, True], ids=["simulator-run", "timed-run"])
+def test_report_show_has_the_cores_column_bench_has_and_keeps_kernel_names_whole_at_80(capsys, tmp_path, timed):
+    kind = "gpu" if timed else "sim"
+    us = (lambda x: x) if timed else (lambda x: None)
+    doc = {
+        "schema": "leverctl.bench/1",
+        "engine": "atlas",
+        "device": {"kind": kind, "name": "NVIDIA H200" if kind == "gpu" else "sim"},
+        "results": [
+            _rec("w4a16.gemv_dual", "gemv_dual_sw", "m1-n37-k264", us=us(5.0)),
+            _rec("gdn.verify", "wy17", "smoke t17 hk2 hv4 d12", "mma.sync", "f16", us=us(7.0)),
+        ],
+    }
+    (tmp_path / "b.json").write_text(json.dumps(doc))
+    code, md, _ = cli(["report", "show", tmp_path / "b.json", "-f", "markdown"], capsys)
+    head = next(line for line in md.splitlines() if line.startswith("| kernel"))
+    assert code == 0 and "| cores |" in head
+    rows = {line.split("|")[1].strip(): line for line in md.splitlines() if line.startswith("| ") and "." in line}
+    assert "mma.sync f16" in rows["gdn.verify"] and "FP32" in rows["w4a16.gemv_dual"]
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("ATLAS_", "METRALE_"))}
+    env["COLUMNS"] = "80"
+    p = subprocess.run(
+        [sys.executable, "-m", "leverctl", "report", "show", str(tmp_path / "b.json")],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert p.returncode == 0, p.stderr
+    assert "w4a16.gemv_dual" in p.stdout and "cores" in p.stdout, p.stdout  # the name whole, not split at "_"
+    assert max(map(len, p.stdout.splitlines())) <= 80
 
 
 # ── repeated records, report show -o ─────────────────────────────────────────

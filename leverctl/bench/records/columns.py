@@ -85,6 +85,18 @@ class Tables:
         self.lever_texts = Names()  # a lever set's JSON text -> its number
         self.levers: list[dict] = []  # number -> the lever set (parsed once)
         self.shape_objs: list[dict] = []  # number -> {"label": ...}, shared by every record of that shape
+        # (kernel, variant) numbers -> (tensor_cores, tc_dtype) where its records name tensor cores: a
+        # variant's instruction form, read back into every record of it (no per-record field).
+        self.cores: dict[tuple[int, int], tuple[Any, Any]] = {}
+
+    def note_cores(self, kernels: Sequence[int], variants: Sequence[int], recs: Sequence[Any]) -> None:
+        """Remember the tensor cores of each (kernel, variant) the records name."""
+        for k, v, r in zip(kernels, variants, recs):
+            get = r.get if type(r) is dict else (lambda f, r=r: getattr(r, f, UNSET))
+            tc = value(get("tensor_cores"))
+            if tc not in (UNSET, None):
+                dt = value(get("tc_dtype"))
+                self.cores[(int(k), int(v))] = (tc, None if dt is UNSET else dt)
 
     def lever_ids(self, texts: Sequence[bytes]) -> list[int] | None:
         """Each lever set's number by its text; None where a text new here
@@ -125,6 +137,11 @@ class Tables:
         )
         if len(remap):
             cols["levers"] = remap[cols["levers"]]
+        if src.cores:
+            kmap = self.kernels.ids(src.kernels.values)
+            vmap = self.variants.ids(src.variants.values)
+            for (k, v), tc in src.cores.items():
+                self.cores[(kmap[k], vmap[v])] = tc
         return Records(self, cols, recs.extras)
 
     def shape(self, i: int) -> dict:
@@ -217,6 +234,10 @@ class Builder:
         done["config"].append(np.array(t.configs.ids(configs), np.int32))
         done["variant"].append(np.array(t.variants.ids(variants), np.int32))
         done["levers"].append(np.array(lever_ids, np.int32))
+        with_cores = [i for i, r in enumerate(recs) if r.tensor_cores is not UNSET and r.tensor_cores is not None]
+        if with_cores:
+            ks, vs = done["kernel"][-1], done["variant"][-1]
+            t.note_cores(ks[with_cores].tolist(), vs[with_cores].tolist(), [recs[i] for i in with_cores])
         if devs:
             index = t.devices.index
             for d in devs:
@@ -290,6 +311,7 @@ class Builder:
         rows["config"].append(t.configs.add(config))
         rows["variant"].append(t.variants.add(variant))
         rows["levers"].append(lever)
+        t.note_cores([rows["kernel"][-1]], [rows["variant"][-1]], [r])
         extra = _extras(r)
         if timing_kept:
             extra["timing"] = r["timing"]
@@ -484,6 +506,9 @@ class Records(Made):
             rec["device"] = t.devices.values[d]
         if c["baseline"][i]:
             rec["baseline"] = True
+        tc = t.cores.get((int(c["kernel"][i]), int(c["variant"][i]))) if t.cores else None
+        if tc is not None:
+            rec["tensor_cores"], rec["tc_dtype"] = tc
         extra = self.extras.get(i)
         if extra:
             rec.update(extra)
