@@ -115,6 +115,8 @@ def test_a_declared_profile_shape_keeps_the_model_rows_length_and_is_small():
         "w4a16.gemv_dual": {"k"},
         "attention.paged_decode": {"hq", "hkv", "d"},
         "gdn.decode": {"dk", "dv"},
+        "gdn.verify": {"t", "dk", "dv"},
+        "gdn.fused_conv": {"dk", "dv", "conv_width"},
         "gdn.proj_gemv_batch": {"m", "k"},
         "lora.proj": {"k", "r"},
         "lora.proj_pool": {"k", "r"},
