@@ -114,20 +114,38 @@ def ansi_c_quote(data: bytes) -> str:
     return f"$'{body}'"
 
 
+def _control(c: str) -> bool:
+    """A control character a terminal acts on (C0 but newline, DEL, C1)."""
+    return (ord(c) < 0x20 and c != "\n") or 0x7F <= ord(c) <= 0x9F
+
+
 def _controls(text: Raw) -> bool:
-    """Whether a str value holds a control character (C0, DEL or C1)."""
-    return isinstance(text, str) and any(ord(c) < 0x20 or 0x7F <= ord(c) <= 0x9F for c in text)
+    return isinstance(text, str) and any(map(_control, text))
 
 
 def shell_quote(text: Raw) -> str:
-    """A value for a shell line: POSIX single quotes, or bash's $'...' with
-    escapes where the value holds bytes that are not UTF-8 or control
-    characters (which inside single quotes would reach the terminal raw)."""
+    """A value for a POSIX shell line: single quotes; a run of control
+    characters (which inside quotes would reach the terminal raw) as
+    ``"$(printf '\\ooo')"``, octal escapes of its UTF-8 bytes, joined to
+    the quoted rest (a newline stays quoted: command substitution would
+    drop it at the end). Bytes that are not UTF-8 take bash's $'...'."""
     if isinstance(text, bytes):
         return ansi_c_quote(text)
-    if _controls(text):
-        return ansi_c_quote(text.encode("utf-8"))
-    return shlex.quote(text)
+    if not _controls(text):
+        return shlex.quote(text)
+    out, run, ctrl = [], "", False
+    for c in text + "\x00":  # a sentinel control ends the last run
+        if c != "\x00" and _control(c) == ctrl:
+            run += c
+            continue
+        if run:
+            if ctrl:
+                octal = "".join(f"\\{b:03o}" for b in run.encode("utf-8"))
+                out.append(f"\"$(printf '{octal}')\"")
+            else:
+                out.append(shlex.quote(run))
+        run, ctrl = c, c != "\x00" and _control(c)
+    return "".join(out)
 
 
 def shell_lines(
@@ -145,7 +163,7 @@ def shell_lines(
     if any(isinstance(v, bytes) for v in values.values()):
         lines.append("# values in $'...' hold bytes that are not UTF-8, exactly: eval them in bash, zsh or ksh")
     elif any(_controls(v) for v in values.values()):
-        lines.append("# values in $'...' hold control characters, escaped: eval them in bash, zsh or ksh")
+        lines.append("# control characters in values are written by printf (octal escapes), never raw")
     for var, text in values.items():
         if not SHELL_NAME.match(var):
             from ..errors import UserError

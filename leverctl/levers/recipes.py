@@ -187,7 +187,9 @@ def load_recipe(path: str | Path, _seen: tuple[str, ...] = ()) -> Recipe:
             raise _type_error(text, where, k, "true or false", value)
         build[k] = Setting(value, where, line_of(text, k))
     _check_integers(doc.get("model", {}), text, where, "model")
+    _check_bench(doc.get("model", {}), text, where)
     model = _merge_model(model, doc.get("model", {}))
+    _check_bench_usable(model, doc.get("model", {}), text, where)
 
     return Recipe(
         path=where,
@@ -199,6 +201,70 @@ def load_recipe(path: str | Path, _seen: tuple[str, ...] = ()) -> Recipe:
         serve=MappingProxyType(serve),
         build=MappingProxyType(build),
         model=MappingProxyType(model),
+    )
+
+
+# [model.bench]: the model-shape lists the bench plans from (each a list of
+# positive integers), and the one count (the DFlash draft block).
+BENCH_LISTS = ("gemm_rows", "decode_batches", "decode_contexts", "prefill_tokens", "verify_tokens")
+BENCH_COUNTS = ("draft_block",)
+
+
+def _at(text: str, where: str, key: str) -> str:
+    line = line_of(text, key)
+    return f"{where}:{line}" if line else where
+
+
+def _check_bench(model: Any, text: str, where: str) -> None:
+    """``[model.bench]`` holds known keys, each a list of positive integers
+    (or, for a count, one): a zero, a negative or a word would plan shapes
+    no kernel can have."""
+    bench = model.get("bench") if isinstance(model, Mapping) else None
+    if bench is None:
+        return
+    if not isinstance(bench, Mapping):
+        raise UserError("[model] bench must be a table of shape lists", _at(text, where, "bench"))
+    known = BENCH_LISTS + BENCH_COUNTS
+    for key, value in bench.items():
+        if key not in known:
+            raise UserError(
+                f"unknown [model.bench] key `{key}`{did_you_mean(key, known)}; known: {', '.join(known)}",
+                _at(text, where, key),
+            )
+
+        def positive(x: Any) -> bool:
+            return isinstance(x, int) and not isinstance(x, bool) and x >= 1
+
+        if key in BENCH_COUNTS:
+            if not positive(value):
+                raise UserError(f"[model.bench] {key} must be a positive integer, not {value!r}", _at(text, where, key))
+        elif not isinstance(value, list) or not value or not all(map(positive, value)):
+            raise UserError(
+                f"[model.bench] {key} must be a non-empty list of positive integers, not {value!r}",
+                _at(text, where, key),
+            )
+
+
+def _check_bench_usable(model: Mapping[str, Any], own: Any, text: str, where: str) -> None:
+    """A shape list no path can use is an error naming what it lacks: the
+    GEMM rows shape the FFN projections, which need the model's width and
+    FFN size (without them the bench plans a default model's, ignoring
+    the list)."""
+    bench = model.get("bench") or {}
+    if "gemm_rows" not in bench:
+        return
+    ffn, moe = model.get("ffn") or {}, model.get("moe") or {}
+    if model.get("hidden") and (
+        ffn.get("intermediate") or moe.get("expert_intermediate") or moe.get("shared_intermediate")
+    ):
+        return
+    missing = [] if model.get("hidden") else ["[model] hidden"]
+    if not (ffn.get("intermediate") or moe.get("expert_intermediate") or moe.get("shared_intermediate")):
+        missing.append("[model.ffn] intermediate (or [model.moe] expert_intermediate)")
+    raise UserError(
+        "[model.bench] gemm_rows shapes the FFN projections, which need the model's "
+        f"{' and '.join(missing)}: without them the bench would plan a default model and ignore it",
+        _at(text, where, "gemm_rows"),
     )
 
 

@@ -206,8 +206,47 @@ UNSET_UNKNOWN = 'engine = "atlas"\nunset = ["ATLAS_GDN_WY71"]\n'
 ENGINE_CAPS = 'engine = "Atlas"\n'
 SERVE_TOO_BIG = 'engine = "atlas"\n[serve]\nmax_batch_size = 4294967296\n'
 MODEL_TOO_BIG = 'engine = "atlas"\n[model.gemv]\nrows = 9223372036854775808\n'
+BENCH_NOT_POSITIVE = (
+    'engine = "atlas"\n[model]\nhidden = 64\n[model.ffn]\nintermediate = 128\n[model.bench]\ngemm_rows = [0, -5]\n'
+)
+BENCH_UNUSABLE = 'engine = "atlas"\n[model.bench]\ngemm_rows = [3, 7]\n'
+BENCH_UNKNOWN_KEY = 'engine = "atlas"\n[model.bench]\ngemm_row = [3]\n'
+BENCH_COUNT_NOT_A_COUNT = 'engine = "metrale"\n[model.bench]\ndraft_block = "16"\n'
 
 RECIPE_CASES = []
+# [model.bench] shape lists, where the shapes are planned (sweep --dry-run, bench) and where they are not (show)
+for cmd, argv in {
+    "sweep": lambda p: ("sweep", "--dry-run", "--shapes", "model", "--recipe", p),
+    "bench": lambda p: ("bench", "--recipe", p, "-k", "w4a16.gemv"),
+    "show": lambda p: ("show", "--recipe", p),
+}.items():
+    p = "{tmp}/r.toml"
+    RECIPE_CASES += [
+        Case(
+            f"bench-rows-not-positive-{cmd}",
+            argv(p),
+            ("{tmp}/r.toml:7", "[model.bench] gemm_rows must be a non-empty list of positive integers", "[0, -5]"),
+            files=_recipe(BENCH_NOT_POSITIVE),
+        ),
+        Case(
+            f"bench-rows-without-the-model-sizes-{cmd}",
+            argv(p),
+            ("{tmp}/r.toml:3", "gemm_rows", "[model] hidden", "[model.ffn] intermediate"),
+            files=_recipe(BENCH_UNUSABLE),
+        ),
+        Case(
+            f"bench-unknown-key-{cmd}",
+            argv(p),
+            ("{tmp}/r.toml:3", "unknown [model.bench] key `gemm_row`", "did you mean gemm_rows?"),
+            files=_recipe(BENCH_UNKNOWN_KEY),
+        ),
+        Case(
+            f"bench-count-not-a-count-{cmd}",
+            argv(p),
+            ("{tmp}/r.toml:3", "[model.bench] draft_block must be a positive integer"),
+            files=_recipe(BENCH_COUNT_NOT_A_COUNT),
+        ),
+    ]
 for cmd, argv in RECIPE_COMMANDS.items():
     p = "{tmp}/r.toml"
     RECIPE_CASES += [

@@ -190,10 +190,10 @@ def test_a_value_that_is_not_utf8_never_crashes_any_format(cli, monkeypatch, fmt
         assert "[bold]" in r.out, "user data is printed, never interpreted as markup"
 
 
-def test_control_characters_in_shell_lines_are_escaped_and_bash_gets_them_back(cli, monkeypatch):
-    """A value holding control bytes is written in $'...' with \\xHH escapes
-    (never raw inside single quotes, where they would reach the terminal),
-    and bash evaluates the line back to the exact value."""
+def test_control_characters_in_shell_lines_are_escaped_and_a_posix_shell_gets_them_back(cli, monkeypatch):
+    """A value holding control characters is written with them as printf
+    octal escapes (never raw inside single quotes, where they would reach
+    the terminal), and sh and bash evaluate the line back to the value."""
     import shutil
     import subprocess
 
@@ -202,13 +202,14 @@ def test_control_characters_in_shell_lines_are_escaped_and_bash_gets_them_back(c
     r = cli("show", "-f", "env")
     assert r.code == 0, r.err
     line = next(x for x in r.out.splitlines() if x.startswith("export ATLAS_GDN_WY17="))
-    assert line == "export ATLAS_GDN_WY17=$'a\\x01b\\x1b[31m\\x09c'"
+    assert line == "export ATLAS_GDN_WY17=a\"$(printf '\\001')\"b\"$(printf '\\033')\"'[31m'\"$(printf '\\011')\"c"
     assert not any(ord(c) < 0x20 for c in r.out.replace("\n", ""))
-    if shutil.which("bash"):
-        got = subprocess.run(
-            ["bash", "-c", line + '; printf %s "$ATLAS_GDN_WY17"'], capture_output=True, check=True
-        ).stdout
-        assert got == value.encode()
+    for shell in ("sh", "bash"):
+        if shutil.which(shell):
+            got = subprocess.run(
+                [shell, "-c", line + '; printf %s "$ATLAS_GDN_WY17"'], capture_output=True, check=True
+            ).stdout
+            assert got == value.encode(), shell
 
 
 def test_a_set_value_from_undecodable_argv_bytes_is_treated_as_not_utf8(cli):
