@@ -19,6 +19,7 @@ from rich.console import Console
 
 from ..errors import UserError
 from ..levers.suggest import did_you_mean
+from . import complete
 
 # Data on stdout; diagnostics (warnings, progress) on stderr. Tables take the
 # terminal's width, or COLUMNS when it is set (piped too: `COLUMNS=80 leverctl
@@ -43,6 +44,7 @@ EngineOpt = Annotated[
         "-e",
         metavar="ENGINE",
         help="Shipped engine catalog: atlas (default) or metrale; a recipe names its own.",
+        autocompletion=complete.engines,
     ),
 ]
 CatalogOpt = Annotated[
@@ -51,17 +53,33 @@ CatalogOpt = Annotated[
 ]
 RecipeOpt = Annotated[
     Optional[Path],
-    typer.Option("--recipe", "-r", metavar="RECIPE", help="A recipe TOML file (or the name of one in recipes/)."),
+    typer.Option(
+        "--recipe",
+        "-r",
+        metavar="RECIPE",
+        help="A recipe TOML file (or the name of one in recipes/).",
+        autocompletion=complete.recipes,
+    ),
 ]
 SetOpt = Annotated[
     Optional[list[str]],
     typer.Option(
-        "--set", "-s", metavar="VAR=VALUE", help="Set a variable, above the recipe and the environment. Repeatable."
+        "--set",
+        "-s",
+        metavar="VAR=VALUE",
+        help="Set a variable, above the recipe and the environment. Repeatable.",
+        autocompletion=complete.assignments,
     ),
 ]
 UnsetOpt = Annotated[
     Optional[list[str]],
-    typer.Option("--unset", "-u", metavar="VAR", help="Unset a variable wherever it was set. Repeatable."),
+    typer.Option(
+        "--unset",
+        "-u",
+        metavar="VAR",
+        help="Unset a variable wherever it was set. Repeatable.",
+        autocompletion=complete.variables,
+    ),
 ]
 EnvFileOpt = Annotated[
     Optional[Path],
@@ -102,7 +120,11 @@ LEVER_OPTIONS: dict[str, tuple[Any, Any]] = {
 KernelOpt = Annotated[
     Optional[list[str]],
     typer.Option(
-        "--kernel", "-k", metavar="NAME", help="Only this kernel path (w4a16.gemv) or family (w4a16). Repeatable."
+        "--kernel",
+        "-k",
+        metavar="NAME",
+        help="Only this kernel path (w4a16.gemv) or family (w4a16). Repeatable.",
+        autocompletion=complete.kernels,
     ),
 ]
 ShapesOpt = Annotated[

@@ -19,7 +19,7 @@ from typing import Annotated
 import typer
 
 from ..errors import UserError
-from . import common
+from . import common, complete
 from .common import CatalogOpt, EngineOpt, robust_output, write
 
 
@@ -153,7 +153,14 @@ def _render_selects(x, out) -> None:
 def register(app: typer.Typer) -> None:
     @app.command("explain")
     def explain(
-        name: Annotated[str, typer.Argument(metavar="NAME", help="A lever field or variable, optionally with =VALUE.")],
+        name: Annotated[
+            str,
+            typer.Argument(
+                metavar="NAME",
+                help="A lever field or variable, optionally with =VALUE.",
+                autocompletion=complete.assignments_or_variables,
+            ),
+        ],
         engine: EngineOpt = None,
         catalog: CatalogOpt = None,
         fmt: Annotated[Format, typer.Option("--format", "-f", metavar="FORMAT", help="text or json.")] = Format.text,
