@@ -51,6 +51,16 @@ def model_dims(model: Mapping[str, Any] | None) -> tuple[dict, dict]:
     return gdn, bench
 
 
+def derive_slots(dims: Mapping[str, Any], given: set) -> dict:
+    """A decode shape refined along ``n`` (``--axis n=...``) keeps a pool of
+    ``2 n + 1`` state slots, as the presets make it, unless ``slots`` was
+    given too."""
+    out = dict(dims)
+    if "n" in given and "slots" not in given:
+        out["slots"] = 2 * int(out["n"]) + 1
+    return out
+
+
 def heads(gdn: dict) -> dict:
     return {
         "hk": int(gdn["qk_heads"]),

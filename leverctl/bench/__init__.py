@@ -2,6 +2,7 @@
 
     device.py    GPU or Numba's CUDA simulator, decided before numba.cuda loads
     plan.py      paths an engine (and the recipe's model) has x the variant its levers choose x shapes
+    axes.py      the preset's shapes refined by --axis NAME=V1,V2 (nvbench's axes)
     run.py       one item -> one record (run_item); records streamed as they finish; the bench document
     smoke.py     the one-thread first kernel of a GPU run, and the CUDA versions it finds
     faults.py    which CUDA errors lose the context (the run stops) and which fail one record

@@ -22,6 +22,8 @@ from typing import Any, Iterable, Mapping, Sequence
 
 from leverctl_kernels.common.path import KernelPath, Shape
 
+from .axes import Axes, refine
+
 PRESETS = ("smoke", "model")
 HASH_CHARS = 16  # records carry this many hex digits of a sha256
 
@@ -161,8 +163,9 @@ def _choose(path: KernelPath, levers: Mapping[str, Any], shape: Shape) -> tuple[
     return choice.variant, choice.note, False
 
 
-def shapes_of(path: KernelPath, preset: str, model: Mapping[str, Any] | None) -> list[Shape]:
-    return list(path.shapes(preset, model))
+def shapes_of(path: KernelPath, preset: str, model: Mapping[str, Any] | None, axes: Axes = ()) -> list[Shape]:
+    """The path's shapes at ``preset``, refined by ``--axis`` values (``axes``)."""
+    return refine(path, list(path.shapes(preset, model)), axes)
 
 
 def items_for(
@@ -244,9 +247,10 @@ def build_plan(
     shapes: str = "smoke",
     model: Mapping[str, Any] | None = None,
     catalog_digest: str = "",
+    axes: Axes = (),
 ) -> Plan:
     """The plan for the paths that apply to ``engine``, at the resolved lever
-    ``values`` (field -> value), at the ``shapes`` preset."""
+    ``values`` (field -> value), at the ``shapes`` preset refined by ``axes``."""
     if shapes not in PRESETS:
         raise ValueError(f"shape preset {shapes!r}: one of {PRESETS}")
     items: list[PlanItem] = []
@@ -260,7 +264,7 @@ def build_plan(
             continue
         try:
             levers = path_levers(path, values, catalog_fields)
-            path_shapes = shapes_of(path, shapes, model)
+            path_shapes = shapes_of(path, shapes, model, axes)
         except Exception as e:  # noqa: BLE001 - a broken declaration is a FAIL, not a crash
             bad = Shape(label=f"({shapes} shapes)", dims={})
             items.append(PlanItem(path, "", {}, bad, f"{type(e).__name__}: {one_line(e)}", True))
@@ -270,7 +274,12 @@ def build_plan(
 
 
 def plan_for(
-    resolution, paths: Sequence[KernelPath], *, shapes: str = "smoke", model: Mapping[str, Any] | None = None
+    resolution,
+    paths: Sequence[KernelPath],
+    *,
+    shapes: str = "smoke",
+    model: Mapping[str, Any] | None = None,
+    axes: Axes = (),
 ) -> Plan:
     """:func:`build_plan` from a lever ``Resolution``."""
     cat = resolution.catalog
@@ -282,6 +291,7 @@ def plan_for(
         shapes=shapes,
         model=model,
         catalog_digest=cat.digest,
+        axes=axes,
     )
 
 

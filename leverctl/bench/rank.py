@@ -247,7 +247,7 @@ class RankedRows(Made):
         us = float(self.us[i])
         us = us if us == us else None
         return Row(
-            self.recs.record(int(self.places[i])),
+            self.recs.record(int(self.places[i]), cores=True),  # the report's cores column
             us,
             self.recipe_us / us if self.recipe_us and us is not None else None,
         )

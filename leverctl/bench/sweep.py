@@ -223,11 +223,13 @@ def build_sweep(
     model: Mapping[str, Any] | None = None,
     only_levers: Sequence[str] | None = None,
     known_paths: Sequence[Any] | None = None,
+    axes: tuple = (),
 ) -> Sweep:
     """The sweep plan for the paths (already filtered by ``--kernel``, see
     :func:`leverctl.cli.common.select_paths`) that apply to the resolution's
     engine. ``only_levers`` restricts what is swept (``--levers``); the others
-    stay at the resolution's values.
+    stay at the resolution's values; ``axes`` refines the preset's shapes
+    (``--axis``, :mod:`leverctl.bench.axes`).
     ``known_paths`` (default: ``paths``) are every registered path, so that a
     lever of a path left out by ``--kernel`` is not called pathless."""
     from leverctl_kernels.common.path import Shape
@@ -257,7 +259,7 @@ def build_sweep(
         swept = tuple(f for f in p.levers if f in fields and (only_levers is None or f in only_levers))
         try:
             base = path_levers(p, values, fields)
-            shapes = tuple(shapes_of(p, preset, model))
+            shapes = tuple(shapes_of(p, preset, model, axes))
         except Exception as e:  # noqa: BLE001 - a broken declaration is one FAIL item, not a crash
             why = f"{type(e).__name__}: {' '.join(str(e).split())}"
             ks = KernelSweep(p, (), {}, {}, (), why)
@@ -401,7 +403,7 @@ def open_results(directory: Path, plan_doc: Mapping[str, Any], *, resume: bool) 
     if old["hash"] != plan_doc["hash"]:
         raise UserError(
             f"--resume: this sweep's plan is {plan_doc['hash']}, the directory's is {old['hash']} "
-            "(different engine, recipe, levers, kernels or shapes); start it in another --out",
+            "(different engine, recipe, levers, kernels, shapes or --axis values); start it in another --out",
             str(d),
         )
     if old.get("shard") != plan_doc.get("shard"):

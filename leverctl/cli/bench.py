@@ -143,6 +143,7 @@ def register(app: typer.Typer) -> None:
         setup: common.Setup,
         kernel: common.KernelOpt = None,
         shapes: common.ShapesOpt = None,
+        axis: common.AxisOpt = None,
         device: common.DeviceOpt = "auto",
         against: Annotated[
             Optional[str],
@@ -235,10 +236,15 @@ def register(app: typer.Typer) -> None:
         model = (main_recipe.model if main_recipe else None) or (other[1].model if other and other[1] else None)
         stop = StopRule(max_seconds=time_cap)
 
+        if axis and file_weights is not None:
+            from ..errors import UserError
+
+            raise UserError("--axis and --weights: the tensor's own shape is the shape; give one")
+        axes = common.axes_for(axis, paths, preset, model or None, res)
         if file_weights is not None:
             plan = _weights_plan(file_weights, paths, res, preset, model or None)
         else:
-            plan = plan_for(res, paths, shapes=preset, model=model or None)
+            plan = plan_for(res, paths, shapes=preset, model=model or None, axes=axes)
         if not dev.is_gpu:  # said once, after the input was found good
             why = f"no GPU: {dev.why_sim}. " if dev.why_sim else ""
             common.err.print(
@@ -258,7 +264,9 @@ def register(app: typer.Typer) -> None:
         keep, akeep = records.append, arecords.append
         blocks = None
         if profile:
-            aplan_items = plan_for(other[2], paths, shapes=preset, model=model or None).items if other else []
+            aplan_items = (
+                plan_for(other[2], paths, shapes=preset, model=model or None, axes=axes).items if other else []
+            )
             blocks = _profiles([*plan.items, *aplan_items], dev, arch)
         runner = _ncu_runner(dev) if ncu else None
         if blocks is not None or runner is not None:
@@ -272,7 +280,7 @@ def register(app: typer.Typer) -> None:
                 stopped = why_stopped(len(plan.items), len(records), dev)
                 if other is not None and stopped is None:
                     name, _r, ares = other
-                    aplan = plan_for(ares, paths, shapes=preset, model=model or None)
+                    aplan = plan_for(ares, paths, shapes=preset, model=model or None, axes=axes)
                     against_doc = {"name": name, "levers": ares.to_json(), "results": arecords}
                     run_plan(aplan, dev, seed, stop=stop, cache=cache, on_record=akeep)
                     speedups(records, arecords)

@@ -19,7 +19,6 @@ from rich.console import Console
 
 from ..errors import UserError
 from ..levers.suggest import did_you_mean
-from . import complete
 
 # Data on stdout; diagnostics (warnings, progress) on stderr. Tables take the
 # terminal's width, or COLUMNS when it is set (piped too: `COLUMNS=80 leverctl
@@ -36,6 +35,28 @@ def _columns() -> int | None:
 
 out = Console(soft_wrap=False, width=_columns() or (None if sys.stdout.isatty() else PIPED_WIDTH), emoji=False)
 err = Console(stderr=True, soft_wrap=True, emoji=False)
+
+
+def _complete(name: str):
+    """The completion callback ``name`` of :mod:`.complete`, imported only
+    when a shell asks (a lever command never loads it)."""
+
+    def run(ctx: typer.Context, incomplete: str) -> list:
+        from . import complete
+
+        return getattr(complete, name)(ctx, incomplete)
+
+    run.__name__ = name
+    return run
+
+
+class _Completions:
+    def __getattr__(self, name: str):
+        return _complete(name)
+
+
+complete = _Completions()
+
 
 EngineOpt = Annotated[
     Optional[str],
@@ -234,6 +255,39 @@ def shape_preset(shapes: str | None, on_gpu: bool, *, model_in_sim: bool) -> str
             "simulated thread); use --shapes smoke, a GPU, or --force"
         )
     return preset
+
+
+AxisOpt = Annotated[
+    Optional[list[str]],
+    typer.Option(
+        "--axis",
+        metavar="NAME=V1,V2",
+        help="Refine the preset's shapes along one of their dimensions, as nvbench's axes: --axis m=1,16,64 "
+        "--axis k=4096 (the product of the values given). leverctl kernels -k PATH lists each path's. Repeatable.",
+        autocompletion=complete.axes,
+    ),
+]
+
+
+def axes_for(texts, paths, preset: str, model, res=None):
+    """The ``--axis`` values parsed and checked against the shapes of the
+    paths the run plans (those the engine has), before any kernel runs."""
+    from ..bench.axes import check_axes, parse_axes
+
+    axes = parse_axes(texts)
+    if axes:
+        from ..bench.plan import applies
+
+        shapes = {}
+        for p in paths:
+            if res is not None and not applies(p, res.engine, res.catalog.fields):
+                continue
+            try:
+                shapes[p.name] = list(p.shapes(preset, model))
+            except Exception:  # noqa: BLE001 - a broken declaration is the plan's FAIL to report
+                continue
+        check_axes(axes, shapes)
+    return axes
 
 
 def registered_paths():

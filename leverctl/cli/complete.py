@@ -141,3 +141,30 @@ def assignments_or_variables(ctx: Any, incomplete: str) -> list:
         return assignments(ctx, incomplete)
     fields = {f: lv.summary for cat in _catalogs(ctx) for f, lv in cat.levers.items() if f.startswith(incomplete)}
     return variables(ctx, incomplete) + sorted(fields.items())
+
+
+@_quiet
+def axes(ctx: Any, incomplete: str) -> list:
+    """``--axis``: the dimensions the named paths' shapes have (``NAME=``,
+    with their model values). The only completion that loads the kernel
+    declarations (in simulator mode): shapes are theirs to make."""
+    import os
+
+    os.environ.setdefault("NUMBA_ENABLE_CUDASIM", "1")  # declarations only: never a GPU for a completion
+    from leverctl_kernels.registry import all_paths
+
+    from ..bench.axes import axes_of
+
+    names = _param(ctx, "kernel") or []
+    paths = [p for p in all_paths() if not names or p.name in names or p.family in names]
+    seen: dict[str, list[int]] = {}
+    for p in paths:
+        try:
+            for k, vals in axes_of(p.shapes("model", None)).items():
+                seen.setdefault(k, [])
+                seen[k] += [v for v in vals if v not in seen[k]]
+        except Exception:  # noqa: BLE001
+            continue
+    return [
+        (f"{k}=", "model: " + ",".join(map(str, v[:6]))) for k, v in sorted(seen.items()) if k.startswith(incomplete)
+    ]

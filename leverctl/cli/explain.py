@@ -19,7 +19,7 @@ from typing import Annotated
 import typer
 
 from ..errors import UserError
-from . import common, complete
+from . import common
 from .common import CatalogOpt, EngineOpt, robust_output, write
 
 
@@ -158,7 +158,7 @@ def register(app: typer.Typer) -> None:
             typer.Argument(
                 metavar="NAME",
                 help="A lever field or variable, optionally with =VALUE.",
-                autocompletion=complete.assignments_or_variables,
+                autocompletion=common.complete.assignments_or_variables,
             ),
         ],
         engine: EngineOpt = None,

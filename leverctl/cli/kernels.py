@@ -71,6 +71,7 @@ def _drop_free_levers(combos: list[dict[str, Any]], domains: dict[str, tuple]) -
 
 def describe(res, paths, model=None) -> dict[str, Any]:
     """The ``kernels --format json`` object."""
+    from ..bench.axes import axes_of
     from ..bench.plan import applies, lever_json, path_levers
 
     fields = res.catalog.fields
@@ -92,6 +93,7 @@ def describe(res, paths, model=None) -> dict[str, Any]:
             # catalog may lack the levers altogether (Atlas and ffn.prefill).
             levers = path_levers(p, values, fields) if applies_here else {}
             shapes = list(p.shapes("model", model))
+            entry["axes"] = axes_of(shapes)
         except Exception as e:  # noqa: BLE001 - a broken declaration is shown, not fatal
             entry["error"] = f"{type(e).__name__}: {e}"
             levers, shapes = {}, []
@@ -198,10 +200,12 @@ def register(app: typer.Typer) -> None:
     @common.with_setup
     def kernels(
         setup: common.Setup,
+        kernel: common.KernelOpt = None,
         fmt: Annotated[str, typer.Option("--format", "-f", metavar="FORMAT", help="table or json.")] = "table",
     ) -> None:
         """List every kernel path, its variants and the levers that choose them,
-        marking the variant the current resolution selects."""
+        marking the variant the current resolution selects; with -k, those
+        paths and the dimensions of their shapes (what --axis refines)."""
         common.check_format(fmt, FORMATS)
         res = setup.resolve()
         _cat, rec = setup.load()
@@ -209,12 +213,19 @@ def register(app: typer.Typer) -> None:
         from ..bench import device
 
         device.choose("sim")  # declarations only: no GPU initialisation for a listing
-        doc = describe(res, common.registered_paths(), rec.model if rec and rec.model else None)
+        paths = common.select_paths(common.registered_paths(), kernel)
+        doc = describe(res, paths, rec.model if rec and rec.model else None)
         if fmt == "json":
             common.write(json.dumps(doc, indent=2) + "\n")
         else:
             from ..tables import fit
 
             common.out.print(fit(table(doc), common.out.width))
-            if doc["unmeasured"]:
+            if kernel:
+                for e in doc["paths"]:
+                    dims = " ".join(f"{k}={','.join(map(str, v))}" for k, v in (e.get("axes") or {}).items())
+                    common.out.print(
+                        f"{e['name']} shape dimensions (model shapes; --axis NAME=...): {dims}", markup=False
+                    )
+            if doc["unmeasured"] and not kernel:
                 common.out.print(fit(unmeasured_table(doc), common.out.width))

@@ -114,6 +114,7 @@ def register(app: typer.Typer) -> None:
     def profile(
         setup: common.Setup,
         kernel: common.KernelOpt = None,
+        axis: common.AxisOpt = None,
         shapes: Annotated[
             Optional[str],
             typer.Option("--shapes", metavar="smoke|model", help="model (the recipe's sizes, default) or smoke."),
@@ -151,6 +152,9 @@ def register(app: typer.Typer) -> None:
         from ..errors import UserError
 
         fmt = common.output_format(fmt, out, FORMATS)
+        from ..bench.axes import parse_axes
+
+        parse_axes(axis)  # its form, before the tools are looked for; its names once the paths are known
         common.check_arch(arch)
         from ..profile.run import check_tools
 
@@ -174,9 +178,9 @@ def register(app: typer.Typer) -> None:
         from ..profile import run
 
         paths = common.select_paths(common.registered_paths(), kernel, res)
-        items = run.items_for(
-            res, paths, preset=preset, model=(recipe.model if recipe else None) or None, all_variants=all_variants
-        )
+        model = (recipe.model if recipe else None) or None
+        axes = common.axes_for(axis, paths, preset, model, res)
+        items = run.items_for(res, paths, preset=preset, model=model, all_variants=all_variants, axes=axes)
         rows = run.profile(items, arch, run.default_cache(), keep_dir)
         mem = [] if no_memory else run.memory(items, run.default_cache())
         doc = {

@@ -216,6 +216,7 @@ def register(app: typer.Typer) -> None:
             ),
         ] = None,
         shapes: common.ShapesOpt = None,
+        axis: common.AxisOpt = None,
         device: common.DeviceOpt = "auto",
         dry_run: Annotated[
             bool,
@@ -333,6 +334,7 @@ def register(app: typer.Typer) -> None:
                 kernel=kernel,
                 only=only,
                 shapes=shapes,
+                axis=axis or [],
                 device=device,
                 dry_run=dry_run,
                 shard=shard,
@@ -362,6 +364,7 @@ def register(app: typer.Typer) -> None:
                 kernel,
                 only,
                 shapes,
+                axis,
                 device,
                 dry_run,
                 shard_spec,
@@ -380,7 +383,22 @@ def register(app: typer.Typer) -> None:
 
 
 def _sweep(
-    setup, kernel, only, shapes, device, dry_run, shard_spec, resume, out, fmt, suggest, seed, force, time_cap, lock
+    setup,
+    kernel,
+    only,
+    shapes,
+    axis,
+    device,
+    dry_run,
+    shard_spec,
+    resume,
+    out,
+    fmt,
+    suggest,
+    seed,
+    force,
+    time_cap,
+    lock,
 ) -> None:
     """The sweep itself, once the options are read (and ``lock``, the
     directory's, is taken where --out was given)."""
@@ -412,7 +430,8 @@ def _sweep(
     known = common.registered_paths()
     paths = common.select_paths(known, kernel, res)
     model = (the_recipe.model if the_recipe else None) or None
-    plan = sw.build_sweep(res, paths, preset=preset, model=model, only_levers=only, known_paths=known)
+    axes = common.axes_for(axis, paths, preset, model, res)
+    plan = sw.build_sweep(res, paths, preset=preset, model=model, only_levers=only, known_paths=known, axes=axes)
     mine = sw.shard_items(plan.items, shard_spec)
 
     if dry_run:

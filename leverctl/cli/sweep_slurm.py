@@ -29,6 +29,7 @@ def slurm_sweep(
     kernel,
     only,
     shapes,
+    axis,
     device,
     dry_run,
     shard,
@@ -93,6 +94,7 @@ def slurm_sweep(
         kernel=kernel,
         only=only,
         shapes=shapes,
+        axis=axis,
         device=device,
         dry_run=dry_run,
         seed=seed,
@@ -106,7 +108,7 @@ def slurm_sweep(
     )
 
 
-def _task_args(setup, catalog, *, kernel, only, preset, device, seed, force, time_cap) -> list[str]:
+def _task_args(setup, catalog, *, kernel, only, preset, axis=(), device, seed, force, time_cap) -> list[str]:
     """The options that make a task plan exactly this sweep."""
     args: list[str] = []
     if setup.catalog is not None:
@@ -140,6 +142,8 @@ def _task_args(setup, catalog, *, kernel, only, preset, device, seed, force, tim
     if only:
         args += ["--levers", ",".join(only)]
     args += ["--shapes", preset, "--device", device, "--seed", str(seed), "--time-cap", f"{time_cap:g}"]
+    for a in axis or ():
+        args += ["--axis", a]
     if force:
         args.append("--force")
     return args
@@ -152,6 +156,7 @@ def _submit(
     kernel,
     only,
     shapes,
+    axis,
     device,
     dry_run,
     seed,
@@ -188,7 +193,8 @@ def _submit(
     known = common.registered_paths()
     paths = common.select_paths(known, kernel, resolution)
     model = (recipe.model if recipe else None) or None
-    plan = sw.build_sweep(resolution, paths, preset=preset, model=model, only_levers=only, known_paths=known)
+    axes = common.axes_for(axis, paths, preset, model, resolution)
+    plan = sw.build_sweep(resolution, paths, preset=preset, model=model, only_levers=only, known_paths=known, axes=axes)
     if not plan.items:
         raise UserError(
             f"nothing to sweep: no kernel path applies to {resolution.engine}"
@@ -216,6 +222,7 @@ def _submit(
                 kernel=kernel,
                 only=only,
                 preset=preset,
+                axis=axis,
                 device=device,
                 seed=seed,
                 force=force,

@@ -56,13 +56,13 @@ def default_cache() -> Path:
     return Path(base) / "leverctl" / "profile"
 
 
-def items_for(res, paths, *, preset: str, model, all_variants: bool) -> list[Item]:
+def items_for(res, paths, *, preset: str, model, all_variants: bool, axes: tuple = ()) -> list[Item]:
     """The variants to profile: the plan's selection at ``preset`` shapes,
     and with ``all_variants`` every other variant of the same paths at the
     same shapes."""
     from ..bench.plan import plan_for
 
-    plan = plan_for(res, paths, shapes=preset, model=model)
+    plan = plan_for(res, paths, shapes=preset, model=model, axes=axes)
     items: dict[tuple, Item] = {}
     for it in plan.items:
         if it.failed or not it.variant:

@@ -34,3 +34,31 @@ CASES = [
         ("--kernel gdn.verfy: no such kernel path", "did you mean gdn.verify?"),
     ),
 ]
+
+# --axis: malformed, not an integer, negative, a zero size, given twice, a
+# dimension no path of the run has; in bench, sweep and profile alike
+# (profile's names and sizes are checked after its compiler tools are found,
+# which a machine without them refuses first: its rows are the form's).
+for cmd, argv in {
+    "bench": ("bench", "--no-env", "-k", "w4a16.gemv", "-o", "{tmp}/r.json"),
+    "sweep": ("sweep", "--no-env", "--device", "sim", "-k", "w4a16.gemv", "--out", "{tmp}/s"),
+    "profile": ("profile", "--no-env", "-k", "w4a16.gemv", "-o", "{tmp}/p.json"),
+}.items():
+    rows = [
+        Case(f"{cmd}-axis-without-values", (*argv, "--axis", "m"), ("--axis 'm' needs the form NAME=V1,V2",)),
+        Case(f"{cmd}-axis-not-an-integer", (*argv, "--axis", "m=1,x"), ("--axis m: 'x' is not an integer",)),
+        Case(f"{cmd}-axis-negative", (*argv, "--axis", "k=-64"), ("--axis k: -64 is negative",)),
+        Case(f"{cmd}-axis-twice", (*argv, "--axis", "m=1", "--axis", "m=2"), ("--axis m is given twice",)),
+    ]
+    if cmd != "profile":
+        rows += [
+            Case(f"{cmd}-axis-zero-size", (*argv, "--axis", "m=0"), ("--axis m: 0 is no size for w4a16.gemv",)),
+            Case(
+                f"{cmd}-axis-unknown-dimension",
+                (*argv, "--axis", "t=5"),
+                ("--axis t: no kernel path of this run has that dimension", "theirs: k, m, n"),
+            ),
+        ]
+    CASES += rows
+    for c in rows:
+        object.__setattr__(c, "untouched", ("{tmp}/r.json", "{tmp}/s", "{tmp}/p.json"))

@@ -63,3 +63,9 @@ def test_completion_imports_no_numba():
     )
     p = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=60)
     assert "gdn.verify" in p.stdout.split() and p.stderr.strip().endswith("clean"), p.stderr
+
+
+def test_axis_names_are_the_named_paths_dimensions():
+    got = complete("bench", "-k", "w4a16.gemv", "--axis", "")
+    assert sorted(got) == ["k=", "m=", "n="]
+    assert complete("sweep", "-k", "gdn.verify", "--axis", "d") == ["dk=", "dv="]

@@ -43,6 +43,7 @@ import numpy as np
 
 from ...common.path import Shape, Tolerance, Traffic, Variant, check_preset, declared_path
 from ...gdn.decode import spec as gdn_decode
+from ...gdn.family import derive_slots
 from ...selection.attention import DECODE_GRAPH as TABLE
 from ..paged_decode import spec as attn_spec
 from . import eager, graph, naive
@@ -227,5 +228,5 @@ PATH = declared_path(
     traffic=traffic,
     tolerance=TOL,
     notes="Launch-bound at small batches: the graph turns the step's launches into one.",
-    extra={"model_sections": ("gdn", "attention"), "findings": findings},
+    extra={"model_sections": ("gdn", "attention"), "findings": findings, "derive": derive_slots},
 )

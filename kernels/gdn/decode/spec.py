@@ -84,5 +84,5 @@ PATH = family.declare(
     tolerance=family.TOKEN_TOL,
     notes="Memory-bound: each sequence's state (64 KiB per head at d = 128) read and written once. "
     "Atlas only: Metrale's gdn_batched_fla steers multi-stream prefill, not this decode.",
-    extra={"profile_shape": profile_shape},
+    extra={"profile_shape": profile_shape, "derive": family.derive_slots},
 )

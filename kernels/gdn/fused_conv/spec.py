@@ -129,5 +129,5 @@ PATH = family.declare(
     tolerance=family.TOKEN_TOL,
     notes="Memory-bound on the state. The fused kernel needs Hv == 2*Hk and dk == dv == "
     "fused_head_dim (128 at model shapes; smoke shapes lower it to their own head dim).",
-    extra={"fused_head_dim": FUSED_HEAD_DIM, "profile_shape": profile_shape},
+    extra={"fused_head_dim": FUSED_HEAD_DIM, "profile_shape": profile_shape, "derive": family.derive_slots},
 )

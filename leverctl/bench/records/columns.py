@@ -483,7 +483,9 @@ class Records(Made):
     def made(self, i: int) -> dict:
         return self.record(i)
 
-    def record(self, i: int) -> dict:
+    def record(self, i: int, cores: bool = False) -> dict:
+        """Record ``i`` as the reports read it; with ``cores``, also its
+        variant's ``tensor_cores``/``tc_dtype`` (the report's cores column)."""
         c, t = self.cols, self.tables
         rec: dict[str, Any] = {
             "kernel": t.kernels.values[c["kernel"][i]],
@@ -506,7 +508,7 @@ class Records(Made):
             rec["device"] = t.devices.values[d]
         if c["baseline"][i]:
             rec["baseline"] = True
-        tc = t.cores.get((int(c["kernel"][i]), int(c["variant"][i]))) if t.cores else None
+        tc = t.cores.get((int(c["kernel"][i]), int(c["variant"][i]))) if cores and t.cores else None
         if tc is not None:
             rec["tensor_cores"], rec["tc_dtype"] = tc
         extra = self.extras.get(i)
