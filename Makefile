@@ -13,7 +13,7 @@ PYTEST_WORKERS ?= auto
 XDIST := -n $(PYTEST_WORKERS) --dist loadfile --no-loadscope-reorder
 PYTEST_ARGS ?=
 
-.PHONY: show lint test test-fast bench sweep gpu-bench wheels wheels-lean clean
+.PHONY: show lint test test-fast docs bench sweep gpu-bench wheels wheels-lean clean
 
 $(STAMP): pyproject.toml
 	$(PY) -m venv $(VENV)
@@ -31,6 +31,11 @@ lint: $(STAMP)
 
 test: lint
 	$(BIN)/python -m pytest -q $(XDIST) --durations=15 $(PYTEST_ARGS)
+
+# The generated lever references (tests/catalog/test_reference.py fails when they are stale).
+docs: $(STAMP)
+	$(BIN)/leverctl catalog doc -e atlas -f markdown -o docs/levers-atlas.md
+	$(BIN)/leverctl catalog doc -e metrale -f markdown -o docs/levers-metrale.md
 
 test-fast: $(STAMP)
 	$(BIN)/python -m pytest -q $(XDIST) -m "not sim and not gpu" $(PYTEST_ARGS)

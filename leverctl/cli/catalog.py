@@ -1,5 +1,6 @@
 """`leverctl catalog check` and `catalog draft`: a lever catalog against the
-engine's own Rust source, and a first catalog drafted from it.
+engine's own Rust source, and a first catalog drafted from it; `catalog
+doc`: a catalog's lever reference as Markdown.
 
 tree-sitter is imported only when one of these commands runs, never by the
 commands that read levers.
@@ -22,7 +23,7 @@ from .common import CatalogOpt, robust_output, write
 
 catalog_app = typer.Typer(
     name="catalog",
-    help="Check a lever catalog against the engine's Rust source, or draft one from it.",
+    help="Check a lever catalog against the engine's Rust source, draft one from it, or write its lever reference.",
     no_args_is_help=True,
 )
 
@@ -212,6 +213,52 @@ def draft(
     left = f"; {len(marked)} marked for a person to fill in: {', '.join(marked)}" if marked else ""
     where = f"wrote {path_label(out)}" if out is not None else "drafted"
     print(f"leverctl: {where}: {len(doc['levers'])} entries{left}", file=sys.stderr)
+
+
+@catalog_app.command("doc")
+def doc(
+    engine: Annotated[
+        Optional[str],
+        typer.Option(
+            "--engine",
+            "-e",
+            metavar="ENGINE",
+            help="The shipped catalog: atlas (default) or metrale.",
+            autocompletion=common.complete.engines,
+        ),
+    ] = None,
+    catalog: CatalogOpt = None,
+    fmt: Annotated[str, typer.Option("--format", "-f", metavar="FORMAT", help="markdown.")] = "markdown",
+    out: Annotated[
+        Optional[Path],
+        typer.Option(
+            "--out",
+            "-o",
+            metavar="FILE",
+            help="Write the reference here (atomically) instead of to stdout.",
+            parser=lambda s: check_output_path(s, "--out"),
+        ),
+    ] = None,
+) -> None:
+    """Every lever of a catalog as a Markdown reference: its variable, parse
+    rule, default, what each value does, its traps and the kernel paths it
+    steers with what each value selects there (docs/levers-ENGINE.md)."""
+    from ..levers import load_catalog
+    from ..levers.reference import markdown
+
+    robust_output()
+    if fmt != "markdown":
+        raise UserError(f"--format {fmt!r}: catalog doc writes markdown")
+    common.check_catalog_options(engine, catalog)
+    cat = load_catalog(path=catalog) if catalog is not None else load_catalog(engine or "atlas")
+    text = markdown(cat)
+    if out is None:
+        write(text)
+    else:
+        from ..levers.files import write_atomically
+
+        write_atomically(out, text)
+        print(f"leverctl: wrote {path_label(out)}: {len(cat.levers)} levers", file=sys.stderr)
 
 
 def register(app: typer.Typer) -> None:

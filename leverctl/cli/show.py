@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import enum
 import json
-from typing import Annotated, Any
+from typing import Annotated, Any, Optional
 
 import typer
 
+from ..errors import UserError
 from . import common
 from .common import Resolved, resolve_setup, robust_output, warn, write
 
@@ -19,19 +20,49 @@ class Format(str, enum.Enum):
     env = "env"
 
 
-def show_json(r: Resolved, only_changed: bool = False) -> dict[str, Any]:
+def only_fields(cat, patterns: list[str] | None) -> set[str] | None:
+    """The lever fields ``--only`` keeps (None: every one). Each pattern is
+    a group (its id or title, any case), or a field or variable: a shell
+    pattern where it has ``*``, ``?`` or ``[``, else a part of the name, in
+    any case. A pattern that keeps nothing is bad input, naming the groups."""
+    import fnmatch
+
+    if not patterns:
+        return None
+    keep: set[str] = set()
+    for pat in patterns:
+        low = pat.lower()
+        glob = any(c in pat for c in "*?[")
+        hit = set()
+        for f, lv in cat.levers.items():
+            names = [f.lower(), *(v.lower() for v in lv.vars)]
+            group = {lv.group.lower(), str(cat.groups.get(lv.group, lv.group)).lower()}
+            if low in group or any(fnmatch.fnmatchcase(n, low) if glob else low in n for n in names):
+                hit.add(f)
+        if not hit:
+            groups = ", ".join(f"{g} ({t})" for g, t in cat.groups.items())
+            raise UserError(
+                f"--only {pat!r}: no {cat.title} lever's group, field or variable matches; groups: {groups}"
+            )
+        keep |= hit
+    return keep
+
+
+def show_json(r: Resolved, only_changed: bool = False, only: set[str] | None = None) -> dict[str, Any]:
     from ..levers.present import raw_display
 
     doc = r.res.to_json()
     if only_changed:
         doc["levers"] = {f: e for f, e in doc["levers"].items() if e["changed"]}
+    if only is not None:
+        doc["levers"] = {f: e for f, e in doc["levers"].items() if f in only}
     doc["only_changed"] = only_changed
     doc["environment"] = r.env_label
     doc["ignored"] = [{"var": s.var, "raw": raw_display(s.raw), "source": s.source} for s in r.res.ignored]
     return doc
 
 
-def render_table(r: Resolved, only_changed: bool = False) -> None:
+def render_table(r: Resolved, only_changed: bool = False, only: set[str] | None = None) -> None:
     from rich.text import Text
 
     from ..levers.kinds import KINDS
@@ -45,7 +76,11 @@ def render_table(r: Resolved, only_changed: bool = False) -> None:
     table = new_table("field", "value", "source", "raw string", "rule", show_lines=False)
     shown = 0
     for gid, gtitle in cat.groups.items():
-        rows = [x for x in res.levers.values() if x.lever.group == gid and (x.changed or not only_changed)]
+        rows = [
+            x
+            for x in res.levers.values()
+            if x.lever.group == gid and (x.changed or not only_changed) and (only is None or x.field in only)
+        ]
         if not rows:
             continue
         if shown:
@@ -63,7 +98,8 @@ def render_table(r: Resolved, only_changed: bool = False) -> None:
             )
             shown += 1
     if not shown:
-        common.out.print(Text(f"Every {cat.title} lever is at its default."))
+        which = "Every" if only is None else "Every chosen"
+        common.out.print(Text(f"{which} {cat.title} lever is at its default."))
         return
     common.out.print(fit(table, common.out.width))
     common.out.print(Text("* differs from the default", style="dim"))
@@ -119,6 +155,15 @@ def register(app: typer.Typer) -> None:
         only_changed: Annotated[
             bool, typer.Option("--only-changed", help="Only the levers whose value differs from the default.")
         ] = False,
+        only: Annotated[
+            Optional[list[str]],
+            typer.Option(
+                "--only",
+                metavar="GROUP|PATTERN",
+                help="Only these levers: a group (gdn, attention...), or a part of a field or variable name, or a "
+                "shell pattern (*WY*). Repeatable; table and json.",
+            ),
+        ] = None,
         fmt: Annotated[
             Format,
             typer.Option(
@@ -139,12 +184,15 @@ def register(app: typer.Typer) -> None:
         robust_output()
         # Shell lines can carry a value that is not UTF-8 byte for byte ($'\xff'); table, JSON and
         # TOML cannot, so there such a value is bad input after the output shows how the engine reads it.
+        if only and fmt in (Format.toml, Format.env):
+            raise UserError(f"--only with --format {fmt.value}: a recipe or shell lines hold every lever; give one")
         r = resolve_setup(setup, exact_bytes=fmt is Format.env)
+        keep = only_fields(r.res.catalog, only)
         if fmt is Format.json:
-            write(json.dumps(show_json(r, only_changed), indent=2) + "\n")
+            write(json.dumps(show_json(r, only_changed, keep), indent=2) + "\n")
         elif fmt is Format.toml:
             render_toml(r)
         elif fmt is Format.env:
             render_env(r)
         else:
-            render_table(r, only_changed)
+            render_table(r, only_changed, keep)

@@ -32,6 +32,7 @@ COMMAND_LINES = [
     ["catalog"],
     ["catalog", "check"],
     ["catalog", "draft"],
+    ["catalog", "doc"],
 ]
 
 
@@ -98,7 +99,7 @@ def _options():
 
 # A metavar reads as a word (FILE, N, FORMAT, VAR=VALUE) or as the choices
 # (auto|gpu|sim), never as a type name such as <str>, <path> or <bool>.
-METAVAR = r"[A-Z][A-Z0-9_=,./]*(\.[a-z]+)?(\.\.\.)?|[a-z]+(\|[a-zA-Z]+)+"
+METAVAR = r"[A-Z][A-Z0-9_=,./]*(\.[a-z]+)?(\.\.\.)?|[a-z]+(\|[a-zA-Z]+)+|[A-Z]+(\|[A-Z]+)+"
 
 
 @pytest.mark.parametrize("where, option", _options(), ids=lambda x: x if isinstance(x, str) else x.opts[0])
@@ -117,7 +118,7 @@ def test_the_metavar_check_fails_an_option_left_to_its_type_name():
     import re
 
     assert not re.fullmatch(METAVAR, "<str>") and not re.fullmatch(METAVAR, "<bool>")
-    words = ("FILE", "FILE.svg", "VAR=VALUE", "FIELD,...", "I/N", "auto|gpu|sim", "defaults|RECIPE")
+    words = ("FILE", "FILE.svg", "VAR=VALUE", "FIELD,...", "I/N", "auto|gpu|sim", "defaults|RECIPE", "GROUP|PATTERN")
     assert all(re.fullmatch(METAVAR, m) for m in words)
 
 

@@ -221,3 +221,22 @@ def test_a_set_value_from_undecodable_argv_bytes_is_treated_as_not_utf8(cli):
 def test_max_batch_size_overrides_the_recipe(cli):
     doc = json.loads(cli("show", "-r", RECIPES / "qwen3-8b.toml", "--max-batch-size", "4", "-f", "json").out)
     assert doc["levers"]["max_decode_seqs"]["value"] == 4
+
+
+def test_only_keeps_a_group_a_name_part_or_a_shell_pattern(cli):
+    doc = json.loads(cli("show", "--no-env", "--only", "attention", "-f", "json").out)
+    assert list(doc["levers"]) == ["dflash_contig_attn", "bf16_tc_proj"]  # the group, by its id
+    doc = json.loads(cli("show", "--no-env", "--only", "*WY*", "-f", "json").out)
+    assert list(doc["levers"]) == ["gdn_wy17", "gdn_wyn"]
+    doc = json.loads(cli("show", "--no-env", "--only", "gemv", "--only", "LORA_EAGER", "-f", "json").out)
+    assert list(doc["levers"]) == ["gemv_sw", "lora_eager"]
+    r = cli("show", "--no-env", "--only", "gdn_wy")
+    assert r.code == 0 and "gdn_wy17" in r.out and "gemv_sw" not in r.out and "Attention" not in r.out
+
+
+def test_only_that_keeps_nothing_or_with_a_whole_recipe_format_is_bad_input(cli):
+    r = cli("show", "--no-env", "--only", "nothing")
+    assert r.code == 2 and r.out == "" and "--only 'nothing'" in r.err and "groups: gdn (SSM / GDN recurrence)" in r.err
+    for fmt in ("toml", "env"):
+        r = cli("show", "--no-env", "--only", "gdn", "-f", fmt)
+        assert r.code == 2 and r.out == "" and f"--only with --format {fmt}" in r.err
