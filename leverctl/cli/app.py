@@ -171,10 +171,45 @@ def _exit_for(e: BaseException) -> None:
             sys.exit(exit_code)
 
 
+def _plain_required_arguments() -> None:
+    """Usage lines name a required argument as the user types it (``compare
+    BASE NEW``), not in braces (Typer's ``{BASE} {NEW}``); optional ones
+    keep their brackets."""
+    from typer.core import TyperArgument
+
+    if getattr(TyperArgument.make_metavar, "_plain", False):
+        return
+    typer_metavar = TyperArgument.make_metavar
+
+    def make_metavar(self, ctx, *, usage: bool = False) -> str:
+        got = typer_metavar(self, ctx, usage=usage)
+        if usage and self.required and got.startswith("{") and got.endswith("}"):
+            return got[1:-1]
+        return got
+
+    make_metavar._plain = True
+    TyperArgument.make_metavar = make_metavar
+
+
+def summaries_on_one_line(cmd):
+    """Each command's summary in the command list as one sentence that the
+    table wraps: Rich's markup mode keeps a docstring's line breaks there,
+    which would break a sentence mid-line where the source wrapped it."""
+    import inspect
+
+    for sub in getattr(cmd, "commands", {}).values():
+        if not sub.short_help and sub.help:
+            first = inspect.cleandoc(sub.help).split("\n\n")[0]
+            sub.short_help = " ".join(first.split())
+        summaries_on_one_line(sub)
+    return cmd
+
+
 def main(argv: list[str] | None = None) -> None:
     common.BAD_INPUT.clear()
     args = sys.argv[1:] if argv is None else list(argv)
-    cmd = typer.main.get_command(build(invoked(args)))
+    _plain_required_arguments()
+    cmd = summaries_on_one_line(typer.main.get_command(build(invoked(args))))
     try:
         code = cmd.main(args=args, prog_name="leverctl", standalone_mode=False)
     except typer.Exit as e:

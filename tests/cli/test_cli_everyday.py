@@ -143,3 +143,27 @@ def test_the_bench_help_names_the_extras_with_their_brackets(cli):
     text = " ".join(cli("bench", "--help").out.replace("│", " ").split())
     assert "leverctl[gguf]" in text and "leverctl[profile]" in text
     assert not re.search(MARKUP_TAG, "needs leverctl\\[gguf]") and re.search(MARKUP_TAG, "needs leverctl[gguf]")
+
+
+@pytest.mark.parametrize("argv", COMMAND_LINES, ids=" ".join)
+def test_usage_names_required_arguments_as_typed_without_braces(cli, argv):
+    usage = next(x for x in cli(*argv, "--help").out.splitlines() if "Usage:" in x)
+    assert "{" not in usage and "}" not in usage, usage
+
+
+def test_each_command_summary_is_one_sentence_the_table_wraps_not_the_source():
+    """Rich's markup mode keeps a docstring's line breaks in the command
+    list; the summaries are joined so no sentence breaks where the source did."""
+    import typer
+
+    cmd = appmod.summaries_on_one_line(typer.main.get_command(appmod.build()))
+
+    def walk(c):
+        for sub in getattr(c, "commands", {}).values():
+            yield sub
+            yield from walk(sub)
+
+    for sub in walk(cmd):
+        assert sub.short_help and "\n" not in sub.short_help, (sub.name, sub.short_help)
+    kernels = cmd.commands["kernels"].short_help
+    assert "choose them, marking the variant" in kernels  # the source breaks after "them,"
