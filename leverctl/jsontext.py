@@ -93,7 +93,6 @@ def _table_parts(o: Table, level: int, allow_nan: bool, memo: dict) -> Iterator[
         or not all(type(k) is str for k in keys)
         or not set(kinds) <= {"str", "str?", "num", "levers"}
         or len(kinds) != len(keys)
-        or kinds.count("str?") > 1
         or level + 2 >= MAX_LEVEL
     ):
         yield _text(o.as_list(), level, allow_nan, memo)

@@ -16,7 +16,11 @@ times, one after another:
   differ by a few per cent.
 
 The target (the Slurm-sweeps issue): each under 30 s and 2 GB for 1,000,000
-records on the two-core CI machine. It is a benchmark, not a test: run it
+records on the two-core CI machine.
+
+With ``--documents`` it writes the same records as two bench JSON documents
+(what ``bench -o results.json`` writes: one indented document, its records
+in ``results``) and times ``report show`` of one and ``compare`` of the two. It is a benchmark, not a test: run it
 by hand; it takes minutes and disk space of about 1 KB per record per copy.
 """
 
@@ -143,6 +147,20 @@ def record_line(it, rng: random.Random, scale: float) -> str:
     )
 
 
+def write_document(path: Path, all_items, rng, scale) -> None:
+    """A bench document as ``bench -o x.json`` lays it out (indent 2)."""
+    with open(path, "w") as f:
+        f.write('{\n  "schema": "leverctl.bench/1",\n  "engine": "atlas",\n')
+        f.write('  "device": {\n    "kind": "gpu",\n    "name": "Synthetic H200"\n  },\n  "results": [\n')
+        first = True
+        for it in all_items:
+            rec = json.loads(record_line(it, rng, scale))
+            text = json.dumps(rec, indent=2).replace("\n", "\n    ")
+            f.write(("" if first else ",\n") + "    " + text)
+            first = False
+        f.write("\n  ]\n}\n")
+
+
 def deal(all_items, shards: int):
     """Each item's shard, as sweep.shard_places deals run groups (kernel,
     variant, shape) out, every N-th group from the first."""
@@ -226,7 +244,10 @@ def main() -> int:
     ap.add_argument("--shards", type=int, default=8)
     ap.add_argument("--keep", type=Path, default=None, help="write the data here and keep it")
     ap.add_argument("--only", choices=("merge", "show", "compare"), action="append")
+    ap.add_argument("--documents", action="store_true", help="bench JSON documents instead of sweep directories")
     args = ap.parse_args()
+    if args.documents:
+        return documents(args)
     root = args.keep or Path(tempfile.mkdtemp(prefix="leverctl-scale-"))
     root.mkdir(parents=True, exist_ok=True)
     try:
@@ -262,6 +283,37 @@ def main() -> int:
             else:
                 rows.append(timed("compare", [*leverctl, "compare", str(merged), str(root / "new"), "-f", "json"], n))
         print(json.dumps({"records": n, "shards": args.shards, "cpus": os.cpu_count(), "results": rows}))
+    finally:
+        if args.keep is None:
+            shutil.rmtree(root, ignore_errors=True)
+    return 0
+
+
+def documents(args) -> int:
+    root = args.keep or Path(tempfile.mkdtemp(prefix="leverctl-scale-docs-"))
+    root.mkdir(parents=True, exist_ok=True)
+    try:
+        all_items = list(items(args.records))
+        n = len(all_items)
+        t0 = time.monotonic()
+        base, new = root / "base.json", root / "new.json"
+        if not base.exists():
+            write_document(base, all_items, random.Random(0), 1.0)
+            write_document(new, all_items, random.Random(1), 1.03)
+        del all_items
+        print(
+            f"{n:,} records in two bench documents ({base.stat().st_size / 2**30:.2f} GiB each), written in "
+            f"{time.monotonic() - t0:.0f} s under {root}",
+            flush=True,
+        )
+        leverctl = [sys.executable, "-m", "leverctl"]
+        rows = []
+        for step in args.only or ("show", "compare"):
+            if step == "show":
+                rows.append(timed("report show", [*leverctl, "report", "show", str(base), "-f", "json"], n))
+            elif step == "compare":
+                rows.append(timed("compare", [*leverctl, "compare", str(base), str(new), "-f", "json"], n))
+        print(json.dumps({"records": n, "documents": True, "cpus": os.cpu_count(), "results": rows}))
     finally:
         if args.keep is None:
             shutil.rmtree(root, ignore_errors=True)

@@ -124,3 +124,13 @@ def test_a_table_streams_in_batches_that_join_to_its_text(monkeypatch):
     )
     assert _got({"entries": table}, True) == _expect({"entries": table.as_list()}, True)
     assert _got({"entries": table}, False) == _expect({"entries": table.as_list()}, False)
+
+
+def test_a_table_with_several_optional_columns_is_spelled_as_json_dumps_spells_its_dicts():
+    """A comparison's entries carry two optional columns (base_variant,
+    base_config): still column by column, not a dict a row."""
+    rows = [("a", None, "x", None, 1.5), ("b", "p", None, "q", None), ("c", "p", "y", "q", 2)]
+    t = jsontext.Table(("k", "o1", "s", "o2", "n"), ("str", "str?", "str?", "str?", "num"), rows)
+    assert jsontext.dumps({"e": t}) == json.dumps({"e": t.as_list()}, indent=2)
+    parts = list(jsontext._table_parts(t, 0, True, {}))
+    assert len(parts) >= 2  # batched rows, not one as_list() text

@@ -201,10 +201,14 @@ class Builder:
 
     # ── a piece of lines decoded at once ────────────────────────────────────
 
-    def batch(self, recs: list, lengths: list[int], first_line: int, offset: int, kind: str | None) -> bool:
+    def batch(
+        self, recs: list, lengths: list[int], first_line: int, offset: int, kind: str | None, places: bool = False
+    ) -> bool:
         """Take ``recs`` (``decode.record`` structures, one per line, of
         ``lengths`` bytes each with its newline; the first on line
-        ``first_line`` at byte ``offset``), or take nothing and say False
+        ``first_line`` at byte ``offset``; with ``places``, the elements of a
+        bench document's ``results`` from place ``offset``, whose ``offset``
+        column is each one's place, as :func:`gather` gives it), or take nothing and say False
         where one of them is not for this path: its lever set is not an
         object, it names a device that is not a string, or its timing is
         not certainly usable (``rules.timing_fine``); the standard path
@@ -253,7 +257,9 @@ class Builder:
         done["line"].append(np.arange(first_line, first_line + n, dtype=np.int64))
         lens = np.array(lengths, np.int64)
         done["length"].append(lens)
-        done["offset"].append(offset + np.cumsum(lens) - lens)
+        done["offset"].append(
+            np.arange(offset, offset + n, dtype=np.int64) if places else offset + np.cumsum(lens) - lens
+        )
         # The rare fields, record by record: failing records, baselines, arm-view kernels, profiles.
         arm_ids = [t.kernels.index[k] for k in ARM_VIEW_KERNELS if k in t.kernels.index]
         rare = [i for i in range(n) if not passed[i] or baselines[i]] if not all(passed) or any(baselines) else []

@@ -33,7 +33,9 @@ import re
 from contextlib import closing
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterable, Iterator, Mapping, Sequence
+from typing import Any, Iterable, Iterator, Mapping, Optional, Sequence
+
+import msgspec
 
 from ...errors import UserError
 from ...levers.files import open_input_file, read_input_file
@@ -363,7 +365,7 @@ def _load_any(p: Path, plan_items: bool, tables: Tables) -> ResultSet:
     if p.suffix == ".jsonl" or _first_line_is_record(p):
         plan, count = (read_plan_counted(p.parent, plan_items) if p.name == RESULTS_FILE else None) or (None, None)
         return _from_plan(str(p), plan, read(p, plan), count, p)
-    return _from_bench(p, read_input_file(p, "results file", binary=True), tables)
+    return _from_bench(p, tables)
 
 
 def _plan_hash(plan: Mapping[str, Any] | None) -> str | None:
@@ -409,10 +411,78 @@ def _from_plan(
 # ── a bench document ────────────────────────────────────────────────────────
 
 
-def _from_bench(p: Path, data: bytes, tables: Tables) -> ResultSet:
-    results, doc = _bench_records(p, data)
+class _BenchDoc(msgspec.Struct, gc=False):
+    """A bench document as the fast path reads it: the fields the reports
+    need, and each record of ``results`` left as its JSON text."""
+
+    schema: Any = None
+    device: Any = None
+    levers: Any = None
+    results: Optional[list[msgspec.Raw]] = None  # each record's text; not a list: the standard path says so
+
+
+_bench_doc = msgspec.json.Decoder(_BenchDoc).decode
+
+
+def _bench_streamed(p: Path, tables: Tables) -> tuple[Any, _BenchDoc] | None:
+    """A bench document's records as columns, read the way a sweep's JSONL
+    is (``read_jsonl``): the file a piece at a time, its ``results`` cut into
+    record texts (``stream.split``), each batch decoded by msgspec into the
+    fields the reports read and taken as columns; the rest of the document
+    (schema, device, levers) decoded on its own. None where any part is not
+    for this path (not JSON, no schema, a record the fast decoder or the
+    columns do not take): the standard path then reads the whole document
+    and says what is wrong, naming the record by its line. A million
+    records take seconds and the columns' memory, not a dict each."""
+    from .stream import NOT_INDENTED, split, split_indented
+
+    builder = Builder(tables)
+    state = {"kind": None, "taken": 0}
+
+    def opened(head: bytes) -> bool:
+        try:
+            doc = _bench_doc(head)
+        except msgspec.DecodeError:
+            return False
+        if not str(doc.schema or "").startswith(BENCH_SCHEMA_PREFIX) or not isinstance(doc.device, dict):
+            return False
+        kind = doc.device.get("kind")
+        state["kind"] = kind if kind in ("gpu", "sim") else None
+        return True
+
+    def take(texts: list) -> bool:
+        recs = [fast_record(t) for t in texts]
+        if any(r is None for r in recs):
+            return False
+        start = state["taken"]
+        state["taken"] += len(recs)
+        return builder.batch(recs, [0] * len(recs), start + 1, start, state["kind"], places=True)
+
+    with open_input_file(p, "results file") as f, closing(_pieces_of(f)) as pieces:
+        rest = split_indented(pieces, take, opened)
+    if rest == NOT_INDENTED:  # not bench's own layout: byte by byte
+        with open_input_file(p, "results file") as f, closing(_pieces_of(f)) as pieces:
+            rest = split(pieces, take, opened)
+    if rest is None:
+        return None
+    try:
+        doc = _bench_doc(rest)
+    except msgspec.DecodeError:
+        return None
+    if doc.results:  # a second results list (the last wins in json.loads): the standard path
+        return None
+    return builder.finish(), doc
+
+
+def _from_bench(p: Path, tables: Tables) -> ResultSet:
+    fast = _bench_streamed(p, tables)
+    if fast is not None:
+        (records, duplicates, _), streamed = fast
+        doc = {"device": streamed.device, "levers": streamed.levers}
+    else:
+        results, doc = _bench_records(p, read_input_file(p, "results file", binary=True))
+        records, duplicates, _ = gather(results, tables)
     device = doc.get("device") if isinstance(doc.get("device"), dict) else {}
-    records, duplicates, _ = gather(results, tables)
     levers = doc.get("levers") if isinstance(doc.get("levers"), dict) else {}
     catalog = (levers.get("catalog") or {}).get("digest") if isinstance(levers.get("catalog"), dict) else None
     return ResultSet(
