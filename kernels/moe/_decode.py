@@ -28,7 +28,7 @@ from functools import lru_cache
 import numpy as np
 from numba import cuda, float32
 
-from ..common import bits, vload
+from ..common import bits, cvt, vload
 from ..common.int4_device import nibble
 
 FORMATS = ("int4", "nvfp4", "fp8")
@@ -103,22 +103,46 @@ def make_decode8(FMT: str):
 WIDE_VALUES = {"int4": 32, "nvfp4": 32, "fp8": 16}
 
 
+@cuda.jit(device=True, inline="always")
+def dot8_h(w, xr, k):
+    """:func:`dot8` of an fp16 row, its eight values one 16-byte load
+    (``ld.global.nc.v4``: the activations are read-only here), summed in
+    the same order."""
+    a, b, c, d = vload.ldg_v4(xr, k)
+    x0, x1 = cvt.f16x2_to_f32x2(a)
+    x2, x3 = cvt.f16x2_to_f32x2(b)
+    x4, x5 = cvt.f16x2_to_f32x2(c)
+    x6, x7 = cvt.f16x2_to_f32x2(d)
+    return w[0] * x0 + w[1] * x1 + w[2] * x2 + w[3] * x3 + w[4] * x4 + w[5] * x5 + w[6] * x6 + w[7] * x7
+
+
+@cuda.jit(device=True, inline="always")
+def dot8_f(w, xr, k):
+    """:func:`dot8` of a float32 row, its eight values two 16-byte loads."""
+    x0, x1, x2, x3 = vload.ld_f32x4(xr, k)
+    x4, x5, x6, x7 = vload.ld_f32x4(xr, k + 4)
+    return w[0] * x0 + w[1] * x1 + w[2] * x2 + w[3] * x3 + w[4] * x4 + w[5] * x5 + w[6] * x6 + w[7] * x7
+
+
 @lru_cache(maxsize=None)
-def make_dot_wide(FMT: str):
-    """Device functions ``(wide_ok(wa, k), dot(wa, wb, wc, e, n, q, xr))``:
+def make_dot_wide(FMT: str, X: str = "f16"):
+    """Device functions ``(wide_ok(wa, k, x), dot(wa, wb, wc, e, n, q, xr))``:
     ``dot`` is ``sum_j W_e[n, k0 + j] * xr[k0 + j]`` over the ``V`` values of
     one 16-byte load of expert ``e``'s row ``n`` (``k0 = q V``; ``V`` is
     :data:`WIDE_VALUES`: 32 int4 or NVFP4 values, 16 FP8 codes), the load an
     ``ld.global.nc.v4.u32`` of the weights viewed as words, decoded in
     registers eight values at a time and summed in the order of
-    ``make_decode8``'s chunks. ``wide_ok``: rows of ``k`` values are whole
-    loads and the weights start on 16 bytes (the loop is then this)."""
+    ``make_decode8``'s chunks; the activations ``xr`` (``X``: fp16 ``f16`` or
+    float32 ``f32`` rows) come in 16-byte loads too, eight values a load or
+    two. ``wide_ok``: rows of ``k`` values are whole loads and the weights
+    and activations ``x`` start on 16 bytes (the loop is then this)."""
     V = WIDE_VALUES[FMT]
     KPW = {"int4": 8, "nvfp4": 8, "fp8": 4}[FMT]  # values per 32-bit word
+    xdot8 = {"f16": dot8_h, "f32": dot8_f}[X]
 
     @cuda.jit(device=True, inline="always")
-    def wide_ok(wa, k):
-        return k % V == 0 and vload.aligned16(wa)
+    def wide_ok(wa, k, x):
+        return k % V == 0 and vload.aligned16(wa) and vload.aligned16(x)
 
     if FMT == "int4":  # already words
 
@@ -141,10 +165,10 @@ def make_dot_wide(FMT: str):
             k0 = q * V
             s = float32(wb[e, n, k0 >> 7])  # 32 values within one group of 128
             return (
-                dot8(_q8(w0, s), xr, k0)
-                + dot8(_q8(w1, s), xr, k0 + 8)
-                + dot8(_q8(w2, s), xr, k0 + 16)
-                + dot8(_q8(w3, s), xr, k0 + 24)
+                xdot8(_q8(w0, s), xr, k0)
+                + xdot8(_q8(w1, s), xr, k0 + 8)
+                + xdot8(_q8(w2, s), xr, k0 + 16)
+                + xdot8(_q8(w3, s), xr, k0 + 24)
             )
 
     elif FMT == "nvfp4":
@@ -157,10 +181,10 @@ def make_dot_wide(FMT: str):
             s0 = bits.e4m3_to_f32(wb[e, n, k0 >> 4])  # two 16-value blocks
             s1 = bits.e4m3_to_f32(wb[e, n, (k0 >> 4) + 1])
             return (
-                dot8(_fp8x(w0, s0, ts), xr, k0)
-                + dot8(_fp8x(w1, s0, ts), xr, k0 + 8)
-                + dot8(_fp8x(w2, s1, ts), xr, k0 + 16)
-                + dot8(_fp8x(w3, s1, ts), xr, k0 + 24)
+                xdot8(_fp8x(w0, s0, ts), xr, k0)
+                + xdot8(_fp8x(w1, s0, ts), xr, k0 + 8)
+                + xdot8(_fp8x(w2, s1, ts), xr, k0 + 16)
+                + xdot8(_fp8x(w3, s1, ts), xr, k0 + 24)
             )
 
     else:
@@ -170,7 +194,7 @@ def make_dot_wide(FMT: str):
             w0, w1, w2, w3 = words_of(wa, e, n, q)
             k0 = q * V
             s = wb[e, n // FP8_BLOCK, k0 // FP8_BLOCK]  # 16 values within one block of 128
-            return dot8(_e8(w0, w1, s), xr, k0) + dot8(_e8(w2, w3, s), xr, k0 + 8)
+            return xdot8(_e8(w0, w1, s), xr, k0) + xdot8(_e8(w2, w3, s), xr, k0 + 8)
 
     return wide_ok, dot
 

@@ -70,7 +70,7 @@ def make_gateup_rows(FMT: str):
     """``h[a] = silu(x[r] Wg_e^T) * (x[r] Wu_e^T)`` for assignments
     ``row0 * k .. (row0 + gridDim.y / k) * k``; grid ``(ceil(I / 16), rows * k)``."""
     dec = make_decode8(FMT)
-    wide_ok, dot_wide = make_dot_wide(FMT)
+    wide_ok, dot_wide = make_dot_wide(FMT, "f16")
     V = WIDE_VALUES[FMT]
 
     @cuda.jit
@@ -87,7 +87,7 @@ def make_gateup_rows(FMT: str):
         g = float32(0.0)
         u = float32(0.0)
         if n < inter:
-            if wide_ok(wa, x.shape[1]):  # 16 bytes of each row a lane a step
+            if wide_ok(wa, x.shape[1], x):  # 16 bytes of each row a lane a step
                 for q in range(lane, x.shape[1] // V, LANES):
                     g += dot_wide(wa, wb, wc, e, n, q, xr)
                     u += dot_wide(wa, wb, wc, e, n + inter, q, xr)
@@ -108,7 +108,7 @@ def make_down_rows(FMT: str):
     """``y[r] = sum_s rw[r, s] * (h[r k + s] Wd_e^T)`` for rows ``row0 ..
     row0 + gridDim.y``; grid ``(ceil(H / 16), rows)``."""
     dec = make_decode8(FMT)
-    wide_ok, dot_wide = make_dot_wide(FMT)
+    wide_ok, dot_wide = make_dot_wide(FMT, "f32")
     V = WIDE_VALUES[FMT]
 
     @cuda.jit
@@ -119,7 +119,7 @@ def make_down_rows(FMT: str):
         r = row0 + cuda.blockIdx.y
         topk = ids.shape[1]
         acc = float32(0.0)
-        wide = wide_ok(wa, h.shape[1])
+        wide = wide_ok(wa, h.shape[1], h)
         if n < y.shape[1]:
             for s in range(topk):
                 e = ids[r, s]

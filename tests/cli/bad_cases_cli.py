@@ -32,6 +32,15 @@ CASES = [
         ("--format 'csv'", "table, json, markdown"),
     ),
     Case("version-takes-no-value", ("--version=1",), ("--version",)),
+    Case(
+        "compare-by-unknown",
+        ("compare", "{tmp}/a.json", "{tmp}/b.json", "--by", "kernel"),
+        ("--by must be one of auto, path, variant, not 'kernel'",),
+    ),
+    Case("show-only-matching-nothing", ("show", "--no-env", "--only", "zzz"), ("--only 'zzz'", "groups: gdn")),
+    Case(
+        "catalog-doc-other-format", ("catalog", "doc", "-f", "html"), ("--format 'html'", "catalog doc writes markdown")
+    ),
 ]
 CASES += [
     Case("kernels-has-no-csv", ("kernels", "--no-env", "-f", "csv"), ("--format 'csv'", "table, json")),

@@ -10,6 +10,7 @@
     plans.py    plan.json read (the header alone, or its items) and written
     read.py     the reader: a results file, sweep directory or bench document, always as columns
                 (ResultSet); a record whole again from its line
+    stream.py   a bench document's results list cut into record texts a piece at a time
     write.py    results.jsonl appended a durable line at a time; a partial last line cut
     merge.py    the shards of one sweep joined, and the merged directory written
 

@@ -310,17 +310,23 @@ def test_on_a_gpu_at_model_shapes_every_variant_passes(name, label):
 )
 def test_the_per_row_kernels_stream_their_weights_in_16_byte_loads_where_rows_allow(name, variant, monkeypatch):
     """At K = 64 and 32 (whole 16-byte loads of every format) the decode
-    kernels read the weights through ``ldg_v4`` and pass the check; the
-    smoke shapes' K of 40 and 24 (or 48) keep the 8-value chunks."""
+    kernels read the weights through ``ldg_v4``, and the activations in
+    16-byte loads too, and pass the check; the smoke shapes' K of 40 and 24
+    (or 48) keep the 8-value chunks."""
     from leverctl_kernels.common import vload
     from leverctl_kernels.moe import family as F
 
     calls = []
-    real = vload.ldg_v4
-    monkeypatch.setattr(vload, "ldg_v4", lambda a, i: calls.append(i) or real(a, i))
+    real, real_f32 = vload.ldg_v4, vload.ld_f32x4
+    monkeypatch.setattr(vload, "ldg_v4", lambda a, i: calls.append(str(vload._numpy(a).dtype)) or real(a, i))
+    monkeypatch.setattr(vload, "ld_f32x4", lambda a, i: calls.append("float32") or real_f32(a, i))
     path = _paths()[name]
     base = path.shapes("smoke", None)[0]
     shape = F.shape_of({**base.dims, "hidden": 64, "inter": 32}, "decode ")
     fig = _run(path, variant, shape)[0]
     assert fig.passed, fig.why()
-    assert calls, "no 16-byte weight load"
+    weights = [c for c in calls if c in ("uint32", "uint8")]
+    assert weights, f"no 16-byte weight load: {set(calls)}"
+    # The activations too: fp16 x eight a load (gate/up), float32 h four a load (down).
+    want = {"moe.gateup_fp4": {"float16"}, "moe.down_fp4": {"float32"}}.get(name, {"float16", "float32"})
+    assert want <= set(calls), f"activations not in 16-byte loads: {set(calls)}"
