@@ -72,10 +72,11 @@ def _st_shared_v4():
 
 def _shared_f32x4():
     """``st.shared.v4.f32`` and ``ld.shared.v4.f32`` (both volatile asm: a
-    barrier orders them like any shared access)."""
-    from llvmlite import ir
+    barrier orders them like any shared access; the asm is vload's)."""
     from numba.cuda import types
     from numba.cuda.extending import intrinsic
+
+    from .vload import f32x4_load, f32x4_store
 
     def st_shared_f32x4(typingctx, addr, a, b, c, d):
         if not isinstance(addr, types.Integer):
@@ -84,15 +85,8 @@ def _shared_f32x4():
             return None
 
         def codegen(context, builder, signature, args):
-            f32 = ir.FloatType()
             at = context.cast(builder, args[0], signature.args[0], types.uint32)
-            vals = [context.cast(builder, v, t, types.float32) for v, t in zip(args[1:], signature.args[1:])]
-            fnty = ir.FunctionType(ir.VoidType(), [ir.IntType(32)] + [f32] * 4)
-            asm = ir.InlineAsm(
-                fnty, "st.shared.v4.f32 [$0], {$1, $2, $3, $4};", "r,f,f,f,f,~{memory}", side_effect=True
-            )
-            builder.call(asm, [at] + vals)
-            return context.get_dummy_value()
+            return f32x4_store(context, builder, at, args[1:], signature.args[1:], "shared")
 
         return types.void(addr, a, b, c, d), codegen
 
@@ -101,12 +95,8 @@ def _shared_f32x4():
             return None
 
         def codegen(context, builder, signature, args):
-            f32 = ir.FloatType()
             at = context.cast(builder, args[0], signature.args[0], types.uint32)
-            fnty = ir.FunctionType(ir.LiteralStructType([f32] * 4), [ir.IntType(32)])
-            asm = ir.InlineAsm(fnty, "ld.shared.v4.f32 {$0, $1, $2, $3}, [$4];", "=f,=f,=f,=f,r", side_effect=True)
-            res = builder.call(asm, [at])
-            return context.make_tuple(builder, signature.return_type, [builder.extract_value(res, i) for i in range(4)])
+            return f32x4_load(context, builder, signature, at, "shared")
 
         return types.UniTuple(types.float32, 4)(addr), codegen
 

@@ -96,8 +96,38 @@ def _is_f32_c_array(arr) -> bool:
     return isinstance(arr, types.Array) and arr.layout == "C" and arr.dtype == types.float32
 
 
-def _ld_f32x4():
+def f32x4_load(context, builder, signature, addr, space: str):
+    """Emit ``ld.<space>.v4.f32`` (volatile asm) at ``addr`` (an i64 global
+    or i32 shared address) and return its four float32 as the signature's
+    tuple: the one load of :func:`ld_f32x4` and ``smem.ld_shared_f32x4``."""
     from llvmlite import ir
+
+    f32, width = ir.FloatType(), addr.type.width
+    fnty = ir.FunctionType(ir.LiteralStructType([f32] * 4), [addr.type])
+    asm = ir.InlineAsm(
+        fnty, f"ld.{space}.v4.f32 {{$0, $1, $2, $3}}, [$4];", "=f,=f,=f,=f," + ("l" if width == 64 else "r"), True
+    )
+    res = builder.call(asm, [addr])
+    return context.make_tuple(builder, signature.return_type, [builder.extract_value(res, i) for i in range(4)])
+
+
+def f32x4_store(context, builder, addr, values, types_, space: str):
+    """Emit ``st.<space>.v4.f32`` (volatile asm, clobbering memory) of four
+    values cast to float32 at ``addr``: the one store of :func:`st_f32x4`
+    and ``smem.st_shared_f32x4``."""
+    from llvmlite import ir
+    from numba.cuda import types
+
+    f32 = ir.FloatType()
+    vals = [context.cast(builder, v, t, types.float32) for v, t in zip(values, types_)]
+    fnty = ir.FunctionType(ir.VoidType(), [addr.type] + [f32] * 4)
+    constraint = ("l" if addr.type.width == 64 else "r") + ",f,f,f,f,~{memory}"
+    asm = ir.InlineAsm(fnty, f"st.{space}.v4.f32 [$0], {{$1, $2, $3, $4}};", constraint, side_effect=True)
+    builder.call(asm, [addr] + vals)
+    return context.get_dummy_value()
+
+
+def _ld_f32x4():
     from numba.cuda import types
     from numba.cuda.extending import intrinsic
 
@@ -106,12 +136,7 @@ def _ld_f32x4():
             return None
 
         def codegen(context, builder, signature, args):
-            f32 = ir.FloatType()
-            ptr = _f32x4_pointer(context, builder, signature, args)
-            fnty = ir.FunctionType(ir.LiteralStructType([f32] * 4), [ir.IntType(64)])
-            asm = ir.InlineAsm(fnty, "ld.global.v4.f32 {$0, $1, $2, $3}, [$4];", "=f,=f,=f,=f,l", side_effect=True)
-            res = builder.call(asm, [ptr])
-            return context.make_tuple(builder, signature.return_type, [builder.extract_value(res, i) for i in range(4)])
+            return f32x4_load(context, builder, signature, _f32x4_pointer(context, builder, signature, args), "global")
 
         return types.UniTuple(types.float32, 4)(arr, index), codegen
 
@@ -119,7 +144,6 @@ def _ld_f32x4():
 
 
 def _st_f32x4():
-    from llvmlite import ir
     from numba.cuda import types
     from numba.cuda.extending import intrinsic
 
@@ -130,15 +154,8 @@ def _st_f32x4():
             return None
 
         def codegen(context, builder, signature, args):
-            f32 = ir.FloatType()
             ptr = _f32x4_pointer(context, builder, signature, args)
-            vals = [context.cast(builder, v, t, types.float32) for v, t in zip(args[2:], signature.args[2:])]
-            fnty = ir.FunctionType(ir.VoidType(), [ir.IntType(64)] + [f32] * 4)
-            asm = ir.InlineAsm(
-                fnty, "st.global.v4.f32 [$0], {$1, $2, $3, $4};", "l,f,f,f,f,~{memory}", side_effect=True
-            )
-            builder.call(asm, [ptr] + vals)
-            return context.get_dummy_value()
+            return f32x4_store(context, builder, ptr, args[2:], signature.args[2:], "global")
 
         return types.void(arr, index, a, b, c, d), codegen
 

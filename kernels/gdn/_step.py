@@ -60,6 +60,7 @@ from typing import Any
 import numpy as np
 from numba import cuda, float32, uint64
 
+from ..common.smem import ld_shared_f32x4, smem_addr
 from ..common.vload import ld_f32x4, st_f32x4
 from ._layout import WARP, Tile, step_tile
 from .naive import L2_EPS
@@ -80,6 +81,7 @@ class Step:
     coords: Any
     offset: Any
     load: Any
+    load_shared: Any
     store: Any
     partials: Any
     finish: Any
@@ -127,7 +129,7 @@ def make_step(DK: int, DV: int, BV: int, NT: int) -> Step:
     wrap-around select and a 64-bit address per row: 125 registers against
     40 for the same loop.)"""
     tile = step_tile(DK, DV, BV, NT)
-    CW, R, QN = tile.cw, tile.rows, tile.groups
+    CW, R, QN, BV = tile.cw, tile.rows, tile.groups, tile.bv
     WHOLE, QW, WP, CG, KG = warp_grid(tile)
     LOGWP = butterfly_levels(WP)
     SCALE = np.float32(1.0 / math.sqrt(DK))
@@ -165,6 +167,24 @@ def make_step(DK: int, DV: int, BV: int, NT: int) -> Step:
             else:
                 for w in range(CW):
                     Sr[r * CW + w] = S1[o0 + uint64(r * DV + w)]
+
+    @cuda.jit(device=True)
+    def load_shared(Sr, Ssh, p, c):
+        """Sr <- this thread's patch of a slice held in shared memory (``Ssh``
+        ``[DK, BV]``, 16-byte aligned): one 16-byte load a row, so a warp's
+        rows fall on distinct banks' wavefronts (no conflict)."""
+        if CW == 4:
+            at = smem_addr(Ssh) + np.uint32(4 * (p * R * BV + c * 4))
+            for r in range(R):
+                a, b, x, d = ld_shared_f32x4(at + np.uint32(4 * r * BV))
+                Sr[r * 4] = a
+                Sr[r * 4 + 1] = b
+                Sr[r * 4 + 2] = x
+                Sr[r * 4 + 3] = d
+        else:
+            for r in range(R):
+                for w in range(CW):
+                    Sr[r * CW + w] = Ssh[p * R + r, c * CW + w]
 
     @cuda.jit(device=True)
     def store(Sr, S1, o0):
@@ -260,4 +280,4 @@ def make_step(DK: int, DV: int, BV: int, NT: int) -> Step:
             for w in range(CW):
                 Sr[r * CW + w] = a * Sr[r * CW + w] + kd * dl[w]
 
-    return Step(tile, WHOLE, QW, WP, CG, KG, coords, offset, load, store, partials, finish, put_cols)
+    return Step(tile, WHOLE, QW, WP, CG, KG, coords, offset, load, load_shared, store, partials, finish, put_cols)

@@ -123,6 +123,7 @@ def _render_selects(x, out) -> None:
     """Per steered path with kernels: what each value of the lever selects."""
     from rich.text import Text
 
+    from ..levers.explain import selected_label
     from ..levers.intent import state
 
     shown = [s for s in x.selects if s.selected]
@@ -138,12 +139,7 @@ def _render_selects(x, out) -> None:
             )
         out.print(head)
         for sel in s.selected:
-            label = f"{x.field} {state(sel.value)}"
-            if sel.with_ is None and sel.value == s.selected[0].value:
-                label += " (default)"
-            if sel.with_ is not None:
-                label += f", {sel.with_[0]} {state(sel.with_[1])}"
-            out.print(Text(f"    {label}: {sel.text}"))
+            out.print(Text(f"    {selected_label(x.field, s, sel)}: {sel.text}"))
         if s.binds:
             out.print(Text(f"    and its value reaches the run: it {s.binds}"))
         if s.baselines:

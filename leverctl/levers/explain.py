@@ -206,6 +206,20 @@ def _match(cat: Catalog, name: str) -> tuple[Lever, Match] | None:
     return None
 
 
+def selected_label(field: str, s: Steered, sel: Selected) -> str:
+    """How ``explain`` and the lever reference name one setting of a steered
+    path: ``gdn_wy17 off``, ``(default)`` for the lever's default with the
+    others at theirs, and the other lever set away from its default."""
+    from .intent import state
+
+    label = f"{field} {state(sel.value)}"
+    if sel.with_ is None and sel.value == s.selected[0].value:
+        label += " (default)"
+    if sel.with_ is not None:
+        label += f", {sel.with_[0]} {state(sel.with_[1])}"
+    return label
+
+
 def selects(cat: Catalog, lv: Lever) -> tuple[Steered, ...]:
     """What each value of ``lv`` selects on every path it steers, worded
     from the path's decision table: the other levers of the path at their

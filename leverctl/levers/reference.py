@@ -9,7 +9,7 @@ they are stale."""
 from __future__ import annotations
 
 from .catalog import Catalog
-from .explain import NO_KERNEL, explain
+from .explain import NO_KERNEL, explain, selected_label
 from .intent import state
 
 
@@ -90,12 +90,7 @@ def _lever(x) -> list[str]:
             "",
         ]
         for sel in s.selected:
-            label = f"{x.field} {state(sel.value)}"
-            if sel.with_ is None and sel.value == s.selected[0].value:
-                label += " (default)"
-            if sel.with_ is not None:
-                label += f", {sel.with_[0]} {state(sel.with_[1])}"
-            out.append(f"- {label}: {sel.text}")
+            out.append(f"- {selected_label(x.field, s, sel)}: {sel.text}")
         if s.binds:
             out.append(f"- its value reaches the run: it {s.binds}")
         if s.baselines:

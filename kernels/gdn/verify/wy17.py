@@ -27,10 +27,8 @@ from __future__ import annotations
 
 from functools import lru_cache
 
-import numpy as np
 from numba import cuda, float32
 
-from ...common.smem import ld_shared_f32x4, smem_addr
 from .._chunk import make_chunk, make_scratch, make_slice_io, shared_bytes, tensor_core_launch
 from .._layout import SHARED_ALIGN, TOKEN_ARGS, bind, make_head_slice, slice_launch, tile_for, warp_threads
 from .._mma_qk import LAYOUT, TC_FORM
@@ -57,6 +55,7 @@ def make_verify_wy17(DK: int, DV: int, layout=LAYOUT):
     step = make_step(DK, DV, BV, STEP)
     RED, NRM = step.red_shape, step.nrm_shape
     coords, partials, finish, put_cols = step.coords, step.partials, step.finish, step.put_cols
+    load_shared = step.load_shared
     LAST = TOKENS - 1
     RCW = R * CW  # state registers a thread
 
@@ -83,18 +82,7 @@ def make_verify_wy17(DK: int, DV: int, layout=LAYOUT):
             qk[1, e] = float32(k[LAST, hk, e])
         cuda.syncthreads()
         if tid < STEP:
-            if CW == 4:  # a row of the patch is one 16-byte shared load: no bank conflict
-                at = smem_addr(Ssh) + np.uint32(4 * (p * R * BV + c * 4))
-                for r in range(R):
-                    a0, a1, a2, a3 = ld_shared_f32x4(at + np.uint32(4 * r * BV))
-                    Sr[r * 4] = a0
-                    Sr[r * 4 + 1] = a1
-                    Sr[r * 4 + 2] = a2
-                    Sr[r * 4 + 3] = a3
-            else:
-                for r in range(R):
-                    for w in range(CW):
-                        Sr[r * CW + w] = Ssh[p * R + r, c * CW + w]
+            load_shared(Sr, Ssh, p, c)
             partials(Sr, qk[0], qk[1], c, p, grp, lead, red, nrm)
         cuda.syncthreads()
         if tid < STEP:
