@@ -154,16 +154,20 @@ def make_step(DK: int, DV: int, BV: int, NT: int) -> Step:
         ``[slots, hv, DK, DV]`` state viewed as 1-D (``hv`` at run time)."""
         return (uint64(slot) * uint64(hv) + uint64(h)) * uint64(DK * DV) + uint64(p) * uint64(R * DV) + uint64(col)
 
+    @cuda.jit(device=True, inline="always")
+    def put4(Sr, r, q):
+        """Row ``r`` of the patch from a quad (a 16-byte load's four floats)."""
+        Sr[r * 4] = q[0]
+        Sr[r * 4 + 1] = q[1]
+        Sr[r * 4 + 2] = q[2]
+        Sr[r * 4 + 3] = q[3]
+
     @cuda.jit(device=True)
     def load(Sr, S1, o0):
         """Sr <- this thread's R x CW patch, one row (16 bytes) a load."""
         for r in range(R):
             if CW == 4:
-                a, b, c, d = ld_f32x4(S1, o0 + uint64(r * DV))
-                Sr[r * 4] = a
-                Sr[r * 4 + 1] = b
-                Sr[r * 4 + 2] = c
-                Sr[r * 4 + 3] = d
+                put4(Sr, r, ld_f32x4(S1, o0 + uint64(r * DV)))
             else:
                 for w in range(CW):
                     Sr[r * CW + w] = S1[o0 + uint64(r * DV + w)]
@@ -176,11 +180,7 @@ def make_step(DK: int, DV: int, BV: int, NT: int) -> Step:
         if CW == 4:
             at = smem_addr(Ssh) + np.uint32(4 * (p * R * BV + c * 4))
             for r in range(R):
-                a, b, x, d = ld_shared_f32x4(at + np.uint32(4 * r * BV))
-                Sr[r * 4] = a
-                Sr[r * 4 + 1] = b
-                Sr[r * 4 + 2] = x
-                Sr[r * 4 + 3] = d
+                put4(Sr, r, ld_shared_f32x4(at + np.uint32(4 * r * BV)))
         else:
             for r in range(R):
                 for w in range(CW):

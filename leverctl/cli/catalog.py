@@ -52,6 +52,20 @@ EngineOpt = Annotated[
 ]
 
 
+def _out_option(what: str):
+    """``--out FILE``: where a catalog command writes ``what`` (atomically), checked before any work."""
+    return Annotated[
+        Optional[Path],
+        typer.Option(
+            "--out",
+            "-o",
+            metavar="FILE",
+            help=f"Write {what} here (atomically) instead of to stdout.",
+            parser=lambda s: check_output_path(s, "--out"),
+        ),
+    ]
+
+
 class Format(str, enum.Enum):
     table = "table"
     json = "json"
@@ -167,16 +181,7 @@ def draft(
     prefix: Annotated[
         str, typer.Option("--prefix", metavar="PREFIX", help="The engine's variable prefix, such as ATLAS_.")
     ],
-    out: Annotated[
-        Optional[Path],
-        typer.Option(
-            "--out",
-            "-o",
-            metavar="FILE",
-            help="Write the catalog here (atomically) instead of to stdout.",
-            parser=lambda s: check_output_path(s, "--out"),
-        ),
-    ] = None,
+    out: _out_option("the catalog") = None,
     name: Annotated[
         Optional[str],
         typer.Option(
@@ -229,16 +234,7 @@ def doc(
     ] = None,
     catalog: CatalogOpt = None,
     fmt: Annotated[str, typer.Option("--format", "-f", metavar="FORMAT", help="markdown.")] = "markdown",
-    out: Annotated[
-        Optional[Path],
-        typer.Option(
-            "--out",
-            "-o",
-            metavar="FILE",
-            help="Write the reference here (atomically) instead of to stdout.",
-            parser=lambda s: check_output_path(s, "--out"),
-        ),
-    ] = None,
+    out: _out_option("the reference") = None,
 ) -> None:
     """Every lever of a catalog as a Markdown reference: its variable, parse
     rule, default, what each value does, its traps and the kernel paths it
