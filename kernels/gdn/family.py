@@ -8,10 +8,13 @@ Inputs (every path; fresh draws per ``make_inputs`` call):
   16 bits; fp16 rather than bf16 because Numba reads fp16 natively). The
   references read the same fp16 values, so only the kernels' fp32
   arithmetic is under test.
-* ``g`` fp32 = ``-rate_h * softplus(N(0,1)) / ln 2``: per-token log-decay,
-  always < 0, with per-head rates log-uniform in [0.02, 0.3] (a trained
-  model's mix of slow and fast heads). Mild enough that a state carried over
-  a smoke-sized sequence still matters.
+* ``g`` fp32 = ``-rate_h * softplus(N(0,1))``: per-token natural-log decay,
+  always < 0, in the convention the references and kernels apply
+  (``exp(g)``, as FLA's kernels and Qwen3-Next's ``g = -A softplus(a +
+  dt_bias)`` have it), with per-head rates log-uniform in [0.02, 0.3] (a
+  trained model's mix of slow and fast heads: an assumed spread, not read
+  from a checkpoint). Mild enough that a state carried over a smoke-sized
+  sequence still matters.
 * ``beta`` fp32 = ``sigmoid(N(0, 1))``, in (0, 1).
 * states fp32 ~ 0.1 N(0, 1): small, like a state a few tokens in.
 * outputs ``o``/``out`` are fp32 so the check sees kernel error, not output
@@ -81,7 +84,7 @@ def random_f16(rng, shape) -> np.ndarray:
 
 def random_gates(rng, t: int, hv: int) -> tuple[np.ndarray, np.ndarray]:
     rate = np.exp(rng.uniform(math.log(0.02), math.log(0.3), hv))
-    g = -rate * np.logaddexp(0.0, rng.standard_normal((t, hv))) / math.log(2.0)
+    g = -rate * np.logaddexp(0.0, rng.standard_normal((t, hv)))  # natural log: the kernels apply exp(g)
     beta = 1.0 / (1.0 + np.exp(-rng.standard_normal((t, hv))))
     return g.astype(np.float32), beta.astype(np.float32)
 

@@ -6,7 +6,8 @@ dims, and its output stays in the latent space::
     score[h, j] = (q_nope[h] . c_kv[j] + q_pe[h] . k_pe[j]) * SCALE
     o[h]        = softmax_j(score[h]) @ c_kv          (the latent is also V)
 
-``SCALE`` is ``1 / sqrt(qk_dim)``, the model's query-key head dim before
+``SCALE`` is ``mscale2 / sqrt(qk_dim)`` (``mscale2`` 1 unless the model's
+YaRN scaling applies, :func:`mscale2`), ``qk_dim`` the model's query-key head dim before
 absorption (DeepSeek-V3: 128 + 64), not ``R + P``.
 
 Grid ``(ceil(H / HT), N_launch)``, ``NT`` threads; block ``(i, n)`` runs
@@ -84,15 +85,25 @@ def shared_bytes(HT: int, R: int, P: int) -> int:
     return 4 * HT * (R + P + 1) + 4 * BLOCK * kv_words(R, P) + 4 * (HT * BLOCK + 3 * HT)
 
 
+def mscale2(shape) -> float:
+    """The factor on ``1/sqrt(qk_dim)`` (spec): ``(0.1 mscale_all_dim
+    ln(factor) + 1)^2`` for a shape with ``yarn_factor``, 1 without."""
+    factor = shape.get("yarn_factor", 0)
+    if not factor:
+        return 1.0
+    m = 0.1 * float(shape.get("mscale_all_dim", 1.0)) * math.log(factor) + 1.0
+    return m * m
+
+
 @lru_cache(maxsize=None)
-def make_decode(H: int, R: int, P: int, QK_DIM: int, READ_TAIL: bool = False):
+def make_decode(H: int, R: int, P: int, QK_DIM: int, READ_TAIL: bool = False, MSCALE2: float = 1.0):
     HT = head_tile(H)
     NT = threads_for(R)
     DPT = -(-R // NT)
     RP = R + P
     W = RP + 1  # padded rows
     HB = HT * BLOCK
-    SCALE = np.float32(1.0 / math.sqrt(QK_DIM))
+    SCALE = np.float32(MSCALE2 / math.sqrt(QK_DIM))  # the model's: YaRN's mscale^2 where it applies (spec)
     KW = kv_words(R, P)
     HALF = (RP + 1) // 2  # words holding the row's dims
     CHR, CHT = R // 8, (R + P) // 8  # 16-byte chunks: latent, and the whole row
@@ -224,7 +235,7 @@ def launcher(shape, per_sequence: bool, read_tail: bool = False):
     """One launch over the batch, or (``per_sequence``) one per sequence of
     the same kernel. The number of sequences comes from the buffers."""
     h, r, p = shape["h"], shape["r"], shape["p"]
-    kern = make_decode(h, r, p, shape["qk_dim"], read_tail)
+    kern = make_decode(h, r, p, shape["qk_dim"], read_tail, mscale2(shape))
     tiles = -(-h // head_tile(h))
     nt = check_block(threads_for(r), warps=False)
     check_grid((tiles, shape["n"]))

@@ -8,6 +8,16 @@ taken from). Model shapes read the recipe's ``[model.mla]`` (``q_heads``,
 ``kv_lora_rank``, ``qk_rope_head_dim``, ``qk_nope_head_dim``), DeepSeek-V3's
 without it.
 
+The softmax scale is the model's: ``mscale^2 / sqrt(qk_dim)``, where a
+model with YaRN rope scaling (``rope_scaling_factor``, ``mscale_all_dim``,
+``original_context``) served beyond its original context multiplies the
+scale by ``mscale = 0.1 mscale_all_dim ln(factor) + 1``, squared (the
+query and the key each carry one), as DeepSeek-V3's own inference code
+does; served within it (``served_context``), the scale is plain. A shape
+carries ``yarn_factor`` (0: plain) and ``mscale_all_dim``;
+``_mla.mscale2`` turns them into the factor the reference and the kernel
+both apply.
+
 Inputs (fresh draws per call): q and every written cache row ~ N(0, 1) in
 bf16 bits, the cache one buffer per sequence of ``ctx`` rounded up to 16
 rows; every row past a sequence's length is NaN, so a kernel that reads
@@ -27,12 +37,35 @@ from .._paged import BLOCK
 from ..paged_decode import spec
 from . import batched, per_sequence
 from . import naive as mla_naive
+from ._mla import mscale2
 
 BF16, F32, I32 = 2, 4, 4
 NAN_BITS = 0x7FC0
 
-# DeepSeek-V3's attention (MLA), the fallback without [model.mla].
-DEEPSEEK_V3_MLA = {"q_heads": 128, "kv_lora_rank": 512, "qk_rope_head_dim": 64, "qk_nope_head_dim": 128}
+# DeepSeek-V3's attention (MLA), the fallback without [model.mla]: its
+# config.json (rope_scaling: yarn, factor 40, mscale_all_dim 1.0,
+# original_max_position_embeddings 4096; max_position_embeddings 163840, the
+# context served here).
+DEEPSEEK_V3_MLA = {
+    "q_heads": 128,
+    "kv_lora_rank": 512,
+    "qk_rope_head_dim": 64,
+    "qk_nope_head_dim": 128,
+    "rope_scaling_factor": 40,
+    "mscale_all_dim": 1.0,
+    "original_context": 4096,
+    "served_context": 163840,
+}
+
+
+def yarn(mla: Mapping[str, Any]) -> dict:
+    """``yarn_factor`` (0 where no YaRN scaling applies: none declared, or
+    the served context within the original) and ``mscale_all_dim``."""
+    factor = mla.get("rope_scaling_factor")
+    served, original = mla.get("served_context"), mla.get("original_context")
+    if not factor or float(factor) <= 1 or not served or not original or int(served) <= int(original):
+        return {"yarn_factor": 0, "mscale_all_dim": 0.0}
+    return {"yarn_factor": int(factor), "mscale_all_dim": float(mla.get("mscale_all_dim", 1.0))}
 
 
 def _label(preset: str, d: Mapping[str, int]) -> str:
@@ -52,6 +85,7 @@ def shapes(preset: str, model: Mapping[str, Any] | None) -> list[Shape]:
             r=int(mla["kv_lora_rank"]),
             p=int(mla["qk_rope_head_dim"]),
             qk_dim=int(mla["qk_nope_head_dim"]) + int(mla["qk_rope_head_dim"]),
+            **yarn(dict(model["mla"]) if model.get("mla") else DEEPSEEK_V3_MLA),  # a recipe states its own
         )
         dims = [
             dict(n=int(n), ctx=int(c), **heads)
@@ -88,7 +122,7 @@ def outputs(shape: Shape):
 def reference(shape: Shape, x: dict) -> dict:
     return {
         "o": mla_naive.naive_mla_decode(
-            x["q_nope"], x["q_pe"], x["c_kv"], x["k_pe"], x["context_lens"], shape["qk_dim"]
+            x["q_nope"], x["q_pe"], x["c_kv"], x["k_pe"], x["context_lens"], shape["qk_dim"], mscale2(shape)
         )
     }
 

@@ -165,6 +165,40 @@ def test_a_result_with_another_softmax_scale_fails_the_tolerance():
     assert not compare(wrong, ref, PATH.tolerance)[0]
 
 
+def test_deepseek_v3_served_past_its_original_context_scales_the_softmax_by_yarns_mscale_squared():
+    """DeepSeek-V3 (YaRN: factor 40, mscale_all_dim 1, original context
+    4096) served at its 163840: the scale is (0.1 ln 40 + 1)^2 / sqrt(192);
+    a recipe serving within the original context, or a model without YaRN,
+    keeps 1 / sqrt(qk_dim)."""
+    import math
+
+    (s,) = PATH.shapes("model", load_recipe(RECIPE).model)[:1]
+    assert (s["yarn_factor"], s["mscale_all_dim"]) == (40, 1.0)
+    assert _mla.mscale2(s) == pytest.approx((0.1 * math.log(40) + 1) ** 2) and 1.87 < _mla.mscale2(s) < 1.88
+    served_short = {**load_recipe(RECIPE).model["mla"], "served_context": 4096}
+    (t,) = PATH.shapes("model", {**load_recipe(RECIPE).model, "mla": served_short})[:1]
+    assert t["yarn_factor"] == 0 and _mla.mscale2(t) == 1.0
+    (u,) = PATH.shapes("model", {"mla": {"q_heads": 16}})[:1]
+    assert _mla.mscale2(u) == 1.0  # a model that declares no rope scaling
+    assert _mla.mscale2(SMOKE[0]) == 1.0
+
+
+@pytest.mark.sim
+def test_the_kernel_applies_the_yarn_scale_and_a_plain_scale_fails_there():
+    """At a smoke shape carrying DeepSeek-V3's YaRN factor, the kernel
+    matches the reference (both with mscale^2); the plain 1/sqrt(qk_dim)
+    result is a wrong answer the tolerance rejects."""
+    from leverctl_kernels.attention.mla_decode import naive as mla_naive
+
+    s = Shape("yarn", {**SMOKE[0].dims, "yarn_factor": 40, "mscale_all_dim": 1.0})
+    x = PATH.make_inputs(s, np.random.default_rng(6))
+    ref = PATH.reference(s, x)["o"]
+    got = run(s, x, PATH.variants["batched"].build(s))
+    assert compare(got, ref, PATH.tolerance)[0]
+    plain = mla_naive.naive_mla_decode(x["q_nope"], x["q_pe"], x["c_kv"], x["k_pe"], x["context_lens"], s["qk_dim"])
+    assert not compare(plain, ref, PATH.tolerance)[0]
+
+
 @pytest.mark.sim
 @pytest.mark.simulator_only  # bench --device sim
 def test_bench_checks_the_per_sequence_fallback_the_lever_selects(tmp_path, capsys):

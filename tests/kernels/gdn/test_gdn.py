@@ -735,6 +735,17 @@ def test_inputs_are_seeded_fresh_and_in_range():
             assert len(set(a["slots"].tolist())) == len(a["slots"]) and a["slots"].dtype == np.int32
 
 
+def test_the_log_decay_is_drawn_in_the_natural_log_the_kernels_apply():
+    """g = -rate_h softplus(N(0,1)) with rates in [0.02, 0.3]: each head's
+    median -g is its rate times ln 2 (softplus's median), so the rates read
+    back lie in that range (a g drawn in log2 units, as before, reads back
+    rates up to 0.43)."""
+    g, _ = spec.random_gates(np.random.default_rng(3), 20000, 64)
+    rates = np.median(-g.astype(np.float64), axis=0) / math.log(2.0)
+    assert rates.min() >= 0.02 * 0.95 and rates.max() <= 0.3 * 1.05, (rates.min(), rates.max())
+    assert rates.max() > 0.25  # the fast heads are there: the bound is the spec's, not slack
+
+
 def test_traffic_declares_the_state_round_trips():
     s = PREFILL.shapes("model", None)[1]  # 4096 tokens, chunk 64
     base = PREFILL.variant_traffic("regresident", s)
