@@ -110,21 +110,16 @@ def render(x) -> None:
 
 
 def _steered(s) -> str:
-    from ..levers.explain import NO_KERNEL
+    from ..levers.explain import steered_name
 
-    if not s.kernel:
-        return f"{s.path} ({NO_KERNEL})"
-    if not s.applies:
-        return f"{s.path} (not in this engine)"
-    return s.path
+    return steered_name(s)
 
 
 def _render_selects(x, out) -> None:
     """Per steered path with kernels: what each value of the lever selects."""
     from rich.text import Text
 
-    from ..levers.explain import selected_label
-    from ..levers.intent import state
+    from ..levers.explain import defaults_text, selection_lines
 
     shown = [s for s in x.selects if s.selected]
     if not shown:
@@ -134,16 +129,10 @@ def _render_selects(x, out) -> None:
     for s in shown:
         head = Text(f"  {s.path}")
         if s.defaults:
-            head.append(
-                "  (other levers at their defaults: " + ", ".join(f"{f} {state(v)}" for f, v in s.defaults) + ")"
-            )
+            head.append("  " + defaults_text(s))
         out.print(head)
-        for sel in s.selected:
-            out.print(Text(f"    {selected_label(x.field, s, sel)}: {sel.text}"))
-        if s.binds:
-            out.print(Text(f"    and its value reaches the run: it {s.binds}"))
-        if s.baselines:
-            out.print(Text(f"    bench and sweep also run {', '.join(s.baselines)}, which no lever selects"))
+        for line in selection_lines(x.field, s):
+            out.print(Text(f"    {line}"))
 
 
 def register(app: typer.Typer) -> None:

@@ -220,6 +220,36 @@ def selected_label(field: str, s: Steered, sel: Selected) -> str:
     return label
 
 
+def steered_name(s: Steered, code=lambda path: path) -> str:
+    """A steered path's name (``code`` spells it), and why it has no effect here if it has none."""
+    if not s.kernel:
+        return f"{code(s.path)} ({NO_KERNEL})"
+    if not s.applies:
+        return f"{code(s.path)} (not in this engine)"
+    return code(s.path)
+
+
+def defaults_text(s: Steered) -> str:
+    """``(other levers at their defaults: ...)``, or '' where the path has no others."""
+    from .intent import state
+
+    if not s.defaults:
+        return ""
+    return "(other levers at their defaults: " + ", ".join(f"{f} {state(v)}" for f, v in s.defaults) + ")"
+
+
+def selection_lines(field: str, s: Steered) -> list[str]:
+    """What each setting of ``field`` selects on ``s``, then what its value
+    does besides and which variants run beside: the lines ``explain`` and
+    the lever reference both print."""
+    out = [f"{selected_label(field, s, sel)}: {sel.text}" for sel in s.selected]
+    if s.binds:
+        out.append(f"and its value reaches the run: it {s.binds}")
+    if s.baselines:
+        out.append(f"bench and sweep also run {', '.join(s.baselines)}, which no lever selects")
+    return out
+
+
 def selects(cat: Catalog, lv: Lever) -> tuple[Steered, ...]:
     """What each value of ``lv`` selects on every path it steers, worded
     from the path's decision table: the other levers of the path at their

@@ -9,8 +9,7 @@ they are stale."""
 from __future__ import annotations
 
 from .catalog import Catalog
-from .explain import NO_KERNEL, explain, selected_label
-from .intent import state
+from .explain import defaults_text, explain, selection_lines, steered_name
 
 
 def _cell(text: str) -> str:
@@ -74,27 +73,12 @@ def _lever(x) -> list[str]:
     if x.traps:
         out += ["", "Traps:", ""]
         out += [f"- {t}" for t in x.traps]
-    out += ["", "Steers: " + (", ".join(_steered(s) for s in x.selects) if x.selects else "no kernel path") + "."]
+    steers = ", ".join(steered_name(s, _code) for s in x.selects) if x.selects else "no kernel path"
+    out += ["", f"Steers: {steers}."]
     for s in x.selects:
-        if not s.selected:
-            continue
-        out += [
-            "",
-            f"On `{s.path}`"
-            + (
-                " (other levers at their defaults: " + ", ".join(f"{f} {state(v)}" for f, v in s.defaults) + ")"
-                if s.defaults
-                else ""
-            )
-            + ":",
-            "",
-        ]
-        for sel in s.selected:
-            out.append(f"- {selected_label(x.field, s, sel)}: {sel.text}")
-        if s.binds:
-            out.append(f"- its value reaches the run: it {s.binds}")
-        if s.baselines:
-            out.append(f"- bench and sweep also run {', '.join(s.baselines)}, which no lever selects")
+        if s.selected:
+            out += ["", f"On `{s.path}`" + (f" {defaults_text(s)}" if s.defaults else "") + ":", ""]
+            out += [f"- {line}" for line in selection_lines(x.field, s)]
     if x.notes:
         out += ["", x.notes]
     out.append("")
@@ -105,11 +89,3 @@ def _no_variable(kind: str, short: bool = False) -> str:
     if kind == "config":
         return "(a serve setting)" if short else "a serve setting (`--max-batch-size`, a recipe's `[serve]`)"
     return "(a build default)" if short else "a build default (a recipe's `[build]` sets it)"
-
-
-def _steered(s) -> str:
-    if not s.kernel:
-        return f"`{s.path}` ({NO_KERNEL})"
-    if not s.applies:
-        return f"`{s.path}` (not in this engine)"
-    return f"`{s.path}`"
