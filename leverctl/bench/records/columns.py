@@ -239,9 +239,11 @@ class Builder:
         done["variant"].append(np.array(t.variants.ids(variants), np.int32))
         done["levers"].append(np.array(lever_ids, np.int32))
         with_cores = [i for i, r in enumerate(recs) if r.tensor_cores is not UNSET and r.tensor_cores is not None]
-        if with_cores:
-            ks, vs = done["kernel"][-1], done["variant"][-1]
-            t.note_cores(ks[with_cores].tolist(), vs[with_cores].tolist(), [recs[i] for i in with_cores])
+        if with_cores:  # a variant's form once a batch, not once a record (a million of them)
+            idx = np.array(with_cores)
+            ks, vs = done["kernel"][-1][idx], done["variant"][-1][idx]
+            _, first = np.unique((ks.astype(np.int64) << 32) | vs.astype(np.int64), return_index=True)
+            t.note_cores(ks[first].tolist(), vs[first].tolist(), [recs[i] for i in idx[first].tolist()])
         if devs:
             index = t.devices.index
             for d in devs:
