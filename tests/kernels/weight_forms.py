@@ -21,11 +21,12 @@ FP8_MAX = 448.0
 E2M1_MAX = 6.0
 
 
-def weights(rng: np.random.Generator, *shape: int, scale: float = 0.05) -> np.ndarray:
-    """float32 weights: normal x ``scale``, a few outliers x 6."""
+def weights(rng: np.random.Generator, *shape: int, scale: float = 0.05, outliers: bool = True) -> np.ndarray:
+    """float32 weights: normal x ``scale``, with ``outliers`` one in 64 x 6."""
     w = rng.standard_normal(shape).astype(np.float32) * np.float32(scale)
-    flat = w.reshape(-1)
-    flat[rng.choice(flat.size, size=max(1, flat.size // 64), replace=False)] *= np.float32(6.0)
+    if outliers:
+        flat = w.reshape(-1)
+        flat[rng.choice(flat.size, size=max(1, flat.size // 64), replace=False)] *= np.float32(6.0)
     return w
 
 
