@@ -31,7 +31,7 @@ import numpy as np
 
 from ..common import bits, int4
 from ..common import weight_fit as fit
-from ..common.model_weights import ModelTensor
+from ..common.model_weights import ModelTensor, WeightMismatch
 from ._decode import FP8_BLOCK
 from .formats import _DUMMY, fp8_encode, nvfp4_from
 
@@ -49,6 +49,8 @@ class Stack:
                 fit.agree(first, "experts", shapes[0][0], t, "experts", s[0], "stacked experts are the same experts")
             fit.agree(first, "n", shapes[0][-2], t, "n", s[-2], "gate and up are multiplied element by element")
             fit.agree(first, "k", shapes[0][-1], t, "k", s[-1], "gate and up read the same x")
+        for t, shape in zip(self.tensors, shapes):
+            _stored_forms_fit(t, shape)
         self.rank = rank
         self.experts = shapes[0][0] if rank == 3 else 1
         self.n = sum(s[-2] for s in shapes)
@@ -170,6 +172,27 @@ class Stack:
         for e in touched:
             codes[e], scales[e] = self.fp8_expert(e)
         return {"a": codes, "b": scales, "c": _DUMMY}
+
+
+def _stored_forms_fit(t: ModelTensor, shape: tuple[int, ...]) -> None:
+    """The stored forms ``t`` carries cover its values: NVFP4 codes
+    ``[..., n, k/2]`` and block scales ``[..., n, k/16]``; FP8 bytes
+    ``[..., n, k]`` and 128 x 128 block scales ``[..., ceil(n/128),
+    ceil(k/128)]``."""
+    *lead, n, k = shape
+    want = []
+    if t.nvfp4 is not None:
+        fit.multiple(t, "k", k, bits.NVFP4_BLOCK, "an NVFP4 block scale covers 16 inputs")
+        want += [("NVFP4 codes", t.nvfp4, (*lead, n, k // 2)), ("NVFP4 scales", t.nvfp4_scale, (*lead, n, k // 16))]
+    if t.fp8 is not None and t.fp8_scale_kind == "block128":
+        blocks = (*lead, -(-n // FP8_BLOCK), -(-k // FP8_BLOCK))
+        want += [("FP8 bytes", t.fp8, (*lead, n, k)), ("FP8 block scales", t.fp8_scale, blocks)]
+    for what, a, expected in want:
+        got = tuple(int(x) for x in np.shape(a))
+        if got != expected:
+            raise WeightMismatch(
+                f"{t.name}: {what} have shape {list(got)}, not {list(expected)} for values {list(shape)}"
+            )
 
 
 def routed(

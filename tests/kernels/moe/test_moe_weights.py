@@ -297,3 +297,14 @@ def test_tensors_that_do_not_fit_are_a_one_line_mismatch(name, replace, said):
     with pytest.raises(WeightMismatch) as e:
         _on(name, tensors)
     assert said in str(e.value) and "\n" not in str(e.value), str(e.value)
+
+
+def test_stored_forms_that_do_not_cover_the_values_are_a_mismatch():
+    import dataclasses
+
+    t = LAYERS["NVFP4"]["ffn_down_exps"]
+    short = dataclasses.replace(t, nvfp4_scale=t.nvfp4_scale[..., :1])
+    with pytest.raises(
+        WeightMismatch, match=r"ffn_down_exps.weight: NVFP4 scales have shape \[3, 48, 1\], not \[3, 48, 2\]"
+    ):
+        _on("moe.down_fp4", {"ffn_down_exps": short})
