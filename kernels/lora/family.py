@@ -8,12 +8,15 @@ outputs, ``k`` inputs, rank ``r`` and ``alpha`` (scale ``s = alpha / r``);
 
 from __future__ import annotations
 
+import dataclasses
 import time
 import zlib
 from typing import Any, Mapping
 
 import numpy as np
 
+from ..common import weight_fit as fit
+from ..common.model_weights import WeightUse
 from ..common.path import KernelPath, Shape, Tolerance, Traffic, Variant, check_preset, declared_path
 from . import naive
 from ._adapter import SwapRefused
@@ -66,13 +69,16 @@ def bind(levers: Mapping[str, Any], shape: Shape, engine: str = "") -> Shape:
     return Shape(shape.label, {**shape.dims, "rotate": int(bool(levers.get("lora_rotate")))})
 
 
-def adapter(rng: np.random.Generator, shape) -> tuple[np.ndarray, np.ndarray]:
+BASE_RMS = 0.02  # the drawn base weights' standard deviation
+
+
+def adapter(rng: np.random.Generator, shape, base_rms: float = BASE_RMS) -> tuple[np.ndarray, np.ndarray]:
     """fp16 ``A[r, k]`` (``N(0, 1/k)``: ``x A^T`` is about unit size) and
     ``B[n, r]``, sized so the adapter moves the output by about 30 % of the
-    base projection's size."""
+    base projection's size (base weights of RMS ``base_rms``)."""
     n, k, r = shape["n"], shape["k"], shape["r"]
     a = rng.standard_normal((r, k), dtype=np.float32) / np.float32(np.sqrt(k))
-    b_std = 0.3 * 0.02 * np.sqrt(k) / (scale(shape) * np.sqrt(r))
+    b_std = 0.3 * base_rms * np.sqrt(k) / (scale(shape) * np.sqrt(r))
     b = rng.standard_normal((n, r), dtype=np.float32) * np.float32(b_std)
     return a.astype(np.float16), b.astype(np.float16)
 
@@ -85,6 +91,51 @@ def make_inputs(shape, rng: np.random.Generator) -> dict:
     w = (rng.standard_normal((n, k), dtype=np.float32) * np.float32(0.02)).astype(np.float16)
     a, b = adapter(rng, shape)
     return {"x": x, "w": w, "a": a, "b": b}
+
+
+# The projections an adapter may sit on: attention's and the dense FFN's,
+# each on its own.
+WEIGHT_ROLES = (
+    ("attn_q",),
+    ("attn_k",),
+    ("attn_v",),
+    ("attn_qkv",),
+    ("attn_output",),
+    ("ffn_gate",),
+    ("ffn_up",),
+    ("ffn_down",),
+)
+
+
+def on_weights(path: KernelPath, tensors) -> KernelPath:
+    """The projection on one base weight matrix from a model file: ``n x
+    k`` its own, at every rank and row count of the ``model`` preset (the
+    first smoke shape's for ``smoke``); the base weights are the decoded
+    values in fp16, the kernels' type (exact from an F16 file, rounded
+    once from any other, which the label says); the adapter stays drawn,
+    sized to the tensor's RMS as it is to the drawn weights'."""
+    t = fit.only(tensors, path.name)
+    n, k = fit.dims(t, 2, path.name)
+    with np.errstate(over="ignore"):  # past fp16's range: inf, which finite_in refuses
+        w = fit.finite_in(t, np.asarray(t.values, np.float32).astype(np.float16), "fp16")
+    rms = float(np.sqrt(np.mean(np.square(w, dtype=np.float64)))) or BASE_RMS
+    tag = fit.read_as([t], "fp16", stored=t.stored == "F16")
+
+    def shapes_on_file(preset: str, model: Mapping[str, Any] | None) -> list[Shape]:
+        check_preset(preset)
+        if preset == "smoke":
+            runs = [(_SMOKE[0]["m"], _SMOKE[0]["r"], _SMOKE[0]["alpha"])]
+        else:
+            runs = [(m, r, ALPHA_PER_RANK * r) for r in RANKS for m in ROWS]
+        dims = [dict(m=m, n=n, k=k, r=r, alpha=alpha) for m, r, alpha in runs]
+        return [Shape(f"{tag} {_label(d)}", d) for d in dims]
+
+    def inputs_on_file(shape, rng: np.random.Generator) -> dict:
+        x = rng.standard_normal((shape["m"], k), dtype=np.float32).astype(np.float16)
+        a, b = adapter(rng, shape, rms)
+        return {"x": x, "w": w, "a": a, "b": b}
+
+    return dataclasses.replace(path, shapes=shapes_on_file, make_inputs=inputs_on_file)
 
 
 def outputs(shape) -> dict:
@@ -190,6 +241,11 @@ def declare(table, variants: Mapping[str, Variant]) -> KernelPath:
         tolerance=TOLERANCE,
         notes="memory-bound at decode (m = 1, 8: the weights dominate), compute-bound at prefill; "
         "per_forward adds r/k of the work and a launch, merged pays at load and at every swap",
-        extra={"model_sections": ("attention", "ffn"), "findings": swap_check, "profile_shape": profile_shape},
+        extra={
+            "model_sections": ("attention", "ffn"),
+            "findings": swap_check,
+            "profile_shape": profile_shape,
+            "weights": WeightUse(WEIGHT_ROLES, on_weights),
+        },
         bind=bind,
     )

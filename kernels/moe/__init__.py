@@ -29,6 +29,13 @@ Sizes come from a recipe's ``[model]`` (``hidden``) and ``[model.moe]``
 absent. Routing of the expert paths is drawn (k distinct experts a row,
 softmax weights of normal logits), so each path measures its own kernels.
 
+On a model file (``leverctl bench --weights``) every weight-bearing path,
+the prefill ones too, declares the expert roles it reads (``WeightUse``)
+and runs on the file's experts, all of them kept and only the routed ones
+encoded; ``file_weights`` reads NVFP4 and 128 x 128-block FP8 as stored
+where an arm reads that format and makes every other format from the
+decoded values, as for drawn weights.
+
 Every kernel runs on FP32 CUDA cores (the records' ``tensor_cores`` null)
 but the grouped expert GEMMs: the expert stages at prefill shapes
 (``moe.gateup_fp4``, ``moe.down_fp4``) and the grouped variants of

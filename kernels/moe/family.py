@@ -7,12 +7,14 @@ the whole routed FFN's inputs, reference and traffic."""
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any, Mapping
 
 import numpy as np
 
 from ..common import bits
 from ..common.path import Shape, Tolerance, Traffic, Variant, check_preset
+from . import file_weights as fw
 from . import formats, naive
 
 DEFAULT_MODEL: Mapping[str, Any] = {
@@ -132,25 +134,29 @@ STAGE_TOLERANCES = {
 
 def ffn_inputs(fmt: str):
     def make(shape: Shape, rng: np.random.Generator) -> dict:
-        rows, hidden, inter, experts, k = (
-            shape["rows"],
-            shape["hidden"],
-            shape["inter"],
-            shape["experts"],
-            shape["top_k"],
-        )
-        ids, rw = random_routing(rng, rows, experts, k)
-        hit = touched(ids)
-        wgu = formats.draw_int4(rng, experts, 2 * inter, hidden, hit)
-        wd = formats.draw_int4(rng, experts, hidden, inter, hit)
-        if fmt == "fp8":
-            wgu, wd = formats.fp8_from(wgu, hit), formats.fp8_from(wd, hit)
-        out = {"x": random_x(rng, rows, hidden), "ids": ids, "rw": rw}
-        formats.put(out, f"wgu_{fmt}", wgu)
-        formats.put(out, f"wd_{fmt}", wd)
-        return out
+        hidden, inter, experts = shape["hidden"], shape["inter"], shape["experts"]
+
+        def draw(hit):
+            wgu = formats.draw_int4(rng, experts, 2 * inter, hidden, hit)
+            wd = formats.draw_int4(rng, experts, hidden, inter, hit)
+            if fmt == "fp8":
+                wgu, wd = formats.fp8_from(wgu, hit), formats.fp8_from(wd, hit)
+            return wgu, wd
+
+        return _ffn_inputs(fmt, shape, rng, draw)
 
     return make
+
+
+def _ffn_inputs(fmt: str, shape: Shape, rng: np.random.Generator, weights) -> dict:
+    """Routing, ``weights(touched experts) -> (gate/up, down)`` in ``fmt``, x."""
+    rows, hidden, experts, k = shape["rows"], shape["hidden"], shape["experts"], shape["top_k"]
+    ids, rw = random_routing(rng, rows, experts, k)
+    wgu, wd = weights(touched(ids))
+    out = {"x": random_x(rng, rows, hidden), "ids": ids, "rw": rw}
+    formats.put(out, f"wgu_{fmt}", wgu)
+    formats.put(out, f"wd_{fmt}", wd)
+    return out
 
 
 def ffn_reference(fmt: str):
@@ -182,6 +188,55 @@ def ffn_traffic(fmt: str, tc: bool = False):
         )
 
     return traffic
+
+
+# ── on a model file's experts (``WeightUse``; ``file_weights``) ──
+
+# What each format's kernels need of K (a kernel chunk is 8 inputs; an NVFP4
+# block scale covers 16).
+K_MULTIPLE = {"int4": 8, "fp8": 8, "nvfp4": bits.NVFP4_BLOCK}
+
+
+def file_shapes(shapes, tag: str, hidden: int, inter: int, experts: int):
+    """``shapes`` (the path's own: rows, stage, layer kind) with the file's
+    sizes and expert count, ``top_k`` the path's capped at the experts,
+    labelled with ``tag``."""
+
+    def on_file(preset: str, model) -> list[Shape]:
+        out = []
+        for s in shapes(preset, model):
+            prefix = s.label[: len(s.label) - len(label(s.dims))]
+            d = {**s.dims, "hidden": hidden, "inter": inter, "experts": experts}
+            d["top_k"] = fw.top_k(s["top_k"], experts)
+            out.append(Shape(f"{tag} {prefix}{label(d)}", d))
+        return out
+
+    return on_file
+
+
+def ffn_on_weights(fmt: str):
+    """``apply`` of a whole routed FFN path in ``fmt`` (int4 or fp8): a
+    layer's gate, up and down experts; int4 made from the decoded values,
+    FP8 as stored where the file holds it in 128 x 128 blocks (else
+    encoded from the decoded values)."""
+
+    def apply(path, tensors):
+        up, down = fw.routed(tensors, path.name, True, K_MULTIPLE[fmt], f"{fmt} expert weights")
+        stored = {"int4": fw.never, "fp8": fw.Stack.fp8_stored}[fmt]
+        tag = fw.describe([up, down], {fmt: stored})
+        encode = (lambda st, hit: st.int4(hit)) if fmt == "int4" else (lambda st, hit: st.fp8(hit))
+
+        def inputs(shape: Shape, rng: np.random.Generator) -> dict:
+            return _ffn_inputs(fmt, shape, rng, lambda hit: (encode(up, hit), encode(down, hit)))
+
+        shapes = file_shapes(path.shapes, tag, up.k, down.k, up.experts)
+        return dataclasses.replace(path, shapes=shapes, make_inputs=inputs)
+
+    return apply
+
+
+# A layer's routed experts, gate and up read together.
+ROUTED_FFN = (("ffn_gate_exps", "ffn_up_exps", "ffn_down_exps"),)
 
 
 def decode_shapes(preset: str, model, smoke_rows=(3,)) -> list[Shape]:

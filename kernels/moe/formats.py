@@ -60,24 +60,44 @@ def nvfp4_expert(w: dict, e: int) -> np.ndarray:
     return bits.nvfp4_decode_np(w["a"][e], w["b"][e], w["c"][e])
 
 
+def fp8_encode(w: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """One expert's float ``w[n, k]`` as FP8 E4M3 codes with a float32 scale
+    per 128 x 128 block (block amax / 448): ``(codes [n, k], scales [nb, kb])``."""
+    n, k = w.shape
+    nb, kb = -(-n // FP8_BLOCK), -(-k // FP8_BLOCK)
+    pad = np.zeros((nb * FP8_BLOCK, kb * FP8_BLOCK), np.float32)
+    pad[:n, :k] = np.abs(w)
+    amax = pad.reshape(nb, FP8_BLOCK, kb, FP8_BLOCK).max(axis=(1, 3))
+    s = np.where(amax > 0, amax / np.float32(bits.E4M3_MAX), np.float32(1.0)).astype(np.float32)
+    full = np.repeat(np.repeat(s, FP8_BLOCK, axis=0), FP8_BLOCK, axis=1)[:n, :k]
+    return bits.f32_to_e4m3_np(w / full), s
+
+
+def fp8_of(experts: int, n: int, k: int, expert, touched) -> dict:
+    """FP8 weights ``[E, n, k]`` encoded from ``expert(e)`` (float32 ``[n,
+    k]``) for the touched experts; the others zero codes, unit scales."""
+    codes = np.zeros((experts, n, k), np.uint8)
+    scales = np.ones((experts, -(-n // FP8_BLOCK), -(-k // FP8_BLOCK)), np.float32)
+    for e in touched:
+        codes[e], scales[e] = fp8_encode(expert(e))
+    return {"a": codes, "b": scales, "c": _DUMMY}
+
+
 def fp8_from(w4: dict, touched) -> dict:
     """The int4 weights ``w4`` re-encoded as FP8 E4M3 with a float32 scale per
     128 x 128 block (block amax / 448)."""
     experts, n, kw = w4["a"].shape
-    k = kw * int4.PACK
-    nb, kb = -(-n // FP8_BLOCK), -(-k // FP8_BLOCK)
-    codes = np.zeros((experts, n, k), np.uint8)
-    scales = np.ones((experts, nb, kb), np.float32)
+    return fp8_of(experts, n, kw * int4.PACK, lambda e: int4_expert(w4, e), touched)
+
+
+def int4_of(experts: int, n: int, k: int, expert, touched) -> dict:
+    """W4A16 weights ``[E, n, k]`` quantised from ``expert(e)`` (float32 ``[n,
+    k]``: ``common.int4.quantize_w4``) for the touched experts; the others zero."""
+    qa = np.zeros((experts, n, int4.n_words(k)), np.uint32)
+    sb = np.zeros((experts, n, int4.n_groups(k)), np.float16)
     for e in touched:
-        w = int4_expert(w4, e)
-        pad = np.zeros((nb * FP8_BLOCK, kb * FP8_BLOCK), np.float32)
-        pad[:n, :k] = np.abs(w)
-        amax = pad.reshape(nb, FP8_BLOCK, kb, FP8_BLOCK).max(axis=(1, 3))
-        s = np.where(amax > 0, amax / np.float32(bits.E4M3_MAX), np.float32(1.0)).astype(np.float32)
-        scales[e] = s
-        full = np.repeat(np.repeat(s, FP8_BLOCK, axis=0), FP8_BLOCK, axis=1)[:n, :k]
-        codes[e] = bits.f32_to_e4m3_np(w / full)
-    return {"a": codes, "b": scales, "c": _DUMMY}
+        qa[e], sb[e] = expert(e)
+    return {"a": qa, "b": sb, "c": _DUMMY}
 
 
 def fp8_expert(w: dict, e: int) -> np.ndarray:

@@ -14,12 +14,15 @@ a partial scale group, and a K past the 16-row kernel's 512-input chunk.
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any, Mapping
 
 import numpy as np
 
+from ...common import weight_fit as fit
 from ...common.int4 import packed_bytes, random_w4
-from ...common.path import Shape, Tolerance, Traffic, check_preset
+from ...common.model_weights import WeightUse
+from ...common.path import KernelPath, Shape, Tolerance, Traffic, check_preset
 from ...selection.gdn import PROJ_GEMV_BATCH as TABLE
 from ...w4a16.naive import naive_gemm
 from .. import family
@@ -58,6 +61,32 @@ def make_inputs(shape: Shape, rng: np.random.Generator) -> dict:
     qweight, scales = random_w4(rng, n, k)
     x = rng.standard_normal((m, k), dtype=np.float32).astype(np.float16)
     return {"x": x, "qweight": qweight, "scales": scales}
+
+
+SMOKE_ROWS = 3  # the smoke shapes' first row count
+
+
+def on_weights(path: KernelPath, tensors) -> KernelPath:
+    """The projection on one GDN (linear-attention) matrix from a model
+    file, ``ssm_in`` (Qwen3-Next's ``in_proj_qkvz`` or ``in_proj_ba``) or
+    ``ssm_out`` (``out_proj``): ``n x k`` its own at the decode batches (3
+    rows for smoke), its int4 weights made from the decoded values as the
+    drawn weights are (the label says so)."""
+    t = fit.only(tensors, path.name)
+    n, k, encode = fit.int4_matrix(t, path.name)
+    tag = fit.read_as([t], "int4", stored=False)
+
+    def shapes_on_file(preset: str, model: Mapping[str, Any] | None) -> list[Shape]:
+        check_preset(preset)
+        rows = (SMOKE_ROWS,) if preset == "smoke" else DECODE_ROWS
+        return [Shape(f"{preset} {tag} m{m} n{n} k{k}", dict(m=m, n=n, k=k, gemv_tier_loaded=1)) for m in rows]
+
+    def inputs_on_file(shape: Shape, rng: np.random.Generator) -> dict:
+        qweight, scales = encode()
+        x = rng.standard_normal((shape["m"], k), dtype=np.float32).astype(np.float16)
+        return {"x": x, "qweight": qweight, "scales": scales}
+
+    return dataclasses.replace(path, shapes=shapes_on_file, make_inputs=inputs_on_file)
 
 
 def outputs(shape: Shape) -> dict:
@@ -100,5 +129,5 @@ PATH = family.declare(
     "(16 at m = 4, 64 at m = 16) against an H200 ridge of about 14 flop/B (67 TFLOP/s FP32 over "
     "4.8 TB/s), so batch16 at 16 rows is capped near 1 TB/s of weights by its design (an FFMA for every "
     "decoded weight and row), not by its loads.",
-    extra={"profile_shape": profile_shape},
+    extra={"profile_shape": profile_shape, "weights": WeightUse((("ssm_in",), ("ssm_out",)), on_weights)},
 )

@@ -4,6 +4,7 @@ traffic, tolerances and lever binding (NumPy only at import)."""
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any, Mapping
 
 import numpy as np
@@ -11,6 +12,7 @@ import numpy as np
 from ...common import bits
 from ...common.path import Shape, Tolerance, Traffic, check_preset
 from ...selection.moe import PREFILL_GROUPED
+from .. import file_weights as fw
 from .. import naive
 from . import bounds, grouped, inputs
 
@@ -116,11 +118,21 @@ def routed_shapes(preset: str, model, default, extra: Mapping[str, int]) -> list
 
 
 def routed_inputs(shape: Shape, rng: np.random.Generator, *, gated: bool, fp8_down: bool) -> dict:
-    t, h, i, e, k = shape["t"], shape["h"], shape["i"], shape["e"], shape["k"]
+    h, i, e = shape["h"], shape["i"], shape["e"]
+
+    def draw(_touched):
+        return inputs.expert_weights(rng, e, (2 if gated else 1) * i, h), inputs.expert_weights(rng, e, h, i)
+
+    return _routed_inputs(shape, rng, draw, fp8_down)
+
+
+def _routed_inputs(shape: Shape, rng: np.random.Generator, weights, fp8_down: bool) -> dict:
+    """Tokens, routing, ``weights(touched experts) -> (up, down)`` in NVFP4
+    (``fp4``, ``sc``, ``ts``), and down's E4M3 rows re-encoded from them."""
+    t, h, e, k = shape["t"], shape["h"], shape["e"], shape["k"]
     x = inputs.tokens_in(rng, t, h)
     ids, wts = inputs.routing(rng, t, e, k, bool(shape["skew"]))
-    up = inputs.expert_weights(rng, e, (2 if gated else 1) * i, h)
-    dn = inputs.expert_weights(rng, e, h, i)
+    up, dn = weights([int(v) for v in np.unique(ids)])
     out = {
         "x": x,
         "ids": ids,
@@ -136,6 +148,36 @@ def routed_inputs(shape: Shape, rng: np.random.Generator, *, gated: bool, fp8_do
         q8 = inputs.e4m3_rows(inputs.decode(dn))
         out.update(dn_q8=q8["q"], dn_s8=q8["s"])
     return out
+
+
+def routed_on_weights(*, gated: bool, fp8_down: bool):
+    """``apply`` of a routed prefill path on a layer's experts from a model
+    file: up ``[E, I, H]`` (gate and up stacked, gate first, where
+    ``gated``), down ``[E, H, I]``, in NVFP4 (the reference's format) as
+    stored where the file holds NVFP4 (gate and up with one global scale
+    per expert), otherwise encoded from the decoded values; the FP8 down
+    route's E4M3 rows re-encoded from the NVFP4 down, as for drawn weights.
+    Only the experts the routing touches are encoded; the shapes keep the
+    file's expert count."""
+
+    def apply(path, tensors):
+        up, down = fw.routed(tensors, path.name, gated, bits.NVFP4_BLOCK, "NVFP4 block scales cover 16 inputs")
+        arms = {"nvfp4": fw.Stack.nvfp4_stored}
+        tag = fw.describe([up, down], [arms, {**arms, "fp8": fw.never}] if fp8_down else arms)
+
+        def shapes(preset, model):
+            out = []
+            for s in path.shapes(preset, model):
+                d = {**s.dims, "h": up.k, "i": down.k, "e": up.experts, "k": fw.top_k(s["k"], up.experts)}
+                out.append(Shape(f"{tag} {label(d)}", d))
+            return out
+
+        def make(shape, rng):
+            return _routed_inputs(shape, rng, lambda hit: (up.nvfp4(hit), down.nvfp4(hit)), fp8_down)
+
+        return dataclasses.replace(path, shapes=shapes, make_inputs=make)
+
+    return apply
 
 
 def decoded(inputs_: Mapping[str, np.ndarray], which: str) -> np.ndarray:

@@ -3,6 +3,7 @@ block scales), cross-row grouped kernels vs per-row kernels (Metrale)."""
 
 from __future__ import annotations
 
+from ...common.model_weights import WeightUse
 from ...common.path import declared_path
 from ...selection.moe import DECODE_FP8_GROUPED as TABLE
 from .. import _builds
@@ -36,5 +37,5 @@ PATH = declared_path(
     traffic=F.ffn_traffic("fp8"),
     tolerance=F.FFN_TOLERANCE,
     notes="memory-bound: the routed experts' FP8 weights; grouping reads an expert shared by rows once",
-    extra={"model_sections": ("moe",)},
+    extra={"model_sections": ("moe",), "weights": WeightUse(F.ROUTED_FFN, F.ffn_on_weights("fp8"))},
 )

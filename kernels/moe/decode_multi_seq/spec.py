@@ -3,6 +3,7 @@ launches vs the legacy per-token path (Metrale)."""
 
 from __future__ import annotations
 
+from ...common.model_weights import WeightUse
 from ...common.path import declared_path
 from ...selection.moe import DECODE_MULTI_SEQ as TABLE
 from .. import _builds
@@ -31,5 +32,5 @@ PATH = declared_path(
     traffic=F.ffn_traffic("int4"),
     tolerance=F.FFN_TOLERANCE,
     notes="the same kernels either way: the per-token path pays a launch pair per token",
-    extra={"model_sections": ("moe",)},
+    extra={"model_sections": ("moe",), "weights": WeightUse(F.ROUTED_FFN, F.ffn_on_weights("int4"))},
 )

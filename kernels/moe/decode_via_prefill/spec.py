@@ -3,6 +3,7 @@ prefill path (expert-sorted rows) on DFlash capture layers (Metrale)."""
 
 from __future__ import annotations
 
+from ...common.model_weights import WeightUse
 from ...common.path import Shape, check_preset, declared_path
 from ...selection.moe import DECODE_VIA_PREFILL as TABLE
 from .. import _builds
@@ -51,5 +52,5 @@ PATH = declared_path(
     traffic=F.ffn_traffic("int4"),
     tolerance=F.FFN_TOLERANCE,
     notes="a diagnostic: the prefill path's sort and extra launches cost a single row",
-    extra={"model_sections": ("moe",)},
+    extra={"model_sections": ("moe",), "weights": WeightUse(F.ROUTED_FFN, F.ffn_on_weights("int4"))},
 )

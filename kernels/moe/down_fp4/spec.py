@@ -3,24 +3,60 @@ each row's experts, int4 (W4A16) or NVFP4 (holo) weights."""
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 
-from ...common.path import Shape, Traffic, declared_path
+from ...common import weight_fit as fit
+from ...common.model_weights import WeightUse
+from ...common.path import KernelPath, Shape, Traffic, declared_path
 from ...selection.moe import DOWN_FP4 as TABLE
 from .. import _builds, formats, naive
 from .. import family as F
+from .. import file_weights as fw
 
 
 def down_inputs(shape: Shape, rng: np.random.Generator) -> dict:
-    rows, hidden, inter, experts, k = shape["rows"], shape["hidden"], shape["inter"], shape["experts"], shape["top_k"]
+    hidden, inter, experts = shape["hidden"], shape["inter"], shape["experts"]
+
+    def draw(hit):
+        w4 = formats.draw_int4(rng, experts, hidden, inter, hit)
+        return w4, formats.nvfp4_from(w4, hit)
+
+    return _down_inputs(shape, rng, draw)
+
+
+def _down_inputs(shape: Shape, rng: np.random.Generator, weights) -> dict:
+    """Routing, ``weights(touched experts) -> (int4, nvfp4)``, the SiLU products ``h``."""
+    rows, inter, experts, k = shape["rows"], shape["inter"], shape["experts"], shape["top_k"]
     ids, rw = F.random_routing(rng, rows, experts, k)
-    w4 = formats.draw_int4(rng, experts, hidden, inter, F.touched(ids))
+    w4, nv = weights(F.touched(ids))
     g = rng.standard_normal((rows * k, inter)) * 3
     h = (naive.silu(g) * rng.standard_normal((rows * k, inter)) * 3).astype(np.float32)
     out = {"h": h, "ids": ids, "rw": rw}
     formats.put(out, "wd_int4", w4)
-    formats.put(out, "wd_nvfp4", formats.nvfp4_from(w4, F.touched(ids)))
+    formats.put(out, "wd_nvfp4", nv)
     return out
+
+
+def down_on_weights(path: KernelPath, tensors) -> KernelPath:
+    """On a layer's routed down experts from a model file (``[E, H, I]``):
+    int4 (the reference's) made from the decoded values; the NVFP4 arm's
+    the file's as stored where it holds NVFP4, otherwise the int4 weights
+    re-encoded, as for drawn weights."""
+    stack = fw.Stack([fit.role(tensors, "ffn_down_exps", path.name)], path.name)
+    stack.multiple("intermediate", F.K_MULTIPLE["nvfp4"], "the NVFP4 arm's block scale covers 16 inputs")
+    tag = fw.describe([stack], {"int4": fw.never, "nvfp4": fw.Stack.nvfp4_stored})
+
+    def weights(hit):
+        w4 = stack.int4(hit)
+        return w4, stack.nvfp4_or_from(w4, hit)
+
+    return dataclasses.replace(
+        path,
+        shapes=F.file_shapes(path.shapes, tag, stack.n, stack.k, stack.experts),
+        make_inputs=lambda shape, rng: _down_inputs(shape, rng, weights),
+    )
 
 
 def down_reference(shape: Shape, inputs: dict) -> dict:
@@ -76,5 +112,5 @@ PATH = declared_path(
     traffic=_down_traffic("int4"),
     tolerance=F.STAGE_TOLERANCES["int4"],
     notes="memory-bound at decode (each routed expert's weights), compute-bound at prefill",
-    extra={"model_sections": ("moe",)},
+    extra={"model_sections": ("moe",), "weights": WeightUse((("ffn_down_exps",),), down_on_weights)},
 )

@@ -3,22 +3,60 @@ product, int4 (W4A16) or NVFP4 (holo) weights."""
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 
-from ...common.path import Shape, Traffic, declared_path
+from ...common import weight_fit as fit
+from ...common.model_weights import WeightUse
+from ...common.path import KernelPath, Shape, Traffic, declared_path
 from ...selection.moe import GATEUP_FP4 as TABLE
 from .. import _builds, formats, naive
 from .. import family as F
+from .. import file_weights as fw
 
 
 def gateup_inputs(shape: Shape, rng: np.random.Generator) -> dict:
-    rows, hidden, inter, experts, k = shape["rows"], shape["hidden"], shape["inter"], shape["experts"], shape["top_k"]
+    hidden, inter, experts = shape["hidden"], shape["inter"], shape["experts"]
+
+    def draw(hit):
+        w4 = formats.draw_int4(rng, experts, 2 * inter, hidden, hit)
+        return w4, formats.nvfp4_from(w4, hit)
+
+    return _gateup_inputs(shape, rng, draw)
+
+
+def _gateup_inputs(shape: Shape, rng: np.random.Generator, weights) -> dict:
+    """Routing, ``weights(touched experts) -> (int4, nvfp4)``, x."""
+    rows, hidden, experts, k = shape["rows"], shape["hidden"], shape["experts"], shape["top_k"]
     ids, _ = F.random_routing(rng, rows, experts, k)
-    w4 = formats.draw_int4(rng, experts, 2 * inter, hidden, F.touched(ids))
+    w4, nv = weights(F.touched(ids))
     out = {"x": F.random_x(rng, rows, hidden), "ids": ids}
     formats.put(out, "wgu_int4", w4)
-    formats.put(out, "wgu_nvfp4", formats.nvfp4_from(w4, F.touched(ids)))
+    formats.put(out, "wgu_nvfp4", nv)
     return out
+
+
+def gateup_on_weights(path: KernelPath, tensors) -> KernelPath:
+    """On a layer's routed gate and up experts from a model file
+    (``[E, I, H]`` each, stacked gate first): the int4 weights (the
+    reference's) made from the decoded values; the NVFP4 arm's the file's
+    as stored where it holds NVFP4, otherwise the int4 weights re-encoded,
+    as for drawn weights."""
+    gate, up = (fit.role(tensors, r, path.name) for r in ("ffn_gate_exps", "ffn_up_exps"))
+    stack = fw.Stack([gate, up], path.name)
+    stack.multiple("hidden", F.K_MULTIPLE["nvfp4"], "the NVFP4 arm's block scale covers 16 inputs")
+    tag = fw.describe([stack], {"int4": fw.never, "nvfp4": fw.Stack.nvfp4_stored})
+
+    def weights(hit):
+        w4 = stack.int4(hit)
+        return w4, stack.nvfp4_or_from(w4, hit)
+
+    return dataclasses.replace(
+        path,
+        shapes=F.file_shapes(path.shapes, tag, stack.k, stack.n // 2, stack.experts),
+        make_inputs=lambda shape, rng: _gateup_inputs(shape, rng, weights),
+    )
 
 
 def gateup_reference(shape: Shape, inputs: dict) -> dict:
@@ -74,5 +112,5 @@ PATH = declared_path(
     traffic=_gateup_traffic("int4"),
     tolerance=F.STAGE_TOLERANCES["int4"],
     notes="memory-bound at decode (each routed expert's weights), compute-bound at prefill",
-    extra={"model_sections": ("moe",)},
+    extra={"model_sections": ("moe",), "weights": WeightUse((("ffn_gate_exps", "ffn_up_exps"),), gateup_on_weights)},
 )

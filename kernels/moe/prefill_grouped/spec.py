@@ -5,6 +5,7 @@ each GEMM through the shared pipeline (``moe._prefill.pipeline``)."""
 
 from __future__ import annotations
 
+from ...common.model_weights import WeightUse
 from ...common.path import Variant, declared_path
 from ...selection.moe import PREFILL_GROUPED as TABLE
 from .._prefill import family as F
@@ -62,6 +63,12 @@ PATH = declared_path(
     tolerance=F.TOLERANCES["exact"],
     notes="grouped GEMMs on mma.sync (fp16 in, f32 accumulators); the levers size the grid, and a bound below "
     "the routing's load drops rows",
-    extra={"rows_lost": F.rows_lost, "model_sections": ("moe",)},
+    extra={
+        "rows_lost": F.rows_lost,
+        "model_sections": ("moe",),
+        "weights": WeightUse(
+            (("ffn_gate_exps", "ffn_up_exps", "ffn_down_exps"),), F.routed_on_weights(gated=True, fp8_down=True)
+        ),
+    },
     bind=F.bind_grouped,
 )

@@ -5,6 +5,7 @@ grid's M-tile bound and the zeroing from the levers (``bind_sorted``)."""
 
 from __future__ import annotations
 
+from ...common.model_weights import WeightUse
 from ...common.path import Variant, declared_path
 from ...selection.moe import PREFILL_SORTED as TABLE
 from .._prefill import family as F
@@ -46,6 +47,11 @@ PATH = declared_path(
     notes="grouped GEMMs on mma.sync (fp16 in, f32 accumulators) on a grid sized by the worst case or the estimate",
     # Nemotron's hybrid (Mamba-2 + MoE) models: a recipe whose model has MoE
     # layers but no Mamba-2 ones (Qwen3-Next, DeepSeek-V3) has no sorted prefill.
-    extra={"rows_lost": F.rows_lost, "model_sections": ("mamba2",)},
+    extra={
+        "rows_lost": F.rows_lost,
+        "model_sections": ("mamba2",),
+        # squared-ReLU experts: up and down, no gate
+        "weights": WeightUse((("ffn_up_exps", "ffn_down_exps"),), F.routed_on_weights(gated=False, fp8_down=False)),
+    },
     bind=F.bind_sorted,
 )

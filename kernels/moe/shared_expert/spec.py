@@ -5,11 +5,15 @@ choices (``moe._prefill.shared``)."""
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 
 from ...common import bits
+from ...common.model_weights import WeightUse
 from ...common.path import Shape, Traffic, Variant, check_preset, declared_path
 from ...selection.moe import SHARED_EXPERT as TABLE
+from .. import file_weights as fw
 from .. import naive
 from .._prefill import bounds, inputs, shared
 from .._prefill import family as F
@@ -30,9 +34,15 @@ def shared_shapes(preset, model):
 
 
 def shared_inputs(shape, rng):
-    t, h, s = shape["t"], shape["h"], shape["s"]
+    h, s = shape["h"], shape["s"]
     up = inputs.expert_weights(rng, 1, s, h)
     dn = inputs.expert_weights(rng, 1, h, s)
+    return _shared_inputs(shape, rng, up, dn)
+
+
+def _shared_inputs(shape, rng, up: dict, dn: dict) -> dict:
+    """Tokens and the expert's NVFP4 ``up``, ``dn`` (``fp4``, ``sc``, ``ts``, one expert)."""
+    t, h = shape["t"], shape["h"]
     return {
         "x": inputs.tokens_in(rng, t, h),
         "off": np.array([0, t], np.int32),
@@ -44,6 +54,27 @@ def shared_inputs(shape, rng):
         "dn_sc": dn["sc"],
         "dn_ts": dn["ts"],
     }
+
+
+def shared_on_weights(path, tensors):
+    """On a layer's shared expert from a model file: up ``[S, H]`` and
+    down ``[H, S]`` (the squared-ReLU expert has no gate), in NVFP4 as
+    stored where the file holds NVFP4, otherwise encoded from the decoded
+    values (``bits.nvfp4_encode_np``); the tokens at the recipe's prefill
+    counts (the smoke count for ``smoke``)."""
+    up, down = fw.shared(tensors, path.name, bits.NVFP4_BLOCK, "NVFP4 block scales cover 16 inputs")
+    tag = fw.describe([up, down], {"nvfp4": fw.Stack.nvfp4_stored})
+
+    def shapes(preset, model):
+        out = []
+        for sh in path.shapes(preset, model):
+            d = {**sh.dims, "h": up.k, "s": up.n}
+            out.append(Shape(f"{tag} t{d['t']} h{d['h']} s{d['s']}", d))
+        return out
+
+    return dataclasses.replace(
+        path, shapes=shapes, make_inputs=lambda shape, rng: _shared_inputs(shape, rng, up.nvfp4([0]), down.nvfp4([0]))
+    )
 
 
 def shared_reference(shape, x):
@@ -83,5 +114,8 @@ PATH = declared_path(
     tolerance=F.TOLERANCES["exact"],
     notes="GEMMs on mma.sync (fp16 in, f32 accumulators); W4A4 trades activation precision for a quarter of the "
     "activation bytes",
-    extra={"model_sections": ("mamba2",)},
+    extra={
+        "model_sections": ("mamba2",),
+        "weights": WeightUse((("ffn_up_shexp", "ffn_down_shexp"),), shared_on_weights),
+    },
 )

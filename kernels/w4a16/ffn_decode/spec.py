@@ -4,12 +4,15 @@ family's kernels (``sequences``)."""
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any, Mapping
 
 import numpy as np
 
+from ...common import weight_fit as fit
 from ...common.int4 import packed_bytes
-from ...common.path import Shape, Traffic, Variant, check_preset
+from ...common.model_weights import WeightUse
+from ...common.path import KernelPath, Shape, Traffic, Variant, check_preset
 from ...selection.w4a16 import FFN_DECODE as TABLE
 from .. import naive
 from ..family import args, declare, ffn_sizes, fp16_normal, mk, w4
@@ -38,6 +41,39 @@ def ffn_inputs(shape: Shape, rng: np.random.Generator) -> dict:
         **w4(rng, h, i, "qw_down", "s_down"),
     }
     return {"x": fp16_normal(rng, h), **w}
+
+
+def ffn_on_weights(path: KernelPath, tensors) -> KernelPath:
+    """The FFN decode on a dense FFN's three matrices from a model file:
+    gate and up ``[i, h]``, down ``[h, i]``, each made int4 from its decoded
+    values; one token at either preset."""
+    gate, up, down = (fit.role(tensors, r, path.name) for r in ("ffn_gate", "ffn_up", "ffn_down"))
+    i, h, enc_gate = fit.int4_matrix(gate, path.name)
+    iu, hu, enc_up = fit.int4_matrix(up, path.name)
+    hd, idn, enc_down = fit.int4_matrix(down, path.name)
+    fit.agree(gate, "n", i, up, "n", iu, "gate and up are multiplied element by element")
+    fit.agree(gate, "k", h, up, "k", hu, "gate and up read the same x")
+    fit.agree(gate, "n (intermediate)", i, down, "k", idn, "down reads silu(gate) * up")
+    fit.agree(gate, "k (hidden)", h, down, "n", hd, "down writes the hidden state")
+    tag = fit.read_as([gate, up, down], "int4", stored=False)
+
+    def shapes(preset: str, model: Mapping[str, Any] | None) -> list[Shape]:
+        check_preset(preset)
+        return [mk(f"{tag} h{h} i{i}", m=1, hidden=h, inter=i)]
+
+    def inputs(shape: Shape, rng: np.random.Generator) -> dict:
+        (qg, sg), (qu, su), (qd, sd) = enc_gate(), enc_up(), enc_down()
+        return {
+            "x": fp16_normal(rng, h),
+            "qw_gate": qg,
+            "s_gate": sg,
+            "qw_up": qu,
+            "s_up": su,
+            "qw_down": qd,
+            "s_down": sd,
+        }
+
+    return dataclasses.replace(path, shapes=shapes, make_inputs=inputs)
 
 
 def ffn_traffic(shape: Shape) -> Traffic:
@@ -88,4 +124,5 @@ PATH = declare(
         "memory-bound: the three weight matrices dominate; decode_ffn_via_gemm "
         "takes precedence over decode_split_silu and gemv_sw"
     ),
+    extra={"weights": WeightUse((("ffn_gate", "ffn_up", "ffn_down"),), ffn_on_weights)},
 )

@@ -4,15 +4,18 @@ cannot step."""
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any, Mapping
 
 import numpy as np
 
+from ...common import weight_fit as fit
 from ...common.int4 import packed_bytes
-from ...common.path import Shape, Traffic, Variant, check_preset
+from ...common.model_weights import WeightUse
+from ...common.path import KernelPath, Shape, Traffic, Variant, check_preset
 from ...selection.w4a16 import GEMM as TABLE
 from .. import naive
-from ..family import args, declare, ffn_sizes, fp16_normal, mk, w4
+from ..family import DEFAULT_GEMM_ROWS, args, declare, ffn_sizes, fp16_normal, mk, w4
 from . import gemm_tc, gemm_tiled
 
 
@@ -35,6 +38,30 @@ def gemm_shapes(preset: str, model: Mapping[str, Any] | None) -> list[Shape]:
 def gemm_inputs(shape: Shape, rng: np.random.Generator) -> dict:
     w = w4(rng, shape["n"], shape["k"], "qweight", "scales")
     return {"a": fp16_normal(rng, (shape["m"], shape["k"])), **w}
+
+
+# Smoke rows on a model file: the smoke shapes' (one small-M GEMM, one past it).
+SMOKE_ROWS = (5, 67)
+
+
+def gemm_on_weights(path: KernelPath, tensors) -> KernelPath:
+    """The GEMM on one dense-FFN matrix from a model file: ``n x k`` its
+    own at the recipe's ``gemm_rows`` (``model``) or the smoke rows, its
+    int4 weights made from the decoded values as drawn weights are."""
+    t = fit.only(tensors, path.name)
+    n, k, encode = fit.int4_matrix(t, path.name)
+    tag = fit.read_as([t], "int4", stored=False)
+
+    def shapes(preset: str, model: Mapping[str, Any] | None) -> list[Shape]:
+        check_preset(preset)
+        rows = SMOKE_ROWS if preset == "smoke" else fit.tokens(model, "gemm_rows", DEFAULT_GEMM_ROWS)
+        return [mk(f"{tag} m{m} n{n} k{k}", m=m, n=n, k=k) for m in rows]
+
+    def inputs(shape: Shape, rng: np.random.Generator) -> dict:
+        qweight, scales = encode()
+        return {"a": fp16_normal(rng, (shape["m"], k)), "qweight": qweight, "scales": scales}
+
+    return dataclasses.replace(path, shapes=shapes, make_inputs=inputs)
 
 
 def gemm_traffic(shape: Shape) -> Traffic:
@@ -82,5 +109,8 @@ PATH = declare(
     reference=lambda shape, inputs: {"c": naive.naive_gemm(*args(inputs, "a", "qweight", "scales"))},
     traffic=gemm_traffic,
     notes="memory-bound at small m (weight stream), tensor-core-bound at large m (FP32-bound on fma_tiles)",
-    extra={"gemm_mnk": lambda s: (s["m"], s["n"], s["k"])},
+    extra={
+        "gemm_mnk": lambda s: (s["m"], s["n"], s["k"]),
+        "weights": WeightUse((("ffn_gate",), ("ffn_up",), ("ffn_down",)), gemm_on_weights),
+    },
 )

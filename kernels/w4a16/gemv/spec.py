@@ -3,12 +3,15 @@ activations, m = 1)."""
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any, Mapping
 
 import numpy as np
 
+from ...common import weight_fit as fit
 from ...common.int4 import packed_bytes
-from ...common.path import Shape, Traffic, Variant, check_preset
+from ...common.model_weights import WeightUse
+from ...common.path import KernelPath, Shape, Traffic, Variant, check_preset
 from ...selection.w4a16 import GEMV as TABLE
 from .. import naive
 from ..family import args, declare, ffn_sizes, fp16_normal, mk, w4
@@ -56,6 +59,29 @@ def gemv_reference(shape: Shape, inputs: dict) -> dict:
     return {"y": naive.naive_gemv(*args(inputs, "qweight", "scales", "x"))}
 
 
+def gemv_on_weights(path: KernelPath, tensors) -> KernelPath:
+    """The GEMV on one dense-FFN matrix from a model file: ``n x k`` its
+    own, at ``m = 1`` for either preset, its int4 weights made from the
+    decoded values as drawn weights are (a Q4_K or FP8 tensor re-encoded,
+    which the label says)."""
+    t = fit.only(tensors, path.name)
+    n, k, encode = fit.int4_matrix(t, path.name)
+    tag = fit.read_as([t], "int4", stored=False)
+
+    def shapes(preset: str, model: Mapping[str, Any] | None) -> list[Shape]:
+        check_preset(preset)
+        return [mk(f"{tag} m1 n{n} k{k}", m=1, n=n, k=k)]
+
+    def inputs(shape: Shape, rng: np.random.Generator) -> dict:
+        qweight, scales = encode()
+        return {"x": fp16_normal(rng, k), "qweight": qweight, "scales": scales}
+
+    return dataclasses.replace(path, shapes=shapes, make_inputs=inputs)
+
+
+# A dense FFN's projections, each on its own.
+FFN_ROLES = (("ffn_gate",), ("ffn_up",), ("ffn_down",))
+
 PATH = declare(
     TABLE,
     [
@@ -72,5 +98,9 @@ PATH = declare(
     reference=gemv_reference,
     traffic=gemv_traffic(1),
     notes="memory-bound: streams k/2 bytes of packed weights per row",
-    extra={"gemm_mnk": lambda s: (1, s["n"], s["k"]), "profile_shape": gemv_profile_shape},
+    extra={
+        "gemm_mnk": lambda s: (1, s["n"], s["k"]),
+        "profile_shape": gemv_profile_shape,
+        "weights": WeightUse(FFN_ROLES, gemv_on_weights),
+    },
 )
