@@ -42,7 +42,9 @@ PER_SEQUENCE = Table(
         Rule(
             "batched",
             {"hc_perseq_decode": True, "mla_perseq_fallback": True},
-            note="hc_perseq_decode and mla_perseq_fallback are on but {unmet}: the batch decodes at once",
+            # Both rules above failed: neither condition holds (not "either fails", as {unmet} words it).
+            note="hc_perseq_decode and mla_perseq_fallback are on but the model has neither hyper-connections "
+            "nor MLA attention: the batch decodes at once",
         ),
         Rule(
             "batched",

@@ -97,7 +97,7 @@ def shapes(preset: str, model: Mapping[str, Any] | None) -> list[Shape]:
     else:
         model = dict(model or {})
         bench = dict(model.get("bench") or {})
-        kinds = [m for m, has in ((_hybrid_model, "gdn"), (_mla_model, "mla")) if not model or model.get(has)]
+        kinds = [m for m, has in ((_mla_model, "mla"), (_hybrid_model, "gdn")) if not model or model.get(has)]
         dims = []
         for kind in kinds:
             facts = {**kind(model), "hc_mult": int(model.get("hc_mult", 0))}
