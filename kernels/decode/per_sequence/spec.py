@@ -113,6 +113,14 @@ def derive(dims: Mapping[str, Any], given: set) -> dict:
     return gdn_family.derive_slots(dims, given) if "slots" in dims else dict(dims)
 
 
+def smoke_of_kind(shape) -> Shape:
+    """The smoke shape of ``shape``'s kind of model (MLA or not): where
+    ``leverctl profile`` takes the argument types of a model shape's
+    launches and traces its memory accesses (the smoke rows are shorter
+    than the model's: the sector figures are a lower bound)."""
+    return next(s for s in shapes("smoke", None) if s["mla"] == shape["mla"])
+
+
 def make_inputs(shape: Shape, rng) -> dict:
     if not shape["mla"]:
         return step_spec.make_inputs(shape, rng)
@@ -191,5 +199,11 @@ PATH = declared_path(
     notes="Launch-bound at small batches: per_sequence makes n times the step's launches, each too small to "
     "fill the GPU, on the same kernels and bytes; the record shows the launches and with_host_us the host's "
     "cost of each, which the batch amortises.",
-    extra={"model_sections": ("gdn", "mla"), "findings": findings, "derive": derive},
+    extra={
+        "model_sections": ("gdn", "mla"),
+        "findings": findings,
+        "derive": derive,
+        "types_shape": smoke_of_kind,
+        "profile_shape": smoke_of_kind,
+    },
 )
