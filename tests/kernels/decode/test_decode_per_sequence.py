@@ -324,3 +324,16 @@ def test_on_a_gpu_at_model_shapes_both_variants_pass_with_the_same_bits_and_no_n
     for n in outs["batched"]:
         assert np.array_equal(outs["batched"][n].view(np.uint32), outs["per_sequence"][n].view(np.uint32)), n
     assert compiled["per_sequence"] == compiled["batched"]  # the per-sequence launches compiled nothing new
+
+
+def test_profile_takes_each_model_shapes_argument_types_from_the_smoke_shape_of_its_kind():
+    from leverctl.profile.run import _types_shape
+    from leverctl_kernels.registry import get_path
+
+    for s in PATH.shapes("model", None):
+        assert _types_shape(PATH, s)["mla"] == s["mla"]
+        assert PATH.extra["profile_shape"](s)["mla"] == s["mla"]
+    other = get_path("attention.mla_decode")  # no hook: its smallest smoke shape
+    assert _types_shape(other, other.shapes("model", None)[0]) == min(
+        other.shapes("smoke", None), key=lambda s: other.traffic(s).bytes
+    )
