@@ -187,7 +187,9 @@ def unmeasured_table(doc: dict) -> Any:
 
     from ..levers.explain import NO_KERNEL
 
-    t = Table(title=f"{doc['engine']}: paths its levers steer with {NO_KERNEL}", title_justify="left")
+    title = f"{doc['engine']}: paths its levers steer with {NO_KERNEL}"
+    # as wide as its title: a table of one short row would fold it mid-phrase
+    t = Table(title=title, title_justify="left", min_width=len(title))
     t.add_column("path", overflow="fold")
     t.add_column("levers", overflow="fold")
     for e in doc["unmeasured"]:
