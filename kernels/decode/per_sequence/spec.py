@@ -114,11 +114,23 @@ def derive(dims: Mapping[str, Any], given: set) -> dict:
 
 
 def smoke_of_kind(shape) -> Shape:
-    """The smoke shape of ``shape``'s kind of model (MLA or not): where
-    ``leverctl profile`` takes the argument types of a model shape's
-    launches and traces its memory accesses (the smoke rows are shorter
-    than the model's: the sector figures are a lower bound)."""
+    """The smoke shape of ``shape``'s kind of model (MLA or not), whose
+    buffers ``leverctl profile`` launches a model shape's step on to learn
+    its kernels' argument types (an MLA step's buffers are not a GDN step's)."""
     return next(s for s in shapes("smoke", None) if s["mla"] == shape["mla"])
+
+
+def profile_shape(shape: Shape) -> Shape:
+    """The memory trace's shape: the model's rows (GDN state ``dk x dv``
+    and value heads per key head, attention ``hq``, ``hkv``, ``d``; MLA's
+    latent and rotary dims, one tile of heads), one sequence of 33 tokens
+    (three KV blocks, the last partial), one layer of each kind."""
+    if shape["mla"]:
+        d = {**shape.dims, "n": 1, "ctx": 33, "h": min(shape["h"], 8), "mla_layers": 1}
+    else:
+        one_key_head = {"hk": 1, "hv": shape["hv"] // shape["hk"]}
+        d = {**shape.dims, "n": 1, "slots": 3, "ctx": 33, "gdn_layers": 1, "attn_layers": 1, **one_key_head}
+    return Shape(_label("profile", d), d)
 
 
 def make_inputs(shape: Shape, rng) -> dict:
@@ -204,6 +216,6 @@ PATH = declared_path(
         "findings": findings,
         "derive": derive,
         "types_shape": smoke_of_kind,
-        "profile_shape": smoke_of_kind,
+        "profile_shape": profile_shape,
     },
 )

@@ -332,7 +332,9 @@ def test_profile_takes_each_model_shapes_argument_types_from_the_smoke_shape_of_
 
     for s in PATH.shapes("model", None):
         assert _types_shape(PATH, s)["mla"] == s["mla"]
-        assert PATH.extra["profile_shape"](s)["mla"] == s["mla"]
+        ps = PATH.extra["profile_shape"](s)
+        assert (ps["mla"], ps["n"], ps["ctx"]) == (s["mla"], 1, 33)
+        assert PATH.variant_launches("per_sequence", ps) == PATH.variant_launches("batched", ps)
     other = get_path("attention.mla_decode")  # no hook: its smallest smoke shape
     assert _types_shape(other, other.shapes("model", None)[0]) == min(
         other.shapes("smoke", None), key=lambda s: other.traffic(s).bytes
