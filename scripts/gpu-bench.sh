@@ -23,13 +23,15 @@
 # figures: copy bandwidth, FP32 rate, BF16/FP8 tensor-core peaks and
 # cuBLAS's BF16 GEMM rate, measured once before any kernel), device.json,
 # records.jsonl, bench-RECIPE.json/.md, ALL.md, campaign.log, bench-ncu.json, ncu.log, ncu/,
+# bench-per-sequence.json, per-sequence.log,
 # pytest-tc.log, pytest-gpu.log,
 # pip.log, nvidia-smi.txt, versions.txt; and all of it packed as OUTDIR.tar.gz.
 #
 # GPU_SYSTEM_PACKAGES=1: let the python's own packages into .venv-gpu too.
 # GPU_BENCH_BUDGET seconds in all (default 420), GPU_TEST_BUDGET of them for
 # the tests (default 120), GPU_NCU_BUDGET for bench --profile --ncu on
-# GPU_NCU_KERNELS (default 90 s on w4a16.gemv and gdn.decode); GPU_TC_BUDGET (default 90) and
+# GPU_NCU_KERNELS (default 90 s on w4a16.gemv and gdn.decode); GPU_PERSEQ_BUDGET (default 60) for
+# decode.per_sequence's per-sequence step against the batched one; GPU_TC_BUDGET (default 90) and
 # GPU_TC_WORKERS (pytest-xdist workers, default 8) for the tensor-core
 # primitives' tests (GPU_TC_TESTS: other test paths), run on the GPU before the bench. GPU_BENCH_DEVICE=sim and GPU_BENCH_KERNELS="w4a16.gemv ..."
 # try the whole script without a GPU, at smoke shapes in the simulator.
@@ -179,18 +181,19 @@ campaign() {  # campaign BUDGET [RECIPE...]
     --left "$out/left.txt" "${kernels[@]}" 2>&1 | tee -a "$out/campaign.log" | grep --line-buffered -E '^leverctl'
   return "${PIPESTATUS[0]}"
 }
-bench_budget=$((budget - test_budget - ${GPU_NCU_BUDGET:-90} - SECONDS))
+perseq_budget=${GPU_PERSEQ_BUDGET:-60}
+bench_budget=$((budget - test_budget - ${GPU_NCU_BUDGET:-90} - perseq_budget - SECONDS))
 # A slow install must not leave the bench nothing: it gets a minute at least.
 [ $bench_budget -lt 60 ] && bench_budget=60
 say "== bench: every recipe in one process, ${bench_budget}s"
 campaign "$bench_budget"
 rc=$?
 # A lost CUDA context ends that process; a fresh one continues with the rest.
-if [ -s "$out/left.txt" ] && [ $((budget - test_budget - ${GPU_NCU_BUDGET:-90} - SECONDS)) -ge 60 ]; then
+if [ -s "$out/left.txt" ] && [ $((budget - test_budget - ${GPU_NCU_BUDGET:-90} - perseq_budget - SECONDS)) -ge 60 ]; then
   mapfile -t rest <"$out/left.txt"
   rm -f "$out/left.txt"
   say "bench: the CUDA context was lost; a fresh process runs ${rest[*]}"
-  campaign $((budget - test_budget - ${GPU_NCU_BUDGET:-90} - SECONDS)) "${rest[@]}"
+  campaign $((budget - test_budget - ${GPU_NCU_BUDGET:-90} - perseq_budget - SECONDS)) "${rest[@]}"
   rc2=$?; [ $rc2 -gt $rc ] && rc=$rc2
 fi
 case $rc in
@@ -224,6 +227,22 @@ if [ $rc -ne 2 ]; then
     "${ncu_kernels[@]}" --profile --ncu -o "$out/bench-ncu.json" >"$out/ncu.log" 2>&1
   nrc=$?
   say "bench --profile --ncu: exit $nrc; $(grep -E -- '--ncu|wrote' "$out/ncu.log" | tail -n 1)"
+fi
+
+# -- 3c. the per-sequence decode against the batched one ----------------------------------
+# No recipe turns Metrale's per-sequence decode levers on, so the campaign
+# measures decode.per_sequence batched only. Here both models' steps run
+# once per sequence (hc_perseq_decode on, and hc_mult = 1 for the run: no
+# recipe's model has hyper-connections) against the defaults' batched step:
+# the launch cost the batch amortises, per record (8 sequences: 8 times the
+# launches; a short budget, so both runs finish).
+if [ $rc -ne 2 ]; then
+  say "== bench decode.per_sequence, per_sequence against batched, ${perseq_budget}s"
+  timeout -k 10 "$perseq_budget" "$vpy" -m leverctl bench -e metrale --no-env --device "$device" \
+    --kernel decode.per_sequence --set METRALE_HC_PERSEQ_DECODE=1 --axis hc_mult=1 --axis n=8 --against defaults \
+    --time-cap 0.5 -o "$out/bench-per-sequence.json" >"$out/per-sequence.log" 2>&1
+  src=$?
+  say "bench decode.per_sequence: exit $src; $(grep -E 'wrote|pass' "$out/per-sequence.log" | tail -n 1)"
 fi
 
 # -- 4. the GPU-only tests -------------------------------------------------------------------

@@ -1,7 +1,7 @@
 """Which variant each kernel path takes: the decision tables ``select()`` runs.
 
 One table per kernel path, one module per family (``w4a16``, ``gdn``,
-``attention``, ``ffn``, ``lora``, ``mamba2``, ``moe``), the rule types in
+``attention``, ``decode``, ``ffn``, ``lora``, ``mamba2``, ``moe``), the rule types in
 ``rules``. A path's declaration takes its name, summary, levers, variants,
 engines and ``select`` from its table (``common.path.declared_path``), and
 ``leverctl explain`` words what each lever value selects from the same
@@ -19,10 +19,10 @@ from __future__ import annotations
 from types import MappingProxyType
 from typing import Mapping
 
-from . import attention, ffn, gdn, lora, mamba2, moe, w4a16
+from . import attention, decode, ffn, gdn, lora, mamba2, moe, w4a16
 from .rules import Case, Choice, Cond, Rule, Table
 
-FAMILIES = (w4a16, gdn, attention, ffn, lora, mamba2, moe)
+FAMILIES = (w4a16, gdn, attention, decode, ffn, lora, mamba2, moe)
 
 TABLES: Mapping[str, Table] = MappingProxyType({t.path: t for fam in FAMILIES for t in fam.TABLES})
 

@@ -6,7 +6,8 @@ from __future__ import annotations
 
 from .rules import Rule, Table, compare, flag
 
-_HC = compare("hc_mult", ">", 0, least=0, default=0, why="the model has no hyper-connections (hc_mult = {hc_mult})")
+# Shared with the per-sequence decode table (``selection.decode``).
+HAS_HC = compare("hc_mult", ">", 0, least=0, default=0, why="the model has no hyper-connections (hc_mult = {hc_mult})")
 
 PAGED_DECODE = Table(
     path="attention.paged_decode",
@@ -20,7 +21,7 @@ PAGED_DECODE = Table(
         Rule(
             "per_sequence",
             {"hc_perseq_decode": True},
-            (_HC,),
+            (HAS_HC,),
             note="hc_perseq_decode: one launch pair per sequence of the batch",
         ),
         Rule(

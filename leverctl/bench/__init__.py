@@ -51,6 +51,10 @@ Hooks a kernel path may declare in ``KernelPath.extra``:
 * ``"profile_shape"``: ``fn(model shape) -> Shape``, where ``leverctl
   profile`` traces the variant's memory accesses: the model's row lengths,
   strides and alignment, few rows (simulated in seconds).
+* ``"types_shape"``: ``fn(model shape) -> Shape``, the smoke shape whose
+  buffers ``leverctl profile`` launches the variant on to learn its
+  kernels' argument types, where the smoke shapes are of different kinds
+  (default: the smallest smoke shape).
 * ``"align"``: ``fn(shape, inputs, got, ref) -> (got, ref)``, the arrays
   compared, made from the outputs and the reference where they cannot be
   compared element by element (``moe.router``'s top-k: near-tied experts).

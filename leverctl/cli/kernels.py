@@ -182,12 +182,18 @@ def table(doc: dict) -> Any:
     return t
 
 
-def unmeasured_table(doc: dict) -> Any:
-    from rich.table import Table
-
+def unmeasured_title(doc: dict) -> str:
     from ..levers.explain import NO_KERNEL
 
-    t = Table(title=f"{doc['engine']}: paths its levers steer with {NO_KERNEL}", title_justify="left")
+    return f"{doc['engine']}: paths its levers steer with {NO_KERNEL}"
+
+
+def unmeasured_table(doc: dict) -> Any:
+    """The unmeasured paths; its title (:func:`unmeasured_title`) is printed
+    as a line of its own above it: a table of short rows would fold it."""
+    from rich.table import Table
+
+    t = Table()
     t.add_column("path", overflow="fold")
     t.add_column("levers", overflow="fold")
     for e in doc["unmeasured"]:
@@ -228,4 +234,5 @@ def register(app: typer.Typer) -> None:
                         f"{e['name']} shape dimensions (model shapes; --axis NAME=...): {dims}", markup=False
                     )
             if doc["unmeasured"] and not kernel:
+                common.out.print(unmeasured_title(doc), markup=False)
                 common.out.print(fit(unmeasured_table(doc), common.out.width))

@@ -107,7 +107,14 @@ def _bound_for(path, variant: str, shape, levers, engine: str):
     return shape
 
 
-def _types_shape(path):
+def _types_shape(path, shape):
+    """The smoke shape whose buffers stand in for ``shape``'s types: the
+    path's own ``extra["types_shape"](shape)`` where its smoke shapes are of
+    different kinds (``decode.per_sequence``: an MLA step's buffers are not
+    a GDN step's), else its smallest."""
+    pick = path.extra.get("types_shape")
+    if pick:
+        return pick(shape)
     return min(path.shapes("smoke", None), key=lambda s: path.traffic(s).bytes)
 
 
@@ -120,7 +127,7 @@ def compile_items(items: list[Item], arch: str, cache: Path, keep: Path | None) 
         "items": [
             {
                 **_request_item(it),
-                "types_shape": {"label": (t := _types_shape(it.path)).label, "dims": dict(t.dims)},
+                "types_shape": {"label": (t := _types_shape(it.path, it.shape)).label, "dims": dict(t.dims)},
             }
             for it in items
         ],

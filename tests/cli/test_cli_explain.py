@@ -137,3 +137,19 @@ def test_kernels_lists_the_steered_paths_that_have_no_kernel(cli):
     assert "gdn.prefill_multi_stream" in r.out and "no kernel in leverctl yet" in r.out
     atlas = json.loads(cli("kernels", "-e", "atlas", "--no-env", "-f", "json").out)
     assert not any(u["path"].startswith("gdn.") for u in atlas["unmeasured"])
+
+
+def test_the_per_sequence_decode_levers_steer_a_measured_path(cli):
+    """decode.per_sequence has kernels: explain and kernels no longer call it
+    unmeasured (the list of unmeasured paths may hold others, or none)."""
+    doc = json.loads(cli("kernels", "-e", "metrale", "--no-env", "-f", "json").out)
+    assert all(u["path"] != "decode.per_sequence" for u in doc["unmeasured"])
+    (ps,) = [p for p in doc["paths"] if p["name"] == "decode.per_sequence"]
+    assert ps["applies"] and {v["name"] for v in ps["variants"]} == {"batched", "per_sequence"}
+    for var in ("METRALE_MLA_PERSEQ_FALLBACK", "METRALE_HC_PERSEQ_DECODE"):
+        r = cli("explain", var)
+        assert r.code == 0, r.err
+        assert "decode.per_sequence (no kernel" not in r.out and "decode.per_sequence  (other levers" in r.out
+        x = json.loads(cli("explain", var, "-f", "json").out)
+        (st,) = [s for s in x["selects"] if s["path"] == "decode.per_sequence"]
+        assert st["kernel"] and st["applies"]

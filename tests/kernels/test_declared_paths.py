@@ -19,7 +19,7 @@ from leverctl_kernels.common.path import Variant, declared_path
 from leverctl_kernels.registry import all_paths, family_paths, get_path, spec_module
 from leverctl_kernels.selection import TABLES
 
-FAMILIES = ("w4a16", "gdn", "attention", "ffn", "lora", "mamba2", "moe")
+FAMILIES = ("w4a16", "gdn", "attention", "decode", "ffn", "lora", "mamba2", "moe")
 
 # The KernelPath fields a declaration takes from its decision table.
 FROM_TABLE = ("name", "family", "summary", "levers", "lever_defaults", "select", "engines", "baselines")

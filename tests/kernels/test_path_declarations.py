@@ -143,7 +143,7 @@ def test_all_the_scratch_a_variant_allocates_is_its_declared_workspace(case, mon
 
 def test_every_family_is_checked_and_every_variant_somewhere():
     checked = {(p.name, v) for p, v, _ in CASES}
-    assert {p.family for p, _, _ in CASES} == {"w4a16", "gdn", "attention", "ffn", "lora", "mamba2", "moe"}
+    assert {p.family for p, _, _ in CASES} == {"w4a16", "gdn", "attention", "decode", "ffn", "lora", "mamba2", "moe"}
     assert checked == {(p.name, v) for p in all_paths() for v in p.variants}
     assert set(LOADS) <= checked
 

@@ -239,3 +239,17 @@ def test_a_declaration_cannot_disagree_with_its_table(paths):
         declared_path(table, {v: verify.variants[v] for v in ("wy17", "recurrent")}, **fields)
     with pytest.raises(KeyError):
         get_path("gdn.other")
+
+
+def test_metrales_per_sequence_decode_levers_each_steer_the_measured_step_path(paths):
+    """Each lever reaches per_sequence at the smoke shape of its own kind of
+    model and leaves the other kind batched, as select() does."""
+    m = load_catalog("metrale")
+    hybrid, mla = paths["decode.per_sequence"].shapes("smoke", None)
+    for field, kind, other in (("hc_perseq_decode", hybrid, mla), ("mla_perseq_fallback", mla, hybrid)):
+        (st,) = [s for s in explain(m, m.lever(field)).selects if s.path == "decode.per_sequence"]
+        assert st.kernel and st.applies
+        on = next(s for s in st.selected if s.value is True and s.with_ is None)
+        table = TABLES["decode.per_sequence"]
+        assert next(c for c in on.cases if c.holds(table, kind)).variant == "per_sequence"
+        assert next(c for c in on.cases if c.holds(table, other)).variant == "batched"
