@@ -189,6 +189,33 @@ def test_the_reference_is_the_recurrence_per_stream_not_over_the_concatenation()
     assert not compare(o_all, ref["o"], PATH.tolerance)[0]
 
 
+def test_a_leaked_stream_fails_the_check_at_the_models_head_dims():
+    """Qwen3-Next's heads (16 q/k over 32 value heads, d = 128) and short
+    streams (the simulator cannot run a kernel there): outputs where one
+    stream started from the state its predecessor ended with, instead of
+    its own, fail the bench's check (diluted over every other stream's
+    tokens, the norm-wise bound alone might not); the reference itself
+    passes."""
+    from leverctl.bench import check as chk
+
+    (s,) = PATH.shapes("model", {"bench": {"prefill_streams": [[40, 17, 1]]}})
+    x = inputs(s, 5)
+    ref = PATH.reference(s, x)
+    f32 = {n: ref[n].astype(np.float32) for n in ("o", "state")}
+    assert chk.compare(f32, ref, PATH.tolerance).passed
+    off = x["offsets"]
+    for i in (1, 2):  # the 17-token stream, the one-token stream
+        leaked = {**x, "state": x["state"].copy()}
+        leaked["state"][i] = ref["state"][i - 1]
+        bad = PATH.reference(s, leaked)
+        o = ref["o"].copy()
+        o[off[i] : off[i + 1]] = bad["o"][off[i] : off[i + 1]]
+        st = ref["state"].copy()
+        st[i] = bad["state"][i]
+        assert not chk.compare({**f32, "o": o.astype(np.float32)}, ref, PATH.tolerance).passed, i
+        assert not chk.compare({**f32, "state": st.astype(np.float32)}, ref, PATH.tolerance).passed, i
+
+
 # ------------------------------------------------------------------ traffic
 
 
