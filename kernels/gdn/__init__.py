@@ -1,12 +1,15 @@
-"""Gated DeltaNet (GDN) kernel paths: chunked prefill, speculative verify,
-multi-sequence decode, Metrale's conv-fused decode, and the projection GEMV
-tiers of its multi-sequence decode.
+"""Gated DeltaNet (GDN) kernel paths: chunked prefill, Metrale's multi-stream
+prefill, speculative verify, multi-sequence decode, Metrale's conv-fused
+decode, and the projection GEMV tiers of its multi-sequence decode.
 
 ==================  =========================  ===================  ==========================
 path                levers (default)           variants             chosen when
 ==================  =========================  ===================  ==========================
 gdn.prefill         gdn_regresident (on)       regresident          lever on
                                                global_state         lever off
+gdn.prefill_        gdn_batched_fla (off)      batched              lever on,
+multi_stream                                                        dk == dv == fla_head_dim
+(Metrale only)                                 per_stream           otherwise (note says why)
 gdn.verify          gdn_wy17 (on),             wy17                 T == 17 and gdn_wy17
                     gdn_wyn (on)               wyn                  else gdn_wyn
                                                recurrent            otherwise
@@ -26,11 +29,13 @@ on and the tier resolved, else ``per_row``, one W4A16 GEMV launch per row
 The "chosen when" column is ``leverctl_kernels.selection``'s decision tables,
 which each path's ``select`` runs and ``leverctl explain`` words. Atlas's
 ``gdn_batched_fla`` steers multi-sequence decode; Metrale's field of the
-same name steers multi-stream GDN *prefill* through its batched FLA kernels,
-a path with no kernel here yet, so ``gdn.decode`` is Atlas's alone.
+same name steers multi-stream GDN *prefill* (``gdn.prefill_multi_stream``:
+several prompts in one launch, each stream's tokens given by offsets), so
+``gdn.decode`` is Atlas's alone.
 
-Each path is a folder (``prefill/``, ``verify/``, ``decode/``,
-``fused_conv/``, ``proj_gemv_batch/``) with its declaration in ``spec.py``
+Each path is a folder (``prefill/``, ``prefill_multi_stream/``,
+``verify/``, ``decode/``, ``fused_conv/``, ``proj_gemv_batch/``) with its
+declaration in ``spec.py``
 and one module per variant. The recurrence and its float64 forms, every
 path's reference, are in ``naive``; the model's sizes, inputs and counts
 the paths share in ``family``; the kernels' shared pieces in ``_layout``

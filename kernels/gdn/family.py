@@ -44,7 +44,15 @@ F16, F32, I32 = 2, 4, 4
 
 # Qwen3-Next-80B-A3B, the fallback when a recipe has no [model.gdn]/[model.bench].
 QWEN3_NEXT_GDN = {"qk_heads": 16, "v_heads": 32, "head_dim_k": 128, "head_dim_v": 128, "conv_width": 4, "chunk": 64}
-QWEN3_NEXT_BENCH = {"prefill_tokens": [1024, 4096], "verify_tokens": [17, 5], "decode_batches": [1, 8, 32]}
+QWEN3_NEXT_BENCH = {
+    "prefill_tokens": [1024, 4096],
+    "verify_tokens": [17, 5],
+    "decode_batches": [1, 8, 32],
+    # Multi-stream prefill (gdn.prefill_multi_stream): the lengths of the
+    # prompts prefilled together, one list a shape. An assumption (four equal
+    # prompts; a ragged mix down to one token), not the model's configuration.
+    "prefill_streams": [[1024, 1024, 1024, 1024], [2048, 1024, 512, 300, 129, 64, 17, 1]],
+}
 
 
 def model_dims(model: Mapping[str, Any] | None) -> tuple[dict, dict]:

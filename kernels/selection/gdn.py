@@ -1,11 +1,13 @@
-"""Decision tables of the Gated DeltaNet family: prefill, verify, decode,
-Metrale's conv-fused decode and its decode projections (``kernels/gdn/``)."""
+"""Decision tables of the Gated DeltaNet family: prefill, Metrale's
+multi-stream prefill, verify, decode, Metrale's conv-fused decode and its
+decode projections (``kernels/gdn/``)."""
 
 from __future__ import annotations
 
 from .rules import Rule, Table, compare, flag, guard, relation
 
 FUSED_HEAD_DIM = 128  # the head dim the engine's fused conv kernel is built for
+BATCHED_FLA_HEAD_DIM = 128  # the K and V head dim Metrale's batched multi-stream prefill is built for
 
 PREFILL = Table(
     path="gdn.prefill",
@@ -15,6 +17,39 @@ PREFILL = Table(
     rules=(
         Rule("regresident", {"gdn_regresident": True}),
         Rule("global_state", note="gdn_regresident off: the state round-trips through global memory every chunk"),
+    ),
+)
+
+
+def fla_head_dim(d) -> int:
+    """The head dim the batched multi-stream prefill is taken at, at a shape
+    (smoke shapes lower it to their own: d = 128 is too slow to simulate)."""
+    return d.get("fla_head_dim", BATCHED_FLA_HEAD_DIM)
+
+
+_FLA_D128 = relation(
+    f"dk = dv = {BATCHED_FLA_HEAD_DIM}",
+    lambda d: d["dk"] == d["dv"] == fla_head_dim(d),
+    negation=f"dk or dv != {BATCHED_FLA_HEAD_DIM}",
+    bound_at=fla_head_dim,
+    why="the batched multi-stream kernels need dk == dv == {bound} (got dk={dk}, dv={dv})",
+)
+
+# Metrale's gdn_batched_fla: several prompts prefilled together, each with
+# its own state, in one launch whose streams are given by token offsets (the
+# chunks restart at each stream's start), where the K and V head dims are
+# the ones the engine built that kernel for; else, or with the lever off,
+# the single-stream prefill once per stream.
+PREFILL_MULTI_STREAM = Table(
+    path="gdn.prefill_multi_stream",
+    summary="several prompts of different lengths prefilled together, a GDN state per stream",
+    levers=("gdn_batched_fla",),
+    variants=("batched", "per_stream"),
+    engines=("metrale",),
+    rules=(
+        Rule("per_stream", {"gdn_batched_fla": False}, note="gdn_batched_fla off: one prefill launch per stream"),
+        Rule("batched", {}, (_FLA_D128,)),
+        Rule("per_stream", note="gdn_batched_fla on but not taken: {unmet}"),
     ),
 )
 
@@ -47,8 +82,8 @@ DECODE = Table(
     levers=("gdn_batched_fla",),
     variants=("batched", "per_sequence"),
     # Atlas's gdn_batched_fla steers multi-sequence decode; Metrale's field of
-    # the same name steers multi-stream *prefill* (its lever file), a path
-    # with no kernel here, so this path is Atlas's alone.
+    # the same name steers multi-stream *prefill* (its lever file), which is
+    # gdn.prefill_multi_stream above, so this path is Atlas's alone.
     engines=("atlas",),
     rules=(
         Rule("batched", {"gdn_batched_fla": True}),
@@ -127,4 +162,4 @@ PROJ_GEMV_BATCH = Table(
     ),
 )
 
-TABLES = (PREFILL, VERIFY, DECODE, FUSED_CONV, PROJ_GEMV_BATCH)
+TABLES = (PREFILL, PREFILL_MULTI_STREAM, VERIFY, DECODE, FUSED_CONV, PROJ_GEMV_BATCH)

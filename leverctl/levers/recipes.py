@@ -205,9 +205,12 @@ def load_recipe(path: str | Path, _seen: tuple[str, ...] = ()) -> Recipe:
 
 
 # [model.bench]: the model-shape lists the bench plans from (each a list of
-# positive integers), and the one count (the DFlash draft block).
+# positive integers), the one count (the DFlash draft block), and the lists
+# of lists: prefill_streams, each inner list the token counts of prompts
+# prefilled together (gdn.prefill_multi_stream), one shape each.
 BENCH_LISTS = ("gemm_rows", "decode_batches", "decode_contexts", "prefill_tokens", "verify_tokens")
 BENCH_COUNTS = ("draft_block",)
+BENCH_LIST_LISTS = ("prefill_streams",)
 
 
 def _at(text: str, where: str, key: str) -> str:
@@ -217,27 +220,37 @@ def _at(text: str, where: str, key: str) -> str:
 
 def _check_bench(model: Any, text: str, where: str) -> None:
     """``[model.bench]`` holds known keys, each a list of positive integers
-    (or, for a count, one): a zero, a negative or a word would plan shapes
-    no kernel can have."""
+    (or, for a count, one; for ``prefill_streams``, a list of such lists): a
+    zero, a negative or a word would plan shapes no kernel can have."""
     bench = model.get("bench") if isinstance(model, Mapping) else None
     if bench is None:
         return
     if not isinstance(bench, Mapping):
         raise UserError("[model] bench must be a table of shape lists", _at(text, where, "bench"))
-    known = BENCH_LISTS + BENCH_COUNTS
+    known = BENCH_LISTS + BENCH_COUNTS + BENCH_LIST_LISTS
+
+    def positive(x: Any) -> bool:
+        return isinstance(x, int) and not isinstance(x, bool) and x >= 1
+
+    def positives(x: Any) -> bool:
+        return isinstance(x, list) and bool(x) and all(map(positive, x))
+
     for key, value in bench.items():
         if key not in known:
             raise UserError(
                 f"unknown [model.bench] key `{key}`{did_you_mean(key, known)}; known: {', '.join(known)}",
                 _at(text, where, key),
             )
-
-        def positive(x: Any) -> bool:
-            return isinstance(x, int) and not isinstance(x, bool) and x >= 1
-
         if key in BENCH_COUNTS:
             if not positive(value):
                 raise UserError(f"[model.bench] {key} must be a positive integer, not {value!r}", _at(text, where, key))
+        elif key in BENCH_LIST_LISTS:
+            if not isinstance(value, list) or not value or not all(map(positives, value)):
+                raise UserError(
+                    f"[model.bench] {key} must be a non-empty list of non-empty lists of positive integers "
+                    f"(each the token counts of one batch of streams), not {value!r}",
+                    _at(text, where, key),
+                )
         elif not isinstance(value, list) or not value or not all(map(positive, value)):
             raise UserError(
                 f"[model.bench] {key} must be a non-empty list of positive integers, not {value!r}",

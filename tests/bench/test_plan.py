@@ -164,7 +164,7 @@ def test_the_shipped_gdn_paths_need_a_gdn_section_and_dense_recipes_have_none():
     recipes = Path(__file__).resolve().parents[2] / "recipes"
 
     gdn = family_paths("gdn")
-    assert len(gdn) == 5 and all(p.extra["model_sections"] == ("gdn",) for p in gdn)
+    assert len(gdn) == 6 and all(p.extra["model_sections"] == ("gdn",) for p in gdn)
     for name, has_gdn in (("qwen3-8b", False), ("llama-3.1-8b-atlas", False), ("qwen3-next-80b-a3b", True)):
         model = load_recipe(recipes / f"{name}.toml").model
         assert bool(model.get("gdn")) is has_gdn, name

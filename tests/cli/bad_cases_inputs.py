@@ -212,6 +212,7 @@ BENCH_NOT_POSITIVE = (
 BENCH_UNUSABLE = 'engine = "atlas"\n[model.bench]\ngemm_rows = [3, 7]\n'
 BENCH_UNKNOWN_KEY = 'engine = "atlas"\n[model.bench]\ngemm_row = [3]\n'
 BENCH_COUNT_NOT_A_COUNT = 'engine = "metrale"\n[model.bench]\ndraft_block = "16"\n'
+BENCH_STREAMS_FLAT = 'engine = "metrale"\n[model.bench]\nprefill_streams = [1024, 512]\n'
 
 RECIPE_CASES = []
 # [model.bench] shape lists, where the shapes are planned (sweep --dry-run, bench) and where they are not (show)
@@ -245,6 +246,12 @@ for cmd, argv in {
             argv(p),
             ("{tmp}/r.toml:3", "[model.bench] draft_block must be a positive integer"),
             files=_recipe(BENCH_COUNT_NOT_A_COUNT),
+        ),
+        Case(
+            f"bench-streams-not-lists-{cmd}",
+            argv(p),
+            ("{tmp}/r.toml:3", "[model.bench] prefill_streams must be a non-empty list of non-empty lists"),
+            files=_recipe(BENCH_STREAMS_FLAT),
         ),
     ]
 for cmd, argv in RECIPE_COMMANDS.items():

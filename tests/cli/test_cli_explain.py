@@ -114,10 +114,18 @@ def test_explain_names_the_variant_a_17_token_verify_falls_back_to(cli):
     assert "falls back to the token-by-token recurrence" not in out
 
 
-def test_metrales_batched_fla_is_explained_as_a_prefill_path_with_no_kernel(cli):
+def test_metrales_batched_fla_is_explained_as_the_multi_stream_prefill_path(cli):
     r = cli("explain", "METRALE_GDN_BATCHED_FLA")
-    assert "Steers: gdn.prefill_multi_stream (no kernel in leverctl yet: bench and sweep do not measure it)" in r.out
+    assert "Steers: gdn.prefill_multi_stream\n" in r.out and "no kernel in leverctl yet" not in r.out
+    assert "gdn_batched_fla off (default): per_stream [gdn_batched_fla off: one prefill launch per stream]" in r.out
+    assert (
+        "gdn_batched_fla on: dk = dv = 128: batched; otherwise: per_stream "
+        "[gdn_batched_fla on but not taken: dk or dv != 128]"
+    ) in r.out
     assert "gdn.decode" not in r.out
+    doc = json.loads(cli("explain", "METRALE_GDN_BATCHED_FLA", "-f", "json").out)
+    (st,) = doc["selects"]
+    assert st["path"] == "gdn.prefill_multi_stream" and st["kernel"] and st["applies"]
     doc = json.loads(cli("explain", "ATLAS_GDN_BATCHED_FLA", "-f", "json").out)
     (st,) = doc["selects"]
     assert st["path"] == "gdn.decode" and st["kernel"] and st["applies"]
@@ -130,11 +138,20 @@ def test_metrales_batched_fla_is_explained_as_a_prefill_path_with_no_kernel(cli)
 
 def test_kernels_lists_the_steered_paths_that_have_no_kernel(cli):
     doc = json.loads(cli("kernels", "-e", "metrale", "--no-env", "-f", "json").out)
-    assert {"path": "gdn.prefill_multi_stream", "levers": ["gdn_batched_fla"]} in doc["unmeasured"]
+    # Metrale's multi-stream prefill has its kernel now; what is left unmeasured
+    # (if anything) is the per-sequence decode its fallback levers steer.
+    assert {u["path"] for u in doc["unmeasured"]} <= {"decode.per_sequence"}
+    ms = next(p for p in doc["paths"] if p["name"] == "gdn.prefill_multi_stream")
+    assert ms["applies"] is True and {s["variant"] for s in ms["selected"]} == {"per_stream"}
+    assert [v["name"] for v in ms["variants"]] == ["batched", "per_stream"]
     decode = next(p for p in doc["paths"] if p["name"] == "gdn.decode")
     assert decode["applies"] is False and decode["selected"] == []
     r = cli("kernels", "-e", "metrale", "--no-env")
-    assert "gdn.prefill_multi_stream" in r.out and "no kernel in leverctl yet" in r.out
+    assert "gdn.prefill_multi_stream" in r.out
+    assert ("no kernel in leverctl yet" in r.out) == bool(doc["unmeasured"])
+    on = json.loads(cli("kernels", "-e", "metrale", "--no-env", "-s", "METRALE_GDN_BATCHED_FLA=1", "-f", "json").out)
+    ms = next(p for p in on["paths"] if p["name"] == "gdn.prefill_multi_stream")
+    assert {s["variant"] for s in ms["selected"]} == {"batched"}
     atlas = json.loads(cli("kernels", "-e", "atlas", "--no-env", "-f", "json").out)
     assert not any(u["path"].startswith("gdn.") for u in atlas["unmeasured"])
 

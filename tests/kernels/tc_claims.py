@@ -104,6 +104,8 @@ CLAIM_JOBS: dict[tuple[str, str, str], tuple[str, tuple[str, ...]]] = {
     ("w4a16.gemm", "default_tiles", "mma.sync"): ("test_w4a16_mma_ptx", ("gemm_tc_mma_sync_bn128",)),
     ("gdn.prefill", "regresident", "mma.sync"): ("test_gdn_ptx", ("prefill_regresident",)),
     ("gdn.prefill", "global_state", "mma.sync"): ("test_gdn_ptx", ("prefill_global_state",)),
+    ("gdn.prefill_multi_stream", "batched", "mma.sync"): ("test_gdn_ptx", ("prefill_multi_stream",)),
+    ("gdn.prefill_multi_stream", "per_stream", "mma.sync"): ("test_gdn_ptx", ("prefill_regresident",)),
     ("gdn.verify", "wy17", "mma.sync"): ("test_gdn_ptx", ("verify_wy17",)),
     ("gdn.verify", "wyn", "mma.sync"): ("test_gdn_ptx", ("verify_wyn_t17", "verify_wyn_t5")),
     ("mamba2.prefill_scan", "ssd", "mma.sync"): ("test_mamba2_ptx", ("ssd_chunk_scan", "ssd_chunk_scan_largest")),

@@ -184,24 +184,32 @@ def test_explain_says_which_variant_a_17_token_verify_falls_back_to():
     assert both_off.text.startswith("recurrent")
 
 
-def test_metrales_batched_fla_steers_multi_stream_prefill_which_has_no_kernel_yet(paths):
+def test_metrales_batched_fla_steers_the_multi_stream_prefill_kernel(paths):
     m, a = load_catalog("metrale"), load_catalog("atlas")
     (st,) = explain(m, m.lever("gdn_batched_fla")).selects
-    assert (st.path, st.kernel, st.applies, st.selected) == ("gdn.prefill_multi_stream", False, False, ())
+    assert (st.path, st.kernel, st.applies) == ("gdn.prefill_multi_stream", True, True)
+    assert [s.text for s in st.selected] == [
+        "per_stream [gdn_batched_fla off: one prefill launch per stream]",
+        "dk = dv = 128: batched; otherwise: per_stream [gdn_batched_fla on but not taken: dk or dv != 128]",
+    ]
     assert "prefill" in m.lever("gdn_batched_fla").summary
+    assert applies(paths["gdn.prefill_multi_stream"], "metrale", m.fields)
+    assert not applies(paths["gdn.prefill_multi_stream"], "atlas", a.fields)
     (st,) = explain(a, a.lever("gdn_batched_fla")).selects
     assert (st.path, st.applies) == ("gdn.decode", True)
     assert not applies(paths["gdn.decode"], "metrale", m.fields)
 
 
-def test_a_metrale_bench_plan_does_not_claim_to_measure_batched_fla_on_the_decode_path(paths):
+def test_a_metrale_bench_plan_measures_batched_fla_on_the_multi_stream_prefill_not_the_decode(paths):
     m = load_catalog("metrale")
     values = {f: lv.default for f, lv in m.levers.items()}
     for on in (False, True):
         plan = build_plan(
             list(paths.values()), engine="metrale", catalog_fields=m.fields, values={**values, "gdn_batched_fla": on}
         )
-        assert not any("gdn_batched_fla" in i.levers for i in plan.items)
+        fla = [i for i in plan.items if "gdn_batched_fla" in i.levers]
+        assert fla and {i.kernel for i in fla} == {"gdn.prefill_multi_stream"}
+        assert {i.variant for i in fla} == {"batched" if on else "per_stream"}  # model shapes: d = 128
         assert not any(i.kernel == "gdn.decode" for i in plan.items)
 
 

@@ -74,6 +74,8 @@ def launch_variant(path, shape: Shape, inputs: dict, variant: str | None = None,
 TENSOR_CORE_VARIANTS = {
     ("gdn.prefill", "regresident"),
     ("gdn.prefill", "global_state"),
+    ("gdn.prefill_multi_stream", "batched"),
+    ("gdn.prefill_multi_stream", "per_stream"),
     ("gdn.verify", "wy17"),
     ("gdn.verify", "wyn"),
 }

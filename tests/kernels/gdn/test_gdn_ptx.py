@@ -20,7 +20,14 @@ from ptx_harness import check_ptx, check_ptxas, compiled, nvdisasm  # noqa: F401
 from tc_claims import sass_claims_test
 
 # The kernels whose chunk makes k.k and q.k on mma.sync (fp16, f32 accumulators).
-TENSOR_CORE = ("prefill_regresident", "prefill_global_state", "verify_wy17", "verify_wyn_t17", "verify_wyn_t5")
+TENSOR_CORE = (
+    "prefill_regresident",
+    "prefill_global_state",
+    "prefill_multi_stream",
+    "verify_wy17",
+    "verify_wyn_t17",
+    "verify_wyn_t5",
+)
 MMA_PTX = "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32"
 # Registers per thread each may use at 128 threads: the prefills' 41 KiB of
 # shared memory already limit an SM to five blocks, and 255 registers (the
@@ -29,6 +36,7 @@ MMA_PTX = "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32"
 REG_BUDGET = {
     "prefill_regresident": 255,
     "prefill_global_state": 255,
+    "prefill_multi_stream": 255,
     "verify_wy17": 96,
     "verify_wyn_t17": 96,
     "verify_wyn_t5": 96,
@@ -45,6 +53,7 @@ def jobs():
     from leverctl_kernels.gdn.decode import per_sequence as decode_per_sequence
     from leverctl_kernels.gdn.fused_conv import fused as conv_fused
     from leverctl_kernels.gdn.fused_conv import separate as conv_separate
+    from leverctl_kernels.gdn.prefill_multi_stream import batched as multi_stream
     from leverctl_kernels.gdn.verify import recurrent as verify_recurrent
     from leverctl_kernels.gdn.verify import wy17 as verify_wy17
     from leverctl_kernels.gdn.verify import wyn as verify_wyn
@@ -55,6 +64,7 @@ def jobs():
     nt = _layout.tile_for(D, D).threads
     tok = (A(f16, 3), A(f16, 3), A(f16, 3), A(f32, 2), A(f32, 2), A(f32, 3), A(f32, 3))
     tokflat = tok[:5] + (A(f32, 1), A(f32, 3))
+    streams = tok[:5] + (A(i32, 1), A(f32, 4), A(f32, 3))  # offsets, state [S, Hv, dk, dv]
     dec = (A(f16, 3), A(f16, 3), A(f16, 3), A(f32, 2), A(f32, 2), A(i32, 1), A(f32, 1), A(f32, 3))
     decf = (A(f32, 3),) * 3 + dec[3:]
     fused = (
@@ -75,6 +85,7 @@ def jobs():
         ("verify_wy17", verify_wy17.make_verify_wy17(D, D), tok, nt),
         ("verify_wyn_t17", verify_wyn.make_verify_wyn(17, D, D), tok, nt),
         ("prefill_global_state", _prefill.make_prefill(C, D, D, False), tok, nt),
+        ("prefill_multi_stream", multi_stream.make_prefill_multi_stream(C, D, D), streams, nt),
         ("verify_wyn_t5", verify_wyn.make_verify_wyn(5, D, D), tok, nt),
         ("fused_conv", conv_fused.make_fused_conv(W, D, D), fused, conv_fused.threads(D, D)),
         ("verify_recurrent_t17", verify_recurrent.make_verify_recurrent(17, D, D), tokflat, nt),
@@ -88,7 +99,7 @@ def jobs():
 
 
 def test_every_gdn_kernel_compiles_for_sm90_in_fp32(compiled):
-    assert len(compiled["kernels"]) == 13
+    assert len(compiled["kernels"]) == 14
     check_ptx(compiled, fp64=False)
 
 
@@ -143,6 +154,7 @@ STATE_V4 = {
     "verify_wyn_t17": (4, 4),
     "verify_wyn_t5": (4, 4),
     "prefill_regresident": (4, 4),
+    "prefill_multi_stream": (4, 4),
 }
 # The step kernels write nothing 4 bytes at a time: state and o go 16 bytes a store.
 NO_SCALAR_F32_STORE = (

@@ -1,0 +1,1 @@
+"""``gdn.prefill_multi_stream``: declared in ``spec``."""
