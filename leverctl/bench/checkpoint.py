@@ -129,18 +129,6 @@ def parse_name(name: str) -> Named | None:
     return None
 
 
-def roles_table() -> list[tuple[str, str, str, str]]:
-    """(role, what it is, GGUF name, Hugging Face modules) for the help."""
-    from leverctl_kernels.common.model_weights import ROLES
-
-    rows = []
-    for role, what in ROLES.items():
-        hf = [k for k, v in HF_ROLES.items() if v == role]
-        hf += [f"mlp.experts.E.{p}" for p, v in HF_EXPERT_ROLES.items() if v == role and not p.startswith("w")]
-        rows.append((role, what, f"blk.N.{role}.weight", ", ".join(hf)))
-    return rows
-
-
 # ── the files ────────────────────────────────────────────────────────────────
 
 

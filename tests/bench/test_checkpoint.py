@@ -293,3 +293,14 @@ def test_the_memory_check_fails_a_reader_that_reads_the_whole_file(tmp_path):
     )
     r = _run_child(greedy, path, "model.layers.0.mlp.up_proj.weight")
     assert (r["after_kb"] - r["before_kb"]) / 1024 > BIG * BIG_MB
+
+
+def test_bench_help_names_every_role(capsys):
+    from leverctl.cli.app import main
+    from leverctl_kernels.common.model_weights import ROLES
+
+    with pytest.raises(SystemExit):
+        main(["bench", "--help"])
+    text = " ".join(capsys.readouterr().out.replace("│", " ").split())
+    missing = [r for r in ROLES if r not in text]
+    assert missing == [], f"bench --help does not name the roles {missing}"
