@@ -26,6 +26,11 @@ safetensors            F32, F16, BF16; F8_E4M3 with ``weight_scale_inv``
                        ``[n, k/16]``, ``weight_scale_2`` F32 global
 =====================  ==========================================================
 
+A checkpoint sharded over several safetensors files is read through its
+Hugging Face index (``model.safetensors.index.json``, whose ``weight_map``
+names each tensor's shard): every shard's header is read, and a tensor's
+scales may lie in another shard than the tensor.
+
 The safetensors package's numpy API gives BF16 only where ``ml_dtypes`` has
 taught numpy the type, and FP8 not at all, so those tensors are read as
 unsigned integers at the offsets the file's header gives (the package has
@@ -156,14 +161,17 @@ def _need(package: str, what: str):
         ) from None
 
 
+INDEX_SUFFIX = ".safetensors.index.json"
+
+
 def sniff(file: Path) -> str:
-    """``"gguf"`` or ``"safetensors"`` from the file's first bytes (no
-    package needed), else bad input."""
+    """``"gguf"``, ``"safetensors"`` or ``"index"`` (a Hugging Face shard
+    index) from the file's first bytes (no package needed), else bad input."""
     where = str(file)
     if not file.exists():
         raise UserError("no such file", where)
     if not file.is_file():
-        raise UserError("not a regular file", where)
+        raise UserError("not a regular file (a sharded checkpoint is read through its *.safetensors.index.json)", where)
     try:
         with file.open("rb") as f:
             head = f.read(9)
@@ -174,9 +182,27 @@ def sniff(file: Path) -> str:
     size = file.stat().st_size
     if len(head) == 9 and head[8:9] == b"{" and 8 + struct.unpack("<Q", head[:8])[0] <= size:
         return "safetensors"
+    if file.name.endswith(INDEX_SUFFIX):
+        return "index"
     raise UserError(
         "neither a GGUF file (no GGUF magic) nor a safetensors file (no header length and JSON header)", where
     )
+
+
+def _shards(index: Path) -> list[Path]:
+    """The shard files a Hugging Face index names, each one present."""
+    where = str(index)
+    try:
+        weight_map = json.loads(index.read_text("utf-8"))["weight_map"]
+        names = sorted(set(weight_map.values()))
+    except (OSError, UnicodeDecodeError, ValueError, KeyError, TypeError, AttributeError) as e:
+        why = f"no weight_map ({_one_line(e)})" if isinstance(e, (KeyError, TypeError)) else _one_line(e)
+        raise UserError(f"not a safetensors index: {why}", where) from None
+    shards = [index.parent / n for n in names]
+    for shard in shards:
+        if not shard.is_file():
+            raise UserError(f"the index names shard {shard.name}, which is not beside it", where)
+    return shards
 
 
 class Checkpoint:
@@ -242,38 +268,44 @@ def _check_dims(ck: Checkpoint, entry: Entry, named: Named, dims: int | None = N
 
 
 class SafetensorsFile(Checkpoint):
+    """One safetensors file, or the shards a Hugging Face index
+    (``model.safetensors.index.json``) maps tensor names to: every shard's
+    header is read, no shard's data until a tensor of it is."""
+
     kind = "safetensors"
     FLOATS = {"F32": "<f4", "F16": "<f2", "BF16": "<u2"}
 
-    def __init__(self, file: Path):
+    def __init__(self, file: Path, shards: list[Path] | None = None):
         super().__init__(file)
         st = _need("safetensors", "a safetensors file")
-        try:
-            with st.safe_open(str(file), framework="numpy") as f:
-                names = list(f.keys())
-        except Exception as e:  # noqa: BLE001 - SafetensorError and OSError alike: it cannot read the file
-            why = _one_line(e)
-            if "not fully covered" in why or "incomplete" in why:
-                raise self.bad(f"the safetensors file is cut short ({why})") from None
-            raise self.bad(f"not a safetensors file the safetensors package can read ({why})") from None
-        # The header the package has just validated, for the offsets of the
-        # types its numpy API cannot give (BF16 without ml_dtypes, FP8).
-        with file.open("rb") as fh:
-            (length,) = struct.unpack("<Q", fh.read(8))
-            header = json.loads(fh.read(length))
-        self.base = 8 + length
-        self.header = {n: header[n] for n in names}
-        for n in names:
-            h = self.header[n]
-            self.entries[n] = Entry(n, tuple(int(x) for x in h["shape"]), h["dtype"])
+        self.header: dict[str, tuple[Path, int, dict]] = {}  # name -> (shard, data start, its header entry)
+        for shard in shards or [file]:
+            where = str(shard)
+            try:
+                with st.safe_open(where, framework="numpy") as f:
+                    names = list(f.keys())
+            except Exception as e:  # noqa: BLE001 - SafetensorError and OSError alike: it cannot read the file
+                why = _one_line(e)
+                if "not fully covered" in why or "incomplete" in why:
+                    raise UserError(f"the safetensors file is cut short ({why})", where) from None
+                raise UserError(f"not a safetensors file the safetensors package can read ({why})", where) from None
+            # The header the package has just validated, for the offsets of the
+            # types its numpy API cannot give (BF16 without ml_dtypes, FP8).
+            with shard.open("rb") as fh:
+                (length,) = struct.unpack("<Q", fh.read(8))
+                header = json.loads(fh.read(length))
+            for n in names:
+                h = header[n]
+                self.header[n] = (shard, 8 + length, h)
+                self.entries[n] = Entry(n, tuple(int(x) for x in h["shape"]), h["dtype"])
 
     def raw(self, name: str, dtype: str):
         """The tensor's bytes as ``dtype``, in its shape, memory-mapped."""
         import numpy as np
 
-        h = self.header[name]
+        shard, base, h = self.header[name]
         start, end = (int(x) for x in h["data_offsets"])
-        data = np.memmap(self.file, dtype=np.uint8, mode="r", offset=self.base + start, shape=(end - start,))
+        data = np.memmap(shard, dtype=np.uint8, mode="r", offset=base + start, shape=(end - start,))
         return data.view(dtype).reshape(h["shape"])
 
     def _scale(self, name: str, base: str, suffix: str, shapes: Iterable[tuple[int, ...]], what: str):
@@ -361,7 +393,10 @@ class SafetensorsFile(Checkpoint):
 
 def open_file(file: Path) -> Checkpoint:
     """The file's index, by its first bytes; bad input where it is neither."""
-    return GgufFile(file) if sniff(file) == "gguf" else SafetensorsFile(file)
+    kind = sniff(file)
+    if kind == "gguf":
+        return GgufFile(file)
+    return SafetensorsFile(file, _shards(file) if kind == "index" else None)
 
 
 # ── selection ────────────────────────────────────────────────────────────────
@@ -424,10 +459,10 @@ def _tensor(ck: Checkpoint, names: list[tuple[str, Named]]):
         if parts[0].get("fp8_scale_kind"):
             read["fp8_scale_kind"] = parts[0]["fp8_scale_kind"]
         if parts[0].get("nvfp4_global") is not None:
-            globs = {p["nvfp4_global"] for p in parts}
-            if len(globs) > 1:
-                raise ck.bad(f"layer {first.layer}'s {first.role} experts have different NVFP4 global scales")
-            read["nvfp4_global"] = parts[0]["nvfp4_global"]
+            if len({p["nvfp4_global"] for p in parts}) == 1:
+                read["nvfp4_global"] = parts[0]["nvfp4_global"]
+            else:  # one global scale per expert: no one stored form; the values stay exact
+                del read["nvfp4"], read["nvfp4_scale"]
         first_name = names[0][0]
         name = first_name if len(names) == 1 else first_name.replace(".experts.0.", f".experts.0-{experts[-1]}.")
     values = read.pop("values")

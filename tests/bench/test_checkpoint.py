@@ -304,3 +304,28 @@ def test_bench_help_names_every_role(capsys):
     text = " ".join(capsys.readouterr().out.replace("│", " ").split())
     missing = [r for r in ROLES if r not in text]
     assert missing == [], f"bench --help does not name the roles {missing}"
+
+
+def test_a_sharded_checkpoint_is_read_through_its_index(tmp_path):
+    """Two shards and Hugging Face's index; an FP8 tensor's scale in the
+    other shard than the tensor."""
+    from safetensors.numpy import save_file
+
+    from leverctl.bench import checkpoint
+
+    rng = np.random.default_rng(4)
+    q = (rng.standard_normal((16, 32)) * 0.05).astype(ml_dtypes.bfloat16)
+    k = np.clip(rng.standard_normal((16, 32)) * 100, -448, 448).astype(ml_dtypes.float8_e4m3fn)
+    scale = (rng.random(16) * 1e-3).astype(np.float32)
+    qn, kn = "model.layers.0.self_attn.q_proj.weight", "model.layers.0.self_attn.k_proj.weight"
+    save_file({qn: q, kn: k}, str(tmp_path / "model-00001-of-00002.safetensors"))
+    save_file({kn + "_scale": scale}, str(tmp_path / "model-00002-of-00002.safetensors"))
+    index = tmp_path / "model.safetensors.index.json"
+    shard = {qn: "model-00001-of-00002.safetensors", kn: "model-00001-of-00002.safetensors"}
+    index.write_text(json.dumps({"weight_map": {**shard, kn + "_scale": "model-00002-of-00002.safetensors"}}))
+    ck = checkpoint.open_file(index)
+    sel = checkpoint.select(ck, None, 0, {"attn_q": frozenset({"attn_q"}), "attn_k": frozenset({"attn_k"})})
+    assert np.array_equal(sel.tensors["attn_q"].values, q.astype(np.float32))
+    assert sel.tensors["attn_k"].fp8_scale_kind == "channel"
+    assert np.array_equal(sel.tensors["attn_k"].values, _e4m3(k) * scale[:, None])
+    assert sel.file == str(index) and sel.tensors["attn_q"].file == str(index)

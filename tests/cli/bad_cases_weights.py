@@ -31,6 +31,13 @@ def _truncated_gguf(tmp):
     (tmp / "m.gguf").write_bytes(data[:-1000])
 
 
+def _index_without_shard(tmp):
+    _st(tmp)
+    (tmp / "model.safetensors.index.json").write_text(
+        '{"weight_map": {"%s": "m.safetensors", "x": "model-00002-of-00002.safetensors"}}' % sf.UP_F16
+    )
+
+
 def _no_package(name, files):
     def make(tmp):
         fake = tmp / "nopkg" / name
@@ -113,6 +120,12 @@ CASES = [
         (*_BENCH, "--tensor", gguf_files.DOWN),
         ("{tmp}/m.gguf", "cut short"),
         files=_truncated_gguf,
+    ),
+    Case(
+        "weights-index-without-its-shard",
+        (*_RUN, "--weights", "{tmp}/model.safetensors.index.json", "--tensor", sf.UP_F16),
+        ("model.safetensors.index.json", "names shard model-00002-of-00002.safetensors", "not beside it"),
+        files=_index_without_shard,
     ),
     Case(
         "weights-no-path-reads-the-role",
