@@ -62,9 +62,13 @@ def _weights_plan(weights: Path, tensor, layer, paths, known, res, preset: str, 
     wplan = wmod.plan_on(sel, paths, res, preset, model, known)
     for name, names, why in wplan.not_fitting:
         common.err.print(f"leverctl bench: {name} not run on {', '.join(names)}: {why}", markup=False, highlight=False)
+    skipped: dict[tuple[str, str], list[str]] = {}
     for name, label, variant in wplan.skipped:
+        skipped.setdefault((name, variant), []).append(label)
+    for (name, variant), labels in skipped.items():
+        at = labels[0] if len(labels) == 1 else f"{len(labels)} shapes ({labels[0]}; ...)"
         common.err.print(
-            f"leverctl bench: {name} {variant} not run at {label}: no lever setting selects it there",
+            f"leverctl bench: {name} {variant} not run at {at}: no lever setting selects it there",
             markup=False,
             highlight=False,
         )
