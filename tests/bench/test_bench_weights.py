@@ -1,7 +1,8 @@
-"""``leverctl bench --weights FILE.gguf --tensor NAME``: one FFN matrix read
-from a GGUF file (written here by the ``gguf`` package's own writer) and
-every dense-FFN prefill arm planned and run on it. Bad input is in
-``tests/cli/bad_cases_weights.py``."""
+"""``leverctl bench --weights FILE``, ``ffn.prefill``'s arms: one FFN matrix
+read from a GGUF file (written here by the ``gguf`` package's own writer),
+every arm planned on it at its nearest lever setting and run, a layer's
+gate, up and down each planned, and a file's NVFP4 given to the NVFP4 arms
+as stored. Bad input is in ``tests/cli/bad_cases_weights.py``."""
 
 from __future__ import annotations
 
