@@ -40,6 +40,14 @@ so its record's error is the perturbation its arithmetic adds: the FP8
 crush for ``fp8_e4m3``, the weights' rounding to BF16 for ``bf16_n128``
 and to fp16 for ``w4a16_f16``, fp32 accumulation for all.
 
+On a model file's weights (``leverctl bench --weights``, :func:`weight_use`)
+each path runs on one of a layer's q, k, v, fused qkv or output projection
+matrices: ``proj_bf16_tc`` reads NVFP4 as the file stores it (else the
+matrix encoded to NVFP4), ``proj_fp8`` reads FP8 with per-channel or
+per-tensor scales as stored (else, block-scaled FP8 among them, the matrix
+re-encoded to E4M3 per channel), ``proj_bf16_tc_w4a16`` the matrix
+quantised to int4; the references read the weights each path is given.
+
 Tensor cores: on Hopper (and in the simulator) every kernel runs on wgmma
 (sm_90a: bf16 m64n128k16, e4m3 m64nNk32). Elsewhere the BF16 variants run
 mma.sync m16n8k16 bf16 on the same staged tiles, ``w4a16_f16`` the W4A16
@@ -54,6 +62,7 @@ from typing import Any, Mapping
 import numpy as np
 
 from ..common.bits import f32_to_bf16_np
+from ..common.model_weights import ModelTensor, WeightMismatch, WeightUse
 from ..common.path import Shape, Tolerance, check_preset
 from ..w4a16.gemm import gemm_tc
 from .paged_decode.spec import QWEN3_NEXT_ATTENTION
@@ -117,3 +126,40 @@ def outputs_f32(shape: Shape):
 
 def flops(shape) -> int:
     return 2 * shape["m"] * shape["n"] * shape["k"]
+
+
+# ── on a model file's weights (``leverctl bench --weights``) ─────────────────
+
+# Each projection path runs on any one of a layer's attention projections.
+ATTN_GROUPS = (("attn_q",), ("attn_k",), ("attn_v",), ("attn_qkv",), ("attn_output",))
+K_MULTIPLE = 16  # NVFP4's block; the int4 words' 8 and the E4M3 rows' 16-byte copies divide it
+
+
+def weight_use(x_inputs, weight_inputs) -> WeightUse:
+    """A projection path's :class:`WeightUse`: ``weight_inputs(tensor)``
+    gives the path's weight inputs from one tensor (as stored where the
+    file's format is the path's own), ``x_inputs(shape, rng)`` its
+    activations. The path's shapes become the tensor's ``n`` and ``k`` at
+    the preset's row counts, labelled with the tensor's name."""
+
+    def apply(path, tensors: Mapping[str, ModelTensor]):
+        import dataclasses
+
+        ((_role, t),) = tensors.items()
+        if t.values.ndim != 2:
+            raise WeightMismatch(f"{t.name} has shape {list(t.values.shape)}, not a matrix")
+        if t.k % K_MULTIPLE:
+            raise WeightMismatch(f"{t.name} has rows of k={t.k} inputs, not a multiple of {K_MULTIPLE}")
+        weights = weight_inputs(t)
+        drawn_shapes = path.shapes
+
+        def shapes(preset: str, model: Mapping[str, Any] | None) -> list[Shape]:
+            rows = list(dict.fromkeys(s["m"] for s in drawn_shapes(preset, model)))
+            return [Shape(f"{t.name} {preset} m{m} n{t.n} k{t.k}", {"m": m, "n": t.n, "k": t.k}) for m in rows]
+
+        def make_inputs(shape: Shape, rng) -> dict:
+            return {**x_inputs(shape, rng), **weights}
+
+        return dataclasses.replace(path, shapes=shapes, make_inputs=make_inputs)
+
+    return WeightUse(groups=ATTN_GROUPS, apply=apply)

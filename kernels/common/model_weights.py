@@ -64,7 +64,8 @@ class ModelTensor:
     * ``nvfp4`` with ``nvfp4_scale`` and ``nvfp4_global``: packed E2M1
       (two a byte, low nibble first), uint8 ``[..., n, k / 2]``, E4M3 block
       scales of 16 inputs, uint8 ``[..., n, k / 16]``, and the float32
-      global scale; ``values`` is ``e2m1 * scale * global``.
+      global scale; ``values`` is ``e2m1 * scale * global`` (an expert
+      stack whose experts' global scales differ has values only).
     """
 
     file: str

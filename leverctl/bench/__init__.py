@@ -58,4 +58,7 @@ Hooks a kernel path may declare in ``KernelPath.extra``:
 * ``"align"``: ``fn(shape, inputs, got, ref) -> (got, ref)``, the arrays
   compared, made from the outputs and the reference where they cannot be
   compared element by element (``moe.router``'s top-k: near-tied experts).
+* ``"weights"``: a ``leverctl_kernels.common.model_weights.WeightUse``, the
+  role groups of a model file's tensors the path runs on and how
+  (``bench --weights``: :mod:`leverctl.bench.weights`).
 """

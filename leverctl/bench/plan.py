@@ -120,6 +120,9 @@ class PlanItem:
     # (``KernelPath.baselines``); its config names it, so its record has an
     # identity of its own.
     baseline: bool = False
+    # ``bench --weights``: the model file, tensors and layer the path runs
+    # on (``bench.weights``); the record's ``weights``.
+    weights: Mapping[str, Any] | None = None
 
     @property
     def kernel(self) -> str:

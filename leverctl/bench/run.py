@@ -46,7 +46,7 @@ def item_seed(seed: int, item: PlanItem, trial: int = 0) -> list[int]:
 def empty_record(item: PlanItem, device: Device) -> dict[str, Any]:
     """The item's record before it runs (a failure until it passes): every
     field of ``records.schema``, in its order, null where nothing is known."""
-    return schema.record(
+    rec = schema.record(
         kernel=item.kernel,
         variant=item.variant,
         levers={f: lever_json(v) for f, v in item.levers.items()},
@@ -60,6 +60,9 @@ def empty_record(item: PlanItem, device: Device) -> dict[str, Any]:
         plan=item.plan,
         catalog=item.catalog,
     )
+    if item.weights is not None:
+        rec["weights"] = dict(item.weights)
+    return rec
 
 
 def _tensor_cores(item: PlanItem, launch: Any = None) -> dict[str, str | None]:

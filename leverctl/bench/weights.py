@@ -1,148 +1,196 @@
-"""``leverctl bench --weights FILE.gguf --tensor NAME``: one FFN weight
-matrix read from a GGUF file, on which every dense-FFN prefill arm is run.
+"""``leverctl bench --weights FILE``: the plan on a model file's weights.
 
-The file is read with the ``gguf`` package's reader (the one llama.cpp's
-Python tools use; the ``leverctl[gguf]`` extra), so leverctl parses no GGUF
-itself. The tensor must be an FFN projection (its name holds ``ffn_gate``,
-``ffn_up`` or ``ffn_down``: ``down`` follows the name), two-dimensional
-(GGUF's ``ne = [k, n]``: rows of ``k`` inputs) with ``k`` a multiple of 16
-(the NVFP4 arms' block), and stored as Q4_K, F16, BF16 or F32. The Q4_K arm
-reads Q4_K blocks as stored; every other format is made from the decoded
-matrix (``leverctl_kernels.ffn.prefill.spec.with_weights``).
+The file is read by :mod:`leverctl.bench.checkpoint` (only the tensors
+named: ``--tensor NAME``, or ``--layer N`` with or without ``--tensor
+ROLE``). Every kernel path being benched whose ``extra["weights"]``
+(a :class:`~leverctl_kernels.common.model_weights.WeightUse`) has a role
+group whose tensors were all read runs on them: ``apply`` returns the path
+on those tensors (their shapes the path's shapes), and every variant of it
+is planned at the lever values nearest the resolved ones that select it
+(fewest levers changed), so its record names how to get it; a variant no
+lever setting selects at a shape is left out, and said. Each item carries
+the file, tensors and layer, which its record's ``weights`` holds.
 
-Everything here is bad input or data: :func:`read` raises ``UserError``
-(one line, exit 2) for a missing extra, a file that is not GGUF, an absent
-tensor (with the names closest to it) or one of the wrong type or shape,
-before any kernel is loaded.
+A tensor that does not fit a path (``WeightMismatch``) is bad input where
+it was named (``--tensor NAME``); with ``--layer`` the paths it fits run,
+and each one it does not is said on stderr (bad input only when none fits).
 """
 
 from __future__ import annotations
 
-import difflib
-from dataclasses import dataclass
-from pathlib import Path
-from typing import Any
+import itertools
+from dataclasses import dataclass, field
+from typing import Any, Mapping, Sequence
 
 from ..errors import UserError
 
-PATH = "ffn.prefill"
-TYPES = ("Q4_K", "F16", "BF16", "F32")
-BLOCK = 16  # the NVFP4 block: the arms' common multiple of k (Q4_K's 256 is the Q4_K arm's alone)
+# Per shape, the most lever settings tried while looking for those that
+# select each variant (nearest first).
+MAX_TRIES = 4096
+
+
+def weight_use(path) -> Any:
+    return path.extra.get("weights") if path.extra else None
+
+
+def used_roles(paths: Sequence[Any]) -> dict[str, frozenset[str]]:
+    """role -> every role read with it, over the paths' groups."""
+    out: dict[str, set[str]] = {}
+    for p in paths:
+        use = weight_use(p)
+        for group in use.groups if use else ():
+            for r in group:
+                out.setdefault(r, set()).update(group)
+    return {r: frozenset(g) for r, g in out.items()}
+
+
+def readers_of(paths: Sequence[Any], role: str) -> list[tuple[str, tuple[str, ...], tuple[str, ...]]]:
+    """(path, its engines, the group) for each group of each path holding ``role``."""
+    out = []
+    for p in paths:
+        use = weight_use(p)
+        for group in use.groups if use else ():
+            if role in group:
+                out.append((p.name, tuple(p.engines), tuple(group)))
+    return out
+
+
+def _alternatives(path, levers: Mapping[str, Any], catalog) -> dict[str, tuple[Any, ...]]:
+    """Per lever of the path, the other values worth trying (a sweep's)."""
+    from .sweep import sweep_values
+
+    out = {}
+    for f in path.levers:
+        v = levers[f]
+        if catalog is not None and f in catalog.fields:
+            vals = sweep_values(catalog.lever(f), v)
+        elif isinstance(v, bool):
+            vals = (True, False)
+        else:
+            vals = (v,)
+        alts = tuple(x for x in vals if not (x == v and type(x) is type(v)))
+        if alts:
+            out[f] = alts
+    return out
+
+
+def settings(path, levers: Mapping[str, Any], catalog):
+    """Lever settings nearest first: (changed levers, the whole setting)."""
+    alts = _alternatives(path, levers, catalog)
+    names = list(alts)
+    yield (), dict(levers)
+    for d in range(1, len(names) + 1):
+        for chosen in itertools.combinations(names, d):
+            for vals in itertools.product(*(alts[f] for f in chosen)):
+                yield chosen, {**levers, **dict(zip(chosen, vals))}
 
 
 @dataclass(frozen=True)
-class FfnWeights:
-    """One FFN matrix: ``values`` float32 ``[n, k]`` as decoded by ``gguf``,
-    and ``q4k`` its Q4_K blocks as stored (uint8 ``[n, k / 256 * 144]``)
-    when the file holds Q4_K."""
-
-    name: str
-    file: str
-    type: str
-    down: bool
-    values: Any
-    q4k: Any = None
-
-    @property
-    def n(self) -> int:
-        return int(self.values.shape[0])
-
-    @property
-    def k(self) -> int:
-        return int(self.values.shape[1])
+class WeightsPlan:
+    items: list = field(default_factory=list)
+    skipped: list = field(default_factory=list)  # (path, shape label, variant)
+    not_fitting: list = field(default_factory=list)  # (path, tensors, why)
 
 
-def _projection(name: str, where: str) -> bool:
-    """True for the down projection; bad input unless ``name`` is an FFN one."""
-    if "ffn_down" in name:
-        return True
-    if "ffn_gate" in name or "ffn_up" in name:
-        return False
-    raise UserError(
-        f"tensor {name!r} is not a dense-FFN projection (its name holds none of ffn_gate, ffn_up, ffn_down)", where
-    )
-
-
-def read(file: Path, name: str) -> FfnWeights:
-    try:
-        import gguf
-        import numpy as np
-    except ImportError:
-        raise UserError("--weights needs the gguf package: pip install 'leverctl[gguf]'") from None
-    where = str(file)
-    if not file.exists():
-        raise UserError("no such file", where)
-    if not file.is_file():
-        raise UserError("not a regular file", where)
-    try:
-        with file.open("rb") as f:
-            magic = f.read(4)
-    except OSError as e:
-        raise UserError(f"cannot read it ({e.strerror or e})", where) from None
-    if magic != b"GGUF":
-        raise UserError("not a GGUF file (it does not start with the GGUF magic)", where)
-    try:
-        reader = gguf.GGUFReader(str(file))
-    except Exception as e:  # noqa: BLE001 - whatever the reader refuses, the file is not GGUF it can read
-        why = " ".join(str(e).split())[:120] or type(e).__name__
-        raise UserError(f"not a GGUF file the gguf reader can read ({why})", where) from None
-    tensors = {t.name: t for t in reader.tensors}
-    t = tensors.get(name)
-    if t is None:
-        close = difflib.get_close_matches(name, list(tensors), n=3, cutoff=0.5)
-        hint = f"; did you mean {', '.join(close)}?" if close else f" ({len(tensors)} tensors)"
-        raise UserError(f"--tensor {name}: no such tensor{hint}", where)
-    kind = t.tensor_type.name
-    if kind not in TYPES:
-        raise UserError(f"tensor {name} is {kind}; --weights reads {', '.join(TYPES)}", where)
-    shape = [int(x) for x in t.shape]
-    if len(shape) != 2 or min(shape) <= 0:
-        raise UserError(f"tensor {name} has shape {shape}, not a matrix", where)
-    down = _projection(name, where)
-    k, n = shape  # GGUF lists the fastest dimension first
-    if k % BLOCK:
-        raise UserError(f"tensor {name} has rows of k={k} inputs, not a multiple of {BLOCK} (an NVFP4 block)", where)
-    try:
-        raw = np.asarray(t.data)
-        values = gguf.quants.dequantize(raw, t.tensor_type).astype(np.float32).reshape(n, k)
-    except Exception as e:  # noqa: BLE001 - a truncated or inconsistent tensor
-        raise UserError(f"tensor {name} cannot be decoded ({' '.join(str(e).split())[:120]})", where) from None
-    if not np.all(np.isfinite(values)):
-        raise UserError(f"tensor {name} holds non-finite values", where)
-    q4k = np.ascontiguousarray(raw.view(np.uint8).reshape(n, -1)) if kind == "Q4_K" else None
-    return FfnWeights(name, where, kind, down, np.ascontiguousarray(values), q4k)
-
-
-def path_and_items(path, weights: FfnWeights, levers: dict, preset: str, model):
-    """``(the path on these weights, one plan item per arm)``: each arm at
-    the lever values nearest the resolved ones that select it (fewest levers
-    changed), so its record names how to get it; an arm no lever setting
-    selects at a shape (Q4_K where k % 256 != 0) is left out."""
-    import itertools
-
-    from leverctl_kernels.ffn.prefill.spec import with_weights
-
+def path_items(path, levers: Mapping[str, Any], preset: str, model, catalog=None, engine: str = "", weights=None):
+    """``(items, skipped)``: one plan item per variant and shape of ``path``
+    (already on the file's weights), each at the nearest lever setting that
+    selects it; ``skipped`` the (shape label, variant) pairs none selects."""
     from .plan import PlanItem
 
-    fpath = with_weights(path, weights.name, weights.values, weights.q4k, weights.down)
-    bools = [f for f in fpath.levers if isinstance(levers.get(f), bool)]
-    combos = sorted(
-        (dict(zip(bools, vs)) for vs in itertools.product((False, True), repeat=len(bools))),
-        key=lambda c: sum(c[f] != levers[f] for f in bools),
-    )
     items, skipped = [], []
-    for shape in fpath.shapes(preset, model):
-        for variant in fpath.variants:
-            for combo in combos:
-                lv = {**levers, **combo}
-                choice = fpath.select(lv, shape)
-                if choice.variant == variant:
-                    changed = sorted(f for f in bools if combo[f] != levers[f])
-                    note = "levers as resolved" if not changed else f"levers changed to select it: {', '.join(changed)}"
-                    items.append(
-                        PlanItem(fpath, variant, lv, shape, note + (f"; {choice.note}" if choice.note else ""))
-                    )
-                    break
-            else:
+    for shape in path.shapes(preset, model):
+        found: dict[str, tuple] = {}
+        for tries, (changed, lv) in enumerate(settings(path, levers, catalog)):
+            if tries >= MAX_TRIES or len(found) == len(path.variants):
+                break
+            try:
+                choice = path.select(lv, shape)
+            except Exception:  # noqa: BLE001 - a setting select() refuses selects nothing
+                continue
+            if choice.variant in path.variants and choice.variant not in found:
+                found[choice.variant] = (changed, lv, choice.note)
+        for variant in path.variants:
+            if variant not in found:
                 skipped.append((shape.label, variant))
-    return fpath, items, skipped
+                continue
+            changed, lv, why = found[variant]
+            note = "levers as resolved" if not changed else f"levers changed to select it: {', '.join(sorted(changed))}"
+            at = shape
+            if path.bind is not None:
+                at = path.bind(lv, shape, engine)
+            items.append(PlanItem(path, variant, dict(lv), at, note + (f"; {why}" if why else ""), weights=weights))
+    return items, skipped
+
+
+def plan_on(selection, paths: Sequence[Any], res, preset: str, model, known: Sequence[Any] = ()) -> WeightsPlan:
+    """Every (path, group) the selection's tensors fill, planned; bad input
+    where nothing can run (see the module's docstring). ``known``: every
+    registered path, for the hint that names what would read the tensors."""
+    from leverctl_kernels.common.model_weights import WeightMismatch
+
+    from .plan import path_levers
+
+    cat = res.catalog
+    out = WeightsPlan()
+    candidates = 0
+    for path in paths:
+        use = weight_use(path)
+        for group in use.groups if use else ():
+            if not set(group) <= set(selection.tensors):
+                continue
+            if selection.focus is not None and selection.focus not in group:
+                continue
+            candidates += 1
+            tensors = {r: selection.tensors[r] for r in group}
+            names = [t.name for t in tensors.values()]
+            try:
+                on = use.apply(path, tensors)
+            except WeightMismatch as e:
+                why = " ".join(str(e).split())
+                if selection.named:
+                    raise UserError(f"tensor {names[0]} does not fit {path.name}: {why}", selection.file) from None
+                out.not_fitting.append((path.name, names, why))
+                continue
+            info = {
+                "file": selection.file,
+                "tensors": names,
+                "layer": selection.layer,
+                "roles": list(group),
+                "stored": [t.stored for t in tensors.values()],
+            }
+            levers = path_levers(path, res.values(), cat.fields)
+            items, skipped = path_items(on, levers, preset, model, cat, res.engine, info)
+            out.items.extend(items)
+            out.skipped.extend((path.name, label, v) for label, v in skipped)
+    if candidates == 0:
+        raise UserError(_nobody_reads(selection, known or paths, res.engine), selection.file)
+    if not out.items and out.not_fitting:
+        p, names, why = out.not_fitting[0]
+        raise UserError(
+            f"no kernel path fits layer {selection.layer}'s tensors: {names[0]} in {p}: {why}", selection.file
+        )
+    return out
+
+
+def _nobody_reads(selection, known: Sequence[Any], engine: str) -> str:
+    """Why no path runs on what was read, and what would."""
+    roles = sorted(selection.tensors)
+    what = ", ".join(f"{t.name} ({r})" for r, t in sorted(selection.tensors.items()))
+    hints = []
+    for role in roles:
+        for name, engines, group in readers_of(known, role):
+            if len(group) > 1:
+                hints.append(f"{name} reads {' with '.join(group)}: give --layer N --tensor {role}")
+            elif engines and engine not in engines:
+                hints.append(f"{name} reads it in {', '.join(engines)}: add --engine {engines[0]}")
+            else:
+                hints.append(f"{name} reads it but is not being benched (-k)")
+    hint = "; ".join(dict.fromkeys(hints)) or "no kernel path reads " + " or ".join(roles)
+    return f"no kernel path of {engine} being benched runs on {what}: {hint}"
+
+
+def stamped(selection_plan: WeightsPlan, res, preset: str):
+    from .plan import Plan
+
+    return Plan(res.engine, preset, res.catalog.digest, tuple(selection_plan.items)).stamped()

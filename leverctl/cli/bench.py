@@ -30,43 +30,49 @@ def _against(spec: str, setup: common.Setup, catalog):
     return str(recipe.path), recipe, resolve(catalog, recipe=recipe)
 
 
-def _read_weights(weights: Optional[Path], tensor: Optional[str], kernel, against, engine: str):
-    """The ``--weights`` matrix, or bad input (before any kernel is loaded)."""
-    from leverctl_kernels.selection.ffn import PREFILL as FFN_PREFILL
-
-    from ..bench import weights as wmod
+def _check_weights_options(weights, tensor, layer, against, axis) -> None:
+    """``--weights``'s company, checked before anything is read."""
     from ..errors import UserError
 
-    if weights is None or tensor is None:
-        raise UserError("--weights FILE.gguf and --tensor NAME go together")
-    if kernel:
-        raise UserError(f"--weights benches every arm of {wmod.PATH}; leave out --kernel")
+    if weights is None:
+        if tensor is not None or layer is not None:
+            raise UserError(
+                f"{'--tensor' if tensor is not None else '--layer'} names what --weights FILE reads: give --weights"
+            )
+        return
+    if tensor is None and layer is None:
+        raise UserError("--weights FILE needs --tensor NAME (a tensor of the file) or --layer N (that layer's tensors)")
+    if layer is not None and layer < 0:
+        raise UserError(f"--layer {layer}: a layer number is 0 or more")
     if against:
-        raise UserError("--weights with --against: the arms are already run side by side")
-    if engine not in FFN_PREFILL.engines:
-        raise UserError(
-            f"--weights benches {wmod.PATH}, a path of {', '.join(FFN_PREFILL.engines)}: "
-            f"add --engine {FFN_PREFILL.engines[0]}"
-        )
-    return wmod.read(weights, tensor)
+        raise UserError("--weights with --against: every variant is already run side by side")
+    if axis:
+        raise UserError("--axis and --weights: the tensors' own shapes are the shapes; give one")
 
 
-def _weights_plan(fw, paths, res, preset: str, model):
-    """Every arm of ffn.prefill on the file's matrix (see ``bench.weights``)."""
+def _weights_plan(weights: Path, tensor, layer, paths, known, res, preset: str, model):
+    """The plan on the file's tensors (``bench.weights``), or bad input."""
+    from ..bench import checkpoint
     from ..bench import weights as wmod
-    from ..bench.plan import Plan, path_levers
+    from ..bench.plan import applies
 
-    (path,) = [p for p in paths if p.name == wmod.PATH]
-    cat = res.catalog
-    levers = path_levers(path, res.values(), cat.fields)
-    _fpath, items, skipped = wmod.path_and_items(path, fw, levers, preset, model)
-    for label, variant in skipped:
+    paths = [p for p in paths if applies(p, res.engine, res.catalog.fields)]
+    ck = checkpoint.open_file(weights)
+    sel = checkpoint.select(ck, tensor, layer, wmod.used_roles(paths))
+    wplan = wmod.plan_on(sel, paths, res, preset, model, known)
+    for name, names, why in wplan.not_fitting:
+        common.err.print(f"leverctl bench: {name} not run on {', '.join(names)}: {why}", markup=False, highlight=False)
+    skipped: dict[tuple[str, str], list[str]] = {}
+    for name, label, variant in wplan.skipped:
+        skipped.setdefault((name, variant), []).append(label)
+    for (name, variant), labels in skipped.items():
+        at = labels[0] if len(labels) == 1 else f"{len(labels)} shapes ({labels[0]}; ...)"
         common.err.print(
-            f"leverctl bench: {variant} not run at {label}: no lever setting selects it there",
+            f"leverctl bench: {name} {variant} not run at {at}: no lever setting selects it there",
             markup=False,
             highlight=False,
         )
-    return Plan(res.engine, preset, cat.digest, tuple(items)).stamped()
+    return wmod.stamped(wplan, res, preset)
 
 
 def _profiles(items, dev, arch: str | None) -> dict:
@@ -172,15 +178,32 @@ def register(app: typer.Typer) -> None:
             Optional[Path],
             typer.Option(
                 "--weights",
-                metavar="FILE.gguf",
-                help="Bench every dense-FFN prefill arm (ffn.prefill, Metrale) on one FFN matrix of this GGUF "
-                "file (Q4_K, F16, BF16 or F32), named by --tensor; needs the gguf extra "
-                "(pip install 'leverctl\\[gguf]').",
+                metavar="FILE",
+                help="Run every kernel path that reads model weights, every variant, on tensors of this GGUF or "
+                "safetensors file (only those read), named by --tensor or --layer; needs the gguf or safetensors "
+                "extra (pip install 'leverctl\\[gguf]', 'leverctl\\[safetensors]'). Roles: "
+                "attn_q attn_k attn_v attn_qkv attn_output (self_attn.q_proj...), ffn_gate ffn_up ffn_down "
+                "(mlp.gate_proj...), ffn_gate_exps ffn_up_exps ffn_down_exps (mlp.experts.E.gate_proj..., stacked), "
+                "ffn_gate_shexp ffn_up_shexp ffn_down_shexp (mlp.shared_expert(s).gate_proj...), ssm_in ssm_out "
+                "(mixer.in_proj, linear_attn.in_proj_qkvz...).",
             ),
         ] = None,
         tensor: Annotated[
             Optional[str],
-            typer.Option("--tensor", metavar="NAME", help="The tensor --weights reads (blk.0.ffn_down.weight)."),
+            typer.Option(
+                "--tensor",
+                metavar="NAME|ROLE",
+                help="What --weights reads: a full tensor name (blk.0.ffn_down.weight, "
+                "model.layers.0.self_attn.q_proj.weight), or with --layer a role (ffn_down): that role's groups.",
+            ),
+        ] = None,
+        layer: Annotated[
+            Optional[int],
+            typer.Option(
+                "--layer",
+                metavar="N",
+                help="--weights reads layer N's tensors, each role some kernel path reads, found by name.",
+            ),
         ] = None,
         profile: Annotated[
             bool,
@@ -206,11 +229,7 @@ def register(app: typer.Typer) -> None:
         common.check_run_options(fmt, shapes, time_cap, common.RECORD_FORMATS)
         res = setup.resolve()
         _cat, main_recipe = setup.load()
-        file_weights = (
-            _read_weights(weights, tensor, kernel, against, res.engine)
-            if weights is not None or tensor is not None
-            else None
-        )
+        _check_weights_options(weights, tensor, layer, against, axis)
         other = _against(against, setup, res.catalog) if against else None
         if arch is not None and not profile:
             from ..errors import UserError
@@ -236,13 +255,10 @@ def register(app: typer.Typer) -> None:
         model = (main_recipe.model if main_recipe else None) or (other[1].model if other and other[1] else None)
         stop = StopRule(max_seconds=time_cap)
 
-        if axis and file_weights is not None:
-            from ..errors import UserError
-
-            raise UserError("--axis and --weights: the tensor's own shape is the shape; give one")
         axes = common.axes_for(axis, paths, preset, model or None, res)
-        if file_weights is not None:
-            plan = _weights_plan(file_weights, paths, res, preset, model or None)
+        if weights is not None:
+            known = common.registered_paths()
+            plan = _weights_plan(weights, tensor, layer, paths, known, res, preset, model or None)
         else:
             plan = plan_for(res, paths, shapes=preset, model=model or None, axes=axes)
         if not dev.is_gpu:  # said once, after the input was found good

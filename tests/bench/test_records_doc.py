@@ -129,8 +129,9 @@ def test_the_documented_record_has_the_schemas_fields_and_timing_figures():
     documented = section("One record")
     assert {k for k in documented if "." not in k} == set(schema.WRITTEN)
     assert {f"timing.{f}" for f in schema.TIMING_FIGURES} <= documented
-    assert {f.name for f in schema.FIELDS if not f.always} == {"speedup_vs_against", "profile"}
+    assert {f.name for f in schema.FIELDS if not f.always} == {"speedup_vs_against", "profile", "weights"}
     assert "## The profile block" in DOC.read_text("utf-8")  # documented in a section of its own
+    assert "## The weights block" in DOC.read_text("utf-8")  # written as tests/bench/test_weights_paths.py checks
     assert "`speedup_vs_against`" in DOC.read_text("utf-8")  # documented in prose: only with --against
 
 

@@ -20,6 +20,24 @@ def nvfp4_inputs(shape: Shape, rng) -> dict:
     return {"x": P.x_bf16(rng, m, k), "w_packed": packed, "w_scales": scales, "w_ts": np.array([ts], np.float32)}
 
 
+def x_inputs(shape: Shape, rng) -> dict:
+    return {"x": P.x_bf16(rng, shape["m"], shape["k"])}
+
+
+def file_weights(t) -> dict:
+    """A model file's matrix as this path reads it: its NVFP4 as stored, or
+    the decoded matrix encoded to NVFP4."""
+    if t.nvfp4 is not None:
+        packed, scales, ts = t.nvfp4, t.nvfp4_scale, t.nvfp4_global
+    else:
+        packed, scales, ts = nvfp4_encode_np(t.values)
+    return {
+        "w_packed": np.ascontiguousarray(packed, dtype=np.uint8),
+        "w_scales": np.ascontiguousarray(scales, dtype=np.uint8),
+        "w_ts": np.array([ts], np.float32),
+    }
+
+
 def nvfp4_traffic(shape) -> Traffic:
     m, n, k = shape["m"], shape["n"], shape["k"]
     return Traffic(m * k * 2 + n * k // 2 + n * k // 16 + 4, m * n * 4, P.flops(shape))
@@ -62,5 +80,5 @@ PATH = declared_path(
     traffic=nvfp4_traffic,
     tolerance=P.TOL_BF16_TC,
     notes="Tensor-core-bound at prefill. The error fields carry the FP8 crush the lever removes.",
-    extra=P.EXTRA,
+    extra={**P.EXTRA, "weights": P.weight_use(x_inputs, file_weights)},
 )

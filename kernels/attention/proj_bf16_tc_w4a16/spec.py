@@ -18,6 +18,16 @@ def w4_inputs(shape: Shape, rng) -> dict:
     return {"x": P.x_bf16(rng, m, k), "qweight": qweight, "scales": scales}
 
 
+def x_inputs(shape: Shape, rng) -> dict:
+    return {"x": P.x_bf16(rng, shape["m"], shape["k"])}
+
+
+def file_weights(t) -> dict:
+    """A model file's matrix quantised to int4 as the W4A16 GEMMs read it."""
+    qweight, scales = int4.quantize_w4(t.values)
+    return {"qweight": qweight, "scales": scales}
+
+
 def outputs_f16(shape: Shape):
     return {"y": ((shape["m"], shape["n"]), "float16")}
 
@@ -63,5 +73,5 @@ PATH = declared_path(
     traffic=w4_traffic,
     tolerance=P.TOL_BF16_W4,
     notes="Tensor-core-bound at prefill; the error fields carry each path's weight rounding.",
-    extra=P.EXTRA,
+    extra={**P.EXTRA, "weights": P.weight_use(x_inputs, file_weights)},
 )

@@ -40,6 +40,23 @@ def fp8_inputs(shape: Shape, rng) -> dict:
     return {"x8": x8, "x_scale": xs, "w8": w8, "w_scale": ws}
 
 
+def x_inputs(shape: Shape, rng) -> dict:
+    x8, xs = _e4m3_rows(rng.standard_normal((shape["m"], shape["k"]), dtype=np.float32))
+    return {"x8": x8, "x_scale": xs}
+
+
+def file_weights(t) -> dict:
+    """A model file's matrix as this path reads it: FP8 E4M3 with one scale
+    per output channel or per tensor as stored (a tensor's scale given to
+    every channel); anything else, block-scaled FP8 among it, decoded and
+    re-encoded to E4M3 per channel."""
+    if t.fp8 is not None and t.fp8_scale_kind in ("channel", "tensor"):
+        scale = np.broadcast_to(np.asarray(t.fp8_scale, np.float32).reshape(-1), (t.n,))
+        return {"w8": np.ascontiguousarray(t.fp8, dtype=np.uint8), "w_scale": np.ascontiguousarray(scale)}
+    w8, ws = _e4m3_rows(np.asarray(t.values, np.float32))
+    return {"w8": w8, "w_scale": ws}
+
+
 def fp8_traffic(shape) -> Traffic:
     m, n, k = shape["m"], shape["n"], shape["k"]
     return Traffic(m * k + n * k + 4 * (m + n), m * n * 4, P.flops(shape))
@@ -60,5 +77,5 @@ PATH = declared_path(
     traffic=fp8_traffic,
     tolerance=P.TOL_FP8_GEMM,
     notes="Weight-stream-bound at small batches.",
-    extra=P.EXTRA,
+    extra={**P.EXTRA, "weights": P.weight_use(x_inputs, file_weights)},
 )

@@ -52,6 +52,7 @@ from typing import Any, Mapping
 import numpy as np
 
 from ...common import bits, int4
+from ...common.model_weights import ModelTensor, WeightMismatch, WeightUse
 from ...common.path import KernelPath, Shape, Tolerance, Traffic, Variant, check_preset, declared_path
 from ...selection.ffn import PREFILL as TABLE
 from . import (
@@ -174,20 +175,37 @@ def _inputs(shape: Shape, rng: np.random.Generator, source: np.ndarray, q4k=None
     }
 
 
-def with_weights(path: KernelPath, name: str, w: np.ndarray, q4k: np.ndarray | None, down: bool) -> KernelPath:
-    """The path on one weight matrix ``w`` (float32 ``[n, k]``, from a
-    model file) instead of drawn weights: its shapes are that matrix at the
-    recipe's prefill token counts (model) or at the smoke shape's token
-    count for its projection (smoke), labelled with ``name``. As with drawn
-    weights, the reference is the engine's default weights, the int4
-    quantisation of ``w``, and every arm's format is made from them, except
-    that Q4_K blocks given in ``q4k`` are the Q4_K arm's weights as stored
-    (its error then also holds the gap between the file's Q4_K and the int4
-    weights)."""
+def _inputs_with(shape: Shape, rng: np.random.Generator, source: np.ndarray, q4k=None, nvfp4=None) -> dict:
+    inputs = _inputs(shape, rng, source, q4k)
+    if nvfp4 is not None:
+        inputs.update(nvfp4)
+    return inputs
+
+
+def with_weights(path: KernelPath, tensor: ModelTensor, down: bool) -> KernelPath:
+    """The path on one weight matrix of a model file (``tensor.values``,
+    float32 ``[n, k]``) instead of drawn weights: its shapes are that matrix
+    at the recipe's prefill token counts (model) or at the smoke shape's
+    token count for its projection (smoke), labelled with the tensor's
+    name. As with drawn weights, the reference is the engine's default
+    weights, the int4 quantisation of the matrix, and every arm's format is
+    made from them, except what the file stores in an arm's own format,
+    which that arm reads as stored: Q4_K blocks (the Q4_K arm, where
+    k % 256 = 0) and NVFP4 with both scales (the W4A4 and NVFP4 MMQ arms).
+    Their error then also holds the gap between the file's encoding and the
+    int4 weights."""
     import dataclasses
 
-    n, k = (int(x) for x in w.shape)
-    w = np.ascontiguousarray(w, dtype=np.float32)
+    n, k = tensor.n, tensor.k
+    w = np.ascontiguousarray(tensor.values, dtype=np.float32)
+    q4k = tensor.q4k if tensor.q4k is not None and k % 256 == 0 else None
+    fp4 = None
+    if tensor.nvfp4 is not None:
+        fp4 = {
+            "w_fp4": np.ascontiguousarray(tensor.nvfp4),
+            "w_fp4_scales": np.ascontiguousarray(tensor.nvfp4_scale),
+            "w_fp4_ts": np.array([tensor.nvfp4_global], dtype=np.float32),
+        }
 
     def shapes_on_file(preset: str, model: Mapping[str, Any] | None) -> list[Shape]:
         check_preset(preset)
@@ -196,12 +214,28 @@ def with_weights(path: KernelPath, name: str, w: np.ndarray, q4k: np.ndarray | N
         else:
             tokens = ((model or {}).get("bench") or {}).get("prefill_tokens") or DEFAULT_PREFILL_TOKENS
         dims = [dict(m=int(t), n=n, k=k, down=int(down)) for t in tokens]
-        return [Shape(f"{name} {_label(d)}", d) for d in dims]
+        return [Shape(f"{tensor.name} {_label(d)}", d) for d in dims]
 
     def inputs_on_file(shape: Shape, rng: np.random.Generator) -> dict:
-        return _inputs(shape, rng, w, q4k if q4k is not None and k % 256 == 0 else None)
+        return _inputs_with(shape, rng, w, q4k, fp4)
 
     return dataclasses.replace(path, shapes=shapes_on_file, make_inputs=inputs_on_file)
+
+
+def on_weights(path: KernelPath, tensors: Mapping[str, ModelTensor]) -> KernelPath:
+    """``WeightUse.apply``: the arms on one FFN matrix (gate, up or down)."""
+    ((role, tensor),) = tensors.items()
+    if tensor.values.ndim != 2:
+        raise WeightMismatch(f"{tensor.name} has shape {list(tensor.values.shape)}, not a matrix")
+    if tensor.k % bits.NVFP4_BLOCK:
+        raise WeightMismatch(
+            f"{tensor.name} has rows of k={tensor.k} inputs, not a multiple of {bits.NVFP4_BLOCK} (an NVFP4 block)"
+        )
+    return with_weights(path, tensor, down=role == "ffn_down")
+
+
+# The arms run on a dense FFN's gate, up or down matrix, one at a time.
+WEIGHTS = WeightUse(groups=(("ffn_gate",), ("ffn_up",), ("ffn_down",)), apply=on_weights)
 
 
 def reference(shape: Shape, inputs: dict) -> dict:
@@ -325,5 +359,5 @@ PATH = declared_path(
     tolerance=TOLERANCES["w4a16"],
     notes="compute-bound at prefill sizes (m = 512, 4096 tokens); the arms trade weight format and "
     "activation precision for tensor-core throughput",
-    extra={"gemm_mnk": lambda s: (s["m"], s["n"], s["k"]), "model_sections": ("ffn",)},
+    extra={"gemm_mnk": lambda s: (s["m"], s["n"], s["k"]), "model_sections": ("ffn",), "weights": WEIGHTS},
 )

@@ -10,6 +10,8 @@ from typing import Any, Mapping
 import numpy as np
 
 from ...common import int4
+from ...common.bits import NVFP4_BLOCK
+from ...common.model_weights import ModelTensor, WeightMismatch, WeightUse
 from ...common.path import Shape, Traffic, Variant, check_preset, declared_path
 from ...ffn.prefill import formats, w4a4, w4a16_default
 from ...ffn.prefill.spec import TOLERANCES as FFN_TOLERANCES
@@ -65,6 +67,60 @@ def proj_inputs(shape, rng: np.random.Generator) -> dict:
     return {"a": activations(rng, m, k), "w": w, **w4, **formats.nvfp4(w)}
 
 
+def with_weights(path, tensor: ModelTensor, out: bool):
+    """The path on one projection matrix of a model file (``ssm_in`` or
+    ``ssm_out``): the preset's shapes of that projection with the matrix's
+    ``n`` and ``k``, labelled with its name. As with drawn weights, the
+    reference is the matrix quantised to int4 (the default GEMM's weights),
+    from which the W4A4 arm's NVFP4 is made, unless the file stores NVFP4:
+    that arm then reads it as stored (its error also holding the gap
+    between the file's NVFP4 and the int4 weights)."""
+    import dataclasses
+
+    n, k = tensor.n, tensor.k
+    w4 = formats.w4a16(np.asarray(tensor.values, np.float32))
+    w = int4.dequantize_w4(w4["qweight"], w4["scales"])
+    if tensor.nvfp4 is not None:
+        fp4 = {
+            "w_fp4": np.ascontiguousarray(tensor.nvfp4, dtype=np.uint8),
+            "w_fp4_scales": np.ascontiguousarray(tensor.nvfp4_scale, dtype=np.uint8),
+            "w_fp4_ts": np.array([tensor.nvfp4_global], dtype=np.float32),
+        }
+    else:
+        fp4 = formats.nvfp4(w)
+    drawn_shapes = path.shapes
+
+    def shapes(preset: str, model: Mapping[str, Any] | None) -> list[Shape]:
+        dims = [{**s.dims, "n": n, "k": k} for s in drawn_shapes(preset, model) if s["out"] == int(out)]
+        fp8 = max(d["m"] for d in dims) * k
+        result = []
+        for d in dims:
+            d = {**d, "fp8_act": fp8}
+            label = f"{tensor.name} {proj_label(preset, {**d, 'proj': PROJ_NAMES[d['out']]})}"
+            if "w4a4_min_rows" in d:
+                label += f" w4a4_from{d['w4a4_min_rows']}"
+            result.append(Shape(label, d))
+        return result
+
+    def make_inputs(shape, rng: np.random.Generator) -> dict:
+        return {"a": activations(rng, shape["m"], k), "w": w, **w4, **fp4}
+
+    return dataclasses.replace(path, shapes=shapes, make_inputs=make_inputs)
+
+
+def on_weights(path, tensors: Mapping[str, ModelTensor]):
+    """``WeightUse.apply``: the projections on a layer's in- or out-projection."""
+    ((role, t),) = tensors.items()
+    if t.values.ndim != 2:
+        raise WeightMismatch(f"{t.name} has shape {list(t.values.shape)}, not a matrix")
+    if t.k % NVFP4_BLOCK:
+        raise WeightMismatch(f"{t.name} has rows of k={t.k} inputs, not a multiple of {NVFP4_BLOCK} (an NVFP4 block)")
+    return with_weights(path, t, out=role == "ssm_out")
+
+
+WEIGHTS = WeightUse(groups=(("ssm_in",), ("ssm_out",)), apply=on_weights)
+
+
 def _proj_traffic(weight_bytes, scratch_per_row=lambda k: 0):
     def traffic(shape) -> Traffic:
         m, n, k = shape["m"], shape["n"], shape["k"]
@@ -106,5 +162,5 @@ PATH = declared_path(
     tolerance=FFN_TOLERANCES["w4a16"],
     notes="compute-bound at prefill sizes (512 and 4096 tokens); W4A4 trades activation precision "
     "(NVFP4, ~10 % error against the unquantised product) for FP4 weights' bytes",
-    extra={"gemm_mnk": lambda s: (s["m"], s["n"], s["k"]), "model_sections": MODEL_SECTIONS},
+    extra={"gemm_mnk": lambda s: (s["m"], s["n"], s["k"]), "model_sections": MODEL_SECTIONS, "weights": WEIGHTS},
 )

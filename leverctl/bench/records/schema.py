@@ -48,7 +48,8 @@ class Field:
     required: bool = False  # a record without it is refused (rules.check_record)
     read: str | None = None  # how the fast decoder takes it (None: skipped, never built)
     column: str | None = None  # where the columns hold it (None: not held)
-    # written in every record (False: speedup_vs_against, in a bench run with --against; profile, with --profile)
+    # written in every record (False: speedup_vs_against, in a bench run with --against; profile, with --profile;
+    # weights, with --weights)
     always: bool = True
 
 
@@ -75,6 +76,7 @@ FIELDS: tuple[Field, ...] = (
     Field("device", "string", False, VALUE, NAME),
     Field("plan", "string", False, VALUE),
     Field("catalog", "string"),
+    Field("weights", "object or null", always=False),
     Field("profile", "object or null", False, RAW, EXTRA, always=False),
     Field("speedup_vs_against", "number or null", always=False),
 )

@@ -24,7 +24,8 @@ def test_the_writer_writes_every_field_of_the_schema_in_its_order():
     assert tuple(failed) == schema.WRITTEN
     speedups([rec], [])
     assert tuple(rec) == (*schema.WRITTEN, "speedup_vs_against")  # last, in a run with --against
-    assert schema.NAMES == (*schema.WRITTEN, "profile", "speedup_vs_against")  # bench --profile --against
+    # bench --weights --profile --against
+    assert schema.NAMES == (*schema.WRITTEN, "weights", "profile", "speedup_vs_against")
 
 
 def test_a_record_with_a_name_outside_the_schema_is_refused():
