@@ -55,6 +55,8 @@ def write_gguf(path: Path) -> None:
     w.add_tensor("blk.0.ffn_norm.weight", np.ones(64, dtype=np.float32))
     for part, (n, k) in {"gate": (16, 64), "up": (16, 64), "down": (64, 16)}.items():
         w.add_tensor(f"blk.1.ffn_{part}_exps.weight", normal(4, n, k).astype(np.float16))
+        w.add_tensor(f"blk.1.ffn_{part}_shexp.weight", normal(n, k).astype(np.float16))
+    w.add_tensor("blk.1.ffn_gate_inp.weight", normal(4, 64))
     w.add_tensor("blk.2.ssm_in.weight", bits.f32_to_bf16_np(normal(26, 160)), raw_dtype=gguf.GGMLQuantizationType.BF16)
     w.add_tensor("blk.2.ssm_out.weight", bits.f32_to_bf16_np(normal(19, 256)), raw_dtype=gguf.GGMLQuantizationType.BF16)
     w.write_header_to_file()
@@ -85,6 +87,7 @@ def write_safetensors(path: Path) -> None:
             t[f"{p}.1.mlp.experts.{e}.{proj}.weight"] = normal(n, k).astype(ml_dtypes.bfloat16)
     for proj, (n, k) in {"gate_proj": (16, 64), "up_proj": (16, 64), "down_proj": (64, 16)}.items():
         t[f"{p}.1.mlp.shared_expert.{proj}.weight"] = normal(n, k).astype(ml_dtypes.bfloat16)
+    t[f"{p}.1.mlp.gate.weight"] = normal(4, 64).astype(ml_dtypes.bfloat16)
     t[f"{p}.2.mixer.in_proj.weight"] = normal(26, 160).astype(ml_dtypes.bfloat16)
     t[f"{p}.2.mixer.out_proj.weight"] = normal(19, 256).astype(ml_dtypes.bfloat16)
     t["model.embed_tokens.weight"] = normal(100, 64).astype(ml_dtypes.bfloat16)

@@ -29,6 +29,7 @@ ROLES: Mapping[str, str] = {
     "ffn_gate": "dense FFN gate projection",
     "ffn_up": "dense FFN up projection",
     "ffn_down": "dense FFN down projection",
+    "ffn_gate_inp": "MoE router's gate (one row of logit weights an expert)",
     "ffn_gate_exps": "routed experts' gate projections",
     "ffn_up_exps": "routed experts' up projections",
     "ffn_down_exps": "routed experts' down projections",

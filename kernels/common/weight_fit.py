@@ -60,13 +60,14 @@ def finite_in(t: ModelTensor, values: Any, fmt: str) -> Any:
 
 
 def read_as(tensors: Sequence[ModelTensor], fmt: str, stored: bool | Sequence[bool] = False) -> str:
-    """A label fragment: each tensor's name and how the arm got ``fmt``
-    from it, read as stored or re-encoded from the decoded values
-    (``"blk.0.ffn_gate.weight(Q4_K->int4)+blk.0.ffn_up.weight(NVFP4 as
-    stored)"``); ``stored`` for all of them or one flag per tensor."""
+    """A label fragment: each tensor's name, its stored type and how the
+    arm got ``fmt`` from it, read as stored or re-encoded from the decoded
+    values (``"blk.0.ffn_gate.weight[Q4_K: int4 re-encoded] +
+    blk.0.ffn_up.weight[NVFP4: int4 re-encoded]"``), as the MoE paths word
+    theirs; ``stored`` for all of them or one flag per tensor."""
     flags = [stored] * len(tensors) if isinstance(stored, bool) else list(stored)
-    return "+".join(
-        f"{t.name}({t.stored} as stored)" if s else f"{t.name}({t.stored}->{fmt})" for t, s in zip(tensors, flags)
+    return " + ".join(
+        f"{t.name}[{t.stored}: {fmt} {'as stored' if s else 're-encoded'}]" for t, s in zip(tensors, flags)
     )
 
 

@@ -61,7 +61,7 @@ from ..errors import UserError
 # spelled as GGUF spells them).
 GGUF_NAME = re.compile(r"^blk\.(?P<layer>\d+)\.(?P<part>[a-z0-9_]+)\.weight$")
 GGUF_ROLES = (
-    "attn_q attn_k attn_v attn_qkv attn_output ffn_gate ffn_up ffn_down ffn_gate_exps ffn_up_exps "
+    "attn_q attn_k attn_v attn_qkv attn_output ffn_gate ffn_up ffn_down ffn_gate_inp ffn_gate_exps ffn_up_exps "
     "ffn_down_exps ffn_gate_shexp ffn_up_shexp ffn_down_shexp ssm_in ssm_out"
 ).split()
 
@@ -82,6 +82,9 @@ HF_ROLES: Mapping[str, str] = {
     "mlp.down_proj": "ffn_down",
     "mixer.up_proj": "ffn_up",  # Nemotron-H's MLP layers (no gate)
     "mixer.down_proj": "ffn_down",
+    "mlp.gate": "ffn_gate_inp",  # an MoE layer's router (Qwen MoE, DeepSeek)
+    "block_sparse_moe.gate": "ffn_gate_inp",  # Mixtral
+    "mixer.gate": "ffn_gate_inp",  # Nemotron-H MoE layers
     "mlp.shared_expert.gate_proj": "ffn_gate_shexp",  # Qwen MoE
     "mlp.shared_expert.up_proj": "ffn_up_shexp",
     "mlp.shared_expert.down_proj": "ffn_down_shexp",

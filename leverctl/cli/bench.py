@@ -183,7 +183,8 @@ def register(app: typer.Typer) -> None:
                 "safetensors file (only those read), named by --tensor or --layer; needs the gguf or safetensors "
                 "extra (pip install 'leverctl\\[gguf]', 'leverctl\\[safetensors]'). Roles: "
                 "attn_q attn_k attn_v attn_qkv attn_output (self_attn.q_proj...), ffn_gate ffn_up ffn_down "
-                "(mlp.gate_proj...), ffn_gate_exps ffn_up_exps ffn_down_exps (mlp.experts.E.gate_proj..., stacked), "
+                "(mlp.gate_proj...), ffn_gate_inp (mlp.gate: the MoE router), "
+                "ffn_gate_exps ffn_up_exps ffn_down_exps (mlp.experts.E.gate_proj..., stacked), "
                 "ffn_gate_shexp ffn_up_shexp ffn_down_shexp (mlp.shared_expert(s).gate_proj...), ssm_in ssm_out "
                 "(mixer.in_proj, linear_attn.in_proj_qkvz...).",
             ),

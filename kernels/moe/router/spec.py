@@ -3,9 +3,13 @@ BF16, FP32 logits or FP32 throughout (Metrale's two router levers)."""
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 
 from ...common import bits
+from ...common import weight_fit as wf
+from ...common.model_weights import WeightUse
 from ...common.path import Shape, Tolerance, Traffic, check_preset, declared_path
 from ...selection.moe import ROUTER as TABLE
 from .. import _builds, naive, routing
@@ -29,6 +33,31 @@ def router_inputs(shape: Shape, rng: np.random.Generator) -> dict:
     x = rng.standard_normal((rows, hidden), dtype=np.float32)
     wg = rng.standard_normal((experts, hidden), dtype=np.float32) * np.float32(2.0 / np.sqrt(hidden))
     return {"x_f32": x, "x_bf16": bits.f32_to_bf16_np(x), "wg": bits.f32_to_bf16_np(wg)}
+
+
+def router_on_weights(path, tensors):
+    """On a layer's router gate from a model file (``ffn_gate_inp``,
+    ``[experts, hidden]``): its weights in BF16, as the kernels read them
+    (a BF16 file's bits as stored, anything else rounded once), the
+    experts and hidden size the file's, ``top_k`` the recipe's capped at
+    the file's experts; the activations drawn."""
+    t = wf.role(tensors, "ffn_gate_inp", path.name)
+    experts, hidden = wf.dims(t, 2, path.name)
+    wg = wf.finite_in(t, bits.bf16_to_f32_np(bits.f32_to_bf16_np(t.values)), "BF16")
+    tag = wf.read_as([t], "BF16", t.stored == "BF16")
+
+    def shapes(preset, model):
+        out = []
+        for sh in path.shapes(preset, model):
+            d = {**sh.dims, "hidden": hidden, "experts": experts, "top_k": min(sh["top_k"], experts)}
+            out.append(F.shape_of(d, tag + " "))
+        return out
+
+    def inputs(shape, rng):
+        x = rng.standard_normal((shape["rows"], hidden), dtype=np.float32)
+        return {"x_f32": x, "x_bf16": bits.f32_to_bf16_np(x), "wg": bits.f32_to_bf16_np(wg)}
+
+    return dataclasses.replace(path, shapes=shapes, make_inputs=inputs)
 
 
 def _router_logits(inputs: dict) -> np.ndarray:
@@ -108,5 +137,10 @@ PATH = declared_path(
     traffic=router_traffic,
     tolerance=ROUTER_TOLERANCES["fp32_routing"],
     notes="memory-bound at decode (the gate's weights), compute-bound at prefill; the top-k is one block a row",
-    extra={"align": router_align, "findings": router_findings, "model_sections": ("moe",)},
+    extra={
+        "align": router_align,
+        "findings": router_findings,
+        "model_sections": ("moe",),
+        "weights": WeightUse((("ffn_gate_inp",),), router_on_weights),
+    },
 )

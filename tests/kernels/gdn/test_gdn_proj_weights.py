@@ -38,7 +38,7 @@ def test_shapes_and_inputs_are_the_tensors(t):
     assert [s["m"] for s in path.shapes("model", None)] == [1, 4, 16]
     for s in path.shapes("smoke", None) + path.shapes("model", None):
         assert (s["n"], s["k"], s["gemv_tier_loaded"]) == (t.n, t.k, 1)
-        assert f"{t.name}({t.stored}->int4)" in s.label
+        assert f"{t.name}[{t.stored}: int4 re-encoded]" in s.label
     shape = path.shapes("smoke", None)[0]
     inputs = path.make_inputs(shape, np.random.default_rng(1))
     q, s = quantize_w4(t.values)

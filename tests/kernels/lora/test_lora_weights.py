@@ -40,9 +40,9 @@ def test_shapes_are_the_tensors_and_say_how_it_was_read(t):
     path = _on("lora.proj", {t.role: t})
     smoke, model = path.shapes("smoke", None), path.shapes("model", {"hidden": 4096})
     assert len(smoke) == 1 and len(model) == 6  # ranks 16, 64 x rows 1, 8, 512
-    how = "F16 as stored" if t.stored == "F16" else f"{t.stored}->fp16"
+    how = f"{t.stored}: fp16 as stored" if t.stored == "F16" else f"{t.stored}: fp16 re-encoded"
     for s in smoke + model:
-        assert (s["n"], s["k"]) == (t.n, t.k) and f"{t.name}({how})" in s.label
+        assert (s["n"], s["k"]) == (t.n, t.k) and f"{t.name}[{how}]" in s.label
     assert {(s["m"], s["r"]) for s in model} == {(m, r) for m in (1, 8, 512) for r in (16, 64)}
 
 

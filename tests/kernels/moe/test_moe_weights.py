@@ -84,7 +84,8 @@ def _weight_keys(name: str, inputs: dict) -> list[str]:
 def test_the_groups_are_the_roles_each_path_computes():
     for name, (_, group, _) in CASES.items():
         assert get_path(name).extra["weights"].groups == (group,), name
-    # the router and the union statistics read no model weights here
+    # the router reads its gate; the union statistics read no model weights
+    assert get_path("moe.router").extra["weights"].groups == (("ffn_gate_inp",),)
     assert "weights" not in get_path("moe.union_stats").extra
 
 
@@ -308,3 +309,46 @@ def test_stored_forms_that_do_not_cover_the_values_are_a_mismatch():
         WeightMismatch, match=r"ffn_down_exps.weight: NVFP4 scales have shape \[3, 48, 1\], not \[3, 48, 2\]"
     ):
         _on("moe.down_fp4", {"ffn_down_exps": short})
+
+
+ROUTER_GATE = {
+    "BF16": bf16("blk.1.ffn_gate_inp.weight", "ffn_gate_inp", weights(RNG, 5, 37, scale=0.3)),
+    "F16": f16("blk.1.ffn_gate_inp.weight", "ffn_gate_inp", weights(RNG, 5, 37, scale=0.3)),
+}
+
+
+@pytest.mark.parametrize("stored", sorted(ROUTER_GATE))
+def test_the_router_runs_on_the_files_gate_in_bf16(stored):
+    t = ROUTER_GATE[stored]
+    path = _on("moe.router", {"ffn_gate_inp": t})
+    model = {"hidden": 4096, "moe": {"experts": 64, "top_k": 8, "expert_intermediate": 1024}}
+    for preset, top_k in (("smoke", 2), ("model", 5)):  # the recipe's 8 capped at the file's 5 experts
+        for s in path.shapes(preset, model):
+            assert (s["experts"], s["hidden"], s["top_k"]) == (5, 37, top_k)
+    for s in path.shapes("smoke", None) + path.shapes("model", model):
+        how = "as stored" if stored == "BF16" else "re-encoded"
+        assert f"{t.name}[{stored}: BF16 {how}]" in s.label
+    x = path.make_inputs(path.shapes("smoke", None)[0], np.random.default_rng(1))
+    wg = bits.bf16_to_f32_np(x["wg"])
+    if stored == "BF16":  # the file's bits as stored
+        assert np.array_equal(wg, t.values)
+    else:  # rounded once
+        assert np.abs(wg - t.values).max() <= np.abs(t.values).max() * 2.0**-8
+
+
+def test_a_router_gate_that_is_not_a_matrix_is_a_mismatch():
+    with pytest.raises(WeightMismatch, match="rank 3"):
+        _on("moe.router", {"ffn_gate_inp": _bad("ffn_gate_inp", 2, 5, 37)})
+
+
+@pytest.mark.sim
+@pytest.mark.parametrize("variant", ["bf16", "fp32_routing"])
+def test_the_router_passes_on_the_files_gate_and_fails_on_another(variant):
+    path = _on("moe.router", {"ffn_gate_inp": ROUTER_GATE["BF16"]})
+    shape = path.shapes("smoke", None)[0]
+    inputs = path.make_inputs(shape, np.random.default_rng(3))
+    fig, got, shape = run_check(path, variant, shape, inputs)
+    assert fig.passed, fig.why()
+    other = bf16("blk.2.ffn_gate_inp.weight", "ffn_gate_inp", weights(np.random.default_rng(4), 5, 37, scale=0.3))
+    swapped = {**inputs, "wg": bits.f32_to_bf16_np(other.values)}
+    assert not check_against(path, variant, shape, got, swapped).passed

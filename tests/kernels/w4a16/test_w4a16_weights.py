@@ -64,7 +64,7 @@ def test_shapes_are_the_tensors_and_say_so(name):
         assert shapes
         for s in shapes:
             for t in tensors.values():
-                assert f"{t.name}({t.stored}->int4)" in s.label
+                assert f"{t.name}[{t.stored}: int4 re-encoded]" in s.label
             if name == "w4a16.ffn_decode":
                 assert (s["hidden"], s["inter"]) == (40, 24)
             else:
