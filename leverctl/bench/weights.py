@@ -144,14 +144,6 @@ def plan_on(selection, paths: Sequence[Any], res, preset: str, model, known: Seq
             candidates += 1
             tensors = {r: selection.tensors[r] for r in group}
             names = [t.name for t in tensors.values()]
-            try:
-                on = use.apply(path, tensors)
-            except WeightMismatch as e:
-                why = " ".join(str(e).split())
-                if selection.named:
-                    raise UserError(f"tensor {names[0]} does not fit {path.name}: {why}", selection.file) from None
-                out.not_fitting.append((path.name, names, why))
-                continue
             info = {
                 "file": selection.file,
                 "tensors": names,
@@ -160,7 +152,15 @@ def plan_on(selection, paths: Sequence[Any], res, preset: str, model, known: Seq
                 "stored": [t.stored for t in tensors.values()],
             }
             levers = path_levers(path, res.values(), cat.fields)
-            items, skipped = path_items(on, levers, preset, model, cat, res.engine, info)
+            try:  # a path may also refuse the tensors at a shape (a head dim they do not divide)
+                on = use.apply(path, tensors)
+                items, skipped = path_items(on, levers, preset, model, cat, res.engine, info)
+            except WeightMismatch as e:
+                why = " ".join(str(e).split())
+                if selection.named:
+                    raise UserError(f"tensor {names[0]} does not fit {path.name}: {why}", selection.file) from None
+                out.not_fitting.append((path.name, names, why))
+                continue
             out.items.extend(items)
             out.skipped.extend((path.name, label, v) for label, v in skipped)
     if candidates == 0:

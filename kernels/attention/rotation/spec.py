@@ -41,13 +41,17 @@ rounding error. The rotation pays off for formats with uniform steps
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any, Mapping
 
 import numpy as np
 
-from ...common.bits import e4m3_to_f32_np, f32_to_bf16_np
+from ...common import weight_fit as wf
+from ...common.bits import bf16_to_f32_np, e4m3_to_f32_np, f32_to_bf16_np
+from ...common.model_weights import WeightUse
 from ...common.path import Shape, Tolerance, Traffic, Variant, check_preset, declared_path
 from ...selection.attention import ROTATION as TABLE
+from ...selection.attention import ROTATION_HEAD_DIM
 from . import naive, pre_rotated, runtime_rotation
 
 BF16, F32 = 2, 4
@@ -91,6 +95,41 @@ def make_inputs(shape: Shape, rng) -> dict:
     for head in range(hq, hq + 2 * hkv):  # K and V heads: a few loud channels
         w[head, rng.choice(d, shape["outliers"], replace=False)] *= np.float32(OUTLIER_GAIN)
     return {"x": f32_to_bf16_np(x), "w_qkv": f32_to_bf16_np(w.reshape(-1, hidden))}
+
+
+def on_weights(path, tensors):
+    """On a layer's q, k and v projections from a model file (``[hq d,
+    hidden]``, ``[hkv d, hidden]`` twice): ``w_qkv`` their rows stacked, in
+    bf16 as the kernels read them (a BF16 file's bits as stored, anything
+    else rounded once), the heads counted at the shape's head dim (128, the
+    one the engine rotates at); the file's outliers are the model's own, so
+    none are added (``outliers`` 0). The findings' FP8 error with and
+    without the rotation is then the model's."""
+    q, k, v = (wf.role(tensors, r, path.name) for r in ("attn_q", "attn_k", "attn_v"))
+    (nq, hidden), (nk, hk_), (nv, hv_) = (wf.dims(t, 2, path.name) for t in (q, k, v))
+    wf.agree(q, "k", hidden, k, "k", hk_, "q, k and v project the same hidden state")
+    wf.agree(q, "k", hidden, v, "k", hv_, "q, k and v project the same hidden state")
+    wf.agree(k, "n", nk, v, "n", nv, "as many value heads as key heads")
+    stacked = np.concatenate([q.values, k.values, v.values]).astype(np.float32)
+    wqkv = f32_to_bf16_np(stacked)
+    wf.finite_in(q, bf16_to_f32_np(wqkv), "BF16")
+    d = ROTATION_HEAD_DIM  # every shape's: the loader rotates at no other
+    wf.multiple(q, "n", nq, d, f"{path.name} counts heads of dim {d}")
+    wf.multiple(k, "n", nk, d, f"{path.name} counts heads of dim {d}")
+    tag = wf.read_as([q, k, v], "BF16", [t.stored == "BF16" for t in (q, k, v)])
+
+    def shapes_on_file(preset, model):
+        out = []
+        for sh in path.shapes(preset, model):
+            dims = {**sh.dims, "hidden": hidden, "hq": nq // d, "hkv": nk // d, "d": d, "outliers": 0}
+            out.append(Shape(f"{tag} t{dims['t']} hq{dims['hq']} hkv{dims['hkv']} d{d}", dims))
+        return out
+
+    def inputs_on_file(shape, rng):
+        x = rng.standard_normal((shape["t"], hidden), dtype=np.float32)
+        return {"x": f32_to_bf16_np(x), "w_qkv": wqkv}
+
+    return dataclasses.replace(path, shapes=shapes_on_file, make_inputs=inputs_on_file)
 
 
 def outputs(shape: Shape):
@@ -193,5 +232,10 @@ PATH = declared_path(
     traffic=traffic,
     tolerance=RUNTIME_TOL,
     notes="Projection-bound; the lever removes the Hadamard from the KV-cache write.",
-    extra={"model_sections": ("attention",), "decode": DECODE, "findings": quant_error},
+    extra={
+        "model_sections": ("attention",),
+        "decode": DECODE,
+        "findings": quant_error,
+        "weights": WeightUse((("attn_q", "attn_k", "attn_v"),), on_weights),
+    },
 )
