@@ -43,7 +43,8 @@ def down_on_weights(path: KernelPath, tensors) -> KernelPath:
     """On a layer's routed down experts from a model file (``[E, H, I]``):
     int4 (the reference's) made from the decoded values; the NVFP4 arm's
     the file's as stored where it holds NVFP4, otherwise the int4 weights
-    re-encoded, as for drawn weights."""
+    re-encoded, as for drawn weights. Where the file holds NVFP4, the
+    reference is its decoded values and int4 the re-encoded arm."""
     stack = fw.Stack([fit.role(tensors, "ffn_down_exps", path.name)], path.name)
     stack.multiple("intermediate", F.K_MULTIPLE["nvfp4"], "the NVFP4 arm's block scale covers 16 inputs")
     tag = fw.describe([stack], {"int4": fw.never, "nvfp4": fw.Stack.nvfp4_stored})
@@ -52,11 +53,26 @@ def down_on_weights(path: KernelPath, tensors) -> KernelPath:
         w4 = stack.int4(hit)
         return w4, stack.nvfp4_or_from(w4, hit)
 
-    return dataclasses.replace(
+    on = dataclasses.replace(
         path,
         shapes=F.file_shapes(path.shapes, tag, stack.n, stack.k, stack.experts),
         make_inputs=lambda shape, rng: _down_inputs(shape, rng, weights),
     )
+    if not stack.nvfp4_stored():
+        return on
+    # The file is NVFP4: the model's weights are those, the NVFP4 arm reads
+    # them exactly (its error is its arithmetic: the tensor-core bound) and
+    # int4 is the re-encoded format, charged the cross-format budget the
+    # NVFP4 arm carries for drawn weights.
+    tol = {"int4": F.STAGE_TOLERANCES["nvfp4_down"], "nvfp4": F.STAGE_TOLERANCES["int4_tc"]}
+    variants = {n: dataclasses.replace(v, tolerance=tol[n]) for n, v in on.variants.items()}
+    return dataclasses.replace(on, variants=variants, reference=down_reference_nvfp4)
+
+
+def down_reference_nvfp4(shape: Shape, inputs: dict) -> dict:
+    """The reference on a file's NVFP4 experts: their decoded values."""
+    nv = formats.get(inputs, "wd_nvfp4")
+    return {"y": naive.naive_down(inputs["h"], inputs["ids"], inputs["rw"], lambda e: formats.nvfp4_expert(nv, e))}
 
 
 def down_reference(shape: Shape, inputs: dict) -> dict:

@@ -42,7 +42,8 @@ def gateup_on_weights(path: KernelPath, tensors) -> KernelPath:
     (``[E, I, H]`` each, stacked gate first): the int4 weights (the
     reference's) made from the decoded values; the NVFP4 arm's the file's
     as stored where it holds NVFP4, otherwise the int4 weights re-encoded,
-    as for drawn weights."""
+    as for drawn weights. Where the file holds NVFP4, the
+    reference is its decoded values and int4 the re-encoded arm."""
     gate, up = (fit.role(tensors, r, path.name) for r in ("ffn_gate_exps", "ffn_up_exps"))
     stack = fw.Stack([gate, up], path.name)
     stack.multiple("hidden", F.K_MULTIPLE["nvfp4"], "the NVFP4 arm's block scale covers 16 inputs")
@@ -52,11 +53,26 @@ def gateup_on_weights(path: KernelPath, tensors) -> KernelPath:
         w4 = stack.int4(hit)
         return w4, stack.nvfp4_or_from(w4, hit)
 
-    return dataclasses.replace(
+    on = dataclasses.replace(
         path,
         shapes=F.file_shapes(path.shapes, tag, stack.k, stack.n // 2, stack.experts),
         make_inputs=lambda shape, rng: _gateup_inputs(shape, rng, weights),
     )
+    if not stack.nvfp4_stored():
+        return on
+    # The file is NVFP4: the model's weights are those, the NVFP4 arm reads
+    # them exactly (its error is its arithmetic: the tensor-core bound) and
+    # int4 is the re-encoded format, charged the cross-format budget the
+    # NVFP4 arm carries for drawn weights.
+    tol = {"int4": F.STAGE_TOLERANCES["nvfp4_gateup"], "nvfp4": F.STAGE_TOLERANCES["int4_tc"]}
+    variants = {n: dataclasses.replace(v, tolerance=tol[n]) for n, v in on.variants.items()}
+    return dataclasses.replace(on, variants=variants, reference=gateup_reference_nvfp4)
+
+
+def gateup_reference_nvfp4(shape: Shape, inputs: dict) -> dict:
+    """The reference on a file's NVFP4 experts: their decoded values."""
+    nv = formats.get(inputs, "wgu_nvfp4")
+    return {"h": naive.naive_gateup(inputs["x"], inputs["ids"], lambda e: formats.nvfp4_expert(nv, e))}
 
 
 def gateup_reference(shape: Shape, inputs: dict) -> dict:
