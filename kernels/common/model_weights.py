@@ -65,8 +65,9 @@ class ModelTensor:
     * ``nvfp4`` with ``nvfp4_scale`` and ``nvfp4_global``: packed E2M1
       (two a byte, low nibble first), uint8 ``[..., n, k / 2]``, E4M3 block
       scales of 16 inputs, uint8 ``[..., n, k / 16]``, and the float32
-      global scale; ``values`` is ``e2m1 * scale * global`` (an expert
-      stack whose experts' global scales differ has values only).
+      global scale (for an expert role, float32 ``[experts]``: one per
+      expert, as ModelOpt stores each expert's); ``values`` is ``e2m1 *
+      scale * global``.
     """
 
     file: str
@@ -81,7 +82,7 @@ class ModelTensor:
     fp8_scale_kind: str | None = None
     nvfp4: Any = None
     nvfp4_scale: Any = None
-    nvfp4_global: float | None = None
+    nvfp4_global: Any = None  # float, or float32 [experts]
 
     @property
     def experts(self) -> int | None:

@@ -462,10 +462,8 @@ def _tensor(ck: Checkpoint, names: list[tuple[str, Named]]):
         if parts[0].get("fp8_scale_kind"):
             read["fp8_scale_kind"] = parts[0]["fp8_scale_kind"]
         if parts[0].get("nvfp4_global") is not None:
-            if len({p["nvfp4_global"] for p in parts}) == 1:
-                read["nvfp4_global"] = parts[0]["nvfp4_global"]
-            else:  # one global scale per expert: no one stored form; the values stay exact
-                del read["nvfp4"], read["nvfp4_scale"]
+            # one global scale per expert, as ModelOpt writes each expert's weight_scale_2
+            read["nvfp4_global"] = np.array([p["nvfp4_global"] for p in parts], np.float32)
         first_name = names[0][0]
         name = first_name if len(names) == 1 else first_name.replace(".experts.0.", f".experts.0-{experts[-1]}.")
     values = read.pop("values")
