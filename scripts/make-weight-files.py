@@ -82,9 +82,17 @@ def write_safetensors(path: Path) -> None:
     t[f"{p}.0.mlp.up_proj.weight"] = normal(24, 160).astype(ml_dtypes.bfloat16)
     t[f"{p}.0.mlp.down_proj.weight"] = normal(32, 48).astype(ml_dtypes.bfloat16)
     t[f"{p}.0.input_layernorm.weight"] = np.ones(64, dtype=np.float32)
-    for e in range(4):
-        for proj, (n, k) in {"gate_proj": (16, 64), "up_proj": (16, 64), "down_proj": (64, 16)}.items():
-            t[f"{p}.1.mlp.experts.{e}.{proj}.weight"] = normal(n, k).astype(ml_dtypes.bfloat16)
+    for e in range(4):  # ModelOpt NVFP4 experts: gate and up share each expert's global scale
+        w = {
+            proj: normal(n, k)
+            for proj, (n, k) in {"gate_proj": (16, 64), "up_proj": (16, 64), "down_proj": (64, 16)}.items()
+        }
+        gu = float(np.abs(np.concatenate([w["gate_proj"], w["up_proj"]])).max() / (448 * 6))
+        for proj, v in w.items():
+            packed, scales, ts = bits.nvfp4_encode_np(v, gu if proj != "down_proj" else None)
+            t[f"{p}.1.mlp.experts.{e}.{proj}.weight"] = packed
+            t[f"{p}.1.mlp.experts.{e}.{proj}.weight_scale"] = scales.view(E4M3)
+            t[f"{p}.1.mlp.experts.{e}.{proj}.weight_scale_2"] = np.array(ts, dtype=np.float32)
     for proj, (n, k) in {"gate_proj": (16, 64), "up_proj": (16, 64), "down_proj": (64, 16)}.items():
         t[f"{p}.1.mlp.shared_expert.{proj}.weight"] = normal(n, k).astype(ml_dtypes.bfloat16)
     t[f"{p}.1.mlp.gate.weight"] = normal(4, 64).astype(ml_dtypes.bfloat16)
