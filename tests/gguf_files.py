@@ -14,6 +14,7 @@ NORM = "blk.0.ffn_norm.weight"  # F32, one dimension
 ATTN = "blk.0.attn_q.weight"  # F16 n 8 k 32
 GATE_EXPS = "blk.2.ffn_gate_exps.weight"  # F16, experts 3, n 8, k 32 (GGUF ne [32, 8, 3])
 UP_EXPS = "blk.2.ffn_up_exps.weight"  # Q4_K, experts 2, n 4, k 256
+SSM_IN = "blk.3.ssm_in.weight"  # F16 n 16 k 32: a role only Metrale's paths read
 
 
 def write(path: Path, seed: int = 3) -> dict:
@@ -44,6 +45,7 @@ def write(path: Path, seed: int = 3) -> dict:
     w.add_tensor(GATE_EXPS, gate_exps)
     up_exps = q4k.quantize(weights(rng, 8, 256)).reshape(2, 4, -1)
     w.add_tensor(UP_EXPS, up_exps, raw_dtype=gguf.GGMLQuantizationType.Q4_K)
+    w.add_tensor(SSM_IN, weights(rng, 16, 32).astype(np.float16))
     w.write_header_to_file()
     w.write_kv_data_to_file()
     w.write_tensors_to_file()

@@ -129,8 +129,8 @@ CASES = [
     ),
     Case(
         "weights-no-path-reads-the-role",
-        (*_RUN, "-k", "w4a16.gemv", "--weights", "{tmp}/m.gguf", "--tensor", gguf_files.DOWN),
-        ("no kernel path of metrale being benched runs on", "ffn.prefill reads it but is not being benched"),
+        (*_RUN, "-k", "w4a16.gemv", "--weights", "{tmp}/m.gguf", "--tensor", gguf_files.ATTN),
+        ("no kernel path of metrale being benched runs on", "attention.proj_fp8 reads it but is not being benched"),
         files=_gguf,
     ),
     Case(
@@ -151,8 +151,8 @@ CASES = [
     ),
     Case(
         "weights-on-atlas",
-        ("bench", "--no-env", "--device", "sim", "--weights", "{tmp}/m.gguf", "--tensor", gguf_files.DOWN),
-        ("no kernel path of atlas", "ffn.prefill reads it in metrale", "--engine metrale"),
+        ("bench", "--no-env", "--device", "sim", "--weights", "{tmp}/m.gguf", "--tensor", gguf_files.SSM_IN),
+        ("no kernel path of atlas", "mamba2.prefill_proj reads it in metrale", "--engine metrale"),
         files=_gguf,
     ),
     Case(
