@@ -28,7 +28,7 @@ from functools import lru_cache
 
 from numba import cuda, float32
 
-from ._chunk import make_chunk, make_scratch, make_slice_io, shared_bytes, tensor_core_launch
+from ._chunk import make_chunk, make_scratch, make_slice_io, shared_bytes, stage_bytes, tensor_core_launch
 from ._layout import SHARED_ALIGN, TOKEN_ARGS, bind, make_head_slice, slice_launch, tile_for, warp_threads
 from ._mma_qk import LAYOUT
 
@@ -41,7 +41,7 @@ def make_prefill(C: int, DK: int, DV: int, RESIDENT: bool, layout=LAYOUT):
     tile = tile_for(DK, DV)
     BV, NT, NSL = tile.bv, warp_threads(tile), tile.slices
     chunk = make_chunk(C, DK, BV, NT, RESIDENT, layout)
-    scratch = make_scratch(C, BV)
+    scratch = make_scratch(C, DK, BV)
     load_slice, store_slice = make_slice_io(DK, DV, BV, NT)
     head_slice = make_head_slice(NSL, BV)
     SSH = (DK, BV) if RESIDENT else (1, 1)
@@ -72,4 +72,7 @@ def build_prefill(shape, resident: bool, layout=LAYOUT):
     marked as running on ``mma.sync`` with fp16 inputs."""
     C = shape["chunk"]
     grid, nt = slice_launch(shape, lambda t: shared_bytes(C, t.dk, t.bv, resident), whole_warps=True)
-    return tensor_core_launch(bind(make_prefill(C, shape["dk"], shape["dv"], resident, layout), grid, nt, TOKEN_ARGS))
+    kern = make_prefill(C, shape["dk"], shape["dv"], resident, layout)
+    tile = tile_for(shape["dk"], shape["dv"])
+    dyn, static = stage_bytes(C, tile.dk, tile.bv), shared_bytes(C, tile.dk, tile.bv, resident)
+    return tensor_core_launch(bind(kern, grid, nt, TOKEN_ARGS, dynamic=dyn, static=static))
