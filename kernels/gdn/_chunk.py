@@ -244,10 +244,10 @@ def make_stage(C: int, DK: int, BV: int, NT: int, fault=None):
     coalesced along the row. Nothing past row ``L - 1`` is read: a short
     last chunk stops at the sequence's end.
 
-    ``fault`` (tests only) breaks the staging of a short chunk's tail:
-    ``"drop"`` stages one row fewer (the last row keeps what the slot
-    held), ``"dup"`` stages the next-to-last row in the last one's slot too
-    (counted twice)."""
+    ``fault`` (tests only) breaks the staging of a short chunk (``L < C``,
+    the sequence's last): ``"drop"`` stages one row fewer (the last row
+    keeps what its slot held from the chunk before), ``"dup"`` stages the
+    next-to-last row in the last one's slot too (counted twice)."""
     if fault not in STAGE_FAULTS:
         raise ValueError(f"stage fault {fault!r}: one of {STAGE_FAULTS}")
     WQK = DK % 8 == 0
@@ -262,13 +262,13 @@ def make_stage(C: int, DK: int, BV: int, NT: int, fault=None):
     @cuda.jit(device=True, inline="always")
     def src(c0, i, L):
         """The global row staged into slot ``i`` (``i`` itself unless a fault)."""
-        if DUP and i == L - 1 and i > 0:
+        if DUP and L < C and i == L - 1 and i > 0:
             return c0 + i - 1
         return c0 + i
 
     @cuda.jit(device=True)
     def stage(q, k, v, g, beta, Qs, Ks, Vs, Ek, Bs, h, hk, v0, c0, L, tid):
-        n = L - 1 if DROP else L
+        n = L - 1 if DROP and L < C else L
         HK = q.shape[1]
         HV = v.shape[1]
         DV = v.shape[2]

@@ -411,6 +411,59 @@ def test_comparator_rejects_a_prefill_that_skips_the_last_partial_chunk():
     assert compare(got["o"][:full], ref["o"][:full], tol)[0]
 
 
+# A short last chunk on the 16-byte staging: dk = 16 (two 16-byte pieces a
+# q/k row), 8-column slices of 16-wide v rows (one piece), chunks of 8 over
+# 11 tokens: the last chunk is 3 rows.
+SHORT_TAIL = _shape("t11 c8 hk1 hv1 d16", t=11, chunk=8, hk=1, hv=1, dk=16, dv=16)
+
+
+def _poisoned_tail(x: dict, rows: int = 5) -> dict:
+    """``q``, ``k``, ``g``, ``beta`` with ``rows`` NaN rows after the
+    sequence (``v``, whose length is the kernel's ``T``, as it is): a kernel
+    that staged or used a row past the sequence turns NaN."""
+
+    def pad(a):
+        return np.concatenate([a, np.full((rows, *a.shape[1:]), np.nan, a.dtype)])
+
+    return {n: (pad(a) if n in ("q", "k", "g", "beta") else a) for n, a in x.items()}
+
+
+@pytest.mark.sim
+@pytest.mark.parametrize("resident", [True, False], ids=["regresident", "global_state"])
+@pytest.mark.parametrize("fault", [None, "drop", "dup"], ids=["staged", "last-row-dropped", "last-row-twice"])
+def test_a_short_last_chunk_stages_exactly_its_rows(resident, fault):
+    """The short last chunk (3 of 8 rows) staged 16 bytes a lane, with NaN
+    rows past the sequence: staged right, it matches the reference (nothing
+    past row ``L - 1`` is read); staged one row short (the slot keeps the
+    chunk before's row) or with the next-to-last row in the last one's slot
+    (``_chunk.make_stage``'s knob), the check fails, while every output
+    before the short chunk is still right: the failure is the tail's."""
+    from leverctl_kernels.gdn import _chunk, _layout, _prefill
+
+    tile = _layout.tile_for(SHORT_TAIL["dk"], SHORT_TAIL["dv"])
+    assert SHORT_TAIL["dk"] % 8 == 0 and tile.bv % 8 == 0  # both on the 16-byte path
+    assert _chunk.row_stride(SHORT_TAIL["dk"]) == 72  # 36 words a row: 4 (mod 32) banks apart
+    x = inputs_for(PREFILL, SHORT_TAIL, seed=3)
+    launch = _prefill.build_prefill(SHORT_TAIL, resident=resident, fault=fault)
+    got = launch_variant(PREFILL, SHORT_TAIL, _poisoned_tail(x), launch=launch)
+    ref = PREFILL.reference(SHORT_TAIL, x)
+    tol = PREFILL.tolerance
+    ok = [compare(got[n], ref[n], tol)[0] for n in ("o", "state")]
+    if fault is None:
+        assert all(ok), [compare(got[n], ref[n], tol) for n in ("o", "state")]
+        return
+    assert not any(ok), [compare(got[n], ref[n], tol) for n in ("o", "state")]
+    full = (SHORT_TAIL["t"] // SHORT_TAIL["chunk"]) * SHORT_TAIL["chunk"]
+    assert compare(got["o"][:full], ref["o"][:full], tol)[0]
+
+
+def test_the_stage_knob_refuses_an_unknown_fault():
+    from leverctl_kernels.gdn import _chunk
+
+    with pytest.raises(ValueError, match="stage fault"):
+        _chunk.make_stage(8, 16, 8, 32, "skip")
+
+
 @pytest.mark.sim
 def test_comparator_rejects_a_wy_verify_that_drops_one_decay():
     shape = VERIFY.shapes("smoke", None)[1]  # T = 5
