@@ -18,21 +18,38 @@ with start state ``S`` (``dk x BV``)::
 ``Q_hat`` also scaled, rows. Every ``exp`` has a non-positive argument:
 nothing overflows however strong the decay.)
 
-Shared memory per block (fp32), ``M`` reused three times::
+Shared memory per block, ``M`` reused three times::
 
+    static (fp32)
     M [C, C]    A in the strict lower triangle, T^T in the strict upper one
                 (thread m writes column m of T into row m: no barrier while
                 inverting), then P in the lower triangle incl. the diagonal
     D [C, BV]   R = beta (V - exp(G) K_hat S), then delta
     Gs, Bs, Rk, Rq, Ek [C]   G, beta, 1/|k|, scale/|q|, rk exp(G_L - G)
+                (Ek holds the raw g until the prefix is made)
     Ssh [dk, BV]  the state slice, when it is kept on chip (the caller's)
+    dynamic (fp16, :func:`stage_bytes`)
+    Qs, Ks [C, RS]  the chunk's q and k rows as stored, RS = dk + 8 halves
+                    (``row_stride``: a row is 4 (mod 32) words, so the
+                    eight rows of an MMA fragment load hit 32 banks)
+    Vs [C, BV]      v's column slice
 
-At the model shape (C = 64, dk = 128, BV = 32) that is 41 KiB with the state
-slice, under the 48 KiB a kernel may declare statically. ``q``/``k``/``v``
-are read straight from global memory (fp16, through L1: every row is reused
-by the whole block) -- staging them would not fit next to ``M``.
+At the model shape (C = 64, dk = 128, BV = 32) that is 41 KiB static with
+the state slice (under the 48 KiB a kernel may declare statically) and 38
+KiB dynamic, 79 KiB a block: two blocks an SM, which the prefill's
+registers (two blocks of 128 threads at up to 255) allowed anyway; the
+launch raises the kernel's dynamic maximum past 48 KiB
+(``_layout.dynamic_launch``). The verifies' 16- and 17-row chunks take
+9.5-10 KiB of it.
 
-Seven barriers per chunk. Which unit computes which product, and why:
+Each chunk begins by staging its rows (:func:`make_stage`): ``q``, ``k``
+and ``v``'s slice 16 bytes a lane, every byte once per block, so the dot
+products, the MMAs and the state update read shared memory. Before, they
+read ``q``/``k`` from global memory element by element inside every dot
+product (through L1, 20 % of the sectors used, 12-13x the bytes the WY
+verifies declare).
+
+Eight barriers per chunk (the staging's one added). Which unit computes which product, and why:
 
 =================  ============  ===========================================
 product            unit          why

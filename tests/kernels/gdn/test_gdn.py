@@ -262,6 +262,46 @@ def test_traced_decode_streams_the_state_in_16_byte_accesses_on_whole_sectors(va
     assert prof.sector_efficiency >= 0.9, [r.to_json() for r in rows]
 
 
+@pytest.mark.sim
+@pytest.mark.parametrize("aligned", [True, False], ids=["aligned", "seen-as-misaligned"])
+def test_traced_wy17_stages_its_rows_in_16_byte_loads_on_whole_sectors(aligned, monkeypatch):
+    """wy17 traced at its profile shape (the model's dk = dv = 128, 17
+    tokens, one q/k head and its two value heads: 8 blocks of 128 threads).
+    The chunk's q and k rows are requested once a block, all by 16-byte
+    loads (each block's 16 rows of both); 16-byte loads carry >= 90 % of the
+    bytes loaded (the state slice, q, k, v's slice: all but the last token's
+    rows and the gates) and the global sectors are >= 90 % used. Before the
+    staging the chunk read q/k element by element inside its dot products:
+    20 % of the sectors, 12.5x the declared bytes. With the rows taken as
+    misaligned (the staging's half-a-step path, which a view not starting
+    on 16 bytes takes) the same check fails."""
+    from leverctl.profile import memtrace as mt
+    from leverctl_kernels.gdn import _chunk
+
+    if not aligned:
+        monkeypatch.setattr(_chunk, "aligned16", lambda a: False)
+
+    model = next(s for s in VERIFY.shapes("model", None) if s["t"] == 17)
+    shape = VERIFY.extra["profile_shape"](model)
+    assert (shape["dk"], shape["dv"], shape["hk"], shape["hv"]) == (128, 128, 1, 2)
+    x = inputs_for(VERIFY, shape)
+    box = []
+    trace = mt.run_traced(lambda: box.append(launch_variant(VERIFY, shape, x, "wy17")))
+    check_all(VERIFY, "wy17", shape, box[0], VERIFY.reference(shape, x))
+    prof = mt.summarize(trace)
+    loads = [r for r in prof.sites if r.space == mt.GLOBAL and r.kind == "load"]
+    wide = sum(r.used_bytes for r in loads if r.bytes == 16 * r.accesses)
+    total = sum(r.used_bytes for r in loads)
+    blocks = shape["hv"] * shape["dv"] // 32
+    qk = [r for r in loads if r.bytes == 16 * r.accesses and "_chunk.py" in r.site and r.used_bytes == blocks * 16 * 256]
+    if not aligned:
+        assert not qk and wide < 0.9 * total, (wide, total)
+        return
+    assert len(qk) >= 2, [r.to_json() for r in loads]  # q and k: 16 rows of 256 bytes a block, once
+    assert wide >= 0.9 * total, (wide, total, [r.to_json() for r in loads])
+    assert prof.sector_efficiency >= 0.9, [r.to_json() for r in prof.sites if r.space == mt.GLOBAL]
+
+
 def test_the_patch_layout_at_model_and_smoke_shapes():
     """d = 128: 32 columns a block as 8 groups of 4, 16 row parts of 8 rows,
     128 threads, a warp 8 groups by 4 row parts; shapes whose rows do not
