@@ -292,12 +292,12 @@ def test_traced_wy17_stages_its_rows_in_16_byte_loads_on_whole_sectors(aligned, 
     loads = [r for r in prof.sites if r.space == mt.GLOBAL and r.kind == "load"]
     wide = sum(r.used_bytes for r in loads if r.bytes == 16 * r.accesses)
     total = sum(r.used_bytes for r in loads)
-    blocks = shape["hv"] * shape["dv"] // 32
-    qk = [r for r in loads if r.bytes == 16 * r.accesses and "_chunk.py" in r.site and r.used_bytes == blocks * 16 * 256]
+    rows = shape["hv"] * shape["dv"] // 32 * 16 * 256  # 16 rows of 256 bytes in each block
+    qk = [r for r in loads if r.bytes == 16 * r.accesses and "_chunk.py" in r.site and r.used_bytes == rows]
     if not aligned:
         assert not qk and wide < 0.9 * total, (wide, total)
         return
-    assert len(qk) >= 2, [r.to_json() for r in loads]  # q and k: 16 rows of 256 bytes a block, once
+    assert len(qk) >= 2, [r.to_json() for r in loads]  # q and k, each row once a block
     assert wide >= 0.9 * total, (wide, total, [r.to_json() for r in loads])
     assert prof.sector_efficiency >= 0.9, [r.to_json() for r in prof.sites if r.space == mt.GLOBAL]
 
