@@ -96,6 +96,7 @@ from numba import cuda, float32, types, uint32, uint64
 
 from ..common.smem import ld_shared_f32x4, shared_view, smem_addr, st_shared_f32x4, st_shared_v4
 from ..common.vload import aligned16, ld_f32x4, ldg_v4, st_f32x4
+from ._layout import SHARED_ALIGN
 from ._mma_qk import LAYOUT, TC_DTYPE, TC_FORM, make_lower_product
 from .naive import L2_EPS
 
@@ -172,14 +173,16 @@ def make_scratch(C: int, DK: int, BV: int):
     once and hand to every ``chunk`` call. ``Qs``/``Ks`` (``[C, 1, RS]``,
     one head's rows as the MMA product indexes them) and ``Vs`` (``[C,
     BV']``) are views of the block's dynamic shared memory, which the launch
-    sizes at :func:`stage_bytes`."""
+    sizes at :func:`stage_bytes`; it is declared 16-byte aligned, as the
+    staging's 16-byte stores need (``.extern .shared .align 16``: the
+    driver places it so; Numba's default is the element's 2 bytes)."""
     RS = row_stride(DK)
     VS = -(-BV // 8) * 8
     NQ = C * RS
 
     @cuda.jit(device=True, inline="always")
     def scratch():
-        dyn = cuda.shared.array(0, float16)
+        dyn = cuda.shared.array(0, float16, alignment=SHARED_ALIGN)
         return (
             cuda.shared.array((C, C), float32),
             cuda.shared.array((C, BV), float32),

@@ -185,7 +185,8 @@ def test_the_state_moves_16_bytes_a_load_and_a_store(compiled):
 # The chunk stages its q and k rows and v's column slice into shared memory
 # once, 16 bytes a lane (``_chunk.make_stage``): one read-only v4 load of
 # eight halves and one v4 shared store per piece, at least one each for q,
-# k and v in every chunked kernel's PTX, and as many LDG.E.128.CONSTANT in
+# k and v in every chunked kernel's PTX (into dynamic shared memory declared
+# 16-byte aligned), and as many LDG.E.128.CONSTANT in
 # its SASS; the MMAs and dot products then read shared memory. No local
 # memory, no spills, registers within the budget above (the prefills were
 # 254 before the staging, now under it).
@@ -200,6 +201,8 @@ def test_the_chunk_stages_its_rows_16_bytes_a_lane(compiled, tmp_path):
         ptx = Path(rec["ptx"]).read_text()
         got = tuple(ptx.count(op) for op in STAGED)
         assert min(got) >= 3, f"{name}: {dict(zip(STAGED, got))}: q, k and v not staged 16 bytes a lane"
+        # the staged rows' dynamic shared memory starts on 16 bytes (the v4 stores need it)
+        assert re.search(r"\.extern \.shared \.align 16 ", ptx), f"{name}: dynamic shared memory not 16-byte aligned"
         assert ".local" not in ptx, f"{name}: local memory in its PTX"
     if not compiled["ptxas"]:
         pytest.skip("ptxas not found (PATH or $CUDA_HOME/bin)")
