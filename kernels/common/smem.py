@@ -1,7 +1,8 @@
 """Shared memory by address: the 32-bit shared-window address of a shared
 array (``cvta.to.shared.u64``), 16-byte stores through it (``st.shared.v4``;
 ``st_shared_f32x4``/``ld_shared_f32x4`` move four float32 each way),
-and in the simulator the registry that maps those addresses back to arrays,
+views of the dynamic shared memory as arrays of any shape
+(``shared_view``), and in the simulator the registry that maps those addresses back to arrays,
 for every twin of an instruction that takes a shared address (wgmma's
 descriptors, ``ldmatrix``, the stagers' stores).
 
@@ -103,6 +104,53 @@ def _shared_f32x4():
     return intrinsic(st_shared_f32x4), intrinsic(ld_shared_f32x4)
 
 
+def _shared_view():
+    """``shared_view(arr, start, shape)``: the C-contiguous array of ``shape``
+    (a tuple of integers) over ``arr[start:]`` (a C-contiguous 1-D array,
+    the block's dynamic shared memory), no copy. Numba's ``reshape`` of a
+    slice calls a host helper (``numba_attempt_nocopy_reshape``) that a
+    kernel cannot link; this builds the array's shape and strides in
+    registers instead."""
+    from numba.cuda import types
+    from numba.cuda.extending import intrinsic
+
+    def shared_view(typingctx, arr, start, shape):
+        if not (isinstance(arr, types.Array) and arr.ndim == 1 and arr.layout == "C"):
+            return None
+        if not isinstance(start, types.Integer) or not isinstance(shape, types.UniTuple):
+            return None
+        if not isinstance(shape.dtype, types.Integer):
+            return None
+        retty = types.Array(arr.dtype, shape.count, "C")
+
+        def codegen(context, builder, signature, args):
+            src = context.make_array(signature.args[0])(context, builder, args[0])
+            at = context.cast(builder, args[1], signature.args[1], types.intp)
+            dims = [
+                context.cast(builder, builder.extract_value(args[2], i), shape.dtype, types.intp)
+                for i in range(shape.count)
+            ]
+            itemsize = context.get_abi_sizeof(context.get_data_type(arr.dtype))
+            strides, step = [], context.get_constant(types.intp, itemsize)
+            for dim in reversed(dims):
+                strides.insert(0, step)
+                step = builder.mul(step, dim)
+            out = context.make_array(retty)(context, builder)
+            context.populate_array(
+                out,
+                data=builder.gep(src.data, [at]),
+                shape=dims,
+                strides=strides,
+                itemsize=context.get_constant(types.intp, itemsize),
+                meminfo=None,
+            )
+            return out._getvalue()
+
+        return retty(arr, start, shape), codegen
+
+    return intrinsic(shared_view)
+
+
 # ── the simulator twin ───────────────────────────────────────────────────────
 
 _WINDOW = 1 << 18
@@ -193,13 +241,22 @@ def twin_read_shared(addr: int, nbytes: int, what: str) -> np.ndarray:
     return np.asarray(arr).reshape(-1).view(np.uint8)[addr - base : addr - base + nbytes].copy()
 
 
+def _twin_shared_view(arr, start, shape):
+    n = 1
+    for dim in shape:
+        n *= int(dim)
+    return arr[int(start) : int(start) + n].reshape(tuple(int(x) for x in shape))
+
+
 if config.ENABLE_CUDASIM:
+    shared_view = _twin_shared_view
     smem_addr = _twin_smem_addr
     st_shared_v4 = _twin_st_shared_v4
     st_shared_f32x4 = _twin_st_shared_f32x4
     ld_shared_f32x4 = _twin_ld_shared_f32x4
 else:
     smem_addr = _smem_addr()
+    shared_view = _shared_view()
     st_shared_v4 = _st_shared_v4()
     st_shared_f32x4, ld_shared_f32x4 = _shared_f32x4()
 
@@ -209,4 +266,8 @@ st_shared_v4.__doc__ = (
 )
 st_shared_f32x4.__doc__ = "``st.shared.v4.f32``: four float32 to the 16-byte-aligned shared-window address ``addr``."
 ld_shared_f32x4.__doc__ = "``ld.shared.v4.f32``: four float32 from the 16-byte-aligned shared-window address ``addr``."
+shared_view.__doc__ = (
+    "``shared_view(arr, start, shape)``: a C-contiguous ``shape`` array over ``arr[start:]`` "
+    "(1-D, C-contiguous: the dynamic shared memory), no copy."
+)
 smem_addr.__doc__ = "The 32-bit shared-window address of a shared array (``cvta.to.shared.u64``)."

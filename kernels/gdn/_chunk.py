@@ -18,21 +18,38 @@ with start state ``S`` (``dk x BV``)::
 ``Q_hat`` also scaled, rows. Every ``exp`` has a non-positive argument:
 nothing overflows however strong the decay.)
 
-Shared memory per block (fp32), ``M`` reused three times::
+Shared memory per block, ``M`` reused three times::
 
+    static (fp32)
     M [C, C]    A in the strict lower triangle, T^T in the strict upper one
                 (thread m writes column m of T into row m: no barrier while
                 inverting), then P in the lower triangle incl. the diagonal
     D [C, BV]   R = beta (V - exp(G) K_hat S), then delta
     Gs, Bs, Rk, Rq, Ek [C]   G, beta, 1/|k|, scale/|q|, rk exp(G_L - G)
+                (Ek holds the raw g until the prefix is made)
     Ssh [dk, BV]  the state slice, when it is kept on chip (the caller's)
+    dynamic (fp16, :func:`stage_bytes`)
+    Qs, Ks [C, RS]  the chunk's q and k rows as stored, RS = dk + 8 halves
+                    (``row_stride``: a row is 4 (mod 32) words, so the
+                    eight rows of an MMA fragment load hit 32 banks)
+    Vs [C, BV]      v's column slice
 
-At the model shape (C = 64, dk = 128, BV = 32) that is 41 KiB with the state
-slice, under the 48 KiB a kernel may declare statically. ``q``/``k``/``v``
-are read straight from global memory (fp16, through L1: every row is reused
-by the whole block) -- staging them would not fit next to ``M``.
+At the model shape (C = 64, dk = 128, BV = 32) that is 41 KiB static with
+the state slice (under the 48 KiB a kernel may declare statically) and 38
+KiB dynamic, 79 KiB a block: two blocks an SM, which the prefill's
+registers (two blocks of 128 threads at up to 255) allowed anyway; the
+launch raises the kernel's dynamic maximum past 48 KiB
+(``_layout.dynamic_launch``). The verifies' 16- and 17-row chunks take
+9.5-10 KiB of it.
 
-Seven barriers per chunk. Which unit computes which product, and why:
+Each chunk begins by staging its rows (:func:`make_stage`): ``q``, ``k``
+and ``v``'s slice 16 bytes a lane, every byte once per block, so the dot
+products, the MMAs and the state update read shared memory. Before, they
+read ``q``/``k`` from global memory element by element inside every dot
+product (through L1, 20 % of the sectors used, 12-13x the bytes the WY
+verifies declare).
+
+Eight barriers per chunk (the staging's one added). Which unit computes which product, and why:
 
 =================  ============  ===========================================
 product            unit          why
@@ -75,14 +92,18 @@ import math
 from functools import lru_cache
 
 import numpy as np
-from numba import cuda, float32, uint64
+from numba import cuda, float32, types, uint32, uint64
 
-from ..common.smem import ld_shared_f32x4, smem_addr, st_shared_f32x4
-from ..common.vload import ld_f32x4, st_f32x4
+from ..common.smem import ld_shared_f32x4, shared_view, smem_addr, st_shared_f32x4, st_shared_v4
+from ..common.vload import aligned16, ld_f32x4, ldg_v4, st_f32x4
+from ._layout import SHARED_ALIGN
 from ._mma_qk import LAYOUT, TC_DTYPE, TC_FORM, make_lower_product
 from .naive import L2_EPS
 
 F32 = 4
+float16 = types.float16
+FULL = 0xFFFFFFFF  # every lane of a warp (the norms' shuffles)
+STAGE_FAULTS = (None, "drop", "dup")  # make_chunk's test knob
 
 
 def shared_bytes(C: int, DK: int, BV: int, resident: bool) -> int:
@@ -129,14 +150,39 @@ def tensor_core_launch(launch):
     return launch
 
 
+def row_stride(DK: int) -> int:
+    """Halves between two staged ``q``/``k`` rows: ``DK`` rounded up to 16
+    bytes, then padded to ``8 (mod 64)`` halves, so a row is ``4 (mod 32)``
+    words and the eight rows one MMA fragment load reads sit on 32
+    different banks (136 at ``DK = 128``: 16 bytes of padding a row)."""
+    rs = -(-DK // 8) * 8
+    return rs + (8 - rs) % 64
+
+
+def stage_bytes(C: int, DK: int, BV: int) -> int:
+    """Dynamic shared memory of a chunked kernel's block: the chunk's
+    staged ``q`` and ``k`` rows (``C x row_stride``) and ``v``'s column
+    slice (``C x BV``), all fp16."""
+    return (2 * C * row_stride(DK) + C * -(-BV // 8) * 8) * 2
+
+
 @lru_cache(maxsize=None)
-def make_scratch(C: int, BV: int):
-    """Device function ``scratch() -> (M, D, Gs, Bs, Rk, Rq, Ek)``: the
-    chunk's shared arrays (layout above), for a kernel to declare once and
-    hand to every ``chunk`` call."""
+def make_scratch(C: int, DK: int, BV: int):
+    """Device function ``scratch() -> (M, D, Gs, Bs, Rk, Rq, Ek, Qs, Ks,
+    Vs)``: the chunk's shared arrays (layout above), for a kernel to declare
+    once and hand to every ``chunk`` call. ``Qs``/``Ks`` (``[C, 1, RS]``,
+    one head's rows as the MMA product indexes them) and ``Vs`` (``[C,
+    BV']``) are views of the block's dynamic shared memory, which the launch
+    sizes at :func:`stage_bytes`; it is declared 16-byte aligned, as the
+    staging's 16-byte stores need (``.extern .shared .align 16``: the
+    driver places it so; Numba's default is the element's 2 bytes)."""
+    RS = row_stride(DK)
+    VS = -(-BV // 8) * 8
+    NQ = C * RS
 
     @cuda.jit(device=True, inline="always")
     def scratch():
+        dyn = cuda.shared.array(0, float16, alignment=SHARED_ALIGN)
         return (
             cuda.shared.array((C, C), float32),
             cuda.shared.array((C, BV), float32),
@@ -145,6 +191,9 @@ def make_scratch(C: int, BV: int):
             cuda.shared.array(C, float32),
             cuda.shared.array(C, float32),
             cuda.shared.array(C, float32),
+            shared_view(dyn, 0, (C, 1, RS)),
+            shared_view(dyn, NQ, (C, 1, RS)),
+            shared_view(dyn, 2 * NQ, (C, VS)),
         )
 
     return scratch
@@ -198,20 +247,111 @@ def make_slice_io(DK: int, DV: int, BV: int, NT: int):
 
 
 @lru_cache(maxsize=None)
-def make_chunk(C: int, DK: int, BV: int, NT: int, RESIDENT: bool, layout=LAYOUT):
+def make_stage(C: int, DK: int, BV: int, NT: int, fault=None):
+    """Device function ``stage(q, k, v, g, beta, Qs, Ks, Vs, Ek, Bs, h, hk,
+    v0, c0, L, tid)``: the chunk's rows ``c0 .. c0+L-1`` into shared memory,
+    once: ``q``/``k`` rows into ``Qs``/``Ks``, ``v``'s column slice into
+    ``Vs`` (fp16 as stored), ``g`` into ``Ek`` (raw, the prefix is made
+    from it) and ``beta`` into ``Bs``. No barrier: the caller's next one
+    orders the stores.
+
+    The rows go 16 bytes a lane (``ld.global.nc.v4.u32`` of eight halves,
+    one ``st.shared.v4.b32``: ``q``, ``k``, ``v`` are read-only in every
+    kernel that stages them) where a row is whole 16-byte pieces (``DK``;
+    ``BV`` and ``v``'s row length for ``v``) and the arrays start on 16
+    bytes (both checked per call, ``aligned16``); lanes run along a row, so a warp reads whole
+    lines (two 256-byte rows of ``q`` at ``DK = 128``). Else one half a step,
+    coalesced along the row. Nothing past row ``L - 1`` is read: a short
+    last chunk stops at the sequence's end.
+
+    ``fault`` (tests only) breaks the staging of a short chunk (``L < C``,
+    the sequence's last): ``"drop"`` stages one row fewer (the last row
+    keeps what its slot held from the chunk before), ``"dup"`` stages the
+    next-to-last row in the last one's slot too (counted twice)."""
+    if fault not in STAGE_FAULTS:
+        raise ValueError(f"stage fault {fault!r}: one of {STAGE_FAULTS}")
+    WQK = DK % 8 == 0
+    WV = BV % 8 == 0
+    QPR = DK // 8  # 16-byte pieces of a q/k row
+    VPR = BV // 8  # of v's slice row
+    RS = row_stride(DK)
+    VS = -(-BV // 8) * 8
+    DROP = fault == "drop"
+    DUP = fault == "dup"
+
+    @cuda.jit(device=True, inline="always")
+    def src(c0, i, L):
+        """The global row staged into slot ``i`` (``i`` itself unless a fault)."""
+        if DUP and L < C and i == L - 1 and i > 0:
+            return c0 + i - 1
+        return c0 + i
+
+    @cuda.jit(device=True)
+    def stage(q, k, v, g, beta, Qs, Ks, Vs, Ek, Bs, h, hk, v0, c0, L, tid):
+        n = L - 1 if DROP and L < C else L
+        HK = q.shape[1]
+        HV = v.shape[1]
+        DV = v.shape[2]
+        if WQK and aligned16(q) and aligned16(k):
+            qb = smem_addr(Qs)
+            kb = smem_addr(Ks)
+            for e in range(tid, n * QPR, NT):
+                i = e // QPR
+                p8 = 8 * (e - i * QPR)
+                at = (src(c0, i, L) * HK + hk) * DK + p8
+                a0, a1, a2, a3 = ldg_v4(q, at)
+                b0, b1, b2, b3 = ldg_v4(k, at)
+                off = uint32(2 * (i * RS + p8))
+                st_shared_v4(qb + off, a0, a1, a2, a3)
+                st_shared_v4(kb + off, b0, b1, b2, b3)
+        else:
+            for e in range(tid, n * DK, NT):
+                i = e // DK
+                d = e - i * DK
+                t = src(c0, i, L)
+                Qs[i, 0, d] = q[t, hk, d]
+                Ks[i, 0, d] = k[t, hk, d]
+        if WV and DV % 8 == 0 and aligned16(v):
+            vb = smem_addr(Vs)
+            for e in range(tid, n * VPR, NT):
+                i = e // VPR
+                p8 = 8 * (e - i * VPR)
+                a0, a1, a2, a3 = ldg_v4(v, (src(c0, i, L) * HV + h) * DV + v0 + p8)
+                st_shared_v4(vb + uint32(2 * (i * VS + p8)), a0, a1, a2, a3)
+        else:
+            for e in range(tid, n * BV, NT):
+                i = e // BV
+                jj = e - i * BV
+                Vs[i, jj] = v[src(c0, i, L), h, v0 + jj]
+        for i in range(tid, n, NT):
+            t = src(c0, i, L)
+            Ek[i] = g[t, h]
+            Bs[i] = beta[t, h]
+
+    return stage
+
+
+@lru_cache(maxsize=None)
+def make_chunk(C: int, DK: int, BV: int, NT: int, RESIDENT: bool, layout=LAYOUT, fault=None):
     """The device function ``chunk(q, k, v, g, beta, S2, Ssh, o, scr, h, hk,
     v0, c0, L, tid)`` for chunks of at most ``C`` tokens on a ``DK x BV``
-    slice with ``NT`` threads; ``scr`` is :func:`make_scratch`'s tuple.
-    ``RESIDENT``: the state slice lives in the shared ``Ssh`` (the caller
-    loads and stores it once, :func:`make_slice_io`); otherwise it is read
-    from and written back to the global ``S2`` view within every chunk."""
+    slice with ``NT`` threads;
+    ``scr`` is :func:`make_scratch`'s tuple. ``RESIDENT``: the state slice
+    lives in the shared ``Ssh`` (the caller loads and stores it once,
+    :func:`make_slice_io`); otherwise it is read from and written back to
+    the global ``S2`` view within every chunk. ``fault``: :func:`make_stage`'s
+    test knob."""
     EPT = -(-C * BV // NT)  # delta entries per thread (registers)
     a_lower = make_lower_product(DK, NT, True, layout)
     p_lower = make_lower_product(DK, NT, False, layout)
+    stage = make_stage(C, DK, BV, NT, fault)
     UDK = np.uint64(DK)
     ONE = np.uint64(1)
     SCALE = np.float32(1.0 / math.sqrt(DK))
     EPS = np.float32(L2_EPS)
+    NW = NT // 32  # warps (whole: _layout.warp_threads)
+    W32 = np.uint64(32)
+    ZERO = np.uint64(0)
 
     @cuda.jit(device=True)
     def sget(S2, Ssh, d, jj, v0):  # uint64 indices
@@ -228,7 +368,7 @@ def make_chunk(C: int, DK: int, BV: int, NT: int, RESIDENT: bool, layout=LAYOUT)
 
     @cuda.jit(device=True, inline="always")
     def dot_s(a, S2, Ssh, jj, v0):
-        """``a . S[:, jj]``: an fp16 row against a column of the state slice."""
+        """``a . S[:, jj]``: an fp16 row (staged) against a column of the state slice."""
         acc = float32(0.0)
         d = uint64(0)
         while d < UDK:
@@ -238,29 +378,38 @@ def make_chunk(C: int, DK: int, BV: int, NT: int, RESIDENT: bool, layout=LAYOUT)
 
     @cuda.jit(device=True)
     def chunk(q, k, v, g, beta, S2, Ssh, o, scr, h, hk, v0, c0, L, tid):
-        M, D, Gs, Bs, Rk, Rq, Ek = scr
-        # 0. per-token scalars: norms, beta, the cumulative decay. Each
-        #    thread sums its own prefix (L <= C adds): no scan, no barrier.
-        for i in range(tid, L, NT):
-            t = c0 + i
-            kr = k[t, hk]
-            qr = q[t, hk]
+        M, D, Gs, Bs, Rk, Rq, Ek, Qs, Ks, Vs = scr
+        # 0. the chunk's rows into shared memory, once (16 bytes a lane).
+        stage(q, k, v, g, beta, Qs, Ks, Vs, Ek, Bs, h, hk, v0, c0, L, tid)
+        cuda.syncthreads()
+        #    Per-token scalars: the norms by whole warps, a row each (lanes
+        #    along d, consecutive halves: no bank conflict; a butterfly of
+        #    shuffles sums them); the cumulative decay by each thread over
+        #    its own prefix of the staged g (L <= C adds, one address a step
+        #    across the warp).
+        lane = uint64(tid & 31)
+        for i in range(tid >> 5, L, NW):  # the same rows in every lane of a warp
+            ui = uint64(i)
             kk = float32(0.0)
             qq = float32(0.0)
-            d = uint64(0)
+            d = lane
             while d < UDK:
-                kd = float32(kr[d])
-                qd = float32(qr[d])
+                kd = float32(Ks[ui, 0, d])
+                qd = float32(Qs[ui, 0, d])
                 kk += kd * kd
                 qq += qd * qd
-                d += ONE
-            Rk[i] = float32(1.0) / math.sqrt(kk + EPS)
-            Rq[i] = SCALE / math.sqrt(qq + EPS)
+                d += W32
+            for m in (16, 8, 4, 2, 1):
+                kk += cuda.shfl_xor_sync(FULL, kk, m)
+                qq += cuda.shfl_xor_sync(FULL, qq, m)
+            if lane == ZERO:
+                Rk[i] = float32(1.0) / math.sqrt(kk + EPS)
+                Rq[i] = SCALE / math.sqrt(qq + EPS)
+        for i in range(tid, L, NT):
             G = float32(0.0)
             for l in range(i + 1):
-                G += float32(g[c0 + l, h])
+                G += Ek[l]
             Gs[i] = G
-            Bs[i] = float32(beta[t, h])
         cuda.syncthreads()
 
         # 1. A (strict lower triangle of M) and R = beta (v - exp(G) K_hat S).
@@ -268,12 +417,12 @@ def make_chunk(C: int, DK: int, BV: int, NT: int, RESIDENT: bool, layout=LAYOUT)
         uv0 = uint64(v0)
         for i in range(tid, L, NT):
             Ek[i] = Rk[i] * math.exp(GL - Gs[i])
-        a_lower(k, k, M, Gs, Rk, Rk, Bs, hk, c0, L, tid)  # tensor cores
+        a_lower(Ks, Ks, M, Gs, Rk, Rk, Bs, 0, 0, L, tid)  # tensor cores, rows from shared memory
         for e in range(tid, L * BV, NT):
             i = e // BV
             jj = e - i * BV
-            y = dot_s(k[c0 + i, hk], S2, Ssh, uint64(jj), uv0)
-            D[i, jj] = Bs[i] * (float32(v[c0 + i, h, v0 + jj]) - math.exp(Gs[i]) * Rk[i] * y)
+            y = dot_s(Ks[i, 0], S2, Ssh, uint64(jj), uv0)
+            D[i, jj] = Bs[i] * (float32(Vs[i, jj]) - math.exp(Gs[i]) * Rk[i] * y)
         cuda.syncthreads()
 
         # 2. T = (I + A)^-1 by forward substitution down each column:
@@ -314,7 +463,7 @@ def make_chunk(C: int, DK: int, BV: int, NT: int, RESIDENT: bool, layout=LAYOUT)
                 i = e // BV
                 D[i, e - i * BV] = tmp[s]
         #    T is dead: P = Q_hat K_hat^T exp(G_i - G_j) into M's lower part.
-        p_lower(q, k, M, Gs, Rq, Rk, Bs, hk, c0, L, tid)  # tensor cores
+        p_lower(Qs, Ks, M, Gs, Rq, Rk, Bs, 0, 0, L, tid)  # tensor cores
         cuda.syncthreads()
 
         # 4. o = exp(G) Q_hat S + P delta.
@@ -323,7 +472,7 @@ def make_chunk(C: int, DK: int, BV: int, NT: int, RESIDENT: bool, layout=LAYOUT)
             jj = e - i * BV
             ui = uint64(i)
             ujj = uint64(jj)
-            acc = dot_s(q[c0 + i, hk], S2, Ssh, ujj, uv0)
+            acc = dot_s(Qs[i, 0], S2, Ssh, ujj, uv0)
             acc *= Rq[i] * math.exp(Gs[i])
             l = uint64(0)
             while l <= ui:
@@ -334,8 +483,6 @@ def make_chunk(C: int, DK: int, BV: int, NT: int, RESIDENT: bool, layout=LAYOUT)
 
         # 5. S' = exp(G_L) S + K_hat^T diag(exp(G_L - G)) delta.
         a = math.exp(GL)
-        uhk = uint64(hk)
-        uc0 = uint64(c0)
         uL = uint64(L)
         for e in range(tid, DK * BV, NT):
             d = e // BV
@@ -344,9 +491,9 @@ def make_chunk(C: int, DK: int, BV: int, NT: int, RESIDENT: bool, layout=LAYOUT)
             acc = a * sget(S2, Ssh, ud, ujj, uv0)
             l = uint64(0)
             while l < uL:
-                acc += float32(k[uc0 + l, uhk, ud]) * Ek[l] * D[l, ujj]
+                acc += float32(Ks[l, 0, ud]) * Ek[l] * D[l, ujj]
                 l += ONE
             sput(S2, Ssh, ud, ujj, uv0, acc)
-        cuda.syncthreads()  # next chunk's scalars overwrite Gs/Ek/Rk
+        cuda.syncthreads()  # next chunk's staging overwrites Qs/Ks/Vs and the scalars
 
     return chunk

@@ -140,16 +140,43 @@ def slice_launch(
     return check_launch(sequences * shape["hv"] * tile.slices, threads, shared_bytes(tile), whole_warps)
 
 
-def bind(kern, grid: int, threads: int, names: tuple[str, ...], flat: tuple[str, ...] = ()):
+def bind(
+    kern, grid: int, threads: int, names: tuple[str, ...], flat: tuple[str, ...] = (), dynamic: int = 0, static: int = 0
+):
     """``launch(bufs)``: ``kern`` on the buffers ``names`` (its argument
     order), those in ``flat`` viewed as 1-D (the state, for kernels that
-    address it through ``_step``'s flat offsets)."""
+    address it through ``_step``'s flat offsets). ``dynamic``: bytes of
+    dynamic shared memory a block takes (the chunked kernels' staged rows,
+    ``_chunk.stage_bytes``), beside ``static`` declared ones; see
+    :func:`dynamic_launch`."""
     views = [(name, name in flat) for name in names]
+    run = dynamic_launch(kern, grid, threads, dynamic, static) if dynamic else kern[grid, threads]
 
     def launch(b):
-        kern[grid, threads](*[b[n].reshape(b[n].size) if f else b[n] for n, f in views])
+        run(*[b[n].reshape(b[n].size) if f else b[n] for n, f in views])
 
     return launch
+
+
+def dynamic_launch(kern, grid: int, threads: int, dynamic: int = 0, static: int = 0):
+    """``run(*args)``: ``kern[grid, threads, 0, dynamic](*args)``. A block
+    whose static and dynamic shared memory together pass 48 KiB needs the
+    kernel's dynamic maximum raised first (``common/dynsmem``; Hopper allows
+    227 KiB): done once, at the first launch, for the whole block's bytes
+    (a bound that covers the dynamic part). Refuses a block over 227 KiB
+    here, with a ValueError."""
+    _launch.check_shared(static + dynamic, hopper=True)
+    opted: list = []
+
+    def run(*args):
+        if not opted:
+            from ..common import dynsmem
+
+            dynsmem.opt_in(kern, args, static + dynamic)
+            opted.append(True)
+        kern[grid, threads, 0, dynamic](*args)
+
+    return run
 
 
 @lru_cache(maxsize=None)

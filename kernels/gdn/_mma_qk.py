@@ -14,9 +14,10 @@ summed (in f32 there, inside the MMA here). The products with an fp32
 operand (``K S``, ``T R``, ``Q S``, ``P delta``, ``K^T delta``) stay on
 FP32 FMAs: see ``_chunk``.
 
-The rows are read straight from global memory (through L1; every row
-serves ``C/8`` tiles), since shared memory (41 KiB at the model shape) has
-no room for two ``C x dk`` fp16 tiles. The kernel's block must be whole
+The rows are the chunk's staged copies in shared memory (``_chunk``: ``[C,
+1, RS]`` views, row ``i`` of the chunk at index ``i``, head 0; padded so a
+fragment load is conflict-free), each row staged once and serving ``C/8``
+tiles. The kernel's block must be whole
 warps (``_layout``): a 16- or 24-thread block at the smoke shapes is
 rounded up to 32.
 """

@@ -28,20 +28,22 @@ from functools import lru_cache
 
 from numba import cuda, float32
 
-from ._chunk import make_chunk, make_scratch, make_slice_io, shared_bytes, tensor_core_launch
+from ._chunk import make_chunk, make_scratch, make_slice_io, shared_bytes, stage_bytes, tensor_core_launch
 from ._layout import SHARED_ALIGN, TOKEN_ARGS, bind, make_head_slice, slice_launch, tile_for, warp_threads
 from ._mma_qk import LAYOUT
 
 
 @lru_cache(maxsize=None)
-def make_prefill(C: int, DK: int, DV: int, RESIDENT: bool, layout=LAYOUT):
+def make_prefill(C: int, DK: int, DV: int, RESIDENT: bool, layout=LAYOUT, fault=None):
     """Compile the chunked prefill for chunks of ``C`` tokens at head dims
     ``DK x DV``; ``RESIDENT`` keeps the state slice in shared memory.
-    ``layout``: the MMA fragment maps (``_mma_qk``; tests break one)."""
+    ``layout``: the MMA fragment maps (``_mma_qk``; tests break one);
+    ``fault``: a broken staging of the short last chunk (``_chunk.make_stage``;
+    tests only)."""
     tile = tile_for(DK, DV)
     BV, NT, NSL = tile.bv, warp_threads(tile), tile.slices
-    chunk = make_chunk(C, DK, BV, NT, RESIDENT, layout)
-    scratch = make_scratch(C, BV)
+    chunk = make_chunk(C, DK, BV, NT, RESIDENT, layout, fault)
+    scratch = make_scratch(C, DK, BV)
     load_slice, store_slice = make_slice_io(DK, DV, BV, NT)
     head_slice = make_head_slice(NSL, BV)
     SSH = (DK, BV) if RESIDENT else (1, 1)
@@ -67,9 +69,12 @@ def make_prefill(C: int, DK: int, DV: int, RESIDENT: bool, layout=LAYOUT):
     return gdn_prefill
 
 
-def build_prefill(shape, resident: bool, layout=LAYOUT):
+def build_prefill(shape, resident: bool, layout=LAYOUT, fault=None):
     """``launch(bufs)`` for ``q, k, v, g, beta, state`` (in place) -> ``o``,
     marked as running on ``mma.sync`` with fp16 inputs."""
     C = shape["chunk"]
     grid, nt = slice_launch(shape, lambda t: shared_bytes(C, t.dk, t.bv, resident), whole_warps=True)
-    return tensor_core_launch(bind(make_prefill(C, shape["dk"], shape["dv"], resident, layout), grid, nt, TOKEN_ARGS))
+    kern = make_prefill(C, shape["dk"], shape["dv"], resident, layout, fault)
+    tile = tile_for(shape["dk"], shape["dv"])
+    dyn, static = stage_bytes(C, tile.dk, tile.bv), shared_bytes(C, tile.dk, tile.bv, resident)
+    return tensor_core_launch(bind(kern, grid, nt, TOKEN_ARGS, dynamic=dyn, static=static))

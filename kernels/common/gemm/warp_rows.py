@@ -13,9 +13,11 @@ contiguous. ``A = x`` rows (``.row``) and ``B = y^T`` held as ``Bt[n, k]
 Each fragment register's two elements are consecutive ``d`` of one row
 (checked below from ``mma``'s layout data), so a register is one 32-bit
 load of the array viewed as ``uint32`` where ``d`` is even (a row then
-starts 4-byte aligned), two 16-bit loads where it is odd. The rows are read from global memory through L1: every
-row serves ``cols / 8`` tiles, and a fused kernel's shared memory holds its
-own intermediates.
+starts 4-byte aligned), two 16-bit loads where it is odd. The rows are read
+where the caller keeps them: global memory through L1 (the SSD scan; every
+row serves ``cols / 8`` tiles), or a copy the caller staged in shared
+memory (the GDN chunk, ``gdn/_chunk.py``, rows padded so each fragment load
+is conflict-free).
 
 A block of ``la x lb`` elements (rows ``ta ..``, columns ``tb ..``) is made
 in 16 x 8 tiles, walking ``d`` by 16, dealt round-robin to the ``NT / 32``

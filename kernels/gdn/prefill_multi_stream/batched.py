@@ -41,7 +41,7 @@ from functools import lru_cache
 
 from numba import cuda, float32
 
-from .._chunk import make_chunk, make_scratch, make_slice_io, shared_bytes, tensor_core_launch
+from .._chunk import make_chunk, make_scratch, make_slice_io, shared_bytes, stage_bytes, tensor_core_launch
 from .._layout import SHARED_ALIGN, bind, make_head_slice, slice_launch, tile_for, warp_threads
 from .._mma_qk import TC_FORM
 
@@ -59,7 +59,7 @@ def make_prefill_multi_stream(C: int, DK: int, DV: int, leak: bool = False):
     tile = tile_for(DK, DV)
     BV, NT, NSL = tile.bv, warp_threads(tile), tile.slices
     chunk = make_chunk(C, DK, BV, NT, True)
-    scratch = make_scratch(C, BV)
+    scratch = make_scratch(C, DK, BV)
     load_slice, store_slice = make_slice_io(DK, DV, BV, NT)
     head_slice = make_head_slice(NSL, BV)
     LEAK = leak
@@ -103,7 +103,9 @@ def launch_config(shape) -> tuple[int, int]:
 def build_batched(shape, leak: bool = False):
     grid, nt = launch_config(shape)
     kern = make_prefill_multi_stream(shape["chunk"], shape["dk"], shape["dv"], leak)
-    return tensor_core_launch(bind(kern, grid, nt, MULTI_STREAM_ARGS))
+    C, tile = shape["chunk"], tile_for(shape["dk"], shape["dv"])
+    dyn, static = stage_bytes(C, tile.dk, tile.bv), shared_bytes(C, tile.dk, tile.bv, True)
+    return tensor_core_launch(bind(kern, grid, nt, MULTI_STREAM_ARGS, dynamic=dyn, static=static))
 
 
 def build(shape):

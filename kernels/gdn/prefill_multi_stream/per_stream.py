@@ -17,8 +17,8 @@ before it.
 
 from __future__ import annotations
 
-from .._chunk import shared_bytes, tensor_core_launch
-from .._layout import slice_launch
+from .._chunk import shared_bytes, stage_bytes, tensor_core_launch
+from .._layout import dynamic_launch, slice_launch, tile_for
 from .._mma_qk import TC_FORM
 from .._prefill import make_prefill
 
@@ -37,6 +37,8 @@ def build(shape):
     C = shape["chunk"]
     grid, nt = slice_launch(shape, lambda t: shared_bytes(C, t.dk, t.bv, True), whole_warps=True)
     kern = make_prefill(C, shape["dk"], shape["dv"], True)
+    tile = tile_for(shape["dk"], shape["dv"])
+    run = dynamic_launch(kern, grid, nt, stage_bytes(C, tile.dk, tile.bv), shared_bytes(C, tile.dk, tile.bv, True))
     offs = [0]
     for n in stream_lengths(shape):
         offs.append(offs[-1] + n)
@@ -55,6 +57,6 @@ def build(shape):
 
     def launch(b):
         for args in views(b):
-            kern[grid, nt](*args)
+            run(*args)
 
     return tensor_core_launch(launch)

@@ -29,7 +29,7 @@ from functools import lru_cache
 
 from numba import cuda, float32
 
-from .._chunk import make_chunk, make_scratch, make_slice_io, shared_bytes, tensor_core_launch
+from .._chunk import make_chunk, make_scratch, make_slice_io, shared_bytes, stage_bytes, tensor_core_launch
 from .._layout import SHARED_ALIGN, TOKEN_ARGS, bind, make_head_slice, slice_launch, tile_for, warp_threads
 from .._mma_qk import LAYOUT, TC_FORM
 from .._step import make_step
@@ -49,7 +49,7 @@ def make_verify_wy17(DK: int, DV: int, layout=LAYOUT):
     BV, NT, NSL, R, CW = tile.bv, warp_threads(tile), tile.slices, tile.rows, tile.cw
     STEP = tile.threads  # threads of the last token's step; the rest (smoke shapes) wait
     chunk = make_chunk(WY, DK, BV, NT, True, layout)
-    scratch = make_scratch(WY, BV)
+    scratch = make_scratch(WY, DK, BV)
     load_slice, _ = make_slice_io(DK, DV, BV, NT)
     head_slice = make_head_slice(NSL, BV)
     step = make_step(DK, DV, BV, STEP)
@@ -104,4 +104,7 @@ def build(shape):
     if shape["t"] != TOKENS:
         raise ValueError(f"wy17 is compiled for {TOKENS} tokens, not T={shape['t']}")
     grid, nt = slice_launch(shape, shared_bytes_wy17, whole_warps=True)
-    return tensor_core_launch(bind(make_verify_wy17(shape["dk"], shape["dv"]), grid, nt, TOKEN_ARGS))
+    tile = tile_for(shape["dk"], shape["dv"])
+    dyn, static = stage_bytes(WY, tile.dk, tile.bv), shared_bytes_wy17(tile)
+    kern = make_verify_wy17(shape["dk"], shape["dv"])
+    return tensor_core_launch(bind(kern, grid, nt, TOKEN_ARGS, dynamic=dyn, static=static))

@@ -25,7 +25,7 @@ from functools import lru_cache
 
 from numba import cuda, float32
 
-from .._chunk import make_chunk, make_scratch, make_slice_io, shared_bytes, tensor_core_launch
+from .._chunk import make_chunk, make_scratch, make_slice_io, shared_bytes, stage_bytes, tensor_core_launch
 from .._layout import SHARED_ALIGN, TOKEN_ARGS, bind, make_head_slice, slice_launch, tile_for, warp_threads
 from .._mma_qk import LAYOUT, TC_FORM
 
@@ -41,7 +41,7 @@ def make_verify_wyn(T: int, DK: int, DV: int, layout=LAYOUT):
     tile = tile_for(DK, DV)
     BV, NT, NSL = tile.bv, warp_threads(tile), tile.slices
     chunk = make_chunk(T, DK, BV, NT, True, layout)
-    scratch = make_scratch(T, BV)
+    scratch = make_scratch(T, DK, BV)
     load_slice, store_slice = make_slice_io(DK, DV, BV, NT)
     head_slice = make_head_slice(NSL, BV)
 
@@ -63,4 +63,7 @@ def make_verify_wyn(T: int, DK: int, DV: int, layout=LAYOUT):
 def build(shape):
     T = shape["t"]
     grid, nt = slice_launch(shape, lambda t: shared_bytes(T, t.dk, t.bv, True), whole_warps=True)
-    return tensor_core_launch(bind(make_verify_wyn(T, shape["dk"], shape["dv"]), grid, nt, TOKEN_ARGS))
+    tile = tile_for(shape["dk"], shape["dv"])
+    dyn, static = stage_bytes(T, tile.dk, tile.bv), shared_bytes(T, tile.dk, tile.bv, True)
+    kern = make_verify_wyn(T, shape["dk"], shape["dv"])
+    return tensor_core_launch(bind(kern, grid, nt, TOKEN_ARGS, dynamic=dyn, static=static))

@@ -3,7 +3,8 @@ returns the four words the instruction would, refuses an address the
 hardware would fault on (not 16-byte aligned from the allocation's start,
 or past the end), ``aligned16`` tells aligned views from unaligned ones,
 and under the memory tracer each call is one 16-byte global load: a warp's
-32 consecutive loads use every byte of the 16 sectors they touch."""
+32 consecutive loads use every byte of the 16 sectors they touch. Also
+``smem.shared_view``: C-ordered windows of the dynamic shared memory."""
 
 from __future__ import annotations
 
@@ -165,3 +166,31 @@ def test_shared_float_quads_go_in_and_out_as_stored():
     out = np.zeros(128, np.float32)
     _shared_round_trip[1, 32](out, src)
     np.testing.assert_array_equal(out, np.roll(src, -4))
+
+
+@cuda.jit
+def _views_of_dynamic_shared(out):
+    """Two ``smem.shared_view``s of the dynamic shared memory: ``[2, 1, 4]``
+    from element 0 and ``[3, 4]`` from element 8; lane t writes element t of
+    each through its view, then reads the whole memory back flat."""
+    from numba import types
+
+    from leverctl_kernels.common import smem
+
+    dyn = cuda.shared.array(0, types.float16)
+    a = smem.shared_view(dyn, 0, (2, 1, 4))
+    b = smem.shared_view(dyn, 8, (3, 4))
+    t = cuda.threadIdx.x
+    if t < 8:
+        a[t // 4, 0, t % 4] = t + 1
+    if t < 12:
+        b[t // 4, t % 4] = 100 + t
+    cuda.syncthreads()
+    out[t] = dyn[t]
+
+
+def test_shared_views_are_c_ordered_windows_of_the_dynamic_memory():
+    out = np.zeros(20, np.float16)
+    _views_of_dynamic_shared[1, 20, 0, 40](out)
+    want = np.r_[np.arange(1, 9), 100 + np.arange(12)].astype(np.float16)
+    np.testing.assert_array_equal(out, want)

@@ -262,6 +262,46 @@ def test_traced_decode_streams_the_state_in_16_byte_accesses_on_whole_sectors(va
     assert prof.sector_efficiency >= 0.9, [r.to_json() for r in rows]
 
 
+@pytest.mark.sim
+@pytest.mark.parametrize("aligned", [True, False], ids=["aligned", "seen-as-misaligned"])
+def test_traced_wy17_stages_its_rows_in_16_byte_loads_on_whole_sectors(aligned, monkeypatch):
+    """wy17 traced at its profile shape (the model's dk = dv = 128, 17
+    tokens, one q/k head and its two value heads: 8 blocks of 128 threads).
+    The chunk's q and k rows are requested once a block, all by 16-byte
+    loads (each block's 16 rows of both); 16-byte loads carry >= 90 % of the
+    bytes loaded (the state slice, q, k, v's slice: all but the last token's
+    rows and the gates) and the global sectors are >= 90 % used. Before the
+    staging the chunk read q/k element by element inside its dot products:
+    20 % of the sectors, 12.5x the declared bytes. With the rows taken as
+    misaligned (the staging's half-a-step path, which a view not starting
+    on 16 bytes takes) the same check fails."""
+    from leverctl.profile import memtrace as mt
+    from leverctl_kernels.gdn import _chunk
+
+    if not aligned:
+        monkeypatch.setattr(_chunk, "aligned16", lambda a: False)
+
+    model = next(s for s in VERIFY.shapes("model", None) if s["t"] == 17)
+    shape = VERIFY.extra["profile_shape"](model)
+    assert (shape["dk"], shape["dv"], shape["hk"], shape["hv"]) == (128, 128, 1, 2)
+    x = inputs_for(VERIFY, shape)
+    box = []
+    trace = mt.run_traced(lambda: box.append(launch_variant(VERIFY, shape, x, "wy17")))
+    check_all(VERIFY, "wy17", shape, box[0], VERIFY.reference(shape, x))
+    prof = mt.summarize(trace)
+    loads = [r for r in prof.sites if r.space == mt.GLOBAL and r.kind == "load"]
+    wide = sum(r.used_bytes for r in loads if r.bytes == 16 * r.accesses)
+    total = sum(r.used_bytes for r in loads)
+    rows = shape["hv"] * shape["dv"] // 32 * 16 * 256  # 16 rows of 256 bytes in each block
+    qk = [r for r in loads if r.bytes == 16 * r.accesses and "_chunk.py" in r.site and r.used_bytes == rows]
+    if not aligned:
+        assert not qk and wide < 0.9 * total, (wide, total)
+        return
+    assert len(qk) >= 2, [r.to_json() for r in loads]  # q and k, each row once a block
+    assert wide >= 0.9 * total, (wide, total, [r.to_json() for r in loads])
+    assert prof.sector_efficiency >= 0.9, [r.to_json() for r in prof.sites if r.space == mt.GLOBAL]
+
+
 def test_the_patch_layout_at_model_and_smoke_shapes():
     """d = 128: 32 columns a block as 8 groups of 4, 16 row parts of 8 rows,
     128 threads, a warp 8 groups by 4 row parts; shapes whose rows do not
@@ -409,6 +449,59 @@ def test_comparator_rejects_a_prefill_that_skips_the_last_partial_chunk():
     # while the outputs before the tail are right: the failure is the tail's
     full = (shape["t"] // shape["chunk"]) * shape["chunk"]
     assert compare(got["o"][:full], ref["o"][:full], tol)[0]
+
+
+# A short last chunk on the 16-byte staging: dk = 16 (two 16-byte pieces a
+# q/k row), 8-column slices of 16-wide v rows (one piece), chunks of 8 over
+# 11 tokens: the last chunk is 3 rows.
+SHORT_TAIL = _shape("t11 c8 hk1 hv1 d16", t=11, chunk=8, hk=1, hv=1, dk=16, dv=16)
+
+
+def _poisoned_tail(x: dict, rows: int = 5) -> dict:
+    """``q``, ``k``, ``g``, ``beta`` with ``rows`` NaN rows after the
+    sequence (``v``, whose length is the kernel's ``T``, as it is): a kernel
+    that staged or used a row past the sequence turns NaN."""
+
+    def pad(a):
+        return np.concatenate([a, np.full((rows, *a.shape[1:]), np.nan, a.dtype)])
+
+    return {n: (pad(a) if n in ("q", "k", "g", "beta") else a) for n, a in x.items()}
+
+
+@pytest.mark.sim
+@pytest.mark.parametrize("resident", [True, False], ids=["regresident", "global_state"])
+@pytest.mark.parametrize("fault", [None, "drop", "dup"], ids=["staged", "last-row-dropped", "last-row-twice"])
+def test_a_short_last_chunk_stages_exactly_its_rows(resident, fault):
+    """The short last chunk (3 of 8 rows) staged 16 bytes a lane, with NaN
+    rows past the sequence: staged right, it matches the reference (nothing
+    past row ``L - 1`` is read); staged one row short (the slot keeps the
+    chunk before's row) or with the next-to-last row in the last one's slot
+    (``_chunk.make_stage``'s knob), the check fails, while every output
+    before the short chunk is still right: the failure is the tail's."""
+    from leverctl_kernels.gdn import _chunk, _layout, _prefill
+
+    tile = _layout.tile_for(SHORT_TAIL["dk"], SHORT_TAIL["dv"])
+    assert SHORT_TAIL["dk"] % 8 == 0 and tile.bv % 8 == 0  # both on the 16-byte path
+    assert _chunk.row_stride(SHORT_TAIL["dk"]) == 72  # 36 words a row: 4 (mod 32) banks apart
+    x = inputs_for(PREFILL, SHORT_TAIL, seed=3)
+    launch = _prefill.build_prefill(SHORT_TAIL, resident=resident, fault=fault)
+    got = launch_variant(PREFILL, SHORT_TAIL, _poisoned_tail(x), launch=launch)
+    ref = PREFILL.reference(SHORT_TAIL, x)
+    tol = PREFILL.tolerance
+    ok = [compare(got[n], ref[n], tol)[0] for n in ("o", "state")]
+    if fault is None:
+        assert all(ok), [compare(got[n], ref[n], tol) for n in ("o", "state")]
+        return
+    assert not any(ok), [compare(got[n], ref[n], tol) for n in ("o", "state")]
+    full = (SHORT_TAIL["t"] // SHORT_TAIL["chunk"]) * SHORT_TAIL["chunk"]
+    assert compare(got["o"][:full], ref["o"][:full], tol)[0]
+
+
+def test_the_stage_knob_refuses_an_unknown_fault():
+    from leverctl_kernels.gdn import _chunk
+
+    with pytest.raises(ValueError, match="stage fault"):
+        _chunk.make_stage(8, 16, 8, 32, "skip")
 
 
 @pytest.mark.sim

@@ -174,6 +174,50 @@ def test_the_state_moves_16_bytes_a_load_and_a_store(compiled):
         ptx = Path(rec["ptx"]).read_text()
         got = ptx.count("ld.global.v4.f32"), ptx.count("st.global.v4.f32")
         assert got[0] >= loads and got[1] >= stores, f"{name}: {got} v4 loads/stores, want at least {(loads, stores)}"
-        assert "ld.global.nc.v4" not in ptx, f"{name}: the state is written in place: no read-only loads of it"
+        # The state is float32 and written in place: never a read-only load of
+        # it (the chunked kernels' read-only v4 loads are their staged fp16
+        # q/k/v rows, as u32 words: test_the_chunk_stages_its_rows_16_bytes_a_lane).
+        assert "ld.global.nc.v4.f32" not in ptx, f"{name}: the state is written in place: no read-only loads of it"
         if name in NO_SCALAR_F32_STORE:
             assert ptx.count("st.global.f32") == 0, f"{name}: scalar fp32 stores"
+
+
+# The chunk stages its q and k rows and v's column slice into shared memory
+# once, 16 bytes a lane (``_chunk.make_stage``): one read-only v4 load of
+# eight halves and one v4 shared store per piece, at least one each for q,
+# k and v in every chunked kernel's PTX (into dynamic shared memory declared
+# 16-byte aligned), and as many LDG.E.128.CONSTANT in
+# its SASS; the MMAs and dot products then read shared memory. No local
+# memory, no spills, registers within the budget above (the prefills were
+# 254 before the staging, now under it).
+STAGED = ("ld.global.nc.v4.u32", "st.shared.v4.b32")
+
+
+def test_the_chunk_stages_its_rows_16_bytes_a_lane(compiled, tmp_path):
+    for name in TENSOR_CORE:
+        rec = compiled["kernels"][name]
+        if "error" in rec:
+            pytest.fail(f"{name} does not compile for sm_90 (see the compile test)")
+        ptx = Path(rec["ptx"]).read_text()
+        got = tuple(ptx.count(op) for op in STAGED)
+        assert min(got) >= 3, f"{name}: {dict(zip(STAGED, got))}: q, k and v not staged 16 bytes a lane"
+        # the staged rows' dynamic shared memory starts on 16 bytes (the v4 stores need it)
+        assert re.search(r"\.extern \.shared \.align 16 ", ptx), f"{name}: dynamic shared memory not 16-byte aligned"
+        assert ".local" not in ptx, f"{name}: local memory in its PTX"
+    if not compiled["ptxas"]:
+        pytest.skip("ptxas not found (PATH or $CUDA_HOME/bin)")
+    disasm = nvdisasm()
+    if not disasm:
+        pytest.skip("nvdisasm not found (PATH, $CUDA_HOME/bin or the nvidia-cuda-nvdisasm wheel)")
+    for name in TENSOR_CORE:
+        rec = compiled["kernels"][name]
+        assert rec["spill"] == 0 and rec["lmem"] == 0 and rec["stack"] == 0, f"{name}: {rec['log']}"
+        assert rec["regs"] <= min(REG_BUDGET[name], 254), f"{name}: {rec['regs']} registers"
+        cubin = tmp_path / f"{name}.cubin"
+        subprocess.run(
+            [compiled["ptxas"], "-arch=sm_90", "-o", str(cubin), rec["ptx"]], check=True, capture_output=True
+        )
+        sass = subprocess.run([disasm, str(cubin)], check=True, capture_output=True, text=True).stdout
+        wide = len(re.findall(r"\bLDG\.E\.128\.CONSTANT\b", sass))
+        assert wide >= 3, f"{name}: {wide} LDG.E.128.CONSTANT in its SASS"
+        assert "LDL" not in sass and "STL" not in sass, f"{name}: local memory in its SASS"
