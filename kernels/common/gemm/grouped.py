@@ -47,6 +47,16 @@ BM = wg.M
 BOUNDED, GROUPED = "bounded", "grouped"
 SMS = 132  # H200: the grouped schedule's grid is the blocks resident on every SM at once
 SMEM_PER_SM = 227 * 1024
+FULL = 0xFFFFFFFF  # every lane of a warp
+DECODE_M = PL.DECODE_M
+# A launch whose groups hold at most this many rows on average (rows <=
+# DECODE_MEAN * groups: an MoE decode step's 1-8 tokens an expert) takes the
+# decode tile; more, the 64-row tiles.
+DECODE_MEAN = 8
+# The decode tile's launch bound: five resident blocks of 128 threads an SM
+# (at most 102 registers a thread; six, 80, spilled the gated FP8 gate/up),
+# 20 warps to keep the weights' loads in flight.
+DECODE_MIN_BLOCKS = 5
 
 
 @cuda.jit(device=True, inline="always")
@@ -56,6 +66,14 @@ def scaled_store(y, ep, acc, row0, row_end, n0, ncols, e):
     pipeline's scaled store, at ``y[p, c]``)."""
     rs, cs, ts = ep
     P.store(y, row_end, ncols, row0, n0, acc, rs, cs[e], ts[e], False)
+
+
+@cuda.jit(device=True, inline="always")
+def _lane0(off, i):
+    """``off[i]``, loaded by lane 0 of the warp and handed to the others (a
+    walk step's offsets: one 4-byte load a warp, not one a thread)."""
+    v = np.int32(off[i]) if (cuda.threadIdx.x & 31) == 0 else np.int32(0)
+    return cuda.shfl_sync(FULL, v, 0)
 
 
 def make_kernel(
@@ -75,6 +93,7 @@ def make_kernel(
     fold=None,
     unit: int = 0,
     min_blocks: int = 1,
+    tile_m: int = 0,
 ):
     """``kernel(y, a32, b32, bsc, asc, rowmap, off, max_m_tiles, ep)`` on
     ``form`` (``wgmma_async`` or ``mma_sync``: the module), launched by
@@ -86,7 +105,12 @@ def make_kernel(
     rows past ``max_m_tiles * unit`` get no block and are never computed,
     whatever the kernel's tile height (an engine's bound in its own tile
     size, on a kernel of another). ``min_blocks``: the launch bound's
-    resident blocks per SM (ptxas keeps the registers within them)."""
+    resident blocks per SM (ptxas keeps the registers within them).
+    ``tile_m``: the A tile's rows, ``64 WG`` (0) or :data:`DECODE_M` (the
+    decode tile, mma.sync and one warpgroup: see ``pipeline.DECODE_M``).
+    ``kernel.decode()`` is the same configuration on the decode tile
+    (None where there is none: wgmma, s8, two warpgroups), built once;
+    :func:`make_launch` takes it for decode-sized groups."""
     if sched not in (BOUNDED, GROUPED):
         raise ValueError(f"schedule {sched!r}: {BOUNDED} or {GROUPED}")
     dtypes = form.DTYPES
@@ -97,11 +121,24 @@ def make_kernel(
         wg.check_shape(dtype, bn)
     mod_form = form.IntForm if dtype == "s8" else form.Form
     threads = wg.WARPGROUP * wgs
-    a_rows = BM * wgs
+    a_rows = tile_m or BM * wgs
+    split = a_rows == DECODE_M
     seg = bn // b_parts
-    unit = unit or a_rows
+    unit = unit or BM * wgs
     mainloop = PL.make_mainloop(
-        mod_form, dtype, wgs, bn, stages, b_kind, fault, stage_b, fold, a_kind, gather=gather, b_parts=b_parts
+        mod_form,
+        dtype,
+        wgs,
+        bn,
+        stages,
+        b_kind,
+        fault,
+        stage_b,
+        fold,
+        a_kind,
+        gather=gather,
+        b_parts=b_parts,
+        tile_m=tile_m,
     )
     k_per = PL.a_per_word(dtype, a_kind)
     store = epilogue or scaled_store
@@ -117,7 +154,8 @@ def make_kernel(
         ncols = y.shape[1]
         nb = b32.shape[1]  # B rows of a group
         acc = mainloop(smem, base, pad, a32, asc, row_end, k, r0, rowmap, b32[e], bsc[e], nb, ncols, n0, tid, g)
-        store(y, ep, acc, r0 + BM * g, row_end, n0, ncols, e)
+        if not split or tid < 32:  # the decode tile: warp 0 holds the sums (rows 0 .. 15 of wgmma's layout)
+            store(y, ep, acc, r0 + BM * g, row_end, n0, ncols, e)
 
     if sched == BOUNDED:
 
@@ -140,16 +178,19 @@ def make_kernel(
             t = cuda.blockIdx.x
             e = 0
             before = 0  # M tiles of the groups before e
+            lo = _lane0(off, 0)  # group e's rows: lo .. hi - 1
             while e < experts:
                 mt = t // ntn
-                here = (off[e + 1] - off[e] + a_rows - 1) // a_rows
+                hi = _lane0(off, e + 1)
+                here = (hi - lo + a_rows - 1) // a_rows
                 if mt >= before + here:  # tiles are walked in order: the group only moves on
                     before += here
                     e += 1
+                    lo = hi
                 else:
                     cuda.syncthreads()  # every read of the last tile's stages done before new copies
-                    r0 = off[e] + (mt - before) * a_rows
-                    tile(y, a32, b32, bsc, asc, rowmap, ep, e, r0, off[e + 1], (t % ntn) * seg)
+                    r0 = lo + (mt - before) * a_rows
+                    tile(y, a32, b32, bsc, asc, rowmap, ep, e, r0, hi, (t % ntn) * seg)
                     t += cuda.gridDim.x
 
     gemm_grouped.geometry = (dtype, wgs, bn, stages, False)
@@ -157,27 +198,76 @@ def make_kernel(
     gemm_grouped.a_kind, gemm_grouped.b_kind = a_kind, b_kind
     gemm_grouped.form = mod_form.name
     gemm_grouped.async_stages = stages
+    gemm_grouped.tile_m = a_rows
+    twin: list = []
+
+    def decode():
+        if split or wgs != 1 or dtype == "s8" or not hasattr(form.Form, "consume_split"):
+            return None
+        if not twin:
+            twin.append(
+                make_kernel(
+                    form,
+                    dtype,
+                    wgs,
+                    bn,
+                    stages,
+                    sched,
+                    b_kind,
+                    a_kind,
+                    gather,
+                    b_parts,
+                    epilogue,
+                    fault,
+                    stage_b,
+                    fold,
+                    unit,
+                    DECODE_MIN_BLOCKS,
+                    DECODE_M,
+                )
+            )
+        return twin[0]
+
+    gemm_grouped.decode = decode
     return gemm_grouped
 
 
-def make_launch(kern, experts: int, rows: int, ncols: int, k: int, max_blocks: int = 0):
+def decode_shaped(experts: int, rows: int) -> bool:
+    """Whether a launch's groups are decode-sized: at most
+    :data:`DECODE_MEAN` rows a group on average."""
+    return rows <= DECODE_MEAN * max(experts, 1)
+
+
+def make_launch(kern, experts: int, rows: int, ncols: int, k: int, max_blocks: int = 0, tile: str = "auto"):
     """``launch(y, a32, b32, bsc, asc, rowmap, off, max_m_tiles, ep)`` for
     ``experts`` groups, at most ``rows`` sorted rows and ``ncols`` output
     columns: ``bsc``, ``asc`` and ``rowmap`` may be None (placeholders).
     ``max_blocks`` caps the walking schedule's grid (the tests: one block
-    many tiles)."""
+    many tiles). ``tile``: ``auto`` runs ``kern.decode()`` (the
+    :data:`DECODE_M`-row tile) where the groups are decode-sized
+    (:func:`decode_shaped`) and it has one, else ``kern``; ``decode`` and
+    ``kernel`` choose (the tests). ``launch.kernel`` is the one it runs."""
+    if tile not in ("auto", "decode", "kernel"):
+        raise ValueError(f"tile {tile!r}: auto, decode or kernel")
+    twin = kern.decode() if tile != "kernel" and hasattr(kern, "decode") else None
+    if tile == "decode" and twin is None:
+        raise ValueError(f"{kern.form} grouped GEMM of {kern.tile_m}-row tiles: no decode tile")
+    if twin is not None and (tile == "decode" or decode_shaped(experts, rows)):
+        kern = twin
     dtype, wgs, bn, stages, _swap = kern.geometry
+    tm = kern.tile_m
     why = P.supports(k, PL.ESIZE[dtype])
     if why:
         raise ValueError(f"{kern.form} grouped GEMM: {why}")
-    nbytes = L.check_shared(PL.shared_bytes(wgs, bn, stages), hopper=True)
+    nbytes = L.check_shared(PL.shared_bytes(wgs, bn, stages, tm), hopper=True)
     threads = L.check_block(wg.WARPGROUP * wgs, warps=True)
     ntn = L.blocks_for(ncols, bn // kern.b_parts)
-    if kern.sched == GROUPED:  # at most this many tiles, whatever the split: one partial tile per group
+    if kern.sched == GROUPED:  # at most this many tiles, whatever the split: one partial tile per non-empty group
         resident = max_blocks or SMS * max(1, SMEM_PER_SM // nbytes)
-        grid_of = lambda _mt: L.check_grid(min(resident, ntn * (L.blocks_for(rows, BM * wgs) + experts)))  # noqa: E731
+        tiles = ntn * (L.blocks_for(rows, tm) + min(experts, rows))  # (at most ``rows`` groups hold a row)
+        grid_of = lambda _mt: L.check_grid(min(resident, max(tiles, 1)))  # noqa: E731
     else:
-        per = lambda mt: L.blocks_for(int(mt) * kern.unit, BM * wgs)  # noqa: E731
+        per = lambda mt: L.blocks_for(int(mt) * kern.unit, tm)  # noqa: E731
         grid_of = lambda mt: L.check_grid((experts * per(mt), ntn))  # noqa: E731
     none_b = cuda.to_device(np.zeros((experts, 1, 1), np.uint8))
     none_a = cuda.to_device(np.zeros((1, 1), np.uint8))
@@ -200,4 +290,5 @@ def make_launch(kern, experts: int, rows: int, ncols: int, k: int, max_blocks: i
             opted.append(True)
         kern[grid_of(max_m_tiles), threads, 0, nbytes](*args)
 
+    launch.kernel = kern
     return launch
