@@ -47,10 +47,9 @@ import numpy as np
 from numba import cuda, float32, uint32
 
 from .. import cp_async as ca
-from .. import dynsmem
+from .. import dynsmem, unroll
 from .. import launch as L
 from .. import swizzle as sw
-from .. import unroll
 from .. import wgmma as wg
 from .. import wgmma_gemm as P
 from . import mmq
@@ -82,6 +81,7 @@ SPLIT_FAULTS = ("no_reduce",)
 # same accumulator layout as warp 0 of the 64-row tile.
 DECODE_M = 16
 SPLIT_WARPS = KSUB
+
 
 def shared_bytes(wgs: int, bn: int, stages: int, tile_m: int = 0) -> int:
     """Dynamic shared memory a block asks for: the stages (A tiles of
