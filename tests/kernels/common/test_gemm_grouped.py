@@ -218,3 +218,14 @@ def test_the_launch_keeps_the_64_row_tile_for_prefill_sized_groups_and_wgmma():
         GG.make_launch(hop, 4, 3, 24, 64, tile="decode")
     with pytest.raises(ValueError, match="decode tile's"):
         GG.make_kernel(mma_sync, "f16", 1, 32, 3, GG.GROUPED, fault="no_reduce")
+
+
+@pytest.mark.sim
+def test_the_walk_finds_groups_past_its_first_window_of_32():
+    """37 groups, four of them holding rows (one past the first window of 32,
+    one its last lane), three blocks walking: each group's rows against its
+    own weights."""
+    counts = [0] * 37
+    counts[0], counts[31], counts[33], counts[36] = 1, 2, 3, 1
+    got, ref = _decode(counts=tuple(counts), n=12, k=24, max_blocks=3)
+    assert _err(got, ref) <= 1e-5
