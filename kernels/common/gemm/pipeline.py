@@ -215,8 +215,9 @@ def make_mainloop(
         stage_b = _stager(b_kind, threads)
     stage_a = stage_b if copy_a else _stager(a_kind, threads)  # (never used when copy_a)
     fetch_b = put_b = fetch_a = put_a = None
-    if not copy_b:
-        fetch_b, put_b = stage_b.device(seg)
+    if not copy_b:  # (the decode tile's weights along K first, where the stager can: whole sectors a row)
+        along = split and isinstance(stage_b, P.ChunkStager)
+        fetch_b, put_b = stage_b.device(seg, along_k=True) if along else stage_b.device(seg)
     if not copy_a:
         fetch_a, put_a = stage_a.device(a_rows)
     per_stage = fold is not None
