@@ -6,7 +6,8 @@ MoE's experts), each group against its own B::
 ``off[E + 1]`` holds the groups' row ranges (group ``e``: rows ``off[e] ..
 off[e + 1] - 1``), ``B`` and its block scales are 3-D (``[E, n, ...]``:
 the block slices ``b32[e]``, ``bsc[e]`` and hands them to the mainloop as
-the plain GEMM's 2-D B). A tile is ``64 WG`` rows of one group (a tile
+the plain GEMM's 2-D B). A tile is ``64 WG`` rows (or the decode tile's 16)
+of one group (a tile
 never straddles two: its rows past ``off[e + 1]`` are zero-filled and not
 stored) by ``BN / b_parts`` output columns. The plug-ins, all of them
 ``pipeline.make_mainloop``'s:
@@ -20,6 +21,20 @@ stored) by ``BN / b_parts`` output columns. The plug-ins, all of them
   ``row_end``; columns ``n0 ..`` below ``ncols``; group ``e``), ``ep`` a
   tuple of its arrays; :func:`scaled_store` by default.
 
+The decode tile (``tile_m = DECODE_M``, ``kernel.decode()``): at decode a
+group holds 1-8 rows, so a 64-row tile computes mostly zero rows and its
+registers (162 a thread gated) hold three blocks an SM, while what the GEMM
+must do is stream each routed group's B once. The decode tile is 16 rows
+(mma.sync m16n8k16's M, the fewest a tensor-core instruction takes) by the
+same ``BN``, one warpgroup: each warp runs one 32-byte K step of every stage
+on all 16 rows and ``BN`` columns (split-K inside the block; see
+``pipeline.DECODE_M``), warp 0 holds the sums and alone runs the epilogue.
+A stage is ``(16 + BN) x 128`` bytes, a B stager deals each row's chunks to
+consecutive lanes, and the launch bound is :data:`DECODE_MIN_BLOCKS` blocks
+an SM. :func:`make_launch` takes it where the groups average at most
+:data:`DECODE_MEAN` rows (:func:`decode_shaped`: the launch's row bound over
+its groups), the 64-row tiles otherwise; wgmma (M = 64) has none.
+
 Schedules (``sched``): ``bounded``, a grid of ``E * max_m_tiles`` tile rows
 by the column tiles (the bound counted in tiles of ``unit`` rows, the
 kernel's own by default), a block whose tile starts past its group's rows
@@ -27,8 +42,11 @@ leaving at once (rows past the bound get no block); ``grouped``,
 a fixed grid whose blocks walk the exact tile list (tile ``t``: M tile ``t
 // ntn`` of the list of every group's tiles in order, column tile ``t %
 ntn``) until it is done, each block computing the list from ``off`` as it
-goes (the walk only moves forward), with a barrier between its tiles (the
-next prologue's copies overwrite stages the last tile's reads used).
+goes (the walk only moves forward; lane 0 of each warp loads a group's
+offset and hands it to the others), with a barrier between its tiles (the
+next prologue's copies overwrite stages the last tile's reads used); its
+grid is at most the tiles there can be, one partial tile for each group
+that can hold a row.
 """
 
 from __future__ import annotations

@@ -17,6 +17,10 @@ bf16/f16 or m16n8k32 s8 step) a warp issues:
   lane serves every group;
 * ``BN / 8`` MMAs sharing the A fragment (``mma.mma_run``).
 
+The decode tile (``pipeline.DECODE_M``, :meth:`Form.consume_split`): the
+A tile is 16 rows, every warp reads all of them (lane ``L`` at row ``L %
+16``) and only its own K step of the stage (warp ``w``: step ``w``).
+
 Every ``ldmatrix`` row is one 16-byte chunk at its swizzled place: the
 eight rows of one matrix are eight consecutive tile rows at the same K, so
 the 128-byte swizzle puts them in eight different 16-byte bank groups
