@@ -42,8 +42,9 @@ leaving at once (rows past the bound get no block); ``grouped``,
 a fixed grid whose blocks walk the exact tile list (tile ``t``: M tile ``t
 // ntn`` of the list of every group's tiles in order, column tile ``t %
 ntn``) until it is done, each block computing the list from ``off`` as it
-goes (the walk only moves forward; lane 0 of each warp loads a group's
-offset and hands it to the others), with a barrier between its tiles (the
+goes (the walk only moves forward; each warp holds 32 groups' offsets,
+one a lane, loaded together, and steps through them by shuffles, so a
+group costs no dependent load), with a barrier between its tiles (the
 next prologue's copies overwrite stages the last tile's reads used); its
 grid is at most the tiles there can be, one partial tile for each group
 that can hold a row.
@@ -66,6 +67,7 @@ BOUNDED, GROUPED = "bounded", "grouped"
 SMS = 132  # H200: the grouped schedule's grid is the blocks resident on every SM at once
 SMEM_PER_SM = 227 * 1024
 FULL = 0xFFFFFFFF  # every lane of a warp
+WINDOW = 32  # group offsets a warp holds for the walk, one a lane
 DECODE_M = PL.DECODE_M
 # A launch whose groups hold at most this many rows on average (rows <=
 # DECODE_MEAN * groups: an MoE decode step's 1-8 tokens an expert) takes the
@@ -197,9 +199,13 @@ def make_kernel(
             e = 0
             before = 0  # M tiles of the groups before e
             lo = _lane0(off, 0)  # group e's rows: lo .. hi - 1
+            win = np.int32(0)  # the offsets the warp holds: off[e - e % 32 + 1 + lane], one a lane
             while e < experts:
                 mt = t // ntn
-                hi = _lane0(off, e + 1)
+                if (e & (WINDOW - 1)) == 0:  # a new window (again after a tile there): one coalesced load
+                    g = e + 1 + (cuda.threadIdx.x & 31)
+                    win = np.int32(off[g]) if g <= experts else np.int32(0)
+                hi = cuda.shfl_sync(FULL, win, e & (WINDOW - 1))
                 here = (hi - lo + a_rows - 1) // a_rows
                 if mt >= before + here:  # tiles are walked in order: the group only moves on
                     before += here
