@@ -184,8 +184,9 @@ def make_kernel(
             cap = max_m_tiles * unit  # the bound, in rows
             per = (cap + a_rows - 1) // a_rows  # blocks per group
             e = cuda.blockIdx.x // per
-            r0 = off[e] + (cuda.blockIdx.x % per) * a_rows
-            row_end = min(off[e + 1], off[e] + cap)
+            first = _lane0(off, e)  # (one load a warp: most blocks of a generous bound leave at once)
+            r0 = first + (cuda.blockIdx.x % per) * a_rows
+            row_end = min(_lane0(off, e + 1), first + cap)
             if r0 < row_end:  # the whole block leaves together
                 tile(y, a32, b32, bsc, asc, rowmap, ep, e, r0, row_end, cuda.blockIdx.y * seg)
 
