@@ -194,8 +194,12 @@ def make_mainloop(
     split = tile_m == DECODE_M
     if tile_m not in (0, BM * wgs, DECODE_M):
         raise ValueError(f"an A tile of {tile_m} rows: {BM} a warpgroup, or {DECODE_M} (the decode tile)")
-    if split and (wgs != 1 or not hasattr(form, "consume_split") or fold is not None or step_fold is not None):
-        raise ValueError(f"the {DECODE_M}-row decode tile: one warpgroup on mma.sync, no per-stage or per-step fold")
+    if split and (
+        wgs != 1 or dtype == "s8" or not hasattr(form, "consume_split") or fold is not None or step_fold is not None
+    ):
+        raise ValueError(
+            f"the {DECODE_M}-row decode tile: one warpgroup on mma.sync, f32 sums, no per-stage or per-step fold"
+        )
     if fault in SPLIT_FAULTS and not split:
         raise ValueError(f"fault {fault!r}: the {DECODE_M}-row decode tile's")
     a_rows = tile_m or BM * wgs

@@ -218,6 +218,10 @@ def test_the_launch_keeps_the_64_row_tile_for_prefill_sized_groups_and_wgmma():
         GG.make_launch(hop, 4, 3, 24, 64, tile="decode")
     with pytest.raises(ValueError, match="decode tile's"):
         GG.make_kernel(mma_sync, "f16", 1, 32, 3, GG.GROUPED, fault="no_reduce")
+    with pytest.raises(ValueError, match="decode tile: one warpgroup on mma.sync"):
+        GG.make_kernel(wgmma_async, "f16", 1, 32, 3, GG.GROUPED, tile_m=GG.DECODE_M)
+    with pytest.raises(ValueError, match="decode tile: one warpgroup on mma.sync"):
+        GG.make_kernel(mma_sync, "s8", 1, 32, 3, GG.GROUPED, tile_m=GG.DECODE_M)
 
 
 @pytest.mark.sim
