@@ -5,7 +5,11 @@ groups on the walking schedule with fewer blocks than tiles (wgmma, float32
 A and NVFP4 B through the fp16 stagers), and gate/up halves of one tile
 with an epilogue hook (SiLU-GLU, E4M3 weights); odd row counts, an empty
 group, a group past one tile, K below and past a stage. A kernel built
-without the gather, or with the stages read out of order, fails."""
+without the gather, or with the stages read out of order, fails. The
+16-row decode tile the launch takes for a few rows a group: groups of 0, 1
+and 3 rows, n and k off the tile and the instruction's K step, both
+schedules, a walk past its first window of 32 groups; without the row map,
+the wait, or the warps' sum, it fails."""
 
 from __future__ import annotations
 
