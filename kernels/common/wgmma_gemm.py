@@ -74,6 +74,15 @@ def _chunk(c):
 
 
 @cuda.jit(device=True, inline="always")
+def _chunk_along_k(c):
+    """Thread-chunk ``c`` -> (tile row, chunk) along K first: a row's eight
+    chunks to eight consecutive lanes, so a warp's loads of a weight row are
+    one contiguous run (whole sectors), and its 16-byte stores still fall in
+    eight different bank groups (the swizzle XORs the chunk with the row)."""
+    return c >> 3, c & 7
+
+
+@cuda.jit(device=True, inline="always")
 def _at(r, kc):
     """A 16-byte chunk's byte offset in a staged tile: 128-byte rows, swizzled."""
     return sw.sw128(r * 128 + kc * 16)
@@ -106,14 +115,18 @@ class ChunkStager:
         self.threads, self.kpc, self.fetch, self.convert = threads, kpc, fetch, convert
         self._built: dict = {}
 
-    def device(self, rows: int):
-        """``(fetch, put)`` for tiles of ``rows`` rows."""
-        if rows not in self._built:
-            self._built[rows] = _build_chunk_stager(self.threads, self.kpc, self.fetch, self.convert, rows)
-        return self._built[rows]
+    def device(self, rows: int, along_k: bool = False):
+        """``(fetch, put)`` for tiles of ``rows`` rows (``along_k``: a
+        thread's chunks dealt along K first, :func:`_chunk_along_k`: the
+        decode tile's weights, whose loads are the kernel's traffic)."""
+        key = (rows, along_k)
+        if key not in self._built:
+            self._built[key] = _build_chunk_stager(self.threads, self.kpc, self.fetch, self.convert, rows, along_k)
+        return self._built[key]
 
 
-def _build_chunk_stager(threads: int, kpc: int, kind_fetch, kind_convert, rows: int):
+def _build_chunk_stager(threads: int, kpc: int, kind_fetch, kind_convert, rows: int, along_k: bool = False):
+    chunk = _chunk_along_k if along_k else _chunk
     bk = CHUNKS * kpc
     total = rows * CHUNKS
     slots = tuple(range(-(-total // threads)))  # this thread's chunks: tid, tid + threads, ...
@@ -123,7 +136,7 @@ def _build_chunk_stager(threads: int, kpc: int, kind_fetch, kind_convert, rows: 
     def _fetch_one(i, _x, _y, ctx):
         src, bsc, nrows, k, r0, k0, tid = ctx
         c = tid + i * threads
-        r, kc = _chunk(min(c, total - 1))
+        r, kc = chunk(min(c, total - 1))
         gr = r0 + r
         gk = k0 + kc * kpc
         return kind_fetch(src, bsc, gr, gk, (whole or c < total) and gr < nrows and gk < k)
@@ -132,7 +145,7 @@ def _build_chunk_stager(threads: int, kpc: int, kind_fetch, kind_convert, rows: 
     def _put_one(i, raw, ctx):
         at, nrows, k, r0, k0, tid = ctx
         c = tid + i * threads
-        r, kc = _chunk(c)
+        r, kc = chunk(c)
         gk = k0 + kc * kpc
         if whole or c < total:
             x0 = x1 = x2 = x3 = uint32(0)

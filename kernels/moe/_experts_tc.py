@@ -4,7 +4,8 @@ on the grouped GEMM engine (``_prefill.grouped``'s launcher:
 ``common/gemm/grouped.py`` on the ``mma_sync`` form, ``mma.sync`` m16n8k16
 fp16 with f32 accumulators, three ``cp.async`` stages, the walking
 schedule: one launch computes every row of every expert, however the
-routing falls). ``moe.gateup_fp4`` and ``moe.down_fp4`` run them at
+routing falls; at decode, a few rows an expert, the engine's 16-row decode
+tile, whose four warps split each stage's K). ``moe.gateup_fp4`` and ``moe.down_fp4`` run them at
 prefill shapes; the grouped variants of ``moe.decode_fp8_grouped`` and
 ``moe.decode_via_prefill`` for every shape.
 

@@ -135,8 +135,15 @@ CLAIM_JOBS: dict[tuple[str, str, str], tuple[str, tuple[str, ...]]] = {
     ("moe.gateup_fp4", "nvfp4", "mma.sync"): ("test_moe_ptx", ("gateup_tc_nvfp4",)),
     ("moe.down_fp4", "int4", "mma.sync"): ("test_moe_ptx", ("down_tc_int4",)),
     ("moe.down_fp4", "nvfp4", "mma.sync"): ("test_moe_ptx", ("down_tc_nvfp4",)),
-    ("moe.decode_fp8_grouped", "grouped", "mma.sync"): ("test_moe_ptx", ("gateup_tc_fp8", "down_tc_fp8")),
-    ("moe.decode_via_prefill", "prefill", "mma.sync"): ("test_moe_ptx", ("gateup_tc_int4", "down_tc_int4")),
+    # the decode variants: the 64-row kernels and the 16-row decode tile's the launch takes at decode shapes
+    ("moe.decode_fp8_grouped", "grouped", "mma.sync"): (
+        "test_moe_ptx",
+        ("gateup_tc_fp8", "down_tc_fp8", "gateup_tc_fp8_decode", "down_tc_fp8_decode"),
+    ),
+    ("moe.decode_via_prefill", "prefill", "mma.sync"): (
+        "test_moe_ptx",
+        ("gateup_tc_int4", "down_tc_int4", "gateup_tc_int4_decode", "down_tc_int4_decode"),
+    ),
     # The MoE prefill variants: the gate/up (or up) and the down GEMM each launches, the
     # engine's grouped kernels (common/gemm/grouped.py) on its mma.sync form.
     ("moe.prefill_grouped", "grouped", "mma.sync"): ("test_moe_prefill_ptx", ("gateup_grouped", "down_grouped")),

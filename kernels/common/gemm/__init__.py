@@ -9,7 +9,9 @@ wgmma_async.py  wgmma (sm_90a) through 128-byte-swizzle descriptors, the
 mma_sync.py     mma.sync (sm_80 and later) from ldmatrix on the same stages
 grouped.py      either form over rows sorted by group (an MoE's experts):
                 gathered A rows, a B per group, gate/up halves in one
-                tile, an epilogue hook; bounded and walking tile schedules
+                tile, an epilogue hook; bounded and walking tile schedules;
+                a 16-row decode tile (mma.sync, split-K over the warps)
+                for launches of a few rows a group
 mmq.py          the MMQ stagers (doubled E2M1, Q4_K) and their per-step folds
 warp_rows.py    products of stored fp16 rows inside a fused kernel (a GDN
                 chunk's k.k and q.k, the SSD scan's C.B): mma.sync tiles of a

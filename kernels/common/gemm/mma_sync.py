@@ -17,6 +17,10 @@ bf16/f16 or m16n8k32 s8 step) a warp issues:
   lane serves every group;
 * ``BN / 8`` MMAs sharing the A fragment (``mma.mma_run``).
 
+The decode tile (``pipeline.DECODE_M``, :meth:`Form.consume_split`): the
+A tile is 16 rows, every warp reads all of them (lane ``L`` at row ``L %
+16``) and only its own K step of the stage (warp ``w``: step ``w``).
+
 Every ``ldmatrix`` row is one 16-byte chunk at its swizzled place: the
 eight rows of one matrix are eight consecutive tile rows at the same K, so
 the 128-byte swizzle puts them in eight different 16-byte bank groups
@@ -73,9 +77,10 @@ class Form:
         return np.float32(1.0)
 
     @staticmethod
-    def fragments(bn: int, a_tile: int, swizzle: bool = True):
+    def fragments(bn: int, a_tile: int, swizzle: bool = True, split: bool = False):
         """``frags(at, g, j) -> (a, b)``: this warp's A fragment (its 16
-        rows) and B registers (all ``bn`` columns) for K step ``j`` of the
+        rows; ``split``: the decode tile's 16 rows, the same in every warp)
+        and B registers (all ``bn`` columns) for K step ``j`` of the
         stage at ``at``, by ``ldmatrix`` from the swizzled rows."""
         load_a = M.ldsm_run(1, 16)
         load_b = M.ldsm_run(bn // 16, GROUP_BYTES)
@@ -84,7 +89,10 @@ class Form:
         @cuda.jit(device=True, inline="always")
         def frags(at, g, j):
             lane = cuda.threadIdx.x & 31
-            a_row = PL.BM * g + 16 * ((cuda.threadIdx.x >> 5) & 3) + (lane & 15)
+            if split:
+                a_row = lane & 15
+            else:
+                a_row = PL.BM * g + 16 * ((cuda.threadIdx.x >> 5) & 3) + (lane & 15)
             a_k = (lane >> 4) * 16
             b_row = (lane & 7) + ((lane >> 4) << 3)
             b_k = ((lane >> 3) & 1) * 16
@@ -106,6 +114,25 @@ class Form:
                 if j != dropped:
                     a, b = frags(at, g, j)
                     acc = run(a, b, acc)
+            return acc
+
+        return consume
+
+    @classmethod
+    def consume_split(cls, dtype: str, bn: int, a_tile: int, dropped: int, swizzle: bool = True):
+        """The decode tile's (``pipeline.DECODE_M``): the four warps on the
+        same 16 rows and ``bn`` columns, warp ``w`` the stage's K step ``w``
+        only (``KSUB`` steps, one a warp: split-K inside the block, the
+        pipeline's ``make_reduce`` summing the warps at the end)."""
+        run = M.mma_run(dtype, bn)
+        frags = cls.fragments(bn, a_tile, swizzle, split=True)
+
+        @cuda.jit(device=True, inline="always")
+        def consume(at, g, acc):
+            j = (cuda.threadIdx.x >> 5) & 3  # this warp's K step: the same in all its lanes
+            if j != dropped:
+                a, b = frags(at, g, j)
+                acc = run(a, b, acc)
             return acc
 
         return consume

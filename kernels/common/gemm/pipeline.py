@@ -47,7 +47,7 @@ import numpy as np
 from numba import cuda, float32, uint32
 
 from .. import cp_async as ca
-from .. import dynsmem
+from .. import dynsmem, unroll
 from .. import launch as L
 from .. import swizzle as sw
 from .. import wgmma as wg
@@ -68,12 +68,34 @@ ESIZE = {"bf16": 2, "f16": 2, "e4m3": 1, "s8": 1}
 # the numbers right and the shared reads bank-conflicted
 FAULTS = ("no_wait", "no_swizzle", "stage_order", "short_k")
 UNSWIZZLED = "unswizzled"
+# the decode tile's own (``DECODE_M``): the warps' K slices never summed,
+# each warp's partial sums stored as if they were the tile's
+SPLIT_FAULTS = ("no_reduce",)
+
+# The decode tile: ``DECODE_M`` rows of A (one mma.sync m16n8k16's M, the
+# fewest a tensor-core instruction takes) by ``BN``, one warpgroup whose four
+# warps split each stage's K between them (warp ``w`` the stage's K step
+# ``w``: ``KSUB`` steps of 32 bytes, one a warp) on the same 16 rows and all
+# ``BN`` columns, their f32 partial sums added through shared memory at the
+# end (the stages' space, free by then) into warp 0's registers, in the
+# same accumulator layout as warp 0 of the 64-row tile.
+DECODE_M = 16
+SPLIT_WARPS = KSUB
 
 
-def shared_bytes(wgs: int, bn: int, stages: int) -> int:
-    """Dynamic shared memory a block asks for: the stages, and 1 KiB to
-    round the start up to 1024 bytes."""
-    return stages * (BM * wgs + bn) * STAGE_KBYTES + sw.ATOM_BYTES
+def shared_bytes(wgs: int, bn: int, stages: int, tile_m: int = 0) -> int:
+    """Dynamic shared memory a block asks for: the stages (A tiles of
+    ``tile_m`` rows, ``64 wgs`` by default; the decode tile's at least its
+    partial sums), and 1 KiB to round the start up to 1024 bytes."""
+    body = stages * ((tile_m or BM * wgs) + bn) * STAGE_KBYTES
+    if tile_m == DECODE_M:
+        body = max(body, reduce_bytes(bn))
+    return body + sw.ATOM_BYTES
+
+
+def reduce_bytes(bn: int) -> int:
+    """The decode tile's partial sums: warps 1 .. 3, ``bn / 2`` f32 a lane."""
+    return (SPLIT_WARPS - 1) * (bn // 2) * 32 * 4
 
 
 def make_issue(threads: int, esize: int, swizzle: bool = True, gather: bool = False):
@@ -105,7 +127,7 @@ def make_issue(threads: int, esize: int, swizzle: bool = True, gather: bool = Fa
 
 
 def check(dtype: str, bn: int, stages: int, b_kind: str, fault: str, dtypes: tuple, a_kind: str = "copy") -> None:
-    if fault and fault not in (*FAULTS, UNSWIZZLED):
+    if fault and fault not in (*FAULTS, UNSWIZZLED, *SPLIT_FAULTS):
         raise ValueError(f"fault {fault!r}: one of {FAULTS}")
     for side, kind in (("A", a_kind), ("B", b_kind)):
         kinds = _kinds()
@@ -145,9 +167,12 @@ def make_mainloop(
     gather: bool = False,
     b_parts: int = 1,
     step_fold=None,
+    tile_m: int = 0,
 ):
     """``mainloop(smem, base, pad, a32, asc, m, k, r0, rowmap, b32, bsc, n,
-    nseg, n0, tid, g)`` -> the accumulators of one ``64 WG x BN`` tile: the
+    nseg, n0, tid, g)`` -> the accumulators of one ``64 WG x BN`` tile (or,
+    ``tile_m = DECODE_M``, of the decode tile: warp 0's, the K slices of
+    the four warps summed; the other warps' hold partial sums): the
     stages of A rows ``r0 ..`` (below ``m``) and B rows ``n0 ..`` (below
     ``n``), over ``k``, on the ``form``. The plug-ins, each off by default:
 
@@ -166,7 +191,18 @@ def make_mainloop(
     threads = wg.WARPGROUP * wgs
     esize = ESIZE[dtype]
     bk = STAGE_KBYTES // esize
-    a_rows = BM * wgs
+    split = tile_m == DECODE_M
+    if tile_m not in (0, BM * wgs, DECODE_M):
+        raise ValueError(f"an A tile of {tile_m} rows: {BM} a warpgroup, or {DECODE_M} (the decode tile)")
+    if split and (
+        wgs != 1 or dtype == "s8" or not hasattr(form, "consume_split") or fold is not None or step_fold is not None
+    ):
+        raise ValueError(
+            f"the {DECODE_M}-row decode tile: one warpgroup on mma.sync, f32 sums, no per-stage or per-step fold"
+        )
+    if fault in SPLIT_FAULTS and not split:
+        raise ValueError(f"fault {fault!r}: the {DECODE_M}-row decode tile's")
+    a_rows = tile_m or BM * wgs
     a_tile = a_rows * STAGE_KBYTES
     stage = a_tile + bn * STAGE_KBYTES
     seg = bn // b_parts
@@ -183,8 +219,9 @@ def make_mainloop(
         stage_b = _stager(b_kind, threads)
     stage_a = stage_b if copy_a else _stager(a_kind, threads)  # (never used when copy_a)
     fetch_b = put_b = fetch_a = put_a = None
-    if not copy_b:
-        fetch_b, put_b = stage_b.device(seg)
+    if not copy_b:  # (the decode tile's weights along K first, where the stager can: whole sectors a row)
+        along = split and isinstance(stage_b, P.ChunkStager)
+        fetch_b, put_b = stage_b.device(seg, along_k=True) if along else stage_b.device(seg)
     if not copy_a:
         fetch_a, put_a = stage_a.device(a_rows)
     per_stage = fold is not None
@@ -196,7 +233,9 @@ def make_mainloop(
 
     zeros = form.zeros(bn)
     publish, settle = form.publish, form.settle
-    consume = form.consume(dtype, bn, a_tile, dropped=1 if fault == "short_k" else -1, swizzle=fault != UNSWIZZLED)
+    consume_of = form.consume_split if split else form.consume
+    consume = consume_of(dtype, bn, a_tile, dropped=1 if fault == "short_k" else -1, swizzle=fault != UNSWIZZLED)
+    reduce = make_reduce(bn, fault != "no_reduce") if split else _same3
     per_step = step_fold is not None
     if per_step and (per_stage or not hasattr(form, "consume_steps")):
         raise ValueError("a per-step fold: on mma.sync, and not with a per-stage fold")
@@ -318,9 +357,53 @@ def make_mainloop(
             return total
         if per_stage:
             acc = total
-        return acc
+        return reduce(smf, pad, acc)
 
     return mainloop
+
+
+def make_reduce(bn: int, summed: bool = True):
+    """``reduce(smf, pad, acc) -> acc``: the decode tile's four warps' f32
+    partial sums (each its K slices) added into warp 0's ``acc``, through
+    the dynamic shared memory from byte ``pad`` (``smf`` its float32 view):
+    a barrier (every warp's reads of the stages done), warps 1 .. 3 store
+    theirs (element ``i`` of lane ``l`` at word ``i * 32 + l`` of the warp's
+    slab: 32 consecutive words a store, conflict-free), a barrier, warp 0
+    adds them. ``summed`` False: a test's fault, nothing added."""
+    slab = (bn // 2) * 32  # f32 words of one warp's partial sums
+
+    @cuda.jit(device=True, inline="always")
+    def _put(i, v, at):
+        smf, w0, lane = at
+        smf[w0 + i * 32 + lane] = v
+
+    @cuda.jit(device=True, inline="always")
+    def _add(i, v, _same, at):
+        smf, w0, lane = at
+        s = v
+        for w in range(SPLIT_WARPS - 1):
+            s += smf[w0 + w * slab + i * 32 + lane]
+        return s
+
+    @cuda.jit(device=True, inline="always")
+    def reduce(smf, pad, acc):
+        warp = cuda.threadIdx.x >> 5
+        lane = cuda.threadIdx.x & 31
+        w0 = pad >> 2
+        cuda.syncthreads()
+        if warp > 0:
+            unroll.each(_put, acc, (smf, w0 + (warp - 1) * slab, lane))
+        cuda.syncthreads()
+        if warp == 0 and summed:
+            acc = unroll.each_map(_add, acc, acc, (smf, w0, lane))
+        return acc
+
+    return reduce
+
+
+@cuda.jit(device=True, inline="always")
+def _same3(smf, pad, acc):
+    return acc
 
 
 @cuda.jit(device=True, inline="always")

@@ -6,7 +6,9 @@ inputs, f32 accumulators)::
     out[p, n] = act( sum_k A[row(p), k] * W[e(p), n, k] )    for sorted rows p of expert e
 
 One warpgroup (128 threads, the whole block) per ``TILE_M x BN`` tile of one
-expert's rows (``TILE_M`` = 64, ``BN`` = 32 output columns): the operands come
+expert's rows (``TILE_M`` = 64, ``BN`` = 32 output columns; where a launch's
+experts average at most 8 rows, the engine's 16-row decode tile, its four
+warps splitting K: ``GG.DECODE_M``): the operands come
 in through the engine's multi-stage ``cp.async`` pipeline into 128-byte
 swizzled shared-memory stages, the transformed ones through its fp16
 stagers (``wgmma_gemm``): NVFP4 (E2M1 x E4M3, exact in fp16), E4M3 (exact),

@@ -5,7 +5,11 @@ groups on the walking schedule with fewer blocks than tiles (wgmma, float32
 A and NVFP4 B through the fp16 stagers), and gate/up halves of one tile
 with an epilogue hook (SiLU-GLU, E4M3 weights); odd row counts, an empty
 group, a group past one tile, K below and past a stage. A kernel built
-without the gather, or with the stages read out of order, fails."""
+without the gather, or with the stages read out of order, fails. The
+16-row decode tile the launch takes for a few rows a group: groups of 0, 1
+and 3 rows, n and k off the tile and the instruction's K step, both
+schedules, a walk past its first window of 32 groups; without the row map,
+the wait, or the warps' sum, it fails."""
 
 from __future__ import annotations
 
@@ -157,3 +161,79 @@ def test_configurations_the_grouped_loop_cannot_take_are_refused():
         GG.make_kernel(wgmma_async, "bf16", 1, 32, 3, GG.BOUNDED, b_kind="nvfp4_f16")
     with pytest.raises(ValueError, match="multiples of 16"):
         GG.make_kernel(mma_sync, "f16", 1, 16, 3, GG.BOUNDED, b_parts=2)
+
+
+def _decode(fault="", gather=True, counts=(1, 0, 3, 1), n=20, k=40, sched=GG.GROUPED, max_blocks=2):
+    """The decode tile (16 rows, the four warps splitting each stage's K),
+    mma.sync: ``y[p] = A[tok[p]] B[e(p)]^T * rs[p] cs[e] ts[e]``; groups of
+    1, 0, 3 and 1 rows, n below one column tile and not a multiple of 8, k
+    below one stage of 64 fp16 and not a multiple of the instruction's 16."""
+    rng = np.random.default_rng(5)
+    off = _off(list(counts))
+    rows, e_n, t = int(off[-1]), len(counts), 7
+    a, a64 = _f16((t, k), rng)
+    b, b64 = _f16((e_n, n, k), rng)
+    tok = rng.integers(0, t, rows).astype(np.int32)
+    rs = rng.uniform(0.5, 1.5, rows).astype(np.float32)
+    cs = rng.uniform(0.5, 1.5, (e_n, n)).astype(np.float32)
+    ts = rng.uniform(0.5, 1.5, e_n).astype(np.float32)
+    ge = _group_of(off)
+    ref = np.einsum("pk,pnk->pn", a64[tok], b64[ge]) * rs[:, None] * cs[ge] * ts[ge][:, None]
+    tile_m = GG.DECODE_M if fault == "no_reduce" else 0  # a fault only the decode tile can take: built as one
+    kern = GG.make_kernel(mma_sync, "f16", 1, 32, 3, sched, gather=gather, fault=fault, tile_m=tile_m)
+    launch = GG.make_launch(kern, e_n, rows, n, k, max_blocks=max_blocks)
+    assert launch.kernel.tile_m == GG.DECODE_M  # a few rows a group: the decode tile, chosen by the launch
+    y = cuda.to_device(np.full((rows, n), np.nan, np.float32))
+    dev = [cuda.to_device(x) for x in (a.view(np.uint32), b.view(np.uint32), tok, off, rs, cs, ts)]
+    launch(y, dev[0], dev[1], None, None, dev[2], dev[3], 1, tuple(dev[4:]))
+    return y.copy_to_host(), ref
+
+
+@pytest.mark.sim
+def test_the_decode_tile_computes_groups_of_zero_one_and_three_rows():
+    got, ref = _decode()
+    assert _err(got, ref) <= 1e-5
+
+
+@pytest.mark.sim
+@pytest.mark.parametrize("fault", ["no_gather", "no_wait", "no_reduce"])
+def test_a_decode_tile_without_its_row_map_wait_or_warp_sum_fails_the_check(fault):
+    """Rows read in sorted order instead of through the row map, a stage read
+    before its copies landed, the four warps' K slices never summed."""
+    got, ref = _decode(fault="" if fault == "no_gather" else fault, gather=fault != "no_gather")
+    assert _err(got, ref) > 1e-2
+
+
+@pytest.mark.sim
+def test_the_decode_tile_on_the_bounded_schedule_covers_k_past_a_stage():
+    """Two stages and a bit of K (k = 136: not a multiple of 16), n = 40
+    over two column tiles, one block a tile."""
+    got, ref = _decode(counts=(2, 1), n=40, k=136, sched=GG.BOUNDED, max_blocks=0)
+    assert _err(got, ref) <= 1e-5
+
+
+def test_the_launch_keeps_the_64_row_tile_for_prefill_sized_groups_and_wgmma():
+    kern = GG.make_kernel(mma_sync, "f16", 1, 32, 3, GG.GROUPED)
+    assert GG.make_launch(kern, 4, 4 * GG.DECODE_MEAN + 1, 24, 64).kernel.tile_m == 64
+    assert GG.make_launch(kern, 4, 4 * GG.DECODE_MEAN, 24, 64).kernel.tile_m == GG.DECODE_M
+    hop = GG.make_kernel(wgmma_async, "f16", 1, 32, 3, GG.GROUPED)
+    assert GG.make_launch(hop, 4, 3, 24, 64).kernel.tile_m == 64  # wgmma's M is 64: no decode tile
+    with pytest.raises(ValueError, match="no decode tile"):
+        GG.make_launch(hop, 4, 3, 24, 64, tile="decode")
+    with pytest.raises(ValueError, match="decode tile's"):
+        GG.make_kernel(mma_sync, "f16", 1, 32, 3, GG.GROUPED, fault="no_reduce")
+    with pytest.raises(ValueError, match="decode tile: one warpgroup on mma.sync"):
+        GG.make_kernel(wgmma_async, "f16", 1, 32, 3, GG.GROUPED, tile_m=GG.DECODE_M)
+    with pytest.raises(ValueError, match="decode tile: one warpgroup on mma.sync"):
+        GG.make_kernel(mma_sync, "s8", 1, 32, 3, GG.GROUPED, tile_m=GG.DECODE_M)
+
+
+@pytest.mark.sim
+def test_the_walk_finds_groups_past_its_first_window_of_32():
+    """37 groups, four of them holding rows (one past the first window of 32,
+    one its last lane), three blocks walking: each group's rows against its
+    own weights."""
+    counts = [0] * 37
+    counts[0], counts[31], counts[33], counts[36] = 1, 2, 3, 1
+    got, ref = _decode(counts=tuple(counts), n=12, k=24, max_blocks=3)
+    assert _err(got, ref) <= 1e-5

@@ -1,5 +1,6 @@
 """The grouped GEMM's machine code (``common/gemm/grouped.py``) on sm_90a:
-the gathered fp16 mma.sync kernel on the bounded schedule and the wgmma one
+the gathered fp16 mma.sync kernel on the bounded schedule, its 16-row
+decode tile on the walking schedule, and the wgmma one
 on the walking schedule with NVFP4 weights through the ``nvfp4_f16``
 stager. Each issues its form's MMA, carries copied operands by 128-bit
 LDGSTS (the gathered rows too: the row map is read as an index, the
@@ -17,6 +18,11 @@ FORMS = {
     # name: (form, dtype, wgs, bn, stages, sched, b_kind, gather), the SASS MMA it must issue
     "grouped_mma_sync_f16_gather_bounded_n64": (
         ("mma_sync", "f16", 1, 64, 3, "bounded", "copy", True),
+        "HMMA.16816.F32",
+    ),
+    # the 16-row decode tile (``kernel.decode()``): the warps' K slices summed in shared memory
+    "grouped_mma_sync_f16_gather_walk_n64_decode": (
+        ("mma_sync", "f16", 1, 64, 3, "grouped", "copy", True),
         "HMMA.16816.F32",
     ),
     "grouped_wgmma_f16_nvfp4_walk_n64": (
@@ -40,6 +46,9 @@ def jobs():
     out = []
     for name, ((form, dtype, wgs, bn, stages, sched, b_kind, gather), _) in FORMS.items():
         kern = GG.make_kernel(forms[form], dtype, wgs, bn, stages, sched, b_kind=b_kind, gather=gather)
+        if name.endswith("_decode"):
+            kern = kern.decode()
+            assert kern.tile_m == GG.DECODE_M
         out.append((name, kern, sig, 128 * wgs))
     return out
 

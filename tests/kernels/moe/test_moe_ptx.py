@@ -25,6 +25,9 @@ ROWS_FORMATS = ("int4", "nvfp4", "fp8")
 # prefill shapes; int4 also decode through the prefill path) and FP8 (the
 # FP8 grouped decode).
 TC_FORMATS = ("int4", "nvfp4", "fp8")
+# The formats of the decode variants on the grouped GEMMs (``decode_via_prefill``
+# int4, ``decode_fp8_grouped`` fp8): their kernels on the 16-row decode tile too.
+DECODE_TILE_FORMATS = ("int4", "fp8")
 MMA_PTX = "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32"
 # The decode paths whose kernels these are (the prefill paths': test_moe_prefill_ptx).
 DECODE_PATHS = (
@@ -86,8 +89,13 @@ def jobs():
         tail = (A(u32, 3), scales[fmt])
         gu = (A(f32, 2), A(u32, 2), *tail, A(u8, 2), A(i32, 1), A(i32, 1), types.int32, ep)
         dn = (A(f32, 2), A(f32, 2), *tail, A(i32, 1), A(i32, 1), A(i32, 1), types.int32, ep)
-        out.append((f"gateup_tc_{fmt}", G.make_grouped(G.GROUPED, True, G.SILU_GLU, G.FLOAT, wfmt, 2, True), gu, 128))
-        out.append((f"down_tc_{fmt}", G.make_grouped(G.GROUPED, True, G.NONE, G.FLOAT, wfmt, 4, True), dn, 128))
+        gu_kern = G.make_grouped(G.GROUPED, True, G.SILU_GLU, G.FLOAT, wfmt, 2, True)
+        dn_kern = G.make_grouped(G.GROUPED, True, G.NONE, G.FLOAT, wfmt, 4, True)
+        out.append((f"gateup_tc_{fmt}", gu_kern, gu, 128))
+        out.append((f"down_tc_{fmt}", dn_kern, dn, 128))
+        if fmt in DECODE_TILE_FORMATS:  # the decode tile the launch takes for a few rows an expert
+            out.append((f"gateup_tc_{fmt}_decode", gu_kern.decode(), gu, 128))
+            out.append((f"down_tc_{fmt}_decode", dn_kern.decode(), dn, 128))
     out.append(("route_count", _experts.make_route_count(), (A(i32, 1), A(i32, 2)), _experts.SORT_THREADS))
     out.append(
         (
@@ -107,7 +115,7 @@ def jobs():
 
 
 def test_every_moe_kernel_compiles_for_sm90_in_fp32(compiled):
-    assert len(compiled["kernels"]) == 2 * len(ROWS_FORMATS) + 2 * len(TC_FORMATS) + 8
+    assert len(compiled["kernels"]) == 2 * len(ROWS_FORMATS) + 2 * len(TC_FORMATS) + 2 * len(DECODE_TILE_FORMATS) + 8
     check_ptx(compiled, fp64=False)
 
 
@@ -130,3 +138,26 @@ def test_only_the_grouped_expert_gemms_have_the_f16_mma_and_their_variants_claim
 
 
 test_the_sass_holds_what_each_variants_records_claim = sass_claims_test("test_moe_ptx")
+
+
+def test_the_decode_tile_kernels_issue_hmma_and_copy_the_tokens_rows_by_ldgsts(compiled, tmp_path):
+    """The decode tile's gate/up and down (int4 and FP8 weights) hold
+    ``HMMA.16816.F32``; gate/up copies the tokens' fp16 rows by 128-bit
+    ``LDGSTS`` through the row map (down's float32 rows and every weight
+    format pass through registers: their stagers convert them)."""
+    import re
+
+    import pytest
+    from ptx_harness import nvdisasm
+    from tc_claims import opcodes, sass_sm90a
+
+    disasm = nvdisasm()
+    if not compiled["ptxas"] or not disasm:
+        pytest.skip("ptxas or nvdisasm not found")
+    for fmt in DECODE_TILE_FORMATS:
+        for gemm in ("gateup", "down"):
+            name = f"{gemm}_tc_{fmt}_decode"
+            sass = sass_sm90a(compiled["kernels"][name]["ptx"], compiled["ptxas"], disasm, tmp_path)
+            assert any(op.startswith("HMMA.16816.F32") for op in opcodes(sass)), (name, opcodes(sass))
+            copies = re.search(r"\bLDGSTS\.E\.BYPASS(\.\w+)*\.128\b", sass)
+            assert bool(copies) == (gemm == "gateup"), name
