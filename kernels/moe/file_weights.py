@@ -253,3 +253,19 @@ def describe(stacks: Sequence[Stack], arms: Arms | Sequence[Arms]) -> str:
 def never(_: Stack) -> bool:
     """An arm no file stores (int4): always re-encoded."""
     return False
+
+
+def on_nvfp4_file(on, stack: Stack, cross, exact, reference):
+    """``on`` (an FP4 stage path on a file's experts) where the file holds
+    NVFP4: the model's weights are those, so the reference is their decoded
+    values (``reference``), the NVFP4 arm (reading them exactly) is held to
+    ``exact`` (its arithmetic's bound) and int4, now the re-encoded arm, to
+    ``cross``, the cross-format budget the NVFP4 arm carries for drawn
+    weights. Any other file keeps ``on`` as it is (the int4 reference)."""
+    import dataclasses
+
+    if not stack.nvfp4_stored():
+        return on
+    tol = {"int4": cross, "nvfp4": exact}
+    variants = {n: dataclasses.replace(v, tolerance=tol[n]) for n, v in on.variants.items()}
+    return dataclasses.replace(on, variants=variants, reference=reference)

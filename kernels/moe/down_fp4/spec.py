@@ -58,15 +58,9 @@ def down_on_weights(path: KernelPath, tensors) -> KernelPath:
         shapes=F.file_shapes(path.shapes, tag, stack.n, stack.k, stack.experts),
         make_inputs=lambda shape, rng: _down_inputs(shape, rng, weights),
     )
-    if not stack.nvfp4_stored():
-        return on
-    # The file is NVFP4: the model's weights are those, the NVFP4 arm reads
-    # them exactly (its error is its arithmetic: the tensor-core bound) and
-    # int4 is the re-encoded format, charged the cross-format budget the
-    # NVFP4 arm carries for drawn weights.
-    tol = {"int4": F.STAGE_TOLERANCES["nvfp4_down"], "nvfp4": F.STAGE_TOLERANCES["int4_tc"]}
-    variants = {n: dataclasses.replace(v, tolerance=tol[n]) for n, v in on.variants.items()}
-    return dataclasses.replace(on, variants=variants, reference=down_reference_nvfp4)
+    return fw.on_nvfp4_file(
+        on, stack, F.STAGE_TOLERANCES["nvfp4_down"], F.STAGE_TOLERANCES["int4_tc"], down_reference_nvfp4
+    )
 
 
 def down_reference_nvfp4(shape: Shape, inputs: dict) -> dict:
