@@ -305,11 +305,9 @@ def test_a_kernel_that_carries_one_streams_state_into_the_next_fails_the_paths_c
     shape = SMOKE[0]
     x = inputs(shape, 2)
     bad = batched.build_batched(shape, leak=True)
-    _, fig = chk.check(PATH, "batched", shape, bad, x, cuda)
-    assert not fig.passed
-    _, good = chk.check(PATH, "batched", shape, PATH.variants["batched"].build(shape), x, cuda)
-    assert good.passed, good.why()
-    got = run(shape, x, bad)
+    bufs, fig = chk.check(PATH, "batched", shape, bad, x, cuda)
+    assert not fig.passed  # (the sound kernel passes on these shapes: the odd-lengths test)
+    got = {n: bufs[n].copy_to_host() for n in ("o", "state")}
     ref = PATH.reference(shape, x)
     tol = PATH.tolerance
     assert not compare(got["o"], ref["o"], tol)[0] and not compare(got["state"], ref["state"], tol)[0]
