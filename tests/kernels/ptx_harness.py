@@ -468,3 +468,16 @@ if __name__ == "__main__":
     if cuda_home():
         os.environ["CUDA_HOME"] = cuda_home()
     main(sys.argv[1], sys.argv[2:])
+
+
+def need_sass(compiled_: dict) -> str:
+    """The nvdisasm to read the SASS of ``compiled_`` with; skips the test
+    where ptxas or nvdisasm is missing."""
+    import pytest
+
+    if not compiled_["ptxas"]:
+        pytest.skip("ptxas not found (PATH or $CUDA_HOME/bin)")
+    disasm = nvdisasm()
+    if not disasm:
+        pytest.skip("nvdisasm not found (PATH, $CUDA_HOME/bin or the nvidia-cuda-nvdisasm wheel)")
+    return disasm

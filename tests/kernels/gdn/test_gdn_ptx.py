@@ -16,7 +16,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from ptx_harness import check_ptx, check_ptxas, compiled, nvdisasm  # noqa: F401 (compiled: the fixture)
+from ptx_harness import check_ptx, check_ptxas, compiled, need_sass  # noqa: F401 (compiled: the fixture)
 from tc_claims import sass_claims_test
 
 # The kernels whose chunk makes k.k and q.k on mma.sync (fp16, f32 accumulators).
@@ -116,11 +116,7 @@ def test_the_chunked_kernels_have_the_f16_mma_in_their_ptx_and_the_others_none(c
 
 
 def test_the_chunked_kernels_run_hmma_within_their_register_budget(compiled, tmp_path):
-    if not compiled["ptxas"]:
-        pytest.skip("ptxas not found (PATH or $CUDA_HOME/bin)")
-    disasm = nvdisasm()
-    if not disasm:
-        pytest.skip("nvdisasm not found (PATH, $CUDA_HOME/bin or the nvidia-cuda-nvdisasm wheel)")
+    disasm = need_sass(compiled)
     for name in TENSOR_CORE:
         rec = compiled["kernels"][name]
         assert rec["spill"] == 0 and rec["lmem"] == 0, f"{name}: {rec['log']}"
@@ -204,11 +200,7 @@ def test_the_chunk_stages_its_rows_16_bytes_a_lane(compiled, tmp_path):
         # the staged rows' dynamic shared memory starts on 16 bytes (the v4 stores need it)
         assert re.search(r"\.extern \.shared \.align 16 ", ptx), f"{name}: dynamic shared memory not 16-byte aligned"
         assert ".local" not in ptx, f"{name}: local memory in its PTX"
-    if not compiled["ptxas"]:
-        pytest.skip("ptxas not found (PATH or $CUDA_HOME/bin)")
-    disasm = nvdisasm()
-    if not disasm:
-        pytest.skip("nvdisasm not found (PATH, $CUDA_HOME/bin or the nvidia-cuda-nvdisasm wheel)")
+    disasm = need_sass(compiled)
     for name in TENSOR_CORE:
         rec = compiled["kernels"][name]
         assert rec["spill"] == 0 and rec["lmem"] == 0 and rec["stack"] == 0, f"{name}: {rec['log']}"
