@@ -152,13 +152,20 @@ SIM_NOTE = "simulator: no CUDA graphs here, the graph variant launched its kerne
 TIMED_STEPS = 20
 
 
-def _clone(b: dict, cuda) -> dict:
+def clone(b: Mapping[str, Any], cuda) -> dict:
+    """Device copies of the buffers ``b`` (a step run on them leaves ``b`` as it was)."""
     out = {}
     for name, arr in b.items():
         copy = cuda.device_array(arr.shape, arr.dtype)
         copy.copy_to_device(arr)
         out[name] = copy
     return out
+
+
+def differing(names, a: Mapping[str, Any], b: Mapping[str, Any]) -> list[str]:
+    """Of the outputs ``names``, those whose bits differ between the device buffers ``a`` and ``b``."""
+    bits = lambda bufs, name: bufs[name].copy_to_host().view(np.uint32)  # noqa: E731
+    return [name for name in names if not np.array_equal(bits(a, name), bits(b, name))]
 
 
 def _median_us(fn, stream, cuda, steps: int = TIMED_STEPS) -> float:
@@ -189,26 +196,22 @@ def findings(variant: str, shape, launch, bufs, cuda, on_gpu: bool = False) -> d
         return out
     if variant != "graph":
         return out
-    start = _clone(bufs, cuda)
-    eager = _clone(start, cuda)
+    start = clone(bufs, cuda)
+    eager = clone(start, cuda)
     launch.step(eager, launch.stream)
     for name in graph.WRITTEN:
         bufs[name].copy_to_device(start[name])
     launch(bufs)  # a replay: the graph was captured on these buffers by the check
     cuda.synchronize()
-    differing = [
-        name
-        for name in outputs(shape)
-        if not np.array_equal(eager[name].copy_to_host().view(np.uint32), bufs[name].copy_to_host().view(np.uint32))
-    ]
+    differ = differing(outputs(shape), eager, bufs)
     out.update(
-        identical=not differing,
-        differing=differing,
+        identical=not differ,
+        differing=differ,
         eager_us=_median_us(lambda: launch.step(eager, launch.stream), launch.stream, cuda),
         graph_us=_median_us(lambda: launch(bufs), launch.stream, cuda),
     )
-    if differing:
-        out["note"] = f"graph replay differs from the eager step in {', '.join(differing)}"
+    if differ:
+        out["note"] = f"graph replay differs from the eager step in {', '.join(differ)}"
     return out
 
 

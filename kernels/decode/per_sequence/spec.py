@@ -162,30 +162,17 @@ def per_sequence_launches(shape) -> int:
     return shape["n"] * launches(shape)
 
 
-def _clone(bufs: Mapping[str, Any], cuda) -> dict:
-    out = {}
-    for name, arr in bufs.items():
-        copy = cuda.device_array(arr.shape, arr.dtype)
-        copy.copy_to_device(arr)
-        out[name] = copy
-    return out
-
-
 def findings(variant: str, shape: Shape, launch, bufs, cuda, on_gpu: bool = False) -> dict:
     """The record's ``findings``: the model facts ``select()`` read, and
     whether the other variant, run from the same buffers (copies of the
     check's, after its step), writes what this one writes bit for bit
     (``identical``; ``differing`` names the outputs that differ)."""
     other = (per_sequence if variant == batched.NAME else batched).build(shape)
-    mine, theirs = _clone(bufs, cuda), _clone(bufs, cuda)
+    mine, theirs = step_spec.clone(bufs, cuda), step_spec.clone(bufs, cuda)
     launch(mine)
     other(theirs)
     cuda.synchronize()
-    differing = [
-        name
-        for name in outputs(shape)
-        if not np.array_equal(mine[name].copy_to_host().view(np.uint32), theirs[name].copy_to_host().view(np.uint32))
-    ]
+    differing = step_spec.differing(outputs(shape), mine, theirs)
     out = {"mla": bool(shape["mla"]), "hc_mult": int(shape["hc_mult"]), "identical": not differing}
     if differing:
         out["differing"] = differing
