@@ -1,6 +1,7 @@
 """Shared memory by address: the 32-bit shared-window address of a shared
-array (``cvta.to.shared.u64``), 16-byte stores through it (``st.shared.v4``;
-``st_shared_f32x4``/``ld_shared_f32x4`` move four float32 each way),
+array (``cvta.to.shared.u64``), 16-byte accesses through it (``st.shared.v4``
+and ``ld_shared_v4`` four words; ``st_shared_f32x4``/``ld_shared_f32x4``
+four float32 each way),
 views of the dynamic shared memory as arrays of any shape
 (``shared_view``), and in the simulator the registry that maps those addresses back to arrays,
 for every twin of an instruction that takes a shared address (wgmma's
@@ -69,6 +70,30 @@ def _st_shared_v4():
         return types.void(addr, a, b, c, d), codegen
 
     return intrinsic(st_shared_v4)
+
+
+def _ld_shared_v4():
+    from llvmlite import ir
+    from numba.cuda import types
+    from numba.cuda.extending import intrinsic
+
+    def ld_shared_v4(typingctx, addr):
+        if not isinstance(addr, types.Integer):
+            return None
+
+        def codegen(context, builder, signature, args):
+            i32 = ir.IntType(32)
+            at = context.cast(builder, args[0], signature.args[0], types.uint32)
+            fnty = ir.FunctionType(ir.LiteralStructType([i32] * 4), [i32])
+            # volatile, as the other shared accesses by address: no barrier
+            # or store may be crossed
+            asm = ir.InlineAsm(fnty, "ld.shared.v4.b32 {$0, $1, $2, $3}, [$4];", "=r,=r,=r,=r,r", True)
+            res = builder.call(asm, [at])
+            return context.make_tuple(builder, signature.return_type, [builder.extract_value(res, i) for i in range(4)])
+
+        return types.UniTuple(types.uint32, 4)(addr), codegen
+
+    return intrinsic(ld_shared_v4)
 
 
 def _shared_f32x4():
@@ -228,6 +253,16 @@ def _twin_ld_shared_f32x4(addr):
     return np.float32(w[0]), np.float32(w[1]), np.float32(w[2]), np.float32(w[3])
 
 
+def _twin_ld_shared_v4(addr):
+    addr = int(addr)
+    base, arr = _twin_region(addr, 16, "ld.shared.v4")
+    hook = simwarp.TRACE_HOOK
+    if hook is not None:  # memory tracer: one 16-byte load
+        arr = hook("load", arr, addr - base, 16)
+    w = np.asarray(arr).reshape(-1).view(np.uint8)[addr - base : addr - base + 16].view(np.uint32)
+    return np.uint32(w[0]), np.uint32(w[1]), np.uint32(w[2]), np.uint32(w[3])
+
+
 def twin_read_shared(addr: int, nbytes: int, what: str) -> np.ndarray:
     """A copy of ``nbytes`` bytes at shared-window address ``addr`` (the
     simulator's), one load of that width under the memory tracer: for the
@@ -254,11 +289,13 @@ if config.ENABLE_CUDASIM:
     st_shared_v4 = _twin_st_shared_v4
     st_shared_f32x4 = _twin_st_shared_f32x4
     ld_shared_f32x4 = _twin_ld_shared_f32x4
+    ld_shared_v4 = _twin_ld_shared_v4
 else:
     smem_addr = _smem_addr()
     shared_view = _shared_view()
     st_shared_v4 = _st_shared_v4()
     st_shared_f32x4, ld_shared_f32x4 = _shared_f32x4()
+    ld_shared_v4 = _ld_shared_v4()
 
 st_shared_v4.__doc__ = (
     "``st.shared.v4.b32``: four 32-bit words to the 16-byte-aligned shared-window "
@@ -266,6 +303,9 @@ st_shared_v4.__doc__ = (
 )
 st_shared_f32x4.__doc__ = "``st.shared.v4.f32``: four float32 to the 16-byte-aligned shared-window address ``addr``."
 ld_shared_f32x4.__doc__ = "``ld.shared.v4.f32``: four float32 from the 16-byte-aligned shared-window address ``addr``."
+ld_shared_v4.__doc__ = (
+    "``ld.shared.v4.b32``: four 32-bit words from the 16-byte-aligned shared-window address ``addr``."
+)
 shared_view.__doc__ = (
     "``shared_view(arr, start, shape)``: a C-contiguous ``shape`` array over ``arr[start:]`` "
     "(1-D, C-contiguous: the dynamic shared memory), no copy."

@@ -28,10 +28,11 @@ from functools import lru_cache
 import numpy as np
 from numba import cuda, float32
 
-from ..common import bits, cvt, vload
+from ..common import bits, cvt, smem, vload
 from ..common.int4_device import nibble
 
 FORMATS = ("int4", "nvfp4", "fp8")
+LANES = 8  # lanes an output (the per-row kernels' group)
 FP8_BLOCK = 128  # the FP8 weights' scale blocks, 128 x 128: the common block-wise FP8 layout (this project's choice)
 
 
@@ -103,46 +104,132 @@ def make_decode8(FMT: str):
 WIDE_VALUES = {"int4": 32, "nvfp4": 32, "fp8": 16}
 
 
+# The activations a block reads are staged in shared memory once, ``STAGE``
+# inputs a chunk, in 16-byte units at swizzled places: unit ``u`` lives at
+# unit ``swz(u) = u ^ ((u >> 3) & 7)``. An fp16 row of x stays fp16 (eight
+# values a unit, converted as read: half the registers and shared memory of
+# float32); a float32 row of SiLU products keeps four a unit. A lane of an
+# output's 8-lane group reads the units of its own weights' values (4 or 8
+# for a 16-byte int4/NVFP4 load, 2 or 4 for an FP8 one, 1 or 2 for an
+# 8-value chunk), so the 8 lanes of a quarter-warp read units 1, 2, 4 or 8
+# apart, which the XOR spreads over the 8 different 16-byte bank groups;
+# the stagers' writes of consecutive units stay conflict-free too.
+STAGE = 2048
+
+
 @cuda.jit(device=True, inline="always")
-def dot8_h(w, xr, k):
-    """:func:`dot8` of an fp16 row, its eight values one 16-byte load
-    (``ld.global.nc.v4``: the activations are read-only here), summed in
-    the same order."""
-    a, b, c, d = vload.ldg_v4(xr, k)
+def swz(u):
+    """The staged place of 16-byte unit ``u``."""
+    return u ^ ((u >> 3) & 7)
+
+
+@cuda.jit(device=True, inline="always")
+def ld8_f(xa, j):
+    """Eight staged float32 values from local index ``j`` (a multiple of 8)
+    of the stage at shared address ``xa``: two ``ld.shared.v4.f32``."""
+    u = j >> 2
+    x0, x1, x2, x3 = smem.ld_shared_f32x4(xa + np.uint32(16 * swz(u)))
+    x4, x5, x6, x7 = smem.ld_shared_f32x4(xa + np.uint32(16 * swz(u + 1)))
+    return x0, x1, x2, x3, x4, x5, x6, x7
+
+
+@cuda.jit(device=True, inline="always")
+def ld8_h(xa, j):
+    """:func:`ld8_f` of a stage of fp16: one ``ld.shared.v4``, each pair
+    converted to float32 (exactly)."""
+    a, b, c, d = smem.ld_shared_v4(xa + np.uint32(16 * swz(j >> 3)))
     x0, x1 = cvt.f16x2_to_f32x2(a)
     x2, x3 = cvt.f16x2_to_f32x2(b)
     x4, x5 = cvt.f16x2_to_f32x2(c)
     x6, x7 = cvt.f16x2_to_f32x2(d)
-    return w[0] * x0 + w[1] * x1 + w[2] * x2 + w[3] * x3 + w[4] * x4 + w[5] * x5 + w[6] * x6 + w[7] * x7
+    return x0, x1, x2, x3, x4, x5, x6, x7
 
 
 @cuda.jit(device=True, inline="always")
-def dot8_f(w, xr, k):
-    """:func:`dot8` of a float32 row, its eight values two 16-byte loads."""
-    x0, x1, x2, x3 = vload.ld_f32x4(xr, k)
-    x4, x5, x6, x7 = vload.ld_f32x4(xr, k + 4)
-    return w[0] * x0 + w[1] * x1 + w[2] * x2 + w[3] * x3 + w[4] * x4 + w[5] * x5 + w[6] * x6 + w[7] * x7
+def dot8v(w, x):
+    """``sum_i w[i] * x[i]`` over eight values, in a fixed order."""
+    return w[0] * x[0] + w[1] * x[1] + w[2] * x[2] + w[3] * x[3] + w[4] * x[4] + w[5] * x[5] + w[6] * x[6] + w[7] * x[7]
+
+
+@cuda.jit(device=True, inline="always")
+def sdot8_f(w, xa, j):
+    """``sum_i w[i] * xs[j + i]`` over eight staged float32 values
+    (:func:`ld8_f`), summed in a fixed order."""
+    return dot8v(w, ld8_f(xa, j))
+
+
+@cuda.jit(device=True, inline="always")
+def sdot8_h(w, xa, j):
+    """:func:`sdot8_f` of eight staged fp16 values (:func:`ld8_h`)."""
+    return dot8v(w, ld8_h(xa, j))
+
+
+LD8 = {"f16": ld8_h, "f32": ld8_f}
+
+
+# int4's group scales of a chunk, staged beside the activations: a
+# ``STAGE`` chunk of a row covers 16 groups of 128, whose fp16 scales are 32
+# contiguous bytes (one sector); the block's rows' are copied once a chunk,
+# two 16-byte loads a row (:func:`stage_scales`), where each step would
+# otherwise read a sector a row for 4 of its bytes (a warp's four rows lie
+# ``K / 64`` bytes apart). Where the rows' scales are not whole 16-byte
+# loads (``K`` not a multiple of 1024, or not on 16 bytes) each step reads
+# its scale as before; a warp's four rows then share a sector.
+SCALE_ROWS = 32  # gate/up: the block's 16 gate rows, then its 16 up rows
+SCALE_GROUPS = STAGE // 128
+SCALE_HALVES = SCALE_ROWS * SCALE_GROUPS
+
+
+@cuda.jit(device=True, inline="always")
+def stage_scales(sa, wb, e, n0, nend, off, sets, c0, c1, t):
+    """Thread ``t < 32 sets`` copies 16 bytes (8 scales) of row ``n0 + r
+    (+ off for the second set)`` of expert ``e``'s int4 scales, chunk
+    ``c0 .. c1``, to place ``t`` of the stage at shared address ``sa``
+    (``[set][row][16]`` fp16): rows past ``nend`` and halves past the chunk
+    copy nothing."""
+    if t < 32 * sets:
+        r = (t >> 1) & 15
+        h = t & 1
+        n = n0 + r
+        if n < nend and (h == 0 or c1 - c0 > 1024):
+            w32 = wb.view(np.uint32)  # fp16 pairs: 8 scales a 16-byte load
+            at = (np.int64(e) * w32.shape[1] + n + (t >> 5) * off) * w32.shape[2] + (c0 >> 8) + 4 * h
+            a0, a1, a2, a3 = vload.ldg_v4(w32, at)
+            smem.st_shared_v4(sa + np.uint32(16 * t), a0, a1, a2, a3)
 
 
 @lru_cache(maxsize=None)
-def make_dot_wide(FMT: str, X: str = "f16"):
-    """Device functions ``(wide_ok(wa, k, x), dot(wa, wb, wc, e, n, q, xr))``:
-    ``dot`` is ``sum_j W_e[n, k0 + j] * xr[k0 + j]`` over the ``V`` values of
-    one 16-byte load of expert ``e``'s row ``n`` (``k0 = q V``; ``V`` is
-    :data:`WIDE_VALUES`: 32 int4 or NVFP4 values, 16 FP8 codes), the load an
-    ``ld.global.nc.v4.u32`` of the weights viewed as words, decoded in
-    registers eight values at a time and summed in the order of
-    ``make_decode8``'s chunks; the activations ``xr`` (``X``: fp16 ``f16`` or
-    float32 ``f32`` rows) come in 16-byte loads too, eight values a load or
-    two. ``wide_ok``: rows of ``k`` values are whole loads and the weights
-    and activations ``x`` start on 16 bytes (the loop is then this)."""
+def make_dot_wide(FMT: str, X: str):
+    """Device functions ``(wide_ok(wa, wb, k), dot, dot_pair)`` over the
+    ``V`` values of one 16-byte load of an expert's row (``k0 = q V``; ``V``
+    is :data:`WIDE_VALUES`: 32 int4 or NVFP4 values, 16 FP8 codes), the
+    load an ``ld.global.nc.v4.u32`` of the weights viewed as words, decoded
+    in registers eight values at a time and summed in the order of
+    ``make_decode8``'s chunks, the activations from the stage at shared
+    address ``xa`` holding inputs ``c0 ..`` (:data:`LD8`: ``X`` is ``f16``
+    or ``f32``, the stage's type):
+
+    * ``dot(acc, wa, wb, wc, e, n, q, q1, xa, c0, ss, lr, sfast)``: ``acc``
+      plus ``sum_j W_e[n, k0 + j] x[k0 + j]`` over loads ``q`` and ``q +
+      LANES`` (below ``q1``), both issued before either is used;
+    * ``dot_pair(g, u, wa, wb, wc, e, n, n2, q, q1, xa, c0, ss, lr, lr2,
+      sfast)``: the same for rows ``n`` and ``n2`` (gate and up) over load
+      ``q``, each eight staged values read once for both, each row's sum in
+      ``dot``'s order.
+
+    ``wide_ok``: rows of ``k`` values are whole loads and the weights start
+    on 16 bytes (the loop is then this). ``sfast``: int4 reads its group
+    scale from row ``lr`` of the chunk's staged scales ``ss``
+    (:func:`stage_scales`); other formats ignore the three."""
     V = WIDE_VALUES[FMT]
     KPW = {"int4": 8, "nvfp4": 8, "fp8": 4}[FMT]  # values per 32-bit word
-    xdot8 = {"f16": dot8_h, "f32": dot8_f}[X]
+    ld8 = LD8[X]
 
     @cuda.jit(device=True, inline="always")
-    def wide_ok(wa, k, x):
-        return k % V == 0 and vload.aligned16(wa) and vload.aligned16(x)
+    def wide_ok(wa, wb, k):
+        # NVFP4 reads a load's two block scales as one 16-bit word: K / 16
+        # scales a row, even, from an aligned start
+        return k % V == 0 and vload.aligned16(wa) and (FMT != "nvfp4" or vload.aligned16(wb))
 
     if FMT == "int4":  # already words
 
@@ -157,46 +244,140 @@ def make_dot_wide(FMT: str, X: str = "f16"):
             w32 = wa.view(np.uint32)
             return vload.ldg_v4(w32, (np.int64(e) * w32.shape[1] + n) * w32.shape[2] + q * (V // KPW))
 
+    # ``row(...) -> (w0, w1, w2, w3, sa, sb)``: a load's words and scales;
+    # ``chunk{i}(w0, w1, w2, w3, sa, sb, ts)``: its i-th eight values.
     if FMT == "int4":
 
         @cuda.jit(device=True, inline="always")
-        def dot(wa, wb, wc, e, n, q, xr):
+        def row(wa, wb, wc, e, n, q, c0, ss, lr, sfast):
             w0, w1, w2, w3 = words_of(wa, e, n, q)
             k0 = q * V
-            s = float32(wb[e, n, k0 >> 7])  # 32 values within one group of 128
-            return (
-                xdot8(_q8(w0, s), xr, k0)
-                + xdot8(_q8(w1, s), xr, k0 + 8)
-                + xdot8(_q8(w2, s), xr, k0 + 16)
-                + xdot8(_q8(w3, s), xr, k0 + 24)
-            )
+            # 32 values within one group of 128: its scale staged, or loaded
+            s = float32(ss[lr * SCALE_GROUPS + ((k0 - c0) >> 7)]) if sfast else float32(wb[e, n, k0 >> 7])
+            return w0, w1, w2, w3, s, s
+
+        @cuda.jit(device=True, inline="always")
+        def chunk0(w0, w1, w2, w3, sa, sb, ts):
+            return _q8(w0, sa)
+
+        @cuda.jit(device=True, inline="always")
+        def chunk1(w0, w1, w2, w3, sa, sb, ts):
+            return _q8(w1, sa)
+
+        @cuda.jit(device=True, inline="always")
+        def chunk2(w0, w1, w2, w3, sa, sb, ts):
+            return _q8(w2, sa)
+
+        @cuda.jit(device=True, inline="always")
+        def chunk3(w0, w1, w2, w3, sa, sb, ts):
+            return _q8(w3, sa)
 
     elif FMT == "nvfp4":
 
         @cuda.jit(device=True, inline="always")
-        def dot(wa, wb, wc, e, n, q, xr):
+        def row(wa, wb, wc, e, n, q, c0, ss, lr, sfast):
             w0, w1, w2, w3 = words_of(wa, e, n, q)
-            k0 = q * V
-            ts = wc[e]
-            s0 = bits.e4m3_to_f32(wb[e, n, k0 >> 4])  # two 16-value blocks
-            s1 = bits.e4m3_to_f32(wb[e, n, (k0 >> 4) + 1])
-            return (
-                xdot8(_fp8x(w0, s0, ts), xr, k0)
-                + xdot8(_fp8x(w1, s0, ts), xr, k0 + 8)
-                + xdot8(_fp8x(w2, s1, ts), xr, k0 + 16)
-                + xdot8(_fp8x(w3, s1, ts), xr, k0 + 24)
-            )
+            # the two 16-value blocks' scales, adjacent bytes: one 16-bit load
+            pair = np.uint32(wb.view(np.uint16)[e, n, (q * V) >> 5])
+            return w0, w1, w2, w3, bits.e4m3_to_f32(pair & np.uint32(255)), bits.e4m3_to_f32(pair >> np.uint32(8))
+
+        @cuda.jit(device=True, inline="always")
+        def chunk0(w0, w1, w2, w3, sa, sb, ts):
+            return _fp8x(w0, sa, ts)
+
+        @cuda.jit(device=True, inline="always")
+        def chunk1(w0, w1, w2, w3, sa, sb, ts):
+            return _fp8x(w1, sa, ts)
+
+        @cuda.jit(device=True, inline="always")
+        def chunk2(w0, w1, w2, w3, sa, sb, ts):
+            return _fp8x(w2, sb, ts)
+
+        @cuda.jit(device=True, inline="always")
+        def chunk3(w0, w1, w2, w3, sa, sb, ts):
+            return _fp8x(w3, sb, ts)
 
     else:
 
         @cuda.jit(device=True, inline="always")
-        def dot(wa, wb, wc, e, n, q, xr):
+        def row(wa, wb, wc, e, n, q, c0, ss, lr, sfast):
             w0, w1, w2, w3 = words_of(wa, e, n, q)
-            k0 = q * V
-            s = wb[e, n // FP8_BLOCK, k0 // FP8_BLOCK]  # 16 values within one block of 128
-            return xdot8(_e8(w0, w1, s), xr, k0) + xdot8(_e8(w2, w3, s), xr, k0 + 8)
+            s = wb[e, n // FP8_BLOCK, (q * V) // FP8_BLOCK]  # 16 values within one block of 128
+            return w0, w1, w2, w3, s, s
 
-    return wide_ok, dot
+        @cuda.jit(device=True, inline="always")
+        def chunk0(w0, w1, w2, w3, sa, sb, ts):
+            return _e8(w0, w1, sa)
+
+        @cuda.jit(device=True, inline="always")
+        def chunk1(w0, w1, w2, w3, sa, sb, ts):
+            return _e8(w2, w3, sa)
+
+        chunk2 = chunk3 = chunk1  # FP8: two chunks a load (not reached)
+
+    TS = FMT == "nvfp4"
+    FOUR = V // 8 == 4
+
+    @cuda.jit(device=True, inline="always")
+    def use(w0, w1, w2, w3, sa, sb, ts, xa, j):
+        """A loaded row's sum against the staged values from ``j``."""
+        acc = dot8v(chunk0(w0, w1, w2, w3, sa, sb, ts), ld8(xa, j))
+        acc += dot8v(chunk1(w0, w1, w2, w3, sa, sb, ts), ld8(xa, j + 8))
+        if FOUR:
+            acc += dot8v(chunk2(w0, w1, w2, w3, sa, sb, ts), ld8(xa, j + 16))
+            acc += dot8v(chunk3(w0, w1, w2, w3, sa, sb, ts), ld8(xa, j + 24))
+        return acc
+
+    @cuda.jit(device=True, inline="always")
+    def use_pair(w0, w1, w2, w3, sa, sb, v0, v1, v2, v3, ta, tb, ts, xa, j):
+        """:func:`use` of two rows (gate and up) against the same staged
+        values, each eight read once for both."""
+        x = ld8(xa, j)
+        g = dot8v(chunk0(w0, w1, w2, w3, sa, sb, ts), x)
+        u = dot8v(chunk0(v0, v1, v2, v3, ta, tb, ts), x)
+        x = ld8(xa, j + 8)
+        g += dot8v(chunk1(w0, w1, w2, w3, sa, sb, ts), x)
+        u += dot8v(chunk1(v0, v1, v2, v3, ta, tb, ts), x)
+        if FOUR:
+            x = ld8(xa, j + 16)
+            g += dot8v(chunk2(w0, w1, w2, w3, sa, sb, ts), x)
+            u += dot8v(chunk2(v0, v1, v2, v3, ta, tb, ts), x)
+            x = ld8(xa, j + 24)
+            g += dot8v(chunk3(w0, w1, w2, w3, sa, sb, ts), x)
+            u += dot8v(chunk3(v0, v1, v2, v3, ta, tb, ts), x)
+        return g, u
+
+    @cuda.jit(device=True, inline="always")
+    def dot(acc, wa, wb, wc, e, n, q, q1, xa, c0, ss, lr, sfast):
+        """``acc`` plus row ``n``'s sums over loads ``q`` and, where ``q +
+        LANES < q1``, ``q + LANES``: both loads issued before either is used
+        (two in flight a lane), the sums added in step order."""
+        ts = wc[e] if TS else float32(1.0)
+        qb = q + LANES
+        more = qb < q1
+        w0, w1, w2, w3, sa, sb = row(wa, wb, wc, e, n, q, c0, ss, lr, sfast)
+        z = np.uint32(0)
+        y0 = y1 = y2 = y3 = z
+        ya = yb = sa
+        if more:
+            y0, y1, y2, y3, ya, yb = row(wa, wb, wc, e, n, qb, c0, ss, lr, sfast)
+        acc += use(w0, w1, w2, w3, sa, sb, ts, xa, q * V - c0)
+        if more:
+            acc += use(y0, y1, y2, y3, ya, yb, ts, xa, qb * V - c0)
+        return acc
+
+    @cuda.jit(device=True, inline="always")
+    def dot_pair(g, u, wa, wb, wc, e, n, n2, q, q1, xa, c0, ss, lr, lr2, sfast):
+        """:func:`dot` of rows ``n`` (into ``g``) and ``n2`` (into ``u``):
+        one load of each row, at one step (four rows' loads would hold too
+        many registers: gate and up already make two in flight a lane)."""
+        ts = wc[e] if TS else float32(1.0)
+        w0, w1, w2, w3, sa, sb = row(wa, wb, wc, e, n, q, c0, ss, lr, sfast)
+        v0, v1, v2, v3, ta, tb = row(wa, wb, wc, e, n2, q, c0, ss, lr2, sfast)
+        dg, du = use_pair(w0, w1, w2, w3, sa, sb, v0, v1, v2, v3, ta, tb, ts, xa, q * V - c0)
+        return g + dg, u + du
+
+    return wide_ok, dot, dot_pair
 
 
 @cuda.jit(device=True, inline="always")
@@ -242,19 +423,4 @@ def _e8(lo, hi, s):
         bits.e4m3_to_f32((hi >> np.uint32(8)) & np.uint32(255)) * s,
         bits.e4m3_to_f32((hi >> np.uint32(16)) & np.uint32(255)) * s,
         bits.e4m3_to_f32(hi >> np.uint32(24)) * s,
-    )
-
-
-@cuda.jit(device=True, inline=True)
-def dot8(w, xr, k):
-    """``sum_j w[j] * xr[k + j]`` in float32, in a fixed order."""
-    return (
-        w[0] * float32(xr[k])
-        + w[1] * float32(xr[k + 1])
-        + w[2] * float32(xr[k + 2])
-        + w[3] * float32(xr[k + 3])
-        + w[4] * float32(xr[k + 4])
-        + w[5] * float32(xr[k + 5])
-        + w[6] * float32(xr[k + 6])
-        + w[7] * float32(xr[k + 7])
     )

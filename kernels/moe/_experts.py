@@ -39,14 +39,33 @@ from functools import lru_cache
 
 import numpy as np
 from numba import cuda, float32
+from numba.core import types
 
-from ..common.launch import blocks_for, check_block, check_grid
-from ._decode import WIDE_VALUES, dot8, make_decode8, make_dot_wide
+from ..common import smem, vload
+from ..common.launch import blocks_for, check_block, check_grid, jit_bounded
+from ._decode import (
+    SCALE_HALVES,
+    STAGE,
+    WIDE_VALUES,
+    dot8v,
+    ld8_h,
+    make_decode8,
+    make_dot_wide,
+    sdot8_f,
+    stage_scales,
+    swz,
+)
 
 FULL_MASK = 0xFFFFFFFF
 LANES = 8
 THREADS = 128
 OUT_PER_BLOCK = THREADS // LANES
+# The per-row kernels' launch bound: seven resident blocks an SM (28 warps,
+# at most 72 registers a thread; no spill in any format). Unbounded, ptxas
+# takes 93-149 registers for the staged kernels and halves the warps in
+# flight; at eight blocks (64) the NVFP4 and FP8 gate/up kernels spill.
+MIN_BLOCKS = 7
+float16 = types.float16
 SORT_THREADS = 32  # one warp per expert in the routing sort
 COMBINE_THREADS = 128
 
@@ -65,36 +84,113 @@ def silu_mul(g, u):
     return g / (float32(1.0) + math.exp(-g)) * u
 
 
+@cuda.jit(device=True)
+def stage_f16(xs, xa, x, c0, k, t, vec):
+    """Inputs ``c0 .. c0 + STAGE - 1`` (or to ``k``) of the fp16 row ``x``
+    into the fp16 stage ``xs`` (shared address ``xa``). With ``vec``, a
+    chunk's 256 16-byte units are two a thread (``STAGE = 2 * 8 *
+    THREADS``: no loop, so nothing for the compiler to unroll), both
+    ``ld.global.nc.v4`` issued before either swizzled ``st.shared.v4``: one
+    round trip; otherwise one value a lane a load."""
+    m = min(STAGE, k - c0)
+    n8 = m // 8 if vec else 0
+    i2 = t + THREADS
+    z = np.uint32(0)
+    a0 = a1 = a2 = a3 = b0 = b1 = b2 = b3 = z
+    if t < n8:
+        a0, a1, a2, a3 = vload.ldg_v4(x, c0 + 8 * t)
+    if i2 < n8:
+        b0, b1, b2, b3 = vload.ldg_v4(x, c0 + 8 * i2)
+    if t < n8:
+        smem.st_shared_v4(xa + np.uint32(16 * swz(t)), a0, a1, a2, a3)
+    if i2 < n8:
+        smem.st_shared_v4(xa + np.uint32(16 * swz(i2)), b0, b1, b2, b3)
+    for j in range(8 * n8 + t, m, THREADS):
+        xs[8 * swz(j >> 3) + (j & 7)] = x[c0 + j]
+
+
+@cuda.jit(device=True, inline="always")
+def _f32_unit(xa, x, c0, i, n4, d0, d1, d2, d3):
+    if i < n4:
+        smem.st_shared_f32x4(xa + np.uint32(16 * swz(i)), d0, d1, d2, d3)
+
+
+@cuda.jit(device=True)
+def stage_f32(xs, xa, x, c0, k, t, vec):
+    """:func:`stage_f16` of a float32 row into a float32 stage: a chunk's
+    512 units are four a thread (``ld.global.v4.f32``), all four issued
+    before any is stored (``st.shared.v4.f32``)."""
+    m = min(STAGE, k - c0)
+    n4 = m // 4 if vec else 0
+    z = float32(0.0)
+    a0 = a1 = a2 = a3 = b0 = b1 = b2 = b3 = z
+    c0_ = c1_ = c2_ = c3_ = d0 = d1 = d2 = d3 = z
+    if t < n4:
+        a0, a1, a2, a3 = vload.ld_f32x4(x, c0 + 4 * t)
+    if t + THREADS < n4:
+        b0, b1, b2, b3 = vload.ld_f32x4(x, c0 + 4 * (t + THREADS))
+    if t + 2 * THREADS < n4:
+        c0_, c1_, c2_, c3_ = vload.ld_f32x4(x, c0 + 4 * (t + 2 * THREADS))
+    if t + 3 * THREADS < n4:
+        d0, d1, d2, d3 = vload.ld_f32x4(x, c0 + 4 * (t + 3 * THREADS))
+    _f32_unit(xa, x, c0, t, n4, a0, a1, a2, a3)
+    _f32_unit(xa, x, c0, t + THREADS, n4, b0, b1, b2, b3)
+    _f32_unit(xa, x, c0, t + 2 * THREADS, n4, c0_, c1_, c2_, c3_)
+    _f32_unit(xa, x, c0, t + 3 * THREADS, n4, d0, d1, d2, d3)
+    for j in range(4 * n4 + t, m, THREADS):
+        xs[4 * swz(j >> 2) + (j & 3)] = float32(x[c0 + j])
+
+
 @lru_cache(maxsize=None)
 def make_gateup_rows(FMT: str):
     """``h[a] = silu(x[r] Wg_e^T) * (x[r] Wu_e^T)`` for assignments
     ``row0 * k .. (row0 + gridDim.y / k) * k``; grid ``(ceil(I / 16), rows * k)``."""
     dec = make_decode8(FMT)
-    wide_ok, dot_wide = make_dot_wide(FMT, "f16")
+    wide_ok, _, dot_pair = make_dot_wide(FMT, "f16")
+    INT4 = FMT == "int4"
     V = WIDE_VALUES[FMT]
 
-    @cuda.jit
+    @jit_bounded(THREADS, MIN_BLOCKS)
     def gateup_rows(h, x, ids, wa, wb, wc, row0):
+        xs = cuda.shared.array(STAGE, dtype=float16)
+        xa = smem.smem_addr(xs)
+        ss = cuda.shared.array(SCALE_HALVES, dtype=float16)  # int4: the chunk's scales
+        sa = smem.smem_addr(ss)
         t = cuda.threadIdx.x
         lane = t % LANES
-        n = cuda.blockIdx.x * OUT_PER_BLOCK + t // LANES
+        r16 = t // LANES  # the output's row in the block
+        n0 = cuda.blockIdx.x * OUT_PER_BLOCK
+        n = n0 + r16
         inter = h.shape[1]
         topk = ids.shape[1]
+        k = x.shape[1]
         a = row0 * topk + cuda.blockIdx.y
         r = a // topk
         e = ids[r, a - r * topk]
         xr = x[r]
+        wide = wide_ok(wa, wb, k)  # 16 bytes of each row a lane a step
+        sfast = INT4 and wide and k % 1024 == 0 and vload.aligned16(wb)
+        vec = vload.aligned16(xr) and k % 8 == 0
         g = float32(0.0)
         u = float32(0.0)
-        if n < inter:
-            if wide_ok(wa, x.shape[1], x):  # 16 bytes of each row a lane a step
-                for q in range(lane, x.shape[1] // V, LANES):
-                    g += dot_wide(wa, wb, wc, e, n, q, xr)
-                    u += dot_wide(wa, wb, wc, e, n + inter, q, xr)
-            else:
-                for c in range(lane, x.shape[1] // 8, LANES):
-                    g += dot8(dec(wa, wb, wc, e, n, c), xr, 8 * c)
-                    u += dot8(dec(wa, wb, wc, e, n + inter, c), xr, 8 * c)
+        for c0 in range(0, k, STAGE):
+            if c0 > 0:
+                cuda.syncthreads()  # every lane is done with the last chunk
+            c1 = min(k, c0 + STAGE)
+            stage_f16(xs, xa, xr, c0, k, t, vec)
+            if sfast:
+                stage_scales(sa, wb, e, n0, inter, inter, 2, c0, c1, t)
+            cuda.syncthreads()
+            if n < inter:
+                if wide:
+                    q1 = c1 // V
+                    for q in range(c0 // V + lane, q1, LANES):
+                        g, u = dot_pair(g, u, wa, wb, wc, e, n, n + inter, q, q1, xa, c0, ss, r16, r16 + 16, sfast)
+                else:
+                    for c in range(c0 // 8 + lane, c1 // 8, LANES):
+                        xv = ld8_h(xa, 8 * c - c0)  # once for gate and up
+                        g += dot8v(dec(wa, wb, wc, e, n, c), xv)
+                        u += dot8v(dec(wa, wb, wc, e, n + inter, c), xv)
         g = group_sum(g)
         u = group_sum(u)
         if n < inter and lane == 0:
@@ -108,30 +204,49 @@ def make_down_rows(FMT: str):
     """``y[r] = sum_s rw[r, s] * (h[r k + s] Wd_e^T)`` for rows ``row0 ..
     row0 + gridDim.y``; grid ``(ceil(H / 16), rows)``."""
     dec = make_decode8(FMT)
-    wide_ok, dot_wide = make_dot_wide(FMT, "f32")
+    wide_ok, dot_wide, _ = make_dot_wide(FMT, "f32")
+    INT4 = FMT == "int4"
     V = WIDE_VALUES[FMT]
 
-    @cuda.jit
+    @jit_bounded(THREADS, MIN_BLOCKS)
     def down_rows(y, h, ids, rw, wa, wb, wc, row0):
+        xs = cuda.shared.array(STAGE, dtype=float32)
+        xa = smem.smem_addr(xs)
+        ss = cuda.shared.array(SCALE_HALVES, dtype=float16)  # int4: the chunk's scales (16 rows)
+        sa = smem.smem_addr(ss)
         t = cuda.threadIdx.x
         lane = t % LANES
-        n = cuda.blockIdx.x * OUT_PER_BLOCK + t // LANES
+        r16 = t // LANES  # the output's row in the block
+        n0 = cuda.blockIdx.x * OUT_PER_BLOCK
+        n = n0 + r16
         r = row0 + cuda.blockIdx.y
         topk = ids.shape[1]
+        k = h.shape[1]
         acc = float32(0.0)
-        wide = wide_ok(wa, h.shape[1], h)
-        if n < y.shape[1]:
-            for s in range(topk):
-                e = ids[r, s]
-                hr = h[r * topk + s]
-                part = float32(0.0)
-                if wide:  # 16 bytes of the row a lane a step
-                    for q in range(lane, h.shape[1] // V, LANES):
-                        part += dot_wide(wa, wb, wc, e, n, q, hr)
-                else:
-                    for c in range(lane, h.shape[1] // 8, LANES):
-                        part += dot8(dec(wa, wb, wc, e, n, c), hr, 8 * c)
-                acc += rw[r, s] * part
+        wide = wide_ok(wa, wb, k)  # 16 bytes of the row a lane a step
+        sfast = INT4 and wide and k % 1024 == 0 and vload.aligned16(wb)
+        for s in range(topk):
+            e = ids[r, s]
+            hr = h[r * topk + s]
+            vec = vload.aligned16(hr) and k % 4 == 0
+            part = float32(0.0)
+            for c0 in range(0, k, STAGE):
+                if s > 0 or c0 > 0:
+                    cuda.syncthreads()  # every lane is done with the last chunk
+                c1 = min(k, c0 + STAGE)
+                stage_f32(xs, xa, hr, c0, k, t, vec)
+                if sfast:
+                    stage_scales(sa, wb, e, n0, y.shape[1], 0, 1, c0, c1, t)
+                cuda.syncthreads()
+                if n < y.shape[1]:
+                    if wide:
+                        q1 = c1 // V
+                        for q in range(c0 // V + lane, q1, 2 * LANES):  # two loads a lane in flight
+                            part = dot_wide(part, wa, wb, wc, e, n, q, q1, xa, c0, ss, r16, sfast)
+                    else:
+                        for c in range(c0 // 8 + lane, c1 // 8, LANES):
+                            part += sdot8_f(dec(wa, wb, wc, e, n, c), xa, 8 * c - c0)
+            acc += rw[r, s] * part
         acc = group_sum(acc)
         if n < y.shape[1] and lane == 0:
             y[r, n] = acc

@@ -169,6 +169,28 @@ def test_shared_float_quads_go_in_and_out_as_stored():
 
 
 @cuda.jit
+def _shared_word_round_trip(out, src):
+    """:func:`_shared_round_trip` of 32-bit words: st.shared.v4 in, the
+    next lane's slot back by ld_shared_v4."""
+    from leverctl_kernels.common import smem
+
+    buf = cuda.shared.array(128, np.uint32)
+    t = cuda.threadIdx.x
+    base = smem.smem_addr(buf)
+    smem.st_shared_v4(base + 16 * t, src[4 * t], src[4 * t + 1], src[4 * t + 2], src[4 * t + 3])
+    cuda.syncthreads()
+    w, x, y, z = smem.ld_shared_v4(base + 16 * ((t + 1) % 32))
+    out[4 * t], out[4 * t + 1], out[4 * t + 2], out[4 * t + 3] = w, x, y, z
+
+
+def test_shared_word_quads_go_in_and_out_as_stored():
+    src = (np.arange(128, dtype=np.uint32) * 0x01010101) ^ np.uint32(0x80000001)
+    out = np.zeros(128, np.uint32)
+    _shared_word_round_trip[1, 32](out, src)
+    np.testing.assert_array_equal(out, np.roll(src, -4))
+
+
+@cuda.jit
 def _views_of_dynamic_shared(out):
     """Two ``smem.shared_view``s of the dynamic shared memory: ``[2, 1, 4]``
     from element 0 and ``[3, 4]`` from element 8; lane t writes element t of

@@ -161,3 +161,18 @@ def test_the_decode_tile_kernels_issue_hmma_and_copy_the_tokens_rows_by_ldgsts(c
             assert any(op.startswith("HMMA.16816.F32") for op in opcodes(sass)), (name, opcodes(sass))
             copies = re.search(r"\bLDGSTS\.E\.BYPASS(\.\w+)*\.128\b", sass)
             assert bool(copies) == (gemm == "gateup"), name
+
+
+def test_the_per_row_kernels_stage_their_activations_and_read_them_16_bytes_at_a_time(compiled):
+    """Each per-row kernel stages its activations into shared memory by
+    16-byte loads and stores (fp16 x as loaded, float32 SiLU products as
+    ``.v4.f32``) behind a barrier, and reads them back 16 bytes at a time;
+    its weights come in ``ld.global.nc.v4.u32``."""
+    for fmt in ROWS_FORMATS:
+        for name, store, load in (
+            (f"gateup_rows_{fmt}", "st.shared.v4.b32", "ld.shared.v4.b32"),
+            (f"down_rows_{fmt}", "st.shared.v4.f32", "ld.shared.v4.f32"),
+        ):
+            ptx = Path(compiled["kernels"][name]["ptx"]).read_text()
+            for want in ("ld.global.nc.v4.u32", store, load, "bar.sync"):
+                assert want in ptx, (name, want)
