@@ -33,6 +33,24 @@ def ffn_shapes(preset: str, model: Mapping[str, Any] | None) -> list[Shape]:
     return [mk(f"{tag}-ffn h{hidden} i{inter}", m=1, hidden=hidden, inter=inter) for tag, inter in ffns]
 
 
+PROFILE_ROWS = 512  # the longest row the profile shape keeps, and so its most rows
+
+
+def ffn_profile_shape(shape: Shape) -> Shape:
+    """The memory trace's shape: ``hidden`` and ``inter`` each at most 512.
+    The down projection's rows are ``inter`` long and there are ``hidden``
+    of them, the gate and up projections' the other way round, so no shape
+    keeps both row lengths with few rows; at Qwen3-Next's 2048 x 512 this
+    keeps the down rows (512 int4, 256 bytes, four scale groups) and gives
+    the gate and up rows 512 of their 2048 inputs: the same alignment, whole
+    16-byte loads and sectors, a quarter of the length (their scale reads
+    then use fewer bytes of a sector than at the model's rows: a lower
+    bound). 512 + 512 one-warp rows trace in under a minute; the model's
+    2048 + 512 take minutes."""
+    h, i = min(shape["hidden"], PROFILE_ROWS), min(shape["inter"], PROFILE_ROWS)
+    return mk(f"profile h{h} i{i}", m=1, hidden=h, inter=i)
+
+
 def ffn_inputs(shape: Shape, rng: np.random.Generator) -> dict:
     h, i = shape["hidden"], shape["inter"]
     w = {
@@ -124,5 +142,8 @@ PATH = declare(
         "memory-bound: the three weight matrices dominate; decode_ffn_via_gemm "
         "takes precedence over decode_split_silu and gemv_sw"
     ),
-    extra={"weights": WeightUse((("ffn_gate", "ffn_up", "ffn_down"),), ffn_on_weights)},
+    extra={
+        "profile_shape": ffn_profile_shape,
+        "weights": WeightUse((("ffn_gate", "ffn_up", "ffn_down"),), ffn_on_weights),
+    },
 )
