@@ -107,8 +107,9 @@ def shapes(preset: str, model: Mapping[str, Any] | None) -> list[Shape]:
 def profile_shape(shape: Shape) -> Shape:
     """The memory trace's shape: the model's rows (GDN state ``dk x dv``
     and value heads per key head; attention ``hq``, ``hkv``, ``d`` and the
-    split policy), one sequence (three state slots) of 33 tokens (three KV
-    blocks, the last partial), one key head, one layer of each kind, and
+    split policy), one sequence (three state slots) of ``ctx`` 33
+    (``attention.paged_decode``'s lengths: 30 tokens, two KV blocks, the
+    second partial), one key head, one layer of each kind, and
     the model shape's serving facts."""
     one_key_head = {"hk": 1, "hv": shape["hv"] // shape["hk"]}
     d = {**shape.dims, "n": 1, "slots": 3, "ctx": 33, "gdn_layers": 1, "attn_layers": 1, **one_key_head}

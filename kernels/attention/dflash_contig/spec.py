@@ -78,8 +78,9 @@ PROFILE_DRAFT = 2  # query tokens of the profile shape's draft block
 def profile_shape(shape: Shape) -> Shape:
     """The memory trace's shape: the model's heads and head size (``hq``,
     ``hkv``, ``d``: so a token's K and V rows, their strides and alignment)
-    and split policy, one sequence of 33 tokens (three KV blocks, the last
-    partial: one split) and a draft block of 2 query tokens (of the model's
+    and split policy, one sequence of ``ctx`` 33 (:func:`lengths`: 30
+    tokens, two KV blocks, the second partial: one split) and a draft block
+    of 2 query tokens (of the model's
     16: each query's blocks read the same rows, so two keep the causal
     edge between queries at an eighth of the simulator's time)."""
     d = {**shape.dims, "n": 1, "ctx": 33, "t": min(shape["t"], PROFILE_DRAFT)}

@@ -102,8 +102,8 @@ def profile_shape(shape: Shape) -> Shape:
     """The memory trace's shape: the model's latent rank ``r`` and rotary
     dims ``p`` (so a cache row's length, stride and alignment: 576 bf16 at
     DeepSeek-V3) and its softmax scale, one tile of heads (at most 8, the
-    kernel's head tile) and one sequence of 33 tokens (three KV blocks, the
-    last partial)."""
+    kernel's head tile) and one sequence of ``ctx`` 33 (:func:`lengths`: 30
+    tokens, two KV blocks, the second partial)."""
     d = {**shape.dims, "n": 1, "ctx": 33, "h": min(shape["h"], MAX_HEAD_TILE)}
     return Shape(_label("profile", d), d)
 
