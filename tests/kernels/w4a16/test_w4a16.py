@@ -302,21 +302,20 @@ def test_model_shapes_dense_recipe():
     assert gemm[0].label == "ffn-gate m16 n12288 k4096"
 
 
-def test_the_ffn_profile_shape_keeps_rows_up_to_512_long():
-    """The FFN's profile shape: each row length the model's where it is at
-    most 512 (Qwen3-Next's down rows, ``inter`` 512), else 512 (its gate
-    and up rows, ``hidden`` 2048, and Qwen3-8B's both): rows of whole
-    16-byte loads and scale groups, as the model's; its trace takes about a
-    minute (the model's, minutes), so no traced test runs it."""
+def test_the_ffn_profile_shape_keeps_the_down_rows_up_to_512_long():
+    """The FFN's profile shape: the down rows (``inter``) the model's where
+    at most 512 (Qwen3-Next's 512), the gate and up rows (``hidden``) at
+    most 256 (Qwen3-Next's 2048): rows of whole 16-byte loads and scale
+    groups, as the model's; an eighth of Qwen3-Next's bytes."""
     fam = _w4a16()
     make = fam.FFN_DECODE.extra["profile_shape"]
     (model,) = fam.FFN_DECODE.shapes("model", None)
     assert (model["hidden"], model["inter"]) == (2048, 512)
     ps = make(model)
-    assert dict(ps.dims) == {"m": 1, "hidden": 512, "inter": 512} and ps.label == "profile h512 i512"
-    assert dict(make(fam.FFN_DECODE.shapes("model", QWEN3_8B)[0]).dims) == {"m": 1, "hidden": 512, "inter": 512}
-    small = make(Shape("s", {"m": 1, "hidden": 256, "inter": 384}))
-    assert (small["hidden"], small["inter"]) == (256, 384)
+    assert dict(ps.dims) == {"m": 1, "hidden": 256, "inter": 512} and ps.label == "profile h256 i512"
+    assert dict(make(fam.FFN_DECODE.shapes("model", QWEN3_8B)[0]).dims) == {"m": 1, "hidden": 256, "inter": 512}
+    small = make(Shape("s", {"m": 1, "hidden": 128, "inter": 384}))
+    assert (small["hidden"], small["inter"]) == (128, 384)
     for d in (ps["hidden"], ps["inter"]):
         assert d % 128 == 0  # whole scale groups, 16-byte rows (k % 32 == 0)
 
