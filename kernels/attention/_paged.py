@@ -59,7 +59,9 @@ slots hold zeros, NaN once they are poisoned.
 Kernel 2, ``merge``: grid ``(Hq, N)``; per (sequence, head) the splits'
 weights ``exp(m_s - M)`` in split order, then ``o = sum_s w_s acc_s /
 sum_s w_s l_s`` -- a fixed order, so the result depends on the split count
-alone.
+alone. The splits' ``(m, l)`` pairs are read into shared memory once a
+block, a word a lane (every lane reading every pair was a 4-byte broadcast
+a lane, a sector an instruction for 4 bytes used).
 
 bf16 is decoded with ``cvt.bf16_to_f32`` (a shift on the GPU); arithmetic is
 fp32 on CUDA cores.
@@ -373,16 +375,20 @@ def make_merge(HKV: int, D: int, TARGET: int, MIN_BLOCKS: int):
         n = seq0 + cuda.blockIdx.y
         tid = cuda.threadIdx.x
         w = cuda.shared.array(TARGET, float32)
+        ml = cuda.shared.array((TARGET, 2), float32)
         splits, per = _num_splits(context_lens[n], ref_seqs, HKV, TARGET, MIN_BLOCKS)
+        for i in range(tid, 2 * splits, NT):  # the splits' (m, l), contiguous: read once a block
+            ml[i >> 1, i & 1] = part_ml[n, h, i >> 1, i & 1]
+        cuda.syncthreads()
         m = _NEG_INF
         for s in range(splits):
-            m = max(m, part_ml[n, h, s, 0])
+            m = max(m, ml[s, 0])
         for s in range(tid, splits, NT):
-            w[s] = np.float32(math.exp(part_ml[n, h, s, 0] - m))
+            w[s] = np.float32(math.exp(ml[s, 0] - m))
         cuda.syncthreads()
         total = _ZERO
         for s in range(splits):
-            total += w[s] * part_ml[n, h, s, 1]
+            total += w[s] * ml[s, 1]
         inv = _ONE / total
         for d in range(tid, D, NT):
             a = _ZERO

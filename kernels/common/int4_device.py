@@ -202,6 +202,22 @@ def stage_x_grouped_v4(xs, x, c0, k, tid, nthreads, kchunk, stride):
 
 
 @cuda.jit(device=True)
+def stage_x_grouped_v4_serial(xs, x, c0, k, tid, nthreads, kchunk, stride):
+    """:func:`stage_x_grouped_v4` one load at a time: each 16-byte load is
+    stored before the thread's next is issued, which holds four words
+    live instead of eight (the 64-thread GEMV blocks: 67 registers against
+    90 for two in flight, 62 for one fp16 a load). Same layout, stores and
+    values."""
+    lim = min(kchunk, k - c0)
+    nv = lim >> 3
+    for v in range(tid, nv, nthreads):
+        a0, a1, a2, a3 = ldg_v4(x, c0 + 8 * v)
+        _put8_grouped(xs, 8 * v, a0, a1, a2, a3, stride)
+    for e in range(8 * nv + tid, lim, nthreads):
+        xs[uint32((e & 31) * stride + (e >> 5))] = float32(x[c0 + e])
+
+
+@cuda.jit(device=True)
 def dot_word_grouped(word, xs, col, stride):
     """:func:`dot_word` over the grouped layout: packed word ``col`` of the
     chunk (its activations at rows ``8 * (col % 4) + j``, column ``col // 4``)."""

@@ -9,7 +9,11 @@ per thread are reduced across the block by a shared-memory tree (``R x 64``
 fp32, six barrier levels); threads ``0 .. ROWS-1`` write the outputs.
 
 How a thread reads the rows (activations staged per K-chunk in
-``common.int4_device``'s grouped layout):
+``common.int4_device``'s grouped layout; ``x`` by 16-byte loads, one at a
+time, where it starts on 16 bytes, ``stage_x_grouped_v4_serial``: every
+block stages the whole chunk, as many bytes as its rows' weights, so one
+fp16 a load was half the block's loaded bytes in 2-byte loads, a round trip
+each four of a thread's 32 at the default chunk):
 
 * **16-byte loads** when the rows are 16-byte aligned (``k % 32 == 0`` and
   the matrices' first words aligned): thread ``t`` owns the 4-word groups
@@ -39,7 +43,13 @@ from functools import lru_cache
 from numba import cuda, float32, uint32
 
 from ..common import launch as L
-from ..common.int4_device import dot_word_regs, group_layout, load_x8_grouped, stage_x_grouped
+from ..common.int4_device import (
+    dot_word_regs,
+    group_layout,
+    load_x8_grouped,
+    stage_x_grouped,
+    stage_x_grouped_v4_serial,
+)
 from ..common.vload import aligned16, ldg_v4
 from ._warp_rows import TAIL_FAULTS
 
@@ -85,11 +95,15 @@ def make_row_block(ROWS: int, KCHUNK: int, DUAL: bool, TAIL_FAULT: int = 0):
         vec = (kw & 3) == 0 and aligned16(qw)
         if DUAL:
             vec = vec and aligned16(mats[2])
+        xvec = aligned16(x)  # x by 16-byte loads
         nchunks = (k + KCHUNK - 1) // KCHUNK
         for c in range(nchunks):
             c0 = c * KCHUNK
             cuda.syncthreads()
-            stage_x_grouped(xs, x, c0, k, tid, NT, KCHUNK, STRIDE)
+            if xvec:
+                stage_x_grouped_v4_serial(xs, x, c0, k, tid, NT, KCHUNK, STRIDE)
+            else:
+                stage_x_grouped(xs, x, c0, k, tid, NT, KCHUNK, STRIDE)
             cuda.syncthreads()
             w0 = c * KWC
             w1 = min(kw, w0 + KWC)

@@ -66,7 +66,7 @@ from ..common.int4_device import (
 )
 from ..common.vload import aligned16, ldg_v4
 from ..common.warp import warp_sum
-from ._device import stage_silu_mul_grouped
+from ._device import stage_silu_mul_grouped, stage_silu_mul_grouped_v4
 
 DEFAULT_WARPS = 4
 DEFAULT_KCHUNK = 2048
@@ -98,7 +98,9 @@ def make_warp_rows(WARPS: int, KCHUNK: int, DUAL: bool, SILU: bool, TAIL_FAULT: 
 
     @cuda.jit(device=True)
     def stage(xs, src, c0, k, tid, xvec):
-        if SILU:
+        if SILU and xvec:
+            stage_silu_mul_grouped_v4(xs, src[0], src[1], c0, k, tid, NT, KCHUNK, STRIDE)
+        elif SILU:
             stage_silu_mul_grouped(xs, src[0], src[1], c0, k, tid, NT, KCHUNK, STRIDE)
         elif xvec:
             stage_x_grouped_v4(xs, src[0], c0, k, tid, NT, KCHUNK, STRIDE)
@@ -147,7 +149,9 @@ def make_warp_rows(WARPS: int, KCHUNK: int, DUAL: bool, SILU: bool, TAIL_FAULT: 
         vec = (kw & 3) == 0 and aligned16(qw)
         if DUAL:
             vec = vec and aligned16(mats[2])
-        xvec = not SILU and aligned16(src[0])  # x by 16-byte loads
+        xvec = aligned16(src[0])  # x (or gate and up) by 16-byte loads
+        if SILU:
+            xvec = xvec and aligned16(src[1])
         staged = False
         rb = cuda.blockIdx.x * WARPS
         while rb < n:  # block-uniform: every thread reaches the barriers

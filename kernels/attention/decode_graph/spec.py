@@ -104,6 +104,18 @@ def shapes(preset: str, model: Mapping[str, Any] | None) -> list[Shape]:
     return [Shape(_label(preset, d), d) for d in dims]
 
 
+def profile_shape(shape: Shape) -> Shape:
+    """The memory trace's shape: the model's rows (GDN state ``dk x dv``
+    and value heads per key head; attention ``hq``, ``hkv``, ``d`` and the
+    split policy), one sequence (three state slots) of ``ctx`` 33
+    (``attention.paged_decode``'s lengths: 30 tokens, two KV blocks, the
+    second partial), one key head, one layer of each kind, and
+    the model shape's serving facts."""
+    one_key_head = {"hk": 1, "hv": shape["hv"] // shape["hk"]}
+    d = {**shape.dims, "n": 1, "slots": 3, "ctx": 33, "gdn_layers": 1, "attn_layers": 1, **one_key_head}
+    return Shape(_label("profile", d), d)
+
+
 def _gdn_shape(shape: Shape) -> Shape:
     return Shape(shape.label, {k: shape[k] for k in ("n", "slots", "hk", "hv", "dk", "dv")})
 
@@ -231,5 +243,10 @@ PATH = declared_path(
     traffic=traffic,
     tolerance=TOL,
     notes="Launch-bound at small batches: the graph turns the step's launches into one.",
-    extra={"model_sections": ("gdn", "attention"), "findings": findings, "derive": derive_slots},
+    extra={
+        "model_sections": ("gdn", "attention"),
+        "findings": findings,
+        "derive": derive_slots,
+        "profile_shape": profile_shape,
+    },
 )

@@ -25,7 +25,8 @@ length, the launch's ``N * T`` queries counted as sequences). The loop is
 scores by thread (head, token), the online softmax by thread head, PV by
 thread dim, three barriers per KV block. A split wholly after what its query sees writes ``m = -inf, l = 0``,
 which the merge weighs zero. Kernel 2, ``merge``: grid ``(Hq, T, N)``, the
-splits merged in split order.
+splits merged in split order, their ``(m, l)`` pairs read into shared
+memory once a block (as ``_paged``'s merge).
 
 Each of the ``T`` queries' blocks reads the group's K and V of its splits:
 ``T`` reads of the same bytes, the repeats served from L2 (the declared
@@ -179,16 +180,20 @@ def make_merge(HKV: int, D: int, TARGET: int, MIN_BLOCKS: int):
         n = cuda.blockIdx.z
         tid = cuda.threadIdx.x
         w = cuda.shared.array(TARGET, float32)
+        ml = cuda.shared.array((TARGET, 2), float32)
         splits, per = _num_splits(context_lens[n], ref_seqs, HKV, TARGET, MIN_BLOCKS)
+        for i in range(tid, 2 * splits, NT):  # the splits' (m, l), contiguous: read once a block
+            ml[i >> 1, i & 1] = part_ml[n, t, h, i >> 1, i & 1]
+        cuda.syncthreads()
         m = _NEG_INF
         for s in range(splits):
-            m = max(m, part_ml[n, t, h, s, 0])
+            m = max(m, ml[s, 0])
         for s in range(tid, splits, NT):
-            w[s] = np.float32(math.exp(part_ml[n, t, h, s, 0] - m))
+            w[s] = np.float32(math.exp(ml[s, 0] - m))
         cuda.syncthreads()
         total = _ZERO
         for s in range(splits):
-            total += w[s] * part_ml[n, t, h, s, 1]
+            total += w[s] * ml[s, 1]
         inv = _ONE / total
         for d in range(tid, D, NT):
             a = _ZERO

@@ -72,6 +72,20 @@ def shapes(preset: str, model: Mapping[str, Any] | None) -> list[Shape]:
 
 lengths = spec.lengths
 
+PROFILE_DRAFT = 2  # query tokens of the profile shape's draft block
+
+
+def profile_shape(shape: Shape) -> Shape:
+    """The memory trace's shape: the model's heads and head size (``hq``,
+    ``hkv``, ``d``: so a token's K and V rows, their strides and alignment)
+    and split policy, one sequence of ``ctx`` 33 (:func:`lengths`: 30
+    tokens, two KV blocks, the second partial: one split) and a draft block
+    of 2 query tokens (of the model's
+    16: each query's blocks read the same rows, so two keep the causal
+    edge between queries at an eighth of the simulator's time)."""
+    d = {**shape.dims, "n": 1, "ctx": 33, "t": min(shape["t"], PROFILE_DRAFT)}
+    return Shape(_label("profile", d), d)
+
 
 def make_inputs(shape: Shape, rng) -> dict:
     n, t, hq, hkv, d = shape["n"], shape["t"], shape["hq"], shape["hkv"], shape["d"]
@@ -154,5 +168,5 @@ PATH = declared_path(
     traffic=paged_traffic,
     tolerance=family.TOL,
     notes="Memory-bound on the KV; contig reads no block table. Same kernel code, so the same bits.",
-    extra={"model_sections": ("attention",)},
+    extra={"model_sections": ("attention",), "profile_shape": profile_shape},
 )

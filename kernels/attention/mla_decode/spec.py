@@ -37,7 +37,7 @@ from .._paged import BLOCK
 from ..paged_decode import spec
 from . import batched, per_sequence
 from . import naive as mla_naive
-from ._mla import mscale2
+from ._mla import MAX_HEAD_TILE, mscale2
 
 BF16, F32, I32 = 2, 4, 4
 NAN_BITS = 0x7FC0
@@ -96,6 +96,16 @@ def shapes(preset: str, model: Mapping[str, Any] | None) -> list[Shape]:
 
 
 lengths = spec.lengths
+
+
+def profile_shape(shape: Shape) -> Shape:
+    """The memory trace's shape: the model's latent rank ``r`` and rotary
+    dims ``p`` (so a cache row's length, stride and alignment: 576 bf16 at
+    DeepSeek-V3) and its softmax scale, one tile of heads (at most 8, the
+    kernel's head tile) and one sequence of ``ctx`` 33 (:func:`lengths`: 30
+    tokens, two KV blocks, the second partial)."""
+    d = {**shape.dims, "n": 1, "ctx": 33, "h": min(shape["h"], MAX_HEAD_TILE)}
+    return Shape(_label("profile", d), d)
 
 
 def make_inputs(shape: Shape, rng) -> dict:
@@ -184,5 +194,5 @@ PATH = declared_path(
     traffic=traffic,
     tolerance=family.TOL,
     notes="Memory-bound on the latent cache. per_sequence launches the batched kernel once per sequence.",
-    extra={"model_sections": ("mla",), "batch_invariance": batch_invariance},
+    extra={"model_sections": ("mla",), "batch_invariance": batch_invariance, "profile_shape": profile_shape},
 )

@@ -299,3 +299,48 @@ def test_the_kv_tile_staged_wide_or_in_pairs_matches_the_reference_and_a_tail_re
     assert ok, (how, rel, mx)
     bad = run(s, x, _mla.launcher(s, per_sequence=False, read_tail=True))
     assert np.isnan(bad).all(axis=(1, 2)).all(), how
+
+
+def test_the_profile_shape_keeps_the_models_cache_rows_and_one_head_tile():
+    for s in PATH.shapes("model", None):
+        ps = PATH.extra["profile_shape"](s)
+        assert (ps["r"], ps["p"], ps["qk_dim"], ps["yarn_factor"]) == (s["r"], s["p"], s["qk_dim"], s["yarn_factor"])
+        assert (ps["n"], ps["ctx"], ps["h"]) == (1, 33, _mla.MAX_HEAD_TILE)
+        assert _mla.head_tile(ps["h"]) == _mla.head_tile(s["h"])  # the model's block shape
+
+
+def _traced_cache_loads(shape):
+    """(used bytes of the latent and rotary rows read by 16-byte loads, used
+    bytes read by narrower loads, the trace) of ``batched`` at ``shape``."""
+    from leverctl.profile import memtrace as mt
+
+    prof = mt.profile_variant(PATH, "batched", shape)
+    loads = [r for r in prof.sites if r.space == mt.GLOBAL and r.kind == "load"]
+    wide = sum(r.used_bytes for r in loads if r.bytes == 16 * r.accesses)
+    return wide, sum(r.used_bytes for r in loads) - wide, prof
+
+
+@pytest.mark.sim
+def test_at_the_profile_shape_the_cache_rows_come_in_16_byte_loads_and_whole_sectors():
+    """DeepSeek-V3's 576-dim rows, one head tile, 30 tokens (7 s in the
+    simulator): every byte of the latent and rotary rows comes by a 16-byte
+    load (the narrower loads are the head tile's q and the length, read once
+    a block) and the global sectors are >= 90 % used (99.4 % measured)."""
+    shape = PATH.extra["profile_shape"](PATH.shapes("model", None)[0])
+    r, p, h = shape["r"], shape["p"], shape["h"]
+    wide, narrow, prof = _traced_cache_loads(shape)
+    assert wide >= sum(mla_spec.lengths(shape)) * (r + p) * 2, (wide, narrow)
+    assert narrow <= h * (r + p) * 2 + 64, (wide, narrow)  # q, and the length once a warp
+    assert prof.sector_efficiency >= 0.9, prof.sector_efficiency
+
+
+@pytest.mark.sim
+def test_a_cache_view_off_16_bytes_takes_the_pairs_and_fails_the_load_width_check(monkeypatch):
+    """The same figures fail where the staging takes its bf16 pairs (a cache
+    not on 16 bytes): no byte of the rows comes by a 16-byte load. Fewer
+    dims and tokens keep it quick."""
+    monkeypatch.setattr(_mla.vload, "aligned16", lambda a: False)
+    base = PATH.extra["profile_shape"](PATH.shapes("model", None)[0])
+    shape = Shape("pairs", {**base.dims, "r": 64, "p": 16, "ctx": 17, "h": 2})
+    wide, narrow, _ = _traced_cache_loads(shape)
+    assert wide == 0 and narrow >= sum(mla_spec.lengths(shape)) * 80 * 2, (wide, narrow)
