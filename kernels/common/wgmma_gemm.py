@@ -46,7 +46,7 @@ from __future__ import annotations
 import numpy as np
 from numba import cuda, uint32
 
-from . import bits, cvt, unroll
+from . import bits, cvt, unroll, vload
 from . import swizzle as sw
 from . import wgmma as wg
 
@@ -111,17 +111,24 @@ class ChunkStager:
     trip to memory per chunk: eight a stage for int4 weights at BN = 128).
     A chunk outside the tile is a predicated-off load, not a branch."""
 
-    def __init__(self, threads: int, kpc: int, fetch, convert):
+    def __init__(self, threads: int, kpc: int, fetch, convert, wide=None):
         self.threads, self.kpc, self.fetch, self.convert = threads, kpc, fetch, convert
+        self.wide = wide  # (G, fetch16, convert_j): see :func:`_build_wide_stager`
         self._built: dict = {}
 
     def device(self, rows: int, along_k: bool = False):
         """``(fetch, put)`` for tiles of ``rows`` rows (``along_k``: a
         thread's chunks dealt along K first, :func:`_chunk_along_k`: the
-        decode tile's weights, whose loads are the kernel's traffic)."""
+        decode tile's weights, whose loads are the kernel's traffic; a
+        kind with a ``wide`` form then loads ``G`` chunks of a row with one
+        16-byte load, :func:`_build_wide_stager`)."""
         key = (rows, along_k)
         if key not in self._built:
-            self._built[key] = _build_chunk_stager(self.threads, self.kpc, self.fetch, self.convert, rows, along_k)
+            if along_k and self.wide is not None:
+                g, fetch16, convert_j = self.wide
+                self._built[key] = _build_wide_stager(self.threads, self.kpc, g, fetch16, convert_j, rows)
+            else:
+                self._built[key] = _build_chunk_stager(self.threads, self.kpc, self.fetch, self.convert, rows, along_k)
         return self._built[key]
 
 
@@ -164,11 +171,101 @@ def _build_chunk_stager(threads: int, kpc: int, kind_fetch, kind_convert, rows: 
     return fetch, put
 
 
-def chunk_stager(threads: int, kpc: int, fetch, convert) -> ChunkStager:
+def chunk_stager(threads: int, kpc: int, fetch, convert, wide=None) -> ChunkStager:
     """A :class:`ChunkStager` from a kind's ``fetch(src, bsc, row, gk, ok)``
     (the loads of one chunk) and ``convert(raw, gk)`` (its four words).
-    Every stager is this with a pair of its own."""
-    return ChunkStager(threads, kpc, fetch, convert)
+    Every stager is this with a pair of its own; ``wide`` its 16-byte form
+    along K, where it has one."""
+    return ChunkStager(threads, kpc, fetch, convert, wide)
+
+
+def _build_wide_stager(threads: int, kpc: int, G: int, fetch16, convert_j, rows: int):
+    """The along-K stager of a kind whose weights are ``32 / G`` bits a
+    value: one ``ld.global.nc.v4.u32`` brings ``G`` consecutive chunks of a
+    row (an FP8 row's 16 codes: G = 2; int4's 32 values: G = 4), so a warp's
+    loads of a stage are 16 bytes a lane, whole sectors, where the
+    narrow form made ``8 / G`` 32-bit loads a lane and each used half a
+    sector. Slot ``c`` is row ``c // (8 / G)``, group ``c % (8 / G)``: a
+    quarter-warp's stores of its first chunks then fall in 8 different
+    bank groups (the rows' swizzles differ), as the narrow form's.
+
+    * ``fetch16(src, bsc, gr, gk, ok, vec) -> raw``: the group from input
+      ``gk`` of row ``gr`` (four words and its scale), one 16-byte load
+      where ``vec`` (the rows whole 16-byte loads from an aligned start:
+      uniform for the launch), else word by word;
+    * ``convert_j(raw, gk, j)``: chunk ``j`` of the group, four words."""
+    per_row = CHUNKS // G
+    if per_row * G != CHUNKS or G not in (2, 4):
+        raise ValueError(f"a wide stager of {G} chunks a load: 2 or 4")
+    bk = CHUNKS * kpc
+    total = rows * per_row
+    slots = tuple(range(-(-total // threads)))
+    whole = total % threads == 0
+    FOUR = G == 4
+
+    @cuda.jit(device=True, inline="always")
+    def _fetch_one(i, _x, _y, ctx):
+        src, bsc, nrows, k, r0, k0, tid, vec = ctx
+        c = tid + i * threads
+        cc = min(c, total - 1)
+        r = cc // per_row
+        gr = r0 + r
+        gk = k0 + (cc - r * per_row) * (G * kpc)
+        return fetch16(src, bsc, gr, gk, (whole or c < total) and gr < nrows and gk < k, vec)
+
+    @cuda.jit(device=True, inline="always")
+    def _put_chunk(at, r, kc, raw, gk, ok, j):
+        x0 = x1 = x2 = x3 = uint32(0)
+        if ok:
+            x0, x1, x2, x3 = convert_j(raw, gk, j)
+        wg.st_shared_v4(at + _at(r, kc), x0, x1, x2, x3)
+
+    @cuda.jit(device=True, inline="always")
+    def _put_one(i, raw, ctx):
+        at, nrows, k, r0, k0, tid = ctx
+        c = tid + i * threads
+        if whole or c < total:
+            r = c // per_row
+            kc = (c - r * per_row) * G
+            ok = r0 + r < nrows
+            gk = k0 + kc * kpc
+            _put_chunk(at, r, kc, raw, gk, ok and gk < k, 0)
+            _put_chunk(at, r, kc + 1, raw, gk + kpc, ok and gk + kpc < k, 1)
+            if FOUR:
+                _put_chunk(at, r, kc + 2, raw, gk + 2 * kpc, ok and gk + 2 * kpc < k, 2)
+                _put_chunk(at, r, kc + 3, raw, gk + 3 * kpc, ok and gk + 3 * kpc < k, 3)
+
+    @cuda.jit(device=True, inline="always")
+    def fetch(src, bsc, nrows, k, r0, kt, tid):
+        vec = vload.aligned16(src) and src.shape[1] % 4 == 0
+        return unroll.each_map(_fetch_one, slots, slots, (src, bsc, nrows, k, r0, kt * bk, tid, vec))
+
+    @cuda.jit(device=True, inline="always")
+    def put(at, raw, nrows, k, r0, kt, tid):
+        unroll.each(_put_one, raw, (at, nrows, k, r0, kt * bk, tid))
+
+    return fetch, put
+
+
+@cuda.jit(device=True, inline="always")
+def _words4(src, gr, w, ok, vec):
+    """Words ``w .. w + 3`` of row ``gr``: one 16-byte load (``vec``), else
+    each one in the row loaded alone (zeros past it, or where not ``ok``)."""
+    z = uint32(0)
+    w0 = w1 = w2 = w3 = z
+    if ok:
+        if vec:
+            w0, w1, w2, w3 = vload.ldg_v4(src, gr * src.shape[1] + w)
+        else:
+            n = src.shape[1]
+            w0 = src[gr, w]
+            if w + 1 < n:
+                w1 = src[gr, w + 1]
+            if w + 2 < n:
+                w2 = src[gr, w + 2]
+            if w + 3 < n:
+                w3 = src[gr, w + 3]
+    return w0, w1, w2, w3
 
 
 @cuda.jit(device=True, inline="always")
@@ -274,7 +371,27 @@ def _make_int4_bf16(threads: int, group_shift: int = 7):
 
 
 def _make_int4_f16(threads: int, group_shift: int = 7):
-    return _make_packed_bf16(threads, group_shift, _q4, _f32, _zero_f16, pair=cvt.f32x2_to_f16x2)
+    narrow = _make_packed_bf16(threads, group_shift, _q4, _f32, _zero_f16, pair=cvt.f32x2_to_f16x2)
+
+    @cuda.jit(device=True, inline="always")
+    def fetch16(src, bsc, gr, gk, ok, vec):
+        # 32 values, within one scale group (``gk`` a multiple of 32)
+        w0, w1, w2, w3 = _words4(src, gr, gk >> 3, ok, vec)
+        return w0, w1, w2, w3, bsc[gr, gk >> group_shift] if ok else np.float16(0)
+
+    @cuda.jit(device=True, inline="always")
+    def convert_j(raw, gk, j):
+        word = raw[0] if j == 0 else raw[1] if j == 1 else raw[2] if j == 2 else raw[3]
+        s = np.float32(raw[4])
+        f = cvt.f32x2_to_f16x2
+        return (
+            f(_q4(word, 0, s), _q4(word, 1, s)),
+            f(_q4(word, 2, s), _q4(word, 3, s)),
+            f(_q4(word, 4, s), _q4(word, 5, s)),
+            f(_q4(word, 6, s), _q4(word, 7, s)),
+        )
+
+    return chunk_stager(threads, 8, narrow.fetch, narrow.convert, (4, fetch16, convert_j))
 
 
 @cuda.jit(device=True, inline="always")
@@ -539,8 +656,24 @@ def _e4m3_blk_convert(raw, gk):
     return pair(w0, 0, s), pair(w0, 2, s), pair(w1, 0, s), pair(w1, 2, s)
 
 
+@cuda.jit(device=True, inline="always")
+def _e4m3_blk_fetch16(src, bsc, gr, gk, ok, vec):
+    # 16 codes, within one 128 x 128 scale block (``gk`` a multiple of 16)
+    w0, w1, w2, w3 = _words4(src, gr, gk >> 2, ok, vec)
+    return w0, w1, w2, w3, bsc[gr >> 7, gk >> 7] if ok else np.float32(0)
+
+
+@cuda.jit(device=True, inline="always")
+def _e4m3_blk_convert_j(raw, gk, j):
+    lo = raw[0] if j == 0 else raw[2]
+    hi = raw[1] if j == 0 else raw[3]
+    s = raw[4]
+    pair = _e4m3_scaled_pair
+    return pair(lo, 0, s), pair(lo, 2, s), pair(hi, 0, s), pair(hi, 2, s)
+
+
 def _make_e4m3_blk_f16(threads: int):
-    return chunk_stager(threads, 8, _e4m3_blk_fetch, _e4m3_blk_convert)
+    return chunk_stager(threads, 8, _e4m3_blk_fetch, _e4m3_blk_convert, (2, _e4m3_blk_fetch16, _e4m3_blk_convert_j))
 
 
 def _make_nvfp4_f16_rows(threads: int):

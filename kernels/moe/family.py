@@ -101,6 +101,25 @@ def stage_shapes(preset: str, model) -> list[Shape]:
     ]
 
 
+# The memory trace's rows: each projection's row length is the other's row
+# count, so no shape keeps both with few rows; as ``w4a16.ffn_decode``'s,
+# the profile shape keeps the down rows (``inter``) and cuts the gate/up
+# rows to 256 inputs (a whole 128-byte step of every format's 16-byte
+# loads, and the activations' staged units), so the grouped variants'
+# tensor-core twins trace in about half a minute.
+PROFILE_HIDDEN = 256
+
+
+def profile_shape(shape: Shape) -> Shape:
+    """The memory trace's shape: the model's expert ``inter`` (the down
+    rows' length and stride), gate/up rows of at most
+    :data:`PROFILE_HIDDEN` inputs, one row routed to one of two experts."""
+    d = {**shape.dims, "rows": 1, "top_k": 1, "experts": 2, "hidden": min(shape["hidden"], PROFILE_HIDDEN)}
+    if "prefill" in d:
+        d["prefill"] = 0
+    return shape_of(d, "profile ")
+
+
 def stage_launches(shape: Shape) -> int:
     return 3 if shape["prefill"] else 1
 

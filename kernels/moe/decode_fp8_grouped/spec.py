@@ -37,5 +37,9 @@ PATH = declared_path(
     traffic=F.ffn_traffic("fp8"),
     tolerance=F.FFN_TOLERANCE,
     notes="memory-bound: the routed experts' FP8 weights; grouping reads an expert shared by rows once",
-    extra={"model_sections": ("moe",), "weights": WeightUse(F.ROUTED_FFN, F.ffn_on_weights("fp8"))},
+    extra={
+        "model_sections": ("moe",),
+        "profile_shape": F.profile_shape,
+        "weights": WeightUse(F.ROUTED_FFN, F.ffn_on_weights("fp8")),
+    },
 )

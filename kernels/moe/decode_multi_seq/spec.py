@@ -32,5 +32,9 @@ PATH = declared_path(
     traffic=F.ffn_traffic("int4"),
     tolerance=F.FFN_TOLERANCE,
     notes="the same kernels either way: the per-token path pays a launch pair per token",
-    extra={"model_sections": ("moe",), "weights": WeightUse(F.ROUTED_FFN, F.ffn_on_weights("int4"))},
+    extra={
+        "model_sections": ("moe",),
+        "profile_shape": F.profile_shape,
+        "weights": WeightUse(F.ROUTED_FFN, F.ffn_on_weights("int4")),
+    },
 )

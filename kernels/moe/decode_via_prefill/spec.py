@@ -52,5 +52,9 @@ PATH = declared_path(
     traffic=F.ffn_traffic("int4"),
     tolerance=F.FFN_TOLERANCE,
     notes="a diagnostic: the prefill path's sort and extra launches cost a single row",
-    extra={"model_sections": ("moe",), "weights": WeightUse(F.ROUTED_FFN, F.ffn_on_weights("int4"))},
+    extra={
+        "model_sections": ("moe",),
+        "profile_shape": F.profile_shape,
+        "weights": WeightUse(F.ROUTED_FFN, F.ffn_on_weights("int4")),
+    },
 )

@@ -122,5 +122,9 @@ PATH = declared_path(
     traffic=_gateup_traffic("int4"),
     tolerance=F.STAGE_TOLERANCES["int4"],
     notes="memory-bound at decode (each routed expert's weights), compute-bound at prefill",
-    extra={"model_sections": ("moe",), "weights": WeightUse((("ffn_gate_exps", "ffn_up_exps"),), gateup_on_weights)},
+    extra={
+        "model_sections": ("moe",),
+        "profile_shape": F.profile_shape,
+        "weights": WeightUse((("ffn_gate_exps", "ffn_up_exps"),), gateup_on_weights),
+    },
 )

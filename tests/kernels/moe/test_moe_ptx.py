@@ -144,7 +144,8 @@ def test_the_decode_tile_kernels_issue_hmma_and_copy_the_tokens_rows_by_ldgsts(c
     """The decode tile's gate/up and down (int4 and FP8 weights) hold
     ``HMMA.16816.F32``; gate/up copies the tokens' fp16 rows by 128-bit
     ``LDGSTS`` through the row map (down's float32 rows and every weight
-    format pass through registers: their stagers convert them)."""
+    format pass through registers: their stagers convert them); the weights
+    come in 128-bit loads, a row's 16 FP8 codes or 32 int4 values each."""
     import re
 
     import pytest
@@ -161,6 +162,8 @@ def test_the_decode_tile_kernels_issue_hmma_and_copy_the_tokens_rows_by_ldgsts(c
             assert any(op.startswith("HMMA.16816.F32") for op in opcodes(sass)), (name, opcodes(sass))
             copies = re.search(r"\bLDGSTS\.E\.BYPASS(\.\w+)*\.128\b", sass)
             assert bool(copies) == (gemm == "gateup"), name
+            # the weights: 16 FP8 codes or 32 int4 values a 16-byte load (the wide stager)
+            assert re.search(r"\bLDG\.E\.128(\.\w+)*\b", sass), name
 
 
 def test_the_per_row_kernels_stage_their_activations_and_read_them_16_bytes_at_a_time(compiled):
