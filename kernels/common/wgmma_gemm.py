@@ -371,27 +371,11 @@ def _make_int4_bf16(threads: int, group_shift: int = 7):
 
 
 def _make_int4_f16(threads: int, group_shift: int = 7):
-    narrow = _make_packed_bf16(threads, group_shift, _q4, _f32, _zero_f16, pair=cvt.f32x2_to_f16x2)
-
-    @cuda.jit(device=True, inline="always")
-    def fetch16(src, bsc, gr, gk, ok, vec):
-        # 32 values, within one scale group (``gk`` a multiple of 32)
-        w0, w1, w2, w3 = _words4(src, gr, gk >> 3, ok, vec)
-        return w0, w1, w2, w3, bsc[gr, gk >> group_shift] if ok else np.float16(0)
-
-    @cuda.jit(device=True, inline="always")
-    def convert_j(raw, gk, j):
-        word = raw[0] if j == 0 else raw[1] if j == 1 else raw[2] if j == 2 else raw[3]
-        s = np.float32(raw[4])
-        f = cvt.f32x2_to_f16x2
-        return (
-            f(_q4(word, 0, s), _q4(word, 1, s)),
-            f(_q4(word, 2, s), _q4(word, 3, s)),
-            f(_q4(word, 4, s), _q4(word, 5, s)),
-            f(_q4(word, 6, s), _q4(word, 7, s)),
-        )
-
-    return chunk_stager(threads, 8, narrow.fetch, narrow.convert, (4, fetch16, convert_j))
+    # No 16-byte form along K (the decode tile): with a stage's gate and up
+    # groups in flight it spilled 8 bytes at the decode tile's launch bound
+    # of five blocks, and 76 at four (ptxas then hoists more loads); its
+    # 32-bit loads use half a sector each (FP8's 16-byte form does not spill).
+    return _make_packed_bf16(threads, group_shift, _q4, _f32, _zero_f16, pair=cvt.f32x2_to_f16x2)
 
 
 @cuda.jit(device=True, inline="always")
@@ -598,9 +582,17 @@ def _make_e4m3_f16(threads: int):
 
 @cuda.jit(device=True, inline="always")
 def _f32x8(src, row, gk, ok):
+    """Eight float32 of a row from ``gk``: two 16-byte loads where the rows
+    are whole 16-byte units from an aligned start (uniform for a launch),
+    else one value a load."""
     if not ok:
         z = np.float32(0)
         return z, z, z, z, z, z, z, z
+    if vload.aligned16(src) and src.shape[1] % 4 == 0:
+        at = row * src.shape[1] + gk
+        a0, a1, a2, a3 = vload.ld_f32x4(src, at)
+        a4, a5, a6, a7 = vload.ld_f32x4(src, at + 4)
+        return a0, a1, a2, a3, a4, a5, a6, a7
     return (
         src[row, gk],
         src[row, gk + 1],

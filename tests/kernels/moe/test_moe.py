@@ -400,13 +400,13 @@ def test_the_per_row_kernels_read_whole_sectors_and_their_staged_activations_wit
 @pytest.mark.sim
 @pytest.mark.parametrize(
     ("name", "variant", "loads"),
-    [("moe.decode_fp8_grouped", "grouped", "uint32"), ("moe.decode_via_prefill", "prefill", "uint32")],
+    [("moe.decode_fp8_grouped", "grouped", "uint32")],
 )
 def test_the_decode_tile_loads_a_weight_rows_chunks_16_bytes_at_a_time_where_rows_allow(
     name, variant, loads, monkeypatch
 ):
-    """The grouped variants' decode tile (a few rows an expert) stages its
-    FP8 or int4 weights from one 16-byte load per 16 codes or 32 values
+    """The FP8 grouped variant's decode tile (a few rows an expert) stages
+    its weights from one 16-byte load per 16 codes
     where the rows are whole loads (hidden 64, inter 32; the smoke shape's
     40 and 24, run above, take them word by word), and passes the check."""
     from leverctl_kernels.common import vload
