@@ -244,22 +244,12 @@ def _twin_st_shared_f32x4(addr, a, b, c, d):
 
 
 def _twin_ld_shared_f32x4(addr):
-    addr = int(addr)
-    base, arr = _twin_region(addr, 16, "ld.shared.v4.f32")
-    hook = simwarp.TRACE_HOOK
-    if hook is not None:  # memory tracer: one 16-byte load
-        arr = hook("load", arr, addr - base, 16)
-    w = np.asarray(arr).reshape(-1).view(np.uint8)[addr - base : addr - base + 16].view(np.float32)
+    w = twin_read_shared(addr, 16, "ld.shared.v4.f32").view(np.float32)
     return np.float32(w[0]), np.float32(w[1]), np.float32(w[2]), np.float32(w[3])
 
 
 def _twin_ld_shared_v4(addr):
-    addr = int(addr)
-    base, arr = _twin_region(addr, 16, "ld.shared.v4")
-    hook = simwarp.TRACE_HOOK
-    if hook is not None:  # memory tracer: one 16-byte load
-        arr = hook("load", arr, addr - base, 16)
-    w = np.asarray(arr).reshape(-1).view(np.uint8)[addr - base : addr - base + 16].view(np.uint32)
+    w = twin_read_shared(addr, 16, "ld.shared.v4").view(np.uint32)
     return np.uint32(w[0]), np.uint32(w[1]), np.uint32(w[2]), np.uint32(w[3])
 
 

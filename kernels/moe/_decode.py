@@ -198,6 +198,36 @@ def stage_scales(sa, wb, e, n0, nend, off, sets, c0, c1, t):
             smem.st_shared_v4(sa + np.uint32(16 * t), a0, a1, a2, a3)
 
 
+@cuda.jit(device=True, inline="always")
+def _q8s(w, s, ts):
+    return _q8(w, s)
+
+
+def _four_chunks(decode, split: bool):
+    """``chunk0 .. chunk3(w0, w1, w2, w3, sa, sb, ts)``: the eight values of
+    word ``i`` of a 16-byte load, ``decode(word, scale, ts)`` with ``sa``
+    (``split``: ``sa`` for words 0 and 1, ``sb`` for 2 and 3, NVFP4's two
+    16-value blocks)."""
+
+    @cuda.jit(device=True, inline="always")
+    def chunk0(w0, w1, w2, w3, sa, sb, ts):
+        return decode(w0, sa, ts)
+
+    @cuda.jit(device=True, inline="always")
+    def chunk1(w0, w1, w2, w3, sa, sb, ts):
+        return decode(w1, sa, ts)
+
+    @cuda.jit(device=True, inline="always")
+    def chunk2(w0, w1, w2, w3, sa, sb, ts):
+        return decode(w2, sb if split else sa, ts)
+
+    @cuda.jit(device=True, inline="always")
+    def chunk3(w0, w1, w2, w3, sa, sb, ts):
+        return decode(w3, sb if split else sa, ts)
+
+    return chunk0, chunk1, chunk2, chunk3
+
+
 @lru_cache(maxsize=None)
 def make_dot_wide(FMT: str, X: str):
     """Device functions ``(wide_ok(wa, wb, k), dot, dot_pair)`` over the
@@ -256,21 +286,7 @@ def make_dot_wide(FMT: str, X: str):
             s = float32(ss[lr * SCALE_GROUPS + ((k0 - c0) >> 7)]) if sfast else float32(wb[e, n, k0 >> 7])
             return w0, w1, w2, w3, s, s
 
-        @cuda.jit(device=True, inline="always")
-        def chunk0(w0, w1, w2, w3, sa, sb, ts):
-            return _q8(w0, sa)
-
-        @cuda.jit(device=True, inline="always")
-        def chunk1(w0, w1, w2, w3, sa, sb, ts):
-            return _q8(w1, sa)
-
-        @cuda.jit(device=True, inline="always")
-        def chunk2(w0, w1, w2, w3, sa, sb, ts):
-            return _q8(w2, sa)
-
-        @cuda.jit(device=True, inline="always")
-        def chunk3(w0, w1, w2, w3, sa, sb, ts):
-            return _q8(w3, sa)
+        chunk0, chunk1, chunk2, chunk3 = _four_chunks(_q8s, False)
 
     elif FMT == "nvfp4":
 
@@ -281,21 +297,7 @@ def make_dot_wide(FMT: str, X: str):
             pair = np.uint32(wb.view(np.uint16)[e, n, (q * V) >> 5])
             return w0, w1, w2, w3, bits.e4m3_to_f32(pair & np.uint32(255)), bits.e4m3_to_f32(pair >> np.uint32(8))
 
-        @cuda.jit(device=True, inline="always")
-        def chunk0(w0, w1, w2, w3, sa, sb, ts):
-            return _fp8x(w0, sa, ts)
-
-        @cuda.jit(device=True, inline="always")
-        def chunk1(w0, w1, w2, w3, sa, sb, ts):
-            return _fp8x(w1, sa, ts)
-
-        @cuda.jit(device=True, inline="always")
-        def chunk2(w0, w1, w2, w3, sa, sb, ts):
-            return _fp8x(w2, sb, ts)
-
-        @cuda.jit(device=True, inline="always")
-        def chunk3(w0, w1, w2, w3, sa, sb, ts):
-            return _fp8x(w3, sb, ts)
+        chunk0, chunk1, chunk2, chunk3 = _four_chunks(_fp8x, True)
 
     else:
 
