@@ -43,11 +43,11 @@ def _err(got, ref) -> float:
     return float(np.max(np.abs(got - ref)) / np.abs(ref).max()) if np.isfinite(got).all() else np.inf
 
 
-def _gathered(gather=True, fault=""):
-    """mma.sync, bounded: y[p] = A[tok[p]] B[e(p)]^T * rs[p] cs[e] ts[e]."""
-    rng = np.random.default_rng(1)
-    counts, t, n, k = [70, 0, 13], 90, 20, 80  # 83 rows; k: one stage of 64 fp16 and a quarter
-    off = _off(counts)
+def _grouped(seed, counts, t, n, k, sched, gather, fault, max_m_tiles, tile_m=0, max_blocks=0):
+    """mma.sync: ``y[p] = A[tok[p]] B[e(p)]^T * rs[p] cs[e] ts[e]`` over
+    groups of ``counts`` rows, ``t`` token rows: (got, reference, launch)."""
+    rng = np.random.default_rng(seed)
+    off = _off(list(counts))
     rows, e_n = int(off[-1]), len(counts)
     a, a64 = _f16((t, k), rng)
     b, b64 = _f16((e_n, n, k), rng)
@@ -57,12 +57,19 @@ def _gathered(gather=True, fault=""):
     ts = rng.uniform(0.5, 1.5, e_n).astype(np.float32)
     ge = _group_of(off)
     ref = np.einsum("pk,pnk->pn", a64[tok], b64[ge]) * rs[:, None] * cs[ge] * ts[ge][:, None]
-    kern = GG.make_kernel(mma_sync, "f16", 1, 32, 3, GG.BOUNDED, gather=gather, fault=fault)
-    launch = GG.make_launch(kern, e_n, rows, n, k)
+    kern = GG.make_kernel(mma_sync, "f16", 1, 32, 3, sched, gather=gather, fault=fault, tile_m=tile_m)
+    launch = GG.make_launch(kern, e_n, rows, n, k, max_blocks=max_blocks)
     y = cuda.to_device(np.full((rows, n), np.nan, np.float32))
     dev = [cuda.to_device(x) for x in (a.view(np.uint32), b.view(np.uint32), tok, off, rs, cs, ts)]
-    launch(y, dev[0], dev[1], None, None, dev[2], dev[3], 2, tuple(dev[4:]))
-    return y.copy_to_host(), ref
+    launch(y, dev[0], dev[1], None, None, dev[2], dev[3], max_m_tiles, tuple(dev[4:]))
+    return y.copy_to_host(), ref, launch
+
+
+def _gathered(gather=True, fault=""):
+    """mma.sync, bounded, groups of 70, 0 and 13 rows (83); k: one stage of
+    64 fp16 and a quarter."""
+    got, ref, _ = _grouped(1, (70, 0, 13), 90, 20, 80, GG.BOUNDED, gather, fault, 2)
+    return got, ref
 
 
 @pytest.mark.sim
@@ -168,25 +175,10 @@ def _decode(fault="", gather=True, counts=(1, 0, 3, 1), n=20, k=40, sched=GG.GRO
     mma.sync: ``y[p] = A[tok[p]] B[e(p)]^T * rs[p] cs[e] ts[e]``; groups of
     1, 0, 3 and 1 rows, n below one column tile and not a multiple of 8, k
     below one stage of 64 fp16 and not a multiple of the instruction's 16."""
-    rng = np.random.default_rng(5)
-    off = _off(list(counts))
-    rows, e_n, t = int(off[-1]), len(counts), 7
-    a, a64 = _f16((t, k), rng)
-    b, b64 = _f16((e_n, n, k), rng)
-    tok = rng.integers(0, t, rows).astype(np.int32)
-    rs = rng.uniform(0.5, 1.5, rows).astype(np.float32)
-    cs = rng.uniform(0.5, 1.5, (e_n, n)).astype(np.float32)
-    ts = rng.uniform(0.5, 1.5, e_n).astype(np.float32)
-    ge = _group_of(off)
-    ref = np.einsum("pk,pnk->pn", a64[tok], b64[ge]) * rs[:, None] * cs[ge] * ts[ge][:, None]
     tile_m = GG.DECODE_M if fault == "no_reduce" else 0  # a fault only the decode tile can take: built as one
-    kern = GG.make_kernel(mma_sync, "f16", 1, 32, 3, sched, gather=gather, fault=fault, tile_m=tile_m)
-    launch = GG.make_launch(kern, e_n, rows, n, k, max_blocks=max_blocks)
+    got, ref, launch = _grouped(5, counts, 7, n, k, sched, gather, fault, 1, tile_m, max_blocks)
     assert launch.kernel.tile_m == GG.DECODE_M  # a few rows a group: the decode tile, chosen by the launch
-    y = cuda.to_device(np.full((rows, n), np.nan, np.float32))
-    dev = [cuda.to_device(x) for x in (a.view(np.uint32), b.view(np.uint32), tok, off, rs, cs, ts)]
-    launch(y, dev[0], dev[1], None, None, dev[2], dev[3], 1, tuple(dev[4:]))
-    return y.copy_to_host(), ref
+    return got, ref
 
 
 @pytest.mark.sim
