@@ -75,19 +75,54 @@ def _wheel_dirs() -> list[Path]:
 def find_tool(name: str) -> str | None:
     """The path of the CUDA binary ``name``: on PATH, in ``$CUDA_HOME/bin``,
     in ``/usr/local/cuda/bin``, or in an NVIDIA pip wheel inside this
-    interpreter's site-packages; None where it is in none of them."""
-    found = shutil.which(name)
-    if found:
-        return found
+    interpreter's site-packages; None where it is in none of them. Where
+    several are found, the newest release (``name --version``) wins, the
+    earlier place in that order on a tie: libNVVM (a toolkit's or a
+    wheel's, whichever numba-cuda loads) writes PTX of its own ISA version,
+    which an older ptxas refuses ("Unsupported .version 9.5"), while a newer
+    ptxas, nvdisasm or cuobjdump reads what an older toolkit made."""
+    found = _candidates(name)
+    if len(found) > 1:
+        best = max(range(len(found)), key=lambda i: (_release(found[i]), -i))
+        return found[best]
+    return found[0] if found else None
+
+
+def _candidates(name: str) -> list[str]:
+    out: list[str] = []
+    on_path = shutil.which(name)
+    if on_path:
+        out.append(on_path)
     for home in (os.environ.get("CUDA_HOME"), "/usr/local/cuda"):
         cand = Path(home, "bin", name) if home else None
         if cand and cand.is_file() and os.access(cand, os.X_OK):
-            return str(cand)
+            out.append(str(cand))
     for d in _wheel_dirs():
         for cand in sorted(d.glob(f"nvidia/*/bin/{name}")):
             if cand.is_file() and os.access(cand, os.X_OK):
-                return str(cand)
-    return None
+                out.append(str(cand))
+    return list(dict.fromkeys(out))
+
+
+_RELEASES: dict[tuple[str, float], tuple[int, ...]] = {}
+_RELEASE = re.compile(r"release (\d+)\.(\d+)")
+
+
+def _release(path: str) -> tuple[int, ...]:
+    """A CUDA binary's release as ``(major, minor)`` from its ``--version``
+    ("Cuda compilation tools, release 13.5, ..."); ``()`` where it says none."""
+    try:
+        key = (path, os.stat(path).st_mtime)
+    except OSError:
+        return ()
+    if key not in _RELEASES:
+        try:
+            r = subprocess.run([path, "--version"], capture_output=True, text=True, timeout=30)
+            m = _RELEASE.search(r.stdout + r.stderr)
+            _RELEASES[key] = (int(m.group(1)), int(m.group(2))) if m else ()
+        except (OSError, subprocess.SubprocessError):
+            _RELEASES[key] = ()
+    return _RELEASES[key]
 
 
 # ── resources ────────────────────────────────────────────────────────────────

@@ -250,11 +250,11 @@ def _probe() -> None:
 
 
 def _ptxas() -> str | None:
-    home = cuda_home()
-    found = shutil.which("ptxas")
-    if not found and home and Path(home, "bin", "ptxas").exists():
-        found = str(Path(home, "bin", "ptxas"))
-    return found
+    """The newest ptxas found (``leverctl.profile.machine.find_tool``): one
+    older than the libNVVM numba-cuda loads refuses its PTX's version."""
+    from leverctl.profile.machine import find_tool
+
+    return find_tool("ptxas")
 
 
 def _num(pattern: str, log: str) -> int:
@@ -308,17 +308,11 @@ def assemble(ptxas: str, ptx_path, arch: str = "sm_90", cubin=os.devnull) -> dic
 
 
 def nvdisasm() -> str | None:
-    """The nvdisasm to read SASS with: PATH, $CUDA_HOME/bin, or the
-    ``nvidia-cuda-nvdisasm`` wheel (under nvidia/*/bin in site-packages)."""
-    found = shutil.which("nvdisasm")
-    if not found and cuda_home() and Path(cuda_home(), "bin", "nvdisasm").exists():
-        found = str(Path(cuda_home(), "bin", "nvdisasm"))
-    if not found:
-        for site in map(Path, sys.path):
-            hits = sorted(site.glob("nvidia/*/bin/nvdisasm")) if site.is_dir() else []
-            if hits:
-                return str(hits[0])
-    return found
+    """The nvdisasm to read SASS with: the newest of PATH's, $CUDA_HOME/bin's
+    and the ``nvidia-cuda-nvdisasm`` wheel's (``find_tool``)."""
+    from leverctl.profile.machine import find_tool
+
+    return find_tool("nvdisasm")
 
 
 def _load_jobs(jobs_file: str) -> list:

@@ -345,6 +345,28 @@ def test_find_tool_looks_on_path_in_cuda_home_and_in_the_wheels(tmp_path, monkey
     assert machine.find_tool(TOOL) == str(on_path)
 
 
+def _versioned(path: Path, release: str) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(f"#!/bin/sh\necho 'Cuda compilation tools, release {release}, V{release}.1'\n")
+    path.chmod(path.stat().st_mode | stat.S_IXUSR)
+    return path
+
+
+def test_find_tool_takes_the_newest_release_where_several_are_found(tmp_path, monkeypatch):
+    """A toolkit's ptxas 13.0 on PATH refuses the PTX a 13.5 libNVVM wheel
+    writes ("Unsupported .version 9.5"): the wheel's newer ptxas is taken;
+    an older one in a later place never displaces a newer one."""
+    monkeypatch.delenv("CUDA_HOME", raising=False)
+    monkeypatch.setattr(sys, "path", [str(tmp_path / "site")] + sys.path)
+    monkeypatch.setenv("PATH", str(tmp_path / "bin"))
+    old = _versioned(tmp_path / "bin" / TOOL, "13.0")
+    new = _versioned(tmp_path / "site" / "nvidia" / "cu13" / "bin" / TOOL, "13.5")
+    assert machine.find_tool(TOOL) == str(new)
+    _versioned(new, "12.9")
+    os.utime(new, (1, 1))  # a new mtime: the version is asked again
+    assert machine.find_tool(TOOL) == str(old)
+
+
 def test_resource_usage_without_cuobjdump_says_so(tmp_path, monkeypatch):
     monkeypatch.setattr(machine, "find_tool", lambda name: None)
     with pytest.raises(FileNotFoundError, match="cuobjdump not found"):
