@@ -237,6 +237,7 @@ def memory_table(doc: dict) -> Any:
         "variant",
         "traced at",
         "global sector efficiency",
+        "128-bit loads",
         "requested / declared",
         "shared wavefronts (ideal)",
         "worst site",
@@ -250,7 +251,7 @@ def memory_table(doc: dict) -> Any:
         seen.add(key)
         mark = "▶ " if m["selected"] else "  "
         if "error" in m:
-            t.add_row(m["kernel"], mark + m["variant"], m["profile_shape"], "", "", "", f"not traced: {m['error']}")
+            t.add_row(m["kernel"], mark + m["variant"], m["profile_shape"], "", "", "", "", f"not traced: {m['error']}")
             continue
         g, sh = m["global"], m["shared"]
         ratio = g["requested_vs_declared"]
@@ -260,6 +261,7 @@ def memory_table(doc: dict) -> Any:
             mark + m["variant"],
             m["profile_shape"],
             f"{g['sector_efficiency']:.0%}" if g["sector_efficiency"] is not None else "–",
+            f"{wide:.0%}" if (wide := g.get("wide_load_share")) is not None else "–",
             f"{ratio:.2f}" if ratio is not None else "–",
             f"{sh['wavefronts']} ({sh['ideal_wavefronts']})" if sh["wavefronts"] else "–",
             _site_text(worst),
@@ -326,6 +328,7 @@ def variant_summaries(doc: dict) -> list[dict]:
                 "in_flight_sm": max(((r.get("in_flight") or {}).get("sm") or 0 for r in ok), default=None),
                 "sector_efficiency": (m.get("global") or {}).get("sector_efficiency"),
                 "requested_vs_declared": (m.get("global") or {}).get("requested_vs_declared"),
+                "wide_load_share": (m.get("global") or {}).get("wide_load_share"),
                 "extra_wavefronts": (m.get("shared") or {}).get("extra_wavefronts"),
                 "traced_at": m.get("profile_shape"),
                 "flags": sorted({f for r in g["rows"] for f in r.get("flags") or []}),
@@ -339,14 +342,14 @@ def markdown(doc: dict) -> str:
         f"Profile of {doc['engine']} kernels on {doc['arch']} at {doc['shapes']} shapes "
         "(one row per variant, the worst figure over its kernels and shapes; ▶ the levers choose it).\n\n"
         "| path | variant | kernels | regs (max) | occupancy (min) | tensor cores | global load bits | "
-        "async copies | loads in flight (KiB/SM, max) | sector efficiency | requested / declared | "
-        "extra shared wavefronts | flags |\n"
-        "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |\n"
+        "async copies | loads in flight (KiB/SM, max) | sector efficiency | 128-bit share of loaded bytes | "
+        "requested / declared | extra shared wavefronts | flags |\n"
+        "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |\n"
     )
     lines = []
     for v in variant_summaries(doc):
         occ = v["min_occupancy"]
-        eff, ratio = v["sector_efficiency"], v["requested_vs_declared"]
+        eff, ratio, wide = v["sector_efficiency"], v["requested_vs_declared"], v["wide_load_share"]
         lines.append(
             "| "
             + " | ".join(
@@ -361,6 +364,7 @@ def markdown(doc: dict) -> str:
                     ", ".join(v["async_copies"]) or "none",
                     f"{v['in_flight_sm'] / 1024:.1f}" if v["in_flight_sm"] is not None else "–",
                     f"{eff:.0%}" if eff is not None else "–",
+                    f"{wide:.0%}" if wide is not None else "–",
                     f"{ratio:.2f}" if ratio is not None else "–",
                     str(v["extra_wavefronts"]) if v["extra_wavefronts"] is not None else "–",
                     "; ".join(v["flags"]) or "–",

@@ -121,14 +121,14 @@ def _profiles(rs) -> list[dict]:
 
 def _profile_cols() -> list[str]:
     return ["kernel", "variant", "shape", "arch", "kernels (regs, occupancy)", "spills+local", "load bits", "sectors",
-            "extra wavefronts", "flags"]  # fmt: skip
+            "128-bit share", "extra wavefronts", "flags"]  # fmt: skip
 
 
 def _profile_rows(profiles: list[dict]) -> list[list[str]]:
     rows = []
     for p in profiles[:PROFILE_ROWS_SHOWN]:
         ks = p["kernels"]
-        eff, extra = p["sector_efficiency"], p["extra_wavefronts"]
+        eff, extra, wide = p["sector_efficiency"], p["extra_wavefronts"], p.get("wide_load_share")
         rows.append(
             [
                 p["kernel"],
@@ -144,6 +144,7 @@ def _profile_rows(profiles: list[dict]) -> list[list[str]]:
                 str(sum(k["spills"] + k["local"] for k in ks.values())),
                 "/".join(str(b) for b in sorted({b for k in ks.values() for b in k["load_bits"]})) or "–",
                 f"{eff:.0%}" if eff is not None else "–",
+                f"{wide:.0%}" if wide is not None else "–",
                 f"{extra:g}" if extra is not None else "–",
                 "; ".join(p["flags"]) or "–",
             ]

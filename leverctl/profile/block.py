@@ -17,6 +17,12 @@ from __future__ import annotations
 from typing import Any, Iterable, Mapping
 
 SECTOR_POINTS = 5.0  # sector efficiency down by more than this many points is a regression
+WIDE_POINTS = 5.0  # so is the 128-bit loads' share of the loaded bytes
+# What Little's law asks an SM to keep in flight to reach the copy bandwidth:
+# bandwidth x latency / SMs. Hopper (H200): 4.8 TB/s x ~0.6 us / 132 SMs.
+# A kernel whose loads in flight fall from at least this to below it has
+# lost the bytes that fill the memory pipe; other architectures are not gated.
+LITTLE_BYTES = {"sm_90a": 22 * 1024, "sm_90": 22 * 1024}
 _EPS = 1e-9
 
 
@@ -60,6 +66,7 @@ def memory_figures(m: Mapping[str, Any] | None) -> dict[str, Any] | None:
         "requested_bytes": g["requested_bytes"],
         "declared_bytes": g["declared_bytes"],
         "requested_vs_declared": g["requested_vs_declared"],
+        "wide_load_share": g.get("wide_load_share"),
         "shared_wavefronts": sh["wavefronts"],
         "ideal_wavefronts": sh["ideal_wavefronts"],
         "extra_wavefronts": sh["extra_wavefronts"],
@@ -113,6 +120,9 @@ def summary(block: Any) -> dict[str, Any] | None:
                 "occupancy": _num(k.get("occupancy")),
                 "limiter": k.get("limiter") if isinstance(k.get("limiter"), str) else None,
                 "load_bits": sorted(int(w) for w, n in loads.items() if str(w).isdigit() and _num(n)),
+                "in_flight_sm": _num((k.get("in_flight") or {}).get("sm"))
+                if isinstance(k.get("in_flight"), dict)
+                else None,
             }
     mem = block.get("memory") if isinstance(block.get("memory"), dict) else {}
     flags = block.get("flags") if isinstance(block.get("flags"), list) else []
@@ -120,6 +130,7 @@ def summary(block: Any) -> dict[str, Any] | None:
         "arch": block.get("arch") if isinstance(block.get("arch"), str) else None,
         "kernels": kernels,
         "sector_efficiency": _num(mem.get("sector_efficiency")),
+        "wide_load_share": _num(mem.get("wide_load_share")),
         "extra_wavefronts": _num(mem.get("extra_wavefronts")),
         "traced_at": mem.get("traced_at") if isinstance(mem.get("traced_at"), str) else None,
         "flags": [f for f in flags if isinstance(f, str)],
@@ -129,9 +140,12 @@ def summary(block: Any) -> dict[str, Any] | None:
 def regressions(base: Mapping[str, Any] | None, new: Mapping[str, Any] | None) -> list[str]:
     """What got worse from ``base``'s summary to ``new``'s, one phrase each
     naming the kernel and the figure: new or more spills, new or more local
-    memory, lower occupancy, sector efficiency down by more than
-    :data:`SECTOR_POINTS` points, new or more shared-memory bank conflicts
-    (extra wavefronts). Empty when either side has no profile, or the two
+    memory, lower occupancy, no 128-bit global load where there was one,
+    loads in flight per SM fallen below what Little's law asks
+    (:data:`LITTLE_BYTES`, from at least it), sector efficiency or the
+    128-bit loads' share of the loaded bytes down by more than
+    :data:`SECTOR_POINTS` / :data:`WIDE_POINTS` points, new or more
+    shared-memory bank conflicts (extra wavefronts). Empty when either side has no profile, or the two
     were made for different architectures (the caller says so)."""
     if not base or not new or base.get("arch") != new.get("arch"):
         return []
@@ -147,10 +161,26 @@ def regressions(base: Mapping[str, Any] | None, new: Mapping[str, Any] | None) -
         bo, no = b.get("occupancy"), n.get("occupancy")
         if bo is not None and no is not None and no < bo - _EPS:
             out.append(f"{name}: occupancy {bo:.0%} -> {no:.0%} ({n.get('limiter')})")
+        if 128 in (b.get("load_bits") or ()) and n.get("load_bits") is not None and 128 not in n["load_bits"]:
+            out.append(f"{name}: no 128-bit global load (load bits {_bits(b['load_bits'])} -> {_bits(n['load_bits'])})")
+        little = LITTLE_BYTES.get(base["arch"])
+        bf, nf = b.get("in_flight_sm"), n.get("in_flight_sm")
+        if little and bf is not None and nf is not None and bf >= little > nf:
+            out.append(
+                f"{name}: loads in flight {bf / 1024:.1f} -> {nf / 1024:.1f} KiB/SM, "
+                f"below the {little / 1024:.0f} KiB Little's law asks"
+            )
     be, ne = base.get("sector_efficiency"), new.get("sector_efficiency")
     if be is not None and ne is not None and (be - ne) * 100 > SECTOR_POINTS + _EPS:
         out.append(f"sector efficiency {be:.1%} -> {ne:.1%}")
+    bs, ns = base.get("wide_load_share"), new.get("wide_load_share")
+    if bs is not None and ns is not None and (bs - ns) * 100 > WIDE_POINTS + _EPS:
+        out.append(f"128-bit loads' share of the loaded bytes {bs:.1%} -> {ns:.1%}")
     bw, nw = base.get("extra_wavefronts"), new.get("extra_wavefronts")
     if bw is not None and nw is not None and nw > bw:
         out.append(f"shared bank conflicts: {bw} -> {nw} extra wavefronts")
     return out
+
+
+def _bits(widths) -> str:
+    return "/".join(map(str, widths)) or "none"

@@ -77,6 +77,7 @@ import numpy as np
 WARP = 32
 SECTOR = 32  # bytes: the unit global memory is served in
 LINE = 128  # bytes: an L1/L2 cache line (four sectors)
+WIDE = 16  # bytes: a 128-bit access, the widest a thread issues (``ld.global.v4.u32``)
 BANKS = 32
 WORD = 4  # bytes per bank word
 WAVEFRONT_BYTES = BANKS * WORD  # what one shared wavefront can move (128 bytes)
@@ -396,6 +397,7 @@ class _Tally:
         "sectors",
         "ideal_sectors",
         "lines",
+        "wide",
         "wavefronts",
         "ideal_wavefronts",
         "ways",
@@ -404,7 +406,7 @@ class _Tally:
 
     def __init__(self):
         self.instructions = self.accesses = self.bytes = self.used = 0
-        self.sectors = self.ideal_sectors = self.lines = 0
+        self.sectors = self.ideal_sectors = self.lines = self.wide = 0
         self.wavefronts = self.ideal_wavefronts = self.ways = self.conflicted = 0
 
     def add_global(self, accs: list) -> None:
@@ -412,9 +414,11 @@ class _Tally:
         sectors = set()
         lines = set()
         spans: dict[int, list] = {}
-        total = 0
+        total = wide = 0
         for _lane, root, off, size in accs:
             total += size
+            if size >= WIDE:
+                wide += size
             last = off + size - 1
             for s in range(off // SECTOR, last // SECTOR + 1):
                 sectors.add((root, s))
@@ -438,6 +442,7 @@ class _Tally:
         self.instructions += 1
         self.accesses += len(accs)
         self.bytes += total
+        self.wide += wide
         self.used += used
         self.sectors += len(sectors)
         self.ideal_sectors += ideal
@@ -665,8 +670,9 @@ class SiteRow:
     helper is the line, the kernel line that called it (``via``); its space
     and kind, and what its warp instructions added up to.
 
-    Global rows carry ``sectors``, ``ideal_sectors``, ``used_bytes`` and
-    ``efficiency`` (used bytes over sector bytes); shared rows carry
+    Global rows carry ``sectors``, ``ideal_sectors``, ``used_bytes``,
+    ``efficiency`` (used bytes over sector bytes) and ``wide_bytes`` (the
+    bytes its 128-bit accesses moved); shared rows carry
     ``wavefronts``, ``ideal_wavefronts``, ``ways`` (the worst n-way in one
     phase) and ``conflicted`` (instructions that needed more than the
     ideal). ``waste_bytes`` ranks the rows: the excess sectors' bytes, or
@@ -684,6 +690,7 @@ class SiteRow:
     used_bytes: int | None = None
     lines: int | None = None
     efficiency: float | None = None
+    wide_bytes: int | None = None
     wavefronts: int | None = None
     ideal_wavefronts: int | None = None
     ways: int | None = None
@@ -720,6 +727,7 @@ class SiteRow:
                 used_bytes=self.used_bytes,
                 lines=self.lines,
                 efficiency=self.efficiency,
+                wide_bytes=self.wide_bytes,
             )
         else:
             out.update(
@@ -740,7 +748,10 @@ class MemoryProfile:
     ``requested_bytes`` is what the kernels asked global memory for (loads,
     stores and atomics, each access's size once); ``requested_vs_declared``
     sets it against the bytes the variant declares it must move (None
-    without a declaration). ``sector_efficiency`` is None when no global
+    without a declaration). ``wide_load_share`` is the share of the global
+    load bytes that 128-bit loads carried (None without global loads): the
+    roofline target's "16-byte loads carry the streamed bytes".
+    ``sector_efficiency`` is None when no global
     access was seen, as ``worst_ways`` is 0 without shared accesses."""
 
     launches: int
@@ -762,6 +773,7 @@ class MemoryProfile:
     worst_ways: int
     sites: tuple[SiteRow, ...]
     declared_bytes: int | None = None
+    wide_load_bytes: int = 0
 
     @property
     def requested_bytes(self) -> int:
@@ -774,6 +786,10 @@ class MemoryProfile:
     @property
     def excess_sectors(self) -> int:
         return self.sectors - self.ideal_sectors
+
+    @property
+    def wide_load_share(self) -> float | None:
+        return self.wide_load_bytes / self.load_bytes if self.load_bytes else None
 
     @property
     def requested_vs_declared(self) -> float | None:
@@ -816,6 +832,8 @@ class MemoryProfile:
                 "ideal_sectors": self.ideal_sectors,
                 "excess_sectors": self.excess_sectors,
                 "sector_efficiency": self.sector_efficiency,
+                "wide_load_bytes": self.wide_load_bytes,
+                "wide_load_share": self.wide_load_share,
             },
             "shared": {
                 "load_bytes": self.shared_load_bytes,
@@ -857,6 +875,7 @@ def _row(key: tuple, t: _Tally) -> SiteRow:
             used_bytes=t.used,
             lines=t.lines,
             efficiency=t.used / (t.sectors * SECTOR) if t.sectors else None,
+            wide_bytes=t.wide,
         )
     return SiteRow(
         **common,
@@ -903,6 +922,7 @@ def summarize(trace: Trace, declared_bytes: int | None = None) -> MemoryProfile:
         worst_ways=max((r.ways or 0 for r in shar), default=0),
         sites=tuple(rows),
         declared_bytes=declared_bytes,
+        wide_load_bytes=sum(r.wide_bytes or 0 for r in glob if r.kind == LOAD),
     )
 
 

@@ -136,6 +136,9 @@ def _edited(src: Path, dst: Path, edit) -> Path:
         (lambda p: p["kernels"][0].update(occupancy=p["kernels"][0]["occupancy"] / 2), "gemv_sw: occupancy"),
         (lambda p: p["memory"].update(sector_efficiency=p["memory"]["sector_efficiency"] - 0.06), "sector efficiency"),
         (lambda p: p["memory"].update(extra_wavefronts=p["memory"]["extra_wavefronts"] + 1), "bank conflicts"),
+        (lambda p: p["memory"].update(wide_load_share=p["memory"]["wide_load_share"] - 0.06), "128-bit loads' share"),
+        (lambda p: p["kernels"][0]["global_loads"].pop("128"), "gemv_sw: no 128-bit global load (load bits 16/32/128"),
+        (lambda p: p["kernels"][0]["in_flight"].update(sm=21 * 1024), "below the 22 KiB Little's law asks"),
     ],
 )
 def test_compare_fails_on_a_worse_profile_naming_the_kernel_and_figure(capsys, profiled, tmp_path, edit, says):
@@ -158,6 +161,8 @@ def test_compare_passes_an_equal_or_better_profile_and_a_small_sector_change(cap
         p["kernels"][0]["occupancy"] = 1.0
         p["memory"]["sector_efficiency"] -= 0.04  # within the 5 points
         p["memory"]["extra_wavefronts"] = 0
+        p["memory"]["wide_load_share"] -= 0.04
+        p["kernels"][0]["in_flight"]["sm"] -= 1024  # still above what Little's law asks
 
     assert run_cli(capsys, "compare", profiled, _edited(profiled, tmp_path / "n.json", better)).code == 0
 

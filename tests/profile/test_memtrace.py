@@ -99,6 +99,25 @@ def test_requested_bytes_are_the_sum_of_the_access_sizes():
     np.testing.assert_array_equal(out, x)
 
 
+@pytest.mark.parametrize("wide", [True, False], ids=["one-16-byte-load", "four-4-byte-loads"])
+def test_the_128_bit_loads_share_counts_the_bytes_16_byte_loads_carry(wide):
+    """The same 512 bytes copied by one warp: loaded 16 bytes a lane, the
+    whole load is carried by 128-bit loads; loaded 4 bytes at a time, none
+    is (same sectors and bytes either way). Stores never count."""
+    x = np.arange(128, dtype=np.uint32)
+    out = np.zeros(128, np.uint32)
+    p = _traced(lambda: tk.copy_words[1, 32](out, x, wide))
+    np.testing.assert_array_equal(out, x)
+    assert p.load_bytes == p.store_bytes == 512
+    assert p.wide_load_bytes == (512 if wide else 0)
+    assert p.wide_load_share == (1.0 if wide else 0.0)
+    assert p.to_json()["global"]["wide_load_share"] == p.wide_load_share
+    if wide:
+        row = _row(p, "copy-wide", "global", "load")
+        assert row.instructions == 1 and row.accesses == 32 and row.wide_bytes == 512 and row.sectors == 16
+    assert mt.summarize(mt.Trace()).wide_load_share is None  # no loads: no figure
+
+
 # ── shared banks ─────────────────────────────────────────────────────────────
 
 

@@ -15,7 +15,7 @@ from pathlib import Path
 import numpy as np
 from numba import cuda, float32, uint16
 
-from leverctl_kernels.common import mma, wgmma
+from leverctl_kernels.common import mma, vload, wgmma
 
 HERE = Path(__file__)
 
@@ -42,6 +42,22 @@ def copy(out, x):
     i = cuda.grid(1)
     if i < x.shape[0]:
         out[i] = x[i]  # site: copy
+
+
+@cuda.jit
+def copy_words(out, x, wide):
+    """``out = x`` over 32 x 4 uint32 words, one warp: a lane's four words
+    by one 16-byte load (``wide``) or by four 4-byte loads, then four
+    4-byte stores either way."""
+    lane = cuda.threadIdx.x
+    if wide:
+        a, b, c, d = vload.ldg_v4(x, 4 * lane)  # site: copy-wide
+    else:
+        a, b, c, d = x[4 * lane], x[4 * lane + 1], x[4 * lane + 2], x[4 * lane + 3]  # site: copy-narrow
+    out[4 * lane] = a
+    out[4 * lane + 1] = b
+    out[4 * lane + 2] = c
+    out[4 * lane + 3] = d
 
 
 @lru_cache(maxsize=None)
