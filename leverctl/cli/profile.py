@@ -132,6 +132,14 @@ def register(app: typer.Typer) -> None:
             Optional[str],
             typer.Option("--keep", metavar="DIR", help="Write each kernel's PTX, cubin and SASS under DIR."),
         ] = None,
+        summary: Annotated[
+            bool,
+            typer.Option(
+                "--summary",
+                help="JSON of one entry per variant (the markdown table's figures, per kernel too) and its "
+                "source digest, instead of every kernel row and trace.",
+            ),
+        ] = False,
         fmt: Annotated[
             Optional[str],
             typer.Option("--format", "-f", metavar="FORMAT", help="table, json or markdown (one row per variant)."),
@@ -152,6 +160,8 @@ def register(app: typer.Typer) -> None:
         from ..errors import UserError
 
         fmt = common.output_format(fmt, out, FORMATS)
+        if summary and fmt != "json":
+            raise UserError(f"--summary: a JSON summary; with --format {fmt} the profile is written whole")
         from ..bench.axes import parse_axes
 
         parse_axes(axis)  # its form, before the tools are looked for; its names once the paths are known
@@ -191,13 +201,14 @@ def register(app: typer.Typer) -> None:
             "shapes": preset,
             "rows": rows,
             "memory": mem,
+            "sources": run.sources(items),
         }
         unrunnable = sorted({f"{r['kernel']} {r['variant']}" for r in rows if r["selected"] and r.get("error")})
         if unrunnable:
             raise UserError(f"--arch {arch} cannot run {', '.join(unrunnable)}: {_first_error(rows)}")
         width, color = common.tty_table(fmt)
         if fmt == "json":
-            text = json.dumps(doc, indent=2) + "\n"
+            text = json.dumps(summary_doc(doc) if summary else doc, indent=2) + "\n"
         elif fmt == "markdown":
             text = markdown(doc)
         else:
@@ -301,6 +312,21 @@ def variant_summaries(doc: dict) -> list[dict]:
     out = []
     for key, g in groups.items():
         ok = [r for r in g["rows"] if "resources" in r]
+        per_kernel: dict[str, dict] = {}
+        for r in ok:
+            k = per_kernel.setdefault(
+                r["name"],
+                {"registers": 0, "spills": 0, "occupancy": 1.0, "load_bits": [], "in_flight_sm": None},
+            )
+            res = r["resources"]
+            k["registers"] = max(k["registers"], res["registers"])
+            k["spills"] = max(k["spills"], (res["spill_stores"] or 0) + (res["local"] or 0) + (res["stack"] or 0))
+            k["occupancy"] = min(k["occupancy"], r["occupancy"]["fraction"])
+            bits = {int(w) for w, n in ((r["mix"] or {}).get("global_loads") or {}).items() if n}
+            k["load_bits"] = sorted(set(k["load_bits"]) | bits)
+            sm = (r.get("in_flight") or {}).get("sm")
+            if sm is not None:
+                k["in_flight_sm"] = sm if k["in_flight_sm"] is None else min(k["in_flight_sm"], sm)
         loads: dict[str, int] = {}
         tc: dict[str, int] = {}
         asyncs: dict[str, int] = {}
@@ -332,12 +358,25 @@ def variant_summaries(doc: dict) -> list[dict]:
                 "extra_wavefronts": (m.get("shared") or {}).get("extra_wavefronts"),
                 "traced_at": m.get("profile_shape"),
                 "flags": sorted({f for r in g["rows"] for f in r.get("flags") or []}),
+                "per_kernel": dict(sorted(per_kernel.items())),
             }
         )
     return out
 
 
+def summary_doc(doc: dict) -> dict:
+    """What ``--summary`` writes: the profile's variants (the markdown
+    table's figures, and per kernel its worst registers, spills, occupancy
+    and loads in flight and every load width) and their source digests,
+    without the rows and traces behind them: small enough to keep in the
+    repository (docs/profiles/) and to hold the figures to in tests."""
+    keep = ("schema", "engine", "recipe", "arch", "shapes", "sources")
+    return {**{k: doc.get(k) for k in keep}, "variants": variant_summaries(doc)}
+
+
 def markdown(doc: dict) -> str:
+    """The one-row-per-variant table, from a profile or its summary."""
+    summaries = doc["variants"] if "variants" in doc else variant_summaries(doc)
     head = (
         f"Profile of {doc['engine']} kernels on {doc['arch']} at {doc['shapes']} shapes "
         "(one row per variant, the worst figure over its kernels and shapes; ▶ the levers choose it).\n\n"
@@ -347,7 +386,7 @@ def markdown(doc: dict) -> str:
         "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |\n"
     )
     lines = []
-    for v in variant_summaries(doc):
+    for v in summaries:
         occ = v["min_occupancy"]
         eff, ratio, wide = v["sector_efficiency"], v["requested_vs_declared"], v["wide_load_share"]
         lines.append(

@@ -132,16 +132,27 @@ def kernel_key(launch: capture.Launch, arch: str, versions: str) -> str:
     return hashlib.sha256(text.encode()).hexdigest()[:24]
 
 
-def _versions() -> str:
+def _versions(tools: dict | None = None) -> str:
+    """The compilers' versions, for the cache keys: numba's and
+    numba-cuda's, the libNVVM wheel's (else a toolkit's), and each tool's
+    path and release (a ptxas that refused the PTX is not asked again
+    after an upgrade, nor its answer reused by another one)."""
+    from importlib.metadata import PackageNotFoundError, version
+
     import numba
 
-    try:
-        from importlib.metadata import version
+    def of(package: str) -> str:
+        try:
+            return version(package)
+        except PackageNotFoundError:
+            return "-"
+        except Exception:  # noqa: BLE001 - an unknown version only weakens the cache key
+            return "?"
 
-        nc = version("numba-cuda")
-    except Exception:  # noqa: BLE001 - an unknown version only weakens the cache key
-        nc = "?"
-    return f"numba {numba.__version__}, numba-cuda {nc}"
+    text = f"numba {numba.__version__}, numba-cuda {of('numba-cuda')}, nvvm {of('nvidia-nvvm')}"
+    for name, path in sorted((tools or {}).items()):
+        text += f", {name} {path} {'.'.join(map(str, machine.tool_release(path))) if path else '-'}"
+    return text
 
 
 def compile_kernel(launch: capture.Launch, arch: str, out: Path, tools: dict) -> dict:
@@ -291,7 +302,7 @@ def main() -> None:
     cache.mkdir(parents=True, exist_ok=True)
     keep = Path(req["keep"]) if req.get("keep") else None
     tools = {"ptxas": machine.find_tool("ptxas"), "nvdisasm": machine.find_tool("nvdisasm")}
-    versions = _versions()
+    versions = _versions(tools)
 
     # 1. every item's launches (seconds); 2. the kernels not cached yet,
     # compiled on forked workers (each compile is single-threaded), largest

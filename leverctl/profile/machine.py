@@ -83,7 +83,7 @@ def find_tool(name: str) -> str | None:
     ptxas, nvdisasm or cuobjdump reads what an older toolkit made."""
     found = _candidates(name)
     if len(found) > 1:
-        best = max(range(len(found)), key=lambda i: (_release(found[i]), -i))
+        best = max(range(len(found)), key=lambda i: (tool_release(found[i]), -i))
         return found[best]
     return found[0] if found else None
 
@@ -108,7 +108,7 @@ _RELEASES: dict[tuple[str, float], tuple[int, ...]] = {}
 _RELEASE = re.compile(r"release (\d+)\.(\d+)")
 
 
-def _release(path: str) -> tuple[int, ...]:
+def tool_release(path: str) -> tuple[int, ...]:
     """A CUDA binary's release as ``(major, minor)`` from its ``--version``
     ("Cuda compilation tools, release 13.5, ..."); ``()`` where it says none."""
     try:

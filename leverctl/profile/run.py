@@ -233,6 +233,21 @@ def memory(items: list[Item], cache: Path) -> list[dict]:
     return _child("leverctl.profile.trace", req, env, "tracing memory accesses in the simulator")["items"]
 
 
+def sources(items: list[Item]) -> dict[str, str]:
+    """Each profiled variant's source digest (``"path variant"``: the
+    digest of every kernels module its build, inputs and traffic reach, as
+    the cache keys use it): a saved profile is the code's as long as these
+    match (tests/profile/test_roofline.py holds the committed ones to it)."""
+    from .build import source_digest
+
+    out = {}
+    for it in items:
+        key = f"{it.path.name} {it.variant}"
+        if key not in out:
+            out[key] = source_digest(it.path.variants[it.variant].build, it.path.make_inputs, it.path.traffic)
+    return dict(sorted(out.items()))
+
+
 def profile(items: list[Item], arch: str, cache: Path, keep: Path | None) -> list[dict]:
     capture.cc_of(arch)  # an unknown arch is bad input before anything runs
     rows = []
