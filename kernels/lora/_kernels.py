@@ -53,7 +53,7 @@ B_STAGE = MERGE_GROUP * MERGE_RANK
 W_ROWS = 2  # rows of W a lane has in flight as it writes W'
 W_WORDS = 4 * W_ROWS  # their 16-byte groups, packed fp16 pairs
 TILE = 8 * MERGE_RT  # a lane's accumulators
-MERGE_MIN_BLOCKS = 6  # resident merge blocks an SM (what its 36 KiB of shared memory allows)
+MERGE_MIN_BLOCKS = 6  # resident merge blocks an SM, as its 36 KiB of shared memory allows: 80 registers, no spill
 TAIL_FAULTS = (0, 1, 2)
 float16 = types.float16
 # 16-byte shared accesses need A's staged strip on 16 bytes; the simulator
