@@ -10,6 +10,9 @@ from ``@cuda.jit`` kernels, with an exact simulator twin.
                                   # (fp16 activations), arr[i .. i+7] as
                                   # four words, two elements each, the
                                   # lower-addressed in bits 0-15
+    stg_v4(arr, i, a, b, c, d)    # the store of ldg_v4's shape: four words to
+                                  # arr[i ..] (32-bit elements: four; 16-bit:
+                                  # eight), one 16-byte store, 16-byte aligned
     ok = aligned16(arr)           # arr's first element is 16-byte aligned
     a, b, c, d = ld_f32x4(arr, i) # arr[i .. i+3] of a float32 array that the
     st_f32x4(arr, i, a, b, c, d)  # kernel also writes (recurrent state):
@@ -21,7 +24,9 @@ the read-only (non-coherent) path, so the array must not be written while
 the kernel runs. The asm has no side effect and no memory clobber, so the
 compiler may schedule it freely, as it would any load of constant data.
 Numba has no vector load: four scalar loads of consecutive words stay four
-32-bit ``LDG.E``. ``aligned16`` is ordinary integer arithmetic on the data
+32-bit ``LDG.E``. ``stg_v4`` is the matching store of packed words (fp16
+pairs): ``st.global.v4.b32`` (``STG.E.128``), volatile asm clobbering
+memory, as ``st_f32x4``. ``aligned16`` is ordinary integer arithmetic on the data
 pointer (a ``cudaMalloc`` is 256-byte aligned; a view starting inside an
 allocation may not be), for a kernel to choose a scalar path where the
 vector one would fault.
@@ -162,6 +167,37 @@ def _st_f32x4():
     return intrinsic(st_f32x4)
 
 
+def _stg_v4():
+    from llvmlite import ir
+    from numba.cuda import types
+    from numba.cuda.extending import intrinsic
+
+    def stg_v4(typingctx, arr, index, a, b, c, d):
+        if not (isinstance(arr, types.Array) and arr.layout == "C" and isinstance(index, types.Integer)):
+            return None
+        if not (isinstance(arr.dtype, (types.Integer, types.Float)) and arr.dtype.bitwidth in (16, 32)):
+            return None
+        if not all(isinstance(x, types.Integer) for x in (a, b, c, d)):
+            return None
+
+        def codegen(context, builder, signature, args):
+            i32, i64 = ir.IntType(32), ir.IntType(64)
+            arr_ = context.make_array(signature.args[0])(context, builder, args[0])
+            idx = context.cast(builder, args[1], signature.args[1], types.intp)
+            ptr = builder.ptrtoint(builder.gep(arr_.data, [idx]), i64)
+            words = [context.cast(builder, v, t, types.uint32) for v, t in zip(args[2:], signature.args[2:])]
+            fnty = ir.FunctionType(ir.VoidType(), [i64] + [i32] * 4)
+            asm = ir.InlineAsm(
+                fnty, "st.global.v4.b32 [$0], {$1, $2, $3, $4};", "l,r,r,r,r,~{memory}", side_effect=True
+            )
+            builder.call(asm, [ptr] + words)
+            return context.get_dummy_value()
+
+        return types.void(arr, index, a, b, c, d), codegen
+
+    return intrinsic(stg_v4)
+
+
 def _aligned16():
     from llvmlite import ir
     from numba.cuda import types
@@ -243,6 +279,23 @@ def _twin_ldg_v4(arr, index):
     return np.uint32(w[0]), np.uint32(w[1]), np.uint32(w[2]), np.uint32(w[3])
 
 
+def _twin_stg_v4(arr, index, a, b, c, d):
+    index = int(index)
+    x = _numpy(arr)
+    if x.itemsize not in (2, 4) or not x.flags.c_contiguous:
+        raise TypeError(f"stg_v4 twin: a C-contiguous array of 16- or 32-bit elements, not {x.dtype} {x.strides}")
+    per = VEC_BYTES // x.itemsize
+    start = index * x.itemsize
+    if (_alloc_offset(arr) + start) % VEC_BYTES:
+        raise ValueError(f"stg_v4 twin: element {index} (byte {_alloc_offset(arr) + start}) is not 16-byte aligned")
+    if index < 0 or index + per > x.size:
+        raise IndexError(f"stg_v4 twin: elements {index}..{index + per - 1} outside 0..{x.size - 1}")
+    hook = simwarp.TRACE_HOOK
+    if hook is not None:  # memory tracer: one 16-byte store, as the instruction makes
+        x = _numpy(hook("store", arr, start, VEC_BYTES))
+    x.reshape(-1)[index : index + per] = np.array([a, b, c, d], dtype=np.uint32).view(x.dtype)
+
+
 def _twin_f32x4(arr, index, what: str):
     """The float32 words ``index .. index+3`` of ``arr`` (flat) as a view,
     after the checks the hardware's fault would make."""
@@ -281,17 +334,24 @@ if config.ENABLE_CUDASIM:
     ld_f32x4 = _twin_ld_f32x4
     st_f32x4 = _twin_st_f32x4
     ldg_v4 = _twin_ldg_v4
+    stg_v4 = _twin_stg_v4
     aligned16 = _twin_aligned16
 else:
     ld_f32x4 = _ld_f32x4()
     st_f32x4 = _st_f32x4()
     ldg_v4 = _ldg_v4()
+    stg_v4 = _stg_v4()
     aligned16 = _aligned16()
 
 ldg_v4.__doc__ = (
     "``(a, b, c, d) = ldg_v4(arr, i)``: ``arr[i:i+4]`` (flat index of a C-contiguous array of 32-bit "
     "elements; of 16-bit ones, ``arr[i:i+8]``, two a word) as uint32, one ``ld.global.nc.v4.u32``; "
     "the address must be 16-byte aligned."
+)
+stg_v4.__doc__ = (
+    "``stg_v4(arr, i, a, b, c, d)``: four 32-bit words to ``arr[i:i+4]`` (flat index of a C-contiguous "
+    "array of 32-bit elements; of 16-bit ones, ``arr[i:i+8]``, two a word, the lower-addressed in bits "
+    "0-15), one ``st.global.v4.b32``; the address must be 16-byte aligned."
 )
 ld_f32x4.__doc__ = (
     "``(a, b, c, d) = ld_f32x4(arr, i)``: ``arr[i:i+4]`` (flat index of a C-contiguous float32 array), "

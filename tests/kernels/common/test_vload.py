@@ -3,7 +3,8 @@ returns the four words the instruction would, refuses an address the
 hardware would fault on (not 16-byte aligned from the allocation's start,
 or past the end), ``aligned16`` tells aligned views from unaligned ones,
 and under the memory tracer each call is one 16-byte global load: a warp's
-32 consecutive loads use every byte of the 16 sectors they touch. Also
+32 consecutive loads use every byte of the 16 sectors they touch. The
+16-byte store of packed words (``stg_v4``) likewise. Also
 ``smem.shared_view``: C-ordered windows of the dynamic shared memory."""
 
 from __future__ import annotations
@@ -142,6 +143,42 @@ def test_under_the_tracer_the_pair_is_one_16_byte_load_and_one_store_a_lane():
     for kind in ("load", "store"):
         r = rows[kind]
         assert (r.instructions, r.accesses, r.bytes, r.efficiency) == (1, 32, 512, 1.0), r.to_json()
+
+
+@cuda.jit
+def _copy_fp16_wide(dst, src, first):
+    """Lane ``t`` copies eight fp16 at element ``first + 8 t`` of ``src``
+    to ``dst``: one 16-byte load, one 16-byte store (``stg_v4``)."""
+    i = first + 8 * cuda.threadIdx.x
+    a, b, c, d = vload.ldg_v4(src, i)
+    vload.stg_v4(dst, i, a, b, c, d)
+
+
+def test_the_wide_store_writes_eight_fp16_as_loaded_and_refuses_what_would_fault():
+    src = (np.arange(8 * 40) * 0.25).astype(np.float16).reshape(10, 32)
+    dst = np.zeros_like(src)
+    _copy_fp16_wide[1, 32](dst, src, 8)
+    want = np.zeros_like(src)
+    want.reshape(-1)[8 : 8 + 8 * 32] = src.reshape(-1)[8 : 8 + 8 * 32]
+    assert np.array_equal(dst.view(np.uint16), want.view(np.uint16))  # element order kept, nothing else touched
+    with pytest.raises(ValueError, match="16-byte aligned"):
+        vload.stg_v4(np.zeros(16, np.float16), 4, 1, 2, 3, 4)
+    with pytest.raises(IndexError, match="outside"):
+        vload.stg_v4(np.zeros(16, np.float16), 16, 1, 2, 3, 4)
+    with pytest.raises(TypeError, match="16- or 32-bit"):
+        vload.stg_v4(np.zeros(16, np.float64), 0, 1, 2, 3, 4)
+
+
+def test_under_the_tracer_the_wide_store_is_one_16_byte_store_a_lane():
+    from leverctl.profile import memtrace as mt
+
+    src = np.ones(8 * 32, np.float16)
+    dst = np.zeros_like(src)
+    with mt.trace() as t:
+        _copy_fp16_wide[1, 32](dst, src, 0)
+    assert np.all(dst == 1)
+    (st,) = [r for r in mt.summarize(t).sites if r.space == "global" and r.kind == "store"]
+    assert (st.instructions, st.accesses, st.bytes, st.efficiency) == (1, 32, 512, 1.0), st.to_json()
 
 
 @cuda.jit

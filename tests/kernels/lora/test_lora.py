@@ -246,3 +246,114 @@ def test_rows_of_whole_16_byte_loads_are_read_wide_and_pass(k, monkeypatch):
         fig = _check(variant, shape)[0]
         assert fig.passed, (variant, fig.why())
     assert calls
+
+
+# ── the merge kernel: 16-byte path, scalar path, rank order ─────────────────
+
+
+def _merge_operands(n: int, k: int, r: int, seed: int = 3):
+    """fp16 ``w``, ``a``, ``b`` and the scale, sized as the path draws them."""
+    from leverctl_kernels.lora import family as spec
+
+    shape = Shape("merge", dict(m=1, n=n, k=k, r=r, alpha=2 * r))
+    inputs = spec.make_inputs(shape, np.random.default_rng(seed))
+    return inputs["w"], inputs["a"], inputs["b"], np.float32(spec.scale(shape))
+
+
+def _fp32_merge(w, a, b, s) -> np.ndarray:
+    """``fp16(W + s B A)`` with each weight's sum over the rank in fp32 in
+    the order ``j = 0 .. r-1`` and one rounding to fp16: what one thread per
+    weight computed."""
+    acc = np.zeros(w.shape, np.float32)
+    for j in range(a.shape[0]):
+        acc = acc + b[:, j : j + 1].astype(np.float32) * a[j].astype(np.float32)
+    return (w.astype(np.float32) + s * acc).astype(np.float16)
+
+
+def _run_merge(w, a, b, s, *, fault: int = 0, offset: bool = False) -> np.ndarray:
+    """The merge kernel's ``W'``; with ``offset``, ``W`` and ``W'`` are views
+    starting 2 bytes into their allocations (not on 16 bytes)."""
+    from numba import cuda
+
+    from leverctl_kernels.lora import _kernels as K
+
+    n, k = w.shape
+    if offset:
+        dw = cuda.to_device(np.concatenate([np.zeros(1, np.float16), w.reshape(-1)]))[1:].reshape(n, k)
+        dd = cuda.to_device(np.zeros(n * k + 1, np.float16))[1:].reshape(n, k)
+    else:
+        dw, dd = cuda.to_device(w), cuda.to_device(np.zeros((n, k), np.float16))
+    grid, threads = K.merge_grid(n, k)
+    K.make_merge(fault)[grid, threads](dd, dw, cuda.to_device(a), cuda.to_device(b), s)
+    return dd.copy_to_host()
+
+
+@pytest.mark.sim
+@pytest.mark.parametrize(
+    "n, k, r, offset",
+    [(13, 37, 3, False), (70, 264, 5, False), (5, 16, 65, False), (9, 72, 4, True)],
+    ids=["k37-scalar", "k264-two-strips-two-blocks", "r65-two-rank-chunks", "k72-view-off-16-bytes"],
+)
+def test_the_merge_is_bit_identical_to_the_fp32_sum_in_rank_order(n, k, r, offset, monkeypatch):
+    """Both paths, every shape: each weight's ``s * sum_j b[row, j] a[j, col]``
+    in fp32 in rank order and one rounding, bit for bit. K a multiple of 8
+    on 16 bytes takes the 16-byte path (k 264: a second column strip of one
+    8-wide group, rows past a block's 64 and a step's 16); k 37 and a view
+    of W starting 2 bytes in take one fp16 at a time (no 16-byte load);
+    rank 65 stages A and B in two chunks of ranks."""
+    from leverctl_kernels.common import vload
+
+    wide = []
+    real = vload.ldg_v4
+    monkeypatch.setattr(vload, "ldg_v4", lambda arr, i: wide.append(i) or real(arr, i))
+    w, a, b, s = _merge_operands(n, k, r)
+    got = _run_merge(w, a, b, s, offset=offset)
+    assert np.array_equal(got.view(np.uint16), _fp32_merge(w, a, b, s).view(np.uint16))
+    assert bool(wide) == (k % 8 == 0 and not offset)
+
+
+@pytest.mark.sim
+def test_a_merge_that_drops_or_double_counts_the_last_16_byte_group_fails_the_check():
+    """The planted faults (``make_merge(TAIL_FAULT)``, the 16-byte path's
+    last 8-wide group of each row: 1 leaves it unwritten, 2 adds its
+    adapter twice) fail the bench's check of the merged variant at k 72
+    (nine groups a row); unplanted, the same launch passes."""
+    from numba import cuda
+
+    from leverctl_kernels.lora import _kernels as K
+    from leverctl_kernels.lora.proj import merged
+
+    shape = Shape("k72", {**_smoke(0)[0].dims, "k": 72})
+
+    def planted(fault: int):
+        class Planted(merged.Merged):
+            def __init__(self, shape, rotate):
+                super().__init__(shape, rotate)
+                self._merge = K.make_merge(fault)
+                self.merged = cuda.to_device(np.zeros((shape["n"], shape["k"]), np.float16))
+
+        return Planted(shape, False)
+
+    assert _check("merged", shape, planted(0))[0].passed
+    for fault in (1, 2):
+        fig = _check("merged", shape, planted(fault))[0]
+        assert not fig.passed and fig.rel > 0.01, (fault, fig.why())
+
+
+@pytest.mark.sim
+def test_traced_the_merged_variant_reads_and_writes_whole_sectors():
+    """The merged variant (the merge, then the projection) traced at the
+    profile shape's rows (one decode row, eight output rows) with k 512 and
+    rank 16: >= 90 % of the global sectors used (the merge's W, A's strip
+    and W' in 16-byte accesses, B's rows in whole sectors), and what it
+    requests under 8x the bytes the variant declares (x and W' once; the
+    merge adds W, A and B once each). Merging one thread per weight, every
+    thread re-reading its B row and A column for each rank, used 70 % of the
+    sectors at 32x the declared bytes."""
+    from leverctl.profile import memtrace as mt
+
+    shape = Shape("profile m1 n8 k512 r16", dict(m=1, n=8, k=512, r=16, alpha=32, rotate=0))
+    prof = mt.profile_variant(_path(), "merged", shape)
+    rows = [r.to_json() for r in prof.sites if r.space == mt.GLOBAL]
+    assert prof.sector_efficiency >= 0.9, rows
+    assert prof.requested_vs_declared < 8, (prof.requested_vs_declared, rows)

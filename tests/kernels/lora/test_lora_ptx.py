@@ -54,3 +54,30 @@ def test_their_sass_has_no_tensor_core_opcode(compiled, tmp_path):
         )
         sass = subprocess.run([disasm, str(cubin)], check=True, capture_output=True, text=True).stdout
         assert claim_problems(sass, None, None) == [], (name, claim_problems(sass, None, None))
+
+
+def test_the_merge_moves_w_a_and_w_merged_16_bytes_an_access_without_spilling(compiled, tmp_path):
+    """The merge's 16-byte path: W's rows and A's staged strip by
+    ``ld.global.nc.v4.u32`` (SASS ``LDG.E.128.CONSTANT``), W' by
+    ``st.global.v4.b32`` (``STG.E.128``), A's strip into and out of shared
+    memory by ``st.shared.v4.b32``/``ld.shared.v4.b32``; its register tile
+    held in registers: no spill, stack or local memory."""
+    from pathlib import Path
+
+    rec = compiled["kernels"]["lora_merge"]
+    if "error" in rec:
+        pytest.fail("lora_merge does not compile for sm_90 (see the compile test)")
+    ptx = Path(rec["ptx"]).read_text()
+    for op in ("ld.global.nc.v4.u32", "st.global.v4.b32", "st.shared.v4.b32", "ld.shared.v4.b32"):
+        assert op in ptx, f"lora_merge: no {op} in {rec['ptx']}"
+    if not compiled["ptxas"]:
+        pytest.skip("ptxas not found (PATH or $CUDA_HOME/bin)")
+    assert rec["rc"] == 0 and (rec["spill"], rec["stack"], rec["lmem"]) == (0, 0, 0), rec["log"]
+    disasm = nvdisasm()
+    if not disasm:
+        pytest.skip("nvdisasm not found (PATH, $CUDA_HOME/bin or the nvidia-cuda-nvdisasm wheel)")
+    cubin = tmp_path / "lora_merge.cubin"
+    subprocess.run([compiled["ptxas"], "-arch=sm_90", "-o", str(cubin), rec["ptx"]], check=True, capture_output=True)
+    sass = subprocess.run([disasm, str(cubin)], check=True, capture_output=True, text=True).stdout
+    assert "LDG.E.128.CONSTANT" in sass and "STG.E.128" in sass, "lora_merge: no 16-byte global load or store in SASS"
+    assert "STL" not in sass and "LDL" not in sass, "lora_merge: local memory in its SASS"
