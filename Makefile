@@ -13,7 +13,7 @@ PYTEST_WORKERS ?= auto
 XDIST := -n $(PYTEST_WORKERS) --dist loadfile --no-loadscope-reorder
 PYTEST_ARGS ?=
 
-.PHONY: show lint test test-fast docs bench sweep gpu-bench wheels wheels-lean clean
+.PHONY: show lint test test-fast docs profiles bench sweep gpu-bench wheels wheels-lean clean
 
 $(STAMP): pyproject.toml
 	$(PY) -m venv $(VENV)
@@ -36,6 +36,21 @@ test: lint
 docs: $(STAMP)
 	$(BIN)/leverctl catalog doc -e atlas -f markdown -o docs/levers-atlas.md
 	$(BIN)/leverctl catalog doc -e metrale -f markdown -o docs/levers-metrale.md
+
+# ptxas, libNVVM, nvdisasm and cuobjdump from NVIDIA's wheels (the profile extra):
+# the committed profiles name the releases they were made with.
+$(VENV)/.profile-tools: $(STAMP)
+	$(BIN)/python -m pip install -q -e '.[test,profile]'
+	touch $@
+
+# The committed profiles the roofline tests hold (tests/profile/test_roofline.py
+# fails when a kernel's source no longer matches them): every variant of both
+# engines compiled for sm_90a and traced, then the README's tables from them.
+# Minutes from cold (the compiles and traces are cached), seconds warm.
+profiles: $(VENV)/.profile-tools
+	$(BIN)/leverctl profile -e atlas --all-variants --arch sm_90a --summary -f json -o docs/profiles/atlas-sm90a.json
+	$(BIN)/leverctl profile -e metrale --all-variants --arch sm_90a --summary -f json -o docs/profiles/metrale-sm90a.json
+	$(BIN)/python scripts/profile-tables.py
 
 test-fast: $(STAMP)
 	$(BIN)/python -m pytest -q $(XDIST) -m "not sim and not gpu" $(PYTEST_ARGS)

@@ -202,6 +202,7 @@ def register(app: typer.Typer) -> None:
             "rows": rows,
             "memory": mem,
             "sources": run.sources(items),
+            "tools": run.tool_versions(),
         }
         unrunnable = sorted({f"{r['kernel']} {r['variant']}" for r in rows if r["selected"] and r.get("error")})
         if unrunnable:
@@ -370,7 +371,7 @@ def summary_doc(doc: dict) -> dict:
     and loads in flight and every load width) and their source digests,
     without the rows and traces behind them: small enough to keep in the
     repository (docs/profiles/) and to hold the figures to in tests."""
-    keep = ("schema", "engine", "recipe", "arch", "shapes", "sources")
+    keep = ("schema", "engine", "recipe", "arch", "shapes", "tools", "sources")
     return {**{k: doc.get(k) for k in keep}, "variants": variant_summaries(doc)}
 
 

@@ -132,23 +132,26 @@ def kernel_key(launch: capture.Launch, arch: str, versions: str) -> str:
     return hashlib.sha256(text.encode()).hexdigest()[:24]
 
 
+def package_version(package: str) -> str:
+    """An installed distribution's version; ``-`` where it is not installed."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version(package)
+    except PackageNotFoundError:
+        return "-"
+    except Exception:  # noqa: BLE001 - an unknown version only weakens the cache key
+        return "?"
+
+
 def _versions(tools: dict | None = None) -> str:
     """The compilers' versions, for the cache keys: numba's and
     numba-cuda's, the libNVVM wheel's (else a toolkit's), and each tool's
     path and release (a ptxas that refused the PTX is not asked again
     after an upgrade, nor its answer reused by another one)."""
-    from importlib.metadata import PackageNotFoundError, version
-
     import numba
 
-    def of(package: str) -> str:
-        try:
-            return version(package)
-        except PackageNotFoundError:
-            return "-"
-        except Exception:  # noqa: BLE001 - an unknown version only weakens the cache key
-            return "?"
-
+    of = package_version
     text = f"numba {numba.__version__}, numba-cuda {of('numba-cuda')}, nvvm {of('nvidia-nvvm')}"
     for name, path in sorted((tools or {}).items()):
         text += f", {name} {path} {'.'.join(map(str, machine.tool_release(path))) if path else '-'}"

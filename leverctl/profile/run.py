@@ -233,6 +233,18 @@ def memory(items: list[Item], cache: Path) -> list[dict]:
     return _child("leverctl.profile.trace", req, env, "tracing memory accesses in the simulator")["items"]
 
 
+def tool_versions() -> dict[str, str]:
+    """The compilers a profile was made with: libNVVM's wheel (``-`` for a
+    toolkit's), numba-cuda, and the release of each CUDA tool used."""
+    from .build import package_version
+
+    out = {"numba-cuda": package_version("numba-cuda"), "nvidia-nvvm": package_version("nvidia-nvvm")}
+    for name in ("ptxas", "nvdisasm"):
+        path = machine.find_tool(name)
+        out[name] = ".".join(map(str, machine.tool_release(path))) if path else "-"
+    return out
+
+
 def sources(items: list[Item]) -> dict[str, str]:
     """Each profiled variant's source digest (``"path variant"``: the
     digest of every kernels module its build, inputs and traffic reach, as

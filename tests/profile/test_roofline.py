@@ -1,0 +1,155 @@
+"""The memory-bound decode paths' roofline targets, held on the committed
+profiles (docs/profiles/ENGINE-sm90a.json, written by ``make profiles``:
+``leverctl profile --all-variants --arch sm_90a --summary`` of each engine).
+
+Compiling and tracing every variant takes minutes, too long for every test
+run; the committed summaries carry each variant's source digest (every
+kernels module its build, inputs and traffic reach), so a test here fails
+as soon as a kernel changes without its profile being made again, and the
+figures the tests read are always the code's. The README's two profile
+tables are the same summaries (``scripts/profile-tables.py``).
+
+The targets, per variant of every memory-bound decode path (sm_90a):
+
+* no spill, stack or local memory in any kernel it launches;
+* the kernels that stream its operand issue 128-bit global loads, and keep
+  at least what Little's law asks an SM to hold in flight (22 KiB: an
+  H200's 4.8 TB/s over ~0.6 us and 132 SMs);
+* traced at the path's profile shape, >= 90 % global sector efficiency,
+  and 128-bit loads carrying >= 90 % of the bytes loaded.
+
+What a variant misses by its design, or by a limit that binds rather than
+its implementation, is declared in ``MISSES`` with the reason; a declared
+miss that is met fails too, so the list stays true.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+PROFILES = ROOT / "docs" / "profiles"
+ENGINES = ("atlas", "metrale")
+LITTLE = 22 * 1024  # bytes in flight an SM
+SECTORS = WIDE = 0.90
+
+# Each memory-bound decode path and the kernels that stream its operand.
+STREAMING: dict[str, frozenset[str]] = {
+    "w4a16.gemv": frozenset({"gemv_sw", "gemv_64t"}),
+    "w4a16.gemv_dual": frozenset({"gemv_dual_sw", "gemv_dual_64t"}),
+    "w4a16.ffn_decode": frozenset(
+        {"gemv_sw", "gemv_64t", "gemv_dual_sw", "gemv_dual_64t", "ffn_fused_silu_down", "gemm_tiled"}
+    ),
+    "attention.paged_decode": frozenset({"attn_split"}),
+    "attention.dflash_contig": frozenset({"dflash_split"}),
+    "attention.mla_decode": frozenset({"mla_decode"}),
+    "attention.decode_graph": frozenset({"attn_split", "gdn_decode_batched"}),
+    "gdn.decode": frozenset({"gdn_decode_one", "gdn_decode_batched"}),
+    "gdn.verify": frozenset({"gdn_verify_wy17", "gdn_verify_wyn", "gdn_verify_recurrent"}),
+    "gdn.fused_conv": frozenset({"gdn_fused_conv", "gdn_decode_batched"}),
+    "gdn.proj_gemv_batch": frozenset({"gemv_batch", "gemv_sw"}),
+    "moe.gateup_fp4": frozenset({"gateup_rows"}),
+    "moe.down_fp4": frozenset({"down_rows"}),
+    "moe.decode_fp8_grouped": frozenset({"gateup_rows", "down_rows", "gemm_grouped"}),
+    "moe.decode_multi_seq": frozenset({"gateup_rows", "down_rows"}),
+    "moe.decode_via_prefill": frozenset({"gateup_rows", "down_rows", "gemm_grouped"}),
+    "lora.proj": frozenset({"proj", "merge"}),
+    "lora.proj_pool": frozenset({"proj"}),
+}
+
+# (path, variant, figure) -> why the variant misses it. Figures: "sectors",
+# "wide" (the 128-bit share), "in flight <kernel>", "128-bit <kernel>".
+MISSES: dict[tuple[str, str, str], str] = {}
+
+
+def _summary(engine: str) -> dict:
+    f = PROFILES / f"{engine}-sm90a.json"
+    assert f.is_file(), f"{f.relative_to(ROOT)} missing: run `make profiles`"
+    return json.loads(f.read_text())
+
+
+@pytest.fixture(scope="module", params=ENGINES)
+def summary(request) -> dict:
+    return _summary(request.param)
+
+
+def test_the_committed_profiles_are_this_codes(summary):
+    """Every variant of the engine's paths is in its profile, made from the
+    kernels' current source."""
+    from leverctl.profile.build import source_digest
+    from leverctl_kernels.registry import get_path
+
+    stale = []
+    for key, digest in summary["sources"].items():
+        name, variant = key.split(" ")
+        path = get_path(name)
+        if source_digest(path.variants[variant].build, path.make_inputs, path.traffic) != digest:
+            stale.append(key)
+    assert not stale, f"{summary['engine']}: profiles older than their kernels' source: {stale}; run `make profiles`"
+    listed = {(v["path"], v["variant"]) for v in summary["variants"]}
+    missing = {
+        (p, v) for p in {x[0] for x in listed} & set(STREAMING) for v in get_path(p).variants if (p, v) not in listed
+    }
+    assert not missing, f"variants absent from the profile: {sorted(missing)}"
+
+
+def test_the_readme_tables_are_the_committed_profiles(summary):
+    from leverctl.cli.profile import markdown
+
+    assert markdown(summary) in (ROOT / "README.md").read_text(), "run `make profiles` (scripts/profile-tables.py)"
+
+
+def misses(v: dict) -> dict[str, str]:
+    """What variant summary ``v`` misses: figure -> the figures that miss."""
+    out = {}
+    for name, k in v["per_kernel"].items():
+        if k["spills"]:
+            out[f"spills {name}"] = f"{k['spills']} bytes"
+        if name not in STREAMING[v["path"]]:
+            continue
+        if 128 not in k["load_bits"]:
+            out[f"128-bit {name}"] = f"load bits {k['load_bits']}"
+        if (k["in_flight_sm"] or 0) < LITTLE:
+            out[f"in flight {name}"] = f"{(k['in_flight_sm'] or 0) / 1024:.1f} KiB/SM"
+    eff, wide = v["sector_efficiency"], v["wide_load_share"]
+    if eff is None or eff < SECTORS:
+        out["sectors"] = f"{eff:.1%}" if eff is not None else "not traced"
+    if wide is None or wide < WIDE:
+        out["wide"] = f"{wide:.1%}" if wide is not None else "not traced"
+    return out
+
+
+def test_every_memory_bound_decode_variant_meets_its_targets_or_says_why(summary):
+    variants = [v for v in summary["variants"] if v["path"] in STREAMING]
+    assert variants, "no memory-bound decode path in the profile"
+    unexplained, met = [], []
+    for v in variants:
+        got = misses(v)
+        unexplained += [f"{v['path']} {v['variant']}: {fig} {val}" for fig, val in got.items() if
+                        (v["path"], v["variant"], fig) not in MISSES]  # fmt: skip
+        met += [
+            f"{p} {var}: {fig}"
+            for (p, var, fig) in MISSES
+            if (p, var) == (v["path"], v["variant"]) and fig not in got
+        ]
+    assert not unexplained, "misses no MISSES entry explains:\n" + "\n".join(unexplained)
+    assert not met, "declared misses that are met (drop them from MISSES):\n" + "\n".join(met)
+
+
+def test_the_check_fails_on_a_variant_that_misses_each_target():
+    """``misses`` names every figure a variant short of its targets misses."""
+    k = {"spills": 8, "load_bits": [16, 32], "in_flight_sm": 4096, "registers": 40, "occupancy": 0.5}
+    v = {
+        "path": "w4a16.gemv",
+        "variant": "x",
+        "per_kernel": {"gemv_sw": k, "helper": {**k, "spills": 0}},
+        "sector_efficiency": 0.89,
+        "wide_load_share": None,
+    }
+    assert set(misses(v)) == {"spills gemv_sw", "128-bit gemv_sw", "in flight gemv_sw", "sectors", "wide"}
+    good = {"spills": 0, "load_bits": [16, 128], "in_flight_sm": LITTLE, "registers": 40, "occupancy": 0.5}
+    v.update(per_kernel={"gemv_sw": good}, sector_efficiency=0.9, wide_load_share=0.95)
+    assert misses(v) == {}
