@@ -4,8 +4,9 @@ the WY levers are off (or do not cover ``T``).
 Launch: one block per (value head, column slice), ``Hv * dv/BV`` blocks of
 ``BV * KSPLIT`` threads (``_layout``). The block stages the ``T`` tokens'
 ``q``/``k`` (raw, fp32), its ``v`` columns, ``g`` and ``beta`` in shared
-memory with one round of loads, then walks the tokens with the state slice
-in registers, an ``R x 4`` patch a thread (``_step``)::
+memory with one round of loads (the rows 16 bytes a lane, ``_rows``), then
+walks the tokens with the state slice in registers, an ``R x 4`` patch a
+thread (``_step``)::
 
     thread (c, p): Sr = state[h, p*R : p*R+R, v0+4c : v0+4c+4]   (read once,
                                                                 16 B a row)
@@ -28,7 +29,7 @@ from functools import lru_cache
 
 from numba import cuda, float32
 
-from .._layout import SHARED_ALIGN, TOKEN_ARGS, bind, make_head_slice, slice_launch, tile_for
+from .._layout import SHARED_ALIGN, TOKEN_ARGS, bind, jit_bounded, make_head_slice, slice_launch, tile_for
 from .._rows import make_stage_rows
 from .._step import make_step
 
@@ -56,7 +57,9 @@ def make_verify_recurrent(T: int, DK: int, DV: int, TAIL_FAULT: int = 0):
     wide_v, stage_v = make_stage_rows(BV, NT, TAIL_FAULT)
     RCW = R * CW  # state registers a thread
 
-    @cuda.jit
+    # Six blocks an SM: at most 80 registers (d = 128: 80, no spill; unbounded,
+    # ptxas keeps every staged piece's words in flight at once and takes 96).
+    @jit_bounded(NT, 6)
     def gdn_verify_recurrent(q, k, v, g, beta, state, o):
         hv = v.shape[1]
         h, v0, hk = head_slice(cuda.blockIdx.x, hv // q.shape[1])
