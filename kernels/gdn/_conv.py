@@ -61,14 +61,19 @@ def make_conv_step(W: int):
 
 
 @lru_cache(maxsize=None)
-def make_conv_piece(W: int):
+def make_conv_piece(W: int, TAIL_FAULT: int = 0):
     """``(wide, conv_piece)``: ``wide(x, w, cs)`` says whether eight channels
     a thread go 16 bytes a load (channels a multiple of 8, the three arrays
     16-byte aligned; the same for a whole launch), ``conv_piece(x, w, cs, n,
     slot, c0, vec, ys)`` puts ``silu(conv)`` of channels ``c0 .. c0+7``
     (``c0 % 8 == 0``) into ``ys[0..7]`` and shifts their rolling state, by
     16-byte accesses when ``vec``, else channel by channel
-    (:func:`make_conv_step`)."""
+    (:func:`make_conv_step`). ``TAIL_FAULT`` (tests only) breaks the
+    16-byte path's last tap piece (the last channels' taps): 1 drops it (its
+    taps read as 0), 2 reads the piece before it in its place (those taps
+    counted twice)."""
+    if TAIL_FAULT not in (0, 1, 2):
+        raise ValueError(f"TAIL_FAULT={TAIL_FAULT}: one of 0, 1, 2")
     conv_step = make_conv_step(W)
     WS = max(W - 1, 1)  # state rows (at least one slot, for the arrays' sizes)
     NWF, NSW, NSF = PIECE * W, 4 * WS, PIECE * WS  # local array sizes: compile-time constants
@@ -94,8 +99,12 @@ def make_conv_piece(W: int):
         C = x.shape[1]
         wf = cuda.local.array(NWF, float32)  # channel m's tap i at wf[m*W + i]
         for u in range(W):
-            a, b, c, d = ldg_v4(w, c0 * W + PIECE * u)
-            unpack(wf, PIECE * u, a, b, c, d)
+            if TAIL_FAULT == 1 and u == W - 1:
+                unpack(wf, PIECE * u, uint32(0), uint32(0), uint32(0), uint32(0))
+            else:
+                src = u - 1 if TAIL_FAULT == 2 and u == W - 1 and u > 0 else u
+                a, b, c, d = ldg_v4(w, c0 * W + PIECE * src)
+                unpack(wf, PIECE * u, a, b, c, d)
         xw = cuda.local.array(4, uint32)
         xw[0], xw[1], xw[2], xw[3] = ldg_v4(x, n * C + c0)
         xf = cuda.local.array(8, float32)  # PIECE

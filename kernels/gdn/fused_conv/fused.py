@@ -70,15 +70,16 @@ def shared_bytes(DK: int, DV: int) -> int:
 
 
 @lru_cache(maxsize=None)
-def make_fused_conv(W: int, DK: int, DV: int):
-    """Compile the fused decode mixer for conv width ``W`` at ``DK x DV``."""
+def make_fused_conv(W: int, DK: int, DV: int, TAIL_FAULT: int = 0):
+    """Compile the fused decode mixer for conv width ``W`` at ``DK x DV``
+    (``TAIL_FAULT``: ``_conv.make_conv_piece``'s test-only knob)."""
     step = make_step(DK, DV, DV, DV * KSF)
     NT, R, CW = step.tile.threads, step.tile.rows, step.tile.cw
     RED, NRM = (2,) + step.red_shape, (2,) + step.nrm_shape
     LC = 2 * DK + 2 * DV
     RCW = R * CW  # state registers a thread
     conv_step = make_conv_step(W)
-    wide_conv, conv_piece = make_conv_piece(W)
+    wide_conv, conv_piece = make_conv_piece(W, TAIL_FAULT)
     PIECES = DK % 8 == 0 and DV % 8 == 0  # every channel segment whole 8-channel pieces
     coords, offset, load, store = step.coords, step.offset, step.load, step.store
     partials, finish = step.partials, step.finish
@@ -157,13 +158,13 @@ def make_fused_conv(W: int, DK: int, DV: int):
     return gdn_fused_conv
 
 
-def build(shape):
+def build(shape, TAIL_FAULT: int = 0):
     ok, why = eligible(shape)
     if not ok:
         raise ValueError(why)
     N, dk, dv, hk, W = (shape[x] for x in ("n", "dk", "dv", "hk", "conv_width"))
     grid, nt = check_launch(N * hk, threads(dk, dv), shared_bytes(dk, dv))
-    kern = make_fused_conv(W, dk, dv)
+    kern = make_fused_conv(W, dk, dv, TAIL_FAULT)
 
     def launch(b):
         kern[grid, nt](

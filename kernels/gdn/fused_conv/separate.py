@@ -42,13 +42,13 @@ def conv_channels(DK: int, DV: int) -> int:
 
 
 @lru_cache(maxsize=None)
-def make_conv_kernel(W: int, DK: int, DV: int):
+def make_conv_kernel(W: int, DK: int, DV: int, TAIL_FAULT: int = 0):
     """conv1d + SiLU over all channels, scattering into q/k/v activations:
     ``conv_channels`` adjacent channels a thread (one head's, the heads'
     rows being whole pieces), 16 bytes a load where the arrays allow
-    (``_conv.make_conv_piece``)."""
+    (``_conv.make_conv_piece``, whose test-only knob ``TAIL_FAULT`` is)."""
     conv_step = make_conv_step(W)
-    wide, conv_piece = make_conv_piece(W)
+    wide, conv_piece = make_conv_piece(W, TAIL_FAULT)
     CPT = conv_channels(DK, DV)
 
     @cuda.jit(device=True, inline="always")
@@ -129,14 +129,14 @@ def make_norm_kernel(DV: int):
     return gdn_gated_rmsnorm
 
 
-def build(shape):
+def build(shape, TAIL_FAULT: int = 0):
     N, dk, dv, hk, hv, W = (shape[x] for x in ("n", "dk", "dv", "hk", "hv", "conv_width"))
     group_of(hk, hv)
     C = 2 * hk * dk + hv * dv
     conv_grid, conv_nt = check_launch(-(-N * C // (CONV_THREADS * conv_channels(dk, dv))), CONV_THREADS, 0)
     gdn_grid, gdn_nt = slice_launch(shape, decode_shared_bytes, sequences=N)
     norm_grid, norm_nt = check_launch(N * hv, dv, 4 * dv)
-    conv = make_conv_kernel(W, dk, dv)
+    conv = make_conv_kernel(W, dk, dv, TAIL_FAULT)
     gdn = make_decode_batched(dk, dv)
     norm = make_norm_kernel(dv)
     # Scratch for the intermediates, allocated once here, outside any timing.

@@ -400,6 +400,20 @@ def test_the_conv_takes_eight_channels_16_bytes_a_load_bit_for_bit(variant, monk
         assert np.array_equal(got[n], narrow[n]), n
 
 
+@pytest.mark.sim
+@pytest.mark.parametrize("fault", [1, 2], ids=["last-taps-dropped", "last-taps-twice"])
+@pytest.mark.parametrize("variant", ["fused", "separate"])
+def test_a_conv_piece_with_its_last_taps_dropped_or_doubled_fails(variant, fault):
+    """``_conv.make_conv_piece``'s planted faults on the 16-byte path (the
+    last 16-byte piece of eight channels' taps dropped, or the piece before
+    it read in its place) make the outputs wrong: the check sees them."""
+    shape = WHOLE_WARP[4][2]
+    x = inputs_for(FUSED, shape, seed=2)
+    got = launch_variant(FUSED, shape, x, launch=FUSED.variants[variant].build(shape, TAIL_FAULT=fault))
+    ref = FUSED.reference(shape, x)
+    assert not compare(got["out"], ref["out"], FUSED.tolerance)[0]
+
+
 def test_the_patch_layout_at_model_and_smoke_shapes():
     """d = 128: 32 columns a block as 8 groups of 4, 16 row parts of 8 rows,
     128 threads, a warp 8 groups by 4 row parts; shapes whose rows do not
