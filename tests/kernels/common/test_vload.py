@@ -53,6 +53,28 @@ def test_an_fp16_array_is_read_eight_elements_a_load_two_a_word_low_half_first()
         _copy_v4[1, 1](np.zeros(4, np.uint32), src, 8 * 40, 8)
 
 
+@cuda.jit
+def _roll_v4(a, first):
+    """Lane ``t`` reads the 16 bytes at fp16 element ``first + 8 t`` by the
+    coherent load and writes them back one piece later (an in-place shift)."""
+    t = cuda.threadIdx.x
+    w0, w1, w2, w3 = vload.ld_v4(a, first + 8 * t)
+    cuda.syncthreads()
+    vload.stg_v4(a, first + 8 * t + 8, w0, w1, w2, w3)
+
+
+def test_the_coherent_load_returns_the_words_and_faults_as_the_read_only_one():
+    a = (np.arange(8 * 6) * 0.5).astype(np.float16)
+    want = a.copy()
+    want[16:40] = a[8:32]
+    _roll_v4[1, 3](a, 8)
+    np.testing.assert_array_equal(a, want)
+    with pytest.raises(ValueError, match="ld_v4 twin: .*16-byte aligned"):
+        _roll_v4[1, 1](a, 4)
+    with pytest.raises(IndexError, match="ld_v4 twin: .*outside"):
+        _roll_v4[1, 1](a, 48)
+
+
 def test_a_2d_array_is_read_by_flat_index():
     src = np.arange(8 * 16, dtype=np.uint32).reshape(8, 16)
     out = np.zeros(4 * 2, np.uint32)
