@@ -4,7 +4,8 @@ hardware would fault on (not 16-byte aligned from the allocation's start,
 or past the end), ``aligned16`` tells aligned views from unaligned ones,
 and under the memory tracer each call is one 16-byte global load: a warp's
 32 consecutive loads use every byte of the 16 sectors they touch. The
-16-byte store of packed words (``stg_v4``) likewise. Also
+16-byte store of packed words (``stg_v4``) and the coherent load
+(``ld_v4``) likewise. Also
 ``smem.shared_view``: C-ordered windows of the dynamic shared memory."""
 
 from __future__ import annotations
