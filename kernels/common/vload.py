@@ -10,6 +10,8 @@ from ``@cuda.jit`` kernels, with an exact simulator twin.
                                   # (fp16 activations), arr[i .. i+7] as
                                   # four words, two elements each, the
                                   # lower-addressed in bits 0-15
+    a, b, c, d = ld_v4(arr, i)    # ldg_v4's words by a coherent load, for an
+                                  # array the kernel also writes (in place)
     stg_v4(arr, i, a, b, c, d)    # the store of ldg_v4's shape: four words to
                                   # arr[i ..] (32-bit elements: four; 16-bit:
                                   # eight), one 16-byte store, 16-byte aligned
@@ -35,7 +37,9 @@ vector one would fault.
 and writes in place (the GDN state): ``ld.global.v4.f32`` (SASS
 ``LDG.E.128``) and ``st.global.v4.f32`` (``STG.E.128``), both volatile
 asm, so they stay in program order with each other and the compiler
-cannot drop or merge them; the store also clobbers memory.
+cannot drop or merge them; the store also clobbers memory. ``ld_v4`` is
+the coherent load of packed words (``ld.global.v4.u32``, volatile), the
+pair of ``stg_v4`` for 16-bit data rewritten in place (the GDN conv state).
 
 **The simulator twin** reads the four words from the NumPy array and
 refuses what the hardware would fault on: an address that is not 16-byte
@@ -84,6 +88,33 @@ def _ldg_v4():
         return types.UniTuple(u32, 4)(arr, index), codegen
 
     return intrinsic(ldg_v4)
+
+
+def _ld_v4():
+    from llvmlite import ir
+    from numba.cuda import types
+    from numba.cuda.extending import intrinsic
+
+    def ld_v4(typingctx, arr, index):
+        if not (isinstance(arr, types.Array) and arr.layout == "C" and isinstance(index, types.Integer)):
+            return None
+        if not (isinstance(arr.dtype, (types.Integer, types.Float)) and arr.dtype.bitwidth in (16, 32)):
+            return None
+        u32 = types.uint32
+
+        def codegen(context, builder, signature, args):
+            i32, i64 = ir.IntType(32), ir.IntType(64)
+            a = context.make_array(signature.args[0])(context, builder, args[0])
+            idx = context.cast(builder, args[1], signature.args[1], types.intp)
+            ptr = builder.ptrtoint(builder.gep(a.data, [idx]), i64)
+            fnty = ir.FunctionType(ir.LiteralStructType([i32] * 4), [i64])
+            asm = ir.InlineAsm(fnty, "ld.global.v4.u32 {$0, $1, $2, $3}, [$4];", "=r,=r,=r,=r,l", True)
+            res = builder.call(asm, [ptr])
+            return context.make_tuple(builder, signature.return_type, [builder.extract_value(res, i) for i in range(4)])
+
+        return types.UniTuple(u32, 4)(arr, index), codegen
+
+    return intrinsic(ld_v4)
 
 
 def _f32x4_pointer(context, builder, signature, args):
@@ -261,22 +292,45 @@ def _twin_aligned16(arr) -> bool:
     return _alloc_offset(arr) % VEC_BYTES == 0
 
 
-def _twin_ldg_v4(arr, index):
-    index = int(index)
+def _twin_words(arr, index: int, what: str) -> int:
+    """Byte offset of ``arr``'s flat element ``index`` (16- or 32-bit
+    elements), after the checks the hardware's fault would make for a
+    16-byte access there."""
     a = _numpy(arr)
     if a.itemsize not in (2, 4) or not a.flags.c_contiguous:
-        raise TypeError(f"ldg_v4 twin: a C-contiguous array of 16- or 32-bit elements, not {a.dtype} {a.strides}")
+        raise TypeError(f"{what} twin: a C-contiguous array of 16- or 32-bit elements, not {a.dtype} {a.strides}")
     per = VEC_BYTES // a.itemsize  # elements per load
     start = index * a.itemsize
     if (_alloc_offset(arr) + start) % VEC_BYTES:
-        raise ValueError(f"ldg_v4 twin: element {index} (byte {_alloc_offset(arr) + start}) is not 16-byte aligned")
+        raise ValueError(f"{what} twin: element {index} (byte {_alloc_offset(arr) + start}) is not 16-byte aligned")
     if index < 0 or index + per > a.size:
-        raise IndexError(f"ldg_v4 twin: elements {index}..{index + per - 1} outside 0..{a.size - 1}")
+        raise IndexError(f"{what} twin: elements {index}..{index + per - 1} outside 0..{a.size - 1}")
+    return start
+
+
+def _words(a, index: int):
+    w = a.reshape(-1)[index : index + VEC_BYTES // a.itemsize].view(np.uint32)
+    return np.uint32(w[0]), np.uint32(w[1]), np.uint32(w[2]), np.uint32(w[3])
+
+
+def _twin_ldg_v4(arr, index):
+    index = int(index)
+    start = _twin_words(arr, index, "ldg_v4")
+    a = _numpy(arr)
     hook = simwarp.TRACE_HOOK
     if hook is not None:  # memory tracer: one 16-byte load, as the instruction makes
         a = _numpy(hook("load", arr, start, VEC_BYTES))
-    w = a.reshape(-1)[index : index + per].view(np.uint32)
-    return np.uint32(w[0]), np.uint32(w[1]), np.uint32(w[2]), np.uint32(w[3])
+    return _words(a, index)
+
+
+def _twin_ld_v4(arr, index):
+    index = int(index)
+    start = _twin_words(arr, index, "ld_v4")
+    a = _numpy(arr)
+    hook = simwarp.TRACE_HOOK
+    if hook is not None:  # memory tracer: one 16-byte load
+        a = _numpy(hook("load", arr, start, VEC_BYTES))
+    return _words(a, index)
 
 
 def _twin_stg_v4(arr, index, a, b, c, d):
@@ -334,12 +388,14 @@ if config.ENABLE_CUDASIM:
     ld_f32x4 = _twin_ld_f32x4
     st_f32x4 = _twin_st_f32x4
     ldg_v4 = _twin_ldg_v4
+    ld_v4 = _twin_ld_v4
     stg_v4 = _twin_stg_v4
     aligned16 = _twin_aligned16
 else:
     ld_f32x4 = _ld_f32x4()
     st_f32x4 = _st_f32x4()
     ldg_v4 = _ldg_v4()
+    ld_v4 = _ld_v4()
     stg_v4 = _stg_v4()
     aligned16 = _aligned16()
 
@@ -347,6 +403,10 @@ ldg_v4.__doc__ = (
     "``(a, b, c, d) = ldg_v4(arr, i)``: ``arr[i:i+4]`` (flat index of a C-contiguous array of 32-bit "
     "elements; of 16-bit ones, ``arr[i:i+8]``, two a word) as uint32, one ``ld.global.nc.v4.u32``; "
     "the address must be 16-byte aligned."
+)
+ld_v4.__doc__ = (
+    "``(a, b, c, d) = ld_v4(arr, i)``: ``ldg_v4``'s words by one coherent ``ld.global.v4.u32`` (volatile), "
+    "for an array the kernel also writes; the address must be 16-byte aligned."
 )
 stg_v4.__doc__ = (
     "``stg_v4(arr, i, a, b, c, d)``: four 32-bit words to ``arr[i:i+4]`` (flat index of a C-contiguous "

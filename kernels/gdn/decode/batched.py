@@ -13,7 +13,8 @@ Launch: ``N * Hv * dv/BV`` blocks, block ``(n, h, s)`` owning columns
 of that slice in registers (``_layout``, ``_step``)::
 
     load own patch (16 bytes a row: a warp reads four whole 128-byte lines)
-    q, k, v, g, beta -> shared (fp32, each read once)      barrier
+    q, k, v -> shared (fp32, each read once, 16 bytes a lane: ``_rows``),
+    g, beta -> shared                                         barrier
     partials -> red (shuffles across a warp's row parts)      barrier
     finish: delta, patch updated, o      store own patch (16 bytes a row)
 
@@ -30,7 +31,8 @@ from functools import lru_cache
 
 from numba import cuda, float32
 
-from .._layout import bind, make_head_slice, slice_launch, tile_for
+from .._layout import SHARED_ALIGN, bind, make_head_slice, slice_launch, tile_for
+from .._rows import make_stage_rows
 from .._step import make_step
 
 NAME = "batched"
@@ -45,11 +47,12 @@ def shared_bytes(tile) -> int:
 
 
 @lru_cache(maxsize=None)
-def make_decode_block(DK: int, DV: int):
+def make_decode_block(DK: int, DV: int, TAIL_FAULT: int = 0):
     """Device function ``decode_block(n, b, group, q, k, v, g, beta, slots,
     state, o)``: block ``b`` of sequence ``n``'s ``Hv * dv/BV`` blocks steps
     its column slice of ``state[slots[n]]`` (flat) by one token. The body of
-    this kernel and of ``per_sequence``'s."""
+    this kernel and of ``per_sequence``'s. ``TAIL_FAULT``: the row
+    staging's test-only knob (``_rows.make_stage_rows``)."""
     tile = tile_for(DK, DV)
     step = make_step(DK, DV, tile.bv, tile.threads)
     BV, NSL, R, CW, NT = tile.bv, tile.slices, tile.rows, tile.cw, tile.threads
@@ -57,6 +60,8 @@ def make_decode_block(DK: int, DV: int):
     coords, offset, load, store = step.coords, step.offset, step.load, step.store
     partials, finish, put_cols = step.partials, step.finish, step.put_cols
     head_slice = make_head_slice(NSL, BV)
+    wide_qk, stage_qk = make_stage_rows(DK, NT, TAIL_FAULT)
+    wide_v, stage_v = make_stage_rows(BV, NT, TAIL_FAULT)
     RCW = R * CW  # state registers a thread
 
     @cuda.jit(device=True, inline="always")
@@ -66,9 +71,9 @@ def make_decode_block(DK: int, DV: int):
         tid = cuda.threadIdx.x
         c, p, grp, lead = coords(tid)
 
-        qs = cuda.shared.array(DK, float32)
-        ks = cuda.shared.array(DK, float32)
-        vs = cuda.shared.array(BV, float32)
+        qs = cuda.shared.array((1, DK), float32, alignment=SHARED_ALIGN)
+        ks = cuda.shared.array((1, DK), float32, alignment=SHARED_ALIGN)
+        vs = cuda.shared.array((1, BV), float32, alignment=SHARED_ALIGN)
         gb = cuda.shared.array(2, float32)
         red = cuda.shared.array(RED, float32)
         nrm = cuda.shared.array(NRM, float32)
@@ -77,18 +82,17 @@ def make_decode_block(DK: int, DV: int):
         col = v0 + c * CW
         o0 = offset(slots[n], h, hv, p, col)
         load(Sr, state, o0)
-        for e in range(tid, DK, NT):
-            qs[e] = float32(q[n, hk, e])
-            ks[e] = float32(k[n, hk, e])
-        for e in range(tid, BV, NT):
-            vs[e] = float32(v[n, h, v0 + e])
+        qkw = wide_qk(q, 0) and wide_qk(k, 0)  # the same for every block of the launch
+        stage_qk(qs, q, n, 1, hk, 0, qkw, tid)
+        stage_qk(ks, k, n, 1, hk, 0, qkw, tid)
+        stage_v(vs, v, n, 1, h, v0, wide_v(v, v0), tid)
         if tid == 0:
             gb[0] = g[n, h]
             gb[1] = beta[n, h]
         cuda.syncthreads()
-        partials(Sr, qs, ks, c, p, grp, lead, red, nrm)
+        partials(Sr, qs[0], ks[0], c, p, grp, lead, red, nrm)
         cuda.syncthreads()
-        finish(Sr, ks, c, p, red, nrm, vs, c * CW, gb[0], gb[1], ov)
+        finish(Sr, ks[0], c, p, red, nrm, vs[0], c * CW, gb[0], gb[1], ov)
         store(Sr, state, o0)
         if p == 0:
             put_cols(o[n, h], col, ov, 0)
@@ -97,10 +101,10 @@ def make_decode_block(DK: int, DV: int):
 
 
 @lru_cache(maxsize=None)
-def make_decode_batched(DK: int, DV: int):
+def make_decode_batched(DK: int, DV: int, TAIL_FAULT: int = 0):
     """Compile the batched single-token decode at ``DK x DV``."""
     NSL = tile_for(DK, DV).slices
-    decode_block = make_decode_block(DK, DV)
+    decode_block = make_decode_block(DK, DV, TAIL_FAULT)
 
     @cuda.jit
     def gdn_decode_batched(q, k, v, g, beta, slots, state, o):
@@ -119,7 +123,7 @@ def launch_config(shape) -> tuple[int, int]:
     return slice_launch(shape, shared_bytes, sequences=shape["n"])
 
 
-def build(shape):
+def build(shape, TAIL_FAULT: int = 0):
     grid, nt = launch_config(shape)
-    kern = make_decode_batched(shape["dk"], shape["dv"])
+    kern = make_decode_batched(shape["dk"], shape["dv"], TAIL_FAULT)
     return bind(kern, grid, nt, DECODE_ARGS, flat=("state",))

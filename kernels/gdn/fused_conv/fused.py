@@ -18,8 +18,10 @@ registers, read and written 16 bytes a row; ``_step``), launch-bounded to
 
     block (n, hk), slot = slots[n]
       channels  [q_hk (dk) | k_hk (dk) | v_2hk (dv) | v_2hk+1 (dv)]  = 2dk+2dv
-      1. thread e < 2dk+2dv: conv1d over conv_state[slot] and x -> silu -> xs[e];
-         state shifted in place                                   barrier
+      1. thread e < (2dk+2dv)/8: conv1d over conv_state[slot] and x of eight
+         channels 8e.. (16 bytes a load, ``_conv.make_conv_piece``; one
+         channel a thread where the rows are not 16-byte pieces) -> silu
+         -> xs; state shifted in place; g, beta of both heads -> gb  barrier
       2. for each value head hh = 0, 1 (h = 2hk+hh), thread (c, p):
            load its patch, partials -> red[hh]                     barrier
            finish: delta, patch updated and stored, o -> orow[hh, 4c..]
@@ -39,11 +41,12 @@ from __future__ import annotations
 
 from functools import lru_cache
 
-from numba import cuda, float32
+from numba import cuda, float32, uint32
 
+from ...common.smem import smem_addr, st_shared_f32x4
 from ...selection.gdn import FUSED_ELIGIBLE
-from .._conv import make_conv_step, make_gated_rmsnorm
-from .._layout import check_launch, jit_bounded
+from .._conv import make_conv_piece, make_conv_step, make_gated_rmsnorm
+from .._layout import SHARED_ALIGN, check_launch, jit_bounded
 from .._step import make_step
 
 NAME = "fused"
@@ -63,21 +66,34 @@ def threads(DK: int, DV: int) -> int:
 
 
 def shared_bytes(DK: int, DV: int) -> int:
-    return 4 * (2 * DK + 2 * DV + 2 * DV) + 2 * make_step(DK, DV, DV, DV * KSF).shared_bytes
+    return 4 * (2 * DK + 2 * DV + 2 * DV + 4) + 2 * make_step(DK, DV, DV, DV * KSF).shared_bytes
 
 
 @lru_cache(maxsize=None)
-def make_fused_conv(W: int, DK: int, DV: int):
-    """Compile the fused decode mixer for conv width ``W`` at ``DK x DV``."""
+def make_fused_conv(W: int, DK: int, DV: int, TAIL_FAULT: int = 0):
+    """Compile the fused decode mixer for conv width ``W`` at ``DK x DV``
+    (``TAIL_FAULT``: ``_conv.make_conv_piece``'s test-only knob)."""
     step = make_step(DK, DV, DV, DV * KSF)
     NT, R, CW = step.tile.threads, step.tile.rows, step.tile.cw
     RED, NRM = (2,) + step.red_shape, (2,) + step.nrm_shape
     LC = 2 * DK + 2 * DV
     RCW = R * CW  # state registers a thread
     conv_step = make_conv_step(W)
+    wide_conv, conv_piece = make_conv_piece(W, TAIL_FAULT)
+    PIECES = DK % 8 == 0 and DV % 8 == 0  # every channel segment whole 8-channel pieces
     coords, offset, load, store = step.coords, step.offset, step.load, step.store
     partials, finish = step.partials, step.finish
     gated = make_gated_rmsnorm(DV)
+
+    @cuda.jit(device=True, inline="always")
+    def channel(e, hk, hkn):
+        """The input channel of the block's channel ``e``: ``[q_hk | k_hk |
+        v_2hk | v_2hk+1]`` of ``[q | k | v]``."""
+        if e < DK:
+            return hk * DK + e
+        if e < 2 * DK:
+            return hkn * DK + hk * DK + (e - DK)
+        return 2 * hkn * DK + 2 * hk * DV + (e - 2 * DK)
 
     @jit_bounded(NT)  # 512 threads at d = 128: at most 128 registers each
     def gdn_fused_conv(x, w, cs, g, beta, z, nw, slots, state, out):
@@ -90,22 +106,30 @@ def make_fused_conv(W: int, DK: int, DV: int):
         c, p, grp, lead = coords(tid)
         slot = slots[n]
 
-        xs = cuda.shared.array(LC, float32)
+        xs = cuda.shared.array(LC, float32, alignment=SHARED_ALIGN)
+        gb = cuda.shared.array(4, float32)  # g, beta of value head 2hk, then of 2hk+1
         red = cuda.shared.array(RED, float32)
         nrm = cuda.shared.array(NRM, float32)
         orow = cuda.shared.array((2, DV), float32)
         Sr = cuda.local.array(RCW, float32)
         ov = cuda.local.array(CW, float32)
 
-        # 1. conv1d + SiLU on this block's channels.
-        for e in range(tid, LC, NT):
-            if e < DK:
-                ch = hk * DK + e
-            elif e < 2 * DK:
-                ch = hkn * DK + hk * DK + (e - DK)
-            else:
-                ch = 2 * hkn * DK + 2 * hk * DV + (e - 2 * DK)
-            xs[e] = conv_step(x, w, cs, n, slot, ch)
+        # 1. conv1d + SiLU on this block's channels, eight a thread where
+        #    they go 16 bytes a load, else one; g and beta of both heads.
+        if PIECES and wide_conv(x, w, cs):
+            ys = cuda.local.array(8, float32)
+            for e8 in range(tid, LC // 8, NT):
+                e = 8 * e8
+                conv_piece(x, w, cs, n, slot, channel(e, hk, hkn), True, ys)
+                at = smem_addr(xs) + uint32(4 * e)
+                st_shared_f32x4(at, ys[0], ys[1], ys[2], ys[3])
+                st_shared_f32x4(at + uint32(16), ys[4], ys[5], ys[6], ys[7])
+        else:
+            for e in range(tid, LC, NT):
+                xs[e] = conv_step(x, w, cs, n, slot, channel(e, hk, hkn))
+        if tid < group:  # read once a block, not by every thread of the step
+            gb[2 * tid] = g[n, 2 * hk + tid]
+            gb[2 * tid + 1] = beta[n, 2 * hk + tid]
         cuda.syncthreads()
 
         # 2. the GDN step on both value heads, q/k from xs[0:DK], xs[DK:2DK].
@@ -117,7 +141,7 @@ def make_fused_conv(W: int, DK: int, DV: int):
             load(Sr, state, o0)
             partials(Sr, qr, kr, c, p, grp, lead, red[hh], nrm[hh])
             cuda.syncthreads()
-            finish(Sr, kr, c, p, red[hh], nrm[hh], xs, 2 * DK + hh * DV + c * CW, g[n, h], beta[n, h], ov)
+            finish(Sr, kr, c, p, red[hh], nrm[hh], xs, 2 * DK + hh * DV + c * CW, gb[2 * hh], gb[2 * hh + 1], ov)
             store(Sr, state, o0)
             if p == 0:
                 for w in range(CW):
@@ -134,13 +158,13 @@ def make_fused_conv(W: int, DK: int, DV: int):
     return gdn_fused_conv
 
 
-def build(shape):
+def build(shape, TAIL_FAULT: int = 0):
     ok, why = eligible(shape)
     if not ok:
         raise ValueError(why)
     N, dk, dv, hk, W = (shape[x] for x in ("n", "dk", "dv", "hk", "conv_width"))
     grid, nt = check_launch(N * hk, threads(dk, dv), shared_bytes(dk, dv))
-    kern = make_fused_conv(W, dk, dv)
+    kern = make_fused_conv(W, dk, dv, TAIL_FAULT)
 
     def launch(b):
         kern[grid, nt](

@@ -4,8 +4,9 @@ the WY levers are off (or do not cover ``T``).
 Launch: one block per (value head, column slice), ``Hv * dv/BV`` blocks of
 ``BV * KSPLIT`` threads (``_layout``). The block stages the ``T`` tokens'
 ``q``/``k`` (raw, fp32), its ``v`` columns, ``g`` and ``beta`` in shared
-memory with one round of loads, then walks the tokens with the state slice
-in registers, an ``R x 4`` patch a thread (``_step``)::
+memory with one round of loads (the rows 16 bytes a lane, ``_rows``), then
+walks the tokens with the state slice in registers, an ``R x 4`` patch a
+thread (``_step``)::
 
     thread (c, p): Sr = state[h, p*R : p*R+R, v0+4c : v0+4c+4]   (read once,
                                                                 16 B a row)
@@ -28,7 +29,8 @@ from functools import lru_cache
 
 from numba import cuda, float32
 
-from .._layout import TOKEN_ARGS, bind, make_head_slice, slice_launch, tile_for
+from .._layout import SHARED_ALIGN, TOKEN_ARGS, bind, jit_bounded, make_head_slice, slice_launch, tile_for
+from .._rows import make_stage_rows
 from .._step import make_step
 
 NAME = "recurrent"
@@ -41,8 +43,9 @@ def shared_bytes(T: int, tile) -> int:
 
 
 @lru_cache(maxsize=None)
-def make_verify_recurrent(T: int, DK: int, DV: int):
-    """Compile the token-by-token verify for ``T`` tokens at ``DK x DV``."""
+def make_verify_recurrent(T: int, DK: int, DV: int, TAIL_FAULT: int = 0):
+    """Compile the token-by-token verify for ``T`` tokens at ``DK x DV``
+    (``TAIL_FAULT``: ``_rows.make_stage_rows``'s test-only knob)."""
     tile = tile_for(DK, DV)
     step = make_step(DK, DV, tile.bv, tile.threads)
     BV, NT, NSL, R, CW = tile.bv, tile.threads, tile.slices, tile.rows, tile.cw
@@ -50,18 +53,22 @@ def make_verify_recurrent(T: int, DK: int, DV: int):
     coords, offset, load, store = step.coords, step.offset, step.load, step.store
     partials, finish, put_cols = step.partials, step.finish, step.put_cols
     head_slice = make_head_slice(NSL, BV)
+    wide_qk, stage_qk = make_stage_rows(DK, NT, TAIL_FAULT)
+    wide_v, stage_v = make_stage_rows(BV, NT, TAIL_FAULT)
     RCW = R * CW  # state registers a thread
 
-    @cuda.jit
+    # Six blocks an SM: at most 80 registers (d = 128: 80, no spill; unbounded,
+    # ptxas keeps every staged piece's words in flight at once and takes 96).
+    @jit_bounded(NT, 6)
     def gdn_verify_recurrent(q, k, v, g, beta, state, o):
         hv = v.shape[1]
         h, v0, hk = head_slice(cuda.blockIdx.x, hv // q.shape[1])
         tid = cuda.threadIdx.x
         c, p, grp, lead = coords(tid)
 
-        qs = cuda.shared.array((T, DK), float32)
-        ks = cuda.shared.array((T, DK), float32)
-        vs = cuda.shared.array((T, BV), float32)
+        qs = cuda.shared.array((T, DK), float32, alignment=SHARED_ALIGN)
+        ks = cuda.shared.array((T, DK), float32, alignment=SHARED_ALIGN)
+        vs = cuda.shared.array((T, BV), float32, alignment=SHARED_ALIGN)
         gb = cuda.shared.array((2, T), float32)
         red = cuda.shared.array(RED, float32)
         nrm = cuda.shared.array(NRM, float32)
@@ -70,14 +77,10 @@ def make_verify_recurrent(T: int, DK: int, DV: int):
 
         o0 = offset(0, h, hv, p, v0 + c * CW)  # state viewed flat: [Hv * dk * dv]
         load(Sr, state, o0)
-        for e in range(tid, T * DK, NT):
-            t = e // DK
-            d = e - t * DK
-            qs[t, d] = float32(q[t, hk, d])
-            ks[t, d] = float32(k[t, hk, d])
-        for e in range(tid, T * BV, NT):
-            t = e // BV
-            vs[t, e - t * BV] = float32(v[t, h, v0 + e - t * BV])
+        qkw = wide_qk(q, 0) and wide_qk(k, 0)  # the same for every block of the launch
+        stage_qk(qs, q, 0, T, hk, 0, qkw, tid)
+        stage_qk(ks, k, 0, T, hk, 0, qkw, tid)
+        stage_v(vs, v, 0, T, h, v0, wide_v(v, v0), tid)
         for t in range(tid, T, NT):
             gb[0, t] = g[t, h]
             gb[1, t] = beta[t, h]
@@ -95,8 +98,8 @@ def make_verify_recurrent(T: int, DK: int, DV: int):
     return gdn_verify_recurrent
 
 
-def build(shape):
+def build(shape, TAIL_FAULT: int = 0):
     T = shape["t"]
     grid, nt = slice_launch(shape, lambda t: shared_bytes(T, t))
-    kern = make_verify_recurrent(T, shape["dk"], shape["dv"])
+    kern = make_verify_recurrent(T, shape["dk"], shape["dv"], TAIL_FAULT)
     return bind(kern, grid, nt, TOKEN_ARGS, flat=("state",))

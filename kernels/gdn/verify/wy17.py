@@ -8,6 +8,7 @@ state slice, still on chip::
 
     block (h, s):  state slice -> Ssh                         (read once)
                    chunk(c0 = 0, L = 16)  on Ssh               (_chunk)
+                   token 16's q, k, v slice, g, beta -> shared (_rows)  barrier
                    Sr <- own rows of Ssh; token 16: partials | barrier | finish
                    Sr -> state slice                           (written once)
 
@@ -32,6 +33,7 @@ from numba import cuda, float32
 from .._chunk import make_chunk, make_scratch, make_slice_io, shared_bytes, stage_bytes, tensor_core_launch
 from .._layout import SHARED_ALIGN, TOKEN_ARGS, bind, make_head_slice, slice_launch, tile_for, warp_threads
 from .._mma_qk import LAYOUT, TC_FORM
+from .._rows import make_stage_rows
 from .._step import make_step
 
 NAME = "wy17"
@@ -56,6 +58,8 @@ def make_verify_wy17(DK: int, DV: int, layout=LAYOUT):
     RED, NRM = step.red_shape, step.nrm_shape
     coords, partials, finish, put_cols = step.coords, step.partials, step.finish, step.put_cols
     load_shared = step.load_shared
+    wide_qk, stage_qk = make_stage_rows(DK, NT)
+    wide_v, stage_v = make_stage_rows(BV, NT)
     LAST = TOKENS - 1
     RCW = R * CW  # state registers a thread
 
@@ -70,23 +74,31 @@ def make_verify_wy17(DK: int, DV: int, layout=LAYOUT):
         Ssh = cuda.shared.array((DK, BV), float32, alignment=SHARED_ALIGN)
         red = cuda.shared.array(RED, float32)
         nrm = cuda.shared.array(NRM, float32)
-        qk = cuda.shared.array((2, DK), float32)
+        ql = cuda.shared.array((1, DK), float32, alignment=SHARED_ALIGN)
+        kl = cuda.shared.array((1, DK), float32, alignment=SHARED_ALIGN)
+        vl = cuda.shared.array((1, BV), float32, alignment=SHARED_ALIGN)
+        gl = cuda.shared.array(2, float32)
         Sr = cuda.local.array(RCW, float32)
         ov = cuda.local.array(CW, float32)
         S2 = state[h]
         load_slice(Ssh, S2, v0, tid)
         chunk(q, k, v, g, beta, S2, Ssh, o, scr, h, hk, v0, 0, WY, tid)
         # chunk() ended on a barrier: Ssh holds the state after token 15.
-        for e in range(tid, DK, NT):
-            qk[0, e] = float32(q[LAST, hk, e])
-            qk[1, e] = float32(k[LAST, hk, e])
+        # The last token's rows, once a block, 16 bytes a lane (``_rows``).
+        qkw = wide_qk(q, 0) and wide_qk(k, 0)
+        stage_qk(ql, q, LAST, 1, hk, 0, qkw, tid)
+        stage_qk(kl, k, LAST, 1, hk, 0, qkw, tid)
+        stage_v(vl, v, LAST, 1, h, v0, wide_v(v, v0), tid)
+        if tid == 0:
+            gl[0] = g[LAST, h]
+            gl[1] = beta[LAST, h]
         cuda.syncthreads()
         if tid < STEP:
             load_shared(Sr, Ssh, p, c)
-            partials(Sr, qk[0], qk[1], c, p, grp, lead, red, nrm)
+            partials(Sr, ql[0], kl[0], c, p, grp, lead, red, nrm)
         cuda.syncthreads()
         if tid < STEP:
-            finish(Sr, qk[1], c, p, red, nrm, v[LAST, h], v0 + c * CW, g[LAST, h], beta[LAST, h], ov)
+            finish(Sr, kl[0], c, p, red, nrm, vl[0], c * CW, gl[0], gl[1], ov)
             for r in range(R):
                 put_cols(S2[p * R + r], v0 + c * CW, Sr, r)
             if p == 0:
@@ -97,7 +109,7 @@ def make_verify_wy17(DK: int, DV: int, layout=LAYOUT):
 
 def shared_bytes_wy17(tile) -> int:
     step = make_step(tile.dk, tile.dv, tile.bv, tile.threads)
-    return shared_bytes(WY, tile.dk, tile.bv, True) + step.shared_bytes + 4 * 2 * tile.dk
+    return shared_bytes(WY, tile.dk, tile.bv, True) + step.shared_bytes + 4 * (2 * tile.dk + tile.bv + 2)
 
 
 def build(shape):

@@ -4,7 +4,8 @@ hardware would fault on (not 16-byte aligned from the allocation's start,
 or past the end), ``aligned16`` tells aligned views from unaligned ones,
 and under the memory tracer each call is one 16-byte global load: a warp's
 32 consecutive loads use every byte of the 16 sectors they touch. The
-16-byte store of packed words (``stg_v4``) likewise. Also
+16-byte store of packed words (``stg_v4``) and the coherent load
+(``ld_v4``) likewise. Also
 ``smem.shared_view``: C-ordered windows of the dynamic shared memory."""
 
 from __future__ import annotations
@@ -51,6 +52,28 @@ def test_an_fp16_array_is_read_eight_elements_a_load_two_a_word_low_half_first()
         _copy_v4[1, 1](np.zeros(4, np.uint32), src, 4, 8)  # byte 8
     with pytest.raises(IndexError, match="outside"):
         _copy_v4[1, 1](np.zeros(4, np.uint32), src, 8 * 40, 8)
+
+
+@cuda.jit
+def _roll_v4(a, first):
+    """Lane ``t`` reads the 16 bytes at fp16 element ``first + 8 t`` by the
+    coherent load and writes them back one piece later (an in-place shift)."""
+    t = cuda.threadIdx.x
+    w0, w1, w2, w3 = vload.ld_v4(a, first + 8 * t)
+    cuda.syncthreads()
+    vload.stg_v4(a, first + 8 * t + 8, w0, w1, w2, w3)
+
+
+def test_the_coherent_load_returns_the_words_and_faults_as_the_read_only_one():
+    a = (np.arange(8 * 6) * 0.5).astype(np.float16)
+    want = a.copy()
+    want[16:40] = a[8:32]
+    _roll_v4[1, 3](a, 8)
+    np.testing.assert_array_equal(a, want)
+    with pytest.raises(ValueError, match="ld_v4 twin: .*16-byte aligned"):
+        _roll_v4[1, 1](a, 4)
+    with pytest.raises(IndexError, match="ld_v4 twin: .*outside"):
+        _roll_v4[1, 1](a, 48)
 
 
 def test_a_2d_array_is_read_by_flat_index():

@@ -306,6 +306,114 @@ def test_traced_wy17_stages_its_rows_in_16_byte_loads_on_whole_sectors(aligned, 
     assert prof.sector_efficiency >= 0.9, [r.to_json() for r in prof.sites if r.space == mt.GLOBAL]
 
 
+@pytest.mark.sim
+@pytest.mark.parametrize("aligned", [True, False], ids=["aligned", "seen-as-misaligned"])
+def test_traced_recurrent_verify_stages_its_token_rows_in_16_byte_loads(aligned, monkeypatch):
+    """The token-by-token verify traced at the model's rows (dk = dv = 128),
+    5 tokens, one value head (4 blocks; d = 64 for the misaligned case): each block stages its tokens' q and
+    k rows and v's slice once, by 16-byte loads (``_rows``), so 16-byte loads
+    carry >= 90 % of the bytes loaded (the state slice and those rows; the
+    gates stay scalar) on >= 90 % used sectors. Before, the rows went one
+    half a lane: 85 % at 5 tokens, 62 % at 17. Seen as misaligned (the scalar
+    path a view not starting on 16 bytes takes) the rows go one half a lane
+    again and the same check fails; both paths give the same bits."""
+    from leverctl.profile import memtrace as mt
+    from leverctl_kernels.gdn import _rows
+
+    if not aligned:
+        monkeypatch.setattr(_rows, "aligned16", lambda a: False)
+    model = next(s for s in VERIFY.shapes("model", None) if s["t"] == 17)
+    shape = VERIFY.extra["profile_shape"](model)
+    assert (shape["dk"], shape["dv"], shape["hk"], shape["hv"]) == (128, 128, 1, 2)
+    d = 128 if aligned else 64  # the misaligned case needs only to fail: 2 blocks
+    shape = Shape(shape.label, {**shape.dims, "t": 5, "hv": 1, "dk": d, "dv": d})
+    x = inputs_for(VERIFY, shape)
+    box = []
+    trace = mt.run_traced(lambda: box.append(launch_variant(VERIFY, shape, x, "recurrent")))
+    check_all(VERIFY, "recurrent", shape, box[0], VERIFY.reference(shape, x))
+    prof = mt.summarize(trace)
+    loads = [r for r in prof.sites if r.space == mt.GLOBAL and r.kind == "load"]
+    staged = [r for r in loads if "_rows.py" in r.site]
+    if not aligned:
+        assert all(r.wide_bytes == 0 for r in staged) and prof.wide_load_share < 0.9, prof.wide_load_share
+        return
+    blocks = shape["dv"] // 32
+    rows = blocks * shape["t"] * (2 * 2 * shape["dk"] + 2 * 32)  # q, k rows and v's 32 columns, fp16
+    assert sum(r.wide_bytes for r in staged) == sum(r.bytes for r in staged) == rows, [r.to_json() for r in staged]
+    assert prof.wide_load_share >= 0.9, [r.to_json() for r in loads]
+    assert prof.sector_efficiency >= 0.9, [r.to_json() for r in prof.sites if r.space == mt.GLOBAL]
+
+
+# Whole-warp shapes whose rows are several 16-byte pieces (q/k: 4, v's slice: 2).
+TAIL_CASES = [WHOLE_WARP[0], WHOLE_WARP[2]]
+
+
+@pytest.mark.sim
+@pytest.mark.parametrize("fault", [0, 1, 2], ids=["staged", "last-piece-dropped", "last-piece-twice"])
+@pytest.mark.parametrize("path,variant,shape", [pytest.param(*c, id=f"{c[0].name}-{c[1]}") for c in TAIL_CASES])
+def test_the_row_staging_takes_every_piece_once(path, variant, shape, fault, monkeypatch):
+    """The decode's and the recurrent verify's 16-byte row staging with
+    ``_rows``' planted faults: each row's last piece left unstaged, or the
+    piece before it staged in its place (its elements counted twice), fails
+    the check; staged right, it matches, bit for bit the scalar path."""
+    from leverctl_kernels.gdn import _layout, _rows
+
+    tile = _layout.tile_for(shape["dk"], shape["dv"])
+    assert shape["dk"] // 8 >= 2 and tile.bv // 8 >= 2  # a last piece and one before it in every row
+    x = inputs_for(path, shape, seed=5)
+    launch = path.variants[variant].build(shape, TAIL_FAULT=fault)
+    got = launch_variant(path, shape, x, launch=launch)
+    ref = path.reference(shape, x)
+    ok = [compare(got[n], ref[n], path.tolerance)[0] for n in ("o", "state")]
+    if fault:
+        assert not any(ok), [compare(got[n], ref[n], path.tolerance) for n in ("o", "state")]
+        return
+    assert all(ok)
+    monkeypatch.setattr(_rows, "aligned16", lambda a: False)  # the scalar path
+    narrow = launch_variant(path, shape, x, launch=launch)
+    for n in ("o", "state"):
+        assert np.array_equal(got[n], narrow[n]), n
+
+
+@pytest.mark.sim
+@pytest.mark.parametrize("variant", ["fused", "separate"])
+def test_the_conv_takes_eight_channels_16_bytes_a_load_bit_for_bit(variant, monkeypatch):
+    """At d = 64 (whole-warp blocks, rows of whole 16-byte pieces) the conv
+    reads x, its taps and its rolling state 16 bytes a load and writes the
+    state back 16 bytes a store (``_conv.make_conv_piece``): traced, every
+    conv load is a 16-byte one, and the outputs, the carried state and the
+    conv state are those of the channel-by-channel path bit for bit."""
+    from leverctl.profile import memtrace as mt
+    from leverctl_kernels.gdn import _conv
+
+    shape = WHOLE_WARP[4][2]
+    x = inputs_for(FUSED, shape, seed=2)
+    box = []
+    trace = mt.run_traced(lambda: box.append(launch_variant(FUSED, shape, x, variant)))
+    got = box[0]
+    check_all(FUSED, variant, shape, got, FUSED.reference(shape, x))
+    conv = [r for r in mt.summarize(trace).sites if r.space == mt.GLOBAL and "_conv.py" in r.site]
+    assert conv and all(r.wide_bytes == r.bytes for r in conv), [r.to_json() for r in conv]
+    monkeypatch.setattr(_conv, "aligned16", lambda a: False)
+    narrow = launch_variant(FUSED, shape, x, variant)
+    for n in got:
+        assert np.array_equal(got[n], narrow[n]), n
+
+
+@pytest.mark.sim
+@pytest.mark.parametrize("fault", [1, 2], ids=["last-taps-dropped", "last-taps-twice"])
+@pytest.mark.parametrize("variant", ["fused", "separate"])
+def test_a_conv_piece_with_its_last_taps_dropped_or_doubled_fails(variant, fault):
+    """``_conv.make_conv_piece``'s planted faults on the 16-byte path (the
+    last 16-byte piece of eight channels' taps dropped, or the piece before
+    it read in its place) make the outputs wrong: the check sees them."""
+    shape = WHOLE_WARP[4][2]
+    x = inputs_for(FUSED, shape, seed=2)
+    got = launch_variant(FUSED, shape, x, launch=FUSED.variants[variant].build(shape, TAIL_FAULT=fault))
+    ref = FUSED.reference(shape, x)
+    assert not compare(got["out"], ref["out"], FUSED.tolerance)[0]
+
+
 def test_the_patch_layout_at_model_and_smoke_shapes():
     """d = 128: 32 columns a block as 8 groups of 4, 16 row parts of 8 rows,
     128 threads, a warp 8 groups by 4 row parts; shapes whose rows do not

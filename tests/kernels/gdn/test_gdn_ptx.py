@@ -213,3 +213,43 @@ def test_the_chunk_stages_its_rows_16_bytes_a_lane(compiled, tmp_path):
         wide = len(re.findall(r"\bLDG\.E\.128\.CONSTANT\b", sass))
         assert wide >= 3, f"{name}: {wide} LDG.E.128.CONSTANT in its SASS"
         assert "LDL" not in sass and "STL" not in sass, f"{name}: local memory in its SASS"
+
+
+# The single-token steps stage their token rows into fp32 shared memory
+# once a block, 16 bytes a lane (``_rows``): q's, k's and v's pieces by
+# read-only v4 loads (eight halves, or four floats where the separate
+# mixer's activations are fp32), stored as v4 shared stores; the conv (fused
+# and separate) reads x and its taps the same way and its rolling state by
+# coherent v4 loads, writing the state back by v4 stores
+# (``_conv.make_conv_piece``). (PTX ops wanted at least once each.)
+ROWS_V4 = {
+    "decode_batched": ("ld.global.nc.v4.u32", "st.shared.v4.f32"),
+    "decode_batched_f32": ("ld.global.nc.v4.u32", "st.shared.v4.b32"),
+    "decode_per_sequence": ("ld.global.nc.v4.u32", "st.shared.v4.f32"),
+    "verify_recurrent_t17": ("ld.global.nc.v4.u32", "st.shared.v4.f32"),
+    "verify_recurrent_t5": ("ld.global.nc.v4.u32", "st.shared.v4.f32"),
+    "fused_conv": ("ld.global.nc.v4.u32", "ld.global.v4.u32", "st.global.v4.b32", "st.shared.v4.f32"),
+    "conv_silu": ("ld.global.nc.v4.u32", "ld.global.v4.u32", "st.global.v4.b32", "st.global.v4.f32"),
+}
+
+
+def test_the_steps_stage_their_rows_and_the_conv_its_channels_16_bytes_a_lane(compiled, tmp_path):
+    for name, ops in ROWS_V4.items():
+        rec = compiled["kernels"][name]
+        if "error" in rec:
+            pytest.fail(f"{name} does not compile for sm_90 (see the compile test)")
+        ptx = Path(rec["ptx"]).read_text()
+        got = {op: len(re.findall(re.escape(op) + r"\s", ptx)) for op in ops}
+        assert min(got.values()) >= 1, f"{name}: {got}"
+        assert ".local" not in ptx, f"{name}: local memory in its PTX"
+    disasm = need_sass(compiled)
+    for name in ROWS_V4:
+        rec = compiled["kernels"][name]
+        assert rec["spill"] == 0 and rec["lmem"] == 0 and rec["stack"] == 0, f"{name}: {rec['log']}"
+        cubin = tmp_path / f"{name}.cubin"
+        subprocess.run(
+            [compiled["ptxas"], "-arch=sm_90", "-o", str(cubin), rec["ptx"]], check=True, capture_output=True
+        )
+        sass = subprocess.run([disasm, str(cubin)], check=True, capture_output=True, text=True).stdout
+        assert re.search(r"\bLDG\.E\.128\.CONSTANT\b", sass), f"{name}: no LDG.E.128.CONSTANT in its SASS"
+        assert "LDL" not in sass and "STL" not in sass, f"{name}: local memory in its SASS"

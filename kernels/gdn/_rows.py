@@ -1,0 +1,103 @@
+"""Staging of a block's token rows (``q``, ``k``, ``v``'s column slice) into
+fp32 shared memory, 16 bytes a lane: shared by the single-token decode (one
+row of each) and the token-by-token verify (``T`` rows of each), whose steps
+(``_step``) read ``k``/``q``/``v`` from shared memory as fp32.
+
+A row is ``LEN`` consecutive elements of ``src[t, hh, col0 ..]`` (``src``
+``[T, H, D]``, C-ordered: token ``t``'s row of head ``hh``); rows
+``t0 .. t0+rows-1`` go to ``dst[0 .. rows-1, 0 .. LEN-1]``. On the 16-byte
+path, piece ``e`` of the block's rows (row ``i``, elements ``j ..``) is one
+lane's::
+
+    4 words = src.flat[((t0+i) H + hh) D + col0 + j]    ld.global.nc.v4.u32
+    fp16 rows (the model's q, k, v): 8 halves -> 8 fp32 (exact, cvt.f32.f16),
+        dst[i, j .. j+3], dst[i, j+4 .. j+7]            2 x st.shared.v4.f32
+    fp32 rows (the separate mixer's activations): 4 floats as they are,
+        dst[i, j .. j+3]                                st.shared.v4.b32
+
+Lanes run along a row: a warp reads 512 contiguous bytes of a row (two rows
+of ``q`` at ``dk = 128``), whole sectors, every byte once per block. Before,
+the kernels read one element a lane (2 bytes a load for fp16): at 17 tokens
+those loads carried 38 % of the bytes the token-by-token verify loaded.
+
+The 16-byte path needs rows of whole 16-byte pieces starting on 16 bytes:
+``LEN``, ``D`` and ``col0`` multiples of a piece's elements, ``src``
+16-byte aligned (``wide``; the same for every block of a launch, ``col0``
+being a multiple of the slice width). Else one element a lane, coalesced
+along the row. Either way ``dst`` gets the same fp32 values, so the
+kernels' results do not depend on the path. ``dst`` must be 16-byte aligned
+(``_layout.SHARED_ALIGN``) with rows of ``LEN`` floats. No barrier: the
+caller's next one orders the stores.
+"""
+
+from __future__ import annotations
+
+from functools import lru_cache
+
+from numba import cuda, float32, uint32
+
+from ..common.cvt import f16x2_to_f32x2
+from ..common.smem import smem_addr, st_shared_f32x4, st_shared_v4
+from ..common.vload import aligned16, ldg_v4
+
+PIECE_BYTES = 16  # one ld.global.nc.v4.u32
+# Test-only faults of the 16-byte staging: 1 leaves each row's last piece
+# unstaged, 2 stages the piece before it in its place (those elements
+# counted twice, the last ones never).
+TAIL_FAULTS = (0, 1, 2)
+
+
+@lru_cache(maxsize=None)
+def make_stage_rows(LEN: int, NT: int, TAIL_FAULT: int = 0):
+    """``(wide, stage)`` for rows of ``LEN`` elements staged by ``NT``
+    threads: ``wide(src, col0)`` says whether the 16-byte path applies
+    (evaluate it once per launch), ``stage(dst, src, t0, rows, hh, col0,
+    vec, tid)`` stages the rows, on the 16-byte path when ``vec``.
+    ``TAIL_FAULT``: :data:`TAIL_FAULTS` (tests only)."""
+    if TAIL_FAULT not in TAIL_FAULTS:
+        raise ValueError(f"TAIL_FAULT={TAIL_FAULT}: one of {TAIL_FAULTS}")
+
+    @cuda.jit(device=True, inline="always")
+    def wide(src, col0):
+        b = src.itemsize
+        whole = (LEN * b) % PIECE_BYTES == 0 and (src.shape[2] * b) % PIECE_BYTES == 0
+        return whole and (col0 * b) % PIECE_BYTES == 0 and aligned16(src)
+
+    @cuda.jit(device=True, inline="always")
+    def piece(j, per, last):
+        """The element a row's piece at ``j`` is read from (``j`` but for a fault)."""
+        if TAIL_FAULT == 2 and j == last and j > 0:
+            return j - per
+        return j
+
+    @cuda.jit(device=True)
+    def stage(dst, src, t0, rows, hh, col0, vec, tid):
+        H = src.shape[1]
+        D = src.shape[2]
+        if vec:
+            per = PIECE_BYTES // src.itemsize  # elements a piece: 8 halves or 4 floats
+            ppr = LEN // per
+            last = (ppr - 1) * per
+            at = smem_addr(dst)
+            for e in range(tid, rows * ppr, NT):
+                i = e // ppr
+                j = per * (e - i * ppr)
+                if TAIL_FAULT != 1 or j != last:
+                    w0, w1, w2, w3 = ldg_v4(src, ((t0 + i) * H + hh) * D + col0 + piece(j, per, last))
+                    d = at + uint32(4 * (i * LEN + j))
+                    if per == 8:
+                        x0, x1 = f16x2_to_f32x2(w0)
+                        x2, x3 = f16x2_to_f32x2(w1)
+                        x4, x5 = f16x2_to_f32x2(w2)
+                        x6, x7 = f16x2_to_f32x2(w3)
+                        st_shared_f32x4(d, x0, x1, x2, x3)
+                        st_shared_f32x4(d + uint32(16), x4, x5, x6, x7)
+                    else:  # fp32 rows: the words as they are
+                        st_shared_v4(d, w0, w1, w2, w3)
+        else:
+            for e in range(tid, rows * LEN, NT):
+                i = e // LEN
+                j = e - i * LEN
+                dst[i, j] = float32(src[t0 + i, hh, col0 + j])
+
+    return wide, stage
