@@ -92,9 +92,14 @@ def row_dot(x, i, w, j, lane, k):
             wa = vload.ldg_v4(w, wj + 8 * v)
             xb = vload.ldg_v4(x, xi + 8 * u)
             wb = vload.ldg_v4(w, wj + 8 * u)
-            acc += _dot8(xa, wa)
-            if v2 < nv:
-                acc += _dot8(xb, wb)
+            # both steps' sums made whatever v2 is and the second selected
+            # away past the row: a branch around it lets ptxas sink the
+            # second step's loads below the first step's use (one step in
+            # flight, not two)
+            da = _dot8(xa, wa)
+            db = _dot8(xb, wb)
+            acc += da
+            acc += db if v2 < nv else float32(0.0)
     else:
         for kk in range(lane, k, 32):
             acc += float32(x[i, kk]) * float32(w[j, kk])
