@@ -39,16 +39,19 @@ import math
 from functools import lru_cache
 
 import numpy as np
-from numba import cuda, float32, uint32
+from numba import cuda, float32, int32, uint32
 
-from ...common import cvt
+from ...common import vload
 from ...common.launch import check_block, check_grid, check_shared, jit_bounded
 from .._paged import (
     BLOCK,
     V_ALIGN,
     V_TILES,
+    make_combine,
     make_kv_stage,
+    make_row_stage,
     max_splits,
+    merge_threads,
     num_splits,
     online_softmax_row,
     split_shared_bytes,
@@ -76,7 +79,10 @@ def make_split(HKV: int, G: int, T: int, D: int, TARGET: int, MIN_BLOCKS: int, P
     DP = D + 1  # shared rows padded: threads of different tokens hit different banks
     SCALE = np.float32(1.0 / math.sqrt(D))
     VP = v_pitch(D)
+    QVEC = D % 8 == 0
+    BT = NT if PAGED else 1  # block-table entries staged at a time (the contiguous form reads none)
     wide_ok, stage = make_kv_stage(HKV, D, NT)
+    stage_q = make_row_stage(G, D, NT)
 
     @jit_bounded(NT)
     def dflash_split(q, k, v, block_table, context_lens, ref_seqs, part_o, part_ml):
@@ -98,11 +104,10 @@ def make_split(HKV: int, G: int, T: int, D: int, TARGET: int, MIN_BLOCKS: int, P
         m_s = cuda.shared.array(G, float32)
         l_s = cuda.shared.array(G, float32)
         a_s = cuda.shared.array(G, float32)
+        bt_s = cuda.shared.array(BT, int32)
         acc = cuda.local.array((G, DPT), float32)
 
-        for i in range(tid, G * D, NT):
-            h = i // D
-            q_s[h, i - h * D] = cvt.bf16_to_f32(q[n, t, g * G + h, i - h * D])
+        stage_q(q_s, q[n, t], g * G, G, QVEC and vload.aligned16(q), tid)  # _paged's q staging, once
         if tid < G:
             m_s[tid] = _NEG_INF
             l_s[tid] = _ZERO
@@ -110,15 +115,21 @@ def make_split(HKV: int, G: int, T: int, D: int, TARGET: int, MIN_BLOCKS: int, P
             for j in range(DPT):
                 acc[h, j] = _ZERO
 
-        b_end = si * per + per
+        b0 = si * per
+        b_end = b0 + per
         seen_blocks = (seen + BLOCK - 1) // BLOCK
         if b_end > seen_blocks:
             b_end = seen_blocks
         wide = wide_ok(k, v)  # the same in every lane
-        for b in range(si * per, b_end):
+        for b in range(b0, b_end):
             base = b * BLOCK
             if PAGED:
-                a0 = block_table[n, b]
+                j = (b - b0) % BT
+                if j == 0:  # as _paged: the table's next BT entries, a word a lane
+                    if tid < b_end - b:
+                        bt_s[tid] = block_table[n, b + tid]
+                    cuda.syncthreads()
+                a0 = bt_s[j]
                 off = 0
             else:
                 a0 = n
@@ -167,11 +178,14 @@ def make_split(HKV: int, G: int, T: int, D: int, TARGET: int, MIN_BLOCKS: int, P
 
 
 @lru_cache(maxsize=None)
-def make_merge(HKV: int, D: int, TARGET: int, MIN_BLOCKS: int):
+def make_merge(HKV: int, D: int, TARGET: int, MIN_BLOCKS: int, FAULT: int = 0):
     """Kernel 2: per (query head, draft token, sequence) the splits merged in
     split order; a split its query does not reach has ``m = -inf`` and
-    weight 0."""
-    NT = threads_for(D)
+    weight 0. The sum is ``_paged``'s (``make_combine``: 16 bytes a lane
+    where the rows allow); ``FAULT`` builds the broken kernels of the tests."""
+    NT = merge_threads(D)
+    VEC = D % 4 == 0
+    combine = make_combine(D, NT, FAULT)
 
     @jit_bounded(NT)
     def dflash_merge(context_lens, ref_seqs, part_o, part_ml, o):
@@ -181,7 +195,11 @@ def make_merge(HKV: int, D: int, TARGET: int, MIN_BLOCKS: int):
         tid = cuda.threadIdx.x
         w = cuda.shared.array(TARGET, float32)
         ml = cuda.shared.array((TARGET, 2), float32)
-        splits, per = _num_splits(context_lens[n], ref_seqs, HKV, TARGET, MIN_BLOCKS)
+        ns = cuda.shared.array(1, int32)
+        if tid == 0:  # the length, one lane: the split count to every lane through shared memory
+            ns[0] = _num_splits(context_lens[n], ref_seqs, HKV, TARGET, MIN_BLOCKS)[0]
+        cuda.syncthreads()
+        splits = ns[0]
         for i in range(tid, 2 * splits, NT):  # the splits' (m, l), contiguous: read once a block
             ml[i >> 1, i & 1] = part_ml[n, t, h, i >> 1, i & 1]
         cuda.syncthreads()
@@ -195,11 +213,8 @@ def make_merge(HKV: int, D: int, TARGET: int, MIN_BLOCKS: int):
         for s in range(splits):
             total += w[s] * ml[s, 1]
         inv = _ONE / total
-        for d in range(tid, D, NT):
-            a = _ZERO
-            for s in range(splits):
-                a += w[s] * part_o[n, t, h, s, d]
-            o[n, t, h, d] = a * inv
+        wide = VEC and vload.aligned16(part_o) and vload.aligned16(o)  # the same in every lane
+        combine(part_o[n, t, h], w, inv, splits, o[n, t, h], wide, tid)
 
     return dflash_merge
 
@@ -220,9 +235,10 @@ def launcher(shape, paged: bool, no_mask: bool = False):
     merge = make_merge(hkv, d, target, minb)
     smax = max_splits(shape["ctx"], ref, hkv, target, minb)
     nt = check_block(threads_for(d), warps=False)
+    mt = check_block(merge_threads(d), warps=False)
     check_grid((smax, t * hkv, n))
     check_grid((hq, t, n))
-    check_shared(split_shared_bytes(hq // hkv, d, V_TILES))
+    check_shared(split_shared_bytes(hq // hkv, d, V_TILES, paged))
     part_o = cuda.device_array((n, t, hq, smax, d), np.float32)
     part_ml = cuda.device_array((n, t, hq, smax, 2), np.float32)
     no_table = None if paged else cuda.to_device(np.zeros((1, 1), np.int32))
@@ -234,7 +250,7 @@ def launcher(shape, paged: bool, no_mask: bool = False):
             kv, table = (b["k_contig"], b["v_contig"]), no_table
         r = np.int64(ref)
         split[(smax, t * hkv, n), nt](b["q"], *kv, table, b["context_lens"], r, part_o, part_ml)
-        merge[(hq, t, n), nt](b["context_lens"], r, part_o, part_ml, b["o"])
+        merge[(hq, t, n), mt](b["context_lens"], r, part_o, part_ml, b["o"])
 
     launch.workspace = {"part_o": part_o, "part_ml": part_ml}
     return launch

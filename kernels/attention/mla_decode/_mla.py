@@ -49,7 +49,7 @@ from numba import cuda, float32, uint32
 
 from ...common import cvt, unroll, vload
 from ...common.launch import check_block, check_grid, check_shared, jit_bounded
-from .._paged import BLOCK, online_softmax_row, threads_for, v_half
+from .._paged import BLOCK, make_row_stage, online_softmax_row, threads_for, v_half
 
 _NEG_INF = np.float32(-math.inf)
 _ZERO = np.float32(0.0)
@@ -110,6 +110,8 @@ def make_decode(H: int, R: int, P: int, QK_DIM: int, READ_TAIL: bool = False, MS
     VEC = R % 8 == 0 and P % 8 == 0
     MAP = VEC and CHT % 8 == 0  # a warp: 4 tokens x 8 chunks
     SLOTS = tuple(range(-(-BLOCK * CHT // NT)))  # a lane's chunks
+    stage_nope = make_row_stage(HT, R, NT)  # q rows: latent dims to columns 0 .. R - 1
+    stage_pe = make_row_stage(HT, P, NT, R)  # rotary dims after them
 
     @cuda.jit(device=True, inline="always")
     def _where(c):
@@ -160,16 +162,11 @@ def make_decode(H: int, R: int, P: int, QK_DIM: int, READ_TAIL: bool = False, MS
         a_s = cuda.shared.array(HT, float32)
         acc = cuda.local.array((HT, DPT), float32)
 
-        for i in range(tid, HT * RP, NT):
-            h = i // RP
-            c = i - h * RP
-            val = _ZERO
-            if h0 + h < H:  # the last tile of a head count HT does not divide
-                if c < R:
-                    val = cvt.bf16_to_f32(q_nope[n, h0 + h, c])
-                else:
-                    val = cvt.bf16_to_f32(q_pe[n, h0 + h, c - R])
-            q_s[h, c] = val
+        # the tile's q rows, once (heads past H -- the last tile of a head
+        # count HT does not divide -- as zeros): 16 bytes a lane where the rows allow
+        qw = VEC and vload.aligned16(q_nope) and vload.aligned16(q_pe)
+        stage_nope(q_s, q_nope[n], h0, H - h0, qw, tid)
+        stage_pe(q_s, q_pe[n], h0, H - h0, qw, tid)
         if tid < HT:
             m_s[tid] = _NEG_INF
             l_s[tid] = _ZERO
