@@ -24,8 +24,10 @@ Kernel 1, ``split``: grid ``(S_max, Hkv, N)``, ``NT`` threads; block ``(s, g,
 n)`` runs the query heads ``g*G .. g*G+G-1`` of sequence ``seq0 + n`` over
 split ``s`` and writes unnormalised partials::
 
-    q heads -> shared (fp32)
+    q heads -> shared (fp32), 16 bytes a lane (make_row_stage)
     per KV block (16 tokens):
+      table    every NT blocks: the next NT entries of the split's block
+               table -> shared, a word a lane, and a barrier
       K tile   -> shared fp32, rows padded to D + 1 (conflict-free columns)
       V tile   -> shared as stored (bf16 pairs), in two slots alternating
                by block
@@ -56,12 +58,29 @@ without loading k, and their v is skipped. ``READ_TAIL`` (tests only) loads
 the whole tail block and relies on p = 0 instead: exact while the unwritten
 slots hold zeros, NaN once they are poisoned.
 
-Kernel 2, ``merge``: grid ``(Hq, N)``; per (sequence, head) the splits'
-weights ``exp(m_s - M)`` in split order, then ``o = sum_s w_s acc_s /
-sum_s w_s l_s`` -- a fixed order, so the result depends on the split count
-alone. The splits' ``(m, l)`` pairs are read into shared memory once a
-block, a word a lane (every lane reading every pair was a 4-byte broadcast
-a lane, a sector an instruction for 4 bytes used).
+The group's q rows (``G x D`` bf16, contiguous) are staged once a block
+by the same 16-byte loads where ``D`` is a multiple of 8 and q starts on 16
+bytes, a warp taking 8 heads x 4 chunks where ``G`` is a multiple of 8, so
+that its fp32 stores to rows of ``D + 1`` hit 32 banks; otherwise one bf16
+a lane. The block table is read a word a lane into shared memory, the
+split's next ``NT`` entries at a time (one barrier per ``NT`` KV blocks),
+rather than by every lane once a KV block (a warp's 128-byte request for
+4 bytes, and a global load on each block's path to its K and V loads).
+The length stays a load of every lane: the block leaves on it before any
+barrier.
+
+Kernel 2, ``merge``: grid ``(Hq, N)``, ``D / 4`` threads (``merge_threads``);
+per (sequence, head) the splits' weights ``exp(m_s - M)`` in split order,
+then ``o = sum_s w_s acc_s / sum_s w_s l_s`` -- a fixed order, so the result
+depends on the split count alone. One lane reads the length and hands the
+split count to the others through shared memory; the splits' ``(m, l)``
+pairs are read into shared memory once a block, a word a lane (every lane
+reading every pair was a 4-byte broadcast a lane, a sector an instruction
+for 4 bytes used). The sum (``make_combine``) takes a 16-byte chunk of the
+partial row a lane, one ``ld.global.nc.v4.f32`` a split, and writes it with
+one ``st.global.v4.f32``, where ``D`` is a multiple of 4 and the partials
+and ``o`` start on 16 bytes; otherwise a float a lane, the same products
+summed in the same order (the same bits).
 
 bf16 is decoded with ``cvt.bf16_to_f32`` (a shift on the GPU); arithmetic is
 fp32 on CUDA cores.

@@ -20,13 +20,17 @@ Kernel 1, ``split``: grid ``(S_max, T * Hkv, N)``, ``NT`` threads; block
 ``(s, t * Hkv + g, n)`` runs query ``t``'s heads ``g*G .. g*G+G-1`` over
 the KV blocks of split ``s`` (``_paged.num_splits`` of the sequence's
 length, the launch's ``N * T`` queries counted as sequences). The loop is
-``_paged``'s: K and V tiles to shared memory by ``_paged.make_kv_stage``
+``_paged``'s: the query's q rows staged once by ``_paged.make_row_stage``,
+the paged form's block table a word a lane into shared memory ``NT``
+entries at a time, K and V tiles to shared memory by ``_paged.make_kv_stage``
 (16-byte loads where the head dim allows, V as bf16 pairs in two slots),
 scores by thread (head, token), the online softmax by thread head, PV by
-thread dim, three barriers per KV block. A split wholly after what its query sees writes ``m = -inf, l = 0``,
-which the merge weighs zero. Kernel 2, ``merge``: grid ``(Hq, T, N)``, the
-splits merged in split order, their ``(m, l)`` pairs read into shared
-memory once a block (as ``_paged``'s merge).
+thread dim, three barriers per KV block. A split wholly after what its
+query sees writes ``m = -inf, l = 0``, which the merge weighs zero. Kernel
+2, ``merge``: grid ``(Hq, T, N)``, ``D / 4`` threads, the splits merged in
+split order as ``_paged``'s merge: the length read by one lane, the
+``(m, l)`` pairs into shared memory once a block, the partials summed 16
+bytes a lane (``_paged.make_combine``).
 
 Each of the ``T`` queries' blocks reads the group's K and V of its splits:
 ``T`` reads of the same bytes, the repeats served from L2 (the declared

@@ -14,7 +14,9 @@ Grid ``(ceil(H / HT), N_launch)``, ``NT`` threads; block ``(i, n)`` runs
 heads ``i*HT .. i*HT+HT-1`` of sequence ``seq0 + n`` over the whole
 sequence, no split::
 
-    q tile (HT heads x (R + P)) -> shared fp32
+    q tile (HT heads x (R + P)) -> shared fp32, 16 bytes a lane where R
+                  and P are multiples of 8 and q starts on 16 bytes
+                  (_paged.make_row_stage), else a bf16 a lane
     per KV block (16 tokens):
       latent + rotary rows -> shared, as bf16 pairs (16 rows of 289 words
                   at DeepSeek-V3: fp32 would leave room for only 4 heads),
