@@ -406,7 +406,9 @@ def make_split(HKV: int, G: int, D: int, TARGET: int, MIN_BLOCKS: int, READ_TAIL
     wide_ok, stage = make_kv_stage(HKV, D, NT, READ_TAIL)
     stage_q = make_row_stage(G, D, NT, 0, Q_FAULT)
 
-    @jit_bounded(NT)
+    # launch bound: 512 threads an SM (two blocks at d 256, four at d 128), so at most 128
+    # registers, which ptxas would otherwise exceed at d 128 (a quarter of the blocks lost)
+    @jit_bounded(NT, min(32, max(1, 512 // NT)))
     def attn_split(q, k_cache, v_cache, block_table, context_lens, ref_seqs, seq0, part_o, part_ml):
         si = cuda.blockIdx.x
         g = cuda.blockIdx.y
@@ -441,51 +443,53 @@ def make_split(HKV: int, G: int, D: int, TARGET: int, MIN_BLOCKS: int, READ_TAIL
         if b_end > nblocks:
             b_end = nblocks
         wide = wide_ok(k_cache, v_cache)  # the same in every lane
-        for b in range(b0, b_end):
-            j = (b - b0) % NT
-            if j == 0:  # the next NT entries of the table, a word a lane (the same j in every lane)
-                if tid < b_end - b:
-                    bt_s[tid] = block_table[n, b + tid]
+        for c0 in range(b0, b_end, NT):
+            # the table's next NT entries -> shared, a word a lane (one barrier per NT
+            # blocks). The last reads of the entries it overwrites came before the
+            # first barrier of their blocks, which every thread has passed.
+            if tid < b_end - c0:
+                bt_s[tid] = block_table[n, c0 + tid]
+            cuda.syncthreads()
+            for b in range(c0, min(c0 + NT, b_end)):
+                phys = bt_s[b - c0]
+                base = b * BLOCK
+                vb = b & 1
+                # K and V tiles -> shared, coalesced; slots past the length are not loaded
+                stage(k_s, v_s, k_cache, v_cache, phys, 0, g, vb, base, length, wide, tid)
                 cuda.syncthreads()
-            phys = bt_s[j]
-            base = b * BLOCK
-            vb = b & 1
-            # K and V tiles -> shared, coalesced; slots past the length are not loaded
-            stage(k_s, v_s, k_cache, v_cache, phys, 0, g, vb, base, length, wide, tid)
-            cuda.syncthreads()
-            # scores: thread (h, t)
-            for i in range(tid, GB, NT):
-                h = i // BLOCK
-                t = i - h * BLOCK
-                if base + t < length:
-                    dot = _ZERO
-                    for d in range(D):
-                        dot += q_s[h, d] * k_s[t, d]
-                    sc[h, t] = dot * SCALE
-                else:
-                    sc[h, t] = _NEG_INF
-            cuda.syncthreads()
-            # online softmax: thread h rescales its head and turns scores into p
-            if tid < G:
-                online_softmax_row(sc, m_s, l_s, a_s, tid, BLOCK)
-            cuda.syncthreads()
-            # PV: thread d accumulates every head of the group
-            for j in range(DPT):
-                d = tid + j * NT
-                if d < D:
-                    for h in range(G):
-                        acc[h, j] *= a_s[h]
-                    for t in range(BLOCK):
-                        if READ_TAIL or base + t < length:
-                            v = v_half(v_s[vb, t, d >> 1], d)
-                            for h in range(G):
-                                acc[h, j] += sc[h, t] * v
-            # No barrier here: the next K tile overwrites k_s, which the
-            # scores finished reading before the second barrier; the next V
-            # tile goes to the other slot (this one is written again only
-            # after the next first barrier, which every thread reaches
-            # after its PV); and the next scores and softmax write sc and
-            # a_s only after that barrier too.
+                # scores: thread (h, t)
+                for i in range(tid, GB, NT):
+                    h = i // BLOCK
+                    t = i - h * BLOCK
+                    if base + t < length:
+                        dot = _ZERO
+                        for d in range(D):
+                            dot += q_s[h, d] * k_s[t, d]
+                        sc[h, t] = dot * SCALE
+                    else:
+                        sc[h, t] = _NEG_INF
+                cuda.syncthreads()
+                # online softmax: thread h rescales its head and turns scores into p
+                if tid < G:
+                    online_softmax_row(sc, m_s, l_s, a_s, tid, BLOCK)
+                cuda.syncthreads()
+                # PV: thread d accumulates every head of the group
+                for j in range(DPT):
+                    d = tid + j * NT
+                    if d < D:
+                        for h in range(G):
+                            acc[h, j] *= a_s[h]
+                        for t in range(BLOCK):
+                            if READ_TAIL or base + t < length:
+                                v = v_half(v_s[vb, t, d >> 1], d)
+                                for h in range(G):
+                                    acc[h, j] += sc[h, t] * v
+                # No barrier here: the next K tile overwrites k_s, which the
+                # scores finished reading before the second barrier; the next V
+                # tile goes to the other slot (this one is written again only
+                # after the next first barrier, which every thread reaches
+                # after its PV); and the next scores and softmax write sc and
+                # a_s only after that barrier too.
 
         for j in range(DPT):
             d = tid + j * NT

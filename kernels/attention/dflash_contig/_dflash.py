@@ -85,10 +85,11 @@ def make_split(HKV: int, G: int, T: int, D: int, TARGET: int, MIN_BLOCKS: int, P
     VP = v_pitch(D)
     QVEC = D % 8 == 0
     BT = NT if PAGED else 1  # block-table entries staged at a time (the contiguous form reads none)
+    CHUNK = NT if PAGED else 1 << 30  # KV blocks a table refill covers (contiguous: the whole split)
     wide_ok, stage = make_kv_stage(HKV, D, NT)
     stage_q = make_row_stage(G, D, NT)
 
-    @jit_bounded(NT)
+    @jit_bounded(NT, min(32, max(1, 512 // NT)))  # as _paged's split: at most 128 registers
     def dflash_split(q, k, v, block_table, context_lens, ref_seqs, part_o, part_ml):
         si = cuda.blockIdx.x
         t = cuda.blockIdx.y // HKV
@@ -125,49 +126,49 @@ def make_split(HKV: int, G: int, T: int, D: int, TARGET: int, MIN_BLOCKS: int, P
         if b_end > seen_blocks:
             b_end = seen_blocks
         wide = wide_ok(k, v)  # the same in every lane
-        for b in range(b0, b_end):
-            base = b * BLOCK
-            if PAGED:
-                j = (b - b0) % BT
-                if j == 0:  # as _paged: the table's next BT entries, a word a lane
-                    if tid < b_end - b:
-                        bt_s[tid] = block_table[n, b + tid]
-                    cuda.syncthreads()
-                a0 = bt_s[j]
-                off = 0
-            else:
-                a0 = n
-                off = base
-            vb = b & 1
-            stage(k_s, v_s, k, v, a0, off, g, vb, base, seen, wide, tid)  # _paged's K and V tiles
-            cuda.syncthreads()
-            for i in range(tid, GB, NT):
-                h = i // BLOCK
-                tt = i - h * BLOCK
-                if base + tt < seen:
-                    dot = _ZERO
-                    for d in range(D):
-                        dot += q_s[h, d] * k_s[tt, d]
-                    sc[h, tt] = dot * SCALE
+        for c0 in range(b0, b_end, CHUNK):
+            if PAGED:  # as _paged: the table's next NT entries -> shared, a word a lane
+                if tid < b_end - c0:
+                    bt_s[tid] = block_table[n, c0 + tid]
+                cuda.syncthreads()
+            for b in range(c0, min(c0 + CHUNK, b_end)):
+                base = b * BLOCK
+                if PAGED:
+                    a0 = bt_s[b - c0]
+                    off = 0
                 else:
-                    sc[h, tt] = _NEG_INF
-            cuda.syncthreads()
-            if tid < G:  # the block's first token is always seen: the new max is finite
-                online_softmax_row(sc, m_s, l_s, a_s, tid, BLOCK)
-            cuda.syncthreads()
-            for j in range(DPT):
-                d = tid + j * NT
-                if d < D:
-                    for h in range(G):
-                        acc[h, j] *= a_s[h]
-                    for tt in range(BLOCK):
-                        if base + tt < seen:
-                            vv = v_half(v_s[vb, tt, d >> 1], d)
-                            for h in range(G):
-                                acc[h, j] += sc[h, tt] * vv
-            # no barrier: as in _paged, the next writes of k_s, sc and a_s
-            # come after the next first barrier, and the next V tile goes to
-            # the other slot
+                    a0 = n
+                    off = base
+                vb = b & 1
+                stage(k_s, v_s, k, v, a0, off, g, vb, base, seen, wide, tid)  # _paged's K and V tiles
+                cuda.syncthreads()
+                for i in range(tid, GB, NT):
+                    h = i // BLOCK
+                    tt = i - h * BLOCK
+                    if base + tt < seen:
+                        dot = _ZERO
+                        for d in range(D):
+                            dot += q_s[h, d] * k_s[tt, d]
+                        sc[h, tt] = dot * SCALE
+                    else:
+                        sc[h, tt] = _NEG_INF
+                cuda.syncthreads()
+                if tid < G:  # the block's first token is always seen: the new max is finite
+                    online_softmax_row(sc, m_s, l_s, a_s, tid, BLOCK)
+                cuda.syncthreads()
+                for j in range(DPT):
+                    d = tid + j * NT
+                    if d < D:
+                        for h in range(G):
+                            acc[h, j] *= a_s[h]
+                        for tt in range(BLOCK):
+                            if base + tt < seen:
+                                vv = v_half(v_s[vb, tt, d >> 1], d)
+                                for h in range(G):
+                                    acc[h, j] += sc[h, tt] * vv
+                # no barrier: as in _paged, the next writes of k_s, sc and a_s
+                # come after the next first barrier, and the next V tile goes to
+                # the other slot
 
         for j in range(DPT):
             d = tid + j * NT

@@ -149,7 +149,8 @@ def make_decode(H: int, R: int, P: int, QK_DIM: int, READ_TAIL: bool = False, MS
             kv_s[t, 4 * dc + 2] = w2
             kv_s[t, 4 * dc + 3] = w3
 
-    @jit_bounded(NT)
+    # launch bound: 512 threads an SM (two blocks at R = 512), so at most 128 registers
+    @jit_bounded(NT, min(32, max(1, 512 // NT)))
     def mla_decode(q_nope, q_pe, c_kv, k_pe, context_lens, seq0, o):
         h0 = cuda.blockIdx.x * HT
         n = seq0 + cuda.blockIdx.y

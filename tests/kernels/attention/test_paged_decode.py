@@ -492,3 +492,18 @@ def test_a_fault_planted_in_the_16_byte_q_rows_or_merge_fails_the_check(fault):
     ref = PATH.reference(shape, x)["o"]
     _, got = run(shape, x, _paged.launcher(shape, lambda n: 1, **fault))
     assert not compare(got, ref, PATH.tolerance)[0]
+
+
+@pytest.mark.sim
+def test_a_split_of_more_kv_blocks_than_threads_stages_the_block_table_twice():
+    """Head dim 8 (8 threads a block), one split of 10 KV blocks: the table's
+    entries come to shared memory 8 at a time, so the split refills them
+    once mid-way; the output matches the reference over poisoned tail
+    slots."""
+    dims = dict(n=1, ctx=160, hq=4, hkv=2, d=8, hc_mult=0, target_ctas=1, min_split_blocks=1)
+    shape = bound(Shape("refill", dims), poison=True)
+    assert _paged.threads_for(8) == 8 and spec.splits_of(shape, 1) == [1] and spec.lengths(shape) == [157]
+    x = PATH.make_inputs(shape, np.random.default_rng(2))
+    _, got = run(shape, x, PATH.variants["split_pinned"].build(shape))
+    ok, rel, mx = compare(got, PATH.reference(shape, x)["o"], PATH.tolerance)
+    assert ok, (rel, mx)
