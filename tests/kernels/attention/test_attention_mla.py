@@ -350,3 +350,14 @@ def test_a_cache_view_off_16_bytes_takes_the_pairs_and_fails_the_load_width_chec
     shape = Shape("pairs", {**base.dims, "r": 64, "p": 16, "ctx": 17, "h": 2})
     wide, narrow, _ = _traced_cache_loads(shape)
     assert wide == 0 and narrow >= sum(mla_spec.lengths(shape)) * 80 * 2, (wide, narrow)
+
+
+@pytest.mark.sim
+def test_a_second_head_tile_of_two_heads_staged_16_bytes_a_lane_matches_the_reference():
+    """Ten heads (tiles of 8 and of 2) over rows of 32 + 8 dims: the q rows
+    come 16 bytes a lane, the latent ones 8 heads x 4 chunks a warp, and
+    the second tile's six rows past the head count are zeros, not loads."""
+    s = Shape("tiles", {**SMOKE[0].dims, "n": 2, "ctx": 21, "h": 10, "r": 32, "p": 8})
+    x = PATH.make_inputs(s, np.random.default_rng(10))
+    ok, rel, mx = compare(run(s, x, PATH.variants["batched"].build(s)), PATH.reference(s, x)["o"], PATH.tolerance)
+    assert ok, (rel, mx)

@@ -507,3 +507,14 @@ def test_a_split_of_more_kv_blocks_than_threads_stages_the_block_table_twice():
     _, got = run(shape, x, PATH.variants["split_pinned"].build(shape))
     ok, rel, mx = compare(got, PATH.reference(shape, x)["o"], PATH.tolerance)
     assert ok, (rel, mx)
+
+
+@pytest.mark.sim
+def test_a_group_of_eight_heads_staged_8_heads_x_4_chunks_a_warp_matches_the_reference():
+    """Eight query heads a KV head at d 32: the q rows' 16-byte loads in the
+    warp order of the model shapes (8 heads x 4 chunks)."""
+    shape = bound(Shape("g8", {**WIDE_DIMS, "hq": 8, "hkv": 1}), poison=True)
+    x = PATH.make_inputs(shape, np.random.default_rng(8))
+    _, got = run(shape, x, PATH.variants["split_pinned"].build(shape))
+    ok, rel, mx = compare(got, PATH.reference(shape, x)["o"], PATH.tolerance)
+    assert ok, (rel, mx)
