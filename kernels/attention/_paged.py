@@ -24,8 +24,10 @@ Kernel 1, ``split``: grid ``(S_max, Hkv, N)``, ``NT`` threads; block ``(s, g,
 n)`` runs the query heads ``g*G .. g*G+G-1`` of sequence ``seq0 + n`` over
 split ``s`` and writes unnormalised partials::
 
-    q heads -> shared (fp32)
+    q heads -> shared (fp32), 16 bytes a lane (make_row_stage)
     per KV block (16 tokens):
+      table    every NT blocks: the next NT entries of the split's block
+               table -> shared, a word a lane, and a barrier
       K tile   -> shared fp32, rows padded to D + 1 (conflict-free columns)
       V tile   -> shared as stored (bf16 pairs), in two slots alternating
                by block
@@ -56,12 +58,29 @@ without loading k, and their v is skipped. ``READ_TAIL`` (tests only) loads
 the whole tail block and relies on p = 0 instead: exact while the unwritten
 slots hold zeros, NaN once they are poisoned.
 
-Kernel 2, ``merge``: grid ``(Hq, N)``; per (sequence, head) the splits'
-weights ``exp(m_s - M)`` in split order, then ``o = sum_s w_s acc_s /
-sum_s w_s l_s`` -- a fixed order, so the result depends on the split count
-alone. The splits' ``(m, l)`` pairs are read into shared memory once a
-block, a word a lane (every lane reading every pair was a 4-byte broadcast
-a lane, a sector an instruction for 4 bytes used).
+The group's q rows (``G x D`` bf16, contiguous) are staged once a block
+by the same 16-byte loads where ``D`` is a multiple of 8 and q starts on 16
+bytes, a warp taking 8 heads x 4 chunks where ``G`` is a multiple of 8, so
+that its fp32 stores to rows of ``D + 1`` hit 32 banks; otherwise one bf16
+a lane. The block table is read a word a lane into shared memory, the
+split's next ``NT`` entries at a time (one barrier per ``NT`` KV blocks),
+rather than by every lane once a KV block (a warp's 128-byte request for
+4 bytes, and a global load on each block's path to its K and V loads).
+The length stays a load of every lane: the block leaves on it before any
+barrier.
+
+Kernel 2, ``merge``: grid ``(Hq, N)``, ``D / 4`` threads (``merge_threads``);
+per (sequence, head) the splits' weights ``exp(m_s - M)`` in split order,
+then ``o = sum_s w_s acc_s / sum_s w_s l_s`` -- a fixed order, so the result
+depends on the split count alone. One lane reads the length and hands the
+split count to the others through shared memory; the splits' ``(m, l)``
+pairs are read into shared memory once a block, a word a lane (every lane
+reading every pair was a 4-byte broadcast a lane, a sector an instruction
+for 4 bytes used). The sum (``make_combine``) takes a 16-byte chunk of the
+partial row a lane, one ``ld.global.nc.v4.f32`` a split, and writes it with
+one ``st.global.v4.f32``, where ``D`` is a multiple of 4 and the partials
+and ``o`` start on 16 bytes; otherwise a float a lane, the same products
+summed in the same order (the same bits).
 
 bf16 is decoded with ``cvt.bf16_to_f32`` (a shift on the GPU); arithmetic is
 fp32 on CUDA cores.
@@ -73,7 +92,7 @@ import math
 from functools import lru_cache
 
 import numpy as np
-from numba import cuda, float32, uint32
+from numba import cuda, float32, int32, uint32
 
 from ..common import cvt, smem, vload
 from ..common import wgmma as wg
@@ -262,20 +281,134 @@ def make_kv_stage(HKV: int, D: int, NT: int, READ_TAIL: bool = False):
     return wide_ok, stage
 
 
+STAGE_FAULTS = (0, 1)  # make_row_stage: 1 leaves the tile's last chunk unloaded
+MERGE_FAULTS = (0, 1, 2)  # make_combine: 1 drops each row's last 4 floats, 2 adds the last split twice
+
+
 @lru_cache(maxsize=None)
-def make_split(HKV: int, G: int, D: int, TARGET: int, MIN_BLOCKS: int, READ_TAIL: bool = False):
+def make_row_stage(ROWS: int, D: int, NT: int, COL0: int = 0, FAULT: int = 0):
+    """Device function ``stage(dst, src, row0, nrows, wide, tid)``: rows
+    ``row0 .. row0 + ROWS - 1`` of ``src`` (a C-contiguous 2-D array of bf16
+    bits, rows of ``D``) to ``dst[r, COL0 + d]`` as fp32 (the query heads of
+    a block, staged once); rows ``r >= nrows`` (a head tile past the head
+    count) become zeros and are not read.
+
+    ``wide`` (``D`` a multiple of 8 and ``src`` on 16 bytes, the same in
+    every lane): one 16-byte load a chunk of eight bf16, a warp taking 8
+    rows x 4 consecutive chunks where the tile has whole groups of those
+    (rows of ``dst`` padded to one word past a multiple of 32: its fp32
+    stores then hit 32 banks, as ``make_kv_stage``'s K tile), else
+    consecutive chunks of a row. Otherwise one bf16 a lane. ``FAULT``
+    (tests only) 1: the tile's last chunk is left unloaded."""
+    if FAULT not in STAGE_FAULTS:
+        raise ValueError(f"FAULT={FAULT}: one of {STAGE_FAULTS}")
+    CH = max(1, D // 8)  # 16-byte chunks a row
+    NCH = ROWS * CH
+    MAP4 = D % 8 == 0 and ROWS % 8 == 0 and CH % 4 == 0
+    RG = max(1, ROWS // 8)  # groups of 8 rows
+    END = NCH - 1 if FAULT == 1 else NCH
+
+    @cuda.jit(device=True, inline="always")
+    def stage(dst, src, row0, nrows, wide, tid):
+        if wide:
+            for c in range(tid, END, NT):
+                if MAP4:
+                    grp = c >> 5
+                    r = (grp % RG) * 8 + ((c >> 2) & 7)
+                    d0 = ((grp // RG) * 4 + (c & 3)) * 8
+                else:
+                    r = c // CH
+                    d0 = (c - r * CH) * 8
+                if r < nrows:
+                    _put8(dst[r], COL0 + d0, vload.ldg_v4(src, (row0 + r) * D + d0))
+                else:
+                    for j in range(8):
+                        dst[r, COL0 + d0 + j] = _ZERO
+        else:
+            for i in range(tid, ROWS * D, NT):
+                r = i // D
+                d = i - r * D
+                val = _ZERO
+                if r < nrows:
+                    val = cvt.bf16_to_f32(src[row0 + r, d])
+                dst[r, COL0 + d] = val
+
+    return stage
+
+
+def merge_threads(d: int) -> int:
+    """Threads of a merge block: one per 4 floats of a partial row (its
+    16-byte chunks), at least 8, as :func:`threads_for` rounds."""
+    return threads_for(-(-d // 4))
+
+
+@lru_cache(maxsize=None)
+def make_combine(D: int, NT: int, FAULT: int = 0):
+    """Device function ``combine(po, w, inv, splits, out, wide, tid)``: the
+    merge's sum ``out[d] = (sum_s w[s] po[s, d]) * inv`` over splits ``0 ..
+    splits - 1`` in split order, ``po`` a head's partial rows (fp32, ``splits``
+    rows of ``D``), ``out`` its output row.
+
+    ``wide`` (``D`` a multiple of 4, the partials and the output on 16 bytes,
+    chosen once a launch): a lane takes a 16-byte chunk of the row, one
+    ``ld.global.nc.v4.f32`` a split (the partials are the previous launch's,
+    read-only here) and one ``st.global.v4.f32`` at the end; otherwise a
+    float a lane. Each float sees the same products added in the same order
+    either way, so the two paths give the same bits. ``FAULT`` (tests only)
+    1: each row's last chunk is not written; 2: the last split is added
+    twice."""
+    if FAULT not in MERGE_FAULTS:
+        raise ValueError(f"FAULT={FAULT}: one of {MERGE_FAULTS}")
+    CH = D // 4
+    END = CH - 1 if FAULT == 1 else CH
+    EXTRA = 1 if FAULT == 2 else 0
+
+    @cuda.jit(device=True, inline="always")
+    def combine(po, w, inv, splits, out, wide, tid):
+        if wide:
+            for c in range(tid, END, NT):
+                a0 = _ZERO
+                a1 = _ZERO
+                a2 = _ZERO
+                a3 = _ZERO
+                for s in range(splits + EXTRA):
+                    ss = min(s, splits - 1) if EXTRA else s
+                    x0, x1, x2, x3 = vload.ldg_f32x4(po, ss * D + 4 * c)
+                    ws = w[ss]
+                    a0 += ws * x0
+                    a1 += ws * x1
+                    a2 += ws * x2
+                    a3 += ws * x3
+                vload.st_f32x4(out, 4 * c, a0 * inv, a1 * inv, a2 * inv, a3 * inv)
+        else:
+            for d in range(tid, D, NT):
+                a = _ZERO
+                for s in range(splits):
+                    a += w[s] * po[s, d]
+                out[d] = a * inv
+
+    return combine
+
+
+@lru_cache(maxsize=None)
+def make_split(HKV: int, G: int, D: int, TARGET: int, MIN_BLOCKS: int, READ_TAIL: bool = False, Q_FAULT: int = 0):
     """Compile kernel 1 for ``Hkv`` KV heads of ``G`` query heads each, head
     dim ``D``, the split policy's ``TARGET`` and ``MIN_BLOCKS``.
-    ``READ_TAIL`` builds the broken kernel of the tests."""
+    ``READ_TAIL`` builds the broken kernel of the tests, ``Q_FAULT`` one
+    whose q staging is broken (:func:`make_row_stage`)."""
     NT = threads_for(D)
     DPT = -(-D // NT)  # dims per thread in the PV phase
     GB = G * BLOCK
     DP = D + 1  # shared rows padded: threads of different tokens hit different banks
     SCALE = np.float32(1.0 / math.sqrt(D))
     VP = v_pitch(D)
+    QVEC = D % 8 == 0
     wide_ok, stage = make_kv_stage(HKV, D, NT, READ_TAIL)
+    stage_q = make_row_stage(G, D, NT, 0, Q_FAULT)
 
-    @jit_bounded(NT)
+    # launch bound: 512 threads an SM (two blocks at d 256, four at d 128), so at most 128
+    # registers, which ptxas would otherwise exceed at d 128 (a quarter of the blocks lost)
+    @jit_bounded(NT, min(32, max(1, 512 // NT)))
     def attn_split(q, k_cache, v_cache, block_table, context_lens, ref_seqs, seq0, part_o, part_ml):
         si = cuda.blockIdx.x
         g = cuda.blockIdx.y
@@ -293,11 +426,10 @@ def make_split(HKV: int, G: int, D: int, TARGET: int, MIN_BLOCKS: int, READ_TAIL
         m_s = cuda.shared.array(G, float32)
         l_s = cuda.shared.array(G, float32)
         a_s = cuda.shared.array(G, float32)
+        bt_s = cuda.shared.array(NT, int32)  # the split's block table, NT entries at a time
         acc = cuda.local.array((G, DPT), float32)
 
-        for i in range(tid, G * D, NT):
-            h = i // D
-            q_s[h, i - h * D] = cvt.bf16_to_f32(q[n, g * G + h, i - h * D])
+        stage_q(q_s, q[n], g * G, G, QVEC and vload.aligned16(q), tid)  # the group's q rows, once
         if tid < G:
             m_s[tid] = _NEG_INF
             l_s[tid] = _ZERO
@@ -306,50 +438,58 @@ def make_split(HKV: int, G: int, D: int, TARGET: int, MIN_BLOCKS: int, READ_TAIL
                 acc[h, j] = _ZERO
 
         nblocks = (length + BLOCK - 1) // BLOCK
-        b_end = si * per + per
+        b0 = si * per
+        b_end = b0 + per
         if b_end > nblocks:
             b_end = nblocks
         wide = wide_ok(k_cache, v_cache)  # the same in every lane
-        for b in range(si * per, b_end):
-            phys = block_table[n, b]
-            base = b * BLOCK
-            vb = b & 1
-            # K and V tiles -> shared, coalesced; slots past the length are not loaded
-            stage(k_s, v_s, k_cache, v_cache, phys, 0, g, vb, base, length, wide, tid)
+        for c0 in range(b0, b_end, NT):
+            # the table's next NT entries -> shared, a word a lane (one barrier per NT
+            # blocks). The last reads of the entries it overwrites came before the
+            # first barrier of their blocks, which every thread has passed.
+            if tid < b_end - c0:
+                bt_s[tid] = block_table[n, c0 + tid]
             cuda.syncthreads()
-            # scores: thread (h, t)
-            for i in range(tid, GB, NT):
-                h = i // BLOCK
-                t = i - h * BLOCK
-                if base + t < length:
-                    dot = _ZERO
-                    for d in range(D):
-                        dot += q_s[h, d] * k_s[t, d]
-                    sc[h, t] = dot * SCALE
-                else:
-                    sc[h, t] = _NEG_INF
-            cuda.syncthreads()
-            # online softmax: thread h rescales its head and turns scores into p
-            if tid < G:
-                online_softmax_row(sc, m_s, l_s, a_s, tid, BLOCK)
-            cuda.syncthreads()
-            # PV: thread d accumulates every head of the group
-            for j in range(DPT):
-                d = tid + j * NT
-                if d < D:
-                    for h in range(G):
-                        acc[h, j] *= a_s[h]
-                    for t in range(BLOCK):
-                        if READ_TAIL or base + t < length:
-                            v = v_half(v_s[vb, t, d >> 1], d)
-                            for h in range(G):
-                                acc[h, j] += sc[h, t] * v
-            # No barrier here: the next K tile overwrites k_s, which the
-            # scores finished reading before the second barrier; the next V
-            # tile goes to the other slot (this one is written again only
-            # after the next first barrier, which every thread reaches
-            # after its PV); and the next scores and softmax write sc and
-            # a_s only after that barrier too.
+            for b in range(c0, min(c0 + NT, b_end)):
+                phys = bt_s[b - c0]
+                base = b * BLOCK
+                vb = b & 1
+                # K and V tiles -> shared, coalesced; slots past the length are not loaded
+                stage(k_s, v_s, k_cache, v_cache, phys, 0, g, vb, base, length, wide, tid)
+                cuda.syncthreads()
+                # scores: thread (h, t)
+                for i in range(tid, GB, NT):
+                    h = i // BLOCK
+                    t = i - h * BLOCK
+                    if base + t < length:
+                        dot = _ZERO
+                        for d in range(D):
+                            dot += q_s[h, d] * k_s[t, d]
+                        sc[h, t] = dot * SCALE
+                    else:
+                        sc[h, t] = _NEG_INF
+                cuda.syncthreads()
+                # online softmax: thread h rescales its head and turns scores into p
+                if tid < G:
+                    online_softmax_row(sc, m_s, l_s, a_s, tid, BLOCK)
+                cuda.syncthreads()
+                # PV: thread d accumulates every head of the group
+                for j in range(DPT):
+                    d = tid + j * NT
+                    if d < D:
+                        for h in range(G):
+                            acc[h, j] *= a_s[h]
+                        for t in range(BLOCK):
+                            if READ_TAIL or base + t < length:
+                                v = v_half(v_s[vb, t, d >> 1], d)
+                                for h in range(G):
+                                    acc[h, j] += sc[h, t] * v
+                # No barrier here: the next K tile overwrites k_s, which the
+                # scores finished reading before the second barrier; the next V
+                # tile goes to the other slot (this one is written again only
+                # after the next first barrier, which every thread reaches
+                # after its PV); and the next scores and softmax write sc and
+                # a_s only after that barrier too.
 
         for j in range(DPT):
             d = tid + j * NT
@@ -364,10 +504,13 @@ def make_split(HKV: int, G: int, D: int, TARGET: int, MIN_BLOCKS: int, READ_TAIL
 
 
 @lru_cache(maxsize=None)
-def make_merge(HKV: int, D: int, TARGET: int, MIN_BLOCKS: int):
+def make_merge(HKV: int, D: int, TARGET: int, MIN_BLOCKS: int, FAULT: int = 0):
     """Compile kernel 2: per (query head, sequence) the splits merged in
-    split order. At most ``TARGET`` splits (``want`` never exceeds it)."""
-    NT = threads_for(D)
+    split order. At most ``TARGET`` splits (``want`` never exceeds it).
+    ``FAULT`` builds the broken kernels of the tests (:func:`make_combine`)."""
+    NT = merge_threads(D)
+    VEC = D % 4 == 0
+    combine = make_combine(D, NT, FAULT)
 
     @jit_bounded(NT)
     def attn_merge(context_lens, ref_seqs, seq0, part_o, part_ml, o):
@@ -376,7 +519,11 @@ def make_merge(HKV: int, D: int, TARGET: int, MIN_BLOCKS: int):
         tid = cuda.threadIdx.x
         w = cuda.shared.array(TARGET, float32)
         ml = cuda.shared.array((TARGET, 2), float32)
-        splits, per = _num_splits(context_lens[n], ref_seqs, HKV, TARGET, MIN_BLOCKS)
+        ns = cuda.shared.array(1, int32)
+        if tid == 0:  # the length, one lane: the split count to every lane through shared memory
+            ns[0] = _num_splits(context_lens[n], ref_seqs, HKV, TARGET, MIN_BLOCKS)[0]
+        cuda.syncthreads()
+        splits = ns[0]
         for i in range(tid, 2 * splits, NT):  # the splits' (m, l), contiguous: read once a block
             ml[i >> 1, i & 1] = part_ml[n, h, i >> 1, i & 1]
         cuda.syncthreads()
@@ -390,23 +537,22 @@ def make_merge(HKV: int, D: int, TARGET: int, MIN_BLOCKS: int):
         for s in range(splits):
             total += w[s] * ml[s, 1]
         inv = _ONE / total
-        for d in range(tid, D, NT):
-            a = _ZERO
-            for s in range(splits):
-                a += w[s] * part_o[n, h, s, d]
-            o[n, h, d] = a * inv
+        wide = VEC and vload.aligned16(part_o) and vload.aligned16(o)  # the same in every lane
+        combine(part_o[n, h], w, inv, splits, o[n, h], wide, tid)
 
     return attn_merge
 
 
-def split_shared_bytes(G: int, D: int, v_tiles: int = 0) -> int:
+def split_shared_bytes(G: int, D: int, v_tiles: int = 0, table: bool = True) -> int:
     """Static shared memory of a split kernel: q and the K tile (rows of
     D + 1 fp32), ``v_tiles`` V tiles of bf16 pairs (kernel 1: two) on a
     128-byte boundary (at most 124 bytes of padding before them, counted),
-    scores, and three per-head values: an upper bound, at most
-    :data:`V_PAD` over what the compiler lays out."""
+    scores, three per-head values and (``table``) a word a thread of the
+    block table: an upper bound, at most :data:`V_PAD` over what the
+    compiler lays out."""
     pad = V_PAD if v_tiles else 0
-    return 4 * ((G + BLOCK) * (D + 1) + v_tiles * BLOCK * v_pitch(D) + G * BLOCK + 3 * G) + pad
+    bt = threads_for(D) if table else 1
+    return 4 * ((G + BLOCK) * (D + 1) + v_tiles * BLOCK * v_pitch(D) + G * BLOCK + 3 * G + bt) + pad
 
 
 def max_splits(max_length: int, ref_seqs: int, kv_heads: int, target: int, min_blocks: int) -> int:
@@ -415,7 +561,7 @@ def max_splits(max_length: int, ref_seqs: int, kv_heads: int, target: int, min_b
     return num_splits(max_length, ref_seqs, kv_heads, target, min_blocks)[0]
 
 
-def launcher(shape, ref_seqs_of, per_sequence: bool = False, read_tail: bool = False):
+def launcher(shape, ref_seqs_of, per_sequence: bool = False, read_tail: bool = False, q_fault=0, merge_fault=0):
     """The launch of a variant at ``shape``: ``ref_seqs_of(nseq)`` is the count
     the split policy gets for a launch over ``nseq`` sequences (the pinned
     ``max_decode_seqs``, or the live batch). The number of sequences comes
@@ -424,10 +570,11 @@ def launcher(shape, ref_seqs_of, per_sequence: bool = False, read_tail: bool = F
     are the launch's declared workspace."""
     n, hq, hkv, d = shape["n"], shape["hq"], shape["hkv"], shape["d"]
     target, minb = shape["target_ctas"], shape["min_split_blocks"]
-    split = make_split(hkv, hq // hkv, d, target, minb, read_tail)
-    merge = make_merge(hkv, d, target, minb)
+    split = make_split(hkv, hq // hkv, d, target, minb, read_tail, q_fault)
+    merge = make_merge(hkv, d, target, minb, merge_fault)
     smax = max(max_splits(shape["ctx"], ref_seqs_of(k), hkv, target, minb) for k in (1, n))
     nt = check_block(threads_for(d), warps=False)
+    mt = check_block(merge_threads(d), warps=False)
     check_grid((smax, hkv, n))
     check_grid((hq, n))
     check_shared(split_shared_bytes(hq // hkv, d, V_TILES))
@@ -441,10 +588,10 @@ def launcher(shape, ref_seqs_of, per_sequence: bool = False, read_tail: bool = F
         if per_sequence:
             for i in range(nseq):
                 split[(smax, hkv, 1), nt](*args, np.int64(i), part_o, part_ml)
-                merge[(hq, 1), nt](b["context_lens"], ref, np.int64(i), part_o, part_ml, b["o"])
+                merge[(hq, 1), mt](b["context_lens"], ref, np.int64(i), part_o, part_ml, b["o"])
         else:
             split[(smax, hkv, nseq), nt](*args, np.int64(0), part_o, part_ml)
-            merge[(hq, nseq), nt](b["context_lens"], ref, np.int64(0), part_o, part_ml, b["o"])
+            merge[(hq, nseq), mt](b["context_lens"], ref, np.int64(0), part_o, part_ml, b["o"])
 
     launch.workspace = {"part_o": part_o, "part_ml": part_ml}
     return launch

@@ -19,6 +19,11 @@ from ``@cuda.jit`` kernels, with an exact simulator twin.
     a, b, c, d = ld_f32x4(arr, i) # arr[i .. i+3] of a float32 array that the
     st_f32x4(arr, i, a, b, c, d)  # kernel also writes (recurrent state):
                                   # one coherent 16-byte load / store
+    a, b, c, d = ldg_f32x4(arr, i)
+                                  # arr[i .. i+3] of a float32 array that no
+                                  # thread writes while the kernel runs (an
+                                  # earlier launch's partials): ldg_v4's
+                                  # read-only path, as floats
 
 On the CUDA target ``ldg_v4`` is inline PTX, ``ld.global.nc.v4.u32`` (SASS
 ``LDG.E.128.CONSTANT``): one instruction moves a lane's 16 bytes through
@@ -40,6 +45,9 @@ asm, so they stay in program order with each other and the compiler
 cannot drop or merge them; the store also clobbers memory. ``ld_v4`` is
 the coherent load of packed words (``ld.global.v4.u32``, volatile), the
 pair of ``stg_v4`` for 16-bit data rewritten in place (the GDN conv state).
+``ldg_f32x4`` is ``ldg_v4``'s float32 form (``ld.global.nc.v4.f32``,
+``LDG.E.128.CONSTANT``), free to be scheduled like ``ldg_v4``, for float32
+data that only an earlier launch wrote.
 
 **The simulator twin** reads the four words from the NumPy array and
 refuses what the hardware would fault on: an address that is not 16-byte
@@ -124,6 +132,28 @@ def _f32x4_pointer(context, builder, signature, args):
     a = context.make_array(signature.args[0])(context, builder, args[0])
     idx = context.cast(builder, args[1], signature.args[1], types.intp)
     return builder.ptrtoint(builder.gep(a.data, [idx]), ir.IntType(64))
+
+
+def _ldg_f32x4():
+    from llvmlite import ir
+    from numba.cuda import types
+    from numba.cuda.extending import intrinsic
+
+    def ldg_f32x4(typingctx, arr, index):
+        if not (_is_f32_c_array(arr) and isinstance(index, types.Integer)):
+            return None
+
+        def codegen(context, builder, signature, args):
+            f32 = ir.FloatType()
+            ptr = _f32x4_pointer(context, builder, signature, args)
+            fnty = ir.FunctionType(ir.LiteralStructType([f32] * 4), [ptr.type])
+            asm = ir.InlineAsm(fnty, "ld.global.nc.v4.f32 {$0, $1, $2, $3}, [$4];", "=f,=f,=f,=f,l")
+            res = builder.call(asm, [ptr])
+            return context.make_tuple(builder, signature.return_type, [builder.extract_value(res, i) for i in range(4)])
+
+        return types.UniTuple(types.float32, 4)(arr, index), codegen
+
+    return intrinsic(ldg_f32x4)
 
 
 def _is_f32_c_array(arr) -> bool:
@@ -365,14 +395,21 @@ def _twin_f32x4(arr, index, what: str):
     return start
 
 
-def _twin_ld_f32x4(arr, index):
-    start = _twin_f32x4(arr, index, "ld_f32x4")
-    a = _numpy(arr)
-    hook = simwarp.TRACE_HOOK
-    if hook is not None:  # memory tracer: one 16-byte load
-        a = _numpy(hook("load", arr, start, VEC_BYTES))
+def _four_f32(a: np.ndarray, index) -> tuple:
     w = a.reshape(-1)[int(index) : int(index) + 4]
     return np.float32(w[0]), np.float32(w[1]), np.float32(w[2]), np.float32(w[3])
+
+
+def _twin_ld_f32x4(arr, index):
+    start = _twin_f32x4(arr, index, "ld_f32x4")
+    hook = simwarp.TRACE_HOOK  # memory tracer: one 16-byte load (called here: the caller is the site)
+    return _four_f32(_numpy(arr if hook is None else hook("load", arr, start, VEC_BYTES)), index)
+
+
+def _twin_ldg_f32x4(arr, index):
+    start = _twin_f32x4(arr, index, "ldg_f32x4")
+    hook = simwarp.TRACE_HOOK
+    return _four_f32(_numpy(arr if hook is None else hook("load", arr, start, VEC_BYTES)), index)
 
 
 def _twin_st_f32x4(arr, index, a, b, c, d):
@@ -386,6 +423,7 @@ def _twin_st_f32x4(arr, index, a, b, c, d):
 
 if config.ENABLE_CUDASIM:
     ld_f32x4 = _twin_ld_f32x4
+    ldg_f32x4 = _twin_ldg_f32x4
     st_f32x4 = _twin_st_f32x4
     ldg_v4 = _twin_ldg_v4
     ld_v4 = _twin_ld_v4
@@ -393,6 +431,7 @@ if config.ENABLE_CUDASIM:
     aligned16 = _twin_aligned16
 else:
     ld_f32x4 = _ld_f32x4()
+    ldg_f32x4 = _ldg_f32x4()
     st_f32x4 = _st_f32x4()
     ldg_v4 = _ldg_v4()
     ld_v4 = _ld_v4()
@@ -416,6 +455,10 @@ stg_v4.__doc__ = (
 ld_f32x4.__doc__ = (
     "``(a, b, c, d) = ld_f32x4(arr, i)``: ``arr[i:i+4]`` (flat index of a C-contiguous float32 array), "
     "one coherent ``ld.global.v4.f32``; the address must be 16-byte aligned."
+)
+ldg_f32x4.__doc__ = (
+    "``(a, b, c, d) = ldg_f32x4(arr, i)``: ``arr[i:i+4]`` (flat index of a C-contiguous float32 array that "
+    "no thread writes while the kernel runs), one ``ld.global.nc.v4.f32``; the address must be 16-byte aligned."
 )
 st_f32x4.__doc__ = (
     "``st_f32x4(arr, i, a, b, c, d)``: ``arr[i:i+4] = a, b, c, d`` (flat index of a C-contiguous float32 "

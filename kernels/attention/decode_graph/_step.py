@@ -19,7 +19,7 @@ from numba import cuda
 
 from ...common.launch import check_block, check_grid, check_shared
 from ...gdn.decode import batched as decode_batched
-from .._paged import V_TILES, make_merge, make_split, max_splits, split_shared_bytes, threads_for
+from .._paged import V_TILES, make_merge, make_split, max_splits, merge_threads, split_shared_bytes, threads_for
 
 REF_SEQS = 1  # max_decode_seqs at its default
 
@@ -33,6 +33,7 @@ def make_step(shape):
     merge = make_merge(hkv, d, target, minb)
     smax = max_splits(shape["ctx"], REF_SEQS, hkv, target, minb)
     nt = check_block(threads_for(d), warps=False)
+    mt = check_block(merge_threads(d), warps=False)
     check_grid((smax, hkv, n))
     check_grid((hq, n))
     check_shared(split_shared_bytes(hq // hkv, d, V_TILES))
@@ -65,7 +66,7 @@ def make_step(shape):
                 part_o,
                 part_ml,
             )
-            merge[(hq, n), nt, stream](b["context_lens"], ref, seq0, part_o, part_ml, b["ao"][layer])
+            merge[(hq, n), mt, stream](b["context_lens"], ref, seq0, part_o, part_ml, b["ao"][layer])
 
     return step, {"part_o": part_o, "part_ml": part_ml}
 

@@ -20,13 +20,17 @@ Kernel 1, ``split``: grid ``(S_max, T * Hkv, N)``, ``NT`` threads; block
 ``(s, t * Hkv + g, n)`` runs query ``t``'s heads ``g*G .. g*G+G-1`` over
 the KV blocks of split ``s`` (``_paged.num_splits`` of the sequence's
 length, the launch's ``N * T`` queries counted as sequences). The loop is
-``_paged``'s: K and V tiles to shared memory by ``_paged.make_kv_stage``
+``_paged``'s: the query's q rows staged once by ``_paged.make_row_stage``,
+the paged form's block table a word a lane into shared memory ``NT``
+entries at a time, K and V tiles to shared memory by ``_paged.make_kv_stage``
 (16-byte loads where the head dim allows, V as bf16 pairs in two slots),
 scores by thread (head, token), the online softmax by thread head, PV by
-thread dim, three barriers per KV block. A split wholly after what its query sees writes ``m = -inf, l = 0``,
-which the merge weighs zero. Kernel 2, ``merge``: grid ``(Hq, T, N)``, the
-splits merged in split order, their ``(m, l)`` pairs read into shared
-memory once a block (as ``_paged``'s merge).
+thread dim, three barriers per KV block. A split wholly after what its
+query sees writes ``m = -inf, l = 0``, which the merge weighs zero. Kernel
+2, ``merge``: grid ``(Hq, T, N)``, ``D / 4`` threads, the splits merged in
+split order as ``_paged``'s merge: the length read by one lane, the
+``(m, l)`` pairs into shared memory once a block, the partials summed 16
+bytes a lane (``_paged.make_combine``).
 
 Each of the ``T`` queries' blocks reads the group's K and V of its splits:
 ``T`` reads of the same bytes, the repeats served from L2 (the declared
@@ -39,16 +43,19 @@ import math
 from functools import lru_cache
 
 import numpy as np
-from numba import cuda, float32, uint32
+from numba import cuda, float32, int32, uint32
 
-from ...common import cvt
+from ...common import vload
 from ...common.launch import check_block, check_grid, check_shared, jit_bounded
 from .._paged import (
     BLOCK,
     V_ALIGN,
     V_TILES,
+    make_combine,
     make_kv_stage,
+    make_row_stage,
     max_splits,
+    merge_threads,
     num_splits,
     online_softmax_row,
     split_shared_bytes,
@@ -76,9 +83,13 @@ def make_split(HKV: int, G: int, T: int, D: int, TARGET: int, MIN_BLOCKS: int, P
     DP = D + 1  # shared rows padded: threads of different tokens hit different banks
     SCALE = np.float32(1.0 / math.sqrt(D))
     VP = v_pitch(D)
+    QVEC = D % 8 == 0
+    BT = NT if PAGED else 1  # block-table entries staged at a time (the contiguous form reads none)
+    CHUNK = NT if PAGED else 1 << 30  # KV blocks a table refill covers (contiguous: the whole split)
     wide_ok, stage = make_kv_stage(HKV, D, NT)
+    stage_q = make_row_stage(G, D, NT)
 
-    @jit_bounded(NT)
+    @jit_bounded(NT, min(32, max(1, 512 // NT)))  # as _paged's split: at most 128 registers
     def dflash_split(q, k, v, block_table, context_lens, ref_seqs, part_o, part_ml):
         si = cuda.blockIdx.x
         t = cuda.blockIdx.y // HKV
@@ -98,11 +109,10 @@ def make_split(HKV: int, G: int, T: int, D: int, TARGET: int, MIN_BLOCKS: int, P
         m_s = cuda.shared.array(G, float32)
         l_s = cuda.shared.array(G, float32)
         a_s = cuda.shared.array(G, float32)
+        bt_s = cuda.shared.array(BT, int32)
         acc = cuda.local.array((G, DPT), float32)
 
-        for i in range(tid, G * D, NT):
-            h = i // D
-            q_s[h, i - h * D] = cvt.bf16_to_f32(q[n, t, g * G + h, i - h * D])
+        stage_q(q_s, q[n, t], g * G, G, QVEC and vload.aligned16(q), tid)  # _paged's q staging, once
         if tid < G:
             m_s[tid] = _NEG_INF
             l_s[tid] = _ZERO
@@ -110,49 +120,55 @@ def make_split(HKV: int, G: int, T: int, D: int, TARGET: int, MIN_BLOCKS: int, P
             for j in range(DPT):
                 acc[h, j] = _ZERO
 
-        b_end = si * per + per
+        b0 = si * per
+        b_end = b0 + per
         seen_blocks = (seen + BLOCK - 1) // BLOCK
         if b_end > seen_blocks:
             b_end = seen_blocks
         wide = wide_ok(k, v)  # the same in every lane
-        for b in range(si * per, b_end):
-            base = b * BLOCK
-            if PAGED:
-                a0 = block_table[n, b]
-                off = 0
-            else:
-                a0 = n
-                off = base
-            vb = b & 1
-            stage(k_s, v_s, k, v, a0, off, g, vb, base, seen, wide, tid)  # _paged's K and V tiles
-            cuda.syncthreads()
-            for i in range(tid, GB, NT):
-                h = i // BLOCK
-                tt = i - h * BLOCK
-                if base + tt < seen:
-                    dot = _ZERO
-                    for d in range(D):
-                        dot += q_s[h, d] * k_s[tt, d]
-                    sc[h, tt] = dot * SCALE
+        for c0 in range(b0, b_end, CHUNK):
+            if PAGED:  # as _paged: the table's next NT entries -> shared, a word a lane
+                if tid < b_end - c0:
+                    bt_s[tid] = block_table[n, c0 + tid]
+                cuda.syncthreads()
+            for b in range(c0, min(c0 + CHUNK, b_end)):
+                base = b * BLOCK
+                if PAGED:
+                    a0 = bt_s[b - c0]
+                    off = 0
                 else:
-                    sc[h, tt] = _NEG_INF
-            cuda.syncthreads()
-            if tid < G:  # the block's first token is always seen: the new max is finite
-                online_softmax_row(sc, m_s, l_s, a_s, tid, BLOCK)
-            cuda.syncthreads()
-            for j in range(DPT):
-                d = tid + j * NT
-                if d < D:
-                    for h in range(G):
-                        acc[h, j] *= a_s[h]
-                    for tt in range(BLOCK):
-                        if base + tt < seen:
-                            vv = v_half(v_s[vb, tt, d >> 1], d)
-                            for h in range(G):
-                                acc[h, j] += sc[h, tt] * vv
-            # no barrier: as in _paged, the next writes of k_s, sc and a_s
-            # come after the next first barrier, and the next V tile goes to
-            # the other slot
+                    a0 = n
+                    off = base
+                vb = b & 1
+                stage(k_s, v_s, k, v, a0, off, g, vb, base, seen, wide, tid)  # _paged's K and V tiles
+                cuda.syncthreads()
+                for i in range(tid, GB, NT):
+                    h = i // BLOCK
+                    tt = i - h * BLOCK
+                    if base + tt < seen:
+                        dot = _ZERO
+                        for d in range(D):
+                            dot += q_s[h, d] * k_s[tt, d]
+                        sc[h, tt] = dot * SCALE
+                    else:
+                        sc[h, tt] = _NEG_INF
+                cuda.syncthreads()
+                if tid < G:  # the block's first token is always seen: the new max is finite
+                    online_softmax_row(sc, m_s, l_s, a_s, tid, BLOCK)
+                cuda.syncthreads()
+                for j in range(DPT):
+                    d = tid + j * NT
+                    if d < D:
+                        for h in range(G):
+                            acc[h, j] *= a_s[h]
+                        for tt in range(BLOCK):
+                            if base + tt < seen:
+                                vv = v_half(v_s[vb, tt, d >> 1], d)
+                                for h in range(G):
+                                    acc[h, j] += sc[h, tt] * vv
+                # no barrier: as in _paged, the next writes of k_s, sc and a_s
+                # come after the next first barrier, and the next V tile goes to
+                # the other slot
 
         for j in range(DPT):
             d = tid + j * NT
@@ -167,11 +183,14 @@ def make_split(HKV: int, G: int, T: int, D: int, TARGET: int, MIN_BLOCKS: int, P
 
 
 @lru_cache(maxsize=None)
-def make_merge(HKV: int, D: int, TARGET: int, MIN_BLOCKS: int):
+def make_merge(HKV: int, D: int, TARGET: int, MIN_BLOCKS: int, FAULT: int = 0):
     """Kernel 2: per (query head, draft token, sequence) the splits merged in
     split order; a split its query does not reach has ``m = -inf`` and
-    weight 0."""
-    NT = threads_for(D)
+    weight 0. The sum is ``_paged``'s (``make_combine``: 16 bytes a lane
+    where the rows allow); ``FAULT`` builds the broken kernels of the tests."""
+    NT = merge_threads(D)
+    VEC = D % 4 == 0
+    combine = make_combine(D, NT, FAULT)
 
     @jit_bounded(NT)
     def dflash_merge(context_lens, ref_seqs, part_o, part_ml, o):
@@ -181,7 +200,11 @@ def make_merge(HKV: int, D: int, TARGET: int, MIN_BLOCKS: int):
         tid = cuda.threadIdx.x
         w = cuda.shared.array(TARGET, float32)
         ml = cuda.shared.array((TARGET, 2), float32)
-        splits, per = _num_splits(context_lens[n], ref_seqs, HKV, TARGET, MIN_BLOCKS)
+        ns = cuda.shared.array(1, int32)
+        if tid == 0:  # the length, one lane: the split count to every lane through shared memory
+            ns[0] = _num_splits(context_lens[n], ref_seqs, HKV, TARGET, MIN_BLOCKS)[0]
+        cuda.syncthreads()
+        splits = ns[0]
         for i in range(tid, 2 * splits, NT):  # the splits' (m, l), contiguous: read once a block
             ml[i >> 1, i & 1] = part_ml[n, t, h, i >> 1, i & 1]
         cuda.syncthreads()
@@ -195,11 +218,8 @@ def make_merge(HKV: int, D: int, TARGET: int, MIN_BLOCKS: int):
         for s in range(splits):
             total += w[s] * ml[s, 1]
         inv = _ONE / total
-        for d in range(tid, D, NT):
-            a = _ZERO
-            for s in range(splits):
-                a += w[s] * part_o[n, t, h, s, d]
-            o[n, t, h, d] = a * inv
+        wide = VEC and vload.aligned16(part_o) and vload.aligned16(o)  # the same in every lane
+        combine(part_o[n, t, h], w, inv, splits, o[n, t, h], wide, tid)
 
     return dflash_merge
 
@@ -220,9 +240,10 @@ def launcher(shape, paged: bool, no_mask: bool = False):
     merge = make_merge(hkv, d, target, minb)
     smax = max_splits(shape["ctx"], ref, hkv, target, minb)
     nt = check_block(threads_for(d), warps=False)
+    mt = check_block(merge_threads(d), warps=False)
     check_grid((smax, t * hkv, n))
     check_grid((hq, t, n))
-    check_shared(split_shared_bytes(hq // hkv, d, V_TILES))
+    check_shared(split_shared_bytes(hq // hkv, d, V_TILES, paged))
     part_o = cuda.device_array((n, t, hq, smax, d), np.float32)
     part_ml = cuda.device_array((n, t, hq, smax, 2), np.float32)
     no_table = None if paged else cuda.to_device(np.zeros((1, 1), np.int32))
@@ -234,7 +255,7 @@ def launcher(shape, paged: bool, no_mask: bool = False):
             kv, table = (b["k_contig"], b["v_contig"]), no_table
         r = np.int64(ref)
         split[(smax, t * hkv, n), nt](b["q"], *kv, table, b["context_lens"], r, part_o, part_ml)
-        merge[(hq, t, n), nt](b["context_lens"], r, part_o, part_ml, b["o"])
+        merge[(hq, t, n), mt](b["context_lens"], r, part_o, part_ml, b["o"])
 
     launch.workspace = {"part_o": part_o, "part_ml": part_ml}
     return launch

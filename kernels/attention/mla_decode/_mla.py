@@ -14,7 +14,9 @@ Grid ``(ceil(H / HT), N_launch)``, ``NT`` threads; block ``(i, n)`` runs
 heads ``i*HT .. i*HT+HT-1`` of sequence ``seq0 + n`` over the whole
 sequence, no split::
 
-    q tile (HT heads x (R + P)) -> shared fp32
+    q tile (HT heads x (R + P)) -> shared fp32, 16 bytes a lane where R
+                  and P are multiples of 8 and q starts on 16 bytes
+                  (_paged.make_row_stage), else a bf16 a lane
     per KV block (16 tokens):
       latent + rotary rows -> shared, as bf16 pairs (16 rows of 289 words
                   at DeepSeek-V3: fp32 would leave room for only 4 heads),
@@ -49,7 +51,7 @@ from numba import cuda, float32, uint32
 
 from ...common import cvt, unroll, vload
 from ...common.launch import check_block, check_grid, check_shared, jit_bounded
-from .._paged import BLOCK, online_softmax_row, threads_for, v_half
+from .._paged import BLOCK, make_row_stage, online_softmax_row, threads_for, v_half
 
 _NEG_INF = np.float32(-math.inf)
 _ZERO = np.float32(0.0)
@@ -110,6 +112,8 @@ def make_decode(H: int, R: int, P: int, QK_DIM: int, READ_TAIL: bool = False, MS
     VEC = R % 8 == 0 and P % 8 == 0
     MAP = VEC and CHT % 8 == 0  # a warp: 4 tokens x 8 chunks
     SLOTS = tuple(range(-(-BLOCK * CHT // NT)))  # a lane's chunks
+    stage_nope = make_row_stage(HT, R, NT)  # q rows: latent dims to columns 0 .. R - 1
+    stage_pe = make_row_stage(HT, P, NT, R)  # rotary dims after them
 
     @cuda.jit(device=True, inline="always")
     def _where(c):
@@ -145,7 +149,8 @@ def make_decode(H: int, R: int, P: int, QK_DIM: int, READ_TAIL: bool = False, MS
             kv_s[t, 4 * dc + 2] = w2
             kv_s[t, 4 * dc + 3] = w3
 
-    @jit_bounded(NT)
+    # launch bound: 512 threads an SM (two blocks at R = 512), so at most 128 registers
+    @jit_bounded(NT, min(32, max(1, 512 // NT)))
     def mla_decode(q_nope, q_pe, c_kv, k_pe, context_lens, seq0, o):
         h0 = cuda.blockIdx.x * HT
         n = seq0 + cuda.blockIdx.y
@@ -160,16 +165,11 @@ def make_decode(H: int, R: int, P: int, QK_DIM: int, READ_TAIL: bool = False, MS
         a_s = cuda.shared.array(HT, float32)
         acc = cuda.local.array((HT, DPT), float32)
 
-        for i in range(tid, HT * RP, NT):
-            h = i // RP
-            c = i - h * RP
-            val = _ZERO
-            if h0 + h < H:  # the last tile of a head count HT does not divide
-                if c < R:
-                    val = cvt.bf16_to_f32(q_nope[n, h0 + h, c])
-                else:
-                    val = cvt.bf16_to_f32(q_pe[n, h0 + h, c - R])
-            q_s[h, c] = val
+        # the tile's q rows, once (heads past H -- the last tile of a head
+        # count HT does not divide -- as zeros): 16 bytes a lane where the rows allow
+        qw = VEC and vload.aligned16(q_nope) and vload.aligned16(q_pe)
+        stage_nope(q_s, q_nope[n], h0, H - h0, qw, tid)
+        stage_pe(q_s, q_pe[n], h0, H - h0, qw, tid)
         if tid < HT:
             m_s[tid] = _NEG_INF
             l_s[tid] = _ZERO

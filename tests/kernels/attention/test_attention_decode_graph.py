@@ -349,9 +349,11 @@ def test_at_the_profile_shape_the_state_and_kv_come_in_16_byte_loads_and_whole_s
     """One GDN layer (d = 128, two value heads) and one attention layer
     (16 heads over 2, d = 256, 30 tokens), 8 s in the simulator: every load
     of the GDN state and of K and V is 16 bytes, they carry all of the
-    cache's bytes, the global sectors are >= 90 % used (98.3 % measured),
-    and 1.09x the declared bytes are requested (1.18x while every lane of
-    the merge read every split's (m, l))."""
+    cache's bytes, >= 90 % of the loaded bytes come by 16-byte loads (95 %
+    measured, with the attention's q rows and partials; 78 % before them),
+    the global sectors are >= 90 % used (99.3 % measured), and 1.04x the
+    declared bytes are requested (1.09x while every lane of the merge read
+    the length, 1.18x while it read every split's (m, l))."""
     from leverctl.profile import memtrace as mt
 
     shape = PATH.extra["profile_shape"](PATH.shapes("model", None)[0])
@@ -363,5 +365,8 @@ def test_at_the_profile_shape_the_state_and_kv_come_in_16_byte_loads_and_whole_s
     assert sum(r.used_bytes for r in state) == shape["hv"] * shape["dk"] * shape["dv"] * 4
     length = attn_spec.lengths(shape)[0]
     assert sum(r.used_bytes for r in kv) >= 2 * length * shape["hkv"] * shape["d"] * 2
-    assert prof.sector_efficiency >= 0.9, prof.sector_efficiency
-    assert prof.requested_vs_declared < 1.12, prof.requested_vs_declared
+    assert prof.sector_efficiency >= 0.9 and prof.wide_load_share >= 0.9, (
+        prof.sector_efficiency,
+        prof.wide_load_share,
+    )
+    assert prof.requested_vs_declared < 1.07, prof.requested_vs_declared

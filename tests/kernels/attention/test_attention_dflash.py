@@ -285,18 +285,24 @@ def _traced_kv(shape, variant="paged"):
 def test_at_the_profile_shape_k_and_v_come_in_16_byte_loads_and_the_merge_reads_each_pair_once():
     """Qwen3-Next's heads (16 over 2, d = 256), 30 tokens, 2 draft queries
     (12 s in the simulator): every byte of K and V a query sees comes by a
-    16-byte load, the global sectors are >= 90 % used (96 % measured), and
-    the merge reads its splits' (m, l) pairs once a block: 1.65x the declared
-    bytes requested (2.02x while every lane read every pair; what remains
-    over 1x is mostly the sequence length, which every lane of both kernels
-    reads: one sector a warp)."""
+    16-byte load, and so do the q rows and the merge's partials: >= 90 % of
+    the loaded bytes (97.6 % measured; 58 % while q and the partials came an
+    element a lane), the global sectors >= 90 % used (98.8 % measured), and
+    the merge reads its splits' (m, l) pairs and the length once a block:
+    1.42x the declared bytes requested (1.65x while every lane of the merge
+    read the length, 2.02x while every lane read every pair; what remains
+    over 1x is mostly the split kernel's length, which every lane reads:
+    one sector a warp)."""
     shape = PATH.extra["profile_shape"](PATH.shapes("model", None)[0])
     wide, narrow, prof = _traced_kv(shape)
     length, t = dflash_spec.lengths(shape)[0], shape["t"]
     seen = sum(length - t + j + 1 for j in range(t))
     assert not narrow and wide >= 2 * seen * shape["hkv"] * shape["d"] * 2, (wide, narrow)
-    assert prof.sector_efficiency >= 0.9, prof.sector_efficiency
-    assert prof.requested_vs_declared < 1.7, prof.requested_vs_declared
+    assert prof.sector_efficiency >= 0.9 and prof.wide_load_share >= 0.9, (
+        prof.sector_efficiency,
+        prof.wide_load_share,
+    )
+    assert prof.requested_vs_declared < 1.5, prof.requested_vs_declared
 
 
 @pytest.mark.sim

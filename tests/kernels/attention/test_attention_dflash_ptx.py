@@ -26,7 +26,7 @@ def jobs():
     return [
         ("split_paged", _dflash.make_split(2, 8, 16, 256, T, M, True), split, nt),
         ("split_contig", _dflash.make_split(2, 8, 16, 256, T, M, False), split, nt),
-        ("merge", _dflash.make_merge(2, 256, T, M), merge, nt),
+        ("merge", _dflash.make_merge(2, 256, T, M), merge, _dflash.merge_threads(256)),
     ]
 
 
@@ -41,15 +41,23 @@ def test_dflash_attention_registers_spills_and_shared_memory_fit_the_launch(comp
 
 def test_the_contiguous_kernel_reads_no_block_table(compiled):
     """The layout is a compile-time constant: the contiguous split's PTX has
-    no load of the table's int32 entries, only the sequence's length."""
+    no load of the table's int32 entries, only the sequence's length, and
+    no room for them in shared memory (the paged one stages a word a
+    thread)."""
     from leverctl_kernels.attention import _paged
 
     paged, contig = compiled["kernels"]["split_paged"], compiled["kernels"]["split_contig"]
-    bound = _paged.split_shared_bytes(8, 256, _paged.V_TILES)
-    assert paged["smem"] == contig["smem"] and bound - _paged.V_PAD <= paged["smem"] <= bound
+    for rec, table in ((paged, True), (contig, False)):
+        bound = _paged.split_shared_bytes(8, 256, _paged.V_TILES, table)
+        assert bound - _paged.V_PAD <= rec["smem"] <= bound, (rec["smem"], bound)
+    nt = _paged.threads_for(256)
+    assert 4 * (nt - 1) <= paged["smem"] - contig["smem"] <= 4 * nt
     from pathlib import Path
 
-    int_loads = lambda rec: Path(rec["ptx"]).read_text().count("ld.global.s32")  # noqa: E731
+    def int_loads(rec):  # 32-bit integer loads: the length (sign-extended), the table's entries (to shared)
+        ptx = Path(rec["ptx"]).read_text()
+        return ptx.count("ld.global.s32") + ptx.count("ld.global.u32")
+
     assert (int_loads(paged), int_loads(contig)) == (2, 1)  # context_lens, and the paged one's table
 
 

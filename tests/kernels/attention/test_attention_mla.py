@@ -324,14 +324,20 @@ def _traced_cache_loads(shape):
 def test_at_the_profile_shape_the_cache_rows_come_in_16_byte_loads_and_whole_sectors():
     """DeepSeek-V3's 576-dim rows, one head tile, 30 tokens (7 s in the
     simulator): every byte of the latent and rotary rows comes by a 16-byte
-    load (the narrower loads are the head tile's q and the length, read once
-    a block) and the global sectors are >= 90 % used (99.4 % measured)."""
+    load, and so do the head tile's q rows (once a block): >= 90 % of the
+    loaded bytes (98 % measured; 80 % while q came a bf16 a lane, the length
+    being the one narrow load left), and the global sectors are >= 90 % used
+    (99.4 % measured)."""
     shape = PATH.extra["profile_shape"](PATH.shapes("model", None)[0])
     r, p, h = shape["r"], shape["p"], shape["h"]
     wide, narrow, prof = _traced_cache_loads(shape)
     assert wide >= sum(mla_spec.lengths(shape)) * (r + p) * 2, (wide, narrow)
-    assert narrow <= h * (r + p) * 2 + 64, (wide, narrow)  # q, and the length once a warp
-    assert prof.sector_efficiency >= 0.9, prof.sector_efficiency
+    assert narrow <= 64, (wide, narrow)  # the length once a warp
+    assert wide >= sum(mla_spec.lengths(shape)) * (r + p) * 2 + h * (r + p) * 2, (wide, narrow)  # and q
+    assert prof.sector_efficiency >= 0.9 and prof.wide_load_share >= 0.9, (
+        prof.sector_efficiency,
+        prof.wide_load_share,
+    )
 
 
 @pytest.mark.sim
@@ -344,3 +350,14 @@ def test_a_cache_view_off_16_bytes_takes_the_pairs_and_fails_the_load_width_chec
     shape = Shape("pairs", {**base.dims, "r": 64, "p": 16, "ctx": 17, "h": 2})
     wide, narrow, _ = _traced_cache_loads(shape)
     assert wide == 0 and narrow >= sum(mla_spec.lengths(shape)) * 80 * 2, (wide, narrow)
+
+
+@pytest.mark.sim
+def test_a_second_head_tile_of_two_heads_staged_16_bytes_a_lane_matches_the_reference():
+    """Ten heads (tiles of 8 and of 2) over rows of 32 + 8 dims: the q rows
+    come 16 bytes a lane, the latent ones 8 heads x 4 chunks a warp, and
+    the second tile's six rows past the head count are zeros, not loads."""
+    s = Shape("tiles", {**SMOKE[0].dims, "n": 2, "ctx": 21, "h": 10, "r": 32, "p": 8})
+    x = PATH.make_inputs(s, np.random.default_rng(10))
+    ok, rel, mx = compare(run(s, x, PATH.variants["batched"].build(s)), PATH.reference(s, x)["o"], PATH.tolerance)
+    assert ok, (rel, mx)

@@ -25,10 +25,9 @@ def jobs():
     T, M = spec.TARGET_CTAS, spec.MIN_SPLIT_BLOCKS
     out = []
     for tag, hkv, g, d in (("qwen3next", 2, 8, 256), ("llama", 8, 4, 128)):
-        nt = _paged.threads_for(d)
         out += [
-            (f"split_{tag}", _paged.make_split(hkv, g, d, T, M), split, nt),
-            (f"merge_{tag}", _paged.make_merge(hkv, d, T, M), merge, nt),
+            (f"split_{tag}", _paged.make_split(hkv, g, d, T, M), split, _paged.threads_for(d)),
+            (f"merge_{tag}", _paged.make_merge(hkv, d, T, M), merge, _paged.merge_threads(d)),
         ]
     return out
 
@@ -54,14 +53,31 @@ def test_the_split_kernels_read_k_and_v_in_16_byte_loads_and_store_v_in_16_byte_
     """At the model head dims the K and V tiles come in as
     ``ld.global.nc.v4.u32`` (a block stages 16 tokens x D / 8 chunks of
     each on D threads: two chunks of K and two of V a lane, all four issued
-    before any is stored) and V goes to shared memory as ``st.shared.v4``;
-    the merge reads no cache."""
+    before any is stored), and so do the group's q rows (once a block);
+    V goes to shared memory as ``st.shared.v4``; the merge reads no cache."""
     from pathlib import Path
 
     for name, rec in compiled["kernels"].items():
         ptx = Path(rec["ptx"]).read_text()
         wide, v4_stores = ptx.count("ld.global.nc.v4.u32"), ptx.count("st.shared.v4.b32")
         if name.startswith("split_"):
-            assert wide >= 4 and v4_stores >= 2, (name, wide, v4_stores)
+            assert wide >= 5 and v4_stores >= 2, (name, wide, v4_stores)
         else:
             assert wide == 0, name
+
+
+def test_the_merge_reads_the_partials_and_writes_its_row_16_bytes_a_lane(compiled):
+    """The merge at the model head dims: a lane's 16-byte chunk of each
+    split's partial row by ``ld.global.nc.v4.f32`` (one site, in the loop
+    over the splits) and of the output by ``st.global.v4.f32``; the
+    float-a-lane loop (unaligned rows) stays beside it. Its launch bound is
+    a thread per chunk: D / 4."""
+    from pathlib import Path
+
+    from leverctl_kernels.attention import _paged
+
+    for tag, d in (("qwen3next", 256), ("llama", 128)):
+        rec = compiled["kernels"][f"merge_{tag}"]
+        ptx = Path(rec["ptx"]).read_text()
+        assert ptx.count("ld.global.nc.v4.f32") >= 1 and ptx.count("st.global.v4.f32") == 1, tag
+        assert rec["launch_bounds"][0] == _paged.merge_threads(d) == d // 4, tag

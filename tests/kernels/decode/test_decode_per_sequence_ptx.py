@@ -87,7 +87,7 @@ def jobs():
             sig["split"],
             _paged.threads_for(h["d"]),
         ),
-        ("step_merge", _paged.make_merge(h["hkv"], h["d"], T, M), sig["merge"], _paged.threads_for(h["d"])),
+        ("step_merge", _paged.make_merge(h["hkv"], h["d"], T, M), sig["merge"], _paged.merge_threads(h["d"])),
     ]
 
 
