@@ -191,6 +191,7 @@ def register(app: typer.Typer) -> None:
         model = (recipe.model if recipe else None) or None
         axes = common.axes_for(axis, paths, preset, model, res)
         items = run.items_for(res, paths, preset=preset, model=model, all_variants=all_variants, axes=axes)
+        sources = run.sources(items)  # before anything is compiled: a kernel edited meanwhile makes it stale
         rows = run.profile(items, arch, run.default_cache(), keep_dir)
         mem = [] if no_memory else run.memory(items, run.default_cache())
         doc = {
@@ -201,7 +202,7 @@ def register(app: typer.Typer) -> None:
             "shapes": preset,
             "rows": rows,
             "memory": mem,
-            "sources": run.sources(items),
+            "sources": sources,
             "tools": run.tool_versions(),
         }
         unrunnable = sorted({f"{r['kernel']} {r['variant']}" for r in rows if r["selected"] and r.get("error")})

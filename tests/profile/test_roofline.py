@@ -62,7 +62,30 @@ STREAMING: dict[str, frozenset[str]] = {
 
 # (path, variant, figure) -> why the variant misses it. Figures: "sectors",
 # "wide" (the 128-bit share), "in flight <kernel>", "128-bit <kernel>".
-MISSES: dict[tuple[str, str, str], str] = {}
+_CUT_ROWS = (
+    "the profile shape cuts the gate and up rows to 256 inputs (each projection's row length is the other's "
+    "row count, and a trace at the model's takes minutes a variant): each row's two group scales and its one "
+    "fp16 output weigh 8x what they do at the model's 4096, where the variant, traced once, reads at 94-96 %"
+)
+_TILED = (
+    "gemm_m1 is the tiled FP32-core GEMM run at one row by its design: a warp's 32-input K step reads 16 bytes "
+    "of each of eight weight rows, 4 bytes a lane (half of each sector, no 128-bit load), and a tile's loads "
+    "are used before the next tile's are issued"
+)
+MISSES: dict[tuple[str, str, str], str] = {
+    **{
+        ("w4a16.ffn_decode", v, "sectors"): _CUT_ROWS
+        for v in ("gemv_sw+split", "gemv_sw+fused", "gemv_64t+fused", "gemv_64t+split")
+    },  # fmt: skip
+    **{
+        ("w4a16.ffn_decode", "gemm_m1", f): _TILED
+        for f in ("128-bit gemm_tiled", "in flight gemm_tiled", "sectors", "wide")
+    },  # fmt: skip
+    ("gdn.proj_gemv_batch", "batch16", "in flight gemv_batch"): (
+        "at 16 rows the tier is bound by its FP32 FMAs, not its loads: 64 flops a weight byte against a ridge "
+        "of ~14 (the path's notes); two 16-byte groups a lane in flight, 20 KiB an SM at its 31 % occupancy"
+    ),
+}
 
 
 def _summary(engine: str) -> dict:
@@ -131,9 +154,7 @@ def test_every_memory_bound_decode_variant_meets_its_targets_or_says_why(summary
         unexplained += [f"{v['path']} {v['variant']}: {fig} {val}" for fig, val in got.items() if
                         (v["path"], v["variant"], fig) not in MISSES]  # fmt: skip
         met += [
-            f"{p} {var}: {fig}"
-            for (p, var, fig) in MISSES
-            if (p, var) == (v["path"], v["variant"]) and fig not in got
+            f"{p} {var}: {fig}" for (p, var, fig) in MISSES if (p, var) == (v["path"], v["variant"]) and fig not in got
         ]
     assert not unexplained, "misses no MISSES entry explains:\n" + "\n".join(unexplained)
     assert not met, "declared misses that are met (drop them from MISSES):\n" + "\n".join(met)
