@@ -29,7 +29,12 @@ the 8 lanes of an output read 8 consecutive 16-byte loads of its weight row
 row is whole loads and the weights start on 16 bytes; otherwise 8
 consecutive chunks of 8 weights (one 32-byte sector of int4 words),
 striding K by 64. The group reduces with three XOR shuffles. A block past the outputs' end still
-shuffles (with zeros), so every lane of a warp reaches every shuffle.
+shuffles (with zeros), so every lane of a warp reaches every shuffle. NVFP4
+down rows whose block scales are whole 4-byte words (K a multiple of 64)
+take their own kernel (``make_down_rows(..., PAIRS=True)``, chosen by the
+launch's shape): a step's 32 scale bytes a row come as one 4-byte load a lane,
+shared by one more XOR shuffle, so its 16-byte loop runs every lane of the
+warp through the same steps.
 """
 
 from __future__ import annotations
@@ -370,15 +375,16 @@ def gateup_rows(FMT: str, inter: int, rows: int, topk: int):
     return launch
 
 
-def down_rows(FMT: str, hidden: int, rows: int, SHFL_FAULT: int = 0):
-    """launch(y, h, ids, rw, (wa, wb, wc), row0=0): NVFP4 rows of ``K``
-    a multiple of 64 (``h``'s width) take the ``PAIRS`` kernel."""
+def down_rows(FMT: str, hidden: int, rows: int, inter: int, SHFL_FAULT: int = 0):
+    """launch(y, h, ids, rw, (wa, wb, wc), row0=0) over rows of ``inter``
+    inputs: NVFP4 at ``inter`` a multiple of 64 takes the ``PAIRS`` kernel
+    (which, given rows of another width, reads them 8 values at a time)."""
+    kern = make_down_rows(FMT, FMT == "nvfp4" and inter % 64 == 0, SHFL_FAULT)
     grid = check_grid((blocks_for(hidden, OUT_PER_BLOCK), rows))
     check_block(THREADS)
 
     def launch(y, h, ids, rw, w, row0=0):
-        pairs = FMT == "nvfp4" and h.shape[1] % 64 == 0
-        make_down_rows(FMT, pairs, SHFL_FAULT)[grid, THREADS](y, h, ids, rw, *w, row0)
+        kern[grid, THREADS](y, h, ids, rw, *w, row0)
 
     return launch
 

@@ -447,6 +447,7 @@ def test_nvfp4_down_shares_a_steps_scale_words_by_a_shuffle_and_a_wrong_source_f
         bufs = {k: cuda.to_device(np.ascontiguousarray(v)) for k, v in inputs.items()}
         bufs["y"] = cuda.to_device(np.full((1, 24), np.nan, np.float32))
         weights = (bufs["wd_nvfp4_a"], bufs["wd_nvfp4_b"], bufs["wd_nvfp4_c"])
-        _experts.down_rows("nvfp4", 24, 1, SHFL_FAULT=fault)(bufs["y"], bufs["h"], bufs["ids"], bufs["rw"], weights)
+        run = _experts.down_rows("nvfp4", 24, 1, inter, SHFL_FAULT=fault)
+        run(bufs["y"], bufs["h"], bufs["ids"], bufs["rw"], weights)
         fig = compare({"y": bufs["y"].copy_to_host()}, {"y": ref}, Tolerance(rel=1e-5, abs_of_max=1e-5))
         assert fig.passed == (fault == 0 or not shared), (fault, fig.why())
