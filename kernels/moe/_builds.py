@@ -71,7 +71,7 @@ def down(FMT: str):
         _check_k(FMT, expert_intermediate=shape["inter"])
         name = f"wd_{FMT}"
         if not shape["prefill"]:
-            run = X.down_rows(FMT, hidden, rows)
+            run = X.down_rows(FMT, hidden, rows, shape["inter"])
 
             def launch(bufs):
                 run(bufs["y"], bufs["h"], bufs["ids"], bufs["rw"], _w(bufs, name))
@@ -105,7 +105,7 @@ def moe_per_row(FMT: str, per_token: bool = False):
         _check_k(FMT, hidden=hidden, expert_intermediate=inter)
         step = 1 if per_token else rows
         gu = X.gateup_rows(FMT, inter, step, k)
-        dn = X.down_rows(FMT, hidden, step)
+        dn = X.down_rows(FMT, hidden, step, inter)
         ws = {"h": cuda.device_array((rows * k, inter), np.float32)}
 
         def launch(bufs):

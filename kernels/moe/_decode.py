@@ -33,6 +33,7 @@ from ..common.int4_device import nibble
 
 FORMATS = ("int4", "nvfp4", "fp8")
 LANES = 8  # lanes an output (the per-row kernels' group)
+FULL_MASK = 0xFFFFFFFF
 FP8_BLOCK = 128  # the FP8 weights' scale blocks, 128 x 128: the common block-wise FP8 layout (this project's choice)
 
 
@@ -228,9 +229,22 @@ def _four_chunks(decode, split: bool):
     return chunk0, chunk1, chunk2, chunk3
 
 
+# NVFP4's block scales where a row's are whole 4-byte words (``K`` a
+# multiple of 64): a step's 16 loads of a row (lane ``l`` of its 8 loads
+# ``b + l`` and ``b + 8 + l``) have 32 scale bytes, one sector, read as one
+# 4-byte load a lane where two 2-byte loads a lane would each use half of
+# it. Lane ``2m`` loads word ``m`` (loads ``b + 2m`` and ``b + 2m + 1``'s
+# pairs), lane ``2m + 1`` word ``m + 4``: the two need each other's word
+# and their own, so one shuffle (``lane ^ 1``) gives each its two pairs.
+# ``SHFL_FAULTS`` (tests only, default 0): 1 shuffles with ``lane ^ 2``, a
+# wrong source.
+SHFL_FAULTS = (0, 1)
+
+
 @lru_cache(maxsize=None)
-def make_dot_wide(FMT: str, X: str):
-    """Device functions ``(wide_ok(wa, wb, k), dot, dot_pair)`` over the
+def make_dot_wide(FMT: str, X: str, SHFL_FAULT: int = 0):
+    """Device functions ``(wide_ok(wa, wb, k), dot, dot_pair, pairs_ok(k),
+    dot_shfl)`` over the
     ``V`` values of one 16-byte load of an expert's row (``k0 = q V``; ``V``
     is :data:`WIDE_VALUES`: 32 int4 or NVFP4 values, 16 FP8 codes), the
     load an ``ld.global.nc.v4.u32`` of the weights viewed as words, decoded
@@ -247,10 +261,19 @@ def make_dot_wide(FMT: str, X: str):
       ``q``, each eight staged values read once for both, each row's sum in
       ``dot``'s order.
 
+    * ``dot_shfl(acc, wa, wb, wc, e, n, q, q1, xa, c0)`` (NVFP4 where
+      ``pairs_ok``): :func:`dot` run by every lane of the warp alike, a
+      step's scales one 4-byte load a lane shared by a shuffle.
+
     ``wide_ok``: rows of ``k`` values are whole loads and the weights start
     on 16 bytes (the loop is then this). ``sfast``: int4 reads its group
     scale from row ``lr`` of the chunk's staged scales ``ss``
-    (:func:`stage_scales`); other formats ignore the three."""
+    (:func:`stage_scales`); other formats ignore the three. ``pairs_ok``:
+    NVFP4 rows of ``k`` values whose scales are whole 4-byte words (with
+    ``wide_ok``'s 16-byte start, every row's are word-aligned and a chunk's
+    steps start on a word)."""
+    if SHFL_FAULT not in SHFL_FAULTS:
+        raise ValueError(f"SHFL_FAULT={SHFL_FAULT}: one of {SHFL_FAULTS}")
     V = WIDE_VALUES[FMT]
     KPW = {"int4": 8, "nvfp4": 8, "fp8": 4}[FMT]  # values per 32-bit word
     ld8 = LD8[X]
@@ -379,7 +402,45 @@ def make_dot_wide(FMT: str, X: str):
         dg, du = use_pair(w0, w1, w2, w3, sa, sb, v0, v1, v2, v3, ta, tb, ts, xa, q * V - c0)
         return g + dg, u + du
 
-    return wide_ok, dot, dot_pair
+    PAIRS = FMT == "nvfp4"
+    XOR = 2 if SHFL_FAULT == 1 else 1  # the lane holding the other word (a fault: the wrong one)
+
+    @cuda.jit(device=True, inline="always")
+    def pairs_ok(k):
+        return PAIRS and k % 64 == 0
+
+    @cuda.jit(device=True, inline="always")
+    def dot_shfl(acc, wa, wb, wc, e, n, q, q1, xa, c0):
+        """:func:`dot` of loads ``q`` and ``q + LANES`` (NVFP4 rows of whole
+        scale words), called by every lane of the warp alike (``q = b +
+        lane``, ``b`` a step's first load, even): every lane issues its
+        loads, those past ``q1`` reading the chunk's last again (a clamped
+        index), and adds only its own below ``q1``. Lane ``2m`` loads scale
+        word ``m`` of the step, lane ``2m + 1`` word ``m + 4``; one shuffle
+        (``lane ^ 1``) gives each lane its neighbour's, the low halves
+        serving even lanes, the high odd ones."""
+        ts = wc[e] if TS else float32(1.0)
+        qb = q + LANES
+        w0, w1, w2, w3 = words_of(wa, e, n, min(q, q1 - 1))
+        y0, y1, y2, y3 = words_of(wa, e, n, min(qb, q1 - 1))
+        odd = q & 1  # the lane's: a step starts on an even load
+        wi = (q >> 1) + (odd << 2)
+        word = wb.view(np.int32)[e, n, min(wi, (q1 >> 1) - 1)]
+        other = cuda.shfl_xor_sync(FULL_MASK, word, XOR)
+        h = np.uint32(odd << 4)  # the pairs' half of their words
+        pa = np.uint32(other if odd else word) >> h
+        pb = np.uint32(word if odd else other) >> h
+        if q < q1:
+            sa = bits.e4m3_to_f32(pa & np.uint32(255))
+            sb = bits.e4m3_to_f32((pa >> np.uint32(8)) & np.uint32(255))
+            acc += use(w0, w1, w2, w3, sa, sb, ts, xa, q * V - c0)
+        if qb < q1:
+            ya = bits.e4m3_to_f32(pb & np.uint32(255))
+            yb = bits.e4m3_to_f32((pb >> np.uint32(8)) & np.uint32(255))
+            acc += use(y0, y1, y2, y3, ya, yb, ts, xa, qb * V - c0)
+        return acc
+
+    return wide_ok, dot, dot_pair, pairs_ok, dot_shfl
 
 
 @cuda.jit(device=True, inline="always")

@@ -29,7 +29,12 @@ the 8 lanes of an output read 8 consecutive 16-byte loads of its weight row
 row is whole loads and the weights start on 16 bytes; otherwise 8
 consecutive chunks of 8 weights (one 32-byte sector of int4 words),
 striding K by 64. The group reduces with three XOR shuffles. A block past the outputs' end still
-shuffles (with zeros), so every lane of a warp reaches every shuffle.
+shuffles (with zeros), so every lane of a warp reaches every shuffle. NVFP4
+down rows whose block scales are whole 4-byte words (K a multiple of 64)
+take their own kernel (``make_down_rows(..., PAIRS=True)``, chosen by the
+launch's shape): a step's 32 scale bytes a row come as one 4-byte load a lane,
+shared by one more XOR shuffle, so its 16-byte loop runs every lane of the
+warp through the same steps.
 """
 
 from __future__ import annotations
@@ -146,7 +151,7 @@ def make_gateup_rows(FMT: str):
     """``h[a] = silu(x[r] Wg_e^T) * (x[r] Wu_e^T)`` for assignments
     ``row0 * k .. (row0 + gridDim.y / k) * k``; grid ``(ceil(I / 16), rows * k)``."""
     dec = make_decode8(FMT)
-    wide_ok, _, dot_pair = make_dot_wide(FMT, "f16")
+    wide_ok, _, dot_pair, _, _ = make_dot_wide(FMT, "f16")
     INT4 = FMT == "int4"
     V = WIDE_VALUES[FMT]
 
@@ -200,11 +205,20 @@ def make_gateup_rows(FMT: str):
 
 
 @lru_cache(maxsize=None)
-def make_down_rows(FMT: str):
+def make_down_rows(FMT: str, PAIRS: bool = False, SHFL_FAULT: int = 0):
     """``y[r] = sum_s rw[r, s] * (h[r k + s] Wd_e^T)`` for rows ``row0 ..
-    row0 + gridDim.y``; grid ``(ceil(H / 16), rows)``."""
+    row0 + gridDim.y``; grid ``(ceil(H / 16), rows)``. ``PAIRS`` (NVFP4
+    rows whose scales are whole words, ``K`` a multiple of 64; the launch
+    chooses): the 16-byte loop runs every lane of the warp through the same
+    steps (``_decode.dot_shfl``), a row past the end reading the last row's
+    weights for sums it never writes, so that a step's scales come as one
+    4-byte load a lane shared by a shuffle; its own kernel, the 2-byte scale
+    loop beside it spilling at the launch bound. ``SHFL_FAULT``: tests only
+    (``_decode.SHFL_FAULTS``)."""
+    if PAIRS and FMT != "nvfp4":
+        raise ValueError(f"PAIRS: NVFP4's scale words, not {FMT}'s")
     dec = make_decode8(FMT)
-    wide_ok, dot_wide, _ = make_dot_wide(FMT, "f32")
+    wide_ok, dot_wide, _, pairs_ok, dot_shfl = make_dot_wide(FMT, "f32", SHFL_FAULT)
     INT4 = FMT == "int4"
     V = WIDE_VALUES[FMT]
 
@@ -219,12 +233,16 @@ def make_down_rows(FMT: str):
         r16 = t // LANES  # the output's row in the block
         n0 = cuda.blockIdx.x * OUT_PER_BLOCK
         n = n0 + r16
+        live = n < y.shape[1]
+        if PAIRS:
+            n = min(n, y.shape[1] - 1)  # a row past the end: the last row, its sums never written
         r = row0 + cuda.blockIdx.y
         topk = ids.shape[1]
         k = h.shape[1]
         acc = float32(0.0)
         wide = wide_ok(wa, wb, k)  # 16 bytes of the row a lane a step
         sfast = INT4 and wide and k % 1024 == 0 and vload.aligned16(wb)
+        pairs = PAIRS and wide and pairs_ok(k)  # a step's scales one word a lane, shuffled
         for s in range(topk):
             e = ids[r, s]
             hr = h[r * topk + s]
@@ -238,8 +256,11 @@ def make_down_rows(FMT: str):
                 if sfast:
                     stage_scales(sa, wb, e, n0, y.shape[1], 0, 1, c0, c1, t)
                 cuda.syncthreads()
-                if n < y.shape[1]:
-                    if wide:
+                if pairs:  # every lane of the warp alike (the scale shuffle)
+                    for b in range(c0 // V, c1 // V, 2 * LANES):
+                        part = dot_shfl(part, wa, wb, wc, e, n, b + lane, c1 // V, xa, c0)
+                elif live:
+                    if wide and not PAIRS:
                         q1 = c1 // V
                         for q in range(c0 // V + lane, q1, 2 * LANES):  # two loads a lane in flight
                             part = dot_wide(part, wa, wb, wc, e, n, q, q1, xa, c0, ss, r16, sfast)
@@ -248,7 +269,7 @@ def make_down_rows(FMT: str):
                             part += sdot8_f(dec(wa, wb, wc, e, n, c), xa, 8 * c - c0)
             acc += rw[r, s] * part
         acc = group_sum(acc)
-        if n < y.shape[1] and lane == 0:
+        if live and lane == 0:
             y[r, n] = acc
 
     return down_rows
@@ -354,8 +375,11 @@ def gateup_rows(FMT: str, inter: int, rows: int, topk: int):
     return launch
 
 
-def down_rows(FMT: str, hidden: int, rows: int):
-    kern = make_down_rows(FMT)
+def down_rows(FMT: str, hidden: int, rows: int, inter: int, SHFL_FAULT: int = 0):
+    """launch(y, h, ids, rw, (wa, wb, wc), row0=0) over rows of ``inter``
+    inputs: NVFP4 at ``inter`` a multiple of 64 takes the ``PAIRS`` kernel
+    (which, given rows of another width, reads them 8 values at a time)."""
+    kern = make_down_rows(FMT, FMT == "nvfp4" and inter % 64 == 0, SHFL_FAULT)
     grid = check_grid((blocks_for(hidden, OUT_PER_BLOCK), rows))
     check_block(THREADS)
 

@@ -379,12 +379,14 @@ def test_int4_rows_of_whole_scale_loads_stage_a_chunks_scales_once_and_a_wrong_r
         ("moe.gateup_fp4", "nvfp4", {"hidden": 256, "inter": 16}),
         ("moe.gateup_fp4", "int4", {"hidden": 1024, "inter": 16}),
         ("moe.down_fp4", "int4", {"hidden": 16, "inter": 1024}),
+        ("moe.down_fp4", "nvfp4", {"hidden": 16, "inter": 512}),
     ],
 )
 def test_the_per_row_kernels_read_whole_sectors_and_their_staged_activations_without_conflicts(name, variant, dims):
     """The weights in 16-byte loads, the activations staged once a block
     (16-byte loads, swizzled 16-byte shared stores and reads), the block
-    scales a pair a load (NVFP4) or a chunk's once (int4 at K = 1024): at
+    scales a pair a load (NVFP4 gate/up), a step's 32 bytes a row one
+    4-byte load a lane (NVFP4 down) or a chunk's once (int4 at K = 1024): at
     least 90 % of the sectors' bytes used, no shared access served in more
     wavefronts than its width needs, and the activations no longer read
     once per output (requested bytes under twice the declared)."""
@@ -419,3 +421,33 @@ def test_the_decode_tile_loads_a_weight_rows_chunks_16_bytes_at_a_time_where_row
     fig = _run(_paths()[name], variant, shape)[0]
     assert fig.passed, fig.why()
     assert loads in calls, set(calls)
+
+
+@pytest.mark.sim
+@pytest.mark.parametrize("inter,shared", [(512, True), (320, True), (288, False)])
+def test_nvfp4_down_shares_a_steps_scale_words_by_a_shuffle_and_a_wrong_source_fails(inter, shared):
+    """NVFP4 down, a partial 16-output block (hidden 24), where a row's
+    scales are whole words (K = 512: two whole steps; K = 320: a step and a
+    tail of 2 loads) and where they are not (K = 288: a 2-byte load a
+    load): exact against the decoded weights. A kernel shuffling from the
+    wrong lane fails where the words are shared and, the 2-byte path not
+    shuffling, passes where they are not."""
+    from numba import cuda
+
+    from leverctl_kernels.common.path import Tolerance
+    from leverctl_kernels.moe import _experts, formats, naive
+    from leverctl_kernels.moe import family as F
+
+    path = _paths()["moe.down_fp4"]
+    shape = F.shape_of({"rows": 1, "experts": 3, "top_k": 2, "prefill": 0, "hidden": 24, "inter": inter}, "decode ")
+    inputs = path.make_inputs(shape, np.random.default_rng(5))
+    w = formats.get(inputs, "wd_nvfp4")
+    ref = naive.naive_down(inputs["h"], inputs["ids"], inputs["rw"], lambda e: formats.nvfp4_expert(w, e))
+    for fault in (0, 1) if shared else (1,):
+        bufs = {k: cuda.to_device(np.ascontiguousarray(v)) for k, v in inputs.items()}
+        bufs["y"] = cuda.to_device(np.full((1, 24), np.nan, np.float32))
+        weights = (bufs["wd_nvfp4_a"], bufs["wd_nvfp4_b"], bufs["wd_nvfp4_c"])
+        run = _experts.down_rows("nvfp4", 24, 1, inter, SHFL_FAULT=fault)
+        run(bufs["y"], bufs["h"], bufs["ids"], bufs["rw"], weights)
+        fig = compare({"y": bufs["y"].copy_to_host()}, {"y": ref}, Tolerance(rel=1e-5, abs_of_max=1e-5))
+        assert fig.passed == (fault == 0 or not shared), (fault, fig.why())

@@ -82,6 +82,14 @@ def jobs():
                 T,
             )
         )
+    out.append(
+        (
+            "down_rows_nvfp4_pairs",
+            _experts.make_down_rows("nvfp4", True),
+            (A(f32, 2), A(f32, 2), A(i32, 2), A(f32, 2), *weights["nvfp4"], types.int64),
+            T,
+        )
+    )
     ep = types.Tuple((A(f32, 1), A(f32, 2), A(f32, 1), A(f32, 1), A(f32, 1), A(i32, 1)))
     scales = {"int4": A(f16, 3), "nvfp4": A(u8, 3), "fp8": A(f32, 3)}
     for fmt in TC_FORMATS:
@@ -115,7 +123,7 @@ def jobs():
 
 
 def test_every_moe_kernel_compiles_for_sm90_in_fp32(compiled):
-    assert len(compiled["kernels"]) == 2 * len(ROWS_FORMATS) + 2 * len(TC_FORMATS) + 2 * len(DECODE_TILE_FORMATS) + 8
+    assert len(compiled["kernels"]) == 2 * len(ROWS_FORMATS) + 2 * len(TC_FORMATS) + 2 * len(DECODE_TILE_FORMATS) + 9
     check_ptx(compiled, fp64=False)
 
 
@@ -181,3 +189,25 @@ def test_the_per_row_kernels_stage_their_activations_and_read_them_16_bytes_at_a
             ptx = Path(compiled["kernels"][name]["ptx"]).read_text()
             for want in ("ld.global.nc.v4.u32", store, load, "bar.sync"):
                 assert want in ptx, (name, want)
+
+
+def test_nvfp4_down_loads_a_steps_scales_as_words_and_shuffles_what_it_loads(compiled):
+    """The NVFP4 down kernel for rows of whole scale words (``PAIRS``) reads
+    a step's block scales as one 32-bit load a lane and passes the loaded
+    word straight to a butterfly shuffle (the neighbour's pairs), with no
+    16-bit scale load; the kernel for the other rows keeps its 16-bit loads
+    and, like the int4 and FP8 kernels, shuffles no loaded word."""
+    import re
+
+    def shuffled_loads(name):
+        ptx = Path(compiled["kernels"][name]["ptx"]).read_text()
+        words = set(re.findall(r"ld\.global\.[bsu]32\s+(%r\d+),", ptx))
+        shuffled = re.findall(r"shfl\.sync\.bfly\.b32\s+%r\d+\|%p\d+,\s*(%r\d+),", ptx)
+        return [r for r in shuffled if r in words], ptx
+
+    got, ptx = shuffled_loads("down_rows_nvfp4_pairs")
+    assert len(got) == 1 and "ld.global.u16" not in ptx, got
+    got, ptx = shuffled_loads("down_rows_nvfp4")
+    assert got == [] and "ld.global.u16" in ptx, got
+    for fmt in ("int4", "fp8"):
+        assert shuffled_loads(f"down_rows_{fmt}")[0] == [], fmt
