@@ -70,6 +70,10 @@ OUT_PER_BLOCK = THREADS // LANES
 # takes 93-149 registers for the staged kernels and halves the warps in
 # flight; at eight blocks (64) the NVFP4 and FP8 gate/up kernels spill.
 MIN_BLOCKS = 7
+# ptxas 13.5 spills the NVFP4 gate/up kernel (two rows' E2M1 decode and block
+# scales) at seven blocks an SM (72 registers: 32 bytes) and at six (80: 16
+# bytes), where 13.0 did not: five (96 registers, no spill) for that one.
+GATEUP_MIN_BLOCKS = {"nvfp4": 5}
 float16 = types.float16
 SORT_THREADS = 32  # one warp per expert in the routing sort
 COMBINE_THREADS = 128
@@ -146,6 +150,15 @@ def stage_f32(xs, xa, x, c0, k, t, vec):
         xs[4 * swz(j >> 2) + (j & 3)] = float32(x[c0 + j])
 
 
+@cuda.jit(device=True, inline="always")
+def warp_read(a, i, j, t):
+    """``a[i, j]``, the same for every thread of the block, read by one lane
+    of each warp and shuffled to the others (32 lanes reading the same 4
+    bytes make a 128-byte request for them); every lane of the warp calls it."""
+    v = a[i, j] if (t & 31) == 0 else a.dtype.type(0)
+    return cuda.shfl_sync(FULL_MASK, v, 0)
+
+
 @lru_cache(maxsize=None)
 def make_gateup_rows(FMT: str):
     """``h[a] = silu(x[r] Wg_e^T) * (x[r] Wu_e^T)`` for assignments
@@ -155,7 +168,7 @@ def make_gateup_rows(FMT: str):
     INT4 = FMT == "int4"
     V = WIDE_VALUES[FMT]
 
-    @jit_bounded(THREADS, MIN_BLOCKS)
+    @jit_bounded(THREADS, GATEUP_MIN_BLOCKS.get(FMT, MIN_BLOCKS))
     def gateup_rows(h, x, ids, wa, wb, wc, row0):
         xs = cuda.shared.array(STAGE, dtype=float16)
         xa = smem.smem_addr(xs)
@@ -171,7 +184,7 @@ def make_gateup_rows(FMT: str):
         k = x.shape[1]
         a = row0 * topk + cuda.blockIdx.y
         r = a // topk
-        e = ids[r, a - r * topk]
+        e = warp_read(ids, r, a - r * topk, t)
         xr = x[r]
         wide = wide_ok(wa, wb, k)  # 16 bytes of each row a lane a step
         sfast = INT4 and wide and k % 1024 == 0 and vload.aligned16(wb)
@@ -244,7 +257,7 @@ def make_down_rows(FMT: str, PAIRS: bool = False, SHFL_FAULT: int = 0):
         sfast = INT4 and wide and k % 1024 == 0 and vload.aligned16(wb)
         pairs = PAIRS and wide and pairs_ok(k)  # a step's scales one word a lane, shuffled
         for s in range(topk):
-            e = ids[r, s]
+            e = warp_read(ids, r, s, t)
             hr = h[r * topk + s]
             vec = vload.aligned16(hr) and k % 4 == 0
             part = float32(0.0)
@@ -267,7 +280,7 @@ def make_down_rows(FMT: str, PAIRS: bool = False, SHFL_FAULT: int = 0):
                     else:
                         for c in range(c0 // 8 + lane, c1 // 8, LANES):
                             part += sdot8_f(dec(wa, wb, wc, e, n, c), xa, 8 * c - c0)
-            acc += rw[r, s] * part
+            acc += warp_read(rw, r, s, t) * part
         acc = group_sum(acc)
         if live and lane == 0:
             y[r, n] = acc
