@@ -199,6 +199,24 @@ def stage_scales(sa, wb, e, n0, nend, off, sets, c0, c1, t):
             smem.st_shared_v4(sa + np.uint32(16 * t), a0, a1, a2, a3)
 
 
+# FP8's 128 x 128 block scales of a chunk, staged the same way: a block's 16
+# rows lie in one 128-row block (gate's, and up's ``inter`` rows on, another),
+# so a chunk needs 16 float32 scales a set, where every lane read its load's
+# own (4 bytes a 16-byte load, a quarter of the weights' bytes requested).
+# They go into the int4 scales' shared array, viewed as float32.
+
+
+@cuda.jit(device=True, inline="always")
+def stage_fp8_scales(ss, wb, e, n0, off, sets, c0, c1, t):
+    """Thread ``t < 16 sets`` copies the float32 block scale of inputs ``c0 +
+    128 (t % 16) ..`` for the 128-row block of row ``n0`` (``+ off`` for the
+    second set) to place ``t`` of ``ss`` viewed as float32; blocks past
+    ``c1`` copy nothing."""
+    j = t & 15
+    if t < 16 * sets and c0 + 128 * j < c1:
+        ss.view(np.float32)[t] = wb[e, (n0 + (t >> 4) * off) // FP8_BLOCK, (c0 >> 7) + j]
+
+
 @cuda.jit(device=True, inline="always")
 def _q8s(w, s, ts):
     return _q8(w, s)
@@ -253,18 +271,20 @@ def make_dot_wide(FMT: str, X: str, SHFL_FAULT: int = 0):
     address ``xa`` holding inputs ``c0 ..`` (:data:`LD8`: ``X`` is ``f16``
     or ``f32``, the stage's type):
 
-    * ``dot(acc, wa, wb, wc, e, n, q, q1, xa, c0, ss, lr, sfast)``: ``acc``
+    * ``dot(acc, wa, wb, ts, e, n, q, q1, xa, c0, ss, lr, sfast)``: ``acc``
       plus ``sum_j W_e[n, k0 + j] x[k0 + j]`` over loads ``q`` and ``q +
       LANES`` (below ``q1``), both issued before either is used;
-    * ``dot_pair(g, u, wa, wb, wc, e, n, n2, q, q1, xa, c0, ss, lr, lr2,
+    * ``dot_pair(g, u, wa, wb, ts, e, n, n2, q, q1, xa, c0, ss, lr, lr2,
       sfast)``: the same for rows ``n`` and ``n2`` (gate and up) over load
       ``q``, each eight staged values read once for both, each row's sum in
       ``dot``'s order.
 
-    * ``dot_shfl(acc, wa, wb, wc, e, n, q, q1, xa, c0)`` (NVFP4 where
+    * ``dot_shfl(acc, wa, wb, ts, e, n, q, q1, xa, c0)`` (NVFP4 where
       ``pairs_ok``): :func:`dot` run by every lane of the warp alike, a
       step's scales one 4-byte load a lane shared by a shuffle.
 
+    ``ts``: NVFP4's tensor scale (``wc[e]``, 1 for the other formats), which
+    the kernel reads once (:func:`_experts.warp_read`), not every lane a step.
     ``wide_ok``: rows of ``k`` values are whole loads and the weights start
     on 16 bytes (the loop is then this). ``sfast``: int4 reads its group
     scale from row ``lr`` of the chunk's staged scales ``ss``
@@ -302,7 +322,7 @@ def make_dot_wide(FMT: str, X: str, SHFL_FAULT: int = 0):
     if FMT == "int4":
 
         @cuda.jit(device=True, inline="always")
-        def row(wa, wb, wc, e, n, q, c0, ss, lr, sfast):
+        def row(wa, wb, ts, e, n, q, c0, ss, lr, sfast):
             w0, w1, w2, w3 = words_of(wa, e, n, q)
             k0 = q * V
             # 32 values within one group of 128: its scale staged, or loaded
@@ -314,7 +334,7 @@ def make_dot_wide(FMT: str, X: str, SHFL_FAULT: int = 0):
     elif FMT == "nvfp4":
 
         @cuda.jit(device=True, inline="always")
-        def row(wa, wb, wc, e, n, q, c0, ss, lr, sfast):
+        def row(wa, wb, ts, e, n, q, c0, ss, lr, sfast):
             w0, w1, w2, w3 = words_of(wa, e, n, q)
             # the two 16-value blocks' scales, adjacent bytes: one 16-bit load
             pair = np.uint32(wb.view(np.uint16)[e, n, (q * V) >> 5])
@@ -325,9 +345,13 @@ def make_dot_wide(FMT: str, X: str, SHFL_FAULT: int = 0):
     else:
 
         @cuda.jit(device=True, inline="always")
-        def row(wa, wb, wc, e, n, q, c0, ss, lr, sfast):
+        def row(wa, wb, ts, e, n, q, c0, ss, lr, sfast):
             w0, w1, w2, w3 = words_of(wa, e, n, q)
-            s = wb[e, n // FP8_BLOCK, (q * V) // FP8_BLOCK]  # 16 values within one block of 128
+            # 16 values within one block of 128: its scale staged, or loaded
+            if sfast:
+                s = ss.view(np.float32)[((lr >> 4) << 4) + ((q * V - c0) >> 7)]
+            else:
+                s = wb[e, n // FP8_BLOCK, (q * V) // FP8_BLOCK]
             return w0, w1, w2, w3, s, s
 
         @cuda.jit(device=True, inline="always")
@@ -340,7 +364,6 @@ def make_dot_wide(FMT: str, X: str, SHFL_FAULT: int = 0):
 
         chunk2 = chunk3 = chunk1  # FP8: two chunks a load (not reached)
 
-    TS = FMT == "nvfp4"
     FOUR = V // 8 == 4
 
     @cuda.jit(device=True, inline="always")
@@ -373,32 +396,30 @@ def make_dot_wide(FMT: str, X: str, SHFL_FAULT: int = 0):
         return g, u
 
     @cuda.jit(device=True, inline="always")
-    def dot(acc, wa, wb, wc, e, n, q, q1, xa, c0, ss, lr, sfast):
+    def dot(acc, wa, wb, ts, e, n, q, q1, xa, c0, ss, lr, sfast):
         """``acc`` plus row ``n``'s sums over loads ``q`` and, where ``q +
         LANES < q1``, ``q + LANES``: both loads issued before either is used
         (two in flight a lane), the sums added in step order."""
-        ts = wc[e] if TS else float32(1.0)
         qb = q + LANES
         more = qb < q1
-        w0, w1, w2, w3, sa, sb = row(wa, wb, wc, e, n, q, c0, ss, lr, sfast)
+        w0, w1, w2, w3, sa, sb = row(wa, wb, ts, e, n, q, c0, ss, lr, sfast)
         z = np.uint32(0)
         y0 = y1 = y2 = y3 = z
         ya = yb = sa
         if more:
-            y0, y1, y2, y3, ya, yb = row(wa, wb, wc, e, n, qb, c0, ss, lr, sfast)
+            y0, y1, y2, y3, ya, yb = row(wa, wb, ts, e, n, qb, c0, ss, lr, sfast)
         acc += use(w0, w1, w2, w3, sa, sb, ts, xa, q * V - c0)
         if more:
             acc += use(y0, y1, y2, y3, ya, yb, ts, xa, qb * V - c0)
         return acc
 
     @cuda.jit(device=True, inline="always")
-    def dot_pair(g, u, wa, wb, wc, e, n, n2, q, q1, xa, c0, ss, lr, lr2, sfast):
+    def dot_pair(g, u, wa, wb, ts, e, n, n2, q, q1, xa, c0, ss, lr, lr2, sfast):
         """:func:`dot` of rows ``n`` (into ``g``) and ``n2`` (into ``u``):
         one load of each row, at one step (four rows' loads would hold too
         many registers: gate and up already make two in flight a lane)."""
-        ts = wc[e] if TS else float32(1.0)
-        w0, w1, w2, w3, sa, sb = row(wa, wb, wc, e, n, q, c0, ss, lr, sfast)
-        v0, v1, v2, v3, ta, tb = row(wa, wb, wc, e, n2, q, c0, ss, lr2, sfast)
+        w0, w1, w2, w3, sa, sb = row(wa, wb, ts, e, n, q, c0, ss, lr, sfast)
+        v0, v1, v2, v3, ta, tb = row(wa, wb, ts, e, n2, q, c0, ss, lr2, sfast)
         dg, du = use_pair(w0, w1, w2, w3, sa, sb, v0, v1, v2, v3, ta, tb, ts, xa, q * V - c0)
         return g + dg, u + du
 
@@ -410,7 +431,7 @@ def make_dot_wide(FMT: str, X: str, SHFL_FAULT: int = 0):
         return PAIRS and k % 64 == 0
 
     @cuda.jit(device=True, inline="always")
-    def dot_shfl(acc, wa, wb, wc, e, n, q, q1, xa, c0):
+    def dot_shfl(acc, wa, wb, ts, e, n, q, q1, xa, c0):
         """:func:`dot` of loads ``q`` and ``q + LANES`` (NVFP4 rows of whole
         scale words), called by every lane of the warp alike (``q = b +
         lane``, ``b`` a step's first load, even): every lane issues its
@@ -419,7 +440,6 @@ def make_dot_wide(FMT: str, X: str, SHFL_FAULT: int = 0):
         word ``m`` of the step, lane ``2m + 1`` word ``m + 4``; one shuffle
         (``lane ^ 1``) gives each lane its neighbour's, the low halves
         serving even lanes, the high odd ones."""
-        ts = wc[e] if TS else float32(1.0)
         qb = q + LANES
         w0, w1, w2, w3 = words_of(wa, e, n, min(q, q1 - 1))
         y0, y1, y2, y3 = words_of(wa, e, n, min(qb, q1 - 1))

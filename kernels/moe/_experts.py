@@ -57,6 +57,7 @@ from ._decode import (
     make_decode8,
     make_dot_wide,
     sdot8_f,
+    stage_fp8_scales,
     stage_scales,
     swz,
 )
@@ -72,8 +73,9 @@ OUT_PER_BLOCK = THREADS // LANES
 MIN_BLOCKS = 7
 # ptxas 13.5 spills the NVFP4 gate/up kernel (two rows' E2M1 decode and block
 # scales) at seven blocks an SM (72 registers: 32 bytes) and at six (80: 16
-# bytes), where 13.0 did not: five (96 registers, no spill) for that one.
-GATEUP_MIN_BLOCKS = {"nvfp4": 5}
+# bytes), where 13.0 did not: five (96 registers, no spill) for that one; the
+# FP8 one, its block scales staged, 4 bytes at seven: six (80 registers).
+GATEUP_MIN_BLOCKS = {"nvfp4": 5, "fp8": 6}
 float16 = types.float16
 SORT_THREADS = 32  # one warp per expert in the routing sort
 COMBINE_THREADS = 128
@@ -159,6 +161,13 @@ def warp_read(a, i, j, t):
     return cuda.shfl_sync(FULL_MASK, v, 0)
 
 
+@cuda.jit(device=True, inline="always")
+def warp_read1(a, i, t):
+    """:func:`warp_read` of a vector's ``a[i]``."""
+    v = a[i] if (t & 31) == 0 else a.dtype.type(0)
+    return cuda.shfl_sync(FULL_MASK, v, 0)
+
+
 @lru_cache(maxsize=None)
 def make_gateup_rows(FMT: str):
     """``h[a] = silu(x[r] Wg_e^T) * (x[r] Wu_e^T)`` for assignments
@@ -166,6 +175,8 @@ def make_gateup_rows(FMT: str):
     dec = make_decode8(FMT)
     wide_ok, _, dot_pair, _, _ = make_dot_wide(FMT, "f16")
     INT4 = FMT == "int4"
+    TS = FMT == "nvfp4"  # a tensor scale in wc
+    FP8 = FMT == "fp8"  # 128 x 128 block scales, staged a chunk at a time
     V = WIDE_VALUES[FMT]
 
     @jit_bounded(THREADS, GATEUP_MIN_BLOCKS.get(FMT, MIN_BLOCKS))
@@ -185,9 +196,10 @@ def make_gateup_rows(FMT: str):
         a = row0 * topk + cuda.blockIdx.y
         r = a // topk
         e = warp_read(ids, r, a - r * topk, t)
+        ts = warp_read1(wc, e, t) if TS else float32(1.0)  # NVFP4's tensor scale
         xr = x[r]
         wide = wide_ok(wa, wb, k)  # 16 bytes of each row a lane a step
-        sfast = INT4 and wide and k % 1024 == 0 and vload.aligned16(wb)
+        sfast = (INT4 and wide and k % 1024 == 0 and vload.aligned16(wb)) or (FP8 and wide)
         vec = vload.aligned16(xr) and k % 8 == 0
         g = float32(0.0)
         u = float32(0.0)
@@ -197,13 +209,16 @@ def make_gateup_rows(FMT: str):
             c1 = min(k, c0 + STAGE)
             stage_f16(xs, xa, xr, c0, k, t, vec)
             if sfast:
-                stage_scales(sa, wb, e, n0, inter, inter, 2, c0, c1, t)
+                if FP8:
+                    stage_fp8_scales(ss, wb, e, n0, inter, 2, c0, c1, t)
+                else:
+                    stage_scales(sa, wb, e, n0, inter, inter, 2, c0, c1, t)
             cuda.syncthreads()
             if n < inter:
                 if wide:
                     q1 = c1 // V
                     for q in range(c0 // V + lane, q1, LANES):
-                        g, u = dot_pair(g, u, wa, wb, wc, e, n, n + inter, q, q1, xa, c0, ss, r16, r16 + 16, sfast)
+                        g, u = dot_pair(g, u, wa, wb, ts, e, n, n + inter, q, q1, xa, c0, ss, r16, r16 + 16, sfast)
                 else:
                     for c in range(c0 // 8 + lane, c1 // 8, LANES):
                         xv = ld8_h(xa, 8 * c - c0)  # once for gate and up
@@ -233,6 +248,8 @@ def make_down_rows(FMT: str, PAIRS: bool = False, SHFL_FAULT: int = 0):
     dec = make_decode8(FMT)
     wide_ok, dot_wide, _, pairs_ok, dot_shfl = make_dot_wide(FMT, "f32", SHFL_FAULT)
     INT4 = FMT == "int4"
+    TS = FMT == "nvfp4"  # a tensor scale in wc
+    FP8 = FMT == "fp8"  # 128 x 128 block scales, staged a chunk at a time
     V = WIDE_VALUES[FMT]
 
     @jit_bounded(THREADS, MIN_BLOCKS)
@@ -254,10 +271,11 @@ def make_down_rows(FMT: str, PAIRS: bool = False, SHFL_FAULT: int = 0):
         k = h.shape[1]
         acc = float32(0.0)
         wide = wide_ok(wa, wb, k)  # 16 bytes of the row a lane a step
-        sfast = INT4 and wide and k % 1024 == 0 and vload.aligned16(wb)
+        sfast = (INT4 and wide and k % 1024 == 0 and vload.aligned16(wb)) or (FP8 and wide)
         pairs = PAIRS and wide and pairs_ok(k)  # a step's scales one word a lane, shuffled
         for s in range(topk):
             e = warp_read(ids, r, s, t)
+            ts = warp_read1(wc, e, t) if TS else float32(1.0)  # NVFP4's tensor scale
             hr = h[r * topk + s]
             vec = vload.aligned16(hr) and k % 4 == 0
             part = float32(0.0)
@@ -267,16 +285,19 @@ def make_down_rows(FMT: str, PAIRS: bool = False, SHFL_FAULT: int = 0):
                 c1 = min(k, c0 + STAGE)
                 stage_f32(xs, xa, hr, c0, k, t, vec)
                 if sfast:
-                    stage_scales(sa, wb, e, n0, y.shape[1], 0, 1, c0, c1, t)
+                    if FP8:
+                        stage_fp8_scales(ss, wb, e, n0, 0, 1, c0, c1, t)
+                    else:
+                        stage_scales(sa, wb, e, n0, y.shape[1], 0, 1, c0, c1, t)
                 cuda.syncthreads()
                 if pairs:  # every lane of the warp alike (the scale shuffle)
                     for b in range(c0 // V, c1 // V, 2 * LANES):
-                        part = dot_shfl(part, wa, wb, wc, e, n, b + lane, c1 // V, xa, c0)
+                        part = dot_shfl(part, wa, wb, ts, e, n, b + lane, c1 // V, xa, c0)
                 elif live:
                     if wide and not PAIRS:
                         q1 = c1 // V
                         for q in range(c0 // V + lane, q1, 2 * LANES):  # two loads a lane in flight
-                            part = dot_wide(part, wa, wb, wc, e, n, q, q1, xa, c0, ss, r16, sfast)
+                            part = dot_wide(part, wa, wb, ts, e, n, q, q1, xa, c0, ss, r16, sfast)
                     else:
                         for c in range(c0 // 8 + lane, c1 // 8, LANES):
                             part += sdot8_f(dec(wa, wb, wc, e, n, c), xa, 8 * c - c0)

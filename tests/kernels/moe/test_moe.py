@@ -372,6 +372,32 @@ def test_int4_rows_of_whole_scale_loads_stage_a_chunks_scales_once_and_a_wrong_r
 
 
 @pytest.mark.sim
+@pytest.mark.parametrize("dims", [{"hidden": 384, "inter": 16}], ids=["gateup"])
+def test_fp8_block_scales_are_staged_a_chunk_at_a_time_and_a_shifted_stage_fails(dims, monkeypatch):
+    """K = 384 (three 128-input scale blocks in one chunk): a chunk's 128 x
+    128 block scales are staged once a block (16 a set, gate's and up's), a
+    step reading its load's from shared memory; the kernels pass, and a
+    stage one block column off fails the check."""
+    from leverctl_kernels.moe import _experts
+
+    path, shape = _paths()["moe.decode_fp8_grouped"], _stage_shape("moe.decode_fp8_grouped", **dims)
+    chunks = []
+    real = _experts.stage_fp8_scales
+    monkeypatch.setattr(_experts, "stage_fp8_scales", lambda *a: chunks.append((a[6], a[7])) or real(*a))
+    fig = _run(path, "per_row", shape)[0]
+    assert fig.passed, fig.why()
+    assert (0, 384) in set(chunks), set(chunks)
+
+    def shifted(ss, wb, e, n0, off, sets, c0, c1, t):
+        real(ss, wb, e, n0, off, sets, c0, c1, t)
+        if t == 0 and wb.shape[2] > 1:  # the first block column staged with the second's scale
+            ss.view(np.float32)[0] = wb[e, n0 // 128, 1]
+
+    monkeypatch.setattr(_experts, "stage_fp8_scales", shifted)
+    assert not _run(path, "per_row", shape)[0].passed
+
+
+@pytest.mark.sim
 @pytest.mark.parametrize(
     "name,variant,dims",
     [
