@@ -81,6 +81,35 @@ MISSES: dict[tuple[str, str, str], str] = {
         ("w4a16.ffn_decode", "gemm_m1", f): _TILED
         for f in ("128-bit gemm_tiled", "in flight gemm_tiled", "sectors", "wide")
     },  # fmt: skip
+    ("moe.gateup_fp4", "int4", "wide"): (
+        "int4's group scales are staged a chunk at a time only where a row's are whole 16-byte loads (K a "
+        "multiple of 1024: the model's gate/up rows); at the profile shape's cut K of 256 each step reads its "
+        "row's fp16 scale, 10 % of the loaded bytes (in whole sectors for a warp's rows)"
+    ),
+    ("moe.gateup_fp4", "nvfp4", "wide"): (
+        "NVFP4's E4M3 block scales, 1 byte a 16 values, come a pair a 16-byte weight load as one 2-byte load "
+        "(11 % of the loaded bytes); the down kernel's one-word-a-lane shuffle spilled beside gate/up's two rows"
+    ),
+    ("moe.gateup_fp4", "nvfp4", "in flight gateup_rows"): (
+        "ptxas 13.5 spills the NVFP4 gate/up kernel at seven and six blocks an SM (32 and 16 bytes): bound to "
+        "five (96 registers), its two 16-byte loads a lane make 20 KiB an SM (28 KiB at seven)"
+    ),
+    **{
+        ("moe.decode_fp8_grouped", "grouped", f): (
+            "the GEMM engine's decode tile: its FP8 weights come 16 codes a 16-byte load, but every lane reads "
+            "its load's 128 x 128 block scale, 4 bytes (a quarter of the weight bytes, 12 % of their sectors: "
+            "the per-row kernels stage them a chunk at a time, the tile's stager does not yet)"
+        )
+        for f in ("sectors", "wide")
+    },
+    **{
+        ("moe.decode_via_prefill", "prefill", f): (
+            "the GEMM engine's decode tile: its int4 weights go through the 32-bit stager (the 16-byte one, with "
+            "a stage's gate and up groups in flight, spilled at five blocks an SM) and a step's group scales are "
+            "one fp16 a row a stage"
+        )
+        for f in ("sectors", "wide")
+    },
     ("gdn.proj_gemv_batch", "batch16", "in flight gemv_batch"): (
         "at 16 rows the tier is bound by its FP32 FMAs, not its loads: 64 flops a weight byte against a ridge "
         "of ~14 (the path's notes); two 16-byte groups a lane in flight, 20 KiB an SM at its 31 % occupancy"
