@@ -148,6 +148,20 @@ def test_the_committed_profiles_are_this_codes(summary):
     assert not missing, f"variants absent from the profile: {sorted(missing)}"
 
 
+def test_every_kernel_of_every_variant_compiled_clean_at_model_shapes(summary):
+    """Every variant of every path of the engine, not only the memory-bound
+    ones: each kernel compiled for sm_90a at every model shape without a
+    spill, stack or local memory, and with no flag (an unbacked tensor-core
+    claim, a variant that does not compile or launch, a memory-bound kernel
+    below 25 % occupancy)."""
+    bad = {
+        f"{v['path']} {v['variant']}": v["flags"] or f"{v['spills']} bytes of spills or local memory"
+        for v in summary["variants"]
+        if v["flags"] or v["spills"] or not v["per_kernel"]
+    }
+    assert not bad, bad
+
+
 def test_the_readme_tables_are_the_committed_profiles(summary):
     from leverctl.cli.profile import markdown
 
