@@ -154,7 +154,7 @@ def _versions(tools: dict | None = None) -> str:
     of = package_version
     text = f"numba {numba.__version__}, numba-cuda {of('numba-cuda')}, nvvm {of('nvidia-nvvm')}"
     for name, path in sorted((tools or {}).items()):
-        text += f", {name} {path} {'.'.join(map(str, machine.tool_release(path))) if path else '-'}"
+        text += f", {name} {path} {machine.release_text(path)}"
     return text
 
 

@@ -125,6 +125,11 @@ def tool_release(path: str) -> tuple[int, ...]:
     return _RELEASES[key]
 
 
+def release_text(path: str | None) -> str:
+    """:func:`tool_release` as text ("13.5"); ``-`` for no tool or no release."""
+    return (".".join(map(str, tool_release(path))) or "-") if path else "-"
+
+
 # ── resources ────────────────────────────────────────────────────────────────
 
 

@@ -241,7 +241,7 @@ def tool_versions() -> dict[str, str]:
     out = {"numba-cuda": package_version("numba-cuda"), "nvidia-nvvm": package_version("nvidia-nvvm")}
     for name in ("ptxas", "nvdisasm"):
         path = machine.find_tool(name)
-        out[name] = ".".join(map(str, machine.tool_release(path))) if path else "-"
+        out[name] = machine.release_text(path)
     return out
 
 
