@@ -49,7 +49,7 @@ re-encoded to E4M3 per channel), ``proj_bf16_tc_w4a16`` the matrix
 quantised to int4; the references read the weights each path is given.
 
 Tensor cores: on Hopper (and in the simulator) every kernel runs on wgmma
-(sm_90a: bf16 m64n128k16, e4m3 m64nNk32). Elsewhere the BF16 variants run
+(sm_90a: bf16 m64nNk16, e4m3 m64nNk32). Elsewhere the BF16 variants run
 mma.sync m16n8k16 bf16 on the same staged tiles, ``w4a16_f16`` the W4A16
 GEMM's mma.sync f16 kernel, and the FP8 variants' builds refuse, saying
 that FP8 tensor cores are wgmma's (there is no kernel of them for FP16).

@@ -650,9 +650,15 @@ def _e4m3_blk_convert(raw, gk):
 
 @cuda.jit(device=True, inline="always")
 def _e4m3_blk_fetch16(src, bsc, gr, gk, ok, vec):
-    # 16 codes, within one 128 x 128 scale block (``gk`` a multiple of 16)
+    # 16 codes, within one 128 x 128 scale block (``gk`` a multiple of 16).
+    # A warp's slots are 8 whole rows (8-aligned) of one stage, so one block
+    # scale serves the warp: lane 0 reads it (the warp's lowest row and K:
+    # out of range there, out of range in every lane) and shuffles it to the
+    # others, where every lane's own 4-byte load carried a fifth of the bytes
+    # the stager requested
     w0, w1, w2, w3 = _words4(src, gr, gk >> 2, ok, vec)
-    return w0, w1, w2, w3, bsc[gr >> 7, gk >> 7] if ok else np.float32(0)
+    s = bsc[gr >> 7, gk >> 7] if ok and (cuda.threadIdx.x & 31) == 0 else np.float32(0)
+    return w0, w1, w2, w3, cuda.shfl_sync(0xFFFFFFFF, s, 0)
 
 
 @cuda.jit(device=True, inline="always")

@@ -94,14 +94,11 @@ MISSES: dict[tuple[str, str, str], str] = {
         "ptxas 13.5 spills the NVFP4 gate/up kernel at seven and six blocks an SM (32 and 16 bytes): bound to "
         "five (96 registers), its two 16-byte loads a lane make 20 KiB an SM (28 KiB at seven)"
     ),
-    **{
-        ("moe.decode_fp8_grouped", "grouped", f): (
-            "the GEMM engine's decode tile: its FP8 weights come 16 codes a 16-byte load, but every lane reads "
-            "its load's 128 x 128 block scale, 4 bytes (a quarter of the weight bytes, 12 % of their sectors: "
-            "the per-row kernels stage them a chunk at a time, the tile's stager does not yet)"
-        )
-        for f in ("sectors", "wide")
-    },
+    ("moe.decode_fp8_grouped", "grouped", "sectors"): (
+        "the GEMM engine's decode tile: its FP8 weights come 16 codes a 16-byte load and a warp reads each "
+        "load's 128 x 128 block scale once, but that is still one 4-byte request a load (4 of a sector's 32 "
+        "bytes), and down's float32 rows come 16 bytes a lane at a 32-byte stride (half of each sector)"
+    ),
     **{
         ("moe.decode_via_prefill", "prefill", f): (
             "the GEMM engine's decode tile: its int4 weights go through the 32-bit stager (the 16-byte one, with "

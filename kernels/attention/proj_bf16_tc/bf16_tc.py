@@ -1,8 +1,9 @@
 """``attention.proj_bf16_tc`` variant ``bf16_tc`` (Atlas, bf16_tc_proj on):
 the NVFP4 projection weights dequantised to BF16 as they are staged (exact:
-E2M1 x E4M3 fits BF16) and the bf16 activations as they are, through
-wgmma m64n128k16 bf16 (without wgmma: mma.sync m16n8k16 bf16, each warp
-its 16 rows of the same staged tiles) with f32 accumulators; the
+E2M1 x E4M3 fits BF16) and the bf16 activations as they are, 64 x 128
+tiles on two warpgroups, one a column half, each through wgmma m64n64k16
+bf16 (without wgmma: mma.sync m16n8k16 bf16, each warp its 16 rows and its
+warpgroup's columns of the same staged tiles) with f32 accumulators; the
 per-tensor scale in the epilogue; float32 out. The only error is fp32 accumulation.
 On wgmma the activations are copied by ``cp.async`` and the weights staged
 from registers into four 128-byte-swizzled stages
@@ -19,7 +20,8 @@ from ...common.gemm import wgmma_async as G
 
 NAME = "bf16_tc"
 SUMMARY = "NVFP4 weights dequantised to BF16, bf16 activations, wgmma bf16 64 x 128 tiles"
-TILE = dict(dtype="bf16", b_kind="nvfp4_bf16", wgs=1, bn=128)  # either form: type, warpgroups, BN, B stager
+# either form: type, warpgroups (wn of them along BN), BN, B stager
+TILE = dict(dtype="bf16", b_kind="nvfp4_bf16", wgs=2, bn=128, wn=2)
 STAGES = 4  # wgmma: the asynchronous mainloop, four stages of 128 bytes of K
 
 

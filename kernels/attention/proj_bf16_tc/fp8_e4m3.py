@@ -2,7 +2,8 @@
 activations crushed to FP8 E4M3 with one saturating scale per token
 (``_proj_prep.quant_e4m3_rows``; the per-token scale is this project's
 choice), the NVFP4 weights staged as E4M3 (``e2m1 x scale x 2^-3`` rounded
-to nearest), wgmma m64n128k32 e4m3 with f32 accumulators; the token's scale,
+to nearest), 64 x 128 tiles on two warpgroups (one a column half, wgmma
+m64n64k32 e4m3 each) with f32 accumulators; the token's scale,
 the tensor scale and the 2^3 in the epilogue; float32 out.
 
 Two launches: the crush, then the GEMM. The crush's codes and scales are
@@ -22,7 +23,7 @@ from .. import _proj_prep
 
 NAME = "fp8_e4m3"
 SUMMARY = "activations crushed to FP8 E4M3 per token, NVFP4 weights as E4M3, wgmma e4m3 64 x 128 tiles"
-TILE = dict(dtype="e4m3", b_kind="nvfp4_e4m3", wgs=1, bn=128)
+TILE = dict(dtype="e4m3", b_kind="nvfp4_e4m3", wgs=2, bn=128, wn=2)  # two warpgroups along BN
 STAGES = 4  # the asynchronous mainloop (common/gemm/wgmma_async.py), four stages of 128 bytes of K
 LAUNCHES = 2
 

@@ -43,7 +43,7 @@ from numba import cuda
 from .. import mma as M
 from .. import wgmma as wg
 from . import pipeline as PL
-from .pipeline import KSUB, STAGE_KBYTES, STEP, make_launch  # noqa: F401
+from .pipeline import KSUB, STAGE_KBYTES, STEP, make_launch, tile_rows  # noqa: F401
 
 DTYPES = ("bf16", "f16", "s8")
 STAGES = 3
@@ -77,81 +77,84 @@ class Form:
         return np.float32(1.0)
 
     @staticmethod
-    def fragments(bn: int, a_tile: int, swizzle: bool = True, split: bool = False):
-        """``frags(at, g, j) -> (a, b)``: this warp's A fragment (its 16
-        rows; ``split``: the decode tile's 16 rows, the same in every warp)
-        and B registers (all ``bn`` columns) for K step ``j`` of the
-        stage at ``at``, by ``ldmatrix`` from the swizzled rows."""
+    def fragments(bn: int, swizzle: bool = True, split: bool = False):
+        """``frags(at_a, at_b, j) -> (a, b)``: this warp's A fragment (its 16
+        of the warpgroup's 64 rows at byte ``at_a``; ``split``: the decode
+        tile's 16 rows, the same in every warp) and B registers (the
+        warpgroup's ``bn`` columns at byte ``at_b``) for K step ``j`` of the
+        stage, by ``ldmatrix`` from the swizzled rows (both bases on 1024
+        bytes, so a row's swizzle is its own row bits)."""
         load_a = M.ldsm_run(1, 16)
         load_b = M.ldsm_run(bn // 16, GROUP_BYTES)
         mask = 7 if swizzle else 0  # unswizzled (a test's fault): chunk c of every row in one bank group
 
         @cuda.jit(device=True, inline="always")
-        def frags(at, g, j):
+        def frags(at_a, at_b, j):
             lane = cuda.threadIdx.x & 31
             if split:
                 a_row = lane & 15
             else:
-                a_row = PL.BM * g + 16 * ((cuda.threadIdx.x >> 5) & 3) + (lane & 15)
+                a_row = 16 * ((cuda.threadIdx.x >> 5) & 3) + (lane & 15)
             a_k = (lane >> 4) * 16
             b_row = (lane & 7) + ((lane >> 4) << 3)
             b_k = ((lane >> 3) & 1) * 16
             # the 128-byte swizzle: chunk bits 4-6 XOR row bits 0-2 (swizzle.sw128)
-            a = load_a(at + ((a_row * STAGE_KBYTES + j * STEP + a_k) ^ ((a_row & mask) << 4)))
-            b = load_b(at + a_tile + ((b_row * STAGE_KBYTES + j * STEP + b_k) ^ ((b_row & mask) << 4)))
+            a = load_a(at_a + ((a_row * STAGE_KBYTES + j * STEP + a_k) ^ ((a_row & mask) << 4)))
+            b = load_b(at_b + ((b_row * STAGE_KBYTES + j * STEP + b_k) ^ ((b_row & mask) << 4)))
             return a, b
 
         return frags
 
     @classmethod
-    def consume(cls, dtype: str, bn: int, a_tile: int, dropped: int, swizzle: bool = True):
+    def consume(cls, dtype: str, bn: int, dropped: int, swizzle: bool = True):
         run = M.mma_run(dtype, bn)
-        frags = cls.fragments(bn, a_tile, swizzle)
+        frags = cls.fragments(bn, swizzle)
 
         @cuda.jit(device=True, inline="always")
-        def consume(at, g, acc):
+        def consume(at_a, at_b, acc):
             for j in range(KSUB):
                 if j != dropped:
-                    a, b = frags(at, g, j)
+                    a, b = frags(at_a, at_b, j)
                     acc = run(a, b, acc)
             return acc
 
         return consume
 
     @classmethod
-    def consume_split(cls, dtype: str, bn: int, a_tile: int, dropped: int, swizzle: bool = True):
+    def consume_split(cls, dtype: str, bn: int, dropped: int, swizzle: bool = True):
         """The decode tile's (``pipeline.DECODE_M``): the four warps on the
         same 16 rows and ``bn`` columns, warp ``w`` the stage's K step ``w``
         only (``KSUB`` steps, one a warp: split-K inside the block, the
         pipeline's ``make_reduce`` summing the warps at the end)."""
         run = M.mma_run(dtype, bn)
-        frags = cls.fragments(bn, a_tile, swizzle, split=True)
+        frags = cls.fragments(bn, swizzle, split=True)
 
         @cuda.jit(device=True, inline="always")
-        def consume(at, g, acc):
+        def consume(at_a, at_b, acc):
             j = (cuda.threadIdx.x >> 5) & 3  # this warp's K step: the same in all its lanes
             if j != dropped:
-                a, b = frags(at, g, j)
+                a, b = frags(at_a, at_b, j)
                 acc = run(a, b, acc)
             return acc
 
         return consume
 
     @classmethod
-    def consume_steps(cls, dtype: str, bn: int, a_tile: int, step_fold, swizzle: bool = True):
-        """``consume_steps(at, g, total, fx, kt) -> total``: each K step's
-        MMAs from zero, folded into the f32 running sums by ``step_fold(total,
-        acc, fx, step)`` (``step`` counted along K from 0; ``fx`` the shared
-        array, the byte offset of this stage's scale tables and the
-        warpgroup's first row in the tile): the MMQ arms' per-block scales."""
+    def consume_steps(cls, dtype: str, bn: int, step_fold, swizzle: bool = True):
+        """``consume_steps(at_a, at_b, total, fx, kt) -> total``: each K
+        step's MMAs from zero, folded into the f32 running sums by
+        ``step_fold(total, acc, fx, step)`` (``step`` counted along K from 0;
+        ``fx`` the shared array, the byte offset of this stage's scale
+        tables, and the table rows of the warpgroup's first row of A and
+        first column of B): the MMQ arms' per-block scales."""
         run = M.mma_run(dtype, bn)
-        frags = cls.fragments(bn, a_tile, swizzle)
+        frags = cls.fragments(bn, swizzle)
         zeros = wg.zeros(bn, integer=dtype == "s8")
 
         @cuda.jit(device=True, inline="always")
-        def consume_steps(at, g, total, fx, kt):
+        def consume_steps(at_a, at_b, total, fx, kt):
             for j in range(KSUB):
-                a, b = frags(at, g, j)
+                a, b = frags(at_a, at_b, j)
                 total = step_fold(total, run(a, b, zeros()), fx, kt * KSUB + j)
             return total
 
@@ -168,10 +171,17 @@ class IntForm(Form):
 
 @lru_cache(maxsize=None)
 def kernel(
-    dtype: str, wgs: int, bn: int, stages: int = STAGES, swap: bool = False, b_kind: str = "copy", a_kind="copy"
+    dtype: str,
+    wgs: int,
+    bn: int,
+    stages: int = STAGES,
+    swap: bool = False,
+    b_kind: str = "copy",
+    a_kind="copy",
+    wn: int = 1,
 ):
     """:func:`make_kernel`, compiled once per geometry."""
-    return make_kernel(dtype, wgs, bn, stages, swap, b_kind, a_kind=a_kind)
+    return make_kernel(dtype, wgs, bn, stages, swap, b_kind, a_kind=a_kind, wn=wn)
 
 
 def make_kernel(
@@ -186,19 +196,21 @@ def make_kernel(
     fold=None,
     a_kind: str = "copy",
     step_fold=None,
+    wn: int = 1,
 ):
     """``kernel(y, a32, b32, bsc, rs, cs, ts, asc, ts_a)``, as
-    ``wgmma_async``'s (the same arguments, stagers, fold hook and faults),
-    on mma.sync; ``dtype``
+    ``wgmma_async``'s (the same arguments, stagers, fold hook, faults and
+    warpgroups along BN), on mma.sync; ``dtype``
     bf16, f16 or s8 (int32 accumulators: the epilogue's products are f32
     of the int32 sums, each exact below 2^24). ``step_fold`` (MMQ:
     ``common/gemm/mmq.py``) folds each K step's accumulators into f32
     running sums with per-block scales; the epilogue stores those."""
-    PL.check(dtype, bn, stages, b_kind, fault, DTYPES, a_kind)
-    if bn % 16:
-        raise ValueError(f"mma.sync GEMM: BN={bn} is not a multiple of 16 (one B ldmatrix.x4)")
-    nbytes = PL.shared_bytes(wgs, bn, stages) + (stages * step_fold.side_bytes(64 * wgs, bn) if step_fold else 0)
+    PL.check(dtype, bn, stages, b_kind, fault, DTYPES, a_kind, wgs, wn)
+    if (bn // wn) % 16:
+        raise ValueError(f"mma.sync GEMM: a warpgroup's {bn // wn} columns: not a multiple of 16 (a B ldmatrix.x4)")
+    rows = PL.tile_rows(wgs, wn)
+    nbytes = PL.shared_bytes(wgs, bn, stages, rows) + (stages * step_fold.side_bytes(rows, bn) if step_fold else 0)
     if nbytes > MAX_SHARED:
         raise ValueError(f"mma.sync GEMM: {nbytes} bytes of shared memory exceed {MAX_SHARED}")
     form = IntForm if dtype == "s8" else Form
-    return PL.make_kernel(form, dtype, wgs, bn, stages, swap, b_kind, fault, stage_b, fold, a_kind, step_fold)
+    return PL.make_kernel(form, dtype, wgs, bn, stages, swap, b_kind, fault, stage_b, fold, a_kind, step_fold, wn)

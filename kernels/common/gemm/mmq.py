@@ -160,13 +160,13 @@ class Nvfp4Scales:
 
         return _side_stager(_fetch_one, _put_one, slots)
 
-    def fold(self, a_rows: int):
+    def fold(self):
         mask = self.mask
 
         @cuda.jit(device=True, inline="always")
         def fold(total, acc, fx, step):
-            smem, at, g_row = fx
-            at2 = (at >> 2, g_row, step & mask, cuda.threadIdx.x & 127, a_rows, smem)
+            smem, at, g_row, c_row = fx
+            at2 = (at >> 2, g_row, step & mask, cuda.threadIdx.x & 127, c_row, smem)
             return unroll.each_map(_nvfp4_one, total, acc, at2)
 
         return fold
@@ -174,10 +174,10 @@ class Nvfp4Scales:
 
 @cuda.jit(device=True, inline="always")
 def _nvfp4_one(i, tot, dot, at):
-    w0, g_row, jj, tid, a_rows, smem = at
+    w0, g_row, jj, tid, c_row, smem = at
     r, c = wg.acc_elem(tid, i)
     sa = smem[w0 + ((g_row + r) << 2) + jj]
-    sw = smem[w0 + ((a_rows + c) << 2) + jj]
+    sw = smem[w0 + ((c_row + c) << 2) + jj]
     return tot + float32(dot) * (sa * sw)
 
 
@@ -332,15 +332,15 @@ class Q4kScales:
 
         return _side_stager(_fetch_one, _put_one, slots)
 
-    def fold(self, a_rows: int):
+    def fold(self):
         subs_used = self.subs_used
 
         @cuda.jit(device=True, inline="always")
         def fold(total, acc, fx, step):
-            smem, at, g_row = fx
+            smem, at, g_row, c_row = fx
             if (step & 7) >= subs_used:
                 return total
-            at2 = (at >> 2, g_row, step & 3, cuda.threadIdx.x & 127, a_rows, smem)
+            at2 = (at >> 2, g_row, step & 3, cuda.threadIdx.x & 127, c_row, smem)
             return unroll.each_map(_q4k_one, total, acc, at2)
 
         return fold
@@ -348,10 +348,10 @@ class Q4kScales:
 
 @cuda.jit(device=True, inline="always")
 def _q4k_one(i, tot, dot, at):
-    w0, g_row, jj, tid, a_rows, smem = at
+    w0, g_row, jj, tid, c_row, smem = at
     r, c = wg.acc_elem(tid, i)
     ra = w0 + ((g_row + r) << 3) + 2 * jj
-    cb = w0 + ((a_rows + c) << 3) + 2 * jj
+    cb = w0 + ((c_row + c) << 3) + 2 * jj
     d8, s8 = smem[ra], smem[ra + 1]
     dsc, dmm = smem[cb], smem[cb + 1]
     return tot + float32(dot) * (d8 * dsc) - dmm * s8

@@ -11,8 +11,15 @@ to the wait) or ``mma_sync.py`` (``ldmatrix`` from the swizzled rows,
 ``mma.sync``). Both keep the accumulators as one tuple in wgmma's layout
 (``wgmma.acc_elem``), so the epilogues are the same.
 
-Geometry: ``WG`` warpgroups per block, each on 64 rows of A; ``BN`` rows of
-B per block; ``blockIdx.x`` along B's rows, ``blockIdx.y`` along A's; the
+Geometry: ``WG`` consumer warpgroups per block, laid out ``WG / WN`` along
+A by ``WN`` along B: a block's tile is ``64 WG / WN`` rows of A by ``BN``
+rows of B, warpgroup ``g`` taking rows ``64 (g // WN) ..`` and columns
+``(BN / WN) (g % WN) ..`` of it (its own accumulators and instructions,
+m64 x ``BN / WN``), all of them sharing the stages and staging them
+together. ``WN = 2`` puts two consumer warpgroups on a 64-row tile: the
+tile, and so the global traffic, stay what one warpgroup's were, while
+each thread holds half the accumulators and stages half the operand bytes.
+``blockIdx.x`` runs along B's rows, ``blockIdx.y`` along A's; the
 epilogue scales by ``rs[row] * cs[col] * ts[0]`` and stores at ``y[r, c]``
 or, with ``swap``, ``y[c, r]`` (``wgmma_gemm.make_store``).
 
@@ -126,7 +133,17 @@ def make_issue(threads: int, esize: int, swizzle: bool = True, gather: bool = Fa
     return issue
 
 
-def check(dtype: str, bn: int, stages: int, b_kind: str, fault: str, dtypes: tuple, a_kind: str = "copy") -> None:
+def check(
+    dtype: str,
+    bn: int,
+    stages: int,
+    b_kind: str,
+    fault: str,
+    dtypes: tuple,
+    a_kind: str = "copy",
+    wgs: int = 1,
+    wn: int = 1,
+) -> None:
     if fault and fault not in (*FAULTS, UNSWIZZLED, *SPLIT_FAULTS):
         raise ValueError(f"fault {fault!r}: one of {FAULTS}")
     for side, kind in (("A", a_kind), ("B", b_kind)):
@@ -141,6 +158,13 @@ def check(dtype: str, bn: int, stages: int, b_kind: str, fault: str, dtypes: tup
         raise ValueError(f"BN={bn}: a multiple of 8 from 8 to 256")
     if stages < 2:
         raise ValueError(f"{stages} stages: at least 2")
+    if wn < 1 or wgs % wn or bn % (8 * wn):
+        raise ValueError(f"{wgs} warpgroups, {wn} along BN={bn}: a divisor of the warpgroups, 8k columns each")
+
+
+def tile_rows(wgs: int, wn: int = 1) -> int:
+    """A's rows in a block's tile: 64 for each warpgroup along A."""
+    return BM * (wgs // wn)
 
 
 def _kinds() -> dict:
@@ -168,9 +192,12 @@ def make_mainloop(
     b_parts: int = 1,
     step_fold=None,
     tile_m: int = 0,
+    wn: int = 1,
 ):
     """``mainloop(smem, base, pad, a32, asc, m, k, r0, rowmap, b32, bsc, n,
-    nseg, n0, tid, g)`` -> the accumulators of one ``64 WG x BN`` tile (or,
+    nseg, n0, tid, g)`` -> warpgroup ``g``'s accumulators of one ``64 WG /
+    WN x BN`` tile (``wn`` warpgroups along BN: its ``BN / WN`` columns
+    ``(BN / WN) (g % WN) ..``; or,
     ``tile_m = DECODE_M``, of the decode tile: warp 0's, the K slices of
     the four warps summed; the other warps' hold partial sums): the
     stages of A rows ``r0 ..`` (below ``m``) and B rows ``n0 ..`` (below
@@ -192,8 +219,10 @@ def make_mainloop(
     esize = ESIZE[dtype]
     bk = STAGE_KBYTES // esize
     split = tile_m == DECODE_M
-    if tile_m not in (0, BM * wgs, DECODE_M):
-        raise ValueError(f"an A tile of {tile_m} rows: {BM} a warpgroup, or {DECODE_M} (the decode tile)")
+    if tile_m not in (0, tile_rows(wgs, wn), DECODE_M):
+        raise ValueError(f"an A tile of {tile_m} rows: {BM} a warpgroup along A, or {DECODE_M} (the decode tile)")
+    if wn > 1 and (split or b_parts > 1):
+        raise ValueError("warpgroups along BN: not on the decode tile, nor on a B tile in parts (gate and up)")
     if split and (
         wgs != 1 or dtype == "s8" or not hasattr(form, "consume_split") or fold is not None or step_fold is not None
     ):
@@ -202,8 +231,10 @@ def make_mainloop(
         )
     if fault in SPLIT_FAULTS and not split:
         raise ValueError(f"fault {fault!r}: the {DECODE_M}-row decode tile's")
-    a_rows = tile_m or BM * wgs
+    a_rows = tile_m or tile_rows(wgs, wn)
     a_tile = a_rows * STAGE_KBYTES
+    bnw = bn // wn  # one warpgroup's columns
+    b_wg = bnw * STAGE_KBYTES  # and the bytes of its B rows in a stage
     stage = a_tile + bn * STAGE_KBYTES
     seg = bn // b_parts
     seg_bytes = seg * STAGE_KBYTES
@@ -231,10 +262,10 @@ def make_mainloop(
         def fold(total, stage, bsc, n, n0, kt):  # never called: the accumulators run over the whole K
             return stage
 
-    zeros = form.zeros(bn)
+    zeros = form.zeros(bnw)
     publish, settle = form.publish, form.settle
     consume_of = form.consume_split if split else form.consume
-    consume = consume_of(dtype, bn, a_tile, dropped=1 if fault == "short_k" else -1, swizzle=fault != UNSWIZZLED)
+    consume = consume_of(dtype, bnw, dropped=1 if fault == "short_k" else -1, swizzle=fault != UNSWIZZLED)
     reduce = make_reduce(bn, fault != "no_reduce") if split else _same3
     per_step = step_fold is not None
     if per_step and (per_stage or not hasattr(form, "consume_steps")):
@@ -246,8 +277,8 @@ def make_mainloop(
     # iteration (``ahead = False``) fetches and puts them in one (the
     # loads still issued together)
     side_ahead = per_step and getattr(step_fold, "ahead", True)
-    consume_steps = form.consume_steps(dtype, bn, a_tile, step_fold.fold(a_rows)) if per_step else None
-    tzeros = wg.zeros(bn) if per_step else zeros
+    consume_steps = form.consume_steps(dtype, bnw, step_fold.fold()) if per_step else None
+    tzeros = wg.zeros(bnw) if per_step else zeros
     in_flight = stages - 1 if fault == "no_wait" else stages - 2
     ahead = 1 if fault == "stage_order" else 0  # reads the slot of the stage after kt
 
@@ -291,6 +322,10 @@ def make_mainloop(
     @cuda.jit(device=True, inline="always")
     def mainloop(smem, base, pad, a32, asc, m, k, r0, rowmap, b32, bsc, n, nseg, n0, tid, g):
         nk = (k + bk - 1) // bk
+        gm = g // wn  # this warpgroup's place in the tile: rows 64 gm .., columns bnw gn ..
+        gn = g - gm * wn
+        a_at = gm * BM * STAGE_KBYTES  # its A rows' and B rows' bytes in a stage
+        b_at = a_tile + gn * b_wg
         smf = cuda.shared.array(0, float32)  # the same dynamic shared memory as float32: the scale tables
         for s in range(stages - 1):  # the prologue: stages 0 .. S - 2
             if s < nk:
@@ -326,11 +361,12 @@ def make_mainloop(
             ca.cp_async_commit()
             if per_stage:
                 acc = zeros()
+            at = base + pad + ((kt + ahead) % stages) * stage
             if per_step:
-                fx = (smf, pad + side_base + ((kt + ahead) % stages) * side_nb, BM * g)
-                total = consume_steps(base + pad + ((kt + ahead) % stages) * stage, g, total, fx, kt)
+                fx = (smf, pad + side_base + ((kt + ahead) % stages) * side_nb, BM * gm, a_rows + bnw * gn)
+                total = consume_steps(at + a_at, at + b_at, total, fx, kt)
             else:
-                acc = consume(base + pad + ((kt + ahead) % stages) * stage, g, acc)
+                acc = consume(at + a_at, at + b_at, acc)
             if nxt < nk:  # the transformed operands of stage nxt, loaded an iteration ago, while the tensor cores work
                 at = pad + (nxt % stages) * stage
                 if not copy_a:
@@ -351,7 +387,7 @@ def make_mainloop(
                     raw_s = fetch_side(asc, bsc, m, n, k, r0, n0, nxt + 1, tid)
             acc = settle(acc)
             if per_stage:
-                total = fold(total, acc, bsc, n, n0, kt)
+                total = fold(total, acc, bsc, n, n0 + gn * bnw, kt)
         ca.cp_async_wait_all()
         if per_step:
             return total
@@ -435,20 +471,36 @@ def a_per_word(dtype: str, a_kind: str) -> int:
 
 
 def make_kernel(
-    form, dtype: str, wgs: int, bn: int, stages: int, swap, b_kind, fault, stage_b, fold, a_kind="copy", step_fold=None
+    form,
+    dtype: str,
+    wgs: int,
+    bn: int,
+    stages: int,
+    swap,
+    b_kind,
+    fault,
+    stage_b,
+    fold,
+    a_kind="copy",
+    step_fold=None,
+    wn: int = 1,
 ):
     """``kernel(y, a32, b32, bsc, rs, cs, ts, asc, ts_a)`` on the ``form``
     (a module's :class:`Form`: how a stage is read), launched by
     :func:`make_launch`. See ``wgmma_async.make_kernel`` for the
     arguments; ``a_kind`` other than ``copy`` stages A through that
     stager (A's block scales ``asc``) as B's are, and the epilogue
-    multiplies by A's tensor scale ``ts_a[0]`` too."""
+    multiplies by A's tensor scale ``ts_a[0]`` too. ``wn`` of the ``wgs``
+    warpgroups lie along BN (see the module's geometry)."""
     threads = wg.WARPGROUP * wgs
-    a_rows = BM * wgs
-    mainloop = make_mainloop(form, dtype, wgs, bn, stages, b_kind, fault, stage_b, fold, a_kind, step_fold=step_fold)
+    a_rows = tile_rows(wgs, wn)
+    bnw = bn // wn
+    mainloop = make_mainloop(
+        form, dtype, wgs, bn, stages, b_kind, fault, stage_b, fold, a_kind, step_fold=step_fold, wn=wn
+    )
     k_per = a_per_word(dtype, a_kind)
     t_mul = form.t_mul(b_kind)
-    store = P.make_store(bn, swap)
+    store = P.make_store(bnw, swap)
 
     @L.jit_bounded(threads)
     def gemm_async(y, a32, b32, bsc, rs, cs, ts, asc, ts_a):
@@ -459,13 +511,15 @@ def make_kernel(
         base = wg.smem_addr(smem)
         pad = (sw.ATOM_BYTES - (base & (sw.ATOM_BYTES - 1))) & (sw.ATOM_BYTES - 1)
         tid = cuda.threadIdx.x
-        g = tid >> 7  # this thread's warpgroup: rows 64 g .. 64 g + 63 of the A tile
+        g = tid >> 7  # this thread's warpgroup: rows 64 (g // wn) .., columns bnw (g % wn) .. of the tile
         r0 = cuda.blockIdx.y * a_rows
         n0 = cuda.blockIdx.x * bn
         acc = mainloop(smem, base, pad, a32, asc, m, k, r0, rs, b32, bsc, n, n, n0, tid, g)
-        store(y, m, n, r0 + BM * g, n0, acc, rs, cs, ts[0] * ts_a[0] * t_mul)
+        gm = g // wn
+        store(y, m, n, r0 + BM * gm, n0 + (g - gm * wn) * bnw, acc, rs, cs, ts[0] * ts_a[0] * t_mul)
 
     gemm_async.geometry = (dtype, wgs, bn, stages, swap)
+    gemm_async.a_rows, gemm_async.wn, gemm_async.threads = a_rows, wn, threads
     gemm_async.side_bytes = stages * step_fold.side_bytes(a_rows, bn) if step_fold is not None else 0
     gemm_async.a_kind, gemm_async.b_kind = a_kind, b_kind
     gemm_async.per_stage = fold is not None
@@ -484,8 +538,8 @@ def make_launch(rows_a: int, rows_b: int, k: int, kern):
     if why:
         raise ValueError(f"{kern.form} GEMM: {why}")
     _dtype, wgs, bn, stages, _swap = kern.geometry
-    nbytes = L.check_shared(shared_bytes(wgs, bn, stages) + getattr(kern, "side_bytes", 0), hopper=True)
-    grid = L.check_grid((L.blocks_for(rows_b, bn), L.blocks_for(rows_a, BM * wgs)))
+    nbytes = L.check_shared(shared_bytes(wgs, bn, stages, kern.a_rows) + getattr(kern, "side_bytes", 0), hopper=True)
+    grid = L.check_grid((L.blocks_for(rows_b, bn), L.blocks_for(rows_a, kern.a_rows)))
     threads = L.check_block(wg.WARPGROUP * wgs, warps=True)
     opted: list = []
     none_sc, one = cuda.to_device(np.zeros((1, 1), np.uint8)), P.ones(1)

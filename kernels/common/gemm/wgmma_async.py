@@ -19,7 +19,7 @@ from .. import swizzle as sw
 from .. import wgmma as wg
 from .. import wgmma_gemm as P
 from . import pipeline as PL
-from .pipeline import CHUNKS, FAULTS, KSUB, STAGE_KBYTES, STEP, make_launch, shared_bytes  # noqa: F401
+from .pipeline import CHUNKS, FAULTS, KSUB, STAGE_KBYTES, STEP, make_launch, shared_bytes, tile_rows  # noqa: F401
 
 BM = wg.M
 DTYPES = ("bf16", "f16", "e4m3")
@@ -40,7 +40,10 @@ class Form:
         return np.float32(1.0 / float(P.E4M3_FOLD) if b_kind == "nvfp4_e4m3" else 1.0)
 
     @staticmethod
-    def consume(dtype: str, bn: int, a_tile: int, dropped: int, swizzle: bool = True):
+    def consume(dtype: str, bn: int, dropped: int, swizzle: bool = True):
+        """``consume(at_a, at_b, acc)``: the stage's K on this warpgroup's 64
+        rows of A (at byte ``at_a`` of the shared window) and ``bn`` rows of
+        B (at ``at_b``)."""
         if not swizzle:
             raise ValueError("wgmma reads its stages through 128-byte-swizzle descriptors")
         mma = wg.op(dtype, bn)
@@ -56,12 +59,12 @@ class Form:
                 return mma(da, db, acc, 1, 1, 1, 0, 0)
 
         @cuda.jit(device=True, inline="always")
-        def consume(at, g, acc):
+        def consume(at_a, at_b, acc):
             wg.wgmma_fence()
             for j in range(KSUB):
                 if j != dropped:
-                    da = wg.make_desc(at + g * BM * STAGE_KBYTES + j * STEP, 16, sw.SBO, wg.SWIZZLE_128B)
-                    db = wg.make_desc(at + a_tile + j * STEP, 16, sw.SBO, wg.SWIZZLE_128B)
+                    da = wg.make_desc(at_a + j * STEP, 16, sw.SBO, wg.SWIZZLE_128B)
+                    db = wg.make_desc(at_b + j * STEP, 16, sw.SBO, wg.SWIZZLE_128B)
                     acc = step(da, db, acc)
             wg.wgmma_commit_group()
             return acc
@@ -76,10 +79,18 @@ class Form:
 
 @lru_cache(maxsize=None)
 def kernel(
-    dtype: str, wgs: int, bn: int, stages: int, swap: bool = False, b_kind: str = "copy", fault: str = "", a_kind="copy"
+    dtype: str,
+    wgs: int,
+    bn: int,
+    stages: int,
+    swap: bool = False,
+    b_kind: str = "copy",
+    fault: str = "",
+    a_kind="copy",
+    wn: int = 1,
 ):
     """:func:`make_kernel`, compiled once per geometry."""
-    return make_kernel(dtype, wgs, bn, stages, swap, b_kind, fault, a_kind=a_kind)
+    return make_kernel(dtype, wgs, bn, stages, swap, b_kind, fault, a_kind=a_kind, wn=wn)
 
 
 def make_kernel(
@@ -93,6 +104,7 @@ def make_kernel(
     stage_b=None,
     fold=None,
     a_kind: str = "copy",
+    wn: int = 1,
 ):
     """``kernel(y, a32, b32, bsc, rs, cs, ts, asc, ts_a)``, launched by
     :func:`make_launch`. With ``b_kind`` other than ``copy``, B goes
@@ -111,10 +123,14 @@ def make_kernel(
     for; the epilogue then stores ``total``. The FP8 arm folds with each
     column's group scale (a stage is one scale group), as DeepGEMM
     promotes its FP8 sums to FP32 CUDA-core registers: the tensor cores'
-    FP8 accumulator is narrower than FP32."""
-    PL.check(dtype, bn, stages, b_kind, fault, DTYPES, a_kind)
-    wg.check_shape(dtype, bn)
-    return PL.make_kernel(Form, dtype, wgs, bn, stages, swap, b_kind, fault, stage_b, fold, a_kind)
+    FP8 accumulator is narrower than FP32.
+
+    ``wn`` of the ``wgs`` warpgroups lie along BN (``pipeline``'s
+    geometry): ``wgs = wn = 2`` is one 64-row tile on two consumer
+    warpgroups, each issuing m64 x ``BN / 2`` instructions on its half."""
+    PL.check(dtype, bn, stages, b_kind, fault, DTYPES, a_kind, wgs, wn)
+    wg.check_shape(dtype, bn // wn)
+    return PL.make_kernel(Form, dtype, wgs, bn, stages, swap, b_kind, fault, stage_b, fold, a_kind, wn=wn)
 
 
 def unscaled(run, rows_a: int, rows_b: int):
@@ -137,10 +153,10 @@ def kernel_for(tile: dict, stages: int, form: str):
     from . import mma_sync
 
     geo = (tile["dtype"], tile["wgs"], tile["bn"])
-    swap, b_kind = tile.get("swap", False), tile.get("b_kind", "copy")
+    swap, b_kind, wn = tile.get("swap", False), tile.get("b_kind", "copy"), tile.get("wn", 1)
     if tc.check_form(form) == tc.WGMMA:
-        return kernel(*geo, stages, swap, b_kind=b_kind)
-    return mma_sync.kernel(*geo, mma_sync.STAGES, swap, b_kind)
+        return kernel(*geo, stages, swap, b_kind=b_kind, wn=wn)
+    return mma_sync.kernel(*geo, mma_sync.STAGES, swap, b_kind, wn=wn)
 
 
 def token_tile_build(name: str, tile: dict):

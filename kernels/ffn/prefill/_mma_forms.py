@@ -6,8 +6,8 @@ They run on the mma.sync mainloop (``common/gemm/mma_sync.py``): the
 wgmma kernels' stagers (int4 -> bf16, NVFP4 -> bf16, exact or rounded once
 as there) into the same 128-byte-swizzled stages of 64 k, three in flight,
 each warp its 16 rows of the tile as ``BN / 8`` ``mma.sync`` m16n8k16 bf16
-per k16 from ``ldmatrix``, f32 accumulators, fp16 out. The tiles are the arm's own (v1: one
-warpgroup's 64 rows x 128 columns; v2: 128 x 64). The arithmetic is the
+per k16 from ``ldmatrix``, f32 accumulators, fp16 out. The tiles are the arm's own (v1: 64
+rows x 128 columns, two warpgroups on its column halves; v2: 128 x 64). The arithmetic is the
 wgmma form's: products exact, sums in f32 (in another order), one rounding
 to fp16.
 
@@ -27,15 +27,15 @@ from ...common.gemm import mma_sync as G
 FORM = "mma.sync"
 
 
-def kernel(b_kind: str, wgs: int, bn: int):
-    return G.kernel("bf16", wgs, bn, b_kind=b_kind)
+def kernel(b_kind: str, wgs: int, bn: int, wn: int = 1):
+    return G.kernel("bf16", wgs, bn, b_kind=b_kind, wn=wn)
 
 
-def build_bf16(shape, wgs: int, bn: int, kern=None):
+def build_bf16(shape, wgs: int, bn: int, kern=None, wn: int = 1):
     """``bf16_v1`` / ``bf16_v2`` on mma.sync: bf16 activations, int4
     weights (fp16 scales per 128) to bf16 as staged."""
     m, n, k = shape["m"], shape["n"], shape["k"]
-    run = G.make_launch(m, n, k, kern or kernel("int4_bf16", wgs, bn))  # refuses k % 16 != 0
+    run = G.make_launch(m, n, k, kern or kernel("int4_bf16", wgs, bn, wn))  # refuses k % 16 != 0
     rs, cs, ts = P.ones(m), P.ones(n), P.ones(1)
 
     def launch(bufs):

@@ -6,10 +6,11 @@ asynchronous mainloop (``common/gemm/wgmma_async.py``). ``a`` is bf16
 stored (``common/int4``), dequantised to bf16 in registers while they are
 staged; ``c`` fp16, rounded once from f32.
 
-A block is ``WGS`` warpgroups (128 threads each) and owns ``64 WGS`` rows by
-``BN`` columns; warpgroup ``g`` multiplies rows ``64 g .. 64 g + 63`` of the
-staged A tile by the whole staged B tile. v1: one warpgroup, 64 x 128
-tiles. v2: two warpgroups, 128 x 64 tiles (the 128-row tile the engine's v2
+A block is ``WGS`` warpgroups (128 threads each), ``WN`` of them along the
+columns (``common/gemm/pipeline.py``'s geometry), and owns ``64 WGS / WN``
+rows by ``BN`` columns. v1: 64 x 128 tiles (the engine's M64 tiling), two
+warpgroups on the column halves, each a wgmma m64n64k16 on the shared A
+tile. v2: two warpgroups, 128 x 64 tiles (the 128-row tile the engine's v2
 prefers: each staged weight tile feeds twice the rows). K goes by in stages
 of 64 (128 bytes of bf16, one 128-byte swizzle atom), ``STAGES`` of them in
 dynamic shared memory (97 KiB for either tile)::
@@ -41,25 +42,24 @@ from ...common.gemm import wgmma_async as G
 STAGES = 4
 
 
-def shared_bytes(wgs: int, bn: int) -> int:
-    return G.shared_bytes(wgs, bn, STAGES)
+def shared_bytes(wgs: int, bn: int, wn: int = 1) -> int:
+    return G.shared_bytes(wgs, bn, STAGES, G.tile_rows(wgs, wn))
 
 
-def make_gemm(wgs: int, bn: int, group_shift: int = 7, fault: str = ""):
+def make_gemm(wgs: int, bn: int, group_shift: int = 7, fault: str = "", wn: int = 1):
     """Compile the kernel ``(c, a32, qweight, scales, rs, cs, ts)`` for
-    ``64 wgs x bn`` tiles; ``group_shift`` (a wrong scale group) and
+    ``64 wgs / wn x bn`` tiles; ``group_shift`` (a wrong scale group) and
     ``fault`` (``wgmma_async.FAULTS``) exist for the tests' broken variants."""
-    threads = wg.WARPGROUP * wgs
-    stage_b = P.stager("int4_bf16", threads, group_shift=group_shift)
-    kern = G.make_kernel("bf16", wgs, bn, STAGES, b_kind="int4_bf16", fault=fault, stage_b=stage_b)
-    kern.tile, kern.threads = (wg.M * wgs, bn), threads
+    stage_b = P.stager("int4_bf16", wg.WARPGROUP * wgs, group_shift=group_shift)
+    kern = G.make_kernel("bf16", wgs, bn, STAGES, b_kind="int4_bf16", fault=fault, stage_b=stage_b, wn=wn)
+    kern.tile = (kern.a_rows, bn)
     return kern
 
 
 @lru_cache(maxsize=None)
-def kernel(wgs: int, bn: int):
-    kern = G.kernel("bf16", wgs, bn, STAGES, b_kind="int4_bf16")
-    kern.tile, kern.threads = (wg.M * wgs, bn), wg.WARPGROUP * wgs
+def kernel(wgs: int, bn: int, wn: int = 1):
+    kern = G.kernel("bf16", wgs, bn, STAGES, b_kind="int4_bf16", wn=wn)
+    kern.tile = (kern.a_rows, bn)
     return kern
 
 
@@ -69,12 +69,12 @@ def supports(k: int) -> str:
     return ""
 
 
-def build_with(shape, wgs: int, bn: int, kern=None):
+def build_with(shape, wgs: int, bn: int, kern=None, wn: int = 1):
     why = supports(shape["k"])
     if why:
         raise ValueError(f"bf16 wgmma GEMM: {why}")
     m, n, k = shape["m"], shape["n"], shape["k"]
-    run = G.unscaled(G.make_launch(m, n, k, kern or kernel(wgs, bn)), m, n)
+    run = G.unscaled(G.make_launch(m, n, k, kern or kernel(wgs, bn, wn)), m, n)
 
     def launch(bufs):
         run(bufs["c"], bufs["a_bf16"].view(np.uint32), bufs["qweight"], bufs["scales"])

@@ -6,7 +6,8 @@ cores::
 
     c[r, n] = fp16( sa[r] * sum_g  scale[n, g] * (sum_{k in g} aq[r, k] (q[n, k] - 8)) )
 
-One warpgroup per 64 x ``BN`` tile of ``c`` (the engine's M64 tiles), on the
+Two warpgroups per 64 x ``BN`` tile of ``c`` (the engine's M64 tiles), one
+on each column half (wgmma m64n64k32 on the shared A tile), on the
 project's asynchronous mainloop (``common/gemm/wgmma_async.py``): K goes by
 in stages of 128 inputs (128 bytes of E4M3, one 128-byte swizzle atom, and
 exactly one scale group), ``STAGES`` of them in dynamic shared memory. The
@@ -40,13 +41,14 @@ from ...common import wgmma_gemm as P
 from ...common.gemm import wgmma_async as G
 
 BN = 128
-THREADS = wg.WARPGROUP
+WGS = WN = 2  # warpgroups a block, both along the tile's columns (``common/gemm/pipeline.py``)
+THREADS = wg.WARPGROUP * WGS
 STAGES = 4
 assert G.STAGE_KBYTES == int4.GROUP  # one stage of E4M3 is one scale group: the fold's g is the stage
 
 
 def shared_bytes(bn: int) -> int:
-    return G.shared_bytes(1, bn, STAGES)
+    return G.shared_bytes(WGS, bn, STAGES, G.tile_rows(WGS, WN))
 
 
 @cuda.jit(device=True, inline="always")
@@ -68,7 +70,7 @@ def make_gemm(bn: int = BN, fault: str = ""):
     """Compile the kernel ``(c, aq32, qweight, scales, sa, ones_n, ones_1)``;
     ``fault`` (``wgmma_async.FAULTS``, tests only) plants a bug the check
     must see."""
-    kern = G.make_kernel("e4m3", 1, bn, STAGES, b_kind="int4_e4m3", fault=fault, fold=fold)
+    kern = G.make_kernel("e4m3", WGS, bn, STAGES, b_kind="int4_e4m3", fault=fault, fold=fold, wn=WN)
     kern.tile_n = bn
     return kern
 

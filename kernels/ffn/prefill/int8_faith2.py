@@ -1,10 +1,10 @@
 """int8 faith2: the int8 arm's first tiling. Activations requantised to int8
 per row (``common.rowquant``), then the s8 GEMM on the project's mma.sync
-mainloop (``common/gemm/mma_sync.py``): one warpgroup per 64 x 64 tile,
-both int8 operands copied by ``cp.async`` into 128-byte-swizzled stages of
-128 k (three in flight, 49 KiB), read by ``ldmatrix`` into
-``mma.sync.m16n8k32`` s8 with s32 accumulators, and the epilogue
-``c = fp16((acc * sa[row]) * sw[col])``.
+mainloop (``common/gemm/mma_sync.py``): 64 x 64 tiles, two warpgroups a
+tile (one a column half, 16 x 32 of it a warp), both int8 operands copied
+by ``cp.async`` into 128-byte-swizzled stages of 128 k (three in flight,
+49 KiB), read by ``ldmatrix`` into ``mma.sync.m16n8k32`` s8 with s32
+accumulators, and the epilogue ``c = fp16((acc * sa[row]) * sw[col])``.
 
 Integer sums are exact and the products of 127 x 127 over any real ``k``
 stay far inside s32 (12288 x 16129 < 2^28), so every tiling and K order
@@ -16,19 +16,19 @@ from __future__ import annotations
 
 from ...common import rowquant as _rowquant
 
-WGS, BN = 1, 64
+WGS, BN, WN = 2, 64, 2  # two warpgroups, both along the 64 columns
 
 
-def kernel(wgs: int, bn: int, fault: str = ""):
+def kernel(wgs: int, bn: int, fault: str = "", wn: int = 1):
     from ...common.gemm import mma_sync as MS
 
-    return MS.make_kernel("s8", wgs, bn, fault=fault) if fault else MS.kernel("s8", wgs, bn)
+    return MS.make_kernel("s8", wgs, bn, fault=fault, wn=wn) if fault else MS.kernel("s8", wgs, bn, wn=wn)
 
 
-def build_with(shape, wgs: int, bn: int, fault: str = ""):
-    """The requantisation and the GEMM on ``wgs`` warpgroups x ``bn``
-    columns; ``fault`` (the mainloop's ``FAULTS``, tests only) plants a
-    bug the check must see."""
+def build_with(shape, wgs: int, bn: int, fault: str = "", wn: int = 1):
+    """The requantisation and the GEMM on ``wgs`` warpgroups (``wn`` of
+    them along the columns) x ``bn`` columns; ``fault`` (the mainloop's
+    ``FAULTS``, tests only) plants a bug the check must see."""
     import numpy as np
     from numba import cuda
 
@@ -37,7 +37,7 @@ def build_with(shape, wgs: int, bn: int, fault: str = ""):
 
     m, n, k = shape["m"], shape["n"], shape["k"]
     requant = _rowquant.launcher("int8")
-    gemm = MS.make_launch(m, n, k, kernel(wgs, bn, fault))  # refuses k % 16 != 0
+    gemm = MS.make_launch(m, n, k, kernel(wgs, bn, fault, wn))  # refuses k % 16 != 0
     aq = cuda.device_array((m, k), dtype=np.int8)
     sa = cuda.device_array(m, dtype=np.float32)
     ts = P.ones(1)
@@ -54,4 +54,4 @@ def build_with(shape, wgs: int, bn: int, fault: str = ""):
 
 
 def build(shape):
-    return build_with(shape, WGS, BN)
+    return build_with(shape, WGS, BN, wn=WN)

@@ -23,7 +23,7 @@ whose scales differ, so both operands are staged with each block's 16
 doubled values in the lower half of a 32-byte K step and zeros in the
 upper (half of each MMA multiplies zeros: the price of 16-wide scales on a
 32-wide integer MMA), and each step's s32 sums are folded into f32 with its
-block's two scales. One warpgroup per 64 x 64 tile, both operands decoded
+block's two scales. Two warpgroups per 64 x 64 tile (one a column half), both operands decoded
 from their packed codes by the stager into 128-byte-swizzled stages (four
 blocks each), three in flight (49 KiB), read by ``ldmatrix``. Rows past
 ``m``, columns past ``n`` and blocks past ``k`` are staged as zeros and not
@@ -43,7 +43,8 @@ from ...common.gemm import mma_sync as MS
 from ...common.gemm import mmq
 
 BN = 64
-THREADS = 128
+WGS = WN = 2  # warpgroups a block, both along the tile's columns (``common/gemm/pipeline.py``)
+THREADS = 128 * WGS
 BLOCK = bits.NVFP4_BLOCK  # 16
 DOUBLED_VALUES = mmq.DOUBLED_VALUES
 
@@ -57,8 +58,9 @@ def make_nvfp4_mmq(HALVES: int = 2, SCALE_PER_32: bool = False):
     stage_b = mmq.stager(THREADS, drop_odd=True) if HALVES == 1 else None
     return MS.make_kernel(
         "s8",
-        1,
+        WGS,
         BN,
+        wn=WN,
         a_kind=mmq.KIND,
         b_kind=mmq.KIND,
         stage_b=stage_b,

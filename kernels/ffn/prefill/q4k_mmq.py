@@ -10,7 +10,7 @@ with ``dot`` the exact integer dot product of the int8 activations and the
 4-bit values (0..15), on ``mma.sync.aligned.m16n8k32`` s8 (``common/mma``).
 
 Tiles: the project's mma.sync mainloop (``common/gemm/mma_sync.py``) with
-the MMQ plug-ins (``common/gemm/mmq.py``): one warpgroup per 64 x 64 tile;
+the MMQ plug-ins (``common/gemm/mmq.py``): two warpgroups per 64 x 64 tile (one a column half);
 the int8 activations copied by ``cp.async``, the weights' 4-bit values
 unpacked to bytes in value order by the Q4_K stager, into
 128-byte-swizzled stages of 128 values (four sub-blocks, half a
@@ -36,7 +36,8 @@ from ...common.gemm import mmq
 from . import q8_blocks
 
 BN = 64
-THREADS = 128
+WGS = WN = 2  # warpgroups a block, both along the tile's columns (``common/gemm/pipeline.py``)
+THREADS = 128 * WGS
 QK = q4k.QK_K
 SUBS = QK // q4k.SUB  # 8 sub-blocks of 32
 
@@ -46,7 +47,7 @@ def make_q4k_mmq(SUBS_USED: int = SUBS):
     ones_m, ones_n, one, ds8, one)``). ``SUBS_USED`` (tests only): below 8
     the last sub-blocks of every super-block are skipped, a broken variant
     the check must reject."""
-    return MS.make_kernel("s8", 1, BN, b_kind=mmq.Q4K, step_fold=mmq.make_q4k_fold(SUBS_USED))
+    return MS.make_kernel("s8", WGS, BN, b_kind=mmq.Q4K, step_fold=mmq.make_q4k_fold(SUBS_USED), wn=WN)
 
 
 @lru_cache(maxsize=None)

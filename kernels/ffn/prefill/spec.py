@@ -269,7 +269,8 @@ VARIANTS = {
     ),
     "bf16_v1": Variant(
         "bf16_v1",
-        "int4 -> bf16 in registers, bf16 activations, wgmma m64n128k16, 64x128 tiles",
+        "int4 -> bf16 in registers, bf16 activations, 64x128 tiles: two warpgroups on its column halves, "
+        "wgmma m64n64k16",
         bf16_v1.build,
         tolerance=TOLERANCES["bf16_v1"],
         traffic=_traffic(formats.w4a16_bytes),
@@ -287,7 +288,8 @@ VARIANTS = {
     ),
     "fp8_m64": Variant(
         "fp8_m64",
-        "E4M3 quant per token, then wgmma m64n128k32 e4m3 on q - 8, group scales per stage",
+        "E4M3 quant per token, then 64x128 tiles on two warpgroups (wgmma m64n64k32 e4m3) on q - 8, "
+        "group scales per stage",
         fp8_m64.build,
         tolerance=TOLERANCES["fp8_m64"],
         traffic=_traffic(formats.w4a16_bytes, lambda k: k + 4),
@@ -307,7 +309,8 @@ VARIANTS = {
     ),
     "w4a4": Variant(
         "w4a4",
-        "NVFP4 weights, activations to NVFP4 per GEMM, both decoded exactly to bf16 while staged, wgmma m64n128k16",
+        "NVFP4 weights, activations to NVFP4 per GEMM, both decoded exactly to bf16 while staged, 64x128 tiles on two "
+        "warpgroups (wgmma m64n64k16)",
         w4a4.build,
         tolerance=TOLERANCES["w4a4"],
         traffic=_traffic(formats.nvfp4_bytes, lambda k: k // 2 + k // 16 + 4),

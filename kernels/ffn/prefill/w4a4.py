@@ -6,10 +6,11 @@ sm_90 has no FP4 tensor cores, so both operands are decoded while they are
 staged, exactly: an E2M1 value (two significant bits) times its E4M3 block
 scale (four) has at most six significant bits and lies within 2^-10 ..
 2688, so it is a bf16 value; the GEMM is then a bf16 one on the project's
-mainloop (``common/gemm/``): one warpgroup per 64 x 128 tile, both
-operands through the ``nvfp4_bf16`` stager into 128-byte-swizzled stages
-of 64 k (four in flight on wgmma, 97 KiB; three on mma.sync, 73 KiB),
-wgmma m64n128k16 bf16 or ``mma.sync`` m16n8k16 bf16 from ``ldmatrix``, f32
+mainloop (``common/gemm/``): 64 x 128 tiles, two warpgroups a tile (one a
+column half), both operands through the ``nvfp4_bf16`` stager into
+128-byte-swizzled stages of 64 k (four in flight on wgmma, 97 KiB; three on
+mma.sync, 73 KiB), wgmma m64n64k16 bf16 or ``mma.sync`` m16n8k16 bf16 from
+``ldmatrix``, f32
 accumulators (products exact, sums f32), and the two tensor scales
 multiply the result once, at the store::
 
@@ -33,6 +34,7 @@ from ...common.gemm import mma_sync as MS
 from ...common.gemm import wgmma_async as G
 
 BN = 128
+WGS = WN = 2  # warpgroups a block, both along the tile's columns (``common/gemm/pipeline.py``)
 STAGES = 4  # wgmma; mma.sync takes mma_sync.STAGES
 KIND = "nvfp4_bf16"  # both operands: E2M1 x E4M3 block scale, exact in bf16
 
@@ -42,9 +44,9 @@ def make_gemm(form: str = tc.WGMMA, bn: int = BN, fault: str = ""):
     ones_n, ts_w, sa, ts_a)``) on ``form``; ``fault`` (the mainloop's
     ``FAULTS``, tests only) plants a bug the check must see."""
     if tc.check_form(form) == tc.WGMMA:
-        kern = G.make_kernel("bf16", 1, bn, STAGES, b_kind=KIND, a_kind=KIND, fault=fault)
+        kern = G.make_kernel("bf16", WGS, bn, STAGES, b_kind=KIND, a_kind=KIND, fault=fault, wn=WN)
     else:
-        kern = MS.make_kernel("bf16", 1, bn, b_kind=KIND, a_kind=KIND, fault=fault)
+        kern = MS.make_kernel("bf16", WGS, bn, b_kind=KIND, a_kind=KIND, fault=fault, wn=WN)
     kern.tile_n = bn
     return kern
 

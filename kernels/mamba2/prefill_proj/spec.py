@@ -138,7 +138,7 @@ PATH = declared_path(
         "w4a4": Variant(
             "w4a4",
             "ffn_prefill's W4A4 GEMM: activations to NVFP4 per GEMM, NVFP4 weights, both "
-            "decoded exactly to bf16 while staged, wgmma m64n128k16",
+            "decoded exactly to bf16 while staged, 64x128 tiles on two warpgroups (wgmma m64n64k16)",
             w4a4.build,
             tolerance=FFN_TOLERANCES["w4a4"],
             traffic=_proj_traffic(formats.nvfp4_bytes, lambda k: k // 2 + k // 16 + 4),

@@ -16,11 +16,14 @@ forms.
 activations are fp16 in this project's W4A16 layout, so the MMA is the
 f16 form (inputs fp16, accumulators f32) on both.
 
-Tiling: one warpgroup (128 threads) per block and per 64 x ``BN`` tile of
-``c`` (:data:`TILE_N`: ``BN`` = 64 for ``small_m``, where m is small and
-the weight stream is the cost, so narrow tiles give more blocks along N;
-128 for ``default_tiles``, where each staged A tile then feeds twice the
-columns), ``blockIdx.x`` along N, ``blockIdx.y`` along M. K goes by in
+Tiling: one block per 64 x ``BN`` tile of ``c`` (:data:`TILE_N`: ``BN`` =
+64 for ``small_m``, where m is small and the weight stream is the cost, so
+narrow tiles give more blocks along N; 128 for ``default_tiles``, where
+each staged A tile then feeds twice the columns), ``blockIdx.x`` along N,
+``blockIdx.y`` along M; two warpgroups (256 threads) a block, one on each
+column half of the tile (``common/gemm/pipeline.py``'s geometry), both
+staging every stage: each thread dequantises half the weights one
+warpgroup would and holds half its accumulators. K goes by in
 stages of 64 (128 bytes of fp16: one 128-byte swizzle atom wide), several
 in dynamic shared memory::
 
@@ -36,21 +39,21 @@ in dynamic shared memory::
 and each stage is read by the form's instructions:
 
     form       stages  shared (BN 64 / 128)  per stage of 64 k
-    wgmma      4       65 / 97 KiB           4 x wgmma m64nBNk16 through mode-1
-                                             (128-byte swizzle) descriptors,
-                                             the accumulators tied to the wait
-    mma.sync   3       49 / 73 KiB           per warp (16 of the 64 rows) and k16:
-                                             1 ldmatrix.x4 of A, BN/16 of B,
-                                             BN/8 mma.sync m16n8k16
+    wgmma      4       65 / 97 KiB           a warpgroup: 4 x wgmma m64n(BN/2)k16
+                                             through mode-1 (128-byte swizzle)
+                                             descriptors, the accumulators tied
+                                             to the wait
+    mma.sync   3       49 / 73 KiB           per warp (16 of the 64 rows, its
+                                             warpgroup's BN/2 columns) and k16:
+                                             1 ldmatrix.x4 of A, BN/32 of B,
+                                             BN/16 mma.sync m16n8k16
 
 (a stage is ``(64 + BN) x 128`` bytes, and 1 KiB aligns the first; the
 mma.sync form stays within the 99 KiB sm_86 and sm_89 let a block opt in
-to, ``mma_sync.MAX_SHARED``). Each form keeps ``BN / 2`` f32 accumulators
-a thread (32 or 64) in wgmma's layout, and the epilogue rounds each once
-to fp16 (its scales are ones: multiplying by 1.0 is exact). ptxas 13.0
-gives the mma.sync kernels 122 (BN 64) and 162 (BN 128) registers a
-thread for sm_90 (119 and 160 for sm_86), no spills; on sm_86 and sm_89,
-100 KiB of shared memory an SM, the stages then allow two BN 64 blocks
+to, ``mma_sync.MAX_SHARED``). Each form keeps ``BN / 4`` f32 accumulators
+a thread (16 or 32) in wgmma's layout, and the epilogue rounds each once
+to fp16 (its scales are ones: multiplying by 1.0 is exact). On sm_86 and
+sm_89, 100 KiB of shared memory an SM, the stages allow two BN 64 blocks
 or one BN 128 block an SM. Scale groups
 are 128 wide and stages 64, so a word never straddles a group. The
 dequantisation is the only rounding the FMA GEMM (``gemm_tiled``) does
@@ -81,19 +84,20 @@ from ...common.gemm import wgmma_async as G
 
 TC_DTYPE = "f16"
 KINDS = ("small_m", "default")
-THREADS = wg.WARPGROUP
+WGS = WN = 2  # warpgroups a block, both along the tile's columns (``common/gemm/pipeline.py``)
+THREADS = wg.WARPGROUP * WGS
 TILE_N = {"small_m": 64, "default": 128}  # BN of each variant, on either form
 STAGES = {tc.WGMMA: 4, tc.MMA_SYNC: MS.STAGES}
 
 
 def _tile(bn: int) -> dict:
-    return dict(dtype="f16", wgs=1, bn=bn, b_kind="int4_f16")
+    return dict(dtype="f16", wgs=WGS, bn=bn, b_kind="int4_f16", wn=WN)
 
 
 def shared_bytes(bn: int, form: str) -> int:
     """Dynamic shared memory of a block on ``form``: its stages of A and B,
     and 1 KiB to align them."""
-    return G.shared_bytes(1, bn, STAGES[tc.check_form(form)])
+    return G.shared_bytes(WGS, bn, STAGES[tc.check_form(form)], G.tile_rows(WGS, WN))
 
 
 def kernel(bn: int, form: str):
@@ -110,7 +114,7 @@ def make_kernel(bn: int, form: str, group_shift: int = 7, fault: str = ""):
     ``pipeline.FAULTS``): for the tests' broken variants."""
     stage_b = P.stager("int4_f16", THREADS, group_shift=group_shift)
     make = G.make_kernel if tc.check_form(form) == tc.WGMMA else MS.make_kernel
-    return make("f16", 1, bn, STAGES[form], b_kind="int4_f16", fault=fault, stage_b=stage_b)
+    return make("f16", WGS, bn, STAGES[form], b_kind="int4_f16", fault=fault, stage_b=stage_b, wn=WN)
 
 
 def supports(m: int, n: int, k: int) -> str:

@@ -20,8 +20,8 @@ from tc_claims import check_claims
 
 # job -> (variant module whose TILE it is, under leverctl_kernels.attention; the wgmma instruction its PTX must hold)
 GEMMS = {
-    "proj_bf16_tc": ("proj_bf16_tc.bf16_tc", "m64n128k16.f32.bf16.bf16"),
-    "proj_fp8_e4m3": ("proj_bf16_tc.fp8_e4m3", "m64n128k32.f32.e4m3.e4m3"),
+    "proj_bf16_tc": ("proj_bf16_tc.bf16_tc", "m64n64k16.f32.bf16.bf16"),  # 64 x 128 tiles, two warpgroups
+    "proj_fp8_e4m3": ("proj_bf16_tc.fp8_e4m3", "m64n64k32.f32.e4m3.e4m3"),
     "proj_bf16_n128": ("proj_bf16_tc_w4a16.bf16_n128", "m64n128k16.f32.bf16.bf16"),
     "proj_fp8_m16": ("proj_fp8.m16", "m64n16k32.f32.e4m3.e4m3"),
     "proj_fp8_m32": ("proj_fp8.m32", "m64n32k32.f32.e4m3.e4m3"),

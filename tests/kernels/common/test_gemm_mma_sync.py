@@ -32,6 +32,8 @@ def _operands(dtype: str, rows: int, k: int, rng):
 
 
 def _run(dtype, m, n, k, wgs, bn, stages, swap=False, fault="", seed=0):
+    """``wgs``: the warpgroups, or ``(warpgroups, of them along BN)``."""
+    wgs, wn = wgs if isinstance(wgs, tuple) else (wgs, 1)
     rng = np.random.default_rng(seed)
     a32, a = _operands(dtype, m, k, rng)
     b32, b = _operands(dtype, n, k, rng)
@@ -43,7 +45,7 @@ def _run(dtype, m, n, k, wgs, bn, stages, swap=False, fault="", seed=0):
         exact = exact.astype(np.float32).astype(np.float64)
     ref = exact * rs[:, None] * cs[None, :] * 0.75
     y = cuda.to_device(np.full((n, m) if swap else (m, n), np.nan, np.float32))
-    kern = MS.make_kernel(dtype, wgs, bn, stages, swap, fault=fault)
+    kern = MS.make_kernel(dtype, wgs, bn, stages, swap, fault=fault, wn=wn)
     launch = MS.make_launch(m, n, k, kern)
     args = [cuda.to_device(x) for x in (a32, b32, np.zeros((1, 1), np.uint8), rs, cs, ts)]
     launch(y, *args)
@@ -56,10 +58,11 @@ def _err(got, ref) -> float:
 
 
 CASES = [
-    # dtype, m, n, k, wgs, bn, stages, swap
+    # dtype, m, n, k, wgs (or (wgs, along BN)), bn, stages, swap
     ("bf16", 70, 24, 208, 1, 32, 3, False),  # k: 3 stages of 64 and a quarter; rows past 64
     ("f16", 129, 19, 48, 2, 16, 2, True),  # k below one stage; two warpgroups, rows past 128, swapped
     ("s8", 37, 40, 272, 1, 48, 4, False),  # k = 272: two stages of 128 and a half-instruction of 16
+    ("bf16", 66, 70, 80, (2, 2), 64, 2, False),  # two warpgroups on one 64-row tile's column halves
 ]
 
 

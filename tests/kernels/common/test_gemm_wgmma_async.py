@@ -29,6 +29,8 @@ def _operands(dtype: str, rows: int, k: int, rng):
 
 
 def _run(dtype, m, n, k, wgs, bn, stages, swap=False, fault="", seed=0):
+    """``wgs``: the warpgroups, or ``(warpgroups, of them along BN)``."""
+    wgs, wn = wgs if isinstance(wgs, tuple) else (wgs, 1)
     rng = np.random.default_rng(seed)
     a32, a = _operands(dtype, m, k, rng)
     b32, b = _operands(dtype, n, k, rng)
@@ -37,7 +39,7 @@ def _run(dtype, m, n, k, wgs, bn, stages, swap=False, fault="", seed=0):
     ts = np.array([0.75], np.float32)
     ref = (a @ b.T) * rs[:, None] * cs[None, :] * 0.75
     y = cuda.to_device(np.full((n, m) if swap else (m, n), np.nan, np.float32))
-    kern = G.kernel(dtype, wgs, bn, stages, swap, fault=fault)
+    kern = G.kernel(dtype, wgs, bn, stages, swap, fault=fault, wn=wn)
     launch = G.make_launch(m, n, k, kern)
     args = [cuda.to_device(x) for x in (a32, b32, np.zeros((1, 1), np.uint8), rs, cs, ts)]
     launch(y, *args)
@@ -50,10 +52,10 @@ def _err(got, ref) -> float:
 
 
 CASES = [
-    # dtype, m, n, k, wgs, bn, stages, swap
+    # dtype, m, n, k, wgs (or (wgs, along BN)), bn, stages, swap
     ("bf16", 70, 24, 208, 1, 32, 3, False),  # k: 3 stages of 64 and a quarter; rows past 64
     ("bf16", 129, 24, 48, 2, 24, 2, False),  # k below one stage; two warpgroups, rows past 128
-    ("bf16", 64, 136, 320, 1, 128, 4, False),
+    ("bf16", 64, 136, 320, (2, 2), 128, 4, False),  # two warpgroups on one 64-row tile's column halves
     ("e4m3", 37, 19, 272, 1, 16, 3, True),  # the FP8 projection's m16 token tile, swapped
     ("e4m3", 100, 33, 48, 1, 32, 4, True),  # k = 48: below one instruction's 32 twice over
 ]

@@ -271,7 +271,8 @@ def test_a_broken_int8_gemm_fails_the_bench_check_its_arithmetic_and_bitwise_equ
     from leverctl_kernels.ffn.prefill import int8_faith2
 
     shape = next(s for s in _path().shapes("smoke", None) if s.label == SMOKE[0])
-    broken = int8_faith2.build_with(shape, 1, 64, fault="stage_order")  # each stage reads the next one's slot
+    # each stage reads the next one's slot
+    broken = int8_faith2.build_with(shape, int8_faith2.WGS, 64, fault="stage_order", wn=int8_faith2.WN)
     fig, c, inputs, _ = _run("int8_faith2", shape, broken)
     assert not fig.passed, fig
     assert not _within(c, _exact("int8_faith2", inputs), EXACT)[0]
@@ -287,7 +288,7 @@ def test_a_bf16_gemm_with_the_wrong_scale_group_fails_the_bench_check_and_its_ar
     shape = Shape("gate+up m5 n11 k256", dict(m=5, n=11, k=256, down=0))  # two scale groups
     good = _run("bf16_v1", shape)
     assert good[0].passed and _within(good[1], _exact("bf16_v1", good[2]), EXACT)[0]
-    broken = _wgmma_bf16.build_with(shape, 1, 128, kern=_wgmma_bf16.make_gemm(1, 128, group_shift=8))
+    broken = _wgmma_bf16.build_with(shape, 2, 128, kern=_wgmma_bf16.make_gemm(2, 128, group_shift=8, wn=2))
     fig, c, inputs, _ = _run("bf16_v1", shape, broken)  # k 128..255 take the first group's scale
     assert not fig.passed, fig
     assert not _within(c, _exact("bf16_v1", inputs), EXACT)[0]

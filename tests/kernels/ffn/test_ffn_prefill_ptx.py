@@ -53,7 +53,7 @@ def jobs():
     u8_, u32_ = types.uint8, types.uint32
     for name, mod in (("int8_faith2_gemm", int8_faith2), ("int8_faith5_gemm", int8_faith5)):
         sig = (f16[:, ::1], u32_[:, ::1], u32_[:, ::1], i8[:, ::1], f32[::1], f32[::1], f32[::1], u8_[:, ::1], f32[::1])
-        out.append((name, int8_faith2.kernel(mod.WGS, mod.BN), sig, 128 * mod.WGS))
+        out.append((name, int8_faith2.kernel(mod.WGS, mod.BN, wn=getattr(mod, "WN", 1)), sig, 128 * mod.WGS))
     out.append(
         ("rowquant_int8", _rowquant.make_rowquant("int8"), (i8[:, ::1], f32[::1], f16[:, ::1]), _rowquant.THREADS)
     )
@@ -100,7 +100,8 @@ def jobs():
         mod = importlib.import_module(f"leverctl_kernels.ffn.prefill.{variant}")
         wgs, bn = (getattr(mod, "WGS", 1), mod.BN)
         bsc = f16[:, ::1] if b_kind == "int4_bf16" else u8[:, ::1]
-        kern = w4a4.kernel("mma.sync") if variant == "w4a4" else _mma_forms.kernel(b_kind, wgs, bn)
+        wn = getattr(mod, "WN", 1)
+        kern = w4a4.kernel("mma.sync") if variant == "w4a4" else _mma_forms.kernel(b_kind, wgs, bn, wn)
         sig = (f16[:, ::1], u32[:, ::1], u32[:, ::1], bsc, f32[::1], f32[::1], f32[::1], u8[:, ::1], f32[::1])
         out.append((name, kern, sig, 128 * wgs))
     out.append(

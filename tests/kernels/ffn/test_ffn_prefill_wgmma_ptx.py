@@ -7,7 +7,7 @@ accepts it with no spills or local memory and no advisory that it serialised
 the wgmma; and where ``nvdisasm`` is found the SASS holds what the variant's
 records claim (``tc_claims``: ``wgmma`` / ``bf16`` is
 ``HGMMA.64xNx16.F32.BF16``; ``wgmma`` / ``e4m3`` is
-``QGMMA.64x128x32.F32.E4M3.E4M3``) and no warp MMA."""
+``QGMMA.64xNx32.F32.E4M3.E4M3``) and no warp MMA."""
 
 from __future__ import annotations
 
@@ -19,7 +19,7 @@ import pytest
 from ptx_harness import check_ptx, check_ptxas, compiled, nvdisasm, sm90a  # noqa: F401 (compiled, sm90a: fixtures)
 from tc_claims import claim_problems, sass_claims_test
 
-# kernel -> variant; the tile width N is the variant module's BN
+# kernel -> variant; the instruction's N is the variant module's BN over its warpgroups along it (WN)
 KERNELS = {"bf16_v1_gemm": "bf16_v1", "bf16_v2_gemm": "bf16_v2", "w4a4_gemm": "w4a4"}
 FP8 = "fp8_m64_gemm"
 
@@ -39,12 +39,12 @@ def jobs():
         if variant == "w4a4":
             continue
         mod = importlib.import_module(f"leverctl_kernels.ffn.prefill.{variant}")
-        kern = _wgmma_bf16.kernel(mod.WGS, mod.BN)
+        kern = _wgmma_bf16.kernel(mod.WGS, mod.BN, getattr(mod, "WN", 1))
         out.append((name, kern, sig, kern.threads))
     from leverctl_kernels.ffn.prefill import w4a4
 
     w4a4_sig = (f16[:, ::1], u32[:, ::1], u32[:, ::1], u8[:, ::1], f32v, f32v, f32v, u8[:, ::1], f32v)
-    out.append(("w4a4_gemm", w4a4.kernel(), w4a4_sig, 128))
+    out.append(("w4a4_gemm", w4a4.kernel(), w4a4_sig, 128 * w4a4.WGS))
     from leverctl_kernels.ffn.prefill import fp8_m64
 
     out.append((FP8, fp8_m64.kernel(), sig, fp8_m64.THREADS))  # the same mainloop signature
@@ -52,9 +52,11 @@ def jobs():
 
 
 def _bn(name: str) -> int:
+    """The N of a warpgroup's instruction: the tile's columns over the warpgroups along them."""
     import importlib
 
-    return importlib.import_module(f"leverctl_kernels.ffn.prefill.{KERNELS[name]}").BN
+    mod = importlib.import_module(f"leverctl_kernels.ffn.prefill.{KERNELS.get(name, name)}")
+    return mod.BN // getattr(mod, "WN", 1)
 
 
 def test_bf16_gemms_compile_to_ptx_in_fp32_with_their_instructions(compiled):
@@ -66,7 +68,7 @@ def test_bf16_gemms_compile_to_ptx_in_fp32_with_their_instructions(compiled):
         assert "cvt.rn.bf16x2.f32" in ptx, name  # BF16: the int4 weights; W4A4: both NVFP4 operands
         assert "st.shared.v4.b32" in ptx, name
     ptx = Path(compiled["kernels"][FP8]["ptx"]).read_text()
-    assert "wgmma.mma_async.sync.aligned.m64n128k32.f32.e4m3.e4m3" in ptx
+    assert f"wgmma.mma_async.sync.aligned.m64n{_bn('fp8_m64')}k32.f32.e4m3.e4m3" in ptx
     assert "cvt.rn.satfinite.e4m3x2.f32" in ptx and "st.shared.v4.b32" in ptx
 
 
@@ -101,7 +103,7 @@ def test_their_sass_is_what_the_records_claim(sm90a):
     assert claim_problems(sass, "wgmma", "e4m3") == [], claim_problems(sass, "wgmma", "e4m3")
     assert claim_problems(sass, "mma.sync", "e4m3-via-f16"), "a warp-MMA claim would pass"
     qgmma = re.findall(r"\bQGMMA\.[\w.]+", sass)
-    assert qgmma and all(q.startswith("QGMMA.64x128x32.F32.E4M3.E4M3") for q in qgmma), qgmma
+    assert qgmma and all(q.startswith(f"QGMMA.64x{_bn('fp8_m64')}x32.F32.E4M3.E4M3") for q in qgmma), qgmma
 
 
 test_the_sass_holds_what_each_variants_records_claim = sass_claims_test("test_ffn_prefill_wgmma_ptx")

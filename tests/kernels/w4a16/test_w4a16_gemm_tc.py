@@ -103,7 +103,8 @@ def test_each_variant_builds_its_tile_on_the_form_asked_and_says_so(kind, bn, fo
     assert (launch.tensor_cores, launch.tc_dtype, launch.fallback) == (form, "f16", "")
     assert asked == [(bn, form)] and gemm_tc.TILE_N[kind] == bn  # one tile table for both forms
     kern = gemm_tc.kernel(bn, form)
-    assert kern.form == form and kern.geometry == ("f16", 1, bn, gemm_tc.STAGES[form], False)
+    assert kern.form == form and kern.geometry == ("f16", 2, bn, gemm_tc.STAGES[form], False)
+    assert (kern.a_rows, kern.wn, kern.threads) == (64, 2, 256)  # 64-row tiles, two warpgroups on the columns
 
 
 def test_the_form_defaults_to_the_process_form(monkeypatch):

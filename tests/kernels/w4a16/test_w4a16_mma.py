@@ -74,7 +74,7 @@ def test_the_mma_sync_tiles_fit_and_k_not_multiple_of_16_is_refused():
     with pytest.raises(ValueError, match="multiple of 16"):
         gemm_tc.make_launch(5, 11, 136, gemm_tc.kernel(64, FORM))
     with pytest.raises(ValueError, match="multiple of 16"):
-        gemm_tc.make_kernel(72, FORM)  # one B ldmatrix.x4 covers 16 columns
+        gemm_tc.make_kernel(80, FORM)  # a warpgroup's 40 columns: one B ldmatrix.x4 covers 16
 
 
 def _wrong_group():

@@ -19,6 +19,8 @@ import pytest
 from ptx_harness import assemble, check_ptx, check_ptxas, compiled, nvdisasm  # noqa: F401 (compiled: the fixture)
 from tc_claims import claim_problems, sass_claims_test
 
+from leverctl_kernels.w4a16.gemm import gemm_tc
+
 TILES = {"gemm_tc_mma_sync_bn128": 128, "gemm_tc_mma_sync_bn64": 64}  # slowest first
 PTX_MMA = "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32"
 PTX_LDSM = "ldmatrix.sync.aligned.m8n8.x4.shared.b16"
@@ -27,8 +29,6 @@ SASS_MMA = "HMMA.16816.F32"
 
 def jobs():
     from numba import types
-
-    from leverctl_kernels.w4a16.gemm import gemm_tc
 
     f16, u32, f32, u8 = types.float16, types.uint32, types.float32[::1], types.uint8[:, ::1]
     sig = (f16[:, ::1], u32[:, ::1], u32[:, ::1], f16[:, ::1], f32, f32, f32, u8, f32)  # asc, ts_a: unused
@@ -40,9 +40,11 @@ def test_the_mma_sync_kernels_compile_for_sm90_in_fp32_with_their_instructions(c
     check_ptx(compiled, fp64=False)
     for name, bn in TILES.items():
         ptx = Path(compiled["kernels"][name]["ptx"]).read_text()
-        # per k16 step of a warp: BN / 8 MMAs sharing one A fragment, 1 + BN / 16 ldmatrix.x4
-        assert ptx.count(PTX_MMA) >= bn // 8, (name, ptx.count(PTX_MMA))
-        assert ptx.count(PTX_LDSM) >= 1 + bn // 16, (name, ptx.count(PTX_LDSM))
+        # per k16 step of a warp (its warpgroup's n = BN / WN columns): n / 8 MMAs sharing one A
+        # fragment, 1 + n / 16 ldmatrix.x4
+        n = bn // gemm_tc.WN
+        assert ptx.count(PTX_MMA) >= n // 8, (name, ptx.count(PTX_MMA))
+        assert ptx.count(PTX_LDSM) >= 1 + n // 16, (name, ptx.count(PTX_LDSM))
         assert "cp.async.cg.shared.global" in ptx, name
         assert "cvt.rn.f16x2.f32" in ptx and "st.shared.v4.b32" in ptx, name  # the weights' stager
         assert ".bf16" not in ptx, name
@@ -87,7 +89,7 @@ def test_their_sass_is_fp16_hmma_from_ldsm_on_async_copies(compiled, tmp_path):
     for name, sass in _sass(compiled, tmp_path).items():
         bn = TILES[name]
         hmma = re.findall(r"\bHMMA\.[\w.]+", sass)
-        assert len(hmma) >= bn // 8, (name, hmma)
+        assert len(hmma) >= bn // gemm_tc.WN // 8, (name, hmma)
         assert all(h == SASS_MMA or h.startswith(SASS_MMA + ".") for h in hmma), (name, hmma)
         assert not any("BF16" in h for h in hmma), (name, hmma)
         assert not re.search(r"\b[HQ]GMMA\.", sass), f"{name}: warpgroup MMA in a warp kernel"

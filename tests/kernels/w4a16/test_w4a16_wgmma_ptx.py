@@ -20,13 +20,13 @@ import pytest
 from ptx_harness import check_ptx, check_ptxas, compiled, nvdisasm, sm90a  # noqa: F401 (compiled, sm90a: fixtures)
 from tc_claims import claim_problems, sass_claims_test
 
+from leverctl_kernels.w4a16.gemm import gemm_tc
+
 TILES = {"gemm_wgmma_bn64": 64, "gemm_wgmma_bn128": 128}
 
 
 def jobs():
     from numba import types
-
-    from leverctl_kernels.w4a16.gemm import gemm_tc
 
     f16, u32, f32, u8 = types.float16, types.uint32, types.float32[::1], types.uint8[:, ::1]
     sig = (f16[:, ::1], u32[:, ::1], u32[:, ::1], f16[:, ::1], f32, f32, f32, u8, f32)  # asc, ts_a: unused
@@ -38,7 +38,8 @@ def test_gemm_wgmma_compiles_to_ptx_in_fp32_with_its_instructions(compiled):
     check_ptx(compiled, fp64=False)
     for name, bn in TILES.items():
         ptx = Path(compiled["kernels"][name]["ptx"]).read_text()
-        assert f"wgmma.mma_async.sync.aligned.m64n{bn}k16.f32.f16.f16" in ptx, name
+        n = bn // gemm_tc.WN  # a warpgroup's columns of the tile
+        assert f"wgmma.mma_async.sync.aligned.m64n{n}k16.f32.f16.f16" in ptx, name
         assert "cvt.rn.f16x2.f32" in ptx, name
         assert "st.shared.v4.b32" in ptx, name  # 16-byte staging stores
 
@@ -61,7 +62,7 @@ def test_gemm_wgmma_sass_is_hgmma_f16(sm90a):
     for name, bn in TILES.items():
         sass = _sass(sm90a, name)
         gmma = re.findall(r"\bHGMMA\.[\w.]+", sass)
-        want = f"HGMMA.64x{bn}x16.F32"
+        want = f"HGMMA.64x{bn // gemm_tc.WN}x16.F32"
         assert gmma and all(g == want or g.startswith(want + ".") for g in gmma), (name, gmma)
         assert not any("BF16" in g for g in gmma), (name, gmma)
         assert claim_problems(sass, "wgmma", "f16") == [], name  # what the variant's records say
@@ -95,11 +96,11 @@ def _load_runs_after_the_mma(sass: str) -> list[int]:
 
 def test_a_stage_of_weights_is_loaded_in_one_run_an_iteration_before_it_is_stored(sm90a):
     """The stager's loads of a whole stage (a packed word and a scale per
-    16-byte chunk, ``BN x 8 / 128`` chunks a thread) issue back to back in
+    16-byte chunk, ``BN x 8 / THREADS`` chunks a thread) issue back to back in
     the mainloop, not one chunk's loads, its conversion and its store in
     turn: the loop this replaced waited a round trip to memory per chunk
     (2 loads a run), ~3 µs a stage on the H200 at every N."""
     for name, bn in TILES.items():
         sass = _sass(sm90a, name)
-        chunks = bn * 8 // 128
+        chunks = bn * 8 // gemm_tc.THREADS
         assert max(_load_runs_after_the_mma(sass)) >= 2 * chunks, (name, _load_runs_after_the_mma(sass))
