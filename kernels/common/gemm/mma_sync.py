@@ -169,21 +169,6 @@ class IntForm(Form):
         return wg.zeros(bn, integer=True)
 
 
-@lru_cache(maxsize=None)
-def kernel(
-    dtype: str,
-    wgs: int,
-    bn: int,
-    stages: int = STAGES,
-    swap: bool = False,
-    b_kind: str = "copy",
-    a_kind="copy",
-    wn: int = 1,
-):
-    """:func:`make_kernel`, compiled once per geometry."""
-    return make_kernel(dtype, wgs, bn, stages, swap, b_kind, a_kind=a_kind, wn=wn)
-
-
 def make_kernel(
     dtype: str,
     wgs: int,
@@ -214,3 +199,6 @@ def make_kernel(
         raise ValueError(f"mma.sync GEMM: {nbytes} bytes of shared memory exceed {MAX_SHARED}")
     form = IntForm if dtype == "s8" else Form
     return PL.make_kernel(form, dtype, wgs, bn, stages, swap, b_kind, fault, stage_b, fold, a_kind, step_fold, wn)
+
+
+kernel = lru_cache(maxsize=None)(make_kernel)  # compiled once per geometry

@@ -160,7 +160,7 @@ class Nvfp4Scales:
 
         return _side_stager(_fetch_one, _put_one, slots)
 
-    def fold(self):
+    def fold(self, entries: int):
         mask = self.mask
 
         @cuda.jit(device=True, inline="always")
@@ -264,7 +264,9 @@ class Q4kScales:
     """The Q4_K MMQ's per-step fold: each stage's four sub-blocks' factors
     decoded once into a table in shared memory (``(rows + BN) x 4`` pairs
     of float32: the activations' ``d8, s8``, the weights' ``d * sc, dmin *
-    m``), then each step's s32 sums folded with the formula above.
+    m``, in two planes, the first of each pair and the second, so that a
+    warp's puts and fold reads are one word a bank), then each step's s32
+    sums folded with the formula above.
     ``subs_used`` below 8 (tests only) skips each super-block's last
     sub-blocks."""
 
@@ -327,20 +329,21 @@ class Q4kScales:
                     sc, mn = _scale_min_bytes(p, q, r, (4 * kt + (idx & 3)) & 7)
                     x = _f16(d0, d1) * float32(sc)
                     y = _f16(m0, m1) * float32(mn)
-                smem[w0 + 2 * idx] = x
-                smem[w0 + 2 * idx + 1] = y
+                smem[w0 + idx] = x  # two planes of ``total`` words: a word a lane, consecutive
+                smem[w0 + total + idx] = y
 
         return _side_stager(_fetch_one, _put_one, slots)
 
-    def fold(self):
+    def fold(self, entries: int):
         subs_used = self.subs_used
+        plane = entries * 4  # words of a plane: (rows + BN) x 4 sub-blocks
 
         @cuda.jit(device=True, inline="always")
         def fold(total, acc, fx, step):
             smem, at, g_row, c_row = fx
             if (step & 7) >= subs_used:
                 return total
-            at2 = (at >> 2, g_row, step & 3, cuda.threadIdx.x & 127, c_row, smem)
+            at2 = (at >> 2, g_row, step & 3, cuda.threadIdx.x & 127, c_row, smem, plane)
             return unroll.each_map(_q4k_one, total, acc, at2)
 
         return fold
@@ -348,12 +351,12 @@ class Q4kScales:
 
 @cuda.jit(device=True, inline="always")
 def _q4k_one(i, tot, dot, at):
-    w0, g_row, jj, tid, c_row, smem = at
+    w0, g_row, jj, tid, c_row, smem, plane = at
     r, c = wg.acc_elem(tid, i)
-    ra = w0 + ((g_row + r) << 3) + 2 * jj
-    cb = w0 + ((c_row + c) << 3) + 2 * jj
-    d8, s8 = smem[ra], smem[ra + 1]
-    dsc, dmm = smem[cb], smem[cb + 1]
+    ra = w0 + ((g_row + r) << 2) + jj  # a row's 4 words a plane: 8 rows (or 4 columns 2 apart) on 32 banks
+    cb = w0 + ((c_row + c) << 2) + jj
+    d8, s8 = smem[ra], smem[ra + plane]
+    dsc, dmm = smem[cb], smem[cb + plane]
     return tot + float32(dot) * (d8 * dsc) - dmm * s8
 
 

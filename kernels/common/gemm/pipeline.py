@@ -277,7 +277,7 @@ def make_mainloop(
     # iteration (``ahead = False``) fetches and puts them in one (the
     # loads still issued together)
     side_ahead = per_step and getattr(step_fold, "ahead", True)
-    consume_steps = form.consume_steps(dtype, bnw, step_fold.fold()) if per_step else None
+    consume_steps = form.consume_steps(dtype, bnw, step_fold.fold(a_rows + bn)) if per_step else None
     tzeros = wg.zeros(bnw) if per_step else zeros
     in_flight = stages - 1 if fault == "no_wait" else stages - 2
     ahead = 1 if fault == "stage_order" else 0  # reads the slot of the stage after kt

@@ -77,22 +77,6 @@ class Form:
         return wg.wait_acc(0, acc)
 
 
-@lru_cache(maxsize=None)
-def kernel(
-    dtype: str,
-    wgs: int,
-    bn: int,
-    stages: int,
-    swap: bool = False,
-    b_kind: str = "copy",
-    fault: str = "",
-    a_kind="copy",
-    wn: int = 1,
-):
-    """:func:`make_kernel`, compiled once per geometry."""
-    return make_kernel(dtype, wgs, bn, stages, swap, b_kind, fault, a_kind=a_kind, wn=wn)
-
-
 def make_kernel(
     dtype: str,
     wgs: int,
@@ -131,6 +115,9 @@ def make_kernel(
     PL.check(dtype, bn, stages, b_kind, fault, DTYPES, a_kind, wgs, wn)
     wg.check_shape(dtype, bn // wn)
     return PL.make_kernel(Form, dtype, wgs, bn, stages, swap, b_kind, fault, stage_b, fold, a_kind, wn=wn)
+
+
+kernel = lru_cache(maxsize=None)(make_kernel)  # compiled once per geometry
 
 
 def unscaled(run, rows_a: int, rows_b: int):

@@ -8,53 +8,20 @@ unswizzled staging, a wrong stage order and a dropped K step."""
 
 from __future__ import annotations
 
-import numpy as np
+import gemm_cases
 import pytest
-from numba import config, cuda
+from numba import config
 
-from leverctl_kernels.common import bits
 from leverctl_kernels.common.gemm import mma_sync as MS
 
 SIM = bool(config.ENABLE_CUDASIM)
 
 
-def _operands(dtype: str, rows: int, k: int, rng):
-    """(packed uint32 [rows, k * bytes / 4], float64 values)."""
-    if dtype == "s8":
-        q = rng.integers(-128, 128, (rows, k)).astype(np.int8)
-        return q.view(np.uint32), q.astype(np.float64)
-    x = rng.standard_normal((rows, k)).astype(np.float32)
-    if dtype == "f16":
-        h = x.astype(np.float16)
-        return h.view(np.uint32), h.astype(np.float64)
-    b = bits.f32_to_bf16_np(x)
-    return b.view(np.uint32), bits.bf16_to_f32_np(b).astype(np.float64)
+def _run(*args, **kw):
+    return gemm_cases.run(MS, *args, **kw)
 
 
-def _run(dtype, m, n, k, wgs, bn, stages, swap=False, fault="", seed=0):
-    """``wgs``: the warpgroups, or ``(warpgroups, of them along BN)``."""
-    wgs, wn = wgs if isinstance(wgs, tuple) else (wgs, 1)
-    rng = np.random.default_rng(seed)
-    a32, a = _operands(dtype, m, k, rng)
-    b32, b = _operands(dtype, n, k, rng)
-    rs = rng.uniform(0.5, 1.5, m).astype(np.float32)
-    cs = rng.uniform(0.5, 1.5, n).astype(np.float32)
-    ts = np.array([0.75], np.float32)
-    exact = a @ b.T
-    if dtype == "s8":  # the epilogue's own f32 arithmetic: the int32 sums are exact
-        exact = exact.astype(np.float32).astype(np.float64)
-    ref = exact * rs[:, None] * cs[None, :] * 0.75
-    y = cuda.to_device(np.full((n, m) if swap else (m, n), np.nan, np.float32))
-    kern = MS.make_kernel(dtype, wgs, bn, stages, swap, fault=fault, wn=wn)
-    launch = MS.make_launch(m, n, k, kern)
-    args = [cuda.to_device(x) for x in (a32, b32, np.zeros((1, 1), np.uint8), rs, cs, ts)]
-    launch(y, *args)
-    got = y.copy_to_host()
-    return (got.T if swap else got), ref
-
-
-def _err(got, ref) -> float:
-    return float(np.nanmax(np.abs(got - ref)) / np.abs(ref).max()) if np.isfinite(got).all() else np.inf
+_err = gemm_cases.err
 
 
 CASES = [

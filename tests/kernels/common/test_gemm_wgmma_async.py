@@ -7,48 +7,20 @@ staging and a wrong stage order."""
 
 from __future__ import annotations
 
-import numpy as np
+import gemm_cases
 import pytest
-from numba import config, cuda
+from numba import config
 
-from leverctl_kernels.common import bits
 from leverctl_kernels.common.gemm import wgmma_async as G
 
 SIM = bool(config.ENABLE_CUDASIM)
-E4M3_CODES = np.array([c for c in range(256) if c & 0x7F != 0x7F], np.uint8)
 
 
-def _operands(dtype: str, rows: int, k: int, rng):
-    """(packed uint32 [rows, k * bytes / 4], float64 values)."""
-    if dtype == "e4m3":
-        codes = rng.choice(E4M3_CODES, (rows, k)).astype(np.uint8)
-        vals = bits.e4m3_to_f32_np(codes).astype(np.float64)
-        return codes.view(np.uint32), vals
-    b = bits.f32_to_bf16_np(rng.standard_normal((rows, k)).astype(np.float32))
-    return b.view(np.uint32), bits.bf16_to_f32_np(b).astype(np.float64)
+def _run(*args, **kw):
+    return gemm_cases.run(G, *args, **kw)
 
 
-def _run(dtype, m, n, k, wgs, bn, stages, swap=False, fault="", seed=0):
-    """``wgs``: the warpgroups, or ``(warpgroups, of them along BN)``."""
-    wgs, wn = wgs if isinstance(wgs, tuple) else (wgs, 1)
-    rng = np.random.default_rng(seed)
-    a32, a = _operands(dtype, m, k, rng)
-    b32, b = _operands(dtype, n, k, rng)
-    rs = rng.uniform(0.5, 1.5, m).astype(np.float32)
-    cs = rng.uniform(0.5, 1.5, n).astype(np.float32)
-    ts = np.array([0.75], np.float32)
-    ref = (a @ b.T) * rs[:, None] * cs[None, :] * 0.75
-    y = cuda.to_device(np.full((n, m) if swap else (m, n), np.nan, np.float32))
-    kern = G.kernel(dtype, wgs, bn, stages, swap, fault=fault, wn=wn)
-    launch = G.make_launch(m, n, k, kern)
-    args = [cuda.to_device(x) for x in (a32, b32, np.zeros((1, 1), np.uint8), rs, cs, ts)]
-    launch(y, *args)
-    got = y.copy_to_host()
-    return (got.T if swap else got), ref
-
-
-def _err(got, ref) -> float:
-    return float(np.nanmax(np.abs(got - ref)) / np.abs(ref).max()) if np.isfinite(got).all() else np.inf
+_err = gemm_cases.err
 
 
 CASES = [
