@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """Write the README's two profile tables from the committed profile
 summaries (docs/profiles/ENGINE-sm90a.json, `make profiles`): each table,
-from its "Profile of ENGINE kernels on ARCH" line to the first blank line
-after it, is replaced by `leverctl profile -f markdown`'s table of the
+its "Profile of ENGINE kernels on ARCH" line with the table below it, is
+replaced by `leverctl profile -f markdown`'s table of the
 summary, so the README shows what tests/profile/test_roofline.py holds.
 
     .venv/bin/python scripts/profile-tables.py [README.md]
@@ -21,10 +21,18 @@ ENGINES = ("atlas", "metrale")
 
 
 def table_span(text: str, engine: str) -> tuple[int, int]:
-    """The README's table of ``engine``: from its heading line to the blank line after it."""
+    """The README's table of ``engine``: its heading line, and every table
+    (``|`` lines) and blank line after it up to the first other line, so
+    tables an earlier version of this script left below it go too."""
     start = text.index(f"Profile of {engine} kernels on ")
-    end = text.index("\n\n", start)
-    return start, end + 1
+    end = text.index("\n", start) + 1
+    while end < len(text):
+        nxt = text.find("\n", end)
+        line = text[end : nxt if nxt >= 0 else len(text)]
+        if line and not line.startswith("|"):
+            break
+        end = nxt + 1 if nxt >= 0 else len(text)
+    return start, end
 
 
 def main(readme: Path) -> None:
@@ -32,7 +40,7 @@ def main(readme: Path) -> None:
     for engine in ENGINES:
         doc = json.loads((ROOT / "docs" / "profiles" / f"{engine}-sm90a.json").read_text())
         start, end = table_span(text, engine)
-        text = text[:start] + markdown(doc) + text[end:]
+        text = text[:start] + markdown(doc) + "\n" + text[end:]
     readme.write_text(text)
 
 

@@ -160,9 +160,15 @@ def test_every_kernel_of_every_variant_compiled_clean_at_model_shapes(summary):
 
 
 def test_the_readme_tables_are_the_committed_profiles(summary):
+    """The engine's table, once: scripts/profile-tables.py replaces it whole
+    (an earlier version replaced its heading alone, leaving every older
+    table below the new one)."""
     from leverctl.cli.profile import markdown
 
-    assert markdown(summary) in (ROOT / "README.md").read_text(), "run `make profiles` (scripts/profile-tables.py)"
+    text = (ROOT / "README.md").read_text()
+    assert markdown(summary) in text, "run `make profiles` (scripts/profile-tables.py)"
+    assert text.count(f"Profile of {summary['engine']} kernels on ") == 1
+    assert text.count("\n| path | variant | kernels |") == len(ENGINES), "a profile table the script left behind"
 
 
 def misses(v: dict) -> dict[str, str]:
