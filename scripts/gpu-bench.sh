@@ -23,7 +23,7 @@
 # figures: copy bandwidth, FP32 rate, BF16/FP8 tensor-core peaks and
 # cuBLAS's BF16 GEMM rate, measured once before any kernel), device.json,
 # records.jsonl, bench-RECIPE.json/.md, ALL.md, campaign.log, bench-ncu.json, ncu.log, ncu/,
-# bench-per-sequence.json, per-sequence.log,
+# bench-per-sequence.json, per-sequence.log, gemm-tiles.json, gemm-tiles.log,
 # pytest-tc.log, pytest-gpu.log,
 # pip.log, nvidia-smi.txt, versions.txt; and all of it packed as OUTDIR.tar.gz.
 #
@@ -31,7 +31,8 @@
 # GPU_BENCH_BUDGET seconds in all (default 420), GPU_TEST_BUDGET of them for
 # the tests (default 120), GPU_NCU_BUDGET for bench --profile --ncu on
 # GPU_NCU_KERNELS (default 90 s on w4a16.gemv and gdn.decode); GPU_PERSEQ_BUDGET (default 60) for
-# decode.per_sequence's per-sequence step against the batched one; GPU_TC_BUDGET (default 90) and
+# decode.per_sequence's per-sequence step against the batched one; GPU_TILES_BUDGET (default 60) for
+# scripts/gemm-tile-ab.py (the GEMM engine's 64-row tile on one warpgroup against two); GPU_TC_BUDGET (default 90) and
 # GPU_TC_WORKERS (pytest-xdist workers, default 8) for the tensor-core
 # primitives' tests (GPU_TC_TESTS: other test paths), run on the GPU before the bench. GPU_BENCH_DEVICE=sim and GPU_BENCH_KERNELS="w4a16.gemv ..."
 # try the whole script without a GPU, at smoke shapes in the simulator.
@@ -182,18 +183,20 @@ campaign() {  # campaign BUDGET [RECIPE...]
   return "${PIPESTATUS[0]}"
 }
 perseq_budget=${GPU_PERSEQ_BUDGET:-60}
-bench_budget=$((budget - test_budget - ${GPU_NCU_BUDGET:-90} - perseq_budget - SECONDS))
+tiles_budget=${GPU_TILES_BUDGET:-60}
+reserved=$((test_budget + ${GPU_NCU_BUDGET:-90} + perseq_budget + tiles_budget))  # the steps after the campaign
+bench_budget=$((budget - reserved - SECONDS))
 # A slow install must not leave the bench nothing: it gets a minute at least.
 [ $bench_budget -lt 60 ] && bench_budget=60
 say "== bench: every recipe in one process, ${bench_budget}s"
 campaign "$bench_budget"
 rc=$?
 # A lost CUDA context ends that process; a fresh one continues with the rest.
-if [ -s "$out/left.txt" ] && [ $((budget - test_budget - ${GPU_NCU_BUDGET:-90} - perseq_budget - SECONDS)) -ge 60 ]; then
+if [ -s "$out/left.txt" ] && [ $((budget - reserved - SECONDS)) -ge 60 ]; then
   mapfile -t rest <"$out/left.txt"
   rm -f "$out/left.txt"
   say "bench: the CUDA context was lost; a fresh process runs ${rest[*]}"
-  campaign $((budget - test_budget - ${GPU_NCU_BUDGET:-90} - perseq_budget - SECONDS)) "${rest[@]}"
+  campaign $((budget - reserved - SECONDS)) "${rest[@]}"
   rc2=$?; [ $rc2 -gt $rc ] && rc=$rc2
 fi
 case $rc in
@@ -243,6 +246,19 @@ if [ $rc -ne 2 ]; then
     --time-cap 0.5 -o "$out/bench-per-sequence.json" >"$out/per-sequence.log" 2>&1
   src=$?
   say "bench decode.per_sequence: exit $src; $(grep -E 'wrote|pass' "$out/per-sequence.log" | tail -n 1)"
+fi
+
+# -- 3d. the GEMM engine's 64-row tile on one warpgroup against two ---------------------------
+# The dense GEMMs' 64-row tiles run two warpgroups, one on each column half
+# (half the accumulators and staging a thread, an instruction half as wide);
+# both layouts of bf16_v1's GEMM at a Qwen3-8B FFN shape (two kernels to
+# compile, then ~3 s of samples each), timed alike, their outputs compared:
+# which layout the engine should keep.
+if [ "$device" = gpu ] && [ $rc -ne 2 ]; then
+  say "== GEMM tiles: one warpgroup against two on the 64-row tile, ${tiles_budget}s"
+  timeout -k 10 "$tiles_budget" "$vpy" scripts/gemm-tile-ab.py -o "$out/gemm-tiles.json" >"$out/gemm-tiles.log" 2>&1
+  say "gemm tiles: exit $?"
+  cat "$out/gemm-tiles.log" >>"$summary"
 fi
 
 # -- 4. the GPU-only tests -------------------------------------------------------------------
