@@ -39,7 +39,11 @@ CHILD = textwrap.dedent(
                 shape = p.bind({"moe_union_stats": v == "on"}, s, "metrale") if p.bind else s
                 try:
                     ls = C.capture(p, v, shape, smoke)
-                    got = [[l.name, list(l.block), l.dynamic_shared, [str(t) for t in l.argtypes]] for l in ls]
+                    got = [
+                        [l.name, list(l.block), l.dynamic_shared, [str(t) for t in l.argtypes],
+                         getattr(l.kernel, "async_stages", None)]
+                        for l in ls
+                    ]
                 except Exception as e:
                     got = f"{type(e).__name__}: {e}"
                 out.setdefault(p.name, {}).setdefault(v, []).append(got)
@@ -72,7 +76,7 @@ def test_every_variant_of_every_path_launches_kernels_at_every_model_shape(captu
 def test_a_launch_is_recorded_with_its_block_and_the_types_the_gpu_would_compile_for(captured):
     gemv = captured["w4a16.gemv"]["gemv_sw"][0]
     assert [name for name, *_ in gemv] == ["gemv_sw"]
-    name, block, shared, types = gemv[0]
+    name, block, shared, types, _stages = gemv[0]
     assert block == [128, 1, 1] and shared == 0
     # device arrays are C-contiguous: so are the stand-ins' types
     assert all(t.endswith(", C)") for t in types if t.startswith("array(")), types
@@ -143,3 +147,32 @@ def test_a_declared_profile_shape_keeps_the_model_rows_length_and_is_small():
             assert set(kept[name]) & set(shape.dims), (name, shape.label)
             small = path.traffic(ps).bytes
             assert small * 8 <= path.traffic(shape).bytes or small <= 128 * 1024, (name, ps.label, shape.label)
+
+
+# GEMM engine kernels that keep one warpgroup a block, and why
+ONE_WARPGROUP = {
+    ("attention.proj_fp8", "m16"): "a 16-token tile: wgmma's narrowest useful N already",
+    ("attention.proj_fp8", "m32"): "a 32-token tile: wgmma's narrowest useful N already",
+}
+GROUPED = "gemm_grouped"  # the MoE family's grouped tiles: gate and up halves must meet in one thread
+
+
+def test_every_gemm_on_the_engine_runs_three_stages_or_more_on_two_consumer_warpgroups(captured):
+    """Issue figures held at model shapes: every launch of a kernel on the
+    GEMM engine (``async_stages`` set) keeps at least 3 stages of K in
+    flight, and every dense GEMM's block is two consumer warpgroups (one
+    CTA of two a SM at least), but for the tiles listed with their reason."""
+    seen, short, narrow = 0, [], []
+    for path, variants in captured.items():
+        for v, shapes in variants.items():
+            for launches in shapes:
+                for name, block, _shared, _types, stages in launches:
+                    if stages is None:
+                        continue
+                    seen += 1
+                    if stages < 3:
+                        short.append((path, v, name, stages))
+                    if name != GROUPED and (path, v) not in ONE_WARPGROUP and block[0] != 256:
+                        narrow.append((path, v, name, block[0]))
+    assert seen > 50, seen
+    assert short == [] and narrow == [], (short, narrow)
