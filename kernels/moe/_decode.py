@@ -174,11 +174,29 @@ LD8 = {"f16": ld8_h, "f32": ld8_f}
 # two 16-byte loads a row (:func:`stage_scales`), where each step would
 # otherwise read a sector a row for 4 of its bytes (a warp's four rows lie
 # ``K / 64`` bytes apart). Where the rows' scales are not whole 16-byte
-# loads (``K`` not a multiple of 1024, or not on 16 bytes) each step reads
-# its scale as before; a warp's four rows then share a sector.
+# loads (``K`` not a multiple of 1024, or not on 16 bytes) each scale of the
+# chunk is copied once, one fp16 a thread (:func:`stage_scales_narrow`),
+# where each step's lanes read their own (8 lanes a row, 4 of them a
+# scale: 2-byte loads, an eighth of the bytes a step requested).
 SCALE_ROWS = 32  # gate/up: the block's 16 gate rows, then its 16 up rows
 SCALE_GROUPS = STAGE // 128
 SCALE_HALVES = SCALE_ROWS * SCALE_GROUPS
+
+
+@cuda.jit(device=True, inline="always")
+def stage_scales_narrow(ss, wb, e, n0, nend, off, sets, c0, c1, t):
+    """:func:`stage_scales` of rows whose chunk's scales are not whole
+    16-byte loads: each of the chunk's scales copied once into the same
+    ``[set][row][16]`` places, one fp16 a thread, a row's consecutive
+    scales by consecutive threads; rows past ``nend`` and groups past the
+    chunk copy nothing."""
+    groups = (c1 - c0 + 127) >> 7
+    for i in range(t, sets * 16 * groups, cuda.blockDim.x):
+        j = i % groups
+        rr = i // groups  # set * 16 + row
+        n = n0 + (rr & 15)
+        if n < nend:
+            ss[rr * SCALE_GROUPS + j] = wb[e, n + (rr >> 4) * off, (c0 >> 7) + j]
 
 
 @cuda.jit(device=True, inline="always")

@@ -59,6 +59,7 @@ from ._decode import (
     sdot8_f,
     stage_fp8_scales,
     stage_scales,
+    stage_scales_narrow,
     swz,
 )
 
@@ -199,7 +200,8 @@ def make_gateup_rows(FMT: str):
         ts = warp_read1(wc, e, t) if TS else float32(1.0)  # NVFP4's tensor scale
         xr = x[r]
         wide = wide_ok(wa, wb, k)  # 16 bytes of each row a lane a step
-        sfast = (INT4 and wide and k % 1024 == 0 and vload.aligned16(wb)) or (FP8 and wide)
+        sfast = (INT4 or FP8) and wide  # the steps read their scales from the chunk's staged table
+        swhole = INT4 and k % 1024 == 0 and vload.aligned16(wb)  # a row's int4 scales whole 16-byte loads
         vec = vload.aligned16(xr) and k % 8 == 0
         g = float32(0.0)
         u = float32(0.0)
@@ -211,8 +213,10 @@ def make_gateup_rows(FMT: str):
             if sfast:
                 if FP8:
                     stage_fp8_scales(ss, wb, e, n0, inter, 2, c0, c1, t)
-                else:
+                elif swhole:
                     stage_scales(sa, wb, e, n0, inter, inter, 2, c0, c1, t)
+                else:
+                    stage_scales_narrow(ss, wb, e, n0, inter, inter, 2, c0, c1, t)
             cuda.syncthreads()
             if n < inter:
                 if wide:
@@ -271,7 +275,8 @@ def make_down_rows(FMT: str, PAIRS: bool = False, SHFL_FAULT: int = 0):
         k = h.shape[1]
         acc = float32(0.0)
         wide = wide_ok(wa, wb, k)  # 16 bytes of the row a lane a step
-        sfast = (INT4 and wide and k % 1024 == 0 and vload.aligned16(wb)) or (FP8 and wide)
+        sfast = (INT4 or FP8) and wide  # the steps read their scales from the chunk's staged table
+        swhole = INT4 and k % 1024 == 0 and vload.aligned16(wb)  # a row's int4 scales whole 16-byte loads
         pairs = PAIRS and wide and pairs_ok(k)  # a step's scales one word a lane, shuffled
         for s in range(topk):
             e = warp_read(ids, r, s, t)
@@ -287,8 +292,10 @@ def make_down_rows(FMT: str, PAIRS: bool = False, SHFL_FAULT: int = 0):
                 if sfast:
                     if FP8:
                         stage_fp8_scales(ss, wb, e, n0, 0, 1, c0, c1, t)
-                    else:
+                    elif swhole:
                         stage_scales(sa, wb, e, n0, y.shape[1], 0, 1, c0, c1, t)
+                    else:
+                        stage_scales_narrow(ss, wb, e, n0, y.shape[1], 0, 1, c0, c1, t)
                 cuda.syncthreads()
                 if pairs:  # every lane of the warp alike (the scale shuffle)
                     for b in range(c0 // V, c1 // V, 2 * LANES):

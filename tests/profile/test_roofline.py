@@ -81,11 +81,6 @@ MISSES: dict[tuple[str, str, str], str] = {
         ("w4a16.ffn_decode", "gemm_m1", f): _TILED
         for f in ("128-bit gemm_tiled", "in flight gemm_tiled", "sectors", "wide")
     },  # fmt: skip
-    ("moe.gateup_fp4", "int4", "wide"): (
-        "int4's group scales are staged a chunk at a time only where a row's are whole 16-byte loads (K a "
-        "multiple of 1024: the model's gate/up rows); at the profile shape's cut K of 256 each step reads its "
-        "row's fp16 scale, 10 % of the loaded bytes (in whole sectors for a warp's rows)"
-    ),
     ("moe.gateup_fp4", "nvfp4", "wide"): (
         "NVFP4's E4M3 block scales, 1 byte a 16 values, come a pair a 16-byte weight load as one 2-byte load "
         "(11 % of the loaded bytes); the down kernel's one-word-a-lane shuffle spilled beside gate/up's two rows"

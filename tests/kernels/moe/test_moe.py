@@ -372,6 +372,35 @@ def test_int4_rows_of_whole_scale_loads_stage_a_chunks_scales_once_and_a_wrong_r
 
 
 @pytest.mark.sim
+@pytest.mark.parametrize(
+    "name,dims",
+    [("moe.gateup_fp4", {"hidden": 384, "inter": 8}), ("moe.down_fp4", {"hidden": 8, "inter": 384})],
+    ids=["gateup", "down"],
+)
+@pytest.mark.filterwarnings("ignore:invalid value encountered:RuntimeWarning")  # the broken run's NaN scales
+def test_int4_rows_of_narrow_scales_stage_each_scale_once_and_a_wrong_row_fails(name, dims, monkeypatch):
+    """K = 384 (three groups: a row's scales 6 bytes, not whole 16-byte
+    loads): each of the chunk's scales is staged once a block, one fp16 a
+    thread, where each step's lanes read their own; the kernels pass, and
+    scales staged from the neighbouring row fail the check."""
+    from leverctl_kernels.moe import _experts
+
+    path, shape = _paths()[name], _stage_shape(name, **dims)
+    chunks = []
+    real = _experts.stage_scales_narrow
+    monkeypatch.setattr(_experts, "stage_scales_narrow", lambda *a: chunks.append((a[7], a[8])) or real(*a))
+    fig = _run(path, "int4", shape)[0]
+    assert fig.passed, fig.why()
+    assert set(chunks) == {(0, 384)}, set(chunks)
+
+    def shifted(ss, wb, e, n0, nend, off, sets, c0, c1, t):
+        real(ss, wb, e, n0 + 1, nend, off, sets, c0, c1, t)
+
+    monkeypatch.setattr(_experts, "stage_scales_narrow", shifted)
+    assert not _run(path, "int4", shape)[0].passed
+
+
+@pytest.mark.sim
 @pytest.mark.parametrize("dims", [{"hidden": 256, "inter": 16}], ids=["gateup"])
 def test_fp8_block_scales_are_staged_a_chunk_at_a_time_and_a_shifted_stage_fails(dims, monkeypatch):
     """K = 256 (two 128-input scale blocks in one chunk): a chunk's 128 x
