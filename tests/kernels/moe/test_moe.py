@@ -341,63 +341,45 @@ def _stage_shape(name, **dims):
     return F.shape_of(base, "decode ")
 
 
+WHOLE = ({(0, 2048), (2048, 3072)}, "stage_scales")  # K = 3072: a 2048-input chunk and one of 1024
+NARROW = ({(0, 384)}, "stage_scales_narrow")  # K = 384: a row's three scales, 6 bytes
+
+
 @pytest.mark.sim
 @pytest.mark.parametrize(
-    "name,dims",
-    [("moe.gateup_fp4", {"hidden": 3072, "inter": 8}), ("moe.down_fp4", {"hidden": 8, "inter": 3072})],
-    ids=["gateup", "down"],
+    "name,dims,staged",
+    [
+        ("moe.gateup_fp4", {"hidden": 3072, "inter": 8}, WHOLE),
+        ("moe.down_fp4", {"hidden": 8, "inter": 3072}, WHOLE),
+        ("moe.gateup_fp4", {"hidden": 384, "inter": 8}, NARROW),
+        ("moe.down_fp4", {"hidden": 8, "inter": 384}, NARROW),
+    ],
+    ids=["gateup-whole", "down-whole", "gateup-narrow", "down-narrow"],
 )
 @pytest.mark.filterwarnings("ignore:invalid value encountered:RuntimeWarning")  # the broken run's NaN scales
-def test_int4_rows_of_whole_scale_loads_stage_a_chunks_scales_once_and_a_wrong_row_fails(name, dims, monkeypatch):
-    """K = 3072 (a 2048-input chunk and one of 1024): each chunk's group
-    scales are staged once a block, whole 16-byte loads (two a row, one for
-    the 1024-input chunk), a step reading its group's from shared memory;
-    the kernels pass, and scales staged from the neighbouring row fail the
-    check."""
+def test_int4_rows_stage_a_chunks_scales_once_and_a_wrong_row_fails(name, dims, staged, monkeypatch):
+    """Each chunk's group scales are staged once a block, a step reading its
+    group's from shared memory: where a row's are whole 16-byte loads (K =
+    3072), two of them a row (one for the 1024-input chunk); where they are
+    not (K = 384), one fp16 a thread, where each step's lanes read their
+    own. The kernels pass, and scales staged from the neighbouring row fail
+    the check."""
     from leverctl_kernels.moe import _experts
 
+    chunks_want, stager = staged
     path, shape = _paths()[name], _stage_shape(name, **dims)
     chunks = []
-    real = _experts.stage_scales
-    monkeypatch.setattr(_experts, "stage_scales", lambda *a: chunks.append((a[7], a[8])) or real(*a))
+    real = getattr(_experts, stager)
+    monkeypatch.setattr(_experts, stager, lambda *a: chunks.append((a[7], a[8])) or real(*a))
     fig = _run(path, "int4", shape)[0]
     assert fig.passed, fig.why()
-    assert {c for c in chunks} == {(0, 2048), (2048, 3072)}, set(chunks)
+    assert set(chunks) == chunks_want, set(chunks)
 
     def shifted(sa, wb, e, n0, nend, off, sets, c0, c1, t):
         real(sa, wb, e, n0 + 1, nend, off, sets, c0, c1, t)
 
-    monkeypatch.setattr(_experts, "stage_scales", shifted)
+    monkeypatch.setattr(_experts, stager, shifted)
     assert not _run(path, "int4", shape)[0].passed  # the last row's stage is never written: NaN scales
-
-
-@pytest.mark.sim
-@pytest.mark.parametrize(
-    "name,dims",
-    [("moe.gateup_fp4", {"hidden": 384, "inter": 8}), ("moe.down_fp4", {"hidden": 8, "inter": 384})],
-    ids=["gateup", "down"],
-)
-@pytest.mark.filterwarnings("ignore:invalid value encountered:RuntimeWarning")  # the broken run's NaN scales
-def test_int4_rows_of_narrow_scales_stage_each_scale_once_and_a_wrong_row_fails(name, dims, monkeypatch):
-    """K = 384 (three groups: a row's scales 6 bytes, not whole 16-byte
-    loads): each of the chunk's scales is staged once a block, one fp16 a
-    thread, where each step's lanes read their own; the kernels pass, and
-    scales staged from the neighbouring row fail the check."""
-    from leverctl_kernels.moe import _experts
-
-    path, shape = _paths()[name], _stage_shape(name, **dims)
-    chunks = []
-    real = _experts.stage_scales_narrow
-    monkeypatch.setattr(_experts, "stage_scales_narrow", lambda *a: chunks.append((a[7], a[8])) or real(*a))
-    fig = _run(path, "int4", shape)[0]
-    assert fig.passed, fig.why()
-    assert set(chunks) == {(0, 384)}, set(chunks)
-
-    def shifted(ss, wb, e, n0, nend, off, sets, c0, c1, t):
-        real(ss, wb, e, n0 + 1, nend, off, sets, c0, c1, t)
-
-    monkeypatch.setattr(_experts, "stage_scales_narrow", shifted)
-    assert not _run(path, "int4", shape)[0].passed
 
 
 @pytest.mark.sim
