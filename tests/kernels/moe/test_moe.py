@@ -446,17 +446,16 @@ def test_the_decode_tile_loads_a_weight_rows_chunks_16_bytes_at_a_time_where_row
 ):
     """The FP8 grouped variant's decode tile (a few rows an expert) stages
     its weights from one 16-byte load per 16 codes
-    where the rows are whole loads (hidden 256, inter 144: two 128 x 128
-    scale blocks along K of gate/up and along the rows; a warp reads each
-    stage's block scale once and shuffles it; the smoke shape's 40 and 24,
-    run above, take them word by word), and passes the check."""
+    where the rows are whole loads (hidden 64, inter 32; the smoke shape's
+    40 and 24, run above, take them word by word), and passes the check;
+    ``test_wide_stager`` holds the stager's block scales across blocks."""
     from leverctl_kernels.common import vload
     from leverctl_kernels.moe import family as F
 
     calls = []
     real = vload.ldg_v4
     monkeypatch.setattr(vload, "ldg_v4", lambda a, i: calls.append(str(vload._numpy(a).dtype)) or real(a, i))
-    shape = F.shape_of({"rows": 2, "hidden": 256, "inter": 144, "experts": 2, "top_k": 1})
+    shape = F.shape_of({"rows": 2, "hidden": 64, "inter": 32, "experts": 2, "top_k": 1})
     fig = _run(_paths()[name], variant, shape)[0]
     assert fig.passed, fig.why()
     assert loads in calls, set(calls)
