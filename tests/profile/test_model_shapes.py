@@ -20,8 +20,8 @@ pytestmark = pytest.mark.skipif(
 )
 
 REPRESENTATIVE = {
-    "atlas": ("w4a16.gemm",),
-    "metrale": ("attention.proj_fp8", "moe.decode_fp8_grouped"),
+    "atlas": ("attention.proj_bf16_tc",),  # HGMMA (bf16_tc) and QGMMA (fp8_e4m3)
+    "metrale": ("moe.decode_fp8_grouped",),  # HMMA (the grouped decode tile)
 }
 
 
@@ -74,7 +74,7 @@ def test_the_set_holds_each_kind_of_tensor_core_and_its_claims(rows):
     assert {"HGMMA", "QGMMA", "HMMA"} <= kinds, kinds
     claimed = {(r["kernel"], r["variant"]): r["claim"]["tensor_cores"] for r in rows}
     assert claimed[("moe.decode_fp8_grouped", "grouped")] == "mma.sync"
-    assert claimed[("attention.proj_fp8", "m16")] == "wgmma"
+    assert claimed[("attention.proj_bf16_tc", "fp8_e4m3")] == claimed[("attention.proj_bf16_tc", "bf16_tc")] == "wgmma"
 
 
 def test_the_check_fails_on_a_spill_local_memory_or_an_unbacked_claim(rows):
