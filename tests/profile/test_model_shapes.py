@@ -1,7 +1,9 @@
 """``leverctl profile`` run end to end at model shapes on sm_90a, with this
-machine's tools, on a small set of paths that holds each kind of tensor
-core (HGMMA, QGMMA, HMMA): every kernel compiles without a spill or local
-memory, and every tensor-core claim is backed by its SASS. Every path and
+machine's tools, on one path that holds both kinds of warpgroup MMA
+(HGMMA, QGMMA) on the GEMM engine's two-warpgroup tiles: every kernel
+compiles without a spill or local memory, and every tensor-core claim is
+backed by its SASS (the warp MMA's, HMMA/IMMA, are checked on the compile
+tests' SASS: ``tests/kernels/tc_claims.py``). Every path and
 variant is held to the same in the committed profiles
 (tests/profile/test_roofline.py: ``make profiles``); compiling all of them
 here (some 250 s cold on two cores) would not fit CI's budget."""
@@ -21,7 +23,6 @@ pytestmark = pytest.mark.skipif(
 
 REPRESENTATIVE = {
     "atlas": ("attention.proj_bf16_tc",),  # HGMMA (bf16_tc) and QGMMA (fp8_e4m3)
-    "metrale": ("moe.decode_fp8_grouped",),  # HMMA (the grouped decode tile)
 }
 
 
@@ -71,17 +72,16 @@ def test_every_kernel_of_every_variant_compiles_clean_at_model_shapes(rows):
 
 def test_the_set_holds_each_kind_of_tensor_core_and_its_claims(rows):
     kinds = {k for r in rows for k, n in (r["mix"] or {}).get("tensor_cores", {}).items() if n}
-    assert {"HGMMA", "QGMMA", "HMMA"} <= kinds, kinds
+    assert {"HGMMA", "QGMMA"} <= kinds, kinds
     claimed = {(r["kernel"], r["variant"]): r["claim"]["tensor_cores"] for r in rows}
-    assert claimed[("moe.decode_fp8_grouped", "grouped")] == "mma.sync"
     assert claimed[("attention.proj_bf16_tc", "fp8_e4m3")] == claimed[("attention.proj_bf16_tc", "bf16_tc")] == "wgmma"
 
 
 def test_the_check_fails_on_a_spill_local_memory_or_an_unbacked_claim(rows):
-    row = next(r for r in rows if r["kernel"] == "moe.decode_fp8_grouped" and r["variant"] == "grouped")
+    row = next(r for r in rows if r["kernel"] == "attention.proj_bf16_tc" and r["variant"] == "bf16_tc")
     spilled = {**row, "resources": {**row["resources"], "spill_stores": 8}}
     local = {**row, "resources": {**row["resources"], "local": 16}}
-    unbacked = {**row, "flags": ["claims mma.sync but the SASS has no HMMA"], "occupancy_flag": False}
+    unbacked = {**row, "flags": ["claims wgmma but the SASS has no HGMMA"], "occupancy_flag": False}
     assert problems(row) == []
     assert problems(spilled) == ["spill_stores 8"] and problems(local) == ["local 16"]
-    assert problems(unbacked) == ["claims mma.sync but the SASS has no HMMA"]
+    assert problems(unbacked) == ["claims wgmma but the SASS has no HGMMA"]
