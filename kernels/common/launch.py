@@ -122,6 +122,22 @@ def grid_1d(n: int, threads: int, *, warps: bool = True, max_blocks: int | None 
     return blocks, threads
 
 
+def device_inline(fn):
+    """``cuda.jit(device=True, forceinline=True)``: a device function that
+    NVVM inlines into every caller before optimising, so the caller's facts
+    (an index is never negative) reach it as with Numba's ``inline="always"``.
+    That one instead copies the callee's Numba IR into each call site before
+    typing, which for nested helpers (a decode inside a dot inside a step)
+    took most of a kernel's compile. The simulator's ``jit`` has no
+    ``forceinline`` and gets a plain device function."""
+    from numba import cuda
+
+    try:
+        return cuda.jit(device=True, forceinline=True)(fn)
+    except TypeError:
+        return cuda.jit(device=True)(fn)
+
+
 def jit_bounded(threads: int, min_blocks: int = 1):
     """``cuda.jit`` with launch bounds: ptxas then keeps registers within what
     ``threads`` threads per block can have (a 512-thread block gets at most

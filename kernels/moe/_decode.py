@@ -30,6 +30,7 @@ from numba import cuda, float32
 
 from ..common import bits, cvt, smem, vload
 from ..common.int4_device import nibble
+from ..common.launch import device_inline
 
 FORMATS = ("int4", "nvfp4", "fp8")
 LANES = 8  # lanes an output (the per-row kernels' group)
@@ -41,7 +42,7 @@ FP8_BLOCK = 128  # the FP8 weights' scale blocks, 128 x 128: the common block-wi
 def make_decode8(FMT: str):
     if FMT == "int4":
 
-        @cuda.jit(device=True, inline=True)
+        @device_inline
         def decode8(wa, wb, wc, e, n, c):
             word = np.int64(wa[e, n, c])
             s = float32(wb[e, n, c >> 4])  # 16 words per group of 128
@@ -59,7 +60,7 @@ def make_decode8(FMT: str):
         return decode8
     if FMT == "nvfp4":
 
-        @cuda.jit(device=True, inline=True)
+        @device_inline
         def decode8(wa, wb, wc, e, n, c):
             sc = bits.e4m3_to_f32(wb[e, n, c >> 1])  # 2 chunks per 16-value block
             ts = wc[e]
@@ -82,7 +83,7 @@ def make_decode8(FMT: str):
         return decode8
     if FMT == "fp8":
 
-        @cuda.jit(device=True, inline=True)
+        @device_inline
         def decode8(wa, wb, wc, e, n, c):
             s = wb[e, n // FP8_BLOCK, (8 * c) // FP8_BLOCK]
             k = 8 * c
@@ -118,13 +119,13 @@ WIDE_VALUES = {"int4": 32, "nvfp4": 32, "fp8": 16}
 STAGE = 2048
 
 
-@cuda.jit(device=True, inline="always")
+@device_inline
 def swz(u):
     """The staged place of 16-byte unit ``u``."""
     return u ^ ((u >> 3) & 7)
 
 
-@cuda.jit(device=True, inline="always")
+@device_inline
 def ld8_f(xa, j):
     """Eight staged float32 values from local index ``j`` (a multiple of 8)
     of the stage at shared address ``xa``: two ``ld.shared.v4.f32``."""
@@ -134,7 +135,7 @@ def ld8_f(xa, j):
     return x0, x1, x2, x3, x4, x5, x6, x7
 
 
-@cuda.jit(device=True, inline="always")
+@device_inline
 def ld8_h(xa, j):
     """:func:`ld8_f` of a stage of fp16: one ``ld.shared.v4``, each pair
     converted to float32 (exactly)."""
@@ -146,20 +147,20 @@ def ld8_h(xa, j):
     return x0, x1, x2, x3, x4, x5, x6, x7
 
 
-@cuda.jit(device=True, inline="always")
+@device_inline
 def dot8v(w, x):
     """``sum_i w[i] * x[i]`` over eight values, in a fixed order."""
     return w[0] * x[0] + w[1] * x[1] + w[2] * x[2] + w[3] * x[3] + w[4] * x[4] + w[5] * x[5] + w[6] * x[6] + w[7] * x[7]
 
 
-@cuda.jit(device=True, inline="always")
+@device_inline
 def sdot8_f(w, xa, j):
     """``sum_i w[i] * xs[j + i]`` over eight staged float32 values
     (:func:`ld8_f`), summed in a fixed order."""
     return dot8v(w, ld8_f(xa, j))
 
 
-@cuda.jit(device=True, inline="always")
+@device_inline
 def sdot8_h(w, xa, j):
     """:func:`sdot8_f` of eight staged fp16 values (:func:`ld8_h`)."""
     return dot8v(w, ld8_h(xa, j))
@@ -183,7 +184,7 @@ SCALE_GROUPS = STAGE // 128
 SCALE_HALVES = SCALE_ROWS * SCALE_GROUPS
 
 
-@cuda.jit(device=True, inline="always")
+@device_inline
 def stage_scales_narrow(ss, wb, e, n0, nend, off, sets, c0, c1, t):
     """:func:`stage_scales` of rows whose chunk's scales are not whole
     16-byte loads: each of the chunk's scales copied once into the same
@@ -199,7 +200,7 @@ def stage_scales_narrow(ss, wb, e, n0, nend, off, sets, c0, c1, t):
             ss[rr * SCALE_GROUPS + j] = wb[e, n + (rr >> 4) * off, (c0 >> 7) + j]
 
 
-@cuda.jit(device=True, inline="always")
+@device_inline
 def stage_scales(sa, wb, e, n0, nend, off, sets, c0, c1, t):
     """Thread ``t < 32 sets`` copies 16 bytes (8 scales) of row ``n0 + r
     (+ off for the second set)`` of expert ``e``'s int4 scales, chunk
@@ -224,7 +225,7 @@ def stage_scales(sa, wb, e, n0, nend, off, sets, c0, c1, t):
 # They go into the int4 scales' shared array, viewed as float32.
 
 
-@cuda.jit(device=True, inline="always")
+@device_inline
 def stage_fp8_scales(ss, wb, e, n0, off, sets, c0, c1, t):
     """Thread ``t < 16 sets`` copies the float32 block scale of inputs ``c0 +
     128 (t % 16) ..`` for the 128-row block of row ``n0`` (``+ off`` for the
@@ -235,7 +236,31 @@ def stage_fp8_scales(ss, wb, e, n0, off, sets, c0, c1, t):
         ss.view(np.float32)[t] = wb[e, (n0 + (t >> 4) * off) // FP8_BLOCK, (c0 >> 7) + j]
 
 
-@cuda.jit(device=True, inline="always")
+@lru_cache(maxsize=None)
+def make_stage_chunk_scales(FMT: str):
+    """``(staged, stage)`` for the per-row kernels: ``staged`` (a constant)
+    says whether FMT's steps read a chunk's scales from the table ``stage``
+    fills, and ``stage(ss, sa, wb, e, n0, nend, off, sets, c0, c1, k, t)``
+    fills it: FP8's block scales (:func:`stage_fp8_scales`), int4's as
+    16-byte loads where a row's are whole (``k`` a multiple of 1024, ``wb``
+    on 16 bytes: :func:`stage_scales`), else one scale a thread
+    (:func:`stage_scales_narrow`). NVFP4's scales come with its weights."""
+    FP8 = FMT == "fp8"
+    staged = FMT in ("int4", "fp8")
+
+    @device_inline
+    def stage(ss, sa, wb, e, n0, nend, off, sets, c0, c1, k, t):
+        if FP8:
+            stage_fp8_scales(ss, wb, e, n0, off, sets, c0, c1, t)
+        elif k % 1024 == 0 and vload.aligned16(wb):
+            stage_scales(sa, wb, e, n0, nend, off, sets, c0, c1, t)
+        else:
+            stage_scales_narrow(ss, wb, e, n0, nend, off, sets, c0, c1, t)
+
+    return staged, stage
+
+
+@device_inline
 def _q8s(w, s, ts):
     return _q8(w, s)
 
@@ -246,19 +271,19 @@ def _four_chunks(decode, split: bool):
     (``split``: ``sa`` for words 0 and 1, ``sb`` for 2 and 3, NVFP4's two
     16-value blocks)."""
 
-    @cuda.jit(device=True, inline="always")
+    @device_inline
     def chunk0(w0, w1, w2, w3, sa, sb, ts):
         return decode(w0, sa, ts)
 
-    @cuda.jit(device=True, inline="always")
+    @device_inline
     def chunk1(w0, w1, w2, w3, sa, sb, ts):
         return decode(w1, sa, ts)
 
-    @cuda.jit(device=True, inline="always")
+    @device_inline
     def chunk2(w0, w1, w2, w3, sa, sb, ts):
         return decode(w2, sb if split else sa, ts)
 
-    @cuda.jit(device=True, inline="always")
+    @device_inline
     def chunk3(w0, w1, w2, w3, sa, sb, ts):
         return decode(w3, sb if split else sa, ts)
 
@@ -316,7 +341,7 @@ def make_dot_wide(FMT: str, X: str, SHFL_FAULT: int = 0):
     KPW = {"int4": 8, "nvfp4": 8, "fp8": 4}[FMT]  # values per 32-bit word
     ld8 = LD8[X]
 
-    @cuda.jit(device=True, inline="always")
+    @device_inline
     def wide_ok(wa, wb, k):
         # NVFP4 reads a load's two block scales as one 16-bit word: K / 16
         # scales a row, even, from an aligned start
@@ -324,13 +349,13 @@ def make_dot_wide(FMT: str, X: str, SHFL_FAULT: int = 0):
 
     if FMT == "int4":  # already words
 
-        @cuda.jit(device=True, inline="always")
+        @device_inline
         def words_of(wa, e, n, q):
             return vload.ldg_v4(wa, (np.int64(e) * wa.shape[1] + n) * wa.shape[2] + q * (V // KPW))
 
     else:  # bytes, read as words
 
-        @cuda.jit(device=True, inline="always")
+        @device_inline
         def words_of(wa, e, n, q):
             w32 = wa.view(np.uint32)
             return vload.ldg_v4(w32, (np.int64(e) * w32.shape[1] + n) * w32.shape[2] + q * (V // KPW))
@@ -339,7 +364,7 @@ def make_dot_wide(FMT: str, X: str, SHFL_FAULT: int = 0):
     # ``chunk{i}(w0, w1, w2, w3, sa, sb, ts)``: its i-th eight values.
     if FMT == "int4":
 
-        @cuda.jit(device=True, inline="always")
+        @device_inline
         def row(wa, wb, ts, e, n, q, c0, ss, lr, sfast):
             w0, w1, w2, w3 = words_of(wa, e, n, q)
             k0 = q * V
@@ -351,7 +376,7 @@ def make_dot_wide(FMT: str, X: str, SHFL_FAULT: int = 0):
 
     elif FMT == "nvfp4":
 
-        @cuda.jit(device=True, inline="always")
+        @device_inline
         def row(wa, wb, ts, e, n, q, c0, ss, lr, sfast):
             w0, w1, w2, w3 = words_of(wa, e, n, q)
             # the two 16-value blocks' scales, adjacent bytes: one 16-bit load
@@ -362,7 +387,7 @@ def make_dot_wide(FMT: str, X: str, SHFL_FAULT: int = 0):
 
     else:
 
-        @cuda.jit(device=True, inline="always")
+        @device_inline
         def row(wa, wb, ts, e, n, q, c0, ss, lr, sfast):
             w0, w1, w2, w3 = words_of(wa, e, n, q)
             # 16 values within one block of 128: its scale staged, or loaded
@@ -372,11 +397,11 @@ def make_dot_wide(FMT: str, X: str, SHFL_FAULT: int = 0):
                 s = wb[e, n // FP8_BLOCK, (q * V) // FP8_BLOCK]
             return w0, w1, w2, w3, s, s
 
-        @cuda.jit(device=True, inline="always")
+        @device_inline
         def chunk0(w0, w1, w2, w3, sa, sb, ts):
             return _e8(w0, w1, sa)
 
-        @cuda.jit(device=True, inline="always")
+        @device_inline
         def chunk1(w0, w1, w2, w3, sa, sb, ts):
             return _e8(w2, w3, sa)
 
@@ -384,7 +409,7 @@ def make_dot_wide(FMT: str, X: str, SHFL_FAULT: int = 0):
 
     FOUR = V // 8 == 4
 
-    @cuda.jit(device=True, inline="always")
+    @device_inline
     def use(w0, w1, w2, w3, sa, sb, ts, xa, j):
         """A loaded row's sum against the staged values from ``j``."""
         acc = dot8v(chunk0(w0, w1, w2, w3, sa, sb, ts), ld8(xa, j))
@@ -394,7 +419,7 @@ def make_dot_wide(FMT: str, X: str, SHFL_FAULT: int = 0):
             acc += dot8v(chunk3(w0, w1, w2, w3, sa, sb, ts), ld8(xa, j + 24))
         return acc
 
-    @cuda.jit(device=True, inline="always")
+    @device_inline
     def use_pair(w0, w1, w2, w3, sa, sb, v0, v1, v2, v3, ta, tb, ts, xa, j):
         """:func:`use` of two rows (gate and up) against the same staged
         values, each eight read once for both."""
@@ -413,7 +438,7 @@ def make_dot_wide(FMT: str, X: str, SHFL_FAULT: int = 0):
             u += dot8v(chunk3(v0, v1, v2, v3, ta, tb, ts), x)
         return g, u
 
-    @cuda.jit(device=True, inline="always")
+    @device_inline
     def dot(acc, wa, wb, ts, e, n, q, q1, xa, c0, ss, lr, sfast):
         """``acc`` plus row ``n``'s sums over loads ``q`` and, where ``q +
         LANES < q1``, ``q + LANES``: both loads issued before either is used
@@ -431,7 +456,7 @@ def make_dot_wide(FMT: str, X: str, SHFL_FAULT: int = 0):
             acc += use(y0, y1, y2, y3, ya, yb, ts, xa, qb * V - c0)
         return acc
 
-    @cuda.jit(device=True, inline="always")
+    @device_inline
     def dot_pair(g, u, wa, wb, ts, e, n, n2, q, q1, xa, c0, ss, lr, lr2, sfast):
         """:func:`dot` of rows ``n`` (into ``g``) and ``n2`` (into ``u``):
         one load of each row, at one step (four rows' loads would hold too
@@ -444,11 +469,11 @@ def make_dot_wide(FMT: str, X: str, SHFL_FAULT: int = 0):
     PAIRS = FMT == "nvfp4"
     XOR = 2 if SHFL_FAULT == 1 else 1  # the lane holding the other word (a fault: the wrong one)
 
-    @cuda.jit(device=True, inline="always")
+    @device_inline
     def pairs_ok(k):
         return PAIRS and k % 64 == 0
 
-    @cuda.jit(device=True, inline="always")
+    @device_inline
     def dot_shfl(acc, wa, wb, ts, e, n, q, q1, xa, c0):
         """:func:`dot` of loads ``q`` and ``q + LANES`` (NVFP4 rows of whole
         scale words), called by every lane of the warp alike (``q = b +
@@ -481,7 +506,7 @@ def make_dot_wide(FMT: str, X: str, SHFL_FAULT: int = 0):
     return wide_ok, dot, dot_pair, pairs_ok, dot_shfl
 
 
-@cuda.jit(device=True, inline="always")
+@device_inline
 def _q8(w, s):
     """Eight int4 values of a W4A16 word (low nibble first), ``(q - 8) s``
     (``int4_device.nibble``: the GEMVs' decode, no integer-to-float)."""
@@ -497,7 +522,7 @@ def _q8(w, s):
     )
 
 
-@cuda.jit(device=True, inline="always")
+@device_inline
 def _fp8x(w, sc, ts):
     """Eight E2M1 values of four NVFP4 bytes (low nibble first), ``(e2m1 sc) ts``."""
     return (
@@ -512,7 +537,7 @@ def _fp8x(w, sc, ts):
     )
 
 
-@cuda.jit(device=True, inline="always")
+@device_inline
 def _e8(lo, hi, s):
     """Eight E4M3 codes of two words (lowest byte first), times ``s``."""
     return (

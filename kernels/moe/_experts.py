@@ -56,10 +56,8 @@ from ._decode import (
     ld8_h,
     make_decode8,
     make_dot_wide,
+    make_stage_chunk_scales,
     sdot8_f,
-    stage_fp8_scales,
-    stage_scales,
-    stage_scales_narrow,
     swz,
 )
 
@@ -175,9 +173,8 @@ def make_gateup_rows(FMT: str):
     ``row0 * k .. (row0 + gridDim.y / k) * k``; grid ``(ceil(I / 16), rows * k)``."""
     dec = make_decode8(FMT)
     wide_ok, _, dot_pair, _, _ = make_dot_wide(FMT, "f16")
-    INT4 = FMT == "int4"
     TS = FMT == "nvfp4"  # a tensor scale in wc
-    FP8 = FMT == "fp8"  # 128 x 128 block scales, staged a chunk at a time
+    STAGED, stage_chunk_scales = make_stage_chunk_scales(FMT)  # int4's and FP8's scales a chunk at a time
     V = WIDE_VALUES[FMT]
 
     @jit_bounded(THREADS, GATEUP_MIN_BLOCKS.get(FMT, MIN_BLOCKS))
@@ -200,8 +197,7 @@ def make_gateup_rows(FMT: str):
         ts = warp_read1(wc, e, t) if TS else float32(1.0)  # NVFP4's tensor scale
         xr = x[r]
         wide = wide_ok(wa, wb, k)  # 16 bytes of each row a lane a step
-        sfast = (INT4 or FP8) and wide  # the steps read their scales from the chunk's staged table
-        swhole = INT4 and k % 1024 == 0 and vload.aligned16(wb)  # a row's int4 scales whole 16-byte loads
+        sfast = STAGED and wide  # the steps read their scales from the chunk's staged table
         vec = vload.aligned16(xr) and k % 8 == 0
         g = float32(0.0)
         u = float32(0.0)
@@ -211,12 +207,7 @@ def make_gateup_rows(FMT: str):
             c1 = min(k, c0 + STAGE)
             stage_f16(xs, xa, xr, c0, k, t, vec)
             if sfast:
-                if FP8:
-                    stage_fp8_scales(ss, wb, e, n0, inter, 2, c0, c1, t)
-                elif swhole:
-                    stage_scales(sa, wb, e, n0, inter, inter, 2, c0, c1, t)
-                else:
-                    stage_scales_narrow(ss, wb, e, n0, inter, inter, 2, c0, c1, t)
+                stage_chunk_scales(ss, sa, wb, e, n0, inter, inter, 2, c0, c1, k, t)
             cuda.syncthreads()
             if n < inter:
                 if wide:
@@ -251,9 +242,8 @@ def make_down_rows(FMT: str, PAIRS: bool = False, SHFL_FAULT: int = 0):
         raise ValueError(f"PAIRS: NVFP4's scale words, not {FMT}'s")
     dec = make_decode8(FMT)
     wide_ok, dot_wide, _, pairs_ok, dot_shfl = make_dot_wide(FMT, "f32", SHFL_FAULT)
-    INT4 = FMT == "int4"
     TS = FMT == "nvfp4"  # a tensor scale in wc
-    FP8 = FMT == "fp8"  # 128 x 128 block scales, staged a chunk at a time
+    STAGED, stage_chunk_scales = make_stage_chunk_scales(FMT)  # int4's and FP8's scales a chunk at a time
     V = WIDE_VALUES[FMT]
 
     @jit_bounded(THREADS, MIN_BLOCKS)
@@ -275,8 +265,7 @@ def make_down_rows(FMT: str, PAIRS: bool = False, SHFL_FAULT: int = 0):
         k = h.shape[1]
         acc = float32(0.0)
         wide = wide_ok(wa, wb, k)  # 16 bytes of the row a lane a step
-        sfast = (INT4 or FP8) and wide  # the steps read their scales from the chunk's staged table
-        swhole = INT4 and k % 1024 == 0 and vload.aligned16(wb)  # a row's int4 scales whole 16-byte loads
+        sfast = STAGED and wide  # the steps read their scales from the chunk's staged table
         pairs = PAIRS and wide and pairs_ok(k)  # a step's scales one word a lane, shuffled
         for s in range(topk):
             e = warp_read(ids, r, s, t)
@@ -290,12 +279,7 @@ def make_down_rows(FMT: str, PAIRS: bool = False, SHFL_FAULT: int = 0):
                 c1 = min(k, c0 + STAGE)
                 stage_f32(xs, xa, hr, c0, k, t, vec)
                 if sfast:
-                    if FP8:
-                        stage_fp8_scales(ss, wb, e, n0, 0, 1, c0, c1, t)
-                    elif swhole:
-                        stage_scales(sa, wb, e, n0, y.shape[1], 0, 1, c0, c1, t)
-                    else:
-                        stage_scales_narrow(ss, wb, e, n0, y.shape[1], 0, 1, c0, c1, t)
+                    stage_chunk_scales(ss, sa, wb, e, n0, y.shape[1], 0, 1, c0, c1, k, t)
                 cuda.syncthreads()
                 if pairs:  # every lane of the warp alike (the scale shuffle)
                     for b in range(c0 // V, c1 // V, 2 * LANES):

@@ -364,13 +364,13 @@ def test_int4_rows_stage_a_chunks_scales_once_and_a_wrong_row_fails(name, dims, 
     not (K = 384), one fp16 a thread, where each step's lanes read their
     own. The kernels pass, and scales staged from the neighbouring row fail
     the check."""
-    from leverctl_kernels.moe import _experts
+    from leverctl_kernels.moe import _decode
 
     chunks_want, stager = staged
     path, shape = _paths()[name], _stage_shape(name, **dims)
     chunks = []
-    real = getattr(_experts, stager)
-    monkeypatch.setattr(_experts, stager, lambda *a: chunks.append((a[7], a[8])) or real(*a))
+    real = getattr(_decode, stager)
+    monkeypatch.setattr(_decode, stager, lambda *a: chunks.append((a[7], a[8])) or real(*a))
     fig = _run(path, "int4", shape)[0]
     assert fig.passed, fig.why()
     assert set(chunks) == chunks_want, set(chunks)
@@ -378,8 +378,46 @@ def test_int4_rows_stage_a_chunks_scales_once_and_a_wrong_row_fails(name, dims, 
     def shifted(sa, wb, e, n0, nend, off, sets, c0, c1, t):
         real(sa, wb, e, n0 + 1, nend, off, sets, c0, c1, t)
 
-    monkeypatch.setattr(_experts, stager, shifted)
+    monkeypatch.setattr(_decode, stager, shifted)
     assert not _run(path, "int4", shape)[0].passed  # the last row's stage is never written: NaN scales
+
+
+NV_WHOLE = ({(0, 512)}, "stage_nvfp4_scales")  # K = 512: a row's 32 scale bytes, two 16-byte loads
+NV_NARROW = ({(0, 288)}, "stage_nvfp4_scales_narrow")  # K = 288: 18 bytes a row, nine pairs
+
+
+@pytest.mark.sim
+@pytest.mark.parametrize(
+    "name,dims,staged",
+    [
+        ("moe.gateup_fp4", {"hidden": 512, "inter": 8}, NV_WHOLE),
+        ("moe.gateup_fp4", {"hidden": 288, "inter": 8}, NV_NARROW),
+        ("moe.down_fp4", {"hidden": 8, "inter": 288}, NV_NARROW),
+    ],
+    ids=["gateup-whole", "gateup-narrow", "down-narrow"],
+)
+def test_nvfp4_rows_stage_a_chunks_block_scales_once_and_a_wrong_row_fails(name, dims, staged, monkeypatch):
+    """NVFP4's E4M3 block scales are staged once a chunk, like int4's: 16
+    bytes a thread where a row's are whole (K = 512), a pair a thread where
+    not (K = 288; down's K = 288 is also the kernel without the scale
+    shuffle, which needs K a multiple of 64). The kernels pass, and a stage
+    of the neighbouring row's scales fails the check."""
+    from leverctl_kernels.moe import _decode
+
+    chunks_want, stager = staged
+    path, shape = _paths()[name], _stage_shape(name, **dims)
+    chunks = []
+    real = getattr(_decode, stager)
+    monkeypatch.setattr(_decode, stager, lambda *a: chunks.append((a[7], a[8])) or real(*a))
+    fig = _run(path, "nvfp4", shape)[0]
+    assert fig.passed, fig.why()
+    assert set(chunks) == chunks_want, set(chunks)
+
+    def shifted(sa, wb, e, n0, nend, off, sets, c0, c1, t):
+        real(sa, wb, e, n0 + 1, nend, off, sets, c0, c1, t)
+
+    monkeypatch.setattr(_decode, stager, shifted)
+    assert not _run(path, "nvfp4", shape)[0].passed
 
 
 @pytest.mark.sim
@@ -389,12 +427,12 @@ def test_fp8_block_scales_are_staged_a_chunk_at_a_time_and_a_shifted_stage_fails
     128 block scales are staged once a block (16 a set, gate's and up's), a
     step reading its load's from shared memory; the kernels pass, and a
     stage one block column off fails the check."""
-    from leverctl_kernels.moe import _experts
+    from leverctl_kernels.moe import _decode
 
     path, shape = _paths()["moe.decode_fp8_grouped"], _stage_shape("moe.decode_fp8_grouped", **dims)
     chunks = []
-    real = _experts.stage_fp8_scales
-    monkeypatch.setattr(_experts, "stage_fp8_scales", lambda *a: chunks.append((a[6], a[7])) or real(*a))
+    real = _decode.stage_fp8_scales
+    monkeypatch.setattr(_decode, "stage_fp8_scales", lambda *a: chunks.append((a[6], a[7])) or real(*a))
     fig = _run(path, "per_row", shape)[0]
     assert fig.passed, fig.why()
     assert (0, 256) in set(chunks), set(chunks)
@@ -404,7 +442,7 @@ def test_fp8_block_scales_are_staged_a_chunk_at_a_time_and_a_shifted_stage_fails
         if t == 0 and wb.shape[2] > 1:  # the first block column staged with the second's scale
             ss.view(np.float32)[0] = wb[e, n0 // 128, 1]
 
-    monkeypatch.setattr(_experts, "stage_fp8_scales", shifted)
+    monkeypatch.setattr(_decode, "stage_fp8_scales", shifted)
     assert not _run(path, "per_row", shape)[0].passed
 
 
