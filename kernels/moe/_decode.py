@@ -182,6 +182,15 @@ LD8 = {"f16": ld8_h, "f32": ld8_f}
 SCALE_ROWS = 32  # gate/up: the block's 16 gate rows, then its 16 up rows
 SCALE_GROUPS = STAGE // 128
 SCALE_HALVES = SCALE_ROWS * SCALE_GROUPS
+# NVFP4's E4M3 block scales, a byte a 16 values, are staged the same way,
+# where each 16-byte weight load read its pair as one 2-byte load (an eighth
+# of the load's bytes, a ninth of those loaded): a chunk's are ``STAGE / 16``
+# = 128 bytes a row, 16-byte loads where a row's are whole (``K`` a multiple
+# of 256: :func:`stage_nvfp4_scales`), else a pair a thread
+# (:func:`stage_nvfp4_scales_narrow`). Rows lie 144 bytes apart in the
+# table, so a warp's four rows read four different bank groups.
+NV_ROW_BYTES = STAGE // 16 + 16
+NV_SCALE_HALVES = SCALE_ROWS * NV_ROW_BYTES // 2
 
 
 @device_inline
@@ -236,28 +245,71 @@ def stage_fp8_scales(ss, wb, e, n0, off, sets, c0, c1, t):
         ss.view(np.float32)[t] = wb[e, (n0 + (t >> 4) * off) // FP8_BLOCK, (c0 >> 7) + j]
 
 
+@device_inline
+def stage_nvfp4_scales(sa, wb, e, n0, nend, off, sets, c0, c1, t):
+    """The NVFP4 scales of chunk ``c0 .. c1`` (a multiple of 256 inputs)
+    for rows ``n0 ..`` of expert ``e`` (``+ off`` for the second set), 16
+    bytes a thread a turn, a row's consecutive loads by consecutive threads,
+    to row ``set * 16 + r`` of the table at shared address ``sa``; rows past
+    ``nend`` copy nothing."""
+    per = (c1 - c0) >> 8  # a row's 16-byte loads: 256 inputs each
+    w32 = wb.view(np.uint32)  # E4M3 quads: 16 scales a 16-byte load
+    for i in range(t, sets * 16 * per, cuda.blockDim.x):
+        rr = i // per  # set * 16 + row
+        j = i - rr * per
+        n = n0 + (rr & 15)
+        if n < nend:
+            at = (np.int64(e) * w32.shape[1] + n + (rr >> 4) * off) * w32.shape[2] + (c0 >> 6) + 4 * j
+            a0, a1, a2, a3 = vload.ldg_v4(w32, at)
+            smem.st_shared_v4(sa + np.uint32(rr * NV_ROW_BYTES + 16 * j), a0, a1, a2, a3)
+
+
+@device_inline
+def stage_nvfp4_scales_narrow(ss, wb, e, n0, nend, off, sets, c0, c1, t):
+    """:func:`stage_nvfp4_scales` of rows whose chunk's scales are not
+    whole 16-byte loads: a pair (one 16-value block's and the next's) a
+    thread a turn, into the same places."""
+    pairs = (c1 - c0) >> 5
+    w16 = wb.view(np.uint16)
+    t16 = ss.view(np.uint16)
+    for i in range(t, sets * 16 * pairs, cuda.blockDim.x):
+        rr = i // pairs
+        j = i - rr * pairs
+        n = n0 + (rr & 15)
+        if n < nend:
+            t16[rr * (NV_ROW_BYTES // 2) + j] = w16[e, n + (rr >> 4) * off, (c0 >> 5) + j]
+
+
 @lru_cache(maxsize=None)
 def make_stage_chunk_scales(FMT: str):
-    """``(staged, stage)`` for the per-row kernels: ``staged`` (a constant)
-    says whether FMT's steps read a chunk's scales from the table ``stage``
-    fills, and ``stage(ss, sa, wb, e, n0, nend, off, sets, c0, c1, k, t)``
-    fills it: FP8's block scales (:func:`stage_fp8_scales`), int4's as
-    16-byte loads where a row's are whole (``k`` a multiple of 1024, ``wb``
-    on 16 bytes: :func:`stage_scales`), else one scale a thread
-    (:func:`stage_scales_narrow`). NVFP4's scales come with its weights."""
+    """``(halves, stage)`` for the per-row kernels, whose wide steps read a
+    chunk's scales from a shared table of ``halves`` fp16 places, which
+    ``stage(ss, sa, wb, e, n0, nend, off, sets, c0, c1, k, t)`` fills: FP8's
+    block scales (:func:`stage_fp8_scales`); NVFP4's 16 bytes a load where a
+    row's are whole (``k`` a multiple of 256; the wide steps need ``wb`` on
+    16 bytes: :func:`stage_nvfp4_scales`), else a pair a thread; int4's
+    likewise where ``k`` is a multiple of 1024 and ``wb`` on 16 bytes
+    (:func:`stage_scales`), else one scale a thread
+    (:func:`stage_scales_narrow`)."""
     FP8 = FMT == "fp8"
-    staged = FMT in ("int4", "fp8")
+    NV = FMT == "nvfp4"
+    halves = NV_SCALE_HALVES if NV else SCALE_HALVES
 
     @device_inline
     def stage(ss, sa, wb, e, n0, nend, off, sets, c0, c1, k, t):
         if FP8:
             stage_fp8_scales(ss, wb, e, n0, off, sets, c0, c1, t)
+        elif NV:
+            if k % 256 == 0:
+                stage_nvfp4_scales(sa, wb, e, n0, nend, off, sets, c0, c1, t)
+            else:
+                stage_nvfp4_scales_narrow(ss, wb, e, n0, nend, off, sets, c0, c1, t)
         elif k % 1024 == 0 and vload.aligned16(wb):
             stage_scales(sa, wb, e, n0, nend, off, sets, c0, c1, t)
         else:
             stage_scales_narrow(ss, wb, e, n0, nend, off, sets, c0, c1, t)
 
-    return staged, stage
+    return halves, stage
 
 
 @device_inline
@@ -329,9 +381,9 @@ def make_dot_wide(FMT: str, X: str, SHFL_FAULT: int = 0):
     ``ts``: NVFP4's tensor scale (``wc[e]``, 1 for the other formats), which
     the kernel reads once (:func:`_experts.warp_read`), not every lane a step.
     ``wide_ok``: rows of ``k`` values are whole loads and the weights start
-    on 16 bytes (the loop is then this). ``sfast``: int4 reads its group
-    scale from row ``lr`` of the chunk's staged scales ``ss``
-    (:func:`stage_scales`); other formats ignore the three. ``pairs_ok``:
+    on 16 bytes (the loop is then this). ``sfast``: a load's scales come
+    from row ``lr`` of the chunk's staged scales ``ss``
+    (:func:`make_stage_chunk_scales`), else from ``wb``. ``pairs_ok``:
     NVFP4 rows of ``k`` values whose scales are whole 4-byte words (with
     ``wide_ok``'s 16-byte start, every row's are word-aligned and a chunk's
     steps start on a word)."""
@@ -379,8 +431,11 @@ def make_dot_wide(FMT: str, X: str, SHFL_FAULT: int = 0):
         @device_inline
         def row(wa, wb, ts, e, n, q, c0, ss, lr, sfast):
             w0, w1, w2, w3 = words_of(wa, e, n, q)
-            # the two 16-value blocks' scales, adjacent bytes: one 16-bit load
-            pair = np.uint32(wb.view(np.uint16)[e, n, (q * V) >> 5])
+            # the two 16-value blocks' scales, adjacent bytes: staged, or one 16-bit load
+            if sfast:
+                pair = np.uint32(ss.view(np.uint16)[lr * (NV_ROW_BYTES // 2) + ((q * V - c0) >> 5)])
+            else:
+                pair = np.uint32(wb.view(np.uint16)[e, n, (q * V) >> 5])
             return w0, w1, w2, w3, bits.e4m3_to_f32(pair & np.uint32(255)), bits.e4m3_to_f32(pair >> np.uint32(8))
 
         chunk0, chunk1, chunk2, chunk3 = _four_chunks(_fp8x, True)

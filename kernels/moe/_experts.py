@@ -49,7 +49,6 @@ from numba.core import types
 from ..common import smem, vload
 from ..common.launch import blocks_for, check_block, check_grid, jit_bounded
 from ._decode import (
-    SCALE_HALVES,
     STAGE,
     WIDE_VALUES,
     dot8v,
@@ -70,11 +69,11 @@ OUT_PER_BLOCK = THREADS // LANES
 # takes 93-149 registers for the staged kernels and halves the warps in
 # flight; at eight blocks (64) the NVFP4 and FP8 gate/up kernels spill.
 MIN_BLOCKS = 7
-# ptxas 13.5 spills the NVFP4 gate/up kernel (two rows' E2M1 decode and block
-# scales) at seven blocks an SM (72 registers: 32 bytes) and at six (80: 16
-# bytes), where 13.0 did not: five (96 registers, no spill) for that one; the
-# FP8 one, its block scales staged, 4 bytes at seven: six (80 registers).
-GATEUP_MIN_BLOCKS = {"nvfp4": 5, "fp8": 6}
+# ptxas 13.5 spills the gate/up kernels (two rows' decode and block scales) at
+# seven blocks an SM (72 registers: NVFP4 32 bytes, FP8 4): six (80
+# registers, no spill) for those two. NVFP4's spilled at six too (16 bytes)
+# until its scales were staged a chunk at a time (it ran at five, 96).
+GATEUP_MIN_BLOCKS = {"nvfp4": 6, "fp8": 6}
 float16 = types.float16
 SORT_THREADS = 32  # one warp per expert in the routing sort
 COMBINE_THREADS = 128
@@ -174,14 +173,14 @@ def make_gateup_rows(FMT: str):
     dec = make_decode8(FMT)
     wide_ok, _, dot_pair, _, _ = make_dot_wide(FMT, "f16")
     TS = FMT == "nvfp4"  # a tensor scale in wc
-    STAGED, stage_chunk_scales = make_stage_chunk_scales(FMT)  # int4's and FP8's scales a chunk at a time
+    HALVES, stage_chunk_scales = make_stage_chunk_scales(FMT)  # a chunk's scales, staged once a block
     V = WIDE_VALUES[FMT]
 
     @jit_bounded(THREADS, GATEUP_MIN_BLOCKS.get(FMT, MIN_BLOCKS))
     def gateup_rows(h, x, ids, wa, wb, wc, row0):
         xs = cuda.shared.array(STAGE, dtype=float16)
         xa = smem.smem_addr(xs)
-        ss = cuda.shared.array(SCALE_HALVES, dtype=float16)  # int4: the chunk's scales
+        ss = cuda.shared.array(HALVES, dtype=float16)  # the chunk's scales
         sa = smem.smem_addr(ss)
         t = cuda.threadIdx.x
         lane = t % LANES
@@ -197,7 +196,7 @@ def make_gateup_rows(FMT: str):
         ts = warp_read1(wc, e, t) if TS else float32(1.0)  # NVFP4's tensor scale
         xr = x[r]
         wide = wide_ok(wa, wb, k)  # 16 bytes of each row a lane a step
-        sfast = STAGED and wide  # the steps read their scales from the chunk's staged table
+        sfast = wide  # the steps read their scales from the chunk's staged table
         vec = vload.aligned16(xr) and k % 8 == 0
         g = float32(0.0)
         u = float32(0.0)
@@ -243,14 +242,14 @@ def make_down_rows(FMT: str, PAIRS: bool = False, SHFL_FAULT: int = 0):
     dec = make_decode8(FMT)
     wide_ok, dot_wide, _, pairs_ok, dot_shfl = make_dot_wide(FMT, "f32", SHFL_FAULT)
     TS = FMT == "nvfp4"  # a tensor scale in wc
-    STAGED, stage_chunk_scales = make_stage_chunk_scales(FMT)  # int4's and FP8's scales a chunk at a time
+    HALVES, stage_chunk_scales = make_stage_chunk_scales(FMT)  # a chunk's scales, staged once a block
     V = WIDE_VALUES[FMT]
 
     @jit_bounded(THREADS, MIN_BLOCKS)
     def down_rows(y, h, ids, rw, wa, wb, wc, row0):
         xs = cuda.shared.array(STAGE, dtype=float32)
         xa = smem.smem_addr(xs)
-        ss = cuda.shared.array(SCALE_HALVES, dtype=float16)  # int4: the chunk's scales (16 rows)
+        ss = cuda.shared.array(HALVES, dtype=float16)  # the chunk's scales (16 rows)
         sa = smem.smem_addr(ss)
         t = cuda.threadIdx.x
         lane = t % LANES
@@ -265,7 +264,7 @@ def make_down_rows(FMT: str, PAIRS: bool = False, SHFL_FAULT: int = 0):
         k = h.shape[1]
         acc = float32(0.0)
         wide = wide_ok(wa, wb, k)  # 16 bytes of the row a lane a step
-        sfast = STAGED and wide  # the steps read their scales from the chunk's staged table
+        sfast = wide and not PAIRS  # the steps read their scales from the chunk's staged table (not dot_shfl's)
         pairs = PAIRS and wide and pairs_ok(k)  # a step's scales one word a lane, shuffled
         for s in range(topk):
             e = warp_read(ids, r, s, t)

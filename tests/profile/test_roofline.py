@@ -81,14 +81,6 @@ MISSES: dict[tuple[str, str, str], str] = {
         ("w4a16.ffn_decode", "gemm_m1", f): _TILED
         for f in ("128-bit gemm_tiled", "in flight gemm_tiled", "sectors", "wide")
     },  # fmt: skip
-    ("moe.gateup_fp4", "nvfp4", "wide"): (
-        "NVFP4's E4M3 block scales, 1 byte a 16 values, come a pair a 16-byte weight load as one 2-byte load "
-        "(11 % of the loaded bytes); the down kernel's one-word-a-lane shuffle spilled beside gate/up's two rows"
-    ),
-    ("moe.gateup_fp4", "nvfp4", "in flight gateup_rows"): (
-        "ptxas 13.5 spills the NVFP4 gate/up kernel at seven and six blocks an SM (32 and 16 bytes): bound to "
-        "five (96 registers), its two 16-byte loads a lane make 20 KiB an SM (28 KiB at seven)"
-    ),
     ("moe.decode_fp8_grouped", "grouped", "sectors"): (
         "the GEMM engine's decode tile: its FP8 weights come 16 codes a 16-byte load and a warp reads each "
         "load's 128 x 128 block scale once, but that is still one 4-byte request a load (4 of a sector's 32 "
