@@ -207,10 +207,10 @@ def _build_wide_stager(threads: int, kpc: int, G: int, fetch16, convert_j, rows:
     def _fetch_one(i, _x, _y, ctx):
         src, bsc, nrows, k, r0, k0, tid, vec = ctx
         c = tid + i * threads
-        cc = min(c, total - 1)
-        r = cc // per_row
+        cc = uint32(min(c, total - 1))  # unsigned: a slot is never negative (no signed-division code)
+        r = cc // uint32(per_row)
         gr = r0 + r
-        gk = k0 + (cc - r * per_row) * (G * kpc)
+        gk = k0 + (cc - r * uint32(per_row)) * uint32(G * kpc)
         return fetch16(src, bsc, gr, gk, (whole or c < total) and gr < nrows and gk < k, vec)
 
     @cuda.jit(device=True, inline="always")
@@ -371,11 +371,33 @@ def _make_int4_bf16(threads: int, group_shift: int = 7):
 
 
 def _make_int4_f16(threads: int, group_shift: int = 7):
-    # No 16-byte form along K (the decode tile): with a stage's gate and up
-    # groups in flight it spilled 8 bytes at the decode tile's launch bound
-    # of five blocks, and 76 at four (ptxas then hoists more loads); its
-    # 32-bit loads use half a sector each (FP8's 16-byte form does not spill).
-    return _make_packed_bf16(threads, group_shift, _q4, _f32, _zero_f16, pair=cvt.f32x2_to_f16x2)
+    """int4 weights to fp16, a word (8 values) a chunk; along K (the decode
+    tile) a 16-byte load brings four chunks, 32 values of one group of 128,
+    with the group's fp16 scale. That form spilled 8 bytes at the decode
+    tile's bound of five blocks an SM until the wide stager's slot
+    arithmetic went unsigned (its signed 64-bit divisions held registers
+    from the prologue on)."""
+    base = _make_packed_bf16(threads, group_shift, _q4, _f32, _zero_f16, pair=cvt.f32x2_to_f16x2)
+
+    @cuda.jit(device=True, inline="always")
+    def fetch16(src, bsc, gr, gk, ok, vec):
+        # 32 values (``gk`` a multiple of 32) within one group of 128
+        w0, w1, w2, w3 = _words4(src, gr, gk >> 3, ok, vec)
+        return w0, w1, w2, w3, bsc[gr, gk >> group_shift] if ok else np.float16(0)
+
+    @cuda.jit(device=True, inline="always")
+    def convert_j(raw, gk, j):
+        word = raw[0] if j == 0 else (raw[1] if j == 1 else (raw[2] if j == 2 else raw[3]))
+        s = np.float32(raw[4])
+        pair = cvt.f32x2_to_f16x2
+        return (
+            pair(_q4(word, 0, s), _q4(word, 1, s)),
+            pair(_q4(word, 2, s), _q4(word, 3, s)),
+            pair(_q4(word, 4, s), _q4(word, 5, s)),
+            pair(_q4(word, 6, s), _q4(word, 7, s)),
+        )
+
+    return chunk_stager(threads, 8, base.fetch, base.convert, (4, fetch16, convert_j))
 
 
 @cuda.jit(device=True, inline="always")

@@ -1,9 +1,13 @@
-"""The decode tile's FP8 weights stager (``wgmma_gemm``'s wide form of
-``e4m3_blk_f16``: 16 codes a 16-byte load, each load's 128 x 128 block
-scale read once a warp, by lane 0, and shuffled) against NumPy, in the
-simulator, on a tile of 256 rows: its loads then span two 128-row scale
-blocks, and a stage past K's first block reads the next one. A stager that
-gives every row the first block's scale fails."""
+"""The decode tile's wide weight stagers (``wgmma_gemm``'s 16-byte forms
+along K) against NumPy, in the simulator, on a tile of 256 rows:
+
+* FP8 (``e4m3_blk_f16``: 16 codes a 16-byte load, each load's 128 x 128
+  block scale read once a warp, by lane 0, and shuffled): its loads span
+  two 128-row scale blocks, and a stage past K's first block reads the next
+  one. A stager that gives every row the first block's scale fails.
+* int4 (``int4_f16``: 32 values a 16-byte load, one fp16 group scale of
+  128): a stage in K's first group and one in its second. A stager whose
+  groups are 256 wide (``group_shift`` 8) fails in the second."""
 
 from __future__ import annotations
 
@@ -36,14 +40,30 @@ def _stage_kernel(stager):
     return stage
 
 
+def _staged_int4(stager, kt, rng):
+    q = rng.integers(0, 16, (ROWS, K)).astype(np.uint32)
+    words = np.zeros((ROWS, K // 8), np.uint32)
+    for i in range(8):
+        words |= q[:, i::8] << np.uint32(4 * i)
+    scales = rng.uniform(0.5, 2.0, (ROWS, K // 128)).astype(np.float16)
+    got = _run(stager, words, scales, kt)
+    k0 = kt * 64
+    vals = (q[:, k0 : k0 + 64].astype(np.float32) - 8) * scales[:, k0 // 128 : k0 // 128 + 1].astype(np.float32)
+    return got, vals.astype(np.float16)
+
+
+def _run(stager, b32, bsc, kt):
+    out = cuda.to_device(np.zeros(ROWS * 32, np.uint32))
+    _stage_kernel(stager)[1, THREADS](out, cuda.to_device(b32), cuda.to_device(bsc), kt)
+    flat = out.copy_to_host().view(np.uint8)
+    at = swizzle.sw128_np(np.arange(ROWS)[:, None] * 128 + np.arange(128)[None, :])
+    return flat[at].view(np.float16).reshape(ROWS, 64)  # the stage's 64 k of fp16, row by row
+
+
 def _staged(stager, kt, rng):
     codes = rng.choice([c for c in range(256) if c & 0x7F != 0x7F], (ROWS, K)).astype(np.uint8)
     bsc = rng.uniform(0.5, 2.0, (ROWS // 128, K // 128)).astype(np.float32)
-    out = cuda.to_device(np.zeros(ROWS * 32, np.uint32))
-    _stage_kernel(stager)[1, THREADS](out, cuda.to_device(codes.view(np.uint32)), cuda.to_device(bsc), kt)
-    flat = out.copy_to_host().view(np.uint8)
-    at = swizzle.sw128_np(np.arange(ROWS)[:, None] * 128 + np.arange(128)[None, :])
-    got = flat[at].view(np.float16).reshape(ROWS, 64)  # the stage's 64 k of fp16, row by row
+    got = _run(stager, codes.view(np.uint32), bsc, kt)
     k0 = kt * 64
     vals = bits.e4m3_to_f32_np(codes[:, k0 : k0 + 64]) * np.repeat(bsc[:, k0 // 128], 128)[:, None]
     return got, vals.astype(np.float16)
@@ -68,3 +88,18 @@ def test_a_wide_fp8_stager_that_reads_one_rows_block_for_all_fails():
     got, want = _staged(stager, 0, np.random.default_rng(0))
     assert not np.array_equal(got[128:], want[128:])  # the second block's rows took the first's scale
     np.testing.assert_array_equal(got[:128], want[:128])
+
+
+@pytest.mark.sim
+@pytest.mark.parametrize("kt", [1, 2])  # the last stage of K's first group of 128, the first of its second
+def test_the_wide_int4_stager_scales_each_load_by_its_group(kt):
+    stager = P.stager_of("int4_f16", THREADS)
+    assert stager.wide is not None  # the decode tile's form along K: 16 bytes a load
+    got, want = _staged_int4(stager, kt, np.random.default_rng(kt))
+    np.testing.assert_array_equal(got, want)
+
+
+@pytest.mark.sim
+def test_a_wide_int4_stager_with_groups_of_256_fails_in_the_second_group():
+    got, want = _staged_int4(P._make_int4_f16(THREADS, group_shift=8), 2, np.random.default_rng(2))
+    assert not np.array_equal(got, want)

@@ -152,8 +152,9 @@ def test_the_decode_tile_kernels_issue_hmma_and_copy_the_tokens_rows_by_ldgsts(c
     """The decode tile's gate/up and down (int4 and FP8 weights) hold
     ``HMMA.16816.F32``; gate/up copies the tokens' fp16 rows by 128-bit
     ``LDGSTS`` through the row map (down's float32 rows and every weight
-    format pass through registers: their stagers convert them); FP8's
-    weights and down's float32 rows come in 128-bit loads."""
+    format pass through registers: their stagers convert them); every
+    format's weights (the wide stager: 16 FP8 codes or 32 int4 values a
+    load) and down's float32 rows come in 128-bit loads."""
     import re
 
     import pytest
@@ -170,10 +171,8 @@ def test_the_decode_tile_kernels_issue_hmma_and_copy_the_tokens_rows_by_ldgsts(c
             assert any(op.startswith("HMMA.16816.F32") for op in opcodes(sass)), (name, opcodes(sass))
             copies = re.search(r"\bLDGSTS\.E\.BYPASS(\.\w+)*\.128\b", sass)
             assert bool(copies) == (gemm == "gateup"), name
-            # FP8's weights: 16 codes a 16-byte load (the wide stager); int4's stay
-            # 32-bit; down's float32 rows come 16 bytes a load whatever the weights
-            wide = bool(re.search(r"\bLDG\.E\.128(\.\w+)*\b", sass))
-            assert wide == (fmt == "fp8" or gemm == "down"), name
+            # the weights a 16-byte load (the wide stager), and down's float32 rows
+            assert re.search(r"\bLDG\.E\.128(\.\w+)*\b", sass), name
 
 
 def test_the_per_row_kernels_stage_their_activations_and_read_them_16_bytes_at_a_time(compiled):
