@@ -373,7 +373,7 @@ def _make_int4_bf16(threads: int, group_shift: int = 7):
 def _make_int4_f16(threads: int, group_shift: int = 7):
     """int4 weights to fp16, a word (8 values) a chunk; along K (the decode
     tile) a 16-byte load brings four chunks, 32 values of one group of 128,
-    with the group's fp16 scale. That form spilled 8 bytes at the decode
+    with the group's fp16 scale, read once a pair of lanes. That form spilled 8 bytes at the decode
     tile's bound of five blocks an SM until the wide stager's slot
     arithmetic went unsigned (its signed 64-bit divisions held registers
     from the prologue on)."""
@@ -381,9 +381,14 @@ def _make_int4_f16(threads: int, group_shift: int = 7):
 
     @cuda.jit(device=True, inline="always")
     def fetch16(src, bsc, gr, gk, ok, vec):
-        # 32 values (``gk`` a multiple of 32) within one group of 128
+        # 32 values (``gk`` a multiple of 32) within one group of 128. A
+        # stage's 64 values of a row are two slots, lanes 2m and 2m + 1 of
+        # a warp, in one group: the even lane reads the scale (it is in range
+        # wherever the odd one is) and shuffles it to the odd one
         w0, w1, w2, w3 = _words4(src, gr, gk >> 3, ok, vec)
-        return w0, w1, w2, w3, bsc[gr, gk >> group_shift] if ok else np.float16(0)
+        lane = cuda.threadIdx.x & 31
+        s = np.float32(bsc[gr, gk >> group_shift]) if ok and (lane & 1) == 0 else np.float32(0)
+        return w0, w1, w2, w3, cuda.shfl_sync(0xFFFFFFFF, s, lane & 30)
 
     @cuda.jit(device=True, inline="always")
     def convert_j(raw, gk, j):
