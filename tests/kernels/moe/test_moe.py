@@ -343,65 +343,42 @@ def _stage_shape(name, **dims):
 
 WHOLE = ({(0, 2048), (2048, 3072)}, "stage_scales")  # K = 3072: a 2048-input chunk and one of 1024
 NARROW = ({(0, 384)}, "stage_scales_narrow")  # K = 384: a row's three scales, 6 bytes
-
-
-@pytest.mark.sim
-@pytest.mark.parametrize(
-    "name,dims,staged",
-    [
-        ("moe.gateup_fp4", {"hidden": 3072, "inter": 8}, WHOLE),
-        ("moe.down_fp4", {"hidden": 8, "inter": 3072}, WHOLE),
-        ("moe.gateup_fp4", {"hidden": 384, "inter": 8}, NARROW),
-        ("moe.down_fp4", {"hidden": 8, "inter": 384}, NARROW),
-    ],
-    ids=["gateup-whole", "down-whole", "gateup-narrow", "down-narrow"],
-)
-@pytest.mark.filterwarnings("ignore:invalid value encountered:RuntimeWarning")  # the broken run's NaN scales
-def test_int4_rows_stage_a_chunks_scales_once_and_a_wrong_row_fails(name, dims, staged, monkeypatch):
-    """Each chunk's group scales are staged once a block, a step reading its
-    group's from shared memory: where a row's are whole 16-byte loads (K =
-    3072), two of them a row (one for the 1024-input chunk); where they are
-    not (K = 384), one fp16 a thread, where each step's lanes read their
-    own. The kernels pass, and scales staged from the neighbouring row fail
-    the check."""
-    from leverctl_kernels.moe import _decode
-
-    chunks_want, stager = staged
-    path, shape = _paths()[name], _stage_shape(name, **dims)
-    chunks = []
-    real = getattr(_decode, stager)
-    monkeypatch.setattr(_decode, stager, lambda *a: chunks.append((a[7], a[8])) or real(*a))
-    fig = _run(path, "int4", shape)[0]
-    assert fig.passed, fig.why()
-    assert set(chunks) == chunks_want, set(chunks)
-
-    def shifted(sa, wb, e, n0, nend, off, sets, c0, c1, t):
-        real(sa, wb, e, n0 + 1, nend, off, sets, c0, c1, t)
-
-    monkeypatch.setattr(_decode, stager, shifted)
-    assert not _run(path, "int4", shape)[0].passed  # the last row's stage is never written: NaN scales
-
-
 NV_WHOLE = ({(0, 512)}, "stage_nvfp4_scales")  # K = 512: a row's 32 scale bytes, two 16-byte loads
 NV_NARROW = ({(0, 288)}, "stage_nvfp4_scales_narrow")  # K = 288: 18 bytes a row, nine pairs
 
 
 @pytest.mark.sim
 @pytest.mark.parametrize(
-    "name,dims,staged",
+    "name,fmt,dims,staged",
     [
-        ("moe.gateup_fp4", {"hidden": 512, "inter": 8}, NV_WHOLE),
-        ("moe.gateup_fp4", {"hidden": 288, "inter": 8}, NV_NARROW),
-        ("moe.down_fp4", {"hidden": 8, "inter": 288}, NV_NARROW),
+        ("moe.gateup_fp4", "int4", {"hidden": 3072, "inter": 8}, WHOLE),
+        ("moe.down_fp4", "int4", {"hidden": 8, "inter": 3072}, WHOLE),
+        ("moe.gateup_fp4", "int4", {"hidden": 384, "inter": 8}, NARROW),
+        ("moe.down_fp4", "int4", {"hidden": 8, "inter": 384}, NARROW),
+        ("moe.gateup_fp4", "nvfp4", {"hidden": 512, "inter": 8}, NV_WHOLE),
+        ("moe.gateup_fp4", "nvfp4", {"hidden": 288, "inter": 8}, NV_NARROW),
+        ("moe.down_fp4", "nvfp4", {"hidden": 8, "inter": 288}, NV_NARROW),
     ],
-    ids=["gateup-whole", "gateup-narrow", "down-narrow"],
+    ids=[
+        "int4-gateup-whole",
+        "int4-down-whole",
+        "int4-gateup-narrow",
+        "int4-down-narrow",
+        "nvfp4-gateup-whole",
+        "nvfp4-gateup-narrow",
+        "nvfp4-down-narrow",
+    ],
 )
-def test_nvfp4_rows_stage_a_chunks_block_scales_once_and_a_wrong_row_fails(name, dims, staged, monkeypatch):
-    """NVFP4's E4M3 block scales are staged once a chunk, like int4's: 16
+@pytest.mark.filterwarnings("ignore:invalid value encountered:RuntimeWarning")  # the broken run's NaN scales
+def test_rows_stage_a_chunks_scales_once_and_a_wrong_row_fails(name, fmt, dims, staged, monkeypatch):
+    """Each chunk's scales are staged once a block, a step reading its own
+    from shared memory. int4's group scales: where a row's are whole 16-byte
+    loads (K = 3072), two of them a row (one for the 1024-input chunk);
+    where not (K = 384), one fp16 a thread. NVFP4's E4M3 block scales: 16
     bytes a thread where a row's are whole (K = 512), a pair a thread where
     not (K = 288; down's K = 288 is also the kernel without the scale
-    shuffle, which needs K a multiple of 64). The kernels pass, and a stage
-    of the neighbouring row's scales fails the check."""
+    shuffle, which needs K a multiple of 64). The kernels pass, and scales
+    staged from the neighbouring row fail the check."""
     from leverctl_kernels.moe import _decode
 
     chunks_want, stager = staged
@@ -409,7 +386,7 @@ def test_nvfp4_rows_stage_a_chunks_block_scales_once_and_a_wrong_row_fails(name,
     chunks = []
     real = getattr(_decode, stager)
     monkeypatch.setattr(_decode, stager, lambda *a: chunks.append((a[7], a[8])) or real(*a))
-    fig = _run(path, "nvfp4", shape)[0]
+    fig = _run(path, fmt, shape)[0]
     assert fig.passed, fig.why()
     assert set(chunks) == chunks_want, set(chunks)
 
@@ -417,7 +394,7 @@ def test_nvfp4_rows_stage_a_chunks_block_scales_once_and_a_wrong_row_fails(name,
         real(sa, wb, e, n0 + 1, nend, off, sets, c0, c1, t)
 
     monkeypatch.setattr(_decode, stager, shifted)
-    assert not _run(path, "nvfp4", shape)[0].passed
+    assert not _run(path, fmt, shape)[0].passed  # the last row's stage is never written or another row's
 
 
 @pytest.mark.sim
