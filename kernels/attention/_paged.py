@@ -146,6 +146,69 @@ def online_softmax_row(sc, m_s, l_s, a_s, h, width):
     a_s[h] = alpha
 
 
+_FULL = 0xFFFFFFFF
+
+
+@cuda.jit(device=True, inline="always")
+def _half_max(x):
+    """The max of ``x`` over the 16 lanes of the lane's half-warp."""
+    x = max(x, cuda.shfl_xor_sync(_FULL, x, 8))
+    x = max(x, cuda.shfl_xor_sync(_FULL, x, 4))
+    x = max(x, cuda.shfl_xor_sync(_FULL, x, 2))
+    return max(x, cuda.shfl_xor_sync(_FULL, x, 1))
+
+
+@cuda.jit(device=True, inline="always")
+def _half_sum(x):
+    """The sum of ``x`` over the 16 lanes of the lane's half-warp (a tree)."""
+    x += cuda.shfl_xor_sync(_FULL, x, 8)
+    x += cuda.shfl_xor_sync(_FULL, x, 4)
+    x += cuda.shfl_xor_sync(_FULL, x, 2)
+    return x + cuda.shfl_xor_sync(_FULL, x, 1)
+
+
+@lru_cache(maxsize=None)
+def make_softmax_rows(G: int, NT: int):
+    """Device function ``softmax_rows(sc, m_s, l_s, a_s, tid)``, called by
+    every thread of a block of ``NT``: :func:`online_softmax_row` for heads
+    ``0 .. G - 1`` (scores ``sc[h, :BLOCK]``). Where the block is whole
+    warps, a half-warp takes a head, lane ``t`` its score ``t``: the max and
+    the sum by four shuffles each, where one thread a head ran 16 steps of
+    each in turn while the other warps waited at the barrier, and its 16
+    reads of a row hit the bank of every other head's (``sc`` rows are 16
+    words: heads two apart share banks). The sum is then a tree, not a
+    run; every kernel here calls this, so all still round alike. A block
+    of part of a warp (a tiny head dim: :func:`threads_for`) keeps a
+    thread a head."""
+    COOP = NT % 32 == 0
+    HP = NT // 16  # heads a pass
+
+    @cuda.jit(device=True, inline="always")
+    def softmax_rows(sc, m_s, l_s, a_s, tid):
+        if COOP:
+            t = tid & (BLOCK - 1)
+            for h0 in range(0, G, HP):
+                h = h0 + (tid >> 4)
+                live = h < G
+                hh = h if live else 0  # a half-warp past the heads reads head 0, writes nothing
+                x = sc[hh, t]
+                m_old = m_s[hh]
+                m_new = max(m_old, _half_max(x))
+                p = np.float32(math.exp(x - m_new))
+                total = _half_sum(p)
+                if live:
+                    sc[h, t] = p
+                    if t == 0:
+                        alpha = np.float32(math.exp(m_old - m_new))
+                        l_s[h] = l_s[h] * alpha + total
+                        m_s[h] = m_new
+                        a_s[h] = alpha
+        elif tid < G:
+            online_softmax_row(sc, m_s, l_s, a_s, tid, BLOCK)
+
+    return softmax_rows
+
+
 def num_splits(length, ref_seqs, kv_heads, target, min_blocks):
     """``(splits, blocks per split)`` of a sequence of ``length`` tokens
     (see the module doc). Plain integer arithmetic: the host calls it as
@@ -168,9 +231,10 @@ _num_splits = cuda.jit(device=True, inline="always")(num_splits)
 
 def threads_for(d: int) -> int:
     """Threads per block: one per head dim (rounded up to 8), at most 256.
-    No warp intrinsics, so a block of tiny head dims may be part of a warp,
-    which spares the simulator (about a millisecond per simulated thread);
-    every real head dim (64 and up) gets whole warps."""
+    A block of tiny head dims may be part of a warp, which spares the
+    simulator (about a millisecond per simulated thread); every real head
+    dim (64 and up) gets whole warps, and only those use warp shuffles
+    (:func:`make_softmax_rows`)."""
     return min(256, max(8, -(-d // 8) * 8))
 
 
@@ -404,6 +468,7 @@ def make_split(HKV: int, G: int, D: int, TARGET: int, MIN_BLOCKS: int, READ_TAIL
     VP = v_pitch(D)
     QVEC = D % 8 == 0
     wide_ok, stage = make_kv_stage(HKV, D, NT, READ_TAIL)
+    softmax_rows = make_softmax_rows(G, NT)
     stage_q = make_row_stage(G, D, NT, 0, Q_FAULT)
 
     # launch bound: 512 threads an SM (two blocks at d 256, four at d 128), so at most 128
@@ -469,9 +534,8 @@ def make_split(HKV: int, G: int, D: int, TARGET: int, MIN_BLOCKS: int, READ_TAIL
                     else:
                         sc[h, t] = _NEG_INF
                 cuda.syncthreads()
-                # online softmax: thread h rescales its head and turns scores into p
-                if tid < G:
-                    online_softmax_row(sc, m_s, l_s, a_s, tid, BLOCK)
+                # online softmax: each head rescaled and its scores turned into p
+                softmax_rows(sc, m_s, l_s, a_s, tid)
                 cuda.syncthreads()
                 # PV: thread d accumulates every head of the group
                 for j in range(DPT):

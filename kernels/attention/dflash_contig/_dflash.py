@@ -54,10 +54,10 @@ from .._paged import (
     make_combine,
     make_kv_stage,
     make_row_stage,
+    make_softmax_rows,
     max_splits,
     merge_threads,
     num_splits,
-    online_softmax_row,
     split_shared_bytes,
     threads_for,
     v_half,
@@ -80,6 +80,7 @@ def make_split(HKV: int, G: int, T: int, D: int, TARGET: int, MIN_BLOCKS: int, P
     NT = threads_for(D)
     DPT = -(-D // NT)
     GB = G * BLOCK
+    softmax_rows = make_softmax_rows(G, NT)
     DP = D + 1  # shared rows padded: threads of different tokens hit different banks
     SCALE = np.float32(1.0 / math.sqrt(D))
     VP = v_pitch(D)
@@ -153,8 +154,7 @@ def make_split(HKV: int, G: int, T: int, D: int, TARGET: int, MIN_BLOCKS: int, P
                     else:
                         sc[h, tt] = _NEG_INF
                 cuda.syncthreads()
-                if tid < G:  # the block's first token is always seen: the new max is finite
-                    online_softmax_row(sc, m_s, l_s, a_s, tid, BLOCK)
+                softmax_rows(sc, m_s, l_s, a_s, tid)  # the block's first token is always seen: the max is finite
                 cuda.syncthreads()
                 for j in range(DPT):
                     d = tid + j * NT

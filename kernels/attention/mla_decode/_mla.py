@@ -51,7 +51,7 @@ from numba import cuda, float32, uint32
 
 from ...common import cvt, unroll, vload
 from ...common.launch import check_block, check_grid, check_shared, jit_bounded
-from .._paged import BLOCK, make_row_stage, online_softmax_row, threads_for, v_half
+from .._paged import BLOCK, make_row_stage, make_softmax_rows, threads_for, v_half
 
 _NEG_INF = np.float32(-math.inf)
 _ZERO = np.float32(0.0)
@@ -101,6 +101,7 @@ def mscale2(shape) -> float:
 def make_decode(H: int, R: int, P: int, QK_DIM: int, READ_TAIL: bool = False, MSCALE2: float = 1.0):
     HT = head_tile(H)
     NT = threads_for(R)
+    softmax_rows = make_softmax_rows(HT, NT)
     DPT = -(-R // NT)
     RP = R + P
     W = RP + 1  # padded rows
@@ -205,8 +206,7 @@ def make_decode(H: int, R: int, P: int, QK_DIM: int, READ_TAIL: bool = False, MS
                 else:
                     sc[h, jj] = _NEG_INF
             cuda.syncthreads()
-            if tid < HT:
-                online_softmax_row(sc, m_s, l_s, a_s, tid, BLOCK)
+            softmax_rows(sc, m_s, l_s, a_s, tid)
             cuda.syncthreads()
             for j in range(DPT):
                 d = tid + j * NT
