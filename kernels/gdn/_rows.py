@@ -12,6 +12,7 @@ lane's::
     4 words = src.flat[((t0+i) H + hh) D + col0 + j]    ld.global.nc.v4.u32
     fp16 rows (the model's q, k, v): 8 halves -> 8 fp32 (exact, cvt.f32.f16),
         dst[i, j .. j+3], dst[i, j+4 .. j+7]            2 x st.shared.v4.f32
+        (with ``SPREAD``, in the other order in lanes 4-7 of a quarter-warp)
     fp32 rows (the separate mixer's activations): 4 floats as they are,
         dst[i, j .. j+3]                                st.shared.v4.b32
 
@@ -48,11 +49,17 @@ TAIL_FAULTS = (0, 1, 2)
 
 
 @lru_cache(maxsize=None)
-def make_stage_rows(LEN: int, NT: int, TAIL_FAULT: int = 0):
+def make_stage_rows(LEN: int, NT: int, TAIL_FAULT: int = 0, SPREAD: bool = False):
     """``(wide, stage)`` for rows of ``LEN`` elements staged by ``NT``
     threads: ``wide(src, col0)`` says whether the 16-byte path applies
     (evaluate it once per launch), ``stage(dst, src, t0, rows, hh, col0,
     vec, tid)`` stages the rows, on the 16-byte path when ``vec``.
+    ``SPREAD``: fp16 rows' two fp32 stores a piece in the other order in
+    lanes 4-7 of a quarter-warp, whose pieces are 32 bytes apart (lanes 4
+    apart share banks): each store then covers the 32 banks. The verifies,
+    which stage ``T`` rows a chunk, take it (1,216 extra wavefronts to 0 at
+    17 tokens); the single-token decode, which stages one row and whose
+    4 more registers cost it a block an SM, does not.
     ``TAIL_FAULT``: :data:`TAIL_FAULTS` (tests only)."""
     if TAIL_FAULT not in TAIL_FAULTS:
         raise ValueError(f"TAIL_FAULT={TAIL_FAULT}: one of {TAIL_FAULTS}")
@@ -90,8 +97,13 @@ def make_stage_rows(LEN: int, NT: int, TAIL_FAULT: int = 0):
                         x2, x3 = f16x2_to_f32x2(w1)
                         x4, x5 = f16x2_to_f32x2(w2)
                         x6, x7 = f16x2_to_f32x2(w3)
-                        st_shared_f32x4(d, x0, x1, x2, x3)
-                        st_shared_f32x4(d + uint32(16), x4, x5, x6, x7)
+                        # SPREAD: a quarter-warp's upper four lanes store their high half
+                        # first (selects, not a branch)
+                        lo = not SPREAD or (tid & 4) == 0
+                        da = d if lo else d + uint32(16)
+                        db = d + uint32(16) if lo else d
+                        st_shared_f32x4(da, x0 if lo else x4, x1 if lo else x5, x2 if lo else x6, x3 if lo else x7)
+                        st_shared_f32x4(db, x4 if lo else x0, x5 if lo else x1, x6 if lo else x2, x7 if lo else x3)
                     else:  # fp32 rows: the words as they are
                         st_shared_v4(d, w0, w1, w2, w3)
         else:

@@ -53,8 +53,8 @@ def make_verify_recurrent(T: int, DK: int, DV: int, TAIL_FAULT: int = 0):
     coords, offset, load, store = step.coords, step.offset, step.load, step.store
     partials, finish, put_cols = step.partials, step.finish, step.put_cols
     head_slice = make_head_slice(NSL, BV)
-    wide_qk, stage_qk = make_stage_rows(DK, NT, TAIL_FAULT)
-    wide_v, stage_v = make_stage_rows(BV, NT, TAIL_FAULT)
+    wide_qk, stage_qk = make_stage_rows(DK, NT, TAIL_FAULT, SPREAD=True)
+    wide_v, stage_v = make_stage_rows(BV, NT, TAIL_FAULT, SPREAD=True)
     RCW = R * CW  # state registers a thread
 
     # Six blocks an SM: at most 80 registers (d = 128: 80, no spill; unbounded,

@@ -58,8 +58,8 @@ def make_verify_wy17(DK: int, DV: int, layout=LAYOUT):
     RED, NRM = step.red_shape, step.nrm_shape
     coords, partials, finish, put_cols = step.coords, step.partials, step.finish, step.put_cols
     load_shared = step.load_shared
-    wide_qk, stage_qk = make_stage_rows(DK, NT)
-    wide_v, stage_v = make_stage_rows(BV, NT)
+    wide_qk, stage_qk = make_stage_rows(DK, NT, SPREAD=True)
+    wide_v, stage_v = make_stage_rows(BV, NT, SPREAD=True)
     LAST = TOKENS - 1
     RCW = R * CW  # state registers a thread
 
