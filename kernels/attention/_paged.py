@@ -97,6 +97,7 @@ from numba import cuda, float32, int32, uint32
 from ..common import cvt, smem, vload
 from ..common import wgmma as wg
 from ..common.launch import check_block, check_grid, check_shared, jit_bounded
+from ..common.warp import half_warp_max, half_warp_sum
 
 BLOCK = 16
 V_TILES = 2  # kernel 1's V slots
@@ -146,27 +147,6 @@ def online_softmax_row(sc, m_s, l_s, a_s, h, width):
     a_s[h] = alpha
 
 
-_FULL = 0xFFFFFFFF
-
-
-@cuda.jit(device=True, inline="always")
-def _half_max(x):
-    """The max of ``x`` over the 16 lanes of the lane's half-warp."""
-    x = max(x, cuda.shfl_xor_sync(_FULL, x, 8))
-    x = max(x, cuda.shfl_xor_sync(_FULL, x, 4))
-    x = max(x, cuda.shfl_xor_sync(_FULL, x, 2))
-    return max(x, cuda.shfl_xor_sync(_FULL, x, 1))
-
-
-@cuda.jit(device=True, inline="always")
-def _half_sum(x):
-    """The sum of ``x`` over the 16 lanes of the lane's half-warp (a tree)."""
-    x += cuda.shfl_xor_sync(_FULL, x, 8)
-    x += cuda.shfl_xor_sync(_FULL, x, 4)
-    x += cuda.shfl_xor_sync(_FULL, x, 2)
-    return x + cuda.shfl_xor_sync(_FULL, x, 1)
-
-
 @lru_cache(maxsize=None)
 def make_softmax_rows(G: int, NT: int):
     """Device function ``softmax_rows(sc, m_s, l_s, a_s, tid)``, called by
@@ -193,9 +173,9 @@ def make_softmax_rows(G: int, NT: int):
                 hh = h if live else 0  # a half-warp past the heads reads head 0, writes nothing
                 x = sc[hh, t]
                 m_old = m_s[hh]
-                m_new = max(m_old, _half_max(x))
+                m_new = max(m_old, half_warp_max(x))
                 p = np.float32(math.exp(x - m_new))
-                total = _half_sum(p)
+                total = half_warp_sum(p)
                 if live:
                     sc[h, t] = p
                     if t == 0:

@@ -16,3 +16,22 @@ def warp_sum(v):
     v += cuda.shfl_down_sync(FULL_MASK, v, 2)
     v += cuda.shfl_down_sync(FULL_MASK, v, 1)
     return v
+
+
+@cuda.jit(device=True, inline="always")
+def half_warp_max(x):
+    """The max of ``x`` over the 16 lanes of the lane's half-warp (every lane gets it)."""
+    x = max(x, cuda.shfl_xor_sync(FULL_MASK, x, 8))
+    x = max(x, cuda.shfl_xor_sync(FULL_MASK, x, 4))
+    x = max(x, cuda.shfl_xor_sync(FULL_MASK, x, 2))
+    return max(x, cuda.shfl_xor_sync(FULL_MASK, x, 1))
+
+
+@cuda.jit(device=True, inline="always")
+def half_warp_sum(x):
+    """The sum of ``x`` over the 16 lanes of the lane's half-warp, a butterfly
+    tree (every lane gets it)."""
+    x += cuda.shfl_xor_sync(FULL_MASK, x, 8)
+    x += cuda.shfl_xor_sync(FULL_MASK, x, 4)
+    x += cuda.shfl_xor_sync(FULL_MASK, x, 2)
+    return x + cuda.shfl_xor_sync(FULL_MASK, x, 1)

@@ -373,10 +373,11 @@ def _make_int4_bf16(threads: int, group_shift: int = 7):
 def _make_int4_f16(threads: int, group_shift: int = 7):
     """int4 weights to fp16, a word (8 values) a chunk; along K (the decode
     tile) a 16-byte load brings four chunks, 32 values of one group of 128,
-    with the group's fp16 scale, read once a pair of lanes. That form spilled 8 bytes at the decode
-    tile's bound of five blocks an SM until the wide stager's slot
-    arithmetic went unsigned (its signed 64-bit divisions held registers
-    from the prologue on)."""
+    with the group's fp16 scale, read once a pair of lanes; each chunk
+    converted as the narrow form converts its word. That form spilled 8
+    bytes at the decode tile's bound of five blocks an SM until the wide
+    stager's slot arithmetic went unsigned (its signed 64-bit divisions
+    held registers from the prologue on)."""
     base = _make_packed_bf16(threads, group_shift, _q4, _f32, _zero_f16, pair=cvt.f32x2_to_f16x2)
 
     @cuda.jit(device=True, inline="always")
@@ -390,17 +391,12 @@ def _make_int4_f16(threads: int, group_shift: int = 7):
         s = np.float32(bsc[gr, gk >> group_shift]) if ok and (lane & 1) == 0 else np.float32(0)
         return w0, w1, w2, w3, cuda.shfl_sync(0xFFFFFFFF, s, lane & 30)
 
+    convert = base.convert  # a word and its scale: the narrow form's chunk
+
     @cuda.jit(device=True, inline="always")
     def convert_j(raw, gk, j):
         word = raw[0] if j == 0 else (raw[1] if j == 1 else (raw[2] if j == 2 else raw[3]))
-        s = np.float32(raw[4])
-        pair = cvt.f32x2_to_f16x2
-        return (
-            pair(_q4(word, 0, s), _q4(word, 1, s)),
-            pair(_q4(word, 2, s), _q4(word, 3, s)),
-            pair(_q4(word, 4, s), _q4(word, 5, s)),
-            pair(_q4(word, 6, s), _q4(word, 7, s)),
-        )
+        return convert((word, raw[4]), gk)
 
     return chunk_stager(threads, 8, base.fetch, base.convert, (4, fetch16, convert_j))
 

@@ -194,19 +194,27 @@ NV_SCALE_HALVES = SCALE_ROWS * NV_ROW_BYTES // 2
 
 
 @device_inline
+def _copy_rows(tab, pitch, src, e, n0, nend, off, sets, first, count, t):
+    """Elements ``first .. first + count - 1`` of rows ``n0 + r`` (``+ off``
+    for the second set) of ``src[e]`` to row ``set * 16 + r`` of the table
+    ``tab`` (``pitch`` elements a row), one a thread a turn, a row's
+    consecutive elements by consecutive threads; rows past ``nend`` copy
+    nothing. The narrow staging of every format's scales."""
+    for i in range(t, sets * 16 * count, cuda.blockDim.x):
+        rr = i // count  # set * 16 + row
+        j = i - rr * count
+        n = n0 + (rr & 15)
+        if n < nend:
+            tab[rr * pitch + j] = src[e, n + (rr >> 4) * off, first + j]
+
+
+@device_inline
 def stage_scales_narrow(ss, wb, e, n0, nend, off, sets, c0, c1, t):
     """:func:`stage_scales` of rows whose chunk's scales are not whole
     16-byte loads: each of the chunk's scales copied once into the same
-    ``[set][row][16]`` places, one fp16 a thread, a row's consecutive
-    scales by consecutive threads; rows past ``nend`` and groups past the
-    chunk copy nothing."""
-    groups = (c1 - c0 + 127) >> 7
-    for i in range(t, sets * 16 * groups, cuda.blockDim.x):
-        j = i % groups
-        rr = i // groups  # set * 16 + row
-        n = n0 + (rr & 15)
-        if n < nend:
-            ss[rr * SCALE_GROUPS + j] = wb[e, n + (rr >> 4) * off, (c0 >> 7) + j]
+    ``[set][row][16]`` places, one fp16 a thread; groups past the chunk
+    copy nothing."""
+    _copy_rows(ss, SCALE_GROUPS, wb, e, n0, nend, off, sets, c0 >> 7, (c1 - c0 + 127) >> 7, t)
 
 
 @device_inline
@@ -269,15 +277,9 @@ def stage_nvfp4_scales_narrow(ss, wb, e, n0, nend, off, sets, c0, c1, t):
     """:func:`stage_nvfp4_scales` of rows whose chunk's scales are not
     whole 16-byte loads: a pair (one 16-value block's and the next's) a
     thread a turn, into the same places."""
-    pairs = (c1 - c0) >> 5
-    w16 = wb.view(np.uint16)
-    t16 = ss.view(np.uint16)
-    for i in range(t, sets * 16 * pairs, cuda.blockDim.x):
-        rr = i // pairs
-        j = i - rr * pairs
-        n = n0 + (rr & 15)
-        if n < nend:
-            t16[rr * (NV_ROW_BYTES // 2) + j] = w16[e, n + (rr >> 4) * off, (c0 >> 5) + j]
+    _copy_rows(
+        ss.view(np.uint16), NV_ROW_BYTES // 2, wb.view(np.uint16), e, n0, nend, off, sets, c0 >> 5, (c1 - c0) >> 5, t
+    )
 
 
 @lru_cache(maxsize=None)
