@@ -101,20 +101,18 @@ def stage_shapes(preset: str, model) -> list[Shape]:
     ]
 
 
-# The memory trace's rows: each projection's row length is the other's row
-# count, so no shape keeps both with few rows; as ``w4a16.ffn_decode``'s,
-# the profile shape keeps the down rows (``inter``) and cuts the gate/up
-# rows to 256 inputs (a whole 128-byte step of every format's 16-byte
-# loads, and the activations' staged units), so the grouped variants'
-# tensor-core twins trace in about half a minute.
-PROFILE_HIDDEN = 256
+# The memory trace's blocks a launch: each projection's row length is the
+# other's row count, so no shape keeps both with few rows; as
+# ``w4a16.ffn_decode``'s, the trace keeps both and runs this many blocks of
+# each launch, spread over its grid, scaling their counts to the whole grid.
+PROFILE_BLOCKS = 16
 
 
 def profile_shape(shape: Shape) -> Shape:
-    """The memory trace's shape: the model's expert ``inter`` (the down
-    rows' length and stride), gate/up rows of at most
-    :data:`PROFILE_HIDDEN` inputs, one row routed to one of two experts."""
-    d = {**shape.dims, "rows": 1, "top_k": 1, "experts": 2, "hidden": min(shape["hidden"], PROFILE_HIDDEN)}
+    """The memory trace's shape: the model's expert rows (``hidden`` and
+    ``inter``, their lengths and strides), one row routed to one of two
+    experts."""
+    d = {**shape.dims, "rows": 1, "top_k": 1, "experts": 2}
     if "prefill" in d:
         d["prefill"] = 0
     return shape_of(d, "profile ")

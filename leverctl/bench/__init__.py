@@ -51,6 +51,11 @@ Hooks a kernel path may declare in ``KernelPath.extra``:
 * ``"profile_shape"``: ``fn(model shape) -> Shape``, where ``leverctl
   profile`` traces the variant's memory accesses: the model's row lengths,
   strides and alignment, few rows (simulated in seconds).
+* ``"profile_blocks"``: n, for a path whose launches' blocks are
+  independent and alike (no block reads what another wrote): the trace
+  runs n blocks of each launch, spread over its grid, and scales their
+  counts to the whole grid, so the profile shape can keep every row length
+  (an FFN's gate/up rows are its down rows' count).
 * ``"types_shape"``: ``fn(model shape) -> Shape``, the smoke shape whose
   buffers ``leverctl profile`` launches the variant on to learn its
   kernels' argument types, where the smoke shapes are of different kinds

@@ -63,6 +63,7 @@ first imported).
 
 from __future__ import annotations
 
+import functools
 import operator
 import sys
 import threading
@@ -409,6 +410,15 @@ class _Tally:
         self.sectors = self.ideal_sectors = self.lines = self.wide = 0
         self.wavefronts = self.ideal_wavefronts = self.ways = self.conflicted = 0
 
+    def add_scaled(self, other: "_Tally", weight: float) -> None:
+        """Add ``other``'s counts times ``weight`` (rounded), its worst ways
+        as they are."""
+        for name in self.__slots__:
+            if name == "ways":
+                self.ways = max(self.ways, other.ways)
+            else:
+                setattr(self, name, getattr(self, name) + round(getattr(other, name) * weight))
+
     def add_global(self, accs: list) -> None:
         """One warp instruction: ``accs`` of (lane, root, off, size)."""
         sectors = set()
@@ -483,16 +493,52 @@ class _Tally:
 class Trace:
     """What a traced run saw: per-site tallies of the warp instructions, and
     the launches, blocks and thread accesses behind them. Filled while
-    :func:`trace` is active; read it with :func:`summarize`."""
+    :func:`trace` is active; read it with :func:`summarize`.
 
-    def __init__(self):
-        self.sites: dict[tuple, _Tally] = {}
+    ``sample`` = n runs at most n blocks of each launch (:meth:`runs`);
+    :attr:`sites` then scales each launch's tallies by its grid's blocks
+    over the blocks run, so every figure is the whole grids' estimate."""
+
+    def __init__(self, sample: int | None = None):
+        self._tallies: dict[tuple, _Tally] = {}  # (site..., launch) -> tally
         self.launches = 0
         self.blocks = 0
         self.accesses = 0
         self.kernels: list[str] = []
         self.seconds = 0.0
+        self.sample = sample
+        self.grids: list[list[int]] = []  # per launch: [blocks in its grid, blocks run]
         self._lock = threading.Lock()
+
+    def runs(self, grid_dim: tuple, grid_point: tuple) -> bool:
+        """Whether the block at ``grid_point`` is run: every block, or with
+        ``sample`` = n at most n of each launch's, spread evenly over the
+        grid in launch order (its first and last among them)."""
+        total = int(np.prod(grid_dim))
+        if not self.grids:  # a launch the patched __call__ did not see
+            self.grids.append([0, 0])
+        self.grids[-1][0] = total
+        if not self.sample or total <= self.sample:
+            return True
+        return int(np.ravel_multi_index(grid_point, grid_dim)) in _spread(total, self.sample)
+
+    @property
+    def grid_blocks(self) -> int:
+        """The blocks of every launch's grid, run or not."""
+        return sum(g[0] for g in self.grids)
+
+    @property
+    def sites(self) -> dict[tuple, _Tally]:
+        """Per site (file, line, via, space, kind), its tally over every
+        launch, each launch's counts times its grid over its blocks run."""
+        out: dict[tuple, _Tally] = {}
+        for key, t in self._tallies.items():
+            total, ran = self.grids[key[-1]] if self.grids else (1, 1)
+            m = out.get(key[:-1])
+            if m is None:
+                m = out[key[:-1]] = _Tally()
+            m.add_scaled(t, total / ran if ran else 1.0)
+        return out
 
     def _flush(self, events: list) -> None:
         """Group one finished block's accesses into warp instructions and add
@@ -508,11 +554,15 @@ class Trace:
         with self._lock:
             self.blocks += 1
             self.accesses += len(events)
+            if not self.grids:
+                self.grids.append([1, 0])
+            self.grids[-1][1] += 1
+            launch = len(self.grids) - 1
             for (_warp, pos, _k, kind, space), evs in groups.items():
-                site = (*_site_of(pos), evs[0][5], space, kind)
-                tally = self.sites.get(site)
+                site = (*_site_of(pos), evs[0][5], space, kind, launch)
+                tally = self._tallies.get(site)
                 if tally is None:
-                    tally = self.sites[site] = _Tally()
+                    tally = self._tallies[site] = _Tally()
                 accs = [(e[4], e[6]._root, e[7], e[8]) for e in evs]
                 if space == GLOBAL:
                     tally.add_global(accs)
@@ -570,6 +620,8 @@ def _patches(tr: Trace):
         return proxy
 
     def run(mgr, grid_point, *args):
+        if not tr.runs(tuple(mgr._grid_dim), tuple(grid_point)):
+            return None
         events: list = []
         setattr(mgr, _EVENTS, events)
         try:
@@ -580,6 +632,7 @@ def _patches(tr: Trace):
     def call(kernel, *args):
         if not (kernel._device or simkernel._kernel_context):
             tr.launches += 1
+            tr.grids.append([0, 0])
             tr.kernels.append(getattr(kernel.fn, "__qualname__", getattr(kernel.fn, "__name__", "?")))
         return orig_call(kernel, *args)
 
@@ -609,13 +662,27 @@ def patched_names() -> dict[str, Any]:
     }
 
 
+@functools.lru_cache(maxsize=64)
+def _spread(total: int, n: int) -> frozenset[int]:
+    """``n`` block indices spread evenly over ``0 .. total - 1``, both ends
+    included."""
+    return frozenset(int(i) for i in np.linspace(0, total - 1, n).round())
+
+
 @contextmanager
-def trace() -> Iterator[Trace]:
+def trace(sample: int | None = None) -> Iterator[Trace]:
     """Trace every simulated launch made inside the ``with`` block::
 
         with trace() as t:
             kernel[grid, block](out, x)
         profile = summarize(t)
+
+    ``sample`` = n runs at most n blocks of each launch, spread evenly over
+    its grid (the first and the last among them) and skips the rest, for
+    kernels whose blocks do the same work on other rows: the model's row
+    lengths at the cost of a few rows. A skipped block writes nothing, so
+    only launches whose addresses do not depend on another block's results
+    may be sampled, and their outputs are not the kernel's.
 
     Needs the CUDA simulator. Everything patched is put back on exit, also
     when the block raises; traces do not nest."""
@@ -631,7 +698,7 @@ def trace() -> Iterator[Trace]:
     with _active_lock:
         if _active:
             raise RuntimeError("a memory trace is already running")
-        tr = Trace()
+        tr = Trace(sample)
         _active.append(tr)
     _SIM_API = kernelapi.__file__
     _SIM_DIR = str(Path(kernelapi.__file__).parent) + "/"
@@ -774,10 +841,16 @@ class MemoryProfile:
     sites: tuple[SiteRow, ...]
     declared_bytes: int | None = None
     wide_load_bytes: int = 0
+    grid_blocks: int = 0
 
     @property
     def requested_bytes(self) -> int:
         return self.load_bytes + self.store_bytes + self.atomic_bytes
+
+    @property
+    def sampled(self) -> bool:
+        """Whether some blocks were skipped (``trace(sample=...)``)."""
+        return self.grid_blocks > self.blocks
 
     @property
     def extra_wavefronts(self) -> int:
@@ -817,6 +890,7 @@ class MemoryProfile:
         return {
             "launches": self.launches,
             "blocks": self.blocks,
+            "grid_blocks": self.grid_blocks,
             "instructions": self.instructions,
             "accesses": self.accesses,
             "seconds": round(self.seconds, 3),
@@ -923,20 +997,23 @@ def summarize(trace: Trace, declared_bytes: int | None = None) -> MemoryProfile:
         sites=tuple(rows),
         declared_bytes=declared_bytes,
         wide_load_bytes=sum(r.wide_bytes or 0 for r in glob if r.kind == LOAD),
+        grid_blocks=trace.grid_blocks,
     )
 
 
-def profile_variant(path, variant: str, shape, *, seed: int = 0) -> MemoryProfile:
+def profile_variant(path, variant: str, shape, *, seed: int = 0, sample: int | None = None) -> MemoryProfile:
     """Build ``variant`` of kernel path ``path`` at ``shape``, run it once
     on the path's inputs under a trace (as the bench's correctness run
     does: outputs and scratch poisoned first) and summarize it against the
-    variant's declared traffic. Building happens outside the trace."""
+    variant's declared traffic. Building happens outside the trace.
+    ``sample`` = n traces n blocks a launch (:func:`trace`); the figures
+    are then the whole grids' estimates."""
     from numba import cuda
 
     from ..bench.check import run_once
 
     launch = path.variants[variant].build(shape)
     inputs = path.make_inputs(shape, np.random.default_rng(seed))
-    with trace() as t:
+    with trace(sample) as t:
         run_once(path, shape, launch, inputs, cuda)
     return summarize(t, declared_bytes=int(path.variant_traffic(variant, shape).bytes))

@@ -32,7 +32,11 @@ def profile_shapes(path, shape) -> list:
     declares one (the model's row lengths and strides, few rows), else its
     smoke shapes, smallest first (rows shorter than the model's: their
     sector figures are then a lower bound). The first one the variant
-    builds at is used (WY-17 builds only at 17 tokens)."""
+    builds at is used (WY-17 builds only at 17 tokens). A path whose
+    launches' blocks are independent may declare ``extra["profile_blocks"]``
+    = n: each launch is then traced at n of its blocks
+    (:func:`.memtrace.trace`), so its profile shape can be the model's whole
+    rows."""
     make = path.extra.get("profile_shape")
     if make:
         return [make(shape)]
@@ -69,14 +73,16 @@ def trace(items: list[Item], cache: Path) -> list[dict]:
         key = (it.path.name, it.variant, ps.label)
         if key not in done:
             digest = source_digest(it.path.variants[it.variant].build, it.path.make_inputs, it.path.traffic)
-            text = "|".join((tracer, digest, it.path.name, it.variant, repr(sorted(ps.dims.items()))))
+            sample = it.path.extra.get("profile_blocks")
+            text = "|".join((tracer, digest, it.path.name, it.variant, repr(sorted(ps.dims.items())), repr(sample)))
             cached = cache / "memory" / f"{hashlib.sha256(text.encode()).hexdigest()[:24]}.json"
             if cached.exists():
                 done[key] = json.loads(cached.read_text())
             else:
                 try:
-                    mp = memtrace.profile_variant(it.path, it.variant, ps)
-                    done[key] = {"profile_shape": ps.label, **mp.to_json()}
+                    mp = memtrace.profile_variant(it.path, it.variant, ps, sample=sample)
+                    label = f"{ps.label}, {sample} blocks a launch" if mp.sampled else ps.label
+                    done[key] = {"profile_shape": label, **mp.to_json()}
                     cached.parent.mkdir(parents=True, exist_ok=True)
                     tmp = cached.with_suffix(f".{os.getpid()}.tmp")
                     tmp.write_text(json.dumps(done[key]))

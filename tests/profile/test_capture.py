@@ -112,8 +112,11 @@ def test_a_declared_profile_shape_keeps_the_model_rows_length_and_is_small():
     """A path's profile shape (where the memory trace runs) keeps every
     dimension of the model shape but the counts of rows, sequences, tokens
     or heads, and reads a small part of the model shape's bytes (or under
-    128 KiB, where the model shape itself is that small). A path whose
-    model shapes are of several kinds keeps each kind's (those it has)."""
+    128 KiB, where the model shape itself is that small), or, where no
+    shape of few rows keeps every row length (an FFN's gate/up rows are
+    its down rows' count), keeps them all and declares the few blocks a
+    launch the trace runs (``profile_blocks``). A path whose model shapes
+    are of several kinds keeps each kind's (those it has)."""
     from leverctl_kernels.registry import all_paths
 
     kept = {
@@ -130,14 +133,15 @@ def test_a_declared_profile_shape_keeps_the_model_rows_length_and_is_small():
         "attention.mla_decode": {"r", "p", "qk_dim", "yarn_factor"},
         "attention.dflash_contig": {"hq", "hkv", "d", "target_ctas", "min_split_blocks"},
         "attention.decode_graph": {"dk", "dv", "hq", "hkv", "d", "communicator", "lora_pool"},
-        "w4a16.ffn_decode": {"inter"},  # the down rows; the gate and up rows are cut to 256
-        # the MoE decode paths the same way: the experts' down rows kept
-        "moe.gateup_fp4": {"inter"},
-        "moe.down_fp4": {"inter"},
-        "moe.decode_fp8_grouped": {"inter"},
-        "moe.decode_multi_seq": {"inter"},
-        "moe.decode_via_prefill": {"inter"},
+        # both row lengths, a few blocks a launch traced
+        "w4a16.ffn_decode": {"hidden", "inter"},
+        "moe.gateup_fp4": {"hidden", "inter"},
+        "moe.down_fp4": {"hidden", "inter"},
+        "moe.decode_fp8_grouped": {"hidden", "inter"},
+        "moe.decode_multi_seq": {"hidden", "inter"},
+        "moe.decode_via_prefill": {"hidden", "inter"},
     }
+    sampled = {n for n in kept if n.startswith("moe.") or n == "w4a16.ffn_decode"}
     declared = {p.name: p for p in all_paths() if "profile_shape" in p.extra}
     assert set(declared) == set(kept)
     for name, path in declared.items():
@@ -145,6 +149,10 @@ def test_a_declared_profile_shape_keeps_the_model_rows_length_and_is_small():
             ps = path.extra["profile_shape"](shape)
             assert all(ps[k] == shape[k] for k in kept[name] if k in shape.dims), (name, ps, shape)
             assert set(kept[name]) & set(shape.dims), (name, shape.label)
+            assert (name in sampled) == ("profile_blocks" in path.extra), name
+            if name in sampled:
+                assert 1 <= path.extra["profile_blocks"] <= 16, name
+                continue
             small = path.traffic(ps).bytes
             assert small * 8 <= path.traffic(shape).bytes or small <= 128 * 1024, (name, ps.label, shape.label)
 

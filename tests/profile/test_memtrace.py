@@ -266,6 +266,48 @@ def test_traces_do_not_nest():
         pass
 
 
+def test_a_sampled_trace_runs_n_blocks_of_each_launch_spread_over_its_grid():
+    x = np.arange(1, 321, dtype=np.float32)
+    out = np.zeros(320, np.float32)
+    with mt.trace(sample=4) as t:
+        tk.copy[10, 32](out, x)
+    ran = [b for b in range(10) if out[32 * b] == x[32 * b]]
+    assert ran == [0, 3, 6, 9]  # the first, the last, and evenly between
+    assert all((out[32 * b : 32 * b + 32] == 0).all() for b in range(10) if b not in ran)
+    p = mt.summarize(t, declared_bytes=8 * 320)
+    assert (p.blocks, p.grid_blocks, p.sampled) == (4, 10, True)
+    # every block of this grid does the same: the scaled counts are the whole grid's
+    assert (p.load_bytes, p.store_bytes, p.sectors) == (4 * 320, 4 * 320, 2 * 40)
+    assert p.requested_vs_declared == pytest.approx(1.0)
+    assert json.loads(json.dumps(p.to_json()))["grid_blocks"] == 10
+    with mt.trace(sample=16) as t:  # a grid of at most n blocks runs whole
+        tk.copy[10, 32](out, x)
+    assert mt.summarize(t).sampled is False
+
+
+def test_a_sampled_trace_weighs_each_launch_by_its_grid():
+    """Two launches of different grids: sampled, each launch's counts are
+    scaled by its own grid over its blocks run, so the figures equal the
+    whole run's; weighing the sampled blocks alike would give the small
+    launch as much say as the big one (0.77 where the whole is 0.70)."""
+    x = np.arange(2 * 32 * 12, dtype=np.float32)
+    a, b = np.zeros(64, np.float32), np.zeros(32 * 12, np.float32)
+
+    def run():
+        tk.copy[2, 32](a, x[:64])  # 2 blocks, whole sectors
+        tk.strided_copy[12, 32](b, x, 2)  # 12 blocks, half of each load sector
+
+    w = mt.summarize(mt.run_traced(run))
+    with mt.trace(sample=3) as t:
+        run()
+    s = mt.summarize(t)
+    assert (s.blocks, s.grid_blocks, w.blocks) == (2 + 3, 14, 14)
+    assert (s.sectors, s.used_bytes, s.requested_bytes) == (w.sectors, w.used_bytes, w.requested_bytes)
+    assert s.sector_efficiency == pytest.approx(w.sector_efficiency) == pytest.approx(3584 / 5120)
+    load = _row(s, "strided-copy", "global", "load")
+    assert load.instructions == 12 and load.efficiency == pytest.approx(0.5)
+
+
 def test_run_traced_and_to_json():
     x = np.arange(32 * 8, dtype=np.float32)
     out = np.zeros(32, np.float32)

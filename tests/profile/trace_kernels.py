@@ -45,6 +45,14 @@ def copy(out, x):
 
 
 @cuda.jit
+def strided_copy(out, x, stride):
+    """``out[i] = x[i * stride]`` over ``len(out)``, any number of blocks."""
+    i = cuda.grid(1)
+    if i < out.shape[0]:
+        out[i] = x[i * stride]  # site: strided-copy
+
+
+@cuda.jit
 def copy_words(out, x, wide):
     """``out = x`` over 32 x 4 uint32 words, one warp: a lane's four words
     by one 16-byte load (``wide``) or by four 4-byte loads, then four

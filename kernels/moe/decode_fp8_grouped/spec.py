@@ -40,6 +40,7 @@ PATH = declared_path(
     extra={
         "model_sections": ("moe",),
         "profile_shape": F.profile_shape,
+        "profile_blocks": F.PROFILE_BLOCKS,
         "weights": WeightUse(F.ROUTED_FFN, F.ffn_on_weights("fp8")),
     },
 )

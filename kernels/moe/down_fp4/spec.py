@@ -125,6 +125,7 @@ PATH = declared_path(
     extra={
         "model_sections": ("moe",),
         "profile_shape": F.profile_shape,
+        "profile_blocks": F.PROFILE_BLOCKS,
         "weights": WeightUse((("ffn_down_exps",),), down_on_weights),
     },
 )

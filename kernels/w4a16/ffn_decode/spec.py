@@ -33,23 +33,18 @@ def ffn_shapes(preset: str, model: Mapping[str, Any] | None) -> list[Shape]:
     return [mk(f"{tag}-ffn h{hidden} i{inter}", m=1, hidden=hidden, inter=inter) for tag, inter in ffns]
 
 
-PROFILE_INTER = 512  # the longest down row the profile shape keeps
-PROFILE_HIDDEN = 256  # the longest gate and up row
+PROFILE_BLOCKS = 4  # blocks a launch the memory trace runs
 
 
 def ffn_profile_shape(shape: Shape) -> Shape:
-    """The memory trace's shape: ``inter`` at most 512, ``hidden`` at most
-    256. The down projection's rows are ``inter`` long and there are
-    ``hidden`` of them, the gate and up projections' the other way round, so
-    no shape keeps both row lengths with few rows. At Qwen3-Next's 2048 x
-    512 this keeps the down rows (512 int4: 256 bytes, four scale groups)
-    and gives the gate and up rows 256 of their 2048 inputs (128 bytes, two
-    scale groups): the same alignment, whole 16-byte loads and sectors, an
-    eighth of the length, so their scale reads use fewer bytes of a sector
-    than at the model's rows (the figure is a lower bound there). 512 + 256
-    one-warp rows trace in well under a minute, an eighth of the model's
-    bytes; the model's 2048 + 512 rows take minutes."""
-    h, i = min(shape["hidden"], PROFILE_HIDDEN), min(shape["inter"], PROFILE_INTER)
+    """The memory trace's shape: the model's, one token. The down
+    projection's rows are ``inter`` long and there are ``hidden`` of them,
+    the gate and up projections' the other way round, so no shape keeps
+    both row lengths with few rows; the trace keeps both and runs
+    :data:`PROFILE_BLOCKS` blocks of each launch instead (every block of
+    these kernels does the same work on other rows), scaling their counts
+    to the whole grid."""
+    h, i = shape["hidden"], shape["inter"]
     return mk(f"profile h{h} i{i}", m=1, hidden=h, inter=i)
 
 
@@ -146,6 +141,7 @@ PATH = declare(
     ),
     extra={
         "profile_shape": ffn_profile_shape,
+        "profile_blocks": PROFILE_BLOCKS,
         "weights": WeightUse((("ffn_gate", "ffn_up", "ffn_down"),), ffn_on_weights),
     },
 )

@@ -302,22 +302,18 @@ def test_model_shapes_dense_recipe():
     assert gemm[0].label == "ffn-gate m16 n12288 k4096"
 
 
-def test_the_ffn_profile_shape_keeps_the_down_rows_up_to_512_long():
-    """The FFN's profile shape: the down rows (``inter``) the model's where
-    at most 512 (Qwen3-Next's 512), the gate and up rows (``hidden``) at
-    most 256 (Qwen3-Next's 2048): rows of whole 16-byte loads and scale
-    groups, as the model's; an eighth of Qwen3-Next's bytes."""
+def test_the_ffn_profile_shape_keeps_every_row_and_traces_a_few_blocks():
+    """The FFN's profile shape is the model's token (both row lengths: the
+    gate and up rows ``hidden`` long, the down rows ``inter``), and the
+    trace runs a few blocks of each launch instead of cutting rows."""
     fam = _w4a16()
     make = fam.FFN_DECODE.extra["profile_shape"]
     (model,) = fam.FFN_DECODE.shapes("model", None)
     assert (model["hidden"], model["inter"]) == (2048, 512)
     ps = make(model)
-    assert dict(ps.dims) == {"m": 1, "hidden": 256, "inter": 512} and ps.label == "profile h256 i512"
-    assert dict(make(fam.FFN_DECODE.shapes("model", QWEN3_8B)[0]).dims) == {"m": 1, "hidden": 256, "inter": 512}
-    small = make(Shape("s", {"m": 1, "hidden": 128, "inter": 384}))
-    assert (small["hidden"], small["inter"]) == (128, 384)
-    for d in (ps["hidden"], ps["inter"]):
-        assert d % 128 == 0  # whole scale groups, 16-byte rows (k % 32 == 0)
+    assert dict(ps.dims) == {"m": 1, "hidden": 2048, "inter": 512} and ps.label == "profile h2048 i512"
+    assert dict(make(fam.FFN_DECODE.shapes("model", QWEN3_8B)[0]).dims) == {"m": 1, "hidden": 4096, "inter": 12288}
+    assert fam.FFN_DECODE.extra["profile_blocks"] == 4
 
 
 def test_model_shapes_moe_recipe_and_fallback():
