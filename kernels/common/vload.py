@@ -10,6 +10,8 @@ from ``@cuda.jit`` kernels, with an exact simulator twin.
                                   # (fp16 activations), arr[i .. i+7] as
                                   # four words, two elements each, the
                                   # lower-addressed in bits 0-15
+    a, b = ldg_v2(arr, i)         # ldg_v4's half: two words, one 8-byte load,
+                                  # 8-byte aligned (a row's few scales)
     a, b, c, d = ld_v4(arr, i)    # ldg_v4's words by a coherent load, for an
                                   # array the kernel also writes (in place)
     stg_v4(arr, i, a, b, c, d)    # the store of ldg_v4's shape: four words to
@@ -96,6 +98,33 @@ def _ldg_v4():
         return types.UniTuple(u32, 4)(arr, index), codegen
 
     return intrinsic(ldg_v4)
+
+
+def _ldg_v2():
+    from llvmlite import ir
+    from numba.cuda import types
+    from numba.cuda.extending import intrinsic
+
+    def ldg_v2(typingctx, arr, index):
+        if not (isinstance(arr, types.Array) and arr.layout == "C" and isinstance(index, types.Integer)):
+            return None
+        if not (isinstance(arr.dtype, (types.Integer, types.Float)) and arr.dtype.bitwidth in (16, 32)):
+            return None
+        u32 = types.uint32
+
+        def codegen(context, builder, signature, args):
+            i32, i64 = ir.IntType(32), ir.IntType(64)
+            a = context.make_array(signature.args[0])(context, builder, args[0])
+            idx = context.cast(builder, args[1], signature.args[1], types.intp)
+            ptr = builder.ptrtoint(builder.gep(a.data, [idx]), i64)
+            fnty = ir.FunctionType(ir.LiteralStructType([i32] * 2), [i64])
+            asm = ir.InlineAsm(fnty, "ld.global.nc.v2.u32 {$0, $1}, [$2];", "=r,=r,l")
+            res = builder.call(asm, [ptr])
+            return context.make_tuple(builder, signature.return_type, [builder.extract_value(res, i) for i in range(2)])
+
+        return types.UniTuple(u32, 2)(arr, index), codegen
+
+    return intrinsic(ldg_v2)
 
 
 def _ld_v4():
@@ -353,6 +382,24 @@ def _twin_ldg_v4(arr, index):
     return _words(a, index)
 
 
+def _twin_ldg_v2(arr, index):
+    index = int(index)
+    a = _numpy(arr)
+    if a.itemsize not in (2, 4) or not a.flags.c_contiguous:
+        raise TypeError(f"ldg_v2 twin: a C-contiguous array of 16- or 32-bit elements, not {a.dtype} {a.strides}")
+    per = 8 // a.itemsize
+    start = index * a.itemsize
+    if (_alloc_offset(arr) + start) % 8:
+        raise ValueError(f"ldg_v2 twin: element {index} (byte {_alloc_offset(arr) + start}) is not 8-byte aligned")
+    if index < 0 or index + per > a.size:
+        raise IndexError(f"ldg_v2 twin: elements {index}..{index + per - 1} outside 0..{a.size - 1}")
+    hook = simwarp.TRACE_HOOK
+    if hook is not None:  # memory tracer: one 8-byte load
+        a = _numpy(hook("load", arr, start, 8))
+    w = a.reshape(-1)[index : index + per].view(np.uint32)
+    return np.uint32(w[0]), np.uint32(w[1])
+
+
 def _twin_ld_v4(arr, index):
     index = int(index)
     start = _twin_words(arr, index, "ld_v4")
@@ -426,6 +473,7 @@ if config.ENABLE_CUDASIM:
     ldg_f32x4 = _twin_ldg_f32x4
     st_f32x4 = _twin_st_f32x4
     ldg_v4 = _twin_ldg_v4
+    ldg_v2 = _twin_ldg_v2
     ld_v4 = _twin_ld_v4
     stg_v4 = _twin_stg_v4
     aligned16 = _twin_aligned16
@@ -434,6 +482,7 @@ else:
     ldg_f32x4 = _ldg_f32x4()
     st_f32x4 = _st_f32x4()
     ldg_v4 = _ldg_v4()
+    ldg_v2 = _ldg_v2()
     ld_v4 = _ld_v4()
     stg_v4 = _stg_v4()
     aligned16 = _aligned16()
@@ -442,6 +491,11 @@ ldg_v4.__doc__ = (
     "``(a, b, c, d) = ldg_v4(arr, i)``: ``arr[i:i+4]`` (flat index of a C-contiguous array of 32-bit "
     "elements; of 16-bit ones, ``arr[i:i+8]``, two a word) as uint32, one ``ld.global.nc.v4.u32``; "
     "the address must be 16-byte aligned."
+)
+ldg_v2.__doc__ = (
+    "``(a, b) = ldg_v2(arr, i)``: ``arr[i:i+2]`` (flat index of a C-contiguous array of 32-bit elements; of "
+    "16-bit ones, ``arr[i:i+4]``, two a word) as uint32, one ``ld.global.nc.v2.u32``; the address must be "
+    "8-byte aligned."
 )
 ld_v4.__doc__ = (
     "``(a, b, c, d) = ld_v4(arr, i)``: ``ldg_v4``'s words by one coherent ``ld.global.v4.u32`` (volatile), "

@@ -111,42 +111,104 @@ class ChunkStager:
     trip to memory per chunk: eight a stage for int4 weights at BN = 128).
     A chunk outside the tile is a predicated-off load, not a branch."""
 
-    def __init__(self, threads: int, kpc: int, fetch, convert, wide=None):
+    def __init__(self, threads: int, kpc: int, fetch, convert, wide=None, settle=None):
         self.threads, self.kpc, self.fetch, self.convert = threads, kpc, fetch, convert
-        self.wide = wide  # (G, fetch16, convert_j): see :func:`_build_wide_stager`
+        self.wide = wide  # (G, fetch16, convert_j, window, settle, empty): see :func:`_build_wide_stager`
+        self.settle = settle  # a paired kind's exchange: see :func:`_build_chunk_stager`
         self._built: dict = {}
 
     def device(self, rows: int, along_k: bool = False):
-        """``(fetch, put)`` for tiles of ``rows`` rows (``along_k``: a
-        thread's chunks dealt along K first, :func:`_chunk_along_k`: the
+        """``(fetch, put)`` for tiles of ``rows`` rows; ``along_k``: a
+        thread's chunks dealt along K first (:func:`_chunk_along_k`: the
         decode tile's weights, whose loads are the kernel's traffic; a
         kind with a ``wide`` form then loads ``G`` chunks of a row with one
-        16-byte load, :func:`_build_wide_stager`)."""
+        16-byte load, :func:`_build_wide_stager`), and ``(fetch, put,
+        start, carried)``: the stages are fetched in order, each
+        ``fetch(..., kt, tid, win)`` given ``carried(raw)`` of the stage
+        before it (``start()`` for the first), what a stage's loads leave
+        for the next (int4's group scales, loaded a window of groups at a
+        time)."""
         key = (rows, along_k)
         if key not in self._built:
             if along_k and self.wide is not None:
-                g, fetch16, convert_j = self.wide
-                self._built[key] = _build_wide_stager(self.threads, self.kpc, g, fetch16, convert_j, rows)
+                self._built[key] = _build_wide_stager(self.threads, self.kpc, *self.wide, rows)
             else:
-                self._built[key] = _build_chunk_stager(self.threads, self.kpc, self.fetch, self.convert, rows, along_k)
+                built = _build_chunk_stager(
+                    self.threads, self.kpc, self.fetch, self.convert, rows, along_k, self.settle
+                )
+                self._built[key] = carry_nothing(*built) if along_k else built
         return self._built[key]
 
 
-def _build_chunk_stager(threads: int, kpc: int, kind_fetch, kind_convert, rows: int, along_k: bool = False):
+@cuda.jit(device=True, inline="always")
+def no_window():
+    """What a stager that carries nothing starts from."""
+    return uint32(0)
+
+
+@cuda.jit(device=True, inline="always")
+def no_window_of(raw):
+    """What a stage of a stager that carries nothing leaves the next."""
+    return uint32(0)
+
+
+def carry_nothing(fetch2, put):
+    """``(fetch, put, start, carried)`` of a stager that leaves nothing for
+    the next stage (``fetch2`` without the window argument), in the
+    carrying form of :meth:`ChunkStager.device`."""
+
+    @cuda.jit(device=True, inline="always")
+    def fetch(src, bsc, nrows, k, r0, kt, tid, win):
+        return fetch2(src, bsc, nrows, k, r0, kt, tid)
+
+    return fetch, put, no_window, no_window_of
+
+
+def _build_chunk_stager(
+    threads: int, kpc: int, kind_fetch, kind_convert, rows: int, along_k: bool = False, settle=None
+):
+    """A stager's ``(fetch, put)`` for tiles of ``rows`` rows. A *paired*
+    kind (``settle`` given: a row's two neighbouring chunks in two lanes,
+    ``PARTNER`` apart, load them together) is fetched as
+    ``kind_fetch(src, bsc, row, gk, row_ok, k)`` and, before its chunks are
+    stored, ``settle(raw, gk, PARTNER)`` runs in every lane (its shuffles
+    exchange what the pair loaded for each other)."""
     chunk = _chunk_along_k if along_k else _chunk
     bk = CHUNKS * kpc
     total = rows * CHUNKS
     slots = tuple(range(-(-total // threads)))  # this thread's chunks: tid, tid + threads, ...
     whole = total % threads == 0
+    PARTNER = 1 if along_k else 8  # the lane holding the same row's other chunk of the pair (kc ^ 1)
+    if settle is not None and (whole is False or total % 16):
+        raise ValueError(f"a paired stager on a tile of {rows} rows: every chunk's pair in the tile")
 
-    @cuda.jit(device=True, inline="always")
-    def _fetch_one(i, _x, _y, ctx):
-        src, bsc, nrows, k, r0, k0, tid = ctx
-        c = tid + i * threads
-        r, kc = chunk(min(c, total - 1))
-        gr = r0 + r
-        gk = k0 + kc * kpc
-        return kind_fetch(src, bsc, gr, gk, (whole or c < total) and gr < nrows and gk < k)
+    if settle is None:
+
+        @cuda.jit(device=True, inline="always")
+        def _fetch_one(i, _x, _y, ctx):
+            src, bsc, nrows, k, r0, k0, tid = ctx
+            c = tid + i * threads
+            r, kc = chunk(min(c, total - 1))
+            gr = r0 + r
+            gk = k0 + kc * kpc
+            return kind_fetch(src, bsc, gr, gk, (whole or c < total) and gr < nrows and gk < k)
+
+        @cuda.jit(device=True, inline="always")
+        def _settled(raw, gk):
+            return raw
+
+    else:
+
+        @cuda.jit(device=True, inline="always")
+        def _fetch_one(i, _x, _y, ctx):
+            src, bsc, nrows, k, r0, k0, tid = ctx
+            r, kc = chunk(tid + i * threads)
+            gr = r0 + r
+            return kind_fetch(src, bsc, gr, k0 + kc * kpc, gr < nrows, k)
+
+        @cuda.jit(device=True, inline="always")
+        def _settled(raw, gk):
+            return settle(raw, gk, PARTNER)
 
     @cuda.jit(device=True, inline="always")
     def _put_one(i, raw, ctx):
@@ -154,6 +216,7 @@ def _build_chunk_stager(threads: int, kpc: int, kind_fetch, kind_convert, rows: 
         c = tid + i * threads
         r, kc = chunk(c)
         gk = k0 + kc * kpc
+        raw = _settled(raw, gk)  # every lane, before any branch
         if whole or c < total:
             x0 = x1 = x2 = x3 = uint32(0)
             if r0 + r < nrows and gk < k:
@@ -171,15 +234,16 @@ def _build_chunk_stager(threads: int, kpc: int, kind_fetch, kind_convert, rows: 
     return fetch, put
 
 
-def chunk_stager(threads: int, kpc: int, fetch, convert, wide=None) -> ChunkStager:
+def chunk_stager(threads: int, kpc: int, fetch, convert, wide=None, settle=None) -> ChunkStager:
     """A :class:`ChunkStager` from a kind's ``fetch(src, bsc, row, gk, ok)``
     (the loads of one chunk) and ``convert(raw, gk)`` (its four words).
     Every stager is this with a pair of its own; ``wide`` its 16-byte form
-    along K, where it has one."""
-    return ChunkStager(threads, kpc, fetch, convert, wide)
+    along K, where it has one; ``settle`` a paired kind's exchange
+    (:func:`_build_chunk_stager`)."""
+    return ChunkStager(threads, kpc, fetch, convert, wide, settle)
 
 
-def _build_wide_stager(threads: int, kpc: int, G: int, fetch16, convert_j, rows: int):
+def _build_wide_stager(threads: int, kpc: int, G: int, fetch16, convert_j, window, settle, empty, rows: int):
     """The along-K stager of a kind whose weights are ``32 / G`` bits a
     value: one ``ld.global.nc.v4.u32`` brings ``G`` consecutive chunks of a
     row (an FP8 row's 16 codes: G = 2; int4's 32 values: G = 4), so a warp's
@@ -187,12 +251,18 @@ def _build_wide_stager(threads: int, kpc: int, G: int, fetch16, convert_j, rows:
     narrow form made ``8 / G`` 32-bit loads a lane and each used half a
     sector. Slot ``c`` is row ``c // (8 / G)``, group ``c % (8 / G)``: a
     quarter-warp's stores of its first chunks then fall in 8 different
-    bank groups (the rows' swizzles differ), as the narrow form's.
+    bank groups (the rows' swizzles differ), as the narrow form's. A
+    thread's slots are the same rows, at the same place in a stage, in
+    every stage.
 
-    * ``fetch16(src, bsc, gr, gk, ok, vec) -> raw``: the group from input
-      ``gk`` of row ``gr`` (four words and its scale), one 16-byte load
-      where ``vec`` (the rows whole 16-byte loads from an aligned start:
-      uniform for the launch), else word by word;
+    * ``fetch16(src, bsc, gr, gk, ok, vec, win, k) -> raw``: the group from
+      input ``gk`` of row ``gr`` (four words and its scale, or what the
+      scale is made from), one 16-byte load where ``vec`` (the rows whole
+      16-byte loads from an aligned start: uniform for the launch), else
+      word by word; ``win`` is ``window(raw)`` of the slot's previous stage
+      (``empty()`` before the first), what it carries forward;
+    * ``settle(raw, gk, k) -> raw``: run by every lane before the chunks
+      are stored (so it may shuffle), what ``convert_j`` reads;
     * ``convert_j(raw, gk, j)``: chunk ``j`` of the group, four words."""
     per_row = CHUNKS // G
     if per_row * G != CHUNKS or G not in (2, 4):
@@ -204,14 +274,18 @@ def _build_wide_stager(threads: int, kpc: int, G: int, fetch16, convert_j, rows:
     FOUR = G == 4
 
     @cuda.jit(device=True, inline="always")
-    def _fetch_one(i, _x, _y, ctx):
-        src, bsc, nrows, k, r0, k0, tid, vec = ctx
-        c = tid + i * threads
+    def _slot(c, k0):
         cc = uint32(min(c, total - 1))  # unsigned: a slot is never negative (no signed-division code)
         r = cc // uint32(per_row)
+        return r, k0 + (cc - r * uint32(per_row)) * uint32(G * kpc)
+
+    @cuda.jit(device=True, inline="always")
+    def _fetch_one(i, win, _y, ctx):
+        src, bsc, nrows, k, r0, k0, tid, vec = ctx
+        c = tid + i * threads
+        r, gk = _slot(c, k0)
         gr = r0 + r
-        gk = k0 + (cc - r * uint32(per_row)) * uint32(G * kpc)
-        return fetch16(src, bsc, gr, gk, (whole or c < total) and gr < nrows and gk < k, vec)
+        return fetch16(src, bsc, gr, gk, (whole or c < total) and gr < nrows and gk < k, vec, win, k)
 
     @cuda.jit(device=True, inline="always")
     def _put_chunk(at, r, kc, raw, gk, ok, j):
@@ -224,6 +298,8 @@ def _build_wide_stager(threads: int, kpc: int, G: int, fetch16, convert_j, rows:
     def _put_one(i, raw, ctx):
         at, nrows, k, r0, k0, tid = ctx
         c = tid + i * threads
+        _r, gk = _slot(c, k0)
+        raw = settle(raw, gk, k)  # every lane, before any branch
         if whole or c < total:
             r = c // per_row
             kc = (c - r * per_row) * G
@@ -236,15 +312,31 @@ def _build_wide_stager(threads: int, kpc: int, G: int, fetch16, convert_j, rows:
                 _put_chunk(at, r, kc + 3, raw, gk + 3 * kpc, ok and gk + 3 * kpc < k, 3)
 
     @cuda.jit(device=True, inline="always")
-    def fetch(src, bsc, nrows, k, r0, kt, tid):
+    def fetch(src, bsc, nrows, k, r0, kt, tid, win):
         vec = vload.aligned16(src) and src.shape[1] % 4 == 0
-        return unroll.each_map(_fetch_one, slots, slots, (src, bsc, nrows, k, r0, kt * bk, tid, vec))
+        return unroll.each_map(_fetch_one, win, slots, (src, bsc, nrows, k, r0, kt * bk, tid, vec))
 
     @cuda.jit(device=True, inline="always")
     def put(at, raw, nrows, k, r0, kt, tid):
         unroll.each(_put_one, raw, (at, nrows, k, r0, kt * bk, tid))
 
-    return fetch, put
+    @cuda.jit(device=True, inline="always")
+    def _zero_window(i, _x, _y, _c):
+        return empty()
+
+    @cuda.jit(device=True, inline="always")
+    def start():
+        return unroll.each_map(_zero_window, slots, slots, 0)
+
+    @cuda.jit(device=True, inline="always")
+    def _window_one(i, raw, _y, _c):
+        return window(raw)
+
+    @cuda.jit(device=True, inline="always")
+    def carried(raw):
+        return unroll.each_map(_window_one, raw, slots, 0)
+
+    return fetch, put, start, carried
 
 
 @cuda.jit(device=True, inline="always")
@@ -373,23 +465,65 @@ def _make_int4_bf16(threads: int, group_shift: int = 7):
 def _make_int4_f16(threads: int, group_shift: int = 7):
     """int4 weights to fp16, a word (8 values) a chunk; along K (the decode
     tile) a 16-byte load brings four chunks, 32 values of one group of 128,
-    with the group's fp16 scale, read once a pair of lanes; each chunk
-    converted as the narrow form converts its word. That form spilled 8
-    bytes at the decode tile's bound of five blocks an SM until the wide
-    stager's slot arithmetic went unsigned (its signed 64-bit divisions
-    held registers from the prologue on)."""
+    and each chunk is converted as the narrow form converts its word. That
+    form spilled 8 bytes at the decode tile's bound of five blocks an SM
+    until the wide stager's slot arithmetic went unsigned (its signed
+    64-bit divisions held registers from the prologue on).
+
+    The group scales along K: a stage's 64 values of a row are two slots,
+    lanes 2m and 2m + 1 of a warp, in one group. Where a row's scales are
+    whole 8-byte units (``k`` a multiple of four groups), the pair loads
+    eight groups' at once, 8 bytes a lane, at the first stage of each
+    eight (a window of 1024 values, 16 stages), and carries them from
+    stage to stage; each stage takes its group's from the lane that holds
+    it by a shuffle. A row's scales then cost one 16-byte piece of a
+    sector every 16 stages, where a 2-byte load a stage took a sector a
+    stage (at the model's rows each row's scales lie in sectors of their
+    own). Otherwise the even lane reads the stage's scale and the odd one
+    takes it by a shuffle, a stage at a time."""
     base = _make_packed_bf16(threads, group_shift, _q4, _f32, _zero_f16, pair=cvt.f32x2_to_f16x2)
+    group = 1 << group_shift
+    span = 8 * group  # the values a window's scales cover
+    stage_k = CHUNKS * 8  # a stage's values of a row
 
     @cuda.jit(device=True, inline="always")
-    def fetch16(src, bsc, gr, gk, ok, vec):
-        # 32 values (``gk`` a multiple of 32) within one group of 128. A
-        # stage's 64 values of a row are two slots, lanes 2m and 2m + 1 of
-        # a warp, in one group: the even lane reads the scale (it is in range
-        # wherever the odd one is) and shuffles it to the odd one
+    def _windowed(k):
+        return k % (4 * group) == 0
+
+    @cuda.jit(device=True, inline="always")
+    def fetch16(src, bsc, gr, gk, ok, vec, win, k):
+        # 32 values (``gk`` a multiple of 32) within one group
         w0, w1, w2, w3 = _words4(src, gr, gk >> 3, ok, vec)
         lane = cuda.threadIdx.x & 31
-        s = np.float32(bsc[gr, gk >> group_shift]) if ok and (lane & 1) == 0 else np.float32(0)
-        return w0, w1, w2, w3, cuda.shfl_sync(0xFFFFFFFF, s, lane & 30)
+        v0, v1 = win
+        if _windowed(k):
+            if (gk & (span - 1)) < stage_k:  # the window's first stage: this lane's four groups
+                g = ((gk >> group_shift) >> 3 << 3) + 4 * (lane & 1)
+                v0 = v1 = uint32(0)
+                if ok and g < bsc.shape[1]:  # (the odd lane's half of a last window of four: none)
+                    v0, v1 = vload.ldg_v2(bsc, gr * bsc.shape[1] + g)
+        else:  # the even lane the stage's group's alone (in bits 0-15 of v0)
+            s = np.float32(bsc[gr, gk >> group_shift]) if ok and (lane & 1) == 0 else np.float32(0)
+            v0 = cvt.f32x2_to_f16x2(s, np.float32(0))  # exact: the scale is an fp16
+            v1 = uint32(0)
+        return w0, w1, w2, w3, v0, v1
+
+    @cuda.jit(device=True, inline="always")
+    def window(raw):
+        return raw[4], raw[5]
+
+    @cuda.jit(device=True, inline="always")
+    def settle(raw, gk, k):
+        w0, w1, w2, w3, v0, v1 = raw
+        word, upper, owner = v0, False, 0  # a stage's scale alone: the even lane's bits 0-15
+        if _windowed(k):
+            g = (gk >> group_shift) & 7  # the group's place in its window: lane 2m holds 0-3, 2m + 1 4-7
+            word = v0 if (g & 3) < 2 else v1
+            upper = (g & 1) == 1
+            owner = g >> 2
+        lo, hi = cvt.f16x2_to_f32x2(word)
+        s = cuda.shfl_sync(0xFFFFFFFF, hi if upper else lo, (cuda.threadIdx.x & 30) | owner)
+        return w0, w1, w2, w3, s
 
     convert = base.convert  # a word and its scale: the narrow form's chunk
 
@@ -398,7 +532,11 @@ def _make_int4_f16(threads: int, group_shift: int = 7):
         word = raw[0] if j == 0 else (raw[1] if j == 1 else (raw[2] if j == 2 else raw[3]))
         return convert((word, raw[4]), gk)
 
-    return chunk_stager(threads, 8, base.fetch, base.convert, (4, fetch16, convert_j))
+    @cuda.jit(device=True, inline="always")
+    def empty():
+        return uint32(0), uint32(0)
+
+    return chunk_stager(threads, 8, base.fetch, base.convert, (4, fetch16, convert_j, window, settle, empty))
 
 
 @cuda.jit(device=True, inline="always")
@@ -604,39 +742,68 @@ def _make_e4m3_f16(threads: int):
 
 
 @cuda.jit(device=True, inline="always")
-def _f32x8(src, row, gk, ok):
-    """Eight float32 of a row from ``gk``: two 16-byte loads where the rows
-    are whole 16-byte units from an aligned start (uniform for a launch),
-    else one value a load."""
-    if not ok:
-        z = np.float32(0)
-        return z, z, z, z, z, z, z, z
-    if vload.aligned16(src) and src.shape[1] % 4 == 0:
-        at = row * src.shape[1] + gk
-        a0, a1, a2, a3 = vload.ld_f32x4(src, at)
-        a4, a5, a6, a7 = vload.ld_f32x4(src, at + 4)
-        return a0, a1, a2, a3, a4, a5, a6, a7
-    return (
-        src[row, gk],
-        src[row, gk + 1],
-        src[row, gk + 2],
-        src[row, gk + 3],
-        src[row, gk + 4],
-        src[row, gk + 5],
-        src[row, gk + 6],
-        src[row, gk + 7],
-    )
+def _f32x4_at(src, row, at, ok, k, vec):
+    """Four float32 of a row from ``at`` (a multiple of 4): one 16-byte load
+    where ``vec`` (the rows whole 16-byte units from an aligned start,
+    uniform for a launch), else one a load; zeros past ``k``."""
+    z = np.float32(0)
+    a0 = a1 = a2 = a3 = z
+    if ok and at < k:
+        if vec:
+            a0, a1, a2, a3 = vload.ld_f32x4(src, row * src.shape[1] + at)
+        else:
+            a0 = src[row, at]
+            if at + 1 < k:
+                a1 = src[row, at + 1]
+            if at + 2 < k:
+                a2 = src[row, at + 2]
+            if at + 3 < k:
+                a3 = src[row, at + 3]
+    return a0, a1, a2, a3
 
 
 @cuda.jit(device=True, inline="always")
-def _f32_f16_fetch(src, bsc, gr, gk, ok):
-    return _f32x8(src, gr, gk, ok)
+def _f32x8_paired(src, row, gk, ok, k):
+    """A paired fetch of a float32 row's chunks (eight values, 32 bytes): the
+    two lanes of a row's chunks ``2j`` and ``2j + 1`` load chunk ``2j``
+    together, then chunk ``2j + 1`` (the even lane each one's first half,
+    the odd lane its second), so each 16-byte load of a warp lies in whole
+    sectors, where each lane's own chunk in two loads used half of each
+    sector a load; :func:`_f32x8_settle` then gives each lane its chunk."""
+    vec = vload.aligned16(src) and src.shape[1] % 4 == 0
+    first = gk >> 4 << 4  # the pair's even chunk
+    half = (gk & 8) >> 1  # 0 in the even lane, 4 in the odd one
+    a0, a1, a2, a3 = _f32x4_at(src, row, first + half, ok, k, vec)
+    b0, b1, b2, b3 = _f32x4_at(src, row, first + 8 + half, ok, k, vec)
+    return a0, a1, a2, a3, b0, b1, b2, b3
 
 
 @cuda.jit(device=True, inline="always")
-def _f32_f16_rows_fetch(src, rowmap, gr, gk, ok):
+def _f32x8_settle(raw, gk, partner):
+    """The lane's own chunk of a pair's loads (:func:`_f32x8_paired`): the
+    even lane keeps its half of chunk ``2j`` and takes the odd lane's, the
+    odd lane its half of chunk ``2j + 1`` and the even lane's."""
+    a0, a1, a2, a3, b0, b1, b2, b3 = raw
+    odd = (gk & 8) != 0
+    m = 0xFFFFFFFF
+    r0 = cuda.shfl_xor_sync(m, a0 if odd else b0, partner)
+    r1 = cuda.shfl_xor_sync(m, a1 if odd else b1, partner)
+    r2 = cuda.shfl_xor_sync(m, a2 if odd else b2, partner)
+    r3 = cuda.shfl_xor_sync(m, a3 if odd else b3, partner)
+    if odd:
+        return r0, r1, r2, r3, b0, b1, b2, b3
+    return a0, a1, a2, a3, r0, r1, r2, r3
+
+
+@cuda.jit(device=True, inline="always")
+def _f32_f16_fetch(src, bsc, gr, gk, ok, k):
+    return _f32x8_paired(src, gr, gk, ok, k)
+
+
+@cuda.jit(device=True, inline="always")
+def _f32_f16_rows_fetch(src, rowmap, gr, gk, ok, k):
     """``_f32_f16_fetch`` of row ``rowmap[gr]``: the scales argument is the row map."""
-    return _f32x8(src, rowmap[gr] if ok else 0, gk, ok)
+    return _f32x8_paired(src, rowmap[gr] if ok else 0, gk, ok, k)
 
 
 @cuda.jit(device=True, inline="always")
@@ -650,11 +817,11 @@ def _f32_f16_convert(raw, gk):
 
 
 def _make_f32_f16(threads: int):
-    return chunk_stager(threads, 8, _f32_f16_fetch, _f32_f16_convert)
+    return chunk_stager(threads, 8, _f32_f16_fetch, _f32_f16_convert, settle=_f32x8_settle)
 
 
 def _make_f32_f16_rows(threads: int):
-    return chunk_stager(threads, 8, _f32_f16_rows_fetch, _f32_f16_convert)
+    return chunk_stager(threads, 8, _f32_f16_rows_fetch, _f32_f16_convert, settle=_f32x8_settle)
 
 
 @cuda.jit(device=True, inline="always")
@@ -671,17 +838,43 @@ def _e4m3_blk_convert(raw, gk):
     return pair(w0, 0, s), pair(w0, 2, s), pair(w1, 0, s), pair(w1, 2, s)
 
 
+BLK = 128  # an FP8 block scale's rows and values along K
+BLK_WINDOW = 8 * BLK  # the values along K a window of block scales covers (16 stages)
+
+
 @cuda.jit(device=True, inline="always")
-def _e4m3_blk_fetch16(src, bsc, gr, gk, ok, vec):
+def _e4m3_blk_fetch16(src, bsc, gr, gk, ok, vec, win, k):
     # 16 codes, within one 128 x 128 scale block (``gk`` a multiple of 16).
-    # A warp's slots are 8 whole rows (8-aligned) of one stage, so one block
-    # scale serves the warp: lane 0 reads it (the warp's lowest row and K:
-    # out of range there, out of range in every lane) and shuffles it to the
-    # others, where every lane's own 4-byte load carried a fifth of the bytes
-    # the stager requested
+    # A warp's slots are 8 whole rows (8-aligned) of one stage, all in one
+    # 128-row block, so a block scale serves the warp: at a window's first
+    # stage lanes 0-7 load the next eight blocks' along K (32 contiguous
+    # bytes, lane j block j), carried from stage to stage; each stage's is
+    # shuffled from its lane when the chunks are put (:func:`_e4m3_blk_settle`)
     w0, w1, w2, w3 = _words4(src, gr, gk >> 2, ok, vec)
-    s = bsc[gr >> 7, gk >> 7] if ok and (cuda.threadIdx.x & 31) == 0 else np.float32(0)
-    return w0, w1, w2, w3, cuda.shfl_sync(0xFFFFFFFF, s, 0)
+    v = win
+    if (gk & (BLK_WINDOW - 1)) < CHUNKS * 8:
+        j = cuda.threadIdx.x & 31
+        b = (gk >> 7) + j
+        v = np.float32(0)
+        if j < 8 and (gr >> 7) < bsc.shape[0] and b < bsc.shape[1]:
+            v = bsc[gr >> 7, b]
+    return w0, w1, w2, w3, v
+
+
+@cuda.jit(device=True, inline="always")
+def _e4m3_blk_window(raw):
+    return raw[4]
+
+
+@cuda.jit(device=True, inline="always")
+def _e4m3_blk_settle(raw, gk, k):
+    w0, w1, w2, w3, v = raw
+    return w0, w1, w2, w3, cuda.shfl_sync(0xFFFFFFFF, v, (gk >> 7) & 7)
+
+
+@cuda.jit(device=True, inline="always")
+def _e4m3_blk_empty():
+    return np.float32(0)
 
 
 @cuda.jit(device=True, inline="always")
@@ -694,7 +887,8 @@ def _e4m3_blk_convert_j(raw, gk, j):
 
 
 def _make_e4m3_blk_f16(threads: int):
-    return chunk_stager(threads, 8, _e4m3_blk_fetch, _e4m3_blk_convert, (2, _e4m3_blk_fetch16, _e4m3_blk_convert_j))
+    wide = (2, _e4m3_blk_fetch16, _e4m3_blk_convert_j, _e4m3_blk_window, _e4m3_blk_settle, _e4m3_blk_empty)
+    return chunk_stager(threads, 8, _e4m3_blk_fetch, _e4m3_blk_convert, wide)
 
 
 def _make_nvfp4_f16_rows(threads: int):

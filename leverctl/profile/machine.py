@@ -414,15 +414,28 @@ def _backward(line: str, labels: Mapping[str, int]) -> bool:
     return target is None or target <= int(here.group(1), 16)
 
 
+def _branch_target(line: str, labels: Mapping[str, int]) -> int | None:
+    t = _TARGET.search(line.split("BRA", 1)[1])
+    if not t:
+        return None
+    return labels.get(t.group(1)) if t.group(1) else int(t.group(2), 16)
+
+
 def loads_in_flight(sass: str) -> int:
     """The most bytes of global loads a thread has issued and not yet used,
-    reading the SASS in order (the fall-through path): a run of ``LDG`` (and
-    ``LDGSTS``, whose bytes land in shared memory) ends at the first
-    instruction that reads a register one of them writes, at a barrier or a
-    wait, or at a branch that may go back (a loop's next iteration is not
-    this one's run; a forward branch leaves the loads in flight). One
-    thread's share of what Little's law asks of an SM (``× resident
-    threads``); every function in ``sass`` together."""
+    reading the SASS in order: a run of ``LDG`` (and ``LDGSTS``, whose
+    bytes land in shared memory) ends at the first instruction that reads a
+    register one of them writes, at a barrier or a wait, or at a branch
+    that may go back (a loop's next iteration is not this one's run). A
+    forward branch leaves the loads in flight. The two arms of an if/else
+    (a conditional branch to the else arm, the then arm ending in a branch
+    over it) are alternatives: the else arm starts from the state at the
+    fork, not from the end of the then arm (a vector load's arm and its
+    scalar fallback load the same bytes into the same registers, and
+    neither uses the other's), and where they meet the run goes on from
+    the shorter of the two and with what either left pending. One thread's
+    share of what Little's law asks of an SM (``× resident threads``);
+    every function in ``sass`` together."""
     labels: dict[str, int] = {}
     pending_labels: list[str] = []
     for line in sass.splitlines():  # each label's address: the instruction after it
@@ -433,7 +446,20 @@ def loads_in_flight(sass: str) -> int:
             pending_labels = []
     best = run = 0
     pending: set[int] = set()
+    forks: dict[int, tuple[int, set[int]]] = {}  # a conditional branch's target -> (run, pending) there
+    joins: dict[int, list[tuple[int, set[int]]]] = {}  # where then arms jump to -> their (run, pending)
+    after_then = False  # the last instruction was an unconditional branch forward (a then arm's end)
     for line in sass.splitlines():
+        if a := _ADDRESS.match(line):
+            here = int(a.group(1), 16)
+            fork = forks.pop(here, None)
+            if fork is not None and after_then:  # an else arm: from the fork, not the then arm's end
+                run, pending = fork[0], set(fork[1])
+            if here in joins:  # the arms meet
+                arms = [*joins.pop(here), (run, pending)]
+                run = min(r for r, _ in arms)
+                pending = set().union(*(p for _, p in arms))
+            after_then = False
         m = _OPERANDS.match(line)
         if not m or m.group(1) in _NEVER or m.group(2) == "NOP":
             continue
@@ -447,9 +473,16 @@ def loads_in_flight(sass: str) -> int:
                 pending.update(range(dest, dest + max(1, width(op) // 32)))
         elif base == "LDGSTS":
             run += 16 if "128" in op else width(op) // 8
+        elif base == "BRA" and not _backward(line, labels):
+            target = _branch_target(line, labels)
+            if target is not None and m.group(1) is None:
+                joins.setdefault(target, []).append((run, set(pending)))
+                after_then = True
+            elif target is not None:
+                forks[target] = (run, set(pending))
         else:
             reads = regs if base in _NO_DEST else regs[1:]
-            if base in _BATCH_END or pending.intersection(reads) or (base == "BRA" and _backward(line, labels)):
+            if base in _BATCH_END or pending.intersection(reads) or base == "BRA":
                 best = max(best, run)
                 run = 0
                 pending.clear()

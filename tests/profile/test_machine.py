@@ -555,3 +555,41 @@ def test_loads_in_flight_counts_a_threads_loads_until_one_is_used_or_a_branch():
     # forward branch, until the branch back
     assert machine.loads_in_flight(sass.replace("FFMA R20, R5, R6, R20", "FFMA R20, R21, R22, R20")) == 48
     assert machine.loads_in_flight("") == 0
+
+
+def test_loads_in_flight_takes_an_if_else_s_arms_as_alternatives():
+    """A 16-byte load with a scalar fallback (the then arm: four 4-byte
+    loads into R8-R11, then a branch over the else arm) and its vector arm
+    (an address computed in R8, one 16-byte load into R8-R11): the else arm
+    starts from the fork, so its reading R8 is not a use of the then arm's
+    loads, and the arms' 16 bytes count once. 16 before the fork, 16 in
+    either arm and 4 after: 36. Read as one straight line, the vector arm's
+    address would end the run at 32 (the scalar arm's bytes on top of the
+    first load's), and the two arms would count twice."""
+    sass = "\n".join(
+        [
+            "        /*0000*/                   LDG.E.128.CONSTANT R4, desc[UR4][R2.64] ;",
+            "        /*0010*/              @P0  BRA `(.L_x_2) ;",
+            "        /*0020*/                   LDG.E R8, desc[UR4][R6.64] ;",
+            "        /*0030*/                   LDG.E R9, desc[UR4][R6.64+0x4] ;",
+            "        /*0040*/                   LDG.E R10, desc[UR4][R6.64+0x8] ;",
+            "        /*0050*/                   LDG.E R11, desc[UR4][R6.64+0xc] ;",
+            "        /*0060*/                   BRA `(.L_x_3) ;",
+            ".L_x_2:",
+            "        /*0070*/                   IMAD.WIDE.U32 R8, R1, UR4, R8 ;",
+            "        /*0080*/                   LDG.E.128 R8, desc[UR4][R8.64] ;",
+            ".L_x_3:",
+            "        /*0090*/                   LDG.E R12, desc[UR4][R2.64] ;",
+            "        /*00a0*/                   FFMA R20, R5, R6, R20 ;",
+            "        /*00b0*/                   LDG.E R14, desc[UR4][R2.64] ;",
+        ]
+    )
+    assert machine.loads_in_flight(sass) == 16 + 16 + 4
+    # an else arm that uses the load before the fork ends its run there: the
+    # arms meet at the shorter run (its 16), 20 with the next load, and the
+    # best run is the then arm's 32
+    used = sass.replace("IMAD.WIDE.U32 R8, R1, UR4, R8", "IMAD.WIDE.U32 R8, R4, UR4, R8")
+    assert machine.loads_in_flight(used) == 16 + 16
+    # the then arm's loads are used in the else arm only where a straight
+    # reading mixes the arms: the one-line estimate stopped there (32)
+    assert machine.loads_in_flight(sass.replace("@P0  BRA `(.L_x_2) ;", "NOP ;")) == 16 + 16

@@ -72,16 +72,6 @@ MISSES: dict[tuple[str, str, str], str] = {
         ("w4a16.ffn_decode", "gemm_m1", f): _TILED
         for f in ("128-bit gemm_tiled", "in flight gemm_tiled", "sectors", "wide")
     },  # fmt: skip
-    ("moe.decode_fp8_grouped", "grouped", "sectors"): (
-        "the GEMM engine's decode tile: its FP8 weights come 16 codes a 16-byte load and a warp reads each "
-        "load's 128 x 128 block scale once, but that is still one 4-byte request a load (4 of a sector's 32 "
-        "bytes), and down's float32 rows come 16 bytes a lane at a 32-byte stride (half of each sector)"
-    ),
-    ("moe.decode_via_prefill", "prefill", "sectors"): (
-        "the GEMM engine's decode tile: its int4 weights come 32 values a 16-byte load, but a row's fp16 group "
-        "scale is a 2-byte load a stage (one lane of the two loading the row's stage reads it and shuffles it), "
-        "a warp's 16 rows' over 16 sectors at the model's gate/up rows (2 of each sector's 32 bytes)"
-    ),
     ("gdn.proj_gemv_batch", "batch16", "in flight gemv_batch"): (
         "at 16 rows the tier is bound by its FP32 FMAs, not its loads: 64 flops a weight byte against a ridge "
         "of ~14 (the path's notes); two 16-byte groups a lane in flight, 20 KiB an SM at its 31 % occupancy"

@@ -250,9 +250,13 @@ def make_mainloop(
         stage_b = _stager(b_kind, threads)
     stage_a = stage_b if copy_a else _stager(a_kind, threads)  # (never used when copy_a)
     fetch_b = put_b = fetch_a = put_a = None
+    start_b, carried_b = P.no_window, P.no_window_of
     if not copy_b:  # (the decode tile's weights along K first, where the stager can: whole sectors a row)
         along = split and isinstance(stage_b, P.ChunkStager)
-        fetch_b, put_b = stage_b.device(seg, along_k=True) if along else stage_b.device(seg)
+        # the stages' B loads in K order, each given what the one before left (int4's group scales)
+        fetch_b, put_b, start_b, carried_b = (
+            stage_b.device(seg, along_k=True) if along else P.carry_nothing(*stage_b.device(seg))
+        )
     if not copy_a:
         fetch_a, put_a = stage_a.device(a_rows)
     per_stage = fold is not None
@@ -290,32 +294,49 @@ def make_mainloop(
 
     # A staged B, segment by segment: the loads of a stage (``fetch_bs``) an
     # iteration before their conversion and stores (``put_bs``).
+    # (``win``: what each segment's stage before left it, ``carried_bs``)
     if b_parts == 1:
 
         @cuda.jit(device=True, inline="always")
-        def fetch_bs(b32, bsc, n, nseg, k, n0, kt, tid):
-            return (fetch_b(b32, bsc, n, k, n0, kt, tid),)
+        def fetch_bs(b32, bsc, n, nseg, k, n0, kt, tid, win):
+            return (fetch_b(b32, bsc, n, k, n0, kt, tid, win[0]),)
 
         @cuda.jit(device=True, inline="always")
         def put_bs(at, raw, n, nseg, k, n0, kt, tid):
             put_b(at, raw[0], n, k, n0, kt, tid)
 
+        @cuda.jit(device=True, inline="always")
+        def start_bs():
+            return (start_b(),)
+
+        @cuda.jit(device=True, inline="always")
+        def carried_bs(raw):
+            return (carried_b(raw[0]),)
+
     else:  # two: a gated tile's gate and up segments
 
         @cuda.jit(device=True, inline="always")
-        def fetch_bs(b32, bsc, n, nseg, k, n0, kt, tid):
-            return fetch_b(b32, bsc, n, k, n0, kt, tid), fetch_b(b32, bsc, n, k, n0 + nseg, kt, tid)
+        def fetch_bs(b32, bsc, n, nseg, k, n0, kt, tid, win):
+            return fetch_b(b32, bsc, n, k, n0, kt, tid, win[0]), fetch_b(b32, bsc, n, k, n0 + nseg, kt, tid, win[1])
 
         @cuda.jit(device=True, inline="always")
         def put_bs(at, raw, n, nseg, k, n0, kt, tid):
             put_b(at, raw[0], n, k, n0, kt, tid)
             put_b(at + seg_bytes, raw[1], n, k, n0 + nseg, kt, tid)
 
+        @cuda.jit(device=True, inline="always")
+        def start_bs():
+            return start_b(), start_b()
+
+        @cuda.jit(device=True, inline="always")
+        def carried_bs(raw):
+            return carried_b(raw[0]), carried_b(raw[1])
+
     if b_parts not in (1, 2) and not copy_b:
         raise ValueError(f"a staged B in {b_parts} parts: one or two")
 
     if copy_b:
-        fetch_bs = put_bs = _nothing8
+        fetch_bs, put_bs, start_bs, carried_bs = _nothing9, _nothing8, P.no_window, P.no_window_of
     if copy_a:
         fetch_a = put_a = _nothing7
 
@@ -327,6 +348,7 @@ def make_mainloop(
         a_at = gm * BM * STAGE_KBYTES  # its A rows' and B rows' bytes in a stage
         b_at = a_tile + gn * b_wg
         smf = cuda.shared.array(0, float32)  # the same dynamic shared memory as float32: the scale tables
+        wb = start_bs()
         for s in range(stages - 1):  # the prologue: stages 0 .. S - 2
             if s < nk:
                 at = pad + s * stage
@@ -337,13 +359,16 @@ def make_mainloop(
                 if copy_b:
                     copy_b_stage(smem, at + a_tile, b32, n, nseg, k, n0, s, tid)
                 else:
-                    put_bs(base + at + a_tile, fetch_bs(b32, bsc, n, nseg, k, n0, s, tid), n, nseg, k, n0, s, tid)
+                    raw_b = fetch_bs(b32, bsc, n, nseg, k, n0, s, tid, wb)
+                    wb = carried_bs(raw_b)
+                    put_bs(base + at + a_tile, raw_b, n, nseg, k, n0, s, tid)
                 if per_step:
                     put_side(smf, pad + side_base + s * side_nb, fetch_side(asc, bsc, m, n, k, r0, n0, s, tid), s, tid)
             ca.cp_async_commit()
         # the staged operands of stage S - 1, loaded now, stored in the first iteration
         raw_a = fetch_a(a32, asc, m, k, r0, stages - 1, tid)
-        raw_b = fetch_bs(b32, bsc, n, nseg, k, n0, stages - 1, tid)
+        raw_b = fetch_bs(b32, bsc, n, nseg, k, n0, stages - 1, tid, wb)
+        wb = carried_bs(raw_b)
         raw_s = fetch_side(asc, bsc, m, n, k, r0, n0, stages - 1, tid) if side_ahead else 0
         acc = zeros()
         total = tzeros()
@@ -382,7 +407,8 @@ def make_mainloop(
                 if not copy_a:
                     raw_a = fetch_a(a32, asc, m, k, r0, nxt + 1, tid)
                 if not copy_b:
-                    raw_b = fetch_bs(b32, bsc, n, nseg, k, n0, nxt + 1, tid)
+                    raw_b = fetch_bs(b32, bsc, n, nseg, k, n0, nxt + 1, tid, wb)
+                    wb = carried_bs(raw_b)
                 if side_ahead:
                     raw_s = fetch_side(asc, bsc, m, n, k, r0, n0, nxt + 1, tid)
             acc = settle(acc)

@@ -5,7 +5,7 @@ or past the end), ``aligned16`` tells aligned views from unaligned ones,
 and under the memory tracer each call is one 16-byte global load: a warp's
 32 consecutive loads use every byte of the 16 sectors they touch. The
 16-byte store of packed words (``stg_v4``) and the coherent load
-(``ld_v4``) likewise. Also
+(``ld_v4``) likewise, and the 8-byte read-only load (``ldg_v2``). Also
 ``smem.shared_view``: C-ordered windows of the dynamic shared memory."""
 
 from __future__ import annotations
@@ -276,3 +276,34 @@ def test_shared_views_are_c_ordered_windows_of_the_dynamic_memory():
     _views_of_dynamic_shared[1, 20, 0, 40](out)
     want = np.r_[np.arange(1, 9), 100 + np.arange(12)].astype(np.float16)
     np.testing.assert_array_equal(out, want)
+
+
+@cuda.jit
+def _copy_v2(out, src, first):
+    """Lane ``t`` copies the 8 bytes at fp16 element ``first + 4 t`` as two words."""
+    t = cuda.threadIdx.x
+    a, b = vload.ldg_v2(src, first + 4 * t)
+    out[2 * t] = a
+    out[2 * t + 1] = b
+
+
+def test_the_8_byte_load_returns_two_words_and_refuses_what_would_fault():
+    src = (np.arange(4 * 40) * 0.5).astype(np.float16)
+    out = np.zeros(2 * 32, np.uint32)
+    _copy_v2[1, 32](out, src, 4)
+    np.testing.assert_array_equal(out, src[4 : 4 + 128].view(np.uint32))
+    with pytest.raises(ValueError, match="8-byte aligned"):
+        _copy_v2[1, 1](np.zeros(2, np.uint32), src, 2)  # byte 4
+    with pytest.raises(IndexError, match="outside"):
+        _copy_v2[1, 1](np.zeros(2, np.uint32), src, 4 * 40)
+
+
+def test_under_the_tracer_the_8_byte_load_is_one_access_a_lane():
+    from leverctl.profile import memtrace as mt
+
+    src = np.arange(4 * 64, dtype=np.float16)
+    out = np.zeros(2 * 32, np.uint32)
+    with mt.trace() as t:
+        _copy_v2[1, 32](out, src, 0)
+    (ld,) = [r for r in mt.summarize(t).sites if r.space == "global" and r.kind == "load"]
+    assert (ld.instructions, ld.accesses, ld.bytes, ld.sectors) == (1, 32, 256, 8)

@@ -1,13 +1,26 @@
 """The decode tile's wide weight stagers (``wgmma_gemm``'s 16-byte forms
 along K) against NumPy, in the simulator, on a tile of 256 rows:
 
-* FP8 (``e4m3_blk_f16``: 16 codes a 16-byte load, each load's 128 x 128
-  block scale read once a warp, by lane 0, and shuffled): its loads span
-  two 128-row scale blocks, and a stage past K's first block reads the next
-  one. A stager that gives every row the first block's scale fails.
+* FP8 (``e4m3_blk_f16``: 16 codes a 16-byte load, a warp's 128 x 128
+  block scales loaded eight along K at a time by lanes 0-7 and shuffled
+  from lane to lane stage by stage): its loads span two 128-row scale
+  blocks, and stages past K's first block, and past its first eight, read
+  the next. A stager that gives every row the first block's scale fails.
 * int4 (``int4_f16``: 32 values a 16-byte load, one fp16 group scale of
   128): a stage in K's first group and one in its second. A stager whose
-  groups are 256 wide (``group_shift`` 8) fails in the second."""
+  groups are 256 wide (``group_shift`` 8) fails in the second. Where K is
+  a multiple of four groups the pair of lanes of a row loads eight groups'
+  scales at a window's first stage and carries them: the stages are
+  fetched in order, as the mainloop does, and stages at a window's end,
+  at the next one's start, in its upper half (the odd lane's) and in a
+  last window of four groups are checked; a stager that takes every group
+  from the even lane's half fails in the upper one.
+
+And the paired float32 A stager (``f32_f16``: the two lanes of a row's
+neighbouring chunks load each chunk together, 16 bytes each, and swap
+halves by shuffles when the chunks are put): rows of whole 16-byte units
+and not, a pair whose second chunk lies past K, rows past the tile's; a
+stager that skips the swap fails."""
 
 from __future__ import annotations
 
@@ -15,15 +28,15 @@ import numpy as np
 import pytest
 from numba import cuda, uint32
 
-from leverctl_kernels.common import bits, swizzle
+from leverctl_kernels.common import bits, cvt, swizzle
 from leverctl_kernels.common import wgmma as wg
 from leverctl_kernels.common import wgmma_gemm as P
 
 ROWS, K, THREADS = 256, 256, 128
 
 
-def _stage_kernel(stager):
-    fetch, put = stager.device(ROWS, along_k=True)
+def _stage_kernel(stager, k):
+    fetch, put, start, carried = stager.device(ROWS, along_k=True)
 
     @cuda.jit
     def stage(out, b32, bsc, kt):
@@ -31,8 +44,10 @@ def _stage_kernel(stager):
         base = wg.smem_addr(smem)
         pad = (swizzle.ATOM_BYTES - (base & (swizzle.ATOM_BYTES - 1))) & (swizzle.ATOM_BYTES - 1)
         tid = cuda.threadIdx.x
-        raw = fetch(b32, bsc, ROWS, K, 0, kt, tid)
-        put(base + pad, raw, ROWS, K, 0, kt, tid)
+        raw = fetch(b32, bsc, ROWS, k, 0, 0, tid, start())
+        for s in range(1, kt + 1):  # the stages in order, each given what the one before left
+            raw = fetch(b32, bsc, ROWS, k, 0, s, tid, carried(raw))
+        put(base + pad, raw, ROWS, k, 0, kt, tid)
         cuda.syncthreads()
         for i in range(tid, ROWS * 32, THREADS):
             out[i] = smem[(pad >> 2) + i]
@@ -40,50 +55,56 @@ def _stage_kernel(stager):
     return stage
 
 
-def _staged_int4(stager, kt, rng):
-    q = rng.integers(0, 16, (ROWS, K)).astype(np.uint32)
-    words = np.zeros((ROWS, K // 8), np.uint32)
+def _staged_int4(stager, kt, rng, k=K):
+    q = rng.integers(0, 16, (ROWS, k)).astype(np.uint32)
+    words = np.zeros((ROWS, k // 8), np.uint32)
     for i in range(8):
         words |= q[:, i::8] << np.uint32(4 * i)
-    scales = rng.uniform(0.5, 2.0, (ROWS, K // 128)).astype(np.float16)
-    got = _run(stager, words, scales, kt)
+    scales = rng.uniform(0.5, 2.0, (ROWS, k // 128)).astype(np.float16)
+    got = _run(stager, words, scales, kt, k)
     k0 = kt * 64
     vals = (q[:, k0 : k0 + 64].astype(np.float32) - 8) * scales[:, k0 // 128 : k0 // 128 + 1].astype(np.float32)
     return got, vals.astype(np.float16)
 
 
-def _run(stager, b32, bsc, kt):
+def _run(stager, b32, bsc, kt, k=K):
     out = cuda.to_device(np.zeros(ROWS * 32, np.uint32))
-    _stage_kernel(stager)[1, THREADS](out, cuda.to_device(b32), cuda.to_device(bsc), kt)
+    _stage_kernel(stager, k)[1, THREADS](out, cuda.to_device(b32), cuda.to_device(bsc), kt)
     flat = out.copy_to_host().view(np.uint8)
     at = swizzle.sw128_np(np.arange(ROWS)[:, None] * 128 + np.arange(128)[None, :])
     return flat[at].view(np.float16).reshape(ROWS, 64)  # the stage's 64 k of fp16, row by row
 
 
-def _staged(stager, kt, rng):
-    codes = rng.choice([c for c in range(256) if c & 0x7F != 0x7F], (ROWS, K)).astype(np.uint8)
-    bsc = rng.uniform(0.5, 2.0, (ROWS // 128, K // 128)).astype(np.float32)
-    got = _run(stager, codes.view(np.uint32), bsc, kt)
+def _staged(stager, kt, rng, k=K):
+    codes = rng.choice([c for c in range(256) if c & 0x7F != 0x7F], (ROWS, k)).astype(np.uint8)
+    bsc = rng.uniform(0.5, 2.0, (ROWS // 128, k // 128)).astype(np.float32)
+    got = _run(stager, codes.view(np.uint32), bsc, kt, k)
     k0 = kt * 64
     vals = bits.e4m3_to_f32_np(codes[:, k0 : k0 + 64]) * np.repeat(bsc[:, k0 // 128], 128)[:, None]
     return got, vals.astype(np.float16)
 
 
 @pytest.mark.sim
-@pytest.mark.parametrize("kt", [0, 3])  # K's first 128 x 128 block, and its second
-def test_the_wide_fp8_stager_scales_each_slot_by_its_rows_block(kt):
-    got, want = _staged(P.stager_of("e4m3_blk_f16", THREADS), kt, np.random.default_rng(kt))
+# K's first 128 x 128 block and its second; at K = 1152 (nine blocks: a
+# window of eight, then one) the first window's last block and the next's
+@pytest.mark.parametrize(("k", "kt"), [(K, 0), (K, 3), (1152, 15), (1152, 17)])
+def test_the_wide_fp8_stager_scales_each_slot_by_its_rows_block(k, kt):
+    got, want = _staged(P.stager_of("e4m3_blk_f16", THREADS), kt, np.random.default_rng(kt), k)
     np.testing.assert_array_equal(got, want)
 
 
 @pytest.mark.sim
 def test_a_wide_fp8_stager_that_reads_one_rows_block_for_all_fails():
     @cuda.jit(device=True, inline="always")
-    def first_block(src, bsc, gr, gk, ok, vec):
-        w0, w1, w2, w3, _s = P._e4m3_blk_fetch16(src, bsc, gr, gk, ok, vec)
+    def first_block(src, bsc, gr, gk, ok, vec, win, k):
+        w0, w1, w2, w3, _s = P._e4m3_blk_fetch16(src, bsc, gr, gk, ok, vec, win, k)
         return w0, w1, w2, w3, bsc[0, gk >> 7]  # every row the first 128 rows' scale
 
-    wide = (2, first_block, P._e4m3_blk_convert_j)
+    @cuda.jit(device=True, inline="always")
+    def as_fetched(raw, gk, k):
+        return raw
+
+    wide = (2, first_block, P._e4m3_blk_convert_j, P._e4m3_blk_window, as_fetched, P._e4m3_blk_empty)
     stager = P.chunk_stager(THREADS, 8, P._e4m3_blk_fetch, P._e4m3_blk_convert, wide)
     got, want = _staged(stager, 0, np.random.default_rng(0))
     assert not np.array_equal(got[128:], want[128:])  # the second block's rows took the first's scale
@@ -102,4 +123,95 @@ def test_the_wide_int4_stager_scales_each_load_by_its_group(kt):
 @pytest.mark.sim
 def test_a_wide_int4_stager_with_groups_of_256_fails_in_the_second_group():
     got, want = _staged_int4(P._make_int4_f16(THREADS, group_shift=8), 2, np.random.default_rng(2))
+    assert not np.array_equal(got, want)
+
+
+# (K, stage): K's groups of 128 a multiple of four, so the scales come a
+# window of eight groups at a time: the window's last stage, the next
+# one's first, one in its upper half (groups 4-7: the odd lane's), and a
+# stage in a last window of four groups (K = 1536: the odd lane loads none)
+WINDOWED = [(2048, 15), (2048, 16), (2048, 25), (1536, 23)]
+
+
+@pytest.mark.sim
+@pytest.mark.parametrize(("k", "kt"), WINDOWED)
+def test_the_wide_int4_stager_carries_a_window_of_group_scales(k, kt):
+    got, want = _staged_int4(P.stager_of("int4_f16", THREADS), kt, np.random.default_rng(kt), k)
+    np.testing.assert_array_equal(got, want)
+
+
+@pytest.mark.sim
+def test_a_wide_int4_stager_that_takes_every_group_from_the_even_lane_fails_in_the_upper_half():
+    good = P.stager_of("int4_f16", THREADS)
+    g, fetch16, convert_j, window, _settle, empty = good.wide
+
+    @cuda.jit(device=True, inline="always")
+    def even_only(raw, gk, k):
+        w0, w1, w2, w3, v0, v1 = raw
+        h = (gk >> 7) & 3  # the group's place in the even lane's half only
+        lo, hi = cvt.f16x2_to_f32x2(v0 if h < 2 else v1)
+        s = cuda.shfl_sync(0xFFFFFFFF, hi if h & 1 else lo, cuda.threadIdx.x & 30)
+        return w0, w1, w2, w3, s
+
+    broken = P.chunk_stager(THREADS, 8, good.fetch, good.convert, (g, fetch16, convert_j, window, even_only, empty))
+    got, want = _staged_int4(broken, 16, np.random.default_rng(16), 2048)
+    np.testing.assert_array_equal(got, want)  # group 8: the even lane's, as the broken one reads
+    got, want = _staged_int4(broken, 25, np.random.default_rng(25), 2048)
+    assert not np.array_equal(got, want)  # group 12: the odd lane's, read from the even one
+
+
+# ── the float32 rows' paired stager (an A operand: the decode tile's SiLU
+# product rows, 16 a tile) ─────────────────────────────────────────────────
+
+A_ROWS = 16
+
+
+def _stage_a_kernel(stager, nrows, k):
+    fetch, put = stager.device(A_ROWS)
+
+    @cuda.jit
+    def stage(out, x, kt):
+        smem = cuda.shared.array(A_ROWS * 32 + 256, uint32)
+        base = wg.smem_addr(smem)
+        pad = (swizzle.ATOM_BYTES - (base & (swizzle.ATOM_BYTES - 1))) & (swizzle.ATOM_BYTES - 1)
+        tid = cuda.threadIdx.x
+        put(base + pad, fetch(x, x, nrows, k, 0, kt, tid), nrows, k, 0, kt, tid)
+        cuda.syncthreads()
+        for i in range(tid, A_ROWS * 32, THREADS):
+            out[i] = smem[(pad >> 2) + i]
+
+    return stage
+
+
+def _staged_f32(stager, kt, k, nrows=13, seed=0):
+    x = np.random.default_rng(seed).standard_normal((nrows, k)).astype(np.float32)
+    out = cuda.to_device(np.zeros(A_ROWS * 32, np.uint32))
+    _stage_a_kernel(stager, nrows, k)[1, THREADS](out, cuda.to_device(x), kt)
+    flat = out.copy_to_host().view(np.uint8)
+    at = swizzle.sw128_np(np.arange(A_ROWS)[:, None] * 128 + np.arange(128)[None, :])
+    got = flat[at].view(np.float16).reshape(A_ROWS, 64)
+    want = np.zeros((A_ROWS, 64), np.float16)
+    part = x[:, kt * 64 : kt * 64 + 64]
+    want[:nrows, : part.shape[1]] = part.astype(np.float16)
+    return got, want
+
+
+@pytest.mark.sim
+# rows of whole 16-byte units (16-byte loads) and not (k = 70: one a load);
+# a last stage whose pair's second chunk lies past K (k = 72, 136)
+@pytest.mark.parametrize(("k", "kt"), [(256, 1), (72, 1), (136, 2), (70, 1)])
+def test_the_paired_f32_stager_gives_each_lane_its_chunk(k, kt):
+    got, want = _staged_f32(P.stager_of("f32_f16", THREADS), kt, k)
+    np.testing.assert_array_equal(got, want)
+
+
+@pytest.mark.sim
+def test_a_paired_f32_stager_without_the_exchange_fails():
+    @cuda.jit(device=True, inline="always")
+    def keep(raw, gk, partner):
+        return raw  # each lane keeps what it loaded: half of its chunk is the pair's other one
+
+    good = P.stager_of("f32_f16", THREADS)
+    broken = P.chunk_stager(THREADS, 8, good.fetch, good.convert, settle=keep)
+    got, want = _staged_f32(broken, 1, 256)
     assert not np.array_equal(got, want)

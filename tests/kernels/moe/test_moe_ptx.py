@@ -154,7 +154,10 @@ def test_the_decode_tile_kernels_issue_hmma_and_copy_the_tokens_rows_by_ldgsts(c
     ``LDGSTS`` through the row map (down's float32 rows and every weight
     format pass through registers: their stagers convert them); every
     format's weights (the wide stager: 16 FP8 codes or 32 int4 values a
-    load) and down's float32 rows come in 128-bit loads."""
+    load) and down's float32 rows come in 128-bit loads; int4's group
+    scales a window of four groups a lane in one 64-bit read-only load
+    (``ldg_v2``); down's float32 rows' pairs of lanes swap halves by
+    butterfly shuffles across 8 lanes."""
     import re
 
     import pytest
@@ -173,6 +176,8 @@ def test_the_decode_tile_kernels_issue_hmma_and_copy_the_tokens_rows_by_ldgsts(c
             assert bool(copies) == (gemm == "gateup"), name
             # the weights a 16-byte load (the wide stager), and down's float32 rows
             assert re.search(r"\bLDG\.E\.128(\.\w+)*\b", sass), name
+            assert bool(re.search(r"\bLDG\.E\.64\.CONSTANT\b", sass)) == (fmt == "int4"), name
+            assert bool(re.search(r"\bSHFL\.BFLY\b[^;]*\b0x8\b", sass)) == (gemm == "down"), name
 
 
 def test_the_per_row_kernels_stage_their_activations_and_read_them_16_bytes_at_a_time(compiled):
