@@ -58,6 +58,12 @@ DEFAULT_ROWS = 4
 DEFAULT_KCHUNK = 2048
 
 
+# The reduction's rows of NT partial sums lie NT + 1 floats apart, so the
+# final read of each row's sum (thread r reads row r's first) falls in a bank
+# of its own; NT apart they all fell in bank 0 (4-way at four rows).
+RED_PITCH = NT + 1
+
+
 def _accumulators(ROWS: int, DUAL: bool) -> int:
     return 2 * ROWS if DUAL else ROWS
 
@@ -72,7 +78,7 @@ def make_row_block(ROWS: int, KCHUNK: int, DUAL: bool, TAIL_FAULT: int = 0):
         raise ValueError(f"TAIL_FAULT={TAIL_FAULT}: one of {TAIL_FAULTS}")
     KWC, _, STRIDE, XS = group_layout(KCHUNK)
     R = _accumulators(ROWS, DUAL)
-    RED = R * NT
+    RED = R * RED_PITCH
     WV = 4 * R  # a group's words, every row and matrix
 
     @cuda.jit(device=True)
@@ -157,19 +163,19 @@ def make_row_block(ROWS: int, KCHUNK: int, DUAL: bool, TAIL_FAULT: int = 0):
                                 acc[ROWS + r] += float32(mats[3][row, gs]) * dot_word_regs(mats[2][row, gw], xv)
         # Block-wide tree reduction of the R partial sums in shared memory.
         for r in range(R):
-            red[r * NT + tid] = acc[r]
+            red[r * RED_PITCH + tid] = acc[r]
         cuda.syncthreads()
         s = NT // 2
         while s > 0:
             if tid < s:
                 for r in range(R):
-                    red[r * NT + tid] += red[r * NT + tid + s]
+                    red[r * RED_PITCH + tid] += red[r * RED_PITCH + tid + s]
             cuda.syncthreads()
             s >>= 1
         if tid < ROWS and row0 + tid < n:
-            outs[0][row0 + tid] = red[tid * NT]
+            outs[0][row0 + tid] = red[tid * RED_PITCH]
             if DUAL:
-                outs[1][row0 + tid] = red[(ROWS + tid) * NT]
+                outs[1][row0 + tid] = red[(ROWS + tid) * RED_PITCH]
 
     return row_block
 
@@ -177,5 +183,5 @@ def make_row_block(ROWS: int, KCHUNK: int, DUAL: bool, TAIL_FAULT: int = 0):
 def launch_config(n: int, ROWS: int, KCHUNK: int, DUAL: bool):
     grid = L.check_grid(L.blocks_for(n, ROWS))
     block = (L.check_block(NT, warps=True),)
-    L.check_shared(4 * (group_layout(KCHUNK)[3] + _accumulators(ROWS, DUAL) * NT))
+    L.check_shared(4 * (group_layout(KCHUNK)[3] + _accumulators(ROWS, DUAL) * RED_PITCH))
     return grid, block
