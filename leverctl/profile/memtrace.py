@@ -38,9 +38,10 @@ the view. Addresses are byte offsets from the start of the allocation (a
 ``cudaMalloc`` is 256-byte aligned, so sectors are counted as on a GPU); a
 shared array's banks likewise from its start.
 
-The accesses of one thread at one code position are numbered as they occur;
-the k-th access of each lane of a warp at a position is one warp
-instruction. Grouping happens block by block, when a block's threads have
+The accesses of one thread at one code position, reached from one call
+site (a device function called from two lines is two instructions), are
+numbered as they occur; the k-th access of each lane of a warp there is
+one warp instruction. Grouping happens block by block, when a block's threads have
 all finished, and only per-site tallies are kept, so memory stays bounded.
 
 A simulator twin of a wide hardware instruction that emulates it element by
@@ -53,8 +54,9 @@ reads of the wgmma twin (the tensor cores read shared memory through matrix
 descriptors, not per lane), a failed compare-and-swap (the simulator's
 atomics are counted by their store), and whole-array assignments by advanced
 (integer-array or boolean) indexing. The warp grouping assumes the lanes of a
-warp run the same sequence of accesses at a position, as converged code
-does; under divergence the k-th accesses of different lanes are still paired.
+warp run the same sequence of accesses at a position and call site, as
+converged code does; where a lane skips an access there (a predicated-off
+load inside a loop), its later ones pair with other lanes' earlier ones.
 
 Pure Python and NumPy; numba is imported only when a trace starts, which
 needs the simulator (``NUMBA_ENABLE_CUDASIM=1`` before ``numba.cuda`` is
@@ -293,6 +295,7 @@ _SIM_API = ""  # the simulator's kernelapi.py (its atomics index arrays): set wh
 _SIM_DIR = ""  # the simulator package: frames skipped when looking for the kernel's line
 _COMMON = str(Path(__file__).resolve().parents[2] / "kernels" / "common") + "/"  # set again at start
 _SKIP: tuple[str, ...] = (_COMMON, __file__)  # helpers, the simulator and this module (its patches)
+_CALLS: tuple[str, ...] = (__file__,)  # the frames between a call and its callee (set at start)
 
 
 _tls = threading.local()  # a simulator thread's recording state (threads live one block)
@@ -349,17 +352,23 @@ def _record(frame, arr: TracedArray, off: int, size: int, kind: str) -> None:
     known = _starts.get(cid)
     starts = _instruction_starts(code) if known is None else known[1]
     pos = (cid << 20) | starts[frame.f_lasti >> 1]
-    k = counts.get(pos, 0)
-    counts[pos] = k + 1
+    # A device function's accesses are counted per call site: one called from
+    # six lines is six instructions, and a lane that skips one call (its
+    # access predicated off) must not pair its next with another lane's.
+    g = frame.f_back
+    while g is not None and g.f_code.co_filename.startswith(_CALLS):
+        g = g.f_back
+    key = (pos, id(g.f_code), g.f_lasti) if g is not None else (pos, 0, 0)
+    k = counts.get(key, 0)
+    counts[key] = k + 1
     via = None
     if code.co_filename.startswith(_COMMON):
         # A shared helper (mma's loaders, a twin): also say which kernel line reached it.
-        g = frame.f_back
         while g is not None and g.f_code.co_filename.startswith(_SKIP):
             g = g.f_back
         if g is not None:
             via = (g.f_code.co_filename, g.f_lineno)
-    events.append((warp, pos, k, kind, lane, via, arr, off, size))
+    events.append((warp, pos, (key, k), kind, lane, via, arr, off, size))
 
 
 _lines: dict = {}  # position -> (file, line), filled at flush
@@ -686,7 +695,7 @@ def trace(sample: int | None = None) -> Iterator[Trace]:
 
     Needs the CUDA simulator. Everything patched is put back on exit, also
     when the block raises; traces do not nest."""
-    global _SIM_API, _SIM_DIR, _COMMON, _SKIP
+    global _SIM_API, _SIM_DIR, _COMMON, _SKIP, _CALLS
     from numba import config
 
     if not config.ENABLE_CUDASIM:
@@ -704,6 +713,7 @@ def trace(sample: int | None = None) -> Iterator[Trace]:
     _SIM_DIR = str(Path(kernelapi.__file__).parent) + "/"
     _COMMON = str(Path(simwarp.__file__).parent) + "/"
     _SKIP = (_COMMON, _SIM_DIR, __file__)
+    _CALLS = (_SIM_DIR, __file__)  # the simulator's and the tracer's frames between a call and its callee
     saved = []
     t0 = time.perf_counter()
     try:

@@ -266,6 +266,15 @@ def test_traces_do_not_nest():
         pass
 
 
+def test_a_device_functions_accesses_pair_by_call_site():
+    out = np.zeros(32, np.float32)
+    p = _traced(lambda: tk.two_calls[1, 32](out))
+    read = _row(p, "read-if", "shared", "load")
+    assert (read.instructions, read.accesses) == (2, 48)
+    assert read.wavefronts == read.ideal_wavefronts == 2 and read.ways == 1
+    np.testing.assert_array_equal(out, [t + (t + 16) % 32 if t < 16 else (t + 16) % 32 for t in range(32)])
+
+
 def test_a_sampled_trace_runs_n_blocks_of_each_launch_spread_over_its_grid():
     x = np.arange(1, 321, dtype=np.float32)
     out = np.zeros(320, np.float32)

@@ -167,3 +167,25 @@ def dynamic_shared(out, x):
     s[2 * lane] = x[lane]  # site: dynamic-store
     cuda.syncthreads()
     out[lane] = s[2 * lane]
+
+
+@cuda.jit(device=True)
+def _read_if(s, i, ok):
+    return s[i] if ok else np.float32(0)  # site: read-if
+
+
+@cuda.jit
+def two_calls(out):
+    """One warp calls ``_read_if`` from two lines: lanes 0-15 read words
+    0-15 from the first (the others skip it), then every lane reads words
+    16-47 from the second. Paired by call site, each is one wavefront;
+    paired by the k-th access of the helper's line, lanes 16-31's first read
+    (words 32-47) would join lanes 0-15's (words 0-15): the same banks."""
+    s = cuda.shared.array(64, np.float32)
+    t = cuda.threadIdx.x
+    s[t] = np.float32(t)
+    s[t + 32] = np.float32(t)
+    cuda.syncthreads()
+    a = _read_if(s, t, t < 16)
+    b = _read_if(s, t + 16, True)
+    out[t] = a + b
