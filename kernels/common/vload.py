@@ -73,85 +73,38 @@ VEC_WORDS = 4  # 32-bit words per load
 # ── the CUDA target ──────────────────────────────────────────────────────────
 
 
-def _ldg_v4():
+def _load_words(name: str, n: int, op: str, volatile: bool):
+    """An intrinsic ``name(arr, i)``: ``n`` 32-bit words from flat element
+    ``i`` of a C-contiguous array of 16- or 32-bit elements by one ``{op}``
+    of ``n`` words (``op`` ``ld.global.nc``: read-only, free to be
+    scheduled; ``ld.global`` with ``volatile``: kept in program order)."""
     from llvmlite import ir
     from numba.cuda import types
     from numba.cuda.extending import intrinsic
 
-    def ldg_v4(typingctx, arr, index):
+    regs = ", ".join(f"${i}" for i in range(n))
+    text = f"{op}.v{n}.u32 {{{regs}}}, [${n}];"
+    constraints = ",".join(["=r"] * n + ["l"])
+
+    def load(typingctx, arr, index):
         if not (isinstance(arr, types.Array) and arr.layout == "C" and isinstance(index, types.Integer)):
             return None
         if not (isinstance(arr.dtype, (types.Integer, types.Float)) and arr.dtype.bitwidth in (16, 32)):
             return None
-        u32 = types.uint32
 
         def codegen(context, builder, signature, args):
             i32, i64 = ir.IntType(32), ir.IntType(64)
             a = context.make_array(signature.args[0])(context, builder, args[0])
             idx = context.cast(builder, args[1], signature.args[1], types.intp)
             ptr = builder.ptrtoint(builder.gep(a.data, [idx]), i64)
-            fnty = ir.FunctionType(ir.LiteralStructType([i32] * 4), [i64])
-            asm = ir.InlineAsm(fnty, "ld.global.nc.v4.u32 {$0, $1, $2, $3}, [$4];", "=r,=r,=r,=r,l")
-            res = builder.call(asm, [ptr])
-            return context.make_tuple(builder, signature.return_type, [builder.extract_value(res, i) for i in range(4)])
+            fnty = ir.FunctionType(ir.LiteralStructType([i32] * n), [i64])
+            res = builder.call(ir.InlineAsm(fnty, text, constraints, volatile), [ptr])
+            return context.make_tuple(builder, signature.return_type, [builder.extract_value(res, i) for i in range(n)])
 
-        return types.UniTuple(u32, 4)(arr, index), codegen
+        return types.UniTuple(types.uint32, n)(arr, index), codegen
 
-    return intrinsic(ldg_v4)
-
-
-def _ldg_v2():
-    from llvmlite import ir
-    from numba.cuda import types
-    from numba.cuda.extending import intrinsic
-
-    def ldg_v2(typingctx, arr, index):
-        if not (isinstance(arr, types.Array) and arr.layout == "C" and isinstance(index, types.Integer)):
-            return None
-        if not (isinstance(arr.dtype, (types.Integer, types.Float)) and arr.dtype.bitwidth in (16, 32)):
-            return None
-        u32 = types.uint32
-
-        def codegen(context, builder, signature, args):
-            i32, i64 = ir.IntType(32), ir.IntType(64)
-            a = context.make_array(signature.args[0])(context, builder, args[0])
-            idx = context.cast(builder, args[1], signature.args[1], types.intp)
-            ptr = builder.ptrtoint(builder.gep(a.data, [idx]), i64)
-            fnty = ir.FunctionType(ir.LiteralStructType([i32] * 2), [i64])
-            asm = ir.InlineAsm(fnty, "ld.global.nc.v2.u32 {$0, $1}, [$2];", "=r,=r,l")
-            res = builder.call(asm, [ptr])
-            return context.make_tuple(builder, signature.return_type, [builder.extract_value(res, i) for i in range(2)])
-
-        return types.UniTuple(u32, 2)(arr, index), codegen
-
-    return intrinsic(ldg_v2)
-
-
-def _ld_v4():
-    from llvmlite import ir
-    from numba.cuda import types
-    from numba.cuda.extending import intrinsic
-
-    def ld_v4(typingctx, arr, index):
-        if not (isinstance(arr, types.Array) and arr.layout == "C" and isinstance(index, types.Integer)):
-            return None
-        if not (isinstance(arr.dtype, (types.Integer, types.Float)) and arr.dtype.bitwidth in (16, 32)):
-            return None
-        u32 = types.uint32
-
-        def codegen(context, builder, signature, args):
-            i32, i64 = ir.IntType(32), ir.IntType(64)
-            a = context.make_array(signature.args[0])(context, builder, args[0])
-            idx = context.cast(builder, args[1], signature.args[1], types.intp)
-            ptr = builder.ptrtoint(builder.gep(a.data, [idx]), i64)
-            fnty = ir.FunctionType(ir.LiteralStructType([i32] * 4), [i64])
-            asm = ir.InlineAsm(fnty, "ld.global.v4.u32 {$0, $1, $2, $3}, [$4];", "=r,=r,=r,=r,l", True)
-            res = builder.call(asm, [ptr])
-            return context.make_tuple(builder, signature.return_type, [builder.extract_value(res, i) for i in range(4)])
-
-        return types.UniTuple(u32, 4)(arr, index), codegen
-
-    return intrinsic(ld_v4)
+    load.__name__ = load.__qualname__ = name
+    return intrinsic(load)
 
 
 def _f32x4_pointer(context, builder, signature, args):
@@ -481,9 +434,9 @@ else:
     ld_f32x4 = _ld_f32x4()
     ldg_f32x4 = _ldg_f32x4()
     st_f32x4 = _st_f32x4()
-    ldg_v4 = _ldg_v4()
-    ldg_v2 = _ldg_v2()
-    ld_v4 = _ld_v4()
+    ldg_v4 = _load_words("ldg_v4", 4, "ld.global.nc", False)
+    ldg_v2 = _load_words("ldg_v2", 2, "ld.global.nc", False)
+    ld_v4 = _load_words("ld_v4", 4, "ld.global", True)
     stg_v4 = _stg_v4()
     aligned16 = _aligned16()
 
