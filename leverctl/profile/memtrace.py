@@ -524,9 +524,7 @@ class Trace:
         ``sample`` = n at most n of each launch's, spread evenly over the
         grid in launch order (its first and last among them)."""
         total = int(np.prod(grid_dim))
-        if not self.grids:  # a launch the patched __call__ did not see
-            self.grids.append([0, 0])
-        self.grids[-1][0] = total
+        self.grids[-1][0] = total  # (the patched __call__ opened the launch's record)
         if not self.sample or total <= self.sample:
             return True
         return int(np.ravel_multi_index(grid_point, grid_dim)) in _spread(total, self.sample)
@@ -542,11 +540,11 @@ class Trace:
         launch, each launch's counts times its grid over its blocks run."""
         out: dict[tuple, _Tally] = {}
         for key, t in self._tallies.items():
-            total, ran = self.grids[key[-1]] if self.grids else (1, 1)
+            total, ran = self.grids[key[-1]]
             m = out.get(key[:-1])
             if m is None:
                 m = out[key[:-1]] = _Tally()
-            m.add_scaled(t, total / ran if ran else 1.0)
+            m.add_scaled(t, total / ran)  # (a launch with a tally ran a block)
         return out
 
     def _flush(self, events: list) -> None:
@@ -563,8 +561,6 @@ class Trace:
         with self._lock:
             self.blocks += 1
             self.accesses += len(events)
-            if not self.grids:
-                self.grids.append([1, 0])
             self.grids[-1][1] += 1
             launch = len(self.grids) - 1
             for (_warp, pos, _k, kind, space), evs in groups.items():
