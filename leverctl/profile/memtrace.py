@@ -40,8 +40,10 @@ shared array's banks likewise from its start.
 
 The accesses of one thread at one code position, reached from one call
 site (a device function called from two lines is two instructions), are
-numbered as they occur; the k-th access of each lane of a warp there is
-one warp instruction. Grouping happens block by block, when a block's threads have
+numbered as they occur, afresh after each ``syncthreads`` (every thread of
+the block passes the same barriers, so they are points where the lanes
+agree again); the k-th access of each lane of a warp there between the
+same two barriers is one warp instruction. Grouping happens block by block, when a block's threads have
 all finished, and only per-site tallies are kept, so memory stays bounded.
 
 A simulator twin of a wide hardware instruction that emulates it element by
@@ -56,7 +58,8 @@ atomics are counted by their store), and whole-array assignments by advanced
 (integer-array or boolean) indexing. The warp grouping assumes the lanes of a
 warp run the same sequence of accesses at a position and call site, as
 converged code does; where a lane skips an access there (a predicated-off
-load inside a loop), its later ones pair with other lanes' earlier ones.
+load inside a loop), its later ones until the next barrier pair with other
+lanes' earlier ones.
 
 Pure Python and NumPy; numba is imported only when a trace starts, which
 needs the simulator (``NUMBA_ENABLE_CUDASIM=1`` before ``numba.cuda`` is
@@ -90,6 +93,7 @@ LOAD, STORE, ATOMIC = "load", "store", "atomic"
 
 _ROOT = Path(__file__).resolve().parents[2]  # the project: sites are shown relative to it
 _EVENTS = "_leverctl_memtrace_events"  # attribute on a BlockManager: its block's accesses
+_EPOCH = "_leverctl_memtrace_epoch"  # attribute on a simulator thread: the barriers it has passed
 _PROXIES = "_leverctl_memtrace_proxies"  # attribute on a FakeCUDAShared: its arrays' proxies
 
 _index = operator.index
@@ -302,7 +306,8 @@ _tls = threading.local()  # a simulator thread's recording state (threads live o
 
 
 def _thread_state():
-    """(events, counts, warp, lane) of the calling simulator thread, None for
+    """(events, counts, warp, lane, epoch) of the calling simulator thread
+    (``epoch``: the barriers it has passed), None for
     any other thread (the host's, or a block started before the trace)."""
     t = _current_thread()
     mgr = getattr(t, "_manager", None)
@@ -310,7 +315,7 @@ def _thread_state():
     if events is None:
         return None
     warp, lane = divmod(t.thread_id, WARP)
-    st = _tls.st = (events, {}, warp, lane)
+    st = _tls.st = (events, {}, warp, lane, getattr(t, _EPOCH, 0))
     return st
 
 
@@ -341,12 +346,12 @@ def _record(frame, arr: TracedArray, off: int, size: int, kind: str) -> None:
     the calling thread, at ``frame``'s current position. The position is one
     int, ``id(code) << 20 | instruction offset``, cheap to hash."""
     try:
-        events, counts, warp, lane = _tls.st
+        events, counts, warp, lane, epoch = _tls.st
     except AttributeError:
         st = _thread_state()
         if st is None:
             return
-        events, counts, warp, lane = st
+        events, counts, warp, lane, epoch = st
     code = frame.f_code
     cid = id(code)
     known = _starts.get(cid)
@@ -368,7 +373,7 @@ def _record(frame, arr: TracedArray, off: int, size: int, kind: str) -> None:
             g = g.f_back
         if g is not None:
             via = (g.f_code.co_filename, g.f_lineno)
-    events.append((warp, pos, (key, k), kind, lane, via, arr, off, size))
+    events.append((warp, pos, (key, epoch, k), kind, lane, via, arr, off, size))
 
 
 _lines: dict = {}  # position -> (file, line), filled at flush
@@ -591,6 +596,7 @@ def _patches(tr: Trace):
     plain_wrapper = simkernel.FakeWithinKernelCUDAArray
     orig_run = simkernel.BlockManager.run
     orig_call = simkernel.FakeCUDAKernel.__call__
+    orig_sync = simkernel.BlockThread.syncthreads
     alloc_lock = threading.Lock()
 
     def wrap_arg(fake):
@@ -634,6 +640,15 @@ def _patches(tr: Trace):
         finally:
             tr._flush(list(events))
 
+    def syncthreads(thread):
+        # A barrier: the thread's accesses are numbered afresh after it.
+        epoch = getattr(thread, _EPOCH, 0) + 1
+        setattr(thread, _EPOCH, epoch)
+        st = getattr(_tls, "st", None)
+        if st is not None:
+            _tls.st = (st[0], {}, st[2], st[3], epoch)
+        return orig_sync(thread)
+
     def call(kernel, *args):
         if not (kernel._device or simkernel._kernel_context):
             tr.launches += 1
@@ -646,6 +661,7 @@ def _patches(tr: Trace):
         (kernelapi.FakeCUDAShared, "array", shared_array),
         (simkernel.BlockManager, "run", run),
         (simkernel.FakeCUDAKernel, "__call__", call),
+        (simkernel.BlockThread, "syncthreads", syncthreads),
         (simwarp, "TRACE_HOOK", _hook),
     ]
 
@@ -663,6 +679,7 @@ def patched_names() -> dict[str, Any]:
         "kernelapi.FakeCUDAShared.array": kernelapi.FakeCUDAShared.__dict__["array"],
         "kernel.BlockManager.run": simkernel.BlockManager.__dict__["run"],
         "kernel.FakeCUDAKernel.__call__": simkernel.FakeCUDAKernel.__dict__["__call__"],
+        "kernel.BlockThread.syncthreads": simkernel.BlockThread.__dict__["syncthreads"],
         "simwarp.TRACE_HOOK": simwarp.TRACE_HOOK,
     }
 

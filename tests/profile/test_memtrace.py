@@ -275,6 +275,21 @@ def test_a_device_functions_accesses_pair_by_call_site():
     np.testing.assert_array_equal(out, [t + (t + 16) % 32 if t < 16 else (t + 16) % 32 for t in range(32)])
 
 
+def test_a_lanes_accesses_are_numbered_afresh_after_each_barrier():
+    """Lanes that make different numbers of accesses at a line (a
+    lane-dependent loop) agree again at a barrier: each round's j-th reads
+    are one warp instruction, conflict-free. Numbered across the barrier,
+    lane 31's second-round reads paired with others' first-round ones:
+    conflicts the hardware does not have."""
+    out = np.zeros(32, np.float32)
+    p = _traced(lambda: tk.uneven_then_barrier[1, 32](out))
+    read = _row(p, "uneven-read", "shared", "load")
+    assert read.accesses == 2 * sum(range(32)) and read.instructions == 2 * 31
+    assert read.wavefronts == read.ideal_wavefronts and read.ways == 1, read.to_json()
+    want = [sum(float((t + j + r) % 32) for r in range(2) for j in range(t)) for t in range(32)]
+    np.testing.assert_array_equal(out, want)
+
+
 def test_a_sampled_trace_runs_n_blocks_of_each_launch_spread_over_its_grid():
     x = np.arange(1, 321, dtype=np.float32)
     out = np.zeros(320, np.float32)

@@ -189,3 +189,24 @@ def two_calls(out):
     a = _read_if(s, t, t < 16)
     b = _read_if(s, t + 16, True)
     out[t] = a + b
+
+
+@cuda.jit
+def uneven_then_barrier(out):
+    """One warp, two rounds split by a barrier, each round lane ``t``
+    reading ``t`` words of row ``t`` (a lane-dependent loop, as a triangular
+    solve's) at one line: in round ``r`` its ``j``-th read is word ``(t + j
+    + r) % 32`` of row ``t`` (rows 32 words apart: bank ``(t + j + r) %
+    32``), so the lanes still in the loop read distinct banks. Numbered per round, the j-th reads pair
+    conflict-free; numbered across the barrier, lane ``t``'s second-round
+    reads would pair with other lanes' first-round ones."""
+    s = cuda.shared.array(32 * 32, np.float32)
+    t = cuda.threadIdx.x
+    for j in range(32):
+        s[t * 32 + j] = np.float32(j)
+    acc = np.float32(0)
+    for r in range(2):
+        cuda.syncthreads()
+        for j in range(t):
+            acc += s[t * 32 + (t + j + r) % 32]  # site: uneven-read
+    out[t] = acc
