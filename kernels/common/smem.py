@@ -1,7 +1,7 @@
 """Shared memory by address: the 32-bit shared-window address of a shared
 array (``cvta.to.shared.u64``), 16-byte accesses through it (``st.shared.v4``
 and ``ld_shared_v4`` four words; ``st_shared_f32x4``/``ld_shared_f32x4``
-four float32 each way),
+four float32 each way, ``st_shared_f32x2`` two),
 views of the dynamic shared memory as arrays of any shape
 (``shared_view``), and in the simulator the registry that maps those addresses back to arrays,
 for every twin of an instruction that takes a shared address (wgmma's
@@ -116,6 +116,18 @@ def _shared_f32x4():
 
         return types.void(addr, a, b, c, d), codegen
 
+    def st_shared_f32x2(typingctx, addr, a, b):
+        if not isinstance(addr, types.Integer):
+            return None
+        if not all(isinstance(x, (types.Float, types.Integer)) for x in (a, b)):
+            return None
+
+        def codegen(context, builder, signature, args):
+            at = context.cast(builder, args[0], signature.args[0], types.uint32)
+            return f32x4_store(context, builder, at, args[1:], signature.args[1:], "shared")
+
+        return types.void(addr, a, b), codegen
+
     def ld_shared_f32x4(typingctx, addr):
         if not isinstance(addr, types.Integer):
             return None
@@ -126,7 +138,7 @@ def _shared_f32x4():
 
         return types.UniTuple(types.float32, 4)(addr), codegen
 
-    return intrinsic(st_shared_f32x4), intrinsic(ld_shared_f32x4)
+    return intrinsic(st_shared_f32x4), intrinsic(ld_shared_f32x4), intrinsic(st_shared_f32x2)
 
 
 def _shared_view():
@@ -243,6 +255,18 @@ def _twin_st_shared_f32x4(addr, a, b, c, d):
     raw[addr - base : addr - base + 16] = np.array([a, b, c, d], dtype=np.float32).view(np.uint8)
 
 
+def _twin_st_shared_f32x2(addr, a, b):
+    addr = int(addr)
+    base, arr = _twin_region(addr, 8, "st.shared.v2.f32")
+    if addr % 8:
+        raise ValueError(f"st.shared.v2.f32 twin: address {addr} is not on 8 bytes")
+    hook = simwarp.TRACE_HOOK
+    if hook is not None:  # memory tracer: one 8-byte store
+        arr = hook("store", arr, addr - base, 8)
+    raw = np.asarray(arr).reshape(-1).view(np.uint8)
+    raw[addr - base : addr - base + 8] = np.array([a, b], dtype=np.float32).view(np.uint8)
+
+
 def _twin_ld_shared_f32x4(addr):
     w = twin_read_shared(addr, 16, "ld.shared.v4.f32").view(np.float32)
     return np.float32(w[0]), np.float32(w[1]), np.float32(w[2]), np.float32(w[3])
@@ -278,13 +302,14 @@ if config.ENABLE_CUDASIM:
     smem_addr = _twin_smem_addr
     st_shared_v4 = _twin_st_shared_v4
     st_shared_f32x4 = _twin_st_shared_f32x4
+    st_shared_f32x2 = _twin_st_shared_f32x2
     ld_shared_f32x4 = _twin_ld_shared_f32x4
     ld_shared_v4 = _twin_ld_shared_v4
 else:
     smem_addr = _smem_addr()
     shared_view = _shared_view()
     st_shared_v4 = _st_shared_v4()
-    st_shared_f32x4, ld_shared_f32x4 = _shared_f32x4()
+    st_shared_f32x4, ld_shared_f32x4, st_shared_f32x2 = _shared_f32x4()
     ld_shared_v4 = _ld_shared_v4()
 
 st_shared_v4.__doc__ = (
@@ -292,6 +317,7 @@ st_shared_v4.__doc__ = (
     "address ``addr`` (from :func:`smem_addr`) in one store."
 )
 st_shared_f32x4.__doc__ = "``st.shared.v4.f32``: four float32 to the 16-byte-aligned shared-window address ``addr``."
+st_shared_f32x2.__doc__ = "``st.shared.v2.f32``: two float32 to the 8-byte-aligned shared-window address ``addr``."
 ld_shared_f32x4.__doc__ = "``ld.shared.v4.f32``: four float32 from the 16-byte-aligned shared-window address ``addr``."
 ld_shared_v4.__doc__ = (
     "``ld.shared.v4.b32``: four 32-bit words from the 16-byte-aligned shared-window address ``addr``."

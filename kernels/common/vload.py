@@ -160,17 +160,20 @@ def f32x4_load(context, builder, signature, addr, space: str):
 
 
 def f32x4_store(context, builder, addr, values, types_, space: str):
-    """Emit ``st.<space>.v4.f32`` (volatile asm, clobbering memory) of four
-    values cast to float32 at ``addr``: the one store of :func:`st_f32x4`
-    and ``smem.st_shared_f32x4``."""
+    """Emit ``st.<space>.v4.f32`` (``.v2`` for two values; volatile asm,
+    clobbering memory) of the values cast to float32 at ``addr``: the one
+    store of :func:`st_f32x4`, ``smem.st_shared_f32x4`` and
+    ``smem.st_shared_f32x2``."""
     from llvmlite import ir
     from numba.cuda import types
 
     f32 = ir.FloatType()
+    n = len(values)
     vals = [context.cast(builder, v, t, types.float32) for v, t in zip(values, types_)]
-    fnty = ir.FunctionType(ir.VoidType(), [addr.type] + [f32] * 4)
-    constraint = ("l" if addr.type.width == 64 else "r") + ",f,f,f,f,~{memory}"
-    asm = ir.InlineAsm(fnty, f"st.{space}.v4.f32 [$0], {{$1, $2, $3, $4}};", constraint, side_effect=True)
+    fnty = ir.FunctionType(ir.VoidType(), [addr.type] + [f32] * n)
+    constraint = ("l" if addr.type.width == 64 else "r") + ",f" * n + ",~{memory}"
+    regs = ", ".join(f"${i + 1}" for i in range(n))
+    asm = ir.InlineAsm(fnty, f"st.{space}.v{n}.f32 [$0], {{{regs}}};", constraint, side_effect=True)
     builder.call(asm, [addr] + vals)
     return context.get_dummy_value()
 

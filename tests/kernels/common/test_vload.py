@@ -228,6 +228,30 @@ def test_shared_float_quads_go_in_and_out_as_stored():
     np.testing.assert_array_equal(out, np.roll(src, -4))
 
 
+_ALIGN8 = None if config.ENABLE_CUDASIM else 8  # the simulator refuses an alignment (its own are 1024)
+
+
+@cuda.jit
+def _shared_pair_round_trip(out, src):
+    """Lane t: src[2t], src[2t + 1] -> shared by st_shared_f32x2 at byte
+    8t, then the next lane's pair back as plain float32 loads."""
+    from leverctl_kernels.common import smem
+
+    buf = cuda.shared.array(64, np.float32, alignment=_ALIGN8)
+    t = cuda.threadIdx.x
+    smem.st_shared_f32x2(smem.smem_addr(buf) + 8 * t, src[2 * t], src[2 * t + 1])
+    cuda.syncthreads()
+    n = (t + 1) % 32
+    out[2 * t], out[2 * t + 1] = buf[2 * n], buf[2 * n + 1]
+
+
+def test_shared_float_pairs_go_in_as_stored():
+    src = (np.arange(64) * 0.25 - 3).astype(np.float32)
+    out = np.zeros(64, np.float32)
+    _shared_pair_round_trip[1, 32](out, src)
+    np.testing.assert_array_equal(out, np.roll(src, -2))
+
+
 @cuda.jit
 def _shared_word_round_trip(out, src):
     """:func:`_shared_round_trip` of 32-bit words: st.shared.v4 in, the
