@@ -21,9 +21,13 @@ nothing overflows however strong the decay.)
 Shared memory per block, ``M`` reused three times::
 
     static (fp32)
-    M [C, C]    A in the strict lower triangle, T^T in the strict upper one
+    M [C, MP]   A in the strict lower triangle, T^T in the strict upper one
                 (thread m writes column m of T into row m: no barrier while
-                inverting), then P in the lower triangle incl. the diagonal
+                inverting), then P in the lower triangle incl. the diagonal;
+                rows ``MP = m_pitch(C)`` floats apart, 8 (mod 16): the MMA
+                results go in as pairs, 8 bytes a lane (a half-warp's four
+                rows then hit 32 banks), and the inversion's lanes, each on
+                its own row and column, stay on different banks
     D [C, BV]   R = beta (V - exp(G) K_hat S), then delta
     Gs, Bs, Rk, Rq, Ek [C]   G, beta, 1/|k|, scale/|q|, rk exp(G_L - G)
                 (Ek holds the raw g until the prefix is made)
@@ -34,9 +38,9 @@ Shared memory per block, ``M`` reused three times::
                     eight rows of an MMA fragment load hit 32 banks)
     Vs [C, BV]      v's column slice
 
-At the model shape (C = 64, dk = 128, BV = 32) that is 41 KiB static with
+At the model shape (C = 64, dk = 128, BV = 32) that is 43 KiB static with
 the state slice (under the 48 KiB a kernel may declare statically) and 38
-KiB dynamic, 79 KiB a block: two blocks an SM, which the prefill's
+KiB dynamic, 81 KiB a block: two blocks an SM, which the prefill's
 registers (two blocks of 128 threads at up to 255) allowed anyway; the
 launch raises the kernel's dynamic maximum past 48 KiB
 (``_layout.dynamic_launch``). The verifies' 16- and 17-row chunks take
@@ -106,9 +110,17 @@ FULL = 0xFFFFFFFF  # every lane of a warp (the norms' shuffles)
 STAGE_FAULTS = (None, "drop", "dup")  # make_chunk's test knob
 
 
+def m_pitch(C: int) -> int:
+    """Floats between two rows of ``M``: ``C`` rounded up to 8 (mod 16)
+    (72 at ``C = 64``, 24 at the verifies' 17). Rows a multiple of 32 words
+    apart put a warp's stores of the MMA results, eight rows by four
+    column pairs, four rows on each bank."""
+    return C + (8 - C) % 16
+
+
 def shared_bytes(C: int, DK: int, BV: int, resident: bool) -> int:
     """Static shared memory of a chunked kernel's block."""
-    words = C * C + C * BV + 5 * C + (DK * BV if resident else 1)
+    words = C * m_pitch(C) + C * BV + 5 * C + (DK * BV if resident else 1)
     return words * F32
 
 
@@ -179,12 +191,13 @@ def make_scratch(C: int, DK: int, BV: int):
     RS = row_stride(DK)
     VS = -(-BV // 8) * 8
     NQ = C * RS
+    MP = m_pitch(C)
 
     @cuda.jit(device=True, inline="always")
     def scratch():
         dyn = cuda.shared.array(0, float16, alignment=SHARED_ALIGN)
         return (
-            cuda.shared.array((C, C), float32),
+            cuda.shared.array((C, MP), float32, alignment=SHARED_ALIGN),  # 8-byte pair stores
             cuda.shared.array((C, BV), float32),
             cuda.shared.array(C, float32),
             cuda.shared.array(C, float32),

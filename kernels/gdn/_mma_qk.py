@@ -27,9 +27,10 @@ from __future__ import annotations
 import math
 from functools import lru_cache
 
-from numba import cuda
+from numba import cuda, uint32, uint64
 
 from ..common.gemm import warp_rows as WR
+from ..common.smem import smem_addr, st_shared_f32x2
 
 TM, TN, TK = WR.TM, WR.TN, WR.TK
 TC_FORM = WR.FORM  # the record's tensor_cores
@@ -53,6 +54,37 @@ def _put(STRICT: bool):
 
 
 @lru_cache(maxsize=None)
+def _put2(STRICT: bool):
+    """:func:`_put`'s two elements ``(i, l)``, ``(i, l + 1)`` (``l`` even)
+    as one 8-byte store where both are in the triangle (``M``'s rows an
+    even number of floats apart, 8-byte aligned: ``_chunk.m_pitch``), the
+    first alone where only it is."""
+
+    @cuda.jit(device=True)
+    def put2(ctx, i, l, dot, dot1):
+        M, Gs, Ri, Rk, Bs = ctx
+        l1 = l + uint64(1)
+        if STRICT:
+            s = Bs[i] * Ri[i]
+            if l1 < i:
+                at = smem_addr(M) + uint32(4 * (i * uint64(M.shape[1]) + l))
+                v0 = s * Rk[l] * math.exp(Gs[i] - Gs[l]) * dot
+                v1 = s * Rk[l1] * math.exp(Gs[i] - Gs[l1]) * dot1
+                st_shared_f32x2(at, v0, v1)
+            elif l < i:
+                M[i, l] = s * Rk[l] * math.exp(Gs[i] - Gs[l]) * dot
+        elif l1 <= i:
+            at = smem_addr(M) + uint32(4 * (i * uint64(M.shape[1]) + l))
+            v0 = Ri[i] * Rk[l] * math.exp(Gs[i] - Gs[l]) * dot
+            v1 = Ri[i] * Rk[l1] * math.exp(Gs[i] - Gs[l1]) * dot1
+            st_shared_f32x2(at, v0, v1)
+        elif l <= i:
+            M[i, l] = Ri[i] * Rk[l] * math.exp(Gs[i] - Gs[l]) * dot
+
+    return put2
+
+
+@lru_cache(maxsize=None)
 def make_lower_product(DK: int, NT: int, STRICT: bool, layout=LAYOUT):
     """Device function ``lower(x, k, M, Gs, Ri, Rk, Bs, hk, c0, L, tid)``:
     for every ``i < L`` and ``l < i`` (``l <= i`` unless ``STRICT``)::
@@ -64,7 +96,7 @@ def make_lower_product(DK: int, NT: int, STRICT: bool, layout=LAYOUT):
     the dot product on ``mma.sync``, by the block's ``NT`` threads (whole
     warps). ``layout``: ``(a_elem, b_elem, c_elem)``, ``mma``'s unless a
     test breaks one."""
-    product = WR.make_product(DK, NT, _put(STRICT), layout)
+    product = WR.make_product(DK, NT, _put(STRICT), layout, _put2(STRICT))
 
     @cuda.jit(device=True)
     def lower(x, k, M, Gs, Ri, Rk, Bs, hk, c0, L, tid):

@@ -209,8 +209,21 @@ def make_tile(DK: int, layout=LAYOUT):
     return coords, tile
 
 
+def pairs_along_rows(c_elem) -> bool:
+    """Whether D values ``d0, d1`` (and ``d2, d3``) of every lane are one
+    row's columns ``2j, 2j + 1``: then a caller may store each pair as
+    one 8-byte store (``mma``'s layout; a test's broken map may not be)."""
+    f = getattr(c_elem, "py_func", c_elem)
+    for lane in range(WARP):
+        for i in (0, 2):
+            (r0, c0), (r1, c1) = f(lane, i), f(lane, i + 1)
+            if r1 != r0 or c1 != c0 + 1 or c0 % 2:
+                return False
+    return True
+
+
 @lru_cache(maxsize=None)
-def make_product(DK: int, NT: int, put, layout=LAYOUT):
+def make_product(DK: int, NT: int, put, layout=LAYOUT, put2=None):
     """Device function ``product(x, y, h, ta, la, tb, lb, lower, ctx,
     tid)``: every element ``(i < la, l < lb)`` of the block's tiles (with
     ``lower``, only the tiles holding some ``l <= i``; elements above the
@@ -219,11 +232,28 @@ def make_product(DK: int, NT: int, put, layout=LAYOUT):
     ``tb``) with ``dot = x[ta + i, h] . y[tb + l, h]`` over ``DK``. The
     block's ``NT`` threads are ``NT / 32`` warps; each makes its share of
     the tiles. ``layout``: ``(a_elem, b_elem, c_elem)``, ``mma``'s unless a
-    test breaks one."""
+    test breaks one.
+
+    ``put2(ctx, i, l, dot, dot1)``, where given, takes the elements
+    ``(i, l)`` and ``(i, l + 1)`` (``l`` even) together wherever both are in
+    the block, so that a caller may store them as one 8-byte store (a
+    lane's scalar stores of one row's two columns, eight rows a warp, put
+    four rows on each bank where the rows lie a multiple of 32 words
+    apart); ``put`` takes the column a pair has alone at the block's edge.
+    Only with a layout whose pairs are a row's (:func:`pairs_along_rows`);
+    else every element goes to ``put``."""
     if NT % WARP:
         raise ValueError(f"{NT} threads are not whole warps: mma.sync needs all 32 lanes")
     coords, tile = make_tile(DK, layout)
     NW = NT // WARP
+    PAIRS = put2 is not None and pairs_along_rows(layout[2])
+
+    @cuda.jit(device=True)
+    def put_apart(ctx, i, l, dot, dot1):
+        put(ctx, i, l, dot)
+        put(ctx, i, l + uint64(1), dot1)
+
+    put2_ = put2 if PAIRS else put_apart
 
     @cuda.jit(device=True)
     def put_one(ctx, la, lb, ii, ll, dot):
@@ -233,11 +263,25 @@ def make_product(DK: int, NT: int, put, layout=LAYOUT):
             put(ctx, i, l, dot)
 
     @cuda.jit(device=True)
+    def put_two(ctx, la, lb, ii, ll, dot, dot1):
+        i = uint64(ii)
+        l = uint64(ll)
+        if i < uint64(la):
+            if l + uint64(1) < uint64(lb):
+                put2_(ctx, i, l, dot, dot1)
+            elif l < uint64(lb):
+                put(ctx, i, l, dot)
+
+    @cuda.jit(device=True)
     def put4(ctx, la, lb, i0, l0, f, d0, d1, d2, d3):
-        put_one(ctx, la, lb, i0 + f[12], l0 + f[13], d0)
-        put_one(ctx, la, lb, i0 + f[14], l0 + f[15], d1)
-        put_one(ctx, la, lb, i0 + f[16], l0 + f[17], d2)
-        put_one(ctx, la, lb, i0 + f[18], l0 + f[19], d3)
+        if PAIRS:
+            put_two(ctx, la, lb, i0 + f[12], l0 + f[13], d0, d1)
+            put_two(ctx, la, lb, i0 + f[16], l0 + f[17], d2, d3)
+        else:
+            put_one(ctx, la, lb, i0 + f[12], l0 + f[13], d0)
+            put_one(ctx, la, lb, i0 + f[14], l0 + f[15], d1)
+            put_one(ctx, la, lb, i0 + f[16], l0 + f[17], d2)
+            put_one(ctx, la, lb, i0 + f[18], l0 + f[19], d3)
 
     @cuda.jit(device=True)
     def product(x, y, h, ta, la, tb, lb, lower, ctx, tid):

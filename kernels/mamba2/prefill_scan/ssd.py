@@ -54,16 +54,18 @@ import math
 from functools import lru_cache
 
 import numpy as np
-from numba import cuda, float32, uint64
+from numba import config, cuda, float32, uint32, uint64
 
 from ...common import launch as L
 from ...common.gemm import warp_rows as WR
+from ...common.smem import smem_addr, st_shared_f32x2
 from ._device import group_of, step_dt
 from .geometry import SSD_MAX_CHUNK, SSD_TILE, ssd_scan_fits, ssd_shared_bytes
 
 NAME = "ssd"
 SUMMARY = "chunked SSD scan: chunk states, state passing, intra-chunk masked C.B blocks (3 launches)"
 TILE = SSD_TILE
+ALIGN8 = None if config.ENABLE_CUDASIM else 8  # the simulator refuses an alignment (its own are 1024)
 LAUNCHES = 3
 TENSOR_CORES = WR.FORM  # the C.B blocks on mma.sync (``common/gemm/warp_rows``)
 
@@ -190,8 +192,20 @@ def make_state_pass(CHUNK: int, CARRY: bool = True):
     return ssd_state_pass
 
 
+@cuda.jit(device=True, inline="always")
+def m_at(i, l):
+    """Where element ``(i, l)`` of the ``C.B`` block ``m`` lies: row ``i``
+    of ``TILE`` floats, its columns XORed with ``8 (i % 4)``. The MMA's
+    results go in as column pairs, 8 bytes a lane, a half-warp's four rows
+    at once: unswizzled, rows 32 words apart, those four rows would share
+    their banks. Every access to ``m`` goes through here; a row's columns
+    stay a permutation of themselves, so ``M x``'s reads (four rows a warp
+    at ``P = 8``) hit distinct banks too."""
+    return i * TILE + (l ^ ((i & 3) << 3))
+
+
 @lru_cache(maxsize=None)
-def _put_m(TILE_: int):
+def _put_m():
     @cuda.jit(device=True)
     def put_m(ctx, i, l, dot):
         """One element of the decay-masked ``C.B`` block: ``i``, ``l`` the
@@ -199,9 +213,23 @@ def _put_m(TILE_: int):
         triangle left unwritten (never read)."""
         m, cum, dtv, i0, j0 = ctx  # every index uint64: no mixed-sign arithmetic
         if j0 + l <= i0 + i:
-            m[i * TILE_ + l] = dot * math.exp(cum[i0 + i] - cum[j0 + l]) * dtv[j0 + l]
+            m[m_at(i, l)] = dot * math.exp(cum[i0 + i] - cum[j0 + l]) * dtv[j0 + l]
 
-    return put_m
+    @cuda.jit(device=True)
+    def put_m2(ctx, i, l, dot, dot1):
+        """Elements ``(i, l)`` and ``(i, l + 1)`` (``l`` even) as one 8-byte
+        store where both are at or below the diagonal, the first alone where
+        only it is."""
+        m, cum, dtv, i0, j0 = ctx
+        l1 = l + uint64(1)
+        if j0 + l1 <= i0 + i:
+            v0 = dot * math.exp(cum[i0 + i] - cum[j0 + l]) * dtv[j0 + l]
+            v1 = dot1 * math.exp(cum[i0 + i] - cum[j0 + l1]) * dtv[j0 + l1]
+            st_shared_f32x2(smem_addr(m) + uint32(4 * m_at(i, l)), v0, v1)
+        elif j0 + l <= i0 + i:
+            m[m_at(i, l)] = dot * math.exp(cum[i0 + i] - cum[j0 + l]) * dtv[j0 + l]
+
+    return put_m, put_m2
 
 
 @lru_cache(maxsize=None)
@@ -212,7 +240,8 @@ def make_chunk_scan(CHUNK: int, N: int, P: int, THREADS: int, HPG: int, layout=W
     CTILE = TILE * NS
     MTILE = TILE * TILE
     OPT = (TILE * P + THREADS - 1) // THREADS
-    cb = WR.make_product(N, THREADS, _put_m(TILE), layout)
+    put_m, put_m2 = _put_m()
+    cb = WR.make_product(N, THREADS, put_m, layout, put_m2)
 
     @cuda.jit
     def ssd_chunk_scan(y, x, B, C, D, cs, dts, cstate):
@@ -220,7 +249,7 @@ def make_chunk_scan(CHUNK: int, N: int, P: int, THREADS: int, HPG: int, layout=W
         cum = cuda.shared.array(CHUNK, np.float32)
         dtv = cuda.shared.array(CHUNK, np.float32)
         cs_t = cuda.shared.array(CTILE, np.float32)
-        m = cuda.shared.array(MTILE, np.float32)
+        m = cuda.shared.array(MTILE, np.float32, alignment=ALIGN8)  # 8-byte pair stores
         acc = cuda.local.array(OPT, np.float32)
         tid = cuda.threadIdx.x
         c = cuda.blockIdx.x
@@ -253,7 +282,7 @@ def make_chunk_scan(CHUNK: int, N: int, P: int, THREADS: int, HPG: int, layout=W
                     if ii < i_n:
                         a = acc[k]
                         for jj in range(min(jn, ii + 1) if diag else jn):
-                            a += m[ii * TILE + jj] * float32(x[t0 + j0 + jj, h, p])
+                            a += m[m_at(ii, jj)] * float32(x[t0 + j0 + jj, h, p])
                         acc[k] = a
                 cuda.syncthreads()  # M fully read
             for k in range(OPT):

@@ -24,8 +24,17 @@ def _put(ctx, i, l, dot):
     seen[i, l] += 1
 
 
-def _run(x, y, h, ta, la, tb, lb, lower, threads=64, layout=WR.LAYOUT):
-    product = WR.make_product(x.shape[2], threads, _put, layout)
+@cuda.jit(device=True)
+def _put2(ctx, i, l, dot, dot1):
+    out, seen = ctx
+    out[i, l] = dot
+    out[i, l + 1] = dot1
+    seen[i, l] += 10  # a pair's elements counted as 10 and 1
+    seen[i, l + 1] += 1
+
+
+def _run(x, y, h, ta, la, tb, lb, lower, threads=64, layout=WR.LAYOUT, put2=None):
+    product = WR.make_product(x.shape[2], threads, _put, layout, put2)
 
     @cuda.jit
     def kern(out, seen, x, y, h, ta, la, tb, lb, lower):
@@ -67,6 +76,30 @@ def test_a_lower_triangle_gives_every_element_on_and_below_the_diagonal():
     want = x[t0 : t0 + L, 0].astype(np.float64) @ x[t0 : t0 + L, 0].astype(np.float64).T
     assert np.abs(got[lower] - want[lower]).max() <= 1e-5 * np.abs(want).max()
     assert WR.lower_tiles(L) == WR.block_tiles(L, L, True) == 2 + 3
+
+
+@pytest.mark.sim
+def test_with_put2_each_rows_column_pair_comes_together_and_an_odd_last_column_alone():
+    """``put2`` takes columns ``2j, 2j + 1`` of a row together (so a caller
+    can store them as one 8-byte store); at an odd ``lb`` the last column
+    goes to ``put`` alone. The products are the scalar puts' bit for bit."""
+    rng = np.random.default_rng(7)
+    x, y = _rows(rng, 30, 24), _rows(rng, 25, 24)
+    ta, la, tb, lb = 2, 19, 1, 17
+    got, seen = _run(x, y, 0, ta, la, tb, lb, False, put2=_put2)
+    assert (seen[:, 0:16:2] == 10).all() and (seen[:, 1:16:2] == 1).all() and (seen[:, 16] == 1).all()
+    plain, _ = _run(x, y, 0, ta, la, tb, lb, False)
+    assert np.array_equal(got, plain)
+
+
+def test_pairs_are_taken_only_where_the_fragment_map_holds_them_along_a_row():
+    assert WR.pairs_along_rows(mma.c_elem)
+
+    def next_row(lane, i):  # d1 a row down: no pair along a row
+        r, c = mma.c_elem.py_func(lane, i)
+        return (r + i % 2) % mma.M, c - i % 2
+
+    assert not WR.pairs_along_rows(next_row)
 
 
 @pytest.mark.sim

@@ -307,6 +307,42 @@ def test_traced_wy17_stages_its_rows_in_16_byte_loads_on_whole_sectors(aligned, 
 
 
 @pytest.mark.sim
+@pytest.mark.parametrize("pitch", [None, 32], ids=["m-pitch", "rows-32-floats-apart-fails"])
+def test_the_chunks_mma_results_go_into_m_as_pairs_without_bank_conflicts(pitch, monkeypatch):
+    """wy17 at 17 tokens, dk = dv = 64, one value head (2 blocks): the
+    chunk's ``A`` and ``P`` go from the MMA's D fragments into ``M`` as
+    column pairs, one 8-byte store a lane (``warp_rows``' ``put2``), and
+    with ``M``'s rows ``_chunk.m_pitch`` floats apart (24 at 17 rows) no
+    access to ``M`` needs more wavefronts than its width: each half-warp's
+    four rows on their own eight banks. With rows 32 floats apart (the same
+    results) the check sees the stores' conflicts."""
+    from leverctl.profile import memtrace as mt
+    from leverctl_kernels.gdn import _chunk
+    from leverctl_kernels.gdn.verify import wy17
+
+    caches = (_chunk.make_scratch, wy17.make_verify_wy17)
+    for f in caches:
+        f.cache_clear()
+    if pitch:
+        monkeypatch.setattr(_chunk, "m_pitch", lambda C: pitch)
+    try:
+        model = next(s for s in VERIFY.shapes("model", None) if s["t"] == 17)
+        shape = VERIFY.extra["profile_shape"](model)
+        shape = Shape(shape.label, {**shape.dims, "hv": 1, "dk": 64, "dv": 64})
+        x = inputs_for(VERIFY, shape)
+        box = []
+        trace = mt.run_traced(lambda: box.append(launch_variant(VERIFY, shape, x, "wy17")))
+    finally:
+        for f in caches:
+            f.cache_clear()
+    check_all(VERIFY, "wy17", shape, box[0], VERIFY.reference(shape, x))
+    puts = [r for r in mt.summarize(trace).sites if r.space == mt.SHARED and "_mma_qk.py" in r.site]
+    assert any(r.kind == "store" and r.bytes == 8 * r.accesses for r in puts), [r.to_json() for r in puts]
+    conflicted = [r.to_json() for r in puts if r.extra_wavefronts]
+    assert (not conflicted) == (pitch is None), conflicted
+
+
+@pytest.mark.sim
 @pytest.mark.parametrize("aligned", [True, False], ids=["aligned", "seen-as-misaligned"])
 def test_traced_recurrent_verify_stages_its_token_rows_in_16_byte_loads(aligned, monkeypatch):
     """The token-by-token verify traced at the model's rows (dk = dv = 128),

@@ -111,8 +111,12 @@ def test_the_chunked_kernels_have_the_f16_mma_in_their_ptx_and_the_others_none(c
     for name, rec in compiled["kernels"].items():
         if "error" in rec:
             pytest.fail(f"{name} does not compile for sm_90 (see the compile test)")
-        n = Path(rec["ptx"]).read_text().count(MMA_PTX)
+        ptx = Path(rec["ptx"]).read_text()
+        n = ptx.count(MMA_PTX)
         assert (n > 0) == (name in TENSOR_CORE), f"{name}: {n} x {MMA_PTX}"
+        # A's and P's results go into M as column pairs, one 8-byte store a lane (``_mma_qk._put2``)
+        pairs = ptx.count("st.shared.v2.f32")
+        assert (pairs >= 2) == (name in TENSOR_CORE), f"{name}: {pairs} x st.shared.v2.f32"
 
 
 def test_the_chunked_kernels_run_hmma_within_their_register_budget(compiled, tmp_path):

@@ -14,6 +14,9 @@ path runs ffn_prefill's W4A4 GEMM and the W4A16 GEMM on its inputs.
 
 from __future__ import annotations
 
+import linecache
+from pathlib import Path
+
 import numpy as np
 import pytest
 
@@ -165,3 +168,38 @@ def test_an_ssd_scan_whose_cb_mma_reads_b_on_the_wrong_lanes_fails_the_check():
     fig, _ = _check(_scan(), "ssd", shape, _scan().make_inputs(shape, np.random.default_rng(3)), launch)
     assert not fig.passed, fig
     assert fig.worst == "y"
+
+
+@pytest.mark.sim
+@pytest.mark.parametrize("swizzled", [True, False], ids=["swizzled", "unswizzled-fails"])
+def test_the_ssd_cb_block_goes_in_as_pairs_and_is_read_without_bank_conflicts(swizzled, monkeypatch):
+    """The chunk scan's ``C.B`` block ``m``: the MMA results stored as
+    column pairs, 8 bytes a lane, and ``M x`` reading four rows a warp
+    (``P = 8``); with rows 32 floats apart, the columns of row ``i`` XORed
+    with ``8 (i % 4)`` (``ssd.m_at``) keep both on distinct banks. Traced at
+    the t13 smoke shape (chunks of 8): every access to ``m`` is served in the
+    wavefronts its width needs, and the scan passes. Unswizzled (the same
+    results), the check sees a half-warp's four rows share their banks."""
+    from leverctl.profile import memtrace as mt
+    from leverctl_kernels.mamba2.prefill_scan import ssd
+
+    if not swizzled:
+        monkeypatch.setattr(ssd, "m_at", lambda i, l: i * ssd.TILE + l)
+    shape = _smoke("smoke t13")
+    box = []
+    trace = mt.run_traced(
+        lambda: box.append(_check(_scan(), "ssd", shape, _scan().make_inputs(shape, np.random.default_rng(4)))[0])
+    )
+    assert box[0].passed, box[0]
+    root = Path(__file__).resolve().parents[3]
+
+    def text(site):  # the source line a site names
+        f, line = site.rsplit(":", 1)
+        return linecache.getline(str(root / f), int(line))
+
+    rows = [r for r in mt.summarize(trace).sites if r.space == mt.SHARED and "ssd.py" in r.site]
+    on_m = [r for r in rows if "m[m_at(" in text(r.site) or "st_shared_f32x2" in text(r.site)]
+    kinds = {(r.kind, r.bytes // r.accesses) for r in on_m}
+    assert {("store", 8), ("load", 4)} <= kinds, [r.to_json() for r in rows]
+    conflicted = [r.to_json() for r in on_m if r.extra_wavefronts]
+    assert (not conflicted) == swizzled, conflicted

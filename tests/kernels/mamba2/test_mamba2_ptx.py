@@ -52,8 +52,11 @@ def test_every_mamba2_kernel_compiles_for_sm90_in_fp32(compiled):
     assert len(compiled["kernels"]) == 6
     check_ptx(compiled, fp64=False)
     for name, rec in compiled["kernels"].items():
-        has = "mma.sync.aligned.m16n8k16" in Path(rec["ptx"]).read_text()
+        ptx = Path(rec["ptx"]).read_text()
+        has = "mma.sync.aligned.m16n8k16" in ptx
         assert has == name.startswith("ssd_chunk_scan"), name
+        # the C.B block's results go in as column pairs, one 8-byte store a lane (``ssd._put_m``)
+        assert ("st.shared.v2.f32" in ptx) == has, name
 
 
 def test_ptxas_accepts_them_without_spills_or_local_memory(compiled):
