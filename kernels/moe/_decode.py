@@ -178,7 +178,11 @@ LD8 = {"f16": ld8_h, "f32": ld8_f}
 # loads (``K`` not a multiple of 1024, or not on 16 bytes) each scale of the
 # chunk is copied once, one fp16 a thread (:func:`stage_scales_narrow`),
 # where each step's lanes read their own (8 lanes a row, 4 of them a
-# scale: 2-byte loads, an eighth of the bytes a step requested).
+# scale: 2-byte loads, an eighth of the bytes a step requested). A row's
+# 16 scales are two 16-byte halves, swapped in rows 4-7 of every eight
+# (:func:`scale_slot`): rows lie 32 bytes apart, so without the swap a
+# warp's narrow copy of four groups a row (eight rows, ``K`` = 512) put
+# rows ``r`` and ``r + 4`` in the same banks, two wavefronts a store.
 SCALE_ROWS = 32  # gate/up: the block's 16 gate rows, then its 16 up rows
 SCALE_GROUPS = STAGE // 128
 SCALE_HALVES = SCALE_ROWS * SCALE_GROUPS
@@ -194,18 +198,27 @@ NV_SCALE_HALVES = SCALE_ROWS * NV_ROW_BYTES // 2
 
 
 @device_inline
-def _copy_rows(tab, pitch, src, e, n0, nend, off, sets, first, count, t):
+def scale_slot(lr, g):
+    """The place of group ``g`` of table row ``lr`` among the staged int4
+    scales: the row's two 8-scale halves swapped where ``lr & 4``."""
+    return lr * SCALE_GROUPS + (g ^ ((lr << 1) & 8))
+
+
+@device_inline
+def _copy_rows(tab, pitch, swap, src, e, n0, nend, off, sets, first, count, t):
     """Elements ``first .. first + count - 1`` of rows ``n0 + r`` (``+ off``
     for the second set) of ``src[e]`` to row ``set * 16 + r`` of the table
-    ``tab`` (``pitch`` elements a row), one a thread a turn, a row's
-    consecutive elements by consecutive threads; rows past ``nend`` copy
-    nothing. The narrow staging of every format's scales."""
+    ``tab`` (``pitch`` elements a row; with ``swap`` at the
+    :func:`scale_slot` places), one a thread a turn, a row's consecutive
+    elements by consecutive threads; rows past ``nend`` copy nothing. The
+    narrow staging of every format's scales."""
     for i in range(t, sets * 16 * count, cuda.blockDim.x):
         rr = i // count  # set * 16 + row
         j = i - rr * count
         n = n0 + (rr & 15)
         if n < nend:
-            tab[rr * pitch + j] = src[e, n + (rr >> 4) * off, first + j]
+            at = scale_slot(rr, j) if swap else rr * pitch + j
+            tab[at] = src[e, n + (rr >> 4) * off, first + j]
 
 
 @device_inline
@@ -214,16 +227,17 @@ def stage_scales_narrow(ss, wb, e, n0, nend, off, sets, c0, c1, t):
     16-byte loads: each of the chunk's scales copied once into the same
     ``[set][row][16]`` places, one fp16 a thread; groups past the chunk
     copy nothing."""
-    _copy_rows(ss, SCALE_GROUPS, wb, e, n0, nend, off, sets, c0 >> 7, (c1 - c0 + 127) >> 7, t)
+    _copy_rows(ss, SCALE_GROUPS, True, wb, e, n0, nend, off, sets, c0 >> 7, (c1 - c0 + 127) >> 7, t)
 
 
 @device_inline
 def stage_scales(sa, wb, e, n0, nend, off, sets, c0, c1, t):
     """Thread ``t < 32 sets`` copies 16 bytes (8 scales) of row ``n0 + r
     (+ off for the second set)`` of expert ``e``'s int4 scales, chunk
-    ``c0 .. c1``, to place ``t`` of the stage at shared address ``sa``
-    (``[set][row][16]`` fp16): rows past ``nend`` and halves past the chunk
-    copy nothing."""
+    ``c0 .. c1``, to the :func:`scale_slot` places of the stage at shared
+    address ``sa`` (``[set][row][16]`` fp16, place ``t`` with its row's
+    halves swapped where ``r & 4``): rows past ``nend`` and halves past the
+    chunk copy nothing."""
     if t < 32 * sets:
         r = (t >> 1) & 15
         h = t & 1
@@ -232,7 +246,7 @@ def stage_scales(sa, wb, e, n0, nend, off, sets, c0, c1, t):
             w32 = wb.view(np.uint32)  # fp16 pairs: 8 scales a 16-byte load
             at = (np.int64(e) * w32.shape[1] + n + (t >> 5) * off) * w32.shape[2] + (c0 >> 8) + 4 * h
             a0, a1, a2, a3 = vload.ldg_v4(w32, at)
-            smem.st_shared_v4(sa + np.uint32(16 * t), a0, a1, a2, a3)
+            smem.st_shared_v4(sa + np.uint32(16 * (t ^ ((t >> 3) & 1))), a0, a1, a2, a3)
 
 
 # FP8's 128 x 128 block scales of a chunk, staged the same way: a block's 16
@@ -278,7 +292,18 @@ def stage_nvfp4_scales_narrow(ss, wb, e, n0, nend, off, sets, c0, c1, t):
     whole 16-byte loads: a pair (one 16-value block's and the next's) a
     thread a turn, into the same places."""
     _copy_rows(
-        ss.view(np.uint16), NV_ROW_BYTES // 2, wb.view(np.uint16), e, n0, nend, off, sets, c0 >> 5, (c1 - c0) >> 5, t
+        ss.view(np.uint16),
+        NV_ROW_BYTES // 2,
+        False,
+        wb.view(np.uint16),
+        e,
+        n0,
+        nend,
+        off,
+        sets,
+        c0 >> 5,
+        (c1 - c0) >> 5,
+        t,
     )
 
 
@@ -423,7 +448,7 @@ def make_dot_wide(FMT: str, X: str, SHFL_FAULT: int = 0):
             w0, w1, w2, w3 = words_of(wa, e, n, q)
             k0 = q * V
             # 32 values within one group of 128: its scale staged, or loaded
-            s = float32(ss[lr * SCALE_GROUPS + ((k0 - c0) >> 7)]) if sfast else float32(wb[e, n, k0 >> 7])
+            s = float32(ss[scale_slot(lr, (k0 - c0) >> 7)]) if sfast else float32(wb[e, n, k0 >> 7])
             return w0, w1, w2, w3, s, s
 
         chunk0, chunk1, chunk2, chunk3 = _four_chunks(_q8s, False)

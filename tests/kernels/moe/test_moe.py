@@ -431,6 +431,7 @@ def test_fp8_block_scales_are_staged_a_chunk_at_a_time_and_a_shifted_stage_fails
         ("moe.gateup_fp4", "nvfp4", {"hidden": 256, "inter": 16}),
         ("moe.gateup_fp4", "int4", {"hidden": 1024, "inter": 16}),
         ("moe.down_fp4", "int4", {"hidden": 16, "inter": 1024}),
+        ("moe.down_fp4", "int4", {"hidden": 16, "inter": 512}),
         ("moe.down_fp4", "nvfp4", {"hidden": 16, "inter": 512}),
     ],
 )
@@ -438,7 +439,9 @@ def test_the_per_row_kernels_read_whole_sectors_and_their_staged_activations_wit
     """The weights in 16-byte loads, the activations staged once a block
     (16-byte loads, swizzled 16-byte shared stores and reads), the block
     scales a pair a load (NVFP4 gate/up), a step's 32 bytes a row one
-    4-byte load a lane (NVFP4 down) or a chunk's once (int4 at K = 1024): at
+    4-byte load a lane (NVFP4 down) or a chunk's once (int4 at K = 1024; at
+    K = 512 one fp16 a thread, eight rows a warp, into the swapped halves
+    that keep rows ``r`` and ``r + 4`` off each other's banks): at
     least 90 % of the sectors' bytes used, no shared access served in more
     wavefronts than its width needs, and the activations no longer read
     once per output (requested bytes under twice the declared)."""
