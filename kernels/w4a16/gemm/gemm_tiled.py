@@ -9,7 +9,7 @@ along N, ``blockIdx.y`` along M; ``THREADS_N x THREADS_M`` threads)::
 
               k0        k0+TILE_K                 n0 ... n0+TILE_N
     a   m0  [ A tile (fp16) ]  --fp32-->   As[TILE_K][TILE_M+1]  (k-major)
-    W   n0  [ TILE_N rows x TILE_K/8 words ] --dequant--> Ws[TILE_K][TILE_N+1]
+    W   n0  [ TILE_N rows x TILE_K/8 words ] --dequant--> Ws[TILE_K][TILE_N]  (swizzled)
 
     c[m0 + ty + i*THREADS_M, n0 + tx + j*THREADS_N] += As[kk][.] * Ws[kk][.]
         for i < TILE_M/THREADS_M, j < TILE_N/THREADS_N   (register micro-tile)
@@ -18,9 +18,16 @@ Per K-step the block loads the A tile (coalesced along k) and the packed W
 tile (coalesced along packed words: a row's ``TILE_K/8`` words are one
 contiguous run), dequantizes W once into shared memory with its group
 scale, then every thread does ``TILE_K`` rank-1 updates of its register
-micro-tile. Both tiles are padded by one column so that the transposing
-stores do not pile onto one bank; the inner loop reads ``As`` as a
-broadcast and ``Ws`` along consecutive columns (conflict-free).
+micro-tile. The inner loop reads ``As`` as a broadcast and ``Ws`` along
+consecutive columns. ``As`` is padded by one column so that its
+transposing stores do not pile onto one bank. ``Ws`` is swizzled instead:
+a warp's stores cover ``32 / WK`` rows by the ``WK`` words of a row, and
+with ``TILE_N`` a multiple of 32 every word's eight values would land in
+the same banks for each of those rows (a padded row of 65 floats still
+gave two rows a bank at 64 x 64 x 64), so the column of K step ``kk``
+is XORed with ``(kk / 8) * 32 / WK``: the warp's 32 stores then hit 32
+banks, and a row of ``Ws`` stays a permutation within each 32 columns, so
+the reads stay conflict-free. All accesses are conflict-free.
 
 Edges: rows past ``m``, columns past ``n`` and (when ``K_EDGE``) packed
 words past ``k`` load as zeros and are never stored; ``K_EDGE=False`` drops
@@ -33,7 +40,7 @@ Configurations:
   Little wasted work at m = 1..16 and twice the blocks along N of the
   default tiles, which matters when ``n / TILE_N`` is near the SM count.
 * ``DEFAULT`` : 64 x 64 x 64 tiles, 256 threads (16 x 16), 4 x 4
-  micro-tiles, all edges checked. 32.5 KiB of static shared memory.
+  micro-tiles, all edges checked. 32.3 KiB of static shared memory.
 
 This is an FP32-FMA GEMM, for the K the tensor-core GEMMs (``gemm_tc.py``)
 cannot step by 16; at large m it is bound by the FP32 rate, at small m by
@@ -66,7 +73,7 @@ class GemmConfig:
 
     @property
     def shared_bytes(self) -> int:
-        return 4 * self.TILE_K * ((self.TILE_M + 1) + (self.TILE_N + 1))
+        return 4 * self.TILE_K * ((self.TILE_M + 1) + self.TILE_N)
 
 
 SMALL_M = GemmConfig(TILE_M=16, TILE_N=32, TILE_K=32, THREADS_M=4, THREADS_N=32, K_EDGE=False)
@@ -78,13 +85,19 @@ def _check(cfg: GemmConfig) -> None:
         raise ValueError(f"TILE_K={cfg.TILE_K}: a multiple of 8 (whole packed words)")
     if cfg.TILE_M % cfg.THREADS_M or cfg.TILE_N % cfg.THREADS_N:
         raise ValueError(f"{cfg}: tiles must split evenly over the threads")
+    if cfg.TILE_N % 32 or not 1 <= cfg.TILE_K // 8 <= 32 or 32 % (cfg.TILE_K // 8):
+        raise ValueError(f"{cfg}: the W tile's swizzle wants TILE_N a multiple of 32 and TILE_K / 8 dividing 32")
     L.check_block((cfg.THREADS_N, cfg.THREADS_M), warps=True)
     L.check_shared(cfg.shared_bytes)
 
 
 @lru_cache(maxsize=None)
-def make_gemm(TILE_M: int, TILE_N: int, TILE_K: int, THREADS_M: int, THREADS_N: int, K_EDGE: bool = True):
-    """Compile the tiled GEMM for one tile configuration (see module notes)."""
+def make_gemm(
+    TILE_M: int, TILE_N: int, TILE_K: int, THREADS_M: int, THREADS_N: int, K_EDGE: bool = True, SWIZZLE: bool = True
+):
+    """Compile the tiled GEMM for one tile configuration (see module notes).
+    ``SWIZZLE=False`` (tests only) leaves ``Ws`` unswizzled: the same
+    results, its stores in conflict."""
     _check(GemmConfig(TILE_M, TILE_N, TILE_K, THREADS_M, THREADS_N, K_EDGE))
     RM = TILE_M // THREADS_M
     RN = TILE_N // THREADS_N
@@ -94,8 +107,9 @@ def make_gemm(TILE_M: int, TILE_N: int, TILE_K: int, THREADS_M: int, THREADS_N: 
     W_WORDS = TILE_N * WK
     A_ITERS = (A_ELEMS + NT - 1) // NT
     W_ITERS = (W_WORDS + NT - 1) // NT
-    AS = TILE_M + 1  # padded row strides of the shared tiles
-    WS = TILE_N + 1
+    AS = TILE_M + 1  # As's padded row stride
+    WS = TILE_N
+    SWZ = 32 // WK if SWIZZLE else 0  # Ws: K step kk's columns XORed with (kk // 8) * SWZ
     # Array sizes must be compile-time constants, not expressions in the kernel.
     AS_SIZE = TILE_K * AS
     WS_SIZE = TILE_K * WS
@@ -142,7 +156,7 @@ def make_gemm(TILE_M: int, TILE_N: int, TILE_K: int, THREADS_M: int, THREADS_N: 
                     ww = idx - nn * WK
                     gn = n0 + nn
                     gw = kw0 + ww
-                    base = ww * 8 * WS + nn
+                    base = ww * 8 * WS + (nn ^ (ww * SWZ))
                     if gn < n and (not K_EDGE or gw < kw):
                         word = qweight[gn, gw]
                         s = float32(scales[gn, gw >> 4])
@@ -152,17 +166,21 @@ def make_gemm(TILE_M: int, TILE_N: int, TILE_K: int, THREADS_M: int, THREADS_N: 
                         for j in range(8):
                             Ws[uint32(base + j * WS)] = float32(0.0)
             cuda.syncthreads()
-            for kk in range(TILE_K):
+            for ww in range(WK):
+                # the eight K steps of a packed word share their swizzle;
                 # unsigned indices: no wraparound code in the inner loop
-                a0 = uint32(kk * AS + ty)
-                b0 = uint32(kk * WS + tx)
-                for i in range(RM):
-                    ar[i] = As[a0 + uint32(i * THREADS_M)]
-                for j in range(RN):
-                    br[j] = Ws[b0 + uint32(j * THREADS_N)]
-                for i in range(RM):
+                sw = uint32(ww * SWZ)
+                for jj in range(8):
+                    kk = ww * 8 + jj
+                    a0 = uint32(kk * AS + ty)
+                    b0 = uint32(kk * WS)
+                    for i in range(RM):
+                        ar[i] = As[a0 + uint32(i * THREADS_M)]
                     for j in range(RN):
-                        acc[i * RN + j] += ar[i] * br[j]
+                        br[j] = Ws[b0 + ((uint32(tx + j * THREADS_N)) ^ sw)]
+                    for i in range(RM):
+                        for j in range(RN):
+                            acc[i * RN + j] += ar[i] * br[j]
             cuda.syncthreads()
 
         for i in range(RM):
