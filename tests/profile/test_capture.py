@@ -114,9 +114,11 @@ def test_a_declared_profile_shape_keeps_the_model_rows_length_and_is_small():
     or heads, and reads a small part of the model shape's bytes (or under
     128 KiB, where the model shape itself is that small), or, where no
     shape of few rows keeps every row length (an FFN's gate/up rows are
-    its down rows' count), keeps them all and declares the few blocks a
-    launch the trace runs (``profile_blocks``). A path whose model shapes
-    are of several kinds keeps each kind's (those it has)."""
+    its down rows' count; a GDN prefill chunk of the model's 64 tokens on
+    128 x 128 state rows takes the simulator some 40 s a block), keeps them
+    all and declares the few blocks a launch the trace runs
+    (``profile_blocks``). A path whose model shapes are of several kinds
+    keeps each kind's (those it has)."""
     from leverctl_kernels.registry import all_paths
 
     kept = {
@@ -140,8 +142,10 @@ def test_a_declared_profile_shape_keeps_the_model_rows_length_and_is_small():
         "moe.decode_fp8_grouped": {"hidden", "inter"},
         "moe.decode_multi_seq": {"hidden", "inter"},
         "moe.decode_via_prefill": {"hidden", "inter"},
+        # the model's rows and chunk: two chunks, two blocks a launch traced
+        "gdn.prefill": {"dk", "dv", "chunk"},
     }
-    sampled = {n for n in kept if n.startswith("moe.") or n == "w4a16.ffn_decode"}
+    sampled = {n for n in kept if n.startswith("moe.") or n in ("w4a16.ffn_decode", "gdn.prefill")}
     declared = {p.name: p for p in all_paths() if "profile_shape" in p.extra}
     assert set(declared) == set(kept)
     for name, path in declared.items():

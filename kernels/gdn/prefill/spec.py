@@ -20,6 +20,20 @@ def prefill_shapes(preset: str, model: Mapping[str, Any] | None) -> list[Shape]:
     return [Shape(f"{preset} t{d['t']} {family.heads_label(d)} c{d['chunk']}", d) for d in dims]
 
 
+PROFILE_BLOCKS = 2  # blocks a launch the memory trace runs: the first and the last
+
+
+def profile_shape(shape: Shape) -> Shape:
+    """The memory trace's shape: the model's rows (``dk``, ``dv``) and
+    chunk, two chunks of tokens (the state carried from the first into the
+    second, and written back between them by ``global_state``), one key
+    head and its value heads. Its blocks (a value head's column slice each)
+    are alike and independent, so the trace runs :data:`PROFILE_BLOCKS` of
+    them and scales their counts to the grid."""
+    d = {**shape.dims, "t": 2 * shape["chunk"], "hk": 1, "hv": shape["hv"] // shape["hk"]}
+    return Shape(f"profile t{d['t']} {family.heads_label(d)} c{d['chunk']}", d)
+
+
 def prefill_traffic(shape: Shape) -> Traffic:
     r, w = family.token_bytes(shape)
     return family.chunked(r, w, shape["t"], shape["chunk"], shape)
@@ -44,4 +58,5 @@ PATH = family.declare(
     notes="Compute-bound at model shapes: the chunk's k.k and q.k products on mma.sync (fp16 q, k "
     "as stored, f32 accumulators), the fp32 products on CUDA cores. global_state adds one "
     "state read+write per extra chunk.",
+    extra={"profile_shape": profile_shape, "profile_blocks": PROFILE_BLOCKS},
 )
