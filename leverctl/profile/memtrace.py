@@ -39,8 +39,10 @@ the view. Addresses are byte offsets from the start of the allocation (a
 shared array's banks likewise from its start.
 
 The accesses of one thread at one code position, reached from one call
-site (a device function called from two lines is two instructions), are
-numbered as they occur, afresh after each ``syncthreads`` (every thread of
+site (a device function called from two lines is two instructions) in one
+call (each device call the thread is inside, counted per site: a lane that
+skips an access in one call of a helper pairs its next call's with the
+others'), are numbered as they occur, afresh after each ``syncthreads`` (every thread of
 the block passes the same barriers, so they are points where the lanes
 agree again); the k-th access of each lane of a warp there between the
 same two barriers is one warp instruction. Grouping happens block by block, when a block's threads have
@@ -58,8 +60,8 @@ atomics are counted by their store), and whole-array assignments by advanced
 (integer-array or boolean) indexing. The warp grouping assumes the lanes of a
 warp run the same sequence of accesses at a position and call site, as
 converged code does; where a lane skips an access there (a predicated-off
-load inside a loop), its later ones until the next barrier pair with other
-lanes' earlier ones.
+load inside a loop, not a call), its later ones in that call until the
+next barrier pair with other lanes' earlier ones.
 
 Pure Python and NumPy; numba is imported only when a trace starts, which
 needs the simulator (``NUMBA_ENABLE_CUDASIM=1`` before ``numba.cuda`` is
@@ -359,11 +361,17 @@ def _record(frame, arr: TracedArray, off: int, size: int, kind: str) -> None:
     pos = (cid << 20) | starts[frame.f_lasti >> 1]
     # A device function's accesses are counted per call site: one called from
     # six lines is six instructions, and a lane that skips one call (its
-    # access predicated off) must not pair its next with another lane's.
+    # access predicated off) must not pair its next with another lane's. And
+    # per call: the device calls the thread is inside, each by its site and
+    # how many calls that site had made before it since the last barrier
+    # (``_tls.stack``), so a lane that skipped an access in one call of a
+    # helper (a partial tile's predicated put) still pairs its next call's
+    # with the other lanes' of that call.
     g = frame.f_back
     while g is not None and g.f_code.co_filename.startswith(_CALLS):
         g = g.f_back
-    key = (pos, id(g.f_code), g.f_lasti) if g is not None else (pos, 0, 0)
+    stack = getattr(_tls, "stack", ())
+    key = (pos, stack, id(g.f_code), g.f_lasti) if g is not None else (pos, stack, 0, 0)
     k = counts.get(key, 0)
     counts[key] = k + 1
     via = None
@@ -647,10 +655,35 @@ def _patches(tr: Trace):
         st = getattr(_tls, "st", None)
         if st is not None:
             _tls.st = (st[0], {}, st[2], st[3], epoch)
+        _tls.calls = {}
         return orig_sync(thread)
 
     def call(kernel, *args):
-        if not (kernel._device or simkernel._kernel_context):
+        if kernel._device:
+            # A device call: onto the thread's stack, by its site and the
+            # calls that site made before within the enclosing call (the
+            # same in every lane of converged code, whatever accesses a lane
+            # skipped inside them, and wherever a lane skipped a call).
+            f = _getframe(1)
+            while f is not None and f.f_code.co_filename.startswith(_CALLS):
+                f = f.f_back
+            if f is None:
+                return orig_call(kernel, *args)
+            calls = _tls.__dict__.get("calls")
+            if calls is None:
+                calls = _tls.calls = {}
+            known = _starts.get(id(f.f_code))
+            starts = _instruction_starts(f.f_code) if known is None else known[1]
+            site = (id(f.f_code) << 20) | starts[f.f_lasti >> 1]
+            outer = getattr(_tls, "stack", ())
+            n = calls.get((outer, site), 0)  # counted within the enclosing call
+            calls[(outer, site)] = n + 1
+            _tls.stack = (*outer, site, n)
+            try:
+                return orig_call(kernel, *args)
+            finally:
+                _tls.stack = outer
+        if not simkernel._kernel_context:
             tr.launches += 1
             tr.grids.append([0, 0])
             tr.kernels.append(getattr(kernel.fn, "__qualname__", getattr(kernel.fn, "__name__", "?")))

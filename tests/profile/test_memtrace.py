@@ -290,6 +290,19 @@ def test_a_lanes_accesses_are_numbered_afresh_after_each_barrier():
     np.testing.assert_array_equal(out, want)
 
 
+def test_a_helpers_accesses_pair_per_call_where_a_lane_skipped_one():
+    """A helper called once a tile, its store predicated off in half the
+    lanes in the first tile: each call's stores are one instruction,
+    conflict-free (paired by the k-th store of the line, lanes 16-31's
+    second-tile stores joined lanes 0-15's first-tile ones)."""
+    out = np.zeros(32, np.float32)
+    p = _traced(lambda: tk.predicated_calls[1, 32](out))
+    put = _row(p, "put-if", "shared", "store")
+    assert (put.instructions, put.accesses) == (4, 16 + 3 * 32)
+    assert put.wavefronts == put.ideal_wavefronts == 4 and put.ways == 1, put.to_json()
+    np.testing.assert_array_equal(out, np.ones(32, np.float32))
+
+
 def test_a_sampled_trace_runs_n_blocks_of_each_launch_spread_over_its_grid():
     x = np.arange(1, 321, dtype=np.float32)
     out = np.zeros(320, np.float32)

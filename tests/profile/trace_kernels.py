@@ -210,3 +210,26 @@ def uneven_then_barrier(out):
         for j in range(t):
             acc += s[t * 32 + (t + j + r) % 32]  # site: uneven-read
     out[t] = acc
+
+
+@cuda.jit(device=True)
+def _put_if(s, at, ok):
+    if ok:
+        s[at] = np.float32(1)  # site: put-if
+
+
+@cuda.jit
+def predicated_calls(out):
+    """One warp calls ``_put_if`` once a tile, four tiles, no barrier
+    between: in tile 0 only lanes 0-15 store (the others' store predicated
+    off, as a partial tile's), then every lane stores word ``33 tile + t``
+    (bank ``(tile + t) % 32``: each tile's stores on distinct banks).
+    Paired per call, every store instruction is one wavefront; paired by
+    the k-th store of the line, lanes 16-31's tile-1 stores would join lanes
+    0-15's tile-0 ones, and lane 31's bank 0 lane 0's."""
+    s = cuda.shared.array(4 * 33 + 32, np.float32)
+    t = cuda.threadIdx.x
+    for tile in range(4):
+        _put_if(s, tile * 33 + t, tile > 0 or t < 16)
+    cuda.syncthreads()
+    out[t] = s[3 * 33 + t]
