@@ -12,7 +12,8 @@ lane's::
     4 words = src.flat[((t0+i) H + hh) D + col0 + j]    ld.global.nc.v4.u32
     fp16 rows (the model's q, k, v): 8 halves -> 8 fp32 (exact, cvt.f32.f16),
         dst[i, j .. j+3], dst[i, j+4 .. j+7]            2 x st.shared.v4.f32
-        (with ``SPREAD``, in the other order in lanes 4-7 of a quarter-warp)
+        (with ``SPREAD``, in the other order in lanes 4-7 of a quarter-warp;
+        without it a piece is 4 halves, ld.global.nc.v2.u32, one store)
     fp32 rows (the separate mixer's activations): 4 floats as they are,
         dst[i, j .. j+3]                                st.shared.v4.b32
 
@@ -39,7 +40,7 @@ from numba import cuda, float32, uint32
 
 from ..common.cvt import f16x2_to_f32x2
 from ..common.smem import smem_addr, st_shared_f32x4, st_shared_v4
-from ..common.vload import aligned16, ldg_v4
+from ..common.vload import aligned16, ldg_v2, ldg_v4
 
 PIECE_BYTES = 16  # one ld.global.nc.v4.u32
 # Test-only faults of the 16-byte staging: 1 leaves each row's last piece
@@ -58,8 +59,12 @@ def make_stage_rows(LEN: int, NT: int, TAIL_FAULT: int = 0, SPREAD: bool = False
     lanes 4-7 of a quarter-warp, whose pieces are 32 bytes apart (lanes 4
     apart share banks): each store then covers the 32 banks. The verifies,
     which stage ``T`` rows a chunk, take it (1,216 extra wavefronts to 0 at
-    17 tokens); the single-token decode, which stages one row and whose
-    4 more registers cost it a block an SM, does not.
+    17 tokens). Without it (the single-token decode, which stages one row
+    of each, and whose 4 more registers for the swap's selects cost it a
+    block an SM) fp16 rows go in 8-byte pieces: four halves a lane
+    (``ld.global.nc.v2``), one 16-byte fp32 store, a quarter-warp's eight
+    stores one 128-byte run (64 extra wavefronts a launch to 0; the rows
+    are 3 % of the bytes the decode loads, its state the rest).
     ``TAIL_FAULT``: :data:`TAIL_FAULTS` (tests only)."""
     if TAIL_FAULT not in TAIL_FAULTS:
         raise ValueError(f"TAIL_FAULT={TAIL_FAULT}: one of {TAIL_FAULTS}")
@@ -82,7 +87,8 @@ def make_stage_rows(LEN: int, NT: int, TAIL_FAULT: int = 0, SPREAD: bool = False
         H = src.shape[1]
         D = src.shape[2]
         if vec:
-            per = PIECE_BYTES // src.itemsize  # elements a piece: 8 halves or 4 floats
+            # elements a piece: 8 halves (4 without SPREAD) or 4 floats
+            per = (PIECE_BYTES if SPREAD or src.itemsize == 4 else PIECE_BYTES // 2) // src.itemsize
             ppr = LEN // per
             last = (ppr - 1) * per
             at = smem_addr(dst)
@@ -90,8 +96,15 @@ def make_stage_rows(LEN: int, NT: int, TAIL_FAULT: int = 0, SPREAD: bool = False
                 i = e // ppr
                 j = per * (e - i * ppr)
                 if TAIL_FAULT != 1 or j != last:
-                    w0, w1, w2, w3 = ldg_v4(src, ((t0 + i) * H + hh) * D + col0 + piece(j, per, last))
+                    at_src = ((t0 + i) * H + hh) * D + col0 + piece(j, per, last)
                     d = at + uint32(4 * (i * LEN + j))
+                    if per == 4 and src.itemsize == 2:  # four halves -> four fp32, one store
+                        h0, h1 = ldg_v2(src, at_src)
+                        x0, x1 = f16x2_to_f32x2(h0)
+                        x2, x3 = f16x2_to_f32x2(h1)
+                        st_shared_f32x4(d, x0, x1, x2, x3)
+                        continue
+                    w0, w1, w2, w3 = ldg_v4(src, at_src)
                     if per == 8:
                         x0, x1 = f16x2_to_f32x2(w0)
                         x2, x3 = f16x2_to_f32x2(w1)

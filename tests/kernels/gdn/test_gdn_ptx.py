@@ -222,14 +222,16 @@ def test_the_chunk_stages_its_rows_16_bytes_a_lane(compiled, tmp_path):
 # The single-token steps stage their token rows into fp32 shared memory
 # once a block, 16 bytes a lane (``_rows``): q's, k's and v's pieces by
 # read-only v4 loads (eight halves, or four floats where the separate
-# mixer's activations are fp32), stored as v4 shared stores; the conv (fused
+# mixer's activations are fp32), stored as v4 shared stores; the decode's
+# fp16 rows 8 bytes a lane (four halves, one v4 shared store: a
+# quarter-warp's stores one 128-byte run); the conv (fused
 # and separate) reads x and its taps the same way and its rolling state by
 # coherent v4 loads, writing the state back by v4 stores
 # (``_conv.make_conv_piece``). (PTX ops wanted at least once each.)
 ROWS_V4 = {
-    "decode_batched": ("ld.global.nc.v4.u32", "st.shared.v4.f32"),
+    "decode_batched": ("ld.global.nc.v2.u32", "st.shared.v4.f32"),
     "decode_batched_f32": ("ld.global.nc.v4.u32", "st.shared.v4.b32"),
-    "decode_per_sequence": ("ld.global.nc.v4.u32", "st.shared.v4.f32"),
+    "decode_per_sequence": ("ld.global.nc.v2.u32", "st.shared.v4.f32"),
     "verify_recurrent_t17": ("ld.global.nc.v4.u32", "st.shared.v4.f32"),
     "verify_recurrent_t5": ("ld.global.nc.v4.u32", "st.shared.v4.f32"),
     "fused_conv": ("ld.global.nc.v4.u32", "ld.global.v4.u32", "st.global.v4.b32", "st.shared.v4.f32"),
@@ -237,7 +239,7 @@ ROWS_V4 = {
 }
 
 
-def test_the_steps_stage_their_rows_and_the_conv_its_channels_16_bytes_a_lane(compiled, tmp_path):
+def test_the_steps_stage_their_rows_and_the_conv_its_channels_in_wide_loads(compiled, tmp_path):
     for name, ops in ROWS_V4.items():
         rec = compiled["kernels"][name]
         if "error" in rec:
@@ -255,5 +257,6 @@ def test_the_steps_stage_their_rows_and_the_conv_its_channels_16_bytes_a_lane(co
             [compiled["ptxas"], "-arch=sm_90", "-o", str(cubin), rec["ptx"]], check=True, capture_output=True
         )
         sass = subprocess.run([disasm, str(cubin)], check=True, capture_output=True, text=True).stdout
-        assert re.search(r"\bLDG\.E\.128\.CONSTANT\b", sass), f"{name}: no LDG.E.128.CONSTANT in its SASS"
+        wide = "64" if "ld.global.nc.v2.u32" in ROWS_V4[name] else "128"
+        assert re.search(rf"\bLDG\.E\.{wide}\.CONSTANT\b", sass), f"{name}: no LDG.E.{wide}.CONSTANT in its SASS"
         assert "LDL" not in sass and "STL" not in sass, f"{name}: local memory in its SASS"
