@@ -121,9 +121,18 @@ def make_fused_conv(W: int, DK: int, DV: int, TAIL_FAULT: int = 0):
             for e8 in range(tid, LC // 8, NT):
                 e = 8 * e8
                 conv_piece(x, w, cs, n, slot, channel(e, hk, hkn), True, ys)
+                # a quarter-warp's lanes 4-7 store their high half first (selects,
+                # not a branch): lanes 4 apart, 32 bytes apart, would share banks
                 at = smem_addr(xs) + uint32(4 * e)
-                st_shared_f32x4(at, ys[0], ys[1], ys[2], ys[3])
-                st_shared_f32x4(at + uint32(16), ys[4], ys[5], ys[6], ys[7])
+                lo = (tid & 4) == 0
+                da = at if lo else at + uint32(16)
+                db = at + uint32(16) if lo else at
+                st_shared_f32x4(
+                    da, ys[0] if lo else ys[4], ys[1] if lo else ys[5], ys[2] if lo else ys[6], ys[3] if lo else ys[7]
+                )
+                st_shared_f32x4(
+                    db, ys[4] if lo else ys[0], ys[5] if lo else ys[1], ys[6] if lo else ys[2], ys[7] if lo else ys[3]
+                )
         else:
             for e in range(tid, LC, NT):
                 xs[e] = conv_step(x, w, cs, n, slot, channel(e, hk, hkn))
