@@ -124,6 +124,22 @@ def multi_stream_traffic(shape: Shape) -> Traffic:
     return Traffic(read, write, flops, tc_flops=tc)
 
 
+PROFILE_BLOCKS = 2  # blocks a launch the memory trace runs: the first and the last
+
+
+def profile_shape(shape: Shape) -> Shape:
+    """The memory trace's shape: the model's rows (``dk``, ``dv``) and
+    chunk, one key head and its value heads, two streams: a whole chunk and
+    a partial one (16 tokens), so the second stream starts on a chunk of its
+    own. Blocks (a stream's value head's column slice each) are alike and
+    independent: :data:`PROFILE_BLOCKS` of each launch are traced, their
+    counts scaled to the grid (the first and the last block: both streams
+    in the batched launch)."""
+    d = {k: v for k, v in shape.dims.items() if not (k[:1] == "l" and k[1:].isdigit())}
+    d = {**d, **stream_dims((shape["chunk"], 16)), "hk": 1, "hv": shape["hv"] // shape["hk"]}
+    return Shape(_label("profile", d), d)
+
+
 def _per_stream_launches(shape) -> int:
     return shape["s"]  # one launch per stream
 
@@ -142,5 +158,10 @@ PATH = family.declare(
     "stream's start); per_stream launches gdn.prefill's register-resident kernel once per stream. "
     "The batched kernel is taken at dk = dv = fla_head_dim (128 at model shapes; smoke shapes lower "
     "it to their own head dim).",
-    extra={"fla_head_dim": BATCHED_FLA_HEAD_DIM, "derive": derive},
+    extra={
+        "fla_head_dim": BATCHED_FLA_HEAD_DIM,
+        "derive": derive,
+        "profile_shape": profile_shape,
+        "profile_blocks": PROFILE_BLOCKS,
+    },
 )
