@@ -145,6 +145,7 @@ def test_a_declared_profile_shape_keeps_the_model_rows_length_and_is_small():
         # the model's rows and chunk: two chunks, two blocks a launch traced
         "gdn.prefill": {"dk", "dv", "chunk"},
         "gdn.prefill_multi_stream": {"dk", "dv", "chunk"},
+        "mamba2.prefill_scan": {"p", "n"},
     }
     sampled = {n for n in kept if n.startswith("moe.") or n.startswith("gdn.prefill") or n == "w4a16.ffn_decode"}
     declared = {p.name: p for p in all_paths() if "profile_shape" in p.extra}

@@ -57,6 +57,15 @@ def scan_shapes(preset: str, model: Mapping[str, Any] | None) -> list[Shape]:
     return [Shape(scan_label(preset, d), d) for d in dims]
 
 
+def profile_shape(shape: Shape) -> Shape:
+    """The memory trace's shape: the model's rows (head dim ``p``, state
+    size ``n``: the strides the staged tiles' banks and the sectors come
+    from), one chunk of one 32-token tile (``chunk`` sets how many tiles a
+    block walks, not their layout), two heads sharing one group."""
+    d = {**shape.dims, "t": 32, "h": 2, "g": 1, "chunk": 32}
+    return Shape(scan_label("profile", d), d)
+
+
 def _dt_bias(rng: np.random.Generator, h: int) -> np.ndarray:
     dt = np.exp(rng.uniform(np.log(1e-3), np.log(1e-1), h))
     return (dt + np.log(-np.expm1(-dt))).astype(np.float32)  # softplus^-1(dt)
@@ -164,5 +173,5 @@ PATH = declared_path(
     "prompt over chunks x heads blocks at the cost of the chunk states' round trips; sequential "
     "round-trips each state row through global memory every token. The SSD's C.B blocks run on "
     "mma.sync (fp16 C and B as stored, f32 sums); everything else on FP32 CUDA cores.",
-    extra={"model_sections": MODEL_SECTIONS},
+    extra={"model_sections": MODEL_SECTIONS, "profile_shape": profile_shape},
 )
