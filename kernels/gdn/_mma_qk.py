@@ -40,48 +40,41 @@ lower_tiles, mma_flops = WR.lower_tiles, WR.mma_flops
 
 
 @lru_cache(maxsize=None)
-def _put(STRICT: bool):
+def _puts(STRICT: bool):
+    """``(put, put2)`` for the product: element ``(i, l)`` of the triangle
+    (``l < i`` where ``STRICT``, else ``l <= i``) into ``M``, scaled; and the
+    elements ``(i, l)``, ``(i, l + 1)`` (``l`` even) as one 8-byte store
+    where both are in the triangle (``M``'s rows an even number of floats
+    apart, 8-byte aligned: ``_chunk.m_pitch``), the first alone where only
+    it is."""
+
+    @cuda.jit(device=True, inline="always")
+    def kept(i, l):
+        return l < i if STRICT else l <= i
+
+    @cuda.jit(device=True, inline="always")
+    def value(ctx, i, l, dot):
+        M, Gs, Ri, Rk, Bs = ctx
+        s = Bs[i] * Ri[i] if STRICT else Ri[i]
+        return s * Rk[l] * math.exp(Gs[i] - Gs[l]) * dot
+
     @cuda.jit(device=True)
     def put(ctx, i, l, dot):
-        M, Gs, Ri, Rk, Bs = ctx
-        if STRICT:
-            if l < i:
-                M[i, l] = Bs[i] * Ri[i] * Rk[l] * math.exp(Gs[i] - Gs[l]) * dot
-        elif l <= i:
-            M[i, l] = Ri[i] * Rk[l] * math.exp(Gs[i] - Gs[l]) * dot
-
-    return put
-
-
-@lru_cache(maxsize=None)
-def _put2(STRICT: bool):
-    """:func:`_put`'s two elements ``(i, l)``, ``(i, l + 1)`` (``l`` even)
-    as one 8-byte store where both are in the triangle (``M``'s rows an
-    even number of floats apart, 8-byte aligned: ``_chunk.m_pitch``), the
-    first alone where only it is."""
+        if kept(i, l):
+            M = ctx[0]
+            M[i, l] = value(ctx, i, l, dot)
 
     @cuda.jit(device=True)
     def put2(ctx, i, l, dot, dot1):
-        M, Gs, Ri, Rk, Bs = ctx
         l1 = l + uint64(1)
-        if STRICT:
-            s = Bs[i] * Ri[i]
-            if l1 < i:
-                at = smem_addr(M) + uint32(4 * (i * uint64(M.shape[1]) + l))
-                v0 = s * Rk[l] * math.exp(Gs[i] - Gs[l]) * dot
-                v1 = s * Rk[l1] * math.exp(Gs[i] - Gs[l1]) * dot1
-                st_shared_f32x2(at, v0, v1)
-            elif l < i:
-                M[i, l] = s * Rk[l] * math.exp(Gs[i] - Gs[l]) * dot
-        elif l1 <= i:
+        if kept(i, l1):
+            M = ctx[0]
             at = smem_addr(M) + uint32(4 * (i * uint64(M.shape[1]) + l))
-            v0 = Ri[i] * Rk[l] * math.exp(Gs[i] - Gs[l]) * dot
-            v1 = Ri[i] * Rk[l1] * math.exp(Gs[i] - Gs[l1]) * dot1
-            st_shared_f32x2(at, v0, v1)
-        elif l <= i:
-            M[i, l] = Ri[i] * Rk[l] * math.exp(Gs[i] - Gs[l]) * dot
+            st_shared_f32x2(at, value(ctx, i, l, dot), value(ctx, i, l1, dot1))
+        else:
+            put(ctx, i, l, dot)
 
-    return put2
+    return put, put2
 
 
 @lru_cache(maxsize=None)
@@ -96,7 +89,8 @@ def make_lower_product(DK: int, NT: int, STRICT: bool, layout=LAYOUT):
     the dot product on ``mma.sync``, by the block's ``NT`` threads (whole
     warps). ``layout``: ``(a_elem, b_elem, c_elem)``, ``mma``'s unless a
     test breaks one."""
-    product = WR.make_product(DK, NT, _put(STRICT), layout, _put2(STRICT))
+    put, put2 = _puts(STRICT)
+    product = WR.make_product(DK, NT, put, layout, put2)
 
     @cuda.jit(device=True)
     def lower(x, k, M, Gs, Ri, Rk, Bs, hk, c0, L, tid):

@@ -206,28 +206,32 @@ def m_at(i, l):
 
 @lru_cache(maxsize=None)
 def _put_m():
+    """``(put_m, put_m2)``: one element of the decay-masked ``C.B`` block
+    (``i``, ``l`` the block's row and column, ``uint64``; the diagonal
+    block's upper triangle left unwritten, never read), and elements
+    ``(i, l)``, ``(i, l + 1)`` (``l`` even) as one 8-byte store where both
+    are at or below the diagonal, the first alone where only it is."""
+
+    @cuda.jit(device=True, inline="always")
+    def value(ctx, i, l, dot):
+        m, cum, dtv, i0, j0 = ctx  # every index uint64: no mixed-sign arithmetic
+        return dot * math.exp(cum[i0 + i] - cum[j0 + l]) * dtv[j0 + l]
+
     @cuda.jit(device=True)
     def put_m(ctx, i, l, dot):
-        """One element of the decay-masked ``C.B`` block: ``i``, ``l`` the
-        block's row and column (``uint64``), the diagonal block's upper
-        triangle left unwritten (never read)."""
-        m, cum, dtv, i0, j0 = ctx  # every index uint64: no mixed-sign arithmetic
+        m, _, _, i0, j0 = ctx
         if j0 + l <= i0 + i:
-            m[m_at(i, l)] = dot * math.exp(cum[i0 + i] - cum[j0 + l]) * dtv[j0 + l]
+            m[m_at(i, l)] = value(ctx, i, l, dot)
 
     @cuda.jit(device=True)
     def put_m2(ctx, i, l, dot, dot1):
-        """Elements ``(i, l)`` and ``(i, l + 1)`` (``l`` even) as one 8-byte
-        store where both are at or below the diagonal, the first alone where
-        only it is."""
-        m, cum, dtv, i0, j0 = ctx
+        m, _, _, i0, j0 = ctx
         l1 = l + uint64(1)
         if j0 + l1 <= i0 + i:
-            v0 = dot * math.exp(cum[i0 + i] - cum[j0 + l]) * dtv[j0 + l]
-            v1 = dot1 * math.exp(cum[i0 + i] - cum[j0 + l1]) * dtv[j0 + l1]
-            st_shared_f32x2(smem_addr(m) + uint32(4 * m_at(i, l)), v0, v1)
-        elif j0 + l <= i0 + i:
-            m[m_at(i, l)] = dot * math.exp(cum[i0 + i] - cum[j0 + l]) * dtv[j0 + l]
+            at = smem_addr(m) + uint32(4 * m_at(i, l))
+            st_shared_f32x2(at, value(ctx, i, l, dot), value(ctx, i, l1, dot1))
+        else:
+            put_m(ctx, i, l, dot)
 
     return put_m, put_m2
 

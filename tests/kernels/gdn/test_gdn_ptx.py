@@ -114,7 +114,7 @@ def test_the_chunked_kernels_have_the_f16_mma_in_their_ptx_and_the_others_none(c
         ptx = Path(rec["ptx"]).read_text()
         n = ptx.count(MMA_PTX)
         assert (n > 0) == (name in TENSOR_CORE), f"{name}: {n} x {MMA_PTX}"
-        # A's and P's results go into M as column pairs, one 8-byte store a lane (``_mma_qk._put2``)
+        # A's and P's results go into M as column pairs, one 8-byte store a lane (``_mma_qk._puts``)
         pairs = ptx.count("st.shared.v2.f32")
         assert (pairs >= 2) == (name in TENSOR_CORE), f"{name}: {pairs} x st.shared.v2.f32"
 
