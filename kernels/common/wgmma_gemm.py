@@ -117,7 +117,7 @@ class ChunkStager:
         self.settle = settle  # a paired kind's exchange: see :func:`_build_chunk_stager`
         self._built: dict = {}
 
-    def device(self, rows: int, along_k: bool = False):
+    def device(self, rows: int, along_k: bool = False, spread: tuple = (0, 0)):
         """``(fetch, put)`` for tiles of ``rows`` rows; ``along_k``: a
         thread's chunks dealt along K first (:func:`_chunk_along_k`: the
         decode tile's weights, whose loads are the kernel's traffic; a
@@ -127,14 +127,19 @@ class ChunkStager:
         ``fetch(..., kt, tid, win)`` given ``carried(raw)`` of the stage
         before it (``start()`` for the first), what a stage's loads leave
         for the next (int4's group scales, loaded a window of groups at a
-        time)."""
-        key = (rows, along_k)
+        time). ``spread = (piece, gap)``: tile row ``r`` is stored at row
+        ``r + (r // piece) * gap`` (each ``piece`` rows, a multiple of 8,
+        followed by ``gap`` rows another segment fills: a gated tile's gate
+        and up quarters interleaved for two warpgroups along BN)."""
+        key = (rows, along_k, spread)
         if key not in self._built:
+            if spread[1] and (along_k or spread[0] % 8):
+                raise ValueError(f"a spread {spread} stage: along the rows, in pieces of 8k rows")
             if along_k and self.wide is not None:
                 self._built[key] = _build_wide_stager(self.threads, self.kpc, *self.wide, rows)
             else:
                 built = _build_chunk_stager(
-                    self.threads, self.kpc, self.fetch, self.convert, rows, along_k, self.settle
+                    self.threads, self.kpc, self.fetch, self.convert, rows, along_k, self.settle, spread
                 )
                 self._built[key] = carry_nothing(*built) if along_k else built
         return self._built[key]
@@ -165,15 +170,17 @@ def carry_nothing(fetch2, put):
 
 
 def _build_chunk_stager(
-    threads: int, kpc: int, kind_fetch, kind_convert, rows: int, along_k: bool = False, settle=None
+    threads: int, kpc: int, kind_fetch, kind_convert, rows: int, along_k: bool = False, settle=None, spread=(0, 0)
 ):
     """A stager's ``(fetch, put)`` for tiles of ``rows`` rows. A *paired*
     kind (``settle`` given: a row's two neighbouring chunks in two lanes,
     ``PARTNER`` apart, load them together) is fetched as
     ``kind_fetch(src, bsc, row, gk, row_ok, k)`` and, before its chunks are
     stored, ``settle(raw, gk, PARTNER)`` runs in every lane (its shuffles
-    exchange what the pair loaded for each other)."""
+    exchange what the pair loaded for each other). ``spread``: see
+    :meth:`ChunkStager.device`."""
     chunk = _chunk_along_k if along_k else _chunk
+    piece, gap = max(spread[0], 1), spread[1]  # (1, 0): every row where it is
     bk = CHUNKS * kpc
     total = rows * CHUNKS
     slots = tuple(range(-(-total // threads)))  # this thread's chunks: tid, tid + threads, ...
@@ -221,7 +228,7 @@ def _build_chunk_stager(
             x0 = x1 = x2 = x3 = uint32(0)
             if r0 + r < nrows and gk < k:
                 x0, x1, x2, x3 = kind_convert(raw, gk)
-            wg.st_shared_v4(at + _at(r, kc), x0, x1, x2, x3)
+            wg.st_shared_v4(at + _at(r + (r // piece) * gap, kc), x0, x1, x2, x3)
 
     @cuda.jit(device=True, inline="always")
     def fetch(src, bsc, nrows, k, r0, kt, tid):

@@ -41,7 +41,7 @@ CHILD = textwrap.dedent(
                     ls = C.capture(p, v, shape, smoke)
                     got = [
                         [l.name, list(l.block), l.dynamic_shared, [str(t) for t in l.argtypes],
-                         getattr(l.kernel, "async_stages", None)]
+                         getattr(l.kernel, "async_stages", None), getattr(l.kernel, "tile_m", None)]
                         for l in ls
                     ]
                 except Exception as e:
@@ -76,7 +76,7 @@ def test_every_variant_of_every_path_launches_kernels_at_every_model_shape(captu
 def test_a_launch_is_recorded_with_its_block_and_the_types_the_gpu_would_compile_for(captured):
     gemv = captured["w4a16.gemv"]["gemv_sw"][0]
     assert [name for name, *_ in gemv] == ["gemv_sw"]
-    name, block, shared, types, _stages = gemv[0]
+    name, block, shared, types, _stages, _tile_m = gemv[0]
     assert block == [128, 1, 1] and shared == 0
     # device arrays are C-contiguous: so are the stand-ins' types
     assert all(t.endswith(", C)") for t in types if t.startswith("array(")), types
@@ -168,25 +168,29 @@ ONE_WARPGROUP = {
     ("attention.proj_fp8", "m16"): "a 16-token tile: wgmma's narrowest useful N already",
     ("attention.proj_fp8", "m32"): "a 32-token tile: wgmma's narrowest useful N already",
 }
-GROUPED = "gemm_grouped"  # the MoE family's grouped tiles: gate and up halves must meet in one thread
+DECODE_M = 16  # the grouped GEMMs' decode tile: 16 rows, one warpgroup whose four warps split K
 
 
 def test_every_gemm_on_the_engine_runs_three_stages_or_more_on_two_consumer_warpgroups(captured):
     """Issue figures held at model shapes: every launch of a kernel on the
     GEMM engine (``async_stages`` set) keeps at least 3 stages of K in
-    flight, and every dense GEMM's block is two consumer warpgroups (one
-    CTA of two a SM at least), but for the tiles listed with their reason."""
-    seen, short, narrow = 0, [], []
+    flight, and every GEMM's block is two consumer warpgroups (one CTA of
+    two a SM at least), the MoE family's grouped tiles too (gate and up
+    quarters side by side), but for the tiles listed with their reason and
+    the grouped GEMMs' decode tile (a few rows a group: 16 rows, its four
+    warps splitting K)."""
+    seen, grouped, short, narrow = 0, 0, [], []
     for path, variants in captured.items():
         for v, shapes in variants.items():
             for launches in shapes:
-                for name, block, _shared, _types, stages in launches:
+                for name, block, _shared, _types, stages, tile_m in launches:
                     if stages is None:
                         continue
                     seen += 1
+                    grouped += name == "gemm_grouped" and tile_m == 64
                     if stages < 3:
                         short.append((path, v, name, stages))
-                    if name != GROUPED and (path, v) not in ONE_WARPGROUP and block[0] != 256:
+                    if tile_m != DECODE_M and (path, v) not in ONE_WARPGROUP and block[0] != 256:
                         narrow.append((path, v, name, block[0]))
-    assert seen > 50, seen
+    assert seen > 50 and grouped > 10, (seen, grouped)
     assert short == [] and narrow == [], (short, narrow)

@@ -6,7 +6,7 @@ MoE's experts), each group against its own B::
 ``off[E + 1]`` holds the groups' row ranges (group ``e``: rows ``off[e] ..
 off[e + 1] - 1``), ``B`` and its block scales are 3-D (``[E, n, ...]``:
 the block slices ``b32[e]``, ``bsc[e]`` and hands them to the mainloop as
-the plain GEMM's 2-D B). A tile is ``64 WG`` rows (or the decode tile's 16)
+the plain GEMM's 2-D B). A tile is ``64 WG / WN`` rows (or the decode tile's 16)
 of one group (a tile
 never straddles two: its rows past ``off[e + 1]`` are zero-filled and not
 stored) by ``BN / b_parts`` output columns. The plug-ins, all of them
@@ -15,7 +15,9 @@ stored) by ``BN / b_parts`` output columns. The plug-ins, all of them
 * ``gather``: A's row of sorted row ``p`` is ``rowmap[p]`` (an MoE's
   gate/up reads each token's activations in place);
 * ``b_parts = 2``: the tile's B rows are output columns ``n0 ..`` and
-  ``N + n0 ..`` (gate and up weights), the two halves of the accumulators;
+  ``N + n0 ..`` (gate and up weights), the two halves of the accumulators
+  (on two warpgroups along BN, ``wn = 2``, each warpgroup's: its half of
+  the gate columns and the same half of the up columns);
 * ``epilogue(y, ep, acc, row0, row_end, n0, ncols, e)``: what each thread
   does with its accumulators (rows ``row0 ..`` of its warpgroup, below
   ``row_end``; columns ``n0 ..`` below ``ncols``; group ``e``), ``ep`` a
@@ -114,6 +116,8 @@ def make_kernel(
     unit: int = 0,
     min_blocks: int = 1,
     tile_m: int = 0,
+    wn: int = 1,
+    epilogue_of=None,
 ):
     """``kernel(y, a32, b32, bsc, asc, rowmap, off, max_m_tiles, ep)`` on
     ``form`` (``wgmma_async`` or ``mma_sync``: the module), launched by
@@ -121,30 +125,38 @@ def make_kernel(
     ``gather``), ``b32`` ``[E, n, ...]``, ``bsc`` ``[E, n, ...]`` (B's
     stager's scales), ``asc`` A's stager's scales; ``rowmap`` read only
     with ``gather``; ``max_m_tiles`` only by ``bounded``, which counts it
-    in tiles of ``unit`` rows (0: the kernel's own ``64 WG``): a group's
+    in tiles of ``unit`` rows (0: the kernel's own ``64 WG / WN``): a group's
     rows past ``max_m_tiles * unit`` get no block and are never computed,
     whatever the kernel's tile height (an engine's bound in its own tile
     size, on a kernel of another). ``min_blocks``: the launch bound's
     resident blocks per SM (ptxas keeps the registers within them).
-    ``tile_m``: the A tile's rows, ``64 WG`` (0) or :data:`DECODE_M` (the
+    ``tile_m``: the A tile's rows, ``64 WG / WN`` (0) or :data:`DECODE_M` (the
     decode tile, mma.sync and one warpgroup: see ``pipeline.DECODE_M``).
     ``kernel.decode()`` is the same configuration on the decode tile
     (None where there is none: wgmma, s8, two warpgroups), built once;
-    :func:`make_launch` takes it for decode-sized groups."""
+    :func:`make_launch` takes it for decode-sized groups. ``wn``: the
+    warpgroups along BN (``pipeline.make_mainloop``'s: two on one 64-row
+    tile, each on its half of the columns, or of each part's). The
+    epilogue sees a warpgroup's rows and columns: ``row0`` its first row,
+    ``n0`` its first column (of each part). ``epilogue_of(n_acc)``, in
+    place of ``epilogue``: the epilogue for a thread's ``n_acc``
+    accumulators (a gated hook splits them in halves; the decode tile's
+    are the whole ``BN``'s, a tile on two warpgroups along BN half)."""
     if sched not in (BOUNDED, GROUPED):
         raise ValueError(f"schedule {sched!r}: {BOUNDED} or {GROUPED}")
     dtypes = form.DTYPES
-    PL.check(dtype, bn, stages, b_kind, fault, dtypes, a_kind)
+    PL.check(dtype, bn, stages, b_kind, fault, dtypes, a_kind, wgs, wn)
     if form.__name__.endswith("mma_sync") and (bn // b_parts) % 16:
         raise ValueError(f"mma.sync GEMM: BN={bn} in {b_parts} parts: not multiples of 16")
     if form.__name__.endswith("wgmma_async"):
         wg.check_shape(dtype, bn)
     mod_form = form.IntForm if dtype == "s8" else form.Form
     threads = wg.WARPGROUP * wgs
-    a_rows = tile_m or BM * wgs
+    a_rows = tile_m or PL.tile_rows(wgs, wn)
     split = a_rows == DECODE_M
     seg = bn // b_parts
-    unit = unit or BM * wgs
+    wcols = seg // wn  # a warpgroup's first column, past the tile's: (g % wn) wcols
+    unit = unit or PL.tile_rows(wgs, wn)
     mainloop = PL.make_mainloop(
         mod_form,
         dtype,
@@ -159,8 +171,11 @@ def make_kernel(
         gather=gather,
         b_parts=b_parts,
         tile_m=tile_m,
+        wn=wn,
     )
     k_per = PL.a_per_word(dtype, a_kind)
+    if epilogue_of is not None:
+        epilogue = epilogue_of((bn if split else bn // wn) // 2)  # (64 rows by its columns over 128 threads)
     store = epilogue or scaled_store
 
     @cuda.jit(device=True, inline="always")
@@ -174,8 +189,9 @@ def make_kernel(
         ncols = y.shape[1]
         nb = b32.shape[1]  # B rows of a group
         acc = mainloop(smem, base, pad, a32, asc, row_end, k, r0, rowmap, b32[e], bsc[e], nb, ncols, n0, tid, g)
+        gm = g // wn
         if not split or tid < 32:  # the decode tile: warp 0 holds the sums (rows 0 .. 15 of wgmma's layout)
-            store(y, ep, acc, r0 + BM * g, row_end, n0, ncols, e)
+            store(y, ep, acc, r0 + BM * gm, row_end, n0 + (g - gm * wn) * wcols, ncols, e)
 
     if sched == BOUNDED:
 
@@ -223,18 +239,18 @@ def make_kernel(
     gemm_grouped.a_kind, gemm_grouped.b_kind = a_kind, b_kind
     gemm_grouped.form = mod_form.name
     gemm_grouped.async_stages = stages
-    gemm_grouped.tile_m = a_rows
+    gemm_grouped.tile_m, gemm_grouped.wn = a_rows, wn
     twin: list = []
 
     def decode():
-        if split or wgs != 1 or dtype == "s8" or not hasattr(form.Form, "consume_split"):
+        if split or a_rows != BM or dtype == "s8" or not hasattr(form.Form, "consume_split"):
             return None
         if not twin:
             twin.append(
-                make_kernel(
+                make_kernel(  # (one warpgroup: the decode tile's four warps split K)
                     form,
                     dtype,
-                    wgs,
+                    1,
                     bn,
                     stages,
                     sched,
@@ -249,6 +265,8 @@ def make_kernel(
                     unit,
                     DECODE_MIN_BLOCKS,
                     DECODE_M,
+                    1,
+                    epilogue_of,
                 )
             )
         return twin[0]

@@ -78,6 +78,10 @@ UNSWIZZLED = "unswizzled"
 # the decode tile's own (``DECODE_M``): the warps' K slices never summed,
 # each warp's partial sums stored as if they were the tile's
 SPLIT_FAULTS = ("no_reduce",)
+# a gated tile's (``b_parts`` on warpgroups along BN): its parts staged
+# whole, as on one warpgroup, so one warpgroup's columns are all gate and
+# the other's all up
+PARTS_FAULTS = ("parts_apart",)
 
 # The decode tile: ``DECODE_M`` rows of A (one mma.sync m16n8k16's M, the
 # fewest a tensor-core instruction takes) by ``BN``, one warpgroup whose four
@@ -105,14 +109,17 @@ def reduce_bytes(bn: int) -> int:
     return (SPLIT_WARPS - 1) * (bn // 2) * 32 * 4
 
 
-def make_issue(threads: int, esize: int, swizzle: bool = True, gather: bool = False):
+def make_issue(threads: int, esize: int, swizzle: bool = True, gather: bool = False, spread=(0, 0)):
     """``issue(smem, at, src, nrows, k, r0, k0, tid, rows, rowmap)``: the
     copies of one tile's stage (rows ``r0..r0+rows`` of ``src``, K from
     ``k0``). With ``gather``, tile row ``r`` is ``src`` row ``rowmap[r0 +
     r]`` (rows ``r0 + r`` past ``nrows`` zero-filled, as without it);
-    otherwise ``rowmap`` is not read (any array)."""
+    otherwise ``rowmap`` is not read (any array). ``spread = (piece,
+    gap)``: tile row ``r`` lands at row ``r + (r // piece) * gap`` of the
+    stage (``wgmma_gemm.ChunkStager.device``'s)."""
     epc = 16 // esize  # elements per 16-byte chunk
     src_row = P.row_gathered if gather else P.row_direct
+    piece, gap = max(spread[0], 1), spread[1]
 
     @cuda.jit(device=True, inline="always")
     def issue(smem, at, src, nrows, k, r0, k0, tid, rows, rowmap):
@@ -127,7 +134,7 @@ def make_issue(threads: int, esize: int, swizzle: bool = True, gather: bool = Fa
             if p < nrows and gk < k:
                 nbytes = min(16, (k - gk) * esize)
                 at_src = src_row(rowmap, p) * words + (gk * esize >> 2)
-            off = r * STAGE_KBYTES + kc * 16
+            off = (r + (r // piece) * gap) * STAGE_KBYTES + kc * 16
             ca.cp_async_16(smem, at + (sw.sw128(off) if swizzle else off), src, at_src, nbytes)
 
     return issue
@@ -144,7 +151,7 @@ def check(
     wgs: int = 1,
     wn: int = 1,
 ) -> None:
-    if fault and fault not in (*FAULTS, UNSWIZZLED, *SPLIT_FAULTS):
+    if fault and fault not in (*FAULTS, UNSWIZZLED, *SPLIT_FAULTS, *PARTS_FAULTS):
         raise ValueError(f"fault {fault!r}: one of {FAULTS}")
     for side, kind in (("A", a_kind), ("B", b_kind)):
         kinds = _kinds()
@@ -208,8 +215,11 @@ def make_mainloop(
     * ``b_parts``: the B tile is that many segments of ``BN / b_parts``
       rows, segment ``j`` from B row ``n0 + j * nseg`` (a gated
       projection's gate and up columns, ``nseg`` apart, side by side in one
-      tile: a thread's ``BN / 2`` accumulators are the two halves' in turn,
-      ``i`` and ``i + BN / 4`` the same row and column of each);
+      tile: a thread's ``BN / (2 WN)`` accumulators are the two halves' in
+      turn, ``i`` and ``i + BN / (4 WN)`` the same row and column of each;
+      with ``WN = 2`` warpgroup ``g % 2`` holds the segments' ``g % 2``-th
+      halves, gate quarter then up quarter, the stages' rows interleaved
+      so);
     * ``b32``/``bsc`` are whatever 2-D arrays the caller picked (the
       grouped kernel's ``W[e]``, ``scales[e]``).
 
@@ -221,8 +231,8 @@ def make_mainloop(
     split = tile_m == DECODE_M
     if tile_m not in (0, tile_rows(wgs, wn), DECODE_M):
         raise ValueError(f"an A tile of {tile_m} rows: {BM} a warpgroup along A, or {DECODE_M} (the decode tile)")
-    if wn > 1 and (split or b_parts > 1):
-        raise ValueError("warpgroups along BN: not on the decode tile, nor on a B tile in parts (gate and up)")
+    if wn > 1 and (split or (b_parts > 1 and (fold is not None or step_fold is not None))):
+        raise ValueError("warpgroups along BN: not on the decode tile, nor with a fold on a B tile in parts")
     if split and (
         wgs != 1 or dtype == "s8" or not hasattr(form, "consume_split") or fold is not None or step_fold is not None
     ):
@@ -237,12 +247,21 @@ def make_mainloop(
     b_wg = bnw * STAGE_KBYTES  # and the bytes of its B rows in a stage
     stage = a_tile + bn * STAGE_KBYTES
     seg = bn // b_parts
-    seg_bytes = seg * STAGE_KBYTES
-    if bn % b_parts or seg % 8:
-        raise ValueError(f"BN={bn} in {b_parts} parts: each a multiple of 8 rows (one swizzle atom)")
+    # A B tile in parts on warpgroups along BN: each warpgroup's columns hold
+    # its ``piece`` of every part in turn (gate quarter, up quarter, ...), so
+    # a thread's accumulators are the parts' halves of its own columns; a
+    # part's segment is staged whole, its pieces ``gap`` rows apart.
+    piece = seg // wn if b_parts > 1 else seg
+    gap = (b_parts - 1) * piece if wn > 1 and fault not in PARTS_FAULTS else 0
+    part_bytes = (piece if gap else seg) * STAGE_KBYTES  # where segment j starts: j * part_bytes
+    if bn % b_parts or seg % 8 or piece % 8 or piece * wn * b_parts != bn and b_parts > 1:
+        raise ValueError(f"BN={bn} in {b_parts} parts on {wn} warpgroups: each a multiple of 8 rows (a swizzle atom)")
+    if fault in PARTS_FAULTS and not (wn > 1 and b_parts > 1):
+        raise ValueError(f"fault {fault!r}: a B tile in parts on warpgroups along BN")
+    spread = (piece, gap)
     swz = fault not in ("no_swizzle", UNSWIZZLED)
     issue_a = make_issue(threads, esize, swizzle=swz, gather=gather)
-    issue = make_issue(threads, esize, swizzle=swz)
+    issue = make_issue(threads, esize, swizzle=swz, spread=spread)
     copy_a, copy_b = a_kind == "copy", b_kind == "copy"
     if gather and not copy_a:
         raise ValueError(f"gathered A rows: copied A only, not the {a_kind} stager")
@@ -255,7 +274,9 @@ def make_mainloop(
         along = split and isinstance(stage_b, P.ChunkStager)
         # the stages' B loads in K order, each given what the one before left (int4's group scales)
         fetch_b, put_b, start_b, carried_b = (
-            stage_b.device(seg, along_k=True) if along else P.carry_nothing(*stage_b.device(seg))
+            stage_b.device(seg, along_k=True)
+            if along
+            else P.carry_nothing(*(stage_b.device(seg, spread=spread) if gap else stage_b.device(seg)))
         )
     if not copy_a:
         fetch_a, put_a = stage_a.device(a_rows)
@@ -290,7 +311,7 @@ def make_mainloop(
     def copy_b_stage(smem, at, b32, n, nseg, k, n0, kt, tid):
         """Stage ``kt`` of a copied B tile at byte ``at`` of ``smem``, segment by segment."""
         for j in range(b_parts):
-            issue(smem, at + j * seg_bytes, b32, n, k, n0 + j * nseg, kt * bk, tid, seg, b32)
+            issue(smem, at + j * part_bytes, b32, n, k, n0 + j * nseg, kt * bk, tid, seg, b32)
 
     # A staged B, segment by segment: the loads of a stage (``fetch_bs``) an
     # iteration before their conversion and stores (``put_bs``).
@@ -322,7 +343,7 @@ def make_mainloop(
         @cuda.jit(device=True, inline="always")
         def put_bs(at, raw, n, nseg, k, n0, kt, tid):
             put_b(at, raw[0], n, k, n0, kt, tid)
-            put_b(at + seg_bytes, raw[1], n, k, n0 + nseg, kt, tid)
+            put_b(at + part_bytes, raw[1], n, k, n0 + nseg, kt, tid)
 
         @cuda.jit(device=True, inline="always")
         def start_bs():

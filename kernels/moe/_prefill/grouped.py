@@ -5,10 +5,12 @@ inputs, f32 accumulators)::
 
     out[p, n] = act( sum_k A[row(p), k] * W[e(p), n, k] )    for sorted rows p of expert e
 
-One warpgroup (128 threads, the whole block) per ``TILE_M x BN`` tile of one
-expert's rows (``TILE_M`` = 64, ``BN`` = 32 output columns; where a launch's
-experts average at most 8 rows, the engine's 16-row decode tile, its four
-warps splitting K: ``GG.DECODE_M``): the operands come
+Two warpgroups (256 threads, the whole block) per ``TILE_M x BN`` tile of
+one expert's rows (``TILE_M`` = 64, ``BN`` = 32 output columns), each on
+half of its columns (gated: half the gate columns and the same half of the
+up columns); where a launch's experts average at most 8 rows, the
+engine's 16-row decode tile, one warpgroup whose four warps split K
+(``GG.DECODE_M``): the operands come
 in through the engine's multi-stage ``cp.async`` pipeline into 128-byte
 swizzled shared-memory stages, the transformed ones through its fp16
 stagers (``wgmma_gemm``): NVFP4 (E2M1 x E4M3, exact in fp16), E4M3 (exact),
@@ -78,22 +80,29 @@ BN = 32  # output columns of a tile (the gated tile holds 64 B rows: gate and up
 STAGES = 3
 TENSOR_CORES, TC_DTYPE = "mma.sync", "f16"  # what every launch runs on (the records' claim)
 
-TILE_M = GG.BM  # the kernel's tile: one warpgroup's 64 rows
-# Three resident blocks an SM (168 registers a thread): the stagers' loads
-# carried across an iteration took the gated NVFP4 gate/up to 191 unbounded.
-MIN_BLOCKS = 3
+TILE_M = GG.BM  # the kernel's tile: 64 rows
+# Two consumer warpgroups a block, side by side along the tile's columns
+# (each 64 rows by half of them; gated, half the gate columns and the same
+# half of the up columns): the tile and its traffic stay one warpgroup's,
+# a thread holds half the accumulators and stages half the bytes.
+WGS, WN = 2, 2
+# Two resident blocks an SM (128 registers a thread, 16 warps): one
+# warpgroup a block held the gated NVFP4 gate/up's carried loads in 168.
+MIN_BLOCKS = 2
 
 BOUNDED, GROUPED = 0, 1
 NONE, SILU_GLU, RELU2 = 0, 1, 2
 FLOAT, E4M3, NVFP4 = 0, 1, 2
 INT4, E4M3_BLOCK = 3, 4  # weights only: W4A16 words and fp16 group scales; E4M3 with 128 x 128 block scales
-HALF_ACC = TILE_M * BN // wg.WARPGROUP  # a thread's accumulators of one half of the gated tile
 
 
-def _hooks(SCATTER: bool):
-    """The epilogue hooks (``ACT``), writing row ``p`` at ``y[p]`` or, with
-    ``SCATTER``, at ``y[dest[p]]`` (``dest`` the last of ``ep``: the
-    assignment a sorted row came from)."""
+@lru_cache(maxsize=None)
+def _hooks(SCATTER: bool, n_acc: int):
+    """The epilogue hooks (``ACT``) for a thread's ``n_acc`` accumulators
+    (the gated ones: gate, then up, half each), writing row ``p`` at
+    ``y[p]`` or, with ``SCATTER``, at ``y[dest[p]]`` (``dest`` the last of
+    ``ep``: the assignment a sorted row came from)."""
+    HALF_ACC = n_acc // 2
 
     @cuda.jit(device=True, inline="always")
     def put(y, ep, row_end, ncols, row0, n0, v, rs, cs, t):
@@ -146,7 +155,6 @@ def _glu_one(i, gate, up, at):
     return g / (np.float32(1.0) + math.exp(-g)) * (np.float32(up) * cs[ncols + col] * t)
 
 
-HOOKS = {False: _hooks(False), True: _hooks(True)}
 A_KIND = {
     (FLOAT, 2): "copy",
     (FLOAT, 4): "f32_f16",
@@ -187,7 +195,7 @@ def make_grouped(SCHED: int, GATHER: bool, ACT: int, AFMT: int, WFMT: int, A_ITE
     return GG.make_kernel(
         FORM,
         "f16",
-        1,
+        WGS,
         BN * parts,
         STAGES,
         GG.BOUNDED if SCHED == BOUNDED else GG.GROUPED,
@@ -195,9 +203,10 @@ def make_grouped(SCHED: int, GATHER: bool, ACT: int, AFMT: int, WFMT: int, A_ITE
         a_kind=kind,
         gather=GATHER and kind == "copy",
         b_parts=parts,
-        epilogue=HOOKS[SCATTER][ACT],
+        epilogue_of=lambda n_acc: _hooks(SCATTER, n_acc)[ACT],
         unit=BM,
         min_blocks=MIN_BLOCKS,
+        wn=WN,
     )
 
 

@@ -3,9 +3,11 @@ rows sorted by group, each group against its own B) against NumPy, in the
 simulator: gathered A rows on the bounded schedule (mma.sync), per-block
 groups on the walking schedule with fewer blocks than tiles (wgmma, float32
 A and NVFP4 B through the fp16 stagers), and gate/up halves of one tile
-with an epilogue hook (SiLU-GLU, E4M3 weights); odd row counts, an empty
-group, a group past one tile, K below and past a stage. A kernel built
-without the gather, or with the stages read out of order, fails. The
+with an epilogue hook (SiLU-GLU, E4M3 weights), on one warpgroup and on
+two along the columns (each its quarter of gate and of up); odd row
+counts, an empty group, a group past one tile, K below and past a stage.
+A kernel built without the gather, with the stages read out of order, or
+with the gated parts staged whole on two warpgroups, fails. The
 16-row decode tile the launch takes for a few rows a group: groups of 0, 1
 and 3 rows, n and k off the tile and the instruction's K step, both
 schedules, a walk past its first window of 32 groups; without the row map,
@@ -111,7 +113,6 @@ def test_each_group_reads_its_own_weights_on_the_walking_schedule():
 
 
 HALF = 16  # the gated tile's output columns: BN = 32, gate and up halves
-HALF_ACC = HALF // 2  # a thread's accumulators of one half (64 x 16 over 128 threads)
 
 
 @cuda.jit(device=True, inline="always")
@@ -123,25 +124,33 @@ def _glu_one(i, gate, up, at):
     return gv / (np.float32(1.0) + math.exp(-gv)) * (np.float32(up) * cs[e, ncols + col])
 
 
-@cuda.jit(device=True, inline="always")
-def _glu(y, ep, acc, row0, row_end, n0, ncols, e):
-    cs, ones = ep
-    v = unroll.each_map(_glu_one, acc[:HALF_ACC], acc[HALF_ACC:], (cuda.threadIdx.x & 127, cs, e, n0, ncols))
-    P.store(y, row_end, ncols, row0, n0, v, ones, ones, np.float32(1.0), False)
+def _glu_of(n_acc):
+    """The SiLU-GLU hook of a thread's ``n_acc`` accumulators: gate, then up."""
+    half = n_acc // 2
+
+    @cuda.jit(device=True, inline="always")
+    def glu(y, ep, acc, row0, row_end, n0, ncols, e):
+        cs, ones = ep
+        v = unroll.each_map(_glu_one, acc[:half], acc[half:], (cuda.threadIdx.x & 127, cs, e, n0, ncols))
+        P.store(y, row_end, ncols, row0, n0, v, ones, ones, np.float32(1.0), False)
+
+    return glu
 
 
-@pytest.mark.sim
-def test_gate_and_up_halves_of_one_tile_meet_in_the_epilogue_hook():
-    """mma.sync, walking schedule, gathered fp16 A, E4M3 weights
-    (``e4m3_f16``) with a scale per weight row applied by the hook:
-    ``silu(gate) * up``."""
+def _gated(form=mma_sync, wn=1, fault="", b_kind="e4m3_f16", counts=(9, 0, 66), k=144):
+    """Walking schedule, gathered fp16 A, E4M3 weights (``e4m3_f16``, or
+    copied fp16 ones: ``copy``) with a scale per weight row applied by the
+    hook: ``silu(gate) * up``, on ``wn`` warpgroups along BN (each its
+    half of the gate and of the up columns). (got, reference)"""
     rng = np.random.default_rng(3)
-    counts, t, n, k = [9, 0, 66], 40, 24, 144  # k: two stages and a quarter
+    t, n = 40, 24  # k: two stages and a quarter by default
     off = _off(counts)
     rows, e_n = int(off[-1]), len(counts)
     a, a64 = _f16((t, k), rng)
     codes = bits.f32_to_e4m3_np(rng.standard_normal((e_n, 2 * n, k)).astype(np.float32))
     w64 = bits.e4m3_to_f32_np(codes).astype(np.float64)
+    if b_kind == "copy":
+        codes = w64.astype(np.float16)  # (exact: E4M3 values are fp16 values)
     ws = rng.uniform(0.5, 1.5, (e_n, 2 * n)).astype(np.float32)
     tok = rng.integers(0, t, rows).astype(np.int32)
     ge = _group_of(off)
@@ -149,14 +158,50 @@ def test_gate_and_up_halves_of_one_tile_meet_in_the_epilogue_hook():
     gate, up = full[:, :n], full[:, n:]
     ref = gate / (1 + np.exp(-gate)) * up
     kern = GG.make_kernel(
-        mma_sync, "f16", 1, 2 * HALF, 3, GG.GROUPED, b_kind="e4m3_f16", gather=True, b_parts=2, epilogue=_glu
+        form,
+        "f16",
+        wn,
+        2 * HALF,
+        3,
+        GG.GROUPED,
+        b_kind=b_kind,
+        gather=True,
+        b_parts=2,
+        epilogue_of=_glu_of,
+        fault=fault,
+        wn=wn,
     )
-    launch = GG.make_launch(kern, e_n, rows, n, k, max_blocks=3)
+    launch = GG.make_launch(kern, e_n, rows, n, k, max_blocks=3, tile="kernel")
     y = cuda.to_device(np.full((rows, n), np.nan, np.float32))
     dev = [cuda.to_device(x) for x in (a.view(np.uint32), codes.view(np.uint32), tok, off, ws)]
     ones = cuda.to_device(np.ones(max(rows, n), np.float32))
     launch(y, dev[0], dev[1], None, None, dev[2], dev[3], 0, (dev[4], ones))
-    assert _err(y.copy_to_host(), ref) <= 1e-5
+    return y.copy_to_host(), ref
+
+
+@pytest.mark.sim
+def test_gate_and_up_halves_of_one_tile_meet_in_the_epilogue_hook():
+    """mma.sync, one warpgroup: the hook's ``silu(gate) * up``."""
+    got, ref = _gated()
+    assert _err(got, ref) <= 1e-5
+
+
+@pytest.mark.sim
+@pytest.mark.parametrize("form,b_kind", [(mma_sync, "e4m3_f16"), (wgmma_async, "copy")], ids=["mma_sync", "wgmma"])
+def test_two_warpgroups_along_bn_each_hold_their_gate_and_up_quarters(form, b_kind):
+    """Two warpgroups side by side on the gated tile: each computes its
+    half of the gate columns and the same half of the up columns (the
+    stage's B rows interleaved by quarters, staged E4M3 and copied fp16)."""
+    got, ref = _gated(form, 2, b_kind=b_kind, counts=(9, 0, 30), k=80)
+    assert _err(got, ref) <= 1e-5
+
+
+@pytest.mark.sim
+def test_gate_and_up_staged_whole_on_two_warpgroups_fail_the_check():
+    """The parts staged side by side as on one warpgroup: the first
+    warpgroup's columns all gate, the second's all up."""
+    got, ref = _gated(mma_sync, 2, fault="parts_apart", counts=(9, 0, 30), k=80)
+    assert _err(got, ref) > 1e-2
 
 
 def test_configurations_the_grouped_loop_cannot_take_are_refused():
