@@ -15,7 +15,8 @@ is the same algorithm in float64)::
 1. ``ssd_chunk_state``, block per (chunk, head, ``PB`` head-dim rows): the
    chunk's dt and cumulative decay (written once to ``cs``/``dts``), and
    its own state contribution ``sum_j exp(cum_last - cum_j) dt_j x_j B_j^T``
-   into ``cstate[c, h]``, staging ``B`` a 32-token tile at a time;
+   into ``cstate[c, h]``, staging ``B`` and the weighted ``x`` rows a
+   32-token tile at a time;
 2. ``ssd_state_pass``, thread per state element of a head: walks the chunks
    in order from the carried state, replacing ``cstate[c]`` by the state
    entering chunk ``c`` and leaving the final state in ``state``;
@@ -45,7 +46,10 @@ as fp32 rows of ``N + 1`` words (kernel 1 stages ``B``, kernel 3 ``C``;
 the pad staggers the rows across banks), and ``M``:
 ``geometry.ssd_shared_bytes(N)`` at the longest chunk (256), which must fit
 the 48 KiB a block may declare statically: that is ``ssd_scan_fits``, the
-condition of the decision table.
+condition of the decision table. Kernel 1 also stages its tokens' ``w_j
+x_j`` rows (32 tokens by its ``PB`` head-dim rows, at most
+:data:`WX_ROWS`: 16 KiB; 2 KiB at the model's ``N`` = 128), checked on
+its own; kernel 3's read-out reuses ``M``'s space.
 """
 
 from __future__ import annotations
@@ -57,6 +61,8 @@ import numpy as np
 from numba import config, cuda, float32, uint32, uint64
 
 from ...common import launch as L
+from ...common import unroll
+from ...common import wgmma as wg
 from ...common.gemm import warp_rows as WR
 from ...common.smem import smem_addr, st_shared_f32x2
 from ._device import group_of, step_dt
@@ -66,6 +72,7 @@ NAME = "ssd"
 SUMMARY = "chunked SSD scan: chunk states, state passing, intra-chunk masked C.B blocks (3 launches)"
 TILE = SSD_TILE
 ALIGN8 = None if config.ENABLE_CUDASIM else 8  # the simulator refuses an alignment (its own are 1024)
+FULL = 0xFFFFFFFF  # every lane of a warp
 LAUNCHES = 3
 TENSOR_CORES = WR.FORM  # the C.B blocks on mma.sync (``common/gemm/warp_rows``)
 
@@ -89,9 +96,13 @@ def threads_for(p: int, n: int) -> int:
     return 256 if p * n >= 4096 else 32
 
 
+WX_ROWS = 128  # at most this many head-dim rows a chunk-state block (its staged ``w x`` tile: 16 KiB)
+
+
 def rows_per_block(p: int, n: int, threads: int) -> int:
-    """Head-dim rows of one chunk-state block: 8 state elements per thread."""
-    return max(1, min(p, 8 * threads // n))
+    """Head-dim rows of one chunk-state block: 8 state elements per thread
+    (and at most :data:`WX_ROWS`)."""
+    return max(1, min(p, 8 * threads // n, WX_ROWS))
 
 
 @lru_cache(maxsize=None)
@@ -99,6 +110,7 @@ def make_chunk_state(CHUNK: int, N: int, PB: int, THREADS: int, HPG: int, DECAY_
     """Kernel 1. ``DECAY_SCALE`` (tests only) scales the log-decay."""
     NS = N + 1
     BTILE = TILE * NS  # shared arrays are sized by constants computed here, not in the kernel
+    WXTILE = TILE * PB
     EPT = (PB * N + THREADS - 1) // THREADS
     SC = float32(DECAY_SCALE)
 
@@ -108,7 +120,7 @@ def make_chunk_state(CHUNK: int, N: int, PB: int, THREADS: int, HPG: int, DECAY_
         cum = cuda.shared.array(CHUNK, np.float32)
         dtv = cuda.shared.array(CHUNK, np.float32)
         bs = cuda.shared.array(BTILE, np.float32)
-        w = cuda.shared.array(TILE, np.float32)
+        wx = cuda.shared.array(WXTILE, np.float32)  # w_j x[j, p] of the tile's tokens and the block's rows
         acc = cuda.local.array(EPT, np.float32)
         tid = cuda.threadIdx.x
         c = cuda.blockIdx.x
@@ -139,8 +151,11 @@ def make_chunk_state(CHUNK: int, N: int, PB: int, THREADS: int, HPG: int, DECAY_
             for e in range(tid, jn * N, THREADS):
                 jj = e // N
                 bs[jj * NS + e - jj * N] = float32(B[t0 + j0 + jj, g, e - jj * N])
-            for jj in range(tid, jn, THREADS):
-                w[jj] = math.exp(last - cum[j0 + jj]) * dtv[j0 + jj]
+            for e in range(tid, jn * PB, THREADS):  # (lanes along the head dim: x's rows read whole)
+                jj = e // PB
+                p = p0 + e - jj * PB
+                xv = float32(x[t0 + j0 + jj, h, p]) if p < p_len else float32(0.0)
+                wx[e] = math.exp(last - cum[j0 + jj]) * dtv[j0 + jj] * xv
             cuda.syncthreads()
             for k in range(EPT):
                 e = tid + k * THREADS
@@ -150,7 +165,7 @@ def make_chunk_state(CHUNK: int, N: int, PB: int, THREADS: int, HPG: int, DECAY_
                 if pr < PB and p < p_len:
                     a = acc[k]
                     for jj in range(jn):
-                        a += w[jj] * float32(x[t0 + j0 + jj, h, p]) * bs[jj * NS + n]
+                        a += wx[jj * PB + pr] * bs[jj * NS + n]
                     acc[k] = a
             cuda.syncthreads()
         for k in range(EPT):
@@ -236,6 +251,55 @@ def _put_m():
     return put_m, put_m2
 
 
+@cuda.jit(device=True, inline="always")
+def _fold(i, lo, hi, ctx):
+    """One step of folding ``2 w`` partial sums across lanes ``w`` apart:
+    a lane keeps the half its lane bit ``w`` names and adds its partner's
+    of the same half, handing it the other."""
+    upper, w = ctx
+    keep = hi if upper else lo
+    give = lo if upper else hi
+    return keep + cuda.shfl_xor_sync(FULL, give, w)
+
+
+def make_read_out(N: int):
+    """``read_out(cs_t, cstate, c, h, p, lane)`` -> ``sum_n C[i, n] S[p,
+    n]`` for the tile's row ``i = lane``: a warp takes one state row ``p``
+    with its lanes along ``n`` (``n = lane + 32 j``: every load 128
+    contiguous bytes, where a thread a row read it a float every 512
+    bytes), each lane a partial sum for each of the tile's 32 rows (``C``
+    rows read along ``n`` too, 32 consecutive words), then folds the 32
+    rows' partials across the lanes in 31 shuffles (16 + 8 + 4 + 2 + 1),
+    after which lane ``i`` holds row ``i``'s sum."""
+    NJ = (N + 31) // 32
+    NS = N + 1  # the staged C rows' pitch
+    zeros = wg.zeros(2 * TILE)  # TILE float32 zeros
+    if TILE != 32:
+        raise ValueError(f"the read-out folds {TILE} rows over 32 lanes")
+
+    @cuda.jit(device=True, inline="always")
+    def _row_part(i, part, _same, ctx):
+        """Row ``i``'s partial sum, one state column further."""
+        cs_t, at, s = ctx
+        return part + cs_t[i * NS + at] * s
+
+    @cuda.jit(device=True, inline="always")
+    def read_out(cs_t, cstate, c, h, p, lane):
+        part = zeros()
+        for j in range(NJ):
+            n = lane + 32 * j
+            s = cstate[c, h, p, n] if n < N else float32(0.0)
+            part = unroll.each_map(_row_part, part, part, (cs_t, min(n, N - 1), s))
+        v = unroll.each_map(_fold, part[:16], part[16:], ((lane & 16) != 0, 16))
+        v = unroll.each_map(_fold, v[:8], v[8:], ((lane & 8) != 0, 8))
+        v = unroll.each_map(_fold, v[:4], v[4:], ((lane & 4) != 0, 4))
+        v = unroll.each_map(_fold, v[:2], v[2:], ((lane & 2) != 0, 2))
+        v = unroll.each_map(_fold, v[:1], v[1:], ((lane & 1) != 0, 1))
+        return v[0]
+
+    return read_out
+
+
 @lru_cache(maxsize=None)
 def make_chunk_scan(CHUNK: int, N: int, P: int, THREADS: int, HPG: int, layout=WR.LAYOUT):
     """Kernel 3. ``layout``: the MMA fragment maps of the ``C.B`` blocks
@@ -246,6 +310,8 @@ def make_chunk_scan(CHUNK: int, N: int, P: int, THREADS: int, HPG: int, layout=W
     OPT = (TILE * P + THREADS - 1) // THREADS
     put_m, put_m2 = _put_m()
     cb = WR.make_product(N, THREADS, put_m, layout, put_m2)
+    read_out = make_read_out(N)
+    WARPS = THREADS // 32
 
     @cuda.jit
     def ssd_chunk_scan(y, x, B, C, D, cs, dts, cstate):
@@ -256,6 +322,7 @@ def make_chunk_scan(CHUNK: int, N: int, P: int, THREADS: int, HPG: int, layout=W
         m = cuda.shared.array(MTILE, np.float32, alignment=ALIGN8)  # 8-byte pair stores
         acc = cuda.local.array(OPT, np.float32)
         tid = cuda.threadIdx.x
+        lane = tid & 31
         c = cuda.blockIdx.x
         h = cuda.blockIdx.y
         g = h // HPG
@@ -289,16 +356,28 @@ def make_chunk_scan(CHUNK: int, N: int, P: int, THREADS: int, HPG: int, layout=W
                             a += m[m_at(ii, jj)] * float32(x[t0 + j0 + jj, h, p])
                         acc[k] = a
                 cuda.syncthreads()  # M fully read
+            # the entering state's read-out, TILE state rows a pass: warp by
+            # warp a row (``read_out``), row i's sum at m[pl TILE + (i ^ pl)]
+            # (the free M block; the XOR keeps both the lanes' puts and the
+            # threads' reads of a row on 32 banks)
+            for pb in range(0, P, TILE):
+                for pl in range(tid >> 5, min(TILE, P - pb), WARPS):
+                    m[pl * TILE + (lane ^ pl)] = read_out(cs_t, cstate, c, h, pb + pl, lane)
+                cuda.syncthreads()
+                for k in range(OPT):
+                    o = tid + k * THREADS
+                    ii = o // P
+                    pl = o - ii * P - pb
+                    if ii < i_n and 0 <= pl < TILE:
+                        acc[k] += math.exp(cum[i0 + ii]) * m[pl * TILE + (ii ^ pl)]
+                cuda.syncthreads()  # read before the next pass's puts
             for k in range(OPT):
                 o = tid + k * THREADS
                 ii = o // P
                 p = o - ii * P
                 if ii < i_n:
                     i = i0 + ii
-                    inter = float32(0.0)
-                    for n in range(N):
-                        inter += cs_t[ii * NS + n] * cstate[c, h, p, n]
-                    y[t0 + i, h, p] = acc[k] + math.exp(cum[i]) * inter + d_h * float32(x[t0 + i, h, p])
+                    y[t0 + i, h, p] = acc[k] + d_h * float32(x[t0 + i, h, p])
 
     return ssd_chunk_scan
 
@@ -320,6 +399,7 @@ def build(shape, DECAY_SCALE: float = 1.0, CARRY: bool = True, layout=WR.LAYOUT)
     k2 = make_state_pass(chunk, CARRY)
     k3 = make_chunk_scan(chunk, n, p, threads, hpg, layout)
     L.check_shared(4 * (2 * chunk + 2 * TILE * (n + 1) + TILE * TILE))
+    L.check_shared(4 * (2 * chunk + TILE * (n + 1) + TILE * pb))  # kernel 1's
     g1 = L.check_grid((nc, h, -(-p // pb)))
     g2 = L.check_grid((h, L.blocks_for(p * n, threads)))
     g3 = L.check_grid((nc, h))
