@@ -46,7 +46,7 @@ from functools import lru_cache
 import numpy as np
 from numba import cuda, float32, uint32, uint64
 
-from .. import mma
+from .. import mma, vload
 
 TM, TN, TK = mma.M, mma.N, mma.K  # one MMA: 16 rows x 8 columns, 16 deep
 WARP = mma.WARP
@@ -127,8 +127,26 @@ def _where(f, ta, la, tb, lb):
     return ok + t + c
 
 
+def paired_steps(layout) -> bool:
+    """Whether every lane's A registers 0 and 2 (and 1 and 3) are one row's
+    ``d`` 8 apart, its B registers 0 and 1 one column's, all in the first
+    half of the step: then a lane may read the four consecutive ``d`` at
+    ``4 (c % 4)`` of a step with one 8-byte load for each pair, the step's
+    ``d`` permuted alike in both operands (the dot product unchanged)."""
+    a_elem, b_elem, _c = (getattr(f, "py_func", f) for f in layout)
+    for lane in range(WARP):
+        for lo, hi in ((0, 4), (2, 6)):
+            (r0, c0), (r1, c1) = a_elem(lane, lo), a_elem(lane, hi)
+            if r1 != r0 or c1 != c0 + 8 or c0 >= 8 or c0 % 2:
+                return False
+        (k0, n0), (k1, n1) = b_elem(lane, 0), b_elem(lane, 2)
+        if n1 != n0 or k1 != k0 + 8 or k0 >= 8 or k0 % 2:
+            return False
+    return True
+
+
 @lru_cache(maxsize=None)
-def make_tile(DK: int, layout=LAYOUT):
+def make_tile(DK: int, layout=LAYOUT, wide: bool = False):
     """Device functions ``coords(lane)`` and ``tile(x, y, h, ta, la, tb, lb,
     f) -> (d0..d3)``.
 
@@ -146,8 +164,17 @@ def make_tile(DK: int, layout=LAYOUT):
     kernels compile 4x slower); they index with ``uint64`` and shifts, so
     no wrap-around code is lost by compiling them apart. The loads are
     written out rather than called: in the simulator every device call
-    costs as much as a few dozen lines."""
+    costs as much as a few dozen lines.
+
+    ``wide`` (rows in global memory, ``DK`` a multiple of 4 and a layout
+    whose pairs allow it, :func:`paired_steps`): each k step's ``d`` is
+    read permuted, a lane's two registers of one row as one 8-byte
+    ``ld.global.nc.v2`` of four consecutive ``d`` (its row's four lanes
+    then read the step's 32 bytes, whole sectors, where two 4-byte loads
+    each used half of them); where either array does not start 16-byte
+    aligned, the word loads."""
     a_elem, b_elem, c_elem = layout
+    WIDE = wide and DK % 4 == 0 and paired_steps(layout)
     ODD = DK % 2 == 1  # rows not 4-byte aligned: each register from two 16-bit loads
     KSTEPS = -(-DK // TK)
     WSTEP = TK // 2  # 32-bit words per k-step
@@ -185,6 +212,15 @@ def make_tile(DK: int, layout=LAYOUT):
             return xa[t, hh, uint64(w)] if ok and w < DKW else Z
         return xa[t, hh, uint64(w)] if ok else Z
 
+    @cuda.jit(device=True, inline="always")
+    def load2(xa, t, hh, w, ok):
+        """Words ``w``, ``w + 1`` of row ``t`` by one 8-byte load (``w``
+        even; zeros where not ``ok`` or past ``DK``)."""
+        at = (t * uint64(xa.shape[1]) + hh) * uint64(DKW) + uint64(w)
+        if ok and (not PAD or w < DKW):
+            return vload.ldg_v2(xa, at)
+        return Z, Z
+
     @cuda.jit(device=True)
     def tile(x, y, h, ta, la, tb, lb, f):
         xa = rows_of(x)  # here, not in the caller: no view lives across it
@@ -195,6 +231,14 @@ def make_tile(DK: int, layout=LAYOUT):
         d1 = float32(0.0)
         d2 = float32(0.0)
         d3 = float32(0.0)
+        if WIDE and vload.aligned16(xa) and vload.aligned16(ya):  # (the same in every lane)
+            for s in range(KSTEPS):
+                w0 = s * WSTEP  # a step's d permuted alike in A and B: registers 0, 2 (1, 3) one load
+                a0, a2 = load2(xa, t0, hh, w0 + 2 * c0, ok0)
+                a1, a3 = load2(xa, t1, hh, w0 + 2 * c1, ok1)
+                b0, b1 = load2(ya, t4, hh, w0 + 2 * c4, ok4)
+                d0, d1, d2, d3 = mma.mma_f16_16816(a0, a1, a2, a3, b0, b1, d0, d1, d2, d3)
+            return d0, d1, d2, d3
         for s in range(KSTEPS):
             w0 = s * WSTEP
             a0 = load(xa, t0, hh, w0 + c0, ok0)
@@ -223,7 +267,7 @@ def pairs_along_rows(c_elem) -> bool:
 
 
 @lru_cache(maxsize=None)
-def make_product(DK: int, NT: int, put, layout=LAYOUT, put2=None):
+def make_product(DK: int, NT: int, put, layout=LAYOUT, put2=None, wide: bool = False):
     """Device function ``product(x, y, h, ta, la, tb, lb, lower, ctx,
     tid)``: every element ``(i < la, l < lb)`` of the block's tiles (with
     ``lower``, only the tiles holding some ``l <= i``; elements above the
@@ -241,10 +285,11 @@ def make_product(DK: int, NT: int, put, layout=LAYOUT, put2=None):
     four rows on each bank where the rows lie a multiple of 32 words
     apart); ``put`` takes the column a pair has alone at the block's edge.
     Only with a layout whose pairs are a row's (:func:`pairs_along_rows`);
-    else every element goes to ``put``."""
+    else every element goes to ``put``. ``wide``: rows read from global
+    memory in 8-byte pieces (:func:`make_tile`)."""
     if NT % WARP:
         raise ValueError(f"{NT} threads are not whole warps: mma.sync needs all 32 lanes")
-    coords, tile = make_tile(DK, layout)
+    coords, tile = make_tile(DK, layout, wide)
     NW = NT // WARP
     PAIRS = put2 is not None and pairs_along_rows(layout[2])
 

@@ -309,7 +309,7 @@ def make_chunk_scan(CHUNK: int, N: int, P: int, THREADS: int, HPG: int, layout=W
     MTILE = TILE * TILE
     OPT = (TILE * P + THREADS - 1) // THREADS
     put_m, put_m2 = _put_m()
-    cb = WR.make_product(N, THREADS, put_m, layout, put_m2)
+    cb = WR.make_product(N, THREADS, put_m, layout, put_m2, wide=True)  # C and B rows from global
     read_out = make_read_out(N)
     WARPS = THREADS // 32
 

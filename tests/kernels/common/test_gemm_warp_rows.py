@@ -3,9 +3,10 @@
 to the warps, each element handed to the caller's ``put``) against NumPy,
 in the simulator: even, padded (``d % 16 != 0``) and odd row lengths
 (16-bit halves), a block offset into the arrays, a whole block and a lower
-triangle, blocks past one tile and past a warp's share. Exact fp16
-products, f32 sums: within 1e-5 of the largest magnitude. A wrong fragment
-map fails; a partial warp is refused."""
+triangle, blocks past one tile and past a warp's share; rows read in
+8-byte pieces (``wide``) and, where an array is not 16-byte aligned, in
+words. Exact fp16 products, f32 sums: within 1e-5 of the largest
+magnitude. A wrong fragment map fails; a partial warp is refused."""
 
 from __future__ import annotations
 
@@ -33,8 +34,8 @@ def _put2(ctx, i, l, dot, dot1):
     seen[i, l + 1] += 1
 
 
-def _run(x, y, h, ta, la, tb, lb, lower, threads=64, layout=WR.LAYOUT, put2=None):
-    product = WR.make_product(x.shape[2], threads, _put, layout, put2)
+def _run(x, y, h, ta, la, tb, lb, lower, threads=64, layout=WR.LAYOUT, put2=None, wide=False):
+    product = WR.make_product(x.shape[2], threads, _put, layout, put2, wide)
 
     @cuda.jit
     def kern(out, seen, x, y, h, ta, la, tb, lb, lower):
@@ -43,7 +44,8 @@ def _run(x, y, h, ta, la, tb, lb, lower, threads=64, layout=WR.LAYOUT, put2=None
     out = np.full((la, lb), np.nan, np.float32)
     seen = np.zeros((la, lb), np.int32)
     d_out, d_seen = cuda.to_device(out), cuda.to_device(seen)
-    kern[1, threads](d_out, d_seen, cuda.to_device(x), cuda.to_device(y), h, ta, la, tb, lb, lower)
+    dx, dy = (cuda.to_device(a) if isinstance(a, np.ndarray) else a for a in (x, y))
+    kern[1, threads](d_out, d_seen, dx, dy, h, ta, la, tb, lb, lower)
     return d_out.copy_to_host(), d_seen.copy_to_host()
 
 
@@ -90,6 +92,44 @@ def test_with_put2_each_rows_column_pair_comes_together_and_an_odd_last_column_a
     assert (seen[:, 0:16:2] == 10).all() and (seen[:, 1:16:2] == 1).all() and (seen[:, 16] == 1).all()
     plain, _ = _run(x, y, 0, ta, la, tb, lb, False)
     assert np.array_equal(got, plain)
+
+
+@pytest.mark.sim
+@pytest.mark.parametrize("d", [16, 36, 12, 7])
+def test_rows_read_in_8_byte_pieces_give_the_same_products(d):
+    """``wide``: each step's ``d`` permuted alike in both operands, a
+    lane's pairs of registers one 8-byte load (d 16, 36: one step and a
+    padded one; 12: padded; 7, odd: the word loads). Every dot once."""
+    rng = np.random.default_rng(d)
+    x, y = _rows(rng, 30, d), _rows(rng, 25, d)
+    ta, la, tb, lb = 3, 19, 5, 17
+    got, seen = _run(x, y, 1, ta, la, tb, lb, False, wide=True)
+    want = x[ta : ta + la, 1].astype(np.float64) @ y[tb : tb + lb, 1].astype(np.float64).T
+    assert (seen == 1).all()
+    assert np.abs(got - want).max() <= 1e-5 * np.abs(want).max()
+
+
+@pytest.mark.sim
+def test_rows_not_16_byte_aligned_take_the_word_loads():
+    """An array starting 4 bytes into its allocation: an 8-byte load of a
+    row would fault (the twin refuses it), so the product reads words."""
+    rng = np.random.default_rng(5)
+    x = _rows(rng, 31, 16)
+    flat = cuda.to_device(np.concatenate([np.zeros(2, np.float16), x.reshape(-1)]))
+    dx = flat[2:].reshape(x.shape)  # a view 4 bytes into the allocation
+    got, _ = _run(dx, x, 0, 1, 18, 0, 9, False, wide=True)
+    want = x[1:19, 0].astype(np.float64) @ x[0:9, 0].astype(np.float64).T
+    assert np.abs(got - want).max() <= 1e-5 * np.abs(want).max()
+
+
+def test_8_byte_pieces_are_taken_only_where_a_lanes_registers_pair_along_d():
+    assert WR.paired_steps(WR.LAYOUT)
+
+    def a_swapped(lane, i):  # registers 0 and 2 a row apart: no 8-byte piece of one row
+        r, c = mma.a_elem.py_func(lane, i)
+        return (r + 8) % mma.M if i in (4, 5) else r, c
+
+    assert not WR.paired_steps((a_swapped, mma.b_elem, mma.c_elem))
 
 
 def test_pairs_are_taken_only_where_the_fragment_map_holds_them_along_a_row():

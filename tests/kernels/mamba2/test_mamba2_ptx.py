@@ -7,7 +7,8 @@ the SSD chunk scan at the longest chunk and the largest state that fits
 stays within what ``geometry.ssd_shared_bytes`` (the decision table's fit)
 says, less the B tile it no longer stages. Only the SSD chunk scan has a
 tensor-core instruction (its ``C.B`` blocks on ``mma.sync``, in the SASS as
-``HMMA``). The projection GEMMs are ffn_prefill's and w4a16's kernels,
+``HMMA``, the rows in 8-byte loads; its read-out's partial sums folded by
+butterfly shuffles). The projection GEMMs are ffn_prefill's and w4a16's kernels,
 compiled by their own tests."""
 
 from __future__ import annotations
@@ -57,6 +58,10 @@ def test_every_mamba2_kernel_compiles_for_sm90_in_fp32(compiled):
         assert has == name.startswith("ssd_chunk_scan"), name
         # the C.B block's results go in as column pairs, one 8-byte store a lane (``ssd._put_m``)
         assert ("st.shared.v2.f32" in ptx) == has, name
+    # at the model's state (128, a multiple of 4) the C and B fragments come in 8-byte loads, and the
+    # entering state's read-out folds its rows' partial sums across lanes
+    scan = Path(compiled["kernels"]["ssd_chunk_scan"]["ptx"]).read_text()
+    assert "ld.global.nc.v2.u32" in scan and "shfl.sync.bfly" in scan
 
 
 def test_ptxas_accepts_them_without_spills_or_local_memory(compiled):
