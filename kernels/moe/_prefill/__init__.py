@@ -20,7 +20,9 @@ moe.shared_expert       one squared-ReLU expert on every token
 
 Every GEMM of them is ``grouped``'s, on the shared GEMM engine
 (``common/gemm/grouped.py``: a multi-stage ``cp.async`` pipeline into
-swizzled shared memory, 64-row tiles of one expert, one warpgroup a tile)
+swizzled shared memory, 64-row tiles of one expert, two warpgroups a tile
+side by side along its columns, each its half of the gate and of the up
+columns)
 on its ``mma.sync`` form: warp MMA m16n8k16 with fp16 inputs and f32
 accumulators (the records say ``tensor_cores: "mma.sync"``, ``tc_dtype:
 "f16"``); NVFP4 and E4M3 operands are staged into fp16 exactly (their
