@@ -74,6 +74,10 @@ TILE = SSD_TILE
 ALIGN8 = None if config.ENABLE_CUDASIM else 8  # the simulator refuses an alignment (its own are 1024)
 FULL = 0xFFFFFFFF  # every lane of a warp
 LAUNCHES = 3
+# The chunk-state kernel's launch bound: three resident blocks of 256
+# threads an SM (at most 85 registers a thread; unbounded it took 86, two
+# blocks), 24 warps where it had 16.
+STATE_MIN_BLOCKS = 3
 TENSOR_CORES = WR.FORM  # the C.B blocks on mma.sync (``common/gemm/warp_rows``)
 
 
@@ -114,7 +118,7 @@ def make_chunk_state(CHUNK: int, N: int, PB: int, THREADS: int, HPG: int, DECAY_
     EPT = (PB * N + THREADS - 1) // THREADS
     SC = float32(DECAY_SCALE)
 
-    @cuda.jit
+    @L.jit_bounded(THREADS, STATE_MIN_BLOCKS)
     def ssd_chunk_state(cs, dts, cstate, x, dt_raw, dt_bias, A, B):
         t_len, _, p_len = x.shape
         cum = cuda.shared.array(CHUNK, np.float32)
