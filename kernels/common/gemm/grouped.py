@@ -91,6 +91,16 @@ def scaled_store(y, ep, acc, row0, row_end, n0, ncols, e):
 
 
 @cuda.jit(device=True, inline="always")
+def _pair(off, i):
+    """``off[i]`` and ``off[i + 1]`` (``i + 1`` within ``off``), loaded by
+    lanes 0 and 1 of the warp in one instruction (one sector) and handed
+    to every lane: a group's row range."""
+    lane = cuda.threadIdx.x & 31
+    v = np.int32(off[i + lane]) if lane < 2 else np.int32(0)
+    return cuda.shfl_sync(FULL, v, 0), cuda.shfl_sync(FULL, v, 1)
+
+
+@cuda.jit(device=True, inline="always")
 def _lane0(off, i):
     """``off[i]``, loaded by lane 0 of the warp and handed to the others (a
     walk step's offsets: one 4-byte load a warp, not one a thread)."""
@@ -200,9 +210,9 @@ def make_kernel(
             cap = max_m_tiles * unit  # the bound, in rows
             per = (cap + a_rows - 1) // a_rows  # blocks per group
             e = cuda.blockIdx.x // per
-            first = _lane0(off, e)  # (one load a warp: most blocks of a generous bound leave at once)
+            first, last = _pair(off, e)  # (one load a warp: most blocks of a generous bound leave at once)
             r0 = first + (cuda.blockIdx.x % per) * a_rows
-            row_end = min(_lane0(off, e + 1), first + cap)
+            row_end = min(last, first + cap)
             if r0 < row_end:  # the whole block leaves together
                 tile(y, a32, b32, bsc, asc, rowmap, ep, e, r0, row_end, cuda.blockIdx.y * seg)
 
