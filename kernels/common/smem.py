@@ -17,6 +17,7 @@ swizzle bits agree there as on the hardware.
 from __future__ import annotations
 
 import threading
+from functools import partial
 
 import numpy as np
 from numba import config
@@ -104,29 +105,24 @@ def _shared_f32x4():
 
     from .vload import f32x4_load, f32x4_store
 
-    def st_shared_f32x4(typingctx, addr, a, b, c, d):
+    def st_f32(addr, values):
+        """The typing and codegen of a store of ``values`` (2 or 4) as float32."""
         if not isinstance(addr, types.Integer):
             return None
-        if not all(isinstance(x, (types.Float, types.Integer)) for x in (a, b, c, d)):
+        if not all(isinstance(x, (types.Float, types.Integer)) for x in values):
             return None
 
         def codegen(context, builder, signature, args):
             at = context.cast(builder, args[0], signature.args[0], types.uint32)
             return f32x4_store(context, builder, at, args[1:], signature.args[1:], "shared")
 
-        return types.void(addr, a, b, c, d), codegen
+        return types.void(addr, *values), codegen
+
+    def st_shared_f32x4(typingctx, addr, a, b, c, d):
+        return st_f32(addr, (a, b, c, d))
 
     def st_shared_f32x2(typingctx, addr, a, b):
-        if not isinstance(addr, types.Integer):
-            return None
-        if not all(isinstance(x, (types.Float, types.Integer)) for x in (a, b)):
-            return None
-
-        def codegen(context, builder, signature, args):
-            at = context.cast(builder, args[0], signature.args[0], types.uint32)
-            return f32x4_store(context, builder, at, args[1:], signature.args[1:], "shared")
-
-        return types.void(addr, a, b), codegen
+        return st_f32(addr, (a, b))
 
     def ld_shared_f32x4(typingctx, addr):
         if not isinstance(addr, types.Integer):
@@ -235,36 +231,26 @@ def _twin_region(addr: int, nbytes: int, what: str):
     raise IndexError(f"{what} twin: bytes {addr}..{addr + nbytes - 1} not in one shared array")
 
 
-def _twin_st_shared_v4(addr, a, b, c, d):
+def _twin_store(dtype, what: str, align: int, addr, *values) -> None:
+    """A twin's store of ``values`` as ``dtype`` at shared address ``addr``
+    (refused off ``align`` bytes, where nonzero), one store to the tracer.
+    The twins are this bound by ``functools.partial``, which adds no Python
+    frame: the tracer's site stays the twin's caller."""
     addr = int(addr)
-    base, arr = _twin_region(addr, 16, "st.shared.v4")
+    nbytes = len(values) * 4
+    base, arr = _twin_region(addr, nbytes, what)
+    if align and addr % align:
+        raise ValueError(f"{what} twin: address {addr} is not on {align} bytes")
     hook = simwarp.TRACE_HOOK
-    if hook is not None:  # memory tracer: one 16-byte store, as the instruction makes
-        arr = hook("store", arr, addr - base, 16)
+    if hook is not None:  # memory tracer: one store of the instruction's width
+        arr = hook("store", arr, addr - base, nbytes)
     raw = np.asarray(arr).reshape(-1).view(np.uint8)
-    raw[addr - base : addr - base + 16] = np.array([a, b, c, d], dtype=np.uint32).view(np.uint8)
+    raw[addr - base : addr - base + nbytes] = np.array(values, dtype=dtype).view(np.uint8)
 
 
-def _twin_st_shared_f32x4(addr, a, b, c, d):
-    addr = int(addr)
-    base, arr = _twin_region(addr, 16, "st.shared.v4.f32")
-    hook = simwarp.TRACE_HOOK
-    if hook is not None:  # memory tracer: one 16-byte store
-        arr = hook("store", arr, addr - base, 16)
-    raw = np.asarray(arr).reshape(-1).view(np.uint8)
-    raw[addr - base : addr - base + 16] = np.array([a, b, c, d], dtype=np.float32).view(np.uint8)
-
-
-def _twin_st_shared_f32x2(addr, a, b):
-    addr = int(addr)
-    base, arr = _twin_region(addr, 8, "st.shared.v2.f32")
-    if addr % 8:
-        raise ValueError(f"st.shared.v2.f32 twin: address {addr} is not on 8 bytes")
-    hook = simwarp.TRACE_HOOK
-    if hook is not None:  # memory tracer: one 8-byte store
-        arr = hook("store", arr, addr - base, 8)
-    raw = np.asarray(arr).reshape(-1).view(np.uint8)
-    raw[addr - base : addr - base + 8] = np.array([a, b], dtype=np.float32).view(np.uint8)
+_twin_st_shared_v4 = partial(_twin_store, np.uint32, "st.shared.v4", 0)
+_twin_st_shared_f32x4 = partial(_twin_store, np.float32, "st.shared.v4.f32", 0)
+_twin_st_shared_f32x2 = partial(_twin_store, np.float32, "st.shared.v2.f32", 8)
 
 
 def _twin_ld_shared_f32x4(addr):

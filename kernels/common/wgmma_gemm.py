@@ -88,6 +88,19 @@ def _at(r, kc):
     return sw.sw128(r * 128 + kc * 16)
 
 
+def spread_of(spread: tuple) -> tuple:
+    """``(piece, gap)`` of a stage spread (``ChunkStager.device``'s), the
+    piece at least 1: ``(1, 0)`` leaves every row where it is."""
+    return max(spread[0], 1), spread[1]
+
+
+@cuda.jit(device=True, inline="always")
+def spread_row(r, piece, gap):
+    """Where tile row ``r`` lies in a spread stage: after ``r // piece``
+    gaps of ``gap`` rows (none at ``gap = 0``: folded away)."""
+    return r + (r // piece) * gap
+
+
 class ChunkStager:
     """A stager: stage ``kt`` of a tile (``rows`` rows from ``r0``, ``kpc``
     k per 16-byte chunk, eight chunks a row) written as ``st.shared.v4``
@@ -180,7 +193,7 @@ def _build_chunk_stager(
     exchange what the pair loaded for each other). ``spread``: see
     :meth:`ChunkStager.device`."""
     chunk = _chunk_along_k if along_k else _chunk
-    piece, gap = max(spread[0], 1), spread[1]  # (1, 0): every row where it is
+    piece, gap = spread_of(spread)
     bk = CHUNKS * kpc
     total = rows * CHUNKS
     slots = tuple(range(-(-total // threads)))  # this thread's chunks: tid, tid + threads, ...
@@ -228,7 +241,7 @@ def _build_chunk_stager(
             x0 = x1 = x2 = x3 = uint32(0)
             if r0 + r < nrows and gk < k:
                 x0, x1, x2, x3 = kind_convert(raw, gk)
-            wg.st_shared_v4(at + _at(r + (r // piece) * gap, kc), x0, x1, x2, x3)
+            wg.st_shared_v4(at + _at(spread_row(r, piece, gap), kc), x0, x1, x2, x3)
 
     @cuda.jit(device=True, inline="always")
     def fetch(src, bsc, nrows, k, r0, kt, tid):

@@ -343,10 +343,20 @@ def _instruction_starts(code) -> list[int]:
     return out
 
 
+def _position(frame) -> int:
+    """``frame``'s current position as one int, ``id(code) << 20 |
+    instruction offset`` (the start of the instruction it is in), cheap to
+    hash."""
+    code = frame.f_code
+    cid = id(code)
+    known = _starts.get(cid)
+    starts = _instruction_starts(code) if known is None else known[1]
+    return (cid << 20) | starts[frame.f_lasti >> 1]
+
+
 def _record(frame, arr: TracedArray, off: int, size: int, kind: str) -> None:
     """One access of ``size`` bytes at byte ``off`` of ``arr``'s allocation by
-    the calling thread, at ``frame``'s current position. The position is one
-    int, ``id(code) << 20 | instruction offset``, cheap to hash."""
+    the calling thread, at ``frame``'s current position (:func:`_position`)."""
     try:
         events, counts, warp, lane, epoch = _tls.st
     except AttributeError:
@@ -354,11 +364,7 @@ def _record(frame, arr: TracedArray, off: int, size: int, kind: str) -> None:
         if st is None:
             return
         events, counts, warp, lane, epoch = st
-    code = frame.f_code
-    cid = id(code)
-    known = _starts.get(cid)
-    starts = _instruction_starts(code) if known is None else known[1]
-    pos = (cid << 20) | starts[frame.f_lasti >> 1]
+    pos = _position(frame)
     # A device function's accesses are counted per call site: one called from
     # six lines is six instructions, and a lane that skips one call (its
     # access predicated off) must not pair its next with another lane's. And
@@ -375,7 +381,7 @@ def _record(frame, arr: TracedArray, off: int, size: int, kind: str) -> None:
     k = counts.get(key, 0)
     counts[key] = k + 1
     via = None
-    if code.co_filename.startswith(_COMMON):
+    if frame.f_code.co_filename.startswith(_COMMON):
         # A shared helper (mma's loaders, a twin): also say which kernel line reached it.
         while g is not None and g.f_code.co_filename.startswith(_SKIP):
             g = g.f_back
@@ -672,9 +678,7 @@ def _patches(tr: Trace):
             calls = _tls.__dict__.get("calls")
             if calls is None:
                 calls = _tls.calls = {}
-            known = _starts.get(id(f.f_code))
-            starts = _instruction_starts(f.f_code) if known is None else known[1]
-            site = (id(f.f_code) << 20) | starts[f.f_lasti >> 1]
+            site = _position(f)
             outer = getattr(_tls, "stack", ())
             n = calls.get((outer, site), 0)  # counted within the enclosing call
             calls[(outer, site)] = n + 1

@@ -119,7 +119,7 @@ def make_issue(threads: int, esize: int, swizzle: bool = True, gather: bool = Fa
     stage (``wgmma_gemm.ChunkStager.device``'s)."""
     epc = 16 // esize  # elements per 16-byte chunk
     src_row = P.row_gathered if gather else P.row_direct
-    piece, gap = max(spread[0], 1), spread[1]
+    piece, gap = P.spread_of(spread)
 
     @cuda.jit(device=True, inline="always")
     def issue(smem, at, src, nrows, k, r0, k0, tid, rows, rowmap):
@@ -134,7 +134,7 @@ def make_issue(threads: int, esize: int, swizzle: bool = True, gather: bool = Fa
             if p < nrows and gk < k:
                 nbytes = min(16, (k - gk) * esize)
                 at_src = src_row(rowmap, p) * words + (gk * esize >> 2)
-            off = (r + (r // piece) * gap) * STAGE_KBYTES + kc * 16
+            off = P.spread_row(r, piece, gap) * STAGE_KBYTES + kc * 16
             ca.cp_async_16(smem, at + (sw.sw128(off) if swizzle else off), src, at_src, nbytes)
 
     return issue
