@@ -87,7 +87,7 @@ def jobs():
         (
             "nvfp4_encode",
             nvfp4_act.make_encode(),
-            (u8[:, ::1], u8[:, ::1], f32[::1], f16[:, ::1], f32[::1]),
+            (u32_[:, ::1], u8[:, ::1], f32[::1], f16[:, ::1], f32[::1]),
             nvfp4_act.THREADS,
         )
     )
@@ -126,6 +126,8 @@ def test_ffn_prefill_kernels_compile_for_sm90_in_fp32(compiled):
         assert "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32" in ptx, name
         assert "wgmma.mma_async" not in ptx and "fence.proxy.async" not in ptx, name
     assert "cvt.rn.satfinite.e4m3x2.f32" in Path(compiled["kernels"]["rowquant_e4m3"]["ptx"]).read_text()
+    for name in ("nvfp4_row_amax", "nvfp4_encode"):  # the activations' rows, 16 bytes a lane
+        assert "ld.global.nc.v4.u32" in Path(compiled["kernels"][name]["ptx"]).read_text(), name
 
 
 def test_ptxas_accepts_them_without_spills(compiled):
