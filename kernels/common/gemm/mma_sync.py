@@ -182,10 +182,11 @@ def make_kernel(
     a_kind: str = "copy",
     step_fold=None,
     wn: int = 1,
+    min_blocks: int = 1,
 ):
     """``kernel(y, a32, b32, bsc, rs, cs, ts, asc, ts_a)``, as
-    ``wgmma_async``'s (the same arguments, stagers, fold hook, faults and
-    warpgroups along BN), on mma.sync; ``dtype``
+    ``wgmma_async``'s (the same arguments, stagers, fold hook, faults,
+    warpgroups along BN and launch bound), on mma.sync; ``dtype``
     bf16, f16 or s8 (int32 accumulators: the epilogue's products are f32
     of the int32 sums, each exact below 2^24). ``step_fold`` (MMQ:
     ``common/gemm/mmq.py``) folds each K step's accumulators into f32
@@ -198,7 +199,9 @@ def make_kernel(
     if nbytes > MAX_SHARED:
         raise ValueError(f"mma.sync GEMM: {nbytes} bytes of shared memory exceed {MAX_SHARED}")
     form = IntForm if dtype == "s8" else Form
-    return PL.make_kernel(form, dtype, wgs, bn, stages, swap, b_kind, fault, stage_b, fold, a_kind, step_fold, wn)
+    return PL.make_kernel(
+        form, dtype, wgs, bn, stages, swap, b_kind, fault, stage_b, fold, a_kind, step_fold, wn, min_blocks
+    )
 
 
 kernel = lru_cache(maxsize=None)(make_kernel)  # compiled once per geometry

@@ -531,6 +531,7 @@ def make_kernel(
     a_kind="copy",
     step_fold=None,
     wn: int = 1,
+    min_blocks: int = 1,
 ):
     """``kernel(y, a32, b32, bsc, rs, cs, ts, asc, ts_a)`` on the ``form``
     (a module's :class:`Form`: how a stage is read), launched by
@@ -538,7 +539,8 @@ def make_kernel(
     arguments; ``a_kind`` other than ``copy`` stages A through that
     stager (A's block scales ``asc``) as B's are, and the epilogue
     multiplies by A's tensor scale ``ts_a[0]`` too. ``wn`` of the ``wgs``
-    warpgroups lie along BN (see the module's geometry)."""
+    warpgroups lie along BN (see the module's geometry); ``min_blocks``
+    resident blocks an SM bound the registers (``launch.jit_bounded``)."""
     threads = wg.WARPGROUP * wgs
     a_rows = tile_rows(wgs, wn)
     bnw = bn // wn
@@ -549,7 +551,7 @@ def make_kernel(
     t_mul = form.t_mul(b_kind)
     store = P.make_store(bnw, swap)
 
-    @L.jit_bounded(threads)
+    @L.jit_bounded(threads, min_blocks)
     def gemm_async(y, a32, b32, bsc, rs, cs, ts, asc, ts_a):
         m = a32.shape[0]
         n = b32.shape[0]
@@ -572,6 +574,7 @@ def make_kernel(
     gemm_async.per_stage = fold is not None
     gemm_async.form = form.name
     gemm_async.async_stages = stages
+    gemm_async.min_blocks = min_blocks
     return gemm_async
 
 

@@ -89,6 +89,7 @@ def make_kernel(
     fold=None,
     a_kind: str = "copy",
     wn: int = 1,
+    min_blocks: int = 1,
 ):
     """``kernel(y, a32, b32, bsc, rs, cs, ts, asc, ts_a)``, launched by
     :func:`make_launch`. With ``b_kind`` other than ``copy``, B goes
@@ -111,10 +112,15 @@ def make_kernel(
 
     ``wn`` of the ``wgs`` warpgroups lie along BN (``pipeline``'s
     geometry): ``wgs = wn = 2`` is one 64-row tile on two consumer
-    warpgroups, each issuing m64 x ``BN / 2`` instructions on its half."""
+    warpgroups, each issuing m64 x ``BN / 2`` instructions on its half.
+    ``min_blocks`` is the launch bound's resident blocks an SM: ptxas keeps
+    the registers within what that many blocks can have (an arm whose
+    shared memory lets two blocks reside asks for two)."""
     PL.check(dtype, bn, stages, b_kind, fault, DTYPES, a_kind, wgs, wn)
     wg.check_shape(dtype, bn // wn)
-    return PL.make_kernel(Form, dtype, wgs, bn, stages, swap, b_kind, fault, stage_b, fold, a_kind, wn=wn)
+    return PL.make_kernel(
+        Form, dtype, wgs, bn, stages, swap, b_kind, fault, stage_b, fold, a_kind, wn=wn, min_blocks=min_blocks
+    )
 
 
 kernel = lru_cache(maxsize=None)(make_kernel)  # compiled once per geometry

@@ -44,6 +44,7 @@ BN = 128
 WGS = WN = 2  # warpgroups a block, both along the tile's columns (``common/gemm/pipeline.py``)
 THREADS = wg.WARPGROUP * WGS
 STAGES = 4
+MIN_BLOCKS = 2  # the launch bound: two blocks' registers an SM (their four stages fit twice in shared memory)
 assert G.STAGE_KBYTES == int4.GROUP  # one stage of E4M3 is one scale group: the fold's g is the stage
 
 
@@ -70,7 +71,9 @@ def make_gemm(bn: int = BN, fault: str = ""):
     """Compile the kernel ``(c, aq32, qweight, scales, sa, ones_n, ones_1)``;
     ``fault`` (``wgmma_async.FAULTS``, tests only) plants a bug the check
     must see."""
-    kern = G.make_kernel("e4m3", WGS, bn, STAGES, b_kind="int4_e4m3", fault=fault, fold=fold, wn=WN)
+    kern = G.make_kernel(
+        "e4m3", WGS, bn, STAGES, b_kind="int4_e4m3", fault=fault, fold=fold, wn=WN, min_blocks=MIN_BLOCKS
+    )
     kern.tile_n = bn
     return kern
 

@@ -45,6 +45,7 @@ from ...common.gemm import mmq
 BN = 64
 WGS = WN = 2  # warpgroups a block, both along the tile's columns (``common/gemm/pipeline.py``)
 THREADS = 128 * WGS
+MIN_BLOCKS = 2  # the launch bound: two blocks' registers an SM (stages and scale tables fit twice)
 BLOCK = bits.NVFP4_BLOCK  # 16
 DOUBLED_VALUES = mmq.DOUBLED_VALUES
 
@@ -65,6 +66,7 @@ def make_nvfp4_mmq(HALVES: int = 2, SCALE_PER_32: bool = False):
         b_kind=mmq.KIND,
         stage_b=stage_b,
         step_fold=mmq.make_step_fold(scale_per_32=SCALE_PER_32),
+        min_blocks=MIN_BLOCKS,
     )
 
 

@@ -38,6 +38,7 @@ from . import q8_blocks
 BN = 64
 WGS = WN = 2  # warpgroups a block, both along the tile's columns (``common/gemm/pipeline.py``)
 THREADS = 128 * WGS
+MIN_BLOCKS = 2  # the launch bound: two blocks' registers an SM (stages and scale tables fit twice)
 QK = q4k.QK_K
 SUBS = QK // q4k.SUB  # 8 sub-blocks of 32
 
@@ -47,7 +48,9 @@ def make_q4k_mmq(SUBS_USED: int = SUBS):
     ones_m, ones_n, one, ds8, one)``). ``SUBS_USED`` (tests only): below 8
     the last sub-blocks of every super-block are skipped, a broken variant
     the check must reject."""
-    return MS.make_kernel("s8", WGS, BN, b_kind=mmq.Q4K, step_fold=mmq.make_q4k_fold(SUBS_USED), wn=WN)
+    return MS.make_kernel(
+        "s8", WGS, BN, b_kind=mmq.Q4K, step_fold=mmq.make_q4k_fold(SUBS_USED), wn=WN, min_blocks=MIN_BLOCKS
+    )
 
 
 @lru_cache(maxsize=None)
