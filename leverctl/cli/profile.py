@@ -340,6 +340,14 @@ def variant_summaries(doc: dict) -> list[dict]:
             for k, n in (r["mix"] or {}).get("async_copies", {}).items():
                 asyncs[k] = asyncs.get(k, 0) + n
         m = mem.get(key, {})
+        lowest = min((r["occupancy"]["fraction"] for r in ok), default=None)
+        # what binds where the occupancy is lowest: every equal limit of those kernels, not the others' limits
+        binding = {
+            lim
+            for r in ok
+            if r["occupancy"]["fraction"] == lowest
+            for lim in r["occupancy"].get("limiters") or [r["occupancy"]["limiter"]]
+        }
         out.append(
             {
                 "path": g["path"],
@@ -348,8 +356,8 @@ def variant_summaries(doc: dict) -> list[dict]:
                 "kernels": sorted(g["kernels"]),
                 "max_registers": max((r["resources"]["registers"] for r in ok), default=None),
                 "spills": sum((r["resources"]["spill_stores"] or 0) + (r["resources"]["local"] or 0) for r in ok),
-                "min_occupancy": min((r["occupancy"]["fraction"] for r in ok), default=None),
-                "limiters": sorted({r["occupancy"]["limiter"] for r in ok}),
+                "min_occupancy": lowest,
+                "limiters": sorted(binding),
                 "tensor_cores": tc,
                 "global_load_widths": sorted(int(w) for w in loads),
                 "async_copies": asyncs,
@@ -381,7 +389,8 @@ def markdown(doc: dict) -> str:
     summaries = doc["variants"] if "variants" in doc else variant_summaries(doc)
     head = (
         f"Profile of {doc['engine']} kernels on {doc['arch']} at {doc['shapes']} shapes "
-        "(one row per variant, the worst figure over its kernels and shapes; ▶ the levers choose it).\n\n"
+        "(one row per variant, the worst figure over its kernels and shapes, the occupancy with what binds "
+        "there; ▶ the levers choose it).\n\n"
         "| path | variant | kernels | regs (max) | occupancy (min) | tensor cores | global load bits | "
         "async copies | loads in flight (KiB/SM, max) | sector efficiency | 128-bit share of loaded bytes | "
         "requested / declared | extra shared wavefronts | flags |\n"

@@ -131,6 +131,9 @@ def test_the_markdown_summary_has_one_row_per_variant_with_its_worst_figures(gem
     rows = [r for r in doc["rows"] if r["variant"] == "gemv_sw"]
     assert sw["max_registers"] == max(r["resources"]["registers"] for r in rows)
     assert sw["min_occupancy"] == min(r["occupancy"]["fraction"] for r in rows)
+    # the limiters are what binds at that occupancy: every equal limit of the kernels there, no other's
+    low = [r["occupancy"] for r in rows if r["occupancy"]["fraction"] == sw["min_occupancy"]]
+    assert sw["limiters"] == sorted({lim for o in low for lim in o["limiters"]})
     assert sw["spills"] == 0 and 128 in sw["global_load_widths"]  # the weights, 16 bytes a lane
     text = markdown(doc)
     assert text.count("\n| w4a16.gemv |") == 2 and "| ▶ gemv_sw |" in text
