@@ -251,13 +251,6 @@ def make_encode(esize: int = 2, wide: bool = True, fault: str = ""):
     return encode_nvfp4 if wide else encode_nvfp4_strided
 
 
-def _c_contiguous(a) -> bool:
-    flags = getattr(a, "flags", None)
-    if flags is not None:
-        return bool(flags["C_CONTIGUOUS"])
-    return bool(a.is_c_contiguous())
-
-
 def launcher(fault: str = ""):
     threads = L.check_block(THREADS)
 
@@ -267,7 +260,7 @@ def launcher(fault: str = ""):
         if a.dtype not in (np.float16, np.float32):
             raise TypeError(f"NVFP4 activations: fp16 or float32 rows, not {a.dtype}")
         esize = a.dtype.itemsize
-        wide = _c_contiguous(a)  # (a strided view: one element a load, the kernel built without the wide path)
+        wide = vload.c_contiguous(a)  # (a strided view: one element a load, the kernel built without the wide path)
         grid = L.check_grid(L.blocks_for(a.shape[0], ROWS))
         codes = packed.view(np.uint32 if esize == 2 else np.uint16) if wide else packed
         make_row_amax(esize, wide)[grid, threads](rowmax, a)

@@ -264,6 +264,15 @@ def _aligned16():
     return intrinsic(aligned16)
 
 
+def c_contiguous(arr) -> bool:
+    """Host side: whether a kernel argument (a NumPy array or a device array,
+    the simulator's too) is C-contiguous, so that a kernel may take the flat
+    16-byte loads here (which index it as one run of elements); a strided
+    view needs a build that reads element by element."""
+    flags = getattr(arr, "flags", None)
+    return bool(flags["C_CONTIGUOUS"]) if flags is not None else bool(arr.is_c_contiguous())
+
+
 # ── the simulator twin ───────────────────────────────────────────────────────
 
 

@@ -163,7 +163,7 @@ def router(PREC: str, BROKEN: str = ""):
 
     def build(shape):
         rows, experts, k = shape["rows"], shape["experts"], shape["top_k"]
-        gate = _router.gate(PREC, rows, experts)
+        gate = _router.gate(PREC, rows, experts, shape["hidden"])
         top = _router.topk(rows, experts, k, BROKEN)
         ws = {"logits": cuda.device_array((rows, experts), np.float32)}
         xname = "x_f32" if PREC == "fp32_routing" else "x_bf16"

@@ -12,8 +12,14 @@ fp32_routing   float32 ``[R, H]``          float32
 =============  =========================  =========================================
 
 Launch: 128 threads, ``LANES = 8`` lanes per expert (16 experts a block),
-grid ``(ceil(E / 16), R)``; the lanes of an expert stride H by 8 and reduce
-with three XOR shuffles.
+grid ``(ceil(E / 16), R)``; the lanes of an expert split H and reduce with
+three XOR shuffles. Where the rows are whole 16-byte chunks (``H % 8 ==
+0``, ``x`` and ``Wg`` C-contiguous and 16-byte aligned) lane ``l`` takes
+the chunks ``l, l + 8, ...`` of 8 inputs, each one 16-byte load of the
+weights (and of ``x``: one, or two of float32), two chunks a step with all
+four loads issued before either is summed: an expert's eight lanes read
+128 contiguous bytes of its row a load. Elsewhere lane ``l`` takes the
+inputs ``l, l + 8, ...`` one element a load.
 
 ``topk`` runs one block of 128 threads per row: the row's logits are staged
 in shared memory (up to ``MAX_EXPERTS``), the softmax is taken with the row
@@ -28,24 +34,145 @@ from __future__ import annotations
 import math
 from functools import lru_cache
 
-from numba import cuda, float32, int32
+from numba import cuda, float32, int32, uint32
 
-from ..common import bits
+from ..common import bits, cvt, smem, vload
 from ..common.launch import blocks_for, check_block, check_grid
 from ._experts import FULL_MASK, LANES, OUT_PER_BLOCK, THREADS, group_sum
 
 PRECISIONS = ("bf16", "fp32_gate", "fp32_routing")
 MAX_EXPERTS = 1024
 TOPK_THREADS = 128
+CHUNK = 8  # inputs a lane's 16-byte load of bf16 weights
+STAGED_MAX = 48 * 1024  # a block's staged row of x: within the default dynamic shared memory
+GATE_FAULTS = ("tail_dropped",)  # tests only: a lane's last chunk, when it has no pair, is not added
 _WARPS = TOPK_THREADS // 32
 
 
+@cuda.jit(device=True, inline="always")
+def _bf16x8(words):
+    """Eight float32 of four words of bf16 pairs (lower address in bits 0-15)."""
+    w0, w1, w2, w3 = words
+    a0, a1 = cvt.bf16x2_to_f32x2(w0)
+    a2, a3 = cvt.bf16x2_to_f32x2(w1)
+    a4, a5 = cvt.bf16x2_to_f32x2(w2)
+    a6, a7 = cvt.bf16x2_to_f32x2(w3)
+    return a0, a1, a2, a3, a4, a5, a6, a7
+
+
+@cuda.jit(device=True, inline="always")
+def _dot8(acc, x, w):
+    x0, x1, x2, x3, x4, x5, x6, x7 = x
+    w0, w1, w2, w3, w4, w5, w6, w7 = w
+    acc += x0 * w0
+    acc += x1 * w1
+    acc += x2 * w2
+    acc += x3 * w3
+    acc += x4 * w4
+    acc += x5 * w5
+    acc += x6 * w6
+    acc += x7 * w7
+    return acc
+
+
+@cuda.jit(device=True, inline="always")
+def _x_bf16(at, plane):
+    """A staged chunk of bf16 ``x``: one 16-byte shared load."""
+    return _bf16x8(smem.ld_shared_v4(at))
+
+
+@cuda.jit(device=True, inline="always")
+def _x_f32(at, plane):
+    """A staged chunk of float32 ``x``: its two halves, one in each plane."""
+    a0, a1, a2, a3 = smem.ld_shared_f32x4(at)
+    a4, a5, a6, a7 = smem.ld_shared_f32x4(at + plane)
+    return a0, a1, a2, a3, a4, a5, a6, a7
+
+
+def staged_bytes(prec: str, hidden: int) -> int:
+    """The shared memory a gate block stages its row of ``x`` in (0 where the
+    row is not whole 16-byte chunks: the element loads, nothing staged)."""
+    if hidden % CHUNK:
+        return 0
+    chunks = hidden // CHUNK
+    if prec != "fp32_routing":
+        return 16 * chunks
+    return _plane(chunks) + 16 * chunks
+
+
+def _plane(chunks: int) -> int:
+    """Where float32 ``x``'s second plane starts: past the first, rounded to
+    128 bytes and 64 on, so a quarter-warp's staging stores of a chunk's two
+    halves fall on different banks."""
+    return -(-16 * chunks // 128) * 128 + 64
+
+
+_plane_of = cuda.jit(device=True, inline="always")(_plane)  # the same, in a kernel
+
+
 @lru_cache(maxsize=None)
-def make_gate(PREC: str):
+def make_gate(PREC: str, wide: bool = True, fault: str = ""):
+    """The gate kernel for ``PREC``; ``wide`` (C-contiguous ``x`` and
+    ``wg``: the launcher's choice) stages the block's row of ``x`` and
+    reads 16-byte chunks where the rows allow them. ``fault``
+    (:data:`GATE_FAULTS`, tests only) plants a bug the check must see."""
     if PREC not in PRECISIONS:
         raise ValueError(f"unknown router precision {PREC!r}: one of {PRECISIONS}")
+    if fault and fault not in GATE_FAULTS:
+        raise ValueError(f"unknown fault {fault!r}")
+    tail = fault != "tail_dropped"
     BF16_IN = PREC != "fp32_routing"
     BF16_OUT = PREC == "bf16"
+    x_at = _x_bf16 if BF16_IN else _x_f32
+    per_piece = 8 if BF16_IN else 4  # x's inputs a 16-byte piece
+    pieces = CHUNK // per_piece  # a chunk's pieces: 1 (bf16) or 2 (float32, one a plane)
+    step = LANES * CHUNK  # the inputs an expert's lanes cover in one chunk each
+
+    @cuda.jit(device=True, inline="always")
+    def dot_elements(x, wg, r, e, lane):
+        acc = float32(0.0)
+        for k in range(lane, x.shape[1], LANES):
+            if BF16_IN:
+                xv = bits.bf16_to_f32(x[r, k])
+            else:
+                xv = x[r, k]
+            acc += xv * bits.bf16_to_f32(wg[e, k])
+        return acc
+
+    @cuda.jit(device=True, inline="always")
+    def stage(x, r, base, plane):
+        """The block's row of ``x`` into shared memory, a 16-byte piece a
+        thread in turn: piece ``p`` of chunk ``c`` at ``p plane + 16 c``."""
+        h = x.shape[1]
+        for q in range(cuda.threadIdx.x, h // per_piece, THREADS):
+            w0, w1, w2, w3 = vload.ldg_v4(x, r * h + q * per_piece)
+            c = q // pieces
+            smem.st_shared_v4(base + (q - c * pieces) * plane + 16 * c, w0, w1, w2, w3)
+
+    @cuda.jit(device=True, inline="always")
+    def dot_chunks(wg, h, e, lane, base, plane):
+        """Lane ``l`` of the expert: its chunks ``l, l + 8, ...`` of ``CHUNK``
+        inputs, two a step with both weight loads issued before either sum."""
+        wr = e * h
+        acc = float32(0.0)
+        c = lane * CHUNK
+        while c + step < h:
+            w_a = _bf16x8(vload.ldg_v4(wg, wr + c))
+            w_b = _bf16x8(vload.ldg_v4(wg, wr + c + step))
+            acc = _dot8(acc, x_at(base + 2 * c, plane), w_a)
+            acc = _dot8(acc, x_at(base + 2 * (c + step), plane), w_b)
+            c += 2 * step
+        if tail and c < h:
+            acc = _dot8(acc, x_at(base + 2 * c, plane), _bf16x8(vload.ldg_v4(wg, wr + c)))
+        return acc
+
+    @cuda.jit(device=True, inline="always")
+    def finish(logits, r, e, lane, acc):
+        acc = group_sum(acc)
+        if e < logits.shape[1] and lane == 0:
+            if BF16_OUT:
+                acc = bits.bf16_to_f32(bits.f32_to_bf16(acc))
+            logits[r, e] = acc
 
     @cuda.jit
     def gate(logits, x, wg):
@@ -53,21 +180,32 @@ def make_gate(PREC: str):
         lane = t % LANES
         e = cuda.blockIdx.x * OUT_PER_BLOCK + t // LANES
         r = cuda.blockIdx.y
+        h = x.shape[1]
+        acc = float32(0.0)
+        if h % CHUNK == 0 and vload.aligned16(x) and vload.aligned16(wg):  # the same in every thread
+            sx = cuda.shared.array(0, uint32)
+            base = smem.smem_addr(sx)
+            plane = _plane_of(h // CHUNK)
+            stage(x, r, base, plane)
+            cuda.syncthreads()
+            if e < logits.shape[1]:
+                acc = dot_chunks(wg, h, e, lane, base, plane)
+        elif e < logits.shape[1]:
+            acc = dot_elements(x, wg, r, e, lane)
+        finish(logits, r, e, lane, acc)
+
+    @cuda.jit
+    def gate_strided(logits, x, wg):
+        t = cuda.threadIdx.x
+        lane = t % LANES
+        e = cuda.blockIdx.x * OUT_PER_BLOCK + t // LANES
+        r = cuda.blockIdx.y
         acc = float32(0.0)
         if e < logits.shape[1]:
-            for k in range(lane, x.shape[1], LANES):
-                if BF16_IN:
-                    xv = bits.bf16_to_f32(x[r, k])
-                else:
-                    xv = x[r, k]
-                acc += xv * bits.bf16_to_f32(wg[e, k])
-        acc = group_sum(acc)
-        if e < logits.shape[1] and lane == 0:
-            if BF16_OUT:
-                acc = bits.bf16_to_f32(bits.f32_to_bf16(acc))
-            logits[r, e] = acc
+            acc = dot_elements(x, wg, r, e, lane)
+        finish(logits, r, e, lane, acc)
 
-    return gate
+    return gate if wide else gate_strided
 
 
 @cuda.jit(device=True, inline=True)
@@ -166,13 +304,21 @@ def make_topk(BROKEN: str = ""):
     return topk
 
 
-def gate(PREC: str, rows: int, experts: int):
-    kern = make_gate(PREC)
+def gate(PREC: str, rows: int, experts: int, hidden: int, fault: str = ""):
+    """The gate's launch at ``rows x hidden`` by ``experts``: the staged
+    row's shared memory is sized for ``hidden``, as the grid for the rows
+    and experts."""
     grid = check_grid((blocks_for(experts, OUT_PER_BLOCK), rows))
     check_block(THREADS)
+    nbytes = staged_bytes(PREC, hidden)
 
     def launch(logits, x, wg):
-        kern[grid, THREADS](logits, x, wg)
+        # a strided view, a longer row than staged for, or a row past the
+        # default shared memory: the element loads
+        wide = (
+            vload.c_contiguous(x) and vload.c_contiguous(wg) and staged_bytes(PREC, x.shape[1]) <= nbytes <= STAGED_MAX
+        )
+        make_gate(PREC, wide, fault)[grid, THREADS, 0, nbytes if wide else 0](logits, x, wg)
 
     return launch
 

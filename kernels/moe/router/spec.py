@@ -78,6 +78,18 @@ def router_findings(variant, shape, launch, bufs, cuda) -> dict:
     return {"routing": routing.findings(_router_logits(host), shape["top_k"], host["ids"], host["weights"])}
 
 
+def router_profile_shape(shape: Shape) -> Shape:
+    """The memory trace's shape: one token on the model's gate (its hidden
+    size and experts: the weights' row length and stride), a few of the
+    gate's blocks traced (``ROUTER_PROFILE_BLOCKS``)."""
+    return F.shape_of({**shape.dims, "rows": 1}, "profile ")
+
+
+# The gate's blocks are independent (16 experts each): the trace runs this
+# many of each launch, spread over its grid, and scales to the whole grid.
+ROUTER_PROFILE_BLOCKS = 4
+
+
 def router_traffic(shape: Shape) -> Traffic:
     r, h, e, k = shape["rows"], shape["hidden"], shape["experts"], shape["top_k"]
     return Traffic(
@@ -141,6 +153,8 @@ PATH = declared_path(
         "align": router_align,
         "findings": router_findings,
         "model_sections": ("moe",),
+        "profile_shape": router_profile_shape,
+        "profile_blocks": ROUTER_PROFILE_BLOCKS,
         "weights": WeightUse((("ffn_gate_inp",),), router_on_weights),
     },
 )

@@ -195,6 +195,19 @@ def test_the_per_row_kernels_stage_their_activations_and_read_them_16_bytes_at_a
                 assert want in ptx, (name, want)
 
 
+def test_the_router_gate_stages_x_and_reads_16_bytes_a_lane(compiled):
+    """The gate stages its row of ``x`` by 16-byte loads and shared stores
+    behind a barrier, then reads the weights in ``ld.global.nc.v4.u32`` and
+    ``x`` back in 16-byte shared loads: every precision."""
+    from leverctl_kernels.moe import _router
+
+    for prec in _router.PRECISIONS:
+        ptx = Path(compiled["kernels"][f"gate_{prec}"]["ptx"]).read_text()
+        back = "ld.shared.v4.f32" if prec == "fp32_routing" else "ld.shared.v4.b32"
+        for want in ("ld.global.nc.v4.u32", "st.shared.v4.b32", "bar.sync", back):
+            assert want in ptx, (prec, want)
+
+
 def test_nvfp4_down_loads_a_steps_scales_as_words_and_shuffles_what_it_loads(compiled):
     """The NVFP4 down kernel for rows of whole scale words (``PAIRS``) reads
     a step's block scales as one 32-bit load a lane and passes the loaded
