@@ -142,6 +142,8 @@ def test_a_declared_profile_shape_keeps_the_model_rows_length_and_is_small():
         "moe.decode_fp8_grouped": {"hidden", "inter"},
         "moe.decode_multi_seq": {"hidden", "inter"},
         "moe.decode_via_prefill": {"hidden", "inter"},
+        # the model's gate (its weights' rows and their count): one token, a few blocks a launch traced
+        "moe.router": {"hidden", "experts", "top_k"},
         # the model's rows and chunk: two chunks, two blocks a launch traced
         "gdn.prefill": {"dk", "dv", "chunk"},
         "gdn.prefill_multi_stream": {"dk", "dv", "chunk"},
