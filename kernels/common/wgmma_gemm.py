@@ -480,12 +480,10 @@ def _make_nvfp4_e4m3(threads: int, block_shift: int = 4):
 
 
 def _make_int4_bf16(threads: int, group_shift: int = 7):
-    """int4 weights to bf16: :func:`_make_int4_f16`'s stager, each pair
-    rounded to bf16 (``cvt.rn.bf16x2.f32``) where that one rounds to fp16."""
-    return _make_int4_f16(threads, group_shift, cvt.f32x2_to_bf16x2)
+    return _make_packed_bf16(threads, group_shift, _q4, _f32, _zero_f16)
 
 
-def _make_int4_f16(threads: int, group_shift: int = 7, pair=cvt.f32x2_to_f16x2):
+def _make_int4_f16(threads: int, group_shift: int = 7):
     """int4 weights to fp16, a word (8 values) a chunk; along K (every tile
     the pipeline stages unspread: the W4A16 GEMM's, the decode tile's) a
     16-byte load brings four chunks, 32 values of one group of 128,
@@ -505,7 +503,7 @@ def _make_int4_f16(threads: int, group_shift: int = 7, pair=cvt.f32x2_to_f16x2):
     stage (at the model's rows each row's scales lie in sectors of their
     own). Otherwise the even lane reads the stage's scale and the odd one
     takes it by a shuffle, a stage at a time."""
-    base = _make_packed_bf16(threads, group_shift, _q4, _f32, _zero_f16, pair=pair)
+    base = _make_packed_bf16(threads, group_shift, _q4, _f32, _zero_f16, pair=cvt.f32x2_to_f16x2)
     group = 1 << group_shift
     span = 8 * group  # the values a window's scales cover
     stage_k = CHUNKS * 8  # a stage's values of a row
