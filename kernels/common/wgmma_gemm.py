@@ -133,10 +133,9 @@ class ChunkStager:
     def device(self, rows: int, along_k: bool = False, spread: tuple = (0, 0)):
         """``(fetch, put)`` for tiles of ``rows`` rows; ``along_k``: a
         thread's chunks dealt along K first (:func:`_chunk_along_k`: the
-        decode tile's weights, whose loads are the kernel's traffic, and
-        any tile's of a kind with a ``wide`` form, which then loads ``G``
-        chunks of a row with one 16-byte load, :func:`_build_wide_stager`),
-        and ``(fetch, put,
+        decode tile's weights, whose loads are the kernel's traffic; a
+        kind with a ``wide`` form then loads ``G`` chunks of a row with one
+        16-byte load, :func:`_build_wide_stager`), and ``(fetch, put,
         start, carried)``: the stages are fetched in order, each
         ``fetch(..., kt, tid, win)`` given ``carried(raw)`` of the stage
         before it (``start()`` for the first), what a stage's loads leave
@@ -484,9 +483,8 @@ def _make_int4_bf16(threads: int, group_shift: int = 7):
 
 
 def _make_int4_f16(threads: int, group_shift: int = 7):
-    """int4 weights to fp16, a word (8 values) a chunk; along K (every tile
-    the pipeline stages unspread: the W4A16 GEMM's, the decode tile's) a
-    16-byte load brings four chunks, 32 values of one group of 128,
+    """int4 weights to fp16, a word (8 values) a chunk; along K (the decode
+    tile) a 16-byte load brings four chunks, 32 values of one group of 128,
     and each chunk is converted as the narrow form converts its word. That
     form spilled 8 bytes at the decode tile's bound of five blocks an SM
     until the wide stager's slot arithmetic went unsigned (its signed
