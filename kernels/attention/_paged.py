@@ -96,7 +96,7 @@ from numba import cuda, float32, int32, uint32
 
 from ..common import cvt, smem, vload
 from ..common import wgmma as wg
-from ..common.launch import check_block, check_grid, check_shared, jit_bounded
+from ..common.launch import check_block, check_grid, check_shared, device_inline, jit_bounded
 from ..common.warp import half_warp_max, half_warp_sum
 
 BLOCK = 16
@@ -107,7 +107,7 @@ _ZERO = np.float32(0.0)
 _ONE = np.float32(1.0)
 
 
-@cuda.jit(device=True, inline="always")
+@device_inline
 def _put8(row, d0, words):
     """Eight bf16 (four words, the lower-addressed of a pair in the low
     half) to ``row[d0 .. d0 + 7]`` as float32."""
@@ -118,14 +118,14 @@ def _put8(row, d0, words):
     row[d0 + 6], row[d0 + 7] = cvt.bf16x2_to_f32x2(w3)
 
 
-@cuda.jit(device=True, inline="always")
+@device_inline
 def v_half(word, d):
     """Element ``d`` of a row of bf16 pairs, ``word`` its pair: float32."""
     lo, hi = cvt.bf16x2_to_f32x2(word)
     return hi if d & 1 else lo
 
 
-@cuda.jit(device=True, inline="always")
+@device_inline
 def online_softmax_row(sc, m_s, l_s, a_s, h, width):
     """One step of the online softmax for row ``h`` (one head): the running
     max ``m_s[h]`` and sum ``l_s[h]`` take in the scores ``sc[h, :width]``,
@@ -163,7 +163,7 @@ def make_softmax_rows(G: int, NT: int):
     COOP = NT % 32 == 0
     HP = NT // 16  # heads a pass
 
-    @cuda.jit(device=True, inline="always")
+    @device_inline
     def softmax_rows(sc, m_s, l_s, a_s, tid):
         if COOP:
             t = tid & (BLOCK - 1)
@@ -206,7 +206,7 @@ def num_splits(length, ref_seqs, kv_heads, target, min_blocks):
     return (blocks + per - 1) // per, per
 
 
-_num_splits = cuda.jit(device=True, inline="always")(num_splits)
+_num_splits = device_inline(num_splits)
 
 
 def threads_for(d: int) -> int:
@@ -253,7 +253,7 @@ def make_kv_stage(HKV: int, D: int, NT: int, READ_TAIL: bool = False):
     VP = v_pitch(D)
     assert (VP != VW) == MAP4
 
-    @cuda.jit(device=True, inline="always")
+    @device_inline
     def _chunk(c, a0, off, g, base, limit, rows):
         """Lane chunk ``c``: its token, first dim, whether it is staged, and
         the flat element its load reads. Every lane loads, whatever ``ok``
@@ -272,14 +272,14 @@ def make_kv_stage(HKV: int, D: int, NT: int, READ_TAIL: bool = False):
         tl = t if READ_TAIL else min(t, limit - 1 - base)
         return t, d0, ok, ((np.int64(a0) * rows + off + tl) * HKV + g) * D + d0
 
-    @cuda.jit(device=True, inline="always")
+    @device_inline
     def _put_v(v_at, vb, t, d0, words):
         """A chunk of V's pairs as stored, one 16-byte store: a quarter-warp's
         eight lanes write 128 contiguous bytes (no bank conflict)."""
         a, b, c, d = words
         smem.st_shared_v4(v_at + np.uint32(4 * ((vb * BLOCK + t) * VP + (d0 >> 1))), a, b, c, d)
 
-    @cuda.jit(device=True, inline="always")
+    @device_inline
     def _stage_wide(k_s, v_at, k, v, a0, off, g, vb, base, limit, tid):
         rows = k.shape[1]
         t0, d00, ok0, at0 = _chunk(tid, a0, off, g, base, limit, rows)
@@ -302,11 +302,11 @@ def make_kv_stage(HKV: int, D: int, NT: int, READ_TAIL: bool = False):
                 _put8(k_s[t], d0, vload.ldg_v4(k, at))
                 _put_v(v_at, vb, t, d0, vload.ldg_v4(v, at))
 
-    @cuda.jit(device=True, inline="always")
+    @device_inline
     def wide_ok(k, v):
         return VEC and vload.aligned16(k) and vload.aligned16(v)
 
-    @cuda.jit(device=True, inline="always")
+    @device_inline
     def stage(k_s, v_s, k, v, a0, off, g, vb, base, limit, wide, tid):
         if wide:
             _stage_wide(k_s, smem.smem_addr(v_s), k, v, a0, off, g, vb, base, limit, tid)
@@ -352,7 +352,7 @@ def make_row_stage(ROWS: int, D: int, NT: int, COL0: int = 0, FAULT: int = 0):
     RG = max(1, ROWS // 8)  # groups of 8 rows
     END = NCH - 1 if FAULT == 1 else NCH
 
-    @cuda.jit(device=True, inline="always")
+    @device_inline
     def stage(dst, src, row0, nrows, wide, tid):
         if wide:
             for c in range(tid, END, NT):
@@ -407,7 +407,7 @@ def make_combine(D: int, NT: int, FAULT: int = 0):
     END = CH - 1 if FAULT == 1 else CH
     EXTRA = 1 if FAULT == 2 else 0
 
-    @cuda.jit(device=True, inline="always")
+    @device_inline
     def combine(po, w, inv, splits, out, wide, tid):
         if wide:
             for c in range(tid, END, NT):

@@ -2,8 +2,8 @@
 their NumPy twins.
 
 Kernels receive bf16 / FP8 / FP4 data as unsigned integer arrays (NumPy has
-no such dtypes) and decode them with the ``@cuda.jit(device=True,
-inline=True)`` functions below; input makers and references use the host
+no such dtypes) and decode them with the inlined device functions
+below (``launch.device_inline``); input makers and references use the host
 twin of the same name with ``_np`` appended, which works on whole arrays.
 
 Formats (sign bit first; ``e`` exponent field, ``m`` mantissa field)
@@ -58,6 +58,8 @@ import math
 import numpy as np
 from numba import cuda
 
+from .launch import device_inline
+
 E4M3_MAX = 448.0
 E2M1_MAX = 6.0
 E4M3_NAN = 0x7F
@@ -90,7 +92,7 @@ _F_NAN = np.float32(math.nan)
 # --- device functions --------------------------------------------------------
 
 
-@cuda.jit(device=True, inline=True)
+@device_inline
 def _rne(v):
     """Round a non-negative float32 to the nearest integer, ties to even."""
     fl = np.float32(math.floor(v))  # float32 throughout: no FP64 on the way
@@ -101,13 +103,13 @@ def _rne(v):
     return f
 
 
-@cuda.jit(device=True, inline=True)
+@device_inline
 def _negative(x):
     # True for -0.0 too, and for NaNs with the sign bit set.
     return math.copysign(_F1, x) < _F0
 
 
-@cuda.jit(device=True, inline=True)
+@device_inline
 def bits_to_f32(u):
     """float32 with bit pattern ``u`` (uint32)."""
     w = int(u)
@@ -124,7 +126,7 @@ def bits_to_f32(u):
     return v
 
 
-@cuda.jit(device=True, inline=True)
+@device_inline
 def f32_to_bits(x):
     """Bit pattern (uint32) of ``x`` as float32."""
     xf = np.float32(x)  # a new name: rebinding x would widen its type
@@ -142,13 +144,13 @@ def f32_to_bits(x):
     return np.uint32(s | ((e + 126) << 23) | (int(m * _TWO_P24) - 0x800000))
 
 
-@cuda.jit(device=True, inline=True)
+@device_inline
 def bf16_to_f32(b):
     """float32 value of bf16 bits ``b`` (uint16)."""
     return bits_to_f32(int(b) << 16)
 
 
-@cuda.jit(device=True, inline=True)
+@device_inline
 def f32_to_bf16(x):
     """bf16 bits (uint16) of float32 ``x``, round to nearest even."""
     u = np.int64(f32_to_bits(x))
@@ -158,7 +160,11 @@ def f32_to_bf16(x):
     return np.uint16((u >> 16) & 0xFFFF)
 
 
-@cuda.jit(device=True, inline=True)
+# The two decoders of a code to its value stay on Numba's inlining: compiled
+# on their own and inlined by NVVM, their branches reached the MoE per-row
+# kernels in a shape ptxas kept 8-24 bytes of spill for at those kernels'
+# launch bounds (gate/up NVFP4 at 80 registers, down FP8 and NVFP4 at 72).
+@cuda.jit(device=True, inline="always")
 def e4m3_to_f32(c):
     """float32 value of an FP8 E4M3 (fn) code ``c`` (uint8)."""
     ci = np.int32(c)
@@ -177,7 +183,7 @@ def e4m3_to_f32(c):
     return v
 
 
-@cuda.jit(device=True, inline=True)
+@device_inline
 def f32_to_e4m3(x):
     """FP8 E4M3 (fn) code (uint8) of float32 ``x``: RNE, saturating."""
     xf = np.float32(x)
@@ -194,7 +200,7 @@ def f32_to_e4m3(x):
     return np.uint8(s | (((e + 6) << 3) + q - 8))
 
 
-@cuda.jit(device=True, inline=True)
+@cuda.jit(device=True, inline="always")
 def e2m1_to_f32(n):
     """float32 value of an FP4 E2M1 nibble ``n`` (low 4 bits used)."""
     ni = np.int32(n)
@@ -209,7 +215,7 @@ def e2m1_to_f32(n):
     return v
 
 
-@cuda.jit(device=True, inline=True)
+@device_inline
 def f32_to_e2m1(x):
     """FP4 E2M1 nibble (uint8, 0..15) of float32 ``x``: RNE, saturating at 6."""
     xf = np.float32(x)
@@ -226,7 +232,7 @@ def f32_to_e2m1(x):
     return np.uint8(s | ((e << 1) + q - 2))
 
 
-@cuda.jit(device=True, inline=True)
+@device_inline
 def nvfp4_at(packed, scales, tensor_scale, i):
     """Element ``i`` of an NVFP4 row: ``packed`` uint8 (two nibbles a byte,
     low first), ``scales`` uint8 e4m3 codes (one per 16 elements)."""

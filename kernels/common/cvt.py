@@ -73,9 +73,10 @@ or later" and "PTX .version 7.7 does not support .target sm_90".
 from __future__ import annotations
 
 import numpy as np
-from numba import config, cuda
+from numba import config
 
 from . import bits as B
+from .launch import device_inline
 
 BF16_NAN = 0x7FFF  # canonical bf16 NaN: what cvt.rn.bf16.f32 gives for any NaN
 F16_NAN = 0x7FFF  # canonical f16 NaN: what cvt.rn.f16x2.f32 gave for a NaN on an H200
@@ -99,7 +100,7 @@ __all__ = [
 if SIMULATED:
     # --- twins: Python run by the simulator, bits.py's codecs ------------------
 
-    @cuda.jit(device=True, inline=True)
+    @device_inline
     def f32_to_bf16(x):
         """bf16 bits (uint16) of float32 ``x``: RNE, overflow to inf, NaN
         to 0x7fff (``cvt.rn.bf16.f32``)."""
@@ -108,17 +109,17 @@ if SIMULATED:
             return np.uint16(BF16_NAN)
         return B.f32_to_bf16(xf)
 
-    @cuda.jit(device=True, inline=True)
+    @device_inline
     def f32x2_to_bf16x2(lo, hi):
         """``lo`` in bits 0-15, ``hi`` in bits 16-31 (``cvt.rn.bf16x2.f32``)."""
         return np.uint32(int(f32_to_bf16(lo)) | (int(f32_to_bf16(hi)) << 16))
 
-    @cuda.jit(device=True, inline=True)
+    @device_inline
     def bf16_to_f32(b):
         """float32 of bf16 bits ``b``: the bits shifted up 16."""
         return np.uint32(int(b) << 16).view(np.float32)  # keeps NaN payloads
 
-    @cuda.jit(device=True, inline=True)
+    @device_inline
     def f32x2_to_f16x2(lo, hi):
         """fp16 bits of ``lo`` in bits 0-15, of ``hi`` in bits 16-31: RNE,
         overflow to inf, NaN canonical (``cvt.rn.f16x2.f32``; NumPy's float16
@@ -128,19 +129,19 @@ if SIMULATED:
             h = np.where(np.isnan(x), np.uint16(F16_NAN), x.astype(np.float16).view(np.uint16))
         return np.uint32(int(h[0]) | (int(h[1]) << 16))
 
-    @cuda.jit(device=True, inline=True)
+    @device_inline
     def f32x2_to_e4m3x2(lo, hi):
         """``lo`` in bits 0-7, ``hi`` in bits 8-15, saturating
         (``cvt.rn.satfinite.e4m3x2.f32``)."""
         return np.uint16(int(B.f32_to_e4m3(lo)) | (int(B.f32_to_e4m3(hi)) << 8))
 
-    @cuda.jit(device=True, inline=True)
+    @device_inline
     def f16x2_to_f32x2(w):
         """``(value of bits 0-15, value of bits 16-31)`` of two fp16 in a word."""
         h = np.array([int(w) & 0xFFFF, (int(w) >> 16) & 0xFFFF], dtype=np.uint16).view(np.float16)
         return np.float32(h[0]), np.float32(h[1])
 
-    @cuda.jit(device=True, inline=True)
+    @device_inline
     def e4m3x2_to_f32x2(c):
         """``(value of bits 0-7, value of bits 8-15)`` of an e4m3x2 word
         (``cvt.rn.f16x2.e4m3x2`` and ``cvt.f32.f16``)."""
@@ -261,7 +262,7 @@ else:
     e4m3x2_to_f32x2 = _cvt_e4m3x2_f32x2
 
 
-@cuda.jit(device=True, inline=True)
+@device_inline
 def bf16x2_to_f32x2(w):
     """``(value of bits 0-15, value of bits 16-31)`` of two bf16 in a word
     (a staged pair of bf16 rows): each half shifted up to a float32."""

@@ -30,6 +30,7 @@ import numpy as np
 from numba import cuda, float32, uint32
 
 from . import cvt
+from .launch import device_inline
 from .vload import ldg_v4
 
 
@@ -149,7 +150,7 @@ def stage_x_grouped(xs, x, c0, k, tid, nthreads, kchunk, stride):
         xs[uint32((e & 31) * stride + (e >> 5))] = float32(x[c0 + e])
 
 
-@cuda.jit(device=True, inline="always")
+@device_inline
 def _put8_grouped(xs, e, w0, w1, w2, w3, stride):
     """Eight fp16 activations ``e .. e + 7`` (four words) into the grouped
     layout: rows ``e % 32 ..`` of column ``e // 32``."""

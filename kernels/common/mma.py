@@ -87,6 +87,7 @@ import numpy as np
 from numba import config, cuda
 
 from . import bits, simwarp, smem
+from .launch import device_inline
 
 M, N, K = 16, 8, 16  # the instruction's shape
 WARP = 32
@@ -161,7 +162,7 @@ def _ldsm_a_row(lane):
 
 
 LDSM_A_TABLE = np.array([_ldsm_a_row(L) for L in range(WARP)])  # (32, 2): (row, col)
-ldsm_a_row = cuda.jit(device=True, inline="always")(_ldsm_a_row)
+ldsm_a_row = device_inline(_ldsm_a_row)
 
 
 def _elem_fn(elems):
@@ -180,7 +181,7 @@ def _elem_fn(elems):
         t = lane & 3
         return rg[i] * g + rt[i] * t + rc[i], cg[i] * g + ct[i] * t + cc[i]
 
-    return cuda.jit(device=True, inline="always")(elem)
+    return device_inline(elem)
 
 
 a_elem = _elem_fn(A_ELEMS)
@@ -199,14 +200,14 @@ def make_a_loader(elem):
     """A loader of A fragments through the element map ``elem``
     (:data:`a_elem`; tests pass a wrong one to prove the check sees it)."""
 
-    @cuda.jit(device=True, inline="always")
+    @device_inline
     def pair(X, r0, c0, lane, i):
         r, c = elem(lane, i)
         lo = np.uint32(X[r0 + r, c0 + c])
         r, c = elem(lane, i + 1)
         return lo | (np.uint32(X[r0 + r, c0 + c]) << _U16)
 
-    @cuda.jit(device=True, inline="always")
+    @device_inline
     def load(X, r0, c0):
         lane = cuda.laneid
         return (pair(X, r0, c0, lane, 0), pair(X, r0, c0, lane, 2), pair(X, r0, c0, lane, 4), pair(X, r0, c0, lane, 6))
@@ -219,14 +220,14 @@ def make_b_loader(elem):
     transposed, ``Bt[n, k]`` (the ``.col`` operand: k contiguous per column),
     as a weight matrix ``W[out, in]`` is."""
 
-    @cuda.jit(device=True, inline="always")
+    @device_inline
     def pair(Bt, n0, k0, lane, i):
         k, n = elem(lane, i)
         lo = np.uint32(Bt[n0 + n, k0 + k])
         k, n = elem(lane, i + 1)
         return lo | (np.uint32(Bt[n0 + n, k0 + k]) << _U16)
 
-    @cuda.jit(device=True, inline="always")
+    @device_inline
     def load(Bt, n0, k0):
         lane = cuda.laneid
         return pair(Bt, n0, k0, lane, 0), pair(Bt, n0, k0, lane, 2)
@@ -243,7 +244,7 @@ load_a_f16 = load_a_bf16
 load_b_f16 = load_b_bf16
 
 
-@cuda.jit(device=True, inline="always")
+@device_inline
 def load_a_ldsm(S, r0, k0):
     """As :func:`load_a_bf16`, from a shared-memory tile ``S`` (uint16,
     rows of at least 16-byte aligned 8-element runs) with one
@@ -262,14 +263,14 @@ def _make_quad_s8(elem, FROM_BT: bool):
     ``X[r0 + row, c0 + col]``, or with ``FROM_BT`` ``(k, n)`` read from
     ``Bt[n0 + n, k0 + k]`` (the first two arguments are then ``n0, k0``)."""
 
-    @cuda.jit(device=True, inline="always")
+    @device_inline
     def byte(X, a0, b0, lane, i):
         u, v = elem(lane, i)
         if FROM_BT:
             return np.uint32(X[a0 + v, b0 + u])
         return np.uint32(X[a0 + u, b0 + v])
 
-    @cuda.jit(device=True, inline="always")
+    @device_inline
     def quad(X, a0, b0, lane, i):
         return (
             byte(X, a0, b0, lane, i)
@@ -286,7 +287,7 @@ def make_a_loader_s8(elem):
     ``elem`` (:data:`a_elem_s8`), from bytes (a uint8 view of int8 data)."""
     quad = _make_quad_s8(elem, False)
 
-    @cuda.jit(device=True, inline="always")
+    @device_inline
     def load(X, r0, c0):
         lane = cuda.laneid
         return (quad(X, r0, c0, lane, 0), quad(X, r0, c0, lane, 4), quad(X, r0, c0, lane, 8), quad(X, r0, c0, lane, 12))
@@ -298,7 +299,7 @@ def make_b_loader_s8(elem):
     """A loader of s8 B fragments from ``Bt[n, k]`` bytes."""
     quad = _make_quad_s8(elem, True)
 
-    @cuda.jit(device=True, inline="always")
+    @device_inline
     def load(Bt, n0, k0):
         lane = cuda.laneid
         return quad(Bt, n0, k0, lane, 0), quad(Bt, n0, k0, lane, 4)
@@ -317,7 +318,7 @@ def _make_c_loader(cast):
     """A loader of the C fragment ``(c0, c1, c2, c3)`` of ``C[r0:r0+16, n0:n0+8]``
     as ``cast`` (float32 for the f32 accumulators, int32 for s32)."""
 
-    @cuda.jit(device=True, inline="always")
+    @device_inline
     def load(C, r0, n0):
         lane = cuda.laneid
         r, c = c_elem(lane, 0)
@@ -339,7 +340,7 @@ load_c = _make_c_loader(np.float32)
 """``(c0, c1, c2, c3)`` float32 of ``C[r0:r0+16, n0:n0+8]``."""
 
 
-@cuda.jit(device=True, inline="always")
+@device_inline
 def store_c(D, r0, n0, d0, d1, d2, d3):
     """Write the D fragment ``(d0..d3)`` to ``D[r0:r0+16, n0:n0+8]``."""
     lane = cuda.laneid

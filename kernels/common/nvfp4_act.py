@@ -35,6 +35,7 @@ from numba import cuda, float32, uint8, uint16, uint32
 
 from . import bits, cvt, vload
 from . import launch as L
+from .launch import device_inline
 
 THREADS = 128
 ROWS = THREADS // 32
@@ -44,7 +45,7 @@ _RANGE = float32(bits.E4M3_MAX * bits.E2M1_MAX)  # 2688: the tensor's amax maps 
 FAULTS = ("tail_dropped",)  # tests only: the wide path skips each row's last 16-byte load
 
 
-@cuda.jit(device=True, inline="always")
+@device_inline
 def _code_pair(x0, x1, step):
     """One packed byte: the E2M1 codes of ``x0 / step`` (low nibble) and ``x1 / step``."""
     lo = uint8(0)
@@ -55,7 +56,7 @@ def _code_pair(x0, x1, step):
     return uint32(lo | (hi << uint8(4)))
 
 
-@cuda.jit(device=True, inline="always")
+@device_inline
 def _load_f16(a, i, ok):
     """``a``'s flat elements ``i .. i + 7`` (fp16) as float32, one 16-byte load; zeros where not ``ok``."""
     w0 = w1 = w2 = w3 = uint32(0)
@@ -68,13 +69,13 @@ def _load_f16(a, i, ok):
     return x0, x1, x2, x3, x4, x5, x6, x7
 
 
-@cuda.jit(device=True, inline="always")
+@device_inline
 def _amax_f16(x):
     x0, x1, x2, x3, x4, x5, x6, x7 = x
     return max(max(max(abs(x0), abs(x1)), max(abs(x2), abs(x3))), max(max(abs(x4), abs(x5)), max(abs(x6), abs(x7))))
 
 
-@cuda.jit(device=True, inline="always")
+@device_inline
 def _codes_f16(x, step):
     x0, x1, x2, x3, x4, x5, x6, x7 = x
     return (
@@ -85,7 +86,7 @@ def _codes_f16(x, step):
     )
 
 
-@cuda.jit(device=True, inline="always")
+@device_inline
 def _load_f32(a, i, ok):
     """``a``'s flat elements ``i .. i + 3`` (float32), one 16-byte load; zeros where not ``ok``."""
     z = float32(0.0)
@@ -95,13 +96,13 @@ def _load_f32(a, i, ok):
     return x0, x1, x2, x3
 
 
-@cuda.jit(device=True, inline="always")
+@device_inline
 def _amax_f32(x):
     x0, x1, x2, x3 = x
     return max(max(abs(x0), abs(x1)), max(abs(x2), abs(x3)))
 
 
-@cuda.jit(device=True, inline="always")
+@device_inline
 def _codes_f32(x, step):
     x0, x1, x2, x3 = x
     return uint16(_code_pair(x0, x1, step) | (_code_pair(x2, x3, step) << uint32(8)))
@@ -120,14 +121,14 @@ def _wide(esize: int):
 def make_row_amax(esize: int = 2, wide: bool = True):
     per, load, amax_of, _ = _wide(esize)
 
-    @cuda.jit(device=True, inline="always")
+    @device_inline
     def reduce_store(out, row, lane, amax):
         for off in (16, 8, 4, 2, 1):
             amax = max(amax, cuda.shfl_xor_sync(_FULL, amax, off))
         if lane == 0:
             out[row] = amax
 
-    @cuda.jit(device=True, inline="always")
+    @device_inline
     def amax_elements(a, row, lane):
         amax = float32(0.0)
         for c in range(lane, a.shape[1], 32):
@@ -171,7 +172,7 @@ def make_encode(esize: int = 2, wide: bool = True, fault: str = ""):
     shuffles = (1,) if lanes == 2 else (1, 2)
     dropped = 1 if fault == "tail_dropped" else 0
 
-    @cuda.jit(device=True, inline="always")
+    @device_inline
     def encode_wide(packed, scales, a, row, lane, ts):
         k = a.shape[1]
         chunks = k // per - dropped
@@ -194,7 +195,7 @@ def make_encode(esize: int = 2, wide: bool = True, fault: str = ""):
         codes of ``pairs`` bytes an element (1: the bytes; 2 or 4: the wide
         path's view of them)."""
 
-        @cuda.jit(device=True, inline="always")
+        @device_inline
         def encode_blocks(out, scales, a, row, lane, ts):
             for blk in range(lane, a.shape[1] // BLOCK, 32):
                 c0 = blk * BLOCK
@@ -215,7 +216,7 @@ def make_encode(esize: int = 2, wide: bool = True, fault: str = ""):
 
     blocks_wide, blocks_bytes = make_blocks(per // 2), make_blocks(1)
 
-    @cuda.jit(device=True, inline="always")
+    @device_inline
     def tensor_scale(ts_out, rowmax, row, lane):
         """Every warp's own reduction of the rows' magnitudes to the tensor scale (row 0's lane 0 writes it)."""
         amax = float32(0.0)

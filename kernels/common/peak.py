@@ -28,6 +28,7 @@ from collections.abc import Callable
 from functools import lru_cache
 
 from . import tc
+from .launch import device_inline
 
 N = 256  # the widest wgmma tile: the most work per instruction issued
 GROUP = 4  # wgmma per commit group
@@ -67,7 +68,7 @@ def wgmma_kernel(kind: str):
     align = wg.SMEM_ALIGN
     swz = wg.SWIZZLE_NONE
 
-    @cuda.jit(device=True, inline="always")
+    @device_inline
     def issue(da, db, acc):
         if tr:  # a compile-time constant
             return mma(da, db, acc, 1, 1, 1, 0, 0)

@@ -30,7 +30,9 @@ result).
 from __future__ import annotations
 
 import numpy as np
-from numba import config, cuda
+from numba import config
+
+from .launch import device_inline
 
 ROW_BYTES = 128  # one swizzled row: eight 16-byte chunks
 CHUNK_BYTES = 16
@@ -55,13 +57,13 @@ def kmajor_offset_np(row, kbyte, rows: int):
     return sw128_np((kbyte >> 7) * (rows * ROW_BYTES) + row * ROW_BYTES + (kbyte & 127))
 
 
-@cuda.jit(device=True, inline="always")
+@device_inline
 def sw128(offset):
     """The swizzled byte offset of ``offset`` in a 128-byte-row tile."""
     return offset ^ (((offset >> 7) & 7) << 4)
 
 
-@cuda.jit(device=True, inline="always")
+@device_inline
 def kmajor_offset(row, kbyte, rows):
     """Byte offset of (``row``, byte ``kbyte`` along K) in a K-major SW128
     tile of ``rows`` rows (a multiple of 8): 128-byte K blocks of ``rows``

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from numba import cuda
 
+from .launch import device_inline
+
 FULL_MASK = 0xFFFFFFFF
 
 
@@ -18,7 +20,7 @@ def warp_sum(v):
     return v
 
 
-@cuda.jit(device=True, inline="always")
+@device_inline
 def half_warp_max(x):
     """The max of ``x`` over the 16 lanes of the lane's half-warp (every lane gets it)."""
     x = max(x, cuda.shfl_xor_sync(FULL_MASK, x, 8))
@@ -27,7 +29,7 @@ def half_warp_max(x):
     return max(x, cuda.shfl_xor_sync(FULL_MASK, x, 1))
 
 
-@cuda.jit(device=True, inline="always")
+@device_inline
 def half_warp_sum(x):
     """The sum of ``x`` over the 16 lanes of the lane's half-warp, a butterfly
     tree (every lane gets it)."""

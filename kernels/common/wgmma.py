@@ -92,6 +92,7 @@ from numba import config, cuda
 
 from . import bits, ptx_stmt, smem, unroll
 from . import mma as warp_mma
+from .launch import device_inline
 from .smem import smem_addr, st_shared_v4  # noqa: F401 (the kernels' wg.smem_addr, wg.st_shared_v4)
 
 M, N = 64, 8  # the instruction's shape (both forms)
@@ -114,7 +115,7 @@ def make_desc_np(addr: int, lbo: int, sbo: int, swizzle: int = SWIZZLE_NONE) -> 
 _M14 = np.uint64(0x3FFF)
 
 
-@cuda.jit(device=True, inline="always")
+@device_inline
 def make_desc(addr, lbo, sbo, swizzle):
     """``uint64`` matrix descriptor from a shared-window address and the two
     byte offsets (all multiples of 16) and the swizzle mode; the layout is in
@@ -125,7 +126,7 @@ def make_desc(addr, lbo, sbo, swizzle):
     return a | (l_ << np.uint64(16)) | (s << np.uint64(32)) | ((np.uint64(swizzle) & np.uint64(3)) << np.uint64(62))
 
 
-@cuda.jit(device=True, inline="always")
+@device_inline
 def core_offset(row, kbyte, lbo, sbo):
     """Byte offset of (``row``, byte ``kbyte`` along K) in a K-major tile
     without swizzle: core matrix (row // 8, kbyte // 16) at ``SBO * i + LBO *
@@ -133,7 +134,7 @@ def core_offset(row, kbyte, lbo, sbo):
     return (row >> 3) * sbo + (kbyte >> 4) * lbo + (row & 7) * CORE_BYTES + (kbyte & 15)
 
 
-@cuda.jit(device=True, inline="always")
+@device_inline
 def store_d(D, r0, n0, d0, d1, d2, d3):
     """Write a warpgroup's accumulators to ``D[r0:r0+64, n0:n0+8]``."""
     tid = cuda.threadIdx.x & 127
@@ -364,7 +365,7 @@ def acc_table(n: int) -> np.ndarray:
     return out
 
 
-@cuda.jit(device=True, inline="always")
+@device_inline
 def acc_elem(tid, i):
     """(row, col) of accumulator ``i`` of thread ``tid`` (0..127) in the
     warpgroup's tile, read from the fragment layout (``mma.c_elem``)."""
@@ -372,7 +373,7 @@ def acc_elem(tid, i):
     return ACC_WARP_ROWS * ((tid >> 5) & 3) + r, ACC_SLICE_COLS * (i >> 2) + c
 
 
-@cuda.jit(device=True, inline="always")
+@device_inline
 def _put(i, v, at):
     D, m, ncols, r0, n0, tid = at
     r, c = acc_elem(tid, i)
@@ -380,7 +381,7 @@ def _put(i, v, at):
         D[r0 + r, n0 + c] = v
 
 
-@cuda.jit(device=True, inline="always")
+@device_inline
 def store(D, m, ncols, r0, n0, acc):
     """A warpgroup's accumulators (a tuple, ``n // 2`` per thread) to
     ``D[r0:r0+64, n0:n0+n]`` through :func:`acc_elem`, the elements at or past

@@ -49,6 +49,7 @@ from numba import cuda, uint32
 from . import bits, cvt, unroll, vload
 from . import swizzle as sw
 from . import wgmma as wg
+from .launch import device_inline
 
 B_KINDS = ("copy", "nvfp4_bf16", "nvfp4_e4m3", "int4_bf16", "int4_f16", "int4_e4m3")
 DTYPE_OF = {
@@ -65,7 +66,7 @@ E4M3_FOLD = np.float32(0.125)  # nvfp4_e4m3: weights staged x 2^-3, the epilogue
 K_MULTIPLE = 16
 
 
-@cuda.jit(device=True, inline="always")
+@device_inline
 def _chunk(c):
     """Thread-chunk ``c`` -> (tile row, 16-byte chunk along K): eight
     consecutive rows at one K chunk first, which the swizzle spreads over
@@ -73,7 +74,7 @@ def _chunk(c):
     return ((c >> 3) >> 3) * 8 + (c & 7), (c >> 3) & 7
 
 
-@cuda.jit(device=True, inline="always")
+@device_inline
 def _chunk_along_k(c):
     """Thread-chunk ``c`` -> (tile row, chunk) along K first: a row's eight
     chunks to eight consecutive lanes, so a warp's loads of a weight row are
@@ -82,7 +83,7 @@ def _chunk_along_k(c):
     return c >> 3, c & 7
 
 
-@cuda.jit(device=True, inline="always")
+@device_inline
 def _at(r, kc):
     """A 16-byte chunk's byte offset in a staged tile: 128-byte rows, swizzled."""
     return sw.sw128(r * 128 + kc * 16)
@@ -94,7 +95,7 @@ def spread_of(spread: tuple) -> tuple:
     return max(spread[0], 1), spread[1]
 
 
-@cuda.jit(device=True, inline="always")
+@device_inline
 def spread_row(r, piece, gap):
     """Where tile row ``r`` lies in a spread stage: after ``r // piece``
     gaps of ``gap`` rows (none at ``gap = 0``: folded away)."""
@@ -158,13 +159,13 @@ class ChunkStager:
         return self._built[key]
 
 
-@cuda.jit(device=True, inline="always")
+@device_inline
 def no_window():
     """What a stager that carries nothing starts from."""
     return uint32(0)
 
 
-@cuda.jit(device=True, inline="always")
+@device_inline
 def no_window_of(raw):
     """What a stage of a stager that carries nothing leaves the next."""
     return uint32(0)
@@ -175,7 +176,7 @@ def carry_nothing(fetch2, put):
     the next stage (``fetch2`` without the window argument), in the
     carrying form of :meth:`ChunkStager.device`."""
 
-    @cuda.jit(device=True, inline="always")
+    @device_inline
     def fetch(src, bsc, nrows, k, r0, kt, tid, win):
         return fetch2(src, bsc, nrows, k, r0, kt, tid)
 
@@ -204,7 +205,7 @@ def _build_chunk_stager(
 
     if settle is None:
 
-        @cuda.jit(device=True, inline="always")
+        @device_inline
         def _fetch_one(i, _x, _y, ctx):
             src, bsc, nrows, k, r0, k0, tid = ctx
             c = tid + i * threads
@@ -213,24 +214,24 @@ def _build_chunk_stager(
             gk = k0 + kc * kpc
             return kind_fetch(src, bsc, gr, gk, (whole or c < total) and gr < nrows and gk < k)
 
-        @cuda.jit(device=True, inline="always")
+        @device_inline
         def _settled(raw, gk):
             return raw
 
     else:
 
-        @cuda.jit(device=True, inline="always")
+        @device_inline
         def _fetch_one(i, _x, _y, ctx):
             src, bsc, nrows, k, r0, k0, tid = ctx
             r, kc = chunk(tid + i * threads)
             gr = r0 + r
             return kind_fetch(src, bsc, gr, k0 + kc * kpc, gr < nrows, k)
 
-        @cuda.jit(device=True, inline="always")
+        @device_inline
         def _settled(raw, gk):
             return settle(raw, gk, PARTNER)
 
-    @cuda.jit(device=True, inline="always")
+    @device_inline
     def _put_one(i, raw, ctx):
         at, nrows, k, r0, k0, tid = ctx
         c = tid + i * threads
@@ -243,11 +244,11 @@ def _build_chunk_stager(
                 x0, x1, x2, x3 = kind_convert(raw, gk)
             wg.st_shared_v4(at + _at(spread_row(r, piece, gap), kc), x0, x1, x2, x3)
 
-    @cuda.jit(device=True, inline="always")
+    @device_inline
     def fetch(src, bsc, nrows, k, r0, kt, tid):
         return unroll.each_map(_fetch_one, slots, slots, (src, bsc, nrows, k, r0, kt * bk, tid))
 
-    @cuda.jit(device=True, inline="always")
+    @device_inline
     def put(at, raw, nrows, k, r0, kt, tid):
         unroll.each(_put_one, raw, (at, nrows, k, r0, kt * bk, tid))
 
@@ -293,13 +294,13 @@ def _build_wide_stager(threads: int, kpc: int, G: int, fetch16, convert_j, windo
     whole = total % threads == 0
     FOUR = G == 4
 
-    @cuda.jit(device=True, inline="always")
+    @device_inline
     def _slot(c, k0):
         cc = uint32(min(c, total - 1))  # unsigned: a slot is never negative (no signed-division code)
         r = cc // uint32(per_row)
         return r, k0 + (cc - r * uint32(per_row)) * uint32(G * kpc)
 
-    @cuda.jit(device=True, inline="always")
+    @device_inline
     def _fetch_one(i, win, _y, ctx):
         src, bsc, nrows, k, r0, k0, tid, vec = ctx
         c = tid + i * threads
@@ -307,14 +308,14 @@ def _build_wide_stager(threads: int, kpc: int, G: int, fetch16, convert_j, windo
         gr = r0 + r
         return fetch16(src, bsc, gr, gk, (whole or c < total) and gr < nrows and gk < k, vec, win, k)
 
-    @cuda.jit(device=True, inline="always")
+    @device_inline
     def _put_chunk(at, r, kc, raw, gk, ok, j):
         x0 = x1 = x2 = x3 = uint32(0)
         if ok:
             x0, x1, x2, x3 = convert_j(raw, gk, j)
         wg.st_shared_v4(at + _at(r, kc), x0, x1, x2, x3)
 
-    @cuda.jit(device=True, inline="always")
+    @device_inline
     def _put_one(i, raw, ctx):
         at, nrows, k, r0, k0, tid = ctx
         c = tid + i * threads
@@ -331,35 +332,35 @@ def _build_wide_stager(threads: int, kpc: int, G: int, fetch16, convert_j, windo
                 _put_chunk(at, r, kc + 2, raw, gk + 2 * kpc, ok and gk + 2 * kpc < k, 2)
                 _put_chunk(at, r, kc + 3, raw, gk + 3 * kpc, ok and gk + 3 * kpc < k, 3)
 
-    @cuda.jit(device=True, inline="always")
+    @device_inline
     def fetch(src, bsc, nrows, k, r0, kt, tid, win):
         vec = vload.aligned16(src) and src.shape[1] % 4 == 0
         return unroll.each_map(_fetch_one, win, slots, (src, bsc, nrows, k, r0, kt * bk, tid, vec))
 
-    @cuda.jit(device=True, inline="always")
+    @device_inline
     def put(at, raw, nrows, k, r0, kt, tid):
         unroll.each(_put_one, raw, (at, nrows, k, r0, kt * bk, tid))
 
-    @cuda.jit(device=True, inline="always")
+    @device_inline
     def _zero_window(i, _x, _y, _c):
         return empty()
 
-    @cuda.jit(device=True, inline="always")
+    @device_inline
     def start():
         return unroll.each_map(_zero_window, slots, slots, 0)
 
-    @cuda.jit(device=True, inline="always")
+    @device_inline
     def _window_one(i, raw, _y, _c):
         return window(raw)
 
-    @cuda.jit(device=True, inline="always")
+    @device_inline
     def carried(raw):
         return unroll.each_map(_window_one, raw, slots, 0)
 
     return fetch, put, start, carried
 
 
-@cuda.jit(device=True, inline="always")
+@device_inline
 def _words4(src, gr, w, ok, vec):
     """Words ``w .. w + 3`` of row ``gr``: one 16-byte load (``vec``), else
     each one in the row loaded alone (zeros past it, or where not ``ok``)."""
@@ -380,27 +381,27 @@ def _words4(src, gr, w, ok, vec):
     return w0, w1, w2, w3
 
 
-@cuda.jit(device=True, inline="always")
+@device_inline
 def _fp4(word, i, s):
     return bits.e2m1_to_f32((word >> uint32(4 * i)) & uint32(15)) * s
 
 
-@cuda.jit(device=True, inline="always")
+@device_inline
 def _q4(word, i, s):
     return np.float32(np.int32((word >> uint32(4 * i)) & uint32(15)) - 8) * s
 
 
-@cuda.jit(device=True, inline="always")
+@device_inline
 def _f32(x):
     return np.float32(x)
 
 
-@cuda.jit(device=True, inline="always")
+@device_inline
 def _zero_f16():
     return np.float16(0)
 
 
-@cuda.jit(device=True, inline="always")
+@device_inline
 def _zero_u8():
     return np.uint8(0)
 
@@ -413,11 +414,11 @@ def _make_packed_bf16(threads: int, shift: int, value, scale, szero, pair=None):
     ``szero()`` a zero of the scales' type)."""
     pair = pair or cvt.f32x2_to_bf16x2
 
-    @cuda.jit(device=True, inline="always")
+    @device_inline
     def fetch(src, bsc, gr, gk, ok):
         return src[gr, gk >> 3] if ok else uint32(0), bsc[gr, gk >> shift] if ok else szero()
 
-    @cuda.jit(device=True, inline="always")
+    @device_inline
     def convert(raw, gk):
         word, sraw = raw
         s = scale(sraw)
@@ -435,7 +436,7 @@ def _make_nvfp4_bf16(threads: int, block_shift: int = 4):
     return _make_packed_bf16(threads, block_shift, _fp4, bits.e4m3_to_f32, _zero_u8)
 
 
-@cuda.jit(device=True, inline="always")
+@device_inline
 def _e4m3x4(word, s):
     lo = uint32(cvt.f32x2_to_e4m3x2(_fp4(word, 0, s), _fp4(word, 1, s)))
     hi = uint32(cvt.f32x2_to_e4m3x2(_fp4(word, 2, s), _fp4(word, 3, s)))
@@ -447,12 +448,12 @@ def _make_packed_e4m3(threads: int, quad, scale_at, scale):
     E4M3: ``quad(word, j, s)`` encodes nibbles ``j .. j + 3`` with the
     block's factor ``s = scale(scale_at(bsc, row, k))``."""
 
-    @cuda.jit(device=True, inline="always")
+    @device_inline
     def fetch(src, bsc, gr, gk, ok):
         z = uint32(0)
         return src[gr, gk >> 3] if ok else z, src[gr, (gk >> 3) + 1] if ok else z, scale_at(bsc, gr, gk, ok)
 
-    @cuda.jit(device=True, inline="always")
+    @device_inline
     def convert(raw, gk):
         w0, w1, sraw = raw
         s = scale(sraw)
@@ -461,17 +462,17 @@ def _make_packed_e4m3(threads: int, quad, scale_at, scale):
     return chunk_stager(threads, 16, fetch, convert)
 
 
-@cuda.jit(device=True, inline="always")
+@device_inline
 def _fp4_e4m3x4(word, j, s):
     return _e4m3x4(word >> uint32(4 * j), s)
 
 
 def _make_nvfp4_e4m3(threads: int, block_shift: int = 4):
-    @cuda.jit(device=True, inline="always")
+    @device_inline
     def scale_at(bsc, r, k, ok):
         return bsc[r, k >> block_shift] if ok else np.uint8(0)
 
-    @cuda.jit(device=True, inline="always")
+    @device_inline
     def scale(sraw):
         return bits.e4m3_to_f32(sraw) * E4M3_FOLD
 
@@ -506,11 +507,11 @@ def _make_int4_f16(threads: int, group_shift: int = 7):
     span = 8 * group  # the values a window's scales cover
     stage_k = CHUNKS * 8  # a stage's values of a row
 
-    @cuda.jit(device=True, inline="always")
+    @device_inline
     def _windowed(k):
         return k % (4 * group) == 0
 
-    @cuda.jit(device=True, inline="always")
+    @device_inline
     def fetch16(src, bsc, gr, gk, ok, vec, win, k):
         # 32 values (``gk`` a multiple of 32) within one group
         w0, w1, w2, w3 = _words4(src, gr, gk >> 3, ok, vec)
@@ -528,11 +529,11 @@ def _make_int4_f16(threads: int, group_shift: int = 7):
             v1 = uint32(0)
         return w0, w1, w2, w3, v0, v1
 
-    @cuda.jit(device=True, inline="always")
+    @device_inline
     def window(raw):
         return raw[4], raw[5]
 
-    @cuda.jit(device=True, inline="always")
+    @device_inline
     def settle(raw, gk, k):
         w0, w1, w2, w3, v0, v1 = raw
         word, upper, owner = v0, False, 0  # a stage's scale alone: the even lane's bits 0-15
@@ -547,19 +548,19 @@ def _make_int4_f16(threads: int, group_shift: int = 7):
 
     convert = base.convert  # a word and its scale: the narrow form's chunk
 
-    @cuda.jit(device=True, inline="always")
+    @device_inline
     def convert_j(raw, gk, j):
         word = raw[0] if j == 0 else (raw[1] if j == 1 else (raw[2] if j == 2 else raw[3]))
         return convert((word, raw[4]), gk)
 
-    @cuda.jit(device=True, inline="always")
+    @device_inline
     def empty():
         return uint32(0), uint32(0)
 
     return chunk_stager(threads, 8, base.fetch, base.convert, (4, fetch16, convert_j, window, settle, empty))
 
 
-@cuda.jit(device=True, inline="always")
+@device_inline
 def _q4_e4m3x4(word, j, s):
     """Four E4M3 codes of nibbles ``j .. j + 3`` of a packed word: ``q - 8``,
     exact (``s`` is 1: the per-stage fold applies the group scales)."""
@@ -568,7 +569,7 @@ def _q4_e4m3x4(word, j, s):
     return lo | (hi << uint32(16))
 
 
-@cuda.jit(device=True, inline="always")
+@device_inline
 def _unscaled(bsc, r, k, ok):
     return np.float32(1)
 
@@ -594,20 +595,20 @@ def stager(b_kind: str, threads: int, group_shift: int = 7):
     }[b_kind]()
 
 
-@cuda.jit(device=True, inline="always")
+@device_inline
 def row_direct(rowmap, p):
     """Row ``p`` of an array as it is (``rowmap`` not read)."""
     return p
 
 
-@cuda.jit(device=True, inline="always")
+@device_inline
 def row_gathered(rowmap, p):
     """Row ``rowmap[p]``: a gathered read or a scattered write."""
     return rowmap[p]
 
 
 def _make_store(row_of):
-    @cuda.jit(device=True, inline="always")
+    @device_inline
     def put(i, v, at):
         y, m, ncols, r0, n0, tid, s_lo, s_hi, cs, t, swap, dest = at
         r, c = wg.acc_elem(tid, i)
@@ -621,7 +622,7 @@ def _make_store(row_of):
             else:
                 y[row_of(dest, r), c] = val
 
-    @cuda.jit(device=True, inline="always")
+    @device_inline
     def store_rows(y, dest, m, ncols, r0, n0, acc, rs, cs, t, swap):
         tid = cuda.threadIdx.x & 127
         r, _c = wg.acc_elem(tid, 0)
@@ -637,7 +638,7 @@ _store_direct = _make_store(row_direct)
 _store_scattered = _make_store(row_gathered)
 
 
-@cuda.jit(device=True, inline="always")
+@device_inline
 def store(y, m, ncols, r0, n0, acc, rs, cs, t, swap):
     """The scaled epilogue: accumulator ``i`` (``wgmma.acc_elem``'s place)
     times its row's ``rs``, its column's ``cs`` and ``t`` (f32, in that
@@ -649,7 +650,7 @@ def store(y, m, ncols, r0, n0, acc, rs, cs, t, swap):
     _store_direct(y, rs, m, ncols, r0, n0, acc, rs, cs, t, swap)
 
 
-@cuda.jit(device=True, inline="always")
+@device_inline
 def store_to(y, dest, m, ncols, r0, n0, acc, rs, cs, t):
     """:func:`store`, row ``r``'s values written to ``y[dest[r], c]`` (an
     MoE's outputs scattered back to their assignments)."""
@@ -662,7 +663,7 @@ def make_store(n: int, swap: bool):
     wg.check_shape("bf16", n)
     sw_ = bool(swap)
 
-    @cuda.jit(device=True, inline="always")
+    @device_inline
     def store_n(y, m, ncols, r0, n0, acc, rs, cs, t):
         store(y, m, ncols, r0, n0, acc, rs, cs, t, sw_)
 
@@ -732,26 +733,26 @@ def _make_nvfp4_f16(threads: int, block_shift: int = 4):
     return _make_packed_bf16(threads, block_shift, _fp4, bits.e4m3_to_f32, _zero_u8, pair=cvt.f32x2_to_f16x2)
 
 
-@cuda.jit(device=True, inline="always")
+@device_inline
 def _e4m3_scaled_pair(word, i, s):
     lo = bits.e4m3_to_f32((word >> uint32(8 * i)) & uint32(255)) * s
     hi = bits.e4m3_to_f32((word >> uint32(8 * i + 8)) & uint32(255)) * s
     return cvt.f32x2_to_f16x2(lo, hi)
 
 
-@cuda.jit(device=True, inline="always")
+@device_inline
 def _e4m3_pair(word, i):
     """fp16 pair of E4M3 codes ``i`` and ``i + 1`` (bytes) of a word."""
     return _e4m3_scaled_pair(word, i, np.float32(1))
 
 
-@cuda.jit(device=True, inline="always")
+@device_inline
 def _e4m3_f16_fetch(src, bsc, gr, gk, ok):
     z = uint32(0)
     return src[gr, gk >> 2] if ok else z, src[gr, (gk >> 2) + 1] if ok else z
 
 
-@cuda.jit(device=True, inline="always")
+@device_inline
 def _e4m3_f16_convert(raw, gk):
     w0, w1 = raw
     return _e4m3_pair(w0, 0), _e4m3_pair(w0, 2), _e4m3_pair(w1, 0), _e4m3_pair(w1, 2)
@@ -761,7 +762,7 @@ def _make_e4m3_f16(threads: int):
     return chunk_stager(threads, 8, _e4m3_f16_fetch, _e4m3_f16_convert)
 
 
-@cuda.jit(device=True, inline="always")
+@device_inline
 def _f32x4_at(src, row, at, ok, k, vec):
     """Four float32 of a row from ``at`` (a multiple of 4): one 16-byte load
     where ``vec`` (the rows whole 16-byte units from an aligned start,
@@ -782,7 +783,7 @@ def _f32x4_at(src, row, at, ok, k, vec):
     return a0, a1, a2, a3
 
 
-@cuda.jit(device=True, inline="always")
+@device_inline
 def _f32x8_paired(src, row, gk, ok, k):
     """A paired fetch of a float32 row's chunks (eight values, 32 bytes): the
     two lanes of a row's chunks ``2j`` and ``2j + 1`` load chunk ``2j``
@@ -798,7 +799,7 @@ def _f32x8_paired(src, row, gk, ok, k):
     return a0, a1, a2, a3, b0, b1, b2, b3
 
 
-@cuda.jit(device=True, inline="always")
+@device_inline
 def _f32x8_settle(raw, gk, partner):
     """The lane's own chunk of a pair's loads (:func:`_f32x8_paired`): the
     even lane keeps its half of chunk ``2j`` and takes the odd lane's, the
@@ -815,18 +816,18 @@ def _f32x8_settle(raw, gk, partner):
     return a0, a1, a2, a3, r0, r1, r2, r3
 
 
-@cuda.jit(device=True, inline="always")
+@device_inline
 def _f32_f16_fetch(src, bsc, gr, gk, ok, k):
     return _f32x8_paired(src, gr, gk, ok, k)
 
 
-@cuda.jit(device=True, inline="always")
+@device_inline
 def _f32_f16_rows_fetch(src, rowmap, gr, gk, ok, k):
     """``_f32_f16_fetch`` of row ``rowmap[gr]``: the scales argument is the row map."""
     return _f32x8_paired(src, rowmap[gr] if ok else 0, gk, ok, k)
 
 
-@cuda.jit(device=True, inline="always")
+@device_inline
 def _f32_f16_convert(raw, gk):
     return (
         cvt.f32x2_to_f16x2(raw[0], raw[1]),
@@ -844,14 +845,14 @@ def _make_f32_f16_rows(threads: int):
     return chunk_stager(threads, 8, _f32_f16_rows_fetch, _f32_f16_convert, settle=_f32x8_settle)
 
 
-@cuda.jit(device=True, inline="always")
+@device_inline
 def _e4m3_blk_fetch(src, bsc, gr, gk, ok):
     z = uint32(0)
     s = bsc[gr >> 7, gk >> 7] if ok else np.float32(0)
     return src[gr, gk >> 2] if ok else z, src[gr, (gk >> 2) + 1] if ok else z, s
 
 
-@cuda.jit(device=True, inline="always")
+@device_inline
 def _e4m3_blk_convert(raw, gk):
     w0, w1, s = raw
     pair = _e4m3_scaled_pair
@@ -862,7 +863,7 @@ BLK = 128  # an FP8 block scale's rows and values along K
 BLK_WINDOW = 8 * BLK  # the values along K a window of block scales covers (16 stages)
 
 
-@cuda.jit(device=True, inline="always")
+@device_inline
 def _e4m3_blk_fetch16(src, bsc, gr, gk, ok, vec, win, k):
     # 16 codes, within one 128 x 128 scale block (``gk`` a multiple of 16).
     # A warp's slots are 8 whole rows (8-aligned) of one stage, all in one
@@ -881,23 +882,23 @@ def _e4m3_blk_fetch16(src, bsc, gr, gk, ok, vec, win, k):
     return w0, w1, w2, w3, v
 
 
-@cuda.jit(device=True, inline="always")
+@device_inline
 def _e4m3_blk_window(raw):
     return raw[4]
 
 
-@cuda.jit(device=True, inline="always")
+@device_inline
 def _e4m3_blk_settle(raw, gk, k):
     w0, w1, w2, w3, v = raw
     return w0, w1, w2, w3, cuda.shfl_sync(0xFFFFFFFF, v, (gk >> 7) & 7)
 
 
-@cuda.jit(device=True, inline="always")
+@device_inline
 def _e4m3_blk_empty():
     return np.float32(0)
 
 
-@cuda.jit(device=True, inline="always")
+@device_inline
 def _e4m3_blk_convert_j(raw, gk, j):
     lo = raw[0] if j == 0 else raw[2]
     hi = raw[1] if j == 0 else raw[3]
@@ -912,7 +913,7 @@ def _make_e4m3_blk_f16(threads: int):
 
 
 def _make_nvfp4_f16_rows(threads: int):
-    @cuda.jit(device=True, inline="always")
+    @device_inline
     def fetch(src, scales_rows, gr, gk, ok):
         bsc, rowmap = scales_rows
         if not ok:
@@ -920,7 +921,7 @@ def _make_nvfp4_f16_rows(threads: int):
         sr = rowmap[gr]
         return src[sr, gk >> 3], bsc[sr, gk >> 4]
 
-    @cuda.jit(device=True, inline="always")
+    @device_inline
     def convert(raw, gk):
         word, sraw = raw
         s = bits.e4m3_to_f32(sraw)

@@ -98,6 +98,7 @@ from functools import lru_cache
 import numpy as np
 from numba import cuda, float32, types, uint32, uint64
 
+from ..common.launch import device_inline
 from ..common.smem import ld_shared_f32x4, shared_view, smem_addr, st_shared_f32x4, st_shared_v4
 from ..common.vload import aligned16, ld_f32x4, ldg_v4, st_f32x4
 from ._layout import SHARED_ALIGN
@@ -193,7 +194,7 @@ def make_scratch(C: int, DK: int, BV: int):
     NQ = C * RS
     MP = m_pitch(C)
 
-    @cuda.jit(device=True, inline="always")
+    @device_inline
     def scratch():
         dyn = cuda.shared.array(0, float16, alignment=SHARED_ALIGN)
         return (
@@ -228,7 +229,7 @@ def make_slice_io(DK: int, DV: int, BV: int, NT: int):
     WIDE = BV % 4 == 0 and DV % 4 == 0
     QN = BV // 4
 
-    @cuda.jit(device=True, inline="always")
+    @device_inline
     def load_slice(Ssh, S2, v0, tid):
         if WIDE:
             base = smem_addr(Ssh)
@@ -242,7 +243,7 @@ def make_slice_io(DK: int, DV: int, BV: int, NT: int):
                 d = e // BV
                 Ssh[d, e - d * BV] = S2[d, v0 + e - d * BV]
 
-    @cuda.jit(device=True, inline="always")
+    @device_inline
     def store_slice(S2, Ssh, v0, tid):
         if WIDE:
             base = smem_addr(Ssh)
@@ -292,7 +293,7 @@ def make_stage(C: int, DK: int, BV: int, NT: int, fault=None):
     DROP = fault == "drop"
     DUP = fault == "dup"
 
-    @cuda.jit(device=True, inline="always")
+    @device_inline
     def src(c0, i, L):
         """The global row staged into slot ``i`` (``i`` itself unless a fault)."""
         if DUP and L < C and i == L - 1 and i > 0:
@@ -379,7 +380,7 @@ def make_chunk(C: int, DK: int, BV: int, NT: int, RESIDENT: bool, layout=LAYOUT,
         else:
             S2[d, v0 + jj] = x
 
-    @cuda.jit(device=True, inline="always")
+    @device_inline
     def dot_s(a, S2, Ssh, jj, v0):
         """``a . S[:, jj]``: an fp16 row (staged) against a column of the state slice."""
         acc = float32(0.0)

@@ -29,6 +29,7 @@ import numpy as np
 from numba import cuda, float32, uint32
 
 from ..common.cvt import f16x2_to_f32x2
+from ..common.launch import device_inline
 from ..common.vload import aligned16, ld_v4, ldg_v4, stg_v4
 from .naive import RMS_EPS
 
@@ -78,11 +79,11 @@ def make_conv_piece(W: int, TAIL_FAULT: int = 0):
     WS = max(W - 1, 1)  # state rows (at least one slot, for the arrays' sizes)
     NWF, NSW, NSF = PIECE * W, 4 * WS, PIECE * WS  # local array sizes: compile-time constants
 
-    @cuda.jit(device=True, inline="always")
+    @device_inline
     def wide(x, w, cs):
         return x.shape[1] % PIECE == 0 and aligned16(x) and aligned16(w) and aligned16(cs)
 
-    @cuda.jit(device=True, inline="always")
+    @device_inline
     def unpack(dst, at, a, b, c, d):
         """The eight halves of four words to ``dst[at .. at+7]`` as fp32."""
         dst[at], dst[at + 1] = f16x2_to_f32x2(a)

@@ -39,6 +39,7 @@ from typing import Callable
 from numba import config
 
 from ..common import launch as _launch
+from ..common.launch import device_inline
 
 WARP = 32
 # Alignment of a shared array read or written 16 bytes at a time (the state
@@ -186,9 +187,8 @@ def make_head_slice(NSL: int, BV: int):
     ``v0 .. v0+BV-1`` of value head ``h`` and reads q/k head ``hk``
     (``group`` value heads per q/k head). Inlined into the caller before
     Numba optimises it, so the index arithmetic compiles as if written there."""
-    from numba import cuda
 
-    @cuda.jit(device=True, inline="always")
+    @device_inline
     def head_slice(b, group):
         h = b // NSL
         v0 = (b - h * NSL) * BV

@@ -30,6 +30,7 @@ from functools import lru_cache
 from numba import cuda, uint32, uint64
 
 from ..common.gemm import warp_rows as WR
+from ..common.launch import device_inline
 from ..common.smem import smem_addr, st_shared_f32x2
 
 TM, TN, TK = WR.TM, WR.TN, WR.TK
@@ -48,11 +49,11 @@ def _puts(STRICT: bool):
     apart, 8-byte aligned: ``_chunk.m_pitch``), the first alone where only
     it is."""
 
-    @cuda.jit(device=True, inline="always")
+    @device_inline
     def kept(i, l):
         return l < i if STRICT else l <= i
 
-    @cuda.jit(device=True, inline="always")
+    @device_inline
     def value(ctx, i, l, dot):
         M, Gs, Ri, Rk, Bs = ctx
         s = Bs[i] * Ri[i] if STRICT else Ri[i]

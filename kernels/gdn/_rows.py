@@ -39,6 +39,7 @@ from functools import lru_cache
 from numba import cuda, float32, uint32
 
 from ..common.cvt import f16x2_to_f32x2
+from ..common.launch import device_inline
 from ..common.smem import smem_addr, st_shared_f32x4, st_shared_v4
 from ..common.vload import aligned16, ldg_v2, ldg_v4
 
@@ -69,13 +70,13 @@ def make_stage_rows(LEN: int, NT: int, TAIL_FAULT: int = 0, SPREAD: bool = False
     if TAIL_FAULT not in TAIL_FAULTS:
         raise ValueError(f"TAIL_FAULT={TAIL_FAULT}: one of {TAIL_FAULTS}")
 
-    @cuda.jit(device=True, inline="always")
+    @device_inline
     def wide(src, col0):
         b = src.itemsize
         whole = (LEN * b) % PIECE_BYTES == 0 and (src.shape[2] * b) % PIECE_BYTES == 0
         return whole and (col0 * b) % PIECE_BYTES == 0 and aligned16(src)
 
-    @cuda.jit(device=True, inline="always")
+    @device_inline
     def piece(j, per, last):
         """The element a row's piece at ``j`` is read from (``j`` but for a fault)."""
         if TAIL_FAULT == 2 and j == last and j > 0:

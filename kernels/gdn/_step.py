@@ -60,6 +60,7 @@ from typing import Any
 import numpy as np
 from numba import cuda, float32, uint64
 
+from ..common.launch import device_inline
 from ..common.smem import ld_shared_f32x4, smem_addr
 from ..common.vload import ld_f32x4, st_f32x4
 from ._layout import WARP, Tile, step_tile
@@ -135,7 +136,7 @@ def make_step(DK: int, DV: int, BV: int, NT: int) -> Step:
     SCALE = np.float32(1.0 / math.sqrt(DK))
     EPS = np.float32(L2_EPS)
 
-    @cuda.jit(device=True, inline="always")
+    @device_inline
     def coords(tid):
         """``(c, p, g, lead)``: the thread's column group and row part, its
         row group in ``red``, and whether it writes that group's sums."""
@@ -154,7 +155,7 @@ def make_step(DK: int, DV: int, BV: int, NT: int) -> Step:
         ``[slots, hv, DK, DV]`` state viewed as 1-D (``hv`` at run time)."""
         return (uint64(slot) * uint64(hv) + uint64(h)) * uint64(DK * DV) + uint64(p) * uint64(R * DV) + uint64(col)
 
-    @cuda.jit(device=True, inline="always")
+    @device_inline
     def put4(Sr, r, q):
         """Row ``r`` of the patch from a quad (a 16-byte load's four floats)."""
         Sr[r * 4] = q[0]

@@ -38,6 +38,7 @@ from numba import config, cuda, float32, types, uint32
 
 from ..common import cvt, smem, vload
 from ..common import launch as L
+from ..common.launch import device_inline
 from ..common.warp import warp_sum  # lane 0 ends with the 32 lanes' total
 
 WARPS = 4  # warps (output columns) per projection block
@@ -61,20 +62,20 @@ float16 = types.float16
 A_ALIGN = None if config.ENABLE_CUDASIM else 16
 
 
-@cuda.jit(device=True, inline="always")
+@device_inline
 def _dot8(a, b):
     """The sum of eight fp16 products, ``a`` and ``b`` four words each."""
     return _dot2(a[0], b[0]) + _dot2(a[1], b[1]) + _dot2(a[2], b[2]) + _dot2(a[3], b[3])
 
 
-@cuda.jit(device=True, inline="always")
+@device_inline
 def _dot2(a, b):
     a0, a1 = cvt.f16x2_to_f32x2(a)
     b0, b1 = cvt.f16x2_to_f32x2(b)
     return a0 * b0 + a1 * b1
 
 
-@cuda.jit(device=True, inline="always")
+@device_inline
 def row_dot(x, i, w, j, lane, k):
     """``x[i, :] . w[j, :]`` over ``k`` as lane ``lane``'s share (fp16 rows,
     fp32 sums): 16-byte loads of both where they allow, two steps issued

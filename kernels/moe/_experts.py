@@ -47,7 +47,7 @@ from numba import cuda, float32
 from numba.core import types
 
 from ..common import smem, vload
-from ..common.launch import blocks_for, check_block, check_grid, jit_bounded
+from ..common.launch import blocks_for, check_block, check_grid, device_inline, jit_bounded
 from ._decode import (
     STAGE,
     WIDE_VALUES,
@@ -79,7 +79,7 @@ SORT_THREADS = 32  # one warp per expert in the routing sort
 COMBINE_THREADS = 128
 
 
-@cuda.jit(device=True, inline=True)
+@device_inline
 def group_sum(v):
     """Sum over the 8 lanes of an output's group (all lanes get it)."""
     v += cuda.shfl_xor_sync(FULL_MASK, v, 4)
@@ -88,7 +88,7 @@ def group_sum(v):
     return v
 
 
-@cuda.jit(device=True, inline=True)
+@device_inline
 def silu_mul(g, u):
     return g / (float32(1.0) + math.exp(-g)) * u
 
@@ -118,7 +118,7 @@ def stage_f16(xs, xa, x, c0, k, t, vec):
         xs[8 * swz(j >> 3) + (j & 7)] = x[c0 + j]
 
 
-@cuda.jit(device=True, inline="always")
+@device_inline
 def _f32_unit(xa, x, c0, i, n4, d0, d1, d2, d3):
     if i < n4:
         smem.st_shared_f32x4(xa + np.uint32(16 * swz(i)), d0, d1, d2, d3)
@@ -150,7 +150,7 @@ def stage_f32(xs, xa, x, c0, k, t, vec):
         xs[4 * swz(j >> 2) + (j & 3)] = float32(x[c0 + j])
 
 
-@cuda.jit(device=True, inline="always")
+@device_inline
 def warp_read(a, i, j, t):
     """``a[i, j]``, the same for every thread of the block, read by one lane
     of each warp and shuffled to the others (32 lanes reading the same 4
@@ -159,7 +159,7 @@ def warp_read(a, i, j, t):
     return cuda.shfl_sync(FULL_MASK, v, 0)
 
 
-@cuda.jit(device=True, inline="always")
+@device_inline
 def warp_read1(a, i, t):
     """:func:`warp_read` of a vector's ``a[i]``."""
     v = a[i] if (t & 31) == 0 else a.dtype.type(0)

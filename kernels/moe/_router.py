@@ -37,7 +37,7 @@ from functools import lru_cache
 from numba import cuda, float32, int32, uint32
 
 from ..common import bits, cvt, smem, vload
-from ..common.launch import blocks_for, check_block, check_grid
+from ..common.launch import blocks_for, check_block, check_grid, device_inline
 from ._experts import FULL_MASK, LANES, OUT_PER_BLOCK, THREADS, group_sum
 
 PRECISIONS = ("bf16", "fp32_gate", "fp32_routing")
@@ -49,7 +49,7 @@ GATE_FAULTS = ("tail_dropped",)  # tests only: a lane's last chunk, when it has 
 _WARPS = TOPK_THREADS // 32
 
 
-@cuda.jit(device=True, inline="always")
+@device_inline
 def _bf16x8(words):
     """Eight float32 of four words of bf16 pairs (lower address in bits 0-15)."""
     w0, w1, w2, w3 = words
@@ -60,7 +60,7 @@ def _bf16x8(words):
     return a0, a1, a2, a3, a4, a5, a6, a7
 
 
-@cuda.jit(device=True, inline="always")
+@device_inline
 def _dot8(acc, x, w):
     x0, x1, x2, x3, x4, x5, x6, x7 = x
     w0, w1, w2, w3, w4, w5, w6, w7 = w
@@ -75,13 +75,13 @@ def _dot8(acc, x, w):
     return acc
 
 
-@cuda.jit(device=True, inline="always")
+@device_inline
 def _x_bf16(at, plane):
     """A staged chunk of bf16 ``x``: one 16-byte shared load."""
     return _bf16x8(smem.ld_shared_v4(at))
 
 
-@cuda.jit(device=True, inline="always")
+@device_inline
 def _x_f32(at, plane):
     """A staged chunk of float32 ``x``: its two halves, one in each plane."""
     a0, a1, a2, a3 = smem.ld_shared_f32x4(at)
@@ -107,7 +107,7 @@ def _plane(chunks: int) -> int:
     return -(-16 * chunks // 128) * 128 + 64
 
 
-_plane_of = cuda.jit(device=True, inline="always")(_plane)  # the same, in a kernel
+_plane_of = device_inline(_plane)  # the same, in a kernel
 
 
 @lru_cache(maxsize=None)
@@ -128,7 +128,7 @@ def make_gate(PREC: str, wide: bool = True, fault: str = ""):
     pieces = CHUNK // per_piece  # a chunk's pieces: 1 (bf16) or 2 (float32, one a plane)
     step = LANES * CHUNK  # the inputs an expert's lanes cover in one chunk each
 
-    @cuda.jit(device=True, inline="always")
+    @device_inline
     def dot_elements(x, wg, r, e, lane):
         acc = float32(0.0)
         for k in range(lane, x.shape[1], LANES):
@@ -139,7 +139,7 @@ def make_gate(PREC: str, wide: bool = True, fault: str = ""):
             acc += xv * bits.bf16_to_f32(wg[e, k])
         return acc
 
-    @cuda.jit(device=True, inline="always")
+    @device_inline
     def stage(x, r, base, plane):
         """The block's row of ``x`` into shared memory, a 16-byte piece a
         thread in turn: piece ``p`` of chunk ``c`` at ``p plane + 16 c``."""
@@ -149,7 +149,7 @@ def make_gate(PREC: str, wide: bool = True, fault: str = ""):
             c = q // pieces
             smem.st_shared_v4(base + (q - c * pieces) * plane + 16 * c, w0, w1, w2, w3)
 
-    @cuda.jit(device=True, inline="always")
+    @device_inline
     def dot_chunks(wg, h, e, lane, base, plane):
         """Lane ``l`` of the expert: its chunks ``l, l + 8, ...`` of ``CHUNK``
         inputs, two a step with both weight loads issued before either sum."""
@@ -166,7 +166,7 @@ def make_gate(PREC: str, wide: bool = True, fault: str = ""):
             acc = _dot8(acc, x_at(base + 2 * c, plane), _bf16x8(vload.ldg_v4(wg, wr + c)))
         return acc
 
-    @cuda.jit(device=True, inline="always")
+    @device_inline
     def finish(logits, r, e, lane, acc):
         acc = group_sum(acc)
         if e < logits.shape[1] and lane == 0:
@@ -208,7 +208,7 @@ def make_gate(PREC: str, wide: bool = True, fault: str = ""):
     return gate if wide else gate_strided
 
 
-@cuda.jit(device=True, inline=True)
+@device_inline
 def _better(v, i, w, j):
     """Whether (w, j) beats (v, i): larger value, lower index on equal ones."""
     return w > v or (w == v and j < i)

@@ -10,6 +10,7 @@ import math
 from numba import cuda, float32, uint32
 
 from ..common import cvt
+from ..common.launch import device_inline
 from ..common.vload import ldg_v4
 
 
@@ -61,7 +62,7 @@ def stage_silu_mul_grouped(xs, gate, up, c0, k, tid, nthreads, kchunk, stride):
         xs[uint32((e & 31) * stride + (e >> 5))] = silu_f32(float32(gate[c0 + e])) * float32(up[c0 + e])
 
 
-@cuda.jit(device=True, inline="always")
+@device_inline
 def _silu_pair(xs, at, stride, g, u):
     ga, gb = cvt.f16x2_to_f32x2(g)
     ua, ub = cvt.f16x2_to_f32x2(u)
@@ -69,7 +70,7 @@ def _silu_pair(xs, at, stride, g, u):
     xs[uint32(at + stride)] = silu_f32(gb) * ub
 
 
-@cuda.jit(device=True, inline="always")
+@device_inline
 def _put8_silu_grouped(xs, e, g0, g1, g2, g3, u0, u1, u2, u3, stride):
     """``silu(gate) * up`` of the eight fp16 in words ``g0..g3`` and
     ``u0..u3`` (inputs ``e .. e + 7``) into the grouped layout: rows ``e %

@@ -64,6 +64,7 @@ from ..common.int4_device import (
     stage_x_grouped,
     stage_x_grouped_v4,
 )
+from ..common.launch import device_inline
 from ..common.vload import aligned16, ldg_v4
 from ..common.warp import warp_sum
 from ._device import stage_silu_mul_grouped, stage_silu_mul_grouped_v4
@@ -107,7 +108,7 @@ def make_warp_rows(WARPS: int, KCHUNK: int, DUAL: bool, SILU: bool, TAIL_FAULT: 
         else:
             stage_x_grouped(xs, src[0], c0, k, tid, NT, KCHUNK, STRIDE)
 
-    @cuda.jit(device=True, inline="always")
+    @device_inline
     def load_step(wv, sv, uv, su, qw, sc, mats, row, base, g, lim, g1):
         """The loads of a step's groups (``UNROLL`` per lane from group ``g``):
         every one issued before any is used."""

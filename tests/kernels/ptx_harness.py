@@ -431,7 +431,8 @@ def _diff_family(before: Path, after: Path) -> bool:
             print(f"{before.name}/{name}: does not compile on one side")
             same = False
             continue
-        a, b = (normalized_ptx(Path(d, f"{name}.ptx").read_text()) for d in (before, after))
+        # a kernel two modules list alike is compiled once: its record names the other's file
+        a, b = (normalized_ptx(Path(r[name]["ptx"]).read_text()) for r in recs)
         figures = " ".join(
             f"{k}={recs[0][name].get(k)}->{recs[1][name].get(k)}" for k in ("regs", "spill", "stack", "smem", "f64")
         )

@@ -46,7 +46,7 @@ import numpy as np
 from numba import cuda, float32, int32, uint32
 
 from ...common import vload
-from ...common.launch import check_block, check_grid, check_shared, jit_bounded
+from ...common.launch import check_block, check_grid, check_shared, device_inline, jit_bounded
 from .._paged import (
     BLOCK,
     V_ALIGN,
@@ -68,7 +68,7 @@ _NEG_INF = np.float32(-math.inf)
 _ZERO = np.float32(0.0)
 _ONE = np.float32(1.0)
 
-_num_splits = cuda.jit(device=True, inline="always")(num_splits)
+_num_splits = device_inline(num_splits)
 
 
 @lru_cache(maxsize=None)

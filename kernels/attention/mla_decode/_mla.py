@@ -50,7 +50,7 @@ import numpy as np
 from numba import cuda, float32, uint32
 
 from ...common import cvt, unroll, vload
-from ...common.launch import check_block, check_grid, check_shared, jit_bounded
+from ...common.launch import check_block, check_grid, check_shared, device_inline, jit_bounded
 from .._paged import BLOCK, make_row_stage, make_softmax_rows, threads_for, v_half
 
 _NEG_INF = np.float32(-math.inf)
@@ -59,7 +59,7 @@ _ONE = np.float32(1.0)
 MAX_HEAD_TILE = 8
 
 
-@cuda.jit(device=True, inline="always")
+@device_inline
 def _pair(c_kv, k_pe, n, t, c, R, RP):
     """Dims ``c`` and ``c + 1`` of token ``t``'s row (latent then rotary) as
     one word, the lower dim low; zero past ``RP``."""
@@ -116,7 +116,7 @@ def make_decode(H: int, R: int, P: int, QK_DIM: int, READ_TAIL: bool = False, MS
     stage_nope = make_row_stage(HT, R, NT)  # q rows: latent dims to columns 0 .. R - 1
     stage_pe = make_row_stage(HT, P, NT, R)  # rotary dims after them
 
-    @cuda.jit(device=True, inline="always")
+    @device_inline
     def _where(c):
         """Chunk ``c`` of a block's tile: token and chunk of its row."""
         if MAP:
@@ -125,7 +125,7 @@ def make_decode(H: int, R: int, P: int, QK_DIM: int, READ_TAIL: bool = False, MS
         t = c // CHT
         return t, c - t * CHT
 
-    @cuda.jit(device=True, inline="always")
+    @device_inline
     def _fetch(i, _x, _y, ctx):
         c_kv, k_pe, n, base, length, tid = ctx
         c = tid + i * NT
@@ -138,7 +138,7 @@ def make_decode(H: int, R: int, P: int, QK_DIM: int, READ_TAIL: bool = False, MS
             return vload.ldg_v4(c_kv, row * R + dc * 8)
         return vload.ldg_v4(k_pe, row * P + (dc - CHR) * 8)
 
-    @cuda.jit(device=True, inline="always")
+    @device_inline
     def _put(i, words, ctx):
         kv_s, base, length, tid = ctx
         c = tid + i * NT

@@ -62,6 +62,7 @@ from .. import launch as L
 from .. import swizzle as sw
 from .. import wgmma as wg
 from .. import wgmma_gemm as P
+from ..launch import device_inline
 from . import pipeline as PL
 
 BM = wg.M
@@ -81,7 +82,7 @@ DECODE_MEAN = 8
 DECODE_MIN_BLOCKS = 5
 
 
-@cuda.jit(device=True, inline="always")
+@device_inline
 def scaled_store(y, ep, acc, row0, row_end, n0, ncols, e):
     """The default epilogue: ``ep = (rs, cs, ts)``, ``rs[p]`` per sorted
     row, ``cs[e, c]`` per group's column, ``ts[e]`` per group (the
@@ -90,7 +91,7 @@ def scaled_store(y, ep, acc, row0, row_end, n0, ncols, e):
     P.store(y, row_end, ncols, row0, n0, acc, rs, cs[e], ts[e], False)
 
 
-@cuda.jit(device=True, inline="always")
+@device_inline
 def _pair(off, i):
     """``off[i]`` and ``off[i + 1]`` (``i + 1`` within ``off``), loaded by
     lanes 0 and 1 of the warp in one instruction (one sector) and handed
@@ -100,7 +101,7 @@ def _pair(off, i):
     return cuda.shfl_sync(FULL, v, 0), cuda.shfl_sync(FULL, v, 1)
 
 
-@cuda.jit(device=True, inline="always")
+@device_inline
 def _lane0(off, i):
     """``off[i]``, loaded by lane 0 of the warp and handed to the others (a
     walk step's offsets: one 4-byte load a warp, not one a thread)."""
@@ -188,7 +189,7 @@ def make_kernel(
         epilogue = epilogue_of((bn if split else bn // wn) // 2)  # (64 rows by its columns over 128 threads)
     store = epilogue or scaled_store
 
-    @cuda.jit(device=True, inline="always")
+    @device_inline
     def tile(y, a32, b32, bsc, asc, rowmap, ep, e, r0, row_end, n0):
         smem = cuda.shared.array(0, uint32)
         base = wg.smem_addr(smem)

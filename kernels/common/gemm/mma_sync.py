@@ -42,6 +42,7 @@ from numba import cuda
 
 from .. import mma as M
 from .. import wgmma as wg
+from ..launch import device_inline
 from . import pipeline as PL
 from .pipeline import KSUB, STAGE_KBYTES, STEP, make_launch, tile_rows  # noqa: F401
 
@@ -51,12 +52,12 @@ MAX_SHARED = 99 * 1024
 GROUP_BYTES = 16 * STAGE_KBYTES  # 16 tile rows: one B ldmatrix.x4 to the next
 
 
-@cuda.jit(device=True, inline="always")
+@device_inline
 def _nothing():
     pass
 
 
-@cuda.jit(device=True, inline="always")
+@device_inline
 def _same(acc):
     return acc
 
@@ -88,7 +89,7 @@ class Form:
         load_b = M.ldsm_run(bn // 16, GROUP_BYTES)
         mask = 7 if swizzle else 0  # unswizzled (a test's fault): chunk c of every row in one bank group
 
-        @cuda.jit(device=True, inline="always")
+        @device_inline
         def frags(at_a, at_b, j):
             lane = cuda.threadIdx.x & 31
             if split:
@@ -110,7 +111,7 @@ class Form:
         run = M.mma_run(dtype, bn)
         frags = cls.fragments(bn, swizzle)
 
-        @cuda.jit(device=True, inline="always")
+        @device_inline
         def consume(at_a, at_b, acc):
             for j in range(KSUB):
                 if j != dropped:
@@ -129,7 +130,7 @@ class Form:
         run = M.mma_run(dtype, bn)
         frags = cls.fragments(bn, swizzle, split=True)
 
-        @cuda.jit(device=True, inline="always")
+        @device_inline
         def consume(at_a, at_b, acc):
             j = (cuda.threadIdx.x >> 5) & 3  # this warp's K step: the same in all its lanes
             if j != dropped:
@@ -151,7 +152,7 @@ class Form:
         frags = cls.fragments(bn, swizzle)
         zeros = wg.zeros(bn, integer=dtype == "s8")
 
-        @cuda.jit(device=True, inline="always")
+        @device_inline
         def consume_steps(at_a, at_b, total, fx, kt):
             for j in range(KSUB):
                 a, b = frags(at_a, at_b, j)

@@ -31,6 +31,7 @@ from numba import cuda, float32, int32, uint32
 
 from .. import bits, unroll
 from .. import wgmma as wg
+from ..launch import device_inline
 from ..wgmma_gemm import chunk_stager
 
 KIND = "nvfp4_s8x"
@@ -43,7 +44,7 @@ DOUBLED = 0xC8643210  # 2 x |E2M1| for the magnitude codes 0..7, a nibble each: 
 DOUBLED_VALUES = tuple((DOUBLED >> (4 * i)) & 0xF for i in range(8))
 
 
-@cuda.jit(device=True, inline="always")
+@device_inline
 def doubled(code):
     """2 x the E2M1 value of nibble ``code`` as an int8's byte (two's complement), in a uint32."""
     v = int32((uint32(DOUBLED) >> uint32(4 * (code & 7))) & uint32(15))
@@ -52,7 +53,7 @@ def doubled(code):
     return uint32(v & 0xFF)
 
 
-@cuda.jit(device=True, inline="always")
+@device_inline
 def _quad(word, j):
     """Bytes of the doubled values of nibbles ``j .. j + 3`` of a packed word."""
     x = word >> uint32(4 * j)
@@ -71,7 +72,7 @@ def stager(threads: int, kind: str = KIND, drop_odd: bool = False):
 
 
 def _nvfp4_stager(threads: int, kind: str = KIND, drop_odd: bool = False):
-    @cuda.jit(device=True, inline="always")
+    @device_inline
     def fetch(src, bsc, gr, gk, ok):  # gk: the chunk's first staged byte; its block: 32 staged bytes each
         b = gk >> 5
         z = uint32(0)
@@ -79,7 +80,7 @@ def _nvfp4_stager(threads: int, kind: str = KIND, drop_odd: bool = False):
         ld = ok and not ((gk >> 4) & 1 or (drop_odd and b & 1))
         return src[gr, 2 * b] if ld else z, src[gr, 2 * b + 1] if ld else z
 
-    @cuda.jit(device=True, inline="always")
+    @device_inline
     def convert(raw, gk):
         b = gk >> 5
         z = uint32(0)
@@ -97,11 +98,11 @@ def _side_stager(fetch_one, put_one, slots):
     bsc, m, n, k, r0, n0, kt, tid))`` loads entry ``i``'s raw values,
     ``put_one(i, raw, (smem, word, tid, kt))`` decodes and stores them."""
 
-    @cuda.jit(device=True, inline="always")
+    @device_inline
     def fetch(asc, bsc, m, n, k, r0, n0, kt, tid):
         return unroll.each_map(fetch_one, slots, slots, (asc, bsc, m, n, k, r0, n0, kt, tid))
 
-    @cuda.jit(device=True, inline="always")
+    @device_inline
     def put(smem, at, raw, kt, tid):
         unroll.each(put_one, raw, (smem, at >> 2, tid, kt))
 
@@ -135,7 +136,7 @@ class Nvfp4Scales:
         total = (a_rows + bn) * BLOCKS_PER_STAGE
         slots = tuple(range(-(-total // threads)))
 
-        @cuda.jit(device=True, inline="always")
+        @device_inline
         def _fetch_one(i, _x, _y, ctx):
             asc, bsc, m, n, _k, r0, n0, kt, tid = ctx
             idx = tid + i * threads
@@ -150,7 +151,7 @@ class Nvfp4Scales:
                     v = bsc[n0 + row - a_rows, b]
             return v
 
-        @cuda.jit(device=True, inline="always")
+        @device_inline
         def _put_one(i, v, ctx):
             smem, w0, tid, _kt = ctx
             idx = tid + i * threads
@@ -163,7 +164,7 @@ class Nvfp4Scales:
     def fold(self, entries: int):
         mask = self.mask
 
-        @cuda.jit(device=True, inline="always")
+        @device_inline
         def fold(total, acc, fx, step):
             smem, at, g_row, c_row = fx
             at2 = (at >> 2, g_row, step & mask, cuda.threadIdx.x & 127, c_row, smem)
@@ -172,7 +173,7 @@ class Nvfp4Scales:
         return fold
 
 
-@cuda.jit(device=True, inline="always")
+@device_inline
 def _nvfp4_one(i, tot, dot, at):
     w0, g_row, jj, tid, c_row, smem = at
     r, c = wg.acc_elem(tid, i)
@@ -203,7 +204,7 @@ Q4K_BLOCK_BYTES = 144
 Q4K_VALUES = 256
 
 
-@cuda.jit(device=True, inline="always")
+@device_inline
 def _nibbles4(word, hi):
     """The four nibbles (low or high half of each byte) of a word as bytes."""
     x = word >> uint32(4 * hi)
@@ -215,7 +216,7 @@ def _nibbles4(word, hi):
     )
 
 
-@cuda.jit(device=True, inline="always")
+@device_inline
 def _q4k_fetch(src, bsc, gr, gk, ok):
     if not ok:
         z = uint32(0)
@@ -225,7 +226,7 @@ def _q4k_fetch(src, bsc, gr, gk, ok):
     return src[gr, w], src[gr, w + 1], src[gr, w + 2], src[gr, w + 3]
 
 
-@cuda.jit(device=True, inline="always")
+@device_inline
 def _q4k_convert(raw, gk):
     hi = ((gk & (Q4K_VALUES - 1)) >> 5) & 1
     return _nibbles4(raw[0], hi), _nibbles4(raw[1], hi), _nibbles4(raw[2], hi), _nibbles4(raw[3], hi)
@@ -241,7 +242,7 @@ def q4k_stager(threads: int):
     return chunk_stager(threads, 16, _q4k_fetch, _q4k_convert)
 
 
-@cuda.jit(device=True, inline="always")
+@device_inline
 def _f16(lo, hi):
     """float32 of the little-endian fp16 in bytes ``lo``, ``hi``."""
     h = cuda.local.array(1, dtype=np.uint16)
@@ -249,7 +250,7 @@ def _f16(lo, hi):
     return float32(h.view(np.float16)[0])
 
 
-@cuda.jit(device=True, inline="always")
+@device_inline
 def _scale_min_bytes(p, q, r, j):
     """The 6-bit scale and min of sub-block ``j`` of a Q4_K super-block
     (``common.q4k``'s packing) from the bytes they are packed in: ``p`` at
@@ -292,7 +293,7 @@ class Q4kScales:
         total = (a_rows + bn) * 4
         slots = tuple(range(-(-total // threads)))
 
-        @cuda.jit(device=True, inline="always")
+        @device_inline
         def _fetch_one(i, _x, _y, ctx):
             ds8, blocks, m, n, k, r0, n0, kt, tid = ctx
             idx = tid + i * threads
@@ -319,7 +320,7 @@ class Q4kScales:
                             r = blocks[c, s + j - 4]
             return x, y, d0, d1, m0, m1, p, q, r
 
-        @cuda.jit(device=True, inline="always")
+        @device_inline
         def _put_one(i, raw, ctx):
             smem, w0, tid, kt = ctx
             idx = tid + i * threads
@@ -338,7 +339,7 @@ class Q4kScales:
         subs_used = self.subs_used
         plane = entries * 4  # words of a plane: (rows + BN) x 4 sub-blocks
 
-        @cuda.jit(device=True, inline="always")
+        @device_inline
         def fold(total, acc, fx, step):
             smem, at, g_row, c_row = fx
             if (step & 7) >= subs_used:
@@ -349,7 +350,7 @@ class Q4kScales:
         return fold
 
 
-@cuda.jit(device=True, inline="always")
+@device_inline
 def _q4k_one(i, tot, dot, at):
     w0, g_row, jj, tid, c_row, smem, plane = at
     r, c = wg.acc_elem(tid, i)

@@ -59,6 +59,7 @@ from .. import launch as L
 from .. import swizzle as sw
 from .. import wgmma as wg
 from .. import wgmma_gemm as P
+from ..launch import device_inline
 from . import mmq
 
 BM = wg.M
@@ -121,7 +122,7 @@ def make_issue(threads: int, esize: int, swizzle: bool = True, gather: bool = Fa
     src_row = P.row_gathered if gather else P.row_direct
     piece, gap = P.spread_of(spread)
 
-    @cuda.jit(device=True, inline="always")
+    @device_inline
     def issue(smem, at, src, nrows, k, r0, k0, tid, rows, rowmap):
         words = src.shape[1]  # uint32 words per row
         for c in range(tid, rows * CHUNKS, threads):
@@ -283,7 +284,7 @@ def make_mainloop(
     per_stage = fold is not None
     if not per_stage:
 
-        @cuda.jit(device=True, inline="always")
+        @device_inline
         def fold(total, stage, bsc, n, n0, kt):  # never called: the accumulators run over the whole K
             return stage
 
@@ -307,7 +308,7 @@ def make_mainloop(
     in_flight = stages - 1 if fault == "no_wait" else stages - 2
     ahead = 1 if fault == "stage_order" else 0  # reads the slot of the stage after kt
 
-    @cuda.jit(device=True, inline="always")
+    @device_inline
     def copy_b_stage(smem, at, b32, n, nseg, k, n0, kt, tid):
         """Stage ``kt`` of a copied B tile at byte ``at`` of ``smem``, segment by segment."""
         for j in range(b_parts):
@@ -318,38 +319,38 @@ def make_mainloop(
     # (``win``: what each segment's stage before left it, ``carried_bs``)
     if b_parts == 1:
 
-        @cuda.jit(device=True, inline="always")
+        @device_inline
         def fetch_bs(b32, bsc, n, nseg, k, n0, kt, tid, win):
             return (fetch_b(b32, bsc, n, k, n0, kt, tid, win[0]),)
 
-        @cuda.jit(device=True, inline="always")
+        @device_inline
         def put_bs(at, raw, n, nseg, k, n0, kt, tid):
             put_b(at, raw[0], n, k, n0, kt, tid)
 
-        @cuda.jit(device=True, inline="always")
+        @device_inline
         def start_bs():
             return (start_b(),)
 
-        @cuda.jit(device=True, inline="always")
+        @device_inline
         def carried_bs(raw):
             return (carried_b(raw[0]),)
 
     else:  # two: a gated tile's gate and up segments
 
-        @cuda.jit(device=True, inline="always")
+        @device_inline
         def fetch_bs(b32, bsc, n, nseg, k, n0, kt, tid, win):
             return fetch_b(b32, bsc, n, k, n0, kt, tid, win[0]), fetch_b(b32, bsc, n, k, n0 + nseg, kt, tid, win[1])
 
-        @cuda.jit(device=True, inline="always")
+        @device_inline
         def put_bs(at, raw, n, nseg, k, n0, kt, tid):
             put_b(at, raw[0], n, k, n0, kt, tid)
             put_b(at + part_bytes, raw[1], n, k, n0 + nseg, kt, tid)
 
-        @cuda.jit(device=True, inline="always")
+        @device_inline
         def start_bs():
             return start_b(), start_b()
 
-        @cuda.jit(device=True, inline="always")
+        @device_inline
         def carried_bs(raw):
             return carried_b(raw[0]), carried_b(raw[1])
 
@@ -361,7 +362,7 @@ def make_mainloop(
     if copy_a:
         fetch_a = put_a = _nothing7
 
-    @cuda.jit(device=True, inline="always")
+    @device_inline
     def mainloop(smem, base, pad, a32, asc, m, k, r0, rowmap, b32, bsc, n, nseg, n0, tid, g):
         nk = (k + bk - 1) // bk
         gm = g // wn  # this warpgroup's place in the tile: rows 64 gm .., columns bnw gn ..
@@ -455,12 +456,12 @@ def make_reduce(bn: int, summed: bool = True):
     adds them. ``summed`` False: a test's fault, nothing added."""
     slab = (bn // 2) * 32  # f32 words of one warp's partial sums
 
-    @cuda.jit(device=True, inline="always")
+    @device_inline
     def _put(i, v, at):
         smf, w0, lane = at
         smf[w0 + i * 32 + lane] = v
 
-    @cuda.jit(device=True, inline="always")
+    @device_inline
     def _add(i, v, _same, at):
         smf, w0, lane = at
         s = v
@@ -468,7 +469,7 @@ def make_reduce(bn: int, summed: bool = True):
             s += smf[w0 + w * slab + i * 32 + lane]
         return s
 
-    @cuda.jit(device=True, inline="always")
+    @device_inline
     def reduce(smf, pad, acc):
         warp = cuda.threadIdx.x >> 5
         lane = cuda.threadIdx.x & 31
@@ -484,27 +485,27 @@ def make_reduce(bn: int, summed: bool = True):
     return reduce
 
 
-@cuda.jit(device=True, inline="always")
+@device_inline
 def _same3(smf, pad, acc):
     return acc
 
 
-@cuda.jit(device=True, inline="always")
+@device_inline
 def _nothing7(a, b, c, d, e, f, g):  # a copied operand's fetch and put: nothing to do
     return 0
 
 
-@cuda.jit(device=True, inline="always")
+@device_inline
 def _nothing8(a, b, c, d, e, f, g, h):
     return 0
 
 
-@cuda.jit(device=True, inline="always")
+@device_inline
 def _nothing9(a, b, c, d, e, f, g, h, i):  # no per-step fold: no scale tables to fetch or put
     return 0
 
 
-@cuda.jit(device=True, inline="always")
+@device_inline
 def _nothing5(a, b, c, d, e):
     return 0
 

@@ -47,6 +47,7 @@ import numpy as np
 from numba import cuda, float32, uint32, uint64
 
 from .. import mma, vload
+from ..launch import device_inline
 
 TM, TN, TK = mma.M, mma.N, mma.K  # one MMA: 16 rows x 8 columns, 16 deep
 WARP = mma.WARP
@@ -97,6 +98,8 @@ def mma_flops(L: int, DK: int) -> int:
     return tile_flops(lower_tiles(L), DK)
 
 
+# Numba's IR inlining, not NVVM's: a device function compiled on its own
+# cannot return an array view it made (no runtime to own it).
 @cuda.jit(device=True, inline="always")
 def words(x):
     """An fp16 ``[T, H, d]`` array as ``uint32 [T, H, d/2]``: each word two
@@ -105,7 +108,7 @@ def words(x):
     return x.view(np.uint32)
 
 
-@cuda.jit(device=True, inline="always")
+@device_inline
 def _halves(x, t, h, w, ok, DK):
     """Word ``w`` of a row of odd length: its two fp16 (``d = 2w, 2w + 1``)
     from 16-bit loads, zero past ``DK`` and where not ``ok``."""
@@ -116,7 +119,7 @@ def _halves(x, t, h, w, ok, DK):
     return lo | (hi << uint32(16))
 
 
-@cuda.jit(device=True, inline="always")
+@device_inline
 def _where(f, ta, la, tb, lb):
     """Each register's row (in range: below ``la`` / ``lb``; its index) and
     word of the row: A's four, then B's two."""
@@ -196,14 +199,14 @@ def make_tile(DK: int, layout=LAYOUT, wide: bool = False):
         dr3, dc3 = c_elem(lane, 3)
         return (ar0, ac0, ar1, ac1, ar2, ac2, ar3, ac3, bk0, bn0, bk1, bn1, dr0, dc0, dr1, dc1, dr2, dc2, dr3, dc3)
 
-    @cuda.jit(device=True, inline="always")
+    @cuda.jit(device=True, inline="always")  # returns a view: inlined in Numba's IR (see words)
     def rows_of(x):
         """What ``load`` reads: the rows as words (even ``DK``), else as stored."""
         if ODD:
             return x
         return words(x)
 
-    @cuda.jit(device=True, inline="always")
+    @device_inline
     def load(xa, t, hh, w, ok):
         """Word ``w`` of row ``t`` (zero where not ``ok`` or past ``DK``)."""
         if ODD:
@@ -212,7 +215,7 @@ def make_tile(DK: int, layout=LAYOUT, wide: bool = False):
             return xa[t, hh, uint64(w)] if ok and w < DKW else Z
         return xa[t, hh, uint64(w)] if ok else Z
 
-    @cuda.jit(device=True, inline="always")
+    @device_inline
     def load2(xa, t, hh, w, ok):
         """Words ``w``, ``w + 1`` of row ``t`` by one 8-byte load (``w``
         even; zeros where not ``ok`` or past ``DK``)."""

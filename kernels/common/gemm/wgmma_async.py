@@ -13,11 +13,11 @@ from __future__ import annotations
 from functools import lru_cache
 
 import numpy as np
-from numba import cuda
 
 from .. import swizzle as sw
 from .. import wgmma as wg
 from .. import wgmma_gemm as P
+from ..launch import device_inline
 from . import pipeline as PL
 from .pipeline import CHUNKS, FAULTS, KSUB, STAGE_KBYTES, STEP, make_launch, shared_bytes, tile_rows  # noqa: F401
 
@@ -49,16 +49,16 @@ class Form:
         mma = wg.op(dtype, bn)
         if dtype == "e4m3":
 
-            @cuda.jit(device=True, inline="always")
+            @device_inline
             def step(da, db, acc):
                 return mma(da, db, acc, 1, 1, 1)
         else:
 
-            @cuda.jit(device=True, inline="always")
+            @device_inline
             def step(da, db, acc):
                 return mma(da, db, acc, 1, 1, 1, 0, 0)
 
-        @cuda.jit(device=True, inline="always")
+        @device_inline
         def consume(at_a, at_b, acc):
             wg.wgmma_fence()
             for j in range(KSUB):
@@ -72,7 +72,7 @@ class Form:
         return consume
 
     @staticmethod
-    @cuda.jit(device=True, inline="always")
+    @device_inline
     def settle(acc):
         return wg.wait_acc(0, acc)
 

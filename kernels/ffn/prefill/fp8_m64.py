@@ -39,6 +39,7 @@ from ...common import rowquant as _rowquant
 from ...common import wgmma as wg
 from ...common import wgmma_gemm as P
 from ...common.gemm import wgmma_async as G
+from ...common.launch import device_inline
 
 BN = 128
 WGS = WN = 2  # warpgroups a block, both along the tile's columns (``common/gemm/pipeline.py``)
@@ -52,14 +53,14 @@ def shared_bytes(bn: int) -> int:
     return G.shared_bytes(WGS, bn, STAGES, G.tile_rows(WGS, WN))
 
 
-@cuda.jit(device=True, inline="always")
+@device_inline
 def _fold_one(i, tot, st, at):
     scales, last, n0, g, tid = at
     _r, c = wg.acc_elem(tid, i)
     return tot + st * float32(scales[min(n0 + c, last), g])
 
 
-@cuda.jit(device=True, inline="always")
+@device_inline
 def fold(total, stage, scales, ncols, n0, g):
     """The running sums plus each stage accumulator times its column's
     group scale (``wgmma.acc_elem``'s column; columns past ``ncols`` read the

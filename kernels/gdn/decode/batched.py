@@ -31,6 +31,7 @@ from functools import lru_cache
 
 from numba import cuda, float32
 
+from ...common.launch import device_inline
 from .._layout import SHARED_ALIGN, bind, make_head_slice, slice_launch, tile_for
 from .._rows import make_stage_rows
 from .._step import make_step
@@ -64,7 +65,7 @@ def make_decode_block(DK: int, DV: int, TAIL_FAULT: int = 0):
     wide_v, stage_v = make_stage_rows(BV, NT, TAIL_FAULT)
     RCW = R * CW  # state registers a thread
 
-    @cuda.jit(device=True, inline="always")
+    @device_inline
     def decode_block(n, b, group, q, k, v, g, beta, slots, state, o):
         hv = v.shape[1]
         h, v0, hk = head_slice(b, group)

@@ -43,6 +43,7 @@ from functools import lru_cache
 
 from numba import cuda, float32, uint32
 
+from ...common.launch import device_inline
 from ...common.smem import smem_addr, st_shared_f32x4
 from ...selection.gdn import FUSED_ELIGIBLE
 from .._conv import make_conv_piece, make_conv_step, make_gated_rmsnorm
@@ -85,7 +86,7 @@ def make_fused_conv(W: int, DK: int, DV: int, TAIL_FAULT: int = 0):
     partials, finish = step.partials, step.finish
     gated = make_gated_rmsnorm(DV)
 
-    @cuda.jit(device=True, inline="always")
+    @device_inline
     def channel(e, hk, hkn):
         """The input channel of the block's channel ``e``: ``[q_hk | k_hk |
         v_2hk | v_2hk+1]`` of ``[q | k | v]``."""

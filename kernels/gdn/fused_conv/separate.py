@@ -24,6 +24,7 @@ from functools import lru_cache
 
 from numba import cuda, float32
 
+from ...common.launch import device_inline
 from ...common.vload import aligned16, st_f32x4
 from .._conv import PIECE, make_conv_piece, make_conv_step, make_gated_rmsnorm
 from .._layout import check_launch, group_of, slice_launch
@@ -51,7 +52,7 @@ def make_conv_kernel(W: int, DK: int, DV: int, TAIL_FAULT: int = 0):
     wide, conv_piece = make_conv_piece(W, TAIL_FAULT)
     CPT = conv_channels(DK, DV)
 
-    @cuda.jit(device=True, inline="always")
+    @device_inline
     def put(qa, ka, va, n, c, hk, y):
         """Activation of channel ``c`` of ``[q | k | v]`` (sequence ``n``)."""
         if c < hk * DK:
@@ -63,7 +64,7 @@ def make_conv_kernel(W: int, DK: int, DV: int, TAIL_FAULT: int = 0):
             c2 = c - 2 * hk * DK
             va[n, c2 // DV, c2 % DV] = y
 
-    @cuda.jit(device=True, inline="always")
+    @device_inline
     def put8(qa, ka, va, n, c, hk, ys):
         """Channels ``c .. c+7`` (one head's) as two 16-byte stores."""
         if c < hk * DK:

@@ -38,6 +38,7 @@ from numba import cuda, float32, uint32
 
 from ...common import launch as L
 from ...common.int4_device import group_layout, nibble, stage_x_grouped, stage_x_grouped_v4
+from ...common.launch import device_inline
 from ...common.vload import aligned16, ldg_v4
 from ...common.warp import warp_sum
 
@@ -61,7 +62,7 @@ def make_batch_gemv(MROWS: int, KCHUNK: int, WARPS: int = DEFAULT_WARPS, ROWS_US
     NT = WARPS * 32
     USED = ROWS_USED or MROWS
 
-    @cuda.jit(device=True, inline="always")
+    @device_inline
     def fma_word(acc, qv, word, s, xs, col, m):
         """Decode ``word`` (scale ``s``) once; add its 8 products to every
         live row's accumulator. ``col``: the word's index in the chunk."""

@@ -64,6 +64,7 @@ from ...common import launch as L
 from ...common import unroll
 from ...common import wgmma as wg
 from ...common.gemm import warp_rows as WR
+from ...common.launch import device_inline
 from ...common.smem import smem_addr, st_shared_f32x2
 from ._device import group_of, step_dt
 from .geometry import SSD_MAX_CHUNK, SSD_TILE, ssd_scan_fits, ssd_shared_bytes
@@ -211,7 +212,7 @@ def make_state_pass(CHUNK: int, CARRY: bool = True):
     return ssd_state_pass
 
 
-@cuda.jit(device=True, inline="always")
+@device_inline
 def m_at(i, l):
     """Where element ``(i, l)`` of the ``C.B`` block ``m`` lies: row ``i``
     of ``TILE`` floats, its columns XORed with ``8 (i % 4)``. The MMA's
@@ -231,7 +232,7 @@ def _put_m():
     ``(i, l)``, ``(i, l + 1)`` (``l`` even) as one 8-byte store where both
     are at or below the diagonal, the first alone where only it is."""
 
-    @cuda.jit(device=True, inline="always")
+    @device_inline
     def value(ctx, i, l, dot):
         m, cum, dtv, i0, j0 = ctx  # every index uint64: no mixed-sign arithmetic
         return dot * math.exp(cum[i0 + i] - cum[j0 + l]) * dtv[j0 + l]
@@ -255,7 +256,7 @@ def _put_m():
     return put_m, put_m2
 
 
-@cuda.jit(device=True, inline="always")
+@device_inline
 def _fold(i, lo, hi, ctx):
     """One step of folding ``2 w`` partial sums across lanes ``w`` apart:
     a lane keeps the half its lane bit ``w`` names and adds its partner's
@@ -281,13 +282,13 @@ def make_read_out(N: int):
     if TILE != 32:
         raise ValueError(f"the read-out folds {TILE} rows over 32 lanes")
 
-    @cuda.jit(device=True, inline="always")
+    @device_inline
     def _row_part(i, part, _same, ctx):
         """Row ``i``'s partial sum, one state column further."""
         cs_t, at, s = ctx
         return part + cs_t[i * NS + at] * s
 
-    @cuda.jit(device=True, inline="always")
+    @device_inline
     def read_out(cs_t, cstate, c, h, p, lane):
         part = zeros()
         for j in range(NJ):

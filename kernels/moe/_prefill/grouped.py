@@ -73,6 +73,7 @@ from ...common import wgmma as wg
 from ...common import wgmma_gemm as P
 from ...common.gemm import grouped as GG
 from ...common.gemm import mma_sync
+from ...common.launch import device_inline
 from .bounds import BM
 
 FORM = mma_sync
@@ -104,27 +105,27 @@ def _hooks(SCATTER: bool, n_acc: int):
     ``ep``: the assignment a sorted row came from)."""
     HALF_ACC = n_acc // 2
 
-    @cuda.jit(device=True, inline="always")
+    @device_inline
     def put(y, ep, row_end, ncols, row0, n0, v, rs, cs, t):
         if SCATTER:
             P.store_to(y, ep[5], row_end, ncols, row0, n0, v, rs, cs, t)
         else:
             P.store(y, row_end, ncols, row0, n0, v, rs, cs, t, False)
 
-    @cuda.jit(device=True, inline="always")
+    @device_inline
     def scaled(y, ep, acc, row0, row_end, n0, ncols, e):
         """``acc * rs[p] * cs[e, c] * (ts[e] * ats[0])``."""
         rs, cs, ts, ats = ep[0], ep[1], ep[2], ep[3]
         put(y, ep, row_end, ncols, row0, n0, acc, rs, cs[e], ts[e] * ats[0])
 
-    @cuda.jit(device=True, inline="always")
+    @device_inline
     def relu2(y, ep, acc, row0, row_end, n0, ncols, e):
         rs, cs, ts, ats, ones = ep[0], ep[1], ep[2], ep[3], ep[4]
         at = (cuda.threadIdx.x & 127, rs, cs[e], ts[e] * ats[0], row0, n0, row_end, ncols)
         v = unroll.each_map(_relu2_one, acc, acc, at)  # (each_map pairs two: the one twice)
         put(y, ep, row_end, ncols, row0, n0, v, ones, ones, np.float32(1.0))
 
-    @cuda.jit(device=True, inline="always")
+    @device_inline
     def glu(y, ep, acc, row0, row_end, n0, ncols, e):
         """Gate (the first half of the accumulators) and up (the second, the
         same places) to ``silu(gate) * up``; ``cs[e]`` holds 2N column scales."""
@@ -136,7 +137,7 @@ def _hooks(SCATTER: bool, n_acc: int):
     return {NONE: scaled, SILU_GLU: glu, RELU2: relu2}
 
 
-@cuda.jit(device=True, inline="always")
+@device_inline
 def _relu2_one(i, v, _same, at):
     tid, rs, cs, t, row0, n0, row_end, ncols = at
     r, c = wg.acc_elem(tid, i)
@@ -146,7 +147,7 @@ def _relu2_one(i, v, _same, at):
     return x * x
 
 
-@cuda.jit(device=True, inline="always")
+@device_inline
 def _glu_one(i, gate, up, at):
     tid, cs, t, n0, ncols = at
     _r, c = wg.acc_elem(tid, i)
