@@ -88,12 +88,14 @@ __all__ = [
     "SIMULATED",
     "bf16_to_f32",
     "bf16x2_to_f32x2",
+    "bf16x8_to_f32",
     "e4m3x2_to_f32x2",
     "f32_to_bf16",
     "f32x2_to_bf16x2",
     "f32x2_to_e4m3x2",
     "f32x2_to_f16x2",
     "f16x2_to_f32x2",
+    "f16x8_to_f32",
 ]
 
 
@@ -267,3 +269,23 @@ def bf16x2_to_f32x2(w):
     """``(value of bits 0-15, value of bits 16-31)`` of two bf16 in a word
     (a staged pair of bf16 rows): each half shifted up to a float32."""
     return bf16_to_f32(np.uint16(w & np.uint32(0xFFFF))), bf16_to_f32(np.uint16(w >> np.uint32(16)))
+
+
+def _eight(pair):
+    """Eight float32 of the four words of a 16-byte load, each word's pair by
+    ``pair`` (bits 0-15 first): the values in memory order."""
+
+    @device_inline
+    def eight(words):
+        w0, w1, w2, w3 = words
+        a0, a1 = pair(w0)
+        a2, a3 = pair(w1)
+        a4, a5 = pair(w2)
+        a6, a7 = pair(w3)
+        return a0, a1, a2, a3, a4, a5, a6, a7
+
+    return eight
+
+
+f16x8_to_f32 = _eight(f16x2_to_f32x2)  # eight fp16 (a 16-byte load of activations) as float32
+bf16x8_to_f32 = _eight(bf16x2_to_f32x2)  # eight bf16 likewise

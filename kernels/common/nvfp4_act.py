@@ -62,11 +62,7 @@ def _load_f16(a, i, ok):
     w0 = w1 = w2 = w3 = uint32(0)
     if ok:
         w0, w1, w2, w3 = vload.ldg_v4(a, i)
-    x0, x1 = cvt.f16x2_to_f32x2(w0)
-    x2, x3 = cvt.f16x2_to_f32x2(w1)
-    x4, x5 = cvt.f16x2_to_f32x2(w2)
-    x6, x7 = cvt.f16x2_to_f32x2(w3)
-    return x0, x1, x2, x3, x4, x5, x6, x7
+    return cvt.f16x8_to_f32((w0, w1, w2, w3))
 
 
 @device_inline

@@ -134,9 +134,10 @@ class ChunkStager:
     def device(self, rows: int, along_k: bool = False, spread: tuple = (0, 0)):
         """``(fetch, put)`` for tiles of ``rows`` rows; ``along_k``: a
         thread's chunks dealt along K first (:func:`_chunk_along_k`: the
-        decode tile's weights, whose loads are the kernel's traffic; a
-        kind with a ``wide`` form then loads ``G`` chunks of a row with one
-        16-byte load, :func:`_build_wide_stager`), and ``(fetch, put,
+        decode tile's weights, whose loads are the kernel's traffic, and
+        any tile's of a kind with a ``wide`` form, which then loads ``G``
+        chunks of a row with one 16-byte load, :func:`_build_wide_stager`),
+        and ``(fetch, put,
         start, carried)``: the stages are fetched in order, each
         ``fetch(..., kt, tid, win)`` given ``carried(raw)`` of the stage
         before it (``start()`` for the first), what a stage's loads leave
@@ -480,12 +481,15 @@ def _make_nvfp4_e4m3(threads: int, block_shift: int = 4):
 
 
 def _make_int4_bf16(threads: int, group_shift: int = 7):
-    return _make_packed_bf16(threads, group_shift, _q4, _f32, _zero_f16)
+    """int4 weights to bf16: :func:`_make_int4_f16`'s stager, each pair
+    rounded to bf16 (``cvt.rn.bf16x2.f32``) where that one rounds to fp16."""
+    return _make_int4_f16(threads, group_shift, cvt.f32x2_to_bf16x2)
 
 
-def _make_int4_f16(threads: int, group_shift: int = 7):
-    """int4 weights to fp16, a word (8 values) a chunk; along K (the decode
-    tile) a 16-byte load brings four chunks, 32 values of one group of 128,
+def _make_int4_f16(threads: int, group_shift: int = 7, pair=cvt.f32x2_to_f16x2):
+    """int4 weights to fp16, a word (8 values) a chunk; along K (every tile
+    the pipeline stages unspread: the W4A16 GEMM's, the decode tile's) a
+    16-byte load brings four chunks, 32 values of one group of 128,
     and each chunk is converted as the narrow form converts its word. That
     form spilled 8 bytes at the decode tile's bound of five blocks an SM
     until the wide stager's slot arithmetic went unsigned (its signed
@@ -502,7 +506,7 @@ def _make_int4_f16(threads: int, group_shift: int = 7):
     stage (at the model's rows each row's scales lie in sectors of their
     own). Otherwise the even lane reads the stage's scale and the odd one
     takes it by a shuffle, a stage at a time."""
-    base = _make_packed_bf16(threads, group_shift, _q4, _f32, _zero_f16, pair=cvt.f32x2_to_f16x2)
+    base = _make_packed_bf16(threads, group_shift, _q4, _f32, _zero_f16, pair=pair)
     group = 1 << group_shift
     span = 8 * group  # the values a window's scales cover
     stage_k = CHUNKS * 8  # a stage's values of a row

@@ -50,17 +50,6 @@ _WARPS = TOPK_THREADS // 32
 
 
 @device_inline
-def _bf16x8(words):
-    """Eight float32 of four words of bf16 pairs (lower address in bits 0-15)."""
-    w0, w1, w2, w3 = words
-    a0, a1 = cvt.bf16x2_to_f32x2(w0)
-    a2, a3 = cvt.bf16x2_to_f32x2(w1)
-    a4, a5 = cvt.bf16x2_to_f32x2(w2)
-    a6, a7 = cvt.bf16x2_to_f32x2(w3)
-    return a0, a1, a2, a3, a4, a5, a6, a7
-
-
-@device_inline
 def _dot8(acc, x, w):
     x0, x1, x2, x3, x4, x5, x6, x7 = x
     w0, w1, w2, w3, w4, w5, w6, w7 = w
@@ -78,7 +67,7 @@ def _dot8(acc, x, w):
 @device_inline
 def _x_bf16(at, plane):
     """A staged chunk of bf16 ``x``: one 16-byte shared load."""
-    return _bf16x8(smem.ld_shared_v4(at))
+    return cvt.bf16x8_to_f32(smem.ld_shared_v4(at))
 
 
 @device_inline
@@ -157,13 +146,13 @@ def make_gate(PREC: str, wide: bool = True, fault: str = ""):
         acc = float32(0.0)
         c = lane * CHUNK
         while c + step < h:
-            w_a = _bf16x8(vload.ldg_v4(wg, wr + c))
-            w_b = _bf16x8(vload.ldg_v4(wg, wr + c + step))
+            w_a = cvt.bf16x8_to_f32(vload.ldg_v4(wg, wr + c))
+            w_b = cvt.bf16x8_to_f32(vload.ldg_v4(wg, wr + c + step))
             acc = _dot8(acc, x_at(base + 2 * c, plane), w_a)
             acc = _dot8(acc, x_at(base + 2 * (c + step), plane), w_b)
             c += 2 * step
         if tail and c < h:
-            acc = _dot8(acc, x_at(base + 2 * c, plane), _bf16x8(vload.ldg_v4(wg, wr + c)))
+            acc = _dot8(acc, x_at(base + 2 * c, plane), cvt.bf16x8_to_f32(vload.ldg_v4(wg, wr + c)))
         return acc
 
     @device_inline

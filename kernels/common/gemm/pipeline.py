@@ -224,6 +224,11 @@ def make_mainloop(
     * ``b32``/``bsc`` are whatever 2-D arrays the caller picked (the
       grouped kernel's ``W[e]``, ``scales[e]``).
 
+    A staged B whose stager has a 16-byte form along K
+    (``ChunkStager.wide``: int4 to fp16) takes it on every tile but a
+    spread one: a lane's load is 32 values of one row, and a row's group
+    scales come a window of eight groups at a time.
+
     ``smem`` is the dynamic shared array, ``base`` its shared-window
     address, ``pad`` the bytes to its first 1024-byte boundary."""
     threads = wg.WARPGROUP * wgs
@@ -271,8 +276,11 @@ def make_mainloop(
     stage_a = stage_b if copy_a else _stager(a_kind, threads)  # (never used when copy_a)
     fetch_b = put_b = fetch_a = put_a = None
     start_b, carried_b = P.no_window, P.no_window_of
-    if not copy_b:  # (the decode tile's weights along K first, where the stager can: whole sectors a row)
-        along = split and isinstance(stage_b, P.ChunkStager)
+    if not copy_b:
+        # B's chunks dealt along K first: the decode tile's always; any tile's
+        # where the stager has a 16-byte form (a lane's load a row's 32 int4
+        # values, whole sectors) and the stage is not spread into parts
+        along = isinstance(stage_b, P.ChunkStager) and (split or (stage_b.wide is not None and not gap))
         # the stages' B loads in K order, each given what the one before left (int4's group scales)
         fetch_b, put_b, start_b, carried_b = (
             stage_b.device(seg, along_k=True)

@@ -147,8 +147,8 @@ def kernel_for(tile: dict, stages: int, form: str):
 
     geo = (tile["dtype"], tile["wgs"], tile["bn"])
     swap, b_kind, wn = tile.get("swap", False), tile.get("b_kind", "copy"), tile.get("wn", 1)
-    if tc.check_form(form) == tc.WGMMA:
-        return kernel(*geo, stages, swap, b_kind=b_kind, wn=wn)
+    if tc.check_form(form) == tc.WGMMA:  # (its launch bound: the tile's ``min_blocks``, where it names one)
+        return kernel(*geo, stages, swap, b_kind=b_kind, wn=wn, min_blocks=tile.get("min_blocks", 1))
     return mma_sync.kernel(*geo, mma_sync.STAGES, swap, b_kind, wn=wn)
 
 

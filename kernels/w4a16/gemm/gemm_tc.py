@@ -29,12 +29,15 @@ in dynamic shared memory::
 
     A (activations): cp.async 16 bytes a thread-chunk into the swizzled
                      stage, STAGES - 1 stages ahead, zero-filled past m and k
-    B (weights):     the int4 stager (``wgmma_gemm.stager("int4_f16")``):
-                     one packed word (8 k) per 16-byte chunk, ``(q - 8) x
-                     scale`` exact in f32, rounded once to fp16 in pairs
-                     (``cvt.rn.f16x2.f32``), stored ``st.shared.v4`` at the
-                     swizzled offset -- for a later stage, while the tensor
-                     cores work on this one
+    B (weights):     the int4 stager (``wgmma_gemm.stager("int4_f16")``)
+                     along K: a lane's 16-byte load is 32 values of one row
+                     (four staged chunks; a row's stage is two lanes), its
+                     group scales loaded eight groups at a time by the
+                     row's pair of lanes and passed by a shuffle; ``(q -
+                     8) x scale`` exact in f32, rounded once to fp16 in
+                     pairs (``cvt.rn.f16x2.f32``), stored ``st.shared.v4``
+                     at the swizzled offset -- for a later stage, while
+                     the tensor cores work on this one
 
 and each stage is read by the form's instructions:
 
@@ -54,7 +57,9 @@ to, ``mma_sync.MAX_SHARED``). Each form keeps ``BN / 4`` f32 accumulators
 a thread (16 or 32) in wgmma's layout, and the epilogue rounds each once
 to fp16 (its scales are ones: multiplying by 1.0 is exact). On sm_86 and
 sm_89, 100 KiB of shared memory an SM, the stages allow two BN 64 blocks
-or one BN 128 block an SM. Scale groups
+or one BN 128 block an SM. On wgmma the kernels carry a launch bound of
+the blocks the stages' shared memory lets reside (three at BN 64, two at
+128: :data:`MIN_BLOCKS`), so the registers do not hold fewer. Scale groups
 are 128 wide and stages 64, so a word never straddles a group. The
 dequantisation is the only rounding the FMA GEMM (``gemm_tiled``) does
 not have: <= 2^-11 relative per weight.
@@ -90,8 +95,13 @@ TILE_N = {"small_m": 64, "default": 128}  # BN of each variant, on either form
 STAGES = {tc.WGMMA: 4, tc.MMA_SYNC: MS.STAGES}
 
 
+# Resident blocks an SM the stages' shared memory allows on wgmma (65 KiB at
+# BN 64: three; 97 KiB at 128: two), the launch bound the registers are held to.
+MIN_BLOCKS = {64: 3, 128: 2}
+
+
 def _tile(bn: int) -> dict:
-    return dict(dtype="f16", wgs=WGS, bn=bn, b_kind="int4_f16", wn=WN)
+    return dict(dtype="f16", wgs=WGS, bn=bn, b_kind="int4_f16", wn=WN, min_blocks=MIN_BLOCKS.get(bn, 1))
 
 
 def shared_bytes(bn: int, form: str) -> int:

@@ -2,7 +2,11 @@
 on the asynchronous mainloop, ``common/gemm/wgmma_async.py``) in the CUDA
 simulator, against ``naive.py``'s float64 reference at tiny odd shapes (m
 and n not tile multiples, a K that ends mid-stage, fewer K stages than the
-pipeline is deep), with the family's tolerance; broken variants (a wrong
+pipeline is deep; K 400 carries a row's window of group scales, loaded
+eight groups at a time by its pair of lanes, from stage to stage: the
+next window's load, at 1,024, is the stager test's, tests/kernels/common/
+test_wide_stager.py, which fetches stages in the mainloop's order), with
+the family's tolerance; broken variants (a wrong
 scale group, a dropped K sub-step, a stage read before its copies landed)
 must fail the same check. The twin reads the staged tiles through the same
 descriptors the tensor cores would, and lands each copy only at the wait

@@ -74,12 +74,11 @@ def test_gemm_wgmma_sass_is_hgmma_f16(sm90a):
 test_the_sass_holds_what_each_variants_records_claim = sass_claims_test("test_w4a16_wgmma_ptx")
 
 
-def _load_runs_after_the_mma(sass: str) -> list[int]:
-    """Lengths of the runs of global loads (``LDG``) with no other memory
-    instruction between them, from the mainloop's first ``HGMMA`` to its
-    wait for them (``WARPGROUP.DEPBAR``): what the loop does while the
-    tensor cores work."""
-    runs, run, seen = [], 0, False
+def _loads_after_the_mma(sass: str) -> list[str]:
+    """The global loads (``LDG``, not ``LDGSTS``) the mainloop issues from its
+    first ``HGMMA`` to its wait for them (``WARPGROUP.DEPBAR``): what the
+    loop loads while the tensor cores work."""
+    loads, seen = [], False
     for op in re.findall(r"^\s+/\*[0-9a-f]+\*/\s+(?:@!?U?P\w+\s+)?([A-Z][A-Z0-9_.]+)", sass, re.M):
         seen = seen or op.startswith("HGMMA")
         if not seen:
@@ -87,20 +86,18 @@ def _load_runs_after_the_mma(sass: str) -> list[int]:
         if op.startswith("WARPGROUP.DEPBAR"):
             break
         if op.startswith("LDG") and not op.startswith(("LDGSTS", "LDGDEPBAR")):
-            run += 1
-        elif re.match(r"(LD|ST|ATOM|RED)", op):
-            runs.append(run)
-            run = 0
-    return runs + [run]
+            loads.append(op)
+    return loads
 
 
-def test_a_stage_of_weights_is_loaded_in_one_run_an_iteration_before_it_is_stored(sm90a):
-    """The stager's loads of a whole stage (a packed word and a scale per
-    16-byte chunk, ``BN x 8 / THREADS`` chunks a thread) issue back to back in
-    the mainloop, not one chunk's loads, its conversion and its store in
-    turn: the loop this replaced waited a round trip to memory per chunk
-    (2 loads a run), ~3 µs a stage on the H200 at every N."""
+def test_a_stage_of_weights_is_loaded_16_bytes_a_lane_an_iteration_before_it_is_stored(sm90a):
+    """The stager deals a stage's weights along K (``wgmma_gemm``'s wide
+    form): a lane's 16-byte load brings 32 values of one row, four staged
+    chunks, and the loads of the stage after next issue in the mainloop
+    while the tensor cores work, before the wait for them, not one chunk's
+    load, conversion and store in turn (the loop this replaced waited a
+    round trip to memory per chunk, ~3 µs a stage on the H200 at every N)."""
     for name, bn in TILES.items():
-        sass = _sass(sm90a, name)
-        chunks = bn * 8 // gemm_tc.THREADS
-        assert max(_load_runs_after_the_mma(sass)) >= 2 * chunks, (name, _load_runs_after_the_mma(sass))
+        loads = _loads_after_the_mma(_sass(sm90a, name))
+        slots = -(-bn * 2 // gemm_tc.THREADS)  # a row's stage is two 16-byte loads
+        assert sum(op.startswith("LDG.E.128") for op in loads) >= slots, (name, loads)
