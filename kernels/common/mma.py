@@ -417,18 +417,23 @@ S8_16832 = _Atom(K_S8, A_TABLE_S8, B_TABLE_S8, 8, _decode_s8, np.int32)
 def _twin(kind, atom):
     def mma(a0, a1, a2, a3, b0, b1, c0, c1, c2, c3):
         regs = ((int(a0), int(a1), int(a2), int(a3)), (int(b0), int(b1)), (c0, c1, c2, c3))
-        buf, members, lane = simwarp._exchange(kind, simwarp.FULL_MASK, regs)
+        tile, members, lane = simwarp._exchange(kind, simwarp.FULL_MASK, regs, once=whole)
         if members != simwarp.FULL_MASK:
             raise simwarp.WarpSyncError(
                 f"{kind}: mma.sync needs all 32 lanes of the warp; the block has lanes {members:#x}"
             )
-        # Every lane computes the whole tile from the same deposits (the
-        # buffer stays put until this lane's next call): no second barrier.
+        d = tile[lane]
+        return d[0], d[1], d[2], d[3]
+
+    def whole(buf, members):
+        """The warp's D registers (32, 4), computed once by the last lane in
+        from every lane's deposits."""
+        if members != simwarp.FULL_MASK:
+            return None  # each lane reports it
         a = np.array([buf[i][1][0] for i in range(WARP)], dtype=np.uint32)
         b = np.array([buf[i][1][1] for i in range(WARP)], dtype=np.uint32)
         c = np.array([buf[i][1][2] for i in range(WARP)], dtype=atom.acc)
-        d = atom.reference(a, b, c)[lane]
-        return d[0], d[1], d[2], d[3]
+        return atom.reference(a, b, c)
 
     mma.__name__ = kind
     return mma
@@ -635,16 +640,20 @@ def _twin_mma_run(kind: str, n: int):
 
     def run(a, b, acc):
         regs = (tuple(int(x) for x in a), tuple(int(x) for x in b), tuple(acc))
-        buf, members, lane = simwarp._exchange(name, simwarp.FULL_MASK, regs)
+        tile, members, lane = simwarp._exchange(name, simwarp.FULL_MASK, regs, once=whole)
         if members != simwarp.FULL_MASK:
             raise simwarp.WarpSyncError(f"{name}: mma.sync needs all 32 lanes of the warp; the block has {members:#x}")
+        return tuple(tile[lane])
+
+    def whole(buf, members):
+        """Every lane's results (32, n // 2), computed once by the last lane in."""
+        if members != simwarp.FULL_MASK:
+            return None  # each lane reports it
         A = np.array([buf[i][1][0] for i in range(WARP)], dtype=np.uint32)
         B = np.array([buf[i][1][1] for i in range(WARP)], dtype=np.uint32)
         C = np.array([buf[i][1][2] for i in range(WARP)], dtype=atom.acc)
-        out = []
-        for j in range(n // 8):
-            out += list(atom.reference(A, B[:, 2 * j : 2 * j + 2], C[:, 4 * j : 4 * j + 4])[lane])
-        return tuple(out)
+        parts = [atom.reference(A, B[:, 2 * j : 2 * j + 2], C[:, 4 * j : 4 * j + 4]) for j in range(n // 8)]
+        return np.concatenate(parts, axis=1)
 
     run.__name__ = name
     return run

@@ -52,6 +52,8 @@ or when no lane arrived for ``STALL_S`` seconds.
 
 from __future__ import annotations
 
+import contextlib
+import sys
 import threading
 import time
 
@@ -71,9 +73,12 @@ STALL_S = 120.0  # no arrival at a barrier for this long: report a deadlock
 # returns the array for the twin to read untraced.
 TRACE_HOOK = None
 
+_PACKAGE = __name__.split(".")[0] + "."  # the kernels package, whose modules a block holds swapped
 _STATE_ATTR = "_leverctl_simwarp"  # per-BlockManager state
+_DONE_ATTR = "_leverctl_simwarp_done"  # on a lane (BlockThread) that has returned or raised
+_WAKE_ATTR = "_leverctl_simwarp_wake"  # per-BlockManager: (condition, [woken]) its runner waits on
 _MARK_ATTR = "_leverctl_simwarp_installed"  # on FakeCUDAModule
-BLOCK_POLL_S = 1e-3  # how long the block's runner sleeps between its looks at the lanes
+BLOCK_POLL_S = 0.05  # the longest the block's runner waits between looks (a lane wakes it sooner)
 _install_lock = threading.Lock()
 _state_lock = threading.Lock()
 _lanes_cache: dict[int, tuple[int, ...]] = {}
@@ -94,7 +99,7 @@ def _lanes(members: int) -> tuple[int, ...]:
 class _Exchange:
     """Slots and a reusable barrier for one (warp, effective mask)."""
 
-    __slots__ = ("cond", "members", "gen", "arrived", "bufs", "errors", "last_arrival")
+    __slots__ = ("cond", "members", "gen", "arrived", "bufs", "errors", "results", "last_arrival")
 
     def __init__(self, members: int):
         self.cond = threading.Condition(threading.Lock())
@@ -103,6 +108,7 @@ class _Exchange:
         self.arrived = 0  # bitmask of lanes arrived in the current generation
         self.bufs = ([None] * WARP_SIZE, [None] * WARP_SIZE)
         self.errors = [None, None]  # per buffer: lanes disagreed on the op
+        self.results = [None, None]  # per buffer: what ``once`` made of it
         self.last_arrival = time.monotonic()
 
 
@@ -155,10 +161,14 @@ def _where(t) -> str:
     return "tid=%s ctaid=%s" % (list(t.threadIdx), list(t.blockIdx))
 
 
-def _exchange(kind: str, mask, value):
+def _exchange(kind: str, mask, value, once=None):
     """Deposit ``value``, wait for every lane of the effective mask, and
     return (slots, members, lane). Slots are stable until the caller's next
-    call on the same mask (double buffering)."""
+    call on the same mask (double buffering). With ``once``, the last lane
+    in computes ``once(slots, members)`` for the whole warp before the
+    others go on, and every lane gets that instead of the slots: a warp
+    instruction whose result is one function of all lanes' operands (an
+    MMA) is computed once, not by each of the 32 lanes."""
     t = _current()
     if t.abort:
         raise RuntimeError("abort flag set on %s call" % kind)
@@ -186,6 +196,11 @@ def _exchange(kind: str, mask, value):
                 else "lanes of warp %d (mask %#x) called different warp "
                 "intrinsics at once: %s" % (warp, members, ", ".join(sorted(kinds)))
             )
+            if once is not None and ex.errors[slot] is None:
+                try:
+                    ex.results[slot] = once(buf, members)
+                except Exception as e:  # every lane reports it
+                    ex.errors[slot] = "%s: %s: %s" % (kind, type(e).__name__, e)
             ex.arrived = 0
             ex.gen = gen + 1
             ex.cond.notify_all()
@@ -209,7 +224,7 @@ def _exchange(kind: str, mask, value):
                 ex.cond.wait(POLL_S)
     if ex.errors[slot] is not None:
         raise WarpSyncError(ex.errors[slot])
-    return buf, members, lane
+    return (buf if once is None else ex.results[slot]), members, lane
 
 
 def _lane_exited(thread) -> None:
@@ -338,16 +353,22 @@ INTRINSICS: tuple[str, ...] = tuple(_INTRINSICS)
 
 
 def _run_block(manager, grid_point, *args):
-    """The simulator's block runner (``BlockManager.run``), sleeping between
-    its looks at the lanes. Numba's polls them in a busy loop: the lanes are
-    Python threads, so that loop held the interpreter a switch interval at a
-    time while the lanes waited to compute, and every barrier waited for it
-    to come round. Sleeping hands the interpreter to the lanes; a barrier
-    all lanes have reached is opened within ``BLOCK_POLL_S``. What it does is
-    Numba's: start a thread per lane, open a barrier once every live lane is
-    blocked at it, abort the block on a lane's exception and raise it."""
+    """The simulator's block runner (``BlockManager.run``), woken by its
+    lanes. Numba's polls them in a busy loop: the lanes are Python threads,
+    so that loop held the interpreter a switch interval at a time while the
+    lanes waited to compute, and every barrier waited for it to come round.
+    This one waits on a condition each lane signals when it reaches a
+    barrier or returns (``BLOCK_POLL_S`` at the most), so the interpreter is
+    the lanes' and a barrier opens as its last lane arrives (sleeping a
+    millisecond between looks, as it did before, held every barrier and
+    every block's end to the next look: most of a small block's time). What
+    it does is Numba's: start a thread per lane, open a barrier once every
+    live lane is blocked at it, abort the block on a lane's exception and
+    raise it."""
     from numba.cuda.simulator import kernel as simkernel
 
+    wake, woken = threading.Condition(threading.Lock()), [False]
+    setattr(manager, _WAKE_ATTR, (wake, woken))
     threads = []
     for block_point in np.ndindex(*manager._block_dim):
 
@@ -359,7 +380,10 @@ def _run_block(manager, grid_point, *args):
         threads.append(t)
     live = list(threads)
     while live:
-        time.sleep(BLOCK_POLL_S)
+        with wake:
+            if not woken[0]:
+                wake.wait(BLOCK_POLL_S)
+            woken[0] = False
         for t in live:
             if t.exception:
                 for other in threads:  # abort the others; no join, as Numba's
@@ -367,7 +391,7 @@ def _run_block(manager, grid_point, *args):
                     other.syncthreads_blocked = False
                     other.syncthreads_event.set()
                 raise t.exception[0].with_traceback(t.exception[1])
-        live = [t for t in live if t.is_alive()]
+        live = [t for t in live if t.is_alive() and not t.__dict__.get(_DONE_ATTR)]
         if live and all(t.syncthreads_blocked for t in live):
             for t in live:
                 t.syncthreads_blocked = False
@@ -375,6 +399,90 @@ def _run_block(manager, grid_point, *args):
     for t in threads:
         if t.exception:
             raise t.exception[0].with_traceback(t.exception[1])
+
+
+def _wake(manager) -> None:
+    """A lane of ``manager``'s block has reached a barrier or returned: its
+    runner looks at the lanes now, not at its next timeout."""
+    got = getattr(manager, _WAKE_ATTR, None)
+    if got is not None:
+        wake, woken = got
+        with wake:
+            woken[0] = True
+            wake.notify()
+
+
+def _syncthreads(thread):
+    """Numba's ``BlockThread.syncthreads``, telling the block's runner it
+    has arrived: the barrier opens when the last lane reaches it rather than
+    at the runner's next look."""
+    if thread.abort:
+        raise RuntimeError("abort flag set on syncthreads call")
+    thread.syncthreads_blocked = True
+    _wake(thread._manager)
+    thread.syncthreads_event.wait()
+    thread.syncthreads_event.clear()
+    if thread.abort:
+        raise RuntimeError("abort flag set on syncthreads clear")
+
+
+_shared_lock = threading.Lock()
+
+
+def _shared_array(self, shape, dtype, alignment=None):
+    """Numba's ``FakeCUDAShared.array``: one array per calling line of a
+    block, found by the caller's frame rather than by a traceback of the
+    whole stack (which read each frame's source line, for every lane at
+    every call), and made under a lock (two lanes could each make one)."""
+    from numba.cuda.simulator import kernelapi
+
+    if alignment is not None:
+        raise RuntimeError("Array alignment is not supported in cudasim")
+    if isinstance(dtype, kernelapi.types.Type):
+        dtype = kernelapi.numpy_support.as_dtype(dtype)
+    if shape == 0:  # dynamic shared memory: every call shares one buffer
+        dt = np.dtype(dtype)
+        return np.frombuffer(self._dynshared.data, dtype=dt, count=self._dynshared_size // dt.itemsize)
+    f = sys._getframe(1)
+    caller = (f.f_code.co_filename, f.f_lineno)
+    with _shared_lock:
+        res = self._allocations.get(caller)
+        if res is None:
+            res = self._allocations[caller] = np.empty(shape, dtype)
+    return res
+
+
+class _Globals:
+    """What Numba's ``swapped_cuda_module`` reads of a function: its globals."""
+
+    __slots__ = ("__globals__",)
+
+    def __init__(self, g: dict):
+        self.__globals__ = g
+
+
+def _swapped_for_the_launch(push):
+    """Numba's kernel-context manager (``_push_kernel_context``), which also
+    holds every loaded module of the package swapped to the launch's
+    simulated ``cuda`` until the launch ends. Numba swaps a device
+    function's module globals to it around every call (a lock, a refcount
+    and, whenever no other lane is inside that module, a scan of its
+    globals on the way in and a restore on the way out): a GEMM's fragment
+    and epilogue helpers are called thousands of times a block. Held for the
+    launch, the swap is Numba's own (its refcount), and a device function of
+    a swapped module is called directly (``_device_call`` in
+    :func:`install`)."""
+    from numba.cuda.simulator import kernelapi
+
+    @contextlib.contextmanager
+    def pushed(fake):
+        with push(fake), contextlib.ExitStack() as stack:
+            for name, mod in list(sys.modules.items()):
+                if name.startswith(_PACKAGE) and mod is not None:
+                    stack.enter_context(kernelapi.swapped_cuda_module(_Globals(vars(mod)), fake))
+            yield
+
+    return pushed
 
 
 def installed() -> bool:
@@ -419,9 +527,27 @@ def install() -> bool:
                 # it; waiting lanes see the abort flag.
                 if thread.exception is None:
                     _lane_exited(thread)
+                thread.__dict__[_DONE_ATTR] = True  # nothing left to run: the runner need not wait for its end
+                _wake(thread._manager)
 
         block_thread.run = run
+        block_thread.syncthreads = _syncthreads
+        kernelapi.FakeCUDAShared.array = _shared_array
 
         simkernel.BlockManager.run = _run_block
+
+        # A device function called in a launch that holds its module swapped
+        # (_swapped_for_the_launch) runs directly; any other call is Numba's
+        # (its own swap around the call).
+        simkernel._push_kernel_context = _swapped_for_the_launch(simkernel._push_kernel_context)
+        orig_call = simkernel.FakeCUDAKernel.__call__
+        swapped = kernelapi._swap_refcount
+
+        def _device_call(kernel, *args):
+            if kernel._device and swapped.get(id(kernel.fn.__globals__), 0):
+                return kernel.fn(*args)
+            return orig_call(kernel, *args)
+
+        simkernel.FakeCUDAKernel.__call__ = _device_call
         setattr(fake, _MARK_ATTR, True)
     return True

@@ -413,13 +413,15 @@ def make_store(n: int):
 # modelled).
 
 
-def _tile_bytes(desc: int, rows: int, kbytes: int) -> np.ndarray:
-    """(rows, kbytes) uint8 of the K-major operand ``desc`` points at:
-    without swizzle through core matrices (start, LBO, SBO); with the
-    128-byte swizzle (mode 1) rows 128 bytes apart in 8-row atoms SBO
-    apart, the address's bits 4-6 XORed with its bits 7-9 (absolute
+@lru_cache(maxsize=1 << 12)
+def _tile_offsets(desc: int, rows: int, kbytes: int) -> np.ndarray:
+    """The shared addresses of the (rows, kbytes) K-major operand ``desc``
+    points at: without swizzle through core matrices (start, LBO, SBO);
+    with the 128-byte swizzle (mode 1) rows 128 bytes apart in 8-row atoms
+    SBO apart, the address's bits 4-6 XORed with its bits 7-9 (absolute
     addresses: the twin's shared arrays start on 1024-byte boundaries, as a
-    swizzled tile must)."""
+    swizzled tile must). A kernel's descriptors are few: each is worked out
+    once."""
     start = (desc & 0x3FFF) << 4
     lbo = ((desc >> 16) & 0x3FFF) << 4
     sbo = ((desc >> 32) & 0x3FFF) << 4
@@ -433,7 +435,18 @@ def _tile_bytes(desc: int, rows: int, kbytes: int) -> np.ndarray:
         off = off ^ (((off >> 7) & 7) << 4)
     else:
         raise NotImplementedError("wgmma twin: only the no-swizzle (0) and 128-byte (1) layouts")
-    out = np.empty((rows, kbytes), dtype=np.uint8)
+    off.setflags(write=False)
+    return off
+
+
+def _tile_bytes(desc: int, rows: int, kbytes: int, take=None) -> np.ndarray:
+    """(rows, kbytes) uint8 of the K-major operand ``desc`` points at
+    (:func:`_tile_offsets`), or of its rows ``take`` alone: a thread's
+    accumulators need two rows of A and a quarter of B's."""
+    off = _tile_offsets(desc, rows, kbytes)
+    if take is not None:
+        off = off[take]
+    out = np.empty(off.shape, dtype=np.uint8)
     regions = smem.regions()
     lo, hi = int(off.min()), int(off.max())
     for addr, arr in regions:  # the usual case, one array holds the tile: integer tests only
@@ -481,15 +494,15 @@ def _twin_op(dtype: str, n: int):
     def mma(da, db, acc, scale_d, scale_a, scale_b, tnsp_a=0, tnsp_b=0):
         if tnsp_a or tnsp_b:
             raise NotImplementedError(f"wgmma {dtype} twin: transposed operands")
-        A = decode(_tile_bytes(int(da), M, k * esize)) * float(scale_a)
-        Bt = decode(_tile_bytes(int(db), n, k * esize)) * float(scale_b)
         t = threading.current_thread()
         x, y, z = t.threadIdx
         bx, by, _bz = t._manager._block_dim
         tid = (x + bx * (y + by * z)) & (WARPGROUP - 1)
         r = 16 * (tid >> 5) + ((tid & 31) >> 2)
         cols = (8 * js[:, None] + 2 * (tid & 3) + np.arange(2)[None, :]).reshape(-1)  # j-major, e minor
-        prod = A[[r, r + 8]] @ Bt[cols].T  # (2, n // 4): rows r, r + 8
+        A = decode(_tile_bytes(int(da), M, k * esize, [r, r + 8])) * float(scale_a)  # this thread's rows
+        Bt = decode(_tile_bytes(int(db), n, k * esize, cols)) * float(scale_b)  # and columns
+        prod = A @ Bt.T  # (2, n // 4): rows r, r + 8
         # tuple order: for each j, (r, e=0), (r, e=1), (r+8, e=0), (r+8, e=1)
         val = prod.reshape(2, n // 8, 2).transpose(1, 0, 2).reshape(-1)
         if scale_d:

@@ -306,3 +306,96 @@ def test_install_is_idempotent_and_off_without_simulator(monkeypatch):
         assert callable(getattr(kernelapi.FakeCUDAModule, name))
     monkeypatch.setattr(config, "ENABLE_CUDASIM", 0)
     assert simwarp.install() is False and not simwarp.installed()
+
+
+# ── what keeps the simulator quick ───────────────────────────────────────────
+
+_ONCE_CALLS: list = []
+
+
+def _warp_total(v):
+    """A twin-like helper: every lane's value in, the warp's sum (made once) out."""
+
+    def total(buf, members):
+        _ONCE_CALLS.append(members)
+        if any(buf[i][1] < 0 for i in simwarp._lanes(members)):
+            raise ValueError("a negative deposit")
+        return sum(buf[i][1] for i in simwarp._lanes(members))
+
+    got, _, _ = simwarp._exchange("warp_total", FULL, v, once=total)
+    return got
+
+
+@cuda.jit
+def _totals(x, out):
+    t = cuda.threadIdx.x
+    out[t, 0] = _warp_total(x[t])
+    out[t, 1] = _warp_total(2 * x[t])
+
+
+@sim_only
+def test_an_exchange_with_once_computes_it_once_a_warp_instruction_for_every_lane():
+    _ONCE_CALLS.clear()
+    x = np.arange(64, dtype=np.int64)
+    (_, out) = _run(_totals, 1, 64, x, np.zeros((64, 2), np.int64))
+    assert len(_ONCE_CALLS) == 4 and set(_ONCE_CALLS) == {FULL}  # two warps, two instructions each
+    want = np.repeat([x[:32].sum(), x[32:].sum()], 32)
+    assert (out[:, 0] == want).all() and (out[:, 1] == 2 * want).all()
+
+
+@sim_only
+def test_a_once_that_raises_is_reported_by_the_warp_not_hung():
+    x = np.arange(64, dtype=np.int64)
+    x[40] = -1  # warp 1's deposits
+    t0 = time.monotonic()
+    with pytest.raises(simwarp.WarpSyncError, match="warp_total: ValueError: a negative deposit"):
+        _run(_totals, 1, 64, x, np.zeros((64, 2), np.int64))
+    assert time.monotonic() - t0 < 10
+
+
+_SEEN: list = []
+
+
+def _record_warp_module_cuda():
+    from leverctl_kernels.common import warp
+
+    _SEEN.append(type(vars(warp)["cuda"]).__name__)
+
+
+@cuda.jit
+def _sums_through_the_package(x, out):
+    from leverctl_kernels.common import warp
+
+    t = cuda.threadIdx.x
+    v = x[t]
+    for _ in range(4):
+        v = warp.warp_sum(v)  # a device function of the package, called four times a lane
+    out[t] = v
+    if t == 0:
+        _record_warp_module_cuda()
+
+
+@sim_only
+def test_a_block_calls_the_packages_device_functions_directly_and_restores_their_modules(monkeypatch):
+    """Inside a block the package's modules see the launch's simulated
+    ``cuda`` and a device call skips Numba's per-call swap; after the launch
+    each module has the real one back."""
+    from numba.cuda.simulator import kernel
+
+    from leverctl_kernels.common import warp
+
+    calls = []
+    orig = kernel.swapped_cuda_module
+
+    def counted(fn, fake):
+        calls.append(getattr(fn, "__name__", "?"))
+        return orig(fn, fake)
+
+    monkeypatch.setattr(kernel, "swapped_cuda_module", counted)
+    _SEEN.clear()
+    x = np.ones(32, dtype=np.int64)
+    (_, out) = _run(_sums_through_the_package, 1, 32, x, np.zeros(32, np.int64))
+    assert out[0] == 32**4  # lane 0 holds the warp's sum, four times over
+    assert _SEEN == ["FakeCUDAModule"]
+    assert "warp_sum" not in calls, calls  # 128 device calls, none swapped one by one
+    assert vars(warp)["cuda"] is cuda
