@@ -429,11 +429,15 @@ def _syncthreads(thread):
 _shared_lock = threading.Lock()
 
 
-def _shared_array(self, shape, dtype, alignment=None):
-    """Numba's ``FakeCUDAShared.array``: one array per calling line of a
-    block, found by the caller's frame rather than by a traceback of the
-    whole stack (which read each frame's source line, for every lane at
-    every call), and made under a lock (two lanes could each make one)."""
+def shared_allocation(shared, shape, dtype, alignment, caller) -> tuple:
+    """``(array, key)`` for a ``cuda.shared.array(shape, dtype)`` call made
+    from frame ``caller`` in a block whose ``FakeCUDAShared`` is ``shared``:
+    as Numba's, one array per calling line of the block (``key``, its file
+    and line), but found by the caller's frame rather than by a traceback of
+    the whole stack (which read each frame's source line, for every lane at
+    every call), and made under a lock (two lanes could each make one). The
+    dynamic array (``shape`` 0) is the block's one buffer, ``key`` None.
+    The memory tracer's shared arrays are these, behind its proxies."""
     from numba.cuda.simulator import kernelapi
 
     if alignment is not None:
@@ -442,14 +446,18 @@ def _shared_array(self, shape, dtype, alignment=None):
         dtype = kernelapi.numpy_support.as_dtype(dtype)
     if shape == 0:  # dynamic shared memory: every call shares one buffer
         dt = np.dtype(dtype)
-        return np.frombuffer(self._dynshared.data, dtype=dt, count=self._dynshared_size // dt.itemsize)
-    f = sys._getframe(1)
-    caller = (f.f_code.co_filename, f.f_lineno)
+        return np.frombuffer(shared._dynshared.data, dtype=dt, count=shared._dynshared_size // dt.itemsize), None
+    key = (caller.f_code.co_filename, caller.f_lineno)
     with _shared_lock:
-        res = self._allocations.get(caller)
+        res = shared._allocations.get(key)
         if res is None:
-            res = self._allocations[caller] = np.empty(shape, dtype)
-    return res
+            res = shared._allocations[key] = np.empty(shape, dtype)
+    return res, key
+
+
+def _shared_array(self, shape, dtype, alignment=None):
+    """Numba's ``FakeCUDAShared.array``, by :func:`shared_allocation`."""
+    return shared_allocation(self, shape, dtype, alignment, sys._getframe(1))[0]
 
 
 class _Globals:

@@ -621,23 +621,13 @@ def _patches(tr: Trace):
         return _traced(ary, GLOBAL)
 
     def shared_array(self, shape, dtype, alignment=None):
-        # As FakeCUDAShared.array, with the array behind a proxy.
-        if alignment is not None:
-            raise RuntimeError("Array alignment is not supported in cudasim")
-        if isinstance(dtype, kernelapi.types.Type):
-            dtype = kernelapi.numpy_support.as_dtype(dtype)
-        if shape == 0:  # dynamic shared memory: every call shares one buffer
-            dt = np.dtype(dtype)
-            raw = np.frombuffer(self._dynshared.data, dtype=dt, count=self._dynshared_size // dt.itemsize)
-            return _traced(raw, SHARED, root=self._dynshared)
-        # One array per (file, line), as the simulator does; one proxy per array,
-        # so that twins keyed by identity (wgmma's smem_addr) see one object.
-        caller = _getframe(1)
-        key = (caller.f_code.co_filename, caller.f_lineno)
+        # As the simulator's (simwarp.shared_allocation), with the array behind a proxy.
+        res, key = simwarp.shared_allocation(self, shape, dtype, alignment, _getframe(1))
+        if key is None:  # dynamic shared memory: every call shares one buffer
+            return _traced(res, SHARED, root=self._dynshared)
+        # One proxy per array, so that twins keyed by identity (wgmma's
+        # smem_addr) see one object.
         with alloc_lock:
-            res = self._allocations.get(key)
-            if res is None:
-                res = self._allocations[key] = np.empty(shape, dtype)
             proxies = self.__dict__.setdefault(_PROXIES, {})
             proxy = proxies.get(key)
             if proxy is None or proxy._ary is not res:
