@@ -33,7 +33,7 @@ from functools import lru_cache
 import numpy as np
 from numba import cuda, float32, uint8, uint16, uint32
 
-from . import bits, cvt, vload
+from . import bits, vload
 from . import launch as L
 from .launch import device_inline
 
@@ -57,21 +57,6 @@ def _code_pair(x0, x1, step):
 
 
 @device_inline
-def _load_f16(a, i, ok):
-    """``a``'s flat elements ``i .. i + 7`` (fp16) as float32, one 16-byte load; zeros where not ``ok``."""
-    w0 = w1 = w2 = w3 = uint32(0)
-    if ok:
-        w0, w1, w2, w3 = vload.ldg_v4(a, i)
-    return cvt.f16x8_to_f32((w0, w1, w2, w3))
-
-
-@device_inline
-def _amax_f16(x):
-    x0, x1, x2, x3, x4, x5, x6, x7 = x
-    return max(max(max(abs(x0), abs(x1)), max(abs(x2), abs(x3))), max(max(abs(x4), abs(x5)), max(abs(x6), abs(x7))))
-
-
-@device_inline
 def _codes_f16(x, step):
     x0, x1, x2, x3, x4, x5, x6, x7 = x
     return (
@@ -83,22 +68,6 @@ def _codes_f16(x, step):
 
 
 @device_inline
-def _load_f32(a, i, ok):
-    """``a``'s flat elements ``i .. i + 3`` (float32), one 16-byte load; zeros where not ``ok``."""
-    z = float32(0.0)
-    x0 = x1 = x2 = x3 = z
-    if ok:
-        x0, x1, x2, x3 = vload.ldg_f32x4(a, i)
-    return x0, x1, x2, x3
-
-
-@device_inline
-def _amax_f32(x):
-    x0, x1, x2, x3 = x
-    return max(max(abs(x0), abs(x1)), max(abs(x2), abs(x3)))
-
-
-@device_inline
 def _codes_f32(x, step):
     x0, x1, x2, x3 = x
     return uint16(_code_pair(x0, x1, step) | (_code_pair(x2, x3, step) << uint32(8)))
@@ -106,11 +75,10 @@ def _codes_f32(x, step):
 
 def _wide(esize: int):
     """``(values a 16-byte load, its load, its largest magnitude, its codes)`` for ``esize``-byte elements."""
-    if esize == 2:
-        return 8, _load_f16, _amax_f16, _codes_f16
-    if esize == 4:
-        return 4, _load_f32, _amax_f32, _codes_f32
-    raise TypeError(f"NVFP4 activations: fp16 or float32 rows, not {esize}-byte elements")
+    if esize not in (2, 4):
+        raise TypeError(f"NVFP4 activations: fp16 or float32 rows, not {esize}-byte elements")
+    per, load, amax = vload.wide_rows(esize)
+    return per, load, amax, _codes_f16 if esize == 2 else _codes_f32
 
 
 @lru_cache(maxsize=None)

@@ -484,3 +484,57 @@ st_f32x4.__doc__ = (
     "array), one ``st.global.v4.f32``; the address must be 16-byte aligned."
 )
 aligned16.__doc__ = "True when the array's first element is 16-byte aligned (its data pointer)."
+
+
+# ── a row's 16 bytes as float32 ──────────────────────────────────────────────
+
+
+def _wide_rows():
+    from numba import float32, uint32
+
+    from . import cvt
+    from .launch import device_inline
+
+    @device_inline
+    def load_f16(a, i, ok):
+        w0 = w1 = w2 = w3 = uint32(0)
+        if ok:
+            w0, w1, w2, w3 = ldg_v4(a, i)
+        return cvt.f16x8_to_f32((w0, w1, w2, w3))
+
+    @device_inline
+    def amax_f16(x):
+        x0, x1, x2, x3, x4, x5, x6, x7 = x
+        return max(max(max(abs(x0), abs(x1)), max(abs(x2), abs(x3))), max(max(abs(x4), abs(x5)), max(abs(x6), abs(x7))))
+
+    @device_inline
+    def load_f32(a, i, ok):
+        z = float32(0.0)
+        x0 = x1 = x2 = x3 = z
+        if ok:
+            x0, x1, x2, x3 = ldg_f32x4(a, i)
+        return x0, x1, x2, x3
+
+    @device_inline
+    def amax_f32(x):
+        x0, x1, x2, x3 = x
+        return max(max(abs(x0), abs(x1)), max(abs(x2), abs(x3)))
+
+    return {2: (8, load_f16, amax_f16), 4: (4, load_f32, amax_f32)}
+
+
+_WIDE_ROWS: dict = {}
+
+
+def wide_rows(esize: int):
+    """``(per, load, amax)`` for rows of ``esize``-byte activations (fp16: 2,
+    float32: 4) read 16 bytes a lane: ``load(a, i, ok)`` the ``per`` (8 or
+    4) float32 values of ``a``'s flat elements ``i ..`` by one 16-byte load
+    (zeros where not ``ok``; ``i`` 16-byte aligned), ``amax(values)`` their
+    largest magnitude. The activation quantisers' (``rowquant``,
+    ``nvfp4_act``)."""
+    if not _WIDE_ROWS:
+        _WIDE_ROWS.update(_wide_rows())
+    if esize not in _WIDE_ROWS:
+        raise TypeError(f"activation rows: fp16 or float32, not {esize}-byte elements")
+    return _WIDE_ROWS[esize]

@@ -578,8 +578,34 @@ def _unscaled(bsc, r, k, ok):
     return np.float32(1)
 
 
+@device_inline
+def _q4_e4m3_fetch16(src, bsc, gr, gk, ok, vec, win, k):
+    # 32 values (``gk`` a multiple of 32): four words, two staged chunks of 16 E4M3
+    return _words4(src, gr, gk >> 3, ok, vec)
+
+
+@device_inline
+def _q4_e4m3_convert_j(raw, gk, j):
+    one = np.float32(1)
+    lo = raw[0] if j == 0 else raw[2]
+    hi = raw[1] if j == 0 else raw[3]
+    return _q4_e4m3x4(lo, 0, one), _q4_e4m3x4(lo, 4, one), _q4_e4m3x4(hi, 0, one), _q4_e4m3x4(hi, 4, one)
+
+
+@device_inline
+def _as_fetched(raw, gk, k):
+    return raw
+
+
 def _make_int4_e4m3(threads: int):
-    return _make_packed_e4m3(threads, _q4_e4m3x4, _unscaled, _f32)
+    """int4 weights as the exact E4M3 of ``q - 8``, two words (16 values) a
+    chunk; along K (every unspread tile: ``ffn.prefill`` ``fp8_m64``'s) a
+    16-byte load brings two chunks, 32 values, so a stage's 64 bytes of a
+    row are four lanes' loads, whole sectors. No scale rides with them: the
+    FP8 arm's per-stage fold applies the group scales."""
+    base = _make_packed_e4m3(threads, _q4_e4m3x4, _unscaled, _f32)
+    wide = (2, _q4_e4m3_fetch16, _q4_e4m3_convert_j, no_window_of, _as_fetched, no_window)
+    return chunk_stager(threads, 16, base.fetch, base.convert, wide)
 
 
 def stager(b_kind: str, threads: int, group_shift: int = 7):

@@ -157,6 +157,8 @@ def make_kernel(
         raise ValueError(f"schedule {sched!r}: {BOUNDED} or {GROUPED}")
     dtypes = form.DTYPES
     PL.check(dtype, bn, stages, b_kind, fault, dtypes, a_kind, wgs, wn)
+    if PL.tables_of(fold, None) is not None:
+        raise ValueError("grouped GEMMs: no per-stage fold from a scale table (their launches size no table)")
     if form.__name__.endswith("mma_sync") and (bn // b_parts) % 16:
         raise ValueError(f"mma.sync GEMM: BN={bn} in {b_parts} parts: not multiples of 16")
     if form.__name__.endswith("wgmma_async"):

@@ -196,7 +196,7 @@ def make_kernel(
     if (bn // wn) % 16:
         raise ValueError(f"mma.sync GEMM: a warpgroup's {bn // wn} columns: not a multiple of 16 (a B ldmatrix.x4)")
     rows = PL.tile_rows(wgs, wn)
-    nbytes = PL.shared_bytes(wgs, bn, stages, rows) + (stages * step_fold.side_bytes(rows, bn) if step_fold else 0)
+    nbytes = PL.shared_bytes(wgs, bn, stages, rows) + PL.table_bytes(fold, step_fold, stages, rows, bn)
     if nbytes > MAX_SHARED:
         raise ValueError(f"mma.sync GEMM: {nbytes} bytes of shared memory exceed {MAX_SHARED}")
     form = IntForm if dtype == "s8" else Form

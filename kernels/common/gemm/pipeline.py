@@ -290,6 +290,8 @@ def make_mainloop(
     if not copy_a:
         fetch_a, put_a = stage_a.device(a_rows)
     per_stage = fold is not None
+    tables = tables_of(fold, step_fold)  # the per-stage scale tables' maker, where a fold reads one
+    tabled = per_stage and tables is not None
     if not per_stage:
 
         @device_inline
@@ -304,13 +306,15 @@ def make_mainloop(
     per_step = step_fold is not None
     if per_step and (per_stage or not hasattr(form, "consume_steps")):
         raise ValueError("a per-step fold: on mma.sync, and not with a per-stage fold")
-    side_nb = step_fold.side_bytes(a_rows, bn) if per_step else 0
+    side_nb = tables.side_bytes(a_rows, bn) if tables is not None else 0
     side_base = stages * stage  # the per-stage scale tables, after the operand stages
-    fetch_side, put_side = step_fold.stager(threads, a_rows, bn) if per_step else (_nothing9, _nothing5)
+    fetch_side, put_side, start_side, carried_side = side_stager(tables, threads, a_rows, bn)
     # a fold whose tables' loads take too many registers to carry across an
     # iteration (``ahead = False``) fetches and puts them in one (the
     # loads still issued together)
-    side_ahead = per_step and getattr(step_fold, "ahead", True)
+    has_tables = tables is not None
+    side_ahead = has_tables and getattr(tables, "ahead", True)
+    fold_table = fold.fold(bn) if tabled else None
     consume_steps = form.consume_steps(dtype, bnw, step_fold.fold(a_rows + bn)) if per_step else None
     tzeros = wg.zeros(bnw) if per_step else zeros
     in_flight = stages - 1 if fault == "no_wait" else stages - 2
@@ -379,6 +383,7 @@ def make_mainloop(
         b_at = a_tile + gn * b_wg
         smf = cuda.shared.array(0, float32)  # the same dynamic shared memory as float32: the scale tables
         wb = start_bs()
+        ws = start_side()
         for s in range(stages - 1):  # the prologue: stages 0 .. S - 2
             if s < nk:
                 at = pad + s * stage
@@ -392,14 +397,17 @@ def make_mainloop(
                     raw_b = fetch_bs(b32, bsc, n, nseg, k, n0, s, tid, wb)
                     wb = carried_bs(raw_b)
                     put_bs(base + at + a_tile, raw_b, n, nseg, k, n0, s, tid)
-                if per_step:
-                    put_side(smf, pad + side_base + s * side_nb, fetch_side(asc, bsc, m, n, k, r0, n0, s, tid), s, tid)
+                if has_tables:
+                    raw_now = fetch_side(asc, bsc, m, n, k, r0, n0, s, tid, ws)
+                    ws = carried_side(raw_now)
+                    put_side(smf, pad + side_base + s * side_nb, raw_now, s, tid)
             ca.cp_async_commit()
         # the staged operands of stage S - 1, loaded now, stored in the first iteration
         raw_a = fetch_a(a32, asc, m, k, r0, stages - 1, tid)
         raw_b = fetch_bs(b32, bsc, n, nseg, k, n0, stages - 1, tid, wb)
         wb = carried_bs(raw_b)
-        raw_s = fetch_side(asc, bsc, m, n, k, r0, n0, stages - 1, tid) if side_ahead else 0
+        raw_s = fetch_side(asc, bsc, m, n, k, r0, n0, stages - 1, tid, ws) if side_ahead else 0
+        ws = carried_side(raw_s) if side_ahead else ws
         acc = zeros()
         total = tzeros()
         for kt in range(nk):
@@ -430,8 +438,9 @@ def make_mainloop(
                     put_bs(base + at + a_tile, raw_b, n, nseg, k, n0, nxt, tid)
                 if side_ahead:
                     put_side(smf, pad + side_base + (nxt % stages) * side_nb, raw_s, nxt, tid)
-                elif per_step:
-                    raw_now = fetch_side(asc, bsc, m, n, k, r0, n0, nxt, tid)
+                elif has_tables:
+                    raw_now = fetch_side(asc, bsc, m, n, k, r0, n0, nxt, tid, ws)
+                    ws = carried_side(raw_now)
                     put_side(smf, pad + side_base + (nxt % stages) * side_nb, raw_now, nxt, tid)
             if nxt + 1 < nk:  # and the next stage's loads, in flight across the wait and the barrier
                 if not copy_a:
@@ -440,9 +449,13 @@ def make_mainloop(
                     raw_b = fetch_bs(b32, bsc, n, nseg, k, n0, nxt + 1, tid, wb)
                     wb = carried_bs(raw_b)
                 if side_ahead:
-                    raw_s = fetch_side(asc, bsc, m, n, k, r0, n0, nxt + 1, tid)
+                    raw_s = fetch_side(asc, bsc, m, n, k, r0, n0, nxt + 1, tid, ws)
+                    ws = carried_side(raw_s)
             acc = settle(acc)
-            if per_stage:
+            if tabled:  # the stage's table, put before the barrier that published the stage
+                fx = (smf, pad + side_base + ((kt + ahead) % stages) * side_nb, BM * gm, bnw * gn)
+                total = fold_table(total, acc, fx, kt)
+            elif per_stage:
                 total = fold(total, acc, bsc, n, n0 + gn * bnw, kt)
         ca.cp_async_wait_all()
         if per_step:
@@ -509,8 +522,52 @@ def _nothing8(a, b, c, d, e, f, g, h):
 
 
 @device_inline
-def _nothing9(a, b, c, d, e, f, g, h, i):  # no per-step fold: no scale tables to fetch or put
+def _nothing9(a, b, c, d, e, f, g, h, i):  # a copied B's fetch: nothing to do
     return 0
+
+
+@device_inline
+def _nothing10(a, b, c, d, e, f, g, h, i, j):  # no fold with a table: no scale tables to fetch or put
+    return 0
+
+
+def tables_of(fold, step_fold):
+    """What makes the per-stage scale tables a fold reads: a per-step
+    fold's (``step_fold``: the MMQ arms'), or a per-stage fold that is an
+    object with ``side_bytes`` and ``stager`` (the FP8 arm's group scales);
+    None where no fold reads a table (a plain per-stage hook reads its
+    scales from global memory itself)."""
+    if step_fold is not None:
+        return step_fold
+    return fold if hasattr(fold, "side_bytes") else None
+
+
+def table_bytes(fold, step_fold, stages: int, a_rows: int, bn: int) -> int:
+    """Dynamic shared memory a kernel's scale tables take, past its stages."""
+    tables = tables_of(fold, step_fold)
+    return stages * tables.side_bytes(a_rows, bn) if tables is not None else 0
+
+
+def side_stager(tables, threads: int, a_rows: int, bn: int):
+    """``(fetch, put, start, carried)`` of the scale tables: ``fetch(asc,
+    bsc, m, n, k, r0, n0, kt, tid, win)`` loads stage ``kt``'s entries
+    (``win``: what the stage before left, ``carried(raw)``; ``start()``
+    before the first), ``put(smem, at, raw, kt, tid)`` stores them at byte
+    ``at`` of the float32 view. A maker's ``stager`` returns all four where
+    its stages carry something (a window of group scales loaded at once),
+    else ``(fetch, put)`` without the window."""
+    if tables is None:
+        return _nothing10, _nothing5, P.no_window, P.no_window_of
+    made = tables.stager(threads, a_rows, bn)
+    if len(made) == 4:
+        return made
+    fetch9, put = made
+
+    @device_inline
+    def fetch(asc, bsc, m, n, k, r0, n0, kt, tid, win):
+        return fetch9(asc, bsc, m, n, k, r0, n0, kt, tid)
+
+    return fetch, put, P.no_window, P.no_window_of
 
 
 @device_inline
@@ -578,7 +635,7 @@ def make_kernel(
 
     gemm_async.geometry = (dtype, wgs, bn, stages, swap)
     gemm_async.a_rows, gemm_async.wn, gemm_async.threads = a_rows, wn, threads
-    gemm_async.side_bytes = stages * step_fold.side_bytes(a_rows, bn) if step_fold is not None else 0
+    gemm_async.side_bytes = table_bytes(fold, step_fold, stages, a_rows, bn)
     gemm_async.a_kind, gemm_async.b_kind = a_kind, b_kind
     gemm_async.per_stage = fold is not None
     gemm_async.form = form.name

@@ -32,9 +32,9 @@ from __future__ import annotations
 from functools import lru_cache
 
 import numpy as np
-from numba import cuda, float32
+from numba import cuda, float32, uint32
 
-from ...common import int4, tc, unroll
+from ...common import cvt, int4, tc, unroll, vload
 from ...common import rowquant as _rowquant
 from ...common import wgmma as wg
 from ...common import wgmma_gemm as P
@@ -50,28 +50,135 @@ assert G.STAGE_KBYTES == int4.GROUP  # one stage of E4M3 is one scale group: the
 
 
 def shared_bytes(bn: int) -> int:
-    return G.shared_bytes(WGS, bn, STAGES, G.tile_rows(WGS, WN))
+    """Dynamic shared memory a block asks for: its stages and their scale tables."""
+    return G.shared_bytes(WGS, bn, STAGES, G.tile_rows(WGS, WN)) + STAGES * GroupScales.side_bytes(0, bn)
+
+
+# deliberate bugs of the scale table, for the tests that prove the checks:
+# every stage of a window takes the window's first group's scale
+SCALE_FAULTS = ("window_first",)
+
+
+class GroupScales:
+    """The arm's per-stage fold (``pipeline``'s ``fold`` with a table): a
+    stage is one scale group, so each stage's ``BN`` column scales are put
+    once into a table of float32 in shared memory (after the operand
+    stages, one table a stage), and the fold, after the stage's MMAs are
+    waited for, adds each accumulator times its column's entry into the
+    running f32 sums. The fold read each column's scale from global memory,
+    2 bytes a sector, for every accumulator of every thread.
+
+    Two threads a column load its scales (``tid = 2 col + h``). Where a
+    row of ``scales`` is whole 8-byte units (its groups a multiple of four,
+    the array 16-byte aligned: uniform for the launch), thread ``h`` loads
+    groups ``4h .. 4h + 3`` of a window of eight at the window's first stage,
+    8 bytes, carries them to the window's end in the stagers' ``win``, and
+    the thread holding the stage's group writes its entry; a column's scales
+    then cost 16 bytes every eight stages. Otherwise the stage's scale alone
+    is loaded, by the thread and into the place a window would hold it."""
+
+    ahead = True  # two words a thread: carried across an iteration beside B's chunks
+
+    def __init__(self, fault: str = ""):
+        if fault and fault not in SCALE_FAULTS:
+            raise ValueError(f"scale fault {fault!r}: one of {SCALE_FAULTS}")
+        self.fault = fault
+
+    @staticmethod
+    def side_bytes(a_rows: int, bn: int) -> int:
+        return bn * 4
+
+    def stager(self, threads: int, a_rows: int, bn: int):
+        total = 2 * bn
+        slots = tuple(range(-(-total // threads)))
+        first = self.fault == "window_first"
+
+        @device_inline
+        def _fetch_one(i, win, _y, ctx):
+            bsc, n, n0, kt, tid, windowed = ctx
+            idx = tid + i * threads
+            c = n0 + (idx >> 1)
+            h = idx & 1
+            gi = kt & 7  # the stage's group's place in its window of eight
+            ok = idx < total and c < n
+            v0, v1 = win
+            if windowed:
+                if gi == 0:
+                    g = kt + 4 * h
+                    v0 = v1 = uint32(0)
+                    if ok and g < bsc.shape[1]:
+                        v0, v1 = vload.ldg_v2(bsc, c * bsc.shape[1] + g)
+            else:
+                v0 = v1 = uint32(0)
+                if ok and h == (gi >> 2) and kt < bsc.shape[1]:
+                    s = float32(bsc[c, kt])
+                    z = float32(0)
+                    word = cvt.f32x2_to_f16x2(z, s) if gi & 1 else cvt.f32x2_to_f16x2(s, z)  # exact: an fp16
+                    if gi & 2:
+                        v1 = word
+                    else:
+                        v0 = word
+            return v0, v1
+
+        @device_inline
+        def fetch(asc, bsc, m, n, k, r0, n0, kt, tid, win):
+            windowed = bsc.shape[1] % 4 == 0 and vload.aligned16(bsc)
+            return unroll.each_map(_fetch_one, win, slots, (bsc, n, n0, kt, tid, windowed))
+
+        @device_inline
+        def _put_one(i, raw, ctx):
+            smem, w0, tid, kt = ctx
+            idx = tid + i * threads
+            gi = 0 if first else kt & 7
+            if idx < total and (idx & 1) == (gi >> 2):
+                v0, v1 = raw
+                lo, hi = cvt.f16x2_to_f32x2(v1 if gi & 2 else v0)
+                smem[w0 + (idx >> 1)] = hi if gi & 1 else lo  # a warp's 16 columns: 16 consecutive words
+
+        @device_inline
+        def put(smem, at, raw, kt, tid):
+            unroll.each(_put_one, raw, (smem, at >> 2, tid, kt))
+
+        @device_inline
+        def _empty(i, _x, _y, _c):
+            return uint32(0), uint32(0)
+
+        @device_inline
+        def start():
+            return unroll.each_map(_empty, slots, slots, 0)
+
+        @device_inline
+        def carried(raw):
+            return raw
+
+        return fetch, put, start, carried
+
+    @staticmethod
+    def fold(bn: int):
+        """``fold(total, acc, fx, kt)``: ``fx = (smem, at, row0, col0)``, the
+        stage's table at byte ``at`` of the float32 view ``smem``, this
+        warpgroup's first column ``col0`` of the tile."""
+
+        @device_inline
+        def fold(total, acc, fx, kt):
+            smem, at, _row0, col0 = fx
+            return unroll.each_map(_fold_one, total, acc, (smem, (at >> 2) + col0, cuda.threadIdx.x & 127))
+
+        return fold
 
 
 @device_inline
-def _fold_one(i, tot, st, at):
-    scales, last, n0, g, tid = at
+def _fold_one(i, tot, st, ctx):
+    smem, w0, tid = ctx
     _r, c = wg.acc_elem(tid, i)
-    return tot + st * float32(scales[min(n0 + c, last), g])
+    return tot + st * smem[w0 + c]
 
 
-@device_inline
-def fold(total, stage, scales, ncols, n0, g):
-    """The running sums plus each stage accumulator times its column's
-    group scale (``wgmma.acc_elem``'s column; columns past ``ncols`` read the
-    last column's scale: they are never stored)."""
-    return unroll.each_map(_fold_one, total, stage, (scales, ncols - 1, n0, g, cuda.threadIdx.x & 127))
-
-
-def make_gemm(bn: int = BN, fault: str = ""):
+def make_gemm(bn: int = BN, fault: str = "", scale_fault: str = ""):
     """Compile the kernel ``(c, aq32, qweight, scales, sa, ones_n, ones_1)``;
-    ``fault`` (``wgmma_async.FAULTS``, tests only) plants a bug the check
-    must see."""
+    ``fault`` (``wgmma_async.FAULTS``) and ``scale_fault``
+    (:data:`SCALE_FAULTS`), tests only, plant a bug the check must see."""
+    fold = GroupScales(scale_fault)
     kern = G.make_kernel(
         "e4m3", WGS, bn, STAGES, b_kind="int4_e4m3", fault=fault, fold=fold, wn=WN, min_blocks=MIN_BLOCKS
     )

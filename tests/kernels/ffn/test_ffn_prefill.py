@@ -12,7 +12,11 @@ of these comparisons; a BF16 GEMM that reads the wrong scale group, and an
 FP8 GEMM that drops a K sub-step, fail the bench's check and their own
 arithmetic; an NVFP4 MMQ that drops every odd block of 16 fails both, and
 one that applies a k32 step's first block scales to both its blocks fails
-its own (exact integer) arithmetic. The row quantisers (int8, E4M3) write exactly the host's rows.
+its own (exact integer) arithmetic. The FP8 GEMM folds each stage with its
+group's scales from the table in shared memory, whether a row's scales come
+a window at a time or a stage at a time; one that takes every stage's scale
+from its window's first group fails. The row quantisers (int8, E4M3) write
+exactly the host's rows.
 """
 
 from __future__ import annotations
@@ -264,6 +268,34 @@ def test_the_fp8_gemm_takes_a_k_that_ends_inside_an_instruction():
     fig, c, inputs, _ = _run("fp8_m64", shape)
     assert fig.passed, fig
     assert _within(c, _exact("fp8_m64", inputs), EXACT)[0]
+
+
+# K of 512 (four scale groups: one window, the odd thread's half past K),
+# 1152 (nine: a row's scales not whole 8-byte units, so each stage's is
+# loaded alone) and 1536 (twelve: a window of eight, then one of four)
+@pytest.mark.sim
+@pytest.mark.parametrize("k", [512, 1152, 1536])
+def test_the_fp8_gemm_folds_each_stage_with_its_groups_scales_from_the_table(k):
+    from leverctl_kernels.common.path import Shape
+
+    shape = Shape(f"down m5 n11 k{k}", dict(m=5, n=11, k=k, down=1))
+    fig, c, inputs, _ = _run("fp8_m64", shape)
+    assert fig.passed, fig
+    assert _within(c, _exact("fp8_m64", inputs), EXACT)[0]
+
+
+@pytest.mark.sim
+def test_an_fp8_gemm_whose_table_takes_each_windows_first_group_fails():
+    """Every stage of a window of eight groups folded with the window's
+    first group's scale: stages 1-3 of K = 512 take group 0's."""
+    from leverctl_kernels.common.path import Shape
+    from leverctl_kernels.ffn.prefill import fp8_m64
+
+    shape = Shape("down m5 n11 k512", dict(m=5, n=11, k=512, down=1))
+    broken = fp8_m64.build(shape, kern=fp8_m64.make_gemm(scale_fault="window_first"))
+    fig, c, inputs, _ = _run("fp8_m64", shape, broken)
+    assert not fig.passed, fig
+    assert not _within(c, _exact("fp8_m64", inputs), EXACT)[0]
 
 
 @pytest.mark.sim

@@ -6,7 +6,8 @@ SASS ``HMMA.16816.F32.BF16``. The int8 GEMMs', the Q4_K MMQ's and the NVFP4 MMQ'
 ``mma.sync.m16n8k32``, and where ``nvdisasm`` is found their SASS holds what
 their records claim (``tc_claims``: ``mma.sync`` / ``s8`` is
 ``IMMA.16832.S8.S8``); the row quantisers (int8, and E4M3 through ``cvt.rn.satfinite.e4m3x2.f32``)
-have no tensor-core opcode."""
+have no tensor-core opcode, and their wide forms read the rows 16 bytes a
+lane and store a lane's eight codes at once."""
 
 from __future__ import annotations
 
@@ -29,6 +30,8 @@ CLAIMS = {
     "nvfp4_encode": (None, None),
     "rowquant_int8": (None, None),
     "rowquant_e4m3": (None, None),
+    "rowquant_int8_wide": (None, None),
+    "rowquant_e4m3_wide": (None, None),
     # the wgmma arms' form for GPUs without wgmma (``_mma_forms``)
     "bf16_v1_gemm_mma": ("mma.sync", "bf16"),
     "bf16_v2_gemm_mma": ("mma.sync", "bf16"),
@@ -65,6 +68,9 @@ def jobs():
             _rowquant.THREADS,
         )
     )
+    for fmt in ("int8", "e4m3"):  # fp16 rows of whole 16-byte units: a lane's 8 codes one uint64
+        sig = (types.uint64[:, ::1], f32[::1], f16[:, ::1])
+        out.append((f"rowquant_{fmt}_wide", _rowquant.make_rowquant(fmt, 2), sig, _rowquant.THREADS))
     u8 = types.uint8
     out.append(
         (
@@ -126,8 +132,10 @@ def test_ffn_prefill_kernels_compile_for_sm90_in_fp32(compiled):
         assert "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32" in ptx, name
         assert "wgmma.mma_async" not in ptx and "fence.proxy.async" not in ptx, name
     assert "cvt.rn.satfinite.e4m3x2.f32" in Path(compiled["kernels"]["rowquant_e4m3"]["ptx"]).read_text()
-    for name in ("nvfp4_row_amax", "nvfp4_encode"):  # the activations' rows, 16 bytes a lane
-        assert "ld.global.nc.v4.u32" in Path(compiled["kernels"][name]["ptx"]).read_text(), name
+    for name in ("nvfp4_row_amax", "nvfp4_encode", "rowquant_int8_wide", "rowquant_e4m3_wide"):
+        assert "ld.global.nc.v4.u32" in Path(compiled["kernels"][name]["ptx"]).read_text(), name  # 16 bytes a lane
+    for fmt in ("int8", "e4m3"):  # and a lane's eight codes one 8-byte store
+        assert "st.global.u64" in Path(compiled["kernels"][f"rowquant_{fmt}_wide"]["ptx"]).read_text(), fmt
 
 
 def test_ptxas_accepts_them_without_spills(compiled):

@@ -2,7 +2,8 @@
 a GPU: their PTX (compiled by the ``ptx_harness`` for sm_90, retargeted to
 sm_90a by the harness's ``sm90a`` fixture) has the bf16 (BF16 arms) or E4M3 (FP8
 M64) ``wgmma.mma_async`` of the tile's width and the conversion of the
-weights; ptxas for sm_90a
+weights (FP8: 16 bytes a load, and a column's group scales a window of
+four at a time); ptxas for sm_90a
 accepts it with no spills or local memory and no advisory that it serialised
 the wgmma; and where ``nvdisasm`` is found the SASS holds what the variant's
 records claim (``tc_claims``: ``wgmma`` / ``bf16`` is
@@ -70,6 +71,8 @@ def test_bf16_gemms_compile_to_ptx_in_fp32_with_their_instructions(compiled):
     ptx = Path(compiled["kernels"][FP8]["ptx"]).read_text()
     assert f"wgmma.mma_async.sync.aligned.m64n{_bn('fp8_m64')}k32.f32.e4m3.e4m3" in ptx
     assert "cvt.rn.satfinite.e4m3x2.f32" in ptx and "st.shared.v4.b32" in ptx
+    assert "ld.global.nc.v4.u32" in ptx  # the int4 weights, 32 values a lane's load
+    assert "ld.global.nc.v2.u32" in ptx  # a column's window of four group scales, 8 bytes
 
 
 def test_ptxas_for_sm90a_accepts_them_without_spills_or_serialisation(sm90a):
