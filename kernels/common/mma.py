@@ -414,6 +414,15 @@ F16_16816 = _Atom(K, A_TABLE, B_TABLE, 16, _decode_f16, np.float32)
 S8_16832 = _Atom(K_S8, A_TABLE_S8, B_TABLE_S8, 8, _decode_s8, np.int32)
 
 
+def _operands(buf, atom):
+    """The warp's A, B and C registers, one row a lane, from the lanes'
+    ``(a, b, c)`` deposits of a twin's exchange."""
+    a = np.array([buf[i][1][0] for i in range(WARP)], dtype=np.uint32)
+    b = np.array([buf[i][1][1] for i in range(WARP)], dtype=np.uint32)
+    c = np.array([buf[i][1][2] for i in range(WARP)], dtype=atom.acc)
+    return a, b, c
+
+
 def _twin(kind, atom):
     def mma(a0, a1, a2, a3, b0, b1, c0, c1, c2, c3):
         regs = ((int(a0), int(a1), int(a2), int(a3)), (int(b0), int(b1)), (c0, c1, c2, c3))
@@ -430,10 +439,7 @@ def _twin(kind, atom):
         from every lane's deposits."""
         if members != simwarp.FULL_MASK:
             return None  # each lane reports it
-        a = np.array([buf[i][1][0] for i in range(WARP)], dtype=np.uint32)
-        b = np.array([buf[i][1][1] for i in range(WARP)], dtype=np.uint32)
-        c = np.array([buf[i][1][2] for i in range(WARP)], dtype=atom.acc)
-        return atom.reference(a, b, c)
+        return atom.reference(*_operands(buf, atom))
 
     mma.__name__ = kind
     return mma
@@ -649,9 +655,7 @@ def _twin_mma_run(kind: str, n: int):
         """Every lane's results (32, n // 2), computed once by the last lane in."""
         if members != simwarp.FULL_MASK:
             return None  # each lane reports it
-        A = np.array([buf[i][1][0] for i in range(WARP)], dtype=np.uint32)
-        B = np.array([buf[i][1][1] for i in range(WARP)], dtype=np.uint32)
-        C = np.array([buf[i][1][2] for i in range(WARP)], dtype=atom.acc)
+        A, B, C = _operands(buf, atom)
         parts = [atom.reference(A, B[:, 2 * j : 2 * j + 2], C[:, 4 * j : 4 * j + 4]) for j in range(n // 8)]
         return np.concatenate(parts, axis=1)
 

@@ -77,7 +77,7 @@ def _wide(esize: int):
     """``(values a 16-byte load, its load, its largest magnitude, its codes)`` for ``esize``-byte elements."""
     if esize not in (2, 4):
         raise TypeError(f"NVFP4 activations: fp16 or float32 rows, not {esize}-byte elements")
-    per, load, amax = vload.wide_rows(esize)
+    per, load, amax, _unit = vload.wide_rows(esize)
     return per, load, amax, _codes_f16 if esize == 2 else _codes_f32
 
 

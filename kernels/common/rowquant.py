@@ -47,27 +47,34 @@ FAULTS = ("tail_dropped",)  # tests only: the wide path skips each row's last 16
 
 
 @device_inline
-def _warp_max(amax):
+def warp_max(amax):
     for off in (16, 8, 4, 2, 1):
         amax = max(amax, cuda.shfl_xor_sync(_FULL, amax, off))
     return amax
 
 
 @device_inline
-def _int8_of(x, inv):
+def int8_of(x, inv):
     q = int32(math.floor(x * inv + float32(0.5)))
     return min(max(q, int32(-127)), int32(127))
 
 
 @device_inline
-def _int8_word(x0, x1, x2, x3, inv):
-    """Four int8 codes, the first in bits 0-7."""
+def pack_bytes4(q0, q1, q2, q3):
+    """Four int8 values' bytes in a word, the first in bits 0-7."""
+    m = uint32(0xFF)
     return (
-        (uint32(_int8_of(x0, inv)) & uint32(0xFF))
-        | ((uint32(_int8_of(x1, inv)) & uint32(0xFF)) << uint32(8))
-        | ((uint32(_int8_of(x2, inv)) & uint32(0xFF)) << uint32(16))
-        | ((uint32(_int8_of(x3, inv)) & uint32(0xFF)) << uint32(24))
+        (uint32(q0) & m)
+        | ((uint32(q1) & m) << uint32(8))
+        | ((uint32(q2) & m) << uint32(16))
+        | ((uint32(q3) & m) << uint32(24))
     )
+
+
+@device_inline
+def int8_word(x0, x1, x2, x3, inv):
+    """Four int8 codes, the first in bits 0-7."""
+    return pack_bytes4(int8_of(x0, inv), int8_of(x1, inv), int8_of(x2, inv), int8_of(x3, inv))
 
 
 @device_inline
@@ -91,7 +98,7 @@ def make_rowquant(fmt: str, esize: int = 0, fault: str = ""):
         raise ValueError(f"unknown fault {fault!r}")
     INT8 = fmt == "int8"
     QM = float32(QMAX[fmt])
-    word = _int8_word if INT8 else _e4m3_word
+    word = int8_word if INT8 else _e4m3_word
 
     @device_inline
     def inverse(amax):
@@ -112,11 +119,11 @@ def make_rowquant(fmt: str, esize: int = 0, fault: str = ""):
                 amax = float32(0.0)
                 for c in range(lane, k, 32):
                     amax = max(amax, abs(float32(a[row, c])))
-                amax = _warp_max(amax)
+                amax = warp_max(amax)
                 inv = inverse(amax)
                 if INT8:
                     for c in range(lane, k, 32):
-                        aq[row, c] = np.int8(_int8_of(float32(a[row, c]), inv))
+                        aq[row, c] = np.int8(int8_of(float32(a[row, c]), inv))
                 else:
                     for c in range(2 * lane, k, 64):
                         pair = cvt.f32x2_to_e4m3x2(float32(a[row, c]) * inv, float32(a[row, c + 1]) * inv)
@@ -127,30 +134,9 @@ def make_rowquant(fmt: str, esize: int = 0, fault: str = ""):
 
         return rowquant
 
-    per, load, amax_of = vload.wide_rows(esize)
+    per, _load, amax_of, share = vload.wide_rows(esize)
     EIGHT = per == 8
     dropped = 1 if fault == "tail_dropped" else 0
-
-    @device_inline
-    def share(a, row, k, c, aligned):
-        """The row's ``c``-th 16 bytes as float32: one load, or (``a`` not
-        16-byte aligned) one element a load."""
-        if aligned:
-            return load(a, row * k + c * per, True)
-        if EIGHT:
-            b = c * 8
-            return (
-                float32(a[row, b]),
-                float32(a[row, b + 1]),
-                float32(a[row, b + 2]),
-                float32(a[row, b + 3]),
-                float32(a[row, b + 4]),
-                float32(a[row, b + 5]),
-                float32(a[row, b + 6]),
-                float32(a[row, b + 7]),
-            )
-        b = c * 4
-        return float32(a[row, b]), float32(a[row, b + 1]), float32(a[row, b + 2]), float32(a[row, b + 3])
 
     @device_inline
     def codes(x, inv):
@@ -171,7 +157,7 @@ def make_rowquant(fmt: str, esize: int = 0, fault: str = ""):
             amax = float32(0.0)
             for c in range(lane, units, 32):
                 amax = max(amax, amax_of(share(a, row, k, c, aligned)))
-            amax = _warp_max(amax)
+            amax = warp_max(amax)
             inv = inverse(amax)
             for c in range(lane, units, 32):
                 aq[row, c] = codes(share(a, row, k, c, aligned), inv)

@@ -520,21 +520,78 @@ def _wide_rows():
         x0, x1, x2, x3 = x
         return max(max(abs(x0), abs(x1)), max(abs(x2), abs(x3)))
 
-    return {2: (8, load_f16, amax_f16), 4: (4, load_f32, amax_f32)}
+    @device_inline
+    def unit_f16(a, row, k, c, aligned):
+        if aligned:
+            return load_f16(a, row * k + c * 8, True)
+        b = c * 8
+        return (
+            float32(a[row, b]),
+            float32(a[row, b + 1]),
+            float32(a[row, b + 2]),
+            float32(a[row, b + 3]),
+            float32(a[row, b + 4]),
+            float32(a[row, b + 5]),
+            float32(a[row, b + 6]),
+            float32(a[row, b + 7]),
+        )
+
+    @device_inline
+    def unit_f32(a, row, k, c, aligned):
+        if aligned:
+            return load_f32(a, row * k + c * 4, True)
+        b = c * 4
+        return float32(a[row, b]), float32(a[row, b + 1]), float32(a[row, b + 2]), float32(a[row, b + 3])
+
+    @device_inline
+    def load_bf16(a, i, ok):
+        w0 = w1 = w2 = w3 = uint32(0)
+        if ok:
+            w0, w1, w2, w3 = ldg_v4(a, i)
+        return cvt.bf16x8_to_f32((w0, w1, w2, w3))
+
+    @device_inline
+    def unit_bf16(a, row, k, c, aligned):
+        if aligned:
+            return load_bf16(a, row * k + c * 8, True)
+        b = c * 8
+        f = cvt.bf16_to_f32
+        return (
+            f(a[row, b]),
+            f(a[row, b + 1]),
+            f(a[row, b + 2]),
+            f(a[row, b + 3]),
+            f(a[row, b + 4]),
+            f(a[row, b + 5]),
+            f(a[row, b + 6]),
+            f(a[row, b + 7]),
+        )
+
+    return {
+        2: (8, load_f16, amax_f16, unit_f16),
+        4: (4, load_f32, amax_f32, unit_f32),
+        "bf16": (8, load_bf16, amax_f16, unit_bf16),
+    }
 
 
 _WIDE_ROWS: dict = {}
 
 
-def wide_rows(esize: int):
-    """``(per, load, amax)`` for rows of ``esize``-byte activations (fp16: 2,
-    float32: 4) read 16 bytes a lane: ``load(a, i, ok)`` the ``per`` (8 or
-    4) float32 values of ``a``'s flat elements ``i ..`` by one 16-byte load
-    (zeros where not ``ok``; ``i`` 16-byte aligned), ``amax(values)`` their
-    largest magnitude. The activation quantisers' (``rowquant``,
-    ``nvfp4_act``)."""
+def wide_rows(esize: int, bf16: bool = False):
+    """``(per, load, amax, unit)`` for rows of ``esize``-byte activations
+    (fp16: 2, float32: 4) read 16 bytes a lane: ``load(a, i, ok)`` the
+    ``per`` (8 or 4) float32 values of ``a``'s flat elements ``i ..`` by one
+    16-byte load (zeros where not ``ok``; ``i`` 16-byte aligned),
+    ``amax(values)`` their largest magnitude, ``unit(a, row, k, c,
+    aligned)`` the ``c``-th 16 bytes of row ``row`` of a C-contiguous ``a``
+    (``k`` a row's elements) by one load where ``aligned`` (``a``'s first
+    element 16-byte aligned), else one element a load. ``bf16``: 2-byte
+    elements that are bf16 bits (uint16). The activation quantisers'
+    (``rowquant``, ``nvfp4_act``, ``ffn.prefill``'s ``q8_blocks``, the
+    attention projections' crush)."""
     if not _WIDE_ROWS:
         _WIDE_ROWS.update(_wide_rows())
-    if esize not in _WIDE_ROWS:
-        raise TypeError(f"activation rows: fp16 or float32, not {esize}-byte elements")
-    return _WIDE_ROWS[esize]
+    key = "bf16" if bf16 and esize == 2 else esize
+    if key not in _WIDE_ROWS or (bf16 and esize != 2):
+        raise TypeError(f"activation rows: fp16, bf16 or float32, not {esize}-byte elements")
+    return _WIDE_ROWS[key]

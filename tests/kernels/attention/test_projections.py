@@ -195,6 +195,40 @@ def test_the_crush_is_per_token_saturating_e4m3():
     assert np.max(np.abs(back - xf) / np.abs(xf).max(axis=1, keepdims=True)) <= 2.0**-4
 
 
+def _bf16_rows(m, k, seed):
+    rng = np.random.default_rng(seed)
+    x = (rng.standard_normal((m, k)) * rng.uniform(0.01, 40.0, (m, 1))).astype(np.float32)
+    x[-1] = 0  # an all-zero row: scale 1, codes 0
+    return (x.view(np.uint32) >> 16).astype(np.uint16)  # bf16 bits
+
+
+@pytest.mark.sim
+@pytest.mark.parametrize("k,unaligned", [(48, False), (1040, False), (48, True), (42, False)])
+def test_the_crush_and_the_conversion_write_the_hosts_bits_on_every_kernel(k, unaligned):
+    """Rows of whole 16-byte units take the wide kernels (16 bytes a lane;
+    a view not on 16 bytes the element loads inside them), k = 42 the
+    element kernels: the same bits as the host's float32 arithmetic."""
+    from leverctl_kernels.common.bits import bf16_to_f32_np, f32_to_e4m3_np
+
+    m = 13
+    x = _bf16_rows(m, k, seed=k)
+    if unaligned:
+        flat = np.zeros(m * k + 1, np.uint16)
+        flat[1:] = x.reshape(-1)
+        x = flat[1:].reshape(m, k)
+        assert x.flags.c_contiguous and x.ctypes.data % 16
+    xf = bf16_to_f32_np(x)
+    amax = np.abs(xf).max(axis=1)
+    scale = np.where(amax > 0, amax / np.float32(448.0), np.float32(1.0)).astype(np.float32)
+    xq, xs = np.zeros((m, k), np.uint8), np.zeros(m, np.float32)
+    _proj_prep.quant_launch(m, k)(xq, xs, x)
+    assert np.array_equal(xs.view(np.uint32), scale.view(np.uint32))
+    assert np.array_equal(xq, f32_to_e4m3_np(xf / scale[:, None]))
+    x16 = np.zeros((m, k), np.float16)
+    _proj_prep.convert_launch(m, k)(x16, x)
+    assert np.array_equal(x16.view(np.uint16), xf.astype(np.float16).view(np.uint16))
+
+
 # ------------------------------------------------------ broken kernels, inputs
 
 
@@ -215,7 +249,7 @@ def test_a_dropped_k_step_is_caught_even_at_the_fp8_tolerance():
 
 @pytest.mark.sim
 def test_a_crush_that_saturates_is_caught():
-    quant = _proj_prep.make_quant_e4m3_rows(np.float32(448.0 * 4))
+    quant = _proj_prep.quant_kernels(np.float32(448.0 * 4))
     got, ref = run(BF16, "fp8_e4m3", TINY, launch=proj_fp8_e4m3.build(TINY, quant=quant))
     assert not passes(got, ref, BF16.variant_tolerance("fp8_e4m3"))
 

@@ -7,7 +7,9 @@ serialised the wgmma; and, where ``nvdisasm`` is found, the SASS holds what
 each variant's records claim (``tc_claims.CLAIM_JOBS``): HGMMA .BF16 for
 the BF16 variants, QGMMA .E4M3 for the FP8 ones, HMMA .BF16 for the BF16
 variants' mma.sync form (compiled here too: no wgmma or async fence in it,
-so it assembles for sm_80 as well)."""
+so it assembles for sm_80 as well). The activations' crush and bf16 to
+fp16 conversion have wide forms: 16-byte loads, a lane's codes (8 bytes)
+or converted values (16) one store."""
 
 from __future__ import annotations
 
@@ -59,11 +61,17 @@ def jobs():
         ("proj_quant_e4m3", _proj_prep.quant_kernel(), (A(u16, 2), A(f32, 1), A(u16, 2)), _proj_prep.QUANT_THREADS)
     )
     out.append(("proj_bf16_to_f16", _proj_prep.bf16_to_f16, (A(u32, 2), A(u32, 2)), _proj_prep.CONVERT_THREADS))
+    wide = (A(types.uint64, 2), A(f32, 1), A(u16, 2))  # a lane's eight codes one uint64
+    out.append(("proj_quant_e4m3_wide", _proj_prep.quant_kernel(True), wide, _proj_prep.QUANT_THREADS))
+    out.append(
+        ("proj_bf16_to_f16_wide", _proj_prep.bf16_to_f16_wide, (A(u32, 2), A(u32, 2)), _proj_prep.CONVERT_THREADS)
+    )
     return out
 
 
 def test_proj_kernels_compile_to_ptx_in_fp32_with_their_instructions(compiled):
-    assert set(compiled["kernels"]) == {*GEMMS, *MMA_SYNC, "proj_quant_e4m3", "proj_bf16_to_f16"}
+    prep = {"proj_quant_e4m3", "proj_bf16_to_f16", "proj_quant_e4m3_wide", "proj_bf16_to_f16_wide"}
+    assert set(compiled["kernels"]) == {*GEMMS, *MMA_SYNC, *prep}
     check_ptx(compiled, fp64=False)
     for name, (_mod, instr) in GEMMS.items():
         ptx = Path(compiled["kernels"][name]["ptx"]).read_text()
@@ -79,6 +87,10 @@ def test_proj_kernels_compile_to_ptx_in_fp32_with_their_instructions(compiled):
         assert "wgmma.mma_async" not in ptx and "fence.proxy.async" not in ptx, name
     quant = Path(compiled["kernels"]["proj_quant_e4m3"]["ptx"]).read_text()
     assert "cvt.rn.satfinite.e4m3x2.f32" in quant
+    wide = Path(compiled["kernels"]["proj_quant_e4m3_wide"]["ptx"]).read_text()  # 16 bytes a lane, 8 codes a store
+    assert "cvt.rn.satfinite.e4m3x2.f32" in wide and "ld.global.nc.v4.u32" in wide and "st.global.u64" in wide
+    conv = Path(compiled["kernels"]["proj_bf16_to_f16_wide"]["ptx"]).read_text()  # 16 bytes a thread, both ways
+    assert "ld.global.nc.v4.u32" in conv and "st.global.v4.b32" in conv
 
 
 def test_ptxas_for_sm90a_accepts_them_without_spills_or_serialisation(sm90a):

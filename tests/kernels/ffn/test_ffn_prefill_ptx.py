@@ -6,8 +6,9 @@ SASS ``HMMA.16816.F32.BF16``. The int8 GEMMs', the Q4_K MMQ's and the NVFP4 MMQ'
 ``mma.sync.m16n8k32``, and where ``nvdisasm`` is found their SASS holds what
 their records claim (``tc_claims``: ``mma.sync`` / ``s8`` is
 ``IMMA.16832.S8.S8``); the row quantisers (int8, and E4M3 through ``cvt.rn.satfinite.e4m3x2.f32``)
-have no tensor-core opcode, and their wide forms read the rows 16 bytes a
-lane and store a lane's eight codes at once."""
+have no tensor-core opcode, and their wide forms (and the Q4_K arm's block
+quantiser's) read the rows 16 bytes a lane and store a lane's eight codes
+at once."""
 
 from __future__ import annotations
 
@@ -25,6 +26,7 @@ CLAIMS = {
     "int8_faith5_gemm": ("mma.sync", "s8"),
     "q4k_mmq": ("mma.sync", "s8"),
     "q8_blocks": (None, None),
+    "q8_blocks_wide": (None, None),
     "nvfp4_mmq": ("mma.sync", "s8"),
     "nvfp4_row_amax": (None, None),
     "nvfp4_encode": (None, None),
@@ -88,6 +90,8 @@ def jobs():
             q8_blocks.THREADS,
         )
     )
+    q8_sig = (types.uint64[:, ::1], f32[:, ::1], f32[:, ::1], f16[:, ::1])  # fp16 rows: a lane's 8 codes one uint64
+    out.append(("q8_blocks_wide", q8_blocks.make_q8_blocks(2), q8_sig, q8_blocks.THREADS))
     out.append(("nvfp4_row_amax", nvfp4_act.make_row_amax(), (f32[::1], f16[:, ::1]), nvfp4_act.THREADS))
     out.append(
         (
@@ -132,10 +136,11 @@ def test_ffn_prefill_kernels_compile_for_sm90_in_fp32(compiled):
         assert "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32" in ptx, name
         assert "wgmma.mma_async" not in ptx and "fence.proxy.async" not in ptx, name
     assert "cvt.rn.satfinite.e4m3x2.f32" in Path(compiled["kernels"]["rowquant_e4m3"]["ptx"]).read_text()
-    for name in ("nvfp4_row_amax", "nvfp4_encode", "rowquant_int8_wide", "rowquant_e4m3_wide"):
+    wide = ("rowquant_int8_wide", "rowquant_e4m3_wide", "q8_blocks_wide")
+    for name in ("nvfp4_row_amax", "nvfp4_encode", *wide):
         assert "ld.global.nc.v4.u32" in Path(compiled["kernels"][name]["ptx"]).read_text(), name  # 16 bytes a lane
-    for fmt in ("int8", "e4m3"):  # and a lane's eight codes one 8-byte store
-        assert "st.global.u64" in Path(compiled["kernels"][f"rowquant_{fmt}_wide"]["ptx"]).read_text(), fmt
+    for name in wide:  # and a lane's eight codes one 8-byte store
+        assert "st.global.u64" in Path(compiled["kernels"][name]["ptx"]).read_text(), name
 
 
 def test_ptxas_accepts_them_without_spills(compiled):
