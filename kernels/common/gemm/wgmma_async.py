@@ -105,10 +105,14 @@ def make_kernel(
     ``fold`` is the per-stage hook: ``fold(total, stage, bsc, n, n0, kt)``
     returns the running f32 sums with the stage's accumulators (started
     from zero each stage) folded in, after the stage's MMAs are waited
-    for; the epilogue then stores ``total``. The FP8 arm folds with each
-    column's group scale (a stage is one scale group), as DeepGEMM
-    promotes its FP8 sums to FP32 CUDA-core registers: the tensor cores'
-    FP8 accumulator is narrower than FP32.
+    for; the epilogue then stores ``total``. A ``fold`` that is an object
+    with ``side_bytes``, ``stager`` and ``fold(bn)`` reads its scales from
+    per-stage tables in shared memory instead (``pipeline.side_stager``:
+    put by its stager an iteration ahead, as the operands are). The FP8
+    arm folds with each column's group scale from such a table (a stage
+    is one scale group), as DeepGEMM promotes its FP8 sums to FP32
+    CUDA-core registers: the tensor cores' FP8 accumulator is narrower
+    than FP32.
 
     ``wn`` of the ``wgs`` warpgroups lie along BN (``pipeline``'s
     geometry): ``wgs = wn = 2`` is one 64-row tile on two consumer
