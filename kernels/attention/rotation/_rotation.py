@@ -16,9 +16,14 @@ dims, ``H = H_D / sqrt(D)`` (Sylvester order: ``H[i, j] = (-1)^popcount(i &
 j) / sqrt(D)``). The engine's lever names no rotation; this is the usual
 one, and the one the fast transform computes.
 
-Kernel 1, ``project``: a 64-feature x 8-token tile per block of 64 threads
-(32 x 2): W and x tiles of 32 hidden dims staged in shared memory with
-coalesced loads, each thread 2 features x 4 tokens of fp32 accumulators.
+Kernel 1, the projection: a GEMM on the project's tensor-core engine
+(``common/gemm/``): x and W both bf16 as stored, copied by ``cp.async``
+into four 128-byte-swizzled stages, 64-token x 128-feature tiles on two
+warpgroups (one a column half, wgmma m64n64k16 bf16; without wgmma,
+mma.sync m16n8k16 bf16 on the same staged tiles), f32 accumulators stored
+as the fp32 ``qkv``. Products of bf16 values are exact in f32, so the only
+rounding is the f32 accumulation, as in the CUDA-core tile it replaced.
+``hidden`` must be a multiple of 8 (16-byte bf16 rows).
 
 Kernel 2, ``write``: one warp per (token, head) of the projection. Lane
 ``l`` holds dims ``l + 32 r`` (r < D / 32): the butterflies of stride 1..16
@@ -42,67 +47,23 @@ from functools import lru_cache
 import numpy as np
 from numba import cuda, float32
 
-from ...common import cvt
-from ...common.launch import check_block, check_grid, check_shared, jit_bounded
+from ...common import cvt, tc
+from ...common import wgmma_gemm as P
+from ...common.gemm import wgmma_async as G
+from ...common.launch import check_block, check_grid, jit_bounded
 
 E4M3_MAX = np.float32(448.0)
-TILE_F, TILE_T, TILE_K = 64, 8, 32  # projection tile: features, tokens, hidden dims
-PROJ_THREADS = 64
-TILE_KP = TILE_K + 1  # shared rows padded by one: conflict-free columns
+# the projection's tile on either form: bf16, two warpgroups along its 128 features
+TILE = dict(dtype="bf16", wgs=2, bn=128, wn=2)
+STAGES = 4  # wgmma: the asynchronous mainloop's stages of 128 bytes of K
 FULL = 0xFFFFFFFF
 _ZERO = np.float32(0.0)
 
 
-@lru_cache(maxsize=None)
-def make_project(N: int, HIDDEN: int):
-    """Kernel 1: ``qkv[t, f] = sum_k x[t, k] w[f, k]`` in fp32."""
-
-    @jit_bounded(PROJ_THREADS)
-    def rot_project(x, w, qkv):
-        tx = cuda.threadIdx.x % 32
-        ty = cuda.threadIdx.x // 32
-        f0 = cuda.blockIdx.x * TILE_F
-        t0 = cuda.blockIdx.y * TILE_T
-        ntok = x.shape[0]
-        ws = cuda.shared.array((TILE_F, TILE_KP), float32)
-        xs = cuda.shared.array((TILE_T, TILE_KP), float32)
-        acc = cuda.local.array((2, 4), float32)
-        for a in range(2):
-            for b in range(4):
-                acc[a, b] = _ZERO
-        for k0 in range(0, HIDDEN, TILE_K):
-            for i in range(cuda.threadIdx.x, TILE_F * TILE_K, PROJ_THREADS):
-                r = i // TILE_K
-                kk = i - r * TILE_K
-                val = _ZERO
-                if f0 + r < N and k0 + kk < HIDDEN:
-                    val = cvt.bf16_to_f32(w[f0 + r, k0 + kk])
-                ws[r, kk] = val
-            for i in range(cuda.threadIdx.x, TILE_T * TILE_K, PROJ_THREADS):
-                r = i // TILE_K
-                kk = i - r * TILE_K
-                val = _ZERO
-                if t0 + r < ntok and k0 + kk < HIDDEN:
-                    val = cvt.bf16_to_f32(x[t0 + r, k0 + kk])
-                xs[r, kk] = val
-            cuda.syncthreads()
-            for kk in range(TILE_K):
-                w0 = ws[tx, kk]
-                w1 = ws[tx + 32, kk]
-                for b in range(4):
-                    xv = xs[ty + 2 * b, kk]
-                    acc[0, b] += xv * w0
-                    acc[1, b] += xv * w1
-            cuda.syncthreads()
-        for a in range(2):
-            f = f0 + tx + 32 * a
-            if f < N:
-                for b in range(4):
-                    t = t0 + ty + 2 * b
-                    if t < ntok:
-                        qkv[t, f] = acc[a, b]
-
-    return rot_project
+def project_kernel(form: str):
+    """Kernel 1 on ``form`` (``wgmma`` or ``mma.sync``): the engine's
+    bf16 GEMM with both operands copied as stored."""
+    return G.kernel_for(TILE, STAGES, form)
 
 
 @lru_cache(maxsize=None)
@@ -206,23 +167,28 @@ def heads(shape) -> int:
     return shape["hq"] + 2 * shape["hkv"]
 
 
-def launcher(shape, pre_rotated: bool, broken_stage: int = 0, skip_load: bool = False):
+def launcher(
+    shape, pre_rotated: bool, broken_stage: int = 0, skip_load: bool = False, form: str | None = None, kern=None
+):
     """The launch of a variant at ``shape``. ``pre_rotated``: the projection
     reads weights rotated at load and the write does not rotate; the load
     (kernel 3) runs when the launch first sees a weight buffer, outside any
-    timed call, as the engine's loader runs once. ``broken_stage`` and
-    ``skip_load`` build the broken variants of the tests."""
+    timed call, as the engine's loader runs once. ``form``: the
+    projection's tensor-core form (the device's; tests pass it).
+    ``broken_stage``, ``skip_load`` and ``kern`` (a projection kernel of
+    the engine's) build the broken variants of the tests."""
     t, hq, hkv, d, hidden = shape["t"], shape["hq"], shape["hkv"], shape["d"], shape["hidden"]
     if d < 32 or d & (d - 1):
         raise ValueError(f"head dim {d}: the fast Hadamard transform needs a power of two >= 32")
+    why = P.supports(hidden, 2)
+    if why:
+        raise ValueError(f"attention.rotation: the projection's bf16 rows: hidden {why[2:]}")
     n = heads(shape) * d
-    project = make_project(n, hidden)
+    kern = kern or project_kernel(tc.check_form(form or tc.current()))
+    project = G.unscaled(G.make_launch(t, n, hidden, kern), t, n)
     write = make_write(hq, hkv, d, not pre_rotated, broken_stage)
-    check_block(PROJ_THREADS)
     check_block(32)
-    pgrid = check_grid((-(-n // TILE_F), -(-t // TILE_T)))
     wgrid = check_grid((heads(shape), t))
-    check_shared(4 * (TILE_F + TILE_T) * (TILE_K + 1))
     qkv = cuda.device_array((t, n), np.float32)
     loaded: dict = {}
     if pre_rotated:
@@ -243,8 +209,9 @@ def launcher(shape, pre_rotated: bool, broken_stage: int = 0, skip_load: bool = 
 
     def launch(b):
         w = load(b["w_qkv"]) if pre_rotated else b["w_qkv"]
-        project[pgrid, PROJ_THREADS](b["x"], w, qkv)
+        project(qkv, b["x"].view(np.uint32), w.view(np.uint32), w)
         write[wgrid, 32](qkv, b["q"], b["k_cache"], b["v_cache"], b["k_scale"], b["v_scale"])
 
     launch.workspace = {"qkv": qkv}
+    launch.tensor_cores, launch.tc_dtype = kern.form, "bf16"
     return launch

@@ -6,11 +6,16 @@ runs once per weight buffer, never in a timed call. Kernels: ``_rotation``."""
 
 from __future__ import annotations
 
+from ...common import tc
 from ._rotation import launcher
 
 NAME = "pre_rotated"
 SUMMARY = "project on weights rotated at load; the KV-cache write does not rotate"
 
 
-def build(shape):
-    return launcher(shape, pre_rotated=True)
+def build(shape, form: str | None = None):
+    """The projection on the device's tensor-core form, or ``form`` (tests pass it)."""
+    return launcher(shape, pre_rotated=True, form=form)
+
+
+build.forms = tc.FORMS

@@ -6,11 +6,16 @@ quantises K and V to FP8 E4M3. What Metrale does unless
 
 from __future__ import annotations
 
+from ...common import tc
 from ._rotation import launcher
 
 NAME = "runtime_rotation"
 SUMMARY = "project, then rotate each head (fast Walsh-Hadamard) in the KV-cache write"
 
 
-def build(shape):
-    return launcher(shape, pre_rotated=False)
+def build(shape, form: str | None = None):
+    """The projection on the device's tensor-core form, or ``form`` (tests pass it)."""
+    return launcher(shape, pre_rotated=False, form=form)
+
+
+build.forms = tc.FORMS

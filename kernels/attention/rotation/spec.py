@@ -52,6 +52,7 @@ from ...common.model_weights import WeightUse
 from ...common.path import Shape, Tolerance, Traffic, Variant, check_preset, declared_path
 from ...selection.attention import ROTATION as TABLE
 from ...selection.attention import ROTATION_HEAD_DIM
+from ..projections import FORM  # the projection's tensor-core form (both variants')
 from . import naive, pre_rotated, runtime_rotation
 
 BF16, F32 = 2, 4
@@ -214,7 +215,15 @@ PATH = declared_path(
     {
         v.name: v
         for v in (
-            Variant(pre_rotated.NAME, pre_rotated.SUMMARY, pre_rotated.build, tolerance=PRE_ROTATED_TOL, launches=2),
+            Variant(
+                pre_rotated.NAME,
+                pre_rotated.SUMMARY,
+                pre_rotated.build,
+                tolerance=PRE_ROTATED_TOL,
+                launches=2,
+                tensor_cores=FORM,
+                tc_dtype="bf16" if FORM else None,
+            ),
             Variant(
                 runtime_rotation.NAME,
                 runtime_rotation.SUMMARY,
@@ -222,6 +231,8 @@ PATH = declared_path(
                 tolerance=RUNTIME_TOL,
                 traffic=runtime_traffic,
                 launches=2,
+                tensor_cores=FORM,
+                tc_dtype="bf16" if FORM else None,
             ),
         )
     },

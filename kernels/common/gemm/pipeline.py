@@ -649,8 +649,11 @@ def make_launch(rows_a: int, rows_b: int, k: int, kern):
     ``rows_a`` x ``rows_b`` with the kernel's stages in dynamic shared
     memory (opted in past 48 KiB at the first launch); A's block and tensor
     scales only where A is staged through a stager (else a placeholder and
-    one)."""
-    why = P.supports(k)
+    one). Rows start on 16 bytes: ``k`` a multiple of 16, or of 8 where
+    both operands are copied two-byte elements (bf16, fp16: no stager's
+    chunk of 16 values)."""
+    plain = kern.a_kind == "copy" and kern.b_kind == "copy"
+    why = P.supports(k, ESIZE[kern.geometry[0]] if plain else 1)
     if why:
         raise ValueError(f"{kern.form} GEMM: {why}")
     _dtype, wgs, bn, stages, _swap = kern.geometry

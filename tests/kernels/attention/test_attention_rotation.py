@@ -5,7 +5,9 @@ V cache up to rounding), the quantisation finding on inputs with outlier
 channels, and broken kernels and inputs the checks must reject.
 
 Simulator tests run one tiny head-dim-128 shape (1 token, hidden 8, one q
-and one kv head); the lever exists only at head dim 128.
+and one kv head); the lever exists only at head dim 128. The projection
+runs on either tensor-core form at a hidden size that ends inside a k16
+step, and one that drops a k16 step of each stage fails the check.
 """
 
 from __future__ import annotations
@@ -186,6 +188,37 @@ def test_the_check_rejects_a_missing_butterfly_and_unrotated_weights(runs, broke
     _, got = _run(launch, TINY, inputs)
     fig = _figures(got, ref, tol)
     assert not fig.passed and fig.rel > 0.3, fig.to_json()
+
+
+# three tokens, hidden 40: the projection's one stage of K ends inside its third k16 step
+ODD = Shape("odd t3 hidden40 hq1 hkv1 d128", dict(t=3, hidden=40, hq=1, hkv=1, d=128, outliers=2))
+
+
+@pytest.mark.sim
+@pytest.mark.parametrize("form", ["wgmma", "mma.sync"])
+def test_the_projection_runs_on_either_tensor_core_form(form):
+    inputs = PATH.make_inputs(ODD, np.random.default_rng(11))
+    launch = PATH.variants["runtime_rotation"].build(ODD, form=form)
+    assert (launch.tensor_cores, launch.tc_dtype) == (form, "bf16")
+    _, got = _run(launch, ODD, inputs)
+    fig = _figures(got, PATH.reference(ODD, inputs), RUNTIME_TOL)
+    assert fig.passed, fig.why()
+
+
+@pytest.mark.sim
+def test_the_check_rejects_a_projection_that_drops_a_k_step():
+    from leverctl_kernels.common.gemm import wgmma_async as G
+
+    inputs = PATH.make_inputs(ODD, np.random.default_rng(11))
+    kern = G.make_kernel(**_rotation.TILE, stages=_rotation.STAGES, fault="short_k")  # k 16..31 never reach qkv
+    _, got = _run(_rotation.launcher(ODD, pre_rotated=False, kern=kern), ODD, inputs)
+    fig = _figures(got, PATH.reference(ODD, inputs), RUNTIME_TOL)
+    assert not fig.passed, fig.to_json()
+
+
+def test_a_hidden_size_off_the_bf16_rows_16_bytes_is_refused():
+    with pytest.raises(ValueError, match="hidden 12 is not a positive multiple of 8"):
+        _rotation.launcher(Shape("h12", dict(t=1, hidden=12, hq=1, hkv=1, d=128, outliers=0)), pre_rotated=False)
 
 
 def test_the_check_rejects_a_cache_quantised_without_its_rotation():
