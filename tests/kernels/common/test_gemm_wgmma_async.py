@@ -50,8 +50,11 @@ def test_a_missing_wait_an_unswizzled_stage_a_wrong_stage_order_or_a_dropped_k_s
 
 
 def test_shapes_the_loop_cannot_take_are_refused():
+    # rows start on 16 bytes: bf16 copied on both sides takes a K of 8k, a staged B one of 16k
+    with pytest.raises(ValueError, match="not a positive multiple of 8"):
+        G.make_launch(64, 64, 36, G.kernel("bf16", 1, 64, 3))
     with pytest.raises(ValueError, match="not a positive multiple of 16"):
-        G.make_launch(64, 64, 40, G.kernel("bf16", 1, 64, 3))
+        G.make_launch(64, 64, 40, G.kernel("bf16", 1, 64, 3, False, b_kind="int4_bf16"))
     with pytest.raises(ValueError, match="at least 2"):
         G.kernel("bf16", 1, 64, 1)
     with pytest.raises(ValueError, match="exceed"):
