@@ -180,9 +180,8 @@ def launcher(
     t, hq, hkv, d, hidden = shape["t"], shape["hq"], shape["hkv"], shape["d"], shape["hidden"]
     if d < 32 or d & (d - 1):
         raise ValueError(f"head dim {d}: the fast Hadamard transform needs a power of two >= 32")
-    why = P.supports(hidden, 2)
-    if why:
-        raise ValueError(f"attention.rotation: the projection's bf16 rows: hidden {why[2:]}")
+    if P.supports(hidden, 2):
+        raise ValueError(f"attention.rotation: hidden {hidden} is not a positive multiple of 8 (16-byte bf16 rows)")
     n = heads(shape) * d
     kern = kern or project_kernel(tc.check_form(form or tc.current()))
     project = G.unscaled(G.make_launch(t, n, hidden, kern), t, n)
