@@ -172,6 +172,12 @@ def no_window_of(raw):
     return uint32(0)
 
 
+@device_inline
+def _as_fetched(raw, gk, k):
+    """A wide stager's settle where the lanes exchange nothing."""
+    return raw
+
+
 def carry_nothing(fetch2, put):
     """``(fetch, put, start, carried)`` of a stager that leaves nothing for
     the next stage (``fetch2`` without the window argument), in the
@@ -433,8 +439,51 @@ def _make_packed_bf16(threads: int, shift: int, value, scale, szero, pair=None):
     return chunk_stager(threads, 8, fetch, convert)
 
 
+@device_inline
+def _nvfp4_fetch16(src, bsc, gr, gk, ok, vec, win, k):
+    # 32 values (``gk`` a multiple of 32): four words, two blocks of 16, and
+    # the blocks' two scale bytes (neighbours in the row's scales)
+    w0, w1, w2, w3 = _words4(src, gr, gk >> 3, ok, vec)
+    b = gk >> 4
+    s0 = s1 = np.uint8(0)
+    if ok:
+        s0 = bsc[gr, b]
+        if b + 1 < bsc.shape[1]:
+            s1 = bsc[gr, b + 1]
+    return w0, w1, w2, w3, s0, s1
+
+
+def _nvfp4_wide(G: int, convert):
+    """The 16-byte form along K of an NVFP4 stager whose narrow chunk is
+    ``convert(raw, gk)``: one ``ld.global.nc.v4.u32`` of a row brings 32
+    values (two blocks of 16) and the lane loads their two scale bytes, where
+    the narrow form loaded a word or two and a scale byte a chunk. ``G``
+    chunks a load: 4 to bf16 (a word a chunk, two chunks a block), 2 to E4M3
+    (a block a chunk)."""
+    if G == 4:
+
+        @device_inline
+        def convert_j(raw, gk, j):
+            word = raw[0] if j == 0 else (raw[1] if j == 1 else (raw[2] if j == 2 else raw[3]))
+            return convert((word, raw[4] if j < 2 else raw[5]), gk)
+    else:
+
+        @device_inline
+        def convert_j(raw, gk, j):
+            if j == 0:
+                return convert((raw[0], raw[1], raw[4]), gk)
+            return convert((raw[2], raw[3], raw[5]), gk)
+
+    return (G, _nvfp4_fetch16, convert_j, no_window_of, _as_fetched, no_window)
+
+
 def _make_nvfp4_bf16(threads: int, block_shift: int = 4):
-    return _make_packed_bf16(threads, block_shift, _fp4, bits.e4m3_to_f32, _zero_u8)
+    """NVFP4 to bf16, a word (8 values) a chunk; along K (every unspread
+    tile) 32 values a 16-byte load (:func:`_nvfp4_wide`)."""
+    base = _make_packed_bf16(threads, block_shift, _fp4, bits.e4m3_to_f32, _zero_u8)
+    if block_shift != 4:  # a test's broken block size: the narrow form alone
+        return base
+    return chunk_stager(threads, 8, base.fetch, base.convert, _nvfp4_wide(4, base.convert))
 
 
 @device_inline
@@ -469,6 +518,9 @@ def _fp4_e4m3x4(word, j, s):
 
 
 def _make_nvfp4_e4m3(threads: int, block_shift: int = 4):
+    """NVFP4 to E4M3, a block (two words) a chunk; along K 32 values a
+    16-byte load (:func:`_nvfp4_wide`)."""
+
     @device_inline
     def scale_at(bsc, r, k, ok):
         return bsc[r, k >> block_shift] if ok else np.uint8(0)
@@ -477,7 +529,10 @@ def _make_nvfp4_e4m3(threads: int, block_shift: int = 4):
     def scale(sraw):
         return bits.e4m3_to_f32(sraw) * E4M3_FOLD
 
-    return _make_packed_e4m3(threads, _fp4_e4m3x4, scale_at, scale)
+    base = _make_packed_e4m3(threads, _fp4_e4m3x4, scale_at, scale)
+    if block_shift != 4:
+        return base
+    return chunk_stager(threads, 16, base.fetch, base.convert, _nvfp4_wide(2, base.convert))
 
 
 def _make_int4_bf16(threads: int, group_shift: int = 7):
@@ -590,11 +645,6 @@ def _q4_e4m3_convert_j(raw, gk, j):
     lo = raw[0] if j == 0 else raw[2]
     hi = raw[1] if j == 0 else raw[3]
     return _q4_e4m3x4(lo, 0, one), _q4_e4m3x4(lo, 4, one), _q4_e4m3x4(hi, 0, one), _q4_e4m3x4(hi, 4, one)
-
-
-@device_inline
-def _as_fetched(raw, gk, k):
-    return raw
 
 
 def _make_int4_e4m3(threads: int):

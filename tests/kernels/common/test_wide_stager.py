@@ -16,6 +16,11 @@ along K) against NumPy, in the simulator, on a tile of 256 rows:
   last window of four groups are checked; a stager that takes every group
   from the even lane's half fails in the upper one.
 
+NVFP4 (``nvfp4_bf16``, ``nvfp4_e4m3``: 32 values a 16-byte load with
+their two blocks' scale bytes) stages exactly what the narrow form does,
+at row lengths of whole loads and not; one that scales both blocks by the
+first's fails.
+
 And the paired float32 A stager (``f32_f16``: the two lanes of a row's
 neighbouring chunks load each chunk together, 16 bytes each, and swap
 halves by shuffles when the chunks are put): rows of whole 16-byte units
@@ -158,6 +163,73 @@ def test_a_wide_int4_stager_that_takes_every_group_from_the_even_lane_fails_in_t
     np.testing.assert_array_equal(got, want)  # group 8: the even lane's, as the broken one reads
     got, want = _staged_int4(broken, 25, np.random.default_rng(25), 2048)
     assert not np.array_equal(got, want)  # group 12: the odd lane's, read from the even one
+
+
+# ── NVFP4 weights along K (``nvfp4_bf16``, ``nvfp4_e4m3``: 32 values and
+# their two block scales a lane's load) against the narrow form's stage ──
+
+
+def _stage_narrow(stager, k):
+    fetch, put = stager.device(ROWS)
+
+    @cuda.jit
+    def stage(out, b32, bsc, kt):
+        smem = cuda.shared.array(ROWS * 32 + 256, uint32)
+        base = wg.smem_addr(smem)
+        pad = (swizzle.ATOM_BYTES - (base & (swizzle.ATOM_BYTES - 1))) & (swizzle.ATOM_BYTES - 1)
+        tid = cuda.threadIdx.x
+        put(base + pad, fetch(b32, bsc, ROWS, k, 0, kt, tid), ROWS, k, 0, kt, tid)
+        cuda.syncthreads()
+        for i in range(tid, ROWS * 32, THREADS):
+            out[i] = smem[(pad >> 2) + i]
+
+    return stage
+
+
+def _nvfp4_stage(stager, kt, k, narrow, seed=0):
+    rng = np.random.default_rng(seed)
+    packed = rng.integers(0, 256, (ROWS, k // 2), dtype=np.uint8)
+    scales = rng.choice([c for c in range(1, 127)], (ROWS, k // 16)).astype(np.uint8)  # finite E4M3 codes
+    out = cuda.to_device(np.zeros(ROWS * 32, np.uint32))
+    kern = _stage_narrow(stager, k) if narrow else _stage_kernel(stager, k)
+    kern[1, THREADS](out, cuda.to_device(packed.view(np.uint32)), cuda.to_device(scales), kt)
+    return out.copy_to_host()
+
+
+NVFP4_KINDS = ["nvfp4_bf16", "nvfp4_e4m3"]
+
+
+@pytest.mark.sim
+@pytest.mark.parametrize("kind", NVFP4_KINDS)
+# whole 16-byte loads; a row of 48 values (six words: the load word by word,
+# the last chunks past K zeros) at its first stage and (E4M3: 128 a stage) past it
+@pytest.mark.parametrize(("k", "kt"), [(256, 1), (48, 0), (1040, 3)])
+def test_the_wide_nvfp4_stagers_stage_what_the_narrow_ones_do(kind, k, kt):
+    stager = P.stager_of(kind, THREADS)
+    assert stager.wide is not None
+    wide = _nvfp4_stage(stager, kt, k, narrow=False, seed=k + kt)
+    narrow = _nvfp4_stage(stager, kt, k, narrow=True, seed=k + kt)
+    np.testing.assert_array_equal(wide, narrow)
+    assert wide.any()
+
+
+@pytest.mark.sim
+@pytest.mark.parametrize("kind", NVFP4_KINDS)
+def test_a_wide_nvfp4_stager_that_scales_both_blocks_by_the_first_fails(kind):
+    good = P.stager_of(kind, THREADS)
+    g, fetch16, convert_j, window, settle, empty = good.wide
+
+    @cuda.jit(device=True, inline="always")
+    def first_scale(src, bsc, gr, gk, ok, vec, win, k):
+        w0, w1, w2, w3, s0, _s1 = fetch16(src, bsc, gr, gk, ok, vec, win, k)
+        return w0, w1, w2, w3, s0, s0
+
+    broken = P.chunk_stager(
+        THREADS, good.kpc, good.fetch, good.convert, (g, first_scale, convert_j, window, settle, empty)
+    )
+    wide = _nvfp4_stage(broken, 1, 256, narrow=False, seed=5)
+    narrow = _nvfp4_stage(good, 1, 256, narrow=True, seed=5)
+    assert not np.array_equal(wide, narrow)
 
 
 # ── the float32 rows' paired stager (an A operand: the decode tile's SiLU
