@@ -30,6 +30,7 @@ GEMMS = {
 }
 # B as it is (cp.async fills both tiles); the others stage B through registers (st.shared.v4)
 PLAIN_B = {"proj_fp8_m16", "proj_fp8_m32"}
+NVFP4_B = {"proj_bf16_tc", "proj_fp8_e4m3"}  # B staged from NVFP4
 # the BF16 variants' form without wgmma: mma.sync on the same staged tiles
 MMA_SYNC = {"proj_bf16_tc_mma": "proj_bf16_tc.bf16_tc", "proj_bf16_n128_mma": "proj_bf16_tc_w4a16.bf16_n128"}
 
@@ -79,6 +80,8 @@ def test_proj_kernels_compile_to_ptx_in_fp32_with_their_instructions(compiled):
         # every wgmma GEMM is on the asynchronous mainloop (common/gemm/wgmma_async.py)
         assert "cp.async.cg.shared.global" in ptx, name
         assert ("st.shared.v4.b32" in ptx) == (name not in PLAIN_B), name
+        if name in NVFP4_B:  # the NVFP4 weights along K: 32 values a lane's 16-byte load
+            assert "ld.global.nc.v4.u32" in ptx, name
     for name in MMA_SYNC:  # the warp form: no wgmma, no async-proxy fence (sm_80 has neither)
         ptx = Path(compiled["kernels"][name]["ptx"]).read_text()
         assert "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32" in ptx, name
