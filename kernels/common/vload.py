@@ -496,16 +496,44 @@ def _wide_rows():
     from .launch import device_inline
 
     @device_inline
-    def load_f16(a, i, ok):
-        w0 = w1 = w2 = w3 = uint32(0)
-        if ok:
-            w0, w1, w2, w3 = ldg_v4(a, i)
-        return cvt.f16x8_to_f32((w0, w1, w2, w3))
+    def as_f32(x):
+        return float32(x)
+
+    def eights(eight, elem):
+        """``(load, unit)`` of 2-byte rows: ``eight`` the four words' values,
+        ``elem`` one element's (fp16: a cast; bf16 bits: a shift)."""
+
+        @device_inline
+        def load(a, i, ok):
+            w0 = w1 = w2 = w3 = uint32(0)
+            if ok:
+                w0, w1, w2, w3 = ldg_v4(a, i)
+            return eight((w0, w1, w2, w3))
+
+        @device_inline
+        def unit(a, row, k, c, aligned):
+            if aligned:
+                return load(a, row * k + c * 8, True)
+            b = c * 8
+            return (
+                elem(a[row, b]),
+                elem(a[row, b + 1]),
+                elem(a[row, b + 2]),
+                elem(a[row, b + 3]),
+                elem(a[row, b + 4]),
+                elem(a[row, b + 5]),
+                elem(a[row, b + 6]),
+                elem(a[row, b + 7]),
+            )
+
+        return load, unit
 
     @device_inline
-    def amax_f16(x):
+    def amax8(x):
         x0, x1, x2, x3, x4, x5, x6, x7 = x
-        return max(max(max(abs(x0), abs(x1)), max(abs(x2), abs(x3))), max(max(abs(x4), abs(x5)), max(abs(x6), abs(x7))))
+        return max(
+            max(max(abs(x0), abs(x1)), max(abs(x2), abs(x3))), max(max(abs(x4), abs(x5)), max(abs(x6), abs(x7)))
+        )
 
     @device_inline
     def load_f32(a, i, ok):
@@ -516,25 +544,9 @@ def _wide_rows():
         return x0, x1, x2, x3
 
     @device_inline
-    def amax_f32(x):
+    def amax4(x):
         x0, x1, x2, x3 = x
         return max(max(abs(x0), abs(x1)), max(abs(x2), abs(x3)))
-
-    @device_inline
-    def unit_f16(a, row, k, c, aligned):
-        if aligned:
-            return load_f16(a, row * k + c * 8, True)
-        b = c * 8
-        return (
-            float32(a[row, b]),
-            float32(a[row, b + 1]),
-            float32(a[row, b + 2]),
-            float32(a[row, b + 3]),
-            float32(a[row, b + 4]),
-            float32(a[row, b + 5]),
-            float32(a[row, b + 6]),
-            float32(a[row, b + 7]),
-        )
 
     @device_inline
     def unit_f32(a, row, k, c, aligned):
@@ -543,34 +555,12 @@ def _wide_rows():
         b = c * 4
         return float32(a[row, b]), float32(a[row, b + 1]), float32(a[row, b + 2]), float32(a[row, b + 3])
 
-    @device_inline
-    def load_bf16(a, i, ok):
-        w0 = w1 = w2 = w3 = uint32(0)
-        if ok:
-            w0, w1, w2, w3 = ldg_v4(a, i)
-        return cvt.bf16x8_to_f32((w0, w1, w2, w3))
-
-    @device_inline
-    def unit_bf16(a, row, k, c, aligned):
-        if aligned:
-            return load_bf16(a, row * k + c * 8, True)
-        b = c * 8
-        f = cvt.bf16_to_f32
-        return (
-            f(a[row, b]),
-            f(a[row, b + 1]),
-            f(a[row, b + 2]),
-            f(a[row, b + 3]),
-            f(a[row, b + 4]),
-            f(a[row, b + 5]),
-            f(a[row, b + 6]),
-            f(a[row, b + 7]),
-        )
-
+    load_f16, unit_f16 = eights(cvt.f16x8_to_f32, as_f32)
+    load_bf16, unit_bf16 = eights(cvt.bf16x8_to_f32, cvt.bf16_to_f32)
     return {
-        2: (8, load_f16, amax_f16, unit_f16),
-        4: (4, load_f32, amax_f32, unit_f32),
-        "bf16": (8, load_bf16, amax_f16, unit_bf16),
+        2: (8, load_f16, amax8, unit_f16),
+        4: (4, load_f32, amax4, unit_f32),
+        "bf16": (8, load_bf16, amax8, unit_bf16),
     }
 
 

@@ -12,7 +12,8 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from numba import config, cuda
+from numba import config
+from row_layouts import odd_layouts
 
 from leverctl_kernels.common import rowquant
 from leverctl_kernels.ffn.prefill import naive
@@ -57,14 +58,9 @@ def test_the_wide_quantiser_writes_the_hosts_codes_and_scales(fmt, m, k, dtype):
 @pytest.mark.parametrize("fmt", ["int8", "e4m3"])
 @pytest.mark.parametrize("dtype", [np.float16, np.float32])
 def test_unaligned_strided_and_odd_length_rows_take_the_element_loads_and_agree(fmt, dtype):
-    base = _rows(5, 48 * 2 + 8, dtype, seed=3)
-    flat = base.reshape(-1)
-    unaligned = flat[1 : 1 + 5 * 48].reshape(5, 48)  # C-contiguous, its first element 2 or 4 bytes in
-    assert unaligned.flags.c_contiguous and unaligned.ctypes.data % 16
+    unaligned, strided, host = odd_layouts(_rows(5, 48 * 2 + 8, dtype, seed=3), 48, 8)
     assert _same(fmt, unaligned, _quantise(fmt, unaligned))
-    strided = cuda.to_device(base)[:, 8 : 8 + 48]  # a device view: a kernel argument as it is
-    assert not strided.is_c_contiguous()
-    assert _same(fmt, base[:, 8 : 8 + 48], _quantise(fmt, strided))
+    assert _same(fmt, host, _quantise(fmt, strided))
     odd = _rows(3, 50, dtype, seed=5)  # not whole 16-byte units: the element kernel
     assert _same(fmt, odd, _quantise(fmt, odd))
 

@@ -169,18 +169,20 @@ def test_a_wide_int4_stager_that_takes_every_group_from_the_even_lane_fails_in_t
 # their two block scales a lane's load) against the narrow form's stage ──
 
 
-def _stage_narrow(stager, k):
-    fetch, put = stager.device(ROWS)
+def _stage_narrow(stager, rows, k):
+    """A stage of ``rows`` rows by the narrow form (``stager.device(rows)``):
+    ``kernel(out, src, bsc, nrows, kt)``, the stage's words in ``out``."""
+    fetch, put = stager.device(rows)
 
     @cuda.jit
-    def stage(out, b32, bsc, kt):
-        smem = cuda.shared.array(ROWS * 32 + 256, uint32)
+    def stage(out, src, bsc, nrows, kt):
+        smem = cuda.shared.array(rows * 32 + 256, uint32)  # one stage of rows x 128 bytes, and room to align
         base = wg.smem_addr(smem)
         pad = (swizzle.ATOM_BYTES - (base & (swizzle.ATOM_BYTES - 1))) & (swizzle.ATOM_BYTES - 1)
         tid = cuda.threadIdx.x
-        put(base + pad, fetch(b32, bsc, ROWS, k, 0, kt, tid), ROWS, k, 0, kt, tid)
+        put(base + pad, fetch(src, bsc, nrows, k, 0, kt, tid), nrows, k, 0, kt, tid)
         cuda.syncthreads()
-        for i in range(tid, ROWS * 32, THREADS):
+        for i in range(tid, rows * 32, THREADS):
             out[i] = smem[(pad >> 2) + i]
 
     return stage
@@ -191,8 +193,11 @@ def _nvfp4_stage(stager, kt, k, narrow, seed=0):
     packed = rng.integers(0, 256, (ROWS, k // 2), dtype=np.uint8)
     scales = rng.choice([c for c in range(1, 127)], (ROWS, k // 16)).astype(np.uint8)  # finite E4M3 codes
     out = cuda.to_device(np.zeros(ROWS * 32, np.uint32))
-    kern = _stage_narrow(stager, k) if narrow else _stage_kernel(stager, k)
-    kern[1, THREADS](out, cuda.to_device(packed.view(np.uint32)), cuda.to_device(scales), kt)
+    b32, bsc = cuda.to_device(packed.view(np.uint32)), cuda.to_device(scales)
+    if narrow:
+        _stage_narrow(stager, ROWS, k)[1, THREADS](out, b32, bsc, ROWS, kt)
+    else:
+        _stage_kernel(stager, k)[1, THREADS](out, b32, bsc, kt)
     return out.copy_to_host()
 
 
@@ -238,27 +243,11 @@ def test_a_wide_nvfp4_stager_that_scales_both_blocks_by_the_first_fails(kind):
 A_ROWS = 16
 
 
-def _stage_a_kernel(stager, nrows, k):
-    fetch, put = stager.device(A_ROWS)
-
-    @cuda.jit
-    def stage(out, x, kt):
-        smem = cuda.shared.array(A_ROWS * 32 + 256, uint32)
-        base = wg.smem_addr(smem)
-        pad = (swizzle.ATOM_BYTES - (base & (swizzle.ATOM_BYTES - 1))) & (swizzle.ATOM_BYTES - 1)
-        tid = cuda.threadIdx.x
-        put(base + pad, fetch(x, x, nrows, k, 0, kt, tid), nrows, k, 0, kt, tid)
-        cuda.syncthreads()
-        for i in range(tid, A_ROWS * 32, THREADS):
-            out[i] = smem[(pad >> 2) + i]
-
-    return stage
-
-
 def _staged_f32(stager, kt, k, nrows=13, seed=0):
     x = np.random.default_rng(seed).standard_normal((nrows, k)).astype(np.float32)
     out = cuda.to_device(np.zeros(A_ROWS * 32, np.uint32))
-    _stage_a_kernel(stager, nrows, k)[1, THREADS](out, cuda.to_device(x), kt)
+    xd = cuda.to_device(x)
+    _stage_narrow(stager, A_ROWS, k)[1, THREADS](out, xd, xd, nrows, kt)
     flat = out.copy_to_host().view(np.uint8)
     at = swizzle.sw128_np(np.arange(A_ROWS)[:, None] * 128 + np.arange(128)[None, :])
     got = flat[at].view(np.float16).reshape(A_ROWS, 64)
