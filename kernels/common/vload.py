@@ -531,9 +531,7 @@ def _wide_rows():
     @device_inline
     def amax8(x):
         x0, x1, x2, x3, x4, x5, x6, x7 = x
-        return max(
-            max(max(abs(x0), abs(x1)), max(abs(x2), abs(x3))), max(max(abs(x4), abs(x5)), max(abs(x6), abs(x7)))
-        )
+        return max(max(max(abs(x0), abs(x1)), max(abs(x2), abs(x3))), max(max(abs(x4), abs(x5)), max(abs(x6), abs(x7))))
 
     @device_inline
     def load_f32(a, i, ok):
