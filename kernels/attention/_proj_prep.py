@@ -29,9 +29,9 @@ from numba import cuda, uint64
 from ..common import cvt, vload
 from ..common import launch as L
 from ..common.launch import device_inline
+from ..common.warp import warp_max
 
 QUANT_THREADS = 32  # one warp a token: k is a few thousand at most
-FULL = 0xFFFFFFFF
 ROWS_PER_WARP = 8  # tokens one warp crushes in turn (512 blocks at 4096 tokens)
 E4M3_MAX = np.float32(448.0)
 CONVERT_THREADS = 256
@@ -60,8 +60,7 @@ def make_quant_e4m3_rows(e4m3_max=E4M3_MAX, wide: bool = False):
             amax = np.float32(0.0)
             for i in range(tid, k, QUANT_THREADS):
                 amax = max(amax, abs(cvt.bf16_to_f32(x[r, i])))
-            for off in (16, 8, 4, 2, 1):  # the warp's maximum, in every lane
-                amax = max(amax, cuda.shfl_xor_sync(FULL, amax, off))
+            amax = warp_max(amax)  # the warp's maximum, in every lane
             scale = amax / e4m3_max if amax > np.float32(0.0) else np.float32(1.0)
             for i in range(tid, k // 2, QUANT_THREADS):
                 xq16[r, i] = cvt.f32x2_to_e4m3x2(
@@ -91,8 +90,7 @@ def _make_quant_wide(e4m3_max):
             amax = np.float32(0.0)
             for c in range(tid, units, QUANT_THREADS):
                 amax = max(amax, amax_of(unit(x, r, k, c, aligned)))
-            for off in (16, 8, 4, 2, 1):  # the warp's maximum, in every lane
-                amax = max(amax, cuda.shfl_xor_sync(FULL, amax, off))
+            amax = warp_max(amax)  # the warp's maximum, in every lane
             scale = amax / e4m3_max if amax > np.float32(0.0) else np.float32(1.0)
             for c in range(tid, units, QUANT_THREADS):
                 x0, x1, x2, x3, x4, x5, x6, x7 = unit(x, r, k, c, aligned)

@@ -36,6 +36,7 @@ from numba import cuda, float32, uint8, uint16, uint32
 from . import bits, vload
 from . import launch as L
 from .launch import device_inline
+from .warp import warp_max
 
 THREADS = 128
 ROWS = THREADS // 32
@@ -87,8 +88,7 @@ def make_row_amax(esize: int = 2, wide: bool = True):
 
     @device_inline
     def reduce_store(out, row, lane, amax):
-        for off in (16, 8, 4, 2, 1):
-            amax = max(amax, cuda.shfl_xor_sync(_FULL, amax, off))
+        amax = warp_max(amax)
         if lane == 0:
             out[row] = amax
 
@@ -186,8 +186,7 @@ def make_encode(esize: int = 2, wide: bool = True, fault: str = ""):
         amax = float32(0.0)
         for r in range(lane, rowmax.shape[0], 32):
             amax = max(amax, rowmax[r])
-        for off in (16, 8, 4, 2, 1):
-            amax = max(amax, cuda.shfl_xor_sync(_FULL, amax, off))
+        amax = warp_max(amax)
         ts = float32(1.0)
         if amax > float32(0.0):
             ts = amax / _RANGE

@@ -38,19 +38,12 @@ from numba import cuda, float32, int32, uint32, uint64
 from . import cvt, vload
 from . import launch as L
 from .launch import device_inline
+from .warp import warp_max
 
 THREADS = 128
 ROWS = THREADS // 32  # one warp per row
 QMAX = {"int8": 127, "e4m3": 448}
-_FULL = 0xFFFFFFFF
 FAULTS = ("tail_dropped",)  # tests only: the wide path skips each row's last 16 bytes
-
-
-@device_inline
-def warp_max(amax):
-    for off in (16, 8, 4, 2, 1):
-        amax = max(amax, cuda.shfl_xor_sync(_FULL, amax, off))
-    return amax
 
 
 @device_inline

@@ -21,6 +21,14 @@ def warp_sum(v):
 
 
 @device_inline
+def warp_max(x):
+    """The max of ``x`` over the warp's 32 lanes, a butterfly (every lane gets it)."""
+    for off in (16, 8, 4, 2, 1):
+        x = max(x, cuda.shfl_xor_sync(FULL_MASK, x, off))
+    return x
+
+
+@device_inline
 def half_warp_max(x):
     """The max of ``x`` over the 16 lanes of the lane's half-warp (every lane gets it)."""
     x = max(x, cuda.shfl_xor_sync(FULL_MASK, x, 8))

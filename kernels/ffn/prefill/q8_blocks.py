@@ -19,16 +19,16 @@ each).
 
 from __future__ import annotations
 
-import math
 from functools import lru_cache
 
 import numpy as np
-from numba import cuda, float32, int32, uint64
+from numba import cuda, float32, uint64
 
 from ...common import launch as L
 from ...common import vload
 from ...common.launch import device_inline
 from ...common.rowquant import int8_of, pack_bytes4
+from ...common.warp import warp_max
 
 BLOCK = 32
 THREADS = 128
@@ -42,6 +42,15 @@ def _codes_sum4(x0, x1, x2, x3, inv):
     """Four int8 codes packed (the first in bits 0-7) and their sum."""
     q0, q1, q2, q3 = int8_of(x0, inv), int8_of(x1, inv), int8_of(x2, inv), int8_of(x3, inv)
     return pack_bytes4(q0, q1, q2, q3), q0 + q1 + q2 + q3
+
+
+@device_inline
+def _inverse(amax):
+    """127 / ``amax``, 0 for an all-zero block."""
+    inv = float32(0.0)
+    if amax > float32(0.0):
+        inv = float32(127.0) / amax
+    return inv
 
 
 @lru_cache(maxsize=None)
@@ -63,14 +72,8 @@ def make_q8_blocks(esize: int = 0, fault: str = ""):
             if row < m:  # whole warps leave together
                 for b in range(k // BLOCK):
                     x = float32(a[row, b * BLOCK + lane])
-                    amax = abs(x)
-                    for off in (16, 8, 4, 2, 1):
-                        amax = max(amax, cuda.shfl_xor_sync(_FULL, amax, off))
-                    inv = float32(0.0)
-                    if amax > float32(0.0):
-                        inv = float32(127.0) / amax
-                    q = int32(math.floor(x * inv + float32(0.5)))
-                    q = min(max(q, int32(-127)), int32(127))
+                    amax = warp_max(abs(x))
+                    q = int8_of(x, _inverse(amax))
                     aq[row, b * BLOCK + lane] = np.int8(q)
                     total = q
                     for off in (16, 8, 4, 2, 1):
@@ -117,10 +120,7 @@ def make_q8_blocks(esize: int = 0, fault: str = ""):
                 amax = amax_of(x)
                 for off in shuffles:
                     amax = max(amax, cuda.shfl_xor_sync(_FULL, amax, off))
-                inv = float32(0.0)
-                if amax > float32(0.0):
-                    inv = float32(127.0) / amax
-                w, total = codes(x, inv)
+                w, total = codes(x, _inverse(amax))
                 for off in sums:
                     total += cuda.shfl_xor_sync(_FULL, total, off)
                 if ok:
