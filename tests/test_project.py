@@ -63,3 +63,25 @@ def test_ci_requires_the_slurm_tests_that_a_fresh_machine_skips():
     lines = [line.strip() for line in ci.splitlines()]
     required = lines.index("export LEVERCTL_REQUIRE_SLURM=1")
     assert required < lines.index("make test")
+
+
+def test_a_test_that_hangs_fails_at_the_suites_limit_with_its_stack(tmp_path):
+    """The suite's own limit (pyproject's ``timeout``) fails a test that
+    never returns, saying where it waited, and the run goes on to the next."""
+    import subprocess
+    import sys
+
+    assert tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["pytest"]["ini_options"]["timeout"] >= 300
+    (tmp_path / "test_hang.py").write_text(
+        "import threading\n\ndef test_waits_forever():\n    threading.Event().wait()\n\ndef test_after():\n    pass\n"
+    )
+    r = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-c", str(ROOT / "pyproject.toml")]
+        + ["--rootdir", str(tmp_path), "-o", "timeout=2", str(tmp_path / "test_hang.py")],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert r.returncode == 1, r.stdout + r.stderr
+    assert "1 failed, 1 passed" in r.stdout and "Timeout (>2.0s)" in r.stdout, r.stdout
+    assert "threading.Event().wait()" in r.stdout or "test_hang.py:4" in r.stdout, r.stdout

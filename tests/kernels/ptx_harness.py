@@ -43,6 +43,7 @@ import json
 import os
 import re
 import shutil
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -55,6 +56,9 @@ SM90_REGISTERS = 65536  # 32-bit registers per SM (and per block)
 REG_UNIT = 256  # registers are allocated per warp in units of 256
 STATIC_SMEM = 48 * 1024  # the most shared memory a kernel may declare statically
 MAX_WORKERS = 8
+# The compile of every module's kernels, under the tests' own limit (pyproject's
+# timeout): about 100 s on two cores.
+COMPILE_S = 540
 
 
 # ── the parent (the test session) ────────────────────────────────────────────
@@ -150,20 +154,33 @@ def _compile_once(jobs_files: list[str], tmp_path_factory) -> dict[str, dict]:
 
 def _compile(jobs_files: list[str], out_dir: Path) -> dict[str, dict]:
     env = {k: v for k, v in os.environ.items() if k != "NUMBA_ENABLE_CUDASIM"}
-    proc = subprocess.run(
+    # Its own session, so that a compile past its time takes its forked
+    # workers with it: killed alone, they would hold its pipes open and the
+    # wait for its output would never end.
+    proc = subprocess.Popen(
         [sys.executable, __file__, str(out_dir), *jobs_files],
-        capture_output=True,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
         text=True,
         env=env,
         cwd=ROOT,
-        timeout=900,
+        start_new_session=True,
     )
-    last = proc.stdout.strip().splitlines()[-1] if proc.stdout.strip() else ""
+    try:
+        out, err = proc.communicate(timeout=COMPILE_S)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.communicate()
+        return {f: {"fail": f"the sm_90 compile process took over {COMPILE_S} s"} for f in jobs_files}
+    except BaseException:  # the test's own limit, an interrupt: nothing is left compiling
+        os.killpg(proc.pid, signal.SIGKILL)
+        raise
+    last = out.strip().splitlines()[-1] if out.strip() else ""
     if proc.returncode == SKIP:
         why = json.loads(last)["skip"] if last else "no libNVVM/libdevice to compile for sm_90"
         return {f: {"skip": why} for f in jobs_files}
     if proc.returncode != 0:  # every module's test fails, without compiling again
-        return {f: {"fail": "the sm_90 compile process failed:\n" + proc.stderr[-4000:]} for f in jobs_files}
+        return {f: {"fail": "the sm_90 compile process failed:\n" + err[-4000:]} for f in jobs_files}
     return json.loads(last)
 
 
