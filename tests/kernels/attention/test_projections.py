@@ -208,24 +208,28 @@ def test_the_crush_and_the_conversion_write_the_hosts_bits_on_every_kernel(k, un
     """Rows of whole 16-byte units take the wide kernels (16 bytes a lane;
     a view not on 16 bytes the element loads inside them), k = 42 the
     element kernels: the same bits as the host's float32 arithmetic."""
+    from numba import cuda
+
+    from leverctl_kernels.common import vload
     from leverctl_kernels.common.bits import bf16_to_f32_np, f32_to_e4m3_np
 
     m = 13
     x = _bf16_rows(m, k, seed=k)
-    if unaligned:
+    given = x
+    if unaligned:  # a device view 2 bytes into its buffer (a host view would be copied to one on 16 bytes)
         flat = np.zeros(m * k + 1, np.uint16)
         flat[1:] = x.reshape(-1)
-        x = flat[1:].reshape(m, k)
-        assert x.flags.c_contiguous and x.ctypes.data % 16
+        given = cuda.to_device(flat)[1:].reshape(m, k)
+        assert given.is_c_contiguous() and not vload.aligned16(given)
     xf = bf16_to_f32_np(x)
     amax = np.abs(xf).max(axis=1)
     scale = np.where(amax > 0, amax / np.float32(448.0), np.float32(1.0)).astype(np.float32)
     xq, xs = np.zeros((m, k), np.uint8), np.zeros(m, np.float32)
-    _proj_prep.quant_launch(m, k)(xq, xs, x)
+    _proj_prep.quant_launch(m, k)(xq, xs, given)
     assert np.array_equal(xs.view(np.uint32), scale.view(np.uint32))
     assert np.array_equal(xq, f32_to_e4m3_np(xf / scale[:, None]))
     x16 = np.zeros((m, k), np.float16)
-    _proj_prep.convert_launch(m, k)(x16, x)
+    _proj_prep.convert_launch(m, k)(x16, given)
     assert np.array_equal(x16.view(np.uint16), xf.astype(np.float16).view(np.uint16))
 
 
