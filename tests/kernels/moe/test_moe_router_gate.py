@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 from numba import config, cuda
 
-from leverctl_kernels.common import bits
+from leverctl_kernels.common import bits, vload
 from leverctl_kernels.moe import _router
 
 pytestmark = pytest.mark.skipif(not config.ENABLE_CUDASIM, reason="the simulator's kernels")
@@ -65,8 +65,10 @@ def test_unaligned_rows_and_a_strided_weight_view_take_the_element_loads_and_agr
     flat[1:] = x[:, :48].reshape(-1)
     if prec != "fp32_routing":
         flat = bits.f32_to_bf16_np(flat)
-    unaligned = flat[1:].reshape(3, 48)  # C-contiguous, its first element 2 or 4 bytes in
-    assert unaligned.ctypes.data % 16
+    # C-contiguous, its first element 2 or 4 bytes into a device buffer (a host
+    # view would be copied by the simulator into a buffer on 16 bytes)
+    unaligned = cuda.to_device(flat)[1:].reshape(3, 48)
+    assert not vload.aligned16(unaligned)
     assert _close(prec, x[:, :48], wg[:, :48], _launch(prec, unaligned, np.ascontiguousarray(wg[:, :48])))
     strided = cuda.to_device(wg)[:, 8:]  # a device view: a kernel argument as it is
     assert not strided.is_c_contiguous()
