@@ -29,7 +29,7 @@ from __future__ import annotations
 import numpy as np
 from numba import cuda, float32, int32, uint32
 
-from .. import bits, unroll
+from .. import bits, cvt, unroll, vload
 from .. import wgmma as wg
 from ..launch import device_inline
 from ..wgmma_gemm import chunk_stager
@@ -223,7 +223,18 @@ def _q4k_fetch(src, bsc, gr, gk, ok):
         return z, z, z, z
     v0 = gk & (Q4K_VALUES - 1)  # the chunk's first value within its super-block
     w = (gk >> 8) * (Q4K_BLOCK_BYTES // 4) + 4 + (32 * (v0 >> 6) + (v0 & 31)) // 4
-    return src[gr, w], src[gr, w + 1], src[gr, w + 2], src[gr, w + 3]
+    return _q4k_words(src, gr, w)
+
+
+@device_inline
+def _q4k_words(src, row, w):
+    """Words ``w .. w + 3`` of row ``row`` of Q4_K blocks (``src`` uint32):
+    one 16-byte load where the blocks start on 16 bytes (a super-block is
+    nine 16-byte units, so every row and every chunk a stager or a header
+    read asks for is then on 16 bytes too), else four word loads."""
+    if vload.aligned16(src):
+        return vload.ldg_v4(src, row * src.shape[1] + w)
+    return src[row, w], src[row, w + 1], src[row, w + 2], src[row, w + 3]
 
 
 @device_inline
@@ -238,27 +249,24 @@ def q4k_stager(threads: int):
     blocks as uint32, 36 words a super-block) as bytes 0..15 in value
     order; rows past ``nrows`` zeros. A 16-byte chunk is 16 consecutive
     values, all in one 32-byte run of the super-block's 4-bit bytes and on
-    one nibble side: four aligned words."""
+    one nibble side: four words on 16 bytes, one load (:func:`_q4k_words`)."""
     return chunk_stager(threads, 16, _q4k_fetch, _q4k_convert)
 
 
 @device_inline
-def _f16(lo, hi):
-    """float32 of the little-endian fp16 in bytes ``lo``, ``hi``."""
-    h = cuda.local.array(1, dtype=np.uint16)
-    h[0] = np.uint16(lo) | (np.uint16(hi) << np.uint16(8))
-    return float32(h.view(np.float16)[0])
-
-
-@device_inline
-def _scale_min_bytes(p, q, r, j):
+def _scale_min(s0, s1, s2, j):
     """The 6-bit scale and min of sub-block ``j`` of a Q4_K super-block
-    (``common.q4k``'s packing) from the bytes they are packed in: ``p`` at
-    byte ``4 + j + 4``, ``q`` at ``4 + j`` and (``j >= 4``) ``r`` at ``4 +
-    j - 4``."""
+    (``common.q4k``'s packing) from its 12 scale bytes as three words
+    (``s0`` bytes 0-3, ``s1`` 4-7, ``s2`` 8-11): for ``j < 4`` the low six
+    bits of bytes ``j`` and ``j + 4``; above, bytes ``j + 4`` (the low
+    nibbles of both), ``j - 4`` and ``j`` (their top two bits)."""
+    sh = uint32(8 * (j & 3))
+    b0 = int32((s0 >> sh) & uint32(255))
+    b1 = int32((s1 >> sh) & uint32(255))
     if j < 4:
-        return int32(q) & 63, int32(p) & 63
-    return (int32(p) & 15) | ((int32(r) >> 6) << 4), (int32(p) >> 4) | ((int32(q) >> 6) << 4)
+        return b0 & 63, b1 & 63
+    p = int32((s2 >> sh) & uint32(255))
+    return (p & 15) | ((b0 >> 6) << 4), (p >> 4) | ((b1 >> 6) << 4)
 
 
 class Q4kScales:
@@ -271,10 +279,12 @@ class Q4kScales:
     ``subs_used`` below 8 (tests only) skips each super-block's last
     sub-blocks."""
 
-    # Nine values an entry (two floats, seven header bytes), six entries a
+    # Six values an entry (two floats; the super-block's 16-byte header,
+    # ``d``, ``dmin`` and the 12 scale bytes, as four words), six entries a
     # thread at BN = 128: carried across an iteration beside the weights'
-    # chunks they took q4k_mmq to 255 registers and a spill, so the tables
-    # are fetched and put in the same iteration (the loads still together).
+    # chunks such entries (then nine values) took q4k_mmq to 255 registers
+    # and a spill, so the tables are fetched and put in the same iteration
+    # (the loads still together).
     ahead = False
 
     def __init__(self, subs_used: int = 8):
@@ -287,9 +297,10 @@ class Q4kScales:
     @staticmethod
     def stager(threads: int, a_rows: int, bn: int):
         """``(fetch, put)`` as :meth:`Nvfp4Scales.stager`: per entry, the
-        activations' two floats or the weights' seven header bytes (``d``,
-        ``dmin``, and the bytes the 6-bit scale and min of the sub-block
-        are packed in) loaded, then decoded and stored an iteration later."""
+        activations' two floats or the weights' super-block header (``d``,
+        ``dmin`` and the 12 bytes of 6-bit scales and mins: 16 bytes, one
+        load where the blocks start on 16 bytes; ``blocks`` the blocks as
+        uint32) loaded, then the sub-block's factors decoded and stored."""
         total = (a_rows + bn) * 4
         slots = tuple(range(-(-total // threads)))
 
@@ -300,8 +311,8 @@ class Q4kScales:
             row = idx >> 2
             sub = 4 * kt + (idx & 3)  # the 32-value sub-block along K
             x = y = float32(0.0)
-            z = np.uint8(0)
-            d0 = d1 = m0 = m1 = p = q = r = z
+            z = uint32(0)
+            h0 = h1 = h2 = h3 = z
             if idx < total and 32 * sub < k:
                 if row < a_rows:
                     if r0 + row < m:
@@ -309,27 +320,21 @@ class Q4kScales:
                         y = ds8[1, r0 + row, sub]
                 else:
                     c = n0 + row - a_rows
-                    if c < n:
-                        base = (sub >> 3) * Q4K_BLOCK_BYTES
-                        j = sub & 7
-                        s = base + 4
-                        d0, d1, m0, m1 = blocks[c, base], blocks[c, base + 1], blocks[c, base + 2], blocks[c, base + 3]
-                        p = blocks[c, s + j + 4]
-                        q = blocks[c, s + j]
-                        if j >= 4:
-                            r = blocks[c, s + j - 4]
-            return x, y, d0, d1, m0, m1, p, q, r
+                    if c < n:  # the four entries of a column read one header: one sector, four lanes
+                        h0, h1, h2, h3 = _q4k_words(blocks, c, (sub >> 3) * (Q4K_BLOCK_BYTES // 4))
+            return x, y, h0, h1, h2, h3
 
         @device_inline
         def _put_one(i, raw, ctx):
             smem, w0, tid, kt = ctx
             idx = tid + i * threads
             if idx < total:
-                x, y, d0, d1, m0, m1, p, q, r = raw
+                x, y, h0, h1, h2, h3 = raw
                 if (idx >> 2) >= a_rows:
-                    sc, mn = _scale_min_bytes(p, q, r, (4 * kt + (idx & 3)) & 7)
-                    x = _f16(d0, d1) * float32(sc)
-                    y = _f16(m0, m1) * float32(mn)
+                    sc, mn = _scale_min(h1, h2, h3, (4 * kt + (idx & 3)) & 7)
+                    d, dmin = cvt.f16x2_to_f32x2(h0)
+                    x = d * float32(sc)
+                    y = dmin * float32(mn)
                 smem[w0 + idx] = x  # two planes of ``total`` words: a word a lane, consecutive
                 smem[w0 + total + idx] = y
 

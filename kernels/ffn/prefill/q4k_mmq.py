@@ -17,7 +17,9 @@ unpacked to bytes in value order by the Q4_K stager, into
 super-block), three in flight (49 KiB), read by ``ldmatrix``; each 32-value
 step's s32 dot products folded into the f32 sums with the formula above,
 its sub-block's ``d * sc`` and ``dmin * m`` decoded from the block's fp16
-``d``, ``dmin`` and 12 scale bytes in ``common.q4k``'s layout. Rows past
+``d``, ``dmin`` and 12 scale bytes in ``common.q4k``'s layout (the
+super-block's 16-byte header, one load; the 4-bit values too, 16 bytes a
+load). Rows past
 ``m`` and columns past ``n`` are staged as zeros and not stored.
 ``k % 256 == 0``.
 """
@@ -44,8 +46,9 @@ SUBS = QK // q4k.SUB  # 8 sub-blocks of 32
 
 
 def make_q4k_mmq(SUBS_USED: int = SUBS):
-    """Compile the kernel (the mainloop's ``(c, aq32, blocks32, blocks,
-    ones_m, ones_n, one, ds8, one)``). ``SUBS_USED`` (tests only): below 8
+    """Compile the kernel (the mainloop's ``(c, aq32, blocks32, blocks32,
+    ones_m, ones_n, one, ds8, one)``: the blocks as uint32 twice, the
+    weights' stager's operand and the scale tables'). ``SUBS_USED`` (tests only): below 8
     the last sub-blocks of every super-block are skipped, a broken variant
     the check must reject."""
     return MS.make_kernel(
@@ -77,8 +80,8 @@ def build(shape, kern=None):
 
     def launch(bufs):
         quant(aq, ds8[0], ds8[1], bufs["a"])
-        w = bufs["w_q4k"]
-        run(bufs["c"], aq.view(np.uint32), w.view(np.uint32), w, rs, cs, one, ds8, one)
+        w32 = bufs["w_q4k"].view(np.uint32)  # the stager's chunks and the headers, 16 bytes a load
+        run(bufs["c"], aq.view(np.uint32), w32, w32, rs, cs, one, ds8, one)
 
     launch.workspace = {"aq": aq, "ds8": ds8}
     launch.tensor_cores = "mma.sync"

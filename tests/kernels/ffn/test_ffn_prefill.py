@@ -404,16 +404,20 @@ def test_a_variant_makes_the_launches_and_allocates_the_workspace_it_declares(ca
 
 
 @pytest.mark.sim
-@pytest.mark.parametrize("misread", [False, True], ids=["as-stored", "scale-top-bits-lost"])
-def test_q4k_mmq_reads_a_gguf_files_q4k_tensor_as_stored_and_matches_gguf_dequantisation(tmp_path, misread):
+@pytest.mark.parametrize(
+    "misread,offset", [(False, 0), (True, 0), (False, 4)], ids=["as-stored", "scale-top-bits-lost", "not-on-16-bytes"]
+)
+def test_q4k_mmq_reads_a_gguf_files_q4k_tensor_as_stored_and_matches_gguf_dequantisation(tmp_path, misread, offset):
     """A Q4_K tensor written by the ``gguf`` package's writer and read back by
     its reader is the kernel's input as is; the kernel's product matches one
     built on ``gguf``'s own dequantisation (not ours). Handing the kernel the
-    bytes with the upper sub-blocks' scale bits lost fails the comparison."""
+    bytes with the upper sub-blocks' scale bits lost fails the comparison.
+    Blocks that do not start on 16 bytes (a view 4 bytes into its buffer)
+    are read a word a load, values and headers alike, to the same sums."""
     import gguf
     from numba import cuda
 
-    from leverctl_kernels.common import q4k
+    from leverctl_kernels.common import q4k, vload
     from leverctl_kernels.common.path import Shape
     from leverctl_kernels.ffn.prefill import naive, q4k_mmq
     from leverctl_kernels.ffn.prefill.spec import activations, weights
@@ -441,9 +445,13 @@ def test_q4k_mmq_reads_a_gguf_files_q4k_tensor_as_stored_and_matches_gguf_dequan
     given = blocks.copy()
     if misread:
         given.reshape(n, -1, q4k.BLOCK_BYTES)[..., 4:8] &= 0x3F
+    w = cuda.to_device(given)
+    if offset:  # a device view 4 bytes into its buffer (a host view would be copied to one on 16 bytes)
+        flat = np.zeros(given.size + offset, np.uint8)
+        flat[offset:] = given.reshape(-1)
+        w = cuda.to_device(flat)[offset:].reshape(given.shape)
+        assert not vload.aligned16(w)
     c = cuda.to_device(np.full((m, n), np.nan, dtype=np.float16))
-    q4k_mmq.build(Shape("gguf", dict(m=m, n=n, k=k, down=1)))(
-        {"c": c, "a": cuda.to_device(a), "w_q4k": cuda.to_device(given)}
-    )
+    q4k_mmq.build(Shape("gguf", dict(m=m, n=n, k=k, down=1)))({"c": c, "a": cuda.to_device(a), "w_q4k": w})
     ok, why = _within(c.copy_to_host(), ref, EXACT)
     assert ok != misread, why

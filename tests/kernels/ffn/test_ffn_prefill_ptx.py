@@ -78,7 +78,7 @@ def jobs():
         (
             "q4k_mmq",
             q4k_mmq.kernel(),
-            (f16[:, ::1], u32_[:, ::1], u32_[:, ::1], u8[:, ::1], *(f32[::1],) * 3, f32[:, :, ::1], f32[::1]),
+            (f16[:, ::1], u32_[:, ::1], u32_[:, ::1], u32_[:, ::1], *(f32[::1],) * 3, f32[:, :, ::1], f32[::1]),
             q4k_mmq.THREADS,
         )
     )
@@ -137,7 +137,9 @@ def test_ffn_prefill_kernels_compile_for_sm90_in_fp32(compiled):
         assert "wgmma.mma_async" not in ptx and "fence.proxy.async" not in ptx, name
     assert "cvt.rn.satfinite.e4m3x2.f32" in Path(compiled["kernels"]["rowquant_e4m3"]["ptx"]).read_text()
     wide = ("rowquant_int8_wide", "rowquant_e4m3_wide", "q8_blocks_wide")
-    for name in ("nvfp4_row_amax", "nvfp4_encode", *wide):
+    # q4k_mmq: a Q4_K stage's 4-bit values and each super-block's 16-byte header (d, dmin, the
+    # 12 scale bytes) 16 bytes a load, where the byte loads of the header were seven
+    for name in ("nvfp4_row_amax", "nvfp4_encode", "q4k_mmq", *wide):
         assert "ld.global.nc.v4.u32" in Path(compiled["kernels"][name]["ptx"]).read_text(), name  # 16 bytes a lane
     for name in wide:  # and a lane's eight codes one 8-byte store
         assert "st.global.u64" in Path(compiled["kernels"][name]["ptx"]).read_text(), name
