@@ -38,6 +38,11 @@ class AdapterLaunch:
             self.adapter = (bufs["a"], bufs["b"])
             self._load(bufs["w"], bufs["a"], bufs["b"])
 
+    def load(self, bufs) -> None:
+        """The load-time work for these buffers (the merge, for ``merged``),
+        done once: a call on them then only runs the forward."""
+        self._ensure_loaded(bufs)
+
     def __call__(self, bufs) -> None:
         self._ensure_loaded(bufs)
         self._forward(bufs)

@@ -188,16 +188,35 @@ def run_once(
     """Upload ``inputs``, poison the outputs and the launch's workspace,
     launch once, synchronize, and read every output back. Returns (device
     buffers, host outputs)."""
+    bufs = staged(path, shape, launch, inputs, cuda)
+    launch(bufs)
+    cuda.synchronize()
+    return bufs, {name: bufs[name].copy_to_host() for name in path.outputs(shape)}
+
+
+def staged(
+    path: KernelPath,
+    shape: Shape,
+    launch: Callable[[dict], None],
+    inputs: Mapping[str, np.ndarray],
+    cuda: Any,
+) -> dict:
+    """The device buffers a call runs on: ``inputs`` uploaded, the outputs
+    and the launch's workspace poisoned, and the model's load-time work for
+    them done where the launch has some (``launch.load(bufs)``: weights
+    rotated or an adapter merged once per weight buffer, which a call would
+    otherwise do first), so that what follows is a warm call."""
     bufs = {name: cuda.to_device(np.ascontiguousarray(a)) for name, a in inputs.items()}
-    outs = path.outputs(shape)
-    for name, (oshape, dtype) in outs.items():
+    for name, (oshape, dtype) in path.outputs(shape).items():
         if name not in bufs:  # in-place outputs start from their input
             bufs[name] = cuda.to_device(poison(tuple(oshape), dtype))
     for scratch in workspace_of(launch).values():
         scratch.copy_to_device(poison(tuple(scratch.shape), scratch.dtype))
-    launch(bufs)
-    cuda.synchronize()
-    return bufs, {name: bufs[name].copy_to_host() for name in outs}
+    load = getattr(launch, "load", None)
+    if load is not None:
+        load(bufs)
+        cuda.synchronize()
+    return bufs
 
 
 def check(

@@ -387,3 +387,30 @@ def test_a_real_variant_runs_unchanged_under_the_tracer():
     # profile_variant does the same run (build, inputs, one traced launch) by name.
     q = mt.profile_variant(path, "gemv_64t", shape)
     assert q.to_json() | {"seconds": 0} == p.to_json() | {"seconds": 0}
+
+
+def test_a_variants_load_time_work_is_done_before_the_trace():
+    """``pre_rotated`` rotates its weights once per weight buffer, at load
+    (``launch.load``), which no timed call repeats: the trace is a warm
+    call's, one projection and one cache write, the launches and bytes of
+    ``runtime_rotation``'s call less the write's rotation. Traced with the
+    load (a first call, as the profile traced it before), the rotation's
+    launch and its bytes are back in."""
+    from numba import cuda
+
+    from leverctl.bench.check import run_once
+    from leverctl_kernels.registry import get_path
+
+    path = get_path("attention.rotation")
+    shape = min(path.shapes("smoke", None), key=lambda s: path.traffic(s).bytes)
+    pre = mt.profile_variant(path, "pre_rotated", shape)
+    rt = mt.profile_variant(path, "runtime_rotation", shape)
+    assert pre.launches == rt.launches == 2
+    assert pre.load_bytes == rt.load_bytes and pre.store_bytes == rt.store_bytes
+    assert pre.requested_vs_declared < 1.5, pre.requested_vs_declared
+
+    launch = path.variants["pre_rotated"].build(shape)
+    with mt.trace() as t:
+        run_once(path, shape, launch, path.make_inputs(shape, np.random.default_rng(0)), cuda)
+    cold = mt.summarize(t, declared_bytes=path.variant_traffic("pre_rotated", shape).bytes)
+    assert cold.launches == 3 and cold.requested_bytes > 5 * pre.requested_bytes

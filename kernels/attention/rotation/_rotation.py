@@ -213,4 +213,6 @@ def launcher(
 
     launch.workspace = {"qkv": qkv}
     launch.tensor_cores, launch.tc_dtype = kern.form, "bf16"
+    if pre_rotated:
+        launch.load = lambda b: load(b["w_qkv"])  # the rotation at load, once per weight buffer
     return launch
