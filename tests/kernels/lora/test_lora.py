@@ -349,11 +349,22 @@ def test_traced_the_merged_variant_reads_and_writes_whole_sectors():
     requests under 8x the bytes the variant declares (x and W' once; the
     merge adds W, A and B once each). Merging one thread per weight, every
     thread re-reading its B row and A column for each rank, used 70 % of the
-    sectors at 32x the declared bytes."""
+    sectors at 32x the declared bytes. The first call on a set of weights
+    is traced, as it merges: the profile traces a warm call, after the
+    load-time merge (``launch.load``), and the merge's accesses are not in it."""
+    from numba import cuda
+
+    from leverctl.bench.check import run_once
     from leverctl.profile import memtrace as mt
 
     shape = Shape("profile m1 n8 k512 r16", dict(m=1, n=8, k=512, r=16, alpha=32, rotate=0))
-    prof = mt.profile_variant(_path(), "merged", shape)
+    path = _path()
+    launch = path.variants["merged"].build(shape)
+    with mt.trace() as t:
+        run_once(path, shape, launch, path.make_inputs(shape, np.random.default_rng(0)), cuda)
+    prof = mt.summarize(t, declared_bytes=path.variant_traffic("merged", shape).bytes)
+    assert prof.launches == 2  # the merge and the projection
+    assert mt.profile_variant(path, "merged", shape).launches == 1  # warm: the projection alone
     rows = [r.to_json() for r in prof.sites if r.space == mt.GLOBAL]
     assert prof.sector_efficiency >= 0.9, rows
     assert prof.requested_vs_declared < 8, (prof.requested_vs_declared, rows)
