@@ -15,7 +15,13 @@ The simplest correct kernel and the slowest: ``H * P`` threads (8192 at
 Nemotron-H's shape, a few waves of an H200) each make ``T * N`` dependent
 steps, and a warp's 32 threads touch 32 state rows ``4 N`` bytes apart,
 so every state access is its own memory transaction (L1/L2 absorb most of
-them: each thread's row is 512 bytes).
+them: each thread's row is 512 bytes). Where ``N`` is a multiple of 8 and
+the arrays start on 16 bytes, a thread takes its row 8 states at a time:
+two coherent 16-byte loads and stores of the state (``vload.ld_f32x4`` /
+``st_f32x4``, each still its own transaction, half a sector used instead
+of an eighth) and one 16-byte load each of the token's 8 ``B`` and ``C``
+(the same for the warp), summed in the same order as the element loop,
+which other rows take.
 """
 
 from __future__ import annotations
@@ -25,7 +31,9 @@ from functools import lru_cache
 
 from numba import cuda, float32
 
+from ...common import cvt, vload
 from ...common import launch as L
+from ...common.launch import device_inline
 from ._device import group_of, step_dt
 
 NAME = "sequential"
@@ -35,45 +43,92 @@ MAX_THREADS = 128
 
 
 @lru_cache(maxsize=None)
-def make_scan(HPG: int, DECAY_SCALE: float = 1.0):
-    """The kernel for ``HPG`` heads per group. ``DECAY_SCALE`` (tests
-    only) scales the log-decay: anything but 1 is a wrong decay."""
+def make_scan(HPG: int, DECAY_SCALE: float = 1.0, wide: bool = True, fault: str = ""):
+    """The kernel for ``HPG`` heads per group. ``wide``: the kernel for
+    C-contiguous arrays, which takes a row 8 states at a time where ``N %
+    8 == 0`` and ``state``, ``B`` and ``C`` start on 16 bytes (the module's
+    docstring), else as the element kernel (``wide=False``) does.
+    ``DECAY_SCALE`` and ``fault`` (tests only): a log-decay scaled by
+    anything but 1 is a wrong decay; ``"half_store"`` stores only the first
+    four of each eight states a token."""
     SC = float32(DECAY_SCALE)
+    HALF = fault == "half_store"
 
-    @cuda.jit
-    def scan_sequential(y, state, x, dt_raw, dt_bias, A, B, C, D):
-        t_len, h_len, p_len = x.shape
-        n_len = state.shape[2]
-        i = cuda.blockIdx.x * cuda.blockDim.x + cuda.threadIdx.x
-        if i >= h_len * p_len:
-            return
-        h = i // p_len
-        p = i - h * p_len
-        g = h // HPG
-        a_h = A[h]
-        d_h = D[h]
-        for t in range(t_len):
-            dt = step_dt(dt_raw, dt_bias, t, h)
-            decay = math.exp(SC * dt * a_h)
-            xv = float32(x[t, h, p])
-            dx = dt * xv
-            acc = float32(0.0)
-            for n in range(n_len):
-                s = decay * state[h, p, n] + dx * float32(B[t, g, n])
-                state[h, p, n] = s
-                acc += s * float32(C[t, g, n])
-            y[t, h, p] = acc + d_h * xv
+    @device_inline
+    def row_elements(state, B, C, h, p, g, t, decay, dx, n_len):
+        acc = float32(0.0)
+        for n in range(n_len):
+            s = decay * state[h, p, n] + dx * float32(B[t, g, n])
+            state[h, p, n] = s
+            acc += s * float32(C[t, g, n])
+        return acc
 
-    return scan_sequential
+    @device_inline
+    def four(state, at, b, c, decay, dx, acc, store):
+        s0, s1, s2, s3 = vload.ld_f32x4(state, at)
+        b0, b1, b2, b3 = b
+        c0, c1, c2, c3 = c
+        s0 = decay * s0 + dx * b0
+        s1 = decay * s1 + dx * b1
+        s2 = decay * s2 + dx * b2
+        s3 = decay * s3 + dx * b3
+        if store:
+            vload.st_f32x4(state, at, s0, s1, s2, s3)
+        return (((acc + s0 * c0) + s1 * c1) + s2 * c2) + s3 * c3  # the element loop's order
+
+    @device_inline
+    def row_eights(state, B, C, h, p, g, t, decay, dx, n_len):
+        acc = float32(0.0)
+        row = (h * state.shape[1] + p) * n_len  # the thread's state row, flat
+        bc = (t * B.shape[1] + g) * n_len  # the token's B and C rows of its group, flat
+        for n0 in range(0, n_len, 8):
+            b0, b1, b2, b3, b4, b5, b6, b7 = cvt.f16x8_to_f32(vload.ldg_v4(B, bc + n0))
+            c0, c1, c2, c3, c4, c5, c6, c7 = cvt.f16x8_to_f32(vload.ldg_v4(C, bc + n0))
+            acc = four(state, row + n0, (b0, b1, b2, b3), (c0, c1, c2, c3), decay, dx, acc, True)
+            acc = four(state, row + n0 + 4, (b4, b5, b6, b7), (c4, c5, c6, c7), decay, dx, acc, not HALF)
+        return acc
+
+    def make(eights: bool):
+        @cuda.jit
+        def scan_sequential(y, state, x, dt_raw, dt_bias, A, B, C, D):
+            t_len, h_len, p_len = x.shape
+            n_len = state.shape[2]
+            i = cuda.blockIdx.x * cuda.blockDim.x + cuda.threadIdx.x
+            if i >= h_len * p_len:
+                return
+            h = i // p_len
+            p = i - h * p_len
+            g = h // HPG
+            a_h = A[h]
+            d_h = D[h]
+            by8 = eights and n_len % 8 == 0
+            if by8:
+                by8 = vload.aligned16(state) and vload.aligned16(B) and vload.aligned16(C)
+            for t in range(t_len):
+                dt = step_dt(dt_raw, dt_bias, t, h)
+                decay = math.exp(SC * dt * a_h)
+                xv = float32(x[t, h, p])
+                dx = dt * xv
+                if by8:
+                    acc = row_eights(state, B, C, h, p, g, t, decay, dx, n_len)
+                else:
+                    acc = row_elements(state, B, C, h, p, g, t, decay, dx, n_len)
+                y[t, h, p] = acc + d_h * xv
+
+        return scan_sequential
+
+    return make(wide)
 
 
 def build(shape, **cfg):
     h, p, g = shape["h"], shape["p"], shape["g"]
-    kern = make_scan(group_of(h, g), **cfg)
+    wide, narrow = make_scan(group_of(h, g), **cfg), make_scan(group_of(h, g), wide=False, **cfg)
     threads = min(MAX_THREADS, -(-h * p // L.WARP_SIZE) * L.WARP_SIZE)
     blocks, threads = L.grid_1d(h * p, threads)
 
     def launch(bufs):
-        kern[blocks, threads](*[bufs[a] for a in ARGS])
+        args = [bufs[a] for a in ARGS]
+        kern = wide if all(vload.c_contiguous(bufs[a]) for a in ("state", "B", "C")) else narrow
+        kern[blocks, threads](*args)
 
     return launch

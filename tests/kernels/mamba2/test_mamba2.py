@@ -139,6 +139,41 @@ def test_past_the_ssd_fit_the_variants_chosen_there_pass_at_an_odd_state_size(va
 
 
 @pytest.mark.sim
+def test_the_sequential_scan_by_eights_gives_the_element_loops_bits_and_a_half_store_fails():
+    """State 16 (whole eights): a thread's row 8 states a step, two 16-byte
+    loads and stores of the state and one of B's and C's 8 values, summed
+    in the element loop's order, so the outputs and final state are the
+    element kernel's bit for bit. State 12 takes the element loop and
+    passes; a kernel that stores only the first four of each eight states
+    fails the check."""
+    from numba import cuda
+
+    from leverctl_kernels.mamba2.prefill_scan import sequential
+
+    shape = Shape("eights", dict(t=9, h=2, p=5, n=16, g=1, chunk=4))
+    inputs = _scan().make_inputs(shape, np.random.default_rng(17))
+
+    def run(wide: bool):
+        bufs = {k: cuda.to_device(np.ascontiguousarray(v)) for k, v in inputs.items()}
+        bufs["y"] = cuda.to_device(np.zeros(inputs["x"].shape, np.float32))
+        kern = sequential.make_scan(2, wide=wide)
+        kern[1, 32](*[bufs[a] for a in sequential.ARGS])
+        return bufs["y"].copy_to_host(), bufs["state"].copy_to_host()
+
+    (y8, s8), (y1, s1) = run(True), run(False)
+    assert np.array_equal(y8.view(np.uint32), y1.view(np.uint32))
+    assert np.array_equal(s8.view(np.uint32), s1.view(np.uint32))
+    fig, _ = _check(_scan(), "sequential", shape, inputs)
+    assert fig.passed, fig
+    odd = Shape("twelve", dict(t=9, h=2, p=5, n=12, g=1, chunk=4))
+    fig, _ = _check(_scan(), "sequential", odd, _scan().make_inputs(odd, np.random.default_rng(19)))
+    assert fig.passed, fig
+    broken = sequential.build(shape, fault="half_store")
+    fig, _ = _check(_scan(), "sequential", shape, inputs, broken)
+    assert not fig.passed, fig
+
+
+@pytest.mark.sim
 def test_an_ssd_chunk_longer_than_its_32_token_tiles_passes():
     """Chunks of 40 (a full 32-token tile and 8 more) over 45 tokens: the
     chunk kernels' second tile, the below-diagonal source tile and a short

@@ -62,6 +62,10 @@ def test_every_mamba2_kernel_compiles_for_sm90_in_fp32(compiled):
     # entering state's read-out folds its rows' partial sums across lanes
     scan = Path(compiled["kernels"]["ssd_chunk_scan"]["ptx"]).read_text()
     assert "ld.global.nc.v2.u32" in scan and "shfl.sync.bfly" in scan
+    # the sequential scan's row 8 states a step: the state by coherent 16-byte loads and stores,
+    # the token's B and C 8 values a load
+    seq = Path(compiled["kernels"]["scan_sequential"]["ptx"]).read_text()
+    assert "ld.global.v4.f32" in seq and "st.global.v4.f32" in seq and "ld.global.nc.v4.u32" in seq
 
 
 def test_ptxas_accepts_them_without_spills_or_local_memory(compiled):
