@@ -300,6 +300,8 @@ def _traced(ary: np.ndarray, space: str, root: np.ndarray | None = None) -> Trac
 _SIM_API = ""  # the simulator's kernelapi.py (its atomics index arrays): set when a trace starts
 _SIM_DIR = ""  # the simulator package: frames skipped when looking for the kernel's line
 _COMMON = str(Path(__file__).resolve().parents[2] / "kernels" / "common") + "/"  # set again at start
+_KERNELS = str(Path(_COMMON).parent) + "/"  # the kernels package (set again at start)
+_RUNNER = ""  # simwarp's file: its block runner starts every lane, and is no kernel's line (set at start)
 _SKIP: tuple[str, ...] = (_COMMON, __file__)  # helpers, the simulator and this module (its patches)
 _CALLS: tuple[str, ...] = (__file__,)  # the frames between a call and its callee (set at start)
 
@@ -382,11 +384,17 @@ def _record(frame, arr: TracedArray, off: int, size: int, kind: str) -> None:
     counts[key] = k + 1
     via = None
     if frame.f_code.co_filename.startswith(_COMMON):
-        # A shared helper (mma's loaders, a twin): also say which kernel line reached it.
+        # A shared helper (mma's loaders, a twin): also say which kernel line reached it: the first
+        # frame of a family's kernel, or, for a kernel of the shared engine itself (its whole stack
+        # in common/, the GEMM engine's), the outermost of its own frames, the kernel's line.
+        outer = None
         while g is not None and g.f_code.co_filename.startswith(_SKIP):
+            if g.f_code.co_filename.startswith(_COMMON) and g.f_code.co_filename != _RUNNER:
+                outer = g
             g = g.f_back
-        if g is not None:
-            via = (g.f_code.co_filename, g.f_lineno)
+        at = g if g is not None and g.f_code.co_filename.startswith(_KERNELS) else outer
+        if at is not None:
+            via = (at.f_code.co_filename, at.f_lineno)
     events.append((warp, pos, (key, epoch, k), kind, lane, via, arr, off, size))
 
 
@@ -735,7 +743,7 @@ def trace(sample: int | None = None) -> Iterator[Trace]:
 
     Needs the CUDA simulator. Everything patched is put back on exit, also
     when the block raises; traces do not nest."""
-    global _SIM_API, _SIM_DIR, _COMMON, _SKIP, _CALLS
+    global _SIM_API, _SIM_DIR, _COMMON, _KERNELS, _RUNNER, _SKIP, _CALLS
     from numba import config
 
     if not config.ENABLE_CUDASIM:
@@ -752,6 +760,8 @@ def trace(sample: int | None = None) -> Iterator[Trace]:
     _SIM_API = kernelapi.__file__
     _SIM_DIR = str(Path(kernelapi.__file__).parent) + "/"
     _COMMON = str(Path(simwarp.__file__).parent) + "/"
+    _KERNELS = str(Path(simwarp.__file__).parent.parent) + "/"
+    _RUNNER = simwarp.__file__
     _SKIP = (_COMMON, _SIM_DIR, __file__)
     _CALLS = (_SIM_DIR, __file__)  # the simulator's and the tracer's frames between a call and its callee
     saved = []

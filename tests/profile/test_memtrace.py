@@ -414,3 +414,18 @@ def test_a_variants_load_time_work_is_done_before_the_trace():
         run_once(path, shape, launch, path.make_inputs(shape, np.random.default_rng(0)), cuda)
     cold = mt.summarize(t, declared_bytes=path.variant_traffic("pre_rotated", shape).bytes)
     assert cold.launches == 3 and cold.requested_bytes > 5 * pre.requested_bytes
+
+
+def test_a_shared_helpers_rows_name_the_kernel_line_that_reached_it():
+    """An access in a shared helper is also placed by the kernel line that
+    reached it: a family kernel's line, or for the GEMM engine's own kernel
+    (every frame of it in ``kernels/common``) its kernel's line, never the
+    simulator's thread that ran it (the rows used to say ``threading.py``)."""
+    from leverctl_kernels.registry import get_path
+
+    path = get_path("attention.rotation")
+    shape = min(path.shapes("smoke", None), key=lambda s: path.traffic(s).bytes)
+    prof = mt.profile_variant(path, "runtime_rotation", shape)
+    vias = {r.via for r in prof.sites if r.via}
+    assert vias and all(v.startswith("kernels/") for v in vias), sorted(vias)
+    assert any(v.startswith("kernels/common/gemm/") for v in vias), sorted(vias)  # the engine's kernel line
