@@ -300,8 +300,7 @@ def _traced(ary: np.ndarray, space: str, root: np.ndarray | None = None) -> Trac
 _SIM_API = ""  # the simulator's kernelapi.py (its atomics index arrays): set when a trace starts
 _SIM_DIR = ""  # the simulator package: frames skipped when looking for the kernel's line
 _COMMON = str(Path(__file__).resolve().parents[2] / "kernels" / "common") + "/"  # set again at start
-_KERNELS = str(Path(_COMMON).parent) + "/"  # the kernels package (set again at start)
-_RUNNER = ""  # simwarp's file: its block runner starts every lane, and is no kernel's line (set at start)
+_RUNNER = ""  # simwarp's file, whose block runner (``target``) calls the kernel in every lane (set at start)
 _SKIP: tuple[str, ...] = (_COMMON, __file__)  # helpers, the simulator and this module (its patches)
 _CALLS: tuple[str, ...] = (__file__,)  # the frames between a call and its callee (set at start)
 
@@ -387,12 +386,14 @@ def _record(frame, arr: TracedArray, off: int, size: int, kind: str) -> None:
         # A shared helper (mma's loaders, a twin): also say which kernel line reached it: the first
         # frame of a family's kernel, or, for a kernel of the shared engine itself (its whole stack
         # in common/, the GEMM engine's), the outermost of its own frames, the kernel's line.
-        outer = None
+        outer, started = None, False
         while g is not None and g.f_code.co_filename.startswith(_SKIP):
-            if g.f_code.co_filename.startswith(_COMMON) and g.f_code.co_filename != _RUNNER:
+            if g.f_code.co_filename == _RUNNER and g.f_code.co_name == "target":
+                started = True  # the block runner's call of the kernel: the kernel is above, the thread below
+            elif g.f_code.co_filename.startswith(_COMMON) and not started:
                 outer = g
             g = g.f_back
-        at = g if g is not None and g.f_code.co_filename.startswith(_KERNELS) else outer
+        at = outer if started else g
         if at is not None:
             via = (at.f_code.co_filename, at.f_lineno)
     events.append((warp, pos, (key, epoch, k), kind, lane, via, arr, off, size))
@@ -743,7 +744,7 @@ def trace(sample: int | None = None) -> Iterator[Trace]:
 
     Needs the CUDA simulator. Everything patched is put back on exit, also
     when the block raises; traces do not nest."""
-    global _SIM_API, _SIM_DIR, _COMMON, _KERNELS, _RUNNER, _SKIP, _CALLS
+    global _SIM_API, _SIM_DIR, _COMMON, _RUNNER, _SKIP, _CALLS
     from numba import config
 
     if not config.ENABLE_CUDASIM:
@@ -760,7 +761,6 @@ def trace(sample: int | None = None) -> Iterator[Trace]:
     _SIM_API = kernelapi.__file__
     _SIM_DIR = str(Path(kernelapi.__file__).parent) + "/"
     _COMMON = str(Path(simwarp.__file__).parent) + "/"
-    _KERNELS = str(Path(simwarp.__file__).parent.parent) + "/"
     _RUNNER = simwarp.__file__
     _SKIP = (_COMMON, _SIM_DIR, __file__)
     _CALLS = (_SIM_DIR, __file__)  # the simulator's and the tracer's frames between a call and its callee
