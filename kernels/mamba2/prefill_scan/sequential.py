@@ -88,36 +88,34 @@ def make_scan(HPG: int, DECAY_SCALE: float = 1.0, wide: bool = True, fault: str 
             acc = four(state, row + n0 + 4, (b4, b5, b6, b7), (c4, c5, c6, c7), decay, dx, acc, not HALF)
         return acc
 
-    def make(eights: bool):
-        @cuda.jit
-        def scan_sequential(y, state, x, dt_raw, dt_bias, A, B, C, D):
-            t_len, h_len, p_len = x.shape
-            n_len = state.shape[2]
-            i = cuda.blockIdx.x * cuda.blockDim.x + cuda.threadIdx.x
-            if i >= h_len * p_len:
-                return
-            h = i // p_len
-            p = i - h * p_len
-            g = h // HPG
-            a_h = A[h]
-            d_h = D[h]
-            by8 = eights and n_len % 8 == 0
-            if by8:
-                by8 = vload.aligned16(state) and vload.aligned16(B) and vload.aligned16(C)
-            for t in range(t_len):
-                dt = step_dt(dt_raw, dt_bias, t, h)
-                decay = math.exp(SC * dt * a_h)
-                xv = float32(x[t, h, p])
-                dx = dt * xv
-                if by8:
-                    acc = row_eights(state, B, C, h, p, g, t, decay, dx, n_len)
-                else:
-                    acc = row_elements(state, B, C, h, p, g, t, decay, dx, n_len)
-                y[t, h, p] = acc + d_h * xv
+    @device_inline
+    def row_by_eights(state, B, C, h, p, g, t, decay, dx, n_len):
+        if n_len % 8 == 0 and vload.aligned16(state) and vload.aligned16(B) and vload.aligned16(C):
+            return row_eights(state, B, C, h, p, g, t, decay, dx, n_len)
+        return row_elements(state, B, C, h, p, g, t, decay, dx, n_len)
 
-        return scan_sequential
+    row = row_by_eights if wide else row_elements  # the element kernel never types a 16-byte load
 
-    return make(wide)
+    @cuda.jit
+    def scan_sequential(y, state, x, dt_raw, dt_bias, A, B, C, D):
+        t_len, h_len, p_len = x.shape
+        n_len = state.shape[2]
+        i = cuda.blockIdx.x * cuda.blockDim.x + cuda.threadIdx.x
+        if i >= h_len * p_len:
+            return
+        h = i // p_len
+        p = i - h * p_len
+        g = h // HPG
+        a_h = A[h]
+        d_h = D[h]
+        for t in range(t_len):
+            dt = step_dt(dt_raw, dt_bias, t, h)
+            decay = math.exp(SC * dt * a_h)
+            xv = float32(x[t, h, p])
+            dx = dt * xv
+            y[t, h, p] = row(state, B, C, h, p, g, t, decay, dx, n_len) + d_h * xv
+
+    return scan_sequential
 
 
 def build(shape, **cfg):

@@ -30,6 +30,7 @@ def jobs():
     A = lambda dt, nd: types.Array(dt, nd, "C")  # noqa: E731
     f16, f32 = types.float16, types.float32
     scan = (A(f32, 3), A(f32, 3), A(f16, 3), A(f32, 2), A(f32, 1), A(f32, 1), A(f16, 3), A(f16, 3), A(f32, 1))
+    strided = tuple(types.Array(t.dtype, t.ndim, "A") for t in scan)
     nt = ssd.threads_for(P, N)
     pb = ssd.rows_per_block(P, N, nt)
     k1 = (A(f32, 2), A(f32, 2), A(f32, 4), A(f16, 3), A(f32, 2), A(f32, 1), A(f32, 1), A(f16, 3))
@@ -46,11 +47,13 @@ def jobs():
             persistent.threads_for(P, N),
         ),
         ("scan_sequential", sequential.make_scan(HPG), scan, sequential.MAX_THREADS),
+        # the element kernel, for arrays that are not C-contiguous: no 16-byte load to type
+        ("scan_sequential_strided", sequential.make_scan(HPG, wide=False), strided, sequential.MAX_THREADS),
     ]
 
 
 def test_every_mamba2_kernel_compiles_for_sm90_in_fp32(compiled):
-    assert len(compiled["kernels"]) == 6
+    assert len(compiled["kernels"]) == 7
     check_ptx(compiled, fp64=False)
     for name, rec in compiled["kernels"].items():
         ptx = Path(rec["ptx"]).read_text()
