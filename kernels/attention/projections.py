@@ -63,7 +63,7 @@ import numpy as np
 
 from ..common.bits import f32_to_bf16_np
 from ..common.model_weights import ModelTensor, WeightMismatch, WeightUse
-from ..common.path import Shape, Tolerance, check_preset
+from ..common.path import GEMM_PROFILE_BLOCKS, Shape, Tolerance, check_preset, gemm_profile_shape
 from ..w4a16.gemm import gemm_tc
 from .paged_decode.spec import QWEN3_NEXT_ATTENTION
 
@@ -94,7 +94,12 @@ TOL_FP8_GEMM = Tolerance(rel=5e-3, abs_of_max=1e-2)
 
 # Every projection path needs a model with attention layers; cuBLAS's
 # matching GEMM is its reference library.
-EXTRA = {"model_sections": ("attention",), "gemm_mnk": lambda s: (s["m"], s["n"], s["k"])}
+EXTRA = {
+    "model_sections": ("attention",),
+    "gemm_mnk": lambda s: (s["m"], s["n"], s["k"]),
+    "profile_shape": gemm_profile_shape,
+    "profile_blocks": GEMM_PROFILE_BLOCKS,
+}
 
 
 def model_nk(model: Mapping[str, Any] | None) -> tuple[int, int]:

@@ -240,6 +240,34 @@ class KernelPath:
         return len({self.variant_launches(v, shape) for v in self.variants}) > 1
 
 
+# A GEMM's memory trace (``extra["profile_shape"]``, ``extra["profile_blocks"]``):
+# its rows and columns cut to 128, which holds a whole tile of every GEMM in
+# the project (the tiles are 64 or 128 rows by 64 or 128 columns), its K and
+# every other dimension the model's, and one block a launch traced: a tile
+# walks the whole K, a few seconds of the simulator's time per 1024 of it.
+GEMM_PROFILE_TILE = 128
+GEMM_PROFILE_BLOCKS = 1
+
+
+def gemm_profile_shape(shape: Shape, *, rows: str = "m", cols: str | None = "n") -> Shape:
+    """The memory trace's shape for a GEMM at model ``shape``: its ``rows``
+    (and ``cols``, where the GEMM's columns are a dimension of their own)
+    cut to :data:`GEMM_PROFILE_TILE`, everything else kept: the row length
+    ``K``, so the operands' strides and alignment are the model's, and the
+    tile that is traced is whole, as the model's interior tiles are (the
+    smoke shapes' tiles are partial by design). The label's first word
+    becomes ``profile`` and the cut sizes are written into it."""
+    cut = {d: min(int(shape[d]), GEMM_PROFILE_TILE) for d in (rows, cols) if d}
+    words = shape.label.split()
+    if words and words[0] in ("model", "smoke"):
+        words = words[1:]
+    for i, w in enumerate(words):
+        for d, v in cut.items():
+            if w.startswith(d) and w[len(d) :].isdigit():
+                words[i] = f"{d}{v}"
+    return Shape(" ".join(["profile", *words]), {**shape.dims, **cut})
+
+
 def declared_path(table: Table, variants: Mapping[str, Variant], **fields: Any) -> KernelPath:
     """The one way a path is declared: the path ``table`` decides. Its name,
     family, summary, levers, the levers' fixed values, engines, baselines

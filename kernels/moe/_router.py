@@ -26,7 +26,11 @@ in shared memory (up to ``MAX_EXPERTS``), the softmax is taken with the row
 maximum subtracted, and ``k`` rounds of a block-wide arg-max (the larger
 probability, the lower expert on equal ones) pick the experts in decreasing
 order. Weights are the picked probabilities over their sum: top-k renormalised
-(Qwen3-Next's ``norm_topk_prob``).
+(Qwen3-Next's ``norm_topk_prob``). Each round's pick is kept in shared
+memory, and the row's ``k`` ids and weights are written once at the end,
+lane ``j`` of the block its pick ``j``: one coalesced store of each, where
+thread 0 wrote each pick in turn, a sector a store, and read the weights
+back to renormalise them.
 """
 
 from __future__ import annotations
@@ -217,6 +221,8 @@ def make_topk(BROKEN: str = ""):
         wv = cuda.shared.array(_WARPS, float32)
         wi = cuda.shared.array(_WARPS, int32)
         picked = cuda.shared.array(1, float32)
+        pick_w = cuda.shared.array(TOPK_THREADS, float32)  # pick j's probability over the row's sum
+        pick_i = cuda.shared.array(TOPK_THREADS, int32)
         r = cuda.blockIdx.x
         t = cuda.threadIdx.x
         lane = t % 32
@@ -282,13 +288,15 @@ def make_topk(BROKEN: str = ""):
                     if _better(bv, bi, wv[w], wi[w]):
                         bv = wv[w]
                         bi = wi[w]
-                ids[r, j] = bi
-                weights[r, j] = bv / total  # softmax probability, renormalised below
+                pick_i[j] = bi
+                pick_w[j] = bv / total  # softmax probability, renormalised below
                 picked[0] += bv / total
                 p[bi] = float32(-1.0)  # taken
             cuda.syncthreads()
-        if NORMALISE and t < topk_n:
-            weights[r, t] = weights[r, t] / picked[0]
+        if t < topk_n:  # the row's picks, one store of each output
+            ids[r, t] = pick_i[t]
+            w = pick_w[t]
+            weights[r, t] = w / picked[0] if NORMALISE else w
 
     return topk
 

@@ -4,7 +4,9 @@
 ids: every thread adds one to a shared per-expert counter for each id it
 reads (shared atomics, exact), then the block writes ``expert_rows[e]`` (how
 many rows routed to expert ``e``) and ``union[0]``, the number of distinct
-experts. A batch of R rows touches at most ``min(E, R k)`` experts; each row
+experts (each warp's count summed by shuffles, then one shared atomic a
+warp, where every thread's atomic on the one word queued behind the
+others'). A batch of R rows touches at most ``min(E, R k)`` experts; each row
 counts once per expert since its top-k ids are distinct. At most
 ``MAX_EXPERTS`` experts (4 KiB of shared counters).
 """
@@ -19,6 +21,7 @@ from ..common.launch import check_block
 
 MAX_EXPERTS = 1024
 THREADS = 256
+FULL_MASK = 0xFFFFFFFF
 
 
 @lru_cache(maxsize=None)
@@ -39,13 +42,16 @@ def make_union_count():
         for i in range(t, total, THREADS):
             cuda.atomic.add(cnt, ids[i // topk, i % topk], 1)
         cuda.syncthreads()
-        mine = 0
+        mine = int32(0)
         for e in range(t, ne, THREADS):
             c = cnt[e]
             expert_rows[e] = c
             if c > 0:
                 mine += 1
-        cuda.atomic.add(distinct, 0, mine)
+        for d in (16, 8, 4, 2, 1):  # the warp's sum first: one atomic a warp, not one a thread on one word
+            mine += cuda.shfl_xor_sync(FULL_MASK, mine, d)
+        if t % 32 == 0:
+            cuda.atomic.add(distinct, 0, mine)
         cuda.syncthreads()
         if t == 0:
             union[0] = distinct[0]

@@ -81,7 +81,9 @@ def trace(items: list[Item], cache: Path) -> list[dict]:
             else:
                 try:
                     mp = memtrace.profile_variant(it.path, it.variant, ps, sample=sample)
-                    label = f"{ps.label}, {sample} blocks a launch" if mp.sampled else ps.label
+                    label = (
+                        f"{ps.label}, {sample} block{'s' if sample > 1 else ''} a launch" if mp.sampled else ps.label
+                    )
                     done[key] = {"profile_shape": label, **mp.to_json()}
                     cached.parent.mkdir(parents=True, exist_ok=True)
                     tmp = cached.with_suffix(f".{os.getpid()}.tmp")

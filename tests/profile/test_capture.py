@@ -117,8 +117,11 @@ def test_a_declared_profile_shape_keeps_the_model_rows_length_and_is_small():
     its down rows' count; a GDN prefill chunk of the model's 64 tokens on
     128 x 128 state rows takes the simulator some 40 s a block), keeps them
     all and declares the few blocks a launch the trace runs
-    (``profile_blocks``). A path whose model shapes are of several kinds
-    keeps each kind's (those it has)."""
+    (``profile_blocks``). A GEMM keeps its K (the row length) and cuts its
+    rows and columns to one whole tile of 128, traced at one block a
+    launch (a tile walks the whole K). A path
+    whose model shapes are of several kinds keeps each kind's (those it
+    has)."""
     from leverctl_kernels.registry import all_paths
 
     kept = {
@@ -148,10 +151,36 @@ def test_a_declared_profile_shape_keeps_the_model_rows_length_and_is_small():
         "gdn.prefill": {"dk", "dv", "chunk"},
         "gdn.prefill_multi_stream": {"dk", "dv", "chunk"},
         "mamba2.prefill_scan": {"p", "n"},
+        # the model's row length, one whole tile traced: 128 rows (and columns), one block a launch
+        "w4a16.gemm": {"k"},
+        "ffn.prefill": {"k", "down"},
+        "mamba2.prefill_proj": {"k", "out"},
+        "attention.proj_bf16_tc": {"k"},
+        "attention.proj_bf16_tc_w4a16": {"k"},
+        "attention.proj_fp8": {"k"},
+        "attention.rotation": {"hidden", "d", "outliers"},
+        # the model's experts (a row of logits) and top-k, four rows
+        "moe.union_stats": {"experts", "top_k"},
     }
-    sampled = {n for n in kept if n.startswith("moe.") or n.startswith("gdn.prefill") or n == "w4a16.ffn_decode"}
+    sampled = set(kept) - {
+        "w4a16.gemv",
+        "w4a16.gemv_dual",
+        "attention.paged_decode",
+        "gdn.decode",
+        "gdn.verify",
+        "gdn.fused_conv",
+        "gdn.proj_gemv_batch",
+        "lora.proj",
+        "lora.proj_pool",
+        "decode.per_sequence",
+        "attention.mla_decode",
+        "attention.dflash_contig",
+        "attention.decode_graph",
+        "mamba2.prefill_scan",
+        "moe.union_stats",
+    }
     declared = {p.name: p for p in all_paths() if "profile_shape" in p.extra}
-    assert set(declared) == set(kept)
+    assert set(declared) == set(kept), set(declared) ^ set(kept)
     for name, path in declared.items():
         for shape in path.shapes("model", None):
             ps = path.extra["profile_shape"](shape)
@@ -163,6 +192,22 @@ def test_a_declared_profile_shape_keeps_the_model_rows_length_and_is_small():
                 continue
             small = path.traffic(ps).bytes
             assert small * 8 <= path.traffic(shape).bytes or small <= 128 * 1024, (name, ps.label, shape.label)
+
+
+def test_a_gemm_profile_shape_keeps_k_and_cuts_its_tile_to_one_whole_one():
+    """Rows and columns cut to 128 (one whole tile of every GEMM here), K
+    and the rest kept, the label's sizes rewritten and its first word
+    ``profile``; rows already under 128 (a 16-token tile) stay."""
+    from leverctl_kernels.common.path import GEMM_PROFILE_TILE, Shape, gemm_profile_shape
+
+    assert GEMM_PROFILE_TILE == 128
+    ps = gemm_profile_shape(Shape("down m4096 n4096 k12288", {"m": 4096, "n": 4096, "k": 12288, "down": 1}))
+    assert ps.label == "profile down m128 n128 k12288"
+    assert dict(ps.dims) == {"m": 128, "n": 128, "k": 12288, "down": 1}
+    small = gemm_profile_shape(Shape("model m16 n5120 k2048", {"m": 16, "n": 5120, "k": 2048}))
+    assert small.label == "profile m16 n128 k2048" and small["m"] == 16
+    rows = gemm_profile_shape(Shape("t1024 h2688 s3712", {"t": 1024, "h": 2688, "s": 3712}), rows="t", cols=None)
+    assert rows.label == "profile t128 h2688 s3712" and dict(rows.dims) == {"t": 128, "h": 2688, "s": 3712}
 
 
 # GEMM engine kernels that keep one warpgroup a block, and why

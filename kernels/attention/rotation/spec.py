@@ -49,7 +49,16 @@ import numpy as np
 from ...common import weight_fit as wf
 from ...common.bits import bf16_to_f32_np, e4m3_to_f32_np, f32_to_bf16_np
 from ...common.model_weights import WeightUse
-from ...common.path import Shape, Tolerance, Traffic, Variant, check_preset, declared_path
+from ...common.path import (
+    GEMM_PROFILE_BLOCKS,
+    GEMM_PROFILE_TILE,
+    Shape,
+    Tolerance,
+    Traffic,
+    Variant,
+    check_preset,
+    declared_path,
+)
 from ...selection.attention import ROTATION as TABLE
 from ...selection.attention import ROTATION_HEAD_DIM
 from ..projections import FORM  # the projection's tensor-core form (both variants')
@@ -86,6 +95,15 @@ def shapes(preset: str, model: Mapping[str, Any] | None) -> list[Shape]:
             )
         dims = [dict(t=t, outliers=4, **heads) for t in MODEL_TOKENS]
     return [Shape(_label(preset, d), d) for d in dims]
+
+
+def profile_shape(shape: Shape) -> Shape:
+    """The memory trace's shape: the model's ``hidden`` (the projection's
+    row length and stride) and head dim, one query and one KV head (a
+    head's 128 rows are the projection's column tile), tokens cut to 128
+    (one whole row tile); one block a launch traced."""
+    d = {**shape.dims, "t": min(shape["t"], GEMM_PROFILE_TILE), "hq": 1, "hkv": 1}
+    return Shape(_label("profile", d), d)
 
 
 def make_inputs(shape: Shape, rng) -> dict:
@@ -248,5 +266,7 @@ PATH = declared_path(
         "decode": DECODE,
         "findings": quant_error,
         "weights": WeightUse((("attn_q", "attn_k", "attn_v"),), on_weights),
+        "profile_shape": profile_shape,
+        "profile_blocks": GEMM_PROFILE_BLOCKS,
     },
 )

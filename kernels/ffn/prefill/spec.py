@@ -53,7 +53,17 @@ import numpy as np
 
 from ...common import bits, int4
 from ...common.model_weights import ModelTensor, WeightMismatch, WeightUse
-from ...common.path import KernelPath, Shape, Tolerance, Traffic, Variant, check_preset, declared_path
+from ...common.path import (
+    GEMM_PROFILE_BLOCKS,
+    KernelPath,
+    Shape,
+    Tolerance,
+    Traffic,
+    Variant,
+    check_preset,
+    declared_path,
+    gemm_profile_shape,
+)
 from ...selection.ffn import PREFILL as TABLE
 from . import (
     bf16_v1,
@@ -362,5 +372,11 @@ PATH = declared_path(
     tolerance=TOLERANCES["w4a16"],
     notes="compute-bound at prefill sizes (m = 512, 4096 tokens); the arms trade weight format and "
     "activation precision for tensor-core throughput",
-    extra={"gemm_mnk": lambda s: (s["m"], s["n"], s["k"]), "model_sections": ("ffn",), "weights": WEIGHTS},
+    extra={
+        "gemm_mnk": lambda s: (s["m"], s["n"], s["k"]),
+        "model_sections": ("ffn",),
+        "weights": WEIGHTS,
+        "profile_shape": gemm_profile_shape,
+        "profile_blocks": GEMM_PROFILE_BLOCKS,
+    },
 )

@@ -12,7 +12,15 @@ import numpy as np
 from ...common import int4
 from ...common.bits import NVFP4_BLOCK
 from ...common.model_weights import ModelTensor, WeightMismatch, WeightUse
-from ...common.path import Shape, Traffic, Variant, check_preset, declared_path
+from ...common.path import (
+    GEMM_PROFILE_BLOCKS,
+    Shape,
+    Traffic,
+    Variant,
+    check_preset,
+    declared_path,
+    gemm_profile_shape,
+)
 from ...ffn.prefill import formats, w4a4, w4a16_default
 from ...ffn.prefill.spec import TOLERANCES as FFN_TOLERANCES
 from ...ffn.prefill.spec import activations, weights
@@ -162,5 +170,11 @@ PATH = declared_path(
     tolerance=FFN_TOLERANCES["w4a16"],
     notes="compute-bound at prefill sizes (512 and 4096 tokens); W4A4 trades activation precision "
     "(NVFP4, ~10 % error against the unquantised product) for FP4 weights' bytes",
-    extra={"gemm_mnk": lambda s: (s["m"], s["n"], s["k"]), "model_sections": MODEL_SECTIONS, "weights": WEIGHTS},
+    extra={
+        "gemm_mnk": lambda s: (s["m"], s["n"], s["k"]),
+        "model_sections": MODEL_SECTIONS,
+        "weights": WEIGHTS,
+        "profile_shape": gemm_profile_shape,
+        "profile_blocks": GEMM_PROFILE_BLOCKS,
+    },
 )

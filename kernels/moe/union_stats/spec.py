@@ -21,6 +21,13 @@ def union_shapes(preset: str, model) -> list[Shape]:
     return [F.shape_of(dict(rows=r, experts=dims["experts"], top_k=dims["top_k"])) for r in (*decode, *prefill)]
 
 
+def union_profile_shape(shape: Shape) -> Shape:
+    """The memory trace's shape: the model's experts (each row's logits,
+    their length and stride) and ``k``, four rows (four top-k blocks)."""
+    d = {**shape.dims, "rows": 4}
+    return Shape(f"profile rows{d['rows']} e{d['experts']} k{d['top_k']}", d)
+
+
 def union_inputs(shape: Shape, rng: np.random.Generator) -> dict:
     """Router logits (FP32), spread about 2."""
     return {"logits": (rng.standard_normal((shape["rows"], shape["experts"])) * 2).astype(np.float32)}
@@ -91,5 +98,5 @@ PATH = declared_path(
     tolerance=UNION_TOLERANCE,
     bind=union_bind,
     notes="the counting kernel's cost is the diagnostic's: on against off at the same shape",
-    extra={"align": union_align, "model_sections": ("moe",)},
+    extra={"align": union_align, "model_sections": ("moe",), "profile_shape": union_profile_shape},
 )

@@ -12,7 +12,7 @@ import numpy as np
 from ...common import weight_fit as fit
 from ...common.int4 import packed_bytes
 from ...common.model_weights import WeightUse
-from ...common.path import KernelPath, Shape, Traffic, Variant, check_preset
+from ...common.path import GEMM_PROFILE_BLOCKS, KernelPath, Shape, Traffic, Variant, check_preset, gemm_profile_shape
 from ...selection.w4a16 import GEMM as TABLE
 from .. import naive
 from ..family import DEFAULT_GEMM_ROWS, args, declare, ffn_sizes, fp16_normal, mk, w4
@@ -112,5 +112,7 @@ PATH = declare(
     extra={
         "gemm_mnk": lambda s: (s["m"], s["n"], s["k"]),
         "weights": WeightUse((("ffn_gate",), ("ffn_up",), ("ffn_down",)), gemm_on_weights),
+        "profile_shape": gemm_profile_shape,
+        "profile_blocks": GEMM_PROFILE_BLOCKS,
     },
 )
