@@ -32,7 +32,7 @@ from numba import cuda, float32, int32, uint32
 from .. import bits, cvt, unroll, vload
 from .. import wgmma as wg
 from ..launch import device_inline
-from ..wgmma_gemm import chunk_stager
+from ..wgmma_gemm import _as_fetched, _words4, chunk_stager, no_window, no_window_of
 
 KIND = "nvfp4_s8x"
 Q4K = "q4k_s8"
@@ -72,6 +72,15 @@ def stager(threads: int, kind: str = KIND, drop_odd: bool = False):
 
 
 def _nvfp4_stager(threads: int, kind: str = KIND, drop_odd: bool = False):
+    """A stage's chunks of 16 staged bytes, each the 8 doubled values of
+    half a block's codes or a block's zero half. Along K (the weights'
+    tile, ``pipeline``'s B) a lane's 16-byte load brings two blocks' 32
+    codes, four chunks (two of values, two zero halves), and the two
+    lanes of a row read its 32 bytes of a stage, one whole sector, where a
+    chunk of values was two 32-bit loads (a quarter of each sector used at
+    the model's rows); rows not whole 16-byte units take the words one a
+    load."""
+
     @device_inline
     def fetch(src, bsc, gr, gk, ok):  # gk: the chunk's first staged byte; its block: 32 staged bytes each
         b = gk >> 5
@@ -89,7 +98,22 @@ def _nvfp4_stager(threads: int, kind: str = KIND, drop_odd: bool = False):
         w0, w1 = raw
         return _quad(w0, 0), _quad(w0, 4), _quad(w1, 0), _quad(w1, 4)
 
-    return chunk_stager(threads, 16, fetch, convert)
+    @device_inline
+    def fetch16(src, bsc, gr, gk, ok, vec, win, k):  # gk: a multiple of 64 staged bytes, blocks gk / 32 and next
+        return _words4(src, gr, gk >> 4, ok, vec)
+
+    @device_inline
+    def convert_j(raw, gk, j):  # chunk j of the four: block (j // 2), values (j even) or its zero half
+        w0, w1, w2, w3 = raw
+        z = uint32(0)
+        if j == 0:
+            return _quad(w0, 0), _quad(w0, 4), _quad(w1, 0), _quad(w1, 4)
+        if j == 2 and not drop_odd:  # the odd block (a dropped block in the tests' broken kernel)
+            return _quad(w2, 0), _quad(w2, 4), _quad(w3, 0), _quad(w3, 4)
+        return z, z, z, z
+
+    wide = (4, fetch16, convert_j, no_window_of, _as_fetched, no_window)
+    return chunk_stager(threads, 16, fetch, convert, wide)
 
 
 def _side_stager(fetch_one, put_one, slots):

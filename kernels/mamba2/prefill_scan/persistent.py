@@ -17,8 +17,17 @@ shuffle reduction::
 
 The grid is sized to the resident blocks (132 SMs x 4), and each block
 loops over work items (persistent), loading the state once, walking every
-token, and storing it once. At Nemotron-H's shape (``P = 64``, ``N =
-128``): ``W = 32``, ``NPL = 4``, 8 rows per 256-thread block, 1024 items.
+token, and storing it once.
+
+Where ``N / 8`` is a power of two of at most 32 lanes (Nemotron-H's 128:
+``W = 16``) and the arrays are C-contiguous, a lane holds 8 consecutive
+elements instead, ``n = 8 l .. 8 l + 7``: a token's ``B`` and ``C`` are
+one 16-byte load each a lane (a group reads its whole 256-byte rows in
+whole sectors, where the strided layout read them 2 bytes a lane, four
+loads each), and the state is loaded and stored 16 bytes at a time (two
+``ld_f32x4`` and ``st_f32x4`` a lane), element by element where the
+arrays do not start on 16 bytes. At ``P = 64``, ``N = 128``: 16 rows per
+256-thread block, 4 blocks of rows a head.
 """
 
 from __future__ import annotations
@@ -28,7 +37,9 @@ from functools import lru_cache
 
 from numba import cuda, float32
 
+from ...common import cvt, vload
 from ...common import launch as L
+from ...common.launch import device_inline
 from ._device import group_of, step_dt
 
 NAME = "persistent"
@@ -37,10 +48,24 @@ ARGS = ("y", "state", "x", "dt_raw", "dt_bias", "A", "B", "C", "D")
 MAX_THREADS = 256
 RESIDENT_BLOCKS = 132 * 4
 FULL = 0xFFFFFFFF
+WIDE = 8  # a lane's consecutive elements in the 16-byte layout: one 16-byte load of B's and of C's fp16
+FAULTS = ("half_store",)  # tests only: the 16-byte layout stores the first four of each lane's eight
 
 
-def lane_layout(n: int) -> tuple[int, int]:
-    """``(W, NPL)``: lanes per row and state elements per lane."""
+def wide_fits(n: int) -> bool:
+    """Whether a row of ``n`` splits into lanes of :data:`WIDE` consecutive
+    elements, a power of two of them, at most a warp."""
+    w = n // WIDE
+    return n % WIDE == 0 and 1 <= w <= 32 and w & (w - 1) == 0
+
+
+def lane_layout(n: int, wide: bool = False) -> tuple[int, int]:
+    """``(W, NPL)``: lanes per row and state elements per lane (``wide``:
+    the 16-byte layout, :func:`wide_fits`)."""
+    if wide:
+        if not wide_fits(n):
+            raise ValueError(f"state size {n}: not a power of two of lanes of {WIDE}")
+        return n // WIDE, WIDE
     npl = max(4, -(-n // 32))
     w = 1
     while w * npl < n:
@@ -50,15 +75,83 @@ def lane_layout(n: int) -> tuple[int, int]:
     return w, npl
 
 
+@device_inline
+def _eight_f16(a, t, g, n0, vec):
+    """``a[t, g, n0 .. n0 + 7]`` (fp16) as float32: one 16-byte load where
+    ``vec``, else one element a load."""
+    if vec:
+        return cvt.f16x8_to_f32(vload.ldg_v4(a, (t * a.shape[1] + g) * a.shape[2] + n0))
+    return (
+        float32(a[t, g, n0]),
+        float32(a[t, g, n0 + 1]),
+        float32(a[t, g, n0 + 2]),
+        float32(a[t, g, n0 + 3]),
+        float32(a[t, g, n0 + 4]),
+        float32(a[t, g, n0 + 5]),
+        float32(a[t, g, n0 + 6]),
+        float32(a[t, g, n0 + 7]),
+    )
+
+
+@device_inline
+def _load_eight(state, h, r, n0, live, vec):
+    """``state[h, r, n0 .. n0 + 7]``: two coherent 16-byte loads where
+    ``vec`` (the kernel writes the state), zeros for a lane past the rows."""
+    z = float32(0.0)
+    if not live:
+        return z, z, z, z, z, z, z, z
+    if vec:
+        at = (h * state.shape[1] + r) * state.shape[2] + n0
+        s0, s1, s2, s3 = vload.ld_f32x4(state, at)
+        s4, s5, s6, s7 = vload.ld_f32x4(state, at + 4)
+        return s0, s1, s2, s3, s4, s5, s6, s7
+    return (
+        state[h, r, n0],
+        state[h, r, n0 + 1],
+        state[h, r, n0 + 2],
+        state[h, r, n0 + 3],
+        state[h, r, n0 + 4],
+        state[h, r, n0 + 5],
+        state[h, r, n0 + 6],
+        state[h, r, n0 + 7],
+    )
+
+
+@device_inline
+def _step_eight(s, b, c, decay, dx):
+    """A token's update of a lane's eight states and their part of ``y``."""
+    s0, s1, s2, s3, s4, s5, s6, s7 = s
+    b0, b1, b2, b3, b4, b5, b6, b7 = b
+    c0, c1, c2, c3, c4, c5, c6, c7 = c
+    s0 = decay * s0 + dx * b0
+    s1 = decay * s1 + dx * b1
+    s2 = decay * s2 + dx * b2
+    s3 = decay * s3 + dx * b3
+    s4 = decay * s4 + dx * b4
+    s5 = decay * s5 + dx * b5
+    s6 = decay * s6 + dx * b6
+    s7 = decay * s7 + dx * b7
+    part = ((s0 * c0 + s1 * c1) + (s2 * c2 + s3 * c3)) + ((s4 * c4 + s5 * c5) + (s6 * c6 + s7 * c7))
+    return (s0, s1, s2, s3, s4, s5, s6, s7), part
+
+
 @lru_cache(maxsize=None)
-def make_scan(P: int, N: int, HPG: int, THREADS: int, DECAY_SCALE: float = 1.0):
+def make_scan(P: int, N: int, HPG: int, THREADS: int, DECAY_SCALE: float = 1.0, wide: bool = False, fault: str = ""):
     """The kernel for head dim ``P``, state ``N``, ``HPG`` heads per group
-    and ``THREADS`` threads per block. ``DECAY_SCALE`` (tests only) scales
-    the log-decay: anything but 1 is a wrong decay."""
+    and ``THREADS`` threads per block; ``wide``: the 16-byte layout (the
+    module's docstring; C-contiguous arrays). ``DECAY_SCALE`` and
+    ``fault`` (tests only): a log-decay scaled by anything but 1 is a wrong
+    decay; ``"half_store"`` (:data:`FAULTS`) stores only the first four of
+    a lane's eight states."""
+    if fault and fault not in FAULTS:
+        raise ValueError(f"unknown fault {fault!r}")
     SC = float32(DECAY_SCALE)
-    W, NPL = lane_layout(N)
+    W, NPL = lane_layout(N, wide)
     ROWS = THREADS // W
     L.check_block(THREADS, warps=True)
+    HALF = fault == "half_store"
+    if wide:
+        return _make_wide(P, N, HPG, W, ROWS, SC, HALF)
 
     @cuda.jit
     def scan_persistent(y, state, x, dt_raw, dt_bias, A, B, C, D):
@@ -105,20 +198,88 @@ def make_scan(P: int, N: int, HPG: int, THREADS: int, DECAY_SCALE: float = 1.0):
     return scan_persistent
 
 
-def threads_for(p: int, n: int) -> int:
-    w, _ = lane_layout(n)
+def _make_wide(P: int, N: int, HPG: int, W: int, ROWS: int, SC, HALF: bool):
+    """The 16-byte layout's kernel: lane ``l`` of a row's group holds
+    ``S[r, 8 l .. 8 l + 7]`` (the module's docstring)."""
+
+    @cuda.jit
+    def scan_persistent_wide(y, state, x, dt_raw, dt_bias, A, B, C, D):
+        t_len, h_len, _ = x.shape
+        tid = cuda.threadIdx.x
+        lane = tid % W
+        grp_row = tid // W
+        n0 = lane * WIDE
+        vec = vload.aligned16(state) and vload.aligned16(B) and vload.aligned16(C)  # the same in every thread
+        row_blocks = (P + ROWS - 1) // ROWS
+        item = cuda.blockIdx.x
+        while item < h_len * row_blocks:  # block-uniform
+            h = item // row_blocks
+            r = (item - h * row_blocks) * ROWS + grp_row
+            live = r < P
+            g = h // HPG
+            s = _load_eight(state, h, r, n0, live, vec)
+            a_h = A[h]
+            d_h = D[h]
+            for t in range(t_len):
+                dt = step_dt(dt_raw, dt_bias, t, h)
+                decay = math.exp(SC * dt * a_h)
+                xv = float32(x[t, h, r]) if live else float32(0.0)
+                b = _eight_f16(B, t, g, n0, vec)  # every lane: the token's rows, whole sectors
+                c = _eight_f16(C, t, g, n0, vec)
+                s, part = _step_eight(s, b, c, decay, dt * xv)
+                off = W // 2
+                while off > 0:
+                    part += cuda.shfl_xor_sync(FULL, part, off)
+                    off //= 2
+                if live and lane == 0:
+                    y[t, h, r] = part + d_h * xv
+            if live:
+                s0, s1, s2, s3, s4, s5, s6, s7 = s
+                if vec:
+                    at = (h * state.shape[1] + r) * state.shape[2] + n0
+                    vload.st_f32x4(state, at, s0, s1, s2, s3)
+                    if not HALF:
+                        vload.st_f32x4(state, at + 4, s4, s5, s6, s7)
+                else:
+                    state[h, r, n0] = s0
+                    state[h, r, n0 + 1] = s1
+                    state[h, r, n0 + 2] = s2
+                    state[h, r, n0 + 3] = s3
+                    if not HALF:
+                        state[h, r, n0 + 4] = s4
+                        state[h, r, n0 + 5] = s5
+                        state[h, r, n0 + 6] = s6
+                        state[h, r, n0 + 7] = s7
+            item += cuda.gridDim.x
+
+    return scan_persistent_wide
+
+
+def threads_for(p: int, n: int, wide: bool = False) -> int:
+    w, _ = lane_layout(n, wide)
     return min(MAX_THREADS, max(L.WARP_SIZE, -(-p * w // L.WARP_SIZE) * L.WARP_SIZE))
 
 
 def build(shape, **cfg):
+    """The launch at ``shape``: the 16-byte layout's kernel where the state
+    size allows it (:func:`wide_fits`) and the call's ``state``, ``B`` and
+    ``C`` are C-contiguous, else the strided layout's."""
     h, p, n, g = shape["h"], shape["p"], shape["n"], shape["g"]
-    threads = threads_for(p, n)
-    kern = make_scan(p, n, group_of(h, g), threads, **cfg)
-    rows = threads // lane_layout(n)[0]
-    grid = L.check_grid(min(h * -(-p // rows), RESIDENT_BLOCKS))
-    L.check_block(threads, warps=True)
+
+    def config(wide: bool):
+        threads = threads_for(p, n, wide)
+        kern = make_scan(p, n, group_of(h, g), threads, wide=wide, **cfg)
+        rows = threads // lane_layout(n, wide)[0]
+        L.check_block(threads, warps=True)
+        return kern, L.check_grid(min(h * -(-p // rows), RESIDENT_BLOCKS)), threads
+
+    narrow = config(False)
+    wide = config(True) if wide_fits(n) else None
 
     def launch(bufs):
-        kern[grid, threads](*[bufs[a] for a in ARGS])
+        args = [bufs[a] for a in ARGS]
+        use = wide if wide and all(vload.c_contiguous(bufs[a]) for a in ("state", "B", "C")) else narrow
+        kern, grid, threads = use
+        kern[grid, threads](*args)
 
     return launch

@@ -221,6 +221,49 @@ def test_an_nvfp4_mmq_that_drops_blocks_or_misapplies_block_scales_fails_its_ari
         assert not fig.passed, fig
 
 
+@pytest.mark.sim
+def test_the_nvfp4_mmq_weights_word_by_word_where_rows_are_not_16_byte_units_or_start_off_them():
+    """The weights' stage comes 32 codes a 16-byte load where the rows are
+    whole 16-byte units from a 16-byte start; K 48 (rows of 24 bytes: three
+    blocks, the last load's second block past the row) and weights a word
+    past 16 bytes take the words one a load, and both match the exact
+    integer reference."""
+    from numba import cuda
+
+    from leverctl.bench.check import check
+    from leverctl_kernels.common import vload
+    from leverctl_kernels.common.path import Shape
+    from leverctl_kernels.ffn.prefill import nvfp4_mmq
+
+    shape = Shape("down m5 n11 k48", dict(m=5, n=11, k=48, down=1))
+    fig, c, inputs, _ = _run("nvfp4_mmq", shape)
+    assert fig.passed, fig
+    assert _within(c, _exact("nvfp4_mmq", inputs), EXACT)[0]
+
+    shape = Shape("down m5 n11 k128", dict(m=5, n=11, k=128, down=1))
+    path = _path()
+    inputs = path.make_inputs(shape, np.random.default_rng(23))
+    launch = nvfp4_mmq.build(shape)
+    w = inputs["w_fp4"]
+    buf = cuda.to_device(np.concatenate([np.zeros(4, np.uint8), w.reshape(-1)]))
+    off = buf[4:].reshape(w.shape)  # a device view 4 bytes past 16: the word loads
+    assert off.is_c_contiguous() and not vload.aligned16(off)
+    bufs, fig = check(path, "nvfp4_mmq", shape, _with_weights(launch, off), inputs, cuda)
+    assert fig.passed, fig
+    assert _within(bufs["c"].copy_to_host(), _exact("nvfp4_mmq", inputs), EXACT)[0]
+
+
+def _with_weights(launch, w_dev):
+    """``launch`` reading its NVFP4 codes from ``w_dev`` (a device array
+    of the same bytes) instead of the staged input."""
+
+    def run(bufs):
+        launch({**bufs, "w_fp4": w_dev})
+
+    run.workspace = launch.workspace
+    return run
+
+
 def test_doubled_e2m1_codes_are_the_exact_small_integers_ml_dtypes_decodes():
     import ml_dtypes
 

@@ -138,8 +138,9 @@ def test_ffn_prefill_kernels_compile_for_sm90_in_fp32(compiled):
     assert "cvt.rn.satfinite.e4m3x2.f32" in Path(compiled["kernels"]["rowquant_e4m3"]["ptx"]).read_text()
     wide = ("rowquant_int8_wide", "rowquant_e4m3_wide", "q8_blocks_wide")
     # q4k_mmq: a Q4_K stage's 4-bit values and each super-block's 16-byte header (d, dmin, the
-    # 12 scale bytes) 16 bytes a load, where the byte loads of the header were seven
-    for name in ("nvfp4_row_amax", "nvfp4_encode", "q4k_mmq", *wide):
+    # 12 scale bytes) 16 bytes a load, where the byte loads of the header were seven; nvfp4_mmq:
+    # the weights' stage 32 codes a lane's 16-byte load, where a chunk was two 32-bit loads
+    for name in ("nvfp4_row_amax", "nvfp4_encode", "q4k_mmq", "nvfp4_mmq", *wide):
         assert "ld.global.nc.v4.u32" in Path(compiled["kernels"][name]["ptx"]).read_text(), name  # 16 bytes a lane
     for name in wide:  # and a lane's eight codes one 8-byte store
         assert "st.global.u64" in Path(compiled["kernels"][name]["ptx"]).read_text(), name

@@ -139,6 +139,45 @@ def test_past_the_ssd_fit_the_variants_chosen_there_pass_at_an_odd_state_size(va
 
 
 @pytest.mark.sim
+def test_the_persistent_scans_16_byte_layout_passes_unaligned_too_and_a_half_store_fails():
+    """State 16 (two lanes of 8 a row): the 16-byte layout's kernel passes
+    the check on aligned arrays and on arrays a float past 16 bytes (the
+    element loads of the same layout); a kernel that stores only the first
+    four of each lane's eight states fails it; a state of 200 keeps the
+    strided layout (tested above)."""
+    from numba import cuda
+
+    from leverctl_kernels.mamba2.prefill_scan import persistent
+
+    assert persistent.wide_fits(16) and persistent.wide_fits(128) and not persistent.wide_fits(200)
+    assert persistent.lane_layout(128, True) == (16, 8) and persistent.lane_layout(128) == (32, 4)
+    shape = Shape("eights", dict(t=9, h=2, p=5, n=16, g=1, chunk=4))
+    inputs = _scan().make_inputs(shape, np.random.default_rng(19))
+    fig, _ = _check(_scan(), "persistent", shape, inputs, persistent.build(shape))
+    assert fig.passed, fig
+
+    def off16(a):  # a device view one element past 16 bytes
+        flat = cuda.to_device(np.concatenate([np.zeros(8 // a.itemsize, a.dtype), a.reshape(-1)]))
+        return flat[8 // a.itemsize :].reshape(a.shape)
+
+    threads = persistent.threads_for(5, 16, True)
+    kern = persistent.make_scan(5, 16, 2, threads, wide=True)
+    ref = _scan().reference(shape, inputs)
+    bufs = {k: cuda.to_device(np.ascontiguousarray(v)) for k, v in inputs.items()}
+    for name in ("state", "B", "C"):
+        bufs[name] = off16(np.ascontiguousarray(inputs[name]))
+    bufs["y"] = cuda.to_device(np.zeros(inputs["x"].shape, np.float32))
+    kern[2, threads](*[bufs[a] for a in persistent.ARGS])
+    for name in ("y", "state"):
+        got = bufs[name].copy_to_host().astype(np.float64)
+        assert np.abs(got - ref[name]).max() <= 1e-4 * np.abs(ref[name]).max(), name
+
+    broken = persistent.build(shape, fault="half_store")
+    fig, _ = _check(_scan(), "persistent", shape, inputs, broken)
+    assert not fig.passed and fig.worst == "state", fig
+
+
+@pytest.mark.sim
 def test_the_sequential_scan_by_eights_gives_the_element_loops_bits_and_a_half_store_fails():
     """State 16 (whole eights): a thread's row 8 states a step, two 16-byte
     loads and stores of the state and one of B's and C's 8 values, summed

@@ -46,6 +46,12 @@ def jobs():
             scan,
             persistent.threads_for(P, N),
         ),
+        (
+            "scan_persistent_wide",
+            persistent.make_scan(P, N, HPG, persistent.threads_for(P, N, True), wide=True),
+            scan,
+            persistent.threads_for(P, N, True),
+        ),
         ("scan_sequential", sequential.make_scan(HPG), scan, sequential.MAX_THREADS),
         # the element kernel, for arrays that are not C-contiguous: no 16-byte load to type
         ("scan_sequential_strided", sequential.make_scan(HPG, wide=False), strided, sequential.MAX_THREADS),
@@ -53,7 +59,7 @@ def jobs():
 
 
 def test_every_mamba2_kernel_compiles_for_sm90_in_fp32(compiled):
-    assert len(compiled["kernels"]) == 7
+    assert len(compiled["kernels"]) == 8
     check_ptx(compiled, fp64=False)
     for name, rec in compiled["kernels"].items():
         ptx = Path(rec["ptx"]).read_text()
@@ -69,6 +75,9 @@ def test_every_mamba2_kernel_compiles_for_sm90_in_fp32(compiled):
     # the token's B and C 8 values a load
     seq = Path(compiled["kernels"]["scan_sequential"]["ptx"]).read_text()
     assert "ld.global.v4.f32" in seq and "st.global.v4.f32" in seq and "ld.global.nc.v4.u32" in seq
+    # the persistent scan's 16-byte layout: the state in and out 16 bytes at a time, B and C 8 values a load
+    wide = Path(compiled["kernels"]["scan_persistent_wide"]["ptx"]).read_text()
+    assert "ld.global.v4.f32" in wide and "st.global.v4.f32" in wide and "ld.global.nc.v4.u32" in wide
 
 
 def test_ptxas_accepts_them_without_spills_or_local_memory(compiled):
