@@ -24,9 +24,11 @@ Where ``N / 8`` is a power of two of at most 32 lanes (Nemotron-H's 128:
 elements instead, ``n = 8 l .. 8 l + 7``: a token's ``B`` and ``C`` are
 one 16-byte load each a lane (a group reads its whole 256-byte rows in
 whole sectors, where the strided layout read them 2 bytes a lane, four
-loads each), and the state is loaded and stored 16 bytes at a time (two
-``ld_f32x4`` and ``st_f32x4`` a lane), element by element where the
-arrays do not start on 16 bytes. At ``P = 64``, ``N = 128``: 16 rows per
+loads each), and the state is loaded and stored 16 bytes at a time: the
+group reads its row as quads ``l`` and ``l + W`` (whole sectors across
+the group) and lane ``l`` takes quads ``2 l`` and ``2 l + 1`` from their
+holders by shuffles, once a work item (the stores the reverse); element
+by element where the arrays do not start on 16 bytes. At ``P = 64``, ``N = 128``: 16 rows per
 256-thread block, 4 blocks of rows a head.
 """
 
@@ -49,7 +51,7 @@ MAX_THREADS = 256
 RESIDENT_BLOCKS = 132 * 4
 FULL = 0xFFFFFFFF
 WIDE = 8  # a lane's consecutive elements in the 16-byte layout: one 16-byte load of B's and of C's fp16
-FAULTS = ("half_store",)  # tests only: the 16-byte layout stores the first four of each lane's eight
+FAULTS = ("half_store",)  # tests only: the 16-byte layout stores half of each row
 
 
 def wide_fits(n: int) -> bool:
@@ -94,17 +96,12 @@ def _eight_f16(a, t, g, n0, vec):
 
 
 @device_inline
-def _load_eight(state, h, r, n0, live, vec):
-    """``state[h, r, n0 .. n0 + 7]``: two coherent 16-byte loads where
-    ``vec`` (the kernel writes the state), zeros for a lane past the rows."""
+def _load_elements(state, h, r, n0, live):
+    """``state[h, r, n0 .. n0 + 7]`` element by element (the arrays off 16
+    bytes), zeros for a lane past the rows."""
     z = float32(0.0)
     if not live:
         return z, z, z, z, z, z, z, z
-    if vec:
-        at = (h * state.shape[1] + r) * state.shape[2] + n0
-        s0, s1, s2, s3 = vload.ld_f32x4(state, at)
-        s4, s5, s6, s7 = vload.ld_f32x4(state, at + 4)
-        return s0, s1, s2, s3, s4, s5, s6, s7
     return (
         state[h, r, n0],
         state[h, r, n0 + 1],
@@ -114,6 +111,18 @@ def _load_eight(state, h, r, n0, live, vec):
         state[h, r, n0 + 5],
         state[h, r, n0 + 6],
         state[h, r, n0 + 7],
+    )
+
+
+@device_inline
+def _from(q, src):
+    """Lane ``src``'s four floats ``q`` (every lane of the warp calls it)."""
+    a, b, c, d = q
+    return (
+        cuda.shfl_sync(FULL, a, src),
+        cuda.shfl_sync(FULL, b, src),
+        cuda.shfl_sync(FULL, c, src),
+        cuda.shfl_sync(FULL, d, src),
     )
 
 
@@ -141,8 +150,8 @@ def make_scan(P: int, N: int, HPG: int, THREADS: int, DECAY_SCALE: float = 1.0, 
     and ``THREADS`` threads per block; ``wide``: the 16-byte layout (the
     module's docstring; C-contiguous arrays). ``DECAY_SCALE`` and
     ``fault`` (tests only): a log-decay scaled by anything but 1 is a wrong
-    decay; ``"half_store"`` (:data:`FAULTS`) stores only the first four of
-    a lane's eight states."""
+    decay; ``"half_store"`` (:data:`FAULTS`) stores only half of each
+    row of the state."""
     if fault and fault not in FAULTS:
         raise ValueError(f"unknown fault {fault!r}")
     SC = float32(DECAY_SCALE)
@@ -202,6 +211,48 @@ def _make_wide(P: int, N: int, HPG: int, W: int, ROWS: int, SC, HALF: bool):
     """The 16-byte layout's kernel: lane ``l`` of a row's group holds
     ``S[r, 8 l .. 8 l + 7]`` (the module's docstring)."""
 
+    @device_inline
+    def load_row(state, at, lane, base, live):
+        """The lane's 8 states: the group reads its row as quads ``lane``
+        and ``lane + W`` (each load whole sectors across the group), and
+        lane ``l`` takes quads ``2 l`` and ``2 l + 1`` from their holders
+        by shuffles (every lane of the warp, live or not)."""
+        z = float32(0.0)
+        q0 = q1 = (z, z, z, z)
+        if live:
+            q0 = vload.ld_f32x4(state, at + 4 * lane)
+            q1 = vload.ld_f32x4(state, at + 4 * (lane + W))
+        if W == 1:  # the row is the lane's: quads 0 and 1
+            e, o = q0, q1
+        else:
+            upper = 2 * lane >= W  # quads 2l, 2l + 1 are their holders' second (lane + W) ones
+            e0, e1 = _from(q0, base + (2 * lane) % W), _from(q1, base + (2 * lane) % W)
+            o0, o1 = _from(q0, base + (2 * lane + 1) % W), _from(q1, base + (2 * lane + 1) % W)
+            e = e1 if upper else e0
+            o = o1 if upper else o0
+        return e[0], e[1], e[2], e[3], o[0], o[1], o[2], o[3]
+
+    @device_inline
+    def store_row(state, at, lane, base, live, s):
+        """The inverse of :func:`load_row`: lane ``l`` gathers quads ``l``
+        and ``l + W`` (halves of lanes ``l // 2`` and ``(l + W) // 2``) and
+        stores them, whole sectors across the group (``HALF``, tests only:
+        the first of them alone)."""
+        s0, s1, s2, s3, s4, s5, s6, s7 = s
+        lo, hi = (s0, s1, s2, s3), (s4, s5, s6, s7)
+        if W == 1:
+            q0, q1 = lo, hi
+        else:
+            odd = lane % 2 == 1
+            a0, a1 = _from(lo, base + lane // 2), _from(hi, base + lane // 2)
+            b0, b1 = _from(lo, base + (lane + W) // 2), _from(hi, base + (lane + W) // 2)
+            q0 = a1 if odd else a0
+            q1 = b1 if odd else b0
+        if live:
+            vload.st_f32x4(state, at + 4 * lane, q0[0], q0[1], q0[2], q0[3])
+            if not HALF:
+                vload.st_f32x4(state, at + 4 * (lane + W), q1[0], q1[1], q1[2], q1[3])
+
     @cuda.jit
     def scan_persistent_wide(y, state, x, dt_raw, dt_bias, A, B, C, D):
         t_len, h_len, _ = x.shape
@@ -209,6 +260,7 @@ def _make_wide(P: int, N: int, HPG: int, W: int, ROWS: int, SC, HALF: bool):
         lane = tid % W
         grp_row = tid // W
         n0 = lane * WIDE
+        base = (tid % 32) - lane  # the group's first lane in the warp
         vec = vload.aligned16(state) and vload.aligned16(B) and vload.aligned16(C)  # the same in every thread
         row_blocks = (P + ROWS - 1) // ROWS
         item = cuda.blockIdx.x
@@ -217,7 +269,11 @@ def _make_wide(P: int, N: int, HPG: int, W: int, ROWS: int, SC, HALF: bool):
             r = (item - h * row_blocks) * ROWS + grp_row
             live = r < P
             g = h // HPG
-            s = _load_eight(state, h, r, n0, live, vec)
+            at = (h * state.shape[1] + r) * state.shape[2]  # the row, flat (read only where live)
+            if vec:
+                s = load_row(state, at, lane, base, live)
+            else:
+                s = _load_elements(state, h, r, n0, live)
             a_h = A[h]
             d_h = D[h]
             for t in range(t_len):
@@ -233,23 +289,19 @@ def _make_wide(P: int, N: int, HPG: int, W: int, ROWS: int, SC, HALF: bool):
                     off //= 2
                 if live and lane == 0:
                     y[t, h, r] = part + d_h * xv
-            if live:
+            if vec:
+                store_row(state, at, lane, base, live, s)
+            elif live:
                 s0, s1, s2, s3, s4, s5, s6, s7 = s
-                if vec:
-                    at = (h * state.shape[1] + r) * state.shape[2] + n0
-                    vload.st_f32x4(state, at, s0, s1, s2, s3)
-                    if not HALF:
-                        vload.st_f32x4(state, at + 4, s4, s5, s6, s7)
-                else:
-                    state[h, r, n0] = s0
-                    state[h, r, n0 + 1] = s1
-                    state[h, r, n0 + 2] = s2
-                    state[h, r, n0 + 3] = s3
-                    if not HALF:
-                        state[h, r, n0 + 4] = s4
-                        state[h, r, n0 + 5] = s5
-                        state[h, r, n0 + 6] = s6
-                        state[h, r, n0 + 7] = s7
+                state[h, r, n0] = s0
+                state[h, r, n0 + 1] = s1
+                state[h, r, n0 + 2] = s2
+                state[h, r, n0 + 3] = s3
+                if not HALF:
+                    state[h, r, n0 + 4] = s4
+                    state[h, r, n0 + 5] = s5
+                    state[h, r, n0 + 6] = s6
+                    state[h, r, n0 + 7] = s7
             item += cuda.gridDim.x
 
     return scan_persistent_wide

@@ -142,9 +142,10 @@ def test_past_the_ssd_fit_the_variants_chosen_there_pass_at_an_odd_state_size(va
 def test_the_persistent_scans_16_byte_layout_passes_unaligned_too_and_a_half_store_fails():
     """State 16 (two lanes of 8 a row): the 16-byte layout's kernel passes
     the check on aligned arrays and on arrays a float past 16 bytes (the
-    element loads of the same layout); a kernel that stores only the first
-    four of each lane's eight states fails it; a state of 200 keeps the
-    strided layout (tested above)."""
+    element loads of the same layout), and at state 8 (one lane a row, no
+    exchange) and 64 (8 lanes); a kernel that stores only half of each
+    row fails it; a state of 200 keeps the strided layout (tested
+    above)."""
     from numba import cuda
 
     from leverctl_kernels.mamba2.prefill_scan import persistent
@@ -171,6 +172,11 @@ def test_the_persistent_scans_16_byte_layout_passes_unaligned_too_and_a_half_sto
     for name in ("y", "state"):
         got = bufs[name].copy_to_host().astype(np.float64)
         assert np.abs(got - ref[name]).max() <= 1e-4 * np.abs(ref[name]).max(), name
+
+    for n in (8, 64):
+        other = Shape(f"n{n}", dict(t=5, h=2, p=3, n=n, g=1, chunk=4))
+        fig, _ = _check(_scan(), "persistent", other, _scan().make_inputs(other, np.random.default_rng(n)))
+        assert fig.passed, (n, fig)
 
     broken = persistent.build(shape, fault="half_store")
     fig, _ = _check(_scan(), "persistent", shape, inputs, broken)
