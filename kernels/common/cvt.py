@@ -14,6 +14,7 @@ hi)``
                          ``cvt.f32.f16``                            float32)
 ``f16x2_to_f32x2(w)``    ``mov.b32`` to two halves, two             (float32,
                          ``cvt.f32.f16``                            float32)
+``f32_bits(x)``          none: the register read as a word          uint32
 =======================  =========================================  ==========
 
 Pairs are in memory order: ``lo`` is the element at the lower address, the
@@ -90,6 +91,7 @@ __all__ = [
     "bf16x2_to_f32x2",
     "bf16x8_to_f32",
     "e4m3x2_to_f32x2",
+    "f32_bits",
     "f32_to_bf16",
     "f32x2_to_bf16x2",
     "f32x2_to_e4m3x2",
@@ -130,6 +132,11 @@ if SIMULATED:
         with np.errstate(over="ignore"):  # overflow to inf is the conversion's rule, not an accident
             h = np.where(np.isnan(x), np.uint16(F16_NAN), x.astype(np.float16).view(np.uint16))
         return np.uint32(int(h[0]) | (int(h[1]) << 16))
+
+    @device_inline
+    def f32_bits(x):
+        """The bits of float32 ``x`` as a uint32 (a 16-byte store's word)."""
+        return np.float32(x).view(np.uint32)
 
     @device_inline
     def f32x2_to_e4m3x2(lo, hi):
@@ -199,6 +206,16 @@ else:
         return types.uint32(lo, hi), codegen
 
     @intrinsic
+    def _f32_bits(typingctx, x):
+        if not isinstance(x, (types.Float, types.Integer)):
+            return None
+
+        def codegen(context, builder, sig, args):
+            return builder.bitcast(_f32(context, builder, x, args[0]), _I32)
+
+        return types.uint32(x), codegen
+
+    @intrinsic
     def _bf16_to_f32_shift(typingctx, b):
         if not isinstance(b, types.Integer):
             return None
@@ -256,6 +273,7 @@ else:
         return _two_f32(w, 32, text, "r")
 
     f16x2_to_f32x2 = _cvt_f16x2_f32x2
+    f32_bits = _f32_bits
     f32_to_bf16 = _cvt_rn_bf16_f32
     f32x2_to_bf16x2 = _cvt_rn_bf16x2_f32
     bf16_to_f32 = _bf16_to_f32_shift

@@ -9,15 +9,21 @@ from ``@cuda.jit`` kernels, with an exact simulator twin.
                                   # 16-byte aligned; of 16-bit elements
                                   # (fp16 activations), arr[i .. i+7] as
                                   # four words, two elements each, the
-                                  # lower-addressed in bits 0-15
+                                  # lower-addressed in bits 0-15; of 8-bit
+                                  # ones (scale bytes), arr[i .. i+15]
     a, b = ldg_v2(arr, i)         # ldg_v4's half: two words, one 8-byte load,
-                                  # 8-byte aligned (a row's few scales)
+                                  # 8-byte aligned (a row's few scales); also
+                                  # of 8-bit elements (E4M3 scale bytes:
+                                  # arr[i .. i+7], the first in bits 0-7)
     a, b, c, d = ld_v4(arr, i)    # ldg_v4's words by a coherent load, for an
                                   # array the kernel also writes (in place)
     stg_v4(arr, i, a, b, c, d)    # the store of ldg_v4's shape: four words to
                                   # arr[i ..] (32-bit elements: four; 16-bit:
                                   # eight), one 16-byte store, 16-byte aligned
     ok = aligned16(arr)           # arr's first element is 16-byte aligned
+    n = elem_bytes(arr)           # arr's element size in bytes, a compile-time
+                                  # constant (``arr.itemsize`` is read from the
+                                  # array at run time, so a branch on it stays)
     a, b, c, d = ld_f32x4(arr, i) # arr[i .. i+3] of a float32 array that the
     st_f32x4(arr, i, a, b, c, d)  # kernel also writes (recurrent state):
                                   # one coherent 16-byte load / store
@@ -73,9 +79,9 @@ VEC_WORDS = 4  # 32-bit words per load
 # ── the CUDA target ──────────────────────────────────────────────────────────
 
 
-def _load_words(name: str, n: int, op: str, volatile: bool):
+def _load_words(name: str, n: int, op: str, volatile: bool, bits: tuple = (16, 32)):
     """An intrinsic ``name(arr, i)``: ``n`` 32-bit words from flat element
-    ``i`` of a C-contiguous array of 16- or 32-bit elements by one ``{op}``
+    ``i`` of a C-contiguous array of elements of ``bits`` bits by one ``{op}``
     of ``n`` words (``op`` ``ld.global.nc``: read-only, free to be
     scheduled; ``ld.global`` with ``volatile``: kept in program order)."""
     from llvmlite import ir
@@ -89,7 +95,7 @@ def _load_words(name: str, n: int, op: str, volatile: bool):
     def load(typingctx, arr, index):
         if not (isinstance(arr, types.Array) and arr.layout == "C" and isinstance(index, types.Integer)):
             return None
-        if not (isinstance(arr.dtype, (types.Integer, types.Float)) and arr.dtype.bitwidth in (16, 32)):
+        if not (isinstance(arr.dtype, (types.Integer, types.Float)) and arr.dtype.bitwidth in bits):
             return None
 
         def codegen(context, builder, signature, args):
@@ -219,7 +225,10 @@ def _stg_v4():
     from numba.cuda.extending import intrinsic
 
     def stg_v4(typingctx, arr, index, a, b, c, d):
-        if not (isinstance(arr, types.Array) and arr.layout == "C" and isinstance(index, types.Integer)):
+        # any layout: an array the type does not say is C-contiguous (a GEMM's
+        # output, which may be a view) takes it behind the caller's run-time
+        # check of its strides; the index counts elements from its first
+        if not (isinstance(arr, types.Array) and isinstance(index, types.Integer)):
             return None
         if not (isinstance(arr.dtype, (types.Integer, types.Float)) and arr.dtype.bitwidth in (16, 32)):
             return None
@@ -262,6 +271,28 @@ def _aligned16():
         return types.boolean(arr), codegen
 
     return intrinsic(aligned16)
+
+
+def _elem_bytes():
+    from llvmlite import ir
+    from numba.cuda import types
+    from numba.cuda.extending import intrinsic
+
+    def elem_bytes(typingctx, arr):
+        if not isinstance(arr, types.Array):
+            return None
+        n = arr.dtype.bitwidth // 8
+
+        def codegen(context, builder, signature, args):
+            return ir.Constant(ir.IntType(64), n)  # a constant: the branches on it fold away
+
+        return types.int64(arr), codegen
+
+    return intrinsic(elem_bytes)
+
+
+def _twin_elem_bytes(arr) -> int:
+    return _numpy(arr).itemsize
 
 
 def c_contiguous(arr) -> bool:
@@ -316,13 +347,14 @@ def _twin_aligned16(arr) -> bool:
     return _alloc_offset(arr) % VEC_BYTES == 0
 
 
-def _twin_words(arr, index: int, what: str) -> int:
-    """Byte offset of ``arr``'s flat element ``index`` (16- or 32-bit
-    elements), after the checks the hardware's fault would make for a
+def _twin_words(arr, index: int, what: str, sizes: tuple = (2, 4)) -> int:
+    """Byte offset of ``arr``'s flat element ``index`` (elements of
+    ``sizes`` bytes), after the checks the hardware's fault would make for a
     16-byte access there."""
     a = _numpy(arr)
-    if a.itemsize not in (2, 4) or not a.flags.c_contiguous:
-        raise TypeError(f"{what} twin: a C-contiguous array of 16- or 32-bit elements, not {a.dtype} {a.strides}")
+    if a.itemsize not in sizes or not a.flags.c_contiguous:
+        bits = ", ".join(str(8 * b) for b in sizes)
+        raise TypeError(f"{what} twin: a C-contiguous array of {bits}-bit elements, not {a.dtype} {a.strides}")
     per = VEC_BYTES // a.itemsize  # elements per load
     start = index * a.itemsize
     if (_alloc_offset(arr) + start) % VEC_BYTES:
@@ -339,7 +371,7 @@ def _words(a, index: int):
 
 def _twin_ldg_v4(arr, index):
     index = int(index)
-    start = _twin_words(arr, index, "ldg_v4")
+    start = _twin_words(arr, index, "ldg_v4", (1, 2, 4))
     a = _numpy(arr)
     hook = simwarp.TRACE_HOOK
     if hook is not None:  # memory tracer: one 16-byte load, as the instruction makes
@@ -350,8 +382,8 @@ def _twin_ldg_v4(arr, index):
 def _twin_ldg_v2(arr, index):
     index = int(index)
     a = _numpy(arr)
-    if a.itemsize not in (2, 4) or not a.flags.c_contiguous:
-        raise TypeError(f"ldg_v2 twin: a C-contiguous array of 16- or 32-bit elements, not {a.dtype} {a.strides}")
+    if a.itemsize not in (1, 2, 4) or not a.flags.c_contiguous:
+        raise TypeError(f"ldg_v2 twin: a C-contiguous array of 8-, 16- or 32-bit elements, not {a.dtype} {a.strides}")
     per = 8 // a.itemsize
     start = index * a.itemsize
     if (_alloc_offset(arr) + start) % 8:
@@ -442,25 +474,27 @@ if config.ENABLE_CUDASIM:
     ld_v4 = _twin_ld_v4
     stg_v4 = _twin_stg_v4
     aligned16 = _twin_aligned16
+    elem_bytes = _twin_elem_bytes
 else:
     ld_f32x4 = _ld_f32x4()
     ldg_f32x4 = _ldg_f32x4()
     st_f32x4 = _st_f32x4()
-    ldg_v4 = _load_words("ldg_v4", 4, "ld.global.nc", False)
-    ldg_v2 = _load_words("ldg_v2", 2, "ld.global.nc", False)
+    ldg_v4 = _load_words("ldg_v4", 4, "ld.global.nc", False, (8, 16, 32))
+    ldg_v2 = _load_words("ldg_v2", 2, "ld.global.nc", False, (8, 16, 32))
     ld_v4 = _load_words("ld_v4", 4, "ld.global", True)
     stg_v4 = _stg_v4()
     aligned16 = _aligned16()
+    elem_bytes = _elem_bytes()
 
 ldg_v4.__doc__ = (
     "``(a, b, c, d) = ldg_v4(arr, i)``: ``arr[i:i+4]`` (flat index of a C-contiguous array of 32-bit "
-    "elements; of 16-bit ones, ``arr[i:i+8]``, two a word) as uint32, one ``ld.global.nc.v4.u32``; "
-    "the address must be 16-byte aligned."
+    "elements; of 16-bit ones, ``arr[i:i+8]``, two a word; of 8-bit ones, ``arr[i:i+16]``, four a word) as "
+    "uint32, one ``ld.global.nc.v4.u32``; the address must be 16-byte aligned."
 )
 ldg_v2.__doc__ = (
     "``(a, b) = ldg_v2(arr, i)``: ``arr[i:i+2]`` (flat index of a C-contiguous array of 32-bit elements; of "
-    "16-bit ones, ``arr[i:i+4]``, two a word) as uint32, one ``ld.global.nc.v2.u32``; the address must be "
-    "8-byte aligned."
+    "16-bit ones, ``arr[i:i+4]``, two a word; of 8-bit ones, ``arr[i:i+8]``, four a word, the first in bits 0-7) "
+    "as uint32, one ``ld.global.nc.v2.u32``; the address must be 8-byte aligned."
 )
 ld_v4.__doc__ = (
     "``(a, b, c, d) = ld_v4(arr, i)``: ``ldg_v4``'s words by one coherent ``ld.global.v4.u32`` (volatile), "

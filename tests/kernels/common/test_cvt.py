@@ -175,8 +175,27 @@ def test_cvt_binds_the_intrinsics_exactly_when_the_simulator_is_off():
         "f32x2_to_e4m3x2",
         "e4m3x2_to_f32x2",
         "f16x2_to_f32x2",
+        "f32_bits",
     ):
         assert isinstance(getattr(C, name), _Intrinsic) != C.SIMULATED, name
+
+
+@cuda.jit
+def _bits_of(x, out):
+    i = cuda.grid(1)
+    if i < x.size:
+        out[i] = C.f32_bits(x[i])
+
+
+@sim
+def test_f32_bits_is_the_float32s_own_bit_pattern():
+    """A float32's bits as a word (a 16-byte store's), every class of value:
+    signed zeros, subnormals, the extremes, infinities and a NaN's payload."""
+    x = np.array([0.0, -0.0, 1.0, -2.5, 1e-45, -1e-40, 3.4028235e38, np.inf, -np.inf, 65504.0, 1 / 3], dtype=np.float32)
+    x = np.r_[x, np.array([0x7FC00001, 0xFFA00000], np.uint32).view(np.float32)]
+    out = cuda.to_device(np.zeros(x.size, np.uint32))
+    _bits_of[1, 32](cuda.to_device(x), out)
+    np.testing.assert_array_equal(out.copy_to_host(), x.view(np.uint32))
 
 
 @sim

@@ -303,10 +303,11 @@ def test_shared_views_are_c_ordered_windows_of_the_dynamic_memory():
 
 
 @cuda.jit
-def _copy_v2(out, src, first):
-    """Lane ``t`` copies the 8 bytes at fp16 element ``first + 4 t`` as two words."""
+def _copy_v2(out, src, first, step):
+    """Lane ``t`` copies the 8 bytes at element ``first + step t`` as two
+    words (``step``: the elements of 8 bytes, 4 fp16 or 8 bytes)."""
     t = cuda.threadIdx.x
-    a, b = vload.ldg_v2(src, first + 4 * t)
+    a, b = vload.ldg_v2(src, first + step * t)
     out[2 * t] = a
     out[2 * t + 1] = b
 
@@ -314,12 +315,12 @@ def _copy_v2(out, src, first):
 def test_the_8_byte_load_returns_two_words_and_refuses_what_would_fault():
     src = (np.arange(4 * 40) * 0.5).astype(np.float16)
     out = np.zeros(2 * 32, np.uint32)
-    _copy_v2[1, 32](out, src, 4)
+    _copy_v2[1, 32](out, src, 4, 4)
     np.testing.assert_array_equal(out, src[4 : 4 + 128].view(np.uint32))
     with pytest.raises(ValueError, match="8-byte aligned"):
-        _copy_v2[1, 1](np.zeros(2, np.uint32), src, 2)  # byte 4
+        _copy_v2[1, 1](np.zeros(2, np.uint32), src, 2, 4)  # byte 4
     with pytest.raises(IndexError, match="outside"):
-        _copy_v2[1, 1](np.zeros(2, np.uint32), src, 4 * 40)
+        _copy_v2[1, 1](np.zeros(2, np.uint32), src, 4 * 40, 4)
 
 
 def test_under_the_tracer_the_8_byte_load_is_one_access_a_lane():
@@ -328,6 +329,31 @@ def test_under_the_tracer_the_8_byte_load_is_one_access_a_lane():
     src = np.arange(4 * 64, dtype=np.float16)
     out = np.zeros(2 * 32, np.uint32)
     with mt.trace() as t:
-        _copy_v2[1, 32](out, src, 0)
+        _copy_v2[1, 32](out, src, 0, 4)
     (ld,) = [r for r in mt.summarize(t).sites if r.space == "global" and r.kind == "load"]
     assert (ld.instructions, ld.accesses, ld.bytes, ld.sectors) == (1, 32, 256, 8)
+
+
+def test_the_8_byte_load_of_bytes_puts_the_first_in_the_low_bits_and_refuses_what_would_fault():
+    src = (np.arange(8 * 33) * 7 % 251).astype(np.uint8)
+    out = np.zeros(2 * 32, np.uint32)
+    _copy_v2[1, 32](out, src, 8, 8)
+    np.testing.assert_array_equal(out, src[8 : 8 + 256].view(np.uint32))
+    assert out[0] & 0xFF == src[8]
+    with pytest.raises(ValueError, match="8-byte aligned"):
+        _copy_v2[1, 1](np.zeros(2, np.uint32), src, 4, 8)
+    with pytest.raises(IndexError, match="outside"):
+        _copy_v2[1, 1](np.zeros(2, np.uint32), src, 8 * 33, 8)
+
+
+@cuda.jit
+def _sizes(out, a16, a32, a8):
+    out[0] = vload.elem_bytes(a16)
+    out[1] = vload.elem_bytes(a32)
+    out[2] = vload.elem_bytes(a8)
+
+
+def test_elem_bytes_is_each_arrays_element_size():
+    out = np.zeros(3, np.int64)
+    _sizes[1, 1](out, np.zeros(2, np.float16), np.zeros((2, 2), np.float32), np.zeros(3, np.uint8))
+    assert out.tolist() == [2, 4, 1]
