@@ -39,12 +39,14 @@ it, converted to ``y``'s type, at ``y[r, c]`` or, with ``swap``, at
 ``y[c, r]`` (the FP8 projection puts the weights on the 64-row side and
 the tokens on the ``BN`` side). Each accumulator's place is
 ``wgmma.acc_elem``'s: the mma.sync mainloop keeps wgmma's layout.
+Unswapped, the four lanes of a row exchange their values by shuffles so
+that each stores 16 bytes of one row (:func:`_make_store`).
 """
 
 from __future__ import annotations
 
 import numpy as np
-from numba import cuda, uint32
+from numba import cuda, int32, uint32
 
 from . import bits, cvt, unroll, vload
 from . import swizzle as sw
@@ -173,7 +175,7 @@ def no_window_of(raw):
 
 
 @device_inline
-def _as_fetched(raw, gk, k):
+def as_fetched(raw, gk, k):
     """A wide stager's settle where the lanes exchange nothing."""
     return raw
 
@@ -368,7 +370,45 @@ def _build_wide_stager(threads: int, kpc: int, G: int, fetch16, convert_j, windo
 
 
 @device_inline
-def _words4(src, gr, w, ok, vec):
+def scale_window(raw):
+    """What a wide stager's load carries to its slot's next stage: the two
+    words of scales after its four of values (a window of group or block
+    scales loaded at its first stage)."""
+    return raw[4], raw[5]
+
+
+@device_inline
+def _zeros2(i, _x, _y, _c):
+    z = uint32(0)
+    return z, z
+
+
+@device_inline
+def _zeros4(i, _x, _y, _c):
+    z = uint32(0)
+    return z, z, z, z
+
+
+def carried_windows(slots: tuple, words: int):
+    """``(start, carried)`` of a scale-table stager (``pipeline.side_stager``)
+    whose stages carry their own loads on, a window of scales loaded at its
+    first stage: ``start()`` is ``words`` (2 or 4) zero words a slot,
+    ``carried(raw)`` the loads as they are."""
+    empty = {2: _zeros2, 4: _zeros4}[words]
+
+    @device_inline
+    def start():
+        return unroll.each_map(empty, slots, slots, 0)
+
+    @device_inline
+    def carried(raw):
+        return raw
+
+    return start, carried
+
+
+@device_inline
+def words4(src, gr, w, ok, vec):
     """Words ``w .. w + 3`` of row ``gr``: one 16-byte load (``vec``), else
     each one in the row loaded alone (zeros past it, or where not ``ok``)."""
     z = uint32(0)
@@ -439,27 +479,85 @@ def _make_packed_bf16(threads: int, shift: int, value, scale, szero, pair=None):
     return chunk_stager(threads, 8, fetch, convert)
 
 
+NVFP4_WINDOW_STAGES = 4  # stages whose scale bytes a row's lanes load at once (8 bytes a lane)
+
+
 @device_inline
-def _nvfp4_fetch16(src, bsc, gr, gk, ok, vec, win, k):
-    # 32 values (``gk`` a multiple of 32): four words, two blocks of 16, and
-    # the blocks' two scale bytes (neighbours in the row's scales)
-    w0, w1, w2, w3 = _words4(src, gr, gk >> 3, ok, vec)
-    b = gk >> 4
-    s0 = s1 = np.uint8(0)
-    if ok:
-        s0 = bsc[gr, b]
-        if b + 1 < bsc.shape[1]:
-            s1 = bsc[gr, b + 1]
-    return w0, w1, w2, w3, s0, s1
+def bytes4(bsc, gr, b):
+    """Scale bytes ``b .. b + 3`` of row ``gr`` as a word, the first in bits
+    0-7 (zeros past the row), each loaded alone: a window's bytes where the
+    rows are not 8-byte units."""
+    n = bsc.shape[1]
+    w = uint32(0)
+    for i in range(4):
+        if b + i < n:
+            w = uint32(w | (uint32(bsc[gr, b + i]) << uint32(8 * i)))
+    return w
 
 
 def _nvfp4_wide(G: int, convert):
     """The 16-byte form along K of an NVFP4 stager whose narrow chunk is
     ``convert(raw, gk)``: one ``ld.global.nc.v4.u32`` of a row brings 32
-    values (two blocks of 16) and the lane loads their two scale bytes, where
-    the narrow form loaded a word or two and a scale byte a chunk. ``G``
-    chunks a load: 4 to bf16 (a word a chunk, two chunks a block), 2 to E4M3
-    (a block a chunk)."""
+    values (two blocks of 16), where the narrow form loaded a word or two
+    and a scale byte a chunk. ``G`` chunks a load: 4 to bf16 (a word a
+    chunk, two chunks a block; two lanes a row), 2 to E4M3 (a block a chunk;
+    four lanes a row).
+
+    The block scales (a byte each, two a lane's load): where ``k`` is a
+    multiple of 128 (a row's scales whole 8-byte units), the ``8 / G``
+    lanes of a row load the scales of :data:`NVFP4_WINDOW_STAGES` stages at
+    the first of them, 8 bytes a lane (``ldg_v2``; byte by byte where the
+    scales' rows do not start on 8 bytes, or lie apart), and carry them; each stage takes
+    its two bytes from the lane that holds them by two shuffles. A row's
+    scales then cost a quarter of a sector a window, where two 1-byte loads
+    a lane each stage took a sector each. Otherwise each lane loads its own
+    two bytes a stage."""
+    P = CHUNKS // G  # lanes of a row
+    stage_k = CHUNKS * (8 if G == 4 else 16)  # a stage's values of a row: 64 bf16, 128 E4M3
+    span = NVFP4_WINDOW_STAGES * stage_k  # the values a window's scales cover: 8 bytes of each lane
+
+    @device_inline
+    def _windowed(k):
+        return k % 128 == 0
+
+    @device_inline
+    def fetch16(src, bsc, gr, gk, ok, vec, win, k):
+        # 32 values (``gk`` a multiple of 32): four words, and the scales
+        w0, w1, w2, w3 = words4(src, gr, gk >> 3, ok, vec)
+        v0, v1 = win
+        if _windowed(k):
+            if (gk & (span - 1)) < stage_k:  # a window's first stage: this lane's 8 bytes of it
+                b = ((gk - (gk & (span - 1))) >> 4) + 8 * (cuda.threadIdx.x & (P - 1))
+                n = bsc.shape[1]
+                v0 = v1 = uint32(0)
+                if ok and b < n:  # (a last window's lanes past the row: none)
+                    if vload.aligned16(bsc) and n % 8 == 0 and bsc.strides[0] == n:
+                        v0, v1 = vload.ldg_v2(bsc, gr * n + b)
+                    else:
+                        v0, v1 = bytes4(bsc, gr, b), bytes4(bsc, gr, b + 4)
+        else:  # the lane's own two blocks' bytes, in bits 0-15 of v0
+            b = gk >> 4
+            v0 = v1 = uint32(0)
+            if ok:
+                v0 = uint32(bsc[gr, b])
+                if b + 1 < bsc.shape[1]:
+                    v0 = uint32(v0 | (uint32(bsc[gr, b + 1]) << uint32(8)))
+        return w0, w1, w2, w3, v0, v1
+
+    window = scale_window
+
+    @device_inline
+    def settle(raw, gk, k):
+        w0, w1, w2, w3, v0, v1 = raw
+        h = v0
+        if _windowed(k):
+            u = (gk & (span - 1)) >> 5  # the load's place in the window: its bytes 2u, 2u + 1
+            src = (cuda.threadIdx.x & (32 - P)) | (u >> 2)  # the row's lane holding them
+            x0 = uint32(cuda.shfl_sync(0xFFFFFFFF, int32(v0), src))  # (a shuffle moves signed words)
+            x1 = uint32(cuda.shfl_sync(0xFFFFFFFF, int32(v1), src))
+            h = uint32((x1 if (u >> 1) & 1 else x0) >> uint32(16 * (u & 1)))
+        return w0, w1, w2, w3, np.uint8(h & uint32(0xFF)), np.uint8((h >> uint32(8)) & uint32(0xFF))
+
     if G == 4:
 
         @device_inline
@@ -474,7 +572,11 @@ def _nvfp4_wide(G: int, convert):
                 return convert((raw[0], raw[1], raw[4]), gk)
             return convert((raw[2], raw[3], raw[5]), gk)
 
-    return (G, _nvfp4_fetch16, convert_j, no_window_of, _as_fetched, no_window)
+    @device_inline
+    def empty():
+        return uint32(0), uint32(0)
+
+    return (G, fetch16, convert_j, window, settle, empty)
 
 
 def _make_nvfp4_bf16(threads: int, block_shift: int = 4):
@@ -573,7 +675,7 @@ def _make_int4_f16(threads: int, group_shift: int = 7, pair=cvt.f32x2_to_f16x2):
     @device_inline
     def fetch16(src, bsc, gr, gk, ok, vec, win, k):
         # 32 values (``gk`` a multiple of 32) within one group
-        w0, w1, w2, w3 = _words4(src, gr, gk >> 3, ok, vec)
+        w0, w1, w2, w3 = words4(src, gr, gk >> 3, ok, vec)
         lane = cuda.threadIdx.x & 31
         v0, v1 = win
         if _windowed(k):
@@ -588,9 +690,7 @@ def _make_int4_f16(threads: int, group_shift: int = 7, pair=cvt.f32x2_to_f16x2):
             v1 = uint32(0)
         return w0, w1, w2, w3, v0, v1
 
-    @device_inline
-    def window(raw):
-        return raw[4], raw[5]
+    window = scale_window
 
     @device_inline
     def settle(raw, gk, k):
@@ -636,7 +736,7 @@ def _unscaled(bsc, r, k, ok):
 @device_inline
 def _q4_e4m3_fetch16(src, bsc, gr, gk, ok, vec, win, k):
     # 32 values (``gk`` a multiple of 32): four words, two staged chunks of 16 E4M3
-    return _words4(src, gr, gk >> 3, ok, vec)
+    return words4(src, gr, gk >> 3, ok, vec)
 
 
 @device_inline
@@ -654,7 +754,7 @@ def _make_int4_e4m3(threads: int):
     row are four lanes' loads, whole sectors. No scale rides with them: the
     FP8 arm's per-stage fold applies the group scales."""
     base = _make_packed_e4m3(threads, _q4_e4m3x4, _unscaled, _f32)
-    wide = (2, _q4_e4m3_fetch16, _q4_e4m3_convert_j, no_window_of, _as_fetched, no_window)
+    wide = (2, _q4_e4m3_fetch16, _q4_e4m3_convert_j, no_window_of, as_fetched, no_window)
     return chunk_stager(threads, 16, base.fetch, base.convert, wide)
 
 
@@ -687,10 +787,72 @@ def row_gathered(rowmap, p):
     return rowmap[p]
 
 
-def _make_store(row_of):
+FULL_MASK = 0xFFFFFFFF
+
+
+@device_inline
+def _sel4(w0, w1, w2, w3, j):
+    return w0 if j == 0 else (w1 if j == 1 else (w2 if j == 2 else w3))
+
+
+@device_inline
+def _quad_transpose(w0, w1, w2, w3, q):
+    """Lane ``q`` of a quad (four lanes, ``q = lane & 3``) holds word ``j``
+    of slices ``0 .. 3`` as ``w_j``'s word ``q``; it gets slice ``q``'s
+    four words (the quad's ``w_q``, lane order), by three shuffles: in
+    round ``x`` it reads lane ``q ^ x``, which sends it its word of slice ``q``."""
+    own = _sel4(w0, w1, w2, w3, q)
+    g1 = uint32(cuda.shfl_xor_sync(FULL_MASK, int32(_sel4(w0, w1, w2, w3, q ^ 1)), 1))
+    g2 = uint32(cuda.shfl_xor_sync(FULL_MASK, int32(_sel4(w0, w1, w2, w3, q ^ 2)), 2))
+    g3 = uint32(cuda.shfl_xor_sync(FULL_MASK, int32(_sel4(w0, w1, w2, w3, q ^ 3)), 3))
+    return (
+        _sel4(own, g1, g2, g3, q),
+        _sel4(own, g1, g2, g3, q ^ 1),
+        _sel4(own, g1, g2, g3, q ^ 2),
+        _sel4(own, g1, g2, g3, q ^ 3),
+    )
+
+
+@device_inline
+def _pair_halves(a0, a1, b0, b1, odd):
+    """Two lanes side by side in a quad, each holding two columns of two
+    slices (``a``: the first, ``b``: the second): the even lane gets the
+    first slice's four columns of the pair, the odd one the second's, by
+    one swap (two shuffles)."""
+    x0 = cuda.shfl_xor_sync(FULL_MASK, a0 if odd else b0, 1)
+    x1 = cuda.shfl_xor_sync(FULL_MASK, a1 if odd else b1, 1)
+    if odd:
+        return x0, x1, b0, b1
+    return a0, a1, x0, x1
+
+
+@device_inline
+def _scaled(v, s, cs, col, ncols, t):
+    """An accumulator times its row's and column's scales and ``t`` (f32, in
+    that order; an integer MMA's int32 sum to f32 first); the column clamped
+    into the row (a value past it is computed, never stored)."""
+    return np.float32(v) * s * cs[min(col, ncols - 1)] * t
+
+
+def _make_store(row_of, wide: bool = True):
+    """``store_rows``: a warpgroup's scaled accumulators to ``y``'s rows
+    (``row_of(dest, r)``). Unswapped, to an fp16 or float32 ``y``, they leave
+    16 bytes a lane: the four lanes of a row (a quad) hold two columns each
+    of every 8-column slice, so the quad exchanges its values by shuffles
+    until each lane holds 16 bytes of one row (fp16: a slice of four, by
+    :func:`_quad_transpose`; float32: half of a slice of two, one swap with
+    the lane beside it, :func:`_pair_halves`), stored by one ``st.global.v4`` where ``y``'s rows
+    are whole 16-byte units from an aligned start and the 16 bytes lie
+    inside ``ncols``, else element by element. A quad's row then takes 64
+    bytes a store, two whole sectors, where an element a store wrote 2 or 4
+    bytes of each lane's 32. Swapped (``y[c, r]``), other element types and
+    the accumulators past the last whole group go element by element, as
+    every one does where ``wide`` is false (a register-bound tile's small
+    output: the exchange's values live beside the accumulators)."""
+
     @device_inline
     def put(i, v, at):
-        y, m, ncols, r0, n0, tid, s_lo, s_hi, cs, t, swap, dest = at
+        y, m, ncols, r0, n0, tid, s_lo, s_hi, cs, t, swap, dest, _fast = at
         r, c = wg.acc_elem(tid, i)
         r += r0
         c += n0
@@ -703,19 +865,108 @@ def _make_store(row_of):
                 y[row_of(dest, r), c] = val
 
     @device_inline
+    def _put_f16x8(y, row, col, ncols, x0, x1, x2, x3, fast):
+        if fast and col + 8 <= ncols:
+            vload.stg_v4(y, row * y.shape[1] + col, x0, x1, x2, x3)
+        else:
+            for j in range(4):
+                lo, hi = cvt.f16x2_to_f32x2(_sel4(x0, x1, x2, x3, j))
+                if col + 2 * j < ncols:
+                    y[row, col + 2 * j] = lo
+                if col + 2 * j + 1 < ncols:
+                    y[row, col + 2 * j + 1] = hi
+
+    @device_inline
+    def _f16_half(part, h, y, dest, m, ncols, row, c0, q, s, cs, t, fast):
+        # row half h (the thread's row g, or g + 8): its words of the 4 slices
+        w0 = cvt.f32x2_to_f16x2(
+            _scaled(part[2 * h], s, cs, c0, ncols, t), _scaled(part[2 * h + 1], s, cs, c0 + 1, ncols, t)
+        )
+        w1 = cvt.f32x2_to_f16x2(
+            _scaled(part[4 + 2 * h], s, cs, c0 + 8, ncols, t), _scaled(part[5 + 2 * h], s, cs, c0 + 9, ncols, t)
+        )
+        w2 = cvt.f32x2_to_f16x2(
+            _scaled(part[8 + 2 * h], s, cs, c0 + 16, ncols, t), _scaled(part[9 + 2 * h], s, cs, c0 + 17, ncols, t)
+        )
+        w3 = cvt.f32x2_to_f16x2(
+            _scaled(part[12 + 2 * h], s, cs, c0 + 24, ncols, t), _scaled(part[13 + 2 * h], s, cs, c0 + 25, ncols, t)
+        )
+        x0, x1, x2, x3 = _quad_transpose(w0, w1, w2, w3, q)  # (every lane: before any branch)
+        if row < m:
+            _put_f16x8(y, row_of(dest, row), c0 - 2 * q + 8 * q, ncols, x0, x1, x2, x3, fast)
+
+    @device_inline
+    def group_f16(i, part, at):
+        """Four slices (16 accumulators from ``i``) to an fp16 ``y``: lane
+        ``q`` of the quad stores slice ``q``'s 8 columns of each of its rows."""
+        y, m, ncols, r0, n0, tid, s_lo, s_hi, cs, t, _swap, dest, fast = at
+        r, c = wg.acc_elem(tid, i)  # (row g, the lane's first column of the group's first slice)
+        q = tid & 3
+        _f16_half(part, 0, y, dest, m, ncols, r0 + r, n0 + c, q, s_lo, cs, t, fast)
+        _f16_half(part, 1, y, dest, m, ncols, r0 + r + 8, n0 + c, q, s_hi, cs, t, fast)
+
+    @device_inline
+    def _f32_half(part, h, y, dest, m, ncols, row, c0, q, s, cs, t, fast):
+        a0 = _scaled(part[2 * h], s, cs, c0, ncols, t)  # slice 0: the lane's columns c0, c0 + 1
+        a1 = _scaled(part[2 * h + 1], s, cs, c0 + 1, ncols, t)
+        b0 = _scaled(part[4 + 2 * h], s, cs, c0 + 8, ncols, t)  # slice 1: c0 + 8, c0 + 9
+        b1 = _scaled(part[5 + 2 * h], s, cs, c0 + 9, ncols, t)
+        odd = (q & 1) == 1  # lane 2a + 1 keeps slice 1 and sends slice 0, lane 2a the other way
+        v0, v1, v2, v3 = _pair_halves(a0, a1, b0, b1, odd)  # (every lane: before any branch)
+        if row < m:
+            yr = row_of(dest, row)
+            col = c0 - 2 * q + 4 * (q >> 1) + (8 if odd else 0)  # half q >> 1 of slice q & 1
+            if fast and col + 4 <= ncols:
+                vload.stg_v4(
+                    y, yr * y.shape[1] + col, cvt.f32_bits(v0), cvt.f32_bits(v1), cvt.f32_bits(v2), cvt.f32_bits(v3)
+                )
+            else:
+                if col < ncols:
+                    y[yr, col] = v0
+                if col + 1 < ncols:
+                    y[yr, col + 1] = v1
+                if col + 2 < ncols:
+                    y[yr, col + 2] = v2
+                if col + 3 < ncols:
+                    y[yr, col + 3] = v3
+
+    @device_inline
+    def group_f32(i, part, at):
+        """Two slices (8 accumulators from ``i``) to a float32 ``y``: lane
+        ``q`` stores half ``q >> 1`` of slice ``q & 1`` of each of its rows."""
+        y, m, ncols, r0, n0, tid, s_lo, s_hi, cs, t, _swap, dest, fast = at
+        r, c = wg.acc_elem(tid, i)
+        q = tid & 3
+        _f32_half(part, 0, y, dest, m, ncols, r0 + r, n0 + c, q, s_lo, cs, t, fast)
+        _f32_half(part, 1, y, dest, m, ncols, r0 + r + 8, n0 + c, q, s_hi, cs, t, fast)
+
+    @device_inline
     def store_rows(y, dest, m, ncols, r0, n0, acc, rs, cs, t, swap):
         tid = cuda.threadIdx.x & 127
         r, _c = wg.acc_elem(tid, 0)
         r += r0
         s_lo = rs[r] if r < m else np.float32(0)
         s_hi = rs[r + 8] if r + 8 < m else np.float32(0)
-        unroll.each(put, acc, (y, m, ncols, r0, n0, tid, s_lo, s_hi, cs, t, swap, dest))
+        size = vload.elem_bytes(y)  # a constant: the other element size's branch folds away
+        row_bytes = y.shape[1] * size
+        fast = vload.aligned16(y) and y.strides[1] == size and y.strides[0] == row_bytes and row_bytes % 16 == 0
+        at = (y, m, ncols, r0, n0, tid, s_lo, s_hi, cs, t, swap, dest, fast)
+        if swap or not wide:
+            unroll.each(put, acc, at)
+        elif size == 2:
+            unroll.each_group(group_f16, put, acc, 16, at)
+        elif size == 4:
+            unroll.each_group(group_f32, put, acc, 8, at)
+        else:
+            unroll.each(put, acc, at)
 
     return store_rows
 
 
 _store_direct = _make_store(row_direct)
 _store_scattered = _make_store(row_gathered)
+_store_direct_narrow = _make_store(row_direct, wide=False)
+_store_scattered_narrow = _make_store(row_gathered, wide=False)
 
 
 @device_inline
@@ -735,6 +986,19 @@ def store_to(y, dest, m, ncols, r0, n0, acc, rs, cs, t):
     """:func:`store`, row ``r``'s values written to ``y[dest[r], c]`` (an
     MoE's outputs scattered back to their assignments)."""
     _store_scattered(y, dest, m, ncols, r0, n0, acc, rs, cs, t, False)
+
+
+@device_inline
+def store_narrow(y, m, ncols, r0, n0, acc, rs, cs, t, swap):
+    """:func:`store` element by element (the decode tile's: 16 rows, its
+    registers bound at five blocks an SM)."""
+    _store_direct_narrow(y, rs, m, ncols, r0, n0, acc, rs, cs, t, swap)
+
+
+@device_inline
+def store_to_narrow(y, dest, m, ncols, r0, n0, acc, rs, cs, t):
+    """:func:`store_to` element by element, as :func:`store_narrow`."""
+    _store_scattered_narrow(y, dest, m, ncols, r0, n0, acc, rs, cs, t, False)
 
 
 def make_store(n: int, swap: bool):
@@ -951,7 +1215,7 @@ def _e4m3_blk_fetch16(src, bsc, gr, gk, ok, vec, win, k):
     # stage lanes 0-7 load the next eight blocks' along K (32 contiguous
     # bytes, lane j block j), carried from stage to stage; each stage's is
     # shuffled from its lane when the chunks are put (:func:`_e4m3_blk_settle`)
-    w0, w1, w2, w3 = _words4(src, gr, gk >> 2, ok, vec)
+    w0, w1, w2, w3 = words4(src, gr, gk >> 2, ok, vec)
     v = win
     if (gk & (BLK_WINDOW - 1)) < CHUNKS * 8:
         j = cuda.threadIdx.x & 31

@@ -92,6 +92,13 @@ def scaled_store(y, ep, acc, row0, row_end, n0, ncols, e):
 
 
 @device_inline
+def scaled_store_narrow(y, ep, acc, row0, row_end, n0, ncols, e):
+    """:func:`scaled_store` element by element (the decode tile's)."""
+    rs, cs, ts = ep
+    P.store_narrow(y, row_end, ncols, row0, n0, acc, rs, cs[e], ts[e], False)
+
+
+@device_inline
 def _pair(off, i):
     """``off[i]`` and ``off[i + 1]`` (``i + 1`` within ``off``), loaded by
     lanes 0 and 1 of the warp in one instruction (one sector) and handed
@@ -149,10 +156,14 @@ def make_kernel(
     warpgroups along BN (``pipeline.make_mainloop``'s: two on one 64-row
     tile, each on its half of the columns, or of each part's). The
     epilogue sees a warpgroup's rows and columns: ``row0`` its first row,
-    ``n0`` its first column (of each part). ``epilogue_of(n_acc)``, in
+    ``n0`` its first column (of each part). ``epilogue_of(n_acc, wide)``, in
     place of ``epilogue``: the epilogue for a thread's ``n_acc``
     accumulators (a gated hook splits them in halves; the decode tile's
-    are the whole ``BN``'s, a tile on two warpgroups along BN half)."""
+    are the whole ``BN``'s, a tile on two warpgroups along BN half),
+    storing 16 bytes a lane where ``wide`` (``wgmma_gemm.store``), else
+    element by element (``store_narrow``: the decode tile, whose 16 rows
+    are little to store and whose registers are bound at five blocks an
+    SM; the exchange spilled there)."""
     if sched not in (BOUNDED, GROUPED):
         raise ValueError(f"schedule {sched!r}: {BOUNDED} or {GROUPED}")
     dtypes = form.DTYPES
@@ -188,8 +199,8 @@ def make_kernel(
     )
     k_per = PL.a_per_word(dtype, a_kind)
     if epilogue_of is not None:
-        epilogue = epilogue_of((bn if split else bn // wn) // 2)  # (64 rows by its columns over 128 threads)
-    store = epilogue or scaled_store
+        epilogue = epilogue_of((bn if split else bn // wn) // 2, not split)  # (64 rows by its columns over 128 threads)
+    store = epilogue or (scaled_store_narrow if split else scaled_store)
 
     @device_inline
     def tile(y, a32, b32, bsc, asc, rowmap, ep, e, r0, row_end, n0):

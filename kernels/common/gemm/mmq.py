@@ -30,9 +30,10 @@ import numpy as np
 from numba import cuda, float32, int32, uint32
 
 from .. import bits, cvt, unroll, vload
+from .. import smem as sm
 from .. import wgmma as wg
 from ..launch import device_inline
-from ..wgmma_gemm import _as_fetched, _words4, chunk_stager, no_window, no_window_of
+from ..wgmma_gemm import as_fetched, bytes4, carried_windows, chunk_stager, no_window, no_window_of, words4
 
 KIND = "nvfp4_s8x"
 Q4K = "q4k_s8"
@@ -40,6 +41,7 @@ KINDS = {KIND: "s8", Q4K: "s8"}
 K_PER_WORD = {KIND: 16}  # staged bytes per uint32 of packed codes (8 codes, each 1 byte + 1 zero byte)
 BLOCK = bits.NVFP4_BLOCK
 BLOCKS_PER_STAGE = 4
+WINDOW_STAGES = 4  # stages whose scale bytes a row's lane loads at once (16 bytes)
 DOUBLED = 0xC8643210  # 2 x |E2M1| for the magnitude codes 0..7, a nibble each: 0 1 2 3 4 6 8 12
 DOUBLED_VALUES = tuple((DOUBLED >> (4 * i)) & 0xF for i in range(8))
 
@@ -100,7 +102,7 @@ def _nvfp4_stager(threads: int, kind: str = KIND, drop_odd: bool = False):
 
     @device_inline
     def fetch16(src, bsc, gr, gk, ok, vec, win, k):  # gk: a multiple of 64 staged bytes, blocks gk / 32 and next
-        return _words4(src, gr, gk >> 4, ok, vec)
+        return words4(src, gr, gk >> 4, ok, vec)
 
     @device_inline
     def convert_j(raw, gk, j):  # chunk j of the four: block (j // 2), values (j even) or its zero half
@@ -112,7 +114,7 @@ def _nvfp4_stager(threads: int, kind: str = KIND, drop_odd: bool = False):
             return _quad(w2, 0), _quad(w2, 4), _quad(w3, 0), _quad(w3, 4)
         return z, z, z, z
 
-    wide = (4, fetch16, convert_j, no_window_of, _as_fetched, no_window)
+    wide = (4, fetch16, convert_j, no_window_of, as_fetched, no_window)
     return chunk_stager(threads, 16, fetch, convert, wide)
 
 
@@ -151,39 +153,72 @@ class Nvfp4Scales:
 
     @staticmethod
     def stager(threads: int, a_rows: int, bn: int):
-        """``(fetch, put)``: the stage's scale bytes loaded (``fetch(asc,
-        bsc, m, n, k, r0, n0, kt, tid)``, every load of this thread's
-        entries at once, unrolled) and, an iteration later, decoded into
-        the table (``put(smem, at, raw, kt, tid)``), as the operands'
-        stagers do."""
+        """``(fetch, put, start, carried)``: a thread's rows of the table
+        (one row of A's tile or B's a thread: ``a_rows + bn`` of them), each
+        row's scale bytes of :data:`WINDOW_STAGES` stages loaded at the first
+        of them, 16 bytes a lane (``ldg_v4``; byte by byte where the scales'
+        rows are not whole 16-byte units from an aligned start), and carried
+        (``fetch(asc, bsc, m, n, k, r0, n0, kt, tid, win)``, every load of
+        this thread's rows at once, unrolled); each stage's four bytes of a
+        row decoded into the table an iteration later (``put(smem, at, raw,
+        kt, tid)``), as the operands' stagers do. A stage's entries were a
+        byte a lane, four lanes a row: a quarter of a sector a row each
+        stage, where a window now takes half a sector a row every four."""
         quarter = np.float32(0.25)
-        total = (a_rows + bn) * BLOCKS_PER_STAGE
-        slots = tuple(range(-(-total // threads)))
+        rows = a_rows + bn
+        slots = tuple(range(-(-rows // threads)))
 
         @device_inline
-        def _fetch_one(i, _x, _y, ctx):
+        def _window(arr, gr, b):
+            n = arr.shape[1]
+            if vload.aligned16(arr) and n % 16 == 0 and arr.strides[0] == n:
+                return vload.ldg_v4(arr, gr * n + b)  # (b a multiple of 16, below n: the 16 bytes in the row)
+            return bytes4(arr, gr, b), bytes4(arr, gr, b + 4), bytes4(arr, gr, b + 8), bytes4(arr, gr, b + 12)
+
+        @device_inline
+        def _fetch_one(i, win, _y, ctx):
             asc, bsc, m, n, _k, r0, n0, kt, tid = ctx
-            idx = tid + i * threads
-            row = idx >> 2
-            b = BLOCKS_PER_STAGE * kt + (idx & 3)
-            v = np.uint8(0)
-            if idx < total:
+            row = tid + i * threads
+            w0, w1, w2, w3 = win
+            if kt % WINDOW_STAGES == 0:  # a window's first stage: the row's bytes of four stages
+                z = uint32(0)
+                w0 = w1 = w2 = w3 = z
+                b = BLOCKS_PER_STAGE * kt
                 if row < a_rows:
                     if r0 + row < m and b < asc.shape[1]:
-                        v = asc[r0 + row, b]
-                elif n0 + row - a_rows < n and b < bsc.shape[1]:
-                    v = bsc[n0 + row - a_rows, b]
-            return v
+                        w0, w1, w2, w3 = _window(asc, r0 + row, b)
+                elif row < rows and n0 + row - a_rows < n and b < bsc.shape[1]:
+                    w0, w1, w2, w3 = _window(bsc, n0 + row - a_rows, b)
+            return w0, w1, w2, w3
 
         @device_inline
-        def _put_one(i, v, ctx):
-            smem, w0, tid, _kt = ctx
-            idx = tid + i * threads
-            if idx < total:
-                x = bits.e4m3_to_f32(v)
-                smem[w0 + idx] = x * quarter if (idx >> 2) < a_rows else x
+        def fetch(asc, bsc, m, n, k, r0, n0, kt, tid, win):
+            return unroll.each_map(_fetch_one, win, slots, (asc, bsc, m, n, k, r0, n0, kt, tid))
 
-        return _side_stager(_fetch_one, _put_one, slots)
+        @device_inline
+        def _put_one(i, win, ctx):
+            base, tid, kt = ctx
+            row = tid + i * threads
+            if row < rows:
+                j = kt % WINDOW_STAGES
+                word = win[0] if j == 0 else (win[1] if j == 1 else (win[2] if j == 2 else win[3]))
+                f = quarter if row < a_rows else np.float32(1.0)
+                # the row's four entries one 16-byte store (a warp's 32 rows: 512
+                # consecutive bytes, conflict-free; four word stores a lane fell
+                # 4-way on the banks)
+                sm.st_shared_f32x4(
+                    base + 4 * BLOCKS_PER_STAGE * row,
+                    bits.e4m3_to_f32(np.uint8(word & uint32(0xFF))) * f,
+                    bits.e4m3_to_f32(np.uint8((word >> uint32(8)) & uint32(0xFF))) * f,
+                    bits.e4m3_to_f32(np.uint8((word >> uint32(16)) & uint32(0xFF))) * f,
+                    bits.e4m3_to_f32(np.uint8((word >> uint32(24)) & uint32(0xFF))) * f,
+                )
+
+        @device_inline
+        def put(smem, at, raw, kt, tid):
+            unroll.each(_put_one, raw, (sm.smem_addr(smem) + at, tid, kt))
+
+        return (fetch, put, *carried_windows(slots, 4))
 
     def fold(self, entries: int):
         mask = self.mask

@@ -2,10 +2,11 @@
 need no transform on the way in (bf16, fp16, E4M3 or s8 already) copied
 global -> shared by ``cp.async`` (``common/cp_async.py``) into
 128-byte-swizzled K-major tiles (``common/swizzle.py``), ``STAGES`` of them
-in flight in dynamic shared memory (``common/dynsmem.py`` past 48 KiB); a
-B that does need one (NVFP4 or int4 weights) goes through
-``wgmma_gemm``'s stagers into the same layout, from registers, while the
-tensor cores work on the current stage. What reads a stage is the form's:
+in flight in dynamic shared memory (``common/dynsmem.py`` past 48 KiB); an
+operand that does need one (NVFP4 or int4 weights, NVFP4 activations)
+goes through ``wgmma_gemm``'s stagers into the same layout, from
+registers, while the tensor cores work on the current stage (along K, 16
+bytes a lane's load, where the stager has that form). What reads a stage is the form's:
 ``wgmma_async.py`` (wgmma through mode-1 descriptors, the accumulators tied
 to the wait) or ``mma_sync.py`` (``ldmatrix`` from the swizzled rows,
 ``mma.sync``). Both keep the accumulators as one tuple in wgmma's layout
@@ -227,7 +228,8 @@ def make_mainloop(
     A staged B whose stager has a 16-byte form along K
     (``ChunkStager.wide``: int4 to fp16) takes it on every tile but a
     spread one: a lane's load is 32 values of one row, and a row's group
-    scales come a window of eight groups at a time.
+    scales come a window of eight groups at a time. A staged A takes it
+    wherever its stager has one (NVFP4 activations).
 
     ``smem`` is the dynamic shared array, ``base`` its shared-window
     address, ``pad`` the bytes to its first 1024-byte boundary."""
@@ -287,8 +289,15 @@ def make_mainloop(
             if along
             else P.carry_nothing(*(stage_b.device(seg, spread=spread) if gap else stage_b.device(seg)))
         )
+    start_a, carried_a = P.no_window, P.no_window_of
     if not copy_a:
-        fetch_a, put_a = stage_a.device(a_rows)
+        # A's chunks along K too where its stager has the 16-byte form (NVFP4
+        # activations: a lane's load 32 codes of one row, where rows dealt
+        # across the lanes made each lane's two words a quarter of a sector)
+        along_a = isinstance(stage_a, P.ChunkStager) and stage_a.wide is not None
+        fetch_a, put_a, start_a, carried_a = (
+            stage_a.device(a_rows, along_k=True) if along_a else P.carry_nothing(*stage_a.device(a_rows))
+        )
     per_stage = fold is not None
     tables = tables_of(fold, step_fold)  # the per-stage scale tables' maker, where a fold reads one
     tabled = per_stage and tables is not None
@@ -372,7 +381,7 @@ def make_mainloop(
     if copy_b:
         fetch_bs, put_bs, start_bs, carried_bs = _nothing9, _nothing8, P.no_window, P.no_window_of
     if copy_a:
-        fetch_a = put_a = _nothing7
+        fetch_a, put_a = _nothing8, _nothing7
 
     @device_inline
     def mainloop(smem, base, pad, a32, asc, m, k, r0, rowmap, b32, bsc, n, nseg, n0, tid, g):
@@ -382,6 +391,7 @@ def make_mainloop(
         a_at = gm * BM * STAGE_KBYTES  # its A rows' and B rows' bytes in a stage
         b_at = a_tile + gn * b_wg
         smf = cuda.shared.array(0, float32)  # the same dynamic shared memory as float32: the scale tables
+        wa = start_a()
         wb = start_bs()
         ws = start_side()
         for s in range(stages - 1):  # the prologue: stages 0 .. S - 2
@@ -390,7 +400,9 @@ def make_mainloop(
                 if copy_a:
                     issue_a(smem, at, a32, m, k, r0, s * bk, tid, a_rows, rowmap)
                 else:
-                    put_a(base + at, fetch_a(a32, asc, m, k, r0, s, tid), m, k, r0, s, tid)
+                    raw_a = fetch_a(a32, asc, m, k, r0, s, tid, wa)
+                    wa = carried_a(raw_a)
+                    put_a(base + at, raw_a, m, k, r0, s, tid)
                 if copy_b:
                     copy_b_stage(smem, at + a_tile, b32, n, nseg, k, n0, s, tid)
                 else:
@@ -403,7 +415,8 @@ def make_mainloop(
                     put_side(smf, pad + side_base + s * side_nb, raw_now, s, tid)
             ca.cp_async_commit()
         # the staged operands of stage S - 1, loaded now, stored in the first iteration
-        raw_a = fetch_a(a32, asc, m, k, r0, stages - 1, tid)
+        raw_a = fetch_a(a32, asc, m, k, r0, stages - 1, tid, wa)
+        wa = carried_a(raw_a)
         raw_b = fetch_bs(b32, bsc, n, nseg, k, n0, stages - 1, tid, wb)
         wb = carried_bs(raw_b)
         raw_s = fetch_side(asc, bsc, m, n, k, r0, n0, stages - 1, tid, ws) if side_ahead else 0
@@ -444,7 +457,8 @@ def make_mainloop(
                     put_side(smf, pad + side_base + (nxt % stages) * side_nb, raw_now, nxt, tid)
             if nxt + 1 < nk:  # and the next stage's loads, in flight across the wait and the barrier
                 if not copy_a:
-                    raw_a = fetch_a(a32, asc, m, k, r0, nxt + 1, tid)
+                    raw_a = fetch_a(a32, asc, m, k, r0, nxt + 1, tid, wa)
+                    wa = carried_a(raw_a)
                 if not copy_b:
                     raw_b = fetch_bs(b32, bsc, n, nseg, k, n0, nxt + 1, tid, wb)
                     wb = carried_bs(raw_b)

@@ -139,19 +139,7 @@ class GroupScales:
         def put(smem, at, raw, kt, tid):
             unroll.each(_put_one, raw, (smem, at >> 2, tid, kt))
 
-        @device_inline
-        def _empty(i, _x, _y, _c):
-            return uint32(0), uint32(0)
-
-        @device_inline
-        def start():
-            return unroll.each_map(_empty, slots, slots, 0)
-
-        @device_inline
-        def carried(raw):
-            return raw
-
-        return fetch, put, start, carried
+        return (fetch, put, *P.carried_windows(slots, 2))
 
     @staticmethod
     def fold(bn: int):

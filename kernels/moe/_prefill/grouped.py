@@ -98,19 +98,21 @@ INT4, E4M3_BLOCK = 3, 4  # weights only: W4A16 words and fp16 group scales; E4M3
 
 
 @lru_cache(maxsize=None)
-def _hooks(SCATTER: bool, n_acc: int):
+def _hooks(SCATTER: bool, n_acc: int, wide: bool = True):
     """The epilogue hooks (``ACT``) for a thread's ``n_acc`` accumulators
     (the gated ones: gate, then up, half each), writing row ``p`` at
     ``y[p]`` or, with ``SCATTER``, at ``y[dest[p]]`` (``dest`` the last of
-    ``ep``: the assignment a sorted row came from)."""
+    ``ep``: the assignment a sorted row came from); 16 bytes a lane where
+    ``wide``, else element by element (the decode tile)."""
     HALF_ACC = n_acc // 2
+    store, store_to = (P.store, P.store_to) if wide else (P.store_narrow, P.store_to_narrow)
 
     @device_inline
     def put(y, ep, row_end, ncols, row0, n0, v, rs, cs, t):
         if SCATTER:
-            P.store_to(y, ep[5], row_end, ncols, row0, n0, v, rs, cs, t)
+            store_to(y, ep[5], row_end, ncols, row0, n0, v, rs, cs, t)
         else:
-            P.store(y, row_end, ncols, row0, n0, v, rs, cs, t, False)
+            store(y, row_end, ncols, row0, n0, v, rs, cs, t, False)
 
     @device_inline
     def scaled(y, ep, acc, row0, row_end, n0, ncols, e):
@@ -204,7 +206,7 @@ def make_grouped(SCHED: int, GATHER: bool, ACT: int, AFMT: int, WFMT: int, A_ITE
         a_kind=kind,
         gather=GATHER and kind == "copy",
         b_parts=parts,
-        epilogue_of=lambda n_acc: _hooks(SCATTER, n_acc)[ACT],
+        epilogue_of=lambda n_acc, wide: _hooks(SCATTER, n_acc, wide)[ACT],
         unit=BM,
         min_blocks=MIN_BLOCKS,
         wn=WN,

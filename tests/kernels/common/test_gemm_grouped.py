@@ -124,15 +124,17 @@ def _glu_one(i, gate, up, at):
     return gv / (np.float32(1.0) + math.exp(-gv)) * (np.float32(up) * cs[e, ncols + col])
 
 
-def _glu_of(n_acc):
-    """The SiLU-GLU hook of a thread's ``n_acc`` accumulators: gate, then up."""
+def _glu_of(n_acc, wide=True):
+    """The SiLU-GLU hook of a thread's ``n_acc`` accumulators: gate, then up
+    (stored 16 bytes a lane where ``wide``, else element by element)."""
     half = n_acc // 2
+    store = P.store if wide else P.store_narrow
 
     @cuda.jit(device=True, inline="always")
     def glu(y, ep, acc, row0, row_end, n0, ncols, e):
         cs, ones = ep
         v = unroll.each_map(_glu_one, acc[:half], acc[half:], (cuda.threadIdx.x & 127, cs, e, n0, ncols))
-        P.store(y, row_end, ncols, row0, n0, v, ones, ones, np.float32(1.0), False)
+        store(y, row_end, ncols, row0, n0, v, ones, ones, np.float32(1.0), False)
 
     return glu
 

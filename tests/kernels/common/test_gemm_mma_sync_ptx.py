@@ -50,7 +50,11 @@ def test_the_mainloop_is_async_copies_ldmatrix_and_warp_mma_without_spills(sm90a
     last = max(m.start() for m in re.finditer(r"\b[HI]MMA\.", sass))
     assert not re.search(r"\bLDG\.E\b", sass[first:last]), "an operand staged through registers"
     assert re.search(r"\bLDG\.E\b", sass[last:])  # the check can see one: the epilogue's scales
-    # the epilogue unrolled at compile time (``unroll.each``): one store per
-    # accumulator, where a loop indexing the tuple would make two and a search
+    # the epilogue unrolled at compile time (``unroll.each_group``): each of a
+    # thread's bn / 2 float32 accumulators in one 16-byte store of four, and
+    # once in the element-by-element stores where the 16 bytes do not fit
+    # (a loop indexing the tuple would make more and a search); the other
+    # element size's and the swapped store's branches folded away
     bn = FORMS[name][0][2]
-    assert len(re.findall(r"\bSTG\.E\b", sass)) == bn // 2
+    assert len(re.findall(r"\bSTG\.E\.128\b", sass)) == bn // 8
+    assert len(re.findall(r"\bSTG\.E(?![.\w])", sass)) == bn // 2

@@ -2,7 +2,8 @@
 the tile's N, operands carried by 128-bit LDGSTS (no global load through
 registers), no spill or local memory, and ptxas's wgmma advisories absent
 (no serialised or re-armed warpgroup). The only global loads through
-registers are the epilogue's scales, after the last MMA."""
+registers are the epilogue's scales, after the last MMA; unswapped, its
+stores are 128-bit (`STG.E.128`)."""
 
 from __future__ import annotations
 
@@ -49,3 +50,5 @@ def test_the_mainloop_is_async_copies_and_warpgroup_mma_without_spills(sm90a, na
     last = max(m.start() for m in re.finditer(r"\b[HQ]GMMA\.", sass))
     assert not re.search(r"\bLDG\.E\b", sass[first:last]), "an operand staged through registers"
     assert re.search(r"\bLDG\.E\b", sass[last:])  # the check can see one: the epilogue's scales
+    if not FORMS[name][0][4]:  # unswapped: the epilogue's rows leave 16 bytes a lane
+        assert re.search(r"\bSTG\.E\.128\b", sass[last:]), "no 16-byte store in the epilogue"

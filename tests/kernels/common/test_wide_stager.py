@@ -19,7 +19,12 @@ along K) against NumPy, in the simulator, on a tile of 256 rows:
 NVFP4 (``nvfp4_bf16``, ``nvfp4_e4m3``: 32 values a 16-byte load with
 their two blocks' scale bytes) stages exactly what the narrow form does,
 at row lengths of whole loads and not; one that scales both blocks by the
-first's fails.
+first's fails. Where K is a multiple of 128 the lanes of a row load four
+stages' scale bytes at the first (8 bytes a lane) and carry them: a
+window's last stage, the next one's first, a last short window, scales
+in rows apart and off 8 bytes (byte by byte) stage what the narrow form
+does, and a stager that takes every stage's bytes from the row's first
+lane fails past the first stage.
 
 And the paired float32 A stager (``f32_f16``: the two lanes of a row's
 neighbouring chunks load each chunk together, 16 bytes each, and swap
@@ -31,7 +36,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from numba import cuda, uint32
+from numba import cuda, int32, uint32
 
 from leverctl_kernels.common import bits, cvt, swizzle
 from leverctl_kernels.common import wgmma as wg
@@ -188,12 +193,14 @@ def _stage_narrow(stager, rows, k):
     return stage
 
 
-def _nvfp4_stage(stager, kt, k, narrow, seed=0):
+def _nvfp4_stage(stager, kt, k, narrow, seed=0, scales_at=0):
+    """Stage ``kt`` of NVFP4 rows of ``k`` values, wide or ``narrow``; the
+    scales a device view ``scales_at`` bytes into rows that much longer."""
     rng = np.random.default_rng(seed)
     packed = rng.integers(0, 256, (ROWS, k // 2), dtype=np.uint8)
-    scales = rng.choice([c for c in range(1, 127)], (ROWS, k // 16)).astype(np.uint8)  # finite E4M3 codes
+    scales = rng.choice([c for c in range(1, 127)], (ROWS, k // 16 + scales_at)).astype(np.uint8)  # finite E4M3
     out = cuda.to_device(np.zeros(ROWS * 32, np.uint32))
-    b32, bsc = cuda.to_device(packed.view(np.uint32)), cuda.to_device(scales)
+    b32, bsc = cuda.to_device(packed.view(np.uint32)), cuda.to_device(scales)[:, scales_at:]
     if narrow:
         _stage_narrow(stager, ROWS, k)[1, THREADS](out, b32, bsc, ROWS, kt)
     else:
@@ -216,6 +223,61 @@ def test_the_wide_nvfp4_stagers_stage_what_the_narrow_ones_do(kind, k, kt):
     narrow = _nvfp4_stage(stager, kt, k, narrow=True, seed=k + kt)
     np.testing.assert_array_equal(wide, narrow)
     assert wide.any()
+
+
+# K a multiple of 128: the row's lanes load four stages' scale bytes at the
+# first (8 bytes a lane) and carry them. bf16 (64 values a stage, two lanes
+# a row): a window's last stage, the next one's first, its second half (the
+# odd lane's bytes), a stage of a last window of two stages (K 384: the odd
+# lane loads none); E4M3 (128 a stage, four lanes): the same at K 1024 and a
+# last window of one stage (K 640). Each also with the scales a view 8
+# bytes into longer rows (not C-contiguous: byte by byte) and 4 bytes in
+# (not 8-byte aligned).
+WINDOWS = {
+    "nvfp4_bf16": [(512, 3), (512, 4), (512, 6), (384, 5)],
+    "nvfp4_e4m3": [(1024, 3), (1024, 4), (1024, 7), (640, 4)],
+}
+
+
+@pytest.mark.sim
+@pytest.mark.parametrize(("kind", "k", "kt"), [(kind, k, kt) for kind, w in WINDOWS.items() for k, kt in w])
+@pytest.mark.parametrize("scales_at", [0, 8, 4])
+def test_the_wide_nvfp4_stagers_carry_a_window_of_scale_bytes(kind, k, kt, scales_at):
+    stager = P.stager_of(kind, THREADS)
+    wide = _nvfp4_stage(stager, kt, k, narrow=False, seed=k + kt, scales_at=scales_at)
+    narrow = _nvfp4_stage(stager, kt, k, narrow=True, seed=k + kt, scales_at=scales_at)
+    np.testing.assert_array_equal(wide, narrow)
+    assert wide.any()
+
+
+@pytest.mark.sim
+@pytest.mark.parametrize("kind", NVFP4_KINDS)
+def test_a_wide_nvfp4_stager_that_reads_every_stage_from_the_first_lane_fails(kind):
+    good = P.stager_of(kind, THREADS)
+    g, fetch16, convert_j, window, settle, empty = good.wide
+
+    span = 4 * P.CHUNKS * (8 if g == 4 else 16)  # a window: four stages' values
+
+    @cuda.jit(device=True, inline="always")
+    def first_lane(raw, gk, k):  # bytes 2u, 2u + 1 of the row's first lane, whichever lane holds them
+        w0, w1, w2, w3, v0, v1 = raw
+        u = (gk & (span - 1)) >> 5
+        lane0 = cuda.threadIdx.x & (32 - (8 // g))
+        x0 = uint32(cuda.shfl_sync(0xFFFFFFFF, int32(v0), lane0))
+        x1 = uint32(cuda.shfl_sync(0xFFFFFFFF, int32(v1), lane0))
+        h = (x1 if (u >> 1) & 1 else x0) >> uint32(16 * (u & 1))
+        return w0, w1, w2, w3, np.uint8(h & uint32(0xFF)), np.uint8((h >> uint32(8)) & uint32(0xFF))
+
+    broken = P.chunk_stager(
+        THREADS, good.kpc, good.fetch, good.convert, (g, fetch16, convert_j, window, first_lane, empty)
+    )
+    k = 512 if kind == "nvfp4_bf16" else 1024
+    # a window's first stage: its bytes are the first lane's, as the broken one reads
+    np.testing.assert_array_equal(
+        _nvfp4_stage(broken, 4, k, narrow=False, seed=1), _nvfp4_stage(good, 4, k, narrow=True, seed=1)
+    )
+    wide = _nvfp4_stage(broken, 7, k, narrow=False, seed=2)  # its last stage: the last lane's bytes
+    assert not np.array_equal(wide, _nvfp4_stage(good, 7, k, narrow=True, seed=2))
 
 
 @pytest.mark.sim

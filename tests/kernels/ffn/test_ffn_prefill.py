@@ -253,6 +253,35 @@ def test_the_nvfp4_mmq_weights_word_by_word_where_rows_are_not_16_byte_units_or_
     assert _within(bufs["c"].copy_to_host(), _exact("nvfp4_mmq", inputs), EXACT)[0]
 
 
+@pytest.mark.sim
+@pytest.mark.parametrize("k", [512, 640])
+def test_the_nvfp4_mmq_scale_tables_come_a_window_of_four_stages_a_row(k):
+    """Each row's scale bytes of four stages (16 blocks of 16) are one load
+    at the first of them: K 512 (rows of 32 scale bytes, two windows, 16
+    bytes a load) and K 640 (40 bytes: not whole 16-byte units, byte by
+    byte; a last window of two stages) match the exact integer reference."""
+    from leverctl_kernels.common.path import Shape
+
+    shape = Shape(f"down m5 n11 k{k}", dict(m=5, n=11, k=k, down=1))
+    fig, c, inputs, _ = _run("nvfp4_mmq", shape)
+    assert fig.passed, fig
+    assert _within(c, _exact("nvfp4_mmq", inputs), EXACT)[0]
+
+
+@pytest.mark.sim
+def test_an_nvfp4_mmq_whose_scale_window_is_reloaded_too_seldom_fails(monkeypatch):
+    """Windows of eight stages loaded 16 bytes (four stages' scales): the
+    second four stages of each take the fourth's scales."""
+    from leverctl_kernels.common.gemm import mmq
+    from leverctl_kernels.common.path import Shape
+    from leverctl_kernels.ffn.prefill import nvfp4_mmq
+
+    monkeypatch.setattr(mmq, "WINDOW_STAGES", 8)
+    shape = Shape("down m5 n11 k512", dict(m=5, n=11, k=512, down=1))
+    fig, c, inputs, _ = _run("nvfp4_mmq", shape, nvfp4_mmq.build(shape, kern=nvfp4_mmq.make_nvfp4_mmq()))
+    assert not _within(c, _exact("nvfp4_mmq", inputs), EXACT)[0]
+
+
 def _with_weights(launch, w_dev):
     """``launch`` reading its NVFP4 codes from ``w_dev`` (a device array
     of the same bytes) instead of the staged input."""
