@@ -407,13 +407,29 @@ def test_a_variants_load_time_work_is_done_before_the_trace():
     rt = mt.profile_variant(path, "runtime_rotation", shape)
     assert pre.launches == rt.launches == 2
     assert pre.load_bytes == rt.load_bytes and pre.store_bytes == rt.store_bytes
-    assert pre.requested_vs_declared < 1.5, pre.requested_vs_declared
 
     launch = path.variants["pre_rotated"].build(shape)
     with mt.trace() as t:
         run_once(path, shape, launch, path.make_inputs(shape, np.random.default_rng(0)), cuda)
     cold = mt.summarize(t, declared_bytes=path.variant_traffic("pre_rotated", shape).bytes)
     assert cold.launches == 3 and cold.requested_bytes > 5 * pre.requested_bytes
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="a known regression: the GEMM epilogue's 16-byte store (2026-12-06) loads each accumulator's column "
+    "scale for the tile's rows past m as well (clamped, never stored), 4.5x the declared bytes at this 3-token "
+    "shape; it is to load them only for rows below m and columns below ncols",
+)
+def test_a_warm_trace_of_a_small_gemm_requests_about_its_declared_bytes():
+    """``pre_rotated``'s warm call at the smallest smoke shape (3 tokens in
+    a 64-row tile) asks for about the bytes it declares."""
+    from leverctl_kernels.registry import get_path
+
+    path = get_path("attention.rotation")
+    shape = min(path.shapes("smoke", None), key=lambda s: path.traffic(s).bytes)
+    pre = mt.profile_variant(path, "pre_rotated", shape)
+    assert pre.requested_vs_declared < 1.5, pre.requested_vs_declared
 
 
 def test_a_shared_helpers_rows_name_the_kernel_line_that_reached_it():
