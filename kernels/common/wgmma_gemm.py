@@ -486,7 +486,8 @@ NVFP4_WINDOW_STAGES = 4  # stages whose scale bytes a row's lanes load at once (
 def bytes4(bsc, gr, b):
     """Scale bytes ``b .. b + 3`` of row ``gr`` as a word, the first in bits
     0-7 (zeros past the row), each loaded alone: a window's bytes where the
-    rows are not 8-byte units."""
+    rows do not allow its wide load (8 bytes a lane in the wide NVFP4
+    stagers, 16 in the MMQ's scale tables)."""
     n = bsc.shape[1]
     w = uint32(0)
     for i in range(4):
@@ -827,11 +828,15 @@ def _pair_halves(a0, a1, b0, b1, odd):
 
 
 @device_inline
-def _scaled(v, s, cs, col, ncols, t):
+def _scaled(v, s, cs, col, ncols, t, live):
     """An accumulator times its row's and column's scales and ``t`` (f32, in
-    that order; an integer MMA's int32 sum to f32 first); the column clamped
-    into the row (a value past it is computed, never stored)."""
-    return np.float32(v) * s * cs[min(col, ncols - 1)] * t
+    that order; an integer MMA's int32 sum to f32 first); zero, without
+    loading the column's scale, for a row past ``m`` (``live`` false, the
+    same across a quad) or a column past ``ncols``: such values are
+    exchanged but never stored."""
+    if live and col < ncols:
+        return np.float32(v) * s * cs[col] * t
+    return np.float32(0)
 
 
 def _make_store(row_of, wide: bool = True):
@@ -879,20 +884,24 @@ def _make_store(row_of, wide: bool = True):
     @device_inline
     def _f16_half(part, h, y, dest, m, ncols, row, c0, q, s, cs, t, fast):
         # row half h (the thread's row g, or g + 8): its words of the 4 slices
+        live = row < m
         w0 = cvt.f32x2_to_f16x2(
-            _scaled(part[2 * h], s, cs, c0, ncols, t), _scaled(part[2 * h + 1], s, cs, c0 + 1, ncols, t)
+            _scaled(part[2 * h], s, cs, c0, ncols, t, live), _scaled(part[2 * h + 1], s, cs, c0 + 1, ncols, t, live)
         )
         w1 = cvt.f32x2_to_f16x2(
-            _scaled(part[4 + 2 * h], s, cs, c0 + 8, ncols, t), _scaled(part[5 + 2 * h], s, cs, c0 + 9, ncols, t)
+            _scaled(part[4 + 2 * h], s, cs, c0 + 8, ncols, t, live),
+            _scaled(part[5 + 2 * h], s, cs, c0 + 9, ncols, t, live),
         )
         w2 = cvt.f32x2_to_f16x2(
-            _scaled(part[8 + 2 * h], s, cs, c0 + 16, ncols, t), _scaled(part[9 + 2 * h], s, cs, c0 + 17, ncols, t)
+            _scaled(part[8 + 2 * h], s, cs, c0 + 16, ncols, t, live),
+            _scaled(part[9 + 2 * h], s, cs, c0 + 17, ncols, t, live),
         )
         w3 = cvt.f32x2_to_f16x2(
-            _scaled(part[12 + 2 * h], s, cs, c0 + 24, ncols, t), _scaled(part[13 + 2 * h], s, cs, c0 + 25, ncols, t)
+            _scaled(part[12 + 2 * h], s, cs, c0 + 24, ncols, t, live),
+            _scaled(part[13 + 2 * h], s, cs, c0 + 25, ncols, t, live),
         )
         x0, x1, x2, x3 = _quad_transpose(w0, w1, w2, w3, q)  # (every lane: before any branch)
-        if row < m:
+        if live:
             _put_f16x8(y, row_of(dest, row), c0 - 2 * q + 8 * q, ncols, x0, x1, x2, x3, fast)
 
     @device_inline
@@ -907,13 +916,14 @@ def _make_store(row_of, wide: bool = True):
 
     @device_inline
     def _f32_half(part, h, y, dest, m, ncols, row, c0, q, s, cs, t, fast):
-        a0 = _scaled(part[2 * h], s, cs, c0, ncols, t)  # slice 0: the lane's columns c0, c0 + 1
-        a1 = _scaled(part[2 * h + 1], s, cs, c0 + 1, ncols, t)
-        b0 = _scaled(part[4 + 2 * h], s, cs, c0 + 8, ncols, t)  # slice 1: c0 + 8, c0 + 9
-        b1 = _scaled(part[5 + 2 * h], s, cs, c0 + 9, ncols, t)
+        live = row < m
+        a0 = _scaled(part[2 * h], s, cs, c0, ncols, t, live)  # slice 0: the lane's columns c0, c0 + 1
+        a1 = _scaled(part[2 * h + 1], s, cs, c0 + 1, ncols, t, live)
+        b0 = _scaled(part[4 + 2 * h], s, cs, c0 + 8, ncols, t, live)  # slice 1: c0 + 8, c0 + 9
+        b1 = _scaled(part[5 + 2 * h], s, cs, c0 + 9, ncols, t, live)
         odd = (q & 1) == 1  # lane 2a + 1 keeps slice 1 and sends slice 0, lane 2a the other way
         v0, v1, v2, v3 = _pair_halves(a0, a1, b0, b1, odd)  # (every lane: before any branch)
-        if row < m:
+        if live:
             yr = row_of(dest, row)
             col = c0 - 2 * q + 4 * (q >> 1) + (8 if odd else 0)  # half q >> 1 of slice q & 1
             if fast and col + 4 <= ncols:

@@ -415,12 +415,6 @@ def test_a_variants_load_time_work_is_done_before_the_trace():
     assert cold.launches == 3 and cold.requested_bytes > 5 * pre.requested_bytes
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="a known regression: the GEMM epilogue's 16-byte store (2026-12-06) loads each accumulator's column "
-    "scale for the tile's rows past m as well (clamped, never stored), 4.5x the declared bytes at this 3-token "
-    "shape; it is to load them only for rows below m and columns below ncols",
-)
 def test_a_warm_trace_of_a_small_gemm_requests_about_its_declared_bytes():
     """``pre_rotated``'s warm call at the smallest smoke shape (3 tokens in
     a 64-row tile) asks for about the bytes it declares."""
