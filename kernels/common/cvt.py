@@ -15,6 +15,7 @@ hi)``
 ``f16x2_to_f32x2(w)``    ``mov.b32`` to two halves, two             (float32,
                          ``cvt.f32.f16``                            float32)
 ``f32_bits(x)``          none: the register read as a word          uint32
+``bits_f32(w)``          none: a word read as a float32             float32
 =======================  =========================================  ==========
 
 Pairs are in memory order: ``lo`` is the element at the lower address, the
@@ -91,6 +92,7 @@ __all__ = [
     "bf16x2_to_f32x2",
     "bf16x8_to_f32",
     "e4m3x2_to_f32x2",
+    "bits_f32",
     "f32_bits",
     "f32_to_bf16",
     "f32x2_to_bf16x2",
@@ -137,6 +139,11 @@ if SIMULATED:
     def f32_bits(x):
         """The bits of float32 ``x`` as a uint32 (a 16-byte store's word)."""
         return np.float32(x).view(np.uint32)
+
+    @device_inline
+    def bits_f32(w):
+        """The float32 whose bits are word ``w`` (a wide load's word)."""
+        return np.uint32(w).view(np.float32)
 
     @device_inline
     def f32x2_to_e4m3x2(lo, hi):
@@ -216,6 +223,16 @@ else:
         return types.uint32(x), codegen
 
     @intrinsic
+    def _bits_f32(typingctx, w):
+        if not isinstance(w, types.Integer):
+            return None
+
+        def codegen(context, builder, sig, args):
+            return builder.bitcast(context.cast(builder, args[0], w, types.uint32), _F32)
+
+        return types.float32(w), codegen
+
+    @intrinsic
     def _bf16_to_f32_shift(typingctx, b):
         if not isinstance(b, types.Integer):
             return None
@@ -274,6 +291,7 @@ else:
 
     f16x2_to_f32x2 = _cvt_f16x2_f32x2
     f32_bits = _f32_bits
+    bits_f32 = _bits_f32
     f32_to_bf16 = _cvt_rn_bf16_f32
     f32x2_to_bf16x2 = _cvt_rn_bf16x2_f32
     bf16_to_f32 = _bf16_to_f32_shift

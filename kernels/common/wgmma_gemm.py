@@ -127,9 +127,10 @@ class ChunkStager:
     trip to memory per chunk: eight a stage for int4 weights at BN = 128).
     A chunk outside the tile is a predicated-off load, not a branch."""
 
-    def __init__(self, threads: int, kpc: int, fetch, convert, wide=None, settle=None):
+    def __init__(self, threads: int, kpc: int, fetch, convert, wide=None, settle=None, place=None):
         self.threads, self.kpc, self.fetch, self.convert = threads, kpc, fetch, convert
         self.wide = wide  # (G, fetch16, convert_j, window, settle, empty): see :func:`_build_wide_stager`
+        self.place = place  # where a wide load's chunks go in the row, if not side by side
         self.settle = settle  # a paired kind's exchange: see :func:`_build_chunk_stager`
         self._built: dict = {}
 
@@ -153,7 +154,7 @@ class ChunkStager:
             if spread[1] and (along_k or spread[0] % 8):
                 raise ValueError(f"a spread {spread} stage: along the rows, in pieces of 8k rows")
             if along_k and self.wide is not None:
-                self._built[key] = _build_wide_stager(self.threads, self.kpc, *self.wide, rows)
+                self._built[key] = _build_wide_stager(self.threads, self.kpc, *self.wide, rows, self.place)
             else:
                 built = _build_chunk_stager(
                     self.threads, self.kpc, self.fetch, self.convert, rows, along_k, self.settle, spread
@@ -264,16 +265,25 @@ def _build_chunk_stager(
     return fetch, put
 
 
-def chunk_stager(threads: int, kpc: int, fetch, convert, wide=None, settle=None) -> ChunkStager:
+def chunk_stager(threads: int, kpc: int, fetch, convert, wide=None, settle=None, place=None) -> ChunkStager:
     """A :class:`ChunkStager` from a kind's ``fetch(src, bsc, row, gk, ok)``
     (the loads of one chunk) and ``convert(raw, gk)`` (its four words).
     Every stager is this with a pair of its own; ``wide`` its 16-byte form
-    along K, where it has one; ``settle`` a paired kind's exchange
+    along K, where it has one, and ``place`` where that form's chunks go
+    (:func:`_build_wide_stager`); ``settle`` a paired kind's exchange
     (:func:`_build_chunk_stager`)."""
-    return ChunkStager(threads, kpc, fetch, convert, wide, settle)
+    return ChunkStager(threads, kpc, fetch, convert, wide, settle, place)
 
 
-def _build_wide_stager(threads: int, kpc: int, G: int, fetch16, convert_j, window, settle, empty, rows: int):
+@device_inline
+def side_by_side(u, j, G):
+    """Chunk ``j`` of a row's load ``u`` of ``G`` consecutive chunks."""
+    return u * G + j
+
+
+def _build_wide_stager(
+    threads: int, kpc: int, G: int, fetch16, convert_j, window, settle, empty, rows: int, place=None
+):
     """The along-K stager of a kind whose weights are ``32 / G`` bits a
     value: one ``ld.global.nc.v4.u32`` brings ``G`` consecutive chunks of a
     row (an FP8 row's 16 codes: G = 2; int4's 32 values: G = 4), so a warp's
@@ -293,7 +303,13 @@ def _build_wide_stager(threads: int, kpc: int, G: int, fetch16, convert_j, windo
       (``empty()`` before the first), what it carries forward;
     * ``settle(raw, gk, k) -> raw``: run by every lane before the chunks
       are stored (so it may shuffle), what ``convert_j`` reads;
-    * ``convert_j(raw, gk, j)``: chunk ``j`` of the group, four words."""
+    * ``convert_j(raw, gk, j)``: chunk ``j`` of the group, four words;
+    * ``place(u, j, G)``: the chunk (0-7 along the stage's row) that chunk
+      ``j`` of the row's load ``u`` is, and ``gk`` of a load its first
+      chunk's (default :func:`side_by_side`; Q4_K's 16 bytes hold two
+      chunks 32 values apart, one a nibble side). The loads' places must
+      keep a quarter-warp's stores of each ``j`` in eight bank groups."""
+    place = place or side_by_side
     per_row = CHUNKS // G
     if per_row * G != CHUNKS or G not in (2, 4):
         raise ValueError(f"a wide stager of {G} chunks a load: 2 or 4")
@@ -307,7 +323,7 @@ def _build_wide_stager(threads: int, kpc: int, G: int, fetch16, convert_j, windo
     def _slot(c, k0):
         cc = uint32(min(c, total - 1))  # unsigned: a slot is never negative (no signed-division code)
         r = cc // uint32(per_row)
-        return r, k0 + (cc - r * uint32(per_row)) * uint32(G * kpc)
+        return r, k0 + uint32(place(cc - r * uint32(per_row), 0, G)) * uint32(kpc)
 
     @device_inline
     def _fetch_one(i, win, _y, ctx):
@@ -325,6 +341,18 @@ def _build_wide_stager(threads: int, kpc: int, G: int, fetch16, convert_j, windo
         wg.st_shared_v4(at + _at(r, kc), x0, x1, x2, x3)
 
     @device_inline
+    def _put_of(at, r, u, raw, k0, k, ok, j):
+        kc = place(u, j, G)
+        gk = k0 + kc * kpc
+        _put_chunk(at, r, kc, raw, gk, ok and gk < k, j)
+
+    @device_inline
+    def _put_of(at, r, u, raw, k0, k, ok, j):
+        kc = place(u, j, G)
+        gk = k0 + kc * kpc
+        _put_chunk(at, r, kc, raw, gk, ok and gk < k, j)
+
+    @device_inline
     def _put_one(i, raw, ctx):
         at, nrows, k, r0, k0, tid = ctx
         c = tid + i * threads
@@ -332,14 +360,13 @@ def _build_wide_stager(threads: int, kpc: int, G: int, fetch16, convert_j, windo
         raw = settle(raw, gk, k)  # every lane, before any branch
         if whole or c < total:
             r = c // per_row
-            kc = (c - r * per_row) * G
+            u = c - r * per_row
             ok = r0 + r < nrows
-            gk = k0 + kc * kpc
-            _put_chunk(at, r, kc, raw, gk, ok and gk < k, 0)
-            _put_chunk(at, r, kc + 1, raw, gk + kpc, ok and gk + kpc < k, 1)
+            _put_of(at, r, u, raw, k0, k, ok, 0)
+            _put_of(at, r, u, raw, k0, k, ok, 1)
             if FOUR:
-                _put_chunk(at, r, kc + 2, raw, gk + 2 * kpc, ok and gk + 2 * kpc < k, 2)
-                _put_chunk(at, r, kc + 3, raw, gk + 3 * kpc, ok and gk + 3 * kpc < k, 3)
+                _put_of(at, r, u, raw, k0, k, ok, 2)
+                _put_of(at, r, u, raw, k0, k, ok, 3)
 
     @device_inline
     def fetch(src, bsc, nrows, k, r0, kt, tid, win):

@@ -27,7 +27,7 @@ only the sum over blocks rounds.
 from __future__ import annotations
 
 import numpy as np
-from numba import cuda, float32, int32, uint32
+from numba import cuda, float32, int32, uint32, uint64
 
 from .. import bits, cvt, unroll, vload
 from .. import smem as sm
@@ -302,14 +302,40 @@ def _q4k_convert(raw, gk):
     return _nibbles4(raw[0], hi), _nibbles4(raw[1], hi), _nibbles4(raw[2], hi), _nibbles4(raw[3], hi)
 
 
+@device_inline
+def _q4k_fetch16(src, bsc, gr, gk, ok, vec, win, k):
+    return _q4k_fetch(src, bsc, gr, gk, ok)
+
+
+@device_inline
+def _q4k_convert_j(raw, gk, j):
+    return _q4k_convert(raw, gk)  # (``gk`` the chunk's own: its nibble side)
+
+
+@device_inline
+def _q4k_place(u, j, G):
+    """Chunk ``j`` of a row's load ``u`` (four a stage): the load's 16
+    bytes are chunks ``c`` (low nibbles) and ``c + 2`` (high: 32 values on),
+    ``c`` = 0, 1, 4, 5; the odd loads put the high one first, so that each
+    ``j``'s stores of a quarter-warp's two rows (chunks 0, 3, 4, 7 and, the
+    row beside it, those XOR 1 after the swizzle) fall in eight bank groups."""
+    odd = u & 1
+    return 4 * (u >> 1) + odd + 2 * (j ^ odd)
+
+
 def q4k_stager(threads: int):
     """A ``ChunkStager`` of stage ``kt``
     (values ``128 kt ..``: half a super-block) of Q4_K rows (``src``: the
     blocks as uint32, 36 words a super-block) as bytes 0..15 in value
     order; rows past ``nrows`` zeros. A 16-byte chunk is 16 consecutive
     values, all in one 32-byte run of the super-block's 4-bit bytes and on
-    one nibble side: four words on 16 bytes, one load (:func:`_q4k_words`)."""
-    return chunk_stager(threads, 16, _q4k_fetch, _q4k_convert)
+    one nibble side: four words on 16 bytes, one load (:func:`_q4k_words`).
+    Along K (every tile of the MMQ) a load serves both nibble sides, two
+    chunks (:func:`_q4k_place`): a row's stage is four loads, 64
+    consecutive bytes, where chunks dealt across the rows loaded each 16
+    bytes twice, a lane a row."""
+    wide = (2, _q4k_fetch16, _q4k_convert_j, no_window_of, as_fetched, no_window)
+    return chunk_stager(threads, 16, _q4k_fetch, _q4k_convert, wide, place=_q4k_place)
 
 
 @device_inline
@@ -356,7 +382,9 @@ class Q4kScales:
     @staticmethod
     def stager(threads: int, a_rows: int, bn: int):
         """``(fetch, put)`` as :meth:`Nvfp4Scales.stager`: per entry, the
-        activations' two floats or the weights' super-block header (``d``,
+        activations' two floats (one 8-byte pair, ``q8_blocks``' ``ds``:
+        a row's four lanes read its stage's four pairs, one sector) or the
+        weights' super-block header (``d``,
         ``dmin`` and the 12 bytes of 6-bit scales and mins: 16 bytes, one
         load where the blocks start on 16 bytes; ``blocks`` the blocks as
         uint32) loaded, then the sub-block's factors decoded and stored."""
@@ -374,9 +402,10 @@ class Q4kScales:
             h0 = h1 = h2 = h3 = z
             if idx < total and 32 * sub < k:
                 if row < a_rows:
-                    if r0 + row < m:
-                        x = ds8[0, r0 + row, sub]
-                        y = ds8[1, r0 + row, sub]
+                    if r0 + row < m:  # the row's four lanes: its stage's four pairs, one sector
+                        pair = ds8[r0 + row, sub]
+                        x = cvt.bits_f32(uint32(pair & uint64(0xFFFFFFFF)))
+                        y = cvt.bits_f32(uint32(pair >> uint64(32)))
                 else:
                     c = n0 + row - a_rows
                     if c < n:  # the four entries of a column read one header: one sector, four lanes

@@ -1,8 +1,12 @@
 """Activations to int8 per block of 32 along each row, for the Q4_K MMQ
-arm: ``a`` fp16 (or float32) ``[m, k]`` -> ``aq`` int8 ``[m, k]``, ``d8``
-and ``s8`` float32 ``[m, k / 32]``, in the float32 operations
+arm: ``a`` fp16 (or float32) ``[m, k]`` -> ``aq`` int8 ``[m, k]`` and
+``ds`` uint64 ``[m, k / 32]``, each block's float32 pair ``d8`` (bits 0-31)
+and ``s8`` (bits 32-63) in the float32 operations
 ``naive.quantize_blocks_q8`` spells out (``s8 = d8 * sum(q)``, the sum of a
-block's int8 values, which the Q4_K mins multiply).
+block's int8 values, which the Q4_K mins multiply). The pair is one 8-byte
+store here and one 8-byte load in the MMQ, whose four lanes of a row then
+read a stage's four blocks as one whole sector (two float32 planes were
+two loads of half a sector each); :func:`split` reads them back apart.
 
 One warp per row, four rows per block of 128 threads, no shared memory, no
 block barrier. Where the rows are C-contiguous, a lane reads the ``l``-th
@@ -24,8 +28,8 @@ from functools import lru_cache
 import numpy as np
 from numba import cuda, float32, uint64
 
+from ...common import cvt, vload
 from ...common import launch as L
-from ...common import vload
 from ...common.launch import device_inline
 from ...common.rowquant import int8_of, pack_bytes4
 from ...common.warp import warp_max
@@ -45,6 +49,19 @@ def _codes_sum4(x0, x1, x2, x3, inv):
 
 
 @device_inline
+def _pair(d, total):
+    """A block's ``d8`` (bits 0-31) and ``s8 = d8 * total`` (bits 32-63)."""
+    s = d * float32(total)
+    return uint64(cvt.f32_bits(d)) | (uint64(cvt.f32_bits(s)) << uint64(32))
+
+
+def split(ds):
+    """``(d8, s8)`` float32 ``[m, k / 32]`` of a host copy of ``ds``."""
+    x = np.ascontiguousarray(ds).view(np.float32)
+    return x[:, 0::2], x[:, 1::2]
+
+
+@device_inline
 def _inverse(amax):
     """127 / ``amax``, 0 for an all-zero block."""
     inv = float32(0.0)
@@ -55,7 +72,7 @@ def _inverse(amax):
 
 @lru_cache(maxsize=None)
 def make_q8_blocks(esize: int = 0, fault: str = ""):
-    """The kernel ``(aq, d8, s8, a)``: ``esize`` 0 the element kernel (any
+    """The kernel ``(aq, ds, a)``: ``esize`` 0 the element kernel (any
     layout); 2 or 4 the wide one for C-contiguous fp16 or float32 rows,
     ``aq`` viewed as uint64 (fp16: a lane's 8 codes) or uint32 (float32: 4).
     ``fault`` (:data:`FAULTS`, tests only) plants a bug the check must see."""
@@ -64,7 +81,7 @@ def make_q8_blocks(esize: int = 0, fault: str = ""):
     if not esize:
 
         @cuda.jit
-        def q8_blocks(aq, d8, s8, a):
+        def q8_blocks(aq, ds, a):
             row = cuda.blockIdx.x * ROWS + (cuda.threadIdx.x >> 5)
             lane = cuda.laneid
             m = a.shape[0]
@@ -79,9 +96,7 @@ def make_q8_blocks(esize: int = 0, fault: str = ""):
                     for off in (16, 8, 4, 2, 1):
                         total += cuda.shfl_xor_sync(_FULL, total, off)
                     if lane == 0:
-                        d = amax / float32(127.0)
-                        d8[row, b] = d
-                        s8[row, b] = d * float32(total)
+                        ds[row, b] = _pair(amax / float32(127.0), total)
 
         return q8_blocks
 
@@ -104,7 +119,7 @@ def make_q8_blocks(esize: int = 0, fault: str = ""):
         return w, s
 
     @cuda.jit
-    def q8_blocks(aq, d8, s8, a):
+    def q8_blocks(aq, ds, a):
         row = cuda.blockIdx.x * ROWS + (cuda.threadIdx.x >> 5)
         lane = cuda.laneid
         k = a.shape[1]
@@ -125,10 +140,8 @@ def make_q8_blocks(esize: int = 0, fault: str = ""):
                     total += cuda.shfl_xor_sync(_FULL, total, off)
                 if ok:
                     aq[row, c] = w
-                    if lane % lanes == 0:
-                        d = amax / float32(127.0)
-                        d8[row, c // lanes] = d
-                        s8[row, c // lanes] = d * float32(total)
+                    if lane % lanes == 0:  # a warp's eight (fp16) or four blocks: 64 or 32 bytes together
+                        ds[row, c // lanes] = _pair(amax / float32(127.0), total)
 
     return q8_blocks
 
@@ -136,7 +149,7 @@ def make_q8_blocks(esize: int = 0, fault: str = ""):
 def launcher(fault: str = ""):
     threads = L.check_block(THREADS)
 
-    def run(aq, d8, s8, a):
+    def run(aq, ds, a):
         m, k = a.shape
         if k % BLOCK:
             raise ValueError(f"k={k}: int8 blocks of {BLOCK} need k a multiple of {BLOCK}")
@@ -144,8 +157,8 @@ def launcher(fault: str = ""):
         grid = L.check_grid(L.blocks_for(m, ROWS))
         if esize in (2, 4) and vload.c_contiguous(a) and vload.c_contiguous(aq):
             out = aq.view(np.uint64 if esize == 2 else np.uint32)
-            make_q8_blocks(esize, fault)[grid, threads](out, d8, s8, a)
+            make_q8_blocks(esize, fault)[grid, threads](out, ds, a)
         else:
-            make_q8_blocks()[grid, threads](aq, d8, s8, a)
+            make_q8_blocks()[grid, threads](aq, ds, a)
 
     return run

@@ -176,6 +176,7 @@ def test_cvt_binds_the_intrinsics_exactly_when_the_simulator_is_off():
         "e4m3x2_to_f32x2",
         "f16x2_to_f32x2",
         "f32_bits",
+        "bits_f32",
     ):
         assert isinstance(getattr(C, name), _Intrinsic) != C.SIMULATED, name
 
@@ -345,3 +346,21 @@ def test_the_checks_catch_truncation_instead_of_round_to_nearest_even():
 def test_the_checks_catch_a_bf16_nan_that_is_not_canonical():
     x = np.array([np.nan, -np.nan], np.float32)
     assert code_mismatches(B.f32_to_bf16_np(x), ref_bf16(x)).size == 2  # bits.py keeps the sign and payload
+
+
+@cuda.jit
+def _float_of(w, out):
+    i = cuda.grid(1)
+    if i < w.size:
+        out[i] = C.bits_f32(w[i])
+
+
+@sim
+def test_bits_f32_reads_a_word_as_the_float32_it_holds():
+    """``f32_bits``'s inverse (a word of a wide load as its float32), every
+    class of value, a NaN's payload kept."""
+    w = np.array([0, 0x80000000, 0x3F800000, 0xC0200000, 1, 0x807FFFFF, 0x7F7FFFFF, 0x7F800000, 0xFF800000], np.uint32)
+    w = np.r_[w, np.array([0x7FC00001, 0xFFA00000, 0x3EAAAAAB], np.uint32)]
+    out = cuda.to_device(np.zeros(w.size, np.float32))
+    _float_of[1, 32](cuda.to_device(w), out)
+    np.testing.assert_array_equal(out.copy_to_host().view(np.uint32), w)

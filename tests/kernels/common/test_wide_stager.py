@@ -338,3 +338,72 @@ def test_a_paired_f32_stager_without_the_exchange_fails():
     broken = P.chunk_stager(THREADS, 8, good.fetch, good.convert, settle=keep)
     got, want = _staged_f32(broken, 1, 256)
     assert not np.array_equal(got, want)
+
+
+# ── Q4_K weights along K (the Q4_K MMQ's: a load's 16 bytes are two chunks,
+# one a nibble side, 32 values apart) against the nibbles and the narrow form ──
+
+
+def _q4k_stage(stager, kt, k, narrow, seed=0):
+    """Stage ``kt`` (128 values of each row, bytes) of random Q4_K rows of
+    ``k`` values, and the values NumPy reads at those places: value ``v``
+    of a super-block is byte ``16 + 32 (v // 64) + v % 32``'s low nibble
+    where ``v % 64 < 32``, else its high one."""
+    from leverctl_kernels.common.gemm import mmq
+
+    blocks = np.random.default_rng(seed).integers(0, 256, (ROWS, k // 256 * mmq.Q4K_BLOCK_BYTES), dtype=np.uint8)
+    out = cuda.to_device(np.zeros(ROWS * 32, np.uint32))
+    b32 = cuda.to_device(blocks.view(np.uint32))
+    if narrow:
+        _stage_narrow(stager, ROWS, k)[1, THREADS](out, b32, b32, ROWS, kt)
+    else:
+        _stage_kernel(stager, k)[1, THREADS](out, b32, b32, kt)
+    at = swizzle.sw128_np(np.arange(ROWS)[:, None] * 128 + np.arange(128)[None, :])
+    got = out.copy_to_host().view(np.uint8)[at]
+    v = kt * 128 + np.arange(128)
+    sub = v & 255
+    byte = blocks[:, (v >> 8) * mmq.Q4K_BLOCK_BYTES + 16 + 32 * (sub >> 6) + (sub & 31)]
+    return got, np.where(((sub >> 5) & 1)[None, :] == 1, byte >> 4, byte & 15)
+
+
+@pytest.mark.sim
+# a super-block's two halves, and stages past the first super-block
+@pytest.mark.parametrize(("k", "kt"), [(256, 0), (256, 1), (768, 2), (768, 5)])
+def test_the_wide_q4k_stager_stages_each_nibble_where_the_narrow_one_does(k, kt):
+    from leverctl_kernels.common.gemm import mmq
+
+    stager = mmq.q4k_stager(THREADS)
+    assert stager.wide is not None
+    got, want = _q4k_stage(stager, kt, k, narrow=False, seed=k + kt)
+    np.testing.assert_array_equal(got, want)
+    narrow, want_narrow = _q4k_stage(stager, kt, k, narrow=True, seed=k + kt)
+    np.testing.assert_array_equal(narrow, want_narrow)
+
+
+@pytest.mark.sim
+def test_the_q4k_loads_keep_a_quarter_warps_stores_in_eight_bank_groups():
+    """Each ``j``'s 16-byte stores of a quarter-warp (two rows, four loads
+    each) land in eight different 16-byte bank groups after the swizzle
+    (the chunk XOR the row's low three bits); side by side, or the high
+    chunk never first, two lanes would share one."""
+    from leverctl_kernels.common.gemm import mmq
+
+    def groups(place, r):
+        return [{(place(u, j, 2) ^ ((r + h) & 7)) for h in (0, 1) for u in range(4)} for j in (0, 1)]
+
+    for r in range(0, 8, 2):
+        assert all(len(g) == 8 for g in groups(mmq._q4k_place, r)), r
+        assert {place for u in range(4) for place in (mmq._q4k_place(u, 0, 2), mmq._q4k_place(u, 1, 2))} == set(
+            range(8)
+        )
+    assert not all(len(g) == 8 for g in groups(lambda u, j, G: 4 * (u >> 1) + (u & 1) + 2 * j, 0))
+
+
+@pytest.mark.sim
+def test_a_wide_q4k_stager_whose_loads_put_their_chunks_side_by_side_fails():
+    from leverctl_kernels.common.gemm import mmq
+
+    good = mmq.q4k_stager(THREADS)
+    broken = P.chunk_stager(THREADS, 16, good.fetch, good.convert, good.wide)  # chunks c, c + 1 of a load
+    got, want = _q4k_stage(broken, 1, 256, narrow=False)
+    assert not np.array_equal(got, want)

@@ -78,7 +78,7 @@ def jobs():
         (
             "q4k_mmq",
             q4k_mmq.kernel(),
-            (f16[:, ::1], u32_[:, ::1], u32_[:, ::1], u32_[:, ::1], *(f32[::1],) * 3, f32[:, :, ::1], f32[::1]),
+            (f16[:, ::1], u32_[:, ::1], u32_[:, ::1], u32_[:, ::1], *(f32[::1],) * 3, types.uint64[:, ::1], f32[::1]),
             q4k_mmq.THREADS,
         )
     )
@@ -86,11 +86,11 @@ def jobs():
         (
             "q8_blocks",
             q8_blocks.make_q8_blocks(),
-            (i8[:, ::1], f32[:, ::1], f32[:, ::1], f16[:, ::1]),
+            (i8[:, ::1], types.uint64[:, ::1], f16[:, ::1]),
             q8_blocks.THREADS,
         )
     )
-    q8_sig = (types.uint64[:, ::1], f32[:, ::1], f32[:, ::1], f16[:, ::1])  # fp16 rows: a lane's 8 codes one uint64
+    q8_sig = (types.uint64[:, ::1], types.uint64[:, ::1], f16[:, ::1])  # fp16 rows: a lane's 8 codes one uint64
     out.append(("q8_blocks_wide", q8_blocks.make_q8_blocks(2), q8_sig, q8_blocks.THREADS))
     out.append(("nvfp4_row_amax", nvfp4_act.make_row_amax(), (f32[::1], f16[:, ::1]), nvfp4_act.THREADS))
     out.append(

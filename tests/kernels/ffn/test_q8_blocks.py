@@ -30,9 +30,9 @@ def _rows(m, k, dtype, seed=0):
 def _quantise(a, fault=""):
     m, k = a.shape
     aq = np.zeros((m, k), np.int8)
-    ds8 = np.zeros((2, m, k // q8_blocks.BLOCK), np.float32)
-    q8_blocks.launcher(fault)(aq, ds8[0], ds8[1], a)
-    return aq, ds8[0], ds8[1]
+    ds = np.zeros((m, k // q8_blocks.BLOCK), np.uint64)
+    q8_blocks.launcher(fault)(aq, ds, a)
+    return (aq, *q8_blocks.split(ds))
 
 
 def _same(a, got):
