@@ -52,10 +52,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 from functools import lru_cache
 
-from numba import cuda, float32, uint32
+import numpy as np
+from numba import cuda, float32, uint32, uint64
 
+from ...common import cvt, vload
 from ...common import launch as L
 from ...common.int4_device import nibble
+from ...common.launch import device_inline
 
 
 @dataclass(frozen=True)
@@ -91,14 +94,57 @@ def _check(cfg: GemmConfig) -> None:
     L.check_shared(cfg.shared_bytes)
 
 
+MAX_REGS = 72  # the wide build's registers a thread: 3 blocks of 256 threads an SM, 7 of 128
+FAULTS = ("carry_reused", "edge_short")  # tests only: a wide W stage's broken round and K edge
+
+
+@device_inline
+def _a_pair(As, at, AS, w, e):
+    """Two fp16 of word ``w`` (K steps ``2e``, ``2e + 1`` of a 16-byte
+    unit) to ``As``'s column at ``at``, one K row apart (``AS`` floats)."""
+    lo, hi = cvt.f16x2_to_f32x2(w)
+    As[uint64(at) + uint64(2 * e * AS)] = lo
+    As[uint64(at) + uint64((2 * e + 1) * AS)] = hi
+
+
+@device_inline
+def _w_word(Ws, WS, SWZ, nn, ww, word, s):
+    """Packed word ``ww`` of the tile's row ``nn``: its eight values times
+    ``s`` to ``Ws``'s column ``nn`` (XORed by the word's swizzle)."""
+    base = uint64(ww * 8 * WS + (nn ^ (ww * SWZ)))
+    for j in range(8):
+        Ws[base + uint64(j * WS)] = s * nibble(word, j)
+
+
+@device_inline
+def _scale_of(s0, s1, s2, s3, g):
+    """Group ``g``'s scale (0-7) of a window of eight fp16 as four words."""
+    word = s0 if g < 2 else (s1 if g < 4 else (s2 if g < 6 else s3))
+    lo, hi = cvt.f16x2_to_f32x2(word)
+    return hi if g & 1 else lo
+
+
 @lru_cache(maxsize=None)
 def make_gemm(
-    TILE_M: int, TILE_N: int, TILE_K: int, THREADS_M: int, THREADS_N: int, K_EDGE: bool = True, SWIZZLE: bool = True
+    TILE_M: int,
+    TILE_N: int,
+    TILE_K: int,
+    THREADS_M: int,
+    THREADS_N: int,
+    K_EDGE: bool = True,
+    SWIZZLE: bool = True,
+    WIDE: bool = False,
+    FAULT: str = "",
 ):
     """Compile the tiled GEMM for one tile configuration (see module notes).
     ``SWIZZLE=False`` (tests only) leaves ``Ws`` unswizzled: the same
-    results, its stores in conflict."""
+    results, its stores in conflict. ``WIDE`` (C-contiguous arrays, fp16
+    ``a``): the tiles staged from 16-byte loads where the arrays allow it
+    (checked in the kernel, uniform for the launch), else as without it.
+    ``FAULT`` (:data:`FAULTS`, tests only) plants a bug the check must see."""
     _check(GemmConfig(TILE_M, TILE_N, TILE_K, THREADS_M, THREADS_N, K_EDGE))
+    if FAULT and FAULT not in FAULTS:
+        raise ValueError(f"unknown fault {FAULT!r}")
     RM = TILE_M // THREADS_M
     RN = TILE_N // THREADS_N
     WK = TILE_K // 8  # packed words per tile row
@@ -114,8 +160,57 @@ def make_gemm(
     AS_SIZE = TILE_K * AS
     WS_SIZE = TILE_K * WS
     ACC = RM * RN
+    # The wide stage. W: two lanes a row, 16 bytes each, so a warp's loads
+    # are its rows' 32-byte runs, whole sectors; a round of loads covers
+    # R tiles (8 words of a row: two 32-input tiles, or one of 64), the
+    # words of the round's later tile carried in registers to it. A: a
+    # 16-byte unit (8 fp16) a lane, a warp's loads eight rows' 64 bytes.
+    R = 8 // WK
+    LOADERS = 2 * TILE_N
+    A_UNITS = A_ELEMS // 8
+    A_UITERS = (A_UNITS + NT - 1) // NT
+    HALF = TILE_M * 4  # A units of one half-row column: four a row (64 bytes)
+    if WIDE and (WK not in (4, 8) or LOADERS > NT):
+        raise ValueError(f"a wide W stage wants TILE_K 32 or 64 and 2 x TILE_N <= threads, not {TILE_K}, {TILE_N}")
+    if WIDE and A_UITERS > 2:
+        raise ValueError(f"a wide A stage of {A_UNITS} units over {NT} threads: two a thread at most")
+    CARRY_ALL = FAULT == "carry_reused"  # the round's first lanes stage every tile of it: the first twice
+    EDGE_SHORT = FAULT == "edge_short"  # a lane's 16 bytes taken only where the next 16 are inside K too
 
-    @cuda.jit
+    @device_inline
+    def _a_place(idx):
+        """A unit's row and 16-byte column: four lanes a row's 64 bytes,
+        eight rows a warp (its transposing stores then conflict-free)."""
+        h = idx // HALF
+        rem = idx - h * HALF
+        return rem >> 2, (rem & 3) + 4 * h
+
+    @device_inline
+    def a_load(a, idx, m0, k0, m, k):
+        mm, kq = _a_place(idx)
+        gm = m0 + mm
+        gk = k0 + 8 * kq
+        x0 = x1 = x2 = x3 = uint32(0)
+        if idx < A_UNITS and gm < m and (not K_EDGE or gk < k):
+            x0, x1, x2, x3 = vload.ldg_v4(a, gm * k + gk)
+        return x0, x1, x2, x3
+
+    @device_inline
+    def a_put(As, idx, x):
+        if idx < A_UNITS:
+            mm, kq = _a_place(idx)
+            at = 8 * kq * AS + mm
+            _a_pair(As, at, AS, x[0], 0)
+            _a_pair(As, at, AS, x[1], 1)
+            _a_pair(As, at, AS, x[2], 2)
+            _a_pair(As, at, AS, x[3], 3)
+
+    # the wide build held to the element build's resident blocks: unbounded,
+    # its loads in flight and A's two units took 88 registers at 256 threads
+    # (two blocks an SM) and 80 at 128 (six); bounded, 80 and 72, no spill
+    jit = L.jit_bounded(NT, 65536 // (NT * MAX_REGS)) if WIDE else cuda.jit
+
+    @jit
     def gemm_tiled(c, a, qweight, scales):
         m = a.shape[0]
         k = a.shape[1]
@@ -133,38 +228,86 @@ def make_gemm(
         n0 = cuda.blockIdx.x * TILE_N
         for i in range(ACC):
             acc[i] = float32(0.0)
+        # 16-byte loads where every row is whole 16-byte units from an
+        # aligned start (the same for every thread: no divergence)
+        vec = WIDE and vload.aligned16(a) and vload.aligned16(qweight) and k % 8 == 0 and kw % 4 == 0
+        # the scales a window of groups a lane: eight (16 bytes) where a row
+        # is whole 16-byte units, four (8 bytes) where it is 8-byte units
+        ns = scales.shape[1]
+        swin = vec and vload.aligned16(scales) and ns % 4 == 0
+        win8 = ns % 8 == 0
+        span = 1024 if win8 else 512  # the inputs a window's scales cover
+        nn = tid >> 1  # the wide W stage: this lane's row and 16 bytes of a round
+        p = tid & 1
+        gn = n0 + nn
+        own = (4 * p) // WK  # the round's tile its words are in (two 32-input tiles: p; one of 64: 0)
+        wo = (4 * p) % WK  # its first word in that tile
+        w0 = w1 = w2 = w3 = uint32(0)  # (carried: a round's later tile is staged from them)
+        sv0 = sv1 = sv2 = sv3 = uint32(0)  # (carried: a window of eight group scales)
+        s = float32(0.0)
 
         for k0 in range(0, k, TILE_K):
-            # A tile -> As[kk][mm] (fp32), consecutive threads along k.
-            for it in range(A_ITERS):
-                idx = tid + it * NT
-                if idx < A_ELEMS:
-                    mm = idx // TILE_K
-                    kk = idx - mm * TILE_K
-                    gm = m0 + mm
-                    gk = k0 + kk
-                    v = float32(0.0)
-                    if gm < m and (not K_EDGE or gk < k):
-                        v = float32(a[gm, gk])
-                    As[uint32(kk * AS + mm)] = v
-            # W tile -> Ws[kk][nn], dequantized; consecutive threads along words.
-            kw0 = k0 >> 3
-            for it in range(W_ITERS):
-                idx = tid + it * NT
-                if idx < W_WORDS:
-                    nn = idx // WK
-                    ww = idx - nn * WK
-                    gn = n0 + nn
-                    gw = kw0 + ww
-                    base = ww * 8 * WS + (nn ^ (ww * SWZ))
-                    if gn < n and (not K_EDGE or gw < kw):
-                        word = qweight[gn, gw]
-                        s = float32(scales[gn, gw >> 4])
-                        for j in range(8):
-                            Ws[uint32(base + j * WS)] = s * nibble(word, j)
-                    else:
-                        for j in range(8):
-                            Ws[uint32(base + j * WS)] = float32(0.0)
+            if vec:
+                # every load of the stage issued before any is used: the W
+                # round's (at its first tile) and the scales', then A's
+                if tid < LOADERS and (k0 // TILE_K) % R == 0:
+                    gw = (k0 >> 3) + 4 * p
+                    w0 = w1 = w2 = w3 = uint32(0)
+                    s = float32(0.0)
+                    if gn < n and (gw + 4 < kw if EDGE_SHORT else gw < kw):
+                        w0, w1, w2, w3 = vload.ldg_v4(qweight, gn * kw + gw)
+                        g = gw >> 4
+                        if swin:
+                            if (k0 & (span - 1)) == 0:  # a window's first round: its scales
+                                if win8:
+                                    sv0, sv1, sv2, sv3 = vload.ldg_v4(scales, gn * ns + g)
+                                else:
+                                    sv0, sv1 = vload.ldg_v2(scales, gn * ns + g)
+                            s = _scale_of(sv0, sv1, sv2, sv3, g & (7 if win8 else 3))
+                        else:
+                            s = float32(scales[gn, g])
+                # A tile -> As[kk][mm]: 16 bytes a lane, four lanes a row's 64 bytes
+                xa = a_load(a, tid, m0, k0, m, k)
+                xb = xa
+                if A_UITERS == 2:
+                    xb = a_load(a, tid + NT, m0, k0, m, k)
+                a_put(As, tid, xa)
+                if A_UITERS == 2:
+                    a_put(As, tid + NT, xb)
+                # W tile -> Ws[kk][nn]: the lanes whose words are this tile's
+                if tid < LOADERS and ((own == 0) if CARRY_ALL else (own == (k0 // TILE_K) % R)):
+                    _w_word(Ws, WS, SWZ, nn, wo, w0, s)
+                    _w_word(Ws, WS, SWZ, nn, wo + 1, w1, s)
+                    _w_word(Ws, WS, SWZ, nn, wo + 2, w2, s)
+                    _w_word(Ws, WS, SWZ, nn, wo + 3, w3, s)
+            else:
+                # A tile -> As[kk][mm] (fp32), consecutive threads along k.
+                for it in range(A_ITERS):
+                    idx = tid + it * NT
+                    if idx < A_ELEMS:
+                        mm = idx // TILE_K
+                        kk = idx - mm * TILE_K
+                        gm = m0 + mm
+                        gk = k0 + kk
+                        v = float32(0.0)
+                        if gm < m and (not K_EDGE or gk < k):
+                            v = float32(a[gm, gk])
+                        As[uint32(kk * AS + mm)] = v
+                # W tile -> Ws[kk][nn], dequantized; consecutive threads along words.
+                kw0 = k0 >> 3
+                for it in range(W_ITERS):
+                    idx = tid + it * NT
+                    if idx < W_WORDS:
+                        wn = idx // WK
+                        ww = idx - wn * WK
+                        gwn = n0 + wn
+                        gw = kw0 + ww
+                        word = uint32(0)
+                        sc = float32(0.0)
+                        if gwn < n and (not K_EDGE or gw < kw):
+                            word = qweight[gwn, gw]
+                            sc = float32(scales[gwn, gw >> 4])
+                        _w_word(Ws, WS, SWZ, wn, ww, word, sc)
             cuda.syncthreads()
             for ww in range(WK):
                 # the eight K steps of a packed word share their swizzle;
@@ -194,8 +337,16 @@ def make_gemm(
     return gemm_tiled
 
 
-def kernel_for(cfg: GemmConfig):
-    return make_gemm(cfg.TILE_M, cfg.TILE_N, cfg.TILE_K, cfg.THREADS_M, cfg.THREADS_N, cfg.K_EDGE)
+def kernel_for(cfg: GemmConfig, wide: bool = True, fault: str = ""):
+    """The kernel of ``cfg``: ``wide``, the build for C-contiguous arrays
+    and fp16 ``a`` (16-byte loads where they are aligned)."""
+    return make_gemm(cfg.TILE_M, cfg.TILE_N, cfg.TILE_K, cfg.THREADS_M, cfg.THREADS_N, cfg.K_EDGE, True, wide, fault)
+
+
+def takes_wide(a, qweight, scales) -> bool:
+    """Host side: whether the arrays suit the wide build (C-contiguous, an
+    fp16 ``a``); its kernel checks their alignment itself."""
+    return a.dtype == np.float16 and all(vload.c_contiguous(x) for x in (a, qweight, scales))
 
 
 def supports(cfg: GemmConfig, m: int, n: int, k: int) -> str:
@@ -220,11 +371,10 @@ def make_launch(cfg: GemmConfig, m: int, n: int, k: int):
     why = supports(cfg, m, n, k)
     if why:
         raise ValueError(f"{cfg}: {why}")
-    kern = kernel_for(cfg)
     grid, block = launch_config(cfg, m, n)
 
     def launch(c, a, qweight, scales):
-        kern[grid, block](c, a, qweight, scales)
+        kernel_for(cfg, takes_wide(a, qweight, scales))[grid, block](c, a, qweight, scales)
 
     return launch
 

@@ -832,3 +832,98 @@ def test_traced_the_activations_are_staged_by_16_byte_loads(name, aligned):
     wide = sum(r.used_bytes for r in loads if r.bytes == 16 * r.accesses)
     total = sum(r.used_bytes for r in loads)
     assert (wide >= 0.9 * total) == aligned, (wide, total, [r.to_json() for r in loads])
+
+
+# ── simulator: the tiled FMA GEMM's 16-byte stage (``gemm_tiled`` WIDE) ──────
+
+# (config, m, n, k): the small tiles at one row (``gemm_m1``) with seven
+# 32-input tiles (an odd last round: its second tile past K), scales a
+# window of eight groups (k 1024) and of four (k 512), one group (k 96:
+# scales one element a load); the default tiles at a K edge inside a round
+# (k 160: the second lane's 16 bytes past K), windows of four (k 512), and
+# rows that are not 16-byte units (k 136: the element loads)
+WIDE_CASES = [
+    ("SMALL_M", 1, 37, 224),
+    ("SMALL_M", 2, 32, 1024),
+    ("SMALL_M", 3, 31, 512),
+    ("SMALL_M", 2, 35, 96),
+    ("DEFAULT", 67, 37, 160),
+    ("DEFAULT", 3, 40, 512),
+    ("DEFAULT", 3, 37, 136),
+]
+
+
+def _tiled_operands(m, n, k, seed=0):
+    from numba import cuda
+
+    rng = np.random.default_rng(seed)
+    a = (rng.standard_normal((m, k)) * 0.5).astype(np.float16)
+    qweight, scales = int4.random_w4(rng, n, k)
+    ref = a.astype(np.float64) @ int4.dequantize_w4(qweight, scales).astype(np.float64).T
+    return [cuda.to_device(x) for x in (a, qweight, scales)], ref
+
+
+def _run_tiled(cfg_name, m, n, wide, ops, fault="", trace=False):
+    from numba import cuda
+
+    from leverctl.profile import memtrace as mt
+    from leverctl_kernels.w4a16.gemm import gemm_tiled
+
+    cfg = getattr(gemm_tiled, cfg_name)
+    grid, block = gemm_tiled.launch_config(cfg, m, n)
+    c = cuda.to_device(np.full((m, n), np.nan, np.float16))
+    run = lambda: gemm_tiled.kernel_for(cfg, wide, fault)[grid, block](c, *ops)  # noqa: E731
+    prof = mt.summarize(mt.run_traced(run)) if trace else run()
+    return c.copy_to_host(), prof
+
+
+@pytest.mark.sim
+@pytest.mark.parametrize(("cfg", "m", "n", "k"), WIDE_CASES)
+def test_the_tiled_gemms_16_byte_stage_gives_the_element_stages_bits(cfg, m, n, k):
+    """The wide build stages the same float32 values as the element loads
+    (the fp16 inputs and each weight times its group's scale), so its
+    output is the same bits; both meet the path's tolerance. Traced, its
+    16-byte loads carry the weights (none where the rows are not 16-byte
+    units)."""
+    from leverctl.profile import memtrace as mt
+
+    ops, ref = _tiled_operands(m, n, k, seed=k)
+    narrow, _ = _run_tiled(cfg, m, n, False, ops)
+    wide, prof = _run_tiled(cfg, m, n, True, ops, trace=True)
+    ok, why = _check_test_local(wide, ref, _path("w4a16.gemm").tolerance)
+    assert ok, why
+    assert np.array_equal(wide.view(np.uint16), narrow.view(np.uint16))
+    loads = [r for r in prof.sites if r.space == mt.GLOBAL and r.kind == "load"]
+    wide_bytes = sum(r.used_bytes for r in loads if r.bytes == 16 * r.accesses)
+    assert (wide_bytes > 0) == (k % 32 == 0), [r.to_json() for r in loads]
+
+
+@pytest.mark.sim
+@pytest.mark.parametrize(
+    ("cfg", "m", "n", "k", "fault"),
+    [
+        ("SMALL_M", 1, 37, 224, "carry_reused"),  # each round's second tile staged from its first's words
+        ("SMALL_M", 1, 37, 224, "edge_short"),  # the last 16 bytes of each row dropped
+        ("DEFAULT", 67, 37, 160, "edge_short"),
+    ],
+)
+def test_a_tiled_gemm_whose_16_byte_stage_reuses_a_round_or_drops_its_tail_fails(cfg, m, n, k, fault):
+    ops, ref = _tiled_operands(m, n, k, seed=k)
+    got, _ = _run_tiled(cfg, m, n, True, ops, fault)
+    ok, why = _check_test_local(got, ref, _path("w4a16.gemm").tolerance)
+    assert not ok, why
+
+
+@pytest.mark.sim
+def test_traced_the_one_row_tiled_gemm_reads_whole_sectors_in_16_byte_loads():
+    """``gemm_m1``'s GEMM (the small tiles at one row) at k 1024: a row's
+    two lanes read its 32 bytes of a round, whole sectors, and the
+    scales come 16 bytes a window: >= 90 % sector efficiency and >= 90 %
+    of the loaded bytes in 16-byte loads (the element loads, as before
+    2026-12-06: 50 % and none)."""
+    m, n, k = 1, 32, 1024
+    ops, _ = _tiled_operands(m, n, k)
+    for wide in (True, False):
+        _, prof = _run_tiled("SMALL_M", m, n, wide, ops, trace=True)
+        assert (prof.sector_efficiency >= 0.9) == wide, prof.sector_efficiency
+        assert (prof.wide_load_share >= 0.9) == wide, prof.wide_load_share

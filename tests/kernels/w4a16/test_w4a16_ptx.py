@@ -100,3 +100,30 @@ def test_the_decode_gemvs_stream_their_weights_in_128_bit_loads(compiled, tmp_pa
         ok = len(wide) == want if name not in X_BY_16_BYTES else len(wide) >= want
         assert ok, f"{name}: {len(wide)} LDG.E.128.CONSTANT, want {want} (weights: one per group of a step, twice)"
         assert not re.search(r"\b(LDL|STL)\b", sass), f"{name}: local memory in the SASS"
+
+
+def test_the_tiled_gemms_stage_their_tiles_by_16_byte_loads(compiled, tmp_path):
+    """The tiled FMA GEMM's wide build (``gemm_tiled``, C-contiguous
+    arrays): its A tile's 16-byte units (one a thread of the small tiles,
+    two of the default ones), a round's W load (16 bytes of a row a lane)
+    and the scale window (16 bytes, or 8 where a row's scales are 8-byte
+    units), as ``ld.global.nc`` in the PTX and ``LDG.E.128``/``LDG.E.64``
+    in the SASS, no local memory."""
+    if not compiled["ptxas"]:
+        pytest.skip("ptxas not found (PATH or $CUDA_HOME/bin)")
+    disasm = nvdisasm()
+    if not disasm:
+        pytest.skip("nvdisasm not found (PATH, $CUDA_HOME/bin or the nvidia-cuda-nvdisasm wheel)")
+    for name, a_units in (("gemm_small_m", 1), ("gemm_default", 2)):
+        rec = compiled["kernels"][name]
+        ptx = open(rec["ptx"]).read()
+        assert len(re.findall(r"ld\.global\.nc\.v4\.u32", ptx)) == a_units + 2, name
+        assert len(re.findall(r"ld\.global\.nc\.v2\.u32", ptx)) == 1, name
+        cubin = tmp_path / f"{name}.cubin"
+        subprocess.run(
+            [compiled["ptxas"], "-arch=sm_90", "-o", str(cubin), rec["ptx"]], check=True, capture_output=True
+        )
+        sass = subprocess.run([disasm, str(cubin)], check=True, capture_output=True, text=True).stdout
+        assert len(re.findall(r"\bLDG\.E\.128\.CONSTANT\b", sass)) >= a_units + 2, name
+        assert re.search(r"\bLDG\.E\.64\.CONSTANT\b", sass), name
+        assert not re.search(r"\b(LDL|STL)\b", sass), f"{name}: local memory in the SASS"
