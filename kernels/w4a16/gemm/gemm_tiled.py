@@ -16,8 +16,8 @@ along N, ``blockIdx.y`` along M; ``THREADS_N x THREADS_M`` threads)::
 
 Per K-step the block loads the A tile (coalesced along k) and the packed W
 tile (coalesced along packed words: a row's ``TILE_K/8`` words are one
-contiguous run), dequantizes W once into shared memory with its group
-scale, then every thread does ``TILE_K`` rank-1 updates of its register
+contiguous run; see Loads below), dequantizes W once into shared memory
+with its group scale, then every thread does ``TILE_K`` rank-1 updates of its register
 micro-tile. The inner loop reads ``As`` as a broadcast and ``Ws`` along
 consecutive columns. ``As`` is padded by one column so that its
 transposing stores do not pile onto one bank. ``Ws`` is swizzled instead:
@@ -28,6 +28,30 @@ gave two rows a bank at 64 x 64 x 64), so the column of K step ``kk``
 is XORed with ``(kk / 8) * 32 / WK``: the warp's 32 stores then hit 32
 banks, and a row of ``Ws`` stays a permutation within each 32 columns, so
 the reads stay conflict-free. All accesses are conflict-free.
+
+Loads. Where the arrays are C-contiguous and ``a`` is fp16 (the launch
+checks), the kernel is the wide build, and where every row is also whole
+16-byte units from an aligned start (``k % 32 == 0``; the kernel checks,
+the same for every thread) it stages from 16-byte loads, the stage's
+loads all issued before any is used:
+
+* W: two lanes a row, 16 bytes (four packed words) each, so a warp's
+  loads are its rows' 32-byte runs, whole sectors. A round of loads is
+  32 bytes of each row: one 64-input tile, or two 32-input tiles, whose
+  second is staged from the words the row's second lane carried in
+  registers from the round's first. Its group scale comes from a window
+  the lane loads at the window's first round and carries: eight groups
+  (16 bytes) where a row's scales are whole 16-byte units, four (8
+  bytes) where they are 8-byte units, else one element a round.
+* A: a 16-byte unit (8 fp16) a lane, four lanes a row's 64 bytes, eight
+  rows a warp, so its transposing stores stay conflict-free.
+
+It stages exactly the values the element loads do (the same bits out).
+Otherwise a thread loads one element of A and one packed word of W (and
+its scale) at a time. The wide build is held by launch bounds to the
+element build's resident blocks (``MAX_REGS``): unbounded, its carried
+words and loads in flight took 88 registers at the default tiles' 256
+threads and 80 at the small tiles' 128.
 
 Edges: rows past ``m``, columns past ``n`` and (when ``K_EDGE``) packed
 words past ``k`` load as zeros and are never stored; ``K_EDGE=False`` drops
