@@ -181,11 +181,16 @@ def test_cvt_binds_the_intrinsics_exactly_when_the_simulator_is_off():
         assert isinstance(getattr(C, name), _Intrinsic) != C.SIMULATED, name
 
 
-@cuda.jit
-def _bits_of(x, out):
-    i = cuda.grid(1)
-    if i < x.size:
-        out[i] = C.f32_bits(x[i])
+def _each(fn):
+    """A kernel ``(x, out)``: ``out[i] = fn(x[i])``."""
+
+    @cuda.jit
+    def each(x, out):
+        i = cuda.grid(1)
+        if i < x.size:
+            out[i] = fn(x[i])
+
+    return each
 
 
 @sim
@@ -195,7 +200,7 @@ def test_f32_bits_is_the_float32s_own_bit_pattern():
     x = np.array([0.0, -0.0, 1.0, -2.5, 1e-45, -1e-40, 3.4028235e38, np.inf, -np.inf, 65504.0, 1 / 3], dtype=np.float32)
     x = np.r_[x, np.array([0x7FC00001, 0xFFA00000], np.uint32).view(np.float32)]
     out = cuda.to_device(np.zeros(x.size, np.uint32))
-    _bits_of[1, 32](cuda.to_device(x), out)
+    _each(C.f32_bits)[1, 32](cuda.to_device(x), out)
     np.testing.assert_array_equal(out.copy_to_host(), x.view(np.uint32))
 
 
@@ -348,13 +353,6 @@ def test_the_checks_catch_a_bf16_nan_that_is_not_canonical():
     assert code_mismatches(B.f32_to_bf16_np(x), ref_bf16(x)).size == 2  # bits.py keeps the sign and payload
 
 
-@cuda.jit
-def _float_of(w, out):
-    i = cuda.grid(1)
-    if i < w.size:
-        out[i] = C.bits_f32(w[i])
-
-
 @sim
 def test_bits_f32_reads_a_word_as_the_float32_it_holds():
     """``f32_bits``'s inverse (a word of a wide load as its float32), every
@@ -362,5 +360,5 @@ def test_bits_f32_reads_a_word_as_the_float32_it_holds():
     w = np.array([0, 0x80000000, 0x3F800000, 0xC0200000, 1, 0x807FFFFF, 0x7F7FFFFF, 0x7F800000, 0xFF800000], np.uint32)
     w = np.r_[w, np.array([0x7FC00001, 0xFFA00000, 0x3EAAAAAB], np.uint32)]
     out = cuda.to_device(np.zeros(w.size, np.float32))
-    _float_of[1, 32](cuda.to_device(w), out)
+    _each(C.bits_f32)[1, 32](cuda.to_device(w), out)
     np.testing.assert_array_equal(out.copy_to_host().view(np.uint32), w)
