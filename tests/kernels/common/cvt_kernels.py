@@ -61,4 +61,6 @@ def conversion_kernels() -> dict:
         "bf16_to_f32": _one(C.bf16_to_f32),
         "f32x2_to_e4m3x2": _pair(C.f32x2_to_e4m3x2),
         "e4m3x2_to_f32x2": e4m3x2_to_f32x2,
+        "f32_bits": _one(C.f32_bits),
+        "bits_f32": _one(C.bits_f32),
     }

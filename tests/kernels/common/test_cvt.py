@@ -181,18 +181,6 @@ def test_cvt_binds_the_intrinsics_exactly_when_the_simulator_is_off():
         assert isinstance(getattr(C, name), _Intrinsic) != C.SIMULATED, name
 
 
-def _each(fn):
-    """A kernel ``(x, out)``: ``out[i] = fn(x[i])``."""
-
-    @cuda.jit
-    def each(x, out):
-        i = cuda.grid(1)
-        if i < x.size:
-            out[i] = fn(x[i])
-
-    return each
-
-
 @sim
 def test_f32_bits_is_the_float32s_own_bit_pattern():
     """A float32's bits as a word (a 16-byte store's), every class of value:
@@ -200,7 +188,7 @@ def test_f32_bits_is_the_float32s_own_bit_pattern():
     x = np.array([0.0, -0.0, 1.0, -2.5, 1e-45, -1e-40, 3.4028235e38, np.inf, -np.inf, 65504.0, 1 / 3], dtype=np.float32)
     x = np.r_[x, np.array([0x7FC00001, 0xFFA00000], np.uint32).view(np.float32)]
     out = cuda.to_device(np.zeros(x.size, np.uint32))
-    _each(C.f32_bits)[1, 32](cuda.to_device(x), out)
+    _K["f32_bits"][1, 32](cuda.to_device(x), out)
     np.testing.assert_array_equal(out.copy_to_host(), x.view(np.uint32))
 
 
@@ -360,5 +348,5 @@ def test_bits_f32_reads_a_word_as_the_float32_it_holds():
     w = np.array([0, 0x80000000, 0x3F800000, 0xC0200000, 1, 0x807FFFFF, 0x7F7FFFFF, 0x7F800000, 0xFF800000], np.uint32)
     w = np.r_[w, np.array([0x7FC00001, 0xFFA00000, 0x3EAAAAAB], np.uint32)]
     out = cuda.to_device(np.zeros(w.size, np.float32))
-    _each(C.bits_f32)[1, 32](cuda.to_device(w), out)
+    _K["bits_f32"][1, 32](cuda.to_device(w), out)
     np.testing.assert_array_equal(out.copy_to_host().view(np.uint32), w)
