@@ -347,12 +347,6 @@ def _build_wide_stager(
         _put_chunk(at, r, kc, raw, gk, ok and gk < k, j)
 
     @device_inline
-    def _put_of(at, r, u, raw, k0, k, ok, j):
-        kc = place(u, j, G)
-        gk = k0 + kc * kpc
-        _put_chunk(at, r, kc, raw, gk, ok and gk < k, j)
-
-    @device_inline
     def _put_one(i, raw, ctx):
         at, nrows, k, r0, k0, tid = ctx
         c = tid + i * threads
