@@ -41,6 +41,12 @@ Semantics (PTX ``shfl.sync`` with width 32; lane operands use their low 5 bits)
   ``match_all_sync`` as in CUDA; ``syncwarp(mask=0xFFFFFFFF)`` is a barrier;
   ``lanemask_lt`` is ``(1 << lane) - 1``.
 
+Memory a kernel has not written
+-------------------------------
+:func:`install` also makes the simulator's shared (static and dynamic) and
+local arrays :func:`poisoned`: every byte ``0xFF`` (NaN, -1), as the bench
+poisons outputs, rather than the host allocator's leftovers or zeros.
+
 Errors instead of hangs
 -----------------------
 Waits poll every ``POLL_S`` and raise when the simulator aborts the block
@@ -451,13 +457,52 @@ def shared_allocation(shared, shape, dtype, alignment, caller) -> tuple:
     with _shared_lock:
         res = shared._allocations.get(key)
         if res is None:
-            res = shared._allocations[key] = np.empty(shape, dtype)
+            res = shared._allocations[key] = poisoned(shape, dtype)
     return res, key
+
+
+POISON_BYTE = 0xFF  # every float a NaN, every signed integer -1, every unsigned one its maximum
+
+
+def poisoned(shape, dtype) -> np.ndarray:
+    """A new array every byte of which is :data:`POISON_BYTE`: the simulator's
+    shared and local memory, which a GPU leaves holding whatever was there.
+    Numba's simulator made them with ``np.empty`` (the dynamic buffer with
+    ``np.zeros``), so a kernel that read a word before writing it read
+    whatever the host's allocator returned: zeros that hid the read in one
+    run, an infinity left by an earlier test in another. Poisoned, such a
+    read is the same in every run, and a NaN that reaches an output fails
+    the check."""
+    res = np.empty(shape, dtype)
+    res.view(np.uint8).fill(POISON_BYTE)
+    return res
 
 
 def _shared_array(self, shape, dtype, alignment=None):
     """Numba's ``FakeCUDAShared.array``, by :func:`shared_allocation`."""
     return shared_allocation(self, shape, dtype, alignment, sys._getframe(1))[0]
+
+
+def _local_array(self, shape, dtype, alignment=None):
+    """Numba's ``FakeCUDALocal.array``, poisoned (:func:`poisoned`)."""
+    from numba.cuda.simulator import kernelapi
+
+    if alignment is not None:
+        raise RuntimeError("Array alignment is not supported in cudasim")
+    if isinstance(dtype, kernelapi.types.Type):
+        dtype = kernelapi.numpy_support.as_dtype(dtype)
+    return poisoned(shape, dtype)
+
+
+def _poisoned_shared_init(init):
+    """``FakeCUDAShared.__init__`` with the block's dynamic buffer poisoned
+    (:func:`poisoned`) rather than zeroed."""
+
+    def __init__(self, dynshared_size):
+        init(self, dynshared_size)
+        self._dynshared.view(np.uint8).fill(POISON_BYTE)
+
+    return __init__
 
 
 class _Globals:
@@ -541,6 +586,8 @@ def install() -> bool:
         block_thread.run = run
         block_thread.syncthreads = _syncthreads
         kernelapi.FakeCUDAShared.array = _shared_array
+        kernelapi.FakeCUDAShared.__init__ = _poisoned_shared_init(kernelapi.FakeCUDAShared.__init__)
+        kernelapi.FakeCUDALocal.array = _local_array
 
         simkernel.BlockManager.run = _run_block
 

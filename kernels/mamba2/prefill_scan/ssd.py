@@ -343,6 +343,9 @@ def make_chunk_scan(CHUNK: int, N: int, P: int, THREADS: int, HPG: int, layout=W
             for e in range(tid, i_n * N, THREADS):
                 ii = e // N
                 cs_t[ii * NS + e - ii * N] = float32(C[t0 + i0 + ii, g, e - ii * N])
+            for e in range(i_n * N + tid, TILE * N, THREADS):  # a short tile's other rows: the read-out sums all TILE
+                ii = e // N
+                cs_t[ii * NS + e - ii * N] = float32(0.0)
             for k in range(OPT):
                 acc[k] = float32(0.0)
             for j0 in range(0, i0 + i_n, TILE):  # source tiles up to the diagonal

@@ -478,6 +478,8 @@ def test_split_and_merge_load_90_percent_of_their_bytes_16_bytes_a_lane_and_the_
 
 
 @pytest.mark.sim
+# the q fault leaves the tile's last chunk as the simulator's poison (NaN), whose scores' max the softmax subtracts
+@pytest.mark.filterwarnings("ignore:invalid value encountered:RuntimeWarning")
 @pytest.mark.parametrize(
     "fault",
     [dict(q_fault=1), dict(merge_fault=1), dict(merge_fault=2)],

@@ -399,3 +399,42 @@ def test_a_block_calls_the_packages_device_functions_directly_and_restores_their
     assert _SEEN == ["FakeCUDAModule"]
     assert "warp_sum" not in calls, calls  # 128 device calls, none swapped one by one
     assert vars(warp)["cuda"] is cuda
+
+
+@cuda.jit
+def _unwritten_reads(f, i, u, d):
+    """Each lane reads a word of static shared, local and dynamic shared
+    memory that no thread wrote, and one that it wrote itself."""
+    t = cuda.threadIdx.x
+    sf = cuda.shared.array(64, np.float32)
+    si = cuda.shared.array(64, np.int32)
+    loc = cuda.local.array(2, np.uint16)
+    dyn = cuda.shared.array(0, np.float32)
+    sf[t] = 1.0
+    si[t] = 2
+    loc[0] = 3
+    dyn[t] = 4.0
+    cuda.syncthreads()
+    f[t, 0], f[t, 1] = sf[t + 32], sf[t]
+    i[t, 0], i[t, 1] = si[t + 32], si[t]
+    u[t, 0], u[t, 1] = loc[1], loc[0]
+    d[t, 0], d[t, 1] = dyn[t + 32], dyn[t]
+
+
+@sim_only
+def test_the_simulator_poisons_shared_and_local_memory_a_kernel_has_not_written():
+    """A GPU leaves shared and local memory holding whatever was there; the
+    simulator fills them with poison (every byte 0xFF) rather than the
+    host's leftovers (``np.empty``: an earlier test's infinities) or zeros
+    (the dynamic buffer), so a read before a write is the same in every run:
+    NaN as a float, -1 signed, the largest value unsigned. What a thread
+    wrote reads back."""
+    f, i, u, d = (np.zeros((32, 2), t) for t in (np.float32, np.int32, np.uint16, np.float32))
+    dev = [cuda.to_device(a) for a in (f, i, u, d)]
+    _unwritten_reads[1, 32, 0, 64 * 4](*dev)
+    f, i, u, d = (a.copy_to_host() for a in dev)
+    assert np.isnan(f[:, 0]).all() and (f[:, 1] == 1).all()
+    assert (i[:, 0] == -1).all() and (i[:, 1] == 2).all()
+    assert (u[:, 0] == 0xFFFF).all() and (u[:, 1] == 3).all()
+    assert np.isnan(d[:, 0]).all() and (d[:, 1] == 4).all()
+    assert simwarp.POISON_BYTE == 0xFF

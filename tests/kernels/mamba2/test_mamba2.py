@@ -97,6 +97,34 @@ def test_a_wrong_decay_fails_the_check(variant):
 
 
 @pytest.mark.sim
+@pytest.mark.parametrize("label", ["smoke t37", "smoke t13"])
+def test_the_ssd_read_out_of_a_short_tile_reads_no_unwritten_c_row(monkeypatch, label):
+    """The read-out sums all 32 of a tile's staged ``C`` rows (unrolled);
+    a chunk's short last tile stages zeros past its tokens rather than
+    leaving them as they were. With every float of shared memory an
+    infinity until written, the scan raises no invalid-value warning (an
+    unwritten row times a zero state column: inf x 0) and still passes."""
+    import warnings
+
+    from leverctl_kernels.common import simwarp
+
+    def infinities(shape, dtype):
+        a = np.empty(shape, dtype)
+        a.fill(np.inf if a.dtype.kind == "f" else 0)
+        return a
+
+    monkeypatch.setattr(simwarp, "poisoned", infinities)
+    shape = _smoke(label)
+    inputs = _scan().make_inputs(shape, np.random.default_rng(shape["t"]))
+    inputs["state"] = np.zeros_like(inputs["state"])  # zero state columns: an unwritten row's inf x 0
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always")
+        fig, _ = _check(_scan(), "ssd", shape, inputs)
+    assert fig.passed, fig
+    assert not [w for w in seen if issubclass(w.category, RuntimeWarning)], [str(w.message) for w in seen]
+
+
+@pytest.mark.sim
 def test_an_ssd_scan_that_drops_the_inter_chunk_carry_fails_the_check():
     from leverctl_kernels.mamba2.prefill_scan import ssd
 
