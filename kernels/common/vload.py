@@ -15,6 +15,9 @@ from ``@cuda.jit`` kernels, with an exact simulator twin.
                                   # 8-byte aligned (a row's few scales); also
                                   # of 8-bit elements (E4M3 scale bytes:
                                   # arr[i .. i+7], the first in bits 0-7)
+    w = ldg_u32(arr, i)           # one word of 8- or 16-bit elements (arr[i ..
+                                  # i+3] of scale bytes, the first in bits
+                                  # 0-7), one 4-byte load, 4-byte aligned
     a, b, c, d = ld_v4(arr, i)    # ldg_v4's words by a coherent load, for an
                                   # array the kernel also writes (in place)
     stg_v4(arr, i, a, b, c, d)    # the store of ldg_v4's shape: four words to
@@ -89,7 +92,7 @@ def _load_words(name: str, n: int, op: str, volatile: bool, bits: tuple = (16, 3
     from numba.cuda.extending import intrinsic
 
     regs = ", ".join(f"${i}" for i in range(n))
-    text = f"{op}.v{n}.u32 {{{regs}}}, [${n}];"
+    text = f"{op}.v{n}.u32 {{{regs}}}, [${n}];" if n > 1 else f"{op}.u32 $0, [$1];"
     constraints = ",".join(["=r"] * n + ["l"])
 
     def load(typingctx, arr, index):
@@ -103,11 +106,14 @@ def _load_words(name: str, n: int, op: str, volatile: bool, bits: tuple = (16, 3
             a = context.make_array(signature.args[0])(context, builder, args[0])
             idx = context.cast(builder, args[1], signature.args[1], types.intp)
             ptr = builder.ptrtoint(builder.gep(a.data, [idx]), i64)
+            if n == 1:  # one word: the value itself
+                fnty = ir.FunctionType(i32, [i64])
+                return builder.call(ir.InlineAsm(fnty, text, constraints, volatile), [ptr])
             fnty = ir.FunctionType(ir.LiteralStructType([i32] * n), [i64])
             res = builder.call(ir.InlineAsm(fnty, text, constraints, volatile), [ptr])
             return context.make_tuple(builder, signature.return_type, [builder.extract_value(res, i) for i in range(n)])
 
-        return types.UniTuple(types.uint32, n)(arr, index), codegen
+        return (types.UniTuple(types.uint32, n) if n > 1 else types.uint32)(arr, index), codegen
 
     load.__name__ = load.__qualname__ = name
     return intrinsic(load)
@@ -397,6 +403,23 @@ def _twin_ldg_v2(arr, index):
     return np.uint32(w[0]), np.uint32(w[1])
 
 
+def _twin_ldg_u32(arr, index):
+    index = int(index)
+    a = _numpy(arr)
+    if a.itemsize not in (1, 2) or not a.flags.c_contiguous:
+        raise TypeError(f"ldg_u32 twin: a C-contiguous array of 8- or 16-bit elements, not {a.dtype} {a.strides}")
+    per = 4 // a.itemsize
+    start = index * a.itemsize
+    if (_alloc_offset(arr) + start) % 4:
+        raise ValueError(f"ldg_u32 twin: element {index} (byte {_alloc_offset(arr) + start}) is not 4-byte aligned")
+    if index < 0 or index + per > a.size:
+        raise IndexError(f"ldg_u32 twin: elements {index}..{index + per - 1} outside 0..{a.size - 1}")
+    hook = simwarp.TRACE_HOOK
+    if hook is not None:  # memory tracer: one 4-byte load
+        a = _numpy(hook("load", arr, start, 4))
+    return np.uint32(a.reshape(-1)[index : index + per].view(np.uint32)[0])
+
+
 def _twin_ld_v4(arr, index):
     index = int(index)
     start = _twin_words(arr, index, "ld_v4")
@@ -471,6 +494,7 @@ if config.ENABLE_CUDASIM:
     st_f32x4 = _twin_st_f32x4
     ldg_v4 = _twin_ldg_v4
     ldg_v2 = _twin_ldg_v2
+    ldg_u32 = _twin_ldg_u32
     ld_v4 = _twin_ld_v4
     stg_v4 = _twin_stg_v4
     aligned16 = _twin_aligned16
@@ -481,6 +505,7 @@ else:
     st_f32x4 = _st_f32x4()
     ldg_v4 = _load_words("ldg_v4", 4, "ld.global.nc", False, (8, 16, 32))
     ldg_v2 = _load_words("ldg_v2", 2, "ld.global.nc", False, (8, 16, 32))
+    ldg_u32 = _load_words("ldg_u32", 1, "ld.global.nc", False, (8, 16))
     ld_v4 = _load_words("ld_v4", 4, "ld.global", True)
     stg_v4 = _stg_v4()
     aligned16 = _aligned16()
@@ -495,6 +520,10 @@ ldg_v2.__doc__ = (
     "``(a, b) = ldg_v2(arr, i)``: ``arr[i:i+2]`` (flat index of a C-contiguous array of 32-bit elements; of "
     "16-bit ones, ``arr[i:i+4]``, two a word; of 8-bit ones, ``arr[i:i+8]``, four a word, the first in bits 0-7) "
     "as uint32, one ``ld.global.nc.v2.u32``; the address must be 8-byte aligned."
+)
+ldg_u32.__doc__ = (
+    "``w = ldg_u32(arr, i)``: ``arr[i:i+4]`` of a C-contiguous array of 8-bit elements (the first in bits 0-7; "
+    "of 16-bit ones, ``arr[i:i+2]``) as one uint32, one ``ld.global.nc.u32``; the address must be 4-byte aligned."
 )
 ld_v4.__doc__ = (
     "``(a, b, c, d) = ld_v4(arr, i)``: ``ldg_v4``'s words by one coherent ``ld.global.v4.u32`` (volatile), "

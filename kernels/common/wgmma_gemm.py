@@ -526,10 +526,13 @@ def _nvfp4_wide(G: int, convert):
     four lanes a row).
 
     The block scales (a byte each, two a lane's load): where ``k`` is a
-    multiple of 128 (a row's scales whole 8-byte units), the ``8 / G``
+    multiple of 64 (a row's scales whole words), the ``8 / G``
     lanes of a row load the scales of :data:`NVFP4_WINDOW_STAGES` stages at
-    the first of them, 8 bytes a lane (``ldg_v2``; byte by byte where the
-    scales' rows do not start on 8 bytes, or lie apart), and carry them; each stage takes
+    the first of them, 8 bytes a lane (``ldg_v2`` where ``k`` is a multiple
+    of 128, a row's scales whole 8-byte units; two ``ldg_u32`` where every
+    other row starts 4 bytes off 8, as at Nemotron's expert width 1856;
+    byte by byte where the scales' rows do not start aligned, or lie
+    apart), and carry them; each stage takes
     its two bytes from the lane that holds them by two shuffles. A row's
     scales then cost a quarter of a sector a window, where two 1-byte loads
     a lane each stage took a sector each. Otherwise each lane loads its own
@@ -540,7 +543,7 @@ def _nvfp4_wide(G: int, convert):
 
     @device_inline
     def _windowed(k):
-        return k % 128 == 0
+        return k % 64 == 0
 
     @device_inline
     def fetch16(src, bsc, gr, gk, ok, vec, win, k):
@@ -553,8 +556,13 @@ def _nvfp4_wide(G: int, convert):
                 n = bsc.shape[1]
                 v0 = v1 = uint32(0)
                 if ok and b < n:  # (a last window's lanes past the row: none)
-                    if vload.aligned16(bsc) and n % 8 == 0 and bsc.strides[0] == n:
+                    rows = vload.aligned16(bsc) and bsc.strides[0] == n  # rows side by side from an aligned start
+                    if rows and n % 8 == 0:
                         v0, v1 = vload.ldg_v2(bsc, gr * n + b)
+                    elif rows:  # rows of whole words, every other one 4 bytes off 8: a word a load
+                        v0 = vload.ldg_u32(bsc, gr * n + b)
+                        if b + 4 < n:
+                            v1 = vload.ldg_u32(bsc, gr * n + b + 4)
                     else:
                         v0, v1 = bytes4(bsc, gr, b), bytes4(bsc, gr, b + 4)
         else:  # the lane's own two blocks' bytes, in bits 0-15 of v0
@@ -1105,7 +1113,13 @@ K_PER_WORD = {"nvfp4_f16": 8, "e4m3_f16": 4, "f32_f16": 1, "nvfp4_f16_rows": 8, 
 
 
 def _make_nvfp4_f16(threads: int, block_shift: int = 4):
-    return _make_packed_bf16(threads, block_shift, _fp4, bits.e4m3_to_f32, _zero_u8, pair=cvt.f32x2_to_f16x2)
+    """NVFP4 to fp16 (the MoE grouped GEMMs' weights and activations on
+    mma.sync), as :func:`_make_nvfp4_bf16`: a word a chunk, and along K
+    (every unspread tile) 32 values a 16-byte load (:func:`_nvfp4_wide`)."""
+    base = _make_packed_bf16(threads, block_shift, _fp4, bits.e4m3_to_f32, _zero_u8, pair=cvt.f32x2_to_f16x2)
+    if block_shift != 4:  # a test's broken block size: the narrow form alone
+        return base
+    return chunk_stager(threads, 8, base.fetch, base.convert, _nvfp4_wide(4, base.convert))
 
 
 @device_inline

@@ -357,3 +357,33 @@ def test_elem_bytes_is_each_arrays_element_size():
     out = np.zeros(3, np.int64)
     _sizes[1, 1](out, np.zeros(2, np.float16), np.zeros((2, 2), np.float32), np.zeros(3, np.uint8))
     assert out.tolist() == [2, 4, 1]
+
+
+@cuda.jit
+def _copy_u32(out, src, first, step):
+    """Lane ``t`` copies the 4 bytes at element ``first + step t`` as a word."""
+    t = cuda.threadIdx.x
+    out[t] = vload.ldg_u32(src, first + step * t)
+
+
+def test_the_4_byte_load_of_bytes_puts_the_first_in_the_low_bits_and_refuses_what_would_fault():
+    src = (np.arange(4 * 33) * 7 % 251).astype(np.uint8)
+    out = np.zeros(32, np.uint32)
+    _copy_u32[1, 32](out, src, 4, 4)
+    np.testing.assert_array_equal(out, src[4 : 4 + 128].view(np.uint32))
+    assert out[0] & 0xFF == src[4]
+    with pytest.raises(ValueError, match="4-byte aligned"):
+        _copy_u32[1, 1](np.zeros(1, np.uint32), src, 2, 4)
+    with pytest.raises(IndexError, match="outside"):
+        _copy_u32[1, 1](np.zeros(1, np.uint32), src, 4 * 33, 4)
+
+
+def test_under_the_tracer_the_4_byte_load_is_one_access_a_lane():
+    from leverctl.profile import memtrace as mt
+
+    src = np.arange(4 * 32, dtype=np.uint8)
+    out = np.zeros(32, np.uint32)
+    with mt.trace() as t:
+        _copy_u32[1, 32](out, src, 0, 4)
+    (ld,) = [r for r in mt.summarize(t).sites if r.space == "global" and r.kind == "load"]
+    assert (ld.instructions, ld.accesses, ld.bytes, ld.sectors) == (1, 32, 128, 4)

@@ -16,7 +16,7 @@ along K) against NumPy, in the simulator, on a tile of 256 rows:
   last window of four groups are checked; a stager that takes every group
   from the even lane's half fails in the upper one.
 
-NVFP4 (``nvfp4_bf16``, ``nvfp4_e4m3``: 32 values a 16-byte load with
+NVFP4 (``nvfp4_bf16``, ``nvfp4_f16``, ``nvfp4_e4m3``: 32 values a 16-byte load with
 their two blocks' scale bytes) stages exactly what the narrow form does,
 at row lengths of whole loads and not; one that scales both blocks by the
 first's fails. Where K is a multiple of 128 the lanes of a row load four
@@ -170,7 +170,7 @@ def test_a_wide_int4_stager_that_takes_every_group_from_the_even_lane_fails_in_t
     assert not np.array_equal(got, want)  # group 12: the odd lane's, read from the even one
 
 
-# ── NVFP4 weights along K (``nvfp4_bf16``, ``nvfp4_e4m3``: 32 values and
+# ── NVFP4 weights along K (``nvfp4_bf16``, ``nvfp4_f16``, ``nvfp4_e4m3``: 32 values and
 # their two block scales a lane's load) against the narrow form's stage ──
 
 
@@ -208,7 +208,7 @@ def _nvfp4_stage(stager, kt, k, narrow, seed=0, scales_at=0):
     return out.copy_to_host()
 
 
-NVFP4_KINDS = ["nvfp4_bf16", "nvfp4_e4m3"]
+NVFP4_KINDS = ["nvfp4_bf16", "nvfp4_f16", "nvfp4_e4m3"]
 
 
 @pytest.mark.sim
@@ -225,8 +225,9 @@ def test_the_wide_nvfp4_stagers_stage_what_the_narrow_ones_do(kind, k, kt):
     assert wide.any()
 
 
-# K a multiple of 128: the row's lanes load four stages' scale bytes at the
-# first (8 bytes a lane) and carry them. bf16 (64 values a stage, two lanes
+# K a multiple of 64: the row's lanes load four stages' scale bytes at the
+# first (8 bytes a lane: one load where K is a multiple of 128, else two
+# words, K 320 and 576 below, rows of 20 and 36 bytes) and carry them. bf16 (64 values a stage, two lanes
 # a row): a window's last stage, the next one's first, its second half (the
 # odd lane's bytes), a stage of a last window of two stages (K 384: the odd
 # lane loads none); E4M3 (128 a stage, four lanes): the same at K 1024 and a
@@ -234,8 +235,9 @@ def test_the_wide_nvfp4_stagers_stage_what_the_narrow_ones_do(kind, k, kt):
 # bytes into longer rows (not C-contiguous: byte by byte) and 4 bytes in
 # (not 8-byte aligned).
 WINDOWS = {
-    "nvfp4_bf16": [(512, 3), (512, 4), (512, 6), (384, 5)],
-    "nvfp4_e4m3": [(1024, 3), (1024, 4), (1024, 7), (640, 4)],
+    "nvfp4_bf16": [(512, 3), (512, 4), (512, 6), (384, 5), (320, 1), (320, 4)],
+    "nvfp4_f16": [(512, 3), (384, 5), (320, 4)],  # (fp16 stages as bf16's: a window's end, a last one)
+    "nvfp4_e4m3": [(1024, 3), (1024, 4), (1024, 7), (640, 4), (576, 3), (576, 4)],
 }
 
 
@@ -271,7 +273,7 @@ def test_a_wide_nvfp4_stager_that_reads_every_stage_from_the_first_lane_fails(ki
     broken = P.chunk_stager(
         THREADS, good.kpc, good.fetch, good.convert, (g, fetch16, convert_j, window, first_lane, empty)
     )
-    k = 512 if kind == "nvfp4_bf16" else 1024
+    k = 1024 if kind == "nvfp4_e4m3" else 512
     # a window's first stage: its bytes are the first lane's, as the broken one reads
     np.testing.assert_array_equal(
         _nvfp4_stage(broken, 4, k, narrow=False, seed=1), _nvfp4_stage(good, 4, k, narrow=True, seed=1)
@@ -407,3 +409,20 @@ def test_a_wide_q4k_stager_whose_loads_put_their_chunks_side_by_side_fails():
     broken = P.chunk_stager(THREADS, 16, good.fetch, good.convert, good.wide)  # chunks c, c + 1 of a load
     got, want = _q4k_stage(broken, 1, 256, narrow=False)
     assert not np.array_equal(got, want)
+
+
+@pytest.mark.sim
+@pytest.mark.parametrize(("k", "widths"), [(512, {16, 8}), (320, {16, 4}), (48, {4, 1})])
+def test_the_wide_nvfp4_stager_loads_a_windows_scales_as_its_rows_allow(k, widths):
+    """Traced, a stage's global loads: the 16-byte weights and, for the
+    window's scales, one 8-byte load a lane where a row's scales are whole
+    8-byte units (K 512), words where they are whole words (K 320: rows of
+    20 bytes), and where K is no multiple of 64 (K 48: the weights a word
+    a load too) each lane's own bytes."""
+    from leverctl.profile import memtrace as mt
+
+    stager = P.stager_of("nvfp4_f16", THREADS)
+    with mt.trace() as t:
+        _nvfp4_stage(stager, 0, k, narrow=False, seed=k)
+    loads = [r for r in mt.summarize(t).sites if r.space == "global" and r.kind == "load"]
+    assert {r.bytes // r.accesses for r in loads} == widths

@@ -110,3 +110,21 @@ def test_the_sort_zeroing_and_combine_have_no_tensor_core_opcode(compiled, tmp_p
 
 
 test_the_sass_holds_what_each_variants_records_claim = sass_claims_test("test_moe_prefill_ptx")
+
+
+def test_the_nvfp4_weights_come_16_bytes_a_lane_and_their_scales_a_window_at_a_time(compiled):
+    """Every grouped GEMM on NVFP4 weights but the gated ones stages them
+    along K, 32 values a lane's ``ld.global.nc.v4.u32``, and loads a window
+    of four stages' scale bytes at once: 8 bytes a lane (``v2``) where a
+    row's scales are whole 8-byte units, two words (``ld.global.nc.u32``)
+    where they are whole words (Nemotron's expert width 1856: rows of 116
+    bytes). The gated gate/up tile (gate and up rows spread over two
+    warpgroups) keeps the word-a-chunk form: two parts' loads carried
+    across an iteration took it past its 128-register bound (16-36 bytes
+    spilled)."""
+    for name, rec in compiled["kernels"].items():
+        if name in NOT_GEMMS or name in ("down_fp8_bounded", "gateup_grouped", "gateup_bounded"):
+            continue
+        ptx = Path(rec["ptx"]).read_text()
+        for load in ("ld.global.nc.v4.u32", "ld.global.nc.v2.u32", "ld.global.nc.u32"):
+            assert load in ptx, (name, load)
