@@ -161,6 +161,11 @@ def test_a_declared_profile_shape_keeps_the_model_rows_length_and_is_small():
         "attention.rotation": {"hidden", "d", "outliers"},
         # the model's experts (a row of logits) and top-k, four rows
         "moe.union_stats": {"experts", "top_k"},
+        # the model's expert rows, two experts of one 64-row tile each, two blocks a launch traced
+        "moe.prefill_grouped": {"h", "i"},
+        "moe.prefill_sorted": {"h", "i"},
+        # the shared expert's rows, 128 tokens, one block a launch
+        "moe.shared_expert": {"h", "s"},
     }
     sampled = set(kept) - {
         "w4a16.gemv",
@@ -241,3 +246,24 @@ def test_every_gemm_on_the_engine_runs_three_stages_or_more_on_two_consumer_warp
                         narrow.append((path, v, name, block[0]))
     assert seen > 50 and grouped > 10, (seen, grouped)
     assert short == [] and narrow == [], (short, narrow)
+
+
+def test_the_routed_prefill_profile_shape_gives_each_of_its_two_experts_one_whole_tile():
+    """128 tokens dealt evenly over two experts, top-1: 64 rows each, one
+    whole tile of the grouped GEMMs; a lever-bound grid's bound (worst case
+    or estimate) becomes those 64 rows, so no row is dropped and no block
+    of the bounded grid is empty; an exact grid (bound 0) stays exact."""
+    import numpy as np
+
+    from leverctl_kernels.common.path import Shape
+    from leverctl_kernels.moe._prefill import bounds, inputs
+    from leverctl_kernels.moe._prefill import family as F
+
+    model = Shape("x", {"t": 4096, "h": 2688, "i": 1856, "e": 128, "k": 6, "skew": 1, "m_tiles": 512, "zero": 1})
+    ps = F.profile_shape(model)
+    assert ps.label == "profile uniform t128 e2 top1 h2688 i1856"
+    assert dict(ps.dims) == {**model.dims, "t": 128, "e": 2, "k": 1, "skew": 0, "m_tiles": 8}
+    ids, _ = inputs.routing(np.random.default_rng(0), ps["t"], ps["e"], ps["k"], False)
+    counts = np.bincount(ids.ravel(), minlength=ps["e"])
+    assert counts.tolist() == [64, 64] and bounds.rows_lost(counts, ps["m_tiles"]) == 0
+    assert F.profile_shape(Shape("x", {**model.dims, "m_tiles": 0}))["m_tiles"] == 0

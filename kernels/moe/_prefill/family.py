@@ -117,6 +117,30 @@ def routed_shapes(preset: str, model, default, extra: Mapping[str, int]) -> list
     return out
 
 
+# The memory trace's shape (``profile_shape``): the model's expert rows
+# (``h`` and ``i`` long, so the operands' strides and alignment are the
+# model's), two experts, one choice a token and the tokens dealt evenly,
+# so each expert holds one whole 64-row tile of the grouped GEMMs, as the
+# model's busy experts hold many. Every launch is traced at its first and
+# last blocks: a tile walks the whole K (seconds of the simulator's time
+# per 1024 of it), and the walking schedule's grid (a tile a block) ends
+# in blocks that find no tile, so the two together average its blocks.
+PROFILE_TOKENS = 128
+PROFILE_EXPERTS = 2
+PROFILE_BLOCKS = 2
+
+
+def profile_shape(shape: Shape) -> Shape:
+    """The trace's shape for routed model ``shape`` (:data:`PROFILE_TOKENS`
+    tokens, uniform, top-1 of :data:`PROFILE_EXPERTS`); a tile-bounded grid's
+    bound (``m_tiles``, where the levers gave one) is each expert's rows,
+    so no block of it is empty and no row is dropped."""
+    d = {**shape.dims, "t": PROFILE_TOKENS, "e": PROFILE_EXPERTS, "k": 1, "skew": 0}
+    if d.get("m_tiles"):
+        d["m_tiles"] = bounds.tiles(PROFILE_TOKENS // PROFILE_EXPERTS)
+    return Shape("profile " + label(d), d)
+
+
 def routed_inputs(shape: Shape, rng: np.random.Generator, *, gated: bool, fp8_down: bool) -> dict:
     h, i, e = shape["h"], shape["i"], shape["e"]
 

@@ -65,6 +65,8 @@ PATH = declared_path(
     "the routing's load drops rows",
     extra={
         "rows_lost": F.rows_lost,
+        "profile_shape": F.profile_shape,
+        "profile_blocks": F.PROFILE_BLOCKS,
         "model_sections": ("moe",),
         "weights": WeightUse(
             (("ffn_gate_exps", "ffn_up_exps", "ffn_down_exps"),), F.routed_on_weights(gated=True, fp8_down=True)

@@ -49,6 +49,8 @@ PATH = declared_path(
     # layers but no Mamba-2 ones (Qwen3-Next, DeepSeek-V3) has no sorted prefill.
     extra={
         "rows_lost": F.rows_lost,
+        "profile_shape": F.profile_shape,
+        "profile_blocks": F.PROFILE_BLOCKS,
         "model_sections": ("mamba2",),
         # squared-ReLU experts: up and down, no gate
         "weights": WeightUse((("ffn_up_exps", "ffn_down_exps"),), F.routed_on_weights(gated=False, fp8_down=False)),

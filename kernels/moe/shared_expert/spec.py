@@ -11,7 +11,15 @@ import numpy as np
 
 from ...common import bits
 from ...common.model_weights import WeightUse
-from ...common.path import Shape, Traffic, Variant, check_preset, declared_path
+from ...common.path import (
+    GEMM_PROFILE_BLOCKS,
+    Shape,
+    Traffic,
+    Variant,
+    check_preset,
+    declared_path,
+    gemm_profile_shape,
+)
 from ...selection.moe import SHARED_EXPERT as TABLE
 from .. import file_weights as fw
 from .. import naive
@@ -116,6 +124,9 @@ PATH = declared_path(
     "activation bytes",
     extra={
         "model_sections": ("mamba2",),
+        # the trace: the model's rows (h and s long), 128 tokens, one tile a launch
+        "profile_shape": lambda shape: gemm_profile_shape(shape, rows="t", cols=None),
+        "profile_blocks": GEMM_PROFILE_BLOCKS,
         "weights": WeightUse((("ffn_up_shexp", "ffn_down_shexp"),), shared_on_weights),
     },
 )
