@@ -1147,8 +1147,24 @@ def _e4m3_f16_convert(raw, gk):
     return _e4m3_pair(w0, 0), _e4m3_pair(w0, 2), _e4m3_pair(w1, 0), _e4m3_pair(w1, 2)
 
 
+@device_inline
+def _e4m3_f16_fetch16(src, bsc, gr, gk, ok, vec, win, k):
+    # 16 codes (``gk`` a multiple of 16): four words, no scale (the epilogue's)
+    return words4(src, gr, gk >> 2, ok, vec)
+
+
+@device_inline
+def _e4m3_f16_convert_j(raw, gk, j):
+    return _e4m3_f16_convert((raw[0], raw[1]) if j == 0 else (raw[2], raw[3]), gk)
+
+
 def _make_e4m3_f16(threads: int):
-    return chunk_stager(threads, 8, _e4m3_f16_fetch, _e4m3_f16_convert)
+    """E4M3 codes to fp16 (the MoE grouped GEMMs' FP8 weights, scaled per
+    row in the epilogue): two words a chunk, and along K (every unspread
+    tile) 16 codes, two chunks, a 16-byte load (four lanes a row's 64
+    bytes of a stage, two sectors)."""
+    wide = (2, _e4m3_f16_fetch16, _e4m3_f16_convert_j, no_window_of, as_fetched, no_window)
+    return chunk_stager(threads, 8, _e4m3_f16_fetch, _e4m3_f16_convert, wide)
 
 
 @device_inline

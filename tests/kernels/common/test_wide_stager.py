@@ -426,3 +426,46 @@ def test_the_wide_nvfp4_stager_loads_a_windows_scales_as_its_rows_allow(k, width
         _nvfp4_stage(stager, 0, k, narrow=False, seed=k)
     loads = [r for r in mt.summarize(t).sites if r.space == "global" and r.kind == "load"]
     assert {r.bytes // r.accesses for r in loads} == widths
+
+
+# ── FP8 weights scaled per row in the epilogue (``e4m3_f16``: 16 codes a
+# lane's load, two chunks, no scale) against the narrow form's stage ──
+
+
+def _e4m3_stage(stager, kt, k, narrow, seed=0):
+    rng = np.random.default_rng(seed)
+    codes = rng.integers(0, 256, (ROWS, k), dtype=np.uint8)
+    codes[(codes & 0x7F) == 0x7F] = 0x3C  # no NaN codes: the stage is compared bit for bit
+    out = cuda.to_device(np.zeros(ROWS * 32, np.uint32))
+    b32, bsc = cuda.to_device(codes.view(np.uint32)), cuda.to_device(np.zeros((1, 1), np.float32))
+    if narrow:
+        _stage_narrow(stager, ROWS, k)[1, THREADS](out, b32, bsc, ROWS, kt)
+    else:
+        _stage_kernel(stager, k)[1, THREADS](out, b32, bsc, kt)
+    return out.copy_to_host()
+
+
+@pytest.mark.sim
+# whole 16-byte loads at the first stage and past it; a row of 40 codes (ten
+# words: the loads word by word, the last chunk's second word past K a zero)
+@pytest.mark.parametrize(("k", "kt"), [(256, 1), (40, 0), (1040, 3)])
+def test_the_wide_e4m3_stager_stages_what_the_narrow_one_does(k, kt):
+    stager = P.stager_of("e4m3_f16", THREADS)
+    assert stager.wide is not None
+    wide = _e4m3_stage(stager, kt, k, narrow=False, seed=k + kt)
+    np.testing.assert_array_equal(wide, _e4m3_stage(stager, kt, k, narrow=True, seed=k + kt))
+    assert wide.any()
+
+
+@pytest.mark.sim
+def test_a_wide_e4m3_stager_that_swaps_a_loads_two_chunks_fails():
+    good = P.stager_of("e4m3_f16", THREADS)
+    g, fetch16, convert_j, window, settle, empty = good.wide
+
+    @cuda.jit(device=True, inline="always")
+    def swapped(raw, gk, j):
+        return convert_j(raw, gk, 1 - j)
+
+    broken = P.chunk_stager(THREADS, good.kpc, good.fetch, good.convert, (g, fetch16, swapped, window, settle, empty))
+    wide = _e4m3_stage(broken, 1, 256, narrow=False, seed=3)
+    assert not np.array_equal(wide, _e4m3_stage(good, 1, 256, narrow=True, seed=3))
