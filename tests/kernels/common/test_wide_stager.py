@@ -65,6 +65,16 @@ def _stage_kernel(stager, k):
     return stage
 
 
+WIDE_PARTS = ("g", "fetch16", "convert_j", "window", "settle", "empty")
+
+
+def _rewired(good, **parts):
+    """``good`` with some parts of its 16-byte form replaced (a broken
+    stager for the checks that must fail)."""
+    wide = dict(zip(WIDE_PARTS, good.wide), **parts)
+    return P.chunk_stager(THREADS, good.kpc, good.fetch, good.convert, tuple(wide[n] for n in WIDE_PARTS))
+
+
 def _staged_int4(stager, kt, rng, k=K):
     q = rng.integers(0, 16, (ROWS, k)).astype(np.uint32)
     words = np.zeros((ROWS, k // 8), np.uint32)
@@ -153,7 +163,6 @@ def test_the_wide_int4_stager_carries_a_window_of_group_scales(k, kt):
 @pytest.mark.sim
 def test_a_wide_int4_stager_that_takes_every_group_from_the_even_lane_fails_in_the_upper_half():
     good = P.stager_of("int4_f16", THREADS)
-    g, fetch16, convert_j, window, _settle, empty = good.wide
 
     @cuda.jit(device=True, inline="always")
     def even_only(raw, gk, k):
@@ -163,7 +172,7 @@ def test_a_wide_int4_stager_that_takes_every_group_from_the_even_lane_fails_in_t
         s = cuda.shfl_sync(0xFFFFFFFF, hi if h & 1 else lo, cuda.threadIdx.x & 30)
         return w0, w1, w2, w3, s
 
-    broken = P.chunk_stager(THREADS, 8, good.fetch, good.convert, (g, fetch16, convert_j, window, even_only, empty))
+    broken = _rewired(good, settle=even_only)
     got, want = _staged_int4(broken, 16, np.random.default_rng(16), 2048)
     np.testing.assert_array_equal(got, want)  # group 8: the even lane's, as the broken one reads
     got, want = _staged_int4(broken, 25, np.random.default_rng(25), 2048)
@@ -256,7 +265,7 @@ def test_the_wide_nvfp4_stagers_carry_a_window_of_scale_bytes(kind, k, kt, scale
 @pytest.mark.parametrize("kind", NVFP4_KINDS)
 def test_a_wide_nvfp4_stager_that_reads_every_stage_from_the_first_lane_fails(kind):
     good = P.stager_of(kind, THREADS)
-    g, fetch16, convert_j, window, settle, empty = good.wide
+    g = good.wide[0]  # chunks a load
 
     span = 4 * P.CHUNKS * (8 if g == 4 else 16)  # a window: four stages' values
 
@@ -270,9 +279,7 @@ def test_a_wide_nvfp4_stager_that_reads_every_stage_from_the_first_lane_fails(ki
         h = (x1 if (u >> 1) & 1 else x0) >> uint32(16 * (u & 1))
         return w0, w1, w2, w3, np.uint8(h & uint32(0xFF)), np.uint8((h >> uint32(8)) & uint32(0xFF))
 
-    broken = P.chunk_stager(
-        THREADS, good.kpc, good.fetch, good.convert, (g, fetch16, convert_j, window, first_lane, empty)
-    )
+    broken = _rewired(good, settle=first_lane)
     k = 1024 if kind == "nvfp4_e4m3" else 512
     # a window's first stage: its bytes are the first lane's, as the broken one reads
     np.testing.assert_array_equal(
@@ -286,16 +293,14 @@ def test_a_wide_nvfp4_stager_that_reads_every_stage_from_the_first_lane_fails(ki
 @pytest.mark.parametrize("kind", NVFP4_KINDS)
 def test_a_wide_nvfp4_stager_that_scales_both_blocks_by_the_first_fails(kind):
     good = P.stager_of(kind, THREADS)
-    g, fetch16, convert_j, window, settle, empty = good.wide
+    fetch16 = good.wide[WIDE_PARTS.index("fetch16")]
 
     @cuda.jit(device=True, inline="always")
     def first_scale(src, bsc, gr, gk, ok, vec, win, k):
         w0, w1, w2, w3, s0, _s1 = fetch16(src, bsc, gr, gk, ok, vec, win, k)
         return w0, w1, w2, w3, s0, s0
 
-    broken = P.chunk_stager(
-        THREADS, good.kpc, good.fetch, good.convert, (g, first_scale, convert_j, window, settle, empty)
-    )
+    broken = _rewired(good, fetch16=first_scale)
     wide = _nvfp4_stage(broken, 1, 256, narrow=False, seed=5)
     narrow = _nvfp4_stage(good, 1, 256, narrow=True, seed=5)
     assert not np.array_equal(wide, narrow)
@@ -460,12 +465,12 @@ def test_the_wide_e4m3_stager_stages_what_the_narrow_one_does(k, kt):
 @pytest.mark.sim
 def test_a_wide_e4m3_stager_that_swaps_a_loads_two_chunks_fails():
     good = P.stager_of("e4m3_f16", THREADS)
-    g, fetch16, convert_j, window, settle, empty = good.wide
+    convert_j = good.wide[WIDE_PARTS.index("convert_j")]
 
     @cuda.jit(device=True, inline="always")
     def swapped(raw, gk, j):
         return convert_j(raw, gk, 1 - j)
 
-    broken = P.chunk_stager(THREADS, good.kpc, good.fetch, good.convert, (g, fetch16, swapped, window, settle, empty))
+    broken = _rewired(good, convert_j=swapped)
     wide = _e4m3_stage(broken, 1, 256, narrow=False, seed=3)
     assert not np.array_equal(wide, _e4m3_stage(good, 1, 256, narrow=True, seed=3))
