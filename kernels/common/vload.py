@@ -353,98 +353,60 @@ def _twin_aligned16(arr) -> bool:
     return _alloc_offset(arr) % VEC_BYTES == 0
 
 
-def _twin_words(arr, index: int, what: str, sizes: tuple = (2, 4)) -> int:
+def _twin_words(arr, index: int, what: str, sizes: tuple = (2, 4), nbytes: int = VEC_BYTES) -> int:
     """Byte offset of ``arr``'s flat element ``index`` (elements of
-    ``sizes`` bytes), after the checks the hardware's fault would make for a
-    16-byte access there."""
+    ``sizes`` bytes), after the checks the hardware's fault would make for
+    an ``nbytes``-byte access there: a C-contiguous array, the access
+    aligned to its width and inside the array."""
     a = _numpy(arr)
     if a.itemsize not in sizes or not a.flags.c_contiguous:
-        bits = ", ".join(str(8 * b) for b in sizes)
+        bits = [f"{8 * b}" for b in sizes]
+        bits = f"{'-, '.join(bits[:-1])}- or {bits[-1]}" if len(bits) > 1 else bits[0]
         raise TypeError(f"{what} twin: a C-contiguous array of {bits}-bit elements, not {a.dtype} {a.strides}")
-    per = VEC_BYTES // a.itemsize  # elements per load
+    per = nbytes // a.itemsize  # elements per load
     start = index * a.itemsize
-    if (_alloc_offset(arr) + start) % VEC_BYTES:
-        raise ValueError(f"{what} twin: element {index} (byte {_alloc_offset(arr) + start}) is not 16-byte aligned")
+    if (_alloc_offset(arr) + start) % nbytes:
+        raise ValueError(
+            f"{what} twin: element {index} (byte {_alloc_offset(arr) + start}) is not {nbytes}-byte aligned"
+        )
     if index < 0 or index + per > a.size:
         raise IndexError(f"{what} twin: elements {index}..{index + per - 1} outside 0..{a.size - 1}")
     return start
 
 
-def _words(a, index: int):
-    w = a.reshape(-1)[index : index + VEC_BYTES // a.itemsize].view(np.uint32)
-    return np.uint32(w[0]), np.uint32(w[1]), np.uint32(w[2]), np.uint32(w[3])
+def _twin_load(nbytes: int, what: str, sizes: tuple):
+    """The twin of a global load of ``nbytes`` bytes (16, 8 or 4) as
+    32-bit words: the fault checks, then one access of that width under
+    the memory tracer, as the instruction makes."""
+
+    def load(arr, index):
+        index = int(index)
+        start = _twin_words(arr, index, what, sizes, nbytes)
+        a = _numpy(arr)
+        hook = simwarp.TRACE_HOOK
+        if hook is not None:
+            a = _numpy(hook("load", arr, start, nbytes))
+        w = a.reshape(-1)[index : index + nbytes // a.itemsize].view(np.uint32)
+        return tuple(np.uint32(x) for x in w) if nbytes > 4 else np.uint32(w[0])
+
+    load.__name__ = f"_twin_{what}"
+    return load
 
 
-def _twin_ldg_v4(arr, index):
-    index = int(index)
-    start = _twin_words(arr, index, "ldg_v4", (1, 2, 4))
-    a = _numpy(arr)
-    hook = simwarp.TRACE_HOOK
-    if hook is not None:  # memory tracer: one 16-byte load, as the instruction makes
-        a = _numpy(hook("load", arr, start, VEC_BYTES))
-    return _words(a, index)
-
-
-def _twin_ldg_v2(arr, index):
-    index = int(index)
-    a = _numpy(arr)
-    if a.itemsize not in (1, 2, 4) or not a.flags.c_contiguous:
-        raise TypeError(f"ldg_v2 twin: a C-contiguous array of 8-, 16- or 32-bit elements, not {a.dtype} {a.strides}")
-    per = 8 // a.itemsize
-    start = index * a.itemsize
-    if (_alloc_offset(arr) + start) % 8:
-        raise ValueError(f"ldg_v2 twin: element {index} (byte {_alloc_offset(arr) + start}) is not 8-byte aligned")
-    if index < 0 or index + per > a.size:
-        raise IndexError(f"ldg_v2 twin: elements {index}..{index + per - 1} outside 0..{a.size - 1}")
-    hook = simwarp.TRACE_HOOK
-    if hook is not None:  # memory tracer: one 8-byte load
-        a = _numpy(hook("load", arr, start, 8))
-    w = a.reshape(-1)[index : index + per].view(np.uint32)
-    return np.uint32(w[0]), np.uint32(w[1])
-
-
-def _twin_ldg_u32(arr, index):
-    index = int(index)
-    a = _numpy(arr)
-    if a.itemsize not in (1, 2) or not a.flags.c_contiguous:
-        raise TypeError(f"ldg_u32 twin: a C-contiguous array of 8- or 16-bit elements, not {a.dtype} {a.strides}")
-    per = 4 // a.itemsize
-    start = index * a.itemsize
-    if (_alloc_offset(arr) + start) % 4:
-        raise ValueError(f"ldg_u32 twin: element {index} (byte {_alloc_offset(arr) + start}) is not 4-byte aligned")
-    if index < 0 or index + per > a.size:
-        raise IndexError(f"ldg_u32 twin: elements {index}..{index + per - 1} outside 0..{a.size - 1}")
-    hook = simwarp.TRACE_HOOK
-    if hook is not None:  # memory tracer: one 4-byte load
-        a = _numpy(hook("load", arr, start, 4))
-    return np.uint32(a.reshape(-1)[index : index + per].view(np.uint32)[0])
-
-
-def _twin_ld_v4(arr, index):
-    index = int(index)
-    start = _twin_words(arr, index, "ld_v4")
-    a = _numpy(arr)
-    hook = simwarp.TRACE_HOOK
-    if hook is not None:  # memory tracer: one 16-byte load
-        a = _numpy(hook("load", arr, start, VEC_BYTES))
-    return _words(a, index)
+_twin_ldg_v4 = _twin_load(VEC_BYTES, "ldg_v4", (1, 2, 4))
+_twin_ldg_v2 = _twin_load(8, "ldg_v2", (1, 2, 4))
+_twin_ldg_u32 = _twin_load(4, "ldg_u32", (1, 2))
+_twin_ld_v4 = _twin_load(VEC_BYTES, "ld_v4", (2, 4))  # the same checks and access; coherent on the GPU
 
 
 def _twin_stg_v4(arr, index, a, b, c, d):
     index = int(index)
+    start = _twin_words(arr, index, "stg_v4")
     x = _numpy(arr)
-    if x.itemsize not in (2, 4) or not x.flags.c_contiguous:
-        raise TypeError(f"stg_v4 twin: a C-contiguous array of 16- or 32-bit elements, not {x.dtype} {x.strides}")
-    per = VEC_BYTES // x.itemsize
-    start = index * x.itemsize
-    if (_alloc_offset(arr) + start) % VEC_BYTES:
-        raise ValueError(f"stg_v4 twin: element {index} (byte {_alloc_offset(arr) + start}) is not 16-byte aligned")
-    if index < 0 or index + per > x.size:
-        raise IndexError(f"stg_v4 twin: elements {index}..{index + per - 1} outside 0..{x.size - 1}")
     hook = simwarp.TRACE_HOOK
     if hook is not None:  # memory tracer: one 16-byte store, as the instruction makes
         x = _numpy(hook("store", arr, start, VEC_BYTES))
-    x.reshape(-1)[index : index + per] = np.array([a, b, c, d], dtype=np.uint32).view(x.dtype)
+    x.reshape(-1)[index : index + VEC_BYTES // x.itemsize] = np.array([a, b, c, d], dtype=np.uint32).view(x.dtype)
 
 
 def _twin_f32x4(arr, index, what: str):
