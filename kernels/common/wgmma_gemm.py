@@ -137,10 +137,11 @@ class ChunkStager:
     def device(self, rows: int, along_k: bool = False, spread: tuple = (0, 0)):
         """``(fetch, put)`` for tiles of ``rows`` rows; ``along_k``: a
         thread's chunks dealt along K first (:func:`_chunk_along_k`: the
-        decode tile's weights, whose loads are the kernel's traffic, and
-        any tile's of a kind with a ``wide`` form, which then loads ``G``
-        chunks of a row with one 16-byte load, :func:`_build_wide_stager`),
-        and ``(fetch, put,
+        decode tile's weights, whose loads are the kernel's traffic, a
+        spread tile's, and any tile's of a kind with a ``wide`` form, which
+        then loads ``G`` chunks of a row with one 16-byte load,
+        :func:`_build_wide_stager`, except on a spread tile, whose carried
+        loads would not fit its register bound), and ``(fetch, put,
         start, carried)``: the stages are fetched in order, each
         ``fetch(..., kt, tid, win)`` given ``carried(raw)`` of the stage
         before it (``start()`` for the first), what a stage's loads leave
@@ -151,9 +152,9 @@ class ChunkStager:
         and up quarters interleaved for two warpgroups along BN)."""
         key = (rows, along_k, spread)
         if key not in self._built:
-            if spread[1] and (along_k or spread[0] % 8):
-                raise ValueError(f"a spread {spread} stage: along the rows, in pieces of 8k rows")
-            if along_k and self.wide is not None:
+            if spread[1] and spread[0] % 8:
+                raise ValueError(f"a spread {spread} stage: in pieces of 8k rows")
+            if along_k and self.wide is not None and not spread[1]:
                 self._built[key] = _build_wide_stager(self.threads, self.kpc, *self.wide, rows, self.place)
             else:
                 built = _build_chunk_stager(

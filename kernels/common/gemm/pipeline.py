@@ -228,7 +228,10 @@ def make_mainloop(
     A staged B whose stager has a 16-byte form along K
     (``ChunkStager.wide``: int4 to fp16) takes it on every tile but a
     spread one: a lane's load is 32 values of one row, and a row's group
-    scales come a window of eight groups at a time. A staged A takes it
+    scales come a window of eight groups at a time. A spread tile's B
+    chunks go along K in the narrow form (a row's eight chunks to eight
+    consecutive lanes: a warp's loads of a row one contiguous run), whose
+    loads carry nothing across an iteration. A staged A takes it
     wherever its stager has one (NVFP4 activations).
 
     ``smem`` is the dynamic shared array, ``base`` its shared-window
@@ -281,11 +284,12 @@ def make_mainloop(
     if not copy_b:
         # B's chunks dealt along K first: the decode tile's always; any tile's
         # where the stager has a 16-byte form (a lane's load a row's 32 int4
-        # values, whole sectors) and the stage is not spread into parts
-        along = isinstance(stage_b, P.ChunkStager) and (split or (stage_b.wide is not None and not gap))
+        # values, whole sectors); a stage spread into parts (a gated tile's)
+        # in its narrow form, eight lanes a row's contiguous 32 bits each
+        along = isinstance(stage_b, P.ChunkStager) and (split or gap or stage_b.wide is not None)
         # the stages' B loads in K order, each given what the one before left (int4's group scales)
         fetch_b, put_b, start_b, carried_b = (
-            stage_b.device(seg, along_k=True)
+            stage_b.device(seg, along_k=True, spread=spread)
             if along
             else P.carry_nothing(*(stage_b.device(seg, spread=spread) if gap else stage_b.device(seg)))
         )

@@ -7,7 +7,8 @@ with an epilogue hook (SiLU-GLU, E4M3 weights), on one warpgroup and on
 two along the columns (each its quarter of gate and of up); odd row
 counts, an empty group, a group past one tile, K below and past a stage.
 A kernel built without the gather, with the stages read out of order, or
-with the gated parts staged whole on two warpgroups, fails. The
+with the gated parts staged whole on two warpgroups, fails; the gated
+tile's weight loads on two warpgroups use whole sectors. The
 16-row decode tile the launch takes for a few rows a group: groups of 0, 1
 and 3 rows, n and k off the tile and the instruction's K step, both
 schedules, a walk past its first window of 32 groups; without the row map,
@@ -141,7 +142,7 @@ def _glu_of(n_acc, wide=True):
 
 def _gated(form=mma_sync, wn=1, fault="", b_kind="e4m3_f16", counts=(9, 0, 66), k=144):
     """Walking schedule, gathered fp16 A, E4M3 weights (``e4m3_f16``, or
-    copied fp16 ones: ``copy``) with a scale per weight row applied by the
+    copied fp16 ones: ``copy``, or NVFP4: ``nvfp4_f16``) with a scale per weight row applied by the
     hook: ``silu(gate) * up``, on ``wn`` warpgroups along BN (each its
     half of the gate and of the up columns). (got, reference)"""
     rng = np.random.default_rng(3)
@@ -151,8 +152,13 @@ def _gated(form=mma_sync, wn=1, fault="", b_kind="e4m3_f16", counts=(9, 0, 66), 
     a, a64 = _f16((t, k), rng)
     codes = bits.f32_to_e4m3_np(rng.standard_normal((e_n, 2 * n, k)).astype(np.float32))
     w64 = bits.e4m3_to_f32_np(codes).astype(np.float64)
+    bsc = None
     if b_kind == "copy":
         codes = w64.astype(np.float16)  # (exact: E4M3 values are fp16 values)
+    elif b_kind == "nvfp4_f16":  # NVFP4 weights, an E4M3 scale a block of 16
+        codes, bsc, _ = bits.nvfp4_encode_np(rng.standard_normal((e_n, 2 * n, k)), tensor_scale=1.0)
+        w64 = bits.nvfp4_decode_np(codes, bsc, 1.0).astype(np.float64)
+        bsc = cuda.to_device(bsc)
     ws = rng.uniform(0.5, 1.5, (e_n, 2 * n)).astype(np.float32)
     tok = rng.integers(0, t, rows).astype(np.int32)
     ge = _group_of(off)
@@ -177,7 +183,7 @@ def _gated(form=mma_sync, wn=1, fault="", b_kind="e4m3_f16", counts=(9, 0, 66), 
     y = cuda.to_device(np.full((rows, n), np.nan, np.float32))
     dev = [cuda.to_device(x) for x in (a.view(np.uint32), codes.view(np.uint32), tok, off, ws)]
     ones = cuda.to_device(np.ones(max(rows, n), np.float32))
-    launch(y, dev[0], dev[1], None, None, dev[2], dev[3], 0, (dev[4], ones))
+    launch(y, dev[0], dev[1], bsc, None, dev[2], dev[3], 0, (dev[4], ones))
     return y.copy_to_host(), ref
 
 
@@ -196,6 +202,29 @@ def test_two_warpgroups_along_bn_each_hold_their_gate_and_up_quarters(form, b_ki
     stage's B rows interleaved by quarters, staged E4M3 and copied fp16)."""
     got, ref = _gated(form, 2, b_kind=b_kind, counts=(9, 0, 30), k=80)
     assert _err(got, ref) <= 1e-5
+
+
+@pytest.mark.sim
+def test_the_two_warpgroup_gated_tile_loads_its_weight_rows_in_whole_sectors():
+    """The gated tile on two warpgroups (an MoE's NVFP4 gate/up) stages its
+    gate and up parts spread into quarters; each weight row's eight chunks
+    of a stage still go to eight consecutive lanes, so the words of a row's
+    stage (32 contiguous bytes) are whole sectors, where chunks dealt
+    across the rows, a row a lane, used an eighth of each. The block
+    scales, a byte each, ride along."""
+    from leverctl.profile import memtrace as mt
+
+    with mt.trace() as t:
+        got, ref = _gated(mma_sync, 2, b_kind="nvfp4_f16", counts=(9, 0, 30), k=128)
+    assert _err(got, ref) <= 1e-5
+    loads = [
+        r
+        for r in mt.summarize(t).sites
+        if r.space == "global" and r.kind == "load" and r.site.startswith("kernels/common/wgmma_gemm.py")
+    ]
+    # the stager's site (a chunk's word and its scale byte) moves the most; the row map's is the other
+    staged = max(loads, key=lambda r: r.bytes)
+    assert staged.accesses == 3584 and staged.sectors == staged.ideal_sectors  # dealt by rows: twice the sectors
 
 
 @pytest.mark.sim
