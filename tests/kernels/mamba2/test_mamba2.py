@@ -212,10 +212,17 @@ def test_the_persistent_scans_16_byte_layout_passes_unaligned_too_and_a_half_sto
 
 
 @pytest.mark.sim
-def test_the_sequential_scan_by_eights_gives_the_element_loops_bits_and_a_half_store_fails():
-    """State 16 (whole eights): a thread's row 8 states a step, two 16-byte
-    loads and stores of the state and one of B's and C's 8 values, summed
-    in the element loop's order, so the outputs and final state are the
+# (h, p, n): 10 rows in pairs (the paired form: a pair's state accesses in
+# whole sectors), at state 16 and 24; 5 rows, no pair for the last (a
+# thread alone)
+@pytest.mark.parametrize(
+    ("h", "p", "n"), [(2, 5, 16), (2, 5, 24), (1, 5, 16)], ids=["paired", "paired-n24", "odd-rows"]
+)
+def test_the_sequential_scan_by_eights_gives_the_element_loops_bits_and_a_half_store_fails(h, p, n):
+    """Whole eights of state: a thread's row 8 states a step, 16-byte loads
+    and stores of the state (a pair of threads together where the rows
+    pair) and of B's and C's values, summed in
+    the element loop's order, so the outputs and final state are the
     element kernel's bit for bit. State 12 takes the element loop and
     passes; a kernel that stores only the first four of each eight states
     fails the check."""
@@ -223,13 +230,13 @@ def test_the_sequential_scan_by_eights_gives_the_element_loops_bits_and_a_half_s
 
     from leverctl_kernels.mamba2.prefill_scan import sequential
 
-    shape = Shape("eights", dict(t=9, h=2, p=5, n=16, g=1, chunk=4))
+    shape = Shape("eights", dict(t=9, h=h, p=p, n=n, g=1, chunk=4))
     inputs = _scan().make_inputs(shape, np.random.default_rng(17))
 
     def run(wide: bool):
         bufs = {k: cuda.to_device(np.ascontiguousarray(v)) for k, v in inputs.items()}
         bufs["y"] = cuda.to_device(np.zeros(inputs["x"].shape, np.float32))
-        kern = sequential.make_scan(2, wide=wide)
+        kern = sequential.make_scan(h, wide=wide)
         kern[1, 32](*[bufs[a] for a in sequential.ARGS])
         return bufs["y"].copy_to_host(), bufs["state"].copy_to_host()
 
@@ -244,6 +251,32 @@ def test_the_sequential_scan_by_eights_gives_the_element_loops_bits_and_a_half_s
     broken = sequential.build(shape, fault="half_store")
     fig, _ = _check(_scan(), "sequential", shape, inputs, broken)
     assert not fig.passed, fig
+
+
+@pytest.mark.sim
+def test_the_paired_sequential_scans_state_accesses_are_whole_sectors():
+    """Traced at state 32, 8 rows: every load and store of the state uses
+    whole sectors (a pair's two lanes one row's 32 bytes an instruction),
+    where each thread alone used half of each sector."""
+    from leverctl.profile import memtrace as mt
+    from leverctl_kernels.mamba2.prefill_scan import sequential
+
+    shape = Shape("pairs", dict(t=3, h=2, p=4, n=32, g=1, chunk=4))
+    inputs = _scan().make_inputs(shape, np.random.default_rng(5))
+    with mt.trace() as t:
+        fig, _ = _check(_scan(), "sequential", shape, inputs, sequential.build(shape))
+    assert fig.passed, fig
+    wide = [
+        r
+        for r in mt.summarize(t).sites
+        if r.space == "global" and r.site.startswith("kernels/mamba2/prefill_scan/sequential.py")
+        and r.bytes == 16 * r.accesses
+    ]  # fmt: skip
+    # the state's: every 16-byte access but B's and C's loads (one address a warp: a sector an instruction)
+    state = [r for r in wide if r.kind == "store" or r.sectors > r.instructions]
+    for kind in ("load", "store"):  # 3 tokens x 8 rows x 32 states of 4 bytes, each way
+        assert sum(r.bytes for r in state if r.kind == kind) == 3 * 8 * 32 * 4, kind
+    assert all(r.efficiency == 1.0 for r in state), state
 
 
 @pytest.mark.sim
