@@ -42,7 +42,7 @@ from numba import cuda, float32
 from ...common import cvt, vload
 from ...common import launch as L
 from ...common.launch import device_inline
-from ._device import group_of, step_dt
+from ._device import decay_eight, group_of, step_dt
 
 NAME = "persistent"
 SUMMARY = "persistent blocks, each row of a head's state in one lane group's registers across the prompt"
@@ -129,17 +129,8 @@ def _from(q, src):
 @device_inline
 def _step_eight(s, b, c, decay, dx):
     """A token's update of a lane's eight states and their part of ``y``."""
-    s0, s1, s2, s3, s4, s5, s6, s7 = s
-    b0, b1, b2, b3, b4, b5, b6, b7 = b
+    s0, s1, s2, s3, s4, s5, s6, s7 = decay_eight(s, b, decay, dx)
     c0, c1, c2, c3, c4, c5, c6, c7 = c
-    s0 = decay * s0 + dx * b0
-    s1 = decay * s1 + dx * b1
-    s2 = decay * s2 + dx * b2
-    s3 = decay * s3 + dx * b3
-    s4 = decay * s4 + dx * b4
-    s5 = decay * s5 + dx * b5
-    s6 = decay * s6 + dx * b6
-    s7 = decay * s7 + dx * b7
     part = ((s0 * c0 + s1 * c1) + (s2 * c2 + s3 * c3)) + ((s4 * c4 + s5 * c5) + (s6 * c6 + s7 * c7))
     return (s0, s1, s2, s3, s4, s5, s6, s7), part
 

@@ -45,7 +45,7 @@ from numba import cuda, float32, uint32
 from ...common import cvt, vload
 from ...common import launch as L
 from ...common.launch import device_inline
-from ._device import group_of, step_dt
+from ._device import decay_eight, group_of, step_dt
 
 NAME = "sequential"
 SUMMARY = "token-by-token scan: a thread per (head, row), its state row updated in global memory every token"
@@ -126,16 +126,9 @@ def make_scan(HPG: int, DECAY_SCALE: float = 1.0, wide: bool = True, fault: str 
         else:  # the even row's: its own quad 0, the odd lane's quad 1
             s0, s1, s2, s3 = qa
             s4, s5, s6, s7 = r0, r1, r2, r3
-        b0, b1, b2, b3, b4, b5, b6, b7 = cvt.f16x8_to_f32(b)  # (four words each: the token's 8 fp16)
-        c0, c1, c2, c3, c4, c5, c6, c7 = cvt.f16x8_to_f32(c)
-        s0 = decay * s0 + dx * b0
-        s1 = decay * s1 + dx * b1
-        s2 = decay * s2 + dx * b2
-        s3 = decay * s3 + dx * b3
-        s4 = decay * s4 + dx * b4
-        s5 = decay * s5 + dx * b5
-        s6 = decay * s6 + dx * b6
-        s7 = decay * s7 + dx * b7
+        c0, c1, c2, c3, c4, c5, c6, c7 = cvt.f16x8_to_f32(c)  # (four words each: the token's 8 fp16)
+        s = (s0, s1, s2, s3, s4, s5, s6, s7)
+        s0, s1, s2, s3, s4, s5, s6, s7 = decay_eight(s, cvt.f16x8_to_f32(b), decay, dx)
         acc = (((acc + s0 * c0) + s1 * c1) + s2 * c2) + s3 * c3  # the element loop's order
         acc = (((acc + s4 * c4) + s5 * c5) + s6 * c6) + s7 * c7
         # the reverse: the even lane gives its quad 1, the odd lane its quad 0
