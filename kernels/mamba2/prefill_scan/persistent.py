@@ -11,7 +11,7 @@ shuffle reduction::
 
     work item (h, row block):  rows r0 .. r0 + ROWS - 1 of head h, one per lane group
     lane group -> row r:       lane l holds S[r, l + W j], j < NPL     (registers)
-    per token t:  dt, a = exp(dt A_h)         (every lane; no barrier anywhere)
+    per token t:  dt, a = exp(dt A_h)         (every lane)
                   S[r, n] = a S[r, n] + dt x[t, h, r] B[t, g, n];  part = sum_j S[r, n] C[t, g, n]
                   y[t, h, r] = xor-reduce(part) + D_h x[t, h, r]
 
@@ -30,6 +30,16 @@ the group) and lane ``l`` takes quads ``2 l`` and ``2 l + 1`` from their
 holders by shuffles, once a work item (the stores the reverse); element
 by element where the arrays do not start on 16 bytes. At ``P = 64``, ``N = 128``: 16 rows per
 256-thread block, 4 blocks of rows a head.
+
+That layout also takes a token's scalars a window of ``TW = 16`` tokens at a
+time through shared memory, between two block barriers: ``dt_raw + dt_bias``
+once a block (a thread a token, where every warp loaded both every token)
+and the block's rows of ``x`` (a warp's loads whole runs of rows, where
+each warp loaded its two rows' 4 bytes of a sector every token). Each lane
+still computes ``dt`` and the decay every token, so the outputs and state
+are the same bits. ``y`` stays a store by each group's lane 0: staged too,
+the kernel took more than the 64 registers that keep 4 blocks an SM
+(:data:`RESIDENT_BLOCKS`) and spilled.
 """
 
 from __future__ import annotations
@@ -42,16 +52,18 @@ from numba import cuda, float32
 from ...common import cvt, vload
 from ...common import launch as L
 from ...common.launch import device_inline
-from ._device import decay_eight, group_of, step_dt
+from ._device import decay_eight, group_of, softplus_f32, step_dt
 
 NAME = "persistent"
 SUMMARY = "persistent blocks, each row of a head's state in one lane group's registers across the prompt"
 ARGS = ("y", "state", "x", "dt_raw", "dt_bias", "A", "B", "C", "D")
 MAX_THREADS = 256
-RESIDENT_BLOCKS = 132 * 4
+MIN_BLOCKS = 4  # 256-thread blocks an SM holds: the 16-byte layout's kernel is bounded to 64 registers
+RESIDENT_BLOCKS = 132 * MIN_BLOCKS  # the grid, every block resident at once
 FULL = 0xFFFFFFFF
 WIDE = 8  # a lane's consecutive elements in the 16-byte layout: one 16-byte load of B's and of C's fp16
-FAULTS = ("half_store",)  # tests only: the 16-byte layout stores half of each row
+TW = 16  # the 16-byte layout's window of tokens whose dt and x go through shared memory
+FAULTS = ("half_store", "first_window")  # tests only: the 16-byte layout stores half of each row; stages x once
 
 
 def wide_fits(n: int) -> bool:
@@ -142,7 +154,8 @@ def make_scan(P: int, N: int, HPG: int, THREADS: int, DECAY_SCALE: float = 1.0, 
     module's docstring; C-contiguous arrays). ``DECAY_SCALE`` and
     ``fault`` (tests only): a log-decay scaled by anything but 1 is a wrong
     decay; ``"half_store"`` (:data:`FAULTS`) stores only half of each
-    row of the state."""
+    row of the state; ``"first_window"`` stages ``x`` for the first window
+    of tokens only (the 16-byte layout)."""
     if fault and fault not in FAULTS:
         raise ValueError(f"unknown fault {fault!r}")
     SC = float32(DECAY_SCALE)
@@ -151,7 +164,7 @@ def make_scan(P: int, N: int, HPG: int, THREADS: int, DECAY_SCALE: float = 1.0, 
     L.check_block(THREADS, warps=True)
     HALF = fault == "half_store"
     if wide:
-        return _make_wide(P, N, HPG, W, ROWS, SC, HALF)
+        return _make_wide(P, N, HPG, W, ROWS, SC, HALF, fault == "first_window")
 
     @cuda.jit
     def scan_persistent(y, state, x, dt_raw, dt_bias, A, B, C, D):
@@ -198,7 +211,7 @@ def make_scan(P: int, N: int, HPG: int, THREADS: int, DECAY_SCALE: float = 1.0, 
     return scan_persistent
 
 
-def _make_wide(P: int, N: int, HPG: int, W: int, ROWS: int, SC, HALF: bool):
+def _make_wide(P: int, N: int, HPG: int, W: int, ROWS: int, SC, HALF: bool, ONCE: bool = False):
     """The 16-byte layout's kernel: lane ``l`` of a row's group holds
     ``S[r, 8 l .. 8 l + 7]`` (the module's docstring)."""
 
@@ -244,9 +257,30 @@ def _make_wide(P: int, N: int, HPG: int, W: int, ROWS: int, SC, HALF: bool):
             if not HALF:
                 vload.st_f32x4(state, at + 4 * (lane + W), q1[0], q1[1], q1[2], q1[3])
 
-    @cuda.jit
+    THREADS = ROWS * W
+
+    @device_inline
+    def stage_window(dts, xs, dt_raw, dt_bias, x, t0, h, r0, tid):
+        """The window's ``dt_raw + dt_bias``, once a block (threads ``0 ..
+        TW - 1``, a token each), and ``x`` of its tokens at the block's rows
+        (a warp's loads whole runs of rows, ``32 / ROWS`` tokens each;
+        ``ONCE``, tests only: the first window's alone)."""
+        t_len = x.shape[0]
+        if tid < TW and t0 + tid < t_len:
+            dts[tid] = dt_raw[t0 + tid, h] + dt_bias[h]
+        k = tid
+        while k < TW * ROWS:
+            tt = k // ROWS
+            rr = k - tt * ROWS
+            if t0 + tt < t_len and r0 + rr < P and not (ONCE and t0 > 0):
+                xs[tt, rr] = float32(x[t0 + tt, h, r0 + rr])
+            k += THREADS
+
+    @L.jit_bounded(THREADS, MIN_BLOCKS * 256 // THREADS)
     def scan_persistent_wide(y, state, x, dt_raw, dt_bias, A, B, C, D):
         t_len, h_len, _ = x.shape
+        dts = cuda.shared.array(TW, float32)
+        xs = cuda.shared.array((TW, ROWS), float32)
         tid = cuda.threadIdx.x
         lane = tid % W
         grp_row = tid // W
@@ -267,19 +301,24 @@ def _make_wide(P: int, N: int, HPG: int, W: int, ROWS: int, SC, HALF: bool):
                 s = _load_elements(state, h, r, n0, live)
             a_h = A[h]
             d_h = D[h]
-            for t in range(t_len):
-                dt = step_dt(dt_raw, dt_bias, t, h)
-                decay = math.exp(SC * dt * a_h)
-                xv = float32(x[t, h, r]) if live else float32(0.0)
-                b = _eight_f16(B, t, g, n0, vec)  # every lane: the token's rows, whole sectors
-                c = _eight_f16(C, t, g, n0, vec)
-                s, part = _step_eight(s, b, c, decay, dt * xv)
-                off = W // 2
-                while off > 0:
-                    part += cuda.shfl_xor_sync(FULL, part, off)
-                    off //= 2
-                if live and lane == 0:
-                    y[t, h, r] = part + d_h * xv
+            r0 = r - grp_row
+            for t0 in range(0, t_len, TW):  # a window of TW tokens
+                cuda.syncthreads()  # every lane done with the last window's dts and xs
+                stage_window(dts, xs, dt_raw, dt_bias, x, t0, h, r0, tid)
+                cuda.syncthreads()
+                for tt in range(min(TW, t_len - t0)):
+                    dt = softplus_f32(dts[tt])
+                    decay = math.exp(SC * dt * a_h)
+                    xv = xs[tt, grp_row] if live else float32(0.0)
+                    b = _eight_f16(B, t0 + tt, g, n0, vec)  # every lane: the token's rows, whole sectors
+                    c = _eight_f16(C, t0 + tt, g, n0, vec)
+                    s, part = _step_eight(s, b, c, decay, dt * xv)
+                    off = W // 2
+                    while off > 0:
+                        part += cuda.shfl_xor_sync(FULL, part, off)
+                        off //= 2
+                    if live and lane == 0:
+                        y[t0 + tt, h, r] = part + d_h * xv
             if vec:
                 store_row(state, at, lane, base, live, s)
             elif live:

@@ -212,6 +212,54 @@ def test_the_persistent_scans_16_byte_layout_passes_unaligned_too_and_a_half_sto
 
 
 @pytest.mark.sim
+def test_the_persistent_scans_windows_of_tokens_pass_past_sixteen_and_a_stale_window_fails():
+    """37 tokens, two whole windows of 16 and 5 more, on 5 rows of a
+    16-row block: the 16-byte layout's kernel, which takes dt and x a
+    window at a time through shared memory, passes the check; one that
+    stages x for the first window only (and reads it again for the later
+    tokens) fails it."""
+    from leverctl_kernels.mamba2.prefill_scan import persistent
+
+    shape = Shape("windows", dict(t=37, h=2, p=5, n=16, g=1, chunk=4))
+    inputs = _scan().make_inputs(shape, np.random.default_rng(37))
+    fig, _ = _check(_scan(), "persistent", shape, inputs, persistent.build(shape))
+    assert fig.passed, fig
+    fig, _ = _check(_scan(), "persistent", shape, inputs, persistent.build(shape, fault="first_window"))
+    assert not fig.passed, fig
+
+
+@pytest.mark.sim
+def test_the_persistent_scan_loads_dt_once_a_block_a_window_and_x_in_whole_sectors():
+    """Traced at 32 rows of state 16 (one 64-thread block a head), 21
+    tokens: ``dt_raw`` and ``dt_bias`` are loaded once a block a window of
+    16 tokens (one instruction each, where each warp loaded both every
+    token), and every load of x uses whole sectors (a warp's instruction
+    one token's 32 rows, where each warp took its rows' 4 bytes of a
+    sector)."""
+    import inspect
+
+    from leverctl.profile import memtrace as mt
+    from leverctl_kernels.mamba2.prefill_scan import persistent
+
+    t, h, p = 21, 2, 32
+    shape = Shape("rows", dict(t=t, h=h, p=p, n=16, g=1, chunk=4))
+    inputs = _scan().make_inputs(shape, np.random.default_rng(21))
+    with mt.trace() as tr:
+        fig, _ = _check(_scan(), "persistent", shape, inputs, persistent.build(shape))
+    assert fig.passed, fig
+    sites = [r for r in mt.summarize(tr).sites if r.space == "global"]
+    src = inspect.getsource(persistent).splitlines()
+    line = next(i for i, text in enumerate(src, 1) if "dts[tid] = dt_raw" in text)
+    dt = [r for r in sites if r.site == f"kernels/mamba2/prefill_scan/persistent.py:{line}"]
+    assert sum(r.instructions for r in dt) == h * 2 * 2, dt  # dt_raw and dt_bias, a block a head, two windows
+    assert not [r for r in sites if r.site.startswith("kernels/mamba2/prefill_scan/_device.py")]
+    mine = [r for r in sites if r.site.startswith("kernels/mamba2/prefill_scan/persistent.py")]
+    xs = [r for r in mine if r.kind == "load" and r.bytes == 2 * r.accesses]
+    assert sum(r.bytes for r in xs) == t * h * p * 2
+    assert all(r.efficiency == 1.0 for r in xs), xs
+
+
+@pytest.mark.sim
 # (h, p, n): 10 rows in pairs (the paired form: a pair's state accesses in
 # whole sectors), at state 16 and 24; 5 rows, no pair for the last (a
 # thread alone)
