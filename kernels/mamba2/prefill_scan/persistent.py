@@ -58,7 +58,7 @@ NAME = "persistent"
 SUMMARY = "persistent blocks, each row of a head's state in one lane group's registers across the prompt"
 ARGS = ("y", "state", "x", "dt_raw", "dt_bias", "A", "B", "C", "D")
 MAX_THREADS = 256
-MIN_BLOCKS = 4  # 256-thread blocks an SM holds: the 16-byte layout's kernel is bounded to 64 registers
+MIN_BLOCKS = 4  # MAX_THREADS-thread blocks an SM holds: the 16-byte layout's kernel is bounded to 64 registers
 RESIDENT_BLOCKS = 132 * MIN_BLOCKS  # the grid, every block resident at once
 FULL = 0xFFFFFFFF
 WIDE = 8  # a lane's consecutive elements in the 16-byte layout: one 16-byte load of B's and of C's fp16
@@ -262,9 +262,9 @@ def _make_wide(P: int, N: int, HPG: int, W: int, ROWS: int, SC, HALF: bool, ONCE
     @device_inline
     def stage_window(dts, xs, dt_raw, dt_bias, x, t0, h, r0, tid):
         """The window's ``dt_raw + dt_bias``, once a block (threads ``0 ..
-        TW - 1``, a token each), and ``x`` of its tokens at the block's rows
-        (a warp's loads whole runs of rows, ``32 / ROWS`` tokens each;
-        ``ONCE``, tests only: the first window's alone)."""
+        TW - 1``, a token each), and ``x`` of its tokens at the block's rows,
+        a token's rows consecutive across the lanes (``ONCE``, tests only:
+        the first window's alone)."""
         t_len = x.shape[0]
         if tid < TW and t0 + tid < t_len:
             dts[tid] = dt_raw[t0 + tid, h] + dt_bias[h]
@@ -276,7 +276,7 @@ def _make_wide(P: int, N: int, HPG: int, W: int, ROWS: int, SC, HALF: bool, ONCE
                 xs[tt, rr] = float32(x[t0 + tt, h, r0 + rr])
             k += THREADS
 
-    @L.jit_bounded(THREADS, MIN_BLOCKS * 256 // THREADS)
+    @L.jit_bounded(THREADS, MIN_BLOCKS * MAX_THREADS // THREADS)
     def scan_persistent_wide(y, state, x, dt_raw, dt_bias, A, B, C, D):
         t_len, h_len, _ = x.shape
         dts = cuda.shared.array(TW, float32)
