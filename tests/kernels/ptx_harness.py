@@ -27,8 +27,9 @@ kernels' compile time split over the cores). The child
 2. compiles a probe kernel, so that a machine without libNVVM (or without
    libdevice) is told apart from a kernel that does not compile;
 3. compiles every job to PTX for compute capability 9.0 with the kernel's
-   own launch bounds, on forked worker processes, slowest listed first, and
-   assembles each PTX with ``ptxas -arch=sm_90 -v``. A kernel that does not
+   own launch bounds, on forked worker processes, a module's jobs together
+   (the device functions they share are typed once, not once a worker),
+   and assembles each PTX with ``ptxas -arch=sm_90 -v``. A kernel that does not
    compile is recorded as such; the others still are. A job two modules
    list alike (same dispatcher, signature and block size) compiles once.
 
@@ -283,6 +284,10 @@ _JOBS: list = []  # (family folder, name, dispatcher, signature, threads)
 _PTXAS: str | None = None
 
 
+def _compile_family(jobs: list[int]) -> list[tuple[int, dict]]:
+    return [_compile_one(i) for i in jobs]
+
+
 def _compile_one(i: int) -> tuple[int, dict]:
     import traceback
 
@@ -387,15 +392,20 @@ def main(out_dir: str, jobs_files: list[str]) -> None:
         first.setdefault((id(kern), sig if isinstance(sig, str) else tuple(sig), threads), i)
     same = [first[(id(k), s if isinstance(s, str) else tuple(s), t)] for _, _, k, s, t in _JOBS]
     workers = max(1, min(len(first), ncpu, MAX_WORKERS))
-    # Slowest first (each file lists its slowest first): the workers finish together.
-    order = sorted(set(same), key=lambda i: listed[owner[i]].index(_JOBS[i][1]))
+    # A task is a family's kernels (one jobs file's), so that the device
+    # functions they share are typed once, in one worker; the families with
+    # the most kernels first, so that the workers finish together.
+    tasks: dict[str, list[int]] = {}
+    for i in sorted(set(same)):
+        tasks.setdefault(owner[i], []).append(i)
+    order = sorted(tasks.values(), key=len, reverse=True)
     if workers > 1 and "fork" in mp.get_all_start_methods():
         # Compiling is single-threaded and holds the GIL: processes, forked
         # so that they inherit the jobs and the warmed-up compiler.
         with mp.get_context("fork").Pool(workers) as pool:
-            compiled = dict(pool.imap_unordered(_compile_one, order, chunksize=1))
+            compiled = dict(r for rs in pool.imap_unordered(_compile_family, order, chunksize=1) for r in rs)
     else:
-        compiled = dict(map(_compile_one, order))
+        compiled = dict(r for rs in map(_compile_family, order) for r in rs)
     done = {i: compiled[same[i]] for i in range(len(_JOBS))}
     result = {f: {"fail": why} for f, why in failed.items()}
     for f in set(jobs_files) - set(failed):
