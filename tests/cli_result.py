@@ -17,6 +17,17 @@ class Result:
         return [line for line in self.err.splitlines() if line.strip()]
 
 
+def use_paths(monkeypatch, paths) -> None:
+    """The CLI's kernel paths replaced by ``paths`` (a function giving them,
+    or a list): their declarations, and the tables' view of them that
+    ``--kernel`` is checked against before the kernels load."""
+    from leverctl.cli import common
+
+    get = paths if callable(paths) else (lambda: list(paths))
+    monkeypatch.setattr(common, "registered_paths", get)
+    monkeypatch.setattr(common, "table_paths", lambda: [common.TablePath.of(p) for p in get()])
+
+
 def run_cli(capsys, *args) -> Result:
     """``leverctl args...`` in this process: (exit code, stdout, stderr)."""
     from leverctl.cli.app import main

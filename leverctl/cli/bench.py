@@ -50,14 +50,21 @@ def _check_weights_options(weights, tensor, layer, against, axis) -> None:
         raise UserError("--axis and --weights: the tensors' own shapes are the shapes; give one")
 
 
-def _weights_plan(weights: Path, tensor, layer, paths, known, res, preset: str, model):
-    """The plan on the file's tensors (``bench.weights``), or bad input."""
+def _open_weights(weights: Path):
+    """The ``--weights`` file opened and its index read: a file that is
+    absent, truncated or of neither format is told before the kernels load."""
+    from ..bench import checkpoint
+
+    return checkpoint.open_file(weights)
+
+
+def _weights_plan(ck, tensor, layer, paths, known, res, preset: str, model):
+    """The plan on the opened file's tensors (``bench.weights``), or bad input."""
     from ..bench import checkpoint
     from ..bench import weights as wmod
     from ..bench.plan import applies
 
     paths = [p for p in paths if applies(p, res.engine, res.catalog.fields)]
-    ck = checkpoint.open_file(weights)
     sel = checkpoint.select(ck, tensor, layer, wmod.used_roles(paths))
     wplan = wmod.plan_on(sel, paths, res, preset, model, known)
     for name, names, why in wplan.not_fitting:
@@ -231,6 +238,8 @@ def register(app: typer.Typer) -> None:
         res = setup.resolve()
         _cat, main_recipe = setup.load()
         _check_weights_options(weights, tensor, layer, against, axis)
+        common.check_selection(kernel, axis, res)
+        checkpoint = _open_weights(weights) if weights is not None else None
         other = _against(against, setup, res.catalog) if against else None
         if arch is not None and not profile:
             from ..errors import UserError
@@ -259,7 +268,7 @@ def register(app: typer.Typer) -> None:
         axes = common.axes_for(axis, paths, preset, model or None, res)
         if weights is not None:
             known = common.registered_paths()
-            plan = _weights_plan(weights, tensor, layer, paths, known, res, preset, model or None)
+            plan = _weights_plan(checkpoint, tensor, layer, paths, known, res, preset, model or None)
         else:
             plan = plan_for(res, paths, shapes=preset, model=model or None, axes=axes)
         if not dev.is_gpu:  # said once, after the input was found good

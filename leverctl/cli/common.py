@@ -297,6 +297,41 @@ def registered_paths():
     return all_paths()
 
 
+@dataclass(frozen=True)
+class TablePath:
+    """What :func:`select_paths` reads of a kernel path, as its decision
+    table gives it (the path's declaration takes these from the table)."""
+
+    name: str
+    family: str
+    levers: tuple[str, ...]
+    engines: tuple[str, ...]
+
+    @classmethod
+    def of(cls, path) -> TablePath:
+        """A declared path's (or a table's) view."""
+        return cls(path.name, path.family, tuple(path.levers), tuple(path.engines))
+
+
+def table_paths() -> list[TablePath]:
+    """Every kernel path, from the decision tables alone: no numba, no
+    kernel module (their declarations import both)."""
+    from leverctl_kernels.selection import TABLES
+
+    return [TablePath(name, t.family, tuple(t.levers), tuple(t.engines)) for name, t in TABLES.items()]
+
+
+def check_selection(kernel: list[str] | None, axis: list[str] | None, res) -> None:
+    """``--kernel`` and the form of ``--axis``, checked before the device is
+    chosen and the kernels load (seconds): a typo is told at once. The
+    axes' names need the paths' shapes, so they are checked later
+    (:func:`axes_for`)."""
+    from ..bench.axes import parse_axes
+
+    select_paths(table_paths(), kernel, res)
+    parse_axes(axis)
+
+
 def select_paths(paths, names: list[str] | None, res=None):
     """The paths named by ``--kernel`` (a path such as ``w4a16.gemv`` or a
     whole family such as ``w4a16``), in registry order; all when none named.

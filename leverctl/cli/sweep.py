@@ -406,6 +406,7 @@ def _sweep(
 
     res = setup.resolve()
     _cat, the_recipe = setup.load()
+    common.check_selection(kernel, axis, res)
 
     from ..bench import device as devmod
 

@@ -184,6 +184,7 @@ def _submit(
         sl.slurm_command("sbatch")  # before anything is written
     resolution = setup.resolve()
     catalog, recipe = setup.load()
+    common.check_selection(kernel, axis, resolution)
     # The tasks run on the cluster's GPUs: model shapes unless the simulator
     # is asked for (the submitting host's own device says nothing of theirs).
     preset = shapes or ("smoke" if device == "sim" else "model")

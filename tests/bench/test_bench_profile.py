@@ -16,7 +16,7 @@ from bench_fakes import FixedRig, saxpy_path
 from leverctl.cli import common
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from cli_result import assert_one_line_error, run_cli, run_ok_with_cache  # noqa: E402
+from cli_result import assert_one_line_error, run_cli, run_ok_with_cache, use_paths  # noqa: E402
 
 from leverctl.profile import machine  # noqa: E402
 
@@ -32,7 +32,7 @@ def fixed_gpu(monkeypatch):
     registry holds the saxpy path alone."""
     from leverctl.bench import device as devmod
 
-    monkeypatch.setattr(common, "registered_paths", lambda: [dataclasses.replace(saxpy_path())])
+    use_paths(monkeypatch, [dataclasses.replace(saxpy_path())])
     gpu = devmod.Device(kind="gpu", name="Fixed GPU", compute_capability="9.0", driver="fixed", _rig=FixedRig())
     monkeypatch.setattr(devmod, "choose", lambda *a, **k: gpu)
 
@@ -85,7 +85,7 @@ def test_ncu_missing_from_path_is_one_line_and_the_bench_goes_on(capsys, fixed_g
 
 @pytest.mark.sim
 def test_ncu_in_the_simulator_is_one_line_and_the_bench_goes_on(capsys, monkeypatch):
-    monkeypatch.setattr(common, "registered_paths", lambda: [saxpy_path()])
+    use_paths(monkeypatch, [saxpy_path()])
     r = _bench(capsys, "--device", "sim", "--ncu")
     assert r.code == 0, r.err
     assert [line for line in r.err_lines if "--ncu" in line] == [

@@ -13,6 +13,7 @@ from pathlib import Path
 import gguf_files
 import numpy as np
 import pytest
+from cli_result import use_paths
 
 
 @pytest.fixture(scope="module")
@@ -97,7 +98,7 @@ def test_bench_runs_the_arms_on_the_files_matrix_and_records_them(gguf_file, mon
 
     prefill, _ = _metrale_levers()
     one = dataclasses.replace(prefill, variants={"q4k_mmq": prefill.variants["q4k_mmq"]})
-    monkeypatch.setattr(cli_common, "registered_paths", lambda: [one])
+    use_paths(monkeypatch, [one])
     path, _ = gguf_file
     with pytest.raises(SystemExit) as e:
         main(

@@ -13,6 +13,7 @@ import time
 from pathlib import Path
 
 import pytest
+from cli_result import use_paths
 
 from leverctl.bench import campaign
 
@@ -189,7 +190,7 @@ def test_the_device_figures_are_measured_once_for_every_recipe_and_said_in_one_l
 
     gpu = devmod.Device(kind="gpu", name="Fixed GPU", compute_capability="8.0", _rig=CountingRig())
     monkeypatch.setattr(devmod, "choose", lambda *a, **k: gpu)
-    monkeypatch.setattr(common, "registered_paths", lambda: [saxpy_path()])  # a kernel the simulator runs at once
+    use_paths(monkeypatch, [saxpy_path()])  # a kernel the simulator runs at once
     out = tmp_path / "gpu"
     recipes = [str(RECIPES / f"{n}.toml") for n in ("qwen3-8b", "metrale-defaults")]
     code = campaign.main([str(out), *recipes, "--shapes", "smoke", "--budget", "600"])

@@ -10,6 +10,7 @@ import sys
 
 import pytest
 from bench_fakes import saxpy_path, state_path
+from cli_result import use_paths
 
 from leverctl.bench.device import probe_gpu
 from leverctl.cli import common as cli_common
@@ -33,7 +34,7 @@ def fake_paths(monkeypatch):
     """The registry seen by the commands: a correct saxpy chosen by
     gemv_sw, and an in-place state path (Atlas only)."""
     paths = [saxpy_path(), state_path()]
-    monkeypatch.setattr(cli_common, "registered_paths", lambda: paths)
+    use_paths(monkeypatch, paths)
     return paths
 
 
@@ -44,7 +45,7 @@ def broken_paths(monkeypatch):
             name="fake.broken", levers=("fake_variant",), lever_defaults={"fake_variant": "wrong"}, engines=("atlas",)
         )
     ]
-    monkeypatch.setattr(cli_common, "registered_paths", lambda: paths)
+    use_paths(monkeypatch, paths)
     return paths
 
 
@@ -277,7 +278,7 @@ def test_a_dense_recipe_plans_no_gdn_path_and_says_so(capsys, monkeypatch):
     from dataclasses import replace
 
     paths = [saxpy_path(), replace(saxpy_path(name="fake.gdn"), extra={"model_sections": ("gdn",)})]
-    monkeypatch.setattr(cli_common, "registered_paths", lambda: paths)
+    use_paths(monkeypatch, paths)
     code, out, err = run_cli(capsys, "bench", "--no-env", "--device", "sim", "--recipe", "qwen3-8b", "--format", "json")
     assert code == 0, err
     assert {r["kernel"] for r in json.loads(out)["results"]} == {"fake.saxpy"}
@@ -293,6 +294,14 @@ def test_a_family_named_with_kernel_stands_for_the_paths_its_engine_has(engine, 
     assert "gdn.prefill" in chosen and absent not in chosen
     with pytest.raises(UserError, match=f"--kernel {absent}: {engine} has no such path"):
         select_paths(registered_paths(), [absent], res)
+
+
+def test_the_tables_give_each_path_what_kernel_selection_reads_of_its_declaration():
+    """``--kernel`` is checked against the decision tables before the
+    kernels load, then chosen among the declarations: both must agree."""
+    from leverctl.cli.common import TablePath, registered_paths, table_paths
+
+    assert table_paths() == [TablePath.of(p) for p in registered_paths()]
 
 
 @pytest.mark.parametrize("engine", ["atlas", "metrale"])

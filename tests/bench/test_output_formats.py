@@ -9,6 +9,7 @@ import json
 from pathlib import Path
 
 import pytest
+from cli_result import use_paths
 from test_report import _doc
 
 from leverctl.bench.report import CSV_COLUMNS, render
@@ -90,7 +91,7 @@ def test_report_show_writes_the_records_as_csv(capsys, tmp_path):
 def test_bench_writes_csv_to_an_out_file_named_csv(capsys, tmp_path, monkeypatch):
     from bench_fakes import saxpy_path
 
-    monkeypatch.setattr(common, "registered_paths", lambda: [saxpy_path()])
+    use_paths(monkeypatch, [saxpy_path()])
     out = tmp_path / "results.csv"
     code, _out, err = _cli(capsys, "bench", "--no-env", "--device", "sim", "--kernel", "fake.saxpy", "-o", out)
     assert code == 0, err

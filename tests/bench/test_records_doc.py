@@ -21,6 +21,7 @@ from pathlib import Path
 
 import pytest
 from bench_fakes import FixedRig, saxpy_path
+from cli_result import use_paths
 
 from leverctl.bench.records import schema
 from leverctl.cli import common
@@ -77,7 +78,7 @@ def fixed_gpu(monkeypatch):
     from leverctl.bench import device as devmod
 
     path = dataclasses.replace(saxpy_path(), extra={"gemm_mnk": lambda s: (1, s["n"], 1)})
-    monkeypatch.setattr(common, "registered_paths", lambda: [path])
+    use_paths(monkeypatch, [path])
 
     def gpu(*a, **k):
         return devmod.Device(kind="gpu", name="Fixed GPU", compute_capability="9.0", driver="fixed", _rig=FixedRig())

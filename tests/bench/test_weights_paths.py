@@ -11,6 +11,7 @@ import json
 import numpy as np
 import pytest
 import safetensors_files as sf
+from cli_result import use_paths
 
 pytest.importorskip("safetensors")
 pytest.importorskip("ml_dtypes")
@@ -153,7 +154,7 @@ def test_bench_runs_proj_fp8_on_the_files_fp8_as_stored(st_file, monkeypatch, ca
     from leverctl_kernels.attention.proj_fp8.spec import PATH
 
     one = dataclasses.replace(PATH, variants={"m16": PATH.variants["m16"]})
-    monkeypatch.setattr(cli_common, "registered_paths", lambda: [one])
+    use_paths(monkeypatch, [one])
     path, _ = st_file
     argv = ["bench", "--no-env", "-e", "metrale", "--device", "sim", "--shapes", "smoke", "--weights", str(path)]
     with pytest.raises(SystemExit) as e:

@@ -205,6 +205,30 @@ def test_the_lever_commands_never_import_numba_or_numpy(argv):
     assert heavy == ["HEAVY="], p.stderr[-2000:]
 
 
+@pytest.mark.parametrize(
+    "argv, said",
+    [
+        (["bench", "--no-env", "--device", "sim", "--kernel", "gdn.verfy"], "did you mean gdn.verify?"),
+        (["bench", "-e", "metrale", "--no-env", "--kernel", "gdn.decode"], "metrale has no such path"),
+        (["bench", "--no-env", "--device", "sim", "--axis", "m=1,x"], "'x' is not an integer"),
+        (["sweep", "--no-env", "--device", "sim", "--kernel", "w4a16.gemw", "--dry-run"], "no such kernel path"),
+        (["sweep", "--no-env", "--device", "sim", "--axis", "m", "--dry-run"], "needs the form NAME=V1,V2"),
+        (["bench", "--no-env", "--device", "sim", "--weights", "{tmp}/absent.gguf", "--layer", "0"], "no such file"),
+    ],
+)
+def test_a_bad_kernel_axis_or_weights_file_is_told_before_the_kernels_load(argv, said, tmp_path):
+    """``--kernel`` from the decision tables, ``--axis``'s form and the
+    ``--weights`` file itself are checked before the device is chosen: the
+    one line comes in a fraction of a second, without numba."""
+    argv = [a.replace("{tmp}", str(tmp_path)) for a in argv]
+    p = subprocess.run(
+        [sys.executable, "-c", CHECK_IMPORTS, *argv], env=_env(), capture_output=True, text=True, timeout=60
+    )
+    assert said in p.stderr, p.stderr[-2000:]
+    heavy = [line for line in p.stderr.splitlines() if line.startswith("HEAVY=")]
+    assert len(heavy) == 1 and not [m for m in heavy[0][6:].split(",") if m and not m.startswith("numpy")], heavy
+
+
 CHECK_MODULES = """
 import sys
 from leverctl.cli.app import main

@@ -199,6 +199,7 @@ def install(monkeypatch=None, *, gpu: bool = False, delay: float = 0.0, log: str
 
     setters = [
         (clicommon, "registered_paths", all_paths),
+        (clicommon, "table_paths", lambda: [clicommon.TablePath.of(p) for p in all_paths()]),
         (runmod, "run_item", run_item),
         (devmod, "choose", choose),
         (devmod, "probe_gpu", lambda *a, **k: devmod.Probe(gpu, "fake")),
