@@ -71,6 +71,8 @@ first imported).
 from __future__ import annotations
 
 import functools
+import gc
+import itertools
 import operator
 import sys
 import threading
@@ -94,7 +96,7 @@ GLOBAL, SHARED = "global", "shared"
 LOAD, STORE, ATOMIC = "load", "store", "atomic"
 
 _ROOT = Path(__file__).resolve().parents[2]  # the project: sites are shown relative to it
-_EVENTS = "_leverctl_memtrace_events"  # attribute on a BlockManager: its block's accesses
+_GROUPS = "_leverctl_memtrace_groups"  # attribute on a BlockManager: its block's accesses, by warp instruction
 _EPOCH = "_leverctl_memtrace_epoch"  # attribute on a simulator thread: the barriers it has passed
 _PROXIES = "_leverctl_memtrace_proxies"  # attribute on a FakeCUDAShared: its arrays' proxies
 
@@ -309,16 +311,16 @@ _tls = threading.local()  # a simulator thread's recording state (threads live o
 
 
 def _thread_state():
-    """(events, counts, warp, lane, epoch) of the calling simulator thread
+    """(groups, counts, warp, lane, epoch) of the calling simulator thread
     (``epoch``: the barriers it has passed), None for
     any other thread (the host's, or a block started before the trace)."""
     t = _current_thread()
     mgr = getattr(t, "_manager", None)
-    events = None if mgr is None else mgr.__dict__.get(_EVENTS)
-    if events is None:
+    groups = None if mgr is None else mgr.__dict__.get(_GROUPS)
+    if groups is None:
         return None
     warp, lane = divmod(t.thread_id, WARP)
-    st = _tls.st = (events, {}, warp, lane, getattr(t, _EPOCH, 0))
+    st = _tls.st = (groups, {}, warp, lane, getattr(t, _EPOCH, 0))
     return st
 
 
@@ -359,12 +361,12 @@ def _record(frame, arr: TracedArray, off: int, size: int, kind: str) -> None:
     """One access of ``size`` bytes at byte ``off`` of ``arr``'s allocation by
     the calling thread, at ``frame``'s current position (:func:`_position`)."""
     try:
-        events, counts, warp, lane, epoch = _tls.st
+        groups, counts, warp, lane, epoch = _tls.st
     except AttributeError:
         st = _thread_state()
         if st is None:
             return
-        events, counts, warp, lane, epoch = st
+        groups, counts, warp, lane, epoch = st
     pos = _position(frame)
     # A device function's accesses are counted per call site: one called from
     # six lines is six instructions, and a lane that skips one call (its
@@ -377,10 +379,24 @@ def _record(frame, arr: TracedArray, off: int, size: int, kind: str) -> None:
     g = frame.f_back
     while g is not None and g.f_code.co_filename.startswith(_CALLS):
         g = g.f_back
-    stack = getattr(_tls, "stack", ())
+    stack = getattr(_tls, "stack", 0)
     key = (pos, stack, id(g.f_code), g.f_lasti) if g is not None else (pos, stack, 0, 0)
     k = counts.get(key, 0)
     counts[key] = k + 1
+    # The warp instruction this access is a lane's part of: its lanes'
+    # accesses are grouped here, as they come, not kept one by one until the
+    # block ends (``Trace._flush``). The first lane to reach it says which
+    # kernel line reached a shared helper.
+    group = (warp, key, epoch, k, kind, arr._space)
+    lanes = groups.get(group)
+    if lanes is None:
+        lanes = groups.setdefault(group, [_via(frame, g)])
+    lanes.append((lane, arr._root, off, size))
+
+
+def _via(frame, g):
+    """Where an access in a shared helper (``frame``, its caller ``g``)
+    comes from, None for an access in a family's own kernel."""
     via = None
     if frame.f_code.co_filename.startswith(_COMMON):
         # A shared helper (mma's loaders, a twin): also say which kernel line reached it: the first
@@ -396,10 +412,23 @@ def _record(frame, arr: TracedArray, off: int, size: int, kind: str) -> None:
         at = outer if started else g
         if at is not None:
             via = (at.f_code.co_filename, at.f_lineno)
-    events.append((warp, pos, (key, epoch, k), kind, lane, via, arr, off, size))
+    return via
 
 
 _lines: dict = {}  # position -> (file, line), filled at flush
+
+# The device calls a thread is inside, as one int: (the enclosing calls' id,
+# this call's site, the calls that site made before it) -> id, 0 for none.
+# Every access's key holds it, and an int hashes at once where a tuple of
+# every enclosing site hashed anew on each of the four lookups an access takes.
+_stacks: dict = {}
+_stack_ids = itertools.count(1)
+
+
+def _stack_id(outer: int, site: int, n: int) -> int:
+    key = (outer, site, n)
+    got = _stacks.get(key)
+    return got if got is not None else _stacks.setdefault(key, next(_stack_ids))
 
 
 def _site_of(pos: int) -> tuple[str, int]:
@@ -575,32 +604,25 @@ class Trace:
             m.add_scaled(t, total / ran)  # (a launch with a tally ran a block)
         return out
 
-    def _flush(self, events: list) -> None:
-        """Group one finished block's accesses into warp instructions and add
-        each to its site's tally."""
-        groups: dict[tuple, list] = {}
-        for ev in events:
-            key = (ev[0], ev[1], ev[2], ev[3], ev[6]._space)  # warp, position, k, kind, space
-            g = groups.get(key)
-            if g is None:
-                groups[key] = [ev]
-            else:
-                g.append(ev)
+    def _flush(self, groups: dict) -> None:
+        """Add one finished block's warp instructions (``_record`` grouped
+        its lanes' accesses: ``(warp, site key, epoch, k, kind, space) ->
+        [via, (lane, allocation, byte offset, size), ...]``) each to its
+        site's tally."""
         with self._lock:
             self.blocks += 1
-            self.accesses += len(events)
             self.grids[-1][1] += 1
             launch = len(self.grids) - 1
-            for (_warp, pos, _k, kind, space), evs in groups.items():
-                site = (*_site_of(pos), evs[0][5], space, kind, launch)
+            for (_warp, at, _epoch, _k, kind, space), lanes in groups.items():
+                self.accesses += len(lanes) - 1
+                site = (*_site_of(at[0]), lanes[0], space, kind, launch)
                 tally = self._tallies.get(site)
                 if tally is None:
                     tally = self._tallies[site] = _Tally()
-                accs = [(e[4], e[6]._root, e[7], e[8]) for e in evs]
                 if space == GLOBAL:
-                    tally.add_global(accs)
+                    tally.add_global(lanes[1:])
                 else:
-                    tally.add_shared(accs)
+                    tally.add_shared(lanes[1:])
 
 
 # ── patching the simulator ───────────────────────────────────────────────────
@@ -646,12 +668,12 @@ def _patches(tr: Trace):
     def run(mgr, grid_point, *args):
         if not tr.runs(tuple(mgr._grid_dim), tuple(grid_point)):
             return None
-        events: list = []
-        setattr(mgr, _EVENTS, events)
+        groups: dict = {}
+        setattr(mgr, _GROUPS, groups)
         try:
             return orig_run(mgr, grid_point, *args)
         finally:
-            tr._flush(list(events))
+            tr._flush(dict(groups))  # (a copy: an aborted block's lanes may still be running)
 
     def syncthreads(thread):
         # A barrier: the thread's accesses are numbered afresh after it.
@@ -678,10 +700,10 @@ def _patches(tr: Trace):
             if calls is None:
                 calls = _tls.calls = {}
             site = _position(f)
-            outer = getattr(_tls, "stack", ())
+            outer = getattr(_tls, "stack", 0)
             n = calls.get((outer, site), 0)  # counted within the enclosing call
             calls[(outer, site)] = n + 1
-            _tls.stack = (*outer, site, n)
+            _tls.stack = _stack_id(outer, site, n)
             try:
                 return orig_call(kernel, *args)
             finally:
@@ -766,6 +788,12 @@ def trace(sample: int | None = None) -> Iterator[Trace]:
     _CALLS = (_SIM_DIR, __file__)  # the simulator's and the tracer's frames between a call and its callee
     saved = []
     t0 = time.perf_counter()
+    # No cyclic garbage collection while the trace runs: a block's accesses
+    # are up to millions of small tuples kept until its end, and every
+    # collection walked them again (15 s of collections in 50 s of two traced
+    # GEMM tests); the simulator's own cycles are collected once it ends.
+    collecting = gc.isenabled()
+    gc.disable()
     try:
         for obj, name, new in _patches(tr):
             saved.append((obj, name, obj.__dict__[name]))
@@ -774,9 +802,12 @@ def trace(sample: int | None = None) -> Iterator[Trace]:
     finally:
         for obj, name, old in reversed(saved):
             setattr(obj, name, old)
+        if collecting:
+            gc.enable()
         tr.seconds += time.perf_counter() - t0
         _starts.clear()
         _lines.clear()
+        _stacks.clear()
         with _active_lock:
             _active.clear()
 
