@@ -50,14 +50,6 @@ def _check_weights_options(weights, tensor, layer, against, axis) -> None:
         raise UserError("--axis and --weights: the tensors' own shapes are the shapes; give one")
 
 
-def _open_weights(weights: Path):
-    """The ``--weights`` file opened and its index read: a file that is
-    absent, truncated or of neither format is told before the kernels load."""
-    from ..bench import checkpoint
-
-    return checkpoint.open_file(weights)
-
-
 def _weights_plan(ck, tensor, layer, paths, known, res, preset: str, model):
     """The plan on the opened file's tensors (``bench.weights``), or bad input."""
     from ..bench import checkpoint
@@ -239,7 +231,11 @@ def register(app: typer.Typer) -> None:
         _cat, main_recipe = setup.load()
         _check_weights_options(weights, tensor, layer, against, axis)
         common.check_selection(kernel, axis, res)
-        checkpoint = _open_weights(weights) if weights is not None else None
+        opened = None
+        if weights is not None:  # opened now: an absent, cut-short or unknown file is told before the kernels load
+            from ..bench.checkpoint import open_file
+
+            opened = open_file(weights)
         other = _against(against, setup, res.catalog) if against else None
         if arch is not None and not profile:
             from ..errors import UserError
@@ -268,7 +264,7 @@ def register(app: typer.Typer) -> None:
         axes = common.axes_for(axis, paths, preset, model or None, res)
         if weights is not None:
             known = common.registered_paths()
-            plan = _weights_plan(checkpoint, tensor, layer, paths, known, res, preset, model or None)
+            plan = _weights_plan(opened, tensor, layer, paths, known, res, preset, model or None)
         else:
             plan = plan_for(res, paths, shapes=preset, model=model or None, axes=axes)
         if not dev.is_gpu:  # said once, after the input was found good
