@@ -11,7 +11,7 @@ import importlib
 from pathlib import Path
 
 import pytest
-from bad_input import Case, run_case
+from bad_input import Case, run_case, run_row
 
 HERE = Path(__file__).parent
 
@@ -38,3 +38,28 @@ def test_the_table_runner_fails_a_command_that_succeeds():
     """The table can fail: a row whose command is fine is caught."""
     with pytest.raises(AssertionError):
         run_case(Case("fine", ("explain", "ATLAS_GDN_WY17")), Path("/tmp"))
+
+
+# Rows of each kind the forked runner serves: a plain one, one reading stdin,
+# one whose command loads the kernels (numba, imported in the child), one
+# that writes nothing because its output folder is missing.
+SAME_ROWS = ("unknown-engine", "env-file-from-stdin-bad-line-show", "bench-axis-unknown-dimension", "absent-env-file")
+
+
+@pytest.mark.parametrize("row", SAME_ROWS)
+def test_a_forked_row_gives_what_a_fresh_interpreter_gives(row, tmp_path):
+    """The table forks most rows' processes from one that has imported the
+    CLI: the same exit status, bytes on stdout and stderr as `python -m
+    leverctl` started afresh."""
+    (case,) = [c for c in CASES if c.id == row]
+    assert not case.env  # such rows always start afresh
+    got = []
+    for fresh in (False, True):
+        folder = tmp_path / str(fresh)
+        folder.mkdir()
+        if case.files is not None:
+            case.files(folder)
+        p = run_row(case, folder, fresh=fresh)
+        got.append((p.returncode, p.stdout, p.stderr.replace(str(folder).encode(), b"{tmp}")))
+    assert got[0] == got[1]
+    assert got[0][0] == 2 and got[0][2].startswith(b"leverctl: ")
