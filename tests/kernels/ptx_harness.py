@@ -47,6 +47,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -308,7 +309,10 @@ def _compile_one(i: int) -> tuple[int, dict]:
         "ptx": str(path),
     }
     if _PTXAS:
-        rec.update(assemble(_PTXAS, path))
+        cubin = path.with_suffix(".cubin")
+        rec.update(assemble(_PTXAS, path, cubin=cubin))
+        if rec["rc"] == 0:
+            rec["sm90_cubin"] = str(cubin)  # kept: the SASS tests read it (:func:`sass`)
     return i, rec
 
 
@@ -490,6 +494,34 @@ if __name__ == "__main__":
     if cuda_home():
         os.environ["CUDA_HOME"] = cuda_home()
     main(sys.argv[1], sys.argv[2:])
+
+
+_SASS: dict[tuple[str, str], str] = {}  # (PTX file, arch) -> its SASS, once a test process
+
+
+def sass(compiled_: dict, name: str, arch: str = "sm_90") -> str:
+    """The SASS of ``compiled_``'s kernel ``name`` assembled for ``arch``
+    (``sm_90``, or ``sm_90a``, where every Hopper tensor-core form exists and
+    sm_90 code assembles unchanged), read with nvdisasm. The sm_90 cubin is
+    the compile's own; another arch is assembled once a test process, like
+    the reading, whichever tests ask. Skips the test where ptxas or nvdisasm
+    is missing."""
+    disasm = need_sass(compiled_)
+    rec = compiled_["kernels"][name]
+    key = (rec["ptx"], arch)
+    got = _SASS.get(key)
+    if got is None:
+        cubin = rec.get("sm90_cubin") if arch == "sm_90" else None
+        if cubin is None:
+            ptx = Path(rec["ptx"])
+            out = Path(tempfile.mkdtemp(prefix=f"{arch}-", dir=ptx.parent))
+            src, cubin = out / ptx.name, out / f"{ptx.stem}.cubin"
+            src.write_text(re.sub(r"^\.target sm_90$", f".target {arch}", ptx.read_text(), flags=re.M))
+            subprocess.run(
+                [compiled_["ptxas"], f"-arch={arch}", "-o", str(cubin), str(src)], check=True, capture_output=True
+            )
+        got = _SASS[key] = subprocess.run([disasm, str(cubin)], check=True, capture_output=True, text=True).stdout
+    return got
 
 
 def need_sass(compiled_: dict) -> str:

@@ -194,33 +194,24 @@ def forms_of(variant) -> tuple[str, ...]:
     return tuple(getattr(variant.build, "forms", None) or (variant.tensor_cores,))
 
 
-def sass_sm90a(ptx_path: str, ptxas: str, disasm: str, tmp: Path) -> str:
-    """The SASS of a PTX file assembled for sm_90a (the target every Hopper
-    tensor-core form exists on; sm_90 code assembles there unchanged)."""
-    name = Path(ptx_path).stem
-    text = re.sub(r"^\.target sm_90$", ".target sm_90a", Path(ptx_path).read_text(), flags=re.M)
-    src, cubin = tmp / f"{name}.sm90a.ptx", tmp / f"{name}.sm90a.cubin"
-    src.write_text(text)
-    subprocess.run([ptxas, "-arch=sm_90a", "-o", str(cubin), str(src)], check=True, capture_output=True)
-    return subprocess.run([disasm, str(cubin)], check=True, capture_output=True, text=True).stdout
+def check_claims(module: str, compiled: dict) -> int:
+    """Assert that every job ``module`` lists in :data:`CLAIM_JOBS`,
+    assembled for sm_90a (the target every Hopper tensor-core form exists
+    on; sm_90 code assembles there unchanged), holds the opcode its variant
+    claims (the variant's declared ``tc_dtype``, the entry's form); returns
+    how many kernels were read. A kernel several variants launch is
+    assembled and read once (``ptx_harness.sass``)."""
+    from ptx_harness import sass as sass_of
 
-
-def check_claims(module: str, compiled: dict, tmp: Path, disasm: str) -> int:
-    """Assert that every job ``module`` lists in :data:`CLAIM_JOBS` holds
-    the opcode its variant claims (the variant's declared ``tc_dtype``, the
-    entry's form); returns how many kernels were read."""
     from leverctl_kernels.registry import get_path
 
     read = 0
-    sass_of: dict[str, str] = {}  # a kernel several variants launch is assembled once
     for (path, variant, form), (mod, jobs) in CLAIM_JOBS.items():
         if mod != module:
             continue
         dtype = get_path(path).variants[variant].tc_dtype
         for job in jobs:
-            if job not in sass_of:
-                sass_of[job] = sass_sm90a(compiled["kernels"][job]["ptx"], compiled["ptxas"], disasm, tmp)
-            sass = sass_of[job]
+            sass = sass_of(compiled, job, "sm_90a")
             problems = claim_problems(sass, form, dtype)
             assert not problems, f"{path} {variant} on {form} ({job}): {problems}"
             read += 1
@@ -234,10 +225,10 @@ def sass_claims_test(module: str):
     import pytest
     from ptx_harness import nvdisasm
 
-    def test_the_sass_holds_what_each_variants_records_claim(compiled, tmp_path):
+    def test_the_sass_holds_what_each_variants_records_claim(compiled):
         disasm = nvdisasm()
         if not compiled["ptxas"] or not disasm:
             pytest.skip("ptxas or nvdisasm not found")
-        assert check_claims(module, compiled, tmp_path, disasm) > 0
+        assert check_claims(module, compiled) > 0
 
     return test_the_sass_holds_what_each_variants_records_claim

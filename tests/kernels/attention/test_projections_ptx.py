@@ -103,10 +103,10 @@ def test_ptxas_for_sm90a_accepts_them_without_spills_or_serialisation(sm90a):
         assert not odd, f"{name}: {odd}"
 
 
-def test_the_sass_holds_what_each_variants_records_claim(compiled, tmp_path):
+def test_the_sass_holds_what_each_variants_records_claim(compiled):
     """``tc_claims.CLAIM_JOBS``'s kernels of this module, assembled for
     sm_90a, hold the opcode of their variant's (form, tc_dtype) claim."""
     disasm = nvdisasm()
     if not compiled["ptxas"] or not disasm:
         pytest.skip("ptxas or nvdisasm not found")
-    assert check_claims("test_projections_ptx", compiled, tmp_path, disasm) == len(GEMMS) + len(MMA_SYNC)
+    assert check_claims("test_projections_ptx", compiled) == len(GEMMS) + len(MMA_SYNC)

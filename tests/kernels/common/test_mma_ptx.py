@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 from ptx_harness import check_ptx, check_ptxas, compiled, nvdisasm  # noqa: F401 (compiled: the fixture)
+from ptx_harness import sass as sass_of
 
 THREADS = 32
 
@@ -111,20 +112,14 @@ def test_ptxas_accepts_the_mma_kernels_without_spills(compiled):
     check_ptxas(compiled)
 
 
-def test_ptxas_makes_tensor_core_sass_of_the_mma(compiled, tmp_path):
+def test_ptxas_makes_tensor_core_sass_of_the_mma(compiled):
     if not compiled["ptxas"]:
         pytest.skip("ptxas not found (PATH or $CUDA_HOME/bin)")
     disasm = nvdisasm()
     if not disasm:
         pytest.skip("nvdisasm not found (PATH, $CUDA_HOME/bin or the nvidia-cuda-nvdisasm wheel)")
     for name, instr in SASS_INSTR.items():
-        cubin = tmp_path / f"{name}.cubin"
-        subprocess.run(
-            [compiled["ptxas"], "-arch=sm_90", "-o", str(cubin), compiled["kernels"][name]["ptx"]],
-            check=True,
-            capture_output=True,
-        )
-        sass = subprocess.run([disasm, str(cubin)], check=True, capture_output=True, text=True).stdout
+        sass = sass_of(compiled, name)
         hmma = re.findall(r"\b[HI]MMA\.[\w.]+", sass)
         if name == "mma_bf16_ldsm":
             assert re.search(r"\bLDSM\.16\.M88\.4\b", sass), f"{name}: no LDSM.16.M88.4 in its SASS"

@@ -18,6 +18,7 @@ from pathlib import Path
 
 import pytest
 from ptx_harness import check_ptx, check_ptxas, compiled, nvdisasm  # noqa: F401 (compiled: the fixture)
+from ptx_harness import sass as sass_of
 from tc_claims import claim_problems, sass_claims_test
 
 # name -> (tensor_cores, tc_dtype) its variant's records claim
@@ -150,7 +151,7 @@ def test_ptxas_accepts_them_without_spills(compiled):
     check_ptxas(compiled)
 
 
-def test_their_sass_holds_what_the_records_claim(compiled, tmp_path):
+def test_their_sass_holds_what_the_records_claim(compiled):
     if not compiled["ptxas"]:
         pytest.skip("ptxas not found (PATH or $CUDA_HOME/bin)")
     disasm = nvdisasm()
@@ -162,13 +163,7 @@ def test_their_sass_holds_what_the_records_claim(compiled, tmp_path):
     assert PREFILL.variants["q4k_mmq"].tensor_cores == CLAIMS["q4k_mmq"][0]
     assert PREFILL.variants["nvfp4_mmq"].tensor_cores == CLAIMS["nvfp4_mmq"][0]
     for name, (form, dtype) in CLAIMS.items():
-        cubin = tmp_path / f"{name}.cubin"
-        subprocess.run(
-            [compiled["ptxas"], "-arch=sm_90", "-o", str(cubin), compiled["kernels"][name]["ptx"]],
-            check=True,
-            capture_output=True,
-        )
-        sass = subprocess.run([disasm, str(cubin)], check=True, capture_output=True, text=True).stdout
+        sass = sass_of(compiled, name)
         assert claim_problems(sass, form, dtype) == [], (name, claim_problems(sass, form, dtype))
         if dtype == "s8":
             assert claim_problems(sass, "mma.sync", "bf16"), f"{name}: a wrong claim (bf16) would pass"

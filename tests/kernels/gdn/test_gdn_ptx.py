@@ -17,6 +17,7 @@ from pathlib import Path
 
 import pytest
 from ptx_harness import check_ptx, check_ptxas, compiled, need_sass  # noqa: F401 (compiled: the fixture)
+from ptx_harness import sass as sass_of
 from tc_claims import sass_claims_test
 
 # The kernels whose chunk makes k.k and q.k on mma.sync (fp16, f32 accumulators).
@@ -119,17 +120,13 @@ def test_the_chunked_kernels_have_the_f16_mma_in_their_ptx_and_the_others_none(c
         assert (pairs >= 2) == (name in TENSOR_CORE), f"{name}: {pairs} x st.shared.v2.f32"
 
 
-def test_the_chunked_kernels_run_hmma_within_their_register_budget(compiled, tmp_path):
-    disasm = need_sass(compiled)
+def test_the_chunked_kernels_run_hmma_within_their_register_budget(compiled):
+    need_sass(compiled)  # skips here where ptxas or nvdisasm is missing
     for name in TENSOR_CORE:
         rec = compiled["kernels"][name]
         assert rec["spill"] == 0 and rec["lmem"] == 0, f"{name}: {rec['log']}"
         assert rec["regs"] <= REG_BUDGET[name], f"{name}: {rec['regs']} registers, budget {REG_BUDGET[name]}"
-        cubin = tmp_path / f"{name}.cubin"
-        subprocess.run(
-            [compiled["ptxas"], "-arch=sm_90", "-o", str(cubin), rec["ptx"]], check=True, capture_output=True
-        )
-        sass = subprocess.run([disasm, str(cubin)], check=True, capture_output=True, text=True).stdout
+        sass = sass_of(compiled, name)
         hmma = set(re.findall(r"\bHMMA\.[\w.]+", sass))
         assert hmma == {"HMMA.16816.F32"}, f"{name}: {sorted(hmma)} in its SASS"
 
@@ -193,7 +190,7 @@ def test_the_state_moves_16_bytes_a_load_and_a_store(compiled):
 STAGED = ("ld.global.nc.v4.u32", "st.shared.v4.b32")
 
 
-def test_the_chunk_stages_its_rows_16_bytes_a_lane(compiled, tmp_path):
+def test_the_chunk_stages_its_rows_16_bytes_a_lane(compiled):
     for name in TENSOR_CORE:
         rec = compiled["kernels"][name]
         if "error" in rec:
@@ -204,16 +201,12 @@ def test_the_chunk_stages_its_rows_16_bytes_a_lane(compiled, tmp_path):
         # the staged rows' dynamic shared memory starts on 16 bytes (the v4 stores need it)
         assert re.search(r"\.extern \.shared \.align 16 ", ptx), f"{name}: dynamic shared memory not 16-byte aligned"
         assert ".local" not in ptx, f"{name}: local memory in its PTX"
-    disasm = need_sass(compiled)
+    need_sass(compiled)  # skips here where ptxas or nvdisasm is missing
     for name in TENSOR_CORE:
         rec = compiled["kernels"][name]
         assert rec["spill"] == 0 and rec["lmem"] == 0 and rec["stack"] == 0, f"{name}: {rec['log']}"
         assert rec["regs"] <= min(REG_BUDGET[name], 254), f"{name}: {rec['regs']} registers"
-        cubin = tmp_path / f"{name}.cubin"
-        subprocess.run(
-            [compiled["ptxas"], "-arch=sm_90", "-o", str(cubin), rec["ptx"]], check=True, capture_output=True
-        )
-        sass = subprocess.run([disasm, str(cubin)], check=True, capture_output=True, text=True).stdout
+        sass = sass_of(compiled, name)
         wide = len(re.findall(r"\bLDG\.E\.128\.CONSTANT\b", sass))
         assert wide >= 3, f"{name}: {wide} LDG.E.128.CONSTANT in its SASS"
         assert "LDL" not in sass and "STL" not in sass, f"{name}: local memory in its SASS"
@@ -239,7 +232,7 @@ ROWS_V4 = {
 }
 
 
-def test_the_steps_stage_their_rows_and_the_conv_its_channels_in_wide_loads(compiled, tmp_path):
+def test_the_steps_stage_their_rows_and_the_conv_its_channels_in_wide_loads(compiled):
     for name, ops in ROWS_V4.items():
         rec = compiled["kernels"][name]
         if "error" in rec:
@@ -248,15 +241,11 @@ def test_the_steps_stage_their_rows_and_the_conv_its_channels_in_wide_loads(comp
         got = {op: len(re.findall(re.escape(op) + r"\s", ptx)) for op in ops}
         assert min(got.values()) >= 1, f"{name}: {got}"
         assert ".local" not in ptx, f"{name}: local memory in its PTX"
-    disasm = need_sass(compiled)
+    need_sass(compiled)  # skips here where ptxas or nvdisasm is missing
     for name in ROWS_V4:
         rec = compiled["kernels"][name]
         assert rec["spill"] == 0 and rec["lmem"] == 0 and rec["stack"] == 0, f"{name}: {rec['log']}"
-        cubin = tmp_path / f"{name}.cubin"
-        subprocess.run(
-            [compiled["ptxas"], "-arch=sm_90", "-o", str(cubin), rec["ptx"]], check=True, capture_output=True
-        )
-        sass = subprocess.run([disasm, str(cubin)], check=True, capture_output=True, text=True).stdout
+        sass = sass_of(compiled, name)
         wide = "64" if "ld.global.nc.v2.u32" in ROWS_V4[name] else "128"
         assert re.search(rf"\bLDG\.E\.{wide}\.CONSTANT\b", sass), f"{name}: no LDG.E.{wide}.CONSTANT in its SASS"
         assert "LDL" not in sass and "STL" not in sass, f"{name}: local memory in its SASS"

@@ -9,6 +9,7 @@ import subprocess
 
 import pytest
 from ptx_harness import check_ptx, check_ptxas, compiled, nvdisasm  # noqa: F401 (compiled: the fixture)
+from ptx_harness import sass as sass_of
 from tc_claims import claim_problems
 
 NAMES = ("lora_proj_fused", "lora_proj_base", "lora_xa", "lora_merge")
@@ -39,24 +40,18 @@ def test_ptxas_accepts_them_without_spills(compiled):
     check_ptxas(compiled)
 
 
-def test_their_sass_has_no_tensor_core_opcode(compiled, tmp_path):
+def test_their_sass_has_no_tensor_core_opcode(compiled):
     if not compiled["ptxas"]:
         pytest.skip("ptxas not found (PATH or $CUDA_HOME/bin)")
     disasm = nvdisasm()
     if not disasm:
         pytest.skip("nvdisasm not found (PATH, $CUDA_HOME/bin or the nvidia-cuda-nvdisasm wheel)")
     for name in NAMES:
-        cubin = tmp_path / f"{name}.cubin"
-        subprocess.run(
-            [compiled["ptxas"], "-arch=sm_90", "-o", str(cubin), compiled["kernels"][name]["ptx"]],
-            check=True,
-            capture_output=True,
-        )
-        sass = subprocess.run([disasm, str(cubin)], check=True, capture_output=True, text=True).stdout
+        sass = sass_of(compiled, name)
         assert claim_problems(sass, None, None) == [], (name, claim_problems(sass, None, None))
 
 
-def test_the_merge_moves_w_a_and_w_merged_16_bytes_an_access_without_spilling(compiled, tmp_path):
+def test_the_merge_moves_w_a_and_w_merged_16_bytes_an_access_without_spilling(compiled):
     """The merge's 16-byte path: W's rows and A's staged strip by
     ``ld.global.nc.v4.u32`` (SASS ``LDG.E.128.CONSTANT``), W' by
     ``st.global.v4.b32`` (``STG.E.128``), A's strip into and out of shared
@@ -76,8 +71,6 @@ def test_the_merge_moves_w_a_and_w_merged_16_bytes_an_access_without_spilling(co
     disasm = nvdisasm()
     if not disasm:
         pytest.skip("nvdisasm not found (PATH, $CUDA_HOME/bin or the nvidia-cuda-nvdisasm wheel)")
-    cubin = tmp_path / "lora_merge.cubin"
-    subprocess.run([compiled["ptxas"], "-arch=sm_90", "-o", str(cubin), rec["ptx"]], check=True, capture_output=True)
-    sass = subprocess.run([disasm, str(cubin)], check=True, capture_output=True, text=True).stdout
+    sass = sass_of(compiled, "lora_merge")
     assert "LDG.E.128.CONSTANT" in sass and "STG.E.128" in sass, "lora_merge: no 16-byte global load or store in SASS"
     assert "STL" not in sass and "LDL" not in sass, "lora_merge: local memory in its SASS"

@@ -16,7 +16,8 @@ from pathlib import Path
 
 import pytest
 from ptx_harness import check_ptx, check_ptxas, compiled, nvdisasm  # noqa: F401 (compiled: the fixture)
-from tc_claims import claim_problems, sass_claims_test, sass_sm90a
+from ptx_harness import sass as sass_of
+from tc_claims import claim_problems, sass_claims_test
 
 MMA_PTX = "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32"
 NOT_GEMMS = ("route_sort", "zero_rows", "combine")
@@ -94,7 +95,7 @@ def test_every_grouped_gemm_has_the_f16_mma_and_every_variant_claims_it(compiled
         assert (n > 0) == (name not in NOT_GEMMS), f"{name}: {n} x {MMA_PTX}"
 
 
-def test_the_sort_zeroing_and_combine_have_no_tensor_core_opcode(compiled, tmp_path):
+def test_the_sort_zeroing_and_combine_have_no_tensor_core_opcode(compiled):
     """(The grouped GEMMs' ``HMMA.16816.F32`` is read by the claims test
     below: every one of them is some variant's, in ``CLAIM_JOBS``.)"""
     from tc_claims import CLAIM_JOBS
@@ -105,7 +106,7 @@ def test_the_sort_zeroing_and_combine_have_no_tensor_core_opcode(compiled, tmp_p
     if not compiled["ptxas"] or not disasm:
         pytest.skip("ptxas or nvdisasm not found")
     for name in NOT_GEMMS:
-        sass = sass_sm90a(compiled["kernels"][name]["ptx"], compiled["ptxas"], disasm, tmp_path)
+        sass = sass_of(compiled, name, "sm_90a")
         assert claim_problems(sass, None, None) == [], name
 
 

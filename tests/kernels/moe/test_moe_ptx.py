@@ -148,7 +148,7 @@ def test_only_the_grouped_expert_gemms_have_the_f16_mma_and_their_variants_claim
 test_the_sass_holds_what_each_variants_records_claim = sass_claims_test("test_moe_ptx")
 
 
-def test_the_decode_tile_kernels_issue_hmma_and_copy_the_tokens_rows_by_ldgsts(compiled, tmp_path):
+def test_the_decode_tile_kernels_issue_hmma_and_copy_the_tokens_rows_by_ldgsts(compiled):
     """The decode tile's gate/up and down (int4 and FP8 weights) hold
     ``HMMA.16816.F32``; gate/up copies the tokens' fp16 rows by 128-bit
     ``LDGSTS`` through the row map (down's float32 rows and every weight
@@ -162,7 +162,8 @@ def test_the_decode_tile_kernels_issue_hmma_and_copy_the_tokens_rows_by_ldgsts(c
 
     import pytest
     from ptx_harness import nvdisasm
-    from tc_claims import opcodes, sass_sm90a
+    from ptx_harness import sass as sass_of
+    from tc_claims import opcodes
 
     disasm = nvdisasm()
     if not compiled["ptxas"] or not disasm:
@@ -170,7 +171,7 @@ def test_the_decode_tile_kernels_issue_hmma_and_copy_the_tokens_rows_by_ldgsts(c
     for fmt in DECODE_TILE_FORMATS:
         for gemm in ("gateup", "down"):
             name = f"{gemm}_tc_{fmt}_decode"
-            sass = sass_sm90a(compiled["kernels"][name]["ptx"], compiled["ptxas"], disasm, tmp_path)
+            sass = sass_of(compiled, name, "sm_90a")
             assert any(op.startswith("HMMA.16816.F32") for op in opcodes(sass)), (name, opcodes(sass))
             copies = re.search(r"\bLDGSTS\.E\.BYPASS(\.\w+)*\.128\b", sass)
             assert bool(copies) == (gemm == "gateup"), name

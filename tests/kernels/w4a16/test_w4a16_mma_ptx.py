@@ -17,6 +17,7 @@ from pathlib import Path
 
 import pytest
 from ptx_harness import assemble, check_ptx, check_ptxas, compiled, nvdisasm  # noqa: F401 (compiled: the fixture)
+from ptx_harness import sass as sass_of
 from tc_claims import claim_problems, sass_claims_test
 
 from leverctl_kernels.w4a16.gemm import gemm_tc
@@ -69,24 +70,12 @@ def test_they_assemble_for_sm86_too(compiled, tmp_path):
         assert got["spill"] == 0 and got["lmem"] == 0 and got["stack"] == 0, (name, got["log"])
 
 
-def _sass(compiled, tmp_path) -> dict[str, str]:
-    if not compiled["ptxas"]:
-        pytest.skip("ptxas not found (PATH or $CUDA_HOME/bin)")
-    disasm = nvdisasm()
-    if not disasm:
-        pytest.skip("nvdisasm not found (PATH, $CUDA_HOME/bin or the nvidia-cuda-nvdisasm wheel)")
-    out = {}
-    for name, rec in compiled["kernels"].items():
-        cubin = tmp_path / f"{name}.cubin"
-        subprocess.run(
-            [compiled["ptxas"], "-arch=sm_90", "-o", str(cubin), rec["ptx"]], check=True, capture_output=True
-        )
-        out[name] = subprocess.run([disasm, str(cubin)], check=True, capture_output=True, text=True).stdout
-    return out
+def _sass(compiled) -> dict[str, str]:
+    return {name: sass_of(compiled, name) for name in compiled["kernels"]}
 
 
-def test_their_sass_is_fp16_hmma_from_ldsm_on_async_copies(compiled, tmp_path):
-    for name, sass in _sass(compiled, tmp_path).items():
+def test_their_sass_is_fp16_hmma_from_ldsm_on_async_copies(compiled):
+    for name, sass in _sass(compiled).items():
         bn = TILES[name]
         hmma = re.findall(r"\bHMMA\.[\w.]+", sass)
         assert len(hmma) >= bn // gemm_tc.WN // 8, (name, hmma)
