@@ -40,8 +40,6 @@ makes them.
 
 from __future__ import annotations
 
-import threading
-
 import numpy as np
 from numba import config
 
@@ -118,11 +116,11 @@ def _twin_copy_16(dst, dst_byte, src, src_index, src_bytes):
         if start + src_bytes > raw.size:
             raise IndexError(f"cp.async twin: source bytes {start}..{start + src_bytes - 1} past {raw.size}")
         data[:src_bytes] = raw[start : start + src_bytes]
-    _state(threading.current_thread())[0].append((dst, dst_byte, data))
+    _state(simwarp.current_lane())[0].append((dst, dst_byte, data))
 
 
 def _twin_commit():
-    st = _state(threading.current_thread())
+    st = _state(simwarp.current_lane())
     st[1].append(st[0])
     st[0] = []
 
@@ -137,7 +135,7 @@ def _land(groups: list) -> None:
 
 
 def _twin_wait(n):
-    st = _state(threading.current_thread())
+    st = _state(simwarp.current_lane())
     keep = int(n)
     done = st[1][: max(0, len(st[1]) - keep)]
     st[1] = st[1][len(done) :]

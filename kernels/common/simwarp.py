@@ -1,10 +1,17 @@
 """Warp intrinsics for Numba's CUDA simulator.
 
-The simulator (``NUMBA_ENABLE_CUDASIM=1``) runs every thread of a block as a
-Python thread and swaps a ``FakeCUDAModule`` into the kernel's globals, but
-that module has no ``shfl_*_sync``, vote, ``syncwarp`` or ``activemask``.
+The simulator (``NUMBA_ENABLE_CUDASIM=1``) runs the kernel's Python once per
+thread of a block and swaps a ``FakeCUDAModule`` into the kernel's globals,
+but that module has no ``shfl_*_sync``, vote, ``syncwarp`` or ``activemask``.
 :func:`install` adds them, so one kernel source runs unchanged on a GPU and in
 the simulator. It is idempotent and does nothing when the simulator is off.
+
+It also replaces the simulator's block runner (:func:`_run_block`): Numba's
+starts one OS thread per simulated thread; here each is a greenlet, a call
+stack of its own that the runner switches to until it waits (a barrier, a
+warp intrinsic), in one OS thread. :func:`current_lane` is the running one,
+what ``threading.current_thread()`` was to Numba's simulator, and what its
+API module now asks.
 
 Model
 -----
@@ -15,8 +22,9 @@ Model
   block has (the last warp of a 48-thread block has lanes 0..15). The
   caller's own lane must be in ``mask``.
 * Each simulated block (one ``BlockManager``) keeps, per (warp, effective
-  mask), an exchange: one slot per lane in each of two buffers and a reusable
-  barrier (a Condition plus a generation counter). Generation ``g`` writes and
+  mask), an exchange: one slot per lane in each of two buffers and a
+  generation counter; a lane that is not the last to arrive yields to the
+  block's runner until the generation moves on. Generation ``g`` writes and
   reads buffer ``g % 2``: nobody can write that buffer again (generation
   ``g + 2``) before every lane has arrived at ``g + 1``, i.e. finished
   reading ``g``. So one barrier per call suffices, in loops too.
@@ -49,11 +57,13 @@ poisons outputs, rather than the host allocator's leftovers or zeros.
 
 Errors instead of hangs
 -----------------------
-Waits poll every ``POLL_S`` and raise when the simulator aborts the block
-(another thread raised: the simulator reports that first exception), when a
-lane named in the mask has returned from the kernel without arriving
-(``WarpSyncError``), when lanes of one barrier called different intrinsics,
-or when no lane arrived for ``STALL_S`` seconds.
+A waiting lane raises when the simulator aborts the block (another lane
+raised: the block reports that first exception), when a lane named in the
+mask has returned from the kernel without arriving (``WarpSyncError``), or
+when lanes of one barrier called different intrinsics; and the runner
+raises ``WarpSyncError`` as soon as a round of the lanes brings no arrival
+anywhere (lanes waiting in a warp intrinsic for lanes that wait at a
+barrier or in another): a deadlock, told at once rather than after a time.
 """
 
 from __future__ import annotations
@@ -61,14 +71,11 @@ from __future__ import annotations
 import contextlib
 import sys
 import threading
-import time
 
 import numpy as np
 
 WARP_SIZE = 32
 FULL_MASK = 0xFFFFFFFF
-POLL_S = 0.05  # how often a waiting lane checks for abort / exited peers
-STALL_S = 120.0  # no arrival at a barrier for this long: report a deadlock
 
 # The memory tracer's hook (``leverctl.profile.memtrace``), None unless a
 # trace is running. A twin that emulates one wide hardware memory access
@@ -81,10 +88,10 @@ TRACE_HOOK = None
 
 _PACKAGE = __name__.split(".")[0] + "."  # the kernels package, whose modules a block holds swapped
 _STATE_ATTR = "_leverctl_simwarp"  # per-BlockManager state
-_DONE_ATTR = "_leverctl_simwarp_done"  # on a lane (BlockThread) that has returned or raised
-_WAKE_ATTR = "_leverctl_simwarp_wake"  # per-BlockManager: (condition, [woken]) its runner waits on
+_RUNNER_ATTR = "_leverctl_simwarp_runner"  # per-BlockManager: the greenlet that runs its lanes
+_PROGRESS_ATTR = "_leverctl_simwarp_progress"  # per-BlockManager: arrivals so far (a round without one: deadlock)
+_WAITING_ATTR = "_leverctl_simwarp_waiting"  # on a lane: (intrinsic, warp, lanes missing) while it waits in one
 _MARK_ATTR = "_leverctl_simwarp_installed"  # on FakeCUDAModule
-BLOCK_POLL_S = 0.05  # the longest the block's runner waits between looks (a lane wakes it sooner)
 _install_lock = threading.Lock()
 _state_lock = threading.Lock()
 _lanes_cache: dict[int, tuple[int, ...]] = {}
@@ -105,17 +112,15 @@ def _lanes(members: int) -> tuple[int, ...]:
 class _Exchange:
     """Slots and a reusable barrier for one (warp, effective mask)."""
 
-    __slots__ = ("cond", "members", "gen", "arrived", "bufs", "errors", "results", "last_arrival")
+    __slots__ = ("members", "gen", "arrived", "bufs", "errors", "results")
 
     def __init__(self, members: int):
-        self.cond = threading.Condition(threading.Lock())
         self.members = members
         self.gen = 0
         self.arrived = 0  # bitmask of lanes arrived in the current generation
         self.bufs = ([None] * WARP_SIZE, [None] * WARP_SIZE)
         self.errors = [None, None]  # per buffer: lanes disagreed on the op
         self.results = [None, None]  # per buffer: what ``once`` made of it
-        self.last_arrival = time.monotonic()
 
 
 class _BlockWarps:
@@ -156,8 +161,19 @@ def _block_state(thread) -> _BlockWarps:
     return st
 
 
+_running = threading.local()  # .lane: the lane the calling OS thread's block runner has switched to
+
+
+def current_lane():
+    """The simulated thread (Numba's ``BlockThread``) running now, or, outside
+    a simulated block, the calling OS thread: what ``threading.current_thread``
+    answered when every lane was a thread of its own."""
+    lane = getattr(_running, "lane", None)
+    return lane if lane is not None else threading.current_thread()
+
+
 def _current():
-    t = threading.current_thread()
+    t = current_lane()
     if not hasattr(t, "_manager") or not hasattr(t, "thread_id"):
         raise RuntimeError("warp intrinsics can only run inside a simulated kernel")
     return t
@@ -186,63 +202,53 @@ def _exchange(kind: str, mask, value, once=None):
             "%s: %s (warp %d lane %d) is not in its mask %#x" % (kind, _where(t), warp, lane, int(mask) & FULL_MASK)
         )
     ex = st.exchange(warp, members)
-    with ex.cond:
-        gen = ex.gen
-        slot = gen & 1
-        buf = ex.bufs[slot]
-        buf[lane] = (kind, value)
-        ex.arrived |= 1 << lane
-        ex.last_arrival = time.monotonic()
-        if ex.arrived == members:
-            # Last lane in: check all lanes did the same thing, open the barrier.
-            kinds = {buf[i][0] for i in _lanes(members)}
-            ex.errors[slot] = (
-                None
-                if len(kinds) == 1
-                else "lanes of warp %d (mask %#x) called different warp "
-                "intrinsics at once: %s" % (warp, members, ", ".join(sorted(kinds)))
-            )
-            if once is not None and ex.errors[slot] is None:
-                try:
-                    ex.results[slot] = once(buf, members)
-                except Exception as e:  # every lane reports it
-                    ex.errors[slot] = "%s: %s: %s" % (kind, type(e).__name__, e)
-            ex.arrived = 0
-            ex.gen = gen + 1
-            ex.cond.notify_all()
-        else:
-            while ex.gen == gen:
-                if t.abort:
-                    raise RuntimeError("abort flag set while waiting in %s" % kind)
-                gone = st.exited.get(warp, 0) & members & ~ex.arrived
-                if gone:
-                    raise WarpSyncError(
-                        "%s: %s waits for lanes %s of warp %d that returned from "
-                        "the kernel without reaching it (mask %#x)"
-                        % (kind, _where(t), list(_lanes(gone)), warp, members)
-                    )
-                if time.monotonic() - ex.last_arrival > STALL_S:
-                    missing = members & ~ex.arrived
-                    raise WarpSyncError(
-                        "%s: %s stalled: lanes %s of warp %d never arrived "
-                        "(mask %#x)" % (kind, _where(t), list(_lanes(missing)), warp, members)
-                    )
-                ex.cond.wait(POLL_S)
+    gen = ex.gen
+    slot = gen & 1
+    buf = ex.bufs[slot]
+    buf[lane] = (kind, value)
+    ex.arrived |= 1 << lane
+    _progress(t)
+    if ex.arrived == members:
+        # Last lane in: check all lanes did the same thing, open the barrier.
+        kinds = {buf[i][0] for i in _lanes(members)}
+        ex.errors[slot] = (
+            None
+            if len(kinds) == 1
+            else "lanes of warp %d (mask %#x) called different warp "
+            "intrinsics at once: %s" % (warp, members, ", ".join(sorted(kinds)))
+        )
+        if once is not None and ex.errors[slot] is None:
+            try:
+                ex.results[slot] = once(buf, members)
+            except Exception as e:  # every lane reports it
+                ex.errors[slot] = "%s: %s: %s" % (kind, type(e).__name__, e)
+        ex.arrived = 0
+        ex.gen = gen + 1
+    else:
+        while ex.gen == gen:
+            if t.abort:
+                raise RuntimeError("abort flag set while waiting in %s" % kind)
+            gone = st.exited.get(warp, 0) & members & ~ex.arrived
+            if gone:
+                raise WarpSyncError(
+                    "%s: %s waits for lanes %s of warp %d that returned from "
+                    "the kernel without reaching it (mask %#x)" % (kind, _where(t), list(_lanes(gone)), warp, members)
+                )
+            t.__dict__[_WAITING_ATTR] = (kind, warp, members & ~ex.arrived)
+            _yield(t)
+        t.__dict__[_WAITING_ATTR] = None
     if ex.errors[slot] is not None:
         raise WarpSyncError(ex.errors[slot])
     return (buf if once is None else ex.results[slot]), members, lane
 
 
 def _lane_exited(thread) -> None:
-    """A lane returned normally: wake whoever waits for it so they can report."""
+    """A lane returned normally: the lanes that wait for it in a warp
+    intrinsic see it gone and report it."""
     st = _block_state(thread)
     warp, lane = divmod(thread.thread_id, WARP_SIZE)
-    with _state_lock:
-        st.exited[warp] = st.exited.get(warp, 0) | (1 << lane)
-        exchanges = [ex for (w, _), ex in st.exchanges.items() if w == warp]
-    for ex in exchanges:
-        with ex.cond:
-            ex.cond.notify_all()
+    st.exited[warp] = st.exited.get(warp, 0) | (1 << lane)
+    _progress(thread)
 
 
 def _same_type(got, like):
@@ -358,76 +364,115 @@ _INTRINSICS = {
 INTRINSICS: tuple[str, ...] = tuple(_INTRINSICS)
 
 
+def _progress(thread) -> None:
+    """A lane of ``thread``'s block arrived somewhere (a barrier, a warp
+    intrinsic, the kernel's end): the block is not deadlocked."""
+    d = thread._manager.__dict__
+    d[_PROGRESS_ATTR] = d.get(_PROGRESS_ATTR, 0) + 1
+
+
+def _yield(thread) -> None:
+    """Hand the interpreter back to ``thread``'s block runner; it switches back
+    to this lane when the lane may go on (a barrier opened) or should look
+    again (a warp intrinsic's other lanes)."""
+    thread._manager.__dict__[_RUNNER_ATTR].switch()
+
+
 def _run_block(manager, grid_point, *args):
-    """The simulator's block runner (``BlockManager.run``), woken by its
-    lanes. Numba's polls them in a busy loop: the lanes are Python threads,
-    so that loop held the interpreter a switch interval at a time while the
-    lanes waited to compute, and every barrier waited for it to come round.
-    This one waits on a condition each lane signals when it reaches a
-    barrier or returns (``BLOCK_POLL_S`` at the most), so the interpreter is
-    the lanes' and a barrier opens as its last lane arrives (sleeping a
-    millisecond between looks, as it did before, held every barrier and
-    every block's end to the next look: most of a small block's time). What
-    it does is Numba's: start a thread per lane, open a barrier once every
-    live lane is blocked at it, abort the block on a lane's exception and
-    raise it."""
+    """The simulator's block runner (``BlockManager.run``). Numba's starts an
+    OS thread per lane and polls them; here every lane is a greenlet (a
+    Python call stack of its own, switched to and from in this thread), and
+    the runner takes the live lanes in turn, each until it waits: at a
+    barrier, which opens once every live lane is at it, or in a warp
+    intrinsic whose other lanes have not all arrived. Lanes of one block
+    never ran in parallel (they shared the interpreter's lock), but each
+    barrier and each warp instruction woke every waiting lane through the
+    OS: most of a small kernel's time. What a block does is Numba's: the
+    lanes run the kernel, a lane's exception aborts the block and is raised.
+    A round in which no lane arrived anywhere is a deadlock (lanes waiting
+    in a warp intrinsic for lanes that wait at a barrier or in another),
+    reported at once as a :class:`WarpSyncError`."""
+    from greenlet import getcurrent, greenlet
     from numba.cuda.simulator import kernel as simkernel
 
-    wake, woken = threading.Condition(threading.Lock()), [False]
-    setattr(manager, _WAKE_ATTR, (wake, woken))
-    threads = []
-    for block_point in np.ndindex(*manager._block_dim):
+    def target():
+        manager._f(*args)
 
-        def target():
-            manager._f(*args)
+    lanes = [
+        simkernel.BlockThread(target, manager, grid_point, block_point, manager._debug)
+        for block_point in np.ndindex(*manager._block_dim)
+    ]
+    d = manager.__dict__
+    d[_RUNNER_ATTR] = runner = getcurrent()
+    d[_PROGRESS_ATTR] = 0
+    live = [(t, greenlet(t.run, runner)) for t in lanes]
+    outer = getattr(_running, "lane", None)  # a launch from inside a lane (the simulator has none on a GPU)
+    failed = None
+    try:
+        while live:
+            before = d[_PROGRESS_ATTR]
+            for t, g in live:
+                if t.syncthreads_blocked:
+                    continue
+                _running.lane = t
+                g.switch()
+                _running.lane = outer
+                if t.exception:
+                    failed = t
+                    break
+            if failed is not None:
+                break
+            live = [(t, g) for t, g in live if not g.dead]
+            if live and all(t.syncthreads_blocked for t, _ in live):
+                for t, _ in live:
+                    t.syncthreads_blocked = False
+            elif live and d[_PROGRESS_ATTR] == before:
+                raise WarpSyncError(_deadlock([t for t, _ in live]))
+    finally:
+        _running.lane = outer
+        if any(not g.dead for _, g in live):
+            # Abort the lanes still waiting: unwound now (their ``finally``
+            # blocks run), not whenever the collector finds them.
+            for t, _ in live:
+                t.abort = True
+            for t, g in live:
+                if not g.dead:
+                    _running.lane = t
+                    g.throw()
+            _running.lane = outer
+    if failed is not None:
+        raise failed.exception[0].with_traceback(failed.exception[1])
 
-        t = simkernel.BlockThread(target, manager, grid_point, block_point, manager._debug)
-        t.start()
-        threads.append(t)
-    live = list(threads)
-    while live:
-        with wake:
-            if not woken[0]:
-                wake.wait(BLOCK_POLL_S)
-            woken[0] = False
-        for t in live:
-            if t.exception:
-                for other in threads:  # abort the others; no join, as Numba's
-                    other.abort = True
-                    other.syncthreads_blocked = False
-                    other.syncthreads_event.set()
-                raise t.exception[0].with_traceback(t.exception[1])
-        live = [t for t in live if t.is_alive() and not t.__dict__.get(_DONE_ATTR)]
-        if live and all(t.syncthreads_blocked for t in live):
-            for t in live:
-                t.syncthreads_blocked = False
-                t.syncthreads_event.set()
-    for t in threads:
-        if t.exception:
-            raise t.exception[0].with_traceback(t.exception[1])
 
-
-def _wake(manager) -> None:
-    """A lane of ``manager``'s block has reached a barrier or returned: its
-    runner looks at the lanes now, not at its next timeout."""
-    got = getattr(manager, _WAKE_ATTR, None)
-    if got is not None:
-        wake, woken = got
-        with wake:
-            woken[0] = True
-            wake.notify()
+def _deadlock(live) -> str:
+    """What a block none of whose lanes can go on waits for."""
+    at_barrier = [t.thread_id for t in live if t.syncthreads_blocked]
+    where = "%d lanes of the block wait at a barrier%s" % (
+        len(at_barrier),
+        ", threads %s" % at_barrier[:8] if at_barrier else "",
+    )
+    for t in live:
+        waiting = None if t.syncthreads_blocked else t.__dict__.get(_WAITING_ATTR)
+        if waiting is not None:
+            kind, warp, missing = waiting
+            return "%s: %s waits for lanes %s of warp %d, which never arrive (%s)" % (
+                kind,
+                _where(t),
+                list(_lanes(missing)),
+                warp,
+                where,
+            )
+    return "the block's lanes wait and none can go on (%s)" % where
 
 
 def _syncthreads(thread):
-    """Numba's ``BlockThread.syncthreads``, telling the block's runner it
-    has arrived: the barrier opens when the last lane reaches it rather than
-    at the runner's next look."""
+    """Numba's ``BlockThread.syncthreads`` for lanes run by :func:`_run_block`:
+    the lane waits at the barrier until every live lane of its block is there."""
     if thread.abort:
         raise RuntimeError("abort flag set on syncthreads call")
     thread.syncthreads_blocked = True
-    _wake(thread._manager)
-    thread.syncthreads_event.wait()
-    thread.syncthreads_event.clear()
+    _progress(thread)
+    _yield(thread)
     if thread.abort:
         raise RuntimeError("abort flag set on syncthreads clear")
 
@@ -538,6 +583,58 @@ def _swapped_for_the_launch(push):
     return pushed
 
 
+_CAST_ATTR = "_leverctl_simwarp_cast"  # on a numba scalar type: the numpy constructor its cast calls
+
+
+def _fast_scalar_call(orig):
+    """Numba's ``Type.__call__`` for its scalar types, as a kernel calls them
+    on a value (``uint32(k * 8 + j)``, ``float32(x)``): numba's imports its
+    signature helper, asks the ABC machinery whether the argument is a type,
+    then looks the numpy constructor up by name, on every call; a GEMM's inner
+    loop makes millions of them in the simulator. Here the constructor is
+    found once a type and the plain-value check once an argument class, and
+    the result is the same numpy scalar (``cast_python_value``'s). Anything
+    else (a signature ``int32(int32[:])``, a type whose cast is its own) is
+    numba's call."""
+    from numba.core.types import abstract, scalars
+
+    standard = {
+        scalars.Integer.cast_python_value,
+        scalars.Float.cast_python_value,
+        scalars.Boolean.cast_python_value,
+    }
+    plain: dict[type, bool] = {}  # argument class -> not a numba type
+
+    def __call__(self, *args):
+        if len(args) == 1:
+            cls = args[0].__class__
+            ok = plain.get(cls)
+            if ok is None:
+                ok = plain[cls] = not issubclass(cls, abstract.Type)
+            if ok:
+                ctor = self.__dict__.get(_CAST_ATTR)
+                if ctor is None:
+                    ctor = False
+                    if type(self).cast_python_value in standard:
+                        ctor = bool if isinstance(self, scalars.Boolean) else getattr(np, self.name)
+                    self.__dict__[_CAST_ATTR] = ctor
+                if ctor is not False:
+                    return ctor(args[0])
+        return orig(self, *args)
+
+    return __call__
+
+
+class _SimulatorThreading:
+    """``threading`` as the simulator's API module sees it: the same module,
+    but ``current_thread()`` is the running lane (:func:`current_lane`)."""
+
+    current_thread = staticmethod(current_lane)
+
+    def __getattr__(self, name):
+        return getattr(threading, name)
+
+
 def installed() -> bool:
     """True when the simulator is on and :func:`install` has run."""
     from numba import config
@@ -580,11 +677,13 @@ def install() -> bool:
                 # it; waiting lanes see the abort flag.
                 if thread.exception is None:
                     _lane_exited(thread)
-                thread.__dict__[_DONE_ATTR] = True  # nothing left to run: the runner need not wait for its end
-                _wake(thread._manager)
 
         block_thread.run = run
         block_thread.syncthreads = _syncthreads
+        # The simulator's API finds the calling lane (its threadIdx, its
+        # barrier) as ``threading.current_thread()``; the lanes are greenlets
+        # of one thread now (_run_block).
+        kernelapi.threading = _SimulatorThreading()
         kernelapi.FakeCUDAShared.array = _shared_array
         kernelapi.FakeCUDAShared.__init__ = _poisoned_shared_init(kernelapi.FakeCUDAShared.__init__)
         kernelapi.FakeCUDALocal.array = _local_array
@@ -604,5 +703,11 @@ def install() -> bool:
             return orig_call(kernel, *args)
 
         simkernel.FakeCUDAKernel.__call__ = _device_call
+
+        from numba.core.types import abstract, scalars
+
+        fast = _fast_scalar_call(abstract.Type.__call__)
+        for cls in (scalars.Integer, scalars.Float, scalars.Boolean):
+            cls.__call__ = fast
         setattr(fake, _MARK_ATTR, True)
     return True

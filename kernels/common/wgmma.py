@@ -84,13 +84,12 @@ target, None in the simulator, which refuses alignments).
 
 from __future__ import annotations
 
-import threading
 from functools import lru_cache
 
 import numpy as np
 from numba import config, cuda
 
-from . import bits, ptx_stmt, smem, unroll
+from . import bits, ptx_stmt, simwarp, smem, unroll
 from . import mma as warp_mma
 from .launch import device_inline
 from .smem import smem_addr, st_shared_v4  # noqa: F401 (the kernels' wg.smem_addr, wg.st_shared_v4)
@@ -494,7 +493,7 @@ def _twin_op(dtype: str, n: int):
     def mma(da, db, acc, scale_d, scale_a, scale_b, tnsp_a=0, tnsp_b=0):
         if tnsp_a or tnsp_b:
             raise NotImplementedError(f"wgmma {dtype} twin: transposed operands")
-        t = threading.current_thread()
+        t = simwarp.current_lane()
         x, y, z = t.threadIdx
         bx, by, _bz = t._manager._block_dim
         tid = (x + bx * (y + by * z)) & (WARPGROUP - 1)

@@ -101,7 +101,7 @@ _EPOCH = "_leverctl_memtrace_epoch"  # attribute on a simulator thread: the barr
 _PROXIES = "_leverctl_memtrace_proxies"  # attribute on a FakeCUDAShared: its arrays' proxies
 
 _index = operator.index
-_current_thread = threading.current_thread
+_current_thread = None  # simwarp.current_lane, set when a trace starts: the lane running now
 _getframe = sys._getframe
 
 
@@ -307,7 +307,12 @@ _SKIP: tuple[str, ...] = (_COMMON, __file__)  # helpers, the simulator and this 
 _CALLS: tuple[str, ...] = (__file__,)  # the frames between a call and its callee (set at start)
 
 
-_tls = threading.local()  # a simulator thread's recording state (threads live one block)
+# A lane's recording state, kept on the lane (a simulator thread, which lives
+# one block): its (groups, counts, warp, lane, epoch), its device-call counts
+# since the last barrier and the id of the device calls it is inside.
+_ST = "_leverctl_memtrace_st"
+_CALLS_ATTR = "_leverctl_memtrace_calls"
+_STACK = "_leverctl_memtrace_stack"
 
 
 def _thread_state():
@@ -320,7 +325,8 @@ def _thread_state():
     if groups is None:
         return None
     warp, lane = divmod(t.thread_id, WARP)
-    st = _tls.st = (groups, {}, warp, lane, getattr(t, _EPOCH, 0))
+    st = (groups, {}, warp, lane, getattr(t, _EPOCH, 0))
+    t.__dict__[_ST] = st
     return st
 
 
@@ -360,26 +366,26 @@ def _position(frame) -> int:
 def _record(frame, arr: TracedArray, off: int, size: int, kind: str) -> None:
     """One access of ``size`` bytes at byte ``off`` of ``arr``'s allocation by
     the calling thread, at ``frame``'s current position (:func:`_position`)."""
-    try:
-        groups, counts, warp, lane, epoch = _tls.st
-    except AttributeError:
+    td = _current_thread().__dict__
+    st = td.get(_ST)
+    if st is None:
         st = _thread_state()
         if st is None:
             return
-        groups, counts, warp, lane, epoch = st
+    groups, counts, warp, lane, epoch = st
     pos = _position(frame)
     # A device function's accesses are counted per call site: one called from
     # six lines is six instructions, and a lane that skips one call (its
     # access predicated off) must not pair its next with another lane's. And
     # per call: the device calls the thread is inside, each by its site and
     # how many calls that site had made before it since the last barrier
-    # (``_tls.stack``), so a lane that skipped an access in one call of a
+    # (``_STACK``), so a lane that skipped an access in one call of a
     # helper (a partial tile's predicated put) still pairs its next call's
     # with the other lanes' of that call.
     g = frame.f_back
     while g is not None and g.f_code.co_filename.startswith(_CALLS):
         g = g.f_back
-    stack = getattr(_tls, "stack", 0)
+    stack = td.get(_STACK, 0)
     key = (pos, stack, id(g.f_code), g.f_lasti) if g is not None else (pos, stack, 0, 0)
     k = counts.get(key, 0)
     counts[key] = k + 1
@@ -679,10 +685,11 @@ def _patches(tr: Trace):
         # A barrier: the thread's accesses are numbered afresh after it.
         epoch = getattr(thread, _EPOCH, 0) + 1
         setattr(thread, _EPOCH, epoch)
-        st = getattr(_tls, "st", None)
+        td = thread.__dict__
+        st = td.get(_ST)
         if st is not None:
-            _tls.st = (st[0], {}, st[2], st[3], epoch)
-        _tls.calls = {}
+            td[_ST] = (st[0], {}, st[2], st[3], epoch)
+        td[_CALLS_ATTR] = {}
         return orig_sync(thread)
 
     def call(kernel, *args):
@@ -696,18 +703,19 @@ def _patches(tr: Trace):
                 f = f.f_back
             if f is None:
                 return orig_call(kernel, *args)
-            calls = _tls.__dict__.get("calls")
+            td = _current_thread().__dict__
+            calls = td.get(_CALLS_ATTR)
             if calls is None:
-                calls = _tls.calls = {}
+                calls = td[_CALLS_ATTR] = {}
             site = _position(f)
-            outer = getattr(_tls, "stack", 0)
+            outer = td.get(_STACK, 0)
             n = calls.get((outer, site), 0)  # counted within the enclosing call
             calls[(outer, site)] = n + 1
-            _tls.stack = _stack_id(outer, site, n)
+            td[_STACK] = _stack_id(outer, site, n)
             try:
                 return orig_call(kernel, *args)
             finally:
-                _tls.stack = outer
+                td[_STACK] = outer
         if not simkernel._kernel_context:
             tr.launches += 1
             tr.grids.append([0, 0])
@@ -766,7 +774,7 @@ def trace(sample: int | None = None) -> Iterator[Trace]:
 
     Needs the CUDA simulator. Everything patched is put back on exit, also
     when the block raises; traces do not nest."""
-    global _SIM_API, _SIM_DIR, _COMMON, _RUNNER, _SKIP, _CALLS
+    global _SIM_API, _SIM_DIR, _COMMON, _RUNNER, _SKIP, _CALLS, _current_thread
     from numba import config
 
     if not config.ENABLE_CUDASIM:
@@ -784,6 +792,7 @@ def trace(sample: int | None = None) -> Iterator[Trace]:
     _SIM_DIR = str(Path(kernelapi.__file__).parent) + "/"
     _COMMON = str(Path(simwarp.__file__).parent) + "/"
     _RUNNER = simwarp.__file__
+    _current_thread = simwarp.current_lane
     _SKIP = (_COMMON, _SIM_DIR, __file__)
     _CALLS = (_SIM_DIR, __file__)  # the simulator's and the tracer's frames between a call and its callee
     saved = []

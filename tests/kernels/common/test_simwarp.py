@@ -272,6 +272,81 @@ def test_lane_returning_before_full_mask_shuffle_is_an_error():
         _run(_early_return, 1, 32, np.zeros(32, np.int64))
 
 
+_IDENTS: list = []
+
+
+def _note_the_os_thread():
+    import threading
+
+    _IDENTS.append(threading.get_ident())
+
+
+@cuda.jit
+def _barriers_and_shuffles(x):
+    t = cuda.threadIdx.x
+    _note_the_os_thread()
+    v = x[t]
+    cuda.syncthreads()
+    v += cuda.shfl_down_sync(FULL, v, 1)
+    cuda.syncthreads()
+    x[t] = v
+
+
+@sim_only
+def test_a_blocks_lanes_run_in_the_launching_os_thread_and_see_their_own_thread_index():
+    """The runner switches between the lanes (greenlets) in the thread that
+    launched the kernel: no OS thread is started, and each lane still reads
+    its own threadIdx after every barrier and shuffle."""
+    import threading
+
+    _IDENTS.clear()
+    before = threading.active_count()
+    x = np.arange(96, dtype=np.int64)
+    (out,) = _run(_barriers_and_shuffles, 1, 96, x)
+    assert _IDENTS == [threading.get_ident()] * 96
+    assert threading.active_count() == before
+    nxt = np.where(np.arange(96) % 32 == 31, x, np.roll(x, -1))  # lane 31 reads its own value
+    assert (out == x + nxt).all()
+
+
+@cuda.jit
+def _shuffle_against_a_barrier(out):
+    t = cuda.threadIdx.x
+    if t < 16:
+        out[t] = cuda.shfl_xor_sync(FULL, t, 16)  # waits for lanes 16..31
+    else:
+        cuda.syncthreads()  # which wait here for lanes 0..15
+        out[t] = t
+
+
+@sim_only
+def test_a_shuffle_waiting_on_lanes_at_a_barrier_is_a_deadlock_told_at_once():
+    """On a GPU this hangs; the simulator says which lanes wait for which,
+    without waiting out a time limit, and leaves no lane of the block behind."""
+    t0 = time.monotonic()
+    with pytest.raises(
+        simwarp.WarpSyncError,
+        match=r"shfl_xor_sync: tid=\[0, 0, 0\].* waits for lanes \[16, .*31\] of warp 0.*16 lanes of the block wait at",
+    ):
+        _run(_shuffle_against_a_barrier, 1, 32, np.zeros(32, np.int64))
+    assert time.monotonic() - t0 < 5
+    # The block after it runs as any other.
+    (out,) = _run(_sum_xor_one_warp, 1, 32, np.arange(32, dtype=np.int64))
+    assert (out == np.arange(32).sum()).all()
+
+
+@cuda.jit
+def _sum_xor_one_warp(x):
+    t = cuda.threadIdx.x
+    v = x[t]
+    off = 16
+    while off > 0:
+        v += cuda.shfl_xor_sync(FULL, v, off)
+        off //= 2
+    cuda.syncthreads()
+    x[t] = v
+
+
 @cuda.jit
 def _not_in_mask(out):
     out[cuda.threadIdx.x] = cuda.ballot_sync(0x1, True)
