@@ -513,3 +513,38 @@ def test_the_simulator_poisons_shared_and_local_memory_a_kernel_has_not_written(
     assert (u[:, 0] == 0xFFFF).all() and (u[:, 1] == 3).all()
     assert np.isnan(d[:, 0]).all() and (d[:, 1] == 4).all()
     assert simwarp.POISON_BYTE == 0xFF
+
+
+@sim_only
+def test_a_scalar_cast_in_the_simulator_is_numbas_own():
+    """The simulator's fast scalar casts (``uint32(x)`` in a kernel) give
+    what Numba's ``Type.__call__`` gives: the same NumPy type and value for
+    every scalar type and argument kind, and a signature where an argument
+    is a type."""
+    import warnings
+
+    import numba
+    from numba.core import types
+    from numba.core.types import abstract
+
+    numbas = abstract.Type.__call__  # the installed casts are on the scalar classes, not on Type
+    assert types.uint32.__class__.__call__ is not numbas
+    values = (0, 7, -1, 2**31 + 5, 1.75, -2.5, True, np.int64(300), np.float32(0.1), np.uint8(255), np.float16(3))
+    warnings.simplefilter("ignore", RuntimeWarning)  # NumPy's overflow warnings, the same both ways
+    for ty in (types.int8, types.uint8, types.int32, types.uint32, types.int64, types.uint64):
+        for v in values:
+            if isinstance(v, float) and v < 0 and ty.name.startswith("u"):
+                continue  # a negative float to an unsigned type is undefined in C and NumPy alike
+            try:
+                want = numbas(ty, v)
+            except (OverflowError, ValueError) as e:
+                with pytest.raises(type(e)):
+                    ty(v)
+                continue
+            got = ty(v)
+            assert type(got) is type(want) and got == want, (ty, v, got, want)
+    for ty in (types.float16, types.float32, types.float64, types.boolean):
+        for v in values:
+            want, got = numbas(ty, v), ty(v)
+            assert type(got) is type(want) and got == want, (ty, v, got, want)
+    assert numba.int32(types.int32[:]) == numbas(types.int32, types.int32[:])  # a signature, as before
