@@ -26,9 +26,11 @@ the row's own empty temporary folder, made before ``files`` runs.
 
 from __future__ import annotations
 
+import atexit
 import os
 import pickle
 import select
+import shutil
 import signal
 import struct
 import subprocess
@@ -160,6 +162,14 @@ class Forker:
         os.close(rep_w)
         self.files = Path(tempfile.mkdtemp(prefix="leverctl-rows-"))
 
+    def close(self) -> None:
+        """End the forking process (it reads the end of its requests) and
+        remove the rows' stream files."""
+        os.close(self._req)
+        os.close(self._rep)
+        self.proc.wait(60)
+        shutil.rmtree(self.files, ignore_errors=True)
+
     def _int(self, timeout: float) -> int:
         ready, _, _ = select.select([self._rep], [], [], timeout)
         if not ready:
@@ -196,6 +206,10 @@ def _run_forked(argv: list[str], env: dict[str, str], stdin: bytes | None, timeo
     global _forker
     base = {k: v for k, v in env.items() if k != "PYTEST_CURRENT_TEST"}
     if _forker is None or _forker.proc.poll() is not None or _forker.env != base:
+        if _forker is None:
+            atexit.register(lambda: _forker.close())
+        else:
+            _forker.close()
         _forker = Forker(base)
     return _forker.run(argv, env, stdin, timeout)
 

@@ -118,7 +118,7 @@ def sm90a(compiled, tmp_path_factory) -> dict:
         ptx = Path(rec["ptx"]).read_text()
         assert re.search(r"^\.target sm_90$", ptx, re.M), f"{name}: no .target sm_90 line"
         path = out / f"{name}.ptx"
-        path.write_text(re.sub(r"^\.target sm_90$", ".target sm_90a", ptx, flags=re.M))
+        path.write_text(retarget(ptx, "sm_90a"))
         cubin = out / f"{name}.cubin"
         recs[name] = {
             **rec,
@@ -496,6 +496,11 @@ if __name__ == "__main__":
     main(sys.argv[1], sys.argv[2:])
 
 
+def retarget(ptx: str, arch: str) -> str:
+    """PTX compiled for sm_90 with its ``.target`` line naming ``arch``."""
+    return re.sub(r"^\.target sm_90$", f".target {arch}", ptx, flags=re.M)
+
+
 _SASS: dict[tuple[str, str], str] = {}  # (PTX file, arch) -> its SASS, once a test process
 
 
@@ -516,7 +521,7 @@ def sass(compiled_: dict, name: str, arch: str = "sm_90") -> str:
             ptx = Path(rec["ptx"])
             out = Path(tempfile.mkdtemp(prefix=f"{arch}-", dir=ptx.parent))
             src, cubin = out / ptx.name, out / f"{ptx.stem}.cubin"
-            src.write_text(re.sub(r"^\.target sm_90$", f".target {arch}", ptx.read_text(), flags=re.M))
+            src.write_text(retarget(ptx.read_text(), arch))
             subprocess.run(
                 [compiled_["ptxas"], f"-arch={arch}", "-o", str(cubin), str(src)], check=True, capture_output=True
             )

@@ -331,20 +331,8 @@ def test_a_shuffle_waiting_on_lanes_at_a_barrier_is_a_deadlock_told_at_once():
         _run(_shuffle_against_a_barrier, 1, 32, np.zeros(32, np.int64))
     assert time.monotonic() - t0 < 5
     # The block after it runs as any other.
-    (out,) = _run(_sum_xor_one_warp, 1, 32, np.arange(32, dtype=np.int64))
+    _, out = _run(_sum_xor, 1, 32, np.arange(32, dtype=np.int64), np.zeros(32, np.int64))
     assert (out == np.arange(32).sum()).all()
-
-
-@cuda.jit
-def _sum_xor_one_warp(x):
-    t = cuda.threadIdx.x
-    v = x[t]
-    off = 16
-    while off > 0:
-        v += cuda.shfl_xor_sync(FULL, v, off)
-        off //= 2
-    cuda.syncthreads()
-    x[t] = v
 
 
 @cuda.jit
