@@ -52,6 +52,7 @@ def table(doc: dict) -> Any:
         "global ld/st",
         "async",
         "in flight",
+        "stream B/issue",
         "flags",
         title=f"{doc['engine']} kernels on {doc['arch']} at {doc['shapes']} shapes",
     )
@@ -59,7 +60,7 @@ def table(doc: dict) -> Any:
     for r in order:
         mark = "▶ " if r["selected"] else "  "
         if r.get("name") is None or "resources" not in r:
-            blank = [""] * 8
+            blank = [""] * 9
             t.add_row(r["kernel"], mark + r["variant"], r["shape"], r.get("name") or "–", *blank, "; ".join(r["flags"]))
             continue
         res, occ, mix = r["resources"], r["occupancy"], r.get("mix") or {}
@@ -77,6 +78,7 @@ def table(doc: dict) -> Any:
             _widths_text(mix),
             _async_text(mix),
             _in_flight_text(r.get("in_flight")),
+            _issue_text(r.get("stream_loop")),
             "; ".join(r["flags"]) or "–",
         )
     return t
@@ -87,6 +89,14 @@ def _in_flight_text(f: dict | None) -> str:
     if not f:
         return "–"
     return f"{f['thread']} B; {f['sm'] / 1024:.1f} KiB/SM"
+
+
+def _issue_text(s: dict | None) -> str:
+    """The streaming loop: a warp's loaded bytes per instruction it issues,
+    and the loop's bytes a thread and instructions an iteration."""
+    if not s:
+        return "–"
+    return f"{s['bytes_per_issue']:.2f} ({s['bytes']} B / {s['instructions']})"
 
 
 def _tc_text(mix: dict) -> str:
@@ -318,7 +328,14 @@ def variant_summaries(doc: dict) -> list[dict]:
         for r in ok:
             k = per_kernel.setdefault(
                 r["name"],
-                {"registers": 0, "spills": 0, "occupancy": 1.0, "load_bits": [], "in_flight_sm": None},
+                {
+                    "registers": 0,
+                    "spills": 0,
+                    "occupancy": 1.0,
+                    "load_bits": [],
+                    "in_flight_sm": None,
+                    "bytes_per_issue": None,
+                },
             )
             res = r["resources"]
             k["registers"] = max(k["registers"], res["registers"])
@@ -329,6 +346,9 @@ def variant_summaries(doc: dict) -> list[dict]:
             sm = (r.get("in_flight") or {}).get("sm")
             if sm is not None:
                 k["in_flight_sm"] = sm if k["in_flight_sm"] is None else min(k["in_flight_sm"], sm)
+            bpi = (r.get("stream_loop") or {}).get("bytes_per_issue")
+            if bpi is not None:
+                k["bytes_per_issue"] = bpi if k["bytes_per_issue"] is None else min(k["bytes_per_issue"], bpi)
         loads: dict[str, int] = {}
         tc: dict[str, int] = {}
         asyncs: dict[str, int] = {}
@@ -362,6 +382,11 @@ def variant_summaries(doc: dict) -> list[dict]:
                 "global_load_widths": sorted(int(w) for w in loads),
                 "async_copies": asyncs,
                 "in_flight_sm": max(((r.get("in_flight") or {}).get("sm") or 0 for r in ok), default=None),
+                # the kernel whose streaming loop issues the most instructions for its bytes
+                "bytes_per_issue": min(
+                    (b for r in ok if (b := (r.get("stream_loop") or {}).get("bytes_per_issue")) is not None),
+                    default=None,
+                ),
                 "sector_efficiency": (m.get("global") or {}).get("sector_efficiency"),
                 "requested_vs_declared": (m.get("global") or {}).get("requested_vs_declared"),
                 "wide_load_share": (m.get("global") or {}).get("wide_load_share"),
@@ -392,9 +417,9 @@ def markdown(doc: dict) -> str:
         "(one row per variant, the worst figure over its kernels and shapes, the occupancy with what binds "
         "there; ▶ the levers choose it).\n\n"
         "| path | variant | kernels | regs (max) | occupancy (min) | tensor cores | global load bits | "
-        "async copies | loads in flight (KiB/SM, max) | sector efficiency | 128-bit share of loaded bytes | "
-        "requested / declared | extra shared wavefronts | flags |\n"
-        "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |\n"
+        "async copies | loads in flight (KiB/SM, max) | streaming loop bytes per issue (min) | sector efficiency | "
+        "128-bit share of loaded bytes | requested / declared | extra shared wavefronts | flags |\n"
+        "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |\n"
     )
     lines = []
     for v in summaries:
@@ -413,6 +438,7 @@ def markdown(doc: dict) -> str:
                     "/".join(map(str, v["global_load_widths"])) or "–",
                     ", ".join(v["async_copies"]) or "none",
                     f"{v['in_flight_sm'] / 1024:.1f}" if v["in_flight_sm"] is not None else "–",
+                    f"{v['bytes_per_issue']:.2f}" if v.get("bytes_per_issue") is not None else "–",
                     f"{eff:.0%}" if eff is not None else "–",
                     f"{wide:.0%}" if wide is not None else "–",
                     f"{ratio:.2f}" if ratio is not None else "–",

@@ -23,6 +23,13 @@ WIDE_POINTS = 5.0  # so is the 128-bit loads' share of the loaded bytes
 # A kernel whose loads in flight fall from at least this to below it has
 # lost the bytes that fill the memory pipe; other architectures are not gated.
 LITTLE_BYTES = {"sm_90a": 22 * 1024, "sm_90": 22 * 1024}
+# What the issue rate asks: an SM issues at most one warp instruction a clock
+# in each of its four schedulers, so a streaming loop reaches the copy
+# bandwidth only if its warps load at least bandwidth / (SMs x 4 x clock)
+# bytes per instruction they issue. Hopper (H200): 4.8 TB/s over 132 SMs x 4
+# x 1.98 GHz = 4.6 bytes. A kernel whose streaming loop falls from at least
+# this to below it now issues too many instructions for its bytes.
+ISSUE_BYTES = {"sm_90a": 4.6, "sm_90": 4.6}
 _EPS = 1e-9
 
 
@@ -49,6 +56,7 @@ def kernel_figures(row: Mapping[str, Any]) -> dict[str, Any]:
         "async_copies": dict(mix.get("async_copies") or {}),
         "ldsm": dict(mix.get("ldsm") or {}),
         "in_flight": dict(row.get("in_flight") or {}) or None,
+        "stream_loop": dict(row.get("stream_loop") or {}) or None,
     }
 
 
@@ -123,6 +131,9 @@ def summary(block: Any) -> dict[str, Any] | None:
                 "in_flight_sm": _num((k.get("in_flight") or {}).get("sm"))
                 if isinstance(k.get("in_flight"), dict)
                 else None,
+                "bytes_per_issue": _num((k.get("stream_loop") or {}).get("bytes_per_issue"))
+                if isinstance(k.get("stream_loop"), dict)
+                else None,
             }
     mem = block.get("memory") if isinstance(block.get("memory"), dict) else {}
     flags = block.get("flags") if isinstance(block.get("flags"), list) else []
@@ -142,7 +153,9 @@ def regressions(base: Mapping[str, Any] | None, new: Mapping[str, Any] | None) -
     naming the kernel and the figure: new or more spills, new or more local
     memory, lower occupancy, no 128-bit global load where there was one,
     loads in flight per SM fallen below what Little's law asks
-    (:data:`LITTLE_BYTES`, from at least it), sector efficiency or the
+    (:data:`LITTLE_BYTES`, from at least it), the streaming loop's bytes
+    per issued instruction fallen below what the issue rate asks
+    (:data:`ISSUE_BYTES`, from at least it), sector efficiency or the
     128-bit loads' share of the loaded bytes down by more than
     :data:`SECTOR_POINTS` / :data:`WIDE_POINTS` points, new or more
     shared-memory bank conflicts (extra wavefronts). Empty when either side has no profile, or the two
@@ -169,6 +182,13 @@ def regressions(base: Mapping[str, Any] | None, new: Mapping[str, Any] | None) -
             out.append(
                 f"{name}: loads in flight {bf / 1024:.1f} -> {nf / 1024:.1f} KiB/SM, "
                 f"below the {little / 1024:.0f} KiB Little's law asks"
+            )
+        issue = ISSUE_BYTES.get(base["arch"])
+        bi, ni = b.get("bytes_per_issue"), n.get("bytes_per_issue")
+        if issue and bi is not None and ni is not None and bi >= issue > ni:
+            out.append(
+                f"{name}: streaming loop {bi:.2f} -> {ni:.2f} bytes per issued instruction, "
+                f"below the {issue} the issue rate asks"
             )
     be, ne = base.get("sector_efficiency"), new.get("sector_efficiency")
     if be is not None and ne is not None and (be - ne) * 100 > SECTOR_POINTS + _EPS:

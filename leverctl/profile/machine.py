@@ -490,6 +490,85 @@ def loads_in_flight(sass: str) -> int:
     return best
 
 
+def _labels(sass: str) -> dict[str, int]:
+    """Each label's address: the instruction after it."""
+    labels: dict[str, int] = {}
+    pending: list[str] = []
+    for line in sass.splitlines():
+        if lab := _LABEL.match(line):
+            pending.append(lab.group(1))
+        elif (a := _ADDRESS.match(line)) and pending:
+            labels.update((name, int(a.group(1), 16)) for name in pending)
+            pending = []
+    return labels
+
+
+@dataclass(frozen=True)
+class StreamLoop:
+    """The streaming loop of a kernel (:func:`stream_loop`).
+    ``bytes`` a thread loads an iteration (every global load in the loop),
+    ``instructions`` the loop's, each issued once a warp an iteration;
+    ``bytes_per_issue``: a warp's loaded bytes per instruction it issues."""
+
+    start: int
+    end: int
+    bytes: int
+    instructions: int
+
+    @property
+    def bytes_per_issue(self) -> float:
+        return 32 * self.bytes / self.instructions
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "bytes": self.bytes,
+            "instructions": self.instructions,
+            "bytes_per_issue": round(self.bytes_per_issue, 3),
+        }
+
+
+def stream_loop(sass: str) -> StreamLoop | None:
+    """The loop that streams a kernel's operand, read from its SASS: of the
+    innermost loops (a backward branch's span, from its target to it, that
+    holds no other backward branch's span) that issue a 128-bit global
+    load, the longest (a kernel's main loop is its largest: the loops
+    beside it stage or finish what it streams). None where no such loop
+    exists (a kernel with no 128-bit load, or whose loads are all unrolled
+    out of any loop).
+
+    An SM issues at most one warp instruction a clock in each of its four
+    schedulers, so a loop whose warps issue ``I`` instructions for every
+    ``B`` bytes they load moves at most ``4 B / I`` bytes a clock an SM,
+    however many loads are in flight: the ceiling the issue rate puts on a
+    memory-bound kernel, beside Little's law's (``loads_in_flight``). Every
+    instruction of the span counts (a branch not taken inside it too), as
+    if every lane ran every iteration."""
+    labels = _labels(sass)
+    insts: list[tuple[int, str, str]] = []  # (address, opcode, line)
+    for line in sass.splitlines():
+        m = _OPERANDS.match(line)
+        a = _ADDRESS.match(line)
+        if m and a and m.group(1) not in _NEVER and m.group(2) != "NOP":
+            insts.append((int(a.group(1), 16), m.group(2), line))
+    spans = []
+    for addr, op, line in insts:
+        if op.split(".", 1)[0] == "BRA" and _backward(line, labels):
+            target = _branch_target(line, labels)
+            if target is not None and target <= addr:
+                spans.append((target, addr))
+    inner = [s for s in spans if not any(o != s and s[0] <= o[0] and o[1] <= s[1] for o in spans)]
+    best: StreamLoop | None = None
+    for lo, hi in inner:
+        body = [(op, line) for addr, op, line in insts if lo <= addr <= hi]
+        loads = [op for op, _ in body if op.split(".", 1)[0] == "LDG"]
+        if not any(width(op) == 128 for op in loads):
+            continue
+        loop = StreamLoop(lo, hi, sum(width(op) // 8 for op in loads), len(body))
+        if best is None or (loop.instructions, loop.bytes) > (best.instructions, best.bytes):
+            best = loop
+    return best
+
+
 # ── tensor-core claims ───────────────────────────────────────────────────────
 
 # A record's ``tensor_cores`` ("wgmma" | "mma.sync") and ``tc_dtype`` (the inputs)

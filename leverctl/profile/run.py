@@ -186,6 +186,8 @@ def kernel_row(item: Item, k: dict, arch: str) -> dict:
                 if sass is not None
                 else None
             ),
+            # the streaming loop's bytes and instructions: the issue rate's side of the bandwidth
+            "stream_loop": (sl.to_json() if (sl := machine.stream_loop(sass)) else None) if sass is not None else None,
             "memory_bound": bound,
             # the tensor-core claim is the variant's, judged over all its kernels (_claim)
             "flags": machine.flags(res, None, memory_bound=bound, occupancy=occ, low_occupancy=LOW_OCCUPANCY),

@@ -117,6 +117,8 @@ def test_profile_gives_each_record_its_variants_machine_code_and_memory_figures(
     assert k["name"] == rec["variant"] == "gemv_sw" and k["registers"] > 0 and k["spill_stores"] == 0
     assert 0 < k["occupancy"] <= 1 and sum(k["global_loads"].values()) > 0
     assert 0 < p["memory"]["sector_efficiency"] <= 1 and p["memory"]["traced_at"].startswith("profile")
+    loop = k["stream_loop"]  # the streaming loop: two 16-byte weight loads and two scales a lane
+    assert loop["bytes"] == 36 and loop["bytes_per_issue"] == pytest.approx(32 * 36 / loop["instructions"], abs=1e-3)
 
 
 def _edited(src: Path, dst: Path, edit) -> Path:
@@ -149,6 +151,25 @@ def test_compare_fails_on_a_worse_profile_naming_the_kernel_and_figure(capsys, p
     doc = json.loads(run_cli(capsys, "compare", profiled, new, "-f", "json").out)
     (reg,) = doc["profile"]["regressions"]
     assert reg["kernel"] == "w4a16.gemv" and reg["variant"] == "gemv_sw" and says in reg["what"]
+
+
+@pytest.mark.sim
+@needs_tools
+def test_compare_fails_on_a_streaming_loop_fallen_below_what_the_issue_rate_asks(capsys, profiled, tmp_path):
+    """From 5.0 bytes an issued instruction (above the 4.6 an H200 asks) to
+    4.0 is a regression; from 4.4 to 4.0 (both below) and from 5.0 to 4.8
+    (both above) are not."""
+
+    def at(value):
+        return lambda p: p["kernels"][0]["stream_loop"].update(bytes_per_issue=value)
+
+    def compared(b, n):
+        base = _edited(profiled, tmp_path / f"b{b}.json", at(b))
+        return run_cli(capsys, "compare", base, _edited(profiled, tmp_path / f"n{n}.json", at(n)))
+
+    r = compared(5.0, 4.0)
+    assert r.code == 1 and "gemv_sw: streaming loop 5.00 -> 4.00 bytes per issued instruction" in r.out, r.out
+    assert compared(4.4, 4.0).code == 0 and compared(5.0, 4.8).code == 0
 
 
 @pytest.mark.sim

@@ -557,6 +557,61 @@ def test_loads_in_flight_counts_a_threads_loads_until_one_is_used_or_a_branch():
     assert machine.loads_in_flight("") == 0
 
 
+def _loop_sass(body: list[str], staging: list[str]) -> str:
+    """A kernel of two innermost loops (a staging loop, then a main loop of
+    ``body``) inside an outer loop, as nvdisasm prints them."""
+    lines, at = [], 0
+
+    def put(text):
+        nonlocal at
+        lines.append(f"        /*{at:04x}*/                   {text} ;")
+        at += 0x10
+
+    lines.append(".L_x_0:")
+    put("S2R R0, SR_TID.X")
+    lines.append(".L_x_1:")
+    for text in staging:
+        put(text)
+    put("@P0 BRA `(.L_x_1)")
+    lines.append(".L_x_2:")
+    for text in body:
+        put(text)
+    put("@P1 BRA `(.L_x_2)")
+    put("@P2 BRA `(.L_x_0)")
+    put("EXIT")
+    return "\n".join(lines)
+
+
+def test_the_streaming_loop_is_the_largest_innermost_loop_with_a_128_bit_load():
+    """Two innermost loops issue a 16-byte load: the staging loop (one load,
+    three instructions with its branch) and the main loop (two 16-byte loads
+    and a 2-byte scale, 28 instructions with its branch); the outer loop
+    holds both and is not innermost. The main loop is the stream: 34 bytes
+    a thread, 28 instructions, so a warp loads 32 x 34 / 28 = 38.9 bytes an
+    issued instruction. Without its 16-byte loads the main loop is not a
+    stream (the staging loop is then the only one); with none anywhere
+    there is no stream loop."""
+    body = [
+        "LDG.E.128.CONSTANT R4, desc[UR4][R2.64]",
+        "LDG.E.128.CONSTANT R8, desc[UR4][R2.64+0x200]",
+        "LDG.E.U16 R12, desc[UR4][R14.64]",
+        *["FFMA R20, R4, R5, R20"] * 24,
+    ]
+    staging = ["LDG.E.128.CONSTANT R30, desc[UR4][R32.64]", "STS.128 [R1], R30"]
+    sass = _loop_sass(body, staging)
+    loop = machine.stream_loop(sass)
+    assert (loop.bytes, loop.instructions) == (34, 28)
+    assert loop.bytes_per_issue == pytest.approx(32 * 34 / 28)
+    assert loop.to_json() == {"bytes": 34, "instructions": 28, "bytes_per_issue": 38.857}
+    narrow = _loop_sass([b.replace("LDG.E.128.CONSTANT", "LDG.E") for b in body], staging)
+    assert (machine.stream_loop(narrow).bytes, machine.stream_loop(narrow).instructions) == (16, 3)
+    assert machine.stream_loop(narrow.replace("LDG.E.128.CONSTANT", "LDG.E")) is None
+    # every instruction of the loop is issued once an iteration: four more
+    # FFMAs are four more instructions for the same bytes
+    more = machine.stream_loop(_loop_sass(body + ["FFMA R21, R4, R5, R21"] * 4, staging))
+    assert (more.bytes, more.instructions) == (34, 32)
+
+
 def test_loads_in_flight_takes_an_if_else_s_arms_as_alternatives():
     """A 16-byte load with a scalar fallback (the then arm: four 4-byte
     loads into R8-R11, then a branch over the else arm) and its vector arm
