@@ -1,188 +1,245 @@
 """The device side of the int4 weight layout (``int4.py`` is the host
 side): the exact nibble decode every int4 kernel uses, and the staging
-layout of the W4A16 GEMVs' activations.
+layout of the W4A16 GEMVs' activations, read 16 bytes at a time.
 
 Activation staging
 ------------------
-The GEMVs stage the activations of one K-chunk (``KCHUNK`` inputs, a
-multiple of 256) in shared memory as fp32, *transposed by nibble position*:
-input ``e = 8*w + j`` of the chunk (packed word ``w``, nibble ``j``) lives at
-``xs[j * stride + w]`` with ``stride = KCHUNK // 8 + 1``::
+The GEMVs hand each lane a *group*: four consecutive packed words (one
+16-byte weight load), 32 int4 values, the inputs ``32 q .. 32 q + 31`` of
+the K-chunk for group ``q``. They stage the chunk's activations in shared
+memory as fp32, group by group, each group's 32 followed by 4 floats of
+padding (``PITCH = 36`` floats, 144 bytes)::
 
-    chunk inputs  e:   0  1 .. 7 | 8  9 .. 15 | 16 ..
-    word w, nibble j: (0,0)..(0,7)|(1,0)..(1,7)| ...
+    input e of the chunk:  group q = e // 32, position p = e % 32
+    float index:           36 q + p           (p = 8 t + j: word t, nibble j)
 
-    xs row j=0:  x[0]  x[8]  x[16] ... x[8w]   ... | pad
-    xs row j=1:  x[1]  x[9]  x[17] ... x[8w+1] ... | pad
-    ...
-    xs row j=7:  x[7]  x[15] x[23] ... x[8w+7] ... | pad
+    group 0:  x0 .. x7 | x8 .. x15 | x16 .. x23 | x24 .. x31 | pad(4)
+    group 1:  x32 ..                                          | pad(4)
 
-Lanes that own consecutive packed words then read consecutive fp32 words of
-shared memory for every nibble: no bank conflicts (the natural layout,
-``xs[8w + j]``, would be an 8-way conflict). The one padding column staggers
-the rows so that the staging stores, done once per chunk, conflict at most
-4-way.
+A word's eight activations are 32 contiguous bytes, so a lane reads them
+with two ``ld.shared.v4.f32`` (``LDS.128``) at constant offsets from its
+group's address: no address arithmetic a value. The 144-byte pitch puts the
+16-byte slots of eight consecutive groups (a quarter-warp, which is what one
+``LDS.128`` wavefront serves) on eight different bank quads (``9 q + c`` mod
+8 is a permutation over ``q``), so the lanes' group reads, the scalar path's
+word reads (lanes on consecutive words) and the staging's 16-byte stores are
+conflict-free; 32 floats a group apart they would all fall on one quad
+(8-way).
+
+Each activation is staged *pre-scaled* by ``2**-(4 (j % 4))`` (``j`` its
+nibble; a power of two, so exact for any value above ``2**-114``: every
+fp16 input, and any fp32 SiLU product that is not itself negligible), which
+lets :func:`dot8` decode a nibble where it lies in the word, without a
+shift (the comment above ``_dec``): ``(q - 8) 2**(4 (j % 4))`` times ``x
+2**-(4 (j % 4))`` is the product ``(q - 8) x`` exactly, so every product,
+and every sum, is the unscaled decode's.
 """
 
 from __future__ import annotations
 
-import numpy as np
-from numba import cuda, float32, uint32
+from numba import config, cuda, float32, uint32
 
 from . import cvt
 from .launch import device_inline
+from .smem import ld_shared_f32x4, smem_addr, st_shared_f32x4
 from .vload import ldg_v4
 
+PITCH = 36  # floats a staged group: its 32 activations, then 4 of padding
+GROUP_BYTES = 4 * PITCH
 
-def chunk_layout(KCHUNK: int) -> tuple[int, int, int]:
-    """``(KWC, STRIDE, XS)`` for K-chunks of ``KCHUNK`` inputs: packed words
-    per chunk, the padded row stride, and the staged fp32 values
-    (``8 * STRIDE``, the shared array's size)."""
+
+def group_layout(KCHUNK: int) -> tuple[int, int, int]:
+    """``(KWC, GPC, XS)`` for K-chunks of ``KCHUNK`` inputs (a positive
+    multiple of 256): packed words and 4-word groups a chunk, and the staged
+    fp32 values (``PITCH * GPC``, the shared array's size)."""
     if KCHUNK < 256 or KCHUNK % 256:
         raise ValueError(f"KCHUNK={KCHUNK}: a positive multiple of 256 inputs")
-    KWC = KCHUNK // 8
-    STRIDE = KWC + 1
-    return KWC, STRIDE, 8 * STRIDE
-
-
-# Shared-memory indices are cast to uint32 before use: Numba adds a
-# negative-index wraparound (64-bit compare and select) to every signed
-# index, which in the per-nibble loops costs more than the arithmetic.
-
-
-@cuda.jit(device=True)
-def stage_x(xs, x, c0, k, tid, nthreads, kchunk, stride):
-    """``xs`` <- fp32 of ``x[c0 : min(c0 + kchunk, k)]`` in the transposed
-    layout (slots past ``k`` are left alone: no packed word reads them).
-    Global reads are coalesced (consecutive threads read consecutive fp16
-    inputs)."""
-    for e in range(tid, min(kchunk, k - c0), nthreads):
-        xs[uint32((e & 7) * stride + (e >> 3))] = float32(x[c0 + e])
-
-
-# float32 bit pattern of 2**23: OR-ing a nibble q into its mantissa gives the
-# float 2**23 + q exactly; subtracting 2**23 + 8 leaves q - 8, exactly.
-_MAGIC_BITS = 0x4B000000
-_MAGIC_BIAS = 8388616.0  # 2**23 + 8
-
-
-@cuda.jit(device=True)
-def nibble(word, j):
-    """Signed int4 value ``j`` (0..7) of a packed word, as fp32 (exact).
-
-    No integer-to-float conversion (a quarter-rate instruction that would
-    cap the GEMVs well below the memory bandwidth): the nibble is OR-ed into
-    the mantissa of 2**23 and the bias subtracted, i.e. shift+and+or and one
-    FADD. The uint32 -> float32 reinterpretation goes through a one-element
-    local array viewed as float32, which the compiler turns into a register
-    move (no local memory) and which the simulator runs as a NumPy view.
-    """
-    bits = cuda.local.array(1, dtype=uint32)
-    bits[0] = ((word >> uint32(4 * j)) & uint32(0xF)) | uint32(_MAGIC_BITS)
-    return bits.view(np.float32)[0] - float32(_MAGIC_BIAS)
-
-
-@cuda.jit(device=True)
-def dot_word(word, xs, col, stride):
-    """``sum_j q_j * x_j`` over the 8 int4 values of ``word`` against the
-    staged activations of packed column ``col``, in fp32."""
-    acc = float32(0.0)
-    for j in range(8):
-        acc += nibble(word, j) * xs[uint32(j * stride + col)]
-    return acc
-
-
-@cuda.jit(device=True)
-def load_x8(xv, xs, col, stride):
-    """Copy the 8 staged activations of packed column ``col`` to ``xv``
-    (registers), for kernels that reuse them across several rows."""
-    for j in range(8):
-        xv[j] = xs[uint32(j * stride + col)]
-
-
-@cuda.jit(device=True)
-def dot_word_regs(word, xv):
-    acc = float32(0.0)
-    for j in range(8):
-        acc += nibble(word, j) * xv[j]
-    return acc
-
-
-# ── the grouped staging layout (for 128-bit weight loads) ────────────────────
-#
-# A kernel that loads its packed weights 16 bytes at a time hands each lane
-# a *group* of four consecutive words (32 int4 values, inputs 32q .. 32q+31
-# of the chunk for group q). It stages the chunk transposed by the input's
-# position inside its group: input ``e`` lives at
-# ``xs[(e % 32) * stride + e // 32]`` with ``stride = KCHUNK // 32 + 1``::
-#
-#     xs row p (p = 8t + j: word t of the group, nibble j), column q:
-#         row  0:  x[0]   x[32]  x[64]  ... x[32q]        | pad
-#         row  1:  x[1]   x[33]  x[65]  ... x[32q+1]      | pad
-#         ...
-#         row 31:  x[31]  x[63]  x[95]  ... x[32q+31]     | pad
-#
-# Lanes that own consecutive groups read consecutive words of a row for
-# every (t, j): no bank conflicts. Staging stores are conflict-free too: a
-# warp's 32 consecutive inputs go to its 32 rows, one column, and the stride
-# is odd (KCHUNK a multiple of 256 makes it 8c + 1), so the 32 rows fall in
-# 32 different banks (the nibble-transposed layout above conflicts up to
-# 4-way there). A lane that owns single words (a scalar path over the same
-# staging) reads word w's nibble j at row 8 * (w % 4) + j, column w // 4:
-# 32 consecutive words hit rows 8 * (w % 4) + j and 8 columns, i.e. banks
-# 8 * (w % 4) + w // 4 + const, all different; conflict-free as well.
-
-
-def group_layout(KCHUNK: int) -> tuple[int, int, int, int]:
-    """``(KWC, GPC, STRIDE, XS)`` for K-chunks of ``KCHUNK`` inputs in the
-    grouped layout: packed words and 4-word groups per chunk, the padded
-    row stride, and the staged fp32 values (``32 * STRIDE``)."""
-    KWC = chunk_layout(KCHUNK)[0]
     GPC = KCHUNK // 32
-    STRIDE = GPC + 1
-    return KWC, GPC, STRIDE, 32 * STRIDE
+    return KCHUNK // 8, GPC, PITCH * GPC
 
 
-@cuda.jit(device=True)
-def stage_x_grouped(xs, x, c0, k, tid, nthreads, kchunk, stride):
-    """:func:`stage_x` in the grouped layout."""
-    for e in range(tid, min(kchunk, k - c0), nthreads):
-        xs[uint32((e & 31) * stride + (e >> 5))] = float32(x[c0 + e])
+# The nibble decode. Nibble ``j`` of a word sits at bits ``4 (j % 4)`` of the
+# word (``j < 4``) or of the word shifted right by 16 (``j >= 4``: one shift a
+# word, shared by its four high nibbles). OR-ed in place, with no shift of its
+# own, into the mantissa of ``2**(23 - 4 (j % 4))``, whose last mantissa bit
+# is worth ``2**-(4 (j % 4))``, it adds exactly its value ``q``; subtracting
+# that power of two plus 8 leaves ``q - 8``, exactly. The magic's bits for
+# position ``p = j % 4`` are ``0x4B000000 - p * 0x02000000`` (the exponent
+# four lower a position), its bias ``magic + 8`` the same float with
+# ``8 << 4p`` OR-ed in.
+_MAGIC_BITS = 0x4B000000  # 2**23
+_MAGIC_STEP = 0x02000000  # four steps of the exponent
 
 
 @device_inline
-def _put8_grouped(xs, e, w0, w1, w2, w3, stride):
-    """Eight fp16 activations ``e .. e + 7`` (four words) into the grouped
-    layout: rows ``e % 32 ..`` of column ``e // 32``."""
-    at = (e & 31) * stride + (e >> 5)
-    a, b = cvt.f16x2_to_f32x2(w0)
-    xs[uint32(at)] = a
-    xs[uint32(at + stride)] = b
-    a, b = cvt.f16x2_to_f32x2(w1)
-    xs[uint32(at + 2 * stride)] = a
-    xs[uint32(at + 3 * stride)] = b
-    a, b = cvt.f16x2_to_f32x2(w2)
-    xs[uint32(at + 4 * stride)] = a
-    xs[uint32(at + 5 * stride)] = b
-    a, b = cvt.f16x2_to_f32x2(w3)
-    xs[uint32(at + 6 * stride)] = a
-    xs[uint32(at + 7 * stride)] = b
+def nibble(word, j):
+    """Signed int4 value ``j`` (0..7) of a packed word, as fp32 (exact):
+    ``((word >> 4j) & 0xF) - 8``.
+
+    No integer-to-float conversion (a quarter-rate instruction that would
+    cap the GEMVs well below the memory bandwidth) and, for a constant
+    ``j``, no shift of its own: one ``LOP3`` (mask and magic) and one
+    ``FADD`` a value, plus the word's one shift by 16 for its high four
+    (the comment above). The uint32 -> float32 reinterpretations are
+    ``cvt.bits_f32`` (a register move; the simulator's is a NumPy view)."""
+    p = j & 3
+    src = word >> uint32(16) if j >= 4 else word
+    magic = uint32(_MAGIC_BITS - p * _MAGIC_STEP)
+    value = cvt.bits_f32((src & uint32(0xF << (4 * p))) | magic)
+    return value - cvt.bits_f32(magic | uint32(8 << (4 * p)))
+
+
+# The pre-scaled decode: every position's magic is 2**23 (``_MAGIC_BITS``),
+# the nibble stays at bits ``4 p`` of the word (or of the word shifted by 16)
+# and the activation carries the ``2**-(4 p)``. The half-word is first
+# filled up with ones above bit 15 (one instruction a half: OR, or the
+# shift and OR in one ``LEA.HI``); a value is then one AND with ``magic |
+# 0xF << 4p``, which keeps the magic's bits (all above bit 15, where the
+# half-word is all ones) and the nibble, and one FADD of ``2**23 + 8 *
+# 16**p``, whose result ``(q - 8) 16**p`` is exact. One immediate an
+# instruction: a second constant in a ``LOP3`` is rematerialised by ptxas
+# at every use, one more instruction a value.
+_HIGH16 = 0xFFFF0000
+_BIAS = (8388616.0, 8388736.0, 8390656.0, 8421376.0)  # 2**23 + 8 * 16**p
+
+
+def _shl16_intrinsic():
+    """``shl16(word)``: ``word << 16`` by a byte permute (``prmt.b32`` with
+    zero: SASS ``PRMT`` with ``RZ``), which neither LLVM nor ptxas reads as
+    a shift: see :func:`halves`."""
+    from llvmlite import ir
+    from numba.cuda import types
+    from numba.cuda.extending import intrinsic
+
+    def shl16(typingctx, word):
+        if not isinstance(word, types.Integer):
+            return None
+
+        def codegen(context, builder, signature, args):
+            i32 = ir.IntType(32)
+            w = context.cast(builder, args[0], signature.args[0], types.uint32)
+            fnty = ir.FunctionType(i32, [i32])
+            return builder.asm(fnty, "prmt.b32 $0, $1, 0, 0x1054;", "=r,r", [w], side_effect=False)
+
+        return types.uint32(word), codegen
+
+    return intrinsic(shl16)
+
+
+if config.ENABLE_CUDASIM:
+
+    def shl16(word):
+        return uint32((int(word) << 16) & 0xFFFFFFFF)
+
+else:
+    shl16 = _shl16_intrinsic()
+
+
+@device_inline
+def halves(word):
+    """``(word | 0xFFFF0000, (word >> 16) | 0xFFFF0000)``: each half-word
+    with ones above it, one ``LEA.HI`` each (shift and add of an
+    immediate), the low half's after a ``PRMT`` that moves it up. Written
+    as ``word | 0xFFFF0000`` (or ``(word << 16) >> 16 | ...``, which LLVM
+    folds to it), the OR is folded by ptxas into every ``LOP3`` that reads
+    it, which then needs the constant in a register, rematerialised at
+    every use: one more instruction a value."""
+    return (shl16(word) >> uint32(16)) | uint32(_HIGH16), (word >> uint32(16)) | uint32(_HIGH16)
+
+
+@device_inline
+def _dec(mw, p):
+    """``(q - 8) * 16**p`` of the nibble at bits ``4 p`` of ``mw`` (a
+    half-word with ones above bit 15, :func:`halves`)."""
+    return cvt.bits_f32(mw & uint32(_MAGIC_BITS | (0xF << (4 * p)))) - float32(_BIAS[p])
+
+
+@device_inline
+def dot8(word, x0, x1, x2, x3, x4, x5, x6, x7):
+    """``sum_j (q_j - 8) x_j`` over the 8 nibbles of ``word`` against their
+    pre-scaled activations ``x0 .. x7``, in fp32, ``j`` in order (one FFMA
+    chain from 0, as an unscaled decode sums)."""
+    lo, hi = halves(word)
+    acc = float32(0.0)
+    acc += _dec(lo, 0) * x0
+    acc += _dec(lo, 1) * x1
+    acc += _dec(lo, 2) * x2
+    acc += _dec(lo, 3) * x3
+    acc += _dec(hi, 0) * x4
+    acc += _dec(hi, 1) * x5
+    acc += _dec(hi, 2) * x6
+    acc += _dec(hi, 3) * x7
+    return acc
+
+
+# ── staging ───────────────────────────────────────────────────────────────────
+
+
+@device_inline
+def xscale(e):
+    """``2**-(4 (e % 4))``, the pre-scale of chunk input ``e`` (its nibble's
+    position in its half-word), as fp32 bits: exponent 127 less 4 a step."""
+    return cvt.bits_f32(uint32(0x3F800000 - (e & 3) * 0x02000000))
+
+
+@device_inline
+def slot(e):
+    """The float index of chunk input ``e`` in the staged layout."""
+    return uint32(PITCH * (e >> 5) + (e & 31))
+
+
+@device_inline
+def word_at(xb, col):
+    """The shared address of packed word ``col``'s 8 activations (32 bytes,
+    16-byte aligned) in the chunk staged at shared address ``xb``."""
+    return xb + uint32(GROUP_BYTES * (col >> 2) + 32 * (col & 3))
 
 
 @cuda.jit(device=True)
-def stage_x_grouped_v4(xs, x, c0, k, tid, nthreads, kchunk, stride):
+def stage_x_grouped(xs, x, c0, k, tid, nthreads, kchunk):
+    """``xs`` <- the pre-scaled fp32 of ``x[c0 : min(c0 + kchunk, k)]``, one
+    input a thread at a time (slots past ``k`` are left alone: no packed
+    word reads them). Consecutive threads read consecutive inputs and store
+    to consecutive floats of a group."""
+    for e in range(tid, min(kchunk, k - c0), nthreads):
+        xs[slot(e)] = float32(x[c0 + e]) * xscale(e)
+
+
+@device_inline
+def put8_f32(at, v0, v1, v2, v3, v4, v5, v6, v7):
+    """Eight fp32 activations of one packed word (inputs ``8 w .. 8 w + 7``,
+    ``at`` = :func:`word_at`'s address) pre-scaled, by two 16-byte stores."""
+    s1 = float32(0.0625)
+    s2 = float32(0.00390625)
+    s3 = float32(0.000244140625)
+    st_shared_f32x4(at, v0, v1 * s1, v2 * s2, v3 * s3)
+    st_shared_f32x4(at + uint32(16), v4, v5 * s1, v6 * s2, v7 * s3)
+
+
+@device_inline
+def put8(at, w0, w1, w2, w3):
+    """:func:`put8_f32` of eight fp16 activations in four words (the first
+    in bits 0-15 of ``w0``)."""
+    a0, a1 = cvt.f16x2_to_f32x2(w0)
+    a2, a3 = cvt.f16x2_to_f32x2(w1)
+    a4, a5 = cvt.f16x2_to_f32x2(w2)
+    a6, a7 = cvt.f16x2_to_f32x2(w3)
+    put8_f32(at, a0, a1, a2, a3, a4, a5, a6, a7)
+
+
+@cuda.jit(device=True)
+def stage_x_grouped_v4(xs, x, c0, k, tid, nthreads, kchunk):
     """:func:`stage_x_grouped` with 16-byte loads (``x`` fp16, its first
     element 16-byte aligned, ``c0`` a multiple of 8): eight activations a
     load, a thread's first two loads issued before either is stored (at
     ``kchunk = 2048`` and 128 threads, the whole chunk: one round trip to
-    L2 instead of one per four elements); the chunk's last ``< 8`` one at a
-    time. Lane ``l``'s eight go to rows ``8 (l % 4) ..`` of column
-    ``l // 4``, so each store of a warp falls on bank ``8 ((l % 4) stride
-    % 4) + l // 4`` (plus a constant): 32 banks for 32 lanes when
-    ``stride`` is odd, as ``group_layout``'s ``GPC + 1`` is for every chunk
-    ``chunk_layout`` allows (a multiple of 256 inputs)."""
+    L2 instead of one a four elements), each load's eight stored as one
+    packed word's, two 16-byte stores (a quarter-warp's 8 stores fall on 8
+    bank quads: the layout's pitch); the chunk's last ``< 8`` one at a
+    time."""
     lim = min(kchunk, k - c0)
     nv = lim >> 3
+    xb = smem_addr(xs)
     v0 = tid
     v1 = tid + nthreads
     z = uint32(0)
@@ -192,59 +249,67 @@ def stage_x_grouped_v4(xs, x, c0, k, tid, nthreads, kchunk, stride):
     if v1 < nv:
         b0, b1, b2, b3 = ldg_v4(x, c0 + 8 * v1)
     if v0 < nv:
-        _put8_grouped(xs, 8 * v0, a0, a1, a2, a3, stride)
+        put8(word_at(xb, v0), a0, a1, a2, a3)
     if v1 < nv:
-        _put8_grouped(xs, 8 * v1, b0, b1, b2, b3, stride)
+        put8(word_at(xb, v1), b0, b1, b2, b3)
     for v in range(tid + 2 * nthreads, nv, nthreads):
         c_0, c_1, c_2, c_3 = ldg_v4(x, c0 + 8 * v)
-        _put8_grouped(xs, 8 * v, c_0, c_1, c_2, c_3, stride)
+        put8(word_at(xb, v), c_0, c_1, c_2, c_3)
     for e in range(8 * nv + tid, lim, nthreads):
-        xs[uint32((e & 31) * stride + (e >> 5))] = float32(x[c0 + e])
+        xs[slot(e)] = float32(x[c0 + e]) * xscale(e)
 
 
 @cuda.jit(device=True)
-def stage_x_grouped_v4_serial(xs, x, c0, k, tid, nthreads, kchunk, stride):
+def stage_x_grouped_v4_serial(xs, x, c0, k, tid, nthreads, kchunk):
     """:func:`stage_x_grouped_v4` one load at a time: each 16-byte load is
     stored before the thread's next is issued, which holds four words
-    live instead of eight (the 64-thread GEMV blocks: 67 registers against
-    90 for two in flight, 62 for one fp16 a load). Same layout, stores and
-    values."""
+    live instead of eight (the 64-thread GEMV blocks). Same layout, stores
+    and values."""
     lim = min(kchunk, k - c0)
     nv = lim >> 3
+    xb = smem_addr(xs)
     for v in range(tid, nv, nthreads):
         a0, a1, a2, a3 = ldg_v4(x, c0 + 8 * v)
-        _put8_grouped(xs, 8 * v, a0, a1, a2, a3, stride)
+        put8(word_at(xb, v), a0, a1, a2, a3)
     for e in range(8 * nv + tid, lim, nthreads):
-        xs[uint32((e & 31) * stride + (e >> 5))] = float32(x[c0 + e])
+        xs[slot(e)] = float32(x[c0 + e]) * xscale(e)
 
 
-@cuda.jit(device=True)
-def dot_word_grouped(word, xs, col, stride):
-    """:func:`dot_word` over the grouped layout: packed word ``col`` of the
-    chunk (its activations at rows ``8 * (col % 4) + j``, column ``col // 4``)."""
-    base = (col & 3) * 8 * stride + (col >> 2)
-    acc = float32(0.0)
-    for j in range(8):
-        acc += nibble(word, j) * xs[uint32(base + j * stride)]
-    return acc
+# ── reading ───────────────────────────────────────────────────────────────────
 
 
-@cuda.jit(device=True)
-def load_x8_grouped(xv, xs, col, stride):
-    """:func:`load_x8` over the grouped layout (packed word ``col``)."""
-    base = (col & 3) * 8 * stride + (col >> 2)
-    for j in range(8):
-        xv[j] = xs[uint32(base + j * stride)]
+@device_inline
+def dot_word_at(word, at):
+    """:func:`dot8` of ``word`` against its 8 staged activations at shared
+    address ``at`` (:func:`word_at`): two ``LDS.128``."""
+    x0, x1, x2, x3 = ld_shared_f32x4(at)
+    x4, x5, x6, x7 = ld_shared_f32x4(at + uint32(16))
+    return dot8(word, x0, x1, x2, x3, x4, x5, x6, x7)
 
 
-@cuda.jit(device=True)
-def dot_group(w0, w1, w2, w3, xs, q, stride):
-    """``sum q_i * x_i`` over the 32 int4 values of the four words of group
-    ``q`` of the chunk (one 16-byte load) against the grouped staging, in
-    fp32: four independent 8-term sums, then their total."""
+@device_inline
+def dot_group_at(w0, w1, w2, w3, at):
+    """``sum q_i * x_i`` over the 32 int4 values of the four words of one
+    group (one 16-byte load) against the group's staged activations at
+    shared address ``at``, in fp32: four independent 8-term sums, then
+    their total."""
     return (
-        dot_word_grouped(w0, xs, 4 * q, stride)
-        + dot_word_grouped(w1, xs, 4 * q + 1, stride)
-        + dot_word_grouped(w2, xs, 4 * q + 2, stride)
-        + dot_word_grouped(w3, xs, 4 * q + 3, stride)
+        dot_word_at(w0, at)
+        + dot_word_at(w1, at + uint32(32))
+        + dot_word_at(w2, at + uint32(64))
+        + dot_word_at(w3, at + uint32(96))
     )
+
+
+@device_inline
+def load_x8_at(xv, at):
+    """The 8 staged activations at shared address ``at`` into ``xv``
+    (registers), for kernels that reuse them across several rows."""
+    xv[0], xv[1], xv[2], xv[3] = ld_shared_f32x4(at)
+    xv[4], xv[5], xv[6], xv[7] = ld_shared_f32x4(at + uint32(16))
+
+
+@device_inline
+def dot_word_regs(word, xv):
+    """:func:`dot8` against activations held in ``xv`` (:func:`load_x8_at`)."""
+    return dot8(word, xv[0], xv[1], xv[2], xv[3], xv[4], xv[5], xv[6], xv[7])

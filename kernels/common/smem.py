@@ -24,6 +24,11 @@ from numba import config
 
 from . import simwarp
 
+# The alignment argument of a ``cuda.shared.array`` read or written 16 bytes
+# at a time: 16 on a GPU; the simulator refuses the argument (its twin's
+# addresses are 1024-byte aligned already).
+ALIGN16 = None if config.ENABLE_CUDASIM else 16
+
 # ── the CUDA target ──────────────────────────────────────────────────────────
 
 

@@ -46,10 +46,12 @@ from ..common import launch as L
 from ..common.int4_device import (
     dot_word_regs,
     group_layout,
-    load_x8_grouped,
+    load_x8_at,
     stage_x_grouped,
     stage_x_grouped_v4_serial,
+    word_at,
 )
+from ..common.smem import ALIGN16, smem_addr
 from ..common.vload import aligned16, ldg_v4
 from ._warp_rows import TAIL_FAULTS
 
@@ -76,7 +78,7 @@ def make_row_block(ROWS: int, KCHUNK: int, DUAL: bool, TAIL_FAULT: int = 0):
         raise ValueError(f"ROWS={ROWS}: 1..16 rows per block")
     if TAIL_FAULT not in TAIL_FAULTS:
         raise ValueError(f"TAIL_FAULT={TAIL_FAULT}: one of {TAIL_FAULTS}")
-    KWC, _, STRIDE, XS = group_layout(KCHUNK)
+    KWC, _, XS = group_layout(KCHUNK)
     R = _accumulators(ROWS, DUAL)
     RED = R * RED_PITCH
     WV = 4 * R  # a group's words, every row and matrix
@@ -88,7 +90,8 @@ def make_row_block(ROWS: int, KCHUNK: int, DUAL: bool, TAIL_FAULT: int = 0):
         n = qw.shape[0]
         kw = qw.shape[1]
         k = x.shape[0]
-        xs = cuda.shared.array(XS, dtype=float32)
+        xs = cuda.shared.array(XS, dtype=float32, alignment=ALIGN16)
+        xb = smem_addr(xs)
         red = cuda.shared.array(RED, dtype=float32)
         acc = cuda.local.array(R, dtype=float32)  # [first matrix's rows | second's]
         part = cuda.local.array(R, dtype=float32)  # one group's sums, before its scale
@@ -107,9 +110,9 @@ def make_row_block(ROWS: int, KCHUNK: int, DUAL: bool, TAIL_FAULT: int = 0):
             c0 = c * KCHUNK
             cuda.syncthreads()
             if xvec:
-                stage_x_grouped_v4_serial(xs, x, c0, k, tid, NT, KCHUNK, STRIDE)
+                stage_x_grouped_v4_serial(xs, x, c0, k, tid, NT, KCHUNK)
             else:
-                stage_x_grouped(xs, x, c0, k, tid, NT, KCHUNK, STRIDE)
+                stage_x_grouped(xs, x, c0, k, tid, NT, KCHUNK)
             cuda.syncthreads()
             w0 = c * KWC
             w1 = min(kw, w0 + KWC)
@@ -138,7 +141,7 @@ def make_row_block(ROWS: int, KCHUNK: int, DUAL: bool, TAIL_FAULT: int = 0):
                         part[r] = float32(0.0)
                     col = 4 * (gi - g0)
                     for t in range(4):
-                        load_x8_grouped(xv, xs, col + t, STRIDE)
+                        load_x8_at(xv, word_at(xb, col + t))
                         for r in range(ROWS):
                             if row0 + r < n:
                                 part[r] += dot_word_regs(wv[4 * r + t], xv)
@@ -153,7 +156,7 @@ def make_row_block(ROWS: int, KCHUNK: int, DUAL: bool, TAIL_FAULT: int = 0):
                                 acc[ROWS + r] += float32(mats[3][row, gs]) * part[ROWS + r]
             else:
                 for gw in range(w0 + tid, w1, NT):
-                    load_x8_grouped(xv, xs, gw - w0, STRIDE)
+                    load_x8_at(xv, word_at(xb, gw - w0))
                     gs = gw >> 4
                     for r in range(ROWS):
                         row = row0 + r
@@ -183,5 +186,5 @@ def make_row_block(ROWS: int, KCHUNK: int, DUAL: bool, TAIL_FAULT: int = 0):
 def launch_config(n: int, ROWS: int, KCHUNK: int, DUAL: bool):
     grid = L.check_grid(L.blocks_for(n, ROWS))
     block = (L.check_block(NT, warps=True),)
-    L.check_shared(4 * (group_layout(KCHUNK)[3] + _accumulators(ROWS, DUAL) * RED_PITCH))
+    L.check_shared(4 * (group_layout(KCHUNK)[2] + _accumulators(ROWS, DUAL) * RED_PITCH))
     return grid, block

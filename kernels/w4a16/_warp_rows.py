@@ -55,16 +55,18 @@ from numba import cuda, float32, uint32
 
 from ..common import launch as L
 from ..common.int4_device import (
-    chunk_layout,
-    dot_group,
-    dot_word_grouped,
+    GROUP_BYTES,
+    dot_group_at,
+    dot_word_at,
     dot_word_regs,
     group_layout,
-    load_x8_grouped,
+    load_x8_at,
     stage_x_grouped,
     stage_x_grouped_v4,
+    word_at,
 )
 from ..common.launch import device_inline
+from ..common.smem import ALIGN16, smem_addr
 from ..common.vload import aligned16, ldg_v4
 from ..common.warp import warp_sum
 from ._device import stage_silu_mul_grouped, stage_silu_mul_grouped_v4
@@ -82,7 +84,7 @@ TAIL_FAULTS = (0, 1, 2)
 
 def check_config(WARPS: int, KCHUNK: int) -> None:
     L.check_block(WARPS * L.WARP_SIZE, warps=True)
-    chunk_layout(KCHUNK)
+    group_layout(KCHUNK)
 
 
 @lru_cache(maxsize=None)
@@ -93,20 +95,20 @@ def make_warp_rows(WARPS: int, KCHUNK: int, DUAL: bool, SILU: bool, TAIL_FAULT: 
     if TAIL_FAULT not in TAIL_FAULTS:
         raise ValueError(f"TAIL_FAULT={TAIL_FAULT}: one of {TAIL_FAULTS}")
     NT = WARPS * 32
-    KWC, _, STRIDE, XS = group_layout(KCHUNK)
+    KWC, _, XS = group_layout(KCHUNK)
     STEP = 32 * UNROLL
     WV = 4 * UNROLL  # the words of a step's groups
 
     @cuda.jit(device=True)
     def stage(xs, src, c0, k, tid, xvec):
         if SILU and xvec:
-            stage_silu_mul_grouped_v4(xs, src[0], src[1], c0, k, tid, NT, KCHUNK, STRIDE)
+            stage_silu_mul_grouped_v4(xs, src[0], src[1], c0, k, tid, NT, KCHUNK)
         elif SILU:
-            stage_silu_mul_grouped(xs, src[0], src[1], c0, k, tid, NT, KCHUNK, STRIDE)
+            stage_silu_mul_grouped(xs, src[0], src[1], c0, k, tid, NT, KCHUNK)
         elif xvec:
-            stage_x_grouped_v4(xs, src[0], c0, k, tid, NT, KCHUNK, STRIDE)
+            stage_x_grouped_v4(xs, src[0], c0, k, tid, NT, KCHUNK)
         else:
-            stage_x_grouped(xs, src[0], c0, k, tid, NT, KCHUNK, STRIDE)
+            stage_x_grouped(xs, src[0], c0, k, tid, NT, KCHUNK)
 
     @device_inline
     def load_step(wv, sv, uv, su, qw, sc, mats, row, base, g, lim, g1):
@@ -121,14 +123,14 @@ def make_warp_rows(WARPS: int, KCHUNK: int, DUAL: bool, SILU: bool, TAIL_FAULT: 
                 wv[4 * u + 1] = a1
                 wv[4 * u + 2] = a2
                 wv[4 * u + 3] = a3
-                sv[u] = float32(sc[row, gi >> 2])
+                sv[u] = float32(sc[uint32(row), uint32(gi >> 2)])
                 if DUAL:
                     b0, b1, b2, b3 = ldg_v4(mats[2], base + 4 * gi)
                     uv[4 * u] = b0
                     uv[4 * u + 1] = b1
                     uv[4 * u + 2] = b2
                     uv[4 * u + 3] = b3
-                    su[u] = float32(mats[3][row, gi >> 2])
+                    su[u] = float32(mats[3][uint32(row), uint32(gi >> 2)])
 
     @cuda.jit(device=True)
     def rows(outs, mats, src):
@@ -137,7 +139,8 @@ def make_warp_rows(WARPS: int, KCHUNK: int, DUAL: bool, SILU: bool, TAIL_FAULT: 
         n = qw.shape[0]
         kw = qw.shape[1]
         k = src[0].shape[0]
-        xs = cuda.shared.array(XS, dtype=float32)
+        xs = cuda.shared.array(XS, dtype=float32, alignment=ALIGN16)
+        xb = smem_addr(xs)
         xv = cuda.local.array(8, dtype=float32)  # DUAL, 32-bit path: a column's activations
         wv = cuda.local.array(WV, dtype=uint32)  # the step's groups (first matrix)
         uv = cuda.local.array(WV, dtype=uint32)  # DUAL: the second matrix's
@@ -186,13 +189,13 @@ def make_warp_rows(WARPS: int, KCHUNK: int, DUAL: bool, SILU: bool, TAIL_FAULT: 
                                 gu = g + 32 * u
                                 if gu < lim:
                                     gi = min(gu, g1 - 1) if TAIL_FAULT == 2 else gu
-                                    q = gi - g0
-                                    acc += sv[u] * dot_group(
-                                        wv[4 * u], wv[4 * u + 1], wv[4 * u + 2], wv[4 * u + 3], xs, q, STRIDE
+                                    at = xb + uint32(GROUP_BYTES * (gi - g0))
+                                    acc += sv[u] * dot_group_at(
+                                        wv[4 * u], wv[4 * u + 1], wv[4 * u + 2], wv[4 * u + 3], at
                                     )
                                     if DUAL:
-                                        acc2 += su[u] * dot_group(
-                                            uv[4 * u], uv[4 * u + 1], uv[4 * u + 2], uv[4 * u + 3], xs, q, STRIDE
+                                        acc2 += su[u] * dot_group_at(
+                                            uv[4 * u], uv[4 * u + 1], uv[4 * u + 2], uv[4 * u + 3], at
                                         )
                     else:
                         for gw in range(w0 + lane, w1, 32):
@@ -200,12 +203,12 @@ def make_warp_rows(WARPS: int, KCHUNK: int, DUAL: bool, SILU: bool, TAIL_FAULT: 
                             if DUAL:
                                 wg = qw[row, gw]
                                 wu = mats[2][row, gw]
-                                load_x8_grouped(xv, xs, col, STRIDE)
+                                load_x8_at(xv, word_at(xb, col))
                                 gs = gw >> 4
                                 acc += float32(sc[row, gs]) * dot_word_regs(wg, xv)
                                 acc2 += float32(mats[3][row, gs]) * dot_word_regs(wu, xv)
                             else:
-                                acc += float32(sc[row, gw >> 4]) * dot_word_grouped(qw[row, gw], xs, col, STRIDE)
+                                acc += float32(sc[row, gw >> 4]) * dot_word_at(qw[row, gw], word_at(xb, col))
             if row < n:  # warp-uniform
                 acc = warp_sum(acc)
                 if DUAL:
@@ -222,5 +225,5 @@ def make_warp_rows(WARPS: int, KCHUNK: int, DUAL: bool, SILU: bool, TAIL_FAULT: 
 def launch_config(n: int, WARPS: int = DEFAULT_WARPS, KCHUNK: int = DEFAULT_KCHUNK):
     grid = L.check_grid(min(L.blocks_for(n, WARPS), MAX_RESIDENT_BLOCKS))
     block = (L.check_block(WARPS * L.WARP_SIZE, warps=True),)
-    L.check_shared(4 * group_layout(KCHUNK)[3])
+    L.check_shared(4 * group_layout(KCHUNK)[2])
     return grid, block

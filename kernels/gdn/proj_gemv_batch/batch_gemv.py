@@ -5,8 +5,8 @@ rows (decode sequences), each weight read once for all of them.
 Same walk as ``w4a16.gemv_sw`` (``w4a16/_warp_rows``): ``WARPS`` warps per
 block, warp ``w`` on output row ``blockIdx.x * WARPS + w``, blocks striding
 over row groups. The difference is the activations: per K-chunk the block
-stages every row's chunk (``MROWS`` copies of ``common.int4_device``'s
-grouped layout, conflict-free reads), and a lane decodes each int4 word
+stages every row's chunk (``MROWS`` copies of the layout below,
+conflict-free reads), and a lane decodes each int4 word
 once into 8 registers, then multiplies them against each live row, keeping
 one fp32 accumulator per row::
 
@@ -36,8 +36,9 @@ from functools import lru_cache
 import numpy as np
 from numba import cuda, float32, uint32
 
+from ...common import cvt
 from ...common import launch as L
-from ...common.int4_device import group_layout, nibble, stage_x_grouped, stage_x_grouped_v4
+from ...common.int4_device import nibble
 from ...common.launch import device_inline
 from ...common.vload import aligned16, ldg_v4
 from ...common.warp import warp_sum
@@ -46,6 +47,89 @@ DEFAULT_WARPS = 4
 MAX_RESIDENT_BLOCKS = 132 * 8
 MIN_BLOCKS = 5  # resident blocks an SM must fit: at most 102 registers a thread
 UNROLL = 2  # 16-byte groups a lane loads before using the first (written out below)
+
+
+# The tiers' staging: each row's chunk transposed by an input's position in
+# its 4-word group, input ``e`` at ``xs[(e % 32) * stride + e // 32]`` with
+# ``stride = KCHUNK // 32 + 1`` (odd: a warp's 32 consecutive inputs, one
+# column, fall in 32 banks; lanes on consecutive words read consecutive
+# floats of a row). The one-row GEMVs' layout (``common.int4_device``:
+# groups of 32 contiguous floats read 16 bytes at a time, pre-scaled) is not
+# used here: with its 16-byte stores the 16-row tier spilled 8-24 bytes at
+# its register bound, whatever the staging's form, and a tier bound by its
+# FMAs gains nothing from the wider reads.
+
+
+def group_layout(KCHUNK: int) -> tuple[int, int, int, int]:
+    """``(KWC, GPC, STRIDE, XS)`` for K-chunks of ``KCHUNK`` inputs in the
+    grouped layout: packed words and 4-word groups per chunk, the padded
+    row stride, and the staged fp32 values (``32 * STRIDE``)."""
+    if KCHUNK < 256 or KCHUNK % 256:
+        raise ValueError(f"KCHUNK={KCHUNK}: a positive multiple of 256 inputs")
+    KWC = KCHUNK // 8
+    GPC = KCHUNK // 32
+    STRIDE = GPC + 1
+    return KWC, GPC, STRIDE, 32 * STRIDE
+
+
+@cuda.jit(device=True)
+def stage_x_grouped(xs, x, c0, k, tid, nthreads, kchunk, stride):
+    """``xs`` <- the fp32 of ``x[c0 : min(c0 + kchunk, k)]``, one input a
+    thread at a time (consecutive threads on consecutive inputs)."""
+    for e in range(tid, min(kchunk, k - c0), nthreads):
+        xs[uint32((e & 31) * stride + (e >> 5))] = float32(x[c0 + e])
+
+
+@device_inline
+def _put8_grouped(xs, e, w0, w1, w2, w3, stride):
+    """Eight fp16 activations ``e .. e + 7`` (four words) into the grouped
+    layout: rows ``e % 32 ..`` of column ``e // 32``."""
+    at = (e & 31) * stride + (e >> 5)
+    a, b = cvt.f16x2_to_f32x2(w0)
+    xs[uint32(at)] = a
+    xs[uint32(at + stride)] = b
+    a, b = cvt.f16x2_to_f32x2(w1)
+    xs[uint32(at + 2 * stride)] = a
+    xs[uint32(at + 3 * stride)] = b
+    a, b = cvt.f16x2_to_f32x2(w2)
+    xs[uint32(at + 4 * stride)] = a
+    xs[uint32(at + 5 * stride)] = b
+    a, b = cvt.f16x2_to_f32x2(w3)
+    xs[uint32(at + 6 * stride)] = a
+    xs[uint32(at + 7 * stride)] = b
+
+
+@cuda.jit(device=True)
+def stage_x_grouped_v4(xs, x, c0, k, tid, nthreads, kchunk, stride):
+    """:func:`stage_x_grouped` with 16-byte loads (``x`` fp16, its first
+    element 16-byte aligned, ``c0`` a multiple of 8): eight activations a
+    load, a thread's first two loads issued before either is stored (at
+    ``kchunk = 2048`` and 128 threads, the whole chunk: one round trip to
+    L2 instead of one per four elements); the chunk's last ``< 8`` one at a
+    time. Lane ``l``'s eight go to rows ``8 (l % 4) ..`` of column
+    ``l // 4``, so each store of a warp falls on bank ``8 ((l % 4) stride
+    % 4) + l // 4`` (plus a constant): 32 banks for 32 lanes when
+    ``stride`` is odd, as ``group_layout``'s ``GPC + 1`` is for every chunk
+    it allows (a multiple of 256 inputs)."""
+    lim = min(kchunk, k - c0)
+    nv = lim >> 3
+    v0 = tid
+    v1 = tid + nthreads
+    z = uint32(0)
+    a0 = a1 = a2 = a3 = b0 = b1 = b2 = b3 = z
+    if v0 < nv:
+        a0, a1, a2, a3 = ldg_v4(x, c0 + 8 * v0)
+    if v1 < nv:
+        b0, b1, b2, b3 = ldg_v4(x, c0 + 8 * v1)
+    if v0 < nv:
+        _put8_grouped(xs, 8 * v0, a0, a1, a2, a3, stride)
+    if v1 < nv:
+        _put8_grouped(xs, 8 * v1, b0, b1, b2, b3, stride)
+    for v in range(tid + 2 * nthreads, nv, nthreads):
+        c_0, c_1, c_2, c_3 = ldg_v4(x, c0 + 8 * v)
+        _put8_grouped(xs, 8 * v, c_0, c_1, c_2, c_3, stride)
+    for e in range(8 * nv + tid, lim, nthreads):
+        xs[uint32((e & 31) * stride + (e >> 5))] = float32(x[c0 + e])
 
 
 @lru_cache(maxsize=None)

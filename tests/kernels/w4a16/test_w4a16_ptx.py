@@ -120,3 +120,49 @@ def test_the_tiled_gemms_stage_their_tiles_by_16_byte_loads(compiled):
         assert len(re.findall(r"\bLDG\.E\.128\.CONSTANT\b", sass)) >= a_units + 2, name
         assert re.search(r"\bLDG\.E\.64\.CONSTANT\b", sass), name
         assert not re.search(r"\b(LDL|STL)\b", sass), f"{name}: local memory in the SASS"
+
+
+# The streaming loop of each decode GEMV (``leverctl.profile.machine.stream_loop``):
+# a warp's bytes loaded per instruction it issues, at least (sm_90, this
+# ptxas). Each int4 value is one AND (``LOP3``), one FADD and one FFMA
+# (``int4_device.dot8``); its activation comes with three others in one
+# ``LDS.128``; a word's two halves take a ``PRMT`` and two ``LEA.HI``. The
+# old decode (a shift, a rematerialised mask and an address a value, one
+# ``LDS`` a value) was 7.3 instructions a value: 2.0 bytes an issue in gemv_sw.
+ISSUE_FLOOR = 3.8
+
+
+def test_the_decode_gemvs_stream_three_instructions_a_value(compiled):
+    """In each decode GEMV's streaming loop: the staged activations are
+    read 16 bytes at a time (``LDS.128``, no narrower shared load); no value
+    pays a shift, an address or a constant moved into a register (at most
+    one ``LOP3`` and one FADD an FFMA, and one more of each a word; shifts
+    and constant moves fewer than the words, for the loop's indices: the old
+    decode had a shift and a move a value); and the loop loads at least
+    ``ISSUE_FLOOR`` bytes a warp instruction."""
+    if not compiled["ptxas"]:
+        pytest.skip("ptxas not found (PATH or $CUDA_HOME/bin)")
+    if not nvdisasm():
+        pytest.skip("nvdisasm not found (PATH, $CUDA_HOME/bin or the nvidia-cuda-nvdisasm wheel)")
+    from leverctl.profile import machine
+
+    for name in _wide_loads():
+        sass = sass_of(compiled, name)
+        loop = machine.stream_loop(sass)
+        assert loop is not None, f"{name}: no streaming loop"
+        ops = [
+            m.group(2)
+            for line in sass.splitlines()
+            if (m := machine._OPERANDS.match(line)) and (a := machine._ADDRESS.match(line))
+            if loop.start <= int(a.group(1), 16) <= loop.end
+        ]
+        base = [op.split(".", 1)[0] for op in ops]
+        ffma, lds = base.count("FFMA"), [op for op in ops if op.startswith("LDS")]
+        assert ffma >= 64, (name, ffma)
+        assert lds and all(op == "LDS.128" for op in lds), f"{name}: shared loads {sorted(set(lds))}"
+        # beyond one a value: at most one a word (its sum into a group's or a row's)
+        assert base.count("LOP3") <= ffma + ffma // 8 and base.count("FADD") <= ffma + ffma // 8, (name, ops)
+        assert base.count("SHF") <= ffma // 8, f"{name}: {base.count('SHF')} shifts in {ffma} values"
+        remat = ops.count("IMAD.MOV.U32")
+        assert remat <= ffma // 8, f"{name}: {remat} moves of a constant (the old decode: one a value)"
+        assert loop.bytes_per_issue >= ISSUE_FLOOR, f"{name}: {loop.bytes_per_issue:.2f} bytes an issue"
