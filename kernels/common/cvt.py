@@ -16,6 +16,8 @@ hi)``
                          ``cvt.f32.f16``                            float32)
 ``f32_bits(x)``          none: the register read as a word          uint32
 ``bits_f32(w)``          none: a word read as a float32             float32
+``e2m1_to_f32(n)``       bits placed by ``shl``/``and``/``or``,     float32
+                         one ``mul`` by ``2**126``
 =======================  =========================================  ==========
 
 Pairs are in memory order: ``lo`` is the element at the lower address, the
@@ -92,6 +94,7 @@ __all__ = [
     "bf16x2_to_f32x2",
     "bf16x8_to_f32",
     "e4m3x2_to_f32x2",
+    "e2m1_to_f32",
     "bits_f32",
     "f32_bits",
     "f32_to_bf16",
@@ -298,6 +301,26 @@ else:
     f32x2_to_e4m3x2 = _cvt_rn_satfinite_e4m3x2_f32
     f32x2_to_f16x2 = _cvt_rn_f16x2_f32
     e4m3x2_to_f32x2 = _cvt_e4m3x2_f32x2
+
+
+_TWO_P126 = np.float32(2.0**126)
+
+
+@device_inline
+def e2m1_to_f32(n):
+    """float32 value of an FP4 E2M1 nibble ``n`` (bits 0-3; the rest must
+    be zero) as ``bits.e2m1_to_f32`` gives it, in three instructions: the
+    nibble's exponent and mantissa bits placed in float32's exponent and
+    top mantissa bit (bits 22-24), its sign in bit 31, times ``2**126``.
+    E2M1's bias is 1 against float32's 127, so that float is the value
+    ``2**-126`` times: exponent field ``e >= 1`` gives ``2**(e - 127) (1 +
+    m / 2)``, ``e = 0`` the subnormal ``m 2**-127`` (0.5 once scaled: E2M1's
+    own subnormal); the product is exact (kernels keep subnormals: no
+    ``fastmath``). ``bits.e2m1_to_f32`` takes a branch and an
+    integer-to-float conversion (``I2F``, a quarter-rate instruction) a
+    value."""
+    u = np.uint32(n)
+    return bits_f32(((u & np.uint32(7)) << np.uint32(22)) | ((u & np.uint32(8)) << np.uint32(28))) * _TWO_P126
 
 
 @device_inline

@@ -70,14 +70,14 @@ def make_decode8(FMT: str):
             b3 = np.int32(wa[e, n, 4 * c + 3])
             # (e2m1 * e4m3) * tensor scale, as bits.nvfp4_at: the first product is exact
             return (
-                (bits.e2m1_to_f32(b0 & 15) * sc) * ts,
-                (bits.e2m1_to_f32(b0 >> 4) * sc) * ts,
-                (bits.e2m1_to_f32(b1 & 15) * sc) * ts,
-                (bits.e2m1_to_f32(b1 >> 4) * sc) * ts,
-                (bits.e2m1_to_f32(b2 & 15) * sc) * ts,
-                (bits.e2m1_to_f32(b2 >> 4) * sc) * ts,
-                (bits.e2m1_to_f32(b3 & 15) * sc) * ts,
-                (bits.e2m1_to_f32(b3 >> 4) * sc) * ts,
+                (cvt.e2m1_to_f32(b0 & 15) * sc) * ts,
+                (cvt.e2m1_to_f32(b0 >> 4) * sc) * ts,
+                (cvt.e2m1_to_f32(b1 & 15) * sc) * ts,
+                (cvt.e2m1_to_f32(b1 >> 4) * sc) * ts,
+                (cvt.e2m1_to_f32(b2 & 15) * sc) * ts,
+                (cvt.e2m1_to_f32(b2 >> 4) * sc) * ts,
+                (cvt.e2m1_to_f32(b3 & 15) * sc) * ts,
+                (cvt.e2m1_to_f32(b3 >> 4) * sc) * ts,
             )
 
         return decode8
@@ -591,7 +591,10 @@ def make_dot_wide(FMT: str, X: str, SHFL_FAULT: int = 0):
 @device_inline
 def _q8(w, s):
     """Eight int4 values of a W4A16 word (low nibble first), ``(q - 8) s``
-    (``int4_device.nibble``: the GEMVs' decode, no integer-to-float)."""
+    (``int4_device.nibble``: no integer-to-float; the GEMVs' pre-scaled
+    decode, with the scale pre-scaled for each nibble position instead of
+    the activations, held three more scales and spilled 16 bytes at the
+    gate/up kernel's 72-register bound)."""
     return (
         nibble(w, 0) * s,
         nibble(w, 1) * s,
@@ -606,29 +609,26 @@ def _q8(w, s):
 
 @device_inline
 def _fp8x(w, sc, ts):
-    """Eight E2M1 values of four NVFP4 bytes (low nibble first), ``(e2m1 sc) ts``."""
+    """Eight E2M1 values of four NVFP4 bytes (low nibble first), ``(e2m1 sc) ts``
+    (``cvt.e2m1_to_f32``: bit placement, no conversion instruction)."""
     return (
-        (bits.e2m1_to_f32(w & np.uint32(15)) * sc) * ts,
-        (bits.e2m1_to_f32((w >> np.uint32(4)) & np.uint32(15)) * sc) * ts,
-        (bits.e2m1_to_f32((w >> np.uint32(8)) & np.uint32(15)) * sc) * ts,
-        (bits.e2m1_to_f32((w >> np.uint32(12)) & np.uint32(15)) * sc) * ts,
-        (bits.e2m1_to_f32((w >> np.uint32(16)) & np.uint32(15)) * sc) * ts,
-        (bits.e2m1_to_f32((w >> np.uint32(20)) & np.uint32(15)) * sc) * ts,
-        (bits.e2m1_to_f32((w >> np.uint32(24)) & np.uint32(15)) * sc) * ts,
-        (bits.e2m1_to_f32((w >> np.uint32(28)) & np.uint32(15)) * sc) * ts,
+        (cvt.e2m1_to_f32(w & np.uint32(15)) * sc) * ts,
+        (cvt.e2m1_to_f32((w >> np.uint32(4)) & np.uint32(15)) * sc) * ts,
+        (cvt.e2m1_to_f32((w >> np.uint32(8)) & np.uint32(15)) * sc) * ts,
+        (cvt.e2m1_to_f32((w >> np.uint32(12)) & np.uint32(15)) * sc) * ts,
+        (cvt.e2m1_to_f32((w >> np.uint32(16)) & np.uint32(15)) * sc) * ts,
+        (cvt.e2m1_to_f32((w >> np.uint32(20)) & np.uint32(15)) * sc) * ts,
+        (cvt.e2m1_to_f32((w >> np.uint32(24)) & np.uint32(15)) * sc) * ts,
+        (cvt.e2m1_to_f32(w >> np.uint32(28)) * sc) * ts,
     )
 
 
 @device_inline
 def _e8(lo, hi, s):
-    """Eight E4M3 codes of two words (lowest byte first), times ``s``."""
-    return (
-        bits.e4m3_to_f32(lo & np.uint32(255)) * s,
-        bits.e4m3_to_f32((lo >> np.uint32(8)) & np.uint32(255)) * s,
-        bits.e4m3_to_f32((lo >> np.uint32(16)) & np.uint32(255)) * s,
-        bits.e4m3_to_f32(lo >> np.uint32(24)) * s,
-        bits.e4m3_to_f32(hi & np.uint32(255)) * s,
-        bits.e4m3_to_f32((hi >> np.uint32(8)) & np.uint32(255)) * s,
-        bits.e4m3_to_f32((hi >> np.uint32(16)) & np.uint32(255)) * s,
-        bits.e4m3_to_f32(hi >> np.uint32(24)) * s,
-    )
+    """Eight E4M3 codes of two words (lowest byte first), times ``s``: a
+    pair of codes a ``cvt.rn.f16x2.e4m3x2`` (``cvt.e4m3x2_to_f32x2``)."""
+    a0, a1 = cvt.e4m3x2_to_f32x2(lo & np.uint32(0xFFFF))
+    a2, a3 = cvt.e4m3x2_to_f32x2(lo >> np.uint32(16))
+    a4, a5 = cvt.e4m3x2_to_f32x2(hi & np.uint32(0xFFFF))
+    a6, a7 = cvt.e4m3x2_to_f32x2(hi >> np.uint32(16))
+    return a0 * s, a1 * s, a2 * s, a3 * s, a4 * s, a5 * s, a6 * s, a7 * s

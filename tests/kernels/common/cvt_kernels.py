@@ -63,4 +63,5 @@ def conversion_kernels() -> dict:
         "e4m3x2_to_f32x2": e4m3x2_to_f32x2,
         "f32_bits": _one(C.f32_bits),
         "bits_f32": _one(C.bits_f32),
+        "e2m1_to_f32": _one(C.e2m1_to_f32),
     }

@@ -21,6 +21,7 @@ from numba.core.extending import _Intrinsic
 from test_bits import bit_mismatches
 from test_bits_ml_dtypes import (
     BF16,
+    E2M1,
     E4M3,
     E4M3_OVERFLOW,
     EDGES,
@@ -350,3 +351,27 @@ def test_bits_f32_reads_a_word_as_the_float32_it_holds():
     out = cuda.to_device(np.zeros(w.size, np.float32))
     _K["bits_f32"][1, 32](cuda.to_device(w), out)
     np.testing.assert_array_equal(out.copy_to_host().view(np.uint32), w)
+
+
+@sim
+def test_e2m1_decodes_every_code_as_ml_dtypes_and_bits_do():
+    """All 16 E2M1 codes (both zeros' signs, the subnormal 0.5, up to 6):
+    ``cvt.e2m1_to_f32``'s placed bits times ``2**126`` against
+    ``ml_dtypes.float4_e2m1fn`` and ``bits.e2m1_to_f32_np``, bit for bit."""
+    codes = np.arange(16, dtype=np.uint8)
+    out = cuda.to_device(np.zeros(16, np.float32))
+    _K["e2m1_to_f32"][1, 32](cuda.to_device(codes), out)
+    got = out.copy_to_host()
+    assert bit_mismatches(got, ml_values(codes, E2M1)).size == 0
+    assert bit_mismatches(got, B.e2m1_to_f32_np(codes)).size == 0
+
+
+@sim
+def test_the_e2m1_check_catches_a_decode_without_the_subnormal():
+    """Placed with float32's bias (``2**126`` folded into the exponent:
+    ``(e + 126) << 23``) every normal code is right, but code 1 (0.5) and its
+    negative come out 0.75 and the zeros 0.5: the check finds those four."""
+    codes = np.arange(16, dtype=np.uint32)
+    mag = codes & 7
+    wrong = (((mag >> 1) + 126) << 23 | (mag & 1) << 22 | (codes & 8) << 28).astype(np.uint32).view(np.float32)
+    assert bit_mismatches(wrong, ml_values(codes.astype(np.uint8), E2M1)).size == 4

@@ -10,7 +10,8 @@ import re
 from pathlib import Path
 
 import pytest
-from ptx_harness import check_ptx, check_ptxas, compiled  # noqa: F401 (compiled: the fixture)
+from ptx_harness import check_ptx, check_ptxas, compiled, nvdisasm  # noqa: F401 (compiled: the fixture)
+from ptx_harness import sass as sass_of
 
 THREADS = 128
 
@@ -24,6 +25,7 @@ EXPECTED = {
     "f32x2_to_e4m3x2": ["cvt.rn.satfinite.e4m3x2.f32"],
     "e4m3x2_to_f32x2": ["cvt.rn.f16x2.e4m3x2", "cvt.f32.f16"],
     "f16x2_to_f32x2": ["mov.b32", "cvt.f32.f16"],
+    "e2m1_to_f32": ["mul.f32"],  # bits placed, then times 2**126
 }
 
 
@@ -65,6 +67,7 @@ def jobs():
         ("f32x2_to_e4m3x2", k["f32x2_to_e4m3x2"], (f32[::1], u16[::1]), THREADS),
         ("e4m3x2_to_f32x2", k["e4m3x2_to_f32x2"], (u16[::1], f32[::1]), THREADS),
         ("f16x2_to_f32x2", k["f16x2_to_f32x2"], (u32[::1], f32[::1]), THREADS),
+        ("e2m1_to_f32", k["e2m1_to_f32"], (types.uint8[::1], f32[::1]), THREADS),
     ]
 
 
@@ -82,6 +85,17 @@ def test_each_conversion_is_the_native_instruction(compiled, name):
     ptx = _ptx(compiled, name)
     for ins in EXPECTED[name]:
         assert re.search(rf"^\s*{re.escape(ins)}\s", ptx, re.M), f"{name}: no {ins} in\n{ptx}"
+
+
+def test_e2m1_decoding_places_bits_and_converts_nothing(compiled):
+    """No ``cvt`` to float (an integer-to-float conversion is ``I2F``, a
+    quarter-rate instruction), one multiply by ``2**126``
+    (``0f7E800000``), in the PTX; no ``I2F`` in the SASS."""
+    ptx = _ptx(compiled, "e2m1_to_f32")
+    assert not re.search(r"^\s*cvt\.(rn\.)?f32\.[us]", ptx, re.M), ptx
+    assert re.search(r"mul\.f32\s+%f\d+,\s*%f\d+,\s*0f7E800000;", ptx), ptx
+    if compiled["ptxas"] and nvdisasm():
+        assert "I2F" not in sass_of(compiled, "e2m1_to_f32")
 
 
 def test_bf16_decoding_is_one_shift_and_no_conversion(compiled):
