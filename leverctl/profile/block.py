@@ -148,6 +148,26 @@ def summary(block: Any) -> dict[str, Any] | None:
     }
 
 
+# Per-kernel figures held to a floor on the architectures that have one: a
+# kernel that fell from at least the floor to below it regressed.
+_FLOORS = (
+    (
+        "in_flight_sm",
+        LITTLE_BYTES,
+        lambda b, n, f: (
+            f"loads in flight {b / 1024:.1f} -> {n / 1024:.1f} KiB/SM, below the {f / 1024:.0f} KiB Little's law asks"
+        ),
+    ),
+    (
+        "bytes_per_issue",
+        ISSUE_BYTES,
+        lambda b, n, f: (
+            f"streaming loop {b:.2f} -> {n:.2f} bytes per issued instruction, below the {f} the issue rate asks"
+        ),
+    ),
+)
+
+
 def regressions(base: Mapping[str, Any] | None, new: Mapping[str, Any] | None) -> list[str]:
     """What got worse from ``base``'s summary to ``new``'s, one phrase each
     naming the kernel and the figure: new or more spills, new or more local
@@ -176,20 +196,10 @@ def regressions(base: Mapping[str, Any] | None, new: Mapping[str, Any] | None) -
             out.append(f"{name}: occupancy {bo:.0%} -> {no:.0%} ({n.get('limiter')})")
         if 128 in (b.get("load_bits") or ()) and n.get("load_bits") is not None and 128 not in n["load_bits"]:
             out.append(f"{name}: no 128-bit global load (load bits {_bits(b['load_bits'])} -> {_bits(n['load_bits'])})")
-        little = LITTLE_BYTES.get(base["arch"])
-        bf, nf = b.get("in_flight_sm"), n.get("in_flight_sm")
-        if little and bf is not None and nf is not None and bf >= little > nf:
-            out.append(
-                f"{name}: loads in flight {bf / 1024:.1f} -> {nf / 1024:.1f} KiB/SM, "
-                f"below the {little / 1024:.0f} KiB Little's law asks"
-            )
-        issue = ISSUE_BYTES.get(base["arch"])
-        bi, ni = b.get("bytes_per_issue"), n.get("bytes_per_issue")
-        if issue and bi is not None and ni is not None and bi >= issue > ni:
-            out.append(
-                f"{name}: streaming loop {bi:.2f} -> {ni:.2f} bytes per issued instruction, "
-                f"below the {issue} the issue rate asks"
-            )
+        for key, targets, say in _FLOORS:
+            floor, was, now = targets.get(base["arch"]), b.get(key), n.get(key)
+            if floor and was is not None and now is not None and was >= floor > now:
+                out.append(f"{name}: {say(was, now, floor)}")
     be, ne = base.get("sector_efficiency"), new.get("sector_efficiency")
     if be is not None and ne is not None and (be - ne) * 100 > SECTOR_POINTS + _EPS:
         out.append(f"sector efficiency {be:.1%} -> {ne:.1%}")
