@@ -37,6 +37,7 @@ and every sum, is the unscaled decode's.
 
 from __future__ import annotations
 
+import numpy as np
 from numba import config, cuda, float32, uint32
 
 from . import cvt
@@ -58,35 +59,33 @@ def group_layout(KCHUNK: int) -> tuple[int, int, int]:
     return KCHUNK // 8, GPC, PITCH * GPC
 
 
-# The nibble decode. Nibble ``j`` of a word sits at bits ``4 (j % 4)`` of the
-# word (``j < 4``) or of the word shifted right by 16 (``j >= 4``: one shift a
-# word, shared by its four high nibbles). OR-ed in place, with no shift of its
-# own, into the mantissa of ``2**(23 - 4 (j % 4))``, whose last mantissa bit
-# is worth ``2**-(4 (j % 4))``, it adds exactly its value ``q``; subtracting
-# that power of two plus 8 leaves ``q - 8``, exactly. The magic's bits for
-# position ``p = j % 4`` are ``0x4B000000 - p * 0x02000000`` (the exponent
-# four lower a position), its bias ``magic + 8`` the same float with
-# ``8 << 4p`` OR-ed in.
-_MAGIC_BITS = 0x4B000000  # 2**23
-_MAGIC_STEP = 0x02000000  # four steps of the exponent
+# float32 bit pattern of 2**23: OR-ing a nibble q into its mantissa gives the
+# float 2**23 + q exactly; subtracting 2**23 + 8 leaves q - 8, exactly.
+_MAGIC_BITS = 0x4B000000
+_MAGIC_BIAS = 8388616.0  # 2**23 + 8
 
 
-@device_inline
+@cuda.jit(device=True)
 def nibble(word, j):
-    """Signed int4 value ``j`` (0..7) of a packed word, as fp32 (exact):
-    ``((word >> 4j) & 0xF) - 8``.
+    """Signed int4 value ``j`` (0..7) of a packed word, as fp32 (exact), for
+    kernels that decode a word once and use its values against several
+    rows or scale them (the MoE per-row kernels, the tiled GEMM, the GDN
+    batched tiers); the GEMVs decode against pre-scaled activations
+    (:func:`dot8`).
 
     No integer-to-float conversion (a quarter-rate instruction that would
-    cap the GEMVs well below the memory bandwidth) and, for a constant
-    ``j``, no shift of its own: one ``LOP3`` (mask and magic) and one
-    ``FADD`` a value, plus the word's one shift by 16 for its high four
-    (the comment above). The uint32 -> float32 reinterpretations are
-    ``cvt.bits_f32`` (a register move; the simulator's is a NumPy view)."""
-    p = j & 3
-    src = word >> uint32(16) if j >= 4 else word
-    magic = uint32(_MAGIC_BITS - p * _MAGIC_STEP)
-    value = cvt.bits_f32((src & uint32(0xF << (4 * p))) | magic)
-    return value - cvt.bits_f32(magic | uint32(8 << (4 * p)))
+    cap the GEMVs well below the memory bandwidth): the nibble is OR-ed into
+    the mantissa of 2**23 and the bias subtracted, i.e. shift+and+or and one
+    FADD. The uint32 -> float32 reinterpretation goes through a one-element
+    local array viewed as float32, which the compiler turns into a register
+    move (no local memory) and which the simulator runs as a NumPy view. (A
+    magic a position instead of the shift, as :func:`dot8` decodes, spilled
+    the MoE gate/up kernel 16 bytes at its 72-register bound with ptxas
+    13.0.)
+    """
+    bits = cuda.local.array(1, dtype=uint32)
+    bits[0] = ((word >> uint32(4 * j)) & uint32(0xF)) | uint32(_MAGIC_BITS)
+    return bits.view(np.float32)[0] - float32(_MAGIC_BIAS)
 
 
 # The pre-scaled decode: every position's magic is 2**23 (``_MAGIC_BITS``),
@@ -195,16 +194,6 @@ def word_at(xb, col):
     return xb + uint32(GROUP_BYTES * (col >> 2) + 32 * (col & 3))
 
 
-@cuda.jit(device=True)
-def stage_x_grouped(xs, x, c0, k, tid, nthreads, kchunk):
-    """``xs`` <- the pre-scaled fp32 of ``x[c0 : min(c0 + kchunk, k)]``, one
-    input a thread at a time (slots past ``k`` are left alone: no packed
-    word reads them). Consecutive threads read consecutive inputs and store
-    to consecutive floats of a group."""
-    for e in range(tid, min(kchunk, k - c0), nthreads):
-        xs[slot(e)] = float32(x[c0 + e]) * xscale(e)
-
-
 @device_inline
 def put8_f32(at, v0, v1, v2, v3, v4, v5, v6, v7):
     """Eight fp32 activations of one packed word (inputs ``8 w .. 8 w + 7``,
@@ -227,52 +216,82 @@ def put8(at, w0, w1, w2, w3):
     put8_f32(at, a0, a1, a2, a3, a4, a5, a6, a7)
 
 
-@cuda.jit(device=True)
-def stage_x_grouped_v4(xs, x, c0, k, tid, nthreads, kchunk):
-    """:func:`stage_x_grouped` with 16-byte loads (``x`` fp16, its first
-    element 16-byte aligned, ``c0`` a multiple of 8): eight activations a
-    load, a thread's first two loads issued before either is stored (at
-    ``kchunk = 2048`` and 128 threads, the whole chunk: one round trip to
-    L2 instead of one a four elements), each load's eight stored as one
-    packed word's, two 16-byte stores (a quarter-warp's 8 stores fall on 8
-    bank quads: the layout's pitch); the chunk's last ``< 8`` one at a
-    time."""
-    lim = min(kchunk, k - c0)
-    nv = lim >> 3
-    xb = smem_addr(xs)
-    v0 = tid
-    v1 = tid + nthreads
-    z = uint32(0)
-    a0 = a1 = a2 = a3 = b0 = b1 = b2 = b3 = z
-    if v0 < nv:
-        a0, a1, a2, a3 = ldg_v4(x, c0 + 8 * v0)
-    if v1 < nv:
-        b0, b1, b2, b3 = ldg_v4(x, c0 + 8 * v1)
-    if v0 < nv:
-        put8(word_at(xb, v0), a0, a1, a2, a3)
-    if v1 < nv:
-        put8(word_at(xb, v1), b0, b1, b2, b3)
-    for v in range(tid + 2 * nthreads, nv, nthreads):
-        c_0, c_1, c_2, c_3 = ldg_v4(x, c0 + 8 * v)
-        put8(word_at(xb, v), c_0, c_1, c_2, c_3)
-    for e in range(8 * nv + tid, lim, nthreads):
-        xs[slot(e)] = float32(x[c0 + e]) * xscale(e)
+def make_stagers(store8, store1):
+    """The staging functions of a layout, ``(stage, stage_v4,
+    stage_v4_serial)``, each ``(xs, x, c0, k, tid, nthreads, kchunk)``:
+    ``xs`` <- the chunk ``x[c0 : min(c0 + kchunk, k)]`` of fp16 activations
+    as the layout keeps them, ``store8(xs, v, w0, w1, w2, w3)`` storing the
+    eight inputs ``8 v .. 8 v + 7`` from four words (the first in bits 0-15
+    of ``w0``) and ``store1(xs, e, value)`` input ``e`` as fp32 (slots past
+    ``k`` are left alone: no packed word reads them).
+
+    * ``stage``: one input a thread at a time (consecutive threads on
+      consecutive inputs), for ``x`` that does not start on 16 bytes;
+    * ``stage_v4``: 16-byte loads (``x`` starting on 16 bytes, ``c0`` a
+      multiple of 8), a thread's first two issued before either is stored
+      (at ``kchunk = 2048`` and 128 threads, the whole chunk: one round
+      trip to L2 instead of one a four inputs), the chunk's last ``< 8``
+      inputs one at a time;
+    * ``stage_v4_serial``: ``stage_v4`` one load at a time, each stored
+      before the next is issued: four words live instead of eight (the
+      64-thread GEMV blocks)."""
+
+    @cuda.jit(device=True)
+    def stage(xs, x, c0, k, tid, nthreads, kchunk):
+        for e in range(tid, min(kchunk, k - c0), nthreads):
+            store1(xs, e, float32(x[c0 + e]))
+
+    @cuda.jit(device=True)
+    def stage_v4(xs, x, c0, k, tid, nthreads, kchunk):
+        lim = min(kchunk, k - c0)
+        nv = lim >> 3
+        v0 = tid
+        v1 = tid + nthreads
+        z = uint32(0)
+        a0 = a1 = a2 = a3 = b0 = b1 = b2 = b3 = z
+        if v0 < nv:
+            a0, a1, a2, a3 = ldg_v4(x, c0 + 8 * v0)
+        if v1 < nv:
+            b0, b1, b2, b3 = ldg_v4(x, c0 + 8 * v1)
+        if v0 < nv:
+            store8(xs, v0, a0, a1, a2, a3)
+        if v1 < nv:
+            store8(xs, v1, b0, b1, b2, b3)
+        for v in range(tid + 2 * nthreads, nv, nthreads):
+            c_0, c_1, c_2, c_3 = ldg_v4(x, c0 + 8 * v)
+            store8(xs, v, c_0, c_1, c_2, c_3)
+        for e in range(8 * nv + tid, lim, nthreads):
+            store1(xs, e, float32(x[c0 + e]))
+
+    @cuda.jit(device=True)
+    def stage_v4_serial(xs, x, c0, k, tid, nthreads, kchunk):
+        lim = min(kchunk, k - c0)
+        nv = lim >> 3
+        for v in range(tid, nv, nthreads):
+            a0, a1, a2, a3 = ldg_v4(x, c0 + 8 * v)
+            store8(xs, v, a0, a1, a2, a3)
+        for e in range(8 * nv + tid, lim, nthreads):
+            store1(xs, e, float32(x[c0 + e]))
+
+    return stage, stage_v4, stage_v4_serial
 
 
-@cuda.jit(device=True)
-def stage_x_grouped_v4_serial(xs, x, c0, k, tid, nthreads, kchunk):
-    """:func:`stage_x_grouped_v4` one load at a time: each 16-byte load is
-    stored before the thread's next is issued, which holds four words
-    live instead of eight (the 64-thread GEMV blocks). Same layout, stores
-    and values."""
-    lim = min(kchunk, k - c0)
-    nv = lim >> 3
-    xb = smem_addr(xs)
-    for v in range(tid, nv, nthreads):
-        a0, a1, a2, a3 = ldg_v4(x, c0 + 8 * v)
-        put8(word_at(xb, v), a0, a1, a2, a3)
-    for e in range(8 * nv + tid, lim, nthreads):
-        xs[slot(e)] = float32(x[c0 + e]) * xscale(e)
+@device_inline
+def _put8_staged(xs, v, w0, w1, w2, w3):
+    """:func:`put8` of 16-byte unit ``v`` into the staged chunk ``xs``: its
+    eight inputs are packed word ``v``'s, so the two 16-byte stores of a
+    quarter-warp's 8 units fall on 8 bank quads (the layout's pitch)."""
+    put8(word_at(smem_addr(xs), v), w0, w1, w2, w3)
+
+
+@device_inline
+def _put1_staged(xs, e, value):
+    xs[slot(e)] = value * xscale(e)
+
+
+# The staging of this layout (:func:`make_stagers`): one input a thread,
+# 16-byte loads two in flight, or one at a time; every value pre-scaled.
+stage_x_grouped, stage_x_grouped_v4, stage_x_grouped_v4_serial = make_stagers(_put8_staged, _put1_staged)
 
 
 # ── reading ───────────────────────────────────────────────────────────────────

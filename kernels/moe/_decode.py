@@ -591,10 +591,7 @@ def make_dot_wide(FMT: str, X: str, SHFL_FAULT: int = 0):
 @device_inline
 def _q8(w, s):
     """Eight int4 values of a W4A16 word (low nibble first), ``(q - 8) s``
-    (``int4_device.nibble``: no integer-to-float; the GEMVs' pre-scaled
-    decode, with the scale pre-scaled for each nibble position instead of
-    the activations, held three more scales and spilled 16 bytes at the
-    gate/up kernel's 72-register bound)."""
+    (``int4_device.nibble``: the GEMVs' decode, no integer-to-float)."""
     return (
         nibble(w, 0) * s,
         nibble(w, 1) * s,

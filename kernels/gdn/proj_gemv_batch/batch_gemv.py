@@ -38,7 +38,7 @@ from numba import cuda, float32, uint32
 
 from ...common import cvt
 from ...common import launch as L
-from ...common.int4_device import nibble
+from ...common.int4_device import make_stagers, nibble
 from ...common.launch import device_inline
 from ...common.vload import aligned16, ldg_v4
 from ...common.warp import warp_sum
@@ -72,64 +72,37 @@ def group_layout(KCHUNK: int) -> tuple[int, int, int, int]:
     return KWC, GPC, STRIDE, 32 * STRIDE
 
 
-@cuda.jit(device=True)
-def stage_x_grouped(xs, x, c0, k, tid, nthreads, kchunk, stride):
-    """``xs`` <- the fp32 of ``x[c0 : min(c0 + kchunk, k)]``, one input a
-    thread at a time (consecutive threads on consecutive inputs)."""
-    for e in range(tid, min(kchunk, k - c0), nthreads):
-        xs[uint32((e & 31) * stride + (e >> 5))] = float32(x[c0 + e])
+@lru_cache(maxsize=None)
+def stagers(stride: int):
+    """``(stage, stage_v4)`` of the layout with row stride ``stride``
+    (``int4_device.make_stagers``): a 16-byte load's eight inputs ``e ..
+    e + 7`` go to rows ``e % 32 ..`` of column ``e // 32``, so lane ``l``'s
+    store falls on bank ``8 ((l % 4) stride % 4) + l // 4`` (plus a
+    constant): 32 banks for 32 lanes when ``stride`` is odd, as
+    ``group_layout``'s ``GPC + 1`` is for every chunk it allows."""
 
+    @device_inline
+    def store1(xs, e, value):
+        xs[uint32((e & 31) * stride + (e >> 5))] = value
 
-@device_inline
-def _put8_grouped(xs, e, w0, w1, w2, w3, stride):
-    """Eight fp16 activations ``e .. e + 7`` (four words) into the grouped
-    layout: rows ``e % 32 ..`` of column ``e // 32``."""
-    at = (e & 31) * stride + (e >> 5)
-    a, b = cvt.f16x2_to_f32x2(w0)
-    xs[uint32(at)] = a
-    xs[uint32(at + stride)] = b
-    a, b = cvt.f16x2_to_f32x2(w1)
-    xs[uint32(at + 2 * stride)] = a
-    xs[uint32(at + 3 * stride)] = b
-    a, b = cvt.f16x2_to_f32x2(w2)
-    xs[uint32(at + 4 * stride)] = a
-    xs[uint32(at + 5 * stride)] = b
-    a, b = cvt.f16x2_to_f32x2(w3)
-    xs[uint32(at + 6 * stride)] = a
-    xs[uint32(at + 7 * stride)] = b
+    @device_inline
+    def store8(xs, v, w0, w1, w2, w3):
+        at = (v & 3) * 8 * stride + (v >> 2)
+        a, b = cvt.f16x2_to_f32x2(w0)
+        xs[uint32(at)] = a
+        xs[uint32(at + stride)] = b
+        a, b = cvt.f16x2_to_f32x2(w1)
+        xs[uint32(at + 2 * stride)] = a
+        xs[uint32(at + 3 * stride)] = b
+        a, b = cvt.f16x2_to_f32x2(w2)
+        xs[uint32(at + 4 * stride)] = a
+        xs[uint32(at + 5 * stride)] = b
+        a, b = cvt.f16x2_to_f32x2(w3)
+        xs[uint32(at + 6 * stride)] = a
+        xs[uint32(at + 7 * stride)] = b
 
-
-@cuda.jit(device=True)
-def stage_x_grouped_v4(xs, x, c0, k, tid, nthreads, kchunk, stride):
-    """:func:`stage_x_grouped` with 16-byte loads (``x`` fp16, its first
-    element 16-byte aligned, ``c0`` a multiple of 8): eight activations a
-    load, a thread's first two loads issued before either is stored (at
-    ``kchunk = 2048`` and 128 threads, the whole chunk: one round trip to
-    L2 instead of one per four elements); the chunk's last ``< 8`` one at a
-    time. Lane ``l``'s eight go to rows ``8 (l % 4) ..`` of column
-    ``l // 4``, so each store of a warp falls on bank ``8 ((l % 4) stride
-    % 4) + l // 4`` (plus a constant): 32 banks for 32 lanes when
-    ``stride`` is odd, as ``group_layout``'s ``GPC + 1`` is for every chunk
-    it allows (a multiple of 256 inputs)."""
-    lim = min(kchunk, k - c0)
-    nv = lim >> 3
-    v0 = tid
-    v1 = tid + nthreads
-    z = uint32(0)
-    a0 = a1 = a2 = a3 = b0 = b1 = b2 = b3 = z
-    if v0 < nv:
-        a0, a1, a2, a3 = ldg_v4(x, c0 + 8 * v0)
-    if v1 < nv:
-        b0, b1, b2, b3 = ldg_v4(x, c0 + 8 * v1)
-    if v0 < nv:
-        _put8_grouped(xs, 8 * v0, a0, a1, a2, a3, stride)
-    if v1 < nv:
-        _put8_grouped(xs, 8 * v1, b0, b1, b2, b3, stride)
-    for v in range(tid + 2 * nthreads, nv, nthreads):
-        c_0, c_1, c_2, c_3 = ldg_v4(x, c0 + 8 * v)
-        _put8_grouped(xs, 8 * v, c_0, c_1, c_2, c_3, stride)
-    for e in range(8 * nv + tid, lim, nthreads):
-        xs[uint32((e & 31) * stride + (e >> 5))] = float32(x[c0 + e])
+    stage, stage_v4, _ = make_stagers(store8, store1)
+    return stage, stage_v4
 
 
 @lru_cache(maxsize=None)
@@ -143,6 +116,7 @@ def make_batch_gemv(MROWS: int, KCHUNK: int, WARPS: int = DEFAULT_WARPS, ROWS_US
     if TAIL_FAULT not in (0, 1, 2):
         raise ValueError(f"TAIL_FAULT={TAIL_FAULT}: one of 0, 1, 2")
     KWC, _, STRIDE, XS = group_layout(KCHUNK)
+    stage_x_grouped, stage_x_grouped_v4 = stagers(STRIDE)
     NT = WARPS * 32
     USED = ROWS_USED or MROWS
 
@@ -192,9 +166,9 @@ def make_batch_gemv(MROWS: int, KCHUNK: int, WARPS: int = DEFAULT_WARPS, ROWS_US
                     for r in range(MROWS):
                         if r < m:
                             if xvec:
-                                stage_x_grouped_v4(xs[r], x[r], c0, k, tid, NT, KCHUNK, STRIDE)
+                                stage_x_grouped_v4(xs[r], x[r], c0, k, tid, NT, KCHUNK)
                             else:
-                                stage_x_grouped(xs[r], x[r], c0, k, tid, NT, KCHUNK, STRIDE)
+                                stage_x_grouped(xs[r], x[r], c0, k, tid, NT, KCHUNK)
                     cuda.syncthreads()
                     staged = True
                 if row < n:

@@ -16,11 +16,13 @@ groups, the grid capped at the resident block count::
 
 (16-byte loads, two per lane in flight, where ``k % 32 == 0``; one word per
 lane and step otherwise: see ``_warp_rows``.) For every K-chunk
-(``KCHUNK`` inputs, 8 KiB of fp32 shared memory) the block stages ``x`` in
-shared memory (grouped layout, conflict-free stores and reads; see
+(``KCHUNK`` inputs, 9 KiB of fp32 shared memory) the block stages ``x`` in
+shared memory (32 inputs a group, padded to 36 floats, pre-scaled per
+nibble position: conflict-free 16-byte stores and reads; see
 ``common.int4_device``), then each lane multiplies its packed words by it:
-8 int4 values times 8 staged activations per word, summed in fp32 and
-scaled once per load by the row's group scale. When ``k <= KCHUNK`` the activations are staged
+8 int4 values times 8 staged activations per word (two ``LDS.128``, one
+AND, FADD and FFMA a value), summed in fp32 and scaled once per load by
+the row's group scale. When ``k <= KCHUNK`` the activations are staged
 once per block and reused for every row group it visits. One shuffle-down
 reduction per row; lane 0 writes ``y[row]``.
 
