@@ -124,7 +124,8 @@ def test_the_tiled_gemms_stage_their_tiles_by_16_byte_loads(compiled):
 
 # The streaming loop of each decode GEMV (``leverctl.profile.machine.stream_loop``):
 # a warp's bytes loaded per instruction it issues, at least (sm_90; ptxas
-# 13.0 gives gemv_sw 3.59, 13.5 3.87, the others 3.6-4.1 with either). Each int4 value is one AND (``LOP3``), one FADD and one FFMA
+# 13.0 gives gemv_sw 3.59, 13.5 3.87, the others 3.6-4.1 with either).
+# Each int4 value is one AND (``LOP3``), one FADD and one FFMA
 # (``int4_device.dot8``); its activation comes with three others in one
 # ``LDS.128``; a word's two halves take a ``PRMT`` and two ``LEA.HI``. The
 # old decode (a shift, a rematerialised mask and an address a value, one
