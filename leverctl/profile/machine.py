@@ -421,6 +421,19 @@ def _branch_target(line: str, labels: Mapping[str, int]) -> int | None:
     return labels.get(t.group(1)) if t.group(1) else int(t.group(2), 16)
 
 
+def _labels(sass: str) -> dict[str, int]:
+    """Each label's address: the instruction after it."""
+    labels: dict[str, int] = {}
+    pending: list[str] = []
+    for line in sass.splitlines():
+        if lab := _LABEL.match(line):
+            pending.append(lab.group(1))
+        elif (a := _ADDRESS.match(line)) and pending:
+            labels.update((name, int(a.group(1), 16)) for name in pending)
+            pending = []
+    return labels
+
+
 def loads_in_flight(sass: str) -> int:
     """The most bytes of global loads a thread has issued and not yet used,
     reading the SASS in order: a run of ``LDG`` (and ``LDGSTS``, whose
@@ -436,14 +449,7 @@ def loads_in_flight(sass: str) -> int:
     the shorter of the two and with what either left pending. One thread's
     share of what Little's law asks of an SM (``× resident threads``);
     every function in ``sass`` together."""
-    labels: dict[str, int] = {}
-    pending_labels: list[str] = []
-    for line in sass.splitlines():  # each label's address: the instruction after it
-        if lab := _LABEL.match(line):
-            pending_labels.append(lab.group(1))
-        elif (a := _ADDRESS.match(line)) and pending_labels:
-            labels.update((name, int(a.group(1), 16)) for name in pending_labels)
-            pending_labels = []
+    labels = _labels(sass)
     best = run = 0
     pending: set[int] = set()
     forks: dict[int, tuple[int, set[int]]] = {}  # a conditional branch's target -> (run, pending) there
@@ -488,19 +494,6 @@ def loads_in_flight(sass: str) -> int:
                 pending.clear()
         best = max(best, run)
     return best
-
-
-def _labels(sass: str) -> dict[str, int]:
-    """Each label's address: the instruction after it."""
-    labels: dict[str, int] = {}
-    pending: list[str] = []
-    for line in sass.splitlines():
-        if lab := _LABEL.match(line):
-            pending.append(lab.group(1))
-        elif (a := _ADDRESS.match(line)) and pending:
-            labels.update((name, int(a.group(1), 16)) for name in pending)
-            pending = []
-    return labels
 
 
 @dataclass(frozen=True)
