@@ -91,6 +91,7 @@ _STATE_ATTR = "_leverctl_simwarp"  # per-BlockManager state
 _RUNNER_ATTR = "_leverctl_simwarp_runner"  # per-BlockManager: the greenlet that runs its lanes
 _PROGRESS_ATTR = "_leverctl_simwarp_progress"  # per-BlockManager: arrivals so far (a round without one: deadlock)
 _WAITING_ATTR = "_leverctl_simwarp_waiting"  # on a lane: (intrinsic, warp, lanes missing) while it waits in one
+_SPIN_ATTR = "_leverctl_simwarp_spinning"  # on a lane: what it polls for (``spin``)
 _MARK_ATTR = "_leverctl_simwarp_installed"  # on FakeCUDAModule
 _install_lock = threading.Lock()
 _state_lock = threading.Lock()
@@ -378,6 +379,22 @@ def _yield(thread) -> None:
     thread._manager.__dict__[_RUNNER_ATTR].switch()
 
 
+def spin(what: str = "an mbarrier phase") -> None:
+    """A lane polling for something other lanes (or the copies they issued)
+    will make true, such as an mbarrier's phase: hand the interpreter to
+    the block's other lanes; the runner comes back to this one in its next
+    round. A round in which every live lane only polled is a deadlock,
+    reported with ``what`` this lane waited for."""
+    t = _current()
+    if t.abort:
+        raise RuntimeError("abort flag set while polling")
+    t.__dict__[_SPIN_ATTR] = what
+    try:
+        _yield(t)
+    finally:
+        t.__dict__.pop(_SPIN_ATTR, None)
+
+
 def _run_block(manager, grid_point, *args):
     """The simulator's block runner (``BlockManager.run``). Numba's starts an
     OS thread per lane and polls them; here every lane is a greenlet (a
@@ -451,6 +468,10 @@ def _deadlock(live) -> str:
         len(at_barrier),
         ", threads %s" % at_barrier[:8] if at_barrier else "",
     )
+    for t in live:
+        polled = None if t.syncthreads_blocked else t.__dict__.get(_SPIN_ATTR)
+        if polled is not None:
+            return "%s polls %s, which no lane can complete (%s)" % (_where(t), polled, where)
     for t in live:
         waiting = None if t.syncthreads_blocked else t.__dict__.get(_WAITING_ATTR)
         if waiting is not None:
