@@ -251,6 +251,12 @@ class Recorder:
         # raising a kernel's dynamic shared memory maximum needs a device:
         # here the launch's own size is what the profile reads
         self._patch(dynsmem, "opt_in", lambda kernel, args, nbytes: dynsmem.check_shared(nbytes, hopper=True))
+        # a TMA kernel's tensor maps are encoded by the driver: here a map of
+        # zeros (the kernel's argument type is all the compile needs), after
+        # the same checks of the box and the rows
+        from leverctl_kernels.common import tma
+
+        self._patch(tma, "_driver_encode", lambda *args, **kw: np.zeros(tma.MAP_WORDS, np.uint64))
         return self
 
     def __exit__(self, *exc) -> None:

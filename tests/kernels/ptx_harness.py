@@ -496,6 +496,14 @@ if __name__ == "__main__":
     main(sys.argv[1], sys.argv[2:])
 
 
+def with_maps(kern, sig: tuple) -> tuple:
+    """A pipeline GEMM kernel's signature: ``sig`` (the mainloop's nine
+    arrays), and the tensor maps after them where its copies go by TMA."""
+    from numba import types
+
+    return (*sig, types.uint64[:, ::1]) if getattr(kern, "copy", "") == "tma" else sig
+
+
 def retarget(ptx: str, arch: str) -> str:
     """PTX compiled for sm_90 with its ``.target`` line naming ``arch``."""
     return re.sub(r"^\.target sm_90$", f".target {arch}", ptx, flags=re.M)

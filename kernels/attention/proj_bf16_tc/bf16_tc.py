@@ -5,8 +5,8 @@ tiles on two warpgroups, one a column half, each through wgmma m64n64k16
 bf16 (without wgmma: mma.sync m16n8k16 bf16, each warp its 16 rows and its
 warpgroup's columns of the same staged tiles) with f32 accumulators; the
 per-tensor scale in the epilogue; float32 out. The only error is fp32 accumulation.
-On wgmma the activations are copied by ``cp.async`` and the weights staged
-from registers into four 128-byte-swizzled stages
+On wgmma the activations are copied by TMA (``cp.async`` on mma.sync) and
+the weights staged from registers into four 128-byte-swizzled stages
 (``common/gemm/wgmma_async.py``).
 """
 

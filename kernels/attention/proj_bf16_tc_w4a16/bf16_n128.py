@@ -2,7 +2,7 @@
 bf16_tc_proj on): the W4A16 BF16 tensor-core GEMM with 128 x 128 tiles
 (two warpgroups, each 64 rows of tokens, sharing a 128-column weight
 tile; on wgmma four K stages of 64 in 129 KiB of dynamic shared memory,
-the activations copied by ``cp.async``, the weights staged from registers
+the activations copied by TMA, the weights staged from registers
 into 128-byte-swizzled tiles, ``common/gemm/wgmma_async.py``; the mma.sync
 form, ``common/gemm/mma_sync.py``, three of the same stages in 97 KiB, read
 by ``ldmatrix``). The int4

@@ -8,7 +8,7 @@ the token's scales in the epilogue, float32 out. Same stages and K order
 as the other tiling, so the two differ only where the hardware's
 accumulation order does: both on the asynchronous mainloop
 (``common/gemm/wgmma_async.py``), four stages of 128 bytes of K copied by
-``cp.async`` into 128-byte-swizzled tiles in dynamic shared memory.
+TMA into 128-byte-swizzled tiles in dynamic shared memory.
 """
 
 from __future__ import annotations

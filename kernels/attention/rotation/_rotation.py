@@ -17,8 +17,8 @@ j) / sqrt(D)``). The engine's lever names no rotation; this is the usual
 one, and the one the fast transform computes.
 
 Kernel 1, the projection: a GEMM on the project's tensor-core engine
-(``common/gemm/``): x and W both bf16 as stored, copied by ``cp.async``
-into four 128-byte-swizzled stages, 64-token x 128-feature tiles on two
+(``common/gemm/``): x and W both bf16 as stored, copied by TMA (by
+``cp.async`` on mma.sync) into four 128-byte-swizzled stages, 64-token x 128-feature tiles on two
 warpgroups (one a column half, wgmma m64n64k16 bf16; without wgmma,
 mma.sync m16n8k16 bf16 on the same staged tiles), f32 accumulators stored
 as the fp32 ``qkv``. Products of bf16 values are exact in f32, so the only

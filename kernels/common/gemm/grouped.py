@@ -212,7 +212,7 @@ def make_kernel(
         k = a32.shape[1] * k_per
         ncols = y.shape[1]
         nb = b32.shape[1]  # B rows of a group
-        acc = mainloop(smem, base, pad, a32, asc, row_end, k, r0, rowmap, b32[e], bsc[e], nb, ncols, n0, tid, g)
+        acc = mainloop(smem, base, pad, a32, asc, row_end, k, r0, rowmap, b32[e], bsc[e], nb, ncols, n0, tid, g, rowmap)
         gm = g // wn
         if not split or tid < 32:  # the decode tile: warp 0 holds the sums (rows 0 .. 15 of wgmma's layout)
             store(y, ep, acc, r0 + BM * gm, row_end, n0 + (g - gm * wn) * wcols, ncols, e)

@@ -1,6 +1,7 @@
 """The multi-stage pipeline both tensor-core mainloops run: operands that
 need no transform on the way in (bf16, fp16, E4M3 or s8 already) copied
-global -> shared by ``cp.async`` (``common/cp_async.py``) into
+global -> shared by ``cp.async`` (``common/cp_async.py``) or, on the wgmma
+form, by TMA (``common/tma.py``; :data:`COPIES`) into
 128-byte-swizzled K-major tiles (``common/swizzle.py``), ``STAGES`` of them
 in flight in dynamic shared memory (``common/dynsmem.py`` past 48 KiB); an
 operand that does need one (NVFP4 or int4 weights, NVFP4 activations)
@@ -41,7 +42,9 @@ is zero-padded in the last stage. The loop, per K stage ``kt``::
     settle (wgmma: wait, with the accumulators tied).
 
 So ``STAGES - 1`` stages of loads are in flight while the tensor cores
-work. Rows of A and B must start on 16 bytes (``k`` a multiple of 8 bf16
+work. With TMA the wait is on stage ``kt``'s mbarrier (phase ``kt //
+STAGES``), and thread 0 alone issues a stage's copies after the barrier.
+Rows of A and B must start on 16 bytes (``k`` a multiple of 8 bf16
 or 16 one-byte elements): ``wgmma_gemm.K_MULTIPLE`` (16) covers both.
 
 The dynamic shared memory's start is rounded up to 1024 bytes at run time
@@ -55,7 +58,7 @@ import numpy as np
 from numba import cuda, float32, uint32
 
 from .. import cp_async as ca
-from .. import dynsmem, unroll
+from .. import dynsmem, tma, unroll
 from .. import launch as L
 from .. import swizzle as sw
 from .. import wgmma as wg
@@ -85,6 +88,16 @@ SPLIT_FAULTS = ("no_reduce",)
 # the other's all up
 PARTS_FAULTS = ("parts_apart",)
 
+# How copied operands travel: ``cp.async``, 16 bytes a lane's copy, waited
+# for with commit groups; or ``tma``: a stage's tile of each operand in one
+# ``cp.async.bulk.tensor`` (the TMA unit; one thread issues it), its bytes
+# counted on the stage's mbarrier, on which every thread waits
+# (``common/tma.py``; the wgmma form, sm_90a, only). The tensor maps
+# (``tm``: A's, then B's) are the launch's; a box is the stage's rows by 128
+# bytes of K, 128-byte swizzled like the cp.async copies' layout.
+COPIES = ("cp.async", "tma")
+MAPS_KEPT = 16  # tensor maps a launch keeps, by its operands' addresses
+
 # The decode tile: ``DECODE_M`` rows of A (one mma.sync m16n8k16's M, the
 # fewest a tensor-core instruction takes) by ``BN``, one warpgroup whose four
 # warps split each stage's K between them (warp ``w`` the stage's K step
@@ -99,11 +112,18 @@ SPLIT_WARPS = KSUB
 def shared_bytes(wgs: int, bn: int, stages: int, tile_m: int = 0) -> int:
     """Dynamic shared memory a block asks for: the stages (A tiles of
     ``tile_m`` rows, ``64 wgs`` by default; the decode tile's at least its
-    partial sums), and 1 KiB to round the start up to 1024 bytes."""
+    partial sums), and 1 KiB to round the start up to 1024 bytes (TMA's
+    barriers, past the stages and tables: :func:`bar_bytes`)."""
     body = stages * ((tile_m or BM * wgs) + bn) * STAGE_KBYTES
     if tile_m == DECODE_M:
         body = max(body, reduce_bytes(bn))
     return body + sw.ATOM_BYTES
+
+
+def bar_bytes(copy: str, stages: int) -> int:
+    """The stages' mbarriers (``copy = "tma"``), 8 bytes each, and 8 to put
+    the first on 8 bytes past the scale tables."""
+    return (stages + 1) * tma.BAR_BYTES if copy == "tma" else 0
 
 
 def reduce_bytes(bn: int) -> int:
@@ -202,9 +222,10 @@ def make_mainloop(
     step_fold=None,
     tile_m: int = 0,
     wn: int = 1,
+    copy: str = "cp.async",
 ):
     """``mainloop(smem, base, pad, a32, asc, m, k, r0, rowmap, b32, bsc, n,
-    nseg, n0, tid, g)`` -> warpgroup ``g``'s accumulators of one ``64 WG /
+    nseg, n0, tid, g, tm)`` -> warpgroup ``g``'s accumulators of one ``64 WG /
     WN x BN`` tile (``wn`` warpgroups along BN: its ``BN / WN`` columns
     ``(BN / WN) (g % WN) ..``; or,
     ``tile_m = DECODE_M``, of the decode tile: warp 0's, the K slices of
@@ -223,7 +244,10 @@ def make_mainloop(
       halves, gate quarter then up quarter, the stages' rows interleaved
       so);
     * ``b32``/``bsc`` are whatever 2-D arrays the caller picked (the
-      grouped kernel's ``W[e]``, ``scales[e]``).
+      grouped kernel's ``W[e]``, ``scales[e]``);
+    * ``copy``: how copied operands travel (:data:`COPIES`); with ``tma``,
+      ``tm`` holds their tensor maps (A's, B's: :func:`tma_boxes`), else it
+      is not read (any array).
 
     A staged B whose stager has a 16-byte form along K
     (``ChunkStager.wide``: int4 to fp16) takes it on every tile but a
@@ -271,6 +295,14 @@ def make_mainloop(
         raise ValueError(f"fault {fault!r}: a B tile in parts on warpgroups along BN")
     spread = (piece, gap)
     swz = fault not in ("no_swizzle", UNSWIZZLED)
+    by_tma = copy == "tma"
+    if copy not in COPIES:
+        raise ValueError(f"copies by {copy!r}: one of {', '.join(COPIES)}")
+    if by_tma and (form.name != "wgmma" or gather or split or gap or a_kind != "copy" and b_kind != "copy"):
+        raise ValueError(
+            "TMA copies: on the wgmma form, of a copied operand, not of gathered rows, the decode tile "
+            "or a B tile in parts on warpgroups along BN"
+        )
     issue_a = make_issue(threads, esize, swizzle=swz, gather=gather)
     issue = make_issue(threads, esize, swizzle=swz, spread=spread)
     copy_a, copy_b = a_kind == "copy", b_kind == "copy"
@@ -332,6 +364,35 @@ def make_mainloop(
     tzeros = wg.zeros(bnw) if per_step else zeros
     in_flight = stages - 1 if fault == "no_wait" else stages - 2
     ahead = 1 if fault == "stage_order" else 0  # reads the slot of the stage after kt
+    waits = fault != "no_wait"
+    # TMA: the stages' barriers past the scale tables, on 8 bytes; a stage's
+    # transaction bytes are its copied tiles' (a box past the tensor's edge
+    # still brings its whole size, zero-filled)
+    bar_base = (side_base + stages * side_nb + tma.BAR_BYTES - 1) // tma.BAR_BYTES * tma.BAR_BYTES
+    tx_bytes = ((a_rows if copy_a else 0) + (bn if copy_b else 0)) * STAGE_KBYTES
+
+    @device_inline
+    def tma_stage(at, a32, b32, tm, r0, n0, nseg, kt, bar):
+        """Stage ``kt``'s copied tiles to shared address ``at`` (one thread)."""
+        tma.mbar_expect_tx(bar, tx_bytes)
+        if copy_a:
+            tma.load_2d(at, tm, 0, a32, kt * bk, r0, bar)
+        if copy_b:
+            for j in range(b_parts):
+                tma.load_2d(at + a_tile + j * part_bytes, tm, 1, b32, kt * bk, n0 + j * nseg, bar)
+
+    @device_inline
+    def tma_start(bars, tm, tid):
+        """The maps fenced in and the barriers made (one thread), then a barrier."""
+        if tid == 0:
+            if copy_a:
+                tma.tensormap_acquire(tm, 0)
+            if copy_b:
+                tma.tensormap_acquire(tm, 1)
+            for s in range(stages):
+                tma.mbar_init(bars + s * tma.BAR_BYTES, 1)
+            tma.mbar_fence_init()
+        cuda.syncthreads()
 
     @device_inline
     def copy_b_stage(smem, at, b32, n, nseg, k, n0, kt, tid):
@@ -388,8 +449,11 @@ def make_mainloop(
         fetch_a, put_a = _nothing8, _nothing7
 
     @device_inline
-    def mainloop(smem, base, pad, a32, asc, m, k, r0, rowmap, b32, bsc, n, nseg, n0, tid, g):
+    def mainloop(smem, base, pad, a32, asc, m, k, r0, rowmap, b32, bsc, n, nseg, n0, tid, g, tm):
         nk = (k + bk - 1) // bk
+        bars = base + pad + bar_base
+        if by_tma:
+            tma_start(bars, tm, tid)
         gm = g // wn  # this warpgroup's place in the tile: rows 64 gm .., columns bnw gn ..
         gn = g - gm * wn
         a_at = gm * BM * STAGE_KBYTES  # its A rows' and B rows' bytes in a stage
@@ -401,15 +465,17 @@ def make_mainloop(
         for s in range(stages - 1):  # the prologue: stages 0 .. S - 2
             if s < nk:
                 at = pad + s * stage
-                if copy_a:
+                if by_tma and tid == 0:
+                    tma_stage(base + at, a32, b32, tm, r0, n0, nseg, s, bars + s * tma.BAR_BYTES)
+                if copy_a and not by_tma:
                     issue_a(smem, at, a32, m, k, r0, s * bk, tid, a_rows, rowmap)
                 else:
                     raw_a = fetch_a(a32, asc, m, k, r0, s, tid, wa)
                     wa = carried_a(raw_a)
                     put_a(base + at, raw_a, m, k, r0, s, tid)
-                if copy_b:
+                if copy_b and not by_tma:
                     copy_b_stage(smem, at + a_tile, b32, n, nseg, k, n0, s, tid)
-                else:
+                elif not copy_b:
                     raw_b = fetch_bs(b32, bsc, n, nseg, k, n0, s, tid, wb)
                     wb = carried_bs(raw_b)
                     put_bs(base + at + a_tile, raw_b, n, nseg, k, n0, s, tid)
@@ -417,7 +483,8 @@ def make_mainloop(
                     raw_now = fetch_side(asc, bsc, m, n, k, r0, n0, s, tid, ws)
                     ws = carried_side(raw_now)
                     put_side(smf, pad + side_base + s * side_nb, raw_now, s, tid)
-            ca.cp_async_commit()
+            if not by_tma:
+                ca.cp_async_commit()
         # the staged operands of stage S - 1, loaded now, stored in the first iteration
         raw_a = fetch_a(a32, asc, m, k, r0, stages - 1, tid, wa)
         wa = carried_a(raw_a)
@@ -428,17 +495,25 @@ def make_mainloop(
         acc = zeros()
         total = tzeros()
         for kt in range(nk):
-            ca.cp_async_wait(in_flight)
+            if not by_tma:
+                ca.cp_async_wait(in_flight)
+            elif waits:  # stage kt's copies landed: its barrier's phase (kt // S) completed
+                tma.mbar_wait(bars + (kt % stages) * tma.BAR_BYTES, (kt // stages) & 1)
             publish()
             cuda.syncthreads()
             nxt = kt + stages - 1
             if nxt < nk:
                 at = pad + (nxt % stages) * stage
-                if copy_a:
-                    issue_a(smem, at, a32, m, k, r0, nxt * bk, tid, a_rows, rowmap)
-                if copy_b:
-                    copy_b_stage(smem, at + a_tile, b32, n, nseg, k, n0, nxt, tid)
-            ca.cp_async_commit()
+                if by_tma:
+                    if tid == 0:
+                        tma_stage(base + at, a32, b32, tm, r0, n0, nseg, nxt, bars + (nxt % stages) * tma.BAR_BYTES)
+                else:
+                    if copy_a:
+                        issue_a(smem, at, a32, m, k, r0, nxt * bk, tid, a_rows, rowmap)
+                    if copy_b:
+                        copy_b_stage(smem, at + a_tile, b32, n, nseg, k, n0, nxt, tid)
+            if not by_tma:
+                ca.cp_async_commit()
             if per_stage:
                 acc = zeros()
             at = base + pad + ((kt + ahead) % stages) * stage
@@ -475,7 +550,8 @@ def make_mainloop(
                 total = fold_table(total, acc, fx, kt)
             elif per_stage:
                 total = fold(total, acc, bsc, n, n0 + gn * bnw, kt)
-        ca.cp_async_wait_all()
+        if not by_tma:
+            ca.cp_async_wait_all()
         if per_step:
             return total
         if per_stage:
@@ -616,10 +692,12 @@ def make_kernel(
     step_fold=None,
     wn: int = 1,
     min_blocks: int = 1,
+    copy: str = "cp.async",
 ):
     """``kernel(y, a32, b32, bsc, rs, cs, ts, asc, ts_a)`` on the ``form``
     (a module's :class:`Form`: how a stage is read), launched by
-    :func:`make_launch`. See ``wgmma_async.make_kernel`` for the
+    :func:`make_launch`; with ``copy = "tma"`` it takes the tensor maps
+    too, ``kernel(..., ts_a, tm)`` (the launch makes them). See ``wgmma_async.make_kernel`` for the
     arguments; ``a_kind`` other than ``copy`` stages A through that
     stager (A's block scales ``asc``) as B's are, and the epilogue
     multiplies by A's tensor scale ``ts_a[0]`` too. ``wn`` of the ``wgs``
@@ -629,14 +707,14 @@ def make_kernel(
     a_rows = tile_rows(wgs, wn)
     bnw = bn // wn
     mainloop = make_mainloop(
-        form, dtype, wgs, bn, stages, b_kind, fault, stage_b, fold, a_kind, step_fold=step_fold, wn=wn
+        form, dtype, wgs, bn, stages, b_kind, fault, stage_b, fold, a_kind, step_fold=step_fold, wn=wn, copy=copy
     )
     k_per = a_per_word(dtype, a_kind)
     t_mul = form.t_mul(b_kind)
     store = P.make_store(bnw, swap)
 
-    @L.jit_bounded(threads, min_blocks)
-    def gemm_async(y, a32, b32, bsc, rs, cs, ts, asc, ts_a):
+    @device_inline
+    def tile(y, a32, b32, bsc, rs, cs, ts, asc, ts_a, tm):
         m = a32.shape[0]
         n = b32.shape[0]
         k = a32.shape[1] * k_per
@@ -647,9 +725,21 @@ def make_kernel(
         g = tid >> 7  # this thread's warpgroup: rows 64 (g // wn) .., columns bnw (g % wn) .. of the tile
         r0 = cuda.blockIdx.y * a_rows
         n0 = cuda.blockIdx.x * bn
-        acc = mainloop(smem, base, pad, a32, asc, m, k, r0, rs, b32, bsc, n, n, n0, tid, g)
+        acc = mainloop(smem, base, pad, a32, asc, m, k, r0, rs, b32, bsc, n, n, n0, tid, g, tm)
         gm = g // wn
         store(y, m, n, r0 + BM * gm, n0 + (g - gm * wn) * bnw, acc, rs, cs, ts[0] * ts_a[0] * t_mul)
+
+    if copy == "tma":
+
+        @L.jit_bounded(threads, min_blocks)
+        def gemm_async(y, a32, b32, bsc, rs, cs, ts, asc, ts_a, tm):
+            tile(y, a32, b32, bsc, rs, cs, ts, asc, ts_a, tm)
+
+    else:
+
+        @L.jit_bounded(threads, min_blocks)
+        def gemm_async(y, a32, b32, bsc, rs, cs, ts, asc, ts_a):
+            tile(y, a32, b32, bsc, rs, cs, ts, asc, ts_a, rs)  # (rs: no tensor maps to read)
 
     gemm_async.geometry = (dtype, wgs, bn, stages, swap)
     gemm_async.a_rows, gemm_async.wn, gemm_async.threads = a_rows, wn, threads
@@ -659,7 +749,32 @@ def make_kernel(
     gemm_async.form = form.name
     gemm_async.async_stages = stages
     gemm_async.min_blocks = min_blocks
+    gemm_async.copy = copy
+    gemm_async.bar_bytes = bar_bytes(copy, stages)
+    gemm_async.boxes = tma_boxes(dtype, a_rows, bn, a_kind, b_kind, fault) if copy == "tma" else None
     return gemm_async
+
+
+def tma_boxes(dtype: str, a_rows: int, bn: int, a_kind: str, b_kind: str, fault: str = "", b_parts: int = 1):
+    """The tensor maps' boxes a TMA kernel's launch makes, ``(dtype, (A's
+    rows, B's rows), K elements, swizzle)``: a copied operand's stage tile
+    (0 rows for a staged operand: no map), 128 bytes of K, 128-byte
+    swizzled (none: the ``no_swizzle`` fault's maps, which the reads do not
+    match)."""
+    swz = tma.SWIZZLE_NONE if fault in ("no_swizzle", UNSWIZZLED) else tma.SWIZZLE_128B
+    rows = (a_rows if a_kind == "copy" else 0, bn // b_parts if b_kind == "copy" else 0)
+    return dtype, rows, STAGE_KBYTES // ESIZE[dtype], swz
+
+
+def tensor_maps(boxes, a32, b32):
+    """The device array of a TMA kernel's two maps (:func:`tma_boxes`) over
+    ``a32`` and ``b32``; an operand without a box gets an empty map, never read."""
+    dtype, rows, kel, swz = boxes
+    maps = [
+        tma.encode_2d(arr, dtype, r, kel, swz) if r else np.zeros(tma.MAP_WORDS, np.uint64)
+        for arr, r in zip((a32, b32), rows)
+    ]
+    return tma.device_maps(maps)
 
 
 def make_launch(rows_a: int, rows_b: int, k: int, kern):
@@ -675,17 +790,35 @@ def make_launch(rows_a: int, rows_b: int, k: int, kern):
     if why:
         raise ValueError(f"{kern.form} GEMM: {why}")
     _dtype, wgs, bn, stages, _swap = kern.geometry
-    nbytes = L.check_shared(shared_bytes(wgs, bn, stages, kern.a_rows) + getattr(kern, "side_bytes", 0), hopper=True)
+    extra = getattr(kern, "side_bytes", 0) + getattr(kern, "bar_bytes", 0)
+    nbytes = L.check_shared(shared_bytes(wgs, bn, stages, kern.a_rows) + extra, hopper=True)
     grid = L.check_grid((L.blocks_for(rows_b, bn), L.blocks_for(rows_a, kern.a_rows)))
     threads = L.check_block(wg.WARPGROUP * wgs, warps=True)
     opted: list = []
     none_sc, one = cuda.to_device(np.zeros((1, 1), np.uint8)), P.ones(1)
 
+    # a TMA kernel's device tensor maps by (A, B): made at a pair's first
+    # launch, so a timed launch of the same buffers encodes and copies nothing
+    maps: dict = {}
+
     def launch(y, a32, b32, bsc, rs, cs, ts, asc=None, ts_a=None):
         args = (y, a32, b32, bsc, rs, cs, ts, none_sc if asc is None else asc, one if ts_a is None else ts_a)
+        if kern.copy == "tma":
+            key = (_where(a32), tuple(a32.shape), _where(b32), tuple(b32.shape))
+            if key not in maps:
+                if len(maps) >= MAPS_KEPT:
+                    maps.pop(next(iter(maps)))  # the oldest pair's
+                maps[key] = tensor_maps(kern.boxes, a32, b32)
+            args = (*args, maps[key])
         if not opted:
             dynsmem.opt_in(kern, args, nbytes)
             opted.append(True)
         kern[grid, threads, 0, nbytes](*args)
 
     return launch
+
+
+def _where(arr) -> int:
+    """An array's data address: the device pointer on a GPU, the host one in the simulator."""
+    ptr = getattr(arr, "device_ctypes_pointer", None)
+    return int(ptr.value or 0) if ptr is not None else tma.host_ptr(arr)

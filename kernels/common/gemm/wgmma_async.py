@@ -1,9 +1,10 @@
 """The wgmma (sm_90a) mainloop: ``pipeline.py``'s stages read by
 ``wgmma.mma_async`` through mode-1 (128-byte swizzle) descriptors, one
 warpgroup per 64 rows of A, the accumulators tied to the wait
-(``wgmma.wait_acc``). Per stage: ``fence.proxy.async`` before the barrier
-that publishes it (the copies and register stores are generic-proxy
-writes; the tensor cores read through the async proxy), then
+(``wgmma.wait_acc``), the copied operands by TMA (:data:`COPY`). Per
+stage: ``fence.proxy.async`` before the barrier that publishes it (the
+register stores of a staged operand, and ``cp.async`` copies, are
+generic-proxy writes; the tensor cores read through the async proxy), then
 ``wgmma.fence``, four instructions (k16 bf16/f16, k32 E4M3) per stage,
 ``commit``, and the wait after a register-staged B's stores.
 """
@@ -23,6 +24,29 @@ from .pipeline import CHUNKS, FAULTS, KSUB, STAGE_KBYTES, STEP, make_launch, sha
 
 BM = wg.M
 DTYPES = ("bf16", "f16", "e4m3")
+# How this form's copied operands (those that need no transform, not
+# gathered) reach shared memory when a kernel names no way: by TMA, one
+# instruction a stage's tile, the warps' registers and issue slots left to
+# the MMAs and the stagers (``pipeline.COPIES``; ``use_copy`` changes it for
+# the kernels built after, ``leverctl bench --copy``).
+COPY = "tma"
+_copy = [COPY]
+
+
+def use_copy(copy: str) -> None:
+    """Build the kernels that name no copy from now on with ``copy``
+    (``tma`` or ``cp.async``): both ways of the same variants on one GPU."""
+    if copy not in PL.COPIES:
+        raise ValueError(f"copies by {copy!r}: one of {', '.join(PL.COPIES)}")
+    _copy[0] = copy
+
+
+def copy_for(a_kind: str, b_kind: str, copy: str | None = None) -> str:
+    """The way a kernel's copied operands travel: ``copy``, else the form's
+    (:func:`use_copy`); ``cp.async`` where nothing is copied (both operands
+    staged from registers: no copy to make)."""
+    copy = copy or _copy[0]
+    return copy if "copy" in (a_kind, b_kind) else "cp.async"
 
 
 class Form:
@@ -90,9 +114,13 @@ def make_kernel(
     a_kind: str = "copy",
     wn: int = 1,
     min_blocks: int = 1,
+    copy: str | None = None,
 ):
     """``kernel(y, a32, b32, bsc, rs, cs, ts, asc, ts_a)``, launched by
-    :func:`make_launch`. With ``b_kind`` other than ``copy``, B goes
+    :func:`make_launch`. ``copy`` (:func:`copy_for`): the operands that
+    need no transform go by TMA (``tma``; the kernel then takes their
+    tensor maps last, ``kernel(..., ts_a, tm)``, which the launch makes)
+    or by ``cp.async``. With ``b_kind`` other than ``copy``, B goes
     through ``wgmma_gemm``'s stager of that kind (a transform on the way
     in: NVFP4 or int4 weights with their scales ``bsc``), writing the same
     swizzled layout from registers while the tensor cores work; ``a_kind``
@@ -123,11 +151,31 @@ def make_kernel(
     PL.check(dtype, bn, stages, b_kind, fault, DTYPES, a_kind, wgs, wn)
     wg.check_shape(dtype, bn // wn)
     return PL.make_kernel(
-        Form, dtype, wgs, bn, stages, swap, b_kind, fault, stage_b, fold, a_kind, wn=wn, min_blocks=min_blocks
+        Form,
+        dtype,
+        wgs,
+        bn,
+        stages,
+        swap,
+        b_kind,
+        fault,
+        stage_b,
+        fold,
+        a_kind,
+        wn=wn,
+        min_blocks=min_blocks,
+        copy=copy_for(a_kind, b_kind, copy),
     )
 
 
-kernel = lru_cache(maxsize=None)(make_kernel)  # compiled once per geometry
+_kernel = lru_cache(maxsize=None)(make_kernel)  # compiled once per geometry and way of copying
+
+
+def kernel(*args, copy: str | None = None, **kw):
+    """:func:`make_kernel`, built once per set of arguments (``copy``
+    resolved first: a kernel built before :func:`use_copy` is not reused
+    after it)."""
+    return _kernel(*args, copy=copy or _copy[0], **kw)
 
 
 def unscaled(run, rows_a: int, rows_b: int):

@@ -15,7 +15,7 @@ prefers: each staged weight tile feeds twice the rows). K goes by in stages
 of 64 (128 bytes of bf16, one 128-byte swizzle atom), ``STAGES`` of them in
 dynamic shared memory (97 KiB for either tile)::
 
-    A: cp.async 16 bytes a thread-chunk into the swizzled stage, STAGES - 1
+    A: TMA, a stage's tile in one copy into the swizzled stage, STAGES - 1
        stages ahead, zero-filled past m and k
     W: ``wgmma_gemm.stager("int4_bf16")``: one packed word (8 k) per
        16-byte chunk, ``(q - 8) x scale`` exact in f32, rounded once to bf16

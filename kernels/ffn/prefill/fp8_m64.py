@@ -11,7 +11,7 @@ on each column half (wgmma m64n64k32 on the shared A tile), on the
 project's asynchronous mainloop (``common/gemm/wgmma_async.py``): K goes by
 in stages of 128 inputs (128 bytes of E4M3, one 128-byte swizzle atom, and
 exactly one scale group), ``STAGES`` of them in dynamic shared memory. The
-quantised activations arrive by ``cp.async``; the weights by the
+quantised activations arrive by TMA; the weights by the
 ``int4_e4m3`` stager (two packed words per 16-byte chunk, converted pairwise
 with ``cvt.rn.satfinite.e4m3x2.f32`` of the exact ``q - 8``), for a later
 stage while the tensor cores work. Each stage's 4 wgmma (K = 32 each) start

@@ -27,7 +27,8 @@ warpgroup would and holds half its accumulators. K goes by in
 stages of 64 (128 bytes of fp16: one 128-byte swizzle atom wide), several
 in dynamic shared memory::
 
-    A (activations): cp.async 16 bytes a thread-chunk into the swizzled
+    A (activations): TMA on wgmma (a stage's tile in one copy), cp.async
+                     16 bytes a thread-chunk on mma.sync, into the swizzled
                      stage, STAGES - 1 stages ahead, zero-filled past m and k
     B (weights):     the int4 stager (``wgmma_gemm.stager("int4_f16")``)
                      along K: a lane's 16-byte load is 32 values of one row

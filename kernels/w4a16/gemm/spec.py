@@ -81,8 +81,8 @@ PATH = declare(
         Variant(
             "small_m",
             "tensor cores, m <= 64: 64 x 64 tiles, two warpgroups on its column halves; int4 dequantised to "
-            "fp16 as it is staged, f32 accumulators; K in stages of 64, activations by cp.async; wgmma (Hopper, 4 "
-            "stages) or mma.sync from ldmatrix (3 stages)",
+            "fp16 as it is staged, f32 accumulators; K in stages of 64; wgmma (Hopper, 4 stages, activations by "
+            "TMA) or mma.sync from ldmatrix (3 stages, activations by cp.async)",
             gemm_tc.build_small_m,
             tensor_cores=_TC_FORM,
             tc_dtype=_TC_DTYPE,
@@ -90,8 +90,8 @@ PATH = declare(
         Variant(
             "default_tiles",
             "tensor cores, any m: 64 x 128 tiles, two warpgroups on its column halves; int4 dequantised to "
-            "fp16 as it is staged, f32 accumulators; K in stages of 64, activations by cp.async; wgmma (Hopper, 4 "
-            "stages) or mma.sync from ldmatrix (3 stages)",
+            "fp16 as it is staged, f32 accumulators; K in stages of 64; wgmma (Hopper, 4 stages, activations by "
+            "TMA) or mma.sync from ldmatrix (3 stages, activations by cp.async)",
             gemm_tc.build_default,
             tensor_cores=_TC_FORM,
             tc_dtype=_TC_DTYPE,

@@ -4,7 +4,7 @@ shape (32 q heads, 8 KV heads, d = 128, hidden 4096), without a GPU (see
 within the SM, static shared memory within 48 KiB, assembled for sm_90a.
 The projection is the GEMM engine's bf16 kernel on both forms: wgmma
 m64n64k16 bf16 (``HGMMA .F32.BF16``) and mma.sync m16n8k16 bf16 (``HMMA``),
-both operands by ``cp.async``, as the variants' records claim
+both operands copied as stored (TMA on wgmma, ``cp.async`` on mma.sync), as the variants' records claim
 (``tc_claims``). The decode-graph path launches the GDN and paged
 attention kernels their own ``_ptx`` tests compile already.
 """
@@ -14,7 +14,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from ptx_harness import check_ptx, check_ptxas, compiled, sm90a  # noqa: F401 (compiled, sm90a: fixtures)
+from ptx_harness import check_ptx, check_ptxas, compiled, sm90a, with_maps  # noqa: F401 (compiled, sm90a: fixtures)
 from tc_claims import sass_claims_test
 
 PROJECT = {"project_wgmma": "wgmma", "project_mma": "mma.sync"}
@@ -33,8 +33,9 @@ def jobs():
     # the engine's signature: qkv, x and W as bf16 pairs, W as its (unread) scales, the unit scales, no A scales
     gemm = (A(f32, 2), A(u32, 2), A(u32, 2), A(u16, 2), A(f32, 1), A(f32, 1), A(f32, 1), A(u8, 2), A(f32, 1))
     threads = 128 * _rotation.TILE["wgs"]
+    kernels = {name: _rotation.project_kernel(form) for name, form in PROJECT.items()}
     return [
-        *((name, _rotation.project_kernel(form), gemm, threads) for name, form in PROJECT.items()),
+        *((name, k, with_maps(k, gemm), threads) for name, k in kernels.items()),
         ("write_rotate", _rotation.make_write(hq, hkv, d, True), write, 32),
         ("write_plain", _rotation.make_write(hq, hkv, d, False), write, 32),
         ("rotate_weights", _rotation.make_rotate_weights(d, hidden), (A(u16, 2), A(f32, 2), A(u16, 2)), 128),
@@ -46,7 +47,8 @@ def test_every_rotation_kernel_compiles_for_sm90_in_fp32(compiled):
     check_ptx(compiled, fp64=False)
     for name, form in PROJECT.items():
         ptx = Path(compiled["kernels"][name]["ptx"]).read_text()
-        assert "cp.async.cg.shared.global" in ptx, name  # both operands copied as stored
+        copy = "cp.async.bulk.tensor.2d" if form == "wgmma" else "cp.async.cg.shared.global"
+        assert copy in ptx, name  # both operands copied as stored
         if form == "wgmma":
             assert "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16" in ptx
         else:

@@ -17,7 +17,7 @@ import re
 from pathlib import Path
 
 import pytest
-from ptx_harness import check_ptx, check_ptxas, compiled, nvdisasm, sm90a  # noqa: F401 (compiled, sm90a: fixtures)
+from ptx_harness import check_ptx, check_ptxas, compiled, nvdisasm, sm90a, with_maps  # noqa: F401 (compiled, sm90a: fixtures)
 from tc_claims import check_claims
 
 # job -> (variant module whose TILE it is, under leverctl_kernels.attention; the wgmma instruction its PTX must hold)
@@ -28,7 +28,7 @@ GEMMS = {
     "proj_fp8_m16": ("proj_fp8.m16", "m64n16k32.f32.e4m3.e4m3"),
     "proj_fp8_m32": ("proj_fp8.m32", "m64n32k32.f32.e4m3.e4m3"),
 }
-# B as it is (cp.async fills both tiles); the others stage B through registers (st.shared.v4)
+# B as it is (TMA fills both tiles); the others stage B through registers (st.shared.v4)
 PLAIN_B = {"proj_fp8_m16", "proj_fp8_m32"}
 NVFP4_B = {"proj_bf16_tc", "proj_fp8_e4m3"}  # B staged from NVFP4
 # the BF16 variants' form without wgmma: mma.sync on the same staged tiles
@@ -55,9 +55,9 @@ def jobs():
         b_kind = tile.get("b_kind", "copy")
         y = A(f16, 2) if b_kind == "int4_bf16" else A(f32, 2)
         sig = (y, A(u32, 2), A(u32, 2), bsc[b_kind], A(f32, 1), A(f32, 1), A(f32, 1), A(u8, 2), A(f32, 1))
-        # both mainloops copy A (and a plain B) by cp.async
+        # the wgmma mainloop copies A (and a plain B) by TMA, the mma.sync one by cp.async
         kern = G.kernel(**tile) if "stages" in tile else G.kernel_for(tile, variant.STAGES, form)
-        out.append((name, kern, sig, 128 * tile["wgs"]))
+        out.append((name, kern, with_maps(kern, sig), 128 * tile["wgs"]))
     out.append(
         ("proj_quant_e4m3", _proj_prep.quant_kernel(), (A(u16, 2), A(f32, 1), A(u16, 2)), _proj_prep.QUANT_THREADS)
     )
@@ -77,8 +77,8 @@ def test_proj_kernels_compile_to_ptx_in_fp32_with_their_instructions(compiled):
     for name, (_mod, instr) in GEMMS.items():
         ptx = Path(compiled["kernels"][name]["ptx"]).read_text()
         assert f"wgmma.mma_async.sync.aligned.{instr}" in ptx, name
-        # every wgmma GEMM is on the asynchronous mainloop (common/gemm/wgmma_async.py)
-        assert "cp.async.cg.shared.global" in ptx, name
+        # every wgmma GEMM is on the asynchronous mainloop (common/gemm/wgmma_async.py), its copies by TMA
+        assert "cp.async.bulk.tensor.2d" in ptx and "cp.async.cg.shared.global" not in ptx, name
         assert ("st.shared.v4.b32" in ptx) == (name not in PLAIN_B), name
         if name in NVFP4_B:  # the NVFP4 weights along K: 32 values a lane's 16-byte load
             assert "ld.global.nc.v4.u32" in ptx, name

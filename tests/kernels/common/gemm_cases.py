@@ -29,10 +29,11 @@ def operands(dtype: str, rows: int, k: int, rng):
     return b.view(np.uint32), bits.bf16_to_f32_np(b).astype(np.float64)
 
 
-def run(form, dtype, m, n, k, wgs, bn, stages, swap=False, fault="", seed=0):
+def run(form, dtype, m, n, k, wgs, bn, stages, swap=False, fault="", seed=0, **kw):
     """``form`` (``wgmma_async`` or ``mma_sync``)'s kernel over ``m x n x k``
     -> (what it stored, oriented as ``y[m, n]``; the float64 reference).
-    ``wgs``: the warpgroups, or ``(warpgroups, of them along BN)``."""
+    ``wgs``: the warpgroups, or ``(warpgroups, of them along BN)``; ``kw``:
+    more of the form's ``make_kernel`` arguments (``copy``)."""
     wgs, wn = wgs if isinstance(wgs, tuple) else (wgs, 1)
     rng = np.random.default_rng(seed)
     a32, a = operands(dtype, m, k, rng)
@@ -45,7 +46,7 @@ def run(form, dtype, m, n, k, wgs, bn, stages, swap=False, fault="", seed=0):
         exact = exact.astype(np.float32).astype(np.float64)
     ref = exact * rs[:, None] * cs[None, :] * 0.75
     y = cuda.to_device(np.full((n, m) if swap else (m, n), np.nan, np.float32))
-    kern = form.make_kernel(dtype, wgs, bn, stages, swap, fault=fault, wn=wn)
+    kern = form.make_kernel(dtype, wgs, bn, stages, swap, fault=fault, wn=wn, **kw)
     launch = form.make_launch(m, n, k, kern)
     launch(y, *[cuda.to_device(x) for x in (a32, b32, np.zeros((1, 1), np.uint8), rs, cs, ts)])
     got = y.copy_to_host()

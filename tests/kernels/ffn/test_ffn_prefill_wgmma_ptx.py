@@ -17,7 +17,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from ptx_harness import check_ptx, check_ptxas, compiled, nvdisasm, sm90a  # noqa: F401 (compiled, sm90a: fixtures)
+from ptx_harness import check_ptx, check_ptxas, compiled, nvdisasm, sm90a, with_maps  # noqa: F401 (compiled, sm90a: fixtures)
 from tc_claims import claim_problems, sass_claims_test
 
 # kernel -> variant; the instruction's N is the variant module's BN over its warpgroups along it (WN)
@@ -41,14 +41,15 @@ def jobs():
             continue
         mod = importlib.import_module(f"leverctl_kernels.ffn.prefill.{variant}")
         kern = _wgmma_bf16.kernel(mod.WGS, mod.BN, getattr(mod, "WN", 1))
-        out.append((name, kern, sig, kern.threads))
+        out.append((name, kern, with_maps(kern, sig), kern.threads))
     from leverctl_kernels.ffn.prefill import w4a4
 
     w4a4_sig = (f16[:, ::1], u32[:, ::1], u32[:, ::1], u8[:, ::1], f32v, f32v, f32v, u8[:, ::1], f32v)
     out.append(("w4a4_gemm", w4a4.kernel(), w4a4_sig, 128 * w4a4.WGS))
     from leverctl_kernels.ffn.prefill import fp8_m64
 
-    out.append((FP8, fp8_m64.kernel(), sig, fp8_m64.THREADS))  # the same mainloop signature
+    kern = fp8_m64.kernel()
+    out.append((FP8, kern, with_maps(kern, sig), fp8_m64.THREADS))  # the same mainloop signature
     return out
 
 
@@ -99,8 +100,8 @@ def test_their_sass_is_what_the_records_claim(sm90a):
         gmma = re.findall(r"\bHGMMA\.[\w.]+", sass)
         assert all(g.startswith(f"HGMMA.64x{_bn(name)}x16.F32.BF16") for g in gmma), (name, gmma)
         assert not re.search(r"\bHMMA\.", sass), f"{name}: warp MMA in a warpgroup kernel"
-        if name != "w4a4_gemm":  # bf16 v1/v2: the activations by cp.async, 128 bits a copy
-            assert re.search(r"\bLDGSTS\.E\.BYPASS(\.\w+)*\.128\b", sass), name
+        if name != "w4a4_gemm":  # bf16 v1/v2: the activations by TMA, a stage's tile a copy
+            assert re.search(r"\bUTMALDG\.2D\b", sass) and "LDGSTS" not in sass, name
     sass = subprocess.run([disasm, sm90a["kernels"][FP8]["cubin"]], check=True, capture_output=True, text=True).stdout
     assert PREFILL.variants["fp8_m64"].tensor_cores == "wgmma"
     assert claim_problems(sass, "wgmma", "e4m3") == [], claim_problems(sass, "wgmma", "e4m3")

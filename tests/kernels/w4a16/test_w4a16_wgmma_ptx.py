@@ -7,8 +7,8 @@ sm_90a accepts it with no spills, no local memory, registers for the
 128-thread block within budget, no advisory that it serialised the wgmma,
 and where ``nvdisasm`` is found the SASS holds ``HGMMA.64xNx16.F32`` (fp16:
 no ``BF16`` suffix) and no ``HMMA``: a warpgroup path, not a warp one;
-the activations arrive by 128-bit ``LDGSTS`` (cp.async), the dequantised
-weights by 128-bit ``STS``."""
+the activations arrive by TMA (``UTMALDG.2D``, no ``LDGSTS``), the
+dequantised weights by 128-bit ``STS``."""
 
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from ptx_harness import check_ptx, check_ptxas, compiled, nvdisasm, sm90a  # noqa: F401 (compiled, sm90a: fixtures)
+from ptx_harness import check_ptx, check_ptxas, compiled, nvdisasm, sm90a, with_maps  # noqa: F401 (compiled, sm90a: fixtures)
 from tc_claims import claim_problems, sass_claims_test
 
 from leverctl_kernels.w4a16.gemm import gemm_tc
@@ -30,7 +30,8 @@ def jobs():
 
     f16, u32, f32, u8 = types.float16, types.uint32, types.float32[::1], types.uint8[:, ::1]
     sig = (f16[:, ::1], u32[:, ::1], u32[:, ::1], f16[:, ::1], f32, f32, f32, u8, f32)  # asc, ts_a: unused
-    return [(name, gemm_tc.kernel(bn, "wgmma"), sig, gemm_tc.THREADS) for name, bn in TILES.items()]
+    kernels = {name: gemm_tc.kernel(bn, "wgmma") for name, bn in TILES.items()}
+    return [(name, k, with_maps(k, sig), gemm_tc.THREADS) for name, k in kernels.items()]
 
 
 def test_gemm_wgmma_compiles_to_ptx_in_fp32_with_its_instructions(compiled):
@@ -68,7 +69,8 @@ def test_gemm_wgmma_sass_is_hgmma_f16(sm90a):
         assert claim_problems(sass, "wgmma", "f16") == [], name  # what the variant's records say
         assert not re.search(r"\bHMMA\.", sass), f"{name}: warp MMA in a warpgroup kernel"
         assert re.search(r"\bSTS\.128\b", sass), f"{name}: no 16-byte shared stores (the weights' stager)"
-        assert re.search(r"\bLDGSTS\.E\.BYPASS(\.\w+)*\.128\b", sass), f"{name}: activations not copied by cp.async"
+        assert re.search(r"\bUTMALDG\.2D\b", sass), f"{name}: activations not copied by TMA"
+        assert "LDGSTS" not in sass, f"{name}: a cp.async copy beside the TMA loads"
 
 
 test_the_sass_holds_what_each_variants_records_claim = sass_claims_test("test_w4a16_wgmma_ptx")
