@@ -31,7 +31,7 @@
 # GPU_BENCH_BUDGET seconds in all (default 420), GPU_TEST_BUDGET of them for
 # the tests (default 120), GPU_NCU_BUDGET for bench --profile --ncu on
 # GPU_NCU_KERNELS (default 90 s on w4a16.gemv and gdn.decode); GPU_PERSEQ_BUDGET (default 60) for
-# decode.per_sequence's per-sequence step against the batched one; GPU_TILES_BUDGET (default 60) for
+# decode.per_sequence's per-sequence step against the batched one; GPU_TILES_BUDGET (default 90) for
 # scripts/gemm-tile-ab.py (the GEMM engine's 64-row tile on one warpgroup against two); GPU_TC_BUDGET (default 90) and
 # GPU_TC_WORKERS (pytest-xdist workers, default 8) for the tensor-core
 # primitives' tests (GPU_TC_TESTS: other test paths), run on the GPU before the bench. GPU_BENCH_DEVICE=sim and GPU_BENCH_KERNELS="w4a16.gemv ..."
@@ -160,7 +160,7 @@ if [ "$device" = gpu ]; then
   # -v: one line per finished test, so a run cut at the budget keeps them.
   tc_tests=${GPU_TC_TESTS:-tests/kernels/common/test_mma.py tests/kernels/common/test_wgmma.py tests/kernels/common/test_cvt.py
     tests/kernels/w4a16/test_w4a16_wgmma.py tests/kernels/w4a16/test_w4a16_gemm_tc.py
-    tests/kernels/common/test_swizzle.py tests/kernels/common/test_cp_async.py tests/kernels/common/test_dynsmem.py
+    tests/kernels/common/test_swizzle.py tests/kernels/common/test_cp_async.py tests/kernels/common/test_tma.py tests/kernels/common/test_dynsmem.py
     tests/kernels/common/test_gemm_wgmma_async.py tests/kernels/common/test_gemm_mma_sync.py
     tests/kernels/common/test_gemm_grouped.py tests/kernels/w4a16/test_w4a16_mma.py}
   # shellcheck disable=SC2086  # a list of paths and options, split on purpose
@@ -183,7 +183,7 @@ campaign() {  # campaign BUDGET [RECIPE...]
   return "${PIPESTATUS[0]}"
 }
 perseq_budget=${GPU_PERSEQ_BUDGET:-60}
-tiles_budget=${GPU_TILES_BUDGET:-60}
+tiles_budget=${GPU_TILES_BUDGET:-90}
 reserved=$((test_budget + ${GPU_NCU_BUDGET:-90} + perseq_budget + tiles_budget))  # the steps after the campaign
 bench_budget=$((budget - reserved - SECONDS))
 # A slow install must not leave the bench nothing: it gets a minute at least.
@@ -251,9 +251,10 @@ fi
 # -- 3d. the GEMM engine's 64-row tile on one warpgroup against two ---------------------------
 # The dense GEMMs' 64-row tiles run two warpgroups, one on each column half
 # (half the accumulators and staging a thread, an instruction half as wide);
-# both layouts of bf16_v1's GEMM at a Qwen3-8B FFN shape (two kernels to
-# compile, then ~3 s of samples each), timed alike, their outputs compared:
-# which layout the engine should keep.
+# both layouts of bf16_v1's GEMM at a Qwen3-8B FFN shape, each with its
+# activations copied by TMA and by cp.async (four kernels to compile, then
+# ~3 s of samples each), timed alike, their outputs compared: which layout
+# and which copies the engine should keep.
 if [ "$device" = gpu ] && [ $rc -ne 2 ]; then
   say "== GEMM tiles: one warpgroup against two on the 64-row tile, ${tiles_budget}s"
   timeout -k 10 "$tiles_budget" "$vpy" scripts/gemm-tile-ab.py -o "$out/gemm-tiles.json" >"$out/gemm-tiles.log" 2>&1

@@ -2,8 +2,8 @@
 tensor-core instruction, an asynchronous copy, or their fences, commits and
 waits of its own (the mainloops and warp products live in
 ``kernels/common/gemm/``, the instructions in ``common/mma.py``,
-``common/wgmma.py`` and ``common/cp_async.py``), and no kernel is generated
-from source text. Read from the sources (AST), no simulator."""
+``common/wgmma.py``, ``common/cp_async.py`` and ``common/tma.py``), and no
+kernel is generated from source text. Read from the sources (AST), no simulator."""
 
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ COMMON = KERNELS / "common"
 # what the instruction modules export that issues an instruction
 ISSUES = re.compile(
     r"^(mma_(f16|bf16|s8)_\w+|mma_run|ldsm_run|load_a_ldsm|ldmatrix\w*|wgmma_\w+|wait_acc|fence_proxy_async"
-    r"|cp_async_\w+|commit_group|wait_group\w*|wait_all|mma_n)$"
+    r"|cp_async_\w+|commit_group|wait_group\w*|wait_all|mma_n|mbar_\w+|load_2d|tensormap_acquire)$"
 )
 PTX = re.compile(
     r"(mma\.sync\.aligned|wgmma\.\w+\.sync|cp\.async\.(ca|cg|commit|wait|bulk)|ldmatrix\.sync|fence\.proxy|mbarrier\.)"
@@ -29,7 +29,7 @@ def _offences(path: Path) -> list[str]:
     for node in ast.walk(tree):
         if isinstance(node, ast.Attribute) and ISSUES.match(node.attr):
             out.append(f"{path.relative_to(KERNELS)}:{node.lineno}: .{node.attr}")
-        elif isinstance(node, ast.ImportFrom) and node.module and node.module.split(".")[-1] in ("mma", "wgmma"):
+        elif isinstance(node, ast.ImportFrom) and node.module and node.module.split(".")[-1] in ("mma", "wgmma", "tma"):
             out.extend(
                 f"{path.relative_to(KERNELS)}:{node.lineno}: imports {a.name}"
                 for a in node.names
@@ -69,7 +69,8 @@ def test_no_module_outside_common_issues_an_mma_copy_fence_commit_or_wait():
 
 def test_the_rule_sees_an_offence(tmp_path):
     """The scan finds what it forbids: a family's own mma.sync call, an
-    async-copy commit and an inline wgmma statement."""
+    async-copy commit, an inline wgmma statement and its own TMA copy and
+    mbarrier wait (one imported by name)."""
     src = tmp_path / "own_loop.py"
     src.write_text(
         "from ..common import mma, cp_async as ca\n"
@@ -77,6 +78,9 @@ def test_the_rule_sees_an_offence(tmp_path):
         "    d = mma.mma_f16_16816(a, b, c)\n"
         "    ca.commit_group()\n"
         "    s = 'wgmma.fence.sync.aligned;'\n"
+        "from ..common.tma import mbar_wait\n"
+        "def t(tm, x, bar):\n"
+        "    tma.load_2d(0, tm, 0, x, 0, 0, bar)\n"
     )
     global KERNELS
     old, KERNELS = KERNELS, tmp_path
@@ -84,4 +88,4 @@ def test_the_rule_sees_an_offence(tmp_path):
         found = _offences(src) + _ptx_in_strings(src)
     finally:
         KERNELS = old
-    assert len(found) == 3, found
+    assert len(found) == 5, found

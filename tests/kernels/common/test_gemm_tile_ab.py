@@ -1,7 +1,8 @@
 """``scripts/gemm-tile-ab.py``, the GPU A/B of the 64-row tile on one
-warpgroup against two: in the simulator (``--device sim``) both layouts run
-and their outputs are the same bits, written atomically as JSON; on a
-machine without a GPU the default device is one line on stderr and exit 2."""
+warpgroup against two, each with its copies by TMA and by cp.async: in the
+simulator (``--device sim``) all four builds run and their outputs are the
+same bits, written atomically as JSON; on a machine without a GPU the
+default device is one line on stderr and exit 2."""
 
 from __future__ import annotations
 
@@ -23,12 +24,18 @@ def _run(*args):
 
 
 @pytest.mark.sim
-def test_both_layouts_run_in_the_simulator_and_give_the_same_bits(tmp_path):
+def test_both_layouts_and_both_copies_run_in_the_simulator_and_give_the_same_bits(tmp_path):
     out = tmp_path / "tiles.json"
     got = _run("--device", "sim", "-m", "5", "-n", "72", "-k", "128", "-o", str(out))
     assert got.returncode == 0, got.stderr[-2000:]
     rows = json.loads(out.read_text())["rows"]
-    assert [r["layout"] for r in rows] == ["one warpgroup", "two warpgroups, one a column half"]
+    one, two = "one warpgroup", "two warpgroups, one a column half"
+    assert [(r["layout"], r["copies"]) for r in rows] == [
+        (one, "tma"),
+        (one, "cp.async"),
+        (two, "tma"),
+        (two, "cp.async"),
+    ]
     assert all(r["same_bits"] and r["max_abs_diff"] == 0 for r in rows)
     assert "are the same bits" in got.stdout
 

@@ -43,8 +43,9 @@ def jobs():
     ]
 
 
-@pytest.mark.parametrize("name", FORMS)
-def test_the_mainloop_is_async_copies_and_warpgroup_mma_without_spills(sm90a, name):
+def _sass(sm90a, name: str, want: str) -> str:
+    """The kernel's SASS, once ptxas's record is clean (no spill, local
+    memory or wgmma advisory) and its MMA is ``want``."""
     check_ptxas({**sm90a, "kernels": {name: sm90a["kernels"][name]}})
     rec = sm90a["kernels"][name]
     assert rec["spill"] == 0 and rec["lmem"] == 0 and rec["stack"] == 0, rec["log"]
@@ -53,14 +54,24 @@ def test_the_mainloop_is_async_copies_and_warpgroup_mma_without_spills(sm90a, na
     if not disasm:
         pytest.skip("nvdisasm not found")
     sass = subprocess.run([disasm, rec["cubin"]], check=True, capture_output=True, text=True).stdout
-    want = FORMS[name][1]
     assert re.search(rf"\b{re.escape(want)}\b", sass), re.findall(r"\b[HQ]GMMA\.[\w.]+", sass)
-    assert re.search(r"\bLDGSTS\.E\.BYPASS(\.\w+)*\.128\b", sass)
-    # Between the first asynchronous copy and the last MMA (the mainloop) no
-    # global load through registers: the epilogue's scale loads come after.
-    first = sass.index("LDGSTS")
+    return sass
+
+
+def _no_register_staging(sass: str, first_copy: str) -> int:
+    """Between the first asynchronous copy and the last MMA (the mainloop)
+    no global load through registers; the last MMA's place."""
+    first = sass.index(first_copy)
     last = max(m.start() for m in re.finditer(r"\b[HQ]GMMA\.", sass))
     assert not re.search(r"\bLDG\.E\b", sass[first:last]), "an operand staged through registers"
+    return last
+
+
+@pytest.mark.parametrize("name", FORMS)
+def test_the_mainloop_is_async_copies_and_warpgroup_mma_without_spills(sm90a, name):
+    sass = _sass(sm90a, name, FORMS[name][1])
+    assert re.search(r"\bLDGSTS\.E\.BYPASS(\.\w+)*\.128\b", sass)
+    last = _no_register_staging(sass, "LDGSTS")
     assert re.search(r"\bLDG\.E\b", sass[last:])  # the check can see one: the epilogue's scales
     if not FORMS[name][0][4]:  # unswapped: the epilogue's rows leave 16 bytes a lane
         assert re.search(r"\bSTG\.E\.128\b", sass[last:]), "no 16-byte store in the epilogue"
@@ -68,20 +79,9 @@ def test_the_mainloop_is_async_copies_and_warpgroup_mma_without_spills(sm90a, na
 
 @pytest.mark.parametrize("name", TMA_FORMS)
 def test_the_tma_mainloop_copies_by_utmaldg_on_mbarriers_without_spills(sm90a, name):
-    check_ptxas({**sm90a, "kernels": {name: sm90a["kernels"][name]}})
-    rec = sm90a["kernels"][name]
-    assert rec["spill"] == 0 and rec["lmem"] == 0 and rec["stack"] == 0, rec["log"]
-    assert not re.findall(r"\(C75\d\d\)", rec["log"]), rec["log"]
-    disasm = nvdisasm()
-    if not disasm:
-        pytest.skip("nvdisasm not found")
-    sass = subprocess.run([disasm, rec["cubin"]], check=True, capture_output=True, text=True).stdout
-    want = TMA_FORMS[name][1]
-    assert re.search(rf"\b{re.escape(want)}\b", sass), re.findall(r"\b[HQ]GMMA\.[\w.]+", sass)
+    sass = _sass(sm90a, name, TMA_FORMS[name][1])
     assert re.search(r"\bUTMALDG\.2D\b", sass), "no TMA load"
     assert "LDGSTS" not in sass, "a cp.async copy beside the TMA loads"
     assert re.search(r"\bSYNCS\.EXCH\.64\b", sass), "no mbarrier initialised"
     assert re.search(r"\bSYNCS\.(PHASECHK|ARRIVE)", sass), "no mbarrier arrive or phase check"
-    first = sass.index("UTMALDG")
-    last = max(m.start() for m in re.finditer(r"\b[HQ]GMMA\.", sass))
-    assert not re.search(r"\bLDG\.E\b", sass[first:last]), "an operand staged through registers"
+    _no_register_staging(sass, "UTMALDG")
