@@ -126,14 +126,15 @@ def _driver_encode(arr, dtype, rows, row_elems, row_bytes, box_rows, box_elems, 
         binding = drv.binding
     b = binding
     ptr = int(arr.device_ctypes_pointer.value) if hasattr(arr, "device_ctypes_pointer") else int(arr)
+    u64, u32 = b.cuuint64_t, b.cuuint32_t  # the binding takes no plain int in these lists
     err, tmap = b.cuTensorMapEncodeTiled(
         getattr(b.CUtensorMapDataType, "CU_TENSOR_MAP_DATA_TYPE_" + _DRIVER_TYPE[dtype]),
         2,
         ptr,
-        [row_elems, rows],
-        [row_bytes],
-        [box_elems, box_rows],
-        [1, 1],
+        [u64(row_elems), u64(rows)],
+        [u64(row_bytes)],
+        [u32(box_elems), u32(box_rows)],
+        [u32(1), u32(1)],
         b.CUtensorMapInterleave.CU_TENSOR_MAP_INTERLEAVE_NONE,
         b.CUtensorMapSwizzle(swizzle),
         b.CUtensorMapL2promotion.CU_TENSOR_MAP_L2_PROMOTION_L2_128B,

@@ -187,6 +187,8 @@ class _Binding:
         CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE = "zeros"
 
     CUtensorMapSwizzle = staticmethod(lambda v: f"swizzle-{v}")
+    cuuint64_t = staticmethod(lambda v: ("u64", v))
+    cuuint32_t = staticmethod(lambda v: ("u32", v))
 
     def __init__(self, err=0):
         self.err, self.calls = err, []
@@ -210,10 +212,10 @@ def test_the_driver_is_asked_for_the_map_the_kernels_read():
         "BF16",
         2,
         0x7F0000001000,
-        [4096, 300],
-        [8192],
-        [64, 64],
-        [1, 1],
+        [("u64", 4096), ("u64", 300)],
+        [("u64", 8192)],
+        [("u32", 64), ("u32", 64)],
+        [("u32", 1), ("u32", 1)],
         "no-interleave",
         "swizzle-3",
         "l2-128",
@@ -256,3 +258,18 @@ def test_a_wait_on_a_completed_phase_lands_nothing_of_the_next():
     out = cuda.to_device(np.zeros(2, np.uint32))
     _lagging_reader[1, 32, 0, 2048 + 16](out, x32, tm)
     assert list(out.copy_to_host()) == [0, 0]  # box 1 (word 256 first) has not landed for thread 1
+
+
+def test_the_drivers_own_binding_takes_the_arguments_as_given():
+    """numba-cuda's binding (cuda.bindings) refuses a plain int where its
+    lists want ``cuuint64_t``/``cuuint32_t``: the call must get as far as
+    the driver (here, without one, the driver's absence; on a GPU, a map)."""
+    driver = pytest.importorskip("cuda.bindings.driver")
+    try:
+        got = tma._driver_encode(0x7F0000001000, "bf16", 300, 4096, 8192, 64, 64, tma.SWIZZLE_128B, binding=driver)
+    except TypeError as e:  # the arguments' types: what this test is for
+        pytest.fail(f"the binding refused the arguments: {e}")
+    except Exception as e:  # noqa: BLE001 (no driver here: any error from loading or calling it)
+        assert "driver" in str(e).lower() or "cuTensorMapEncodeTiled failed" in str(e), e
+    else:
+        assert got.dtype == np.uint64 and got.shape == (16,)
