@@ -100,6 +100,9 @@ def encode_2d(arr, dtype: str, box_rows: int, box_elems: int, swizzle: int = SWI
         raise ValueError(f"a 2-D tensor map of an array of shape {shape}")
     itemsize = int(np.dtype(arr.dtype).itemsize)
     row_bytes = shape[1] * itemsize
+    strides = tuple(int(x) for x in arr.strides)
+    if shape[0] > 1 and strides[0] != row_bytes or shape[1] > 1 and strides[1] != itemsize:
+        raise ValueError(f"a tensor map of a {shape} array with strides {strides}: C-contiguous rows only")
     row_elems = row_bytes // ESIZE.get(dtype, 1)
     check_box(dtype, shape[0], row_elems, row_bytes, box_rows, box_elems, swizzle)
     if config.ENABLE_CUDASIM:

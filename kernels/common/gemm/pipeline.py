@@ -392,6 +392,7 @@ def make_mainloop(
             for s in range(stages):
                 tma.mbar_init(bars + s * tma.BAR_BYTES, 1)
             tma.mbar_fence_init()
+            wg.fence_proxy_async()  # and to the async proxy the copies complete through
         cuda.syncthreads()
 
     @device_inline
@@ -804,7 +805,7 @@ def make_launch(rows_a: int, rows_b: int, k: int, kern):
     def launch(y, a32, b32, bsc, rs, cs, ts, asc=None, ts_a=None):
         args = (y, a32, b32, bsc, rs, cs, ts, none_sc if asc is None else asc, one if ts_a is None else ts_a)
         if kern.copy == "tma":
-            key = (_where(a32), tuple(a32.shape), _where(b32), tuple(b32.shape))
+            key = tuple((_where(x), tuple(x.shape), tuple(x.strides), str(x.dtype)) for x in (a32, b32))
             if key not in maps:
                 if len(maps) >= MAPS_KEPT:
                     maps.pop(next(iter(maps)))  # the oldest pair's

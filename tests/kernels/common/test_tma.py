@@ -167,6 +167,8 @@ def test_maps_outside_the_limits_are_refused_before_encoding():
         tma.encode_2d(np.zeros((8, 3), np.uint32), "bf16", 8, 6, tma.SWIZZLE_NONE)
     with pytest.raises(ValueError, match="one of"):
         tma.encode_2d(x, "f32", 8, 32)
+    with pytest.raises(ValueError, match="C-contiguous rows only"):  # every other row: the map would read them all
+        tma.encode_2d(np.zeros((16, 32), np.uint32)[::2], "bf16", 8, K_ELEMS)
 
 
 class _Binding:
