@@ -223,12 +223,17 @@ def _meta(launches, keys: list[str]) -> dict:
                 "block": list(la.block),
                 "grid": list(la.grid),
                 "dynamic_shared": la.dynamic_shared,
+                "tma_bytes": capture.tma_bytes(la.kernel),
             }
             for la, key in zip(launches, keys)
         ],
         "tensor_cores": launches.tensor_cores,
         "tc_dtype": launches.tc_dtype,
     }
+
+
+# What a cached capture holds (``_meta``): 2 added each launch's TMA bytes in flight.
+CAPTURE_FORMAT = 2
 
 
 def capture_key(item: dict, arch: str, versions: str) -> str:
@@ -239,7 +244,9 @@ def capture_key(item: dict, arch: str, versions: str) -> str:
 
     path = get_path(item["path"])
     digest = source_digest(path.variants[item["variant"]].build, path.make_inputs)
-    what = json.dumps([item["path"], item["variant"], item["shape"], item["types_shape"]], sort_keys=True)
+    what = json.dumps(
+        [CAPTURE_FORMAT, item["path"], item["variant"], item["shape"], item["types_shape"]], sort_keys=True
+    )
     return hashlib.sha256("|".join((digest, versions, arch, what)).encode()).hexdigest()[:24]
 
 

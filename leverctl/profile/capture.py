@@ -62,6 +62,21 @@ class Launch:
         return f"{code.co_filename}:{code.co_firstlineno}"
 
 
+def tma_bytes(kernel) -> int:
+    """The bytes a block of ``kernel`` keeps in flight by TMA: the stages
+    it copies ahead (``async_stages - 1``) of the boxes a stage brings,
+    for a kernel of the GEMM engine whose copies go by TMA (its ``boxes``:
+    ``pipeline.tma_boxes``); 0 for any other. The SASS shows a TMA copy
+    (``UTMALDG``) but not its size, which is the tensor map's."""
+    boxes = getattr(kernel, "boxes", None)
+    if getattr(kernel, "copy", None) != "tma" or not boxes:
+        return 0
+    from leverctl_kernels.common import tma
+
+    dtype, rows, k_elems, _swizzle = boxes
+    return (int(kernel.async_stages) - 1) * sum(rows) * k_elems * tma.ESIZE[dtype]
+
+
 def _dim3(d) -> tuple[int, int, int]:
     if isinstance(d, int):
         return (d, 1, 1)

@@ -147,6 +147,16 @@ def check_tools() -> None:
         )
 
 
+def in_flight(sass: str, occ, tma_block: int = 0) -> dict:
+    """The loads in flight: a thread's (``thread``), a block's TMA copies
+    (``tma_block``, where it has any) and an SM's at the occupancy (``sm``)."""
+    t = machine.loads_in_flight(sass)
+    out = {"thread": t, "sm": t * occ.active_warps * 32 + tma_block * occ.blocks}
+    if tma_block:
+        out["tma_block"] = tma_block
+    return out
+
+
 def kernel_row(item: Item, k: dict, arch: str) -> dict:
     """One kernel's figures and flags."""
     row: dict[str, Any] = {
@@ -180,12 +190,9 @@ def kernel_row(item: Item, k: dict, arch: str) -> dict:
             "occupancy": occ.to_json(),
             "mix": mix.to_json() if mix else None,
             # global-load bytes a thread has in flight before it uses them, and an SM's
-            # at the occupancy (resident threads x that): Little's law's side of the bandwidth
-            "in_flight": (
-                {"thread": (t := machine.loads_in_flight(sass)), "sm": t * occ.active_warps * 32}
-                if sass is not None
-                else None
-            ),
+            # at the occupancy (resident threads x that, and each resident block's TMA
+            # copies, whose size the SASS does not show): Little's law's side of the bandwidth
+            "in_flight": in_flight(sass, occ, k.get("tma_bytes") or 0) if sass is not None else None,
             # the streaming loop's bytes and instructions: the issue rate's side of the bandwidth
             "stream_loop": (sl.to_json() if (sl := machine.stream_loop(sass)) else None) if sass is not None else None,
             "memory_bound": bound,

@@ -267,3 +267,29 @@ def test_the_routed_prefill_profile_shape_gives_each_of_its_two_experts_one_whol
     counts = np.bincount(ids.ravel(), minlength=ps["e"])
     assert counts.tolist() == [64, 64] and bounds.rows_lost(counts, ps["m_tiles"]) == 0
     assert F.profile_shape(Shape("x", {**model.dims, "m_tiles": 0}))["m_tiles"] == 0
+
+
+def test_a_tma_kernels_bytes_in_flight_are_its_stages_ahead_of_boxes():
+    """The SASS shows a TMA copy but not its size: the profile takes a
+    block's TMA bytes in flight from the kernel (its stages ahead of the
+    boxes a stage brings), and adds them to the SM's figure per resident
+    block; a kernel without TMA copies adds nothing."""
+    from types import SimpleNamespace
+
+    from leverctl.profile import capture, run
+    from leverctl_kernels.common.gemm import wgmma_async as G
+
+    kern = G.kernel("bf16", 2, 128, 4)  # A 128 rows and B 128 rows of 128 bytes a stage, 3 stages ahead
+    assert capture.tma_bytes(kern) == 3 * 256 * 128
+    staged_b = G.kernel("bf16", 1, 64, 4, b_kind="int4_bf16")  # A alone by TMA: 64 rows
+    assert capture.tma_bytes(staged_b) == 3 * 64 * 128
+    assert capture.tma_bytes(G.kernel("bf16", 2, 128, 4, copy="cp.async")) == 0
+    assert capture.tma_bytes(SimpleNamespace(copy="tma")) == 0  # no boxes: not the engine's
+    sass = "        /*0000*/                   LDG.E.128 R4, desc[UR4][R2.64] ;\n"
+    occ = SimpleNamespace(active_warps=8, blocks=1)
+    assert run.in_flight(sass, occ) == {"thread": 16, "sm": 16 * 8 * 32}
+    assert run.in_flight(sass, SimpleNamespace(active_warps=16, blocks=2), 98304) == {
+        "thread": 16,
+        "sm": 16 * 16 * 32 + 2 * 98304,
+        "tma_block": 98304,
+    }
