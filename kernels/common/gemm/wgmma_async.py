@@ -28,14 +28,16 @@ DTYPES = ("bf16", "f16", "e4m3")
 # gathered) reach shared memory when a kernel names no way: by TMA, one
 # instruction a stage's tile, the warps' registers and issue slots left to
 # the MMAs and the stagers (``pipeline.COPIES``; ``use_copy`` changes it for
-# the kernels built after, ``leverctl bench --copy``).
+# the kernels built after it: ``scripts/gemm-tile-ab.py`` names it instead).
 COPY = "tma"
 _copy = [COPY]
 
 
 def use_copy(copy: str) -> None:
     """Build the kernels that name no copy from now on with ``copy``
-    (``tma`` or ``cp.async``): both ways of the same variants on one GPU."""
+    (``tma`` or ``cp.async``). Called before a process builds its first
+    kernel, it sets every variant's way; a variant's kernel built already
+    stays in its family's own cache as it was."""
     if copy not in PL.COPIES:
         raise ValueError(f"copies by {copy!r}: one of {', '.join(PL.COPIES)}")
     _copy[0] = copy
