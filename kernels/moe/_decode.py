@@ -1,9 +1,11 @@
-"""Expert weights in three formats, decoded eight values at a time.
+"""Expert weights in three formats, summed against staged activations by
+the per-row decode kernels (``_experts``).
 
-Every expert kernel reads weights through ``make_decode8(FMT)``: a device
-function ``(wa, wb, wc, e, n, c) -> (w0, ..., w7)``, the float32 values
-``W_e[n, 8c .. 8c+7]`` of expert ``e``. The three arrays carry the format
-(host side in ``formats``):
+Every per-row kernel reads weights through ``make_dot_wide(FMT, X)``: a
+row's 16-byte loads, or its 8-value chunks where rows are not whole loads,
+decoded in registers and summed against the activations the block staged
+in shared memory. The three arrays carry the format (host side in
+``formats``):
 
 =======  ====================================  =================================  ==============
 FMT      ``wa``                                ``wb``                             ``wc``
@@ -16,20 +18,21 @@ fp8      uint8[E, N, K]: E4M3 codes            float32[E, ceil(N/128),          
 
 Eight values is one W4A16 word, four NVFP4 bytes (half a 16-value scale
 block), eight FP8 bytes: one chunk never straddles a scale, so each chunk
-reads one scale. The eight values come back as a tuple unpacked with
-constant indices, so they stay in registers (a loop over them would make a
-local array).
+reads one scale. Eight values come back as a tuple unpacked with constant
+indices, so they stay in registers (a loop over them would make a local
+array).
 """
 
 from __future__ import annotations
 
 from functools import lru_cache
+from typing import NamedTuple
 
 import numpy as np
 from numba import cuda, float32
 
-from ..common import bits, cvt, smem, vload
-from ..common.int4_device import nibble
+from ..common import bits, cvt, int4_device, smem, vload
+from ..common.int4_device import dot8, xscale
 from ..common.launch import device_inline
 
 FORMATS = ("int4", "nvfp4", "fp8")
@@ -38,68 +41,22 @@ FULL_MASK = 0xFFFFFFFF
 FP8_BLOCK = 128  # the FP8 weights' scale blocks, 128 x 128: the common block-wise FP8 layout (this project's choice)
 
 
-@lru_cache(maxsize=None)
-def make_decode8(FMT: str):
-    if FMT == "int4":
-
-        @device_inline
-        def decode8(wa, wb, wc, e, n, c):
-            word = np.int64(wa[e, n, c])
-            s = float32(wb[e, n, c >> 4])  # 16 words per group of 128
-            return (
-                float32(np.int32(word & 15) - 8) * s,
-                float32(np.int32((word >> 4) & 15) - 8) * s,
-                float32(np.int32((word >> 8) & 15) - 8) * s,
-                float32(np.int32((word >> 12) & 15) - 8) * s,
-                float32(np.int32((word >> 16) & 15) - 8) * s,
-                float32(np.int32((word >> 20) & 15) - 8) * s,
-                float32(np.int32((word >> 24) & 15) - 8) * s,
-                float32(np.int32((word >> 28) & 15) - 8) * s,
-            )
-
-        return decode8
-    if FMT == "nvfp4":
-
-        @device_inline
-        def decode8(wa, wb, wc, e, n, c):
-            sc = bits.e4m3_to_f32(wb[e, n, c >> 1])  # 2 chunks per 16-value block
-            ts = wc[e]
-            b0 = np.int32(wa[e, n, 4 * c])
-            b1 = np.int32(wa[e, n, 4 * c + 1])
-            b2 = np.int32(wa[e, n, 4 * c + 2])
-            b3 = np.int32(wa[e, n, 4 * c + 3])
-            # (e2m1 * e4m3) * tensor scale, as bits.nvfp4_at: the first product is exact
-            return (
-                (cvt.e2m1_to_f32(b0 & 15) * sc) * ts,
-                (cvt.e2m1_to_f32(b0 >> 4) * sc) * ts,
-                (cvt.e2m1_to_f32(b1 & 15) * sc) * ts,
-                (cvt.e2m1_to_f32(b1 >> 4) * sc) * ts,
-                (cvt.e2m1_to_f32(b2 & 15) * sc) * ts,
-                (cvt.e2m1_to_f32(b2 >> 4) * sc) * ts,
-                (cvt.e2m1_to_f32(b3 & 15) * sc) * ts,
-                (cvt.e2m1_to_f32(b3 >> 4) * sc) * ts,
-            )
-
-        return decode8
-    if FMT == "fp8":
-
-        @device_inline
-        def decode8(wa, wb, wc, e, n, c):
-            s = wb[e, n // FP8_BLOCK, (8 * c) // FP8_BLOCK]
-            k = 8 * c
-            return (
-                bits.e4m3_to_f32(wa[e, n, k]) * s,
-                bits.e4m3_to_f32(wa[e, n, k + 1]) * s,
-                bits.e4m3_to_f32(wa[e, n, k + 2]) * s,
-                bits.e4m3_to_f32(wa[e, n, k + 3]) * s,
-                bits.e4m3_to_f32(wa[e, n, k + 4]) * s,
-                bits.e4m3_to_f32(wa[e, n, k + 5]) * s,
-                bits.e4m3_to_f32(wa[e, n, k + 6]) * s,
-                bits.e4m3_to_f32(wa[e, n, k + 7]) * s,
-            )
-
-        return decode8
-    raise ValueError(f"unknown expert weight format {FMT!r}: one of {FORMATS}")
+@device_inline
+def fp8_values8(wa, e, n, c):
+    """The eight E4M3 values ``W_e[n, 8c .. 8c+7]`` of FP8 weights,
+    unscaled, as float32 (a code a load: rows that are not whole 16-byte
+    loads)."""
+    k = 8 * c
+    return (
+        bits.e4m3_to_f32(wa[e, n, k]),
+        bits.e4m3_to_f32(wa[e, n, k + 1]),
+        bits.e4m3_to_f32(wa[e, n, k + 2]),
+        bits.e4m3_to_f32(wa[e, n, k + 3]),
+        bits.e4m3_to_f32(wa[e, n, k + 4]),
+        bits.e4m3_to_f32(wa[e, n, k + 5]),
+        bits.e4m3_to_f32(wa[e, n, k + 6]),
+        bits.e4m3_to_f32(wa[e, n, k + 7]),
+    )
 
 
 # 16-byte weight loads (``vload.ldg_v4``): the values one load carries, per format
@@ -107,32 +64,53 @@ WIDE_VALUES = {"int4": 32, "nvfp4": 32, "fp8": 16}
 
 
 # The activations a block reads are staged in shared memory once, ``STAGE``
-# inputs a chunk, in 16-byte units at swizzled places: unit ``u`` lives at
-# unit ``swz(u) = u ^ ((u >> 3) & 7)``. An fp16 row of x stays fp16 (eight
-# values a unit, converted as read: half the registers and shared memory of
-# float32); a float32 row of SiLU products keeps four a unit. A lane of an
-# output's 8-lane group reads the units of its own weights' values (4 or 8
-# for a 16-byte int4/NVFP4 load, 2 or 4 for an FP8 one, 1 or 2 for an
-# 8-value chunk), so the 8 lanes of a quarter-warp read units 1, 2, 4 or 8
-# apart, which the XOR spreads over the 8 different 16-byte bank groups;
-# the stagers' writes of consecutive units stay conflict-free too.
+# inputs a chunk. An fp16 row kept as fp16 (FP8's gate/up: eight values a
+# 16-byte unit, converted as read, half the shared memory of float32) lies
+# in units at swizzled places: unit ``u`` at unit ``swz(u) = u ^ ((u >> 3)
+# & 7)``. A float32 stage (the int4 and NVFP4 gate/up kernels' fp16 row
+# converted once as staged, and every down kernel's SiLU products) takes
+# the W4A16 GEMVs' group layout (``int4_device``: each 32 inputs followed by
+# 4 floats of padding, ``STAGE_F32`` floats): the 32 inputs of a 16-byte
+# int4 or NVFP4 load are 128 contiguous bytes, read by eight
+# ``ld.shared.v4.f32`` at constant offsets from one address. Either way a
+# lane of an output's 8-lane group reads the units of its own weights'
+# values (4 or 8 for a 16-byte int4/NVFP4 load, 2 or 4 for an FP8 one, 1 or
+# 2 for an 8-value chunk), the 8 lanes of a quarter-warp on consecutive
+# loads, which the XOR (or the 144-byte pitch) spreads over the 8 different
+# 16-byte bank groups; the stagers' writes of consecutive units stay
+# conflict-free too.
 STAGE = 2048
+STAGE_F32 = int4_device.PITCH * (STAGE // 32)
 
 
 @device_inline
 def swz(u):
-    """The staged place of 16-byte unit ``u``."""
+    """The staged place of 16-byte unit ``u`` of an fp16 stage."""
     return u ^ ((u >> 3) & 7)
+
+
+@device_inline
+def ld8_at(at):
+    """Eight float32 values at shared address ``at`` (16-byte aligned): two
+    ``ld.shared.v4.f32``."""
+    x0, x1, x2, x3 = smem.ld_shared_f32x4(at)
+    x4, x5, x6, x7 = smem.ld_shared_f32x4(at + np.uint32(16))
+    return x0, x1, x2, x3, x4, x5, x6, x7
+
+
+@device_inline
+def group_at(xa, j):
+    """The shared address of the float32 stage's group holding local index
+    ``j`` (a multiple of 32, non-negative): its 32 values at constant
+    offsets from it."""
+    return xa + np.uint32(int4_device.GROUP_BYTES) * (np.uint32(j) >> np.uint32(5))
 
 
 @device_inline
 def ld8_f(xa, j):
     """Eight staged float32 values from local index ``j`` (a multiple of 8)
-    of the stage at shared address ``xa``: two ``ld.shared.v4.f32``."""
-    u = j >> 2
-    x0, x1, x2, x3 = smem.ld_shared_f32x4(xa + np.uint32(16 * swz(u)))
-    x4, x5, x6, x7 = smem.ld_shared_f32x4(xa + np.uint32(16 * swz(u + 1)))
-    return x0, x1, x2, x3, x4, x5, x6, x7
+    of the float32 stage at shared address ``xa``."""
+    return ld8_at(int4_device.word_at(xa, j >> 3))
 
 
 @device_inline
@@ -151,19 +129,6 @@ def ld8_h(xa, j):
 def dot8v(w, x):
     """``sum_i w[i] * x[i]`` over eight values, in a fixed order."""
     return w[0] * x[0] + w[1] * x[1] + w[2] * x[2] + w[3] * x[3] + w[4] * x[4] + w[5] * x[5] + w[6] * x[6] + w[7] * x[7]
-
-
-@device_inline
-def sdot8_f(w, xa, j):
-    """``sum_i w[i] * xs[j + i]`` over eight staged float32 values
-    (:func:`ld8_f`), summed in a fixed order."""
-    return dot8v(w, ld8_f(xa, j))
-
-
-@device_inline
-def sdot8_h(w, xa, j):
-    """:func:`sdot8_f` of eight staged fp16 values (:func:`ld8_h`)."""
-    return dot8v(w, ld8_h(xa, j))
 
 
 LD8 = {"f16": ld8_h, "f32": ld8_f}
@@ -339,36 +304,6 @@ def make_stage_chunk_scales(FMT: str):
     return halves, stage
 
 
-@device_inline
-def _q8s(w, s, ts):
-    return _q8(w, s)
-
-
-def _four_chunks(decode, split: bool):
-    """``chunk0 .. chunk3(w0, w1, w2, w3, sa, sb, ts)``: the eight values of
-    word ``i`` of a 16-byte load, ``decode(word, scale, ts)`` with ``sa``
-    (``split``: ``sa`` for words 0 and 1, ``sb`` for 2 and 3, NVFP4's two
-    16-value blocks)."""
-
-    @device_inline
-    def chunk0(w0, w1, w2, w3, sa, sb, ts):
-        return decode(w0, sa, ts)
-
-    @device_inline
-    def chunk1(w0, w1, w2, w3, sa, sb, ts):
-        return decode(w1, sa, ts)
-
-    @device_inline
-    def chunk2(w0, w1, w2, w3, sa, sb, ts):
-        return decode(w2, sb if split else sa, ts)
-
-    @device_inline
-    def chunk3(w0, w1, w2, w3, sa, sb, ts):
-        return decode(w3, sb if split else sa, ts)
-
-    return chunk0, chunk1, chunk2, chunk3
-
-
 # NVFP4's block scales where a row's are whole 4-byte words (``K`` a
 # multiple of 64): a step's 16 loads of a row (lane ``l`` of its 8 loads
 # ``b + l`` and ``b + 8 + l``) have 32 scale bytes, one sector, read as one
@@ -381,32 +316,118 @@ def _four_chunks(decode, split: bool):
 SHFL_FAULTS = (0, 1)
 
 
+# The per-row kernels' sums, unscaled a value: the 16 to 32 values of a
+# 16-byte load under one scale (two for NVFP4) are summed against the
+# staged activations first and the sum is scaled once (one multiply a
+# 16- or 32-value sum instead of one or two a value).
+#
+# * int4: ``sum_j (q_j - 8) x_j`` by ``int4_device.dot8``, which decodes a
+#   nibble where it lies in its half-word (an AND and an FADD) against an
+#   activation staged pre-scaled by ``2**-(4 (j % 4))`` (``xscale``; exact
+#   for every value above ``2**-114``), then times the group's scale.
+# * NVFP4: two values at a time, nibbles ``j`` and ``j + 4`` of a word, are
+#   placed in an fp16 pair: the nibble's exponent and mantissa bits at
+#   fp16's bits 9-11 (the low two exponent bits and the top mantissa bit),
+#   its sign at bit 15, which makes the fp16 ``e2m1 2**-14`` exactly, E2M1's
+#   subnormal (0.5) landing on fp16's (shift, AND; shift, AND-OR: four
+#   instructions a pair, three for the last); each half becomes a float32
+#   (exact) for its FFMA. A 16-value block's sum is multiplied by its E4M3
+#   scale (a pair of scales one ``cvt.rn.f16x2.e4m3x2``), and the row's sum,
+#   at its end (:func:`Dots.finish`), by ``2**14`` and the tensor scale.
+# * FP8: a pair of codes a ``cvt.rn.f16x2.e4m3x2`` (:func:`_e8`), each
+#   half a float32 for its FFMA; the load's sum times its block's scale.
+#
+# Against a decode that scales every value before its multiply (these
+# kernels' until 2026-12-07) only the rounding order differs: each product
+# of a value and an activation is exact or rounded once either way.
+FP4_EM = 0x0E000E00  # a pair's exponent and mantissa bits
+FP4_SIGN = 0x80008000  # a pair's sign bits
+FP4_UNIT = 16384.0  # 2**14: the fp16 placement's factor
+
+
+@device_inline
+def fp4x8(w):
+    """The eight E2M1 values of an NVFP4 word (low nibble first) times
+    ``2**-14``, exactly, as float32: nibbles ``j`` and ``j + 4`` a pair
+    placed in fp16 (the comment above)."""
+    em, sg = np.uint32(FP4_EM), np.uint32(FP4_SIGN)
+    w = np.uint32(w)
+    v0, v4 = cvt.f16x2_to_f32x2(((w << np.uint32(9)) & em) | ((w << np.uint32(12)) & sg))
+    v1, v5 = cvt.f16x2_to_f32x2(((w << np.uint32(5)) & em) | ((w << np.uint32(8)) & sg))
+    v2, v6 = cvt.f16x2_to_f32x2(((w << np.uint32(1)) & em) | ((w << np.uint32(4)) & sg))
+    v3, v7 = cvt.f16x2_to_f32x2(((w >> np.uint32(3)) & em) | (w & sg))
+    return v0, v1, v2, v3, v4, v5, v6, v7
+
+
+@device_inline
+def int4_dot(acc, w, x):
+    """``acc`` plus ``sum_j (q_j - 8) x_j`` of a W4A16 word against eight
+    staged pre-scaled activations (the tuple ``x``)."""
+    return acc + dot8(w, x[0], x[1], x[2], x[3], x[4], x[5], x[6], x[7])
+
+
+@device_inline
+def fp4_dot(acc, w, x):
+    """``acc`` plus ``sum_j e2m1_j 2**-14 x_j`` of an NVFP4 word against
+    eight staged activations (the tuple ``x``), one FFMA chain from ``acc``."""
+    v0, v1, v2, v3, v4, v5, v6, v7 = fp4x8(w)
+    acc += v0 * x[0]
+    acc += v1 * x[1]
+    acc += v2 * x[2]
+    acc += v3 * x[3]
+    acc += v4 * x[4]
+    acc += v5 * x[5]
+    acc += v6 * x[6]
+    acc += v7 * x[7]
+    return acc
+
+
+@device_inline
+def pre_scale(v0, v1, v2, v3):
+    """Four consecutive activations from a multiple of 4, pre-scaled for
+    :func:`int4_dot` (``xscale`` of positions 0-3: exact powers of two)."""
+    return v0, v1 * xscale(1), v2 * xscale(2), v3 * xscale(3)
+
+
+class Dots(NamedTuple):
+    """The device functions of :func:`make_dot_wide`."""
+
+    wide_ok: object
+    dot: object
+    dot_pair: object
+    pairs_ok: object
+    dot_shfl: object
+    chunk: object
+    finish: object
+
+
 @lru_cache(maxsize=None)
-def make_dot_wide(FMT: str, X: str, SHFL_FAULT: int = 0):
-    """Device functions ``(wide_ok(wa, wb, k), dot, dot_pair, pairs_ok(k),
-    dot_shfl)`` over the
-    ``V`` values of one 16-byte load of an expert's row (``k0 = q V``; ``V``
-    is :data:`WIDE_VALUES`: 32 int4 or NVFP4 values, 16 FP8 codes), the
-    load an ``ld.global.nc.v4.u32`` of the weights viewed as words, decoded
-    in registers eight values at a time and summed in the order of
-    ``make_decode8``'s chunks, the activations from the stage at shared
-    address ``xa`` holding inputs ``c0 ..`` (:data:`LD8`: ``X`` is ``f16``
-    or ``f32``, the stage's type):
+def make_dot_wide(FMT: str, X: str, SHFL_FAULT: int = 0) -> Dots:
+    """The per-row kernels' sums over an expert's weight row, against the
+    activations staged at shared address ``xa`` holding inputs ``c0 ..``
+    (:data:`LD8`: ``X`` is ``f16`` or ``f32``, the stage's type; int4 and
+    NVFP4 need ``f32``, int4's pre-scaled by :func:`pre_scale`). Every sum
+    leaves out NVFP4's tensor scale, which ``finish`` applies:
 
-    * ``dot(acc, wa, wb, ts, e, n, q, q1, xa, c0, ss, lr, sfast)``: ``acc``
-      plus ``sum_j W_e[n, k0 + j] x[k0 + j]`` over loads ``q`` and ``q +
-      LANES`` (below ``q1``), both issued before either is used;
-    * ``dot_pair(g, u, wa, wb, ts, e, n, n2, q, q1, xa, c0, ss, lr, lr2,
+    * ``dot(acc, wa, wb, e, n, q, q1, xa, c0, ss, lr, sfast)``: ``acc``
+      plus ``sum_j W_e[n, k0 + j] x[k0 + j]`` over the ``V`` values of
+      16-byte loads ``q`` and ``q + LANES`` (below ``q1``; ``k0 = q V``, ``V``
+      is :data:`WIDE_VALUES`: 32 int4 or NVFP4 values, 16 FP8 codes), both
+      ``ld.global.nc.v4.u32`` issued before either is used, decoded in
+      registers (the comment above; FP8 a pair of codes a
+      ``cvt.rn.f16x2.e4m3x2``);
+    * ``dot_pair(g, u, wa, wb, e, n, n2, q, q1, xa, c0, ss, lr, lr2,
       sfast)``: the same for rows ``n`` and ``n2`` (gate and up) over load
-      ``q``, each eight staged values read once for both, each row's sum in
-      ``dot``'s order.
-
-    * ``dot_shfl(acc, wa, wb, ts, e, n, q, q1, xa, c0)`` (NVFP4 where
+      ``q``, each eight staged values read once for both;
+    * ``dot_shfl(acc, wa, wb, e, n, q, q1, xa, c0)`` (NVFP4 where
       ``pairs_ok``): :func:`dot` run by every lane of the warp alike, a
-      step's scales one 4-byte load a lane shared by a shuffle.
+      step's scales one 4-byte load a lane shared by a shuffle;
+    * ``chunk(wa, wb, wc, e, n, c, x)``: the sum of the eight values of
+      chunk ``c`` (inputs ``8c .. 8c + 7``) against the staged values ``x``
+      (a tuple from :data:`LD8`), where rows are not whole loads;
+    * ``finish(acc, ts)``: a row's sum with NVFP4's tensor scale ``ts``
+      (and the fp16 placement's ``2**14``) applied.
 
-    ``ts``: NVFP4's tensor scale (``wc[e]``, 1 for the other formats), which
-    the kernel reads once (:func:`_experts.warp_read`), not every lane a step.
     ``wide_ok``: rows of ``k`` values are whole loads and the weights start
     on 16 bytes (the loop is then this). ``sfast``: a load's scales come
     from row ``lr`` of the chunk's staged scales ``ss``
@@ -416,15 +437,22 @@ def make_dot_wide(FMT: str, X: str, SHFL_FAULT: int = 0):
     steps start on a word)."""
     if SHFL_FAULT not in SHFL_FAULTS:
         raise ValueError(f"SHFL_FAULT={SHFL_FAULT}: one of {SHFL_FAULTS}")
+    if FMT not in FORMATS:
+        raise ValueError(f"unknown expert weight format {FMT!r}: one of {FORMATS}")
+    if FMT != "fp8" and X != "f32":
+        raise ValueError(f"{FMT} sums its values against a float32 stage, not {X}")
     V = WIDE_VALUES[FMT]
     KPW = {"int4": 8, "nvfp4": 8, "fp8": 4}[FMT]  # values per 32-bit word
     ld8 = LD8[X]
+    NV = FMT == "nvfp4"
+    FP8 = FMT == "fp8"
+    word_dot = int4_dot if FMT == "int4" else fp4_dot
 
     @device_inline
     def wide_ok(wa, wb, k):
         # NVFP4 reads a load's two block scales as one 16-bit word: K / 16
         # scales a row, even, from an aligned start
-        return k % V == 0 and vload.aligned16(wa) and (FMT != "nvfp4" or vload.aligned16(wb))
+        return k % V == 0 and vload.aligned16(wa) and (not NV or vload.aligned16(wb))
 
     if FMT == "int4":  # already words
 
@@ -439,38 +467,35 @@ def make_dot_wide(FMT: str, X: str, SHFL_FAULT: int = 0):
             w32 = wa.view(np.uint32)
             return vload.ldg_v4(w32, (np.int64(e) * w32.shape[1] + n) * w32.shape[2] + q * (V // KPW))
 
-    # ``row(...) -> (w0, w1, w2, w3, sa, sb)``: a load's words and scales;
-    # ``chunk{i}(w0, w1, w2, w3, sa, sb, ts)``: its i-th eight values.
+    # ``row(...) -> (w0, w1, w2, w3, sa, sb)``: a load's words and scales
+    # (``sa`` for its first 16 values, ``sb`` for the next: NVFP4's two blocks).
     if FMT == "int4":
 
         @device_inline
-        def row(wa, wb, ts, e, n, q, c0, ss, lr, sfast):
+        def row(wa, wb, e, n, q, c0, ss, lr, sfast):
             w0, w1, w2, w3 = words_of(wa, e, n, q)
             k0 = q * V
             # 32 values within one group of 128: its scale staged, or loaded
             s = float32(ss[scale_slot(lr, (k0 - c0) >> 7)]) if sfast else float32(wb[e, n, k0 >> 7])
             return w0, w1, w2, w3, s, s
 
-        chunk0, chunk1, chunk2, chunk3 = _four_chunks(_q8s, False)
-
-    elif FMT == "nvfp4":
+    elif NV:
 
         @device_inline
-        def row(wa, wb, ts, e, n, q, c0, ss, lr, sfast):
+        def row(wa, wb, e, n, q, c0, ss, lr, sfast):
             w0, w1, w2, w3 = words_of(wa, e, n, q)
             # the two 16-value blocks' scales, adjacent bytes: staged, or one 16-bit load
             if sfast:
                 pair = np.uint32(ss.view(np.uint16)[lr * (NV_ROW_BYTES // 2) + ((q * V - c0) >> 5)])
             else:
                 pair = np.uint32(wb.view(np.uint16)[e, n, (q * V) >> 5])
-            return w0, w1, w2, w3, bits.e4m3_to_f32(pair & np.uint32(255)), bits.e4m3_to_f32(pair >> np.uint32(8))
-
-        chunk0, chunk1, chunk2, chunk3 = _four_chunks(_fp8x, True)
+            sa, sb = cvt.e4m3x2_to_f32x2(pair)
+            return w0, w1, w2, w3, sa, sb
 
     else:
 
         @device_inline
-        def row(wa, wb, ts, e, n, q, c0, ss, lr, sfast):
+        def row(wa, wb, e, n, q, c0, ss, lr, sfast):
             w0, w1, w2, w3 = words_of(wa, e, n, q)
             # 16 values within one block of 128: its scale staged, or loaded
             if sfast:
@@ -479,84 +504,96 @@ def make_dot_wide(FMT: str, X: str, SHFL_FAULT: int = 0):
                 s = wb[e, n // FP8_BLOCK, (q * V) // FP8_BLOCK]
             return w0, w1, w2, w3, s, s
 
-        @device_inline
-        def chunk0(w0, w1, w2, w3, sa, sb, ts):
-            return _e8(w0, w1, sa)
+    if FP8:  # two words of eight codes a load, summed, the sum scaled once
 
         @device_inline
-        def chunk1(w0, w1, w2, w3, sa, sb, ts):
-            return _e8(w2, w3, sa)
+        def use(w0, w1, w2, w3, sa, sb, xa, j):
+            """A loaded row's sum against the staged values from ``j``: a
+            float32 stage's 16 at constant offsets from one address (``j`` a
+            multiple of 16: within one group)."""
+            if X == "f32":
+                at = int4_device.word_at(xa, j >> 3)
+                xa0, xb0 = ld8_at(at), ld8_at(at + np.uint32(32))
+            else:
+                xa0, xb0 = ld8(xa, j), ld8(xa, j + 8)
+            return (dot8v(_e8(w0, w1), xa0) + dot8v(_e8(w2, w3), xb0)) * sa
 
-        chunk2 = chunk3 = chunk1  # FP8: two chunks a load (not reached)
+        @device_inline
+        def use_pair(w0, w1, w2, w3, sa, sb, v0, v1, v2, v3, ta, tb, xa, j):
+            """:func:`use` of two rows (gate and up) against the same staged
+            values, each eight read once for both."""
+            x = ld8(xa, j)
+            g = dot8v(_e8(w0, w1), x)
+            u = dot8v(_e8(v0, v1), x)
+            x = ld8(xa, j + 8)
+            g += dot8v(_e8(w2, w3), x)
+            u += dot8v(_e8(v2, v3), x)
+            return g * sa, u * ta
 
-    FOUR = V // 8 == 4
+    else:  # four words a load, summed two a scale, each sum scaled once
+
+        @device_inline
+        def use(w0, w1, w2, w3, sa, sb, xa, j):
+            at = group_at(xa, j)  # the load's 32 values: one group of the float32 stage
+            z = float32(0.0)
+            a = word_dot(word_dot(z, w0, ld8_at(at)), w1, ld8_at(at + np.uint32(32)))
+            b = word_dot(word_dot(z, w2, ld8_at(at + np.uint32(64))), w3, ld8_at(at + np.uint32(96)))
+            return a * sa + b * sb
+
+        @device_inline
+        def use_pair(w0, w1, w2, w3, sa, sb, v0, v1, v2, v3, ta, tb, xa, j):
+            at = group_at(xa, j)
+            z = float32(0.0)
+            x = ld8_at(at)
+            ga = word_dot(z, w0, x)
+            ua = word_dot(z, v0, x)
+            x = ld8_at(at + np.uint32(32))
+            ga = word_dot(ga, w1, x)
+            ua = word_dot(ua, v1, x)
+            x = ld8_at(at + np.uint32(64))
+            gb = word_dot(z, w2, x)
+            ub = word_dot(z, v2, x)
+            x = ld8_at(at + np.uint32(96))
+            gb = word_dot(gb, w3, x)
+            ub = word_dot(ub, v3, x)
+            return ga * sa + gb * sb, ua * ta + ub * tb
 
     @device_inline
-    def use(w0, w1, w2, w3, sa, sb, ts, xa, j):
-        """A loaded row's sum against the staged values from ``j``."""
-        acc = dot8v(chunk0(w0, w1, w2, w3, sa, sb, ts), ld8(xa, j))
-        acc += dot8v(chunk1(w0, w1, w2, w3, sa, sb, ts), ld8(xa, j + 8))
-        if FOUR:
-            acc += dot8v(chunk2(w0, w1, w2, w3, sa, sb, ts), ld8(xa, j + 16))
-            acc += dot8v(chunk3(w0, w1, w2, w3, sa, sb, ts), ld8(xa, j + 24))
-        return acc
-
-    @device_inline
-    def use_pair(w0, w1, w2, w3, sa, sb, v0, v1, v2, v3, ta, tb, ts, xa, j):
-        """:func:`use` of two rows (gate and up) against the same staged
-        values, each eight read once for both."""
-        x = ld8(xa, j)
-        g = dot8v(chunk0(w0, w1, w2, w3, sa, sb, ts), x)
-        u = dot8v(chunk0(v0, v1, v2, v3, ta, tb, ts), x)
-        x = ld8(xa, j + 8)
-        g += dot8v(chunk1(w0, w1, w2, w3, sa, sb, ts), x)
-        u += dot8v(chunk1(v0, v1, v2, v3, ta, tb, ts), x)
-        if FOUR:
-            x = ld8(xa, j + 16)
-            g += dot8v(chunk2(w0, w1, w2, w3, sa, sb, ts), x)
-            u += dot8v(chunk2(v0, v1, v2, v3, ta, tb, ts), x)
-            x = ld8(xa, j + 24)
-            g += dot8v(chunk3(w0, w1, w2, w3, sa, sb, ts), x)
-            u += dot8v(chunk3(v0, v1, v2, v3, ta, tb, ts), x)
-        return g, u
-
-    @device_inline
-    def dot(acc, wa, wb, ts, e, n, q, q1, xa, c0, ss, lr, sfast):
+    def dot(acc, wa, wb, e, n, q, q1, xa, c0, ss, lr, sfast):
         """``acc`` plus row ``n``'s sums over loads ``q`` and, where ``q +
         LANES < q1``, ``q + LANES``: both loads issued before either is used
         (two in flight a lane), the sums added in step order."""
         qb = q + LANES
         more = qb < q1
-        w0, w1, w2, w3, sa, sb = row(wa, wb, ts, e, n, q, c0, ss, lr, sfast)
+        w0, w1, w2, w3, sa, sb = row(wa, wb, e, n, q, c0, ss, lr, sfast)
         z = np.uint32(0)
         y0 = y1 = y2 = y3 = z
         ya = yb = sa
         if more:
-            y0, y1, y2, y3, ya, yb = row(wa, wb, ts, e, n, qb, c0, ss, lr, sfast)
-        acc += use(w0, w1, w2, w3, sa, sb, ts, xa, q * V - c0)
+            y0, y1, y2, y3, ya, yb = row(wa, wb, e, n, qb, c0, ss, lr, sfast)
+        acc += use(w0, w1, w2, w3, sa, sb, xa, q * V - c0)
         if more:
-            acc += use(y0, y1, y2, y3, ya, yb, ts, xa, qb * V - c0)
+            acc += use(y0, y1, y2, y3, ya, yb, xa, qb * V - c0)
         return acc
 
     @device_inline
-    def dot_pair(g, u, wa, wb, ts, e, n, n2, q, q1, xa, c0, ss, lr, lr2, sfast):
+    def dot_pair(g, u, wa, wb, e, n, n2, q, q1, xa, c0, ss, lr, lr2, sfast):
         """:func:`dot` of rows ``n`` (into ``g``) and ``n2`` (into ``u``):
         one load of each row, at one step (four rows' loads would hold too
         many registers: gate and up already make two in flight a lane)."""
-        w0, w1, w2, w3, sa, sb = row(wa, wb, ts, e, n, q, c0, ss, lr, sfast)
-        v0, v1, v2, v3, ta, tb = row(wa, wb, ts, e, n2, q, c0, ss, lr2, sfast)
-        dg, du = use_pair(w0, w1, w2, w3, sa, sb, v0, v1, v2, v3, ta, tb, ts, xa, q * V - c0)
+        w0, w1, w2, w3, sa, sb = row(wa, wb, e, n, q, c0, ss, lr, sfast)
+        v0, v1, v2, v3, ta, tb = row(wa, wb, e, n2, q, c0, ss, lr2, sfast)
+        dg, du = use_pair(w0, w1, w2, w3, sa, sb, v0, v1, v2, v3, ta, tb, xa, q * V - c0)
         return g + dg, u + du
 
-    PAIRS = FMT == "nvfp4"
     XOR = 2 if SHFL_FAULT == 1 else 1  # the lane holding the other word (a fault: the wrong one)
 
     @device_inline
     def pairs_ok(k):
-        return PAIRS and k % 64 == 0
+        return NV and k % 64 == 0
 
     @device_inline
-    def dot_shfl(acc, wa, wb, ts, e, n, q, q1, xa, c0):
+    def dot_shfl(acc, wa, wb, e, n, q, q1, xa, c0):
         """:func:`dot` of loads ``q`` and ``q + LANES`` (NVFP4 rows of whole
         scale words), called by every lane of the warp alike (``q = b +
         lane``, ``b`` a step's first load, even): every lane issues its
@@ -576,56 +613,53 @@ def make_dot_wide(FMT: str, X: str, SHFL_FAULT: int = 0):
         pa = np.uint32(other if odd else word) >> h
         pb = np.uint32(word if odd else other) >> h
         if q < q1:
-            sa = bits.e4m3_to_f32(pa & np.uint32(255))
-            sb = bits.e4m3_to_f32((pa >> np.uint32(8)) & np.uint32(255))
-            acc += use(w0, w1, w2, w3, sa, sb, ts, xa, q * V - c0)
+            sa, sb = cvt.e4m3x2_to_f32x2(pa & np.uint32(0xFFFF))
+            acc += use(w0, w1, w2, w3, sa, sb, xa, q * V - c0)
         if qb < q1:
-            ya = bits.e4m3_to_f32(pb & np.uint32(255))
-            yb = bits.e4m3_to_f32((pb >> np.uint32(8)) & np.uint32(255))
-            acc += use(y0, y1, y2, y3, ya, yb, ts, xa, qb * V - c0)
+            ya, yb = cvt.e4m3x2_to_f32x2(pb & np.uint32(0xFFFF))
+            acc += use(y0, y1, y2, y3, ya, yb, xa, qb * V - c0)
         return acc
 
-    return wide_ok, dot, dot_pair, pairs_ok, dot_shfl
+    if FP8:
+
+        @device_inline
+        def chunk(wa, wb, wc, e, n, c, x):
+            return dot8v(fp8_values8(wa, e, n, c), x) * wb[e, n // FP8_BLOCK, (8 * c) // FP8_BLOCK]
+
+    elif NV:
+
+        @device_inline
+        def chunk(wa, wb, wc, e, n, c, x):
+            b = 4 * c  # the chunk's four bytes, one word
+            w = (
+                np.uint32(wa[e, n, b])
+                | (np.uint32(wa[e, n, b + 1]) << np.uint32(8))
+                | (np.uint32(wa[e, n, b + 2]) << np.uint32(16))
+                | (np.uint32(wa[e, n, b + 3]) << np.uint32(24))
+            )
+            return fp4_dot(float32(0.0), w, x) * bits.e4m3_to_f32(wb[e, n, c >> 1])  # 2 chunks per 16-value block
+
+    else:
+
+        @device_inline
+        def chunk(wa, wb, wc, e, n, c, x):
+            return int4_dot(float32(0.0), np.uint32(wa[e, n, c]), x) * float32(wb[e, n, c >> 4])  # 16 words per group
+
+    @device_inline
+    def finish(acc, ts):
+        if NV:
+            return (acc * float32(FP4_UNIT)) * ts
+        return acc
+
+    return Dots(wide_ok, dot, dot_pair, pairs_ok, dot_shfl, chunk, finish)
 
 
 @device_inline
-def _q8(w, s):
-    """Eight int4 values of a W4A16 word (low nibble first), ``(q - 8) s``
-    (``int4_device.nibble``: the GEMVs' decode, no integer-to-float)."""
-    return (
-        nibble(w, 0) * s,
-        nibble(w, 1) * s,
-        nibble(w, 2) * s,
-        nibble(w, 3) * s,
-        nibble(w, 4) * s,
-        nibble(w, 5) * s,
-        nibble(w, 6) * s,
-        nibble(w, 7) * s,
-    )
-
-
-@device_inline
-def _fp8x(w, sc, ts):
-    """Eight E2M1 values of four NVFP4 bytes (low nibble first), ``(e2m1 sc) ts``
-    (``cvt.e2m1_to_f32``: bit placement, no conversion instruction)."""
-    return (
-        (cvt.e2m1_to_f32(w & np.uint32(15)) * sc) * ts,
-        (cvt.e2m1_to_f32((w >> np.uint32(4)) & np.uint32(15)) * sc) * ts,
-        (cvt.e2m1_to_f32((w >> np.uint32(8)) & np.uint32(15)) * sc) * ts,
-        (cvt.e2m1_to_f32((w >> np.uint32(12)) & np.uint32(15)) * sc) * ts,
-        (cvt.e2m1_to_f32((w >> np.uint32(16)) & np.uint32(15)) * sc) * ts,
-        (cvt.e2m1_to_f32((w >> np.uint32(20)) & np.uint32(15)) * sc) * ts,
-        (cvt.e2m1_to_f32((w >> np.uint32(24)) & np.uint32(15)) * sc) * ts,
-        (cvt.e2m1_to_f32(w >> np.uint32(28)) * sc) * ts,
-    )
-
-
-@device_inline
-def _e8(lo, hi, s):
-    """Eight E4M3 codes of two words (lowest byte first), times ``s``: a
-    pair of codes a ``cvt.rn.f16x2.e4m3x2`` (``cvt.e4m3x2_to_f32x2``)."""
+def _e8(lo, hi):
+    """Eight E4M3 codes of two words (lowest byte first), unscaled: a pair
+    of codes a ``cvt.rn.f16x2.e4m3x2`` (``cvt.e4m3x2_to_f32x2``)."""
     a0, a1 = cvt.e4m3x2_to_f32x2(lo & np.uint32(0xFFFF))
     a2, a3 = cvt.e4m3x2_to_f32x2(lo >> np.uint32(16))
     a4, a5 = cvt.e4m3x2_to_f32x2(hi & np.uint32(0xFFFF))
     a6, a7 = cvt.e4m3x2_to_f32x2(hi >> np.uint32(16))
-    return a0 * s, a1 * s, a2 * s, a3 * s, a4 * s, a5 * s, a6 * s, a7 * s
+    return a0, a1, a2, a3, a4, a5, a6, a7

@@ -6,9 +6,10 @@ router's order) and ``rw float32[R, k]`` (their renormalised weights). An
 I]`` holds each assignment's SiLU product ``silu(x W_gate^T) * (x W_up^T)``.
 Gate and up are one stacked weight per expert, ``[E, 2I, H]`` (gate rows
 ``0 .. I-1``, up rows ``I .. 2I-1``), as the engines store them; down is
-``[E, H, I]``. Weights are read through ``_decode.make_decode8(FMT)``.
+``[E, H, I]``. The per-row kernels read weights through
+``_decode.make_dot_wide(FMT, X)``.
 
-Two ways through the experts, same arithmetic:
+Two ways through the experts, the same sums in another order:
 
 * **per row** (the decode kernels): block ``(j, a)`` computes outputs
   ``16 j .. 16 j + 15`` of assignment ``a`` (gate/up) or of row ``r``
@@ -28,7 +29,9 @@ the 8 lanes of an output read 8 consecutive 16-byte loads of its weight row
 128 bytes a step for the group), striding K by 256 (128 for FP8), where a
 row is whole loads and the weights start on 16 bytes; otherwise 8
 consecutive chunks of 8 weights (one 32-byte sector of int4 words),
-striding K by 64. The group reduces with three XOR shuffles. A block past the outputs' end still
+striding K by 64. The activations are staged once a chunk a block: as
+float32 for int4 and NVFP4 (int4's pre-scaled for its nibble decode), as
+fp16 for FP8's gate/up. The group reduces with three XOR shuffles. A block past the outputs' end still
 shuffles (with zeros), so every lane of a warp reaches every shuffle. NVFP4
 down rows whose block scales are whole 4-byte words (K a multiple of 64)
 take their own kernel (``make_down_rows(..., PAIRS=True)``, chosen by the
@@ -46,17 +49,17 @@ import numpy as np
 from numba import cuda, float32
 from numba.core import types
 
-from ..common import smem, vload
+from ..common import cvt, int4_device, smem, vload
+from ..common.int4_device import xscale
 from ..common.launch import blocks_for, check_block, check_grid, device_inline, jit_bounded
 from ._decode import (
+    LD8,
     STAGE,
+    STAGE_F32,
     WIDE_VALUES,
-    dot8v,
-    ld8_h,
-    make_decode8,
     make_dot_wide,
     make_stage_chunk_scales,
-    sdot8_f,
+    pre_scale,
     swz,
 )
 
@@ -69,10 +72,11 @@ OUT_PER_BLOCK = THREADS // LANES
 # takes 93-149 registers for the staged kernels and halves the warps in
 # flight; at eight blocks (64) the NVFP4 and FP8 gate/up kernels spill.
 MIN_BLOCKS = 7
-# ptxas 13.5 spills the gate/up kernels (two rows' decode and block scales) at
-# seven blocks an SM (72 registers: NVFP4 32 bytes, FP8 4): six (80
-# registers, no spill) for those two. NVFP4's spilled at six too (16 bytes)
-# until its scales were staged a chunk at a time (it ran at five, 96).
+# ptxas 13.5 spills the NVFP4 and FP8 gate/up kernels (two rows' decode and
+# block scales) at seven blocks an SM (72 registers: 4 bytes each; NVFP4's
+# 32 until its values were placed in fp16 pairs): six (80 registers, no
+# spill) for those two. NVFP4's spilled at six too (16 bytes) until its
+# scales were staged a chunk at a time (it ran at five, 96).
 GATEUP_MIN_BLOCKS = {"nvfp4": 6, "fp8": 6}
 float16 = types.float16
 SORT_THREADS = 32  # one warp per expert in the routing sort
@@ -119,35 +123,72 @@ def stage_f16(xs, xa, x, c0, k, t, vec):
 
 
 @device_inline
-def _f32_unit(xa, x, c0, i, n4, d0, d1, d2, d3):
+def _f32_unit(xa, i, n4, PRE, d0, d1, d2, d3):
+    """Unit ``i`` (inputs ``4 i ..``) of a float32 stage, where ``i < n4``:
+    group ``i >> 3``, 16 bytes ``i & 7`` of its 144 (``int4_device``)."""
     if i < n4:
-        smem.st_shared_f32x4(xa + np.uint32(16 * swz(i)), d0, d1, d2, d3)
+        if PRE:
+            d0, d1, d2, d3 = pre_scale(d0, d1, d2, d3)
+        at = xa + np.uint32(int4_device.GROUP_BYTES * (i >> 3) + 16 * (i & 7))
+        smem.st_shared_f32x4(at, d0, d1, d2, d3)
 
 
-@cuda.jit(device=True)
-def stage_f32(xs, xa, x, c0, k, t, vec):
-    """:func:`stage_f16` of a float32 row into a float32 stage: a chunk's
-    512 units are four a thread (``ld.global.v4.f32``), all four issued
-    before any is stored (``st.shared.v4.f32``)."""
-    m = min(STAGE, k - c0)
-    n4 = m // 4 if vec else 0
-    z = float32(0.0)
-    a0 = a1 = a2 = a3 = b0 = b1 = b2 = b3 = z
-    c0_ = c1_ = c2_ = c3_ = d0 = d1 = d2 = d3 = z
-    if t < n4:
-        a0, a1, a2, a3 = vload.ld_f32x4(x, c0 + 4 * t)
-    if t + THREADS < n4:
-        b0, b1, b2, b3 = vload.ld_f32x4(x, c0 + 4 * (t + THREADS))
-    if t + 2 * THREADS < n4:
-        c0_, c1_, c2_, c3_ = vload.ld_f32x4(x, c0 + 4 * (t + 2 * THREADS))
-    if t + 3 * THREADS < n4:
-        d0, d1, d2, d3 = vload.ld_f32x4(x, c0 + 4 * (t + 3 * THREADS))
-    _f32_unit(xa, x, c0, t, n4, a0, a1, a2, a3)
-    _f32_unit(xa, x, c0, t + THREADS, n4, b0, b1, b2, b3)
-    _f32_unit(xa, x, c0, t + 2 * THREADS, n4, c0_, c1_, c2_, c3_)
-    _f32_unit(xa, x, c0, t + 3 * THREADS, n4, d0, d1, d2, d3)
-    for j in range(4 * n4 + t, m, THREADS):
-        xs[4 * swz(j >> 2) + (j & 3)] = float32(x[c0 + j])
+@lru_cache(maxsize=None)
+def make_stage_f32(SRC: str, PRE: bool):
+    """``stage(xs, xa, x, c0, k, t, vec)``: :func:`stage_f16` of a ``SRC``
+    row (``f16`` or ``f32``) into a float32 stage, four values a unit; with
+    ``PRE``, pre-scaled for int4's sums (``_decode.pre_scale``: unit places
+    0-3 are a half-word's nibbles), in the W4A16 GEMVs' group layout
+    (``_decode.STAGE_F32`` floats: ``int4_device.slot``). A chunk's 512 units: a float32 row's
+    four a thread (``ld.global.v4.f32``), an fp16 row's two loads of eight
+    a thread (``ld.global.nc.v4``), every load issued before any is stored
+    (``st.shared.v4.f32``)."""
+    F16 = SRC == "f16"
+
+    @cuda.jit(device=True)
+    def stage(xs, xa, x, c0, k, t, vec):
+        m = min(STAGE, k - c0)
+        n4 = m // 4 if vec else 0
+        z = float32(0.0)
+        a0 = a1 = a2 = a3 = b0 = b1 = b2 = b3 = z
+        c0_ = c1_ = c2_ = c3_ = d0 = d1 = d2 = d3 = z
+        if F16:  # units 2 v and 2 v + 1 from load v, loads t and t + THREADS
+            u = np.uint32(0)
+            p0 = p1 = p2 = p3 = q0 = q1 = q2 = q3 = u
+            if 2 * t < n4:
+                p0, p1, p2, p3 = vload.ldg_v4(x, c0 + 8 * t)
+            if 2 * (t + THREADS) < n4:
+                q0, q1, q2, q3 = vload.ldg_v4(x, c0 + 8 * (t + THREADS))
+            a0, a1 = cvt.f16x2_to_f32x2(p0)
+            a2, a3 = cvt.f16x2_to_f32x2(p1)
+            b0, b1 = cvt.f16x2_to_f32x2(p2)
+            b2, b3 = cvt.f16x2_to_f32x2(p3)
+            c0_, c1_ = cvt.f16x2_to_f32x2(q0)
+            c2_, c3_ = cvt.f16x2_to_f32x2(q1)
+            d0, d1 = cvt.f16x2_to_f32x2(q2)
+            d2, d3 = cvt.f16x2_to_f32x2(q3)
+            _f32_unit(xa, 2 * t, n4, PRE, a0, a1, a2, a3)
+            _f32_unit(xa, 2 * t + 1, n4, PRE, b0, b1, b2, b3)
+            _f32_unit(xa, 2 * (t + THREADS), n4, PRE, c0_, c1_, c2_, c3_)
+            _f32_unit(xa, 2 * (t + THREADS) + 1, n4, PRE, d0, d1, d2, d3)
+        else:
+            if t < n4:
+                a0, a1, a2, a3 = vload.ld_f32x4(x, c0 + 4 * t)
+            if t + THREADS < n4:
+                b0, b1, b2, b3 = vload.ld_f32x4(x, c0 + 4 * (t + THREADS))
+            if t + 2 * THREADS < n4:
+                c0_, c1_, c2_, c3_ = vload.ld_f32x4(x, c0 + 4 * (t + 2 * THREADS))
+            if t + 3 * THREADS < n4:
+                d0, d1, d2, d3 = vload.ld_f32x4(x, c0 + 4 * (t + 3 * THREADS))
+            _f32_unit(xa, t, n4, PRE, a0, a1, a2, a3)
+            _f32_unit(xa, t + THREADS, n4, PRE, b0, b1, b2, b3)
+            _f32_unit(xa, t + 2 * THREADS, n4, PRE, c0_, c1_, c2_, c3_)
+            _f32_unit(xa, t + 3 * THREADS, n4, PRE, d0, d1, d2, d3)
+        for j in range(4 * n4 + t, m, THREADS):
+            v = float32(x[c0 + j])
+            xs[int4_device.slot(j)] = v * xscale(j) if PRE else v
+
+    return stage
 
 
 @device_inline
@@ -169,16 +210,22 @@ def warp_read1(a, i, t):
 @lru_cache(maxsize=None)
 def make_gateup_rows(FMT: str):
     """``h[a] = silu(x[r] Wg_e^T) * (x[r] Wu_e^T)`` for assignments
-    ``row0 * k .. (row0 + gridDim.y / k) * k``; grid ``(ceil(I / 16), rows * k)``."""
-    dec = make_decode8(FMT)
-    wide_ok, _, dot_pair, _, _ = make_dot_wide(FMT, "f16")
+    ``row0 * k .. (row0 + gridDim.y / k) * k``; grid ``(ceil(I / 16), rows * k)``.
+    FP8 stages the fp16 row as it is; int4 and NVFP4 as float32 (int4's
+    pre-scaled: ``_decode.make_dot_wide``)."""
+    X = "f16" if FMT == "fp8" else "f32"
+    dots = make_dot_wide(FMT, X)
+    wide_ok, dot_pair, chunk, finish = dots.wide_ok, dots.dot_pair, dots.chunk, dots.finish
+    ld8 = LD8[X]
+    XT, XN = (float16, STAGE) if X == "f16" else (float32, STAGE_F32)
+    stage_x = stage_f16 if X == "f16" else make_stage_f32("f16", FMT == "int4")
     TS = FMT == "nvfp4"  # a tensor scale in wc
     HALVES, stage_chunk_scales = make_stage_chunk_scales(FMT)  # a chunk's scales, staged once a block
     V = WIDE_VALUES[FMT]
 
     @jit_bounded(THREADS, GATEUP_MIN_BLOCKS.get(FMT, MIN_BLOCKS))
     def gateup_rows(h, x, ids, wa, wb, wc, row0):
-        xs = cuda.shared.array(STAGE, dtype=float16)
+        xs = cuda.shared.array(XN, dtype=XT)
         xa = smem.smem_addr(xs)
         ss = cuda.shared.array(HALVES, dtype=float16)  # the chunk's scales
         sa = smem.smem_addr(ss)
@@ -204,7 +251,7 @@ def make_gateup_rows(FMT: str):
             if c0 > 0:
                 cuda.syncthreads()  # every lane is done with the last chunk
             c1 = min(k, c0 + STAGE)
-            stage_f16(xs, xa, xr, c0, k, t, vec)
+            stage_x(xs, xa, xr, c0, k, t, vec)
             if sfast:
                 stage_chunk_scales(ss, sa, wb, e, n0, inter, inter, 2, c0, c1, k, t)
             cuda.syncthreads()
@@ -212,14 +259,14 @@ def make_gateup_rows(FMT: str):
                 if wide:
                     q1 = c1 // V
                     for q in range(c0 // V + lane, q1, LANES):
-                        g, u = dot_pair(g, u, wa, wb, ts, e, n, n + inter, q, q1, xa, c0, ss, r16, r16 + 16, sfast)
+                        g, u = dot_pair(g, u, wa, wb, e, n, n + inter, q, q1, xa, c0, ss, r16, r16 + 16, sfast)
                 else:
                     for c in range(c0 // 8 + lane, c1 // 8, LANES):
-                        xv = ld8_h(xa, 8 * c - c0)  # once for gate and up
-                        g += dot8v(dec(wa, wb, wc, e, n, c), xv)
-                        u += dot8v(dec(wa, wb, wc, e, n + inter, c), xv)
-        g = group_sum(g)
-        u = group_sum(u)
+                        xv = ld8(xa, 8 * c - c0)  # once for gate and up
+                        g += chunk(wa, wb, wc, e, n, c, xv)
+                        u += chunk(wa, wb, wc, e, n + inter, c, xv)
+        g = finish(group_sum(g), ts)
+        u = finish(group_sum(u), ts)
         if n < inter and lane == 0:
             h[a, n] = silu_mul(g, u)
 
@@ -239,15 +286,18 @@ def make_down_rows(FMT: str, PAIRS: bool = False, SHFL_FAULT: int = 0):
     (``_decode.SHFL_FAULTS``)."""
     if PAIRS and FMT != "nvfp4":
         raise ValueError(f"PAIRS: NVFP4's scale words, not {FMT}'s")
-    dec = make_decode8(FMT)
-    wide_ok, dot_wide, _, pairs_ok, dot_shfl = make_dot_wide(FMT, "f32", SHFL_FAULT)
+    dots = make_dot_wide(FMT, "f32", SHFL_FAULT)
+    wide_ok, dot_wide, pairs_ok, dot_shfl = dots.wide_ok, dots.dot, dots.pairs_ok, dots.dot_shfl
+    chunk, finish = dots.chunk, dots.finish
+    stage_h = make_stage_f32("f32", FMT == "int4")
+    ld8 = LD8["f32"]
     TS = FMT == "nvfp4"  # a tensor scale in wc
     HALVES, stage_chunk_scales = make_stage_chunk_scales(FMT)  # a chunk's scales, staged once a block
     V = WIDE_VALUES[FMT]
 
     @jit_bounded(THREADS, MIN_BLOCKS)
     def down_rows(y, h, ids, rw, wa, wb, wc, row0):
-        xs = cuda.shared.array(STAGE, dtype=float32)
+        xs = cuda.shared.array(STAGE_F32, dtype=float32)
         xa = smem.smem_addr(xs)
         ss = cuda.shared.array(HALVES, dtype=float16)  # the chunk's scales (16 rows)
         sa = smem.smem_addr(ss)
@@ -276,22 +326,22 @@ def make_down_rows(FMT: str, PAIRS: bool = False, SHFL_FAULT: int = 0):
                 if s > 0 or c0 > 0:
                     cuda.syncthreads()  # every lane is done with the last chunk
                 c1 = min(k, c0 + STAGE)
-                stage_f32(xs, xa, hr, c0, k, t, vec)
+                stage_h(xs, xa, hr, c0, k, t, vec)
                 if sfast:
                     stage_chunk_scales(ss, sa, wb, e, n0, y.shape[1], 0, 1, c0, c1, k, t)
                 cuda.syncthreads()
                 if pairs:  # every lane of the warp alike (the scale shuffle)
                     for b in range(c0 // V, c1 // V, 2 * LANES):
-                        part = dot_shfl(part, wa, wb, ts, e, n, b + lane, c1 // V, xa, c0)
+                        part = dot_shfl(part, wa, wb, e, n, b + lane, c1 // V, xa, c0)
                 elif live:
                     if wide and not PAIRS:
                         q1 = c1 // V
                         for q in range(c0 // V + lane, q1, 2 * LANES):  # two loads a lane in flight
-                            part = dot_wide(part, wa, wb, ts, e, n, q, q1, xa, c0, ss, r16, sfast)
+                            part = dot_wide(part, wa, wb, e, n, q, q1, xa, c0, ss, r16, sfast)
                     else:
                         for c in range(c0 // 8 + lane, c1 // 8, LANES):
-                            part += sdot8_f(dec(wa, wb, wc, e, n, c), xa, 8 * c - c0)
-            acc += warp_read(rw, r, s, t) * part
+                            part += chunk(wa, wb, wc, e, n, c, ld8(xa, 8 * c - c0))
+            acc += warp_read(rw, r, s, t) * finish(part, ts)
         acc = group_sum(acc)
         if live and lane == 0:
             y[r, n] = acc

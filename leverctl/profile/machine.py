@@ -394,6 +394,12 @@ _BATCH_END = ("BAR", "DEPBAR", "BRX", "JMP", "EXIT", "RET", "CALL", "WARPSYNC", 
 _LABEL = re.compile(r"^\s*(\.L\w+):")
 _ADDRESS = re.compile(r"^\s*/\*([0-9a-fA-F]+)\*/")
 _TARGET = re.compile(r"`\((\.L\w+)\)|\b0x([0-9a-fA-F]+)\b")
+# What a streaming loop computes with: floating-point and tensor-core
+# instructions (a staging loop has none; its index arithmetic is integer).
+_ARITH = frozenset(
+    ("FFMA", "FADD", "FMUL", "HFMA2", "HADD2", "HMUL2", "DFMA", "DADD", "DMUL", "FMNMX")
+    + ("HMMA", "IMMA", "HGMMA", "QGMMA", "IGMMA")
+)
 _NO_DEST = ("ST", "STG", "STS", "STL", "RED", "ATOM", "ATOMG", "ATOMS", "LDGSTS")
 
 
@@ -524,10 +530,14 @@ def stream_loop(sass: str) -> StreamLoop | None:
     """The loop that streams a kernel's operand, read from its SASS: of the
     innermost loops (a backward branch's span, from its target to it, that
     holds no other backward branch's span) that issue a 128-bit global
-    load, the longest (a kernel's main loop is its largest: the loops
-    beside it stage or finish what it streams). None where no such loop
-    exists (a kernel with no 128-bit load, or whose loads are all unrolled
-    out of any loop).
+    load, the longest of those that compute with what they load (a
+    floating-point or tensor-core instruction, :data:`_ARITH`), else the
+    longest: a kernel's main loop is its largest loop that computes; the
+    loops beside it stage or finish what it streams, and a staging loop
+    (a chunk's scales copied to shared memory, its index arithmetic
+    unrolled) can outgrow a main loop whose decode is lean. None where no
+    such loop exists (a kernel with no 128-bit load, or whose loads are all
+    unrolled out of any loop).
 
     An SM issues at most one warp instruction a clock in each of its four
     schedulers, so a loop whose warps issue ``I`` instructions for every
@@ -551,14 +561,16 @@ def stream_loop(sass: str) -> StreamLoop | None:
                 spans.append((target, addr))
     inner = [s for s in spans if not any(o != s and s[0] <= o[0] and o[1] <= s[1] for o in spans)]
     best: StreamLoop | None = None
+    best_key: tuple = ()
     for lo, hi in inner:
         body = [(op, line) for addr, op, line in insts if lo <= addr <= hi]
         loads = [op for op, _ in body if op.split(".", 1)[0] == "LDG"]
         if not any(width(op) == 128 for op in loads):
             continue
         loop = StreamLoop(lo, hi, sum(width(op) // 8 for op in loads), len(body))
-        if best is None or (loop.instructions, loop.bytes) > (best.instructions, best.bytes):
-            best = loop
+        computes = any(op.split(".", 1)[0] in _ARITH for op, _ in body)
+        if best is None or (computes, loop.instructions, loop.bytes) > best_key:
+            best, best_key = loop, (computes, loop.instructions, loop.bytes)
     return best
 
 

@@ -612,6 +612,26 @@ def test_the_streaming_loop_is_the_largest_innermost_loop_with_a_128_bit_load():
     assert (more.bytes, more.instructions) == (34, 32)
 
 
+def test_a_staging_loop_longer_than_the_main_loop_is_not_the_stream():
+    """A staging loop that outgrows the main loop (a chunk's scales copied
+    16 bytes at a time, its index arithmetic unrolled: 40 integer
+    instructions) computes nothing with what it loads; the main loop, 28
+    instructions, is still the stream. Where no loop computes, the longest
+    is taken (the staging loop)."""
+    body = [
+        "LDG.E.128.CONSTANT R4, desc[UR4][R2.64]",
+        "LDG.E.128.CONSTANT R8, desc[UR4][R2.64+0x200]",
+        "LDG.E.U16 R12, desc[UR4][R14.64]",
+        *["FFMA R20, R4, R5, R20"] * 24,
+    ]
+    staging = ["LDG.E.128.CONSTANT R30, desc[UR4][R32.64]", *["IMAD R33, R34, R35, R33"] * 38, "STS.128 [R1], R30"]
+    loop = machine.stream_loop(_loop_sass(body, staging))
+    assert (loop.bytes, loop.instructions) == (34, 28)
+    idle = [b.replace("FFMA R20, R4, R5, R20", "IADD3 R20, R4, R5, R20") for b in body]
+    loop = machine.stream_loop(_loop_sass(idle, staging))
+    assert (loop.bytes, loop.instructions) == (16, 41)
+
+
 def test_loads_in_flight_takes_an_if_else_s_arms_as_alternatives():
     """A 16-byte load with a scalar fallback (the then arm: four 4-byte
     loads into R8-R11, then a branch over the else arm) and its vector arm

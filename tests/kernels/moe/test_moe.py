@@ -262,6 +262,76 @@ def test_nvfp4_and_fp8_expert_weights_decode_as_ml_dtypes_reads_them():
         assert np.linalg.norm(formats.nvfp4_expert(fp4, e) - w) / np.linalg.norm(w) < 0.15
 
 
+@pytest.mark.sim
+def test_the_per_row_nvfp4_decode_places_every_e2m1_value_as_ml_dtypes_reads_it():
+    """``_decode.fp4x8`` (a word's eight E2M1 nibbles placed in fp16 pairs,
+    each value times ``2**-14``) against ml_dtypes' E2M1: every nibble at
+    every position (the words ``n * 0x11111111``) and 500 random words,
+    exactly; a placement that drops the sign bit fails."""
+    import ml_dtypes
+
+    from leverctl_kernels.moe import _decode
+
+    rng = np.random.default_rng(11)
+    words = [n * 0x11111111 for n in range(16)] + [int(w) for w in rng.integers(0, 2**32, 500, dtype=np.uint64)]
+
+    def want(w):
+        nib = np.array([(w >> (4 * j)) & 15 for j in range(8)], np.uint8)
+        return nib.view(ml_dtypes.float4_e2m1fn).astype(np.float32)
+
+    def got(fn, w):
+        return np.array(fn(np.uint32(w)), np.float32) * np.float32(_decode.FP4_UNIT)
+
+    for w in words:
+        np.testing.assert_array_equal(got(_decode.fp4x8, w), want(w), err_msg=hex(w))
+
+    def unsigned(w):  # the placement without its sign bits
+        return _decode.fp4x8(np.uint32(w) & np.uint32(0x77777777))
+
+    assert any(not np.array_equal(got(unsigned, w), want(w)) for w in words)
+
+
+@pytest.mark.sim
+@pytest.mark.parametrize(
+    "name,fmt,fault",
+    [
+        ("moe.gateup_fp4", "int4", "pre_scale"),
+        ("moe.down_fp4", "int4", "pre_scale"),
+        ("moe.gateup_fp4", "nvfp4", "sign"),
+        ("moe.down_fp4", "nvfp4", "sign"),
+        ("moe.down_fp4", "nvfp4", "tensor_scale"),
+    ],
+)
+def test_the_per_row_sums_fail_the_check_with_a_broken_decode(name, fmt, fault, monkeypatch):
+    """The unscaled per-row sums (rows of whole 16-byte loads, K = 512 and
+    64) pass the check, and fail it with each piece they rest on broken:
+    int4's activations staged with one position's pre-scale off by a factor
+    of two (every fourth product doubled), NVFP4's values placed without
+    their signs, or its tensor scale (and ``2**14``) left out of a row's
+    end."""
+    from leverctl_kernels.moe import _decode, _experts
+
+    path = _paths()[name]
+    dims = {"hidden": 512, "inter": 64} if name == "moe.gateup_fp4" else {"hidden": 64, "inter": 512}
+    shape = _stage_shape(name, **dims)
+    assert _run(path, fmt, shape)[0].passed
+    if fault == "pre_scale":
+        real = _experts.pre_scale
+        monkeypatch.setattr(_experts, "pre_scale", lambda v0, v1, v2, v3: real(v0, v1, v2, v3 * np.float32(2)))
+    elif fault == "sign":
+        real = _decode.fp4x8
+        monkeypatch.setattr(_decode, "fp4x8", lambda w: real(np.uint32(w) & np.uint32(0x77777777)))
+    else:
+        _experts.make_down_rows.cache_clear()
+        _decode.make_dot_wide.cache_clear()
+        monkeypatch.setattr(_decode, "FP4_UNIT", 1.0)
+    try:
+        assert not _run(path, fmt, shape)[0].passed
+    finally:
+        _experts.make_down_rows.cache_clear()
+        _decode.make_dot_wide.cache_clear()
+
+
 # ── GPU: model shapes (Qwen3-Next: hidden 2048, 512 experts, top-10) ───────
 
 GPU_CASES = [

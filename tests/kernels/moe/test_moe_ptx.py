@@ -183,12 +183,14 @@ def test_the_decode_tile_kernels_issue_hmma_and_copy_the_tokens_rows_by_ldgsts(c
 
 def test_the_per_row_kernels_stage_their_activations_and_read_them_16_bytes_at_a_time(compiled):
     """Each per-row kernel stages its activations into shared memory by
-    16-byte loads and stores (fp16 x as loaded, float32 SiLU products as
-    ``.v4.f32``) behind a barrier, and reads them back 16 bytes at a time;
-    its weights come in ``ld.global.nc.v4.u32``."""
+    16-byte loads and stores behind a barrier (FP8's gate/up keeps x fp16,
+    as loaded; int4's and NVFP4's convert it to float32, ``.v4.f32``, as
+    every down kernel keeps its SiLU products), and reads them back 16
+    bytes at a time; its weights come in ``ld.global.nc.v4.u32``."""
     for fmt in ROWS_FORMATS:
+        x = "b32" if fmt == "fp8" else "f32"
         for name, store, load in (
-            (f"gateup_rows_{fmt}", "st.shared.v4.b32", "ld.shared.v4.b32"),
+            (f"gateup_rows_{fmt}", f"st.shared.v4.{x}", f"ld.shared.v4.{x}"),
             (f"down_rows_{fmt}", "st.shared.v4.f32", "ld.shared.v4.f32"),
         ):
             ptx = Path(compiled["kernels"][name]["ptx"]).read_text()
