@@ -409,27 +409,29 @@ def make_dot_wide(FMT: str, X: str, SHFL_FAULT: int = 0) -> Dots:
     NVFP4 need ``f32``, int4's pre-scaled by :func:`pre_scale`). Every sum
     leaves out NVFP4's tensor scale, which ``finish`` applies:
 
-    * ``dot(acc, wa, wb, e, n, q, q1, xa, c0, ss, lr, sfast)``: ``acc``
+    * ``dot(acc, wv, wb, e, n, q, q1, xa, c0, ss, lr, sfast)``: ``acc``
       plus ``sum_j W_e[n, k0 + j] x[k0 + j]`` over the ``V`` values of
       16-byte loads ``q`` and ``q + LANES`` (below ``q1``; ``k0 = q V``, ``V``
       is :data:`WIDE_VALUES`: 32 int4 or NVFP4 values, 16 FP8 codes), both
       ``ld.global.nc.v4.u32`` issued before either is used, decoded in
       registers (the comment above; FP8 a pair of codes a
       ``cvt.rn.f16x2.e4m3x2``);
-    * ``dot_pair(g, u, wa, wb, e, n, n2, q, q1, xa, c0, ss, lr, lr2,
+    * ``dot_pair(g, u, wv, wb, e, n, n2, q, q1, xa, c0, ss, lr, lr2,
       sfast)``: the same for rows ``n`` and ``n2`` (gate and up) over load
       ``q``, each eight staged values read once for both;
-    * ``dot_shfl(acc, wa, wb, e, n, q, q1, xa, c0)`` (NVFP4 where
+    * ``dot_shfl(acc, wv, wbw, e, n, q, q1, xa, c0)`` (NVFP4 where
       ``pairs_ok``): :func:`dot` run by every lane of the warp alike, a
-      step's scales one 4-byte load a lane shared by a shuffle;
+      step's scales one 4-byte load a lane (``wbw = scale_words(wb)``)
+      shared by a shuffle;
     * ``chunk(wa, wb, wc, e, n, c, x)``: the sum of the eight values of
       chunk ``c`` (inputs ``8c .. 8c + 7``) against the staged values ``x``
       (a tuple from :data:`LD8`), where rows are not whole loads;
     * ``finish(acc, ts)``: a row's sum with NVFP4's tensor scale ``ts``
       (and the fp16 placement's ``2**14``) applied.
 
-    ``wide_ok``: rows of ``k`` values are whole loads and the weights start
-    on 16 bytes (the loop is then this). ``sfast``: a load's scales come
+    ``wv``: ``wa.view(np.uint32)``, the weights as 32-bit words, taken
+    before the loop. ``wide_ok``: rows of ``k`` values are whole loads and the weights
+    start on 16 bytes (the loop is then this). ``sfast``: a load's scales come
     from row ``lr`` of the chunk's staged scales ``ss``
     (:func:`make_stage_chunk_scales`), else from ``wb``. ``pairs_ok``:
     NVFP4 rows of ``k`` values whose scales are whole 4-byte words (with
@@ -454,36 +456,43 @@ def make_dot_wide(FMT: str, X: str, SHFL_FAULT: int = 0) -> Dots:
         # scales a row, even, from an aligned start
         return k % V == 0 and vload.aligned16(wa) and (not NV or vload.aligned16(wb))
 
-    if FMT == "int4":  # already words
+    # ``wv``: the weights as 32-bit words (``wa.view(np.uint32)``: int4's
+    # already are, the others' bytes read as words), viewed by the kernel
+    # once before a loop of 16-byte loads: a view checks its shape, which
+    # may raise, so the compiler keeps a view taken in the loop there.
+    if FMT == "int4":
 
         @device_inline
-        def words_of(wa, e, n, q):
-            return vload.ldg_v4(wa, (np.int64(e) * wa.shape[1] + n) * wa.shape[2] + q * (V // KPW))
+        def words_of(wv, e, n, q):
+            return vload.ldg_v4(wv[e, n], q * (V // KPW))  # the row's view: its address once a row
 
-    else:  # bytes, read as words
+    else:
 
         @device_inline
-        def words_of(wa, e, n, q):
-            w32 = wa.view(np.uint32)
-            return vload.ldg_v4(w32, (np.int64(e) * w32.shape[1] + n) * w32.shape[2] + q * (V // KPW))
+        def words_of(wv, e, n, q):
+            return vload.ldg_v4(wv, (np.int64(e) * wv.shape[1] + n) * wv.shape[2] + q * (V // KPW))
 
     # ``row(...) -> (w0, w1, w2, w3, sa, sb)``: a load's words and scales
     # (``sa`` for its first 16 values, ``sb`` for the next: NVFP4's two blocks).
     if FMT == "int4":
 
         @device_inline
-        def row(wa, wb, e, n, q, c0, ss, lr, sfast):
-            w0, w1, w2, w3 = words_of(wa, e, n, q)
+        def row(wv, wb, e, n, q, c0, ss, lr, sfast):
+            w0, w1, w2, w3 = words_of(wv, e, n, q)
             k0 = q * V
-            # 32 values within one group of 128: its scale staged, or loaded
-            s = float32(ss[scale_slot(lr, (k0 - c0) >> 7)]) if sfast else float32(wb[e, n, k0 >> 7])
+            # 32 values within one group of 128: its scale staged (an unsigned
+            # chunk offset), or loaded
+            if sfast:
+                s = float32(ss[scale_slot(np.uint32(lr), np.uint32(k0 - c0) >> np.uint32(7))])
+            else:
+                s = float32(wb[e, n, k0 >> 7])
             return w0, w1, w2, w3, s, s
 
     elif NV:
 
         @device_inline
-        def row(wa, wb, e, n, q, c0, ss, lr, sfast):
-            w0, w1, w2, w3 = words_of(wa, e, n, q)
+        def row(wv, wb, e, n, q, c0, ss, lr, sfast):
+            w0, w1, w2, w3 = words_of(wv, e, n, q)
             # the two 16-value blocks' scales, adjacent bytes: staged, or one 16-bit load
             if sfast:
                 pair = np.uint32(ss.view(np.uint16)[lr * (NV_ROW_BYTES // 2) + ((q * V - c0) >> 5)])
@@ -495,8 +504,8 @@ def make_dot_wide(FMT: str, X: str, SHFL_FAULT: int = 0) -> Dots:
     else:
 
         @device_inline
-        def row(wa, wb, e, n, q, c0, ss, lr, sfast):
-            w0, w1, w2, w3 = words_of(wa, e, n, q)
+        def row(wv, wb, e, n, q, c0, ss, lr, sfast):
+            w0, w1, w2, w3 = words_of(wv, e, n, q)
             # 16 values within one block of 128: its scale staged, or loaded
             if sfast:
                 s = ss.view(np.float32)[((lr >> 4) << 4) + ((q * V - c0) >> 7)]
@@ -559,30 +568,30 @@ def make_dot_wide(FMT: str, X: str, SHFL_FAULT: int = 0) -> Dots:
             return ga * sa + gb * sb, ua * ta + ub * tb
 
     @device_inline
-    def dot(acc, wa, wb, e, n, q, q1, xa, c0, ss, lr, sfast):
+    def dot(acc, wv, wb, e, n, q, q1, xa, c0, ss, lr, sfast):
         """``acc`` plus row ``n``'s sums over loads ``q`` and, where ``q +
         LANES < q1``, ``q + LANES``: both loads issued before either is used
         (two in flight a lane), the sums added in step order."""
         qb = q + LANES
         more = qb < q1
-        w0, w1, w2, w3, sa, sb = row(wa, wb, e, n, q, c0, ss, lr, sfast)
+        w0, w1, w2, w3, sa, sb = row(wv, wb, e, n, q, c0, ss, lr, sfast)
         z = np.uint32(0)
         y0 = y1 = y2 = y3 = z
         ya = yb = sa
         if more:
-            y0, y1, y2, y3, ya, yb = row(wa, wb, e, n, qb, c0, ss, lr, sfast)
+            y0, y1, y2, y3, ya, yb = row(wv, wb, e, n, qb, c0, ss, lr, sfast)
         acc += use(w0, w1, w2, w3, sa, sb, xa, q * V - c0)
         if more:
             acc += use(y0, y1, y2, y3, ya, yb, xa, qb * V - c0)
         return acc
 
     @device_inline
-    def dot_pair(g, u, wa, wb, e, n, n2, q, q1, xa, c0, ss, lr, lr2, sfast):
+    def dot_pair(g, u, wv, wb, e, n, n2, q, q1, xa, c0, ss, lr, lr2, sfast):
         """:func:`dot` of rows ``n`` (into ``g``) and ``n2`` (into ``u``):
         one load of each row, at one step (four rows' loads would hold too
         many registers: gate and up already make two in flight a lane)."""
-        w0, w1, w2, w3, sa, sb = row(wa, wb, e, n, q, c0, ss, lr, sfast)
-        v0, v1, v2, v3, ta, tb = row(wa, wb, e, n2, q, c0, ss, lr2, sfast)
+        w0, w1, w2, w3, sa, sb = row(wv, wb, e, n, q, c0, ss, lr, sfast)
+        v0, v1, v2, v3, ta, tb = row(wv, wb, e, n2, q, c0, ss, lr2, sfast)
         dg, du = use_pair(w0, w1, w2, w3, sa, sb, v0, v1, v2, v3, ta, tb, xa, q * V - c0)
         return g + dg, u + du
 
@@ -593,7 +602,7 @@ def make_dot_wide(FMT: str, X: str, SHFL_FAULT: int = 0) -> Dots:
         return NV and k % 64 == 0
 
     @device_inline
-    def dot_shfl(acc, wa, wb, e, n, q, q1, xa, c0):
+    def dot_shfl(acc, wv, wbw, e, n, q, q1, xa, c0):
         """:func:`dot` of loads ``q`` and ``q + LANES`` (NVFP4 rows of whole
         scale words), called by every lane of the warp alike (``q = b +
         lane``, ``b`` a step's first load, even): every lane issues its
@@ -603,11 +612,11 @@ def make_dot_wide(FMT: str, X: str, SHFL_FAULT: int = 0) -> Dots:
         (``lane ^ 1``) gives each lane its neighbour's, the low halves
         serving even lanes, the high odd ones."""
         qb = q + LANES
-        w0, w1, w2, w3 = words_of(wa, e, n, min(q, q1 - 1))
-        y0, y1, y2, y3 = words_of(wa, e, n, min(qb, q1 - 1))
+        w0, w1, w2, w3 = words_of(wv, e, n, min(q, q1 - 1))
+        y0, y1, y2, y3 = words_of(wv, e, n, min(qb, q1 - 1))
         odd = q & 1  # the lane's: a step starts on an even load
         wi = (q >> 1) + (odd << 2)
-        word = wb.view(np.int32)[e, n, min(wi, (q1 >> 1) - 1)]
+        word = wbw[e, n, min(wi, (q1 >> 1) - 1)]
         other = cuda.shfl_xor_sync(FULL_MASK, word, XOR)
         h = np.uint32(odd << 4)  # the pairs' half of their words
         pa = np.uint32(other if odd else word) >> h

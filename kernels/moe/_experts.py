@@ -257,9 +257,10 @@ def make_gateup_rows(FMT: str):
             cuda.syncthreads()
             if n < inter:
                 if wide:
+                    wv = wa.view(np.uint32)  # once a chunk, not a load
                     q1 = c1 // V
                     for q in range(c0 // V + lane, q1, LANES):
-                        g, u = dot_pair(g, u, wa, wb, e, n, n + inter, q, q1, xa, c0, ss, r16, r16 + 16, sfast)
+                        g, u = dot_pair(g, u, wv, wb, e, n, n + inter, q, q1, xa, c0, ss, r16, r16 + 16, sfast)
                 else:
                     for c in range(c0 // 8 + lane, c1 // 8, LANES):
                         xv = ld8(xa, 8 * c - c0)  # once for gate and up
@@ -331,13 +332,16 @@ def make_down_rows(FMT: str, PAIRS: bool = False, SHFL_FAULT: int = 0):
                     stage_chunk_scales(ss, sa, wb, e, n0, y.shape[1], 0, 1, c0, c1, k, t)
                 cuda.syncthreads()
                 if pairs:  # every lane of the warp alike (the scale shuffle)
+                    wv = wa.view(np.uint32)  # once a chunk, not a load
+                    wbw = wb.view(np.int32)
                     for b in range(c0 // V, c1 // V, 2 * LANES):
-                        part = dot_shfl(part, wa, wb, e, n, b + lane, c1 // V, xa, c0)
+                        part = dot_shfl(part, wv, wbw, e, n, b + lane, c1 // V, xa, c0)
                 elif live:
                     if wide and not PAIRS:
+                        wv = wa.view(np.uint32)  # once a chunk, not a load
                         q1 = c1 // V
                         for q in range(c0 // V + lane, q1, 2 * LANES):  # two loads a lane in flight
-                            part = dot_wide(part, wa, wb, e, n, q, q1, xa, c0, ss, r16, sfast)
+                            part = dot_wide(part, wv, wb, e, n, q, q1, xa, c0, ss, r16, sfast)
                     else:
                         for c in range(c0 // 8 + lane, c1 // 8, LANES):
                             part += chunk(wa, wb, wc, e, n, c, ld8(xa, 8 * c - c0))

@@ -231,3 +231,31 @@ def test_nvfp4_down_loads_a_steps_scales_as_words_and_shuffles_what_it_loads(com
     assert got == [] and "ld.global.u16" in ptx, got
     for fmt in ("int4", "fp8"):
         assert shuffled_loads(f"down_rows_{fmt}")[0] == [], fmt
+
+
+def test_the_per_row_kernels_streaming_loops_hold_no_check_that_can_raise(compiled):
+    """The streaming loop of every per-row kernel (``machine.stream_loop``)
+    holds no ``EXIT``: a check that can raise (an array view's shape test)
+    taken inside the loop stays there, run every load (the weights' and
+    NVFP4's scale words were viewed a load until 2026-12-07: 30-70 more
+    instructions a step)."""
+    import pytest
+    from ptx_harness import nvdisasm
+    from ptx_harness import sass as sass_of
+
+    from leverctl.profile import machine
+
+    if not compiled["ptxas"] or not nvdisasm():
+        pytest.skip("ptxas or nvdisasm not found")
+    names = [f"{g}_rows_{fmt}" for fmt in ROWS_FORMATS for g in ("gateup", "down")] + ["down_rows_nvfp4_pairs"]
+    for name in names:
+        sass = sass_of(compiled, name, "sm_90a")
+        loop = machine.stream_loop(sass)
+        assert loop is not None, name
+        ops = [
+            m.group(2)
+            for line in sass.splitlines()
+            if (m := machine._OPERANDS.match(line)) and (a := machine._ADDRESS.match(line))
+            and loop.start <= int(a.group(1), 16) <= loop.end
+        ]  # fmt: skip
+        assert "EXIT" not in ops, (name, ops.count("EXIT"))
