@@ -48,7 +48,7 @@ from __future__ import annotations
 import numpy as np
 from numba import cuda, int32, uint32
 
-from . import bits, cvt, unroll, vload
+from . import cvt, unroll, vload
 from . import swizzle as sw
 from . import wgmma as wg
 from .launch import device_inline
@@ -452,7 +452,20 @@ def words4(src, gr, w, ok, vec):
 
 @device_inline
 def _fp4(word, i, s):
-    return bits.e2m1_to_f32((word >> uint32(4 * i)) & uint32(15)) * s
+    """E2M1 value ``i`` of a word (low nibble first) times ``s``: the
+    nibble's bits placed in a float32 (``cvt.e2m1_to_f32``, three
+    instructions; ``bits.e2m1_to_f32`` branches and converts an integer a
+    value, a quarter-rate ``I2F``)."""
+    return cvt.e2m1_to_f32((word >> uint32(4 * i)) & uint32(15)) * s
+
+
+@device_inline
+def _e4m3(code):
+    """An E4M3 code's value (a scale byte) by the hardware's pair
+    conversion (``cvt.rn.f16x2.e4m3x2``, exact): ``bits.e4m3_to_f32``
+    branches and converts an integer."""
+    lo, _ = cvt.e4m3x2_to_f32x2(uint32(code))
+    return lo
 
 
 @device_inline
@@ -613,7 +626,7 @@ def _nvfp4_wide(G: int, convert):
 def _make_nvfp4_bf16(threads: int, block_shift: int = 4):
     """NVFP4 to bf16, a word (8 values) a chunk; along K (every unspread
     tile) 32 values a 16-byte load (:func:`_nvfp4_wide`)."""
-    base = _make_packed_bf16(threads, block_shift, _fp4, bits.e4m3_to_f32, _zero_u8)
+    base = _make_packed_bf16(threads, block_shift, _fp4, _e4m3, _zero_u8)
     if block_shift != 4:  # a test's broken block size: the narrow form alone
         return base
     return chunk_stager(threads, 8, base.fetch, base.convert, _nvfp4_wide(4, base.convert))
@@ -660,7 +673,7 @@ def _make_nvfp4_e4m3(threads: int, block_shift: int = 4):
 
     @device_inline
     def scale(sraw):
-        return bits.e4m3_to_f32(sraw) * E4M3_FOLD
+        return _e4m3(sraw) * E4M3_FOLD
 
     base = _make_packed_e4m3(threads, _fp4_e4m3x4, scale_at, scale)
     if block_shift != 4:
@@ -1117,7 +1130,7 @@ def _make_nvfp4_f16(threads: int, block_shift: int = 4):
     """NVFP4 to fp16 (the MoE grouped GEMMs' weights and activations on
     mma.sync), as :func:`_make_nvfp4_bf16`: a word a chunk, and along K
     (every unspread tile) 32 values a 16-byte load (:func:`_nvfp4_wide`)."""
-    base = _make_packed_bf16(threads, block_shift, _fp4, bits.e4m3_to_f32, _zero_u8, pair=cvt.f32x2_to_f16x2)
+    base = _make_packed_bf16(threads, block_shift, _fp4, _e4m3, _zero_u8, pair=cvt.f32x2_to_f16x2)
     if block_shift != 4:  # a test's broken block size: the narrow form alone
         return base
     return chunk_stager(threads, 8, base.fetch, base.convert, _nvfp4_wide(4, base.convert))
@@ -1125,9 +1138,13 @@ def _make_nvfp4_f16(threads: int, block_shift: int = 4):
 
 @device_inline
 def _e4m3_scaled_pair(word, i, s):
-    lo = bits.e4m3_to_f32((word >> uint32(8 * i)) & uint32(255)) * s
-    hi = bits.e4m3_to_f32((word >> uint32(8 * i + 8)) & uint32(255)) * s
-    return cvt.f32x2_to_f16x2(lo, hi)
+    """fp16 pair of E4M3 codes ``i`` and ``i + 1`` (bytes) of a word, each
+    times ``s`` in float32 and rounded once to fp16: the pair decoded by one
+    ``cvt.rn.f16x2.e4m3x2`` (exact; ``cvt.e4m3x2_to_f32x2``), not code by
+    code (``bits.e4m3_to_f32`` branches and converts an integer a code, a
+    quarter-rate ``I2F``)."""
+    lo, hi = cvt.e4m3x2_to_f32x2((word >> uint32(8 * i)) & uint32(0xFFFF))
+    return cvt.f32x2_to_f16x2(lo * s, hi * s)
 
 
 @device_inline
@@ -1330,7 +1347,7 @@ def _make_nvfp4_f16_rows(threads: int):
     @device_inline
     def convert(raw, gk):
         word, sraw = raw
-        s = bits.e4m3_to_f32(sraw)
+        s = _e4m3(sraw)
         return (
             cvt.f32x2_to_f16x2(_fp4(word, 0, s), _fp4(word, 1, s)),
             cvt.f32x2_to_f16x2(_fp4(word, 2, s), _fp4(word, 3, s)),

@@ -334,6 +334,10 @@ SHFL_FAULTS = (0, 1)
 #   (exact) for its FFMA. A 16-value block's sum is multiplied by its E4M3
 #   scale (a pair of scales one ``cvt.rn.f16x2.e4m3x2``), and the row's sum,
 #   at its end (:func:`Dots.finish`), by ``2**14`` and the tensor scale.
+#   Every product is the unscaled one times ``2**-14`` exactly but where it
+#   falls below float32's normal range: a value times an activation under
+#   ``2**-112`` (an fp16 ``x`` never is; a float32 SiLU product would be
+#   below ``2**-111``).
 # * FP8: a pair of codes a ``cvt.rn.f16x2.e4m3x2`` (:func:`_e8`), each
 #   half a float32 for its FFMA; the load's sum times its block's scale.
 #
