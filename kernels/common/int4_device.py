@@ -69,9 +69,9 @@ _MAGIC_BIAS = 8388616.0  # 2**23 + 8
 def nibble(word, j):
     """Signed int4 value ``j`` (0..7) of a packed word, as fp32 (exact), for
     kernels that decode a word once and use its values against several
-    rows or scale them (the MoE per-row kernels, the tiled GEMM, the GDN
-    batched tiers); the GEMVs decode against pre-scaled activations
-    (:func:`dot8`).
+    rows or scale them (the tiled GEMM, the GDN batched tiers); the GEMVs,
+    and since 2026-12-07 the MoE per-row kernels, decode against pre-scaled
+    activations (:func:`dot8`).
 
     No integer-to-float conversion (a quarter-rate instruction that would
     cap the GEMVs well below the memory bandwidth): the nibble is OR-ed into
@@ -81,7 +81,8 @@ def nibble(word, j):
     move (no local memory) and which the simulator runs as a NumPy view. (A
     magic a position instead of the shift, as :func:`dot8` decodes, spilled
     the MoE gate/up kernel 16 bytes at its 72-register bound with ptxas
-    13.0.)
+    13.0, when that kernel decoded by this function, its scale on every
+    value.)
     """
     bits = cuda.local.array(1, dtype=uint32)
     bits[0] = ((word >> uint32(4 * j)) & uint32(0xF)) | uint32(_MAGIC_BITS)

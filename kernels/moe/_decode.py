@@ -74,8 +74,9 @@ WIDE_VALUES = {"int4": 32, "nvfp4": 32, "fp8": 16}
 # int4 or NVFP4 load are 128 contiguous bytes, read by eight
 # ``ld.shared.v4.f32`` at constant offsets from one address. Either way a
 # lane of an output's 8-lane group reads the units of its own weights'
-# values (4 or 8 for a 16-byte int4/NVFP4 load, 2 or 4 for an FP8 one, 1 or
-# 2 for an 8-value chunk), the 8 lanes of a quarter-warp on consecutive
+# values (8 float32 units for a 16-byte int4/NVFP4 load; for an FP8 one 2
+# fp16 or 4 float32; 1 or 2 for an 8-value chunk), the 8 lanes of a
+# quarter-warp on consecutive
 # loads, which the XOR (or the 144-byte pitch) spreads over the 8 different
 # 16-byte bank groups; the stagers' writes of consecutive units stay
 # conflict-free too.
@@ -334,10 +335,12 @@ SHFL_FAULTS = (0, 1)
 #   (exact) for its FFMA. A 16-value block's sum is multiplied by its E4M3
 #   scale (a pair of scales one ``cvt.rn.f16x2.e4m3x2``), and the row's sum,
 #   at its end (:func:`Dots.finish`), by ``2**14`` and the tensor scale.
-#   Every product is the unscaled one times ``2**-14`` exactly but where it
-#   falls below float32's normal range: a value times an activation under
-#   ``2**-112`` (an fp16 ``x`` never is; a float32 SiLU product would be
-#   below ``2**-111``).
+#   Every sum is the unscaled one times ``2**-14`` exactly but where it
+#   falls below float32's normal range (``2**-126``): a running sum under
+#   ``2**-112``, or a block's sum times an E4M3 scale (as small as
+#   ``2**-9``) under about ``2**-103``. An fp16 ``x`` never gives one (its
+#   nonzero sums are at least ``2**-25``); float32 SiLU products only at
+#   negligible sizes.
 # * FP8: a pair of codes a ``cvt.rn.f16x2.e4m3x2`` (:func:`_e8`), each
 #   half a float32 for its FFMA; the load's sum times its block's scale.
 #
@@ -387,6 +390,13 @@ def fp4_dot(acc, w, x):
 
 
 @device_inline
+def fp4_finish(acc, ts):
+    """An NVFP4 row's sum (its values times ``2**-14``) times ``2**14``
+    (exact) and the expert's tensor scale ``ts``."""
+    return (acc * float32(FP4_UNIT)) * ts
+
+
+@device_inline
 def pre_scale(v0, v1, v2, v3):
     """Four consecutive activations from a multiple of 4, pre-scaled for
     :func:`int4_dot` (``xscale`` of positions 0-3: exact powers of two)."""
@@ -410,8 +420,9 @@ def make_dot_wide(FMT: str, X: str, SHFL_FAULT: int = 0) -> Dots:
     """The per-row kernels' sums over an expert's weight row, against the
     activations staged at shared address ``xa`` holding inputs ``c0 ..``
     (:data:`LD8`: ``X`` is ``f16`` or ``f32``, the stage's type; int4 and
-    NVFP4 need ``f32``, int4's pre-scaled by :func:`pre_scale`). Every sum
-    leaves out NVFP4's tensor scale, which ``finish`` applies:
+    NVFP4 need ``f32``, int4's pre-scaled by :func:`pre_scale`). Every
+    NVFP4 sum carries the fp16 placement's ``2**-14`` and leaves out the
+    tensor scale, both of which ``finish`` applies:
 
     * ``dot(acc, wv, wb, e, n, q, q1, xa, c0, ss, lr, sfast)``: ``acc``
       plus ``sum_j W_e[n, k0 + j] x[k0 + j]`` over the ``V`` values of
@@ -425,8 +436,8 @@ def make_dot_wide(FMT: str, X: str, SHFL_FAULT: int = 0) -> Dots:
       ``q``, each eight staged values read once for both;
     * ``dot_shfl(acc, wv, wbw, e, n, q, q1, xa, c0)`` (NVFP4 where
       ``pairs_ok``): :func:`dot` run by every lane of the warp alike, a
-      step's scales one 4-byte load a lane (``wbw = scale_words(wb)``)
-      shared by a shuffle;
+      step's scales one 4-byte load a lane (``wbw``: ``wb.view(np.int32)``,
+      taken before the loop) shared by a shuffle;
     * ``chunk(wa, wb, wc, e, n, c, x)``: the sum of the eight values of
       chunk ``c`` (inputs ``8c .. 8c + 7``) against the staged values ``x``
       (a tuple from :data:`LD8`), where rows are not whole loads;
@@ -614,7 +625,9 @@ def make_dot_wide(FMT: str, X: str, SHFL_FAULT: int = 0) -> Dots:
         index), and adds only its own below ``q1``. Lane ``2m`` loads scale
         word ``m`` of the step, lane ``2m + 1`` word ``m + 4``; one shuffle
         (``lane ^ 1``) gives each lane its neighbour's, the low halves
-        serving even lanes, the high odd ones."""
+        serving even lanes, the high odd ones. Both loads are issued
+        unconditionally; ptxas 13.5 sinks the first into the branch that
+        sums it, so here one is in flight a lane at a time (README)."""
         qb = q + LANES
         w0, w1, w2, w3 = words_of(wv, e, n, min(q, q1 - 1))
         y0, y1, y2, y3 = words_of(wv, e, n, min(qb, q1 - 1))
@@ -661,7 +674,7 @@ def make_dot_wide(FMT: str, X: str, SHFL_FAULT: int = 0) -> Dots:
     @device_inline
     def finish(acc, ts):
         if NV:
-            return (acc * float32(FP4_UNIT)) * ts
+            return fp4_finish(acc, ts)
         return acc
 
     return Dots(wide_ok, dot, dot_pair, pairs_ok, dot_shfl, chunk, finish)

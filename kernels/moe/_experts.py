@@ -142,7 +142,9 @@ def make_stage_f32(SRC: str, PRE: bool):
     (``_decode.STAGE_F32`` floats: ``int4_device.slot``). A chunk's 512 units: a float32 row's
     four a thread (``ld.global.v4.f32``), an fp16 row's two loads of eight
     a thread (``ld.global.nc.v4``), every load issued before any is stored
-    (``st.shared.v4.f32``)."""
+    (``st.shared.v4.f32``). With ``vec`` (the row on 16 bytes) a float32
+    row's length is a multiple of 4 and an fp16 row's of 8: an fp16 load
+    fills two units."""
     F16 = SRC == "f16"
 
     @cuda.jit(device=True)

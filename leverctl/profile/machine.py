@@ -395,11 +395,26 @@ _LABEL = re.compile(r"^\s*(\.L\w+):")
 _ADDRESS = re.compile(r"^\s*/\*([0-9a-fA-F]+)\*/")
 _TARGET = re.compile(r"`\((\.L\w+)\)|\b0x([0-9a-fA-F]+)\b")
 # What a streaming loop computes with: floating-point and tensor-core
-# instructions (a staging loop has none; its index arithmetic is integer).
+# instructions (a staging loop has none; its index arithmetic is integer),
+# but for the idioms ptxas writes with them that compute nothing: a constant
+# made by ``HFMA2.MMA Rd, -RZ, RZ, ...`` and an fp16 widened by ``HADD2.F32
+# Rd, -RZ, Rs`` (a conversion, which a staging loop may hold).
 _ARITH = frozenset(
-    ("FFMA", "FADD", "FMUL", "HFMA2", "HADD2", "HMUL2", "DFMA", "DADD", "DMUL", "FMNMX")
-    + ("HMMA", "IMMA", "HGMMA", "QGMMA", "IGMMA")
+    ("FFMA", "FADD", "FMUL", "FFMA2", "FADD2", "FMUL2", "HFMA2", "HADD2", "HMUL2", "DFMA", "DADD", "DMUL", "FMNMX")
+    + ("HMMA", "IMMA", "DMMA", "BMMA", "HGMMA", "QGMMA", "IGMMA")
 )
+_NOT_ARITH = re.compile(r"^\S+\s+R\w+,\s*-RZ,")
+
+
+def _computes(op: str, line: str) -> bool:
+    """Whether an instruction computes (:data:`_ARITH`, or a tcgen05 MMA)."""
+    base = op.split(".", 1)[0]
+    if not (base in _ARITH or (base.startswith("UTC") and base.endswith("MMA"))):
+        return False
+    m = _OPERANDS.match(line)
+    return not (m and _NOT_ARITH.match(f"{op} {m.group(3)}"))
+
+
 _NO_DEST = ("ST", "STG", "STS", "STL", "RED", "ATOM", "ATOMG", "ATOMS", "LDGSTS")
 
 
@@ -568,7 +583,7 @@ def stream_loop(sass: str) -> StreamLoop | None:
         if not any(width(op) == 128 for op in loads):
             continue
         loop = StreamLoop(lo, hi, sum(width(op) // 8 for op in loads), len(body))
-        computes = any(op.split(".", 1)[0] in _ARITH for op, _ in body)
+        computes = any(_computes(op, line) for op, line in body)
         if best is None or (computes, loop.instructions, loop.bytes) > best_key:
             best, best_key = loop, (computes, loop.instructions, loop.bytes)
     return best

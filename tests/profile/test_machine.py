@@ -614,8 +614,9 @@ def test_the_streaming_loop_is_the_largest_innermost_loop_with_a_128_bit_load():
 
 def test_a_staging_loop_longer_than_the_main_loop_is_not_the_stream():
     """A staging loop that outgrows the main loop (a chunk's scales copied
-    16 bytes at a time, its index arithmetic unrolled: 40 integer
-    instructions) computes nothing with what it loads; the main loop, 28
+    16 bytes at a time, its index arithmetic unrolled: 40 instructions, a
+    constant made by ``HFMA2.MMA`` and an fp16 widened by ``HADD2.F32``
+    among them) computes nothing with what it loads; the main loop, 28
     instructions, is still the stream. Where no loop computes, the longest
     is taken (the staging loop)."""
     body = [
@@ -624,7 +625,13 @@ def test_a_staging_loop_longer_than_the_main_loop_is_not_the_stream():
         "LDG.E.U16 R12, desc[UR4][R14.64]",
         *["FFMA R20, R4, R5, R20"] * 24,
     ]
-    staging = ["LDG.E.128.CONSTANT R30, desc[UR4][R32.64]", *["IMAD R33, R34, R35, R33"] * 38, "STS.128 [R1], R30"]
+    staging = [
+        "LDG.E.128.CONSTANT R30, desc[UR4][R32.64]",
+        *["IMAD R33, R34, R35, R33"] * 36,
+        "HFMA2.MMA R40, -RZ, RZ, 0, 0",  # a constant, not arithmetic
+        "HADD2.F32 R41, -RZ, R30.H0_H0",  # an fp16 widened, not arithmetic
+        "STS.128 [R1], R30",
+    ]
     loop = machine.stream_loop(_loop_sass(body, staging))
     assert (loop.bytes, loop.instructions) == (34, 28)
     idle = [b.replace("FFMA R20, R4, R5, R20", "IADD3 R20, R4, R5, R20") for b in body]
