@@ -95,9 +95,6 @@ ISSUE_MISSES: dict[str, str] = {
         "3.2-3.3 (a value placed in an fp16 pair, two instructions, its conversion to float32 and its FFMA); "
         "the FP8 kernels meet it (6.5-6.6)",
     ),
-    "gemm_grouped": "the grouped FP8 decode tile (16 rows on mma.sync) decodes each E4M3 pair to f16 in "
-    "registers and scales it (the FP8 tensor cores are wgmma's only), its four warps splitting K: 3.7 bytes an "
-    "instruction; the prefill tile's loop, on the same kernel, meets it (4.6)",
 }
 
 
