@@ -44,7 +44,8 @@ def make_gemm(form: str = tc.WGMMA, bn: int = BN, fault: str = ""):
     ones_n, ts_w, sa, ts_a)``) on ``form``; ``fault`` (the mainloop's
     ``FAULTS``, tests only) plants a bug the check must see."""
     if tc.check_form(form) == tc.WGMMA:
-        kern = G.make_kernel("bf16", WGS, bn, STAGES, b_kind=KIND, a_kind=KIND, fault=fault, wn=WN)
+        # two blocks an SM (128 registers): unbounded, ptxas 13.5 takes 130, one block an SM
+        kern = G.make_kernel("bf16", WGS, bn, STAGES, b_kind=KIND, a_kind=KIND, fault=fault, wn=WN, min_blocks=2)
     else:
         kern = MS.make_kernel("bf16", WGS, bn, b_kind=KIND, a_kind=KIND, fault=fault, wn=WN)
     kern.tile_n = bn
