@@ -2,9 +2,11 @@
 their NumPy twins.
 
 Kernels receive bf16 / FP8 / FP4 data as unsigned integer arrays (NumPy has
-no such dtypes) and decode them with the inlined device functions
-below (``launch.device_inline``); input makers and references use the host
-twin of the same name with ``_np`` appended, which works on whole arrays.
+no such dtypes) and convert them through ``cvt`` (the hardware's
+instructions, whose simulator twins are the device functions below,
+``launch.device_inline``; E2M1's encoder, which has no instruction before
+sm_100, kernels call here); input makers and references use the host twin
+of the same name with ``_np`` appended, which works on whole arrays.
 
 Formats (sign bit first; ``e`` exponent field, ``m`` mantissa field)
 
@@ -160,10 +162,12 @@ def f32_to_bf16(x):
     return np.uint16((u >> 16) & 0xFFFF)
 
 
-# The two decoders of a code to its value stay on Numba's inlining: compiled
-# on their own and inlined by NVVM, their branches reached the MoE per-row
-# kernels in a shape ptxas kept 8-24 bytes of spill for at those kernels'
-# launch bounds (gate/up NVFP4 at 80 registers, down FP8 and NVFP4 at 72).
+# The two decoders of a code to its value: the host's and the simulator
+# twins' (``cvt.e4m3x2_to_f32x2``'s), not device code's, which converts by
+# ``cvt`` (a branch and an ``I2F.S64`` a code here; ``test_cvt`` holds every
+# kernels module to it). They stay on Numba's inlining, as they did while
+# kernels called them (compiled on their own and inlined by NVVM, their
+# branches left ptxas spilling in the MoE per-row kernels).
 @cuda.jit(device=True, inline="always")
 def e4m3_to_f32(c):
     """float32 value of an FP8 E4M3 (fn) code ``c`` (uint8)."""

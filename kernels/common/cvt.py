@@ -12,6 +12,10 @@ hi)``
 hi)``
 ``e4m3x2_to_f32x2(c)``   ``cvt.rn.f16x2.e4m3x2`` then two           (float32,
                          ``cvt.f32.f16``                            float32)
+``e4m3_to_f32(c)``       ``cvt.rn.f16x2.e4m3x2`` then one           float32
+                         ``cvt.f32.f16`` (the low half)
+``f32_to_e4m3(x)``       ``cvt.rn.satfinite.e4m3x2.f32`` with 0     uint8
+                         above it, the low byte kept
 ``f16x2_to_f32x2(w)``    ``mov.b32`` to two halves, two             (float32,
                          ``cvt.f32.f16``                            float32)
 ``f32_bits(x)``          none: the register read as a word          uint32
@@ -51,6 +55,14 @@ Results, code for code (the twins reproduce these):
 * ``e4m3x2_to_f32x2``: exact (every E4M3 value is an f16, every f16 an f32);
   ``0x7f``/``0xff`` give a NaN, whose sign and payload are not part of the
   contract (the twin gives bits.py's, the tests compare a NaN as a NaN).
+  ``e4m3_to_f32`` is its low half alone (a scale byte, a code of a row that
+  is not whole words), ``f32_to_e4m3`` ``f32x2_to_e4m3x2``'s low byte.
+
+Device code converts through these names, never through ``bits.py``'s
+scalar codecs: those branch, and ``bits.e4m3_to_f32`` turns a 64-bit
+integer into a float (``I2F.S64``, a quarter-rate instruction) a code.
+They are the twins' and the host's (``tests/kernels/common/test_cvt.py``
+holds every kernels module to it).
 
 Dispatch: the module reads ``numba.config.ENABLE_CUDASIM`` once, at import,
 and binds each name either to an ``@intrinsic`` whose lowering is the
@@ -94,12 +106,14 @@ __all__ = [
     "bf16x2_to_f32x2",
     "bf16x8_to_f32",
     "e4m3x2_to_f32x2",
+    "e4m3_to_f32",
     "e2m1_to_f32",
     "bits_f32",
     "f32_bits",
     "f32_to_bf16",
     "f32x2_to_bf16x2",
     "f32x2_to_e4m3x2",
+    "f32_to_e4m3",
     "f32x2_to_f16x2",
     "f16x2_to_f32x2",
     "f16x8_to_f32",
@@ -166,6 +180,11 @@ if SIMULATED:
         (``cvt.rn.f16x2.e4m3x2`` and ``cvt.f32.f16``)."""
         ci = int(c)
         return B.e4m3_to_f32(ci & 0xFF), B.e4m3_to_f32((ci >> 8) & 0xFF)
+
+    @device_inline
+    def e4m3_to_f32(c):
+        """float32 value of the E4M3 code in the low byte of ``c``."""
+        return B.e4m3_to_f32(int(c) & 0xFF)
 
 else:
     # --- intrinsics: the instruction as inline PTX ------------------------------
@@ -286,6 +305,23 @@ else:
         return _two_f32(c, 16, text, "h")
 
     @intrinsic
+    def _cvt_e4m3_f32(typingctx, c):
+        if not isinstance(c, types.Integer):
+            return None
+        text = (
+            "{ .reg .b32 h2; .reg .b16 l16, h16;\n"
+            "cvt.rn.f16x2.e4m3x2 h2, $1;\n"
+            "mov.b32 {l16, h16}, h2;\n"
+            "cvt.f32.f16 $0, l16; }"
+        )
+
+        def codegen(context, builder, sig, args):
+            v = builder.and_(context.cast(builder, args[0], c, types.uint16), ir.Constant(_I16, 0xFF))
+            return _asm(builder, _F32, [v], text, "=f,h")
+
+        return types.float32(c), codegen
+
+    @intrinsic
     def _cvt_f16x2_f32x2(typingctx, w):
         if not isinstance(w, types.Integer):
             return None
@@ -301,6 +337,15 @@ else:
     f32x2_to_e4m3x2 = _cvt_rn_satfinite_e4m3x2_f32
     f32x2_to_f16x2 = _cvt_rn_f16x2_f32
     e4m3x2_to_f32x2 = _cvt_e4m3x2_f32x2
+    e4m3_to_f32 = _cvt_e4m3_f32
+
+
+@device_inline
+def f32_to_e4m3(x):
+    """FP8 E4M3 code (uint8) of float32 ``x``: round to nearest even,
+    saturating to +-448, NaN to ``0x7f`` (``f32x2_to_e4m3x2``'s low byte;
+    ``bits.f32_to_e4m3`` gives the same codes by branches and ``frexp``)."""
+    return np.uint8(f32x2_to_e4m3x2(x, np.float32(0.0)) & np.uint16(0xFF))
 
 
 _TWO_P126 = np.float32(2.0**126)

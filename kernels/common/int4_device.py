@@ -196,14 +196,21 @@ def word_at(xb, col):
 
 
 @device_inline
+def pre4(v0, v1, v2, v3):
+    """Four activations of inputs ``4 i .. 4 i + 3`` (a half-word's
+    nibbles) pre-scaled: :func:`xscale` of positions 0-3 as constants
+    (exact powers of two)."""
+    return v0, v1 * float32(0.0625), v2 * float32(0.00390625), v3 * float32(0.000244140625)
+
+
+@device_inline
 def put8_f32(at, v0, v1, v2, v3, v4, v5, v6, v7):
     """Eight fp32 activations of one packed word (inputs ``8 w .. 8 w + 7``,
     ``at`` = :func:`word_at`'s address) pre-scaled, by two 16-byte stores."""
-    s1 = float32(0.0625)
-    s2 = float32(0.00390625)
-    s3 = float32(0.000244140625)
-    st_shared_f32x4(at, v0, v1 * s1, v2 * s2, v3 * s3)
-    st_shared_f32x4(at + uint32(16), v4, v5 * s1, v6 * s2, v7 * s3)
+    a0, a1, a2, a3 = pre4(v0, v1, v2, v3)
+    a4, a5, a6, a7 = pre4(v4, v5, v6, v7)
+    st_shared_f32x4(at, a0, a1, a2, a3)
+    st_shared_f32x4(at + uint32(16), a4, a5, a6, a7)
 
 
 @device_inline

@@ -33,7 +33,7 @@ from functools import lru_cache
 import numpy as np
 from numba import cuda, float32, uint8, uint16, uint32
 
-from . import bits, vload
+from . import bits, cvt, vload
 from . import launch as L
 from .launch import device_inline
 from .warp import warp_max
@@ -147,8 +147,8 @@ def make_encode(esize: int = 2, wide: bool = True, fault: str = ""):
             bmax = amax_of(x)
             for off in shuffles:
                 bmax = max(bmax, cuda.shfl_xor_sync(_FULL, bmax, off))
-            code = bits.f32_to_e4m3(bmax / float32(bits.E2M1_MAX) / ts)
-            step = bits.e4m3_to_f32(code) * ts
+            code = cvt.f32_to_e4m3(bmax / float32(bits.E2M1_MAX) / ts)
+            step = cvt.e4m3_to_f32(code) * ts
             if ok:
                 packed[row, c] = codes_of(x, step)
                 if lane % lanes == 0:
@@ -166,9 +166,9 @@ def make_encode(esize: int = 2, wide: bool = True, fault: str = ""):
                 bmax = float32(0.0)
                 for i in range(BLOCK):
                     bmax = max(bmax, abs(float32(a[row, c0 + i])))
-                code = bits.f32_to_e4m3(bmax / float32(bits.E2M1_MAX) / ts)
+                code = cvt.f32_to_e4m3(bmax / float32(bits.E2M1_MAX) / ts)
                 scales[row, blk] = code
-                step = bits.e4m3_to_f32(code) * ts
+                step = cvt.e4m3_to_f32(code) * ts
                 for j in range(BLOCK // 2 // pairs):
                     w = uint32(0)
                     for i in range(pairs):

@@ -460,15 +460,6 @@ def _fp4(word, i, s):
 
 
 @device_inline
-def _e4m3(code):
-    """An E4M3 code's value (a scale byte) by the hardware's pair
-    conversion (``cvt.rn.f16x2.e4m3x2``, exact): ``bits.e4m3_to_f32``
-    branches and converts an integer."""
-    lo, _ = cvt.e4m3x2_to_f32x2(uint32(code))
-    return lo
-
-
-@device_inline
 def _q4(word, i, s):
     return np.float32(np.int32((word >> uint32(4 * i)) & uint32(15)) - 8) * s
 
@@ -626,7 +617,7 @@ def _nvfp4_wide(G: int, convert):
 def _make_nvfp4_bf16(threads: int, block_shift: int = 4):
     """NVFP4 to bf16, a word (8 values) a chunk; along K (every unspread
     tile) 32 values a 16-byte load (:func:`_nvfp4_wide`)."""
-    base = _make_packed_bf16(threads, block_shift, _fp4, _e4m3, _zero_u8)
+    base = _make_packed_bf16(threads, block_shift, _fp4, cvt.e4m3_to_f32, _zero_u8)
     if block_shift != 4:  # a test's broken block size: the narrow form alone
         return base
     return chunk_stager(threads, 8, base.fetch, base.convert, _nvfp4_wide(4, base.convert))
@@ -673,7 +664,7 @@ def _make_nvfp4_e4m3(threads: int, block_shift: int = 4):
 
     @device_inline
     def scale(sraw):
-        return _e4m3(sraw) * E4M3_FOLD
+        return cvt.e4m3_to_f32(sraw) * E4M3_FOLD
 
     base = _make_packed_e4m3(threads, _fp4_e4m3x4, scale_at, scale)
     if block_shift != 4:
@@ -1130,7 +1121,7 @@ def _make_nvfp4_f16(threads: int, block_shift: int = 4):
     """NVFP4 to fp16 (the MoE grouped GEMMs' weights and activations on
     mma.sync), as :func:`_make_nvfp4_bf16`: a word a chunk, and along K
     (every unspread tile) 32 values a 16-byte load (:func:`_nvfp4_wide`)."""
-    base = _make_packed_bf16(threads, block_shift, _fp4, _e4m3, _zero_u8, pair=cvt.f32x2_to_f16x2)
+    base = _make_packed_bf16(threads, block_shift, _fp4, cvt.e4m3_to_f32, _zero_u8, pair=cvt.f32x2_to_f16x2)
     if block_shift != 4:  # a test's broken block size: the narrow form alone
         return base
     return chunk_stager(threads, 8, base.fetch, base.convert, _nvfp4_wide(4, base.convert))
@@ -1347,7 +1338,7 @@ def _make_nvfp4_f16_rows(threads: int):
     @device_inline
     def convert(raw, gk):
         word, sraw = raw
-        s = _e4m3(sraw)
+        s = cvt.e4m3_to_f32(sraw)
         return (
             cvt.f32x2_to_f16x2(_fp4(word, 0, s), _fp4(word, 1, s)),
             cvt.f32x2_to_f16x2(_fp4(word, 2, s), _fp4(word, 3, s)),

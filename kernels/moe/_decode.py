@@ -31,8 +31,8 @@ from typing import NamedTuple
 import numpy as np
 from numba import cuda, float32
 
-from ..common import bits, cvt, int4_device, smem, vload
-from ..common.int4_device import dot8, xscale
+from ..common import cvt, int4_device, smem, vload
+from ..common.int4_device import dot8
 from ..common.launch import device_inline
 
 FORMATS = ("int4", "nvfp4", "fp8")
@@ -47,16 +47,18 @@ def fp8_values8(wa, e, n, c):
     unscaled, as float32 (a code a load: rows that are not whole 16-byte
     loads)."""
     k = 8 * c
-    return (
-        bits.e4m3_to_f32(wa[e, n, k]),
-        bits.e4m3_to_f32(wa[e, n, k + 1]),
-        bits.e4m3_to_f32(wa[e, n, k + 2]),
-        bits.e4m3_to_f32(wa[e, n, k + 3]),
-        bits.e4m3_to_f32(wa[e, n, k + 4]),
-        bits.e4m3_to_f32(wa[e, n, k + 5]),
-        bits.e4m3_to_f32(wa[e, n, k + 6]),
-        bits.e4m3_to_f32(wa[e, n, k + 7]),
-    )
+    a0, a1 = _e4m3_at(wa, e, n, k)
+    a2, a3 = _e4m3_at(wa, e, n, k + 2)
+    a4, a5 = _e4m3_at(wa, e, n, k + 4)
+    a6, a7 = _e4m3_at(wa, e, n, k + 6)
+    return a0, a1, a2, a3, a4, a5, a6, a7
+
+
+@device_inline
+def _e4m3_at(wa, e, n, k):
+    """The values of codes ``W_e[n, k]`` and ``W_e[n, k + 1]`` (two byte
+    loads), one ``cvt.rn.f16x2.e4m3x2``."""
+    return cvt.e4m3x2_to_f32x2(np.uint32(wa[e, n, k]) | (np.uint32(wa[e, n, k + 1]) << np.uint32(8)))
 
 
 # 16-byte weight loads (``vload.ldg_v4``): the values one load carries, per format
@@ -396,13 +398,6 @@ def fp4_finish(acc, ts):
     return (acc * float32(FP4_UNIT)) * ts
 
 
-@device_inline
-def pre_scale(v0, v1, v2, v3):
-    """Four consecutive activations from a multiple of 4, pre-scaled for
-    :func:`int4_dot` (``xscale`` of positions 0-3: exact powers of two)."""
-    return v0, v1 * xscale(1), v2 * xscale(2), v3 * xscale(3)
-
-
 class Dots(NamedTuple):
     """The device functions of :func:`make_dot_wide`."""
 
@@ -420,7 +415,7 @@ def make_dot_wide(FMT: str, X: str, SHFL_FAULT: int = 0) -> Dots:
     """The per-row kernels' sums over an expert's weight row, against the
     activations staged at shared address ``xa`` holding inputs ``c0 ..``
     (:data:`LD8`: ``X`` is ``f16`` or ``f32``, the stage's type; int4 and
-    NVFP4 need ``f32``, int4's pre-scaled by :func:`pre_scale`). Every
+    NVFP4 need ``f32``, int4's pre-scaled by ``int4_device.pre4``). Every
     NVFP4 sum carries the fp16 placement's ``2**-14`` and leaves out the
     tensor scale, both of which ``finish`` applies:
 
@@ -663,7 +658,7 @@ def make_dot_wide(FMT: str, X: str, SHFL_FAULT: int = 0) -> Dots:
                 | (np.uint32(wa[e, n, b + 2]) << np.uint32(16))
                 | (np.uint32(wa[e, n, b + 3]) << np.uint32(24))
             )
-            return fp4_dot(float32(0.0), w, x) * bits.e4m3_to_f32(wb[e, n, c >> 1])  # 2 chunks per 16-value block
+            return fp4_dot(float32(0.0), w, x) * cvt.e4m3_to_f32(wb[e, n, c >> 1])  # 2 chunks per 16-value block
 
     else:
 

@@ -50,7 +50,7 @@ from numba import cuda, float32
 from numba.core import types
 
 from ..common import cvt, int4_device, smem, vload
-from ..common.int4_device import xscale
+from ..common.int4_device import pre4, xscale
 from ..common.launch import blocks_for, check_block, check_grid, device_inline, jit_bounded
 from ._decode import (
     LD8,
@@ -59,7 +59,6 @@ from ._decode import (
     WIDE_VALUES,
     make_dot_wide,
     make_stage_chunk_scales,
-    pre_scale,
     swz,
 )
 
@@ -128,7 +127,7 @@ def _f32_unit(xa, i, n4, PRE, d0, d1, d2, d3):
     group ``i >> 3``, 16 bytes ``i & 7`` of its 144 (``int4_device``)."""
     if i < n4:
         if PRE:
-            d0, d1, d2, d3 = pre_scale(d0, d1, d2, d3)
+            d0, d1, d2, d3 = pre4(d0, d1, d2, d3)
         at = xa + np.uint32(int4_device.GROUP_BYTES * (i >> 3) + 16 * (i & 7))
         smem.st_shared_f32x4(at, d0, d1, d2, d3)
 
@@ -137,7 +136,7 @@ def _f32_unit(xa, i, n4, PRE, d0, d1, d2, d3):
 def make_stage_f32(SRC: str, PRE: bool):
     """``stage(xs, xa, x, c0, k, t, vec)``: :func:`stage_f16` of a ``SRC``
     row (``f16`` or ``f32``) into a float32 stage, four values a unit; with
-    ``PRE``, pre-scaled for int4's sums (``_decode.pre_scale``: unit places
+    ``PRE``, pre-scaled for int4's sums (``int4_device.pre4``: unit places
     0-3 are a half-word's nibbles), in the W4A16 GEMVs' group layout
     (``_decode.STAGE_F32`` floats: ``int4_device.slot``). A chunk's 512 units: a float32 row's
     four a thread (``ld.global.v4.f32``), an fp16 row's two loads of eight

@@ -40,7 +40,7 @@ from functools import lru_cache
 
 from numba import cuda, float32, int32, uint32
 
-from ..common import bits, cvt, smem, vload
+from ..common import cvt, smem, vload
 from ..common.launch import blocks_for, check_block, check_grid, device_inline
 from ._experts import FULL_MASK, LANES, OUT_PER_BLOCK, THREADS, group_sum
 
@@ -126,10 +126,10 @@ def make_gate(PREC: str, wide: bool = True, fault: str = ""):
         acc = float32(0.0)
         for k in range(lane, x.shape[1], LANES):
             if BF16_IN:
-                xv = bits.bf16_to_f32(x[r, k])
+                xv = cvt.bf16_to_f32(x[r, k])
             else:
                 xv = x[r, k]
-            acc += xv * bits.bf16_to_f32(wg[e, k])
+            acc += xv * cvt.bf16_to_f32(wg[e, k])
         return acc
 
     @device_inline
@@ -164,7 +164,7 @@ def make_gate(PREC: str, wide: bool = True, fault: str = ""):
         acc = group_sum(acc)
         if e < logits.shape[1] and lane == 0:
             if BF16_OUT:
-                acc = bits.bf16_to_f32(bits.f32_to_bf16(acc))
+                acc = cvt.bf16_to_f32(cvt.f32_to_bf16(acc))
             logits[r, e] = acc
 
     @cuda.jit

@@ -206,13 +206,9 @@ class Nvfp4Scales:
                 # the row's four entries one 16-byte store (a warp's 32 rows: 512
                 # consecutive bytes, conflict-free; four word stores a lane fell
                 # 4-way on the banks)
-                sm.st_shared_f32x4(
-                    base + 4 * BLOCKS_PER_STAGE * row,
-                    bits.e4m3_to_f32(np.uint8(word & uint32(0xFF))) * f,
-                    bits.e4m3_to_f32(np.uint8((word >> uint32(8)) & uint32(0xFF))) * f,
-                    bits.e4m3_to_f32(np.uint8((word >> uint32(16)) & uint32(0xFF))) * f,
-                    bits.e4m3_to_f32(np.uint8((word >> uint32(24)) & uint32(0xFF))) * f,
-                )
+                s0, s1 = cvt.e4m3x2_to_f32x2(word & uint32(0xFFFF))
+                s2, s3 = cvt.e4m3x2_to_f32x2(word >> uint32(16))
+                sm.st_shared_f32x4(base + 4 * BLOCKS_PER_STAGE * row, s0 * f, s1 * f, s2 * f, s3 * f)
 
         @device_inline
         def put(smem, at, raw, kt, tid):

@@ -64,4 +64,6 @@ def conversion_kernels() -> dict:
         "f32_bits": _one(C.f32_bits),
         "bits_f32": _one(C.bits_f32),
         "e2m1_to_f32": _one(C.e2m1_to_f32),
+        "e4m3_to_f32": _one(C.e4m3_to_f32),
+        "f32_to_e4m3": _one(C.f32_to_e4m3),
     }

@@ -175,6 +175,7 @@ def test_cvt_binds_the_intrinsics_exactly_when_the_simulator_is_off():
         "bf16_to_f32",
         "f32x2_to_e4m3x2",
         "e4m3x2_to_f32x2",
+        "e4m3_to_f32",
         "f16x2_to_f32x2",
         "f32_bits",
         "bits_f32",
@@ -289,6 +290,61 @@ def test_twin_e4m3_pair_decoder_matches_ml_dtypes_on_every_code_in_each_half():
     assert bit_mismatches(got, want).size == 0
     lo, hi = ref_e4m3x2_decode(words)
     assert bit_mismatches(got[0::2], lo).size == 0 and bit_mismatches(got[1::2], hi).size == 0
+
+
+@sim
+def test_twin_single_e4m3_decoder_matches_ml_dtypes_on_every_code():
+    """``e4m3_to_f32``: the pair conversion's low half, every code (both
+    zeros, subnormals, 448, the NaNs) against ``ml_dtypes``, and the pair
+    decoder's low half."""
+    got = launch(_K["e4m3_to_f32"], E4M3_CODES, E4M3_CODES.size, np.float32)
+    assert bit_mismatches(got, ml_values(E4M3_CODES, E4M3)).size == 0
+    lo, _ = ref_e4m3x2_decode(E4M3_CODES.astype(np.uint16))
+    assert bit_mismatches(got, lo).size == 0
+
+
+@sim
+def test_twin_single_e4m3_encoder_matches_the_reference_and_ml_dtypes():
+    """``f32_to_e4m3``: the pair encoder's low byte (a zero above it), on
+    the pair encoder's sample; ``ml_dtypes`` wherever it does not overflow."""
+    x = encode_sample(np.random.default_rng(26), B.E4M3_VALUES, -12, 10, 1536)
+    got = launch(_K["f32_to_e4m3"], x, x.size, np.uint8)
+    want = (ref_e4m3x2(x, np.zeros_like(x)) & 0xFF).astype(np.uint8)
+    assert code_mismatches(got, want).size == 0
+    ok = ~np.isnan(x) & (np.abs(x) <= E4M3_OVERFLOW)
+    assert code_mismatches(got[ok], ml_codes(x[ok], E4M3)).size == 0
+
+
+def test_no_device_code_converts_through_bits_scalar_codecs():
+    """Kernels convert through ``cvt`` (the instructions): ``bits.py``'s
+    scalar codecs branch, and its E4M3 decode turns a 64-bit integer into a
+    float (``I2F.S64``, a quarter-rate instruction) a code. They stay the
+    host's and the twins' (``cvt.py``'s simulator bindings, ``wgmma.py``'s
+    simulator decode table); E2M1's encoder has no instruction before
+    sm_100, so ``bits.f32_to_e2m1`` is allowed."""
+    import ast
+    from pathlib import Path
+
+    import leverctl_kernels
+
+    codecs = {"e4m3_to_f32", "e2m1_to_f32", "f32_to_e4m3", "bf16_to_f32", "f32_to_bf16", "bits_to_f32", "f32_to_bits"}
+    twins = {"common/bits.py", "common/cvt.py", "common/wgmma.py"}
+    root = Path(leverctl_kernels.__file__).parent
+    found = []
+    for f in sorted(root.rglob("*.py")):
+        rel = f.relative_to(root).as_posix()
+        if rel in twins:
+            continue
+        for node in ast.walk(ast.parse(f.read_text())):
+            if (
+                isinstance(node, ast.Call)
+                and isinstance(node.func, ast.Attribute)
+                and isinstance(node.func.value, ast.Name)
+                and node.func.value.id in ("bits", "B")
+                and node.func.attr in codecs
+            ):
+                found.append(f"{rel}:{node.lineno} {node.func.value.id}.{node.func.attr}")
+    assert not found, found
 
 
 # --- the checks catch the plausible bugs --------------------------------------------------

@@ -26,6 +26,8 @@ EXPECTED = {
     "e4m3x2_to_f32x2": ["cvt.rn.f16x2.e4m3x2", "cvt.f32.f16"],
     "f16x2_to_f32x2": ["mov.b32", "cvt.f32.f16"],
     "e2m1_to_f32": ["mul.f32"],  # bits placed, then times 2**126
+    "e4m3_to_f32": ["cvt.rn.f16x2.e4m3x2", "cvt.f32.f16"],
+    "f32_to_e4m3": ["cvt.rn.satfinite.e4m3x2.f32"],
 }
 
 
@@ -68,6 +70,8 @@ def jobs():
         ("e4m3x2_to_f32x2", k["e4m3x2_to_f32x2"], (u16[::1], f32[::1]), THREADS),
         ("f16x2_to_f32x2", k["f16x2_to_f32x2"], (u32[::1], f32[::1]), THREADS),
         ("e2m1_to_f32", k["e2m1_to_f32"], (types.uint8[::1], f32[::1]), THREADS),
+        ("e4m3_to_f32", k["e4m3_to_f32"], (types.uint8[::1], f32[::1]), THREADS),
+        ("f32_to_e4m3", k["f32_to_e4m3"], (f32[::1], types.uint8[::1]), THREADS),
     ]
 
 

@@ -297,8 +297,8 @@ def test_the_per_row_nvfp4_decode_places_every_e2m1_value_as_ml_dtypes_reads_it(
 @pytest.mark.parametrize(
     "name,fmt,fault",
     [
-        ("moe.gateup_fp4", "int4", "pre_scale"),
-        ("moe.down_fp4", "int4", "pre_scale"),
+        ("moe.gateup_fp4", "int4", "pre4"),
+        ("moe.down_fp4", "int4", "pre4"),
         ("moe.gateup_fp4", "nvfp4", "sign"),
         ("moe.down_fp4", "nvfp4", "sign"),
         ("moe.down_fp4", "nvfp4", "tensor_scale"),  # gate/up's: SiLU of sums that large overflows Python's exp
@@ -318,9 +318,9 @@ def test_the_per_row_sums_fail_the_check_with_a_broken_decode(name, fmt, fault, 
     dims = {"hidden": 512, "inter": 64} if name == "moe.gateup_fp4" else {"hidden": 64, "inter": 512}
     shape = _stage_shape(name, **dims)
     assert _run(path, fmt, shape)[0].passed
-    if fault == "pre_scale":
-        real = _experts.pre_scale
-        monkeypatch.setattr(_experts, "pre_scale", lambda v0, v1, v2, v3: real(v0, v1, v2, v3 * np.float32(2)))
+    if fault == "pre4":
+        real = _experts.pre4
+        monkeypatch.setattr(_experts, "pre4", lambda v0, v1, v2, v3: real(v0, v1, v2, v3 * np.float32(2)))
     elif fault == "sign":
         real = _decode.fp4x8
         monkeypatch.setattr(_decode, "fp4x8", lambda w: real(np.uint32(w) & np.uint32(0x77777777)))
