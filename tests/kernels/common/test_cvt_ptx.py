@@ -127,6 +127,18 @@ def test_pairs_put_the_higher_element_first_as_the_isa_wants(compiled, name, ins
     assert (cvt.group(1), cvt.group(2)) == (hi.group(1), lo.group(1))
 
 
+def test_single_e4m3_conversions_keep_their_code_in_the_low_half(compiled):
+    """``f32_to_e4m3``: zero is the first source (the upper byte), the value
+    the second; ``e4m3_to_f32``: the code's byte alone goes to the pair
+    conversion, and only the low half becomes a float."""
+    ptx = _ptx(compiled, "f32_to_e4m3")
+    zero = re.search(r"mov\.f32\s+(%f\d+),\s*0f00000000;", ptx)
+    cvt = re.search(r"cvt\.rn\.satfinite\.e4m3x2\.f32\s+%rs\d+,\s*(%f\d+),\s*(%f\d+);", ptx)
+    assert zero and cvt and cvt.group(1) == zero.group(1) != cvt.group(2), ptx
+    ptx = _ptx(compiled, "e4m3_to_f32")
+    assert len(re.findall(r"^\s*cvt\.f32\.f16\s", ptx, re.M)) == 1, ptx
+
+
 def test_the_ptx_version_has_the_e4m3x2_forms(compiled):
     # cvt.*.e4m3x2 need PTX ISA 7.8 (ptxas rejects them in an older .version)
     m = re.search(r"^\.version (\d+)\.(\d+)", _ptx(compiled, "f32x2_to_e4m3x2"), re.M)
