@@ -31,7 +31,7 @@ from typing import NamedTuple
 import numpy as np
 from numba import cuda, float32
 
-from ..common import cvt, int4_device, smem, vload
+from ..common import cvt, index32, int4_device, smem, vload
 from ..common.int4_device import dot8
 from ..common.launch import device_inline
 
@@ -106,7 +106,7 @@ def group_at(xa, j):
     """The shared address of the float32 stage's group holding local index
     ``j`` (a multiple of 32, non-negative): its 32 values at constant
     offsets from it."""
-    return xa + np.uint32(int4_device.GROUP_BYTES) * (np.uint32(j) >> np.uint32(5))
+    return xa + np.uint32(int4_device.GROUP_BYTES) * (index32.u32(j) >> np.uint32(5))
 
 
 @device_inline
@@ -470,17 +470,10 @@ def make_dot_wide(FMT: str, X: str, SHFL_FAULT: int = 0) -> Dots:
     # already are, the others' bytes read as words), viewed by the kernel
     # once before a loop of 16-byte loads: a view checks its shape, which
     # may raise, so the compiler keeps a view taken in the loop there.
-    if FMT == "int4":
-
-        @device_inline
-        def words_of(wv, e, n, q):
-            return vload.ldg_v4(wv[e, n], q * (V // KPW))  # the row's view: its address once a row
-
-    else:
-
-        @device_inline
-        def words_of(wv, e, n, q):
-            return vload.ldg_v4(wv, (np.int64(e) * wv.shape[1] + n) * wv.shape[2] + q * (V // KPW))
+    @device_inline
+    def words_of(wv, e, n, q):
+        # the row's address once, before the loop; the load's index 32-bit (index32)
+        return vload.ldg_v4(index32.row(wv[e, n]), index32.u32(q * (V // KPW)))
 
     # ``row(...) -> (w0, w1, w2, w3, sa, sb)``: a load's words and scales
     # (``sa`` for its first 16 values, ``sb`` for the next: NVFP4's two blocks).
@@ -493,7 +486,7 @@ def make_dot_wide(FMT: str, X: str, SHFL_FAULT: int = 0) -> Dots:
             # 32 values within one group of 128: its scale staged (an unsigned
             # chunk offset), or loaded
             if sfast:
-                s = float32(ss[scale_slot(np.uint32(lr), np.uint32(k0 - c0) >> np.uint32(7))])
+                s = float32(ss[scale_slot(np.uint32(lr), index32.u32(k0 - c0) >> np.uint32(7))])
             else:
                 s = float32(wb[e, n, k0 >> 7])
             return w0, w1, w2, w3, s, s
@@ -505,7 +498,8 @@ def make_dot_wide(FMT: str, X: str, SHFL_FAULT: int = 0) -> Dots:
             w0, w1, w2, w3 = words_of(wv, e, n, q)
             # the two 16-value blocks' scales, adjacent bytes: staged, or one 16-bit load
             if sfast:
-                pair = np.uint32(ss.view(np.uint16)[lr * (NV_ROW_BYTES // 2) + ((q * V - c0) >> 5)])
+                at = index32.u32(lr * (NV_ROW_BYTES // 2)) + (index32.u32(q * V - c0) >> 5)
+                pair = np.uint32(ss.view(np.uint16)[at])
             else:
                 pair = np.uint32(wb.view(np.uint16)[e, n, (q * V) >> 5])
             sa, sb = cvt.e4m3x2_to_f32x2(pair)
@@ -518,7 +512,7 @@ def make_dot_wide(FMT: str, X: str, SHFL_FAULT: int = 0) -> Dots:
             w0, w1, w2, w3 = words_of(wv, e, n, q)
             # 16 values within one block of 128: its scale staged, or loaded
             if sfast:
-                s = ss.view(np.float32)[((lr >> 4) << 4) + ((q * V - c0) >> 7)]
+                s = ss.view(np.float32)[index32.u32((lr >> 4) << 4) + (index32.u32(q * V - c0) >> 7)]
             else:
                 s = wb[e, n // FP8_BLOCK, (q * V) // FP8_BLOCK]
             return w0, w1, w2, w3, s, s
@@ -541,6 +535,7 @@ def make_dot_wide(FMT: str, X: str, SHFL_FAULT: int = 0) -> Dots:
         def use_pair(w0, w1, w2, w3, sa, sb, v0, v1, v2, v3, ta, tb, xa, j):
             """:func:`use` of two rows (gate and up) against the same staged
             values, each eight read once for both."""
+            j = index32.u32(j)
             x = ld8(xa, j)
             g = dot8v(_e8(w0, w1), x)
             u = dot8v(_e8(v0, v1), x)
@@ -582,7 +577,7 @@ def make_dot_wide(FMT: str, X: str, SHFL_FAULT: int = 0) -> Dots:
         """``acc`` plus row ``n``'s sums over loads ``q`` and, where ``q +
         LANES < q1``, ``q + LANES``: both loads issued before either is used
         (two in flight a lane), the sums added in step order."""
-        qb = q + LANES
+        qb = np.int32(q + LANES)
         more = qb < q1
         w0, w1, w2, w3, sa, sb = row(wv, wb, e, n, q, c0, ss, lr, sfast)
         z = np.uint32(0)
@@ -623,12 +618,13 @@ def make_dot_wide(FMT: str, X: str, SHFL_FAULT: int = 0) -> Dots:
         serving even lanes, the high odd ones. Both loads are issued
         unconditionally; ptxas 13.5 sinks the first into the branch that
         sums it, so here one is in flight a lane at a time (README)."""
-        qb = q + LANES
-        w0, w1, w2, w3 = words_of(wv, e, n, min(q, q1 - 1))
-        y0, y1, y2, y3 = words_of(wv, e, n, min(qb, q1 - 1))
+        qb = np.int32(q + LANES)
+        last = np.int32(q1 - 1)
+        w0, w1, w2, w3 = words_of(wv, e, n, min(q, last))
+        y0, y1, y2, y3 = words_of(wv, e, n, min(qb, last))
         odd = q & 1  # the lane's: a step starts on an even load
-        wi = (q >> 1) + (odd << 2)
-        word = wbw[e, n, min(wi, (q1 >> 1) - 1)]
+        wi = np.int32((q >> 1) + (odd << 2))
+        word = wbw[e, n, index32.u32(min(wi, np.int32((q1 >> 1) - 1)))]
         other = cuda.shfl_xor_sync(FULL_MASK, word, XOR)
         h = np.uint32(odd << 4)  # the pairs' half of their words
         pa = np.uint32(other if odd else word) >> h

@@ -259,9 +259,13 @@ def make_gateup_rows(FMT: str):
             if n < inter:
                 if wide:
                     wv = wa.view(np.uint32)  # once a chunk, not a load
-                    q1 = c1 // V
-                    for q in range(c0 // V + lane, q1, LANES):
+                    # a 32-bit counter (Numba's range counts in 64 bits: a
+                    # 64-bit compare and two carries a step; common/index32.py)
+                    q1 = np.int32(c1 // V)
+                    q = np.int32(c0 // V + lane)
+                    while q < q1:
                         g, u = dot_pair(g, u, wv, wb, e, n, n + inter, q, q1, xa, c0, ss, r16, r16 + 16, sfast)
+                        q = np.int32(q + LANES)
                 else:
                     for c in range(c0 // 8 + lane, c1 // 8, LANES):
                         xv = ld8(xa, 8 * c - c0)  # once for gate and up
@@ -335,14 +339,17 @@ def make_down_rows(FMT: str, PAIRS: bool = False, SHFL_FAULT: int = 0):
                 if pairs:  # every lane of the warp alike (the scale shuffle)
                     wv = wa.view(np.uint32)  # once a chunk, not a load
                     wbw = wb.view(np.int32)
-                    for b in range(c0 // V, c1 // V, 2 * LANES):
-                        part = dot_shfl(part, wv, wbw, e, n, b + lane, c1 // V, xa, c0)
+                    q1 = np.int32(c1 // V)
+                    for b in range(np.int32(c0 // V), q1, np.int32(2 * LANES)):
+                        part = dot_shfl(part, wv, wbw, e, n, np.int32(b + lane), q1, xa, c0)
                 elif live:
                     if wide and not PAIRS:
                         wv = wa.view(np.uint32)  # once a chunk, not a load
-                        q1 = c1 // V
-                        for q in range(c0 // V + lane, q1, 2 * LANES):  # two loads a lane in flight
+                        q1 = np.int32(c1 // V)
+                        q = np.int32(c0 // V + lane)
+                        while q < q1:  # two loads a lane in flight
                             part = dot_wide(part, wv, wb, e, n, q, q1, xa, c0, ss, r16, sfast)
+                            q = np.int32(q + 2 * LANES)
                     else:
                         for c in range(c0 // 8 + lane, c1 // 8, LANES):
                             part += chunk(wa, wb, wc, e, n, c, ld8(xa, 8 * c - c0))

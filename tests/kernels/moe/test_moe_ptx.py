@@ -259,3 +259,34 @@ def test_the_per_row_kernels_streaming_loops_hold_no_check_that_can_raise(compil
             and loop.start <= int(a.group(1), 16) <= loop.end
         ]  # fmt: skip
         assert "EXIT" not in ops, (name, ops.count("EXIT"))
+
+
+def test_the_per_row_kernels_streaming_loops_count_and_index_in_32_bits(compiled):
+    """The streaming loop of every per-row kernel keeps its counter and its
+    indices 32-bit (``common/index32.py``): no 64-bit comparison
+    (``ISETP ... .EX``) and no add carrying into a high word (``IMAD.X``,
+    ``IADD3.X``), which a 64-bit loop counter or load index makes. Until
+    2026-12-07 every one of them had both: Numba's 64-bit ``range`` and
+    each load's 64-bit element index, 10-27 such instructions a step."""
+    import pytest
+    from ptx_harness import nvdisasm
+    from ptx_harness import sass as sass_of
+
+    from leverctl.profile import machine
+
+    if not compiled["ptxas"] or not nvdisasm():
+        pytest.skip("ptxas or nvdisasm not found")
+    names = [f"{g}_rows_{fmt}" for fmt in ROWS_FORMATS for g in ("gateup", "down")] + ["down_rows_nvfp4_pairs"]
+    wide = {}
+    for name in names:
+        sass = sass_of(compiled, name, "sm_90a")
+        loop = machine.stream_loop(sass)
+        assert loop is not None, name
+        ops = [
+            m.group(2)
+            for line in sass.splitlines()
+            if (m := machine._OPERANDS.match(line)) and (a := machine._ADDRESS.match(line))
+            and loop.start <= int(a.group(1), 16) <= loop.end
+        ]  # fmt: skip
+        wide[name] = [op for op in ops if op.startswith(("IMAD.X", "IADD3.X")) or op.endswith(".EX")]
+    assert not any(wide.values()), wide
