@@ -46,10 +46,13 @@ def _intrinsics():
         def codegen(context, builder, signature, args):
             a = context.make_array(signature.args[0])(context, builder, args[0])
             addr = _mov(builder, 64, builder.ptrtoint(a.data, ir.IntType(64)))
+            # a global pointer cast to a generic one, as a kernel's array
+            # argument is: NVVM then still loads through it by ld.global
+            glob = builder.inttoptr(addr, a.data.type.pointee.as_pointer(1))
             out = context.make_array(signature.return_type)(context, builder)
             context.populate_array(
                 out,
-                data=builder.inttoptr(addr, a.data.type),
+                data=builder.addrspacecast(glob, a.data.type),
                 shape=a.shape,
                 strides=a.strides,
                 itemsize=a.itemsize,

@@ -40,8 +40,10 @@ from __future__ import annotations
 
 from functools import lru_cache
 
+import numpy as np
 from numba import cuda, float32, uint32
 
+from ..common import index32
 from ..common import launch as L
 from ..common.int4_device import (
     dot_word_regs,
@@ -117,29 +119,32 @@ def make_row_block(ROWS: int, KCHUNK: int, DUAL: bool, TAIL_FAULT: int = 0):
             w0 = c * KWC
             w1 = min(kw, w0 + KWC)
             if vec:
-                g0 = w0 >> 2
-                g1 = w1 >> 2
-                lim = g1 - 1 if TAIL_FAULT == 1 else (g1 + 1 if TAIL_FAULT == 2 else g1)
-                for g in range(g0 + tid, lim, NT):
-                    gi = min(g, g1 - 1) if TAIL_FAULT == 2 else g
-                    # Every row's group is loaded before any is used.
+                g0 = np.int32(w0 >> 2)
+                g1 = np.int32(w1 >> 2)
+                lim = np.int32(g1 - 1 if TAIL_FAULT == 1 else (g1 + 1 if TAIL_FAULT == 2 else g1))
+                g = np.int32(g0 + tid)
+                while g < lim:  # a 32-bit counter (Numba's range counts in 64 bits)
+                    gi = min(g, np.int32(g1 - 1)) if TAIL_FAULT == 2 else g
+                    w4 = index32.u32(4 * gi)
+                    # Every row's group is loaded before any is used; each
+                    # row's address formed once, outside the loop (index32).
                     for r in range(ROWS):
                         row = row0 + r
                         if row < n:
-                            a0, a1, a2, a3 = ldg_v4(qw, row * kw + 4 * gi)
+                            a0, a1, a2, a3 = ldg_v4(index32.row(qw[row]), w4)
                             wv[4 * r] = a0
                             wv[4 * r + 1] = a1
                             wv[4 * r + 2] = a2
                             wv[4 * r + 3] = a3
                             if DUAL:
-                                b0, b1, b2, b3 = ldg_v4(mats[2], row * kw + 4 * gi)
+                                b0, b1, b2, b3 = ldg_v4(index32.row(mats[2][row]), w4)
                                 wv[4 * (ROWS + r)] = b0
                                 wv[4 * (ROWS + r) + 1] = b1
                                 wv[4 * (ROWS + r) + 2] = b2
                                 wv[4 * (ROWS + r) + 3] = b3
                     for r in range(R):
                         part[r] = float32(0.0)
-                    col = 4 * (gi - g0)
+                    col = index32.u32(4 * (gi - g0))
                     for t in range(4):
                         load_x8_at(xv, word_at(xb, col + t))
                         for r in range(ROWS):
@@ -147,13 +152,14 @@ def make_row_block(ROWS: int, KCHUNK: int, DUAL: bool, TAIL_FAULT: int = 0):
                                 part[r] += dot_word_regs(wv[4 * r + t], xv)
                                 if DUAL:
                                     part[ROWS + r] += dot_word_regs(wv[4 * (ROWS + r) + t], xv)
-                    gs = gi >> 2
+                    gs = index32.u32(gi >> 2)
                     for r in range(ROWS):
                         row = row0 + r
                         if row < n:
-                            acc[r] += float32(sc[row, gs]) * part[r]
+                            acc[r] += float32(index32.row(sc[row])[gs]) * part[r]
                             if DUAL:
-                                acc[ROWS + r] += float32(mats[3][row, gs]) * part[ROWS + r]
+                                acc[ROWS + r] += float32(index32.row(mats[3][row])[gs]) * part[ROWS + r]
+                    g = np.int32(g + NT)
             else:
                 for gw in range(w0 + tid, w1, NT):
                     load_x8_at(xv, word_at(xb, gw - w0))

@@ -51,8 +51,10 @@ from __future__ import annotations
 
 from functools import lru_cache
 
+import numpy as np
 from numba import cuda, float32, uint32
 
+from ..common import index32
 from ..common import launch as L
 from ..common.int4_device import (
     GROUP_BYTES,
@@ -110,27 +112,51 @@ def make_warp_rows(WARPS: int, KCHUNK: int, DUAL: bool, SILU: bool, TAIL_FAULT: 
         else:
             stage_x_grouped(xs, src[0], c0, k, tid, NT, KCHUNK)
 
-    @device_inline
-    def load_step(wv, sv, uv, su, qw, sc, mats, row, base, g, lim, g1):
-        """The loads of a step's groups (``UNROLL`` per lane from group ``g``):
-        every one issued before any is used."""
-        for u in range(UNROLL):
-            gu = g + 32 * u
-            if gu < lim:
-                gi = min(gu, g1 - 1) if TAIL_FAULT == 2 else gu
-                a0, a1, a2, a3 = ldg_v4(qw, base + 4 * gi)
-                wv[4 * u] = a0
-                wv[4 * u + 1] = a1
-                wv[4 * u + 2] = a2
-                wv[4 * u + 3] = a3
-                sv[u] = float32(sc[uint32(row), uint32(gi >> 2)])
-                if DUAL:
-                    b0, b1, b2, b3 = ldg_v4(mats[2], base + 4 * gi)
-                    uv[4 * u] = b0
-                    uv[4 * u + 1] = b1
-                    uv[4 * u + 2] = b2
-                    uv[4 * u + 3] = b3
-                    su[u] = float32(mats[3][uint32(row), uint32(gi >> 2)])
+    def make_step(GUARD: bool):
+        """A step's loads and sums; ``GUARD``: the chunk's last step, whose
+        groups past ``lim`` are skipped (a whole step needs no test)."""
+
+        @device_inline
+        def load(wv, sv, uv, su, qr, sr, ur, tr, g, lim, g1):
+            """The loads of a step's groups (``UNROLL`` per lane from group
+            ``g``): every one issued before any is used. ``qr``, ``sr``
+            (``ur``, ``tr``): the row of each matrix and of its scales;
+            32-bit indices (``common/index32.py``)."""
+            for u in range(UNROLL):
+                gu = np.int32(g + 32 * u)
+                if not GUARD or gu < lim:
+                    gi = min(gu, np.int32(g1 - 1)) if TAIL_FAULT == 2 else gu
+                    a0, a1, a2, a3 = ldg_v4(qr, index32.u32(4 * gi))
+                    wv[4 * u] = a0
+                    wv[4 * u + 1] = a1
+                    wv[4 * u + 2] = a2
+                    wv[4 * u + 3] = a3
+                    sv[u] = float32(sr[index32.u32(gi >> 2)])
+                    if DUAL:
+                        b0, b1, b2, b3 = ldg_v4(ur, index32.u32(4 * gi))
+                        uv[4 * u] = b0
+                        uv[4 * u + 1] = b1
+                        uv[4 * u + 2] = b2
+                        uv[4 * u + 3] = b3
+                        su[u] = float32(tr[index32.u32(gi >> 2)])
+
+        @device_inline
+        def use(acc, acc2, wv, sv, uv, su, xb, g, g0, lim, g1):
+            """The step's sums, each group against its staged activations."""
+            for u in range(UNROLL):
+                gu = np.int32(g + 32 * u)
+                if not GUARD or gu < lim:
+                    gi = min(gu, np.int32(g1 - 1)) if TAIL_FAULT == 2 else gu
+                    at = xb + uint32(GROUP_BYTES) * index32.u32(gi - g0)
+                    acc += sv[u] * dot_group_at(wv[4 * u], wv[4 * u + 1], wv[4 * u + 2], wv[4 * u + 3], at)
+                    if DUAL:
+                        acc2 += su[u] * dot_group_at(uv[4 * u], uv[4 * u + 1], uv[4 * u + 2], uv[4 * u + 3], at)
+            return acc, acc2
+
+        return load, use
+
+    load_step, use_step = make_step(True)
+    load_whole, use_whole = make_step(False)
 
     @cuda.jit(device=True)
     def rows(outs, mats, src):
@@ -162,19 +188,23 @@ def make_warp_rows(WARPS: int, KCHUNK: int, DUAL: bool, SILU: bool, TAIL_FAULT: 
             row = rb + warp
             acc = float32(0.0)
             acc2 = float32(0.0)
+            rr = min(row, n - 1)  # the rows' views (a warp past the end uses none)
+            qr = index32.row(qw[rr])
+            sr = index32.row(sc[rr])
+            ur = index32.row(mats[2][rr]) if DUAL else qr
+            tr = index32.row(mats[3][rr]) if DUAL else sr
             for c in range(nchunks):
                 c0 = c * KCHUNK
                 w0 = c * KWC
                 w1 = min(kw, w0 + KWC)
-                g0 = w0 >> 2
-                g1 = w1 >> 2
-                lim = g1 - 1 if TAIL_FAULT == 1 else (g1 + 1 if TAIL_FAULT == 2 else g1)
-                base = row * kw
+                g0 = np.int32(w0 >> 2)
+                g1 = np.int32(w1 >> 2)
+                lim = np.int32(g1 - 1 if TAIL_FAULT == 1 else (g1 + 1 if TAIL_FAULT == 2 else g1))
                 if vec and row < n:
                     # The chunk's first step of weights (at the default
                     # KCHUNK, all of it) is loaded before the activations
                     # are staged: the two latencies overlap.
-                    load_step(wv, sv, uv, su, qw, sc, mats, row, base, g0 + lane, lim, g1)
+                    load_step(wv, sv, uv, su, qr, sr, ur, tr, np.int32(g0 + lane), lim, g1)
                 if nchunks > 1 or not staged:
                     cuda.syncthreads()  # previous chunk fully consumed
                     stage(xs, src, c0, k, tid, xvec)
@@ -182,21 +212,21 @@ def make_warp_rows(WARPS: int, KCHUNK: int, DUAL: bool, SILU: bool, TAIL_FAULT: 
                     staged = True
                 if row < n:
                     if vec:
-                        for g in range(g0 + lane, lim, STEP):
-                            if g != g0 + lane:
-                                load_step(wv, sv, uv, su, qw, sc, mats, row, base, g, lim, g1)
-                            for u in range(UNROLL):
-                                gu = g + 32 * u
-                                if gu < lim:
-                                    gi = min(gu, g1 - 1) if TAIL_FAULT == 2 else gu
-                                    at = xb + uint32(GROUP_BYTES * (gi - g0))
-                                    acc += sv[u] * dot_group_at(
-                                        wv[4 * u], wv[4 * u + 1], wv[4 * u + 2], wv[4 * u + 3], at
-                                    )
-                                    if DUAL:
-                                        acc2 += su[u] * dot_group_at(
-                                            uv[4 * u], uv[4 * u + 1], uv[4 * u + 2], uv[4 * u + 3], at
-                                        )
+                        first = np.int32(g0 + lane)
+                        g = first
+                        # whole steps (every group below lim) by a 32-bit
+                        # counter (Numba's range counts in 64 bits), then the
+                        # chunk's partial last one, outside the loop
+                        whole = np.int32(lim - 32 * (UNROLL - 1))
+                        while g < whole:
+                            if g != first:
+                                load_whole(wv, sv, uv, su, qr, sr, ur, tr, g, lim, g1)
+                            acc, acc2 = use_whole(acc, acc2, wv, sv, uv, su, xb, g, g0, lim, g1)
+                            g = np.int32(g + STEP)
+                        if g < lim:
+                            if g != first:
+                                load_step(wv, sv, uv, su, qr, sr, ur, tr, g, lim, g1)
+                            acc, acc2 = use_step(acc, acc2, wv, sv, uv, su, xb, g, g0, lim, g1)
                     else:
                         for gw in range(w0 + lane, w1, 32):
                             col = gw - w0
