@@ -233,12 +233,9 @@ def test_nvfp4_down_loads_a_steps_scales_as_words_and_shuffles_what_it_loads(com
         assert shuffled_loads(f"down_rows_{fmt}")[0] == [], fmt
 
 
-def test_the_per_row_kernels_streaming_loops_hold_no_check_that_can_raise(compiled):
-    """The streaming loop of every per-row kernel (``machine.stream_loop``)
-    holds no ``EXIT``: a check that can raise (an array view's shape test)
-    taken inside the loop stays there, run every load (the weights' and
-    NVFP4's scale words were viewed a load until 2026-12-07: 30-70 more
-    instructions a step)."""
+def _stream_loop_ops(compiled) -> dict[str, list[str]]:
+    """Every per-row kernel's streaming loop (``machine.stream_loop``) as
+    its opcodes, by kernel name (sm_90a)."""
     import pytest
     from ptx_harness import nvdisasm
     from ptx_harness import sass as sass_of
@@ -248,16 +245,26 @@ def test_the_per_row_kernels_streaming_loops_hold_no_check_that_can_raise(compil
     if not compiled["ptxas"] or not nvdisasm():
         pytest.skip("ptxas or nvdisasm not found")
     names = [f"{g}_rows_{fmt}" for fmt in ROWS_FORMATS for g in ("gateup", "down")] + ["down_rows_nvfp4_pairs"]
+    out = {}
     for name in names:
         sass = sass_of(compiled, name, "sm_90a")
         loop = machine.stream_loop(sass)
         assert loop is not None, name
-        ops = [
+        out[name] = [
             m.group(2)
             for line in sass.splitlines()
             if (m := machine._OPERANDS.match(line)) and (a := machine._ADDRESS.match(line))
             and loop.start <= int(a.group(1), 16) <= loop.end
         ]  # fmt: skip
+    return out
+
+
+def test_the_per_row_kernels_streaming_loops_hold_no_check_that_can_raise(compiled):
+    """The streaming loop of every per-row kernel holds no ``EXIT``: a
+    check that can raise (an array view's shape test) taken inside the loop
+    stays there, run every load (the weights' and NVFP4's scale words were
+    viewed a load until 2026-12-07: 30-70 more instructions a step)."""
+    for name, ops in _stream_loop_ops(compiled).items():
         assert "EXIT" not in ops, (name, ops.count("EXIT"))
 
 
@@ -268,25 +275,8 @@ def test_the_per_row_kernels_streaming_loops_count_and_index_in_32_bits(compiled
     ``IADD3.X``), which a 64-bit loop counter or load index makes. Until
     2026-12-07 every one of them had both: Numba's 64-bit ``range`` and
     each load's 64-bit element index, 10-27 such instructions a step."""
-    import pytest
-    from ptx_harness import nvdisasm
-    from ptx_harness import sass as sass_of
-
-    from leverctl.profile import machine
-
-    if not compiled["ptxas"] or not nvdisasm():
-        pytest.skip("ptxas or nvdisasm not found")
-    names = [f"{g}_rows_{fmt}" for fmt in ROWS_FORMATS for g in ("gateup", "down")] + ["down_rows_nvfp4_pairs"]
-    wide = {}
-    for name in names:
-        sass = sass_of(compiled, name, "sm_90a")
-        loop = machine.stream_loop(sass)
-        assert loop is not None, name
-        ops = [
-            m.group(2)
-            for line in sass.splitlines()
-            if (m := machine._OPERANDS.match(line)) and (a := machine._ADDRESS.match(line))
-            and loop.start <= int(a.group(1), 16) <= loop.end
-        ]  # fmt: skip
-        wide[name] = [op for op in ops if op.startswith(("IMAD.X", "IADD3.X")) or op.endswith(".EX")]
+    wide = {
+        name: [op for op in ops if op.startswith(("IMAD.X", "IADD3.X")) or op.endswith(".EX")]
+        for name, ops in _stream_loop_ops(compiled).items()
+    }
     assert not any(wide.values()), wide
