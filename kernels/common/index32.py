@@ -12,7 +12,11 @@ kernel write the one-instruction form:
 * ``row(a)``: the array ``a`` unchanged, its data pointer passed through an
   opaque ``mov.b64``, so that LLVM cannot fold a view's offset into the
   indices of the loads from it: the row's address is computed once, before
-  the loop (the move has no side effect and is hoisted with its operands);
+  the loop (the move has no side effect and is hoisted with its operands).
+  The moved address is made a global pointer cast to a generic one, as a
+  kernel's array argument is, so that NVVM still loads through it by
+  ``ld.global`` (an integer turned straight into a generic pointer gives
+  generic ``LD``);
 * ``u32(x)``: ``x`` as a uint32 through an opaque ``mov.b32``, so that LLVM
   cannot widen it back; a load's index then extends it for free
   (``IMAD.WIDE.U32``).

@@ -55,7 +55,7 @@ from ..common.int4_device import (
 )
 from ..common.smem import ALIGN16, smem_addr
 from ..common.vload import aligned16, ldg_v4
-from ._warp_rows import TAIL_FAULTS
+from ._warp_rows import TAIL_FAULTS, put4
 
 NT = 64
 DEFAULT_ROWS = 4
@@ -131,17 +131,9 @@ def make_row_block(ROWS: int, KCHUNK: int, DUAL: bool, TAIL_FAULT: int = 0):
                     for r in range(ROWS):
                         row = row0 + r
                         if row < n:
-                            a0, a1, a2, a3 = ldg_v4(index32.row(qw[row]), w4)
-                            wv[4 * r] = a0
-                            wv[4 * r + 1] = a1
-                            wv[4 * r + 2] = a2
-                            wv[4 * r + 3] = a3
+                            put4(wv, 4 * r, ldg_v4(index32.row(qw[row]), w4))
                             if DUAL:
-                                b0, b1, b2, b3 = ldg_v4(index32.row(mats[2][row]), w4)
-                                wv[4 * (ROWS + r)] = b0
-                                wv[4 * (ROWS + r) + 1] = b1
-                                wv[4 * (ROWS + r) + 2] = b2
-                                wv[4 * (ROWS + r) + 3] = b3
+                                put4(wv, 4 * (ROWS + r), ldg_v4(index32.row(mats[2][row]), w4))
                     for r in range(R):
                         part[r] = float32(0.0)
                     col = index32.u32(4 * (gi - g0))

@@ -84,6 +84,16 @@ MAX_RESIDENT_BLOCKS = 132 * 16
 TAIL_FAULTS = (0, 1, 2)
 
 
+@device_inline
+def put4(v, i, words):
+    """The four words of a 16-byte load into ``v[i .. i + 3]``."""
+    w0, w1, w2, w3 = words
+    v[i] = w0
+    v[i + 1] = w1
+    v[i + 2] = w2
+    v[i + 3] = w3
+
+
 def check_config(WARPS: int, KCHUNK: int) -> None:
     L.check_block(WARPS * L.WARP_SIZE, warps=True)
     group_layout(KCHUNK)
@@ -126,18 +136,10 @@ def make_warp_rows(WARPS: int, KCHUNK: int, DUAL: bool, SILU: bool, TAIL_FAULT: 
                 gu = np.int32(g + 32 * u)
                 if not GUARD or gu < lim:
                     gi = min(gu, np.int32(g1 - 1)) if TAIL_FAULT == 2 else gu
-                    a0, a1, a2, a3 = ldg_v4(qr, index32.u32(4 * gi))
-                    wv[4 * u] = a0
-                    wv[4 * u + 1] = a1
-                    wv[4 * u + 2] = a2
-                    wv[4 * u + 3] = a3
+                    put4(wv, 4 * u, ldg_v4(qr, index32.u32(4 * gi)))
                     sv[u] = float32(sr[index32.u32(gi >> 2)])
                     if DUAL:
-                        b0, b1, b2, b3 = ldg_v4(ur, index32.u32(4 * gi))
-                        uv[4 * u] = b0
-                        uv[4 * u + 1] = b1
-                        uv[4 * u + 2] = b2
-                        uv[4 * u + 3] = b3
+                        put4(uv, 4 * u, ldg_v4(ur, index32.u32(4 * gi)))
                         su[u] = float32(tr[index32.u32(gi >> 2)])
 
         @device_inline
