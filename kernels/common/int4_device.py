@@ -26,19 +26,22 @@ word reads (lanes on consecutive words) and the staging's 16-byte stores are
 conflict-free; 32 floats a group apart they would all fall on one quad
 (8-way).
 
-Each activation is staged *pre-scaled* by ``2**-(4 (j % 4))`` (``j`` its
-nibble; a power of two, so exact for any value above ``2**-114``: every
-fp16 input, and any fp32 SiLU product that is not itself negligible), which
-lets :func:`dot8` decode a nibble where it lies in the word, without a
-shift (the comment above ``_dec``): ``(q - 8) 2**(4 (j % 4))`` times ``x
-2**-(4 (j % 4))`` is the product ``(q - 8) x`` exactly, so every product,
-and every sum, is the unscaled decode's.
+Each activation is staged *pre-scaled* by ``2**(89 - 4 (j % 4))`` (``j``
+its nibble; ``89`` is ``149 - SHIFT``; a power of two, so exact), which
+lets :func:`dot8` decode a nibble where it lies in its half-word as a
+float32 subnormal, with no shift, no magic number and no fill (the comment
+above ``_dec``): ``(q - 8) 2**(4 (j % 4) - 149)`` times ``x 2**(89 - 4 (j
+% 4))`` is the product ``(q - 8) x 2**-60`` exactly, so every product and
+every sum is the unscaled decode's times ``2**-60``, and a row's sum times
+:data:`UNSCALE` is the unscaled sum, bit for bit, for activations of
+magnitude ``2**-66`` to ``2**39`` (every fp16 input, every SiLU product of
+fp16 inputs).
 """
 
 from __future__ import annotations
 
 import numpy as np
-from numba import config, cuda, float32, uint32
+from numba import cuda, float32, uint32
 
 from . import cvt
 from .launch import device_inline
@@ -79,92 +82,50 @@ def nibble(word, j):
     FADD. The uint32 -> float32 reinterpretation goes through a one-element
     local array viewed as float32, which the compiler turns into a register
     move (no local memory) and which the simulator runs as a NumPy view. (A
-    magic a position instead of the shift, as :func:`dot8` decodes, spilled
-    the MoE gate/up kernel 16 bytes at its 72-register bound with ptxas
-    13.0, when that kernel decoded by this function, its scale on every
-    value.)
+    magic a position instead of the shift spilled the MoE gate/up kernel 16
+    bytes at its 72-register bound with ptxas 13.0, when that kernel decoded
+    by this function, its scale on every value.)
     """
     bits = cuda.local.array(1, dtype=uint32)
     bits[0] = ((word >> uint32(4 * j)) & uint32(0xF)) | uint32(_MAGIC_BITS)
     return bits.view(np.float32)[0] - float32(_MAGIC_BIAS)
 
 
-# The pre-scaled decode: every position's magic is 2**23 (``_MAGIC_BITS``),
-# the nibble stays at bits ``4 p`` of the word (or of the word shifted by 16)
-# and the activation carries the ``2**-(4 p)``. The half-word is first
-# filled up with ones above bit 15 (one instruction a half: OR, or the
-# shift and OR in one ``LEA.HI``); a value is then one AND with ``magic |
-# 0xF << 4p``, which keeps the magic's bits (all above bit 15, where the
-# half-word is all ones) and the nibble, and one FADD of ``2**23 + 8 *
-# 16**p``, whose result ``(q - 8) 16**p`` is exact. One immediate an
-# instruction: a second constant in a ``LOP3`` is rematerialised by ptxas
-# at every use, one more instruction a value.
-_HIGH16 = 0xFFFF0000
-_BIAS = (8388616.0, 8388736.0, 8390656.0, 8421376.0)  # 2**23 + 8 * 16**p
-
-
-def _shl16_intrinsic():
-    """``shl16(word)``: ``word << 16`` by a byte permute (``prmt.b32`` with
-    zero: SASS ``PRMT`` with ``RZ``), which neither LLVM nor ptxas reads as
-    a shift: see :func:`halves`."""
-    from llvmlite import ir
-    from numba.cuda import types
-    from numba.cuda.extending import intrinsic
-
-    def shl16(typingctx, word):
-        if not isinstance(word, types.Integer):
-            return None
-
-        def codegen(context, builder, signature, args):
-            i32 = ir.IntType(32)
-            w = context.cast(builder, args[0], signature.args[0], types.uint32)
-            fnty = ir.FunctionType(i32, [i32])
-            return builder.asm(fnty, "prmt.b32 $0, $1, 0, 0x1054;", "=r,r", [w], side_effect=False)
-
-        return types.uint32(word), codegen
-
-    return intrinsic(shl16)
-
-
-if config.ENABLE_CUDASIM:
-
-    def shl16(word):
-        return uint32((int(word) << 16) & 0xFFFFFFFF)
-
-else:
-    shl16 = _shl16_intrinsic()
+# The pre-scaled decode (subnormal): a nibble at bits ``4 p`` of a word
+# (``p`` 0-3: the low half-word; the high half after a 16-bit shift), with
+# every other bit cleared by one AND, is the float32 subnormal ``q 2**(4 p -
+# 149)`` (exponent field 0: no implicit bit, so no magic to OR in and no
+# bias to fill the word with); one FADD of ``8 2**(4 p - 149)`` leaves
+# ``(q - 8) 2**(4 p - 149)``, exact (subnormals are multiples of
+# ``2**-149``). The activation staged for it carries ``2**(149 - 4 p -
+# SHIFT)`` (:func:`xscale`), so the FFMA's exact product is ``(q - 8) x
+# 2**-SHIFT``; a row's sum is scaled back by ``2**SHIFT`` (:data:`UNSCALE`)
+# at its end, which changes no bit while every partial sum is a normal
+# float (``SHIFT`` = 60: the pre-scaled activations stay below 2**128 for
+# any ``|x| < 2**39``, and products are exact for ``|x| >= 2**-66``; every
+# fp16 input and every SiLU product of fp16 inputs lies between).
+SHIFT = 60
+UNSCALE = float(2.0**SHIFT)
+_XEXP = 149 - SHIFT  # the pre-scale's exponent at position 0
+_BIAS = tuple(float(8 * 2.0 ** (4 * p - 149)) for p in range(4))  # 8 2**(4 p - 149)
 
 
 @device_inline
-def halves(word):
-    """``(word | 0xFFFF0000, (word >> 16) | 0xFFFF0000)``: each half-word
-    with ones above it, one ``LEA.HI`` each (shift and add of an
-    immediate), the low half's after a ``PRMT`` that moves it up. Written
-    as ``word | 0xFFFF0000`` (or ``(word << 16) >> 16 | ...``, which LLVM
-    folds to it), the OR is folded by ptxas into every ``LOP3`` that reads
-    it, which then needs the constant in a register, rematerialised at
-    every use: one more instruction a value."""
-    return (shl16(word) >> uint32(16)) | uint32(_HIGH16), (word >> uint32(16)) | uint32(_HIGH16)
+def _dec(w, p):
+    """``(q - 8) 2**(4 p - 149)`` of the nibble at bits ``4 p`` of ``w``."""
+    return cvt.bits_f32(w & uint32(0xF << (4 * p))) - float32(_BIAS[p])
 
 
 @device_inline
-def _dec(mw, p):
-    """``(q - 8) * 16**p`` of the nibble at bits ``4 p`` of ``mw`` (a
-    half-word with ones above bit 15, :func:`halves`)."""
-    return cvt.bits_f32(mw & uint32(_MAGIC_BITS | (0xF << (4 * p)))) - float32(_BIAS[p])
-
-
-@device_inline
-def dot8(word, x0, x1, x2, x3, x4, x5, x6, x7):
-    """``sum_j (q_j - 8) x_j`` over the 8 nibbles of ``word`` against their
-    pre-scaled activations ``x0 .. x7``, in fp32, ``j`` in order (one FFMA
-    chain from 0, as an unscaled decode sums)."""
-    lo, hi = halves(word)
-    acc = float32(0.0)
-    acc += _dec(lo, 0) * x0
-    acc += _dec(lo, 1) * x1
-    acc += _dec(lo, 2) * x2
-    acc += _dec(lo, 3) * x3
+def dot8_from(acc, word, x0, x1, x2, x3, x4, x5, x6, x7):
+    """``acc + 2**-SHIFT sum_j (q_j - 8) x_j`` over the 8 nibbles of
+    ``word`` against their pre-scaled activations ``x0 .. x7``, in fp32:
+    one FFMA chain from ``acc``, ``j`` in order."""
+    hi = word >> uint32(16)
+    acc += _dec(word, 0) * x0
+    acc += _dec(word, 1) * x1
+    acc += _dec(word, 2) * x2
+    acc += _dec(word, 3) * x3
     acc += _dec(hi, 0) * x4
     acc += _dec(hi, 1) * x5
     acc += _dec(hi, 2) * x6
@@ -172,14 +133,21 @@ def dot8(word, x0, x1, x2, x3, x4, x5, x6, x7):
     return acc
 
 
+@device_inline
+def dot8(word, x0, x1, x2, x3, x4, x5, x6, x7):
+    """:func:`dot8_from` zero: the word's sum alone, as an unscaled decode
+    sums it (times ``2**-SHIFT``)."""
+    return dot8_from(float32(0.0), word, x0, x1, x2, x3, x4, x5, x6, x7)
+
+
 # ── staging ───────────────────────────────────────────────────────────────────
 
 
 @device_inline
 def xscale(e):
-    """``2**-(4 (e % 4))``, the pre-scale of chunk input ``e`` (its nibble's
-    position in its half-word), as fp32 bits: exponent 127 less 4 a step."""
-    return cvt.bits_f32(uint32(0x3F800000 - (e & 3) * 0x02000000))
+    """``2**(149 - SHIFT - 4 (e % 4))``, the pre-scale of chunk input ``e``
+    (its nibble's position in its half-word), as fp32 bits."""
+    return cvt.bits_f32(uint32(((127 + _XEXP) << 23) - (e & 3) * 0x02000000))
 
 
 @device_inline
@@ -200,7 +168,12 @@ def pre4(v0, v1, v2, v3):
     """Four activations of inputs ``4 i .. 4 i + 3`` (a half-word's
     nibbles) pre-scaled: :func:`xscale` of positions 0-3 as constants
     (exact powers of two)."""
-    return v0, v1 * float32(0.0625), v2 * float32(0.00390625), v3 * float32(0.000244140625)
+    return (
+        v0 * float32(2.0**_XEXP),
+        v1 * float32(2.0 ** (_XEXP - 4)),
+        v2 * float32(2.0 ** (_XEXP - 8)),
+        v3 * float32(2.0 ** (_XEXP - 12)),
+    )
 
 
 @device_inline
@@ -265,9 +238,10 @@ def make_stagers(store8, store1):
             store8(xs, v0, a0, a1, a2, a3)
         if v1 < nv:
             store8(xs, v1, b0, b1, b2, b3)
-        for v in range(tid + 2 * nthreads, nv, nthreads):
-            c_0, c_1, c_2, c_3 = ldg_v4(x, c0 + 8 * v)
-            store8(xs, v, c_0, c_1, c_2, c_3)
+        if kchunk > 16 * nthreads:  # constants where inlined: no loop when two loads a thread cover it
+            for v in range(tid + 2 * nthreads, nv, nthreads):
+                c_0, c_1, c_2, c_3 = ldg_v4(x, c0 + 8 * v)
+                store8(xs, v, c_0, c_1, c_2, c_3)
         for e in range(8 * nv + tid, lim, nthreads):
             store1(xs, e, float32(x[c0 + e]))
 

@@ -32,7 +32,7 @@ import numpy as np
 from numba import cuda, float32
 
 from ..common import cvt, index32, int4_device, smem, vload
-from ..common.int4_device import dot8
+from ..common.int4_device import dot8_from
 from ..common.launch import device_inline
 
 FORMATS = ("int4", "nvfp4", "fp8")
@@ -325,9 +325,11 @@ SHFL_FAULTS = (0, 1)
 # 16- or 32-value sum instead of one or two a value).
 #
 # * int4: ``sum_j (q_j - 8) x_j`` by ``int4_device.dot8``, which decodes a
-#   nibble where it lies in its half-word (an AND and an FADD) against an
-#   activation staged pre-scaled by ``2**-(4 (j % 4))`` (``xscale``; exact
-#   for every value above ``2**-114``), then times the group's scale.
+#   nibble where it lies in its half-word as a float32 subnormal (an AND and
+#   an FADD) against an activation staged pre-scaled by ``2**(89 - 4 (j %
+#   4))`` (``xscale``; the products exact for activations of ``2**-66`` to
+#   ``2**39``), so every sum carries ``2**-60``; then times the group's
+#   scale, and the row's sum, at its end (:func:`Dots.finish`), by ``2**60``.
 # * NVFP4: two values at a time, nibbles ``j`` and ``j + 4`` of a word, are
 #   placed in an fp16 pair: the nibble's exponent and mantissa bits at
 #   fp16's bits 9-11 (the low two exponent bits and the top mantissa bit),
@@ -370,9 +372,10 @@ def fp4x8(w):
 
 @device_inline
 def int4_dot(acc, w, x):
-    """``acc`` plus ``sum_j (q_j - 8) x_j`` of a W4A16 word against eight
-    staged pre-scaled activations (the tuple ``x``)."""
-    return acc + dot8(w, x[0], x[1], x[2], x[3], x[4], x[5], x[6], x[7])
+    """``acc`` plus ``2**-60 sum_j (q_j - 8) x_j`` of a W4A16 word against
+    eight staged pre-scaled activations (the tuple ``x``), one FFMA chain
+    from ``acc``."""
+    return dot8_from(acc, w, x[0], x[1], x[2], x[3], x[4], x[5], x[6], x[7])
 
 
 @device_inline
@@ -520,21 +523,21 @@ def make_dot_wide(FMT: str, X: str, SHFL_FAULT: int = 0) -> Dots:
     if FP8:  # two words of eight codes a load, summed, the sum scaled once
 
         @device_inline
-        def use(w0, w1, w2, w3, sa, sb, xa, j):
-            """A loaded row's sum against the staged values from ``j``: a
-            float32 stage's 16 at constant offsets from one address (``j`` a
-            multiple of 16: within one group)."""
+        def use(acc, w0, w1, w2, w3, sa, sb, xa, j):
+            """``acc`` plus a loaded row's sum against the staged values
+            from ``j``: a float32 stage's 16 at constant offsets from one
+            address (``j`` a multiple of 16: within one group)."""
             if X == "f32":
                 at = int4_device.word_at(xa, j >> 3)
                 xa0, xb0 = ld8_at(at), ld8_at(at + np.uint32(32))
             else:
                 xa0, xb0 = ld8(xa, j), ld8(xa, j + 8)
-            return (dot8v(_e8(w0, w1), xa0) + dot8v(_e8(w2, w3), xb0)) * sa
+            return acc + (dot8v(_e8(w0, w1), xa0) + dot8v(_e8(w2, w3), xb0)) * sa
 
         @device_inline
-        def use_pair(w0, w1, w2, w3, sa, sb, v0, v1, v2, v3, ta, tb, xa, j):
-            """:func:`use` of two rows (gate and up) against the same staged
-            values, each eight read once for both."""
+        def use_pair(g0, u0, w0, w1, w2, w3, sa, sb, v0, v1, v2, v3, ta, tb, xa, j):
+            """:func:`use` of two rows (gate into ``g0``, up into ``u0``)
+            against the same staged values, each eight read once for both."""
             j = index32.u32(j)
             x = ld8(xa, j)
             g = dot8v(_e8(w0, w1), x)
@@ -542,20 +545,22 @@ def make_dot_wide(FMT: str, X: str, SHFL_FAULT: int = 0) -> Dots:
             x = ld8(xa, j + 8)
             g += dot8v(_e8(w2, w3), x)
             u += dot8v(_e8(v2, v3), x)
-            return g * sa, u * ta
+            return g0 + g * sa, u0 + u * ta
 
     else:  # four words a load, summed two a scale, each sum scaled once
 
         @device_inline
-        def use(w0, w1, w2, w3, sa, sb, xa, j):
+        def use(acc, w0, w1, w2, w3, sa, sb, xa, j):
+            """``acc`` plus the load's two 16-value sums, each one chain of
+            FFMAs from zero, each times its scale by one FFMA into ``acc``."""
             at = group_at(xa, j)  # the load's 32 values: one group of the float32 stage
             z = float32(0.0)
             a = word_dot(word_dot(z, w0, ld8_at(at)), w1, ld8_at(at + np.uint32(32)))
             b = word_dot(word_dot(z, w2, ld8_at(at + np.uint32(64))), w3, ld8_at(at + np.uint32(96)))
-            return a * sa + b * sb
+            return b * sb + (a * sa + acc)
 
         @device_inline
-        def use_pair(w0, w1, w2, w3, sa, sb, v0, v1, v2, v3, ta, tb, xa, j):
+        def use_pair(g0, u0, w0, w1, w2, w3, sa, sb, v0, v1, v2, v3, ta, tb, xa, j):
             at = group_at(xa, j)
             z = float32(0.0)
             x = ld8_at(at)
@@ -570,7 +575,7 @@ def make_dot_wide(FMT: str, X: str, SHFL_FAULT: int = 0) -> Dots:
             x = ld8_at(at + np.uint32(96))
             gb = word_dot(gb, w3, x)
             ub = word_dot(ub, v3, x)
-            return ga * sa + gb * sb, ua * ta + ub * tb
+            return gb * sb + (ga * sa + g0), ub * tb + (ua * ta + u0)
 
     @device_inline
     def dot(acc, wv, wb, e, n, q, q1, xa, c0, ss, lr, sfast):
@@ -585,9 +590,9 @@ def make_dot_wide(FMT: str, X: str, SHFL_FAULT: int = 0) -> Dots:
         ya = yb = sa
         if more:
             y0, y1, y2, y3, ya, yb = row(wv, wb, e, n, qb, c0, ss, lr, sfast)
-        acc += use(w0, w1, w2, w3, sa, sb, xa, q * V - c0)
+        acc = use(acc, w0, w1, w2, w3, sa, sb, xa, q * V - c0)
         if more:
-            acc += use(y0, y1, y2, y3, ya, yb, xa, qb * V - c0)
+            acc = use(acc, y0, y1, y2, y3, ya, yb, xa, qb * V - c0)
         return acc
 
     @device_inline
@@ -597,8 +602,7 @@ def make_dot_wide(FMT: str, X: str, SHFL_FAULT: int = 0) -> Dots:
         many registers: gate and up already make two in flight a lane)."""
         w0, w1, w2, w3, sa, sb = row(wv, wb, e, n, q, c0, ss, lr, sfast)
         v0, v1, v2, v3, ta, tb = row(wv, wb, e, n2, q, c0, ss, lr2, sfast)
-        dg, du = use_pair(w0, w1, w2, w3, sa, sb, v0, v1, v2, v3, ta, tb, xa, q * V - c0)
-        return g + dg, u + du
+        return use_pair(g, u, w0, w1, w2, w3, sa, sb, v0, v1, v2, v3, ta, tb, xa, q * V - c0)
 
     XOR = 2 if SHFL_FAULT == 1 else 1  # the lane holding the other word (a fault: the wrong one)
 
@@ -631,10 +635,10 @@ def make_dot_wide(FMT: str, X: str, SHFL_FAULT: int = 0) -> Dots:
         pb = np.uint32(word if odd else other) >> h
         if q < q1:
             sa, sb = cvt.e4m3x2_to_f32x2(pa & np.uint32(0xFFFF))
-            acc += use(w0, w1, w2, w3, sa, sb, xa, q * V - c0)
+            acc = use(acc, w0, w1, w2, w3, sa, sb, xa, q * V - c0)
         if qb < q1:
             ya, yb = cvt.e4m3x2_to_f32x2(pb & np.uint32(0xFFFF))
-            acc += use(y0, y1, y2, y3, ya, yb, xa, qb * V - c0)
+            acc = use(acc, y0, y1, y2, y3, ya, yb, xa, qb * V - c0)
         return acc
 
     if FP8:
@@ -666,7 +670,9 @@ def make_dot_wide(FMT: str, X: str, SHFL_FAULT: int = 0) -> Dots:
     def finish(acc, ts):
         if NV:
             return fp4_finish(acc, ts)
-        return acc
+        if FP8:
+            return acc
+        return acc * float32(int4_device.UNSCALE)  # int4's sums carry 2**-SHIFT
 
     return Dots(wide_ok, dot, dot_pair, pairs_ok, dot_shfl, chunk, finish)
 

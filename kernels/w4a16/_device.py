@@ -106,9 +106,10 @@ def stage_silu_mul_grouped_v4(xs, gate, up, c0, k, tid, nthreads, kchunk):
         _put8_silu(word_at(xb, v0), a0, a1, a2, a3, b0, b1, b2, b3)
     if v1 < nv:
         _put8_silu(word_at(xb, v1), c_0, c_1, c_2, c_3, d0, d1, d2, d3)
-    for v in range(tid + 2 * nthreads, nv, nthreads):
-        e0, e1, e2, e3 = ldg_v4(gate, c0 + 8 * v)
-        f0, f1, f2, f3 = ldg_v4(up, c0 + 8 * v)
-        _put8_silu(word_at(xb, v), e0, e1, e2, e3, f0, f1, f2, f3)
+    if kchunk > 16 * nthreads:  # constants: at the kernels' 2048 and 128 threads, no loop at all
+        for v in range(tid + 2 * nthreads, nv, nthreads):
+            e0, e1, e2, e3 = ldg_v4(gate, c0 + 8 * v)
+            f0, f1, f2, f3 = ldg_v4(up, c0 + 8 * v)
+            _put8_silu(word_at(xb, v), e0, e1, e2, e3, f0, f1, f2, f3)
     for e in range(8 * nv + tid, lim, nthreads):
         xs[slot(e)] = silu_f32(float32(gate[c0 + e])) * float32(up[c0 + e]) * xscale(e)

@@ -46,6 +46,7 @@ from numba import cuda, float32, uint32
 from ..common import index32
 from ..common import launch as L
 from ..common.int4_device import (
+    UNSCALE,
     dot_word_regs,
     group_layout,
     load_x8_at,
@@ -126,31 +127,31 @@ def make_row_block(ROWS: int, KCHUNK: int, DUAL: bool, TAIL_FAULT: int = 0):
                 while g < lim:  # a 32-bit counter (Numba's range counts in 64 bits)
                     gi = min(g, np.int32(g1 - 1)) if TAIL_FAULT == 2 else g
                     w4 = index32.u32(4 * gi)
-                    # Every row's group is loaded before any is used; each
-                    # row's address formed once, outside the loop (index32).
+                    # Every row's group is loaded before any is used. A row
+                    # past ``n`` (the last block's) reads row ``n - 1`` again
+                    # and its sums are never stored, so no row is tested in
+                    # the loop and each row's address is formed once, before
+                    # it (index32).
                     for r in range(ROWS):
-                        row = row0 + r
-                        if row < n:
-                            put4(wv, 4 * r, ldg_v4(index32.row(qw[row]), w4))
-                            if DUAL:
-                                put4(wv, 4 * (ROWS + r), ldg_v4(index32.row(mats[2][row]), w4))
+                        rr = min(row0 + r, n - 1)
+                        put4(wv, 4 * r, ldg_v4(index32.row(qw[rr]), w4))
+                        if DUAL:
+                            put4(wv, 4 * (ROWS + r), ldg_v4(index32.row(mats[2][rr]), w4))
                     for r in range(R):
                         part[r] = float32(0.0)
                     col = index32.u32(4 * (gi - g0))
                     for t in range(4):
                         load_x8_at(xv, word_at(xb, col + t))
                         for r in range(ROWS):
-                            if row0 + r < n:
-                                part[r] += dot_word_regs(wv[4 * r + t], xv)
-                                if DUAL:
-                                    part[ROWS + r] += dot_word_regs(wv[4 * (ROWS + r) + t], xv)
+                            part[r] += dot_word_regs(wv[4 * r + t], xv)
+                            if DUAL:
+                                part[ROWS + r] += dot_word_regs(wv[4 * (ROWS + r) + t], xv)
                     gs = index32.u32(gi >> 2)
                     for r in range(ROWS):
-                        row = row0 + r
-                        if row < n:
-                            acc[r] += float32(index32.row(sc[row])[gs]) * part[r]
-                            if DUAL:
-                                acc[ROWS + r] += float32(index32.row(mats[3][row])[gs]) * part[ROWS + r]
+                        rr = min(row0 + r, n - 1)
+                        acc[r] += float32(index32.row(sc[rr])[gs]) * part[r]
+                        if DUAL:
+                            acc[ROWS + r] += float32(index32.row(mats[3][rr])[gs]) * part[ROWS + r]
                     g = np.int32(g + NT)
             else:
                 for gw in range(w0 + tid, w1, NT):
@@ -174,9 +175,9 @@ def make_row_block(ROWS: int, KCHUNK: int, DUAL: bool, TAIL_FAULT: int = 0):
             cuda.syncthreads()
             s >>= 1
         if tid < ROWS and row0 + tid < n:
-            outs[0][row0 + tid] = red[tid * RED_PITCH]
+            outs[0][row0 + tid] = red[tid * RED_PITCH] * float32(UNSCALE)
             if DUAL:
-                outs[1][row0 + tid] = red[(ROWS + tid) * RED_PITCH]
+                outs[1][row0 + tid] = red[(ROWS + tid) * RED_PITCH] * float32(UNSCALE)
 
     return row_block
 

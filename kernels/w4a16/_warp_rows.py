@@ -58,6 +58,7 @@ from ..common import index32
 from ..common import launch as L
 from ..common.int4_device import (
     GROUP_BYTES,
+    UNSCALE,
     dot_group_at,
     dot_word_at,
     dot_word_regs,
@@ -242,9 +243,9 @@ def make_warp_rows(WARPS: int, KCHUNK: int, DUAL: bool, SILU: bool, TAIL_FAULT: 
                             else:
                                 acc += float32(sc[row, gw >> 4]) * dot_word_at(qw[row, gw], word_at(xb, col))
             if row < n:  # warp-uniform
-                acc = warp_sum(acc)
+                acc = warp_sum(acc) * float32(UNSCALE)
                 if DUAL:
-                    acc2 = warp_sum(acc2)
+                    acc2 = warp_sum(acc2) * float32(UNSCALE)
                 if lane == 0:
                     outs[0][row] = acc
                     if DUAL:

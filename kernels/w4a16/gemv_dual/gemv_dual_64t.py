@@ -21,20 +21,24 @@ from __future__ import annotations
 
 from functools import lru_cache, partial
 
-from numba import cuda
-
+from ...common import launch as L
 from .._device import launcher, path_build
-from .._row_block import DEFAULT_KCHUNK, DEFAULT_ROWS, make_row_block
+from .._row_block import DEFAULT_KCHUNK, DEFAULT_ROWS, NT, make_row_block
 from .._row_block import launch_config as _launch_config
 
 launch_config = partial(_launch_config, DUAL=True)
+
+
+# Resident 64-thread blocks an SM the kernel is bounded to: eight, 128
+# registers (unbounded, ptxas takes 132 and six fit; at ten it spills).
+DUAL_BLOCKS = 8
 
 
 @lru_cache(maxsize=None)
 def make_gemv_dual_64t(ROWS: int = DEFAULT_ROWS, KCHUNK: int = DEFAULT_KCHUNK, TAIL_FAULT: int = 0):
     row_block = make_row_block(ROWS, KCHUNK, True, TAIL_FAULT)
 
-    @cuda.jit
+    @L.jit_bounded(NT, DUAL_BLOCKS)
     def gemv_dual_64t(gate, up, qw_gate, s_gate, qw_up, s_up, x):
         row_block((gate, up), (qw_gate, s_gate, qw_up, s_up), x)
 

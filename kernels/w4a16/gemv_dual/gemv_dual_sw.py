@@ -25,17 +25,20 @@ from __future__ import annotations
 
 from functools import lru_cache
 
-from numba import cuda
-
+from ...common import launch as L
 from .._device import launcher, path_build
 from .._warp_rows import DEFAULT_KCHUNK, DEFAULT_WARPS, launch_config, make_warp_rows
+
+# Resident blocks an SM the kernel is bounded to: six of 128 threads, 80
+# registers (unbounded, ptxas takes 85 and five fit).
+DUAL_BLOCKS = 6
 
 
 @lru_cache(maxsize=None)
 def make_gemv_dual_sw(WARPS: int = DEFAULT_WARPS, KCHUNK: int = DEFAULT_KCHUNK, TAIL_FAULT: int = 0):
     rows = make_warp_rows(WARPS, KCHUNK, True, False, TAIL_FAULT)
 
-    @cuda.jit
+    @L.jit_bounded(WARPS * 32, DUAL_BLOCKS)
     def gemv_dual_sw(gate, up, qw_gate, s_gate, qw_up, s_up, x):
         rows((gate, up), (qw_gate, s_gate, qw_up, s_up), (x,))
 
